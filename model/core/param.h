@@ -1,0 +1,128 @@
+// Typed, documented, overridable parameters (VCML-style properties).
+//
+// A param is a public member of the sc_module it configures, so its key is the module's
+// hierarchical name plus the param name: `node0.pcie.lanes`. Values come from the broker,
+// loaded from INI files (--config) and key=value overrides (--set) before elaboration.
+// Lookup tries the full key first, then the key without its first component, so
+// `pcie.lanes=16` sets every node and `node1.pcie.lanes=8` overrides node1 only.
+// After elaboration broker::check_unused() fails on any key no param consumed.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace hcasim {
+
+/// A configuration problem: one line naming the key, file and line (or --set).
+class config_error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+class param_base;
+
+/// What --help-config prints for one parameter.
+struct param_info {
+    std::string key;       ///< generic key, without node prefix (e.g. "pcie.lanes")
+    std::string type;      ///< "bool", "int", "uint", "double", "string"
+    std::string unit;      ///< e.g. "ns", "bytes", "" if unitless
+    std::string def;       ///< default value as text
+    std::string help;      ///< one line
+    std::string choices;   ///< "a|b|c" for enumerated strings, else ""
+};
+
+/// Holds configured key=value pairs and the registry of declared params. One per process
+/// (one simulation per process).
+class broker {
+public:
+    static broker& instance();
+
+    /// Sets key to value; origin is "file:line" or "--set". Later sets win.
+    void set(const std::string& key, const std::string& value, const std::string& origin);
+    /// Parses an INI file: `[section]` prefixes keys ("[pcie]" + "lanes = 8" -> "pcie.lanes"),
+    /// `#` and `;` start comments. Throws config_error naming file and line on bad syntax
+    /// or a missing file.
+    void load_ini(const std::string& path);
+    /// Parses "key=value" (from --set). Throws config_error on bad syntax.
+    void set_override(const std::string& assignment);
+
+    /// Raw value for a param with hierarchical key `full` ("node0.pcie.lanes"): exact key,
+    /// else `full` without its first component. Marks the key used. `origin` receives where
+    /// the value came from, for error messages.
+    std::optional<std::string> lookup(const std::string& full, std::string* origin = nullptr);
+
+    /// Called by params on construction/destruction; the registry feeds --help-config and the
+    /// "config" object of the stats JSON.
+    void declare(param_base* p);
+    void undeclare(param_base* p);
+    const std::vector<param_base*>& params() const { return params_; }
+
+    /// Throws config_error for the first key set but never consumed by a param:
+    /// "unknown configuration key 'x' (file.ini:12)".
+    void check_unused() const;
+    /// One entry per distinct generic key, sorted, for --help-config.
+    std::vector<param_info> help() const;
+    /// Forget all values and params (tests only).
+    void reset();
+
+private:
+    struct entry {
+        std::string key, value, origin;
+        mutable bool used = false;
+    };
+    std::vector<entry> entries_;
+    std::vector<param_base*> params_;
+};
+
+/// Untyped part of a param.
+class param_base {
+public:
+    /// Full hierarchical key, e.g. "node0.hca.port.vcrc_check".
+    const std::string& key() const { return key_; }
+    /// Key without node prefix, as listed by --help-config.
+    std::string generic_key() const;
+    virtual param_info info() const = 0;
+    /// Current value as text (for the stats JSON "config" object).
+    virtual std::string str() const = 0;
+    virtual ~param_base();
+
+protected:
+    /// `name` is relative to the current sc_module under construction (or the full key if
+    /// constructed outside any module).
+    param_base(const char* name, const char* unit, const char* help);
+    std::string key_, unit_, help_;
+};
+
+/// A parameter of type T: bool, int64_t, uint64_t, int, unsigned, double, std::string.
+template <typename T>
+class param : public param_base {
+public:
+    param(const char* name, T def, const char* unit, const char* help);
+    /// Enumerated string parameter; values outside `choices` are a config_error.
+    param(const char* name, T def, const char* unit, const char* help,
+          std::vector<std::string> choices);
+    /// Adds a range check (inclusive); a value outside it is a config_error. Chainable.
+    param& range(T lo, T hi);
+
+    operator const T&() const { return value_; }
+    const T& get() const { return value_; }
+    param_info info() const override;
+    std::string str() const override;
+
+private:
+    void resolve();
+    T value_, def_;
+    std::vector<std::string> choices_;
+};
+
+extern template class param<bool>;
+extern template class param<int>;
+extern template class param<unsigned>;
+extern template class param<int64_t>;
+extern template class param<uint64_t>;
+extern template class param<double>;
+extern template class param<std::string>;
+
+}  // namespace hcasim
