@@ -23,6 +23,10 @@ public:
 
 class param_base;
 
+/// Full key for `name` declared now: "<current sc_module name>.<name>" while a module is
+/// under construction, else `name`. Used by params and counters.
+std::string scoped_key(const char* name);
+
 /// What --help-config prints for one parameter.
 struct param_info {
     std::string key;       ///< generic key, without node prefix (e.g. "pcie.lanes")
@@ -113,8 +117,16 @@ public:
 
 private:
     void resolve();
+    /// Checks choices and range; throws config_error naming key and origin.
+    void validate() const;
+    [[noreturn]] void fail(const std::string& expected) const;
     T value_, def_;
     std::vector<std::string> choices_;
+    bool configured_ = false;        ///< value came from the broker (else the default)
+    std::string raw_;                ///< configured text, for error messages
+    std::string origin_ = "default"; ///< "file:line", "--set" or "default"
+    bool has_range_ = false;
+    T lo_{}, hi_{};
 };
 
 extern template class param<bool>;

@@ -1,0 +1,44 @@
+// Counter registry; see stats.h.
+#include "stats.h"
+
+#include "param.h"
+
+namespace hcasim {
+
+stats_registry& stats_registry::instance() {
+    static stats_registry r;
+    return r;
+}
+
+void stats_registry::declare(counter* c) { counters_.push_back(c); }
+
+void stats_registry::undeclare(counter* c) {
+    for (auto it = counters_.begin(); it != counters_.end(); ++it)
+        if (*it == c) { counters_.erase(it); return; }
+}
+
+uint64_t stats_registry::sum(const std::string& suffix) const {
+    uint64_t total = 0;
+    for (const counter* c : counters_) {
+        const std::string& k = c->key();
+        const bool match = k == suffix ||
+                           (k.size() > suffix.size() && k[k.size() - suffix.size() - 1] == '.' &&
+                            k.compare(k.size() - suffix.size(), suffix.size(), suffix) == 0);
+        if (match) total += c->value();
+    }
+    return total;
+}
+
+const counter* stats_registry::find(const std::string& key) const {
+    for (const counter* c : counters_)
+        if (c->key() == key) return c;
+    return nullptr;
+}
+
+counter::counter(const char* name, const char* help) : key_(scoped_key(name)), help_(help ? help : "") {
+    stats_registry::instance().declare(this);
+}
+
+counter::~counter() { stats_registry::instance().undeclare(this); }
+
+}  // namespace hcasim

@@ -1,0 +1,316 @@
+// Logic tests of the configuration broker, params and counters (model/core).
+#include <gtest/gtest.h>
+#include <systemc>
+
+#include <fstream>
+#include <string>
+
+#include "model/core/param.h"
+#include "model/core/stats.h"
+
+using namespace hcasim;
+
+namespace {
+
+/// Writes `text` to a fresh file in the test temp dir and returns its path.
+std::string write_file(const std::string& name, const std::string& text) {
+    const std::string path = ::testing::TempDir() + "param_test_" + name;
+    std::ofstream(path) << text;
+    return path;
+}
+
+/// Runs `f`, expects config_error, returns its message.
+template <typename F> std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const config_error& e) {
+        return e.what();
+    }
+    ADD_FAILURE() << "expected config_error";
+    return {};
+}
+
+class Param : public ::testing::Test {
+protected:
+    void SetUp() override { broker::instance().reset(); }
+    void TearDown() override { broker::instance().reset(); }
+    broker& b = broker::instance();
+};
+
+struct pcie_unit : sc_core::sc_module {
+    param<unsigned> lanes{"lanes", 4, "", "PCIe link width"};
+    counter tx_tlps{"tx_tlps", "TLPs sent"};
+    explicit pcie_unit(sc_core::sc_module_name n) : sc_core::sc_module(n) {}
+};
+
+struct node_unit : sc_core::sc_module {
+    pcie_unit pcie{"pcie"};
+    explicit node_unit(sc_core::sc_module_name n) : sc_core::sc_module(n) {}
+};
+
+}  // namespace
+
+// libsystemc references sc_main; gtest_main provides main().
+int sc_main(int, char*[]) { return 0; }
+
+TEST_F(Param, DefaultWhenUnset) {
+    param<unsigned> p("pcie.lanes", 8, "", "lanes");
+    EXPECT_EQ(p.key(), "pcie.lanes");
+    EXPECT_EQ(p.get(), 8u);
+    EXPECT_EQ(p.str(), "8");
+}
+
+TEST_F(Param, IniSectionsAndComments) {
+    const auto path = write_file("sections.ini",
+                                 "# leading comment\n"
+                                 "; another comment\n"
+                                 "top = 7   # trailing comment\n"
+                                 "\n"
+                                 "[pcie]\n"
+                                 "lanes = 16 ; trailing\n"
+                                 "  gen=0x4\r\n"
+                                 "[hca.port]\n"
+                                 "name = \"port one\"\n"
+                                 "vcrc_check = off\n"
+                                 "ratio = 0.25\n");
+    b.load_ini(path);
+    param<int> top("top", 0, "", "h");
+    param<unsigned> lanes("pcie.lanes", 1, "", "h");
+    param<uint64_t> gen("pcie.gen", 1, "", "h");
+    param<std::string> name("hca.port.name", "x", "", "h");
+    param<bool> vcrc("hca.port.vcrc_check", true, "", "h");
+    param<double> ratio("hca.port.ratio", 1.0, "", "h");
+    EXPECT_EQ(top.get(), 7);
+    EXPECT_EQ(lanes.get(), 16u);
+    EXPECT_EQ(gen.get(), 4u);
+    EXPECT_EQ(name.get(), "port one");
+    EXPECT_FALSE(vcrc.get());
+    EXPECT_DOUBLE_EQ(ratio.get(), 0.25);
+    EXPECT_NO_THROW(b.check_unused());
+}
+
+TEST_F(Param, BoolSpellings) {
+    const char* yes[] = {"true", "1", "yes", "on", "TRUE"};
+    const char* no[] = {"false", "0", "no", "off"};
+    for (const char* v : yes) {
+        b.reset();
+        b.set_override(std::string("f=") + v);
+        EXPECT_TRUE(param<bool>("f", false, "", "h").get()) << v;
+    }
+    for (const char* v : no) {
+        b.reset();
+        b.set_override(std::string("f=") + v);
+        EXPECT_FALSE(param<bool>("f", true, "", "h").get()) << v;
+    }
+}
+
+TEST_F(Param, IntegerParsing) {
+    b.set_override("a=-12");
+    b.set_override("b=0x10");
+    b.set_override("c=18446744073709551615");
+    b.set_override("d=-0x8");
+    EXPECT_EQ(param<int>("a", 0, "", "h").get(), -12);
+    EXPECT_EQ(param<unsigned>("b", 0, "", "h").get(), 16u);
+    EXPECT_EQ(param<uint64_t>("c", 0, "", "h").get(), UINT64_MAX);
+    EXPECT_EQ(param<int64_t>("d", 0, "", "h").get(), -8);
+}
+
+TEST_F(Param, SetOverridesLaterConfig) {
+    const auto path = write_file("over.ini", "[pcie]\nlanes = 8\n");
+    b.load_ini(path);
+    b.set_override("pcie.lanes=2");
+    param<unsigned> lanes("pcie.lanes", 1, "", "h");
+    EXPECT_EQ(lanes.get(), 2u);
+}
+
+TEST_F(Param, LaterConfigFileWins) {
+    b.load_ini(write_file("first.ini", "x = 1\n"));
+    b.load_ini(write_file("second.ini", "x = 2\n"));
+    EXPECT_EQ(param<int>("x", 0, "", "h").get(), 2);
+    EXPECT_NO_THROW(b.check_unused());
+}
+
+TEST_F(Param, NodePrefixOverride) {
+    b.load_ini(write_file("nodes.ini", "[node1.pcie]\nlanes = 8\n"));
+    b.load_ini(write_file("generic.ini", "[pcie]\nlanes = 16\n"));
+    param<unsigned> n0("node0.pcie.lanes", 1, "", "h");
+    param<unsigned> n1("node1.pcie.lanes", 1, "", "h");
+    EXPECT_EQ(n0.get(), 16u);
+    EXPECT_EQ(n1.get(), 8u);  // node-specific beats generic even when loaded earlier
+    EXPECT_EQ(n0.generic_key(), "pcie.lanes");
+    EXPECT_EQ(n1.generic_key(), "pcie.lanes");
+    EXPECT_NO_THROW(b.check_unused());
+}
+
+TEST_F(Param, GenericKeyOnlyStripsNodePrefix) {
+    param<int> a("hca.port.x", 0, "", "h");
+    param<int> c("nodeA.port.x", 0, "", "h");
+    param<int> d("node12.port.x", 0, "", "h");
+    EXPECT_EQ(a.generic_key(), "hca.port.x");
+    EXPECT_EQ(c.generic_key(), "nodeA.port.x");
+    EXPECT_EQ(d.generic_key(), "port.x");
+}
+
+TEST_F(Param, UnknownKeyNamesFileAndLine) {
+    const auto path = write_file("unknown.ini", "[pcie]\nlanes = 4\n\nlaness = 4\n");
+    b.load_ini(path);
+    param<unsigned> lanes("pcie.lanes", 1, "", "h");
+    EXPECT_EQ(error_of([&] { b.check_unused(); }),
+              "unknown configuration key 'pcie.laness' (" + path + ":4)");
+}
+
+TEST_F(Param, UnknownSetKey) {
+    b.set_override("nope=1");
+    EXPECT_EQ(error_of([&] { b.check_unused(); }), "unknown configuration key 'nope' (--set)");
+}
+
+TEST_F(Param, BadTypeNamesKeyAndOrigin) {
+    const auto path = write_file("badtype.ini", "[pcie]\n\nlanes = four\n");
+    b.load_ini(path);
+    const auto msg = error_of([&] { param<unsigned> p("node0.pcie.lanes", 1, "", "h"); });
+    EXPECT_EQ(msg, "bad value 'four' for key 'node0.pcie.lanes' (" + path +
+                       ":3): expected non-negative integer in [0,4294967295]");
+}
+
+TEST_F(Param, TrailingGarbageAndNegativeUnsignedRejected) {
+    b.set_override("a=12x");
+    b.set_override("b=-1");
+    b.set_override("c=1.5.2");
+    b.set_override("d=maybe");
+    b.set_override("e=0x");
+    b.set_override("f=99999999999");
+    EXPECT_NE(error_of([] { param<int> p("a", 0, "", "h"); }).find("bad value '12x' for key 'a' (--set)"),
+              std::string::npos);
+    EXPECT_NE(error_of([] { param<unsigned> p("b", 0, "", "h"); }).find("bad value '-1'"), std::string::npos);
+    EXPECT_NE(error_of([] { param<double> p("c", 0, "", "h"); }).find("expected number"), std::string::npos);
+    EXPECT_NE(error_of([] { param<bool> p("d", false, "", "h"); }).find("expected bool"), std::string::npos);
+    EXPECT_NE(error_of([] { param<uint64_t> p("e", 0, "", "h"); }).find("bad value '0x'"), std::string::npos);
+    EXPECT_NE(error_of([] { param<int> p("f", 0, "", "h"); }).find("bad value '99999999999'"), std::string::npos);
+}
+
+TEST_F(Param, RangeCheckedAfterConstruction) {
+    const auto path = write_file("range.ini", "[node0.pcie]\n\n\nlanes = 32\n");
+    b.load_ini(path);
+    param<unsigned> p("node0.pcie.lanes", 4, "", "h");  // range() not yet applied: accepted
+    EXPECT_EQ(p.get(), 32u);
+    EXPECT_EQ(error_of([&] { p.range(1, 16); }),
+              "bad value '32' for key 'node0.pcie.lanes' (" + path + ":4): expected integer in [1,16]");
+}
+
+TEST_F(Param, RangeInsideAccepted) {
+    b.set_override("pcie.lanes=16");
+    param<unsigned> p("pcie.lanes", 4, "", "h");
+    EXPECT_NO_THROW(p.range(1, 16));
+    EXPECT_EQ(p.get(), 16u);
+    param<double> d("ratio", 0.5, "", "h");
+    EXPECT_EQ(error_of([&] { d.range(1.0, 2.0); }),
+              "bad value '0.5' for key 'ratio' (default): expected number in [1,2]");
+}
+
+TEST_F(Param, ChoicesChecked) {
+    b.set_override("hca.mode=fast");
+    const auto msg =
+        error_of([] { param<std::string> p("hca.mode", "lt", "", "h", {"lt", "at"}); });
+    EXPECT_EQ(msg, "bad value 'fast' for key 'hca.mode' (--set): expected one of lt|at");
+    b.reset();
+    b.set_override("hca.mode=at");
+    param<std::string> ok("hca.mode", "lt", "", "h", {"lt", "at"});
+    EXPECT_EQ(ok.get(), "at");
+}
+
+TEST_F(Param, MissingFileNamed) {
+    EXPECT_EQ(error_of([&] { b.load_ini("/nonexistent/dir/x.ini"); }),
+              "cannot open configuration file '/nonexistent/dir/x.ini'");
+}
+
+TEST_F(Param, MalformedLineNamesFileAndLine) {
+    const auto path = write_file("malformed.ini", "[pcie]\nlanes = 4\njunk line\n");
+    EXPECT_EQ(error_of([&] { b.load_ini(path); }),
+              path + ":3: expected 'key = value' or '[section]', got 'junk line'");
+    const auto path2 = write_file("badsection.ini", "\n[pcie\n");
+    EXPECT_EQ(error_of([&] { b.load_ini(path2); }), path2 + ":2: malformed section header '[pcie'");
+    const auto path3 = write_file("badkey.ini", "a b = 3\n");
+    EXPECT_EQ(error_of([&] { b.load_ini(path3); }), path3 + ":1: bad key 'a b'");
+}
+
+TEST_F(Param, MalformedSet) {
+    EXPECT_EQ(error_of([&] { b.set_override("pcie.lanes"); }), "--set 'pcie.lanes': expected key=value");
+    EXPECT_EQ(error_of([&] { b.set_override("=3"); }), "--set '=3': expected key=value");
+}
+
+TEST_F(Param, HelpListsEachGenericKeyOnce) {
+    param<unsigned> n0("node0.pcie.lanes", 4, "", "PCIe link width");
+    param<unsigned> n1("node1.pcie.lanes", 4, "", "PCIe link width");
+    param<uint64_t> lat("node0.pcie.latency_ns", 150, "ns", "one-way link latency");
+    param<std::string> mode("hca.mode", "lt", "", "modelling style", {"lt", "at"});
+    param<bool> flag("trace", false, "", "trace packets");
+    const auto h = b.help();
+    ASSERT_EQ(h.size(), 4u);
+    EXPECT_EQ(h[0].key, "hca.mode");
+    EXPECT_EQ(h[0].type, "string");
+    EXPECT_EQ(h[0].def, "lt");
+    EXPECT_EQ(h[0].choices, "lt|at");
+    EXPECT_EQ(h[1].key, "pcie.lanes");
+    EXPECT_EQ(h[1].type, "uint");
+    EXPECT_EQ(h[1].def, "4");
+    EXPECT_EQ(h[1].help, "PCIe link width");
+    EXPECT_EQ(h[2].key, "pcie.latency_ns");
+    EXPECT_EQ(h[2].unit, "ns");
+    EXPECT_EQ(h[2].def, "150");
+    EXPECT_EQ(h[3].key, "trace");
+    EXPECT_EQ(h[3].type, "bool");
+    EXPECT_EQ(h[3].def, "false");
+    EXPECT_EQ(b.params().size(), 5u);
+}
+
+TEST_F(Param, UndeclaredOnDestruction) {
+    {
+        param<int> p("x", 1, "", "h");
+        EXPECT_EQ(b.params().size(), 1u);
+    }
+    EXPECT_TRUE(b.params().empty());
+}
+
+TEST_F(Param, CountersRegisterAndSum) {
+    auto& reg = stats_registry::instance();
+    const auto before = reg.counters().size();
+    counter a("node0.port.tx_packets", "sent");
+    counter c("node1.port.tx_packets", "sent");
+    counter d("node1.port.rx_packets", "received");
+    counter e("node1.xport.tx_packets", "unrelated suffix match");
+    ++a;
+    a += 4;
+    c += 10;
+    d += 100;
+    e += 1000;
+    EXPECT_EQ(reg.counters().size(), before + 4);
+    EXPECT_EQ(reg.counters()[before], &a);  // declaration order
+    EXPECT_EQ(reg.sum("port.tx_packets"), 15u);
+    EXPECT_EQ(reg.sum("tx_packets"), 1015u);
+    EXPECT_EQ(reg.sum("rx_packets"), 100u);
+    ASSERT_NE(reg.find("node1.port.rx_packets"), nullptr);
+    EXPECT_EQ(reg.find("node1.port.rx_packets")->value(), 100u);
+    EXPECT_EQ(reg.find("port.rx_packets"), nullptr);
+    EXPECT_EQ(static_cast<uint64_t>(a), 5u);
+}
+
+// Params and counters declared inside sc_modules take the hierarchical name as key prefix.
+// Only elaboration happens (no sc_start), so this coexists with the other tests in one process.
+TEST_F(Param, ModuleScopedKeys) {
+    b.set_override("pcie.lanes=16");
+    b.set_override("node1.pcie.lanes=8");
+    node_unit n0("node0");
+    node_unit n1("node1");
+    EXPECT_EQ(n0.pcie.lanes.key(), "node0.pcie.lanes");
+    EXPECT_EQ(n1.pcie.lanes.key(), "node1.pcie.lanes");
+    EXPECT_EQ(n0.pcie.lanes.get(), 16u);
+    EXPECT_EQ(n1.pcie.lanes.get(), 8u);
+    EXPECT_EQ(n0.pcie.tx_tlps.key(), "node0.pcie.tx_tlps");
+    EXPECT_NO_THROW(b.check_unused());
+    param<int> outside("seed", 1, "", "h");
+    EXPECT_EQ(outside.key(), "seed");
+    ++n0.pcie.tx_tlps;
+    n1.pcie.tx_tlps += 2;
+    EXPECT_EQ(stats_registry::instance().sum("pcie.tx_tlps"), 3u);
+    ASSERT_EQ(b.help().size(), 2u);
+}
