@@ -88,7 +88,7 @@ struct qp_context {
 };
 static_assert(sizeof(qp_context) == 256);
 static_assert(offsetof(qp_context, sq_base) == 24 && offsetof(qp_context, dest_qpn) == 48 &&
-              offsetof(qp_context, dgid) == 96);
+              offsetof(qp_context, dgid) == 92);
 
 /// Completion queue context (64 bytes).
 struct cq_context {

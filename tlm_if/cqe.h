@@ -79,8 +79,7 @@ struct cqe {
     uint8_t flags;         ///< cqe_flags
     uint8_t dlid_path_bits;///< destination LID path bits (receive)
     uint8_t vendor_err;    ///< vendor syndrome for error completions
-    uint32_t rsvd[6];      ///< reserved, zero
-    uint8_t rsvd2[7];      ///< reserved, zero
+    uint8_t rsvd[27];      ///< reserved, zero
     uint8_t owner;         ///< CQE_OWNER_BIT, CQE_IS_SEND
 };
 static_assert(sizeof(cqe) == 64);

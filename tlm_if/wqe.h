@@ -79,7 +79,7 @@ struct wqe_ud_seg {
     uint8_t hop_limit;      ///< GRH hop limit
     uint8_t tclass;         ///< GRH traffic class
     uint32_t flow_label;    ///< GRH flow label (20 bits)
-    uint32_t rsvd;          ///< reserved, zero
+    uint32_t rsvd[3];       ///< reserved, zero
     uint8_t dgid[16];       ///< destination GID
 };
 static_assert(sizeof(wqe_ud_seg) == 48);

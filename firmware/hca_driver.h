@@ -1,0 +1,182 @@
+// The HCA driver: command interface, context tables, the event queue and resource number
+// allocators. Reaches the HCA only through tlm_if (host_bus MMIO and host memory).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+#include "firmware/host_os.h"
+#include "tlm_if/commands.h"
+#include "tlm_if/cqe.h"
+#include "tlm_if/host_bus.h"
+#include "tlm_if/mmio_map.h"
+
+namespace hcasim::fw {
+
+/// Driver-level status for a command that did not finish in time (not an HCA cmd_status).
+constexpr hw::cmd_status CMD_TIMEOUT = hw::cmd_status(0xFE);
+/// Driver-level status for a command refused because the driver is in fatal error.
+constexpr hw::cmd_status CMD_FATAL = hw::cmd_status(0xFF);
+
+/// Driver load-time options.
+struct driver_options {
+    uint8_t log_num_qps = 10;        ///< log2 QPC entries (clamped to caps.max_qp)
+    uint8_t log_num_cqs = 10;        ///< log2 CQC entries (clamped to caps.max_cq)
+    uint8_t log_num_mpts = 12;       ///< log2 MPT entries (clamped to caps.max_mr)
+    uint8_t log_num_mtts = 16;       ///< log2 MTT entries (clamped to caps.max_mtt)
+    uint8_t eq_log_size = 8;         ///< log2 EQEs in the event queue
+    uint64_t cmd_timeout_ns = 10'000'000;  ///< command timeout, simulated ns (fatal when hit)
+    bool use_inline_window = true;   ///< single small WQEs go through UAR_INLINE_WQE
+};
+
+/// Deterministic lowest-free-first number allocator over [first, first + count).
+class id_allocator {
+public:
+    id_allocator() = default;
+    /// Numbers first .. first + count - 1.
+    id_allocator(uint32_t first, uint32_t count) : first_(first), used_(count, false) {}
+    /// Lowest free number; false when exhausted.
+    bool alloc(uint32_t* id);
+    /// Returns a number; ignores numbers not allocated.
+    void free(uint32_t id);
+    /// True if id is allocated.
+    bool in_use(uint32_t id) const;
+    /// Numbers still free.
+    uint32_t available() const;
+
+private:
+    uint32_t first_ = 0;
+    std::vector<bool> used_;
+};
+
+/// Deterministic first-fit range allocator (MTT entries).
+class range_allocator {
+public:
+    range_allocator() = default;
+    /// Units [first, first + count).
+    range_allocator(uint64_t first, uint64_t count) { free_[first] = count; }
+    /// Lowest free run of n units; false when none fits.
+    bool alloc(uint64_t n, uint64_t* first);
+    /// Returns a run (coalesced with its neighbours).
+    void free(uint64_t first, uint64_t n);
+
+private:
+    std::map<uint64_t, uint64_t> free_;  ///< start -> length
+};
+
+/// The driver of one HCA, shared by all processes of the host.
+class hca_driver {
+public:
+    /// A driver for the HCA behind `bus`, allocating host memory from `os`.
+    hca_driver(host_bus& bus, host_os& os, const driver_options& opts = {});
+    ~hca_driver();
+    hca_driver(const hca_driver&) = delete;
+    hca_driver& operator=(const hca_driver&) = delete;
+
+    /// QUERY_HCA, table allocation, INIT_HCA, QUERY_PORT, CREATE_EQ, MSI setup; 0 or errno.
+    int init();
+    /// True once init() succeeded.
+    bool initialized() const { return initialized_; }
+    /// True after a command timeout: the HCA is considered dead.
+    bool fatal() const { return fatal_; }
+    /// Description of the last command failure.
+    const std::string& last_error() const { return last_error_; }
+
+    /// Runs one command through the mailbox; returns the HCA status, CMD_TIMEOUT or CMD_FATAL.
+    hw::cmd_status exec(uint16_t opcode, uint32_t in_mod, uint32_t op_mod, const void* in, size_t in_len,
+                        void* out = nullptr, size_t out_len = 0);
+    /// Commands issued so far.
+    uint64_t commands_issued() const { return commands_; }
+
+    /// Device capabilities from QUERY_HCA.
+    const hw::hca_caps& caps() const { return caps_; }
+    /// Port attributes from QUERY_PORT at init (port 1..phys_port_cnt), nullptr if out of range.
+    const hw::port_info* port(uint8_t port_num) const;
+    /// Re-reads one port's attributes; 0 or errno.
+    int refresh_port(uint8_t port_num);
+    /// The options the driver runs with.
+    const driver_options& options() const { return opts_; }
+    /// The bus and the OS.
+    host_bus& bus() { return bus_; }
+    host_os& os() { return os_; }
+
+    /// Table sizes in effect.
+    uint32_t num_qps() const { return 1u << log_qps_; }
+    uint32_t num_cqs() const { return 1u << log_cqs_; }
+    uint32_t num_mpts() const { return 1u << log_mpts_; }
+    uint32_t num_mtts() const { return 1u << log_mtts_; }
+
+    /// Resource numbers (0 reserved for PDN, CQN, QPN, MPT index and UAR).
+    bool alloc_pdn(uint32_t* n) { return pdn_.alloc(n); }
+    void free_pdn(uint32_t n) { pdn_.free(n); }
+    bool alloc_cqn(uint32_t* n) { return cqn_.alloc(n); }
+    void free_cqn(uint32_t n) { cqn_.free(n); }
+    bool alloc_qpn(uint32_t* n) { return qpn_.alloc(n); }
+    void free_qpn(uint32_t n) { qpn_.free(n); }
+    bool alloc_uar(uint32_t* n) { return uar_.alloc(n); }
+    void free_uar(uint32_t n) { uar_.free(n); }
+    /// MPT index plus the key byte for this use of it (changes on every reuse of the index).
+    bool alloc_mpt(uint32_t* index, uint8_t* key_byte);
+    void free_mpt(uint32_t index) { mpt_.free(index); }
+    /// MTT run of n entries.
+    bool alloc_mtt(uint64_t n, uint64_t* first) { return mtt_.alloc(n, first); }
+    void free_mtt(uint64_t first, uint64_t n) { mtt_.free(first, n); }
+
+    /// BAR0 offset of a UAR page and of one register inside it.
+    static constexpr uint64_t uar_offset(uint32_t uar) { return hw::UAR_BASE + uint64_t(uar) * hw::UAR_STRIDE; }
+    static constexpr uint64_t uar_offset(uint32_t uar, hw::uar_reg r) { return uar_offset(uar) + r; }
+
+    /// Consumes every EQE present, dispatching completion and async events; returns EQEs consumed.
+    uint32_t process_eq();
+    /// Sleeps until the next EQE slot is written or timeout_ns passes (0: forever); false on timeout.
+    bool wait_eq(uint64_t timeout_ns);
+    /// Completion events seen for a CQ and not yet taken.
+    uint32_t pending_cq_events(uint32_t cqn) const;
+    /// Takes one pending completion event of a CQ; false if none.
+    bool take_cq_event(uint32_t cqn);
+    /// Handler for async events about one QP (SQ drained, errors): registered by the verbs layer.
+    void set_qp_event_handler(uint32_t qpn, std::function<void(const hw::eqe&)> fn);
+    void clear_qp_event_handler(uint32_t qpn);
+    /// Async events not tied to a QP handler (port change, CQ error, catastrophic), oldest first.
+    std::vector<hw::eqe>& unclaimed_events() { return unclaimed_; }
+    /// Physical address of the EQ ring, of the MSI word, and the EQ consumer count.
+    uint64_t eq_base() const { return eq_pa_; }
+    uint64_t msi_word() const { return msi_pa_; }
+    uint32_t eq_consumer() const { return eq_consumer_; }
+
+    /// Opaque per-QPN pointer used by the verbs layer to find a QP from a CQE.
+    void set_qp_user(uint32_t qpn, void* p);
+    void* qp_user(uint32_t qpn) const { return qpn < qp_users_.size() ? qp_users_[qpn] : nullptr; }
+
+private:
+    uint64_t mailbox_status_pa() const { return mailbox_pa_ + offsetof(hw::cmd_mailbox, status); }
+    host_bus& bus_;
+    host_os& os_;
+    driver_options opts_;
+    bool initialized_ = false;
+    bool fatal_ = false;
+    bool cmd_busy_ = false;
+    std::string last_error_;
+    uint64_t commands_ = 0;
+    uint32_t next_token_ = 1;
+    hw::hca_caps caps_{};
+    std::vector<hw::port_info> ports_;
+    uint8_t log_qps_ = 0, log_cqs_ = 0, log_mpts_ = 0, log_mtts_ = 0;
+    uint64_t mailbox_pa_ = 0, qpc_pa_ = 0, cqc_pa_ = 0, eqc_pa_ = 0, mpt_pa_ = 0, mtt_pa_ = 0;
+    uint64_t eq_pa_ = 0, msi_pa_ = 0;
+    uint32_t eq_consumer_ = 0;
+    id_allocator pdn_, cqn_, qpn_, uar_, mpt_;
+    range_allocator mtt_;
+    std::vector<uint8_t> key_gen_;
+    std::vector<uint32_t> cq_events_;
+    std::map<uint32_t, std::function<void(const hw::eqe&)>> qp_handlers_;
+    std::vector<hw::eqe> unclaimed_;
+    std::vector<void*> qp_users_;
+};
+
+/// errno equivalent of a command status (0 for CMD_OK).
+int cmd_errno(hw::cmd_status st);
+
+}  // namespace hcasim::fw

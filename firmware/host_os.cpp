@@ -1,0 +1,180 @@
+#include "firmware/host_os.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace hcasim::fw {
+
+host_os::host_os(host_bus& bus, uint64_t phys_base, uint64_t phys_bytes) : bus_(bus) {
+    base_ = (phys_base + PAGE_BYTES - 1) & ~(PAGE_BYTES - 1);
+    uint64_t end = (phys_base + phys_bytes) & ~(PAGE_BYTES - 1);
+    used_.assign(end > base_ ? (end - base_) >> PAGE_SHIFT : 0, false);
+}
+
+void host_os::zero(uint64_t pa, size_t bytes) {
+    static const uint8_t zeros[PAGE_BYTES] = {};
+    while (bytes) {
+        size_t n = std::min<size_t>(bytes, PAGE_BYTES);
+        bus_.mem_write(pa, zeros, n);
+        pa += n;
+        bytes -= n;
+    }
+}
+
+bool host_os::alloc_contiguous(size_t bytes, size_t align, uint64_t* pa) {
+    if (bytes == 0) bytes = 1;
+    size_t pages = (bytes + PAGE_BYTES - 1) >> PAGE_SHIFT;
+    size_t align_pages = std::max<size_t>(1, (align + PAGE_BYTES - 1) >> PAGE_SHIFT);
+    // First fit from the bottom, so tables and rings pack low and process pages come from the top.
+    for (size_t first = 0; first + pages <= used_.size();) {
+        uint64_t addr = base_ + (uint64_t(first) << PAGE_SHIFT);
+        if (addr % (uint64_t(align_pages) << PAGE_SHIFT)) {
+            ++first;
+            continue;
+        }
+        size_t i = 0;
+        while (i < pages && !used_[first + i]) ++i;
+        if (i == pages) {
+            for (size_t k = 0; k < pages; ++k) used_[first + k] = true;
+            allocs_[addr] = pages;
+            zero(addr, pages << PAGE_SHIFT);
+            *pa = addr;
+            return true;
+        }
+        first += i + 1;
+    }
+    return false;
+}
+
+bool host_os::alloc_page(uint64_t* pa) {
+    for (size_t i = used_.size(); i-- > 0;) {
+        if (used_[i]) continue;
+        used_[i] = true;
+        uint64_t addr = base_ + (uint64_t(i) << PAGE_SHIFT);
+        allocs_[addr] = 1;
+        zero(addr, PAGE_BYTES);
+        *pa = addr;
+        return true;
+    }
+    return false;
+}
+
+void host_os::free(uint64_t pa) {
+    auto it = allocs_.find(pa);
+    if (it == allocs_.end()) return;
+    size_t first = (pa - base_) >> PAGE_SHIFT;
+    for (size_t k = 0; k < it->second; ++k) used_[first + k] = false;
+    allocs_.erase(it);
+}
+
+size_t host_os::free_pages() const { return size_t(std::count(used_.begin(), used_.end(), false)); }
+
+address_space::address_space(host_os& os, uint64_t va_base) : os_(os), next_va_(va_base) {}
+
+address_space::~address_space() {
+    for (auto& [vpn, pg] : pages_) os_.free(pg.pa);
+}
+
+uint64_t address_space::alloc(size_t bytes, size_t align) {
+    if (align == 0 || (align & (align - 1))) return 0;
+    uint64_t va = (next_va_ + align - 1) & ~uint64_t(align - 1);
+    uint64_t end = va + std::max<size_t>(bytes, 1);
+    // Back every page of the range not backed yet, one page at a time, in address order.
+    std::vector<uint64_t> added;
+    for (uint64_t vpn = va >> PAGE_SHIFT; vpn <= (end - 1) >> PAGE_SHIFT; ++vpn) {
+        if (pages_.count(vpn)) continue;
+        uint64_t pa;
+        if (!os_.alloc_page(&pa)) {
+            for (uint64_t v : added) {
+                os_.free(pages_[v].pa);
+                pages_.erase(v);
+            }
+            return 0;
+        }
+        pages_[vpn] = page{pa, 0};
+        added.push_back(vpn);
+    }
+    next_va_ = end;
+    return va;
+}
+
+bool address_space::translate(uint64_t va, uint64_t* pa) const {
+    auto it = pages_.find(va >> PAGE_SHIFT);
+    if (it == pages_.end()) return false;
+    *pa = it->second.pa | (va & (PAGE_BYTES - 1));
+    return true;
+}
+
+bool address_space::read(uint64_t va, void* dst, size_t n) const {
+    auto* out = static_cast<uint8_t*>(dst);
+    while (n) {
+        uint64_t pa;
+        if (!translate(va, &pa)) return false;
+        size_t chunk = std::min<uint64_t>(n, PAGE_BYTES - (va & (PAGE_BYTES - 1)));
+        os_.bus().mem_read(pa, out, chunk);
+        va += chunk;
+        out += chunk;
+        n -= chunk;
+    }
+    return true;
+}
+
+bool address_space::write(uint64_t va, const void* src, size_t n) {
+    auto* in = static_cast<const uint8_t*>(src);
+    while (n) {
+        uint64_t pa;
+        if (!translate(va, &pa)) return false;
+        size_t chunk = std::min<uint64_t>(n, PAGE_BYTES - (va & (PAGE_BYTES - 1)));
+        os_.bus().mem_write(pa, in, chunk);
+        va += chunk;
+        in += chunk;
+        n -= chunk;
+    }
+    return true;
+}
+
+bool address_space::fill(uint64_t va, size_t n, uint8_t seed) {
+    std::vector<uint8_t> buf(n);
+    for (size_t i = 0; i < n; ++i) buf[i] = uint8_t(seed + i);
+    bus().cpu_cost(cpu_op::memcpy_64b, uint32_t((n + 63) / 64));
+    return write(va, buf.data(), n);
+}
+
+bool address_space::fill_byte(uint64_t va, size_t n, uint8_t value) {
+    std::vector<uint8_t> buf(n, value);
+    bus().cpu_cost(cpu_op::memcpy_64b, uint32_t((n + 63) / 64));
+    return write(va, buf.data(), n);
+}
+
+int address_space::pin(uint64_t va, uint64_t len, std::vector<uint64_t>* page_pas) {
+    if (len == 0) return EINVAL;
+    uint64_t first = va >> PAGE_SHIFT, last = (va + len - 1) >> PAGE_SHIFT;
+    for (uint64_t vpn = first; vpn <= last; ++vpn)
+        if (!pages_.count(vpn)) return EFAULT;
+    if (page_pas) page_pas->clear();
+    for (uint64_t vpn = first; vpn <= last; ++vpn) {
+        page& pg = pages_[vpn];
+        ++pg.pins;
+        if (page_pas) page_pas->push_back(pg.pa);
+    }
+    return 0;
+}
+
+int address_space::unpin(uint64_t va, uint64_t len) {
+    if (len == 0) return EINVAL;
+    uint64_t first = va >> PAGE_SHIFT, last = (va + len - 1) >> PAGE_SHIFT;
+    for (uint64_t vpn = first; vpn <= last; ++vpn) {
+        auto it = pages_.find(vpn);
+        if (it == pages_.end() || it->second.pins == 0) return EINVAL;
+    }
+    for (uint64_t vpn = first; vpn <= last; ++vpn) --pages_[vpn].pins;
+    return 0;
+}
+
+uint32_t address_space::pin_count(uint64_t va) const {
+    auto it = pages_.find(va >> PAGE_SHIFT);
+    return it == pages_.end() ? 0 : it->second.pins;
+}
+
+}  // namespace hcasim::fw

@@ -1,0 +1,85 @@
+// The simulated host operating system: physical page allocation over a host-physical range and
+// per-process virtual address spaces whose pages are deliberately not physically contiguous.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <vector>
+#include "tlm_if/host_bus.h"
+
+namespace hcasim::fw {
+
+/// Page size of the simulated OS and of MR translation (4 KiB).
+constexpr uint64_t PAGE_BYTES = 4096;
+constexpr uint32_t PAGE_SHIFT = 12;
+
+/// Physical memory manager of the simulated host.
+class host_os {
+public:
+    /// Manages host-physical pages [phys_base, phys_base + phys_bytes) (rounded inward to pages).
+    host_os(host_bus& bus, uint64_t phys_base, uint64_t phys_bytes);
+
+    /// Physically contiguous, zeroed allocation (rings, tables, mailboxes); false when out of memory.
+    bool alloc_contiguous(size_t bytes, size_t align, uint64_t* pa);
+    /// Frees an allocation made by alloc_contiguous or alloc_page (by its first physical address).
+    void free(uint64_t pa);
+    /// One zeroed page taken from the top of the range downwards (process backing pages).
+    bool alloc_page(uint64_t* pa);
+
+    /// Pages not allocated.
+    size_t free_pages() const;
+    /// The bus this OS runs on.
+    host_bus& bus() { return bus_; }
+
+private:
+    void zero(uint64_t pa, size_t bytes);
+    host_bus& bus_;
+    uint64_t base_;
+    std::vector<bool> used_;               ///< one flag per page
+    std::map<uint64_t, size_t> allocs_;    ///< first pa -> pages
+};
+
+/// Virtual address space of one simulated process.
+class address_space {
+public:
+    /// A process on `os`; virtual addresses are handed out from va_base upwards.
+    explicit address_space(host_os& os, uint64_t va_base = 0x7f0000000000ull);
+    ~address_space();
+    address_space(const address_space&) = delete;
+    address_space& operator=(const address_space&) = delete;
+
+    /// Allocates `bytes` of zeroed virtual memory (page-backed one page at a time); 0 on failure.
+    uint64_t alloc(size_t bytes, size_t align = 64);
+    /// Virtual-to-physical translation; false if va is unmapped.
+    bool translate(uint64_t va, uint64_t* pa) const;
+    /// CPU load of n bytes at va (split by page); false if any page is unmapped.
+    bool read(uint64_t va, void* dst, size_t n) const;
+    /// CPU store of n bytes at va (split by page); false if any page is unmapped.
+    bool write(uint64_t va, const void* src, size_t n);
+    /// Fills n bytes at va with (seed + i) & 0xFF, charging memcpy_64b per 64 bytes.
+    bool fill(uint64_t va, size_t n, uint8_t seed);
+    /// Fills n bytes at va with one byte value, charging memcpy_64b per 64 bytes.
+    bool fill_byte(uint64_t va, size_t n, uint8_t value);
+    /// Pins the pages covering [va, va+len) and returns their physical addresses in order;
+    /// EFAULT (nothing pinned) if any page is unmapped, EINVAL if len is 0.
+    int pin(uint64_t va, uint64_t len, std::vector<uint64_t>* page_pas);
+    /// Drops one pin from each page of [va, va+len); EINVAL if a page was not pinned.
+    int unpin(uint64_t va, uint64_t len);
+    /// Pin count of the page holding va (0 if unmapped).
+    uint32_t pin_count(uint64_t va) const;
+    /// Bus of the OS (for cost accounting).
+    host_bus& bus() { return os_.bus(); }
+    /// The OS this process runs on.
+    host_os& os() { return os_; }
+
+private:
+    struct page {
+        uint64_t pa;
+        uint32_t pins;
+    };
+    host_os& os_;
+    uint64_t next_va_;
+    std::map<uint64_t, page> pages_;  ///< virtual page number -> backing page
+};
+
+}  // namespace hcasim::fw

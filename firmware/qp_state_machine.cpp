@@ -1,0 +1,107 @@
+#include "firmware/qp_state_machine.h"
+
+#include <cerrno>
+
+namespace hcasim::fw {
+namespace {
+
+using namespace hcasim::hw;
+
+constexpr uint8_t RC = 1, UC = 2, UD = 4, ALL = RC | UC | UD;
+
+constexpr uint32_t PKEY = QP_ATTR_PKEY_INDEX, PORT = QP_ATTR_PORT, ACC = QP_ATTR_ACCESS_FLAGS,
+                   QKEY = QP_ATTR_QKEY, AV = QP_ATTR_AV, MTU = QP_ATTR_PATH_MTU,
+                   DQPN = QP_ATTR_DEST_QPN, RQPSN = QP_ATTR_RQ_PSN, SQPSN = QP_ATTR_SQ_PSN,
+                   DRD = QP_ATTR_MAX_DEST_RD_ATOMIC, RNRT = QP_ATTR_MIN_RNR_TIMER,
+                   TMO = QP_ATTR_TIMEOUT, RTY = QP_ATTR_RETRY_CNT, RNRR = QP_ATTR_RNR_RETRY,
+                   QRD = QP_ATTR_MAX_QP_RD_ATOMIC, CUR = QP_ATTR_CUR_STATE, ALT = QP_ATTR_ALT_PATH,
+                   MIG = QP_ATTR_PATH_MIG_STATE, SQDN = QP_ATTR_EN_SQD_ASYNC_NOTIFY;
+
+// Figure 126 arcs. Masks follow the libibverbs/kernel ib_modify_qp table, which mirrors the
+// IBA Modify QP attribute tables. SQEr exists only for UC/UD (C10-19: no SQEr for RC).
+// Reset -> Error is drawn in Figure 126 ("any state -> Error"); the Linux table omits it.
+constexpr qp_transition_row TABLE[] = {
+    // cur       next      on    required {RC, UC, UD}                                   optional {RC, UC, UD}
+    {QPS_RESET, QPS_RESET, ALL, {0, 0, 0}, {0, 0, 0}},
+    {QPS_RESET, QPS_INIT,  ALL, {PKEY | PORT | ACC, PKEY | PORT | ACC, PKEY | PORT | QKEY}, {0, 0, 0}},
+    {QPS_RESET, QPS_ERR,   ALL, {0, 0, 0}, {0, 0, 0}},
+    {QPS_INIT,  QPS_RESET, ALL, {0, 0, 0}, {0, 0, 0}},
+    {QPS_INIT,  QPS_ERR,   ALL, {0, 0, 0}, {0, 0, 0}},
+    {QPS_INIT,  QPS_INIT,  ALL, {0, 0, 0}, {PKEY | PORT | ACC, PKEY | PORT | ACC, PKEY | PORT | QKEY}},
+    {QPS_INIT,  QPS_RTR,   ALL,
+     {AV | MTU | DQPN | RQPSN | DRD | RNRT, AV | MTU | DQPN | RQPSN, 0},
+     {ALT | ACC | PKEY, ALT | ACC | PKEY, PKEY | QKEY}},
+    {QPS_RTR,   QPS_RESET, ALL, {0, 0, 0}, {0, 0, 0}},
+    {QPS_RTR,   QPS_ERR,   ALL, {0, 0, 0}, {0, 0, 0}},
+    {QPS_RTR,   QPS_RTS,   ALL,
+     {TMO | RTY | RNRR | SQPSN | QRD, SQPSN, SQPSN},
+     {CUR | ALT | ACC | RNRT | MIG, CUR | ALT | ACC | MIG, CUR | QKEY}},
+    {QPS_RTS,   QPS_RESET, ALL, {0, 0, 0}, {0, 0, 0}},
+    {QPS_RTS,   QPS_ERR,   ALL, {0, 0, 0}, {0, 0, 0}},
+    {QPS_RTS,   QPS_RTS,   ALL, {0, 0, 0},
+     {CUR | ACC | ALT | MIG | RNRT, CUR | ACC | ALT | MIG, CUR | QKEY}},
+    {QPS_RTS,   QPS_SQD,   ALL, {0, 0, 0}, {SQDN, SQDN, SQDN}},
+    {QPS_SQD,   QPS_RESET, ALL, {0, 0, 0}, {0, 0, 0}},
+    {QPS_SQD,   QPS_ERR,   ALL, {0, 0, 0}, {0, 0, 0}},
+    {QPS_SQD,   QPS_RTS,   ALL, {0, 0, 0},
+     {CUR | ALT | ACC | RNRT | MIG, CUR | ALT | ACC | MIG, CUR | QKEY}},
+    {QPS_SQD,   QPS_SQD,   ALL, {0, 0, 0},
+     {PORT | AV | TMO | RTY | RNRR | QRD | DRD | ALT | ACC | PKEY | RNRT | MIG,
+      AV | ALT | ACC | PKEY | MIG, PKEY | QKEY}},
+    {QPS_SQE,   QPS_RESET, UC | UD, {0, 0, 0}, {0, 0, 0}},
+    {QPS_SQE,   QPS_ERR,   UC | UD, {0, 0, 0}, {0, 0, 0}},
+    {QPS_SQE,   QPS_RTS,   UC | UD, {0, 0, 0}, {0, CUR | ACC, CUR | QKEY}},
+    {QPS_ERR,   QPS_RESET, ALL, {0, 0, 0}, {0, 0, 0}},
+    {QPS_ERR,   QPS_ERR,   ALL, {0, 0, 0}, {0, 0, 0}},
+};
+
+}  // namespace
+
+int transport_slot(hw::qp_transport t) {
+    switch (t) {
+    case hw::QPT_RC: return 0;
+    case hw::QPT_UC: return 1;
+    case hw::QPT_UD: return 2;
+    }
+    return -1;
+}
+
+const qp_transition_row* qp_transition_table(size_t* rows) {
+    if (rows) *rows = sizeof(TABLE) / sizeof(TABLE[0]);
+    return TABLE;
+}
+
+const qp_transition_row* find_transition(hw::qp_transport t, hw::qp_state cur, hw::qp_state next) {
+    int slot = transport_slot(t);
+    if (slot < 0) return nullptr;
+    for (const auto& row : TABLE)
+        if (row.cur == cur && row.next == next) return (row.transports & (1u << slot)) ? &row : nullptr;
+    return nullptr;
+}
+
+int check_transition(hw::qp_transport t, hw::qp_state cur, hw::qp_state next, uint32_t attr_mask) {
+    const qp_transition_row* row = find_transition(t, cur, next);
+    if (!row) return EINVAL;
+    int slot = transport_slot(t);
+    uint32_t req = row->required[slot], opt = row->optional[slot];
+    if ((attr_mask & req) != req) return EINVAL;
+    if (attr_mask & ~(req | opt | hw::QP_ATTR_STATE)) return EINVAL;
+    return 0;
+}
+
+uint32_t required_attrs(hw::qp_transport t, hw::qp_state cur, hw::qp_state next) {
+    const qp_transition_row* row = find_transition(t, cur, next);
+    return row ? row->required[transport_slot(t)] : 0;
+}
+
+uint32_t optional_attrs(hw::qp_transport t, hw::qp_state cur, hw::qp_state next) {
+    const qp_transition_row* row = find_transition(t, cur, next);
+    return row ? row->optional[transport_slot(t)] : 0;
+}
+
+const char* qp_state_name(hw::qp_state s) {
+    static const char* const names[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+    return s <= hw::QPS_ERR ? names[s] : "UNKNOWN";
+}
+
+}  // namespace hcasim::fw

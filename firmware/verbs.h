@@ -1,0 +1,310 @@
+// Verbs API over the hcasim driver. Names, structures and return conventions follow libibverbs
+// (0 or a positive errno; object-creating verbs return nullptr and set errno); simulated virtual
+// addresses are uint64_t. An application obtains a context with
+// ibv_open_device(driver, its address_space).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+#include "firmware/hca_driver.h"
+#include "firmware/host_os.h"
+#include "tlm_if/commands.h"
+#include "tlm_if/contexts.h"
+#include "tlm_if/cqe.h"
+
+namespace hcasim::verbs {
+
+enum ibv_qp_type { IBV_QPT_RC = 2, IBV_QPT_UC = 3, IBV_QPT_UD = 4 };
+enum ibv_qp_state {
+    IBV_QPS_RESET = 0, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_SQD, IBV_QPS_SQE, IBV_QPS_ERR,
+    IBV_QPS_UNKNOWN
+};
+enum ibv_mtu { IBV_MTU_256 = 1, IBV_MTU_512 = 2, IBV_MTU_1024 = 3, IBV_MTU_2048 = 4, IBV_MTU_4096 = 5 };
+enum ibv_mig_state { IBV_MIG_MIGRATED = 0, IBV_MIG_REARM, IBV_MIG_ARMED };
+enum ibv_access_flags {
+    IBV_ACCESS_LOCAL_WRITE = 1, IBV_ACCESS_REMOTE_WRITE = 2, IBV_ACCESS_REMOTE_READ = 4,
+    IBV_ACCESS_REMOTE_ATOMIC = 8, IBV_ACCESS_MW_BIND = 16
+};
+enum ibv_qp_attr_mask {
+    IBV_QP_STATE = 1 << 0, IBV_QP_CUR_STATE = 1 << 1, IBV_QP_EN_SQD_ASYNC_NOTIFY = 1 << 2,
+    IBV_QP_ACCESS_FLAGS = 1 << 3, IBV_QP_PKEY_INDEX = 1 << 4, IBV_QP_PORT = 1 << 5, IBV_QP_QKEY = 1 << 6,
+    IBV_QP_AV = 1 << 7, IBV_QP_PATH_MTU = 1 << 8, IBV_QP_TIMEOUT = 1 << 9, IBV_QP_RETRY_CNT = 1 << 10,
+    IBV_QP_RNR_RETRY = 1 << 11, IBV_QP_RQ_PSN = 1 << 12, IBV_QP_MAX_QP_RD_ATOMIC = 1 << 13,
+    IBV_QP_ALT_PATH = 1 << 14, IBV_QP_MIN_RNR_TIMER = 1 << 15, IBV_QP_SQ_PSN = 1 << 16,
+    IBV_QP_MAX_DEST_RD_ATOMIC = 1 << 17, IBV_QP_PATH_MIG_STATE = 1 << 18, IBV_QP_CAP = 1 << 19,
+    IBV_QP_DEST_QPN = 1 << 20
+};
+enum ibv_wr_opcode {
+    IBV_WR_RDMA_WRITE = 0, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_READ,
+    IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_LOCAL_INV, IBV_WR_BIND_MW,
+    IBV_WR_SEND_WITH_INV
+};
+enum ibv_send_flags { IBV_SEND_FENCE = 1, IBV_SEND_SIGNALED = 2, IBV_SEND_SOLICITED = 4, IBV_SEND_INLINE = 8 };
+enum ibv_wc_status {
+    IBV_WC_SUCCESS = 0, IBV_WC_LOC_LEN_ERR, IBV_WC_LOC_QP_OP_ERR, IBV_WC_LOC_EEC_OP_ERR, IBV_WC_LOC_PROT_ERR,
+    IBV_WC_WR_FLUSH_ERR, IBV_WC_MW_BIND_ERR, IBV_WC_BAD_RESP_ERR, IBV_WC_LOC_ACCESS_ERR,
+    IBV_WC_REM_INV_REQ_ERR, IBV_WC_REM_ACCESS_ERR, IBV_WC_REM_OP_ERR, IBV_WC_RETRY_EXC_ERR,
+    IBV_WC_RNR_RETRY_EXC_ERR, IBV_WC_LOC_RDD_VIOL_ERR, IBV_WC_REM_INV_RD_REQ_ERR, IBV_WC_REM_ABORT_ERR,
+    IBV_WC_INV_EECN_ERR, IBV_WC_INV_EEC_STATE_ERR, IBV_WC_FATAL_ERR, IBV_WC_RESP_TIMEOUT_ERR,
+    IBV_WC_GENERAL_ERR
+};
+enum ibv_wc_opcode {
+    IBV_WC_SEND = 0, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ, IBV_WC_COMP_SWAP, IBV_WC_FETCH_ADD, IBV_WC_BIND_MW,
+    IBV_WC_LOCAL_INV, IBV_WC_RECV = 128, IBV_WC_RECV_RDMA_WITH_IMM = 129
+};
+enum ibv_wc_flags { IBV_WC_GRH = 1, IBV_WC_WITH_IMM = 2, IBV_WC_WITH_INV = 8 };
+enum ibv_device_cap_flags {
+    IBV_DEVICE_RC_RNR_NAK_GEN = 1 << 8, IBV_DEVICE_SRQ_RESIZE = 1 << 13, IBV_DEVICE_N_NOTIFY_CQ = 1 << 14,
+    IBV_DEVICE_AUTO_PATH_MIG = 1 << 4, IBV_DEVICE_RESIZE_MAX_WR = 1 << 1, IBV_DEVICE_MEM_WINDOW = 1 << 17,
+    IBV_DEVICE_UD_AV_PORT_ENFORCE = 1 << 6, IBV_DEVICE_MEM_MGT_EXTENSIONS = 1 << 21
+};
+enum ibv_atomic_cap { IBV_ATOMIC_NONE = 0, IBV_ATOMIC_HCA, IBV_ATOMIC_GLOB };
+enum ibv_port_state {
+    IBV_PORT_NOP = 0, IBV_PORT_DOWN, IBV_PORT_INIT, IBV_PORT_ARMED, IBV_PORT_ACTIVE, IBV_PORT_ACTIVE_DEFER
+};
+
+/// ibv_query_device output.
+struct ibv_device_attr {
+    char fw_ver[64];
+    uint64_t node_guid, sys_image_guid, max_mr_size, page_size_cap;
+    uint32_t vendor_id, vendor_part_id, hw_ver;
+    int max_qp, max_qp_wr;
+    unsigned device_cap_flags;
+    int max_sge, max_sge_rd, max_cq, max_cqe, max_mr, max_pd, max_qp_rd_atom, max_ee_rd_atom, max_res_rd_atom,
+        max_qp_init_rd_atom, max_ee_init_rd_atom;
+    ibv_atomic_cap atomic_cap;
+    int max_ee, max_rdd, max_mw, max_raw_ipv6_qp, max_raw_ethy_qp, max_mcast_grp, max_mcast_qp_attach,
+        max_total_mcast_qp_attach, max_ah, max_fmr, max_map_per_fmr, max_srq, max_srq_wr, max_srq_sge;
+    uint16_t max_pkeys;
+    uint8_t local_ca_ack_delay, phys_port_cnt;
+    uint32_t max_inline_data;  ///< hcasim extension: inline bytes per WQE
+};
+
+/// ibv_query_port output.
+struct ibv_port_attr {
+    ibv_port_state state;
+    ibv_mtu max_mtu, active_mtu;
+    int gid_tbl_len;
+    uint32_t port_cap_flags, max_msg_sz, bad_pkey_cntr, qkey_viol_cntr;
+    uint16_t pkey_tbl_len, lid, sm_lid;
+    uint8_t lmc, max_vl_num, sm_sl, subnet_timeout, init_type_reply, active_width, active_speed, phys_state,
+        link_layer;
+};
+
+union ibv_gid {
+    uint8_t raw[16];
+    struct { uint64_t subnet_prefix, interface_id; } global;
+};
+struct ibv_global_route {
+    ibv_gid dgid;
+    uint32_t flow_label;
+    uint8_t sgid_index, hop_limit, traffic_class;
+};
+struct ibv_ah_attr {
+    ibv_global_route grh;
+    uint16_t dlid;
+    uint8_t sl, src_path_bits, static_rate, is_global, port_num;
+};
+
+struct ibv_context;
+struct ibv_pd;
+struct ibv_cq;
+struct ibv_qp;
+struct ibv_comp_channel;
+
+/// Protection domain.
+struct ibv_pd {
+    ibv_context* context;
+    uint32_t handle;    ///< PD number
+    uint32_t refs;      ///< QPs, MRs and AHs using it
+};
+/// Registered memory region.
+struct ibv_mr {
+    ibv_context* context;
+    ibv_pd* pd;
+    uint64_t addr;
+    size_t length;
+    uint32_t handle;  ///< MPT index
+    uint32_t lkey, rkey;
+    int access;
+    uint64_t mtt_first, mtt_count;
+};
+/// Address handle (UD destinations).
+struct ibv_ah {
+    ibv_context* context;
+    ibv_pd* pd;
+    ibv_ah_attr attr;
+};
+/// Completion event channel.
+struct ibv_comp_channel {
+    ibv_context* context;
+    std::vector<ibv_cq*> cqs;  ///< CQs bound to the channel, creation order
+};
+/// Completion queue.
+struct ibv_cq {
+    ibv_context* context;
+    ibv_comp_channel* channel;
+    void* cq_context;
+    uint32_t handle;  ///< CQN
+    int cqe;          ///< capacity (ring entries - 1)
+    uint8_t log_size;
+    uint64_t ring_pa;
+    uint64_t consumer;  ///< CQEs consumed
+    uint32_t refs;      ///< QPs using it
+    uint32_t comp_events_completed;
+};
+struct ibv_qp_cap {
+    uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data;
+};
+struct ibv_qp_init_attr {
+    void* qp_context;
+    ibv_cq* send_cq;
+    ibv_cq* recv_cq;
+    void* srq;
+    ibv_qp_cap cap;
+    ibv_qp_type qp_type;
+    int sq_sig_all;
+};
+struct ibv_qp_attr {
+    ibv_qp_state qp_state, cur_qp_state;
+    ibv_mtu path_mtu;
+    ibv_mig_state path_mig_state;
+    uint32_t qkey, rq_psn, sq_psn, dest_qp_num;
+    unsigned qp_access_flags;
+    ibv_qp_cap cap;
+    ibv_ah_attr ah_attr, alt_ah_attr;
+    uint16_t pkey_index, alt_pkey_index;
+    uint8_t en_sqd_async_notify, sq_draining, max_rd_atomic, max_dest_rd_atomic, min_rnr_timer, port_num,
+        timeout, retry_cnt, rnr_retry, alt_port_num, alt_timeout;
+};
+
+/// Work queue software state (one ring).
+struct ibv_wq_ring {
+    uint64_t pa = 0;          ///< physical base (contiguous)
+    uint8_t log_size = 0;     ///< log2 slots
+    uint8_t log_stride = 0;   ///< log2 slot bytes
+    uint32_t producer = 0;    ///< WQEs posted since Reset
+    uint32_t completed = 0;   ///< WQEs completed since Reset
+    uint32_t max_wr = 0, max_sge = 0;
+};
+/// Queue pair.
+struct ibv_qp {
+    ibv_context* context;
+    void* qp_context;
+    ibv_pd* pd;
+    ibv_cq* send_cq;
+    ibv_cq* recv_cq;
+    uint32_t qp_num;
+    ibv_qp_state state;  ///< software view; async events update it
+    ibv_qp_type qp_type;
+    int sq_sig_all;
+    uint32_t max_inline_data;
+    ibv_wq_ring sq, rq;
+    hw::qp_context hw_ctx;  ///< software copy of the HCA context
+    ibv_qp_attr attr;       ///< attributes as last modified
+    uint32_t events_completed;
+};
+/// Device context of one process.
+struct ibv_context {
+    fw::hca_driver* driver;
+    fw::address_space* as;
+    uint32_t uar;       ///< this context's UAR page index
+    uint32_t pds = 0, cqs = 0, qps = 0, mrs = 0, ahs = 0, channels = 0;
+};
+
+struct ibv_sge {
+    uint64_t addr;
+    uint32_t length;
+    uint32_t lkey;
+};
+struct ibv_send_wr {
+    uint64_t wr_id = 0;
+    ibv_send_wr* next = nullptr;
+    ibv_sge* sg_list = nullptr;
+    int num_sge = 0;
+    ibv_wr_opcode opcode = IBV_WR_SEND;
+    unsigned send_flags = 0;
+    uint32_t imm_data = 0;         ///< network order in libibverbs; host order here
+    uint32_t invalidate_rkey = 0;  ///< SEND_WITH_INV
+    struct {
+        struct { uint64_t remote_addr; uint32_t rkey; } rdma{};
+        struct { uint64_t remote_addr, compare_add, swap; uint32_t rkey; } atomic{};
+        struct { ibv_ah* ah; uint32_t remote_qpn, remote_qkey; } ud{};
+    } wr;
+};
+struct ibv_recv_wr {
+    uint64_t wr_id = 0;
+    ibv_recv_wr* next = nullptr;
+    ibv_sge* sg_list = nullptr;
+    int num_sge = 0;
+};
+struct ibv_wc {
+    uint64_t wr_id;
+    ibv_wc_status status;
+    ibv_wc_opcode opcode;
+    uint32_t vendor_err, byte_len, imm_data, qp_num, src_qp;
+    unsigned wc_flags;
+    uint16_t pkey_index, slid;
+    uint8_t sl, dlid_path_bits;
+};
+
+/// Opens the device for one process (runs driver init on first use); nullptr + errno on failure.
+ibv_context* ibv_open_device(fw::hca_driver& drv, fw::address_space& as);
+/// Closes a context; EBUSY while it still owns objects.
+int ibv_close_device(ibv_context* ctx);
+/// Device attributes from the HCA capabilities.
+int ibv_query_device(ibv_context* ctx, ibv_device_attr* attr);
+/// Port attributes (re-queried from the HCA).
+int ibv_query_port(ibv_context* ctx, uint8_t port_num, ibv_port_attr* attr);
+
+/// Allocates a protection domain.
+ibv_pd* ibv_alloc_pd(ibv_context* ctx);
+/// Frees a PD; EBUSY while a QP, MR or AH uses it (C10-11.2.1).
+int ibv_dealloc_pd(ibv_pd* pd);
+
+/// Registers [addr, addr+length) of the process: pins, writes the MTT, creates the MPT.
+ibv_mr* ibv_reg_mr(ibv_pd* pd, uint64_t addr, size_t length, int access);
+/// Deregisters an MR (destroys the MPT, unpins).
+int ibv_dereg_mr(ibv_mr* mr);
+
+/// Creates an address handle for UD sends.
+ibv_ah* ibv_create_ah(ibv_pd* pd, const ibv_ah_attr* attr);
+int ibv_destroy_ah(ibv_ah* ah);
+
+/// Completion event channel (served from the driver's event queue).
+ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx);
+int ibv_destroy_comp_channel(ibv_comp_channel* ch);
+/// Creates a CQ of at least cqe entries (ring of a power of two >= cqe + 1).
+ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context = nullptr, ibv_comp_channel* channel = nullptr,
+                      int comp_vector = 0);
+/// Destroys a CQ; EBUSY while a QP uses it (C10-18).
+int ibv_destroy_cq(ibv_cq* cq);
+/// Polls up to num_entries completions; returns the count (>= 0) or a negative errno.
+int ibv_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
+/// Arms the CQ for one completion event (solicited-only if requested).
+int ibv_req_notify_cq(ibv_cq* cq, int solicited_only);
+/// Waits for a completion event on the channel (timeout_ns 0: forever); ETIMEDOUT on timeout.
+int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context, uint64_t timeout_ns = 0);
+/// Acknowledges completion events.
+void ibv_ack_cq_events(ibv_cq* cq, unsigned nevents);
+/// hcasim helper: sleeps (no time stepping) until the CQ holds a completion; 0 or ETIMEDOUT.
+int ibv_wait_cq(ibv_cq* cq, uint64_t timeout_ns);
+
+/// Creates a QP in Reset (C10-20); cap is updated with the actual capacities.
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init_attr);
+/// Modify QP: state machine check, value checks, CMD_MODIFY_QP.
+int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask);
+/// Query QP (state refreshed from the HCA).
+int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr);
+/// Destroys a QP.
+int ibv_destroy_qp(ibv_qp* qp);
+/// Posts a list of send WRs; on an immediate error *bad_wr is the failing WR and it and later
+/// WRs are not posted (C10-136); earlier ones are.
+int ibv_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
+/// Posts a list of receive WRs (same error convention).
+int ibv_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+
+/// Size of the largest send WQE of a QP with these caps (bytes, 16-byte multiple).
+uint32_t send_wqe_max_bytes(ibv_qp_type t, uint32_t max_send_sge, uint32_t max_inline);
+
+}  // namespace hcasim::verbs

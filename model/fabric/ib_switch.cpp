@@ -1,0 +1,101 @@
+#include "model/fabric/ib_switch.h"
+
+#include <cstring>
+
+#include "tlm_if/wire/ib_headers.h"
+
+namespace hcasim {
+
+using namespace sc_core;
+
+ib_switch::ib_switch(const sc_module_name& name)
+    : sc_module(name),
+      in("in"),
+      out("out"),
+      latency_ns("latency_ns", 90.0, "ns", "forwarding latency from input to output (cut-through)"),
+      queue_packets("queue_packets", 256, "packets", "output queue depth per port"),
+      forwarded("forwarded", "packets forwarded"),
+      dropped_no_route("dropped_no_route", "packets dropped: no port for the DLID"),
+      dropped_queue_full("dropped_queue_full", "packets dropped: output queue full"),
+      lid_to_port_(65536, -1) {
+    latency_ns.range(0, 1e6);
+    queue_packets.range(1, 65536);
+    in.register_b_transport(this, &ib_switch::b_transport);
+    SC_METHOD(forward);
+    sensitive << wake_;
+    dont_initialize();
+    gp_.set_command(tlm::TLM_WRITE_COMMAND);
+}
+
+void ib_switch::set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_time& propagation) {
+    while (ports_.size() <= p)
+        ports_.push_back(std::make_unique<out_port>());
+    out_port& o = *ports_[p];
+    o.ps_per_byte = 8000.0 / rate_gbps;
+    o.propagation = propagation;
+    if (o.ring.empty()) {
+        o.ring.resize(queue_packets);
+        for (auto& s : o.ring)
+            s = std::make_unique<slot>();
+    }
+    lid_to_port_[lid] = int(p);
+}
+
+void ib_switch::b_transport(int, tlm::tlm_generic_payload& gp, sc_time& delay) {
+    gp.set_response_status(tlm::TLM_OK_RESPONSE);
+    const uint32_t len = gp.get_data_length();
+    if (len < wire::LRH_BYTES || len > MAX_PACKET_BYTES) {
+        ++dropped_no_route;
+        return;
+    }
+    const wire::lrh l = wire::decode_lrh(gp.get_data_ptr());
+    const int p = lid_to_port_[l.dlid];
+    if (p < 0 || size_t(p) >= ports_.size() || ports_[p]->ring.empty()) {
+        ++dropped_no_route;
+        return;
+    }
+    out_port& o = *ports_[p];
+    if (o.count == o.ring.size()) {
+        ++dropped_queue_full;
+        return;
+    }
+    slot& s = *o.ring[(o.head + o.count) % o.ring.size()];
+    s.at = sc_time_stamp() + delay + sc_time(latency_ns.get(), SC_NS);
+    s.pkt.len = len;
+    std::memcpy(s.pkt.bytes, gp.get_data_ptr(), len);
+    ++o.count;
+    wake_.notify(s.at - sc_time_stamp());
+}
+
+// Each output serialises its queue in order; a packet starts when it is ready and the output
+// is free. Arrival order per input is time order, and outputs are served independently.
+void ib_switch::forward() {
+    const sc_time now = sc_time_stamp();
+    sc_time next = SC_ZERO_TIME;
+    bool have_next = false;
+    for (unsigned p = 0; p < ports_.size(); ++p) {
+        out_port& o = *ports_[p];
+        while (o.count && o.ring[o.head]->at <= now) {
+            slot& s = *o.ring[o.head];
+            sc_time start = o.free_at > now ? o.free_at : now;
+            o.free_at = start + sc_time(double(s.pkt.len) * o.ps_per_byte, SC_PS);
+            gp_.set_data_ptr(s.pkt.bytes);
+            gp_.set_data_length(s.pkt.len);
+            gp_.set_streaming_width(s.pkt.len);
+            gp_.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+            sc_time delay = o.free_at - now + o.propagation;
+            out[p]->b_transport(gp_, delay);
+            ++forwarded;
+            o.head = (o.head + 1) % o.ring.size();
+            --o.count;
+        }
+        if (o.count && (!have_next || o.ring[o.head]->at < next)) {
+            next = o.ring[o.head]->at;
+            have_next = true;
+        }
+    }
+    if (have_next)
+        wake_.notify(next - now);
+}
+
+}  // namespace hcasim

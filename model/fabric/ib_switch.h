@@ -1,0 +1,56 @@
+// InfiniBand switch: forwards packets by destination LID (linear forwarding table: LID n goes
+// out of the port the node with LID n is cabled to), with a fixed cut-through latency and one
+// serialising output queue per port. A packet that finds its output queue full is dropped
+// and counted (credit-based flow control arrives with the timing issue).
+#pragma once
+#include <systemc>
+#include <tlm>
+#include <tlm_utils/multi_passthrough_initiator_socket.h>
+#include <tlm_utils/multi_passthrough_target_socket.h>
+
+#include <memory>
+#include <vector>
+
+#include "model/core/param.h"
+#include "model/core/stats.h"
+#include "model/fabric/packet.h"
+
+namespace hcasim {
+
+class ib_switch : public sc_core::sc_module {
+public:
+    tlm_utils::multi_passthrough_target_socket<ib_switch> in;      ///< one per switch port, from node links
+    tlm_utils::multi_passthrough_initiator_socket<ib_switch> out;  ///< one per switch port, to node ports
+
+    param<double> latency_ns;          ///< input to output forwarding latency
+    param<unsigned> queue_packets;     ///< output queue depth per port
+
+    counter forwarded, dropped_no_route, dropped_queue_full;
+
+    SC_HAS_PROCESS(ib_switch);
+    explicit ib_switch(const sc_core::sc_module_name& name);
+
+    /// Port `p` leads to the node with this LID at this data rate and propagation delay.
+    void set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_core::sc_time& propagation);
+
+private:
+    void b_transport(int id, tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
+    void forward();
+
+    struct slot {
+        sc_core::sc_time at;  // when the packet is ready to leave (arrival + latency)
+        packet pkt;
+    };
+    struct out_port {
+        double ps_per_byte = 80.0;
+        sc_core::sc_time propagation, free_at;
+        std::vector<std::unique_ptr<slot>> ring;
+        size_t head = 0, count = 0;
+    };
+    std::vector<std::unique_ptr<out_port>> ports_;
+    std::vector<int> lid_to_port_;   // linear forwarding table
+    sc_core::sc_event wake_;
+    tlm::tlm_generic_payload gp_;
+};
+
+}  // namespace hcasim

@@ -1,0 +1,233 @@
+#include "model/hca/command_unit.h"
+
+#include <cstring>
+
+#include "model/hca/cq_writer.h"
+#include "model/hca/pkey_checker.h"
+#include "model/hca/translation_unit.h"
+#include "model/hca/transport_engine.h"
+#include "model/hca/wqe_fetcher.h"
+
+namespace hcasim {
+
+using namespace sc_core;
+
+namespace {
+constexpr uint8_t NO_QP = 255;
+}
+
+command_unit::command_unit(const sc_module_name& name, const sc_time& clock, const hca_identity& id)
+    : sc_module(name),
+      dma("dma"),
+      exec_cycles("exec_cycles", 200, "cycles", "cycles to execute one command besides its DMA"),
+      commands("commands", "commands executed"),
+      failed("failed", "commands that completed with an error status"),
+      ignored_busy("ignored_busy", "command doorbells ignored because a command was running"),
+      id_(id),
+      qp_state_(id.caps.max_qp, NO_QP),
+      cq_valid_(id.caps.max_cq, 0) {
+    exec_cycles.range(0, 100000000);
+    exec_time_ = clock * double(exec_cycles.get());
+    SC_THREAD(run);
+}
+
+void command_unit::doorbell(uint32_t token) {
+    if (busy_) {
+        ++ignored_busy;
+        return;
+    }
+    busy_ = true;
+    token_ = token;
+    go_.notify(SC_ZERO_TIME);
+}
+
+void command_unit::run() {
+    for (;;) {
+        wait(go_);
+        sc_time delay = SC_ZERO_TIME;
+        // Header + input area in one read; output + status written back, status last.
+        const uint32_t in_len = offsetof(hw::cmd_mailbox, out);
+        uint8_t st = hw::CMD_OK;
+        std::memset(&box_, 0, sizeof box_);
+        if (!dma.read(mailbox_, &box_, in_len, delay)) {
+            st = hw::CMD_BAD_PARAM;
+        } else {
+            wait(delay);
+            delay = exec_time_;
+            st = execute(box_, delay);
+        }
+        ++commands;
+        if (st != hw::CMD_OK)
+            ++failed;
+        dma.write(mailbox_ + offsetof(hw::cmd_mailbox, out), box_.out, sizeof box_.out, delay);
+        const uint32_t done[2] = {hw::CMD_DONE | st, token_};
+        dma.write(mailbox_ + offsetof(hw::cmd_mailbox, status), done, sizeof done, delay);
+        wait(delay);
+        last_token_ = token_;
+        busy_ = false;
+    }
+}
+
+uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
+    const uint32_t in_mod = m.in_mod;
+    if (m.opcode != hw::CMD_QUERY_HCA && m.opcode != hw::CMD_INIT_HCA && m.opcode != hw::CMD_QUERY_PORT &&
+        !initialised_)
+        return hw::CMD_NOT_INIT;
+    switch (m.opcode) {
+    case hw::CMD_QUERY_HCA:
+        std::memcpy(m.out, &id_.caps, sizeof id_.caps);
+        return hw::CMD_OK;
+    case hw::CMD_QUERY_PORT:
+        if (in_mod != 1)
+            return hw::CMD_BAD_PARAM;
+        std::memcpy(m.out, &id_.port, sizeof id_.port);
+        return hw::CMD_OK;
+    case hw::CMD_INIT_HCA: {
+        hw::init_hca_in t;
+        std::memcpy(&t, m.in, sizeof t);
+        if ((1ull << t.log_num_qps) > id_.caps.max_qp || (1ull << t.log_num_cqs) > id_.caps.max_cq ||
+            (1ull << t.log_num_mpts) > id_.caps.max_mr || (1ull << t.log_num_mtts) > id_.caps.max_mtt ||
+            t.log_num_eqs > 4)
+            return hw::CMD_BAD_PARAM;
+        tables_ = t;
+        initialised_ = true;
+        xlate_->set_tables(t.mpt_base, 1u << t.log_num_mpts, t.mtt_base, 1ull << t.log_num_mtts);
+        return hw::CMD_OK;
+    }
+    case hw::CMD_SET_PKEY: {
+        uint16_t pkey;
+        std::memcpy(&pkey, m.in, sizeof pkey);
+        return in_mod == 1 && pkeys_->set_pkey(m.op_mod, pkey) ? hw::CMD_OK : hw::CMD_BAD_PARAM;
+    }
+    case hw::CMD_CREATE_EQ: {
+        hw::eq_context e;
+        std::memcpy(&e, m.in, sizeof e);
+        if (in_mod >= (1u << tables_.log_num_eqs) || e.log_size > 22)
+            return hw::CMD_BAD_PARAM;
+        e.valid = 1;
+        dma.write(tables_.eqc_base + in_mod * sizeof e, &e, sizeof e, delay);
+        cqw_->load_eq(in_mod, e);
+        return hw::CMD_OK;
+    }
+    case hw::CMD_CREATE_CQ: {
+        hw::cq_context c;
+        std::memcpy(&c, m.in, sizeof c);
+        if (in_mod >= (1u << tables_.log_num_cqs) || (1ull << c.log_size) > id_.caps.max_cqe + 1ull)
+            return hw::CMD_BAD_PARAM;
+        if (cq_valid_[in_mod])
+            return hw::CMD_BAD_RESOURCE;
+        c.cqn = in_mod;
+        c.valid = 1;
+        dma.write(tables_.cqc_base + in_mod * sizeof c, &c, sizeof c, delay);
+        cqw_->load_cq(in_mod, c);
+        cq_valid_[in_mod] = 1;
+        return hw::CMD_OK;
+    }
+    case hw::CMD_DESTROY_CQ: {
+        if (in_mod >= cq_valid_.size() || !cq_valid_[in_mod])
+            return hw::CMD_BAD_RESOURCE;
+        hw::cq_context c{};
+        dma.write(tables_.cqc_base + in_mod * sizeof c, &c, sizeof c, delay);
+        cqw_->destroy_cq(in_mod);
+        cq_valid_[in_mod] = 0;
+        return hw::CMD_OK;
+    }
+    case hw::CMD_CREATE_MPT:
+    case hw::CMD_DESTROY_MPT: {
+        if (in_mod >= (1u << tables_.log_num_mpts))
+            return hw::CMD_BAD_PARAM;
+        hw::mpt_entry e{};
+        if (m.opcode == hw::CMD_CREATE_MPT) {
+            std::memcpy(&e, m.in, sizeof e);
+            if (hw::key_index(e.key) != in_mod || e.log_page_size < 12 || e.log_page_size > 30)
+                return hw::CMD_BAD_PARAM;
+        }
+        dma.write(tables_.mpt_base + in_mod * sizeof e, &e, sizeof e, delay);
+        xlate_->invalidate_mpt(in_mod);
+        return hw::CMD_OK;
+    }
+    case hw::CMD_WRITE_MTT: {
+        hw::write_mtt_in w;
+        std::memcpy(&w, m.in, sizeof w);
+        if (w.count > hw::WRITE_MTT_MAX || w.first_index + w.count > (1ull << tables_.log_num_mtts))
+            return hw::CMD_BAD_PARAM;
+        dma.write(tables_.mtt_base + w.first_index * sizeof(hw::mtt_entry), m.in + sizeof w,
+                  w.count * uint32_t(sizeof(hw::mtt_entry)), delay);
+        xlate_->invalidate_mtt(w.first_index, w.count);
+        return hw::CMD_OK;
+    }
+    case hw::CMD_CREATE_QP: {
+        hw::qp_context c;
+        std::memcpy(&c, m.in, sizeof c);
+        if (in_mod >= (1u << tables_.log_num_qps) || in_mod >= qp_state_.size() || c.sq_log_stride < 6 ||
+            c.rq_log_stride < 4 || c.sq_log_size > 16 || c.rq_log_size > 16)
+            return hw::CMD_BAD_PARAM;
+        if (qp_state_[in_mod] != NO_QP)
+            return hw::CMD_BAD_RESOURCE;
+        c.qpn = in_mod;
+        c.state = hw::QPS_RESET;
+        dma.write(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay);
+        qp_state_[in_mod] = hw::QPS_RESET;
+        fetcher_->load_qp(c);
+        engine_->load_qp(c, 0, delay);
+        return hw::CMD_OK;
+    }
+    case hw::CMD_MODIFY_QP: {
+        hw::modify_qp_in in;
+        std::memcpy(&in, m.in, sizeof in);
+        return modify_qp(in_mod, m.op_mod, in, delay);
+    }
+    case hw::CMD_QUERY_QP: {
+        if (in_mod >= qp_state_.size() || qp_state_[in_mod] == NO_QP)
+            return hw::CMD_BAD_RESOURCE;
+        hw::qp_context c;
+        dma.read(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay);
+        c.state = qp_state_[in_mod];
+        engine_->current_psns(in_mod, c.sq_psn, c.rq_psn);
+        std::memcpy(m.out, &c, sizeof c);
+        return hw::CMD_OK;
+    }
+    case hw::CMD_DESTROY_QP: {
+        if (in_mod >= qp_state_.size() || qp_state_[in_mod] == NO_QP)
+            return hw::CMD_BAD_RESOURCE;
+        hw::qp_context c{};
+        dma.write(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay);
+        qp_state_[in_mod] = NO_QP;
+        fetcher_->set_state(in_mod, hw::QPS_RESET);
+        engine_->destroy_qp(in_mod);
+        pkeys_->unbind_qp(in_mod);
+        return hw::CMD_OK;
+    }
+    default:
+        return hw::CMD_BAD_OPCODE;
+    }
+}
+
+uint8_t command_unit::modify_qp(uint32_t qpn, uint32_t new_state, const hw::modify_qp_in& in, sc_time& delay) {
+    if (qpn >= qp_state_.size() || qp_state_[qpn] == NO_QP)
+        return hw::CMD_BAD_RESOURCE;
+    if (new_state > hw::QPS_ERR || ((in.attr_mask & hw::QP_ATTR_CUR_STATE) && in.cur_state != qp_state_[qpn]))
+        return hw::CMD_BAD_STATE;
+    // The legality of the transition and its attributes is the firmware's job (it owns the
+    // verbs semantics); the hardware checks that the context is usable.
+    hw::qp_context c = in.ctx;
+    c.qpn = qpn;
+    c.state = uint8_t(new_state);
+    if (new_state != hw::QPS_RESET && new_state != hw::QPS_ERR) {
+        if (c.port != 1 || c.pkey_index >= pkeys_->table_len || (new_state >= hw::QPS_RTR && hw::mtu_bytes(c.mtu) == 0))
+            return hw::CMD_BAD_PARAM;
+        if (!cqw_->cq_valid(c.send_cqn) || !cqw_->cq_valid(c.recv_cqn))
+            return hw::CMD_BAD_RESOURCE;
+    }
+    dma.write(tables_.qpc_base + qpn * sizeof c, &c, sizeof c, delay);
+    qp_state_[qpn] = uint8_t(new_state);
+    if (new_state == hw::QPS_RESET)
+        pkeys_->unbind_qp(qpn);
+    else if (new_state != hw::QPS_ERR)
+        pkeys_->bind_qp(qpn, c.pkey_index);
+    fetcher_->load_qp(c);
+    engine_->load_qp(c, in.attr_mask, delay);
+    return hw::CMD_OK;
+}
+
+}  // namespace hcasim

@@ -1,0 +1,77 @@
+// Command unit: executes commands from the mailbox in host memory (tlm_if/commands.h). It owns
+// the context tables in host memory (writes QPC/CQC/EQC/MPT/MTT entries by DMA) and loads each
+// unit's on-chip slice of a context: WQE fetcher (rings), transport engine (transport state),
+// translation unit (table bases, cache invalidation), CQ writer (CQ/EQ), P_Key checker.
+#pragma once
+#include <systemc>
+
+#include <vector>
+
+#include "model/core/param.h"
+#include "model/core/stats.h"
+#include "model/hca/dma_port.h"
+#include "tlm_if/commands.h"
+
+namespace hcasim {
+
+class wqe_fetcher;
+class transport_engine;
+class translation_unit;
+class cq_writer;
+class pkey_checker;
+class port;
+class link;
+
+/// What QUERY_HCA and QUERY_PORT report; filled from the HCA's parameters.
+struct hca_identity {
+    hw::hca_caps caps{};
+    hw::port_info port{};
+};
+
+class command_unit : public sc_core::sc_module {
+public:
+    dma_port dma;
+
+    param<unsigned> exec_cycles;  ///< cycles to execute one command (besides its DMA)
+
+    counter commands, failed, ignored_busy;
+
+    SC_HAS_PROCESS(command_unit);
+    command_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, const hca_identity& id);
+
+    void bind(wqe_fetcher& f, transport_engine& t, translation_unit& x, cq_writer& c, pkey_checker& k) {
+        fetcher_ = &f; engine_ = &t; xlate_ = &x; cqw_ = &c; pkeys_ = &k;
+    }
+
+    // From the doorbell unit.
+    void set_mailbox(uint64_t pa) { mailbox_ = pa; }
+    uint64_t mailbox() const { return mailbox_; }
+    void doorbell(uint32_t token);
+    /// REG_CMD_STATUS: bit 0 busy, bits 31..8 token of the last command.
+    uint32_t status() const { return (last_token_ << 8) | (busy_ ? 1u : 0u); }
+
+private:
+    void run();
+    uint8_t execute(hw::cmd_mailbox& m, sc_core::sc_time& delay);
+    uint8_t modify_qp(uint32_t qpn, uint32_t new_state, const hw::modify_qp_in& in, sc_core::sc_time& delay);
+
+    wqe_fetcher* fetcher_ = nullptr;
+    transport_engine* engine_ = nullptr;
+    translation_unit* xlate_ = nullptr;
+    cq_writer* cqw_ = nullptr;
+    pkey_checker* pkeys_ = nullptr;
+
+    const hca_identity& id_;  // owned by the hca; port facts are set after link negotiation
+    hw::init_hca_in tables_{};
+    bool initialised_ = false;
+    uint64_t mailbox_ = 0;
+    bool busy_ = false;
+    uint32_t token_ = 0, last_token_ = 0;
+    sc_core::sc_event go_;
+    sc_core::sc_time exec_time_;
+    std::vector<uint8_t> qp_state_;   // HCA's view of each QP's state (255 = no QP)
+    std::vector<uint8_t> cq_valid_;
+    hw::cmd_mailbox box_;             // scratch copy of the mailbox
+};
+
+}  // namespace hcasim

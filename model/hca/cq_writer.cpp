@@ -1,0 +1,109 @@
+#include "model/hca/cq_writer.h"
+
+namespace hcasim {
+
+using namespace sc_core;
+
+cq_writer::cq_writer(const sc_module_name& name, const sc_time& clock, unsigned max_cqs, unsigned max_eqs)
+    : sc_module(name),
+      dma("dma"),
+      write_cycles("write_cycles", 8, "cycles", "cycles to format one CQE before its DMA write"),
+      cqes("cqes", "CQEs written"),
+      events("events", "EQEs written (completion and asynchronous events)"),
+      overruns("overruns", "completions lost to a full CQ (CQ overrun)"),
+      msi_writes("msi_writes", "interrupt (MSI) writes"),
+      cqs_(max_cqs),
+      eqs_(max_eqs) {
+    write_cycles.range(0, 100000);
+    format_time_ = clock * double(write_cycles.get());
+}
+
+void cq_writer::load_cq(uint32_t cqn, const hw::cq_context& c) {
+    if (cqn >= cqs_.size())
+        return;
+    cq_state& s = cqs_[cqn];
+    s = cq_state{};
+    s.valid = true;
+    s.log_size = c.log_size;
+    s.eqn = c.eqn;
+    s.base = c.base;
+}
+
+void cq_writer::destroy_cq(uint32_t cqn) {
+    if (cqn < cqs_.size())
+        cqs_[cqn] = cq_state{};
+}
+
+void cq_writer::load_eq(uint32_t eqn, const hw::eq_context& e) {
+    if (eqn >= eqs_.size())
+        return;
+    eq_state& s = eqs_[eqn];
+    s = eq_state{};
+    s.valid = true;
+    s.log_size = e.log_size;
+    s.base = e.base;
+}
+
+void cq_writer::doorbell(uint32_t cqn, uint32_t consumer, hw::cq_arm arm) {
+    if (!cq_valid(cqn))
+        return;
+    cq_state& s = cqs_[cqn];
+    s.consumer = consumer;
+    if (arm != hw::CQ_ARM_NONE)
+        s.arm = arm;
+}
+
+void cq_writer::eq_doorbell(uint32_t eqn, uint32_t consumer) {
+    if (eqn < eqs_.size())
+        eqs_[eqn].consumer = consumer;
+}
+
+bool cq_writer::complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_time& delay) {
+    if (!cq_valid(cqn))
+        return false;
+    cq_state& s = cqs_[cqn];
+    const uint64_t size = uint64_t(1) << s.log_size;
+    // Entries in use = written - consumed (consumer is 24-bit; the ring is smaller).
+    const uint64_t used = (s.producer - s.consumer) & 0xFFFFFF;
+    if (s.overrun || used >= size) {
+        ++overruns;
+        if (!s.overrun) {
+            s.overrun = true;
+            write_eqe(0, hw::EQE_CQ_ERROR, cqn, delay);
+        }
+        return false;
+    }
+    delay += format_time_;
+    e.owner = uint8_t((e.owner & ~hw::CQE_OWNER_BIT) | hw::cqe_owner_for(s.producer, s.log_size));
+    dma.write(s.base + (s.producer & (size - 1)) * sizeof(hw::cqe), &e, sizeof e, delay);
+    ++s.producer;
+    ++cqes;
+    if (s.arm == hw::CQ_ARM_NEXT ||
+        (s.arm == hw::CQ_ARM_SOLICITED && (solicited || e.status != hw::CQE_SUCCESS))) {
+        s.arm = hw::CQ_ARM_NONE;
+        write_eqe(s.eqn, hw::EQE_COMPLETION, cqn, delay);
+    }
+    return true;
+}
+
+void cq_writer::post_event(uint8_t type, uint32_t resource, sc_time& delay) { write_eqe(0, type, resource, delay); }
+
+void cq_writer::write_eqe(uint32_t eqn, uint8_t type, uint32_t resource, sc_time& delay) {
+    if (eqn >= eqs_.size() || !eqs_[eqn].valid)
+        return;
+    eq_state& q = eqs_[eqn];
+    const uint64_t size = uint64_t(1) << q.log_size;
+    hw::eqe ev{};
+    ev.type = type;
+    ev.resource = resource;
+    ev.owner = hw::cqe_owner_for(q.producer, q.log_size);
+    dma.write(q.base + (q.producer & (size - 1)) * sizeof(hw::eqe), &ev, sizeof ev, delay);
+    ++q.producer;
+    ++events;
+    if (msi_addr_) {
+        dma.write(msi_addr_, &msi_data_, sizeof msi_data_, delay);
+        ++msi_writes;
+    }
+}
+
+}  // namespace hcasim

@@ -1,0 +1,72 @@
+// CQ writer: writes CQEs into completion queue rings in host memory with the owner bit,
+// tracks each CQ's producer and (doorbell-reported) consumer index, detects overrun, and
+// raises completion events (EQE + MSI write) for armed CQs.
+#pragma once
+#include <systemc>
+
+#include <vector>
+
+#include "model/core/param.h"
+#include "model/core/stats.h"
+#include "model/hca/dma_port.h"
+#include "tlm_if/contexts.h"
+#include "tlm_if/cqe.h"
+#include "tlm_if/mmio_map.h"
+
+namespace hcasim {
+
+class cq_writer : public sc_core::sc_module {
+public:
+    dma_port dma;
+
+    param<unsigned> write_cycles;  ///< cycles to format one CQE before its DMA write
+
+    counter cqes, events, overruns, msi_writes;
+
+    cq_writer(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_cqs, unsigned max_eqs);
+
+    /// Context changes from the command unit.
+    void load_cq(uint32_t cqn, const hw::cq_context& c);
+    void destroy_cq(uint32_t cqn);
+    bool cq_valid(uint32_t cqn) const { return cqn < cqs_.size() && cqs_[cqn].valid; }
+    void load_eq(uint32_t eqn, const hw::eq_context& e);
+    void set_msi(uint64_t addr, uint32_t data) { msi_addr_ = addr; msi_data_ = data; }
+    /// CQ doorbell from software: new consumer index and arm request.
+    void doorbell(uint32_t cqn, uint32_t consumer, hw::cq_arm arm);
+    /// EQ doorbell: software consumed EQEs up to `consumer`.
+    void eq_doorbell(uint32_t eqn, uint32_t consumer);
+
+    /// Writes `e` (owner byte filled in here) to CQ `cqn`. `solicited` marks a solicited
+    /// receive completion (for CQ_ARM_SOLICITED). `delay`: caller's local time in, time the
+    /// CQE write has been posted out. Returns false if the CQ is invalid or overran.
+    bool complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_core::sc_time& delay);
+    /// Writes an asynchronous event to EQ 0 (and MSI).
+    void post_event(uint8_t type, uint32_t resource, sc_core::sc_time& delay);
+
+private:
+    struct cq_state {
+        bool valid = false, overrun = false;
+        uint8_t log_size = 0;
+        hw::cq_arm arm = hw::CQ_ARM_NONE;
+        uint16_t eqn = 0;
+        uint64_t base = 0;
+        uint64_t producer = 0;   // CQEs written (not wrapped)
+        uint32_t consumer = 0;   // last consumer index from software (mod 2^24)
+    };
+    struct eq_state {
+        bool valid = false;
+        uint8_t log_size = 0;
+        uint64_t base = 0;
+        uint64_t producer = 0;
+        uint32_t consumer = 0;
+    };
+    void write_eqe(uint32_t eqn, uint8_t type, uint32_t resource, sc_core::sc_time& delay);
+
+    std::vector<cq_state> cqs_;
+    std::vector<eq_state> eqs_;
+    uint64_t msi_addr_ = 0;
+    uint32_t msi_data_ = 0;
+    sc_core::sc_time format_time_;
+};
+
+}  // namespace hcasim

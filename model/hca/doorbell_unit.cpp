@@ -1,0 +1,161 @@
+#include "model/hca/doorbell_unit.h"
+
+#include <cstring>
+
+#include "model/hca/command_unit.h"
+#include "model/hca/cq_writer.h"
+#include "model/hca/wqe_fetcher.h"
+
+namespace hcasim {
+
+using namespace sc_core;
+
+doorbell_unit::doorbell_unit(const sc_module_name& name, const sc_time& clock)
+    : sc_module(name),
+      bar0("bar0"),
+      fifo_entries("fifo_entries", 256, "entries", "doorbell FIFO depth; MMIO writes beyond it are dropped"),
+      decode_cycles("decode_cycles", 4, "cycles", "cycles from an MMIO write's arrival to its dispatch"),
+      writes("writes", "MMIO writes received"),
+      reads("reads", "MMIO reads received"),
+      sq_doorbells("sq_doorbells", "SQ doorbells"),
+      rq_doorbells("rq_doorbells", "RQ doorbells"),
+      cq_doorbells("cq_doorbells", "CQ doorbells"),
+      inline_writes("inline_writes", "WQEs written through the inline window"),
+      dropped("dropped", "MMIO writes dropped (FIFO full)"),
+      bad_accesses("bad_accesses", "MMIO accesses to no register, of a wrong size, or to a read-only register") {
+    fifo_entries.range(1, 1u << 20);
+    decode_cycles.range(0, 100000);
+    decode_time_ = clock * double(decode_cycles.get());
+    fifo_.resize(fifo_entries);
+    for (auto& e : fifo_)
+        e = std::make_unique<entry>();
+    // The global register map (tlm_if/mmio_map.h).
+    regs_.emplace_back("hca_id", hw::REG_HCA_ID, 4, hw::HCA_ID_VALUE, reg_access::ro);
+    regs_.emplace_back("cmd_mailbox", hw::REG_CMD_MAILBOX, 8, 0, reg_access::rw,
+                       [this] { return cmd_->mailbox(); }, [this](uint64_t v) { cmd_->set_mailbox(v); });
+    regs_.emplace_back("cmd_doorbell", hw::REG_CMD_DOORBELL, 4, 0, reg_access::wo, nullptr,
+                       [this](uint64_t v) { cmd_->doorbell(uint32_t(v)); });
+    regs_.emplace_back("cmd_status", hw::REG_CMD_STATUS, 4, 0, reg_access::ro, [this] { return uint64_t(cmd_->status()); });
+    regs_.emplace_back("int_msi_addr", hw::REG_INT_MSI_ADDR, 8, 0, reg_access::rw, nullptr,
+                       [this](uint64_t v) { msi_addr_ = v; cqw_->set_msi(v, uint32_t(find(hw::REG_INT_MSI_DATA)->value())); });
+    regs_.emplace_back("int_msi_data", hw::REG_INT_MSI_DATA, 4, 0, reg_access::rw, nullptr,
+                       [this](uint64_t v) { cqw_->set_msi(msi_addr_, uint32_t(v)); });
+    regs_.emplace_back("eq_consumer", hw::REG_EQ_CONSUMER, 4, 0, reg_access::wo, nullptr,
+                       [this](uint64_t v) { cqw_->eq_doorbell(uint32_t(v & 0xFF), uint32_t(v >> 8)); });
+    bar0.register_b_transport(this, &doorbell_unit::b_transport);
+    bar0.register_transport_dbg(this, &doorbell_unit::transport_dbg);
+    SC_METHOD(dispatch);
+    sensitive << due_;
+    dont_initialize();
+}
+
+reg* doorbell_unit::find(uint64_t offset) {
+    for (auto& r : regs_)
+        if (r.offset() == offset)
+            return &r;
+    return nullptr;
+}
+
+void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
+    const uint64_t off = gp.get_address();
+    const uint32_t len = gp.get_data_length();
+    gp.set_response_status(tlm::TLM_OK_RESPONSE);
+    if (gp.is_read()) {
+        ++reads;
+        reg* r = off < hw::UAR_BASE ? find(off) : nullptr;
+        if (!r || len != r->bytes()) {
+            ++bad_accesses;
+            gp.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+            return;
+        }
+        const uint64_t v = r->read();
+        std::memcpy(gp.get_data_ptr(), &v, len);
+        delay += decode_time_;
+        return;
+    }
+    ++writes;
+    if (off >= hw::BAR0_BYTES || len == 0 || len > hw::INLINE_WINDOW_BYTES) {
+        ++bad_accesses;
+        gp.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+        return;
+    }
+    if (count_ == fifo_.size()) {
+        ++dropped;
+        return;
+    }
+    entry& e = *fifo_[(head_ + count_) % fifo_.size()];
+    e.at = sc_time_stamp() + delay + decode_time_;
+    e.len = len;
+    e.value = 0;
+    if (off < hw::UAR_BASE) {
+        e.k = kind::global;
+        e.offset = off;
+        std::memcpy(&e.value, gp.get_data_ptr(), len < 8 ? len : 8);
+    } else {
+        const uint64_t in_page = (off - hw::UAR_BASE) % hw::UAR_STRIDE;
+        e.offset = in_page;
+        if (in_page == hw::UAR_SQ_DOORBELL && len == 8) e.k = kind::sq;
+        else if (in_page == hw::UAR_RQ_DOORBELL && len == 8) e.k = kind::rq;
+        else if (in_page == hw::UAR_CQ_DOORBELL && len == 8) e.k = kind::cq;
+        else if (in_page == hw::UAR_INLINE_WQE && len >= 64 && len % 16 == 0) e.k = kind::inline_wqe;
+        else {
+            ++bad_accesses;
+            gp.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+            return;
+        }
+        if (e.k == kind::inline_wqe)
+            std::memcpy(e.data, gp.get_data_ptr(), len);
+        else
+            std::memcpy(&e.value, gp.get_data_ptr(), 8);
+    }
+    if (count_++ == 0)
+        due_.notify(e.at - sc_time_stamp());
+}
+
+void doorbell_unit::dispatch() {
+    const sc_time now = sc_time_stamp();
+    while (count_ && fifo_[head_]->at <= now) {
+        entry& e = *fifo_[head_];
+        switch (e.k) {
+        case kind::global: {
+            reg* r = find(e.offset);
+            if (!r || e.len != r->bytes() || !r->write(e.value))
+                ++bad_accesses;
+            break;
+        }
+        case kind::sq:
+            ++sq_doorbells;
+            fetcher_->sq_doorbell(hw::doorbell_qpn(e.value), hw::doorbell_producer(e.value));
+            break;
+        case kind::rq:
+            ++rq_doorbells;
+            fetcher_->rq_doorbell(hw::doorbell_qpn(e.value), hw::doorbell_producer(e.value));
+            break;
+        case kind::cq:
+            ++cq_doorbells;
+            cqw_->doorbell(hw::cq_doorbell_cqn(e.value), hw::cq_doorbell_consumer(e.value), hw::cq_doorbell_arm(e.value));
+            break;
+        case kind::inline_wqe:
+            ++inline_writes;
+            fetcher_->inline_wqe(e.data, e.len);
+            break;
+        }
+        head_ = (head_ + 1) % fifo_.size();
+        --count_;
+    }
+    if (count_)
+        due_.notify(fifo_[head_]->at - now);
+}
+
+unsigned int doorbell_unit::transport_dbg(tlm::tlm_generic_payload& gp) {
+    if (!gp.is_read() || gp.get_address() >= hw::UAR_BASE)
+        return 0;
+    reg* r = find(gp.get_address());
+    if (!r || gp.get_data_length() < r->bytes())
+        return 0;
+    const uint64_t v = r->read();
+    std::memcpy(gp.get_data_ptr(), &v, r->bytes());
+    return r->bytes();
+}
+
+}  // namespace hcasim

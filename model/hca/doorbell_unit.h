@@ -1,0 +1,64 @@
+// Doorbell unit: the HCA's BAR0 target. Decodes the global registers (command interface,
+// interrupt, EQ) and the UAR pages (SQ/RQ/CQ doorbells, inline-WQE window). A posted MMIO
+// write takes effect at its arrival time (sc_time_stamp() + annotated delay): the unit queues
+// it and an SC_METHOD dispatches it then to the WQE fetcher, CQ writer or command unit.
+#pragma once
+#include <systemc>
+#include <tlm>
+#include <tlm_utils/simple_target_socket.h>
+
+#include <memory>
+#include <vector>
+
+#include "model/core/param.h"
+#include "model/core/reg.h"
+#include "model/core/stats.h"
+#include "tlm_if/mmio_map.h"
+
+namespace hcasim {
+
+class wqe_fetcher;
+class cq_writer;
+class command_unit;
+
+class doorbell_unit : public sc_core::sc_module {
+public:
+    tlm_utils::simple_target_socket<doorbell_unit> bar0;  ///< from the PCIe link (MMIO)
+
+    param<unsigned> fifo_entries;    ///< doorbell FIFO depth; writes beyond it are dropped
+    param<unsigned> decode_cycles;   ///< cycles from arrival to dispatch
+
+    counter writes, reads, sq_doorbells, rq_doorbells, cq_doorbells, inline_writes, dropped, bad_accesses;
+
+    SC_HAS_PROCESS(doorbell_unit);
+    doorbell_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& clock);
+
+    void bind(wqe_fetcher& f, cq_writer& c, command_unit& cmd) { fetcher_ = &f; cqw_ = &c; cmd_ = &cmd; }
+
+private:
+    enum class kind : uint8_t { global, sq, rq, cq, inline_wqe };
+    struct entry {
+        sc_core::sc_time at;
+        kind k;
+        uint64_t offset, value;
+        uint32_t len;
+        uint8_t data[hw::INLINE_WINDOW_BYTES];
+    };
+
+    void b_transport(tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
+    unsigned int transport_dbg(tlm::tlm_generic_payload& gp);
+    void dispatch();
+    reg* find(uint64_t offset);
+
+    wqe_fetcher* fetcher_ = nullptr;
+    cq_writer* cqw_ = nullptr;
+    command_unit* cmd_ = nullptr;
+    std::vector<reg> regs_;
+    std::vector<std::unique_ptr<entry>> fifo_;
+    size_t head_ = 0, count_ = 0;
+    sc_core::sc_event due_;
+    sc_core::sc_time decode_time_;
+    uint64_t msi_addr_ = 0;
+};
+
+}  // namespace hcasim

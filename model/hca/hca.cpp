@@ -1,0 +1,100 @@
+#include "model/hca/hca.h"
+
+namespace hcasim {
+
+using namespace sc_core;
+
+namespace {
+sc_time period(double mhz) {
+    if (!(mhz > 0))
+        throw config_error("clock_mhz must be positive");
+    return sc_time(1e6 / mhz, SC_PS);
+}
+}  // namespace
+
+hca::hca(const sc_module_name& name, unsigned node_index)
+    : sc_module(name),
+      clock_mhz("clock_mhz", 800.0, "MHz", "core clock of the HCA units"),
+      max_qps("max_qps", 1024, "QPs", "QPs the HCA holds on chip (QPC entries)"),
+      max_cqs("max_cqs", 1024, "CQs", "completion queues"),
+      max_cqe("max_cqe", 65535, "CQEs", "entries per completion queue (ring is the next power of two)"),
+      max_mrs("max_mrs", 65536, "MRs", "memory protection table entries"),
+      max_mtts("max_mtts", 1u << 22, "entries", "memory translation table entries (4 KiB pages)"),
+      max_qp_wr("max_qp_wr", 16384, "WQEs", "work requests per send or receive queue"),
+      node_guid("node_guid", 0, "", "node GUID; 0 derives 0x0002c90300000000 + node index + 1"),
+      clock_(period(clock_mhz)),
+      id_{},
+      dma("dma_mux"),
+      doorbell("doorbell_unit", clock_),
+      commands("command_unit", clock_, id_),
+      fetcher("wqe_fetcher", clock_, max_qps),
+      engine("transport_engine", clock_, max_qps),
+      translation("translation_unit", clock_),
+      cqs("cq_writer", clock_, max_cqs, 16),
+      pkeys("pkey_checker", max_qps),
+      port0("port") {
+    max_qps.range(2, 1u << 24);
+    max_cqs.range(1, 1u << 24);
+    max_cqe.range(1, 1u << 22);
+    max_mrs.range(1, 1u << 24);
+    max_mtts.range(1, 1u << 30);
+    max_qp_wr.range(1, 1u << 16);
+
+    hw::hca_caps& c = id_.caps;
+    c.flags = hw::CAP_RC | hw::CAP_INLINE;
+    c.node_guid = node_guid ? node_guid.get() : 0x0002c90300000000ull + node_index + 1;
+    c.sys_image_guid = c.node_guid;
+    c.max_mr_size = uint64_t(max_mtts) << 12;
+    c.page_size_cap = 1ull << 12;
+    c.vendor_id = 0x0002c9;
+    c.vendor_part_id = 0x4843;  // "HC"
+    c.hw_ver = 1;
+    c.fw_ver = hw::INTERFACE_VERSION;
+    c.max_qp = max_qps;
+    c.max_qp_wr = max_qp_wr;
+    c.max_sge = MAX_SGE;
+    c.max_cq = max_cqs;
+    c.max_cqe = max_cqe;
+    c.max_mr = max_mrs;
+    c.max_pd = 1u << 16;
+    c.max_qp_rd_atom = 0;       // RDMA READ and atomics arrive with the RC issue
+    c.max_qp_init_rd_atom = 0;
+    c.max_inline = hw::INLINE_WINDOW_BYTES - 48;  // ctrl (32) + inline header, in a 256-B window
+    c.max_mtt = max_mtts;
+    c.max_uar = hw::MAX_UARS;
+    c.phys_port_cnt = 1;
+    c.local_ca_ack_delay = 15;
+    hw::port_info& p = id_.port;
+    p.state = 4;
+    p.max_mtu = hw::MTU_4096;
+    p.active_mtu = hw::MTU_4096;
+    p.pkey_table_len = uint16_t(pkeys.table_len.get());
+    p.gid_table_len = 1;
+    p.gid_prefix = 0xfe80000000000000ull;
+    p.port_guid = c.node_guid;
+
+    // Data path wiring: doorbell -> fetcher -> engine -> port; port -> P_Key checker -> engine.
+    doorbell.bind(fetcher, cqs, commands);
+    fetcher.bind_engine(engine);
+    engine.bind(fetcher, translation, cqs, port0, pkeys);
+    commands.bind(fetcher, engine, translation, cqs, pkeys);
+    port0.bind_receiver(pkeys);
+    pkeys.bind_receiver(engine);
+    commands.dma.socket.bind(dma.units);
+    fetcher.dma.socket.bind(dma.units);
+    engine.dma.socket.bind(dma.units);
+    translation.dma.socket.bind(dma.units);
+    cqs.dma.socket.bind(dma.units);
+}
+
+void hca::set_link(double rate_gbps, unsigned width, unsigned speed_code, uint16_t lid) {
+    port0.set_rate_gbps(rate_gbps);
+    engine.set_lid(lid);
+    id_.port.lid = lid;
+    id_.port.sm_lid = 1;
+    id_.port.link_width = uint8_t(width);
+    id_.port.link_speed = uint8_t(speed_code);
+    id_.port.data_rate_mbps = uint32_t(rate_gbps * 1000 + 0.5);
+}
+
+}  // namespace hcasim

@@ -1,0 +1,57 @@
+// The HCA: its units and how they are wired (docs/architecture.md has the block diagram).
+//
+//   BAR0 ─> doorbell_unit ─> wqe_fetcher ─> transport_engine ─> port ─> link
+//                │   └──────> cq_writer <────────┘  │  ▲   ⇅ translation_unit
+//                └──> command_unit (contexts to every unit)   └─ pkey_checker <─ port <─ link
+//   every unit's DMA ─> dma_mux ─> PCIe link ─> host memory
+#pragma once
+#include <systemc>
+
+#include "model/core/param.h"
+#include "model/hca/command_unit.h"
+#include "model/hca/cq_writer.h"
+#include "model/hca/dma_mux.h"
+#include "model/hca/doorbell_unit.h"
+#include "model/hca/pkey_checker.h"
+#include "model/hca/port.h"
+#include "model/hca/translation_unit.h"
+#include "model/hca/transport_engine.h"
+#include "model/hca/wqe_fetcher.h"
+
+namespace hcasim {
+
+class hca : public sc_core::sc_module {
+public:
+    param<double> clock_mhz;     ///< core clock of every unit
+    param<unsigned> max_qps;     ///< QPs (on-chip state entries)
+    param<unsigned> max_cqs;     ///< CQs
+    param<unsigned> max_cqe;     ///< CQEs per CQ
+    param<unsigned> max_mrs;     ///< MPT entries
+    param<unsigned> max_mtts;    ///< MTT entries
+    param<unsigned> max_qp_wr;   ///< WQEs per work queue
+    param<uint64_t> node_guid;   ///< node GUID (0: derived from the node index)
+
+private:
+    sc_core::sc_time clock_;
+    hca_identity id_;
+
+public:
+    dma_mux dma;
+    doorbell_unit doorbell;
+    command_unit commands;
+    wqe_fetcher fetcher;
+    transport_engine engine;
+    translation_unit translation;
+    cq_writer cqs;
+    pkey_checker pkeys;
+    port port0;
+
+    hca(const sc_core::sc_module_name& name, unsigned node_index);
+
+    /// After link negotiation: active rate, LID, what QUERY_PORT reports.
+    void set_link(double rate_gbps, unsigned width, unsigned speed_code, uint16_t lid);
+    uint16_t lid() const { return id_.port.lid; }
+    const hca_identity& identity() const { return id_; }
+};
+
+}  // namespace hcasim

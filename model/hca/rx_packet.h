@@ -1,0 +1,24 @@
+// A received packet after the port has checked its CRCs and decoded its headers; handed by
+// reference down the receive path (P_Key checker, transport engine) and valid for that call.
+#pragma once
+#include <cstdint>
+
+#include "tlm_if/wire/ib_headers.h"
+
+namespace hcasim {
+
+struct rx_packet {
+    wire::headers h;            ///< decoded headers
+    const uint8_t* payload;     ///< payload bytes (pad excluded)
+    uint32_t payload_len;       ///< payload length
+    uint32_t wire_len;          ///< whole packet length on the wire
+};
+
+/// Receiver of decoded packets (the next unit on the receive path).
+class rx_sink {
+public:
+    virtual ~rx_sink() = default;
+    virtual void receive(const rx_packet& p) = 0;
+};
+
+}  // namespace hcasim

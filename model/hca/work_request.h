@@ -1,0 +1,47 @@
+// A send WQE after the WQE fetcher has parsed it (tlm_if/wqe.h layout -> fields), as the
+// transport engine consumes it; and a parsed receive WQE.
+#pragma once
+#include <cstdint>
+
+#include "tlm_if/wqe.h"
+
+namespace hcasim {
+
+/// SGEs per WQE the HCA supports (reported by QUERY_HCA as max_sge).
+constexpr unsigned MAX_SGE = 16;
+/// Inline bytes per WQE the HCA supports.
+constexpr unsigned MAX_INLINE_BYTES = 256;
+
+struct sge {
+    uint64_t addr;
+    uint32_t len;
+    uint32_t lkey;
+};
+
+struct send_wqe {
+    uint64_t wr_id = 0;
+    uint8_t opcode = 0;        ///< hw::wqe_opcode
+    uint8_t flags = 0;         ///< hw::wqe_flags
+    uint16_t wqe_index = 0;
+    uint32_t imm = 0;
+    uint64_t remote_va = 0;
+    uint32_t rkey = 0;
+    uint64_t swap_add = 0, compare = 0;
+    uint8_t num_sge = 0;
+    bool malformed = false;    ///< the WQE failed parsing (completes with LOC_QP_OP_ERR)
+    uint64_t length = 0;       ///< total message length
+    sge sg[MAX_SGE];
+    uint32_t inline_len = 0;
+    uint8_t inline_data[MAX_INLINE_BYTES];
+};
+
+struct recv_wqe {
+    uint64_t wr_id = 0;
+    uint16_t wqe_index = 0;
+    uint8_t num_sge = 0;
+    bool malformed = false;
+    uint64_t capacity = 0;     ///< sum of SGE lengths
+    sge sg[MAX_SGE];
+};
+
+}  // namespace hcasim

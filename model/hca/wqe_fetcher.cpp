@@ -1,0 +1,276 @@
+#include "model/hca/wqe_fetcher.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "model/hca/transport_engine.h"
+
+namespace hcasim {
+
+using namespace sc_core;
+
+wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& clock, unsigned max_qps)
+    : sc_module(name),
+      dma("dma"),
+      batch_wqes("batch_wqes", 4, "WQEs", "WQEs read from one send ring in one DMA read at most"),
+      parse_cycles("parse_cycles", 4, "cycles", "cycles to parse one WQE"),
+      doorbells("doorbells", "SQ and RQ doorbells received"),
+      inline_wqes("inline_wqes", "WQEs received through the inline window (no fetch)"),
+      fetches("fetches", "DMA reads of send WQEs"),
+      wqes_fetched("wqes_fetched", "send WQEs read from host memory"),
+      bytes_fetched("bytes_fetched", "bytes of send WQEs read"),
+      recv_fetches("recv_fetches", "receive WQEs read for the responder"),
+      malformed("malformed", "WQEs that failed parsing"),
+      qps_(max_qps),
+      ready_(max_qps) {
+    batch_wqes.range(1, 64);
+    parse_cycles.range(0, 100000);
+    parse_time_ = clock * double(parse_cycles.get());
+    buf_.resize(size_t(batch_wqes) * 4096);
+    SC_THREAD(fetch_loop);
+}
+
+void wqe_fetcher::load_qp(const hw::qp_context& c) {
+    if (c.qpn >= qps_.size())
+        return;
+    qp_fetch& q = qps_[c.qpn];
+    const bool was_valid = q.valid;
+    q.valid = true;
+    q.transport = c.transport;
+    q.sq_base = c.sq_base;
+    q.rq_base = c.rq_base;
+    q.sq_log_size = c.sq_log_size;
+    q.sq_log_stride = c.sq_log_stride;
+    q.rq_log_size = c.rq_log_size;
+    q.rq_log_stride = c.rq_log_stride;
+    if (!was_valid)
+        q.producer = q.fetched = 0;
+    set_state(c.qpn, c.state);
+}
+
+void wqe_fetcher::set_state(uint32_t qpn, uint8_t state) {
+    if (qpn >= qps_.size())
+        return;
+    qp_fetch& q = qps_[qpn];
+    q.state = state;
+    if (state == hw::QPS_RESET) {
+        q.producer = q.fetched = 0;
+        return;
+    }
+    if (may_fetch(q) && q.producer != q.fetched)
+        make_ready(qpn);
+}
+
+bool wqe_fetcher::may_fetch(const qp_fetch& q) const {
+    // C10-96: RTS processes; SQEr/Error flush (the engine completes them in error);
+    // SQD holds new work queued; Reset/Init/RTR never have send work (firmware refuses it).
+    return q.valid && (q.state == hw::QPS_RTS || q.state == hw::QPS_SQE || q.state == hw::QPS_ERR);
+}
+
+void wqe_fetcher::make_ready(uint32_t qpn) {
+    qp_fetch& q = qps_[qpn];
+    if (q.ready)
+        return;
+    q.ready = true;
+    ready_[(ready_head_ + ready_count_) % ready_.size()] = qpn;
+    ++ready_count_;
+    work_.notify(SC_ZERO_TIME);
+}
+
+void wqe_fetcher::sq_doorbell(uint32_t qpn, uint16_t producer) {
+    ++doorbells;
+    if (qpn >= qps_.size() || !qps_[qpn].valid)
+        return;
+    qp_fetch& q = qps_[qpn];
+    // A producer counter may not run ahead of the ring: ignore a doorbell claiming more.
+    if (uint16_t(producer - q.fetched) > (1u << q.sq_log_size))
+        return;
+    q.producer = producer;
+    if (may_fetch(q) && q.producer != q.fetched)
+        make_ready(qpn);
+}
+
+void wqe_fetcher::rq_doorbell(uint32_t qpn, uint16_t producer) {
+    ++doorbells;
+    if (qpn < qps_.size() && qps_[qpn].valid && engine_)
+        engine_->rq_posted(qpn, producer);
+}
+
+void wqe_fetcher::inline_wqe(const uint8_t* p, uint32_t len) {
+    ++inline_wqes;
+    if (len < sizeof(hw::wqe_ctrl_seg))
+        return;
+    hw::wqe_ctrl_seg ctrl;
+    std::memcpy(&ctrl, p, sizeof ctrl);
+    const uint32_t qpn = ctrl.qpn & 0xFFFFFF;
+    if (qpn >= qps_.size() || !qps_[qpn].valid)
+        return;
+    qp_fetch& q = qps_[qpn];
+    // The window write is the doorbell for this WQE. It skips the fetch only when it is the
+    // next WQE to fetch and the engine has room; otherwise the copy in the ring is fetched.
+    q.producer = uint16_t(ctrl.wqe_index + 1);
+    if (may_fetch(q) && q.fetched == ctrl.wqe_index && !q.ready && engine_ && engine_->has_room(qpn)) {
+        parse_send(p, len, qpn, q.transport, wqe_);
+        if (wqe_.malformed)
+            ++malformed;
+        ++q.fetched;
+        engine_->push_send(qpn, wqe_);
+        return;
+    }
+    if (may_fetch(q) && q.producer != q.fetched)
+        make_ready(qpn);
+}
+
+void wqe_fetcher::credit(uint32_t qpn) {
+    if (qpn < qps_.size() && may_fetch(qps_[qpn]) && qps_[qpn].producer != qps_[qpn].fetched)
+        make_ready(qpn);
+}
+
+void wqe_fetcher::fetch_loop() {
+    for (;;) {
+        while (ready_count_ == 0)
+            wait(work_);
+        const uint32_t qpn = ready_[ready_head_];
+        ready_head_ = (ready_head_ + 1) % ready_.size();
+        --ready_count_;
+        qp_fetch& q = qps_[qpn];
+        q.ready = false;
+        if (!may_fetch(q) || q.producer == q.fetched)
+            continue;
+        const unsigned room = engine_->room(qpn);
+        if (room == 0)
+            continue;  // the engine's credit() makes it ready again
+        const uint32_t size = 1u << q.sq_log_size;
+        const uint32_t stride = 1u << q.sq_log_stride;
+        const uint32_t slot = q.fetched & (size - 1);
+        uint32_t n = uint16_t(q.producer - q.fetched);
+        n = std::min({n, unsigned(batch_wqes), room, size - slot, uint32_t(buf_.size() / stride)});
+        sc_time delay = SC_ZERO_TIME;
+        ++fetches;
+        const bool ok = dma.read(q.sq_base + uint64_t(slot) * stride, buf_.data(), n * stride, delay);
+        bytes_fetched += n * stride;
+        wait(delay + parse_time_ * double(n));
+        for (uint32_t i = 0; i < n; ++i) {
+            if (!may_fetch(q))
+                break;  // reset while the fetch was in flight
+            parse_send(buf_.data() + size_t(i) * stride, stride, qpn, q.transport, wqe_);
+            if (!ok)
+                wqe_.malformed = true;
+            if (wqe_.malformed)
+                ++malformed;
+            ++wqes_fetched;
+            ++q.fetched;
+            engine_->push_send(qpn, wqe_);
+        }
+        if (may_fetch(q) && q.producer != q.fetched)
+            make_ready(qpn);
+    }
+}
+
+bool wqe_fetcher::fetch_recv(uint32_t qpn, uint32_t index, recv_wqe& out, sc_time& delay) {
+    out = recv_wqe{};
+    if (qpn >= qps_.size() || !qps_[qpn].valid)
+        return false;
+    const qp_fetch& q = qps_[qpn];
+    const uint32_t stride = 1u << q.rq_log_stride;
+    const uint32_t slot = index & ((1u << q.rq_log_size) - 1);
+    uint8_t raw[sizeof(hw::wqe_recv_header) + MAX_SGE * sizeof(hw::wqe_data_seg)];
+    const uint32_t n = std::min<uint32_t>(stride, sizeof raw);
+    ++recv_fetches;
+    if (!dma.read(q.rq_base + uint64_t(slot) * stride, raw, n, delay)) {
+        out.malformed = true;
+        return false;
+    }
+    delay += parse_time_;
+    hw::wqe_recv_header h;
+    std::memcpy(&h, raw, sizeof h);
+    out.wr_id = h.wr_id;
+    out.wqe_index = h.wqe_index;
+    if (h.num_sge > MAX_SGE || sizeof h + h.num_sge * sizeof(hw::wqe_data_seg) > n) {
+        out.malformed = true;
+        ++malformed;
+        return true;
+    }
+    out.num_sge = uint8_t(h.num_sge);
+    for (unsigned i = 0; i < h.num_sge; ++i) {
+        hw::wqe_data_seg d;
+        std::memcpy(&d, raw + sizeof h + i * sizeof d, sizeof d);
+        const uint32_t len = d.byte_count ? d.byte_count : 0x80000000u;
+        out.sg[i] = {d.addr, len, d.lkey};
+        out.capacity += len;
+    }
+    return true;
+}
+
+void wqe_fetcher::parse_send(const uint8_t* p, uint32_t len, uint32_t qpn, uint8_t transport, send_wqe& w) {
+    w.malformed = false;
+    w.num_sge = 0;
+    w.inline_len = 0;
+    w.length = 0;
+    hw::wqe_ctrl_seg c;
+    std::memcpy(&c, p, sizeof c);
+    w.wr_id = c.wr_id;
+    w.opcode = c.opcode;
+    w.flags = c.flags;
+    w.wqe_index = c.wqe_index;
+    w.imm = c.imm;
+    const uint32_t wqe_len = uint32_t(c.ds_count) * 16;
+    if ((c.qpn & 0xFFFFFF) != qpn || wqe_len < sizeof c || wqe_len > len) {
+        w.malformed = true;
+        return;
+    }
+    uint32_t off = sizeof c;
+    auto need = [&](uint32_t n) { return off + n <= wqe_len; };
+    const bool rdma = c.opcode == hw::WQE_OP_RDMA_WRITE || c.opcode == hw::WQE_OP_RDMA_WRITE_IMM ||
+                      c.opcode == hw::WQE_OP_RDMA_READ;
+    const bool atomic = c.opcode == hw::WQE_OP_CMP_SWAP || c.opcode == hw::WQE_OP_FETCH_ADD;
+    switch (c.opcode) {
+    case hw::WQE_OP_SEND: case hw::WQE_OP_SEND_IMM: case hw::WQE_OP_RDMA_WRITE:
+    case hw::WQE_OP_RDMA_WRITE_IMM: case hw::WQE_OP_RDMA_READ: case hw::WQE_OP_CMP_SWAP:
+    case hw::WQE_OP_FETCH_ADD: case hw::WQE_OP_SEND_INV: case hw::WQE_OP_NOP:
+        break;
+    default:
+        w.malformed = true;
+        return;
+    }
+    if (rdma || atomic) {
+        if (!need(sizeof(hw::wqe_raddr_seg))) { w.malformed = true; return; }
+        hw::wqe_raddr_seg r;
+        std::memcpy(&r, p + off, sizeof r);
+        off += sizeof r;
+        w.remote_va = r.remote_va;
+        w.rkey = r.rkey;
+    }
+    if (atomic) {
+        if (!need(sizeof(hw::wqe_atomic_seg))) { w.malformed = true; return; }
+        hw::wqe_atomic_seg a;
+        std::memcpy(&a, p + off, sizeof a);
+        off += sizeof a;
+        w.swap_add = a.swap_add;
+        w.compare = a.compare;
+    }
+    if (transport == hw::QPT_UD)
+        off += sizeof(hw::wqe_ud_seg);  // datagram addressing is parsed with UD support
+    if (c.flags & hw::WQE_FLAG_INLINE) {
+        if (!need(sizeof(hw::wqe_inline_seg))) { w.malformed = true; return; }
+        uint32_t bc;
+        std::memcpy(&bc, p + off, 4);
+        const uint32_t n = bc & hw::INLINE_LEN_MASK;
+        if (!(bc & hw::INLINE_SEG_FLAG) || n > MAX_INLINE_BYTES || !need(4 + n)) { w.malformed = true; return; }
+        std::memcpy(w.inline_data, p + off + 4, n);
+        w.inline_len = n;
+        w.length = n;
+        return;
+    }
+    while (off + sizeof(hw::wqe_data_seg) <= wqe_len) {
+        if (w.num_sge == MAX_SGE) { w.malformed = true; return; }
+        hw::wqe_data_seg d;
+        std::memcpy(&d, p + off, sizeof d);
+        off += sizeof d;
+        const uint32_t n = d.byte_count ? d.byte_count : 0x80000000u;
+        w.sg[w.num_sge++] = {d.addr, n, d.lkey};
+        w.length += n;
+    }
+}
+
+}  // namespace hcasim

@@ -1,0 +1,76 @@
+// WQE fetcher: keeps, per QP, the send ring location and the producer counter software rang;
+// arbitrates round robin among QPs with unfetched work (a FIFO of ready QPNs, no process per
+// QP), reads batches of WQEs from host memory by DMA through the PCIe link, parses them and
+// hands them to the transport engine. Also parses WQEs written through the inline window, and
+// reads receive WQEs for the responder.
+#pragma once
+#include <systemc>
+
+#include <vector>
+
+#include "model/core/param.h"
+#include "model/core/stats.h"
+#include "model/hca/dma_port.h"
+#include "model/hca/work_request.h"
+#include "tlm_if/contexts.h"
+
+namespace hcasim {
+
+class transport_engine;
+
+class wqe_fetcher : public sc_core::sc_module {
+public:
+    dma_port dma;
+
+    param<unsigned> batch_wqes;     ///< WQEs read per DMA at most
+    param<unsigned> parse_cycles;   ///< cycles to parse one WQE
+
+    counter doorbells, inline_wqes, fetches, wqes_fetched, bytes_fetched, recv_fetches, malformed;
+
+    SC_HAS_PROCESS(wqe_fetcher);
+    wqe_fetcher(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_qps);
+
+    void bind_engine(transport_engine& te) { engine_ = &te; }
+
+    // From the doorbell unit (at the doorbell's arrival time).
+    void sq_doorbell(uint32_t qpn, uint16_t producer);
+    void rq_doorbell(uint32_t qpn, uint16_t producer);
+    void inline_wqe(const uint8_t* wqe, uint32_t len);
+
+    // From the command unit.
+    void load_qp(const hw::qp_context& c);
+    void set_state(uint32_t qpn, uint8_t state);
+
+    /// From the transport engine: room again in its queue for this QP.
+    void credit(uint32_t qpn);
+    /// For the responder: reads and parses receive WQE `index` of the QP's receive ring.
+    bool fetch_recv(uint32_t qpn, uint32_t index, recv_wqe& out, sc_core::sc_time& delay);
+
+    /// Parses a send WQE image (for the ring path and the inline window).
+    static void parse_send(const uint8_t* p, uint32_t len, uint32_t qpn, uint8_t transport, send_wqe& w);
+
+private:
+    void fetch_loop();
+    void make_ready(uint32_t qpn);
+
+    struct qp_fetch {
+        bool valid = false, ready = false;
+        uint8_t state = hw::QPS_RESET, transport = hw::QPT_RC;
+        uint64_t sq_base = 0, rq_base = 0;
+        uint8_t sq_log_size = 0, sq_log_stride = 6, rq_log_size = 0, rq_log_stride = 4;
+        uint16_t producer = 0;  // rung by software
+        uint16_t fetched = 0;   // next WQE to read
+    };
+    bool may_fetch(const qp_fetch& q) const;
+
+    transport_engine* engine_ = nullptr;
+    std::vector<qp_fetch> qps_;
+    std::vector<uint32_t> ready_;  // FIFO ring of QPNs
+    size_t ready_head_ = 0, ready_count_ = 0;
+    sc_core::sc_event work_;
+    sc_core::sc_time parse_time_;
+    std::vector<uint8_t> buf_;     // one batch, sized at construction
+    send_wqe wqe_;                 // scratch
+};
+
+}  // namespace hcasim

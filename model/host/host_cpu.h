@@ -1,0 +1,50 @@
+// Host CPU: runs application processes and implements the host_bus the firmware uses.
+#pragma once
+#include <systemc>
+#include <tlm>
+#include <tlm_utils/simple_initiator_socket.h>
+
+#include "model/core/param.h"
+#include "model/core/stats.h"
+#include "model/host/host_memory.h"
+#include "tlm_if/host_bus.h"
+
+namespace hcasim {
+
+/// The CPU side of one node. Loads/stores reach host memory through `mem` (DMI when granted),
+/// MMIO reaches the HCA's BAR0 through `mmio` (into the PCIe link's downstream port).
+/// Applications are SystemC processes that call the firmware, which calls this host_bus from
+/// the application's process; every cost is a parameter charged with wait().
+class host_cpu : public sc_core::sc_module, public host_bus {
+public:
+    tlm_utils::simple_initiator_socket<host_cpu> mem;   ///< to host_memory.cpu
+    tlm_utils::simple_initiator_socket<host_cpu> mmio;  ///< to pcie_link.downstream_in
+
+    param<double> verb_call_ns;      ///< cost of entering a verb
+    param<double> build_wqe_ns;      ///< cost of writing one send WQE
+    param<double> build_recv_wqe_ns; ///< cost of writing one receive WQE
+    param<double> poll_cqe_ns;       ///< cost of one CQ poll (one CQE read or an empty look)
+    param<double> memcpy_64b_ns;     ///< cost of copying 64 bytes
+    param<double> mmio_issue_ns;     ///< CPU cost of issuing one posted MMIO store
+    param<double> wake_ns;           ///< delay from a watched write landing to the spinning CPU seeing it
+
+    counter mmio_writes, mmio_reads, waits;
+
+    /// `memory` is the coherent memory whose writes wake spinning software (watches).
+    host_cpu(const sc_core::sc_module_name& name, host_memory& memory);
+
+    void mem_read(uint64_t pa, void* dst, size_t n) override;
+    void mem_write(uint64_t pa, const void* src, size_t n) override;
+    void mmio_write(uint64_t bar_offset, const void* src, size_t n) override;
+    uint32_t mmio_read32(uint64_t bar_offset) override;
+    void cpu_cost(cpu_op op, uint32_t count) override;
+    bool wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) override;
+    uint64_t now_ns() const override;
+    void sleep_ns(uint64_t ns) override;
+
+private:
+    host_memory& memory_;
+    sc_core::sc_event watch_ev_;
+};
+
+}  // namespace hcasim

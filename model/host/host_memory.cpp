@@ -1,0 +1,221 @@
+// Sparse host memory; see host_memory.h.
+#include "model/host/host_memory.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "tlm_if/tlm_ext.h"
+
+namespace hcasim {
+
+using namespace sc_core;
+
+host_memory::host_memory(const sc_module_name& name)
+    : sc_module(name),
+      cpu("cpu"),
+      dma("dma"),
+      size_bytes("size_bytes", uint64_t(64) << 30, "bytes", "host physical memory size; accesses beyond are address errors"),
+      access_latency_ns("access_latency_ns", 0.0, "ns",
+                        "latency added to every access (0: the PCIe link's read_latency_ns covers DRAM)"),
+      reads("reads", "b_transport reads (both sockets)"),
+      writes("writes", "b_transport writes (both sockets)"),
+      bytes_read("bytes_read", "bytes read by b_transport"),
+      bytes_written("bytes_written", "bytes written by b_transport"),
+      atomics("atomics", "atomic operations executed") {
+    // 16 TiB bounds the first-level table at 1 Mi entries (8 MiB).
+    size_bytes.range(page_size, uint64_t(1) << 44);
+    access_latency_ns.range(0.0, 1e9);
+    latency_ = sc_time(access_latency_ns, SC_NS);
+    const uint64_t chunk_span = uint64_t(1) << (page_bits + chunk_bits);
+    top_.resize((size_bytes.get() + chunk_span - 1) / chunk_span);
+    for (auto* s : {&cpu, &dma}) {
+        s->register_b_transport(this, &host_memory::b_transport);
+        s->register_get_direct_mem_ptr(this, &host_memory::get_direct_mem_ptr);
+        s->register_transport_dbg(this, &host_memory::transport_dbg);
+    }
+}
+
+host_memory::~host_memory() = default;
+
+uint8_t* host_memory::get_page(uint64_t addr) {
+    auto& c = top_[addr >> (page_bits + chunk_bits)];
+    if (!c) c = std::make_unique<chunk>();
+    auto& p = c->page[(addr >> page_bits) & (chunk_pages - 1)];
+    if (!p) {
+        p.reset(new uint8_t[page_size]());  // value-initialised: unwritten memory reads as zero
+        ++allocated_pages_;
+    }
+    return p.get();
+}
+
+void host_memory::copy_in(uint64_t addr, const uint8_t* src, uint64_t n) {
+    while (n) {
+        const uint64_t off = addr & (page_size - 1);
+        const uint64_t len = std::min(n, page_size - off);
+        std::memcpy(get_page(addr) + off, src, len);
+        addr += len;
+        src += len;
+        n -= len;
+    }
+}
+
+void host_memory::copy_out(uint64_t addr, uint8_t* dst, uint64_t n) const {
+    while (n) {
+        const uint64_t off = addr & (page_size - 1);
+        const uint64_t len = std::min(n, page_size - off);
+        if (const uint8_t* p = find_page(addr))
+            std::memcpy(dst, p + off, len);
+        else
+            std::memset(dst, 0, len);
+        addr += len;
+        dst += len;
+        n -= len;
+    }
+}
+
+bool host_memory::watched(uint64_t lo, uint64_t hi) const {
+    for (const auto& w : watches_)
+        if (w.ev && lo < w.hi && w.lo < hi) return true;
+    return false;
+}
+
+void host_memory::notify_watches(uint64_t addr, uint64_t n, const sc_time& delay) {
+    const uint64_t hi = addr + n;
+    for (const auto& w : watches_)
+        if (w.ev && addr < w.hi && w.lo < hi) w.ev->notify(delay);
+}
+
+void host_memory::read(uint64_t addr, void* dst, size_t n) {
+    if (!in_range(addr, n)) SC_REPORT_ERROR(name(), ("read beyond memory size at 0x" + std::to_string(addr)).c_str());
+    copy_out(addr, static_cast<uint8_t*>(dst), n);
+}
+
+void host_memory::write(uint64_t addr, const void* src, size_t n) {
+    if (!in_range(addr, n)) SC_REPORT_ERROR(name(), ("write beyond memory size at 0x" + std::to_string(addr)).c_str());
+    copy_in(addr, static_cast<const uint8_t*>(src), n);
+    notify_watches(addr, n, SC_ZERO_TIME);
+}
+
+uint8_t* host_memory::page_ptr(uint64_t addr) {
+    if (!in_range(addr, 1)) SC_REPORT_ERROR(name(), "page_ptr beyond memory size");
+    return get_page(addr) + (addr & (page_size - 1));
+}
+
+int host_memory::watch(uint64_t addr, uint64_t len, sc_event* ev) {
+    sc_assert(ev && len > 0);
+    int handle = -1;
+    for (size_t i = 0; i < watches_.size() && handle < 0; ++i)
+        if (!watches_[i].ev) handle = int(i);
+    if (handle < 0) {
+        handle = int(watches_.size());
+        watches_.emplace_back();
+    }
+    watches_[size_t(handle)] = watch_entry{addr, addr + len, ev};
+    // Revoke DMI write access granted earlier on these pages; new grants are read-only.
+    const uint64_t lo = addr & ~(page_size - 1), hi = (addr + len - 1) | (page_size - 1);
+    for (auto* s : {&cpu, &dma})
+        if (s->get_base_port().size()) (*s)->invalidate_direct_mem_ptr(lo, hi);
+    return handle;
+}
+
+void host_memory::unwatch(int handle) {
+    if (handle >= 0 && size_t(handle) < watches_.size()) watches_[size_t(handle)].ev = nullptr;
+}
+
+bool host_memory::access(tlm::tlm_generic_payload& gp, const sc_time& delay, bool count) {
+    const uint64_t addr = gp.get_address();
+    const uint64_t n = gp.get_data_length();
+    if (gp.get_byte_enable_ptr()) {
+        gp.set_response_status(tlm::TLM_BYTE_ENABLE_ERROR_RESPONSE);
+        return false;
+    }
+    if (gp.get_streaming_width() != 0 && gp.get_streaming_width() < n) {
+        gp.set_response_status(tlm::TLM_BURST_ERROR_RESPONSE);
+        return false;
+    }
+    if (auto* at = gp.get_extension<atomic_ext>()) {
+        if ((addr & 7) || !in_range(addr, 8)) {
+            gp.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+            return false;
+        }
+        uint8_t* p = get_page(addr) + (addr & (page_size - 1));  // aligned: never spans pages
+        uint64_t old;
+        std::memcpy(&old, p, 8);
+        at->result = old;
+        bool stored = true;
+        uint64_t now = old;
+        if (at->op == atomic_ext::fetch_add)
+            now = old + at->swap_or_add;
+        else if (old == at->compare)
+            now = at->swap_or_add;
+        else
+            stored = false;
+        if (stored) {
+            std::memcpy(p, &now, 8);
+            notify_watches(addr, 8, delay);
+        }
+        if (gp.get_data_ptr() && n >= 8) std::memcpy(gp.get_data_ptr(), &old, 8);
+        if (count) ++atomics;
+        gp.set_response_status(tlm::TLM_OK_RESPONSE);
+        return true;
+    }
+    if (!in_range(addr, n)) {
+        gp.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+        return false;
+    }
+    switch (gp.get_command()) {
+    case tlm::TLM_READ_COMMAND:
+        copy_out(addr, gp.get_data_ptr(), n);
+        if (count) {
+            ++reads;
+            bytes_read += n;
+        }
+        break;
+    case tlm::TLM_WRITE_COMMAND:
+        copy_in(addr, gp.get_data_ptr(), n);
+        notify_watches(addr, n, delay);
+        if (count) {
+            ++writes;
+            bytes_written += n;
+        }
+        break;
+    default:
+        break;
+    }
+    gp.set_dmi_allowed(true);
+    gp.set_response_status(tlm::TLM_OK_RESPONSE);
+    return true;
+}
+
+void host_memory::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
+    delay += latency_;
+    access(gp, delay, true);
+}
+
+unsigned int host_memory::transport_dbg(tlm::tlm_generic_payload& gp) {
+    return access(gp, SC_ZERO_TIME, false) ? gp.get_data_length() : 0;
+}
+
+bool host_memory::get_direct_mem_ptr(tlm::tlm_generic_payload& gp, tlm::tlm_dmi& dmi) {
+    const uint64_t addr = gp.get_address();
+    if (!in_range(addr, 1)) {  // denied region: everything beyond the memory
+        dmi.set_start_address(size_bytes.get());
+        dmi.set_end_address(~uint64_t(0));
+        dmi.allow_none();
+        return false;
+    }
+    const uint64_t base = addr & ~(page_size - 1);
+    dmi.set_dmi_ptr(get_page(base));
+    dmi.set_start_address(base);
+    dmi.set_end_address(base + page_size - 1);
+    if (watched(base, base + page_size))
+        dmi.allow_read();  // stores must go through b_transport so watches see them
+    else
+        dmi.allow_read_write();
+    dmi.set_read_latency(latency_);
+    dmi.set_write_latency(latency_);
+    return true;
+}
+
+}  // namespace hcasim

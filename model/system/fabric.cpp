@@ -1,0 +1,48 @@
+#include "model/system/fabric.h"
+
+#include <algorithm>
+
+namespace hcasim {
+
+using namespace sc_core;
+
+fabric::fabric(sc_module_name name)
+    : sc_module(name),
+      nodes("nodes", 2, "hosts", "number of nodes (hosts with one HCA each)"),
+      topology("topology", "auto", "", "auto: back to back for 2 nodes, else one switch",
+               {"auto", "back_to_back", "switch"}) {
+    nodes.range(1, 1024);
+    if (topology.get() == "back_to_back" && nodes != 2)
+        throw config_error("fabric.topology=back_to_back needs fabric.nodes=2 (have " +
+                           std::to_string(nodes.get()) + ")");
+    if (topology.get() == "switch" || (topology.get() == "auto" && nodes != 2))
+        sw = std::make_unique<ib_switch>("switch");
+}
+
+machine::machine() {
+    for (unsigned i = 0; i < net.nodes; ++i)
+        hosts.push_back(std::make_unique<node>(("node" + std::to_string(i)).c_str(), i));
+    if (!net.has_switch()) {
+        node& a = *hosts[0];
+        node& b = *hosts[1];
+        // Link negotiation: both ends run at the lower of the two capabilities.
+        const double rate = std::min(a.cable.data_rate_gbps(), b.cable.data_rate_gbps());
+        const unsigned width = std::min(a.cable.width.get(), b.cable.width.get());
+        const unsigned speed = std::min(a.cable.speed_code(), b.cable.speed_code());
+        a.cable.out.bind(b.adapter.port0.rx);
+        b.cable.out.bind(a.adapter.port0.rx);
+        a.adapter.set_link(rate, width, speed, a.lid());
+        b.adapter.set_link(rate, width, speed, b.lid());
+        return;
+    }
+    for (unsigned i = 0; i < hosts.size(); ++i) {
+        node& n = *hosts[i];
+        n.cable.out.bind(net.sw->in);
+        net.sw->out.bind(n.adapter.port0.rx);
+        const double rate = n.cable.data_rate_gbps();
+        n.adapter.set_link(rate, n.cable.width, n.cable.speed_code(), n.lid());
+        net.sw->set_route(i, n.lid(), rate, sc_time(n.cable.propagation_ns.get(), SC_NS));
+    }
+}
+
+}  // namespace hcasim

@@ -1,0 +1,38 @@
+// The whole machine: the fabric (topology parameters, the switch if any) and N nodes, back to
+// back (2 nodes) or on one switch, as configured.
+#pragma once
+#include <systemc>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/core/param.h"
+#include "model/fabric/ib_switch.h"
+#include "model/system/node.h"
+
+namespace hcasim {
+
+class fabric : public sc_core::sc_module {
+public:
+    param<unsigned> nodes;          ///< number of hosts
+    param<std::string> topology;    ///< auto|back_to_back|switch
+
+    std::unique_ptr<ib_switch> sw;  ///< "fabric.switch" when the topology has one
+
+    explicit fabric(sc_core::sc_module_name name = "fabric");
+    bool has_switch() const { return bool(sw); }
+};
+
+/// Builds the fabric module and the nodes "node0".."nodeN-1" (top-level modules, so their
+/// parameters are `node0.pcie.lanes` etc.) and cables them.
+class machine {
+public:
+    machine();
+    fabric net;
+    std::vector<std::unique_ptr<node>> hosts;
+    node& at(unsigned i) { return *hosts.at(i); }
+    size_t size() const { return hosts.size(); }
+};
+
+}  // namespace hcasim

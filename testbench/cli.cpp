@@ -1,0 +1,152 @@
+// Command-line parsing with Boost.Program_options; see cli.h.
+#include "cli.h"
+
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <optional>
+
+#include "model/core/param.h"
+
+namespace po = boost::program_options;
+
+namespace hcasim {
+
+namespace {
+
+const char* const workloads[] = {"write_lat", "send_lat", "write_bw", "send_bw", "dma_read_bw", "dma_write_bw"};
+
+/// Whole-string decimal unsigned integer, or nullopt.
+std::optional<uint64_t> to_uint(const std::string& s) {
+    uint64_t v = 0;
+    if (s.empty()) return std::nullopt;
+    auto r = std::from_chars(s.data(), s.data() + s.size(), v, 10);
+    if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
+    return v;
+}
+
+uint64_t option_uint(const char* opt, const std::string& text, uint64_t lo, uint64_t hi) {
+    const auto v = to_uint(text);
+    if (!v || *v < lo || *v > hi)
+        throw config_error(std::string("--") + opt + ": expected an integer in [" + std::to_string(lo) + "," +
+                           std::to_string(hi) + "], got '" + text + "'");
+    return *v;
+}
+
+/// One size with optional K/M/G (binary) suffix.
+uint64_t one_size(const std::string& whole, const std::string& s) {
+    std::string digits = s;
+    uint64_t mult = 1;
+    if (!digits.empty()) {
+        switch (digits.back()) {
+            case 'K': case 'k': mult = 1ull << 10; break;
+            case 'M': case 'm': mult = 1ull << 20; break;
+            case 'G': case 'g': mult = 1ull << 30; break;
+            default: break;
+        }
+        if (mult != 1) digits.pop_back();
+    }
+    const auto v = to_uint(digits);
+    if (!v || *v > std::numeric_limits<uint64_t>::max() / mult)
+        throw config_error("--size '" + whole + "': bad size '" + s + "' (expected N, N,M,... or A-B with K/M/G suffixes)");
+    return *v * mult;
+}
+
+}  // namespace
+
+std::vector<uint64_t> parse_sizes(const std::string& text) {
+    std::vector<uint64_t> out;
+    std::size_t start = 0;
+    while (true) {
+        const auto comma = text.find(',', start);
+        const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        const auto dash = item.find('-');
+        if (dash == std::string::npos) {
+            out.push_back(one_size(text, item));
+        } else {
+            const uint64_t a = one_size(text, item.substr(0, dash));
+            const uint64_t b = one_size(text, item.substr(dash + 1));
+            if (a == 0 || (a & (a - 1)) != 0 || a > b)
+                throw config_error("--size '" + text + "': range '" + item +
+                                   "' needs a power-of-two start no larger than its end");
+            for (uint64_t s = a; s <= b; s *= 2) {
+                out.push_back(s);
+                if (s > b / 2) break;  // next doubling would pass b (or overflow)
+            }
+        }
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return out;
+}
+
+run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out) {
+    po::options_description desc("Usage: hcasim [options]\nOptions", 110);
+    // clang-format off
+    desc.add_options()
+        ("help,h", "print this help and exit")
+        ("help-config", "list every configuration key with type, unit, default and help, and exit")
+        ("config,c", po::value<std::vector<std::string>>()->composing(), "load an INI configuration file (repeatable; later files win)")
+        ("set,s", po::value<std::vector<std::string>>()->composing(), "override one key: --set node1.pcie.lanes=8 (repeatable; beats --config)")
+        ("workload,w", po::value<std::string>(), "write_lat|send_lat|write_bw|send_bw|dma_read_bw|dma_write_bw (default: demo)")
+        ("size", po::value<std::string>(), "message sizes: N, N,M,..., A-B (powers of two); K/M/G suffixes, e.g. 2-8M")
+        ("iters,n", po::value<std::string>(), "iterations per size (default 1000)")
+        ("qps,q", po::value<std::string>(), "number of queue pairs (default 1)")
+        ("mtu,m", po::value<std::string>(), "path MTU: 256|512|1024|2048|4096 (default 4096)")
+        ("stats-json", po::value<std::string>(), "write results, counters and configuration as JSON to FILE")
+        ("seed", po::value<std::string>(), "run seed (default 1)");
+    // clang-format on
+
+    po::variables_map vm;
+    const po::positional_options_description no_positionals;  // stray words are errors
+    try {
+        po::store(po::command_line_parser(argc, const_cast<char**>(argv)).options(desc).positional(no_positionals).run(),
+                  vm);
+        po::notify(vm);
+    } catch (const po::error& e) {
+        throw config_error(std::string("command line: ") + e.what() + " (see --help)");
+    }
+
+    run_options o;
+    o.help = vm.count("help") > 0;
+    o.help_config = vm.count("help-config") > 0;
+    if (o.help) help_out << desc << "\n";
+    if (vm.count("config")) o.configs = vm["config"].as<std::vector<std::string>>();
+    if (vm.count("set")) o.sets = vm["set"].as<std::vector<std::string>>();
+    if (vm.count("workload")) {
+        o.workload = vm["workload"].as<std::string>();
+        if (std::find(std::begin(workloads), std::end(workloads), o.workload) == std::end(workloads))
+            throw config_error("--workload: unknown workload '" + o.workload +
+                               "' (expected write_lat|send_lat|write_bw|send_bw|dma_read_bw|dma_write_bw)");
+    }
+    if (vm.count("size")) {
+        o.sizes = parse_sizes(vm["size"].as<std::string>());
+        o.sizes_given = true;
+    }
+    if (vm.count("iters")) {
+        o.iters = option_uint("iters", vm["iters"].as<std::string>(), 1, std::numeric_limits<uint64_t>::max());
+        o.iters_given = true;
+    }
+    if (vm.count("qps")) o.qps = static_cast<unsigned>(option_uint("qps", vm["qps"].as<std::string>(), 1, 1u << 24));
+    if (vm.count("mtu")) {
+        const std::string t = vm["mtu"].as<std::string>();
+        const auto v = to_uint(t);
+        if (!v || (*v != 256 && *v != 512 && *v != 1024 && *v != 2048 && *v != 4096))
+            throw config_error("--mtu: expected 256|512|1024|2048|4096, got '" + t + "'");
+        o.mtu = static_cast<unsigned>(*v);
+    }
+    if (vm.count("stats-json")) o.stats_json = vm["stats-json"].as<std::string>();
+    if (vm.count("seed"))
+        o.seed = option_uint("seed", vm["seed"].as<std::string>(), 0, std::numeric_limits<uint64_t>::max());
+    return o;
+}
+
+void apply_config(const run_options& opts) {
+    broker& b = broker::instance();
+    for (const auto& path : opts.configs) b.load_ini(path);
+    for (const auto& s : opts.sets) b.set_override(s);
+}
+
+}  // namespace hcasim

@@ -1,0 +1,37 @@
+// Command line of the hcasim executable: perftest-like workload options plus configuration.
+#pragma once
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace hcasim {
+
+/// Everything the command line selects. Configuration values stay text until params resolve them.
+struct run_options {
+    std::vector<std::string> configs;  ///< --config files, in command-line order
+    std::vector<std::string> sets;     ///< --set key=value overrides, in order (applied after configs)
+    std::string workload;              ///< write_lat|send_lat|write_bw|send_bw|dma_read_bw|dma_write_bw; empty = demo
+    std::vector<uint64_t> sizes;       ///< message sizes in bytes (--size); empty unless given
+    uint64_t iters = 1000;             ///< iterations per size (--iters)
+    unsigned qps = 1;                  ///< queue pairs (--qps)
+    unsigned mtu = 4096;               ///< path MTU in bytes (--mtu)
+    std::string stats_json;            ///< --stats-json output path; empty = none
+    uint64_t seed = 1;                 ///< run seed (--seed)
+    bool help = false;                 ///< --help given (usage already printed)
+    bool help_config = false;          ///< --help-config given (print params after elaboration)
+    bool sizes_given = false;          ///< --size was on the command line
+    bool iters_given = false;          ///< --iters was on the command line
+};
+
+/// Parses argv. Prints usage to `help_out` on --help. Throws config_error (one line) on bad input.
+run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out);
+
+/// Parses a --size argument: `N`, `N,M,...`, `A-B` (powers of two from A to B), K/M/G suffixes
+/// (binary: 4K = 4096), e.g. "2-8M" or "64,4K". Throws config_error.
+std::vector<uint64_t> parse_sizes(const std::string& text);
+
+/// Loads every --config into the broker in order, then every --set.
+void apply_config(const run_options& opts);
+
+}  // namespace hcasim

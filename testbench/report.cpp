@@ -1,0 +1,124 @@
+// Run report output; see report.h.
+#include "report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/core/param.h"
+#include "model/core/stats.h"
+
+namespace hcasim {
+
+namespace {
+
+const char* const rule =
+    "---------------------------------------------------------------------------------------";
+
+void print_header(std::ostream& os, bool latency) {
+    char line[256];
+    if (latency)
+        std::snprintf(line, sizeof line, " %-10s %-12s %-14s %-14s %-17s %-14s %s", "#bytes", "#iterations",
+                      "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "99% percentile[usec]");
+    else
+        std::snprintf(line, sizeof line, " %-10s %-12s %-20s %s", "#bytes", "#iterations", "BW average[Gb/sec]",
+                      "MsgRate[Mpps]");
+    os << line << "\n";
+}
+
+void print_row(std::ostream& os, const size_result& s) {
+    char line[256];
+    if (s.latency)
+        std::snprintf(line, sizeof line, " %-10llu %-12llu %-14.2f %-14.2f %-17.2f %-14.2f %.2f",
+                      static_cast<unsigned long long>(s.size_bytes), static_cast<unsigned long long>(s.iters),
+                      s.lat_min_us, s.lat_max_us, s.lat_typical_us, s.lat_avg_us, s.lat_p99_us);
+    else
+        std::snprintf(line, sizeof line, " %-10llu %-12llu %-20.2f %.6f",
+                      static_cast<unsigned long long>(s.size_bytes), static_cast<unsigned long long>(s.iters),
+                      s.bw_gbps, s.msg_rate_mpps);
+    os << line << "\n";
+}
+
+}  // namespace
+
+void print_table(std::ostream& os, const run_report& r) {
+    os << rule << "\n";
+    os << " hcasim " << (r.workload.empty() ? "demo" : r.workload) << " (seed " << r.seed << ")\n";
+    os << rule << "\n";
+    bool have_header = false, header_latency = false;
+    for (const auto& s : r.results) {
+        if (!have_header || header_latency != s.latency) {
+            print_header(os, s.latency);
+            have_header = true;
+            header_latency = s.latency;
+        }
+        print_row(os, s);
+    }
+    os << rule << "\n";
+    os << " simulated time " << r.sim_time_ns << " ns, " << r.wire_packets << " wire packets\n";
+    os << rule << "\n";
+}
+
+void write_json(const std::string& path, const run_report& r) {
+    using json = nlohmann::ordered_json;
+    json j;
+    j["workload"] = r.workload;
+    j["seed"] = r.seed;
+    json results = json::array();
+    for (const auto& s : r.results) {
+        json e;
+        e["size_bytes"] = s.size_bytes;
+        e["iters"] = s.iters;
+        if (s.latency) {
+            e["lat_typical_us"] = s.lat_typical_us;
+            e["lat_min_us"] = s.lat_min_us;
+            e["lat_p99_us"] = s.lat_p99_us;
+            e["lat_max_us"] = s.lat_max_us;
+            e["lat_avg_us"] = s.lat_avg_us;
+        } else {
+            e["bw_gbps"] = s.bw_gbps;
+            e["msg_rate_mpps"] = s.msg_rate_mpps;
+        }
+        results.push_back(std::move(e));
+    }
+    j["results"] = std::move(results);
+    j["sim"] = {{"sim_time_ns", r.sim_time_ns},
+                {"wall_s", r.wall_s},
+                {"wire_packets", r.wire_packets},
+                {"wire_packets_per_wall_s", r.wall_s > 0 ? static_cast<double>(r.wire_packets) / r.wall_s : 0.0}};
+    json counters = json::object();
+    for (const counter* c : stats_registry::instance().counters()) counters[c->key()] = c->value();
+    j["counters"] = std::move(counters);
+    json config = json::object();
+    for (const param_base* p : broker::instance().params()) config[p->key()] = p->str();
+    j["config"] = std::move(config);
+
+    std::ofstream out(path);
+    if (!out) throw config_error("cannot write stats JSON '" + path + "'");
+    out << j.dump(2) << "\n";
+    if (!out) throw config_error("cannot write stats JSON '" + path + "'");
+}
+
+size_result latency_stats(uint64_t size, const std::vector<double>& samples_us) {
+    size_result s;
+    s.size_bytes = size;
+    s.iters = samples_us.size();
+    s.latency = true;
+    if (samples_us.empty()) return s;
+    std::vector<double> v = samples_us;
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    s.lat_min_us = v.front();
+    s.lat_max_us = v.back();
+    s.lat_typical_us = v[n / 2];  // perftest: median of the sorted deltas
+    const auto rank = static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(n)));
+    s.lat_p99_us = v[std::min(n, std::max<std::size_t>(rank, 1)) - 1];
+    double sum = 0;
+    for (double x : v) sum += x;  // sorted order: deterministic summation
+    s.lat_avg_us = sum / static_cast<double>(n);
+    return s;
+}
+
+}  // namespace hcasim

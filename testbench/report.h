@@ -1,0 +1,44 @@
+// Results of a run: perftest-like table on stdout and the --stats-json file.
+#pragma once
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace hcasim {
+
+/// One row: one message size of a latency or bandwidth workload.
+struct size_result {
+    uint64_t size_bytes = 0;      ///< message size
+    uint64_t iters = 0;           ///< iterations measured
+    bool latency = false;         ///< latency row (lat_* valid) or bandwidth row (bw/msg_rate valid)
+    double bw_gbps = 0;           ///< average bandwidth, Gb/s (10^9 bit/s)
+    double msg_rate_mpps = 0;     ///< messages per simulated microsecond (Mpps)
+    double lat_typical_us = 0;    ///< median latency, like perftest's t_typical
+    double lat_min_us = 0;        ///< minimum latency
+    double lat_p99_us = 0;        ///< 99th percentile (nearest rank)
+    double lat_max_us = 0;        ///< maximum latency
+    double lat_avg_us = 0;        ///< mean latency
+};
+
+/// Everything a run reports.
+struct run_report {
+    std::string workload;              ///< workload name ("demo" if none)
+    std::vector<size_result> results;  ///< one per size, in run order
+    uint64_t sim_time_ns = 0;          ///< simulated time at the end of the run
+    double wall_s = 0;                 ///< host wall time of the simulation (JSON only, never the table)
+    uint64_t wire_packets = 0;         ///< packets that crossed the fabric
+    uint64_t seed = 0;                 ///< run seed
+};
+
+/// Prints a perftest-like table. Deterministic: no wall-clock values.
+void print_table(std::ostream& os, const run_report& r);
+
+/// Writes the stats JSON (results, sim summary, every counter, every param). Throws
+/// config_error if the file cannot be written.
+void write_json(const std::string& path, const run_report& r);
+
+/// Latency row from per-iteration samples (microseconds): typical = median, p99 nearest rank.
+size_result latency_stats(uint64_t size, const std::vector<double>& samples_us);
+
+}  // namespace hcasim

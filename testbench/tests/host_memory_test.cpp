@@ -1,0 +1,236 @@
+// host_memory: sparse storage, address errors, DMI, atomics and write watches.
+#include <gtest/gtest.h>
+
+#include <systemc>
+#include <tlm>
+#include <tlm_utils/simple_initiator_socket.h>
+
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "model/core/param.h"
+#include "model/host/host_memory.h"
+#include "sim_fork.h"
+#include "tlm_if/tlm_ext.h"
+
+using namespace sc_core;
+using hcasim::host_memory;
+
+// libsystemc references sc_main; gtest_main provides main().
+int sc_main(int, char*[]) { return 0; }
+
+namespace {
+
+/// Initiator on both memory sockets; `body` runs in an SC_THREAD.
+struct bench : sc_module {
+    tlm_utils::simple_initiator_socket<bench> cpu{"cpu"}, dma{"dma"};
+    host_memory mem{"mem"};
+    std::function<void(bench&)> body;
+    SC_HAS_PROCESS(bench);
+    explicit bench(sc_module_name n, std::function<void(bench&)> b = {}) : sc_module(n), body(std::move(b)) {
+        cpu.bind(mem.cpu);
+        dma.bind(mem.dma);
+        SC_THREAD(thread);
+    }
+    void thread() {
+        if (body) body(*this);
+    }
+    tlm::tlm_response_status access(tlm::tlm_command cmd, uint64_t addr, void* data, unsigned len,
+                                    sc_time& delay, bool use_dma = false) {
+        tlm::tlm_generic_payload gp;
+        gp.set_command(cmd);
+        gp.set_address(addr);
+        gp.set_data_ptr(static_cast<unsigned char*>(data));
+        gp.set_data_length(len);
+        gp.set_streaming_width(len);
+        (use_dma ? dma : cpu)->b_transport(gp, delay);
+        return gp.get_response_status();
+    }
+};
+
+}  // namespace
+
+SIM_TEST(HostMemory, sparse_pages_zero_fill_and_page_crossing) {
+    bench b("node0");
+    sc_start(SC_ZERO_TIME);  // completes binding
+    host_memory& m = b.mem;
+    EXPECT_EQ(m.size_bytes.get(), uint64_t(64) << 30);
+    std::vector<uint8_t> out(10000, 0xee);
+    m.read(0x123456789, out.data(), out.size());  // never written: zeros, nothing allocated
+    for (uint8_t v : out) ASSERT_EQ(v, 0);
+    EXPECT_EQ(m.allocated_pages(), 0u);
+
+    std::vector<uint8_t> in(10000);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = uint8_t(i * 7 + 3);
+    const uint64_t addr = (uint64_t(1) << 30) - 100;  // spans 4 pages
+    m.write(addr, in.data(), in.size());
+    EXPECT_EQ(m.allocated_pages(), 4u);
+    m.read(addr, out.data(), out.size());
+    EXPECT_EQ(in, out);
+    uint8_t edge[2];
+    m.read(addr - 1, edge, 1);
+    m.read(addr + in.size(), edge + 1, 1);
+    EXPECT_EQ(edge[0], 0);
+    EXPECT_EQ(edge[1], 0);
+    EXPECT_EQ(*m.page_ptr(addr + 5000), in[5000]);
+
+    // Top of memory through b_transport, spanning a page boundary.
+    sc_time d = SC_ZERO_TIME;
+    uint32_t v = 0xdeadbeef, r = 0;
+    const uint64_t top = (uint64_t(64) << 30) - 4096 - 2;
+    EXPECT_EQ(b.access(tlm::TLM_WRITE_COMMAND, top, &v, 4, d), tlm::TLM_OK_RESPONSE);
+    EXPECT_EQ(b.access(tlm::TLM_READ_COMMAND, top, &r, 4, d, true), tlm::TLM_OK_RESPONSE);
+    EXPECT_EQ(r, v);
+    EXPECT_EQ(d, SC_ZERO_TIME);  // access_latency_ns defaults to 0
+    EXPECT_EQ(m.reads.value(), 1u);
+    EXPECT_EQ(m.writes.value(), 1u);
+    EXPECT_EQ(m.bytes_written.value(), 4u);
+}
+
+SIM_TEST(HostMemory, out_of_range_and_byte_enables_are_errors) {
+    hcasim::broker::instance().set("mem.size_bytes", "1048576", "test");
+    hcasim::broker::instance().set("mem.access_latency_ns", "50", "test");
+    bench b("node0");
+    sc_start(SC_ZERO_TIME);
+    sc_time d = SC_ZERO_TIME;
+    uint64_t v = 1;
+    EXPECT_EQ(b.access(tlm::TLM_WRITE_COMMAND, (1 << 20) - 8, &v, 8, d), tlm::TLM_OK_RESPONSE);
+    EXPECT_EQ(d, sc_time(50, SC_NS));
+    EXPECT_EQ(b.access(tlm::TLM_WRITE_COMMAND, (1 << 20) - 4, &v, 8, d), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+    EXPECT_EQ(b.access(tlm::TLM_READ_COMMAND, 1 << 20, &v, 1, d, true), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+    EXPECT_EQ(b.access(tlm::TLM_READ_COMMAND, ~uint64_t(0) - 2, &v, 8, d), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+
+    tlm::tlm_generic_payload gp;
+    unsigned char be[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    gp.set_command(tlm::TLM_WRITE_COMMAND);
+    gp.set_address(0);
+    gp.set_data_ptr(reinterpret_cast<unsigned char*>(&v));
+    gp.set_data_length(8);
+    gp.set_streaming_width(8);
+    gp.set_byte_enable_ptr(be);
+    gp.set_byte_enable_length(8);
+    b.cpu->b_transport(gp, d);
+    EXPECT_EQ(gp.get_response_status(), tlm::TLM_BYTE_ENABLE_ERROR_RESPONSE);
+
+    uint8_t buf[4];
+    EXPECT_THROW(b.mem.read((1 << 20) - 2, buf, 4), sc_report);
+}
+
+SIM_TEST(HostMemory, dmi_pointer_per_page_and_debug_transport) {
+    bench b("node0");
+    sc_start(SC_ZERO_TIME);
+    tlm::tlm_generic_payload gp;
+    tlm::tlm_dmi dmi;
+    gp.set_address(0x5000 + 123);
+    ASSERT_TRUE(b.cpu->get_direct_mem_ptr(gp, dmi));
+    EXPECT_EQ(dmi.get_start_address(), 0x5000u);
+    EXPECT_EQ(dmi.get_end_address(), 0x5fffu);
+    EXPECT_TRUE(dmi.is_read_write_allowed());
+    dmi.get_dmi_ptr()[0x10] = 0xab;  // store through DMI, visible to every path
+    uint8_t v = 0;
+    b.mem.read(0x5010, &v, 1);
+    EXPECT_EQ(v, 0xab);
+    EXPECT_EQ(b.mem.page_ptr(0x5010), dmi.get_dmi_ptr() + 0x10);
+
+    uint8_t data[16] = {};
+    tlm::tlm_generic_payload dbg;
+    dbg.set_command(tlm::TLM_READ_COMMAND);
+    dbg.set_address(0x5008);
+    dbg.set_data_ptr(data);
+    dbg.set_data_length(16);
+    dbg.set_streaming_width(16);
+    EXPECT_EQ(b.dma->transport_dbg(dbg), 16u);
+    EXPECT_EQ(data[8], 0xab);
+    EXPECT_EQ(b.mem.reads.value(), 0u);  // debug accesses are not counted
+
+    // A watched page is only granted read access (stores must be seen by the watch).
+    sc_event ev;
+    b.mem.watch(0x5ff8, 16, &ev);  // covers pages 0x5000 and 0x6000
+    gp.set_address(0x6004);
+    ASSERT_TRUE(b.dma->get_direct_mem_ptr(gp, dmi));
+    EXPECT_TRUE(dmi.is_read_allowed());
+    EXPECT_FALSE(dmi.is_write_allowed());
+
+    gp.set_address(uint64_t(64) << 30);
+    EXPECT_FALSE(b.cpu->get_direct_mem_ptr(gp, dmi));
+}
+
+SIM_TEST(HostMemory, atomics_execute_at_memory) {
+    bench b("node0", [](bench& t) {
+        uint64_t init = 40;
+        t.mem.write(0x1000, &init, 8);
+        tlm::tlm_generic_payload gp;
+        hcasim::atomic_ext ext(hcasim::atomic_ext::fetch_add, 0, 2);
+        uint64_t ret = 0;
+        gp.set_command(tlm::TLM_READ_COMMAND);
+        gp.set_address(0x1000);
+        gp.set_data_ptr(reinterpret_cast<unsigned char*>(&ret));
+        gp.set_data_length(8);
+        gp.set_streaming_width(8);
+        gp.set_extension(&ext);
+        sc_time d = SC_ZERO_TIME;
+        t.dma->b_transport(gp, d);
+        EXPECT_EQ(gp.get_response_status(), tlm::TLM_OK_RESPONSE);
+        EXPECT_EQ(ext.result, 40u);
+        EXPECT_EQ(ret, 40u);
+        uint64_t now = 0;
+        t.mem.read(0x1000, &now, 8);
+        EXPECT_EQ(now, 42u);
+
+        ext.op = hcasim::atomic_ext::compare_swap;
+        ext.compare = 41;  // mismatch: unchanged
+        ext.swap_or_add = 7;
+        t.dma->b_transport(gp, d);
+        EXPECT_EQ(ext.result, 42u);
+        t.mem.read(0x1000, &now, 8);
+        EXPECT_EQ(now, 42u);
+        ext.compare = 42;  // match: swapped
+        t.dma->b_transport(gp, d);
+        EXPECT_EQ(ext.result, 42u);
+        t.mem.read(0x1000, &now, 8);
+        EXPECT_EQ(now, 7u);
+
+        gp.set_address(0x1004);  // misaligned
+        t.dma->b_transport(gp, d);
+        EXPECT_EQ(gp.get_response_status(), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+        EXPECT_EQ(t.mem.atomics.value(), 3u);
+        gp.clear_extension(&ext);
+    });
+    sc_start();
+}
+
+SIM_TEST(HostMemory, watch_fires_at_annotated_write_time_and_unwatch_stops_it) {
+    static std::vector<sc_time> fired;
+    static sc_event ev;
+    struct waiter : sc_module {
+        SC_HAS_PROCESS(waiter);
+        explicit waiter(sc_module_name n) : sc_module(n) { SC_METHOD(on_write); sensitive << ev; dont_initialize(); }
+        void on_write() { fired.push_back(sc_time_stamp()); }
+    };
+    waiter w("waiter");
+    bench b("node0", [](bench& t) {
+        const int h = t.mem.watch(0x2000, 8, &ev);
+        uint64_t v = 1;
+        sc_time d(100, SC_NS);
+        t.access(tlm::TLM_WRITE_COMMAND, 0x1ffc, &v, 8, d);  // overlaps the watched range
+        EXPECT_EQ(d, sc_time(100, SC_NS));
+        wait(1, SC_US);
+        d = sc_time(30, SC_NS);
+        t.access(tlm::TLM_WRITE_COMMAND, 0x2008, &v, 8, d, true);  // adjacent, not overlapping
+        t.access(tlm::TLM_READ_COMMAND, 0x2000, &v, 8, d);         // reads never fire
+        wait(1, SC_US);
+        t.mem.write(0x2004, &v, 1);  // helper write: fires now (next delta)
+        wait(1, SC_US);
+        t.mem.unwatch(h);
+        d = sc_time(5, SC_NS);
+        t.access(tlm::TLM_WRITE_COMMAND, 0x2000, &v, 8, d);
+        wait(1, SC_US);
+        // A second watch reuses the slot.
+        EXPECT_EQ(t.mem.watch(0x3000, 4, &ev), h);
+    });
+    sc_start();
+    ASSERT_EQ(fired.size(), 2u);
+    EXPECT_EQ(fired[0], sc_time(100, SC_NS));
+    EXPECT_EQ(fired[1], sc_time(2, SC_US));
+}

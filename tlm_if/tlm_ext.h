@@ -1,0 +1,49 @@
+// TLM-2.0 generic-payload extensions shared by the model units and the test benches.
+//
+// Interface version 1. Header-only; include from model/ and testbench/ alike.
+#pragma once
+#include <tlm>
+#include <cstdint>
+
+namespace hcasim {
+
+/// Interface version of the extensions in this header.
+inline constexpr unsigned tlm_ext_version = 1;
+
+/// A PCIe AtomicOp (or InfiniBand atomic executed by the HCA on host memory).
+///
+/// Attach to a generic payload addressed at an 8-byte aligned host physical address. The target
+/// (host_memory) executes the operation indivisibly on the host-native uint64_t stored there and
+/// returns the value it found in `result`; if the payload carries a data pointer with
+/// data_length >= 8, the original value is also copied there (as a read completion would).
+/// A misaligned address yields TLM_ADDRESS_ERROR_RESPONSE. The payload command is ignored.
+struct atomic_ext : tlm::tlm_extension<atomic_ext> {
+    /// The operation to perform.
+    enum op_type : uint8_t {
+        compare_swap = 0,  ///< if (*addr == compare) *addr = swap_or_add
+        fetch_add = 1,     ///< *addr += swap_or_add (wraps modulo 2^64)
+    };
+
+    /// Which operation: compare_swap or fetch_add.
+    op_type op = fetch_add;
+    /// compare_swap: value expected at the address; unused by fetch_add.
+    uint64_t compare = 0;
+    /// compare_swap: value stored on a match; fetch_add: addend.
+    uint64_t swap_or_add = 0;
+    /// Set by the target: the value at the address before the operation.
+    uint64_t result = 0;
+
+    atomic_ext() = default;
+    atomic_ext(op_type o, uint64_t cmp, uint64_t swap_add) : op(o), compare(cmp), swap_or_add(swap_add) {}
+
+    tlm::tlm_extension_base* clone() const override { return new atomic_ext(*this); }
+    void copy_from(const tlm::tlm_extension_base& ext) override {
+        const auto& o = static_cast<const atomic_ext&>(ext);
+        op = o.op;
+        compare = o.compare;
+        swap_or_add = o.swap_or_add;
+        result = o.result;
+    }
+};
+
+}  // namespace hcasim
