@@ -59,7 +59,7 @@ void range_allocator::free(uint64_t first, uint64_t n) {
 }
 
 int cmd_errno(hw::cmd_status st) {
-    switch (st) {
+    switch (uint8_t(st)) {
     case hw::CMD_OK: return 0;
     case hw::CMD_BAD_PARAM: return EINVAL;
     case hw::CMD_BAD_RESOURCE: return EINVAL;

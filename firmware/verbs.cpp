@@ -183,7 +183,7 @@ uint32_t build_send_wqe(ibv_qp* qp, const ibv_send_wr* wr, uint64_t total, uint8
     ctrl.wqe_index = uint16_t(qp->sq.producer);
     ctrl.imm = wr->opcode == IBV_WR_SEND_WITH_INV ? wr->invalidate_rkey : wr->imm_data;
     ctrl.wr_id = wr->wr_id;
-    off = sizeof(ctrl);
+    put(buf, &off, ctrl);
     if (has_raddr(wr->opcode)) {
         hw::wqe_raddr_seg r{};
         r.remote_va = is_atomic(wr->opcode) ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
@@ -234,7 +234,7 @@ uint32_t build_send_wqe(ibv_qp* qp, const ibv_send_wr* wr, uint64_t total, uint8
             if (wr->sg_list[i].length) put_data_seg(buf, &off, wr->sg_list[i]);  // zero length: no segment
     }
     off = hw::align16(off);
-    reinterpret_cast<hw::wqe_ctrl_seg*>(buf)->ds_count = uint8_t(off / 16);
+    buf[offsetof(hw::wqe_ctrl_seg, ds_count)] = uint8_t(off / 16);
     return off;
 }
 

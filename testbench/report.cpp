@@ -61,14 +61,20 @@ void print_table(std::ostream& os, const run_report& r) {
     os << rule << "\n";
 }
 
-void write_json(const std::string& path, const run_report& r) {
+void write_json(const std::string& path, const run_report& r) { write_json(path, std::vector<run_report>{r}); }
+
+void write_json(const std::string& path, const std::vector<run_report>& reports) {
     using json = nlohmann::ordered_json;
+    if (reports.empty()) throw config_error("no results to write to '" + path + "'");
+    const run_report& r = reports.front();
     json j;
-    j["workload"] = r.workload;
+    j["workload"] = reports.size() == 1 ? r.workload : std::string("demo");
     j["seed"] = r.seed;
     json results = json::array();
-    for (const auto& s : r.results) {
+    for (const run_report& rep : reports)
+    for (const auto& s : rep.results) {
         json e;
+        if (reports.size() > 1) e["workload"] = rep.workload;
         e["size_bytes"] = s.size_bytes;
         e["iters"] = s.iters;
         if (s.latency) {

@@ -37,6 +37,8 @@ void print_table(std::ostream& os, const run_report& r);
 /// Writes the stats JSON (results, sim summary, every counter, every param). Throws
 /// config_error if the file cannot be written.
 void write_json(const std::string& path, const run_report& r);
+/// Several phases of one run (the demo): "workload" is "demo" and each result names its workload.
+void write_json(const std::string& path, const std::vector<run_report>& reports);
 
 /// Latency row from per-iteration samples (microseconds): typical = median, p99 nearest rank.
 size_result latency_stats(uint64_t size, const std::vector<double>& samples_us);

@@ -16,7 +16,8 @@ namespace {
 constexpr uint8_t NO_QP = 255;
 }
 
-command_unit::command_unit(const sc_module_name& name, const sc_time& clock, const hca_identity& id)
+command_unit::command_unit(const sc_module_name& name, const sc_time& clock, const hca_identity& id,
+                           unsigned max_qps, unsigned max_cqs)
     : sc_module(name),
       dma("dma"),
       exec_cycles("exec_cycles", 200, "cycles", "cycles to execute one command besides its DMA"),
@@ -24,8 +25,8 @@ command_unit::command_unit(const sc_module_name& name, const sc_time& clock, con
       failed("failed", "commands that completed with an error status"),
       ignored_busy("ignored_busy", "command doorbells ignored because a command was running"),
       id_(id),
-      qp_state_(id.caps.max_qp, NO_QP),
-      cq_valid_(id.caps.max_cq, 0) {
+      qp_state_(max_qps, NO_QP),
+      cq_valid_(max_cqs, 0) {
     exec_cycles.range(0, 100000000);
     exec_time_ = clock * double(exec_cycles.get());
     SC_THREAD(run);

@@ -37,7 +37,8 @@ public:
     counter commands, failed, ignored_busy;
 
     SC_HAS_PROCESS(command_unit);
-    command_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, const hca_identity& id);
+    command_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, const hca_identity& id,
+                 unsigned max_qps, unsigned max_cqs);
 
     void bind(wqe_fetcher& f, transport_engine& t, translation_unit& x, cq_writer& c, pkey_checker& k) {
         fetcher_ = &f; engine_ = &t; xlate_ = &x; cqw_ = &c; pkeys_ = &k;

@@ -26,7 +26,7 @@ hca::hca(const sc_module_name& name, unsigned node_index)
       id_{},
       dma("dma_mux"),
       doorbell("doorbell_unit", clock_),
-      commands("command_unit", clock_, id_),
+      commands("command_unit", clock_, id_, max_qps, max_cqs),
       fetcher("wqe_fetcher", clock_, max_qps),
       engine("transport_engine", clock_, max_qps),
       translation("translation_unit", clock_),
@@ -59,7 +59,7 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     c.max_pd = 1u << 16;
     c.max_qp_rd_atom = 0;       // RDMA READ and atomics arrive with the RC issue
     c.max_qp_init_rd_atom = 0;
-    c.max_inline = hw::INLINE_WINDOW_BYTES - 48;  // ctrl (32) + inline header, in a 256-B window
+    c.max_inline = hw::INLINE_WINDOW_BYTES - 36;  // ctrl (32) + inline header (4): a WQE fills the window
     c.max_mtt = max_mtts;
     c.max_uar = hw::MAX_UARS;
     c.phys_port_cnt = 1;

@@ -1,0 +1,110 @@
+// Logic tests of the simulated host OS (no SystemC).
+#include <gtest/gtest.h>
+
+#include <cerrno>
+
+#include "firmware/host_os.h"
+#include "fw_fake_bus.h"
+
+using namespace hcasim;
+using namespace hcasim::fw;
+
+namespace {
+constexpr uint64_t BASE = 0x40000000;
+constexpr size_t BYTES = 1 << 20;
+}  // namespace
+
+TEST(HostOs, ContiguousAllocationsAreAlignedZeroedAndReusable) {
+    test::fake_hca_bus bus(BASE, BYTES);
+    host_os os(bus, BASE, BYTES);
+    size_t total = os.free_pages();
+    EXPECT_EQ(total, BYTES / PAGE_BYTES);
+    uint64_t a, b;
+    ASSERT_TRUE(os.alloc_contiguous(10000, 4096, &a));
+    ASSERT_TRUE(os.alloc_contiguous(4096, 16384, &b));
+    EXPECT_EQ(a, BASE);
+    EXPECT_EQ(b % 16384, 0u);
+    EXPECT_GE(b, a + 3 * PAGE_BYTES);
+    EXPECT_EQ(os.free_pages(), total - 4);
+    *bus.at(a + 5, 1) = 0xAB;
+    os.free(a);
+    uint64_t c;
+    ASSERT_TRUE(os.alloc_contiguous(100, 64, &c));
+    EXPECT_EQ(c, a);
+    EXPECT_EQ(*bus.at(c + 5, 1), 0);  // zeroed again
+    uint64_t huge;
+    EXPECT_FALSE(os.alloc_contiguous(BYTES, 4096, &huge));
+}
+
+TEST(HostOs, ProcessPagesAreNotPhysicallyContiguous) {
+    test::fake_hca_bus bus(BASE, BYTES);
+    host_os os(bus, BASE, BYTES);
+    address_space as(os);
+    uint64_t va = as.alloc(3 * PAGE_BYTES, PAGE_BYTES);
+    ASSERT_NE(va, 0u);
+    uint64_t p0, p1, p2;
+    ASSERT_TRUE(as.translate(va, &p0));
+    ASSERT_TRUE(as.translate(va + PAGE_BYTES, &p1));
+    ASSERT_TRUE(as.translate(va + 2 * PAGE_BYTES + 17, &p2));
+    EXPECT_NE(p1, p0 + PAGE_BYTES);
+    EXPECT_NE(p2 & ~(PAGE_BYTES - 1), p1 + PAGE_BYTES);
+    EXPECT_EQ(p2 & (PAGE_BYTES - 1), 17u);
+    // Deterministic: pages come from the top of the range downwards.
+    EXPECT_EQ(p0, BASE + BYTES - PAGE_BYTES);
+    EXPECT_EQ(p1, BASE + BYTES - 2 * PAGE_BYTES);
+    uint64_t pa;
+    EXPECT_FALSE(as.translate(va + 3 * PAGE_BYTES, &pa));
+}
+
+TEST(HostOs, ReadWriteSplitAcrossPages) {
+    test::fake_hca_bus bus(BASE, BYTES);
+    host_os os(bus, BASE, BYTES);
+    address_space as(os);
+    uint64_t va = as.alloc(2 * PAGE_BYTES, PAGE_BYTES);
+    std::vector<uint8_t> src(200), dst(200);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 7 + 1);
+    uint64_t at = va + PAGE_BYTES - 100;
+    ASSERT_TRUE(as.write(at, src.data(), src.size()));
+    uint64_t pa_lo, pa_hi;
+    as.translate(at, &pa_lo);
+    as.translate(va + PAGE_BYTES, &pa_hi);
+    EXPECT_EQ(*bus.at(pa_lo, 1), src[0]);
+    EXPECT_EQ(*bus.at(pa_lo + 99, 1), src[99]);
+    EXPECT_EQ(*bus.at(pa_hi, 1), src[100]);
+    ASSERT_TRUE(as.read(at, dst.data(), dst.size()));
+    EXPECT_EQ(src, dst);
+    EXPECT_FALSE(as.write(va + 2 * PAGE_BYTES - 4, src.data(), 8));  // runs into an unmapped page
+}
+
+TEST(HostOs, FillChargesCopyCost) {
+    test::fake_hca_bus bus(BASE, BYTES);
+    host_os os(bus, BASE, BYTES);
+    address_space as(os);
+    uint64_t va = as.alloc(300);
+    ASSERT_TRUE(as.fill(va, 300, 5));
+    EXPECT_EQ(bus.cost[int(cpu_op::memcpy_64b)], 5u);
+    uint8_t b[3];
+    as.read(va + 254, b, 3);
+    EXPECT_EQ(b[0], uint8_t(5 + 254));
+    EXPECT_EQ(b[2], uint8_t(5 + 256));
+}
+
+TEST(HostOs, PinCountsAndErrors) {
+    test::fake_hca_bus bus(BASE, BYTES);
+    host_os os(bus, BASE, BYTES);
+    address_space as(os);
+    uint64_t va = as.alloc(2 * PAGE_BYTES, PAGE_BYTES);
+    std::vector<uint64_t> pas;
+    ASSERT_EQ(as.pin(va + 10, PAGE_BYTES, &pas), 0);
+    ASSERT_EQ(pas.size(), 2u);
+    uint64_t p;
+    as.translate(va, &p);
+    EXPECT_EQ(pas[0], p);
+    EXPECT_EQ(as.pin_count(va), 1u);
+    EXPECT_EQ(as.pin(va, 3 * PAGE_BYTES, &pas), EFAULT);
+    EXPECT_EQ(as.pin_count(va), 1u);  // nothing pinned by the failed call
+    EXPECT_EQ(as.pin(va, 0, &pas), EINVAL);
+    EXPECT_EQ(as.unpin(va + 10, PAGE_BYTES), 0);
+    EXPECT_EQ(as.pin_count(va), 0u);
+    EXPECT_EQ(as.unpin(va, 1), EINVAL);
+}
