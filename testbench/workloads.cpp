@@ -332,8 +332,8 @@ private:
                         post(i, 0, IBV_WR_RDMA_WRITE, size, it, true, inl);
                     } else {
                         poll_one(i, side_[i].rcq);
+                        post(i, 0, IBV_WR_SEND, size, it, true, inl);  // answer first, like perftest
                         post_recv(i, 0, size);
-                        post(i, 0, IBV_WR_SEND, size, it, true, inl);
                     }
                     poll_one(i, side_[i].scq);
                 }

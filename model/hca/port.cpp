@@ -10,7 +10,7 @@ port::port(const sc_module_name& name)
     : sc_module(name),
       tx("tx"),
       rx("rx"),
-      tx_queue_packets("tx_queue_packets", 64, "packets", "transmit queue depth (packets waiting for the wire)"),
+      tx_queue_packets("tx_queue_packets", 128, "packets", "transmit queue depth (packets waiting for the wire)"),
       rx_buffer_packets("rx_buffer_packets", 256, "packets", "receive buffer depth; arrivals beyond it are dropped"),
       rx_pipeline_ns("rx_pipeline_ns", 20.0, "ns", "receive pipeline: last bit in to P_Key checker"),
       tx_packets("tx_packets", "packets transmitted"),

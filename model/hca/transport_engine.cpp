@@ -35,10 +35,11 @@ uint8_t cqe_opcode_of(uint8_t wqe_op) {
 transport_engine::transport_engine(const sc_module_name& name, const sc_time& clock, unsigned max_qps)
     : sc_module(name),
       dma("dma"),
-      wqe_queue_depth("wqe_queue_depth", 8, "WQEs", "parsed WQEs queued per QP ahead of the requester"),
+      wqe_queue_depth("wqe_queue_depth", 32, "WQEs", "parsed WQEs queued per QP ahead of the requester"),
       packet_cycles("packet_cycles", 8, "cycles", "requester initiation interval per packet"),
       rx_cycles("rx_cycles", 8, "cycles", "responder initiation interval per packet"),
       ack_req_interval("ack_req_interval", 16, "packets", "requester sets AckReq at least every N packets"),
+      rq_prefetch("rq_prefetch", 4, "WQEs", "receive WQEs the responder reads ahead per QP (on chip)"),
       tx_packets("tx_packets", "request packets sent"),
       tx_payload_bytes("tx_payload_bytes", "request payload bytes sent"),
       rx_packets("rx_packets", "request packets accepted by the responder"),
@@ -61,6 +62,7 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
     packet_cycles.range(0, 1000000);
     rx_cycles.range(0, 1000000);
     ack_req_interval.range(1, 1u << 20);
+    rq_prefetch.range(1, 256);
     packet_time_ = clock * double(packet_cycles.get());
     rx_time_ = clock * double(rx_cycles.get());
     SC_THREAD(requester_loop);
@@ -80,6 +82,8 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
         q.valid = true;
         q.qpn = c.qpn;
         q.queue.resize(wqe_queue_depth);
+        q.rq_cache.resize(rq_prefetch);
+        q.rq_ready.resize(rq_prefetch);
         q.window.resize(size_t(1) << c.sq_log_size);
     }
     q.transport = c.transport;
@@ -147,10 +151,11 @@ void transport_engine::rq_posted(uint32_t qpn, uint16_t producer) {
         return;
     qp& q = qps_[qpn];
     q.rq_producer = producer;
-    if (q.state == hw::QPS_ERR) {  // C10-97.2.1: receives posted in Error complete in error
-        sc_time delay = SC_ZERO_TIME;
+    sc_time delay = SC_ZERO_TIME;
+    if (q.state == hw::QPS_ERR)  // C10-97.2.1: receives posted in Error complete in error
         flush(q, delay);
-    }
+    else if (q.state != hw::QPS_RESET)
+        prefetch_recv(q, delay);
 }
 
 void transport_engine::make_tx_ready(uint32_t qpn) {
@@ -184,7 +189,11 @@ void transport_engine::requester_loop() {
         // SQD finishes the message in progress (C10-96: new work waits); RTS sends.
         if (!(q.state == hw::QPS_RTS || (q.state == hw::QPS_SQD && q.cur_offset)))
             continue;
-        const sc_time bp = port_->tx_backpressure();
+        const sc_time now = sc_time_stamp();
+        sc_time bp = port_->tx_backpressure();
+        const sc_time& wqe_ready = q.queue[q.q_head].ready;
+        if (wqe_ready > now && wqe_ready - now > bp)
+            bp = wqe_ready - now;  // its fetch is still in flight
         if (bp != SC_ZERO_TIME) {
             wait(bp);
             if (!q.valid || q.q_count == 0 || q.state != hw::QPS_RTS) {
@@ -390,7 +399,7 @@ void transport_engine::flush(qp& q, sc_time& delay) {
         recv_completion(q, hw::CQE_OP_RECV, hw::CQE_WR_FLUSH_ERR, 0, 0, 0, false, delay);
     }
     while (q.rq_consumer != q.rq_producer) {
-        fetcher_->fetch_recv(q.qpn, q.rq_consumer, q.rwqe, delay);
+        recv_at(q, q.rq_consumer, q.rwqe, delay);
         ++q.rq_consumer;
         recv_completion(q, hw::CQE_OP_RECV, hw::CQE_WR_FLUSH_ERR, 0, 0, 0, false, delay);
     }
@@ -491,11 +500,38 @@ bool transport_engine::take_recv_wqe(qp& q, sc_time& delay) {
         return true;
     if (q.rq_consumer == q.rq_producer)
         return false;
-    fetcher_->fetch_recv(q.qpn, q.rq_consumer, q.rwqe, delay);
+    recv_at(q, q.rq_consumer, q.rwqe, delay);
     ++q.rq_consumer;
     q.have_rwqe = true;
     q.recv_offset = 0;
+    prefetch_recv(q, delay);
     return true;
+}
+
+void transport_engine::recv_at(qp& q, uint16_t index, recv_wqe& out, sc_time& delay) {
+    const size_t slot = index % q.rq_cache.size();
+    if (uint16_t(q.rq_fetched - index) != 0 && uint16_t(q.rq_fetched - index) <= q.rq_cache.size()) {
+        out = q.rq_cache[slot];
+        const sc_time now = sc_time_stamp();
+        if (q.rq_ready[slot] > now + delay)
+            delay = q.rq_ready[slot] - now;  // the prefetch is still in flight
+        return;
+    }
+    fetcher_->fetch_recv(q.qpn, index, out, delay);
+    if (q.rq_fetched == index)
+        ++q.rq_fetched;
+}
+
+void transport_engine::prefetch_recv(qp& q, const sc_time& delay) {
+    if (uint16_t(q.rq_fetched - q.rq_consumer) > q.rq_cache.size())
+        q.rq_fetched = q.rq_consumer;  // consumed past the read-ahead (fetched on demand)
+    while (q.rq_fetched != q.rq_producer && uint16_t(q.rq_fetched - q.rq_consumer) < q.rq_cache.size()) {
+        const size_t slot = q.rq_fetched % q.rq_cache.size();
+        sc_time t = delay;
+        fetcher_->fetch_recv(q.qpn, q.rq_fetched, q.rq_cache[slot], t);
+        q.rq_ready[slot] = sc_time_stamp() + t;
+        ++q.rq_fetched;
+    }
 }
 
 bool transport_engine::scatter(qp& q, const uint8_t* data, uint32_t len, sc_time& delay, uint8_t& status) {

@@ -36,6 +36,7 @@ public:
     param<unsigned> packet_cycles;     ///< requester initiation interval per packet
     param<unsigned> rx_cycles;         ///< responder initiation interval per packet
     param<unsigned> ack_req_interval;  ///< request an ACK at least every N packets
+    param<unsigned> rq_prefetch;       ///< receive WQEs read ahead per QP (on-chip)
 
     counter tx_packets, tx_payload_bytes, rx_packets, rx_payload_bytes, acks_sent, naks_sent,
         acks_received, naks_received, rnr_naks_sent, duplicates, seq_errors, dropped_bad_qp,
@@ -94,7 +95,10 @@ private:
         uint16_t rq_producer = 0, rq_consumer = 0;
         bool in_send = false, in_write = false, nak_pending = false;
         bool have_rwqe = false;
-        recv_wqe rwqe;
+        recv_wqe rwqe;                      // the receive WQE in use
+        std::vector<recv_wqe> rq_cache;     // prefetched receive WQEs, by index mod size
+        std::vector<sc_core::sc_time> rq_ready;  // when each prefetched WQE's read completes
+        uint16_t rq_fetched = 0;            // next receive WQE to prefetch
         uint64_t recv_offset = 0;           // bytes of the current SEND placed
         uint64_t write_va = 0, write_len = 0, write_done = 0;
         uint32_t write_rkey = 0;
@@ -117,6 +121,10 @@ private:
     /// Places payload bytes at the current receive WQE position (scatter).
     bool scatter(qp& q, const uint8_t* data, uint32_t len, sc_core::sc_time& delay, uint8_t& status);
     bool take_recv_wqe(qp& q, sc_core::sc_time& delay);
+    /// Reads receive WQEs ahead (up to rq_prefetch) so Sends do not wait for the fetch.
+    void prefetch_recv(qp& q, const sc_core::sc_time& delay);
+    /// The receive WQE at `index` (prefetched copy or a fetch now).
+    void recv_at(qp& q, uint16_t index, recv_wqe& out, sc_core::sc_time& delay);
     void recv_completion(qp& q, uint8_t opcode, uint8_t status, uint32_t byte_len, uint32_t imm,
                          uint8_t flags, bool solicited, sc_core::sc_time& delay);
     void send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_core::sc_time& ready);

@@ -1,6 +1,8 @@
 // A send WQE after the WQE fetcher has parsed it (tlm_if/wqe.h layout -> fields), as the
 // transport engine consumes it; and a parsed receive WQE.
 #pragma once
+#include <systemc>
+
 #include <cstdint>
 
 #include "tlm_if/wqe.h"
@@ -30,6 +32,7 @@ struct send_wqe {
     uint8_t num_sge = 0;
     bool malformed = false;    ///< the WQE failed parsing (completes with LOC_QP_OP_ERR)
     uint64_t length = 0;       ///< total message length
+    sc_core::sc_time ready;    ///< when the WQE is on chip (its fetch DMA completed and it was parsed)
     sge sg[MAX_SGE];
     uint32_t inline_len = 0;
     uint8_t inline_data[MAX_INLINE_BYTES];

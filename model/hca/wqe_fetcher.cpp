@@ -12,7 +12,7 @@ using namespace sc_core;
 wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& clock, unsigned max_qps)
     : sc_module(name),
       dma("dma"),
-      batch_wqes("batch_wqes", 4, "WQEs", "WQEs read from one send ring in one DMA read at most"),
+      batch_wqes("batch_wqes", 8, "WQEs", "WQEs read from one send ring in one DMA read at most"),
       parse_cycles("parse_cycles", 4, "cycles", "cycles to parse one WQE"),
       doorbells("doorbells", "SQ and RQ doorbells received"),
       inline_wqes("inline_wqes", "WQEs received through the inline window (no fetch)"),
@@ -111,6 +111,7 @@ void wqe_fetcher::inline_wqe(const uint8_t* p, uint32_t len) {
     q.producer = uint16_t(ctrl.wqe_index + 1);
     if (may_fetch(q) && q.fetched == ctrl.wqe_index && !q.ready && engine_ && engine_->has_room(qpn)) {
         parse_send(p, len, qpn, q.transport, wqe_);
+        wqe_.ready = sc_time_stamp() + parse_time_;
         if (wqe_.malformed)
             ++malformed;
         ++q.fetched;
@@ -149,11 +150,12 @@ void wqe_fetcher::fetch_loop() {
         ++fetches;
         const bool ok = dma.read(q.sq_base + uint64_t(slot) * stride, buf_.data(), n * stride, delay);
         bytes_fetched += n * stride;
-        wait(delay + parse_time_ * double(n));
+        // Fetches are pipelined: the WQEs go to the engine now, stamped with the time their
+        // DMA completes and they are parsed; the requester does not start one before that.
+        const sc_time now = sc_time_stamp();
         for (uint32_t i = 0; i < n; ++i) {
-            if (!may_fetch(q))
-                break;  // reset while the fetch was in flight
             parse_send(buf_.data() + size_t(i) * stride, stride, qpn, q.transport, wqe_);
+            wqe_.ready = now + delay + parse_time_ * double(i + 1);
             if (!ok)
                 wqe_.malformed = true;
             if (wqe_.malformed)
@@ -162,6 +164,8 @@ void wqe_fetcher::fetch_loop() {
             ++q.fetched;
             engine_->push_send(qpn, wqe_);
         }
+        if (parse_time_ != SC_ZERO_TIME)
+            wait(parse_time_ * double(n));  // the parser's initiation interval
         if (may_fetch(q) && q.producer != q.fetched)
             make_ready(qpn);
     }

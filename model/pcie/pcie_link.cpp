@@ -301,10 +301,38 @@ void pcie_link::check_power_of_two(const param<unsigned>& p) const {
                        "): expected a power of 2");
 }
 
-sc_time pcie_link::occupy(sc_time& free_at, const sc_time& at, uint64_t bytes) {
-    free_at = std::max(at, free_at) + tlp_time(bytes);
-    return free_at;
+sc_time pcie_link::calendar::book(const sc_time& at, const sc_time& dur) {
+    const sc_time now = sc_time_stamp();
+    while (head < busy.size() && busy[head].second <= now) ++head;
+    if (head > 64 && head * 2 > busy.size()) {  // compact without reallocating
+        busy.erase(busy.begin(), busy.begin() + long(head));
+        head = 0;
+    }
+    sc_time t = at;
+    size_t i = head;
+    while (i < busy.size() && busy[i].second <= t) ++i;  // intervals wholly before `at`
+    while (i < busy.size() && busy[i].first < t + dur) {  // overlaps: move past it
+        if (busy[i].second > t) t = busy[i].second;
+        ++i;
+    }
+    const sc_time end = t + dur;
+    // Insert [t, end) before i, merging with touching neighbours.
+    const bool join_prev = i > head && busy[i - 1].second == t;
+    const bool join_next = i < busy.size() && busy[i].first == end;
+    if (join_prev && join_next) {
+        busy[i - 1].second = busy[i].second;
+        busy.erase(busy.begin() + long(i));
+    } else if (join_prev) {
+        busy[i - 1].second = end;
+    } else if (join_next) {
+        busy[i].first = t;
+    } else {
+        busy.insert(busy.begin() + long(i), {t, end});
+    }
+    return end;
 }
+
+sc_time pcie_link::occupy(calendar& dir, const sc_time& at, uint64_t bytes) { return dir.book(at, tlp_time(bytes)); }
 
 sc_time pcie_link::tag_ready(const sc_time& ready) {
     const sc_time& avail = tags_[tag_head_];
@@ -327,7 +355,7 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
     const unsigned mps = mps_bytes, mrrs = mrrs_bytes;
 
     if (gp.get_extension<atomic_ext>()) {
-        const sc_time start = tag_ready(std::max(at, up_free_));
+        const sc_time start = tag_ready(at);
         const sc_time req_end = occupy(up_free_, start, atomic_request_bytes);
         sc_time d = req_end - now;
         upstream_out->b_transport(gp, d);  // executes at host memory when the request arrives
@@ -362,7 +390,7 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
         bool first = true;
         do {
             const uint64_t chunk = std::min<uint64_t>(left, mrrs);
-            const sc_time start = tag_ready(std::max(at, up_free_));
+            const sc_time start = tag_ready(at);
             const sc_time req_end = occupy(up_free_, start, read_request_bytes);
             if (first) {  // memory is read once, when the first request arrives
                 first = false;

@@ -65,8 +65,8 @@ public:
         return sc_core::sc_time(double(bytes) * ps_per_byte_, sc_core::SC_PS);
     }
     /// When each direction becomes idle (absolute).
-    const sc_core::sc_time& upstream_free_at() const { return up_free_; }
-    const sc_core::sc_time& downstream_free_at() const { return down_free_; }
+    sc_core::sc_time upstream_free_at() const { return up_free_.free_at(); }
+    sc_core::sc_time downstream_free_at() const { return down_free_.free_at(); }
 
     // --- the formula, for presets and tests ------------------------------------------------
     /// Transfer rate per lane, GT/s: 2.5, 5, 8, 16, 32 for Gen1..5.
@@ -99,8 +99,21 @@ private:
     unsigned int downstream_dbg(tlm::tlm_generic_payload& gp);
     bool no_dmi(tlm::tlm_generic_payload& gp, tlm::tlm_dmi& dmi);
 
-    /// Occupies a direction for `bytes` from max(at, free_at); returns the end time.
-    sc_core::sc_time occupy(sc_core::sc_time& free_at, const sc_core::sc_time& at, uint64_t bytes);
+    /// One direction of the link: the busy intervals booked so far, in time order. Transfers
+    /// are booked when they are called but may lie in the future (loosely timed initiators
+    /// annotate delays); a transfer takes the first idle gap at or after its arrival that fits,
+    /// so one booked far ahead does not block one that arrives earlier. Intervals that ended
+    /// before now are dropped; the list stays as short as the booked-ahead window.
+    struct calendar {
+        std::vector<std::pair<sc_core::sc_time, sc_core::sc_time>> busy;  // [start, end), sorted, disjoint
+        size_t head = 0;                                                   // first live interval
+        /// Books `dur` at the first gap starting at or after `at`; returns its end.
+        sc_core::sc_time book(const sc_core::sc_time& at, const sc_core::sc_time& dur);
+        /// End of the last booked interval.
+        sc_core::sc_time free_at() const { return busy.size() > head ? busy.back().second : sc_core::SC_ZERO_TIME; }
+    };
+    /// Occupies a direction for `bytes` from the first idle gap at or after `at`; returns the end time.
+    sc_core::sc_time occupy(calendar& dir, const sc_core::sc_time& at, uint64_t bytes);
     /// Oldest tag's release time; accounts the stall of a request ready at `ready`.
     sc_core::sc_time tag_ready(const sc_core::sc_time& ready);
     void tag_release(const sc_core::sc_time& at);
@@ -108,7 +121,7 @@ private:
 
     double tlp_gbps_ = 0, ps_per_byte_ = 0;
     sc_core::sc_time read_latency_, mmio_latency_, write_latency_;
-    sc_core::sc_time up_free_, down_free_;
+    calendar up_free_, down_free_;
     std::vector<sc_core::sc_time> tags_;  // release times, FIFO (completions cross in order)
     size_t tag_head_ = 0;
     sc_core::sc_time stall_total_;

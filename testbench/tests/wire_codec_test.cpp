@@ -1065,3 +1065,16 @@ TEST(WireCodec, encode_seal_and_parse_do_not_allocate) {
   EXPECT_EQ(s2, parse_status::ok);
   EXPECT_NE(c, 0u);
 }
+
+// The slicing-by-8 VCRC must agree with Boost.CRC's byte-wise engine for every length and
+// alignment (it exists only for speed), and the ICRC must agree with Boost's CRC-32.
+TEST(WireCodec, vcrc_fast_path_matches_boost_reference_for_all_lengths) {
+  std::vector<uint8_t> buf(4300);
+  uint32_t x = 12345;
+  for (auto& b : buf) { x = x * 1103515245u + 12345u; b = uint8_t(x >> 16); }
+  for (size_t off = 0; off < 8; ++off)
+    for (size_t len = 0; len < 300; ++len)
+      ASSERT_EQ(hcasim::wire::vcrc(buf.data() + off, len), hcasim::wire::vcrc_reference(buf.data() + off, len))
+          << "off " << off << " len " << len;
+  EXPECT_EQ(hcasim::wire::vcrc(buf.data(), 4290), hcasim::wire::vcrc_reference(buf.data(), 4290));
+}

@@ -2,18 +2,45 @@
 #include "tlm_if/wire/ib_headers.h"
 
 #include <boost/crc.hpp>
+#include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 namespace hcasim::wire {
 
 namespace {
 
-/// CRC-32/ISO-HDLC (Ethernet): poly 0x04C11DB7, init/xorout all ones, reflected in and out.
-using icrc_engine = boost::crc_32_type;
-/// IBA VCRC: poly 0x100B, init 0xFFFF, xorout 0xFFFF, reflected in and out.
+// The ICRC is CRC-32/ISO-HDLC (Ethernet): poly 0x04C11DB7, init/xorout all ones, reflected
+// in and out — zlib's crc32(), whose word-at-a-time implementation runs ~8x faster than a
+// byte table (CRCs over every packet were 90% of simulation time with Boost's byte table).
+//
+// The VCRC is poly 0x100B, init 0xFFFF, xorout 0xFFFF, reflected in and out. No library has
+// a fast engine for it, so the byte table comes from Boost.CRC (T0[b] = CRC of the single
+// byte b with zero init and no xorout) and is extended to slicing-by-8: T[k][b] is T0 for
+// byte b followed by k zero bytes. The tests check it against Boost on every packet shape.
 using vcrc_engine = boost::crc_optimal<16, 0x100B, 0xFFFF, 0xFFFF, true, true>;
+using vcrc_byte = boost::crc_optimal<16, 0x100B, 0, 0, true, true>;
+
+struct vcrc_tables {
+  std::array<std::array<uint16_t, 256>, 8> t{};
+  vcrc_tables() {
+    for (unsigned b = 0; b < 256; ++b) {
+      vcrc_byte c;
+      const uint8_t byte = static_cast<uint8_t>(b);
+      c.process_byte(byte);
+      t[0][b] = c.checksum();
+    }
+    for (unsigned k = 1; k < 8; ++k)
+      for (unsigned b = 0; b < 256; ++b)
+        t[k][b] = static_cast<uint16_t>((t[k - 1][b] >> 8) ^ t[0][t[k - 1][b] & 0xFF]);
+  }
+};
+const vcrc_tables& vtab() {
+  static const vcrc_tables tables;
+  return tables;
+}
 
 void put_le16(uint8_t* out, uint16_t v) {
   out[0] = static_cast<uint8_t>(v);
@@ -375,13 +402,11 @@ size_t encode_headers(headers& h, size_t payload_len, uint8_t* out) {
 // BTH.compute_icrc prepends b'\xff' * 8; both then run the standard CRC-32 and store it
 // least-significant byte first.
 uint32_t icrc(const uint8_t* pkt, size_t len) {
-  icrc_engine crc;
-  if (len == 0) return crc.checksum();
+  uLong crc = crc32(0L, Z_NULL, 0);
+  if (len == 0) return static_cast<uint32_t>(crc);
   const lnh next = len >= 2 ? static_cast<lnh>(pkt[1] & 0x3) : lnh::iba_local;
-  if (next == lnh::raw || next == lnh::ip_non_ib) {
-    crc.process_bytes(pkt, len);
-    return crc.checksum();
-  }
+  if (next == lnh::raw || next == lnh::ip_non_ib)
+    return static_cast<uint32_t>(crc32(crc, pkt, static_cast<uInt>(len)));
   const bool global = next == lnh::iba_global;
   const size_t bth_off = LRH_BYTES + (global ? GRH_BYTES : 0);
   const size_t prefix = std::min(len, bth_off + BTH_BYTES);
@@ -399,9 +424,9 @@ uint32_t icrc(const uint8_t* pkt, size_t len) {
     buf[0] |= 0xF0;  // VL
   }
   if (prefix > bth_off + 4) buf[bth_off + 4] = 0xFF;  // Resv8a: FECN, BECN, Resv6
-  crc.process_bytes(buf, prefix);
-  if (len > prefix) crc.process_bytes(pkt + prefix, len - prefix);
-  return crc.checksum();
+  crc = crc32(crc, buf, static_cast<uInt>(prefix));
+  if (len > prefix) crc = crc32(crc, pkt + prefix, static_cast<uInt>(len - prefix));
+  return static_cast<uint32_t>(crc);
 }
 
 // IBA Vol 1 7.8.2 (Variant CRC): CRC-16 over LRH through ICRC, recomputed on every hop.
@@ -409,6 +434,19 @@ uint32_t icrc(const uint8_t* pkt, size_t len) {
 // i.e. 0xD008, init and final XOR 0xFFFF); Endace wrote Wireshark's IB dissector and
 // builds IB capture hardware.
 uint16_t vcrc(const uint8_t* pkt, size_t len) {
+  const auto& t = vtab().t;
+  uint16_t crc = 0xFFFF;
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    const uint8_t* p = pkt + i;
+    crc = static_cast<uint16_t>(t[7][(p[0] ^ crc) & 0xFF] ^ t[6][(p[1] ^ (crc >> 8)) & 0xFF] ^ t[5][p[2]] ^
+                                t[4][p[3]] ^ t[3][p[4]] ^ t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]]);
+  }
+  for (; i < len; ++i) crc = static_cast<uint16_t>((crc >> 8) ^ t[0][(crc ^ pkt[i]) & 0xFF]);
+  return static_cast<uint16_t>(crc ^ 0xFFFF);
+}
+
+uint16_t vcrc_reference(const uint8_t* pkt, size_t len) {
   vcrc_engine crc;
   if (len) crc.process_bytes(pkt, len);
   return crc.checksum();

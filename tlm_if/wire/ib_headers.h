@@ -367,6 +367,8 @@ uint32_t icrc(const uint8_t* pkt, size_t len_before_icrc);
 /// final XOR 0xFFFF (as Endace's dagcrc_infiniband_vcrc16_r). Stored least-significant
 /// byte first, like the ICRC.
 uint16_t vcrc(const uint8_t* pkt, size_t len_before_vcrc);
+/// The same VCRC computed byte by byte by Boost.CRC (the reference vcrc() is tested against).
+uint16_t vcrc_reference(const uint8_t* pkt, size_t len_before_vcrc);
 
 // ---------------------------------------------------------------------------------------
 // AETH syndrome (IBA 9.7.5.2.x): bit 7 reserved, bits 6:5 type, bits 4:0 value.

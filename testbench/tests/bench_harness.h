@@ -1,0 +1,413 @@
+// Reusable two-node RC harness for end-to-end simulation tests: builds the configured machine
+// (node0, node1 back to back), one host_software per node, and inside an application
+// SC_THREAD brings one RC QP per node to RTS (PD, CQs, QPs; MRs on demand), then runs the test's
+// application body and stops the simulation. Buffers come from host_software.as (pages are not
+// physically contiguous). Helpers: multi-SGE post_send/post_recv, bounded completion waits,
+// buffer read/write/compare through the address space, counters by key.
+//
+// Usage (inside SIM_TEST):
+//   hcasim::test::rc_harness h(cfg);             // sets broker keys, elaborates
+//   h.run([&](hcasim::test::rc_harness& h) { ... verbs ... });   // sc_start until done
+//   EXPECT_...(after run)
+#pragma once
+#include <gtest/gtest.h>
+#include <systemc>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "firmware/verbs.h"
+#include "model/core/param.h"
+#include "model/core/stats.h"
+#include "model/system/fabric.h"
+#include "testbench/host_software.h"
+
+namespace hcasim::test {
+
+using namespace hcasim::verbs;
+
+/// Configuration of one harness run.
+struct rc_config {
+    unsigned mtu = 4096;              ///< path MTU bytes (256..4096)
+    uint32_t max_send_wr = 64;        ///< SQ depth
+    uint32_t max_recv_wr = 64;        ///< RQ depth
+    uint32_t max_send_sge = 4;        ///< SGEs per send WR
+    uint32_t max_recv_sge = 4;        ///< SGEs per receive WR
+    uint32_t max_inline = 0;          ///< inline bytes per send WQE
+    int sq_sig_all = 0;               ///< QP signals every send WR
+    int cqe = 256;                    ///< CQ capacity (each of send and receive CQ)
+    unsigned qp_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    uint64_t sim_limit_ns = 2'000'000'000ull;  ///< sc_start bound (simulated)
+    /// Broker keys set before the machine is built ({"link.speed","fdr"}, ...).
+    std::vector<std::pair<std::string, std::string>> keys;
+};
+
+/// Default wait bound for one completion (simulated ns).
+constexpr uint64_t kWaitNs = 50'000'000ull;  // 50 ms
+
+/// Deterministic byte pattern from a seed (xorshift; different seeds give different bytes).
+inline std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
+    std::vector<uint8_t> v(n);
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+    for (size_t i = 0; i < n; ++i) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v[i] = uint8_t(x >> 24);
+    }
+    return v;
+}
+
+/// Index of the first differing byte, or -1 if equal (sizes must match).
+inline long long first_mismatch(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+    if (a.size() != b.size())
+        return 0;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a[i] != b[i])
+            return (long long)i;
+    return -1;
+}
+
+class rc_harness;
+
+/// Runs a std::function as the application's SC_THREAD.
+class app_module : public sc_core::sc_module {
+public:
+    SC_HAS_PROCESS(app_module);
+    app_module(sc_core::sc_module_name n, std::function<void()> body) : sc_module(n), body_(std::move(body)) {
+        SC_THREAD(main);
+    }
+    bool finished = false;
+
+private:
+    void main() {
+        body_();
+        finished = true;
+        sc_core::sc_stop();
+    }
+    std::function<void()> body_;
+};
+
+/// One side of the connection.
+struct rc_side {
+    host_software* sw = nullptr;
+    ibv_context* ctx = nullptr;
+    ibv_pd* pd = nullptr;
+    ibv_cq* scq = nullptr;
+    ibv_cq* rcq = nullptr;
+    ibv_qp* qp = nullptr;
+    uint16_t lid = 0;
+    uint32_t psn = 0;
+};
+
+class rc_harness {
+public:
+    explicit rc_harness(const rc_config& cfg = {}) : cfg_(cfg) {
+        for (auto& kv : cfg_.keys)
+            broker::instance().set(kv.first, kv.second, "test");
+        m_ = std::make_unique<machine>();
+        fw::driver_options opts;
+        for (unsigned i = 0; i < 2; ++i) {
+            sw_[i] = std::make_unique<host_software>(m_->at(i).cpu, opts);
+            s[i].sw = sw_[i].get();
+        }
+    }
+
+    rc_side s[2];
+    const rc_config& config() const { return cfg_; }
+    machine& mach() { return *m_; }
+    host_bus& bus(unsigned i) { return m_->at(i).cpu; }
+    fw::address_space& as(unsigned i) { return sw_[i]->as; }
+
+    /// Elaborates the app thread, runs the simulation (setup, then `app`), returns when it ends.
+    /// Setup failures are gtest failures and skip `app`.
+    void run(const std::function<void(rc_harness&)>& app) {
+        app_ = std::make_unique<app_module>("test_app", [this, app] {
+            if (setup())
+                app(*this);
+        });
+        broker::instance().check_unused();
+        sc_core::sc_start(sc_core::sc_time(double(cfg_.sim_limit_ns), sc_core::SC_NS));
+        EXPECT_TRUE(app_->finished) << "application did not finish (stalled or hit sim_limit_ns) at "
+                                    << sc_core::sc_time_stamp();
+    }
+
+    /// Opens both devices and brings one RC QP per node to RTS. Must run in a SystemC process.
+    bool setup() {
+        for (unsigned i = 0; i < 2; ++i) {
+            rc_side& d = s[i];
+            d.ctx = ibv_open_device(sw_[i]->driver, sw_[i]->as);
+            if (!d.ctx) {
+                ADD_FAILURE() << "node" << i << ": ibv_open_device: " << sw_[i]->driver.last_error();
+                return false;
+            }
+            d.pd = ibv_alloc_pd(d.ctx);
+            d.scq = ibv_create_cq(d.ctx, cfg_.cqe);
+            d.rcq = ibv_create_cq(d.ctx, cfg_.cqe);
+            if (!d.pd || !d.scq || !d.rcq) {
+                ADD_FAILURE() << "node" << i << ": PD/CQ setup failed";
+                return false;
+            }
+            ibv_qp_init_attr a{};
+            a.send_cq = d.scq;
+            a.recv_cq = d.rcq;
+            a.qp_type = IBV_QPT_RC;
+            a.sq_sig_all = cfg_.sq_sig_all;
+            a.cap.max_send_wr = cfg_.max_send_wr;
+            a.cap.max_recv_wr = cfg_.max_recv_wr;
+            a.cap.max_send_sge = cfg_.max_send_sge;
+            a.cap.max_recv_sge = cfg_.max_recv_sge;
+            a.cap.max_inline_data = cfg_.max_inline;
+            d.qp = ibv_create_qp(d.pd, &a);
+            if (!d.qp) {
+                ADD_FAILURE() << "node" << i << ": ibv_create_qp failed, errno " << errno;
+                return false;
+            }
+            ibv_port_attr pa{};
+            ibv_query_port(d.ctx, 1, &pa);
+            d.lid = pa.lid;
+            d.psn = 0x100 * (i + 1) + 7;
+        }
+        for (unsigned i = 0; i < 2; ++i) {
+            if (int rc = to_rts(i)) {
+                ADD_FAILURE() << "node" << i << ": modify_qp to RTS failed (" << rc << ")";
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /// Reset/INIT/RTR/RTS sequence of workloads.cpp for node i's QP towards the other node.
+    int to_rts(unsigned i) {
+        rc_side& d = s[i];
+        const rc_side& peer = s[1 - i];
+        ibv_qp_attr attr{};
+        attr.qp_state = IBV_QPS_INIT;
+        attr.pkey_index = 0;
+        attr.port_num = 1;
+        attr.qp_access_flags = cfg_.qp_access;
+        int rc = ibv_modify_qp(d.qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+        if (rc) return rc;
+        attr = ibv_qp_attr{};
+        attr.qp_state = IBV_QPS_RTR;
+        attr.path_mtu = ibv_mtu(__builtin_ctz(cfg_.mtu) - 7);
+        attr.dest_qp_num = peer.qp->qp_num;
+        attr.rq_psn = peer.psn;
+        attr.max_dest_rd_atomic = 0;  // the HCA reports max_qp_rd_atom = 0
+        attr.min_rnr_timer = 12;
+        attr.ah_attr.dlid = peer.lid;
+        attr.ah_attr.port_num = 1;
+        rc = ibv_modify_qp(d.qp, &attr,
+                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+        if (rc) return rc;
+        attr = ibv_qp_attr{};
+        attr.qp_state = IBV_QPS_RTS;
+        attr.sq_psn = d.psn;
+        attr.timeout = 14;
+        attr.retry_cnt = 7;
+        attr.rnr_retry = 7;
+        attr.max_rd_atomic = 0;
+        return ibv_modify_qp(d.qp, &attr,
+                             IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                 IBV_QP_MAX_QP_RD_ATOMIC);
+    }
+
+    // ------------------------------------------------------------------ memory
+    /// Virtual memory of node i (zeroed, page-backed page by page).
+    uint64_t alloc(unsigned i, size_t bytes, size_t align = 64) { return sw_[i]->as.alloc(bytes, align); }
+    /// Registers [va, va+len) on node i (default: local write + remote read/write).
+    ibv_mr* reg(unsigned i, uint64_t va, size_t len,
+                int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ) {
+        ibv_mr* mr = ibv_reg_mr(s[i].pd, va, len, access);
+        EXPECT_NE(mr, nullptr) << "node" << i << ": ibv_reg_mr(" << len << ") failed, errno " << errno;
+        return mr;
+    }
+    void write_mem(unsigned i, uint64_t va, const std::vector<uint8_t>& v) {
+        EXPECT_TRUE(sw_[i]->as.write(va, v.data(), v.size())) << "write to unmapped va";
+    }
+    std::vector<uint8_t> read_mem(unsigned i, uint64_t va, size_t n) {
+        std::vector<uint8_t> v(n);
+        EXPECT_TRUE(sw_[i]->as.read(va, v.data(), n)) << "read of unmapped va";
+        return v;
+    }
+    void fill_mem(unsigned i, uint64_t va, size_t n, uint8_t value) { write_mem(i, va, std::vector<uint8_t>(n, value)); }
+    /// True if memory at va equals `expect`; on mismatch adds a failure naming the offset.
+    bool expect_mem(unsigned i, uint64_t va, const std::vector<uint8_t>& expect, const std::string& what) {
+        const auto got = read_mem(i, va, expect.size());
+        const long long off = first_mismatch(got, expect);
+        if (off >= 0) {
+            ADD_FAILURE() << what << ": node" << i << " memory differs at offset " << off << " of " << expect.size()
+                          << " (got 0x" << std::hex << unsigned(got[size_t(off)]) << ", want 0x"
+                          << unsigned(expect[size_t(off)]) << std::dec << ")";
+            return false;
+        }
+        return true;
+    }
+    /// True if [va, va+n) of node i all equal `value`.
+    bool expect_fill(unsigned i, uint64_t va, size_t n, uint8_t value, const std::string& what) {
+        return expect_mem(i, va, std::vector<uint8_t>(n, value), what);
+    }
+    /// Physical address of va on node i (0 if unmapped).
+    uint64_t pa_of(unsigned i, uint64_t va) {
+        uint64_t pa = 0;
+        sw_[i]->as.translate(va, &pa);
+        return pa;
+    }
+
+    // ------------------------------------------------------------------ work requests
+    /// Posts one send WR from node i with the given gather list.
+    int post_send(unsigned i, ibv_wr_opcode op, std::vector<ibv_sge> sges, uint64_t wr_id,
+                  unsigned flags = IBV_SEND_SIGNALED, uint64_t remote_addr = 0, uint32_t rkey = 0,
+                  uint32_t imm = 0) {
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = sges.empty() ? nullptr : sges.data();
+        wr.num_sge = int(sges.size());
+        wr.opcode = op;
+        wr.send_flags = flags;
+        wr.imm_data = imm;
+        wr.wr.rdma.remote_addr = remote_addr;
+        wr.wr.rdma.rkey = rkey;
+        ibv_send_wr* bad = nullptr;
+        return ibv_post_send(s[i].qp, &wr, &bad);
+    }
+    /// Posts one receive WR on node i with the given scatter list.
+    int post_recv(unsigned i, std::vector<ibv_sge> sges, uint64_t wr_id) {
+        ibv_recv_wr wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = sges.empty() ? nullptr : sges.data();
+        wr.num_sge = int(sges.size());
+        ibv_recv_wr* bad = nullptr;
+        return ibv_post_recv(s[i].qp, &wr, &bad);
+    }
+
+    /// Polls `cq` until n completions arrived or timeout_ns (simulated) passed since the call;
+    /// returns what arrived (fewer than n on timeout).
+    std::vector<ibv_wc> wait_wc(ibv_cq* cq, size_t n, uint64_t timeout_ns = kWaitNs) {
+        std::vector<ibv_wc> out;
+        host_bus& b = *bus_of(cq);
+        const uint64_t deadline = b.now_ns() + timeout_ns;
+        while (out.size() < n) {
+            ibv_wc wc[16];
+            const int want = int(std::min<size_t>(16, n - out.size()));
+            const int got = ibv_poll_cq(cq, want, wc);
+            if (got < 0) {
+                ADD_FAILURE() << "ibv_poll_cq returned " << got;
+                break;
+            }
+            out.insert(out.end(), wc, wc + got);
+            if (got > 0)
+                continue;
+            const uint64_t now = b.now_ns();
+            if (now >= deadline || ibv_wait_cq(cq, deadline - now) != 0)
+                break;
+        }
+        return out;
+    }
+    /// Exactly n completions expected; a shortfall is a failure.
+    std::vector<ibv_wc> expect_wc(ibv_cq* cq, size_t n, const std::string& what, uint64_t timeout_ns = kWaitNs) {
+        auto v = wait_wc(cq, n, timeout_ns);
+        EXPECT_EQ(v.size(), n) << what << ": completions missing after " << timeout_ns << " ns";
+        return v;
+    }
+    /// Expects no further completion on cq within quiet_ns.
+    void expect_no_wc(ibv_cq* cq, uint64_t quiet_ns, const std::string& what) {
+        auto v = wait_wc(cq, 1, quiet_ns);
+        EXPECT_TRUE(v.empty()) << what << ": unexpected completion wr_id " << v[0].wr_id << " status "
+                               << v[0].status << " opcode " << v[0].opcode;
+    }
+    /// Sleeps node i's application for ns of simulated time.
+    void sleep(unsigned i, uint64_t ns) { bus(i).sleep_ns(ns); }
+    uint64_t now_ns() { return bus(0).now_ns(); }
+
+    /// Counter value by full key ("node0.hca.transport_engine.tx_packets"); failure if absent.
+    static uint64_t counter_value(const std::string& key) {
+        const counter* c = stats_registry::instance().find(key);
+        EXPECT_NE(c, nullptr) << "no counter " << key;
+        return c ? c->value() : 0;
+    }
+    /// Every counter as "key=value\n", declaration order (for determinism checks).
+    static std::string all_counters() {
+        std::string out;
+        for (const counter* c : stats_registry::instance().counters())
+            out += c->key() + "=" + std::to_string(c->value()) + "\n";
+        return out;
+    }
+
+private:
+    host_bus* bus_of(ibv_cq* cq) {
+        for (unsigned i = 0; i < 2; ++i)
+            if (s[i].ctx == cq->context)
+                return &bus(i);
+        return &bus(0);
+    }
+
+    rc_config cfg_;
+    std::unique_ptr<machine> m_;
+    std::unique_ptr<host_software> sw_[2];
+    std::unique_ptr<app_module> app_;
+};
+
+/// Runs `body` in a forked child and returns the text it produced (for comparing two runs);
+/// gtest failures or a crash in the child fail the calling test.
+inline std::string run_forked_capture(const std::function<void(std::string&)>& body) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+        ADD_FAILURE() << "pipe failed";
+        return {};
+    }
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        ADD_FAILURE() << "fork failed";
+        return {};
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        std::string out;
+        body(out);
+        const char* p = out.data();
+        size_t left = out.size();
+        while (left) {
+            const ssize_t w = ::write(fds[1], p, left);
+            if (w <= 0) break;
+            p += w;
+            left -= size_t(w);
+        }
+        close(fds[1]);
+        const bool failed = ::testing::Test::HasFailure();
+        std::fflush(nullptr);
+        _exit(failed ? 1 : 0);
+    }
+    close(fds[1]);
+    std::string out;
+    char buf[4096];
+    for (;;) {
+        const ssize_t r = ::read(fds[0], buf, sizeof buf);
+        if (r <= 0) break;
+        out.append(buf, size_t(r));
+    }
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status)) << "simulation child crashed (signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0)
+                                   << ")";
+    if (WIFEXITED(status)) {
+        EXPECT_EQ(WEXITSTATUS(status), 0) << "simulation child reported failures (see its output above)";
+    }
+    return out;
+}
+
+}  // namespace hcasim::test
