@@ -31,8 +31,8 @@ run_spec make_spec(const run_options& o) {
     if (o.workload.empty()) {
         // The demo: latency and bandwidth from 2 B to 1 MiB, as `perftest -a` would sweep.
         const auto sizes = o.sizes_given ? o.sizes : sweep(2, 1u << 20);
-        spec.phases.push_back({"write_lat", sizes, o.iters_given ? o.iters : 100});
-        spec.phases.push_back({"write_bw", sizes, o.iters_given ? o.iters : 200});
+        spec.phases.push_back({"write_lat", sizes, o.iters_given ? o.iters : 1000});
+        spec.phases.push_back({"write_bw", sizes, o.iters_given ? o.iters : 1000});
         return spec;
     }
     phase_spec p;
@@ -45,9 +45,11 @@ run_spec make_spec(const run_options& o) {
     return spec;
 }
 
-void print_help_config(std::ostream& os) {
-    os << "Parameters (set with --config FILE or --set key=value; prefix nodeN. for one node):\n";
-    for (const param_info& p : broker::instance().help()) {
+void print_help_config(std::ostream& os, const std::vector<param_info>& params) {
+    os << "Parameters (set with --config FILE or --set key=value; prefix nodeN. for one node).\n"
+          "Switch parameters (fabric.switch.*) exist when the fabric has a switch: add\n"
+          "--set fabric.topology=switch to list them.\n";
+    for (const param_info& p : params) {
         os << "  " << std::left << std::setw(42) << p.key << " " << std::setw(7) << p.type << " default "
            << std::setw(10) << p.def << (p.unit.empty() ? "" : " [" + p.unit + "]") << "\n      " << p.help;
         if (!p.choices.empty())
@@ -69,8 +71,9 @@ int sc_main(int argc, char* argv[]) {
         apply_config(opts);
         const run_spec spec = make_spec(opts);
         if (opts.help_config) {
-            run(spec, true);
-            print_help_config(std::cout);
+            std::vector<param_info> params;
+            run(spec, &params);
+            print_help_config(std::cout, params);
             return 0;
         }
         std::vector<run_report> reports = run(spec);

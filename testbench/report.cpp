@@ -90,10 +90,15 @@ void write_json(const std::string& path, const std::vector<run_report>& reports)
         results.push_back(std::move(e));
     }
     j["results"] = std::move(results);
-    j["sim"] = {{"sim_time_ns", r.sim_time_ns},
+    uint64_t sim_ns = 0, packets = 0;
+    for (const run_report& rep : reports) {
+        sim_ns += rep.sim_time_ns;
+        packets += rep.wire_packets;
+    }
+    j["sim"] = {{"sim_time_ns", sim_ns},
                 {"wall_s", r.wall_s},
-                {"wire_packets", r.wire_packets},
-                {"wire_packets_per_wall_s", r.wall_s > 0 ? static_cast<double>(r.wire_packets) / r.wall_s : 0.0}};
+                {"wire_packets", packets},
+                {"wire_packets_per_wall_s", r.wall_s > 0 ? static_cast<double>(packets) / r.wall_s : 0.0}};
     json counters = json::object();
     for (const counter* c : stats_registry::instance().counters()) counters[c->key()] = c->value();
     j["counters"] = std::move(counters);

@@ -420,10 +420,14 @@ private:
             run_report rep;
             rep.workload = ph.workload;
             rep.seed = spec_.seed;
+            const uint64_t t0 = bus(i).now_ns();
+            const uint64_t p0 = stats_registry::instance().sum("port.tx_packets");
             if (ph.workload == "write_lat") lat_phase(i, ph, true, rep);
             else if (ph.workload == "send_lat") lat_phase(i, ph, false, rep);
             else if (ph.workload == "write_bw") bw_phase(i, ph, true, rep);
             else if (ph.workload == "send_bw") bw_phase(i, ph, false, rep);
+            rep.sim_time_ns = bus(i).now_ns() - t0;
+            rep.wire_packets = stats_registry::instance().sum("port.tx_packets") - p0;
             if (i == 0)
                 out_.push_back(rep);
         }
@@ -478,6 +482,7 @@ private:
             run_report rep;
             rep.workload = ph.workload;
             rep.seed = spec_.seed;
+            const sc_time t0 = sc_time_stamp();
             for (uint64_t size : ph.sizes) {
                 dma.start(ph.workload == "dma_write_bw", 0x100000000ull, size, ph.iters, wp_.dma_outstanding);
                 wait(dma.done_event());
@@ -489,6 +494,7 @@ private:
                 r.msg_rate_mpps = secs > 0 ? double(ph.iters) / secs / 1e6 : 0;
                 rep.results.push_back(r);
             }
+            rep.sim_time_ns = uint64_t((sc_time_stamp() - t0).to_seconds() * 1e9 + 0.5);
             out_.push_back(rep);
         }
         sc_stop();
@@ -500,7 +506,7 @@ private:
 
 }  // namespace
 
-std::vector<run_report> run(const run_spec& spec, bool help_config_only) {
+std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_out) {
     std::vector<run_report> reports;
     bool pcie_only = !spec.phases.empty();
     for (auto& p : spec.phases) pcie_only &= is_pcie_workload(p.workload);
@@ -520,9 +526,11 @@ std::vector<run_report> run(const run_spec& spec, bool help_config_only) {
             throw workload_error("two-node workloads need fabric.nodes >= 2");
         app = std::make_unique<perftest>("perftest", *m, spec, wp, reports);
     }
-    broker::instance().check_unused();
-    if (help_config_only)
+    if (help_out) {
+        *help_out = broker::instance().help();
         return reports;
+    }
+    broker::instance().check_unused();
     const auto wall0 = std::chrono::steady_clock::now();
     sc_start();
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
@@ -530,12 +538,8 @@ std::vector<run_report> run(const run_spec& spec, bool help_config_only) {
         throw workload_error(app->error);
     if (reports.size() != spec.phases.size())
         throw workload_error("simulation ended before every phase completed");
-    const uint64_t packets = stats_registry::instance().sum("port.tx_packets");
-    for (auto& r : reports) {
-        r.sim_time_ns = uint64_t(sc_time_stamp().to_seconds() * 1e9 + 0.5);
-        r.wall_s = wall;
-        r.wire_packets = packets;
-    }
+    for (auto& r : reports)
+        r.wall_s = wall;  // the whole run's wall time (phases share one simulation)
     return reports;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/core/param.h"
 #include "testbench/report.h"
 
 namespace hcasim {
@@ -32,7 +33,8 @@ bool is_pcie_workload(const std::string& name);
 
 /// Elaborates the configured machine, runs every phase, and returns one report per phase.
 /// Configuration must already be in the broker. Must be called once per process.
-/// If `help_config_only`, elaborates and returns without simulating.
-std::vector<run_report> run(const run_spec& spec, bool help_config_only = false);
+/// If `help_out` is given, elaborates, fills it with every parameter (for --help-config) and
+/// returns without simulating.
+std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_out = nullptr);
 
 }  // namespace hcasim
