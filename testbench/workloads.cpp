@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <memory>
 
 #include "model/core/param.h"
@@ -363,12 +365,14 @@ private:
                 const uint64_t t0 = bus(i).now_ns();
                 uint64_t total_posted = 0, total_completed = 0;
                 while (total_completed < ph.iters) {
+                    // WR n goes to QP n mod nq; each QP signals every cq_mod-th WR and its last.
                     bool progress = false;
-                    for (unsigned q = 0; q < nq && total_posted < ph.iters; ++q) {
+                    while (total_posted < ph.iters) {
+                        const unsigned q = unsigned(total_posted % nq);
                         if (posted[q] - completed[q] >= depth)
-                            continue;
-                        // perftest: signal every cq_mod-th WR of a QP, and the very last.
-                        const bool sig = (posted[q] + 1) % cq_mod == 0 || total_posted + 1 == ph.iters;
+                            break;
+                        const uint64_t quota = ph.iters / nq + (q < ph.iters % nq ? 1 : 0);
+                        const bool sig = (posted[q] + 1) % cq_mod == 0 || posted[q] + 1 == quota;
                         post(i, q, write ? IBV_WR_RDMA_WRITE : IBV_WR_SEND, size, (uint64_t(q) << 48) | posted[q], sig, inl);
                         ++posted[q];
                         ++total_posted;
@@ -534,8 +538,13 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
     const auto wall0 = std::chrono::steady_clock::now();
     sc_start();
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-    if (app && !app->error.empty())
+    if (app && !app->error.empty()) {
+        if (std::getenv("HCASIM_DUMP_COUNTERS"))
+            for (const counter* c : stats_registry::instance().counters())
+                if (c->value())
+                    std::cerr << c->key() << " = " << c->value() << "\n";
         throw workload_error(app->error);
+    }
     if (reports.size() != spec.phases.size())
         throw workload_error("simulation ended before every phase completed");
     for (auto& r : reports)

@@ -13,7 +13,7 @@ using namespace sc_core;
 doorbell_unit::doorbell_unit(const sc_module_name& name, const sc_time& clock)
     : sc_module(name),
       bar0("bar0"),
-      fifo_entries("fifo_entries", 256, "entries", "doorbell FIFO depth; MMIO writes beyond it are dropped"),
+      fifo_entries("fifo_entries", 256, "entries", "doorbell FIFO depth; a CPU writing to a full FIFO stalls (posted-write credits)"),
       decode_cycles("decode_cycles", 4, "cycles", "cycles from an MMIO write's arrival to its dispatch"),
       writes("writes", "MMIO writes received"),
       reads("reads", "MMIO reads received"),
@@ -21,7 +21,8 @@ doorbell_unit::doorbell_unit(const sc_module_name& name, const sc_time& clock)
       rq_doorbells("rq_doorbells", "RQ doorbells"),
       cq_doorbells("cq_doorbells", "CQ doorbells"),
       inline_writes("inline_writes", "WQEs written through the inline window"),
-      dropped("dropped", "MMIO writes dropped (FIFO full)"),
+      dropped("dropped", "MMIO writes dropped (FIFO full and the writer could not be stalled)"),
+      stalls("stalls", "MMIO writes that found the FIFO full and stalled their writer"),
       bad_accesses("bad_accesses", "MMIO accesses to no register, of a wrong size, or to a read-only register") {
     fifo_entries.range(1, 1u << 20);
     decode_cycles.range(0, 100000);
@@ -59,6 +60,7 @@ reg* doorbell_unit::find(uint64_t offset) {
 void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
     const uint64_t off = gp.get_address();
     const uint32_t len = gp.get_data_length();
+    const sc_time called_at = sc_time_stamp();
     gp.set_response_status(tlm::TLM_OK_RESPONSE);
     if (gp.is_read()) {
         ++reads;
@@ -80,8 +82,18 @@ void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
         return;
     }
     if (count_ == fifo_.size()) {
-        ++dropped;
-        return;
+        // A full FIFO holds the PCIe link's posted-write credits: the writing CPU stalls until
+        // an entry drains (it is a thread, so it may wait). Only a non-thread caller, which
+        // cannot be stalled, loses the write — and it is counted.
+        if (sc_get_current_process_handle().proc_kind() != SC_THREAD_PROC_) {
+            ++dropped;
+            return;
+        }
+        ++stalls;
+        while (count_ == fifo_.size())
+            wait(space_);
+        const sc_time waited = sc_time_stamp() - called_at;  // the arrival time stays where it was,
+        delay = delay > waited ? delay - waited : SC_ZERO_TIME;  // unless the stall passed it
     }
     entry& e = *fifo_[(head_ + count_) % fifo_.size()];
     e.at = sc_time_stamp() + delay + decode_time_;
@@ -142,6 +154,7 @@ void doorbell_unit::dispatch() {
         }
         head_ = (head_ + 1) % fifo_.size();
         --count_;
+        space_.notify(SC_ZERO_TIME);
     }
     if (count_)
         due_.notify(fifo_[head_]->at - now);

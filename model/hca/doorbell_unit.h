@@ -25,10 +25,10 @@ class doorbell_unit : public sc_core::sc_module {
 public:
     tlm_utils::simple_target_socket<doorbell_unit> bar0;  ///< from the PCIe link (MMIO)
 
-    param<unsigned> fifo_entries;    ///< doorbell FIFO depth; writes beyond it are dropped
+    param<unsigned> fifo_entries;    ///< doorbell FIFO depth; a writer finding it full stalls
     param<unsigned> decode_cycles;   ///< cycles from arrival to dispatch
 
-    counter writes, reads, sq_doorbells, rq_doorbells, cq_doorbells, inline_writes, dropped, bad_accesses;
+    counter writes, reads, sq_doorbells, rq_doorbells, cq_doorbells, inline_writes, dropped, stalls, bad_accesses;
 
     SC_HAS_PROCESS(doorbell_unit);
     doorbell_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& clock);
@@ -56,7 +56,7 @@ private:
     std::vector<reg> regs_;
     std::vector<std::unique_ptr<entry>> fifo_;
     size_t head_ = 0, count_ = 0;
-    sc_core::sc_event due_;
+    sc_core::sc_event due_, space_;
     sc_core::sc_time decode_time_;
     uint64_t msi_addr_ = 0;
 };

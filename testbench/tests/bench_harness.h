@@ -47,6 +47,7 @@ struct rc_config {
     uint32_t max_inline = 0;          ///< inline bytes per send WQE
     int sq_sig_all = 0;               ///< QP signals every send WR
     int cqe = 256;                    ///< CQ capacity (each of send and receive CQ)
+    uint32_t psn[2] = {0x107, 0x207}; ///< initial send PSN of node0's and node1's QP (24 bits)
     unsigned qp_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     uint64_t sim_limit_ns = 2'000'000'000ull;  ///< sc_start bound (simulated)
     /// Broker keys set before the machine is built ({"link.speed","fdr"}, ...).
@@ -177,7 +178,7 @@ public:
             ibv_port_attr pa{};
             ibv_query_port(d.ctx, 1, &pa);
             d.lid = pa.lid;
-            d.psn = 0x100 * (i + 1) + 7;
+            d.psn = cfg_.psn[i] & 0xFFFFFF;
         }
         for (unsigned i = 0; i < 2; ++i) {
             if (int rc = to_rts(i)) {

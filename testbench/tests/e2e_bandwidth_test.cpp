@@ -51,7 +51,7 @@ void expect_write_bw(const std::string& speed, unsigned mtu, double data_rate_gb
     const double expect = data_rate_gbps * mtu / (mtu + 26.0);
     std::printf("write_bw %s 4x MTU %u, 1 MiB x 300: %.3f Gb/s (expected %.3f)\n", speed.c_str(), mtu, r.bw_gbps,
                 expect);
-    RecordProperty("bw_gbps", std::to_string(r.bw_gbps));
+    ::testing::Test::RecordProperty("bw_gbps", std::to_string(r.bw_gbps));
     EXPECT_NEAR(r.bw_gbps, expect, 0.01 * expect) << speed << " MTU " << mtu;
 }
 

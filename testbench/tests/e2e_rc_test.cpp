@@ -583,3 +583,206 @@ TEST(E2eRc, two_runs_give_identical_completion_times_and_counters) {
     EXPECT_GT(a.size(), 100u);
     EXPECT_EQ(a, b);
 }
+
+// ------------------------------------------------------------------ edge cases
+
+SIM_TEST(E2eRc, zero_length_send_and_write_are_one_packet_and_complete) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        const uint64_t src = h.alloc(0, 4096, 64);
+        ibv_mr* smr = h.reg(0, src, 4096);
+        const uint64_t r = h.alloc(1, 4096, 64);
+        h.fill_mem(1, r, 4096, kGuard);
+        ibv_mr* rmr = h.reg(1, r, 4096);
+        const std::string key = "node0.hca.transport_engine.tx_packets";
+        ASSERT_EQ(h.post_recv(1, {{r, 4096, rmr->lkey}}, 1), 0);
+        uint64_t before = rc_harness::counter_value(key);
+        // IBA 9.7.5: a zero-length message is one packet with no payload.
+        ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {}, 2), 0);
+        auto rwc = h.expect_wc(h.s[1].rcq, 1, "zero-length receive");
+        auto swc = h.expect_wc(h.s[0].scq, 1, "zero-length send");
+        ASSERT_EQ(rwc.size(), 1u);
+        ASSERT_EQ(swc.size(), 1u);
+        EXPECT_EQ(rwc[0].status, IBV_WC_SUCCESS);
+        EXPECT_EQ(rwc[0].byte_len, 0u);
+        EXPECT_EQ(swc[0].status, IBV_WC_SUCCESS);
+        EXPECT_EQ(rc_harness::counter_value(key) - before, 1u);
+        before = rc_harness::counter_value(key);
+        ASSERT_EQ(h.post_recv(1, {{r, 4096, rmr->lkey}}, 3), 0);
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE_WITH_IMM, {{src, 0, smr->lkey}}, 4, IBV_SEND_SIGNALED, r,
+                              rmr->rkey, 0xCAFE),
+                  0);
+        rwc = h.expect_wc(h.s[1].rcq, 1, "zero-length write with imm");
+        swc = h.expect_wc(h.s[0].scq, 1, "zero-length write with imm (sender)");
+        ASSERT_EQ(rwc.size(), 1u);
+        EXPECT_EQ(rwc[0].status, IBV_WC_SUCCESS);
+        EXPECT_EQ(rwc[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+        EXPECT_EQ(rwc[0].byte_len, 0u);
+        EXPECT_EQ(rwc[0].imm_data, 0xCAFEu);
+        EXPECT_EQ(rc_harness::counter_value(key) - before, 1u);
+        h.expect_fill(1, r, 4096, kGuard, "nothing written by zero-length messages");
+    });
+}
+
+SIM_TEST(E2eRc, send_before_receive_is_retried_after_rnr_nak_and_delivered) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        const uint64_t src = h.alloc(0, 4096, 64);
+        const auto data = pattern(1000, 123);
+        h.write_mem(0, src, data);
+        ibv_mr* smr = h.reg(0, src, 4096);
+        const uint64_t r = h.alloc(1, 4096, 64);
+        ibv_mr* rmr = h.reg(1, r, 4096);
+        ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{src, 1000, smr->lkey}}, 5), 0);
+        h.sleep(1, 20'000);  // no receive posted for 20 us: the responder answers RNR NAK
+        EXPECT_GE(rc_harness::counter_value("node1.hca.transport_engine.rnr_naks_sent"), 1u);
+        ASSERT_EQ(h.post_recv(1, {{r, 4096, rmr->lkey}}, 6), 0);
+        // rnr_retry = 7 retries for ever (IBA 9.7.5.2.8); the requester waits the RNR NAK's timer
+        // (the responder's min_rnr_timer, 12 = 0.64 ms) and retries: both sides complete well
+        // inside 20 ms.
+        auto swc = h.expect_wc(h.s[0].scq, 1, "send after RNR", 20'000'000ull);
+        ASSERT_EQ(swc.size(), 1u);
+        EXPECT_EQ(swc[0].status, IBV_WC_SUCCESS) << "rnr_retry=7 must not give up";
+        auto rwc = h.expect_wc(h.s[1].rcq, 1, "receive after RNR", 20'000'000ull);
+        ASSERT_EQ(rwc.size(), 1u);
+        EXPECT_EQ(rwc[0].status, IBV_WC_SUCCESS);
+        EXPECT_EQ(rwc[0].byte_len, 1000u);
+        h.expect_mem(1, r, data, "payload after RNR retry");
+    });
+}
+
+SIM_TEST(E2eRc, inline_send_copies_data_at_post_time) {
+    rc_config cfg;
+    cfg.max_inline = 220;
+    rc_harness h(cfg);
+    h.run([](rc_harness& h) {
+        const uint64_t src = h.alloc(0, 4096, 64);
+        const auto data = pattern(200, 7);
+        h.write_mem(0, src, data);
+        const uint64_t r = h.alloc(1, 4096, 64);
+        ibv_mr* rmr = h.reg(1, r, 4096);
+        ASSERT_EQ(h.post_recv(1, {{r, 4096, rmr->lkey}}, 1), 0);
+        // Inline data needs no L_Key (an unregistered buffer, lkey 0) and may be reused at once.
+        ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{src, 150, 0}, {src + 150, 50, 0}}, 2,
+                              IBV_SEND_SIGNALED | IBV_SEND_INLINE),
+                  0);
+        h.fill_mem(0, src, 200, 0);
+        auto rwc = h.expect_wc(h.s[1].rcq, 1, "inline receive");
+        ASSERT_EQ(rwc.size(), 1u);
+        EXPECT_EQ(rwc[0].status, IBV_WC_SUCCESS);
+        EXPECT_EQ(rwc[0].byte_len, 200u);
+        h.expect_wc(h.s[0].scq, 1, "inline send");
+        h.expect_mem(1, r, data, "inline payload as it was at post time");
+    });
+}
+
+SIM_TEST(E2eRc, queues_and_cqs_wrap_many_times) {
+    rc_config cfg;
+    cfg.max_send_wr = 8;
+    cfg.max_recv_wr = 8;
+    cfg.cqe = 7;  // ring of 8
+    rc_harness h(cfg);
+    h.run([](rc_harness& h) {
+        const uint64_t src = h.alloc(0, 64 * 100, 64);
+        h.write_mem(0, src, pattern(64 * 100, 3));
+        ibv_mr* smr = h.reg(0, src, 64 * 100);
+        const uint64_t r = h.alloc(1, 64 * 100, 64);
+        ibv_mr* rmr = h.reg(1, r, 64 * 100);
+        const uint32_t sq_cap = h.s[0].qp->sq.max_wr, rq_cap = h.s[1].qp->rq.max_wr;
+        EXPECT_GE(sq_cap, 8u);
+        EXPECT_GE(rq_cap, 8u);
+        // 100 messages in batches of 5 (below every ring size): SQ, RQ and both CQs wrap.
+        for (unsigned batch = 0; batch < 20; ++batch) {
+            for (unsigned k = 0; k < 5; ++k) {
+                const unsigned m = batch * 5 + k;
+                ASSERT_EQ(h.post_recv(1, {{r + 64 * m, 64, rmr->lkey}}, 10000 + m), 0);
+            }
+            for (unsigned k = 0; k < 5; ++k) {
+                const unsigned m = batch * 5 + k;
+                ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{src + 64 * m, 10 + m % 50, smr->lkey}}, m), 0);
+            }
+            auto rwc = h.expect_wc(h.s[1].rcq, 5, "batch receives");
+            auto swc = h.expect_wc(h.s[0].scq, 5, "batch sends");
+            ASSERT_EQ(rwc.size(), 5u);
+            ASSERT_EQ(swc.size(), 5u);
+            for (unsigned k = 0; k < 5; ++k) {
+                const unsigned m = batch * 5 + k;
+                EXPECT_EQ(rwc[k].wr_id, 10000u + m);
+                EXPECT_EQ(rwc[k].status, IBV_WC_SUCCESS);
+                EXPECT_EQ(rwc[k].byte_len, 10 + m % 50);
+                EXPECT_EQ(swc[k].wr_id, m);
+                EXPECT_EQ(swc[k].status, IBV_WC_SUCCESS);
+            }
+        }
+        for (unsigned m = 0; m < 100; ++m)
+            h.expect_mem(1, r + 64 * m, h.read_mem(0, src + 64 * m, 10 + m % 50), "message " + std::to_string(m));
+    });
+}
+
+SIM_TEST(E2eRc, psn_wraps_past_2_pow_24_within_a_message) {
+    rc_config cfg;
+    cfg.mtu = 256;
+    cfg.psn[0] = 0xFFFFF0;  // 256 packets of 64 KiB cross PSN 0xFFFFFF -> 0
+    cfg.psn[1] = 0xFFFFFE;
+    rc_harness h(cfg);
+    h.run([](rc_harness& h) {
+        const uint32_t len = 65536;
+        const auto data = pattern(len, 0x5E9);
+        const uint64_t src = h.alloc(0, len, 4096);
+        h.write_mem(0, src, data);
+        ibv_mr* smr = h.reg(0, src, len);
+        const uint64_t r = h.alloc(1, 2 * len, 4096);
+        ibv_mr* rmr = h.reg(1, r, 2 * len);
+        ASSERT_EQ(h.post_recv(1, {{r + len, len, rmr->lkey}}, 1), 0);
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, len, smr->lkey}}, 1, IBV_SEND_SIGNALED, r, rmr->rkey), 0);
+        ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{src, len, smr->lkey}}, 2), 0);
+        auto swc = h.expect_wc(h.s[0].scq, 2, "writes across the PSN wrap");
+        auto rwc = h.expect_wc(h.s[1].rcq, 1, "send across the PSN wrap");
+        ASSERT_EQ(swc.size(), 2u);
+        EXPECT_EQ(swc[0].status, IBV_WC_SUCCESS);
+        EXPECT_EQ(swc[1].status, IBV_WC_SUCCESS);
+        ASSERT_EQ(rwc.size(), 1u);
+        EXPECT_EQ(rwc[0].status, IBV_WC_SUCCESS);
+        h.expect_mem(1, r, data, "write payload");
+        h.expect_mem(1, r + len, data, "send payload");
+        EXPECT_EQ(rc_harness::counter_value("node1.hca.transport_engine.seq_errors"), 0u);
+        EXPECT_EQ(rc_harness::counter_value("node1.hca.transport_engine.duplicates"), 0u);
+        // Reverse direction too (node1's PSN wraps after 2 packets).
+        ASSERT_EQ(h.post_send(1, IBV_WR_RDMA_WRITE, {{r, 4096, rmr->lkey}}, 3, IBV_SEND_SIGNALED, src, smr->rkey), 0);
+        auto bwc = h.expect_wc(h.s[1].scq, 1, "node1 write");
+        ASSERT_EQ(bwc.size(), 1u);
+        EXPECT_EQ(bwc[0].status, IBV_WC_SUCCESS);
+    });
+}
+
+SIM_TEST(E2eRc, post_send_beyond_sq_capacity_is_enomem_and_posts_nothing_more) {
+    rc_config cfg;
+    cfg.max_send_wr = 4;
+    rc_harness h(cfg);
+    h.run([](rc_harness& h) {
+        const uint64_t src = h.alloc(0, 4096, 64);
+        ibv_mr* smr = h.reg(0, src, 4096);
+        const uint64_t tgt = h.alloc(1, 4096, 64);
+        ibv_mr* tmr = h.reg(1, tgt, 4096);
+        const uint32_t cap = h.s[0].qp->sq.max_wr;
+        std::vector<ibv_send_wr> wr(cap + 2);
+        ibv_sge sge{src, 64, smr->lkey};
+        for (unsigned k = 0; k < wr.size(); ++k) {
+            wr[k].wr_id = k;
+            wr[k].sg_list = &sge;
+            wr[k].num_sge = 1;
+            wr[k].opcode = IBV_WR_RDMA_WRITE;
+            wr[k].send_flags = IBV_SEND_SIGNALED;
+            wr[k].wr.rdma.remote_addr = tgt;
+            wr[k].wr.rdma.rkey = tmr->rkey;
+            wr[k].next = k + 1 < wr.size() ? &wr[k + 1] : nullptr;
+        }
+        ibv_send_wr* bad = nullptr;
+        EXPECT_EQ(ibv_post_send(h.s[0].qp, wr.data(), &bad), ENOMEM);
+        EXPECT_EQ(bad, &wr[cap]) << "C10-136: the first WR that did not fit";
+        auto wc = h.expect_wc(h.s[0].scq, cap, "posted WRs");
+        ASSERT_EQ(wc.size(), size_t(cap));
+        for (unsigned k = 0; k < cap; ++k) EXPECT_EQ(wc[k].wr_id, k);
+        h.expect_no_wc(h.s[0].scq, 50'000, "WRs that were not posted");
+    });
+}

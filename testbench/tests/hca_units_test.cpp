@@ -1,0 +1,434 @@
+// Unit-level tests of single HCA units against a real host_memory (TLM DMA target):
+// translation_unit (MPT/MTT tables in host memory), pkey_checker (IBA 10.9.3 match rule),
+// cq_writer (owner bit across wraparound, overrun, events), and the doorbell unit's decode
+// observed through its counters in a full machine.
+#include <gtest/gtest.h>
+#include <systemc>
+#include <tlm_utils/simple_initiator_socket.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+
+#include "model/hca/cq_writer.h"
+#include "model/hca/pkey_checker.h"
+#include "model/hca/translation_unit.h"
+#include "model/host/host_memory.h"
+#include "testbench/tests/bench_harness.h"
+#include "testbench/tests/sim_fork.h"
+#include "tlm_if/contexts.h"
+#include "tlm_if/cqe.h"
+
+int sc_main(int, char*[]) { return 0; }
+
+using namespace hcasim;
+using namespace hcasim::test;
+using sc_core::sc_time;
+using sc_core::SC_NS;
+
+namespace {
+
+const sc_time kClock(1.25, SC_NS);  // 800 MHz
+
+/// Runs `body` in an SC_THREAD and simulates until it returns.
+void simulate(std::function<void()> body) {
+    app_module app("unit_app", std::move(body));
+    sc_core::sc_start(sc_time(1, sc_core::SC_SEC));
+    EXPECT_TRUE(app.finished);
+}
+
+// ------------------------------------------------------------------ translation_unit
+
+constexpr uint64_t kMptBase = 0x100000, kMttBase = 0x200000;
+constexpr uint32_t kNumMpts = 16;
+constexpr uint64_t kNumMtts = 64;
+constexpr uint64_t kVa = 0x7f0000001100ull;  // region starts 0x100 into a page
+
+struct xlate_bench : sc_core::sc_module {
+    host_memory mem{"memory"};
+    tlm_utils::simple_initiator_socket<xlate_bench> cpu_stub{"cpu_stub"};  // no CPU here
+    translation_unit tu{"translation_unit", kClock};
+    xlate_bench() : sc_module("bench") {
+        cpu_stub.bind(mem.cpu);
+        tu.dma.socket.bind(mem.dma);
+        tu.set_tables(kMptBase, kNumMpts, kMttBase, kNumMtts);
+    }
+    void put_mpt(uint32_t index, const hw::mpt_entry& e) { mem.write(kMptBase + index * sizeof e, &e, sizeof e); }
+    void put_mtt(uint64_t index, uint64_t value) { mem.write(kMttBase + index * 8, &value, 8); }
+    /// MR at index 1: key byte 0x42, PD 5, 3 pages from kVa (4 MTT entries from mtt_base 8).
+    hw::mpt_entry region(uint32_t index = 1, uint64_t mtt_base = 8) {
+        hw::mpt_entry e{};
+        e.key = hw::make_key(index, 0x42);
+        e.pd = 5;
+        e.access = hw::ACCESS_LOCAL_WRITE | hw::ACCESS_REMOTE_WRITE;
+        e.flags = hw::MPT_VALID;
+        e.log_page_size = 12;
+        e.start_va = kVa;
+        e.length = 3 * 4096;
+        e.mtt_base = mtt_base;
+        e.mtt_count = 4;
+        // Pages 1 and 2 are physically contiguous, 0 and 3 are not.
+        put_mtt(mtt_base + 0, 0x5000000 | hw::MTT_PRESENT);
+        put_mtt(mtt_base + 1, 0x5003000 | hw::MTT_PRESENT);
+        put_mtt(mtt_base + 2, 0x5004000 | hw::MTT_PRESENT);
+        put_mtt(mtt_base + 3, 0x5100000 | hw::MTT_PRESENT);
+        put_mpt(index, e);
+        return e;
+    }
+    xlate_status xl(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access, unsigned max_segs = 8) {
+        sc_time d = sc_core::SC_ZERO_TIME;
+        nsegs = 0;
+        return tu.translate(key, pd, va, len, access, segs, max_segs, nsegs, d);
+    }
+    phys_seg segs[8];
+    unsigned nsegs = 0;
+};
+
+}  // namespace
+
+SIM_TEST(HcaTranslation, page_crossing_range_splits_into_physical_segments) {
+    xlate_bench b;
+    const auto e = b.region();
+    simulate([&] {
+        ASSERT_EQ(b.xl(e.key, 5, kVa, 3 * 4096, hw::ACCESS_LOCAL_WRITE), xlate_status::ok);
+        ASSERT_EQ(b.nsegs, 3u);
+        EXPECT_EQ(b.segs[0].pa, 0x5000100u);
+        EXPECT_EQ(b.segs[0].len, 0xF00u);
+        EXPECT_EQ(b.segs[1].pa, 0x5003000u);  // pages 1 and 2 merge
+        EXPECT_EQ(b.segs[1].len, 0x2000u);
+        EXPECT_EQ(b.segs[2].pa, 0x5100000u);
+        EXPECT_EQ(b.segs[2].len, 0x100u);
+        // A range inside one page.
+        ASSERT_EQ(b.xl(e.key, 5, kVa + 0x1000, 0x80, 0), xlate_status::ok);
+        ASSERT_EQ(b.nsegs, 1u);
+        EXPECT_EQ(b.segs[0].pa, 0x5003100u);
+        EXPECT_EQ(b.segs[0].len, 0x80u);
+        // Zero length is fine and needs no segment.
+        EXPECT_EQ(b.xl(e.key, 5, kVa + 5, 0, 0), xlate_status::ok);
+        EXPECT_EQ(b.nsegs, 0u);
+        EXPECT_EQ(b.tu.faults.value(), 0u);
+        EXPECT_EQ(b.tu.lookups.value(), 3u);
+    });
+}
+
+SIM_TEST(HcaTranslation, bad_key_bad_pd_access_and_bounds_are_refused_and_counted) {
+    xlate_bench b;
+    const auto e = b.region();
+    hw::mpt_entry invalid = e;
+    invalid.key = hw::make_key(2, 0x42);
+    invalid.flags = 0;  // not valid
+    b.put_mpt(2, invalid);
+    simulate([&] {
+        EXPECT_EQ(b.xl(hw::make_key(1, 0x43), 5, kVa, 16, 0), xlate_status::bad_key) << "key byte differs";
+        EXPECT_EQ(b.xl(hw::make_key(2, 0x42), 5, kVa, 16, 0), xlate_status::bad_key) << "entry not valid";
+        EXPECT_EQ(b.xl(hw::make_key(kNumMpts + 3, 0x42), 5, kVa, 16, 0), xlate_status::bad_key) << "index beyond table";
+        EXPECT_EQ(b.xl(e.key, 6, kVa, 16, 0), xlate_status::bad_pd);
+        EXPECT_EQ(b.xl(e.key, 5, kVa, 16, hw::ACCESS_REMOTE_READ), xlate_status::no_access);
+        EXPECT_EQ(b.xl(e.key, 5, kVa, 16, hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_ATOMIC), xlate_status::no_access);
+        EXPECT_EQ(b.xl(e.key, 5, kVa - 1, 16, 0), xlate_status::out_of_bounds) << "starts before the region";
+        EXPECT_EQ(b.xl(e.key, 5, kVa + 3 * 4096 - 15, 16, 0), xlate_status::out_of_bounds) << "ends one byte past";
+        EXPECT_EQ(b.xl(e.key, 5, kVa, 3 * 4096 + 1, 0), xlate_status::out_of_bounds) << "longer than the region";
+        EXPECT_EQ(b.xl(e.key, 5, ~uint64_t(0) - 4, 16, 0), xlate_status::out_of_bounds) << "wrapping range";
+        EXPECT_EQ(b.tu.faults.value(), 10u);
+        // The last byte of the region is inside.
+        EXPECT_EQ(b.xl(e.key, 5, kVa + 3 * 4096 - 16, 16, hw::ACCESS_REMOTE_WRITE), xlate_status::ok);
+        EXPECT_EQ(b.tu.faults.value(), 10u);
+        EXPECT_EQ(b.tu.lookups.value(), 11u);
+    });
+}
+
+SIM_TEST(HcaTranslation, missing_mtt_page_and_segment_limit) {
+    xlate_bench b;
+    const auto e = b.region();
+    b.put_mtt(8 + 2, 0);  // page 2 not present
+    simulate([&] {
+        EXPECT_EQ(b.xl(e.key, 5, kVa, 0xF00, 0), xlate_status::ok);
+        EXPECT_EQ(b.xl(e.key, 5, kVa + 0x1F00, 0x200, 0), xlate_status::bad_mtt);
+        // Three segments needed, two allowed.
+        b.put_mtt(8 + 2, 0x5004000 | hw::MTT_PRESENT);
+        b.tu.invalidate_mtt(8, 4);
+        EXPECT_EQ(b.xl(e.key, 5, kVa, 3 * 4096, 0, 2), xlate_status::too_many_segs);
+        EXPECT_EQ(b.xl(e.key, 5, kVa, 3 * 4096, 0, 3), xlate_status::ok);
+        EXPECT_EQ(b.nsegs, 3u);
+    });
+}
+
+SIM_TEST(HcaTranslation, physical_region_is_identity) {
+    xlate_bench b;
+    hw::mpt_entry e{};
+    e.key = hw::make_key(3, 7);
+    e.pd = 1;
+    e.access = hw::ACCESS_LOCAL_WRITE;
+    e.flags = hw::MPT_VALID | hw::MPT_PHYSICAL;
+    e.log_page_size = 12;
+    e.start_va = 0x40000000;
+    e.length = 1 << 20;
+    b.put_mpt(3, e);
+    simulate([&] {
+        ASSERT_EQ(b.xl(e.key, 1, 0x40000ff0, 0x3000, hw::ACCESS_LOCAL_WRITE), xlate_status::ok);
+        ASSERT_EQ(b.nsegs, 1u);
+        EXPECT_EQ(b.segs[0].pa, 0x40000ff0u);
+        EXPECT_EQ(b.segs[0].len, 0x3000u);
+    });
+}
+
+SIM_TEST(HcaTranslation, caches_count_misses_and_invalidate) {
+    xlate_bench b;
+    const auto e1 = b.region(1, 8);   // MTT 8..11: one 8-entry line
+    const auto e2 = b.region(4, 14);  // MTT 14..17: two lines (8..15 shared with region 1, 16..23)
+    simulate([&] {
+        ASSERT_EQ(b.xl(e1.key, 5, kVa, 3 * 4096, 0), xlate_status::ok);
+        EXPECT_EQ(b.tu.mpt_misses.value(), 1u);
+        EXPECT_EQ(b.tu.mtt_misses.value(), 1u);
+        ASSERT_EQ(b.xl(e1.key, 5, kVa, 3 * 4096, 0), xlate_status::ok);
+        EXPECT_EQ(b.tu.mpt_misses.value(), 1u) << "second lookup hits";
+        EXPECT_EQ(b.tu.mtt_misses.value(), 1u);
+        ASSERT_EQ(b.xl(e2.key, 5, kVa, 3 * 4096, 0), xlate_status::ok);
+        EXPECT_EQ(b.tu.mpt_misses.value(), 2u);
+        EXPECT_EQ(b.tu.mtt_misses.value(), 2u) << "line 8..15 cached, line 16..23 missed";
+        b.tu.invalidate_mpt(1);
+        ASSERT_EQ(b.xl(e1.key, 5, kVa, 16, 0), xlate_status::ok);
+        EXPECT_EQ(b.tu.mpt_misses.value(), 3u) << "invalidated MPT entry is fetched again";
+        // A changed MPT is seen only after invalidation.
+        hw::mpt_entry changed = e1;
+        changed.pd = 9;
+        b.put_mpt(1, changed);
+        EXPECT_EQ(b.xl(e1.key, 5, kVa, 16, 0), xlate_status::ok) << "stale cached copy";
+        b.tu.invalidate_mpt(1);
+        EXPECT_EQ(b.xl(e1.key, 5, kVa, 16, 0), xlate_status::bad_pd);
+        EXPECT_EQ(b.xl(e1.key, 9, kVa, 16, 0), xlate_status::ok);
+        // Changed MTT page after invalidate_mtt.
+        b.put_mtt(8, 0x6000000 | hw::MTT_PRESENT);
+        b.tu.invalidate_mtt(8, 1);
+        const uint64_t before = b.tu.mtt_misses.value();
+        ASSERT_EQ(b.xl(e1.key, 9, kVa, 16, 0), xlate_status::ok);
+        EXPECT_EQ(b.tu.mtt_misses.value(), before + 1);
+        EXPECT_EQ(b.segs[0].pa, 0x6000100u);
+    });
+}
+
+// ------------------------------------------------------------------ pkey_checker
+
+TEST(HcaPkey, match_rule_iba_10_9_3) {
+    EXPECT_TRUE(pkey_checker::match(0xFFFF, 0x7FFF)) << "full vs limited member";
+    EXPECT_TRUE(pkey_checker::match(0x7FFF, 0xFFFF));
+    EXPECT_TRUE(pkey_checker::match(0xFFFF, 0xFFFF));
+    EXPECT_FALSE(pkey_checker::match(0x7FFF, 0x7FFF)) << "two limited members do not communicate";
+    EXPECT_TRUE(pkey_checker::match(0x8001, 0x0001));
+    EXPECT_TRUE(pkey_checker::match(0x0001, 0x8001));
+    EXPECT_FALSE(pkey_checker::match(0x0001, 0x0001));
+    EXPECT_FALSE(pkey_checker::match(0x8001, 0x8002)) << "different partitions";
+    EXPECT_FALSE(pkey_checker::match(0x8000, 0x8000)) << "invalid P_Key (low 15 bits zero)";
+    EXPECT_FALSE(pkey_checker::match(0x0000, 0x8000));
+}
+
+namespace {
+struct counting_sink : rx_sink {
+    unsigned n = 0;
+    uint32_t last_qp = 0;
+    void receive(const rx_packet& p) override {
+        ++n;
+        last_qp = p.h.b.dest_qp;
+    }
+};
+rx_packet rx_pkt(uint32_t qpn, uint16_t pkey) {
+    rx_packet p{};
+    p.h.b.dest_qp = qpn;
+    p.h.b.pkey = pkey;
+    return p;
+}
+}  // namespace
+
+SIM_TEST(HcaPkey, receive_drops_mismatches_and_counts_violations) {
+    pkey_checker pk("pkey_checker", 16);
+    counting_sink sink;
+    pk.bind_receiver(sink);
+    EXPECT_EQ(pk.pkey(0), 0xFFFF) << "default partition, full member";
+    ASSERT_TRUE(pk.set_pkey(1, 0x7FFF));
+    ASSERT_TRUE(pk.set_pkey(2, 0x0001));
+    EXPECT_FALSE(pk.set_pkey(pk.table_len.get(), 0x1234)) << "index out of range";
+    pk.bind_qp(3, 1);
+    pk.bind_qp(4, 2);
+    pk.bind_qp(5, 0);
+
+    pk.receive(rx_pkt(3, 0x7FFF));  // limited vs limited: dropped
+    EXPECT_EQ(sink.n, 0u);
+    EXPECT_EQ(pk.violations.value(), 1u);
+    pk.receive(rx_pkt(3, 0xFFFF));  // full vs limited: accepted
+    EXPECT_EQ(sink.n, 1u);
+    EXPECT_EQ(sink.last_qp, 3u);
+    pk.receive(rx_pkt(4, 0x8001));  // accepted
+    EXPECT_EQ(sink.n, 2u);
+    pk.receive(rx_pkt(4, 0x0001));  // both limited
+    pk.receive(rx_pkt(4, 0x8002));  // other partition
+    EXPECT_EQ(sink.n, 2u);
+    EXPECT_EQ(pk.violations.value(), 3u);
+    pk.receive(rx_pkt(5, 0x7FFF));  // default full member accepts a limited member
+    EXPECT_EQ(sink.n, 3u);
+    pk.receive(rx_pkt(9, 0x1234));  // unbound QP passes unchecked (transport engine drops it)
+    EXPECT_EQ(sink.n, 4u);
+    pk.unbind_qp(3);
+    pk.receive(rx_pkt(3, 0x7FFF));
+    EXPECT_EQ(sink.n, 5u);
+    EXPECT_EQ(pk.violations.value(), 3u);
+    EXPECT_EQ(pk.checked.value(), 8u);
+}
+
+// ------------------------------------------------------------------ cq_writer
+
+namespace {
+constexpr uint64_t kCqBase = 0x400000, kEqBase = 0x300000;
+
+struct cq_bench : sc_core::sc_module {
+    host_memory mem{"memory"};
+    tlm_utils::simple_initiator_socket<cq_bench> cpu_stub{"cpu_stub"};  // no CPU here
+    cq_writer cw{"cq_writer", kClock, 4, 2};
+    explicit cq_bench(uint8_t log_size = 2) : sc_module("bench") {
+        cpu_stub.bind(mem.cpu);
+        cw.dma.socket.bind(mem.dma);
+        hw::eq_context eq{};
+        eq.base = kEqBase;
+        eq.log_size = 3;
+        eq.valid = 1;
+        cw.load_eq(0, eq);
+        hw::cq_context c{};
+        c.cqn = 1;
+        c.log_size = log_size;
+        c.valid = 1;
+        c.eqn = 0;
+        c.base = kCqBase;
+        cw.load_cq(1, c);
+    }
+    bool complete(uint64_t wr_id) {
+        hw::cqe e{};
+        e.wr_id = wr_id;
+        e.status = hw::CQE_SUCCESS;
+        e.owner = hw::CQE_IS_SEND;
+        sc_time d = sc_core::SC_ZERO_TIME;
+        return cw.complete(1, e, false, d);
+    }
+    hw::cqe slot(unsigned i) {
+        hw::cqe e;
+        mem.read(kCqBase + i * sizeof e, &e, sizeof e);
+        return e;
+    }
+    hw::eqe eq_slot(unsigned i) {
+        hw::eqe e;
+        mem.read(kEqBase + i * sizeof e, &e, sizeof e);
+        return e;
+    }
+};
+}  // namespace
+
+SIM_TEST(HcaCqWriter, owner_bit_alternates_on_each_wrap) {
+    cq_bench b(2);  // 4 entries
+    simulate([&] {
+        uint64_t n = 0;
+        // Software consumes after each batch of 2: producer runs 0..11, three wraps.
+        for (unsigned round = 0; round < 6; ++round) {
+            for (unsigned k = 0; k < 2; ++k, ++n) {
+                ASSERT_TRUE(b.complete(1000 + n)) << "CQE " << n;
+                const hw::cqe e = b.slot(unsigned(n & 3));
+                EXPECT_EQ(e.wr_id, 1000 + n);
+                EXPECT_EQ(e.owner & hw::CQE_OWNER_BIT, hw::cqe_owner_for(n, 2)) << "CQE " << n;
+                EXPECT_EQ(e.owner & hw::CQE_OWNER_BIT, (n >> 2) & 1 ? 0 : 1) << "CQE " << n;
+                EXPECT_TRUE(e.owner & hw::CQE_IS_SEND) << "other owner bits kept";
+            }
+            b.cw.doorbell(1, uint32_t(n), hw::CQ_ARM_NONE);
+        }
+        EXPECT_EQ(b.cw.cqes.value(), 12u);
+        EXPECT_EQ(b.cw.overruns.value(), 0u);
+    });
+}
+
+SIM_TEST(HcaCqWriter, full_cq_overruns_counts_lost_cqes_and_raises_cq_error) {
+    cq_bench b(2);
+    simulate([&] {
+        for (unsigned k = 0; k < 4; ++k) ASSERT_TRUE(b.complete(k));
+        EXPECT_EQ(b.cw.overruns.value(), 0u);
+        EXPECT_FALSE(b.complete(4)) << "5th CQE on a 4-entry CQ with nothing consumed";
+        EXPECT_FALSE(b.complete(5));
+        EXPECT_EQ(b.cw.overruns.value(), 2u);
+        EXPECT_EQ(b.cw.cqes.value(), 4u);
+        // The overrun did not overwrite slot 0.
+        EXPECT_EQ(b.slot(0).wr_id, 0u);
+        EXPECT_EQ(b.slot(0).owner & hw::CQE_OWNER_BIT, 1u);
+        // One CQ error event on EQ 0, owner bit set for EQE 0.
+        EXPECT_EQ(b.cw.events.value(), 1u);
+        const hw::eqe ev = b.eq_slot(0);
+        EXPECT_EQ(ev.type, hw::EQE_CQ_ERROR);
+        EXPECT_EQ(ev.resource, 1u);
+        EXPECT_EQ(ev.owner & hw::CQE_OWNER_BIT, 1u);
+    });
+}
+
+SIM_TEST(HcaCqWriter, armed_cq_raises_one_completion_event) {
+    cq_bench b(3);
+    simulate([&] {
+        ASSERT_TRUE(b.complete(1));
+        EXPECT_EQ(b.cw.events.value(), 0u) << "not armed";
+        b.cw.doorbell(1, 1, hw::CQ_ARM_NEXT);
+        ASSERT_TRUE(b.complete(2));
+        EXPECT_EQ(b.cw.events.value(), 1u);
+        const hw::eqe ev = b.eq_slot(0);
+        EXPECT_EQ(ev.type, hw::EQE_COMPLETION);
+        EXPECT_EQ(ev.resource, 1u);
+        ASSERT_TRUE(b.complete(3));
+        EXPECT_EQ(b.cw.events.value(), 1u) << "arm is one-shot";
+        hw::cqe e{};
+        sc_time d = sc_core::SC_ZERO_TIME;
+        EXPECT_FALSE(b.cw.complete(2, e, false, d)) << "CQ 2 was never created";
+    });
+}
+
+// ------------------------------------------------------------------ doorbell decode (full machine)
+
+SIM_TEST(HcaDoorbell, sq_rq_cq_and_inline_doorbells_are_decoded) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        auto c = [](const char* n) { return rc_harness::counter_value(std::string("node0.hca.doorbell_unit.") + n); };
+        const uint64_t src = h.alloc(0, 4096, 64);
+        ibv_mr* smr = h.reg(0, src, 4096);
+        const uint64_t tgt = h.alloc(1, 4096, 64);
+        ibv_mr* tmr = h.reg(1, tgt, 4096);
+        h.sleep(0, 10'000);
+        const uint64_t sq0 = c("sq_doorbells"), rq0 = c("rq_doorbells"), cq0 = c("cq_doorbells"),
+                       inl0 = c("inline_writes"), bad0 = c("bad_accesses"), drop0 = c("dropped");
+        // A single small WR goes through the inline-WQE window, no SQ doorbell.
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 8, smr->lkey}}, 1, IBV_SEND_SIGNALED, tgt, tmr->rkey), 0);
+        h.sleep(0, 5'000);
+        EXPECT_EQ(c("inline_writes") - inl0, 1u);
+        EXPECT_EQ(c("sq_doorbells") - sq0, 0u);
+        // A list of three WRs rings the SQ doorbell once.
+        ibv_sge sge{src, 8, smr->lkey};
+        ibv_send_wr wr[3];
+        for (unsigned k = 0; k < 3; ++k) {
+            wr[k].wr_id = 10 + k;
+            wr[k].sg_list = &sge;
+            wr[k].num_sge = 1;
+            wr[k].opcode = IBV_WR_RDMA_WRITE;
+            wr[k].send_flags = IBV_SEND_SIGNALED;
+            wr[k].wr.rdma.remote_addr = tgt;
+            wr[k].wr.rdma.rkey = tmr->rkey;
+            wr[k].next = k < 2 ? &wr[k + 1] : nullptr;
+        }
+        ibv_send_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_send(h.s[0].qp, wr, &bad), 0);
+        h.sleep(0, 5'000);
+        EXPECT_EQ(c("sq_doorbells") - sq0, 1u);
+        EXPECT_EQ(c("inline_writes") - inl0, 1u);
+        // Receives: one RQ doorbell per post_recv call.
+        ASSERT_EQ(h.post_recv(0, {{src, 64, smr->lkey}}, 50), 0);
+        h.sleep(0, 5'000);
+        EXPECT_EQ(c("rq_doorbells") - rq0, 1u);
+        // Polling four CQEs (one poll call) writes one CQ doorbell.
+        auto wc = h.expect_wc(h.s[0].scq, 4, "writes");
+        ASSERT_EQ(wc.size(), 4u);
+        for (unsigned k = 0; k < 4; ++k) EXPECT_EQ(wc[k].wr_id, k == 0 ? 1u : 9u + k);
+        h.sleep(0, 5'000);
+        EXPECT_GE(c("cq_doorbells") - cq0, 1u);
+        EXPECT_LE(c("cq_doorbells") - cq0, 4u);
+        EXPECT_EQ(c("bad_accesses"), bad0);
+        EXPECT_EQ(c("dropped"), drop0);
+    });
+}
