@@ -38,6 +38,10 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
       wqe_queue_depth("wqe_queue_depth", 32, "WQEs", "parsed WQEs queued per QP ahead of the requester"),
       packet_cycles("packet_cycles", 8, "cycles", "requester initiation interval per packet"),
       rx_cycles("rx_cycles", 8, "cycles", "responder initiation interval per packet"),
+      tx_latency_cycles("tx_latency_cycles", 64, "cycles",
+                        "requester pipeline latency from a WQE on chip to its packet at the port"),
+      rx_latency_cycles("rx_latency_cycles", 64, "cycles",
+                        "responder pipeline latency from a packet's arrival to its first DMA"),
       ack_req_interval("ack_req_interval", 16, "packets", "requester sets AckReq at least every N packets"),
       rq_prefetch("rq_prefetch", 4, "WQEs", "receive WQEs the responder reads ahead per QP (on chip)"),
       tx_packets("tx_packets", "request packets sent"),
@@ -65,6 +69,10 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
     rq_prefetch.range(1, 256);
     packet_time_ = clock * double(packet_cycles.get());
     rx_time_ = clock * double(rx_cycles.get());
+    tx_latency_cycles.range(0, 1000000);
+    rx_latency_cycles.range(0, 1000000);
+    tx_latency_ = clock * double(tx_latency_cycles.get());
+    rx_latency_ = clock * double(rx_latency_cycles.get());
     SC_THREAD(requester_loop);
 }
 
@@ -224,7 +232,7 @@ void transport_engine::build_bth_lrh(const qp& q, wire::headers& h, uint8_t opco
 
 void transport_engine::send_packet(qp& q) {
     send_wqe& w = q.queue[q.q_head];
-    sc_time delay = SC_ZERO_TIME;
+    sc_time delay = tx_latency_;  // pipeline latency; the initiation interval is packet_cycles
     const bool is_send = w.opcode == hw::WQE_OP_SEND || w.opcode == hw::WQE_OP_SEND_IMM;
     const bool is_write = w.opcode == hw::WQE_OP_RDMA_WRITE || w.opcode == hw::WQE_OP_RDMA_WRITE_IMM;
     if (w.malformed || q.transport != hw::QPT_RC || !(is_send || is_write || w.opcode == hw::WQE_OP_NOP)) {
@@ -598,7 +606,7 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
     const sc_time now = sc_time_stamp();
     sc_time delay = q.resp_free > now ? q.resp_free - now : SC_ZERO_TIME;
     q.resp_free = now + delay + rx_time_;
-    delay += rx_time_;
+    delay += rx_latency_;
     const uint8_t code = p.h.b.opcode & 0x1F;
     const uint32_t psn = p.h.b.psn;
     q.slid = p.h.l.slid;

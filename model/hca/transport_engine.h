@@ -35,6 +35,8 @@ public:
     param<unsigned> wqe_queue_depth;   ///< parsed WQEs queued per QP (fetch-ahead)
     param<unsigned> packet_cycles;     ///< requester initiation interval per packet
     param<unsigned> rx_cycles;         ///< responder initiation interval per packet
+    param<unsigned> tx_latency_cycles; ///< requester pipeline latency: WQE on chip to packet at the port
+    param<unsigned> rx_latency_cycles; ///< responder pipeline latency: packet in to its first DMA
     param<unsigned> ack_req_interval;  ///< request an ACK at least every N packets
     param<unsigned> rq_prefetch;       ///< receive WQEs read ahead per QP (on-chip)
 
@@ -143,7 +145,7 @@ private:
     std::vector<uint32_t> ready_;
     size_t ready_head_ = 0, ready_count_ = 0;
     sc_core::sc_event tx_work_;
-    sc_core::sc_time packet_time_, rx_time_;
+    sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_;
     packet tx_pkt_, ack_pkt_;
 };
 

@@ -249,9 +249,10 @@ pcie_link::pcie_link(const sc_module_name& name)
       read_tags("read_tags", 128, "", "max outstanding non-posted requests (tags), 1..768"),
       mmio_latency_ns("mmio_latency_ns", 200.0, "ns",
                       "one-way CPU-to-device MMIO latency on top of TLP serialisation"),
-      write_latency_ns("write_latency_ns", 0.0, "ns",
+      write_latency_ns("write_latency_ns", 200.0, "ns",
                        "delay from a posted DMA write crossing the link to its data being visible in "
-                       "host memory"),
+                       "host memory (flight to the root complex, the same path as mmio_latency_ns, "
+                       "and the memory write)"),
       upstream_tlps("upstream_tlps", "TLPs sent device to host"),
       upstream_bytes("upstream_bytes", "TLP bytes (with headers and framing) sent device to host"),
       downstream_tlps("downstream_tlps", "TLPs sent host to device"),

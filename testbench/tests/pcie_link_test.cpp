@@ -299,7 +299,9 @@ SIM_TEST(PcieLink, dma_write_lands_when_last_tlp_crossed) {
         const sc_time crossed = sc_time(1040, SC_NS) + t.pcie.tlp_time(608 + 3 * 24);
         EXPECT_EQ(sc_time_stamp() + d, crossed);
         wait(1, SC_US);
-        EXPECT_EQ(fired, crossed);
+        // Visible in memory (watch fires) write_latency_ns after the last TLP crossed.
+        EXPECT_EQ(fired, crossed + sc_time(t.pcie.write_latency_ns.get(), SC_NS));
+        EXPECT_EQ(t.pcie.write_latency_ns.get(), 200.0);
         EXPECT_EQ(t.pcie.upstream_tlps.value(), 3u);
     });
     sc_start();
