@@ -100,10 +100,15 @@ void write_json(const std::string& path, const std::vector<run_report>& reports)
                 {"wire_packets", packets},
                 {"wire_packets_per_wall_s", r.wall_s > 0 ? static_cast<double>(packets) / r.wall_s : 0.0}};
     json counters = json::object();
-    for (const counter* c : stats_registry::instance().counters()) counters[c->key()] = c->value();
-    j["counters"] = std::move(counters);
     json config = json::object();
-    for (const param_base* p : broker::instance().params()) config[p->key()] = p->str();
+    if (!r.counters.empty() || !r.config.empty()) {
+        for (const auto& [k, v] : r.counters) counters[k] = v;
+        for (const auto& [k, v] : r.config) config[k] = v;
+    } else {
+        for (const counter* c : stats_registry::instance().counters()) counters[c->key()] = c->value();
+        for (const param_base* p : broker::instance().params()) config[p->key()] = p->str();
+    }
+    j["counters"] = std::move(counters);
     j["config"] = std::move(config);
 
     std::ofstream out(path);

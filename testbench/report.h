@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hcasim {
@@ -29,6 +30,10 @@ struct run_report {
     double wall_s = 0;                 ///< host wall time of the simulation (JSON only, never the table)
     uint64_t wire_packets = 0;         ///< packets that crossed the fabric
     uint64_t seed = 0;                 ///< run seed
+    /// Every counter and every parameter at the end of the run (captured before the model is
+    /// torn down). Empty: write_json reads the live registries instead.
+    std::vector<std::pair<std::string, uint64_t>> counters;
+    std::vector<std::pair<std::string, std::string>> config;
 };
 
 /// Prints a perftest-like table. Deterministic: no wall-clock values.

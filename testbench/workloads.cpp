@@ -549,6 +549,12 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
         throw workload_error("simulation ended before every phase completed");
     for (auto& r : reports)
         r.wall_s = wall;  // the whole run's wall time (phases share one simulation)
+    if (!reports.empty()) {
+        for (const counter* c : stats_registry::instance().counters())
+            reports.front().counters.emplace_back(c->key(), c->value());
+        for (const param_base* p : broker::instance().params())
+            reports.front().config.emplace_back(p->key(), p->str());
+    }
     return reports;
 }
 

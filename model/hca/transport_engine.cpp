@@ -56,6 +56,7 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
       duplicates("duplicates", "duplicate request packets (re-ACKed)"),
       seq_errors("seq_errors", "out-of-sequence request packets"),
       dropped_bad_qp("dropped_bad_qp", "packets for a QP that does not exist or cannot receive"),
+      retransmits("retransmits", "go-back-N restarts after an RNR NAK or a sequence-error NAK"),
       send_completions("send_completions", "send-queue CQEs written"),
       recv_completions("recv_completions", "receive-queue CQEs written"),
       error_completions("error_completions", "CQEs with an error status other than flush"),
@@ -74,6 +75,17 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
     tx_latency_ = clock * double(tx_latency_cycles.get());
     rx_latency_ = clock * double(rx_latency_cycles.get());
     SC_THREAD(requester_loop);
+    SC_METHOD(retry_timer);
+    sensitive << retry_ev_;
+    dont_initialize();
+}
+
+sc_time transport_engine::rnr_time(uint8_t code) {
+    // IBA Vol 1 Table 45 (RNR NAK timer field encodings), milliseconds.
+    static const double ms[32] = {655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32,
+                                  0.48, 0.64, 0.96, 1.28, 1.92, 2.56, 3.84, 5.12, 7.68, 10.24, 15.36,
+                                  20.48, 30.72, 40.96, 61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52};
+    return sc_time(ms[code & 31], SC_MS);
 }
 
 // ---------------------------------------------------------------- context from the command unit
@@ -105,6 +117,11 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
     q.access = c.access;
     q.dlid = c.dlid;
     q.pkey_index = c.pkey_index;
+    q.retry_cnt = c.retry_cnt;
+    q.rnr_retry = c.rnr_retry;
+    q.min_rnr_timer = c.min_rnr_timer;
+    q.retries_left = c.retry_cnt;
+    q.rnr_retries_left = c.rnr_retry;
     if (mask & hw::QP_ATTR_RQ_PSN)
         q.rq_psn = c.rq_psn & PSN_MASK;
     if (mask & hw::QP_ATTR_SQ_PSN)
@@ -197,6 +214,8 @@ void transport_engine::requester_loop() {
         // SQD finishes the message in progress (C10-96: new work waits); RTS sends.
         if (!(q.state == hw::QPS_RTS || (q.state == hw::QPS_SQD && q.cur_offset)))
             continue;
+        if (q.paused_until > sc_time_stamp())
+            continue;  // retry_timer() makes it ready when the RNR wait is over
         const sc_time now = sc_time_stamp();
         sc_time bp = port_->tx_backpressure();
         const sc_time& wqe_ready = q.queue[q.q_head].ready;
@@ -245,7 +264,7 @@ void transport_engine::send_packet(qp& q) {
         return;  // window full: the next ACK makes the QP ready again
     if (w.opcode == hw::WQE_OP_NOP) {
         q.window[(q.w_head + q.w_count) % q.window.size()] =
-            inflight{w.wr_id, (q.sq_psn - 1) & PSN_MASK, 0, w.wqe_index, w.opcode, w.flags};
+            inflight{w.wr_id, (q.sq_psn - 1) & PSN_MASK, (q.sq_psn - 1) & PSN_MASK, 0, w.wqe_index, w.opcode, w.flags};
         ++q.w_count;
         retire_head(q);
         if (q.w_count == 1) {  // nothing older outstanding: complete now
@@ -261,6 +280,22 @@ void transport_engine::send_packet(qp& q) {
         return;
     }
     const uint32_t mtu = hw::mtu_bytes(q.mtu);
+    if (q.cur_offset == 0)
+        q.cur_first_psn = q.sq_psn;
+    if (q.resume && q.cur_offset == 0) {
+        // Retransmission restarting inside this message: skip the packets already acknowledged.
+        q.resume = false;
+        const uint32_t skip = (q.resume_psn - q.sq_psn) & PSN_MASK;
+        if (skip && uint64_t(skip) * mtu < w.length) {
+            q.cur_offset = uint64_t(skip) * mtu;
+            q.sq_psn = q.resume_psn;
+            uint64_t off = q.cur_offset;
+            q.cur_sge = 0;
+            while (q.cur_sge < w.num_sge && off >= w.sg[q.cur_sge].len)
+                off -= w.sg[q.cur_sge++].len;
+            q.cur_sge_off = off;
+        }
+    }
     const uint64_t remaining = w.length - q.cur_offset;
     const uint32_t n = uint32_t(std::min<uint64_t>(mtu, remaining));
     const bool first = q.cur_offset == 0;
@@ -337,7 +372,7 @@ void transport_engine::send_packet(qp& q) {
     q.cur_offset += n;
     if (last) {
         q.window[(q.w_head + q.w_count) % q.window.size()] =
-            inflight{w.wr_id, psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags};
+            inflight{w.wr_id, q.cur_first_psn, psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags};
         ++q.w_count;
         retire_head(q);
     }
@@ -375,7 +410,7 @@ void transport_engine::send_completion(qp& q, const inflight& f, uint8_t status,
 void transport_engine::requester_error(qp& q, uint8_t status, const send_wqe& w, sc_time& delay) {
     // Everything sent before this WQE is still awaiting its ACK; IBA orders completions, so
     // those are flushed behind this error (the QP is in Error: their fate is unknown).
-    const inflight f{w.wr_id, q.sq_psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags};
+    const inflight f{w.wr_id, q.sq_psn, q.sq_psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags};
     retire_head(q);
     send_completion(q, f, status, delay);
     enter_error(q, delay);
@@ -398,7 +433,7 @@ void transport_engine::flush(qp& q, sc_time& delay) {
     }
     while (q.q_count) {
         const send_wqe& w = q.queue[q.q_head];
-        const inflight f{w.wr_id, 0, uint32_t(w.length), w.wqe_index, w.opcode, w.flags};
+        const inflight f{w.wr_id, 0, 0, uint32_t(w.length), w.wqe_index, w.opcode, w.flags};
         retire_head(q);
         send_completion(q, f, hw::CQE_WR_FLUSH_ERR, delay);
     }
@@ -459,13 +494,28 @@ void transport_engine::handle_ack(qp& q, const rx_packet& p) {
         send_completion(q, done, hw::CQE_SUCCESS, delay);
     }
     if (is_ack) {
+        q.retries_left = q.retry_cnt;  // forward progress renews the retry budgets
+        q.rnr_retries_left = q.rnr_retry;
         if (q.q_count)
             make_tx_ready(q.qpn);
         return;
     }
-    // NAKs. Retransmission (sequence errors) and RNR retry arrive with the RC issue; until
-    // then the retry counts are taken as zero and the request completes in error, so no
-    // work request is lost or left waiting.
+    // A NAK for a PSN we are not waiting on (already resent, or stale) changes nothing.
+    if (!q.w_count || !psn_le(q.window[q.w_head].first_psn, psn) || !psn_le(psn, q.window[q.w_head].last_psn))
+        return;
+    if (type == wire::aeth_type::rnr_nak) {
+        // IBA 9.7.5.2.8: wait the responder's RNR timer, then resend from the NAK'd PSN;
+        // rnr_retry 7 means retry for ever.
+        if (q.rnr_retry == 7 || q.rnr_retries_left-- > 0) {
+            rewind(q, psn, rnr_time(wire::aeth_value_of(p.h.a.syndrome)));
+            return;
+        }
+    } else if (wire::aeth_value_of(p.h.a.syndrome) == wire::nak::PSN_SEQUENCE_ERROR) {
+        if (q.retries_left-- > 0) {  // go back N at once
+            rewind(q, psn, SC_ZERO_TIME);
+            return;
+        }
+    }
     uint8_t status = hw::CQE_REM_OP_ERR;
     if (type == wire::aeth_type::rnr_nak) {
         status = hw::CQE_RNR_RETRY_EXC_ERR;
@@ -477,13 +527,53 @@ void transport_engine::handle_ack(qp& q, const rx_packet& p) {
         default: status = hw::CQE_REM_OP_ERR; break;
         }
     }
-    if (q.w_count) {
-        const inflight f = q.window[q.w_head];
-        q.w_head = (q.w_head + 1) % q.window.size();
-        --q.w_count;
-        send_completion(q, f, status, delay);
-    }
+    const inflight f = q.window[q.w_head];
+    q.w_head = (q.w_head + 1) % q.window.size();
+    --q.w_count;
+    send_completion(q, f, status, delay);
     enter_error(q, delay);
+}
+
+void transport_engine::rewind(qp& q, uint32_t psn, const sc_time& wait) {
+    ++retransmits;
+    // Everything from the oldest unacknowledged WQE on is sent again: the parsed queue is
+    // dropped and the fetcher re-reads the send ring from that WQE.
+    const inflight& f = q.window[q.w_head];
+    const uint16_t from = f.wqe_index;
+    q.sq_psn = f.first_psn;
+    q.resume = psn != f.first_psn;
+    q.resume_psn = psn;
+    q.w_count = 0;
+    q.q_count = 0;
+    q.cur_offset = 0;
+    q.cur_sge = 0;
+    q.cur_sge_off = 0;
+    q.since_ack_req = 0;
+    fetcher_->rewind(q.qpn, from);
+    if (wait != SC_ZERO_TIME) {
+        q.paused_until = sc_time_stamp() + wait;
+        paused_.push_back(q.qpn);
+        retry_ev_.notify(wait);
+    }
+}
+
+void transport_engine::retry_timer() {
+    const sc_time now = sc_time_stamp();
+    sc_time next = SC_ZERO_TIME;
+    size_t keep = 0;
+    for (uint32_t qpn : paused_) {
+        qp& q = qps_[qpn];
+        if (q.valid && q.paused_until > now) {
+            paused_[keep++] = qpn;
+            if (next == SC_ZERO_TIME || q.paused_until - now < next)
+                next = q.paused_until - now;
+        } else if (q.valid && q.q_count) {
+            make_tx_ready(qpn);
+        }
+    }
+    paused_.resize(keep);
+    if (keep)
+        retry_ev_.notify(next);
 }
 
 void transport_engine::send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_time& ready) {
@@ -501,6 +591,14 @@ void transport_engine::send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_
 void transport_engine::nak(qp& q, uint8_t code, uint32_t psn, const sc_time& ready) {
     ++naks_sent;
     send_ack(q, wire::aeth_nak(code), psn, ready);
+}
+
+void transport_engine::rnr_nak(qp& q, uint32_t psn, const sc_time& ready) {
+    ++rnr_naks_sent;
+    // The requester resends from this PSN after the timer; the packets it sent meanwhile are
+    // out of sequence and dropped without a further NAK.
+    q.nak_pending = true;
+    send_ack(q, wire::aeth_rnr_nak(q.min_rnr_timer), psn, ready);
 }
 
 bool transport_engine::take_recv_wqe(qp& q, sc_time& delay) {
@@ -653,8 +751,7 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
     if (send_first || send_cont) {
         // C10-81: each Send message consumes one receive WQE, taken at its first packet.
         if (send_first && !take_recv_wqe(q, delay)) {
-            ++rnr_naks_sent;
-            send_ack(q, wire::aeth_rnr_nak(0), psn, delay);
+            rnr_nak(q, psn, delay);
             return;
         }
         uint8_t status = hw::CQE_SUCCESS;
@@ -692,8 +789,7 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
         }
         // C10-86: a WRITE with immediate consumes a receive WQE; without a WQE it is RNR.
         if (imm && !take_recv_wqe(q, delay)) {
-            ++rnr_naks_sent;
-            send_ack(q, wire::aeth_rnr_nak(0), psn, delay);
+            rnr_nak(q, psn, delay);
             return;
         }
         phys_seg segs[MAX_SEGS];

@@ -41,7 +41,7 @@ public:
     param<unsigned> rq_prefetch;       ///< receive WQEs read ahead per QP (on-chip)
 
     counter tx_packets, tx_payload_bytes, rx_packets, rx_payload_bytes, acks_sent, naks_sent,
-        acks_received, naks_received, rnr_naks_sent, duplicates, seq_errors, dropped_bad_qp,
+        acks_received, naks_received, rnr_naks_sent, duplicates, seq_errors, dropped_bad_qp, retransmits,
         send_completions, recv_completions, error_completions, flushed;
 
     SC_HAS_PROCESS(transport_engine);
@@ -71,6 +71,7 @@ public:
 private:
     struct inflight {
         uint64_t wr_id;
+        uint32_t first_psn;
         uint32_t last_psn;
         uint32_t length;
         uint16_t wqe_index;
@@ -87,9 +88,15 @@ private:
         std::vector<send_wqe> queue;        // parsed WQEs from the fetcher
         size_t q_head = 0, q_count = 0;
         uint64_t cur_offset = 0;            // bytes of the head WQE already sent
+        uint32_t cur_first_psn = 0;         // PSN of the head WQE's first packet
         unsigned cur_sge = 0;
         uint64_t cur_sge_off = 0;
         uint32_t since_ack_req = 0;
+        uint8_t retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 0;
+        uint8_t retries_left = 7, rnr_retries_left = 7;  // reset by forward progress
+        bool resume = false;                // skip to resume_psn when the head WQE starts again
+        uint32_t resume_psn = 0;
+        sc_core::sc_time paused_until;      // RNR wait: no packet before this
         std::vector<inflight> window;       // sent, awaiting ACK
         size_t w_head = 0, w_count = 0;
         // responder
@@ -119,6 +126,9 @@ private:
     void flush(qp& q, sc_core::sc_time& delay);
 
     void handle_ack(qp& q, const rx_packet& p);
+    /// Go back N: resend from `psn` (inside the oldest unacknowledged WQE), after `wait`.
+    void rewind(qp& q, uint32_t psn, const sc_core::sc_time& wait);
+    void retry_timer();
     void handle_request(qp& q, const rx_packet& p);
     /// Places payload bytes at the current receive WQE position (scatter).
     bool scatter(qp& q, const uint8_t* data, uint32_t len, sc_core::sc_time& delay, uint8_t& status);
@@ -131,8 +141,11 @@ private:
                          uint8_t flags, bool solicited, sc_core::sc_time& delay);
     void send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_core::sc_time& ready);
     void nak(qp& q, uint8_t code, uint32_t psn, const sc_core::sc_time& ready);
+    void rnr_nak(qp& q, uint32_t psn, const sc_core::sc_time& ready);
     void build_bth_lrh(const qp& q, wire::headers& h, uint8_t opcode, uint32_t psn) const;
     void enter_error(qp& q, sc_core::sc_time& delay);
+    /// IBA RNR NAK timer code to time (code 0 is the longest, 655.36 ms).
+    static sc_core::sc_time rnr_time(uint8_t code);
 
     wqe_fetcher* fetcher_ = nullptr;
     translation_unit* xlate_ = nullptr;
@@ -144,7 +157,8 @@ private:
     std::vector<qp> qps_;
     std::vector<uint32_t> ready_;
     size_t ready_head_ = 0, ready_count_ = 0;
-    sc_core::sc_event tx_work_;
+    sc_core::sc_event tx_work_, retry_ev_;
+    std::vector<uint32_t> paused_;  // QPs waiting out an RNR timer
     sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_;
     packet tx_pkt_, ack_pkt_;
 };

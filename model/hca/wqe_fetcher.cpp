@@ -127,6 +127,17 @@ void wqe_fetcher::credit(uint32_t qpn) {
         make_ready(qpn);
 }
 
+void wqe_fetcher::rewind(uint32_t qpn, uint16_t index) {
+    if (qpn >= qps_.size() || !qps_[qpn].valid)
+        return;
+    qp_fetch& q = qps_[qpn];
+    if (uint16_t(q.fetched - index) > (1u << q.sq_log_size))
+        return;  // not a WQE this QP has fetched
+    q.fetched = index;
+    if (may_fetch(q) && q.producer != q.fetched)
+        make_ready(qpn);
+}
+
 void wqe_fetcher::fetch_loop() {
     for (;;) {
         while (ready_count_ == 0)

@@ -43,6 +43,9 @@ public:
 
     /// From the transport engine: room again in its queue for this QP.
     void credit(uint32_t qpn);
+    /// From the transport engine: fetch again from WQE `index` (retransmission re-reads the
+    /// send ring, as WQEs are not kept on chip once sent).
+    void rewind(uint32_t qpn, uint16_t index);
     /// For the responder: reads and parses receive WQE `index` of the QP's receive ring.
     bool fetch_recv(uint32_t qpn, uint32_t index, recv_wqe& out, sc_core::sc_time& delay);
 
