@@ -17,6 +17,7 @@ HCASIM_PACKAGES=(
     libgtest-dev
     googletest
     nlohmann-json3-dev
+    zlib1g-dev
     cmake
     g++
     pkg-config
