@@ -87,6 +87,12 @@ int sc_main(int argc, char* argv[]) {
     } catch (const workload_error& e) {
         std::cerr << "hcasim: run failed: " << e.what() << "\n";
         return 1;
+    } catch (const sc_core::sc_report& e) {
+        std::cerr << "hcasim: simulation error: " << e.what() << "\n";
+        return 1;
+    } catch (const std::exception& e) {
+        std::cerr << "hcasim: error: " << e.what() << "\n";
+        return 1;
     }
     return 0;
 }

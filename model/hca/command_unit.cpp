@@ -93,6 +93,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         tables_ = t;
         initialised_ = true;
         xlate_->set_tables(t.mpt_base, 1u << t.log_num_mpts, t.mtt_base, 1ull << t.log_num_mtts);
+        fetcher_->set_qpc_table(t.qpc_base);
         return hw::CMD_OK;
     }
     case hw::CMD_SET_PKEY: {

@@ -21,6 +21,7 @@ wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& clock, unsig
       bytes_fetched("bytes_fetched", "bytes of send WQEs read"),
       recv_fetches("recv_fetches", "receive WQEs read for the responder"),
       malformed("malformed", "WQEs that failed parsing"),
+      qpc_reads("qpc_reads", "QP contexts read from host memory (after a create or modify)"),
       qps_(max_qps),
       ready_(max_qps) {
     batch_wqes.range(1, 64);
@@ -37,12 +38,7 @@ void wqe_fetcher::load_qp(const hw::qp_context& c) {
     const bool was_valid = q.valid;
     q.valid = true;
     q.transport = c.transport;
-    q.sq_base = c.sq_base;
-    q.rq_base = c.rq_base;
-    q.sq_log_size = c.sq_log_size;
-    q.sq_log_stride = c.sq_log_stride;
-    q.rq_log_size = c.rq_log_size;
-    q.rq_log_stride = c.rq_log_stride;
+    q.ctx_valid = false;
     if (!was_valid)
         q.producer = q.fetched = 0;
     set_state(c.qpn, c.state);
@@ -83,7 +79,7 @@ void wqe_fetcher::sq_doorbell(uint32_t qpn, uint16_t producer) {
         return;
     qp_fetch& q = qps_[qpn];
     // A producer counter may not run ahead of the ring: ignore a doorbell claiming more.
-    if (uint16_t(producer - q.fetched) > (1u << q.sq_log_size))
+    if (q.ctx_valid && uint16_t(producer - q.fetched) > (1u << q.sq_log_size))
         return;
     q.producer = producer;
     if (may_fetch(q) && q.producer != q.fetched)
@@ -127,6 +123,20 @@ void wqe_fetcher::credit(uint32_t qpn) {
         make_ready(qpn);
 }
 
+void wqe_fetcher::load_ctx(uint32_t qpn, qp_fetch& q, sc_time& delay) {
+    hw::qp_context c;
+    ++qpc_reads;
+    if (!dma.read(qpc_base_ + uint64_t(qpn) * sizeof c, &c, sizeof c, delay))
+        return;
+    q.sq_base = c.sq_base;
+    q.rq_base = c.rq_base;
+    q.sq_log_size = c.sq_log_size;
+    q.sq_log_stride = c.sq_log_stride;
+    q.rq_log_size = c.rq_log_size;
+    q.rq_log_stride = c.rq_log_stride;
+    q.ctx_valid = true;
+}
+
 void wqe_fetcher::rewind(uint32_t qpn, uint16_t index) {
     if (qpn >= qps_.size() || !qps_[qpn].valid)
         return;
@@ -152,6 +162,13 @@ void wqe_fetcher::fetch_loop() {
         const unsigned room = engine_->room(qpn);
         if (room == 0)
             continue;  // the engine's credit() makes it ready again
+        if (!q.ctx_valid) {
+            sc_time d = SC_ZERO_TIME;
+            load_ctx(qpn, q, d);
+            wait(d);
+            if (!may_fetch(q) || !q.ctx_valid)
+                continue;
+        }
         const uint32_t size = 1u << q.sq_log_size;
         const uint32_t stride = 1u << q.sq_log_stride;
         const uint32_t slot = q.fetched & (size - 1);
@@ -186,7 +203,9 @@ bool wqe_fetcher::fetch_recv(uint32_t qpn, uint32_t index, recv_wqe& out, sc_tim
     out = recv_wqe{};
     if (qpn >= qps_.size() || !qps_[qpn].valid)
         return false;
-    const qp_fetch& q = qps_[qpn];
+    qp_fetch& q = qps_[qpn];
+    if (!q.ctx_valid)
+        load_ctx(qpn, q, delay);
     const uint32_t stride = 1u << q.rq_log_stride;
     const uint32_t slot = index & ((1u << q.rq_log_size) - 1);
     uint8_t raw[sizeof(hw::wqe_recv_header) + MAX_SGE * sizeof(hw::wqe_data_seg)];

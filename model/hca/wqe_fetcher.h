@@ -25,7 +25,7 @@ public:
     param<unsigned> batch_wqes;     ///< WQEs read per DMA at most
     param<unsigned> parse_cycles;   ///< cycles to parse one WQE
 
-    counter doorbells, inline_wqes, fetches, wqes_fetched, bytes_fetched, recv_fetches, malformed;
+    counter doorbells, inline_wqes, fetches, wqes_fetched, bytes_fetched, recv_fetches, malformed, qpc_reads;
 
     SC_HAS_PROCESS(wqe_fetcher);
     wqe_fetcher(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_qps);
@@ -38,6 +38,10 @@ public:
     void inline_wqe(const uint8_t* wqe, uint32_t len);
 
     // From the command unit.
+    /// Where the QP context table is (INIT_HCA): ring locations are read from it by DMA.
+    void set_qpc_table(uint64_t base) { qpc_base_ = base; }
+    /// A QP was created or modified: its state changes now; its ring locations are read from
+    /// the QPC in host memory when next needed.
     void load_qp(const hw::qp_context& c);
     void set_state(uint32_t qpn, uint8_t state);
 
@@ -58,6 +62,7 @@ private:
 
     struct qp_fetch {
         bool valid = false, ready = false;
+        bool ctx_valid = false;  // ring locations below are loaded from the QPC
         uint8_t state = hw::QPS_RESET, transport = hw::QPT_RC;
         uint64_t sq_base = 0, rq_base = 0;
         uint8_t sq_log_size = 0, sq_log_stride = 6, rq_log_size = 0, rq_log_stride = 4;
@@ -65,8 +70,11 @@ private:
         uint16_t fetched = 0;   // next WQE to read
     };
     bool may_fetch(const qp_fetch& q) const;
+    /// Reads the QP's context from the QPC table (ring bases, sizes, strides).
+    void load_ctx(uint32_t qpn, qp_fetch& q, sc_core::sc_time& delay);
 
     transport_engine* engine_ = nullptr;
+    uint64_t qpc_base_ = 0;
     std::vector<qp_fetch> qps_;
     std::vector<uint32_t> ready_;  // FIFO ring of QPNs
     size_t ready_head_ = 0, ready_count_ = 0;
