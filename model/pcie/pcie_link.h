@@ -47,7 +47,7 @@ public:
 
     counter upstream_tlps, upstream_bytes, downstream_tlps, downstream_bytes;
     counter dma_reads, dma_writes, dma_atomics, dma_read_bytes, dma_write_bytes;
-    counter mmio_reads, mmio_writes, tag_stall_ns;
+    counter mmio_reads, mmio_writes, tag_stall_ns, dma_write_errors;
 
     // TLP sizes on the wire (framing 8 B incl. DLL sequence number and LCRC, no ECRC).
     static constexpr unsigned write_overhead_bytes = 24;      ///< 8 B framing + 4-DW header
@@ -56,7 +56,12 @@ public:
     static constexpr unsigned atomic_request_bytes = 24 + 16; ///< header + compare and swap/add
     static constexpr unsigned atomic_completion_bytes = 20 + 8;
 
+    SC_HAS_PROCESS(pcie_link);
     explicit pcie_link(const sc_core::sc_module_name& name);
+
+    /// Posted DMA writes not yet visible in host memory (they land write_latency_ns after
+    /// crossing the link).
+    size_t pending_writes() const { return heap_.size(); }
 
     /// TLP-layer bandwidth of one direction of this link, Gb/s.
     double tlp_bandwidth_gbps() const { return tlp_gbps_; }
@@ -118,6 +123,28 @@ private:
     sc_core::sc_time tag_ready(const sc_core::sc_time& ready);
     void tag_release(const sc_core::sc_time& at);
     void check_power_of_two(const param<unsigned>& p) const;
+
+    // Posted writes are buffered and land in host memory at their effective time, so software
+    // never sees DMA data early. A device read (or atomic) overlapping a pending write
+    // lands it first (PCIe: reads do not pass posted writes).
+    struct pending_write {
+        sc_core::sc_time at;
+        uint64_t seq = 0, addr = 0;
+        std::vector<uint8_t> data;  // capacity reused: no allocation once warmed up
+        uint32_t len = 0;
+    };
+    void post_write(uint64_t addr, const uint8_t* data, uint32_t len, const sc_core::sc_time& at);
+    void land_due();                       // SC_METHOD: writes whose time has come
+    void land_overlapping(uint64_t addr, uint64_t len);
+    void land(size_t slot);
+    bool heap_less(size_t a, size_t b) const;
+    std::vector<pending_write> slots_;
+    std::vector<size_t> free_slots_, heap_;  // min-heap of slot indices by (at, seq)
+    uint64_t write_seq_ = 0;
+    sc_core::sc_time last_landing_;
+    sc_core::sc_event land_ev_;
+    tlm::tlm_generic_payload land_gp_;
+    std::vector<size_t> scratch_;
 
     double tlp_gbps_ = 0, ps_per_byte_ = 0;
     sc_core::sc_time read_latency_, mmio_latency_, write_latency_;

@@ -108,3 +108,6 @@ TEST(HostOs, PinCountsAndErrors) {
     EXPECT_EQ(as.pin_count(va), 0u);
     EXPECT_EQ(as.unpin(va, 1), EINVAL);
 }
+
+// libsystemc (linked through tlm_if) needs the symbol; gtest_main provides main().
+int sc_main(int, char*[]) { return 0; }

@@ -85,3 +85,6 @@ TEST(QpStateTable, C10_19_any_state_to_reset_and_error_and_no_sqer_for_rc) {
     EXPECT_EQ(check_transition(QPT_UD, QPS_SQE, QPS_RTS, QP_ATTR_STATE | QP_ATTR_QKEY), 0);
     EXPECT_STREQ(qp_state_name(QPS_SQD), "SQD");
 }
+
+// libsystemc (linked through tlm_if) needs the symbol; gtest_main provides main().
+int sc_main(int, char*[]) { return 0; }

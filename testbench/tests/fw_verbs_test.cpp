@@ -799,3 +799,6 @@ TEST(Ud, UdSendBuildsAddressSegment) {
     w.wr.ud.ah = foreign;
     EXPECT_EQ(ibv_post_send(q, &w, &bad), EINVAL);  // C10-10: AH of another PD
 }
+
+// libsystemc (linked through tlm_if) needs the symbol; gtest_main provides main().
+int sc_main(int, char*[]) { return 0; }

@@ -245,6 +245,10 @@ SIM_TEST(PcieLink, data_integrity_and_multi_request_timing) {
     bench b("node0", [](bench& t) {
         // 64 x 4 KiB of generator writes land in memory with the generator's pattern.
         t.run(t.gen, true, 0x200000, 4096, 64, 16);
+        // Posted writes become visible write_latency_ns after their last TLP crossed.
+        EXPECT_GT(t.pcie.pending_writes(), 0u);
+        wait(sc_time(t.pcie.write_latency_ns.get(), SC_NS));
+        EXPECT_EQ(t.pcie.pending_writes(), 0u);
         std::vector<uint8_t> m(64 * 4096);
         t.mem.read(0x200000, m.data(), m.size());
         size_t bad = 0;
@@ -271,10 +275,16 @@ SIM_TEST(PcieLink, data_integrity_and_multi_request_timing) {
         t.mem.read(0x7ffff0 + 4095, &v, 1);
         EXPECT_EQ(v, in[4095]);
 
-        // Host memory errors come back through the link.
+        // Read errors come back through the link; a posted write has no completion, so its
+        // failure at host memory is counted (and reported) when it lands.
         d = SC_ZERO_TIME;
-        EXPECT_EQ(t.dma(tlm::TLM_WRITE_COMMAND, (uint64_t(64) << 30) - 8, in.data(), 16, d),
+        EXPECT_EQ(t.dma(tlm::TLM_READ_COMMAND, (uint64_t(64) << 30) - 8, out.data(), 16, d),
                   tlm::TLM_ADDRESS_ERROR_RESPONSE);
+        d = SC_ZERO_TIME;
+        EXPECT_EQ(t.dma(tlm::TLM_WRITE_COMMAND, (uint64_t(64) << 30) - 8, in.data(), 16, d), tlm::TLM_OK_RESPONSE);
+        EXPECT_EQ(t.pcie.dma_write_errors.value(), 0u);
+        wait(1, SC_US);
+        EXPECT_EQ(t.pcie.dma_write_errors.value(), 1u);
     });
     sc_start();
 }

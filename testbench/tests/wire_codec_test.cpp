@@ -1078,3 +1078,6 @@ TEST(WireCodec, vcrc_fast_path_matches_boost_reference_for_all_lengths) {
           << "off " << off << " len " << len;
   EXPECT_EQ(hcasim::wire::vcrc(buf.data(), 4290), hcasim::wire::vcrc_reference(buf.data(), 4290));
 }
+
+// libsystemc (linked through tlm_if) needs the symbol; gtest_main provides main().
+int sc_main(int, char*[]) { return 0; }
