@@ -25,4 +25,4 @@ TEST(DocsCompliance, compliance_md_is_current_and_tested_ids_have_tests) {
 }  // namespace
 
 // libsystemc (linked through tlm_if) needs the symbol; gtest_main provides main().
-int sc_main(int, char*[]) { return 0; }
+extern "C" int sc_main(int, char*[]) { return 0; }  // SystemC declares it extern "C"

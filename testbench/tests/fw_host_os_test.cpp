@@ -110,4 +110,4 @@ TEST(HostOs, PinCountsAndErrors) {
 }
 
 // libsystemc (linked through tlm_if) needs the symbol; gtest_main provides main().
-int sc_main(int, char*[]) { return 0; }
+extern "C" int sc_main(int, char*[]) { return 0; }  // SystemC declares it extern "C"

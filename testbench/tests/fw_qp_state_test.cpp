@@ -87,4 +87,4 @@ TEST(QpStateTable, C10_19_any_state_to_reset_and_error_and_no_sqer_for_rc) {
 }
 
 // libsystemc (linked through tlm_if) needs the symbol; gtest_main provides main().
-int sc_main(int, char*[]) { return 0; }
+extern "C" int sc_main(int, char*[]) { return 0; }  // SystemC declares it extern "C"

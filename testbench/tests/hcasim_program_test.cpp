@@ -165,4 +165,4 @@ TEST(HcasimProgram, dma_workloads_run_the_pcie_link_alone) {
 }
 
 // libsystemc (linked through testbench_lib) needs the symbol; gtest_main provides main().
-int sc_main(int, char*[]) { return 0; }
+extern "C" int sc_main(int, char*[]) { return 0; }  // SystemC declares it extern "C"

@@ -1080,4 +1080,4 @@ TEST(WireCodec, vcrc_fast_path_matches_boost_reference_for_all_lengths) {
 }
 
 // libsystemc (linked through tlm_if) needs the symbol; gtest_main provides main().
-int sc_main(int, char*[]) { return 0; }
+extern "C" int sc_main(int, char*[]) { return 0; }  // SystemC declares it extern "C"
