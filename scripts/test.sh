@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
 # Installs missing packages (as root), builds the release preset and runs every test with
-# ctest. Exits non-zero if the build or any test fails. Extra arguments go to ctest
-# (e.g. scripts/test.sh -R wire_).
+# ctest; then builds the ASan+UBSan preset and runs every test again under the sanitizers
+# (skip that pass with HCASIM_SKIP_SANITIZERS=1). Exits non-zero if a build or any test
+# fails. Extra arguments go to both ctest runs (e.g. scripts/test.sh -R WireCodec).
 set -euo pipefail
 # shellcheck source=scripts/setup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 hcasim_setup
 cd "$HCASIM_ROOT"
 ctest --test-dir build/release --output-on-failure -j2 "$@"
+if [ "${HCASIM_SKIP_SANITIZERS:-0}" != 1 ]; then
+    hcasim_log "sanitizer pass: building the asan preset (AddressSanitizer + UBSan)"
+    cmake --preset asan
+    cmake --build --preset asan -j"$(nproc)"
+    # Any memory error or undefined behaviour fails the test that triggered it. Leaks are not
+    # checked: SystemC keeps its kernel objects until exit, and tests, like libibverbs
+    # applications, may exit without destroying verbs objects.
+    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        ctest --test-dir build/asan --output-on-failure -j2 "$@"
+fi

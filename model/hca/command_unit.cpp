@@ -184,7 +184,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
             return hw::CMD_BAD_RESOURCE;
         hw::qp_context c;
         dma.read(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay);
-        c.state = qp_state_[in_mod];
+        c.state = engine_->state(in_mod);  // the engine may have moved it to Error itself
         engine_->current_psns(in_mod, c.sq_psn, c.rq_psn);
         std::memcpy(m.out, &c, sizeof c);
         return hw::CMD_OK;
@@ -208,7 +208,8 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
 uint8_t command_unit::modify_qp(uint32_t qpn, uint32_t new_state, const hw::modify_qp_in& in, sc_time& delay) {
     if (qpn >= qp_state_.size() || qp_state_[qpn] == NO_QP)
         return hw::CMD_BAD_RESOURCE;
-    if (new_state > hw::QPS_ERR || ((in.attr_mask & hw::QP_ATTR_CUR_STATE) && in.cur_state != qp_state_[qpn]))
+    if (new_state > hw::QPS_ERR ||
+        ((in.attr_mask & hw::QP_ATTR_CUR_STATE) && in.cur_state != engine_->state(qpn)))
         return hw::CMD_BAD_STATE;
     // The legality of the transition and its attributes is the firmware's job (it owns the
     // verbs semantics); the hardware checks that the context is usable.

@@ -211,8 +211,7 @@ void transport_engine::requester_loop() {
             flush(q, delay);
             continue;
         }
-        // SQD finishes the message in progress (C10-96: new work waits); RTS sends.
-        if (!(q.state == hw::QPS_RTS || (q.state == hw::QPS_SQD && q.cur_offset)))
+        if (!may_send(q))
             continue;
         if (q.paused_until > sc_time_stamp())
             continue;  // retry_timer() makes it ready when the RNR wait is over
@@ -223,18 +222,27 @@ void transport_engine::requester_loop() {
             bp = wqe_ready - now;  // its fetch is still in flight
         if (bp != SC_ZERO_TIME) {
             wait(bp);
-            if (!q.valid || q.q_count == 0 || q.state != hw::QPS_RTS) {
+            if (!q.valid || q.q_count == 0 || !may_send(q)) {
                 if (q.valid && q.q_count)
                     make_tx_ready(qpn);
                 continue;
             }
         }
         send_packet(q);
-        if (q.valid && q.q_count && q.state == hw::QPS_RTS)
+        if (q.valid && q.q_count && may_send(q))
             make_tx_ready(qpn);
         if (packet_time_ != SC_ZERO_TIME)
             wait(packet_time_);
     }
+}
+
+bool transport_engine::may_send(const qp& q) {
+    // RTS sends; SQD finishes the message in progress (C10-35) and starts no new one (C10-96).
+    return q.state == hw::QPS_RTS || (q.state == hw::QPS_SQD && q.cur_offset);
+}
+
+uint8_t transport_engine::state(uint32_t qpn) const {
+    return qpn < qps_.size() && qps_[qpn].valid ? qps_[qpn].state : uint8_t(hw::QPS_RESET);
 }
 
 void transport_engine::build_bth_lrh(const qp& q, wire::headers& h, uint8_t opcode, uint32_t psn) const {

@@ -62,6 +62,9 @@ public:
     // From the command unit. `delay` accumulates the work done (flush completions).
     void load_qp(const hw::qp_context& c, uint32_t attr_mask, sc_core::sc_time& delay);
     void destroy_qp(uint32_t qpn);
+    /// The QP's state as the hardware has it now: it moves a QP to Error on its own after a
+    /// completion error (for QUERY_QP and MODIFY_QP's current-state check).
+    uint8_t state(uint32_t qpn) const;
     /// PSNs as the hardware has them now (for QUERY_QP).
     void current_psns(uint32_t qpn, uint32_t& sq_psn, uint32_t& rq_psn) const;
 
@@ -116,6 +119,7 @@ private:
     };
 
     void requester_loop();
+    static bool may_send(const qp& q);
     void make_tx_ready(uint32_t qpn);
     /// Sends the next packet of the QP's head WQE; returns false if the QP left the ready set.
     void send_packet(qp& q);

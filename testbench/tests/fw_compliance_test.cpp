@@ -1,0 +1,576 @@
+// IBA Vol. 1 chapter 10 compliance tests of the firmware (verbs + driver) against the fake HCA
+// bus: immediate errors and firmware-only semantics. Each test names the statement IDs it
+// asserts (docs/compliance-status.tsv, scripts/compliance.py).
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <memory>
+
+#include "firmware/hca_driver.h"
+#include "firmware/verbs.h"
+#include "fw_fake_bus.h"
+#include "tlm_if/wqe.h"
+
+using namespace hcasim;
+using namespace hcasim::verbs;
+using hcasim::fw::hca_driver;
+
+namespace {
+
+constexpr uint64_t BASE = 0x80000000ull;
+constexpr size_t BYTES = 16u << 20;
+
+/// Firmware over fake_hca_bus; `tweak` edits the fake device (caps, port) before the driver
+/// initialises from it.
+struct env {
+    explicit env(const std::function<void(test::fake_hca_bus&)>& tweak = {})
+        : bus(BASE, BYTES), os(bus, BASE, BYTES), drv(bus, os, no_window()), as(os) {
+        if (tweak) tweak(bus);
+        ctx = ibv_open_device(drv, as);
+        pd = ibv_alloc_pd(ctx);
+        cq = ibv_create_cq(ctx, 15);
+    }
+    static fw::driver_options no_window() {
+        fw::driver_options o;
+        o.use_inline_window = false;
+        return o;
+    }
+    ibv_qp* qp(ibv_qp_type t = IBV_QPT_RC, ibv_pd* on = nullptr, uint32_t wr = 8, uint32_t sge = 4) {
+        ibv_qp_init_attr ia{};
+        ia.send_cq = cq;
+        ia.recv_cq = cq;
+        ia.qp_type = t;
+        ia.cap = {wr, wr, sge, sge, 0};
+        return ibv_create_qp(on ? on : pd, &ia);
+    }
+    int to(ibv_qp* q, ibv_qp_state s) {
+        ibv_qp_attr a{};
+        a.qp_state = s;
+        int mask = IBV_QP_STATE;
+        if (s == IBV_QPS_INIT && q->state == IBV_QPS_RESET) {
+            a.port_num = 1;
+            a.pkey_index = 0;
+            a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+            a.qkey = 0x11111111;
+            mask |= IBV_QP_PORT | IBV_QP_PKEY_INDEX | (q->qp_type == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
+        } else if (s == IBV_QPS_RTR && q->qp_type != IBV_QPT_UD) {
+            a.ah_attr.dlid = 2;
+            a.ah_attr.port_num = 1;
+            a.path_mtu = IBV_MTU_1024;
+            a.dest_qp_num = 0x77;
+            a.rq_psn = 100;
+            mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+            if (q->qp_type == IBV_QPT_RC) {
+                a.max_dest_rd_atomic = 4;
+                a.min_rnr_timer = 12;
+                mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+            }
+        } else if (s == IBV_QPS_RTS && q->state == IBV_QPS_RTR) {
+            a.sq_psn = 200;
+            mask |= IBV_QP_SQ_PSN;
+            if (q->qp_type == IBV_QPT_RC) {
+                a.timeout = 14;
+                a.retry_cnt = 7;
+                a.rnr_retry = 7;
+                a.max_rd_atomic = 4;
+                mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+            }
+        }
+        return ibv_modify_qp(q, &a, mask);
+    }
+    void bring(ibv_qp* q, ibv_qp_state s) {
+        const ibv_qp_state path[] = {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_SQD};
+        for (ibv_qp_state p : path) {
+            if (p <= q->state) continue;  // already there or past it
+            ASSERT_EQ(to(q, p), 0) << int(p);
+            if (p == s) return;
+        }
+    }
+    hw::mpt_entry last_mpt() {
+        auto v = bus.commands_of(hw::CMD_CREATE_MPT);
+        hw::mpt_entry m{};
+        if (!v.empty()) std::memcpy(&m, v.back().in.data(), sizeof m);
+        return m;
+    }
+
+    test::fake_hca_bus bus;
+    fw::host_os os;
+    hca_driver drv;
+    fw::address_space as;
+    ibv_context* ctx;
+    ibv_pd* pd;
+    ibv_cq* cq;
+};
+
+hw::modify_qp_in last_modify(env& e) {
+    auto v = e.bus.commands_of(hw::CMD_MODIFY_QP);
+    hw::modify_qp_in mi{};
+    if (!v.empty()) std::memcpy(&mi, v.back().in.data(), sizeof mi);
+    return mi;
+}
+
+ibv_send_wr send_wr(ibv_sge* sg, int n, ibv_wr_opcode op = IBV_WR_SEND) {
+    ibv_send_wr w{};
+    w.sg_list = sg;
+    w.num_sge = n;
+    w.opcode = op;
+    return w;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ 10.2 addressing, PDs
+
+TEST(FwCompliance, C10_4_connected_destination_is_set_only_through_modify_qp) {
+    for (ibv_qp_type t : {IBV_QPT_RC, IBV_QPT_UC}) {
+        env e;
+        ibv_qp* q = e.qp(t);
+        ASSERT_NE(q, nullptr);
+        // On creation the context holds no destination.
+        hw::qp_context c;
+        std::memcpy(&c, e.bus.commands_of(hw::CMD_CREATE_QP).at(0).in.data(), sizeof c);
+        EXPECT_EQ(c.dlid, 0);
+        EXPECT_EQ(c.dest_qpn, 0u);
+        e.bring(q, IBV_QPS_RTR);
+        // The destination arrives in the context through MODIFY_QP (Init -> RTR).
+        hw::modify_qp_in mi = last_modify(e);
+        EXPECT_EQ(mi.ctx.dlid, 2);
+        EXPECT_EQ(mi.ctx.dest_qpn, 0x77u);
+        EXPECT_EQ(e.bus.qps[q->qp_num].dest_qpn, 0x77u);
+        e.bring(q, IBV_QPS_RTS);
+        // Posting work does not carry or change a destination (no address in the WQE, no command).
+        size_t cmds = e.bus.cmds.size();
+        uint64_t va = e.as.alloc(256);
+        ibv_mr* mr = ibv_reg_mr(e.pd, va, 256, IBV_ACCESS_LOCAL_WRITE);
+        ASSERT_NE(mr, nullptr);
+        cmds = e.bus.cmds.size();
+        ibv_sge sg{va, 64, mr->lkey};
+        ibv_send_wr w = send_wr(&sg, 1);
+        ibv_send_wr* bad;
+        ASSERT_EQ(ibv_post_send(q, &w, &bad), 0);
+        hw::wqe_ctrl_seg ctrl = e.bus.read<hw::wqe_ctrl_seg>(q->sq.pa);
+        EXPECT_EQ(ctrl.ds_count, 3);  // control + one data segment: no address segment
+        EXPECT_EQ(e.bus.cmds.size(), cmds);
+        EXPECT_EQ(q->hw_ctx.dest_qpn, 0x77u);
+        // RTS -> RTS may not change the destination; SQD -> SQD may (Modify QP again).
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_RTS;
+        a.dest_qp_num = 0x99;
+        EXPECT_EQ(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_DEST_QPN), EINVAL);
+        a.ah_attr.dlid = 9;
+        a.ah_attr.port_num = 1;
+        EXPECT_EQ(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_AV), EINVAL);
+        EXPECT_EQ(e.bus.cmds.size(), cmds);
+        EXPECT_EQ(e.bus.qps[q->qp_num].dlid, 2);
+        ASSERT_EQ(e.to(q, IBV_QPS_SQD), 0);
+        a.qp_state = IBV_QPS_SQD;
+        ASSERT_EQ(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_AV), 0) << int(t);
+        EXPECT_EQ(last_modify(e).ctx.dlid, 9);
+        EXPECT_EQ(e.bus.qps[q->qp_num].dlid, 9);
+    }
+}
+
+TEST(FwCompliance, C10_7_each_qp_belongs_to_one_pd_and_qps_share_a_pd) {
+    env e;
+    ibv_pd* other = ibv_alloc_pd(e.ctx);
+    ASSERT_NE(other, nullptr);
+    ibv_qp* a = e.qp(IBV_QPT_RC);
+    ibv_qp* b = e.qp(IBV_QPT_UD);
+    ibv_qp* c = e.qp(IBV_QPT_RC, other);
+    ASSERT_TRUE(a && b && c);
+    EXPECT_EQ(a->pd, e.pd);
+    EXPECT_EQ(b->pd, e.pd);
+    EXPECT_EQ(c->pd, other);
+    EXPECT_EQ(e.pd->refs, 2u);
+    EXPECT_EQ(other->refs, 1u);
+    auto creates = e.bus.commands_of(hw::CMD_CREATE_QP);
+    ASSERT_EQ(creates.size(), 3u);
+    uint32_t pds[3];
+    for (int i = 0; i < 3; ++i) {
+        hw::qp_context ctx;
+        std::memcpy(&ctx, creates[i].in.data(), sizeof ctx);
+        pds[i] = ctx.pd;
+    }
+    EXPECT_EQ(pds[0], e.pd->handle);
+    EXPECT_EQ(pds[1], e.pd->handle);
+    EXPECT_EQ(pds[2], other->handle);
+    EXPECT_NE(e.pd->handle, other->handle);
+}
+
+TEST(FwCompliance, C10_8_mrs_and_ahs_belong_to_one_pd_and_share_it) {
+    env e;
+    ibv_pd* other = ibv_alloc_pd(e.ctx);
+    uint64_t va = e.as.alloc(8192);
+    ibv_mr* m1 = ibv_reg_mr(e.pd, va, 4096, IBV_ACCESS_LOCAL_WRITE);
+    uint32_t pd1 = e.last_mpt().pd;
+    ibv_mr* m2 = ibv_reg_mr(e.pd, va + 4096, 4096, 0);
+    uint32_t pd2 = e.last_mpt().pd;
+    ibv_mr* m3 = ibv_reg_mr(other, va, 8192, IBV_ACCESS_LOCAL_WRITE);
+    uint32_t pd3 = e.last_mpt().pd;
+    ASSERT_TRUE(m1 && m2 && m3);
+    EXPECT_EQ(pd1, e.pd->handle);
+    EXPECT_EQ(pd2, e.pd->handle);
+    EXPECT_EQ(pd3, other->handle);
+    EXPECT_EQ(m1->pd, e.pd);
+    EXPECT_EQ(m3->pd, other);
+    ibv_ah_attr aa{};
+    aa.dlid = 5;
+    aa.port_num = 1;
+    ibv_ah* h1 = ibv_create_ah(e.pd, &aa);
+    ibv_ah* h2 = ibv_create_ah(e.pd, &aa);
+    ASSERT_TRUE(h1 && h2);
+    EXPECT_EQ(h1->pd, e.pd);
+    EXPECT_EQ(h2->pd, e.pd);
+    EXPECT_EQ(e.pd->refs, 4u);  // two MRs and two AHs share it
+    EXPECT_EQ(other->refs, 1u);
+}
+
+TEST(FwCompliance, C10_10_ud_ah_of_another_pd_is_immediate_error) {
+    env e;
+    ibv_qp* q = e.qp(IBV_QPT_UD);
+    e.bring(q, IBV_QPS_RTS);
+    ibv_pd* other = ibv_alloc_pd(e.ctx);
+    ibv_ah_attr aa{};
+    aa.dlid = 9;
+    aa.port_num = 1;
+    ibv_ah* mine = ibv_create_ah(e.pd, &aa);
+    ibv_ah* foreign = ibv_create_ah(other, &aa);
+    ibv_send_wr w{};
+    w.opcode = IBV_WR_SEND;
+    w.wr.ud.remote_qpn = 0x33;
+    w.wr.ud.ah = foreign;
+    ibv_send_wr* bad = nullptr;
+    size_t m = e.bus.mmio.size();
+    EXPECT_EQ(ibv_post_send(q, &w, &bad), EINVAL);
+    EXPECT_EQ(bad, &w);
+    EXPECT_EQ(q->sq.producer, 0u);
+    EXPECT_EQ(e.bus.mmio.size(), m);  // nothing rung
+    w.wr.ud.ah = mine;
+    EXPECT_EQ(ibv_post_send(q, &w, &bad), 0);
+    EXPECT_EQ(q->sq.producer, 1u);
+}
+
+TEST(FwCompliance, o10_2_1_1_ud_ah_port_must_equal_qp_port) {
+    env e([](test::fake_hca_bus& b) { b.caps.phys_port_cnt = 2; });
+    ibv_qp* q = e.qp(IBV_QPT_UD);
+    e.bring(q, IBV_QPS_RTS);  // primary port 1
+    ibv_ah_attr aa{};
+    aa.dlid = 9;
+    aa.port_num = 2;
+    ibv_ah* p2 = ibv_create_ah(e.pd, &aa);
+    aa.port_num = 1;
+    ibv_ah* p1 = ibv_create_ah(e.pd, &aa);
+    ASSERT_TRUE(p1 && p2);
+    ibv_send_wr w{};
+    w.opcode = IBV_WR_SEND;
+    w.wr.ud.remote_qpn = 0x33;
+    w.wr.ud.ah = p2;
+    ibv_send_wr* bad = nullptr;
+    EXPECT_EQ(ibv_post_send(q, &w, &bad), EINVAL);  // Invalid Address Handle, immediate
+    EXPECT_EQ(bad, &w);
+    EXPECT_EQ(q->sq.producer, 0u);
+    w.wr.ud.ah = p1;
+    EXPECT_EQ(ibv_post_send(q, &w, &bad), 0);
+}
+
+// ------------------------------------------------------------------ 10.3 QP states: posting
+
+TEST(FwCompliance, C10_24_post_recv_in_init_is_accepted_and_queued) {
+    for (ibv_qp_type t : {IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD}) {
+        env e;
+        ibv_qp* q = e.qp(t);
+        e.bring(q, IBV_QPS_INIT);
+        ibv_sge sg{0x1000, 64, 1};
+        ibv_recv_wr w[2]{};
+        w[0].wr_id = 1;
+        w[0].sg_list = &sg;
+        w[0].num_sge = 1;
+        w[0].next = &w[1];
+        w[1] = w[0];
+        w[1].wr_id = 2;
+        w[1].next = nullptr;
+        ibv_recv_wr* bad = nullptr;
+        EXPECT_EQ(ibv_post_recv(q, w, &bad), 0) << int(t);
+        EXPECT_EQ(bad, nullptr);
+        EXPECT_EQ(q->rq.producer, 2u);
+        EXPECT_EQ(e.bus.mmio.back().value, hw::rq_doorbell(q->qp_num, 2));
+        EXPECT_EQ(e.bus.read<hw::wqe_recv_header>(q->rq.pa + (1u << q->rq.log_stride)).wr_id, 2u);
+    }
+}
+
+TEST(FwCompliance, C10_27_post_recv_in_rtr_accepted_post_send_refused) {
+    for (ibv_qp_type t : {IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD}) {
+        env e;
+        ibv_qp* q = e.qp(t);
+        e.bring(q, IBV_QPS_RTR);
+        ibv_recv_wr r{};
+        ibv_recv_wr* rbad = nullptr;
+        EXPECT_EQ(ibv_post_recv(q, &r, &rbad), 0) << int(t);
+        EXPECT_EQ(q->rq.producer, 1u);
+        ibv_send_wr s{};
+        ibv_send_wr* sbad = nullptr;
+        EXPECT_EQ(ibv_post_send(q, &s, &sbad), EINVAL) << int(t);
+        EXPECT_EQ(q->sq.producer, 0u);
+    }
+}
+
+TEST(FwCompliance, C10_30_C10_33_posts_in_rts_and_sqd_are_accepted) {
+    for (ibv_qp_state st : {IBV_QPS_RTS, IBV_QPS_SQD}) {
+        env e;
+        ibv_qp* q = e.qp(IBV_QPT_RC);
+        e.bring(q, st);
+        ASSERT_EQ(q->state, st);
+        ibv_send_wr s{};
+        s.wr_id = 3;
+        ibv_send_wr* sbad = nullptr;
+        size_t m = e.bus.mmio.size();
+        EXPECT_EQ(ibv_post_send(q, &s, &sbad), 0) << int(st);
+        ibv_recv_wr r{};
+        ibv_recv_wr* rbad = nullptr;
+        EXPECT_EQ(ibv_post_recv(q, &r, &rbad), 0) << int(st);
+        EXPECT_EQ(q->sq.producer, 1u);
+        EXPECT_EQ(q->rq.producer, 1u);
+        EXPECT_EQ(e.bus.count_mmio(hca_driver::uar_offset(e.ctx->uar, hw::UAR_SQ_DOORBELL), m), 1u);
+        EXPECT_EQ(e.bus.count_mmio(hca_driver::uar_offset(e.ctx->uar, hw::UAR_RQ_DOORBELL), m), 1u);
+    }
+}
+
+// ------------------------------------------------------------------ 10.7 WR checks
+
+TEST(FwCompliance, C10_93_rc_uc_message_longer_than_2_pow_31_is_an_error) {
+    for (ibv_qp_type t : {IBV_QPT_RC, IBV_QPT_UC}) {
+        env e;
+        ibv_qp* q = e.qp(t);
+        e.bring(q, IBV_QPS_RTS);
+        ibv_sge sg[3] = {{0x10000, 0x40000000u, 7}, {0x20000, 0x40000000u, 7}, {0x30000, 1, 7}};
+        ibv_send_wr w = send_wr(sg, 3);
+        ibv_send_wr* bad = nullptr;
+        EXPECT_EQ(ibv_post_send(q, &w, &bad), EINVAL) << "2^31 + 1 bytes, transport " << int(t);
+        EXPECT_EQ(bad, &w);
+        EXPECT_EQ(q->sq.producer, 0u);
+        w.opcode = IBV_WR_RDMA_WRITE;
+        EXPECT_EQ(ibv_post_send(q, &w, &bad), EINVAL);
+        w.num_sge = 2;  // exactly the maximum message size
+        EXPECT_EQ(ibv_post_send(q, &w, &bad), 0) << int(t);
+        w.opcode = IBV_WR_SEND;
+        EXPECT_EQ(ibv_post_send(q, &w, &bad), 0) << int(t);
+        EXPECT_EQ(q->sq.producer, 2u);
+    }
+}
+
+TEST(FwCompliance, o10_43_misaligned_atomic_remote_address_is_an_error) {
+    env e;
+    ibv_qp* q = e.qp(IBV_QPT_RC);
+    e.bring(q, IBV_QPS_RTS);
+    ibv_sge sg{0x1000, 8, 7};
+    for (ibv_wr_opcode op : {IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_ATOMIC_CMP_AND_SWP}) {
+        ibv_send_wr w = send_wr(&sg, 1, op);
+        w.wr.atomic.rkey = 0x42;
+        ibv_send_wr* bad = nullptr;
+        for (uint64_t off = 1; off < 8; ++off) {
+            w.wr.atomic.remote_addr = 0x10000 + off;
+            EXPECT_EQ(ibv_post_send(q, &w, &bad), EINVAL) << off;
+        }
+        uint32_t before = q->sq.producer;
+        w.wr.atomic.remote_addr = 0x10008;
+        EXPECT_EQ(ibv_post_send(q, &w, &bad), 0);
+        EXPECT_EQ(q->sq.producer, before + 1);
+    }
+}
+
+TEST(FwCompliance, o10_46_atomics_are_refused_off_rc) {
+    ibv_sge sg{0x1000, 8, 7};
+    for (ibv_qp_type t : {IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD}) {
+        env e;
+        ibv_qp* q = e.qp(t);
+        e.bring(q, IBV_QPS_RTS);
+        ibv_ah_attr aa{};
+        aa.port_num = 1;
+        ibv_ah* ah = ibv_create_ah(e.pd, &aa);
+        for (ibv_wr_opcode op : {IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_ATOMIC_CMP_AND_SWP}) {
+            ibv_send_wr w = send_wr(&sg, 1, op);
+            w.wr.atomic.remote_addr = 0x10000;
+            if (t == IBV_QPT_UD) w.wr.ud.ah = ah;
+            ibv_send_wr* bad = nullptr;
+            EXPECT_EQ(ibv_post_send(q, &w, &bad), t == IBV_QPT_RC ? 0 : EINVAL) << int(t) << " " << int(op);
+        }
+    }
+}
+
+TEST(FwCompliance, C10_135_immediate_errors_are_the_verbs_return_status) {
+    env e;
+    ibv_qp* q = e.qp(IBV_QPT_RC, nullptr, 2, 1);
+    size_t cmds = e.bus.cmds.size();
+    // Modify QP: illegal transition and bad value come back as the return value, nothing sent.
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTS;
+    EXPECT_EQ(ibv_modify_qp(q, &a, IBV_QP_STATE), EINVAL);
+    EXPECT_EQ(e.bus.cmds.size(), cmds);
+    EXPECT_EQ(q->state, IBV_QPS_RESET);
+    // Post Send / Post Receive in Reset.
+    ibv_send_wr s{};
+    ibv_send_wr* sbad = nullptr;
+    EXPECT_EQ(ibv_post_send(q, &s, &sbad), EINVAL);
+    ibv_recv_wr r{};
+    ibv_recv_wr* rbad = nullptr;
+    EXPECT_EQ(ibv_post_recv(q, &r, &rbad), EINVAL);
+    e.bring(q, IBV_QPS_RTS);
+    // Too many SGEs, then queue full.
+    ibv_sge sg[2] = {{0x1000, 1, 1}, {0x1001, 1, 1}};
+    ibv_send_wr w = send_wr(sg, 2);
+    EXPECT_EQ(ibv_post_send(q, &w, &sbad), EINVAL);
+    w.num_sge = 1;
+    EXPECT_EQ(ibv_post_send(q, &w, &sbad), 0);
+    EXPECT_EQ(ibv_post_send(q, &w, &sbad), 0);
+    EXPECT_EQ(ibv_post_send(q, &w, &sbad), ENOMEM);
+    // Register MR: NULL and errno.
+    errno = 0;
+    EXPECT_EQ(ibv_reg_mr(e.pd, e.as.alloc(64), 0, IBV_ACCESS_LOCAL_WRITE), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    // Resource in use.
+    EXPECT_EQ(ibv_dealloc_pd(e.pd), EBUSY);
+    EXPECT_EQ(ibv_destroy_cq(e.cq), EBUSY);
+}
+
+// ------------------------------------------------------------------ 10.9 P_Key index
+
+TEST(FwCompliance, C10_125_qp_gets_a_pkey_index_into_its_port_table_before_use) {
+    for (ibv_qp_type t : {IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD}) {
+        env e;
+        ibv_qp* q = e.qp(t);
+        size_t cmds = e.bus.cmds.size();
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_INIT;
+        a.port_num = 1;
+        a.qkey = 1;
+        int base = IBV_QP_STATE | IBV_QP_PORT | (t == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
+        EXPECT_EQ(ibv_modify_qp(q, &a, base), EINVAL) << "no P_Key index, transport " << int(t);
+        a.pkey_index = e.bus.port.pkey_table_len;  // one past the port's table
+        EXPECT_EQ(ibv_modify_qp(q, &a, base | IBV_QP_PKEY_INDEX), EINVAL);
+        EXPECT_EQ(e.bus.cmds.size(), cmds);
+        EXPECT_EQ(q->state, IBV_QPS_RESET);
+        a.pkey_index = uint16_t(e.bus.port.pkey_table_len - 1);
+        ASSERT_EQ(ibv_modify_qp(q, &a, base | IBV_QP_PKEY_INDEX), 0);
+        hw::modify_qp_in mi = last_modify(e);
+        EXPECT_EQ(mi.ctx.pkey_index, e.bus.port.pkey_table_len - 1);
+        EXPECT_EQ(mi.ctx.port, 1);
+    }
+}
+
+// ------------------------------------------------------------------ 10.6 memory registration
+
+TEST(FwCompliance, C10_45_2_1_registration_is_virtual_address_based) {
+    env e;
+    uint64_t va = e.as.alloc(3 * 4096, 4096) + 0x123;
+    ibv_mr* mr = ibv_reg_mr(e.pd, va, 2 * 4096, IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr);
+    EXPECT_EQ(mr->addr, va);
+    hw::mpt_entry m = e.last_mpt();
+    EXPECT_EQ(m.start_va, va);  // the region is addressed by the consumer's VA
+    EXPECT_EQ(m.length, 2u * 4096);
+    auto mtts = e.bus.commands_of(hw::CMD_WRITE_MTT);
+    ASSERT_EQ(mtts.size(), 1u);
+    for (uint32_t i = 0; i < 3; ++i) {  // VA pages -> their physical pages
+        uint64_t pa = 0, v = 0;
+        ASSERT_TRUE(e.as.translate((va & ~4095ull) + i * 4096, &pa));
+        std::memcpy(&v, mtts[0].in.data() + sizeof(hw::write_mtt_in) + 8 * i, 8);
+        EXPECT_EQ(v, pa | hw::MTT_PRESENT);
+    }
+}
+
+TEST(FwCompliance, C10_47_local_read_is_implicit_in_every_region) {
+    env e;
+    uint64_t va = e.as.alloc(4096);
+    size_t n = e.bus.commands_of(hw::CMD_CREATE_MPT).size();
+    ibv_mr* mr = ibv_reg_mr(e.pd, va, 4096, 0);  // no right requested at all
+    ASSERT_NE(mr, nullptr);
+    EXPECT_EQ(e.bus.commands_of(hw::CMD_CREATE_MPT).size(), n + 1);
+    EXPECT_EQ(e.last_mpt().access, 0u);  // local read needs no bit
+    EXPECT_EQ(e.last_mpt().flags, hw::MPT_VALID);
+    EXPECT_NE(ibv_reg_mr(e.pd, va, 4096, IBV_ACCESS_REMOTE_READ), nullptr);
+}
+
+TEST(FwCompliance, C10_49_overlapping_registrations_get_their_own_handles_and_keys) {
+    env e;
+    uint64_t va = e.as.alloc(4 * 4096, 4096);
+    ibv_mr* a = ibv_reg_mr(e.pd, va, 3 * 4096, IBV_ACCESS_LOCAL_WRITE);
+    ibv_mr* b = ibv_reg_mr(e.pd, va + 4096, 3 * 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ibv_mr* c = ibv_reg_mr(e.pd, va, 3 * 4096, IBV_ACCESS_LOCAL_WRITE);  // same range as a
+    ASSERT_TRUE(a && b && c);
+    EXPECT_NE(a->handle, b->handle);
+    EXPECT_NE(a->handle, c->handle);
+    EXPECT_NE(b->handle, c->handle);
+    EXPECT_NE(a->lkey, b->lkey);
+    EXPECT_NE(a->lkey, c->lkey);
+    EXPECT_NE(a->rkey, c->rkey);
+    EXPECT_NE(a->mtt_first, c->mtt_first);
+    EXPECT_EQ(e.bus.commands_of(hw::CMD_CREATE_MPT).size(), 3u);
+    EXPECT_EQ(e.as.pin_count(va + 4096), 3u);  // the shared page is pinned by each
+    EXPECT_EQ(e.as.pin_count(va), 2u);
+}
+
+TEST(FwCompliance, C10_50_registration_accepts_any_byte_alignment) {
+    env e;
+    uint64_t base = e.as.alloc(4 * 4096, 4096);
+    for (uint64_t off : {1ull, 3ull, 7ull, 63ull, 4095ull}) {
+        for (size_t len : {size_t(1), size_t(3), size_t(4097)}) {
+            ibv_mr* mr = ibv_reg_mr(e.pd, base + off, len, IBV_ACCESS_LOCAL_WRITE);
+            ASSERT_NE(mr, nullptr) << off << " " << len;
+            hw::mpt_entry m = e.last_mpt();
+            EXPECT_EQ(m.start_va, base + off);
+            EXPECT_EQ(m.length, len);
+            uint64_t first = (base + off) >> 12, last = (base + off + len - 1) >> 12;
+            EXPECT_EQ(m.mtt_count, last - first + 1) << off << " " << len;
+            ASSERT_EQ(ibv_dereg_mr(mr), 0);
+        }
+    }
+}
+
+TEST(FwCompliance, C10_51_registration_accepts_any_length_up_to_the_hca_limit) {
+    env e([](test::fake_hca_bus& b) { b.caps.max_mr_size = 1u << 20; });
+    uint64_t va = e.as.alloc((1u << 20) + 8192, 4096);
+    for (size_t len : {size_t(1), size_t(2), size_t(4095), size_t(4096), size_t(12345), size_t(1u << 20)}) {
+        ibv_mr* mr = ibv_reg_mr(e.pd, va + 1, len, IBV_ACCESS_LOCAL_WRITE);
+        ASSERT_NE(mr, nullptr) << len;
+        EXPECT_EQ(e.last_mpt().length, len);
+        ASSERT_EQ(ibv_dereg_mr(mr), 0);
+    }
+    errno = 0;
+    EXPECT_EQ(ibv_reg_mr(e.pd, va, (1u << 20) + 1, IBV_ACCESS_LOCAL_WRITE), nullptr);  // above the limit
+    EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(FwCompliance, C10_52_2_1_register_mr_pins_every_page_of_the_region) {
+    env e;
+    uint64_t va = e.as.alloc(6 * 4096, 4096);
+    ibv_mr* mr = ibv_reg_mr(e.pd, va + 4000, 3 * 4096 - 200, IBV_ACCESS_LOCAL_WRITE);  // pages 0..3
+    ASSERT_NE(mr, nullptr);
+    for (uint32_t p = 0; p < 6; ++p) EXPECT_EQ(e.as.pin_count(va + p * 4096), p <= 3 ? 1u : 0u) << p;
+    ASSERT_EQ(ibv_dereg_mr(mr), 0);
+    for (uint32_t p = 0; p < 6; ++p) EXPECT_EQ(e.as.pin_count(va + p * 4096), 0u) << p;
+}
+
+TEST(FwCompliance, C10_58_overlapping_regions_deregister_independently) {
+    env e;
+    uint64_t va = e.as.alloc(4 * 4096, 4096);
+    ibv_mr* a = ibv_reg_mr(e.pd, va, 3 * 4096, IBV_ACCESS_LOCAL_WRITE);
+    ibv_mr* b = ibv_reg_mr(e.pd, va + 4096, 3 * 4096, IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_TRUE(a && b);
+    uint32_t ha = a->handle, hb = b->handle;
+    ASSERT_EQ(ibv_dereg_mr(a), 0);
+    auto d = e.bus.commands_of(hw::CMD_DESTROY_MPT);
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_EQ(d[0].in_mod, ha);  // only a's entry goes
+    EXPECT_EQ(e.as.pin_count(va), 0u);
+    EXPECT_EQ(e.as.pin_count(va + 4096), 1u);  // still pinned by b
+    EXPECT_EQ(e.as.pin_count(va + 3 * 4096), 1u);
+    EXPECT_EQ(b->handle, hb);
+    ASSERT_EQ(ibv_dereg_mr(b), 0);
+    EXPECT_EQ(e.bus.commands_of(hw::CMD_DESTROY_MPT).back().in_mod, hb);
+    EXPECT_EQ(e.as.pin_count(va + 4096), 0u);
+}
+
+// libsystemc (linked through tlm_if) needs the symbol; gtest_main provides main().
+int sc_main(int, char*[]) { return 0; }
