@@ -216,10 +216,15 @@ void transport_engine::requester_loop() {
         if (q.paused_until > sc_time_stamp())
             continue;  // retry_timer() makes it ready when the RNR wait is over
         const sc_time now = sc_time_stamp();
-        sc_time bp = port_->tx_backpressure();
         const sc_time& wqe_ready = q.queue[q.q_head].ready;
+        if (wqe_ready > now && ready_count_) {
+            // Its WQE's fetch is still in flight: serve the other QPs meanwhile.
+            park(q, wqe_ready);
+            continue;
+        }
+        sc_time bp = port_->tx_backpressure();
         if (wqe_ready > now && wqe_ready - now > bp)
-            bp = wqe_ready - now;  // its fetch is still in flight
+            bp = wqe_ready - now;
         if (bp != SC_ZERO_TIME) {
             wait(bp);
             if (!q.valid || q.q_count == 0 || !may_send(q)) {
@@ -558,11 +563,19 @@ void transport_engine::rewind(qp& q, uint32_t psn, const sc_time& wait) {
     q.cur_sge_off = 0;
     q.since_ack_req = 0;
     fetcher_->rewind(q.qpn, from);
-    if (wait != SC_ZERO_TIME) {
-        q.paused_until = sc_time_stamp() + wait;
-        paused_.push_back(q.qpn);
-        retry_ev_.notify(wait);
-    }
+    if (wait != SC_ZERO_TIME)
+        park(q, sc_time_stamp() + wait);
+}
+
+void transport_engine::park(qp& q, const sc_time& until) {
+    q.paused_until = until;
+    for (uint32_t p : paused_)
+        if (p == q.qpn) {
+            retry_ev_.notify(until - sc_time_stamp());
+            return;
+        }
+    paused_.push_back(q.qpn);
+    retry_ev_.notify(until - sc_time_stamp());
 }
 
 void transport_engine::retry_timer() {

@@ -99,7 +99,7 @@ private:
         uint8_t retries_left = 7, rnr_retries_left = 7;  // reset by forward progress
         bool resume = false;                // skip to resume_psn when the head WQE starts again
         uint32_t resume_psn = 0;
-        sc_core::sc_time paused_until;      // RNR wait: no packet before this
+        sc_core::sc_time paused_until;      // RNR wait or WQE in flight: no packet before this
         std::vector<inflight> window;       // sent, awaiting ACK
         size_t w_head = 0, w_count = 0;
         // responder
@@ -133,6 +133,8 @@ private:
     /// Go back N: resend from `psn` (inside the oldest unacknowledged WQE), after `wait`.
     void rewind(qp& q, uint32_t psn, const sc_core::sc_time& wait);
     void retry_timer();
+    /// Keeps the QP out of the requester's round robin until `until` (RNR wait, WQE fetch).
+    void park(qp& q, const sc_core::sc_time& until);
     void handle_request(qp& q, const rx_packet& p);
     /// Places payload bytes at the current receive WQE position (scatter).
     bool scatter(qp& q, const uint8_t* data, uint32_t len, sc_core::sc_time& delay, uint8_t& status);
@@ -162,7 +164,7 @@ private:
     std::vector<uint32_t> ready_;
     size_t ready_head_ = 0, ready_count_ = 0;
     sc_core::sc_event tx_work_, retry_ev_;
-    std::vector<uint32_t> paused_;  // QPs waiting out an RNR timer
+    std::vector<uint32_t> paused_;  // parked QPs (RNR timer, WQE fetch in flight)
     sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_;
     packet tx_pkt_, ack_pkt_;
 };

@@ -14,7 +14,7 @@
 using namespace hcasim;
 
 // libsystemc references sc_main; gtest_main provides main().
-int sc_main(int, char*[]) { return 0; }
+extern "C" int sc_main(int, char*[]) { return 0; }
 
 namespace {
 

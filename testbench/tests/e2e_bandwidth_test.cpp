@@ -11,7 +11,7 @@
 #include "testbench/tests/sim_fork.h"
 #include "testbench/workloads.h"
 
-int sc_main(int, char*[]) { return 0; }
+extern "C" int sc_main(int, char*[]) { return 0; }
 
 using namespace hcasim;
 using namespace hcasim::test;

@@ -13,7 +13,7 @@
 #include "tlm_if/commands.h"
 #include "tlm_if/cqe.h"
 
-int sc_main(int, char*[]) { return 0; }
+extern "C" int sc_main(int, char*[]) { return 0; }
 
 using namespace hcasim;
 using namespace hcasim::test;

@@ -10,7 +10,7 @@
 #include "testbench/tests/bench_harness.h"
 #include "testbench/tests/sim_fork.h"
 
-int sc_main(int, char*[]) { return 0; }
+extern "C" int sc_main(int, char*[]) { return 0; }
 
 using namespace hcasim;
 using namespace hcasim::test;

@@ -573,4 +573,4 @@ TEST(FwCompliance, C10_58_overlapping_regions_deregister_independently) {
 }
 
 // libsystemc (linked through tlm_if) needs the symbol; gtest_main provides main().
-int sc_main(int, char*[]) { return 0; }
+extern "C" int sc_main(int, char*[]) { return 0; }

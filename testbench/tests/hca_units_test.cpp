@@ -19,7 +19,7 @@
 #include "tlm_if/contexts.h"
 #include "tlm_if/cqe.h"
 
-int sc_main(int, char*[]) { return 0; }
+extern "C" int sc_main(int, char*[]) { return 0; }
 
 using namespace hcasim;
 using namespace hcasim::test;

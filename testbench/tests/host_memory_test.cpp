@@ -18,7 +18,7 @@ using namespace sc_core;
 using hcasim::host_memory;
 
 // libsystemc references sc_main; gtest_main provides main().
-int sc_main(int, char*[]) { return 0; }
+extern "C" int sc_main(int, char*[]) { return 0; }
 
 namespace {
 

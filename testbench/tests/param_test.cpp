@@ -51,7 +51,7 @@ struct node_unit : sc_core::sc_module {
 }  // namespace
 
 // libsystemc references sc_main; gtest_main provides main().
-int sc_main(int, char*[]) { return 0; }
+extern "C" int sc_main(int, char*[]) { return 0; }
 
 TEST_F(Param, DefaultWhenUnset) {
     param<unsigned> p("pcie.lanes", 8, "", "lanes");

@@ -23,7 +23,7 @@
 #include "tlm_if/tlm_ext.h"
 
 // libsystemc references sc_main; gtest_main provides main().
-int sc_main(int, char*[]) { return 0; }
+extern "C" int sc_main(int, char*[]) { return 0; }
 
 using namespace sc_core;
 using hcasim::dma_traffic_gen;
