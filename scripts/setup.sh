@@ -22,6 +22,7 @@ HCASIM_PACKAGES=(
     g++
     pkg-config
     make
+    time
 )
 
 hcasim_log() { printf '[hcasim] %s\n' "$*" >&2; }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Benchmarks (not tests): prints the model's headline figures and the simulator's speed and
+# memory. Builds first like demo.sh. Takes about a minute on 2 cores.
+set -euo pipefail
+# shellcheck source=scripts/setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+hcasim_setup
+cd "$HCASIM_ROOT"
+bin=build/release/testbench/hcasim
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+field() {  # field FILE EXPR: a value from a stats JSON
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+echo "== RC WRITE bandwidth, 1 MiB, MTU 4096, EDR 4x (expected link payload rate 100 x 4096/4122 = 99.37 Gb/s)"
+/usr/bin/time -f "%e %M" -o "$tmp/time" "$bin" --workload write_bw --size 1M --iters 2000 \
+    --stats-json "$tmp/bw.json" > /dev/null
+read -r wall rss < "$tmp/time"
+echo "bw_gbps            $(field "$tmp/bw.json" "d['results'][0]['bw_gbps']")"
+echo "wire_packets       $(field "$tmp/bw.json" "d['sim']['wire_packets']")"
+echo "packets/wall-s     $(field "$tmp/bw.json" "round(d['sim']['wire_packets_per_wall_s'])")"
+echo "wall_s             $wall"
+echo "max RSS            ${rss} KiB"
+
+echo "== Latency, 2 B (typical, us)"
+for w in write_lat send_lat; do
+    "$bin" --workload "$w" --size 2 --iters 1000 --stats-json "$tmp/lat.json" > /dev/null
+    echo "$w          $(field "$tmp/lat.json" "d['results'][0]['lat_typical_us']")"
+done
+
+echo "== PCIe DMA alone, Gen3 x8, MPS 256, MRRS 512 (calibration.md: write 52.92, read 53.69 Gb/s at >= 256 B)"
+for w in dma_write_bw dma_read_bw; do
+    "$bin" --workload "$w" --size 4K --iters 5000 --set pcie.lanes=8 --stats-json "$tmp/dma.json" > /dev/null
+    echo "$w       $(field "$tmp/dma.json" "d['results'][0]['bw_gbps']")"
+done
+
+echo "== Demo (no arguments)"
+/usr/bin/time -f "%e %M" -o "$tmp/time" "$bin" > /dev/null
+read -r wall rss < "$tmp/time"
+echo "wall_s             $wall"
+echo "max RSS            ${rss} KiB"
