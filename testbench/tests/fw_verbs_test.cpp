@@ -8,6 +8,7 @@
 #include "firmware/hca_driver.h"
 #include "firmware/verbs.h"
 #include "fw_fake_bus.h"
+#include "fw_qp_setup.h"
 #include "tlm_if/wqe.h"
 
 using namespace hcasim;
@@ -33,41 +34,7 @@ struct env {
         ia.cap = {wr, wr, sge, sge, inl};
         return ibv_create_qp(pd, &ia);
     }
-    int to(ibv_qp* q, ibv_qp_state s) {
-        ibv_qp_attr a{};
-        a.qp_state = s;
-        int mask = IBV_QP_STATE;
-        if (s == IBV_QPS_INIT && q->state == IBV_QPS_RESET) {
-            a.port_num = 1;
-            a.pkey_index = 0;
-            a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-            a.qkey = 0x11111111;
-            mask |= IBV_QP_PORT | IBV_QP_PKEY_INDEX | (q->qp_type == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
-        } else if (s == IBV_QPS_RTR && q->qp_type != IBV_QPT_UD) {
-            a.ah_attr.dlid = 2;
-            a.ah_attr.port_num = 1;
-            a.path_mtu = IBV_MTU_1024;
-            a.dest_qp_num = 0x77;
-            a.rq_psn = 100;
-            mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-            if (q->qp_type == IBV_QPT_RC) {
-                a.max_dest_rd_atomic = 4;
-                a.min_rnr_timer = 12;
-                mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-            }
-        } else if (s == IBV_QPS_RTS && q->state == IBV_QPS_RTR) {
-            a.sq_psn = 200;
-            mask |= IBV_QP_SQ_PSN;
-            if (q->qp_type == IBV_QPT_RC) {
-                a.timeout = 14;
-                a.retry_cnt = 7;
-                a.rnr_retry = 7;
-                a.max_rd_atomic = 4;
-                mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-            }
-        }
-        return ibv_modify_qp(q, &a, mask);
-    }
+    int to(ibv_qp* q, ibv_qp_state s) { return test::modify_qp_to(q, s); }
     /// Brings a fresh QP to state s (SQEr: as if the HCA had moved it there).
     void bring(ibv_qp* q, ibv_qp_state s) {
         const ibv_qp_state path[] = {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_SQD};
