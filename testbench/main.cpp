@@ -24,6 +24,11 @@ std::vector<uint64_t> sweep(uint64_t lo, uint64_t hi) {
 }
 
 run_spec make_spec(const run_options& o) {
+    // IBA: a message is at most 2^31 bytes.
+    for (uint64_t size : o.sizes)
+        if (size > (uint64_t(1) << 31))
+            throw config_error("--size: " + std::to_string(size) +
+                               " bytes exceeds the largest message (2147483648 bytes, 2^31)");
     run_spec spec;
     spec.qps = o.qps;
     spec.mtu = o.mtu;

@@ -90,6 +90,15 @@ TEST(HcasimProgram, node_count_without_that_node_is_unknown_key) {
     EXPECT_NE(r.err.find("node5.pcie.lanes"), std::string::npos);
 }
 
+TEST(HcasimProgram, message_larger_than_2_pow_31_and_too_few_nodes_are_refused) {
+    const result big = run("--workload write_bw --size 4G --iters 1");
+    EXPECT_EQ(big.code, 2);
+    EXPECT_NE(big.err.find("exceeds the largest message"), std::string::npos) << big.err;
+    const result one = run("--workload write_bw --size 64 --iters 1 --set fabric.nodes=1");
+    EXPECT_EQ(one.code, 1);
+    EXPECT_NE(one.err.find("fabric.nodes >= 2"), std::string::npos) << one.err;
+}
+
 TEST(HcasimProgram, help_config_lists_the_stable_names) {
     const result r = run("--help-config");
     ASSERT_EQ(r.code, 0) << r.err;
