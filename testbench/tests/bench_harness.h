@@ -190,16 +190,20 @@ public:
     }
 
     /// Reset/INIT/RTR/RTS sequence of workloads.cpp for node i's QP towards the other node.
-    int to_rts(unsigned i) {
+    int to_rts(unsigned i) { return connect(i, IBV_QPS_RTS); }
+
+    /// Takes node i's QP (in Reset) to Init with `pkey_index`, then up to `upto` (Init, RTR or
+    /// RTS) towards the other node, with the harness's attributes.
+    int connect(unsigned i, ibv_qp_state upto, uint16_t pkey_index = 0) {
         rc_side& d = s[i];
         const rc_side& peer = s[1 - i];
         ibv_qp_attr attr{};
         attr.qp_state = IBV_QPS_INIT;
-        attr.pkey_index = 0;
+        attr.pkey_index = pkey_index;
         attr.port_num = 1;
         attr.qp_access_flags = cfg_.qp_access;
         int rc = ibv_modify_qp(d.qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-        if (rc) return rc;
+        if (rc || upto == IBV_QPS_INIT) return rc;
         attr = ibv_qp_attr{};
         attr.qp_state = IBV_QPS_RTR;
         attr.path_mtu = ibv_mtu(__builtin_ctz(cfg_.mtu) - 7);
@@ -212,7 +216,7 @@ public:
         rc = ibv_modify_qp(d.qp, &attr,
                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-        if (rc) return rc;
+        if (rc || upto == IBV_QPS_RTR) return rc;
         attr = ibv_qp_attr{};
         attr.qp_state = IBV_QPS_RTS;
         attr.sq_psn = d.psn;

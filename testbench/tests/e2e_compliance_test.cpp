@@ -40,41 +40,8 @@ ibv_qp_state query_state(ibv_qp* qp) {
 /// Node i's QP: Reset, then Init with `pkey_index`, up to `upto` (Init, RTR or RTS) towards the
 /// peer, with the harness's attributes (PSNs restart from the configured ones).
 int reconnect(rc_harness& h, unsigned i, ibv_qp_state upto, uint16_t pkey_index = 0) {
-    rc_side& d = h.s[i];
-    const rc_side& peer = h.s[1 - i];
-    if (int rc = to_state(d.qp, IBV_QPS_RESET)) return rc;
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = pkey_index;
-    a.port_num = 1;
-    a.qp_access_flags = h.config().qp_access;
-    if (int rc = ibv_modify_qp(d.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-        return rc;
-    if (upto == IBV_QPS_INIT) return 0;
-    a = ibv_qp_attr{};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = ibv_mtu(__builtin_ctz(h.config().mtu) - 7);
-    a.dest_qp_num = peer.qp->qp_num;
-    a.rq_psn = peer.psn;
-    a.max_dest_rd_atomic = 0;
-    a.min_rnr_timer = 12;
-    a.ah_attr.dlid = peer.lid;
-    a.ah_attr.port_num = 1;
-    if (int rc = ibv_modify_qp(d.qp, &a,
-                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-        return rc;
-    if (upto == IBV_QPS_RTR) return 0;
-    a = ibv_qp_attr{};
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = d.psn;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 0;
-    return ibv_modify_qp(d.qp, &a,
-                         IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                             IBV_QP_MAX_QP_RD_ATOMIC);
+    if (int rc = to_state(h.s[i].qp, IBV_QPS_RESET)) return rc;
+    return h.connect(i, upto, pkey_index);
 }
 
 /// P_Key table write through the HCA command interface (the subnet-manager path).
