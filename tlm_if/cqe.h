@@ -105,6 +105,14 @@ enum eqe_type : uint8_t {
     EQE_QP_LAST_WQE_REACHED = 0x09, ///< last WQE reached (SRQ-attached QP in Error)
     EQE_PORT_CHANGE = 0x0A,         ///< port state change
     EQE_LOCAL_CATASTROPHIC = 0x0B,  ///< local catastrophic error
+    EQE_SRQ_ERROR = 0x0C,           ///< SRQ catastrophic error
+    EQE_PATH_MIG_ERR = 0x0D,        ///< path migration request failed
+};
+
+/// eqe::subtype of EQE_PORT_CHANGE.
+enum eqe_port_subtype : uint8_t {
+    EQE_PORT_ACTIVE = 0x01,  ///< the port's link came up (PortActive)
+    EQE_PORT_DOWN = 0x02,    ///< the port's link went down (PortError)
 };
 
 /// One event queue entry (32 bytes). Same ownership rule as CQEs.
