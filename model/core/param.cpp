@@ -58,6 +58,15 @@ std::string drop_first_component(const std::string& key) {
     return dot == std::string::npos ? std::string() : key.substr(dot + 1);
 }
 
+/// "nodeN.link.X" -> "linkN.X" (link N is the cable of node N); "" for any other key.
+std::string per_link_key(const std::string& key) {
+    if (key.compare(0, 4, "node") != 0) return {};
+    std::size_t i = 4;
+    while (i < key.size() && key[i] >= '0' && key[i] <= '9') ++i;
+    if (i == 4 || key.compare(i, 6, ".link.") != 0 || i + 6 == key.size()) return {};
+    return "link" + key.substr(4, i - 4) + "." + key.substr(i + 6);
+}
+
 // --- typed text conversions -------------------------------------------------------------
 
 template <typename T> const char* type_name();
@@ -212,9 +221,11 @@ void broker::set_override(const std::string& assignment) {
 
 std::optional<std::string> broker::lookup(const std::string& full, std::string* origin) {
     const std::string generic = drop_first_component(full);
+    const std::string per_link = per_link_key(full);
     const entry* hit = nullptr;
-    // A node-specific value beats a generic one whatever their order; among equal keys the last wins.
-    for (const std::string* k : {&full, &generic}) {
+    // A more specific key beats a less specific one whatever their order (nodeN.link.X, then
+    // linkN.X, then link.X; nodeN.K, then K); among equal keys the last wins.
+    for (const std::string* k : {&full, &per_link, &generic}) {
         if (k->empty()) continue;
         for (auto& e : entries_) {
             if (e.key != *k) continue;

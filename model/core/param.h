@@ -4,7 +4,8 @@
 // hierarchical name plus the param name: `node0.pcie.lanes`. Values come from the broker,
 // loaded from INI files (--config) and key=value overrides (--set) before elaboration.
 // Lookup tries the full key first, then the key without its first component, so
-// `pcie.lanes=16` sets every node and `node1.pcie.lanes=8` overrides node1 only.
+// `pcie.lanes=16` sets every node and `node1.pcie.lanes=8` overrides node1 only. A key
+// `nodeN.link.X` may also be set as `linkN.X` (the cable of node N), between the two.
 // After elaboration broker::check_unused() fails on any key no param consumed.
 #pragma once
 #include <cstdint>
@@ -53,8 +54,8 @@ public:
     void set_override(const std::string& assignment);
 
     /// Raw value for a param with hierarchical key `full` ("node0.pcie.lanes"): exact key,
-    /// else `full` without its first component. Marks the key used. `origin` receives where
-    /// the value came from, for error messages.
+    /// else (for "nodeN.link.X") "linkN.X", else `full` without its first component. Marks
+    /// the keys used. `origin` receives where the value came from, for error messages.
     std::optional<std::string> lookup(const std::string& full, std::string* origin = nullptr);
 
     /// Called by params on construction/destruction; the registry feeds --help-config and the

@@ -314,3 +314,59 @@ TEST_F(Param, ModuleScopedKeys) {
     EXPECT_EQ(stats_registry::instance().sum("pcie.tx_tlps"), 3u);
     ASSERT_EQ(b.help().size(), 2u);
 }
+
+// `linkN.X` sets param X of node N's link (`nodeN.link.X`): between `nodeN.link.X` and
+// `link.X`, whatever order the values were given in.
+TEST_F(Param, LinkPrefixBetweenNodeAndGeneric) {
+    b.set_override("node1.link.drop_rate=0.3");
+    b.set_override("link1.drop_rate=0.2");
+    b.set_override("link.drop_rate=0.1");
+    b.set_override("link2.drop_rate=0.25");
+    b.set_override("link1.seed=9");
+    param<double> d0("node0.link.drop_rate", 0, "", "h");
+    param<double> d1("node1.link.drop_rate", 0, "", "h");
+    param<double> d2("node2.link.drop_rate", 0, "", "h");
+    param<uint64_t> s0("node0.link.seed", 1, "", "h");
+    param<uint64_t> s1("node1.link.seed", 1, "", "h");
+    EXPECT_DOUBLE_EQ(d0.get(), 0.1);
+    EXPECT_DOUBLE_EQ(d1.get(), 0.3);
+    EXPECT_DOUBLE_EQ(d2.get(), 0.25);
+    EXPECT_EQ(s0.get(), 1u);
+    EXPECT_EQ(s1.get(), 9u);
+    EXPECT_EQ(d1.generic_key(), "link.drop_rate");
+    EXPECT_NO_THROW(b.check_unused());
+    b.reset();
+    // Given in the opposite order: the more specific key still wins.
+    b.set_override("link.drop_rate=0.1");
+    b.set_override("link1.drop_rate=0.2");
+    EXPECT_DOUBLE_EQ(param<double>("node1.link.drop_rate", 0, "", "h").get(), 0.2);
+    b.reset();
+    b.set_override("link1.drop_rate=0.2");
+    b.set_override("node1.link.drop_rate=0.3");
+    EXPECT_DOUBLE_EQ(param<double>("node1.link.drop_rate", 0, "", "h").get(), 0.3);
+}
+
+TEST_F(Param, LinkPrefixOnlyForNodeLinks) {
+    b.set_override("link1.drop_rate=0.2");
+    b.set_override("link1.bogus=1");
+    b.set_override("link7.drop_rate=0.5");
+    b.set_override("link1.lanes=8");
+    param<double> d1("node1.link.drop_rate", 0, "", "h");
+    param<unsigned> lanes("node1.pcie.lanes", 4, "", "h");  // not a link param: link1. does not apply
+    param<double> other("node1.linker.drop_rate", 0, "", "h");
+    EXPECT_DOUBLE_EQ(d1.get(), 0.2);
+    EXPECT_EQ(lanes.get(), 4u);
+    EXPECT_DOUBLE_EQ(other.get(), 0.0);
+    EXPECT_EQ(error_of([&] { b.check_unused(); }), "unknown configuration key 'link1.bogus' (--set)");
+    b.reset();
+    b.set_override("link7.drop_rate=0.5");  // no node 7
+    param<double> d("node1.link.drop_rate", 0, "", "h");
+    EXPECT_EQ(error_of([&] { b.check_unused(); }), "unknown configuration key 'link7.drop_rate' (--set)");
+}
+
+TEST_F(Param, LinkPrefixValueRangeNamesKeyAndOrigin) {
+    b.set_override("link1.drop_rate=1.5");
+    param<double> d("node1.link.drop_rate", 0, "", "h");
+    EXPECT_EQ(error_of([&] { d.range(0, 1); }),
+              "bad value '1.5' for key 'node1.link.drop_rate' (--set): expected number in [0,1]");
+}
