@@ -247,7 +247,7 @@ bool hca_driver::alloc_mpt(uint32_t* index, uint8_t* key_byte) {
 
 uint32_t hca_driver::process_eq() {
     if (!initialized_) return 0;
-    uint32_t n = 0, mask = (1u << opts_.eq_log_size) - 1;
+    uint32_t n = 0, async = 0, mask = (1u << opts_.eq_log_size) - 1;
     for (;;) {
         hw::eqe e;
         bus_.mem_read(eq_pa_ + uint64_t(eq_consumer_ & mask) * sizeof(hw::eqe), &e, sizeof(e));
@@ -258,19 +258,74 @@ uint32_t hca_driver::process_eq() {
             if (e.resource < cq_events_.size()) ++cq_events_[e.resource];
             continue;
         }
-        auto it = qp_handlers_.find(e.resource);
-        bool qp_event = e.type == hw::EQE_PATH_MIGRATED || e.type == hw::EQE_COMM_EST ||
-                        e.type == hw::EQE_SQ_DRAINED || e.type == hw::EQE_QP_FATAL ||
-                        e.type == hw::EQE_QP_REQ_ERR || e.type == hw::EQE_QP_ACCESS_ERR ||
-                        e.type == hw::EQE_QP_LAST_WQE_REACHED;
-        if (qp_event && it != qp_handlers_.end()) it->second(e);
-        else unclaimed_.push_back(e);
+        ++async;
+        ++async_events_;
+        dispatch_async(e);
     }
     if (n) {
         uint32_t v = ((eq_consumer_ & 0xFFFFFFu) << 8) | 0u;  // EQN 0; rearms
         bus_.mmio_write(hw::REG_EQ_CONSUMER, &v, 4);
     }
+    if (async) {
+        // `after` runs consumer code, which may add or remove clients: serve those present now.
+        std::vector<const void*> owners;
+        for (auto& c : clients_) owners.push_back(c.first);
+        for (const void* o : owners) {
+            auto it = std::find_if(clients_.begin(), clients_.end(), [o](const auto& c) { return c.first == o; });
+            if (it == clients_.end() || !it->second.after) continue;
+            auto fn = it->second.after;  // a copy: the client may remove itself while it runs
+            fn();
+        }
+    }
     return n;
+}
+
+void hca_driver::dispatch_async(const hw::eqe& e) {
+    // Handlers called here are the verbs layer's own (state updates and queueing, no consumer
+    // code), so the handler tables do not change while they run.
+    switch (e.type) {
+    case hw::EQE_PATH_MIGRATED:
+    case hw::EQE_COMM_EST:
+    case hw::EQE_SQ_DRAINED:
+    case hw::EQE_QP_FATAL:
+    case hw::EQE_QP_REQ_ERR:
+    case hw::EQE_QP_ACCESS_ERR:
+    case hw::EQE_QP_LAST_WQE_REACHED:
+    case hw::EQE_PATH_MIG_ERR: {
+        auto it = qp_handlers_.find(e.resource);
+        if (it == qp_handlers_.end()) break;
+        it->second(e);
+        return;
+    }
+    case hw::EQE_CQ_ERROR: {
+        auto it = cq_handlers_.find(e.resource);
+        if (it == cq_handlers_.end()) break;
+        it->second(e);
+        return;
+    }
+    case hw::EQE_PORT_CHANGE:
+        if (e.resource == 0 || e.resource > ports_.size()) break;  // no such port
+        if (e.subtype == hw::EQE_PORT_ACTIVE) ports_[e.resource - 1].state = 4;
+        else if (e.subtype == hw::EQE_PORT_DOWN) ports_[e.resource - 1].state = 1;
+        else break;
+        [[fallthrough]];
+    case hw::EQE_LOCAL_CATASTROPHIC:
+        if (clients_.empty()) break;
+        for (auto& c : clients_)
+            if (c.second.event) c.second.event(e);
+        return;
+    default:  // SRQ events (no SRQs in interface version 1) and unknown types
+        break;
+    }
+    unclaimed_.push_back(e);
+}
+
+bool hca_driver::eq_pending() {
+    if (!initialized_) return false;
+    uint32_t mask = (1u << opts_.eq_log_size) - 1;
+    uint8_t owner;
+    bus_.mem_read(eq_pa_ + uint64_t(eq_consumer_ & mask) * sizeof(hw::eqe) + offsetof(hw::eqe, owner), &owner, 1);
+    return (owner & hw::CQE_OWNER_BIT) == hw::cqe_owner_for(eq_consumer_, opts_.eq_log_size);
 }
 
 bool hca_driver::wait_eq(uint64_t timeout_ns) {
@@ -291,6 +346,27 @@ void hca_driver::set_qp_event_handler(uint32_t qpn, std::function<void(const hw:
 }
 
 void hca_driver::clear_qp_event_handler(uint32_t qpn) { qp_handlers_.erase(qpn); }
+
+void hca_driver::set_cq_event_handler(uint32_t cqn, std::function<void(const hw::eqe&)> fn) {
+    cq_handlers_[cqn] = std::move(fn);
+}
+
+void hca_driver::clear_cq_event_handler(uint32_t cqn) { cq_handlers_.erase(cqn); }
+
+void hca_driver::add_event_client(const void* owner, event_client c) {
+    for (auto& e : clients_) {
+        if (e.first == owner) {
+            e.second = std::move(c);
+            return;
+        }
+    }
+    clients_.emplace_back(owner, std::move(c));
+}
+
+void hca_driver::remove_event_client(const void* owner) {
+    clients_.erase(std::remove_if(clients_.begin(), clients_.end(), [owner](const auto& c) { return c.first == owner; }),
+                   clients_.end());
+}
 
 void hca_driver::set_qp_user(uint32_t qpn, void* p) {
     if (qpn < qp_users_.size()) qp_users_[qpn] = p;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 #include "firmware/host_os.h"
 #include "tlm_if/commands.h"
@@ -128,8 +129,13 @@ public:
     static constexpr uint64_t uar_offset(uint32_t uar) { return hw::UAR_BASE + uint64_t(uar) * hw::UAR_STRIDE; }
     static constexpr uint64_t uar_offset(uint32_t uar, hw::uar_reg r) { return uar_offset(uar) + r; }
 
-    /// Consumes every EQE present, dispatching completion and async events; returns EQEs consumed.
+    /// Consumes every EQE present, in order: completion events are counted per CQ; each
+    /// asynchronous event goes to the handler of its QP or CQ, or (port change, catastrophic
+    /// error) to every event client, or else to unclaimed_events(). Then the EQ doorbell, then,
+    /// if any asynchronous event was consumed, every client's `after`. Returns EQEs consumed.
     uint32_t process_eq();
+    /// True when the next EQ slot holds an EQE (one owner-byte read, no simulated time).
+    bool eq_pending();
     /// Sleeps until the next EQE slot is written or timeout_ns passes (0: forever); false on timeout.
     bool wait_eq(uint64_t timeout_ns);
     /// Completion events seen for a CQ and not yet taken.
@@ -139,8 +145,22 @@ public:
     /// Handler for async events about one QP (SQ drained, errors): registered by the verbs layer.
     void set_qp_event_handler(uint32_t qpn, std::function<void(const hw::eqe&)> fn);
     void clear_qp_event_handler(uint32_t qpn);
-    /// Async events not tied to a QP handler (port change, CQ error, catastrophic), oldest first.
+    /// Handler for async events about one CQ (CQ error): registered by the verbs layer.
+    void set_cq_event_handler(uint32_t cqn, std::function<void(const hw::eqe&)> fn);
+    void clear_cq_event_handler(uint32_t cqn);
+    /// A receiver of unaffiliated events (one per verbs context).
+    struct event_client {
+        std::function<void(const hw::eqe&)> event;  ///< each port-change / catastrophic EQE
+        std::function<void()> after;                ///< end of a process_eq that consumed async events
+    };
+    /// Registers (or replaces) the client `owner`; clients are served in registration order.
+    void add_event_client(const void* owner, event_client c);
+    void remove_event_client(const void* owner);
+    /// Async events no handler or client took (SRQ events, unknown types or resources, events
+    /// for destroyed objects), oldest first.
     std::vector<hw::eqe>& unclaimed_events() { return unclaimed_; }
+    /// Asynchronous EQEs consumed since init.
+    uint64_t async_events() const { return async_events_; }
     /// Physical address of the EQ ring, of the MSI word, and the EQ consumer count.
     uint64_t eq_base() const { return eq_pa_; }
     uint64_t msi_word() const { return msi_pa_; }
@@ -152,6 +172,7 @@ public:
 
 private:
     uint64_t mailbox_status_pa() const { return mailbox_pa_ + offsetof(hw::cmd_mailbox, status); }
+    void dispatch_async(const hw::eqe& e);
     host_bus& bus_;
     host_os& os_;
     driver_options opts_;
@@ -172,7 +193,10 @@ private:
     std::vector<uint8_t> key_gen_;
     std::vector<uint32_t> cq_events_;
     std::map<uint32_t, std::function<void(const hw::eqe&)>> qp_handlers_;
+    std::map<uint32_t, std::function<void(const hw::eqe&)>> cq_handlers_;
+    std::vector<std::pair<const void*, event_client>> clients_;
     std::vector<hw::eqe> unclaimed_;
+    uint64_t async_events_ = 0;
     std::vector<void*> qp_users_;
 };
 

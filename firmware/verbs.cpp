@@ -74,7 +74,109 @@ void reset_queues(ibv_qp* qp) {
     qp->rq.producer = qp->rq.completed = 0;
 }
 
+/// The verbs event for an EQE; false for EQEs that have none (completion, SRQ, unknown).
+bool event_type_of(const hw::eqe& e, ibv_event_type* t) {
+    switch (e.type) {
+    case hw::EQE_PATH_MIGRATED: *t = IBV_EVENT_PATH_MIG; return true;
+    case hw::EQE_COMM_EST: *t = IBV_EVENT_COMM_EST; return true;
+    case hw::EQE_SQ_DRAINED: *t = IBV_EVENT_SQ_DRAINED; return true;
+    case hw::EQE_CQ_ERROR: *t = IBV_EVENT_CQ_ERR; return true;
+    case hw::EQE_QP_FATAL: *t = IBV_EVENT_QP_FATAL; return true;
+    case hw::EQE_QP_REQ_ERR: *t = IBV_EVENT_QP_REQ_ERR; return true;
+    case hw::EQE_QP_ACCESS_ERR: *t = IBV_EVENT_QP_ACCESS_ERR; return true;
+    case hw::EQE_QP_LAST_WQE_REACHED: *t = IBV_EVENT_QP_LAST_WQE_REACHED; return true;
+    case hw::EQE_PATH_MIG_ERR: *t = IBV_EVENT_PATH_MIG_ERR; return true;
+    case hw::EQE_LOCAL_CATASTROPHIC: *t = IBV_EVENT_DEVICE_FATAL; return true;
+    case hw::EQE_PORT_CHANGE:
+        if (e.subtype == hw::EQE_PORT_ACTIVE) *t = IBV_EVENT_PORT_ACTIVE;
+        else if (e.subtype == hw::EQE_PORT_DOWN) *t = IBV_EVENT_PORT_ERR;
+        else return false;
+        return true;
+    default: return false;
+    }
+}
+
+bool is_qp_event(ibv_event_type t) {
+    switch (t) {
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED: return true;
+    default: return false;
+    }
+}
+
+/// Queues an event for the context: for its handler if one is registered, else for
+/// ibv_get_async_event. Runs inside the driver's EQ loop, so no consumer code runs here.
+void queue_event(ibv_context* ctx, const ibv_async_event& ev) {
+    (ctx->async_handler ? ctx->handler_events : ctx->async_events).push_back(ev);
+}
+
+/// Passes the queued events to the context's handler, oldest first (the driver calls this at the
+/// end of each process_eq that consumed async events).
+void deliver_events(ibv_context* ctx) {
+    if (ctx->delivering) return;  // called from inside the handler: the running loop continues
+    ctx->delivering = true;
+    while (!ctx->handler_events.empty()) {
+        ibv_async_event ev = ctx->handler_events.front();
+        ctx->handler_events.pop_front();
+        if (!ctx->async_handler) {  // removed by the handler itself
+            ctx->async_events.push_back(ev);
+            continue;
+        }
+        auto fn = ctx->async_handler;  // a copy: the handler may replace itself (C10-139)
+        fn(ev);
+    }
+    ctx->delivering = false;
+}
+
+/// Drops the events of a QP or CQ being destroyed that are still queued.
+void drop_events(ibv_context* ctx, const void* object, bool cq) {
+    auto of_object = [&](const ibv_async_event& ev) {
+        return cq ? ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == object
+                  : is_qp_event(ev.event_type) && ev.element.qp == object;
+    };
+    for (auto* q : {&ctx->async_events, &ctx->handler_events}) q->erase(std::remove_if(q->begin(), q->end(), of_object), q->end());
+}
+
+void on_device_event(ibv_context* ctx, const hw::eqe& e) {
+    ibv_async_event ev{};
+    if (!event_type_of(e, &ev.event_type)) return;
+    ev.element.port_num = e.type == hw::EQE_PORT_CHANGE ? int(e.resource) : 0;
+    queue_event(ctx, ev);
+}
+
+void on_cq_event(ibv_cq* cq, const hw::eqe& e) {
+    ibv_async_event ev{};
+    if (!event_type_of(e, &ev.event_type)) return;
+    if (e.type == hw::EQE_CQ_ERROR && !cq->error) {
+        // 10.10.3: the completions present when the error is seen can still be polled, then the
+        // CQ reads as empty; no completion events are reported any more.
+        host_bus& bus = cq->context->driver->bus();
+        uint64_t size = 1ull << cq->log_size, n = 0;
+        for (; n < size; ++n) {
+            uint64_t c = cq->consumer + n;
+            uint8_t owner;
+            bus.mem_read(cq->ring_pa + (c & (size - 1)) * sizeof(hw::cqe) + offsetof(hw::cqe, owner), &owner, 1);
+            if ((owner & hw::CQE_OWNER_BIT) != hw::cqe_owner_for(c, cq->log_size)) break;
+        }
+        cq->error = true;
+        cq->error_end = cq->consumer + n;
+    }
+    ev.element.cq = cq;
+    queue_event(cq->context, ev);
+}
+
 void on_qp_event(ibv_qp* qp, const hw::eqe& e) {
+    ibv_async_event ev{};
+    if (event_type_of(e, &ev.event_type)) {
+        ev.element.qp = qp;
+        queue_event(qp->context, ev);
+    }
     switch (e.type) {
     case hw::EQE_QP_FATAL:
     case hw::EQE_QP_REQ_ERR:
@@ -271,12 +373,16 @@ ibv_context* ibv_open_device(fw::hca_driver& drv, fw::address_space& as) {
     ctx->driver = &drv;
     ctx->as = &as;
     ctx->uar = uar;
+    // Unaffiliated events (port, device) reach every open context.
+    drv.add_event_client(ctx, {[ctx](const hw::eqe& e) { on_device_event(ctx, e); }, [ctx] { deliver_events(ctx); }});
     return ctx;
 }
 
 int ibv_close_device(ibv_context* ctx) {
     if (!ctx) return EINVAL;
     if (ctx->pds || ctx->cqs || ctx->qps || ctx->mrs || ctx->ahs || ctx->channels) return EBUSY;
+    if (ctx->delivering) return EBUSY;  // called from its own async event handler
+    ctx->driver->remove_event_client(ctx);
     ctx->driver->free_uar(ctx->uar);
     delete ctx;
     return 0;
@@ -504,6 +610,7 @@ ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
     auto* cq = new ibv_cq{ctx, channel, cq_context, cqn, int((1u << log) - 1), log, ring, 0, 0, 0};
     if (channel) channel->cqs.push_back(cq);
     ++ctx->cqs;
+    drv.set_cq_event_handler(cqn, [cq](const hw::eqe& e) { on_cq_event(cq, e); });
     return cq;
 }
 
@@ -512,12 +619,17 @@ int ibv_destroy_cq(ibv_cq* cq) {
     ibv_context* ctx = cq->context;
     verb_cost(ctx);
     if (cq->refs) return EBUSY;  // C10-18
+    if (cq->polling) return EBUSY;  // from an async event handler running inside ibv_poll_cq(cq)
     hw::cmd_status st = ctx->driver->exec(hw::CMD_DESTROY_CQ, cq->handle, 0, nullptr, 0);
     if (st != hw::CMD_OK) return fw::cmd_errno(st);
     if (cq->channel) {
         auto& v = cq->channel->cqs;
         v.erase(std::remove(v.begin(), v.end(), cq), v.end());
     }
+    // Unacknowledged events are not waited for (libibverbs would block): queued ones are dropped
+    // and none is delivered for this CQ afterwards.
+    ctx->driver->clear_cq_event_handler(cq->handle);
+    drop_events(ctx, cq, true);
     ctx->driver->free_cqn(cq->handle);
     ctx->driver->os().free(cq->ring_pa);
     --ctx->cqs;
@@ -530,9 +642,13 @@ int ibv_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     hca_driver& drv = *cq->context->driver;
     host_bus& bus = drv.bus();
     bus.cpu_cost(cpu_op::poll_cqe);
+    ++cq->polling;
+    // C10-17: a CQ error the HCA has reported reaches the consumer before the next completion.
+    if (drv.eq_pending()) drv.process_eq();
     uint32_t mask = (1u << cq->log_size) - 1;
     int n = 0;
     while (n < num_entries) {
+        if (cq->error && cq->consumer >= cq->error_end) break;  // 10.10.3: then the CQ reads empty
         hw::cqe e;
         bus.mem_read(cq->ring_pa + uint64_t(cq->consumer & mask) * sizeof(hw::cqe), &e, sizeof e);
         if ((e.owner & hw::CQE_OWNER_BIT) != hw::cqe_owner_for(cq->consumer, cq->log_size)) break;
@@ -552,9 +668,11 @@ int ibv_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
         w.dlid_path_bits = e.dlid_path_bits;
         if (auto* qp = static_cast<ibv_qp*>(drv.qp_user(e.qpn))) {
             if (e.owner & hw::CQE_IS_SEND) {
-                // A send CQE for WQE w also completes every earlier (unsignaled) WQE.
+                // C10-108, 10.8.6: a send CQE for WQE w retires every earlier (unsignaled) WQE of
+                // the send queue, so their slots can be posted again. A counter that names no
+                // outstanding WQE (stale, from before a Reset) retires nothing.
                 uint32_t delta = uint16_t(e.wqe_counter - uint16_t(qp->sq.completed)) + 1u;
-                qp->sq.completed = std::min(qp->sq.completed + delta, qp->sq.producer);
+                if (delta <= qp->sq.producer - qp->sq.completed) qp->sq.completed += delta;
             } else if (qp->rq.completed < qp->rq.producer) {
                 ++qp->rq.completed;
             }
@@ -565,11 +683,13 @@ int ibv_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
         uint64_t db = hw::cq_doorbell(cq->handle, uint32_t(cq->consumer), hw::CQ_ARM_NONE);
         mmio64(cq->context, hw::UAR_CQ_DOORBELL, db);
     }
+    --cq->polling;
     return n;
 }
 
 int ibv_req_notify_cq(ibv_cq* cq, int solicited_only) {
     if (!cq) return EINVAL;
+    if (cq->error) return 0;  // 10.10.3: no completion events after a CQ error; the request is not an error
     uint64_t db = hw::cq_doorbell(cq->handle, uint32_t(cq->consumer),
                                   solicited_only ? hw::CQ_ARM_SOLICITED : hw::CQ_ARM_NEXT);
     mmio64(cq->context, hw::UAR_CQ_DOORBELL, db);
@@ -598,6 +718,11 @@ int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context, uint6
     for (;;) {
         drv.process_eq();
         for (ibv_cq* c : ch->cqs) {
+            if (c->error) {  // 10.10.3: a CQ in error reports no completion events
+                while (drv.take_cq_event(c->handle)) {
+                }
+                continue;
+            }
             if (drv.take_cq_event(c->handle)) {
                 *cq = c;
                 if (cq_context) *cq_context = c->cq_context;
@@ -612,6 +737,49 @@ int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context, uint6
 
 void ibv_ack_cq_events(ibv_cq* cq, unsigned nevents) {
     if (cq) cq->comp_events_completed += nevents;
+}
+
+// ---------------------------------------------------------------- asynchronous events
+
+int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event, uint64_t timeout_ns) {
+    if (!ctx || !event) return EINVAL;
+    hca_driver& drv = *ctx->driver;
+    uint64_t deadline = drv.bus().now_ns() + timeout_ns;
+    for (;;) {
+        drv.process_eq();
+        if (!ctx->async_events.empty()) {
+            *event = ctx->async_events.front();
+            ctx->async_events.pop_front();
+            return 0;
+        }
+        if (ctx->async_handler) return EINVAL;  // new events go to the handler, never to this queue
+        uint64_t now = drv.bus().now_ns();
+        if (timeout_ns && now >= deadline) return ETIMEDOUT;
+        drv.wait_eq(timeout_ns ? deadline - now : 0);
+    }
+}
+
+void ibv_ack_async_event(ibv_async_event* event) {
+    if (!event) return;
+    if (event->event_type == IBV_EVENT_CQ_ERR) {
+        if (event->element.cq) ++event->element.cq->async_events_completed;
+    } else if (is_qp_event(event->event_type)) {
+        if (event->element.qp) ++event->element.qp->events_completed;
+    }
+}
+
+int ibv_set_async_event_handler(ibv_context* ctx, std::function<void(const ibv_async_event&)> handler) {
+    if (!ctx) return EINVAL;
+    verb_cost(ctx);
+    // C10-138: what the HCA reported before the call goes where it went so far (the previous
+    // handler, or the queue); only later events reach the new handler.
+    ctx->driver->process_eq();
+    ctx->async_handler = std::move(handler);  // C10-139: one per context, replaced
+    if (!ctx->async_handler) {
+        for (const ibv_async_event& ev : ctx->handler_events) ctx->async_events.push_back(ev);
+        ctx->handler_events.clear();
+    }
+    return 0;
 }
 
 // ---------------------------------------------------------------- QP
@@ -820,7 +988,10 @@ int ibv_destroy_qp(ibv_qp* qp) {
     verb_cost(ctx);
     hw::cmd_status st = drv.exec(hw::CMD_DESTROY_QP, qp->qp_num, 0, nullptr, 0);
     if (st != hw::CMD_OK) return fw::cmd_errno(st);
+    // Unacknowledged events are not waited for (libibverbs would block): queued ones are dropped
+    // and none is delivered for this QP afterwards.
     drv.clear_qp_event_handler(qp->qp_num);
+    drop_events(ctx, qp, false);
     drv.set_qp_user(qp->qp_num, nullptr);
     drv.free_qpn(qp->qp_num);
     drv.os().free(qp->sq.pa);

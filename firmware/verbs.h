@@ -5,6 +5,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <vector>
 #include "firmware/hca_driver.h"
 #include "firmware/host_os.h"
@@ -62,6 +64,14 @@ enum ibv_atomic_cap { IBV_ATOMIC_NONE = 0, IBV_ATOMIC_HCA, IBV_ATOMIC_GLOB };
 enum ibv_port_state {
     IBV_PORT_NOP = 0, IBV_PORT_DOWN, IBV_PORT_INIT, IBV_PORT_ARMED, IBV_PORT_ACTIVE, IBV_PORT_ACTIVE_DEFER
 };
+/// Asynchronous event types (libibverbs numbering). QP events: CQ_ERR is CQ-affiliated, the
+/// port events and DEVICE_FATAL are unaffiliated; SRQ events are never raised (no SRQs).
+enum ibv_event_type {
+    IBV_EVENT_CQ_ERR = 0, IBV_EVENT_QP_FATAL, IBV_EVENT_QP_REQ_ERR, IBV_EVENT_QP_ACCESS_ERR, IBV_EVENT_COMM_EST,
+    IBV_EVENT_SQ_DRAINED, IBV_EVENT_PATH_MIG, IBV_EVENT_PATH_MIG_ERR, IBV_EVENT_DEVICE_FATAL, IBV_EVENT_PORT_ACTIVE,
+    IBV_EVENT_PORT_ERR, IBV_EVENT_LID_CHANGE, IBV_EVENT_PKEY_CHANGE, IBV_EVENT_SM_CHANGE, IBV_EVENT_SRQ_ERR,
+    IBV_EVENT_SRQ_LIMIT_REACHED, IBV_EVENT_QP_LAST_WQE_REACHED, IBV_EVENT_CLIENT_REREGISTER, IBV_EVENT_GID_CHANGE
+};
 
 /// ibv_query_device output.
 struct ibv_device_attr {
@@ -112,6 +122,17 @@ struct ibv_cq;
 struct ibv_qp;
 struct ibv_comp_channel;
 
+/// One asynchronous event (ibv_get_async_event, or the handler of ibv_set_async_event_handler).
+struct ibv_async_event {
+    union {
+        ibv_cq* cq;    ///< IBV_EVENT_CQ_ERR
+        ibv_qp* qp;    ///< QP events
+        void* srq;     ///< SRQ events (none in interface version 1)
+        int port_num;  ///< port events; 0 for IBV_EVENT_DEVICE_FATAL
+    } element;
+    ibv_event_type event_type;
+};
+
 /// Protection domain.
 struct ibv_pd {
     ibv_context* context;
@@ -152,6 +173,10 @@ struct ibv_cq {
     uint64_t consumer;  ///< CQEs consumed
     uint32_t refs;      ///< QPs using it
     uint32_t comp_events_completed;
+    uint32_t async_events_completed = 0;  ///< CQ_ERR events acknowledged
+    bool error = false;                   ///< a CQ error was reported (10.10.3: overrun, inaccessible)
+    uint64_t error_end = 0;               ///< with error: consumer count where polling stops
+    uint32_t polling = 0;                 ///< ibv_poll_cq calls in progress (handlers run inside)
 };
 struct ibv_qp_cap {
     uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data;
@@ -202,7 +227,7 @@ struct ibv_qp {
     ibv_wq_ring sq, rq;
     hw::qp_context hw_ctx;  ///< software copy of the HCA context
     ibv_qp_attr attr;       ///< attributes as last modified
-    uint32_t events_completed;
+    uint32_t events_completed;  ///< async events acknowledged
 };
 /// Device context of one process.
 struct ibv_context {
@@ -210,6 +235,10 @@ struct ibv_context {
     fw::address_space* as;
     uint32_t uar;       ///< this context's UAR page index
     uint32_t pds = 0, cqs = 0, qps = 0, mrs = 0, ahs = 0, channels = 0;
+    std::deque<ibv_async_event> async_events;    ///< waiting for ibv_get_async_event, oldest first
+    std::deque<ibv_async_event> handler_events;  ///< dispatched, not yet passed to the handler
+    std::function<void(const ibv_async_event&)> async_handler;  ///< ibv_set_async_event_handler
+    bool delivering = false;                     ///< the handler is running
 };
 
 struct ibv_sge {
@@ -250,7 +279,7 @@ struct ibv_wc {
 
 /// Opens the device for one process (runs driver init on first use); nullptr + errno on failure.
 ibv_context* ibv_open_device(fw::hca_driver& drv, fw::address_space& as);
-/// Closes a context; EBUSY while it still owns objects.
+/// Closes a context; EBUSY while it still owns objects or from inside its own async event handler.
 int ibv_close_device(ibv_context* ctx);
 /// Device attributes from the HCA capabilities.
 int ibv_query_device(ibv_context* ctx, ibv_device_attr* attr);
@@ -277,11 +306,14 @@ int ibv_destroy_comp_channel(ibv_comp_channel* ch);
 /// Creates a CQ of at least cqe entries (ring of a power of two >= cqe + 1).
 ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context = nullptr, ibv_comp_channel* channel = nullptr,
                       int comp_vector = 0);
-/// Destroys a CQ; EBUSY while a QP uses it (C10-18).
+/// Destroys a CQ; EBUSY while a QP uses it (C10-18) or while ibv_poll_cq(cq) runs (a handler).
+/// Does not wait for unacknowledged async events: its queued events are dropped.
 int ibv_destroy_cq(ibv_cq* cq);
-/// Polls up to num_entries completions; returns the count (>= 0) or a negative errno.
+/// Polls up to num_entries completions; returns the count (>= 0) or a negative errno. Processes
+/// the EQ first when it holds an entry (async event handlers run there). A CQ in error returns
+/// the completions present at the error, then none.
 int ibv_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
-/// Arms the CQ for one completion event (solicited-only if requested).
+/// Arms the CQ for one completion event (solicited-only if requested); no-op on a CQ in error.
 int ibv_req_notify_cq(ibv_cq* cq, int solicited_only);
 /// Waits for a completion event on the channel (timeout_ns 0: forever); ETIMEDOUT on timeout.
 int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context, uint64_t timeout_ns = 0);
@@ -290,13 +322,27 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned nevents);
 /// hcasim helper: sleeps (no time stepping) until the CQ holds a completion; 0 or ETIMEDOUT.
 int ibv_wait_cq(ibv_cq* cq, uint64_t timeout_ns);
 
+/// Waits for the next asynchronous event of the context (timeout_ns 0: forever; ETIMEDOUT on
+/// timeout), processing the EQ. EINVAL once the queue is empty while a handler is registered
+/// (new events go to the handler).
+int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event, uint64_t timeout_ns = 0);
+/// Acknowledges an event got from ibv_get_async_event (counted on its QP or CQ). Acknowledge
+/// before destroying the object: destroy does not wait, and the event's pointer dies with it.
+void ibv_ack_async_event(ibv_async_event* event);
+/// hcasim extension (IBA Set Asynchronous Event Handler, C10-138/C10-139): one handler per
+/// context, a later call replaces it, an empty function removes it. The EQ is processed first:
+/// events reported before the call are not passed to the handler (they stay queued for
+/// ibv_get_async_event). Later events are passed to the handler, in order, instead of being
+/// queued, at the end of the process_eq that consumed them (see docs/firmware.md).
+int ibv_set_async_event_handler(ibv_context* ctx, std::function<void(const ibv_async_event&)> handler);
+
 /// Creates a QP in Reset (C10-20); cap is updated with the actual capacities.
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init_attr);
 /// Modify QP: state machine check, value checks, CMD_MODIFY_QP.
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask);
 /// Query QP (state refreshed from the HCA).
 int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr);
-/// Destroys a QP.
+/// Destroys a QP. Does not wait for unacknowledged async events: its queued events are dropped.
 int ibv_destroy_qp(ibv_qp* qp);
 /// Posts a list of send WRs; on an immediate error *bad_wr is the failing WR and it and later
 /// WRs are not posted (C10-136); earlier ones are.

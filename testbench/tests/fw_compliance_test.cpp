@@ -541,3 +541,136 @@ TEST(FwCompliance, C10_58_overlapping_regions_deregister_independently) {
 
 // libsystemc (linked through tlm_if) needs the symbol; gtest_main provides main().
 extern "C" int sc_main(int, char*[]) { return 0; }
+
+// ------------------------------------------------------------------ 10.8.6 unsignaled completions
+
+namespace {
+
+/// Writes the n-th CQE of `cq` as the HCA would: a send completion of WQE `wqe_counter`.
+void write_send_cqe(env& e, ibv_cq* cq, uint64_t n, ibv_qp* q, uint16_t wqe_counter, uint64_t wr_id,
+                    uint8_t status = hw::CQE_SUCCESS) {
+    hw::cqe c{};
+    c.wr_id = wr_id;
+    c.qpn = q->qp_num;
+    c.wqe_counter = wqe_counter;
+    c.status = status;
+    c.owner = uint8_t(hw::CQE_IS_SEND | hw::cqe_owner_for(n, cq->log_size));
+    e.bus.mem_write(cq->ring_pa + (n & ((1u << cq->log_size) - 1)) * sizeof c, &c, sizeof c);
+}
+
+/// Posts `n` RDMA WRITEs one call each (wr_id first, first + 1, ...); returns the first error.
+int post_writes(ibv_qp* q, uint32_t n, uint64_t first, unsigned flags) {
+    for (uint32_t i = 0; i < n; ++i) {
+        ibv_send_wr w = send_wr(nullptr, 0, IBV_WR_RDMA_WRITE);
+        w.wr_id = first + i;
+        w.send_flags = flags;
+        ibv_send_wr* bad;
+        if (int err = ibv_post_send(q, &w, &bad)) return err;
+    }
+    return 0;
+}
+
+hw::wqe_ctrl_seg ctrl_at(env& e, ibv_qp* q, uint32_t slot) {
+    return e.bus.read<hw::wqe_ctrl_seg>(q->sq.pa + (uint64_t(slot) << q->sq.log_stride));
+}
+
+}  // namespace
+
+TEST(FwCompliance, C10_90_signaled_and_unsignaled_wqes_are_marked_as_requested) {
+    env e;
+    ibv_qp* q = e.qp(IBV_QPT_RC, nullptr, 4, 1);
+    e.bring(q, IBV_QPS_RTS);
+    ASSERT_EQ(post_writes(q, 1, 0, 0), 0);
+    ASSERT_EQ(post_writes(q, 1, 1, IBV_SEND_SIGNALED), 0);
+    EXPECT_FALSE(ctrl_at(e, q, 0).flags & hw::WQE_FLAG_SIGNALED);
+    EXPECT_TRUE(ctrl_at(e, q, 1).flags & hw::WQE_FLAG_SIGNALED);
+    // An all-signaled send queue signals every WQE whatever the WR asks.
+    ibv_qp_init_attr ia{};
+    ia.send_cq = ia.recv_cq = e.cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap = {4, 4, 1, 1, 0};
+    ia.sq_sig_all = 1;
+    ibv_qp* all = ibv_create_qp(e.pd, &ia);
+    ASSERT_NE(all, nullptr);
+    EXPECT_EQ(all->hw_ctx.sig_all, 1);
+    e.bring(all, IBV_QPS_RTS);
+    ASSERT_EQ(post_writes(all, 1, 0, 0), 0);
+    EXPECT_TRUE(ctrl_at(e, all, 0).flags & hw::WQE_FLAG_SIGNALED);
+}
+
+TEST(FwCompliance, C10_108_later_signaled_completion_frees_the_slots_of_earlier_unsignaled_wrs) {
+    env e;
+    ibv_qp* q = e.qp(IBV_QPT_RC, nullptr, 16, 1);
+    ASSERT_EQ(q->sq.max_wr, 16u);
+    e.bring(q, IBV_QPS_RTS);
+    ASSERT_EQ(post_writes(q, 10, 100, 0), 0);                  // wqe_index 0..9, unsignaled
+    ASSERT_EQ(post_writes(q, 1, 110, IBV_SEND_SIGNALED), 0);   // wqe_index 10
+    write_send_cqe(e, e.cq, 0, q, 10, 110);
+    ibv_wc wc[4];
+    ASSERT_EQ(ibv_poll_cq(e.cq, 4, wc), 1);  // one CQE for eleven WRs
+    EXPECT_EQ(wc[0].wr_id, 110u);
+    EXPECT_EQ(q->sq.completed, 11u);
+    // All 16 slots are free again: the ring takes 16 more, the 17th is refused.
+    ASSERT_EQ(post_writes(q, 16, 200, 0), 0);
+    EXPECT_EQ(post_writes(q, 1, 216, 0), ENOMEM);
+    // The slots of the retired unsignaled WRs were reused (slot 0 now holds wqe_index 16).
+    hw::wqe_ctrl_seg c0 = ctrl_at(e, q, 0);
+    EXPECT_EQ(c0.wqe_index, 16u);
+    EXPECT_EQ(c0.wr_id, 205u);
+}
+
+TEST(FwCompliance, C10_108_unsignaled_wrs_alone_are_never_retired_and_fill_the_ring) {
+    env e;
+    ibv_qp* q = e.qp(IBV_QPT_RC, nullptr, 16, 1);
+    e.bring(q, IBV_QPS_RTS);
+    ASSERT_EQ(post_writes(q, 16, 0, 0), 0);
+    ibv_wc wc;
+    EXPECT_EQ(ibv_poll_cq(e.cq, 1, &wc), 0);  // successful unsignaled WRs produce no CQE
+    EXPECT_EQ(q->sq.completed, 0u);
+    size_t m = e.bus.mmio.size();
+    EXPECT_EQ(post_writes(q, 1, 16, IBV_SEND_SIGNALED), ENOMEM);
+    EXPECT_EQ(e.bus.mmio.size(), m);  // nothing posted, no doorbell
+}
+
+TEST(FwCompliance, C10_105_error_completion_of_an_unsignaled_wr_is_returned_and_retires_it) {
+    env e;
+    ibv_qp* q = e.qp(IBV_QPT_RC, nullptr, 4, 1);
+    e.bring(q, IBV_QPS_RTS);
+    ASSERT_EQ(post_writes(q, 4, 0, 0), 0);  // all unsignaled
+    // The HCA completes WQE 1 in error (WQE 0 succeeded silently) and flushes 2 and 3.
+    write_send_cqe(e, e.cq, 0, q, 1, 1, hw::CQE_REM_ACCESS_ERR);
+    write_send_cqe(e, e.cq, 1, q, 2, 2, hw::CQE_WR_FLUSH_ERR);
+    write_send_cqe(e, e.cq, 2, q, 3, 3, hw::CQE_WR_FLUSH_ERR);
+    ibv_wc wc[4];
+    ASSERT_EQ(ibv_poll_cq(e.cq, 1, wc), 1);
+    EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(wc[0].wr_id, 1u);
+    EXPECT_EQ(q->sq.completed, 2u);  // WQE 0 retired with it
+    ASSERT_EQ(ibv_poll_cq(e.cq, 4, wc), 2);
+    EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(wc[1].wr_id, 3u);
+    EXPECT_EQ(q->sq.completed, 4u);
+}
+
+TEST(FwCompliance, C10_108_send_cqe_naming_no_outstanding_wqe_retires_nothing) {
+    env e;
+    ibv_qp* q = e.qp(IBV_QPT_RC, nullptr, 8, 1);
+    e.bring(q, IBV_QPS_RTS);
+    ASSERT_EQ(post_writes(q, 4, 0, 0), 0);
+    write_send_cqe(e, e.cq, 0, q, 3, 3);
+    ibv_wc wc;
+    ASSERT_EQ(ibv_poll_cq(e.cq, 1, &wc), 1);
+    ASSERT_EQ(q->sq.completed, 4u);
+    ASSERT_EQ(post_writes(q, 2, 4, 0), 0);  // wqe_index 4, 5 outstanding
+    // A repeated completion of WQE 3 (already retired) must not retire 4 and 5.
+    write_send_cqe(e, e.cq, 1, q, 3, 3);
+    ASSERT_EQ(ibv_poll_cq(e.cq, 1, &wc), 1);
+    EXPECT_EQ(q->sq.completed, 4u);
+    // Nor one naming a WQE never posted (index 9 with only 0..5 posted).
+    write_send_cqe(e, e.cq, 2, q, 9, 9);
+    ASSERT_EQ(ibv_poll_cq(e.cq, 1, &wc), 1);
+    EXPECT_EQ(q->sq.completed, 4u);
+    write_send_cqe(e, e.cq, 3, q, 5, 5);
+    ASSERT_EQ(ibv_poll_cq(e.cq, 1, &wc), 1);
+    EXPECT_EQ(q->sq.completed, 6u);
+}
