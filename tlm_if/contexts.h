@@ -84,7 +84,8 @@ struct qp_context {
     uint8_t dgid[16];          ///< destination GID
     uint32_t max_send_wr;      ///< send ring capacity in WQEs
     uint32_t max_recv_wr;      ///< receive ring capacity in WQEs
-    uint8_t rsvd1[136];        ///< reserved, zero
+    uint8_t sqd_notify;        ///< 1: raise EQE_SQ_DRAINED when an SQD drain completes
+    uint8_t rsvd1[135];        ///< reserved, zero
 };
 static_assert(sizeof(qp_context) == 256);
 static_assert(offsetof(qp_context, sq_base) == 24 && offsetof(qp_context, dest_qpn) == 48 &&

@@ -186,6 +186,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         dma.read(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay);
         c.state = engine_->state(in_mod);  // the engine may have moved it to Error itself
         engine_->current_psns(in_mod, c.sq_psn, c.rq_psn);
+        c.sq_draining = engine_->draining(in_mod) ? 1 : 0;
         std::memcpy(m.out, &c, sizeof c);
         return hw::CMD_OK;
     }

@@ -41,7 +41,7 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     max_qp_wr.range(1, 1u << 16);
 
     hw::hca_caps& c = id_.caps;
-    c.flags = hw::CAP_RC | hw::CAP_INLINE;
+    c.flags = hw::CAP_RC | hw::CAP_INLINE | hw::CAP_RDMA_READ | hw::CAP_ATOMIC | hw::CAP_SQD_ASYNC;
     c.node_guid = node_guid ? node_guid.get() : 0x0002c90300000000ull + node_index + 1;
     c.sys_image_guid = c.node_guid;
     c.max_mr_size = uint64_t(max_mtts) << 12;
@@ -57,8 +57,8 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     c.max_cqe = max_cqe;
     c.max_mr = max_mrs;
     c.max_pd = 1u << 16;
-    c.max_qp_rd_atom = 0;       // RDMA READ and atomics arrive with the RC issue
-    c.max_qp_init_rd_atom = 0;
+    c.max_qp_rd_atom = MAX_RD_ATOMIC;       // READ/atomic responder resources per QP
+    c.max_qp_init_rd_atom = MAX_RD_ATOMIC;  // READ/atomic outstanding per QP as requester
     c.max_inline = hw::INLINE_WINDOW_BYTES - 36;  // ctrl (32) + inline header (4): a WQE fills the window
     c.max_mtt = max_mtts;
     c.max_uar = hw::MAX_UARS;

@@ -76,8 +76,21 @@ bool translation_unit::mtt(uint64_t index, uint64_t& value, sc_time& delay) {
     return true;
 }
 
+xlate_status translation_unit::check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
+                                     sc_time& delay) {
+    phys_seg none[1];
+    unsigned n = 0;
+    return translate(key, pd, va, len, access, none, 0, n, delay, false);
+}
+
 xlate_status translation_unit::translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
                                          phys_seg* segs, unsigned max_segs, unsigned& nsegs, sc_time& delay) {
+    return translate(key, pd, va, len, access, segs, max_segs, nsegs, delay, true);
+}
+
+xlate_status translation_unit::translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
+                                         phys_seg* segs, unsigned max_segs, unsigned& nsegs, sc_time& delay,
+                                         bool walk) {
     ++lookups;
     nsegs = 0;
     delay += hit_time_;
@@ -94,7 +107,7 @@ xlate_status translation_unit::translate(uint32_t key, uint32_t pd, uint64_t va,
         return fault(xlate_status::no_access);
     if (va < e.start_va || len > e.length || va - e.start_va > e.length - len)
         return fault(xlate_status::out_of_bounds);
-    if (len == 0)
+    if (len == 0 || !walk)
         return xlate_status::ok;
     if (e.flags & hw::MPT_PHYSICAL) {
         segs[nsegs++] = {va, uint32_t(len)};

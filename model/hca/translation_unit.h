@@ -55,7 +55,14 @@ public:
     xlate_status translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
                            phys_seg* segs, unsigned max_segs, unsigned& nsegs, sc_core::sc_time& delay);
 
+    /// Checks `key` for [va, va + len) under `pd` needing `access` (key, PD, rights, bounds)
+    /// without walking the page table: the request-time check of a READ or atomic whose pages
+    /// are translated packet by packet later.
+    xlate_status check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
+                       sc_core::sc_time& delay);
 private:
+    xlate_status translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
+                           phys_seg* segs, unsigned max_segs, unsigned& nsegs, sc_core::sc_time& delay, bool walk);
     bool mpt(uint32_t index, hw::mpt_entry& out, sc_core::sc_time& delay);
     bool mtt(uint64_t index, uint64_t& value, sc_core::sc_time& delay);
 

@@ -19,7 +19,12 @@ namespace {
 constexpr uint32_t PSN_MASK = 0xFFFFFF;
 /// a <= b in 24-bit serial arithmetic.
 bool psn_le(uint32_t a, uint32_t b) { return ((b - a) & PSN_MASK) < 0x800000; }
+/// a < b in 24-bit serial arithmetic.
+bool psn_lt(uint32_t a, uint32_t b) { return a != b && psn_le(a, b); }
 constexpr unsigned MAX_SEGS = 8;
+/// Responses a responder queues per QP: READ/atomic responses (beyond max_dest_rd_atomic they
+/// wait their turn) with the ACKs between them.
+constexpr size_t RESP_SLOTS = 2 * MAX_RD_ATOMIC + 2;
 
 uint8_t cqe_opcode_of(uint8_t wqe_op) {
     switch (wqe_op) {
@@ -30,6 +35,9 @@ uint8_t cqe_opcode_of(uint8_t wqe_op) {
     default: return hw::CQE_OP_SEND;
     }
 }
+bool is_rd_atomic(uint8_t wqe_op) {
+    return wqe_op == hw::WQE_OP_RDMA_READ || wqe_op == hw::WQE_OP_CMP_SWAP || wqe_op == hw::WQE_OP_FETCH_ADD;
+}
 }  // namespace
 
 transport_engine::transport_engine(const sc_module_name& name, const sc_time& clock, unsigned max_qps)
@@ -37,12 +45,16 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
       dma("dma"),
       wqe_queue_depth("wqe_queue_depth", 32, "WQEs", "parsed WQEs queued per QP ahead of the requester"),
       packet_cycles("packet_cycles", 8, "cycles", "requester initiation interval per packet"),
-      rx_cycles("rx_cycles", 8, "cycles", "responder initiation interval per packet"),
+      rx_cycles("rx_cycles", 8, "cycles", "responder initiation interval per packet (requests and responses)"),
       tx_latency_cycles("tx_latency_cycles", 64, "cycles",
                         "requester pipeline latency from a WQE on chip to its packet at the port"),
       rx_latency_cycles("rx_latency_cycles", 64, "cycles",
                         "responder pipeline latency from a packet's arrival to its first DMA"),
       ack_req_interval("ack_req_interval", 16, "packets", "requester sets AckReq at least every N packets"),
+      ack_coalesce("ack_coalesce", 1, "packets",
+                   "responder sends one ACK per N packets that request one (1: every one)"),
+      ack_coalesce_ns("ack_coalesce_ns", 1000.0, "ns",
+                      "responder sends a held-back coalesced ACK after at most this long"),
       rq_prefetch("rq_prefetch", 4, "WQEs", "receive WQEs the responder reads ahead per QP (on chip)"),
       tx_packets("tx_packets", "request packets sent"),
       tx_payload_bytes("tx_payload_bytes", "request payload bytes sent"),
@@ -53,20 +65,30 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
       acks_received("acks_received", "ACKs received"),
       naks_received("naks_received", "NAKs and RNR NAKs received"),
       rnr_naks_sent("rnr_naks_sent", "RNR NAKs sent (no receive WQE)"),
-      duplicates("duplicates", "duplicate request packets (re-ACKed)"),
+      duplicates("duplicates", "duplicate request packets (re-ACKed, READs re-executed, atomics replayed)"),
       seq_errors("seq_errors", "out-of-sequence request packets"),
       dropped_bad_qp("dropped_bad_qp", "packets for a QP that does not exist or cannot receive"),
-      retransmits("retransmits", "go-back-N restarts after an RNR NAK or a sequence-error NAK"),
+      retransmits("retransmits", "go-back-N restarts (RNR NAK, sequence NAK, missing READ response, timeout)"),
+      timeouts("timeouts", "local ACK timeouts"),
+      read_requests("read_requests", "RDMA READ requests sent (retransmissions included)"),
+      read_responses_sent("read_responses_sent", "RDMA READ response packets sent"),
+      read_responses_received("read_responses_received", "RDMA READ response packets accepted"),
+      atomics_executed("atomics_executed", "atomic operations executed on host memory"),
+      atomic_replays("atomic_replays", "duplicate atomics answered from the replay history"),
       send_completions("send_completions", "send-queue CQEs written"),
       recv_completions("recv_completions", "receive-queue CQEs written"),
       error_completions("error_completions", "CQEs with an error status other than flush"),
       flushed("flushed", "work requests completed with WR_FLUSH_ERR"),
+      async_events("async_events", "affiliated asynchronous events raised (COMM_EST, SQ_DRAINED, QP errors)"),
       qps_(max_qps),
-      ready_(max_qps) {
+      ready_(max_qps),
+      resp_ready_(max_qps) {
     wqe_queue_depth.range(1, 1024);
     packet_cycles.range(0, 1000000);
     rx_cycles.range(0, 1000000);
     ack_req_interval.range(1, 1u << 20);
+    ack_coalesce.range(1, 1024);
+    ack_coalesce_ns.range(0, 1e9);
     rq_prefetch.range(1, 256);
     packet_time_ = clock * double(packet_cycles.get());
     rx_time_ = clock * double(rx_cycles.get());
@@ -74,9 +96,11 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
     rx_latency_cycles.range(0, 1000000);
     tx_latency_ = clock * double(tx_latency_cycles.get());
     rx_latency_ = clock * double(rx_latency_cycles.get());
+    coalesce_time_ = sc_time(ack_coalesce_ns.get(), SC_NS);
     SC_THREAD(requester_loop);
-    SC_METHOD(retry_timer);
-    sensitive << retry_ev_;
+    SC_THREAD(response_loop);
+    SC_METHOD(timer);
+    sensitive << timer_ev_;
     dont_initialize();
 }
 
@@ -88,6 +112,13 @@ sc_time transport_engine::rnr_time(uint8_t code) {
     return sc_time(ms[code & 31], SC_MS);
 }
 
+sc_time transport_engine::ack_timeout(uint8_t code) {
+    // IBA 9.7.6.1.3: 4.096 us x 2^timeout; 0 disables the timer.
+    if (code == 0)
+        return SC_ZERO_TIME;
+    return sc_time(4096.0 * double(uint64_t(1) << (code & 31)), SC_NS);
+}
+
 // ---------------------------------------------------------------- context from the command unit
 
 void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& delay) {
@@ -96,9 +127,11 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
     qp& q = qps_[c.qpn];
     const uint8_t prev = q.valid ? q.state : uint8_t(hw::QPS_RESET);
     if (!q.valid || c.state == hw::QPS_RESET) {
-        const bool was_ready = q.tx_ready;
+        const bool was_ready = q.tx_ready, was_resp = q.resp_ready, was_timed = q.in_timers;
         q = qp{};
-        q.tx_ready = was_ready;  // still listed in the ready FIFO; the loop drops it
+        q.tx_ready = was_ready;  // still listed in the ready FIFOs / timer list; they drop it
+        q.resp_ready = was_resp;
+        q.in_timers = was_timed;
         q.valid = true;
         q.qpn = c.qpn;
         q.queue.resize(wqe_queue_depth);
@@ -120,15 +153,38 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
     q.retry_cnt = c.retry_cnt;
     q.rnr_retry = c.rnr_retry;
     q.min_rnr_timer = c.min_rnr_timer;
+    q.timeout = c.timeout;
     q.retries_left = c.retry_cnt;
     q.rnr_retries_left = c.rnr_retry;
+    q.max_rd_atomic = uint8_t(std::min<unsigned>(c.max_rd_atomic, MAX_RD_ATOMIC));
+    q.max_dest_rd_atomic = uint8_t(std::min<unsigned>(c.max_dest_rd_atomic, MAX_RD_ATOMIC));
     if (mask & hw::QP_ATTR_RQ_PSN)
         q.rq_psn = c.rq_psn & PSN_MASK;
     if (mask & hw::QP_ATTR_SQ_PSN)
         q.sq_psn = c.sq_psn & PSN_MASK;
     if (q.window.size() < (size_t(1) << c.sq_log_size))
         q.window.resize(size_t(1) << c.sq_log_size);
+    // On-chip READ/atomic state is sized when the QP can use it (not for every QP at create).
+    if (c.state >= hw::QPS_RTR && c.state <= hw::QPS_SQE) {
+        if (q.resp.empty())
+            q.resp.resize(RESP_SLOTS);
+        const size_t rep = std::max<size_t>(1, q.max_dest_rd_atomic);
+        if (q.replay.size() < rep)
+            q.replay.resize(rep);
+        const size_t rd = std::max<size_t>(1, q.max_rd_atomic);
+        if (q.rd.size() < rd && q.rd_count == 0) {
+            q.rd.resize(rd);
+            q.rd_head = 0;
+        }
+    }
     q.state = c.state;
+    if (c.state == hw::QPS_SQD && prev != hw::QPS_SQD) {
+        q.drain_pending = true;
+        q.sqd_notify = c.sqd_notify;
+        check_drained(q, delay);
+    }
+    if (c.state != hw::QPS_SQD)
+        q.drain_pending = false;
     if (c.state == hw::QPS_ERR && prev != hw::QPS_ERR)
         enter_error(q, delay);
     if ((c.state == hw::QPS_RTS || c.state == hw::QPS_ERR) && q.q_count)
@@ -137,9 +193,12 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
 
 void transport_engine::destroy_qp(uint32_t qpn) {
     if (qpn < qps_.size()) {
-        const bool was_ready = qps_[qpn].tx_ready;
-        qps_[qpn] = qp{};
-        qps_[qpn].tx_ready = was_ready;
+        qp& q = qps_[qpn];
+        const bool was_ready = q.tx_ready, was_resp = q.resp_ready, was_timed = q.in_timers;
+        q = qp{};
+        q.tx_ready = was_ready;
+        q.resp_ready = was_resp;
+        q.in_timers = was_timed;
     }
 }
 
@@ -149,6 +208,14 @@ void transport_engine::current_psns(uint32_t qpn, uint32_t& sq_psn, uint32_t& rq
         sq_psn = qps_[qpn].sq_psn;
         rq_psn = qps_[qpn].rq_psn;
     }
+}
+
+uint8_t transport_engine::state(uint32_t qpn) const {
+    return qpn < qps_.size() && qps_[qpn].valid ? qps_[qpn].state : uint8_t(hw::QPS_RESET);
+}
+
+bool transport_engine::draining(uint32_t qpn) const {
+    return qpn < qps_.size() && qps_[qpn].valid && qps_[qpn].drain_pending;
 }
 
 // ---------------------------------------------------------------- from the WQE fetcher
@@ -164,8 +231,14 @@ void transport_engine::push_send(uint32_t qpn, const send_wqe& w) {
     if (qpn >= qps_.size() || !qps_[qpn].valid)
         return;
     qp& q = qps_[qpn];
-    if (q.q_count == q.queue.size())
-        q.queue.resize(q.queue.size() * 2);  // only if the fetcher overran its credit; keeps no WQE lost
+    if (q.q_count == q.queue.size()) {
+        // Only if the fetcher overran its credit; keeps no WQE lost (ring order preserved).
+        std::vector<send_wqe> grown(q.queue.size() * 2);
+        for (size_t i = 0; i < q.q_count; ++i)
+            grown[i] = q.queue[(q.q_head + i) % q.queue.size()];
+        q.queue.swap(grown);
+        q.q_head = 0;
+    }
     q.queue[(q.q_head + q.q_count) % q.queue.size()] = w;
     ++q.q_count;
     make_tx_ready(qpn);
@@ -214,7 +287,7 @@ void transport_engine::requester_loop() {
         if (!may_send(q))
             continue;
         if (q.paused_until > sc_time_stamp())
-            continue;  // retry_timer() makes it ready when the RNR wait is over
+            continue;  // timer() makes it ready when the RNR wait is over
         const sc_time now = sc_time_stamp();
         const sc_time& wqe_ready = q.queue[q.q_head].ready;
         if (wqe_ready > now && ready_count_) {
@@ -227,13 +300,16 @@ void transport_engine::requester_loop() {
             bp = wqe_ready - now;
         if (bp != SC_ZERO_TIME) {
             wait(bp);
-            if (!q.valid || q.q_count == 0 || !may_send(q)) {
-                if (q.valid && q.q_count)
+            if (!q.valid || q.q_count == 0 || !may_send(q) || q.paused_until > sc_time_stamp()) {
+                if (q.valid && q.q_count && may_send(q))
                     make_tx_ready(qpn);
                 continue;
             }
         }
-        send_packet(q);
+        // A QP that must wait for a response (window, READ/atomic limit, fence) leaves the
+        // round robin; the response that frees it puts it back.
+        if (!send_packet(q))
+            continue;
         if (q.valid && q.q_count && may_send(q))
             make_tx_ready(qpn);
         if (packet_time_ != SC_ZERO_TIME)
@@ -242,12 +318,8 @@ void transport_engine::requester_loop() {
 }
 
 bool transport_engine::may_send(const qp& q) {
-    // RTS sends; SQD finishes the message in progress (C10-35) and starts no new one (C10-96).
+    // RTS sends; SQD finishes the message in progress (C10-35) and starts no new one (C10-37).
     return q.state == hw::QPS_RTS || (q.state == hw::QPS_SQD && q.cur_offset);
-}
-
-uint8_t transport_engine::state(uint32_t qpn) const {
-    return qpn < qps_.size() && qps_[qpn].valid ? qps_[qpn].state : uint8_t(hw::QPS_RESET);
 }
 
 void transport_engine::build_bth_lrh(const qp& q, wire::headers& h, uint8_t opcode, uint32_t psn) const {
@@ -262,36 +334,41 @@ void transport_engine::build_bth_lrh(const qp& q, wire::headers& h, uint8_t opco
     h.b.psn = psn & PSN_MASK;
 }
 
-void transport_engine::send_packet(qp& q) {
+bool transport_engine::send_packet(qp& q) {
     send_wqe& w = q.queue[q.q_head];
     sc_time delay = tx_latency_;  // pipeline latency; the initiation interval is packet_cycles
     const bool is_send = w.opcode == hw::WQE_OP_SEND || w.opcode == hw::WQE_OP_SEND_IMM;
     const bool is_write = w.opcode == hw::WQE_OP_RDMA_WRITE || w.opcode == hw::WQE_OP_RDMA_WRITE_IMM;
-    if (w.malformed || q.transport != hw::QPT_RC || !(is_send || is_write || w.opcode == hw::WQE_OP_NOP)) {
-        // READ, atomics and send-with-invalidate arrive with the RC and memory issues; until
-        // then they are a local QP operation error, never silently dropped.
+    const bool rd_atomic = is_rd_atomic(w.opcode);
+    if (w.malformed || q.transport != hw::QPT_RC ||
+        !(is_send || is_write || rd_atomic || w.opcode == hw::WQE_OP_NOP)) {
+        // Send with invalidate arrives with the memory issue; until then it is a local QP
+        // operation error, never silently dropped.
         requester_error(q, hw::CQE_LOC_QP_OP_ERR, w, delay);
-        return;
+        return true;
     }
-    if (q.cur_offset == 0 && q.w_count == q.window.size())
-        return;  // window full: the next ACK makes the QP ready again
+    if (q.cur_offset == 0) {
+        if (q.w_count == q.window.size())
+            return false;  // window full: the next ACK makes the QP ready again
+        // C10-100: a fenced WQE starts once every earlier READ and atomic has completed.
+        if ((w.flags & hw::WQE_FLAG_FENCE) && q.rd_count)
+            return false;
+    }
     if (w.opcode == hw::WQE_OP_NOP) {
-        q.window[(q.w_head + q.w_count) % q.window.size()] =
-            inflight{w.wr_id, (q.sq_psn - 1) & PSN_MASK, (q.sq_psn - 1) & PSN_MASK, 0, w.wqe_index, w.opcode, w.flags};
+        q.window[(q.w_head + q.w_count) % q.window.size()] = inflight{
+            w.wr_id, (q.sq_psn - 1) & PSN_MASK, (q.sq_psn - 1) & PSN_MASK, 0, w.wqe_index, w.opcode, w.flags, NO_RD, 0};
         ++q.w_count;
         retire_head(q);
-        if (q.w_count == 1) {  // nothing older outstanding: complete now
-            const inflight f = q.window[q.w_head];
-            q.w_head = (q.w_head + 1) % q.window.size();
-            --q.w_count;
-            send_completion(q, f, hw::CQE_SUCCESS, delay);
-        }
-        return;
+        if (q.w_count == 1)  // nothing older outstanding: complete now
+            pop_window(q, hw::CQE_SUCCESS, delay);
+        return true;
     }
     if (w.length > 0x80000000ull) {
         requester_error(q, hw::CQE_LOC_LEN_ERR, w, delay);
-        return;
+        return true;
     }
+    if (rd_atomic)
+        return send_read_or_atomic(q, w, delay);
     const uint32_t mtu = hw::mtu_bytes(q.mtu);
     if (q.cur_offset == 0)
         q.cur_first_psn = q.sq_psn;
@@ -347,7 +424,7 @@ void transport_engine::send_packet(qp& q) {
         while (left) {
             if (q.cur_sge >= w.num_sge) {
                 requester_error(q, hw::CQE_LOC_LEN_ERR, w, delay);
-                return;
+                return true;
             }
             const sge& s = w.sg[q.cur_sge];
             const uint32_t take = uint32_t(std::min<uint64_t>(left, s.len - q.cur_sge_off));
@@ -356,7 +433,7 @@ void transport_engine::send_packet(qp& q) {
             if (xlate_->translate(s.lkey, q.pd, s.addr + q.cur_sge_off, take, 0, segs, MAX_SEGS, nsegs, delay) !=
                 xlate_status::ok) {
                 requester_error(q, hw::CQE_LOC_PROT_ERR, w, delay);
-                return;
+                return true;
             }
             for (unsigned i = 0; i < nsegs; ++i) {
                 sc_time t = delay;  // reads of one packet are issued back to back
@@ -372,7 +449,6 @@ void transport_engine::send_packet(qp& q) {
                 q.cur_sge_off = 0;
             }
         }
-        dst = tx_pkt_.bytes + hdr + n;
     }
     if (ready < delay)
         ready = delay;
@@ -385,10 +461,76 @@ void transport_engine::send_packet(qp& q) {
     q.cur_offset += n;
     if (last) {
         q.window[(q.w_head + q.w_count) % q.window.size()] =
-            inflight{w.wr_id, q.cur_first_psn, psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags};
+            inflight{w.wr_id, q.cur_first_psn, psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
         ++q.w_count;
         retire_head(q);
     }
+    arm_ack_timer(q);
+    return true;
+}
+
+bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
+    const bool atomic = w.opcode != hw::WQE_OP_RDMA_READ;
+    if (q.max_rd_atomic == 0) {
+        // The QP was given no READ/atomic resources (max_rd_atomic 0): it cannot issue one.
+        requester_error(q, hw::CQE_LOC_QP_OP_ERR, w, delay);
+        return true;
+    }
+    if (q.rd_count >= q.max_rd_atomic || q.rd_count >= q.rd.size())
+        return false;  // C10-94 limit: it waits for an earlier READ/atomic to complete
+    uint64_t capacity = 0;
+    for (unsigned i = 0; i < w.num_sge; ++i)
+        capacity += w.sg[i].len;
+    if (atomic ? capacity < 8 : capacity < w.length) {
+        requester_error(q, hw::CQE_LOC_LEN_ERR, w, delay);
+        return true;
+    }
+    const uint32_t mtu = hw::mtu_bytes(q.mtu);
+    const uint32_t npkts = atomic || w.length == 0 ? 1u : uint32_t((w.length + mtu - 1) / mtu);
+    const uint32_t first = q.sq_psn;
+    uint32_t skip = 0;
+    if (q.resume) {
+        // Retransmission: a READ resumes where its responses stopped (a new request for the
+        // rest); an atomic is sent again whole (the responder replays its result).
+        q.resume = false;
+        const uint32_t s = (q.resume_psn - first) & PSN_MASK;
+        if (!atomic && s < npkts)
+            skip = s;
+    }
+    const uint32_t psn = (first + skip) & PSN_MASK;
+    wire::headers h;
+    if (atomic) {
+        build_bth_lrh(q, h, w.opcode == hw::WQE_OP_CMP_SWAP ? op::RC_COMPARE_SWAP : op::RC_FETCH_ADD, psn);
+        h.ae.va = w.remote_va;
+        h.ae.rkey = w.rkey;
+        h.ae.swap_add = w.swap_add;
+        h.ae.compare = w.compare;
+    } else {
+        build_bth_lrh(q, h, op::RC_RDMA_READ_REQUEST, psn);
+        const uint64_t done = uint64_t(skip) * mtu;
+        h.r.va = w.remote_va + done;
+        h.r.rkey = w.rkey;
+        h.r.dma_len = uint32_t(w.length - done);
+        ++read_requests;
+    }
+    h.b.ack_req = true;
+    q.since_ack_req = 0;
+    const size_t hdr = wire::encode_headers(h, 0, tx_pkt_.bytes);
+    port_->transmit(tx_pkt_, uint32_t(hdr), delay);
+    ++tx_packets;
+    const uint8_t slot = uint8_t((q.rd_head + q.rd_count) % q.rd.size());
+    rd_ctx& c = q.rd[slot];
+    c.placed = uint64_t(skip) * mtu;
+    c.num_sge = w.num_sge;
+    std::copy(w.sg, w.sg + w.num_sge, c.sg);
+    ++q.rd_count;
+    q.window[(q.w_head + q.w_count) % q.window.size()] = inflight{
+        w.wr_id, first, (first + npkts - 1) & PSN_MASK, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, slot, psn};
+    ++q.w_count;
+    q.sq_psn = (first + npkts) & PSN_MASK;
+    retire_head(q);
+    arm_ack_timer(q);
+    return true;
 }
 
 void transport_engine::retire_head(qp& q) {
@@ -398,6 +540,17 @@ void transport_engine::retire_head(qp& q) {
     q.cur_sge = 0;
     q.cur_sge_off = 0;
     fetcher_->credit(q.qpn);
+}
+
+void transport_engine::pop_window(qp& q, uint8_t status, sc_time& delay) {
+    const inflight f = q.window[q.w_head];
+    q.w_head = (q.w_head + 1) % q.window.size();
+    --q.w_count;
+    if (f.rd != NO_RD && q.rd_count) {
+        q.rd_head = (q.rd_head + 1) % q.rd.size();
+        --q.rd_count;
+    }
+    send_completion(q, f, status, delay);
 }
 
 void transport_engine::send_completion(qp& q, const inflight& f, uint8_t status, sc_time& delay) {
@@ -423,30 +576,45 @@ void transport_engine::send_completion(qp& q, const inflight& f, uint8_t status,
 void transport_engine::requester_error(qp& q, uint8_t status, const send_wqe& w, sc_time& delay) {
     // Everything sent before this WQE is still awaiting its ACK; IBA orders completions, so
     // those are flushed behind this error (the QP is in Error: their fate is unknown).
-    const inflight f{w.wr_id, q.sq_psn, q.sq_psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags};
+    const inflight f{w.wr_id, q.sq_psn, q.sq_psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
     retire_head(q);
     send_completion(q, f, status, delay);
     enter_error(q, delay);
 }
 
+void transport_engine::fail_head(qp& q, uint8_t status, sc_time& delay) {
+    if (q.w_count)
+        pop_window(q, status, delay);
+    else if (q.q_count)
+        requester_error(q, status, q.queue[q.q_head], delay);
+    enter_error(q, delay);
+}
+
 void transport_engine::enter_error(qp& q, sc_time& delay) {
-    q.state = hw::QPS_ERR;
-    fetcher_->set_state(q.qpn, hw::QPS_ERR);
+    if (q.state != hw::QPS_ERR) {
+        q.state = hw::QPS_ERR;
+        fetcher_->set_state(q.qpn, hw::QPS_ERR);
+    }
+    q.ack_timer = false;
+    q.ack_flush = false;
+    q.drain_pending = false;
     flush(q, delay);
 }
 
+void transport_engine::post_event(qp& q, uint8_t type, sc_time& delay) {
+    ++async_events;
+    cqw_->post_event(type, q.qpn, delay);
+}
+
 // Completes every outstanding work request of the QP with WR_FLUSH_ERR (signaled or not):
-// the send window, the parsed queue, and the posted receive WQEs.
+// the send window, the parsed queue, and the posted receive WQEs. Queued responses are dropped.
 void transport_engine::flush(qp& q, sc_time& delay) {
-    while (q.w_count) {
-        const inflight f = q.window[q.w_head];
-        q.w_head = (q.w_head + 1) % q.window.size();
-        --q.w_count;
-        send_completion(q, f, hw::CQE_WR_FLUSH_ERR, delay);
-    }
+    while (q.w_count)
+        pop_window(q, hw::CQE_WR_FLUSH_ERR, delay);
+    q.rd_count = 0;
     while (q.q_count) {
         const send_wqe& w = q.queue[q.q_head];
-        const inflight f{w.wr_id, 0, 0, uint32_t(w.length), w.wqe_index, w.opcode, w.flags};
+        const inflight f{w.wr_id, 0, 0, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
         retire_head(q);
         send_completion(q, f, hw::CQE_WR_FLUSH_ERR, delay);
     }
@@ -460,142 +628,375 @@ void transport_engine::flush(qp& q, sc_time& delay) {
         recv_completion(q, hw::CQE_OP_RECV, hw::CQE_WR_FLUSH_ERR, 0, 0, 0, false, delay);
     }
     q.in_send = q.in_write = false;
+    q.r_count = 0;
+    q.resp_rd = 0;
 }
 
-// ---------------------------------------------------------------- receive path
+// ---------------------------------------------------------------- requester: responses
 
-void transport_engine::receive(const rx_packet& p) {
-    const uint32_t qpn = p.h.b.dest_qp;
-    if (qpn >= qps_.size() || !qps_[qpn].valid || qps_[qpn].transport != hw::QPT_RC ||
-        (p.h.b.opcode & op::TRANSPORT_MASK) != op::RC) {
-        ++dropped_bad_qp;
-        return;
-    }
-    qp& q = qps_[qpn];
-    const uint8_t code = p.h.b.opcode & 0x1F;
-    if (code == op::ACKNOWLEDGE) {
-        handle_ack(q, p);
-        return;
-    }
-    // C10-97.2.1: the responder processes requests in RTR, RTS, SQD and SQEr.
-    if (!(q.state == hw::QPS_RTR || q.state == hw::QPS_RTS || q.state == hw::QPS_SQD || q.state == hw::QPS_SQE)) {
-        ++dropped_bad_qp;
-        return;
-    }
-    handle_request(q, p);
-}
-
-void transport_engine::handle_ack(qp& q, const rx_packet& p) {
+void transport_engine::handle_response(qp& q, const rx_packet& p) {
     if (!(q.state == hw::QPS_RTS || q.state == hw::QPS_SQD))
         return;
     sc_time delay = SC_ZERO_TIME;
-    const uint32_t psn = p.h.b.psn;
-    const wire::aeth_type type = wire::aeth_type_of(p.h.a.syndrome);
-    if (type == wire::aeth_type::ack)
-        ++acks_received;
-    else
-        ++naks_received;
-    // An ACK acknowledges every request up to its PSN; a NAK every request before its PSN.
-    const bool is_ack = type == wire::aeth_type::ack;
-    while (q.w_count) {
-        const inflight& f = q.window[q.w_head];
-        if (!(is_ack ? psn_le(f.last_psn, psn) : (psn_le(f.last_psn, psn) && f.last_psn != psn)))
-            break;
-        const inflight done = f;
-        q.w_head = (q.w_head + 1) % q.window.size();
-        --q.w_count;
-        send_completion(q, done, hw::CQE_SUCCESS, delay);
+    const uint8_t code = p.h.b.opcode & 0x1F;
+    if (code == op::RDMA_READ_RESPONSE_FIRST || code == op::RDMA_READ_RESPONSE_MIDDLE ||
+        code == op::RDMA_READ_RESPONSE_LAST || code == op::RDMA_READ_RESPONSE_ONLY) {
+        handle_read_response(q, p, delay);
+    } else if (code == op::ATOMIC_ACKNOWLEDGE) {
+        handle_atomic_ack(q, p, delay);
+    } else {
+        const uint32_t psn = p.h.b.psn;
+        const wire::aeth_type type = wire::aeth_type_of(p.h.a.syndrome);
+        const bool is_ack = type == wire::aeth_type::ack;
+        if (is_ack)
+            ++acks_received;
+        else
+            ++naks_received;
+        // Only a PSN we sent and that is not acknowledged yet means anything; an older one is
+        // a duplicate or stale response.
+        const uint32_t oldest = q.w_count ? q.window[q.w_head].first_psn : q.cur_offset ? q.cur_first_psn : q.sq_psn;
+        const uint32_t newest = (q.sq_psn - 1) & PSN_MASK;
+        if (!outstanding(q) || !psn_le(oldest, psn) || !psn_le(psn, newest))
+            return;
+        // An ACK acknowledges every request up to its PSN; a NAK every request before its PSN.
+        if (!retire_acked(q, psn, is_ack, delay)) {
+            // An unfinished READ/atomic is acknowledged: its responses were lost (implied NAK).
+            const inflight& f = q.window[q.w_head];
+            const uint32_t from = f.opcode == hw::WQE_OP_RDMA_READ ? f.next_psn : f.first_psn;
+            if (!(q.gap_retry && q.gap_psn == from)) {
+                q.gap_retry = true;
+                q.gap_psn = from;
+                retry(q, from, delay);
+            }
+            return;
+        }
+        const uint32_t acked = is_ack ? psn : (psn - 1) & PSN_MASK;
+        if (!q.acked_valid || psn_lt(q.last_acked, acked)) {
+            q.last_acked = acked;
+            q.acked_valid = true;
+            progress(q);
+        }
+        if (!is_ack) {
+            if (type == wire::aeth_type::rnr_nak) {
+                // IBA 9.7.5.2.8: wait the responder's RNR timer, then resend from the NAK'd
+                // PSN; rnr_retry 7 means retry for ever.
+                if (q.rnr_retry == 7 || q.rnr_retries_left-- > 0) {
+                    rewind(q, psn, rnr_time(wire::aeth_value_of(p.h.a.syndrome)));
+                    return;
+                }
+                fail_head(q, hw::CQE_RNR_RETRY_EXC_ERR, delay);
+                return;
+            }
+            switch (wire::aeth_value_of(p.h.a.syndrome)) {
+            case wire::nak::PSN_SEQUENCE_ERROR: retry(q, psn, delay); return;
+            case wire::nak::INVALID_REQUEST: fail_head(q, hw::CQE_REM_INV_REQ_ERR, delay); return;
+            case wire::nak::REMOTE_ACCESS_ERROR: fail_head(q, hw::CQE_REM_ACCESS_ERR, delay); return;
+            default: fail_head(q, hw::CQE_REM_OP_ERR, delay); return;
+            }
+        }
     }
-    if (is_ack) {
-        q.retries_left = q.retry_cnt;  // forward progress renews the retry budgets
-        q.rnr_retries_left = q.rnr_retry;
+    if (q.state != hw::QPS_ERR) {
         if (q.q_count)
             make_tx_ready(q.qpn);
+        check_drained(q, delay);
+    }
+}
+
+bool transport_engine::retire_acked(qp& q, uint32_t psn, bool inclusive, sc_time& delay) {
+    while (q.w_count) {
+        const inflight& f = q.window[q.w_head];
+        if (!(inclusive ? psn_le(f.last_psn, psn) : psn_lt(f.last_psn, psn)))
+            break;
+        if (f.rd != NO_RD)
+            return false;
+        pop_window(q, hw::CQE_SUCCESS, delay);
+    }
+    return true;
+}
+
+void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& delay) {
+    const uint32_t psn = p.h.b.psn;
+    const uint8_t code = p.h.b.opcode & 0x1F;
+    // A response implies every earlier request completed (IBA 9.7.5.1.4).
+    if (!retire_acked(q, psn, false, delay) || !q.w_count) {
+        if (q.w_count) {
+            const inflight& f = q.window[q.w_head];
+            const uint32_t from = f.opcode == hw::WQE_OP_RDMA_READ ? f.next_psn : f.first_psn;
+            if (!(q.gap_retry && q.gap_psn == from)) {
+                q.gap_retry = true;
+                q.gap_psn = from;
+                retry(q, from, delay);
+            }
+        }
         return;
     }
-    // A NAK for a PSN we are not waiting on (already resent, or stale) changes nothing.
-    if (!q.w_count || !psn_le(q.window[q.w_head].first_psn, psn) || !psn_le(psn, q.window[q.w_head].last_psn))
+    inflight& f = q.window[q.w_head];
+    if (f.opcode != hw::WQE_OP_RDMA_READ || !psn_le(f.first_psn, psn) || !psn_le(psn, f.last_psn))
+        return;  // not a response to the READ we wait for: stale, dropped
+    if (psn != f.next_psn) {
+        if (psn_lt(psn, f.next_psn))
+            return;  // duplicate of a response already placed
+        if (!(q.gap_retry && q.gap_psn == f.next_psn)) {  // responses missing: read them again
+            q.gap_retry = true;
+            q.gap_psn = f.next_psn;
+            retry(q, f.next_psn, delay);
+        }
         return;
-    if (type == wire::aeth_type::rnr_nak) {
-        // IBA 9.7.5.2.8: wait the responder's RNR timer, then resend from the NAK'd PSN;
-        // rnr_retry 7 means retry for ever.
-        if (q.rnr_retry == 7 || q.rnr_retries_left-- > 0) {
-            rewind(q, psn, rnr_time(wire::aeth_value_of(p.h.a.syndrome)));
-            return;
-        }
-    } else if (wire::aeth_value_of(p.h.a.syndrome) == wire::nak::PSN_SEQUENCE_ERROR) {
-        if (q.retries_left-- > 0) {  // go back N at once
-            rewind(q, psn, SC_ZERO_TIME);
-            return;
-        }
     }
-    uint8_t status = hw::CQE_REM_OP_ERR;
-    if (type == wire::aeth_type::rnr_nak) {
-        status = hw::CQE_RNR_RETRY_EXC_ERR;
-    } else {
-        switch (wire::aeth_value_of(p.h.a.syndrome)) {
-        case wire::nak::PSN_SEQUENCE_ERROR: status = hw::CQE_RETRY_EXC_ERR; break;
-        case wire::nak::INVALID_REQUEST: status = hw::CQE_REM_INV_REQ_ERR; break;
-        case wire::nak::REMOTE_ACCESS_ERROR: status = hw::CQE_REM_ACCESS_ERR; break;
-        default: status = hw::CQE_REM_OP_ERR; break;
-        }
+    rd_ctx& c = q.rd[f.rd];
+    const uint32_t mtu = hw::mtu_bytes(q.mtu);
+    const bool last_psn = psn == f.last_psn;
+    const bool last_op = code == op::RDMA_READ_RESPONSE_LAST || code == op::RDMA_READ_RESPONSE_ONLY;
+    const uint64_t remaining = f.length - c.placed;
+    if (last_psn != last_op || (last_psn ? p.payload_len != remaining : p.payload_len != mtu)) {
+        fail_head(q, hw::CQE_BAD_RESP_ERR, delay);  // response does not fit the request
+        return;
     }
-    const inflight f = q.window[q.w_head];
-    q.w_head = (q.w_head + 1) % q.window.size();
-    --q.w_count;
-    send_completion(q, f, status, delay);
-    enter_error(q, delay);
+    uint8_t status = hw::CQE_SUCCESS;
+    if (p.payload_len && !place_local(q, c, c.placed, p.payload, p.payload_len, delay, status)) {
+        fail_head(q, status, delay);
+        return;
+    }
+    ++read_responses_received;
+    c.placed += p.payload_len;
+    f.next_psn = (psn + 1) & PSN_MASK;
+    q.gap_retry = false;
+    q.last_acked = psn;
+    q.acked_valid = true;
+    progress(q);
+    if (last_psn)
+        pop_window(q, hw::CQE_SUCCESS, delay);
+    if (q.q_count)
+        make_tx_ready(q.qpn);
+    check_drained(q, delay);
+}
+
+void transport_engine::handle_atomic_ack(qp& q, const rx_packet& p, sc_time& delay) {
+    const uint32_t psn = p.h.b.psn;
+    if (!retire_acked(q, psn, false, delay) || !q.w_count) {
+        if (q.w_count) {
+            const inflight& f = q.window[q.w_head];
+            const uint32_t from = f.opcode == hw::WQE_OP_RDMA_READ ? f.next_psn : f.first_psn;
+            if (!(q.gap_retry && q.gap_psn == from)) {
+                q.gap_retry = true;
+                q.gap_psn = from;
+                retry(q, from, delay);
+            }
+        }
+        return;
+    }
+    const inflight& f = q.window[q.w_head];
+    if (!(f.opcode == hw::WQE_OP_CMP_SWAP || f.opcode == hw::WQE_OP_FETCH_ADD) || f.first_psn != psn)
+        return;  // stale or duplicate
+    if (wire::aeth_type_of(p.h.a.syndrome) != wire::aeth_type::ack) {
+        fail_head(q, hw::CQE_BAD_RESP_ERR, delay);
+        return;
+    }
+    // o10-47: the original remote value lands in the WQE's local data segment.
+    uint8_t bytes[8];
+    std::memcpy(bytes, &p.h.aae.orig_data, 8);
+    uint8_t status = hw::CQE_SUCCESS;
+    if (!place_local(q, q.rd[f.rd], 0, bytes, 8, delay, status)) {
+        fail_head(q, status, delay);
+        return;
+    }
+    q.gap_retry = false;
+    q.last_acked = psn;
+    q.acked_valid = true;
+    progress(q);
+    pop_window(q, hw::CQE_SUCCESS, delay);
+    if (q.q_count)
+        make_tx_ready(q.qpn);
+    check_drained(q, delay);
+}
+
+bool transport_engine::place_local(qp& q, const rd_ctx& c, uint64_t offset, const uint8_t* data, uint32_t len,
+                                   sc_time& delay, uint8_t& status) {
+    uint64_t skip = offset;
+    unsigned i = 0;
+    while (i < c.num_sge && skip >= c.sg[i].len)
+        skip -= c.sg[i++].len;
+    uint32_t left = len;
+    while (left) {
+        if (i >= c.num_sge) {
+            status = hw::CQE_LOC_LEN_ERR;
+            return false;
+        }
+        const sge& s = c.sg[i];
+        const uint32_t take = uint32_t(std::min<uint64_t>(left, s.len - skip));
+        phys_seg segs[MAX_SEGS];
+        unsigned nsegs = 0;
+        if (xlate_->translate(s.lkey, q.pd, s.addr + skip, take, hw::ACCESS_LOCAL_WRITE, segs, MAX_SEGS, nsegs,
+                              delay) != xlate_status::ok) {
+            status = hw::CQE_LOC_PROT_ERR;
+            return false;
+        }
+        for (unsigned k = 0; k < nsegs; ++k) {
+            dma.write(segs[k].pa, data, segs[k].len, delay);
+            data += segs[k].len;
+        }
+        left -= take;
+        skip = 0;
+        ++i;
+    }
+    return true;
+}
+
+void transport_engine::retry(qp& q, uint32_t psn, sc_time& delay) {
+    if (q.retries_left > 0) {
+        --q.retries_left;
+        rewind(q, psn, SC_ZERO_TIME);
+        return;
+    }
+    fail_head(q, hw::CQE_RETRY_EXC_ERR, delay);  // C10-142: the QP goes to Error, the rest flush
 }
 
 void transport_engine::rewind(qp& q, uint32_t psn, const sc_time& wait) {
-    ++retransmits;
     // Everything from the oldest unacknowledged WQE on is sent again: the parsed queue is
     // dropped and the fetcher re-reads the send ring from that WQE.
-    const inflight& f = q.window[q.w_head];
-    const uint16_t from = f.wqe_index;
-    q.sq_psn = f.first_psn;
-    q.resume = psn != f.first_psn;
+    uint16_t from;
+    uint32_t first;
+    if (q.w_count) {
+        from = q.window[q.w_head].wqe_index;
+        first = q.window[q.w_head].first_psn;
+    } else if (q.q_count && q.cur_offset) {
+        from = q.queue[q.q_head].wqe_index;
+        first = q.cur_first_psn;
+    } else {
+        return;
+    }
+    ++retransmits;
+    q.sq_psn = first;
+    q.resume = psn != first;
     q.resume_psn = psn;
     q.w_count = 0;
     q.q_count = 0;
+    q.rd_count = 0;
     q.cur_offset = 0;
     q.cur_sge = 0;
     q.cur_sge_off = 0;
     q.since_ack_req = 0;
     fetcher_->rewind(q.qpn, from);
+    q.ack_timer = false;
     if (wait != SC_ZERO_TIME)
         park(q, sc_time_stamp() + wait);
 }
 
-void transport_engine::park(qp& q, const sc_time& until) {
-    q.paused_until = until;
-    for (uint32_t p : paused_)
-        if (p == q.qpn) {
-            retry_ev_.notify(until - sc_time_stamp());
-            return;
-        }
-    paused_.push_back(q.qpn);
-    retry_ev_.notify(until - sc_time_stamp());
+void transport_engine::progress(qp& q) {
+    q.retries_left = q.retry_cnt;  // forward progress renews the retry budgets
+    q.rnr_retries_left = q.rnr_retry;
+    q.ack_timer = false;
+    arm_ack_timer(q);
 }
 
-void transport_engine::retry_timer() {
+void transport_engine::arm_ack_timer(qp& q) {
+    if (q.ack_timer || q.timeout == 0 || !outstanding(q))
+        return;
+    q.ack_timer = true;
+    q.ack_deadline = sc_time_stamp() + ack_timeout(q.timeout);
+    watch(q, q.ack_deadline);
+}
+
+void transport_engine::check_drained(qp& q, sc_time& delay) {
+    if (q.state != hw::QPS_SQD || !q.drain_pending || outstanding(q))
+        return;
+    q.drain_pending = false;
+    if (q.sqd_notify)  // C10-36: SQ Drained, if it was requested
+        post_event(q, hw::EQE_SQ_DRAINED, delay);
+}
+
+void transport_engine::park(qp& q, const sc_time& until) {
+    q.paused_until = until;
+    watch(q, until);
+}
+
+void transport_engine::watch(qp& q, const sc_time& at) {
+    if (!q.in_timers) {
+        q.in_timers = true;
+        timed_.push_back(q.qpn);
+    }
+    const sc_time now = sc_time_stamp();
+    timer_ev_.notify(at > now ? at - now : SC_ZERO_TIME);  // an earlier notification wins
+}
+
+// Every QP with a deadline: RNR wait or WQE fetch over, local ACK timeout, coalesced ACK due.
+void transport_engine::timer() {
     const sc_time now = sc_time_stamp();
     sc_time next = SC_ZERO_TIME;
-    size_t keep = 0;
-    for (uint32_t qpn : paused_) {
-        qp& q = qps_[qpn];
-        if (q.valid && q.paused_until > now) {
-            paused_[keep++] = qpn;
-            if (next == SC_ZERO_TIME || q.paused_until - now < next)
-                next = q.paused_until - now;
-        } else if (q.valid && q.q_count) {
-            make_tx_ready(qpn);
+    bool have_next = false;
+    auto later = [&](const sc_time& t) {
+        if (!have_next || t - now < next) {
+            next = t - now;
+            have_next = true;
         }
+    };
+    size_t keep = 0;
+    for (size_t i = 0; i < timed_.size(); ++i) {
+        const uint32_t qpn = timed_[i];
+        qp& q = qps_[qpn];
+        bool pending = false;
+        if (q.valid) {
+            sc_time delay = SC_ZERO_TIME;
+            if (q.paused_until != SC_ZERO_TIME) {
+                if (q.paused_until <= now) {
+                    q.paused_until = SC_ZERO_TIME;
+                    if (q.q_count)
+                        make_tx_ready(qpn);
+                } else {
+                    pending = true;
+                    later(q.paused_until);
+                }
+            }
+            if (q.ack_timer) {
+                if (q.ack_deadline <= now) {
+                    q.ack_timer = false;
+                    if (outstanding(q) && (q.state == hw::QPS_RTS || q.state == hw::QPS_SQD)) {
+                        // Local ACK timeout: resend from the first PSN not acknowledged.
+                        ++timeouts;
+                        uint32_t from = q.w_count ? q.window[q.w_head].first_psn : q.cur_first_psn;
+                        const uint32_t end = q.w_count ? q.window[q.w_head].last_psn : (q.sq_psn - 1) & PSN_MASK;
+                        if (q.w_count && q.window[q.w_head].opcode == hw::WQE_OP_RDMA_READ)
+                            from = q.window[q.w_head].next_psn;
+                        else if (q.acked_valid && psn_le(from, q.last_acked) && psn_lt(q.last_acked, end))
+                            from = (q.last_acked + 1) & PSN_MASK;
+                        retry(q, from, delay);
+                        if (q.ack_timer || q.paused_until > now) {
+                            pending = true;
+                            later(q.ack_timer ? q.ack_deadline : q.paused_until);
+                        }
+                        if (q.q_count && q.state != hw::QPS_ERR)
+                            make_tx_ready(qpn);
+                    }
+                } else {
+                    pending = true;
+                    later(q.ack_deadline);
+                }
+            }
+            if (q.ack_flush) {
+                if (q.ack_flush_at <= now) {
+                    q.ack_flush = false;
+                    if (q.acks_owed)
+                        respond(q, wire::aeth_ack(31), (q.rq_psn - 1) & PSN_MASK, SC_ZERO_TIME);
+                } else {
+                    pending = true;
+                    later(q.ack_flush_at);
+                }
+            }
+        }
+        if (pending)
+            timed_[keep++] = qpn;
+        else
+            q.in_timers = false;
     }
-    paused_.resize(keep);
-    if (keep)
-        retry_ev_.notify(next);
+    // Entries added while scanning (retry -> park) were appended after the scanned range.
+    timed_.resize(keep);
+    for (uint32_t qpn : timed_)
+        qps_[qpn].in_timers = true;
+    if (have_next)
+        timer_ev_.notify(next);
 }
+
+// ---------------------------------------------------------------- responder: responses out
 
 void transport_engine::send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_time& ready) {
     wire::headers h;
@@ -609,9 +1010,52 @@ void transport_engine::send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_
         ++acks_sent;
 }
 
+transport_engine::resp_job* transport_engine::push_resp(qp& q) {
+    if (q.resp.empty() || q.r_count == q.resp.size())
+        return nullptr;
+    resp_job& j = q.resp[(q.r_head + q.r_count) % q.resp.size()];
+    j = resp_job{};
+    ++q.r_count;
+    make_resp_ready(q.qpn);
+    return &j;
+}
+
+void transport_engine::respond(qp& q, uint8_t syndrome, uint32_t psn, const sc_time& ready) {
+    q.acks_owed = 0;
+    q.ack_flush = false;
+    if (q.r_count == 0) {
+        send_ack(q, syndrome, psn, ready);
+        return;
+    }
+    // Behind queued READ/atomic responses: an ACK must not overtake them (it would tell the
+    // requester they are done). A later ACK replaces a queued one.
+    resp_job& tail = q.resp[(q.r_head + q.r_count - 1) % q.resp.size()];
+    resp_job* j = tail.kind == resp_kind::ack ? &tail : push_resp(q);
+    if (!j)
+        return;  // queue full of responses: the requester's timer recovers
+    j->kind = resp_kind::ack;
+    j->syndrome = syndrome;
+    j->psn = psn;
+    j->at = sc_time_stamp() + ready;
+}
+
+void transport_engine::acknowledge(qp& q, uint32_t psn, bool ack_req, const sc_time& ready) {
+    if (!ack_req)
+        return;
+    if (ack_coalesce <= 1 || ++q.acks_owed >= ack_coalesce) {
+        respond(q, wire::aeth_ack(31), psn, ready);
+        return;
+    }
+    if (!q.ack_flush) {
+        q.ack_flush = true;
+        q.ack_flush_at = sc_time_stamp() + ready + coalesce_time_;
+        watch(q, q.ack_flush_at);
+    }
+}
+
 void transport_engine::nak(qp& q, uint8_t code, uint32_t psn, const sc_time& ready) {
     ++naks_sent;
-    send_ack(q, wire::aeth_nak(code), psn, ready);
+    respond(q, wire::aeth_nak(code), psn, ready);
 }
 
 void transport_engine::rnr_nak(qp& q, uint32_t psn, const sc_time& ready) {
@@ -619,7 +1063,426 @@ void transport_engine::rnr_nak(qp& q, uint32_t psn, const sc_time& ready) {
     // The requester resends from this PSN after the timer; the packets it sent meanwhile are
     // out of sequence and dropped without a further NAK.
     q.nak_pending = true;
-    send_ack(q, wire::aeth_rnr_nak(q.min_rnr_timer), psn, ready);
+    respond(q, wire::aeth_rnr_nak(q.min_rnr_timer), psn, ready);
+}
+
+void transport_engine::responder_error(qp& q, uint8_t nak_code, uint32_t psn, sc_time& delay) {
+    // The NAK goes out at once (queued responses die with the QP), then the QP enters Error.
+    // An error no receive completion reports raises an affiliated event (IBA 10.10.3.1).
+    ++naks_sent;
+    q.r_count = 0;
+    send_ack(q, wire::aeth_nak(nak_code), psn, delay);
+    post_event(q, nak_code == wire::nak::REMOTE_ACCESS_ERROR ? hw::EQE_QP_ACCESS_ERR : hw::EQE_QP_REQ_ERR, delay);
+    enter_error(q, delay);
+}
+
+void transport_engine::make_resp_ready(uint32_t qpn) {
+    qp& q = qps_[qpn];
+    if (q.resp_ready)
+        return;
+    q.resp_ready = true;
+    resp_ready_[(resp_head_ + resp_count_) % resp_ready_.size()] = qpn;
+    ++resp_count_;
+    resp_work_.notify(SC_ZERO_TIME);
+}
+
+void transport_engine::response_loop() {
+    for (;;) {
+        while (resp_count_ == 0)
+            wait(resp_work_);
+        const uint32_t qpn = resp_ready_[resp_head_];
+        resp_head_ = (resp_head_ + 1) % resp_ready_.size();
+        --resp_count_;
+        qp& q = qps_[qpn];
+        q.resp_ready = false;
+        if (!q.valid || q.r_count == 0 || q.state == hw::QPS_ERR || q.state == hw::QPS_RESET) {
+            if (q.valid)
+                q.r_count = 0;
+            continue;
+        }
+        const sc_time bp = port_->tx_backpressure();
+        if (bp != SC_ZERO_TIME) {
+            wait(bp);
+            if (!q.valid || q.r_count == 0 || q.state == hw::QPS_ERR) {
+                if (q.valid && q.r_count && q.state != hw::QPS_ERR)
+                    make_resp_ready(qpn);
+                continue;
+            }
+        }
+        send_response(q);
+        if (q.valid && q.r_count)
+            make_resp_ready(qpn);
+        if (rx_time_ != SC_ZERO_TIME)
+            wait(rx_time_);
+    }
+}
+
+void transport_engine::send_response(qp& q) {
+    resp_job& j = q.resp[q.r_head];
+    const sc_time now = sc_time_stamp();
+    sc_time delay = j.at > now ? j.at - now : SC_ZERO_TIME;
+    auto pop = [&q] {
+        q.r_head = (q.r_head + 1) % q.resp.size();
+        --q.r_count;
+    };
+    if (j.kind == resp_kind::ack) {
+        const uint8_t syndrome = j.syndrome;
+        const uint32_t psn = j.psn;
+        pop();
+        send_ack(q, syndrome, psn, delay);
+        return;
+    }
+    wire::headers h;
+    if (j.kind == resp_kind::atomic) {
+        build_bth_lrh(q, h, op::RC_ATOMIC_ACKNOWLEDGE, j.psn);
+        h.l.dlid = q.slid ? q.slid : q.dlid;
+        h.a.syndrome = wire::aeth_ack(31);
+        h.a.msn = j.msn;
+        h.aae.orig_data = j.orig;
+        const size_t hdr = wire::encode_headers(h, 0, resp_pkt_.bytes);
+        port_->transmit(resp_pkt_, uint32_t(hdr), delay);
+        --q.resp_rd;
+        pop();
+        return;
+    }
+    // READ response: the next MTU of the requested range, read from host memory now.
+    const uint32_t mtu = hw::mtu_bytes(q.mtu);
+    const uint32_t n = std::min(j.left, mtu);
+    const bool last = j.left <= mtu;
+    const uint8_t opcode = j.first && last ? op::RC_RDMA_READ_RESPONSE_ONLY
+                           : j.first       ? op::RC_RDMA_READ_RESPONSE_FIRST
+                           : last          ? op::RC_RDMA_READ_RESPONSE_LAST
+                                           : op::RC_RDMA_READ_RESPONSE_MIDDLE;
+    build_bth_lrh(q, h, opcode, j.psn);
+    h.l.dlid = q.slid ? q.slid : q.dlid;
+    h.a.syndrome = wire::aeth_ack(31);
+    h.a.msn = j.msn;
+    const size_t hdr = wire::encode_headers(h, n, resp_pkt_.bytes);
+    sc_time ready = delay;
+    if (n) {
+        phys_seg segs[MAX_SEGS];
+        unsigned nsegs = 0;
+        if (xlate_->translate(j.rkey, q.pd, j.va, n, hw::ACCESS_REMOTE_READ, segs, MAX_SEGS, nsegs, delay) !=
+            xlate_status::ok) {
+            // The region changed under the READ (deregistered, pages gone): NAK, Error.
+            const uint32_t psn = j.psn;
+            responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
+            return;
+        }
+        uint8_t* dst = resp_pkt_.bytes + hdr;
+        for (unsigned k = 0; k < nsegs; ++k) {
+            sc_time t = delay;
+            dma.read(segs[k].pa, dst, segs[k].len, t);
+            if (t > ready)
+                ready = t;
+            dst += segs[k].len;
+        }
+    }
+    const uint32_t pad = (4 - n % 4) % 4;
+    std::memset(resp_pkt_.bytes + hdr + n, 0, pad);
+    port_->transmit(resp_pkt_, uint32_t(hdr + n + pad), ready);
+    ++read_responses_sent;
+    j.va += n;
+    j.left -= n;
+    j.psn = (j.psn + 1) & PSN_MASK;
+    j.first = false;
+    if (last) {
+        --q.resp_rd;
+        pop();
+    }
+}
+
+// ---------------------------------------------------------------- receive path
+
+void transport_engine::receive(const rx_packet& p) {
+    const uint32_t qpn = p.h.b.dest_qp;
+    if (qpn >= qps_.size() || !qps_[qpn].valid || qps_[qpn].transport != hw::QPT_RC ||
+        (p.h.b.opcode & op::TRANSPORT_MASK) != op::RC) {
+        ++dropped_bad_qp;
+        return;
+    }
+    qp& q = qps_[qpn];
+    const uint8_t code = p.h.b.opcode & 0x1F;
+    if (code == op::ACKNOWLEDGE || code == op::ATOMIC_ACKNOWLEDGE || code == op::RDMA_READ_RESPONSE_FIRST ||
+        code == op::RDMA_READ_RESPONSE_MIDDLE || code == op::RDMA_READ_RESPONSE_LAST ||
+        code == op::RDMA_READ_RESPONSE_ONLY) {
+        handle_response(q, p);
+        return;
+    }
+    // C10-23, C10-26, C10-41.2.1: requests to a QP in Reset, Init or Error are dropped; the
+    // responder works in RTR, RTS and SQD.
+    if (!(q.state == hw::QPS_RTR || q.state == hw::QPS_RTS || q.state == hw::QPS_SQD)) {
+        ++dropped_bad_qp;
+        return;
+    }
+    if (!q.comm_est) {
+        q.comm_est = true;
+        if (q.state == hw::QPS_RTR) {  // the first packet in RTR: Communication Established
+            sc_time d = SC_ZERO_TIME;
+            post_event(q, hw::EQE_COMM_EST, d);
+        }
+    }
+    handle_request(q, p);
+}
+
+void transport_engine::handle_duplicate(qp& q, const rx_packet& p, const sc_time& delay) {
+    ++duplicates;
+    const uint8_t code = p.h.b.opcode & 0x1F;
+    sc_time d = delay;
+    if (code == op::RDMA_READ_REQUEST) {
+        // Re-execute: the requester lost (some of) the responses; it asks again from this PSN.
+        const uint64_t len = p.h.r.dma_len;
+        if (!(q.access & hw::ACCESS_REMOTE_READ) || p.payload_len ||
+            (len && xlate_->check(p.h.r.rkey, q.pd, p.h.r.va, len, hw::ACCESS_REMOTE_READ, d) != xlate_status::ok))
+            return;
+        resp_job* j = push_resp(q);
+        if (!j)
+            return;
+        j->kind = resp_kind::read;
+        j->psn = p.h.b.psn;
+        j->msn = q.msn;
+        j->va = p.h.r.va;
+        j->rkey = p.h.r.rkey;
+        j->left = uint32_t(len);
+        j->at = sc_time_stamp() + d;
+        ++q.resp_rd;
+        return;
+    }
+    if (code == op::COMPARE_SWAP || code == op::FETCH_ADD) {
+        // Never executed twice: the result kept for that PSN is sent again.
+        for (const atomic_replay& r : q.replay) {
+            if (r.valid && r.psn == p.h.b.psn) {
+                resp_job* j = push_resp(q);
+                if (!j)
+                    return;
+                ++atomic_replays;
+                j->kind = resp_kind::atomic;
+                j->psn = r.psn;
+                j->msn = q.msn;
+                j->orig = r.orig;
+                j->at = sc_time_stamp() + d;
+                ++q.resp_rd;
+                return;
+            }
+        }
+        return;  // older than the replay history: dropped (the requester's retries fail)
+    }
+    // SEND / WRITE: already placed; acknowledge what we have.
+    if (p.h.b.ack_req)
+        respond(q, wire::aeth_ack(31), (q.rq_psn - 1) & PSN_MASK, d);
+}
+
+bool transport_engine::handle_read_request(qp& q, const rx_packet& p, sc_time& delay) {
+    const uint32_t psn = p.h.b.psn;
+    const uint64_t len = p.h.r.dma_len;
+    if (p.payload_len || len > 0x80000000ull || q.max_dest_rd_atomic == 0) {
+        responder_error(q, wire::nak::INVALID_REQUEST, psn, delay);
+        return false;
+    }
+    if (!(q.access & hw::ACCESS_REMOTE_READ) ||
+        (len && xlate_->check(p.h.r.rkey, q.pd, p.h.r.va, len, hw::ACCESS_REMOTE_READ, delay) != xlate_status::ok)) {
+        responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
+        return false;
+    }
+    // Beyond max_dest_rd_atomic a READ waits in the queue behind the earlier ones; a requester
+    // that overruns even the queue is in violation (invalid request).
+    resp_job* j = q.resp_rd < 2 * MAX_RD_ATOMIC ? push_resp(q) : nullptr;
+    if (!j) {
+        responder_error(q, wire::nak::INVALID_REQUEST, psn, delay);
+        return false;
+    }
+    const uint32_t mtu = hw::mtu_bytes(q.mtu);
+    const uint32_t npkts = len ? uint32_t((len + mtu - 1) / mtu) : 1u;
+    q.msn = (q.msn + 1) & PSN_MASK;
+    q.acks_owed = 0;  // the response acknowledges everything before it
+    q.ack_flush = false;
+    j->kind = resp_kind::read;
+    j->psn = psn;
+    j->msn = q.msn;
+    j->va = p.h.r.va;
+    j->rkey = p.h.r.rkey;
+    j->left = uint32_t(len);
+    j->at = sc_time_stamp() + delay;
+    ++q.resp_rd;
+    q.rq_psn = (q.rq_psn + npkts) & PSN_MASK;  // C10-85: no receive WQE consumed
+    return true;
+}
+
+bool transport_engine::handle_atomic(qp& q, const rx_packet& p, sc_time& delay) {
+    const uint32_t psn = p.h.b.psn;
+    const uint64_t va = p.h.ae.va;
+    if (p.payload_len || (va & 7) || q.max_dest_rd_atomic == 0) {  // o10-43: 8-byte aligned only
+        responder_error(q, wire::nak::INVALID_REQUEST, psn, delay);
+        return false;
+    }
+    phys_seg seg[1];
+    unsigned nsegs = 0;
+    if (!(q.access & hw::ACCESS_REMOTE_ATOMIC) ||
+        xlate_->translate(p.h.ae.rkey, q.pd, va, 8, hw::ACCESS_REMOTE_ATOMIC, seg, 1, nsegs, delay) != xlate_status::ok) {
+        responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
+        return false;
+    }
+    resp_job* j = q.resp_rd < 2 * MAX_RD_ATOMIC ? push_resp(q) : nullptr;
+    if (!j) {
+        responder_error(q, wire::nak::INVALID_REQUEST, psn, delay);
+        return false;
+    }
+    // o10-48: executed as one read-modify-write at host memory; one HCA issues them one at a
+    // time, so atomics on the same memory are serialised.
+    uint64_t orig = 0;
+    const auto kind = (p.h.b.opcode & 0x1F) == op::COMPARE_SWAP ? atomic_ext::compare_swap : atomic_ext::fetch_add;
+    if (!dma.atomic(seg[0].pa, kind, p.h.ae.compare, p.h.ae.swap_add, orig, delay)) {
+        --q.r_count;
+        responder_error(q, wire::nak::REMOTE_OPERATIONAL_ERROR, psn, delay);
+        return false;
+    }
+    ++atomics_executed;
+    atomic_replay& r = q.replay[q.replay_next];
+    q.replay_next = (q.replay_next + 1) % q.replay.size();
+    r = atomic_replay{true, psn, orig};
+    q.msn = (q.msn + 1) & PSN_MASK;
+    q.acks_owed = 0;
+    q.ack_flush = false;
+    j->kind = resp_kind::atomic;
+    j->psn = psn;
+    j->msn = q.msn;
+    j->orig = orig;
+    j->at = sc_time_stamp() + delay;
+    ++q.resp_rd;
+    q.rq_psn = (q.rq_psn + 1) & PSN_MASK;
+    return true;
+}
+
+void transport_engine::handle_request(qp& q, const rx_packet& p) {
+    const sc_time now = sc_time_stamp();
+    sc_time delay = q.resp_free > now ? q.resp_free - now : SC_ZERO_TIME;
+    q.resp_free = now + delay + rx_time_;
+    delay += rx_latency_;
+    const uint8_t code = p.h.b.opcode & 0x1F;
+    const uint32_t psn = p.h.b.psn;
+    q.slid = p.h.l.slid;
+
+    const uint32_t diff = (psn - q.rq_psn) & PSN_MASK;
+    if (diff != 0) {
+        if (diff >= 0x800000) {  // earlier PSN: a duplicate
+            handle_duplicate(q, p, delay);
+        } else {  // a gap: NAK once until the expected PSN arrives
+            ++seq_errors;
+            if (!q.nak_pending) {
+                q.nak_pending = true;
+                nak(q, wire::nak::PSN_SEQUENCE_ERROR, q.rq_psn, delay);
+            }
+        }
+        return;
+    }
+    q.nak_pending = false;
+
+    const bool send_first = code == op::SEND_FIRST || code == op::SEND_ONLY || code == op::SEND_ONLY_IMM;
+    const bool send_cont = code == op::SEND_MIDDLE || code == op::SEND_LAST || code == op::SEND_LAST_IMM;
+    const bool write_first = code == op::RDMA_WRITE_FIRST || code == op::RDMA_WRITE_ONLY || code == op::RDMA_WRITE_ONLY_IMM;
+    const bool write_cont = code == op::RDMA_WRITE_MIDDLE || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM;
+    const bool read = code == op::RDMA_READ_REQUEST;
+    const bool atomic = code == op::COMPARE_SWAP || code == op::FETCH_ADD;
+    const bool last = code == op::SEND_LAST || code == op::SEND_LAST_IMM || code == op::SEND_ONLY ||
+                      code == op::SEND_ONLY_IMM || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM ||
+                      code == op::RDMA_WRITE_ONLY || code == op::RDMA_WRITE_ONLY_IMM;
+    const bool imm = code == op::SEND_LAST_IMM || code == op::SEND_ONLY_IMM || code == op::RDMA_WRITE_LAST_IMM ||
+                     code == op::RDMA_WRITE_ONLY_IMM;
+    const uint32_t mtu = hw::mtu_bytes(q.mtu);
+    // Opcode sequence (IBA 9.7.5.1.1): FIRST/ONLY, READ and atomics start a message, MIDDLE/LAST
+    // continue one of the same kind; MIDDLE and FIRST carry exactly one MTU, LAST/ONLY at most one.
+    const bool starts = send_first || write_first || read || atomic;
+    const bool seq_ok = (starts && !q.in_send && !q.in_write) || (send_cont && q.in_send) || (write_cont && q.in_write);
+    const bool len_ok = read || atomic || (last ? p.payload_len <= mtu : p.payload_len == mtu);
+    if (!seq_ok || !len_ok || !(starts || send_cont || write_cont)) {
+        // Out-of-sequence opcodes, bad lengths and unsupported requests (send with invalidate
+        // arrives with the memory issue): Invalid Request.
+        responder_error(q, wire::nak::INVALID_REQUEST, psn, delay);
+        return;
+    }
+    if (read || atomic) {
+        if (read ? handle_read_request(q, p, delay) : handle_atomic(q, p, delay))
+            ++rx_packets;
+        return;
+    }
+
+    if (send_first || send_cont) {
+        // C10-81: each Send message consumes one receive WQE, taken at its first packet.
+        if (send_first && !take_recv_wqe(q, delay)) {
+            rnr_nak(q, psn, delay);
+            return;
+        }
+        uint8_t status = hw::CQE_SUCCESS;
+        if (!scatter(q, p.payload, p.payload_len, delay, status)) {
+            // The receive WQE reports it (LOC_LEN: too small; LOC_PROT / LOC_QP_OP): the
+            // requester learns Invalid Request or Remote Operational Error.
+            ++naks_sent;
+            q.r_count = 0;
+            send_ack(q,
+                     wire::aeth_nak(status == hw::CQE_LOC_LEN_ERR ? wire::nak::INVALID_REQUEST
+                                                                  : wire::nak::REMOTE_OPERATIONAL_ERROR),
+                     psn, delay);
+            q.have_rwqe = false;
+            recv_completion(q, hw::CQE_OP_RECV, status, uint32_t(q.recv_offset), 0, 0, false, delay);
+            enter_error(q, delay);
+            return;
+        }
+        q.in_send = !last;
+        if (last) {
+            q.have_rwqe = false;
+            q.msn = (q.msn + 1) & PSN_MASK;
+            recv_completion(q, hw::CQE_OP_RECV, hw::CQE_SUCCESS, uint32_t(q.recv_offset), imm ? p.h.immdt : 0,
+                            imm ? hw::CQE_FLAG_WITH_IMM : 0, p.h.b.se, delay);
+        }
+    } else {
+        if (write_first) {
+            if (!(q.access & hw::ACCESS_REMOTE_WRITE)) {
+                responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
+                return;
+            }
+            q.write_va = p.h.r.va;
+            q.write_rkey = p.h.r.rkey;
+            q.write_len = p.h.r.dma_len;
+            q.write_done = 0;
+        }
+        if (q.write_done + p.payload_len > q.write_len || (last && q.write_done + p.payload_len != q.write_len)) {
+            responder_error(q, wire::nak::INVALID_REQUEST, psn, delay);
+            return;
+        }
+        // C10-86: a WRITE with immediate consumes a receive WQE; without a WQE it is RNR.
+        if (imm && !take_recv_wqe(q, delay)) {
+            rnr_nak(q, psn, delay);
+            return;
+        }
+        phys_seg segs[MAX_SEGS];
+        unsigned nsegs = 0;
+        if (p.payload_len &&
+            xlate_->translate(q.write_rkey, q.pd, q.write_va + q.write_done, p.payload_len, hw::ACCESS_REMOTE_WRITE,
+                              segs, MAX_SEGS, nsegs, delay) != xlate_status::ok) {
+            responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
+            return;
+        }
+        const uint8_t* data = p.payload;
+        for (unsigned k = 0; k < nsegs; ++k) {
+            dma.write(segs[k].pa, data, segs[k].len, delay);
+            data += segs[k].len;
+        }
+        q.write_done += p.payload_len;
+        q.in_write = !last;
+        if (last) {
+            q.msn = (q.msn + 1) & PSN_MASK;
+            // C10-87: a WRITE without immediate completes nothing at the responder.
+            if (imm) {
+                q.have_rwqe = false;
+                recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_SUCCESS, uint32_t(q.write_len), p.h.immdt,
+                                hw::CQE_FLAG_WITH_IMM, p.h.b.se, delay);
+            }
+        }
+    }
+    ++rx_packets;
+    rx_payload_bytes += p.payload_len;
+    q.rq_psn = (q.rq_psn + 1) & PSN_MASK;
+    acknowledge(q, psn, p.h.b.ack_req, delay);
 }
 
 bool transport_engine::take_recv_wqe(qp& q, sc_time& delay) {
@@ -719,131 +1582,6 @@ void transport_engine::recv_completion(qp& q, uint8_t opcode, uint8_t status, ui
         ++flushed;
     else if (status != hw::CQE_SUCCESS)
         ++error_completions;
-}
-
-void transport_engine::handle_request(qp& q, const rx_packet& p) {
-    const sc_time now = sc_time_stamp();
-    sc_time delay = q.resp_free > now ? q.resp_free - now : SC_ZERO_TIME;
-    q.resp_free = now + delay + rx_time_;
-    delay += rx_latency_;
-    const uint8_t code = p.h.b.opcode & 0x1F;
-    const uint32_t psn = p.h.b.psn;
-    q.slid = p.h.l.slid;
-
-    const uint32_t diff = (psn - q.rq_psn) & PSN_MASK;
-    if (diff != 0) {
-        if (diff >= 0x800000) {  // earlier PSN: a duplicate; acknowledge what we have
-            ++duplicates;
-            send_ack(q, wire::aeth_ack(31), (q.rq_psn - 1) & PSN_MASK, delay);
-        } else {  // a gap: NAK once until the expected PSN arrives
-            ++seq_errors;
-            if (!q.nak_pending) {
-                q.nak_pending = true;
-                nak(q, wire::nak::PSN_SEQUENCE_ERROR, q.rq_psn, delay);
-            }
-        }
-        return;
-    }
-    q.nak_pending = false;
-
-    const bool send_first = code == op::SEND_FIRST || code == op::SEND_ONLY || code == op::SEND_ONLY_IMM;
-    const bool send_cont = code == op::SEND_MIDDLE || code == op::SEND_LAST || code == op::SEND_LAST_IMM;
-    const bool write_first = code == op::RDMA_WRITE_FIRST || code == op::RDMA_WRITE_ONLY || code == op::RDMA_WRITE_ONLY_IMM;
-    const bool write_cont = code == op::RDMA_WRITE_MIDDLE || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM;
-    const bool last = code == op::SEND_LAST || code == op::SEND_LAST_IMM || code == op::SEND_ONLY ||
-                      code == op::SEND_ONLY_IMM || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM ||
-                      code == op::RDMA_WRITE_ONLY || code == op::RDMA_WRITE_ONLY_IMM;
-    const bool imm = code == op::SEND_LAST_IMM || code == op::SEND_ONLY_IMM || code == op::RDMA_WRITE_LAST_IMM ||
-                     code == op::RDMA_WRITE_ONLY_IMM;
-    const uint32_t mtu = hw::mtu_bytes(q.mtu);
-    // Opcode sequence (IBA 9.7.5.1.1): FIRST/ONLY start a message, MIDDLE/LAST continue one
-    // of the same kind; MIDDLE and FIRST carry exactly one MTU, LAST/ONLY at most one.
-    const bool seq_ok = ((send_first || write_first) && !q.in_send && !q.in_write) ||
-                        (send_cont && q.in_send) || (write_cont && q.in_write);
-    const bool len_ok = last ? p.payload_len <= mtu : p.payload_len == mtu;
-    if (!seq_ok || !len_ok || !(send_first || send_cont || write_first || write_cont)) {
-        // Unsupported requests (READ, atomics, send with invalidate) arrive with the RC issue.
-        nak(q, wire::nak::INVALID_REQUEST, psn, delay);
-        sc_time d = delay;
-        enter_error(q, d);
-        return;
-    }
-
-    if (send_first || send_cont) {
-        // C10-81: each Send message consumes one receive WQE, taken at its first packet.
-        if (send_first && !take_recv_wqe(q, delay)) {
-            rnr_nak(q, psn, delay);
-            return;
-        }
-        uint8_t status = hw::CQE_SUCCESS;
-        if (!scatter(q, p.payload, p.payload_len, delay, status)) {
-            nak(q, status == hw::CQE_LOC_LEN_ERR ? wire::nak::INVALID_REQUEST : wire::nak::REMOTE_OPERATIONAL_ERROR,
-                psn, delay);
-            q.have_rwqe = false;
-            recv_completion(q, hw::CQE_OP_RECV, status, uint32_t(q.recv_offset), 0, 0, false, delay);
-            enter_error(q, delay);
-            return;
-        }
-        q.in_send = !last;
-        if (last) {
-            q.have_rwqe = false;
-            q.msn = (q.msn + 1) & PSN_MASK;
-            recv_completion(q, hw::CQE_OP_RECV, hw::CQE_SUCCESS, uint32_t(q.recv_offset), imm ? p.h.immdt : 0,
-                            imm ? hw::CQE_FLAG_WITH_IMM : 0, p.h.b.se, delay);
-        }
-    } else {
-        if (write_first) {
-            if (!(q.access & hw::ACCESS_REMOTE_WRITE)) {
-                nak(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
-                enter_error(q, delay);
-                return;
-            }
-            q.write_va = p.h.r.va;
-            q.write_rkey = p.h.r.rkey;
-            q.write_len = p.h.r.dma_len;
-            q.write_done = 0;
-        }
-        if (q.write_done + p.payload_len > q.write_len || (last && q.write_done + p.payload_len != q.write_len)) {
-            nak(q, wire::nak::INVALID_REQUEST, psn, delay);
-            enter_error(q, delay);
-            return;
-        }
-        // C10-86: a WRITE with immediate consumes a receive WQE; without a WQE it is RNR.
-        if (imm && !take_recv_wqe(q, delay)) {
-            rnr_nak(q, psn, delay);
-            return;
-        }
-        phys_seg segs[MAX_SEGS];
-        unsigned nsegs = 0;
-        if (p.payload_len &&
-            xlate_->translate(q.write_rkey, q.pd, q.write_va + q.write_done, p.payload_len, hw::ACCESS_REMOTE_WRITE,
-                              segs, MAX_SEGS, nsegs, delay) != xlate_status::ok) {
-            nak(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
-            enter_error(q, delay);
-            return;
-        }
-        const uint8_t* data = p.payload;
-        for (unsigned k = 0; k < nsegs; ++k) {
-            dma.write(segs[k].pa, data, segs[k].len, delay);
-            data += segs[k].len;
-        }
-        q.write_done += p.payload_len;
-        q.in_write = !last;
-        if (last) {
-            q.msn = (q.msn + 1) & PSN_MASK;
-            // C10-87: a WRITE without immediate completes nothing at the responder.
-            if (imm) {
-                q.have_rwqe = false;
-                recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_SUCCESS, uint32_t(q.write_len), p.h.immdt,
-                                hw::CQE_FLAG_WITH_IMM, p.h.b.se, delay);
-            }
-        }
-    }
-    ++rx_packets;
-    rx_payload_bytes += p.payload_len;
-    q.rq_psn = (q.rq_psn + 1) & PSN_MASK;
-    if (p.h.b.ack_req)
-        send_ack(q, wire::aeth_ack(31), psn, delay);
 }
 
 }  // namespace hcasim

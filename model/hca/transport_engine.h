@@ -1,10 +1,24 @@
-// Transport engine: the RC requester (segmentation of SEND / SEND with immediate / RDMA WRITE
-// / RDMA WRITE with immediate into path-MTU packets with FIRST/MIDDLE/LAST/ONLY opcodes, PSNs,
-// gather through the translation unit and DMA reads, ACK processing and send completions)
-// and the RC responder (PSN checking, opcode-sequence checking, receive WQE consumption,
-// scatter/RDMA placement through translation and DMA writes, receive completions, ACK/NAK
-// generation). One requester process serves all QPs round robin at packet granularity; the
-// receive side runs in the port's receive method. No process per QP.
+// Transport engine: the RC requester and responder.
+//
+// Requester: segments SEND / SEND with immediate / RDMA WRITE (with immediate) into path-MTU
+// packets (FIRST/MIDDLE/LAST/ONLY), issues RDMA READ requests (RETH) and atomics (AtomicETH),
+// numbers packets with PSNs, gathers payload through the translation unit and DMA reads, and
+// processes responses: ACKs and NAKs (coalesced or not), READ responses (scattered into the
+// WQE's local SGEs) and atomic acknowledgements (the original value written to the local SGE).
+// Reliability: a window of unacknowledged messages, go-back-N from the first unacknowledged
+// PSN on a sequence-error NAK, an implied NAK (missing READ response) or the local ACK timeout
+// (4.096 us x 2^timeout, retry_cnt), RNR NAK waits (rnr_retry, 7 = forever); max_rd_atomic
+// READs/atomics outstanding (more wait) and the fence indicator.
+//
+// Responder: PSN checking (duplicates re-ACKed, duplicate READs re-executed, duplicate atomics
+// answered from the replay history without executing again), opcode-sequence and length
+// checks, receive WQE consumption and scatter, RDMA WRITE placement, READ responses and atomics
+// through translation and DMA, receive completions, ACK coalescing, NAKs (sequence, RNR,
+// invalid request, remote access, remote operational error).
+//
+// One requester process and one response process serve all QPs round robin at packet
+// granularity; the receive side runs in the port's receive method; one timer method serves
+// every QP's deadlines. No process per QP.
 #pragma once
 #include <systemc>
 
@@ -28,6 +42,9 @@ class cq_writer;
 class port;
 class pkey_checker;
 
+/// READ/atomic operations a QP may have outstanding, either side (QUERY_HCA max_qp_rd_atom).
+constexpr unsigned MAX_RD_ATOMIC = 16;
+
 class transport_engine : public sc_core::sc_module, public rx_sink {
 public:
     dma_port dma;
@@ -38,11 +55,14 @@ public:
     param<unsigned> tx_latency_cycles; ///< requester pipeline latency: WQE on chip to packet at the port
     param<unsigned> rx_latency_cycles; ///< responder pipeline latency: packet in to its first DMA
     param<unsigned> ack_req_interval;  ///< request an ACK at least every N packets
+    param<unsigned> ack_coalesce;      ///< responder: one ACK per N acknowledge-requesting packets
+    param<double> ack_coalesce_ns;     ///< responder: a held-back ACK goes out after this long
     param<unsigned> rq_prefetch;       ///< receive WQEs read ahead per QP (on-chip)
 
     counter tx_packets, tx_payload_bytes, rx_packets, rx_payload_bytes, acks_sent, naks_sent,
         acks_received, naks_received, rnr_naks_sent, duplicates, seq_errors, dropped_bad_qp, retransmits,
-        send_completions, recv_completions, error_completions, flushed;
+        timeouts, read_requests, read_responses_sent, read_responses_received, atomics_executed,
+        atomic_replays, send_completions, recv_completions, error_completions, flushed, async_events;
 
     SC_HAS_PROCESS(transport_engine);
     transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_qps);
@@ -65,6 +85,8 @@ public:
     /// The QP's state as the hardware has it now: it moves a QP to Error on its own after a
     /// completion error (for QUERY_QP and MODIFY_QP's current-state check).
     uint8_t state(uint32_t qpn) const;
+    /// 1 while an SQD drain is still in progress (for QUERY_QP).
+    bool draining(uint32_t qpn) const;
     /// PSNs as the hardware has them now (for QUERY_QP).
     void current_psns(uint32_t qpn, uint32_t& sq_psn, uint32_t& rq_psn) const;
 
@@ -72,6 +94,7 @@ public:
     void receive(const rx_packet& p) override;
 
 private:
+    static constexpr uint8_t NO_RD = 0xFF;
     struct inflight {
         uint64_t wr_id;
         uint32_t first_psn;
@@ -79,9 +102,37 @@ private:
         uint32_t length;
         uint16_t wqe_index;
         uint8_t opcode, flags;
+        uint8_t rd;           ///< READ/atomic: its rd_ctx slot; NO_RD otherwise
+        uint32_t next_psn;    ///< READ: PSN of the next response expected
+    };
+    /// Requester: a READ or atomic awaiting its response data (its local SGEs).
+    struct rd_ctx {
+        uint64_t placed = 0;  ///< READ bytes scattered so far
+        uint8_t num_sge = 0;
+        sge sg[MAX_SGE];
+    };
+    enum class resp_kind : uint8_t { read, atomic, ack };
+    /// Responder: a response waiting for the response process (READ data, atomic ACK, or an
+    /// ACK/NAK that must not overtake earlier responses).
+    struct resp_job {
+        resp_kind kind = resp_kind::ack;
+        uint8_t syndrome = 0;
+        uint32_t psn = 0;         ///< PSN of the next response packet
+        uint32_t msn = 0;
+        uint64_t va = 0;          ///< READ: next remote byte
+        uint32_t rkey = 0;
+        uint32_t left = 0;        ///< READ bytes still to send
+        bool first = true;        ///< READ: the next packet is the first of its response
+        sc_core::sc_time at;      ///< when its data (atomic result, request checks) is ready
+        uint64_t orig = 0;        ///< atomic: the original value
+    };
+    struct atomic_replay {
+        bool valid = false;
+        uint32_t psn = 0;
+        uint64_t orig = 0;
     };
     struct qp {
-        bool valid = false, tx_ready = false;
+        bool valid = false, tx_ready = false, resp_ready = false, in_timers = false;
         uint8_t state = hw::QPS_RESET, transport = hw::QPT_RC, mtu = hw::MTU_4096, sl = 0;
         bool sig_all = false;
         uint32_t qpn = 0, pd = 0, send_cqn = 0, recv_cqn = 0, dest_qpn = 0, access = 0;
@@ -95,17 +146,28 @@ private:
         unsigned cur_sge = 0;
         uint64_t cur_sge_off = 0;
         uint32_t since_ack_req = 0;
-        uint8_t retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 0;
+        uint8_t retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 0, timeout = 0;
+        uint8_t max_rd_atomic = 0, max_dest_rd_atomic = 0;
         uint8_t retries_left = 7, rnr_retries_left = 7;  // reset by forward progress
         bool resume = false;                // skip to resume_psn when the head WQE starts again
         uint32_t resume_psn = 0;
+        bool blocked = false;               // window, READ/atomic limit or fence: the next response unblocks
+        bool acked_valid = false;           // last_acked is meaningful
+        uint32_t last_acked = 0;            // highest PSN the responder acknowledged
+        bool gap_retry = false;             // a go-back-N for a missing READ response is under way
+        uint32_t gap_psn = 0;
         sc_core::sc_time paused_until;      // RNR wait or WQE in flight: no packet before this
+        bool ack_timer = false;             // local ACK timer running
+        sc_core::sc_time ack_deadline;
         std::vector<inflight> window;       // sent, awaiting ACK
         size_t w_head = 0, w_count = 0;
+        std::vector<rd_ctx> rd;             // READs/atomics awaiting responses, FIFO
+        size_t rd_head = 0, rd_count = 0;
+        bool sqd_notify = false, drain_pending = false;
         // responder
         uint32_t rq_psn = 0, msn = 0;
         uint16_t rq_producer = 0, rq_consumer = 0;
-        bool in_send = false, in_write = false, nak_pending = false;
+        bool in_send = false, in_write = false, nak_pending = false, comm_est = false;
         bool have_rwqe = false;
         recv_wqe rwqe;                      // the receive WQE in use
         std::vector<recv_wqe> rq_cache;     // prefetched receive WQEs, by index mod size
@@ -116,26 +178,62 @@ private:
         uint32_t write_rkey = 0;
         uint16_t slid = 0;                  // peer LID (from its packets)
         sc_core::sc_time resp_free;
+        std::vector<resp_job> resp;         // responses in PSN order, FIFO
+        size_t r_head = 0, r_count = 0;
+        std::vector<atomic_replay> replay;  // last atomics executed, ring
+        size_t replay_next = 0;
+        unsigned resp_rd = 0;               // READ/atomic responses queued
+        unsigned acks_owed = 0;             // coalesced: acknowledge-requesting packets not yet ACKed
+        bool ack_flush = false;             // a coalesced ACK is due at ack_flush_at
+        sc_core::sc_time ack_flush_at;
     };
 
+    // requester
     void requester_loop();
     static bool may_send(const qp& q);
     void make_tx_ready(uint32_t qpn);
-    /// Sends the next packet of the QP's head WQE; returns false if the QP left the ready set.
-    void send_packet(qp& q);
+    /// Sends the next packet of the QP's head WQE (or completes it locally); returns false if
+    /// the QP must wait for a response (window, READ/atomic limit, fence).
+    bool send_packet(qp& q);
+    bool send_read_or_atomic(qp& q, send_wqe& w, sc_core::sc_time& delay);
     /// Completes the head WQE in error (status) and moves the QP to Error.
     void requester_error(qp& q, uint8_t status, const send_wqe& w, sc_core::sc_time& delay);
+    /// A completion error on an outstanding WQE (the window head): CQE, then Error.
+    void fail_head(qp& q, uint8_t status, sc_core::sc_time& delay);
     void retire_head(qp& q);
+    void pop_window(qp& q, uint8_t status, sc_core::sc_time& delay);
     void send_completion(qp& q, const inflight& f, uint8_t status, sc_core::sc_time& delay);
     void flush(qp& q, sc_core::sc_time& delay);
-
-    void handle_ack(qp& q, const rx_packet& p);
+    void handle_response(qp& q, const rx_packet& p);
+    /// Completes window entries up to `psn` (ACK: inclusive; else exclusive). Returns false if
+    /// an unfinished READ/atomic stands in the way (its responses were lost: go back N).
+    bool retire_acked(qp& q, uint32_t psn, bool inclusive, sc_core::sc_time& delay);
+    void handle_read_response(qp& q, const rx_packet& p, sc_core::sc_time& delay);
+    void handle_atomic_ack(qp& q, const rx_packet& p, sc_core::sc_time& delay);
+    /// Writes response bytes into a READ's or atomic's local SGEs at `offset`.
+    bool place_local(qp& q, const rd_ctx& c, uint64_t offset, const uint8_t* data, uint32_t len,
+                     sc_core::sc_time& delay, uint8_t& status);
+    /// Retransmission after a sequence-error NAK, an implied NAK or a timeout: retries_left
+    /// permitting, go back N from `psn`; else RETRY_EXC_ERR.
+    void retry(qp& q, uint32_t psn, sc_core::sc_time& delay);
     /// Go back N: resend from `psn` (inside the oldest unacknowledged WQE), after `wait`.
     void rewind(qp& q, uint32_t psn, const sc_core::sc_time& wait);
-    void retry_timer();
+    /// Progress: retry budgets renewed, the local ACK timer restarted or stopped.
+    void progress(qp& q);
+    void arm_ack_timer(qp& q);
+    bool outstanding(const qp& q) const { return q.w_count || q.cur_offset; }
+    /// SQD: raises SQ_DRAINED once nothing is in flight.
+    void check_drained(qp& q, sc_core::sc_time& delay);
     /// Keeps the QP out of the requester's round robin until `until` (RNR wait, WQE fetch).
     void park(qp& q, const sc_core::sc_time& until);
+    void timer();
+    void watch(qp& q, const sc_core::sc_time& at);
+
+    // responder
     void handle_request(qp& q, const rx_packet& p);
+    void handle_duplicate(qp& q, const rx_packet& p, const sc_core::sc_time& delay);
+    bool handle_read_request(qp& q, const rx_packet& p, sc_core::sc_time& delay);
+    bool handle_atomic(qp& q, const rx_packet& p, sc_core::sc_time& delay);
     /// Places payload bytes at the current receive WQE position (scatter).
     bool scatter(qp& q, const uint8_t* data, uint32_t len, sc_core::sc_time& delay, uint8_t& status);
     bool take_recv_wqe(qp& q, sc_core::sc_time& delay);
@@ -145,13 +243,27 @@ private:
     void recv_at(qp& q, uint16_t index, recv_wqe& out, sc_core::sc_time& delay);
     void recv_completion(qp& q, uint8_t opcode, uint8_t status, uint32_t byte_len, uint32_t imm,
                          uint8_t flags, bool solicited, sc_core::sc_time& delay);
+    /// ACK for `psn` now, coalesced, or queued behind pending READ/atomic responses.
+    void acknowledge(qp& q, uint32_t psn, bool ack_req, const sc_core::sc_time& ready);
     void send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_core::sc_time& ready);
+    /// ACK or NAK that keeps PSN order with queued responses.
+    void respond(qp& q, uint8_t syndrome, uint32_t psn, const sc_core::sc_time& ready);
     void nak(qp& q, uint8_t code, uint32_t psn, const sc_core::sc_time& ready);
     void rnr_nak(qp& q, uint32_t psn, const sc_core::sc_time& ready);
+    /// Responder-detected error: NAK, affiliated event, Error.
+    void responder_error(qp& q, uint8_t nak_code, uint32_t psn, sc_core::sc_time& delay);
+    resp_job* push_resp(qp& q);
+    void make_resp_ready(uint32_t qpn);
+    void response_loop();
+    /// Sends the next packet of the QP's first queued response.
+    void send_response(qp& q);
     void build_bth_lrh(const qp& q, wire::headers& h, uint8_t opcode, uint32_t psn) const;
     void enter_error(qp& q, sc_core::sc_time& delay);
+    void post_event(qp& q, uint8_t type, sc_core::sc_time& delay);
     /// IBA RNR NAK timer code to time (code 0 is the longest, 655.36 ms).
     static sc_core::sc_time rnr_time(uint8_t code);
+    /// Local ACK timeout for a timeout code (0: none).
+    static sc_core::sc_time ack_timeout(uint8_t code);
 
     wqe_fetcher* fetcher_ = nullptr;
     translation_unit* xlate_ = nullptr;
@@ -161,12 +273,12 @@ private:
     uint16_t lid_ = 0;
 
     std::vector<qp> qps_;
-    std::vector<uint32_t> ready_;
-    size_t ready_head_ = 0, ready_count_ = 0;
-    sc_core::sc_event tx_work_, retry_ev_;
-    std::vector<uint32_t> paused_;  // parked QPs (RNR timer, WQE fetch in flight)
-    sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_;
-    packet tx_pkt_, ack_pkt_;
+    std::vector<uint32_t> ready_, resp_ready_;
+    size_t ready_head_ = 0, ready_count_ = 0, resp_head_ = 0, resp_count_ = 0;
+    sc_core::sc_event tx_work_, resp_work_, timer_ev_;
+    std::vector<uint32_t> timed_;  // QPs with a deadline (RNR wait, fetch, ACK timer, coalesced ACK)
+    sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_, coalesce_time_;
+    packet tx_pkt_, ack_pkt_, resp_pkt_;
 };
 
 }  // namespace hcasim
