@@ -698,7 +698,14 @@ int ibv_req_notify_cq(ibv_cq* cq, int solicited_only) {
 
 int ibv_wait_cq(ibv_cq* cq, uint64_t timeout_ns) {
     if (!cq) return EINVAL;
-    host_bus& bus = cq->context->driver->bus();
+    hca_driver& drv = *cq->context->driver;
+    host_bus& bus = drv.bus();
+    ++cq->polling;  // handlers may run in process_eq; they cannot destroy this CQ meanwhile
+    if (drv.eq_pending()) drv.process_eq();
+    --cq->polling;
+    // A CQ in error: what it held at the error can be polled; after that nothing will come, and
+    // waiting on the ring (which the HCA may still write) would wake a poll loop for nothing.
+    if (cq->error) return cq->consumer < cq->error_end ? 0 : EIO;
     uint64_t deadline = bus.now_ns() + timeout_ns;
     uint64_t slot = cq->ring_pa + uint64_t(cq->consumer & ((1u << cq->log_size) - 1)) * sizeof(hw::cqe);
     for (;;) {
@@ -916,6 +923,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
         if (mask & IBV_QP_RETRY_CNT) c.retry_cnt = attr->retry_cnt;
         if (mask & IBV_QP_RNR_RETRY) c.rnr_retry = attr->rnr_retry;
         c.sq_draining = (next == IBV_QPS_SQD && cur != IBV_QPS_SQD) ? 1 : (next == IBV_QPS_SQD ? c.sq_draining : 0);
+        if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) c.sqd_notify = attr->en_sqd_async_notify ? 1 : 0;
     }
     c.state = uint8_t(next);
     hw::modify_qp_in mi{};

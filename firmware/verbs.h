@@ -320,6 +320,7 @@ int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context, uint6
 /// Acknowledges completion events.
 void ibv_ack_cq_events(ibv_cq* cq, unsigned nevents);
 /// hcasim helper: sleeps (no time stepping) until the CQ holds a completion; 0 or ETIMEDOUT.
+/// Processes the EQ first when it holds an entry; EIO on a CQ in error with nothing left to poll.
 int ibv_wait_cq(ibv_cq* cq, uint64_t timeout_ns);
 
 /// Waits for the next asynchronous event of the context (timeout_ns 0: forever; ETIMEDOUT on

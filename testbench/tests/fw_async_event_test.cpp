@@ -490,5 +490,26 @@ TEST(AsyncEvent, C10_17_cq_error_reaches_the_consumer_before_the_next_completion
     EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
 }
 
+TEST(AsyncEvent, WaitCqSeesTheCqErrorAndEndsInsteadOfSleeping) {
+    env e;
+    ibv_cq* c = ibv_create_cq(e.ctx, 3);
+    e.write_cqe(c, 0, 20);
+    e.raise(hw::EQE_CQ_ERROR, c->handle);
+    EXPECT_EQ(ibv_wait_cq(c, 1000), 0);  // processes the EQ; one completion is still there
+    EXPECT_TRUE(c->error);
+    ibv_wc wc;
+    ASSERT_EQ(ibv_poll_cq(c, 1, &wc), 1);
+    // The HCA writing on into the ring must not wake a wait/poll loop that would find nothing.
+    e.write_cqe(c, 1, 21);
+    uint64_t t = e.bus.now_ns();
+    EXPECT_EQ(ibv_wait_cq(c, 1000), EIO);
+    EXPECT_EQ(e.bus.now_ns(), t);
+    EXPECT_EQ(ibv_poll_cq(c, 1, &wc), 0);
+    auto v = e.drain(e.ctx);
+    ASSERT_EQ(v.size(), 1u);
+    EXPECT_EQ(v[0].event_type, IBV_EVENT_CQ_ERR);
+    EXPECT_EQ(ibv_destroy_cq(c), 0);
+}
+
 // libsystemc (linked through tlm_if) needs the symbol; gtest_main provides main().
 extern "C" int sc_main(int, char*[]) { return 0; }
