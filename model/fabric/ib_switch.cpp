@@ -8,7 +8,7 @@ namespace hcasim {
 
 using namespace sc_core;
 
-ib_switch::ib_switch(const sc_module_name& name)
+ib_switch::ib_switch(const sc_module_name& name, unsigned ports)
     : sc_module(name),
       in("in"),
       out("out"),
@@ -20,6 +20,8 @@ ib_switch::ib_switch(const sc_module_name& name)
       lid_to_port_(65536, -1) {
     latency_ns.range(0, 1e6);
     queue_packets.range(1, 65536);
+    for (unsigned p = 0; p < ports; ++p)  // now, so the counters are named under this module
+        ports_.push_back(std::make_unique<out_port>("out" + std::to_string(p) + "."));
     in.register_b_transport(this, &ib_switch::b_transport);
     SC_METHOD(forward);
     sensitive << wake_;
@@ -27,10 +29,12 @@ ib_switch::ib_switch(const sc_module_name& name)
     gp_.set_command(tlm::TLM_WRITE_COMMAND);
 }
 
-void ib_switch::set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_time& propagation) {
-    while (ports_.size() <= p)
-        ports_.push_back(std::make_unique<out_port>());
+void ib_switch::set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_time& propagation,
+                          const fault_settings& faults) {
+    if (p >= ports_.size())
+        SC_REPORT_ERROR(name(), ("set_route: no port " + std::to_string(p)).c_str());
     out_port& o = *ports_[p];
+    o.faults.configure(faults, fault_direction::to_node, &wake_);
     o.ps_per_byte = 8000.0 / rate_gbps;
     o.propagation = propagation;
     if (o.ring.empty()) {
@@ -68,13 +72,16 @@ void ib_switch::b_transport(int, tlm::tlm_generic_payload& gp, sc_time& delay) {
 }
 
 // Each output serialises its queue in order; a packet starts when it is ready and the output
-// is free. Arrival order per input is time order, and outputs are served independently.
+// is free. Arrival order per input is time order, and outputs are served independently. The
+// cable toward the node then applies its faults; a packet it holds back is due on wake_ too.
 void ib_switch::forward() {
     const sc_time now = sc_time_stamp();
     sc_time next = SC_ZERO_TIME;
     bool have_next = false;
     for (unsigned p = 0; p < ports_.size(); ++p) {
         out_port& o = *ports_[p];
+        if (o.faults.holding())
+            o.faults.release(*out[p]);
         while (o.count && o.ring[o.head]->at <= now) {
             slot& s = *o.ring[o.head];
             sc_time start = o.free_at > now ? o.free_at : now;
@@ -84,7 +91,7 @@ void ib_switch::forward() {
             gp_.set_streaming_width(s.pkt.len);
             gp_.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
             sc_time delay = o.free_at - now + o.propagation;
-            out[p]->b_transport(gp_, delay);
+            o.faults.carry(gp_, delay, *out[p]);
             ++forwarded;
             o.head = (o.head + 1) % o.ring.size();
             --o.count;

@@ -1,7 +1,9 @@
 // InfiniBand switch: forwards packets by destination LID (linear forwarding table: LID n goes
 // out of the port the node with LID n is cabled to), with a fixed cut-through latency and one
 // serialising output queue per port. A packet that finds its output queue full is dropped
-// and counted (credit-based flow control arrives with the timing issue).
+// and counted (credit-based flow control arrives with the timing issue). What an output sends
+// toward node N passes through that node's cable faults (link.* fault parameters of node N,
+// given by set_route), counted per output as `out<N>.dropped` etc.
 #pragma once
 #include <systemc>
 #include <tlm>
@@ -13,6 +15,7 @@
 
 #include "model/core/param.h"
 #include "model/core/stats.h"
+#include "model/fabric/fault_injector.h"
 #include "model/fabric/packet.h"
 
 namespace hcasim {
@@ -28,10 +31,15 @@ public:
     counter forwarded, dropped_no_route, dropped_queue_full;
 
     SC_HAS_PROCESS(ib_switch);
-    explicit ib_switch(const sc_core::sc_module_name& name);
+    /// A switch with `ports` ports (0 .. ports-1).
+    ib_switch(const sc_core::sc_module_name& name, unsigned ports);
 
-    /// Port `p` leads to the node with this LID at this data rate and propagation delay.
-    void set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_core::sc_time& propagation);
+    /// Port `p` leads to the node with this LID at this data rate and propagation delay, over
+    /// a cable with these fault settings (applied to what the port sends).
+    void set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_core::sc_time& propagation,
+                   const fault_settings& faults);
+    /// Fault injection on what port `p` sends (counters `out<p>.dropped` ...).
+    const fault_injector& faults(unsigned p) const { return ports_.at(p)->faults; }
 
 private:
     void b_transport(int id, tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
@@ -42,6 +50,8 @@ private:
         packet pkt;
     };
     struct out_port {
+        explicit out_port(const std::string& prefix) : faults(prefix) {}
+        fault_injector faults;
         double ps_per_byte = 80.0;
         sc_core::sc_time propagation, free_at;
         std::vector<std::unique_ptr<slot>> ring;

@@ -1,6 +1,9 @@
-// One direction of a cable: carries packets from the port (or switch output) that owns it to
-// the far end after the propagation delay. Its speed and width are the owning port's link
-// capability; the active rate of a connection is the lower of both ends (link negotiation).
+// One direction of a cable: carries packets from the port that owns it to the far end (the
+// peer's port back to back, or the switch) after the propagation delay. Its speed and width
+// are the owning port's link capability; the active rate of a connection is the lower of both
+// ends (link negotiation). Its fault parameters configure both directions of node N's cable:
+// `faults` acts on what node N transmits, and in switch topology the switch's output toward
+// node N applies the same settings (fault_config()) with its own random stream.
 #pragma once
 #include <systemc>
 #include <tlm>
@@ -11,6 +14,7 @@
 
 #include "model/core/param.h"
 #include "model/core/stats.h"
+#include "model/fabric/fault_injector.h"
 
 namespace hcasim {
 
@@ -22,10 +26,22 @@ public:
     param<std::string> speed;      ///< sdr|ddr|qdr|fdr|edr|hdr|ndr
     param<unsigned> width;         ///< lanes: 1, 4, 8, 12
     param<double> propagation_ns;  ///< cable propagation delay
+    param<double> drop_rate;       ///< probability a packet is lost
+    param<double> bit_error_rate;  ///< probability each bit is flipped
+    param<double> dup_rate;        ///< probability a packet is delivered twice
+    param<double> reorder_rate;    ///< probability a packet is delivered after the next one
+    param<double> reorder_hold_ns; ///< longest hold of a packet waiting to be overtaken
+    param<double> down_at_ns;      ///< from this time on the cable loses everything; -1 never
+    param<uint64_t> seed;          ///< random seed of the cable's fault streams
 
     counter packets;
+    fault_injector faults;  ///< on what this node transmits: dropped, corrupted, ...
 
+    SC_HAS_PROCESS(link);
     explicit link(const sc_core::sc_module_name& name);
+
+    /// Fault settings of this cable (both directions; the switch applies them toward the node).
+    const fault_settings& fault_config() const { return faults.settings(); }
 
     /// Data rate after line encoding of this link's speed and width, Gb/s.
     double data_rate_gbps() const;
@@ -36,7 +52,9 @@ public:
 
 private:
     void b_transport(tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
+    void release_held();
     sc_core::sc_time prop_;
+    sc_core::sc_event release_;  // a packet held for reordering is due
 };
 
 }  // namespace hcasim

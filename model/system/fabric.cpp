@@ -16,7 +16,7 @@ fabric::fabric(sc_module_name name)
         throw config_error("fabric.topology=back_to_back needs fabric.nodes=2 (have " +
                            std::to_string(nodes.get()) + ")");
     if (topology.get() == "switch" || (topology.get() == "auto" && nodes != 2))
-        sw = std::make_unique<ib_switch>("switch");
+        sw = std::make_unique<ib_switch>("switch", nodes);
 }
 
 machine::machine() {
@@ -41,7 +41,8 @@ machine::machine() {
         net.sw->out.bind(n.adapter.port0.rx);
         const double rate = n.cable.data_rate_gbps();
         n.adapter.set_link(rate, n.cable.width, n.cable.speed_code(), n.lid());
-        net.sw->set_route(i, n.lid(), rate, sc_time(n.cable.propagation_ns.get(), SC_NS));
+        // The switch's output toward node i is the other direction of node i's cable.
+        net.sw->set_route(i, n.lid(), rate, sc_time(n.cable.propagation_ns.get(), SC_NS), n.cable.fault_config());
     }
 }
 
