@@ -141,7 +141,7 @@ void wqe_fetcher::rewind(uint32_t qpn, uint16_t index) {
     if (qpn >= qps_.size() || !qps_[qpn].valid)
         return;
     qp_fetch& q = qps_[qpn];
-    if (uint16_t(q.fetched - index) > (1u << q.sq_log_size))
+    if (q.ctx_valid && uint16_t(q.fetched - index) > (1u << q.sq_log_size))
         return;  // not a WQE this QP has fetched
     q.fetched = index;
     if (may_fetch(q) && q.producer != q.fetched)

@@ -48,7 +48,13 @@ struct rc_config {
     int sq_sig_all = 0;               ///< QP signals every send WR
     int cqe = 256;                    ///< CQ capacity (each of send and receive CQ)
     uint32_t psn[2] = {0x107, 0x207}; ///< initial send PSN of node0's and node1's QP (24 bits)
-    unsigned qp_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    unsigned qp_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                         IBV_ACCESS_REMOTE_ATOMIC;
+    uint8_t max_rd_atomic = 16;       ///< READ/atomic outstanding (requester and responder)
+    uint8_t timeout = 14;             ///< local ACK timeout code (4.096 us x 2^timeout; 0 = none)
+    uint8_t retry_cnt = 7;            ///< retries after timeout / sequence NAK
+    uint8_t rnr_retry = 7;            ///< RNR retries (7 = forever)
+    uint8_t min_rnr_timer = 12;       ///< RNR NAK timer code offered (0.64 ms)
     uint64_t sim_limit_ns = 2'000'000'000ull;  ///< sc_start bound (simulated)
     /// Broker keys set before the machine is built ({"link.speed","fdr"}, ...).
     std::vector<std::pair<std::string, std::string>> keys;
@@ -209,8 +215,8 @@ public:
         attr.path_mtu = ibv_mtu(__builtin_ctz(cfg_.mtu) - 7);
         attr.dest_qp_num = peer.qp->qp_num;
         attr.rq_psn = peer.psn;
-        attr.max_dest_rd_atomic = 0;  // the HCA reports max_qp_rd_atom = 0
-        attr.min_rnr_timer = 12;
+        attr.max_dest_rd_atomic = cfg_.max_rd_atomic;
+        attr.min_rnr_timer = cfg_.min_rnr_timer;
         attr.ah_attr.dlid = peer.lid;
         attr.ah_attr.port_num = 1;
         rc = ibv_modify_qp(d.qp, &attr,
@@ -220,10 +226,10 @@ public:
         attr = ibv_qp_attr{};
         attr.qp_state = IBV_QPS_RTS;
         attr.sq_psn = d.psn;
-        attr.timeout = 14;
-        attr.retry_cnt = 7;
-        attr.rnr_retry = 7;
-        attr.max_rd_atomic = 0;
+        attr.timeout = cfg_.timeout;
+        attr.retry_cnt = cfg_.retry_cnt;
+        attr.rnr_retry = cfg_.rnr_retry;
+        attr.max_rd_atomic = cfg_.max_rd_atomic;
         return ibv_modify_qp(d.qp, &attr,
                              IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                  IBV_QP_MAX_QP_RD_ATOMIC);
@@ -285,6 +291,25 @@ public:
         wr.imm_data = imm;
         wr.wr.rdma.remote_addr = remote_addr;
         wr.wr.rdma.rkey = rkey;
+        ibv_send_wr* bad = nullptr;
+        return ibv_post_send(s[i].qp, &wr, &bad);
+    }
+    /// Posts one atomic (IBV_WR_ATOMIC_CMP_AND_SWP or _FETCH_AND_ADD) from node i; the original
+    /// value lands in `result` (8 bytes, lkey).
+    int post_atomic(unsigned i, ibv_wr_opcode op, uint64_t result, uint32_t lkey, uint64_t wr_id,
+                    uint64_t remote_addr, uint32_t rkey, uint64_t compare_add, uint64_t swap = 0,
+                    unsigned flags = IBV_SEND_SIGNALED) {
+        ibv_sge sge{result, 8, lkey};
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = op;
+        wr.send_flags = flags;
+        wr.wr.atomic.remote_addr = remote_addr;
+        wr.wr.atomic.rkey = rkey;
+        wr.wr.atomic.compare_add = compare_add;
+        wr.wr.atomic.swap = swap;
         ibv_send_wr* bad = nullptr;
         return ibv_post_send(s[i].qp, &wr, &bad);
     }
