@@ -364,8 +364,8 @@ void hca_driver::add_event_client(const void* owner, event_client c) {
 }
 
 void hca_driver::remove_event_client(const void* owner) {
-    clients_.erase(std::remove_if(clients_.begin(), clients_.end(), [owner](const auto& c) { return c.first == owner; }),
-                   clients_.end());
+    auto of_owner = [owner](const auto& c) { return c.first == owner; };
+    clients_.erase(std::remove_if(clients_.begin(), clients_.end(), of_owner), clients_.end());
 }
 
 void hca_driver::set_qp_user(uint32_t qpn, void* p) {

@@ -140,7 +140,8 @@ void drop_events(ibv_context* ctx, const void* object, bool cq) {
         return cq ? ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == object
                   : is_qp_event(ev.event_type) && ev.element.qp == object;
     };
-    for (auto* q : {&ctx->async_events, &ctx->handler_events}) q->erase(std::remove_if(q->begin(), q->end(), of_object), q->end());
+    for (auto* q : {&ctx->async_events, &ctx->handler_events})
+        q->erase(std::remove_if(q->begin(), q->end(), of_object), q->end());
 }
 
 void on_device_event(ibv_context* ctx, const hw::eqe& e) {
