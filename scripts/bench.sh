@@ -24,11 +24,21 @@ echo "packets/wall-s     $(field "$tmp/bw.json" "round(d['sim']['wire_packets_pe
 echo "wall_s             $wall"
 echo "max RSS            ${rss} KiB"
 
-echo "== Latency, 2 B (typical, us)"
-for w in write_lat send_lat; do
-    "$bin" --workload "$w" --size 2 --iters 1000 --stats-json "$tmp/lat.json" > /dev/null
-    echo "$w          $(field "$tmp/lat.json" "d['results'][0]['lat_typical_us']")"
+echo "== RC READ bandwidth, 1 MiB, and atomic message rate (FETCH_AND_ADD, 8 B, one QP and four)"
+"$bin" --workload read_bw --size 1M --iters 2000 --stats-json "$tmp/rbw.json" > /dev/null
+printf '%-19s%s\n' "read_bw_gbps" "$(field "$tmp/rbw.json" "d['results'][0]['bw_gbps']")"
+for q in 1 4; do
+    "$bin" --workload atomic_rate --qps "$q" --iters 20000 --stats-json "$tmp/ar.json" > /dev/null
+    printf '%-19s%s\n' "atomic_mpps q$q" "$(field "$tmp/ar.json" "d['results'][0]['msg_rate_mpps']")"
 done
+
+echo "== Latency, typical, us (write/send: half the round trip, read/atomic: the whole round trip)"
+for w in write_lat send_lat read_lat; do
+    "$bin" --workload "$w" --size 2 --iters 1000 --stats-json "$tmp/lat.json" > /dev/null
+    printf '%-19s%s\n' "$w 2 B" "$(field "$tmp/lat.json" "d['results'][0]['lat_typical_us']")"
+done
+"$bin" --workload atomic_lat --iters 1000 --stats-json "$tmp/lat.json" > /dev/null
+printf '%-19s%s\n' "atomic_lat 8 B" "$(field "$tmp/lat.json" "d['results'][0]['lat_typical_us']")"
 
 echo "== PCIe DMA alone, Gen3 x8, MPS 256, MRRS 512 (calibration.md: write 52.92, read 53.69 Gb/s at >= 256 B)"
 for w in dma_write_bw dma_read_bw; do

@@ -16,7 +16,6 @@ namespace hcasim {
 
 namespace {
 
-const char* const workloads[] = {"write_lat", "send_lat", "write_bw", "send_bw", "dma_read_bw", "dma_write_bw"};
 
 /// Whole-string decimal unsigned integer, or nullopt.
 std::optional<uint64_t> to_uint(const std::string& s) {
@@ -56,6 +55,19 @@ uint64_t one_size(const std::string& whole, const std::string& s) {
 
 }  // namespace
 
+const std::vector<std::string>& workload_names() {
+    static const std::vector<std::string> names = {"write_lat", "send_lat", "read_lat", "atomic_lat",
+                                                   "write_bw", "send_bw", "read_bw", "atomic_rate",
+                                                   "dma_read_bw", "dma_write_bw"};
+    return names;
+}
+
+std::string workload_list() {
+    std::string s;
+    for (const auto& n : workload_names()) s += (s.empty() ? "" : "|") + n;
+    return s;
+}
+
 std::vector<uint64_t> parse_sizes(const std::string& text) {
     std::vector<uint64_t> out;
     std::size_t start = 0;
@@ -84,19 +96,24 @@ std::vector<uint64_t> parse_sizes(const std::string& text) {
 
 run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out) {
     po::options_description desc("Usage: hcasim [options]\nOptions", 110);
+    const std::string workload_help =
+        "write_lat|send_lat|read_lat|atomic_lat, write_bw|send_bw|read_bw|atomic_rate, dma_read_bw|dma_write_bw "
+        "(default: demo)";
     // clang-format off
     desc.add_options()
         ("help,h", "print this help and exit")
         ("help-config", "list every configuration key with type, unit, default and help, and exit")
         ("config,c", po::value<std::vector<std::string>>()->composing(), "load an INI configuration file (repeatable; later files win)")
         ("set,s", po::value<std::vector<std::string>>()->composing(), "override one key: --set node1.pcie.lanes=8 (repeatable; beats --config)")
-        ("workload,w", po::value<std::string>(), "write_lat|send_lat|write_bw|send_bw|dma_read_bw|dma_write_bw (default: demo)")
+        ("workload,w", po::value<std::string>(), workload_help.c_str())
         ("size", po::value<std::string>(), "message sizes: N, N,M,..., A-B (powers of two); K/M/G suffixes, e.g. 2-8M")
         ("iters,n", po::value<std::string>(), "iterations per size (default 1000)")
         ("qps,q", po::value<std::string>(), "number of queue pairs (default 1)")
         ("mtu,m", po::value<std::string>(), "path MTU: 256|512|1024|2048|4096 (default 4096)")
         ("stats-json", po::value<std::string>(), "write results, counters and configuration as JSON to FILE")
-        ("seed", po::value<std::string>(), "run seed (default 1)");
+        ("seed", po::value<std::string>(), "run seed (default 1); also seeds link fault injection (link.seed)")
+        ("verify", "check every destination byte and completion; exit 1 on the first mismatch")
+        ("atomic", po::value<std::string>(), "atomic_lat/atomic_rate operation: fetch_add|cmp_swap (default fetch_add)");
     // clang-format on
 
     po::variables_map vm;
@@ -117,9 +134,9 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     if (vm.count("set")) o.sets = vm["set"].as<std::vector<std::string>>();
     if (vm.count("workload")) {
         o.workload = vm["workload"].as<std::string>();
-        if (std::find(std::begin(workloads), std::end(workloads), o.workload) == std::end(workloads))
-            throw config_error("--workload: unknown workload '" + o.workload +
-                               "' (expected write_lat|send_lat|write_bw|send_bw|dma_read_bw|dma_write_bw)");
+        const auto& names = workload_names();
+        if (std::find(names.begin(), names.end(), o.workload) == names.end())
+            throw config_error("--workload: unknown workload '" + o.workload + "' (expected " + workload_list() + ")");
     }
     if (vm.count("size")) {
         o.sizes = parse_sizes(vm["size"].as<std::string>());
@@ -140,8 +157,24 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     if (vm.count("stats-json")) o.stats_json = vm["stats-json"].as<std::string>();
     if (vm.count("seed"))
         o.seed = option_uint("seed", vm["seed"].as<std::string>(), 0, std::numeric_limits<uint64_t>::max());
+    o.verify = vm.count("verify") > 0;
+    const bool atomic = o.workload == "atomic_lat" || o.workload == "atomic_rate";
+    if (vm.count("atomic")) {
+        o.atomic = vm["atomic"].as<std::string>();
+        if (o.atomic != "fetch_add" && o.atomic != "cmp_swap")
+            throw config_error("--atomic: expected fetch_add|cmp_swap, got '" + o.atomic + "'");
+        if (!atomic)
+            throw config_error("--atomic: only atomic_lat and atomic_rate take an atomic operation");
+    }
+    if (atomic)
+        for (uint64_t size : o.sizes)
+            if (size != 8)
+                throw config_error("--size: " + o.workload + " moves 8 bytes (64-bit atomics), got " +
+                                   std::to_string(size));
     return o;
 }
+
+void apply_seed(const run_options& opts) { broker::instance().set("link.seed", std::to_string(opts.seed), "--seed"); }
 
 void apply_config(const run_options& opts) {
     broker& b = broker::instance();

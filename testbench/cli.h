@@ -11,13 +11,15 @@ namespace hcasim {
 struct run_options {
     std::vector<std::string> configs;  ///< --config files, in command-line order
     std::vector<std::string> sets;     ///< --set key=value overrides, in order (applied after configs)
-    std::string workload;              ///< write_lat|send_lat|write_bw|send_bw|dma_read_bw|dma_write_bw; empty = demo
+    std::string workload;              ///< one of workload_names(); empty = demo
     std::vector<uint64_t> sizes;       ///< message sizes in bytes (--size); empty unless given
     uint64_t iters = 1000;             ///< iterations per size (--iters)
     unsigned qps = 1;                  ///< queue pairs (--qps)
     unsigned mtu = 4096;               ///< path MTU in bytes (--mtu)
     std::string stats_json;            ///< --stats-json output path; empty = none
-    uint64_t seed = 1;                 ///< run seed (--seed)
+    uint64_t seed = 1;                 ///< run seed (--seed); also link fault injection's (link.seed)
+    bool verify = false;               ///< --verify: check every destination byte and completion
+    std::string atomic = "fetch_add";  ///< --atomic: fetch_add|cmp_swap (atomic_lat, atomic_rate)
     bool help = false;                 ///< --help given (usage already printed)
     bool help_config = false;          ///< --help-config given (print params after elaboration)
     bool sizes_given = false;          ///< --size was on the command line
@@ -33,5 +35,15 @@ std::vector<uint64_t> parse_sizes(const std::string& text);
 
 /// Loads every --config into the broker in order, then every --set.
 void apply_config(const run_options& opts);
+
+/// Sets broker key `link.seed` to the run seed (origin "--seed"). Call before apply_config, so
+/// that a `link.seed` from a file or --set (later, so it wins) or a node-specific
+/// `nodeN.link.seed` (exact keys beat generic ones) overrides it.
+void apply_seed(const run_options& opts);
+
+/// The --workload names, in help order.
+const std::vector<std::string>& workload_names();
+/// The workload names joined with '|' (help and error text).
+std::string workload_list();
 
 }  // namespace hcasim

@@ -29,10 +29,18 @@ run_spec make_spec(const run_options& o) {
         if (size > (uint64_t(1) << 31))
             throw config_error("--size: " + std::to_string(size) +
                                " bytes exceeds the largest message (2147483648 bytes, 2^31)");
+    // A zero-byte message carries no flag byte for write_lat to poll, and DMA transfers move data.
+    const bool needs_bytes = o.workload.empty() || o.workload == "write_lat" || is_pcie_workload(o.workload);
+    for (uint64_t size : o.sizes)
+        if (size == 0 && needs_bytes)
+            throw config_error("--size: " + (o.workload.empty() ? std::string("the demo") : o.workload) +
+                               " needs messages of at least 1 byte");
     run_spec spec;
     spec.qps = o.qps;
     spec.mtu = o.mtu;
     spec.seed = o.seed;
+    spec.verify = o.verify;
+    spec.atomic = o.atomic;
     if (o.workload.empty()) {
         // The demo: latency and bandwidth from 2 B to 1 MiB, as `perftest -a` would sweep.
         const auto sizes = o.sizes_given ? o.sizes : sweep(2, 1u << 20);
@@ -42,9 +50,10 @@ run_spec make_spec(const run_options& o) {
     }
     phase_spec p;
     p.workload = o.workload;
-    const bool lat = o.workload == "write_lat" || o.workload == "send_lat";
-    // perftest defaults: 2 B for latency, 64 KiB for bandwidth.
-    p.sizes = o.sizes_given ? o.sizes : std::vector<uint64_t>{lat ? 2u : 65536u};
+    const bool lat = o.workload == "write_lat" || o.workload == "send_lat" || o.workload == "read_lat";
+    const bool atomic = o.workload == "atomic_lat" || o.workload == "atomic_rate";
+    // perftest defaults: 2 B for latency, 64 KiB for bandwidth; atomics move 8 bytes.
+    p.sizes = o.sizes_given ? o.sizes : std::vector<uint64_t>{atomic ? 8u : lat ? 2u : 65536u};
     p.iters = o.iters;
     spec.phases.push_back(p);
     return spec;
@@ -73,8 +82,12 @@ int sc_main(int argc, char* argv[]) {
         opts = parse_cli(argc, argv, std::cout);
         if (opts.help)
             return 0;
-        apply_config(opts);
         const run_spec spec = make_spec(opts);
+        bool two_node = false;
+        for (const phase_spec& p : spec.phases) two_node |= !is_pcie_workload(p.workload);
+        if (two_node)
+            apply_seed(opts);  // first, so that the configuration's link.seed wins
+        apply_config(opts);
         if (opts.help_config) {
             std::vector<param_info> params;
             run(spec, &params);
@@ -86,6 +99,11 @@ int sc_main(int argc, char* argv[]) {
             print_table(std::cout, r);
         if (!opts.stats_json.empty())
             write_json(opts.stats_json, reports);
+        for (const run_report& r : reports)
+            if (!r.verify_failure.empty()) {
+                std::cerr << "hcasim: run failed: verify: " << r.verify_failure << "\n";
+                return 1;
+            }
     } catch (const config_error& e) {
         std::cerr << "hcasim: error: " << e.what() << "\n";
         return 2;

@@ -58,6 +58,21 @@ void print_table(std::ostream& os, const run_report& r) {
     }
     os << rule << "\n";
     os << " simulated time " << r.sim_time_ns << " ns, " << r.wire_packets << " wire packets\n";
+    // --verify: one summary line (the figures above do not depend on it).
+    bool verified = false, data = false;
+    uint64_t checked = 0, mismatches = 0, bad = 0;
+    for (const auto& s : r.results) {
+        verified |= s.verified;
+        data |= s.verify_data;
+        checked += s.bytes_checked;
+        mismatches += s.mismatches;
+        bad += s.bad_completions;
+    }
+    if (verified && data)
+        os << " verify: " << checked << " bytes checked, " << mismatches << " mismatches, " << bad
+           << " bad completions\n";
+    else if (verified)
+        os << " verify: data not applicable (the DMA read data is discarded), " << bad << " transfer errors\n";
     os << rule << "\n";
 }
 
@@ -86,6 +101,13 @@ void write_json(const std::string& path, const std::vector<run_report>& reports)
         } else {
             e["bw_gbps"] = s.bw_gbps;
             e["msg_rate_mpps"] = s.msg_rate_mpps;
+        }
+        if (s.verified) {
+            json v = {{"bytes_checked", s.bytes_checked},
+                      {"mismatches", s.mismatches},
+                      {"bad_completions", s.bad_completions}};
+            if (!s.verify_data) v["applicable"] = false;
+            e["verify"] = std::move(v);
         }
         results.push_back(std::move(e));
     }

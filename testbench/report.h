@@ -20,6 +20,11 @@ struct size_result {
     double lat_p99_us = 0;        ///< 99th percentile (nearest rank)
     double lat_max_us = 0;        ///< maximum latency
     double lat_avg_us = 0;        ///< mean latency
+    bool verified = false;        ///< --verify ran on this row (JSON "verify" object)
+    bool verify_data = true;      ///< the workload's data could be checked (false: dma_read_bw)
+    uint64_t bytes_checked = 0;   ///< destination bytes (and atomic results) compared with the expected data
+    uint64_t mismatches = 0;      ///< of those, bytes that differed
+    uint64_t bad_completions = 0; ///< completions with a wrong opcode, byte_len, wr_id, QP or order (DMA: errors)
 };
 
 /// Everything a run reports.
@@ -30,6 +35,7 @@ struct run_report {
     double wall_s = 0;                 ///< host wall time of the simulation (JSON only, never the table)
     uint64_t wire_packets = 0;         ///< packets that crossed the fabric
     uint64_t seed = 0;                 ///< run seed
+    std::string verify_failure;        ///< --verify: the first mismatch or bad completion, in words; empty = none
     /// Every counter and every parameter at the end of the run (captured before the model is
     /// torn down). Empty: write_json reads the live registries instead.
     std::vector<std::pair<std::string, uint64_t>> counters;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -24,6 +25,94 @@ using namespace hcasim::verbs;
 
 bool is_pcie_workload(const std::string& n) { return n == "dma_read_bw" || n == "dma_write_bw"; }
 
+namespace verify {
+
+namespace {
+
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+std::string hex(uint64_t v, int digits) {
+    char b[24];
+    std::snprintf(b, sizeof b, "0x%0*llx", digits, static_cast<unsigned long long>(v));
+    return b;
+}
+
+}  // namespace
+
+uint64_t data_key(uint64_t seed, unsigned node, unsigned qp, uint64_t step, uint64_t message) {
+    return mix(mix(mix(mix(mix(seed) ^ node) ^ qp) ^ step) ^ message);
+}
+
+void fill(uint64_t key, uint8_t* dst, uint64_t n) {
+    uint64_t w = 0;
+    for (; (w + 1) * 8 <= n; ++w) {
+        const uint64_t v = mix(key + w);
+        std::memcpy(dst + w * 8, &v, 8);
+    }
+    if (w * 8 < n) {
+        const uint64_t v = mix(key + w);
+        std::memcpy(dst + w * 8, &v, n - w * 8);
+    }
+}
+
+uint64_t value(uint64_t key) { return mix(key ^ 0xa70311cull); }
+
+bool checker::bytes(const where& w, const uint8_t* actual, uint64_t n, uint64_t key, int last) {
+    if (expected_key_ != key || expected_n_ != n || expected_last_ != last || expected_.size() < n) {
+        expected_.resize(n);
+        fill(key, expected_.data(), n);
+        if (last >= 0 && n)
+            expected_[n - 1] = uint8_t(last);
+        expected_key_ = key;
+        expected_n_ = n;
+        expected_last_ = last;
+    }
+    bytes_checked += n;
+    if (n == 0 || std::memcmp(actual, expected_.data(), n) == 0)
+        return true;
+    uint64_t first = n, differ = 0;
+    for (uint64_t k = 0; k < n; ++k)
+        if (actual[k] != expected_[k]) {
+            first = std::min(first, k);
+            ++differ;
+        }
+    mismatches += differ;
+    failed(w, "byte " + std::to_string(first) + " expected " + hex(expected_[first], 2) + ", got " +
+                  hex(actual[first], 2) + " (" + std::to_string(differ) + " of " + std::to_string(n) +
+                  " bytes differ)");
+    return false;
+}
+
+bool checker::value(const where& w, uint64_t actual, uint64_t expected) {
+    bytes_checked += 8;
+    if (actual == expected)
+        return true;
+    for (unsigned k = 0; k < 8; ++k)
+        mismatches += ((actual ^ expected) >> (8 * k)) & 0xFF ? 1 : 0;
+    failed(w, "expected " + hex(expected, 16) + ", got " + hex(actual, 16));
+    return false;
+}
+
+void checker::bad_completion(const where& w, const std::string& why) {
+    ++bad_completions;
+    failed(w, why);
+}
+
+void checker::failed(const where& w, const std::string& detail) {
+    if (!first_failure.empty())
+        return;
+    first_failure = std::string(w.workload) + " " + std::to_string(w.size) + " B, node" + std::to_string(w.node) +
+                    " QP " + std::to_string(w.qp) + " message " + std::to_string(w.message) + ", " + w.what + ": " +
+                    detail;
+}
+
+}  // namespace verify
+
 namespace {
 
 /// Workload parameters (keys `workload.*`).
@@ -43,7 +132,9 @@ public:
           cq_mod("cq_mod", 100, "WRs", "bandwidth tests signal one send in cq_mod (perftest -Q)"),
           inline_bytes("inline_bytes", -1, "bytes",
                        "inline data up to this size; -1: perftest defaults (220 in latency tests, 0 in bandwidth)"),
-          timeout_us("timeout_us", 100000.0, "us", "a wait longer than this (simulated) fails the run"),
+          timeout_us("timeout_us", 1e6, "us",
+                     "a wait longer than this (simulated) fails the run; above the QPs' local ACK timeout "
+                     "(code 14: 67 ms) times a few retries, so lossy links (link.drop_rate) still complete"),
           dma_outstanding("dma_outstanding", 512, "transfers", "DMAs in flight in dma_*_bw") {
         tx_depth.range(1, 16384);
         rx_depth.range(1, 16384);
@@ -60,7 +151,8 @@ struct peer_info {
     std::vector<uint32_t> qpn;
     uint32_t psn = 0;
     uint32_t rkey = 0;
-    uint64_t addr = 0;
+    uint64_t addr = 0;       ///< receive area of QP 0 (WRITE and atomic targets); QP q's is q areas on
+    uint64_t send_addr = 0;  ///< send area of QP 0 (READ sources); QP q's is q areas on
     bool ready = false;
 };
 
@@ -84,7 +176,41 @@ struct barrier {
 
 double to_us(uint64_t ns) { return double(ns) / 1000.0; }
 
-/// The two-node perftest application: node0 is the client, node1 the server.
+/// ibv_wc_status_str's names.
+std::string status_name(ibv_wc_status st) {
+    static const char* const names[] = {
+        "IBV_WC_SUCCESS", "IBV_WC_LOC_LEN_ERR", "IBV_WC_LOC_QP_OP_ERR", "IBV_WC_LOC_EEC_OP_ERR",
+        "IBV_WC_LOC_PROT_ERR", "IBV_WC_WR_FLUSH_ERR", "IBV_WC_MW_BIND_ERR", "IBV_WC_BAD_RESP_ERR",
+        "IBV_WC_LOC_ACCESS_ERR", "IBV_WC_REM_INV_REQ_ERR", "IBV_WC_REM_ACCESS_ERR", "IBV_WC_REM_OP_ERR",
+        "IBV_WC_RETRY_EXC_ERR", "IBV_WC_RNR_RETRY_EXC_ERR", "IBV_WC_LOC_RDD_VIOL_ERR", "IBV_WC_REM_INV_RD_REQ_ERR",
+        "IBV_WC_REM_ABORT_ERR", "IBV_WC_INV_EECN_ERR", "IBV_WC_INV_EEC_STATE_ERR", "IBV_WC_FATAL_ERR",
+        "IBV_WC_RESP_TIMEOUT_ERR", "IBV_WC_GENERAL_ERR"};
+    const unsigned i = unsigned(st);
+    return (i < sizeof names / sizeof names[0] ? names[i] : "unknown") + std::string(" (status ") +
+           std::to_string(i) + ")";
+}
+
+/// What a phase does on the wire.
+enum class op_kind { write, send, read, atomic };
+
+op_kind kind_of(const std::string& w) {
+    if (w == "send_lat" || w == "send_bw") return op_kind::send;
+    if (w == "read_lat" || w == "read_bw") return op_kind::read;
+    if (w == "atomic_lat" || w == "atomic_rate") return op_kind::atomic;
+    return op_kind::write;
+}
+bool is_latency(const std::string& w) { return w.size() > 4 && w.compare(w.size() - 4, 4, "_lat") == 0; }
+
+std::string hex(uint64_t v) {
+    char b[24];
+    std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+    return b;
+}
+
+/// The two-node perftest application: node0 is the client, node1 the server. Each node's buffer
+/// holds one send area per QP, then one receive area per QP (WRITE targets, receive buffers,
+/// READ destinations, atomic targets and fetched values). --verify changes the data in them,
+/// never the layout or what is posted, so a verified run has the same timing.
 class perftest : public sc_module {
 public:
     SC_HAS_PROCESS(perftest);
@@ -94,18 +220,25 @@ public:
         fw::driver_options opts;
         for (unsigned i = 0; i < 2; ++i)
             sw_[i] = std::make_unique<host_software>(m.at(i).cpu, opts);
-        for (uint64_t s : [&] {
-                 std::vector<uint64_t> all;
-                 for (auto& p : spec.phases) all.insert(all.end(), p.sizes.begin(), p.sizes.end());
-                 return all;
-             }())
-            max_size_ = std::max(max_size_, s);
+        uint64_t max_size = 1;
+        for (const phase_spec& p : spec.phases) {
+            for (uint64_t s : p.sizes) max_size = std::max(max_size, s);
+            const op_kind k = kind_of(p.workload);
+            if (k == op_kind::read || k == op_kind::atomic) {
+                needs_rd_ = true;
+                if (rd_workload_.empty()) rd_workload_ = p.workload;
+            }
+            needs_atomic_ |= k == op_kind::atomic;
+        }
+        nq_ = spec.qps;
+        area_ = std::max<uint64_t>(max_size, 4096);
+        if (needs_atomic_)  // atomic_rate: one 8-byte fetched-value slot per outstanding atomic
+            area_ = std::max<uint64_t>(area_, uint64_t(wp.tx_depth) * 8);
         SC_THREAD(client);
         SC_THREAD(server);
     }
 
     std::string error;
-    bool verified_all = true;
 
 private:
     struct side {
@@ -115,6 +248,7 @@ private:
         ibv_cq* scq = nullptr;
         ibv_cq* rcq = nullptr;
         std::vector<ibv_qp*> qps;
+        std::vector<uint64_t> rq_posted, rq_done;  ///< receive WRs posted / completed per QP (wr_id = sequence)
         uint64_t buf = 0, buf_bytes = 0;
     };
 
@@ -128,26 +262,46 @@ private:
     uint64_t timeout_ns() const { return uint64_t(wp_.timeout_us.get() * 1000.0); }
     host_bus& bus(unsigned i) { return m_.at(i).cpu; }
 
+    uint64_t send_area(unsigned i, unsigned q) const { return side_[i].buf + uint64_t(q) * area_; }
+    uint64_t recv_area(unsigned i, unsigned q) const { return side_[i].buf + uint64_t(nq_ + q) * area_; }
+
     void setup(unsigned i) {
         side& s = side_[i];
         host_software& sw = *sw_[i];
+        const std::string node = "node" + std::to_string(i);
         s.ctx = ibv_open_device(sw.driver, sw.as);
         if (!s.ctx)
-            fail("node" + std::to_string(i) + ": ibv_open_device failed: " + sw.driver.last_error());
+            fail(node + ": ibv_open_device failed: " + sw.driver.last_error());
+        // READ and atomics: as many outstanding as the device allows (perftest's default).
+        uint8_t max_rd = 0, max_dest_rd = 0;
+        int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+        if (needs_rd_) {
+            ibv_device_attr dev{};
+            if (ibv_query_device(s.ctx, &dev) != 0)
+                fail(node + ": ibv_query_device failed");
+            if (dev.max_qp_rd_atom <= 0 || dev.max_qp_init_rd_atom <= 0)
+                fail(rd_workload_ + " needs RDMA READ/atomic support, but " + node +
+                     "'s HCA reports max_qp_rd_atom " + std::to_string(dev.max_qp_rd_atom) +
+                     " and max_qp_init_rd_atom " + std::to_string(dev.max_qp_init_rd_atom) + " (ibv_query_device)");
+            if (needs_atomic_ && dev.atomic_cap == IBV_ATOMIC_NONE)
+                fail("atomic workloads need atomics, but " + node +
+                     "'s HCA reports atomic_cap IBV_ATOMIC_NONE (ibv_query_device)");
+            max_rd = uint8_t(std::min(dev.max_qp_init_rd_atom, 255));
+            max_dest_rd = uint8_t(std::min(dev.max_qp_rd_atom, 255));
+            access |= IBV_ACCESS_REMOTE_READ | (needs_atomic_ ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+        }
         s.pd = ibv_alloc_pd(s.ctx);
-        // Send region then receive region, each max_size (at least one page).
-        const uint64_t region = std::max<uint64_t>(max_size_, 4096);
-        s.buf_bytes = 2 * region;
+        s.buf_bytes = 2 * uint64_t(nq_) * area_;
         s.buf = sw.as.alloc(s.buf_bytes, 4096);
-        sw.as.fill(s.buf, region, uint8_t(0x40 + i));
-        s.mr = ibv_reg_mr(s.pd, s.buf, s.buf_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+        sw.as.fill(s.buf, area_, uint8_t(0x40 + i));
+        s.mr = ibv_reg_mr(s.pd, s.buf, s.buf_bytes, access);
         if (!s.pd || !s.mr)
-            fail("node" + std::to_string(i) + ": PD/MR setup failed");
+            fail(node + ": PD/MR setup failed");
         s.scq = ibv_create_cq(s.ctx, int(wp_.tx_depth) * 2);
         s.rcq = ibv_create_cq(s.ctx, int(wp_.rx_depth) * 2);
         if (!s.scq || !s.rcq)
-            fail("node" + std::to_string(i) + ": CQ creation failed");
-        for (unsigned q = 0; q < spec_.qps; ++q) {
+            fail(node + ": CQ creation failed");
+        for (unsigned q = 0; q < nq_; ++q) {
             ibv_qp_init_attr a{};
             a.send_cq = s.scq;
             a.recv_cq = s.rcq;
@@ -159,16 +313,19 @@ private:
             a.cap.max_inline_data = 220;
             ibv_qp* qp = ibv_create_qp(s.pd, &a);
             if (!qp)
-                fail("node" + std::to_string(i) + ": ibv_create_qp failed (errno " + std::to_string(errno) + ")");
+                fail(node + ": ibv_create_qp failed (errno " + std::to_string(errno) + ")");
             s.qps.push_back(qp);
         }
+        s.rq_posted.assign(nq_, 0);
+        s.rq_done.assign(nq_, 0);
         ibv_port_attr pa{};
         ibv_query_port(s.ctx, 1, &pa);
         info_[i].lid = pa.lid;
         for (auto* qp : s.qps) info_[i].qpn.push_back(qp->qp_num);
         info_[i].psn = 0x100 * (i + 1) + uint32_t(spec_.seed & 0xFF);
         info_[i].rkey = s.mr->rkey;
-        info_[i].addr = s.buf + region;  // peers write into our receive region
+        info_[i].addr = recv_area(i, 0);  // peers write into our receive areas
+        info_[i].send_addr = send_area(i, 0);
         info_[i].ready = true;
         exchanged_.notify(SC_ZERO_TIME);
         while (!info_[1 - i].ready)
@@ -179,14 +336,14 @@ private:
             attr.qp_state = IBV_QPS_INIT;
             attr.pkey_index = 0;
             attr.port_num = 1;
-            attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+            attr.qp_access_flags = unsigned(access);
             int rc = ibv_modify_qp(s.qps[q], &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
             attr = ibv_qp_attr{};
             attr.qp_state = IBV_QPS_RTR;
             attr.path_mtu = ibv_mtu(__builtin_ctz(spec_.mtu) - 7);
             attr.dest_qp_num = peer.qpn[q];
             attr.rq_psn = peer.psn;
-            attr.max_dest_rd_atomic = 0;
+            attr.max_dest_rd_atomic = max_dest_rd;
             attr.min_rnr_timer = 12;
             attr.ah_attr.dlid = peer.lid;
             attr.ah_attr.port_num = 1;
@@ -199,23 +356,24 @@ private:
             attr.timeout = 14;
             attr.retry_cnt = 7;
             attr.rnr_retry = 7;
-            attr.max_rd_atomic = 0;
+            attr.max_rd_atomic = max_rd;
             rc |= ibv_modify_qp(s.qps[q], &attr,
                                 IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                     IBV_QP_MAX_QP_RD_ATOMIC);
             if (rc)
-                fail("node" + std::to_string(i) + ": ibv_modify_qp to RTS failed (" + std::to_string(rc) + ")");
+                fail(node + ": ibv_modify_qp to RTS failed (" + std::to_string(rc) + ")");
             // Every receive consumed later is posted again, so the RQ stays full.
             for (unsigned k = 0; k < wp_.rx_depth; ++k)
-                post_recv(i, q, 0);
+                post_recv(i, q);
         }
     }
 
+    /// QP index of `qpn` on node i, or the QP count if it is not one of ours.
     unsigned qp_index(unsigned i, uint32_t qpn) const {
         for (unsigned q = 0; q < side_[i].qps.size(); ++q)
             if (side_[i].qps[q]->qp_num == qpn)
                 return q;
-        return 0;
+        return unsigned(side_[i].qps.size());
     }
 
     uint32_t inline_limit(bool latency) const {
@@ -232,8 +390,8 @@ private:
                 fail("node" + std::to_string(i) + ": ibv_poll_cq failed");
             if (n == 1) {
                 if (wc.status != IBV_WC_SUCCESS)
-                    fail("node" + std::to_string(i) + ": completion error status " + std::to_string(wc.status) +
-                         " (opcode " + std::to_string(wc.opcode) + ", wr_id " + std::to_string(wc.wr_id) + ")");
+                    fail("node" + std::to_string(i) + ": completion error " + status_name(wc.status) + ", opcode " +
+                         std::to_string(wc.opcode) + ", wr_id " + std::to_string(wc.wr_id));
                 return wc;
             }
             if (ibv_wait_cq(cq, timeout_ns()) != 0)
@@ -241,29 +399,39 @@ private:
         }
     }
 
-    void post(unsigned i, unsigned q, ibv_wr_opcode op, uint64_t size, uint64_t wr_id, bool signaled, bool inl) {
+    /// One send WR on node i's QP q: `local` (length bytes) is the gather source, or the READ /
+    /// atomic destination; `remote` the peer's address.
+    void post(unsigned i, unsigned q, ibv_wr_opcode op, uint64_t local, uint64_t length, uint64_t remote,
+              uint64_t wr_id, bool signaled, bool inl, uint64_t compare_add = 0, uint64_t swap = 0) {
         side& s = side_[i];
-        ibv_sge sge{s.buf, uint32_t(size), s.mr->lkey};
+        ibv_sge sge{local, uint32_t(length), s.mr->lkey};
         ibv_send_wr wr{};
         wr.wr_id = wr_id;
         wr.sg_list = &sge;
         wr.num_sge = 1;
         wr.opcode = op;
         wr.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) | (inl ? IBV_SEND_INLINE : 0);
-        wr.wr.rdma.remote_addr = info_[1 - i].addr;
-        wr.wr.rdma.rkey = info_[1 - i].rkey;
+        if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+            wr.wr.atomic.remote_addr = remote;
+            wr.wr.atomic.rkey = info_[1 - i].rkey;
+            wr.wr.atomic.compare_add = compare_add;
+            wr.wr.atomic.swap = swap;
+        } else {
+            wr.wr.rdma.remote_addr = remote;
+            wr.wr.rdma.rkey = info_[1 - i].rkey;
+        }
         ibv_send_wr* bad = nullptr;
         const int rc = ibv_post_send(s.qps[q], &wr, &bad);
         if (rc)
             fail("node" + std::to_string(i) + ": ibv_post_send failed (" + std::to_string(rc) + ")");
     }
 
-    void post_recv(unsigned i, unsigned q, uint64_t size) {
+    /// Posts one receive of QP q's whole receive area; wr_id is the QP's receive sequence number.
+    void post_recv(unsigned i, unsigned q) {
         side& s = side_[i];
-        const uint64_t region = s.buf_bytes / 2;
-        (void)size;
-        ibv_sge sge{s.buf + region, uint32_t(region), s.mr->lkey};
+        ibv_sge sge{recv_area(i, q), uint32_t(area_), s.mr->lkey};
         ibv_recv_wr wr{};
+        wr.wr_id = s.rq_posted[q]++;
         wr.sg_list = &sge;
         wr.num_sge = 1;
         ibv_recv_wr* bad = nullptr;
@@ -272,12 +440,11 @@ private:
             fail("node" + std::to_string(i) + ": ibv_post_recv failed (" + std::to_string(rc) + ")");
     }
 
-    /// Waits until the byte at our receive region offset `off` equals `v` (perftest's
+    /// Waits until the byte at our receive area offset `off` equals `v` (perftest's
     /// write_lat spins on the last byte; here the CPU sleeps on the watched address).
     void wait_byte(unsigned i, uint64_t off, uint8_t v) {
-        side& s = side_[i];
         uint64_t pa = 0;
-        sw_[i]->as.translate(s.buf + s.buf_bytes / 2 + off, &pa);
+        sw_[i]->as.translate(recv_area(i, 0) + off, &pa);
         for (;;) {
             uint8_t b = 0;
             bus(i).mem_read(pa, &b, 1);
@@ -288,79 +455,247 @@ private:
         }
     }
     void set_send_byte(unsigned i, uint64_t off, uint8_t v) {
-        side& s = side_[i];
-        sw_[i]->as.write(s.buf + off, &v, 1);
+        sw_[i]->as.write(send_area(i, 0) + off, &v, 1);
         bus(i).cpu_cost(cpu_op::memcpy_64b);
     }
 
-    bool verify(uint64_t size) {
-        // Every byte of the client's send region landed in the server's receive region.
+    // ------------------------------------------------------------------ --verify helpers
+    // Loads and stores of simulated memory through the processes' address spaces, charging no CPU
+    // cost: they take no simulated time.
+    const uint8_t* peek(unsigned i, uint64_t va, uint64_t n) {
+        got_.resize(n);
+        sw_[i]->as.read(va, got_.data(), n);
+        return got_.data();
+    }
+    uint64_t peek64(unsigned i, uint64_t va) {
+        uint64_t v = 0;
+        sw_[i]->as.read(va, &v, 8);
+        return v;
+    }
+    void poke64(unsigned i, uint64_t va, uint64_t v) { sw_[i]->as.write(va, &v, 8); }
+    void poke_data(unsigned i, uint64_t va, uint64_t n, uint64_t key, int last = -1) {
+        scratch_.resize(n);
+        verify::fill(key, scratch_.data(), n);
+        if (last >= 0 && n)
+            scratch_[n - 1] = uint8_t(last);
+        sw_[i]->as.write(va, scratch_.data(), n);
+    }
+    void clear(unsigned i, uint64_t va, uint64_t n) {
+        scratch_.assign(n, 0);
+        sw_[i]->as.write(va, scratch_.data(), n);
+    }
+    uint64_t key(unsigned node, unsigned q, uint64_t step, uint64_t message) const {
+        return verify::data_key(spec_.seed, node, q, step, message);
+    }
+    verify::where at(const phase_spec& ph, uint64_t size, unsigned node, unsigned q, uint64_t message,
+                     const char* what) const {
+        return verify::where{ph.workload.c_str(), size, node, q, message, what};
+    }
+    /// Checks a send completion's opcode, wr_id and QP.
+    void check_send_wc(const verify::where& w, const ibv_wc& wc, ibv_wc_opcode op, uint64_t wr_id) {
+        if (wc.opcode != op)
+            chk_.bad_completion(w, "opcode " + std::to_string(wc.opcode) + ", expected " + std::to_string(op));
+        if (wc.wr_id != wr_id)
+            chk_.bad_completion(w, "wr_id " + hex(wc.wr_id) + ", expected " + hex(wr_id) +
+                                       " (completions out of order or missing)");
+        if (wc.qp_num != side_[w.node].qps[w.qp]->qp_num)
+            chk_.bad_completion(w, "QP number " + std::to_string(wc.qp_num) + ", expected " +
+                                       std::to_string(side_[w.node].qps[w.qp]->qp_num));
+    }
+    /// Checks a receive completion (opcode RECV, byte_len, no immediate, wr_id in posting order).
+    void check_recv_wc(const verify::where& w, const ibv_wc& wc, uint64_t size) {
+        check_send_wc(w, wc, IBV_WC_RECV, side_[w.node].rq_done[w.qp]);
+        if (wc.byte_len != size)
+            chk_.bad_completion(w, "byte_len " + std::to_string(wc.byte_len) + ", expected " + std::to_string(size));
+        if (wc.wc_flags & IBV_WC_WITH_IMM)
+            chk_.bad_completion(w, "carries immediate data, none was sent");
+    }
+    /// Puts this size's counts into its row.
+    void take_counts(size_result& r) {
+        r.verified = true;
+        r.bytes_checked = chk_.bytes_checked;
+        r.mismatches = chk_.mismatches;
+        r.bad_completions = chk_.bad_completions;
+        chk_.bytes_checked = chk_.mismatches = chk_.bad_completions = 0;
+    }
+
+    /// The plain end-of-size data check without --verify: every QP's destination holds its source.
+    void same_bytes(unsigned src_node, uint64_t src, unsigned dst_node, uint64_t dst, uint64_t size) {
         std::vector<uint8_t> a(size), b(size);
-        side& c = side_[0];
-        side& s = side_[1];
-        sw_[0]->as.read(c.buf, a.data(), size);
-        sw_[1]->as.read(s.buf + s.buf_bytes / 2, b.data(), size);
-        return a == b;
+        sw_[src_node]->as.read(src, a.data(), size);
+        sw_[dst_node]->as.read(dst, b.data(), size);
+        if (a != b)
+            fail("data check failed: " + std::to_string(size) + " bytes at node" + std::to_string(dst_node) +
+                 " differ from node" + std::to_string(src_node) + "'s");
     }
 
     // ------------------------------------------------------------------ phases
-    void lat_phase(unsigned i, const phase_spec& ph, bool write, run_report& rep) {
+    void lat_phase(unsigned i, const phase_spec& ph, uint64_t step0, op_kind op, run_report& rep) {
         const bool client = i == 0;
-        for (uint64_t size : ph.sizes) {
-            const bool inl = size <= inline_limit(true);
+        const bool v = spec_.verify;
+        const bool cas = spec_.atomic == "cmp_swap";
+        for (size_t si = 0; si < ph.sizes.size(); ++si) {
+            const uint64_t size = ph.sizes[si];
+            const uint64_t step = step0 + si;
+            const bool inl = (op == op_kind::write || op == op_kind::send) && size <= inline_limit(true);
             const uint64_t last = size ? size - 1 : 0;
             std::vector<double> samples;
             samples.reserve(ph.iters);
+            uint64_t current = 0;  // atomics: the remote value a serial execution holds now
+            if (client) {
+                if (op == op_kind::write) {
+                    // The flag byte must not already hold the first iteration's value.
+                    clear(0, recv_area(0, 0), std::max<uint64_t>(size, 1));
+                    clear(1, recv_area(1, 0), std::max<uint64_t>(size, 1));
+                } else if (op == op_kind::atomic) {
+                    current = verify::value(key(1, 0, step, ~uint64_t(0)));
+                    poke64(1, recv_area(1, 0), current);
+                }
+            }
             bar_.arrive();
             for (uint64_t it = 0; it < ph.iters; ++it) {
-                const uint8_t v = uint8_t(1 + (it % 254));
+                const uint8_t flag = uint8_t(1 + (it % 254));
                 if (client) {
                     const uint64_t t0 = bus(i).now_ns();
-                    if (write) {
-                        set_send_byte(i, last, v);
-                        post(i, 0, IBV_WR_RDMA_WRITE, size, it, true, inl);
-                        wait_byte(i, last, v);
+                    if (op == op_kind::write) {
+                        if (v) poke_data(0, send_area(0, 0), size, key(0, 0, step, it), flag);
+                        set_send_byte(i, last, flag);
+                        post(i, 0, IBV_WR_RDMA_WRITE, send_area(0, 0), size, info_[1].addr, it, true, inl);
+                        wait_byte(i, last, flag);
+                        samples.push_back(to_us(bus(i).now_ns() - t0) / 2.0);
+                        if (v)
+                            chk_.bytes(at(ph, size, 0, 0, it, "destination buffer"), peek(0, recv_area(0, 0), size),
+                                       size, key(1, 0, step, it), flag);
+                        const ibv_wc wc = poll_one(i, side_[i].scq);
+                        if (v) check_send_wc(at(ph, size, 0, 0, it, "send completion"), wc, IBV_WC_RDMA_WRITE, it);
+                    } else if (op == op_kind::send) {
+                        if (v) poke_data(0, send_area(0, 0), size, key(0, 0, step, it));
+                        post(i, 0, IBV_WR_SEND, send_area(0, 0), size, 0, it, true, inl);
+                        const ibv_wc rwc = poll_one(i, side_[i].rcq);
+                        if (v) {
+                            check_recv_wc(at(ph, size, 0, 0, it, "receive completion"), rwc, size);
+                            chk_.bytes(at(ph, size, 0, 0, it, "receive buffer"), peek(0, recv_area(0, 0), size), size,
+                                       key(1, 0, step, it));
+                        }
+                        ++side_[i].rq_done[0];
+                        post_recv(i, 0);
+                        samples.push_back(to_us(bus(i).now_ns() - t0) / 2.0);
+                        const ibv_wc wc = poll_one(i, side_[i].scq);
+                        if (v) check_send_wc(at(ph, size, 0, 0, it, "send completion"), wc, IBV_WC_SEND, it);
+                    } else if (op == op_kind::read) {
+                        if (v) {  // a new remote pattern each iteration, so stale data is caught
+                            poke_data(1, send_area(1, 0), size, key(1, 0, step, it));
+                            clear(0, recv_area(0, 0), size);
+                        }
+                        post(i, 0, IBV_WR_RDMA_READ, recv_area(0, 0), size, info_[1].send_addr, it, true, false);
+                        const ibv_wc wc = poll_one(i, side_[i].scq);
+                        samples.push_back(to_us(bus(i).now_ns() - t0));  // perftest: the whole round trip
+                        if (v) {
+                            check_send_wc(at(ph, size, 0, 0, it, "READ completion"), wc, IBV_WC_RDMA_READ, it);
+                            chk_.bytes(at(ph, size, 0, 0, it, "READ destination"), peek(0, recv_area(0, 0), size),
+                                       size, key(1, 0, step, it));
+                        }
                     } else {
-                        post(i, 0, IBV_WR_SEND, size, it, true, inl);
-                        poll_one(i, side_[i].rcq);
-                        post_recv(i, 0, size);
+                        const uint64_t operand = verify::value(key(0, 0, step, it));
+                        const uint64_t before = current;
+                        current = cas ? operand : current + operand;
+                        if (v) clear(0, recv_area(0, 0), 8);
+                        if (cas)
+                            post(i, 0, IBV_WR_ATOMIC_CMP_AND_SWP, recv_area(0, 0), 8, info_[1].addr, it, true, false,
+                                 before, operand);
+                        else
+                            post(i, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, recv_area(0, 0), 8, info_[1].addr, it, true, false,
+                                 operand);
+                        const ibv_wc wc = poll_one(i, side_[i].scq);
+                        samples.push_back(to_us(bus(i).now_ns() - t0));  // perftest: the whole round trip
+                        if (v) {
+                            check_send_wc(at(ph, size, 0, 0, it, "atomic completion"), wc,
+                                          cas ? IBV_WC_COMP_SWAP : IBV_WC_FETCH_ADD, it);
+                            chk_.value(at(ph, size, 0, 0, it, "fetched value"), peek64(0, recv_area(0, 0)), before);
+                        }
                     }
-                    samples.push_back(to_us(bus(i).now_ns() - t0) / 2.0);
-                    poll_one(i, side_[i].scq);
-                } else {
-                    if (write) {
-                        wait_byte(i, last, v);
-                        set_send_byte(i, last, v);
-                        post(i, 0, IBV_WR_RDMA_WRITE, size, it, true, inl);
-                    } else {
-                        poll_one(i, side_[i].rcq);
-                        post(i, 0, IBV_WR_SEND, size, it, true, inl);  // answer first, like perftest
-                        post_recv(i, 0, size);
+                } else if (op == op_kind::write) {
+                    wait_byte(i, last, flag);
+                    if (v) {
+                        chk_.bytes(at(ph, size, 1, 0, it, "destination buffer"), peek(1, recv_area(1, 0), size), size,
+                                   key(0, 0, step, it), flag);
+                        poke_data(1, send_area(1, 0), size, key(1, 0, step, it), flag);
                     }
-                    poll_one(i, side_[i].scq);
+                    set_send_byte(i, last, flag);
+                    post(i, 0, IBV_WR_RDMA_WRITE, send_area(1, 0), size, info_[0].addr, it, true, inl);
+                    const ibv_wc wc = poll_one(i, side_[i].scq);
+                    if (v) check_send_wc(at(ph, size, 1, 0, it, "send completion"), wc, IBV_WC_RDMA_WRITE, it);
+                } else if (op == op_kind::send) {
+                    const ibv_wc rwc = poll_one(i, side_[i].rcq);
+                    if (v) {
+                        check_recv_wc(at(ph, size, 1, 0, it, "receive completion"), rwc, size);
+                        chk_.bytes(at(ph, size, 1, 0, it, "receive buffer"), peek(1, recv_area(1, 0), size), size,
+                                   key(0, 0, step, it));
+                        poke_data(1, send_area(1, 0), size, key(1, 0, step, it));
+                    }
+                    ++side_[i].rq_done[0];
+                    post(i, 0, IBV_WR_SEND, send_area(1, 0), size, 0, it, true, inl);  // answer first, like perftest
+                    post_recv(i, 0);
+                    const ibv_wc wc = poll_one(i, side_[i].scq);
+                    if (v) check_send_wc(at(ph, size, 1, 0, it, "send completion"), wc, IBV_WC_SEND, it);
                 }
+                // READ and atomics: the server's CPU takes no part.
             }
             bar_.arrive();
             if (client) {
                 size_result r = latency_stats(size, samples);
                 r.iters = ph.iters;
+                if (v && op == op_kind::atomic)
+                    chk_.value(at(ph, size, 1, 0, ph.iters, "remote value after the last atomic"),
+                               peek64(1, recv_area(1, 0)), current);
+                if (v)
+                    take_counts(r);
                 rep.results.push_back(r);
             }
             bar_.arrive();
         }
     }
 
-    void bw_phase(unsigned i, const phase_spec& ph, bool write, run_report& rep) {
+    void bw_phase(unsigned i, const phase_spec& ph, uint64_t step0, op_kind op, run_report& rep) {
         const bool client = i == 0;
+        const bool v = spec_.verify;
+        const bool cas = spec_.atomic == "cmp_swap";
         side& s = side_[i];
-        const unsigned nq = unsigned(s.qps.size());
-        for (uint64_t size : ph.sizes) {
-            const bool inl = size <= inline_limit(false);
+        const unsigned nq = nq_;
+        const unsigned depth = wp_.tx_depth;
+        for (size_t si = 0; si < ph.sizes.size(); ++si) {
+            const uint64_t size = ph.sizes[si];
+            const uint64_t step = step0 + si;
+            const bool inl = (op == op_kind::write || op == op_kind::send) && size <= inline_limit(false);
+            // Atomics: the remote value of each QP in a serial execution, and the value each
+            // outstanding atomic (slot = index mod depth) must fetch.
+            std::vector<uint64_t> current, fetched;
+            if (client) {
+                for (unsigned q = 0; q < nq; ++q) {
+                    if (op == op_kind::atomic) {
+                        current.push_back(verify::value(key(1, q, step, ~uint64_t(0))));
+                        poke64(1, recv_area(1, q), current.back());
+                        if (v) clear(0, recv_area(0, q), uint64_t(depth) * 8);
+                    } else if (v && op == op_kind::read) {
+                        poke_data(1, send_area(1, q), size, key(1, q, step, 0));
+                        clear(0, recv_area(0, q), size);
+                    } else if (v) {
+                        poke_data(0, send_area(0, q), size, key(0, q, step, 0));
+                        clear(1, recv_area(1, q), size);
+                    }
+                }
+                if (op == op_kind::atomic)
+                    fetched.assign(uint64_t(nq) * depth, 0);
+            }
             uint64_t recv_done = 0;
             bar_.arrive();
             if (client) {
-                const unsigned depth = wp_.tx_depth;
                 const unsigned cq_mod = std::min<unsigned>(wp_.cq_mod, depth);
+                const ibv_wc_opcode want_op = op == op_kind::write  ? IBV_WC_RDMA_WRITE
+                                              : op == op_kind::send ? IBV_WC_SEND
+                                              : op == op_kind::read ? IBV_WC_RDMA_READ
+                                              : cas                 ? IBV_WC_COMP_SWAP
+                                                                    : IBV_WC_FETCH_ADD;
                 std::vector<uint64_t> posted(nq, 0), completed(nq, 0);
                 const uint64_t t0 = bus(i).now_ns();
                 uint64_t total_posted = 0, total_completed = 0;
@@ -371,9 +706,29 @@ private:
                         const unsigned q = unsigned(total_posted % nq);
                         if (posted[q] - completed[q] >= depth)
                             break;
-                        const uint64_t quota = ph.iters / nq + (q < ph.iters % nq ? 1 : 0);
-                        const bool sig = (posted[q] + 1) % cq_mod == 0 || posted[q] + 1 == quota;
-                        post(i, q, write ? IBV_WR_RDMA_WRITE : IBV_WR_SEND, size, (uint64_t(q) << 48) | posted[q], sig, inl);
+                        const uint64_t m = posted[q];
+                        const bool sig = (m + 1) % cq_mod == 0 || m + 1 == quota_of(ph, q);
+                        const uint64_t wr_id = (uint64_t(q) << 48) | m;
+                        const uint64_t peer_recv = info_[1].addr + uint64_t(q) * area_;
+                        if (op == op_kind::write)
+                            post(i, q, IBV_WR_RDMA_WRITE, send_area(0, q), size, peer_recv, wr_id, sig, inl);
+                        else if (op == op_kind::send)
+                            post(i, q, IBV_WR_SEND, send_area(0, q), size, 0, wr_id, sig, inl);
+                        else if (op == op_kind::read)
+                            post(i, q, IBV_WR_RDMA_READ, recv_area(0, q), size, info_[1].send_addr + uint64_t(q) * area_,
+                                 wr_id, sig, false);
+                        else {
+                            const uint64_t operand = verify::value(key(0, q, step, m));
+                            const uint64_t before = current[q];
+                            current[q] = cas ? operand : before + operand;
+                            fetched[uint64_t(q) * depth + m % depth] = before;
+                            const uint64_t slot = recv_area(0, q) + (m % depth) * 8;
+                            if (cas)
+                                post(i, q, IBV_WR_ATOMIC_CMP_AND_SWP, slot, 8, peer_recv, wr_id, sig, false, before,
+                                     operand);
+                            else
+                                post(i, q, IBV_WR_ATOMIC_FETCH_AND_ADD, slot, 8, peer_recv, wr_id, sig, false, operand);
+                        }
                         ++posted[q];
                         ++total_posted;
                         progress = true;
@@ -383,12 +738,43 @@ private:
                     if (n < 0)
                         fail("node0: ibv_poll_cq failed");
                     for (int k = 0; k < n; ++k) {
-                        if (wcs[k].status != IBV_WC_SUCCESS)
-                            fail("node0: completion error status " + std::to_string(wcs[k].status));
-                        const unsigned q = unsigned(wcs[k].wr_id >> 48);
-                        const uint64_t idx = wcs[k].wr_id & ((uint64_t(1) << 48) - 1);
-                        total_completed += idx + 1 - completed[q];
+                        const ibv_wc& wc = wcs[k];
+                        if (wc.status != IBV_WC_SUCCESS)
+                            fail("node0: completion error " + status_name(wc.status) + ", opcode " +
+                                 std::to_string(wc.opcode) + ", wr_id " + hex(wc.wr_id));
+                        const unsigned q = unsigned(wc.wr_id >> 48);
+                        const uint64_t idx = wc.wr_id & ((uint64_t(1) << 48) - 1);
+                        if (q >= nq || idx < completed[q] || idx >= posted[q]) {
+                            if (!v)
+                                fail("node0: completion for a work request that is not outstanding (wr_id " +
+                                     hex(wc.wr_id) + ")");
+                            chk_.bad_completion(at(ph, size, 0, q < nq ? q : 0, idx, "send completion"),
+                                                "wr_id " + hex(wc.wr_id) + " is not an outstanding work request");
+                            continue;
+                        }
+                        const uint64_t first = completed[q];
+                        if (v) {
+                            // Signaled: every cq_mod-th WR and the QP's last, in posting order.
+                            const uint64_t want = std::min(quota_of(ph, q) - 1, (first / cq_mod + 1) * cq_mod - 1);
+                            check_send_wc(at(ph, size, 0, q, idx, "send completion"), wc, want_op,
+                                          (uint64_t(q) << 48) | want);
+                        }
+                        total_completed += idx + 1 - first;
                         completed[q] = idx + 1;
+                        if (!v)
+                            continue;
+                        // Known complete, and not yet overwritten by a later message: check now.
+                        if (op == op_kind::write)
+                            chk_.bytes(at(ph, size, 1, q, idx, "destination buffer"), peek(1, recv_area(1, q), size),
+                                       size, key(0, q, step, 0));
+                        else if (op == op_kind::read)
+                            chk_.bytes(at(ph, size, 0, q, idx, "READ destination"), peek(0, recv_area(0, q), size),
+                                       size, key(1, q, step, 0));
+                        else if (op == op_kind::atomic)
+                            for (uint64_t m = first; m <= idx; ++m)
+                                chk_.value(at(ph, size, 0, q, m, "fetched value"),
+                                           peek64(0, recv_area(0, q) + (m % depth) * 8),
+                                           fetched[uint64_t(q) * depth + m % depth]);
                     }
                     if (n == 0 && !progress && ibv_wait_cq(s.scq, timeout_ns()) != 0)
                         fail("node0: bandwidth test stalled (no completion within workload.timeout_us)");
@@ -401,39 +787,82 @@ private:
                 r.bw_gbps = secs > 0 ? double(size) * double(ph.iters) * 8.0 / secs / 1e9 : 0;
                 r.msg_rate_mpps = secs > 0 ? double(ph.iters) / secs / 1e6 : 0;
                 rep.results.push_back(r);
-            } else if (!write) {
+            } else if (op == op_kind::send) {
                 while (recv_done < ph.iters) {
                     const ibv_wc wc = poll_one(i, s.rcq);
                     ++recv_done;
-                    post_recv(i, qp_index(i, wc.qp_num), size);
+                    unsigned q = qp_index(i, wc.qp_num);
+                    if (q == nq) {
+                        if (!v)
+                            fail("node1: receive completion for unknown QP " + std::to_string(wc.qp_num));
+                        chk_.bad_completion(at(ph, size, 1, 0, recv_done - 1, "receive completion"),
+                                            "QP number " + std::to_string(wc.qp_num) + " is not one of ours");
+                        q = 0;
+                    }
+                    if (v) {
+                        const verify::where w = at(ph, size, 1, q, s.rq_done[q], "receive completion");
+                        check_recv_wc(w, wc, size);
+                        chk_.bytes(at(ph, size, 1, q, s.rq_done[q], "receive buffer"), peek(1, recv_area(1, q), size),
+                                   size, key(0, q, step, 0));
+                    }
+                    ++s.rq_done[q];
+                    post_recv(i, q);
                 }
             }
             bar_.arrive();
-            if (client && !verify(size)) {
-                verified_all = false;
-                fail("data check failed: " + std::to_string(size) + " bytes at the server differ from the client's");
+            if (client) {
+                // After the final completion: every QP's destination (or remote value) once more.
+                for (unsigned q = 0; q < nq; ++q) {
+                    if (quota_of(ph, q) == 0)
+                        continue;  // fewer messages than QPs: this one sent none
+                    if (op == op_kind::atomic) {
+                        if (v)
+                            chk_.value(at(ph, size, 1, q, quota_of(ph, q) - 1, "remote value after the last atomic"),
+                                       peek64(1, recv_area(1, q)), current[q]);
+                    } else if (op == op_kind::read) {
+                        if (v)
+                            chk_.bytes(at(ph, size, 0, q, quota_of(ph, q) - 1, "READ destination after the last READ"),
+                                       peek(0, recv_area(0, q), size), size, key(1, q, step, 0));
+                        else
+                            same_bytes(1, send_area(1, q), 0, recv_area(0, q), size);
+                    } else if (v) {
+                        chk_.bytes(at(ph, size, 1, q, quota_of(ph, q) - 1, "destination after the last message"),
+                                   peek(1, recv_area(1, q), size), size, key(0, q, step, 0));
+                    } else {
+                        same_bytes(0, send_area(0, q), 1, recv_area(1, q), size);
+                    }
+                }
+                if (v)
+                    take_counts(rep.results.back());
             }
             bar_.arrive();
         }
     }
+    uint64_t quota_of(const phase_spec& ph, unsigned q) const { return ph.iters / nq_ + (q < ph.iters % nq_ ? 1 : 0); }
 
     void run_side(unsigned i) {
         setup(i);
         bar_.arrive();
+        uint64_t step = 0;  // numbers the sizes of the whole run (--verify data keys)
         for (const phase_spec& ph : spec_.phases) {
             run_report rep;
             rep.workload = ph.workload;
             rep.seed = spec_.seed;
             const uint64_t t0 = bus(i).now_ns();
             const uint64_t p0 = stats_registry::instance().sum("port.tx_packets");
-            if (ph.workload == "write_lat") lat_phase(i, ph, true, rep);
-            else if (ph.workload == "send_lat") lat_phase(i, ph, false, rep);
-            else if (ph.workload == "write_bw") bw_phase(i, ph, true, rep);
-            else if (ph.workload == "send_bw") bw_phase(i, ph, false, rep);
+            const op_kind op = kind_of(ph.workload);
+            if (is_latency(ph.workload))
+                lat_phase(i, ph, step, op, rep);
+            else
+                bw_phase(i, ph, step, op, rep);
+            step += ph.sizes.size();
             rep.sim_time_ns = bus(i).now_ns() - t0;
             rep.wire_packets = stats_registry::instance().sum("port.tx_packets") - p0;
-            if (i == 0)
+            if (i == 0) {
+                rep.verify_failure = chk_.first_failure;
+                chk_.first_failure.clear();
                 out_.push_back(rep);
+            }
         }
         bar_.arrive();
         if (i == 0)
@@ -451,7 +880,13 @@ private:
     peer_info info_[2];
     sc_event exchanged_;
     barrier bar_;
-    uint64_t max_size_ = 1;
+    unsigned nq_ = 1;
+    uint64_t area_ = 4096;        ///< bytes of one send or receive area
+    bool needs_rd_ = false;       ///< a phase uses RDMA READ or atomics
+    bool needs_atomic_ = false;   ///< a phase uses atomics
+    std::string rd_workload_;     ///< the first such phase (error text)
+    verify::checker chk_;         ///< both processes count into it; the client reports per size
+    std::vector<uint8_t> got_, scratch_;
 };
 
 /// The PCIe link alone: host memory, the link and a DMA traffic generator in the device's place.
@@ -480,15 +915,58 @@ public:
     }
 
 private:
+    static constexpr uint64_t base = 0x100000000ull;  ///< first host address the transfers use
+
     void no_device(tlm::tlm_generic_payload& gp, sc_time&) { gp.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE); }
+
+    // --verify: zero-time accesses to host memory, as the host CPU's loads and stores.
+    void clear(uint64_t span) {
+        const std::vector<uint8_t> zero(std::min<uint64_t>(span, 1u << 20), 0);
+        for (uint64_t off = 0; off < span; off += zero.size())
+            memory.write(base + off, zero.data(), std::min<uint64_t>(zero.size(), span - off));
+    }
+    void check(const std::string& workload, uint64_t size, uint64_t span, size_result& r) {
+        std::vector<uint8_t> got(std::min<uint64_t>(span, 1u << 20));
+        for (uint64_t off = 0; off < span; off += got.size()) {
+            const uint64_t n = std::min<uint64_t>(got.size(), span - off);
+            memory.read(base + off, got.data(), n);
+            for (uint64_t k = 0; k < n; ++k) {
+                const uint8_t want = dma_traffic_gen::pattern(base + off + k);
+                if (got[k] == want)
+                    continue;
+                if (!r.mismatches) {
+                    char b[160];
+                    std::snprintf(b, sizeof b, "%s %llu B, host memory 0x%llx (transfer %llu, byte %llu): expected 0x%02x, got 0x%02x",
+                                  workload.c_str(), static_cast<unsigned long long>(size),
+                                  static_cast<unsigned long long>(base + off + k),
+                                  static_cast<unsigned long long>((off + k) / size),
+                                  static_cast<unsigned long long>((off + k) % size), want, got[k]);
+                    first_mismatch_ = b;
+                }
+                ++r.mismatches;
+            }
+            r.bytes_checked += n;
+        }
+    }
     void run() {
         for (const phase_spec& ph : spec_.phases) {
             run_report rep;
             rep.workload = ph.workload;
             rep.seed = spec_.seed;
             const sc_time t0 = sc_time_stamp();
+            sc_time drained = SC_ZERO_TIME;
+            const bool write = ph.workload == "dma_write_bw";
             for (uint64_t size : ph.sizes) {
-                dma.start(ph.workload == "dma_write_bw", 0x100000000ull, size, ph.iters, wp_.dma_outstanding);
+                // The transfers cycle through [base, base + span) (dma_traffic_gen::run).
+                const uint64_t window = std::max(size, dma.window_bytes.get() / size * size);
+                const uint64_t span = ph.iters >= window / size ? window : size * ph.iters;
+                const uint64_t errors0 = dma.errors.value() + pcie.dma_write_errors.value();
+                // Host memory ends at memory.size_bytes: bytes beyond it cannot hold the data.
+                const uint64_t mem = memory.size_bytes.get();
+                const uint64_t in_memory = mem > base ? std::min(span, mem - base) : 0;
+                if (spec_.verify && write)
+                    clear(in_memory);
+                dma.start(write, base, size, ph.iters, wp_.dma_outstanding);
                 wait(dma.done_event());
                 size_result r;
                 r.size_bytes = size;
@@ -496,9 +974,36 @@ private:
                 r.bw_gbps = dma.bandwidth_gbps();
                 const double secs = (dma.last_completion() - dma.first_issue()).to_seconds();
                 r.msg_rate_mpps = secs > 0 ? double(ph.iters) / secs / 1e6 : 0;
+                if (spec_.verify) {
+                    // Writes: every byte written holds the generator's pattern, once the posted
+                    // writes still in the link have landed (that wait is not part of the phase's
+                    // time). Reads: the data is discarded, so only transfer errors count.
+                    const sc_time drain0 = sc_time_stamp();
+                    while (write && pcie.pending_writes())
+                        wait(sc_time(std::max(pcie.write_latency_ns.get(), 1.0), SC_NS));
+                    drained += sc_time_stamp() - drain0;
+                    r.verified = true;
+                    r.verify_data = write;
+                    r.bad_completions = dma.errors.value() + pcie.dma_write_errors.value() - errors0;
+                    if (write) {
+                        check(ph.workload, size, in_memory, r);
+                        if (in_memory < span) {
+                            if (!r.mismatches)
+                                first_mismatch_ = ph.workload + " " + std::to_string(size) + " B: host memory from " +
+                                                  hex(base + in_memory) + " lies beyond memory.size_bytes";
+                            r.bytes_checked += span - in_memory;
+                            r.mismatches += span - in_memory;
+                        }
+                    }
+                    if (r.bad_completions && rep.verify_failure.empty())
+                        rep.verify_failure = ph.workload + " " + std::to_string(size) + " B: " +
+                                             std::to_string(r.bad_completions) + " DMA transfers failed";
+                    if (r.mismatches && rep.verify_failure.empty())
+                        rep.verify_failure = first_mismatch_;
+                }
                 rep.results.push_back(r);
             }
-            rep.sim_time_ns = uint64_t((sc_time_stamp() - t0).to_seconds() * 1e9 + 0.5);
+            rep.sim_time_ns = uint64_t((sc_time_stamp() - t0 - drained).to_seconds() * 1e9 + 0.5);
             out_.push_back(rep);
         }
         sc_stop();
@@ -506,6 +1011,7 @@ private:
     const run_spec& spec_;
     const workload_params& wp_;
     std::vector<run_report>& out_;
+    std::string first_mismatch_;
 };
 
 }  // namespace

@@ -1,8 +1,11 @@
-// perftest-equivalent workloads on the model: write_lat, send_lat, write_bw, send_bw (two
-// nodes, RC, through the verbs API) and dma_read_bw, dma_write_bw (the PCIe link alone).
-// Semantics follow perftest (calibration.md): *_lat reports half the round trip of a
-// ping-pong (typical = median); *_bw streams with a transmit depth and reports bytes / time.
+// perftest-equivalent workloads on the model: write_lat, send_lat, read_lat, atomic_lat,
+// write_bw, send_bw, read_bw, atomic_rate (two nodes, RC, through the verbs API) and
+// dma_read_bw, dma_write_bw (the PCIe link alone). Semantics follow perftest (calibration.md):
+// write_lat/send_lat report half the round trip of a ping-pong, read_lat/atomic_lat the whole
+// round trip of one READ / atomic (typical = median); *_bw stream with a transmit depth and
+// report bytes / time, atomic_rate the message rate. --verify checks the data and completions.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,7 +15,7 @@
 namespace hcasim {
 
 struct phase_spec {
-    std::string workload;           ///< write_lat|send_lat|write_bw|send_bw|dma_read_bw|dma_write_bw
+    std::string workload;           ///< a name of workload_names() (cli.h)
     std::vector<uint64_t> sizes;    ///< message sizes, bytes
     uint64_t iters = 1000;          ///< iterations per size
 };
@@ -22,6 +25,8 @@ struct run_spec {
     unsigned qps = 1;               ///< QPs used by bandwidth workloads (round robin)
     unsigned mtu = 4096;            ///< path MTU, bytes
     uint64_t seed = 1;
+    bool verify = false;            ///< --verify: check every destination byte and completion
+    std::string atomic = "fetch_add";  ///< atomic_lat/atomic_rate operation: fetch_add|cmp_swap
 };
 
 /// A run that could not complete (a completion error, a stall); the message says which.
@@ -30,6 +35,53 @@ struct workload_error : std::runtime_error {
 };
 
 bool is_pcie_workload(const std::string& name);
+
+/// --verify. Every message (or, in bandwidth workloads, every QP's buffer) carries data derived
+/// from (seed, node, QP, phase and size, message), so a byte from another message, QP, size or
+/// offset differs from the expected one.
+namespace verify {
+
+/// Key of the data one node sends on one QP in one message; `step` numbers the sizes of a run.
+uint64_t data_key(uint64_t seed, unsigned node, unsigned qp, uint64_t step, uint64_t message);
+/// The data keyed `key` at message offsets [0, n).
+void fill(uint64_t key, uint8_t* dst, uint64_t n);
+/// A 64-bit value derived from `key` (atomic operands and initial values).
+uint64_t value(uint64_t key);
+
+/// Where a check looked, for the failure text.
+struct where {
+    const char* workload = "";  ///< the phase's workload
+    uint64_t size = 0;          ///< message size, bytes
+    unsigned node = 0;          ///< node whose memory or completion queue was checked
+    unsigned qp = 0;            ///< QP index on that node (0 .. --qps - 1)
+    uint64_t message = 0;       ///< message (iteration) on that QP
+    const char* what = "";      ///< "receive buffer", "fetched value", "send completion", ...
+};
+
+/// Counts what was compared and keeps the first failure in words.
+class checker {
+public:
+    /// Compares n bytes of `actual` with the data keyed `key` (the last byte replaced by `last`
+    /// when last >= 0). True if equal.
+    bool bytes(const where& w, const uint8_t* actual, uint64_t n, uint64_t key, int last = -1);
+    /// Compares a 64-bit result (8 bytes checked). True if equal.
+    bool value(const where& w, uint64_t actual, uint64_t expected);
+    /// Counts a completion with a wrong field; `why` says which ("opcode 0, expected 128").
+    void bad_completion(const where& w, const std::string& why);
+
+    uint64_t bytes_checked = 0;    ///< bytes compared
+    uint64_t mismatches = 0;       ///< bytes that differed
+    uint64_t bad_completions = 0;  ///< completions with a wrong field
+    std::string first_failure;     ///< empty until something is wrong
+
+private:
+    void failed(const where& w, const std::string& detail);
+    std::vector<uint8_t> expected_;
+    uint64_t expected_key_ = 0, expected_n_ = 0;
+    int expected_last_ = -1;
+};
+
+}  // namespace verify
 
 /// Elaborates the configured machine, runs every phase, and returns one report per phase.
 /// Configuration must already be in the broker. Must be called once per process.

@@ -102,9 +102,9 @@ TEST(Cli, BadSizes) {
 }
 
 TEST(Cli, BadOptions) {
-    EXPECT_EQ(error_of([] { parse({"--workload", "read_lat"}); }),
-              "--workload: unknown workload 'read_lat' "
-              "(expected write_lat|send_lat|write_bw|send_bw|dma_read_bw|dma_write_bw)");
+    EXPECT_EQ(error_of([] { parse({"--workload", "ud_send_lat"}); }),
+              "--workload: unknown workload 'ud_send_lat' (expected write_lat|send_lat|read_lat|atomic_lat|"
+              "write_bw|send_bw|read_bw|atomic_rate|dma_read_bw|dma_write_bw)");
     EXPECT_EQ(error_of([] { parse({"--mtu", "1500"}); }), "--mtu: expected 256|512|1024|2048|4096, got '1500'");
     EXPECT_EQ(error_of([] { parse({"--iters", "-1"}); }),
               "--iters: expected an integer in [1,18446744073709551615], got '-1'");

@@ -1,5 +1,6 @@
 // The hcasim program as users run it: exit codes and one-line errors for bad input, the
-// stable parameter names, the stats JSON layout, node-prefix overrides, determinism, presets.
+// stable parameter names, the stats JSON layout, node-prefix overrides, determinism, presets,
+// the READ and atomic workloads, --verify and its checker, --seed and link.seed.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -7,8 +8,11 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "testbench/workloads.h"
 
 namespace {
 
@@ -171,6 +175,260 @@ TEST(HcasimProgram, dma_workloads_run_the_pcie_link_alone) {
     double gbps = 0;
     row >> size >> iters >> gbps;
     EXPECT_NEAR(gbps, 53.69, 53.69 * 0.01);
+}
+
+// ------------------------------------------------------------------ READ, atomics, --verify
+
+namespace {
+
+/// Runs hcasim with `args` plus --stats-json; the JSON is null if the file was not written.
+result run_json(const std::string& args, nlohmann::json* j) {
+    const std::string path = ::testing::TempDir() + "verify_" + std::to_string(getpid()) + ".json";
+    std::remove(path.c_str());
+    const result r = run(args + " --stats-json '" + path + "'");
+    const std::string text = slurp(path);
+    *j = text.empty() ? nlohmann::json() : nlohmann::json::parse(text);
+    std::remove(path.c_str());
+    return r;
+}
+
+/// The table without its title line (which names the seed).
+std::string without_seed_line(const std::string& out) {
+    const size_t at = out.find(" (seed ");
+    return at == std::string::npos ? out : out.substr(out.find('\n', at));
+}
+
+/// The table without its --verify line.
+std::string without_verify_line(const std::string& out) {
+    std::istringstream in(out);
+    std::string line, kept;
+    while (std::getline(in, line))
+        if (line.rfind(" verify: ", 0) != 0)
+            kept += line + "\n";
+    return kept;
+}
+
+void expect_verified(const nlohmann::json& j, const std::string& what) {
+    ASSERT_FALSE(j.is_null()) << what;
+    ASSERT_FALSE(j["results"].empty()) << what;
+    for (const auto& e : j["results"]) {
+        ASSERT_TRUE(e.contains("verify")) << what;
+        EXPECT_GT(e["verify"]["bytes_checked"].get<uint64_t>(), 0u) << what << " " << e["size_bytes"];
+        EXPECT_EQ(e["verify"]["mismatches"], 0) << what;
+        EXPECT_EQ(e["verify"]["bad_completions"], 0) << what;
+    }
+}
+
+}  // namespace
+
+TEST(HcasimProgram, verify_checks_write_send_and_dma_write_workloads) {
+    for (const std::string args : {"--workload write_lat --size 2,4K --iters 50",
+                                   "--workload send_lat --size 2,4K,4100 --iters 50",
+                                   "--workload write_bw --size 4K,64K --iters 200 --qps 2",
+                                   "--workload send_bw --size 2,64K --iters 200 --qps 3",
+                                   "--workload dma_write_bw --size 64,4K --iters 500"}) {
+        nlohmann::json j;
+        const result r = run_json(args + " --verify", &j);
+        ASSERT_EQ(r.code, 0) << args << ": " << r.err;
+        expect_verified(j, args);
+        EXPECT_NE(r.out.find("\n verify: "), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find(" 0 mismatches, 0 bad completions"), std::string::npos) << r.out;
+    }
+    // Every latency iteration is checked whole on both sides: 50 x (2 + 4096) bytes x 2 nodes.
+    nlohmann::json j;
+    ASSERT_EQ(run_json("--workload write_lat --size 2,4K --iters 50 --verify", &j).code, 0);
+    EXPECT_EQ(j["results"][0]["verify"]["bytes_checked"], 50 * 2 * 2);
+    EXPECT_EQ(j["results"][1]["verify"]["bytes_checked"], 50 * 4096 * 2);
+}
+
+TEST(HcasimProgram, verify_reports_dma_read_data_as_not_applicable) {
+    nlohmann::json j;
+    const result r = run_json("--workload dma_read_bw --size 4K --iters 100 --verify", &j);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(j["results"][0]["verify"]["applicable"], false);
+    EXPECT_EQ(j["results"][0]["verify"]["bad_completions"], 0);
+    EXPECT_NE(r.out.find(" verify: data not applicable"), std::string::npos) << r.out;
+}
+
+TEST(HcasimProgram, verify_does_not_change_the_figures) {
+    for (const std::string args : {"--workload write_bw --size 2,64K --iters 300 --qps 2",
+                                   "--workload send_lat --size 2,8K --iters 100", "--iters 20 --size 2,1M"}) {
+        const result plain = run(args), verified = run(args + " --verify");
+        ASSERT_EQ(plain.code, 0) << plain.err;
+        ASSERT_EQ(verified.code, 0) << verified.err;
+        EXPECT_EQ(without_verify_line(verified.out), plain.out) << args;
+        EXPECT_NE(verified.out, plain.out);
+    }
+}
+
+TEST(HcasimProgram, verify_catches_dma_writes_that_never_land) {
+    // Host memory ends at 4 GiB, where dma_write_bw writes: the posted writes fail at the memory
+    // (a warning each) and the run's figures look normal; --verify finds the bytes missing.
+    nlohmann::json j;
+    const result plain = run("--workload dma_write_bw --size 64 --iters 100 --set memory.size_bytes=4294967296");
+    EXPECT_EQ(plain.code, 0) << plain.err;
+    const result r =
+        run_json("--workload dma_write_bw --size 64 --iters 100 --set memory.size_bytes=4294967296 --verify", &j);
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("hcasim: run failed: verify: dma_write_bw 64 B: 100 DMA transfers failed\n"),
+              std::string::npos)
+        << r.err;
+    ASSERT_FALSE(j.is_null());  // the stats JSON is still written, with the counts
+    EXPECT_EQ(j["results"][0]["verify"]["bytes_checked"], 6400);
+    EXPECT_EQ(j["results"][0]["verify"]["mismatches"], 6400);
+    EXPECT_EQ(j["results"][0]["verify"]["bad_completions"], 100);
+}
+
+TEST(HcasimProgram, verify_checker_names_the_first_mismatch) {
+    using namespace hcasim::verify;
+    const uint64_t k = data_key(1, 0, 2, 3, 4);
+    EXPECT_NE(k, data_key(1, 0, 2, 3, 5));  // message
+    EXPECT_NE(k, data_key(1, 1, 2, 3, 4));  // node
+    EXPECT_NE(k, data_key(1, 0, 1, 3, 4));  // QP
+    EXPECT_NE(k, data_key(2, 0, 2, 3, 4));  // seed
+    std::vector<uint8_t> buf(100), other(100);
+    fill(k, buf.data(), buf.size());
+    fill(data_key(1, 0, 2, 3, 5), other.data(), other.size());
+    EXPECT_NE(buf, other);
+
+    checker c;
+    const where w{"write_bw", 100, 1, 2, 17, "destination buffer"};
+    EXPECT_TRUE(c.bytes(w, buf.data(), buf.size(), k));
+    EXPECT_EQ(c.bytes_checked, 100u);
+    EXPECT_TRUE(c.first_failure.empty());
+    buf[99] = 0x7f;  // the last byte as a flag (write_lat)
+    EXPECT_TRUE(c.bytes(w, buf.data(), buf.size(), k, 0x7f));
+    const uint8_t was = buf[40];
+    buf[40] = uint8_t(was ^ 0x01);
+    buf[60] = uint8_t(buf[60] ^ 0xff);
+    EXPECT_FALSE(c.bytes(w, buf.data(), buf.size(), k, 0x7f));
+    EXPECT_EQ(c.mismatches, 2u);
+    char want[160];
+    std::snprintf(want, sizeof want,
+                  "write_bw 100 B, node1 QP 2 message 17, destination buffer: byte 40 expected 0x%02x, got 0x%02x "
+                  "(2 of 100 bytes differ)",
+                  was, uint8_t(was ^ 0x01));
+    EXPECT_EQ(c.first_failure, want);
+
+    // Later failures are counted, the first one is kept.
+    EXPECT_FALSE(c.value(where{"atomic_rate", 8, 0, 0, 5, "fetched value"}, 0x10, 0x11));
+    c.bad_completion(w, "opcode 0, expected 128");
+    EXPECT_EQ(c.mismatches, 3u);
+    EXPECT_EQ(c.bad_completions, 1u);
+    EXPECT_EQ(c.bytes_checked, 308u);
+    EXPECT_EQ(c.first_failure, want);
+
+    checker d;
+    d.value(where{"atomic_lat", 8, 0, 0, 5, "fetched value"}, 0x10, 0x11);
+    EXPECT_EQ(d.first_failure,
+              "atomic_lat 8 B, node0 QP 0 message 5, fetched value: expected 0x0000000000000011, got 0x0000000000000010");
+}
+
+TEST(HcasimProgram, atomics_move_8_bytes_and_take_an_operation) {
+    const result big = run("--workload atomic_lat --size 16");
+    EXPECT_EQ(big.code, 2);
+    EXPECT_EQ(big.err, "hcasim: error: --size: atomic_lat moves 8 bytes (64-bit atomics), got 16\n");
+    const result op = run("--workload atomic_rate --atomic xor");
+    EXPECT_EQ(op.code, 2);
+    EXPECT_NE(op.err.find("--atomic: expected fetch_add|cmp_swap, got 'xor'"), std::string::npos) << op.err;
+    const result wrong = run("--workload write_lat --atomic cmp_swap");
+    EXPECT_EQ(wrong.code, 2);
+    EXPECT_NE(wrong.err.find("only atomic_lat and atomic_rate"), std::string::npos) << wrong.err;
+    const result zero = run("--workload write_lat --size 0");
+    EXPECT_EQ(zero.code, 2);
+    EXPECT_NE(zero.err.find("write_lat needs messages of at least 1 byte"), std::string::npos) << zero.err;
+}
+
+TEST(HcasimProgram, read_and_atomic_workloads_print_sane_figures) {
+    nlohmann::json w, rl, rb, al, ar;
+    ASSERT_EQ(run_json("--workload write_lat --size 2,4K --iters 100", &w).code, 0);
+    const result read = run_json("--workload read_lat --size 2,4K --iters 100", &rl);
+    ASSERT_EQ(read.code, 0) << read.err;
+    EXPECT_NE(read.out.find("hcasim read_lat (seed 1)"), std::string::npos) << read.out;
+    for (int k = 0; k < 2; ++k) {
+        // A READ's latency is its whole round trip; write_lat reports half of a ping-pong.
+        const double r = rl["results"][k]["lat_typical_us"], wr = w["results"][k]["lat_typical_us"];
+        EXPECT_GT(r, wr) << rl["results"][k]["size_bytes"];
+        EXPECT_LT(r, 4 * wr);
+        EXPECT_LE(rl["results"][k]["lat_min_us"].get<double>(), r);
+        EXPECT_GE(rl["results"][k]["lat_p99_us"].get<double>(), r);
+    }
+    ASSERT_EQ(run_json("--workload read_bw --size 64K --iters 300", &rb).code, 0);
+    EXPECT_GT(rb["results"][0]["bw_gbps"].get<double>(), 50.0);
+    EXPECT_LT(rb["results"][0]["bw_gbps"].get<double>(), 100.0);
+    const result atomic = run_json("--workload atomic_lat --iters 100", &al);
+    ASSERT_EQ(atomic.code, 0) << atomic.err;
+    const auto& a = al["results"][0];
+    EXPECT_EQ(a["size_bytes"], 8);
+    for (const char* f : {"lat_typical_us", "lat_min_us", "lat_p99_us", "lat_max_us", "lat_avg_us"})
+        EXPECT_GT(a[f].get<double>(), 0.0) << f;
+    EXPECT_GT(a["lat_typical_us"].get<double>(), w["results"][0]["lat_typical_us"].get<double>());
+    const result rate = run_json("--workload atomic_rate --iters 1000 --qps 2 --atomic cmp_swap", &ar);
+    ASSERT_EQ(rate.code, 0) << rate.err;
+    EXPECT_EQ(ar["results"][0]["size_bytes"], 8);
+    EXPECT_GT(ar["results"][0]["msg_rate_mpps"].get<double>(), 0.1);
+}
+
+TEST(HcasimProgram, verify_checks_read_and_atomic_workloads) {
+    for (const std::string args :
+         {"--workload read_lat --size 2,4K --iters 50", "--workload read_bw --size 4K,64K --iters 300 --qps 2",
+          "--workload atomic_lat --iters 100", "--workload atomic_lat --iters 100 --atomic cmp_swap",
+          "--workload atomic_rate --iters 1000 --qps 3", "--workload atomic_rate --iters 1000 --atomic cmp_swap"}) {
+        nlohmann::json j;
+        const result r = run_json(args + " --verify", &j);
+        ASSERT_EQ(r.code, 0) << args << ": " << r.err;
+        expect_verified(j, args);
+    }
+    // atomic_lat: every fetched value and the final remote value, 8 bytes each.
+    nlohmann::json j;
+    ASSERT_EQ(run_json("--workload atomic_lat --iters 100 --verify", &j).code, 0);
+    EXPECT_EQ(j["results"][0]["verify"]["bytes_checked"], 101 * 8);
+}
+
+TEST(HcasimProgram, seed_seeds_the_links_unless_link_seed_is_set) {
+    nlohmann::json j;
+    ASSERT_EQ(run_json("--workload write_bw --size 4K --iters 10 --seed 7", &j).code, 0);
+    EXPECT_EQ(j["config"]["node0.link.seed"], "7");
+    EXPECT_EQ(j["config"]["node1.link.seed"], "7");
+    ASSERT_EQ(run_json("--workload write_bw --size 4K --iters 10 --seed 7 --set link.seed=3", &j).code, 0);
+    EXPECT_EQ(j["config"]["node0.link.seed"], "3");
+    ASSERT_EQ(run_json("--workload write_bw --size 4K --iters 10 --seed 7 --set node1.link.seed=5", &j).code, 0);
+    EXPECT_EQ(j["config"]["node0.link.seed"], "7");
+    EXPECT_EQ(j["config"]["node1.link.seed"], "5");
+    const std::string f = temp_file("seed.ini", "[link]\nseed = 9\n");
+    ASSERT_EQ(run_json("--workload write_bw --size 4K --iters 10 --seed 7 --config '" + f + "'", &j).code, 0);
+    EXPECT_EQ(j["config"]["node0.link.seed"], "9");
+    // So the seed picks which packets a lossy link drops; the same seed, the same run.
+    const std::string lossy = "--workload send_bw --size 4K --iters 500 --set link.drop_rate=0.01 --seed ";
+    const result a = run(lossy + "1"), b = run(lossy + "2"), again = run(lossy + "1");
+    ASSERT_EQ(a.code, 0) << a.err;
+    ASSERT_EQ(b.code, 0) << b.err;
+    EXPECT_NE(without_seed_line(a.out), without_seed_line(b.out));
+    EXPECT_EQ(a.out, again.out);
+}
+
+TEST(HcasimProgram, verify_passes_under_packet_loss) {
+    // 1% of the packets lost in each direction: retransmission must deliver every byte once.
+    for (const std::string w : {"write_lat", "send_lat", "read_lat", "atomic_lat", "write_bw", "send_bw", "read_bw",
+                                "atomic_rate"}) {
+        nlohmann::json j;
+        const result r = run_json("--workload " + w + " --iters 300 --qps 2 --verify --set link.drop_rate=0.01", &j);
+        ASSERT_EQ(r.code, 0) << w << ": " << r.err;
+        expect_verified(j, w);
+        const auto& c = j["counters"];
+        EXPECT_GT(c["node0.link.dropped"].get<uint64_t>() + c["node1.link.dropped"].get<uint64_t>(), 0u) << w;
+        EXPECT_GT(c["node0.hca.transport_engine.retransmits"].get<uint64_t>() +
+                      c["node1.hca.transport_engine.retransmits"].get<uint64_t>(),
+                  0u)
+            << w;
+    }
+}
+
+TEST(HcasimProgram, a_link_that_loses_everything_fails_the_run_clearly) {
+    const result r = run("--workload write_bw --size 4K --iters 30 --verify --set link.drop_rate=1");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_EQ(r.err, "hcasim: run failed: node0: completion error IBV_WC_RETRY_EXC_ERR (status 12), opcode 1, "
+                     "wr_id 0x0\n");
 }
 
 // libsystemc (linked through testbench_lib) needs the symbol; gtest_main provides main().
