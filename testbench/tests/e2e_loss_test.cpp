@@ -1,0 +1,339 @@
+// RC under loss: streams of 10,000 WRITEs, SENDs, READs and atomics over links that drop,
+// corrupt, duplicate and reorder packets (link.* fault injection). Every byte must arrive
+// exactly once and in order (checked in host memory at each completion, and by the
+// responder's placed-byte counter), every completion must be SUCCESS, and the fetch-and-add
+// results must be the sequence a lossless run returns. A link that dies mid-stream gives
+// RETRY_EXC_ERR on the first unacknowledged WQE and WR_FLUSH_ERR on the rest.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "testbench/tests/bench_harness.h"
+#include "testbench/tests/sim_fork.h"
+
+extern "C" int sc_main(int, char*[]) { return 0; }
+
+using namespace hcasim;
+using namespace hcasim::test;
+using namespace hcasim::verbs;
+
+namespace {
+
+enum class kind { write, send, read, atomic };
+
+constexpr unsigned kDepth = 32;          // WRs outstanding
+constexpr uint32_t kSlot = 12288;        // bytes per buffer slot (largest message)
+constexpr unsigned kMessages = 10'000;
+
+uint64_t ctr(unsigned node, const std::string& unit_key) {
+    return rc_harness::counter_value("node" + std::to_string(node) + ".hca." + unit_key);
+}
+
+/// Message i's size: 1 byte to 3 packets at MTU 4096, a fixed cycle.
+uint32_t size_of(unsigned i) {
+    static const uint32_t sizes[] = {1, 64, 1000, 4096, 4097, 8192, 12288, 300};
+    return sizes[i % 8];
+}
+
+rc_config lossy(const std::vector<std::pair<std::string, std::string>>& faults) {
+    rc_config c;
+    c.max_send_wr = 64;
+    c.max_recv_wr = 2 * kDepth;
+    c.cqe = 512;
+    c.timeout = 8;        // 1.05 ms: tail losses recover quickly in simulated time
+    c.retry_cnt = 7;
+    c.sim_limit_ns = 600'000'000'000ull;
+    c.keys = faults;
+    return c;
+}
+
+struct outcome {
+    unsigned completed = 0, bad = 0, mismatches = 0;
+    uint64_t bytes = 0;
+};
+
+/// Runs the stream from node0 to node1 and checks every completion and every byte.
+outcome stream(rc_harness& h, kind k, unsigned n) {
+    outcome r;
+    const uint64_t lbuf = h.alloc(0, kDepth * kSlot, 4096);
+    const uint64_t rbuf = h.alloc(1, 2 * kDepth * kSlot, 4096);
+    const int ratomic = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                        IBV_ACCESS_REMOTE_ATOMIC;
+    ibv_mr* lmr = h.reg(0, lbuf, kDepth * kSlot);
+    ibv_mr* rmr = h.reg(1, rbuf, 2 * kDepth * kSlot, ratomic);
+    if (!lmr || !rmr) return r;
+    // READ sources: the remote buffer holds a pattern the reads copy from.
+    const auto remote_src = pattern(2 * kDepth * kSlot, 777);
+    if (k == kind::read) h.write_mem(1, rbuf, remote_src);
+    if (k == kind::atomic) h.fill_mem(1, rbuf, 8, 0);
+    unsigned posted = 0, recv_posted = 0, recv_done = 0;
+    auto post_recv = [&] {
+        const unsigned slot = recv_posted % (2 * kDepth);
+        EXPECT_EQ(h.post_recv(1, {{rbuf + uint64_t(slot) * kSlot, kSlot, rmr->lkey}}, recv_posted), 0);
+        ++recv_posted;
+    };
+    if (k == kind::send)
+        for (unsigned i = 0; i < 2 * kDepth; ++i) post_recv();
+    auto post = [&](unsigned i) {
+        const unsigned slot = i % kDepth;
+        const uint64_t la = lbuf + uint64_t(slot) * kSlot;
+        const uint32_t len = size_of(i);
+        int rc = 0;
+        switch (k) {
+        case kind::write:
+            h.write_mem(0, la, pattern(len, i + 1));
+            rc = h.post_send(0, IBV_WR_RDMA_WRITE, {{la, len, lmr->lkey}}, i, IBV_SEND_SIGNALED,
+                             rbuf + uint64_t(i % (2 * kDepth)) * kSlot, rmr->rkey);
+            break;
+        case kind::send:
+            h.write_mem(0, la, pattern(len, i + 1));
+            rc = h.post_send(0, IBV_WR_SEND, {{la, len, lmr->lkey}}, i);
+            break;
+        case kind::read:
+            h.fill_mem(0, la, len, 0xEE);
+            rc = h.post_send(0, IBV_WR_RDMA_READ, {{la, len, lmr->lkey}}, i, IBV_SEND_SIGNALED,
+                             rbuf + uint64_t(i % (2 * kDepth)) * kSlot + (i % 7), rmr->rkey);
+            break;
+        case kind::atomic:
+            rc = h.post_atomic(0, IBV_WR_ATOMIC_FETCH_AND_ADD, la, lmr->lkey, i, rbuf, rmr->rkey, 1);
+            break;
+        }
+        EXPECT_EQ(rc, 0) << "post " << i;
+    };
+    // A WRITE's ACK leaves the responder once its DMA writes are posted to PCIe; they land
+    // behind whatever the responder's PCIe link is busy with. So a WRITE's bytes are checked
+    // kLag completions later (its slot is reused only 2 x kDepth messages later), the last
+    // ones after the stream.
+    constexpr unsigned kLag = 16;
+    auto verify_write = [&](unsigned i) {
+        const uint32_t len = size_of(i);
+        const auto want = pattern(len, i + 1);
+        const auto got = h.read_mem(1, rbuf + uint64_t(i % (2 * kDepth)) * kSlot, len);
+        r.bytes += len;
+        if (got != want && r.mismatches++ == 0) {
+            size_t off = 0;
+            while (off < len && got[off] == want[off]) ++off;
+            ADD_FAILURE() << "message " << i << " (" << len << " bytes): data differs at offset " << off << " (got 0x"
+                          << std::hex << unsigned(got[off]) << ", want 0x" << unsigned(want[off]) << std::dec << ")";
+        }
+    };
+    auto check = [&](const ibv_wc& wc) {
+        const unsigned i = unsigned(wc.wr_id);
+        const uint64_t la = lbuf + uint64_t(i % kDepth) * kSlot;
+        const uint32_t len = size_of(i);
+        if (i != r.completed || wc.status != IBV_WC_SUCCESS) {
+            if (r.bad++ == 0)
+                ADD_FAILURE() << "completion " << r.completed << ": wr_id " << wc.wr_id << " status " << wc.status;
+            return;
+        }
+        std::vector<uint8_t> want, got;
+        switch (k) {
+        case kind::write:
+            if (i >= kLag) verify_write(i - kLag);
+            return;
+        case kind::send: return;  // checked at the receive completion
+        case kind::read: {
+            const size_t off = size_t(i % (2 * kDepth)) * kSlot + (i % 7);
+            want.assign(remote_src.begin() + off, remote_src.begin() + off + len);
+            got = h.read_mem(0, la, len);
+            break;
+        }
+        case kind::atomic: {
+            uint64_t v = 0;
+            const auto b = h.read_mem(0, la, 8);
+            std::memcpy(&v, b.data(), 8);
+            if (v != i && r.mismatches++ == 0)
+                ADD_FAILURE() << "fetch-and-add " << i << " returned " << v;
+            r.bytes += 8;
+            return;
+        }
+        }
+        r.bytes += len;
+        if (got != want && r.mismatches++ == 0) {
+            size_t off = 0;
+            while (off < len && got[off] == want[off]) ++off;
+
+            ADD_FAILURE() << "message " << i << " (" << len << " bytes): data differs at offset " << off << " (got 0x"
+                          << std::hex << unsigned(got[off]) << ", want 0x" << unsigned(want[off]) << std::dec << ")";
+        }
+    };
+    auto check_recv = [&](const ibv_wc& wc) {
+        const unsigned i = recv_done;
+        const uint32_t len = size_of(i);
+        if (wc.wr_id != i || wc.status != IBV_WC_SUCCESS || wc.byte_len != len) {
+            if (r.bad++ == 0)
+                ADD_FAILURE() << "receive " << i << ": wr_id " << wc.wr_id << " status " << wc.status << " byte_len "
+                              << wc.byte_len;
+        } else {
+            const auto got = h.read_mem(1, rbuf + uint64_t(i % (2 * kDepth)) * kSlot, len);
+            if (got != pattern(len, i + 1) && r.mismatches++ == 0)
+                ADD_FAILURE() << "received message " << i << " differs";
+            r.bytes += len;
+        }
+        ++recv_done;
+        if (recv_posted < n) post_recv();
+    };
+    while (r.completed < n && r.bad == 0) {
+        while (posted < n && posted - r.completed < kDepth) post(posted++);
+        ibv_wc wc[16];
+        if (k == kind::send) {
+            const int got = ibv_poll_cq(h.s[1].rcq, 16, wc);
+            for (int j = 0; j < got; ++j) check_recv(wc[j]);
+        }
+        const int got = ibv_poll_cq(h.s[0].scq, 16, wc);
+        if (got < 0) {
+            ADD_FAILURE() << "poll " << got;
+            break;
+        }
+        for (int j = 0; j < got; ++j) {
+            check(wc[j]);
+            ++r.completed;
+        }
+        if (got == 0 && ibv_wait_cq(h.s[0].scq, 2'000'000'000ull) == ETIMEDOUT) {
+            ADD_FAILURE() << "stalled after " << r.completed << " completions";
+            break;
+        }
+    }
+    if (k == kind::write && r.bad == 0) {
+        h.sleep(0, 100'000);
+        for (unsigned i = r.completed >= kLag ? r.completed - kLag : 0; i < r.completed; ++i) verify_write(i);
+    }
+    if (k == kind::send) {
+        while (recv_done < n && r.bad == 0) {
+            ibv_wc wc[16];
+            const int got = ibv_poll_cq(h.s[1].rcq, 16, wc);
+            for (int j = 0; j < got; ++j) check_recv(wc[j]);
+            if (got == 0 && ibv_wait_cq(h.s[1].rcq, 100'000'000) == ETIMEDOUT) {
+                ADD_FAILURE() << "receives stalled after " << recv_done;
+                break;
+            }
+        }
+    }
+    if (k == kind::atomic) {
+        const auto b = h.read_mem(1, rbuf, 8);
+        uint64_t v = 0;
+        std::memcpy(&v, b.data(), 8);
+        EXPECT_EQ(v, n) << "every atomic executed exactly once";
+    }
+    return r;
+}
+
+void run_loss(kind k, const std::vector<std::pair<std::string, std::string>>& faults, bool expect_retransmits) {
+    rc_harness h(lossy(faults));
+    h.run([&](rc_harness& h) {
+        const outcome r = stream(h, k, kMessages);
+        EXPECT_EQ(r.completed, kMessages);
+        EXPECT_EQ(r.bad, 0u);
+        EXPECT_EQ(r.mismatches, 0u);
+        uint64_t total = 0;
+        for (unsigned i = 0; i < kMessages; ++i) total += size_of(i);
+        if (k == kind::write || k == kind::send) {
+            EXPECT_EQ(r.bytes, total);
+            EXPECT_EQ(ctr(1, "transport_engine.rx_payload_bytes"), total) << "each byte placed exactly once";
+        }
+        if (k == kind::atomic)
+            EXPECT_EQ(ctr(1, "transport_engine.atomics_executed"), kMessages) << "duplicates replayed, not re-executed";
+        if (expect_retransmits)
+            EXPECT_GT(ctr(0, "transport_engine.retransmits"), 0u) << "the faults did bite";
+        std::fprintf(stderr, "retransmits %llu timeouts %llu duplicates %llu replays %llu at %.3f ms\n",
+                     (unsigned long long)ctr(0, "transport_engine.retransmits"),
+                     (unsigned long long)ctr(0, "transport_engine.timeouts"),
+                     (unsigned long long)ctr(1, "transport_engine.duplicates"),
+                     (unsigned long long)ctr(1, "transport_engine.atomic_replays"), double(h.now_ns()) / 1e6);
+    });
+}
+
+const std::vector<std::pair<std::string, std::string>> kDrop1 = {{"link.drop_rate", "0.01"}};
+const std::vector<std::pair<std::string, std::string>> kDrop10 = {{"link.drop_rate", "0.1"}};
+const std::vector<std::pair<std::string, std::string>> kMixed = {
+    {"link.bit_error_rate", "1e-6"}, {"link.reorder_rate", "0.02"}, {"link.dup_rate", "0.02"}, {"link.drop_rate", "0.005"}};
+
+}  // namespace
+
+SIM_TEST(E2eLoss, lossless_baseline_write) { run_loss(kind::write, {}, false); }
+SIM_TEST(E2eLoss, write_stream_survives_1pct_drop) { run_loss(kind::write, kDrop1, true); }
+SIM_TEST(E2eLoss, write_stream_survives_10pct_drop) { run_loss(kind::write, kDrop10, true); }
+SIM_TEST(E2eLoss, write_stream_survives_bit_errors_reordering_duplication) { run_loss(kind::write, kMixed, true); }
+SIM_TEST(E2eLoss, send_stream_survives_1pct_drop) { run_loss(kind::send, kDrop1, true); }
+SIM_TEST(E2eLoss, send_stream_survives_10pct_drop) { run_loss(kind::send, kDrop10, true); }
+SIM_TEST(E2eLoss, send_stream_survives_bit_errors_reordering_duplication) { run_loss(kind::send, kMixed, true); }
+SIM_TEST(E2eLoss, read_stream_survives_1pct_drop) { run_loss(kind::read, kDrop1, true); }
+SIM_TEST(E2eLoss, read_stream_survives_10pct_drop) { run_loss(kind::read, kDrop10, true); }
+SIM_TEST(E2eLoss, read_stream_survives_bit_errors_reordering_duplication) { run_loss(kind::read, kMixed, true); }
+SIM_TEST(E2eLoss, atomic_stream_survives_1pct_drop) { run_loss(kind::atomic, kDrop1, true); }
+SIM_TEST(E2eLoss, atomic_stream_survives_10pct_drop) { run_loss(kind::atomic, kDrop10, true); }
+SIM_TEST(E2eLoss, atomic_stream_survives_bit_errors_reordering_duplication) { run_loss(kind::atomic, kMixed, true); }
+
+// The cable of node0 dies 200 us into a WRITE stream: a prefix completes, the first WQE not
+// acknowledged gets RETRY_EXC_ERR, every later one WR_FLUSH_ERR, the QP is in Error, and no
+// message was placed twice.
+SIM_TEST(E2eLoss, dead_link_retry_exceeded_then_flush) {
+    rc_config cfg = lossy({{"link0.down_at_ns", "200000"}});
+    cfg.timeout = 6;  // 262 us
+    cfg.retry_cnt = 3;
+    rc_harness h(cfg);
+    h.run([](rc_harness& h) {
+        const uint64_t lbuf = h.alloc(0, 64 * 4096, 4096);
+        const uint64_t rbuf = h.alloc(1, 64 * 4096, 4096);
+        h.fill_mem(1, rbuf, 64 * 4096, 0);
+        ibv_mr* lmr = h.reg(0, lbuf, 64 * 4096);
+        ibv_mr* rmr = h.reg(1, rbuf, 64 * 4096);
+        const uint64_t start = h.now_ns();
+        ASSERT_LT(start, 150'000u) << "setup must end before the link dies";
+        unsigned posted = 0, ok = 0, retry_exc = 0, flushed = 0, other = 0;
+        bool error_seen = false;
+        for (;;) {
+            while (posted < 2000 && posted < ok + retry_exc + flushed + other + 32 && !error_seen) {
+                const unsigned slot = posted % 64;
+                h.write_mem(0, lbuf + slot * 4096, pattern(4096, posted + 1));
+                if (h.post_send(0, IBV_WR_RDMA_WRITE, {{lbuf + slot * 4096, 4096, lmr->lkey}}, posted,
+                                IBV_SEND_SIGNALED, rbuf + slot * 4096, rmr->rkey) != 0)
+                    break;
+                ++posted;
+            }
+            ibv_wc wc[16];
+            const int got = ibv_poll_cq(h.s[0].scq, 16, wc);
+            for (int j = 0; j < got; ++j) {
+                if (wc[j].status == IBV_WC_SUCCESS) {
+                    EXPECT_EQ(retry_exc + flushed, 0u) << "a success after the error";
+                    EXPECT_EQ(wc[j].wr_id, ok);
+                    ++ok;
+                } else if (wc[j].status == IBV_WC_RETRY_EXC_ERR) {
+                    EXPECT_EQ(retry_exc, 0u) << "one RETRY_EXC_ERR";
+                    EXPECT_EQ(wc[j].wr_id, ok) << "on the first WQE not acknowledged";
+                    ++retry_exc;
+                    error_seen = true;
+                } else if (wc[j].status == IBV_WC_WR_FLUSH_ERR) {
+                    EXPECT_EQ(retry_exc, 1u) << "flushes follow the error";
+                    ++flushed;
+                } else {
+                    ++other;
+                }
+            }
+            if (ok + retry_exc + flushed + other == posted && error_seen) break;
+            if (got == 0 && ibv_wait_cq(h.s[0].scq, 100'000'000) == ETIMEDOUT) {
+                ADD_FAILURE() << "stalled: " << ok << " ok, " << retry_exc << " retry_exc, " << flushed << " flushed";
+                break;
+            }
+        }
+        EXPECT_GT(ok, 10u) << "messages before the link died completed";
+        EXPECT_EQ(retry_exc, 1u);
+        EXPECT_GT(flushed, 0u);
+        EXPECT_EQ(other, 0u);
+        ibv_qp_attr a{};
+        ibv_qp_init_attr ia{};
+        ASSERT_EQ(ibv_query_qp(h.s[0].qp, &a, 0, &ia), 0);
+        EXPECT_EQ(a.qp_state, IBV_QPS_ERR);
+        // Each acknowledged message is in place; placed bytes add up to whole messages, once each.
+        for (unsigned i = 0; i < ok; ++i)
+            if (i + 64 >= ok) {  // slots not overwritten by a later message
+                h.expect_mem(1, rbuf + (i % 64) * 4096, pattern(4096, i + 1), "message " + std::to_string(i));
+            }
+        const uint64_t placed = ctr(1, "transport_engine.rx_payload_bytes");
+        EXPECT_EQ(placed % 4096, 0u) << "no message placed partially twice";
+        EXPECT_GE(placed, uint64_t(ok) * 4096);
+        EXPECT_EQ(ctr(1, "transport_engine.duplicates"), 0u) << "nothing arrived twice";
+    });
+}
