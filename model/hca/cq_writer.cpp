@@ -86,15 +86,18 @@ bool cq_writer::complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_time& dela
     return true;
 }
 
-void cq_writer::post_event(uint8_t type, uint32_t resource, sc_time& delay) { write_eqe(0, type, resource, delay); }
+void cq_writer::post_event(uint8_t type, uint32_t resource, sc_time& delay, uint8_t subtype) {
+    write_eqe(0, type, resource, delay, subtype);
+}
 
-void cq_writer::write_eqe(uint32_t eqn, uint8_t type, uint32_t resource, sc_time& delay) {
+void cq_writer::write_eqe(uint32_t eqn, uint8_t type, uint32_t resource, sc_time& delay, uint8_t subtype) {
     if (eqn >= eqs_.size() || !eqs_[eqn].valid)
         return;
     eq_state& q = eqs_[eqn];
     const uint64_t size = uint64_t(1) << q.log_size;
     hw::eqe ev{};
     ev.type = type;
+    ev.subtype = subtype;
     ev.resource = resource;
     ev.owner = hw::cqe_owner_for(q.producer, q.log_size);
     dma.write(q.base + (q.producer & (size - 1)) * sizeof(hw::eqe), &ev, sizeof ev, delay);

@@ -41,7 +41,7 @@ public:
     /// CQE write has been posted out. Returns false if the CQ is invalid or overran.
     bool complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_core::sc_time& delay);
     /// Writes an asynchronous event to EQ 0 (and MSI).
-    void post_event(uint8_t type, uint32_t resource, sc_core::sc_time& delay);
+    void post_event(uint8_t type, uint32_t resource, sc_core::sc_time& delay, uint8_t subtype = 0);
 
 private:
     struct cq_state {
@@ -60,7 +60,7 @@ private:
         uint64_t producer = 0;
         uint32_t consumer = 0;
     };
-    void write_eqe(uint32_t eqn, uint8_t type, uint32_t resource, sc_core::sc_time& delay);
+    void write_eqe(uint32_t eqn, uint8_t type, uint32_t resource, sc_core::sc_time& delay, uint8_t subtype = 0);
 
     std::vector<cq_state> cqs_;
     std::vector<eq_state> eqs_;

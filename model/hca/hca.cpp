@@ -85,6 +85,21 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     engine.dma.socket.bind(dma.units);
     translation.dma.socket.bind(dma.units);
     cqs.dma.socket.bind(dma.units);
+    SC_METHOD(port_down);
+    sensitive << down_ev_;
+    dont_initialize();
+}
+
+void hca::link_down_at(const sc_core::sc_time& at) {
+    down_ev_.notify(at > sc_core::sc_time_stamp() ? at - sc_core::sc_time_stamp() : sc_core::SC_ZERO_TIME);
+}
+
+void hca::port_down() {
+    if (id_.port.state == 1)
+        return;
+    id_.port.state = 1;  // Down (IBA PortState)
+    sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+    cqs.post_event(hw::EQE_PORT_CHANGE, 1, delay, hw::EQE_PORT_DOWN);
 }
 
 void hca::set_link(double rate_gbps, unsigned width, unsigned speed_code, uint16_t lid) {

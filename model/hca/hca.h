@@ -32,8 +32,10 @@ public:
     param<uint64_t> node_guid;   ///< node GUID (0: derived from the node index)
 
 private:
+    void port_down();
     sc_core::sc_time clock_;
     hca_identity id_;
+    sc_core::sc_event down_ev_;
 
 public:
     dma_mux dma;
@@ -46,7 +48,12 @@ public:
     pkey_checker pkeys;
     port port0;
 
+    SC_HAS_PROCESS(hca);
     hca(const sc_core::sc_module_name& name, unsigned node_index);
+
+    /// The port's cable goes down at simulated time `at`: from then QUERY_PORT reports the
+    /// port Down and an EQE_PORT_CHANGE (EQE_PORT_DOWN) is raised.
+    void link_down_at(const sc_core::sc_time& at);
 
     /// After link negotiation: active rate, LID, what QUERY_PORT reports.
     void set_link(double rate_gbps, unsigned width, unsigned speed_code, uint16_t lid);

@@ -1459,6 +1459,17 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
         if (p.payload_len &&
             xlate_->translate(q.write_rkey, q.pd, q.write_va + q.write_done, p.payload_len, hw::ACCESS_REMOTE_WRITE,
                               segs, MAX_SEGS, nsegs, delay) != xlate_status::ok) {
+            if (imm) {
+                // The WRITE with immediate took a receive WQE: it reports the violation
+                // (Local Access Error) and the requester learns Remote Access Error.
+                ++naks_sent;
+                q.r_count = 0;
+                send_ack(q, wire::aeth_nak(wire::nak::REMOTE_ACCESS_ERROR), psn, delay);
+                q.have_rwqe = false;
+                recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_LOC_ACCESS_ERR, 0, 0, 0, false, delay);
+                enter_error(q, delay);
+                return;
+            }
             responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
             return;
         }

@@ -33,6 +33,13 @@ machine::machine() {
         b.cable.out.bind(a.adapter.port0.rx);
         a.adapter.set_link(rate, width, speed, a.lid());
         b.adapter.set_link(rate, width, speed, b.lid());
+        // A dead direction takes the link down: both ports see it (IBA link training fails).
+        const double da = a.cable.down_at_ns, db = b.cable.down_at_ns;
+        if (da >= 0 || db >= 0) {
+            const double at = da < 0 ? db : db < 0 ? da : std::min(da, db);
+            a.adapter.link_down_at(sc_time(at, SC_NS));
+            b.adapter.link_down_at(sc_time(at, SC_NS));
+        }
         return;
     }
     for (unsigned i = 0; i < hosts.size(); ++i) {
@@ -43,6 +50,8 @@ machine::machine() {
         n.adapter.set_link(rate, n.cable.width, n.cable.speed_code(), n.lid());
         // The switch's output toward node i is the other direction of node i's cable.
         net.sw->set_route(i, n.lid(), rate, sc_time(n.cable.propagation_ns.get(), SC_NS), n.cable.fault_config());
+        if (n.cable.down_at_ns >= 0)
+            n.adapter.link_down_at(sc_time(n.cable.down_at_ns.get(), SC_NS));
     }
 }
 

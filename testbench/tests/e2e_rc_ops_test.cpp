@@ -508,3 +508,109 @@ SIM_TEST(E2eRcOps, comm_est_event_when_a_qp_in_rtr_receives_its_first_packet) {
         EXPECT_EQ(ibv_get_async_event(h.s[1].ctx, &ev, 100'000), ETIMEDOUT) << "only the first packet raises it";
     });
 }
+
+// ------------------------------------------------------------------ NAK codes and statuses
+
+SIM_TEST(E2eRcOps, receive_with_a_bad_lkey_is_loc_prot_at_the_responder_and_rem_op_at_the_requester) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        const uint64_t buf = h.alloc(1, 4096, 4096);
+        ibv_mr* mr1 = h.reg(1, buf, 4096);
+        const uint64_t local = h.alloc(0, 4096, 4096);
+        ibv_mr* lmr = h.reg(0, local, 4096);
+        ASSERT_EQ(h.post_recv(1, {{buf, 4096, mr1->lkey ^ 0x55}}, 1), 0);  // a key byte no MR has
+        ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{local, 64, lmr->lkey}}, 2), 0);
+        auto rwc = h.expect_wc(h.s[1].rcq, 1, "receive");
+        ASSERT_EQ(rwc.size(), 1u);
+        EXPECT_EQ(rwc[0].status, IBV_WC_LOC_PROT_ERR);
+        auto swc = h.expect_wc(h.s[0].scq, 1, "send");
+        ASSERT_EQ(swc.size(), 1u);
+        EXPECT_EQ(swc[0].status, IBV_WC_REM_OP_ERR) << "NAK Remote Operational Error";
+        EXPECT_EQ(query_state(h.s[0].qp), IBV_QPS_ERR);
+        EXPECT_EQ(query_state(h.s[1].qp), IBV_QPS_ERR);
+    });
+}
+
+SIM_TEST(E2eRcOps, write_with_immediate_to_a_bad_rkey_is_loc_access_on_the_receive_wqe) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        const uint64_t buf = h.alloc(1, 4096, 4096);
+        h.fill_mem(1, buf, 4096, kGuard);
+        ibv_mr* mr1 = h.reg(1, buf, 4096, IBV_ACCESS_LOCAL_WRITE);  // no remote write
+        const uint64_t local = h.alloc(0, 4096, 4096);
+        ibv_mr* lmr = h.reg(0, local, 4096);
+        ASSERT_EQ(h.post_recv(1, {}, 5), 0);
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE_WITH_IMM, {{local, 128, lmr->lkey}}, 1, IBV_SEND_SIGNALED, buf,
+                              mr1->rkey, 0x1234),
+                  0);
+        auto rwc = h.expect_wc(h.s[1].rcq, 1, "receive WQE reports it");
+        ASSERT_EQ(rwc.size(), 1u);
+        EXPECT_EQ(rwc[0].wr_id, 5u);
+        EXPECT_EQ(rwc[0].status, IBV_WC_LOC_ACCESS_ERR);
+        auto swc = h.expect_wc(h.s[0].scq, 1, "requester");
+        ASSERT_EQ(swc.size(), 1u);
+        EXPECT_EQ(swc[0].status, IBV_WC_REM_ACCESS_ERR);
+        h.expect_fill(1, buf, 4096, kGuard, "nothing written");
+    });
+}
+
+SIM_TEST(E2eRcOps, rnr_retry_exhausted_is_rnr_retry_exc) {
+    rc_config cfg;
+    cfg.rnr_retry = 2;
+    cfg.min_rnr_timer = 1;  // 10 us
+    rc_harness h(cfg);
+    h.run([](rc_harness& h) {
+        const uint64_t local = h.alloc(0, 4096, 4096);
+        ibv_mr* lmr = h.reg(0, local, 4096);
+        const uint64_t t0 = h.now_ns();
+        ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{local, 64, lmr->lkey}}, 1), 0);  // no receive posted
+        auto swc = h.expect_wc(h.s[0].scq, 1, "send");
+        ASSERT_EQ(swc.size(), 1u);
+        EXPECT_EQ(swc[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
+        EXPECT_EQ(ctr(1, "transport_engine.rnr_naks_sent"), 3u) << "the first try and two retries";
+        EXPECT_GE(h.now_ns() - t0, 20'000u) << "two RNR waits of 10 us";
+        EXPECT_EQ(query_state(h.s[0].qp), IBV_QPS_ERR);
+    });
+}
+
+SIM_TEST(E2eRcOps, ack_coalescing_sends_fewer_acks_and_loses_no_completion) {
+    rc_config cfg;
+    cfg.keys = {{"hca.transport_engine.ack_coalesce", "8"}, {"hca.transport_engine.ack_coalesce_ns", "2000"}};
+    rc_harness h(cfg);
+    h.run([](rc_harness& h) {
+        const uint64_t remote = h.alloc(1, 64 * 1024, 4096);
+        ibv_mr* rmr = h.reg(1, remote, 64 * 1024);
+        const uint64_t local = h.alloc(0, 64 * 1024, 4096);
+        h.write_mem(0, local, pattern(64 * 1024, 8));
+        ibv_mr* lmr = h.reg(0, local, 64 * 1024);
+        for (unsigned i = 0; i < 36; ++i)
+            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local + (i % 16) * 4096, 4096, lmr->lkey}}, i,
+                                  IBV_SEND_SIGNALED, remote + (i % 16) * 4096, rmr->rkey),
+                      0);
+        auto wc = h.expect_wc(h.s[0].scq, 36, "36 writes, 4 of them after the last full group of 8");
+        ASSERT_EQ(wc.size(), 36u);
+        for (unsigned i = 0; i < 36; ++i) EXPECT_EQ(wc[i].status, IBV_WC_SUCCESS);
+        EXPECT_EQ(ctr(1, "transport_engine.acks_sent"), 5u) << "4 groups of 8 + one held-back ACK after 2 us";
+        EXPECT_EQ(ctr(0, "transport_engine.timeouts"), 0u);
+    });
+}
+
+SIM_TEST(E2eRcOps, port_goes_down_with_its_link_and_raises_port_err_on_both_nodes) {
+    rc_config cfg;
+    cfg.keys = {{"link1.down_at_ns", "300000"}};
+    rc_harness h(cfg);
+    h.run([](rc_harness& h) {
+        ibv_port_attr pa{};
+        ASSERT_EQ(ibv_query_port(h.s[0].ctx, 1, &pa), 0);
+        EXPECT_EQ(pa.state, IBV_PORT_ACTIVE);
+        h.sleep(0, 400'000 - h.now_ns());
+        for (unsigned i = 0; i < 2; ++i) {
+            ibv_async_event ev{};
+            ASSERT_TRUE(next_event(h, i, ev));
+            EXPECT_EQ(ev.event_type, IBV_EVENT_PORT_ERR);
+            EXPECT_EQ(ev.element.port_num, 1);
+            ASSERT_EQ(ibv_query_port(h.s[i].ctx, 1, &pa), 0);
+            EXPECT_EQ(pa.state, IBV_PORT_DOWN) << "node" << i;
+        }
+    });
+}
