@@ -163,7 +163,7 @@ SIM_TEST(E2eRcOps, read_limit_makes_excess_reads_wait_without_error) {
     });
 }
 
-SIM_TEST(E2eRcOps, read_beyond_the_remote_region_is_a_remote_access_error) {
+SIM_TEST(E2eRcOps, C10_144_C10_160_2_2_read_beyond_the_remote_region_is_rem_access_and_an_access_error_event) {
     rc_harness h;
     h.run([](rc_harness& h) {
         const uint64_t remote = h.alloc(1, 8192, 4096);
@@ -189,7 +189,7 @@ SIM_TEST(E2eRcOps, read_beyond_the_remote_region_is_a_remote_access_error) {
 
 // ------------------------------------------------------------------ atomics
 
-SIM_TEST(E2eRcOps, o10_42_o10_47_fetch_add_wraps_and_returns_the_original_value) {
+SIM_TEST(E2eRcOps, o10_41_o10_42_o10_47_fetch_add_wraps_and_returns_the_original_value) {
     rc_harness h;
     h.run([](rc_harness& h) {
         const uint64_t remote = h.alloc(1, 4096, 4096);
@@ -210,7 +210,7 @@ SIM_TEST(E2eRcOps, o10_42_o10_47_fetch_add_wraps_and_returns_the_original_value)
     });
 }
 
-SIM_TEST(E2eRcOps, o10_44_o10_47_compare_swap_swaps_only_on_match) {
+SIM_TEST(E2eRcOps, o10_40_o10_44_o10_47_compare_swap_swaps_only_on_match) {
     rc_harness h;
     h.run([](rc_harness& h) {
         const uint64_t remote = h.alloc(1, 4096, 4096);
@@ -267,7 +267,7 @@ SIM_TEST(E2eRcOps, o10_43_misaligned_atomic_is_an_immediate_error) {
     });
 }
 
-SIM_TEST(E2eRcOps, atomic_without_remote_atomic_right_is_a_remote_access_error) {
+SIM_TEST(E2eRcOps, o10_37_atomic_without_remote_atomic_right_is_a_remote_access_error) {
     rc_harness h;
     h.run([](rc_harness& h) {
         const uint64_t remote = h.alloc(1, 4096, 4096);
@@ -315,7 +315,7 @@ static void fence_case(bool fence) {
 SIM_TEST(E2eRcOps, C10_100_fence_waits_for_earlier_reads) { fence_case(true); }
 SIM_TEST(E2eRcOps, C10_100_control_without_fence_the_send_does_not_wait) { fence_case(false); }
 
-SIM_TEST(E2eRcOps, C10_98_2_1_mixed_operations_complete_in_posting_order) {
+SIM_TEST(E2eRcOps, C10_98_2_1_C10_101_2_1_mixed_operations_execute_and_complete_in_posting_order) {
     rc_harness h;
     h.run([](rc_harness& h) {
         const uint64_t remote = h.alloc(1, 64 * 1024, 4096);
@@ -392,7 +392,7 @@ SIM_TEST(E2eRcOps, C10_90_C10_92_unsignalled_writes_give_no_completion) {
 
 // ------------------------------------------------------------------ timeout and retries
 
-SIM_TEST(E2eRcOps, local_ack_timeout_retries_retry_cnt_times_then_retry_exc_and_flush) {
+SIM_TEST(E2eRcOps, C10_160_2_1_local_ack_timeout_retries_retry_cnt_times_then_retry_exc_and_flush) {
     rc_config cfg;
     cfg.timeout = 10;   // 4.096 us x 2^10 = 4.194304 ms
     cfg.retry_cnt = 2;  // 1 send + 2 retries, then RETRY_EXC_ERR
@@ -511,7 +511,7 @@ SIM_TEST(E2eRcOps, comm_est_event_when_a_qp_in_rtr_receives_its_first_packet) {
 
 // ------------------------------------------------------------------ NAK codes and statuses
 
-SIM_TEST(E2eRcOps, receive_with_a_bad_lkey_is_loc_prot_at_the_responder_and_rem_op_at_the_requester) {
+SIM_TEST(E2eRcOps, C10_145_C10_160_2_2_receive_with_a_bad_lkey_is_loc_prot_at_the_responder_and_rem_op_at_the_requester) {
     rc_harness h;
     h.run([](rc_harness& h) {
         const uint64_t buf = h.alloc(1, 4096, 4096);
@@ -554,7 +554,7 @@ SIM_TEST(E2eRcOps, write_with_immediate_to_a_bad_rkey_is_loc_access_on_the_recei
     });
 }
 
-SIM_TEST(E2eRcOps, rnr_retry_exhausted_is_rnr_retry_exc) {
+SIM_TEST(E2eRcOps, C10_160_2_1_rnr_retry_exhausted_is_rnr_retry_exc) {
     rc_config cfg;
     cfg.rnr_retry = 2;
     cfg.min_rnr_timer = 1;  // 10 us
@@ -612,5 +612,27 @@ SIM_TEST(E2eRcOps, port_goes_down_with_its_link_and_raises_port_err_on_both_node
             ASSERT_EQ(ibv_query_port(h.s[i].ctx, 1, &pa), 0);
             EXPECT_EQ(pa.state, IBV_PORT_DOWN) << "node" << i;
         }
+    });
+}
+
+SIM_TEST(E2eRcOps, C10_41_2_1_requests_to_a_qp_in_error_are_dropped_silently) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        const uint64_t remote = h.alloc(1, 4096, 4096);
+        h.fill_mem(1, remote, 4096, kGuard);
+        ibv_mr* rmr = h.reg(1, remote, 4096);
+        const uint64_t local = h.alloc(0, 4096, 4096);
+        ibv_mr* lmr = h.reg(0, local, 4096);
+        ASSERT_EQ(to_state(h.s[1].qp, IBV_QPS_ERR), 0);
+        const uint64_t dropped = ctr(1, "transport_engine.dropped_bad_qp");
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, 256, lmr->lkey}}, 1, IBV_SEND_SIGNALED, remote, rmr->rkey),
+                  0);
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{local, 256, lmr->lkey}}, 2, IBV_SEND_SIGNALED, remote, rmr->rkey),
+                  0);
+        h.expect_no_wc(h.s[0].scq, kQuietNs, "no response from a QP in Error");
+        EXPECT_EQ(ctr(1, "transport_engine.dropped_bad_qp"), dropped + 2);
+        EXPECT_EQ(ctr(1, "transport_engine.acks_sent") + ctr(1, "transport_engine.naks_sent"), 0u);
+        EXPECT_EQ(ctr(1, "transport_engine.read_responses_sent"), 0u);
+        h.expect_fill(1, remote, 4096, kGuard, "untouched");
     });
 }
