@@ -867,6 +867,13 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     if (cur > IBV_QPS_ERR || next > IBV_QPS_ERR) return EINVAL;
     if (fw::check_transition(hw::qp_transport(qp->qp_type), hw::qp_state(cur), hw::qp_state(next), mask))
         return EINVAL;
+    // IBA 10.3.1.5: SQD -> SQD may change attributes only once the drain is over (the HCA's
+    // sq_draining, read back by QUERY_QP); SQD -> RTS and -> Error are allowed while draining.
+    if (cur == IBV_QPS_SQD && next == IBV_QPS_SQD && (mask & ~uint32_t(IBV_QP_STATE | IBV_QP_CUR_STATE))) {
+        hw::qp_context q{};
+        if (drv.exec(hw::CMD_QUERY_QP, qp->qp_num, 0, nullptr, 0, &q, sizeof q) == hw::CMD_OK && q.sq_draining)
+            return EBUSY;
+    }
 
     // Value checks (immediate errors, the QP is left unchanged).
     uint8_t port_num = (mask & IBV_QP_PORT) ? attr->port_num : qp->hw_ctx.port;

@@ -636,3 +636,37 @@ SIM_TEST(E2eRcOps, C10_41_2_1_requests_to_a_qp_in_error_are_dropped_silently) {
         h.expect_fill(1, remote, 4096, kGuard, "untouched");
     });
 }
+
+SIM_TEST(E2eRcOps, sqd_to_sqd_attribute_change_waits_for_the_drain_but_sqd_to_rts_does_not) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        const size_t n = 1 << 20;
+        const uint64_t remote = h.alloc(1, n, 4096);
+        ibv_mr* rmr = h.reg(1, remote, n);
+        const uint64_t local = h.alloc(0, n, 4096);
+        ibv_mr* lmr = h.reg(0, local, n);
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, uint32_t(n), lmr->lkey}}, 1, IBV_SEND_SIGNALED, remote,
+                              rmr->rkey),
+                  0);
+        h.sleep(0, 5'000);
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_SQD;
+        ASSERT_EQ(ibv_modify_qp(h.s[0].qp, &a, IBV_QP_STATE), 0);
+        ibv_qp_attr q{};
+        ibv_qp_init_attr qi{};
+        ASSERT_EQ(ibv_query_qp(h.s[0].qp, &q, 0, &qi), 0);
+        EXPECT_EQ(q.qp_state, IBV_QPS_SQD);
+        EXPECT_EQ(q.sq_draining, 1) << "the 1 MiB write is still in flight";
+        a = ibv_qp_attr{};
+        a.qp_state = IBV_QPS_SQD;
+        a.retry_cnt = 3;
+        EXPECT_EQ(ibv_modify_qp(h.s[0].qp, &a, IBV_QP_STATE | IBV_QP_RETRY_CNT), EBUSY) << "still draining";
+        h.expect_wc(h.s[0].scq, 1, "the write completes");
+        ASSERT_EQ(ibv_query_qp(h.s[0].qp, &q, 0, &qi), 0);
+        EXPECT_EQ(q.sq_draining, 0) << "drained";
+        EXPECT_EQ(ibv_modify_qp(h.s[0].qp, &a, IBV_QP_STATE | IBV_QP_RETRY_CNT), 0) << "drained: allowed";
+        a = ibv_qp_attr{};
+        a.qp_state = IBV_QPS_RTS;
+        EXPECT_EQ(ibv_modify_qp(h.s[0].qp, &a, IBV_QP_STATE), 0);
+    });
+}
