@@ -1232,7 +1232,7 @@ void transport_engine::handle_duplicate(qp& q, const rx_packet& p, const sc_time
     if (code == op::RDMA_READ_REQUEST) {
         // Re-execute: the requester lost (some of) the responses; it asks again from this PSN.
         const uint64_t len = p.h.r.dma_len;
-        if (!(q.access & hw::ACCESS_REMOTE_READ) || p.payload_len ||
+        if (!(q.access & hw::ACCESS_REMOTE_READ) || p.payload_len || len > 0x80000000ull ||
             (len && xlate_->check(p.h.r.rkey, q.pd, p.h.r.va, len, hw::ACCESS_REMOTE_READ, d) != xlate_status::ok))
             return;
         resp_job* j = push_resp(q);

@@ -262,6 +262,12 @@ SIM_TEST(E2eLoss, send_stream_survives_bit_errors_reordering_duplication) { run_
 SIM_TEST(E2eLoss, read_stream_survives_1pct_drop) { run_loss(kind::read, kDrop1, true); }
 SIM_TEST(E2eLoss, read_stream_survives_10pct_drop) { run_loss(kind::read, kDrop10, true); }
 SIM_TEST(E2eLoss, read_stream_survives_bit_errors_reordering_duplication) { run_loss(kind::read, kMixed, true); }
+// Three nodes on a switch: reordering happens at the switch's output queues, both directions
+// of each cable lose packets.
+const std::vector<std::pair<std::string, std::string>> kSwitched = {
+    {"fabric.nodes", "3"}, {"link.reorder_rate", "0.05"}, {"link.drop_rate", "0.01"}};
+SIM_TEST(E2eLoss, write_stream_survives_switch_reordering_and_drop) { run_loss(kind::write, kSwitched, true); }
+SIM_TEST(E2eLoss, read_stream_survives_switch_reordering_and_drop) { run_loss(kind::read, kSwitched, true); }
 SIM_TEST(E2eLoss, atomic_stream_survives_1pct_drop) { run_loss(kind::atomic, kDrop1, true); }
 SIM_TEST(E2eLoss, atomic_stream_survives_10pct_drop) { run_loss(kind::atomic, kDrop10, true); }
 SIM_TEST(E2eLoss, atomic_stream_survives_bit_errors_reordering_duplication) { run_loss(kind::atomic, kMixed, true); }
