@@ -154,8 +154,10 @@ private:
         else if (r.opcode == hw::CMD_QUERY_HCA) std::memcpy(mb->out, &caps, sizeof caps);
         else if (r.opcode == hw::CMD_QUERY_PORT) std::memcpy(mb->out, &port, sizeof port);
         else if (r.opcode == hw::CMD_CREATE_QP) std::memcpy(&qps[r.in_mod], mb->in, sizeof(hw::qp_context));
-        else if (r.opcode == hw::CMD_MODIFY_QP)
+        else if (r.opcode == hw::CMD_MODIFY_QP) {
             std::memcpy(&qps[r.in_mod], mb->in + offsetof(hw::modify_qp_in, ctx), sizeof(hw::qp_context));
+            qps[r.in_mod].sq_draining = 0;  // nothing is ever in flight here: a drain ends at once
+        }
         else if (r.opcode == hw::CMD_QUERY_QP) std::memcpy(mb->out, &qps[r.in_mod], sizeof(hw::qp_context));
         now_ += 1000;
         mb->done_token = token;
