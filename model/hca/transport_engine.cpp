@@ -1331,12 +1331,18 @@ bool transport_engine::handle_atomic(qp& q, const rx_packet& p, sc_time& delay) 
     // time, so atomics on the same memory are serialised.
     uint64_t orig = 0;
     const auto kind = (p.h.b.opcode & 0x1F) == op::COMPARE_SWAP ? atomic_ext::compare_swap : atomic_ext::fetch_add;
+    const sc_time now = sc_time_stamp();
+    for (const atomic_busy& b : atomic_busy_)
+        if (b.pa == seg[0].pa && b.until > now + delay)
+            delay = b.until - now;  // waits for the previous atomic on this word
     if (!dma.atomic(seg[0].pa, kind, p.h.ae.compare, p.h.ae.swap_add, orig, delay)) {
         --q.r_count;
         responder_error(q, wire::nak::REMOTE_OPERATIONAL_ERROR, psn, delay);
         return false;
     }
     ++atomics_executed;
+    atomic_busy_[atomic_next_] = atomic_busy{seg[0].pa, now + delay};
+    atomic_next_ = (atomic_next_ + 1) % MAX_RD_ATOMIC;
     atomic_replay& r = q.replay[q.replay_next];
     q.replay_next = (q.replay_next + 1) % q.replay.size();
     r = atomic_replay{true, psn, orig};

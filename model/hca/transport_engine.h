@@ -276,6 +276,14 @@ private:
     std::vector<uint32_t> ready_, resp_ready_;
     size_t ready_head_ = 0, ready_count_ = 0, resp_head_ = 0, resp_count_ = 0;
     sc_core::sc_event tx_work_, resp_work_, timer_ev_;
+    /// Atomics in flight at host memory: one on the same 8-byte word starts only after the
+    /// previous one's read-modify-write completed (real HCAs serialise them the same way).
+    struct atomic_busy {
+        uint64_t pa = ~uint64_t(0);
+        sc_core::sc_time until;
+    };
+    atomic_busy atomic_busy_[MAX_RD_ATOMIC];
+    size_t atomic_next_ = 0;
     std::vector<uint32_t> timed_;  // QPs with a deadline (RNR wait, fetch, ACK timer, coalesced ACK)
     sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_, coalesce_time_;
     packet tx_pkt_, ack_pkt_, resp_pkt_;
