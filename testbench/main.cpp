@@ -60,7 +60,7 @@ run_spec make_spec(const run_options& o) {
 }
 
 void print_help_config(std::ostream& os, const std::vector<param_info>& params) {
-    os << "Parameters (set with --config FILE or --set key=value; prefix nodeN. for one node).\n"
+    os << "Parameters (set with --config FILE or --set key=value; prefix nodeN. for one node, linkN. for one cable).\n"
           "Switch parameters (fabric.switch.*) exist when the fabric has a switch: add\n"
           "--set fabric.topology=switch to list them.\n";
     for (const param_info& p : params) {
