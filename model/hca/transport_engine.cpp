@@ -674,6 +674,7 @@ void transport_engine::handle_response(qp& q, const rx_packet& p) {
         if (!q.acked_valid || psn_lt(q.last_acked, acked)) {
             q.last_acked = acked;
             q.acked_valid = true;
+            q.gap_retry = false;
             progress(q);
         }
         if (!is_ack) {
@@ -688,7 +689,14 @@ void transport_engine::handle_response(qp& q, const rx_packet& p) {
                 return;
             }
             switch (wire::aeth_value_of(p.h.a.syndrome)) {
-            case wire::nak::PSN_SEQUENCE_ERROR: retry(q, psn, delay); return;
+            case wire::nak::PSN_SEQUENCE_ERROR:
+                // A repeated NAK for the PSN we already went back to changes nothing.
+                if (q.gap_retry && q.gap_psn == psn)
+                    return;
+                q.gap_retry = true;
+                q.gap_psn = psn;
+                retry(q, psn, delay);
+                return;
             case wire::nak::INVALID_REQUEST: fail_head(q, hw::CQE_REM_INV_REQ_ERR, delay); return;
             case wire::nak::REMOTE_ACCESS_ERROR: fail_head(q, hw::CQE_REM_ACCESS_ERR, delay); return;
             default: fail_head(q, hw::CQE_REM_OP_ERR, delay); return;
@@ -1372,9 +1380,9 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
     if (diff != 0) {
         if (diff >= 0x800000) {  // earlier PSN: a duplicate
             handle_duplicate(q, p, delay);
-        } else {  // a gap: NAK once until the expected PSN arrives
+        } else {  // a gap: NAK once, again only for a packet asking for an ACK (the NAK may be lost)
             ++seq_errors;
-            if (!q.nak_pending) {
+            if (!q.nak_pending || p.h.b.ack_req) {
                 q.nak_pending = true;
                 nak(q, wire::nak::PSN_SEQUENCE_ERROR, q.rq_psn, delay);
             }
