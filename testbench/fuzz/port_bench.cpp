@@ -92,7 +92,8 @@ class control_module : public sc_module {
 public:
     SC_HAS_PROCESS(control_module);
     control_module(const sc_module_name& n, port_bench& b) : sc_module(n), b_(b) { SC_THREAD(run); }
-    sc_event start;
+    sc_event start;  ///< restore, then inject the input's packets
+    sc_event check;  ///< the input has run: check what it left
 
 private:
     void run() {
@@ -103,6 +104,10 @@ private:
             wait(start);
             b_.prepare();
             b_.inject();
+            b_.phase_ = "run";
+            b_.busy_ = false;
+            wait(check);
+            b_.check();
             b_.phase_ = "idle";
             b_.busy_ = false;
         }
@@ -266,7 +271,7 @@ void port_bench::setup() {
     tinfo_.resize(targets_.size());
     overruns_base_ = m_->at(TARGET_NODE).adapter.cqs.overruns.value();
     phase_ = "setup restore";
-    prepare();
+    prepare();  // every QP starts dirty
 }
 
 void port_bench::restore(live_qp& q) {
@@ -424,7 +429,7 @@ void port_bench::post_busy(live_qp& q) {
     }
 }
 
-void port_bench::drain_cqs(bool check) {
+void port_bench::drain_cqs() {
     sw_->driver.process_eq();
     for (ibv_cq* cq : {scq_, rcq_}) {
         ibv_wc wc[16];
@@ -439,13 +444,10 @@ void port_bench::drain_cqs(bool check) {
                     fail("completion for QPN " + std::to_string(wc[k].qp_num) + ", which the target does not own");
                 q->dirty = true;
                 auto it = std::find(q->outstanding.begin(), q->outstanding.end(), wc[k].wr_id);
-                if (it == q->outstanding.end()) {
-                    if (check)
-                        fail(std::string("completion on QP ") + q->plan->name + " for wr_id " + hex(wc[k].wr_id) +
-                             " (status " + std::to_string(wc[k].status) + ", opcode " + std::to_string(wc[k].opcode) +
-                             "), which is not outstanding (never posted, or completed twice)");
-                    continue;
-                }
+                if (it == q->outstanding.end())
+                    fail(std::string("completion on QP ") + q->plan->name + " for wr_id " + hex(wc[k].wr_id) +
+                         " (status " + std::to_string(wc[k].status) + ", opcode " + std::to_string(wc[k].opcode) +
+                         "), which is not outstanding (never posted, or completed twice)");
                 q->outstanding.erase(it);
             }
         }
@@ -476,9 +478,9 @@ void port_bench::check_protected_memory() {
     }
 }
 
-void port_bench::prepare() {
-    phase_ = "drain";
-    drain_cqs(true);
+void port_bench::check() {
+    phase_ = "check";
+    drain_cqs();
     check_protected_memory();
     transport_engine& eng = m_->at(TARGET_NODE).adapter.engine;
     for (live_qp& q : qps_) {
@@ -491,6 +493,10 @@ void port_bench::prepare() {
                 q.dirty = true;
     }
     touched_.clear();
+}
+
+void port_bench::prepare() {
+    transport_engine& eng = m_->at(TARGET_NODE).adapter.engine;
     bool any = false;
     phase_ = "restore";
     for (live_qp& q : qps_)
@@ -503,7 +509,7 @@ void port_bench::prepare() {
         m_->at(TARGET_NODE).cpu.sleep_ns(SETTLE_NS);
         for (live_qp& q : qps_)
             q.dirty = false;
-        drain_cqs(true);  // marks a QP that completed something while settling dirty again
+        drain_cqs();  // marks a QP that completed something while settling dirty again
         for (live_qp& q : qps_) {
             q.base_state = eng.state(q.qp->qp_num);
             eng.current_psns(q.qp->qp_num, q.base_sq_psn, q.base_rq_psn);
@@ -557,15 +563,20 @@ void port_bench::run_input(const uint8_t* data, size_t size) {
     n_records_ = split_records(data, size, records_, MAX_RECORDS);
     ++inputs_;
     const sc_time t0 = sc_time_stamp();
+    run_phase(ctl_->start);  // restore, inject, run until nothing is pending
+    last_sim_ns_ = uint64_t((sc_time_stamp() - t0).to_seconds() * 1e9 + 0.5);
+    run_phase(ctl_->check);  // what this input left, so a failure names this input
+}
+
+void port_bench::run_phase(sc_event& go) {
     busy_ = true;
-    ctl_->start.notify(SC_ZERO_TIME);
+    go.notify(SC_ZERO_TIME);
     try {
         sc_start(sc_time(double(MAX_INPUT_SIM_NS), SC_NS), SC_EXIT_ON_STARVATION);
     } catch (const std::exception& e) {
         fail(std::string("SystemC error: ") + e.what());
     }
     restore_main_stack();
-    last_sim_ns_ = uint64_t((sc_time_stamp() - t0).to_seconds() * 1e9 + 0.5);
     if (sc_pending_activity())
         fail("hang: events still pending after " + std::to_string(MAX_INPUT_SIM_NS) + " ns of simulated time");
     if (busy_)

@@ -8,8 +8,9 @@
 // SystemC elaborates once per process, so the bench is built once (bench()) and serves every
 // input: before each input the QPs an earlier input changed are taken back to their planned
 // state (Reset, then up again, receives and in-flight requests posted anew), then the input's
-// packets are injected at their gaps and the simulation runs until nothing is pending. Broken
-// invariants abort() with a message naming them (libFuzzer saves the input):
+// packets are injected at their gaps and the simulation runs until nothing is pending; then the
+// completions and memory the input left are checked. Broken invariants abort() with a message
+// naming them (libFuzzer saves the input):
 //   - still busy after fuzz::MAX_INPUT_SIM_NS of simulated time (hang);
 //   - the control process blocked (a verb that never returned, a wedged command interface);
 //   - a SystemC error report; a verb failing while restoring the planned states;
@@ -113,15 +114,18 @@ private:
 
     // In the control process.
     void setup();
+    void check();
     void prepare();
     void inject();
     void restore(live_qp& q);
     void post_recvs(live_qp& q);
     void post_inflight(live_qp& q);
     void post_busy(live_qp& q);
-    void drain_cqs(bool check);
+    void drain_cqs();
     void check_protected_memory();
     [[noreturn]] void fail(const std::string& what) const;
+    /// Wakes the control process with `go` and runs until nothing is pending; checks hang/blocked.
+    void run_phase(sc_core::sc_event& go);
 
     std::unique_ptr<machine> m_;
     std::unique_ptr<host_software> sw_;
