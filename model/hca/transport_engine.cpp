@@ -179,6 +179,9 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
     }
     q.state = c.state;
     if (c.state == hw::QPS_SQD && prev != hw::QPS_SQD) {
+        // The drain point: after the last WQE started (the message in progress included).
+        q.sqd_resend = outstanding(q);
+        q.sqd_limit = q.started_limit;
         q.drain_pending = true;
         q.sqd_notify = c.sqd_notify;
         check_drained(q, delay);
@@ -318,8 +321,14 @@ void transport_engine::requester_loop() {
 }
 
 bool transport_engine::may_send(const qp& q) {
-    // RTS sends; SQD finishes the message in progress (C10-35) and starts no new one (C10-37).
-    return q.state == hw::QPS_RTS || (q.state == hw::QPS_SQD && q.cur_offset);
+    // RTS sends; SQD finishes the message in progress (C10-35) and starts no new one (C10-37),
+    // but may resend (go back N) what it had started before SQD.
+    if (q.state == hw::QPS_RTS)
+        return true;
+    if (q.state != hw::QPS_SQD || !q.q_count)
+        return false;
+    const uint16_t ahead = uint16_t(q.sqd_limit - q.queue[q.q_head].wqe_index);
+    return q.sqd_resend && ahead != 0 && ahead <= 0x8000;
 }
 
 void transport_engine::build_bth_lrh(const qp& q, wire::headers& h, uint8_t opcode, uint32_t psn) const {
@@ -358,7 +367,10 @@ bool transport_engine::send_packet(qp& q) {
         q.window[(q.w_head + q.w_count) % q.window.size()] = inflight{
             w.wr_id, (q.sq_psn - 1) & PSN_MASK, (q.sq_psn - 1) & PSN_MASK, 0, w.wqe_index, w.opcode, w.flags, NO_RD, 0};
         ++q.w_count;
+        if (uint16_t(w.wqe_index + 1 - q.started_limit) <= 0x8000)
+            q.started_limit = uint16_t(w.wqe_index + 1);
         retire_head(q);
+        q.resend_pending = false;
         if (q.w_count == 1)  // nothing older outstanding: complete now
             pop_window(q, hw::CQE_SUCCESS, delay);
         return true;
@@ -389,6 +401,8 @@ bool transport_engine::send_packet(qp& q) {
     const uint64_t remaining = w.length - q.cur_offset;
     const uint32_t n = uint32_t(std::min<uint64_t>(mtu, remaining));
     const bool first = q.cur_offset == 0;
+    if (uint16_t(w.wqe_index + 1 - q.started_limit) <= 0x8000)
+        q.started_limit = uint16_t(w.wqe_index + 1);
     const bool last = remaining <= mtu;
     const bool imm = last && (w.opcode == hw::WQE_OP_SEND_IMM || w.opcode == hw::WQE_OP_RDMA_WRITE_IMM);
     uint8_t opcode;
@@ -455,6 +469,7 @@ bool transport_engine::send_packet(qp& q) {
     const uint32_t pad = (4 - n % 4) % 4;
     std::memset(tx_pkt_.bytes + hdr + n, 0, pad);
     port_->transmit(tx_pkt_, uint32_t(hdr + n + pad), ready);
+    q.resend_pending = false;
     ++tx_packets;
     tx_payload_bytes += n;
     q.sq_psn = (q.sq_psn + 1) & PSN_MASK;
@@ -517,7 +532,10 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
     q.since_ack_req = 0;
     const size_t hdr = wire::encode_headers(h, 0, tx_pkt_.bytes);
     port_->transmit(tx_pkt_, uint32_t(hdr), delay);
+    q.resend_pending = false;
     ++tx_packets;
+    if (uint16_t(w.wqe_index + 1 - q.started_limit) <= 0x8000)
+        q.started_limit = uint16_t(w.wqe_index + 1);
     const uint8_t slot = uint8_t((q.rd_head + q.rd_count) % q.rd.size());
     rd_ctx& c = q.rd[slot];
     c.placed = uint64_t(skip) * mtu;
@@ -598,6 +616,7 @@ void transport_engine::enter_error(qp& q, sc_time& delay) {
     q.ack_timer = false;
     q.ack_flush = false;
     q.drain_pending = false;
+    q.resend_pending = false;
     flush(q, delay);
 }
 
@@ -874,6 +893,7 @@ void transport_engine::rewind(qp& q, uint32_t psn, const sc_time& wait) {
         return;
     }
     ++retransmits;
+    q.resend_pending = true;
     q.sq_psn = first;
     q.resume = psn != first;
     q.resume_psn = psn;
@@ -958,7 +978,7 @@ void transport_engine::timer() {
             if (q.ack_timer) {
                 if (q.ack_deadline <= now) {
                     q.ack_timer = false;
-                    if (outstanding(q) && (q.state == hw::QPS_RTS || q.state == hw::QPS_SQD)) {
+                    if ((q.w_count || q.cur_offset) && (q.state == hw::QPS_RTS || q.state == hw::QPS_SQD)) {
                         // Local ACK timeout: resend from the first PSN not acknowledged.
                         ++timeouts;
                         uint32_t from = q.w_count ? q.window[q.w_head].first_psn : q.cur_first_psn;

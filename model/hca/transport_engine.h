@@ -150,6 +150,7 @@ private:
         uint8_t max_rd_atomic = 0, max_dest_rd_atomic = 0;
         uint8_t retries_left = 7, rnr_retries_left = 7;  // reset by forward progress
         bool resume = false;                // skip to resume_psn when the head WQE starts again
+        bool resend_pending = false;        // gone back N: the WQEs are being fetched again
         uint32_t resume_psn = 0;
         bool blocked = false;               // window, READ/atomic limit or fence: the next response unblocks
         bool acked_valid = false;           // last_acked is meaningful
@@ -164,6 +165,9 @@ private:
         std::vector<rd_ctx> rd;             // READs/atomics awaiting responses, FIFO
         size_t rd_head = 0, rd_count = 0;
         bool sqd_notify = false, drain_pending = false;
+        uint16_t started_limit = 0;         // index after the last WQE whose first packet went out
+        bool sqd_resend = false;            // SQD: WQEs before sqd_limit were started (a retransmission may resend them)
+        uint16_t sqd_limit = 0;
         // responder
         uint32_t rq_psn = 0, msn = 0;
         uint16_t rq_producer = 0, rq_consumer = 0;
@@ -221,7 +225,7 @@ private:
     /// Progress: retry budgets renewed, the local ACK timer restarted or stopped.
     void progress(qp& q);
     void arm_ack_timer(qp& q);
-    bool outstanding(const qp& q) const { return q.w_count || q.cur_offset; }
+    bool outstanding(const qp& q) const { return q.w_count || q.cur_offset || q.resend_pending; }
     /// SQD: raises SQ_DRAINED once nothing is in flight.
     void check_drained(qp& q, sc_core::sc_time& delay);
     /// Keeps the QP out of the requester's round robin until `until` (RNR wait, WQE fetch).

@@ -58,9 +58,11 @@ void wqe_fetcher::set_state(uint32_t qpn, uint8_t state) {
 }
 
 bool wqe_fetcher::may_fetch(const qp_fetch& q) const {
-    // C10-96: RTS processes; SQEr/Error flush (the engine completes them in error);
-    // SQD holds new work queued; Reset/Init/RTR never have send work (firmware refuses it).
-    return q.valid && (q.state == hw::QPS_RTS || q.state == hw::QPS_SQE || q.state == hw::QPS_ERR);
+    // C10-96: RTS processes; SQEr/Error flush (the engine completes them in error); SQD
+    // fetches too (a go-back-N re-reads what was started before SQD; the engine starts nothing
+    // new); Reset/Init/RTR never have send work (firmware refuses it).
+    return q.valid && (q.state == hw::QPS_RTS || q.state == hw::QPS_SQD || q.state == hw::QPS_SQE ||
+                       q.state == hw::QPS_ERR);
 }
 
 void wqe_fetcher::make_ready(uint32_t qpn) {

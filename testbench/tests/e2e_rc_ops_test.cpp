@@ -670,3 +670,43 @@ SIM_TEST(E2eRcOps, sqd_to_sqd_attribute_change_waits_for_the_drain_but_sqd_to_rt
         EXPECT_EQ(ibv_modify_qp(h.s[0].qp, &a, IBV_QP_STATE), 0);
     });
 }
+
+SIM_TEST(E2eRcOps, C10_35_sqd_drain_survives_loss_by_resending_what_it_had_started) {
+    rc_config cfg;
+    cfg.timeout = 6;  // 262 us
+    cfg.keys = {{"link.drop_rate", "0.05"}, {"link.seed", "5"}};
+    rc_harness h(cfg);
+    h.run([](rc_harness& h) {
+        const size_t n = 1 << 20;
+        const uint64_t remote = h.alloc(1, n, 4096);
+        ibv_mr* rmr = h.reg(1, remote, n);
+        const uint64_t local = h.alloc(0, n, 4096);
+        const auto data = pattern(n, 36);
+        h.write_mem(0, local, data);
+        ibv_mr* lmr = h.reg(0, local, n);
+        for (unsigned i = 0; i < 4; ++i)
+            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local + i * (n / 4), uint32_t(n / 4), lmr->lkey}}, i,
+                                  IBV_SEND_SIGNALED, remote + i * (n / 4), rmr->rkey),
+                      0);
+        h.sleep(0, 30'000);  // all four are on the wire (about 85 us for 1 MiB)
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_SQD;
+        a.en_sqd_async_notify = 1;
+        ASSERT_EQ(ibv_modify_qp(h.s[0].qp, &a, IBV_QP_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY), 0);
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, 64, lmr->lkey}}, 9, IBV_SEND_SIGNALED, remote, rmr->rkey),
+                  0);
+        ibv_async_event ev{};
+        ASSERT_TRUE(next_event(h, 0, ev, 200'000'000));
+        EXPECT_EQ(ev.event_type, IBV_EVENT_SQ_DRAINED);
+        auto wc = h.wait_wc(h.s[0].scq, 5, 2'000'000);
+        ASSERT_GE(wc.size(), 1u);
+        EXPECT_LE(wc.size(), 4u) << "the WR posted in SQD is not executed";
+        for (const auto& w : wc) {
+            EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+            EXPECT_LT(w.wr_id, 4u);
+        }
+        EXPECT_GT(ctr(0, "transport_engine.retransmits"), 0u) << "the loss did bite";
+        const uint64_t started = wc.size();
+        h.expect_mem(1, remote, {data.begin(), data.begin() + started * (n / 4)}, "the started messages landed");
+    });
+}
