@@ -679,14 +679,7 @@ void transport_engine::handle_response(qp& q, const rx_packet& p) {
             return;
         // An ACK acknowledges every request up to its PSN; a NAK every request before its PSN.
         if (!retire_acked(q, psn, is_ack, delay)) {
-            // An unfinished READ/atomic is acknowledged: its responses were lost (implied NAK).
-            const inflight& f = q.window[q.w_head];
-            const uint32_t from = f.opcode == hw::WQE_OP_RDMA_READ ? f.next_psn : f.first_psn;
-            if (!(q.gap_retry && q.gap_psn == from)) {
-                q.gap_retry = true;
-                q.gap_psn = from;
-                retry(q, from, delay);
-            }
+            implied_nak(q, delay);  // an unfinished READ/atomic is acknowledged: its responses were lost
             return;
         }
         const uint32_t acked = is_ack ? psn : (psn - 1) & PSN_MASK;
@@ -709,12 +702,7 @@ void transport_engine::handle_response(qp& q, const rx_packet& p) {
             }
             switch (wire::aeth_value_of(p.h.a.syndrome)) {
             case wire::nak::PSN_SEQUENCE_ERROR:
-                // A repeated NAK for the PSN we already went back to changes nothing.
-                if (q.gap_retry && q.gap_psn == psn)
-                    return;
-                q.gap_retry = true;
-                q.gap_psn = psn;
-                retry(q, psn, delay);
+                go_back_once(q, psn, delay);
                 return;
             case wire::nak::INVALID_REQUEST: fail_head(q, hw::CQE_REM_INV_REQ_ERR, delay); return;
             case wire::nak::REMOTE_ACCESS_ERROR: fail_head(q, hw::CQE_REM_ACCESS_ERR, delay); return;
@@ -746,15 +734,8 @@ void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& 
     const uint8_t code = p.h.b.opcode & 0x1F;
     // A response implies every earlier request completed (IBA 9.7.5.1.4).
     if (!retire_acked(q, psn, false, delay) || !q.w_count) {
-        if (q.w_count) {
-            const inflight& f = q.window[q.w_head];
-            const uint32_t from = f.opcode == hw::WQE_OP_RDMA_READ ? f.next_psn : f.first_psn;
-            if (!(q.gap_retry && q.gap_psn == from)) {
-                q.gap_retry = true;
-                q.gap_psn = from;
-                retry(q, from, delay);
-            }
-        }
+        if (q.w_count)
+            implied_nak(q, delay);
         return;
     }
     inflight& f = q.window[q.w_head];
@@ -763,11 +744,7 @@ void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& 
     if (psn != f.next_psn) {
         if (psn_lt(psn, f.next_psn))
             return;  // duplicate of a response already placed
-        if (!(q.gap_retry && q.gap_psn == f.next_psn)) {  // responses missing: read them again
-            q.gap_retry = true;
-            q.gap_psn = f.next_psn;
-            retry(q, f.next_psn, delay);
-        }
+        go_back_once(q, f.next_psn, delay);  // responses missing: read them again
         return;
     }
     rd_ctx& c = q.rd[f.rd];
@@ -780,7 +757,7 @@ void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& 
         return;
     }
     uint8_t status = hw::CQE_SUCCESS;
-    if (p.payload_len && !place_local(q, c, c.placed, p.payload, p.payload_len, delay, status)) {
+    if (p.payload_len && !write_sges(q.pd, c.sg, c.num_sge, c.placed, p.payload, p.payload_len, delay, status)) {
         fail_head(q, status, delay);
         return;
     }
@@ -801,15 +778,8 @@ void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& 
 void transport_engine::handle_atomic_ack(qp& q, const rx_packet& p, sc_time& delay) {
     const uint32_t psn = p.h.b.psn;
     if (!retire_acked(q, psn, false, delay) || !q.w_count) {
-        if (q.w_count) {
-            const inflight& f = q.window[q.w_head];
-            const uint32_t from = f.opcode == hw::WQE_OP_RDMA_READ ? f.next_psn : f.first_psn;
-            if (!(q.gap_retry && q.gap_psn == from)) {
-                q.gap_retry = true;
-                q.gap_psn = from;
-                retry(q, from, delay);
-            }
-        }
+        if (q.w_count)
+            implied_nak(q, delay);
         return;
     }
     const inflight& f = q.window[q.w_head];
@@ -823,7 +793,7 @@ void transport_engine::handle_atomic_ack(qp& q, const rx_packet& p, sc_time& del
     uint8_t bytes[8];
     std::memcpy(bytes, &p.h.aae.orig_data, 8);
     uint8_t status = hw::CQE_SUCCESS;
-    if (!place_local(q, q.rd[f.rd], 0, bytes, 8, delay, status)) {
+    if (!write_sges(q.pd, q.rd[f.rd].sg, q.rd[f.rd].num_sge, 0, bytes, 8, delay, status)) {
         fail_head(q, status, delay);
         return;
     }
@@ -837,24 +807,24 @@ void transport_engine::handle_atomic_ack(qp& q, const rx_packet& p, sc_time& del
     check_drained(q, delay);
 }
 
-bool transport_engine::place_local(qp& q, const rd_ctx& c, uint64_t offset, const uint8_t* data, uint32_t len,
-                                   sc_time& delay, uint8_t& status) {
+bool transport_engine::write_sges(uint32_t pd, const sge* sg, unsigned num_sge, uint64_t offset, const uint8_t* data,
+                                  uint32_t len, sc_time& delay, uint8_t& status) {
     uint64_t skip = offset;
     unsigned i = 0;
-    while (i < c.num_sge && skip >= c.sg[i].len)
-        skip -= c.sg[i++].len;
+    while (i < num_sge && skip >= sg[i].len)
+        skip -= sg[i++].len;
     uint32_t left = len;
     while (left) {
-        if (i >= c.num_sge) {
+        if (i >= num_sge) {
             status = hw::CQE_LOC_LEN_ERR;
             return false;
         }
-        const sge& s = c.sg[i];
+        const sge& s = sg[i];
         const uint32_t take = uint32_t(std::min<uint64_t>(left, s.len - skip));
         phys_seg segs[MAX_SEGS];
         unsigned nsegs = 0;
-        if (xlate_->translate(s.lkey, q.pd, s.addr + skip, take, hw::ACCESS_LOCAL_WRITE, segs, MAX_SEGS, nsegs,
-                              delay) != xlate_status::ok) {
+        if (xlate_->translate(s.lkey, pd, s.addr + skip, take, hw::ACCESS_LOCAL_WRITE, segs, MAX_SEGS, nsegs, delay) !=
+            xlate_status::ok) {
             status = hw::CQE_LOC_PROT_ERR;
             return false;
         }
@@ -867,6 +837,20 @@ bool transport_engine::place_local(qp& q, const rd_ctx& c, uint64_t offset, cons
         ++i;
     }
     return true;
+}
+
+void transport_engine::go_back_once(qp& q, uint32_t psn, sc_time& delay) {
+    // A repeated NAK (or gap) for the PSN we already went back to changes nothing.
+    if (q.gap_retry && q.gap_psn == psn)
+        return;
+    q.gap_retry = true;
+    q.gap_psn = psn;
+    retry(q, psn, delay);
+}
+
+void transport_engine::implied_nak(qp& q, sc_time& delay) {
+    const inflight& f = q.window[q.w_head];
+    go_back_once(q, f.opcode == hw::WQE_OP_RDMA_READ ? f.next_psn : f.first_psn, delay);
 }
 
 void transport_engine::retry(qp& q, uint32_t psn, sc_time& delay) {
@@ -1578,30 +1562,8 @@ bool transport_engine::scatter(qp& q, const uint8_t* data, uint32_t len, sc_time
         status = hw::CQE_LOC_LEN_ERR;
         return false;
     }
-    // Find the SGE holding recv_offset, then place across SGEs.
-    uint64_t skip = q.recv_offset;
-    unsigned i = 0;
-    while (i < q.rwqe.num_sge && skip >= q.rwqe.sg[i].len)
-        skip -= q.rwqe.sg[i++].len;
-    uint32_t left = len;
-    while (left) {
-        const sge& s = q.rwqe.sg[i];
-        const uint32_t take = uint32_t(std::min<uint64_t>(left, s.len - skip));
-        phys_seg segs[MAX_SEGS];
-        unsigned nsegs = 0;
-        if (xlate_->translate(s.lkey, q.pd, s.addr + skip, take, hw::ACCESS_LOCAL_WRITE, segs, MAX_SEGS, nsegs,
-                              delay) != xlate_status::ok) {
-            status = hw::CQE_LOC_PROT_ERR;
-            return false;
-        }
-        for (unsigned k = 0; k < nsegs; ++k) {
-            dma.write(segs[k].pa, data, segs[k].len, delay);
-            data += segs[k].len;
-        }
-        left -= take;
-        skip = 0;
-        ++i;
-    }
+    if (!write_sges(q.pd, q.rwqe.sg, q.rwqe.num_sge, q.recv_offset, data, len, delay, status))
+        return false;
     q.recv_offset += len;
     return true;
 }

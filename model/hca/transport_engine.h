@@ -214,9 +214,14 @@ private:
     bool retire_acked(qp& q, uint32_t psn, bool inclusive, sc_core::sc_time& delay);
     void handle_read_response(qp& q, const rx_packet& p, sc_core::sc_time& delay);
     void handle_atomic_ack(qp& q, const rx_packet& p, sc_core::sc_time& delay);
-    /// Writes response bytes into a READ's or atomic's local SGEs at `offset`.
-    bool place_local(qp& q, const rd_ctx& c, uint64_t offset, const uint8_t* data, uint32_t len,
-                     sc_core::sc_time& delay, uint8_t& status);
+    /// Writes `len` bytes at byte `offset` of a scatter list (receive WQE, READ or atomic result)
+    /// through translation (L_Key, local write) and DMA; status LOC_LEN_ERR / LOC_PROT_ERR.
+    bool write_sges(uint32_t pd, const sge* sg, unsigned num_sge, uint64_t offset, const uint8_t* data, uint32_t len,
+                    sc_core::sc_time& delay, uint8_t& status);
+    /// Go back N to `psn` unless the last go-back-N already went there (gap_retry latch).
+    void go_back_once(qp& q, uint32_t psn, sc_core::sc_time& delay);
+    /// The oldest READ/atomic's responses are missing: go back N to its next expected PSN.
+    void implied_nak(qp& q, sc_core::sc_time& delay);
     /// Retransmission after a sequence-error NAK, an implied NAK or a timeout: retries_left
     /// permitting, go back N from `psn`; else RETRY_EXC_ERR.
     void retry(qp& q, uint32_t psn, sc_core::sc_time& delay);

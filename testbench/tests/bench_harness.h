@@ -390,6 +390,26 @@ private:
     std::unique_ptr<app_module> app_;
 };
 
+/// Modify QP to state `s` with no other attribute.
+inline int to_state(ibv_qp* qp, ibv_qp_state s) {
+    ibv_qp_attr a{};
+    a.qp_state = s;
+    return ibv_modify_qp(qp, &a, IBV_QP_STATE);
+}
+
+/// The QP's state as the HCA reports it (QUERY_QP).
+inline ibv_qp_state query_state(ibv_qp* qp) {
+    ibv_qp_attr a{};
+    ibv_qp_init_attr ia{};
+    EXPECT_EQ(ibv_query_qp(qp, &a, 0, &ia), 0);
+    return a.qp_state;
+}
+
+/// Counter of node `node`'s HCA by unit key ("transport_engine.tx_packets").
+inline uint64_t ctr(unsigned node, const std::string& unit_key) {
+    return rc_harness::counter_value("node" + std::to_string(node) + ".hca." + unit_key);
+}
+
 /// Runs `body` in a forked child and returns the text it produced (for comparing two runs);
 /// gtest failures or a crash in the child fail the calling test.
 inline std::string run_forked_capture(const std::function<void(std::string&)>& body) {

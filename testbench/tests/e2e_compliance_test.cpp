@@ -24,19 +24,6 @@ namespace {
 constexpr uint8_t kGuard = 0xA5;
 constexpr uint64_t kQuietNs = 100'000;  // 100 us: far longer than one message round trip
 
-int to_state(ibv_qp* qp, ibv_qp_state s) {
-    ibv_qp_attr a{};
-    a.qp_state = s;
-    return ibv_modify_qp(qp, &a, IBV_QP_STATE);
-}
-
-ibv_qp_state query_state(ibv_qp* qp) {
-    ibv_qp_attr a{};
-    ibv_qp_init_attr ia{};
-    EXPECT_EQ(ibv_query_qp(qp, &a, 0, &ia), 0);
-    return a.qp_state;
-}
-
 /// Node i's QP: Reset, then Init with `pkey_index`, up to `upto` (Init, RTR or RTS) towards the
 /// peer, with the harness's attributes (PSNs restart from the configured ones).
 int reconnect(rc_harness& h, unsigned i, ibv_qp_state upto, uint16_t pkey_index = 0) {
@@ -50,10 +37,6 @@ hw::cmd_status set_pkey(rc_harness& h, unsigned node, unsigned index, uint16_t p
 }
 
 pkey_checker& pkeys(rc_harness& h, unsigned node) { return h.mach().at(node).adapter.pkeys; }
-
-uint64_t ctr(unsigned node, const std::string& unit_key) {
-    return rc_harness::counter_value("node" + std::to_string(node) + ".hca." + unit_key);
-}
 
 /// Source buffer on node0 and target/receive buffer on node1, both registered.
 struct bufs {

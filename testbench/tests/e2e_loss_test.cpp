@@ -27,10 +27,6 @@ constexpr unsigned kDepth = 32;          // WRs outstanding
 constexpr uint32_t kSlot = 12288;        // bytes per buffer slot (largest message)
 constexpr unsigned kMessages = 10'000;
 
-uint64_t ctr(unsigned node, const std::string& unit_key) {
-    return rc_harness::counter_value("node" + std::to_string(node) + ".hca." + unit_key);
-}
-
 /// Message i's size: 1 byte to 3 packets at MTU 4096, a fixed cycle.
 uint32_t size_of(unsigned i) {
     static const uint32_t sizes[] = {1, 64, 1000, 4096, 4097, 8192, 12288, 300};
@@ -233,10 +229,12 @@ void run_loss(kind k, const std::vector<std::pair<std::string, std::string>>& fa
             EXPECT_EQ(r.bytes, total);
             EXPECT_EQ(ctr(1, "transport_engine.rx_payload_bytes"), total) << "each byte placed exactly once";
         }
-        if (k == kind::atomic)
+        if (k == kind::atomic) {
             EXPECT_EQ(ctr(1, "transport_engine.atomics_executed"), kMessages) << "duplicates replayed, not re-executed";
-        if (expect_retransmits)
+        }
+        if (expect_retransmits) {
             EXPECT_GT(ctr(0, "transport_engine.retransmits"), 0u) << "the faults did bite";
+        }
         std::fprintf(stderr, "retransmits %llu timeouts %llu duplicates %llu replays %llu at %.3f ms\n",
                      (unsigned long long)ctr(0, "transport_engine.retransmits"),
                      (unsigned long long)ctr(0, "transport_engine.timeouts"),
@@ -333,10 +331,8 @@ SIM_TEST(E2eLoss, dead_link_retry_exceeded_then_flush) {
         ASSERT_EQ(ibv_query_qp(h.s[0].qp, &a, 0, &ia), 0);
         EXPECT_EQ(a.qp_state, IBV_QPS_ERR);
         // Each acknowledged message is in place; placed bytes add up to whole messages, once each.
-        for (unsigned i = 0; i < ok; ++i)
-            if (i + 64 >= ok) {  // slots not overwritten by a later message
-                h.expect_mem(1, rbuf + (i % 64) * 4096, pattern(4096, i + 1), "message " + std::to_string(i));
-            }
+        for (unsigned i = ok > 64 ? ok - 64 : 0; i < ok; ++i)  // slots not overwritten by a later message
+            h.expect_mem(1, rbuf + (i % 64) * 4096, pattern(4096, i + 1), "message " + std::to_string(i));
         const uint64_t placed = ctr(1, "transport_engine.rx_payload_bytes");
         EXPECT_EQ(placed % 4096, 0u) << "no message placed partially twice";
         EXPECT_GE(placed, uint64_t(ok) * 4096);

@@ -22,23 +22,6 @@ namespace {
 constexpr uint8_t kGuard = 0xA5;
 constexpr uint64_t kQuietNs = 100'000;
 
-uint64_t ctr(unsigned node, const std::string& unit_key) {
-    return rc_harness::counter_value("node" + std::to_string(node) + ".hca." + unit_key);
-}
-
-int to_state(ibv_qp* qp, ibv_qp_state s) {
-    ibv_qp_attr a{};
-    a.qp_state = s;
-    return ibv_modify_qp(qp, &a, IBV_QP_STATE);
-}
-
-ibv_qp_state query_state(ibv_qp* qp) {
-    ibv_qp_attr a{};
-    ibv_qp_init_attr ia{};
-    EXPECT_EQ(ibv_query_qp(qp, &a, 0, &ia), 0);
-    return a.qp_state;
-}
-
 uint64_t load64(rc_harness& h, unsigned node, uint64_t va) {
     const auto v = h.read_mem(node, va, 8);
     uint64_t x = 0;
