@@ -1,4 +1,4 @@
-// Command interface (interface version 1).
+// Command interface (interface version 2).
 //
 // Software writes a cmd_mailbox in host memory, writes its physical address to
 // REG_CMD_MAILBOX and the token to REG_CMD_DOORBELL. The HCA's command unit reads the
@@ -22,13 +22,21 @@ enum cmd_opcode : uint16_t {
     CMD_CREATE_EQ = 0x08,    ///< in_mod: EQN; in: eq_context
     CMD_CREATE_CQ = 0x10,    ///< in_mod: CQN; in: cq_context
     CMD_DESTROY_CQ = 0x11,   ///< in_mod: CQN
-    CMD_CREATE_MPT = 0x20,   ///< in_mod: MPT index; in: mpt_entry
-    CMD_DESTROY_MPT = 0x21,  ///< in_mod: MPT index
+    CMD_CREATE_MPT = 0x20,   ///< in_mod: MPT index; op_mod: mpt_create_mode; in: mpt_entry
+    CMD_DESTROY_MPT = 0x21,  ///< in_mod: MPT index (fails BAD_STATE: MR with windows bound)
     CMD_WRITE_MTT = 0x22,    ///< in: write_mtt_in + entries
+    CMD_QUERY_MPT = 0x23,    ///< in_mod: MPT index; out: mpt_entry as the HCA holds it
     CMD_CREATE_QP = 0x30,    ///< in_mod: QPN; in: qp_context (state Reset)
     CMD_MODIFY_QP = 0x31,    ///< in_mod: QPN; op_mod: new qp_state; in: modify_qp_in
     CMD_QUERY_QP = 0x32,     ///< in_mod: QPN; out: qp_context
     CMD_DESTROY_QP = 0x33,   ///< in_mod: QPN
+};
+
+/// CMD_CREATE_MPT op_mod.
+enum mpt_create_mode : uint32_t {
+    MPT_CREATE = 0,  ///< the index must be Invalid
+    MPT_MODIFY = 1,  ///< Reregister: replace a Valid MR (no windows bound) in one step; the HCA
+                     ///< keeps its own fields (bound_mws) and drops its cached copies
 };
 
 /// Command completion status (cmd_mailbox::status bits 7..0).
@@ -96,6 +104,12 @@ enum hca_cap_flags : uint64_t {
     CAP_RESIZE_CQ = 1ull << 12,  ///< resize CQ
     CAP_SQD_ASYNC = 1ull << 13,  ///< SQ drained async event
     CAP_INLINE = 1ull << 14,     ///< inline data in WQEs
+    CAP_MW_TYPE2A = 1ull << 15,  ///< type 2 windows are type 2A (QP-associated)
+    CAP_MW_TYPE2B = 1ull << 16,  ///< type 2 windows are type 2B (QP- and PD-associated)
+    CAP_ZBVA = 1ull << 17,       ///< zero-based virtual addresses (ACCESS_ZERO_BASED)
+    CAP_BLOCK_LIST = 1ull << 18, ///< physical registration with block lists
+    CAP_LOCAL_INV_FENCE = 1ull << 19, ///< fenced Local Invalidate gives strong ordering
+    CAP_RESERVED_LKEY = 1ull << 20,   ///< the reserved L_Key (hca_caps::reserved_lkey)
 };
 
 /// CMD_QUERY_HCA output: device attributes (feeds ibv_query_device).
@@ -124,8 +138,12 @@ struct hca_caps {
     uint8_t phys_port_cnt;      ///< ports
     uint8_t local_ca_ack_delay; ///< ACK delay code
     uint8_t rsvd[6];            ///< reserved, zero
+    uint32_t max_mw;            ///< memory windows (they share the MPT with MRs)
+    uint32_t reserved_lkey;     ///< the reserved L_Key (CAP_RESERVED_LKEY)
+    uint32_t max_fast_reg_pages;///< page-list entries of one Fast Register WR
+    uint32_t rsvd2;             ///< reserved, zero
 };
-static_assert(sizeof(hca_caps) == 112);
+static_assert(sizeof(hca_caps) == 128);
 
 /// CMD_QUERY_PORT output.
 struct port_info {

@@ -1,4 +1,4 @@
-// Context table entries the HCA keeps in host memory (interface version 1).
+// Context table entries the HCA keeps in host memory (interface version 2).
 //
 // INIT_HCA gives the HCA the physical base of each table; entry i of a table is at
 // base + i * sizeof(entry). Software never writes a table directly: it passes entries in
@@ -38,6 +38,7 @@ enum access_flags : uint32_t {
     ACCESS_REMOTE_READ = 4,
     ACCESS_REMOTE_ATOMIC = 8,
     ACCESS_MW_BIND = 16,
+    ACCESS_ZERO_BASED = 32,  ///< MR / MW addresses are offsets from 0 (ZBVA, o10-36.2.2)
 };
 
 /// Queue pair context (256 bytes).
@@ -85,11 +86,18 @@ struct qp_context {
     uint32_t max_send_wr;      ///< send ring capacity in WQEs
     uint32_t max_recv_wr;      ///< receive ring capacity in WQEs
     uint8_t sqd_notify;        ///< 1: raise EQE_SQ_DRAINED when an SQD drain completes
-    uint8_t rsvd1[135];        ///< reserved, zero
+    uint8_t mm_flags;          ///< qp_mm_flags: memory management operations this QP may use
+    uint8_t rsvd1[134];        ///< reserved, zero
 };
 static_assert(sizeof(qp_context) == 256);
 static_assert(offsetof(qp_context, sq_base) == 24 && offsetof(qp_context, dest_qpn) == 48 &&
               offsetof(qp_context, dgid) == 92);
+
+/// qp_context::mm_flags (fixed at create, IBA 10.6.4.3.2).
+enum qp_mm_flags : uint8_t {
+    QP_MM_FAST_REG = 0x01,      ///< Fast Register PMR work requests allowed (o10-37.2.7)
+    QP_MM_RESERVED_LKEY = 0x02, ///< SGEs may use RESERVED_LKEY (o10-37.2.11)
+};
 
 /// Completion queue context (64 bytes).
 struct cq_context {
@@ -119,39 +127,78 @@ struct eq_context {
 };
 static_assert(sizeof(eq_context) == 32);
 
-/// MPT entry flags.
-enum mpt_flags : uint8_t {
-    MPT_VALID = 0x01,       ///< the entry is in use (keys are checked against it)
-    MPT_PHYSICAL = 0x02,    ///< no translation: VA is the physical address
+/// MPT entry kinds: a memory region or a memory window (IBA 10.6.7.2 types).
+enum mpt_type : uint8_t {
+    MPT_TYPE_MR = 0,    ///< memory region (Register MR / PMR / Shared MR, Allocate L_Key)
+    MPT_TYPE_MW1 = 1,   ///< type 1 memory window (bound by the Bind MW verb; PD-associated)
+    MPT_TYPE_MW2A = 2,  ///< type 2A memory window (bound by a bind WR; QP-associated)
+    MPT_TYPE_MW2B = 3,  ///< type 2B memory window (bound by a bind WR; QP- and PD-associated)
 };
 
-/// Memory protection table entry (64 bytes): one MR (MWs in a later interface version).
-/// A key is (index << 8) | key byte; the index selects the entry and the key byte must match.
+/// Key states (IBA 10.6.2.3). Invalid: no entry; Free: allocated, grants nothing; Valid: usable.
+enum mpt_state : uint8_t {
+    MPT_STATE_INVALID = 0,
+    MPT_STATE_FREE = 1,   ///< Allocate L_Key before Fast Register / after Invalidate; an unbound window
+    MPT_STATE_VALID = 2,
+};
+
+/// MPT entry flags.
+enum mpt_flags : uint8_t {
+    MPT_SHARED = 0x01,      ///< MR made by Register Shared MR (no invalidate, no fast register)
+    MPT_SHARE_SRC = 0x02,   ///< MR that another MR was registered as shared from
+    MPT_FAST_REG = 0x04,    ///< MR made by Allocate L_Key: Fast Register / Invalidate apply to it
+    MPT_BLOCK_LIST = 0x08,  ///< MR translation entries are blocks of block_size bytes (any alignment)
+    MPT_PHYS = 0x10,        ///< MR registered from a physical page/block list (Register PMR)
+};
+
+/// Memory protection table entry (128 bytes): one MR or one MW. A key is (index << 8) | key
+/// byte; the index selects the entry and the key byte must match `key`. Fields marked HCA are
+/// maintained by the HCA (bind, invalidate, fast register); software reads them with
+/// CMD_QUERY_MPT and must pass them back unchanged in a CMD_CREATE_MPT that modifies an entry.
 struct mpt_entry {
     uint32_t key;            ///< full L_Key / R_Key ((index << 8) | key byte)
     uint32_t pd;             ///< protection domain number
-    uint32_t access;         ///< access_flags
+    uint32_t access;         ///< access_flags (ACCESS_ZERO_BASED: start_va is 0)
+    uint8_t state;           ///< mpt_state
+    uint8_t type;            ///< mpt_type
     uint8_t flags;           ///< mpt_flags
-    uint8_t log_page_size;   ///< log2 of the translation page size (12 = 4 KiB)
-    uint16_t rsvd0;          ///< reserved, zero
-    uint64_t start_va;       ///< first virtual address of the region
-    uint64_t length;         ///< region length in bytes
+    uint8_t log_page_size;   ///< MR with a page list: log2 of the page size (12 = 4 KiB)
+    uint64_t start_va;       ///< first address of the region / window as requests name it
+    uint64_t length;         ///< bytes
+    // Memory region:
     uint64_t mtt_base;       ///< index of the first MTT entry of this region
-    uint64_t mtt_count;      ///< MTT entries used by this region
-    uint64_t rsvd1[2];       ///< reserved, zero
+    uint32_t mtt_count;      ///< MTT entries in use
+    uint32_t mtt_reserved;   ///< MTT entries reserved at mtt_base (Allocate L_Key; else = mtt_count)
+    uint32_t page_offset;    ///< byte offset of the region's first byte in its first page / block
+    uint32_t block_size;     ///< MPT_BLOCK_LIST: bytes per block
+    uint32_t bound_mws;      ///< HCA: memory windows bound to this region
+    uint32_t rsvd0;          ///< reserved, zero
+    // Memory window:
+    uint32_t mr_index;       ///< HCA: MPT index of the region the window is bound to
+    uint32_t qpn;            ///< HCA: type 2 window: QP it is bound to
+    uint64_t mr_va;          ///< HCA: region address of the window's first byte
+    uint64_t rsvd1[6];       ///< reserved, zero
 };
-static_assert(sizeof(mpt_entry) == 64);
+static_assert(sizeof(mpt_entry) == 128);
+static_assert(offsetof(mpt_entry, start_va) == 16 && offsetof(mpt_entry, mtt_base) == 32 &&
+              offsetof(mpt_entry, mr_index) == 64 && offsetof(mpt_entry, mr_va) == 72);
+
+/// The reserved L_Key (IBA 10.6.4.3.2): names host physical addresses directly, on QPs created
+/// with it enabled. MPT index 0 is never allocated, so no MR or MW has this key.
+constexpr uint32_t RESERVED_LKEY = 0x00000000u;
 
 /// Key helpers: 24-bit index + 8-bit key byte.
 constexpr uint32_t key_index(uint32_t key) { return key >> 8; }
 constexpr uint8_t key_byte(uint32_t key) { return uint8_t(key & 0xFF); }
 constexpr uint32_t make_key(uint32_t index, uint8_t byte) { return (index << 8) | byte; }
 
-/// Memory translation table entry: physical address of one page of a region.
+/// Memory translation table entry: physical address of one page (page list: page aligned) or
+/// of one block (block list: any alignment) of a region.
 struct mtt_entry {
-    uint64_t value;  ///< page physical address | MTT_PRESENT
+    uint64_t value;  ///< physical address | MTT_PRESENT
 };
 static_assert(sizeof(mtt_entry) == 8);
-constexpr uint64_t MTT_PRESENT = 1;
+constexpr uint64_t MTT_PRESENT = 1ull << 63;
+constexpr uint64_t mtt_address(uint64_t value) { return value & ~MTT_PRESENT; }
 
 }  // namespace hcasim::hw

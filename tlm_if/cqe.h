@@ -1,4 +1,4 @@
-// Completion and event queue entry layouts in host memory (interface version 1).
+// Completion and event queue entry layouts in host memory (interface version 2).
 //
 // A CQ is a ring of 2^log_size 64-byte CQEs. Ownership: the HCA writes the N-th CQE it ever
 // produces on the CQ (N counting from 0) into slot N mod size with `owner` bit 0 equal to
@@ -20,7 +20,7 @@ enum cqe_status : uint8_t {
     CQE_LOC_EEC_OP_ERR = 3,
     CQE_LOC_PROT_ERR = 4,
     CQE_WR_FLUSH_ERR = 5,
-    CQE_MW_BIND_ERR = 6,
+    CQE_MW_BIND_ERR = 6,    ///< memory management operation error (bind, invalidate, fast register)
     CQE_BAD_RESP_ERR = 7,
     CQE_LOC_ACCESS_ERR = 8,
     CQE_REM_INV_REQ_ERR = 9,
@@ -47,6 +47,7 @@ enum cqe_opcode : uint8_t {
     CQE_OP_FETCH_ADD = 4,
     CQE_OP_BIND_MW = 5,
     CQE_OP_LOCAL_INV = 6,
+    CQE_OP_FAST_REG = 32,   ///< hcasim: Fast Register PMR (libibverbs has no such opcode)
     CQE_OP_RECV = 128,
     CQE_OP_RECV_RDMA_WITH_IMM = 129,
 };

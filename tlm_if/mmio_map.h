@@ -1,4 +1,4 @@
-// BAR0 register map of the hcasim HCA (interface version 1).
+// BAR0 register map of the hcasim HCA (interface version 2).
 //
 // BAR0 holds the global registers (identification, command interface, interrupt/EQ) in its
 // first 64 KiB and then one 4 KiB UAR (user access region) page per user context. Each UAR
@@ -11,7 +11,7 @@
 namespace hcasim::hw {
 
 /// Version of the HW/SW interface described in tlm_if/ (reported in REG_HCA_ID).
-constexpr uint32_t INTERFACE_VERSION = 1;
+constexpr uint32_t INTERFACE_VERSION = 2;
 /// Value of REG_HCA_ID: "HCA" magic in the upper bytes, interface version in the low byte.
 constexpr uint32_t HCA_ID_VALUE = 0x48434100u | INTERFACE_VERSION;
 

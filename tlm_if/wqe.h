@@ -1,7 +1,8 @@
-// Work queue element layouts in host memory (interface version 1).
+// Work queue element layouts in host memory (interface version 2).
 //
 // A send WQE is a control segment followed by the segments its opcode needs, in this order:
-// [remote-address] [atomic] [UD address] then data segments or one inline-data segment.
+// [remote-address] [atomic] [UD address] then data segments or one inline-data segment;
+// memory management WQEs (bind, fast register) carry their one segment instead.
 // Segments are multiples of 16 bytes. A send queue is a ring of slots of `1 << sq_log_stride`
 // bytes (a multiple of the 64-byte basic block); one WQE occupies one slot. A receive WQE is a
 // recv_header followed by data segments, in slots of `1 << rq_log_stride` bytes.
@@ -23,7 +24,10 @@ enum wqe_opcode : uint8_t {
     WQE_OP_RDMA_READ = 0x04,       ///< RDMA READ
     WQE_OP_CMP_SWAP = 0x05,        ///< atomic compare and swap
     WQE_OP_FETCH_ADD = 0x06,       ///< atomic fetch and add
-    WQE_OP_SEND_INV = 0x07,        ///< SEND with invalidate
+    WQE_OP_SEND_INV = 0x07,        ///< SEND with invalidate (ctrl imm: the R_Key to invalidate)
+    WQE_OP_LOCAL_INV = 0x08,       ///< Local Invalidate (ctrl imm: the L_Key / R_Key); no segments
+    WQE_OP_BIND_MW = 0x09,         ///< bind a memory window: one wqe_bind_seg
+    WQE_OP_FAST_REG = 0x0A,        ///< Fast Register Physical MR: one wqe_fast_reg_seg
     WQE_OP_NOP = 0x0F,             ///< no operation (completes without traffic)
 };
 
@@ -83,6 +87,38 @@ struct wqe_ud_seg {
     uint8_t dgid[16];       ///< destination GID
 };
 static_assert(sizeof(wqe_ud_seg) == 48);
+
+/// wqe_bind_seg::bind_flags.
+enum wqe_bind_flags : uint32_t {
+    BIND_FROM_VERB = 0x1,  ///< posted by the Bind MW verb (type 1 windows only, o10-37.2.34/.35)
+};
+
+/// Bind segment (WQE_OP_BIND_MW), 32 bytes. Length 0 unbinds a type 1 window (C10-66.2.4).
+struct wqe_bind_seg {
+    uint32_t mw_key;      ///< the window's current R_Key (type 2: any key byte of its index)
+    uint32_t new_key;     ///< the window's R_Key after the bind (same index)
+    uint32_t mr_lkey;     ///< L_Key of the region to bind to
+    uint32_t access;      ///< remote rights granted (ACCESS_REMOTE_*, ACCESS_ZERO_BASED)
+    uint64_t addr;        ///< first address in the region (the region's addressing)
+    uint32_t length;      ///< bytes (up to 2^32 - 1)
+    uint32_t bind_flags;  ///< wqe_bind_flags
+};
+static_assert(sizeof(wqe_bind_seg) == 32);
+
+/// Fast register segment (WQE_OP_FAST_REG), 48 bytes. The HCA reads the page list (page_count
+/// 64-bit page-aligned physical addresses) from host memory and makes the L_Key Valid.
+struct wqe_fast_reg_seg {
+    uint32_t lkey;           ///< index from Allocate L_Key + the consumer's key byte
+    uint32_t access;         ///< access_flags of the region
+    uint64_t iova;           ///< first address of the region (ignored with ACCESS_ZERO_BASED)
+    uint64_t length;         ///< bytes
+    uint64_t page_list_pa;   ///< host physical address of the page list
+    uint32_t page_count;     ///< entries in the page list
+    uint32_t page_offset;    ///< offset of the region's first byte in the first page
+    uint8_t log_page_size;   ///< log2 page size of the list (12..30)
+    uint8_t rsvd[7];         ///< reserved, zero
+};
+static_assert(sizeof(wqe_fast_reg_seg) == 48);
 
 /// Data (scatter/gather) segment.
 struct wqe_data_seg {

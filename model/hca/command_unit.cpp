@@ -92,7 +92,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
             return hw::CMD_BAD_PARAM;
         tables_ = t;
         initialised_ = true;
-        xlate_->set_tables(t.mpt_base, 1u << t.log_num_mpts, t.mtt_base, 1ull << t.log_num_mtts);
+        xlate_->set_tables(t.mpt_base, 1u << t.log_num_mpts, t.mtt_base, 1ull << t.log_num_mtts, 1u << t.log_num_qps);
         fetcher_->set_qpc_table(t.qpc_base);
         return hw::CMD_OK;
     }
@@ -135,17 +135,18 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         return hw::CMD_OK;
     }
     case hw::CMD_CREATE_MPT:
+        return create_mpt(in_mod, m.op_mod, m.in, delay);
     case hw::CMD_DESTROY_MPT: {
-        if (in_mod >= (1u << tables_.log_num_mpts))
+        if (in_mod == 0 || in_mod >= (1u << tables_.log_num_mpts))
+            return hw::CMD_BAD_PARAM;  // index 0 is the reserved L_Key (o10-37.2.8)
+        const xlate_status st = xlate_->destroy(in_mod, delay);
+        return st == xlate_status::ok ? hw::CMD_OK : st == xlate_status::busy ? hw::CMD_BAD_STATE : hw::CMD_BAD_RESOURCE;
+    }
+    case hw::CMD_QUERY_MPT: {
+        hw::mpt_entry e;
+        if (in_mod >= (1u << tables_.log_num_mpts) || !xlate_->read_mpt(in_mod, e, delay))
             return hw::CMD_BAD_PARAM;
-        hw::mpt_entry e{};
-        if (m.opcode == hw::CMD_CREATE_MPT) {
-            std::memcpy(&e, m.in, sizeof e);
-            if (hw::key_index(e.key) != in_mod || e.log_page_size < 12 || e.log_page_size > 30)
-                return hw::CMD_BAD_PARAM;
-        }
-        dma.write(tables_.mpt_base + in_mod * sizeof e, &e, sizeof e, delay);
-        xlate_->invalidate_mpt(in_mod);
+        std::memcpy(m.out, &e, sizeof e);
         return hw::CMD_OK;
     }
     case hw::CMD_WRITE_MTT: {
@@ -153,9 +154,9 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         std::memcpy(&w, m.in, sizeof w);
         if (w.count > hw::WRITE_MTT_MAX || w.first_index + w.count > (1ull << tables_.log_num_mtts))
             return hw::CMD_BAD_PARAM;
-        dma.write(tables_.mtt_base + w.first_index * sizeof(hw::mtt_entry), m.in + sizeof w,
-                  w.count * uint32_t(sizeof(hw::mtt_entry)), delay);
-        xlate_->invalidate_mtt(w.first_index, w.count);
+        hw::mtt_entry entries[hw::WRITE_MTT_MAX];
+        std::memcpy(entries, m.in + sizeof w, w.count * sizeof(hw::mtt_entry));
+        xlate_->write_mtt(w.first_index, entries, w.count, delay);
         return hw::CMD_OK;
     }
     case hw::CMD_CREATE_QP: {
@@ -193,6 +194,8 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
     case hw::CMD_DESTROY_QP: {
         if (in_mod >= qp_state_.size() || qp_state_[in_mod] == NO_QP)
             return hw::CMD_BAD_RESOURCE;
+        if (xlate_->windows_bound_to(in_mod))
+            return hw::CMD_BAD_STATE;  // o10-37.2.29: type 2A windows are bound to it
         hw::qp_context c{};
         dma.write(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay);
         qp_state_[in_mod] = NO_QP;
@@ -206,12 +209,55 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
     }
 }
 
+uint8_t command_unit::create_mpt(uint32_t index, uint32_t mode, const uint8_t* in, sc_time& delay) {
+    if (index == 0 || index >= (1u << tables_.log_num_mpts) || mode > hw::MPT_MODIFY)
+        return hw::CMD_BAD_PARAM;  // index 0 is the reserved L_Key
+    hw::mpt_entry e;
+    std::memcpy(&e, in, sizeof e);
+    const bool mr = e.type == hw::MPT_TYPE_MR;
+    if (hw::key_index(e.key) != index || e.type > hw::MPT_TYPE_MW2B || e.state > hw::MPT_STATE_VALID ||
+        e.state == hw::MPT_STATE_INVALID)
+        return hw::CMD_BAD_PARAM;
+    if (mr && ((e.flags & hw::MPT_BLOCK_LIST) ? e.block_size == 0 : e.log_page_size < 12 || e.log_page_size > 30))
+        return hw::CMD_BAD_PARAM;
+    if (mr && (e.mtt_count > e.mtt_reserved || e.mtt_base + e.mtt_reserved > (1ull << tables_.log_num_mtts)))
+        return hw::CMD_BAD_PARAM;
+    if (e.type == hw::MPT_TYPE_MW2A && !(id_.caps.flags & hw::CAP_MW_TYPE2A))
+        return hw::CMD_BAD_PARAM;
+    if (e.type == hw::MPT_TYPE_MW2B && !(id_.caps.flags & hw::CAP_MW_TYPE2B))
+        return hw::CMD_BAD_PARAM;
+    hw::mpt_entry old;
+    if (!xlate_->read_mpt(index, old, delay))
+        return hw::CMD_BAD_PARAM;
+    if (mode == hw::MPT_CREATE) {
+        if (old.state != hw::MPT_STATE_INVALID)
+            return hw::CMD_BAD_RESOURCE;
+        e.bound_mws = 0;
+        if (!mr)
+            e.state = hw::MPT_STATE_FREE;  // a new window is unbound
+    } else {
+        // Reregister (and shared-source marking): a Valid region without windows, in one step.
+        if (!mr || old.type != hw::MPT_TYPE_MR || old.state != hw::MPT_STATE_VALID || e.state != hw::MPT_STATE_VALID)
+            return hw::CMD_BAD_STATE;
+        if (old.bound_mws)
+            return hw::CMD_BAD_STATE;
+        e.bound_mws = old.bound_mws;
+    }
+    e.mr_index = 0;
+    e.qpn = 0;
+    e.mr_va = 0;
+    xlate_->write_mpt(index, e, delay);
+    return hw::CMD_OK;
+}
+
 uint8_t command_unit::modify_qp(uint32_t qpn, uint32_t new_state, const hw::modify_qp_in& in, sc_time& delay) {
     if (qpn >= qp_state_.size() || qp_state_[qpn] == NO_QP)
         return hw::CMD_BAD_RESOURCE;
     if (new_state > hw::QPS_ERR ||
         ((in.attr_mask & hw::QP_ATTR_CUR_STATE) && in.cur_state != engine_->state(qpn)))
         return hw::CMD_BAD_STATE;
+    if (new_state == hw::QPS_RESET && xlate_->windows_bound_to(qpn))
+        return hw::CMD_BAD_STATE;  // o10-37.2.29: type 2A windows are bound to it
     // The legality of the transition and its attributes is the firmware's job (it owns the
     // verbs semantics); the hardware checks that the context is usable.
     hw::qp_context c = in.ctx;

@@ -54,6 +54,7 @@ public:
 private:
     void run();
     uint8_t execute(hw::cmd_mailbox& m, sc_core::sc_time& delay);
+    uint8_t create_mpt(uint32_t index, uint32_t mode, const uint8_t* in, sc_core::sc_time& delay);
     uint8_t modify_qp(uint32_t qpn, uint32_t new_state, const hw::modify_qp_in& in, sc_core::sc_time& delay);
 
     wqe_fetcher* fetcher_ = nullptr;

@@ -21,6 +21,8 @@ hca::hca(const sc_module_name& name, unsigned node_index)
       max_mrs("max_mrs", 65536, "MRs", "memory protection table entries"),
       max_mtts("max_mtts", 1u << 22, "entries", "memory translation table entries (4 KiB pages)"),
       max_qp_wr("max_qp_wr", 16384, "WQEs", "work requests per send or receive queue"),
+      mw_type2("mw_type2", "2B", "", "kind of the type 2 memory windows: 2A (QP-associated) or 2B (QP- and "
+                                     "PD-associated); an HCA implements one (o10-37.2.31)"),
       node_guid("node_guid", 0, "", "node GUID; 0 derives 0x0002c90300000000 + node index + 1"),
       clock_(period(clock_mhz)),
       id_{},
@@ -39,13 +41,17 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     max_mrs.range(1, 1u << 24);
     max_mtts.range(1, 1u << 30);
     max_qp_wr.range(1, 1u << 16);
+    if (mw_type2.get() != "2A" && mw_type2.get() != "2B")
+        throw config_error(std::string(this->name()) + ".mw_type2: '" + mw_type2.get() + "' is not 2A or 2B");
 
     hw::hca_caps& c = id_.caps;
-    c.flags = hw::CAP_RC | hw::CAP_INLINE | hw::CAP_RDMA_READ | hw::CAP_ATOMIC | hw::CAP_SQD_ASYNC;
+    c.flags = hw::CAP_RC | hw::CAP_INLINE | hw::CAP_RDMA_READ | hw::CAP_ATOMIC | hw::CAP_SQD_ASYNC | hw::CAP_MW |
+              hw::CAP_SEND_INV | hw::CAP_ZBVA | hw::CAP_BLOCK_LIST | hw::CAP_LOCAL_INV_FENCE | hw::CAP_RESERVED_LKEY |
+              (mw_type2.get() == "2A" ? hw::CAP_MW_TYPE2A : hw::CAP_MW_TYPE2B);
     c.node_guid = node_guid ? node_guid.get() : 0x0002c90300000000ull + node_index + 1;
     c.sys_image_guid = c.node_guid;
     c.max_mr_size = uint64_t(max_mtts) << 12;
-    c.page_size_cap = 1ull << 12;
+    c.page_size_cap = (1ull << 31) - (1ull << 12);  // physical page lists: 4 KiB .. 1 GiB pages
     c.vendor_id = 0x0002c9;
     c.vendor_part_id = 0x4843;  // "HC"
     c.hw_ver = 1;
@@ -61,6 +67,9 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     c.max_qp_init_rd_atom = MAX_RD_ATOMIC;  // READ/atomic outstanding per QP as requester
     c.max_inline = hw::INLINE_WINDOW_BYTES - 36;  // ctrl (32) + inline header (4): a WQE fills the window
     c.max_mtt = max_mtts;
+    c.max_mw = max_mrs;  // windows and regions share the MPT
+    c.reserved_lkey = hw::RESERVED_LKEY;
+    c.max_fast_reg_pages = MAX_FAST_REG_PAGES;
     c.max_uar = hw::MAX_UARS;
     c.phys_port_cnt = 1;
     c.local_ca_ack_delay = 15;

@@ -29,6 +29,7 @@ public:
     param<unsigned> max_mrs;     ///< MPT entries
     param<unsigned> max_mtts;    ///< MTT entries
     param<unsigned> max_qp_wr;   ///< WQEs per work queue
+    param<std::string> mw_type2; ///< 2A|2B: the kind of type 2 memory windows
     param<uint64_t> node_guid;   ///< node GUID (0: derived from the node index)
 
 private:

@@ -1,145 +1,470 @@
 #include "model/hca/translation_unit.h"
 
+#include <algorithm>
+
 namespace hcasim {
 
 using namespace sc_core;
 
+namespace {
+
+constexpr uint32_t REMOTE_ACCESS = hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_READ | hw::ACCESS_REMOTE_ATOMIC;
+constexpr uint32_t KNOWN_ACCESS = hw::ACCESS_LOCAL_WRITE | REMOTE_ACCESS | hw::ACCESS_MW_BIND | hw::ACCESS_ZERO_BASED;
+
+bool is_window(const hw::mpt_entry& e) { return e.type != hw::MPT_TYPE_MR; }
+
+}  // namespace
+
+const char* to_string(xlate_status s) {
+    switch (s) {
+    case xlate_status::ok: return "ok";
+    case xlate_status::bad_key: return "bad key";
+    case xlate_status::bad_state: return "key not valid";
+    case xlate_status::bad_pd: return "protection domain mismatch";
+    case xlate_status::bad_qpn: return "window bound to another QP";
+    case xlate_status::no_access: return "access right missing";
+    case xlate_status::out_of_bounds: return "out of bounds";
+    case xlate_status::bad_mtt: return "no translation";
+    case xlate_status::too_many_segs: return "too many segments";
+    case xlate_status::bad_type: return "operation not allowed on this key type";
+    case xlate_status::busy: return "windows bound";
+    case xlate_status::shared: return "shared region";
+    case xlate_status::not_enabled: return "not enabled on the QP";
+    case xlate_status::bad_page_list: return "bad page list";
+    case xlate_status::bad_zbva: return "window bind to a zero-based region";
+    }
+    return "?";
+}
+
 translation_unit::translation_unit(const sc_module_name& name, const sc_time& clock)
     : sc_module(name),
       dma("dma"),
-      mpt_cache_entries("mpt_cache_entries", 1024, "entries", "on-chip MPT cache entries (direct mapped)"),
-      mtt_cache_lines("mtt_cache_lines", 4096, "lines", "on-chip MTT cache lines of 8 entries (direct mapped)"),
+      mpt_cache_entries("mpt_cache_entries", 1024, "entries", "on-chip MPT cache entries"),
+      mpt_cache_ways("mpt_cache_ways", 4, "ways", "MPT cache associativity (LRU replacement)"),
+      mtt_cache_lines("mtt_cache_lines", 4096, "lines", "on-chip MTT cache lines of 8 entries"),
+      mtt_cache_ways("mtt_cache_ways", 4, "ways", "MTT cache associativity (LRU replacement)"),
       lookup_cycles("lookup_cycles", 4, "cycles", "pipeline cycles of a lookup that hits in the caches"),
-      lookups("lookups", "translations requested"),
-      mpt_misses("mpt_misses", "MPT cache misses (DMA reads of MPT entries)"),
+      mm_op_cycles("mm_op_cycles", 16, "cycles",
+                   "pipeline cycles of a memory management operation (bind, invalidate, fast register)"),
+      lookups("lookups", "translations requested (zero-length ones excluded)"),
+      mpt_hits("mpt_hits", "MPT cache hits"),
+      mpt_misses("mpt_misses", "MPT cache misses (DMA reads of 128-byte MPT entries)"),
+      mtt_hits("mtt_hits", "MTT cache hits"),
       mtt_misses("mtt_misses", "MTT cache misses (DMA reads of 64-byte MTT lines)"),
-      faults("faults", "translations refused (key, PD, access, bounds)") {
+      faults("faults", "translations refused (key, state, PD, QP, rights, bounds)"),
+      binds("binds", "memory window bind operations executed"),
+      invalidates("invalidates", "invalidate operations executed (Local Invalidate, SEND with Invalidate)"),
+      fast_registers("fast_registers", "Fast Register operations executed"),
+      mm_op_errors("mm_op_errors", "memory management operations refused"),
+      mpt_cache_(1, 1),
+      mtt_cache_(1, 1) {
     mpt_cache_entries.range(1, 1u << 24);
+    mpt_cache_ways.range(1, 64);
     mtt_cache_lines.range(1, 1u << 24);
+    mtt_cache_ways.range(1, 64);
     lookup_cycles.range(0, 100000);
-    mpt_cache_.resize(mpt_cache_entries);
-    mtt_cache_.resize(mtt_cache_lines);
+    mm_op_cycles.range(0, 100000);
+    if (mpt_cache_entries % mpt_cache_ways || mtt_cache_lines % mtt_cache_ways)
+        SC_REPORT_ERROR(this->name(), "cache entries must be a multiple of the cache ways "
+                                      "(mpt_cache_entries / mpt_cache_ways, mtt_cache_lines / mtt_cache_ways)");
+    mpt_cache_.resize(mpt_cache_entries, mpt_cache_ways);
+    mtt_cache_.resize(mtt_cache_lines, mtt_cache_ways);
     hit_time_ = clock * double(lookup_cycles.get());
+    mm_time_ = clock * double(mm_op_cycles.get());
+    page_list_.resize(MAX_FAST_REG_PAGES);
 }
 
-void translation_unit::set_tables(uint64_t mpt_base, uint32_t num_mpts, uint64_t mtt_base, uint64_t num_mtts) {
+void translation_unit::set_tables(uint64_t mpt_base, uint32_t num_mpts, uint64_t mtt_base, uint64_t num_mtts,
+                                  uint32_t num_qps) {
     mpt_base_ = mpt_base;
     num_mpts_ = num_mpts;
     mtt_base_ = mtt_base;
     num_mtts_ = num_mtts;
-    for (auto& l : mpt_cache_) l.valid = false;
-    for (auto& l : mtt_cache_) l.valid = false;
+    mpt_cache_.clear();
+    mtt_cache_.clear();
+    mw2a_bound_.assign(num_qps, 0);
 }
 
-void translation_unit::invalidate_mpt(uint32_t index) {
-    mpt_line& l = mpt_cache_[index % mpt_cache_.size()];
-    if (l.index == index)
-        l.valid = false;
+// ---------------------------------------------------------------- tables and caches
+
+void translation_unit::busy_wait(sc_time& delay) {
+    const sc_time now = sc_time_stamp() + delay;
+    if (now < free_at_)
+        delay += free_at_ - now;
 }
 
-void translation_unit::invalidate_mtt(uint64_t first, uint64_t count) {
-    for (uint64_t line = first / 8; line <= (first + count - 1) / 8 && count; ++line) {
-        mtt_line& l = mtt_cache_[line % mtt_cache_.size()];
-        if (l.first == line * 8)
-            l.valid = false;
-    }
+void translation_unit::busy_until(const sc_time& delay) {
+    const sc_time t = sc_time_stamp() + delay;
+    if (t > free_at_)
+        free_at_ = t;
 }
 
 bool translation_unit::mpt(uint32_t index, hw::mpt_entry& out, sc_time& delay) {
     if (index >= num_mpts_)
         return false;
-    mpt_line& l = mpt_cache_[index % mpt_cache_.size()];
-    if (!l.valid || l.index != index) {
-        ++mpt_misses;
-        if (!dma.read(mpt_base_ + uint64_t(index) * sizeof(hw::mpt_entry), &l.e, sizeof l.e, delay))
-            return false;
-        l.valid = true;
-        l.index = index;
+    if (const hw::mpt_entry* hit = mpt_cache_.find(index)) {
+        ++mpt_hits;
+        out = *hit;
+        return true;
     }
-    out = l.e;
+    ++mpt_misses;
+    hw::mpt_entry e;
+    if (!dma.read(mpt_base_ + uint64_t(index) * sizeof(hw::mpt_entry), &e, sizeof e, delay))
+        return false;
+    mpt_cache_.insert(index) = e;
+    out = e;
     return true;
 }
 
 bool translation_unit::mtt(uint64_t index, uint64_t& value, sc_time& delay) {
     if (index >= num_mtts_)
         return false;
-    const uint64_t first = index & ~uint64_t(7);
-    mtt_line& l = mtt_cache_[(first / 8) % mtt_cache_.size()];
-    if (!l.valid || l.first != first) {
-        ++mtt_misses;
-        if (!dma.read(mtt_base_ + first * sizeof(hw::mtt_entry), l.v, sizeof l.v, delay))
-            return false;
-        l.valid = true;
-        l.first = first;
+    const uint64_t line = index / 8;
+    if (const mtt_line* hit = mtt_cache_.find(line)) {
+        ++mtt_hits;
+        value = hit->v[index % 8];
+        return true;
     }
-    value = l.v[index - first];
+    ++mtt_misses;
+    mtt_line l;
+    if (!dma.read(mtt_base_ + line * 8 * sizeof(hw::mtt_entry), l.v, sizeof l.v, delay))
+        return false;
+    mtt_cache_.insert(line) = l;
+    value = l.v[index % 8];
     return true;
 }
 
-xlate_status translation_unit::check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
-                                     sc_time& delay) {
-    phys_seg none[1];
+bool translation_unit::read_mpt(uint32_t index, hw::mpt_entry& out, sc_time& delay) {
+    return mpt(index, out, delay);
+}
+
+void translation_unit::write_mpt(uint32_t index, const hw::mpt_entry& e, sc_time& delay) {
+    if (index >= num_mpts_)
+        return;
+    dma.write(mpt_base_ + uint64_t(index) * sizeof e, &e, sizeof e, delay);
+    if (hw::mpt_entry* c = mpt_cache_.find(index))
+        *c = e;  // write through: the on-chip copy stays equal to the table
+}
+
+void translation_unit::write_mtt(uint64_t first, const hw::mtt_entry* entries, uint32_t count, sc_time& delay) {
+    if (!count || first >= num_mtts_ || count > num_mtts_ - first)
+        return;
+    dma.write(mtt_base_ + first * sizeof(hw::mtt_entry), entries, count * uint32_t(sizeof(hw::mtt_entry)), delay);
+    for (uint64_t line = first / 8; line <= (first + count - 1) / 8; ++line)
+        mtt_cache_.invalidate(line);
+}
+
+// ---------------------------------------------------------------- accesses
+
+xlate_status translation_unit::check(uint32_t key, const xlate_owner& who, uint64_t va, uint64_t len,
+                                     uint32_t access, sc_time& delay) {
     unsigned n = 0;
-    return translate(key, pd, va, len, access, none, 0, n, delay, false);
+    return resolve(key, who, va, len, access, nullptr, 0, n, delay, false);
 }
 
-xlate_status translation_unit::translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
-                                         phys_seg* segs, unsigned max_segs, unsigned& nsegs, sc_time& delay) {
-    return translate(key, pd, va, len, access, segs, max_segs, nsegs, delay, true);
+xlate_status translation_unit::translate(uint32_t key, const xlate_owner& who, uint64_t va, uint64_t len,
+                                         uint32_t access, phys_seg* segs, unsigned max_segs, unsigned& nsegs,
+                                         sc_time& delay) {
+    return resolve(key, who, va, len, access, segs, max_segs, nsegs, delay, true);
 }
 
-xlate_status translation_unit::translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
-                                         phys_seg* segs, unsigned max_segs, unsigned& nsegs, sc_time& delay,
-                                         bool walk) {
-    ++lookups;
+xlate_status translation_unit::resolve(uint32_t key, const xlate_owner& who, uint64_t va, uint64_t len,
+                                       uint32_t access, phys_seg* segs, unsigned max_segs, unsigned& nsegs,
+                                       sc_time& delay, bool walk) {
     nsegs = 0;
+    if (len == 0)
+        return xlate_status::ok;  // C10-54.1.1: a zero-length segment is not checked at all
+    ++lookups;
+    busy_wait(delay);
     delay += hit_time_;
-    hw::mpt_entry e;
-    auto fault = [this](xlate_status s) {
+    const xlate_status s = lookup(key, who, va, len, access, segs, max_segs, nsegs, delay, walk);
+    busy_until(delay);
+    if (s != xlate_status::ok)
         ++faults;
-        return s;
-    };
-    if (!mpt(hw::key_index(key), e, delay) || !(e.flags & hw::MPT_VALID) || e.key != key)
-        return fault(xlate_status::bad_key);
-    if (e.pd != pd)
-        return fault(xlate_status::bad_pd);
-    if ((e.access & access) != access)
-        return fault(xlate_status::no_access);
-    if (va < e.start_va || len > e.length || va - e.start_va > e.length - len)
-        return fault(xlate_status::out_of_bounds);
-    if (len == 0 || !walk)
-        return xlate_status::ok;
-    if (e.flags & hw::MPT_PHYSICAL) {
-        segs[nsegs++] = {va, uint32_t(len)};
+    return s;
+}
+
+xlate_status translation_unit::lookup(uint32_t key, const xlate_owner& who, uint64_t va, uint64_t len,
+                                      uint32_t access, phys_seg* segs, unsigned max_segs, unsigned& nsegs,
+                                      sc_time& delay, bool walk) {
+    const bool remote = access & REMOTE_ACCESS;
+    if (key == hw::RESERVED_LKEY) {
+        // The reserved L_Key names host physical memory, only locally and only where enabled.
+        if (remote)
+            return xlate_status::bad_key;
+        if (!(who.mm_flags & hw::QP_MM_RESERVED_LKEY))
+            return xlate_status::not_enabled;
+        if (walk) {
+            if (max_segs == 0)
+                return xlate_status::too_many_segs;
+            segs[nsegs++] = {va, uint32_t(len)};
+        }
         return xlate_status::ok;
     }
-    const unsigned shift = e.log_page_size;
-    const uint64_t page = uint64_t(1) << shift;
-    // Page n of the region holds region offset [n*page - (start_va mod page), ...): the MTT
-    // lists the pages covering the region from the page containing start_va.
-    const uint64_t base_page = e.start_va >> shift;
-    uint64_t cur = va;
+    hw::mpt_entry e;
+    if (!mpt(hw::key_index(key), e, delay) || e.state == hw::MPT_STATE_INVALID || e.key != key)
+        return xlate_status::bad_key;
+    if (is_window(e)) {
+        if (!remote)
+            return xlate_status::bad_key;  // a window's R_Key is never an L_Key
+        if (e.state != hw::MPT_STATE_VALID)
+            return xlate_status::bad_state;
+        // Access-time association checks (C10-76.2.1, o10-37.2.42, o10-37.2.43).
+        if (e.type != hw::MPT_TYPE_MW2A && e.pd != who.pd)
+            return xlate_status::bad_pd;
+        if (e.type != hw::MPT_TYPE_MW1 && e.qpn != who.qpn)
+            return xlate_status::bad_qpn;
+        if ((e.access & access) != access)
+            return xlate_status::no_access;  // C10-77
+        if (va < e.start_va || len > e.length || va - e.start_va > e.length - len)
+            return xlate_status::out_of_bounds;  // C10-61: byte granularity
+        hw::mpt_entry mr;
+        // The region under the window must still be a valid region of the window's PD (C10-79.2.2).
+        if (!mpt(e.mr_index, mr, delay) || mr.type != hw::MPT_TYPE_MR || mr.state != hw::MPT_STATE_VALID)
+            return xlate_status::bad_state;
+        if (mr.pd != e.pd)
+            return xlate_status::bad_pd;
+        return walk_region(mr, e.mr_va + (va - e.start_va), len, segs, max_segs, nsegs, delay, walk);
+    }
+    if (e.state != hw::MPT_STATE_VALID)
+        return xlate_status::bad_state;
+    if (e.pd != who.pd)
+        return xlate_status::bad_pd;  // C10-54.2.1, C10-56
+    if ((e.access & access) != access)
+        return xlate_status::no_access;  // C10-47 (local read always), C10-55, C10-57
+    return walk_region(e, va, len, segs, max_segs, nsegs, delay, walk);
+}
+
+xlate_status translation_unit::walk_region(const hw::mpt_entry& mr, uint64_t va, uint64_t len, phys_seg* segs,
+                                           unsigned max_segs, unsigned& nsegs, sc_time& delay, bool walk) {
+    if (va < mr.start_va || len > mr.length || va - mr.start_va > mr.length - len)
+        return xlate_status::out_of_bounds;
+    if (!walk)
+        return xlate_status::ok;
+    // Region offset -> (MTT entry, offset in its page or block). page_offset places the
+    // region's first byte in the first page / block.
+    uint64_t off = va - mr.start_va + mr.page_offset;
     uint64_t left = len;
+    const bool blocks = mr.flags & hw::MPT_BLOCK_LIST;
+    const uint64_t unit = blocks ? uint64_t(mr.block_size) : uint64_t(1) << mr.log_page_size;
+    if (unit == 0)
+        return xlate_status::bad_mtt;
     while (left) {
-        const uint64_t n = (cur >> shift) - base_page;
-        if (n >= e.mtt_count)
-            return fault(xlate_status::bad_mtt);
+        const uint64_t n = blocks ? off / unit : off >> mr.log_page_size;
+        const uint64_t in = blocks ? off % unit : off & (unit - 1);
+        if (n >= mr.mtt_count)
+            return xlate_status::bad_mtt;
         uint64_t m = 0;
-        if (!mtt(e.mtt_base + n, m, delay) || !(m & hw::MTT_PRESENT))
-            return fault(xlate_status::bad_mtt);
-        const uint64_t in_page = cur & (page - 1);
-        const uint64_t chunk = std::min<uint64_t>(left, page - in_page);
-        const uint64_t pa = (m & ~(page - 1)) + in_page;
-        if (nsegs && segs[nsegs - 1].pa + segs[nsegs - 1].len == pa) {
-            segs[nsegs - 1].len += uint32_t(chunk);  // physically contiguous pages merge
+        if (!mtt(mr.mtt_base + n, m, delay) || !(m & hw::MTT_PRESENT))
+            return xlate_status::bad_mtt;
+        const uint64_t chunk = std::min<uint64_t>(left, unit - in);
+        const uint64_t pa = (blocks ? hw::mtt_address(m) : hw::mtt_address(m) & ~(unit - 1)) + in;
+        if (nsegs && segs[nsegs - 1].pa + segs[nsegs - 1].len == pa &&
+            uint64_t(segs[nsegs - 1].len) + chunk <= 0xFFFFFFFFull) {
+            segs[nsegs - 1].len += uint32_t(chunk);  // physically contiguous pieces merge
         } else {
             if (nsegs == max_segs)
-                return fault(xlate_status::too_many_segs);
+                return xlate_status::too_many_segs;
             segs[nsegs++] = {pa, uint32_t(chunk)};
         }
-        cur += chunk;
+        off += chunk;
         left -= chunk;
     }
+    return xlate_status::ok;
+}
+
+// ---------------------------------------------------------------- memory management operations
+
+xlate_status translation_unit::mm_done(xlate_status s, sc_time& delay) {
+    busy_until(delay);
+    if (s != xlate_status::ok)
+        ++mm_op_errors;
+    return s;
+}
+
+void translation_unit::unbind(const hw::mpt_entry& mw, sc_time& delay) {
+    hw::mpt_entry mr;
+    if (mpt(mw.mr_index, mr, delay) && mr.bound_mws) {
+        --mr.bound_mws;
+        write_mpt(mw.mr_index, mr, delay);
+    }
+    if (mw.type == hw::MPT_TYPE_MW2A && mw.qpn < mw2a_bound_.size() && mw2a_bound_[mw.qpn])
+        --mw2a_bound_[mw.qpn];
+}
+
+xlate_status translation_unit::bind_mw(const hw::wqe_bind_seg& b, const xlate_owner& who, sc_time& delay) {
+    ++binds;
+    busy_wait(delay);
+    delay += mm_time_;
+    const uint32_t index = hw::key_index(b.mw_key);
+    hw::mpt_entry w;
+    if (!mpt(index, w, delay) || w.state == hw::MPT_STATE_INVALID || !is_window(w) ||
+        hw::key_index(b.new_key) != index)
+        return mm_done(xlate_status::bad_key, delay);
+    const bool type1 = w.type == hw::MPT_TYPE_MW1;
+    // A type 1 window is bound by the Bind MW verb only, a type 2 window by a bind WR only
+    // (o10-37.2.34, o10-37.2.35).
+    if (type1 != bool(b.bind_flags & hw::BIND_FROM_VERB))
+        return mm_done(xlate_status::bad_type, delay);
+    if (type1 && w.key != b.mw_key)
+        return mm_done(xlate_status::bad_key, delay);
+    if (!type1 && w.state != hw::MPT_STATE_FREE)
+        return mm_done(xlate_status::bad_state, delay);  // o10-37.2.29/30: bind needs a Free window
+    if (w.pd != who.pd)
+        return mm_done(xlate_status::bad_pd, delay);  // C10-72
+    if (b.length == 0) {
+        if (!type1)
+            return mm_done(xlate_status::bad_type, delay);  // o10-37.2.40: no zero-length type 2 bind
+        // C10-66.2.4: a zero-length bind revokes all access through the window.
+        if (w.state == hw::MPT_STATE_VALID)
+            unbind(w, delay);
+        w.state = hw::MPT_STATE_FREE;
+        w.key = b.new_key;
+        w.length = 0;
+        w.access = 0;
+        write_mpt(index, w, delay);
+        return mm_done(xlate_status::ok, delay);
+    }
+    if (b.access & ~(REMOTE_ACCESS | hw::ACCESS_ZERO_BASED | hw::ACCESS_LOCAL_WRITE | hw::ACCESS_MW_BIND))
+        return mm_done(xlate_status::no_access, delay);
+    const uint32_t mr_index = hw::key_index(b.mr_lkey);
+    hw::mpt_entry mr;
+    if (b.mr_lkey == hw::RESERVED_LKEY || !mpt(mr_index, mr, delay) || mr.type != hw::MPT_TYPE_MR ||
+        mr.state != hw::MPT_STATE_VALID || mr.key != b.mr_lkey)
+        return mm_done(xlate_status::bad_key, delay);  // o10-37.2.8: never the reserved L_Key
+    if (mr.pd != w.pd)
+        return mm_done(xlate_status::bad_pd, delay);  // C10-75
+    if (!(mr.access & hw::ACCESS_MW_BIND))
+        return mm_done(xlate_status::no_access, delay);  // C10-73
+    if (mr.access & hw::ACCESS_ZERO_BASED)
+        return mm_done(xlate_status::bad_zbva, delay);  // o10-36.2.2
+    if ((b.access & (hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_ATOMIC)) && !(mr.access & hw::ACCESS_LOCAL_WRITE))
+        return mm_done(xlate_status::no_access, delay);  // C10-62, C10-74
+    if (b.addr < mr.start_va || b.length > mr.length || b.addr - mr.start_va > mr.length - b.length)
+        return mm_done(xlate_status::out_of_bounds, delay);  // C10-75
+    if (w.state == hw::MPT_STATE_VALID)
+        unbind(w, delay);  // a type 1 rebind drops the previous binding (C10-67, C10-68)
+    if (!mpt(mr_index, mr, delay))  // re-read: the unbind may have changed the same region
+        return mm_done(xlate_status::bad_key, delay);
+    ++mr.bound_mws;
+    write_mpt(mr_index, mr, delay);
+    w.state = hw::MPT_STATE_VALID;
+    w.key = b.new_key;
+    w.access = b.access & (REMOTE_ACCESS | hw::ACCESS_ZERO_BASED);
+    w.start_va = (b.access & hw::ACCESS_ZERO_BASED) ? 0 : b.addr;
+    w.length = b.length;
+    w.mr_index = mr_index;
+    w.mr_va = b.addr;
+    w.qpn = type1 ? 0 : who.qpn;
+    write_mpt(index, w, delay);
+    if (w.type == hw::MPT_TYPE_MW2A && who.qpn < mw2a_bound_.size())
+        ++mw2a_bound_[who.qpn];
+    return mm_done(xlate_status::ok, delay);
+}
+
+xlate_status translation_unit::invalidate(uint32_t key, const xlate_owner& who, bool remote, sc_time& delay) {
+    (void)remote;  // the same rules hold for Local Invalidate and SEND with Invalidate
+    ++invalidates;
+    busy_wait(delay);
+    delay += mm_time_;
+    const uint32_t index = hw::key_index(key);
+    hw::mpt_entry e;
+    if (key == hw::RESERVED_LKEY || !mpt(index, e, delay) || e.state == hw::MPT_STATE_INVALID)
+        return mm_done(xlate_status::bad_key, delay);  // o10-37.2.8
+    if (e.type == hw::MPT_TYPE_MW1)
+        return mm_done(xlate_status::bad_type, delay);  // o10-37.2.26, o10-37.2.27
+    if (e.type == hw::MPT_TYPE_MR) {
+        if (e.flags & (hw::MPT_SHARED | hw::MPT_SHARE_SRC))
+            return mm_done(xlate_status::shared, delay);  // o10-37.2.13, .15, .16
+        if (!(e.flags & hw::MPT_FAST_REG))
+            return mm_done(xlate_status::bad_type, delay);  // o10-37.2.13: Register MR regions
+        if (e.pd != who.pd)
+            return mm_done(xlate_status::bad_pd, delay);
+        if (e.state == hw::MPT_STATE_FREE)
+            return mm_done(xlate_status::ok, delay);  // already Free: nothing to do
+        if (e.key != key)
+            return mm_done(xlate_status::bad_key, delay);
+        if (e.bound_mws)
+            return mm_done(xlate_status::busy, delay);  // o10-37.2.17
+        e.state = hw::MPT_STATE_FREE;
+        write_mpt(index, e, delay);
+        return mm_done(xlate_status::ok, delay);
+    }
+    // Type 2 window (o10-37.2.29, o10-37.2.30, o10-37.2.44).
+    if (e.state == hw::MPT_STATE_FREE)
+        return mm_done(e.pd == who.pd ? xlate_status::ok : xlate_status::bad_pd, delay);
+    if (e.key != key)
+        return mm_done(xlate_status::bad_key, delay);
+    if (e.qpn != who.qpn)
+        return mm_done(xlate_status::bad_qpn, delay);
+    if (e.type == hw::MPT_TYPE_MW2B && e.pd != who.pd)
+        return mm_done(xlate_status::bad_pd, delay);
+    unbind(e, delay);
+    e.state = hw::MPT_STATE_FREE;
+    write_mpt(index, e, delay);
+    return mm_done(xlate_status::ok, delay);
+}
+
+xlate_status translation_unit::fast_register(const hw::wqe_fast_reg_seg& f, const xlate_owner& who, sc_time& delay) {
+    ++fast_registers;
+    busy_wait(delay);
+    delay += mm_time_;
+    if (!(who.mm_flags & hw::QP_MM_FAST_REG))
+        return mm_done(xlate_status::not_enabled, delay);  // o10-36.2.1, o10-37.2.5
+    const uint32_t index = hw::key_index(f.lkey);
+    hw::mpt_entry e;
+    if (f.lkey == hw::RESERVED_LKEY || !mpt(index, e, delay) || e.state == hw::MPT_STATE_INVALID ||
+        e.type != hw::MPT_TYPE_MR)
+        return mm_done(xlate_status::bad_key, delay);
+    if (e.flags & (hw::MPT_SHARED | hw::MPT_SHARE_SRC))
+        return mm_done(xlate_status::shared, delay);  // o10-36.2.5
+    if (!(e.flags & hw::MPT_FAST_REG))
+        return mm_done(xlate_status::bad_type, delay);
+    if (e.state != hw::MPT_STATE_FREE)
+        return mm_done(xlate_status::bad_state, delay);  // o10-37.2.5: the L_Key must be Free
+    if (e.pd != who.pd)
+        return mm_done(xlate_status::bad_pd, delay);
+    if ((f.access & ~KNOWN_ACCESS) ||
+        ((f.access & (hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_ATOMIC)) && !(f.access & hw::ACCESS_LOCAL_WRITE)))
+        return mm_done(xlate_status::no_access, delay);  // C10-48
+    const uint64_t page = uint64_t(1) << std::min<uint8_t>(f.log_page_size, 63);
+    if (f.log_page_size < 12 || f.log_page_size > 30 || f.page_count > e.mtt_reserved ||
+        f.page_count > page_list_.size() || f.page_offset >= page || f.length == 0 ||
+        f.page_offset + f.length > uint64_t(f.page_count) * page)
+        return mm_done(xlate_status::bad_page_list, delay);
+    if (!dma.read(f.page_list_pa, page_list_.data(), f.page_count * uint32_t(sizeof(uint64_t)), delay))
+        return mm_done(xlate_status::bad_page_list, delay);
+    for (uint32_t i = 0; i < f.page_count; ++i) {
+        if (page_list_[i] & (page - 1))
+            return mm_done(xlate_status::bad_page_list, delay);  // pages start on a page boundary
+        page_list_[i] |= hw::MTT_PRESENT;
+    }
+    write_mtt(e.mtt_base, reinterpret_cast<const hw::mtt_entry*>(page_list_.data()), f.page_count, delay);
+    e.state = hw::MPT_STATE_VALID;
+    e.key = f.lkey;
+    e.access = f.access;
+    e.start_va = (f.access & hw::ACCESS_ZERO_BASED) ? 0 : f.iova;
+    e.length = f.length;
+    e.log_page_size = f.log_page_size;
+    e.page_offset = f.page_offset;
+    e.mtt_count = f.page_count;
+    e.flags &= uint8_t(~hw::MPT_BLOCK_LIST);
+    write_mpt(index, e, delay);
+    return mm_done(xlate_status::ok, delay);
+}
+
+xlate_status translation_unit::destroy(uint32_t index, sc_time& delay) {
+    hw::mpt_entry e;
+    if (!mpt(index, e, delay))
+        return xlate_status::bad_key;
+    if (e.state != hw::MPT_STATE_INVALID) {
+        if (e.type == hw::MPT_TYPE_MR && e.bound_mws)
+            return xlate_status::busy;
+        if (is_window(e) && e.state == hw::MPT_STATE_VALID)
+            unbind(e, delay);  // C10-69, C10-70: accesses through it fail from now on
+    }
+    const hw::mpt_entry none{};
+    write_mpt(index, none, delay);
     return xlate_status::ok;
 }
 

@@ -1,7 +1,11 @@
-// Memory translation and protection unit: resolves (L_Key or R_Key, virtual address, length,
-// access) to physical segments through the MPT and MTT tables in host memory, checking the
-// protection domain, access rights and bounds. MPT entries and MTT lines are cached on chip
-// (direct-mapped); misses are DMA reads through the PCIe link and cost their latency.
+// Memory translation and protection unit: resolves (L_Key or R_Key, address, length, access)
+// to physical segments through the MPT and MTT tables in host memory, checking the key and its
+// state, the protection domain, QP association of type 2 windows, access rights and bounds at
+// byte granularity (IBA 10.6.4.5, 10.6.7.2.8). It also executes the memory management
+// operations of send WQEs (bind window, local invalidate, fast register) and of incoming
+// SEND with Invalidate, and the table writes of the command unit, so the on-chip caches of
+// MPT entries and MTT lines (set associative, LRU) always agree with the tables. Misses are
+// DMA reads through the PCIe link and cost their latency; writes go through to host memory.
 #pragma once
 #include <systemc>
 
@@ -10,9 +14,14 @@
 #include "model/core/param.h"
 #include "model/core/stats.h"
 #include "model/hca/dma_port.h"
+#include "model/hca/translation_cache.h"
 #include "tlm_if/contexts.h"
+#include "tlm_if/wqe.h"
 
 namespace hcasim {
+
+/// Page-list entries of one Fast Register WR (QUERY_HCA max_fast_reg_pages).
+constexpr uint32_t MAX_FAST_REG_PAGES = 512;
 
 /// One physically contiguous piece of a translated range.
 struct phys_seg {
@@ -20,67 +29,117 @@ struct phys_seg {
     uint32_t len;  ///< bytes
 };
 
-/// Why a translation failed (the caller maps it to a completion status or a NAK).
+/// Why a translation or a memory management operation failed. The caller maps it to a
+/// completion status or a NAK; the value is also reported as the CQE vendor syndrome.
 enum class xlate_status : uint8_t {
-    ok,
-    bad_key,        ///< no valid MPT entry for the key, or its key byte differs
-    bad_pd,         ///< region belongs to another protection domain
-    no_access,      ///< region does not grant the requested access
-    out_of_bounds,  ///< range not inside the region
-    bad_mtt,        ///< a page of the range has no translation
-    too_many_segs,  ///< the range needs more segments than the caller can take
+    ok = 0,
+    bad_key = 1,        ///< no MPT entry of the right kind for the key, or its key byte differs
+    bad_state = 2,      ///< the key is not Valid (Free: invalidated, unbound, not yet registered)
+    bad_pd = 3,         ///< region / window belongs to another protection domain
+    bad_qpn = 4,        ///< type 2 window bound to another QP
+    no_access = 5,      ///< the region / window does not grant the requested access
+    out_of_bounds = 6,  ///< range not inside the region / window
+    bad_mtt = 7,        ///< a page of the range has no translation
+    too_many_segs = 8,  ///< the range needs more segments than the caller can take
+    bad_type = 9,       ///< operation not defined for this kind of key (e.g. invalidate a type 1 MW)
+    busy = 10,          ///< windows are bound to the region
+    shared = 11,        ///< the region is shared (or shared from): no invalidate / fast register
+    not_enabled = 12,   ///< the QP was not created with fast register / the reserved L_Key
+    bad_page_list = 13, ///< fast register: too many pages, misaligned page, bad page size
+    bad_zbva = 14,      ///< a window bind onto a zero-based region (o10-36.2.2)
+};
+const char* to_string(xlate_status s);
+
+/// The QP an access or operation is made for.
+struct xlate_owner {
+    uint32_t pd = 0;             ///< the QP's (or its SRQ's) protection domain
+    uint32_t qpn = 0;            ///< the QP number (type 2 windows)
+    uint8_t mm_flags = 0;        ///< hw::qp_mm_flags of the QP
 };
 
 class translation_unit : public sc_core::sc_module {
 public:
     dma_port dma;
 
-    param<unsigned> mpt_cache_entries;  ///< on-chip MPT cache entries (direct mapped)
-    param<unsigned> mtt_cache_lines;    ///< on-chip MTT cache lines of 8 entries (direct mapped)
+    param<unsigned> mpt_cache_entries;  ///< on-chip MPT cache entries
+    param<unsigned> mpt_cache_ways;     ///< MPT cache associativity
+    param<unsigned> mtt_cache_lines;    ///< on-chip MTT cache lines of 8 entries
+    param<unsigned> mtt_cache_ways;     ///< MTT cache associativity
     param<unsigned> lookup_cycles;      ///< pipeline cycles of a lookup that hits
+    param<unsigned> mm_op_cycles;       ///< pipeline cycles of a bind / invalidate / fast register
 
-    counter lookups, mpt_misses, mtt_misses, faults;
+    counter lookups, mpt_hits, mpt_misses, mtt_hits, mtt_misses, faults, binds, invalidates, fast_registers,
+        mm_op_errors;
 
     translation_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& clock);
 
-    /// Table locations (from INIT_HCA).
-    void set_tables(uint64_t mpt_base, uint32_t num_mpts, uint64_t mtt_base, uint64_t num_mtts);
-    /// Drop cached copies after the command unit changed the tables.
-    void invalidate_mpt(uint32_t index);
-    void invalidate_mtt(uint64_t first, uint64_t count);
+    /// Table locations (from INIT_HCA); num_qps sizes the per-QP type 2A window counts.
+    void set_tables(uint64_t mpt_base, uint32_t num_mpts, uint64_t mtt_base, uint64_t num_mtts, uint32_t num_qps);
 
-    /// Translates [va, va + len) under `key` for protection domain `pd` needing `access`
-    /// (access_flags; 0 = local read). Fills segs[0..nsegs). `delay` is the caller's local time
-    /// on entry and when the translation is known on return.
-    xlate_status translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
+    // ---- Accesses (transport engine) ----
+
+    /// Translates [va, va + len) under `key` for `who` needing `access` (access_flags; 0 = local
+    /// read, ACCESS_LOCAL_WRITE = local write, ACCESS_REMOTE_* = a remote request: the key is an
+    /// R_Key of a region or a window). Fills segs[0..nsegs). len 0 checks nothing (C10-54.1.1).
+    /// `delay` is the caller's local time on entry and when the translation is known on return.
+    xlate_status translate(uint32_t key, const xlate_owner& who, uint64_t va, uint64_t len, uint32_t access,
                            phys_seg* segs, unsigned max_segs, unsigned& nsegs, sc_core::sc_time& delay);
 
-    /// Checks `key` for [va, va + len) under `pd` needing `access` (key, PD, rights, bounds)
-    /// without walking the page table: the request-time check of a READ or atomic whose pages
-    /// are translated packet by packet later.
-    xlate_status check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
+    /// Checks `key` for [va, va + len) like translate without walking the page table: the
+    /// request-time check of a READ or atomic whose pages are translated later.
+    xlate_status check(uint32_t key, const xlate_owner& who, uint64_t va, uint64_t len, uint32_t access,
                        sc_core::sc_time& delay);
+
+    // ---- Memory management operations (send WQEs and SEND with Invalidate) ----
+
+    /// Binds (or, length 0 on a type 1 window, unbinds) a window (C10-72..75, o10-37.2.29/30/33).
+    xlate_status bind_mw(const hw::wqe_bind_seg& b, const xlate_owner& who, sc_core::sc_time& delay);
+    /// Local Invalidate WR (remote = false) or incoming SEND with Invalidate (remote = true) of
+    /// `key`: a fast-register region or a type 2 window becomes Free (o10-37.2.13..18, .44).
+    xlate_status invalidate(uint32_t key, const xlate_owner& who, bool remote, sc_core::sc_time& delay);
+    /// Fast Register PMR WR: reads the page list, writes the MTT and makes the L_Key Valid
+    /// (o10-37.2.5).
+    xlate_status fast_register(const hw::wqe_fast_reg_seg& f, const xlate_owner& who, sc_core::sc_time& delay);
+
+    // ---- Table access for the command unit ----
+
+    /// Reads entry `index` (through the cache).
+    bool read_mpt(uint32_t index, hw::mpt_entry& out, sc_core::sc_time& delay);
+    /// Writes entry `index` to host memory and the cache.
+    void write_mpt(uint32_t index, const hw::mpt_entry& e, sc_core::sc_time& delay);
+    /// Writes `count` MTT entries from `entries` at `first`.
+    void write_mtt(uint64_t first, const hw::mtt_entry* entries, uint32_t count, sc_core::sc_time& delay);
+    /// Destroys entry `index` (Deregister MR, Deallocate MW): busy for a region with windows
+    /// bound; a bound window is unbound first.
+    xlate_status destroy(uint32_t index, sc_core::sc_time& delay);
+    /// Type 2A windows bound to QP `qpn` (a QP with any may not be destroyed or reset).
+    uint32_t windows_bound_to(uint32_t qpn) const { return qpn < mw2a_bound_.size() ? mw2a_bound_[qpn] : 0; }
+
 private:
-    xlate_status translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
-                           phys_seg* segs, unsigned max_segs, unsigned& nsegs, sc_core::sc_time& delay, bool walk);
+    xlate_status resolve(uint32_t key, const xlate_owner& who, uint64_t va, uint64_t len, uint32_t access,
+                         phys_seg* segs, unsigned max_segs, unsigned& nsegs, sc_core::sc_time& delay, bool walk);
+    xlate_status lookup(uint32_t key, const xlate_owner& who, uint64_t va, uint64_t len, uint32_t access,
+                        phys_seg* segs, unsigned max_segs, unsigned& nsegs, sc_core::sc_time& delay, bool walk);
+    xlate_status walk_region(const hw::mpt_entry& mr, uint64_t va, uint64_t len, phys_seg* segs, unsigned max_segs,
+                             unsigned& nsegs, sc_core::sc_time& delay, bool walk);
+    xlate_status mm_done(xlate_status s, sc_core::sc_time& delay);
+    void unbind(const hw::mpt_entry& mw, sc_core::sc_time& delay);
+    /// The unit is in order: a lookup starts when the previous one (and its misses) finished.
+    void busy_wait(sc_core::sc_time& delay);
+    void busy_until(const sc_core::sc_time& delay);
     bool mpt(uint32_t index, hw::mpt_entry& out, sc_core::sc_time& delay);
     bool mtt(uint64_t index, uint64_t& value, sc_core::sc_time& delay);
 
-    struct mpt_line {
-        bool valid = false;
-        uint32_t index = 0;
-        hw::mpt_entry e{};
-    };
     struct mtt_line {
-        bool valid = false;
-        uint64_t first = 0;
         uint64_t v[8] = {};
     };
-    std::vector<mpt_line> mpt_cache_;
-    std::vector<mtt_line> mtt_cache_;
+    translation_cache<hw::mpt_entry> mpt_cache_;
+    translation_cache<mtt_line> mtt_cache_;
+    std::vector<uint32_t> mw2a_bound_;
     uint64_t mpt_base_ = 0, mtt_base_ = 0, num_mtts_ = 0;
     uint32_t num_mpts_ = 0;
-    sc_core::sc_time hit_time_;
+    sc_core::sc_time hit_time_, mm_time_, free_at_;
+    std::vector<uint64_t> page_list_;  ///< fast register scratch (sized once)
 };
 
 }  // namespace hcasim

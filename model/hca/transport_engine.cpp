@@ -32,8 +32,14 @@ uint8_t cqe_opcode_of(uint8_t wqe_op) {
     case hw::WQE_OP_RDMA_READ: return hw::CQE_OP_RDMA_READ;
     case hw::WQE_OP_CMP_SWAP: return hw::CQE_OP_COMP_SWAP;
     case hw::WQE_OP_FETCH_ADD: return hw::CQE_OP_FETCH_ADD;
+    case hw::WQE_OP_LOCAL_INV: return hw::CQE_OP_LOCAL_INV;
+    case hw::WQE_OP_BIND_MW: return hw::CQE_OP_BIND_MW;
+    case hw::WQE_OP_FAST_REG: return hw::CQE_OP_FAST_REG;
     default: return hw::CQE_OP_SEND;
     }
+}
+bool is_memory_op(uint8_t wqe_op) {
+    return wqe_op == hw::WQE_OP_LOCAL_INV || wqe_op == hw::WQE_OP_BIND_MW || wqe_op == hw::WQE_OP_FAST_REG;
 }
 bool is_rd_atomic(uint8_t wqe_op) {
     return wqe_op == hw::WQE_OP_RDMA_READ || wqe_op == hw::WQE_OP_CMP_SWAP || wqe_op == hw::WQE_OP_FETCH_ADD;
@@ -144,6 +150,7 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
     q.sl = c.sl;
     q.sig_all = c.sig_all;
     q.pd = c.pd;
+    q.who = xlate_owner{c.pd, c.qpn, c.mm_flags};
     q.send_cqn = c.send_cqn;
     q.recv_cqn = c.recv_cqn;
     q.dest_qpn = c.dest_qpn;
@@ -346,13 +353,14 @@ void transport_engine::build_bth_lrh(const qp& q, wire::headers& h, uint8_t opco
 bool transport_engine::send_packet(qp& q) {
     send_wqe& w = q.queue[q.q_head];
     sc_time delay = tx_latency_;  // pipeline latency; the initiation interval is packet_cycles
-    const bool is_send = w.opcode == hw::WQE_OP_SEND || w.opcode == hw::WQE_OP_SEND_IMM;
+    const bool is_send = w.opcode == hw::WQE_OP_SEND || w.opcode == hw::WQE_OP_SEND_IMM ||
+                         w.opcode == hw::WQE_OP_SEND_INV;
     const bool is_write = w.opcode == hw::WQE_OP_RDMA_WRITE || w.opcode == hw::WQE_OP_RDMA_WRITE_IMM;
     const bool rd_atomic = is_rd_atomic(w.opcode);
     if (w.malformed || q.transport != hw::QPT_RC ||
-        !(is_send || is_write || rd_atomic || w.opcode == hw::WQE_OP_NOP)) {
-        // Send with invalidate arrives with the memory issue; until then it is a local QP
-        // operation error, never silently dropped.
+        !(is_send || is_write || rd_atomic || is_memory_op(w.opcode) || w.opcode == hw::WQE_OP_NOP)) {
+        // UC and UD arrive with the datagram issue; until then a local QP operation error,
+        // never silently dropped.
         requester_error(q, hw::CQE_LOC_QP_OP_ERR, w, delay);
         return true;
     }
@@ -364,17 +372,11 @@ bool transport_engine::send_packet(qp& q) {
             return false;
     }
     if (w.opcode == hw::WQE_OP_NOP) {
-        q.window[(q.w_head + q.w_count) % q.window.size()] = inflight{
-            w.wr_id, (q.sq_psn - 1) & PSN_MASK, (q.sq_psn - 1) & PSN_MASK, 0, w.wqe_index, w.opcode, w.flags, NO_RD, 0};
-        ++q.w_count;
-        if (uint16_t(w.wqe_index + 1 - q.started_limit) <= 0x8000)
-            q.started_limit = uint16_t(w.wqe_index + 1);
-        retire_head(q);
-        q.resend_pending = false;
-        if (q.w_count == 1)  // nothing older outstanding: complete now
-            pop_window(q, hw::CQE_SUCCESS, delay);
+        complete_locally(q, w, delay);
         return true;
     }
+    if (is_memory_op(w.opcode))
+        return memory_op(q, w, delay);
     if (w.length > 0x80000000ull) {
         requester_error(q, hw::CQE_LOC_LEN_ERR, w, delay);
         return true;
@@ -405,11 +407,12 @@ bool transport_engine::send_packet(qp& q) {
         q.started_limit = uint16_t(w.wqe_index + 1);
     const bool last = remaining <= mtu;
     const bool imm = last && (w.opcode == hw::WQE_OP_SEND_IMM || w.opcode == hw::WQE_OP_RDMA_WRITE_IMM);
+    const bool inv = last && w.opcode == hw::WQE_OP_SEND_INV;
     uint8_t opcode;
     if (is_send)
-        opcode = first && last ? (imm ? op::RC_SEND_ONLY_IMM : op::RC_SEND_ONLY)
+        opcode = first && last ? (imm ? op::RC_SEND_ONLY_IMM : inv ? op::RC_SEND_ONLY_INV : op::RC_SEND_ONLY)
                  : first       ? op::RC_SEND_FIRST
-                 : last        ? (imm ? op::RC_SEND_LAST_IMM : op::RC_SEND_LAST)
+                 : last        ? (imm ? op::RC_SEND_LAST_IMM : inv ? op::RC_SEND_LAST_INV : op::RC_SEND_LAST)
                                : op::RC_SEND_MIDDLE;
     else
         opcode = first && last ? (imm ? op::RC_RDMA_WRITE_ONLY_IMM : op::RC_RDMA_WRITE_ONLY)
@@ -427,6 +430,7 @@ bool transport_engine::send_packet(qp& q) {
     h.r.rkey = w.rkey;
     h.r.dma_len = uint32_t(w.length);
     h.immdt = w.imm;
+    h.ieth_rkey = w.imm;  // SEND with Invalidate: the R_Key the responder invalidates
     const size_t hdr = wire::encode_headers(h, n, tx_pkt_.bytes);
     uint8_t* dst = tx_pkt_.bytes + hdr;
     sc_time ready = delay;
@@ -444,9 +448,10 @@ bool transport_engine::send_packet(qp& q) {
             const uint32_t take = uint32_t(std::min<uint64_t>(left, s.len - q.cur_sge_off));
             phys_seg segs[MAX_SEGS];
             unsigned nsegs = 0;
-            if (xlate_->translate(s.lkey, q.pd, s.addr + q.cur_sge_off, take, 0, segs, MAX_SEGS, nsegs, delay) !=
-                xlate_status::ok) {
-                requester_error(q, hw::CQE_LOC_PROT_ERR, w, delay);
+            const xlate_status st =
+                xlate_->translate(s.lkey, q.who, s.addr + q.cur_sge_off, take, 0, segs, MAX_SEGS, nsegs, delay);
+            if (st != xlate_status::ok) {
+                requester_error(q, hw::CQE_LOC_PROT_ERR, w, delay, uint8_t(st));
                 return true;
             }
             for (unsigned i = 0; i < nsegs; ++i) {
@@ -551,6 +556,44 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
     return true;
 }
 
+void transport_engine::complete_locally(qp& q, const send_wqe& w, sc_time& delay) {
+    q.window[(q.w_head + q.w_count) % q.window.size()] = inflight{
+        w.wr_id, (q.sq_psn - 1) & PSN_MASK, (q.sq_psn - 1) & PSN_MASK, 0, w.wqe_index, w.opcode, w.flags, NO_RD, 0};
+    ++q.w_count;
+    if (uint16_t(w.wqe_index + 1 - q.started_limit) <= 0x8000)
+        q.started_limit = uint16_t(w.wqe_index + 1);
+    retire_head(q);
+    q.resend_pending = false;
+    if (q.w_count == 1)  // nothing older outstanding: complete now
+        pop_window(q, hw::CQE_SUCCESS, delay);
+}
+
+bool transport_engine::memory_op(qp& q, send_wqe& w, sc_time& delay) {
+    // o10-37.2.20, o10-37.2.23: a fenced Local Invalidate waits until every earlier WQE has
+    // completed (strong ordering); unfenced it runs when it reaches the head (relaxed).
+    if (w.opcode == hw::WQE_OP_LOCAL_INV && (w.flags & hw::WQE_FLAG_FENCE) && q.w_count)
+        return false;
+    // A go-back-N re-fetches WQEs from the oldest unacknowledged one: an operation that was
+    // executed before is not executed again.
+    const bool executed = uint16_t(q.started_limit - w.wqe_index - 1) < 0x8000;
+    if (!executed) {
+        xlate_status st;
+        if (w.opcode == hw::WQE_OP_LOCAL_INV)
+            st = xlate_->invalidate(w.imm, q.who, false, delay);
+        else if (w.opcode == hw::WQE_OP_BIND_MW)
+            st = xlate_->bind_mw(w.bind, q.who, delay);
+        else
+            st = xlate_->fast_register(w.freg, q.who, delay);
+        if (st != xlate_status::ok) {
+            // Memory management operation error: the WQE completes in error, the QP goes to Error.
+            requester_error(q, hw::CQE_MW_BIND_ERR, w, delay, uint8_t(st));
+            return true;
+        }
+    }
+    complete_locally(q, w, delay);
+    return true;
+}
+
 void transport_engine::retire_head(qp& q) {
     q.q_head = (q.q_head + 1) % q.queue.size();
     --q.q_count;
@@ -571,7 +614,7 @@ void transport_engine::pop_window(qp& q, uint8_t status, sc_time& delay) {
     send_completion(q, f, status, delay);
 }
 
-void transport_engine::send_completion(qp& q, const inflight& f, uint8_t status, sc_time& delay) {
+void transport_engine::send_completion(qp& q, const inflight& f, uint8_t status, sc_time& delay, uint8_t syndrome) {
     const bool signaled = q.sig_all || (f.flags & hw::WQE_FLAG_SIGNALED);
     if (status == hw::CQE_SUCCESS && !signaled)
         return;  // unsignaled success: no CQE (software learns from later CQEs' wqe_counter)
@@ -582,6 +625,7 @@ void transport_engine::send_completion(qp& q, const inflight& f, uint8_t status,
     e.byte_len = f.length;
     e.qpn = q.qpn;
     e.wqe_counter = f.wqe_index;
+    e.vendor_err = syndrome;
     e.owner = hw::CQE_IS_SEND;
     if (cqw_->complete(q.send_cqn, e, false, delay))
         ++send_completions;
@@ -591,12 +635,12 @@ void transport_engine::send_completion(qp& q, const inflight& f, uint8_t status,
         ++error_completions;
 }
 
-void transport_engine::requester_error(qp& q, uint8_t status, const send_wqe& w, sc_time& delay) {
+void transport_engine::requester_error(qp& q, uint8_t status, const send_wqe& w, sc_time& delay, uint8_t syndrome) {
     // Everything sent before this WQE is still awaiting its ACK; IBA orders completions, so
     // those are flushed behind this error (the QP is in Error: their fate is unknown).
     const inflight f{w.wr_id, q.sq_psn, q.sq_psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
     retire_head(q);
-    send_completion(q, f, status, delay);
+    send_completion(q, f, status, delay, syndrome);
     enter_error(q, delay);
 }
 
@@ -757,7 +801,7 @@ void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& 
         return;
     }
     uint8_t status = hw::CQE_SUCCESS;
-    if (p.payload_len && !write_sges(q.pd, c.sg, c.num_sge, c.placed, p.payload, p.payload_len, delay, status)) {
+    if (p.payload_len && !write_sges(q.who, c.sg, c.num_sge, c.placed, p.payload, p.payload_len, delay, status)) {
         fail_head(q, status, delay);
         return;
     }
@@ -793,7 +837,7 @@ void transport_engine::handle_atomic_ack(qp& q, const rx_packet& p, sc_time& del
     uint8_t bytes[8];
     std::memcpy(bytes, &p.h.aae.orig_data, 8);
     uint8_t status = hw::CQE_SUCCESS;
-    if (!write_sges(q.pd, q.rd[f.rd].sg, q.rd[f.rd].num_sge, 0, bytes, 8, delay, status)) {
+    if (!write_sges(q.who, q.rd[f.rd].sg, q.rd[f.rd].num_sge, 0, bytes, 8, delay, status)) {
         fail_head(q, status, delay);
         return;
     }
@@ -807,7 +851,7 @@ void transport_engine::handle_atomic_ack(qp& q, const rx_packet& p, sc_time& del
     check_drained(q, delay);
 }
 
-bool transport_engine::write_sges(uint32_t pd, const sge* sg, unsigned num_sge, uint64_t offset, const uint8_t* data,
+bool transport_engine::write_sges(const xlate_owner& who, const sge* sg, unsigned num_sge, uint64_t offset, const uint8_t* data,
                                   uint32_t len, sc_time& delay, uint8_t& status) {
     uint64_t skip = offset;
     unsigned i = 0;
@@ -823,7 +867,7 @@ bool transport_engine::write_sges(uint32_t pd, const sge* sg, unsigned num_sge, 
         const uint32_t take = uint32_t(std::min<uint64_t>(left, s.len - skip));
         phys_seg segs[MAX_SEGS];
         unsigned nsegs = 0;
-        if (xlate_->translate(s.lkey, pd, s.addr + skip, take, hw::ACCESS_LOCAL_WRITE, segs, MAX_SEGS, nsegs, delay) !=
+        if (xlate_->translate(s.lkey, who, s.addr + skip, take, hw::ACCESS_LOCAL_WRITE, segs, MAX_SEGS, nsegs, delay) !=
             xlate_status::ok) {
             status = hw::CQE_LOC_PROT_ERR;
             return false;
@@ -1174,7 +1218,7 @@ void transport_engine::send_response(qp& q) {
     if (n) {
         phys_seg segs[MAX_SEGS];
         unsigned nsegs = 0;
-        if (xlate_->translate(j.rkey, q.pd, j.va, n, hw::ACCESS_REMOTE_READ, segs, MAX_SEGS, nsegs, delay) !=
+        if (xlate_->translate(j.rkey, q.who, j.va, n, hw::ACCESS_REMOTE_READ, segs, MAX_SEGS, nsegs, delay) !=
             xlate_status::ok) {
             // The region changed under the READ (deregistered, pages gone): NAK, Error.
             const uint32_t psn = j.psn;
@@ -1245,7 +1289,7 @@ void transport_engine::handle_duplicate(qp& q, const rx_packet& p, const sc_time
         // Re-execute: the requester lost (some of) the responses; it asks again from this PSN.
         const uint64_t len = p.h.r.dma_len;
         if (!(q.access & hw::ACCESS_REMOTE_READ) || p.payload_len || len > 0x80000000ull ||
-            (len && xlate_->check(p.h.r.rkey, q.pd, p.h.r.va, len, hw::ACCESS_REMOTE_READ, d) != xlate_status::ok))
+            (len && xlate_->check(p.h.r.rkey, q.who, p.h.r.va, len, hw::ACCESS_REMOTE_READ, d) != xlate_status::ok))
             return;
         resp_job* j = push_resp(q);
         if (!j)
@@ -1292,7 +1336,7 @@ bool transport_engine::handle_read_request(qp& q, const rx_packet& p, sc_time& d
         return false;
     }
     if (!(q.access & hw::ACCESS_REMOTE_READ) ||
-        (len && xlate_->check(p.h.r.rkey, q.pd, p.h.r.va, len, hw::ACCESS_REMOTE_READ, delay) != xlate_status::ok)) {
+        (len && xlate_->check(p.h.r.rkey, q.who, p.h.r.va, len, hw::ACCESS_REMOTE_READ, delay) != xlate_status::ok)) {
         responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
         return false;
     }
@@ -1330,7 +1374,7 @@ bool transport_engine::handle_atomic(qp& q, const rx_packet& p, sc_time& delay) 
     phys_seg seg[1];
     unsigned nsegs = 0;
     if (!(q.access & hw::ACCESS_REMOTE_ATOMIC) ||
-        xlate_->translate(p.h.ae.rkey, q.pd, va, 8, hw::ACCESS_REMOTE_ATOMIC, seg, 1, nsegs, delay) != xlate_status::ok) {
+        xlate_->translate(p.h.ae.rkey, q.who, va, 8, hw::ACCESS_REMOTE_ATOMIC, seg, 1, nsegs, delay) != xlate_status::ok) {
         responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
         return false;
     }
@@ -1395,14 +1439,17 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
     }
     q.nak_pending = false;
 
-    const bool send_first = code == op::SEND_FIRST || code == op::SEND_ONLY || code == op::SEND_ONLY_IMM;
-    const bool send_cont = code == op::SEND_MIDDLE || code == op::SEND_LAST || code == op::SEND_LAST_IMM;
+    const bool send_first =
+        code == op::SEND_FIRST || code == op::SEND_ONLY || code == op::SEND_ONLY_IMM || code == op::SEND_ONLY_INV;
+    const bool send_cont =
+        code == op::SEND_MIDDLE || code == op::SEND_LAST || code == op::SEND_LAST_IMM || code == op::SEND_LAST_INV;
+    const bool inv = code == op::SEND_LAST_INV || code == op::SEND_ONLY_INV;
     const bool write_first = code == op::RDMA_WRITE_FIRST || code == op::RDMA_WRITE_ONLY || code == op::RDMA_WRITE_ONLY_IMM;
     const bool write_cont = code == op::RDMA_WRITE_MIDDLE || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM;
     const bool read = code == op::RDMA_READ_REQUEST;
     const bool atomic = code == op::COMPARE_SWAP || code == op::FETCH_ADD;
     const bool last = code == op::SEND_LAST || code == op::SEND_LAST_IMM || code == op::SEND_ONLY ||
-                      code == op::SEND_ONLY_IMM || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM ||
+                      code == op::SEND_ONLY_IMM || inv || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM ||
                       code == op::RDMA_WRITE_ONLY || code == op::RDMA_WRITE_ONLY_IMM;
     const bool imm = code == op::SEND_LAST_IMM || code == op::SEND_ONLY_IMM || code == op::RDMA_WRITE_LAST_IMM ||
                      code == op::RDMA_WRITE_ONLY_IMM;
@@ -1413,8 +1460,7 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
     const bool seq_ok = (starts && !q.in_send && !q.in_write) || (send_cont && q.in_send) || (write_cont && q.in_write);
     const bool len_ok = read || atomic || (last ? p.payload_len <= mtu : p.payload_len == mtu);
     if (!seq_ok || !len_ok || !(starts || send_cont || write_cont)) {
-        // Out-of-sequence opcodes, bad lengths and unsupported requests (send with invalidate
-        // arrives with the memory issue): Invalid Request.
+        // Out-of-sequence opcodes, bad lengths and unsupported requests: Invalid Request.
         responder_error(q, wire::nak::INVALID_REQUEST, psn, delay);
         return;
     }
@@ -1446,11 +1492,31 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
             return;
         }
         q.in_send = !last;
+        if (last && inv) {
+            // SEND with Invalidate (o10-37.2.21): the key is invalidated after the data is placed,
+            // before the completion. If the invalidation is refused the key stays as it was, the
+            // receive WQE completes with a memory management error and the QP goes to Error
+            // (o10-37.2.24, .27, .39); the requester learns Remote Operational Error.
+            const xlate_status st = xlate_->invalidate(p.h.ieth_rkey, q.who, true, delay);
+            if (st != xlate_status::ok) {
+                ++naks_sent;
+                q.r_count = 0;
+                send_ack(q, wire::aeth_nak(wire::nak::REMOTE_OPERATIONAL_ERROR), psn, delay);
+                q.have_rwqe = false;
+                q.in_send = false;
+                recv_completion(q, hw::CQE_OP_RECV, hw::CQE_MW_BIND_ERR, uint32_t(q.recv_offset), p.h.ieth_rkey, 0,
+                                false, delay, uint8_t(st));
+                post_event(q, hw::EQE_QP_REQ_ERR, delay);
+                enter_error(q, delay);
+                return;
+            }
+        }
         if (last) {
             q.have_rwqe = false;
             q.msn = (q.msn + 1) & PSN_MASK;
-            recv_completion(q, hw::CQE_OP_RECV, hw::CQE_SUCCESS, uint32_t(q.recv_offset), imm ? p.h.immdt : 0,
-                            imm ? hw::CQE_FLAG_WITH_IMM : 0, p.h.b.se, delay);
+            recv_completion(q, hw::CQE_OP_RECV, hw::CQE_SUCCESS, uint32_t(q.recv_offset),
+                            imm ? p.h.immdt : inv ? p.h.ieth_rkey : 0,
+                            imm ? hw::CQE_FLAG_WITH_IMM : inv ? hw::CQE_FLAG_WITH_INV : 0, p.h.b.se, delay);
         }
     } else {
         if (write_first) {
@@ -1475,7 +1541,7 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
         phys_seg segs[MAX_SEGS];
         unsigned nsegs = 0;
         if (p.payload_len &&
-            xlate_->translate(q.write_rkey, q.pd, q.write_va + q.write_done, p.payload_len, hw::ACCESS_REMOTE_WRITE,
+            xlate_->translate(q.write_rkey, q.who, q.write_va + q.write_done, p.payload_len, hw::ACCESS_REMOTE_WRITE,
                               segs, MAX_SEGS, nsegs, delay) != xlate_status::ok) {
             if (imm) {
                 // The WRITE with immediate took a receive WQE: it reports the violation
@@ -1562,14 +1628,14 @@ bool transport_engine::scatter(qp& q, const uint8_t* data, uint32_t len, sc_time
         status = hw::CQE_LOC_LEN_ERR;
         return false;
     }
-    if (!write_sges(q.pd, q.rwqe.sg, q.rwqe.num_sge, q.recv_offset, data, len, delay, status))
+    if (!write_sges(q.who, q.rwqe.sg, q.rwqe.num_sge, q.recv_offset, data, len, delay, status))
         return false;
     q.recv_offset += len;
     return true;
 }
 
 void transport_engine::recv_completion(qp& q, uint8_t opcode, uint8_t status, uint32_t byte_len, uint32_t imm,
-                                       uint8_t flags, bool solicited, sc_time& delay) {
+                                       uint8_t flags, bool solicited, sc_time& delay, uint8_t syndrome) {
     hw::cqe e{};
     e.wr_id = q.rwqe.wr_id;
     e.status = status;
@@ -1583,6 +1649,7 @@ void transport_engine::recv_completion(qp& q, uint8_t opcode, uint8_t status, ui
     e.sl = q.sl;
     e.pkey_index = q.pkey_index;
     e.wqe_counter = q.rwqe.wqe_index;
+    e.vendor_err = syndrome;
     if (cqw_->complete(q.recv_cqn, e, solicited, delay))
         ++recv_completions;
     if (status == hw::CQE_WR_FLUSH_ERR)

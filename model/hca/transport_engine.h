@@ -30,6 +30,7 @@
 #include "model/fabric/packet.h"
 #include "model/hca/dma_port.h"
 #include "model/hca/rx_packet.h"
+#include "model/hca/translation_unit.h"
 #include "model/hca/work_request.h"
 #include "tlm_if/contexts.h"
 #include "tlm_if/cqe.h"
@@ -136,6 +137,7 @@ private:
         uint8_t state = hw::QPS_RESET, transport = hw::QPT_RC, mtu = hw::MTU_4096, sl = 0;
         bool sig_all = false;
         uint32_t qpn = 0, pd = 0, send_cqn = 0, recv_cqn = 0, dest_qpn = 0, access = 0;
+        xlate_owner who;                    // PD, QPN and memory flags for the translation unit
         uint16_t dlid = 0, pkey = 0xFFFF, pkey_index = 0;
         // requester
         uint32_t sq_psn = 0;
@@ -201,12 +203,17 @@ private:
     bool send_packet(qp& q);
     bool send_read_or_atomic(qp& q, send_wqe& w, sc_core::sc_time& delay);
     /// Completes the head WQE in error (status) and moves the QP to Error.
-    void requester_error(qp& q, uint8_t status, const send_wqe& w, sc_core::sc_time& delay);
+    void requester_error(qp& q, uint8_t status, const send_wqe& w, sc_core::sc_time& delay, uint8_t syndrome = 0);
+    /// Bind / Local Invalidate / Fast Register: executed by the translation unit when the WQE
+    /// reaches the head (once: not again when a go-back-N re-fetches it), completed in order.
+    bool memory_op(qp& q, send_wqe& w, sc_core::sc_time& delay);
+    /// A WQE that sends nothing (NOP, memory operations) joins the window and completes in order.
+    void complete_locally(qp& q, const send_wqe& w, sc_core::sc_time& delay);
     /// A completion error on an outstanding WQE (the window head): CQE, then Error.
     void fail_head(qp& q, uint8_t status, sc_core::sc_time& delay);
     void retire_head(qp& q);
     void pop_window(qp& q, uint8_t status, sc_core::sc_time& delay);
-    void send_completion(qp& q, const inflight& f, uint8_t status, sc_core::sc_time& delay);
+    void send_completion(qp& q, const inflight& f, uint8_t status, sc_core::sc_time& delay, uint8_t syndrome = 0);
     void flush(qp& q, sc_core::sc_time& delay);
     void handle_response(qp& q, const rx_packet& p);
     /// Completes window entries up to `psn` (ACK: inclusive; else exclusive). Returns false if
@@ -216,7 +223,7 @@ private:
     void handle_atomic_ack(qp& q, const rx_packet& p, sc_core::sc_time& delay);
     /// Writes `len` bytes at byte `offset` of a scatter list (receive WQE, READ or atomic result)
     /// through translation (L_Key, local write) and DMA; status LOC_LEN_ERR / LOC_PROT_ERR.
-    bool write_sges(uint32_t pd, const sge* sg, unsigned num_sge, uint64_t offset, const uint8_t* data, uint32_t len,
+    bool write_sges(const xlate_owner& who, const sge* sg, unsigned num_sge, uint64_t offset, const uint8_t* data, uint32_t len,
                     sc_core::sc_time& delay, uint8_t& status);
     /// Go back N to `psn` unless the last go-back-N already went there (gap_retry latch).
     void go_back_once(qp& q, uint32_t psn, sc_core::sc_time& delay);
@@ -251,7 +258,7 @@ private:
     /// The receive WQE at `index` (prefetched copy or a fetch now).
     void recv_at(qp& q, uint16_t index, recv_wqe& out, sc_core::sc_time& delay);
     void recv_completion(qp& q, uint8_t opcode, uint8_t status, uint32_t byte_len, uint32_t imm,
-                         uint8_t flags, bool solicited, sc_core::sc_time& delay);
+                         uint8_t flags, bool solicited, sc_core::sc_time& delay, uint8_t syndrome = 0);
     /// ACK for `psn` now, coalesced, or queued behind pending READ/atomic responses.
     void acknowledge(qp& q, uint32_t psn, bool ack_req, const sc_core::sc_time& ready);
     void send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_core::sc_time& ready);

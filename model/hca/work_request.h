@@ -34,6 +34,8 @@ struct send_wqe {
     uint64_t length = 0;       ///< total message length
     sc_core::sc_time ready;    ///< when the WQE is on chip (its fetch DMA completed and it was parsed)
     sge sg[MAX_SGE];
+    hw::wqe_bind_seg bind{};      ///< WQE_OP_BIND_MW
+    hw::wqe_fast_reg_seg freg{};  ///< WQE_OP_FAST_REG
     uint32_t inline_len = 0;
     uint8_t inline_data[MAX_INLINE_BYTES];
 };

@@ -263,12 +263,22 @@ void wqe_fetcher::parse_send(const uint8_t* p, uint32_t len, uint32_t qpn, uint8
     switch (c.opcode) {
     case hw::WQE_OP_SEND: case hw::WQE_OP_SEND_IMM: case hw::WQE_OP_RDMA_WRITE:
     case hw::WQE_OP_RDMA_WRITE_IMM: case hw::WQE_OP_RDMA_READ: case hw::WQE_OP_CMP_SWAP:
-    case hw::WQE_OP_FETCH_ADD: case hw::WQE_OP_SEND_INV: case hw::WQE_OP_NOP:
+    case hw::WQE_OP_FETCH_ADD: case hw::WQE_OP_SEND_INV: case hw::WQE_OP_NOP: case hw::WQE_OP_LOCAL_INV:
         break;
+    case hw::WQE_OP_BIND_MW:
+        if (!need(sizeof(hw::wqe_bind_seg))) { w.malformed = true; return; }
+        std::memcpy(&w.bind, p + off, sizeof w.bind);
+        return;
+    case hw::WQE_OP_FAST_REG:
+        if (!need(sizeof(hw::wqe_fast_reg_seg))) { w.malformed = true; return; }
+        std::memcpy(&w.freg, p + off, sizeof w.freg);
+        return;
     default:
         w.malformed = true;
         return;
     }
+    if (c.opcode == hw::WQE_OP_LOCAL_INV)
+        return;
     if (rdma || atomic) {
         if (!need(sizeof(hw::wqe_raddr_seg))) { w.malformed = true; return; }
         hw::wqe_raddr_seg r;

@@ -39,10 +39,12 @@ void simulate(std::function<void()> body) {
 
 // ------------------------------------------------------------------ translation_unit
 
-constexpr uint64_t kMptBase = 0x100000, kMttBase = 0x200000;
+constexpr uint64_t kMptBase = 0x100000, kMttBase = 0x200000, kPageList = 0x300000;
 constexpr uint32_t kNumMpts = 16;
 constexpr uint64_t kNumMtts = 64;
+constexpr uint32_t kNumQps = 8;
 constexpr uint64_t kVa = 0x7f0000001100ull;  // region starts 0x100 into a page
+constexpr uint32_t kRemote = hw::ACCESS_REMOTE_READ | hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_ATOMIC;
 
 struct xlate_bench : sc_core::sc_module {
     host_memory mem{"memory"};
@@ -51,22 +53,31 @@ struct xlate_bench : sc_core::sc_module {
     xlate_bench() : sc_module("bench") {
         cpu_stub.bind(mem.cpu);
         tu.dma.socket.bind(mem.dma);
-        tu.set_tables(kMptBase, kNumMpts, kMttBase, kNumMtts);
+        tu.set_tables(kMptBase, kNumMpts, kMttBase, kNumMtts, kNumQps);
     }
     void put_mpt(uint32_t index, const hw::mpt_entry& e) { mem.write(kMptBase + index * sizeof e, &e, sizeof e); }
+    hw::mpt_entry get_mpt(uint32_t index) {
+        hw::mpt_entry e;
+        mem.read(kMptBase + index * sizeof e, &e, sizeof e);
+        return e;
+    }
     void put_mtt(uint64_t index, uint64_t value) { mem.write(kMttBase + index * 8, &value, 8); }
-    /// MR at index 1: key byte 0x42, PD 5, 3 pages from kVa (4 MTT entries from mtt_base 8).
-    hw::mpt_entry region(uint32_t index = 1, uint64_t mtt_base = 8) {
+    /// MR at `index`: key byte 0x42, PD 5, 3 pages from kVa (4 MTT entries from mtt_base 8).
+    hw::mpt_entry region(uint32_t index = 1, uint64_t mtt_base = 8,
+                         uint32_t access = hw::ACCESS_LOCAL_WRITE | hw::ACCESS_REMOTE_WRITE) {
         hw::mpt_entry e{};
         e.key = hw::make_key(index, 0x42);
         e.pd = 5;
-        e.access = hw::ACCESS_LOCAL_WRITE | hw::ACCESS_REMOTE_WRITE;
-        e.flags = hw::MPT_VALID;
+        e.access = access;
+        e.state = hw::MPT_STATE_VALID;
+        e.type = hw::MPT_TYPE_MR;
         e.log_page_size = 12;
         e.start_va = kVa;
+        e.page_offset = uint32_t(kVa % 4096);
         e.length = 3 * 4096;
         e.mtt_base = mtt_base;
         e.mtt_count = 4;
+        e.mtt_reserved = 4;
         // Pages 1 and 2 are physically contiguous, 0 and 3 are not.
         put_mtt(mtt_base + 0, 0x5000000 | hw::MTT_PRESENT);
         put_mtt(mtt_base + 1, 0x5003000 | hw::MTT_PRESENT);
@@ -75,10 +86,38 @@ struct xlate_bench : sc_core::sc_module {
         put_mpt(index, e);
         return e;
     }
-    xlate_status xl(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access, unsigned max_segs = 8) {
+    /// A window entry at `index` of `type`, PD 5, key byte 0x10, Free.
+    hw::mpt_entry window(uint32_t index, uint8_t type) {
+        hw::mpt_entry w{};
+        w.key = hw::make_key(index, 0x10);
+        w.pd = 5;
+        w.type = type;
+        w.state = hw::MPT_STATE_FREE;
+        put_mpt(index, w);
+        return w;
+    }
+    xlate_status xl(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access, unsigned max_segs = 8,
+                    uint32_t qpn = 1, uint8_t mm = 0) {
         sc_time d = sc_core::SC_ZERO_TIME;
         nsegs = 0;
-        return tu.translate(key, pd, va, len, access, segs, max_segs, nsegs, d);
+        return tu.translate(key, xlate_owner{pd, qpn, mm}, va, len, access, segs, max_segs, nsegs, d);
+    }
+    xlate_status bind(uint32_t mw_key, uint32_t new_key, uint32_t mr_key, uint64_t addr, uint32_t len, uint32_t access,
+                      bool verb, uint32_t pd = 5, uint32_t qpn = 1) {
+        hw::wqe_bind_seg b{};
+        b.mw_key = mw_key;
+        b.new_key = new_key;
+        b.mr_lkey = mr_key;
+        b.access = access;
+        b.addr = addr;
+        b.length = len;
+        b.bind_flags = verb ? hw::BIND_FROM_VERB : 0;
+        sc_time d = sc_core::SC_ZERO_TIME;
+        return tu.bind_mw(b, xlate_owner{pd, qpn, 0}, d);
+    }
+    xlate_status inval(uint32_t key, uint32_t pd = 5, uint32_t qpn = 1, bool remote = false) {
+        sc_time d = sc_core::SC_ZERO_TIME;
+        return tu.invalidate(key, xlate_owner{pd, qpn, 0}, remote, d);
     }
     phys_seg segs[8];
     unsigned nsegs = 0;
@@ -103,11 +142,19 @@ SIM_TEST(HcaTranslation, page_crossing_range_splits_into_physical_segments) {
         ASSERT_EQ(b.nsegs, 1u);
         EXPECT_EQ(b.segs[0].pa, 0x5003100u);
         EXPECT_EQ(b.segs[0].len, 0x80u);
-        // Zero length is fine and needs no segment.
-        EXPECT_EQ(b.xl(e.key, 5, kVa + 5, 0, 0), xlate_status::ok);
-        EXPECT_EQ(b.nsegs, 0u);
         EXPECT_EQ(b.tu.faults.value(), 0u);
-        EXPECT_EQ(b.tu.lookups.value(), 3u);
+        EXPECT_EQ(b.tu.lookups.value(), 2u);
+    });
+}
+
+SIM_TEST(HcaTranslation, C10_54_1_1_zero_length_is_not_checked) {
+    xlate_bench b;
+    b.region();
+    simulate([&] {
+        EXPECT_EQ(b.xl(0xDEADBEEF, 77, 0, 0, hw::ACCESS_LOCAL_WRITE), xlate_status::ok) << "bogus key, length 0";
+        EXPECT_EQ(b.nsegs, 0u);
+        EXPECT_EQ(b.tu.lookups.value(), 0u);
+        EXPECT_EQ(b.tu.faults.value(), 0u);
     });
 }
 
@@ -116,7 +163,7 @@ SIM_TEST(HcaTranslation, bad_key_bad_pd_access_and_bounds_are_refused_and_counte
     const auto e = b.region();
     hw::mpt_entry invalid = e;
     invalid.key = hw::make_key(2, 0x42);
-    invalid.flags = 0;  // not valid
+    invalid.state = hw::MPT_STATE_INVALID;
     b.put_mpt(2, invalid);
     simulate([&] {
         EXPECT_EQ(b.xl(hw::make_key(1, 0x43), 5, kVa, 16, 0), xlate_status::bad_key) << "key byte differs";
@@ -145,34 +192,74 @@ SIM_TEST(HcaTranslation, missing_mtt_page_and_segment_limit) {
         EXPECT_EQ(b.xl(e.key, 5, kVa, 0xF00, 0), xlate_status::ok);
         EXPECT_EQ(b.xl(e.key, 5, kVa + 0x1F00, 0x200, 0), xlate_status::bad_mtt);
         // Three segments needed, two allowed.
-        b.put_mtt(8 + 2, 0x5004000 | hw::MTT_PRESENT);
-        b.tu.invalidate_mtt(8, 4);
+        const hw::mtt_entry page2{0x5004000 | hw::MTT_PRESENT};
+        sc_time d;
+        b.tu.write_mtt(8 + 2, &page2, 1, d);
         EXPECT_EQ(b.xl(e.key, 5, kVa, 3 * 4096, 0, 2), xlate_status::too_many_segs);
         EXPECT_EQ(b.xl(e.key, 5, kVa, 3 * 4096, 0, 3), xlate_status::ok);
         EXPECT_EQ(b.nsegs, 3u);
     });
 }
 
-SIM_TEST(HcaTranslation, physical_region_is_identity) {
+SIM_TEST(HcaTranslation, block_list_region_of_unaligned_blocks) {
     xlate_bench b;
     hw::mpt_entry e{};
     e.key = hw::make_key(3, 7);
     e.pd = 1;
     e.access = hw::ACCESS_LOCAL_WRITE;
-    e.flags = hw::MPT_VALID | hw::MPT_PHYSICAL;
-    e.log_page_size = 12;
-    e.start_va = 0x40000000;
-    e.length = 1 << 20;
+    e.state = hw::MPT_STATE_VALID;
+    e.flags = hw::MPT_PHYS | hw::MPT_BLOCK_LIST;
+    e.block_size = 1000;  // any size, any alignment
+    e.start_va = 0x10000;
+    e.page_offset = 10;
+    e.length = 1500;
+    e.mtt_base = 20;
+    e.mtt_count = 2;
+    e.mtt_reserved = 2;
+    b.put_mtt(20, 0x40000123 | hw::MTT_PRESENT);
+    b.put_mtt(21, 0x50000001 | hw::MTT_PRESENT);
     b.put_mpt(3, e);
     simulate([&] {
-        ASSERT_EQ(b.xl(e.key, 1, 0x40000ff0, 0x3000, hw::ACCESS_LOCAL_WRITE), xlate_status::ok);
-        ASSERT_EQ(b.nsegs, 1u);
-        EXPECT_EQ(b.segs[0].pa, 0x40000ff0u);
-        EXPECT_EQ(b.segs[0].len, 0x3000u);
+        ASSERT_EQ(b.xl(e.key, 1, 0x10000, 1500, hw::ACCESS_LOCAL_WRITE), xlate_status::ok);
+        ASSERT_EQ(b.nsegs, 2u);
+        EXPECT_EQ(b.segs[0].pa, 0x40000123u + 10);
+        EXPECT_EQ(b.segs[0].len, 990u);
+        EXPECT_EQ(b.segs[1].pa, 0x50000001u);
+        EXPECT_EQ(b.segs[1].len, 510u);
+        EXPECT_EQ(b.xl(e.key, 1, 0x10000 + 1, 1500, 0), xlate_status::out_of_bounds);
     });
 }
 
-SIM_TEST(HcaTranslation, caches_count_misses_and_invalidate) {
+SIM_TEST(HcaTranslation, o10_36_2_2_zero_based_region_is_addressed_from_zero) {
+    xlate_bench b;
+    auto e = b.region();
+    e.access |= hw::ACCESS_ZERO_BASED;
+    e.start_va = 0;
+    b.put_mpt(1, e);
+    simulate([&] {
+        ASSERT_EQ(b.xl(e.key, 5, 0, 16, hw::ACCESS_REMOTE_WRITE), xlate_status::ok);
+        EXPECT_EQ(b.segs[0].pa, 0x5000100u);
+        ASSERT_EQ(b.xl(e.key, 5, 0x1000 - 0x100, 16, 0), xlate_status::ok);
+        EXPECT_EQ(b.segs[0].pa, 0x5003000u);
+        EXPECT_EQ(b.xl(e.key, 5, kVa, 16, 0), xlate_status::out_of_bounds) << "the virtual address is not a ZBVA offset";
+    });
+}
+
+SIM_TEST(HcaTranslation, o10_37_2_11_reserved_lkey_needs_the_qp_flag_and_is_local_only) {
+    xlate_bench b;
+    simulate([&] {
+        EXPECT_EQ(b.xl(hw::RESERVED_LKEY, 5, 0x123456, 64, hw::ACCESS_LOCAL_WRITE), xlate_status::not_enabled);
+        ASSERT_EQ(b.xl(hw::RESERVED_LKEY, 5, 0x123456, 64, hw::ACCESS_LOCAL_WRITE, 8, 1, hw::QP_MM_RESERVED_LKEY),
+                  xlate_status::ok);
+        ASSERT_EQ(b.nsegs, 1u);
+        EXPECT_EQ(b.segs[0].pa, 0x123456u);
+        EXPECT_EQ(b.xl(hw::RESERVED_LKEY, 5, 0x123456, 64, hw::ACCESS_REMOTE_WRITE, 8, 1, hw::QP_MM_RESERVED_LKEY),
+                  xlate_status::bad_key)
+            << "never an R_Key";
+    });
+}
+
+SIM_TEST(HcaTranslation, caches_count_hits_misses_and_stay_coherent_with_writes) {
     xlate_bench b;
     const auto e1 = b.region(1, 8);   // MTT 8..11: one 8-entry line
     const auto e2 = b.region(4, 14);  // MTT 14..17: two lines (8..15 shared with region 1, 16..23)
@@ -182,28 +269,255 @@ SIM_TEST(HcaTranslation, caches_count_misses_and_invalidate) {
         EXPECT_EQ(b.tu.mtt_misses.value(), 1u);
         ASSERT_EQ(b.xl(e1.key, 5, kVa, 3 * 4096, 0), xlate_status::ok);
         EXPECT_EQ(b.tu.mpt_misses.value(), 1u) << "second lookup hits";
+        EXPECT_EQ(b.tu.mpt_hits.value(), 1u);
         EXPECT_EQ(b.tu.mtt_misses.value(), 1u);
         ASSERT_EQ(b.xl(e2.key, 5, kVa, 3 * 4096, 0), xlate_status::ok);
         EXPECT_EQ(b.tu.mpt_misses.value(), 2u);
         EXPECT_EQ(b.tu.mtt_misses.value(), 2u) << "line 8..15 cached, line 16..23 missed";
-        b.tu.invalidate_mpt(1);
-        ASSERT_EQ(b.xl(e1.key, 5, kVa, 16, 0), xlate_status::ok);
-        EXPECT_EQ(b.tu.mpt_misses.value(), 3u) << "invalidated MPT entry is fetched again";
-        // A changed MPT is seen only after invalidation.
+        // Entries written through the unit are seen at once (write-through cache).
         hw::mpt_entry changed = e1;
         changed.pd = 9;
-        b.put_mpt(1, changed);
-        EXPECT_EQ(b.xl(e1.key, 5, kVa, 16, 0), xlate_status::ok) << "stale cached copy";
-        b.tu.invalidate_mpt(1);
+        sc_time d;
+        b.tu.write_mpt(1, changed, d);
         EXPECT_EQ(b.xl(e1.key, 5, kVa, 16, 0), xlate_status::bad_pd);
         EXPECT_EQ(b.xl(e1.key, 9, kVa, 16, 0), xlate_status::ok);
-        // Changed MTT page after invalidate_mtt.
-        b.put_mtt(8, 0x6000000 | hw::MTT_PRESENT);
-        b.tu.invalidate_mtt(8, 1);
+        EXPECT_EQ(b.get_mpt(1).pd, 9u) << "written to host memory too";
+        // A rewritten MTT line is fetched again.
+        const hw::mtt_entry page0{0x6000000 | hw::MTT_PRESENT};
+        b.tu.write_mtt(8, &page0, 1, d);
         const uint64_t before = b.tu.mtt_misses.value();
         ASSERT_EQ(b.xl(e1.key, 9, kVa, 16, 0), xlate_status::ok);
         EXPECT_EQ(b.tu.mtt_misses.value(), before + 1);
         EXPECT_EQ(b.segs[0].pa, 0x6000100u);
+    });
+}
+
+TEST(HcaTranslation, lru_keeps_the_recently_used_entry_of_a_set) {
+    // 2 entries, 2 ways: one set. Touch 1, 4, 1, then 5 evicts 4 (least recently used).
+    translation_cache<int> c(2, 2);
+    c.insert(1) = 10;
+    c.insert(4) = 40;
+    ASSERT_NE(c.find(1), nullptr);
+    c.insert(5) = 50;
+    EXPECT_NE(c.find(1), nullptr);
+    EXPECT_EQ(c.find(4), nullptr);
+    EXPECT_EQ(*c.find(5), 50);
+    EXPECT_THROW(translation_cache<int>(6, 4), std::invalid_argument);
+}
+
+SIM_TEST(HcaTranslation, miss_keeps_the_unit_busy_in_order) {
+    xlate_bench b;
+    const auto e1 = b.region(1, 8);
+    const auto e2 = b.region(4, 16);
+    simulate([&] {
+        sc_time d1, d2, d3;
+        phys_seg s[8];
+        unsigned n;
+        ASSERT_EQ(b.tu.translate(e1.key, xlate_owner{5, 1, 0}, kVa, 16, 0, s, 8, n, d1), xlate_status::ok);
+        // Issued at the same instant, the second lookup waits for the first's misses.
+        ASSERT_EQ(b.tu.translate(e2.key, xlate_owner{5, 1, 0}, kVa, 16, 0, s, 8, n, d2), xlate_status::ok);
+        EXPECT_GT(d2, d1);
+        wait(d2);
+        ASSERT_EQ(b.tu.translate(e1.key, xlate_owner{5, 1, 0}, kVa, 16, 0, s, 8, n, d3), xlate_status::ok);
+        EXPECT_EQ(d3, kClock * 4.0) << "a hit costs lookup_cycles";
+    });
+}
+
+// ---- memory windows, invalidate, fast register (unit level; end to end in e2e_memory_test)
+
+SIM_TEST(HcaTranslation, C10_66_2_2_type1_bind_gives_access_under_the_new_key_only) {
+    xlate_bench b;
+    const auto mr = b.region(1, 8, hw::ACCESS_LOCAL_WRITE | hw::ACCESS_MW_BIND);
+    const auto w = b.window(2, hw::MPT_TYPE_MW1);
+    simulate([&] {
+        const uint32_t k1 = hw::make_key(2, 0x11), k2 = hw::make_key(2, 0x12);
+        ASSERT_EQ(b.bind(w.key, k1, mr.key, kVa + 0x10, 0x100, hw::ACCESS_REMOTE_WRITE, true), xlate_status::ok);
+        EXPECT_EQ(b.get_mpt(1).bound_mws, 1u);
+        ASSERT_EQ(b.xl(k1, 5, kVa + 0x10, 0x100, hw::ACCESS_REMOTE_WRITE), xlate_status::ok);
+        EXPECT_EQ(b.segs[0].pa, 0x5000110u);
+        EXPECT_EQ(b.xl(k1, 5, kVa + 0x10, 0x100, hw::ACCESS_REMOTE_READ), xlate_status::no_access) << "C10-77";
+        EXPECT_EQ(b.xl(k1, 5, kVa + 0x0F, 0x10, hw::ACCESS_REMOTE_WRITE), xlate_status::out_of_bounds) << "C10-61";
+        EXPECT_EQ(b.xl(k1, 5, kVa + 0x101, 0x10, hw::ACCESS_REMOTE_WRITE), xlate_status::out_of_bounds);
+        EXPECT_EQ(b.xl(k1, 6, kVa + 0x10, 4, hw::ACCESS_REMOTE_WRITE), xlate_status::bad_pd) << "C10-76.2.1";
+        EXPECT_EQ(b.xl(k1, 5, kVa + 0x10, 4, 0), xlate_status::bad_key) << "a window key is not an L_Key";
+        // Rebind under a new key: the old key fails (C10-66.2.2, C10-68).
+        ASSERT_EQ(b.bind(k1, k2, mr.key, kVa, 0x20, hw::ACCESS_REMOTE_READ, true), xlate_status::ok);
+        EXPECT_EQ(b.xl(k1, 5, kVa, 4, hw::ACCESS_REMOTE_READ), xlate_status::bad_key);
+        EXPECT_EQ(b.xl(k2, 5, kVa, 4, hw::ACCESS_REMOTE_READ), xlate_status::ok);
+        EXPECT_EQ(b.get_mpt(1).bound_mws, 1u) << "still one window on the region";
+        // Zero-length bind revokes (C10-66.2.4).
+        ASSERT_EQ(b.bind(k2, hw::make_key(2, 0x13), mr.key, 0, 0, 0, true), xlate_status::ok);
+        EXPECT_EQ(b.xl(hw::make_key(2, 0x13), 5, kVa, 4, hw::ACCESS_REMOTE_READ), xlate_status::bad_state);
+        EXPECT_EQ(b.get_mpt(1).bound_mws, 0u);
+    });
+}
+
+SIM_TEST(HcaTranslation, C10_72_to_75_bind_time_checks) {
+    xlate_bench b;
+    const auto mr = b.region(1, 8, hw::ACCESS_MW_BIND);  // no local write
+    const auto nobind = b.region(3, 8, hw::ACCESS_LOCAL_WRITE);
+    const auto w = b.window(2, hw::MPT_TYPE_MW1);
+    simulate([&] {
+        const uint32_t k = hw::make_key(2, 0x11);
+        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 16, hw::ACCESS_REMOTE_READ, true, 6), xlate_status::bad_pd) << "C10-72";
+        EXPECT_EQ(b.bind(w.key, k, nobind.key, kVa, 16, hw::ACCESS_REMOTE_READ, true), xlate_status::no_access)
+            << "C10-73";
+        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 16, hw::ACCESS_REMOTE_WRITE, true), xlate_status::no_access)
+            << "C10-74";
+        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 16, hw::ACCESS_REMOTE_ATOMIC, true), xlate_status::no_access)
+            << "C10-74";
+        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa - 1, 16, hw::ACCESS_REMOTE_READ, true), xlate_status::out_of_bounds)
+            << "C10-75";
+        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa + 3 * 4096 - 15, 16, hw::ACCESS_REMOTE_READ, true),
+                  xlate_status::out_of_bounds);
+        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 16, hw::ACCESS_REMOTE_READ, false), xlate_status::bad_type)
+            << "o10-37.2.34: a type 1 window is not bound by a bind WR";
+        EXPECT_EQ(b.bind(hw::make_key(2, 0x99), k, mr.key, kVa, 16, hw::ACCESS_REMOTE_READ, true),
+                  xlate_status::bad_key);
+        EXPECT_EQ(b.bind(w.key, k, hw::RESERVED_LKEY, 0, 16, hw::ACCESS_REMOTE_READ, true), xlate_status::bad_key)
+            << "o10-37.2.8";
+        EXPECT_EQ(b.tu.mm_op_errors.value(), 9u);
+        EXPECT_EQ(b.get_mpt(2).state, hw::MPT_STATE_FREE) << "nothing bound";
+        ASSERT_EQ(b.bind(w.key, k, mr.key, kVa, 16, hw::ACCESS_REMOTE_READ, true), xlate_status::ok);
+    });
+}
+
+SIM_TEST(HcaTranslation, o10_37_2_42_type2a_window_is_bound_to_its_qp) {
+    xlate_bench b;
+    const auto mr = b.region(1, 8, hw::ACCESS_LOCAL_WRITE | hw::ACCESS_MW_BIND);
+    const auto w = b.window(2, hw::MPT_TYPE_MW2A);
+    simulate([&] {
+        const uint32_t k = hw::make_key(2, 0xA5);  // the consumer's key byte (o10-37.2.33)
+        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 64, hw::ACCESS_REMOTE_WRITE, true, 5, 3), xlate_status::bad_type)
+            << "o10-37.2.35";
+        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 0, 0, false, 5, 3), xlate_status::bad_type) << "o10-37.2.40";
+        ASSERT_EQ(b.bind(w.key, k, mr.key, kVa, 64, hw::ACCESS_REMOTE_WRITE, false, 5, 3), xlate_status::ok);
+        EXPECT_EQ(b.tu.windows_bound_to(3), 1u);
+        EXPECT_EQ(b.bind(k, hw::make_key(2, 0xA6), mr.key, kVa, 64, hw::ACCESS_REMOTE_WRITE, false, 5, 3),
+                  xlate_status::bad_state)
+            << "a type 2 bind needs a Free window";
+        EXPECT_EQ(b.xl(k, 5, kVa, 8, hw::ACCESS_REMOTE_WRITE, 8, 3), xlate_status::ok);
+        EXPECT_EQ(b.xl(k, 6, kVa, 8, hw::ACCESS_REMOTE_WRITE, 8, 3), xlate_status::ok) << "2A: no PD check";
+        EXPECT_EQ(b.xl(k, 5, kVa, 8, hw::ACCESS_REMOTE_WRITE, 8, 4), xlate_status::bad_qpn);
+        EXPECT_EQ(b.inval(k, 5, 4), xlate_status::bad_qpn) << "invalidate needs the QPN (o10-37.2.29)";
+        ASSERT_EQ(b.inval(k, 7, 3), xlate_status::ok);
+        EXPECT_EQ(b.tu.windows_bound_to(3), 0u);
+        EXPECT_EQ(b.xl(k, 5, kVa, 8, hw::ACCESS_REMOTE_WRITE, 8, 3), xlate_status::bad_state);
+        EXPECT_EQ(b.inval(k, 6, 3), xlate_status::bad_pd) << "Free window: PD must match";
+        EXPECT_EQ(b.inval(k, 5, 9), xlate_status::ok) << "Free window, PD matches: no-op";
+    });
+}
+
+SIM_TEST(HcaTranslation, o10_37_2_43_type2b_window_checks_qpn_and_pd) {
+    xlate_bench b;
+    const auto mr = b.region(1, 8, hw::ACCESS_LOCAL_WRITE | hw::ACCESS_MW_BIND);
+    const auto w = b.window(2, hw::MPT_TYPE_MW2B);
+    simulate([&] {
+        const uint32_t k = hw::make_key(2, 0x5A);
+        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 64, hw::ACCESS_REMOTE_READ, false, 6, 3), xlate_status::bad_pd);
+        ASSERT_EQ(b.bind(w.key, k, mr.key, kVa, 64, hw::ACCESS_REMOTE_READ, false, 5, 3), xlate_status::ok);
+        EXPECT_EQ(b.tu.windows_bound_to(3), 0u) << "2B windows do not pin the QP";
+        EXPECT_EQ(b.xl(k, 5, kVa, 8, hw::ACCESS_REMOTE_READ, 8, 3), xlate_status::ok);
+        EXPECT_EQ(b.xl(k, 6, kVa, 8, hw::ACCESS_REMOTE_READ, 8, 3), xlate_status::bad_pd);
+        EXPECT_EQ(b.xl(k, 5, kVa, 8, hw::ACCESS_REMOTE_READ, 8, 4), xlate_status::bad_qpn);
+        EXPECT_EQ(b.inval(k, 6, 3), xlate_status::bad_pd);
+        EXPECT_EQ(b.inval(hw::make_key(2, 0x5B), 5, 3), xlate_status::bad_key);
+        ASSERT_EQ(b.inval(k, 5, 3, true), xlate_status::ok);
+        EXPECT_EQ(b.get_mpt(1).bound_mws, 0u);
+    });
+}
+
+SIM_TEST(HcaTranslation, o10_37_2_13_invalidate_rules_for_regions) {
+    xlate_bench b;
+    const auto plain = b.region(1, 8, hw::ACCESS_LOCAL_WRITE | hw::ACCESS_MW_BIND);
+    auto fr = b.region(3, 8, hw::ACCESS_LOCAL_WRITE | hw::ACCESS_MW_BIND);
+    fr.flags = hw::MPT_FAST_REG;
+    b.put_mpt(3, fr);
+    auto shared = b.region(4, 8);
+    shared.flags = hw::MPT_SHARED;
+    b.put_mpt(4, shared);
+    const auto w1 = b.window(2, hw::MPT_TYPE_MW1);
+    simulate([&] {
+        EXPECT_EQ(b.inval(plain.key), xlate_status::bad_type) << "a Register MR region cannot be invalidated";
+        EXPECT_EQ(b.inval(shared.key), xlate_status::shared) << "o10-37.2.15";
+        EXPECT_EQ(b.inval(w1.key), xlate_status::bad_type) << "o10-37.2.26: not a type 1 window";
+        EXPECT_EQ(b.inval(hw::RESERVED_LKEY), xlate_status::bad_key) << "o10-37.2.8";
+        EXPECT_EQ(b.inval(fr.key, 6), xlate_status::bad_pd);
+        ASSERT_EQ(b.bind(w1.key, hw::make_key(2, 0x11), fr.key, kVa, 16, hw::ACCESS_REMOTE_READ, true),
+                  xlate_status::ok);
+        EXPECT_EQ(b.inval(fr.key), xlate_status::busy) << "o10-37.2.17: windows bound";
+        ASSERT_EQ(b.bind(hw::make_key(2, 0x11), hw::make_key(2, 0x12), fr.key, 0, 0, 0, true), xlate_status::ok);
+        ASSERT_EQ(b.inval(fr.key), xlate_status::ok);
+        EXPECT_EQ(b.get_mpt(3).state, hw::MPT_STATE_FREE);
+        EXPECT_EQ(b.xl(fr.key, 5, kVa, 16, 0), xlate_status::bad_state) << "o10-37.2.18";
+    });
+}
+
+SIM_TEST(HcaTranslation, o10_37_2_5_fast_register_checks_and_result) {
+    xlate_bench b;
+    hw::mpt_entry e{};
+    e.key = hw::make_key(3, 0);
+    e.pd = 5;
+    e.state = hw::MPT_STATE_FREE;
+    e.flags = hw::MPT_FAST_REG;
+    e.log_page_size = 12;
+    e.mtt_base = 32;
+    e.mtt_reserved = 2;
+    b.put_mpt(3, e);
+    const uint64_t pages[3] = {0x7000000, 0x7200000, 0x7400000};
+    b.mem.write(kPageList, pages, sizeof pages);
+    hw::wqe_fast_reg_seg f{};
+    f.lkey = hw::make_key(3, 0x77);
+    f.access = hw::ACCESS_LOCAL_WRITE | hw::ACCESS_REMOTE_READ;
+    f.iova = 0x1000000010ull;
+    f.length = 8000;
+    f.page_list_pa = kPageList;
+    f.page_count = 2;
+    f.page_offset = 0x10;
+    f.log_page_size = 12;
+    auto fast_reg = [&](const hw::wqe_fast_reg_seg& s, uint32_t pd, uint8_t mm) {
+        sc_time d;
+        return b.tu.fast_register(s, xlate_owner{pd, 1, mm}, d);
+    };
+    simulate([&] {
+        EXPECT_EQ(fast_reg(f, 5, 0), xlate_status::not_enabled) << "QP without fast register";
+        EXPECT_EQ(fast_reg(f, 6, hw::QP_MM_FAST_REG), xlate_status::bad_pd);
+        auto three = f;
+        three.page_count = 3;
+        EXPECT_EQ(fast_reg(three, 5, hw::QP_MM_FAST_REG), xlate_status::bad_page_list) << "more than reserved";
+        auto longer = f;
+        longer.length = 8192;
+        EXPECT_EQ(fast_reg(longer, 5, hw::QP_MM_FAST_REG), xlate_status::bad_page_list) << "does not fit the pages";
+        auto rw = f;
+        rw.access = hw::ACCESS_REMOTE_WRITE;
+        EXPECT_EQ(fast_reg(rw, 5, hw::QP_MM_FAST_REG), xlate_status::no_access) << "C10-48";
+        ASSERT_EQ(fast_reg(f, 5, hw::QP_MM_FAST_REG), xlate_status::ok);
+        EXPECT_EQ(b.get_mpt(3).state, hw::MPT_STATE_VALID);
+        EXPECT_EQ(b.get_mpt(3).key, f.lkey);
+        ASSERT_EQ(b.xl(f.lkey, 5, f.iova + 4000, 200, hw::ACCESS_REMOTE_READ), xlate_status::ok);
+        ASSERT_EQ(b.nsegs, 2u);
+        EXPECT_EQ(b.segs[0].pa, 0x7000000u + 0x10 + 4000);
+        EXPECT_EQ(b.segs[1].pa, 0x7200000u);
+        EXPECT_EQ(fast_reg(f, 5, hw::QP_MM_FAST_REG), xlate_status::bad_state) << "the L_Key must be Free";
+        EXPECT_EQ(b.xl(hw::make_key(3, 0), 5, f.iova, 8, 0), xlate_status::bad_key) << "old key byte";
+    });
+}
+
+SIM_TEST(HcaTranslation, C10_69_destroying_a_bound_window_unbinds_it_and_regions_with_windows_stay) {
+    xlate_bench b;
+    const auto mr = b.region(1, 8, hw::ACCESS_LOCAL_WRITE | hw::ACCESS_MW_BIND);
+    const auto w = b.window(2, hw::MPT_TYPE_MW1);
+    simulate([&] {
+        const uint32_t k = hw::make_key(2, 0x11);
+        ASSERT_EQ(b.bind(w.key, k, mr.key, kVa, 16, hw::ACCESS_REMOTE_READ, true), xlate_status::ok);
+        sc_time d;
+        EXPECT_EQ(b.tu.destroy(1, d), xlate_status::busy) << "a region with a window bound";
+        EXPECT_EQ(b.xl(mr.key, 5, kVa, 16, 0), xlate_status::ok);
+        ASSERT_EQ(b.tu.destroy(2, d), xlate_status::ok);
+        EXPECT_EQ(b.xl(k, 5, kVa, 16, hw::ACCESS_REMOTE_READ), xlate_status::bad_key) << "C10-70";
+        EXPECT_EQ(b.get_mpt(1).bound_mws, 0u);
+        ASSERT_EQ(b.tu.destroy(1, d), xlate_status::ok);
+        EXPECT_EQ(b.xl(mr.key, 5, kVa, 16, 0), xlate_status::bad_key) << "C10-60";
     });
 }
 
