@@ -1506,8 +1506,7 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
                 q.in_send = false;
                 recv_completion(q, hw::CQE_OP_RECV, hw::CQE_MW_BIND_ERR, uint32_t(q.recv_offset), p.h.ieth_rkey, 0,
                                 false, delay, uint8_t(st));
-                post_event(q, hw::EQE_QP_REQ_ERR, delay);
-                enter_error(q, delay);
+                enter_error(q, delay);  // the receive completion reports it: no async event
                 return;
             }
         }
