@@ -162,7 +162,10 @@ hw::cmd_status hca_driver::exec(uint16_t opcode, uint32_t in_mod, uint32_t op_mo
 int hca_driver::init() {
     if (initialized_) return 0;
     if (bus_.mmio_read32(hw::REG_HCA_ID) != hw::HCA_ID_VALUE) {
-        last_error_ = "REG_HCA_ID mismatch: not an hcasim HCA of interface version 1";
+        char msg[96];
+        std::snprintf(msg, sizeof msg, "REG_HCA_ID mismatch: not an hcasim HCA of interface version %u",
+                      unsigned(hw::INTERFACE_VERSION));
+        last_error_ = msg;
         return ENODEV;
     }
     if (!os_.alloc_contiguous(sizeof(hw::cmd_mailbox), PAGE_BYTES, &mailbox_pa_)) return ENOMEM;
@@ -240,9 +243,38 @@ int hca_driver::refresh_port(uint8_t port_num) {
 }
 
 bool hca_driver::alloc_mpt(uint32_t* index, uint8_t* key_byte) {
-    if (!mpt_.alloc(index)) return false;
+    if (!mpt_.alloc(index)) return false;  // the allocator starts at 1: index 0 is the reserved L_Key's
     *key_byte = ++key_gen_[*index];  // a fresh key byte on every reuse of the index
     return true;
+}
+
+uint8_t hca_driver::next_key_byte(uint32_t index) { return index < key_gen_.size() ? ++key_gen_[index] : 0; }
+
+bool hca_driver::reserve_mw() {
+    if (caps_.max_mw && mws_ >= caps_.max_mw) return false;
+    ++mws_;
+    return true;
+}
+
+void hca_driver::retain_mtt(uint64_t first) {
+    auto it = mtt_users_.find(first);
+    if (it == mtt_users_.end()) mtt_users_[first] = 2;
+    else ++it->second;
+}
+
+bool hca_driver::release_mtt(uint64_t first, uint64_t n) {
+    auto it = mtt_users_.find(first);
+    if (it == mtt_users_.end()) {
+        mtt_.free(first, n);
+        return true;
+    }
+    if (--it->second <= 1) mtt_users_.erase(it);
+    return false;
+}
+
+uint32_t hca_driver::mtt_users(uint64_t first) const {
+    auto it = mtt_users_.find(first);
+    return it == mtt_users_.end() ? 1 : it->second;
 }
 
 uint32_t hca_driver::process_eq() {
@@ -314,7 +346,7 @@ void hca_driver::dispatch_async(const hw::eqe& e) {
         for (auto& c : clients_)
             if (c.second.event) c.second.event(e);
         return;
-    default:  // SRQ events (no SRQs in interface version 1) and unknown types
+    default:  // SRQ events (no SRQs) and unknown types
         break;
     }
     unclaimed_.push_back(e);

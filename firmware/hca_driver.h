@@ -119,11 +119,27 @@ public:
     bool alloc_uar(uint32_t* n) { return uar_.alloc(n); }
     void free_uar(uint32_t n) { uar_.free(n); }
     /// MPT index plus the key byte for this use of it (changes on every reuse of the index).
+    /// Index 0 is never allocated: the reserved L_Key (hw::RESERVED_LKEY) names it.
     bool alloc_mpt(uint32_t* index, uint8_t* key_byte);
     void free_mpt(uint32_t index) { mpt_.free(index); }
-    /// MTT run of n entries.
+    /// A fresh CI-owned key byte for an allocated index (Reregister MR).
+    uint8_t next_key_byte(uint32_t index);
+    /// MPT indexes still free.
+    uint32_t free_mpts() const { return mpt_.available(); }
+    /// Memory windows (counted against caps.max_mw; they also take an MPT index).
+    bool reserve_mw();
+    void release_mw() { if (mws_) --mws_; }
+    uint32_t mws() const { return mws_; }
+    /// MTT run of n entries, with one user.
     bool alloc_mtt(uint64_t n, uint64_t* first) { return mtt_.alloc(n, first); }
+    /// Returns a run regardless of its users.
     void free_mtt(uint64_t first, uint64_t n) { mtt_.free(first, n); }
+    /// One more user of the run starting at first (Register Shared MR).
+    void retain_mtt(uint64_t first);
+    /// One user less of the run [first, first + n); frees it and returns true when that was the last.
+    bool release_mtt(uint64_t first, uint64_t n);
+    /// Users of the run starting at first (1 for a run nobody shares).
+    uint32_t mtt_users(uint64_t first) const;
 
     /// BAR0 offset of a UAR page and of one register inside it.
     static constexpr uint64_t uar_offset(uint32_t uar) { return hw::UAR_BASE + uint64_t(uar) * hw::UAR_STRIDE; }
@@ -191,6 +207,8 @@ private:
     id_allocator pdn_, cqn_, qpn_, uar_, mpt_;
     range_allocator mtt_;
     std::vector<uint8_t> key_gen_;
+    std::map<uint64_t, uint32_t> mtt_users_;  ///< first entry -> users, for runs with more than one
+    uint32_t mws_ = 0;
     std::vector<uint32_t> cq_events_;
     std::map<uint32_t, std::function<void(const hw::eqe&)>> qp_handlers_;
     std::map<uint32_t, std::function<void(const hw::eqe&)>> cq_handlers_;

@@ -56,6 +56,8 @@ hw::qp_context initial_context(const ibv_qp* qp) {
     c.sig_all = qp->sq_sig_all ? 1 : 0;
     c.max_send_wr = qp->sq.max_wr;
     c.max_recv_wr = qp->rq.max_wr;
+    c.mm_flags = uint8_t(((qp->create_flags & IBV_QP_CREATE_FAST_REG) ? hw::QP_MM_FAST_REG : 0) |
+                         ((qp->create_flags & IBV_QP_CREATE_RESERVED_LKEY) ? hw::QP_MM_RESERVED_LKEY : 0));
     return c;
 }
 
@@ -203,6 +205,20 @@ bool transport_supported(const hw::hca_caps& caps, ibv_qp_type t) {
     return false;
 }
 
+bool zero_based(int access) { return access & IBV_ACCESS_ZERO_BASED; }
+
+/// Rights of a registration (region or fast register); 0 or EINVAL.
+int check_mr_access(const hw::hca_caps& caps, int access) {
+    if (access & ~0x3F) return EINVAL;
+    // C10-48: remote write / remote atomic need local write.
+    if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
+        return EINVAL;
+    if ((access & IBV_ACCESS_REMOTE_ATOMIC) && !(caps.flags & hw::CAP_ATOMIC)) return EINVAL;
+    if ((access & IBV_ACCESS_MW_BIND) && !(caps.flags & hw::CAP_MW)) return EINVAL;
+    if (zero_based(access) && !(caps.flags & hw::CAP_ZBVA)) return EINVAL;
+    return 0;
+}
+
 /// WQE opcode for a send WR on a transport, or -1 if the transport cannot carry it.
 int wqe_opcode_for(const hw::hca_caps& caps, ibv_qp_type t, ibv_wr_opcode op) {
     switch (op) {
@@ -216,10 +232,21 @@ int wqe_opcode_for(const hw::hca_caps& caps, ibv_qp_type t, ibv_wr_opcode op) {
         return t == IBV_QPT_RC && (caps.flags & hw::CAP_ATOMIC) ? hw::WQE_OP_CMP_SWAP : -1;
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
         return t == IBV_QPT_RC && (caps.flags & hw::CAP_ATOMIC) ? hw::WQE_OP_FETCH_ADD : -1;
-    case IBV_WR_SEND_WITH_INV:
+    case IBV_WR_SEND_WITH_INV:  // o10-38.2.1: on RC
         return t == IBV_QPT_RC && (caps.flags & hw::CAP_SEND_INV) ? hw::WQE_OP_SEND_INV : -1;
-    default: return -1;  // LOCAL_INV, BIND_MW: no memory windows / FRWR in interface version 1
+    case IBV_WR_LOCAL_INV:  // 10.7.2.5: RC, UC (RD, XRC)
+        return t != IBV_QPT_UD && (caps.flags & hw::CAP_SEND_INV) ? hw::WQE_OP_LOCAL_INV : -1;
+    case IBV_WR_BIND_MW:  // C10-89: RC and UC
+        return t != IBV_QPT_UD && (caps.flags & hw::CAP_MW) ? hw::WQE_OP_BIND_MW : -1;
+    case IBV_WR_FAST_REG_MR:  // RC only in hcasim (10.7.2.6 would also allow UC)
+        return t == IBV_QPT_RC && (caps.flags & hw::CAP_SEND_INV) ? hw::WQE_OP_FAST_REG : -1;
+    default: return -1;
     }
+}
+
+/// Memory management WRs: no data, one segment of their own (or none).
+bool is_mem_mgmt(ibv_wr_opcode op) {
+    return op == IBV_WR_LOCAL_INV || op == IBV_WR_BIND_MW || op == IBV_WR_FAST_REG_MR;
 }
 
 bool is_atomic(ibv_wr_opcode op) { return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD; }
@@ -241,16 +268,62 @@ void put_data_seg(uint8_t* buf, uint32_t* off, const ibv_sge& s) {
     put(buf, off, d);
 }
 
-/// Checks one send WR (immediate errors); returns 0 or errno.
-int check_send_wr(ibv_qp* qp, const ibv_send_wr* wr, uint64_t* total) {
-    const hw::hca_caps& caps = qp->context->driver->caps();
+/// Whether the send queue takes a WQE now (state, room); 0 or errno.
+int check_sq_post(const ibv_qp* qp) {
     // C10-22, C10-25, C10-29, C10-96: no send posts before RTS.
     if (qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_INIT || qp->state == IBV_QPS_RTR) return EINVAL;
     if (qp->sq.producer - qp->sq.completed >= qp->sq.max_wr) return ENOMEM;
+    return 0;
+}
+
+constexpr unsigned MW_ACCESS_BITS =
+    IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED;
+
+/// Shape of a bind (verb or WR): QP type, flags, rights bits, length field; 0 or EINVAL. The
+/// region's rights, PD and bounds are the HCA's to check (completion errors).
+int check_bind_shape(const ibv_qp* qp, const ibv_mw_bind_info& b, unsigned send_flags) {
+    const hw::hca_caps& caps = qp->context->driver->caps();
+    if (qp->qp_type == IBV_QPT_UD) return EINVAL;  // C10-89: binds on RC and UC
+    if (send_flags & ~unsigned(IBV_SEND_SIGNALED | IBV_SEND_FENCE)) return EINVAL;
+    if (b.mw_access_flags & ~MW_ACCESS_BITS) return EINVAL;
+    if ((b.mw_access_flags & IBV_ACCESS_ZERO_BASED) && !(caps.flags & hw::CAP_ZBVA)) return EINVAL;
+    if (b.length > UINT32_MAX) return EINVAL;  // wqe_bind_seg::length is 32 bits
+    if (b.length && !b.mr) return EINVAL;
+    if (b.mr && b.mr->context->driver != qp->context->driver) return EINVAL;
+    return 0;
+}
+
+/// Immediate errors of a memory management WR (LOCAL_INV, BIND_MW, FAST_REG_MR).
+int check_mem_mgmt_wr(const ibv_qp* qp, const ibv_send_wr* wr) {
+    const hw::hca_caps& caps = qp->context->driver->caps();
+    if (wr->send_flags & IBV_SEND_INLINE) return EINVAL;  // no data to inline
+    if (wr->opcode == IBV_WR_BIND_MW) {
+        const ibv_mw* mw = wr->bind_mw.mw;
+        if (!mw || mw->context != qp->context) return EINVAL;
+        if (mw->type != IBV_MW_TYPE_2) return EINVAL;              // o10-37.2.34: type 1 binds by the verb
+        if (wr->bind_mw.bind_info.length == 0) return EINVAL;      // o10-37.2.40: no zero-length type 2 bind
+        return check_bind_shape(qp, wr->bind_mw.bind_info, wr->send_flags & ~unsigned(IBV_SEND_SOLICITED));
+    }
+    if (wr->opcode == IBV_WR_FAST_REG_MR) {
+        const auto& f = wr->fast_reg;
+        // Only an ibv_alloc_lkey region has the page-list buffer the WQE points the HCA at.
+        if (!f.mr || !f.mr->page_list_pa || f.mr->context->driver != qp->context->driver) return EINVAL;
+        if (f.page_count == 0 || f.page_count > f.mr->page_list_max || !f.page_list) return EINVAL;
+        if (f.length == 0) return EINVAL;
+        if (int e = check_mr_access(caps, f.access)) return e;
+    }
+    return 0;
+}
+
+/// Checks one send WR (immediate errors); returns 0 or errno.
+int check_send_wr(ibv_qp* qp, const ibv_send_wr* wr, uint64_t* total) {
+    const hw::hca_caps& caps = qp->context->driver->caps();
+    if (int e = check_sq_post(qp)) return e;
+    *total = 0;
+    if (wqe_opcode_for(caps, qp->qp_type, wr->opcode) < 0) return EINVAL;
+    if (is_mem_mgmt(wr->opcode)) return check_mem_mgmt_wr(qp, wr);  // their SGEs are ignored
     if (wr->num_sge < 0 || uint32_t(wr->num_sge) > qp->sq.max_sge) return EINVAL;
     if (wr->num_sge > 0 && !wr->sg_list) return EINVAL;
-    if (wqe_opcode_for(caps, qp->qp_type, wr->opcode) < 0) return EINVAL;
-    *total = 0;
     for (int i = 0; i < wr->num_sge; ++i) *total += wr->sg_list[i].length;
     if (*total > MAX_MSG_BYTES) return EINVAL;  // C10-93
     if (wr->send_flags & IBV_SEND_INLINE) {
@@ -271,21 +344,92 @@ int check_send_wr(ibv_qp* qp, const ibv_send_wr* wr, uint64_t* total) {
     return 0;
 }
 
+/// Control segment of the next send WQE of qp.
+hw::wqe_ctrl_seg make_ctrl(const ibv_qp* qp, uint8_t opcode, unsigned send_flags, uint64_t wr_id) {
+    hw::wqe_ctrl_seg ctrl{};
+    ctrl.opcode = opcode;
+    if (qp->sq_sig_all || (send_flags & IBV_SEND_SIGNALED)) ctrl.flags |= hw::WQE_FLAG_SIGNALED;
+    if (send_flags & IBV_SEND_FENCE) ctrl.flags |= hw::WQE_FLAG_FENCE;
+    ctrl.qpn = qp->qp_num;
+    ctrl.wqe_index = uint16_t(qp->sq.producer);
+    ctrl.wr_id = wr_id;
+    return ctrl;
+}
+
+/// Sets ds_count of the WQE in buf from its size; returns the size rounded to 16 bytes.
+uint32_t finish_wqe(uint8_t* buf, uint32_t off) {
+    off = hw::align16(off);
+    buf[offsetof(hw::wqe_ctrl_seg, ds_count)] = uint8_t(off / 16);
+    return off;
+}
+
+/// Bind WQE (verb or WR) into buf; returns its size.
+uint32_t build_bind_wqe(const ibv_qp* qp, uint64_t wr_id, unsigned send_flags, uint32_t mw_key, uint32_t new_key,
+                        const ibv_mw_bind_info& b, uint32_t bind_flags, uint8_t* buf) {
+    uint32_t off = 0;
+    put(buf, &off, make_ctrl(qp, hw::WQE_OP_BIND_MW, send_flags, wr_id));
+    hw::wqe_bind_seg s{};
+    s.mw_key = mw_key;
+    s.new_key = new_key;
+    s.mr_lkey = b.mr ? b.mr->lkey : 0;
+    s.access = b.mw_access_flags;
+    s.addr = b.addr;
+    s.length = uint32_t(b.length);
+    s.bind_flags = bind_flags;
+    put(buf, &off, s);
+    return finish_wqe(buf, off);
+}
+
+/// Fast register WQE into buf (copies the page list to the L_Key's buffer first); returns its size.
+uint32_t build_fast_reg_wqe(const ibv_qp* qp, const ibv_send_wr* wr, uint8_t* buf) {
+    const auto& f = wr->fast_reg;
+    host_bus& bus = qp->context->driver->bus();
+    bus.mem_write(f.mr->page_list_pa, f.page_list, size_t(f.page_count) * sizeof(uint64_t));
+    bus.cpu_cost(cpu_op::memcpy_64b, uint32_t((uint64_t(f.page_count) * sizeof(uint64_t) + 63) / 64));
+    uint32_t off = 0;
+    put(buf, &off, make_ctrl(qp, hw::WQE_OP_FAST_REG, wr->send_flags, wr->wr_id));
+    hw::wqe_fast_reg_seg s{};
+    s.lkey = hw::make_key(f.mr->handle, f.key_byte);
+    s.access = uint32_t(f.access);
+    s.iova = f.iova;
+    s.length = f.length;
+    s.page_list_pa = f.mr->page_list_pa;
+    s.page_count = f.page_count;
+    s.page_offset = f.page_offset;
+    s.log_page_size = f.log_page_size;
+    put(buf, &off, s);
+    return finish_wqe(buf, off);
+}
+
+/// Key a type 2 bind WR gives its window: the window's index, the consumer's key byte.
+uint32_t bind_wr_key(const ibv_send_wr* wr) {
+    return hw::make_key(hw::key_index(wr->bind_mw.mw->rkey), hw::key_byte(wr->bind_mw.rkey));
+}
+
 /// Builds a send WQE into buf; returns its size in bytes (16-byte multiple) or 0 on EFAULT.
 uint32_t build_send_wqe(ibv_qp* qp, const ibv_send_wr* wr, uint64_t total, uint8_t* buf) {
     const hw::hca_caps& caps = qp->context->driver->caps();
+    uint8_t opcode = uint8_t(wqe_opcode_for(caps, qp->qp_type, wr->opcode));
+    switch (wr->opcode) {
+    case IBV_WR_BIND_MW:
+        return build_bind_wqe(qp, wr->wr_id, wr->send_flags, wr->bind_mw.mw->rkey, bind_wr_key(wr),
+                              wr->bind_mw.bind_info, 0, buf);
+    case IBV_WR_FAST_REG_MR: return build_fast_reg_wqe(qp, wr, buf);
+    case IBV_WR_LOCAL_INV: {
+        uint32_t off = 0;
+        hw::wqe_ctrl_seg ctrl = make_ctrl(qp, opcode, wr->send_flags, wr->wr_id);
+        ctrl.imm = wr->invalidate_rkey;
+        put(buf, &off, ctrl);
+        return finish_wqe(buf, off);
+    }
+    default: break;
+    }
     uint32_t off = 0;
-    hw::wqe_ctrl_seg ctrl{};
-    ctrl.opcode = uint8_t(wqe_opcode_for(caps, qp->qp_type, wr->opcode));
-    if (qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED)) ctrl.flags |= hw::WQE_FLAG_SIGNALED;
+    hw::wqe_ctrl_seg ctrl = make_ctrl(qp, opcode, wr->send_flags, wr->wr_id);
     if (wr->send_flags & IBV_SEND_SOLICITED) ctrl.flags |= hw::WQE_FLAG_SOLICITED;
-    if (wr->send_flags & IBV_SEND_FENCE) ctrl.flags |= hw::WQE_FLAG_FENCE;
     bool inl = wr->send_flags & IBV_SEND_INLINE;
     if (inl) ctrl.flags |= hw::WQE_FLAG_INLINE;
-    ctrl.qpn = qp->qp_num;
-    ctrl.wqe_index = uint16_t(qp->sq.producer);
     ctrl.imm = wr->opcode == IBV_WR_SEND_WITH_INV ? wr->invalidate_rkey : wr->imm_data;
-    ctrl.wr_id = wr->wr_id;
     put(buf, &off, ctrl);
     if (has_raddr(wr->opcode)) {
         hw::wqe_raddr_seg r{};
@@ -336,9 +480,55 @@ uint32_t build_send_wqe(ibv_qp* qp, const ibv_send_wr* wr, uint64_t total, uint8
         for (int i = 0; i < wr->num_sge; ++i)
             if (wr->sg_list[i].length) put_data_seg(buf, &off, wr->sg_list[i]);  // zero length: no segment
     }
-    off = hw::align16(off);
-    buf[offsetof(hw::wqe_ctrl_seg, ds_count)] = uint8_t(off / 16);
-    return off;
+    return finish_wqe(buf, off);
+}
+
+/// Writes a built WQE into the next send slot.
+void put_send_wqe(ibv_qp* qp, const uint8_t* buf, uint32_t bytes) {
+    host_bus& bus = qp->context->driver->bus();
+    uint64_t slot = qp->sq.pa + (uint64_t(qp->sq.producer & ((1u << qp->sq.log_size) - 1)) << qp->sq.log_stride);
+    bus.mem_write(slot, buf, bytes);
+    bus.cpu_cost(cpu_op::build_wqe);
+    ++qp->sq.producer;
+}
+
+/// Tells the HCA about `posted` (>= 1) new send WQEs, the last of which is last[0, last_bytes).
+void ring_send(ibv_qp* qp, uint32_t posted, const uint8_t* last, uint32_t last_bytes) {
+    ibv_context* ctx = qp->context;
+    uint32_t window = (last_bytes + hw::WQE_BASIC_BLOCK - 1) & ~(hw::WQE_BASIC_BLOCK - 1);
+    if (ctx->driver->options().use_inline_window && posted == 1 && window <= hw::INLINE_WINDOW_BYTES) {
+        // The window write is the doorbell for this WQE (producer = wqe_index + 1).
+        ctx->driver->bus().mmio_write(hca_driver::uar_offset(ctx->uar, hw::UAR_INLINE_WQE), last, window);
+    } else {
+        mmio64(ctx, hw::UAR_SQ_DOORBELL, hw::sq_doorbell(qp->qp_num, uint16_t(qp->sq.producer)));
+    }
+}
+
+/// Software state a posted WR changes: the keys a bind or fast register WR gives.
+void after_post(const ibv_send_wr* wr) {
+    if (wr->opcode == IBV_WR_BIND_MW) {
+        wr->bind_mw.mw->rkey = bind_wr_key(wr);
+    } else if (wr->opcode == IBV_WR_FAST_REG_MR) {
+        ibv_mr* mr = wr->fast_reg.mr;
+        mr->lkey = mr->rkey = hw::make_key(mr->handle, wr->fast_reg.key_byte);
+    }
+}
+
+/// Completion opcode of a CQE.
+ibv_wc_opcode wc_opcode_of(uint8_t op) {
+    switch (op) {
+    case hw::CQE_OP_SEND: return IBV_WC_SEND;
+    case hw::CQE_OP_RDMA_WRITE: return IBV_WC_RDMA_WRITE;
+    case hw::CQE_OP_RDMA_READ: return IBV_WC_RDMA_READ;
+    case hw::CQE_OP_COMP_SWAP: return IBV_WC_COMP_SWAP;
+    case hw::CQE_OP_FETCH_ADD: return IBV_WC_FETCH_ADD;
+    case hw::CQE_OP_BIND_MW: return IBV_WC_BIND_MW;
+    case hw::CQE_OP_LOCAL_INV: return IBV_WC_LOCAL_INV;
+    case hw::CQE_OP_FAST_REG: return IBV_WC_FAST_REG_MR;
+    case hw::CQE_OP_RECV: return IBV_WC_RECV;
+    case hw::CQE_OP_RECV_RDMA_WITH_IMM: return IBV_WC_RECV_RDMA_WITH_IMM;
+    default: return ibv_wc_opcode(op);
+    }
 }
 
 int check_ah_attr(ibv_context* ctx, const ibv_ah_attr& a) {
@@ -357,7 +547,12 @@ uint32_t send_wqe_max_bytes(ibv_qp_type t, uint32_t max_send_sge, uint32_t max_i
                                       : sizeof(hw::wqe_raddr_seg);
     uint32_t data = std::max<uint32_t>(max_send_sge * sizeof(hw::wqe_data_seg),
                                        max_inline ? hw::align16(sizeof(hw::wqe_inline_seg) + max_inline) : 0);
-    return sizeof(hw::wqe_ctrl_seg) + addr + data;
+    uint32_t bytes = sizeof(hw::wqe_ctrl_seg) + addr + data;
+    // Connected QPs also carry memory management WQEs (bind 32 B, fast register 48 B segment).
+    if (t != IBV_QPT_UD)
+        bytes = std::max<uint32_t>(bytes, sizeof(hw::wqe_ctrl_seg) +
+                                              std::max(sizeof(hw::wqe_bind_seg), sizeof(hw::wqe_fast_reg_seg)));
+    return bytes;
 }
 
 // ---------------------------------------------------------------- device
@@ -381,8 +576,9 @@ ibv_context* ibv_open_device(fw::hca_driver& drv, fw::address_space& as) {
 
 int ibv_close_device(ibv_context* ctx) {
     if (!ctx) return EINVAL;
-    if (ctx->pds || ctx->cqs || ctx->qps || ctx->mrs || ctx->ahs || ctx->channels) return EBUSY;
+    if (ctx->pds || ctx->cqs || ctx->qps || ctx->mrs || ctx->mws || ctx->ahs || ctx->channels) return EBUSY;
     if (ctx->delivering) return EBUSY;  // called from its own async event handler
+    for (const auto& [va, len] : ctx->mapped) ctx->as->unpin(va, len);  // ibv_map_pages ranges
     ctx->driver->remove_event_client(ctx);
     ctx->driver->free_uar(ctx->uar);
     delete ctx;
@@ -408,6 +604,8 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
                           ((c.flags & hw::CAP_APM) ? IBV_DEVICE_AUTO_PATH_MIG : 0) |
                           ((c.flags & hw::CAP_MW) ? IBV_DEVICE_MEM_WINDOW : 0) |
                           ((c.flags & hw::CAP_SEND_INV) ? IBV_DEVICE_MEM_MGT_EXTENSIONS : 0) |
+                          ((c.flags & hw::CAP_MW_TYPE2A) ? IBV_DEVICE_MEM_WINDOW_TYPE_2A : 0) |
+                          ((c.flags & hw::CAP_MW_TYPE2B) ? IBV_DEVICE_MEM_WINDOW_TYPE_2B : 0) |
                           IBV_DEVICE_UD_AV_PORT_ENFORCE;
     a->max_sge = a->max_sge_rd = int(c.max_sge);
     a->max_cq = int(std::min<uint32_t>(c.max_cq, ctx->driver->num_cqs() - 1));
@@ -423,6 +621,13 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
     a->local_ca_ack_delay = c.local_ca_ack_delay;
     if (const hw::port_info* p = ctx->driver->port(1)) a->max_pkeys = p->pkey_table_len;
     a->max_inline_data = std::min<uint32_t>(c.max_inline, hw::INLINE_LEN_MASK);
+    a->max_mw = (c.flags & hw::CAP_MW) ? int(std::min<uint32_t>(c.max_mw, ctx->driver->num_mpts() - 1)) : 0;
+    a->reserved_lkey_supported = c.flags & hw::CAP_RESERVED_LKEY;
+    a->reserved_lkey = a->reserved_lkey_supported ? c.reserved_lkey : 0;
+    a->max_fast_reg_page_list_len = (c.flags & hw::CAP_SEND_INV) ? c.max_fast_reg_pages : 0;
+    a->zbva = c.flags & hw::CAP_ZBVA;
+    a->block_list = c.flags & hw::CAP_BLOCK_LIST;
+    a->local_inv_fence = c.flags & hw::CAP_LOCAL_INV_FENCE;
     return 0;
 }
 
@@ -448,7 +653,7 @@ int ibv_query_port(ibv_context* ctx, uint8_t port_num, ibv_port_attr* a) {
     return 0;
 }
 
-// ---------------------------------------------------------------- PD, MR, AH
+// ---------------------------------------------------------------- PD
 
 ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
     if (!ctx) return fail<ibv_pd>(EINVAL);
@@ -469,85 +674,492 @@ int ibv_dealloc_pd(ibv_pd* pd) {
     return 0;
 }
 
+// ---------------------------------------------------------------- memory regions
+
+namespace {
+
+/// A region length the HCA accepts; 0 or EINVAL.
+int check_mr_length(const hw::hca_caps& caps, uint64_t length) {
+    if (length == 0 || (caps.max_mr_size && length > caps.max_mr_size)) return EINVAL;
+    return 0;
+}
+
+/// True when [start, start + length) wraps around the 64-bit address space.
+bool wraps(uint64_t start, uint64_t length) { return length && start + (length - 1) < start; }
+
+/// Writes MTT entries first.. with values[i] | MTT_PRESENT, WRITE_MTT_MAX per command.
+hw::cmd_status write_mtt(hca_driver& drv, uint64_t first, const std::vector<uint64_t>& values) {
+    uint8_t buf[hw::CMD_IN_BYTES];
+    for (size_t done = 0; done < values.size();) {
+        uint32_t n = uint32_t(std::min<size_t>(hw::WRITE_MTT_MAX, values.size() - done));
+        hw::write_mtt_in h{};
+        h.first_index = first + done;
+        h.count = n;
+        std::memcpy(buf, &h, sizeof h);
+        for (uint32_t i = 0; i < n; ++i) {
+            hw::mtt_entry m{values[done + i] | hw::MTT_PRESENT};
+            std::memcpy(buf + sizeof h + i * sizeof m, &m, sizeof m);
+        }
+        hw::cmd_status st = drv.exec(hw::CMD_WRITE_MTT, 0, 0, buf, sizeof h + n * sizeof(hw::mtt_entry));
+        if (st != hw::CMD_OK) return st;
+        done += n;
+    }
+    return hw::CMD_OK;
+}
+
+/// Pins [addr, addr+length) of the context's process, allocates and writes its MTT run; 0 or
+/// errno, nothing left behind on failure.
+int build_va_translation(ibv_context* ctx, uint64_t addr, uint64_t length, uint64_t* first, uint64_t* n) {
+    hca_driver& drv = *ctx->driver;
+    std::vector<uint64_t> pages;
+    if (int e = ctx->as->pin(addr, length, &pages)) return e;  // C10-52.2.1
+    if (!drv.alloc_mtt(pages.size(), first)) {
+        ctx->as->unpin(addr, length);
+        return ENOMEM;
+    }
+    hw::cmd_status st = write_mtt(drv, *first, pages);
+    if (st != hw::CMD_OK) {
+        drv.free_mtt(*first, pages.size());
+        ctx->as->unpin(addr, length);
+        return fw::cmd_errno(st);
+    }
+    *n = pages.size();
+    return 0;
+}
+
+/// Drops an MR's use of its MTT run: the last user frees it and unpins its pages.
+void drop_translation(hca_driver& drv, fw::address_space* as, uint64_t first, uint64_t n, uint64_t pin_addr,
+                      uint64_t pin_len) {
+    if (drv.release_mtt(first, n) && as && pin_len) as->unpin(pin_addr, pin_len);
+}
+
+/// MPT entry of a Valid memory region.
+hw::mpt_entry region_entry(uint32_t key, const ibv_pd* pd, int access, uint64_t iova, uint64_t length) {
+    hw::mpt_entry m{};
+    m.key = key;
+    m.pd = pd->handle;
+    m.access = uint32_t(access);
+    m.state = hw::MPT_STATE_VALID;
+    m.type = hw::MPT_TYPE_MR;
+    m.log_page_size = fw::PAGE_SHIFT;
+    m.start_va = zero_based(access) ? 0 : iova;  // ZBVA: requests name offsets from 0
+    m.length = length;
+    return m;
+}
+
+/// The ibv_mr of an MPT entry the HCA now holds; counts it on its PD and context.
+ibv_mr* new_mr(ibv_pd* pd, const hw::mpt_entry& m, uint64_t addr, uint64_t length, int access) {
+    auto* mr = new ibv_mr{};
+    mr->context = pd->context;
+    mr->pd = pd;
+    mr->addr = addr;
+    mr->length = length;
+    mr->handle = hw::key_index(m.key);
+    mr->lkey = mr->rkey = m.key;
+    mr->access = access;
+    mr->mtt_first = m.mtt_base;
+    mr->mtt_count = m.mtt_reserved;
+    mr->hw_mpt = m;
+    ++pd->refs;
+    ++pd->context->mrs;
+    return mr;
+}
+
+/// HCA-maintained fields of an entry, copied into one software is about to write back.
+void keep_hca_fields(hw::mpt_entry* m, const hw::mpt_entry& held) {
+    m->bound_mws = held.bound_mws;
+    m->mr_index = held.mr_index;
+    m->qpn = held.qpn;
+    m->mr_va = held.mr_va;
+}
+
+}  // namespace
+
 ibv_mr* ibv_reg_mr(ibv_pd* pd, uint64_t addr, size_t length, int access) {
     if (!pd) return fail<ibv_mr>(EINVAL);
     ibv_context* ctx = pd->context;
     hca_driver& drv = *ctx->driver;
     verb_cost(ctx);
-    // C10-48: remote write / remote atomic need local write.
-    if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
-        return fail<ibv_mr>(EINVAL);
-    if (access & ~0x1F) return fail<ibv_mr>(EINVAL);
-    if ((access & IBV_ACCESS_REMOTE_ATOMIC) && !(drv.caps().flags & hw::CAP_ATOMIC)) return fail<ibv_mr>(EINVAL);
-    if ((access & IBV_ACCESS_MW_BIND) && !(drv.caps().flags & hw::CAP_MW)) return fail<ibv_mr>(EINVAL);
-    if (length == 0 || (drv.caps().max_mr_size && length > drv.caps().max_mr_size)) return fail<ibv_mr>(EINVAL);
-    std::vector<uint64_t> pages;
-    if (int e = ctx->as->pin(addr, length, &pages)) return fail<ibv_mr>(e);  // C10-52.2.1
+    if (int e = check_mr_access(drv.caps(), access)) return fail<ibv_mr>(e);
+    if (check_mr_length(drv.caps(), length) || wraps(addr, length)) return fail<ibv_mr>(EINVAL);
     // C10-45: all or nothing, so every failure below rolls back what was done.
-    uint64_t mtt_first = 0;
-    if (!drv.alloc_mtt(pages.size(), &mtt_first)) {
-        ctx->as->unpin(addr, length);
+    uint64_t first = 0, n = 0;
+    if (int e = build_va_translation(ctx, addr, length, &first, &n)) return fail<ibv_mr>(e);
+    uint32_t index;
+    uint8_t key_byte;  // CI-owned (o10-37.2.2, o10-37.2.4)
+    if (!drv.alloc_mpt(&index, &key_byte)) {
+        drop_translation(drv, ctx->as, first, n, addr, length);
+        return fail<ibv_mr>(ENOMEM);
+    }
+    hw::mpt_entry m = region_entry(hw::make_key(index, key_byte), pd, access, addr, length);
+    m.mtt_base = first;
+    m.mtt_count = m.mtt_reserved = uint32_t(n);
+    m.page_offset = uint32_t(addr % fw::PAGE_BYTES);
+    hw::cmd_status st = drv.exec(hw::CMD_CREATE_MPT, index, hw::MPT_CREATE, &m, sizeof m);
+    if (st != hw::CMD_OK) {
+        drv.free_mpt(index);
+        drop_translation(drv, ctx->as, first, n, addr, length);
+        return fail<ibv_mr>(fw::cmd_errno(st));
+    }
+    ibv_mr* mr = new_mr(pd, m, addr, length, access);
+    mr->pin_as = ctx->as;
+    mr->pin_addr = addr;
+    mr->pin_len = length;
+    return mr;
+}
+
+ibv_mr* ibv_reg_phys_mr(ibv_pd* pd, const ibv_phys_mr_attr* a) {
+    if (!pd || !a) return fail<ibv_mr>(EINVAL);
+    ibv_context* ctx = pd->context;
+    hca_driver& drv = *ctx->driver;
+    const hw::hca_caps& caps = drv.caps();
+    verb_cost(ctx);
+    if (int e = check_mr_access(caps, a->access)) return fail<ibv_mr>(e);
+    if (check_mr_length(caps, a->length) || !a->list || a->count == 0) return fail<ibv_mr>(EINVAL);
+    if (a->key_byte < -1 || a->key_byte > 255) return fail<ibv_mr>(EINVAL);
+    if (!zero_based(a->access) && wraps(a->iova, a->length)) return fail<ibv_mr>(EINVAL);
+    if (a->block_list) {
+        // o10-37.2.9: equal blocks of any size and alignment.
+        if (!(caps.flags & hw::CAP_BLOCK_LIST) || a->size == 0 || a->size > UINT32_MAX) return fail<ibv_mr>(EINVAL);
+    } else {
+        if (a->size < fw::PAGE_BYTES || (a->size & (a->size - 1)) || !(caps.page_size_cap & a->size))
+            return fail<ibv_mr>(EINVAL);
+        for (uint32_t i = 0; i < a->count; ++i)
+            if (a->list[i] & (a->size - 1)) return fail<ibv_mr>(EINVAL);  // C10-53.2.1
+    }
+    for (uint32_t i = 0; i < a->count; ++i)
+        if (a->list[i] & hw::MTT_PRESENT) return fail<ibv_mr>(EINVAL);  // not a host physical address
+    // The region [first_offset, first_offset + length) must lie in the listed pages / blocks.
+    if (a->size * a->count / a->count != a->size || a->first_offset >= a->size ||
+        a->length > a->size * a->count - a->first_offset)
+        return fail<ibv_mr>(EINVAL);
+    uint64_t first;
+    if (!drv.alloc_mtt(a->count, &first)) return fail<ibv_mr>(ENOMEM);
+    hw::cmd_status st = write_mtt(drv, first, std::vector<uint64_t>(a->list, a->list + a->count));
+    if (st != hw::CMD_OK) {
+        drv.free_mtt(first, a->count);
+        return fail<ibv_mr>(fw::cmd_errno(st));
+    }
+    uint32_t index;
+    uint8_t key_byte;
+    if (!drv.alloc_mpt(&index, &key_byte)) {
+        drv.free_mtt(first, a->count);
+        return fail<ibv_mr>(ENOMEM);
+    }
+    if (a->key_byte >= 0) key_byte = uint8_t(a->key_byte);  // the consumer's choice (o10-37.2.2)
+    hw::mpt_entry m = region_entry(hw::make_key(index, key_byte), pd, a->access, a->iova, a->length);
+    m.flags = hw::MPT_PHYS | (a->block_list ? hw::MPT_BLOCK_LIST : 0);
+    uint8_t log_size = 0;
+    while ((1ull << log_size) < a->size) ++log_size;
+    m.log_page_size = a->block_list ? fw::PAGE_SHIFT : log_size;  // unused with a block list
+    m.block_size = a->block_list ? uint32_t(a->size) : 0;
+    m.mtt_base = first;
+    m.mtt_count = m.mtt_reserved = a->count;
+    m.page_offset = a->first_offset;
+    st = drv.exec(hw::CMD_CREATE_MPT, index, hw::MPT_CREATE, &m, sizeof m);
+    if (st != hw::CMD_OK) {
+        drv.free_mpt(index);
+        drv.free_mtt(first, a->count);
+        return fail<ibv_mr>(fw::cmd_errno(st));
+    }
+    ibv_mr* mr = new_mr(pd, m, a->iova, a->length, a->access);
+    mr->page_list_max = a->count;  // o10-37.2.10
+    return mr;
+}
+
+ibv_mr* ibv_reg_shared_mr(ibv_mr* src, ibv_pd* pd, int access, uint64_t iova) {
+    if (!src || !pd) return fail<ibv_mr>(EINVAL);
+    ibv_context* ctx = pd->context;
+    hca_driver& drv = *ctx->driver;
+    verb_cost(ctx);
+    if (src->context->driver != &drv) return fail<ibv_mr>(EINVAL);  // another HCA's region
+    // An Allocate L_Key region has no fixed pages to share (they change with each Fast Register).
+    if (src->hw_mpt.flags & hw::MPT_FAST_REG) return fail<ibv_mr>(EINVAL);
+    if (int e = check_mr_access(drv.caps(), access)) return fail<ibv_mr>(e);
+    if (!zero_based(access) && wraps(iova, src->length)) return fail<ibv_mr>(EINVAL);
+    uint32_t index;
+    uint8_t key_byte;  // CI-owned (o10-37.2.2)
+    if (!drv.alloc_mpt(&index, &key_byte)) return fail<ibv_mr>(ENOMEM);
+    const hw::mpt_entry& s = src->hw_mpt;
+    hw::mpt_entry m = region_entry(hw::make_key(index, key_byte), pd, access, iova, src->length);
+    m.flags = uint8_t((s.flags & (hw::MPT_PHYS | hw::MPT_BLOCK_LIST)) | hw::MPT_SHARED);
+    m.log_page_size = s.log_page_size;
+    m.block_size = s.block_size;
+    m.mtt_base = s.mtt_base;  // the same translation entries as the source
+    m.mtt_count = s.mtt_count;
+    m.mtt_reserved = s.mtt_reserved;
+    m.page_offset = s.page_offset;
+    hw::cmd_status st = drv.exec(hw::CMD_CREATE_MPT, index, hw::MPT_CREATE, &m, sizeof m);
+    if (st != hw::CMD_OK) {
+        drv.free_mpt(index);
+        return fail<ibv_mr>(fw::cmd_errno(st));
+    }
+    if (!(s.flags & hw::MPT_SHARE_SRC)) {
+        // Mark the source: it cannot be invalidated or fast-registered any more (o10-37.2.13).
+        hw::mpt_entry held{};
+        st = drv.exec(hw::CMD_QUERY_MPT, src->handle, 0, nullptr, 0, &held, sizeof held);
+        if (st == hw::CMD_OK) {
+            held.flags |= hw::MPT_SHARE_SRC;
+            st = drv.exec(hw::CMD_CREATE_MPT, src->handle, hw::MPT_MODIFY, &held, sizeof held);
+        }
+        if (st != hw::CMD_OK) {
+            drv.exec(hw::CMD_DESTROY_MPT, index, 0, nullptr, 0);
+            drv.free_mpt(index);
+            return fail<ibv_mr>(st == hw::CMD_BAD_STATE ? EBUSY : fw::cmd_errno(st));
+        }
+        src->hw_mpt = held;
+    }
+    drv.retain_mtt(src->mtt_first);
+    ibv_mr* mr = new_mr(pd, m, iova, src->length, access);
+    mr->page_list_max = src->page_list_max;
+    mr->pin_as = src->pin_as;  // the pages stay pinned while either region uses them
+    mr->pin_addr = src->pin_addr;
+    mr->pin_len = src->pin_len;
+    return mr;
+}
+
+int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, uint64_t addr, size_t length, int access) {
+    if (!mr) return EINVAL;
+    ibv_context* ctx = mr->context;
+    hca_driver& drv = *ctx->driver;
+    verb_cost(ctx);
+    const int all = IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+    if (flags == 0 || (flags & ~all)) return EINVAL;
+    if (mr->hw_mpt.flags & hw::MPT_FAST_REG) return EINVAL;  // Allocate L_Key regions: Fast Register
+    bool translate = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+    ibv_pd* new_pd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd : mr->pd;
+    if (!new_pd || new_pd->context != ctx) return EINVAL;
+    int new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? access : mr->access;
+    if (int e = check_mr_access(drv.caps(), new_access)) return e;
+    uint64_t new_addr = translate ? addr : mr->addr, new_len = translate ? length : mr->length;
+    if (translate && (check_mr_length(drv.caps(), length) || wraps(addr, length))) return EINVAL;
+    if (!zero_based(new_access) && wraps(new_addr, new_len)) return EINVAL;
+    // Atomic (C10-45): build everything new first; the old registration goes only after the HCA
+    // took the new one in one MPT_MODIFY.
+    uint64_t first = 0, n = 0;
+    if (translate) {
+        if (int e = build_va_translation(ctx, addr, length, &first, &n)) return e;
+    }
+    auto undo = [&](int e) {
+        if (translate) drop_translation(drv, ctx->as, first, n, addr, length);
+        return e;
+    };
+    hw::mpt_entry held{};
+    hw::cmd_status st = drv.exec(hw::CMD_QUERY_MPT, mr->handle, 0, nullptr, 0, &held, sizeof held);
+    if (st != hw::CMD_OK) return undo(fw::cmd_errno(st));
+    hw::mpt_entry m = mr->hw_mpt;
+    keep_hca_fields(&m, held);
+    m.flags = uint8_t(m.flags | (held.flags & hw::MPT_SHARE_SRC));
+    m.key = hw::make_key(mr->handle, drv.next_key_byte(mr->handle));  // CI-owned, fresh (o10-37.2.2)
+    m.pd = new_pd->handle;
+    m.access = uint32_t(new_access);
+    m.state = hw::MPT_STATE_VALID;
+    m.start_va = zero_based(new_access) ? 0 : new_addr;
+    m.length = new_len;
+    if (translate) {  // now a virtual registration of its own pages
+        m.flags &= uint8_t(~(hw::MPT_PHYS | hw::MPT_BLOCK_LIST | hw::MPT_SHARED));
+        m.log_page_size = fw::PAGE_SHIFT;
+        m.block_size = 0;
+        m.mtt_base = first;
+        m.mtt_count = m.mtt_reserved = uint32_t(n);
+        m.page_offset = uint32_t(addr % fw::PAGE_BYTES);
+    }
+    st = drv.exec(hw::CMD_CREATE_MPT, mr->handle, hw::MPT_MODIFY, &m, sizeof m);
+    if (st != hw::CMD_OK) return undo(st == hw::CMD_BAD_STATE ? EBUSY : fw::cmd_errno(st));
+    if (translate) {
+        drop_translation(drv, mr->pin_as, mr->mtt_first, mr->mtt_count, mr->pin_addr, mr->pin_len);
+        mr->mtt_first = first;
+        mr->mtt_count = n;
+        mr->pin_as = ctx->as;
+        mr->pin_addr = addr;
+        mr->pin_len = length;
+        mr->page_list_max = 0;
+    }
+    if (new_pd != mr->pd) {
+        --mr->pd->refs;
+        ++new_pd->refs;
+        mr->pd = new_pd;
+    }
+    mr->addr = new_addr;
+    mr->length = new_len;
+    mr->access = new_access;
+    mr->lkey = mr->rkey = m.key;
+    mr->hw_mpt = m;
+    return 0;
+}
+
+int ibv_query_mr(ibv_mr* mr, ibv_mr_attr* attr) {
+    if (!mr || !attr) return EINVAL;
+    verb_cost(mr->context);
+    hw::mpt_entry m{};
+    hw::cmd_status st = mr->context->driver->exec(hw::CMD_QUERY_MPT, mr->handle, 0, nullptr, 0, &m, sizeof m);
+    if (st != hw::CMD_OK) return fw::cmd_errno(st);
+    *attr = ibv_mr_attr{};
+    attr->pd = mr->pd;
+    attr->addr = m.start_va;
+    attr->length = m.length;
+    attr->access = int(m.access);
+    attr->lkey = attr->rkey = m.key;
+    attr->state = m.state <= hw::MPT_STATE_VALID ? ibv_mr_state(m.state) : IBV_MR_STATE_INVALID;
+    attr->page_list_max = m.mtt_reserved;  // o10-37.2.10
+    attr->is_shared = m.flags & hw::MPT_SHARED;
+    return 0;
+}
+
+ibv_mr* ibv_alloc_lkey(ibv_pd* pd, uint32_t max_pages) {
+    if (!pd) return fail<ibv_mr>(EINVAL);
+    ibv_context* ctx = pd->context;
+    hca_driver& drv = *ctx->driver;
+    const hw::hca_caps& caps = drv.caps();
+    verb_cost(ctx);
+    if (!(caps.flags & hw::CAP_SEND_INV) || max_pages == 0 || max_pages > caps.max_fast_reg_pages)
+        return fail<ibv_mr>(EINVAL);
+    uint64_t first, list_pa;
+    if (!drv.alloc_mtt(max_pages, &first)) return fail<ibv_mr>(ENOMEM);
+    if (!drv.os().alloc_contiguous(size_t(max_pages) * sizeof(uint64_t), 64, &list_pa)) {
+        drv.free_mtt(first, max_pages);
         return fail<ibv_mr>(ENOMEM);
     }
     uint32_t index;
     uint8_t key_byte;
     if (!drv.alloc_mpt(&index, &key_byte)) {
-        drv.free_mtt(mtt_first, pages.size());
-        ctx->as->unpin(addr, length);
+        drv.os().free(list_pa);
+        drv.free_mtt(first, max_pages);
         return fail<ibv_mr>(ENOMEM);
     }
-    auto rollback = [&](int e) {
-        drv.free_mpt(index);
-        drv.free_mtt(mtt_first, pages.size());
-        ctx->as->unpin(addr, length);
-        return fail<ibv_mr>(e);
-    };
-    uint8_t buf[hw::CMD_IN_BYTES];
-    for (size_t done = 0; done < pages.size();) {
-        uint32_t n = uint32_t(std::min<size_t>(hw::WRITE_MTT_MAX, pages.size() - done));
-        hw::write_mtt_in h{};
-        h.first_index = mtt_first + done;
-        h.count = n;
-        std::memcpy(buf, &h, sizeof h);
-        for (uint32_t i = 0; i < n; ++i) {
-            hw::mtt_entry m{pages[done + i] | hw::MTT_PRESENT};
-            std::memcpy(buf + sizeof h + i * sizeof m, &m, sizeof m);
-        }
-        hw::cmd_status st = drv.exec(hw::CMD_WRITE_MTT, 0, 0, buf, sizeof h + n * sizeof(hw::mtt_entry));
-        if (st != hw::CMD_OK) return rollback(fw::cmd_errno(st));
-        done += n;
-    }
     hw::mpt_entry m{};
-    m.key = hw::make_key(index, key_byte);
+    m.key = hw::make_key(index, key_byte);  // the consumer picks the byte at Fast Register time
     m.pd = pd->handle;
-    m.access = uint32_t(access);
-    m.flags = hw::MPT_VALID;
+    m.state = hw::MPT_STATE_FREE;
+    m.type = hw::MPT_TYPE_MR;
+    m.flags = hw::MPT_FAST_REG;
     m.log_page_size = fw::PAGE_SHIFT;
-    m.start_va = addr;
-    m.length = length;
-    m.mtt_base = mtt_first;
-    m.mtt_count = pages.size();
-    hw::cmd_status st = drv.exec(hw::CMD_CREATE_MPT, index, 0, &m, sizeof m);
-    if (st != hw::CMD_OK) return rollback(fw::cmd_errno(st));
-    ++pd->refs;
-    ++ctx->mrs;
-    return new ibv_mr{ctx, pd, addr, length, index, m.key, m.key, access, mtt_first, pages.size()};
+    m.mtt_base = first;
+    m.mtt_reserved = max_pages;
+    hw::cmd_status st = drv.exec(hw::CMD_CREATE_MPT, index, hw::MPT_CREATE, &m, sizeof m);
+    if (st != hw::CMD_OK) {
+        drv.free_mpt(index);
+        drv.os().free(list_pa);
+        drv.free_mtt(first, max_pages);
+        return fail<ibv_mr>(fw::cmd_errno(st));
+    }
+    ibv_mr* mr = new_mr(pd, m, 0, 0, 0);
+    mr->page_list_max = max_pages;  // o10-37.2.10
+    mr->page_list_pa = list_pa;
+    return mr;
 }
 
 int ibv_dereg_mr(ibv_mr* mr) {
     if (!mr) return EINVAL;
     ibv_context* ctx = mr->context;
+    hca_driver& drv = *ctx->driver;
     verb_cost(ctx);
-    hw::cmd_status st = ctx->driver->exec(hw::CMD_DESTROY_MPT, mr->handle, 0, nullptr, 0);
+    hw::cmd_status st = drv.exec(hw::CMD_DESTROY_MPT, mr->handle, 0, nullptr, 0);
+    if (st == hw::CMD_BAD_STATE) return EBUSY;  // windows are bound to it: it stays registered
     if (st != hw::CMD_OK) return fw::cmd_errno(st);
-    ctx->driver->free_mpt(mr->handle);
-    ctx->driver->free_mtt(mr->mtt_first, mr->mtt_count);
-    ctx->as->unpin(mr->addr, mr->length);
+    drv.free_mpt(mr->handle);
+    drop_translation(drv, mr->pin_as, mr->mtt_first, mr->mtt_count, mr->pin_addr, mr->pin_len);
+    if (mr->page_list_pa) drv.os().free(mr->page_list_pa);
     --mr->pd->refs;
     --ctx->mrs;
     delete mr;
     return 0;
 }
+
+int ibv_map_pages(ibv_context* ctx, uint64_t va, size_t len, std::vector<uint64_t>* pages) {
+    if (!ctx || !pages || len == 0) return EINVAL;
+    verb_cost(ctx);
+    if (int e = ctx->as->pin(va, len, pages)) return e;
+    ctx->mapped.emplace_back(va, len);
+    return 0;
+}
+
+int ibv_unmap_pages(ibv_context* ctx, uint64_t va, size_t len) {
+    if (!ctx) return EINVAL;
+    auto it = std::find(ctx->mapped.begin(), ctx->mapped.end(), std::make_pair(va, uint64_t(len)));
+    if (it == ctx->mapped.end()) return EINVAL;
+    ctx->as->unpin(va, len);
+    ctx->mapped.erase(it);
+    return 0;
+}
+
+// ---------------------------------------------------------------- memory windows
+
+ibv_mw* ibv_alloc_mw(ibv_pd* pd, ibv_mw_type type) {
+    if (!pd) return fail<ibv_mw>(EINVAL);
+    ibv_context* ctx = pd->context;
+    hca_driver& drv = *ctx->driver;
+    const hw::hca_caps& caps = drv.caps();
+    verb_cost(ctx);
+    if (!(caps.flags & hw::CAP_MW)) return fail<ibv_mw>(EINVAL);
+    uint8_t hw_type;
+    if (type == IBV_MW_TYPE_1) {
+        hw_type = hw::MPT_TYPE_MW1;
+    } else if (type == IBV_MW_TYPE_2) {
+        bool a = caps.flags & hw::CAP_MW_TYPE2A, b = caps.flags & hw::CAP_MW_TYPE2B;
+        if (a == b) return fail<ibv_mw>(EINVAL);  // o10-37.2.31: exactly one of 2A / 2B
+        hw_type = a ? hw::MPT_TYPE_MW2A : hw::MPT_TYPE_MW2B;
+    } else {
+        return fail<ibv_mw>(EINVAL);
+    }
+    if (!drv.reserve_mw()) return fail<ibv_mw>(ENOMEM);
+    uint32_t index;
+    uint8_t key_byte;
+    if (!drv.alloc_mpt(&index, &key_byte)) {
+        drv.release_mw();
+        return fail<ibv_mw>(ENOMEM);
+    }
+    hw::mpt_entry m{};
+    m.key = hw::make_key(index, key_byte);
+    m.pd = pd->handle;
+    m.state = hw::MPT_STATE_FREE;
+    m.type = hw_type;
+    hw::cmd_status st = drv.exec(hw::CMD_CREATE_MPT, index, hw::MPT_CREATE, &m, sizeof m);
+    if (st != hw::CMD_OK) {
+        drv.free_mpt(index);
+        drv.release_mw();
+        return fail<ibv_mw>(fw::cmd_errno(st));
+    }
+    ++pd->refs;
+    ++ctx->mws;
+    return new ibv_mw{ctx, pd, m.key, index, type};
+}
+
+int ibv_dealloc_mw(ibv_mw* mw) {
+    if (!mw) return EINVAL;
+    ibv_context* ctx = mw->context;
+    hca_driver& drv = *ctx->driver;
+    verb_cost(ctx);
+    hw::cmd_status st = drv.exec(hw::CMD_DESTROY_MPT, mw->handle, 0, nullptr, 0);
+    if (st != hw::CMD_OK) return fw::cmd_errno(st);
+    drv.free_mpt(mw->handle);
+    drv.release_mw();
+    --mw->pd->refs;
+    --ctx->mws;
+    delete mw;
+    return 0;
+}
+
+int ibv_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind) {
+    if (!qp || !mw || !mw_bind) return EINVAL;
+    ibv_context* ctx = qp->context;
+    verb_cost(ctx);
+    if (mw->type != IBV_MW_TYPE_1) return EINVAL;  // o10-37.2.35: type 2 windows bind by a WR
+    if (mw->context != ctx) return EINVAL;
+    if (int e = check_bind_shape(qp, mw_bind->bind_info, mw_bind->send_flags)) return e;
+    if (int e = check_sq_post(qp)) return e;
+    uint8_t buf[4096];
+    std::memset(buf, 0, 1u << qp->sq.log_stride);
+    uint32_t new_key = ibv_inc_rkey(mw->rkey);  // C10-66.2.2: a new R_Key on every bind
+    uint32_t bytes = build_bind_wqe(qp, mw_bind->wr_id, mw_bind->send_flags, mw->rkey, new_key,
+                                    mw_bind->bind_info, hw::BIND_FROM_VERB, buf);
+    put_send_wqe(qp, buf, bytes);
+    ring_send(qp, 1, buf, bytes);
+    mw->rkey = new_key;
+    return 0;
+}
+
+// ---------------------------------------------------------------- AH
 
 ibv_ah* ibv_create_ah(ibv_pd* pd, const ibv_ah_attr* attr) {
     if (!pd || !attr) return fail<ibv_ah>(EINVAL);
@@ -656,7 +1268,7 @@ int ibv_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
         ibv_wc& w = wc[n++];
         w.wr_id = e.wr_id;
         w.status = ibv_wc_status(e.status);
-        w.opcode = ibv_wc_opcode(e.opcode);
+        w.opcode = wc_opcode_of(e.opcode);
         w.vendor_err = e.vendor_err;
         w.byte_len = e.byte_len;
         w.imm_data = e.imm;
@@ -800,8 +1412,13 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     verb_cost(ctx);
     if (!ia->send_cq || !ia->recv_cq || ia->send_cq->context != ctx || ia->recv_cq->context != ctx)
         return fail<ibv_qp>(EINVAL);
-    if (ia->srq) return fail<ibv_qp>(EINVAL);  // no SRQ in interface version 1
+    if (ia->srq) return fail<ibv_qp>(EINVAL);  // no SRQs
     if (!transport_supported(caps, ia->qp_type)) return fail<ibv_qp>(EINVAL);
+    // IBA 10.6.4.3.2: fast register and the reserved L_Key are enabled when the QP is created.
+    if (ia->create_flags & ~uint32_t(IBV_QP_CREATE_FAST_REG | IBV_QP_CREATE_RESERVED_LKEY)) return fail<ibv_qp>(EINVAL);
+    if ((ia->create_flags & IBV_QP_CREATE_FAST_REG) && !(caps.flags & hw::CAP_SEND_INV)) return fail<ibv_qp>(EINVAL);
+    if ((ia->create_flags & IBV_QP_CREATE_RESERVED_LKEY) && !(caps.flags & hw::CAP_RESERVED_LKEY))
+        return fail<ibv_qp>(EINVAL);
     ibv_qp_cap& cap = ia->cap;
     uint32_t max_inline = (caps.flags & hw::CAP_INLINE) ? std::min<uint32_t>(caps.max_inline, hw::INLINE_LEN_MASK) : 0;
     if (cap.max_send_wr > caps.max_qp_wr || cap.max_recv_wr > caps.max_qp_wr || cap.max_send_sge > caps.max_sge ||
@@ -819,6 +1436,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     qp->state = IBV_QPS_RESET;  // C10-20
     qp->qp_type = ia->qp_type;
     qp->sq_sig_all = ia->sq_sig_all;
+    qp->create_flags = ia->create_flags;
     qp->max_inline_data = cap.max_inline_data;
     qp->sq.log_size = log2_ceil(std::max<uint32_t>(cap.max_send_wr, 1));
     qp->sq.log_stride = log2_ceil(std::max<uint32_t>(wqe_max, hw::WQE_BASIC_BLOCK));
@@ -897,7 +1515,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     if ((mask & IBV_QP_DEST_QPN) && attr->dest_qp_num > 0xFFFFFFu) return EINVAL;
     if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > caps.max_qp_init_rd_atom) return EINVAL;
     if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > caps.max_qp_rd_atom) return EINVAL;
-    // No alternate path fields in qp_context (interface version 1): APM attributes are refused.
+    // No alternate path fields in qp_context: APM attributes are refused.
     if ((mask & (IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE)) && !(caps.flags & hw::CAP_APM)) return EINVAL;
     if (mask & (IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE)) return EOPNOTSUPP;
 
@@ -939,6 +1557,8 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     mi.cur_state = uint8_t(cur);
     mi.ctx = c;
     hw::cmd_status st = drv.exec(hw::CMD_MODIFY_QP, qp->qp_num, uint32_t(next), &mi, sizeof mi);
+    // o10-37.2.29: no Reset while type 2A windows are bound to the QP (it stays as it was).
+    if (st == hw::CMD_BAD_STATE && next == IBV_QPS_RESET) return EBUSY;
     if (st != hw::CMD_OK) return fw::cmd_errno(st);
 
     qp->hw_ctx = c;
@@ -993,6 +1613,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int /*attr_mask*/, ibv_qp_init_a
         init_attr->cap = attr->cap;
         init_attr->qp_type = qp->qp_type;
         init_attr->sq_sig_all = qp->sq_sig_all;
+        init_attr->create_flags = qp->create_flags;
     }
     return 0;
 }
@@ -1003,6 +1624,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
     hca_driver& drv = *ctx->driver;
     verb_cost(ctx);
     hw::cmd_status st = drv.exec(hw::CMD_DESTROY_QP, qp->qp_num, 0, nullptr, 0);
+    if (st == hw::CMD_BAD_STATE) return EBUSY;  // o10-37.2.29: type 2A windows bound; the QP stays
     if (st != hw::CMD_OK) return fw::cmd_errno(st);
     // Unacknowledged events are not waited for (libibverbs would block): queued ones are dropped
     // and none is delivered for this QP afterwards.
@@ -1023,10 +1645,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
 int ibv_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     if (bad_wr) *bad_wr = nullptr;
     if (!qp) return EINVAL;
-    ibv_context* ctx = qp->context;
-    hca_driver& drv = *ctx->driver;
-    host_bus& bus = drv.bus();
-    bus.cpu_cost(cpu_op::verb_call);
+    qp->context->driver->bus().cpu_cost(cpu_op::verb_call);
     uint8_t buf[4096];
     uint32_t posted = 0, last_bytes = 0;
     int err = 0;
@@ -1043,22 +1662,12 @@ int ibv_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
             if (bad_wr) *bad_wr = wr;  // C10-136: this WR and the rest are not placed on the queue
             break;
         }
-        uint64_t slot = qp->sq.pa + (uint64_t(qp->sq.producer & ((1u << qp->sq.log_size) - 1)) << qp->sq.log_stride);
-        bus.mem_write(slot, buf, bytes);
-        bus.cpu_cost(cpu_op::build_wqe);
-        ++qp->sq.producer;
+        put_send_wqe(qp, buf, bytes);
+        after_post(wr);
         ++posted;
         last_bytes = bytes;
     }
-    if (posted) {
-        uint32_t window = (last_bytes + hw::WQE_BASIC_BLOCK - 1) & ~(hw::WQE_BASIC_BLOCK - 1);
-        if (drv.options().use_inline_window && posted == 1 && window <= hw::INLINE_WINDOW_BYTES) {
-            // The window write is the doorbell for this WQE (producer = wqe_index + 1).
-            bus.mmio_write(hca_driver::uar_offset(ctx->uar, hw::UAR_INLINE_WQE), buf, window);
-        } else {
-            mmio64(ctx, hw::UAR_SQ_DOORBELL, hw::sq_doorbell(qp->qp_num, uint16_t(qp->sq.producer)));
-        }
-    }
+    if (posted) ring_send(qp, posted, buf, last_bytes);
     return err;
 }
 

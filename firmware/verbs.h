@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <utility>
 #include <vector>
 #include "firmware/hca_driver.h"
 #include "firmware/host_os.h"
@@ -25,7 +26,8 @@ enum ibv_mtu { IBV_MTU_256 = 1, IBV_MTU_512 = 2, IBV_MTU_1024 = 3, IBV_MTU_2048 
 enum ibv_mig_state { IBV_MIG_MIGRATED = 0, IBV_MIG_REARM, IBV_MIG_ARMED };
 enum ibv_access_flags {
     IBV_ACCESS_LOCAL_WRITE = 1, IBV_ACCESS_REMOTE_WRITE = 2, IBV_ACCESS_REMOTE_READ = 4,
-    IBV_ACCESS_REMOTE_ATOMIC = 8, IBV_ACCESS_MW_BIND = 16
+    IBV_ACCESS_REMOTE_ATOMIC = 8, IBV_ACCESS_MW_BIND = 16,
+    IBV_ACCESS_ZERO_BASED = 32  ///< the region / window is addressed from 0 (ZBVA; needs the HCA's support)
 };
 enum ibv_qp_attr_mask {
     IBV_QP_STATE = 1 << 0, IBV_QP_CUR_STATE = 1 << 1, IBV_QP_EN_SQD_ASYNC_NOTIFY = 1 << 2,
@@ -39,7 +41,8 @@ enum ibv_qp_attr_mask {
 enum ibv_wr_opcode {
     IBV_WR_RDMA_WRITE = 0, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_READ,
     IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_LOCAL_INV, IBV_WR_BIND_MW,
-    IBV_WR_SEND_WITH_INV
+    IBV_WR_SEND_WITH_INV,
+    IBV_WR_FAST_REG_MR = 0x20  ///< hcasim: Fast Register Physical MR (wr.fast_reg)
 };
 enum ibv_send_flags { IBV_SEND_FENCE = 1, IBV_SEND_SIGNALED = 2, IBV_SEND_SOLICITED = 4, IBV_SEND_INLINE = 8 };
 enum ibv_wc_status {
@@ -52,14 +55,28 @@ enum ibv_wc_status {
 };
 enum ibv_wc_opcode {
     IBV_WC_SEND = 0, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ, IBV_WC_COMP_SWAP, IBV_WC_FETCH_ADD, IBV_WC_BIND_MW,
-    IBV_WC_LOCAL_INV, IBV_WC_RECV = 128, IBV_WC_RECV_RDMA_WITH_IMM = 129
+    IBV_WC_LOCAL_INV, IBV_WC_FAST_REG_MR = 32 /* hcasim */, IBV_WC_RECV = 128, IBV_WC_RECV_RDMA_WITH_IMM = 129
 };
 enum ibv_wc_flags { IBV_WC_GRH = 1, IBV_WC_WITH_IMM = 2, IBV_WC_WITH_INV = 8 };
 enum ibv_device_cap_flags {
     IBV_DEVICE_RC_RNR_NAK_GEN = 1 << 8, IBV_DEVICE_SRQ_RESIZE = 1 << 13, IBV_DEVICE_N_NOTIFY_CQ = 1 << 14,
     IBV_DEVICE_AUTO_PATH_MIG = 1 << 4, IBV_DEVICE_RESIZE_MAX_WR = 1 << 1, IBV_DEVICE_MEM_WINDOW = 1 << 17,
-    IBV_DEVICE_UD_AV_PORT_ENFORCE = 1 << 6, IBV_DEVICE_MEM_MGT_EXTENSIONS = 1 << 21
+    IBV_DEVICE_UD_AV_PORT_ENFORCE = 1 << 6, IBV_DEVICE_MEM_MGT_EXTENSIONS = 1 << 21,
+    IBV_DEVICE_MEM_WINDOW_TYPE_2A = 1 << 23, IBV_DEVICE_MEM_WINDOW_TYPE_2B = 1 << 24
 };
+/// Memory window types (libibverbs numbering).
+enum ibv_mw_type { IBV_MW_TYPE_1 = 1, IBV_MW_TYPE_2 = 2 };
+/// ibv_rereg_mr flags (libibverbs values).
+enum ibv_rereg_mr_flags {
+    IBV_REREG_MR_CHANGE_TRANSLATION = 1, IBV_REREG_MR_CHANGE_PD = 2, IBV_REREG_MR_CHANGE_ACCESS = 4
+};
+/// hcasim: ibv_qp_init_attr::create_flags (IBA 10.6.4.3.2: fixed when the QP is created).
+enum ibv_qp_create_flags {
+    IBV_QP_CREATE_FAST_REG = 1,       ///< Fast Register PMR work requests allowed on the QP
+    IBV_QP_CREATE_RESERVED_LKEY = 2,  ///< SGEs of the QP may use the reserved L_Key
+};
+/// hcasim: key states as ibv_query_mr reports them (IBA 10.6.2.3).
+enum ibv_mr_state { IBV_MR_STATE_INVALID = 0, IBV_MR_STATE_FREE = 1, IBV_MR_STATE_VALID = 2 };
 enum ibv_atomic_cap { IBV_ATOMIC_NONE = 0, IBV_ATOMIC_HCA, IBV_ATOMIC_GLOB };
 enum ibv_port_state {
     IBV_PORT_NOP = 0, IBV_PORT_DOWN, IBV_PORT_INIT, IBV_PORT_ARMED, IBV_PORT_ACTIVE, IBV_PORT_ACTIVE_DEFER
@@ -88,6 +105,13 @@ struct ibv_device_attr {
     uint16_t max_pkeys;
     uint8_t local_ca_ack_delay, phys_port_cnt;
     uint32_t max_inline_data;  ///< hcasim extension: inline bytes per WQE
+    // hcasim extensions (IBA Query HCA: memory management features)
+    uint32_t reserved_lkey;               ///< the reserved L_Key (valid when reserved_lkey_supported)
+    bool reserved_lkey_supported;         ///< the reserved L_Key exists (IBV_QP_CREATE_RESERVED_LKEY)
+    uint32_t max_fast_reg_page_list_len;  ///< page-list entries of one Fast Register WR / ibv_alloc_lkey
+    bool zbva;                            ///< zero-based virtual addresses (IBV_ACCESS_ZERO_BASED)
+    bool block_list;                      ///< ibv_reg_phys_mr with block lists
+    bool local_inv_fence;                 ///< a fenced Local Invalidate gives strong ordering
 };
 
 /// ibv_query_port output.
@@ -121,13 +145,14 @@ struct ibv_pd;
 struct ibv_cq;
 struct ibv_qp;
 struct ibv_comp_channel;
+struct ibv_mw;
 
 /// One asynchronous event (ibv_get_async_event, or the handler of ibv_set_async_event_handler).
 struct ibv_async_event {
     union {
         ibv_cq* cq;    ///< IBV_EVENT_CQ_ERR
         ibv_qp* qp;    ///< QP events
-        void* srq;     ///< SRQ events (none in interface version 1)
+        void* srq;     ///< SRQ events (none: no SRQs)
         int port_num;  ///< port events; 0 for IBV_EVENT_DEVICE_FATAL
     } element;
     ibv_event_type event_type;
@@ -137,19 +162,71 @@ struct ibv_async_event {
 struct ibv_pd {
     ibv_context* context;
     uint32_t handle;    ///< PD number
-    uint32_t refs;      ///< QPs, MRs and AHs using it
+    uint32_t refs;      ///< QPs, MRs, MWs and AHs using it
 };
-/// Registered memory region.
+/// Registered memory region (ibv_reg_mr, ibv_reg_phys_mr, ibv_reg_shared_mr, ibv_alloc_lkey).
 struct ibv_mr {
     ibv_context* context;
     ibv_pd* pd;
-    uint64_t addr;
+    uint64_t addr;    ///< ibv_reg_mr: the virtual address registered; PMR / shared MR: the iova
     size_t length;
     uint32_t handle;  ///< MPT index
     uint32_t lkey, rkey;
     int access;
-    uint64_t mtt_first, mtt_count;
+    uint64_t mtt_first, mtt_count;  ///< MTT entries the region uses (Allocate L_Key: reserved)
+    // hcasim
+    uint32_t page_list_max = 0;     ///< reserved physical buffer list size (o10-37.2.10): PMR, L_Key
+    uint64_t page_list_pa = 0;      ///< ibv_alloc_lkey: host buffer Fast Register WRs copy pages to
+    hw::mpt_entry hw_mpt{};         ///< software copy of the MPT entry as last written
+    fw::address_space* pin_as = nullptr;  ///< the process whose pages the MTT entries pin (none: 0 length)
+    uint64_t pin_addr = 0, pin_len = 0;   ///< the pinned range (0 length: nothing pinned, e.g. PMR)
 };
+/// hcasim (IBA Register Physical MR): input of ibv_reg_phys_mr.
+struct ibv_phys_mr_attr {
+    const uint64_t* list = nullptr;  ///< physical page or block addresses
+    uint32_t count = 0;              ///< elements in list
+    bool block_list = false;         ///< false: page list (page aligned); true: block list (any alignment)
+    uint64_t size = 0;               ///< page list: page size (power of 2 in page_size_cap); block list: bytes per block
+    uint64_t iova = 0;               ///< address of the region's first byte (ignored with IBV_ACCESS_ZERO_BASED)
+    uint64_t length = 0;             ///< bytes
+    uint32_t first_offset = 0;       ///< offset of the region's first byte in list[0]
+    int access = 0;                  ///< ibv_access_flags
+    int key_byte = -1;               ///< -1: the driver chooses; 0..255: the consumer's key byte (o10-37.2.2)
+};
+/// hcasim (IBA Query MR): output of ibv_query_mr.
+struct ibv_mr_attr {
+    ibv_pd* pd;
+    uint64_t addr;            ///< first address as requests name it (0 for zero-based)
+    uint64_t length;
+    int access;
+    uint32_t lkey, rkey;
+    ibv_mr_state state;       ///< Free / Valid (an L_Key before Fast Register or after Invalidate is Free)
+    uint32_t page_list_max;   ///< reserved physical buffer list size (o10-37.2.10)
+    bool is_shared;           ///< made by ibv_reg_shared_mr
+};
+/// Memory window (libibverbs layout).
+struct ibv_mw {
+    ibv_context* context;
+    ibv_pd* pd;
+    uint32_t rkey;     ///< current R_Key (set by a successful bind post)
+    uint32_t handle;   ///< MPT index
+    ibv_mw_type type;
+};
+/// What a bind makes a window cover (libibverbs).
+struct ibv_mw_bind_info {
+    ibv_mr* mr = nullptr;          ///< region to bind to (may be null for a zero-length type 1 bind)
+    uint64_t addr = 0;             ///< first address, in the region's addressing
+    uint64_t length = 0;           ///< bytes (0: unbind a type 1 window)
+    unsigned mw_access_flags = 0;  ///< IBV_ACCESS_REMOTE_* (| IBV_ACCESS_ZERO_BASED)
+};
+/// Input of ibv_bind_mw (libibverbs).
+struct ibv_mw_bind {
+    uint64_t wr_id = 0;
+    unsigned send_flags = 0;       ///< IBV_SEND_SIGNALED, IBV_SEND_FENCE
+    ibv_mw_bind_info bind_info;
+};
+/// libibverbs ibv_inc_rkey: the same index with the next key byte.
+inline uint32_t ibv_inc_rkey(uint32_t rkey) { return (rkey & ~0xFFu) | ((rkey + 1) & 0xFFu); }
 /// Address handle (UD destinations).
 struct ibv_ah {
     ibv_context* context;
@@ -189,6 +266,7 @@ struct ibv_qp_init_attr {
     ibv_qp_cap cap;
     ibv_qp_type qp_type;
     int sq_sig_all;
+    uint32_t create_flags = 0;  ///< hcasim: ibv_qp_create_flags
 };
 struct ibv_qp_attr {
     ibv_qp_state qp_state, cur_qp_state;
@@ -228,13 +306,15 @@ struct ibv_qp {
     hw::qp_context hw_ctx;  ///< software copy of the HCA context
     ibv_qp_attr attr;       ///< attributes as last modified
     uint32_t events_completed;  ///< async events acknowledged
+    uint32_t create_flags = 0;  ///< ibv_qp_create_flags given at creation
 };
 /// Device context of one process.
 struct ibv_context {
     fw::hca_driver* driver;
     fw::address_space* as;
     uint32_t uar;       ///< this context's UAR page index
-    uint32_t pds = 0, cqs = 0, qps = 0, mrs = 0, ahs = 0, channels = 0;
+    uint32_t pds = 0, cqs = 0, qps = 0, mrs = 0, ahs = 0, channels = 0, mws = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> mapped;  ///< ibv_map_pages ranges (va, len), pinned
     std::deque<ibv_async_event> async_events;    ///< waiting for ibv_get_async_event, oldest first
     std::deque<ibv_async_event> handler_events;  ///< dispatched, not yet passed to the handler
     std::function<void(const ibv_async_event&)> async_handler;  ///< ibv_set_async_event_handler
@@ -254,12 +334,31 @@ struct ibv_send_wr {
     ibv_wr_opcode opcode = IBV_WR_SEND;
     unsigned send_flags = 0;
     uint32_t imm_data = 0;         ///< network order in libibverbs; host order here
-    uint32_t invalidate_rkey = 0;  ///< SEND_WITH_INV
+    uint32_t invalidate_rkey = 0;  ///< SEND_WITH_INV, LOCAL_INV: the key to invalidate
     struct {
         struct { uint64_t remote_addr; uint32_t rkey; } rdma{};
         struct { uint64_t remote_addr, compare_add, swap; uint32_t rkey; } atomic{};
         struct { ibv_ah* ah; uint32_t remote_qpn, remote_qkey; } ud{};
     } wr;
+    /// IBV_WR_BIND_MW (type 2 windows): the window, the new R_Key (its low byte is the consumer's
+    /// key byte; the index is the window's) and what to bind.
+    struct {
+        ibv_mw* mw;
+        uint32_t rkey;
+        ibv_mw_bind_info bind_info;
+    } bind_mw{};
+    /// hcasim IBV_WR_FAST_REG_MR: register pages under an L_Key from ibv_alloc_lkey.
+    struct {
+        ibv_mr* mr;                  ///< the L_Key's MR (from ibv_alloc_lkey)
+        uint8_t key_byte;            ///< the consumer's key byte for the new L_Key / R_Key
+        uint64_t iova;               ///< first address (ignored with IBV_ACCESS_ZERO_BASED)
+        uint64_t length;             ///< bytes
+        int access;                  ///< ibv_access_flags
+        const uint64_t* page_list;   ///< physical page addresses (e.g. from ibv_map_pages)
+        uint32_t page_count;         ///< entries in page_list (<= the L_Key's page_list_max)
+        uint32_t page_offset;        ///< offset of the first byte in the first page
+        uint8_t log_page_size;       ///< log2 page size of the list
+    } fast_reg{};
 };
 struct ibv_recv_wr {
     uint64_t wr_id = 0;
@@ -291,10 +390,49 @@ ibv_pd* ibv_alloc_pd(ibv_context* ctx);
 /// Frees a PD; EBUSY while a QP, MR or AH uses it (C10-11.2.1).
 int ibv_dealloc_pd(ibv_pd* pd);
 
-/// Registers [addr, addr+length) of the process: pins, writes the MTT, creates the MPT.
+/// Registers [addr, addr+length) of the process: pins, writes the MTT, creates the MPT (key byte
+/// chosen by the driver). IBV_ACCESS_ZERO_BASED: the region is addressed from 0 (EINVAL without
+/// the HCA's ZBVA support). All or nothing (C10-45).
 ibv_mr* ibv_reg_mr(ibv_pd* pd, uint64_t addr, size_t length, int access);
-/// Deregisters an MR (destroys the MPT, unpins).
+/// hcasim (IBA Register Physical MR): a region over the consumer's physical pages or blocks; nothing
+/// is pinned. EINVAL for a misaligned page (C10-53.2.1), a bad page / block size, a list too short
+/// for first_offset + length, a block list without HCA support.
+ibv_mr* ibv_reg_phys_mr(ibv_pd* pd, const ibv_phys_mr_attr* attr);
+/// hcasim (IBA Register Shared MR): a new region over the same MTT entries (same pages) as src,
+/// with its own keys, PD and rights, starting at iova (or 0 with IBV_ACCESS_ZERO_BASED). The
+/// translation lives until its last user is deregistered.
+ibv_mr* ibv_reg_shared_mr(ibv_mr* src, ibv_pd* pd, int access, uint64_t iova);
+/// Reregisters an MR in one step (libibverbs flags): the new translation (CHANGE_TRANSLATION:
+/// addr, length), PD (CHANGE_PD) and rights (CHANGE_ACCESS) replace the old ones and the MR gets
+/// new keys (fresh driver-chosen key byte). Returns 0 or an errno (not libibverbs'
+/// IBV_REREG_MR_ERR_* codes); on any failure the old registration is unchanged; EBUSY while
+/// windows are bound to it. Not for ibv_alloc_lkey MRs (EINVAL).
+int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, uint64_t addr, size_t length, int access);
+/// hcasim (IBA Query MR): attributes as the HCA holds them (CMD_QUERY_MPT).
+int ibv_query_mr(ibv_mr* mr, ibv_mr_attr* attr);
+/// hcasim (IBA Allocate L_Key, like the kernel's ib_alloc_mr): an MR in state Free with
+/// max_pages MTT entries and a page-list buffer reserved for Fast Register WRs
+/// (1..max_fast_reg_page_list_len, else EINVAL). lkey / rkey name its index; the key byte is the
+/// consumer's at fast-register time. Freed by ibv_dereg_mr.
+ibv_mr* ibv_alloc_lkey(ibv_pd* pd, uint32_t max_pages);
+/// Deregisters an MR (destroys the MPT, frees its MTT entries when no shared MR uses them, unpins).
+/// EBUSY while memory windows are bound to it (the MR stays registered).
 int ibv_dereg_mr(ibv_mr* mr);
+/// hcasim: pins [va, va+len) of the process and returns its physical 4 KiB pages in order (for
+/// ibv_reg_phys_mr and Fast Register WRs); unpinned by ibv_unmap_pages or ibv_close_device.
+int ibv_map_pages(ibv_context* ctx, uint64_t va, size_t len, std::vector<uint64_t>* pages);
+/// Unpins a range mapped by ibv_map_pages (the same va and len); EINVAL if there is none.
+int ibv_unmap_pages(ibv_context* ctx, uint64_t va, size_t len);
+
+/// Allocates a memory window (state Free). Type 2 is 2A or 2B as the HCA implements; EINVAL for a
+/// type the HCA does not support.
+ibv_mw* ibv_alloc_mw(ibv_pd* pd, ibv_mw_type type);
+/// Frees a window; allowed while it is bound (the HCA drops the binding).
+int ibv_dealloc_mw(ibv_mw* mw);
+/// Bind MW verb (type 1 windows; EINVAL for type 2, o10-37.2.35): posts a bind WQE on qp's send
+/// queue with the next key byte; on a successful post mw->rkey is the new R_Key. Length 0
+/// unbinds. Completion (and the HCA's checks) comes on the send CQ as IBV_WC_BIND_MW.
+int ibv_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind);
 
 /// Creates an address handle for UD sends.
 ibv_ah* ibv_create_ah(ibv_pd* pd, const ibv_ah_attr* attr);
@@ -337,16 +475,23 @@ void ibv_ack_async_event(ibv_async_event* event);
 /// queued, at the end of the process_eq that consumed them (see docs/firmware.md).
 int ibv_set_async_event_handler(ibv_context* ctx, std::function<void(const ibv_async_event&)> handler);
 
-/// Creates a QP in Reset (C10-20); cap is updated with the actual capacities.
+/// Creates a QP in Reset (C10-20); cap is updated with the actual capacities. create_flags
+/// (hcasim) enable Fast Register WRs / the reserved L_Key (EINVAL if the HCA lacks them).
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init_attr);
 /// Modify QP: state machine check, value checks, CMD_MODIFY_QP.
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask);
 /// Query QP (state refreshed from the HCA).
 int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr);
 /// Destroys a QP. Does not wait for unacknowledged async events: its queued events are dropped.
+/// EBUSY (QP kept) while type 2A windows are bound to it (o10-37.2.29); so is modify to Reset.
 int ibv_destroy_qp(ibv_qp* qp);
 /// Posts a list of send WRs; on an immediate error *bad_wr is the failing WR and it and later
-/// WRs are not posted (C10-136); earlier ones are.
+/// WRs are not posted (C10-136); earlier ones are. Memory management WRs: IBV_WR_LOCAL_INV
+/// (RC/UC), IBV_WR_SEND_WITH_INV (RC), IBV_WR_BIND_MW (type 2 windows, RC/UC; EINVAL for a type
+/// 1 window, o10-37.2.34, or length 0, o10-37.2.40; on a successful post mw->rkey is the new
+/// key), IBV_WR_FAST_REG_MR (RC; the page list is copied to the L_Key's buffer; on a successful
+/// post the MR's lkey / rkey carry the new key byte). What only the HCA knows (key states,
+/// rights, PDs, bounds) is reported in the completion.
 int ibv_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
 /// Posts a list of receive WRs (same error convention).
 int ibv_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);

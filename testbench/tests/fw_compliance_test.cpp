@@ -455,7 +455,7 @@ TEST(FwCompliance, C10_47_local_read_is_implicit_in_every_region) {
     ASSERT_NE(mr, nullptr);
     EXPECT_EQ(e.bus.commands_of(hw::CMD_CREATE_MPT).size(), n + 1);
     EXPECT_EQ(e.last_mpt().access, 0u);  // local read needs no bit
-    EXPECT_EQ(e.last_mpt().flags, hw::MPT_VALID);
+    EXPECT_EQ(e.last_mpt().state, hw::MPT_STATE_VALID);
     EXPECT_NE(ibv_reg_mr(e.pd, va, 4096, IBV_ACCESS_REMOTE_READ), nullptr);
 }
 

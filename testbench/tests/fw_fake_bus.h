@@ -1,10 +1,14 @@
 // A host_bus for firmware logic tests: byte-vector host memory, fake time, and a tiny command
-// responder. Records every command and MMIO write so tests can assert them.
+// responder. Records every command and MMIO write so tests can assert them. The responder keeps
+// QP contexts and MPT entries (CREATE/QUERY/DESTROY_MPT with the interface's state rules) so
+// verbs can read back what they wrote; it never executes WQEs.
 #pragma once
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 #include "tlm_if/commands.h"
 #include "tlm_if/host_bus.h"
@@ -31,11 +35,12 @@ public:
 
     fake_hca_bus(uint64_t base, size_t bytes) : base_(base), mem_(bytes, 0) {
         caps.flags = hw::CAP_RC | hw::CAP_UC | hw::CAP_UD | hw::CAP_ATOMIC | hw::CAP_RDMA_READ |
-                     hw::CAP_INLINE | hw::CAP_SEND_INV;
+                     hw::CAP_INLINE | hw::CAP_SEND_INV | hw::CAP_MW | hw::CAP_MW_TYPE2A | hw::CAP_ZBVA |
+                     hw::CAP_BLOCK_LIST | hw::CAP_LOCAL_INV_FENCE | hw::CAP_RESERVED_LKEY;
         caps.node_guid = 0x0002c90300a0b0c0ull;
         caps.sys_image_guid = caps.node_guid;
         caps.max_mr_size = 1ull << 32;
-        caps.page_size_cap = 1ull << 12;
+        caps.page_size_cap = (1ull << 12) | (1ull << 16) | (1ull << 21);
         caps.vendor_id = 0x02c9;
         caps.vendor_part_id = 0x1234;
         caps.fw_ver = 0x10000;
@@ -52,6 +57,9 @@ public:
         caps.max_mtt = 1 << 14;
         caps.max_uar = 16;
         caps.phys_port_cnt = 1;
+        caps.max_mw = 256;
+        caps.reserved_lkey = hw::RESERVED_LKEY;
+        caps.max_fast_reg_pages = 64;
         port.state = 4;
         port.max_mtu = hw::MTU_4096;
         port.active_mtu = hw::MTU_4096;
@@ -136,10 +144,17 @@ public:
     hw::port_info port{};
     bool respond_commands = true;          ///< false: never answer (timeout tests)
     std::map<uint16_t, hw::cmd_status> fail_opcode;  ///< opcode -> status to return
+    /// (opcode, op_mod) -> status to return (e.g. only CREATE_MPT with MPT_MODIFY).
+    std::map<std::pair<uint16_t, uint32_t>, hw::cmd_status> fail_op_mod;
     std::vector<mmio_rec> mmio;
     std::vector<cmd_rec> cmds;
     std::vector<sched_write> pending;
     std::map<uint32_t, hw::qp_context> qps;  ///< contexts from CREATE/MODIFY_QP
+    /// MPT entries by index, as the HCA holds them; tests may set HCA fields (bound_mws, state).
+    std::map<uint32_t, hw::mpt_entry> mpts;
+    /// QPNs with type 2A windows bound (set by tests): DESTROY_QP and MODIFY_QP to Reset fail
+    /// CMD_BAD_STATE.
+    std::set<uint32_t> qps_with_2a_windows;
     uint64_t cost[8] = {};
     uint64_t waits = 0;
 
@@ -150,18 +165,59 @@ private:
         cmds.push_back(r);
         hw::cmd_status st = hw::CMD_OK;
         auto f = fail_opcode.find(r.opcode);
+        auto fm = fail_op_mod.find({r.opcode, r.op_mod});
+        bool has_2a = qps_with_2a_windows.count(r.in_mod) != 0;
         if (f != fail_opcode.end()) st = f->second;
+        else if (fm != fail_op_mod.end()) st = fm->second;
         else if (r.opcode == hw::CMD_QUERY_HCA) std::memcpy(mb->out, &caps, sizeof caps);
         else if (r.opcode == hw::CMD_QUERY_PORT) std::memcpy(mb->out, &port, sizeof port);
         else if (r.opcode == hw::CMD_CREATE_QP) std::memcpy(&qps[r.in_mod], mb->in, sizeof(hw::qp_context));
+        else if (r.opcode == hw::CMD_MODIFY_QP && r.op_mod == hw::QPS_RESET && has_2a) st = hw::CMD_BAD_STATE;
         else if (r.opcode == hw::CMD_MODIFY_QP) {
             std::memcpy(&qps[r.in_mod], mb->in + offsetof(hw::modify_qp_in, ctx), sizeof(hw::qp_context));
             qps[r.in_mod].sq_draining = 0;  // nothing is ever in flight here: a drain ends at once
         }
         else if (r.opcode == hw::CMD_QUERY_QP) std::memcpy(mb->out, &qps[r.in_mod], sizeof(hw::qp_context));
+        else if (r.opcode == hw::CMD_DESTROY_QP && has_2a) st = hw::CMD_BAD_STATE;
+        else if (r.opcode == hw::CMD_DESTROY_QP) qps.erase(r.in_mod);
+        else if (r.opcode == hw::CMD_CREATE_MPT) st = create_mpt(r.in_mod, r.op_mod, mb->in);
+        else if (r.opcode == hw::CMD_QUERY_MPT) {
+            auto it = mpts.find(r.in_mod);
+            if (it == mpts.end()) st = hw::CMD_BAD_RESOURCE;
+            else std::memcpy(mb->out, &it->second, sizeof(hw::mpt_entry));
+        }
+        else if (r.opcode == hw::CMD_DESTROY_MPT) {
+            auto it = mpts.find(r.in_mod);
+            if (it == mpts.end()) st = hw::CMD_BAD_RESOURCE;
+            else if (it->second.type == hw::MPT_TYPE_MR && it->second.bound_mws) st = hw::CMD_BAD_STATE;
+            else mpts.erase(it);
+        }
         now_ += 1000;
         mb->done_token = token;
         mb->status = hw::CMD_DONE | st;
+    }
+    /// CMD_CREATE_MPT: MPT_CREATE needs an Invalid index; MPT_MODIFY a Valid MR without windows
+    /// bound, whose HCA-maintained fields it keeps.
+    hw::cmd_status create_mpt(uint32_t index, uint32_t mode, const uint8_t* in) {
+        hw::mpt_entry e;
+        std::memcpy(&e, in, sizeof e);
+        if (index == 0 || hw::key_index(e.key) != index) return hw::CMD_BAD_PARAM;  // 0: reserved L_Key
+        auto it = mpts.find(index);
+        if (mode == hw::MPT_CREATE) {
+            if (it != mpts.end()) return hw::CMD_BAD_STATE;
+            mpts[index] = e;
+            return hw::CMD_OK;
+        }
+        if (mode != hw::MPT_MODIFY) return hw::CMD_BAD_PARAM;
+        if (it == mpts.end() || it->second.type != hw::MPT_TYPE_MR || it->second.state != hw::MPT_STATE_VALID ||
+            it->second.bound_mws)
+            return hw::CMD_BAD_STATE;
+        e.bound_mws = it->second.bound_mws;
+        e.mr_index = it->second.mr_index;
+        e.qpn = it->second.qpn;
+        e.mr_va = it->second.mr_va;
+        it->second = e;
+        return hw::CMD_OK;
     }
     uint64_t base_;
     std::vector<uint8_t> mem_;

@@ -357,7 +357,7 @@ TEST(ErrorHandling, ImmediateErrorsForBadWorkRequests) {
     w.wr.atomic.remote_addr = 0x1004;
     EXPECT_EQ(post(rc, w), EINVAL);  // o10-43: misaligned atomic
     w.opcode = IBV_WR_LOCAL_INV;
-    EXPECT_EQ(post(rc, w), EINVAL);  // not supported
+    EXPECT_EQ(post(ud, w), EINVAL);  // no memory management WRs on UD
     w.opcode = IBV_WR_SEND;
     w.send_flags = IBV_SEND_INLINE;
     sg.length = 33;
@@ -653,8 +653,13 @@ TEST(Mr, RegMrWritesMttAndMpt) {
     EXPECT_EQ(hw::key_index(m.key), mr->handle);
     EXPECT_EQ(m.pd, e.pd->handle);
     EXPECT_EQ(m.access, uint32_t(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ));
-    EXPECT_EQ(m.flags, hw::MPT_VALID);
+    EXPECT_EQ(m.state, hw::MPT_STATE_VALID);
+    EXPECT_EQ(m.type, hw::MPT_TYPE_MR);
+    EXPECT_EQ(m.flags, 0);
     EXPECT_EQ(m.log_page_size, 12);
+    EXPECT_EQ(m.page_offset, 100u);
+    EXPECT_EQ(m.mtt_reserved, 3u);
+    EXPECT_NE(mr->handle, 0u);  // index 0 is the reserved L_Key's
     EXPECT_EQ(m.start_va, addr);
     EXPECT_EQ(m.length, len);
     EXPECT_EQ(m.mtt_count, 3u);
