@@ -34,8 +34,9 @@ uint64_t option_uint(const char* opt, const std::string& text, uint64_t lo, uint
     return *v;
 }
 
-/// One size with optional K/M/G (binary) suffix.
-uint64_t one_size(const std::string& whole, const std::string& s) {
+/// One size (or count) with optional K/M/G (binary) suffix; `what` and `noun` name it in errors.
+uint64_t one_size(const std::string& whole, const std::string& s, const char* what = "--size",
+                  const char* noun = "size") {
     std::string digits = s;
     uint64_t mult = 1;
     if (!digits.empty()) {
@@ -49,26 +50,13 @@ uint64_t one_size(const std::string& whole, const std::string& s) {
     }
     const auto v = to_uint(digits);
     if (!v || *v > std::numeric_limits<uint64_t>::max() / mult)
-        throw config_error("--size '" + whole + "': bad size '" + s + "' (expected N, N,M,... or A-B with K/M/G suffixes)");
+        throw config_error(std::string(what) + " '" + whole + "': bad " + noun + " '" + s +
+                           "' (expected N, N,M,... or A-B with K/M/G suffixes)");
     return *v * mult;
 }
 
-}  // namespace
-
-const std::vector<std::string>& workload_names() {
-    static const std::vector<std::string> names = {"write_lat", "send_lat", "read_lat", "atomic_lat",
-                                                   "write_bw", "send_bw", "read_bw", "atomic_rate",
-                                                   "dma_read_bw", "dma_write_bw"};
-    return names;
-}
-
-std::string workload_list() {
-    std::string s;
-    for (const auto& n : workload_names()) s += (s.empty() ? "" : "|") + n;
-    return s;
-}
-
-std::vector<uint64_t> parse_sizes(const std::string& text) {
+/// `N`, `N,M,...` and `A-B` (powers of two from A to B) lists of --size and --mrs.
+std::vector<uint64_t> parse_list(const std::string& text, const char* what, const char* noun) {
     std::vector<uint64_t> out;
     std::size_t start = 0;
     while (true) {
@@ -76,12 +64,12 @@ std::vector<uint64_t> parse_sizes(const std::string& text) {
         const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         const auto dash = item.find('-');
         if (dash == std::string::npos) {
-            out.push_back(one_size(text, item));
+            out.push_back(one_size(text, item, what, noun));
         } else {
-            const uint64_t a = one_size(text, item.substr(0, dash));
-            const uint64_t b = one_size(text, item.substr(dash + 1));
+            const uint64_t a = one_size(text, item.substr(0, dash), what, noun);
+            const uint64_t b = one_size(text, item.substr(dash + 1), what, noun);
             if (a == 0 || (a & (a - 1)) != 0 || a > b)
-                throw config_error("--size '" + text + "': range '" + item +
+                throw config_error(std::string(what) + " '" + text + "': range '" + item +
                                    "' needs a power-of-two start no larger than its end");
             for (uint64_t s = a; s <= b; s *= 2) {
                 out.push_back(s);
@@ -94,11 +82,37 @@ std::vector<uint64_t> parse_sizes(const std::string& text) {
     return out;
 }
 
+}  // namespace
+
+const std::vector<std::string>& workload_names() {
+    static const std::vector<std::string> names = {"write_lat", "send_lat", "read_lat", "atomic_lat",
+                                                   "write_bw", "send_bw", "read_bw", "atomic_rate",
+                                                   "mr_scale", "dma_read_bw", "dma_write_bw"};
+    return names;
+}
+
+std::string workload_list() {
+    std::string s;
+    for (const auto& n : workload_names()) s += (s.empty() ? "" : "|") + n;
+    return s;
+}
+
+std::vector<uint64_t> parse_sizes(const std::string& text) { return parse_list(text, "--size", "size"); }
+
+std::vector<uint64_t> parse_counts(const std::string& text, const char* what) {
+    std::vector<uint64_t> out = parse_list(text, what, "count");
+    for (uint64_t n : out)
+        if (n == 0 || n > max_mr_scale_regions)
+            throw config_error(std::string(what) + " '" + text + "': " + std::to_string(n) +
+                               " regions (expected 1 to " + std::to_string(max_mr_scale_regions) + ")");
+    return out;
+}
+
 run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out) {
     po::options_description desc("Usage: hcasim [options]\nOptions", 110);
     const std::string workload_help =
-        "write_lat|send_lat|read_lat|atomic_lat, write_bw|send_bw|read_bw|atomic_rate, dma_read_bw|dma_write_bw "
-        "(default: demo)";
+        "write_lat|send_lat|read_lat|atomic_lat, write_bw|send_bw|read_bw|atomic_rate, mr_scale, "
+        "dma_read_bw|dma_write_bw (default: demo)";
     // clang-format off
     desc.add_options()
         ("help,h", "print this help and exit")
@@ -113,7 +127,9 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         ("stats-json", po::value<std::string>(), "write results, counters and configuration as JSON to FILE")
         ("seed", po::value<std::string>(), "run seed (default 1); also seeds link fault injection (link.seed)")
         ("verify", "check every destination byte and completion; exit 1 on the first mismatch")
-        ("atomic", po::value<std::string>(), "atomic_lat/atomic_rate operation: fetch_add|cmp_swap (default fetch_add)");
+        ("atomic", po::value<std::string>(), "atomic_lat/atomic_rate operation: fetch_add|cmp_swap (default fetch_add)")
+        ("mrs", po::value<std::string>(), "mr_scale: memory region counts to sweep, --size syntax (default 1,16,256,1K,4K,16K,64K; "
+                                          "same as --set workload.mrs=LIST)");
     // clang-format on
 
     po::variables_map vm;
@@ -166,6 +182,23 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         if (!atomic)
             throw config_error("--atomic: only atomic_lat and atomic_rate take an atomic operation");
     }
+    const bool mr_scale = o.workload == "mr_scale";
+    if (vm.count("mrs")) {
+        if (!mr_scale)
+            throw config_error("--mrs: only mr_scale takes memory region counts");
+        o.mrs_text = vm["mrs"].as<std::string>();
+        o.mrs = parse_counts(o.mrs_text, "--mrs");
+    }
+    if (mr_scale) {
+        if (!o.sizes_given) {
+            o.sizes = {64, 4096};  // a small and a page-sized message (main.cpp takes them as given)
+            o.sizes_given = true;
+        }
+        for (uint64_t size : o.sizes)
+            if (size == 0)
+                throw config_error("--size: mr_scale needs messages of at least 1 byte (a zero-length "
+                                   "WRITE translates nothing)");
+    }
     if (atomic)
         for (uint64_t size : o.sizes)
             if (size != 8)
@@ -179,6 +212,7 @@ void apply_seed(const run_options& opts) { broker::instance().set("link.seed", s
 void apply_config(const run_options& opts) {
     broker& b = broker::instance();
     for (const auto& path : opts.configs) b.load_ini(path);
+    if (!opts.mrs_text.empty()) b.set("workload.mrs", opts.mrs_text, "--mrs");
     for (const auto& s : opts.sets) b.set_override(s);
 }
 

@@ -20,9 +20,12 @@ struct run_options {
     uint64_t seed = 1;                 ///< run seed (--seed); also link fault injection's (link.seed)
     bool verify = false;               ///< --verify: check every destination byte and completion
     std::string atomic = "fetch_add";  ///< --atomic: fetch_add|cmp_swap (atomic_lat, atomic_rate)
+    std::vector<uint64_t> mrs;         ///< --mrs: memory region counts mr_scale sweeps; empty unless given
+    std::string mrs_text;              ///< --mrs as given (apply_config sets workload.mrs to it)
     bool help = false;                 ///< --help given (usage already printed)
     bool help_config = false;          ///< --help-config given (print params after elaboration)
-    bool sizes_given = false;          ///< --size was on the command line
+    bool sizes_given = false;          ///< --size was on the command line, or sizes holds the
+                                       ///< workload's own default (mr_scale: 64,4K)
     bool iters_given = false;          ///< --iters was on the command line
 };
 
@@ -33,7 +36,13 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
 /// (binary: 4K = 4096), e.g. "2-8M" or "64,4K". Throws config_error.
 std::vector<uint64_t> parse_sizes(const std::string& text);
 
-/// Loads every --config into the broker in order, then every --set.
+/// Parses a --mrs argument (memory region counts): the --size syntax, each count >= 1 and at
+/// most max_mr_scale_regions. `what` names the option or key in the error. Throws config_error.
+std::vector<uint64_t> parse_counts(const std::string& text, const char* what = "--mrs");
+/// Largest region count mr_scale takes (per node; each region is at least one 4 KiB page).
+constexpr uint64_t max_mr_scale_regions = uint64_t(1) << 20;
+
+/// Loads every --config into the broker in order, then --mrs (key workload.mrs), then every --set.
 void apply_config(const run_options& opts);
 
 /// Sets broker key `link.seed` to the run seed (origin "--seed"). Call before apply_config, so

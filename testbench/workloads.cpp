@@ -3,6 +3,8 @@
 #include <systemc>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +18,7 @@
 #include <tlm_utils/simple_initiator_socket.h>
 #include <tlm_utils/simple_target_socket.h>
 #include "model/system/fabric.h"
+#include "testbench/cli.h"
 #include "testbench/host_software.h"
 
 namespace hcasim {
@@ -124,6 +127,7 @@ public:
     param<int> inline_bytes;
     param<double> timeout_us;
     param<unsigned> dma_outstanding;
+    param<std::string> mrs;
 
     explicit workload_params(sc_module_name name = "workload")
         : sc_module(name),
@@ -135,7 +139,9 @@ public:
           timeout_us("timeout_us", 1e6, "us",
                      "a wait longer than this (simulated) fails the run; above the QPs' local ACK timeout "
                      "(code 14: 67 ms) times a few retries, so lossy links (link.drop_rate) still complete"),
-          dma_outstanding("dma_outstanding", 512, "transfers", "DMAs in flight in dma_*_bw") {
+          dma_outstanding("dma_outstanding", 512, "transfers", "DMAs in flight in dma_*_bw"),
+          mrs("mrs", "1,16,256,1K,4K,16K,64K", "regions",
+              "memory region counts mr_scale sweeps, --size syntax (--mrs sets it)") {
         tx_depth.range(1, 16384);
         rx_depth.range(1, 16384);
         cq_mod.range(1, 16384);
@@ -144,6 +150,62 @@ public:
         dma_outstanding.range(1, 1u << 20);
     }
 };
+
+unsigned ceil_log2(uint64_t v) {
+    unsigned l = 0;
+    while ((uint64_t(1) << l) < v) ++l;
+    return l;
+}
+
+/// mr_scale with N regions needs N + 2 MPT entries per node (index 0 is reserved, the MR of
+/// the QP buffers takes one), 65538 at the default sweep's 64K: unless hca.max_mrs is
+/// configured, nodes 0 and 1 get the next power of two when the model's default is too small.
+void size_mpt_tables(uint64_t max_regions) {
+    constexpr uint64_t model_default = 65536;  // hca.max_mrs (model/hca/hca.cpp)
+    const uint64_t need = uint64_t(1) << ceil_log2(max_regions + 2);
+    if (need <= model_default)
+        return;
+    for (unsigned i = 0; i < 2; ++i) {
+        const std::string key = "node" + std::to_string(i) + ".hca.max_mrs";
+        if (!broker::instance().lookup(key))
+            broker::instance().set(key, std::to_string(need), "mr_scale (workload.mrs)");
+    }
+}
+
+/// One point of the mr_scale sweep.
+struct mr_point {
+    uint64_t mrs = 0;             ///< regions per node (N)
+    uint64_t size = 0;            ///< message size, bytes
+    uint64_t iters = 0;           ///< WRITEs timed: max(--iters, 4 N)
+    double bw_gbps = 0;           ///< average bandwidth, Gb/s
+    double msg_rate_mpps = 0;     ///< messages per simulated microsecond
+    double mpt_hit_rate = -1;     ///< MPT cache hits / lookups of both nodes' units over the timed WRITEs (-1: none)
+    double mtt_hit_rate = -1;     ///< the same for MTT lines
+};
+
+/// mr_scale's table: perftest's bandwidth columns with N and the hit rates.
+void print_mr_table(std::ostream& os, const std::vector<mr_point>& points) {
+    char line[256];
+    std::snprintf(line, sizeof line, " %-9s %-10s %-12s %-20s %-15s %-9s %s", "#mrs", "#bytes", "#iterations",
+                  "BW average[Gb/sec]", "MsgRate[Mpps]", "MPT hit", "MTT hit");
+    os << " hcasim mr_scale: memory regions per node (message n uses region n mod #mrs on both nodes); hit\n"
+          " rates are both nodes' translation units over the timed WRITEs, after a pass over every region\n"
+       << line << "\n";
+    const auto fmt_rate = [](double r) {
+        char b[16];
+        if (r < 0)
+            return std::string("-");
+        std::snprintf(b, sizeof b, "%.4f", r);
+        return std::string(b);
+    };
+    for (const mr_point& p : points) {
+        std::snprintf(line, sizeof line, " %-9llu %-10llu %-12llu %-20.2f %-15.6f %-9s %s",
+                      static_cast<unsigned long long>(p.mrs), static_cast<unsigned long long>(p.size),
+                      static_cast<unsigned long long>(p.iters), p.bw_gbps, p.msg_rate_mpps,
+                      fmt_rate(p.mpt_hit_rate).c_str(), fmt_rate(p.mtt_hit_rate).c_str());
+        os << line << "\n";
+    }
+}
 
 /// What two processes tell each other out of band (perftest does it over TCP).
 struct peer_info {
@@ -215,9 +277,12 @@ class perftest : public sc_module {
 public:
     SC_HAS_PROCESS(perftest);
     perftest(sc_module_name name, machine& m, const run_spec& spec, const workload_params& wp,
-             std::vector<run_report>& out)
-        : sc_module(name), m_(m), spec_(spec), wp_(wp), out_(out) {
+             std::vector<run_report>& out, const std::vector<uint64_t>& mrs = {})
+        : sc_module(name), m_(m), spec_(spec), wp_(wp), out_(out), mrs_(mrs) {
         fw::driver_options opts;
+        for (const phase_spec& p : spec.phases)
+            if (p.workload == "mr_scale")
+                mr_scale_init(p, opts);
         for (unsigned i = 0; i < 2; ++i)
             sw_[i] = std::make_unique<host_software>(m.at(i).cpu, opts);
         uint64_t max_size = 1;
@@ -239,6 +304,7 @@ public:
     }
 
     std::string error;
+    std::vector<mr_point> points;  ///< mr_scale: one per (size, N), in run order
 
 private:
     struct side {
@@ -838,6 +904,217 @@ private:
             bar_.arrive();
         }
     }
+
+    // ------------------------------------------------------------------ mr_scale
+    // node1 registers N regions, node0 N local source regions; WRITE n goes from node0's region
+    // n mod N to node1's region n mod N (L_Key and R_Key rotate), on QP n mod --qps, with the
+    // transmit depth of write_bw. Each size registers max(N) regions of the size rounded up to a
+    // page, once; each N of the sweep uses the first N of them. A pass over the N regions warms
+    // the translation caches, then max(iters, 4 N) WRITEs are timed and the translation units'
+    // counters of both nodes are read around them.
+
+    static uint64_t region_bytes(uint64_t size) { return (size + fw::PAGE_BYTES - 1) / fw::PAGE_BYTES * fw::PAGE_BYTES; }
+
+    /// Sizes the driver's MPT and MTT tables for the largest N and finds the counters.
+    void mr_scale_init(const phase_spec& p, fw::driver_options& opts) {
+        for (uint64_t n : mrs_) max_regions_ = std::max(max_regions_, n);
+        for (uint64_t size : p.sizes) region_stride_ = std::max(region_stride_, region_bytes(size));
+        // Index 0 is reserved and setup()'s MR takes one more.
+        opts.log_num_mpts = uint8_t(std::max<unsigned>(opts.log_num_mpts, ceil_log2(max_regions_ + 2)));
+        const uint64_t mtts = max_regions_ * (region_stride_ / fw::PAGE_BYTES) + 2 * uint64_t(spec_.qps) *
+                              (std::max<uint64_t>(region_stride_, 4096) / fw::PAGE_BYTES + 1) + 64;
+        opts.log_num_mtts = uint8_t(std::max<unsigned>(opts.log_num_mtts, ceil_log2(mtts)));
+        static const char* const names[4] = {"mpt_hits", "mpt_misses", "mtt_hits", "mtt_misses"};
+        for (unsigned i = 0; i < 2; ++i)
+            for (unsigned k = 0; k < 4; ++k) {
+                const std::string key = std::string(m_.at(i).name()) + ".hca.translation_unit." + names[k];
+                tu_[i][k] = stats_registry::instance().find(key);
+                if (!tu_[i][k])
+                    throw workload_error("mr_scale reads the translation unit's counters, but '" + key +
+                                         "' does not exist");
+            }
+    }
+
+    uint64_t region_va(unsigned i, uint64_t r) const { return regions_[i].va + r * region_stride_; }
+
+    /// (Re)registers node i's max(N) regions with `bytes` each, unless they already have that size.
+    void register_regions(unsigned i, uint64_t bytes) {
+        region_set& rs = regions_[i];
+        if (rs.bytes == bytes)
+            return;
+        const std::string node = "node" + std::to_string(i);
+        host_software& sw = *sw_[i];
+        for (ibv_mr* mr : rs.mrs)
+            if (const int rc = ibv_dereg_mr(mr))
+                fail(node + ": mr_scale: ibv_dereg_mr failed (" + std::to_string(rc) + ")");
+        rs.mrs.clear();
+        rs.bytes = 0;
+        const uint64_t pages = bytes / fw::PAGE_BYTES;
+        if (sw.driver.num_mpts() < max_regions_ + 2 || sw.driver.num_mtts() < max_regions_ * pages + 2)
+            fail(node + ": mr_scale: " + std::to_string(max_regions_) + " regions of " + std::to_string(bytes) +
+                 " bytes need " + std::to_string(max_regions_ + 2) + " MPT and " +
+                 std::to_string(max_regions_ * pages) + " MTT entries, the driver has " +
+                 std::to_string(sw.driver.num_mpts()) + " and " + std::to_string(sw.driver.num_mtts()) +
+                 " (raise hca.max_mrs / hca.max_mtts)");
+        if (!rs.va) {
+            rs.va = sw.as.alloc(max_regions_ * region_stride_, fw::PAGE_BYTES);
+            if (!rs.va)
+                fail(node + ": mr_scale: cannot allocate " + std::to_string(max_regions_) + " regions of " +
+                     std::to_string(region_stride_) + " bytes (host memory is " +
+                     std::to_string(host_software::phys_bytes >> 20) + " MiB)");
+        }
+        const int access = i == 0 ? IBV_ACCESS_LOCAL_WRITE : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+        rs.mrs.reserve(max_regions_);
+        for (uint64_t r = 0; r < max_regions_; ++r) {
+            ibv_mr* mr = ibv_reg_mr(side_[i].pd, region_va(i, r), bytes, access);
+            if (!mr)
+                fail(node + ": mr_scale: ibv_reg_mr of region " + std::to_string(r) + " (" + std::to_string(bytes) +
+                     " bytes) failed, errno " + std::to_string(errno) + " (" + std::strerror(errno) + ")");
+            rs.mrs.push_back(mr);
+        }
+        rs.bytes = bytes;
+        if (i == 0)  // without --verify, the end-of-point check compares these bytes
+            for (uint64_t r = 0; r < max_regions_; ++r)
+                sw.as.write(region_va(0, r), &r, sizeof r);
+    }
+
+    /// One WRITE from node0's region `src` to node1's region `dst`.
+    void post_region_write(unsigned q, uint64_t src, uint64_t dst, uint64_t size, uint64_t wr_id, bool signaled,
+                           bool inl) {
+        ibv_sge sge{region_va(0, src), uint32_t(size), regions_[0].mrs[src]->lkey};
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) | (inl ? IBV_SEND_INLINE : 0);
+        wr.wr.rdma.remote_addr = region_va(1, dst);
+        wr.wr.rdma.rkey = regions_[1].mrs[dst]->rkey;
+        ibv_send_wr* bad = nullptr;
+        if (const int rc = ibv_post_send(side_[0].qps[q], &wr, &bad))
+            fail("node0: ibv_post_send failed (" + std::to_string(rc) + ")");
+    }
+
+    /// node0 streams `count` WRITEs (message n: region n mod nr, QP n mod --qps, at most
+    /// tx_depth outstanding per QP) and returns when all have completed.
+    void region_stream(const phase_spec& ph, uint64_t size, uint64_t nr, uint64_t count) {
+        side& s = side_[0];
+        const unsigned nq = nq_, depth = wp_.tx_depth;
+        const unsigned cq_mod = std::min<unsigned>(wp_.cq_mod, depth);
+        const bool v = spec_.verify, inl = size <= inline_limit(false);
+        const auto quota = [&](unsigned q) { return count / nq + (q < count % nq ? 1 : 0); };
+        std::vector<uint64_t> posted(nq, 0), completed(nq, 0);
+        uint64_t total_posted = 0, total_completed = 0;
+        while (total_completed < count) {
+            bool progress = false;
+            while (total_posted < count) {
+                const unsigned q = unsigned(total_posted % nq);
+                if (posted[q] - completed[q] >= depth)
+                    break;
+                const uint64_t m = posted[q];
+                const bool sig = (m + 1) % cq_mod == 0 || m + 1 == quota(q);
+                const uint64_t r = total_posted % nr;
+                post_region_write(q, r, r, size, (uint64_t(q) << 48) | m, sig, inl);
+                ++posted[q];
+                ++total_posted;
+                progress = true;
+            }
+            ibv_wc wcs[16];
+            const int n = ibv_poll_cq(s.scq, 16, wcs);
+            if (n < 0)
+                fail("node0: ibv_poll_cq failed");
+            for (int k = 0; k < n; ++k) {
+                const ibv_wc& wc = wcs[k];
+                if (wc.status != IBV_WC_SUCCESS)
+                    fail("node0: completion error " + status_name(wc.status) + ", opcode " +
+                         std::to_string(wc.opcode) + ", wr_id " + hex(wc.wr_id));
+                const unsigned q = unsigned(wc.wr_id >> 48);
+                const uint64_t idx = wc.wr_id & ((uint64_t(1) << 48) - 1);
+                if (q >= nq || idx < completed[q] || idx >= posted[q]) {
+                    if (!v)
+                        fail("node0: completion for a work request that is not outstanding (wr_id " + hex(wc.wr_id) +
+                             ")");
+                    chk_.bad_completion(at(ph, size, 0, q < nq ? q : 0, idx, "send completion"),
+                                        "wr_id " + hex(wc.wr_id) + " is not an outstanding work request");
+                    continue;
+                }
+                if (v) {  // signaled: every cq_mod-th WR and the QP's last, in posting order
+                    const uint64_t want = std::min(quota(q) - 1, (completed[q] / cq_mod + 1) * cq_mod - 1);
+                    check_send_wc(at(ph, size, 0, q, idx, "send completion"), wc, IBV_WC_RDMA_WRITE,
+                                  (uint64_t(q) << 48) | want);
+                }
+                total_completed += idx + 1 - completed[q];
+                completed[q] = idx + 1;
+            }
+            if (n == 0 && !progress && ibv_wait_cq(s.scq, timeout_ns()) != 0)
+                fail("node0: mr_scale stalled (no completion within workload.timeout_us)");
+        }
+    }
+
+    /// The four translation counters of both nodes (mpt_hits, mpt_misses, mtt_hits, mtt_misses).
+    std::array<uint64_t, 4> tu_counts() const {
+        std::array<uint64_t, 4> c{};
+        for (unsigned i = 0; i < 2; ++i)
+            for (unsigned k = 0; k < 4; ++k) c[k] += tu_[i][k]->value();
+        return c;
+    }
+
+    void mr_phase(unsigned i, const phase_spec& ph, uint64_t step0, run_report& rep) {
+        uint64_t step = step0;
+        for (uint64_t size : ph.sizes) {
+            register_regions(i, region_bytes(size));
+            bar_.arrive();  // both sides' regions exist (node0 reads node1's R_Keys out of band)
+            if (i == 0)
+                for (uint64_t nr : mrs_)
+                    mr_point_run(ph, size, nr, step++, rep);
+            bar_.arrive();
+        }
+    }
+
+    /// node0: one point of the sweep, N = nr regions.
+    void mr_point_run(const phase_spec& ph, uint64_t size, uint64_t nr, uint64_t step, run_report& rep) {
+        const bool v = spec_.verify;
+        const uint64_t iters = std::max(ph.iters, 4 * nr);
+        const uint64_t guard = size + 8 <= regions_[1].bytes ? 8 : 0;  // bytes after the message that stay 0
+        if (v)
+            for (uint64_t r = 0; r < nr; ++r) {
+                poke_data(0, region_va(0, r), size, key(0, 0, step, r));
+                clear(1, region_va(1, r), size + guard);
+            }
+        region_stream(ph, size, nr, nr);  // warm-up: every region once
+        const std::array<uint64_t, 4> c0 = tu_counts();
+        const uint64_t t0 = bus(0).now_ns();
+        region_stream(ph, size, nr, iters);
+        const uint64_t t1 = bus(0).now_ns();
+        const std::array<uint64_t, 4> c1 = tu_counts();
+        if (v) {
+            for (uint64_t r = 0; r < nr; ++r) {
+                chk_.bytes(at(ph, size, 1, 0, r, "destination region"), peek(1, region_va(1, r), size), size,
+                           key(0, 0, step, r));
+                if (guard)
+                    chk_.value(at(ph, size, 1, 0, r, "8 bytes after the message in its region"),
+                               peek64(1, region_va(1, r) + size), 0);
+            }
+        } else {
+            const uint64_t last = (iters - 1) % nr;
+            same_bytes(0, region_va(0, last), 1, region_va(1, last), size);
+        }
+        size_result r;
+        r.size_bytes = size;
+        r.iters = iters;
+        const double secs = double(t1 - t0) * 1e-9;
+        r.bw_gbps = secs > 0 ? double(size) * double(iters) * 8.0 / secs / 1e9 : 0;
+        r.msg_rate_mpps = secs > 0 ? double(iters) / secs / 1e6 : 0;
+        if (v)
+            take_counts(r);
+        rep.results.push_back(r);
+        const auto rate = [](uint64_t hits, uint64_t misses) {
+            return hits + misses ? double(hits) / double(hits + misses) : -1.0;
+        };
+        points.push_back(mr_point{nr, size, iters, r.bw_gbps, r.msg_rate_mpps, rate(c1[0] - c0[0], c1[1] - c0[1]),
+                                  rate(c1[2] - c0[2], c1[3] - c0[3])});
+    }
+
     uint64_t quota_of(const phase_spec& ph, unsigned q) const { return ph.iters / nq_ + (q < ph.iters % nq_ ? 1 : 0); }
 
     void run_side(unsigned i) {
@@ -851,11 +1128,14 @@ private:
             const uint64_t t0 = bus(i).now_ns();
             const uint64_t p0 = stats_registry::instance().sum("port.tx_packets");
             const op_kind op = kind_of(ph.workload);
-            if (is_latency(ph.workload))
+            const bool mr_scale = ph.workload == "mr_scale";
+            if (mr_scale)
+                mr_phase(i, ph, step, rep);
+            else if (is_latency(ph.workload))
                 lat_phase(i, ph, step, op, rep);
             else
                 bw_phase(i, ph, step, op, rep);
-            step += ph.sizes.size();
+            step += ph.sizes.size() * (mr_scale ? mrs_.size() : 1);
             rep.sim_time_ns = bus(i).now_ns() - t0;
             rep.wire_packets = stats_registry::instance().sum("port.tx_packets") - p0;
             if (i == 0) {
@@ -887,6 +1167,17 @@ private:
     std::string rd_workload_;     ///< the first such phase (error text)
     verify::checker chk_;         ///< both processes count into it; the client reports per size
     std::vector<uint8_t> got_, scratch_;
+    // mr_scale
+    struct region_set {
+        uint64_t va = 0;             ///< max(N) slots of region_stride_ bytes
+        uint64_t bytes = 0;          ///< bytes registered per region (0: none registered)
+        std::vector<ibv_mr*> mrs;    ///< region r: mrs[r]
+    };
+    std::vector<uint64_t> mrs_;      ///< region counts swept
+    uint64_t max_regions_ = 0;       ///< the largest of them
+    uint64_t region_stride_ = 0;     ///< the largest region of the run (slot size)
+    region_set regions_[2];
+    const counter* tu_[2][4] = {};   ///< node i's translation_unit.{mpt_hits,mpt_misses,mtt_hits,mtt_misses}
 };
 
 /// The PCIe link alone: host memory, the link and a DMA traffic generator in the device's place.
@@ -1025,6 +1316,12 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
             throw workload_error("dma_*_bw workloads run the PCIe link alone and cannot share a run with '" +
                                  spec.phases.front().workload + "'");
     workload_params wp;
+    std::vector<uint64_t> mrs;  // mr_scale's sweep
+    for (auto& p : spec.phases)
+        if (p.workload == "mr_scale" && mrs.empty()) {
+            mrs = parse_counts(wp.mrs.get(), "workload.mrs");
+            size_mpt_tables(*std::max_element(mrs.begin(), mrs.end()));
+        }
     std::unique_ptr<machine> m;
     std::unique_ptr<perftest> app;
     std::unique_ptr<pcie_bench> bench;
@@ -1034,7 +1331,7 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
         m = std::make_unique<machine>();
         if (m->size() < 2)
             throw workload_error("two-node workloads need fabric.nodes >= 2");
-        app = std::make_unique<perftest>("perftest", *m, spec, wp, reports);
+        app = std::make_unique<perftest>("perftest", *m, spec, wp, reports, mrs);
     }
     if (help_out) {
         *help_out = broker::instance().help();
@@ -1053,6 +1350,8 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
     }
     if (reports.size() != spec.phases.size())
         throw workload_error("simulation ended before every phase completed");
+    if (app && !app->points.empty())
+        print_mr_table(std::cout, app->points);
     for (auto& r : reports)
         r.wall_s = wall;  // the whole run's wall time (phases share one simulation)
     if (!reports.empty()) {

@@ -1,6 +1,7 @@
 // perftest-equivalent workloads on the model: write_lat, send_lat, read_lat, atomic_lat,
 // write_bw, send_bw, read_bw, atomic_rate (two nodes, RC, through the verbs API) and
-// dma_read_bw, dma_write_bw (the PCIe link alone). Semantics follow perftest (calibration.md):
+// dma_read_bw, dma_write_bw (the PCIe link alone); mr_scale, write_bw over N memory regions per
+// node (workload.mrs, --mrs) for the translation caches, which also prints its own table. Semantics follow perftest (calibration.md):
 // write_lat/send_lat report half the round trip of a ping-pong, read_lat/atomic_lat the whole
 // round trip of one READ / atomic (typical = median); *_bw stream with a transmit depth and
 // report bytes / time, atomic_rate the message rate. --verify checks the data and completions.

@@ -1,0 +1,166 @@
+// hcasim --workload mr_scale: WRITEs rotating over N memory regions per node. With a small MPT
+// cache the hit rate falls from 1 at one region to near 0 at 4K, and the message rate with it;
+// MTT lines of 8 entries give 7 hits in 8 when the lines do not fit; --verify checks every
+// destination region; bad region counts are one-line errors.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+struct result {
+    int code = -1;
+    std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+/// Runs hcasim with `args` (shell words), capturing stdout and stderr.
+result run(const std::string& args) {
+    const std::string dir = ::testing::TempDir();
+    const std::string tag = std::to_string(getpid());
+    const std::string out = dir + "mrs_out_" + tag, err = dir + "mrs_err_" + tag;
+    const std::string cmd = std::string("cd '") + HCASIM_SOURCE_DIR + "' && '" + HCASIM_BIN + "' " + args + " >'" +
+                            out + "' 2>'" + err + "'";
+    const int status = std::system(cmd.c_str());
+    result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    std::remove(out.c_str());
+    std::remove(err.c_str());
+    return r;
+}
+
+/// One row of the mr_scale table.
+struct row {
+    uint64_t mrs = 0, size = 0, iters = 0;
+    double bw = 0, mpps = 0, mpt_hit = -2, mtt_hit = -2;
+};
+
+/// The rows of the mr_scale table in `out` (lines of seven fields, the first two numbers).
+std::vector<row> table(const std::string& out) {
+    std::vector<row> rows;
+    std::istringstream in(out);
+    bool in_table = false;
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind(" #mrs ", 0) == 0) {  // the column headings
+            in_table = true;
+            continue;
+        }
+        if (!in_table)
+            continue;
+        std::istringstream f(line);
+        row r;
+        std::string mpt, mtt;
+        if (!(f >> r.mrs >> r.size >> r.iters >> r.bw >> r.mpps >> mpt >> mtt))
+            break;  // the end of the table
+        r.mpt_hit = mpt == "-" ? -1 : std::stod(mpt);
+        r.mtt_hit = mtt == "-" ? -1 : std::stod(mtt);
+        rows.push_back(r);
+    }
+    return rows;
+}
+
+const std::string small_caches =
+    "--set hca.translation_unit.mpt_cache_entries=64 --set hca.translation_unit.mtt_cache_lines=64";
+
+}  // namespace
+
+TEST(HcasimMrScale, mpt_hit_rate_and_message_rate_fall_when_regions_outnumber_the_cache) {
+    const std::string json_path = ::testing::TempDir() + "mrs_" + std::to_string(getpid()) + ".json";
+    const result r = run("--workload mr_scale --mrs 1,4K --size 64 --iters 2000 " + small_caches +
+                         " --stats-json '" + json_path + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::vector<row> rows = table(r.out);
+    ASSERT_EQ(rows.size(), 2u) << r.out;
+    EXPECT_EQ(rows[0].mrs, 1u);
+    EXPECT_EQ(rows[1].mrs, 4096u);
+    EXPECT_EQ(rows[0].size, 64u);
+    EXPECT_EQ(rows[0].iters, 2000u);
+    EXPECT_EQ(rows[1].iters, 4u * 4096u);  // every region at least 4 times
+    // One region: after the warm-up pass every lookup hits. 4K regions cycling through 64
+    // entries (16 sets of 4 ways, LRU): every lookup misses.
+    EXPECT_GT(rows[0].mpt_hit, 0.999);
+    EXPECT_LT(rows[1].mpt_hit, 0.01);
+    // 4K one-page regions: 512 MTT lines through 64; consecutive regions share a line of 8.
+    EXPECT_GT(rows[0].mtt_hit, 0.999);
+    EXPECT_NEAR(rows[1].mtt_hit, 7.0 / 8.0, 0.01);
+    // Each miss is a DMA read before the in-order unit continues: fewer messages per second.
+    EXPECT_LT(rows[1].mpps, 0.8 * rows[0].mpps) << r.out;
+
+    const nlohmann::json j = nlohmann::json::parse(slurp(json_path));
+    std::remove(json_path.c_str());
+    EXPECT_EQ(j["workload"], "mr_scale");
+    ASSERT_EQ(j["results"].size(), 2u);
+    EXPECT_EQ(j["results"][1]["size_bytes"], 64);
+    EXPECT_EQ(j["results"][1]["iters"], 4 * 4096);
+    EXPECT_NEAR(j["results"][0]["msg_rate_mpps"].get<double>(), rows[0].mpps, 1e-5);
+    EXPECT_NEAR(j["results"][1]["msg_rate_mpps"].get<double>(), rows[1].mpps, 1e-5);
+    EXPECT_EQ(j["config"]["workload.mrs"], "1,4K");
+    EXPECT_EQ(j["config"]["node1.hca.translation_unit.mpt_cache_entries"], "64");
+    // The counters agree: at 4K regions at least one MPT miss per WRITE on each node.
+    EXPECT_GE(j["counters"]["node0.hca.translation_unit.mpt_misses"].get<uint64_t>(), 4u * 4096u);
+    EXPECT_GE(j["counters"]["node1.hca.translation_unit.mpt_misses"].get<uint64_t>(), 4u * 4096u);
+}
+
+TEST(HcasimMrScale, verify_checks_every_destination_region) {
+    // Three QPs, region sizes of one and two pages (the regions are registered again).
+    const result r = run("--workload mr_scale --mrs 1,5,300 --size 64,4K,5000 --qps 3 --iters 200 --verify");
+    ASSERT_EQ(r.code, 0) << r.err << r.out;
+    const std::vector<row> rows = table(r.out);
+    ASSERT_EQ(rows.size(), 9u) << r.out;
+    EXPECT_EQ(rows[8].mrs, 300u);
+    EXPECT_EQ(rows[8].size, 5000u);
+    EXPECT_EQ(rows[8].iters, 1200u);
+    // Destination bytes: 1 + 5 + 300 regions per size, plus 8 guard bytes where the page has room.
+    const uint64_t regions = 1 + 5 + 300;
+    const uint64_t bytes = regions * (64 + 8) + regions * 4096 + regions * (5000 + 8);
+    EXPECT_NE(r.out.find(" verify: " + std::to_string(bytes) + " bytes checked, 0 mismatches, 0 bad completions"),
+              std::string::npos)
+        << r.out;
+}
+
+TEST(HcasimMrScale, same_seed_gives_identical_table) {
+    const std::string args = "--workload mr_scale --mrs 1,64 --size 64 --iters 300 " + small_caches;
+    const result a = run(args), b = run(args);
+    ASSERT_EQ(a.code, 0) << a.err;
+    EXPECT_EQ(a.out, b.out);
+}
+
+TEST(HcasimMrScale, bad_region_counts_are_one_line_errors) {
+    const result zero = run("--workload mr_scale --mrs 0");
+    EXPECT_EQ(zero.code, 2);
+    EXPECT_EQ(zero.err, "hcasim: error: --mrs '0': 0 regions (expected 1 to 1048576)\n");
+    const result junk = run("--workload mr_scale --mrs 4x");
+    EXPECT_EQ(junk.code, 2);
+    EXPECT_NE(junk.err.find("--mrs '4x': bad count '4x'"), std::string::npos) << junk.err;
+    const result other = run("--workload write_bw --mrs 16");
+    EXPECT_EQ(other.code, 2);
+    EXPECT_EQ(other.err, "hcasim: error: --mrs: only mr_scale takes memory region counts\n");
+    const result key = run("--workload mr_scale --set workload.mrs=1,,2");
+    EXPECT_EQ(key.code, 2);
+    EXPECT_NE(key.err.find("workload.mrs '1,,2': bad count ''"), std::string::npos) << key.err;
+    const result empty = run("--workload mr_scale --size 0 --mrs 1");
+    EXPECT_EQ(empty.code, 2);
+    EXPECT_NE(empty.err.find("mr_scale needs messages of at least 1 byte"), std::string::npos) << empty.err;
+}
+
+TEST(HcasimMrScale, more_regions_than_mpt_entries_is_a_clear_run_failure) {
+    const result r = run("--workload mr_scale --mrs 1K --size 64 --set hca.max_mrs=512");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("mr_scale: 1024 regions of 4096 bytes need 1026 MPT"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("hca.max_mrs"), std::string::npos) << r.err;
+}
