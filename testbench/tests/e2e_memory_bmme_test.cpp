@@ -830,12 +830,16 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_24_o10_37_2_16_refused_send_with_invalidate_lea
     });
 }
 
-SIM_TEST(E2eMemoryBmme, o10_37_2_27_send_with_invalidate_of_a_type1_window_fails_and_leaves_it_bound) {
+SIM_TEST(E2eMemoryBmme, o10_37_2_26_o10_37_2_27_invalidating_a_type1_window_fails_and_leaves_it_bound) {
     rc_harness h;
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 4096, 3727);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ASSERT_EQ(bind1(h, mw, b.dmr, b.dst + 2048, 2048, kRemoteRw).status, IBV_WC_SUCCESS);
+        const ibv_wc inv = local_inv(h, 1, mw->rkey);
+        EXPECT_EQ(inv.status, IBV_WC_MW_BIND_ERR) << "o10-37.2.26: no Local Invalidate of a type 1 window";
+        EXPECT_EQ(inv.vendor_err, vendor(xlate_status::bad_type));
+        recover(h);
         expect_send_inv_refused(h, b, mw->rkey, xlate_status::bad_type, "type 1 window");
         recover(h);
         EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 2048, mw->rkey, "the window is unchanged").status,

@@ -512,6 +512,24 @@ SIM_TEST(E2eMemoryWindows, C10_73_bind_needs_the_region_to_allow_window_binding)
     });
 }
 
+// The Bind MW verb moved mw->rkey to the next key byte when it posted the refused bind, while
+// the HCA kept the window's key: a later bind must still be possible (the window would
+// otherwise be unusable for good).
+SIM_TEST(E2eMemoryWindows, C10_66_2_2_type1_window_binds_again_after_a_refused_bind) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        bufs b = make_bufs(h, 4096, 7373);
+        ibv_mr* nobind = h.reg(1, b.dst, 4096, kRw);
+        ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
+        ASSERT_EQ(bind1(h, mw, nobind, b.dst, 4096, kRemoteRw).status, IBV_WC_MW_BIND_ERR);
+        recover(h);
+        const ibv_wc bw = bind1(h, mw, b.dmr, b.dst, 4096, kRemoteRw);
+        EXPECT_EQ(bw.status, IBV_WC_SUCCESS) << "vendor_err " << bw.vendor_err;
+        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, mw->rkey, "through the window").status, IBV_WC_SUCCESS);
+        h.expect_mem(1, b.dst, h.read_mem(0, b.src, 64), "written through the window");
+    });
+}
+
 SIM_TEST(E2eMemoryWindows, C10_75_bind_range_must_lie_in_a_region_of_the_windows_pd) {
     rc_harness h;
     h.run([](rc_harness& h) {
