@@ -51,3 +51,11 @@ echo "== Demo (no arguments)"
 read -r wall rss < "$tmp/time"
 echo "wall_s             $wall"
 echo "max RSS            ${rss} KiB"
+
+echo "== Translation caches: mr_scale, WRITEs over N memory regions per node (both keys rotate)"
+echo "   MPT cache 1024 entries, MTT cache 4096 lines of 8 entries, 4 ways, LRU (docs/calibration.md)"
+/usr/bin/time -f "%e %M" -o "$tmp/time" "$bin" --workload mr_scale \
+    --mrs 1,256,1K,1088,1280,2K,4K,16K,32K,40K,64K --size 64,4K > "$tmp/mrs.txt"
+sed -n '/^ #mrs /,/^---/p' "$tmp/mrs.txt" | sed '$d'
+read -r wall rss < "$tmp/time"
+echo "wall_s             $wall (about half of it allocates and registers the 2 x 64K regions)"
