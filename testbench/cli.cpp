@@ -87,7 +87,7 @@ std::vector<uint64_t> parse_list(const std::string& text, const char* what, cons
 const std::vector<std::string>& workload_names() {
     static const std::vector<std::string> names = {"write_lat", "send_lat", "read_lat", "atomic_lat",
                                                    "write_bw", "send_bw", "read_bw", "atomic_rate",
-                                                   "mr_scale", "dma_read_bw", "dma_write_bw"};
+                                                   "mr_scale", "dma_read_bw", "dma_write_bw", "attack_suite"};
     return names;
 }
 
@@ -112,7 +112,7 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     po::options_description desc("Usage: hcasim [options]\nOptions", 110);
     const std::string workload_help =
         "write_lat|send_lat|read_lat|atomic_lat, write_bw|send_bw|read_bw|atomic_rate, mr_scale, "
-        "dma_read_bw|dma_write_bw (default: demo)";
+        "dma_read_bw|dma_write_bw, attack_suite (protection attack cases, docs/attack-suite.md) (default: demo)";
     // clang-format off
     desc.add_options()
         ("help,h", "print this help and exit")

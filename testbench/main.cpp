@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "model/core/param.h"
+#include "testbench/attack_suite.h"
 #include "testbench/cli.h"
 #include "testbench/report.h"
 #include "testbench/workloads.h"
@@ -72,6 +73,27 @@ void print_help_config(std::ostream& os, const std::vector<param_info>& params) 
     }
 }
 
+/// --workload attack_suite: one line per case and the summary; 0 if every case was rejected as
+/// expected and no target byte changed, else 1. --verify is accepted (the suite always checks).
+int run_attack_suite(const run_options& o) {
+    if (o.sizes_given || o.iters_given || !o.stats_json.empty())
+        throw config_error("attack_suite takes no --size, --iters or --stats-json (it runs a fixed table of cases)");
+    apply_config(o);
+    attack::suite_options so;
+    so.seed = o.seed;
+    if (o.help_config) {
+        std::vector<param_info> params;
+        attack::run_suite(so, &params);
+        print_help_config(std::cout, params);
+        return 0;
+    }
+    const attack::suite_result r = attack::run_suite(so);
+    attack::print(std::cout, r);
+    if (!r.error.empty())
+        std::cerr << "hcasim: run failed: attack_suite: " << r.error << "\n";
+    return r.ok() ? 0 : 1;
+}
+
 }  // namespace
 
 int sc_main(int argc, char* argv[]) {
@@ -82,6 +104,8 @@ int sc_main(int argc, char* argv[]) {
         opts = parse_cli(argc, argv, std::cout);
         if (opts.help)
             return 0;
+        if (opts.workload == "attack_suite")
+            return run_attack_suite(opts);
         const run_spec spec = make_spec(opts);
         bool two_node = false;
         for (const phase_spec& p : spec.phases) two_node |= !is_pcie_workload(p.workload);
