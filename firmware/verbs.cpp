@@ -1150,7 +1150,11 @@ int ibv_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind) {
     if (int e = check_sq_post(qp)) return e;
     uint8_t buf[4096];
     std::memset(buf, 0, 1u << qp->sq.log_stride);
-    uint32_t new_key = ibv_inc_rkey(mw->rkey);  // C10-66.2.2: a new R_Key on every bind
+    // C10-66.2.2: a new R_Key on every bind, from the driver's per-index key generation so a
+    // key handed out for this index before (a region or window that had it) never comes back.
+    hca_driver& drv = *ctx->driver;
+    const uint32_t index = hw::key_index(mw->rkey);
+    uint32_t new_key = hw::make_key(index, drv.next_key_byte(index));
     uint32_t bytes = build_bind_wqe(qp, mw_bind->wr_id, mw_bind->send_flags, mw->rkey, new_key,
                                     mw_bind->bind_info, hw::BIND_FROM_VERB, buf);
     put_send_wqe(qp, buf, bytes);

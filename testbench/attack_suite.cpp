@@ -175,11 +175,9 @@ outcome mm_error(xs why) {
     return o;
 }
 /// A SEND into a receive SGE of node1 that fails its check.
-outcome recv_prot() {
+outcome recv_prot(xs why) {
     outcome o;
-    // The receive-side LOC_PROT_ERR carries no xlate syndrome in the model (vendor_err 0), so
-    // the vendor field is not checked here (see docs/attack-suite.md).
-    o.cq[R1] = {{IBV_WC_LOC_PROT_ERR, IBV_WC_RECV}};
+    o.cq[R1] = {{IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, int(why)}};
     o.cq[S0] = {{IBV_WC_REM_OP_ERR}};
     o.state[0] = o.state[1] = ERR;
     return o;
@@ -1387,11 +1385,8 @@ std::vector<row> make_rows() {
         "(control: the new region's key)",
         remote_fault(), [=](env& e) {
             auto [mr, mw] = win1(e, RW | RR);
-            // Work-around (firmware): ibv_bind_mw steps the key byte with ibv_inc_rkey, apart from the
-            // driver's per-index key generation, so the window's first bound key equals the key the
-            // next allocation of the index gets (a stale key that works). The window is bound twice
-            // and its last key attacks; docs/attack-suite.md records the collision.
-            e.bind1(mw, mr, e.tgt + WO, WL, RW | RR);
+            // The window's first bound key: the bind verb takes it from the driver's per-index key
+            // generation, so the next allocation of the index gets another one.
             const uint32_t k = mw->rkey;
             e.ctl_write(k, e.tgt + WO, 64, e.tgt + WO);
             e.must_dealloc(mw);
@@ -1901,7 +1896,7 @@ std::vector<row> make_rows() {
     add("C10_55_receive_buffer_without_local_write", "C10-55",
         "SEND into a receive SGE over the target region registered without local write (control: a receive "
         "region with it)",
-        recv_prot(), [=](env& e) {
+        recv_prot(xs::no_access), [=](env& e) {
             ibv_mr* good = e.mr1(ALL);
             ibv_mr* ro = e.mr1(RR);
             e.ctl_send({{e.tgt, 64, good->lkey}}, e.tgt);
@@ -1909,7 +1904,8 @@ std::vector<row> make_rows() {
             e.remote(SEND, 0, 64, 0);
         });
     add("C10_54_2_1_receive_sge_past_mr_end", "C10-54.2.1",
-        "SEND of 64 bytes into a receive SGE that ends 32 bytes past its region", recv_prot(), [=](env& e) {
+        "SEND of 64 bytes into a receive SGE that ends 32 bytes past its region", recv_prot(xs::out_of_bounds),
+        [=](env& e) {
             ibv_mr* mr = e.mr1(ALL);
             e.ctl_send({{e.tgt + R - 64, 64, mr->lkey}}, e.tgt + R - 64);
             e.recv1({{e.tgt + R - 32, 64, mr->lkey}});
@@ -1918,7 +1914,7 @@ std::vector<row> make_rows() {
     add("o10_37_2_11_reserved_lkey_receive_not_enabled", "o10-37.2.11, o10-36.2.1",
         "SEND into a receive SGE naming the target's physical address with the reserved L_Key, on a QP created "
         "without it (control: a QP created with it)",
-        recv_prot(), [=](env& e) {
+        recv_prot(xs::not_enabled), [=](env& e) {
             e.open();
             pair_opts o;
             o.create1 = IBV_QP_CREATE_RESERVED_LKEY;

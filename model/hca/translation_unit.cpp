@@ -306,8 +306,8 @@ xlate_status translation_unit::bind_mw(const hw::wqe_bind_seg& b, const xlate_ow
     // (o10-37.2.34, o10-37.2.35).
     if (type1 != bool(b.bind_flags & hw::BIND_FROM_VERB))
         return mm_done(xlate_status::bad_type, delay);
-    if (type1 && w.key != b.mw_key)
-        return mm_done(xlate_status::bad_key, delay);
+    // A type 1 window is named by its handle (the index): its owner (the verb) steps the key on
+    // every bind, including binds the HCA refuses, so the key byte of mw_key is not compared.
     if (!type1 && w.state != hw::MPT_STATE_FREE)
         return mm_done(xlate_status::bad_state, delay);  // o10-37.2.29/30: bind needs a Free window
     if (w.pd != who.pd)

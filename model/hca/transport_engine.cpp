@@ -505,6 +505,23 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
         requester_error(q, hw::CQE_LOC_LEN_ERR, w, delay);
         return true;
     }
+    if (!q.resume) {
+        // C10-55: the local data segments that receive the READ data or the atomic's original
+        // value need Local Write; they are checked before the request goes out, so a refused
+        // segment sends nothing (the responder never reads or modifies its memory).
+        uint64_t need = atomic ? 8 : w.length;
+        for (unsigned i = 0; i < w.num_sge && need; ++i) {
+            const uint64_t len = std::min<uint64_t>(need, w.sg[i].len);
+            need -= len;
+            if (!len)
+                continue;  // C10-54.1.1: a zero-length segment is not checked
+            const xlate_status st = xlate_->check(w.sg[i].lkey, q.who, w.sg[i].addr, len, hw::ACCESS_LOCAL_WRITE, delay);
+            if (st != xlate_status::ok) {
+                requester_error(q, hw::CQE_LOC_PROT_ERR, w, delay, uint8_t(st));
+                return true;
+            }
+        }
+    }
     const uint32_t mtu = hw::mtu_bytes(q.mtu);
     const uint32_t npkts = atomic || w.length == 0 ? 1u : uint32_t((w.length + mtu - 1) / mtu);
     const uint32_t first = q.sq_psn;
@@ -603,7 +620,7 @@ void transport_engine::retire_head(qp& q) {
     fetcher_->credit(q.qpn);
 }
 
-void transport_engine::pop_window(qp& q, uint8_t status, sc_time& delay) {
+void transport_engine::pop_window(qp& q, uint8_t status, sc_time& delay, uint8_t syndrome) {
     const inflight f = q.window[q.w_head];
     q.w_head = (q.w_head + 1) % q.window.size();
     --q.w_count;
@@ -611,7 +628,7 @@ void transport_engine::pop_window(qp& q, uint8_t status, sc_time& delay) {
         q.rd_head = (q.rd_head + 1) % q.rd.size();
         --q.rd_count;
     }
-    send_completion(q, f, status, delay);
+    send_completion(q, f, status, delay, syndrome);
 }
 
 void transport_engine::send_completion(qp& q, const inflight& f, uint8_t status, sc_time& delay, uint8_t syndrome) {
@@ -644,11 +661,11 @@ void transport_engine::requester_error(qp& q, uint8_t status, const send_wqe& w,
     enter_error(q, delay);
 }
 
-void transport_engine::fail_head(qp& q, uint8_t status, sc_time& delay) {
+void transport_engine::fail_head(qp& q, uint8_t status, sc_time& delay, uint8_t syndrome) {
     if (q.w_count)
-        pop_window(q, status, delay);
+        pop_window(q, status, delay, syndrome);
     else if (q.q_count)
-        requester_error(q, status, q.queue[q.q_head], delay);
+        requester_error(q, status, q.queue[q.q_head], delay, syndrome);
     enter_error(q, delay);
 }
 
@@ -800,9 +817,10 @@ void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& 
         fail_head(q, hw::CQE_BAD_RESP_ERR, delay);  // response does not fit the request
         return;
     }
-    uint8_t status = hw::CQE_SUCCESS;
-    if (p.payload_len && !write_sges(q.who, c.sg, c.num_sge, c.placed, p.payload, p.payload_len, delay, status)) {
-        fail_head(q, status, delay);
+    uint8_t status = hw::CQE_SUCCESS, syndrome = 0;
+    if (p.payload_len &&
+        !write_sges(q.who, c.sg, c.num_sge, c.placed, p.payload, p.payload_len, delay, status, syndrome)) {
+        fail_head(q, status, delay, syndrome);
         return;
     }
     ++read_responses_received;
@@ -836,9 +854,9 @@ void transport_engine::handle_atomic_ack(qp& q, const rx_packet& p, sc_time& del
     // o10-47: the original remote value lands in the WQE's local data segment.
     uint8_t bytes[8];
     std::memcpy(bytes, &p.h.aae.orig_data, 8);
-    uint8_t status = hw::CQE_SUCCESS;
-    if (!write_sges(q.who, q.rd[f.rd].sg, q.rd[f.rd].num_sge, 0, bytes, 8, delay, status)) {
-        fail_head(q, status, delay);
+    uint8_t status = hw::CQE_SUCCESS, syndrome = 0;
+    if (!write_sges(q.who, q.rd[f.rd].sg, q.rd[f.rd].num_sge, 0, bytes, 8, delay, status, syndrome)) {
+        fail_head(q, status, delay, syndrome);
         return;
     }
     q.gap_retry = false;
@@ -852,7 +870,7 @@ void transport_engine::handle_atomic_ack(qp& q, const rx_packet& p, sc_time& del
 }
 
 bool transport_engine::write_sges(const xlate_owner& who, const sge* sg, unsigned num_sge, uint64_t offset, const uint8_t* data,
-                                  uint32_t len, sc_time& delay, uint8_t& status) {
+                                  uint32_t len, sc_time& delay, uint8_t& status, uint8_t& syndrome) {
     uint64_t skip = offset;
     unsigned i = 0;
     while (i < num_sge && skip >= sg[i].len)
@@ -867,9 +885,11 @@ bool transport_engine::write_sges(const xlate_owner& who, const sge* sg, unsigne
         const uint32_t take = uint32_t(std::min<uint64_t>(left, s.len - skip));
         phys_seg segs[MAX_SEGS];
         unsigned nsegs = 0;
-        if (xlate_->translate(s.lkey, who, s.addr + skip, take, hw::ACCESS_LOCAL_WRITE, segs, MAX_SEGS, nsegs, delay) !=
-            xlate_status::ok) {
+        const xlate_status st =
+            xlate_->translate(s.lkey, who, s.addr + skip, take, hw::ACCESS_LOCAL_WRITE, segs, MAX_SEGS, nsegs, delay);
+        if (st != xlate_status::ok) {
             status = hw::CQE_LOC_PROT_ERR;
+            syndrome = uint8_t(st);
             return false;
         }
         for (unsigned k = 0; k < nsegs; ++k) {
@@ -1476,8 +1496,8 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
             rnr_nak(q, psn, delay);
             return;
         }
-        uint8_t status = hw::CQE_SUCCESS;
-        if (!scatter(q, p.payload, p.payload_len, delay, status)) {
+        uint8_t status = hw::CQE_SUCCESS, syndrome = 0;
+        if (!scatter(q, p.payload, p.payload_len, delay, status, syndrome)) {
             // The receive WQE reports it (LOC_LEN: too small; LOC_PROT / LOC_QP_OP): the
             // requester learns Invalid Request or Remote Operational Error.
             ++naks_sent;
@@ -1487,7 +1507,7 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
                                                                   : wire::nak::REMOTE_OPERATIONAL_ERROR),
                      psn, delay);
             q.have_rwqe = false;
-            recv_completion(q, hw::CQE_OP_RECV, status, uint32_t(q.recv_offset), 0, 0, false, delay);
+            recv_completion(q, hw::CQE_OP_RECV, status, uint32_t(q.recv_offset), 0, 0, false, delay, syndrome);
             enter_error(q, delay);
             return;
         }
@@ -1618,7 +1638,8 @@ void transport_engine::prefetch_recv(qp& q, const sc_time& delay) {
     }
 }
 
-bool transport_engine::scatter(qp& q, const uint8_t* data, uint32_t len, sc_time& delay, uint8_t& status) {
+bool transport_engine::scatter(qp& q, const uint8_t* data, uint32_t len, sc_time& delay, uint8_t& status,
+                               uint8_t& syndrome) {
     if (q.rwqe.malformed) {
         status = hw::CQE_LOC_QP_OP_ERR;
         return false;
@@ -1627,7 +1648,7 @@ bool transport_engine::scatter(qp& q, const uint8_t* data, uint32_t len, sc_time
         status = hw::CQE_LOC_LEN_ERR;
         return false;
     }
-    if (!write_sges(q.who, q.rwqe.sg, q.rwqe.num_sge, q.recv_offset, data, len, delay, status))
+    if (!write_sges(q.who, q.rwqe.sg, q.rwqe.num_sge, q.recv_offset, data, len, delay, status, syndrome))
         return false;
     q.recv_offset += len;
     return true;

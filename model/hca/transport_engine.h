@@ -210,9 +210,9 @@ private:
     /// A WQE that sends nothing (NOP, memory operations) joins the window and completes in order.
     void complete_locally(qp& q, const send_wqe& w, sc_core::sc_time& delay);
     /// A completion error on an outstanding WQE (the window head): CQE, then Error.
-    void fail_head(qp& q, uint8_t status, sc_core::sc_time& delay);
+    void fail_head(qp& q, uint8_t status, sc_core::sc_time& delay, uint8_t syndrome = 0);
     void retire_head(qp& q);
-    void pop_window(qp& q, uint8_t status, sc_core::sc_time& delay);
+    void pop_window(qp& q, uint8_t status, sc_core::sc_time& delay, uint8_t syndrome = 0);
     void send_completion(qp& q, const inflight& f, uint8_t status, sc_core::sc_time& delay, uint8_t syndrome = 0);
     void flush(qp& q, sc_core::sc_time& delay);
     void handle_response(qp& q, const rx_packet& p);
@@ -224,7 +224,7 @@ private:
     /// Writes `len` bytes at byte `offset` of a scatter list (receive WQE, READ or atomic result)
     /// through translation (L_Key, local write) and DMA; status LOC_LEN_ERR / LOC_PROT_ERR.
     bool write_sges(const xlate_owner& who, const sge* sg, unsigned num_sge, uint64_t offset, const uint8_t* data, uint32_t len,
-                    sc_core::sc_time& delay, uint8_t& status);
+                    sc_core::sc_time& delay, uint8_t& status, uint8_t& syndrome);
     /// Go back N to `psn` unless the last go-back-N already went there (gap_retry latch).
     void go_back_once(qp& q, uint32_t psn, sc_core::sc_time& delay);
     /// The oldest READ/atomic's responses are missing: go back N to its next expected PSN.
@@ -251,7 +251,8 @@ private:
     bool handle_read_request(qp& q, const rx_packet& p, sc_core::sc_time& delay);
     bool handle_atomic(qp& q, const rx_packet& p, sc_core::sc_time& delay);
     /// Places payload bytes at the current receive WQE position (scatter).
-    bool scatter(qp& q, const uint8_t* data, uint32_t len, sc_core::sc_time& delay, uint8_t& status);
+    bool scatter(qp& q, const uint8_t* data, uint32_t len, sc_core::sc_time& delay, uint8_t& status,
+                 uint8_t& syndrome);
     bool take_recv_wqe(qp& q, sc_core::sc_time& delay);
     /// Reads receive WQEs ahead (up to rq_prefetch) so Sends do not wait for the fetch.
     void prefetch_recv(qp& q, const sc_core::sc_time& delay);

@@ -349,8 +349,8 @@ SIM_TEST(E2eCompliance, C10_141_immediate_error_does_not_affect_the_rc_qp) {
         ASSERT_EQ(h.post_recv(1, {{b.dst, 4096, b.dmr->lkey}}, 1), 0);
         std::vector<ibv_sge> five(5, ibv_sge{b.src, 8, b.smr->lkey});  // max_send_sge is 4
         EXPECT_EQ(h.post_send(0, IBV_WR_SEND, five, 100), EINVAL);
-        EXPECT_EQ(h.post_send(0, IBV_WR_LOCAL_INV, {}, 101), EINVAL);
-        EXPECT_EQ(h.post_send(0, IBV_WR_BIND_MW, {}, 102), EINVAL);
+        EXPECT_EQ(h.post_send(0, ibv_wr_opcode(0x7F), {{b.src, 8, b.smr->lkey}}, 101), EINVAL);  // no such opcode
+        EXPECT_EQ(h.post_send(0, IBV_WR_BIND_MW, {}, 102), EINVAL);  // no window to bind
         EXPECT_EQ(h.s[0].qp->sq.producer, 0u);
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{b.src, 77, b.smr->lkey}}, 103), 0);
         auto swc = h.expect_wc(h.s[0].scq, 1, "the valid WR");

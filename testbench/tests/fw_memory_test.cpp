@@ -948,10 +948,15 @@ TEST(Mw, C10_66_2_2_bind_verb_posts_a_bind_wqe_with_a_new_rkey_each_time) {
     EXPECT_EQ(s.length, 0u);
     EXPECT_EQ(s.mr_lkey, 0u);
     EXPECT_EQ(e.slot<hw::wqe_ctrl_seg>(q, 1).flags, hw::WQE_FLAG_FENCE);
-    // The key byte wraps within the index.
-    mw->rkey = hw::make_key(mw->handle, 0xFF);
-    ASSERT_EQ(ibv_bind_mw(q, mw, &b), 0);
-    EXPECT_EQ(mw->rkey, hw::make_key(mw->handle, 0));
+    // The key bytes come from the driver's per-index generation: after Deallocate MW, the next
+    // user of the index gets a key the window never had (a stale window key stays stale).
+    const uint32_t k2 = mw->rkey, index = mw->handle;
+    ASSERT_EQ(ibv_dealloc_mw(mw), 0);
+    ibv_mr* next = ibv_reg_mr(e.pd, va, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    ASSERT_TRUE(next);
+    ASSERT_EQ(next->handle, index) << "lowest free MPT index is reused";
+    for (uint32_t old : {k0, k1, k2})
+        EXPECT_NE(next->rkey, old);
 }
 
 TEST(Mw, o10_37_2_35_bind_verb_refuses_a_type2_window) {

@@ -111,7 +111,7 @@ struct xlate_bench : sc_core::sc_module {
         b.access = access;
         b.addr = addr;
         b.length = len;
-        b.bind_flags = verb ? hw::BIND_FROM_VERB : 0;
+        b.bind_flags = verb ? uint32_t(hw::BIND_FROM_VERB) : 0u;
         sc_time d = sc_core::SC_ZERO_TIME;
         return tu.bind_mw(b, xlate_owner{pd, qpn, 0}, d);
     }
@@ -372,8 +372,9 @@ SIM_TEST(HcaTranslation, C10_72_to_75_bind_time_checks) {
                   xlate_status::out_of_bounds);
         EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 16, hw::ACCESS_REMOTE_READ, false), xlate_status::bad_type)
             << "o10-37.2.34: a type 1 window is not bound by a bind WR";
-        EXPECT_EQ(b.bind(hw::make_key(2, 0x99), k, mr.key, kVa, 16, hw::ACCESS_REMOTE_READ, true),
-                  xlate_status::bad_key);
+        EXPECT_EQ(b.bind(w.key, hw::make_key(3, 0x99), mr.key, kVa, 16, hw::ACCESS_REMOTE_READ, true),
+                  xlate_status::bad_key)
+            << "the new key names another MPT index";
         EXPECT_EQ(b.bind(w.key, k, hw::RESERVED_LKEY, 0, 16, hw::ACCESS_REMOTE_READ, true), xlate_status::bad_key)
             << "o10-37.2.8";
         EXPECT_EQ(b.tu.mm_op_errors.value(), 9u);
