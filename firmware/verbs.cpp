@@ -773,6 +773,53 @@ void keep_hca_fields(hw::mpt_entry* m, const hw::mpt_entry& held) {
     m->mr_va = held.mr_va;
 }
 
+/// The checks of Register / Reregister Physical MR on a page or block list; 0 or EINVAL.
+int check_phys_attr(const hw::hca_caps& caps, const ibv_phys_mr_attr& a) {
+    if (int e = check_mr_access(caps, a.access)) return e;
+    if (check_mr_length(caps, a.length) || !a.list || a.count == 0) return EINVAL;
+    if (a.key_byte < -1 || a.key_byte > 255) return EINVAL;
+    if (!zero_based(a.access) && wraps(a.iova, a.length)) return EINVAL;
+    if (a.block_list) {
+        // o10-37.2.9: equal blocks of any size and alignment.
+        if (!(caps.flags & hw::CAP_BLOCK_LIST) || a.size == 0 || a.size > UINT32_MAX) return EINVAL;
+    } else {
+        if (a.size < fw::PAGE_BYTES || (a.size & (a.size - 1)) || !(caps.page_size_cap & a.size)) return EINVAL;
+        for (uint32_t i = 0; i < a.count; ++i)
+            if (a.list[i] & (a.size - 1)) return EINVAL;  // C10-53.2.1
+    }
+    for (uint32_t i = 0; i < a.count; ++i)
+        if (a.list[i] & hw::MTT_PRESENT) return EINVAL;  // not a host physical address
+    // The region [first_offset, first_offset + length) must lie in the listed pages / blocks.
+    if (a.size * a.count / a.count != a.size || a.first_offset >= a.size ||
+        a.length > a.size * a.count - a.first_offset)
+        return EINVAL;
+    return 0;
+}
+
+/// Allocates and writes the MTT run of a checked physical list; 0 or errno, nothing left behind.
+int build_phys_translation(hca_driver& drv, const ibv_phys_mr_attr& a, uint64_t* first) {
+    if (!drv.alloc_mtt(a.count, first)) return ENOMEM;
+    hw::cmd_status st = write_mtt(drv, *first, std::vector<uint64_t>(a.list, a.list + a.count));
+    if (st != hw::CMD_OK) {
+        drv.free_mtt(*first, a.count);
+        return fw::cmd_errno(st);
+    }
+    return 0;
+}
+
+/// The translation fields of an MPT entry over a physical list written at MTT index `first`.
+void set_phys_translation(hw::mpt_entry* m, const ibv_phys_mr_attr& a, uint64_t first) {
+    m->flags = uint8_t((m->flags & ~(hw::MPT_PHYS | hw::MPT_BLOCK_LIST | hw::MPT_SHARED)) | hw::MPT_PHYS |
+                       (a.block_list ? hw::MPT_BLOCK_LIST : 0));
+    uint8_t log_size = 0;
+    while ((1ull << log_size) < a.size) ++log_size;
+    m->log_page_size = a.block_list ? fw::PAGE_SHIFT : log_size;  // unused with a block list
+    m->block_size = a.block_list ? uint32_t(a.size) : 0;
+    m->mtt_base = first;
+    m->mtt_count = m->mtt_reserved = a.count;
+    m->page_offset = a.first_offset;
+}
+
 }  // namespace
 
 ibv_mr* ibv_reg_mr(ibv_pd* pd, uint64_t addr, size_t length, int access) {
@@ -814,32 +861,9 @@ ibv_mr* ibv_reg_phys_mr(ibv_pd* pd, const ibv_phys_mr_attr* a) {
     hca_driver& drv = *ctx->driver;
     const hw::hca_caps& caps = drv.caps();
     verb_cost(ctx);
-    if (int e = check_mr_access(caps, a->access)) return fail<ibv_mr>(e);
-    if (check_mr_length(caps, a->length) || !a->list || a->count == 0) return fail<ibv_mr>(EINVAL);
-    if (a->key_byte < -1 || a->key_byte > 255) return fail<ibv_mr>(EINVAL);
-    if (!zero_based(a->access) && wraps(a->iova, a->length)) return fail<ibv_mr>(EINVAL);
-    if (a->block_list) {
-        // o10-37.2.9: equal blocks of any size and alignment.
-        if (!(caps.flags & hw::CAP_BLOCK_LIST) || a->size == 0 || a->size > UINT32_MAX) return fail<ibv_mr>(EINVAL);
-    } else {
-        if (a->size < fw::PAGE_BYTES || (a->size & (a->size - 1)) || !(caps.page_size_cap & a->size))
-            return fail<ibv_mr>(EINVAL);
-        for (uint32_t i = 0; i < a->count; ++i)
-            if (a->list[i] & (a->size - 1)) return fail<ibv_mr>(EINVAL);  // C10-53.2.1
-    }
-    for (uint32_t i = 0; i < a->count; ++i)
-        if (a->list[i] & hw::MTT_PRESENT) return fail<ibv_mr>(EINVAL);  // not a host physical address
-    // The region [first_offset, first_offset + length) must lie in the listed pages / blocks.
-    if (a->size * a->count / a->count != a->size || a->first_offset >= a->size ||
-        a->length > a->size * a->count - a->first_offset)
-        return fail<ibv_mr>(EINVAL);
+    if (int e = check_phys_attr(caps, *a)) return fail<ibv_mr>(e);
     uint64_t first;
-    if (!drv.alloc_mtt(a->count, &first)) return fail<ibv_mr>(ENOMEM);
-    hw::cmd_status st = write_mtt(drv, first, std::vector<uint64_t>(a->list, a->list + a->count));
-    if (st != hw::CMD_OK) {
-        drv.free_mtt(first, a->count);
-        return fail<ibv_mr>(fw::cmd_errno(st));
-    }
+    if (int e = build_phys_translation(drv, *a, &first)) return fail<ibv_mr>(e);
     uint32_t index;
     uint8_t key_byte;
     if (!drv.alloc_mpt(&index, &key_byte)) {
@@ -848,15 +872,8 @@ ibv_mr* ibv_reg_phys_mr(ibv_pd* pd, const ibv_phys_mr_attr* a) {
     }
     if (a->key_byte >= 0) key_byte = uint8_t(a->key_byte);  // the consumer's choice (o10-37.2.2)
     hw::mpt_entry m = region_entry(hw::make_key(index, key_byte), pd, a->access, a->iova, a->length);
-    m.flags = hw::MPT_PHYS | (a->block_list ? hw::MPT_BLOCK_LIST : 0);
-    uint8_t log_size = 0;
-    while ((1ull << log_size) < a->size) ++log_size;
-    m.log_page_size = a->block_list ? fw::PAGE_SHIFT : log_size;  // unused with a block list
-    m.block_size = a->block_list ? uint32_t(a->size) : 0;
-    m.mtt_base = first;
-    m.mtt_count = m.mtt_reserved = a->count;
-    m.page_offset = a->first_offset;
-    st = drv.exec(hw::CMD_CREATE_MPT, index, hw::MPT_CREATE, &m, sizeof m);
+    set_phys_translation(&m, *a, first);
+    hw::cmd_status st = drv.exec(hw::CMD_CREATE_MPT, index, hw::MPT_CREATE, &m, sizeof m);
     if (st != hw::CMD_OK) {
         drv.free_mpt(index);
         drv.free_mtt(first, a->count);
@@ -974,6 +991,76 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, uint64_t addr, size_t length
         mr->pin_addr = addr;
         mr->pin_len = length;
         mr->page_list_max = 0;
+    }
+    if (new_pd != mr->pd) {
+        --mr->pd->refs;
+        ++new_pd->refs;
+        mr->pd = new_pd;
+    }
+    mr->addr = new_addr;
+    mr->length = new_len;
+    mr->access = new_access;
+    mr->lkey = mr->rkey = m.key;
+    mr->hw_mpt = m;
+    return 0;
+}
+
+int ibv_rereg_phys_mr(ibv_mr* mr, int flags, ibv_pd* pd, const ibv_phys_mr_attr* a) {
+    if (!mr) return EINVAL;
+    ibv_context* ctx = mr->context;
+    hca_driver& drv = *ctx->driver;
+    verb_cost(ctx);
+    const int all = IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+    if (flags == 0 || (flags & ~all)) return EINVAL;
+    if (mr->hw_mpt.flags & hw::MPT_FAST_REG) return EINVAL;  // Allocate L_Key regions: Fast Register
+    const bool translate = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+    if (!a && (translate || (flags & IBV_REREG_MR_CHANGE_ACCESS))) return EINVAL;
+    if (a && (a->key_byte < -1 || a->key_byte > 255)) return EINVAL;
+    ibv_pd* new_pd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd : mr->pd;
+    if (!new_pd || new_pd->context != ctx) return EINVAL;
+    const int new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? a->access : mr->access;
+    if (int e = check_mr_access(drv.caps(), new_access)) return e;
+    if (translate) {
+        ibv_phys_mr_attr t = *a;
+        t.access = new_access;
+        if (int e = check_phys_attr(drv.caps(), t)) return e;
+    }
+    const uint64_t new_addr = translate ? a->iova : mr->addr, new_len = translate ? a->length : mr->length;
+    if (!zero_based(new_access) && wraps(new_addr, new_len)) return EINVAL;
+    // Atomic (C10-45): the new list is written first; the old translation goes only after the HCA
+    // took the new entry in one MPT_MODIFY.
+    uint64_t first = 0;
+    if (translate) {
+        if (int e = build_phys_translation(drv, *a, &first)) return e;
+    }
+    auto undo = [&](int e) {
+        if (translate) drv.free_mtt(first, a->count);
+        return e;
+    };
+    hw::mpt_entry held{};
+    hw::cmd_status st = drv.exec(hw::CMD_QUERY_MPT, mr->handle, 0, nullptr, 0, &held, sizeof held);
+    if (st != hw::CMD_OK) return undo(fw::cmd_errno(st));
+    hw::mpt_entry m = mr->hw_mpt;
+    keep_hca_fields(&m, held);
+    m.flags = uint8_t(m.flags | (held.flags & hw::MPT_SHARE_SRC));
+    // The consumer's key byte, or a fresh one of the driver's (o10-37.2.2, o10-37.2.4).
+    const uint8_t key_byte = (a && a->key_byte >= 0) ? uint8_t(a->key_byte) : drv.next_key_byte(mr->handle);
+    m.key = hw::make_key(mr->handle, key_byte);
+    m.pd = new_pd->handle;
+    m.access = uint32_t(new_access);
+    m.state = hw::MPT_STATE_VALID;
+    m.start_va = zero_based(new_access) ? 0 : new_addr;
+    m.length = new_len;
+    if (translate) set_phys_translation(&m, *a, first);
+    st = drv.exec(hw::CMD_CREATE_MPT, mr->handle, hw::MPT_MODIFY, &m, sizeof m);
+    if (st != hw::CMD_OK) return undo(st == hw::CMD_BAD_STATE ? EBUSY : fw::cmd_errno(st));
+    if (translate) {  // now a physical registration: nothing of the process stays pinned for it
+        drop_translation(drv, mr->pin_as, mr->mtt_first, mr->mtt_count, mr->pin_addr, mr->pin_len);
+        mr->mtt_first = first;
+        mr->mtt_count = a->count;
+        mr->pin_as = nullptr;
+        mr->pin_addr = mr->pin_len = 0;
+        mr->page_list_max = a->count;
     }
     if (new_pd != mr->pd) {
         --mr->pd->refs;

@@ -408,6 +408,13 @@ ibv_mr* ibv_reg_shared_mr(ibv_mr* src, ibv_pd* pd, int access, uint64_t iova);
 /// IBV_REREG_MR_ERR_* codes); on any failure the old registration is unchanged; EBUSY while
 /// windows are bound to it. Not for ibv_alloc_lkey MRs (EINVAL).
 int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, uint64_t addr, size_t length, int access);
+/// hcasim (IBA Reregister Physical MR): as ibv_rereg_mr, but CHANGE_TRANSLATION takes a's page or
+/// block list, iova, length and first_offset (checked as ibv_reg_phys_mr; the region then pins
+/// nothing), CHANGE_ACCESS takes a->access, and the new keys carry a->key_byte when it is 0..255
+/// (the consumer's choice, o10-37.2.2) or a fresh driver-chosen byte. a may be null with only
+/// CHANGE_PD. 0 or an errno; on failure the old registration is unchanged; EBUSY while windows
+/// are bound to it; EINVAL for ibv_alloc_lkey MRs.
+int ibv_rereg_phys_mr(ibv_mr* mr, int flags, ibv_pd* pd, const ibv_phys_mr_attr* a);
 /// hcasim (IBA Query MR): attributes as the HCA holds them (CMD_QUERY_MPT).
 int ibv_query_mr(ibv_mr* mr, ibv_mr_attr* attr);
 /// hcasim (IBA Allocate L_Key, like the kernel's ib_alloc_mr): an MR in state Free with

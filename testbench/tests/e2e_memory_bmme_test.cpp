@@ -4,6 +4,7 @@
 // L_Key. Test names carry the compliance IDs of IBA 10.6 (and o10-38.2.1) they assert.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -258,6 +259,86 @@ void expect_send_inv_refused(rc_harness& h, const bufs& b, uint32_t key, xlate_s
 }  // namespace
 
 // ------------------------------------------------------------------ shared regions
+
+SIM_TEST(E2eMemoryBmme, o10_36_2_3_a_non_shared_region_is_accepted_by_every_verb_that_takes_a_region) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        recreate_qp(h, 1, IBV_QP_CREATE_FAST_REG);
+        const size_t n = 4 * 4096;
+        bufs b = make_bufs(h, n, 363);  // b.dmr: Register MR, not shared
+        std::vector<uint8_t> want(n, kGuard);
+        const auto src = h.read_mem(0, b.src, n);
+        auto expect_written = [&](uint64_t off, uint64_t src_off, size_t len) {
+            std::copy(src.begin() + long(src_off), src.begin() + long(src_off + len), want.begin() + long(off));
+        };
+        // Query MR.
+        ibv_mr_attr qa{};
+        ASSERT_EQ(ibv_query_mr(b.dmr, &qa), 0);
+        EXPECT_FALSE(qa.is_shared);
+        EXPECT_EQ(qa.addr, b.dst);
+        EXPECT_EQ(qa.length, n);
+        // Register Shared MR.
+        ibv_mr* sh = ibv_reg_shared_mr(b.dmr, h.s[1].pd, kRw, 0x6000000);
+        ASSERT_NE(sh, nullptr) << errno;
+        EXPECT_EQ(write_wc(h, {b.src, 100, b.smr->lkey}, 0x6000000, sh->rkey, "via the shared region").status,
+                  IBV_WC_SUCCESS);
+        expect_written(0, 0, 100);
+        ASSERT_EQ(ibv_dereg_mr(sh), 0);
+        // Bind MW (type 1) and Post Send Bind WR (type 2).
+        ibv_mw* w1 = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
+        ibv_mw* w2 = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
+        ASSERT_EQ(bind1(h, w1, b.dmr, b.dst + 4096, 100, IBV_ACCESS_REMOTE_WRITE).status, IBV_WC_SUCCESS);
+        ASSERT_EQ(bind2(h, h.s[1].qp, w2, 0x63, b.dmr, b.dst + 4096 + 200, 100, kRemoteRw).status, IBV_WC_SUCCESS);
+        EXPECT_EQ(write_wc(h, {b.src + 100, 100, b.smr->lkey}, b.dst + 4096, w1->rkey, "type 1 window").status,
+                  IBV_WC_SUCCESS);
+        expect_written(4096, 100, 100);
+        EXPECT_EQ(write_wc(h, {b.src + 200, 100, b.smr->lkey}, b.dst + 4096 + 200, w2->rkey, "type 2 window").status,
+                  IBV_WC_SUCCESS);
+        expect_written(4096 + 200, 200, 100);
+        ASSERT_EQ(ibv_dealloc_mw(w1), 0);
+        ASSERT_EQ(ibv_dealloc_mw(w2), 0);
+        // Fast Register PMR into an Allocate L_Key region (not shared either).
+        ibv_mr* l = ibv_alloc_lkey(h.s[1].pd, 1);
+        ASSERT_EQ(fast_reg(h, 1, l, 0x36, 4096, kRw, pages_of(h, 1, b.dst + 2 * 4096, 4096)).status, IBV_WC_SUCCESS);
+        EXPECT_EQ(write_wc(h, {b.src + 300, 64, b.smr->lkey}, kIova, l->rkey, "fast-registered").status, IBV_WC_SUCCESS);
+        expect_written(2 * 4096, 300, 64);
+        // Reregister MR (rights), then Reregister PMR (onto the last page, the consumer's key byte).
+        ASSERT_EQ(ibv_rereg_mr(b.dmr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, 0, 0, kRw), 0);
+        EXPECT_EQ(write_wc(h, {b.src + 400, 64, b.smr->lkey}, b.dst + 2 * 4096 + 2000, b.dmr->rkey, "reregistered")
+                      .status,
+                  IBV_WC_SUCCESS);
+        expect_written(2 * 4096 + 2000, 400, 64);
+        const auto pg = pages_of(h, 1, b.dst + 3 * 4096, 4096);
+        ibv_phys_mr_attr a;
+        a.list = pg.data();
+        a.count = 1;
+        a.size = 4096;
+        a.iova = 0x7000000;
+        a.length = 4096;
+        a.access = kRw;
+        a.key_byte = 0x3A;
+        const uint32_t va_key = b.dmr->rkey;
+        ASSERT_EQ(ibv_rereg_phys_mr(b.dmr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, nullptr, &a),
+                  0);
+        EXPECT_EQ(b.dmr->rkey & 0xFFu, 0x3Au) << "the consumer's key byte";
+        EXPECT_EQ(b.dmr->rkey >> 8, va_key >> 8) << "the same index";
+        ASSERT_EQ(ibv_query_mr(b.dmr, &qa), 0);
+        EXPECT_EQ(qa.addr, 0x7000000u);
+        EXPECT_EQ(qa.length, 4096u);
+        EXPECT_EQ(qa.page_list_max, 1u);
+        EXPECT_EQ(write_wc(h, {b.src + 500, 64, b.smr->lkey}, 0x7000000 + 10, b.dmr->rkey, "physical reregister")
+                      .status,
+                  IBV_WC_SUCCESS);
+        expect_written(3 * 4096 + 10, 500, 64);
+        // Deregister: the keys die.
+        const uint32_t last = b.dmr->rkey;
+        ASSERT_EQ(ibv_dereg_mr(b.dmr), 0);
+        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, 0x7000000 + 100, last, "deregistered").status,
+                  IBV_WC_REM_ACCESS_ERR);
+        h.sleep(1, kQuietNs);
+        h.expect_mem(1, b.dst, want, "every write where its verb put the region, nothing else");
+    });
+}
 
 SIM_TEST(E2eMemoryBmme, o10_36_2_4_shared_region_and_its_source_reach_the_same_bytes) {
     rc_harness h;
@@ -717,6 +798,81 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_20_o10_37_2_23_fenced_local_invalidate_waits_fo
         const auto r = write_then_invalidate(h, true);
         EXPECT_EQ(r.first, 0u) << "strong: not executed while the earlier WRITE is unacknowledged";
         EXPECT_EQ(r.second, IBV_MR_STATE_VALID);
+    });
+}
+
+namespace {
+/// A 256 KiB WRITE from node0, then at once a Local Invalidate (fenced or not) of a type 2
+/// window node0's QP bound on node0's memory, then a bind WR re-using that window with a new key
+/// byte. Returns the invalidations executed 2 us after posting. Checks the three completions in
+/// order, that the rebind found the window Free (the invalidate took effect before the next WR
+/// began), that node1 writes through the new key and is refused with the old one, and the bytes.
+uint64_t write_then_invalidate_window(rc_harness& h, bool fence) {
+    const size_t n = 256 * 1024;
+    const uint64_t src = h.alloc(0, n, 4096);
+    h.write_mem(0, src, pattern(n, 3737));
+    ibv_mr* smr = h.reg(0, src, n);
+    const uint64_t win = h.alloc(0, 4096, 4096);
+    h.fill_mem(0, win, 4096, kGuard);
+    ibv_mr* wmr = h.reg(0, win, 4096, kBindable);
+    const uint64_t dst = h.alloc(1, n, 4096);
+    ibv_mr* dmr = h.reg(1, dst, n);
+    ibv_mw* mw = ibv_alloc_mw(h.s[0].pd, IBV_MW_TYPE_2);
+    EXPECT_EQ(bind2(h, h.s[0].qp, mw, 0x37, wmr, win, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
+    const uint32_t old_key = mw->rkey;
+    const uint64_t before = ctr(0, "translation_unit.invalidates");
+    EXPECT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, uint32_t(n), smr->lkey}}, 1, IBV_SEND_SIGNALED, dst, dmr->rkey),
+              0);
+    EXPECT_EQ(post_local_inv(h.s[0].qp, old_key, IBV_SEND_SIGNALED | (fence ? IBV_SEND_FENCE : 0)), 0);
+    ibv_send_wr wr{};
+    wr.wr_id = 61;
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.bind_mw.mw = mw;
+    wr.bind_mw.rkey = (old_key & ~0xFFu) | 0x38;
+    wr.bind_mw.bind_info = {wmr, win, 4096, kRemoteRw};
+    ibv_send_wr* bad = nullptr;
+    EXPECT_EQ(ibv_post_send(h.s[0].qp, &wr, &bad), 0);
+    h.sleep(0, 2'000);  // the WRITE's ACK comes after ~27 us
+    const uint64_t early = ctr(0, "translation_unit.invalidates") - before;
+    auto wc = h.expect_wc(h.s[0].scq, 3, "write, invalidate and rebind");
+    EXPECT_EQ(wc.size(), 3u);
+    if (wc.size() == 3) {
+        EXPECT_EQ(wc[0].opcode, IBV_WC_RDMA_WRITE);
+        EXPECT_EQ(wc[1].opcode, IBV_WC_LOCAL_INV);
+        EXPECT_EQ(wc[2].opcode, IBV_WC_BIND_MW);
+        for (const ibv_wc& c : wc) EXPECT_EQ(c.status, IBV_WC_SUCCESS) << "wr_id " << c.wr_id;
+    }
+    EXPECT_EQ(ctr(0, "translation_unit.invalidates") - before, 1u);
+    const uint32_t new_key = (old_key & ~0xFFu) | 0x38;
+    EXPECT_EQ(write_wc(h, {dst, 64, dmr->lkey}, win, new_key, "node1 through the new key", 1).status,
+              IBV_WC_SUCCESS);
+    EXPECT_EQ(write_wc(h, {dst + 64, 64, dmr->lkey}, win + 64, old_key, "node1 through the invalidated key", 1).status,
+              IBV_WC_REM_ACCESS_ERR);
+    h.sleep(0, kQuietNs);
+    h.expect_mem(1, dst, h.read_mem(0, src, n), "the WRITE's data");
+    h.expect_mem(0, win, h.read_mem(0, src, 64), "through the new key (node1 sends what the WRITE put there)");
+    h.expect_fill(0, win + 64, 4096 - 64, kGuard, "nothing through the invalidated key");
+    return early;
+}
+}  // namespace
+
+SIM_TEST(E2eMemoryBmme, o10_37_2_37_o10_53_2_3_unfenced_invalidate_of_a_type2_window_runs_at_once) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        EXPECT_EQ(write_then_invalidate_window(h, false), 1u)
+            << "relaxed: executed before the earlier WRITE completed, and before the later bind";
+    });
+}
+
+SIM_TEST(E2eMemoryBmme, o10_37_2_38_o10_53_2_4_fenced_invalidate_of_a_type2_window_waits_for_earlier_wrs) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        ibv_device_attr da{};
+        ASSERT_EQ(ibv_query_device(h.s[0].ctx, &da), 0);
+        ASSERT_TRUE(da.local_inv_fence) << "the model offers Local Invalidate fencing";
+        EXPECT_EQ(write_then_invalidate_window(h, true), 0u)
+            << "strong: not executed while the earlier WRITE is unacknowledged; the bind waits for it";
     });
 }
 

@@ -515,7 +515,7 @@ SIM_TEST(E2eMemory, C10_55_sink_without_local_write_is_refused_before_the_reques
     });
 }
 
-SIM_TEST(E2eMemory, C10_57_each_remote_operation_needs_its_remote_right) {
+SIM_TEST(E2eMemory, C10_46_C10_57_each_remote_operation_needs_its_remote_right) {
     rc_harness h;
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 3 * 4096, 57);

@@ -266,7 +266,7 @@ SIM_TEST(E2eMemoryWindows, C10_66_2_1_C10_66_2_2_each_type1_bind_gives_a_new_rke
     });
 }
 
-SIM_TEST(E2eMemoryWindows, C10_66_2_3_wr_posted_after_a_bind_verb_sees_the_bind) {
+SIM_TEST(E2eMemoryWindows, C10_66_2_3_o10_37_2_25_wr_posted_after_a_bind_verb_sees_the_bind) {
     rc_harness h;
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 4096, 663);
@@ -644,6 +644,45 @@ SIM_TEST(E2eMemoryWindows, C10_77_window_rights_and_bounds_apply_at_access_time)
     });
 }
 
+SIM_TEST(E2eMemoryWindows, C10_79_2_2_region_under_bound_windows_cannot_leave_the_windows_pd_or_go) {
+    // An orphan window (region gone, or moved to another PD) could reach buffers outside any
+    // region of its PD; the CI prevents it: reregister and deregister are refused while windows
+    // of either type are bound, and both still reach exactly their range.
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        bufs b = make_bufs(h, 4096, 7922);
+        ibv_pd* other = ibv_alloc_pd(h.s[1].ctx);
+        ASSERT_NE(other, nullptr);
+        ibv_mw* w1 = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
+        ibv_mw* w2 = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
+        ASSERT_EQ(bind1(h, w1, b.dmr, b.dst, 1024, kRemoteRw).status, IBV_WC_SUCCESS);
+        ASSERT_EQ(bind2(h, w2, 0x79, b.dmr, b.dst + 2048, 1024, kRemoteRw).status, IBV_WC_SUCCESS);
+        const uint32_t mr_rkey = b.dmr->rkey;
+        EXPECT_EQ(ibv_rereg_mr(b.dmr, IBV_REREG_MR_CHANGE_PD, other, 0, 0, 0), EBUSY);
+        EXPECT_EQ(ibv_rereg_mr(b.dmr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, b.dst, 2048, 0), EBUSY);
+        EXPECT_EQ(ibv_dereg_mr(b.dmr), EBUSY);
+        EXPECT_EQ(b.dmr->rkey, mr_rkey) << "the region keeps its keys";
+        ibv_mr_attr qa{};
+        ASSERT_EQ(ibv_query_mr(b.dmr, &qa), 0);
+        EXPECT_EQ(qa.pd, h.s[1].pd);
+        EXPECT_EQ(qa.length, 4096u);
+        EXPECT_EQ(write_wc(h, {b.src, 1024, b.smr->lkey}, b.dst, w1->rkey, "type 1 window").status, IBV_WC_SUCCESS);
+        EXPECT_EQ(write_wc(h, {b.src + 1024, 1024, b.smr->lkey}, b.dst + 2048, w2->rkey, "type 2 window").status,
+                  IBV_WC_SUCCESS);
+        // Once the windows are gone the region may move to the other PD; the windows' keys are dead.
+        ASSERT_EQ(ibv_dealloc_mw(w1), 0);
+        ASSERT_EQ(ibv_dealloc_mw(w2), 0);
+        ASSERT_EQ(ibv_rereg_mr(b.dmr, IBV_REREG_MR_CHANGE_PD, other, 0, 0, 0), 0);
+        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 1024, b.dmr->rkey, "region now in another PD").status,
+                  IBV_WC_REM_ACCESS_ERR);
+        h.sleep(1, kQuietNs);
+        h.expect_mem(1, b.dst, h.read_mem(0, b.src, 1024), "through the type 1 window");
+        h.expect_fill(1, b.dst + 1024, 1024, kGuard, "between the windows");
+        h.expect_mem(1, b.dst + 2048, h.read_mem(0, b.src + 1024, 1024), "through the type 2 window");
+        h.expect_fill(1, b.dst + 3072, 1024, kGuard, "after the windows");
+    });
+}
+
 SIM_TEST(E2eMemoryWindows, C10_79_2_1_access_rights_are_those_of_the_path_used) {
     rc_harness h;
     h.run([](rc_harness& h) {
@@ -771,7 +810,7 @@ SIM_TEST(E2eMemoryWindows, o10_37_2_29_o10_37_2_42_type2a_window_is_reached_only
     });
 }
 
-SIM_TEST(E2eMemoryWindows, o10_37_2_29_qp_with_type2a_windows_bound_cannot_be_destroyed_or_reset) {
+SIM_TEST(E2eMemoryWindows, o10_37_2_29_o10_2_2_4_o10_10_2_6_qp_with_type2a_windows_bound_cannot_be_destroyed_or_reset) {
     rc_harness h(type2a());
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 4096, 2829);
@@ -791,7 +830,7 @@ SIM_TEST(E2eMemoryWindows, o10_37_2_29_qp_with_type2a_windows_bound_cannot_be_de
     });
 }
 
-SIM_TEST(E2eMemoryWindows, o10_37_2_30_o10_37_2_43_type2b_window_needs_the_binding_qp_and_allows_its_reset) {
+SIM_TEST(E2eMemoryWindows, o10_37_2_30_o10_37_2_43_o10_2_2_5_o10_10_2_7_type2b_window_needs_the_binding_qp_and_allows_its_reset) {
     rc_harness h;
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 4096, 2843);

@@ -4,6 +4,8 @@
 // rights, PDs, bounds) are tested in hca_units_test and the e2e tests.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -345,6 +347,35 @@ TEST(MemReg, ZeroBasedRegionIsAddressedFromZero) {
     EXPECT_FALSE(da.zbva);
 }
 
+TEST(MemReg, o10_37_2_1_o10_37_2_3_keys_are_a_24_bit_index_above_an_8_bit_key_byte) {
+    static_assert(hw::make_key(0xABCDEF, 0x12) == 0xABCDEF12u, "index in bits 31..8, key byte in bits 7..0");
+    static_assert(hw::key_index(0xABCDEF12u) == 0xABCDEFu && hw::key_byte(0xABCDEF12u) == 0x12, "");
+    env e;
+    uint64_t va = e.as.alloc(2 * 4096, 4096);
+    std::vector<uint64_t> pages = {BASE + 0x100000};
+    ibv_phys_mr_attr a = page_list(pages, 4096);
+    a.key_byte = 0xC3;
+    ibv_mr* v = ibv_reg_mr(e.pd, va, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ibv_mr* p = ibv_reg_phys_mr(e.pd, &a);
+    ibv_mr* sh = ibv_reg_shared_mr(v, e.pd, IBV_ACCESS_REMOTE_READ, va);
+    ibv_mr* l = ibv_alloc_lkey(e.pd, 2);
+    ASSERT_TRUE(v && p && sh && l);
+    std::vector<uint32_t> indexes;
+    for (ibv_mr* mr : {v, p, sh, l}) {
+        // The L_Key and the R_Key are one key: the MPT index the HCA looks up in the upper 24 bits,
+        // the key byte it compares in the lower 8.
+        EXPECT_EQ(mr->lkey, mr->rkey);
+        EXPECT_EQ(hw::key_index(mr->lkey), mr->handle);
+        EXPECT_LT(mr->handle, 1u << 24);
+        const hw::mpt_entry m = e.mpt(mr->handle);
+        EXPECT_EQ(m.key, mr->lkey) << "the HCA's entry at that index holds the whole key";
+        indexes.push_back(mr->handle);
+    }
+    EXPECT_EQ(hw::key_byte(p->lkey), 0xC3) << "the consumer's byte in bits 7..0";
+    std::sort(indexes.begin(), indexes.end());
+    EXPECT_EQ(std::adjacent_find(indexes.begin(), indexes.end()), indexes.end()) << "one index per region";
+}
+
 TEST(MemReg, o10_37_2_2_o10_37_2_4_key_byte_owner_per_registration_verb) {
     env e;
     uint64_t va = e.as.alloc(2 * 4096, 4096);
@@ -619,6 +650,111 @@ TEST(Rereg, FailureLeavesTheOldRegistrationIntact) {
     ibv_mr* l = ibv_alloc_lkey(e.pd, 4);
     ASSERT_NE(l, nullptr);
     EXPECT_EQ(ibv_rereg_mr(l, IBV_REREG_MR_CHANGE_ACCESS, nullptr, 0, 0, 0), EINVAL);
+}
+
+TEST(Rereg, o10_37_2_2_physical_reregister_writes_the_new_list_with_the_consumers_key_byte) {
+    env e;
+    uint64_t va = e.as.alloc(2 * 4096, 4096);
+    ibv_mr* mr = ibv_reg_mr(e.pd, va, 4096, IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr);
+    ASSERT_EQ(e.as.pin_count(va), 1u);
+    const uint64_t old_first = mr->mtt_first;
+    std::vector<uint64_t> pages = {BASE + 0x200000, BASE + 0x100000};
+    ibv_phys_mr_attr a = page_list(pages, 2 * 4096 - 8, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    a.first_offset = 8;
+    a.iova = 0x4400000;
+    a.key_byte = 0x5A;
+    size_t creates = e.count(hw::CMD_CREATE_MPT), mtts = e.count(hw::CMD_WRITE_MTT);
+    ASSERT_EQ(ibv_rereg_phys_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, nullptr, &a), 0);
+    auto c = e.bus.commands_of(hw::CMD_CREATE_MPT);
+    ASSERT_EQ(c.size(), creates + 1);
+    EXPECT_EQ(c.back().op_mod, uint32_t(hw::MPT_MODIFY));
+    ASSERT_EQ(e.count(hw::CMD_WRITE_MTT), mtts + 1);
+    for (uint32_t i = 0; i < 2; ++i) EXPECT_EQ(e.mtt_value(mtts, i), pages[i] | hw::MTT_PRESENT);
+    hw::mpt_entry m = e.mpt(mr->handle);
+    EXPECT_EQ(m.key, hw::make_key(mr->handle, 0x5A)) << "the consumer's key byte";
+    EXPECT_EQ(mr->lkey, m.key);
+    EXPECT_EQ(mr->rkey, m.key);
+    EXPECT_EQ(m.flags & (hw::MPT_PHYS | hw::MPT_BLOCK_LIST | hw::MPT_SHARED), hw::MPT_PHYS);
+    EXPECT_EQ(m.start_va, 0x4400000u);
+    EXPECT_EQ(m.length, 2u * 4096 - 8);
+    EXPECT_EQ(m.page_offset, 8u);
+    EXPECT_EQ(m.log_page_size, 12);
+    EXPECT_EQ(m.mtt_count, 2u);
+    EXPECT_EQ(m.mtt_base, mr->mtt_first);
+    EXPECT_NE(mr->mtt_first, old_first);
+    EXPECT_EQ(m.access, uint32_t(a.access));
+    EXPECT_EQ(mr->page_list_max, 2u);  // o10-37.2.10
+    EXPECT_EQ(e.as.pin_count(va), 0u) << "the virtual registration's pages are unpinned";
+    // A block list, the driver's key byte, PD change too.
+    ibv_pd* pd2 = ibv_alloc_pd(e.ctx);
+    std::vector<uint64_t> blocks = {BASE + 0x300010, BASE + 0x310020};
+    ibv_phys_mr_attr bl = a;
+    bl.list = blocks.data();
+    bl.count = 2;
+    bl.block_list = true;
+    bl.size = 6000;
+    bl.first_offset = 0;
+    bl.length = 12000;
+    bl.key_byte = -1;
+    ASSERT_EQ(ibv_rereg_phys_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD, pd2, &bl), 0);
+    m = e.mpt(mr->handle);
+    EXPECT_EQ(m.flags & (hw::MPT_PHYS | hw::MPT_BLOCK_LIST), hw::MPT_PHYS | hw::MPT_BLOCK_LIST);
+    EXPECT_EQ(m.block_size, 6000u);
+    EXPECT_EQ(m.pd, pd2->handle);
+    EXPECT_EQ(m.access, uint32_t(a.access)) << "rights unchanged without CHANGE_ACCESS";
+    EXPECT_NE(m.key & 0xFFu, 0x5Au) << "a fresh key byte of the driver's";
+    EXPECT_EQ(hw::key_index(m.key), mr->handle);
+    EXPECT_EQ(e.pd->refs, 0u);
+    EXPECT_EQ(pd2->refs, 1u);
+    // Refusals leave the registration as it was.
+    hw::mpt_entry held = e.mpt(mr->handle);
+    ibv_mr saved = *mr;
+    auto unchanged = [&](const char* what) {
+        EXPECT_EQ(0, std::memcmp(&held, &e.bus.mpts.at(mr->handle), sizeof held)) << what;
+        EXPECT_EQ(mr->lkey, saved.lkey) << what;
+        EXPECT_EQ(mr->mtt_first, saved.mtt_first) << what;
+        EXPECT_EQ(mr->pd, pd2) << what;
+    };
+    ibv_phys_mr_attr bad = a;
+    std::vector<uint64_t> off = {BASE + 0x100800};
+    bad.list = off.data();
+    bad.count = 1;
+    bad.first_offset = 0;
+    bad.length = 100;
+    EXPECT_EQ(ibv_rereg_phys_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, &bad), EINVAL);  // C10-53.2.1
+    unchanged("page off a boundary");
+    EXPECT_EQ(ibv_rereg_phys_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, nullptr), EINVAL);
+    EXPECT_EQ(ibv_rereg_phys_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr), EINVAL);
+    EXPECT_EQ(ibv_rereg_phys_mr(mr, 0, nullptr, &a), EINVAL);
+    bad = a;
+    bad.key_byte = 256;
+    EXPECT_EQ(ibv_rereg_phys_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, &bad), EINVAL);
+    bad = a;
+    bad.access = IBV_ACCESS_REMOTE_WRITE;  // C10-48
+    EXPECT_EQ(ibv_rereg_phys_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, &bad), EINVAL);
+    unchanged("bad arguments");
+    e.bus.fail_op_mod[{hw::CMD_CREATE_MPT, hw::MPT_MODIFY}] = hw::CMD_BAD_PARAM;
+    EXPECT_EQ(ibv_rereg_phys_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, &a), EINVAL);
+    unchanged("the HCA refuses");
+    e.bus.fail_op_mod.clear();
+    e.bus.mpts[mr->handle].bound_mws = 1;
+    held.bound_mws = 1;
+    EXPECT_EQ(ibv_rereg_phys_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, &a), EBUSY);
+    unchanged("windows bound");
+    e.bus.mpts[mr->handle].bound_mws = 0;
+    // The refused attempts' MTT runs went back: only the live region's two entries are in use.
+    uint64_t first;
+    ASSERT_TRUE(e.drv.alloc_mtt(1, &first));
+    EXPECT_NE(first, mr->mtt_first);
+    EXPECT_LE(first, mr->mtt_first + 2);
+    // Only CHANGE_PD needs no attributes.
+    EXPECT_EQ(ibv_rereg_phys_mr(mr, IBV_REREG_MR_CHANGE_PD, e.pd, nullptr), 0);
+    EXPECT_EQ(e.mpt(mr->handle).pd, e.pd->handle);
+    // An Allocate L_Key region is not reregistered.
+    ibv_mr* l = ibv_alloc_lkey(e.pd, 4);
+    ASSERT_NE(l, nullptr);
+    EXPECT_EQ(ibv_rereg_phys_mr(l, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, &a), EINVAL);
 }
 
 // ------------------------------------------------------------------ shared regions
