@@ -451,8 +451,9 @@ uint32_t build_send_wqe(ibv_qp* qp, const ibv_send_wr* wr, uint64_t total, uint8
         const ibv_ah_attr& ah = wr->wr.ud.ah->attr;
         hw::wqe_ud_seg u{};
         u.dest_qpn = wr->wr.ud.remote_qpn;
-        // IBA: a Q_Key with the high-order bit set means "use the QP's own Q_Key".
-        u.qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ? qp->hw_ctx.qkey : wr->wr.ud.remote_qkey;
+        // C10-15: a Q_Key with the high-order bit set means the QP's own Q_Key; the HCA applies
+        // that rule when it sends (so a Modify QP between post and send takes effect).
+        u.qkey = wr->wr.ud.remote_qkey;
         u.dlid = ah.dlid;
         u.sl = ah.sl;
         u.src_path_bits = ah.src_path_bits;

@@ -45,7 +45,7 @@ hca::hca(const sc_module_name& name, unsigned node_index)
         throw config_error(std::string(this->name()) + ".mw_type2: '" + mw_type2.get() + "' is not 2A or 2B");
 
     hw::hca_caps& c = id_.caps;
-    c.flags = hw::CAP_RC | hw::CAP_INLINE | hw::CAP_RDMA_READ | hw::CAP_ATOMIC | hw::CAP_SQD_ASYNC | hw::CAP_MW |
+    c.flags = hw::CAP_RC | hw::CAP_UC | hw::CAP_UD | hw::CAP_INLINE | hw::CAP_RDMA_READ | hw::CAP_ATOMIC | hw::CAP_SQD_ASYNC | hw::CAP_MW |
               hw::CAP_SEND_INV | hw::CAP_ZBVA | hw::CAP_BLOCK_LIST | hw::CAP_LOCAL_INV_FENCE | hw::CAP_RESERVED_LKEY |
               (mw_type2.get() == "2A" ? hw::CAP_MW_TYPE2A : hw::CAP_MW_TYPE2B);
     c.node_guid = node_guid ? node_guid.get() : 0x0002c90300000000ull + node_index + 1;
@@ -81,6 +81,12 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     p.gid_table_len = 1;
     p.gid_prefix = 0xfe80000000000000ull;
     p.port_guid = c.node_guid;
+    uint8_t gid[16];  // GID index 0: the link-local prefix and the port GUID, wire order
+    for (int i = 0; i < 8; ++i) {
+        gid[i] = uint8_t(p.gid_prefix >> (56 - 8 * i));
+        gid[8 + i] = uint8_t(p.port_guid >> (56 - 8 * i));
+    }
+    engine.set_gid(gid);
 
     // Data path wiring: doorbell -> fetcher -> engine -> port; port -> P_Key checker -> engine.
     doorbell.bind(fetcher, cqs, commands);

@@ -86,6 +86,10 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
       error_completions("error_completions", "CQEs with an error status other than flush"),
       flushed("flushed", "work requests completed with WR_FLUSH_ERR"),
       async_events("async_events", "affiliated asynchronous events raised (COMM_EST, SQ_DRAINED, QP errors)"),
+      uc_dropped("uc_dropped", "UC messages dropped at the responder (a lost packet, no receive WQE, a failed check)"),
+      ud_dropped("ud_dropped", "UD datagrams dropped at the responder (Q_Key mismatch, no receive WQE, bad opcode)"),
+      qkey_violations("qkey_violations", "UD datagrams whose Q_Key was not the QP's (C10-14)"),
+      ud_oversize("ud_oversize", "UD sends longer than the path MTU, completed without sending (C10-93.1.1)"),
       qps_(max_qps),
       ready_(max_qps),
       resp_ready_(max_qps) {
@@ -157,6 +161,7 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
     q.access = c.access;
     q.dlid = c.dlid;
     q.pkey_index = c.pkey_index;
+    q.qkey = c.qkey;
     q.retry_cnt = c.retry_cnt;
     q.rnr_retry = c.rnr_retry;
     q.min_rnr_timer = c.min_rnr_timer;
@@ -289,9 +294,14 @@ void transport_engine::requester_loop() {
         q.tx_ready = false;
         if (!q.valid || q.q_count == 0)
             continue;
-        if (q.state == hw::QPS_ERR || q.state == hw::QPS_SQE) {
+        if (q.state == hw::QPS_ERR) {
             sc_time delay = SC_ZERO_TIME;
             flush(q, delay);
+            continue;
+        }
+        if (q.state == hw::QPS_SQE) {
+            sc_time delay = SC_ZERO_TIME;
+            enter_sqe(q, delay);  // flushes the send queue only
             continue;
         }
         if (!may_send(q))
@@ -357,10 +367,16 @@ bool transport_engine::send_packet(qp& q) {
                          w.opcode == hw::WQE_OP_SEND_INV;
     const bool is_write = w.opcode == hw::WQE_OP_RDMA_WRITE || w.opcode == hw::WQE_OP_RDMA_WRITE_IMM;
     const bool rd_atomic = is_rd_atomic(w.opcode);
-    if (w.malformed || q.transport != hw::QPT_RC ||
-        !(is_send || is_write || rd_atomic || is_memory_op(w.opcode) || w.opcode == hw::WQE_OP_NOP)) {
-        // UC and UD arrive with the datagram issue; until then a local QP operation error,
-        // never silently dropped.
+    const bool rc = q.transport == hw::QPT_RC, ud = q.transport == hw::QPT_UD;
+    bool allowed = false;  // what the QP's transport carries (IBA 10.7.2): else a local QP operation error
+    if (rc)
+        allowed = is_send || is_write || rd_atomic || is_memory_op(w.opcode) || w.opcode == hw::WQE_OP_NOP;
+    else if (q.transport == hw::QPT_UC)  // C10-84: SEND and WRITE; C10-89: binds; no READ, atomics, SEND_INV
+        allowed = (is_send && w.opcode != hw::WQE_OP_SEND_INV) || is_write || w.opcode == hw::WQE_OP_LOCAL_INV ||
+                  w.opcode == hw::WQE_OP_BIND_MW || w.opcode == hw::WQE_OP_NOP;
+    else if (ud)  // SEND only
+        allowed = w.opcode == hw::WQE_OP_SEND || w.opcode == hw::WQE_OP_SEND_IMM || w.opcode == hw::WQE_OP_NOP;
+    if (w.malformed || !allowed) {
         requester_error(q, hw::CQE_LOC_QP_OP_ERR, w, delay);
         return true;
     }
@@ -384,6 +400,12 @@ bool transport_engine::send_packet(qp& q) {
     if (rd_atomic)
         return send_read_or_atomic(q, w, delay);
     const uint32_t mtu = hw::mtu_bytes(q.mtu);
+    if (ud && w.length > mtu) {
+        // C10-93.1.1: a datagram longer than the path MTU is not sent, and that is no error.
+        ++ud_oversize;
+        complete_locally(q, w, delay);
+        return true;
+    }
     if (q.cur_offset == 0)
         q.cur_first_psn = q.sq_psn;
     if (q.resume && q.cur_offset == 0) {
@@ -421,9 +443,14 @@ bool transport_engine::send_packet(qp& q) {
                                : op::RC_RDMA_WRITE_MIDDLE;
     wire::headers h;
     const uint32_t psn = q.sq_psn;
-    build_bth_lrh(q, h, opcode, psn);
+    if (ud) {
+        build_ud_headers(q, w, h, imm ? op::UD_SEND_ONLY_IMM : op::UD_SEND_ONLY);
+    } else {
+        // The RC opcode names the operation; UC packets carry the same operation codes.
+        build_bth_lrh(q, h, rc ? opcode : uint8_t(op::UC | (opcode & ~op::TRANSPORT_MASK)), psn);
+    }
     h.b.se = last && (w.flags & hw::WQE_FLAG_SOLICITED) && (is_send || imm);
-    h.b.ack_req = last || ++q.since_ack_req >= ack_req_interval;
+    h.b.ack_req = rc && (last || ++q.since_ack_req >= ack_req_interval);  // UC and UD are never acknowledged
     if (h.b.ack_req)
         q.since_ack_req = 0;
     h.r.va = w.remote_va;
@@ -473,7 +500,7 @@ bool transport_engine::send_packet(qp& q) {
         ready = delay;
     const uint32_t pad = (4 - n % 4) % 4;
     std::memset(tx_pkt_.bytes + hdr + n, 0, pad);
-    port_->transmit(tx_pkt_, uint32_t(hdr + n + pad), ready);
+    sc_time sent = port_->transmit(tx_pkt_, uint32_t(hdr + n + pad), ready);
     q.resend_pending = false;
     ++tx_packets;
     tx_payload_bytes += n;
@@ -484,8 +511,16 @@ bool transport_engine::send_packet(qp& q) {
             inflight{w.wr_id, q.cur_first_psn, psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
         ++q.w_count;
         retire_head(q);
+        if (!rc) {
+            // No acknowledgement comes: the message is complete once its last packet is on the
+            // wire (everything older completed the same way, so it is the window's head).
+            while (q.w_count)
+                pop_window(q, hw::CQE_SUCCESS, sent);
+            check_drained(q, sent);
+        }
     }
-    arm_ack_timer(q);
+    if (rc)
+        arm_ack_timer(q);
     return true;
 }
 
@@ -658,7 +693,30 @@ void transport_engine::requester_error(qp& q, uint8_t status, const send_wqe& w,
     const inflight f{w.wr_id, q.sq_psn, q.sq_psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
     retire_head(q);
     send_completion(q, f, status, delay, syndrome);
-    enter_error(q, delay);
+    if (q.transport == hw::QPT_RC)
+        enter_error(q, delay);
+    else
+        enter_sqe(q, delay);  // C10-147, C10-152: UC and UD send errors stop the send queue only
+}
+
+void transport_engine::enter_sqe(qp& q, sc_time& delay) {
+    if (q.state == hw::QPS_ERR)
+        return;
+    if (q.state != hw::QPS_SQE) {
+        q.state = hw::QPS_SQE;
+        fetcher_->set_state(q.qpn, hw::QPS_SQE);
+    }
+    q.drain_pending = false;
+    // C10-40: every later send WR completes with WR_FLUSH_ERR (the fetcher keeps delivering
+    // them; the requester flushes each as it arrives). The receive queue is untouched (C10-38).
+    while (q.w_count)
+        pop_window(q, hw::CQE_WR_FLUSH_ERR, delay);
+    while (q.q_count) {
+        const send_wqe& w = q.queue[q.q_head];
+        const inflight f{w.wr_id, 0, 0, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
+        retire_head(q);
+        send_completion(q, f, hw::CQE_WR_FLUSH_ERR, delay);
+    }
 }
 
 void transport_engine::fail_head(qp& q, uint8_t status, sc_time& delay, uint8_t syndrome) {
@@ -1272,12 +1330,36 @@ void transport_engine::send_response(qp& q) {
 
 void transport_engine::receive(const rx_packet& p) {
     const uint32_t qpn = p.h.b.dest_qp;
-    if (qpn >= qps_.size() || !qps_[qpn].valid || qps_[qpn].transport != hw::QPT_RC ||
-        (p.h.b.opcode & op::TRANSPORT_MASK) != op::RC) {
+    if (qpn >= qps_.size() || !qps_[qpn].valid) {
         ++dropped_bad_qp;
         return;
     }
     qp& q = qps_[qpn];
+    const uint8_t tr = p.h.b.opcode & op::TRANSPORT_MASK;
+    if ((q.transport == hw::QPT_UC && tr == op::UC) || (q.transport == hw::QPT_UD && tr == op::UD)) {
+        // UC and UD receive in RTR, RTS, SQD and SQEr (C10-38); Reset, Init and Error drop.
+        if (!(q.state == hw::QPS_RTR || q.state == hw::QPS_RTS || q.state == hw::QPS_SQD || q.state == hw::QPS_SQE)) {
+            ++dropped_bad_qp;
+            return;
+        }
+        if (tr == op::UD) {
+            handle_ud(q, p);
+            return;
+        }
+        if (!q.comm_est) {
+            q.comm_est = true;
+            if (q.state == hw::QPS_RTR) {
+                sc_time d = SC_ZERO_TIME;
+                post_event(q, hw::EQE_COMM_EST, d);
+            }
+        }
+        handle_uc(q, p);
+        return;
+    }
+    if (q.transport != hw::QPT_RC || tr != op::RC) {
+        ++dropped_bad_qp;
+        return;
+    }
     const uint8_t code = p.h.b.opcode & 0x1F;
     if (code == op::ACKNOWLEDGE || code == op::ATOMIC_ACKNOWLEDGE || code == op::RDMA_READ_RESPONSE_FIRST ||
         code == op::RDMA_READ_RESPONSE_MIDDLE || code == op::RDMA_READ_RESPONSE_LAST ||
@@ -1599,6 +1681,212 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
     acknowledge(q, psn, p.h.b.ack_req, delay);
 }
 
+// ---------------------------------------------------------------- UC and UD responders
+
+void transport_engine::abandon_uc(qp& q) {
+    // IBA 9.8.3: a UC message missing a packet is dropped whole, without a completion; the
+    // receive WQE it had taken stays for the next message (what it held is overwritten).
+    q.in_send = q.in_write = false;
+    q.recv_offset = 0;
+}
+
+void transport_engine::handle_uc(qp& q, const rx_packet& p) {
+    const sc_time now = sc_time_stamp();
+    sc_time delay = q.resp_free > now ? q.resp_free - now : SC_ZERO_TIME;
+    q.resp_free = now + delay + rx_time_;
+    delay += rx_latency_;
+    const uint8_t code = p.h.b.opcode & 0x1F;
+    const uint32_t psn = p.h.b.psn;
+    q.slid = p.h.l.slid;
+    const bool send_first = code == op::SEND_FIRST || code == op::SEND_ONLY || code == op::SEND_ONLY_IMM;
+    const bool send_cont = code == op::SEND_MIDDLE || code == op::SEND_LAST || code == op::SEND_LAST_IMM;
+    const bool write_first = code == op::RDMA_WRITE_FIRST || code == op::RDMA_WRITE_ONLY || code == op::RDMA_WRITE_ONLY_IMM;
+    const bool write_cont = code == op::RDMA_WRITE_MIDDLE || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM;
+    const bool last = code == op::SEND_LAST || code == op::SEND_LAST_IMM || code == op::SEND_ONLY ||
+                      code == op::SEND_ONLY_IMM || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM ||
+                      code == op::RDMA_WRITE_ONLY || code == op::RDMA_WRITE_ONLY_IMM;
+    const bool imm = code == op::SEND_LAST_IMM || code == op::SEND_ONLY_IMM || code == op::RDMA_WRITE_LAST_IMM ||
+                     code == op::RDMA_WRITE_ONLY_IMM;
+    const bool starts = send_first || write_first;
+    auto drop = [&] {  // the rest of this message is dropped, up to the next FIRST/ONLY
+        abandon_uc(q);
+        q.uc_drop = !last;
+        ++uc_dropped;
+    };
+    if (!(starts || send_cont || write_cont)) {  // not a UC request opcode
+        drop();
+        return;
+    }
+    // IBA 9.8.3: the expected PSN follows every packet received; a gap means a lost packet: the
+    // message it belonged to is dropped, and a FIRST or ONLY starts the next one normally.
+    const bool in_sequence = psn == q.rq_psn;
+    q.rq_psn = (psn + 1) & PSN_MASK;
+    if (!starts && (!in_sequence || q.uc_drop || !((send_cont && q.in_send) || (write_cont && q.in_write)))) {
+        if (!q.uc_drop) {  // the first packet of this message found wrong: the message is counted once
+            if (!in_sequence)
+                ++seq_errors;
+            ++uc_dropped;
+        }
+        abandon_uc(q);
+        q.uc_drop = !last;
+        return;
+    }
+    if (starts) {
+        if (q.in_send || q.in_write)
+            ++uc_dropped;  // the previous message's LAST was lost
+        abandon_uc(q);
+        q.uc_drop = false;
+    }
+    const uint32_t mtu = hw::mtu_bytes(q.mtu);
+    if (last ? p.payload_len > mtu : p.payload_len != mtu) {
+        drop();
+        return;
+    }
+    if (send_first || send_cont) {
+        if (send_first && !take_recv_wqe(q, delay)) {  // no receive WQE: no RNR on UC, the message is lost
+            drop();
+            return;
+        }
+        uint8_t status = hw::CQE_SUCCESS, syndrome = 0;
+        if (!scatter(q, p.payload, p.payload_len, delay, status, syndrome)) {
+            // C10-148: a receive completion error (the buffer too small, a protection error)
+            // completes the WQE in error and the QP goes to Error.
+            q.have_rwqe = false;
+            recv_completion(q, hw::CQE_OP_RECV, status, uint32_t(q.recv_offset), 0, 0, false, delay, syndrome);
+            enter_error(q, delay);
+            return;
+        }
+        q.in_send = !last;
+        if (last) {
+            q.have_rwqe = false;
+            recv_completion(q, hw::CQE_OP_RECV, hw::CQE_SUCCESS, uint32_t(q.recv_offset), imm ? p.h.immdt : 0,
+                            imm ? hw::CQE_FLAG_WITH_IMM : 0, p.h.b.se, delay);
+        }
+    } else {
+        if (write_first) {
+            if (!(q.access & hw::ACCESS_REMOTE_WRITE)) {  // the QP takes no WRITEs: dropped (no NAK on UC)
+                drop();
+                return;
+            }
+            q.write_va = p.h.r.va;
+            q.write_rkey = p.h.r.rkey;
+            q.write_len = p.h.r.dma_len;
+            q.write_done = 0;
+        }
+        if (q.write_done + p.payload_len > q.write_len || (last && q.write_done + p.payload_len != q.write_len)) {
+            drop();
+            return;
+        }
+        if (imm && !take_recv_wqe(q, delay)) {
+            drop();
+            return;
+        }
+        phys_seg segs[MAX_SEGS];
+        unsigned nsegs = 0;
+        if (p.payload_len &&
+            xlate_->translate(q.write_rkey, q.who, q.write_va + q.write_done, p.payload_len, hw::ACCESS_REMOTE_WRITE,
+                              segs, MAX_SEGS, nsegs, delay) != xlate_status::ok) {
+            // An R_Key violation on UC drops the message; nothing is written from here on.
+            drop();
+            return;
+        }
+        const uint8_t* data = p.payload;
+        for (unsigned k = 0; k < nsegs; ++k) {
+            dma.write(segs[k].pa, data, segs[k].len, delay);
+            data += segs[k].len;
+        }
+        q.write_done += p.payload_len;
+        q.in_write = !last;
+        if (last && imm) {
+            q.have_rwqe = false;
+            recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_SUCCESS, uint32_t(q.write_len), p.h.immdt,
+                            hw::CQE_FLAG_WITH_IMM, p.h.b.se, delay);
+        }
+    }
+    ++rx_packets;
+    rx_payload_bytes += p.payload_len;
+}
+
+void transport_engine::handle_ud(qp& q, const rx_packet& p) {
+    const sc_time now = sc_time_stamp();
+    sc_time delay = q.resp_free > now ? q.resp_free - now : SC_ZERO_TIME;
+    q.resp_free = now + delay + rx_time_;
+    delay += rx_latency_;
+    if (p.h.b.opcode != op::UD_SEND_ONLY && p.h.b.opcode != op::UD_SEND_ONLY_IMM) {
+        ++ud_dropped;
+        return;
+    }
+    // C10-14: a datagram whose Q_Key is not the QP's is dropped silently.
+    if (p.h.d.qkey != q.qkey) {
+        ++qkey_violations;
+        ++ud_dropped;
+        return;
+    }
+    // No receive WQE: the datagram is dropped silently (UD has no RNR).
+    if (!take_recv_wqe(q, delay)) {
+        ++ud_dropped;
+        return;
+    }
+    const bool imm = p.h.b.opcode == op::UD_SEND_ONLY_IMM;
+    uint8_t status = hw::CQE_SUCCESS, syndrome = 0;
+    // The buffer's first 40 bytes are the GRH's: the GRH when the datagram has one, else they
+    // are left untouched; the payload always starts at byte 40. A zero-length datagram without
+    // a GRH places nothing and checks nothing (C10-54.1.2).
+    bool ok = true;
+    if (p.h.has_grh) {
+        uint8_t g[wire::GRH_BYTES];
+        wire::encode(p.h.g, g);
+        ok = scatter(q, g, uint32_t(wire::GRH_BYTES), delay, status, syndrome);
+    } else if (p.payload_len) {
+        if (q.rwqe.capacity < wire::GRH_BYTES) {
+            status = hw::CQE_LOC_LEN_ERR;
+            ok = false;
+        } else {
+            q.recv_offset = wire::GRH_BYTES;
+        }
+    }
+    if (ok && p.payload_len)
+        ok = scatter(q, p.payload, p.payload_len, delay, status, syndrome);
+    q.have_rwqe = false;
+    const recv_src src{p.h.d.src_qp, p.h.l.slid, p.h.l.sl, uint8_t(p.h.l.dlid & ((1u << lmc_) - 1))};
+    if (!ok) {
+        // C10-153: the receive WQE completes in error (too small, protection) and the QP goes to Error.
+        recv_completion(q, hw::CQE_OP_RECV, status, 0, 0, 0, false, delay, syndrome, &src);
+        enter_error(q, delay);
+        return;
+    }
+    recv_completion(q, hw::CQE_OP_RECV, hw::CQE_SUCCESS, uint32_t(wire::GRH_BYTES + p.payload_len),
+                    imm ? p.h.immdt : 0,
+                    uint8_t((p.h.has_grh ? hw::CQE_FLAG_GRH : 0) | (imm ? hw::CQE_FLAG_WITH_IMM : 0)), p.h.b.se,
+                    delay, 0, &src);
+    ++rx_packets;
+    rx_payload_bytes += p.payload_len;
+}
+
+void transport_engine::build_ud_headers(const qp& q, const send_wqe& w, wire::headers& h, uint8_t opcode) const {
+    h = wire::headers{};
+    h.l.vl = 0;
+    h.l.sl = w.ud.sl & 0xF;
+    h.l.dlid = w.ud.dlid;
+    const uint16_t mask = uint16_t((1u << lmc_) - 1);
+    h.l.slid = uint16_t((lid_ & ~mask) | (w.ud.src_path_bits & mask));  // C10-3
+    h.b.opcode = opcode;
+    h.b.pkey = pkeys_->pkey(q.pkey_index);
+    h.b.dest_qp = w.ud.dest_qpn & 0xFFFFFF;
+    h.b.psn = q.sq_psn & PSN_MASK;
+    // C10-15: a Q_Key with its high-order bit set means the QP's own Q_Key.
+    h.d.qkey = (w.ud.qkey & 0x80000000u) ? q.qkey : w.ud.qkey;
+    h.d.src_qp = q.qpn;
+    if (w.ud.grh) {
+        h.has_grh = true;
+        h.g.tclass = w.ud.tclass;
+        h.g.flow_label = w.ud.flow_label & 0xFFFFF;
+        h.g.hop_limit = w.ud.hop_limit;
+        std::copy(gid_, gid_ + 16, h.g.sgid.begin());
+        std::copy(w.ud.dgid, w.ud.dgid + 16, h.g.dgid.begin());
+    }
+}
+
 bool transport_engine::take_recv_wqe(qp& q, sc_time& delay) {
     if (q.have_rwqe)
         return true;
@@ -1655,7 +1943,8 @@ bool transport_engine::scatter(qp& q, const uint8_t* data, uint32_t len, sc_time
 }
 
 void transport_engine::recv_completion(qp& q, uint8_t opcode, uint8_t status, uint32_t byte_len, uint32_t imm,
-                                       uint8_t flags, bool solicited, sc_time& delay, uint8_t syndrome) {
+                                       uint8_t flags, bool solicited, sc_time& delay, uint8_t syndrome,
+                                       const recv_src* src) {
     hw::cqe e{};
     e.wr_id = q.rwqe.wr_id;
     e.status = status;
@@ -1664,9 +1953,11 @@ void transport_engine::recv_completion(qp& q, uint8_t opcode, uint8_t status, ui
     e.imm = imm;
     e.flags = flags;
     e.qpn = q.qpn;
-    e.src_qp = q.dest_qpn;
-    e.slid = q.slid;
-    e.sl = q.sl;
+    e.src_qp = src ? src->src_qp : q.dest_qpn;
+    e.slid = src ? src->slid : q.slid;
+    e.sl = src ? src->sl : q.sl;
+    if (src)
+        e.dlid_path_bits = src->path_bits;
     e.pkey_index = q.pkey_index;
     e.wqe_counter = q.rwqe.wqe_index;
     e.vendor_err = syndrome;

@@ -1,4 +1,4 @@
-// Transport engine: the RC requester and responder.
+// Transport engine: the RC, UC and UD requester and responder.
 //
 // Requester: segments SEND / SEND with immediate / RDMA WRITE (with immediate) into path-MTU
 // packets (FIRST/MIDDLE/LAST/ONLY), issues RDMA READ requests (RETH) and atomics (AtomicETH),
@@ -16,12 +16,22 @@
 // through translation and DMA, receive completions, ACK coalescing, NAKs (sequence, RNR,
 // invalid request, remote access, remote operational error).
 //
+// UC (IBA 9.4, 9.8): SEND and RDMA WRITE (with immediate) segmented as RC but without ACKs; a
+// message completes at the requester once its last packet is on the wire. The responder drops
+// a message silently when one of its packets is lost (PSN gap), it has no receive WQE, or a
+// remote check fails; the receive WQE it was filling is kept for the next message.
+// UD (IBA 9.8, 10.2.2): one-packet SENDs addressed by the WQE's datagram segment (LRH DLID/SL,
+// DETH Q_Key and source QP, an optional GRH); the receive buffer's first 40 bytes hold the GRH
+// (or are left alone); a Q_Key mismatch drops the datagram silently (C10-14). UC and UD send
+// errors move the QP to SQEr: only the send queue is flushed, receiving goes on (C10-38..40).
+//
 // One requester process and one response process serve all QPs round robin at packet
 // granularity; the receive side runs in the port's receive method; one timer method serves
 // every QP's deadlines. No process per QP.
 #pragma once
 #include <systemc>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -63,7 +73,8 @@ public:
     counter tx_packets, tx_payload_bytes, rx_packets, rx_payload_bytes, acks_sent, naks_sent,
         acks_received, naks_received, rnr_naks_sent, duplicates, seq_errors, dropped_bad_qp, retransmits,
         timeouts, read_requests, read_responses_sent, read_responses_received, atomics_executed,
-        atomic_replays, send_completions, recv_completions, error_completions, flushed, async_events;
+        atomic_replays, send_completions, recv_completions, error_completions, flushed, async_events,
+        uc_dropped, ud_dropped, qkey_violations, ud_oversize;
 
     SC_HAS_PROCESS(transport_engine);
     transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_qps);
@@ -73,6 +84,9 @@ public:
     }
     /// The port's LID (source LID of every packet sent).
     void set_lid(uint16_t lid) { lid_ = lid; }
+    /// The port's LMC (UD source path bits, C10-3) and GID (index 0: the source GID of a GRH).
+    void set_lmc(uint8_t lmc) { lmc_ = uint8_t(lmc & 7); }
+    void set_gid(const uint8_t (&gid)[16]) { std::copy(gid, gid + 16, gid_); }
 
     // From the WQE fetcher.
     unsigned room(uint32_t qpn) const;
@@ -139,6 +153,8 @@ private:
         uint32_t qpn = 0, pd = 0, send_cqn = 0, recv_cqn = 0, dest_qpn = 0, access = 0;
         xlate_owner who;                    // PD, QPN and memory flags for the translation unit
         uint16_t dlid = 0, pkey = 0xFFFF, pkey_index = 0;
+        uint32_t qkey = 0;                  // UD: the QP's Q_Key (receive check; high-bit rule on send)
+        bool uc_drop = false;               // UC: dropping the rest of a message (up to its next FIRST/ONLY)
         // requester
         uint32_t sq_psn = 0;
         std::vector<send_wqe> queue;        // parsed WQEs from the fetcher
@@ -258,8 +274,25 @@ private:
     void prefetch_recv(qp& q, const sc_core::sc_time& delay);
     /// The receive WQE at `index` (prefetched copy or a fetch now).
     void recv_at(qp& q, uint16_t index, recv_wqe& out, sc_core::sc_time& delay);
+    /// Where a datagram came from (UD receive completions); RC and UC take the QP's peer.
+    struct recv_src {
+        uint32_t src_qp;
+        uint16_t slid;
+        uint8_t sl, path_bits;
+    };
     void recv_completion(qp& q, uint8_t opcode, uint8_t status, uint32_t byte_len, uint32_t imm,
-                         uint8_t flags, bool solicited, sc_core::sc_time& delay, uint8_t syndrome = 0);
+                         uint8_t flags, bool solicited, sc_core::sc_time& delay, uint8_t syndrome = 0,
+                         const recv_src* src = nullptr);
+    /// UC responder: a message without ACKs; anything wrong drops it silently.
+    void handle_uc(qp& q, const rx_packet& p);
+    /// UC: the message being received is given up (its receive WQE is kept for the next one).
+    void abandon_uc(qp& q);
+    /// UD responder: Q_Key check, GRH area, scatter, completion with the datagram's source.
+    void handle_ud(qp& q, const rx_packet& p);
+    /// LRH/BTH/DETH (and GRH) of a UD SEND from its WQE's datagram segment.
+    void build_ud_headers(const qp& q, const send_wqe& w, wire::headers& h, uint8_t opcode) const;
+    /// UC/UD send error: SQEr, the send queue flushed, the receive queue untouched (C10-38..40).
+    void enter_sqe(qp& q, sc_core::sc_time& delay);
     /// ACK for `psn` now, coalesced, or queued behind pending READ/atomic responses.
     void acknowledge(qp& q, uint32_t psn, bool ack_req, const sc_core::sc_time& ready);
     void send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_core::sc_time& ready);
@@ -288,6 +321,8 @@ private:
     port* port_ = nullptr;
     pkey_checker* pkeys_ = nullptr;
     uint16_t lid_ = 0;
+    uint8_t lmc_ = 0;
+    uint8_t gid_[16] = {};
 
     std::vector<qp> qps_;
     std::vector<uint32_t> ready_, resp_ready_;

@@ -36,6 +36,7 @@ struct send_wqe {
     sge sg[MAX_SGE];
     hw::wqe_bind_seg bind{};      ///< WQE_OP_BIND_MW
     hw::wqe_fast_reg_seg freg{};  ///< WQE_OP_FAST_REG
+    hw::wqe_ud_seg ud{};          ///< UD: the datagram's destination
     uint32_t inline_len = 0;
     uint8_t inline_data[MAX_INLINE_BYTES];
 };

@@ -295,8 +295,11 @@ void wqe_fetcher::parse_send(const uint8_t* p, uint32_t len, uint32_t qpn, uint8
         w.swap_add = a.swap_add;
         w.compare = a.compare;
     }
-    if (transport == hw::QPT_UD)
-        off += sizeof(hw::wqe_ud_seg);  // datagram addressing is parsed with UD support
+    if (transport == hw::QPT_UD) {
+        if (!need(sizeof(hw::wqe_ud_seg))) { w.malformed = true; return; }
+        std::memcpy(&w.ud, p + off, sizeof w.ud);
+        off += sizeof(hw::wqe_ud_seg);
+    }
     if (c.flags & hw::WQE_FLAG_INLINE) {
         if (!need(sizeof(hw::wqe_inline_seg))) { w.malformed = true; return; }
         uint32_t bc;

@@ -1,6 +1,6 @@
-// Reusable two-node RC harness for end-to-end simulation tests: builds the configured machine
+// Reusable two-node harness for end-to-end simulation tests: builds the configured machine
 // (node0, node1 back to back), one host_software per node, and inside an application
-// SC_THREAD brings one RC QP per node to RTS (PD, CQs, QPs; MRs on demand), then runs the test's
+// SC_THREAD brings one QP per node (RC by default; UC or UD with rc_config::qp_type) to RTS (PD, CQs, QPs; MRs on demand), then runs the test's
 // application body and stops the simulation. Buffers come from host_software.as (pages are not
 // physically contiguous). Helpers: multi-SGE post_send/post_recv, bounded completion waits,
 // buffer read/write/compare through the address space, counters by key.
@@ -39,7 +39,9 @@ using namespace hcasim::verbs;
 
 /// Configuration of one harness run.
 struct rc_config {
-    unsigned mtu = 4096;              ///< path MTU bytes (256..4096)
+    ibv_qp_type qp_type = IBV_QPT_RC; ///< transport of the harness QPs (UD: no peer; see post_ud)
+    uint32_t qkey = 0x11111111;       ///< UD: both QPs' Q_Key
+    unsigned mtu = 4096;              ///< path MTU bytes (256..4096; UD takes the port's MTU)
     uint32_t max_send_wr = 64;        ///< SQ depth
     uint32_t max_recv_wr = 64;        ///< RQ depth
     uint32_t max_send_sge = 4;        ///< SGEs per send WR
@@ -169,7 +171,7 @@ public:
             ibv_qp_init_attr a{};
             a.send_cq = d.scq;
             a.recv_cq = d.rcq;
-            a.qp_type = IBV_QPT_RC;
+            a.qp_type = cfg_.qp_type;
             a.sq_sig_all = cfg_.sq_sig_all;
             a.cap.max_send_wr = cfg_.max_send_wr;
             a.cap.max_recv_wr = cfg_.max_recv_wr;
@@ -203,13 +205,41 @@ public:
     int connect(unsigned i, ibv_qp_state upto, uint16_t pkey_index = 0) {
         rc_side& d = s[i];
         const rc_side& peer = s[1 - i];
+        const ibv_qp_type t = d.qp->qp_type;
         ibv_qp_attr attr{};
         attr.qp_state = IBV_QPS_INIT;
         attr.pkey_index = pkey_index;
         attr.port_num = 1;
-        attr.qp_access_flags = cfg_.qp_access;
-        int rc = ibv_modify_qp(d.qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+        attr.qp_access_flags = cfg_.qp_access & (t == IBV_QPT_UC ? unsigned(IBV_ACCESS_REMOTE_WRITE) : ~0u);
+        attr.qkey = cfg_.qkey;
+        int rc = ibv_modify_qp(d.qp, &attr,
+                               IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                   (t == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
         if (rc || upto == IBV_QPS_INIT) return rc;
+        if (t == IBV_QPT_UD) {  // no path: the address comes with every WR
+            attr = ibv_qp_attr{};
+            attr.qp_state = IBV_QPS_RTR;
+            rc = ibv_modify_qp(d.qp, &attr, IBV_QP_STATE);
+            if (rc || upto == IBV_QPS_RTR) return rc;
+            attr.qp_state = IBV_QPS_RTS;
+            attr.sq_psn = d.psn;
+            return ibv_modify_qp(d.qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
+        }
+        if (t == IBV_QPT_UC) {
+            attr = ibv_qp_attr{};
+            attr.qp_state = IBV_QPS_RTR;
+            attr.path_mtu = ibv_mtu(__builtin_ctz(cfg_.mtu) - 7);
+            attr.dest_qp_num = peer.qp->qp_num;
+            attr.rq_psn = peer.psn;
+            attr.ah_attr.dlid = peer.lid;
+            attr.ah_attr.port_num = 1;
+            rc = ibv_modify_qp(d.qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN);
+            if (rc || upto == IBV_QPS_RTR) return rc;
+            attr = ibv_qp_attr{};
+            attr.qp_state = IBV_QPS_RTS;
+            attr.sq_psn = d.psn;
+            return ibv_modify_qp(d.qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
+        }
         attr = ibv_qp_attr{};
         attr.qp_state = IBV_QPS_RTR;
         attr.path_mtu = ibv_mtu(__builtin_ctz(cfg_.mtu) - 7);
@@ -293,6 +323,43 @@ public:
         wr.wr.rdma.rkey = rkey;
         ibv_send_wr* bad = nullptr;
         return ibv_post_send(s[i].qp, &wr, &bad);
+    }
+    /// Posts one UD SEND (with immediate if `imm` is set) from node i's QP to `ah`, QP `qpn`
+    /// (default: the other node's harness QP) with Q_Key `qkey` (default: the harness's).
+    int post_ud(unsigned i, ibv_ah* ah, std::vector<ibv_sge> sges, uint64_t wr_id, unsigned flags = IBV_SEND_SIGNALED,
+                uint32_t qpn = ~0u, uint32_t qkey = ~0u, const uint32_t* imm = nullptr) {
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = sges.empty() ? nullptr : sges.data();
+        wr.num_sge = int(sges.size());
+        wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+        wr.send_flags = flags;
+        wr.imm_data = imm ? *imm : 0;
+        wr.wr.ud.ah = ah;
+        wr.wr.ud.remote_qpn = qpn == ~0u ? s[1 - i].qp->qp_num : qpn;
+        wr.wr.ud.remote_qkey = qkey == ~0u ? cfg_.qkey : qkey;
+        ibv_send_wr* bad = nullptr;
+        return ibv_post_send(s[i].qp, &wr, &bad);
+    }
+    /// An address handle on node i towards the other node (LID), with a GRH if `global`.
+    ibv_ah* ah_to_peer(unsigned i, bool global = false) {
+        ibv_ah_attr a{};
+        a.dlid = s[1 - i].lid;
+        a.port_num = 1;
+        a.is_global = global ? 1 : 0;
+        if (global) {
+            a.grh.hop_limit = 64;
+            a.grh.traffic_class = 0x12;
+            a.grh.flow_label = 0x34567;
+            const uint64_t prefix = 0xfe80000000000000ull, guid = 0x0002c90300000000ull + (1 - i) + 1;
+            for (int k = 0; k < 8; ++k) {
+                a.grh.dgid.raw[k] = uint8_t(prefix >> (56 - 8 * k));
+                a.grh.dgid.raw[8 + k] = uint8_t(guid >> (56 - 8 * k));
+            }
+        }
+        ibv_ah* ah = ibv_create_ah(s[i].pd, &a);
+        EXPECT_NE(ah, nullptr) << "ibv_create_ah, errno " << errno;
+        return ah;
     }
     /// Posts one atomic (IBV_WR_ATOMIC_CMP_AND_SWP or _FETCH_AND_ADD) from node i; the original
     /// value lands in `result` (8 bytes, lkey).

@@ -886,18 +886,7 @@ SIM_TEST(E2eCompliance, C10_49_overlapping_registrations_are_each_usable) {
 SIM_TEST(E2eCompliance, C10_80_send_receive_on_every_supported_transport) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        // The model's CI supports RC only (QUERY_HCA caps): other transports are refused.
-        for (ibv_qp_type t : {IBV_QPT_UC, IBV_QPT_UD}) {
-            ibv_qp_init_attr a{};
-            a.send_cq = h.s[0].scq;
-            a.recv_cq = h.s[0].rcq;
-            a.qp_type = t;
-            a.cap = {4, 4, 1, 1, 0};
-            errno = 0;
-            EXPECT_EQ(ibv_create_qp(h.s[0].pd, &a), nullptr) << int(t);
-            EXPECT_EQ(errno, EINVAL);
-        }
-        bufs b = make_bufs(h, 4096, 80);
+        bufs b = make_bufs(h, 3 * 4096, 80);
         ASSERT_EQ(h.post_recv(1, {{b.dst, 4096, b.dmr->lkey}}, 1), 0);
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{b.src, 1234, b.smr->lkey}}, 2), 0);
         auto rwc = h.expect_wc(h.s[1].rcq, 1, "RC receive");
@@ -905,6 +894,36 @@ SIM_TEST(E2eCompliance, C10_80_send_receive_on_every_supported_transport) {
         EXPECT_EQ(rwc[0].status, IBV_WC_SUCCESS);
         EXPECT_EQ(rwc[0].byte_len, 1234u);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 1234), "RC send payload");
+        // UC and UD (QUERY_HCA reports both): a new QP pair of each type takes the harness's place.
+        uint64_t at = 4096;
+        for (ibv_qp_type t : {IBV_QPT_UC, IBV_QPT_UD}) {
+            for (unsigned i = 0; i < 2; ++i) {
+                ibv_qp_init_attr a{};
+                a.send_cq = h.s[i].scq;
+                a.recv_cq = h.s[i].rcq;
+                a.qp_type = t;
+                a.cap = {4, 4, 1, 1, 0};
+                h.s[i].qp = ibv_create_qp(h.s[i].pd, &a);
+                ASSERT_NE(h.s[i].qp, nullptr) << "type " << int(t) << ": errno " << errno;
+            }
+            for (unsigned i = 0; i < 2; ++i)
+                ASSERT_EQ(h.connect(i, IBV_QPS_RTS), 0) << "type " << int(t);
+            ASSERT_EQ(h.post_recv(1, {{b.dst + at, 4096, b.dmr->lkey}}, 10 + t), 0);
+            const bool ud = t == IBV_QPT_UD;
+            ASSERT_EQ(ud ? h.post_ud(0, h.ah_to_peer(0), {{b.src + at, 1234, b.smr->lkey}}, 20 + t)
+                         : h.post_send(0, IBV_WR_SEND, {{b.src + at, 1234, b.smr->lkey}}, 20 + t),
+                      0);
+            auto swc = h.expect_wc(h.s[0].scq, 1, "send");
+            ASSERT_EQ(swc.size(), 1u);
+            EXPECT_EQ(swc[0].status, IBV_WC_SUCCESS);
+            auto r = h.expect_wc(h.s[1].rcq, 1, "receive");
+            ASSERT_EQ(r.size(), 1u);
+            EXPECT_EQ(r[0].status, IBV_WC_SUCCESS);
+            EXPECT_EQ(r[0].byte_len, ud ? 40u + 1234u : 1234u) << "UD: the GRH area counts";
+            EXPECT_EQ(r[0].src_qp, h.s[0].qp->qp_num);
+            h.expect_mem(1, b.dst + at + (ud ? 40 : 0), h.read_mem(0, b.src + at, 1234), "payload");
+            at += 4096;
+        }
     });
 }
 

@@ -762,7 +762,7 @@ TEST(Ud, UdSendBuildsAddressSegment) {
     EXPECT_EQ(c.ds_count, 5);
     hw::wqe_ud_seg u = e.bus.read<hw::wqe_ud_seg>(e.slot_pa(q, 0) + 32);
     EXPECT_EQ(u.dest_qpn, 0x33u);
-    EXPECT_EQ(u.qkey, 0x11111111u);
+    EXPECT_EQ(u.qkey, 0x80000000u) << "the WR's Q_Key as posted: the HCA applies the high-bit rule (C10-15)";
     EXPECT_EQ(u.dlid, 9);
     EXPECT_EQ(u.sl, 3);
     EXPECT_EQ(ibv_dealloc_pd(e.pd), EBUSY);  // the AH holds it

@@ -103,3 +103,6 @@ TEST(HcasimAttackSuite, options_it_does_not_take_are_errors) {
     EXPECT_EQ(bad.code, 2);
     EXPECT_NE(bad.err.find("mw_type2"), std::string::npos) << bad.err;
 }
+
+// libsystemc (linked through testbench_lib) needs the symbol; gtest_main provides main().
+extern "C" int sc_main(int, char*[]) { return 0; }  // SystemC declares it extern "C"

@@ -164,3 +164,6 @@ TEST(HcasimMrScale, more_regions_than_mpt_entries_is_a_clear_run_failure) {
     EXPECT_NE(r.err.find("mr_scale: 1024 regions of 4096 bytes need 1026 MPT"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("hca.max_mrs"), std::string::npos) << r.err;
 }
+
+// libsystemc (linked through testbench_lib) needs the symbol; gtest_main provides main().
+extern "C" int sc_main(int, char*[]) { return 0; }  // SystemC declares it extern "C"
