@@ -537,6 +537,8 @@ int check_ah_attr(ibv_context* ctx, const ibv_ah_attr& a) {
     if (!pi) return EINVAL;
     if (a.sl > 15) return EINVAL;
     if (a.is_global && (a.grh.sgid_index >= pi->gid_table_len || a.grh.flow_label > 0xFFFFFu)) return EINVAL;
+    // A multicast destination needs the GRH that carries its MGID (IBA 8.4.1).
+    if (a.dlid >= 0xC000 && a.dlid != 0xFFFF && !(a.is_global && a.grh.dgid.raw[0] == 0xFF)) return EINVAL;
     return 0;
 }
 
@@ -623,6 +625,11 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
     if (const hw::port_info* p = ctx->driver->port(1)) a->max_pkeys = p->pkey_table_len;
     a->max_inline_data = std::min<uint32_t>(c.max_inline, hw::INLINE_LEN_MASK);
     a->max_mw = (c.flags & hw::CAP_MW) ? int(std::min<uint32_t>(c.max_mw, ctx->driver->num_mpts() - 1)) : 0;
+    if (c.flags & hw::CAP_MCAST) {  // o10-33
+        a->max_mcast_grp = int(c.max_mcast_grp);
+        a->max_mcast_qp_attach = int(c.max_mcast_qp_attach);
+        a->max_total_mcast_qp_attach = int(c.max_total_mcast_qp_attach);
+    }
     a->reserved_lkey_supported = c.flags & hw::CAP_RESERVED_LKEY;
     a->reserved_lkey = a->reserved_lkey_supported ? c.reserved_lkey : 0;
     a->max_fast_reg_page_list_len = (c.flags & hw::CAP_SEND_INV) ? c.max_fast_reg_pages : 0;
@@ -1709,6 +1716,27 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int /*attr_mask*/, ibv_qp_init_a
     }
     return 0;
 }
+
+namespace {
+int mcast_cmd(ibv_qp* qp, const ibv_gid* gid, uint16_t lid, uint16_t opcode) {
+    if (!qp || !gid) return EINVAL;
+    verb_cost(qp->context);
+    hca_driver& drv = *qp->context->driver;
+    if (!(drv.caps().flags & hw::CAP_MCAST)) return EOPNOTSUPP;
+    // o10-34: UD QPs only; an MGID (first byte 0xFF) and a multicast LID.
+    if (qp->qp_type != IBV_QPT_UD || gid->raw[0] != 0xFF || lid < 0xC000 || lid == 0xFFFF) return EINVAL;
+    hw::mcast_in in{};
+    std::memcpy(in.mgid, gid->raw, 16);
+    in.mlid = lid;
+    const hw::cmd_status st = drv.exec(opcode, qp->qp_num, 0, &in, sizeof in);
+    if (st == hw::CMD_BAD_RESOURCE) return ENOMEM;  // the group or the HCA's table is full
+    return st == hw::CMD_OK ? 0 : fw::cmd_errno(st);
+}
+}  // namespace
+
+int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) { return mcast_cmd(qp, gid, lid, hw::CMD_ATTACH_MCAST); }
+
+int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) { return mcast_cmd(qp, gid, lid, hw::CMD_DETACH_MCAST); }
 
 int ibv_destroy_qp(ibv_qp* qp) {
     if (!qp) return EINVAL;

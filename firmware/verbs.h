@@ -490,8 +490,16 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask);
 /// Query QP (state refreshed from the HCA).
 int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr);
 /// Destroys a QP. Does not wait for unacknowledged async events: its queued events are dropped.
-/// EBUSY (QP kept) while type 2A windows are bound to it (o10-37.2.29); so is modify to Reset.
+/// EBUSY (QP kept) while type 2A windows are bound to it (o10-37.2.29; so is modify to Reset) or
+/// while it is attached to a multicast group (o10-2.2.3).
 int ibv_destroy_qp(ibv_qp* qp);
+/// Attaches a UD QP to the multicast group (MGID `gid`, MLID `lid`), o10-34: EINVAL for another
+/// QP type, a GID that is not multicast (first byte 0xFF) or a LID outside 0xC000..0xFFFE;
+/// ENOMEM when the group or the HCA's table is full (QUERY_HCA max_mcast_*); attaching twice is
+/// no error. While attached the QP cannot be destroyed (EBUSY, o10-2.2.3).
+int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid);
+/// Detaches the QP from the group; EINVAL if it is not attached to it.
+int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid);
 /// Posts a list of send WRs; on an immediate error *bad_wr is the failing WR and it and later
 /// WRs are not posted (C10-136); earlier ones are. Memory management WRs: IBV_WR_LOCAL_INV
 /// (RC/UC), IBV_WR_SEND_WITH_INV (RC), IBV_WR_BIND_MW (type 2 windows, RC/UC; EINVAL for a type

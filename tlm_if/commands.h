@@ -29,8 +29,20 @@ enum cmd_opcode : uint16_t {
     CMD_CREATE_QP = 0x30,    ///< in_mod: QPN; in: qp_context (state Reset)
     CMD_MODIFY_QP = 0x31,    ///< in_mod: QPN; op_mod: new qp_state; in: modify_qp_in
     CMD_QUERY_QP = 0x32,     ///< in_mod: QPN; out: qp_context
-    CMD_DESTROY_QP = 0x33,   ///< in_mod: QPN
+    CMD_DESTROY_QP = 0x33,   ///< in_mod: QPN (fails BAD_STATE: type 2A windows bound, or attached to a multicast group)
+    CMD_ATTACH_MCAST = 0x40, ///< in_mod: QPN (a UD QP); in: mcast_in
+    CMD_DETACH_MCAST = 0x41, ///< in_mod: QPN; in: mcast_in
 };
+
+/// CMD_ATTACH_MCAST / CMD_DETACH_MCAST input: the group (MGID and its MLID).
+struct mcast_in {
+    uint8_t mgid[16];  ///< multicast GID, wire order (byte 0 is 0xFF)
+    uint16_t mlid;     ///< multicast LID (0xC000..0xFFFE)
+    uint16_t rsvd0;    ///< reserved, zero
+    uint32_t rsvd1;    ///< reserved, zero
+};
+static_assert(sizeof(mcast_in) == 24);
+static_assert(offsetof(mcast_in, mlid) == 16);
 
 /// CMD_CREATE_MPT op_mod.
 enum mpt_create_mode : uint32_t {
@@ -137,13 +149,16 @@ struct hca_caps {
     uint32_t max_uar;           ///< UAR pages
     uint8_t phys_port_cnt;      ///< ports
     uint8_t local_ca_ack_delay; ///< ACK delay code
-    uint8_t rsvd[6];            ///< reserved, zero
+    uint16_t max_mcast_qp_attach;///< QPs attached to one multicast group (CAP_MCAST)
+    uint32_t max_mcast_grp;     ///< multicast groups (CAP_MCAST)
     uint32_t max_mw;            ///< memory windows (they share the MPT with MRs)
     uint32_t reserved_lkey;     ///< the reserved L_Key (CAP_RESERVED_LKEY)
     uint32_t max_fast_reg_pages;///< page-list entries of one Fast Register WR
-    uint32_t rsvd2;             ///< reserved, zero
+    uint32_t max_total_mcast_qp_attach;///< QP attachments over all multicast groups (CAP_MCAST)
 };
 static_assert(sizeof(hca_caps) == 128);
+static_assert(offsetof(hca_caps, max_mcast_qp_attach) == 106 && offsetof(hca_caps, max_mcast_grp) == 108 &&
+              offsetof(hca_caps, max_total_mcast_qp_attach) == 124);
 
 /// CMD_QUERY_PORT output.
 struct port_info {

@@ -17,7 +17,9 @@ ib_switch::ib_switch(const sc_module_name& name, unsigned ports)
       forwarded("forwarded", "packets forwarded"),
       dropped_no_route("dropped_no_route", "packets dropped: no port for the DLID"),
       dropped_queue_full("dropped_queue_full", "packets dropped: output queue full"),
-      lid_to_port_(65536, -1) {
+      mcast_replicas("mcast_replicas", "copies of multicast packets queued on member ports"),
+      lid_to_port_(65536, -1),
+      mft_(0xFFFF - 0xC000) {
     latency_ns.range(0, 1e6);
     queue_packets.range(1, 65536);
     for (unsigned p = 0; p < ports; ++p)  // now, so the counters are named under this module
@@ -45,7 +47,39 @@ void ib_switch::set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_t
     lid_to_port_[lid] = int(p);
 }
 
-void ib_switch::b_transport(int, tlm::tlm_generic_payload& gp, sc_time& delay) {
+void ib_switch::join_mcast(uint16_t mlid, unsigned p) {
+    if (mlid < 0xC000 || mlid == 0xFFFF || p >= ports_.size())
+        return;
+    std::vector<uint16_t>& g = mft_[mlid - 0xC000];
+    if (g.empty())
+        g.assign(ports_.size(), 0);
+    ++g[p];
+}
+
+void ib_switch::leave_mcast(uint16_t mlid, unsigned p) {
+    if (mlid < 0xC000 || mlid == 0xFFFF || p >= ports_.size())
+        return;
+    std::vector<uint16_t>& g = mft_[mlid - 0xC000];
+    if (!g.empty() && g[p])
+        --g[p];
+}
+
+bool ib_switch::enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_time& delay) {
+    out_port& o = *ports_[p];
+    if (o.count == o.ring.size()) {
+        ++dropped_queue_full;
+        return false;
+    }
+    slot& s = *o.ring[(o.head + o.count) % o.ring.size()];
+    s.at = sc_time_stamp() + delay + sc_time(latency_ns.get(), SC_NS);
+    s.pkt.len = len;
+    std::memcpy(s.pkt.bytes, data, len);
+    ++o.count;
+    wake_.notify(s.at - sc_time_stamp());
+    return true;
+}
+
+void ib_switch::b_transport(int id, tlm::tlm_generic_payload& gp, sc_time& delay) {
     gp.set_response_status(tlm::TLM_OK_RESPONSE);
     const uint32_t len = gp.get_data_length();
     if (len < wire::LRH_BYTES || len > MAX_PACKET_BYTES) {
@@ -53,22 +87,28 @@ void ib_switch::b_transport(int, tlm::tlm_generic_payload& gp, sc_time& delay) {
         return;
     }
     const wire::lrh l = wire::decode_lrh(gp.get_data_ptr());
+    if (l.dlid >= 0xC000 && l.dlid != 0xFFFF) {
+        // Multicast: a copy to every member port but the input (the sender's own HCA delivers
+        // to its attached QPs itself).
+        const std::vector<uint16_t>& g = mft_[l.dlid - 0xC000];
+        unsigned copies = 0;
+        for (unsigned p = 0; p < g.size(); ++p) {
+            if (!g[p] || int(p) == id || ports_[p]->ring.empty())
+                continue;
+            if (enqueue(p, gp.get_data_ptr(), len, delay))
+                ++copies;
+        }
+        if (!copies && g.empty())
+            ++dropped_no_route;
+        mcast_replicas += copies;
+        return;
+    }
     const int p = lid_to_port_[l.dlid];
     if (p < 0 || size_t(p) >= ports_.size() || ports_[p]->ring.empty()) {
         ++dropped_no_route;
         return;
     }
-    out_port& o = *ports_[p];
-    if (o.count == o.ring.size()) {
-        ++dropped_queue_full;
-        return;
-    }
-    slot& s = *o.ring[(o.head + o.count) % o.ring.size()];
-    s.at = sc_time_stamp() + delay + sc_time(latency_ns.get(), SC_NS);
-    s.pkt.len = len;
-    std::memcpy(s.pkt.bytes, gp.get_data_ptr(), len);
-    ++o.count;
-    wake_.notify(s.at - sc_time_stamp());
+    enqueue(unsigned(p), gp.get_data_ptr(), len, delay);
 }
 
 // Each output serialises its queue in order; a packet starts when it is ready and the output

@@ -1,5 +1,6 @@
 // InfiniBand switch: forwards packets by destination LID (linear forwarding table: LID n goes
-// out of the port the node with LID n is cabled to), with a fixed cut-through latency and one
+// out of the port the node with LID n is cabled to; a multicast LID, 0xC000..0xFFFE, goes out of
+// every port that joined its group except the one it came in on), with a fixed cut-through latency and one
 // serialising output queue per port. A packet that finds its output queue full is dropped
 // and counted (credit-based flow control arrives with the timing issue). What an output sends
 // toward node N passes through that node's cable faults (link.* fault parameters of node N,
@@ -28,7 +29,7 @@ public:
     param<double> latency_ns;          ///< input to output forwarding latency
     param<unsigned> queue_packets;     ///< output queue depth per port
 
-    counter forwarded, dropped_no_route, dropped_queue_full;
+    counter forwarded, dropped_no_route, dropped_queue_full, mcast_replicas;
 
     SC_HAS_PROCESS(ib_switch);
     /// A switch with `ports` ports (0 .. ports-1).
@@ -38,12 +39,18 @@ public:
     /// a cable with these fault settings (applied to what the port sends).
     void set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_core::sc_time& propagation,
                    const fault_settings& faults);
+    /// Multicast forwarding table: port `p` joins / leaves the group of `mlid` (joins are
+    /// counted per port: a port stays a member until it left as often as it joined).
+    void join_mcast(uint16_t mlid, unsigned p);
+    void leave_mcast(uint16_t mlid, unsigned p);
     /// Fault injection on what port `p` sends (counters `out<p>.dropped` ...).
     const fault_injector& faults(unsigned p) const { return ports_.at(p)->faults; }
 
 private:
     void b_transport(int id, tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
     void forward();
+    /// Queues a copy of the packet on output `p` (false: the queue is full).
+    bool enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_core::sc_time& delay);
 
     struct slot {
         sc_core::sc_time at;  // when the packet is ready to leave (arrival + latency)
@@ -59,6 +66,7 @@ private:
     };
     std::vector<std::unique_ptr<out_port>> ports_;
     std::vector<int> lid_to_port_;   // linear forwarding table
+    std::vector<std::vector<uint16_t>> mft_;  // multicast: per MLID - 0xC000, joins per port (empty: no group)
     sc_core::sc_event wake_;
     tlm::tlm_generic_payload gp_;
 };

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "model/hca/cq_writer.h"
+#include "model/hca/mcast_table.h"
 #include "model/hca/pkey_checker.h"
 #include "model/hca/translation_unit.h"
 #include "model/hca/transport_engine.h"
@@ -196,6 +197,8 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
             return hw::CMD_BAD_RESOURCE;
         if (xlate_->windows_bound_to(in_mod))
             return hw::CMD_BAD_STATE;  // o10-37.2.29: type 2A windows are bound to it
+        if (mcast_ && mcast_->attached(in_mod))
+            return hw::CMD_BAD_STATE;  // o10-2.2.3: still attached to a multicast group
         hw::qp_context c{};
         dma.write(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay);
         qp_state_[in_mod] = NO_QP;
@@ -204,9 +207,33 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         pkeys_->unbind_qp(in_mod);
         return hw::CMD_OK;
     }
+    case hw::CMD_ATTACH_MCAST:
+    case hw::CMD_DETACH_MCAST:
+        return mcast(in_mod, m.opcode == hw::CMD_ATTACH_MCAST, m.in, delay);
     default:
         return hw::CMD_BAD_OPCODE;
     }
+}
+
+uint8_t command_unit::mcast(uint32_t qpn, bool attach, const uint8_t* in, sc_time& delay) {
+    if (!mcast_ || qpn >= qp_state_.size() || qp_state_[qpn] == NO_QP)
+        return hw::CMD_BAD_RESOURCE;
+    hw::mcast_in g;
+    std::memcpy(&g, in, sizeof g);
+    if (!mcast_table::is_mlid(g.mlid) || g.mgid[0] != 0xFF)
+        return hw::CMD_BAD_PARAM;
+    hw::qp_context c;  // only UD QPs join groups (o10-34)
+    dma.read(tables_.qpc_base + qpn * sizeof c, &c, sizeof c, delay);
+    if (c.transport != hw::QPT_UD)
+        return hw::CMD_BAD_PARAM;
+    const mcast_table::result r = attach ? mcast_->attach(qpn, g.mgid, g.mlid) : mcast_->detach(qpn, g.mgid, g.mlid);
+    switch (r) {
+    case mcast_table::result::ok:
+    case mcast_table::result::already_attached: return hw::CMD_OK;
+    case mcast_table::result::no_space: return hw::CMD_BAD_RESOURCE;
+    case mcast_table::result::not_attached: return hw::CMD_BAD_PARAM;
+    }
+    return hw::CMD_BAD_PARAM;
 }
 
 uint8_t command_unit::create_mpt(uint32_t index, uint32_t mode, const uint8_t* in, sc_time& delay) {

@@ -19,6 +19,7 @@ class transport_engine;
 class translation_unit;
 class cq_writer;
 class pkey_checker;
+class mcast_table;
 class port;
 class link;
 
@@ -43,6 +44,8 @@ public:
     void bind(wqe_fetcher& f, transport_engine& t, translation_unit& x, cq_writer& c, pkey_checker& k) {
         fetcher_ = &f; engine_ = &t; xlate_ = &x; cqw_ = &c; pkeys_ = &k;
     }
+    /// The multicast group table (CMD_ATTACH_MCAST / CMD_DETACH_MCAST).
+    void bind_mcast(mcast_table& m) { mcast_ = &m; }
 
     // From the doorbell unit.
     void set_mailbox(uint64_t pa) { mailbox_ = pa; }
@@ -55,6 +58,7 @@ private:
     void run();
     uint8_t execute(hw::cmd_mailbox& m, sc_core::sc_time& delay);
     uint8_t create_mpt(uint32_t index, uint32_t mode, const uint8_t* in, sc_core::sc_time& delay);
+    uint8_t mcast(uint32_t qpn, bool attach, const uint8_t* in, sc_core::sc_time& delay);
     uint8_t modify_qp(uint32_t qpn, uint32_t new_state, const hw::modify_qp_in& in, sc_core::sc_time& delay);
 
     wqe_fetcher* fetcher_ = nullptr;
@@ -62,6 +66,7 @@ private:
     translation_unit* xlate_ = nullptr;
     cq_writer* cqw_ = nullptr;
     pkey_checker* pkeys_ = nullptr;
+    mcast_table* mcast_ = nullptr;
 
     const hca_identity& id_;  // owned by the hca; port facts are set after link negotiation
     hw::init_hca_in tables_{};

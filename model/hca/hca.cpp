@@ -1,5 +1,7 @@
 #include "model/hca/hca.h"
 
+#include <algorithm>
+
 namespace hcasim {
 
 using namespace sc_core;
@@ -34,6 +36,7 @@ hca::hca(const sc_module_name& name, unsigned node_index)
       translation("translation_unit", clock_),
       cqs("cq_writer", clock_, max_cqs, 16),
       pkeys("pkey_checker", max_qps),
+      mcast("mcast_table", max_qps),
       port0("port") {
     max_qps.range(2, 1u << 24);
     max_cqs.range(1, 1u << 24);
@@ -45,7 +48,7 @@ hca::hca(const sc_module_name& name, unsigned node_index)
         throw config_error(std::string(this->name()) + ".mw_type2: '" + mw_type2.get() + "' is not 2A or 2B");
 
     hw::hca_caps& c = id_.caps;
-    c.flags = hw::CAP_RC | hw::CAP_UC | hw::CAP_UD | hw::CAP_INLINE | hw::CAP_RDMA_READ | hw::CAP_ATOMIC | hw::CAP_SQD_ASYNC | hw::CAP_MW |
+    c.flags = hw::CAP_RC | hw::CAP_UC | hw::CAP_UD | hw::CAP_MCAST | hw::CAP_INLINE | hw::CAP_RDMA_READ | hw::CAP_ATOMIC | hw::CAP_SQD_ASYNC | hw::CAP_MW |
               hw::CAP_SEND_INV | hw::CAP_ZBVA | hw::CAP_BLOCK_LIST | hw::CAP_LOCAL_INV_FENCE | hw::CAP_RESERVED_LKEY |
               (mw_type2.get() == "2A" ? hw::CAP_MW_TYPE2A : hw::CAP_MW_TYPE2B);
     c.node_guid = node_guid ? node_guid.get() : 0x0002c90300000000ull + node_index + 1;
@@ -70,6 +73,9 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     c.max_mw = max_mrs;  // windows and regions share the MPT
     c.reserved_lkey = hw::RESERVED_LKEY;
     c.max_fast_reg_pages = MAX_FAST_REG_PAGES;
+    c.max_mcast_grp = mcast.max_groups;
+    c.max_mcast_qp_attach = uint16_t(std::min(mcast.max_qps_per_group.get(), 0xFFFFu));
+    c.max_total_mcast_qp_attach = mcast.max_groups * mcast.max_qps_per_group;
     c.max_uar = hw::MAX_UARS;
     c.phys_port_cnt = 1;
     c.local_ca_ack_delay = 15;
@@ -93,6 +99,8 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     fetcher.bind_engine(engine);
     engine.bind(fetcher, translation, cqs, port0, pkeys);
     commands.bind(fetcher, engine, translation, cqs, pkeys);
+    commands.bind_mcast(mcast);
+    engine.bind_mcast(mcast);
     port0.bind_receiver(pkeys);
     pkeys.bind_receiver(engine);
     commands.dma.socket.bind(dma.units);

@@ -11,6 +11,7 @@
 #include "model/hca/command_unit.h"
 #include "model/hca/cq_writer.h"
 #include "model/hca/dma_mux.h"
+#include "model/hca/mcast_table.h"
 #include "model/hca/doorbell_unit.h"
 #include "model/hca/pkey_checker.h"
 #include "model/hca/port.h"
@@ -47,6 +48,7 @@ public:
     translation_unit translation;
     cq_writer cqs;
     pkey_checker pkeys;
+    mcast_table mcast;
     port port0;
 
     SC_HAS_PROCESS(hca);

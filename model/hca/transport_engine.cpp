@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "model/hca/cq_writer.h"
+#include "model/hca/mcast_table.h"
 #include "model/hca/pkey_checker.h"
 #include "model/hca/port.h"
 #include "model/hca/translation_unit.h"
@@ -90,6 +91,8 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
       ud_dropped("ud_dropped", "UD datagrams dropped at the responder (Q_Key mismatch, no receive WQE, bad opcode)"),
       qkey_violations("qkey_violations", "UD datagrams whose Q_Key was not the QP's (C10-14)"),
       ud_oversize("ud_oversize", "UD sends longer than the path MTU, completed without sending (C10-93.1.1)"),
+      mcast_deliveries("mcast_deliveries", "multicast datagrams delivered to attached QPs (one per QP)"),
+      mcast_dropped("mcast_dropped", "multicast packets dropped (QPN not 0xFFFFFF, no GRH, not UD SEND, no attached QP)"),
       qps_(max_qps),
       ready_(max_qps),
       resp_ready_(max_qps) {
@@ -1329,6 +1332,10 @@ void transport_engine::send_response(qp& q) {
 // ---------------------------------------------------------------- receive path
 
 void transport_engine::receive(const rx_packet& p) {
+    if (mcast_table::is_mlid(p.h.l.dlid)) {
+        receive_mcast(p);
+        return;
+    }
     const uint32_t qpn = p.h.b.dest_qp;
     if (qpn >= qps_.size() || !qps_[qpn].valid) {
         ++dropped_bad_qp;
@@ -1861,6 +1868,34 @@ void transport_engine::handle_ud(qp& q, const rx_packet& p) {
                     delay, 0, &src);
     ++rx_packets;
     rx_payload_bytes += p.payload_len;
+}
+
+void transport_engine::receive_mcast(const rx_packet& p) {
+    // o10-35: a multicast packet names QP 0xFFFFFF; it is a UD SEND and carries a GRH whose DGID
+    // is the group's MGID (IBA 8.4.1).
+    const bool ud_send = p.h.b.opcode == op::UD_SEND_ONLY || p.h.b.opcode == op::UD_SEND_ONLY_IMM;
+    unsigned n = 0;
+    const uint32_t* members =
+        mcast_ && ud_send && p.h.has_grh && p.h.b.dest_qp == 0xFFFFFF ? mcast_->lookup(p.h.l.dlid, p.h.g.dgid.data(), n)
+                                                                      : nullptr;
+    unsigned delivered = 0;
+    for (unsigned i = 0; i < n; ++i) {
+        const uint32_t qpn = members[i];
+        if (qpn >= qps_.size())
+            continue;
+        qp& q = qps_[qpn];
+        if (!q.valid || q.transport != hw::QPT_UD ||
+            !(q.state == hw::QPS_RTR || q.state == hw::QPS_RTS || q.state == hw::QPS_SQD || q.state == hw::QPS_SQE))
+            continue;
+        if (!pkey_checker::match(p.h.b.pkey, pkeys_->pkey(q.pkey_index)))
+            continue;  // this member is not in the packet's partition
+        handle_ud(q, p);  // each attached QP takes a receive WQE of its own
+        ++delivered;
+    }
+    if (delivered)
+        mcast_deliveries += delivered;
+    else
+        ++mcast_dropped;
 }
 
 void transport_engine::build_ud_headers(const qp& q, const send_wqe& w, wire::headers& h, uint8_t opcode) const {

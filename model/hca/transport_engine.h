@@ -52,6 +52,7 @@ class translation_unit;
 class cq_writer;
 class port;
 class pkey_checker;
+class mcast_table;
 
 /// READ/atomic operations a QP may have outstanding, either side (QUERY_HCA max_qp_rd_atom).
 constexpr unsigned MAX_RD_ATOMIC = 16;
@@ -74,7 +75,7 @@ public:
         acks_received, naks_received, rnr_naks_sent, duplicates, seq_errors, dropped_bad_qp, retransmits,
         timeouts, read_requests, read_responses_sent, read_responses_received, atomics_executed,
         atomic_replays, send_completions, recv_completions, error_completions, flushed, async_events,
-        uc_dropped, ud_dropped, qkey_violations, ud_oversize;
+        uc_dropped, ud_dropped, qkey_violations, ud_oversize, mcast_deliveries, mcast_dropped;
 
     SC_HAS_PROCESS(transport_engine);
     transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_qps);
@@ -82,6 +83,8 @@ public:
     void bind(wqe_fetcher& f, translation_unit& t, cq_writer& c, port& p, pkey_checker& k) {
         fetcher_ = &f; xlate_ = &t; cqw_ = &c; port_ = &p; pkeys_ = &k;
     }
+    /// The multicast group table (fan-out of received multicast datagrams).
+    void bind_mcast(mcast_table& m) { mcast_ = &m; }
     /// The port's LID (source LID of every packet sent).
     void set_lid(uint16_t lid) { lid_ = lid; }
     /// The port's LMC (UD source path bits, C10-3) and GID (index 0: the source GID of a GRH).
@@ -289,6 +292,8 @@ private:
     void abandon_uc(qp& q);
     /// UD responder: Q_Key check, GRH area, scatter, completion with the datagram's source.
     void handle_ud(qp& q, const rx_packet& p);
+    /// A multicast datagram: delivered to every attached UD QP whose P_Key matches (o10-34, o10-35).
+    void receive_mcast(const rx_packet& p);
     /// LRH/BTH/DETH (and GRH) of a UD SEND from its WQE's datagram segment.
     void build_ud_headers(const qp& q, const send_wqe& w, wire::headers& h, uint8_t opcode) const;
     /// UC/UD send error: SQEr, the send queue flushed, the receive queue untouched (C10-38..40).
@@ -320,6 +325,7 @@ private:
     cq_writer* cqw_ = nullptr;
     port* port_ = nullptr;
     pkey_checker* pkeys_ = nullptr;
+    mcast_table* mcast_ = nullptr;
     uint16_t lid_ = 0;
     uint8_t lmc_ = 0;
     uint8_t gid_[16] = {};

@@ -52,6 +52,16 @@ machine::machine() {
         net.sw->set_route(i, n.lid(), rate, sc_time(n.cable.propagation_ns.get(), SC_NS), n.cable.fault_config());
         if (n.cable.down_at_ns >= 0)
             n.adapter.link_down_at(sc_time(n.cable.down_at_ns.get(), SC_NS));
+        // Multicast membership: when the HCA's first QP joins a group (or its last leaves), the
+        // switch port toward it joins (leaves) the group's forwarding entry. This stands in for
+        // the subnet administrator's MCMemberRecord join and the SM programming the switch.
+        ib_switch* sw = net.sw.get();
+        n.adapter.mcast.on_change([sw, i](uint16_t mlid, bool joined) {
+            if (joined)
+                sw->join_mcast(mlid, i);
+            else
+                sw->leave_mcast(mlid, i);
+        });
     }
 }
 
