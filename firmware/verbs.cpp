@@ -598,7 +598,7 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
     a->vendor_id = c.vendor_id;
     a->vendor_part_id = c.vendor_part_id;
     a->hw_ver = c.hw_ver;
-    a->max_qp = int(std::min<uint32_t>(c.max_qp, ctx->driver->num_qps() - 1));
+    a->max_qp = int(std::min<uint32_t>(c.max_qp, ctx->driver->num_qps() - fw::FIRST_CONSUMER_QPN));
     a->max_qp_wr = int(c.max_qp_wr);
     a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ |
                           ((c.flags & hw::CAP_APM) ? IBV_DEVICE_AUTO_PATH_MIG : 0) |
