@@ -650,6 +650,35 @@ int ibv_query_port(ibv_context* ctx, uint8_t port_num, ibv_port_attr* a) {
     a->active_speed = p.link_speed;
     a->phys_state = p.state == IBV_PORT_DOWN ? 3 : 5;  // polling / link up
     a->link_layer = 1;                                 // InfiniBand
+    a->bad_pkey_cntr = p.pkey_violations;              // o10-57
+    a->qkey_viol_cntr = p.qkey_violations;
+    return 0;
+}
+
+int ibv_query_pkey(ibv_context* ctx, uint8_t port_num, int index, uint16_t* pkey) {
+    if (!ctx || !pkey) return EINVAL;
+    verb_cost(ctx);
+    const hw::port_info* p = ctx->driver->port(port_num);
+    if (!p || index < 0 || index >= p->pkey_table_len) return EINVAL;
+    uint16_t v = 0;
+    const hw::cmd_status st =
+        ctx->driver->exec(hw::CMD_QUERY_PKEY, port_num, uint32_t(index), nullptr, 0, &v, sizeof v);
+    if (st != hw::CMD_OK) return fw::cmd_errno(st);
+    *pkey = v;
+    return 0;
+}
+
+int ibv_query_gid(ibv_context* ctx, uint8_t port_num, int index, ibv_gid* gid) {
+    if (!ctx || !gid) return EINVAL;
+    verb_cost(ctx);
+    const hw::port_info* p = ctx->driver->port(port_num);
+    if (!p || index < 0 || index >= p->gid_table_len) return EINVAL;
+    hw::gid_entry g{};
+    const hw::cmd_status st =
+        ctx->driver->exec(hw::CMD_QUERY_GID, port_num, uint32_t(index), nullptr, 0, &g, sizeof g);
+    if (st != hw::CMD_OK) return fw::cmd_errno(st);
+    static_assert(sizeof gid->raw == sizeof g.raw);
+    std::memcpy(gid->raw, g.raw, sizeof g.raw);
     return 0;
 }
 
