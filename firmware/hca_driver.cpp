@@ -217,7 +217,7 @@ int hca_driver::init() {
 
     pdn_ = id_allocator(1, std::max<uint32_t>(caps_.max_pd, 2) - 1);
     cqn_ = id_allocator(1, num_cqs() - 1);
-    qpn_ = id_allocator(1, num_qps() - 1);
+    qpn_ = id_allocator(FIRST_CONSUMER_QPN, num_qps() - FIRST_CONSUMER_QPN);  // 0, 1: the special QPs
     uar_ = id_allocator(1, std::min<uint32_t>(std::max<uint32_t>(caps_.max_uar, 2), hw::MAX_UARS) - 1);
     mpt_ = id_allocator(1, std::min<uint32_t>(num_mpts(), 1u << 24) - 1);
     mtt_ = range_allocator(0, num_mtts());

@@ -16,6 +16,9 @@
 
 namespace hcasim::fw {
 
+/// Lowest QPN a consumer QP gets: QP0 (SMI) and QP1 (GSI) are the special QPs (IBA 10.2.4.5).
+constexpr uint32_t FIRST_CONSUMER_QPN = 2;
+
 /// Driver-level status for a command that did not finish in time (not an HCA cmd_status).
 constexpr hw::cmd_status CMD_TIMEOUT = hw::cmd_status(0xFE);
 /// Driver-level status for a command refused because the driver is in fatal error.
@@ -109,7 +112,8 @@ public:
     uint32_t num_mpts() const { return 1u << log_mpts_; }
     uint32_t num_mtts() const { return 1u << log_mtts_; }
 
-    /// Resource numbers (0 reserved for PDN, CQN, QPN, MPT index and UAR).
+    /// Resource numbers (0 reserved for PDN, CQN, MPT index and UAR; QPNs start at
+    /// FIRST_CONSUMER_QPN).
     bool alloc_pdn(uint32_t* n) { return pdn_.alloc(n); }
     void free_pdn(uint32_t n) { pdn_.free(n); }
     bool alloc_cqn(uint32_t* n) { return cqn_.alloc(n); }

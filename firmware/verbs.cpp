@@ -601,7 +601,7 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
     a->vendor_id = c.vendor_id;
     a->vendor_part_id = c.vendor_part_id;
     a->hw_ver = c.hw_ver;
-    a->max_qp = int(std::min<uint32_t>(c.max_qp, ctx->driver->num_qps() - 1));
+    a->max_qp = int(std::min<uint32_t>(c.max_qp, ctx->driver->num_qps() - fw::FIRST_CONSUMER_QPN));
     a->max_qp_wr = int(c.max_qp_wr);
     a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ |
                           ((c.flags & hw::CAP_APM) ? IBV_DEVICE_AUTO_PATH_MIG : 0) |
@@ -658,6 +658,35 @@ int ibv_query_port(ibv_context* ctx, uint8_t port_num, ibv_port_attr* a) {
     a->active_speed = p.link_speed;
     a->phys_state = p.state == IBV_PORT_DOWN ? 3 : 5;  // polling / link up
     a->link_layer = 1;                                 // InfiniBand
+    a->bad_pkey_cntr = p.pkey_violations;              // o10-57
+    a->qkey_viol_cntr = p.qkey_violations;
+    return 0;
+}
+
+int ibv_query_pkey(ibv_context* ctx, uint8_t port_num, int index, uint16_t* pkey) {
+    if (!ctx || !pkey) return EINVAL;
+    verb_cost(ctx);
+    const hw::port_info* p = ctx->driver->port(port_num);
+    if (!p || index < 0 || index >= p->pkey_table_len) return EINVAL;
+    uint16_t v = 0;
+    const hw::cmd_status st =
+        ctx->driver->exec(hw::CMD_QUERY_PKEY, port_num, uint32_t(index), nullptr, 0, &v, sizeof v);
+    if (st != hw::CMD_OK) return fw::cmd_errno(st);
+    *pkey = v;
+    return 0;
+}
+
+int ibv_query_gid(ibv_context* ctx, uint8_t port_num, int index, ibv_gid* gid) {
+    if (!ctx || !gid) return EINVAL;
+    verb_cost(ctx);
+    const hw::port_info* p = ctx->driver->port(port_num);
+    if (!p || index < 0 || index >= p->gid_table_len) return EINVAL;
+    hw::gid_entry g{};
+    const hw::cmd_status st =
+        ctx->driver->exec(hw::CMD_QUERY_GID, port_num, uint32_t(index), nullptr, 0, &g, sizeof g);
+    if (st != hw::CMD_OK) return fw::cmd_errno(st);
+    static_assert(sizeof gid->raw == sizeof g.raw);
+    std::memcpy(gid->raw, g.raw, sizeof g.raw);
     return 0;
 }
 

@@ -382,8 +382,17 @@ ibv_context* ibv_open_device(fw::hca_driver& drv, fw::address_space& as);
 int ibv_close_device(ibv_context* ctx);
 /// Device attributes from the HCA capabilities.
 int ibv_query_device(ibv_context* ctx, ibv_device_attr* attr);
-/// Port attributes (re-queried from the HCA).
+/// Port attributes (re-queried from the HCA), including the port's P_Key and Q_Key violation
+/// counters (bad_pkey_cntr, qkey_viol_cntr: 16 bits, saturating, o10-57).
 int ibv_query_port(ibv_context* ctx, uint8_t port_num, ibv_port_attr* attr);
+/// Reads P_Key table entry `index` of a port (QUERY_PKEY); an invalid entry reads as its value
+/// (low 15 bits zero). Host byte order (libibverbs: __be16). EINVAL for a bad port or index. There
+/// is no verb that writes the table (C10-122).
+int ibv_query_pkey(ibv_context* ctx, uint8_t port_num, int index, uint16_t* pkey);
+/// Reads GID table entry `index` of a port (QUERY_GID) into gid->raw, network byte order as in
+/// libibverbs; index 0 is the port GID, subnet prefix fe80::/64 + port GUID, read-only (C10-1,
+/// C10-2: no verb writes a GID). EINVAL for a bad port or an index >= gid_tbl_len.
+int ibv_query_gid(ibv_context* ctx, uint8_t port_num, int index, ibv_gid* gid);
 
 /// Allocates a protection domain.
 ibv_pd* ibv_alloc_pd(ibv_context* ctx);

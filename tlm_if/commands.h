@@ -18,7 +18,10 @@ enum cmd_opcode : uint16_t {
     CMD_QUERY_HCA = 0x01,    ///< out: hca_caps
     CMD_INIT_HCA = 0x02,     ///< in: init_hca_in
     CMD_QUERY_PORT = 0x03,   ///< in_mod: port; out: port_info
-    CMD_SET_PKEY = 0x04,     ///< in_mod: port; op_mod: index; in: uint16 pkey
+    CMD_SET_PKEY = 0x04,     ///< in_mod: port; op_mod: index; in: uint16 pkey (management path only:
+                             ///< no verb issues it, C10-122)
+    CMD_QUERY_PKEY = 0x05,   ///< in_mod: port; op_mod: index; out: uint16 pkey (read only)
+    CMD_QUERY_GID = 0x06,    ///< in_mod: port; op_mod: index; out: gid_entry (read only)
     CMD_CREATE_EQ = 0x08,    ///< in_mod: EQN; in: eq_context
     CMD_CREATE_CQ = 0x10,    ///< in_mod: CQN; in: cq_context
     CMD_DESTROY_CQ = 0x11,   ///< in_mod: CQN
@@ -172,13 +175,23 @@ struct port_info {
     uint8_t link_speed;   ///< 0 sdr,1 ddr,2 qdr,3 fdr,4 edr,5 hdr,6 ndr
     uint16_t pkey_table_len; ///< P_Key table entries
     uint16_t gid_table_len;  ///< GID table entries
-    uint16_t rsvd0;       ///< reserved, zero
+    uint16_t pkey_violations; ///< P_Key violation counter (o10-57): 16 bits, saturates at 0xFFFF
     uint64_t gid_prefix;  ///< subnet prefix of GID 0
     uint64_t port_guid;   ///< port GUID (interface ID of GID 0)
     uint32_t data_rate_mbps; ///< data rate after encoding, Mb/s
-    uint32_t rsvd1;       ///< reserved, zero
+    uint16_t qkey_violations; ///< Q_Key violation counter: 16 bits, saturates at 0xFFFF
+    uint16_t rsvd1;       ///< reserved, zero
 };
 static_assert(sizeof(port_info) == 40);
+static_assert(offsetof(port_info, pkey_violations) == 14 && offsetof(port_info, gid_prefix) == 16);
+static_assert(offsetof(port_info, qkey_violations) == 36 && offsetof(port_info, rsvd1) == 38);
+
+/// CMD_QUERY_GID output: one GID table entry.
+struct gid_entry {
+    uint8_t raw[16];      ///< the GID in network byte order, as in a GRH: subnet prefix (8 bytes, MSB
+                          ///< first), then interface ID (8 bytes, MSB first)
+};
+static_assert(sizeof(gid_entry) == 16);
 
 /// Modify-QP attribute mask bits (libibverbs ibv_qp_attr_mask values).
 enum qp_attr_mask : uint32_t {

@@ -73,17 +73,42 @@ void command_unit::run() {
 uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
     const uint32_t in_mod = m.in_mod;
     if (m.opcode != hw::CMD_QUERY_HCA && m.opcode != hw::CMD_INIT_HCA && m.opcode != hw::CMD_QUERY_PORT &&
-        !initialised_)
+        m.opcode != hw::CMD_QUERY_PKEY && m.opcode != hw::CMD_QUERY_GID && !initialised_)
         return hw::CMD_NOT_INIT;
     switch (m.opcode) {
     case hw::CMD_QUERY_HCA:
         std::memcpy(m.out, &id_.caps, sizeof id_.caps);
         return hw::CMD_OK;
-    case hw::CMD_QUERY_PORT:
+    case hw::CMD_QUERY_PORT: {
         if (in_mod != 1)
             return hw::CMD_BAD_PARAM;
-        std::memcpy(m.out, &id_.port, sizeof id_.port);
+        hw::port_info p = id_.port;
+        p.pkey_violations = pkeys_->pkey_violation_count();
+        p.qkey_violations = pkeys_->qkey_violation_count();
+        std::memcpy(m.out, &p, sizeof p);
         return hw::CMD_OK;
+    }
+    case hw::CMD_QUERY_PKEY: {
+        if (in_mod != 1 || m.op_mod >= pkeys_->table_len)
+            return hw::CMD_BAD_PARAM;
+        const uint16_t pkey = pkeys_->pkey(m.op_mod);
+        std::memcpy(m.out, &pkey, sizeof pkey);
+        return hw::CMD_OK;
+    }
+    case hw::CMD_QUERY_GID: {
+        // One entry: GID 0 = the port's subnet prefix and GUID, fixed (C10-1, C10-2); no
+        // command writes a GID.
+        if (in_mod != 1 || m.op_mod >= id_.port.gid_table_len)
+            return hw::CMD_BAD_PARAM;
+        hw::gid_entry g{};
+        if (m.op_mod == 0)
+            for (int i = 0; i < 8; ++i) {
+                g.raw[i] = uint8_t(id_.port.gid_prefix >> (56 - 8 * i));
+                g.raw[8 + i] = uint8_t(id_.port.port_guid >> (56 - 8 * i));
+            }
+        std::memcpy(m.out, &g, sizeof g);
+        return hw::CMD_OK;
+    }
     case hw::CMD_INIT_HCA: {
         hw::init_hca_in t;
         std::memcpy(&t, m.in, sizeof t);
@@ -98,6 +123,8 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         return hw::CMD_OK;
     }
     case hw::CMD_SET_PKEY: {
+        // The management path (stand-in for the SMA's SubnSet(P_KeyTable)); no verb issues it
+        // (C10-122).
         uint16_t pkey;
         std::memcpy(&pkey, m.in, sizeof pkey);
         return in_mod == 1 && pkeys_->set_pkey(m.op_mod, pkey) ? hw::CMD_OK : hw::CMD_BAD_PARAM;

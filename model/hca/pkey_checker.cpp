@@ -4,11 +4,13 @@ namespace hcasim {
 
 pkey_checker::pkey_checker(const sc_core::sc_module_name& name, unsigned max_qps)
     : sc_module(name),
-      table_len("table_len", 128, "entries", "P_Key table entries per port"),
+      table_len("table_len", 128, "entries", "P_Key table entries per port (1..65535)"),
       checked("checked", "packets checked"),
-      violations("violations", "packets dropped for a P_Key mismatch (P_Key violation counter)"),
+      violations("violations", "packets dropped for a P_Key mismatch (not saturating; see port_info.pkey_violations)"),
+      qkey_violations("qkey_violations",
+                      "packets dropped for a Q_Key mismatch (not saturating; see port_info.qkey_violations)"),
       qp_index_(max_qps, -1) {
-    table_len.range(1, 32768);
+    table_len.range(1, 65535);  // C10-121; port_info.pkey_table_len is 16 bits
     table_.assign(table_len, 0);
     table_[0] = 0xFFFF;  // default partition, full member
 }
@@ -30,14 +32,43 @@ void pkey_checker::unbind_qp(uint32_t qpn) {
         qp_index_[qpn] = -1;
 }
 
+int32_t pkey_checker::find_match(uint16_t pkey) const {
+    // A linear scan: only QP1 (management traffic) needs it.
+    for (size_t i = 0; i < table_.size(); ++i)
+        if (match(pkey, table_[i]))
+            return int32_t(i);
+    return -1;
+}
+
 void pkey_checker::receive(const rx_packet& p) {
     ++checked;
     const uint32_t qpn = p.h.b.dest_qp;
+    if (qpn == SMI_QPN) {
+        // C10-131: QP0 takes any P_Key (M_Keys protect management, not partitions).
+        if (sink_)
+            sink_->receive(p);
+        return;
+    }
+    if (qpn == GSI_QPN) {
+        // C10-132: QP1 takes a P_Key that matches any valid entry; the entry's index goes with
+        // the packet (the CQE's pkey_index).
+        const int32_t idx = find_match(p.h.b.pkey);
+        if (idx < 0) {
+            pkey_violation();
+            return;
+        }
+        if (sink_) {
+            rx_packet q = p;
+            q.pkey_index = uint16_t(idx);
+            sink_->receive(q);
+        }
+        return;
+    }
     const int32_t idx = qpn < qp_index_.size() ? qp_index_[qpn] : -1;
     // A QPN with no binding is no QP of ours in a receiving state: the transport engine
     // drops it and counts it there.
     if (idx >= 0 && !match(p.h.b.pkey, table_[idx])) {
-        ++violations;
+        pkey_violation();
         return;
     }
     if (sink_)

@@ -1,6 +1,11 @@
 // P_Key checker: every received packet's BTH P_Key is matched against the P_Key the
 // destination QP is bound to (its pkey_index into the port's P_Key table) by the IBA matching
 // rule (10.9.3); mismatches are dropped and counted, matches go on to the transport engine.
+// The management QPs follow 10.9.8: QP0 (SMI) accepts any P_Key, QP1 (GSI) any P_Key that
+// matches a valid entry of the table. The unit also holds the port's two 16-bit saturating
+// key violation counters that QUERY_PORT reports (IBA PortInfo P_KeyViolations and
+// Q_KeyViolations): the P_Key one counts its own drops, the Q_Key one is counted by whoever
+// checks Q_Keys (the transport engine) through qkey_violation().
 #pragma once
 #include <systemc>
 
@@ -14,9 +19,12 @@ namespace hcasim {
 
 class pkey_checker : public sc_core::sc_module, public rx_sink {
 public:
-    param<unsigned> table_len;  ///< P_Key table entries of the port
+    param<unsigned> table_len;  ///< P_Key table entries of the port (1..65535, C10-121)
 
-    counter checked, violations;
+    counter checked, violations, qkey_violations;
+
+    /// QPNs of the management QPs (IBA 10.9.8).
+    static constexpr uint32_t SMI_QPN = 0, GSI_QPN = 1;
 
     pkey_checker(const sc_core::sc_module_name& name, unsigned max_qps);
 
@@ -33,13 +41,34 @@ public:
     static bool match(uint16_t a, uint16_t b) {
         return (a & 0x7FFF) != 0 && (a & 0x7FFF) == (b & 0x7FFF) && ((a | b) & 0x8000);
     }
+    /// Lowest table index whose entry matches `pkey` (C10-132), or -1.
+    int32_t find_match(uint16_t pkey) const;
+
+    /// o10-57: P_Key violation counter (16 bits, saturates at 0xFFFF, zero at power-on).
+    uint16_t pkey_violation_count() const { return pkey_viol_; }
+    /// Q_Key violation counter (16 bits, saturating), reported next to the P_Key one.
+    uint16_t qkey_violation_count() const { return qkey_viol_; }
+    /// Counts one received packet dropped for a Q_Key mismatch (C10-14); called by the unit
+    /// that checks Q_Keys.
+    void qkey_violation() {
+        ++qkey_violations;
+        if (qkey_viol_ != 0xFFFF)
+            ++qkey_viol_;
+    }
 
     void receive(const rx_packet& p) override;
 
 private:
+    void pkey_violation() {
+        ++violations;
+        if (pkey_viol_ != 0xFFFF)
+            ++pkey_viol_;
+    }
+
     rx_sink* sink_ = nullptr;
     std::vector<uint16_t> table_;
     std::vector<int32_t> qp_index_;  // per QPN: bound table index, -1 if none
+    uint16_t pkey_viol_ = 0, qkey_viol_ = 0;
 };
 
 }  // namespace hcasim

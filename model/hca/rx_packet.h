@@ -12,6 +12,7 @@ struct rx_packet {
     const uint8_t* payload;     ///< payload bytes (pad excluded)
     uint32_t payload_len;       ///< payload length
     uint32_t wire_len;          ///< whole packet length on the wire
+    uint16_t pkey_index = 0;    ///< packets to QP1: the P_Key table entry matched (C10-132), else 0
 };
 
 /// Receiver of decoded packets (the next unit on the receive path).

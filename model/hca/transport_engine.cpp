@@ -1826,6 +1826,7 @@ void transport_engine::handle_ud(qp& q, const rx_packet& p) {
     // C10-14: a datagram whose Q_Key is not the QP's is dropped silently.
     if (p.h.d.qkey != q.qkey) {
         ++qkey_violations;
+        pkeys_->qkey_violation();  // the port's Q_Key violation counter (QUERY_PORT)
         ++ud_dropped;
         return;
     }

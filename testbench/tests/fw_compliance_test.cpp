@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <set>
 
 #include "firmware/hca_driver.h"
 #include "firmware/verbs.h"
@@ -424,6 +425,149 @@ TEST(FwCompliance, C10_125_qp_gets_a_pkey_index_into_its_port_table_before_use) 
         EXPECT_EQ(mi.ctx.pkey_index, e.bus.port.pkey_table_len - 1);
         EXPECT_EQ(mi.ctx.port, 1);
     }
+}
+
+TEST(FwCompliance, C10_1_query_gid_and_query_pkey_read_the_hca_tables) {
+    env e([](test::fake_hca_bus& b) {
+        b.port.gid_prefix = 0xfe80000000000000ull;
+        hw::gid_entry g0{{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x11, 0x22}};
+        b.gid_table[0] = g0;
+        b.gid_table[7].raw[15] = 7;
+        b.pkey_table[15] = 0x8123;
+    });
+    ibv_port_attr pa{};
+    ASSERT_EQ(ibv_query_port(e.ctx, 1, &pa), 0);
+    EXPECT_EQ(pa.gid_tbl_len, 8);
+    EXPECT_EQ(pa.pkey_tbl_len, 16);
+    size_t cmds = e.bus.cmds.size();
+    ibv_gid g{};
+    ASSERT_EQ(ibv_query_gid(e.ctx, 1, 0, &g), 0);
+    ASSERT_EQ(e.bus.cmds.size(), cmds + 1);
+    EXPECT_EQ(e.bus.cmds.back().opcode, hw::CMD_QUERY_GID);
+    EXPECT_EQ(e.bus.cmds.back().in_mod, 1u);
+    EXPECT_EQ(e.bus.cmds.back().op_mod, 0u);
+    const uint8_t want0[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x11, 0x22};
+    EXPECT_EQ(std::memcmp(g.raw, want0, 16), 0) << "network byte order, as the HCA gives it";
+    ASSERT_EQ(ibv_query_gid(e.ctx, 1, 7, &g), 0);
+    EXPECT_EQ(e.bus.cmds.back().op_mod, 7u);
+    EXPECT_EQ(g.raw[15], 7);
+    uint16_t k = 0;
+    ASSERT_EQ(ibv_query_pkey(e.ctx, 1, 15, &k), 0);
+    EXPECT_EQ(e.bus.cmds.back().opcode, hw::CMD_QUERY_PKEY);
+    EXPECT_EQ(e.bus.cmds.back().op_mod, 15u);
+    EXPECT_EQ(k, 0x8123);
+    ASSERT_EQ(ibv_query_pkey(e.ctx, 1, 0, &k), 0);
+    EXPECT_EQ(k, 0xFFFF);
+    // Out of range: refused before any command.
+    cmds = e.bus.cmds.size();
+    EXPECT_EQ(ibv_query_gid(e.ctx, 1, 8, &g), EINVAL);
+    EXPECT_EQ(ibv_query_gid(e.ctx, 1, -1, &g), EINVAL);
+    EXPECT_EQ(ibv_query_gid(e.ctx, 0, 0, &g), EINVAL);
+    EXPECT_EQ(ibv_query_gid(e.ctx, 2, 0, &g), EINVAL);
+    EXPECT_EQ(ibv_query_gid(e.ctx, 1, 0, nullptr), EINVAL);
+    EXPECT_EQ(ibv_query_pkey(e.ctx, 1, 16, &k), EINVAL);
+    EXPECT_EQ(ibv_query_pkey(e.ctx, 1, -1, &k), EINVAL);
+    EXPECT_EQ(ibv_query_pkey(e.ctx, 2, 0, &k), EINVAL);
+    EXPECT_EQ(ibv_query_pkey(e.ctx, 1, 0, nullptr), EINVAL);
+    EXPECT_EQ(e.bus.cmds.size(), cmds);
+    // An HCA refusal is an error, and the output is left alone.
+    e.bus.fail_opcode[hw::CMD_QUERY_PKEY] = hw::CMD_BAD_PARAM;
+    k = 0x5555;
+    EXPECT_EQ(ibv_query_pkey(e.ctx, 1, 1, &k), EINVAL);
+    EXPECT_EQ(k, 0x5555);
+}
+
+TEST(FwCompliance, o10_57_query_port_reports_the_hca_violation_counters) {
+    env e;
+    ibv_port_attr pa{};
+    ASSERT_EQ(ibv_query_port(e.ctx, 1, &pa), 0);
+    EXPECT_EQ(pa.bad_pkey_cntr, 0u);
+    EXPECT_EQ(pa.qkey_viol_cntr, 0u);
+    e.bus.port.pkey_violations = 0xFFFF;
+    e.bus.port.qkey_violations = 0x0102;
+    ASSERT_EQ(ibv_query_port(e.ctx, 1, &pa), 0);  // re-queried from the HCA
+    EXPECT_EQ(pa.bad_pkey_cntr, 0xFFFFu);
+    EXPECT_EQ(pa.qkey_viol_cntr, 0x0102u);
+}
+
+TEST(FwCompliance, C10_2_C10_122_no_verb_writes_the_gid_or_pkey_table) {
+    env e;
+    // Every verb, P_Key indices included; then the commands they issued.
+    ibv_device_attr da{};
+    ASSERT_EQ(ibv_query_device(e.ctx, &da), 0);
+    ibv_port_attr pa{};
+    ASSERT_EQ(ibv_query_port(e.ctx, 1, &pa), 0);
+    for (int i = 0; i < pa.pkey_tbl_len; ++i) {
+        uint16_t k;
+        ASSERT_EQ(ibv_query_pkey(e.ctx, 1, i, &k), 0);
+    }
+    for (int i = 0; i < pa.gid_tbl_len; ++i) {
+        ibv_gid g;
+        ASSERT_EQ(ibv_query_gid(e.ctx, 1, i, &g), 0);
+    }
+    for (ibv_qp_type t : {IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD}) {
+        ibv_qp* q = e.qp(t);
+        ASSERT_NE(q, nullptr);
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_INIT;
+        a.port_num = 1;
+        a.qkey = 1;
+        a.pkey_index = uint16_t(pa.pkey_tbl_len - 1);
+        ASSERT_EQ(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX |
+                                           (t == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS)),
+                  0);
+        a.pkey_index = 3;
+        ASSERT_EQ(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX), 0);  // Init -> Init
+        e.bring(q, IBV_QPS_RTS);
+        ibv_qp_attr qa{};
+        ibv_qp_init_attr qia{};
+        ASSERT_EQ(ibv_query_qp(q, &qa, IBV_QP_PKEY_INDEX, &qia), 0);
+        EXPECT_EQ(qa.pkey_index, 3);
+        uint64_t va = e.as.alloc(4096, 4096);
+        ibv_mr* mr = ibv_reg_mr(e.pd, va, 4096, IBV_ACCESS_LOCAL_WRITE);
+        ASSERT_NE(mr, nullptr);
+        ibv_sge sge{va, 64, mr->lkey};
+        ibv_recv_wr rw{};
+        rw.sg_list = &sge;
+        rw.num_sge = 1;
+        ibv_recv_wr* bad_r = nullptr;
+        ASSERT_EQ(ibv_post_recv(q, &rw, &bad_r), 0);
+        ibv_ah_attr aa{};
+        aa.dlid = 2;
+        aa.port_num = 1;
+        ibv_ah* ah = ibv_create_ah(e.pd, &aa);
+        ASSERT_NE(ah, nullptr);
+        ibv_send_wr sw{};
+        sw.sg_list = &sge;
+        sw.num_sge = 1;
+        sw.opcode = IBV_WR_SEND;
+        sw.wr.ud.ah = ah;
+        sw.wr.ud.remote_qpn = 5;
+        sw.wr.ud.remote_qkey = 1;
+        ibv_send_wr* bad_s = nullptr;
+        ASSERT_EQ(ibv_post_send(q, &sw, &bad_s), 0);
+        ASSERT_EQ(ibv_destroy_qp(q), 0);
+        ASSERT_EQ(ibv_destroy_ah(ah), 0);
+        ASSERT_EQ(ibv_dereg_mr(mr), 0);
+    }
+    ibv_wc wc;
+    EXPECT_EQ(ibv_poll_cq(e.cq, 1, &wc), 0);
+    ASSERT_EQ(ibv_req_notify_cq(e.cq, 0), 0);
+    ASSERT_EQ(ibv_destroy_cq(e.cq), 0);
+    ASSERT_EQ(ibv_dealloc_pd(e.pd), 0);
+    ASSERT_EQ(ibv_close_device(e.ctx), 0);
+    // None of them changed a table: the only commands naming the port are its queries.
+    const std::set<uint16_t> issued_ok = {
+        hw::CMD_QUERY_HCA, hw::CMD_INIT_HCA,   hw::CMD_QUERY_PORT, hw::CMD_QUERY_PKEY, hw::CMD_QUERY_GID,
+        hw::CMD_CREATE_EQ, hw::CMD_CREATE_CQ,  hw::CMD_DESTROY_CQ, hw::CMD_CREATE_MPT, hw::CMD_DESTROY_MPT,
+        hw::CMD_WRITE_MTT, hw::CMD_QUERY_MPT,  hw::CMD_CREATE_QP,  hw::CMD_MODIFY_QP,  hw::CMD_QUERY_QP,
+        hw::CMD_DESTROY_QP};
+    for (const auto& c : e.bus.cmds) EXPECT_TRUE(issued_ok.count(c.opcode)) << "opcode 0x" << std::hex << c.opcode;
+    EXPECT_TRUE(e.bus.commands_of(hw::CMD_SET_PKEY).empty());
+    EXPECT_EQ(e.bus.commands_of(hw::CMD_QUERY_PKEY).size(), size_t(pa.pkey_tbl_len));
+    EXPECT_EQ(e.bus.commands_of(hw::CMD_QUERY_GID).size(), size_t(pa.gid_tbl_len));
+    for (uint16_t op : {hw::CMD_CREATE_QP, hw::CMD_MODIFY_QP, hw::CMD_QUERY_QP})
+        EXPECT_FALSE(e.bus.commands_of(op).empty()) << "the verbs ran: opcode 0x" << std::hex << op;
 }
 
 // ------------------------------------------------------------------ 10.6 memory registration

@@ -1,7 +1,8 @@
 // A host_bus for firmware logic tests: byte-vector host memory, fake time, and a tiny command
 // responder. Records every command and MMIO write so tests can assert them. The responder keeps
 // QP contexts and MPT entries (CREATE/QUERY/DESTROY_MPT with the interface's state rules) so
-// verbs can read back what they wrote; it never executes WQEs.
+// verbs can read back what they wrote, and answers QUERY_PKEY / QUERY_GID from its own tables;
+// it never executes WQEs.
 #pragma once
 #include <algorithm>
 #include <cstring>
@@ -70,6 +71,9 @@ public:
         port.pkey_table_len = 16;
         port.gid_table_len = 8;
         port.port_guid = 0x1122;
+        pkey_table.assign(port.pkey_table_len, 0);
+        pkey_table[0] = 0xFFFF;
+        gid_table.assign(port.gid_table_len, hw::gid_entry{});
     }
 
     // ---- host_bus
@@ -142,6 +146,8 @@ public:
 
     hw::hca_caps caps{};
     hw::port_info port{};
+    std::vector<uint16_t> pkey_table;     ///< what QUERY_PKEY returns (index < port.pkey_table_len)
+    std::vector<hw::gid_entry> gid_table; ///< what QUERY_GID returns (index < port.gid_table_len)
     bool respond_commands = true;          ///< false: never answer (timeout tests)
     std::map<uint16_t, hw::cmd_status> fail_opcode;  ///< opcode -> status to return
     /// (opcode, op_mod) -> status to return (e.g. only CREATE_MPT with MPT_MODIFY).
@@ -171,6 +177,16 @@ private:
         else if (fm != fail_op_mod.end()) st = fm->second;
         else if (r.opcode == hw::CMD_QUERY_HCA) std::memcpy(mb->out, &caps, sizeof caps);
         else if (r.opcode == hw::CMD_QUERY_PORT) std::memcpy(mb->out, &port, sizeof port);
+        else if (r.opcode == hw::CMD_QUERY_PKEY) {
+            if (r.in_mod != 1 || r.op_mod >= port.pkey_table_len || r.op_mod >= pkey_table.size())
+                st = hw::CMD_BAD_PARAM;
+            else std::memcpy(mb->out, &pkey_table[r.op_mod], sizeof(uint16_t));
+        }
+        else if (r.opcode == hw::CMD_QUERY_GID) {
+            if (r.in_mod != 1 || r.op_mod >= port.gid_table_len || r.op_mod >= gid_table.size())
+                st = hw::CMD_BAD_PARAM;
+            else std::memcpy(mb->out, &gid_table[r.op_mod], sizeof(hw::gid_entry));
+        }
         else if (r.opcode == hw::CMD_CREATE_QP) std::memcpy(&qps[r.in_mod], mb->in, sizeof(hw::qp_context));
         else if (r.opcode == hw::CMD_MODIFY_QP && r.op_mod == hw::QPS_RESET && has_2a) st = hw::CMD_BAD_STATE;
         else if (r.opcode == hw::CMD_MODIFY_QP) {

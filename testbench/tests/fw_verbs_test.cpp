@@ -129,18 +129,28 @@ TEST(Driver, CommandTimeoutIsFatalAndDoesNotHang) {
     EXPECT_EQ(drv.exec(hw::CMD_QUERY_HCA, 0, 0, nullptr, 0), fw::CMD_FATAL);
 }
 
-TEST(Driver, AllocatorsStartAtOneAndAreDeterministic) {
+TEST(Driver, AllocatorsStartAtOneQpnsAtTwoAndAreDeterministic) {
     env e;
     uint32_t a, b;
     ASSERT_TRUE(e.drv.alloc_qpn(&a));
     ASSERT_TRUE(e.drv.alloc_qpn(&b));
-    EXPECT_EQ(a, 1u);
-    EXPECT_EQ(b, 2u);
+    EXPECT_EQ(a, 2u) << "QP0 and QP1 are the special QPs";
+    EXPECT_EQ(b, 3u);
     e.drv.free_qpn(a);
     ASSERT_TRUE(e.drv.alloc_qpn(&b));
-    EXPECT_EQ(b, 1u);
+    EXPECT_EQ(b, 2u);
     EXPECT_EQ(e.pd->handle, 1u);
     EXPECT_EQ(e.cq->handle, 1u);
+    // Every other QPN, and never 0 or 1: num_qps - 2 consumer QPs, as ibv_query_device says.
+    uint32_t n = 2, q;
+    while (e.drv.alloc_qpn(&q)) {
+        EXPECT_GE(q, 2u);
+        ++n;
+    }
+    EXPECT_EQ(n, e.drv.num_qps() - 2);
+    ibv_device_attr da{};
+    ASSERT_EQ(ibv_query_device(e.ctx, &da), 0);
+    EXPECT_EQ(da.max_qp, int(e.drv.num_qps() - 2));
 }
 
 TEST(QpState, C10_20_new_qp_is_in_reset_and_modify_sends_full_context) {

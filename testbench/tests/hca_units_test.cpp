@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <memory>
 
 #include "model/hca/cq_writer.h"
@@ -541,9 +542,11 @@ namespace {
 struct counting_sink : rx_sink {
     unsigned n = 0;
     uint32_t last_qp = 0;
+    uint16_t last_pkey_index = 0xDEAD;
     void receive(const rx_packet& p) override {
         ++n;
         last_qp = p.h.b.dest_qp;
+        last_pkey_index = p.pkey_index;
     }
 };
 rx_packet rx_pkt(uint32_t qpn, uint16_t pkey) {
@@ -587,6 +590,125 @@ SIM_TEST(HcaPkey, receive_drops_mismatches_and_counts_violations) {
     EXPECT_EQ(sink.n, 5u);
     EXPECT_EQ(pk.violations.value(), 3u);
     EXPECT_EQ(pk.checked.value(), 8u);
+}
+
+SIM_TEST(HcaPkey, C10_131_qp0_accepts_any_pkey) {
+    pkey_checker pk("pkey_checker", 16);
+    counting_sink sink;
+    pk.bind_receiver(sink);
+    ASSERT_TRUE(pk.set_pkey(0, 0x8001));  // the table holds none of the keys below
+    pk.bind_qp(0, 0);                     // a binding of QPN 0 changes nothing
+    const uint16_t keys[] = {0xFFFF, 0x7FFF, 0x0001, 0x8000, 0x0000, 0x1234, 0x8001};
+    for (uint16_t k : keys) {
+        pk.receive(rx_pkt(0, k));
+        EXPECT_EQ(sink.last_qp, 0u) << std::hex << k;
+        EXPECT_EQ(sink.last_pkey_index, 0u) << std::hex << k;
+    }
+    EXPECT_EQ(sink.n, std::size(keys)) << "every P_Key reaches the SMI QP, valid or not";
+    EXPECT_EQ(pk.violations.value(), 0u);
+    EXPECT_EQ(pk.pkey_violation_count(), 0u);
+    // The same keys to an ordinary QP bound to entry 0 (0x8001): only 0x8001 and 0x0001 match.
+    pk.bind_qp(5, 0);
+    for (uint16_t k : keys) pk.receive(rx_pkt(5, k));
+    EXPECT_EQ(sink.n, std::size(keys) + 2);
+    EXPECT_EQ(pk.violations.value(), std::size(keys) - 2);
+}
+
+SIM_TEST(HcaPkey, C10_132_qp1_matches_any_valid_entry_and_records_its_index) {
+    pkey_checker pk("pkey_checker", 16);
+    counting_sink sink;
+    pk.bind_receiver(sink);
+    // Table: 0 = 0x7FFF (limited), 3 = 0x8005, 5 = 0x0009 (limited), 6 = 0x8000 (invalid),
+    // 7 = 0xFFFF; the rest invalid (0).
+    ASSERT_TRUE(pk.set_pkey(0, 0x7FFF));
+    ASSERT_TRUE(pk.set_pkey(3, 0x8005));
+    ASSERT_TRUE(pk.set_pkey(5, 0x0009));
+    ASSERT_TRUE(pk.set_pkey(6, 0x8000));
+    ASSERT_TRUE(pk.set_pkey(7, 0xFFFF));
+    pk.bind_qp(1, 3);  // a binding of QPN 1 changes nothing either
+    struct probe {
+        uint16_t pkey;
+        int index;  // matched entry, -1: dropped
+    };
+    const probe probes[] = {
+        {0x8005, 3}, {0x0005, 3},  // full and limited member of 0x0005: entry 3 (full)
+        {0x8009, 5}, {0x0009, -1},  // entry 5 is limited: a limited packet does not match it
+        {0x7FFF, 7},                // 0x7FFF: entry 0 is limited too, entry 7 matches
+        {0xFFFF, 0},                // full member: the lowest matching entry, 0
+        {0x8000, -1}, {0x0000, -1},  // invalid P_Keys never match (entry 6 holds 0x8000)
+        {0x8042, -1},                // in no entry
+    };
+    unsigned passed = 0, dropped = 0;
+    for (const probe& t : probes) {
+        sink.last_pkey_index = 0xDEAD;
+        pk.receive(rx_pkt(1, t.pkey));
+        if (t.index < 0) {
+            ++dropped;
+            EXPECT_EQ(sink.last_pkey_index, 0xDEAD) << std::hex << t.pkey << " dropped";
+        } else {
+            ++passed;
+            EXPECT_EQ(sink.last_qp, 1u);
+            EXPECT_EQ(sink.last_pkey_index, unsigned(t.index)) << std::hex << t.pkey;
+        }
+        EXPECT_EQ(sink.n, passed) << std::hex << t.pkey;
+        EXPECT_EQ(pk.violations.value(), dropped) << std::hex << t.pkey;
+        EXPECT_EQ(pk.pkey_violation_count(), dropped) << "a QP1 drop is a P_Key violation";
+    }
+    EXPECT_EQ(pk.find_match(0x8009), 5);
+    EXPECT_EQ(pk.find_match(0x0009), -1);
+    // A table change governs the next packet (C10-129 for QP1).
+    ASSERT_TRUE(pk.set_pkey(9, 0x8042));
+    pk.receive(rx_pkt(1, 0x8042));
+    EXPECT_EQ(sink.n, passed + 1);
+    EXPECT_EQ(sink.last_pkey_index, 9u);
+    // Other QPNs carry no index.
+    pk.bind_qp(4, 3);
+    pk.receive(rx_pkt(4, 0x8005));
+    EXPECT_EQ(sink.last_qp, 4u);
+    EXPECT_EQ(sink.last_pkey_index, 0u);
+}
+
+SIM_TEST(HcaPkey, o10_57_violation_counters_are_16_bits_and_saturate) {
+    pkey_checker pk("pkey_checker", 16);
+    counting_sink sink;
+    pk.bind_receiver(sink);
+    pk.bind_qp(3, 0);
+    ASSERT_TRUE(pk.set_pkey(0, 0x8001));
+    EXPECT_EQ(pk.pkey_violation_count(), 0u) << "zero at power-on";
+    EXPECT_EQ(pk.qkey_violation_count(), 0u);
+    for (unsigned i = 0; i < 0xFFFE; ++i) pk.receive(rx_pkt(3, 0xFFFF));
+    EXPECT_EQ(pk.pkey_violation_count(), 0xFFFEu);
+    pk.receive(rx_pkt(3, 0xFFFF));
+    EXPECT_EQ(pk.pkey_violation_count(), 0xFFFFu);
+    for (unsigned i = 0; i < 1000; ++i) pk.receive(rx_pkt(3, 0xFFFF));
+    EXPECT_EQ(pk.pkey_violation_count(), 0xFFFFu) << "saturated";
+    EXPECT_EQ(pk.violations.value(), 0xFFFFu + 1000u) << "the statistics counter does not saturate";
+    EXPECT_EQ(sink.n, 0u);
+    EXPECT_EQ(pk.qkey_violation_count(), 0u) << "P_Key drops are not Q_Key violations";
+    // The Q_Key counter: counted by the unit that checks Q_Keys.
+    for (unsigned i = 0; i < 0x10005; ++i) pk.qkey_violation();
+    EXPECT_EQ(pk.qkey_violation_count(), 0xFFFFu);
+    EXPECT_EQ(pk.qkey_violations.value(), 0x10005u);
+    EXPECT_EQ(pk.pkey_violation_count(), 0xFFFFu);
+}
+
+SIM_TEST(HcaPkey, C10_121_table_of_65535_entries) {
+    broker::instance().set("pkey_checker.table_len", "65535", "test");
+    pkey_checker pk("pkey_checker", 16);
+    EXPECT_EQ(pk.table_len.get(), 65535u);
+    EXPECT_EQ(pk.pkey(0), 0xFFFF);
+    EXPECT_EQ(pk.pkey(65534), 0);
+    EXPECT_TRUE(pk.set_pkey(65534, 0x8123));
+    EXPECT_FALSE(pk.set_pkey(65535, 0x8123)) << "index out of range";
+    EXPECT_EQ(pk.pkey(65534), 0x8123);
+    counting_sink sink;
+    pk.bind_receiver(sink);
+    pk.bind_qp(2, 65534);
+    pk.receive(rx_pkt(2, 0x0123));
+    EXPECT_EQ(sink.n, 1u) << "a QP bound to the last entry";
+    pk.receive(rx_pkt(1, 0x0123));
+    EXPECT_EQ(sink.n, 2u);
+    EXPECT_EQ(sink.last_pkey_index, 65534u) << "QP1 finds the last entry";
 }
 
 // ------------------------------------------------------------------ cq_writer
