@@ -39,6 +39,7 @@ using namespace hcasim::verbs;
 
 /// Configuration of one harness run.
 struct rc_config {
+    unsigned nodes = 2;               ///< hosts (more than 2: one switch; RC/UC QPs pair node i with node i^1)
     ibv_qp_type qp_type = IBV_QPT_RC; ///< transport of the harness QPs (UD: no peer; see post_ud)
     uint32_t qkey = 0x11111111;       ///< UD: both QPs' Q_Key
     unsigned mtu = 4096;              ///< path MTU bytes (256..4096; UD takes the port's MTU)
@@ -123,17 +124,24 @@ struct rc_side {
 class rc_harness {
 public:
     explicit rc_harness(const rc_config& cfg = {}) : cfg_(cfg) {
+        if (cfg_.nodes != 2)
+            broker::instance().set("fabric.nodes", std::to_string(cfg_.nodes), "test");
         for (auto& kv : cfg_.keys)
             broker::instance().set(kv.first, kv.second, "test");
         m_ = std::make_unique<machine>();
         fw::driver_options opts;
-        for (unsigned i = 0; i < 2; ++i) {
+        s.resize(cfg_.nodes);
+        sw_.resize(cfg_.nodes);
+        for (unsigned i = 0; i < cfg_.nodes; ++i) {
             sw_[i] = std::make_unique<host_software>(m_->at(i).cpu, opts);
             s[i].sw = sw_[i].get();
         }
     }
 
-    rc_side s[2];
+    std::vector<rc_side> s;  ///< one per node
+    unsigned nodes() const { return unsigned(s.size()); }
+    /// The node whose QP node i's harness QP is connected to (i^1; node 0 for an odd last node).
+    unsigned peer_of(unsigned i) const { return (i ^ 1u) < s.size() ? (i ^ 1u) : 0; }
     const rc_config& config() const { return cfg_; }
     machine& mach() { return *m_; }
     host_bus& bus(unsigned i) { return m_->at(i).cpu; }
@@ -154,7 +162,7 @@ public:
 
     /// Opens both devices and brings one RC QP per node to RTS. Must run in a SystemC process.
     bool setup() {
-        for (unsigned i = 0; i < 2; ++i) {
+        for (unsigned i = 0; i < s.size(); ++i) {
             rc_side& d = s[i];
             d.ctx = ibv_open_device(sw_[i]->driver, sw_[i]->as);
             if (!d.ctx) {
@@ -188,7 +196,7 @@ public:
             d.lid = pa.lid;
             d.psn = cfg_.psn[i] & 0xFFFFFF;
         }
-        for (unsigned i = 0; i < 2; ++i) {
+        for (unsigned i = 0; i < s.size(); ++i) {
             if (int rc = to_rts(i)) {
                 ADD_FAILURE() << "node" << i << ": modify_qp to RTS failed (" << rc << ")";
                 return false;
@@ -204,7 +212,7 @@ public:
     /// RTS) towards the other node, with the harness's attributes.
     int connect(unsigned i, ibv_qp_state upto, uint16_t pkey_index = 0) {
         rc_side& d = s[i];
-        const rc_side& peer = s[1 - i];
+        const rc_side& peer = s[peer_of(i)];
         const ibv_qp_type t = d.qp->qp_type;
         ibv_qp_attr attr{};
         attr.qp_state = IBV_QPS_INIT;
@@ -336,26 +344,34 @@ public:
         wr.send_flags = flags;
         wr.imm_data = imm ? *imm : 0;
         wr.wr.ud.ah = ah;
-        wr.wr.ud.remote_qpn = qpn == ~0u ? s[1 - i].qp->qp_num : qpn;
+        wr.wr.ud.remote_qpn = qpn == ~0u ? s[peer_of(i)].qp->qp_num : qpn;
         wr.wr.ud.remote_qkey = qkey == ~0u ? cfg_.qkey : qkey;
         ibv_send_wr* bad = nullptr;
         return ibv_post_send(s[i].qp, &wr, &bad);
     }
-    /// An address handle on node i towards the other node (LID), with a GRH if `global`.
-    ibv_ah* ah_to_peer(unsigned i, bool global = false) {
+    /// An address handle on node i towards its peer node (LID), with a GRH if `global`.
+    ibv_ah* ah_to_peer(unsigned i, bool global = false) { return ah_to(i, peer_of(i), global); }
+    /// The port GID of node j (index 0: fe80::/64 and the default node GUID), wire order.
+    static ibv_gid gid_of(unsigned j) {
+        ibv_gid g{};
+        const uint64_t prefix = 0xfe80000000000000ull, guid = 0x0002c90300000000ull + j + 1;
+        for (int k = 0; k < 8; ++k) {
+            g.raw[k] = uint8_t(prefix >> (56 - 8 * k));
+            g.raw[8 + k] = uint8_t(guid >> (56 - 8 * k));
+        }
+        return g;
+    }
+    /// An address handle on node i towards node j (LID), with a GRH if `global`.
+    ibv_ah* ah_to(unsigned i, unsigned j, bool global = false) {
         ibv_ah_attr a{};
-        a.dlid = s[1 - i].lid;
+        a.dlid = s[j].lid;
         a.port_num = 1;
         a.is_global = global ? 1 : 0;
         if (global) {
             a.grh.hop_limit = 64;
             a.grh.traffic_class = 0x12;
             a.grh.flow_label = 0x34567;
-            const uint64_t prefix = 0xfe80000000000000ull, guid = 0x0002c90300000000ull + (1 - i) + 1;
-            for (int k = 0; k < 8; ++k) {
-                a.grh.dgid.raw[k] = uint8_t(prefix >> (56 - 8 * k));
-                a.grh.dgid.raw[8 + k] = uint8_t(guid >> (56 - 8 * k));
-            }
+            a.grh.dgid = gid_of(j);
         }
         ibv_ah* ah = ibv_create_ah(s[i].pd, &a);
         EXPECT_NE(ah, nullptr) << "ibv_create_ah, errno " << errno;
@@ -445,7 +461,7 @@ public:
 
 private:
     host_bus* bus_of(ibv_cq* cq) {
-        for (unsigned i = 0; i < 2; ++i)
+        for (unsigned i = 0; i < s.size(); ++i)
             if (s[i].ctx == cq->context)
                 return &bus(i);
         return &bus(0);
@@ -453,7 +469,7 @@ private:
 
     rc_config cfg_;
     std::unique_ptr<machine> m_;
-    std::unique_ptr<host_software> sw_[2];
+    std::vector<std::unique_ptr<host_software>> sw_;
     std::unique_ptr<app_module> app_;
 };
 
