@@ -125,10 +125,13 @@ void hca::port_down() {
     cqs.post_event(hw::EQE_PORT_CHANGE, 1, delay, hw::EQE_PORT_DOWN);
 }
 
-void hca::set_link(double rate_gbps, unsigned width, unsigned speed_code, uint16_t lid) {
+void hca::set_link(double rate_gbps, unsigned width, unsigned speed_code, uint16_t lid, uint8_t lmc) {
     port0.set_rate_gbps(rate_gbps);
+    port0.set_lid(lid, lmc);
     engine.set_lid(lid);
+    engine.set_lmc(lmc);
     id_.port.lid = lid;
+    id_.port.lmc = lmc;
     id_.port.sm_lid = 1;
     id_.port.link_width = uint8_t(width);
     id_.port.link_speed = uint8_t(speed_code);

@@ -58,8 +58,9 @@ public:
     /// port Down and an EQE_PORT_CHANGE (EQE_PORT_DOWN) is raised.
     void link_down_at(const sc_core::sc_time& at);
 
-    /// After link negotiation: active rate, LID, what QUERY_PORT reports.
-    void set_link(double rate_gbps, unsigned width, unsigned speed_code, uint16_t lid);
+    /// After link negotiation: active rate, base LID and LMC (the port owns lid .. lid +
+    /// 2^lmc - 1 and loops packets to them back), what QUERY_PORT reports.
+    void set_link(double rate_gbps, unsigned width, unsigned speed_code, uint16_t lid, uint8_t lmc = 0);
     uint16_t lid() const { return id_.port.lid; }
     const hca_identity& identity() const { return id_; }
 };

@@ -1,6 +1,7 @@
 #include "model/hca/port.h"
 
 #include <cstring>
+#include <utility>
 
 namespace hcasim {
 
@@ -10,9 +11,12 @@ port::port(const sc_module_name& name)
     : sc_module(name),
       tx("tx"),
       rx("rx"),
-      tx_queue_packets("tx_queue_packets", 128, "packets", "transmit queue depth (packets waiting for the wire)"),
+      tx_queue_packets("tx_queue_packets", 128, "packets",
+                       "transmit queue depth (packets waiting for the wire; as many for the loopback path)"),
       rx_buffer_packets("rx_buffer_packets", 256, "packets", "receive buffer depth; arrivals beyond it are dropped"),
       rx_pipeline_ns("rx_pipeline_ns", 20.0, "ns", "receive pipeline: last bit in to P_Key checker"),
+      loopback_ns("loopback_ns", 0.0, "ns",
+                  "loopback to own LID: last bit serialised to the receive pipeline (no wire, no cable)"),
       tx_packets("tx_packets", "packets transmitted"),
       tx_bytes("tx_bytes", "bytes transmitted (LRH through VCRC)"),
       rx_packets("rx_packets", "packets received and passed on"),
@@ -20,12 +24,18 @@ port::port(const sc_module_name& name)
       rx_bad_vcrc("rx_bad_vcrc", "packets dropped for a VCRC mismatch"),
       rx_bad_icrc("rx_bad_icrc", "packets dropped for an ICRC mismatch"),
       rx_malformed("rx_malformed", "packets dropped as malformed (length, LNH, version, opcode)"),
-      rx_overflow("rx_overflow", "packets dropped because the receive buffer was full") {
+      rx_overflow("rx_overflow", "packets dropped because the receive buffer was full"),
+      rx_bad_dlid("rx_bad_dlid", "packets dropped for a DLID neither ours, multicast nor permissive"),
+      loopback_packets("loopback_packets", "packets to our own LID looped back (not on the wire)"),
+      loopback_bytes("loopback_bytes", "bytes looped back (LRH through VCRC)") {
     tx_queue_packets.range(1, 65536);
     rx_buffer_packets.range(1, 65536);
     rx_pipeline_ns.range(0, 1e6);
+    loopback_ns.range(0, 1e6);
     rx_pipeline_ = sc_time(rx_pipeline_ns.get(), SC_NS);
-    tx_starts_.resize(tx_queue_packets);
+    loopback_ = sc_time(loopback_ns.get(), SC_NS);
+    wire_q_.starts.resize(tx_queue_packets);
+    loop_q_.starts.resize(tx_queue_packets);
     rx_ring_.resize(rx_buffer_packets);
     for (auto& s : rx_ring_)
         s = std::make_unique<rx_slot>();
@@ -41,31 +51,68 @@ void port::set_rate_gbps(double gbps) {
     ps_per_byte_ = 8000.0 / gbps;
 }
 
-sc_time port::tx_backpressure() {
-    const sc_time now = sc_time_stamp();
-    while (tx_count_ && tx_starts_[tx_head_] <= now) {
-        tx_head_ = (tx_head_ + 1) % tx_starts_.size();
-        --tx_count_;
+void port::set_lid(uint16_t lid, uint8_t lmc) {
+    lid_ = lid;
+    lmc_ = uint8_t(lmc & 7);  // LMC is a 3-bit field (PortInfo)
+}
+
+sc_time port::departures::wait(const sc_time& now) {
+    while (count && starts[head] <= now) {
+        head = (head + 1) % starts.size();
+        --count;
     }
-    return tx_count_ < tx_starts_.size() ? SC_ZERO_TIME : tx_starts_[tx_head_] - now;
+    return count < starts.size() ? SC_ZERO_TIME : starts[head] - now;
+}
+
+void port::departures::push(const sc_time& start, const sc_time& now) {
+    wait(now);
+    if (count == starts.size()) {
+        head = (head + 1) % starts.size();
+        --count;
+    }
+    starts[(head + count) % starts.size()] = start;
+    ++count;
+}
+
+sc_time port::tx_backpressure() {
+    // The engine does not know which serialiser its next packet takes: it waits for both.
+    const sc_time now = sc_time_stamp();
+    const sc_time w = wire_q_.wait(now), l = loop_q_.wait(now);
+    return w > l ? w : l;
 }
 
 sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& ready) {
     pkt.len = uint32_t(wire::seal_packet(pkt.bytes, len_before_icrc));
     const sc_time now = sc_time_stamp();
+    const sc_time serialise(double(pkt.len) * ps_per_byte_, SC_PS);
+    const uint16_t dlid = wire::decode_lrh(pkt.bytes).dlid;
+    auto loop_back = [&] {
+        // Its own serialiser at the port rate: the wire is not used by it.
+        sc_time start = now + ready;
+        if (loop_free_ > start)
+            start = loop_free_;
+        loop_free_ = start + serialise;
+        loop_q_.push(start, now);
+        ++loopback_packets;
+        loopback_bytes += pkt.len;
+        enqueue_rx(pkt.bytes, pkt.len, loop_free_ + loopback_ + rx_pipeline_);
+    };
+    if (is_own_lid(dlid)) {
+        // C10-6: a packet to a QP on this port is delivered internally, never onto the link.
+        loop_back();
+        return loop_free_ - now;
+    }
+    if (dlid >= wire::MULTICAST_LID_BASE && dlid != wire::PERMISSIVE_LID) {
+        // o10-36: a multicast packet also reaches the QPs of this port attached to its group
+        // (the switch sends no copy back to the port it came from); then it goes on the wire.
+        loop_back();
+    }
     sc_time start = now + ready;
     if (wire_free_ > start)
         start = wire_free_;
-    wire_free_ = start + sc_time(double(pkt.len) * ps_per_byte_, SC_PS);
-    // Remember when this packet leaves the queue, for backpressure (overwrite the oldest if a
-    // caller ignored tx_backpressure: the ring only bounds what is tracked).
-    tx_backpressure();
-    if (tx_count_ == tx_starts_.size()) {
-        tx_head_ = (tx_head_ + 1) % tx_starts_.size();
-        --tx_count_;
-    }
-    tx_starts_[(tx_head_ + tx_count_) % tx_starts_.size()] = start;
-    ++tx_count_;
+    wire_free_ = start + serialise;
+    // Remember when this packet leaves the queue, for backpressure.
+    wire_q_.push(start, now);
     ++tx_packets;
     tx_bytes += pkt.len;
 
@@ -82,7 +129,10 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
 
 void port::rx_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
     gp.set_response_status(tlm::TLM_OK_RESPONSE);
-    const uint32_t len = gp.get_data_length();
+    enqueue_rx(gp.get_data_ptr(), gp.get_data_length(), sc_time_stamp() + delay + rx_pipeline_);
+}
+
+void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival) {
     if (rx_count_ == rx_ring_.size()) {
         ++rx_overflow;
         return;
@@ -91,12 +141,26 @@ void port::rx_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
         ++rx_malformed;
         return;
     }
-    rx_slot& s = *rx_ring_[(rx_head_ + rx_count_) % rx_ring_.size()];
-    s.arrival = sc_time_stamp() + delay + rx_pipeline_;
-    s.pkt.len = len;
-    std::memcpy(s.pkt.bytes, gp.get_data_ptr(), len);
-    if (rx_count_++ == 0)
-        rx_event_.notify(delay + rx_pipeline_);
+    const size_t n = rx_ring_.size();
+    size_t at = (rx_head_ + rx_count_) % n;
+    rx_slot* s = rx_ring_[at].get();
+    s->arrival = arrival;
+    s->pkt.len = len;
+    std::memcpy(s->pkt.bytes, bytes, len);
+    // Keep the buffer in arrival order: a packet from the wire may arrive before looped-back
+    // ones queued earlier (and the reverse). Equal times keep their order. Slots move by
+    // pointer; each source alone arrives in order, so this rarely moves anything.
+    size_t k = rx_count_++;
+    while (k > 0) {
+        const size_t prev = (at + n - 1) % n;
+        if (rx_ring_[prev]->arrival <= arrival)
+            break;
+        std::swap(rx_ring_[prev], rx_ring_[at]);
+        at = prev;
+        --k;
+    }
+    if (k == 0)  // the new head: an earlier notification replaces a later pending one
+        rx_event_.notify(arrival - sc_time_stamp());
 }
 
 void port::rx_process() {
@@ -107,7 +171,12 @@ void port::rx_process() {
         size_t off = 0, plen = 0;
         const wire::parse_status st = wire::parse_packet(s.pkt.bytes, s.pkt.len, p.h, off, plen);
         rx_bytes += s.pkt.len;
-        if (st == wire::parse_status::ok) {
+        const uint16_t dlid = p.h.l.dlid;
+        if (st == wire::parse_status::ok && !is_own_lid(dlid) && dlid < wire::MULTICAST_LID_BASE) {
+            // Neither one of our unicast LIDs, nor multicast (0xC000-0xFFFE), nor permissive
+            // (0xFFFF): not for this port (LID 0 is reserved and never valid).
+            ++rx_bad_dlid;
+        } else if (st == wire::parse_status::ok) {
             ++rx_packets;
             p.payload = s.pkt.bytes + off;
             p.payload_len = uint32_t(plen);

@@ -1,7 +1,9 @@
 // HCA port: serialises transmitted packets at the active link rate (computing ICRC and VCRC)
-// and receives packets from the link (checking VCRC and ICRC, decoding headers) for the
-// P_Key checker. Timing is analytic: each packet occupies the wire from
-// max(ready, wire free) for len x 8 / rate; no process runs per packet on transmit.
+// and receives packets from the link (checking VCRC and ICRC, decoding headers, checking the
+// DLID) for the P_Key checker. A packet addressed to this port's own unicast LIDs never reaches
+// the link: it loops back into the receive path (C10-6). Timing is analytic: each packet
+// occupies the wire (or the loopback path) from max(ready, free) for len x 8 / rate; no process
+// runs per packet on transmit.
 #pragma once
 #include <systemc>
 #include <tlm>
@@ -23,12 +25,14 @@ public:
     tlm_utils::simple_initiator_socket<port> tx;  ///< to this node's link
     tlm_utils::simple_target_socket<port> rx;     ///< from the far end
 
-    param<unsigned> tx_queue_packets;   ///< packets that may wait for the wire
+    param<unsigned> tx_queue_packets;   ///< packets that may wait for the wire (as many for the loopback)
     param<unsigned> rx_buffer_packets;  ///< receive buffer; arrivals beyond it are dropped
     param<double> rx_pipeline_ns;       ///< from last bit in to the packet reaching the P_Key checker
+    param<double> loopback_ns;          ///< loopback path: last bit looped back to the receive pipeline
 
     counter tx_packets, tx_bytes, rx_packets, rx_bytes;
-    counter rx_bad_vcrc, rx_bad_icrc, rx_malformed, rx_overflow;
+    counter rx_bad_vcrc, rx_bad_icrc, rx_malformed, rx_overflow, rx_bad_dlid;
+    counter loopback_packets, loopback_bytes;
 
     SC_HAS_PROCESS(port);
     explicit port(const sc_core::sc_module_name& name);
@@ -36,21 +40,49 @@ public:
     /// Active data rate of the connection (set by the fabric after link negotiation).
     void set_rate_gbps(double gbps);
     double rate_gbps() const { return rate_gbps_; }
+    /// The port's base LID and LID mask count (set by the fabric): the port owns the unicast
+    /// LIDs lid .. lid + 2^lmc - 1 (IBA: the SM assigns a base LID whose low lmc bits are 0).
+    void set_lid(uint16_t lid, uint8_t lmc);
+    uint16_t lid() const { return lid_; }
+    uint8_t lmc() const { return lmc_; }
+    /// True if `dlid` is one of this port's unicast LIDs (never for LID 0, multicast or
+    /// permissive, nor before a LID is assigned).
+    bool is_own_lid(uint16_t dlid) const {
+        return lid_ != 0 && dlid < wire::MULTICAST_LID_BASE && uint16_t(dlid - lid_) < (1u << lmc_);
+    }
     /// Where received packets go.
     void bind_receiver(rx_sink& sink) { sink_ = &sink; }
 
     /// Sends a packet whose headers, payload and pad occupy pkt.bytes[0..len_before_icrc):
     /// appends ICRC and VCRC and puts it on the wire no earlier than sc_time_stamp() + ready.
-    /// The caller's buffer is free again on return. Returns the time (offset from now) the
-    /// last bit leaves the port.
+    /// A packet to one of this port's own unicast LIDs is looped back instead: it takes the
+    /// loopback path (serialised at the port rate, then loopback_ns) into the receive buffer
+    /// and never reaches the link. The caller's buffer is free again on return. Returns the
+    /// time (offset from now) the last bit leaves the port (or enters the loopback path).
     sc_core::sc_time transmit(packet& pkt, uint32_t len_before_icrc, const sc_core::sc_time& ready);
-    /// How long a sender must wait before the transmit queue has room (zero if it has).
+    /// How long a sender must wait before the transmit queues (wire and loopback) have room
+    /// (zero if they have).
     sc_core::sc_time tx_backpressure();
 
 private:
     void rx_b_transport(tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
+    /// Puts a received packet into the receive buffer, to reach the P_Key checker at `arrival`
+    /// (absolute); counts and drops it if the buffer is full or it is too long.
+    void enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_core::sc_time& arrival);
     void rx_process();
 
+    /// Start times of the packets waiting for one serialiser (wire or loopback), a ring of
+    /// tx_queue_packets entries in start order: the transmit queue's occupancy.
+    struct departures {
+        std::vector<sc_core::sc_time> starts;
+        size_t head = 0, count = 0;
+        /// Forgets the packets that have started by `now`; returns how long until one more
+        /// fits (zero if one fits now).
+        sc_core::sc_time wait(const sc_core::sc_time& now);
+        /// Records a packet starting at `start` (overwrites the oldest if full: the ring only
+        /// bounds what is tracked, for a caller that ignored tx_backpressure).
+        void push(const sc_core::sc_time& start, const sc_core::sc_time& now);
+    };
     struct rx_slot {
         sc_core::sc_time arrival;
         packet pkt;
@@ -58,9 +90,13 @@ private:
     rx_sink* sink_ = nullptr;
     double rate_gbps_ = 100.0;
     double ps_per_byte_ = 80.0;
-    sc_core::sc_time wire_free_;
-    std::vector<sc_core::sc_time> tx_starts_;  // ring of start times of queued packets
-    size_t tx_head_ = 0, tx_count_ = 0;
+    uint16_t lid_ = 0;  // 0: no LID assigned yet
+    uint8_t lmc_ = 0;
+    sc_core::sc_time wire_free_, loop_free_;
+    sc_core::sc_time loopback_;
+    departures wire_q_, loop_q_;
+    // Receive buffer: rx_count_ slots from rx_head_ in arrival order (wire and loopback
+    // arrivals interleave; each source on its own arrives in order).
     std::vector<std::unique_ptr<rx_slot>> rx_ring_;
     size_t rx_head_ = 0, rx_count_ = 0;
     sc_core::sc_event rx_event_;

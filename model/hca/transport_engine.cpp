@@ -1876,9 +1876,8 @@ void transport_engine::receive_mcast(const rx_packet& p) {
     // is the group's MGID (IBA 8.4.1).
     const bool ud_send = p.h.b.opcode == op::UD_SEND_ONLY || p.h.b.opcode == op::UD_SEND_ONLY_IMM;
     unsigned n = 0;
-    const uint32_t* members =
-        mcast_ && ud_send && p.h.has_grh && p.h.b.dest_qp == 0xFFFFFF ? mcast_->lookup(p.h.l.dlid, p.h.g.dgid.data(), n)
-                                                                      : nullptr;
+    const bool well_formed = mcast_ && ud_send && p.h.has_grh && p.h.b.dest_qp == 0xFFFFFF;
+    const uint32_t* members = well_formed ? mcast_->lookup(p.h.l.dlid, p.h.g.dgid.data(), n) : nullptr;
     unsigned delivered = 0;
     for (unsigned i = 0; i < n; ++i) {
         const uint32_t qpn = members[i];
@@ -1895,8 +1894,8 @@ void transport_engine::receive_mcast(const rx_packet& p) {
     }
     if (delivered)
         mcast_deliveries += delivered;
-    else
-        ++mcast_dropped;
+    else if (!(well_formed && n == 0 && (p.h.l.slid >> lmc_) == (lid_ >> lmc_)))
+        ++mcast_dropped;  // (this port's own copy of a group it has no member of is no drop)
 }
 
 void transport_engine::build_ud_headers(const qp& q, const send_wqe& w, wire::headers& h, uint8_t opcode) const {

@@ -310,6 +310,22 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> make_seeds(const port_
         out.push_back(seed(b, "grh-send-only").add(BUILD | AR | ctl::GRH, "rts", 0, 0, body(h, bytes(32, 53))).done());
     }
     {
+        // DLID check: LID 0 (reserved), a LID no port has, the peer's (node0's), the last unicast
+        // LID: the port drops each (rx_bad_dlid). Then a SEND to the target's LID with the PSN
+        // the dropped ones would have had (each built packet advances the expected PSN).
+        seed s(b, "dlid-not-ours");
+        const size_t rts = b.target_index("rts");
+        for (uint16_t dlid : {uint16_t(0), uint16_t(3), uint16_t(1), uint16_t(0xBFFF)}) {
+            wire::headers h = hdr(op::RC_SEND_ONLY);
+            h.l.dlid = dlid;
+            h.b.dest_qp = b.target_qpn(rts);
+            h.b.pkey = b.target_pkey(rts);
+            s.add(BUILD | AR | ctl::KEEP_ADDR, "rts", 0, 0, body(h, bytes(8, 59)));
+        }
+        s.add(BUILD | AR, "rts", -4, 0, body(hdr(op::RC_SEND_ONLY), bytes(8, 60)));
+        out.push_back(s.done());
+    }
+    {
         wire::headers h = hdr(0x1F);  // reserved RC operation: built as is, the parser's bad_opcode
         out.push_back(seed(b, "reserved-opcode").add(BUILD | AR, "rts", 0, 0, body(h, bytes(8, 54))).done());
     }
@@ -336,7 +352,7 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> make_seeds(const port_
         }
         bad_vcrc[len - 1] ^= 0x80;
         std::vector<uint8_t> sealed_bad_len(good.begin(), good.end() - 6);
-        sealed_bad_len[3] = uint8_t(sealed_bad_len[3] + 1);  // PktLen one word too long
+        sealed_bad_len[5] = uint8_t(sealed_bad_len[5] + 1);  // PktLen (LRH bytes 4-5) one word too long
         out.push_back(seed(b, "raw-good-bad-icrc-bad-vcrc")
                           .add(RAW, "rts", 0, 0, good)
                           .add(RAW, "rts", 0, 0, bad_icrc)

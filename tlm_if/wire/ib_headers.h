@@ -57,6 +57,10 @@ constexpr size_t MAX_HEADER_BYTES = LRH_BYTES + GRH_BYTES + BTH_BYTES + MAX_ETH_
 constexpr size_t MAX_PKT_LEN_WORDS = 0x7FF;
 /// GRH NxtHdr value announcing an IBA transport header (BTH) after the GRH.
 constexpr uint8_t GRH_NEXT_HDR_IBA = 0x1B;
+/// LID space: 0 reserved, unicast 0x0001-0xBFFF, multicast 0xC000-0xFFFE, permissive 0xFFFF
+/// (Linux IB_MULTICAST_LID_BASE, IB_LID_PERMISSIVE).
+constexpr uint16_t MULTICAST_LID_BASE = 0xC000;
+constexpr uint16_t PERMISSIVE_LID = 0xFFFF;
 
 // ---------------------------------------------------------------------------------------
 // Header structs (host-order field values; encode()/decode_*() convert to/from the wire)
