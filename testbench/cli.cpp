@@ -87,8 +87,15 @@ std::vector<uint64_t> parse_list(const std::string& text, const char* what, cons
 const std::vector<std::string>& workload_names() {
     static const std::vector<std::string> names = {"write_lat", "send_lat", "read_lat", "atomic_lat",
                                                    "write_bw", "send_bw", "read_bw", "atomic_rate",
+                                                   "ud_send_lat", "ud_send_bw", "uc_write_bw",
                                                    "mr_scale", "dma_read_bw", "dma_write_bw", "attack_suite"};
     return names;
+}
+
+transport transport_of(const std::string& workload) {
+    if (workload == "ud_send_lat" || workload == "ud_send_bw") return transport::ud;  // mcast_bw: here too
+    if (workload == "uc_write_bw") return transport::uc;
+    return transport::rc;
 }
 
 std::string workload_list() {
@@ -111,7 +118,8 @@ std::vector<uint64_t> parse_counts(const std::string& text, const char* what) {
 run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out) {
     po::options_description desc("Usage: hcasim [options]\nOptions", 110);
     const std::string workload_help =
-        "write_lat|send_lat|read_lat|atomic_lat, write_bw|send_bw|read_bw|atomic_rate, mr_scale, "
+        "write_lat|send_lat|read_lat|atomic_lat, write_bw|send_bw|read_bw|atomic_rate (RC), "
+        "ud_send_lat|ud_send_bw (UD), uc_write_bw (UC), mr_scale, "
         "dma_read_bw|dma_write_bw, attack_suite (protection attack cases, docs/attack-suite.md) (default: demo)";
     // clang-format off
     desc.add_options()
@@ -123,7 +131,7 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         ("size", po::value<std::string>(), "message sizes: N, N,M,..., A-B (powers of two); K/M/G suffixes, e.g. 2-8M")
         ("iters,n", po::value<std::string>(), "iterations per size (default 1000)")
         ("qps,q", po::value<std::string>(), "number of queue pairs (default 1)")
-        ("mtu,m", po::value<std::string>(), "path MTU: 256|512|1024|2048|4096 (default 4096)")
+        ("mtu,m", po::value<std::string>(), "path MTU: 256|512|1024|2048|4096 (default 4096); UD: the largest message")
         ("stats-json", po::value<std::string>(), "write results, counters and configuration as JSON to FILE")
         ("seed", po::value<std::string>(), "run seed (default 1); also seeds link fault injection (link.seed)")
         ("verify", "check every destination byte and completion; exit 1 on the first mismatch")
@@ -199,6 +207,14 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
                 throw config_error("--size: mr_scale needs messages of at least 1 byte (a zero-length "
                                    "WRITE translates nothing)");
     }
+    // perftest: "Max msg size in UD is MTU". One datagram is one packet; --mtu is at most the
+    // port's MTU (4096), so it is the limit.
+    if (transport_of(o.workload) == transport::ud)
+        for (uint64_t size : o.sizes)
+            if (size > o.mtu)
+                throw config_error("--size: " + std::to_string(size) + " bytes exceeds the MTU (" +
+                                   std::to_string(o.mtu) + " bytes, --mtu): " + o.workload +
+                                   " sends each message as one UD datagram");
     if (atomic)
         for (uint64_t size : o.sizes)
             if (size != 8)

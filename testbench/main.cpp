@@ -51,10 +51,13 @@ run_spec make_spec(const run_options& o) {
     }
     phase_spec p;
     p.workload = o.workload;
-    const bool lat = o.workload == "write_lat" || o.workload == "send_lat" || o.workload == "read_lat";
+    const bool lat = o.workload == "write_lat" || o.workload == "send_lat" || o.workload == "read_lat" ||
+                     o.workload == "ud_send_lat";
     const bool atomic = o.workload == "atomic_lat" || o.workload == "atomic_rate";
-    // perftest defaults: 2 B for latency, 64 KiB for bandwidth; atomics move 8 bytes.
-    p.sizes = o.sizes_given ? o.sizes : std::vector<uint64_t>{atomic ? 8u : lat ? 2u : 65536u};
+    // perftest defaults: 2 B for latency, 64 KiB for bandwidth (UD: the MTU, perftest's "Max msg
+    // size in UD is MTU"); atomics move 8 bytes.
+    const uint64_t bw_default = transport_of(o.workload) == transport::ud ? o.mtu : 65536u;
+    p.sizes = o.sizes_given ? o.sizes : std::vector<uint64_t>{atomic ? 8u : lat ? 2u : bw_default};
     p.iters = o.iters;
     spec.phases.push_back(p);
     return spec;

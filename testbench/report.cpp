@@ -58,6 +58,15 @@ void print_table(std::ostream& os, const run_report& r) {
     }
     os << rule << "\n";
     os << " simulated time " << r.sim_time_ns << " ns, " << r.wire_packets << " wire packets\n";
+    // Datagrams that never arrived: one line, only if there were any (UD does not retransmit).
+    uint64_t sent = 0, lost = 0;
+    for (const auto& s : r.results) {
+        sent += s.datagrams_sent;
+        lost += s.datagrams_lost;
+    }
+    if (lost)
+        os << " datagrams lost: " << lost << " of " << sent
+           << " sent (UD does not retransmit; counters ud_dropped, link.dropped)\n";
     // --verify: one summary line (the figures above do not depend on it).
     bool verified = false, data = false;
     uint64_t checked = 0, mismatches = 0, bad = 0;
@@ -102,6 +111,8 @@ void write_json(const std::string& path, const std::vector<run_report>& reports)
             e["bw_gbps"] = s.bw_gbps;
             e["msg_rate_mpps"] = s.msg_rate_mpps;
         }
+        if (s.datagrams)
+            e["datagrams_lost"] = s.datagrams_lost;
         if (s.verified) {
             json v = {{"bytes_checked", s.bytes_checked},
                       {"mismatches", s.mismatches},

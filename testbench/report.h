@@ -25,6 +25,9 @@ struct size_result {
     uint64_t bytes_checked = 0;   ///< destination bytes (and atomic results) compared with the expected data
     uint64_t mismatches = 0;      ///< of those, bytes that differed
     uint64_t bad_completions = 0; ///< completions with a wrong opcode, byte_len, wr_id, QP or order (DMA: errors)
+    bool datagrams = false;       ///< unreliable messages the receiver counts (ud_send_bw): datagrams_* valid
+    uint64_t datagrams_sent = 0;  ///< messages the client sent (the figures' iterations)
+    uint64_t datagrams_lost = 0;  ///< of those, messages the server never received (no retransmission)
 };
 
 /// Everything a run reports.

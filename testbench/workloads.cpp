@@ -106,6 +106,14 @@ void checker::bad_completion(const where& w, const std::string& why) {
     failed(w, why);
 }
 
+void checker::lost(const where& w, uint64_t n, uint64_t sent) {
+    lost_messages += n;
+    if (n && first_failure.empty())
+        first_failure = std::string(w.workload) + " " + std::to_string(w.size) + " B, node" + std::to_string(w.node) +
+                        " QP " + std::to_string(w.qp) + ", " + w.what + ": " + std::to_string(n) + " of " +
+                        std::to_string(sent) + " datagrams lost (UD does not retransmit)";
+}
+
 void checker::failed(const where& w, const std::string& detail) {
     if (!first_failure.empty())
         return;
@@ -128,6 +136,7 @@ public:
     param<double> timeout_us;
     param<unsigned> dma_outstanding;
     param<std::string> mrs;
+    param<double> drain_us;
 
     explicit workload_params(sc_module_name name = "workload")
         : sc_module(name),
@@ -141,13 +150,17 @@ public:
                      "(code 14: 67 ms) times a few retries, so lossy links (link.drop_rate) still complete"),
           dma_outstanding("dma_outstanding", 512, "transfers", "DMAs in flight in dma_*_bw"),
           mrs("mrs", "1,16,256,1K,4K,16K,64K", "regions",
-              "memory region counts mr_scale sweeps, --size syntax (--mrs sets it)") {
+              "memory region counts mr_scale sweeps, --size syntax (--mrs sets it)"),
+          drain_us("drain_us", 100, "us",
+                   "uc_write_bw, ud_send_bw: once the client's end-of-stream markers are on the wire, the "
+                   "server stops waiting for a missing one after this long (it was lost)") {
         tx_depth.range(1, 16384);
         rx_depth.range(1, 16384);
         cq_mod.range(1, 16384);
         inline_bytes.range(-1, 1024);
         timeout_us.range(1, 1e12);
         dma_outstanding.range(1, 1u << 20);
+        drain_us.range(0.001, 1e9);
     }
 };
 
@@ -256,7 +269,7 @@ std::string status_name(ibv_wc_status st) {
 enum class op_kind { write, send, read, atomic };
 
 op_kind kind_of(const std::string& w) {
-    if (w == "send_lat" || w == "send_bw") return op_kind::send;
+    if (w == "send_lat" || w == "send_bw" || w == "ud_send_lat" || w == "ud_send_bw") return op_kind::send;
     if (w == "read_lat" || w == "read_bw") return op_kind::read;
     if (w == "atomic_lat" || w == "atomic_rate") return op_kind::atomic;
     return op_kind::write;
@@ -273,6 +286,20 @@ std::string hex(uint64_t v) {
 /// holds one send area per QP, then one receive area per QP (WRITE targets, receive buffers,
 /// READ destinations, atomic targets and fetched values). --verify changes the data in them,
 /// never the layout or what is posted, so a verified run has the same timing.
+///
+/// Every phase of a run uses the same QPs, of one transport (perftest -c): RC, UC (uc_write_bw)
+/// or UD (ud_send_lat, ud_send_bw). A UD receive buffer starts with the 40-byte GRH area, so
+/// the payload lies at byte 40 of a receive area. UC and UD messages are not acknowledged and
+/// their send completions only say the message is on the wire: after a bandwidth stream the
+/// client sends one end-of-stream marker per QP (see send_markers), and the server's receive
+/// loop (unacked_receive) ends on them, counting the datagrams that never arrived.
+///
+/// Extension point for multicast (mcast_bw, not implemented): a UD workload whose node0 QPs
+/// send to a group. It needs the name in cli.cpp (workload_names, transport_of: ud), node1's
+/// QPs attached to the group (ibv_attach_mcast) in setup, and node0's ud_dest pointing at the
+/// group's AH with remote QPN 0xFFFFFF (make_ud_dests); the stream, the markers, the lost-datagram
+/// count and --verify of ud_send_bw apply unchanged, with the server taking each datagram from the
+/// group.
 class perftest : public sc_module {
 public:
     SC_HAS_PROCESS(perftest);
@@ -296,9 +323,19 @@ public:
             needs_atomic_ |= k == op_kind::atomic;
         }
         nq_ = spec.qps;
+        tr_ = spec.phases.empty() ? transport::rc : transport_of(spec.phases.front().workload);
         area_ = std::max<uint64_t>(max_size, 4096);
         if (needs_atomic_)  // atomic_rate: one 8-byte fetched-value slot per outstanding atomic
             area_ = std::max<uint64_t>(area_, uint64_t(wp.tx_depth) * 8);
+        if (tr_ == transport::ud) {
+            // The GRH area before the payload; areas stay page multiples.
+            area_ = (max_size + grh_bytes + 4095) / 4096 * 4096;
+            // ud_send_bw: node1 holds a receive for every message of a QP and its marker, so none
+            // is dropped for want of a receive WQE (UD has no RNR NAK to slow the sender).
+            for (const phase_spec& p : spec.phases)
+                if (!is_latency(p.workload))
+                    ud_rq_need_ = std::max(ud_rq_need_, (p.iters + nq_ - 1) / nq_ + 1);
+        }
         SC_THREAD(client);
         SC_THREAD(server);
     }
@@ -307,6 +344,18 @@ public:
     std::vector<mr_point> points;  ///< mr_scale: one per (size, N), in run order
 
 private:
+    static constexpr uint64_t grh_bytes = 40;          ///< GRH area at the start of a UD receive buffer
+    static constexpr uint32_t ud_qkey = 0x11111111;    ///< both sides' Q_Key (perftest's DEFAULT_QKEY)
+    static constexpr uint32_t marker_imm = 0x454F5321; ///< immediate data of an end-of-stream marker ("EOS!")
+    static constexpr uint64_t no_time = ~uint64_t(0);
+
+    /// Where a UD QP sends: the datagram fields of each send WR.
+    struct ud_dest {
+        ibv_ah* ah = nullptr;
+        uint32_t qpn = 0;
+        uint32_t qkey = 0;
+    };
+
     struct side {
         ibv_context* ctx = nullptr;
         ibv_pd* pd = nullptr;
@@ -316,6 +365,8 @@ private:
         std::vector<ibv_qp*> qps;
         std::vector<uint64_t> rq_posted, rq_done;  ///< receive WRs posted / completed per QP (wr_id = sequence)
         uint64_t buf = 0, buf_bytes = 0;
+        unsigned rq_depth = 0;                      ///< receives kept posted per QP
+        std::vector<ud_dest> dest;                  ///< UD: QP q's destination
     };
 
     void fail(const std::string& why) {
@@ -330,6 +381,10 @@ private:
 
     uint64_t send_area(unsigned i, unsigned q) const { return side_[i].buf + uint64_t(q) * area_; }
     uint64_t recv_area(unsigned i, unsigned q) const { return side_[i].buf + uint64_t(nq_ + q) * area_; }
+    /// Offset of a message's first byte in a receive area (UD: after the GRH area).
+    uint64_t payload_off() const { return tr_ == transport::ud ? grh_bytes : 0; }
+    /// byte_len of a receive completion of a `size`-byte message (UD counts the GRH area).
+    uint64_t recv_len(uint64_t size) const { return size + payload_off(); }
 
     void setup(unsigned i) {
         side& s = side_[i];
@@ -356,6 +411,18 @@ private:
             max_dest_rd = uint8_t(std::min(dev.max_qp_rd_atom, 255));
             access |= IBV_ACCESS_REMOTE_READ | (needs_atomic_ ? IBV_ACCESS_REMOTE_ATOMIC : 0);
         }
+        // ud_send_bw: node1's receive queues hold every message of a size (ud_rq_need_), as far as
+        // the device's queue and CQ sizes allow; otherwise perftest's rx_depth.
+        s.rq_depth = wp_.rx_depth;
+        unsigned rcq_entries = wp_.rx_depth * 2;
+        if (ud_rq_need_ && i == 1) {
+            ibv_device_attr dev{};
+            if (ibv_query_device(s.ctx, &dev) != 0)
+                fail(node + ": ibv_query_device failed");
+            const uint64_t cap = std::min<uint64_t>(uint64_t(dev.max_qp_wr), uint64_t(dev.max_cqe) / nq_);
+            s.rq_depth = unsigned(std::max<uint64_t>(wp_.rx_depth, std::min(ud_rq_need_, cap)));
+            rcq_entries = unsigned(std::min<uint64_t>(uint64_t(s.rq_depth) * nq_, uint64_t(dev.max_cqe)));
+        }
         s.pd = ibv_alloc_pd(s.ctx);
         s.buf_bytes = 2 * uint64_t(nq_) * area_;
         s.buf = sw.as.alloc(s.buf_bytes, 4096);
@@ -364,16 +431,16 @@ private:
         if (!s.pd || !s.mr)
             fail(node + ": PD/MR setup failed");
         s.scq = ibv_create_cq(s.ctx, int(wp_.tx_depth) * 2);
-        s.rcq = ibv_create_cq(s.ctx, int(wp_.rx_depth) * 2);
+        s.rcq = ibv_create_cq(s.ctx, int(rcq_entries));
         if (!s.scq || !s.rcq)
             fail(node + ": CQ creation failed");
         for (unsigned q = 0; q < nq_; ++q) {
             ibv_qp_init_attr a{};
             a.send_cq = s.scq;
             a.recv_cq = s.rcq;
-            a.qp_type = IBV_QPT_RC;
+            a.qp_type = tr_ == transport::ud ? IBV_QPT_UD : tr_ == transport::uc ? IBV_QPT_UC : IBV_QPT_RC;
             a.cap.max_send_wr = wp_.tx_depth;
-            a.cap.max_recv_wr = wp_.rx_depth;
+            a.cap.max_recv_wr = s.rq_depth;
             a.cap.max_send_sge = 1;
             a.cap.max_recv_sge = 1;
             a.cap.max_inline_data = 220;
@@ -386,6 +453,16 @@ private:
         s.rq_done.assign(nq_, 0);
         ibv_port_attr pa{};
         ibv_query_port(s.ctx, 1, &pa);
+        if (tr_ == transport::ud) {
+            // cli.cpp refused sizes above --mtu; the port's MTU bounds a datagram too.
+            const uint64_t port_mtu = uint64_t(128) << unsigned(pa.active_mtu);
+            for (const phase_spec& p : spec_.phases)
+                for (uint64_t size : p.sizes)
+                    if (size > port_mtu)
+                        fail(node + ": " + p.workload + " " + std::to_string(size) +
+                             " B: a UD message must fit one packet, and the port's MTU is " +
+                             std::to_string(port_mtu) + " bytes");
+        }
         info_[i].lid = pa.lid;
         for (auto* qp : s.qps) info_[i].qpn.push_back(qp->qp_num);
         info_[i].psn = 0x100 * (i + 1) + uint32_t(spec_.seed & 0xFF);
@@ -397,7 +474,16 @@ private:
         while (!info_[1 - i].ready)
             wait(exchanged_);
         const peer_info& peer = info_[1 - i];
+        if (tr_ == transport::ud)
+            make_ud_dests(i);
         for (unsigned q = 0; q < s.qps.size(); ++q) {
+            if (tr_ != transport::rc) {
+                if (const int rc = connect_unreliable(i, q, access))
+                    fail(node + ": ibv_modify_qp to RTS failed (" + std::to_string(rc) + ")");
+                for (unsigned k = 0; k < s.rq_depth; ++k)
+                    post_recv(i, q);
+                continue;
+            }
             ibv_qp_attr attr{};
             attr.qp_state = IBV_QPS_INIT;
             attr.pkey_index = 0;
@@ -429,9 +515,60 @@ private:
             if (rc)
                 fail(node + ": ibv_modify_qp to RTS failed (" + std::to_string(rc) + ")");
             // Every receive consumed later is posted again, so the RQ stays full.
-            for (unsigned k = 0; k < wp_.rx_depth; ++k)
+            for (unsigned k = 0; k < s.rq_depth; ++k)
                 post_recv(i, q);
         }
+    }
+
+    /// Reset -> RTS of node i's UC or UD QP q (the masks of e2e_uc_test / e2e_ud_test). UC: the
+    /// RC path attributes without the reliability ones, access flags REMOTE_WRITE at most; UD: the
+    /// Q_Key only, the address comes with every send WR.
+    int connect_unreliable(unsigned i, unsigned q, int access) {
+        ibv_qp* qp = side_[i].qps[q];
+        const peer_info& peer = info_[1 - i];
+        const bool ud = tr_ == transport::ud;
+        ibv_qp_attr attr{};
+        attr.qp_state = IBV_QPS_INIT;
+        attr.pkey_index = 0;
+        attr.port_num = 1;
+        attr.qp_access_flags = unsigned(access) & unsigned(IBV_ACCESS_REMOTE_WRITE);
+        attr.qkey = ud_qkey;
+        int rc = ibv_modify_qp(qp, &attr,
+                               IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
+        attr = ibv_qp_attr{};
+        attr.qp_state = IBV_QPS_RTR;
+        if (ud) {
+            rc |= ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+        } else {
+            attr.path_mtu = ibv_mtu(__builtin_ctz(spec_.mtu) - 7);
+            attr.dest_qp_num = peer.qpn[q];
+            attr.rq_psn = peer.psn;
+            attr.ah_attr.dlid = peer.lid;
+            attr.ah_attr.port_num = 1;
+            rc |= ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN);
+        }
+        attr = ibv_qp_attr{};
+        attr.qp_state = IBV_QPS_RTS;
+        attr.sq_psn = info_[i].psn;
+        rc |= ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
+        return rc;
+    }
+
+    /// UD: where node i's QPs send. QP q sends to the peer's QP q through one address handle
+    /// towards the peer's LID (no GRH, as perftest on an IB port). mcast_bw would set the group's
+    /// AH and QPN 0xFFFFFF here instead.
+    void make_ud_dests(unsigned i) {
+        side& s = side_[i];
+        const peer_info& peer = info_[1 - i];
+        ibv_ah_attr a{};
+        a.dlid = peer.lid;
+        a.port_num = 1;
+        ibv_ah* ah = ibv_create_ah(s.pd, &a);
+        if (!ah)
+            fail("node" + std::to_string(i) + ": ibv_create_ah failed (errno " + std::to_string(errno) + ")");
+        s.dest.clear();
+        for (unsigned q = 0; q < nq_; ++q)
+            s.dest.push_back(ud_dest{ah, peer.qpn[q], ud_qkey});
     }
 
     /// QP index of `qpn` on node i, or the QP count if it is not one of ours.
@@ -461,7 +598,8 @@ private:
                 return wc;
             }
             if (ibv_wait_cq(cq, timeout_ns()) != 0)
-                fail("node" + std::to_string(i) + ": no completion within workload.timeout_us");
+                fail("node" + std::to_string(i) + ": no completion within workload.timeout_us" +
+                     (tr_ == transport::rc ? "" : " (UC and UD do not retransmit a lost message)"));
         }
     }
 
@@ -482,6 +620,11 @@ private:
             wr.wr.atomic.rkey = info_[1 - i].rkey;
             wr.wr.atomic.compare_add = compare_add;
             wr.wr.atomic.swap = swap;
+        } else if (tr_ == transport::ud) {
+            const ud_dest& d = s.dest[q];
+            wr.wr.ud.ah = d.ah;
+            wr.wr.ud.remote_qpn = d.qpn;
+            wr.wr.ud.remote_qkey = d.qkey;
         } else {
             wr.wr.rdma.remote_addr = remote;
             wr.wr.rdma.rkey = info_[1 - i].rkey;
@@ -490,6 +633,29 @@ private:
         const int rc = ibv_post_send(s.qps[q], &wr, &bad);
         if (rc)
             fail("node" + std::to_string(i) + ": ibv_post_send failed (" + std::to_string(rc) + ")");
+    }
+
+    /// uc_write_bw, ud_send_bw: a zero-length WRITE / SEND with immediate `marker_imm`, signaled,
+    /// on node0's QP q after its last message (wr_id `wr_id`).
+    void post_marker(unsigned q, uint64_t wr_id) {
+        side& s = side_[0];
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.imm_data = marker_imm;
+        if (tr_ == transport::ud) {
+            wr.opcode = IBV_WR_SEND_WITH_IMM;
+            wr.wr.ud.ah = s.dest[q].ah;
+            wr.wr.ud.remote_qpn = s.dest[q].qpn;
+            wr.wr.ud.remote_qkey = s.dest[q].qkey;
+        } else {
+            wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+            wr.wr.rdma.remote_addr = info_[1].addr + uint64_t(q) * area_;
+            wr.wr.rdma.rkey = info_[1].rkey;
+        }
+        ibv_send_wr* bad = nullptr;
+        if (const int rc = ibv_post_send(s.qps[q], &wr, &bad))
+            fail("node0: ibv_post_send of the end-of-stream marker failed (" + std::to_string(rc) + ")");
     }
 
     /// Posts one receive of QP q's whole receive area; wr_id is the QP's receive sequence number.
@@ -568,13 +734,18 @@ private:
             chk_.bad_completion(w, "QP number " + std::to_string(wc.qp_num) + ", expected " +
                                        std::to_string(side_[w.node].qps[w.qp]->qp_num));
     }
-    /// Checks a receive completion (opcode RECV, byte_len, no immediate, wr_id in posting order).
+    /// Checks a receive completion of a `size`-byte message (opcode RECV, byte_len, no immediate,
+    /// wr_id in posting order; UD: the GRH area in byte_len, the sender's QP as source).
     void check_recv_wc(const verify::where& w, const ibv_wc& wc, uint64_t size) {
         check_send_wc(w, wc, IBV_WC_RECV, side_[w.node].rq_done[w.qp]);
-        if (wc.byte_len != size)
-            chk_.bad_completion(w, "byte_len " + std::to_string(wc.byte_len) + ", expected " + std::to_string(size));
+        if (wc.byte_len != recv_len(size))
+            chk_.bad_completion(w, "byte_len " + std::to_string(wc.byte_len) + ", expected " +
+                                       std::to_string(recv_len(size)));
         if (wc.wc_flags & IBV_WC_WITH_IMM)
             chk_.bad_completion(w, "carries immediate data, none was sent");
+        if (tr_ == transport::ud && wc.src_qp != info_[1 - w.node].qpn[w.qp])
+            chk_.bad_completion(w, "source QP " + std::to_string(wc.src_qp) + ", expected " +
+                                       std::to_string(info_[1 - w.node].qpn[w.qp]));
     }
     /// Puts this size's counts into its row.
     void take_counts(size_result& r) {
@@ -592,7 +763,8 @@ private:
         sw_[dst_node]->as.read(dst, b.data(), size);
         if (a != b)
             fail("data check failed: " + std::to_string(size) + " bytes at node" + std::to_string(dst_node) +
-                 " differ from node" + std::to_string(src_node) + "'s");
+                 " differ from node" + std::to_string(src_node) + "'s" +
+                 (tr_ == transport::uc ? " (UC does not retransmit a lost WRITE)" : ""));
     }
 
     // ------------------------------------------------------------------ phases
@@ -640,8 +812,8 @@ private:
                         const ibv_wc rwc = poll_one(i, side_[i].rcq);
                         if (v) {
                             check_recv_wc(at(ph, size, 0, 0, it, "receive completion"), rwc, size);
-                            chk_.bytes(at(ph, size, 0, 0, it, "receive buffer"), peek(0, recv_area(0, 0), size), size,
-                                       key(1, 0, step, it));
+                            chk_.bytes(at(ph, size, 0, 0, it, "receive buffer"),
+                                       peek(0, recv_area(0, 0) + payload_off(), size), size, key(1, 0, step, it));
                         }
                         ++side_[i].rq_done[0];
                         post_recv(i, 0);
@@ -695,8 +867,8 @@ private:
                     const ibv_wc rwc = poll_one(i, side_[i].rcq);
                     if (v) {
                         check_recv_wc(at(ph, size, 1, 0, it, "receive completion"), rwc, size);
-                        chk_.bytes(at(ph, size, 1, 0, it, "receive buffer"), peek(1, recv_area(1, 0), size), size,
-                                   key(0, 0, step, it));
+                        chk_.bytes(at(ph, size, 1, 0, it, "receive buffer"),
+                                   peek(1, recv_area(1, 0) + payload_off(), size), size, key(0, 0, step, it));
                         poke_data(1, send_area(1, 0), size, key(1, 0, step, it));
                     }
                     ++side_[i].rq_done[0];
@@ -747,11 +919,12 @@ private:
                         clear(0, recv_area(0, q), size);
                     } else if (v) {
                         poke_data(0, send_area(0, q), size, key(0, q, step, 0));
-                        clear(1, recv_area(1, q), size);
+                        clear(1, recv_area(1, q), payload_off() + size);
                     }
                 }
                 if (op == op_kind::atomic)
                     fetched.assign(uint64_t(nq) * depth, 0);
+                stream_end_ns_ = no_time;
             }
             uint64_t recv_done = 0;
             bar_.arrive();
@@ -830,7 +1003,9 @@ private:
                         if (!v)
                             continue;
                         // Known complete, and not yet overwritten by a later message: check now.
-                        if (op == op_kind::write)
+                        // (UC: the completion only says the WRITE is on the wire; checked after
+                        // the markers.)
+                        if (op == op_kind::write && tr_ == transport::rc)
                             chk_.bytes(at(ph, size, 1, q, idx, "destination buffer"), peek(1, recv_area(1, q), size),
                                        size, key(0, q, step, 0));
                         else if (op == op_kind::read)
@@ -853,6 +1028,10 @@ private:
                 r.bw_gbps = secs > 0 ? double(size) * double(ph.iters) * 8.0 / secs / 1e9 : 0;
                 r.msg_rate_mpps = secs > 0 ? double(ph.iters) / secs / 1e6 : 0;
                 rep.results.push_back(r);
+                if (tr_ != transport::rc)
+                    send_markers(ph, size);
+            } else if (tr_ != transport::rc) {
+                unacked_receive(ph, size, step);
             } else if (op == op_kind::send) {
                 while (recv_done < ph.iters) {
                     const ibv_wc wc = poll_one(i, s.rcq);
@@ -876,11 +1055,30 @@ private:
                 }
             }
             bar_.arrive();
+            if (client && tr_ == transport::ud) {
+                // The server's count: lost datagrams are reported, and fail --verify.
+                size_result& r = rep.results.back();
+                r.datagrams = true;
+                r.datagrams_sent = ph.iters;
+                for (unsigned q = 0; q < nq; ++q) {
+                    const uint64_t quota = quota_of(ph, q), got = received_[q];
+                    r.datagrams_lost += quota > got ? quota - got : 0;
+                    if (!v)
+                        continue;
+                    chk_.lost(at(ph, size, 1, q, 0, "receive queue"), quota > got ? quota - got : 0, quota);
+                    if (got > quota)  // a link duplicated a packet: UD delivers both copies
+                        chk_.bad_completion(at(ph, size, 1, q, quota, "receive completion"),
+                                            std::to_string(got - quota) + " datagrams more than were sent");
+                }
+            }
             if (client) {
-                // After the final completion: every QP's destination (or remote value) once more.
+                // After the final completion (UC, UD: after the markers): every QP's destination
+                // (or remote value) once more.
                 for (unsigned q = 0; q < nq; ++q) {
                     if (quota_of(ph, q) == 0)
                         continue;  // fewer messages than QPs: this one sent none
+                    if (tr_ == transport::ud && !v && received_[q] == 0)
+                        continue;  // every datagram of this QP lost: reported above, nothing to compare
                     if (op == op_kind::atomic) {
                         if (v)
                             chk_.value(at(ph, size, 1, q, quota_of(ph, q) - 1, "remote value after the last atomic"),
@@ -893,15 +1091,124 @@ private:
                             same_bytes(1, send_area(1, q), 0, recv_area(0, q), size);
                     } else if (v) {
                         chk_.bytes(at(ph, size, 1, q, quota_of(ph, q) - 1, "destination after the last message"),
-                                   peek(1, recv_area(1, q), size), size, key(0, q, step, 0));
+                                   peek(1, recv_area(1, q) + payload_off(), size), size, key(0, q, step, 0));
                     } else {
-                        same_bytes(0, send_area(0, q), 1, recv_area(1, q), size);
+                        same_bytes(0, send_area(0, q), 1, recv_area(1, q) + payload_off(), size);
                     }
                 }
                 if (v)
                     take_counts(rep.results.back());
             }
             bar_.arrive();
+        }
+    }
+
+    /// uc_write_bw, ud_send_bw, node0 after the timed stream: one end-of-stream marker on each QP
+    /// that sent messages (post_marker), then their send completions. A QP's packets reach the
+    /// server in order, so once it has a QP's marker every message before it has landed or is
+    /// lost. Then tells the server (out of band) that the markers are on the wire.
+    void send_markers(const phase_spec& ph, uint64_t size) {
+        const bool v = spec_.verify;
+        unsigned n = 0;
+        for (unsigned q = 0; q < nq_; ++q)
+            if (quota_of(ph, q) > 0) {
+                post_marker(q, (uint64_t(q) << 48) | quota_of(ph, q));
+                ++n;
+            }
+        for (unsigned k = 0; k < n; ++k) {
+            const ibv_wc wc = poll_one(0, side_[0].scq);
+            const unsigned q = std::min(unsigned(wc.wr_id >> 48), nq_ - 1);
+            if (v)  // the QPs' markers complete in any order
+                check_send_wc(at(ph, size, 0, q, quota_of(ph, q), "marker completion"), wc,
+                              tr_ == transport::ud ? IBV_WC_SEND : IBV_WC_RDMA_WRITE,
+                              (uint64_t(q) << 48) | quota_of(ph, q));
+        }
+        stream_end_ns_ = bus(0).now_ns();
+        stream_end_.notify(SC_ZERO_TIME);
+    }
+
+    /// uc_write_bw, ud_send_bw, node1: takes receive completions until every QP's marker is in
+    /// or, once the client's markers are on the wire, none has come for workload.drain_us (a
+    /// marker lost). ud_send_bw: every datagram is counted (received_) and, with --verify,
+    /// checked like send_bw's, its payload at byte 40. uc_write_bw: the WRITEs complete nothing
+    /// here, so only the markers come (WRITE with immediate).
+    void unacked_receive(const phase_spec& ph, uint64_t size, uint64_t step) {
+        const unsigned i = 1;
+        side& s = side_[i];
+        const bool v = spec_.verify, ud = tr_ == transport::ud;
+        const uint64_t drain = std::max<uint64_t>(1, uint64_t(wp_.drain_us.get() * 1000.0));
+        received_.assign(nq_, 0);
+        marked_.assign(nq_, 0);
+        unsigned want = 0, markers = 0;
+        for (unsigned q = 0; q < nq_; ++q)
+            want += quota_of(ph, q) > 0 ? 1 : 0;
+        if (!ud)  // nothing to take before the markers: sleep until they are on the wire
+            while (stream_end_ns_ == no_time)
+                wait(stream_end_);
+        uint64_t idle_since = bus(i).now_ns();
+        while (markers < want) {
+            ibv_wc wc{};
+            const int n = ibv_poll_cq(s.rcq, 1, &wc);
+            if (n < 0)
+                fail("node1: ibv_poll_cq failed");
+            if (n == 0) {
+                // The CQ is empty. Wait for the next completion in slices of drain_us, so that
+                // the end of the stream is noticed without one.
+                const uint64_t now = bus(i).now_ns();
+                if (stream_end_ns_ != no_time) {
+                    const uint64_t since = std::max(idle_since, stream_end_ns_);
+                    if (now - since >= drain)
+                        break;  // a marker was lost: every message is in or lost
+                    ibv_wait_cq(s.rcq, drain - (now - since));
+                } else {
+                    if (now - idle_since >= timeout_ns())
+                        fail("node1: no datagram within workload.timeout_us");
+                    ibv_wait_cq(s.rcq, std::min(drain, timeout_ns() - (now - idle_since)));
+                }
+                continue;
+            }
+            idle_since = bus(i).now_ns();
+            if (wc.status != IBV_WC_SUCCESS)
+                fail("node1: completion error " + status_name(wc.status) + ", opcode " + std::to_string(wc.opcode) +
+                     ", wr_id " + std::to_string(wc.wr_id));
+            unsigned q = qp_index(i, wc.qp_num);
+            if (q == nq_) {
+                if (!v)
+                    fail("node1: receive completion for unknown QP " + std::to_string(wc.qp_num));
+                chk_.bad_completion(at(ph, size, 1, 0, 0, "receive completion"),
+                                    "QP number " + std::to_string(wc.qp_num) + " is not one of ours");
+                continue;
+            }
+            const bool marker = (wc.wc_flags & IBV_WC_WITH_IMM) && wc.imm_data == marker_imm;
+            if (marker) {
+                if (v) {
+                    const verify::where w = at(ph, size, 1, q, received_[q], "marker receive completion");
+                    check_send_wc(w, wc, ud ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM, s.rq_done[q]);
+                    if (wc.byte_len != payload_off())
+                        chk_.bad_completion(w, "byte_len " + std::to_string(wc.byte_len) + ", expected " +
+                                                   std::to_string(payload_off()));
+                }
+                if (!marked_[q]) {
+                    marked_[q] = 1;
+                    ++markers;
+                }
+            } else if (ud && !marked_[q]) {
+                if (v) {
+                    check_recv_wc(at(ph, size, 1, q, received_[q], "receive completion"), wc, size);
+                    chk_.bytes(at(ph, size, 1, q, received_[q], "receive buffer"),
+                               peek(1, recv_area(1, q) + grh_bytes, size), size, key(0, q, step, 0));
+                }
+                ++received_[q];
+            } else {
+                if (!v)
+                    fail("node1: unexpected receive completion, opcode " + std::to_string(wc.opcode) + ", wr_id " +
+                         std::to_string(wc.wr_id));
+                chk_.bad_completion(at(ph, size, 1, q, received_[q], "receive completion"),
+                                    "opcode " + std::to_string(wc.opcode) + " after the end-of-stream marker or "
+                                    "without one");
+            }
+            ++s.rq_done[q];
+            post_recv(i, q);
         }
     }
 
@@ -1162,6 +1469,12 @@ private:
     barrier bar_;
     unsigned nq_ = 1;
     uint64_t area_ = 4096;        ///< bytes of one send or receive area
+    transport tr_ = transport::rc; ///< the QPs' transport (every phase's)
+    uint64_t ud_rq_need_ = 0;     ///< ud_send_bw: receives node1 needs per QP (0: rx_depth will do)
+    uint64_t stream_end_ns_ = no_time;  ///< UC/UD bandwidth: when the client's markers were on the wire
+    sc_event stream_end_;         ///< notified then
+    std::vector<uint64_t> received_;  ///< ud_send_bw: datagrams node1 took per QP in the current size
+    std::vector<uint8_t> marked_;     ///< the QP's marker is in
     bool needs_rd_ = false;       ///< a phase uses RDMA READ or atomics
     bool needs_atomic_ = false;   ///< a phase uses atomics
     std::string rd_workload_;     ///< the first such phase (error text)
@@ -1315,6 +1628,11 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
         if (!pcie_only && is_pcie_workload(p.workload))
             throw workload_error("dma_*_bw workloads run the PCIe link alone and cannot share a run with '" +
                                  spec.phases.front().workload + "'");
+    // The phases of a run share their QPs, hence one transport.
+    for (auto& p : spec.phases)
+        if (transport_of(p.workload) != transport_of(spec.phases.front().workload))
+            throw workload_error("'" + p.workload + "' and '" + spec.phases.front().workload +
+                                 "' run on different transports and cannot share a run");
     workload_params wp;
     std::vector<uint64_t> mrs;  // mr_scale's sweep
     for (auto& p : spec.phases)

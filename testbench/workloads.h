@@ -1,10 +1,11 @@
 // perftest-equivalent workloads on the model: write_lat, send_lat, read_lat, atomic_lat,
-// write_bw, send_bw, read_bw, atomic_rate (two nodes, RC, through the verbs API) and
-// dma_read_bw, dma_write_bw (the PCIe link alone); mr_scale, write_bw over N memory regions per
-// node (workload.mrs, --mrs) for the translation caches, which also prints its own table. Semantics follow perftest (calibration.md):
-// write_lat/send_lat report half the round trip of a ping-pong, read_lat/atomic_lat the whole
-// round trip of one READ / atomic (typical = median); *_bw stream with a transmit depth and
-// report bytes / time, atomic_rate the message rate. --verify checks the data and completions.
+// write_bw, send_bw, read_bw, atomic_rate (two nodes, RC, through the verbs API), ud_send_lat,
+// ud_send_bw (UD, ib_send_* -c UD), uc_write_bw (UC, ib_write_bw -c UC) and dma_read_bw,
+// dma_write_bw (the PCIe link alone); mr_scale, write_bw over N memory regions per node
+// (workload.mrs, --mrs) for the translation caches, which also prints its own table. Semantics
+// follow perftest (calibration.md): *_lat ping-pongs report half the round trip, read_lat/atomic_lat
+// the whole round trip of one READ / atomic (typical = median); *_bw stream with a transmit depth
+// and report bytes / time, atomic_rate the message rate. --verify checks the data and completions.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -69,10 +70,13 @@ public:
     bool value(const where& w, uint64_t actual, uint64_t expected);
     /// Counts a completion with a wrong field; `why` says which ("opcode 0, expected 128").
     void bad_completion(const where& w, const std::string& why);
+    /// Counts `n` of `sent` messages that never arrived (UD datagrams; w.message is not used).
+    void lost(const where& w, uint64_t n, uint64_t sent);
 
     uint64_t bytes_checked = 0;    ///< bytes compared
     uint64_t mismatches = 0;       ///< bytes that differed
     uint64_t bad_completions = 0;  ///< completions with a wrong field
+    uint64_t lost_messages = 0;    ///< messages that never arrived
     std::string first_failure;     ///< empty until something is wrong
 
 private:

@@ -102,9 +102,10 @@ TEST(Cli, BadSizes) {
 }
 
 TEST(Cli, BadOptions) {
-    EXPECT_EQ(error_of([] { parse({"--workload", "ud_send_lat"}); }),
-              "--workload: unknown workload 'ud_send_lat' (expected write_lat|send_lat|read_lat|atomic_lat|"
-              "write_bw|send_bw|read_bw|atomic_rate|mr_scale|dma_read_bw|dma_write_bw|attack_suite)");
+    EXPECT_EQ(error_of([] { parse({"--workload", "rd_send_lat"}); }),
+              "--workload: unknown workload 'rd_send_lat' (expected write_lat|send_lat|read_lat|atomic_lat|"
+              "write_bw|send_bw|read_bw|atomic_rate|ud_send_lat|ud_send_bw|uc_write_bw|mr_scale|dma_read_bw|"
+              "dma_write_bw|attack_suite)");
     EXPECT_EQ(error_of([] { parse({"--mtu", "1500"}); }), "--mtu: expected 256|512|1024|2048|4096, got '1500'");
     EXPECT_EQ(error_of([] { parse({"--iters", "-1"}); }),
               "--iters: expected an integer in [1,18446744073709551615], got '-1'");
@@ -117,6 +118,30 @@ TEST(Cli, BadOptions) {
     EXPECT_NE(error_of([] { parse({"--iters"}); }).find("command line:"), std::string::npos);
     EXPECT_NE(error_of([] { parse({"stray"}); }).find("command line:"), std::string::npos);
     EXPECT_NE(error_of([] { parse({"--qps", "1", "--qps", "2"}); }).find("--qps"), std::string::npos);
+}
+
+TEST(Cli, UcAndUdWorkloads) {
+    EXPECT_EQ(transport_of("ud_send_lat"), transport::ud);
+    EXPECT_EQ(transport_of("ud_send_bw"), transport::ud);
+    EXPECT_EQ(transport_of("uc_write_bw"), transport::uc);
+    EXPECT_EQ(transport_of("send_bw"), transport::rc);
+    EXPECT_EQ(transport_of("mr_scale"), transport::rc);
+    const auto o = parse({"--workload", "ud_send_bw", "--size", "64,4K", "--mtu", "4096"});
+    EXPECT_EQ(o.sizes, (std::vector<uint64_t>{64, 4096}));
+    // One datagram per message: a size above --mtu is refused, naming both.
+    EXPECT_EQ(error_of([] { parse({"--workload", "ud_send_bw", "--size", "64,8K"}); }),
+              "--size: 8192 bytes exceeds the MTU (4096 bytes, --mtu): ud_send_bw sends each message as one UD "
+              "datagram");
+    EXPECT_EQ(error_of([] { parse({"--workload", "ud_send_lat", "--size", "2-2K", "--mtu", "1024"}); }),
+              "--size: 2048 bytes exceeds the MTU (1024 bytes, --mtu): ud_send_lat sends each message as one UD "
+              "datagram");
+    // UC is segmented like RC.
+    EXPECT_EQ(parse({"--workload", "uc_write_bw", "--size", "1M", "--mtu", "1024"}).sizes,
+              (std::vector<uint64_t>{1u << 20}));
+    std::ostringstream help;
+    parse({"--help"}, &help);
+    for (const char* w : {"ud_send_lat", "ud_send_bw", "uc_write_bw"})
+        EXPECT_NE(help.str().find(w), std::string::npos) << w;
 }
 
 TEST(Cli, ApplyConfigSetBeatsLaterConfig) {
@@ -193,6 +218,34 @@ TEST(Report, TableLatencyAndBandwidth) {
     EXPECT_NE(os2.str().find("MsgRate[Mpps]"), std::string::npos);
     EXPECT_NE(os2.str().find("97.61"), std::string::npos);
     EXPECT_NE(os2.str().find("0.186175"), std::string::npos);
+}
+
+TEST(Report, LostDatagramsLineAndJson) {
+    run_report r;
+    r.workload = "ud_send_bw";
+    size_result s;
+    s.size_bytes = 64;
+    s.iters = 500;
+    s.bw_gbps = 10.83;
+    s.msg_rate_mpps = 21.143437;
+    s.datagrams = true;
+    s.datagrams_sent = 500;
+    r.results.push_back(s);
+    std::ostringstream none;
+    print_table(none, r);
+    EXPECT_EQ(none.str().find("lost"), std::string::npos) << "no line while nothing is lost";
+    r.results[0].datagrams_lost = 15;
+    std::ostringstream some;
+    print_table(some, r);
+    EXPECT_NE(some.str().find("\n datagrams lost: 15 of 500 sent (UD does not retransmit; counters ud_dropped, "
+                              "link.dropped)\n"),
+              std::string::npos)
+        << some.str();
+    const auto path = temp_path("lost.json");
+    write_json(path, r);
+    std::ifstream in(path);
+    const auto j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["results"][0]["datagrams_lost"], 15);
 }
 
 TEST(Report, JsonLayout) {

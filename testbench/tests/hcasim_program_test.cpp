@@ -1,6 +1,7 @@
 // The hcasim program as users run it: exit codes and one-line errors for bad input, the
 // stable parameter names, the stats JSON layout, node-prefix overrides, determinism, presets,
-// the READ and atomic workloads, --verify and its checker, --seed and link.seed.
+// the READ and atomic workloads, --verify and its checker, --seed and link.seed, the UC and UD
+// workloads (tables, the MTU limit of a datagram, lost datagrams).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -431,6 +432,179 @@ TEST(HcasimProgram, a_link_that_loses_everything_fails_the_run_clearly) {
                          "wr_id 0x0\n"),
               std::string::npos)
         << r.err;
+}
+
+// ------------------------------------------------------------------ UC and UD workloads
+
+namespace {
+
+/// The row of `size` in a table: its numbers after #bytes and #iterations.
+std::vector<double> row_of(const std::string& out, uint64_t size) {
+    std::istringstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream row(line);
+        uint64_t bytes = 0, iters = 0;
+        if (!(row >> bytes >> iters) || bytes != size)
+            continue;
+        std::vector<double> v;
+        for (double x; row >> x;) v.push_back(x);
+        return v;
+    }
+    return {};
+}
+
+}  // namespace
+
+TEST(HcasimProgram, ud_and_uc_workloads_print_perftest_tables) {
+    const result lat = run("--workload ud_send_lat --size 2,4K --iters 50");
+    ASSERT_EQ(lat.code, 0) << lat.err;
+    EXPECT_NE(lat.out.find(" hcasim ud_send_lat (seed 1)\n"), std::string::npos) << lat.out;
+    EXPECT_NE(lat.out.find(" #bytes     #iterations  t_min[usec]    t_max[usec]    t_typical[usec]   t_avg[usec]    "
+                           "99% percentile[usec]\n"),
+              std::string::npos)
+        << lat.out;
+    for (uint64_t size : {2u, 4096u}) {
+        const auto r = row_of(lat.out, size);
+        ASSERT_EQ(r.size(), 5u) << size << "\n" << lat.out;  // min, max, typical, avg, p99
+        EXPECT_GT(r[0], 0.0);
+        EXPECT_LE(r[0], r[2]);
+        EXPECT_LE(r[2], r[1]);
+    }
+    EXPECT_NE(lat.out.find(" 2          50 "), std::string::npos) << lat.out;
+    EXPECT_EQ(lat.out.find("lost"), std::string::npos) << lat.out;
+
+    for (const std::string args : {"--workload ud_send_bw --size 64,4K --iters 200",
+                                   "--workload uc_write_bw --size 64,4K,64K --iters 100 --qps 2"}) {
+        const result bw = run(args);
+        ASSERT_EQ(bw.code, 0) << args << ": " << bw.err;
+        EXPECT_NE(bw.out.find(" #bytes     #iterations  BW average[Gb/sec]   MsgRate[Mpps]\n"), std::string::npos)
+            << bw.out;
+        for (uint64_t size : {64u, 4096u}) {
+            const auto r = row_of(bw.out, size);
+            ASSERT_EQ(r.size(), 2u) << args << " " << size << "\n" << bw.out;
+            EXPECT_GT(r[0], 0.0);
+            EXPECT_GT(r[1], 0.0);
+            EXPECT_NEAR(r[0], double(size) * 8 * r[1] / 1000.0, 0.01 + r[0] * 0.001) << "Gb/s = bytes x Mpps";
+        }
+        EXPECT_EQ(bw.out.find("lost"), std::string::npos) << bw.out;
+    }
+    // 4 KiB datagrams: LRH, BTH, DETH, ICRC, VCRC (34 bytes) per 4096 bound EDR at 99.18 Gb/s.
+    const auto ud4k = row_of(run("--workload ud_send_bw --size 4K --iters 200").out, 4096);
+    ASSERT_EQ(ud4k.size(), 2u);
+    EXPECT_GT(ud4k[0], 90.0);
+    EXPECT_LT(ud4k[0], 99.18);
+    // UD's default size is the MTU (perftest: "Max msg size in UD is MTU"), UC's 64 KiB.
+    EXPECT_EQ(row_of(run("--workload ud_send_bw --iters 20 --mtu 1024").out, 1024).size(), 2u);
+    EXPECT_EQ(row_of(run("--workload uc_write_bw --iters 20").out, 65536).size(), 2u);
+}
+
+TEST(HcasimProgram, ud_size_above_the_mtu_is_refused_at_start_up) {
+    const result bw = run("--workload ud_send_bw --size 64,8K --iters 10");
+    EXPECT_EQ(bw.code, 2);
+    EXPECT_EQ(bw.err,
+              "hcasim: error: --size: 8192 bytes exceeds the MTU (4096 bytes, --mtu): ud_send_bw sends each message "
+              "as one UD datagram\n");
+    EXPECT_EQ(bw.out, "");
+    const result lat = run("--workload ud_send_lat --size 2K --mtu 1024 --iters 10");
+    EXPECT_EQ(lat.code, 2);
+    EXPECT_EQ(lat.err,
+              "hcasim: error: --size: 2048 bytes exceeds the MTU (1024 bytes, --mtu): ud_send_lat sends each message "
+              "as one UD datagram\n");
+    // At the MTU it runs; UC segments larger messages like RC.
+    EXPECT_EQ(run("--workload ud_send_bw --size 1K --mtu 1024 --iters 10").code, 0);
+    EXPECT_EQ(run("--workload uc_write_bw --size 8K --mtu 1024 --iters 10").code, 0);
+}
+
+TEST(HcasimProgram, verify_checks_the_ud_and_uc_workloads) {
+    for (const std::string args :
+         {"--workload ud_send_lat --size 0,2,4K --iters 50", "--workload ud_send_bw --size 2,4K --iters 300 --qps 3",
+          "--workload ud_send_bw --size 1K --mtu 1024 --iters 100", "--workload uc_write_bw --size 64,64K --iters 200 --qps 2",
+          "--workload uc_write_bw --size 8K --mtu 1024 --iters 50"}) {
+        nlohmann::json j;
+        const result r = run_json(args + " --verify", &j);
+        ASSERT_EQ(r.code, 0) << args << ": " << r.err;
+        ASSERT_FALSE(j.is_null()) << args;
+        for (const auto& e : j["results"]) {
+            ASSERT_TRUE(e.contains("verify")) << args;
+            if (e["size_bytes"] != 0) {
+                EXPECT_GT(e["verify"]["bytes_checked"].get<uint64_t>(), 0u) << args;
+            }
+            EXPECT_EQ(e["verify"]["mismatches"], 0) << args;
+            EXPECT_EQ(e["verify"]["bad_completions"], 0) << args;
+        }
+        EXPECT_NE(r.out.find(" 0 mismatches, 0 bad completions"), std::string::npos) << r.out;
+    }
+    nlohmann::json j;
+    // ud_send_lat: every iteration's payload (at byte 40 of the receive buffer) on both sides.
+    ASSERT_EQ(run_json("--workload ud_send_lat --size 2,4K --iters 50 --verify", &j).code, 0);
+    EXPECT_EQ(j["results"][0]["verify"]["bytes_checked"], 50 * 2 * 2);
+    EXPECT_EQ(j["results"][1]["verify"]["bytes_checked"], 50 * 4096 * 2);
+    // ud_send_bw: every datagram at its receive completion, and each QP's buffer at the end.
+    ASSERT_EQ(run_json("--workload ud_send_bw --size 4K --iters 300 --qps 3 --verify", &j).code, 0);
+    EXPECT_EQ(j["results"][0]["verify"]["bytes_checked"], (300 + 3) * 4096);
+    EXPECT_EQ(j["results"][0]["datagrams_lost"], 0);
+    // uc_write_bw: each QP's destination once its end-of-stream marker is in.
+    ASSERT_EQ(run_json("--workload uc_write_bw --size 64K --iters 200 --qps 2 --verify", &j).code, 0);
+    EXPECT_EQ(j["results"][0]["verify"]["bytes_checked"], 2 * 65536);
+    // One 1 MiB WRITE: its send completion comes before the data lands; the marker waits for it.
+    ASSERT_EQ(run_json("--workload uc_write_bw --size 1M --iters 1 --verify", &j).code, 0);
+    EXPECT_EQ(j["results"][0]["verify"]["mismatches"], 0);
+}
+
+TEST(HcasimProgram, ud_send_bw_posts_a_receive_for_every_datagram) {
+    // Far beyond workload.rx_depth (512), faster than node1 takes them: none is dropped.
+    nlohmann::json j;
+    const result r = run_json("--workload ud_send_bw --size 64 --iters 3000 --qps 2 --verify", &j);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(j["results"][0]["datagrams_lost"], 0);
+    EXPECT_EQ(j["counters"]["node1.hca.transport_engine.ud_dropped"], 0);
+    EXPECT_EQ(j["counters"]["node1.hca.transport_engine.recv_completions"], 3000 + 2);  // and 2 markers
+    EXPECT_EQ(r.out.find("lost"), std::string::npos) << r.out;
+    // A device whose queues hold only 512: the receives run out, and what the HCA dropped for
+    // want of a receive WQE is what the workload reports lost.
+    const result small = run_json("--workload ud_send_bw --size 64 --iters 3000 --qps 2 --set hca.max_qp_wr=512", &j);
+    ASSERT_EQ(small.code, 0) << small.err;
+    EXPECT_GT(j["results"][0]["datagrams_lost"].get<uint64_t>(), 0u);
+    EXPECT_EQ(j["results"][0]["datagrams_lost"], j["counters"]["node1.hca.transport_engine.ud_dropped"]);
+}
+
+TEST(HcasimProgram, lost_datagrams_are_reported_and_fail_verify) {
+    const std::string lossy = "--workload ud_send_bw --size 64 --iters 400 --set link.drop_rate=0.05";
+    nlohmann::json j;
+    const result plain = run_json(lossy, &j);
+    ASSERT_EQ(plain.code, 0) << plain.err;
+    const uint64_t lost = j["results"][0]["datagrams_lost"];
+    const uint64_t dropped = j["counters"]["node0.link.dropped"];  // node0's cable: the datagrams' way
+    EXPECT_GT(lost, 0u);
+    EXPECT_LE(lost, dropped);
+    EXPECT_GE(lost + 1, dropped) << "at most the marker was lost besides";
+    EXPECT_NE(plain.out.find("\n datagrams lost: " + std::to_string(lost) + " of 400 sent (UD does not retransmit; "
+                             "counters ud_dropped, link.dropped)\n"),
+              std::string::npos)
+        << plain.out;
+    const result verified = run(lossy + " --verify");
+    EXPECT_EQ(verified.code, 1);
+    EXPECT_EQ(verified.err, "hcasim: run failed: verify: ud_send_bw 64 B, node1 QP 0, receive queue: " +
+                                std::to_string(lost) + " of 400 datagrams lost (UD does not retransmit)\n");
+    EXPECT_EQ(without_verify_line(verified.out), plain.out);
+    // A link that loses everything: the server stops waiting workload.drain_us after the markers.
+    const result all = run("--workload ud_send_bw --size 64 --iters 20 --set link.drop_rate=1");
+    ASSERT_EQ(all.code, 0) << all.err;
+    EXPECT_NE(all.out.find(" datagrams lost: 20 of 20 sent"), std::string::npos) << all.out;
+}
+
+TEST(HcasimProgram, ud_and_uc_figures_are_deterministic_and_verify_does_not_change_them) {
+    for (const std::string args : {"--workload ud_send_lat --size 2,1K --iters 100 --seed 5",
+                                   "--workload ud_send_bw --size 64,4K --iters 300 --qps 2 --seed 5",
+                                   "--workload uc_write_bw --size 64,64K --iters 200 --qps 2 --seed 5"}) {
+        const result a = run(args), b = run(args), verified = run(args + " --verify");
+        ASSERT_EQ(a.code, 0) << args << ": " << a.err;
+        ASSERT_EQ(verified.code, 0) << args << ": " << verified.err;
+        EXPECT_FALSE(a.out.empty());
+        EXPECT_EQ(a.out, b.out) << args;
+        EXPECT_EQ(without_verify_line(verified.out), a.out) << args;
+    }
 }
 
 // libsystemc (linked through testbench_lib) needs the symbol; gtest_main provides main().
