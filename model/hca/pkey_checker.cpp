@@ -12,13 +12,22 @@ pkey_checker::pkey_checker(const sc_core::sc_module_name& name, unsigned max_qps
       qp_index_(max_qps, -1) {
     table_len.range(1, 65535);  // C10-121; port_info.pkey_table_len is 16 bits
     table_.assign(table_len, 0);
+    full_.assign(0x8000, 0);
+    limited_.assign(0x8000, 0);
     table_[0] = 0xFFFF;  // default partition, full member
+    full_[0x7FFF] = 1;
 }
 
 bool pkey_checker::set_pkey(unsigned index, uint16_t pkey) {
     if (index >= table_.size())
         return false;
+    auto count = [&](uint16_t key, int d) {
+        if (key & 0x7FFF)  // invalid keys (low 15 bits zero) match nothing
+            ((key & 0x8000) ? full_ : limited_)[key & 0x7FFF] += uint16_t(d);
+    };
+    count(table_[index], -1);
     table_[index] = pkey;
+    count(pkey, +1);
     return true;
 }
 
@@ -52,7 +61,7 @@ void pkey_checker::receive(const rx_packet& p) {
     if (qpn == GSI_QPN) {
         // C10-132: QP1 takes a P_Key that matches any valid entry; the entry's index goes with
         // the packet (the CQE's pkey_index).
-        const int32_t idx = find_match(p.h.b.pkey);
+        const int32_t idx = any_match(p.h.b.pkey) ? find_match(p.h.b.pkey) : -1;
         if (idx < 0) {
             pkey_violation();
             return;
@@ -62,6 +71,18 @@ void pkey_checker::receive(const rx_packet& p) {
             q.pkey_index = uint16_t(idx);
             sink_->receive(q);
         }
+        return;
+    }
+    if (p.h.l.dlid >= 0xC000 && p.h.l.dlid != 0xFFFF) {
+        // Multicast: the port takes a P_Key some valid entry of its table matches (else it is
+        // a violation); each attached QP's own entry is matched again when the transport
+        // engine delivers the datagram to it.
+        if (!any_match(p.h.b.pkey)) {
+            pkey_violation();
+            return;
+        }
+        if (sink_)
+            sink_->receive(p);
         return;
     }
     const int32_t idx = qpn < qp_index_.size() ? qp_index_[qpn] : -1;

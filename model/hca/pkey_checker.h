@@ -43,6 +43,12 @@ public:
     }
     /// Lowest table index whose entry matches `pkey` (C10-132), or -1.
     int32_t find_match(uint16_t pkey) const;
+    /// True if some entry of the table matches `pkey` (O(1): per-key counts of full and
+    /// limited entries kept by set_pkey).
+    bool any_match(uint16_t pkey) const {
+        const uint16_t k = pkey & 0x7FFF;
+        return k != 0 && (full_[k] || ((pkey & 0x8000) && limited_[k]));
+    }
 
     /// o10-57: P_Key violation counter (16 bits, saturates at 0xFFFF, zero at power-on).
     uint16_t pkey_violation_count() const { return pkey_viol_; }
@@ -68,6 +74,7 @@ private:
     rx_sink* sink_ = nullptr;
     std::vector<uint16_t> table_;
     std::vector<int32_t> qp_index_;  // per QPN: bound table index, -1 if none
+    std::vector<uint16_t> full_, limited_;  // per low 15 bits: entries holding that key as full / limited member
     uint16_t pkey_viol_ = 0, qkey_viol_ = 0;
 };
 

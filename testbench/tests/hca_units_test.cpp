@@ -614,6 +614,39 @@ SIM_TEST(HcaPkey, C10_131_qp0_accepts_any_pkey) {
     EXPECT_EQ(pk.violations.value(), std::size(keys) - 2);
 }
 
+SIM_TEST(HcaPkey, multicast_packets_need_a_matching_entry_anywhere_in_the_table) {
+    pkey_checker pk("pkey_checker", 16);
+    counting_sink sink;
+    pk.bind_receiver(sink);
+    auto mc = [](uint16_t pkey) {
+        rx_packet p = rx_pkt(0xFFFFFF, pkey);
+        p.h.l.dlid = 0xC123;
+        return p;
+    };
+    ASSERT_TRUE(pk.set_pkey(0, 0x0000));  // the default entry goes: the table is 2 = 0x8001, 3 = 0x0002
+    ASSERT_TRUE(pk.set_pkey(2, 0x8001));
+    ASSERT_TRUE(pk.set_pkey(3, 0x0002));
+    const struct {
+        uint16_t pkey;
+        bool pass;
+    } probes[] = {{0x8001, true}, {0x0001, true}, {0x8002, true}, {0x0002, false} /* limited vs limited */,
+                  {0xFFFF, false}, {0x8003, false}, {0x8000, false}};
+    unsigned passed = 0, dropped = 0;
+    for (const auto& t : probes) {
+        pk.receive(mc(t.pkey));
+        (t.pass ? passed : dropped) += 1;
+        EXPECT_EQ(sink.n, passed) << std::hex << t.pkey;
+        EXPECT_EQ(pk.pkey_violation_count(), dropped) << std::hex << t.pkey;
+    }
+    // Overwriting an entry updates what matches: 0x8001 leaves, 0xFFFF arrives.
+    ASSERT_TRUE(pk.set_pkey(2, 0xFFFF));
+    EXPECT_FALSE(pk.any_match(0x8001));
+    EXPECT_TRUE(pk.any_match(0x7FFF));
+    EXPECT_TRUE(pk.any_match(0x8002));
+    ASSERT_TRUE(pk.set_pkey(3, 0x0000));
+    EXPECT_FALSE(pk.any_match(0x8002)) << "an invalidated entry matches nothing";
+}
+
 SIM_TEST(HcaPkey, C10_132_qp1_matches_any_valid_entry_and_records_its_index) {
     pkey_checker pk("pkey_checker", 16);
     counting_sink sink;
