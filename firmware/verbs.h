@@ -38,7 +38,7 @@ enum ibv_qp_attr_mask {
     IBV_QP_MAX_DEST_RD_ATOMIC = 1 << 17, IBV_QP_PATH_MIG_STATE = 1 << 18, IBV_QP_CAP = 1 << 19,
     IBV_QP_DEST_QPN = 1 << 20
 };
-enum ibv_wr_opcode {
+enum ibv_wr_opcode : int {  // fixed type: any value a caller passes is representable (and refused if unknown)
     IBV_WR_RDMA_WRITE = 0, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_READ,
     IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_LOCAL_INV, IBV_WR_BIND_MW,
     IBV_WR_SEND_WITH_INV,
