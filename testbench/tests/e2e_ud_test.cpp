@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -303,5 +304,80 @@ SIM_TEST(E2eUd, C10_5_2_1_ah_destroyed_while_its_wr_is_outstanding_the_wr_still_
         EXPECT_EQ(r.status, IBV_WC_SUCCESS);
         EXPECT_EQ(r.byte_len, 540u);
         h.expect_mem(1, b.dst + 40, h.read_mem(0, b.src, 500), "the payload");
+    });
+}
+
+SIM_TEST(E2eUd, C10_154_ud_completion_errors_follow_the_send_and_receive_queue_tables) {
+    // One row per error of the UD send queue and receive queue tables that the model can meet:
+    // the completion each side sees, the state each QP is left in, and that nothing arrives.
+    rc_harness h(ud());
+    h.run([](rc_harness& h) {
+        bufs b = make_bufs(h, 8192, 154);
+        ibv_ah* ah = h.ah_to_peer(0);
+        const uint64_t tiny = h.alloc(1, 64, 64);
+        ibv_mr* ro = h.reg(1, b.dst + 4096, 4096, 0);  // no Local Write: a protection error for a receive
+        ASSERT_NE(ro, nullptr);
+        struct row {
+            const char* what;
+            std::function<void()> post;
+            int send_status;          // -1: no send completion expected beyond success
+            ibv_qp_state send_state;  // node0 afterwards
+            int recv_status;          // -1: no receive completion
+            ibv_qp_state recv_state;  // node1 afterwards
+        };
+        const std::vector<row> rows = {
+            {"send: local protection error (L_Key of nothing)",
+             [&] { ASSERT_EQ(h.post_ud(0, ah, {{b.src, 64, 0xBAD00u}}, 1), 0); }, IBV_WC_LOC_PROT_ERR, IBV_QPS_SQE, -1,
+             IBV_QPS_RTS},
+            {"send: local protection error (beyond the region)",
+             [&] { ASSERT_EQ(h.post_ud(0, ah, {{b.src + 8100, 200, b.smr->lkey}}, 1), 0); }, IBV_WC_LOC_PROT_ERR,
+             IBV_QPS_SQE, -1, IBV_QPS_RTS},
+            {"receive: local length error (buffer too small)",
+             [&] {
+                 ASSERT_EQ(h.post_recv(1, {{tiny, 64, h.reg(1, tiny, 64)->lkey}}, 5), 0);
+                 ASSERT_EQ(h.post_ud(0, ah, {{b.src, 100, b.smr->lkey}}, 1), 0);
+             },
+             IBV_WC_SUCCESS, IBV_QPS_RTS, IBV_WC_LOC_LEN_ERR, IBV_QPS_ERR},
+            {"receive: local protection error (buffer without Local Write)",
+             [&] {
+                 ASSERT_EQ(h.post_recv(1, {{b.dst + 4096, 1000, ro->lkey}}, 6), 0);
+                 ASSERT_EQ(h.post_ud(0, ah, {{b.src, 100, b.smr->lkey}}, 1), 0);
+             },
+             IBV_WC_SUCCESS, IBV_QPS_RTS, IBV_WC_LOC_PROT_ERR, IBV_QPS_ERR},
+            {"receive: Q_Key mismatch (silently dropped)",
+             [&] {
+                 ASSERT_EQ(h.post_recv(1, {{b.dst, 1000, b.dmr->lkey}}, 7), 0);
+                 ASSERT_EQ(h.post_ud(0, ah, {{b.src, 100, b.smr->lkey}}, 1, IBV_SEND_SIGNALED, ~0u, 0x1234), 0);
+             },
+             IBV_WC_SUCCESS, IBV_QPS_RTS, -1, IBV_QPS_RTS},
+            {"receive: no receive WQE (silently dropped)",
+             [&] { ASSERT_EQ(h.post_ud(0, ah, {{b.src, 100, b.smr->lkey}}, 1), 0); }, IBV_WC_SUCCESS, IBV_QPS_RTS, -1,
+             IBV_QPS_RTS},
+        };
+        for (const row& r : rows) {
+            h.fill_mem(1, b.dst, 4096, kGuard);
+            r.post();
+            auto s = h.expect_wc(h.s[0].scq, 1, r.what);
+            ASSERT_EQ(s.size(), 1u) << r.what;
+            EXPECT_EQ(int(s[0].status), r.send_status) << r.what;
+            if (r.recv_status >= 0) {
+                auto rw = h.expect_wc(h.s[1].rcq, 1, r.what);
+                ASSERT_EQ(rw.size(), 1u) << r.what;
+                EXPECT_EQ(int(rw[0].status), r.recv_status) << r.what;
+            } else {
+                h.expect_no_wc(h.s[1].rcq, kQuietNs, r.what);
+            }
+            EXPECT_EQ(query_state(h.s[0].qp), r.send_state) << r.what;
+            EXPECT_EQ(query_state(h.s[1].qp), r.recv_state) << r.what;
+            h.expect_fill(1, b.dst, 4096, kGuard, r.what);
+            // Both QPs back to RTS with empty queues for the next row.
+            for (unsigned i = 0; i < 2; ++i) {
+                ASSERT_EQ(to_state(h.s[i].qp, IBV_QPS_RESET), 0);
+                ibv_wc wc[16];
+                while (ibv_poll_cq(h.s[i].scq, 16, wc) > 0) {}
+                while (ibv_poll_cq(h.s[i].rcq, 16, wc) > 0) {}
+                ASSERT_EQ(h.connect(i, IBV_QPS_RTS), 0);
+            }
+        }
     });
 }
