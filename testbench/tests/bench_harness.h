@@ -473,6 +473,40 @@ private:
     std::unique_ptr<app_module> app_;
 };
 
+/// The byte every shared target buffer is filled with before a test writes into it.
+constexpr uint8_t kGuardByte = 0xA5;
+/// Access of a target region by default: local write, remote write and read.
+constexpr int kTargetAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+/// A source buffer on node0 (a pattern of `seed`) and a guard-filled target on node1, both
+/// registered (the target with `dst_access`).
+struct bufs {
+    uint64_t src = 0, dst = 0;
+    ibv_mr* smr = nullptr;
+    ibv_mr* dmr = nullptr;
+};
+inline bufs make_bufs(rc_harness& h, size_t n, uint64_t seed = 1, int dst_access = kTargetAccess) {
+    bufs b;
+    b.src = h.alloc(0, n, 4096);
+    h.write_mem(0, b.src, pattern(n, seed));
+    b.smr = h.reg(0, b.src, n);
+    b.dst = h.alloc(1, n, 4096);
+    h.fill_mem(1, b.dst, n, kGuardByte);
+    b.dmr = h.reg(1, b.dst, n, dst_access);
+    return b;
+}
+
+/// The one completion the caller waits for on `cq` (status GENERAL_ERR if none came).
+inline ibv_wc one_wc(rc_harness& h, ibv_cq* cq, const std::string& what) {
+    auto v = h.expect_wc(cq, 1, what);
+    if (v.empty()) {
+        ibv_wc none{};
+        none.status = IBV_WC_GENERAL_ERR;
+        return none;
+    }
+    return v[0];
+}
+
 /// Modify QP to state `s` with no other attribute.
 inline int to_state(ibv_qp* qp, ibv_qp_state s) {
     ibv_qp_attr a{};
@@ -486,6 +520,23 @@ inline ibv_qp_state query_state(ibv_qp* qp) {
     ibv_qp_init_attr ia{};
     EXPECT_EQ(ibv_query_qp(qp, &a, 0, &ia), 0);
     return a.qp_state;
+}
+
+/// After an error: quiet_ns of waiting, then both harness QPs to Reset (async events consumed
+/// first, CQs drained) and back to RTS.
+inline void recover(rc_harness& h, uint64_t quiet_ns = 20'000) {
+    h.sleep(0, quiet_ns);
+    for (unsigned i = 0; i < 2; ++i) {
+        ibv_async_event ev;  // first: an event's QP state would overwrite the Reset below
+        while (ibv_get_async_event(h.s[i].ctx, &ev, 1) == 0)
+            ibv_ack_async_event(&ev);
+        ASSERT_EQ(to_state(h.s[i].qp, IBV_QPS_RESET), 0);
+        ibv_wc wc[16];
+        while (ibv_poll_cq(h.s[i].scq, 16, wc) > 0) {}
+        while (ibv_poll_cq(h.s[i].rcq, 16, wc) > 0) {}
+    }
+    for (unsigned i = 0; i < 2; ++i)
+        ASSERT_EQ(h.connect(i, IBV_QPS_RTS), 0);
 }
 
 /// Counter of node `node`'s HCA by unit key ("transport_engine.tx_packets").

@@ -38,22 +38,6 @@ hw::cmd_status set_pkey(rc_harness& h, unsigned node, unsigned index, uint16_t p
 
 pkey_checker& pkeys(rc_harness& h, unsigned node) { return h.mach().at(node).adapter.pkeys; }
 
-/// Source buffer on node0 and target/receive buffer on node1, both registered.
-struct bufs {
-    uint64_t src = 0, dst = 0;
-    ibv_mr* smr = nullptr;
-    ibv_mr* dmr = nullptr;
-};
-bufs make_bufs(rc_harness& h, size_t n, uint64_t seed = 1) {
-    bufs b;
-    b.src = h.alloc(0, n, 4096);
-    h.write_mem(0, b.src, pattern(n, seed));
-    b.smr = h.reg(0, b.src, n);
-    b.dst = h.alloc(1, n, 4096);
-    h.fill_mem(1, b.dst, n, kGuard);
-    b.dmr = h.reg(1, b.dst, n);
-    return b;
-}
 
 }  // namespace
 

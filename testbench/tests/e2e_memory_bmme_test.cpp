@@ -32,33 +32,7 @@ constexpr uint64_t kIova = 0x90000000ull;  // where fast-registered regions star
 /// The CQE vendor syndrome the HCA reports for a translation or memory management failure.
 uint32_t vendor(xlate_status s) { return uint32_t(s); }
 
-/// Source buffer on node0 and target buffer on node1 (guard-filled), both registered.
-struct bufs {
-    uint64_t src = 0, dst = 0;
-    ibv_mr* smr = nullptr;
-    ibv_mr* dmr = nullptr;
-};
-bufs make_bufs(rc_harness& h, size_t n, uint64_t seed, int dst_access = kBindable) {
-    bufs b;
-    b.src = h.alloc(0, n, 4096);
-    h.write_mem(0, b.src, pattern(n, seed));
-    b.smr = h.reg(0, b.src, n);
-    b.dst = h.alloc(1, n, 4096);
-    h.fill_mem(1, b.dst, n, kGuard);
-    b.dmr = h.reg(1, b.dst, n, dst_access);
-    return b;
-}
 
-/// The one completion the caller waits for on `cq` (status GENERAL_ERR if none came).
-ibv_wc one_wc(rc_harness& h, ibv_cq* cq, const std::string& what) {
-    auto v = h.expect_wc(cq, 1, what);
-    if (v.empty()) {
-        ibv_wc none{};
-        none.status = IBV_WC_GENERAL_ERR;
-        return none;
-    }
-    return v[0];
-}
 
 /// RDMA WRITE from node `from`'s harness QP (one SGE); returns its completion.
 ibv_wc write_wc(rc_harness& h, ibv_sge sge, uint64_t remote, uint32_t rkey, const std::string& what,
@@ -67,21 +41,6 @@ ibv_wc write_wc(rc_harness& h, ibv_sge sge, uint64_t remote, uint32_t rkey, cons
     return one_wc(h, h.s[from].scq, what);
 }
 
-/// After an error: both harness QPs to Reset (events consumed, CQs drained) and back to RTS.
-void recover(rc_harness& h) {
-    h.sleep(0, kQuietNs);
-    for (unsigned i = 0; i < 2; ++i) {
-        ibv_async_event ev;  // first: an event's QP state would overwrite the Reset below
-        while (ibv_get_async_event(h.s[i].ctx, &ev, 1) == 0)
-            ibv_ack_async_event(&ev);
-        ASSERT_EQ(to_state(h.s[i].qp, IBV_QPS_RESET), 0);
-        ibv_wc wc[16];
-        while (ibv_poll_cq(h.s[i].scq, 16, wc) > 0) {}
-        while (ibv_poll_cq(h.s[i].rcq, 16, wc) > 0) {}
-    }
-    for (unsigned i = 0; i < 2; ++i)
-        ASSERT_EQ(h.connect(i, IBV_QPS_RTS), 0);
-}
 
 /// Replaces node i's harness QP by one created with `flags` (IBV_QP_CREATE_*) and reconnects
 /// both QPs.
@@ -265,7 +224,7 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_3_a_non_shared_region_is_accepted_by_every_verb
     h.run([](rc_harness& h) {
         recreate_qp(h, 1, IBV_QP_CREATE_FAST_REG);
         const size_t n = 4 * 4096;
-        bufs b = make_bufs(h, n, 363);  // b.dmr: Register MR, not shared
+        bufs b = make_bufs(h, n, 363, kBindable);  // b.dmr: Register MR, not shared
         std::vector<uint8_t> want(n, kGuard);
         const auto src = h.read_mem(0, b.src, n);
         auto expect_written = [&](uint64_t off, uint64_t src_off, size_t len) {
@@ -343,7 +302,7 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_3_a_non_shared_region_is_accepted_by_every_verb
 SIM_TEST(E2eMemoryBmme, o10_36_2_4_shared_region_and_its_source_reach_the_same_bytes) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 8192, 364);
+        bufs b = make_bufs(h, 8192, 364, kBindable);
         const uint64_t sink = h.alloc(0, 8192, 4096);
         ibv_mr* snk = h.reg(0, sink, 8192);
         ibv_mr* sh = ibv_reg_shared_mr(b.dmr, h.s[1].pd, kBindable, 0x5000000);
@@ -389,7 +348,7 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_5_o10_37_2_15_fast_register_and_local_invalidat
     rc_harness h;
     h.run([](rc_harness& h) {
         recreate_qp(h, 1, IBV_QP_CREATE_FAST_REG);
-        bufs b = make_bufs(h, 4096, 365);
+        bufs b = make_bufs(h, 4096, 365, kBindable);
         ibv_mr* sh = ibv_reg_shared_mr(b.dmr, h.s[1].pd, kRw, 0x5000000);
         ASSERT_NE(sh, nullptr);
         // Fast Register: refused at once (a shared region has no L_Key page list of its own).
@@ -422,7 +381,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_5_o10_37_2_6_fast_register_makes_the_key_valid_
     rc_harness h;
     h.run([](rc_harness& h) {
         recreate_qp(h, 1, IBV_QP_CREATE_FAST_REG);
-        bufs b = make_bufs(h, 3 * 4096, 375);
+        bufs b = make_bufs(h, 3 * 4096, 375, kBindable);
         h.write_mem(1, b.dst, pattern(3 * 4096, 3750));
         const uint64_t sink = h.alloc(0, 4096, 4096);
         h.fill_mem(0, sink, 4096, kGuard);
@@ -467,7 +426,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_5_o10_37_2_6_fast_register_makes_the_key_valid_
 SIM_TEST(E2eMemoryBmme, o10_37_2_5_fast_register_refusals) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4 * 4096, 3751);
+        bufs b = make_bufs(h, 4 * 4096, 3751, kBindable);
         const auto pg = pages_of(h, 1, b.dst, 4 * 4096);
         const std::vector<uint64_t> two(pg.begin(), pg.begin() + 2);
         ibv_mr* l = ibv_alloc_lkey(h.s[1].pd, 2);
@@ -516,7 +475,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_5_fast_register_refusals) {
 SIM_TEST(E2eMemoryBmme, o10_36_2_1_free_keys_are_refused_locally_and_remotely) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4096, 361);
+        bufs b = make_bufs(h, 4096, 361, kBindable);
         ibv_mr* l1 = ibv_alloc_lkey(h.s[1].pd, 1);  // Free, never registered
         ibv_mr* l0 = ibv_alloc_lkey(h.s[0].pd, 1);
         ASSERT_TRUE(l0 && l1);
@@ -555,7 +514,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_7_o10_37_2_11_reserved_lkey_names_physical_memo
         const uint32_t rl = da.reserved_lkey;
         EXPECT_EQ(rl, hw::RESERVED_LKEY);
         recreate_qp(h, 0, IBV_QP_CREATE_FAST_REG | IBV_QP_CREATE_RESERVED_LKEY);
-        bufs b = make_bufs(h, 8192, 377);
+        bufs b = make_bufs(h, 8192, 377, kBindable);
         const uint64_t sink = h.alloc(0, 4096, 4096);
         h.fill_mem(0, sink, 4096, kGuard);
         const uint64_t src_pa = h.pa_of(0, b.src), sink_pa = h.pa_of(0, sink);
@@ -593,7 +552,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_8_reserved_lkey_cannot_be_bound_invalidated_fas
     rc_harness h;
     h.run([](rc_harness& h) {
         recreate_qp(h, 1, IBV_QP_CREATE_FAST_REG | IBV_QP_CREATE_RESERVED_LKEY);
-        bufs b = make_bufs(h, 4096, 378);
+        bufs b = make_bufs(h, 4096, 378, kBindable);
         // Local Invalidate of the reserved L_Key.
         ibv_wc c = local_inv(h, 1, hw::RESERVED_LKEY);
         EXPECT_EQ(c.status, IBV_WC_MW_BIND_ERR);
@@ -632,7 +591,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_13_invalidate_frees_fast_registered_keys_indepe
     rc_harness h;
     h.run([](rc_harness& h) {
         recreate_qp(h, 1, IBV_QP_CREATE_FAST_REG);
-        bufs b = make_bufs(h, 8192, 3713);
+        bufs b = make_bufs(h, 8192, 3713, kBindable);
         const auto pg = pages_of(h, 1, b.dst, 8192);
         ibv_mr* l1 = ibv_alloc_lkey(h.s[1].pd, 2);
         ibv_mr* l2 = ibv_alloc_lkey(h.s[1].pd, 2);
@@ -666,7 +625,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_14_invalidating_a_region_during_a_write_stops_i
     h.run([](rc_harness& h) {
         recreate_qp(h, 1, IBV_QP_CREATE_FAST_REG);
         const size_t n = 256 * 1024;
-        bufs b = make_bufs(h, n, 3714);
+        bufs b = make_bufs(h, n, 3714, kBindable);
         const auto data = h.read_mem(0, b.src, n);
         const auto pg = pages_of(h, 1, b.dst, n);
         ibv_mr* l = ibv_alloc_lkey(h.s[1].pd, uint32_t(pg.size()));
@@ -695,7 +654,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_17_region_with_windows_bound_cannot_be_invalida
     rc_harness h;
     h.run([](rc_harness& h) {
         recreate_qp(h, 1, IBV_QP_CREATE_FAST_REG);
-        bufs b = make_bufs(h, 4096, 3717);
+        bufs b = make_bufs(h, 4096, 3717, kBindable);
         const auto pg = pages_of(h, 1, b.dst, 4096);
         ibv_mr* l = ibv_alloc_lkey(h.s[1].pd, 1);
         ASSERT_EQ(fast_reg(h, 1, l, 0x17, 4096, kBindable, pg).status, IBV_WC_SUCCESS);
@@ -720,7 +679,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_18_invalidated_key_fails_locally_and_remotely) 
     rc_harness h;
     h.run([](rc_harness& h) {
         recreate_qp(h, 1, IBV_QP_CREATE_FAST_REG);
-        bufs b = make_bufs(h, 4096, 3718);
+        bufs b = make_bufs(h, 4096, 3718, kBindable);
         const uint64_t sink = h.alloc(0, 4096, 4096);
         h.fill_mem(0, sink, 4096, kGuard);
         ibv_mr* snk = h.reg(0, sink, 4096);
@@ -882,7 +841,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_21_o10_38_2_1_send_with_invalidate_frees_the_ke
     rc_harness h;
     h.run([](rc_harness& h) {
         recreate_qp(h, 1, IBV_QP_CREATE_FAST_REG);
-        bufs b = make_bufs(h, 8192, 3721);
+        bufs b = make_bufs(h, 8192, 3721, kBindable);
         const auto pg = pages_of(h, 1, b.dst, 4096);
         ibv_mr* l = ibv_alloc_lkey(h.s[1].pd, 1);
         ASSERT_EQ(fast_reg(h, 1, l, 0x21, 4096, kRw, pg).status, IBV_WC_SUCCESS);
@@ -917,7 +876,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_21_o10_38_2_1_send_with_invalidate_frees_the_ke
 SIM_TEST(E2eMemoryBmme, o10_37_2_44_send_with_invalidate_frees_a_type2_window) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 8192, 3744);
+        bufs b = make_bufs(h, 8192, 3744, kBindable);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
         ASSERT_EQ(bind2(h, h.s[1].qp, mw, 0x44, b.dmr, b.dst, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
         const uint32_t k = mw->rkey;
@@ -951,7 +910,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_24_o10_37_2_16_refused_send_with_invalidate_lea
     rc_harness h;
     h.run([](rc_harness& h) {
         recreate_qp(h, 1, IBV_QP_CREATE_FAST_REG);
-        bufs b = make_bufs(h, 8192, 3724);
+        bufs b = make_bufs(h, 8192, 3724, kBindable);
         const auto pg = pages_of(h, 1, b.dst + 4096, 4096);
         ibv_mr* l = ibv_alloc_lkey(h.s[1].pd, 1);
         ASSERT_EQ(fast_reg(h, 1, l, 0x24, 4096, kRw, pg).status, IBV_WC_SUCCESS);
@@ -989,7 +948,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_24_o10_37_2_16_refused_send_with_invalidate_lea
 SIM_TEST(E2eMemoryBmme, o10_37_2_26_o10_37_2_27_invalidating_a_type1_window_fails_and_leaves_it_bound) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4096, 3727);
+        bufs b = make_bufs(h, 4096, 3727, kBindable);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ASSERT_EQ(bind1(h, mw, b.dmr, b.dst + 2048, 2048, kRemoteRw).status, IBV_WC_SUCCESS);
         const ibv_wc inv = local_inv(h, 1, mw->rkey);
@@ -1007,7 +966,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_26_o10_37_2_27_invalidating_a_type1_window_fail
 SIM_TEST(E2eMemoryBmme, o10_37_2_39_o10_37_2_44_refused_send_with_invalidate_of_a_type2b_window_leaves_it_bound) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 8192, 3739);
+        bufs b = make_bufs(h, 8192, 3739, kBindable);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
         ASSERT_EQ(bind2(h, h.s[1].qp, mw, 0x39, b.dmr, b.dst + 4096, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
         expect_send_inv_refused(h, b, ibv_inc_rkey(mw->rkey), xlate_status::bad_key, "wrong key byte");
@@ -1035,7 +994,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_44_send_with_invalidate_of_a_type2a_window_need
     cfg.keys = {{"hca.mw_type2", "2A"}};
     rc_harness h(cfg);
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 8192, 3745);
+        bufs b = make_bufs(h, 8192, 3745, kBindable);
         ibv_qp* q2 = second_qp_on_node1(h);
         ASSERT_NE(q2, nullptr);
         ibv_mw* theirs = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);

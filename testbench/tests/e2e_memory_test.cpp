@@ -30,22 +30,6 @@ constexpr int kRw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCES
 /// The CQE vendor syndrome the HCA reports for a translation failure.
 uint32_t vendor(xlate_status s) { return uint32_t(s); }
 
-/// Source buffer on node0 and target buffer on node1 (guard-filled), both registered kRw.
-struct bufs {
-    uint64_t src = 0, dst = 0;
-    ibv_mr* smr = nullptr;
-    ibv_mr* dmr = nullptr;
-};
-bufs make_bufs(rc_harness& h, size_t n, uint64_t seed) {
-    bufs b;
-    b.src = h.alloc(0, n, 4096);
-    h.write_mem(0, b.src, pattern(n, seed));
-    b.smr = h.reg(0, b.src, n);
-    b.dst = h.alloc(1, n, 4096);
-    h.fill_mem(1, b.dst, n, kGuard);
-    b.dmr = h.reg(1, b.dst, n);
-    return b;
-}
 
 /// The one completion the caller waits for on node i's send CQ (status GENERAL_ERR if none came).
 ibv_wc one_send_wc(rc_harness& h, unsigned i, const std::string& what) {
@@ -79,21 +63,6 @@ bool next_event(rc_harness& h, unsigned i, ibv_async_event& ev) {
     return rc == 0;
 }
 
-/// After an error: both QPs to Reset (their CQs drained, events consumed) and back to RTS.
-void recover(rc_harness& h) {
-    h.sleep(0, kQuietNs);
-    for (unsigned i = 0; i < 2; ++i) {
-        ibv_async_event ev;  // first: an event's QP state would overwrite the Reset below
-        while (ibv_get_async_event(h.s[i].ctx, &ev, 1) == 0)
-            ibv_ack_async_event(&ev);
-        ASSERT_EQ(to_state(h.s[i].qp, IBV_QPS_RESET), 0);
-        ibv_wc wc[16];
-        while (ibv_poll_cq(h.s[i].scq, 16, wc) > 0) {}
-        while (ibv_poll_cq(h.s[i].rcq, 16, wc) > 0) {}
-    }
-    for (unsigned i = 0; i < 2; ++i)
-        ASSERT_EQ(h.connect(i, IBV_QPS_RTS), 0);
-}
 
 /// Length of the prefix of `got` equal to `want` (the bytes a transfer placed before it stopped).
 size_t placed_prefix(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {

@@ -38,34 +38,7 @@ rc_config type2a() {
     return c;
 }
 
-/// Source buffer on node0 and target buffer on node1 (guard-filled); the source is registered,
-/// the target registered with `dst_access` (kBindable: windows may bind to it).
-struct bufs {
-    uint64_t src = 0, dst = 0;
-    ibv_mr* smr = nullptr;
-    ibv_mr* dmr = nullptr;
-};
-bufs make_bufs(rc_harness& h, size_t n, uint64_t seed, int dst_access = kBindable) {
-    bufs b;
-    b.src = h.alloc(0, n, 4096);
-    h.write_mem(0, b.src, pattern(n, seed));
-    b.smr = h.reg(0, b.src, n);
-    b.dst = h.alloc(1, n, 4096);
-    h.fill_mem(1, b.dst, n, kGuard);
-    b.dmr = h.reg(1, b.dst, n, dst_access);
-    return b;
-}
 
-/// The one completion the caller waits for on `cq` (status GENERAL_ERR if none came).
-ibv_wc one_wc(rc_harness& h, ibv_cq* cq, const std::string& what) {
-    auto v = h.expect_wc(cq, 1, what);
-    if (v.empty()) {
-        ibv_wc none{};
-        none.status = IBV_WC_GENERAL_ERR;
-        return none;
-    }
-    return v[0];
-}
 
 /// RDMA WRITE from node0's `qp` (default: the harness QP) to node1; returns its completion.
 ibv_wc write_wc(rc_harness& h, ibv_sge sge, uint64_t remote, uint32_t rkey, const std::string& what,
@@ -90,21 +63,6 @@ ibv_wc read_wc(rc_harness& h, ibv_sge sge, uint64_t remote, uint32_t rkey, const
     return one_wc(h, h.s[0].scq, what);
 }
 
-/// After an error: both harness QPs to Reset (events consumed, CQs drained) and back to RTS.
-void recover(rc_harness& h) {
-    h.sleep(0, kQuietNs);
-    for (unsigned i = 0; i < 2; ++i) {
-        ibv_async_event ev;  // first: an event's QP state would overwrite the Reset below
-        while (ibv_get_async_event(h.s[i].ctx, &ev, 1) == 0)
-            ibv_ack_async_event(&ev);
-        ASSERT_EQ(to_state(h.s[i].qp, IBV_QPS_RESET), 0);
-        ibv_wc wc[16];
-        while (ibv_poll_cq(h.s[i].scq, 16, wc) > 0) {}
-        while (ibv_poll_cq(h.s[i].rcq, 16, wc) > 0) {}
-    }
-    for (unsigned i = 0; i < 2; ++i)
-        ASSERT_EQ(h.connect(i, IBV_QPS_RTS), 0);
-}
 
 /// Posts a type 1 bind (Bind MW verb) on node i's harness QP.
 int post_bind1(rc_harness& h, unsigned i, ibv_mw* mw, ibv_mr* mr, uint64_t addr, uint64_t len, unsigned access,
@@ -241,7 +199,7 @@ SIM_TEST(E2eMemoryWindows, C10_66_2_1_C10_66_2_2_each_type1_bind_gives_a_new_rke
         ASSERT_EQ(ibv_query_device(h.s[1].ctx, &da), 0);
         EXPECT_TRUE(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW) << "C10-66.2.1: type 1 windows supported";
         EXPECT_GT(da.max_mw, 0);
-        bufs b = make_bufs(h, 8192, 662);
+        bufs b = make_bufs(h, 8192, 662, kBindable);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ASSERT_NE(mw, nullptr);
         ibv_wc bw = bind1(h, mw, b.dmr, b.dst, 4096, kRemoteRw);
@@ -269,7 +227,7 @@ SIM_TEST(E2eMemoryWindows, C10_66_2_1_C10_66_2_2_each_type1_bind_gives_a_new_rke
 SIM_TEST(E2eMemoryWindows, C10_66_2_3_o10_37_2_25_wr_posted_after_a_bind_verb_sees_the_bind) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4096, 663);
+        bufs b = make_bufs(h, 4096, 663, kBindable);
         const uint64_t msg = h.alloc(0, 64, 64);
         ibv_mr* mmr = h.reg(0, msg, 64);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
@@ -297,7 +255,7 @@ SIM_TEST(E2eMemoryWindows, C10_66_2_3_o10_37_2_25_wr_posted_after_a_bind_verb_se
 SIM_TEST(E2eMemoryWindows, C10_66_2_4_zero_length_bind_revokes_access_until_the_next_bind) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4096, 664);
+        bufs b = make_bufs(h, 4096, 664, kBindable);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ASSERT_NE(mw, nullptr);
         ASSERT_EQ(bind1(h, mw, b.dmr, b.dst, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
@@ -322,7 +280,7 @@ SIM_TEST(E2eMemoryWindows, C10_66_2_4_zero_length_bind_revokes_access_until_the_
 SIM_TEST(E2eMemoryWindows, C10_66_2_5_o10_37_2_41_windows_on_one_region_have_independent_rights_and_ranges) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 3 * 4096, 665);
+        bufs b = make_bufs(h, 3 * 4096, 665, kBindable);
         const uint64_t sink = h.alloc(0, 8192, 4096);
         ibv_mr* smr = h.reg(0, sink, 8192);
         ibv_mw* wa = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
@@ -352,7 +310,7 @@ SIM_TEST(E2eMemoryWindows, C10_66_2_5_o10_37_2_41_windows_on_one_region_have_ind
 SIM_TEST(E2eMemoryWindows, C10_61_window_bounds_hold_to_the_byte) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4096, 61);
+        bufs b = make_bufs(h, 4096, 61, kBindable);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ASSERT_NE(mw, nullptr);
         ASSERT_EQ(bind1(h, mw, b.dmr, b.dst + 100, 1000, kRemoteRw).status, IBV_WC_SUCCESS);
@@ -405,7 +363,7 @@ SIM_TEST(E2eMemoryWindows, C10_67_rebinding_a_window_fails_the_write_in_progress
     rc_harness h;
     h.run([](rc_harness& h) {
         const size_t n = 256 * 1024;
-        bufs b = make_bufs(h, n, 67);
+        bufs b = make_bufs(h, n, 67, kBindable);
         const auto data = h.read_mem(0, b.src, n);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ASSERT_EQ(bind1(h, mw, b.dmr, b.dst, n, kRemoteRw).status, IBV_WC_SUCCESS);
@@ -425,7 +383,7 @@ SIM_TEST(E2eMemoryWindows, C10_67_rebinding_a_window_fails_the_write_in_progress
 SIM_TEST(E2eMemoryWindows, C10_68_after_a_rebind_completes_the_previous_binding_gives_no_access) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 8192, 68);
+        bufs b = make_bufs(h, 8192, 68, kBindable);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ASSERT_EQ(bind1(h, mw, b.dmr, b.dst, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
         const uint32_t k1 = mw->rkey;
@@ -445,7 +403,7 @@ SIM_TEST(E2eMemoryWindows, C10_69_deallocating_a_window_fails_the_write_in_progr
     rc_harness h;
     h.run([](rc_harness& h) {
         const size_t n = 256 * 1024;
-        bufs b = make_bufs(h, n, 69);
+        bufs b = make_bufs(h, n, 69, kBindable);
         const auto data = h.read_mem(0, b.src, n);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ASSERT_EQ(bind1(h, mw, b.dmr, b.dst, n, kRemoteRw).status, IBV_WC_SUCCESS);
@@ -462,7 +420,7 @@ SIM_TEST(E2eMemoryWindows, C10_69_deallocating_a_window_fails_the_write_in_progr
 SIM_TEST(E2eMemoryWindows, C10_70_C10_71_no_access_through_a_deallocated_window_and_no_orphans) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4096, 70);
+        bufs b = make_bufs(h, 4096, 70, kBindable);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ASSERT_EQ(bind1(h, mw, b.dmr, b.dst, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
         const uint32_t k = mw->rkey;
@@ -484,7 +442,7 @@ SIM_TEST(E2eMemoryWindows, C10_70_C10_71_no_access_through_a_deallocated_window_
 SIM_TEST(E2eMemoryWindows, C10_72_bind_needs_the_window_in_the_qps_pd) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4096, 72);
+        bufs b = make_bufs(h, 4096, 72, kBindable);
         ibv_pd* other = ibv_alloc_pd(h.s[1].ctx);
         ibv_mw* mw = ibv_alloc_mw(other, IBV_MW_TYPE_1);
         ASSERT_NE(mw, nullptr);
@@ -518,7 +476,7 @@ SIM_TEST(E2eMemoryWindows, C10_73_bind_needs_the_region_to_allow_window_binding)
 SIM_TEST(E2eMemoryWindows, C10_66_2_2_type1_window_binds_again_after_a_refused_bind) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4096, 7373);
+        bufs b = make_bufs(h, 4096, 7373, kBindable);
         ibv_mr* nobind = h.reg(1, b.dst, 4096, kRw);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ASSERT_EQ(bind1(h, mw, nobind, b.dst, 4096, kRemoteRw).status, IBV_WC_MW_BIND_ERR);
@@ -533,7 +491,7 @@ SIM_TEST(E2eMemoryWindows, C10_66_2_2_type1_window_binds_again_after_a_refused_b
 SIM_TEST(E2eMemoryWindows, C10_75_bind_range_must_lie_in_a_region_of_the_windows_pd) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 8192, 75);
+        bufs b = make_bufs(h, 8192, 75, kBindable);
         ibv_mr* part = h.reg(1, b.dst + 100, 1000, kBindable);
         ibv_pd* other = ibv_alloc_pd(h.s[1].ctx);
         ibv_mr* foreign = ibv_reg_mr(other, b.dst, 8192, kBindable);
@@ -560,7 +518,7 @@ SIM_TEST(E2eMemoryWindows, C10_75_bind_range_must_lie_in_a_region_of_the_windows
 SIM_TEST(E2eMemoryWindows, o10_36_2_2_windows_bind_to_va_regions_zero_based_or_not_but_not_to_zero_based_regions) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 8192, 362);
+        bufs b = make_bufs(h, 8192, 362, kBindable);
         ibv_mw* z = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ibv_mw* v = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
         ASSERT_TRUE(z && v);
@@ -596,7 +554,7 @@ SIM_TEST(E2eMemoryWindows, o10_36_2_2_windows_bind_to_va_regions_zero_based_or_n
 SIM_TEST(E2eMemoryWindows, C10_76_2_1_type1_window_access_needs_the_responding_qps_pd) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4096, 76);
+        bufs b = make_bufs(h, 4096, 76, kBindable);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ASSERT_EQ(bind1(h, mw, b.dmr, b.dst, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
         // A type 1 window is not tied to a QP: another QP of the same PD reaches it.
@@ -620,7 +578,7 @@ SIM_TEST(E2eMemoryWindows, C10_76_2_1_type1_window_access_needs_the_responding_q
 SIM_TEST(E2eMemoryWindows, C10_77_window_rights_and_bounds_apply_at_access_time) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 8192, 77);
+        bufs b = make_bufs(h, 8192, 77, kBindable);
         h.write_mem(1, b.dst, pattern(8192, 770));
         const uint64_t sink = h.alloc(0, 8192, 4096);
         h.fill_mem(0, sink, 8192, kGuard);
@@ -650,7 +608,7 @@ SIM_TEST(E2eMemoryWindows, C10_79_2_2_region_under_bound_windows_cannot_leave_th
     // of either type are bound, and both still reach exactly their range.
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4096, 7922);
+        bufs b = make_bufs(h, 4096, 7922, kBindable);
         ibv_pd* other = ibv_alloc_pd(h.s[1].ctx);
         ASSERT_NE(other, nullptr);
         ibv_mw* w1 = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
@@ -712,7 +670,7 @@ SIM_TEST(E2eMemoryWindows, o10_37_2_28_o10_37_2_32_o10_37_2_33_type2_bind_wr_giv
         ASSERT_EQ(ibv_query_device(h.s[1].ctx, &da), 0);
         EXPECT_TRUE(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) << "default: type 2B";
         EXPECT_FALSE(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2A) << "o10-37.2.31: never both";
-        bufs b = make_bufs(h, 4096, 2833);
+        bufs b = make_bufs(h, 4096, 2833, kBindable);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
         ASSERT_NE(mw, nullptr);
         ibv_mw* t1 = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
@@ -748,7 +706,7 @@ SIM_TEST(E2eMemoryWindows, o10_37_2_28_o10_37_2_32_o10_37_2_33_type2_bind_wr_giv
 SIM_TEST(E2eMemoryWindows, o10_37_2_30_type2_bind_needs_a_free_window) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4096, 2830);
+        bufs b = make_bufs(h, 4096, 2830, kBindable);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
         ASSERT_EQ(bind2(h, mw, 0x21, b.dmr, b.dst, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
         const uint32_t k = mw->rkey;
@@ -766,7 +724,7 @@ SIM_TEST(E2eMemoryWindows, o10_37_2_30_type2_bind_needs_a_free_window) {
 SIM_TEST(E2eMemoryWindows, o10_37_2_36_wr_posted_after_a_bind_wr_sees_the_bind) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4096, 2836);
+        bufs b = make_bufs(h, 4096, 2836, kBindable);
         const uint64_t msg = h.alloc(0, 64, 64);
         ibv_mr* mmr = h.reg(0, msg, 64);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
@@ -795,7 +753,7 @@ SIM_TEST(E2eMemoryWindows, o10_37_2_29_o10_37_2_42_type2a_window_is_reached_only
         ASSERT_EQ(ibv_query_device(h.s[1].ctx, &da), 0);
         EXPECT_TRUE(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2A);
         EXPECT_FALSE(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) << "o10-37.2.31: never both";
-        bufs b = make_bufs(h, 4096, 2842);
+        bufs b = make_bufs(h, 4096, 2842, kBindable);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
         ASSERT_EQ(bind2(h, mw, 0x2A, b.dmr, b.dst, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
         EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, mw->rkey, "the binding QP").status, IBV_WC_SUCCESS);
@@ -813,7 +771,7 @@ SIM_TEST(E2eMemoryWindows, o10_37_2_29_o10_37_2_42_type2a_window_is_reached_only
 SIM_TEST(E2eMemoryWindows, o10_37_2_29_o10_2_2_4_o10_10_2_6_qp_with_type2a_windows_bound_cannot_be_destroyed_or_reset) {
     rc_harness h(type2a());
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4096, 2829);
+        bufs b = make_bufs(h, 4096, 2829, kBindable);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
         ASSERT_EQ(bind2(h, mw, 0x2A, b.dmr, b.dst, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
         EXPECT_EQ(to_state(h.s[1].qp, IBV_QPS_RESET), EBUSY);
@@ -833,7 +791,7 @@ SIM_TEST(E2eMemoryWindows, o10_37_2_29_o10_2_2_4_o10_10_2_6_qp_with_type2a_windo
 SIM_TEST(E2eMemoryWindows, o10_37_2_30_o10_37_2_43_o10_2_2_5_o10_10_2_7_type2b_window_needs_the_binding_qp_and_allows_its_reset) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4096, 2843);
+        bufs b = make_bufs(h, 4096, 2843, kBindable);
         extra_pair other = make_pair(h, h.s[1].pd);
         ASSERT_TRUE(other.qp[0] && other.qp[1]);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);

@@ -31,32 +31,7 @@ rc_config ud() {
     return c;
 }
 
-/// Source on node0 (pattern) and guard-filled receive buffers on node1, both registered.
-struct bufs {
-    uint64_t src = 0, dst = 0;
-    ibv_mr* smr = nullptr;
-    ibv_mr* dmr = nullptr;
-};
-bufs make_bufs(rc_harness& h, size_t n, uint64_t seed) {
-    bufs b;
-    b.src = h.alloc(0, n, 4096);
-    h.write_mem(0, b.src, pattern(n, seed));
-    b.smr = h.reg(0, b.src, n);
-    b.dst = h.alloc(1, n, 4096);
-    h.fill_mem(1, b.dst, n, kGuard);
-    b.dmr = h.reg(1, b.dst, n);
-    return b;
-}
 
-ibv_wc one_wc(rc_harness& h, ibv_cq* cq, const std::string& what) {
-    auto v = h.expect_wc(cq, 1, what);
-    if (v.empty()) {
-        ibv_wc none{};
-        none.status = IBV_WC_GENERAL_ERR;
-        return none;
-    }
-    return v[0];
-}
 
 /// Node i's port GID (index 0), wire order.
 std::vector<uint8_t> gid_of(unsigned node) {
