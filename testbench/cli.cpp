@@ -87,13 +87,13 @@ std::vector<uint64_t> parse_list(const std::string& text, const char* what, cons
 const std::vector<std::string>& workload_names() {
     static const std::vector<std::string> names = {"write_lat", "send_lat", "read_lat", "atomic_lat",
                                                    "write_bw", "send_bw", "read_bw", "atomic_rate",
-                                                   "ud_send_lat", "ud_send_bw", "uc_write_bw",
+                                                   "ud_send_lat", "ud_send_bw", "uc_write_bw", "mcast_bw",
                                                    "mr_scale", "dma_read_bw", "dma_write_bw", "attack_suite"};
     return names;
 }
 
 transport transport_of(const std::string& workload) {
-    if (workload == "ud_send_lat" || workload == "ud_send_bw") return transport::ud;  // mcast_bw: here too
+    if (workload == "ud_send_lat" || workload == "ud_send_bw" || workload == "mcast_bw") return transport::ud;
     if (workload == "uc_write_bw") return transport::uc;
     return transport::rc;
 }
@@ -119,7 +119,7 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     po::options_description desc("Usage: hcasim [options]\nOptions", 110);
     const std::string workload_help =
         "write_lat|send_lat|read_lat|atomic_lat, write_bw|send_bw|read_bw|atomic_rate (RC), "
-        "ud_send_lat|ud_send_bw (UD), uc_write_bw (UC), mr_scale, "
+        "ud_send_lat|ud_send_bw (UD), mcast_bw (UD multicast, node0 to every other node), uc_write_bw (UC), mr_scale, "
         "dma_read_bw|dma_write_bw, attack_suite (protection attack cases, docs/attack-suite.md) (default: demo)";
     // clang-format off
     desc.add_options()

@@ -56,8 +56,8 @@ const std::vector<std::string>& workload_names();
 /// Transport of a two-node workload's QPs (perftest -c RC|UC|UD). A datagram workload sends each
 /// message as one packet, so its sizes are limited to the MTU.
 enum class transport { rc, uc, ud };
-/// The transport `workload` runs on: ud_send_lat and ud_send_bw UD, uc_write_bw UC, every other
-/// name RC. A UD workload added later (mcast_bw) returns ud here.
+/// The transport `workload` runs on: ud_send_lat, ud_send_bw and mcast_bw UD, uc_write_bw UC,
+/// every other name RC.
 transport transport_of(const std::string& workload);
 /// The workload names joined with '|' (help and error text).
 std::string workload_list();

@@ -59,12 +59,26 @@ void print_table(std::ostream& os, const run_report& r) {
     os << rule << "\n";
     os << " simulated time " << r.sim_time_ns << " ns, " << r.wire_packets << " wire packets\n";
     // Datagrams that never arrived: one line, only if there were any (UD does not retransmit).
-    uint64_t sent = 0, lost = 0;
+    uint64_t sent = 0, lost = 0, delivered = 0;
+    unsigned receivers = 0;
+    std::vector<uint64_t> per_receiver;
     for (const auto& s : r.results) {
         sent += s.datagrams_sent;
         lost += s.datagrams_lost;
+        delivered += s.datagrams_delivered;
+        receivers = std::max(receivers, s.receivers);
+        per_receiver.resize(std::max(per_receiver.size(), s.lost_per_receiver.size()), 0);
+        for (size_t k = 0; k < s.lost_per_receiver.size(); ++k) per_receiver[k] += s.lost_per_receiver[k];
     }
-    if (lost)
+    if (receivers) {
+        // mcast_bw: every receiver should take every datagram sent.
+        os << " multicast: " << sent << " datagrams sent to " << receivers << " receivers, " << delivered << " of "
+           << sent * receivers << " delivered, " << lost << " lost\n";
+        os << " lost per receiver:";
+        for (size_t k = 0; k < per_receiver.size(); ++k)
+            os << (k ? ", " : " ") << "node" << k + 1 << " " << per_receiver[k];
+        os << "\n";
+    } else if (lost)
         os << " datagrams lost: " << lost << " of " << sent
            << " sent (UD does not retransmit; counters ud_dropped, link.dropped)\n";
     // --verify: one summary line (the figures above do not depend on it).
@@ -113,6 +127,11 @@ void write_json(const std::string& path, const std::vector<run_report>& reports)
         }
         if (s.datagrams)
             e["datagrams_lost"] = s.datagrams_lost;
+        if (s.receivers) {
+            e["receivers"] = s.receivers;
+            e["datagrams_delivered"] = s.datagrams_delivered;
+            e["datagrams_lost_per_receiver"] = s.lost_per_receiver;
+        }
         if (s.verified) {
             json v = {{"bytes_checked", s.bytes_checked},
                       {"mismatches", s.mismatches},

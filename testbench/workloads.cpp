@@ -231,13 +231,13 @@ struct peer_info {
     bool ready = false;
 };
 
-/// Two-party barrier for the ping-pong phases.
+/// Barrier of the nodes taking part (two, or every node in mcast_bw).
 struct barrier {
     sc_event ev;
-    unsigned arrived = 0, generation = 0;
+    unsigned parties = 2, arrived = 0, generation = 0;
     void arrive() {
         const unsigned g = generation;
-        if (++arrived == 2) {
+        if (++arrived == parties) {
             arrived = 0;
             ++generation;
             ev.notify(SC_ZERO_TIME);
@@ -269,7 +269,8 @@ std::string status_name(ibv_wc_status st) {
 enum class op_kind { write, send, read, atomic };
 
 op_kind kind_of(const std::string& w) {
-    if (w == "send_lat" || w == "send_bw" || w == "ud_send_lat" || w == "ud_send_bw") return op_kind::send;
+    if (w == "send_lat" || w == "send_bw" || w == "ud_send_lat" || w == "ud_send_bw" || w == "mcast_bw")
+        return op_kind::send;
     if (w == "read_lat" || w == "read_bw") return op_kind::read;
     if (w == "atomic_lat" || w == "atomic_rate") return op_kind::atomic;
     return op_kind::write;
@@ -294,12 +295,11 @@ std::string hex(uint64_t v) {
 /// client sends one end-of-stream marker per QP (see send_markers), and the server's receive
 /// loop (unacked_receive) ends on them, counting the datagrams that never arrived.
 ///
-/// Extension point for multicast (mcast_bw, not implemented): a UD workload whose node0 QPs
-/// send to a group. It needs the name in cli.cpp (workload_names, transport_of: ud), node1's
-/// QPs attached to the group (ibv_attach_mcast) in setup, and node0's ud_dest pointing at the
-/// group's AH with remote QPN 0xFFFFFF (make_ud_dests); the stream, the markers, the lost-datagram
-/// count and --verify of ud_send_bw apply unchanged, with the server taking each datagram from the
-/// group.
+/// mcast_bw is ud_send_bw with every node of the fabric taking part: node0's QP q sends to
+/// multicast group q (MLID 0xC001 + q, MGID ff12:401b::q+1, remote QPN 0xFFFFFF), and QP q of
+/// every other node (a receiver) is attached to it. Each receiver runs the server's side of
+/// ud_send_bw (its own process, receive queues, counts and --verify); the client's figures are
+/// the sender's, and the lost-datagram count is kept per receiver.
 class perftest : public sc_module {
 public:
     SC_HAS_PROCESS(perftest);
@@ -310,7 +310,14 @@ public:
         for (const phase_spec& p : spec.phases)
             if (p.workload == "mr_scale")
                 mr_scale_init(p, opts);
-        for (unsigned i = 0; i < 2; ++i)
+        mcast_ = !spec.phases.empty() && spec.phases.front().workload == "mcast_bw";
+        nn_ = mcast_ ? unsigned(m.size()) : 2;
+        bar_.parties = nn_;
+        sw_.resize(nn_);
+        side_.resize(nn_);
+        info_.resize(nn_);
+        received_.resize(nn_);
+        for (unsigned i = 0; i < nn_; ++i)
             sw_[i] = std::make_unique<host_software>(m.at(i).cpu, opts);
         uint64_t max_size = 1;
         for (const phase_spec& p : spec.phases) {
@@ -338,6 +345,8 @@ public:
         }
         SC_THREAD(client);
         SC_THREAD(server);
+        for (unsigned i = 2; i < nn_; ++i)  // mcast_bw: the other receivers
+            receivers_.push_back(std::make_unique<receiver>(("receiver" + std::to_string(i)).c_str(), *this, i));
     }
 
     std::string error;
@@ -348,6 +357,30 @@ private:
     static constexpr uint32_t ud_qkey = 0x11111111;    ///< both sides' Q_Key (perftest's DEFAULT_QKEY)
     static constexpr uint32_t marker_imm = 0x454F5321; ///< immediate data of an end-of-stream marker ("EOS!")
     static constexpr uint64_t no_time = ~uint64_t(0);
+    static constexpr uint16_t mcast_mlid = 0xC001;     ///< mcast_bw: MLID of QP 0's group (QP q: + q)
+    static constexpr uint32_t mcast_qpn = 0xFFFFFF;    ///< multicast destination QPN (o10-35)
+
+    /// mcast_bw: the process of receiver i >= 2 (node1's is `server`).
+    struct receiver : sc_module {
+        SC_HAS_PROCESS(receiver);
+        receiver(sc_module_name n, perftest& app, unsigned i) : sc_module(n), app_(app), i_(i) { SC_THREAD(main); }
+        void main() { app_.run_side(i_); }
+        perftest& app_;
+        unsigned i_;
+    };
+
+    /// The node whose data node i receives (and whose out-of-band information it uses).
+    static unsigned peer_of(unsigned i) { return i == 0 ? 1 : 0; }
+    /// mcast_bw: the MGID of QP q's group, ff12:401b::q+1 (link-local scope).
+    static ibv_gid mcast_gid(unsigned q) {
+        ibv_gid g{};
+        g.raw[0] = 0xFF;
+        g.raw[1] = 0x12;
+        g.raw[2] = 0x40;
+        g.raw[3] = 0x1B;
+        for (int k = 0; k < 4; ++k) g.raw[15 - k] = uint8_t((q + 1) >> (8 * k));
+        return g;
+    }
 
     /// Where a UD QP sends: the datagram fields of each send WR.
     struct ud_dest {
@@ -415,7 +448,7 @@ private:
         // the device's queue and CQ sizes allow; otherwise perftest's rx_depth.
         s.rq_depth = wp_.rx_depth;
         unsigned rcq_entries = wp_.rx_depth * 2;
-        if (ud_rq_need_ && i == 1) {
+        if (ud_rq_need_ && i >= 1) {
             ibv_device_attr dev{};
             if (ibv_query_device(s.ctx, &dev) != 0)
                 fail(node + ": ibv_query_device failed");
@@ -471,15 +504,22 @@ private:
         info_[i].send_addr = send_area(i, 0);
         info_[i].ready = true;
         exchanged_.notify(SC_ZERO_TIME);
-        while (!info_[1 - i].ready)
-            wait(exchanged_);
-        const peer_info& peer = info_[1 - i];
+        for (unsigned j = 0; j < nn_; ++j)
+            while (!info_[j].ready)
+                wait(exchanged_);
+        const peer_info& peer = info_[peer_of(i)];
         if (tr_ == transport::ud)
             make_ud_dests(i);
         for (unsigned q = 0; q < s.qps.size(); ++q) {
             if (tr_ != transport::rc) {
                 if (const int rc = connect_unreliable(i, q, access))
                     fail(node + ": ibv_modify_qp to RTS failed (" + std::to_string(rc) + ")");
+                if (mcast_ && i > 0) {
+                    const ibv_gid g = mcast_gid(q);
+                    if (const int rc = ibv_attach_mcast(s.qps[q], &g, uint16_t(mcast_mlid + q)))
+                        fail(node + ": ibv_attach_mcast of QP " + std::to_string(q) + " failed (" + std::to_string(rc) +
+                             "; each QP has a group of its own: at most hca.mcast_table.max_groups QPs)");
+                }
                 for (unsigned k = 0; k < s.rq_depth; ++k)
                     post_recv(i, q);
                 continue;
@@ -525,7 +565,7 @@ private:
     /// Q_Key only, the address comes with every send WR.
     int connect_unreliable(unsigned i, unsigned q, int access) {
         ibv_qp* qp = side_[i].qps[q];
-        const peer_info& peer = info_[1 - i];
+        const peer_info& peer = info_[peer_of(i)];
         const bool ud = tr_ == transport::ud;
         ibv_qp_attr attr{};
         attr.qp_state = IBV_QPS_INIT;
@@ -559,14 +599,30 @@ private:
     /// AH and QPN 0xFFFFFF here instead.
     void make_ud_dests(unsigned i) {
         side& s = side_[i];
-        const peer_info& peer = info_[1 - i];
+        const peer_info& peer = info_[peer_of(i)];
+        s.dest.clear();
+        if (mcast_ && i == 0) {  // QP q: its group's AH (multicast needs the GRH), QPN 0xFFFFFF
+            for (unsigned q = 0; q < nq_; ++q) {
+                ibv_ah_attr a{};
+                a.dlid = uint16_t(mcast_mlid + q);
+                a.port_num = 1;
+                a.is_global = 1;
+                a.grh.dgid = mcast_gid(q);
+                a.grh.hop_limit = 1;
+                ibv_ah* ah = ibv_create_ah(s.pd, &a);
+                if (!ah)
+                    fail("node0: ibv_create_ah for multicast group " + std::to_string(q) + " failed (errno " +
+                         std::to_string(errno) + ")");
+                s.dest.push_back(ud_dest{ah, mcast_qpn, ud_qkey});
+            }
+            return;
+        }
         ibv_ah_attr a{};
         a.dlid = peer.lid;
         a.port_num = 1;
         ibv_ah* ah = ibv_create_ah(s.pd, &a);
         if (!ah)
             fail("node" + std::to_string(i) + ": ibv_create_ah failed (errno " + std::to_string(errno) + ")");
-        s.dest.clear();
         for (unsigned q = 0; q < nq_; ++q)
             s.dest.push_back(ud_dest{ah, peer.qpn[q], ud_qkey});
     }
@@ -617,7 +673,7 @@ private:
         wr.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) | (inl ? IBV_SEND_INLINE : 0);
         if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
             wr.wr.atomic.remote_addr = remote;
-            wr.wr.atomic.rkey = info_[1 - i].rkey;
+            wr.wr.atomic.rkey = info_[peer_of(i)].rkey;
             wr.wr.atomic.compare_add = compare_add;
             wr.wr.atomic.swap = swap;
         } else if (tr_ == transport::ud) {
@@ -627,7 +683,7 @@ private:
             wr.wr.ud.remote_qkey = d.qkey;
         } else {
             wr.wr.rdma.remote_addr = remote;
-            wr.wr.rdma.rkey = info_[1 - i].rkey;
+            wr.wr.rdma.rkey = info_[peer_of(i)].rkey;
         }
         ibv_send_wr* bad = nullptr;
         const int rc = ibv_post_send(s.qps[q], &wr, &bad);
@@ -743,9 +799,11 @@ private:
                                        std::to_string(recv_len(size)));
         if (wc.wc_flags & IBV_WC_WITH_IMM)
             chk_.bad_completion(w, "carries immediate data, none was sent");
-        if (tr_ == transport::ud && wc.src_qp != info_[1 - w.node].qpn[w.qp])
+        if (tr_ == transport::ud && wc.src_qp != info_[peer_of(w.node)].qpn[w.qp])
             chk_.bad_completion(w, "source QP " + std::to_string(wc.src_qp) + ", expected " +
-                                       std::to_string(info_[1 - w.node].qpn[w.qp]));
+                                       std::to_string(info_[peer_of(w.node)].qpn[w.qp]));
+        if (mcast_ && !(wc.wc_flags & IBV_WC_GRH))
+            chk_.bad_completion(w, "no GRH flag: a multicast datagram carries a GRH");
     }
     /// Puts this size's counts into its row.
     void take_counts(size_result& r) {
@@ -919,7 +977,8 @@ private:
                         clear(0, recv_area(0, q), size);
                     } else if (v) {
                         poke_data(0, send_area(0, q), size, key(0, q, step, 0));
-                        clear(1, recv_area(1, q), payload_off() + size);
+                        for (unsigned r = 1; r < nn_; ++r)
+                            clear(r, recv_area(r, q), payload_off() + size);
                     }
                 }
                 if (op == op_kind::atomic)
@@ -1031,7 +1090,7 @@ private:
                 if (tr_ != transport::rc)
                     send_markers(ph, size);
             } else if (tr_ != transport::rc) {
-                unacked_receive(ph, size, step);
+                unacked_receive(i, ph, size, step);
             } else if (op == op_kind::send) {
                 while (recv_done < ph.iters) {
                     const ibv_wc wc = poll_one(i, s.rcq);
@@ -1056,29 +1115,36 @@ private:
             }
             bar_.arrive();
             if (client && tr_ == transport::ud) {
-                // The server's count: lost datagrams are reported, and fail --verify.
+                // The receivers' counts: lost datagrams are reported, and fail --verify.
                 size_result& r = rep.results.back();
                 r.datagrams = true;
                 r.datagrams_sent = ph.iters;
-                for (unsigned q = 0; q < nq; ++q) {
-                    const uint64_t quota = quota_of(ph, q), got = received_[q];
-                    r.datagrams_lost += quota > got ? quota - got : 0;
-                    if (!v)
-                        continue;
-                    chk_.lost(at(ph, size, 1, q, 0, "receive queue"), quota > got ? quota - got : 0, quota);
-                    if (got > quota)  // a link duplicated a packet: UD delivers both copies
-                        chk_.bad_completion(at(ph, size, 1, q, quota, "receive completion"),
-                                            std::to_string(got - quota) + " datagrams more than were sent");
+                if (mcast_) {
+                    r.receivers = nn_ - 1;
+                    r.lost_per_receiver.assign(nn_ - 1, 0);
                 }
+                for (unsigned n = 1; n < nn_; ++n)
+                    for (unsigned q = 0; q < nq; ++q) {
+                        const uint64_t quota = quota_of(ph, q), got = received_[n][q];
+                        const uint64_t lost = quota > got ? quota - got : 0;
+                        r.datagrams_lost += lost;
+                        r.datagrams_delivered += got;
+                        if (mcast_)
+                            r.lost_per_receiver[n - 1] += lost;
+                        if (!v)
+                            continue;
+                        chk_.lost(at(ph, size, n, q, 0, "receive queue"), lost, quota);
+                        if (got > quota)  // a link duplicated a packet: UD delivers both copies
+                            chk_.bad_completion(at(ph, size, n, q, quota, "receive completion"),
+                                                std::to_string(got - quota) + " datagrams more than were sent");
+                    }
             }
             if (client) {
                 // After the final completion (UC, UD: after the markers): every QP's destination
-                // (or remote value) once more.
+                // (or remote value) once more; mcast_bw: at every receiver.
                 for (unsigned q = 0; q < nq; ++q) {
                     if (quota_of(ph, q) == 0)
                         continue;  // fewer messages than QPs: this one sent none
-                    if (tr_ == transport::ud && !v && received_[q] == 0)
-                        continue;  // every datagram of this QP lost: reported above, nothing to compare
                     if (op == op_kind::atomic) {
                         if (v)
                             chk_.value(at(ph, size, 1, q, quota_of(ph, q) - 1, "remote value after the last atomic"),
@@ -1089,11 +1155,16 @@ private:
                                        peek(0, recv_area(0, q), size), size, key(1, q, step, 0));
                         else
                             same_bytes(1, send_area(1, q), 0, recv_area(0, q), size);
-                    } else if (v) {
-                        chk_.bytes(at(ph, size, 1, q, quota_of(ph, q) - 1, "destination after the last message"),
-                                   peek(1, recv_area(1, q) + payload_off(), size), size, key(0, q, step, 0));
                     } else {
-                        same_bytes(0, send_area(0, q), 1, recv_area(1, q) + payload_off(), size);
+                        for (unsigned n = 1; n < nn_; ++n) {
+                            if (tr_ == transport::ud && !v && received_[n][q] == 0)
+                                continue;  // every datagram of this QP lost: reported above, nothing to compare
+                            if (v)
+                                chk_.bytes(at(ph, size, n, q, quota_of(ph, q) - 1, "destination after the last message"),
+                                           peek(n, recv_area(n, q) + payload_off(), size), size, key(0, q, step, 0));
+                            else
+                                same_bytes(0, send_area(0, q), n, recv_area(n, q) + payload_off(), size);
+                        }
                     }
                 }
                 if (v)
@@ -1129,16 +1200,19 @@ private:
 
     /// uc_write_bw, ud_send_bw, node1: takes receive completions until every QP's marker is in
     /// or, once the client's markers are on the wire, none has come for workload.drain_us (a
-    /// marker lost). ud_send_bw: every datagram is counted (received_) and, with --verify,
-    /// checked like send_bw's, its payload at byte 40. uc_write_bw: the WRITEs complete nothing
-    /// here, so only the markers come (WRITE with immediate).
-    void unacked_receive(const phase_spec& ph, uint64_t size, uint64_t step) {
-        const unsigned i = 1;
+    /// marker lost). ud_send_bw, mcast_bw: every datagram is counted (received_[i]) and, with
+    /// --verify, checked like send_bw's, its payload at byte 40. uc_write_bw: the WRITEs complete
+    /// nothing here, so only the markers come (WRITE with immediate). Node i is node1 or, in
+    /// mcast_bw, any receiver.
+    void unacked_receive(unsigned i, const phase_spec& ph, uint64_t size, uint64_t step) {
         side& s = side_[i];
+        const std::string node = "node" + std::to_string(i);
+        std::vector<uint64_t>& received = received_[i];
+        std::vector<uint8_t> marked;  // the QP's marker is in (per size, not per message)
         const bool v = spec_.verify, ud = tr_ == transport::ud;
         const uint64_t drain = std::max<uint64_t>(1, uint64_t(wp_.drain_us.get() * 1000.0));
-        received_.assign(nq_, 0);
-        marked_.assign(nq_, 0);
+        received.assign(nq_, 0);
+        marked.assign(nq_, 0);
         unsigned want = 0, markers = 0;
         for (unsigned q = 0; q < nq_; ++q)
             want += quota_of(ph, q) > 0 ? 1 : 0;
@@ -1150,7 +1224,7 @@ private:
             ibv_wc wc{};
             const int n = ibv_poll_cq(s.rcq, 1, &wc);
             if (n < 0)
-                fail("node1: ibv_poll_cq failed");
+                fail(node + ": ibv_poll_cq failed");
             if (n == 0) {
                 // The CQ is empty. Wait for the next completion in slices of drain_us, so that
                 // the end of the stream is noticed without one.
@@ -1162,48 +1236,48 @@ private:
                     ibv_wait_cq(s.rcq, drain - (now - since));
                 } else {
                     if (now - idle_since >= timeout_ns())
-                        fail("node1: no datagram within workload.timeout_us");
+                        fail(node + ": no datagram within workload.timeout_us");
                     ibv_wait_cq(s.rcq, std::min(drain, timeout_ns() - (now - idle_since)));
                 }
                 continue;
             }
             idle_since = bus(i).now_ns();
             if (wc.status != IBV_WC_SUCCESS)
-                fail("node1: completion error " + status_name(wc.status) + ", opcode " + std::to_string(wc.opcode) +
+                fail(node + ": completion error " + status_name(wc.status) + ", opcode " + std::to_string(wc.opcode) +
                      ", wr_id " + std::to_string(wc.wr_id));
             unsigned q = qp_index(i, wc.qp_num);
             if (q == nq_) {
                 if (!v)
-                    fail("node1: receive completion for unknown QP " + std::to_string(wc.qp_num));
-                chk_.bad_completion(at(ph, size, 1, 0, 0, "receive completion"),
+                    fail(node + ": receive completion for unknown QP " + std::to_string(wc.qp_num));
+                chk_.bad_completion(at(ph, size, i, 0, 0, "receive completion"),
                                     "QP number " + std::to_string(wc.qp_num) + " is not one of ours");
                 continue;
             }
             const bool marker = (wc.wc_flags & IBV_WC_WITH_IMM) && wc.imm_data == marker_imm;
             if (marker) {
                 if (v) {
-                    const verify::where w = at(ph, size, 1, q, received_[q], "marker receive completion");
+                    const verify::where w = at(ph, size, i, q, received[q], "marker receive completion");
                     check_send_wc(w, wc, ud ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM, s.rq_done[q]);
                     if (wc.byte_len != payload_off())
                         chk_.bad_completion(w, "byte_len " + std::to_string(wc.byte_len) + ", expected " +
                                                    std::to_string(payload_off()));
                 }
-                if (!marked_[q]) {
-                    marked_[q] = 1;
+                if (!marked[q]) {
+                    marked[q] = 1;
                     ++markers;
                 }
-            } else if (ud && !marked_[q]) {
+            } else if (ud && !marked[q]) {
                 if (v) {
-                    check_recv_wc(at(ph, size, 1, q, received_[q], "receive completion"), wc, size);
-                    chk_.bytes(at(ph, size, 1, q, received_[q], "receive buffer"),
+                    check_recv_wc(at(ph, size, i, q, received[q], "receive completion"), wc, size);
+                    chk_.bytes(at(ph, size, i, q, received[q], "receive buffer"),
                                peek(1, recv_area(1, q) + grh_bytes, size), size, key(0, q, step, 0));
                 }
-                ++received_[q];
+                ++received[q];
             } else {
                 if (!v)
-                    fail("node1: unexpected receive completion, opcode " + std::to_string(wc.opcode) + ", wr_id " +
+                    fail(node + ": unexpected receive completion, opcode " + std::to_string(wc.opcode) + ", wr_id " +
                          std::to_string(wc.wr_id));
-                chk_.bad_completion(at(ph, size, 1, q, received_[q], "receive completion"),
+                chk_.bad_completion(at(ph, size, i, q, received[q], "receive completion"),
                                     "opcode " + std::to_string(wc.opcode) + " after the end-of-stream marker or "
                                     "without one");
             }
@@ -1462,9 +1536,12 @@ private:
     const run_spec& spec_;
     const workload_params& wp_;
     std::vector<run_report>& out_;
-    std::unique_ptr<host_software> sw_[2];
-    side side_[2];
-    peer_info info_[2];
+    std::vector<std::unique_ptr<host_software>> sw_;  ///< one per node taking part (nn_)
+    std::vector<side> side_;
+    std::vector<peer_info> info_;
+    std::vector<std::unique_ptr<receiver>> receivers_;  ///< mcast_bw: processes of nodes 2 ..
+    unsigned nn_ = 2;             ///< nodes taking part: 2, or every node (mcast_bw)
+    bool mcast_ = false;          ///< mcast_bw: node0 sends to groups every other node joined
     sc_event exchanged_;
     barrier bar_;
     unsigned nq_ = 1;
@@ -1473,8 +1550,7 @@ private:
     uint64_t ud_rq_need_ = 0;     ///< ud_send_bw: receives node1 needs per QP (0: rx_depth will do)
     uint64_t stream_end_ns_ = no_time;  ///< UC/UD bandwidth: when the client's markers were on the wire
     sc_event stream_end_;         ///< notified then
-    std::vector<uint64_t> received_;  ///< ud_send_bw: datagrams node1 took per QP in the current size
-    std::vector<uint8_t> marked_;     ///< the QP's marker is in
+    std::vector<std::vector<uint64_t>> received_;  ///< UD bandwidth: datagrams node i took per QP in the current size
     bool needs_rd_ = false;       ///< a phase uses RDMA READ or atomics
     bool needs_atomic_ = false;   ///< a phase uses atomics
     std::string rd_workload_;     ///< the first such phase (error text)

@@ -1,6 +1,7 @@
 // perftest-equivalent workloads on the model: write_lat, send_lat, read_lat, atomic_lat,
 // write_bw, send_bw, read_bw, atomic_rate (two nodes, RC, through the verbs API), ud_send_lat,
-// ud_send_bw (UD, ib_send_* -c UD), uc_write_bw (UC, ib_write_bw -c UC) and dma_read_bw,
+// ud_send_bw (UD, ib_send_* -c UD), mcast_bw (UD multicast from node0 to every other node of the
+// fabric, ib_send_bw -c UD -M), uc_write_bw (UC, ib_write_bw -c UC) and dma_read_bw,
 // dma_write_bw (the PCIe link alone); mr_scale, write_bw over N memory regions per node
 // (workload.mrs, --mrs) for the translation caches, which also prints its own table. Semantics
 // follow perftest (calibration.md): *_lat ping-pongs report half the round trip, read_lat/atomic_lat

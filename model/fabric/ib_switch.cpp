@@ -32,7 +32,7 @@ ib_switch::ib_switch(const sc_module_name& name, unsigned ports)
 }
 
 void ib_switch::set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_time& propagation,
-                          const fault_settings& faults) {
+                          const fault_settings& faults, uint8_t lmc) {
     if (p >= ports_.size())
         SC_REPORT_ERROR(name(), ("set_route: no port " + std::to_string(p)).c_str());
     out_port& o = *ports_[p];
@@ -44,7 +44,8 @@ void ib_switch::set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_t
         for (auto& s : o.ring)
             s = std::make_unique<slot>();
     }
-    lid_to_port_[lid] = int(p);
+    for (uint32_t k = 0; k < (1u << (lmc & 7)) && lid + k < lid_to_port_.size(); ++k)
+        lid_to_port_[lid + k] = int(p);
 }
 
 void ib_switch::join_mcast(uint16_t mlid, unsigned p) {

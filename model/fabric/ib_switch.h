@@ -36,9 +36,10 @@ public:
     ib_switch(const sc_core::sc_module_name& name, unsigned ports);
 
     /// Port `p` leads to the node with this LID at this data rate and propagation delay, over
-    /// a cable with these fault settings (applied to what the port sends).
+    /// a cable with these fault settings (applied to what the port sends). With LID mask count
+    /// `lmc` the node owns the 2^lmc LIDs from `lid` (C10-3), all routed to `p`.
     void set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_core::sc_time& propagation,
-                   const fault_settings& faults);
+                   const fault_settings& faults, uint8_t lmc = 0);
     /// Multicast forwarding table: port `p` joins / leaves the group of `mlid` (joins are
     /// counted per port: a port stays a member until it left as often as it joined).
     void join_mcast(uint16_t mlid, unsigned p);

@@ -10,8 +10,16 @@ fabric::fabric(sc_module_name name)
     : sc_module(name),
       nodes("nodes", 2, "hosts", "number of nodes (hosts with one HCA each)"),
       topology("topology", "auto", "", "auto: back to back for 2 nodes, else one switch",
-               {"auto", "back_to_back", "switch"}) {
+               {"auto", "back_to_back", "switch"}),
+      lmc("lmc", 0, "bits",
+          "LID mask count of every port (C10-3): node i's base LID is (i+1)*2^lmc and it owns 2^lmc LIDs") {
     nodes.range(1, 1024);
+    lmc.range(0, 7);
+    // Unicast LIDs end at 0xBFFF: the last node's range must fit.
+    if (uint32_t(nodes.get() + 1) << lmc.get() > 0xC000u)
+        throw config_error("fabric.lmc=" + std::to_string(lmc.get()) + " with fabric.nodes=" +
+                           std::to_string(nodes.get()) + ": the LIDs of " + std::to_string(nodes.get()) +
+                           " nodes of 2^lmc LIDs each pass the last unicast LID (0xBFFF)");
     if (topology.get() == "back_to_back" && nodes != 2)
         throw config_error("fabric.topology=back_to_back needs fabric.nodes=2 (have " +
                            std::to_string(nodes.get()) + ")");
@@ -20,8 +28,10 @@ fabric::fabric(sc_module_name name)
 }
 
 machine::machine() {
-    for (unsigned i = 0; i < net.nodes; ++i)
+    for (unsigned i = 0; i < net.nodes; ++i) {
         hosts.push_back(std::make_unique<node>(("node" + std::to_string(i)).c_str(), i));
+        hosts.back()->set_lmc(uint8_t(net.lmc.get()));  // LMC-aligned base LIDs, as the SM assigns
+    }
     if (!net.has_switch()) {
         node& a = *hosts[0];
         node& b = *hosts[1];
@@ -31,8 +41,8 @@ machine::machine() {
         const unsigned speed = std::min(a.cable.speed_code(), b.cable.speed_code());
         a.cable.out.bind(b.adapter.port0.rx);
         b.cable.out.bind(a.adapter.port0.rx);
-        a.adapter.set_link(rate, width, speed, a.lid());
-        b.adapter.set_link(rate, width, speed, b.lid());
+        a.adapter.set_link(rate, width, speed, a.lid(), a.lmc());
+        b.adapter.set_link(rate, width, speed, b.lid(), b.lmc());
         // A dead direction takes the link down: both ports see it (IBA link training fails).
         const double da = a.cable.down_at_ns, db = b.cable.down_at_ns;
         if (da >= 0 || db >= 0) {
@@ -47,9 +57,10 @@ machine::machine() {
         n.cable.out.bind(net.sw->in);
         net.sw->out.bind(n.adapter.port0.rx);
         const double rate = n.cable.data_rate_gbps();
-        n.adapter.set_link(rate, n.cable.width, n.cable.speed_code(), n.lid());
+        n.adapter.set_link(rate, n.cable.width, n.cable.speed_code(), n.lid(), n.lmc());
         // The switch's output toward node i is the other direction of node i's cable.
-        net.sw->set_route(i, n.lid(), rate, sc_time(n.cable.propagation_ns.get(), SC_NS), n.cable.fault_config());
+        net.sw->set_route(i, n.lid(), rate, sc_time(n.cable.propagation_ns.get(), SC_NS), n.cable.fault_config(),
+                          n.lmc());
         if (n.cable.down_at_ns >= 0)
             n.adapter.link_down_at(sc_time(n.cable.down_at_ns.get(), SC_NS));
         // Multicast membership: when the HCA's first QP joins a group (or its last leaves), the

@@ -17,6 +17,7 @@ class fabric : public sc_core::sc_module {
 public:
     param<unsigned> nodes;          ///< number of hosts
     param<std::string> topology;    ///< auto|back_to_back|switch
+    param<unsigned> lmc;            ///< LID mask count of every port (0..7), as OpenSM's `lmc`
 
     std::unique_ptr<ib_switch> sw;  ///< "fabric.switch" when the topology has one
 

@@ -21,11 +21,16 @@ public:
     node(const sc_core::sc_module_name& name, unsigned index);
 
     unsigned index() const { return index_; }
-    /// LID of this node's port: index + 1.
-    uint16_t lid() const { return uint16_t(index_ + 1); }
+    /// Base LID of this node's port: (index + 1) * 2^LMC (fabric.lmc), index + 1 with LMC 0.
+    uint16_t lid() const { return uint16_t((index_ + 1) << lmc_); }
+    /// The port's LID mask count: it owns LIDs lid() .. lid() + 2^lmc - 1 (C10-3).
+    uint8_t lmc() const { return lmc_; }
+    /// Set by the machine (the subnet manager's LID assignment) before the links come up.
+    void set_lmc(uint8_t lmc) { lmc_ = uint8_t(lmc & 7); }
 
 private:
     unsigned index_;
+    uint8_t lmc_ = 0;
 };
 
 }  // namespace hcasim

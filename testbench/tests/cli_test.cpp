@@ -104,7 +104,7 @@ TEST(Cli, BadSizes) {
 TEST(Cli, BadOptions) {
     EXPECT_EQ(error_of([] { parse({"--workload", "rd_send_lat"}); }),
               "--workload: unknown workload 'rd_send_lat' (expected write_lat|send_lat|read_lat|atomic_lat|"
-              "write_bw|send_bw|read_bw|atomic_rate|ud_send_lat|ud_send_bw|uc_write_bw|mr_scale|dma_read_bw|"
+              "write_bw|send_bw|read_bw|atomic_rate|ud_send_lat|ud_send_bw|uc_write_bw|mcast_bw|mr_scale|dma_read_bw|"
               "dma_write_bw|attack_suite)");
     EXPECT_EQ(error_of([] { parse({"--mtu", "1500"}); }), "--mtu: expected 256|512|1024|2048|4096, got '1500'");
     EXPECT_EQ(error_of([] { parse({"--iters", "-1"}); }),
@@ -135,12 +135,18 @@ TEST(Cli, UcAndUdWorkloads) {
     EXPECT_EQ(error_of([] { parse({"--workload", "ud_send_lat", "--size", "2-2K", "--mtu", "1024"}); }),
               "--size: 2048 bytes exceeds the MTU (1024 bytes, --mtu): ud_send_lat sends each message as one UD "
               "datagram");
+    // mcast_bw: UD multicast, so the same limit.
+    EXPECT_EQ(transport_of("mcast_bw"), transport::ud);
+    EXPECT_EQ(parse({"--workload", "mcast_bw", "--size", "64,4K"}).sizes, (std::vector<uint64_t>{64, 4096}));
+    EXPECT_EQ(error_of([] { parse({"--workload", "mcast_bw", "--size", "2K", "--mtu", "1024"}); }),
+              "--size: 2048 bytes exceeds the MTU (1024 bytes, --mtu): mcast_bw sends each message as one UD "
+              "datagram");
     // UC is segmented like RC.
     EXPECT_EQ(parse({"--workload", "uc_write_bw", "--size", "1M", "--mtu", "1024"}).sizes,
               (std::vector<uint64_t>{1u << 20}));
     std::ostringstream help;
     parse({"--help"}, &help);
-    for (const char* w : {"ud_send_lat", "ud_send_bw", "uc_write_bw"})
+    for (const char* w : {"ud_send_lat", "ud_send_bw", "uc_write_bw", "mcast_bw"})
         EXPECT_NE(help.str().find(w), std::string::npos) << w;
 }
 

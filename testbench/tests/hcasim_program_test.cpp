@@ -607,5 +607,94 @@ TEST(HcasimProgram, ud_and_uc_figures_are_deterministic_and_verify_does_not_chan
     }
 }
 
+TEST(HcasimProgram, mcast_bw_prints_the_senders_table_and_the_receivers_counts) {
+    nlohmann::json j;
+    const result r = run_json("--workload mcast_bw --size 64,4K --iters 200", &j);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find(" hcasim mcast_bw (seed 1)\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" #bytes     #iterations  BW average[Gb/sec]   MsgRate[Mpps]\n"), std::string::npos) << r.out;
+    for (uint64_t size : {64u, 4096u}) {
+        const auto row = row_of(r.out, size);
+        ASSERT_EQ(row.size(), 2u) << size << "\n" << r.out;
+        EXPECT_GT(row[0], 0.0);
+        EXPECT_NEAR(row[0], double(size) * 8 * row[1] / 1000.0, 0.01 + row[0] * 0.001) << "Gb/s = bytes x Mpps";
+    }
+    // Two nodes back to back: node1 is the only receiver.
+    EXPECT_NE(r.out.find("\n multicast: 400 datagrams sent to 1 receivers, 400 of 400 delivered, 0 lost\n"
+                         " lost per receiver: node1 0\n"),
+              std::string::npos)
+        << r.out;
+    ASSERT_EQ(j["results"].size(), 2u);
+    EXPECT_EQ(j["results"][0]["receivers"], 1);
+    EXPECT_EQ(j["results"][0]["datagrams_delivered"], 200);
+    EXPECT_EQ(j["results"][0]["datagrams_lost_per_receiver"], nlohmann::json::array({0}));
+    EXPECT_EQ(j["counters"]["node1.hca.transport_engine.mcast_deliveries"], 2 * (200 + 1));  // and the markers
+    // The default size is the MTU, as ud_send_bw's.
+    EXPECT_EQ(row_of(run("--workload mcast_bw --iters 20 --mtu 1024").out, 1024).size(), 2u);
+}
+
+TEST(HcasimProgram, mcast_bw_verify_checks_every_byte_at_every_receiver) {
+    for (const std::string nodes : {"", " --set fabric.nodes=4"}) {
+        const unsigned receivers = nodes.empty() ? 1 : 3;
+        nlohmann::json j;
+        const std::string args = "--workload mcast_bw --size 2,4K --iters 300 --qps 2 --verify" + nodes;
+        const result r = run_json(args, &j);
+        ASSERT_EQ(r.code, 0) << args << ": " << r.err;
+        ASSERT_EQ(j["results"].size(), 2u) << args;
+        const uint64_t sizes[2] = {2, 4096};
+        for (unsigned k = 0; k < 2; ++k) {
+            const auto& e = j["results"][k];
+            // Every datagram at its receive completion and each QP's buffer at the end, per receiver.
+            EXPECT_EQ(e["verify"]["bytes_checked"], receivers * (300 + 2) * sizes[k]) << args;
+            EXPECT_EQ(e["verify"]["mismatches"], 0) << args;
+            EXPECT_EQ(e["verify"]["bad_completions"], 0) << args;
+            EXPECT_EQ(e["receivers"], receivers) << args;
+            EXPECT_EQ(e["datagrams_delivered"], receivers * 300) << args;
+            EXPECT_EQ(e["datagrams_lost"], 0) << args;
+        }
+        EXPECT_NE(r.out.find(" 0 mismatches, 0 bad completions"), std::string::npos) << r.out;
+        if (!nodes.empty()) {
+            EXPECT_NE(r.out.find(" lost per receiver: node1 0, node2 0, node3 0\n"), std::string::npos) << r.out;
+            EXPECT_EQ(j["counters"]["fabric.switch.mcast_replicas"], 3 * 2 * (300 + 2)) << "one copy per member port";
+        }
+    }
+}
+
+TEST(HcasimProgram, mcast_bw_counts_what_each_receiver_lost_and_fails_verify) {
+    // The switch's output toward node2 loses 5%: only node2 misses datagrams.
+    const std::string lossy = "--workload mcast_bw --size 64 --iters 400 --set fabric.nodes=4 --set link2.drop_rate=0.05";
+    nlohmann::json j;
+    const result plain = run_json(lossy, &j);
+    ASSERT_EQ(plain.code, 0) << plain.err;
+    const auto per = j["results"][0]["datagrams_lost_per_receiver"];
+    ASSERT_EQ(per.size(), 3u);
+    EXPECT_EQ(per[0], 0);
+    EXPECT_EQ(per[2], 0);
+    const uint64_t lost = per[1];
+    EXPECT_GT(lost, 0u);
+    EXPECT_EQ(j["results"][0]["datagrams_lost"], lost);
+    EXPECT_EQ(j["results"][0]["datagrams_delivered"], 3 * 400 - lost);
+    EXPECT_NE(plain.out.find(" lost per receiver: node1 0, node2 " + std::to_string(lost) + ", node3 0\n"),
+              std::string::npos)
+        << plain.out;
+    const result verified = run(lossy + " --verify");
+    EXPECT_EQ(verified.code, 1);
+    EXPECT_EQ(verified.err, "hcasim: run failed: verify: mcast_bw 64 B, node2 QP 0, receive queue: " +
+                                std::to_string(lost) + " of 400 datagrams lost (UD does not retransmit)\n");
+    EXPECT_EQ(without_verify_line(verified.out), plain.out);
+}
+
+TEST(HcasimProgram, mcast_bw_is_deterministic_and_verify_does_not_change_its_figures) {
+    for (const std::string args : {"--workload mcast_bw --size 64,4K --iters 300 --qps 2 --seed 5",
+                                   "--workload mcast_bw --size 64 --iters 200 --set fabric.nodes=4"}) {
+        const result a = run(args), b = run(args), verified = run(args + " --verify");
+        ASSERT_EQ(a.code, 0) << args << ": " << a.err;
+        ASSERT_EQ(verified.code, 0) << args << ": " << verified.err;
+        EXPECT_FALSE(a.out.empty());
+        EXPECT_EQ(a.out, b.out) << args;
+        EXPECT_EQ(without_verify_line(verified.out), a.out) << args;
+    }
+}
+
 // libsystemc (linked through testbench_lib) needs the symbol; gtest_main provides main().
 extern "C" int sc_main(int, char*[]) { return 0; }  // SystemC declares it extern "C"
