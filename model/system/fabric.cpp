@@ -10,13 +10,18 @@ fabric::fabric(sc_module_name name)
     : sc_module(name),
       nodes("nodes", 2, "hosts", "number of nodes (hosts with one HCA each)"),
       topology("topology", "auto", "", "auto: back to back for 2 nodes, else one switch",
-               {"auto", "back_to_back", "switch"}) {
+               {"auto", "back_to_back", "switch"}),
+      subnet_manager("subnet_manager", true, "",
+                     "switch topology: attach a subnet manager (LID nodes + 1) to an extra switch port") {
     nodes.range(1, 1024);
     if (topology.get() == "back_to_back" && nodes != 2)
         throw config_error("fabric.topology=back_to_back needs fabric.nodes=2 (have " +
                            std::to_string(nodes.get()) + ")");
-    if (topology.get() == "switch" || (topology.get() == "auto" && nodes != 2))
-        sw = std::make_unique<ib_switch>("switch", nodes);
+    if (topology.get() == "switch" || (topology.get() == "auto" && nodes != 2)) {
+        sw = std::make_unique<ib_switch>("switch", nodes + (subnet_manager ? 1 : 0));
+        if (subnet_manager)
+            sm = std::make_unique<hcasim::subnet_manager>("sm");
+    }
 }
 
 machine::machine() {
@@ -62,6 +67,21 @@ machine::machine() {
             else
                 sw->leave_mcast(mlid, i);
         });
+    }
+    if (net.has_sm()) {
+        // The subnet manager: the switch's last port, LID nodes + 1; every port knows it as its
+        // master SM (PortInfo MasterSMLID: where traps go).
+        subnet_manager& sm = *net.sm;
+        const unsigned p = unsigned(hosts.size());
+        const uint16_t sm_lid = uint16_t(p + 1);
+        sm.tx.bind(net.sw->in);
+        net.sw->out.bind(sm.rx);
+        net.sw->set_route(p, sm_lid, sm.rate_gbps, sc_time(sm.propagation_ns.get(), SC_NS), fault_settings{});
+        sm.set_lid(sm_lid);
+        for (unsigned i = 0; i < hosts.size(); ++i) {
+            sm.add_node(i, hosts[i]->lid());
+            hosts[i]->adapter.set_sm_lid(sm_lid);
+        }
     }
 }
 
