@@ -120,6 +120,15 @@ public:
     void free_cqn(uint32_t n) { cqn_.free(n); }
     bool alloc_qpn(uint32_t* n) { return qpn_.alloc(n); }
     void free_qpn(uint32_t n) { qpn_.free(n); }
+    /// The special QPNs 0 (SMI) and 1 (GSI), reserved by the driver: claims one; false if it is
+    /// taken already.
+    bool claim_special_qpn(uint32_t n) {
+        if (n >= FIRST_CONSUMER_QPN || special_qpn_used_[n]) return false;
+        return special_qpn_used_[n] = true;
+    }
+    void release_special_qpn(uint32_t n) {
+        if (n < FIRST_CONSUMER_QPN) special_qpn_used_[n] = false;
+    }
     bool alloc_uar(uint32_t* n) { return uar_.alloc(n); }
     void free_uar(uint32_t n) { uar_.free(n); }
     /// MPT index plus the key byte for this use of it (changes on every reuse of the index).
@@ -209,6 +218,7 @@ private:
     uint64_t eq_pa_ = 0, msi_pa_ = 0;
     uint32_t eq_consumer_ = 0;
     id_allocator pdn_, cqn_, qpn_, uar_, mpt_;
+    bool special_qpn_used_[FIRST_CONSUMER_QPN] = {};
     range_allocator mtt_;
     std::vector<uint8_t> key_gen_;
     std::map<uint64_t, uint32_t> mtt_users_;  ///< first entry -> users, for runs with more than one

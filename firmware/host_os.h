@@ -72,6 +72,9 @@ public:
     /// The OS this process runs on.
     host_os& os() { return os_; }
 
+    /// A privileged (kernel-mode) process: may create the special QPs QP0 and QP1 (C10-13).
+    bool privileged = false;
+
 private:
     struct page {
         uint64_t pa;

@@ -201,6 +201,8 @@ bool transport_supported(const hw::hca_caps& caps, ibv_qp_type t) {
     case IBV_QPT_RC: return caps.flags & hw::CAP_RC;
     case IBV_QPT_UC: return caps.flags & hw::CAP_UC;
     case IBV_QPT_UD: return caps.flags & hw::CAP_UD;
+    case IBV_QPT_SMI:
+    case IBV_QPT_GSI: return false;  // ibv_create_qp runs them as UD
     }
     return false;
 }
@@ -1541,7 +1543,11 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     if (!ia->send_cq || !ia->recv_cq || ia->send_cq->context != ctx || ia->recv_cq->context != ctx)
         return fail<ibv_qp>(EINVAL);
     if (ia->srq) return fail<ibv_qp>(EINVAL);  // no SRQs
-    if (!transport_supported(caps, ia->qp_type)) return fail<ibv_qp>(EINVAL);
+    // The special QPs: privileged consumers only (C10-13); the hardware runs them as UD QPs.
+    const bool special = ia->qp_type == IBV_QPT_SMI || ia->qp_type == IBV_QPT_GSI;
+    if (special && !ctx->as->privileged) return fail<ibv_qp>(EPERM);
+    const ibv_qp_type hw_type = special ? IBV_QPT_UD : ia->qp_type;
+    if (!transport_supported(caps, hw_type)) return fail<ibv_qp>(EINVAL);
     // IBA 10.6.4.3.2: fast register and the reserved L_Key are enabled when the QP is created.
     if (ia->create_flags & ~uint32_t(IBV_QP_CREATE_FAST_REG | IBV_QP_CREATE_RESERVED_LKEY)) return fail<ibv_qp>(EINVAL);
     if ((ia->create_flags & IBV_QP_CREATE_FAST_REG) && !(caps.flags & hw::CAP_SEND_INV)) return fail<ibv_qp>(EINVAL);
@@ -1552,7 +1558,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     if (cap.max_send_wr > caps.max_qp_wr || cap.max_recv_wr > caps.max_qp_wr || cap.max_send_sge > caps.max_sge ||
         cap.max_recv_sge > caps.max_sge || cap.max_inline_data > max_inline)
         return fail<ibv_qp>(EINVAL);
-    uint32_t wqe_max = send_wqe_max_bytes(ia->qp_type, cap.max_send_sge, cap.max_inline_data);
+    uint32_t wqe_max = send_wqe_max_bytes(hw_type, cap.max_send_sge, cap.max_inline_data);
     if (wqe_max > MAX_WQE_BYTES) return fail<ibv_qp>(EINVAL);
 
     auto* qp = new ibv_qp{};
@@ -1562,7 +1568,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     qp->send_cq = ia->send_cq;
     qp->recv_cq = ia->recv_cq;
     qp->state = IBV_QPS_RESET;  // C10-20
-    qp->qp_type = ia->qp_type;
+    qp->qp_type = hw_type;  // QP0/QP1 are told apart by their QPN
     qp->sq_sig_all = ia->sq_sig_all;
     qp->create_flags = ia->create_flags;
     qp->max_inline_data = cap.max_inline_data;
@@ -1575,16 +1581,23 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
         log2_ceil(std::max<uint32_t>(sizeof(hw::wqe_recv_header) + cap.max_recv_sge * sizeof(hw::wqe_data_seg), 16));
     qp->rq.max_wr = cap.max_recv_wr ? 1u << qp->rq.log_size : 0;
     qp->rq.max_sge = cap.max_recv_sge;
+    bool claimed = false;
     auto undo = [&](int e) {
         if (qp->sq.pa) drv.os().free(qp->sq.pa);
         if (qp->rq.pa) drv.os().free(qp->rq.pa);
-        if (qp->qp_num) drv.free_qpn(qp->qp_num);
+        if (special && claimed) drv.release_special_qpn(qp->qp_num);
+        else if (qp->qp_num) drv.free_qpn(qp->qp_num);
         delete qp;
         return fail<ibv_qp>(e);
     };
+    if (special) {
+        // Fixed QPNs the driver reserves: QP0 (SMI) and QP1 (GSI), one of each per port.
+        qp->qp_num = uint32_t(ia->qp_type);
+        if (!(claimed = drv.claim_special_qpn(qp->qp_num))) return undo(EBUSY);
+    }
     if (!drv.os().alloc_contiguous(size_t(1) << (qp->sq.log_size + qp->sq.log_stride), fw::PAGE_BYTES, &qp->sq.pa) ||
         !drv.os().alloc_contiguous(size_t(1) << (qp->rq.log_size + qp->rq.log_stride), fw::PAGE_BYTES, &qp->rq.pa) ||
-        !drv.alloc_qpn(&qp->qp_num))
+        (!special && !drv.alloc_qpn(&qp->qp_num)))
         return undo(ENOMEM);
     qp->hw_ctx = initial_context(qp);
     qp->attr = initial_attr(qp);
@@ -1653,6 +1666,8 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
         if (mask & IBV_QP_PKEY_INDEX) c.pkey_index = attr->pkey_index;
         if (mask & IBV_QP_ACCESS_FLAGS) c.access = attr->qp_access_flags;
         if (mask & IBV_QP_QKEY) c.qkey = attr->qkey;
+        // The special QPs' Q_Keys are fixed: 0 for QP0 (SMPs), 0x80010000 for QP1 (GSI).
+        if (qp->qp_num < fw::FIRST_CONSUMER_QPN) c.qkey = qp->qp_num == 1 ? 0x80010000u : 0;
         if (mask & IBV_QP_PATH_MTU) c.mtu = uint8_t(attr->path_mtu);
         if (qp->qp_type == IBV_QPT_UD && cur == IBV_QPS_RESET) c.mtu = pi->active_mtu;  // UD: port MTU
         if (mask & IBV_QP_AV) {
@@ -1701,6 +1716,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     if (mask & IBV_QP_PKEY_INDEX) a.pkey_index = attr->pkey_index;
     if (mask & IBV_QP_ACCESS_FLAGS) a.qp_access_flags = attr->qp_access_flags;
     if (mask & IBV_QP_QKEY) a.qkey = attr->qkey;
+    if (qp->qp_num < fw::FIRST_CONSUMER_QPN) a.qkey = c.qkey;  // fixed Q_Keys of QP0/QP1
     if (mask & IBV_QP_PATH_MTU) a.path_mtu = attr->path_mtu;
     if (mask & IBV_QP_AV) a.ah_attr = attr->ah_attr;
     if (mask & IBV_QP_DEST_QPN) a.dest_qp_num = attr->dest_qp_num;
@@ -1739,7 +1755,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int /*attr_mask*/, ibv_qp_init_a
         init_attr->send_cq = qp->send_cq;
         init_attr->recv_cq = qp->recv_cq;
         init_attr->cap = attr->cap;
-        init_attr->qp_type = qp->qp_type;
+        init_attr->qp_type = qp->qp_num < fw::FIRST_CONSUMER_QPN ? ibv_qp_type(qp->qp_num) : qp->qp_type;
         init_attr->sq_sig_all = qp->sq_sig_all;
         init_attr->create_flags = qp->create_flags;
     }
@@ -1780,7 +1796,10 @@ int ibv_destroy_qp(ibv_qp* qp) {
     drv.clear_qp_event_handler(qp->qp_num);
     drop_events(ctx, qp, false);
     drv.set_qp_user(qp->qp_num, nullptr);
-    drv.free_qpn(qp->qp_num);
+    if (qp->qp_num < fw::FIRST_CONSUMER_QPN)
+        drv.release_special_qpn(qp->qp_num);
+    else
+        drv.free_qpn(qp->qp_num);
     drv.os().free(qp->sq.pa);
     drv.os().free(qp->rq.pa);
     --qp->pd->refs;

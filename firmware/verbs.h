@@ -17,7 +17,9 @@
 
 namespace hcasim::verbs {
 
-enum ibv_qp_type { IBV_QPT_RC = 2, IBV_QPT_UC = 3, IBV_QPT_UD = 4 };
+/// IBV_QPT_SMI / IBV_QPT_GSI (the kernel's IB_QPT_SMI / IB_QPT_GSI): the special QPs QP0 and
+/// QP1, for privileged consumers only (C10-13); UD in hardware, fixed QPNs 0 and 1.
+enum ibv_qp_type { IBV_QPT_SMI = 0, IBV_QPT_GSI = 1, IBV_QPT_RC = 2, IBV_QPT_UC = 3, IBV_QPT_UD = 4 };
 enum ibv_qp_state {
     IBV_QPS_RESET = 0, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_SQD, IBV_QPS_SQE, IBV_QPS_ERR,
     IBV_QPS_UNKNOWN

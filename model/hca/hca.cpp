@@ -37,6 +37,7 @@ hca::hca(const sc_module_name& name, unsigned node_index)
       cqs("cq_writer", clock_, max_cqs, 16),
       pkeys("pkey_checker", max_qps),
       mcast("mcast_table", max_qps),
+      agent("sma", clock_),
       port0("port") {
     max_qps.range(2, 1u << 24);
     max_cqs.range(1, 1u << 24);
@@ -103,6 +104,10 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     engine.bind_mcast(mcast);
     port0.bind_receiver(pkeys);
     pkeys.bind_receiver(engine);
+    // Subnet management below the verbs: SMPs to QP0 and P_Key violations go to the SMA (C10-12).
+    agent.bind(pkeys, port0);
+    pkeys.bind_smi(agent);
+    pkeys.bind_violation_sink(agent);
     commands.dma.socket.bind(dma.units);
     fetcher.dma.socket.bind(dma.units);
     engine.dma.socket.bind(dma.units);
@@ -130,12 +135,17 @@ void hca::set_link(double rate_gbps, unsigned width, unsigned speed_code, uint16
     port0.set_lid(lid, lmc);
     engine.set_lid(lid);
     engine.set_lmc(lmc);
+    agent.set_lid(lid);
     id_.port.lid = lid;
     id_.port.lmc = lmc;
-    id_.port.sm_lid = 1;
     id_.port.link_width = uint8_t(width);
     id_.port.link_speed = uint8_t(speed_code);
     id_.port.data_rate_mbps = uint32_t(rate_gbps * 1000 + 0.5);
+}
+
+void hca::set_sm_lid(uint16_t lid) {
+    id_.port.sm_lid = lid;
+    agent.set_sm_lid(lid);
 }
 
 }  // namespace hcasim

@@ -3,6 +3,7 @@
 //   BAR0 ─> doorbell_unit ─> wqe_fetcher ─> transport_engine ─> port ─> link
 //                │   └──────> cq_writer <────────┘  │  ▲   ⇅ translation_unit
 //                └──> command_unit (contexts to every unit)   └─ pkey_checker <─ port <─ link
+//                                                  sma (SMPs to QP0, traps) <─┘ ─> port
 //   every unit's DMA ─> dma_mux ─> PCIe link ─> host memory
 #pragma once
 #include <systemc>
@@ -15,6 +16,7 @@
 #include "model/hca/doorbell_unit.h"
 #include "model/hca/pkey_checker.h"
 #include "model/hca/port.h"
+#include "model/hca/sma.h"
 #include "model/hca/translation_unit.h"
 #include "model/hca/transport_engine.h"
 #include "model/hca/wqe_fetcher.h"
@@ -49,6 +51,7 @@ public:
     cq_writer cqs;
     pkey_checker pkeys;
     mcast_table mcast;
+    sma agent;  ///< "nodeN.hca.sma": the port's subnet management agent
     port port0;
 
     SC_HAS_PROCESS(hca);
@@ -61,6 +64,9 @@ public:
     /// After link negotiation: active rate, base LID and LMC (the port owns lid .. lid +
     /// 2^lmc - 1 and loops packets to them back), what QUERY_PORT reports.
     void set_link(double rate_gbps, unsigned width, unsigned speed_code, uint16_t lid, uint8_t lmc = 0);
+    /// The subnet manager's LID (PortInfo MasterSMLID; 0: none, e.g. back to back): where the
+    /// SMA sends traps, what QUERY_PORT reports as sm_lid.
+    void set_sm_lid(uint16_t lid);
     uint16_t lid() const { return id_.port.lid; }
     const hca_identity& identity() const { return id_; }
 };

@@ -1,5 +1,7 @@
 #include "model/hca/pkey_checker.h"
 
+#include "tlm_if/wire/mad.h"
+
 namespace hcasim {
 
 pkey_checker::pkey_checker(const sc_core::sc_module_name& name, unsigned max_qps)
@@ -54,6 +56,12 @@ void pkey_checker::receive(const rx_packet& p) {
     const uint32_t qpn = p.h.b.dest_qp;
     if (qpn == SMI_QPN) {
         // C10-131: QP0 takes any P_Key (M_Keys protect management, not partitions).
+        // C10-12: subnet management MADs are the SMA's, below the verbs: they never reach the
+        // transport engine, so never a consumer's QP0 WQEs or CQEs.
+        if (smi_ && p.h.b.opcode == wire::op::UD_SEND_ONLY && wire::is_subn_mgmt(p.payload, p.payload_len)) {
+            smi_->receive(p);
+            return;
+        }
         if (sink_)
             sink_->receive(p);
         return;
@@ -63,7 +71,7 @@ void pkey_checker::receive(const rx_packet& p) {
         // the packet (the CQE's pkey_index).
         const int32_t idx = any_match(p.h.b.pkey) ? find_match(p.h.b.pkey) : -1;
         if (idx < 0) {
-            pkey_violation();
+            pkey_violation(p, 0);
             return;
         }
         if (sink_) {
@@ -78,7 +86,10 @@ void pkey_checker::receive(const rx_packet& p) {
         // a violation); each attached QP's own entry is matched again when the transport
         // engine delivers the datagram to it.
         if (!any_match(p.h.b.pkey)) {
-            pkey_violation();
+            // The entry it was refused by: a limited member of its partition if the table has
+            // one (both limited: the SMA's multicast trap suppression applies), else none.
+            const uint16_t k = p.h.b.pkey & 0x7FFF;
+            pkey_violation(p, k && limited_[k] ? k : 0);
             return;
         }
         if (sink_)
@@ -89,7 +100,7 @@ void pkey_checker::receive(const rx_packet& p) {
     // A QPN with no binding is no QP of ours in a receiving state: the transport engine
     // drops it and counts it there.
     if (idx >= 0 && !match(p.h.b.pkey, table_[idx])) {
-        pkey_violation();
+        pkey_violation(p, table_[idx]);
         return;
     }
     if (sink_)

@@ -6,6 +6,9 @@
 // key violation counters that QUERY_PORT reports (IBA PortInfo P_KeyViolations and
 // Q_KeyViolations): the P_Key one counts its own drops, the Q_Key one is counted by whoever
 // checks Q_Keys (the transport engine) through qkey_violation().
+// Subnet management packets (UD SENDs to QP0 carrying a SubnMgmt MAD) go to the subnet
+// management agent, not to the transport engine (C10-12); every P_Key violation is also
+// reported to the agent, which may send a Bad P_Key trap (o10-55.1.1).
 #pragma once
 #include <systemc>
 
@@ -16,6 +19,15 @@
 #include "model/hca/rx_packet.h"
 
 namespace hcasim {
+
+/// Told of every P_Key violation (the subnet management agent: Bad P_Key traps).
+class pkey_violation_sink {
+public:
+    virtual ~pkey_violation_sink() = default;
+    /// Packet `p` failed the P_Key check against `local_key` (the table entry it was checked
+    /// against; 0 when it matched no entry of the table).
+    virtual void bad_pkey(const rx_packet& p, uint16_t local_key) = 0;
+};
 
 class pkey_checker : public sc_core::sc_module, public rx_sink {
 public:
@@ -30,6 +42,12 @@ public:
 
     /// Where accepted packets go.
     void bind_receiver(rx_sink& sink) { sink_ = &sink; }
+    /// Where subnet management packets to QP0 go (the SMA).
+    void bind_smi(rx_sink& sink) { smi_ = &sink; }
+    /// Who is told of P_Key violations (the SMA).
+    void bind_violation_sink(pkey_violation_sink& s) { violation_sink_ = &s; }
+    /// Number of entries of the P_Key table.
+    unsigned size() const { return unsigned(table_.size()); }
     /// Writes one P_Key table entry (subnet-manager path); false if index is out of range.
     bool set_pkey(unsigned index, uint16_t pkey);
     uint16_t pkey(unsigned index) const { return index < table_.size() ? table_[index] : 0; }
@@ -64,14 +82,22 @@ public:
 
     void receive(const rx_packet& p) override;
 
-private:
-    void pkey_violation() {
+    /// Counts one packet dropped for its P_Key (checked against `local_key`; 0 if no entry
+    /// matched) and reports it to the violation sink. Called by this unit, and by the transport
+    /// engine for a multicast datagram a member QP's P_Key refuses.
+    void pkey_violation(const rx_packet& p, uint16_t local_key) {
         ++violations;
         if (pkey_viol_ != 0xFFFF)
             ++pkey_viol_;
+        if (violation_sink_)
+            violation_sink_->bad_pkey(p, local_key);
     }
 
+private:
+
     rx_sink* sink_ = nullptr;
+    rx_sink* smi_ = nullptr;
+    pkey_violation_sink* violation_sink_ = nullptr;
     std::vector<uint16_t> table_;
     std::vector<int32_t> qp_index_;  // per QPN: bound table index, -1 if none
     std::vector<uint16_t> full_, limited_;  // per low 15 bits: entries holding that key as full / limited member

@@ -1856,7 +1856,7 @@ void transport_engine::handle_ud(qp& q, const rx_packet& p) {
     if (ok && p.payload_len)
         ok = scatter(q, p.payload, p.payload_len, delay, status, syndrome);
     q.have_rwqe = false;
-    const recv_src src{p.h.d.src_qp, p.h.l.slid, p.h.l.sl, uint8_t(p.h.l.dlid & ((1u << lmc_) - 1))};
+    const recv_src src{p.h.d.src_qp, p.h.l.slid, p.h.l.sl, uint8_t(p.h.l.dlid & ((1u << lmc_) - 1)), p.pkey_index};
     if (!ok) {
         // C10-153: the receive WQE completes in error (too small, protection) and the QP goes to Error.
         recv_completion(q, hw::CQE_OP_RECV, status, 0, 0, 0, false, delay, syndrome, &src);
@@ -1887,8 +1887,10 @@ void transport_engine::receive_mcast(const rx_packet& p) {
         if (!q.valid || q.transport != hw::QPT_UD ||
             !(q.state == hw::QPS_RTR || q.state == hw::QPS_RTS || q.state == hw::QPS_SQD || q.state == hw::QPS_SQE))
             continue;
-        if (!pkey_checker::match(p.h.b.pkey, pkeys_->pkey(q.pkey_index)))
-            continue;  // this member is not in the packet's partition
+        if (!pkey_checker::match(p.h.b.pkey, pkeys_->pkey(q.pkey_index))) {
+            pkeys_->pkey_violation(p, pkeys_->pkey(q.pkey_index));  // not in the packet's partition
+            continue;
+        }
         handle_ud(q, p);  // each attached QP takes a receive WQE of its own
         ++delivered;
     }
@@ -1906,7 +1908,11 @@ void transport_engine::build_ud_headers(const qp& q, const send_wqe& w, wire::he
     const uint16_t mask = uint16_t((1u << lmc_) - 1);
     h.l.slid = uint16_t((lid_ & ~mask) | (w.ud.src_path_bits & mask));  // C10-3
     h.b.opcode = opcode;
-    h.b.pkey = pkeys_->pkey(q.pkey_index);
+    h.b.pkey = pkeys_->pkey(q.pkey_index);  // QP1 too: its own P_Key (C10-133)
+    if (q.qpn == pkey_checker::SMI_QPN) {
+        h.l.vl = 15;        // SMPs travel on VL15 ...
+        h.b.pkey = 0xFFFF;  // ... with the default P_Key: QP0 has no P_Key index (C10-125, C10-126)
+    }
     h.b.dest_qp = w.ud.dest_qpn & 0xFFFFFF;
     h.b.psn = q.sq_psn & PSN_MASK;
     // C10-15: a Q_Key with its high-order bit set means the QP's own Q_Key.
@@ -1993,7 +1999,8 @@ void transport_engine::recv_completion(qp& q, uint8_t opcode, uint8_t status, ui
     e.sl = src ? src->sl : q.sl;
     if (src)
         e.dlid_path_bits = src->path_bits;
-    e.pkey_index = q.pkey_index;
+    // QP1 (GSI) reports the entry the P_Key checker matched; other QPs their own index.
+    e.pkey_index = src && q.qpn == pkey_checker::GSI_QPN ? src->pkey_index : q.pkey_index;
     e.wqe_counter = q.rwqe.wqe_index;
     e.vendor_err = syndrome;
     if (cqw_->complete(q.recv_cqn, e, solicited, delay))

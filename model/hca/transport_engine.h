@@ -282,6 +282,7 @@ private:
         uint32_t src_qp;
         uint16_t slid;
         uint8_t sl, path_bits;
+        uint16_t pkey_index;  ///< QP1: the P_Key table entry the packet matched (C10-132)
     };
     void recv_completion(qp& q, uint8_t opcode, uint8_t status, uint32_t byte_len, uint32_t imm,
                          uint8_t flags, bool solicited, sc_core::sc_time& delay, uint8_t syndrome = 0,

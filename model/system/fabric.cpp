@@ -12,7 +12,9 @@ fabric::fabric(sc_module_name name)
       topology("topology", "auto", "", "auto: back to back for 2 nodes, else one switch",
                {"auto", "back_to_back", "switch"}),
       lmc("lmc", 0, "bits",
-          "LID mask count of every port (C10-3): node i's base LID is (i+1)*2^lmc and it owns 2^lmc LIDs") {
+          "LID mask count of every port (C10-3): node i's base LID is (i+1)*2^lmc and it owns 2^lmc LIDs"),
+      subnet_manager("subnet_manager", true, "",
+                     "switch topology: attach a subnet manager (LID (nodes + 1) * 2^lmc) to an extra switch port") {
     nodes.range(1, 1024);
     lmc.range(0, 7);
     // Unicast LIDs end at 0xBFFF: the last node's range must fit.
@@ -23,8 +25,11 @@ fabric::fabric(sc_module_name name)
     if (topology.get() == "back_to_back" && nodes != 2)
         throw config_error("fabric.topology=back_to_back needs fabric.nodes=2 (have " +
                            std::to_string(nodes.get()) + ")");
-    if (topology.get() == "switch" || (topology.get() == "auto" && nodes != 2))
-        sw = std::make_unique<ib_switch>("switch", nodes);
+    if (topology.get() == "switch" || (topology.get() == "auto" && nodes != 2)) {
+        sw = std::make_unique<ib_switch>("switch", nodes + (subnet_manager ? 1 : 0));
+        if (subnet_manager)
+            sm = std::make_unique<hcasim::subnet_manager>("sm");
+    }
 }
 
 machine::machine() {
@@ -73,6 +78,26 @@ machine::machine() {
             else
                 sw->leave_mcast(mlid, i);
         });
+    }
+    if (net.has_sm()) {
+        // The subnet manager: the switch's last port, the LMC-aligned LID after the nodes'
+        // ((nodes + 1) * 2^lmc); every port knows it as its master SM (PortInfo MasterSMLID:
+        // where traps go).
+        subnet_manager& sm = *net.sm;
+        const unsigned p = unsigned(hosts.size());
+        const uint32_t sm_base = uint32_t(p + 1) << net.lmc.get();
+        if (sm_base > 0xBFFFu)
+            throw config_error("fabric.lmc=" + std::to_string(net.lmc.get()) + " with fabric.nodes=" +
+                               std::to_string(p) + ": no unicast LID is left for the subnet manager");
+        const uint16_t sm_lid = uint16_t(sm_base);
+        sm.tx.bind(net.sw->in);
+        net.sw->out.bind(sm.rx);
+        net.sw->set_route(p, sm_lid, sm.rate_gbps, sc_time(sm.propagation_ns.get(), SC_NS), fault_settings{});
+        sm.set_lid(sm_lid);
+        for (unsigned i = 0; i < hosts.size(); ++i) {
+            sm.add_node(i, hosts[i]->lid());
+            hosts[i]->adapter.set_sm_lid(sm_lid);
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 
 #include "model/core/param.h"
 #include "model/fabric/ib_switch.h"
+#include "model/fabric/subnet_manager.h"
 #include "model/system/node.h"
 
 namespace hcasim {
@@ -18,11 +19,14 @@ public:
     param<unsigned> nodes;          ///< number of hosts
     param<std::string> topology;    ///< auto|back_to_back|switch
     param<unsigned> lmc;            ///< LID mask count of every port (0..7), as OpenSM's `lmc`
+    param<bool> subnet_manager;     ///< switch topology: a subnet manager on an extra switch port
 
     std::unique_ptr<ib_switch> sw;  ///< "fabric.switch" when the topology has one
+    std::unique_ptr<hcasim::subnet_manager> sm;  ///< "fabric.sm": on switch port `nodes`, LID nodes + 1
 
     explicit fabric(sc_core::sc_module_name name = "fabric");
     bool has_switch() const { return bool(sw); }
+    bool has_sm() const { return bool(sm); }
 };
 
 /// Builds the fabric module and the nodes "node0".."nodeN-1" (top-level modules, so their
