@@ -1350,7 +1350,7 @@ ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
         drv.os().free(ring);
         return fail<ibv_cq>(fw::cmd_errno(st));
     }
-    auto* cq = new ibv_cq{ctx, channel, cq_context, cqn, int((1u << log) - 1), log, ring, 0, 0, 0};
+    auto* cq = new ibv_cq{ctx, channel, cq_context, cqn, int((1u << log) - 1), log, ring, 0, 0, 0, 0};
     if (channel) channel->cqs.push_back(cq);
     ++ctx->cqs;
     drv.set_cq_event_handler(cqn, [cq](const hw::eqe& e) { on_cq_event(cq, e); });
@@ -1546,6 +1546,9 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     // The special QPs: privileged consumers only (C10-13); the hardware runs them as UD QPs.
     const bool special = ia->qp_type == IBV_QPT_SMI || ia->qp_type == IBV_QPT_GSI;
     if (special && !ctx->as->privileged) return fail<ibv_qp>(EPERM);
+    // IBA 10.2.4.5: SMI and GSI QPs may share a CQ with each other, but not with other QPs.
+    for (const ibv_cq* cq : {ia->send_cq, ia->recv_cq})
+        if (special ? cq->refs > cq->special_refs : cq->special_refs > 0) return fail<ibv_qp>(EINVAL);
     const ibv_qp_type hw_type = special ? IBV_QPT_UD : ia->qp_type;
     if (!transport_supported(caps, hw_type)) return fail<ibv_qp>(EINVAL);
     // IBA 10.6.4.3.2: fast register and the reserved L_Key are enabled when the QP is created.
@@ -1608,6 +1611,10 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     ++pd->refs;
     ++qp->send_cq->refs;
     ++qp->recv_cq->refs;
+    if (special) {
+        ++qp->send_cq->special_refs;
+        ++qp->recv_cq->special_refs;
+    }
     ++ctx->qps;
     drv.set_qp_user(qp->qp_num, qp);
     drv.set_qp_event_handler(qp->qp_num, [qp](const hw::eqe& e) { on_qp_event(qp, e); });
@@ -1805,6 +1812,10 @@ int ibv_destroy_qp(ibv_qp* qp) {
     --qp->pd->refs;
     --qp->send_cq->refs;
     --qp->recv_cq->refs;
+    if (qp->qp_num < 2) {  // QP0 / QP1
+        --qp->send_cq->special_refs;
+        --qp->recv_cq->special_refs;
+    }
     --ctx->qps;
     delete qp;
     return 0;

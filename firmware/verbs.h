@@ -251,6 +251,7 @@ struct ibv_cq {
     uint64_t ring_pa;
     uint64_t consumer;  ///< CQEs consumed
     uint32_t refs;      ///< QPs using it
+    uint32_t special_refs = 0;  ///< of those, the special QPs QP0/QP1 (10.2.4.5: they share CQs only among themselves)
     uint32_t comp_events_completed;
     uint32_t async_events_completed = 0;  ///< CQ_ERR events acknowledged
     bool error = false;                   ///< a CQ error was reported (10.10.3: overrun, inaccessible)

@@ -186,8 +186,8 @@ SIM_TEST(E2eSpecialQp, C10_13_only_a_privileged_consumer_creates_qp0_and_qp1) {
         EXPECT_EQ(a.qkey, kQp1Qkey);
         // A consumer QP created now still gets a QPN >= 2; QP1 can be created again once destroyed.
         ibv_qp_init_attr ua{};
-        ua.send_cq = cq;
-        ua.recv_cq = cq;
+        ua.send_cq = h.s[0].scq;  // (not `cq`: QP0/QP1 share theirs with no other QP)
+        ua.recv_cq = h.s[0].rcq;
         ua.qp_type = IBV_QPT_UD;
         ua.cap = {4, 4, 1, 1, 0};
         ibv_qp* ud = ibv_create_qp(h.s[0].pd, &ua);
@@ -200,6 +200,39 @@ SIM_TEST(E2eSpecialQp, C10_13_only_a_privileged_consumer_creates_qp0_and_qp1) {
         EXPECT_EQ(ibv_destroy_qp(qp1), 0);
         EXPECT_EQ(ibv_destroy_qp(qp0), 0);
         EXPECT_EQ(ibv_destroy_qp(ud), 0);
+    });
+}
+
+SIM_TEST(E2eSpecialQp, qp0_and_qp1_share_a_cq_with_each_other_but_not_with_other_qps) {
+    // IBA 10.2.4.5: the SMI and GSI QPs may share a completion queue, but not with any other QP.
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        h.as(0).privileged = true;
+        ibv_cq* special = ibv_create_cq(h.s[0].ctx, 16);
+        ibv_cq* ordinary = h.s[0].scq;  // the harness QP uses it
+        errno = 0;
+        EXPECT_EQ(create_special(h, 0, IBV_QPT_SMI, ordinary), nullptr) << "a CQ of an ordinary QP";
+        EXPECT_EQ(errno, EINVAL);
+        ibv_qp* qp0 = create_special(h, 0, IBV_QPT_SMI, special);
+        ibv_qp* qp1 = create_special(h, 0, IBV_QPT_GSI, special);
+        ASSERT_NE(qp0, nullptr);
+        ASSERT_NE(qp1, nullptr) << "QP1 shares QP0's CQ";
+        ibv_qp_init_attr ua{};
+        ua.send_cq = special;
+        ua.recv_cq = h.s[0].rcq;
+        ua.qp_type = IBV_QPT_UD;
+        ua.cap = {4, 4, 1, 1, 0};
+        errno = 0;
+        EXPECT_EQ(ibv_create_qp(h.s[0].pd, &ua), nullptr) << "an ordinary QP on the special QPs' CQ";
+        EXPECT_EQ(errno, EINVAL);
+        // Once the special QPs are gone the CQ is an ordinary one again.
+        ASSERT_EQ(ibv_destroy_qp(qp0), 0);
+        ASSERT_EQ(ibv_destroy_qp(qp1), 0);
+        ibv_qp* ud = ibv_create_qp(h.s[0].pd, &ua);
+        ASSERT_NE(ud, nullptr);
+        errno = 0;
+        EXPECT_EQ(create_special(h, 0, IBV_QPT_GSI, special), nullptr);
+        EXPECT_EQ(errno, EINVAL);
     });
 }
 
