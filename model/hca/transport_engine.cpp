@@ -93,6 +93,7 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
       ud_oversize("ud_oversize", "UD sends longer than the path MTU, completed without sending (C10-93.1.1)"),
       mcast_deliveries("mcast_deliveries", "multicast datagrams delivered to attached QPs (one per QP)"),
       mcast_dropped("mcast_dropped", "multicast packets dropped (QPN not 0xFFFFFF, no GRH, not UD SEND, no attached QP)"),
+      wq_catastrophic("wq_catastrophic", "local work queue catastrophic errors (a send WQE could not be read): QP_FATAL"),
       qps_(max_qps),
       ready_(max_qps),
       resp_ready_(max_qps) {
@@ -366,6 +367,10 @@ void transport_engine::build_bth_lrh(const qp& q, wire::headers& h, uint8_t opco
 bool transport_engine::send_packet(qp& q) {
     send_wqe& w = q.queue[q.q_head];
     sc_time delay = tx_latency_;  // pipeline latency; the initiation interval is packet_cycles
+    if (w.fetch_error) {
+        wq_catastrophic_error(q, delay);
+        return true;
+    }
     const bool is_send = w.opcode == hw::WQE_OP_SEND || w.opcode == hw::WQE_OP_SEND_IMM ||
                          w.opcode == hw::WQE_OP_SEND_INV;
     const bool is_write = w.opcode == hw::WQE_OP_RDMA_WRITE || w.opcode == hw::WQE_OP_RDMA_WRITE_IMM;
@@ -702,6 +707,17 @@ void transport_engine::requester_error(qp& q, uint8_t status, const send_wqe& w,
         enter_sqe(q, delay);  // C10-147, C10-152: UC and UD send errors stop the send queue only
 }
 
+void transport_engine::wq_catastrophic_error(qp& q, sc_time& delay) {
+    // IBA 11.6.3.1 Local Work Queue Catastrophic Error (C10-150 for UC, C10-155 for UD, and
+    // RC alike): the HCA could not read the WQE, so it cannot complete it (its wr_id is unknown).
+    // Processing halts: an affiliated QP_FATAL event, the QP to Error, and every outstanding
+    // work request completes with WR_FLUSH_ERR (through CQs that are not in error).
+    ++wq_catastrophic;
+    post_event(q, hw::EQE_QP_FATAL, delay);
+    retire_head(q);
+    enter_error(q, delay);
+}
+
 void transport_engine::enter_sqe(qp& q, sc_time& delay) {
     if (q.state == hw::QPS_ERR)
         return;
@@ -717,8 +733,10 @@ void transport_engine::enter_sqe(qp& q, sc_time& delay) {
     while (q.q_count) {
         const send_wqe& w = q.queue[q.q_head];
         const inflight f{w.wr_id, 0, 0, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
+        const bool known = !w.fetch_error;  // an unreadable WQE has nothing to complete
         retire_head(q);
-        send_completion(q, f, hw::CQE_WR_FLUSH_ERR, delay);
+        if (known)
+            send_completion(q, f, hw::CQE_WR_FLUSH_ERR, delay);
     }
 }
 
@@ -756,8 +774,10 @@ void transport_engine::flush(qp& q, sc_time& delay) {
     while (q.q_count) {
         const send_wqe& w = q.queue[q.q_head];
         const inflight f{w.wr_id, 0, 0, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
+        const bool known = !w.fetch_error;  // an unreadable WQE has nothing to complete
         retire_head(q);
-        send_completion(q, f, hw::CQE_WR_FLUSH_ERR, delay);
+        if (known)
+            send_completion(q, f, hw::CQE_WR_FLUSH_ERR, delay);
     }
     if (q.have_rwqe) {
         q.have_rwqe = false;

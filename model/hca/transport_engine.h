@@ -75,7 +75,7 @@ public:
         acks_received, naks_received, rnr_naks_sent, duplicates, seq_errors, dropped_bad_qp, retransmits,
         timeouts, read_requests, read_responses_sent, read_responses_received, atomics_executed,
         atomic_replays, send_completions, recv_completions, error_completions, flushed, async_events,
-        uc_dropped, ud_dropped, qkey_violations, ud_oversize, mcast_deliveries, mcast_dropped;
+        uc_dropped, ud_dropped, qkey_violations, ud_oversize, mcast_deliveries, mcast_dropped, wq_catastrophic;
 
     SC_HAS_PROCESS(transport_engine);
     transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_qps);
@@ -297,6 +297,8 @@ private:
     void receive_mcast(const rx_packet& p);
     /// LRH/BTH/DETH (and GRH) of a UD SEND from its WQE's datagram segment.
     void build_ud_headers(const qp& q, const send_wqe& w, wire::headers& h, uint8_t opcode) const;
+    /// Local Work Queue Catastrophic Error (the send ring could not be read): QP_FATAL, Error.
+    void wq_catastrophic_error(qp& q, sc_core::sc_time& delay);
     /// UC/UD send error: SQEr, the send queue flushed, the receive queue untouched (C10-38..40).
     void enter_sqe(qp& q, sc_core::sc_time& delay);
     /// ACK for `psn` now, coalesced, or queued behind pending READ/atomic responses.

@@ -31,6 +31,7 @@ struct send_wqe {
     uint64_t swap_add = 0, compare = 0;
     uint8_t num_sge = 0;
     bool malformed = false;    ///< the WQE failed parsing (completes with LOC_QP_OP_ERR)
+    bool fetch_error = false;  ///< its fetch DMA failed: nothing of it is known (QP_FATAL)
     uint64_t length = 0;       ///< total message length
     sc_core::sc_time ready;    ///< when the WQE is on chip (its fetch DMA completed and it was parsed)
     sge sg[MAX_SGE];

@@ -186,8 +186,10 @@ void wqe_fetcher::fetch_loop() {
         for (uint32_t i = 0; i < n; ++i) {
             parse_send(buf_.data() + size_t(i) * stride, stride, qpn, q.transport, wqe_);
             wqe_.ready = now + delay + parse_time_ * double(i + 1);
-            if (!ok)
-                wqe_.malformed = true;
+            if (!ok) {  // the ring could not be read: what was parsed is not the WQE
+                wqe_.malformed = wqe_.fetch_error = true;
+                wqe_.wqe_index = uint16_t(q.fetched);
+            }
             if (wqe_.malformed)
                 ++malformed;
             ++wqes_fetched;
@@ -240,6 +242,7 @@ bool wqe_fetcher::fetch_recv(uint32_t qpn, uint32_t index, recv_wqe& out, sc_tim
 
 void wqe_fetcher::parse_send(const uint8_t* p, uint32_t len, uint32_t qpn, uint8_t transport, send_wqe& w) {
     w.malformed = false;
+    w.fetch_error = false;
     w.num_sge = 0;
     w.inline_len = 0;
     w.length = 0;

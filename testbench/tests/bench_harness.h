@@ -32,6 +32,7 @@
 #include "model/core/stats.h"
 #include "model/system/fabric.h"
 #include "testbench/host_software.h"
+#include "tlm_if/commands.h"
 
 namespace hcasim::test {
 
@@ -537,6 +538,38 @@ inline void recover(rc_harness& h, uint64_t quiet_ns = 20'000) {
     }
     for (unsigned i = 0; i < 2; ++i)
         ASSERT_EQ(h.connect(i, IBV_QPS_RTS), 0);
+}
+
+/// Points node i's harness QP's send ring at memory that does not exist, through the command
+/// interface (a misprogrammed context, as a driver bug or a corrupted QPC would leave it): the
+/// next send WQE cannot be fetched.
+inline void break_send_ring(rc_harness& h, unsigned i) {
+    hw::modify_qp_in m{};
+    m.cur_state = uint8_t(IBV_QPS_RTS);
+    m.ctx = h.s[i].qp->hw_ctx;
+    m.ctx.sq_base = 0xFFFFF00000000000ull;  // far beyond host memory
+    ASSERT_EQ(h.s[i].sw->driver.exec(hw::CMD_MODIFY_QP, h.s[i].qp->qp_num, uint32_t(IBV_QPS_RTS), &m, sizeof m),
+              hw::CMD_OK);
+}
+
+/// Posts `wrs` as one list (more than one WQE: the HCA fetches them from the send ring rather
+/// than taking one through the inline doorbell window).
+inline int post_list(ibv_qp* qp, std::vector<ibv_send_wr>& wrs) {
+    for (size_t k = 0; k + 1 < wrs.size(); ++k)
+        wrs[k].next = &wrs[k + 1];
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(qp, &wrs[0], &bad);
+}
+
+/// The one asynchronous event node i gets within 1 ms (type -1 if none).
+inline int next_event_type(rc_harness& h, unsigned i, ibv_qp** qp) {
+    ibv_async_event ev{};
+    if (ibv_get_async_event(h.s[i].ctx, &ev, 1'000'000) != 0)
+        return -1;
+    *qp = ev.element.qp;
+    const int t = int(ev.event_type);
+    ibv_ack_async_event(&ev);
+    return t;
 }
 
 /// Counter of node `node`'s HCA by unit key ("transport_engine.tx_packets").

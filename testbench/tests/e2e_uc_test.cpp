@@ -10,6 +10,7 @@
 
 #include "testbench/tests/bench_harness.h"
 #include "testbench/tests/sim_fork.h"
+#include "tlm_if/commands.h"
 
 extern "C" int sc_main(int, char*[]) { return 0; }
 
@@ -321,5 +322,44 @@ SIM_TEST(E2eUc, C10_89_memory_window_binds_on_a_uc_qp) {
         h.expect_mem(1, dst + 1000, h.read_mem(0, src, 500), "through the window");
         h.expect_fill(1, dst + 1500, 4096 - 1500, kGuard, "after the window");
         EXPECT_EQ(ctr(1, "transport_engine.uc_dropped"), 1u);
+    });
+}
+
+SIM_TEST(E2eUc, C10_150_uc_affiliated_async_error_halts_the_qp_and_errors_outstanding_work) {
+    rc_harness h(uc());
+    h.run([](rc_harness& h) {
+        bufs b = make_bufs(h, 4096, 150);
+        const uint64_t in = h.alloc(0, 256, 64);
+        ibv_mr* imr = h.reg(0, in, 256);
+        ASSERT_EQ(h.post_recv(0, {{in, 256, imr->lkey}}, 7), 0);  // outstanding on node0's RQ
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 64, b.smr->lkey}}, 1, IBV_SEND_SIGNALED, b.dst,
+                              b.dmr->rkey),
+                  0);
+        EXPECT_EQ(one_wc(h, h.s[0].scq, "before").status, IBV_WC_SUCCESS);
+        break_send_ring(h, 0);
+        ibv_sge sge{b.src, 64, b.smr->lkey};
+        std::vector<ibv_send_wr> wrs(2);
+        for (unsigned k = 0; k < 2; ++k) {
+            wrs[k].wr_id = 2 + k;
+            wrs[k].sg_list = &sge;
+            wrs[k].num_sge = 1;
+            wrs[k].opcode = IBV_WR_RDMA_WRITE;
+            wrs[k].send_flags = IBV_SEND_SIGNALED;
+            wrs[k].wr.rdma.remote_addr = b.dst + 64;
+            wrs[k].wr.rdma.rkey = b.dmr->rkey;
+        }
+        ASSERT_EQ(post_list(h.s[0].qp, wrs), 0);
+        ibv_qp* qp = nullptr;
+        EXPECT_EQ(next_event_type(h, 0, &qp), int(IBV_EVENT_QP_FATAL)) << "a Local Work Queue Catastrophic Error";
+        EXPECT_EQ(qp, h.s[0].qp);
+        EXPECT_EQ(query_state(h.s[0].qp), IBV_QPS_ERR) << "processing halts, the QP goes to Error";
+        const ibv_wc r = one_wc(h, h.s[0].rcq, "the outstanding receive");
+        EXPECT_EQ(r.status, IBV_WC_WR_FLUSH_ERR);
+        EXPECT_EQ(r.wr_id, 7u);
+        h.expect_no_wc(h.s[0].scq, 20'000, "the unreadable WQEs cannot be completed");
+        EXPECT_EQ(ctr(0, "transport_engine.wq_catastrophic"), 1u);
+        h.sleep(1, 20'000);
+        h.expect_mem(1, b.dst, h.read_mem(0, b.src, 64), "the WRITE before");
+        h.expect_fill(1, b.dst + 64, 64, kGuardByte, "nothing of the unreadable WQE");
     });
 }

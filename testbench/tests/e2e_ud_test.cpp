@@ -12,6 +12,7 @@
 
 #include "testbench/tests/bench_harness.h"
 #include "testbench/tests/sim_fork.h"
+#include "tlm_if/commands.h"
 #include "tlm_if/wire/ib_headers.h"
 
 extern "C" int sc_main(int, char*[]) { return 0; }
@@ -354,5 +355,42 @@ SIM_TEST(E2eUd, C10_154_ud_completion_errors_follow_the_send_and_receive_queue_t
                 ASSERT_EQ(h.connect(i, IBV_QPS_RTS), 0);
             }
         }
+    });
+}
+
+SIM_TEST(E2eUd, C10_155_ud_affiliated_async_error_halts_the_qp_and_errors_outstanding_work) {
+    rc_harness h(ud());
+    h.run([](rc_harness& h) {
+        bufs b = make_bufs(h, 4096, 155);
+        const uint64_t in = h.alloc(0, 256, 64);
+        ibv_mr* imr = h.reg(0, in, 256);
+        ASSERT_EQ(h.post_recv(0, {{in, 256, imr->lkey}}, 7), 0);
+        ASSERT_EQ(h.post_recv(0, {{in, 256, imr->lkey}}, 8), 0);
+        ibv_ah* ah = h.ah_to_peer(0);
+        break_send_ring(h, 0);
+        ibv_sge sge{b.src, 64, b.smr->lkey};
+        std::vector<ibv_send_wr> wrs(2);
+        for (unsigned k = 0; k < 2; ++k) {
+            wrs[k].wr_id = 1 + k;
+            wrs[k].sg_list = &sge;
+            wrs[k].num_sge = 1;
+            wrs[k].opcode = IBV_WR_SEND;
+            wrs[k].send_flags = IBV_SEND_SIGNALED;
+            wrs[k].wr.ud.ah = ah;
+            wrs[k].wr.ud.remote_qpn = h.s[1].qp->qp_num;
+            wrs[k].wr.ud.remote_qkey = h.config().qkey;
+        }
+        ASSERT_EQ(post_list(h.s[0].qp, wrs), 0);
+        ibv_qp* qp = nullptr;
+        EXPECT_EQ(next_event_type(h, 0, &qp), int(IBV_EVENT_QP_FATAL));
+        EXPECT_EQ(qp, h.s[0].qp);
+        EXPECT_EQ(query_state(h.s[0].qp), IBV_QPS_ERR);
+        auto r = h.expect_wc(h.s[0].rcq, 2, "the outstanding receives");
+        ASSERT_EQ(r.size(), 2u);
+        EXPECT_EQ(r[0].status, IBV_WC_WR_FLUSH_ERR);
+        EXPECT_EQ(r[1].status, IBV_WC_WR_FLUSH_ERR);
+        h.expect_no_wc(h.s[0].scq, 20'000, "the unreadable WQEs cannot be completed");
+        h.expect_no_wc(h.s[1].rcq, 20'000, "nothing was sent");
+        EXPECT_EQ(ctr(0, "transport_engine.wq_catastrophic"), 1u);
     });
 }
