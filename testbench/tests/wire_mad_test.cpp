@@ -196,3 +196,6 @@ TEST(WireMad, smp_packet_is_ud_send_only_on_vl15_to_qp0_with_pkey_ffff_and_qkey_
     EXPECT_EQ(plen, MAD_BYTES);
     EXPECT_EQ(decode_smp(pkt + off).h.tid, 7u);
 }
+
+// libsystemc (linked through tlm_if) needs the symbol; gtest_main provides main().
+extern "C" int sc_main(int, char*[]) { return 0; }  // SystemC declares it extern "C"
