@@ -812,6 +812,21 @@ void keep_hca_fields(hw::mpt_entry* m, const hw::mpt_entry& held) {
     m->mr_va = held.mr_va;
 }
 
+/// After the HCA took a reregistration: the ibv_mr follows (PD counts, address, length, rights, keys).
+void commit_rereg(ibv_mr* mr, const hw::mpt_entry& m, ibv_pd* new_pd, uint64_t new_addr, uint64_t new_len,
+                  int new_access) {
+    if (new_pd != mr->pd) {
+        --mr->pd->refs;
+        ++new_pd->refs;
+        mr->pd = new_pd;
+    }
+    mr->addr = new_addr;
+    mr->length = new_len;
+    mr->access = new_access;
+    mr->lkey = mr->rkey = m.key;
+    mr->hw_mpt = m;
+}
+
 /// The checks of Register / Reregister Physical MR on a page or block list; 0 or EINVAL.
 int check_phys_attr(const hw::hca_caps& caps, const ibv_phys_mr_attr& a) {
     if (int e = check_mr_access(caps, a.access)) return e;
@@ -1031,16 +1046,7 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, uint64_t addr, size_t length
         mr->pin_len = length;
         mr->page_list_max = 0;
     }
-    if (new_pd != mr->pd) {
-        --mr->pd->refs;
-        ++new_pd->refs;
-        mr->pd = new_pd;
-    }
-    mr->addr = new_addr;
-    mr->length = new_len;
-    mr->access = new_access;
-    mr->lkey = mr->rkey = m.key;
-    mr->hw_mpt = m;
+    commit_rereg(mr, m, new_pd, new_addr, new_len, new_access);
     return 0;
 }
 
@@ -1101,16 +1107,7 @@ int ibv_rereg_phys_mr(ibv_mr* mr, int flags, ibv_pd* pd, const ibv_phys_mr_attr*
         mr->pin_addr = mr->pin_len = 0;
         mr->page_list_max = a->count;
     }
-    if (new_pd != mr->pd) {
-        --mr->pd->refs;
-        ++new_pd->refs;
-        mr->pd = new_pd;
-    }
-    mr->addr = new_addr;
-    mr->length = new_len;
-    mr->access = new_access;
-    mr->lkey = mr->rkey = m.key;
-    mr->hw_mpt = m;
+    commit_rereg(mr, m, new_pd, new_addr, new_len, new_access);
     return 0;
 }
 

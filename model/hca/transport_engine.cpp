@@ -1544,6 +1544,30 @@ bool transport_engine::handle_atomic(qp& q, const rx_packet& p, sc_time& delay) 
     return true;
 }
 
+transport_engine::request_kind transport_engine::request_kind_of(uint8_t code) {
+    request_kind k;
+    k.send_first = code == op::SEND_FIRST || code == op::SEND_ONLY || code == op::SEND_ONLY_IMM || code == op::SEND_ONLY_INV;
+    k.send_cont = code == op::SEND_MIDDLE || code == op::SEND_LAST || code == op::SEND_LAST_IMM || code == op::SEND_LAST_INV;
+    k.inv = code == op::SEND_LAST_INV || code == op::SEND_ONLY_INV;
+    k.write_first = code == op::RDMA_WRITE_FIRST || code == op::RDMA_WRITE_ONLY || code == op::RDMA_WRITE_ONLY_IMM;
+    k.write_cont = code == op::RDMA_WRITE_MIDDLE || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM;
+    k.read = code == op::RDMA_READ_REQUEST;
+    k.atomic = code == op::COMPARE_SWAP || code == op::FETCH_ADD;
+    k.last = code == op::SEND_LAST || code == op::SEND_LAST_IMM || code == op::SEND_ONLY || code == op::SEND_ONLY_IMM ||
+             k.inv || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM || code == op::RDMA_WRITE_ONLY ||
+             code == op::RDMA_WRITE_ONLY_IMM;
+    k.imm = code == op::SEND_LAST_IMM || code == op::SEND_ONLY_IMM || code == op::RDMA_WRITE_LAST_IMM ||
+            code == op::RDMA_WRITE_ONLY_IMM;
+    return k;
+}
+
+void transport_engine::write_segs(const phys_seg* segs, unsigned nsegs, const uint8_t* data, sc_time& delay) {
+    for (unsigned k = 0; k < nsegs; ++k) {
+        dma.write(segs[k].pa, data, segs[k].len, delay);
+        data += segs[k].len;
+    }
+}
+
 void transport_engine::handle_request(qp& q, const rx_packet& p) {
     const sc_time now = sc_time_stamp();
     sc_time delay = q.resp_free > now ? q.resp_free - now : SC_ZERO_TIME;
@@ -1568,20 +1592,9 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
     }
     q.nak_pending = false;
 
-    const bool send_first =
-        code == op::SEND_FIRST || code == op::SEND_ONLY || code == op::SEND_ONLY_IMM || code == op::SEND_ONLY_INV;
-    const bool send_cont =
-        code == op::SEND_MIDDLE || code == op::SEND_LAST || code == op::SEND_LAST_IMM || code == op::SEND_LAST_INV;
-    const bool inv = code == op::SEND_LAST_INV || code == op::SEND_ONLY_INV;
-    const bool write_first = code == op::RDMA_WRITE_FIRST || code == op::RDMA_WRITE_ONLY || code == op::RDMA_WRITE_ONLY_IMM;
-    const bool write_cont = code == op::RDMA_WRITE_MIDDLE || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM;
-    const bool read = code == op::RDMA_READ_REQUEST;
-    const bool atomic = code == op::COMPARE_SWAP || code == op::FETCH_ADD;
-    const bool last = code == op::SEND_LAST || code == op::SEND_LAST_IMM || code == op::SEND_ONLY ||
-                      code == op::SEND_ONLY_IMM || inv || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM ||
-                      code == op::RDMA_WRITE_ONLY || code == op::RDMA_WRITE_ONLY_IMM;
-    const bool imm = code == op::SEND_LAST_IMM || code == op::SEND_ONLY_IMM || code == op::RDMA_WRITE_LAST_IMM ||
-                     code == op::RDMA_WRITE_ONLY_IMM;
+    const request_kind k = request_kind_of(code);
+    const bool send_first = k.send_first, send_cont = k.send_cont, inv = k.inv, write_first = k.write_first,
+               write_cont = k.write_cont, read = k.read, atomic = k.atomic, last = k.last, imm = k.imm;
     const uint32_t mtu = hw::mtu_bytes(q.mtu);
     // Opcode sequence (IBA 9.7.5.1.1): FIRST/ONLY, READ and atomics start a message, MIDDLE/LAST
     // continue one of the same kind; MIDDLE and FIRST carry exactly one MTU, LAST/ONLY at most one.
@@ -1685,11 +1698,7 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
             responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
             return;
         }
-        const uint8_t* data = p.payload;
-        for (unsigned k = 0; k < nsegs; ++k) {
-            dma.write(segs[k].pa, data, segs[k].len, delay);
-            data += segs[k].len;
-        }
+        write_segs(segs, nsegs, p.payload, delay);
         q.write_done += p.payload_len;
         q.in_write = !last;
         if (last) {
@@ -1725,15 +1734,9 @@ void transport_engine::handle_uc(qp& q, const rx_packet& p) {
     const uint8_t code = p.h.b.opcode & 0x1F;
     const uint32_t psn = p.h.b.psn;
     q.slid = p.h.l.slid;
-    const bool send_first = code == op::SEND_FIRST || code == op::SEND_ONLY || code == op::SEND_ONLY_IMM;
-    const bool send_cont = code == op::SEND_MIDDLE || code == op::SEND_LAST || code == op::SEND_LAST_IMM;
-    const bool write_first = code == op::RDMA_WRITE_FIRST || code == op::RDMA_WRITE_ONLY || code == op::RDMA_WRITE_ONLY_IMM;
-    const bool write_cont = code == op::RDMA_WRITE_MIDDLE || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM;
-    const bool last = code == op::SEND_LAST || code == op::SEND_LAST_IMM || code == op::SEND_ONLY ||
-                      code == op::SEND_ONLY_IMM || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM ||
-                      code == op::RDMA_WRITE_ONLY || code == op::RDMA_WRITE_ONLY_IMM;
-    const bool imm = code == op::SEND_LAST_IMM || code == op::SEND_ONLY_IMM || code == op::RDMA_WRITE_LAST_IMM ||
-                     code == op::RDMA_WRITE_ONLY_IMM;
+    const request_kind k = request_kind_of(code);  // UC: no SEND with Invalidate, READ or atomics
+    const bool send_first = k.send_first && !k.inv, send_cont = k.send_cont && !k.inv, write_first = k.write_first,
+               write_cont = k.write_cont, last = k.last && !k.inv, imm = k.imm;
     const bool starts = send_first || write_first;
     auto drop = [&] {  // the rest of this message is dropped, up to the next FIRST/ONLY
         abandon_uc(q);
@@ -1817,11 +1820,7 @@ void transport_engine::handle_uc(qp& q, const rx_packet& p) {
             drop();
             return;
         }
-        const uint8_t* data = p.payload;
-        for (unsigned k = 0; k < nsegs; ++k) {
-            dma.write(segs[k].pa, data, segs[k].len, delay);
-            data += segs[k].len;
-        }
+        write_segs(segs, nsegs, p.payload, delay);
         q.write_done += p.payload_len;
         q.in_write = !last;
         if (last && imm) {

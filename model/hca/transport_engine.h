@@ -265,6 +265,14 @@ private:
     void watch(qp& q, const sc_core::sc_time& at);
 
     // responder
+    /// What a request opcode's low five bits say (the same for RC and UC).
+    struct request_kind {
+        bool send_first = false, send_cont = false, inv = false, write_first = false, write_cont = false,
+             read = false, atomic = false, last = false, imm = false;
+    };
+    static request_kind request_kind_of(uint8_t code);
+    /// DMA-writes `data` to the physical segments a translation returned.
+    void write_segs(const phys_seg* segs, unsigned nsegs, const uint8_t* data, sc_core::sc_time& delay);
     void handle_request(qp& q, const rx_packet& p);
     void handle_duplicate(qp& q, const rx_packet& p, const sc_core::sc_time& delay);
     bool handle_read_request(qp& q, const rx_packet& p, sc_core::sc_time& delay);
