@@ -40,6 +40,20 @@ done
 "$bin" --workload atomic_lat --iters 1000 --stats-json "$tmp/lat.json" > /dev/null
 printf '%-19s%s\n' "atomic_lat 8 B" "$(field "$tmp/lat.json" "d['results'][0]['lat_typical_us']")"
 
+echo "== UD and UC (issue 5): UD SEND latency 2 B, UD SEND and UC WRITE bandwidth, multicast to 15 receivers"
+"$bin" --workload ud_send_lat --size 2 --iters 1000 --stats-json "$tmp/ud.json" > /dev/null
+printf '%-19s%s\n' "ud_send_lat 2 B" "$(field "$tmp/ud.json" "d['results'][0]['lat_typical_us']")"
+"$bin" --workload ud_send_bw --size 4K --iters 2000 --stats-json "$tmp/ud.json" > /dev/null
+printf '%-19s%s\n' "ud_send_bw 4K" "$(field "$tmp/ud.json" "d['results'][0]['bw_gbps']")"
+"$bin" --workload uc_write_bw --size 1M --iters 200 --stats-json "$tmp/uc.json" > /dev/null
+printf '%-19s%s\n' "uc_write_bw 1M" "$(field "$tmp/uc.json" "d['results'][0]['bw_gbps']")"
+/usr/bin/time -f "%e %M" -o "$tmp/time" "$bin" --workload mcast_bw --size 4K --iters 1000 --set fabric.nodes=16 \
+    --stats-json "$tmp/mc.json" > /dev/null
+read -r wall rss < "$tmp/time"
+printf '%-19s%s\n' "mcast_bw 4K x15" "$(field "$tmp/mc.json" "d['results'][0]['bw_gbps']")"
+printf '%-19s%s\n' "  delivered" "$(field "$tmp/mc.json" "d['results'][0].get('datagrams_delivered')")"
+echo "  wall_s           $wall (16 nodes)"
+
 echo "== PCIe DMA alone, Gen3 x8, MPS 256, MRRS 512 (calibration.md: write 52.92, read 53.69 Gb/s at >= 256 B)"
 for w in dma_write_bw dma_read_bw; do
     "$bin" --workload "$w" --size 4K --iters 5000 --set pcie.lanes=8 --stats-json "$tmp/dma.json" > /dev/null
