@@ -51,7 +51,7 @@ struct rc_config {
     uint32_t max_inline = 0;          ///< inline bytes per send WQE
     int sq_sig_all = 0;               ///< QP signals every send WR
     int cqe = 256;                    ///< CQ capacity (each of send and receive CQ)
-    uint32_t psn[2] = {0x107, 0x207}; ///< initial send PSN of node0's and node1's QP (24 bits)
+    uint32_t psn[2] = {0x107, 0x207}; ///< initial send PSN of node0's and node1's QP (24 bits; node i > 1: psn[i % 2] + 0x1000 x (i / 2))
     unsigned qp_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                          IBV_ACCESS_REMOTE_ATOMIC;
     uint8_t max_rd_atomic = 16;       ///< READ/atomic outstanding (requester and responder)
@@ -195,7 +195,7 @@ public:
             ibv_port_attr pa{};
             ibv_query_port(d.ctx, 1, &pa);
             d.lid = pa.lid;
-            d.psn = cfg_.psn[i] & 0xFFFFFF;
+            d.psn = (cfg_.psn[i % 2] + 0x1000u * (i / 2)) & 0xFFFFFF;  // nodes past the first pair: offset PSNs
         }
         for (unsigned i = 0; i < s.size(); ++i) {
             if (int rc = to_rts(i)) {
