@@ -1568,11 +1568,17 @@ void transport_engine::write_segs(const phys_seg* segs, unsigned nsegs, const ui
     }
 }
 
-void transport_engine::handle_request(qp& q, const rx_packet& p) {
+sc_time transport_engine::responder_start(qp& q) {
+    // A packet's work starts rx_latency after it arrives, and no sooner than rx_cycles after
+    // the QP's previous one.
     const sc_time now = sc_time_stamp();
     sc_time delay = q.resp_free > now ? q.resp_free - now : SC_ZERO_TIME;
     q.resp_free = now + delay + rx_time_;
-    delay += rx_latency_;
+    return delay + rx_latency_;
+}
+
+void transport_engine::handle_request(qp& q, const rx_packet& p) {
+    sc_time delay = responder_start(q);
     const uint8_t code = p.h.b.opcode & 0x1F;
     const uint32_t psn = p.h.b.psn;
     q.slid = p.h.l.slid;
@@ -1727,10 +1733,7 @@ void transport_engine::abandon_uc(qp& q) {
 }
 
 void transport_engine::handle_uc(qp& q, const rx_packet& p) {
-    const sc_time now = sc_time_stamp();
-    sc_time delay = q.resp_free > now ? q.resp_free - now : SC_ZERO_TIME;
-    q.resp_free = now + delay + rx_time_;
-    delay += rx_latency_;
+    sc_time delay = responder_start(q);
     const uint8_t code = p.h.b.opcode & 0x1F;
     const uint32_t psn = p.h.b.psn;
     q.slid = p.h.l.slid;
@@ -1834,10 +1837,7 @@ void transport_engine::handle_uc(qp& q, const rx_packet& p) {
 }
 
 void transport_engine::handle_ud(qp& q, const rx_packet& p) {
-    const sc_time now = sc_time_stamp();
-    sc_time delay = q.resp_free > now ? q.resp_free - now : SC_ZERO_TIME;
-    q.resp_free = now + delay + rx_time_;
-    delay += rx_latency_;
+    sc_time delay = responder_start(q);
     if (p.h.b.opcode != op::UD_SEND_ONLY && p.h.b.opcode != op::UD_SEND_ONLY_IMM) {
         ++ud_dropped;
         return;

@@ -273,6 +273,8 @@ private:
     static request_kind request_kind_of(uint8_t code);
     /// DMA-writes `data` to the physical segments a translation returned.
     void write_segs(const phys_seg* segs, unsigned nsegs, const uint8_t* data, sc_core::sc_time& delay);
+    /// Delay until the responder starts on a packet of this QP (its initiation interval and latency).
+    sc_core::sc_time responder_start(qp& q);
     void handle_request(qp& q, const rx_packet& p);
     void handle_duplicate(qp& q, const rx_packet& p, const sc_core::sc_time& delay);
     bool handle_read_request(qp& q, const rx_packet& p, sc_core::sc_time& delay);
