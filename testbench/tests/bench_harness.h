@@ -212,64 +212,71 @@ public:
     /// Takes node i's QP (in Reset) to Init with `pkey_index`, then up to `upto` (Init, RTR or
     /// RTS) towards the other node, with the harness's attributes.
     int connect(unsigned i, ibv_qp_state upto, uint16_t pkey_index = 0) {
-        rc_side& d = s[i];
         const rc_side& peer = s[peer_of(i)];
-        const ibv_qp_type t = d.qp->qp_type;
+        return connect_qp(s[i].qp, upto, peer.qp->qp_num, peer.lid, peer.psn, s[i].psn, pkey_index);
+    }
+
+    /// Takes any QP (in Reset) to Init with `pkey_index`, then up to `upto` towards QP
+    /// `dest_qpn` at LID `dlid` (RC/UC), expecting its PSN `rq_psn` and sending from `sq_psn`,
+    /// with the harness's attributes for the QP's type.
+    int connect_qp(ibv_qp* qp, ibv_qp_state upto, uint32_t dest_qpn, uint16_t dlid, uint32_t rq_psn, uint32_t sq_psn,
+                   uint16_t pkey_index = 0) {
+        const ibv_qp_type t = qp->qp_type;
         ibv_qp_attr attr{};
         attr.qp_state = IBV_QPS_INIT;
         attr.pkey_index = pkey_index;
         attr.port_num = 1;
         attr.qp_access_flags = cfg_.qp_access & (t == IBV_QPT_UC ? unsigned(IBV_ACCESS_REMOTE_WRITE) : ~0u);
         attr.qkey = cfg_.qkey;
-        int rc = ibv_modify_qp(d.qp, &attr,
+        int rc = ibv_modify_qp(qp, &attr,
                                IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                                    (t == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
         if (rc || upto == IBV_QPS_INIT) return rc;
         if (t == IBV_QPT_UD) {  // no path: the address comes with every WR
             attr = ibv_qp_attr{};
             attr.qp_state = IBV_QPS_RTR;
-            rc = ibv_modify_qp(d.qp, &attr, IBV_QP_STATE);
+            rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE);
             if (rc || upto == IBV_QPS_RTR) return rc;
             attr.qp_state = IBV_QPS_RTS;
-            attr.sq_psn = d.psn;
-            return ibv_modify_qp(d.qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
+            attr.sq_psn = sq_psn;
+            return ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
         }
         if (t == IBV_QPT_UC) {
             attr = ibv_qp_attr{};
             attr.qp_state = IBV_QPS_RTR;
             attr.path_mtu = ibv_mtu(__builtin_ctz(cfg_.mtu) - 7);
-            attr.dest_qp_num = peer.qp->qp_num;
-            attr.rq_psn = peer.psn;
-            attr.ah_attr.dlid = peer.lid;
+            attr.dest_qp_num = dest_qpn;
+            attr.rq_psn = rq_psn;
+            attr.ah_attr.dlid = dlid;
             attr.ah_attr.port_num = 1;
-            rc = ibv_modify_qp(d.qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN);
+            rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN);
             if (rc || upto == IBV_QPS_RTR) return rc;
             attr = ibv_qp_attr{};
             attr.qp_state = IBV_QPS_RTS;
-            attr.sq_psn = d.psn;
-            return ibv_modify_qp(d.qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
+            attr.sq_psn = sq_psn;
+            return ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
         }
         attr = ibv_qp_attr{};
         attr.qp_state = IBV_QPS_RTR;
         attr.path_mtu = ibv_mtu(__builtin_ctz(cfg_.mtu) - 7);
-        attr.dest_qp_num = peer.qp->qp_num;
-        attr.rq_psn = peer.psn;
+        attr.dest_qp_num = dest_qpn;
+        attr.rq_psn = rq_psn;
         attr.max_dest_rd_atomic = cfg_.max_rd_atomic;
         attr.min_rnr_timer = cfg_.min_rnr_timer;
-        attr.ah_attr.dlid = peer.lid;
+        attr.ah_attr.dlid = dlid;
         attr.ah_attr.port_num = 1;
-        rc = ibv_modify_qp(d.qp, &attr,
+        rc = ibv_modify_qp(qp, &attr,
                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
         if (rc || upto == IBV_QPS_RTR) return rc;
         attr = ibv_qp_attr{};
         attr.qp_state = IBV_QPS_RTS;
-        attr.sq_psn = d.psn;
+        attr.sq_psn = sq_psn;
         attr.timeout = cfg_.timeout;
         attr.retry_cnt = cfg_.retry_cnt;
         attr.rnr_retry = cfg_.rnr_retry;
         attr.max_rd_atomic = cfg_.max_rd_atomic;
-        return ibv_modify_qp(d.qp, &attr,
+        return ibv_modify_qp(qp, &attr,
                              IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                  IBV_QP_MAX_QP_RD_ATOMIC);
     }

@@ -306,38 +306,8 @@ loop_pair make_loop_pair(rc_harness& h, unsigned n) {
         if (!p.qp[i])
             return p;
     }
-    for (unsigned i = 0; i < 2; ++i) {
-        ibv_qp_attr attr{};
-        attr.qp_state = IBV_QPS_INIT;
-        attr.port_num = 1;
-        attr.qp_access_flags = c.qp_access;
-        EXPECT_EQ(ibv_modify_qp(p.qp[i], &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
-                  0);
-        attr = ibv_qp_attr{};
-        attr.qp_state = IBV_QPS_RTR;
-        attr.path_mtu = ibv_mtu(__builtin_ctz(c.mtu) - 7);
-        attr.dest_qp_num = p.qp[1 - i]->qp_num;
-        attr.rq_psn = p.psn[1 - i];
-        attr.max_dest_rd_atomic = c.max_rd_atomic;
-        attr.min_rnr_timer = c.min_rnr_timer;
-        attr.ah_attr.dlid = h.s[n].lid;  // our own port
-        attr.ah_attr.port_num = 1;
-        EXPECT_EQ(ibv_modify_qp(p.qp[i], &attr,
-                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-                  0);
-        attr = ibv_qp_attr{};
-        attr.qp_state = IBV_QPS_RTS;
-        attr.sq_psn = p.psn[i];
-        attr.timeout = c.timeout;
-        attr.retry_cnt = c.retry_cnt;
-        attr.rnr_retry = c.rnr_retry;
-        attr.max_rd_atomic = c.max_rd_atomic;
-        EXPECT_EQ(ibv_modify_qp(p.qp[i], &attr,
-                                IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                    IBV_QP_MAX_QP_RD_ATOMIC),
-                  0);
-    }
+    for (unsigned i = 0; i < 2; ++i)  // to each other, through our own port
+        EXPECT_EQ(h.connect_qp(p.qp[i], IBV_QPS_RTS, p.qp[1 - i]->qp_num, h.s[n].lid, p.psn[1 - i], p.psn[i]), 0);
     return p;
 }
 

@@ -119,7 +119,6 @@ struct extra_pair {
 };
 extra_pair make_pair(rc_harness& h, ibv_pd* pd1) {
     extra_pair p;
-    const rc_config& c = h.config();
     for (unsigned i = 0; i < 2; ++i) {
         ibv_qp_init_attr a{};
         a.send_cq = ibv_create_cq(h.s[i].ctx, 64);
@@ -131,38 +130,9 @@ extra_pair make_pair(rc_harness& h, ibv_pd* pd1) {
         if (!p.qp[i])
             return p;
     }
-    for (unsigned i = 0; i < 2; ++i) {
-        ibv_qp_attr attr{};
-        attr.qp_state = IBV_QPS_INIT;
-        attr.port_num = 1;
-        attr.qp_access_flags = c.qp_access;
-        EXPECT_EQ(ibv_modify_qp(p.qp[i], &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+    for (unsigned i = 0; i < 2; ++i)
+        EXPECT_EQ(h.connect_qp(p.qp[i], IBV_QPS_RTS, p.qp[1 - i]->qp_num, h.s[1 - i].lid, 0x300 + (1 - i), 0x300 + i),
                   0);
-        attr = ibv_qp_attr{};
-        attr.qp_state = IBV_QPS_RTR;
-        attr.path_mtu = ibv_mtu(__builtin_ctz(c.mtu) - 7);
-        attr.dest_qp_num = p.qp[1 - i]->qp_num;
-        attr.rq_psn = 0x300 + (1 - i);
-        attr.max_dest_rd_atomic = c.max_rd_atomic;
-        attr.min_rnr_timer = c.min_rnr_timer;
-        attr.ah_attr.dlid = h.s[1 - i].lid;
-        attr.ah_attr.port_num = 1;
-        EXPECT_EQ(ibv_modify_qp(p.qp[i], &attr,
-                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-                  0);
-        attr = ibv_qp_attr{};
-        attr.qp_state = IBV_QPS_RTS;
-        attr.sq_psn = 0x300 + i;
-        attr.timeout = c.timeout;
-        attr.retry_cnt = c.retry_cnt;
-        attr.rnr_retry = c.rnr_retry;
-        attr.max_rd_atomic = c.max_rd_atomic;
-        EXPECT_EQ(ibv_modify_qp(p.qp[i], &attr,
-                                IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                    IBV_QP_MAX_QP_RD_ATOMIC),
-                  0);
-    }
     return p;
 }
 
