@@ -25,6 +25,8 @@ enum cmd_opcode : uint16_t {
     CMD_CREATE_EQ = 0x08,    ///< in_mod: EQN; in: eq_context
     CMD_CREATE_CQ = 0x10,    ///< in_mod: CQN; in: cq_context
     CMD_DESTROY_CQ = 0x11,   ///< in_mod: CQN
+    CMD_RESIZE_CQ = 0x12,    ///< in_mod: CQN; in: resize_cq_in; out: resize_cq_out (BAD_STATE: CQ in error)
+    CMD_QUERY_CQ = 0x13,     ///< in_mod: CQN; out: cq_context as the HCA holds it (BAD_STATE: CQ in error)
     CMD_CREATE_MPT = 0x20,   ///< in_mod: MPT index; op_mod: mpt_create_mode; in: mpt_entry
     CMD_DESTROY_MPT = 0x21,  ///< in_mod: MPT index (fails BAD_STATE: MR with windows bound)
     CMD_WRITE_MTT = 0x22,    ///< in: write_mtt_in + entries
@@ -35,7 +37,49 @@ enum cmd_opcode : uint16_t {
     CMD_DESTROY_QP = 0x33,   ///< in_mod: QPN (fails BAD_STATE: type 2A windows bound, or attached to a multicast group)
     CMD_ATTACH_MCAST = 0x40, ///< in_mod: QPN (a UD QP); in: mcast_in
     CMD_DETACH_MCAST = 0x41, ///< in_mod: QPN; in: mcast_in
+    CMD_CREATE_SRQ = 0x50,   ///< in_mod: SRQN; in: srq_context (producer, consumer, attached, state: zero)
+    CMD_MODIFY_SRQ = 0x51,   ///< in_mod: SRQN; op_mod: srq_modify_mask; in: modify_srq_in
+    CMD_QUERY_SRQ = 0x52,    ///< in_mod: SRQN; out: srq_context as the HCA holds it (BAD_STATE: SRQ in error)
+    CMD_DESTROY_SRQ = 0x53,  ///< in_mod: SRQN (BAD_STATE: QPs still attached)
 };
+
+/// CMD_RESIZE_CQ input. The HCA moves the CQEs software has not consumed ([consumer, producer))
+/// into the new ring at the same counter values (owner bits for the new size) and writes from
+/// then on to the new ring. Before the command software initialises the new ring so that each
+/// slot reads as not yet written for the counter value n in [consumer, consumer + 2^log_size)
+/// that lands in it (owner bit = (n >> log_size) & 1). CMD_BAD_PARAM when the CQEs not consumed
+/// do not fit (producer - consumer >= 2^log_size) or log_size is too large; the CQ is unchanged.
+struct resize_cq_in {
+    uint64_t base;       ///< new ring
+    uint8_t log_size;    ///< log2 entries of the new ring
+    uint8_t rsvd0[3];    ///< reserved, zero
+    uint32_t consumer;   ///< software's consumer counter (mod 2^24); also a CQ doorbell's update
+};
+static_assert(sizeof(resize_cq_in) == 16);
+/// CMD_RESIZE_CQ output.
+struct resize_cq_out {
+    uint32_t producer;   ///< CQEs written so far (mod 2^24): [consumer, producer) were moved
+    uint32_t rsvd;       ///< reserved, zero
+};
+static_assert(sizeof(resize_cq_out) == 8);
+
+/// CMD_MODIFY_SRQ op_mod bits.
+enum srq_modify_mask : uint32_t {
+    SRQ_MODIFY_LIMIT = 1,  ///< set (arm) the SRQ limit; 0 disarms
+    SRQ_MODIFY_SIZE = 2,   ///< resize: move the outstanding WQEs to a new ring (o10-10.2.1)
+};
+/// CMD_MODIFY_SRQ input. Resize fails with CMD_BAD_PARAM (SRQ unchanged, o10-10.2.2) when
+/// max_wr is below the WQEs outstanding (producer - consumer) or below the limit (the new
+/// one when both bits are set); the HCA copies the outstanding WQEs [consumer, producer) to
+/// the same counter values in the new ring.
+struct modify_srq_in {
+    uint32_t limit;      ///< SRQ_MODIFY_LIMIT: the new limit
+    uint32_t max_wr;     ///< SRQ_MODIFY_SIZE: new capacity (< 2^log_size)
+    uint64_t base;       ///< SRQ_MODIFY_SIZE: new ring
+    uint8_t log_size;    ///< SRQ_MODIFY_SIZE: log2 slots of the new ring (same stride)
+    uint8_t rsvd[15];    ///< reserved, zero
+};
+static_assert(sizeof(modify_srq_in) == 32);
 
 /// CMD_ATTACH_MCAST / CMD_DETACH_MCAST input: the group (MGID and its MLID).
 struct mcast_in {
@@ -98,9 +142,12 @@ struct init_hca_in {
     uint8_t log_num_eqs;   ///< log2 EQC entries
     uint8_t log_num_mpts;  ///< log2 MPT entries
     uint8_t log_num_mtts;  ///< log2 MTT entries
-    uint8_t rsvd[3];       ///< reserved, zero
+    uint8_t log_num_srqs;  ///< log2 SRQC entries (CAP_SRQ)
+    uint8_t rsvd[2];       ///< reserved, zero
+    uint64_t srqc_base;    ///< srq_context table (CAP_SRQ)
+    uint64_t rsvd1;        ///< reserved, zero
 };
-static_assert(sizeof(init_hca_in) == 48);
+static_assert(sizeof(init_hca_in) == 64 && offsetof(init_hca_in, srqc_base) == 48);
 
 /// Capability flags in hca_caps::flags (optional features the HCA implements).
 enum hca_cap_flags : uint64_t {
@@ -125,6 +172,7 @@ enum hca_cap_flags : uint64_t {
     CAP_BLOCK_LIST = 1ull << 18, ///< physical registration with block lists
     CAP_LOCAL_INV_FENCE = 1ull << 19, ///< fenced Local Invalidate gives strong ordering
     CAP_RESERVED_LKEY = 1ull << 20,   ///< the reserved L_Key (hca_caps::reserved_lkey)
+    CAP_SRQ_RESIZE = 1ull << 21,      ///< CMD_MODIFY_SRQ with SRQ_MODIFY_SIZE (o10-10.2.1)
 };
 
 /// CMD_QUERY_HCA output: device attributes (feeds ibv_query_device).
@@ -158,8 +206,13 @@ struct hca_caps {
     uint32_t reserved_lkey;     ///< the reserved L_Key (CAP_RESERVED_LKEY)
     uint32_t max_fast_reg_pages;///< page-list entries of one Fast Register WR
     uint32_t max_total_mcast_qp_attach;///< QP attachments over all multicast groups (CAP_MCAST)
+    uint32_t max_srq;           ///< SRQs (CAP_SRQ)
+    uint32_t max_srq_wr;        ///< WQEs per SRQ (CAP_SRQ)
+    uint32_t max_srq_sge;       ///< SGEs per SRQ WQE (CAP_SRQ)
+    uint32_t num_comp_vectors;  ///< completion event handler identifiers (EQs for completion events)
+    uint32_t rsvd[4];           ///< reserved, zero
 };
-static_assert(sizeof(hca_caps) == 128);
+static_assert(sizeof(hca_caps) == 160);
 static_assert(offsetof(hca_caps, max_mcast_qp_attach) == 106 && offsetof(hca_caps, max_mcast_grp) == 108 &&
               offsetof(hca_caps, max_total_mcast_qp_attach) == 124);
 

@@ -51,7 +51,7 @@ struct qp_context {
     uint32_t pd;               ///< protection domain number
     uint32_t send_cqn;         ///< CQ for send completions
     uint32_t recv_cqn;         ///< CQ for receive completions
-    uint32_t srqn;             ///< SRQ number + 1, or 0 for none
+    uint32_t srqn;             ///< SRQ number + 1, or 0 for none (the receive ring fields are then unused)
     uint64_t sq_base;          ///< host physical address of the send ring
     uint64_t rq_base;          ///< host physical address of the receive ring
     uint8_t sq_log_size;       ///< log2 send ring slots
@@ -114,6 +114,33 @@ struct cq_context {
     uint32_t rsvd1[9];     ///< reserved, zero
 };
 static_assert(sizeof(cq_context) == 64);
+
+/// SRQ states (IBA 10.2.9.5): error is left only by CMD_DESTROY_SRQ.
+enum srq_state : uint8_t { SRQS_OK = 0, SRQS_ERR = 1 };
+
+/// Shared receive queue context (64 bytes). The ring holds receive WQEs in the receive-queue
+/// format (tlm_if/wqe.h) in slots of `1 << log_stride` bytes; software posts by writing WQE
+/// `producer mod 2^log_size` and ringing UAR_SRQ_DOORBELL. The HCA takes WQEs in ring order,
+/// one per message, for whichever attached QP a message arrives at (o10-53.2.1).
+struct srq_context {
+    uint32_t srqn;        ///< SRQ number
+    uint8_t valid;        ///< 1 when created
+    uint8_t state;        ///< srq_state (HCA)
+    uint8_t log_size;     ///< log2 ring slots
+    uint8_t log_stride;   ///< log2 slot bytes (>= 4)
+    uint32_t pd;          ///< protection domain: receive SGEs of attached QPs are checked against it (o10-37.2.12)
+    uint32_t limit;       ///< SRQ limit: armed when nonzero; the HCA clears it when it fires (10.2.9.3)
+    uint64_t base;        ///< host physical address of the ring
+    uint32_t max_wr;      ///< capacity in WQEs (< 2^log_size)
+    uint16_t producer;    ///< HCA: producer counter software last rang (mod 2^16)
+    uint16_t consumer;    ///< HCA: WQEs taken so far (mod 2^16)
+    uint32_t attached;    ///< HCA: QPs created with this SRQ and not destroyed
+    uint32_t uar;         ///< UAR page whose UAR_SRQ_DOORBELL software rings
+    uint32_t rsvd[6];     ///< reserved, zero
+};
+static_assert(sizeof(srq_context) == 64);
+static_assert(offsetof(srq_context, base) == 16 && offsetof(srq_context, producer) == 28 &&
+              offsetof(srq_context, attached) == 32);
 
 /// Event queue context (32 bytes).
 struct eq_context {

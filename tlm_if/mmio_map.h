@@ -38,6 +38,7 @@ enum uar_reg : uint64_t {
     UAR_SQ_DOORBELL = 0x00,   ///< WO 64: sq_doorbell word
     UAR_RQ_DOORBELL = 0x08,   ///< WO 64: rq_doorbell word
     UAR_CQ_DOORBELL = 0x10,   ///< WO 64: cq_doorbell word
+    UAR_SRQ_DOORBELL = 0x18,  ///< WO 64: srq_doorbell word
     UAR_INLINE_WQE = 0x100,   ///< WO 64..256 bytes: a whole WQE (inline window, skips the fetch)
 };
 /// Largest WQE accepted through the inline window.
@@ -49,6 +50,8 @@ constexpr uint64_t sq_doorbell(uint32_t qpn, uint16_t producer) {
 }
 /// RQ doorbell: same layout as the SQ doorbell, for the receive queue.
 constexpr uint64_t rq_doorbell(uint32_t qpn, uint16_t producer) { return sq_doorbell(qpn, producer); }
+/// SRQ doorbell: bits 23..0 SRQN, bits 47..32 new SRQ producer counter (WQEs posted, mod 2^16).
+constexpr uint64_t srq_doorbell(uint32_t srqn, uint16_t producer) { return sq_doorbell(srqn, producer); }
 constexpr uint32_t doorbell_qpn(uint64_t v) { return uint32_t(v & 0xFFFFFFu); }
 constexpr uint16_t doorbell_producer(uint64_t v) { return uint16_t(v >> 32); }
 
