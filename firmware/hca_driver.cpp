@@ -183,6 +183,10 @@ int hca_driver::init() {
         !os_.alloc_contiguous(sizeof(hw::mpt_entry) << log_mpts_, PAGE_BYTES, &mpt_pa_) ||
         !os_.alloc_contiguous(sizeof(hw::mtt_entry) << log_mtts_, PAGE_BYTES, &mtt_pa_))
         return ENOMEM;
+    if (caps_.flags & hw::CAP_SRQ) {
+        log_srqs_ = std::min(opts_.log_num_srqs, floor_log2(std::max<uint32_t>(caps_.max_srq, 1)));
+        if (!os_.alloc_contiguous(sizeof(hw::srq_context) << log_srqs_, PAGE_BYTES, &srqc_pa_)) return ENOMEM;
+    }
     hw::init_hca_in ih{};
     ih.qpc_base = qpc_pa_;
     ih.cqc_base = cqc_pa_;
@@ -194,6 +198,8 @@ int hca_driver::init() {
     ih.log_num_eqs = 0;
     ih.log_num_mpts = log_mpts_;
     ih.log_num_mtts = log_mtts_;
+    ih.log_num_srqs = log_srqs_;
+    ih.srqc_base = srqc_pa_;
     if ((st = exec(hw::CMD_INIT_HCA, 0, 0, &ih, sizeof(ih))) != hw::CMD_OK) return cmd_errno(st);
 
     ports_.assign(caps_.phys_port_cnt, hw::port_info{});
@@ -217,6 +223,7 @@ int hca_driver::init() {
 
     pdn_ = id_allocator(1, std::max<uint32_t>(caps_.max_pd, 2) - 1);
     cqn_ = id_allocator(1, num_cqs() - 1);
+    srqn_ = id_allocator(0, num_srqs());
     qpn_ = id_allocator(FIRST_CONSUMER_QPN, num_qps() - FIRST_CONSUMER_QPN);  // 0, 1: the special QPs
     uar_ = id_allocator(1, std::min<uint32_t>(std::max<uint32_t>(caps_.max_uar, 2), hw::MAX_UARS) - 1);
     mpt_ = id_allocator(1, std::min<uint32_t>(num_mpts(), 1u << 24) - 1);
@@ -335,6 +342,13 @@ void hca_driver::dispatch_async(const hw::eqe& e) {
         it->second(e);
         return;
     }
+    case hw::EQE_SRQ_LIMIT:
+    case hw::EQE_SRQ_ERROR: {
+        auto it = srq_handlers_.find(e.resource);
+        if (it == srq_handlers_.end()) break;
+        it->second(e);
+        return;
+    }
     case hw::EQE_PORT_CHANGE:
         if (e.resource == 0 || e.resource > ports_.size()) break;  // no such port
         if (e.subtype == hw::EQE_PORT_ACTIVE) ports_[e.resource - 1].state = 4;
@@ -346,7 +360,7 @@ void hca_driver::dispatch_async(const hw::eqe& e) {
         for (auto& c : clients_)
             if (c.second.event) c.second.event(e);
         return;
-    default:  // SRQ events (no SRQs) and unknown types
+    default:  // unknown types
         break;
     }
     unclaimed_.push_back(e);
@@ -384,6 +398,12 @@ void hca_driver::set_cq_event_handler(uint32_t cqn, std::function<void(const hw:
 }
 
 void hca_driver::clear_cq_event_handler(uint32_t cqn) { cq_handlers_.erase(cqn); }
+
+void hca_driver::set_srq_event_handler(uint32_t srqn, std::function<void(const hw::eqe&)> fn) {
+    srq_handlers_[srqn] = std::move(fn);
+}
+
+void hca_driver::clear_srq_event_handler(uint32_t srqn) { srq_handlers_.erase(srqn); }
 
 void hca_driver::add_event_client(const void* owner, event_client c) {
     for (auto& e : clients_) {

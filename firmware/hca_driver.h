@@ -30,6 +30,7 @@ struct driver_options {
     uint8_t log_num_cqs = 10;        ///< log2 CQC entries (clamped to caps.max_cq)
     uint8_t log_num_mpts = 12;       ///< log2 MPT entries (clamped to caps.max_mr)
     uint8_t log_num_mtts = 16;       ///< log2 MTT entries (clamped to caps.max_mtt)
+    uint8_t log_num_srqs = 8;        ///< log2 SRQC entries (clamped to caps.max_srq; CAP_SRQ only)
     uint8_t eq_log_size = 8;         ///< log2 EQEs in the event queue
     uint64_t cmd_timeout_ns = 10'000'000;  ///< command timeout, simulated ns (fatal when hit)
     bool use_inline_window = true;   ///< single small WQEs go through UAR_INLINE_WQE
@@ -109,6 +110,7 @@ public:
     /// Table sizes in effect.
     uint32_t num_qps() const { return 1u << log_qps_; }
     uint32_t num_cqs() const { return 1u << log_cqs_; }
+    uint32_t num_srqs() const { return (caps_.flags & hw::CAP_SRQ) ? 1u << log_srqs_ : 0; }
     uint32_t num_mpts() const { return 1u << log_mpts_; }
     uint32_t num_mtts() const { return 1u << log_mtts_; }
 
@@ -118,6 +120,8 @@ public:
     void free_pdn(uint32_t n) { pdn_.free(n); }
     bool alloc_cqn(uint32_t* n) { return cqn_.alloc(n); }
     void free_cqn(uint32_t n) { cqn_.free(n); }
+    bool alloc_srqn(uint32_t* n) { return srqn_.alloc(n); }
+    void free_srqn(uint32_t n) { srqn_.free(n); }
     bool alloc_qpn(uint32_t* n) { return qpn_.alloc(n); }
     void free_qpn(uint32_t n) { qpn_.free(n); }
     /// The special QPNs 0 (SMI) and 1 (GSI), reserved by the driver: claims one; false if it is
@@ -177,6 +181,9 @@ public:
     /// Handler for async events about one CQ (CQ error): registered by the verbs layer.
     void set_cq_event_handler(uint32_t cqn, std::function<void(const hw::eqe&)> fn);
     void clear_cq_event_handler(uint32_t cqn);
+    /// Handler for async events about one SRQ (limit reached, SRQ error): registered by the verbs layer.
+    void set_srq_event_handler(uint32_t srqn, std::function<void(const hw::eqe&)> fn);
+    void clear_srq_event_handler(uint32_t srqn);
     /// A receiver of unaffiliated events (one per verbs context).
     struct event_client {
         std::function<void(const hw::eqe&)> event;  ///< each port-change / catastrophic EQE
@@ -185,7 +192,7 @@ public:
     /// Registers (or replaces) the client `owner`; clients are served in registration order.
     void add_event_client(const void* owner, event_client c);
     void remove_event_client(const void* owner);
-    /// Async events no handler or client took (SRQ events, unknown types or resources, events
+    /// Async events no handler or client took (unknown types or resources, events
     /// for destroyed objects), oldest first.
     std::vector<hw::eqe>& unclaimed_events() { return unclaimed_; }
     /// Asynchronous EQEs consumed since init.
@@ -213,11 +220,11 @@ private:
     uint32_t next_token_ = 1;
     hw::hca_caps caps_{};
     std::vector<hw::port_info> ports_;
-    uint8_t log_qps_ = 0, log_cqs_ = 0, log_mpts_ = 0, log_mtts_ = 0;
-    uint64_t mailbox_pa_ = 0, qpc_pa_ = 0, cqc_pa_ = 0, eqc_pa_ = 0, mpt_pa_ = 0, mtt_pa_ = 0;
+    uint8_t log_qps_ = 0, log_cqs_ = 0, log_mpts_ = 0, log_mtts_ = 0, log_srqs_ = 0;
+    uint64_t mailbox_pa_ = 0, qpc_pa_ = 0, cqc_pa_ = 0, eqc_pa_ = 0, mpt_pa_ = 0, mtt_pa_ = 0, srqc_pa_ = 0;
     uint64_t eq_pa_ = 0, msi_pa_ = 0;
     uint32_t eq_consumer_ = 0;
-    id_allocator pdn_, cqn_, qpn_, uar_, mpt_;
+    id_allocator pdn_, cqn_, qpn_, uar_, mpt_, srqn_;
     bool special_qpn_used_[FIRST_CONSUMER_QPN] = {};
     range_allocator mtt_;
     std::vector<uint8_t> key_gen_;
@@ -226,6 +233,7 @@ private:
     std::vector<uint32_t> cq_events_;
     std::map<uint32_t, std::function<void(const hw::eqe&)>> qp_handlers_;
     std::map<uint32_t, std::function<void(const hw::eqe&)>> cq_handlers_;
+    std::map<uint32_t, std::function<void(const hw::eqe&)>> srq_handlers_;
     std::vector<std::pair<const void*, event_client>> clients_;
     std::vector<hw::eqe> unclaimed_;
     uint64_t async_events_ = 0;

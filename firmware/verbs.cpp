@@ -56,6 +56,7 @@ hw::qp_context initial_context(const ibv_qp* qp) {
     c.sig_all = qp->sq_sig_all ? 1 : 0;
     c.max_send_wr = qp->sq.max_wr;
     c.max_recv_wr = qp->rq.max_wr;
+    c.srqn = qp->srq ? qp->srq->handle + 1 : 0;
     c.mm_flags = uint8_t(((qp->create_flags & IBV_QP_CREATE_FAST_REG) ? hw::QP_MM_FAST_REG : 0) |
                          ((qp->create_flags & IBV_QP_CREATE_RESERVED_LKEY) ? hw::QP_MM_RESERVED_LKEY : 0));
     return c;
@@ -76,7 +77,7 @@ void reset_queues(ibv_qp* qp) {
     qp->rq.producer = qp->rq.completed = 0;
 }
 
-/// The verbs event for an EQE; false for EQEs that have none (completion, SRQ, unknown).
+/// The verbs event for an EQE; false for EQEs that have none (completion, unknown).
 bool event_type_of(const hw::eqe& e, ibv_event_type* t) {
     switch (e.type) {
     case hw::EQE_PATH_MIGRATED: *t = IBV_EVENT_PATH_MIG; return true;
@@ -89,6 +90,8 @@ bool event_type_of(const hw::eqe& e, ibv_event_type* t) {
     case hw::EQE_QP_LAST_WQE_REACHED: *t = IBV_EVENT_QP_LAST_WQE_REACHED; return true;
     case hw::EQE_PATH_MIG_ERR: *t = IBV_EVENT_PATH_MIG_ERR; return true;
     case hw::EQE_LOCAL_CATASTROPHIC: *t = IBV_EVENT_DEVICE_FATAL; return true;
+    case hw::EQE_SRQ_LIMIT: *t = IBV_EVENT_SRQ_LIMIT_REACHED; return true;
+    case hw::EQE_SRQ_ERROR: *t = IBV_EVENT_SRQ_ERR; return true;
     case hw::EQE_PORT_CHANGE:
         if (e.subtype == hw::EQE_PORT_ACTIVE) *t = IBV_EVENT_PORT_ACTIVE;
         else if (e.subtype == hw::EQE_PORT_DOWN) *t = IBV_EVENT_PORT_ERR;
@@ -136,11 +139,17 @@ void deliver_events(ibv_context* ctx) {
     ctx->delivering = false;
 }
 
-/// Drops the events of a QP or CQ being destroyed that are still queued.
-void drop_events(ibv_context* ctx, const void* object, bool cq) {
+bool is_srq_event(ibv_event_type t) { return t == IBV_EVENT_SRQ_ERR || t == IBV_EVENT_SRQ_LIMIT_REACHED; }
+
+/// Drops the events of a QP, CQ or SRQ being destroyed that are still queued.
+enum class object_kind { qp, cq, srq };
+void drop_events(ibv_context* ctx, const void* object, object_kind kind) {
     auto of_object = [&](const ibv_async_event& ev) {
-        return cq ? ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == object
-                  : is_qp_event(ev.event_type) && ev.element.qp == object;
+        switch (kind) {
+        case object_kind::cq: return ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == object;
+        case object_kind::srq: return is_srq_event(ev.event_type) && ev.element.srq == object;
+        default: return is_qp_event(ev.event_type) && ev.element.qp == object;
+        }
     };
     for (auto* q : {&ctx->async_events, &ctx->handler_events})
         q->erase(std::remove_if(q->begin(), q->end(), of_object), q->end());
@@ -172,6 +181,14 @@ void on_cq_event(ibv_cq* cq, const hw::eqe& e) {
     }
     ev.element.cq = cq;
     queue_event(cq->context, ev);
+}
+
+void on_srq_event(ibv_srq* srq, const hw::eqe& e) {
+    ibv_async_event ev{};
+    if (!event_type_of(e, &ev.event_type)) return;
+    if (e.type == hw::EQE_SRQ_ERROR) srq->error = true;  // 10.2.9.5: left only by Destroy SRQ
+    ev.element.srq = srq;
+    queue_event(srq->context, ev);
 }
 
 void on_qp_event(ibv_qp* qp, const hw::eqe& e) {
@@ -581,7 +598,8 @@ ibv_context* ibv_open_device(fw::hca_driver& drv, fw::address_space& as) {
 
 int ibv_close_device(ibv_context* ctx) {
     if (!ctx) return EINVAL;
-    if (ctx->pds || ctx->cqs || ctx->qps || ctx->mrs || ctx->mws || ctx->ahs || ctx->channels) return EBUSY;
+    if (ctx->pds || ctx->cqs || ctx->qps || ctx->srqs || ctx->mrs || ctx->mws || ctx->ahs || ctx->channels)
+        return EBUSY;
     if (ctx->delivering) return EBUSY;  // called from its own async event handler
     for (const auto& [va, len] : ctx->mapped) ctx->as->unpin(va, len);  // ibv_map_pages ranges
     ctx->driver->remove_event_client(ctx);
@@ -611,6 +629,7 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
                           ((c.flags & hw::CAP_SEND_INV) ? IBV_DEVICE_MEM_MGT_EXTENSIONS : 0) |
                           ((c.flags & hw::CAP_MW_TYPE2A) ? IBV_DEVICE_MEM_WINDOW_TYPE_2A : 0) |
                           ((c.flags & hw::CAP_MW_TYPE2B) ? IBV_DEVICE_MEM_WINDOW_TYPE_2B : 0) |
+                          ((c.flags & hw::CAP_SRQ_RESIZE) ? IBV_DEVICE_SRQ_RESIZE : 0) |
                           IBV_DEVICE_UD_AV_PORT_ENFORCE;
     a->max_sge = a->max_sge_rd = int(c.max_sge);
     a->max_cq = int(std::min<uint32_t>(c.max_cq, ctx->driver->num_cqs() - 1));
@@ -631,6 +650,11 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
         a->max_mcast_grp = int(c.max_mcast_grp);
         a->max_mcast_qp_attach = int(c.max_mcast_qp_attach);
         a->max_total_mcast_qp_attach = int(c.max_total_mcast_qp_attach);
+    }
+    if (c.flags & hw::CAP_SRQ) {
+        a->max_srq = int(std::min<uint32_t>(c.max_srq, ctx->driver->num_srqs()));
+        a->max_srq_wr = int(c.max_srq_wr);
+        a->max_srq_sge = int(c.max_srq_sge);
     }
     a->reserved_lkey_supported = c.flags & hw::CAP_RESERVED_LKEY;
     a->reserved_lkey = a->reserved_lkey_supported ? c.reserved_lkey : 0;
@@ -1369,7 +1393,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
     // Unacknowledged events are not waited for (libibverbs would block): queued ones are dropped
     // and none is delivered for this CQ afterwards.
     ctx->driver->clear_cq_event_handler(cq->handle);
-    drop_events(ctx, cq, true);
+    drop_events(ctx, cq, object_kind::cq);
     ctx->driver->free_cqn(cq->handle);
     ctx->driver->os().free(cq->ring_pa);
     --ctx->cqs;
@@ -1413,6 +1437,9 @@ int ibv_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
                 // outstanding WQE (stale, from before a Reset) retires nothing.
                 uint32_t delta = uint16_t(e.wqe_counter - uint16_t(qp->sq.completed)) + 1u;
                 if (delta <= qp->sq.producer - qp->sq.completed) qp->sq.completed += delta;
+            } else if (qp->srq) {
+                // o10-53.2.2: a polled SRQ completion frees room for one more post to the SRQ.
+                if (qp->srq->ring.completed < qp->srq->ring.producer) ++qp->srq->ring.completed;
             } else if (qp->rq.completed < qp->rq.producer) {
                 ++qp->rq.completed;
             }
@@ -1529,6 +1556,187 @@ int ibv_set_async_event_handler(ibv_context* ctx, std::function<void(const ibv_a
     return 0;
 }
 
+// ---------------------------------------------------------------- SRQ
+
+namespace {
+/// Ring geometry for an SRQ of at least max_wr WRs of max_sge SGEs: the capacity is one less
+/// than the ring's slots (the HCA's 16-bit counters tell full from empty).
+void srq_geometry(uint32_t max_wr, uint32_t max_sge, uint8_t* log_size, uint8_t* log_stride) {
+    *log_size = log2_ceil(uint64_t(std::max<uint32_t>(max_wr, 1)) + 1);
+    *log_stride =
+        log2_ceil(std::max<uint32_t>(sizeof(hw::wqe_recv_header) + max_sge * sizeof(hw::wqe_data_seg), 16));
+}
+}  // namespace
+
+ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* ia) {
+    if (!pd || !ia) return fail<ibv_srq>(EINVAL);
+    ibv_context* ctx = pd->context;
+    hca_driver& drv = *ctx->driver;
+    const hw::hca_caps& caps = drv.caps();
+    verb_cost(ctx);
+    ibv_srq_attr& a = ia->attr;
+    if (!(caps.flags & hw::CAP_SRQ)) return fail<ibv_srq>(EOPNOTSUPP);
+    if (a.max_wr == 0 || a.max_wr > caps.max_srq_wr || a.max_sge > caps.max_srq_sge || a.srq_limit != 0)
+        return fail<ibv_srq>(EINVAL);
+    uint8_t log_size, log_stride;
+    srq_geometry(a.max_wr, a.max_sge, &log_size, &log_stride);
+    uint32_t capacity = std::min<uint32_t>((1u << log_size) - 1, caps.max_srq_wr);
+    auto* srq = new ibv_srq{};
+    srq->context = ctx;
+    srq->srq_context = ia->srq_context;
+    srq->pd = pd;
+    srq->ring.log_size = log_size;
+    srq->ring.log_stride = log_stride;
+    srq->ring.max_wr = capacity;
+    srq->ring.max_sge = a.max_sge;
+    bool have_n = false;
+    auto undo = [&](int e) {
+        if (srq->ring.pa) drv.os().free(srq->ring.pa);
+        if (have_n) drv.free_srqn(srq->handle);
+        delete srq;
+        return fail<ibv_srq>(e);
+    };
+    if (!drv.os().alloc_contiguous(size_t(1) << (log_size + log_stride), fw::PAGE_BYTES, &srq->ring.pa))
+        return undo(ENOMEM);
+    if (!(have_n = drv.alloc_srqn(&srq->handle))) return undo(ENOMEM);
+    hw::srq_context c{};
+    c.srqn = srq->handle;
+    c.log_size = log_size;
+    c.log_stride = log_stride;
+    c.pd = pd->handle;  // o10-2.2.1: the SRQ belongs to one PD
+    c.base = srq->ring.pa;
+    c.max_wr = capacity;
+    c.uar = ctx->uar;
+    hw::cmd_status st = drv.exec(hw::CMD_CREATE_SRQ, srq->handle, 0, &c, sizeof c);
+    if (st != hw::CMD_OK) return undo(fw::cmd_errno(st));
+    a.max_wr = capacity;
+    ++pd->refs;  // C10-11.2.2
+    ++ctx->srqs;
+    drv.set_srq_event_handler(srq->handle, [srq](const hw::eqe& e) { on_srq_event(srq, e); });
+    return srq;
+}
+
+int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask) {
+    if (!srq || !attr) return EINVAL;
+    ibv_context* ctx = srq->context;
+    hca_driver& drv = *ctx->driver;
+    const hw::hca_caps& caps = drv.caps();
+    verb_cost(ctx);
+    const uint32_t mask = uint32_t(attr_mask);
+    if (!mask || (mask & ~uint32_t(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))) return EINVAL;
+    if (srq->error) return EINVAL;  // 10.2.9.5
+    hw::modify_srq_in in{};
+    uint32_t op = 0;
+    if (mask & IBV_SRQ_LIMIT) {
+        op |= hw::SRQ_MODIFY_LIMIT;
+        in.limit = attr->srq_limit;
+    }
+    uint64_t new_ring = 0;
+    uint8_t log_size = srq->ring.log_size, log_stride = srq->ring.log_stride;
+    uint32_t capacity = srq->ring.max_wr;
+    if (mask & IBV_SRQ_MAX_WR) {
+        if (!(caps.flags & hw::CAP_SRQ_RESIZE)) return EOPNOTSUPP;
+        if (attr->max_wr == 0 || attr->max_wr > caps.max_srq_wr) return EINVAL;
+        uint8_t unused;
+        srq_geometry(attr->max_wr, srq->ring.max_sge, &log_size, &unused);
+        capacity = std::min<uint32_t>((1u << log_size) - 1, caps.max_srq_wr);
+        // o10-10.2.2: not below the WRs outstanding (the HCA checks what it still holds; this is
+        // the consumer's view, which also counts WRs taken but not yet polled).
+        if (attr->max_wr < srq->ring.producer - srq->ring.completed) return EINVAL;
+        if (!drv.os().alloc_contiguous(size_t(1) << (log_size + log_stride), fw::PAGE_BYTES, &new_ring))
+            return ENOMEM;
+        op |= hw::SRQ_MODIFY_SIZE;
+        in.max_wr = capacity;
+        in.base = new_ring;
+        in.log_size = log_size;
+    }
+    hw::cmd_status st = drv.exec(hw::CMD_MODIFY_SRQ, srq->handle, op, &in, sizeof in);
+    if (st != hw::CMD_OK) {
+        if (new_ring) drv.os().free(new_ring);
+        return st == hw::CMD_BAD_STATE ? EINVAL : fw::cmd_errno(st);
+    }
+    if (new_ring) {
+        drv.os().free(srq->ring.pa);
+        srq->ring.pa = new_ring;
+        srq->ring.log_size = log_size;
+        srq->ring.max_wr = capacity;
+        attr->max_wr = capacity;
+    }
+    return 0;
+}
+
+int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+    if (!srq || !attr) return EINVAL;
+    verb_cost(srq->context);
+    hw::srq_context c{};
+    hw::cmd_status st = srq->context->driver->exec(hw::CMD_QUERY_SRQ, srq->handle, 0, nullptr, 0, &c, sizeof c);
+    if (st == hw::CMD_BAD_STATE) return EINVAL;  // 10.2.9.5: an SRQ in error
+    if (st != hw::CMD_OK) return fw::cmd_errno(st);
+    attr->max_wr = c.max_wr;
+    attr->max_sge = srq->ring.max_sge;
+    attr->srq_limit = c.limit;
+    return 0;
+}
+
+int ibv_destroy_srq(ibv_srq* srq) {
+    if (!srq) return EINVAL;
+    ibv_context* ctx = srq->context;
+    hca_driver& drv = *ctx->driver;
+    verb_cost(ctx);
+    if (srq->refs) return EBUSY;  // o10-10.2.3
+    hw::cmd_status st = drv.exec(hw::CMD_DESTROY_SRQ, srq->handle, 0, nullptr, 0);
+    if (st == hw::CMD_BAD_STATE) return EBUSY;
+    if (st != hw::CMD_OK) return fw::cmd_errno(st);
+    // o10-10.2.4, o10-10.2.5: posted WRs go with it (no completions); queued events are dropped.
+    drv.clear_srq_event_handler(srq->handle);
+    drop_events(ctx, srq, object_kind::srq);
+    drv.free_srqn(srq->handle);
+    drv.os().free(srq->ring.pa);
+    --srq->pd->refs;
+    --ctx->srqs;
+    delete srq;
+    return 0;
+}
+
+int ibv_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    if (bad_wr) *bad_wr = nullptr;
+    if (!srq) return EINVAL;
+    ibv_context* ctx = srq->context;
+    host_bus& bus = ctx->driver->bus();
+    bus.cpu_cost(cpu_op::verb_call);
+    uint8_t buf[4096];
+    uint32_t posted = 0;
+    int err = 0;
+    ibv_wq_ring& r = srq->ring;
+    for (; wr; wr = wr->next) {
+        // o10-51.2.1: accepted in any state; beyond the capacity an immediate error.
+        if (r.producer - r.completed >= r.max_wr) err = ENOMEM;
+        else if (wr->num_sge < 0 || uint32_t(wr->num_sge) > r.max_sge || (wr->num_sge && !wr->sg_list)) err = EINVAL;
+        if (err) {
+            if (bad_wr) *bad_wr = wr;
+            break;
+        }
+        uint32_t off = sizeof(hw::wqe_recv_header);
+        uint16_t nseg = 0;
+        for (int i = 0; i < wr->num_sge; ++i) {
+            if (!wr->sg_list[i].length) continue;  // zero length cannot be encoded (0 means 2^31)
+            put_data_seg(buf, &off, wr->sg_list[i]);
+            ++nseg;
+        }
+        hw::wqe_recv_header h{};
+        h.wr_id = wr->wr_id;
+        h.num_sge = nseg;
+        h.wqe_index = uint16_t(r.producer);
+        std::memcpy(buf, &h, sizeof h);
+        bus.mem_write(r.pa + (uint64_t(r.producer & ((1u << r.log_size) - 1)) << r.log_stride), buf, off);
+        bus.cpu_cost(cpu_op::build_recv_wqe);
+        ++r.producer;
+        ++posted;
+    }
+    if (posted) mmio64(ctx, hw::UAR_SRQ_DOORBELL, hw::srq_doorbell(srq->handle, uint16_t(r.producer)));
+    return err;
+}
+
 // ---------------------------------------------------------------- QP
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
@@ -1539,9 +1747,10 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     verb_cost(ctx);
     if (!ia->send_cq || !ia->recv_cq || ia->send_cq->context != ctx || ia->recv_cq->context != ctx)
         return fail<ibv_qp>(EINVAL);
-    if (ia->srq) return fail<ibv_qp>(EINVAL);  // no SRQs
     // The special QPs: privileged consumers only (C10-13); the hardware runs them as UD QPs.
     const bool special = ia->qp_type == IBV_QPT_SMI || ia->qp_type == IBV_QPT_GSI;
+    // IBA 10.2.9.1: RC, UC and UD QPs may take their receive WQEs from an SRQ of the context.
+    if (ia->srq && (ia->srq->context != ctx || special)) return fail<ibv_qp>(EINVAL);
     if (special && !ctx->as->privileged) return fail<ibv_qp>(EPERM);
     // IBA 10.2.4.5: SMI and GSI QPs may share a CQ with each other, but not with other QPs.
     for (const ibv_cq* cq : {ia->send_cq, ia->recv_cq})
@@ -1555,6 +1764,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
         return fail<ibv_qp>(EINVAL);
     ibv_qp_cap& cap = ia->cap;
     uint32_t max_inline = (caps.flags & hw::CAP_INLINE) ? std::min<uint32_t>(caps.max_inline, hw::INLINE_LEN_MASK) : 0;
+    if (ia->srq) cap.max_recv_wr = cap.max_recv_sge = 0;  // the SRQ's capacities apply
     if (cap.max_send_wr > caps.max_qp_wr || cap.max_recv_wr > caps.max_qp_wr || cap.max_send_sge > caps.max_sge ||
         cap.max_recv_sge > caps.max_sge || cap.max_inline_data > max_inline)
         return fail<ibv_qp>(EINVAL);
@@ -1571,6 +1781,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     qp->qp_type = hw_type;  // QP0/QP1 are told apart by their QPN
     qp->sq_sig_all = ia->sq_sig_all;
     qp->create_flags = ia->create_flags;
+    qp->srq = ia->srq;
     qp->max_inline_data = cap.max_inline_data;
     qp->sq.log_size = log2_ceil(std::max<uint32_t>(cap.max_send_wr, 1));
     qp->sq.log_stride = log2_ceil(std::max<uint32_t>(wqe_max, hw::WQE_BASIC_BLOCK));
@@ -1608,6 +1819,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     ++pd->refs;
     ++qp->send_cq->refs;
     ++qp->recv_cq->refs;
+    if (qp->srq) ++qp->srq->refs;
     if (special) {
         ++qp->send_cq->special_refs;
         ++qp->recv_cq->special_refs;
@@ -1762,6 +1974,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int /*attr_mask*/, ibv_qp_init_a
         init_attr->qp_type = qp->qp_num < fw::FIRST_CONSUMER_QPN ? ibv_qp_type(qp->qp_num) : qp->qp_type;
         init_attr->sq_sig_all = qp->sq_sig_all;
         init_attr->create_flags = qp->create_flags;
+        init_attr->srq = qp->srq;
     }
     return 0;
 }
@@ -1798,7 +2011,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
     // Unacknowledged events are not waited for (libibverbs would block): queued ones are dropped
     // and none is delivered for this QP afterwards.
     drv.clear_qp_event_handler(qp->qp_num);
-    drop_events(ctx, qp, false);
+    drop_events(ctx, qp, object_kind::qp);
     drv.set_qp_user(qp->qp_num, nullptr);
     if (qp->qp_num < fw::FIRST_CONSUMER_QPN)
         drv.release_special_qpn(qp->qp_num);
@@ -1809,6 +2022,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
     --qp->pd->refs;
     --qp->send_cq->refs;
     --qp->recv_cq->refs;
+    if (qp->srq) --qp->srq->refs;
     if (qp->qp_num < 2) {  // QP0 / QP1
         --qp->send_cq->special_refs;
         --qp->recv_cq->special_refs;
@@ -1857,8 +2071,9 @@ int ibv_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     uint32_t posted = 0;
     int err = 0;
     for (; wr; wr = wr->next) {
-        // C10-22, C10-97.2.1: receive posts are refused only in Reset.
-        if (qp->state == IBV_QPS_RESET) err = EINVAL;
+        // C10-22, C10-97.2.1: receive posts are refused only in Reset; o10-51.2.2: never on a
+        // QP attached to an SRQ.
+        if (qp->srq || qp->state == IBV_QPS_RESET) err = EINVAL;
         else if (qp->rq.producer - qp->rq.completed >= qp->rq.max_wr) err = ENOMEM;
         else if (wr->num_sge < 0 || uint32_t(wr->num_sge) > qp->rq.max_sge || (wr->num_sge && !wr->sg_list))
             err = EINVAL;

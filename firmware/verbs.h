@@ -83,8 +83,9 @@ enum ibv_atomic_cap { IBV_ATOMIC_NONE = 0, IBV_ATOMIC_HCA, IBV_ATOMIC_GLOB };
 enum ibv_port_state {
     IBV_PORT_NOP = 0, IBV_PORT_DOWN, IBV_PORT_INIT, IBV_PORT_ARMED, IBV_PORT_ACTIVE, IBV_PORT_ACTIVE_DEFER
 };
-/// Asynchronous event types (libibverbs numbering). QP events: CQ_ERR is CQ-affiliated, the
-/// port events and DEVICE_FATAL are unaffiliated; SRQ events are never raised (no SRQs).
+/// Asynchronous event types (libibverbs numbering). QP events: CQ_ERR is CQ-affiliated,
+/// SRQ_ERR and SRQ_LIMIT_REACHED are SRQ-affiliated, the port events and DEVICE_FATAL are
+/// unaffiliated.
 enum ibv_event_type {
     IBV_EVENT_CQ_ERR = 0, IBV_EVENT_QP_FATAL, IBV_EVENT_QP_REQ_ERR, IBV_EVENT_QP_ACCESS_ERR, IBV_EVENT_COMM_EST,
     IBV_EVENT_SQ_DRAINED, IBV_EVENT_PATH_MIG, IBV_EVENT_PATH_MIG_ERR, IBV_EVENT_DEVICE_FATAL, IBV_EVENT_PORT_ACTIVE,
@@ -148,13 +149,14 @@ struct ibv_cq;
 struct ibv_qp;
 struct ibv_comp_channel;
 struct ibv_mw;
+struct ibv_srq;
 
 /// One asynchronous event (ibv_get_async_event, or the handler of ibv_set_async_event_handler).
 struct ibv_async_event {
     union {
         ibv_cq* cq;    ///< IBV_EVENT_CQ_ERR
         ibv_qp* qp;    ///< QP events
-        void* srq;     ///< SRQ events (none: no SRQs)
+        ibv_srq* srq;  ///< IBV_EVENT_SRQ_ERR, IBV_EVENT_SRQ_LIMIT_REACHED
         int port_num;  ///< port events; 0 for IBV_EVENT_DEVICE_FATAL
     } element;
     ibv_event_type event_type;
@@ -164,7 +166,7 @@ struct ibv_async_event {
 struct ibv_pd {
     ibv_context* context;
     uint32_t handle;    ///< PD number
-    uint32_t refs;      ///< QPs, MRs, MWs and AHs using it
+    uint32_t refs;      ///< QPs, SRQs, MRs, MWs and AHs using it
 };
 /// Registered memory region (ibv_reg_mr, ibv_reg_phys_mr, ibv_reg_shared_mr, ibv_alloc_lkey).
 struct ibv_mr {
@@ -265,7 +267,7 @@ struct ibv_qp_init_attr {
     void* qp_context;
     ibv_cq* send_cq;
     ibv_cq* recv_cq;
-    void* srq;
+    ibv_srq* srq;  ///< receive WQEs come from this SRQ (RC, UC, UD); cap.max_recv_wr/sge are then ignored
     ibv_qp_cap cap;
     ibv_qp_type qp_type;
     int sq_sig_all;
@@ -293,6 +295,28 @@ struct ibv_wq_ring {
     uint32_t completed = 0;   ///< WQEs completed since Reset
     uint32_t max_wr = 0, max_sge = 0;
 };
+/// SRQ attributes (libibverbs).
+struct ibv_srq_attr {
+    uint32_t max_wr;     ///< WRs that may be outstanding
+    uint32_t max_sge;    ///< scatter entries per WR
+    uint32_t srq_limit;  ///< the SRQ limit (0: not armed)
+};
+struct ibv_srq_init_attr {
+    void* srq_context;
+    ibv_srq_attr attr;   ///< max_wr, max_sge requested (srq_limit must be 0 at create, as in libibverbs)
+};
+enum ibv_srq_attr_mask { IBV_SRQ_MAX_WR = 1 << 0, IBV_SRQ_LIMIT = 1 << 1 };
+/// Shared receive queue.
+struct ibv_srq {
+    ibv_context* context;
+    void* srq_context;
+    ibv_pd* pd;
+    uint32_t handle;            ///< SRQN
+    ibv_wq_ring ring;           ///< producer: WRs posted; completed: their completions polled
+    uint32_t refs = 0;          ///< QPs attached
+    uint32_t events_completed = 0;  ///< async events acknowledged
+    bool error = false;         ///< an SRQ error was reported (10.2.9.5)
+};
 /// Queue pair.
 struct ibv_qp {
     ibv_context* context;
@@ -310,6 +334,7 @@ struct ibv_qp {
     ibv_qp_attr attr;       ///< attributes as last modified
     uint32_t events_completed;  ///< async events acknowledged
     uint32_t create_flags = 0;  ///< ibv_qp_create_flags given at creation
+    ibv_srq* srq = nullptr;     ///< the SRQ its receive WQEs come from (rq is then unused)
 };
 /// Device context of one process.
 struct ibv_context {
@@ -317,6 +342,7 @@ struct ibv_context {
     fw::address_space* as;
     uint32_t uar;       ///< this context's UAR page index
     uint32_t pds = 0, cqs = 0, qps = 0, mrs = 0, ahs = 0, channels = 0, mws = 0;
+    uint32_t srqs = 0;
     std::vector<std::pair<uint64_t, uint64_t>> mapped;  ///< ibv_map_pages ranges (va, len), pinned
     std::deque<ibv_async_event> async_events;    ///< waiting for ibv_get_async_event, oldest first
     std::deque<ibv_async_event> handler_events;  ///< dispatched, not yet passed to the handler
@@ -399,7 +425,7 @@ int ibv_query_gid(ibv_context* ctx, uint8_t port_num, int index, ibv_gid* gid);
 
 /// Allocates a protection domain.
 ibv_pd* ibv_alloc_pd(ibv_context* ctx);
-/// Frees a PD; EBUSY while a QP, MR or AH uses it (C10-11.2.1).
+/// Frees a PD; EBUSY while a QP, SRQ, MR, MW or AH uses it (C10-11.2.1, C10-11.2.2).
 int ibv_dealloc_pd(ibv_pd* pd);
 
 /// Registers [addr, addr+length) of the process: pins, writes the MTT, creates the MPT (key byte
@@ -494,6 +520,28 @@ void ibv_ack_async_event(ibv_async_event* event);
 /// queued, at the end of the process_eq that consumed them (see docs/firmware.md).
 int ibv_set_async_event_handler(ibv_context* ctx, std::function<void(const ibv_async_event&)> handler);
 
+/// Creates a shared receive queue (IBA 10.2.9.2) in the PD (o10-2.2.1): attr.max_wr /
+/// attr.max_sge are updated with the actual capacities (>= the requested). EINVAL for a
+/// request above the device's max_srq_wr / max_srq_sge, a nonzero srq_limit, or an HCA without
+/// SRQs; ENOMEM when none is left.
+ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr);
+/// Modify SRQ (10.2.9.3): IBV_SRQ_LIMIT arms the limit (0 disarms; the HCA disarms it when
+/// SRQ_LIMIT_REACHED fires); IBV_SRQ_MAX_WR resizes while WRs are outstanding (o10-10.2.1), the
+/// outstanding WRs kept; attr->max_wr is updated with the actual capacity. EINVAL (SRQ
+/// unchanged, o10-10.2.2) when the new size is below the WRs outstanding or below the limit, or
+/// the limit is above the size; EINVAL on an SRQ in error (10.2.9.5).
+int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask);
+/// Query SRQ: capacities and the current limit (0 once it fired). EINVAL on an SRQ in error.
+int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr);
+/// Destroys an SRQ: EBUSY while QPs are attached (o10-10.2.3); otherwise succeeds with WRs
+/// still posted (o10-10.2.4), which are released with it without completions (o10-10.2.5).
+/// Its queued async events are dropped.
+int ibv_destroy_srq(ibv_srq* srq);
+/// Posts a list of receive WRs to the SRQ (same error convention as ibv_post_recv): ENOMEM for
+/// the first WR beyond the capacity (outstanding = posted - completions polled), EINVAL for too
+/// many SGEs. Accepted in any SRQ or QP state (o10-51.2.1); an SRQ in error keeps them unused.
+int ibv_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+
 /// Creates a QP in Reset (C10-20); cap is updated with the actual capacities. create_flags
 /// (hcasim) enable Fast Register WRs / the reserved L_Key (EINVAL if the HCA lacks them).
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init_attr);
@@ -520,7 +568,8 @@ int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid);
 /// post the MR's lkey / rkey carry the new key byte). What only the HCA knows (key states,
 /// rights, PDs, bounds) is reported in the completion.
 int ibv_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
-/// Posts a list of receive WRs (same error convention).
+/// Posts a list of receive WRs (same error convention). EINVAL for a QP attached to an SRQ
+/// (o10-51.2.2: post to the SRQ).
 int ibv_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 
 /// Size of the largest send WQE of a QP with these caps (bytes, 16-byte multiple).

@@ -27,6 +27,7 @@ command_unit::command_unit(const sc_module_name& name, const sc_time& clock, con
       ignored_busy("ignored_busy", "command doorbells ignored because a command was running"),
       id_(id),
       qp_state_(max_qps, NO_QP),
+      qp_srq_(max_qps, 0),
       cq_valid_(max_cqs, 0) {
     exec_cycles.range(0, 100000000);
     exec_time_ = clock * double(exec_cycles.get());
@@ -116,6 +117,8 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
             (1ull << t.log_num_mpts) > id_.caps.max_mr || (1ull << t.log_num_mtts) > id_.caps.max_mtt ||
             t.log_num_eqs > 4)
             return hw::CMD_BAD_PARAM;
+        if ((id_.caps.flags & hw::CAP_SRQ) && (1ull << t.log_num_srqs) > id_.caps.max_srq)
+            return hw::CMD_BAD_PARAM;
         tables_ = t;
         initialised_ = true;
         xlate_->set_tables(t.mpt_base, 1u << t.log_num_mpts, t.mtt_base, 1ull << t.log_num_mtts, 1u << t.log_num_qps);
@@ -195,8 +198,13 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
             return hw::CMD_BAD_PARAM;
         if (qp_state_[in_mod] != NO_QP)
             return hw::CMD_BAD_RESOURCE;
+        if (c.srqn && (!fetcher_->srq_valid(c.srqn - 1) || c.transport < hw::QPT_RC || c.transport > hw::QPT_UD))
+            return hw::CMD_BAD_RESOURCE;  // attached to an SRQ that does not exist
         c.qpn = in_mod;
         c.state = hw::QPS_RESET;
+        qp_srq_[in_mod] = c.srqn;
+        if (c.srqn)
+            fetcher_->srq_attach(c.srqn - 1, +1);
         dma.write(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay);
         qp_state_[in_mod] = hw::QPS_RESET;
         fetcher_->load_qp(c);
@@ -229,6 +237,9 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         hw::qp_context c{};
         dma.write(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay);
         qp_state_[in_mod] = NO_QP;
+        if (qp_srq_[in_mod])
+            fetcher_->srq_attach(qp_srq_[in_mod] - 1, -1);
+        qp_srq_[in_mod] = 0;
         fetcher_->set_state(in_mod, hw::QPS_RESET);
         engine_->destroy_qp(in_mod);
         pkeys_->unbind_qp(in_mod);
@@ -237,6 +248,72 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
     case hw::CMD_ATTACH_MCAST:
     case hw::CMD_DETACH_MCAST:
         return mcast(in_mod, m.opcode == hw::CMD_ATTACH_MCAST, m.in, delay);
+    case hw::CMD_CREATE_SRQ:
+    case hw::CMD_MODIFY_SRQ:
+    case hw::CMD_QUERY_SRQ:
+    case hw::CMD_DESTROY_SRQ:
+        return srq_command(m, delay);
+    default:
+        return hw::CMD_BAD_OPCODE;
+    }
+}
+
+uint8_t command_unit::srq_command(hw::cmd_mailbox& m, sc_time& delay) {
+    if (!(id_.caps.flags & hw::CAP_SRQ))
+        return hw::CMD_BAD_OPCODE;
+    const uint32_t srqn = m.in_mod;
+    if (srqn >= (1ull << tables_.log_num_srqs) || srqn >= id_.caps.max_srq)
+        return hw::CMD_BAD_PARAM;
+    const uint64_t at = tables_.srqc_base + uint64_t(srqn) * sizeof(hw::srq_context);
+    switch (m.opcode) {
+    case hw::CMD_CREATE_SRQ: {
+        hw::srq_context c;
+        std::memcpy(&c, m.in, sizeof c);
+        if (fetcher_->srq_valid(srqn))
+            return hw::CMD_BAD_RESOURCE;
+        if (c.log_size > 15 || c.log_stride < 4 || c.log_stride > MAX_SRQ_LOG_STRIDE || c.max_wr == 0 ||
+            c.max_wr >= (1u << c.log_size) || c.max_wr > id_.caps.max_srq_wr || c.limit > c.max_wr)
+            return hw::CMD_BAD_PARAM;
+        c.srqn = srqn;
+        c.valid = 1;
+        c.state = hw::SRQS_OK;
+        c.producer = c.consumer = 0;
+        c.attached = 0;
+        dma.write(at, &c, sizeof c, delay);
+        fetcher_->create_srq(c);
+        return hw::CMD_OK;
+    }
+    case hw::CMD_MODIFY_SRQ: {
+        if (!fetcher_->srq_valid(srqn))
+            return hw::CMD_BAD_RESOURCE;
+        hw::modify_srq_in in;
+        std::memcpy(&in, m.in, sizeof in);
+        const uint8_t st = fetcher_->modify_srq(srqn, m.op_mod, in, delay);
+        if (st == hw::CMD_OK) {
+            const hw::srq_context c = fetcher_->srq_ctx(srqn);
+            dma.write(at, &c, sizeof c, delay);
+        }
+        return st;
+    }
+    case hw::CMD_QUERY_SRQ: {
+        if (!fetcher_->srq_valid(srqn))
+            return hw::CMD_BAD_RESOURCE;
+        const hw::srq_context c = fetcher_->srq_ctx(srqn);
+        if (c.state == hw::SRQS_ERR)
+            return hw::CMD_BAD_STATE;  // 10.2.9.5
+        std::memcpy(m.out, &c, sizeof c);
+        return hw::CMD_OK;
+    }
+    case hw::CMD_DESTROY_SRQ: {
+        if (!fetcher_->srq_valid(srqn))
+            return hw::CMD_BAD_RESOURCE;
+        if (fetcher_->srq_ctx(srqn).attached)
+            return hw::CMD_BAD_STATE;  // o10-10.2.3: QPs are still associated with it
+        hw::srq_context c{};
+        dma.write(at, &c, sizeof c, delay);
+        fetcher_->destroy_srq(srqn);  // o10-10.2.4, o10-10.2.5: outstanding WQEs go with it
+        return hw::CMD_OK;
+    }
     default:
         return hw::CMD_BAD_OPCODE;
     }
@@ -316,6 +393,7 @@ uint8_t command_unit::modify_qp(uint32_t qpn, uint32_t new_state, const hw::modi
     // verbs semantics); the hardware checks that the context is usable.
     hw::qp_context c = in.ctx;
     c.qpn = qpn;
+    c.srqn = qp_srq_[qpn];  // the SRQ association is fixed at create
     c.state = uint8_t(new_state);
     if (new_state != hw::QPS_RESET && new_state != hw::QPS_ERR) {
         if (c.port != 1 || c.pkey_index >= pkeys_->table_len || (new_state >= hw::QPS_RTR && hw::mtu_bytes(c.mtu) == 0))

@@ -19,6 +19,7 @@ doorbell_unit::doorbell_unit(const sc_module_name& name, const sc_time& clock)
       reads("reads", "MMIO reads received"),
       sq_doorbells("sq_doorbells", "SQ doorbells"),
       rq_doorbells("rq_doorbells", "RQ doorbells"),
+      srq_doorbells("srq_doorbells", "SRQ doorbells"),
       cq_doorbells("cq_doorbells", "CQ doorbells"),
       inline_writes("inline_writes", "WQEs written through the inline window"),
       dropped("dropped", "MMIO writes dropped (FIFO full and the writer could not be stalled)"),
@@ -109,6 +110,7 @@ void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
         if (in_page == hw::UAR_SQ_DOORBELL && len == 8) e.k = kind::sq;
         else if (in_page == hw::UAR_RQ_DOORBELL && len == 8) e.k = kind::rq;
         else if (in_page == hw::UAR_CQ_DOORBELL && len == 8) e.k = kind::cq;
+        else if (in_page == hw::UAR_SRQ_DOORBELL && len == 8) e.k = kind::srq;
         else if (in_page == hw::UAR_INLINE_WQE && len >= 64 && len % 16 == 0) e.k = kind::inline_wqe;
         else {
             ++bad_accesses;
@@ -142,6 +144,10 @@ void doorbell_unit::dispatch() {
         case kind::rq:
             ++rq_doorbells;
             fetcher_->rq_doorbell(hw::doorbell_qpn(e.value), hw::doorbell_producer(e.value));
+            break;
+        case kind::srq:
+            ++srq_doorbells;
+            fetcher_->srq_doorbell(hw::doorbell_qpn(e.value), hw::doorbell_producer(e.value));
             break;
         case kind::cq:
             ++cq_doorbells;

@@ -28,7 +28,7 @@ public:
     param<unsigned> fifo_entries;    ///< doorbell FIFO depth; a writer finding it full stalls
     param<unsigned> decode_cycles;   ///< cycles from arrival to dispatch
 
-    counter writes, reads, sq_doorbells, rq_doorbells, cq_doorbells, inline_writes, dropped, stalls, bad_accesses;
+    counter writes, reads, sq_doorbells, rq_doorbells, srq_doorbells, cq_doorbells, inline_writes, dropped, stalls, bad_accesses;
 
     SC_HAS_PROCESS(doorbell_unit);
     doorbell_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& clock);
@@ -36,7 +36,7 @@ public:
     void bind(wqe_fetcher& f, cq_writer& c, command_unit& cmd) { fetcher_ = &f; cqw_ = &c; cmd_ = &cmd; }
 
 private:
-    enum class kind : uint8_t { global, sq, rq, cq, inline_wqe };
+    enum class kind : uint8_t { global, sq, rq, cq, srq, inline_wqe };
     struct entry {
         sc_core::sc_time at;
         kind k;

@@ -23,6 +23,7 @@ hca::hca(const sc_module_name& name, unsigned node_index)
       max_mrs("max_mrs", 65536, "MRs", "memory protection table entries"),
       max_mtts("max_mtts", 1u << 22, "entries", "memory translation table entries (4 KiB pages)"),
       max_qp_wr("max_qp_wr", 16384, "WQEs", "work requests per send or receive queue"),
+      max_srqs("max_srqs", 1024, "SRQs", "shared receive queues (SRQC entries); WQEs per SRQ: max_qp_wr"),
       mw_type2("mw_type2", "2B", "", "kind of the type 2 memory windows: 2A (QP-associated) or 2B (QP- and "
                                      "PD-associated); an HCA implements one (o10-37.2.31)"),
       node_guid("node_guid", 0, "", "node GUID; 0 derives 0x0002c90300000000 + node index + 1"),
@@ -31,7 +32,7 @@ hca::hca(const sc_module_name& name, unsigned node_index)
       dma("dma_mux"),
       doorbell("doorbell_unit", clock_),
       commands("command_unit", clock_, id_, max_qps, max_cqs),
-      fetcher("wqe_fetcher", clock_, max_qps),
+      fetcher("wqe_fetcher", clock_, max_qps, max_srqs),
       engine("transport_engine", clock_, max_qps),
       translation("translation_unit", clock_),
       cqs("cq_writer", clock_, max_cqs, 16),
@@ -45,12 +46,14 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     max_mrs.range(1, 1u << 24);
     max_mtts.range(1, 1u << 30);
     max_qp_wr.range(1, 1u << 16);
+    max_srqs.range(1, 1u << 24);
     if (mw_type2.get() != "2A" && mw_type2.get() != "2B")
         throw config_error(std::string(this->name()) + ".mw_type2: '" + mw_type2.get() + "' is not 2A or 2B");
 
     hw::hca_caps& c = id_.caps;
     c.flags = hw::CAP_RC | hw::CAP_UC | hw::CAP_UD | hw::CAP_MCAST | hw::CAP_INLINE | hw::CAP_RDMA_READ | hw::CAP_ATOMIC | hw::CAP_SQD_ASYNC | hw::CAP_MW |
               hw::CAP_SEND_INV | hw::CAP_ZBVA | hw::CAP_BLOCK_LIST | hw::CAP_LOCAL_INV_FENCE | hw::CAP_RESERVED_LKEY |
+              hw::CAP_SRQ | hw::CAP_SRQ_RESIZE |
               (mw_type2.get() == "2A" ? hw::CAP_MW_TYPE2A : hw::CAP_MW_TYPE2B);
     c.node_guid = node_guid ? node_guid.get() : 0x0002c90300000000ull + node_index + 1;
     c.sys_image_guid = c.node_guid;
@@ -62,6 +65,9 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     c.fw_ver = hw::INTERFACE_VERSION;
     c.max_qp = max_qps;
     c.max_qp_wr = max_qp_wr;
+    c.max_srq = max_srqs;
+    c.max_srq_wr = std::min(max_qp_wr.get(), 32767u);  // a ring of at most 2^15 slots (16-bit counters)
+    c.max_srq_sge = MAX_SGE;
     c.max_sge = MAX_SGE;
     c.max_cq = max_cqs;
     c.max_cqe = max_cqe;

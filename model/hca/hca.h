@@ -32,6 +32,7 @@ public:
     param<unsigned> max_mrs;     ///< MPT entries
     param<unsigned> max_mtts;    ///< MTT entries
     param<unsigned> max_qp_wr;   ///< WQEs per work queue
+    param<unsigned> max_srqs;    ///< shared receive queues (SRQC entries)
     param<std::string> mw_type2; ///< 2A|2B: the kind of type 2 memory windows
     param<uint64_t> node_guid;   ///< node GUID (0: derived from the node index)
 

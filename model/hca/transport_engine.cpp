@@ -94,6 +94,7 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
       mcast_deliveries("mcast_deliveries", "multicast datagrams delivered to attached QPs (one per QP)"),
       mcast_dropped("mcast_dropped", "multicast packets dropped (QPN not 0xFFFFFF, no GRH, not UD SEND, no attached QP)"),
       wq_catastrophic("wq_catastrophic", "local work queue catastrophic errors (a send WQE could not be read): QP_FATAL"),
+      srq_events("srq_events", "SRQ limit reached and SRQ error events raised"),
       qps_(max_qps),
       ready_(max_qps),
       resp_ready_(max_qps) {
@@ -159,6 +160,8 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
     q.sig_all = c.sig_all;
     q.pd = c.pd;
     q.who = xlate_owner{c.pd, c.qpn, c.mm_flags};
+    q.srqn = c.srqn;
+    q.recv_who = c.srqn ? xlate_owner{fetcher_->srq_pd(c.srqn - 1), c.qpn, c.mm_flags} : q.who;
     q.send_cqn = c.send_cqn;
     q.recv_cqn = c.recv_cqn;
     q.dest_qpn = c.dest_qpn;
@@ -267,6 +270,8 @@ void transport_engine::rq_posted(uint32_t qpn, uint16_t producer) {
     if (qpn >= qps_.size() || !qps_[qpn].valid)
         return;
     qp& q = qps_[qpn];
+    if (q.srqn)
+        return;  // its receive WQEs come from the SRQ (firmware refuses posts to it, o10-51.2.2)
     q.rq_producer = producer;
     sc_time delay = SC_ZERO_TIME;
     if (q.state == hw::QPS_ERR)  // C10-97.2.1: receives posted in Error complete in error
@@ -758,6 +763,10 @@ void transport_engine::enter_error(qp& q, sc_time& delay) {
     q.drain_pending = false;
     q.resend_pending = false;
     flush(q, delay);
+    // IBA 10.3.1, 11.6.3.1: an SRQ-attached QP in Error takes no more WQEs from its SRQ; the one
+    // it held has completed (flushed) above.
+    if (q.srqn)
+        post_event(q, hw::EQE_QP_LAST_WQE_REACHED, delay);
 }
 
 void transport_engine::post_event(qp& q, uint8_t type, sc_time& delay) {
@@ -1950,6 +1959,23 @@ void transport_engine::build_ud_headers(const qp& q, const send_wqe& w, wire::he
 bool transport_engine::take_recv_wqe(qp& q, sc_time& delay) {
     if (q.have_rwqe)
         return true;
+    if (q.srqn) {
+        // o10-53.2.1: the SRQ's next WQE, whichever of its QPs the message arrived at.
+        const wqe_fetcher::srq_outcome r = fetcher_->take_srq(q.srqn - 1, q.rwqe, delay);
+        if (r.limit_reached) {
+            ++srq_events;
+            cqw_->post_event(hw::EQE_SRQ_LIMIT, q.srqn - 1, delay);
+        }
+        if (r.entered_error) {
+            ++srq_events;
+            cqw_->post_event(hw::EQE_SRQ_ERROR, q.srqn - 1, delay);
+        }
+        if (r.result != wqe_fetcher::srq_take::ok)
+            return false;
+        q.have_rwqe = true;
+        q.recv_offset = 0;
+        return true;
+    }
     if (q.rq_consumer == q.rq_producer)
         return false;
     recv_at(q, q.rq_consumer, q.rwqe, delay);
@@ -1996,7 +2022,7 @@ bool transport_engine::scatter(qp& q, const uint8_t* data, uint32_t len, sc_time
         status = hw::CQE_LOC_LEN_ERR;
         return false;
     }
-    if (!write_sges(q.who, q.rwqe.sg, q.rwqe.num_sge, q.recv_offset, data, len, delay, status, syndrome))
+    if (!write_sges(q.recv_who, q.rwqe.sg, q.rwqe.num_sge, q.recv_offset, data, len, delay, status, syndrome))
         return false;
     q.recv_offset += len;
     return true;

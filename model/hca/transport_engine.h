@@ -75,7 +75,7 @@ public:
         acks_received, naks_received, rnr_naks_sent, duplicates, seq_errors, dropped_bad_qp, retransmits,
         timeouts, read_requests, read_responses_sent, read_responses_received, atomics_executed,
         atomic_replays, send_completions, recv_completions, error_completions, flushed, async_events,
-        uc_dropped, ud_dropped, qkey_violations, ud_oversize, mcast_deliveries, mcast_dropped, wq_catastrophic;
+        uc_dropped, ud_dropped, qkey_violations, ud_oversize, mcast_deliveries, mcast_dropped, wq_catastrophic, srq_events;
 
     SC_HAS_PROCESS(transport_engine);
     transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_qps);
@@ -155,6 +155,8 @@ private:
         bool sig_all = false;
         uint32_t qpn = 0, pd = 0, send_cqn = 0, recv_cqn = 0, dest_qpn = 0, access = 0;
         xlate_owner who;                    // PD, QPN and memory flags for the translation unit
+        xlate_owner recv_who;               // the same for receive WQE SGEs: the SRQ's PD with an SRQ (o10-37.2.12)
+        uint32_t srqn = 0;                  // SRQ number + 1, or 0: receive WQEs come from the QP's own ring
         uint16_t dlid = 0, pkey = 0xFFFF, pkey_index = 0;
         uint32_t qkey = 0;                  // UD: the QP's Q_Key (receive check; high-bit rule on send)
         bool uc_drop = false;               // UC: dropping the rest of a message (up to its next FIRST/ONLY)

@@ -9,11 +9,12 @@ namespace hcasim {
 
 using namespace sc_core;
 
-wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& clock, unsigned max_qps)
+wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& clock, unsigned max_qps, unsigned max_srqs)
     : sc_module(name),
       dma("dma"),
       batch_wqes("batch_wqes", 8, "WQEs", "WQEs read from one send ring in one DMA read at most"),
       parse_cycles("parse_cycles", 4, "cycles", "cycles to parse one WQE"),
+      srq_prefetch("srq_prefetch", 4, "WQEs", "receive WQEs read ahead per shared receive queue"),
       doorbells("doorbells", "SQ and RQ doorbells received"),
       inline_wqes("inline_wqes", "WQEs received through the inline window (no fetch)"),
       fetches("fetches", "DMA reads of send WQEs"),
@@ -22,9 +23,16 @@ wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& clock, unsig
       recv_fetches("recv_fetches", "receive WQEs read for the responder"),
       malformed("malformed", "WQEs that failed parsing"),
       qpc_reads("qpc_reads", "QP contexts read from host memory (after a create or modify)"),
+      srq_doorbells("srq_doorbells", "SRQ doorbells received"),
+      srq_taken("srq_taken", "receive WQEs taken from shared receive queues"),
+      srq_empty("srq_empty", "messages that found their QP's SRQ empty (or in error)"),
+      srq_limit_events("srq_limit_events", "SRQ limit reached events raised"),
+      srq_errors("srq_errors", "SRQs put in error (their ring could not be read)"),
       qps_(max_qps),
+      srqs_(max_srqs),
       ready_(max_qps) {
     batch_wqes.range(1, 64);
+    srq_prefetch.range(1, 256);
     parse_cycles.range(0, 100000);
     parse_time_ = clock * double(parse_cycles.get());
     buf_.resize(size_t(batch_wqes) * 4096);
@@ -212,13 +220,20 @@ bool wqe_fetcher::fetch_recv(uint32_t qpn, uint32_t index, recv_wqe& out, sc_tim
         load_ctx(qpn, q, delay);
     const uint32_t stride = 1u << q.rq_log_stride;
     const uint32_t slot = index & ((1u << q.rq_log_size) - 1);
-    uint8_t raw[sizeof(hw::wqe_recv_header) + MAX_SGE * sizeof(hw::wqe_data_seg)];
-    const uint32_t n = std::min<uint32_t>(stride, sizeof raw);
-    ++recv_fetches;
-    if (!dma.read(q.rq_base + uint64_t(slot) * stride, raw, n, delay)) {
+    if (!read_recv(q.rq_base + uint64_t(slot) * stride, stride, out, delay)) {
         out.malformed = true;
         return false;
     }
+    return true;
+}
+
+bool wqe_fetcher::read_recv(uint64_t pa, uint32_t stride, recv_wqe& out, sc_time& delay) {
+    out = recv_wqe{};
+    uint8_t raw[sizeof(hw::wqe_recv_header) + MAX_SGE * sizeof(hw::wqe_data_seg)];
+    const uint32_t n = std::min<uint32_t>(stride, sizeof raw);
+    ++recv_fetches;
+    if (!dma.read(pa, raw, n, delay))
+        return false;
     delay += parse_time_;
     hw::wqe_recv_header h;
     std::memcpy(&h, raw, sizeof h);
@@ -238,6 +253,178 @@ bool wqe_fetcher::fetch_recv(uint32_t qpn, uint32_t index, recv_wqe& out, sc_tim
         out.capacity += len;
     }
     return true;
+}
+
+// ---------------------------------------------------------------- shared receive queues
+
+void wqe_fetcher::create_srq(const hw::srq_context& c) {
+    if (c.srqn >= srqs_.size())
+        return;
+    srq_fetch& s = srqs_[c.srqn];
+    std::vector<recv_wqe> cache;
+    std::vector<sc_time> ready;
+    cache.swap(s.cache);
+    ready.swap(s.ready);
+    s = srq_fetch{};
+    s.valid = true;
+    s.srqn = c.srqn;
+    s.pd = c.pd;
+    s.limit = c.limit;
+    s.max_wr = c.max_wr;
+    s.base = c.base;
+    s.log_size = c.log_size;
+    s.log_stride = c.log_stride;
+    s.uar = c.uar;
+    // Sized once per SRQ number (at its first create), not per message.
+    cache.resize(srq_prefetch);
+    ready.resize(srq_prefetch);
+    s.cache.swap(cache);
+    s.ready.swap(ready);
+}
+
+void wqe_fetcher::destroy_srq(uint32_t srqn) {
+    if (srqn >= srqs_.size())
+        return;
+    srq_fetch& s = srqs_[srqn];
+    s.valid = false;
+    s.error = false;
+    s.attached = 0;
+    s.producer = s.consumer = s.fetched = 0;
+}
+
+hw::srq_context wqe_fetcher::srq_ctx(uint32_t srqn) const {
+    hw::srq_context c{};
+    if (!srq_valid(srqn))
+        return c;
+    const srq_fetch& s = srqs_[srqn];
+    c.srqn = srqn;
+    c.valid = 1;
+    c.state = s.error ? hw::SRQS_ERR : hw::SRQS_OK;
+    c.log_size = s.log_size;
+    c.log_stride = s.log_stride;
+    c.pd = s.pd;
+    c.limit = s.limit;
+    c.base = s.base;
+    c.max_wr = s.max_wr;
+    c.producer = s.producer;
+    c.consumer = s.consumer;
+    c.attached = s.attached;
+    c.uar = s.uar;
+    return c;
+}
+
+void wqe_fetcher::srq_attach(uint32_t srqn, int delta) {
+    if (srq_valid(srqn))
+        srqs_[srqn].attached = uint32_t(int(srqs_[srqn].attached) + delta);
+}
+
+uint8_t wqe_fetcher::modify_srq(uint32_t srqn, uint32_t mask, const hw::modify_srq_in& in, sc_time& delay) {
+    if (!srq_valid(srqn))
+        return hw::CMD_BAD_RESOURCE;
+    srq_fetch& s = srqs_[srqn];
+    if (s.error)
+        return hw::CMD_BAD_STATE;  // 10.2.9.5: an SRQ in error cannot be modified
+    if (mask & ~uint32_t(hw::SRQ_MODIFY_LIMIT | hw::SRQ_MODIFY_SIZE))
+        return hw::CMD_BAD_PARAM;
+    const uint32_t limit = (mask & hw::SRQ_MODIFY_LIMIT) ? in.limit : s.limit;
+    const uint32_t outstanding = uint16_t(s.producer - s.consumer);
+    if (mask & hw::SRQ_MODIFY_SIZE) {
+        // o10-10.2.2: the only refusals, and the SRQ is left as it was.
+        if (in.log_size > 15 || in.max_wr == 0 || in.max_wr >= (1u << in.log_size) || in.max_wr < outstanding ||
+            in.max_wr < limit)
+            return hw::CMD_BAD_PARAM;
+        // o10-10.2.1: the outstanding WQEs move to the same counter values in the new ring.
+        const uint32_t stride = 1u << s.log_stride;
+        const uint32_t old_mask = (1u << s.log_size) - 1, new_mask = (1u << in.log_size) - 1;
+        uint8_t slot[1u << MAX_SRQ_LOG_STRIDE];
+        const uint32_t n = std::min<uint32_t>(stride, sizeof slot);
+        for (uint16_t i = s.consumer; i != s.producer; ++i) {
+            if (!dma.read(s.base + uint64_t(i & old_mask) * stride, slot, n, delay) ||
+                !dma.write(in.base + uint64_t(i & new_mask) * stride, slot, n, delay))
+                return hw::CMD_BAD_PARAM;
+        }
+        s.base = in.base;
+        s.log_size = in.log_size;
+        s.max_wr = in.max_wr;
+    } else if ((mask & hw::SRQ_MODIFY_LIMIT) && limit > s.max_wr) {
+        return hw::CMD_BAD_PARAM;
+    }
+    s.limit = limit;
+    return hw::CMD_OK;
+}
+
+void wqe_fetcher::srq_doorbell(uint32_t srqn, uint16_t producer) {
+    ++srq_doorbells;
+    if (!srq_valid(srqn))
+        return;
+    srq_fetch& s = srqs_[srqn];
+    // A producer counter may not run ahead of the ring: ignore a doorbell claiming more.
+    if (uint16_t(producer - s.consumer) > (1u << s.log_size))
+        return;
+    s.producer = producer;
+    if (!s.error)
+        prefetch_srq(s, SC_ZERO_TIME);
+}
+
+void wqe_fetcher::prefetch_srq(srq_fetch& s, const sc_time& delay) {
+    const size_t depth = s.cache.size();
+    if (uint16_t(s.fetched - s.consumer) > depth)
+        s.fetched = s.consumer;  // consumed past the read-ahead
+    const uint32_t stride = 1u << s.log_stride;
+    while (s.fetched != s.producer && uint16_t(s.fetched - s.consumer) < depth) {
+        const size_t slot = s.fetched % depth;
+        sc_time t = delay;
+        const uint64_t pa = s.base + uint64_t(s.fetched & ((1u << s.log_size) - 1)) * stride;
+        if (!read_recv(pa, stride, s.cache[slot], t))
+            return;  // not readable: taking it finds out (and puts the SRQ in error)
+        s.ready[slot] = sc_time_stamp() + t;
+        ++s.fetched;
+    }
+}
+
+wqe_fetcher::srq_outcome wqe_fetcher::take_srq(uint32_t srqn, recv_wqe& out, sc_time& delay) {
+    srq_outcome r;
+    if (!srq_valid(srqn))
+        return r;
+    srq_fetch& s = srqs_[srqn];
+    if (s.error || s.consumer == s.producer) {
+        ++srq_empty;
+        r.result = s.error ? srq_take::error : srq_take::empty;
+        return r;
+    }
+    const size_t depth = s.cache.size();
+    const uint16_t index = s.consumer;
+    if (uint16_t(s.fetched - index) != 0 && uint16_t(s.fetched - index) <= depth) {
+        const size_t slot = index % depth;
+        out = s.cache[slot];
+        const sc_time now = sc_time_stamp();
+        if (s.ready[slot] > now + delay)
+            delay = s.ready[slot] - now;  // the read-ahead is still in flight
+    } else {
+        const uint32_t stride = 1u << s.log_stride;
+        if (!read_recv(s.base + uint64_t(index & ((1u << s.log_size) - 1)) * stride, stride, out, delay)) {
+            // 10.2.9.5: an SRQ catastrophic error; only Destroy SRQ leaves the error state.
+            s.error = true;
+            ++srq_errors;
+            ++srq_empty;
+            r.result = srq_take::error;
+            r.entered_error = true;
+            return r;
+        }
+        if (s.fetched == index)
+            ++s.fetched;
+    }
+    ++s.consumer;
+    ++srq_taken;
+    r.result = srq_take::ok;
+    // 10.2.9.3: fewer WQEs than the armed limit: one event, and the limit is reset to zero.
+    if (s.limit && uint16_t(s.producer - s.consumer) < s.limit) {
+        s.limit = 0;
+        ++srq_limit_events;
+        r.limit_reached = true;
+    }
+    prefetch_srq(s, delay);
+    return r;
 }
 
 void wqe_fetcher::parse_send(const uint8_t* p, uint32_t len, uint32_t qpn, uint8_t transport, send_wqe& w) {

@@ -2,7 +2,9 @@
 // arbitrates round robin among QPs with unfetched work (a FIFO of ready QPNs, no process per
 // QP), reads batches of WQEs from host memory by DMA through the PCIe link, parses them and
 // hands them to the transport engine. Also parses WQEs written through the inline window, and
-// reads receive WQEs for the responder.
+// reads receive WQEs for the responder: from a QP's receive ring, or from a shared receive
+// queue (SRQ), whose state (ring, producer/consumer counters, limit, error state) it holds on
+// chip, with a few WQEs read ahead per SRQ.
 #pragma once
 #include <systemc>
 
@@ -12,11 +14,15 @@
 #include "model/core/stats.h"
 #include "model/hca/dma_port.h"
 #include "model/hca/work_request.h"
+#include "tlm_if/commands.h"
 #include "tlm_if/contexts.h"
 
 namespace hcasim {
 
 class transport_engine;
+
+/// Largest SRQ slot (log2 bytes): a receive WQE with MAX_SGE segments fits in 512 bytes.
+constexpr unsigned MAX_SRQ_LOG_STRIDE = 9;
 
 class wqe_fetcher : public sc_core::sc_module {
 public:
@@ -24,11 +30,14 @@ public:
 
     param<unsigned> batch_wqes;     ///< WQEs read per DMA at most
     param<unsigned> parse_cycles;   ///< cycles to parse one WQE
+    param<unsigned> srq_prefetch;   ///< receive WQEs read ahead per SRQ (on-chip)
 
-    counter doorbells, inline_wqes, fetches, wqes_fetched, bytes_fetched, recv_fetches, malformed, qpc_reads;
+    counter doorbells, inline_wqes, fetches, wqes_fetched, bytes_fetched, recv_fetches, malformed, qpc_reads,
+        srq_doorbells, srq_taken, srq_empty, srq_limit_events, srq_errors;
 
     SC_HAS_PROCESS(wqe_fetcher);
-    wqe_fetcher(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_qps);
+    wqe_fetcher(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_qps,
+                unsigned max_srqs);
 
     void bind_engine(transport_engine& te) { engine_ = &te; }
 
@@ -53,6 +62,32 @@ public:
     /// For the responder: reads and parses receive WQE `index` of the QP's receive ring.
     bool fetch_recv(uint32_t qpn, uint32_t index, recv_wqe& out, sc_core::sc_time& delay);
 
+    // Shared receive queues (IBA 10.2.9).
+    /// From the command unit: CMD_CREATE_SRQ (the context as written to the SRQC table).
+    void create_srq(const hw::srq_context& c);
+    void destroy_srq(uint32_t srqn);
+    bool srq_valid(uint32_t srqn) const { return srqn < srqs_.size() && srqs_[srqn].valid; }
+    /// The SRQ's context as the HCA holds it now (counters, limit, state).
+    hw::srq_context srq_ctx(uint32_t srqn) const;
+    /// QPs attached (CMD_CREATE_QP / CMD_DESTROY_QP with an SRQ).
+    void srq_attach(uint32_t srqn, int delta);
+    /// CMD_MODIFY_SRQ: arm the limit and/or resize (the outstanding WQEs are copied to the new
+    /// ring). Returns a cmd_status.
+    uint8_t modify_srq(uint32_t srqn, uint32_t mask, const hw::modify_srq_in& in, sc_core::sc_time& delay);
+    /// From the doorbell unit.
+    void srq_doorbell(uint32_t srqn, uint16_t producer);
+    /// What taking an SRQ WQE did besides the WQE: the events the caller raises.
+    enum class srq_take : uint8_t { ok, empty, error };
+    struct srq_outcome {
+        srq_take result = srq_take::empty;
+        bool limit_reached = false;  ///< the count fell below the armed limit: SRQ_LIMIT event (disarmed now)
+        bool entered_error = false;  ///< the ring could not be read: SRQ_ERROR event, SRQ in error
+    };
+    /// For the responder: the SRQ's next WQE, in ring order (o10-53.2.1).
+    srq_outcome take_srq(uint32_t srqn, recv_wqe& out, sc_core::sc_time& delay);
+    /// The SRQ's protection domain (receive SGEs of its QPs are checked against it, o10-37.2.12).
+    uint32_t srq_pd(uint32_t srqn) const { return srq_valid(srqn) ? srqs_[srqn].pd : 0; }
+
     /// Parses a send WQE image (for the ring path and the inline window).
     static void parse_send(const uint8_t* p, uint32_t len, uint32_t qpn, uint8_t transport, send_wqe& w);
 
@@ -72,10 +107,25 @@ private:
     bool may_fetch(const qp_fetch& q) const;
     /// Reads the QP's context from the QPC table (ring bases, sizes, strides).
     void load_ctx(uint32_t qpn, qp_fetch& q, sc_core::sc_time& delay);
+    /// Reads and parses one receive WQE at `pa` (slot of `stride` bytes); false if the DMA failed.
+    bool read_recv(uint64_t pa, uint32_t stride, recv_wqe& out, sc_core::sc_time& delay);
+
+    struct srq_fetch {
+        bool valid = false, error = false;
+        uint8_t log_size = 0, log_stride = 4;
+        uint32_t srqn = 0, pd = 0, limit = 0, max_wr = 0, attached = 0, uar = 0;
+        uint64_t base = 0;
+        uint16_t producer = 0, consumer = 0;
+        uint16_t fetched = 0;                    // next WQE to read ahead
+        std::vector<recv_wqe> cache;             // read-ahead WQEs, by index mod size
+        std::vector<sc_core::sc_time> ready;     // when each read-ahead WQE's read completes
+    };
+    void prefetch_srq(srq_fetch& s, const sc_core::sc_time& delay);
 
     transport_engine* engine_ = nullptr;
     uint64_t qpc_base_ = 0;
     std::vector<qp_fetch> qps_;
+    std::vector<srq_fetch> srqs_;
     std::vector<uint32_t> ready_;  // FIFO ring of QPNs
     size_t ready_head_ = 0, ready_count_ = 0;
     sc_core::sc_event work_;
