@@ -844,3 +844,62 @@ SIM_TEST(E2eSrq, rc_messages_finding_the_srq_empty_are_rnr_naked_and_complete_af
         EXPECT_EQ(ctr(0, "transport_engine.error_completions"), 0u);
     });
 }
+
+/// The SRQ commands refuse what the interface does not allow, whatever the driver sends.
+SIM_TEST(E2eSrq, srq_commands_reject_bad_contexts_and_keep_attached_srqs) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        fw::hca_driver& drv = h.s[1].sw->driver;
+        auto create = [&](uint32_t srqn, uint8_t log_size, uint8_t log_stride, uint32_t max_wr, uint32_t limit = 0) {
+            hw::srq_context c{};
+            c.log_size = log_size;
+            c.log_stride = log_stride;
+            c.max_wr = max_wr;
+            c.limit = limit;
+            c.pd = h.s[1].pd->handle;
+            c.base = h.pa_of(1, h.alloc(1, 1u << (log_size + std::min<uint8_t>(log_stride, 9)), 4096));
+            return drv.exec(hw::CMD_CREATE_SRQ, srqn, 0, &c, sizeof c);
+        };
+        EXPECT_EQ(create(5, 4, 3, 8), hw::CMD_BAD_PARAM) << "slot smaller than a receive WQE header";
+        EXPECT_EQ(create(5, 4, 10, 8), hw::CMD_BAD_PARAM) << "slot larger than any receive WQE";
+        EXPECT_EQ(create(5, 4, 5, 16), hw::CMD_BAD_PARAM) << "capacity must be below the slot count";
+        EXPECT_EQ(create(5, 4, 5, 0), hw::CMD_BAD_PARAM);
+        EXPECT_EQ(create(5, 16, 5, 8), hw::CMD_BAD_PARAM) << "ring beyond 2^15 slots";
+        EXPECT_EQ(create(5, 4, 5, 8, 9), hw::CMD_BAD_PARAM) << "limit above the capacity";
+        EXPECT_EQ(create(100000, 4, 5, 8), hw::CMD_BAD_PARAM) << "SRQN beyond the table";
+        ASSERT_EQ(create(5, 4, 5, 15), hw::CMD_OK);
+        EXPECT_EQ(create(5, 4, 5, 15), hw::CMD_BAD_RESOURCE) << "exists";
+        hw::srq_context q{};
+        ASSERT_EQ(drv.exec(hw::CMD_QUERY_SRQ, 5, 0, nullptr, 0, &q, sizeof q), hw::CMD_OK);
+        EXPECT_EQ(q.srqn, 5u);
+        EXPECT_EQ(q.max_wr, 15u);
+        EXPECT_EQ(q.attached, 0u);
+        EXPECT_EQ(drv.exec(hw::CMD_QUERY_SRQ, 6, 0, nullptr, 0, &q, sizeof q), hw::CMD_BAD_RESOURCE);
+        hw::modify_srq_in m{};
+        EXPECT_EQ(drv.exec(hw::CMD_MODIFY_SRQ, 5, 4, &m, sizeof m), hw::CMD_BAD_PARAM) << "unknown mask bit";
+        // A QP naming an SRQ that does not exist is refused; one naming SRQ 5 holds it.
+        hw::qp_context c = h.s[1].qp->hw_ctx;
+        c.state = hw::QPS_RESET;
+        c.srqn = 7 + 1;
+        uint32_t qpn = 0;
+        ASSERT_TRUE(drv.alloc_qpn(&qpn));
+        EXPECT_EQ(drv.exec(hw::CMD_CREATE_QP, qpn, 0, &c, sizeof c), hw::CMD_BAD_RESOURCE);
+        c.srqn = 5 + 1;
+        ASSERT_EQ(drv.exec(hw::CMD_CREATE_QP, qpn, 0, &c, sizeof c), hw::CMD_OK);
+        ASSERT_EQ(drv.exec(hw::CMD_QUERY_SRQ, 5, 0, nullptr, 0, &q, sizeof q), hw::CMD_OK);
+        EXPECT_EQ(q.attached, 1u);
+        EXPECT_EQ(drv.exec(hw::CMD_DESTROY_SRQ, 5, 0, nullptr, 0), hw::CMD_BAD_STATE) << "o10-10.2.3 in hardware too";
+        // MODIFY_QP cannot move the QP to another SRQ: the association stays.
+        hw::modify_qp_in mi{};
+        mi.ctx = c;
+        mi.ctx.srqn = 0;
+        mi.ctx.state = hw::QPS_ERR;
+        ASSERT_EQ(drv.exec(hw::CMD_MODIFY_QP, qpn, hw::QPS_ERR, &mi, sizeof mi), hw::CMD_OK);
+        hw::qp_context back{};
+        ASSERT_EQ(drv.exec(hw::CMD_QUERY_QP, qpn, 0, nullptr, 0, &back, sizeof back), hw::CMD_OK);
+        EXPECT_EQ(back.srqn, 6u);
+        ASSERT_EQ(drv.exec(hw::CMD_DESTROY_QP, qpn, 0, nullptr, 0), hw::CMD_OK);
+        EXPECT_EQ(drv.exec(hw::CMD_DESTROY_SRQ, 5, 0, nullptr, 0), hw::CMD_OK);
+        EXPECT_EQ(drv.exec(hw::CMD_DESTROY_SRQ, 5, 0, nullptr, 0), hw::CMD_BAD_RESOURCE);
+    });
+}
