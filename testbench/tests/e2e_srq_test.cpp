@@ -903,3 +903,69 @@ SIM_TEST(E2eSrq, srq_commands_reject_bad_contexts_and_keep_attached_srqs) {
         EXPECT_EQ(drv.exec(hw::CMD_DESTROY_SRQ, 5, 0, nullptr, 0), hw::CMD_BAD_RESOURCE);
     });
 }
+
+/// IBA 10.5.x (multicast with SRQs): every attached UD QP of the group receives the datagram and
+/// takes its own WQE from the SRQ they share; without a WQE left, that QP's copy is dropped.
+SIM_TEST(E2eSrq, multicast_to_ud_qps_sharing_an_srq_takes_one_wqe_per_member_qp) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        ibv_srq* srq = make_srq(h, 1, 16);
+        link_qp l = make_link(h, srq, IBV_QPT_UD);  // l.rcv is the first member
+        ibv_cq* cq2 = ibv_create_cq(h.s[1].ctx, 16);
+        ibv_qp* second = make_qp(h, 1, h.s[1].pd, IBV_QPT_UD, cq2, cq2, srq);
+        ASSERT_EQ(h.connect_qp(second, IBV_QPS_RTS, 0, 0, 0, 0), 0);
+        ibv_gid g{};
+        g.raw[0] = 0xFF;
+        g.raw[1] = 0x12;
+        g.raw[15] = 9;
+        const uint16_t mlid = 0xC009;
+        ASSERT_EQ(ibv_attach_mcast(l.rcv, &g, mlid), 0);
+        ASSERT_EQ(ibv_attach_mcast(second, &g, mlid), 0);
+        ibv_ah_attr aa{};
+        aa.dlid = mlid;
+        aa.port_num = 1;
+        aa.is_global = 1;
+        aa.grh.dgid = g;
+        aa.grh.hop_limit = 1;
+        l.ah = ibv_create_ah(h.s[0].pd, &aa);
+        ASSERT_NE(l.ah, nullptr);
+        buf d = make_buf(h, 1, 4 * 1024);
+        for (uint64_t k = 0; k < 3; ++k) ASSERT_EQ(post_srq(srq, d.va + k * 1024, 1024, d.mr->lkey, k), 0);
+        buf s = make_buf(h, 0, 4096, 0x4D);
+        ibv_sge sge{s.va, 100, s.mr->lkey};
+        ibv_send_wr w{};
+        w.sg_list = &sge;
+        w.num_sge = 1;
+        w.opcode = IBV_WR_SEND;
+        w.send_flags = IBV_SEND_SIGNALED;
+        w.wr.ud.ah = l.ah;
+        w.wr.ud.remote_qpn = 0xFFFFFF;
+        w.wr.ud.remote_qkey = h.config().qkey;
+        ibv_send_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_send(l.snd, &w, &bad), 0);
+        EXPECT_EQ(one_wc(h, l.scq, "multicast send").status, IBV_WC_SUCCESS);
+        const ibv_wc a = one_wc(h, l.rcq, "first member");
+        const ibv_wc b = one_wc(h, cq2, "second member");
+        EXPECT_EQ(a.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(b.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(a.qp_num, l.rcv->qp_num);
+        EXPECT_EQ(b.qp_num, second->qp_num);
+        EXPECT_NE(a.wr_id, b.wr_id) << "each member took its own WQE";
+        EXPECT_EQ(a.wr_id + b.wr_id, 1u) << "WQEs 0 and 1, in the SRQ's order";
+        for (const ibv_wc* c : {&a, &b}) {
+            EXPECT_EQ(c->byte_len, 140u);
+            h.expect_fill(1, d.va + c->wr_id * 1024 + 40, 100, 0x4D, "payload");
+        }
+        // One WQE left: one member gets the next datagram, the other's copy is dropped.
+        const uint64_t empty_before = ctr(1, "wqe_fetcher.srq_empty");
+        ASSERT_EQ(ibv_post_send(l.snd, &w, &bad), 0);
+        EXPECT_EQ(one_wc(h, l.scq, "multicast send").status, IBV_WC_SUCCESS);
+        auto r1 = h.wait_wc(l.rcq, 1, kQuietNs);
+        auto r2 = h.wait_wc(cq2, 1, kQuietNs);
+        ASSERT_EQ(r1.size() + r2.size(), 1u);
+        EXPECT_EQ((r1.empty() ? r2 : r1)[0].wr_id, 2u);
+        EXPECT_EQ(ctr(1, "wqe_fetcher.srq_empty"), empty_before + 1);
+        ASSERT_EQ(ibv_detach_mcast(l.rcv, &g, mlid), 0);
+        ASSERT_EQ(ibv_detach_mcast(second, &g, mlid), 0);
+    });
+}
