@@ -13,7 +13,7 @@ port::port(const sc_module_name& name)
       rx("rx"),
       tx_queue_packets("tx_queue_packets", 128, "packets",
                        "transmit queue depth (packets waiting for the wire; as many for the loopback path)"),
-      rx_buffer_packets("rx_buffer_packets", 256, "packets", "receive buffer depth; arrivals beyond it are dropped"),
+      rx_buffer_packets("rx_buffer_packets", 256, "packets", "initial depth of the arrival queue (packets scheduled towards the port; it doubles when full)"),
       rx_pipeline_ns("rx_pipeline_ns", 20.0, "ns", "receive pipeline: last bit in to P_Key checker"),
       loopback_ns("loopback_ns", 0.0, "ns",
                   "loopback to own LID: last bit serialised to the receive pipeline (no wire, no cable)"),
@@ -24,7 +24,7 @@ port::port(const sc_module_name& name)
       rx_bad_vcrc("rx_bad_vcrc", "packets dropped for a VCRC mismatch"),
       rx_bad_icrc("rx_bad_icrc", "packets dropped for an ICRC mismatch"),
       rx_malformed("rx_malformed", "packets dropped as malformed (length, LNH, version, opcode)"),
-      rx_overflow("rx_overflow", "packets dropped because the receive buffer was full"),
+      rx_queue_grows("rx_queue_grows", "times the arrival queue doubled (more packets scheduled towards the port than rx_buffer_packets)"),
       rx_bad_dlid("rx_bad_dlid", "packets dropped for a DLID neither ours, multicast nor permissive"),
       loopback_packets("loopback_packets", "packets to our own LID looped back (not on the wire)"),
       loopback_bytes("loopback_bytes", "bytes looped back (LRH through VCRC)") {
@@ -134,8 +134,20 @@ void port::rx_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
 
 void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival) {
     if (rx_count_ == rx_ring_.size()) {
-        ++rx_overflow;
-        return;
+        // The queue holds packets whose arrival lies ahead (senders hand packets to the link when
+        // they schedule them; a response waiting for its data's DMA may be scheduled far ahead).
+        // Packets are processed the moment they arrive, so none of these occupies a receive
+        // buffer yet: the queue grows (doubling, rarely) rather than dropping what a lossless
+        // link delivers.
+        std::vector<std::unique_ptr<rx_slot>> grown;
+        grown.reserve(rx_ring_.size() * 2);
+        for (size_t i = 0; i < rx_count_; ++i)
+            grown.push_back(std::move(rx_ring_[(rx_head_ + i) % rx_ring_.size()]));
+        while (grown.size() < rx_ring_.size() * 2)
+            grown.push_back(std::make_unique<rx_slot>());
+        rx_ring_.swap(grown);
+        rx_head_ = 0;
+        ++rx_queue_grows;
     }
     if (len > MAX_PACKET_BYTES) {
         ++rx_malformed;

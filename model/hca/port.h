@@ -26,12 +26,12 @@ public:
     tlm_utils::simple_target_socket<port> rx;     ///< from the far end
 
     param<unsigned> tx_queue_packets;   ///< packets that may wait for the wire (as many for the loopback)
-    param<unsigned> rx_buffer_packets;  ///< receive buffer; arrivals beyond it are dropped
+    param<unsigned> rx_buffer_packets;  ///< initial depth of the arrival queue (it doubles when full)
     param<double> rx_pipeline_ns;       ///< from last bit in to the packet reaching the P_Key checker
     param<double> loopback_ns;          ///< loopback path: last bit looped back to the receive pipeline
 
     counter tx_packets, tx_bytes, rx_packets, rx_bytes;
-    counter rx_bad_vcrc, rx_bad_icrc, rx_malformed, rx_overflow, rx_bad_dlid;
+    counter rx_bad_vcrc, rx_bad_icrc, rx_malformed, rx_queue_grows, rx_bad_dlid;
     counter loopback_packets, loopback_bytes;
 
     SC_HAS_PROCESS(port);
@@ -67,7 +67,7 @@ public:
 private:
     void rx_b_transport(tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
     /// Puts a received packet into the receive buffer, to reach the P_Key checker at `arrival`
-    /// (absolute); counts and drops it if the buffer is full or it is too long.
+    /// (absolute); counts and drops it if it is too long.
     void enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_core::sc_time& arrival);
     void rx_process();
 

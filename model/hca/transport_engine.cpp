@@ -62,7 +62,7 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
                    "responder sends one ACK per N packets that request one (1: every one)"),
       ack_coalesce_ns("ack_coalesce_ns", 1000.0, "ns",
                       "responder sends a held-back coalesced ACK after at most this long"),
-      rq_prefetch("rq_prefetch", 4, "WQEs", "receive WQEs the responder reads ahead per QP (on chip)"),
+      rq_prefetch("rq_prefetch", 4, "WQEs", "receive WQEs the responder reads ahead per QP (on chip; a power of two)"),
       tx_packets("tx_packets", "request packets sent"),
       tx_payload_bytes("tx_payload_bytes", "request payload bytes sent"),
       rx_packets("rx_packets", "request packets accepted by the responder"),
@@ -105,6 +105,11 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
     ack_coalesce.range(1, 1024);
     ack_coalesce_ns.range(0, 1e9);
     rq_prefetch.range(1, 256);
+    // The read-ahead is indexed by the 16-bit WQE counter mod its depth: a power of two keeps
+    // that mapping one-to-one across the counter's wrap.
+    if (rq_prefetch & (rq_prefetch - 1))
+        throw config_error(std::string(this->name()) + ".rq_prefetch: " + std::to_string(rq_prefetch.get()) +
+                           " is not a power of two");
     packet_time_ = clock * double(packet_cycles.get());
     rx_time_ = clock * double(rx_cycles.get());
     tx_latency_cycles.range(0, 1000000);

@@ -14,7 +14,7 @@ wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& clock, unsig
       dma("dma"),
       batch_wqes("batch_wqes", 8, "WQEs", "WQEs read from one send ring in one DMA read at most"),
       parse_cycles("parse_cycles", 4, "cycles", "cycles to parse one WQE"),
-      srq_prefetch("srq_prefetch", 4, "WQEs", "receive WQEs read ahead per shared receive queue"),
+      srq_prefetch("srq_prefetch", 32, "WQEs", "receive WQEs read ahead per shared receive queue (a power of two)"),
       doorbells("doorbells", "SQ and RQ doorbells received"),
       inline_wqes("inline_wqes", "WQEs received through the inline window (no fetch)"),
       fetches("fetches", "DMA reads of send WQEs"),
@@ -33,6 +33,11 @@ wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& clock, unsig
       ready_(max_qps) {
     batch_wqes.range(1, 64);
     srq_prefetch.range(1, 256);
+    // Indexed by the 16-bit WQE counter mod the depth: a power of two keeps that one-to-one
+    // across the counter's wrap.
+    if (srq_prefetch & (srq_prefetch - 1))
+        throw config_error(std::string(this->name()) + ".srq_prefetch: " + std::to_string(srq_prefetch.get()) +
+                           " is not a power of two");
     parse_cycles.range(0, 100000);
     parse_time_ = clock * double(parse_cycles.get());
     buf_.resize(size_t(batch_wqes) * 4096);

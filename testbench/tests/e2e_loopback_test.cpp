@@ -201,7 +201,7 @@ SIM_TEST(PortLoopback, wire_arrivals_and_looped_back_packets_reach_the_receiver_
     EXPECT_EQ(count("node0.hca.port.loopback_packets"), 3u);
     EXPECT_EQ(count("node0.hca.port.tx_packets"), 0u);
     EXPECT_EQ(count("node1.hca.port.tx_packets"), 3u);
-    EXPECT_EQ(count("node0.hca.port.rx_overflow"), 0u);
+    EXPECT_EQ(count("node0.hca.port.rx_malformed"), 0u);
 }
 
 SIM_TEST(PortLoopback, lmc_range_loops_back_multicast_loops_back_and_goes_out_others_go_to_the_wire) {
@@ -455,7 +455,7 @@ SIM_TEST(E2eLoopback, C10_6_rc_between_two_qps_of_one_port_never_reaches_the_lin
         EXPECT_GT(after.since(before, 4), payload + looped * 26);  // headers + CRCs of every packet
         EXPECT_GE(after.since(before, 10), 2u * 2u * sizes.size());  // SENDs and WRITEs were ACKed
         EXPECT_EQ(rc_harness::counter_value("node0.hca.port.rx_bad_dlid"), 0u);
-        EXPECT_EQ(rc_harness::counter_value("node0.hca.port.rx_overflow"), 0u);
+        EXPECT_EQ(rc_harness::counter_value("node0.hca.port.rx_malformed"), 0u);
         std::printf("loopback: %u messages, %llu packets looped back (%u requests, %u READ responses, %llu ACKs), "
                     "0 on the wire\n",
                     messages, (unsigned long long)looped, requests, read_responses,
@@ -637,7 +637,7 @@ SIM_TEST(E2eLoopback, C10_6_streams_both_ways_share_the_loopback_path_and_lose_n
             EXPECT_EQ(after.since(before, i), 0u) << traffic::keys[i];
         EXPECT_EQ(after.since(before, 9), 2u * kMsgs * (kSize / 4096));
         EXPECT_EQ(after.since(before, 13), 0u);  // no retransmission
-        EXPECT_EQ(rc_harness::counter_value("node0.hca.port.rx_overflow"), 0u);
+        EXPECT_EQ(rc_harness::counter_value("node0.hca.port.rx_malformed"), 0u);
         // Both streams share one serialiser at the port rate: no faster than the wire.
         const double gbps = 2.0 * kMsgs * kSize * 8 / double(took);
         std::printf("loopback streams: 2 x %u x %zu B in %llu ns = %.1f Gb/s together\n", kMsgs, kSize,
