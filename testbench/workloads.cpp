@@ -475,6 +475,14 @@ private:
         // the device's queue and CQ sizes allow; otherwise perftest's rx_depth.
         s.rq_depth = srq_ ? 0 : wp_.rx_depth;  // srq_bw: node1's QPs use the SRQ, node0 receives nothing
         unsigned rcq_entries = wp_.rx_depth * 2;
+        if (nq_ > 2 && !srq_) {
+            // One receive CQ for every QP's rx_depth receives: a server that polls slower than
+            // the messages arrive must not overrun it (the completions would be lost).
+            ibv_device_attr dev{};
+            if (ibv_query_device(s.ctx, &dev) != 0)
+                fail(node + ": ibv_query_device failed");
+            rcq_entries = unsigned(std::min<uint64_t>(uint64_t(wp_.rx_depth) * nq_, uint64_t(dev.max_cqe)));
+        }
         if (srq_ && i == 1)
             rcq_entries = srq_size(i, node);
         else if (ud_rq_need_ && i >= 1 && !srq_) {
