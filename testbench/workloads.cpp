@@ -1444,7 +1444,7 @@ private:
                 } else if (v) {
                     check_recv_wc(at(ph, size, i, q, received[q], "receive completion"), wc, size);
                     chk_.bytes(at(ph, size, i, q, received[q], "receive buffer"),
-                               peek(1, recv_area(1, q) + grh_bytes, size), size, key(0, q, step, 0));
+                               peek(i, recv_area(i, q) + grh_bytes, size), size, key(0, q, step, 0));
                 }
                 ++received[q];
             } else {
