@@ -54,6 +54,16 @@ printf '%-19s%s\n' "mcast_bw 4K x15" "$(field "$tmp/mc.json" "d['results'][0]['b
 printf '%-19s%s\n' "  delivered" "$(field "$tmp/mc.json" "d['results'][0].get('datagrams_delivered')")"
 echo "  wall_s           $wall (16 nodes)"
 
+echo "== Shared receive queue (issue 6): SEND into one SRQ shared by 16 QPs, RC (srq_bw) and UD (ud_srq_bw)"
+for sz in 64 4K 64K; do
+    "$bin" --workload srq_bw --size "$sz" --iters 2000 --stats-json "$tmp/srq.json" > /dev/null
+    printf '%-19s%s Gb/s, %s Mpps, %s RNR NAKs\n' "srq_bw $sz" "$(field "$tmp/srq.json" "round(d['results'][0]['bw_gbps'], 2)")" \
+        "$(field "$tmp/srq.json" "round(d['results'][0]['msg_rate_mpps'], 3)")" \
+        "$(field "$tmp/srq.json" "d['results'][0]['srq']['rnr_naks_sent']")"
+done
+"$bin" --workload ud_srq_bw --size 4K --iters 2000 --stats-json "$tmp/srq.json" > /dev/null
+printf '%-19s%s\n' "ud_srq_bw 4K" "$(field "$tmp/srq.json" "d['results'][0]['bw_gbps']")"
+
 echo "== PCIe DMA alone, Gen3 x8, MPS 256, MRRS 512 (calibration.md: write 52.92, read 53.69 Gb/s at >= 256 B)"
 for w in dma_write_bw dma_read_bw; do
     "$bin" --workload "$w" --size 4K --iters 5000 --set pcie.lanes=8 --stats-json "$tmp/dma.json" > /dev/null

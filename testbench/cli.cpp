@@ -88,12 +88,13 @@ const std::vector<std::string>& workload_names() {
     static const std::vector<std::string> names = {"write_lat", "send_lat", "read_lat", "atomic_lat",
                                                    "write_bw", "send_bw", "read_bw", "atomic_rate",
                                                    "ud_send_lat", "ud_send_bw", "uc_write_bw", "mcast_bw",
-                                                   "mr_scale", "dma_read_bw", "dma_write_bw", "attack_suite"};
+                                                   "srq_bw", "ud_srq_bw", "mr_scale", "dma_read_bw", "dma_write_bw", "attack_suite"};
     return names;
 }
 
 transport transport_of(const std::string& workload) {
-    if (workload == "ud_send_lat" || workload == "ud_send_bw" || workload == "mcast_bw") return transport::ud;
+    if (workload == "ud_send_lat" || workload == "ud_send_bw" || workload == "mcast_bw" || workload == "ud_srq_bw")
+        return transport::ud;
     if (workload == "uc_write_bw") return transport::uc;
     return transport::rc;
 }
@@ -119,7 +120,8 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     po::options_description desc("Usage: hcasim [options]\nOptions", 110);
     const std::string workload_help =
         "write_lat|send_lat|read_lat|atomic_lat, write_bw|send_bw|read_bw|atomic_rate (RC), "
-        "ud_send_lat|ud_send_bw (UD), mcast_bw (UD multicast, node0 to every other node), uc_write_bw (UC), mr_scale, "
+        "ud_send_lat|ud_send_bw (UD), mcast_bw (UD multicast, node0 to every other node), uc_write_bw (UC), "
+        "srq_bw|ud_srq_bw (SEND over --qps QPs into one shared receive queue, RC|UD), mr_scale, "
         "dma_read_bw|dma_write_bw, attack_suite (protection attack cases, docs/attack-suite.md) (default: demo)";
     // clang-format off
     desc.add_options()
@@ -130,7 +132,7 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         ("workload,w", po::value<std::string>(), workload_help.c_str())
         ("size", po::value<std::string>(), "message sizes: N, N,M,..., A-B (powers of two); K/M/G suffixes, e.g. 2-8M")
         ("iters,n", po::value<std::string>(), "iterations per size (default 1000)")
-        ("qps,q", po::value<std::string>(), "number of queue pairs (default 1)")
+        ("qps,q", po::value<std::string>(), "number of queue pairs (default 1; srq_bw, ud_srq_bw: 16)")
         ("mtu,m", po::value<std::string>(), "path MTU: 256|512|1024|2048|4096 (default 4096); UD: the largest message")
         ("stats-json", po::value<std::string>(), "write results, counters and configuration as JSON to FILE")
         ("seed", po::value<std::string>(), "run seed (default 1); also seeds link fault injection (link.seed)")
@@ -170,7 +172,10 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         o.iters = option_uint("iters", vm["iters"].as<std::string>(), 1, std::numeric_limits<uint64_t>::max());
         o.iters_given = true;
     }
-    if (vm.count("qps")) o.qps = static_cast<unsigned>(option_uint("qps", vm["qps"].as<std::string>(), 1, 1u << 24));
+    if (vm.count("qps")) {
+        o.qps = static_cast<unsigned>(option_uint("qps", vm["qps"].as<std::string>(), 1, 1u << 24));
+        o.qps_given = true;
+    }
     if (vm.count("mtu")) {
         const std::string t = vm["mtu"].as<std::string>();
         const auto v = to_uint(t);

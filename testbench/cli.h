@@ -27,6 +27,7 @@ struct run_options {
     bool sizes_given = false;          ///< --size was on the command line, or sizes holds the
                                        ///< workload's own default (mr_scale: 64,4K)
     bool iters_given = false;          ///< --iters was on the command line
+    bool qps_given = false;            ///< --qps was on the command line (srq_bw's default is 16)
 };
 
 /// Parses argv. Prints usage to `help_out` on --help. Throws config_error (one line) on bad input.
@@ -56,8 +57,8 @@ const std::vector<std::string>& workload_names();
 /// Transport of a two-node workload's QPs (perftest -c RC|UC|UD). A datagram workload sends each
 /// message as one packet, so its sizes are limited to the MTU.
 enum class transport { rc, uc, ud };
-/// The transport `workload` runs on: ud_send_lat, ud_send_bw and mcast_bw UD, uc_write_bw UC,
-/// every other name RC.
+/// The transport `workload` runs on: ud_send_lat, ud_send_bw, mcast_bw and ud_srq_bw UD,
+/// uc_write_bw UC, every other name RC.
 transport transport_of(const std::string& workload);
 /// The workload names joined with '|' (help and error text).
 std::string workload_list();

@@ -37,7 +37,8 @@ run_spec make_spec(const run_options& o) {
             throw config_error("--size: " + (o.workload.empty() ? std::string("the demo") : o.workload) +
                                " needs messages of at least 1 byte");
     run_spec spec;
-    spec.qps = o.qps;
+    // srq_bw, ud_srq_bw: many QPs share one SRQ; 16 unless --qps says otherwise.
+    spec.qps = is_srq_workload(o.workload) && !o.qps_given ? 16 : o.qps;
     spec.mtu = o.mtu;
     spec.seed = o.seed;
     spec.verify = o.verify;

@@ -81,6 +81,11 @@ void print_table(std::ostream& os, const run_report& r) {
     } else if (lost)
         os << " datagrams lost: " << lost << " of " << sent
            << " sent (UD does not retransmit; counters ud_dropped, link.dropped)\n";
+    // srq_bw, ud_srq_bw: what the shared receive queue did, one line per size.
+    for (const auto& s : r.results)
+        if (s.srq)
+            os << " SRQ " << s.size_bytes << " B: " << s.srq_qps << " QPs, " << s.srq_wqes_taken << " WQEs taken, "
+               << s.srq_rnr_naks << " RNR NAKs sent, empty " << s.srq_empty << " times\n";
     // --verify: one summary line (the figures above do not depend on it).
     bool verified = false, data = false;
     uint64_t checked = 0, mismatches = 0, bad = 0;
@@ -132,6 +137,11 @@ void write_json(const std::string& path, const std::vector<run_report>& reports)
             e["datagrams_delivered"] = s.datagrams_delivered;
             e["datagrams_lost_per_receiver"] = s.lost_per_receiver;
         }
+        if (s.srq)
+            e["srq"] = {{"qps", s.srq_qps},
+                        {"wqes_taken", s.srq_wqes_taken},
+                        {"rnr_naks_sent", s.srq_rnr_naks},
+                        {"empty", s.srq_empty}};
         if (s.verified) {
             json v = {{"bytes_checked", s.bytes_checked},
                       {"mismatches", s.mismatches},

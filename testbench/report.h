@@ -32,6 +32,11 @@ struct size_result {
     uint64_t datagrams_delivered = 0;  ///< datagrams the receivers took (mcast_bw: all receivers together)
     unsigned receivers = 0;       ///< mcast_bw: receiving nodes (node1 ..); 0 for other workloads
     std::vector<uint64_t> lost_per_receiver;  ///< mcast_bw: datagrams node1, node2, ... never received
+    bool srq = false;             ///< srq_bw, ud_srq_bw: the srq_* fields are valid
+    unsigned srq_qps = 0;         ///< node1's QPs sharing the SRQ
+    uint64_t srq_wqes_taken = 0;  ///< node1's wqe_fetcher.srq_taken during the size
+    uint64_t srq_rnr_naks = 0;    ///< node1's transport_engine.rnr_naks_sent during the size (RC: SRQ empty)
+    uint64_t srq_empty = 0;       ///< node1's wqe_fetcher.srq_empty during the size (UD: datagrams dropped)
 };
 
 /// Everything a run reports.

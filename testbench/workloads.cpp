@@ -27,6 +27,7 @@ using namespace sc_core;
 using namespace hcasim::verbs;
 
 bool is_pcie_workload(const std::string& n) { return n == "dma_read_bw" || n == "dma_write_bw"; }
+bool is_srq_workload(const std::string& n) { return n == "srq_bw" || n == "ud_srq_bw"; }
 
 namespace verify {
 
@@ -269,7 +270,8 @@ std::string status_name(ibv_wc_status st) {
 enum class op_kind { write, send, read, atomic };
 
 op_kind kind_of(const std::string& w) {
-    if (w == "send_lat" || w == "send_bw" || w == "ud_send_lat" || w == "ud_send_bw" || w == "mcast_bw")
+    if (w == "send_lat" || w == "send_bw" || w == "ud_send_lat" || w == "ud_send_bw" || w == "mcast_bw" ||
+        is_srq_workload(w))
         return op_kind::send;
     if (w == "read_lat" || w == "read_bw") return op_kind::read;
     if (w == "atomic_lat" || w == "atomic_rate") return op_kind::atomic;
@@ -311,6 +313,18 @@ public:
             if (p.workload == "mr_scale")
                 mr_scale_init(p, opts);
         mcast_ = !spec.phases.empty() && spec.phases.front().workload == "mcast_bw";
+        srq_ = !spec.phases.empty() && is_srq_workload(spec.phases.front().workload);
+        if (srq_) {  // node1's SRQ counters, read around each size
+            static const char* const names[3] = {"wqe_fetcher.srq_taken", "transport_engine.rnr_naks_sent",
+                                                  "wqe_fetcher.srq_empty"};
+            for (unsigned k = 0; k < 3; ++k) {
+                const std::string key = std::string(m.at(1).name()) + ".hca." + names[k];
+                srq_ctr_[k] = stats_registry::instance().find(key);
+                if (!srq_ctr_[k])
+                    throw workload_error(spec.phases.front().workload + " reads the SRQ counters, but '" + key +
+                                         "' does not exist");
+            }
+        }
         nn_ = mcast_ ? unsigned(m.size()) : 2;
         bar_.parties = nn_;
         sw_.resize(nn_);
@@ -342,6 +356,10 @@ public:
             for (const phase_spec& p : spec.phases)
                 if (!is_latency(p.workload))
                     ud_rq_need_ = std::max(ud_rq_need_, (p.iters + nq_ - 1) / nq_ + 1);
+            // ud_srq_bw: the SRQ holds every datagram of a size and every marker.
+            for (const phase_spec& p : spec.phases)
+                if (srq_)
+                    ud_srq_need_ = std::max(ud_srq_need_, p.iters + nq_);
         }
         SC_THREAD(client);
         SC_THREAD(server);
@@ -400,6 +418,15 @@ private:
         uint64_t buf = 0, buf_bytes = 0;
         unsigned rq_depth = 0;                      ///< receives kept posted per QP
         std::vector<ud_dest> dest;                  ///< UD: QP q's destination
+        // srq_bw, ud_srq_bw (node1): one SRQ for every QP. Slot k of `srq_slots` receive buffers
+        // (after the QPs' areas) is posted with wr_id (sequence << 24) | k and reposted when its
+        // completion has been polled.
+        ibv_srq* srq = nullptr;
+        unsigned srq_slots = 0;                     ///< receive WRs kept posted to the SRQ
+        uint64_t srq_posted = 0;                    ///< SRQ WRs posted so far (the next sequence number)
+        std::vector<uint64_t> slot_seq;             ///< sequence number slot k was last posted with
+        std::vector<uint8_t> slot_busy;             ///< slot k is posted and not yet completed
+        std::vector<uint64_t> qp_last_seq;          ///< per QP: 1 + sequence of its last SRQ completion (0: none)
     };
 
     void fail(const std::string& why) {
@@ -446,9 +473,19 @@ private:
         }
         // ud_send_bw: node1's receive queues hold every message of a size (ud_rq_need_), as far as
         // the device's queue and CQ sizes allow; otherwise perftest's rx_depth.
-        s.rq_depth = wp_.rx_depth;
+        s.rq_depth = srq_ ? 0 : wp_.rx_depth;  // srq_bw: node1's QPs use the SRQ, node0 receives nothing
         unsigned rcq_entries = wp_.rx_depth * 2;
-        if (ud_rq_need_ && i >= 1) {
+        if (nq_ > 2 && !srq_) {
+            // One receive CQ for every QP's rx_depth receives: a server that polls slower than
+            // the messages arrive must not overrun it (the completions would be lost).
+            ibv_device_attr dev{};
+            if (ibv_query_device(s.ctx, &dev) != 0)
+                fail(node + ": ibv_query_device failed");
+            rcq_entries = unsigned(std::min<uint64_t>(uint64_t(wp_.rx_depth) * nq_, uint64_t(dev.max_cqe)));
+        }
+        if (srq_ && i == 1)
+            rcq_entries = srq_size(i, node);
+        else if (ud_rq_need_ && i >= 1 && !srq_) {
             ibv_device_attr dev{};
             if (ibv_query_device(s.ctx, &dev) != 0)
                 fail(node + ": ibv_query_device failed");
@@ -457,7 +494,7 @@ private:
             rcq_entries = unsigned(std::min<uint64_t>(uint64_t(s.rq_depth) * nq_, uint64_t(dev.max_cqe)));
         }
         s.pd = ibv_alloc_pd(s.ctx);
-        s.buf_bytes = 2 * uint64_t(nq_) * area_;
+        s.buf_bytes = (2 * uint64_t(nq_) + s.srq_slots) * area_;
         s.buf = sw.as.alloc(s.buf_bytes, 4096);
         sw.as.fill(s.buf, area_, uint8_t(0x40 + i));
         s.mr = ibv_reg_mr(s.pd, s.buf, s.buf_bytes, access);
@@ -467,13 +504,23 @@ private:
         s.rcq = ibv_create_cq(s.ctx, int(rcq_entries));
         if (!s.scq || !s.rcq)
             fail(node + ": CQ creation failed");
+        if (s.srq_slots) {
+            ibv_srq_init_attr sa{};
+            sa.attr.max_wr = s.srq_slots;
+            sa.attr.max_sge = 1;
+            s.srq = ibv_create_srq(s.pd, &sa);
+            if (!s.srq)
+                fail(node + ": ibv_create_srq of " + std::to_string(s.srq_slots) + " WRs failed (errno " +
+                     std::to_string(errno) + ")");
+        }
         for (unsigned q = 0; q < nq_; ++q) {
             ibv_qp_init_attr a{};
             a.send_cq = s.scq;
             a.recv_cq = s.rcq;
             a.qp_type = tr_ == transport::ud ? IBV_QPT_UD : tr_ == transport::uc ? IBV_QPT_UC : IBV_QPT_RC;
             a.cap.max_send_wr = wp_.tx_depth;
-            a.cap.max_recv_wr = s.rq_depth;
+            a.cap.max_recv_wr = std::max(s.rq_depth, 1u);
+            a.srq = s.srq;
             a.cap.max_send_sge = 1;
             a.cap.max_recv_sge = 1;
             a.cap.max_inline_data = 220;
@@ -484,6 +531,7 @@ private:
         }
         s.rq_posted.assign(nq_, 0);
         s.rq_done.assign(nq_, 0);
+        s.qp_last_seq.assign(nq_, 0);
         ibv_port_attr pa{};
         ibv_query_port(s.ctx, 1, &pa);
         if (tr_ == transport::ud) {
@@ -558,7 +606,112 @@ private:
             for (unsigned k = 0; k < s.rq_depth; ++k)
                 post_recv(i, q);
         }
+        if (s.srq) {  // every slot once, in slot order; each completion reposts its slot
+            s.slot_seq.assign(s.srq_slots, 0);
+            s.slot_busy.assign(s.srq_slots, 0);
+            std::vector<uint32_t> all(s.srq_slots);
+            for (unsigned k = 0; k < s.srq_slots; ++k) all[k] = k;
+            post_srq(i, all);
+        }
     }
+
+    /// srq_bw, ud_srq_bw, node1: the WRs kept posted to the SRQ (workload.rx_depth, as perftest's
+    /// -r with --use_srq; ud_srq_bw: every datagram of a size and the markers, like ud_send_bw's
+    /// receive queues, within the device's max_srq_wr and max_cqe). Sets s.srq_slots and returns
+    /// the receive CQ's size. Fails the run when the device has no SRQs or rx_depth exceeds them.
+    unsigned srq_size(unsigned i, const std::string& node) {
+        side& s = side_[i];
+        const std::string& w = spec_.phases.front().workload;
+        ibv_device_attr dev{};
+        if (ibv_query_device(s.ctx, &dev) != 0)
+            fail(node + ": ibv_query_device failed");
+        if (dev.max_srq <= 0 || dev.max_srq_wr <= 0)
+            fail(w + " needs a shared receive queue, but " + node + "'s HCA reports max_srq " +
+                 std::to_string(dev.max_srq) + " and max_srq_wr " + std::to_string(dev.max_srq_wr) +
+                 " (ibv_query_device)");
+        if (wp_.rx_depth.get() > unsigned(dev.max_srq_wr) || wp_.rx_depth.get() > unsigned(dev.max_cqe))
+            fail(w + ": workload.rx_depth " + std::to_string(wp_.rx_depth.get()) +
+                 " receive WRs do not fit one SRQ of " + node + " (max_srq_wr " + std::to_string(dev.max_srq_wr) +
+                 ", max_cqe " + std::to_string(dev.max_cqe) + "; hca.max_qp_wr, hca.max_cqe)");
+        uint64_t want = wp_.rx_depth;
+        if (tr_ == transport::ud)
+            want = std::max<uint64_t>(want, std::min<uint64_t>({ud_srq_need_, uint64_t(dev.max_srq_wr),
+                                                                uint64_t(dev.max_cqe)}));
+        s.srq_slots = unsigned(want);
+        return s.srq_slots;
+    }
+
+    /// Node i's SRQ receive buffer k (after the QPs' send and receive areas).
+    uint64_t srq_slot(unsigned i, unsigned k) const { return side_[i].buf + (2 * uint64_t(nq_) + k) * area_; }
+
+    /// Posts the SRQ slots `slots` (each its whole buffer) as one list: one doorbell.
+    void post_srq(unsigned i, const std::vector<uint32_t>& slots) {
+        side& s = side_[i];
+        if (slots.empty())
+            return;
+        srq_sges_.resize(slots.size());
+        srq_wrs_.resize(slots.size());
+        for (size_t k = 0; k < slots.size(); ++k) {
+            const uint32_t slot = slots[k];
+            const uint64_t seq = s.srq_posted++;
+            s.slot_seq[slot] = seq;
+            s.slot_busy[slot] = 1;
+            srq_sges_[k] = ibv_sge{srq_slot(i, slot), uint32_t(area_), s.mr->lkey};
+            srq_wrs_[k] = ibv_recv_wr{};
+            srq_wrs_[k].wr_id = (seq << 24) | slot;
+            srq_wrs_[k].sg_list = &srq_sges_[k];
+            srq_wrs_[k].num_sge = 1;
+            srq_wrs_[k].next = k + 1 < slots.size() ? &srq_wrs_[k + 1] : nullptr;
+        }
+        ibv_recv_wr* bad = nullptr;
+        if (const int rc = ibv_post_srq_recv(s.srq, srq_wrs_.data(), &bad))
+            fail("node" + std::to_string(i) + ": ibv_post_srq_recv failed (" + std::to_string(rc) + ")");
+    }
+
+    /// An SRQ receive completion of node i's QP q: the slot its wr_id names (the SRQ's slot count
+    /// if it names none outstanding: a bad completion). Checks the WQEs of one QP come in posting
+    /// order (o10-53.2.1: an SRQ hands out its WQEs in order, and a QP's messages arrive in
+    /// order) and, with --verify, the fields check_recv_wc checks except wr_id.
+    unsigned srq_completion(unsigned i, const phase_spec& ph, uint64_t size, unsigned q, const ibv_wc& wc,
+                            bool marker) {
+        side& s = side_[i];
+        const bool v = spec_.verify;
+        const uint64_t slot = wc.wr_id & 0xFFFFFF, seq = wc.wr_id >> 24;
+        const verify::where w = at(ph, size, i, q, s.rq_done[q], marker ? "marker receive completion"
+                                                                        : "SRQ receive completion");
+        if (slot >= s.srq_slots || !s.slot_busy[slot] || s.slot_seq[slot] != seq) {
+            if (!v)
+                fail("node" + std::to_string(i) + ": SRQ receive completion for a work request that is not "
+                     "outstanding (wr_id " + hex(wc.wr_id) + ")");
+            chk_.bad_completion(w, "wr_id " + hex(wc.wr_id) + " is not an outstanding SRQ work request");
+            return s.srq_slots;
+        }
+        s.slot_busy[slot] = 0;
+        if (seq + 1 <= s.qp_last_seq[q]) {
+            if (!v)
+                fail("node" + std::to_string(i) + ": QP " + std::to_string(q) + " took SRQ WQE " +
+                     std::to_string(seq) + " after WQE " + std::to_string(s.qp_last_seq[q] - 1) +
+                     " (an SRQ hands out its WQEs in order, o10-53.2.1)");
+            chk_.bad_completion(w, "SRQ WQE " + std::to_string(seq) + " after WQE " +
+                                       std::to_string(s.qp_last_seq[q] - 1) + " (out of order)");
+        }
+        s.qp_last_seq[q] = seq + 1;
+        if (!v)
+            return unsigned(slot);
+        const ibv_wc_opcode op = marker && tr_ != transport::ud ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+        const uint64_t len = marker ? payload_off() : recv_len(size);
+        if (wc.opcode != op)
+            chk_.bad_completion(w, "opcode " + std::to_string(wc.opcode) + ", expected " + std::to_string(op));
+        if (wc.byte_len != len)
+            chk_.bad_completion(w, "byte_len " + std::to_string(wc.byte_len) + ", expected " + std::to_string(len));
+        if (!marker && (wc.wc_flags & IBV_WC_WITH_IMM))
+            chk_.bad_completion(w, "carries immediate data, none was sent");
+        if (tr_ == transport::ud && wc.src_qp != info_[peer_of(i)].qpn[q])
+            chk_.bad_completion(w, "source QP " + std::to_string(wc.src_qp) + ", expected " +
+                                       std::to_string(info_[peer_of(i)].qpn[q]));
+        return unsigned(slot);
+    }
+
 
     /// Reset -> RTS of node i's UC or UD QP q (the masks of e2e_uc_test / e2e_ud_test). UC: the
     /// RC path attributes without the reliability ones, access flags REMOTE_WRITE at most; UD: the
@@ -966,6 +1119,7 @@ private:
             // Atomics: the remote value of each QP in a serial execution, and the value each
             // outstanding atomic (slot = index mod depth) must fetch.
             std::vector<uint64_t> current, fetched;
+            std::array<uint64_t, 3> srq_c0{};  // srq_*: node1's SRQ counters at the size's start
             if (client) {
                 for (unsigned q = 0; q < nq; ++q) {
                     if (op == op_kind::atomic) {
@@ -984,6 +1138,10 @@ private:
                 if (op == op_kind::atomic)
                     fetched.assign(uint64_t(nq) * depth, 0);
                 stream_end_ns_ = no_time;
+                if (srq_)
+                    srq_c0 = srq_counts();
+                if (srq_ && v)  // the SRQ buffers hold no earlier data: a buffer never written is caught
+                    for (unsigned k = 0; k < side_[1].srq_slots; ++k) clear(1, srq_slot(1, k), payload_off() + size);
             }
             uint64_t recv_done = 0;
             bar_.arrive();
@@ -1091,6 +1249,8 @@ private:
                     send_markers(ph, size);
             } else if (tr_ != transport::rc) {
                 unacked_receive(i, ph, size, step);
+            } else if (srq_) {
+                srq_receive(i, ph, size, step);
             } else if (op == op_kind::send) {
                 while (recv_done < ph.iters) {
                     const ibv_wc wc = poll_one(i, s.rcq);
@@ -1114,6 +1274,15 @@ private:
                 }
             }
             bar_.arrive();
+            if (client && srq_) {
+                size_result& r = rep.results.back();
+                const std::array<uint64_t, 3> c1 = srq_counts();
+                r.srq = true;
+                r.srq_qps = nq;
+                r.srq_wqes_taken = c1[0] - srq_c0[0];
+                r.srq_rnr_naks = c1[1] - srq_c0[1];
+                r.srq_empty = c1[2] - srq_c0[2];
+            }
             if (client && tr_ == transport::ud) {
                 // The receivers' counts: lost datagrams are reported, and fail --verify.
                 size_result& r = rep.results.back();
@@ -1143,8 +1312,8 @@ private:
                 // After the final completion (UC, UD: after the markers): every QP's destination
                 // (or remote value) once more; mcast_bw: at every receiver.
                 for (unsigned q = 0; q < nq; ++q) {
-                    if (quota_of(ph, q) == 0)
-                        continue;  // fewer messages than QPs: this one sent none
+                    if (quota_of(ph, q) == 0 || srq_)
+                        continue;  // fewer messages than QPs: this one sent none; srq_*: checked at node1
                     if (op == op_kind::atomic) {
                         if (v)
                             chk_.value(at(ph, size, 1, q, quota_of(ph, q) - 1, "remote value after the last atomic"),
@@ -1254,8 +1423,10 @@ private:
                 continue;
             }
             const bool marker = (wc.wc_flags & IBV_WC_WITH_IMM) && wc.imm_data == marker_imm;
+            // ud_srq_bw: the SRQ slot the completion names (checked like check_recv_wc's fields).
+            const unsigned slot = srq_ ? srq_completion(i, ph, size, q, wc, marker) : 0;
             if (marker) {
-                if (v) {
+                if (v && !srq_) {
                     const verify::where w = at(ph, size, i, q, received[q], "marker receive completion");
                     check_send_wc(w, wc, ud ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM, s.rq_done[q]);
                     if (wc.byte_len != payload_off())
@@ -1267,10 +1438,13 @@ private:
                     ++markers;
                 }
             } else if (ud && !marked[q]) {
-                if (v) {
+                if (srq_) {
+                    if (slot < s.srq_slots)
+                        srq_payload(i, ph, size, step, q, slot, received[q] + 1);
+                } else if (v) {
                     check_recv_wc(at(ph, size, i, q, received[q], "receive completion"), wc, size);
                     chk_.bytes(at(ph, size, i, q, received[q], "receive buffer"),
-                               peek(1, recv_area(1, q) + grh_bytes, size), size, key(0, q, step, 0));
+                               peek(i, recv_area(i, q) + grh_bytes, size), size, key(0, q, step, 0));
                 }
                 ++received[q];
             } else {
@@ -1282,8 +1456,78 @@ private:
                                     "without one");
             }
             ++s.rq_done[q];
-            post_recv(i, q);
+            if (!srq_)
+                post_recv(i, q);
+            else if (slot < s.srq_slots)
+                post_srq(i, {slot});
         }
+    }
+
+    /// srq_bw, node1: takes the size's receive completions from the receive CQ in batches of 16
+    /// (perftest's CTX_POLL_BATCH), checks each and reposts the batch's buffers to the SRQ as one
+    /// list (one doorbell), so the SRQ stays topped up.
+    void srq_receive(unsigned i, const phase_spec& ph, uint64_t size, uint64_t step) {
+        side& s = side_[i];
+        const bool v = spec_.verify;
+        const std::string node = "node" + std::to_string(i);
+        std::vector<uint64_t> got(nq_, 0);
+        std::vector<uint32_t> repost;
+        ibv_wc wcs[16];
+        uint64_t done = 0;
+        while (done < ph.iters) {
+            const int n = ibv_poll_cq(s.rcq, 16, wcs);
+            if (n < 0)
+                fail(node + ": ibv_poll_cq failed");
+            if (n == 0) {
+                if (ibv_wait_cq(s.rcq, timeout_ns()) != 0)
+                    fail(node + ": " + ph.workload + " stalled (no receive completion within workload.timeout_us)");
+                continue;
+            }
+            repost.clear();
+            for (int k = 0; k < n; ++k) {
+                const ibv_wc& wc = wcs[k];
+                if (wc.status != IBV_WC_SUCCESS)
+                    fail(node + ": completion error " + status_name(wc.status) + ", opcode " +
+                         std::to_string(wc.opcode) + ", wr_id " + hex(wc.wr_id));
+                ++done;
+                unsigned q = qp_index(i, wc.qp_num);
+                if (q == nq_) {
+                    if (!v)
+                        fail(node + ": receive completion for unknown QP " + std::to_string(wc.qp_num));
+                    chk_.bad_completion(at(ph, size, i, 0, done - 1, "receive completion"),
+                                        "QP number " + std::to_string(wc.qp_num) + " is not one of ours");
+                    q = 0;
+                }
+                const unsigned slot = srq_completion(i, ph, size, q, wc, false);
+                if (slot < s.srq_slots) {
+                    srq_payload(i, ph, size, step, q, slot, ++got[q]);
+                    repost.push_back(slot);
+                }
+                ++s.rq_done[q];
+            }
+            post_srq(i, repost);
+        }
+    }
+
+    /// srq_bw, ud_srq_bw: the payload of QP q's `nth` message of the size (from 1), in SRQ slot
+    /// `slot`. --verify: every message, then the slot is cleared (in zero time), so a later
+    /// completion whose buffer was never written is caught. Otherwise the QP's last message of
+    /// the size against node0's send area (the plain end-of-size check of the other workloads).
+    void srq_payload(unsigned i, const phase_spec& ph, uint64_t size, uint64_t step, unsigned q, unsigned slot,
+                     uint64_t nth) {
+        const uint64_t va = srq_slot(i, slot) + payload_off();
+        if (spec_.verify) {
+            chk_.bytes(at(ph, size, i, q, side_[i].rq_done[q], "SRQ receive buffer"), peek(i, va, size), size,
+                       key(0, q, step, 0));
+            clear(i, srq_slot(i, slot), payload_off() + size);
+        } else if (nth == quota_of(ph, q)) {
+            same_bytes(0, send_area(0, q), i, va, size);
+        }
+    }
+
+    /// node1's wqe_fetcher.srq_taken, transport_engine.rnr_naks_sent, wqe_fetcher.srq_empty.
+    std::array<uint64_t, 3> srq_counts() const {
+        return {srq_ctr_[0]->value(), srq_ctr_[1]->value(), srq_ctr_[2]->value()};
     }
 
     // ------------------------------------------------------------------ mr_scale
@@ -1542,6 +1786,11 @@ private:
     std::vector<std::unique_ptr<receiver>> receivers_;  ///< mcast_bw: processes of nodes 2 ..
     unsigned nn_ = 2;             ///< nodes taking part: 2, or every node (mcast_bw)
     bool mcast_ = false;          ///< mcast_bw: node0 sends to groups every other node joined
+    bool srq_ = false;            ///< srq_bw, ud_srq_bw: node1's QPs share one SRQ
+    uint64_t ud_srq_need_ = 0;    ///< ud_srq_bw: SRQ WRs for a whole size and its markers
+    const counter* srq_ctr_[3] = {};  ///< node1's srq_taken, rnr_naks_sent, srq_empty
+    std::vector<ibv_sge> srq_sges_;   ///< post_srq's list (reused)
+    std::vector<ibv_recv_wr> srq_wrs_;
     sc_event exchanged_;
     barrier bar_;
     unsigned nq_ = 1;

@@ -2,7 +2,8 @@
 // write_bw, send_bw, read_bw, atomic_rate (two nodes, RC, through the verbs API), ud_send_lat,
 // ud_send_bw (UD, ib_send_* -c UD), mcast_bw (UD multicast from node0 to every other node of the
 // fabric, ib_send_bw -c UD -M), uc_write_bw (UC, ib_write_bw -c UC) and dma_read_bw,
-// dma_write_bw (the PCIe link alone); mr_scale, write_bw over N memory regions per node
+// dma_write_bw (the PCIe link alone); srq_bw, ud_srq_bw (send_bw, ud_send_bw with node1's QPs
+// attached to one shared receive queue); mr_scale, write_bw over N memory regions per node
 // (workload.mrs, --mrs) for the translation caches, which also prints its own table. Semantics
 // follow perftest (calibration.md): *_lat ping-pongs report half the round trip, read_lat/atomic_lat
 // the whole round trip of one READ / atomic (typical = median); *_bw stream with a transmit depth
@@ -38,6 +39,8 @@ struct workload_error : std::runtime_error {
 };
 
 bool is_pcie_workload(const std::string& name);
+/// srq_bw (RC) and ud_srq_bw (UD): node1's receiving QPs share one shared receive queue.
+bool is_srq_workload(const std::string& name);
 
 /// --verify. Every message (or, in bandwidth workloads, every QP's buffer) carries data derived
 /// from (seed, node, QP, phase and size, message), so a byte from another message, QP, size or
