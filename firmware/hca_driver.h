@@ -202,6 +202,8 @@ public:
     uint64_t async_events() const { return async_events_; }
     /// Physical address of the EQ ring, of the MSI word, and the EQ consumer count.
     uint64_t eq_base() const { return eq_pa_; }
+    /// Physical address of the CQ context table (INIT_HCA cqc_base).
+    uint64_t cqc_base() const { return cqc_pa_; }
     uint64_t msi_word() const { return msi_pa_; }
     uint32_t eq_consumer() const { return eq_consumer_; }
 

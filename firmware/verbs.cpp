@@ -1495,6 +1495,7 @@ int ibv_resize_cq(ibv_cq* cq, int cqe) {
         init[n & (new_size - 1)].owner = uint8_t(1u - hw::cqe_owner_for(n, log));
     }
     bus.mem_write(ring, init.data(), sizeof(hw::cqe) << log);
+    bus.cpu_cost(cpu_op::memcpy_64b, uint32_t(new_size));
     hw::resize_cq_in in{};
     in.base = ring;
     in.log_size = log;
