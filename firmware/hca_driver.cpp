@@ -230,6 +230,7 @@ int hca_driver::init() {
     mtt_ = range_allocator(0, num_mtts());
     key_gen_.assign(num_mpts(), 0);
     cq_events_.assign(num_cqs(), 0);
+    cq_comp_handlers_.assign(num_cqs(), nullptr);
     qp_users_.assign(num_qps(), nullptr);
     initialized_ = true;
     return 0;
@@ -286,7 +287,7 @@ uint32_t hca_driver::mtt_users(uint64_t first) const {
 
 uint32_t hca_driver::process_eq() {
     if (!initialized_) return 0;
-    uint32_t n = 0, async = 0, mask = (1u << opts_.eq_log_size) - 1;
+    uint32_t n = 0, async = 0, taken = 0, mask = (1u << opts_.eq_log_size) - 1;
     for (;;) {
         hw::eqe e;
         bus_.mem_read(eq_pa_ + uint64_t(eq_consumer_ & mask) * sizeof(hw::eqe), &e, sizeof(e));
@@ -294,7 +295,9 @@ uint32_t hca_driver::process_eq() {
         ++eq_consumer_;
         ++n;
         if (e.type == hw::EQE_COMPLETION) {
-            if (e.resource < cq_events_.size()) ++cq_events_[e.resource];
+            if (e.resource >= cq_events_.size()) continue;
+            if (cq_comp_handlers_[e.resource] && cq_comp_handlers_[e.resource]()) ++taken;
+            else ++cq_events_[e.resource];
             continue;
         }
         ++async;
@@ -305,7 +308,7 @@ uint32_t hca_driver::process_eq() {
         uint32_t v = ((eq_consumer_ & 0xFFFFFFu) << 8) | 0u;  // EQN 0; rearms
         bus_.mmio_write(hw::REG_EQ_CONSUMER, &v, 4);
     }
-    if (async) {
+    if (async || taken) {
         // `after` runs consumer code, which may add or remove clients: serve those present now.
         std::vector<const void*> owners;
         for (auto& c : clients_) owners.push_back(c.first);
@@ -404,6 +407,14 @@ void hca_driver::set_srq_event_handler(uint32_t srqn, std::function<void(const h
 }
 
 void hca_driver::clear_srq_event_handler(uint32_t srqn) { srq_handlers_.erase(srqn); }
+
+void hca_driver::set_cq_comp_handler(uint32_t cqn, std::function<bool()> fn) {
+    if (cqn < cq_comp_handlers_.size()) cq_comp_handlers_[cqn] = std::move(fn);
+}
+
+void hca_driver::clear_cq_comp_handler(uint32_t cqn) {
+    if (cqn < cq_comp_handlers_.size()) cq_comp_handlers_[cqn] = nullptr;
+}
 
 void hca_driver::add_event_client(const void* owner, event_client c) {
     for (auto& e : clients_) {

@@ -165,7 +165,8 @@ public:
     /// Consumes every EQE present, in order: completion events are counted per CQ; each
     /// asynchronous event goes to the handler of its QP or CQ, or (port change, catastrophic
     /// error) to every event client, or else to unclaimed_events(). Then the EQ doorbell, then,
-    /// if any asynchronous event was consumed, every client's `after`. Returns EQEs consumed.
+    /// if any asynchronous event was consumed or a completion event was taken by a CQ's completion
+    /// handler (set_cq_comp_handler), every client's `after`. Returns EQEs consumed.
     uint32_t process_eq();
     /// True when the next EQ slot holds an EQE (one owner-byte read, no simulated time).
     bool eq_pending();
@@ -175,6 +176,15 @@ public:
     uint32_t pending_cq_events(uint32_t cqn) const;
     /// Takes one pending completion event of a CQ; false if none.
     bool take_cq_event(uint32_t cqn);
+    /// Completion events of one CQ: `fn` (the verbs layer's own, no consumer code) is called for
+    /// each EQE_COMPLETION of the CQ and returns true when it took the event (passed to a
+    /// completion event handler by the client's `after`), false to leave it pending.
+    void set_cq_comp_handler(uint32_t cqn, std::function<bool()> fn);
+    void clear_cq_comp_handler(uint32_t cqn);
+    /// Adds one pending completion event to a CQ (an event taken but not passed to a handler).
+    void add_cq_event(uint32_t cqn) {
+        if (cqn < cq_events_.size()) ++cq_events_[cqn];
+    }
     /// Handler for async events about one QP (SQ drained, errors): registered by the verbs layer.
     void set_qp_event_handler(uint32_t qpn, std::function<void(const hw::eqe&)> fn);
     void clear_qp_event_handler(uint32_t qpn);
@@ -199,6 +209,8 @@ public:
     uint64_t async_events() const { return async_events_; }
     /// Physical address of the EQ ring, of the MSI word, and the EQ consumer count.
     uint64_t eq_base() const { return eq_pa_; }
+    /// Physical address of the CQ context table (INIT_HCA cqc_base).
+    uint64_t cqc_base() const { return cqc_pa_; }
     uint64_t msi_word() const { return msi_pa_; }
     uint32_t eq_consumer() const { return eq_consumer_; }
 
@@ -234,6 +246,7 @@ private:
     std::map<uint32_t, std::function<void(const hw::eqe&)>> qp_handlers_;
     std::map<uint32_t, std::function<void(const hw::eqe&)>> cq_handlers_;
     std::map<uint32_t, std::function<void(const hw::eqe&)>> srq_handlers_;
+    std::vector<std::function<bool()>> cq_comp_handlers_;  ///< by CQN
     std::vector<std::pair<const void*, event_client>> clients_;
     std::vector<hw::eqe> unclaimed_;
     uint64_t async_events_ = 0;

@@ -126,17 +126,41 @@ void queue_event(ibv_context* ctx, const ibv_async_event& ev) {
 void deliver_events(ibv_context* ctx) {
     if (ctx->delivering) return;  // called from inside the handler: the running loop continues
     ctx->delivering = true;
-    while (!ctx->handler_events.empty()) {
-        ibv_async_event ev = ctx->handler_events.front();
-        ctx->handler_events.pop_front();
-        if (!ctx->async_handler) {  // removed by the handler itself
-            ctx->async_events.push_back(ev);
+    for (;;) {
+        if (!ctx->handler_events.empty()) {
+            ibv_async_event ev = ctx->handler_events.front();
+            ctx->handler_events.pop_front();
+            if (!ctx->async_handler) {  // removed by the handler itself
+                ctx->async_events.push_back(ev);
+                continue;
+            }
+            auto fn = ctx->async_handler;  // a copy: the handler may replace itself (C10-139)
+            fn(ev);
             continue;
         }
-        auto fn = ctx->async_handler;  // a copy: the handler may replace itself (C10-139)
-        fn(ev);
+        // Completion events after the async ones of the same batch (a CQ error first marks its CQ).
+        if (ctx->comp_events.empty()) break;
+        ibv_cq* cq = ctx->comp_events.front();
+        ctx->comp_events.pop_front();
+        if (cq->error) continue;  // 10.8.5.2: no completion events for a CQ in error
+        if (!ctx->comp_handlers[size_t(cq->comp_vector)]) {  // cleared by a handler: pending again
+            ctx->driver->add_cq_event(cq->handle);
+            continue;
+        }
+        auto fn = ctx->comp_handlers[size_t(cq->comp_vector)];  // a copy: it may replace itself (o10-54.2.2)
+        fn(cq, cq->cq_context);  // C10-114: names the CQ
     }
     ctx->delivering = false;
+}
+
+/// The driver's completion hook of a CQ without a channel: queues the event for the handler of
+/// the CQ's identifier; false (the event stays pending in the driver) when there is none.
+bool on_comp_event(ibv_cq* cq) {
+    if (cq->error) return true;  // 10.8.5.2: not reported
+    ibv_context* ctx = cq->context;
+    if (!ctx->comp_handlers[size_t(cq->comp_vector)]) return false;
+    ctx->comp_events.push_back(cq);
+    return true;
 }
 
 bool is_srq_event(ibv_event_type t) { return t == IBV_EVENT_SRQ_ERR || t == IBV_EVENT_SRQ_LIMIT_REACHED; }
@@ -153,6 +177,8 @@ void drop_events(ibv_context* ctx, const void* object, object_kind kind) {
     };
     for (auto* q : {&ctx->async_events, &ctx->handler_events})
         q->erase(std::remove_if(q->begin(), q->end(), of_object), q->end());
+    if (kind == object_kind::cq) ctx->comp_events.erase(std::remove(ctx->comp_events.begin(), ctx->comp_events.end(), object),
+                                   ctx->comp_events.end());
 }
 
 void on_device_event(ibv_context* ctx, const hw::eqe& e) {
@@ -591,6 +617,9 @@ ibv_context* ibv_open_device(fw::hca_driver& drv, fw::address_space& as) {
     ctx->driver = &drv;
     ctx->as = &as;
     ctx->uar = uar;
+    // C10-109.2.1: at least one completion event handler identifier.
+    ctx->num_comp_vectors = int(std::max<uint32_t>(drv.caps().num_comp_vectors, 1));
+    ctx->comp_handlers.resize(size_t(ctx->num_comp_vectors));
     // Unaffiliated events (port, device) reach every open context.
     drv.add_event_client(ctx, {[ctx](const hw::eqe& e) { on_device_event(ctx, e); }, [ctx] { deliver_events(ctx); }});
     return ctx;
@@ -662,6 +691,7 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
     a->zbva = c.flags & hw::CAP_ZBVA;
     a->block_list = c.flags & hw::CAP_BLOCK_LIST;
     a->local_inv_fence = c.flags & hw::CAP_LOCAL_INV_FENCE;
+    a->num_comp_vectors = ctx->num_comp_vectors;  // o10-54.2.1
     return 0;
 }
 
@@ -1349,7 +1379,8 @@ ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
     if (!ctx) return fail<ibv_cq>(EINVAL);
     hca_driver& drv = *ctx->driver;
     verb_cost(ctx);
-    if (cqe < 1 || uint32_t(cqe) > drv.caps().max_cqe || comp_vector != 0) return fail<ibv_cq>(EINVAL);
+    if (cqe < 1 || uint32_t(cqe) > drv.caps().max_cqe) return fail<ibv_cq>(EINVAL);
+    if (comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) return fail<ibv_cq>(EINVAL);  // o10-54.2.1
     if (channel && channel->context != ctx) return fail<ibv_cq>(EINVAL);
     uint8_t log = log2_ceil(uint64_t(cqe) + 1);
     uint64_t ring;
@@ -1372,9 +1403,11 @@ ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
         return fail<ibv_cq>(fw::cmd_errno(st));
     }
     auto* cq = new ibv_cq{ctx, channel, cq_context, cqn, int((1u << log) - 1), log, ring, 0, 0, 0, 0};
+    cq->comp_vector = comp_vector;
     if (channel) channel->cqs.push_back(cq);
     ++ctx->cqs;
     drv.set_cq_event_handler(cqn, [cq](const hw::eqe& e) { on_cq_event(cq, e); });
+    if (!channel) drv.set_cq_comp_handler(cqn, [cq] { return on_comp_event(cq); });
     return cq;
 }
 
@@ -1393,6 +1426,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
     // Unacknowledged events are not waited for (libibverbs would block): queued ones are dropped
     // and none is delivered for this CQ afterwards.
     ctx->driver->clear_cq_event_handler(cq->handle);
+    ctx->driver->clear_cq_comp_handler(cq->handle);
     drop_events(ctx, cq, object_kind::cq);
     ctx->driver->free_cqn(cq->handle);
     ctx->driver->os().free(cq->ring_pa);
@@ -1452,6 +1486,105 @@ int ibv_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     }
     --cq->polling;
     return n;
+}
+
+int ibv_resize_cq(ibv_cq* cq, int cqe) {
+    if (!cq) return EINVAL;
+    ibv_context* ctx = cq->context;
+    hca_driver& drv = *ctx->driver;
+    host_bus& bus = drv.bus();
+    verb_cost(ctx);
+    ++cq->polling;  // a CQ error waiting in the EQ counts; handlers may run but not destroy this CQ
+    if (drv.eq_pending()) drv.process_eq();
+    --cq->polling;
+    if (cq->error) return EIO;  // 10.8.5.2: resizing a CQ in error is an immediate error
+    if (cqe < 1 || uint32_t(cqe) > drv.caps().max_cqe) return EINVAL;
+    // Completions in the ring not polled yet must fit the new capacity (libibverbs: EINVAL).
+    const uint64_t size = 1ull << cq->log_size;
+    uint64_t outstanding = 0;
+    for (; outstanding < size; ++outstanding) {
+        const uint64_t c = cq->consumer + outstanding;
+        uint8_t owner;
+        bus.mem_read(cq->ring_pa + (c & (size - 1)) * sizeof(hw::cqe) + offsetof(hw::cqe, owner), &owner, 1);
+        if ((owner & hw::CQE_OWNER_BIT) != hw::cqe_owner_for(c, cq->log_size)) break;
+    }
+    if (uint64_t(cqe) < outstanding) return EINVAL;
+    const uint8_t log = log2_ceil(uint64_t(cqe) + 1);
+    if (log == cq->log_size) return 0;  // the same ring
+    const uint64_t new_size = 1ull << log;
+    uint64_t ring;
+    if (!drv.os().alloc_contiguous(sizeof(hw::cqe) << log, fw::PAGE_BYTES, &ring)) return ENOMEM;
+    // resize_cq_in: every slot reads as not yet written for the counter value n in
+    // [consumer, consumer + 2^log) that lands in it.
+    std::vector<hw::cqe> init(new_size);
+    for (uint64_t i = 0; i < new_size; ++i) {
+        const uint64_t n = cq->consumer + i;
+        init[n & (new_size - 1)].owner = uint8_t(1u - hw::cqe_owner_for(n, log));
+    }
+    bus.mem_write(ring, init.data(), sizeof(hw::cqe) << log);
+    bus.cpu_cost(cpu_op::memcpy_64b, uint32_t(new_size));
+    hw::resize_cq_in in{};
+    in.base = ring;
+    in.log_size = log;
+    in.consumer = uint32_t(cq->consumer) & 0xFFFFFFu;
+    hw::resize_cq_out out{};
+    const hw::cmd_status st = drv.exec(hw::CMD_RESIZE_CQ, cq->handle, 0, &in, sizeof in, &out, sizeof out);
+    if (st != hw::CMD_OK) {
+        drv.os().free(ring);
+        // BAD_STATE: the HCA overran the CQ and its CQ error is not processed yet.
+        return st == hw::CMD_BAD_STATE ? EIO : fw::cmd_errno(st);
+    }
+    // The HCA moved [consumer, producer) to the same counter values: polling goes on from consumer.
+    drv.os().free(cq->ring_pa);
+    cq->ring_pa = ring;
+    cq->log_size = log;
+    cq->cqe = int(new_size - 1);
+    return 0;
+}
+
+int ibv_query_cq(ibv_cq* cq, int* cqe) {
+    if (!cq || !cqe) return EINVAL;
+    hca_driver& drv = *cq->context->driver;
+    verb_cost(cq->context);
+    ++cq->polling;
+    if (drv.eq_pending()) drv.process_eq();
+    --cq->polling;
+    if (cq->error) return EIO;  // 10.8.5.2: querying a CQ in error is an immediate error
+    hw::cq_context c{};
+    const hw::cmd_status st = drv.exec(hw::CMD_QUERY_CQ, cq->handle, 0, nullptr, 0, &c, sizeof c);
+    if (st != hw::CMD_OK) return st == hw::CMD_BAD_STATE ? EIO : fw::cmd_errno(st);
+    *cqe = int((1u << c.log_size) - 1);  // 10.2.6.2: the capacity, as the HCA holds it
+    return 0;
+}
+
+int ibv_set_comp_event_handler(ibv_context* ctx, int comp_vector, std::function<void(ibv_cq*, void*)> handler) {
+    if (!ctx) return EINVAL;
+    verb_cost(ctx);
+    if (comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) return EINVAL;
+    // What the HCA reported before the call goes where it went so far (as for async events).
+    ctx->driver->process_eq();
+    auto& slot = ctx->comp_handlers[size_t(comp_vector)];
+    slot = std::move(handler);  // o10-54.2.2 / C10-110.2.1: replaces; empty clears
+    if (!slot) {  // events taken for the cleared handler and not passed on: pending again
+        auto& q = ctx->comp_events;
+        for (auto it = q.begin(); it != q.end();) {
+            if ((*it)->comp_vector != comp_vector) {
+                ++it;
+                continue;
+            }
+            ctx->driver->add_cq_event((*it)->handle);
+            it = q.erase(it);
+        }
+    }
+    return 0;
+}
+
+int ibv_process_events(ibv_context* ctx, uint64_t timeout_ns) {
+    if (!ctx) return EINVAL;
+    hca_driver& drv = *ctx->driver;
+    if (!drv.eq_pending() && !drv.wait_eq(timeout_ns)) return ETIMEDOUT;
+    drv.process_eq();
+    return 0;
 }
 
 int ibv_req_notify_cq(ibv_cq* cq, int solicited_only) {

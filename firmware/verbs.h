@@ -115,6 +115,7 @@ struct ibv_device_attr {
     bool zbva;                            ///< zero-based virtual addresses (IBV_ACCESS_ZERO_BASED)
     bool block_list;                      ///< ibv_reg_phys_mr with block lists
     bool local_inv_fence;                 ///< a fenced Local Invalidate gives strong ordering
+    int num_comp_vectors;                 ///< completion event handler identifiers (o10-54.2.1; as ibv_context's)
 };
 
 /// ibv_query_port output.
@@ -259,6 +260,7 @@ struct ibv_cq {
     bool error = false;                   ///< a CQ error was reported (10.10.3: overrun, inaccessible)
     uint64_t error_end = 0;               ///< with error: consumer count where polling stops
     uint32_t polling = 0;                 ///< ibv_poll_cq calls in progress (handlers run inside)
+    int comp_vector = 0;                  ///< completion event handler identifier (ibv_create_cq)
 };
 struct ibv_qp_cap {
     uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data;
@@ -348,6 +350,10 @@ struct ibv_context {
     std::deque<ibv_async_event> handler_events;  ///< dispatched, not yet passed to the handler
     std::function<void(const ibv_async_event&)> async_handler;  ///< ibv_set_async_event_handler
     bool delivering = false;                     ///< the handler is running
+    int num_comp_vectors = 0;                    ///< completion event handler identifiers (QUERY_HCA)
+    /// ibv_set_comp_event_handler: one per identifier (empty: none).
+    std::vector<std::function<void(ibv_cq*, void*)>> comp_handlers;
+    std::deque<ibv_cq*> comp_events;             ///< completion events dispatched, not yet passed to a handler
 };
 
 struct ibv_sge {
@@ -486,7 +492,10 @@ int ibv_destroy_ah(ibv_ah* ah);
 /// Completion event channel (served from the driver's event queue).
 ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx);
 int ibv_destroy_comp_channel(ibv_comp_channel* ch);
-/// Creates a CQ of at least cqe entries (ring of a power of two >= cqe + 1).
+/// Creates a CQ of at least cqe entries (ring of a power of two >= cqe + 1). comp_vector is the
+/// completion event handler identifier (0 .. ctx->num_comp_vectors - 1, else EINVAL): a CQ
+/// without a channel reports its completion events to that identifier's handler
+/// (ibv_set_comp_event_handler); a CQ with a channel to the channel.
 ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context = nullptr, ibv_comp_channel* channel = nullptr,
                       int comp_vector = 0);
 /// Destroys a CQ; EBUSY while a QP uses it (C10-18) or while ibv_poll_cq(cq) runs (a handler).
@@ -496,6 +505,26 @@ int ibv_destroy_cq(ibv_cq* cq);
 /// the EQ first when it holds an entry (async event handlers run there). A CQ in error returns
 /// the completions present at the error, then none.
 int ibv_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
+/// Resize CQ (IBA 10.2.6.3, libibverbs semantics): the new capacity is at least cqe (cq->cqe is
+/// updated); allowed while work is outstanding, no completion is lost or duplicated. EINVAL if
+/// cqe < 1, cqe > max_cqe, or cqe is below the completions in the CQ not yet polled; EIO on a CQ
+/// in error (10.8.5.2), EBUSY from a handler running inside ibv_poll_cq(cq); the CQ is then
+/// unchanged. A capacity that needs the same ring size returns 0 at once.
+int ibv_resize_cq(ibv_cq* cq, int cqe);
+/// hcasim extension (IBA Query CQ, 10.2.6.2): *cqe = the capacity. EIO on a CQ in error (10.8.5.2).
+int ibv_query_cq(ibv_cq* cq, int* cqe);
+/// hcasim extension (IBA Set Completion Event Handler, C10-109.2.1, o10-54.2.1, o10-54.2.2): a
+/// non-empty handler becomes the handler of identifier comp_vector (replacing any earlier one), an
+/// empty one clears it; EINVAL for an identifier outside 0 .. num_comp_vectors - 1. The EQ is
+/// processed first: events reported before the call go where they went so far. Each completion
+/// event of a CQ created without a channel on that identifier then calls handler(cq,
+/// cq->cq_context) once, at the end of the process_eq that consumed it, like async event
+/// handlers (see docs/firmware.md). Without a handler the event stays pending in the driver.
+int ibv_set_comp_event_handler(ibv_context* ctx, int comp_vector, std::function<void(ibv_cq*, void*)> handler);
+/// hcasim helper standing in for the interrupt thread: processes the EQ (handlers run), sleeping
+/// first until it holds an entry (no time stepping) if it is empty; 0, or ETIMEDOUT when nothing
+/// arrived within timeout_ns (0: wait for ever).
+int ibv_process_events(ibv_context* ctx, uint64_t timeout_ns);
 /// Arms the CQ for one completion event (solicited-only if requested); no-op on a CQ in error.
 int ibv_req_notify_cq(ibv_cq* cq, int solicited_only);
 /// Waits for a completion event on the channel (timeout_ns 0: forever); ETIMEDOUT on timeout.

@@ -70,6 +70,16 @@ for w in dma_write_bw dma_read_bw; do
     echo "$w       $(field "$tmp/dma.json" "d['results'][0]['bw_gbps']")"
 done
 
+echo "== CQ moderation: 64 B message rate (Mpps) vs workload.cq_mod (one signaled WR in N; tx_depth 128)"
+printf '%-8s%-12s%s\n' "cq_mod" "send_bw" "write_bw"
+for n in 1 2 4 8 16 32 64 128; do
+    for w in send_bw write_bw; do
+        "$bin" --workload "$w" --size 64 --iters 20000 --set workload.cq_mod="$n" --stats-json "$tmp/$w.json" > /dev/null
+    done
+    printf '%-8s%-12s%s\n' "$n" "$(field "$tmp/send_bw.json" "round(d['results'][0]['msg_rate_mpps'], 3)")" \
+        "$(field "$tmp/write_bw.json" "round(d['results'][0]['msg_rate_mpps'], 3)")"
+done
+
 echo "== Demo (no arguments)"
 /usr/bin/time -f "%e %M" -o "$tmp/time" "$bin" > /dev/null
 read -r wall rss < "$tmp/time"

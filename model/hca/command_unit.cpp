@@ -27,8 +27,8 @@ command_unit::command_unit(const sc_module_name& name, const sc_time& clock, con
       ignored_busy("ignored_busy", "command doorbells ignored because a command was running"),
       id_(id),
       qp_state_(max_qps, NO_QP),
-      qp_srq_(max_qps, 0),
-      cq_valid_(max_cqs, 0) {
+      cq_valid_(max_cqs, 0),
+      qp_srq_(max_qps, 0) {
     exec_cycles.range(0, 100000000);
     exec_time_ = clock * double(exec_cycles.get());
     SC_THREAD(run);
@@ -163,6 +163,38 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         dma.write(tables_.cqc_base + in_mod * sizeof c, &c, sizeof c, delay);
         cqw_->destroy_cq(in_mod);
         cq_valid_[in_mod] = 0;
+        return hw::CMD_OK;
+    }
+    case hw::CMD_RESIZE_CQ: {
+        if (in_mod >= cq_valid_.size() || !cq_valid_[in_mod])
+            return hw::CMD_BAD_RESOURCE;
+        hw::resize_cq_in r;
+        std::memcpy(&r, m.in, sizeof r);
+        hw::cq_context c;
+        cqw_->query_cq(in_mod, c);
+        if (c.overrun)
+            return hw::CMD_BAD_STATE;  // 10.8.5.2: a CQ in error cannot be resized
+        if (r.log_size > 22 || (1ull << r.log_size) > id_.caps.max_cqe + 1ull)
+            return hw::CMD_BAD_PARAM;
+        // The move and the switch happen at one instant: a CQE the CQ writer adds after it goes
+        // to the new ring, every earlier one is among those moved (10.2.6.3: none lost).
+        if (!cqw_->resize_cq(in_mod, r.base, r.log_size, r.consumer, delay))
+            return hw::CMD_BAD_PARAM;
+        cqw_->query_cq(in_mod, c);
+        dma.write(tables_.cqc_base + in_mod * sizeof c, &c, sizeof c, delay);
+        hw::resize_cq_out o{};
+        o.producer = c.producer;
+        std::memcpy(m.out, &o, sizeof o);
+        return hw::CMD_OK;
+    }
+    case hw::CMD_QUERY_CQ: {
+        if (in_mod >= cq_valid_.size() || !cq_valid_[in_mod])
+            return hw::CMD_BAD_RESOURCE;
+        hw::cq_context c;
+        cqw_->query_cq(in_mod, c);
+        if (c.overrun)
+            return hw::CMD_BAD_STATE;  // 10.8.5.2: a CQ in error cannot be queried
+        std::memcpy(m.out, &c, sizeof c);
         return hw::CMD_OK;
     }
     case hw::CMD_CREATE_MPT:

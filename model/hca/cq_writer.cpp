@@ -1,5 +1,7 @@
 #include "model/hca/cq_writer.h"
 
+#include <algorithm>
+
 namespace hcasim {
 
 using namespace sc_core;
@@ -12,6 +14,8 @@ cq_writer::cq_writer(const sc_module_name& name, const sc_time& clock, unsigned 
       events("events", "EQEs written (completion and asynchronous events)"),
       overruns("overruns", "completions lost to a full CQ (CQ overrun)"),
       msi_writes("msi_writes", "interrupt (MSI) writes"),
+      resizes("resizes", "CQs resized (CMD_RESIZE_CQ)"),
+      resize_moved("resize_moved", "CQEs copied to a new ring by CQ resizes"),
       cqs_(max_cqs),
       eqs_(max_eqs) {
     write_cycles.range(0, 100000);
@@ -51,6 +55,62 @@ void cq_writer::doorbell(uint32_t cqn, uint32_t consumer, hw::cq_arm arm) {
     s.consumer = consumer;
     if (arm != hw::CQ_ARM_NONE)
         s.arm = arm;
+}
+
+bool cq_writer::resize_cq(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_t consumer, sc_time& delay) {
+    if (!cq_valid(cqn) || log_size > 24)
+        return false;
+    cq_state& s = cqs_[cqn];
+    consumer &= 0xFFFFFF;
+    const uint64_t moved = (s.producer - consumer) & 0xFFFFFF;
+    const uint64_t old_size = uint64_t(1) << s.log_size, new_size = uint64_t(1) << log_size;
+    if (moved > old_size || moved >= new_size)
+        return false;
+    if (moved) {
+        // Old slots of counter values producer - moved .. producer - 1, in at most two runs each
+        // way (the rings wrap at different places).
+        std::vector<hw::cqe> buf(moved);
+        const uint64_t first = s.producer - moved;
+        for (uint64_t done = 0; done < moved;) {
+            const uint64_t slot = (first + done) & (old_size - 1);
+            const uint64_t run = std::min(moved - done, old_size - slot);
+            if (!dma.read(s.base + slot * sizeof(hw::cqe), &buf[done], uint32_t(run * sizeof(hw::cqe)), delay))
+                return false;
+            done += run;
+        }
+        for (uint64_t i = 0; i < moved; ++i)
+            buf[i].owner = uint8_t((buf[i].owner & ~hw::CQE_OWNER_BIT) | hw::cqe_owner_for(first + i, log_size));
+        for (uint64_t done = 0; done < moved;) {
+            const uint64_t slot = (first + done) & (new_size - 1);
+            const uint64_t run = std::min(moved - done, new_size - slot);
+            if (!dma.write(base + slot * sizeof(hw::cqe), &buf[done], uint32_t(run * sizeof(hw::cqe)), delay))
+                return false;
+            done += run;
+        }
+    }
+    s.base = base;
+    s.log_size = log_size;
+    s.consumer = consumer;
+    ++resizes;
+    resize_moved += moved;
+    return true;
+}
+
+bool cq_writer::query_cq(uint32_t cqn, hw::cq_context& c) const {
+    if (!cq_valid(cqn))
+        return false;
+    const cq_state& s = cqs_[cqn];
+    c = hw::cq_context{};
+    c.cqn = cqn;
+    c.log_size = s.log_size;
+    c.valid = 1;
+    c.eqn = s.eqn;
+    c.base = s.base;
+    c.producer = uint32_t(s.producer & 0xFFFFFF);
+    c.consumer = s.consumer;
+    c.arm = uint8_t(s.arm);
+    c.overrun = s.overrun ? 1 : 0;
+    return true;
 }
 
 void cq_writer::eq_doorbell(uint32_t eqn, uint32_t consumer) {

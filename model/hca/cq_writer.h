@@ -21,7 +21,7 @@ public:
 
     param<unsigned> write_cycles;  ///< cycles to format one CQE before its DMA write
 
-    counter cqes, events, overruns, msi_writes;
+    counter cqes, events, overruns, msi_writes, resizes, resize_moved;
 
     cq_writer(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_cqs, unsigned max_eqs);
 
@@ -31,6 +31,14 @@ public:
     bool cq_valid(uint32_t cqn) const { return cqn < cqs_.size() && cqs_[cqn].valid; }
     void load_eq(uint32_t eqn, const hw::eq_context& e);
     void set_msi(uint64_t addr, uint32_t data) { msi_addr_ = addr; msi_data_ = data; }
+    /// CMD_RESIZE_CQ: copies the CQEs software has not consumed ([consumer, producer)) to the
+    /// same counter values of the ring at `base` (2^log_size entries; owner bits for the new
+    /// size), then writes to the new ring; producer and arm state are kept, `consumer` is taken
+    /// as a doorbell's. DMA read + write of what is moved, from `delay` on. False (CQ unchanged)
+    /// if the CQ is invalid or the entries do not fit (producer - consumer >= 2^log_size).
+    bool resize_cq(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_t consumer, sc_core::sc_time& delay);
+    /// The CQ's context as the HCA holds it (producer, consumer, arm, overrun live); false if invalid.
+    bool query_cq(uint32_t cqn, hw::cq_context& c) const;
     /// CQ doorbell from software: new consumer index and arm request.
     void doorbell(uint32_t cqn, uint32_t consumer, hw::cq_arm arm);
     /// EQ doorbell: software consumed EQEs up to `consumer`.

@@ -27,6 +27,8 @@ hca::hca(const sc_module_name& name, unsigned node_index)
       mw_type2("mw_type2", "2B", "", "kind of the type 2 memory windows: 2A (QP-associated) or 2B (QP- and "
                                      "PD-associated); an HCA implements one (o10-37.2.31)"),
       node_guid("node_guid", 0, "", "node GUID; 0 derives 0x0002c90300000000 + node index + 1"),
+      num_comp_vectors("num_comp_vectors", 4, "identifiers",
+                       "completion event handler identifiers reported by QUERY_HCA (IBA o10-54.2.1)"),
       clock_(period(clock_mhz)),
       id_{},
       dma("dma_mux"),
@@ -47,6 +49,7 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     max_mtts.range(1, 1u << 30);
     max_qp_wr.range(1, 1u << 16);
     max_srqs.range(1, 1u << 24);
+    num_comp_vectors.range(1, 16);
     if (mw_type2.get() != "2A" && mw_type2.get() != "2B")
         throw config_error(std::string(this->name()) + ".mw_type2: '" + mw_type2.get() + "' is not 2A or 2B");
 
@@ -84,6 +87,9 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     c.max_mcast_qp_attach = uint16_t(std::min(mcast.max_qps_per_group.get(), 0xFFFFu));
     c.max_total_mcast_qp_attach = mcast.max_groups * mcast.max_qps_per_group;
     c.max_uar = hw::MAX_UARS;
+    // CQ resize and query (CMD_RESIZE_CQ, CMD_QUERY_CQ) and the completion handler identifiers.
+    c.flags |= hw::CAP_RESIZE_CQ;
+    c.num_comp_vectors = num_comp_vectors;
     c.phys_port_cnt = 1;
     c.local_ca_ack_delay = 15;
     hw::port_info& p = id_.port;

@@ -35,6 +35,7 @@ public:
     param<unsigned> max_srqs;    ///< shared receive queues (SRQC entries)
     param<std::string> mw_type2; ///< 2A|2B: the kind of type 2 memory windows
     param<uint64_t> node_guid;   ///< node GUID (0: derived from the node index)
+    param<unsigned> num_comp_vectors; ///< completion event handler identifiers (QUERY_HCA)
 
 private:
     void port_down();

@@ -851,6 +851,62 @@ SIM_TEST(HcaCqWriter, armed_cq_raises_one_completion_event) {
     });
 }
 
+SIM_TEST(HcaCqWriter, resize_moves_the_unconsumed_cqes_and_keeps_producer_and_arm) {
+    cq_bench b(2);  // 4 entries at kCqBase
+    constexpr uint64_t kNewBase = 0x500000;
+    simulate([&] {
+        for (unsigned k = 0; k < 3; ++k) ASSERT_TRUE(b.complete(k));
+        b.cw.doorbell(1, 1, hw::CQ_ARM_NEXT);  // CQE 0 consumed, armed
+        // Software's initialisation of the new ring: slots of 1..8 read as not written.
+        for (uint64_t n = 1; n < 9; ++n) {
+            hw::cqe e{};
+            e.owner = uint8_t(1u - hw::cqe_owner_for(n, 3));
+            b.mem.write(kNewBase + (n & 7) * sizeof e, &e, sizeof e);
+        }
+        sc_time d = sc_core::SC_ZERO_TIME;
+        EXPECT_FALSE(b.cw.resize_cq(1, kNewBase, 1, 1, d)) << "2 CQEs do not fit 2 entries";
+        EXPECT_EQ(d, sc_core::SC_ZERO_TIME) << "a refused resize moves nothing";
+        hw::cq_context c;
+        ASSERT_TRUE(b.cw.query_cq(1, c));
+        EXPECT_EQ(c.base, kCqBase);
+        EXPECT_EQ(c.log_size, 2u);
+        ASSERT_TRUE(b.cw.resize_cq(1, kNewBase, 3, 1, d));
+        ASSERT_TRUE(b.cw.query_cq(1, c));
+        EXPECT_EQ(c.base, kNewBase);
+        EXPECT_EQ(c.log_size, 3u);
+        EXPECT_EQ(c.producer, 3u);
+        EXPECT_EQ(c.consumer, 1u);
+        EXPECT_EQ(c.arm, uint8_t(hw::CQ_ARM_NEXT));
+        EXPECT_EQ(c.overrun, 0u);
+        EXPECT_EQ(b.cw.resizes.value(), 1u);
+        EXPECT_EQ(b.cw.resize_moved.value(), 2u);
+        auto new_slot = [&](unsigned i) {
+            hw::cqe e;
+            b.mem.read(kNewBase + i * sizeof e, &e, sizeof e);
+            return e;
+        };
+        for (unsigned n = 1; n < 3; ++n) {  // same counter values, owner bit for 8 entries
+            EXPECT_EQ(new_slot(n).wr_id, n);
+            EXPECT_EQ(new_slot(n).owner & hw::CQE_OWNER_BIT, hw::cqe_owner_for(n, 3));
+            EXPECT_TRUE(new_slot(n).owner & hw::CQE_IS_SEND) << "other owner bits kept";
+        }
+        EXPECT_NE(new_slot(0).owner & hw::CQE_OWNER_BIT, hw::cqe_owner_for(8, 3)) << "slot of counter 8 untouched";
+        // Later CQEs go to the new ring; the arm survived the resize.
+        for (unsigned k = 3; k < 9; ++k) ASSERT_TRUE(b.complete(k)) << "CQE " << k;
+        EXPECT_EQ(new_slot(3).wr_id, 3u);
+        EXPECT_EQ(new_slot(0).wr_id, 8u);
+        EXPECT_EQ(new_slot(0).owner & hw::CQE_OWNER_BIT, hw::cqe_owner_for(8, 3));
+        EXPECT_EQ(b.slot(3).wr_id, 0u) << "the old ring is not written any more";
+        EXPECT_EQ(b.cw.events.value(), 1u);
+        EXPECT_EQ(b.eq_slot(0).type, hw::EQE_COMPLETION);
+        EXPECT_FALSE(b.complete(9)) << "8 outstanding: the new ring is full";
+        EXPECT_EQ(b.cw.overruns.value(), 1u);
+        ASSERT_TRUE(b.cw.query_cq(1, c));
+        EXPECT_EQ(c.overrun, 1u);
+        EXPECT_FALSE(b.cw.query_cq(2, c)) << "CQ 2 was never created";
+    });
+}
+
 // ------------------------------------------------------------------ doorbell decode (full machine)
 
 SIM_TEST(HcaDoorbell, sq_rq_cq_and_inline_doorbells_are_decoded) {
