@@ -21,6 +21,7 @@ port::port(const sc_module_name& name)
       tx_bytes("tx_bytes", "bytes transmitted (LRH through VCRC)"),
       rx_packets("rx_packets", "packets received and passed on"),
       rx_bytes("rx_bytes", "bytes received"),
+      tx_busy_ps("tx_busy_ps", "ps the wire spent serialising this port's packets (utilisation)"),
       rx_bad_vcrc("rx_bad_vcrc", "packets dropped for a VCRC mismatch"),
       rx_bad_icrc("rx_bad_icrc", "packets dropped for an ICRC mismatch"),
       rx_malformed("rx_malformed", "packets dropped as malformed (length, LNH, version, opcode)"),
@@ -111,6 +112,7 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
     if (wire_free_ > start)
         start = wire_free_;
     wire_free_ = start + serialise;
+    tx_busy_ps += uint64_t(serialise / sc_time(1, SC_PS) + 0.5);
     // Remember when this packet leaves the queue, for backpressure.
     wire_q_.push(start, now);
     ++tx_packets;

@@ -30,7 +30,7 @@ public:
     param<double> rx_pipeline_ns;       ///< from last bit in to the packet reaching the P_Key checker
     param<double> loopback_ns;          ///< loopback path: last bit looped back to the receive pipeline
 
-    counter tx_packets, tx_bytes, rx_packets, rx_bytes;
+    counter tx_packets, tx_bytes, rx_packets, rx_bytes, tx_busy_ps;
     counter rx_bad_vcrc, rx_bad_icrc, rx_malformed, rx_queue_grows, rx_bad_dlid;
     counter loopback_packets, loopback_bytes;
 
