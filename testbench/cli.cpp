@@ -139,6 +139,10 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
          "sweep a dimension: size=LIST (the same as --size) or qps=LIST (one run per QP count); LIST as --size, "
          "A..B or A-B for powers of two, e.g. size=2..8M, qps=1..16K (repeatable, one per dimension)")
         ("report", po::value<std::string>(), "write DIR/results.csv, DIR/results.json and PNG plots (gnuplot) of the run")
+        ("speed", "after the run, print the simulator's speed: wire packets per wall second, slowdown, and cost per "
+                  "packet in SystemC timed-event equivalents (measured by --bench-events in a child process)")
+        ("bench-events", po::value<std::string>(), "only measure this machine's raw SystemC timed-event rate over N events "
+                                                   "(one SC_METHOD re-notified 1 ns ahead) and print it")
         ("seed", po::value<std::string>(), "run seed (default 1); also seeds link fault injection (link.seed)")
         ("verify", "check every destination byte and completion; exit 1 on the first mismatch")
         ("atomic", po::value<std::string>(), "atomic_lat/atomic_rate operation: fetch_add|cmp_swap (default fetch_add)")
@@ -203,6 +207,15 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         o.report_dir = vm["report"].as<std::string>();
         if (o.report_dir.empty()) throw config_error("--report: expected a directory");
     }
+    o.speed = vm.count("speed") > 0;
+    if (vm.count("bench-events")) {
+        o.bench_events = option_uint("bench-events", vm["bench-events"].as<std::string>(), 1, uint64_t(1) << 40);
+        if (vm.count("workload") || o.speed || vm.count("report") || vm.count("sweep"))
+            throw config_error("--bench-events runs only the SystemC event benchmark (no --workload, --speed, --sweep "
+                               "or --report)");
+    }
+    if (o.speed && !o.sweep_qps.empty())
+        throw config_error("--speed measures one run; with --sweep qps run each QP count on its own");
     if (vm.count("iters")) {
         o.iters = option_uint("iters", vm["iters"].as<std::string>(), 1, std::numeric_limits<uint64_t>::max());
         o.iters_given = true;

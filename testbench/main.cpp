@@ -1,8 +1,11 @@
 // hcasim: run a perftest-like workload (or the default demo) on the simulated machine.
 #include <systemc>
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
 
 #include <cstdio>
 #include <cstdlib>
@@ -103,6 +106,74 @@ int run_attack_suite(const run_options& o) {
     if (!r.error.empty())
         std::cerr << "hcasim: run failed: attack_suite: " << r.error << "\n";
     return r.ok() ? 0 : 1;
+}
+
+/// --bench-events: the raw SystemC timed-event rate of this machine (the unit of the simulator's
+/// cost per packet). One SC_METHOD re-notifies itself 1 ns ahead `n` times.
+struct event_ticker : sc_core::sc_module {
+    uint64_t count = 0, limit;
+    SC_HAS_PROCESS(event_ticker);
+    event_ticker(sc_core::sc_module_name name, uint64_t n) : sc_module(name), limit(n) { SC_METHOD(tick); }
+    void tick() {
+        if (++count < limit)
+            next_trigger(1, sc_core::SC_NS);
+    }
+};
+
+int bench_events(uint64_t n) {
+    event_ticker t("event_ticker", n);
+    const auto start = std::chrono::steady_clock::now();
+    sc_core::sc_start();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("SystemC timed events: %llu in %.3f s wall, %.0f per second\n", static_cast<unsigned long long>(t.count),
+                s, s > 0 ? double(t.count) / s : 0.0);
+    return 0;
+}
+
+/// The event rate of this machine now, from `hcasim --bench-events` in a child process (the
+/// simulation of this process is over; a fresh one is needed). 0 if it could not be measured.
+double measure_event_rate() {
+    std::fflush(nullptr);
+    int fds[2];
+    if (pipe(fds) != 0)
+        return 0;
+    const pid_t pid = fork();
+    if (pid < 0)
+        return 0;
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        execl("/proc/self/exe", "hcasim", "--bench-events", "5000000", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    close(fds[1]);
+    std::string out;
+    char buf[256];
+    for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
+    close(fds[0]);
+    int ws = 0;
+    waitpid(pid, &ws, 0);
+    const size_t at = out.find("wall, ");
+    return at == std::string::npos ? 0 : std::strtod(out.c_str() + at + 6, nullptr);
+}
+
+/// --speed: the simulator's speed for the run just done (wall-clock figures: not deterministic).
+void print_speed(const nlohmann::ordered_json& j) {
+    const double wall = j["sim"]["wall_s"].get<double>();
+    const double packets = j["sim"]["wire_packets"].get<double>();
+    const double sim_s = j["sim"]["sim_time_ns"].get<double>() * 1e-9;
+    const double pps = wall > 0 ? packets / wall : 0;
+    const double events = measure_event_rate();
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    std::printf(" speed: %.0f wire packets in %.2f s wall: %.0f packets per wall second; slowdown %.1fx "
+                "(simulated %.3f ms)\n",
+                packets, wall, pps, sim_s > 0 ? wall / sim_s : 0.0, sim_s * 1e3);
+    if (events > 0 && pps > 0)
+        std::printf(" speed: this machine runs %.0f SystemC timed events per second: %.1f event-equivalents per "
+                    "wire packet\n",
+                    events, events / pps);
+    std::printf(" speed: max RSS %.1f MiB\n", double(ru.ru_maxrss) / 1024.0);
 }
 
 /// Writes the --report directory; prints where (and a warning if no plot could be drawn).
@@ -230,10 +301,14 @@ int sc_main(int argc, char* argv[]) {
             return 0;
         if (opts.workload == "attack_suite")
             return run_attack_suite(opts);
+        if (opts.bench_events)
+            return bench_events(opts.bench_events);
         if (!opts.sweep_qps.empty() && !opts.help_config)
             return run_qps_sweep(opts);
         nlohmann::ordered_json json;
-        const int rc = run_once(opts, opts.report_dir.empty() ? nullptr : &json);
+        const int rc = run_once(opts, opts.report_dir.empty() && !opts.speed ? nullptr : &json);
+        if (rc == 0 && opts.speed && !opts.help_config)
+            print_speed(json);
         if (rc == 0 && !opts.report_dir.empty() && !opts.help_config)
             report(opts, nlohmann::ordered_json::array({json}));
         return rc;

@@ -46,4 +46,36 @@ struct atomic_ext : tlm::tlm_extension<atomic_ext> {
     }
 };
 
+/// A packet on the fabric whose bytes are exactly those its sending port sealed (ICRC and VCRC
+/// computed over them): nothing corrupted it on the way. A receiving port may then skip
+/// recomputing both CRCs (they match by construction). Carried by reference: whoever forwards
+/// the bytes unchanged keeps it on the payload it passes on; whoever changes them (fault
+/// injection) or cannot vouch for them (a test bench, a fuzzer) leaves it off, and the receiver
+/// checks the CRCs. It has no data and is never owned by the payload (set, then cleared, by the
+/// payload's owner).
+struct crc_intact_ext : tlm::tlm_extension<crc_intact_ext> {
+    tlm::tlm_extension_base* clone() const override { return new crc_intact_ext; }
+    void copy_from(const tlm::tlm_extension_base&) override {}
+    /// The shared instance is never deleted (a payload's destructor frees its extensions).
+    void free() override {
+        if (this != instance())
+            delete this;
+    }
+    /// The one instance every owner attaches (it carries no state).
+    static crc_intact_ext* instance() {
+        static crc_intact_ext e;
+        return &e;
+    }
+};
+
+/// True if `gp` carries crc_intact_ext.
+inline bool crc_intact(const tlm::tlm_generic_payload& gp) { return gp.get_extension<crc_intact_ext>() != nullptr; }
+/// Attaches (intact) or removes crc_intact_ext on `gp`.
+inline void set_crc_intact(tlm::tlm_generic_payload& gp, bool intact) {
+    if (intact)
+        gp.set_extension(crc_intact_ext::instance());
+    else
+        gp.clear_extension<crc_intact_ext>();
+}
+
 }  // namespace hcasim

@@ -9,6 +9,7 @@
 #pragma once
 #include <systemc>
 #include <tlm>
+#include "tlm_if/tlm_ext.h"
 
 #include <cstdint>
 #include <memory>
@@ -91,7 +92,7 @@ private:
     uint64_t bits_to_error_ = 0;  // correct bits before the next flipped one (across packets)
     sc_core::sc_event* wake_ = nullptr;
     std::unique_ptr<packet> scratch_, held_;  // corrupted copy; packet held back
-    bool holding_ = false, held_twice_ = false;
+    bool holding_ = false, held_twice_ = false, held_intact_ = false;
     sc_core::sc_time held_due_;  // when the held packet goes alone
     tlm::tlm_generic_payload held_gp_;
 };

@@ -8,6 +8,7 @@
 #pragma once
 #include <systemc>
 #include <tlm>
+#include "tlm_if/tlm_ext.h"
 #include <tlm_utils/multi_passthrough_initiator_socket.h>
 #include <tlm_utils/multi_passthrough_target_socket.h>
 
@@ -51,10 +52,12 @@ private:
     void b_transport(int id, tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
     void forward();
     /// Queues a copy of the packet on output `p` (false: the queue is full).
-    bool enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_core::sc_time& delay);
+    /// `intact`: the input payload carried crc_intact_ext (the copy passes it on).
+    bool enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_core::sc_time& delay, bool intact);
 
     struct slot {
         sc_core::sc_time at;  // when the packet is ready to leave (arrival + latency)
+        bool intact = false;  // the bytes are as their sender sealed them (crc_intact_ext)
         packet pkt;
     };
     struct out_port {

@@ -96,7 +96,7 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
         loop_q_.push(start, now);
         ++loopback_packets;
         loopback_bytes += pkt.len;
-        enqueue_rx(pkt.bytes, pkt.len, loop_free_ + loopback_ + rx_pipeline_);
+        enqueue_rx(pkt.bytes, pkt.len, loop_free_ + loopback_ + rx_pipeline_, true);  // sealed just above
     };
     if (is_own_lid(dlid)) {
         // C10-6: a packet to a QP on this port is delivered internally, never onto the link.
@@ -123,6 +123,7 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
     tx_gp_.set_data_length(pkt.len);
     tx_gp_.set_streaming_width(pkt.len);
     tx_gp_.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+    set_crc_intact(tx_gp_, true);  // sealed above: the receiver may trust the CRCs while nothing alters the bytes
     sc_time delay = wire_free_ - now;  // last bit on the wire (store and forward)
     const sc_time done = delay;
     tx->b_transport(tx_gp_, delay);
@@ -131,10 +132,10 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
 
 void port::rx_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
     gp.set_response_status(tlm::TLM_OK_RESPONSE);
-    enqueue_rx(gp.get_data_ptr(), gp.get_data_length(), sc_time_stamp() + delay + rx_pipeline_);
+    enqueue_rx(gp.get_data_ptr(), gp.get_data_length(), sc_time_stamp() + delay + rx_pipeline_, crc_intact(gp));
 }
 
-void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival) {
+void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival, bool intact) {
     if (rx_count_ == rx_ring_.size()) {
         // The queue holds packets whose arrival lies ahead (senders hand packets to the link when
         // they schedule them; a response waiting for its data's DMA may be scheduled far ahead).
@@ -159,6 +160,7 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
     size_t at = (rx_head_ + rx_count_) % n;
     rx_slot* s = rx_ring_[at].get();
     s->arrival = arrival;
+    s->intact = intact;
     s->pkt.len = len;
     std::memcpy(s->pkt.bytes, bytes, len);
     // Keep the buffer in arrival order: a packet from the wire may arrive before looped-back
@@ -183,7 +185,7 @@ void port::rx_process() {
         rx_slot& s = *rx_ring_[rx_head_];
         rx_packet p;
         size_t off = 0, plen = 0;
-        const wire::parse_status st = wire::parse_packet(s.pkt.bytes, s.pkt.len, p.h, off, plen);
+        const wire::parse_status st = wire::parse_packet(s.pkt.bytes, s.pkt.len, p.h, off, plen, !s.intact);
         rx_bytes += s.pkt.len;
         const uint16_t dlid = p.h.l.dlid;
         if (st == wire::parse_status::ok && !is_own_lid(dlid) && dlid < wire::MULTICAST_LID_BASE) {

@@ -7,6 +7,7 @@
 #pragma once
 #include <systemc>
 #include <tlm>
+#include "tlm_if/tlm_ext.h"
 #include <tlm_utils/simple_initiator_socket.h>
 #include <tlm_utils/simple_target_socket.h>
 
@@ -68,7 +69,8 @@ private:
     void rx_b_transport(tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
     /// Puts a received packet into the receive buffer, to reach the P_Key checker at `arrival`
     /// (absolute); counts and drops it if it is too long.
-    void enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_core::sc_time& arrival);
+    /// `intact`: the bytes are exactly what a port sealed (crc_intact_ext): the CRCs are not recomputed.
+    void enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_core::sc_time& arrival, bool intact);
     void rx_process();
 
     /// Start times of the packets waiting for one serialiser (wire or loopback), a ring of
@@ -85,6 +87,7 @@ private:
     };
     struct rx_slot {
         sc_core::sc_time arrival;
+        bool intact = false;  // crc_intact_ext: skip the CRC checks
         packet pkt;
     };
     rx_sink* sink_ = nullptr;

@@ -404,8 +404,19 @@ sc_time pcie_link::calendar::book(const sc_time& at, const sc_time& dur) {
         head = 0;
     }
     sc_time t = at;
-    size_t i = head;
-    while (i < busy.size() && busy[i].second <= t) ++i;  // intervals wholly before `at`
+    if (busy.size() == head || busy.back().second <= t) {  // after everything booked: the common case
+        if (busy.size() > head && busy.back().second == t)
+            busy.back().second = t + dur;
+        else
+            busy.push_back({t, t + dur});
+        return t + dur;
+    }
+    // The first interval not wholly before `at` (intervals are sorted and disjoint: so are their ends).
+    size_t i = size_t(std::upper_bound(busy.begin() + long(head), busy.end(), t,
+                                       [](const sc_time& x, const std::pair<sc_time, sc_time>& iv) {
+                                           return x < iv.second;
+                                       }) -
+                      busy.begin());
     while (i < busy.size() && busy[i].first < t + dur) {  // overlaps: move past it
         if (busy[i].second > t) t = busy[i].second;
         ++i;

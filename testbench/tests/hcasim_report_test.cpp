@@ -203,3 +203,21 @@ TEST(HcasimReport, bad_sweeps_and_report_paths_are_one_line_errors) {
     EXPECT_EQ(d.code, 2);
     EXPECT_EQ(d.err.rfind("hcasim: error: --report: cannot create directory '/proc/hcasim-report'", 0), 0u) << d.err;
 }
+
+TEST(HcasimSpeed, speed_prints_packets_per_second_slowdown_and_event_equivalents) {
+    // Wall-clock figures: only their form is checked (benchmarks print the numbers).
+    const result r = run("--workload write_bw --size 4096 --iters 200 --speed");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find(" speed: 400 wire packets in "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" packets per wall second; slowdown "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" SystemC timed events per second: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" event-equivalents per wire packet\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" speed: max RSS "), std::string::npos) << r.out;
+    const result e = run("--bench-events 1000");
+    ASSERT_EQ(e.code, 0) << e.err;
+    EXPECT_EQ(e.out.rfind("SystemC timed events: 1000 in ", 0), 0u) << e.out;
+    EXPECT_EQ(run("--bench-events 1000 --workload write_bw").code, 2);
+    const result s = run("--workload write_bw --sweep qps=1,2 --speed");
+    EXPECT_EQ(s.code, 2);
+    EXPECT_EQ(s.err, "hcasim: error: --speed measures one run; with --sweep qps run each QP count on its own\n");
+}
