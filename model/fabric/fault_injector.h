@@ -92,7 +92,8 @@ private:
     uint64_t bits_to_error_ = 0;  // correct bits before the next flipped one (across packets)
     sc_core::sc_event* wake_ = nullptr;
     std::unique_ptr<packet> scratch_, held_;  // corrupted copy; packet held back
-    bool holding_ = false, held_twice_ = false, held_intact_ = false;
+    bool holding_ = false, held_twice_ = false;
+    crc_state held_crc_ = crc_state::unknown;  // crc_intact_ext of the held packet
     sc_core::sc_time held_due_;  // when the held packet goes alone
     tlm::tlm_generic_payload held_gp_;
 };

@@ -52,12 +52,12 @@ private:
     void b_transport(int id, tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
     void forward();
     /// Queues a copy of the packet on output `p` (false: the queue is full).
-    /// `intact`: the input payload carried crc_intact_ext (the copy passes it on).
-    bool enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_core::sc_time& delay, bool intact);
+    /// `crc`: what the input payload's crc_intact_ext said (the copy passes it on).
+    bool enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_core::sc_time& delay, crc_state crc);
 
     struct slot {
         sc_core::sc_time at;  // when the packet is ready to leave (arrival + latency)
-        bool intact = false;  // the bytes are as their sender sealed them (crc_intact_ext)
+        crc_state crc = crc_state::unknown;  // crc_intact_ext of the packet as it came in
         packet pkt;
     };
     struct out_port {

@@ -30,6 +30,7 @@ public:
     param<unsigned> rx_buffer_packets;  ///< initial depth of the arrival queue (it doubles when full)
     param<double> rx_pipeline_ns;       ///< from last bit in to the packet reaching the P_Key checker
     param<double> loopback_ns;          ///< loopback path: last bit looped back to the receive pipeline
+    param<bool> lazy_crc;               ///< seal (ICRC, VCRC) only when the wire bytes are needed
 
     counter tx_packets, tx_bytes, rx_packets, rx_bytes, tx_busy_ps;
     counter rx_bad_vcrc, rx_bad_icrc, rx_malformed, rx_queue_grows, rx_bad_dlid;
@@ -104,6 +105,7 @@ private:
     size_t rx_head_ = 0, rx_count_ = 0;
     sc_core::sc_event rx_event_;
     sc_core::sc_time rx_pipeline_;
+    bool lazy_crc_ = true;
     tlm::tlm_generic_payload tx_gp_;
 };
 

@@ -221,3 +221,27 @@ TEST(HcasimSpeed, speed_prints_packets_per_second_slowdown_and_event_equivalents
     EXPECT_EQ(s.code, 2);
     EXPECT_EQ(s.err, "hcasim: error: --speed measures one run; with --sweep qps run each QP count on its own\n");
 }
+
+TEST(HcasimSpeed, lazy_crcs_change_nothing_but_speed) {
+    // hca.port.lazy_crc (default true) leaves the CRCs of a packet nothing alters uncomputed;
+    // with bit errors injected the link seals the copy it corrupts, so the receiver still drops
+    // it. Same table, same counters either way.
+    const std::string common = "--workload send_bw --size 64,4K --iters 400 --set link.bit_error_rate=1e-6 --seed 5";
+    const std::string ja = ::testing::TempDir() + "lazy_a.json", jb = ::testing::TempDir() + "lazy_b.json";
+    const result a = run(common + " --stats-json '" + ja + "'");
+    const result b = run(common + " --set hca.port.lazy_crc=false --stats-json '" + jb + "'");
+    ASSERT_EQ(a.code, 0) << a.err;
+    ASSERT_EQ(b.code, 0) << b.err;
+    EXPECT_EQ(a.out, b.out);
+    const auto ca = nlohmann::json::parse(slurp(ja))["counters"], cb = nlohmann::json::parse(slurp(jb))["counters"];
+    EXPECT_EQ(ca, cb);
+    const uint64_t corrupted = ca["node0.link.corrupted"].get<uint64_t>() + ca["node1.link.corrupted"].get<uint64_t>();
+    EXPECT_GT(corrupted, 0u) << "bit errors happened";
+    uint64_t bad = 0;
+    for (const char* k : {"node0.hca.port.rx_bad_vcrc", "node0.hca.port.rx_bad_icrc", "node1.hca.port.rx_bad_vcrc",
+                          "node1.hca.port.rx_bad_icrc"})
+        bad += ca[k].get<uint64_t>();
+    EXPECT_EQ(bad, corrupted) << "every corrupted packet failed a CRC";
+    std::remove(ja.c_str());
+    std::remove(jb.c_str());
+}
