@@ -27,10 +27,14 @@ bool host_os::alloc_contiguous(size_t bytes, size_t align, uint64_t* pa) {
     size_t pages = (bytes + PAGE_BYTES - 1) >> PAGE_SHIFT;
     size_t align_pages = std::max<size_t>(1, (align + PAGE_BYTES - 1) >> PAGE_SHIFT);
     // First fit from the bottom, so tables and rings pack low and process pages come from the top.
-    for (size_t first = 0; first + pages <= used_.size();) {
+    // The scan starts at low_free_ (no page below it is free), so filling from the bottom is not
+    // quadratic in the allocations made.
+    while (low_free_ < used_.size() && used_[low_free_]) ++low_free_;
+    for (size_t first = low_free_; first + pages <= used_.size();) {
         uint64_t addr = base_ + (uint64_t(first) << PAGE_SHIFT);
-        if (addr % (uint64_t(align_pages) << PAGE_SHIFT)) {
-            ++first;
+        const uint64_t align_bytes = uint64_t(align_pages) << PAGE_SHIFT;
+        if (addr % align_bytes) {
+            first += size_t((align_bytes - addr % align_bytes) >> PAGE_SHIFT);  // the next aligned page
             continue;
         }
         size_t i = 0;
@@ -48,9 +52,12 @@ bool host_os::alloc_contiguous(size_t bytes, size_t align, uint64_t* pa) {
 }
 
 bool host_os::alloc_page(uint64_t* pa) {
-    for (size_t i = used_.size(); i-- > 0;) {
+    // From the top; no page above top_free_ is free.
+    if (top_free_ > used_.size()) top_free_ = used_.size();
+    for (size_t i = top_free_; i-- > 0;) {
         if (used_[i]) continue;
         used_[i] = true;
+        top_free_ = i;
         uint64_t addr = base_ + (uint64_t(i) << PAGE_SHIFT);
         allocs_[addr] = 1;
         zero(addr, PAGE_BYTES);
@@ -65,6 +72,8 @@ void host_os::free(uint64_t pa) {
     if (it == allocs_.end()) return;
     size_t first = (pa - base_) >> PAGE_SHIFT;
     for (size_t k = 0; k < it->second; ++k) used_[first + k] = false;
+    low_free_ = std::min(low_free_, first);
+    if (top_free_ != SIZE_MAX) top_free_ = std::max(top_free_, first + it->second);
     allocs_.erase(it);
 }
 

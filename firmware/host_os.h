@@ -36,6 +36,8 @@ private:
     host_bus& bus_;
     uint64_t base_;
     std::vector<bool> used_;               ///< one flag per page
+    size_t low_free_ = 0;                  ///< no page below this index is free
+    size_t top_free_ = SIZE_MAX;           ///< no page at or above this index is free
     std::map<uint64_t, size_t> allocs_;    ///< first pa -> pages
 };
 

@@ -309,6 +309,8 @@ public:
              std::vector<run_report>& out, const std::vector<uint64_t>& mrs = {})
         : sc_module(name), m_(m), spec_(spec), wp_(wp), out_(out), mrs_(mrs) {
         fw::driver_options opts;
+        // The driver's QP table holds the run's QPs (and the special QPs and a few spare).
+        opts.log_num_qps = uint8_t(std::max<unsigned>(opts.log_num_qps, ceil_log2(uint64_t(spec.qps) + 16)));
         for (const phase_spec& p : spec.phases)
             if (p.workload == "mr_scale")
                 mr_scale_init(p, opts);
@@ -352,6 +354,7 @@ public:
                 if (rd_workload_.empty()) rd_workload_ = p.workload;
             }
             needs_atomic_ |= k == op_kind::atomic;
+            needs_recv_ |= k == op_kind::send;
         }
         nq_ = spec.qps;
         tr_ = spec.phases.empty() ? transport::rc : transport_of(spec.phases.front().workload);
@@ -463,6 +466,15 @@ private:
         s.ctx = ibv_open_device(sw.driver, sw.as);
         if (!s.ctx)
             fail(node + ": ibv_open_device failed: " + sw.driver.last_error());
+        {
+            ibv_device_attr dev{};
+            if (ibv_query_device(s.ctx, &dev) != 0)
+                fail(node + ": ibv_query_device failed");
+            if (uint64_t(dev.max_qp) < nq_)
+                fail("--qps " + std::to_string(nq_) + ": " + node + "'s HCA holds " + std::to_string(dev.max_qp) +
+                     " QPs (raise hca.max_qps, e.g. --set hca.max_qps=" +
+                     std::to_string(uint64_t(1) << ceil_log2(uint64_t(nq_) + 16)) + ")");
+        }
         // READ and atomics: as many outstanding as the device allows (perftest's default).
         uint8_t max_rd = 0, max_dest_rd = 0;
         int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
@@ -483,7 +495,10 @@ private:
         }
         // ud_send_bw: node1's receive queues hold every message of a size (ud_rq_need_), as far as
         // the device's queue and CQ sizes allow; otherwise perftest's rx_depth.
-        s.rq_depth = srq_ ? 0 : wp_.rx_depth;  // srq_bw: node1's QPs use the SRQ, node0 receives nothing
+        // srq_bw: node1's QPs use the SRQ, node0 receives nothing. RC WRITE, READ and atomic runs
+        // consume no receive WQEs: none are posted (as perftest's), which keeps runs with many QPs
+        // from filling host memory with receive rings.
+        s.rq_depth = srq_ || (tr_ == transport::rc && !needs_recv_) ? 0 : wp_.rx_depth;
         unsigned rcq_entries = wp_.rx_depth * 2;
         if (nq_ > 2 && !srq_) {
             // One receive CQ for every QP's rx_depth receives: a server that polls slower than
@@ -1831,6 +1846,7 @@ private:
     sc_event stream_end_;         ///< notified then
     std::vector<std::vector<uint64_t>> received_;  ///< UD bandwidth: datagrams node i took per QP in the current size
     bool needs_rd_ = false;       ///< a phase uses RDMA READ or atomics
+    bool needs_recv_ = false;     ///< a phase sends (the receiver keeps receive WQEs posted)
     bool needs_atomic_ = false;   ///< a phase uses atomics
     std::string rd_workload_;     ///< the first such phase (error text)
     verify::checker chk_;         ///< both processes count into it; the client reports per size
