@@ -173,7 +173,12 @@ void print_speed(const nlohmann::ordered_json& j) {
         std::printf(" speed: this machine runs %.0f SystemC timed events per second: %.1f event-equivalents per "
                     "wire packet\n",
                     events, events / pps);
-    std::printf(" speed: max RSS %.1f MiB\n", double(ru.ru_maxrss) / 1024.0);
+    uint64_t pages = 0;
+    for (const auto& [key, value] : j["counters"].items())
+        if (key.size() > 13 && key.compare(key.size() - 13, 13, ".memory.pages") == 0)
+            pages += value.get<uint64_t>();
+    std::printf(" speed: max RSS %.1f MiB, of which simulated host memory %.1f MiB (rings, buffers, tables)\n",
+                double(ru.ru_maxrss) / 1024.0, double(pages) * 4096.0 / (1024.0 * 1024.0));
 }
 
 /// Writes the --report directory; prints where (and a warning if no plot could be drawn).

@@ -525,7 +525,15 @@ private:
         s.mr = ibv_reg_mr(s.pd, s.buf, s.buf_bytes, access);
         if (!s.pd || !s.mr)
             fail(node + ": PD/MR setup failed");
-        s.scq = ibv_create_cq(s.ctx, int(wp_.tx_depth) * 2);
+        unsigned scq_entries = wp_.tx_depth * 2;
+        if (nq_ > 2) {
+            // Signaled sends of every QP may wait in the send CQ together (as the receive CQ).
+            ibv_device_attr dev{};
+            if (ibv_query_device(s.ctx, &dev) != 0)
+                fail(node + ": ibv_query_device failed");
+            scq_entries = unsigned(std::min<uint64_t>(uint64_t(wp_.tx_depth) * nq_, uint64_t(dev.max_cqe)));
+        }
+        s.scq = ibv_create_cq(s.ctx, int(scq_entries));
         s.rcq = ibv_create_cq(s.ctx, int(rcq_entries));
         if (!s.scq || !s.rcq)
             fail(node + ": CQ creation failed");

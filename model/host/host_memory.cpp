@@ -22,7 +22,8 @@ host_memory::host_memory(const sc_module_name& name)
       writes("writes", "b_transport writes (both sockets)"),
       bytes_read("bytes_read", "bytes read by b_transport"),
       bytes_written("bytes_written", "bytes written by b_transport"),
-      atomics("atomics", "atomic operations executed") {
+      atomics("atomics", "atomic operations executed"),
+      pages("pages", "4 KiB pages of simulated host memory backed so far (allocated on first touch)") {
     // 16 TiB bounds the first-level table at 1 Mi entries (8 MiB).
     size_bytes.range(page_size, uint64_t(1) << 44);
     access_latency_ns.range(0.0, 1e9);
@@ -45,6 +46,7 @@ uint8_t* host_memory::get_page(uint64_t addr) {
     if (!p) {
         p.reset(new uint8_t[page_size]());  // value-initialised: unwritten memory reads as zero
         ++allocated_pages_;
+        ++pages;
     }
     return p.get();
 }

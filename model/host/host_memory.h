@@ -27,7 +27,7 @@ public:
     param<uint64_t> size_bytes;       ///< physical address space; beyond is an address error
     param<double> access_latency_ns;  ///< added to every b_transport delay and DMI latency
 
-    counter reads, writes, bytes_read, bytes_written, atomics;
+    counter reads, writes, bytes_read, bytes_written, atomics, pages;
 
     explicit host_memory(const sc_core::sc_module_name& name);
     ~host_memory() override;
