@@ -24,6 +24,12 @@ echo "packets/wall-s     $(field "$tmp/bw.json" "round(d['sim']['wire_packets_pe
 echo "wall_s             $wall"
 echo "max RSS            ${rss} KiB"
 
+echo "== Simulator speed (issue 7): 4 KiB WRITE stream and 64 B message rate, 200000 WRITEs each"
+echo "   (event-equivalents = this machine's raw SystemC timed-event rate / wire packets per wall second)"
+for sz in 4096 64; do
+    "$bin" --workload write_bw --size "$sz" --iters 200000 --speed | grep '^ speed:' | sed "s/^ speed:/  $sz B:/"
+done
+
 echo "== RC READ bandwidth, 1 MiB, and atomic message rate (FETCH_AND_ADD, 8 B, one QP and four)"
 "$bin" --workload read_bw --size 1M --iters 2000 --stats-json "$tmp/rbw.json" > /dev/null
 printf '%-19s%s\n' "read_bw_gbps" "$(field "$tmp/rbw.json" "d['results'][0]['bw_gbps']")"

@@ -8,7 +8,7 @@
 HCASIM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # Debian bookworm packages: SystemC 2.3.4 (pkg-config only), Verilator 5.006, Boost
-# program_options, GoogleTest, nlohmann/json, and the toolchain.
+# program_options, GoogleTest, nlohmann/json, gnuplot (hcasim --report's plots), and the toolchain.
 HCASIM_PACKAGES=(
     libsystemc-dev
     verilator
@@ -23,6 +23,7 @@ HCASIM_PACKAGES=(
     pkg-config
     make
     time
+    gnuplot-nox
 )
 
 hcasim_log() { printf '[hcasim] %s\n' "$*" >&2; }

@@ -135,6 +135,14 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         ("qps,q", po::value<std::string>(), "number of queue pairs (default 1; srq_bw, ud_srq_bw: 16)")
         ("mtu,m", po::value<std::string>(), "path MTU: 256|512|1024|2048|4096 (default 4096); UD: the largest message")
         ("stats-json", po::value<std::string>(), "write results, counters and configuration as JSON to FILE")
+        ("sweep", po::value<std::vector<std::string>>()->composing(),
+         "sweep a dimension: size=LIST (the same as --size) or qps=LIST (one run per QP count); LIST as --size, "
+         "A..B or A-B for powers of two, e.g. size=2..8M, qps=1..16K (repeatable, one per dimension)")
+        ("report", po::value<std::string>(), "write DIR/results.csv, DIR/results.json and PNG plots (gnuplot) of the run")
+        ("speed", "after the run, print the simulator's speed: wire packets per wall second, slowdown, and cost per "
+                  "packet in SystemC timed-event equivalents (measured by --bench-events in a child process)")
+        ("bench-events", po::value<std::string>(), "only measure this machine's raw SystemC timed-event rate over N events "
+                                                   "(one SC_METHOD re-notified 1 ns ahead) and print it")
         ("seed", po::value<std::string>(), "run seed (default 1); also seeds link fault injection (link.seed)")
         ("verify", "check every destination byte and completion; exit 1 on the first mismatch")
         ("atomic", po::value<std::string>(), "atomic_lat/atomic_rate operation: fetch_add|cmp_swap (default fetch_add)")
@@ -168,6 +176,46 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         o.sizes = parse_sizes(vm["size"].as<std::string>());
         o.sizes_given = true;
     }
+    if (vm.count("sweep")) {
+        bool size_swept = false;
+        for (const std::string& s : vm["sweep"].as<std::vector<std::string>>()) {
+            const auto eq = s.find('=');
+            if (eq == std::string::npos)
+                throw config_error("--sweep: expected size=LIST or qps=LIST, got '" + s + "'");
+            const std::string dim = s.substr(0, eq);
+            std::string list = s.substr(eq + 1);
+            for (size_t p; (p = list.find("..")) != std::string::npos;) list.replace(p, 2, "-");
+            if (dim == "size") {
+                if (o.sizes_given || size_swept)
+                    throw config_error("--sweep size=...: the sizes are already given (--size or another --sweep size)");
+                o.sizes = parse_list(list, "--sweep size", "size");
+                o.sizes_given = size_swept = true;
+            } else if (dim == "qps") {
+                if (vm.count("qps") || !o.sweep_qps.empty())
+                    throw config_error("--sweep qps=...: the QP count is already given (--qps or another --sweep qps)");
+                for (uint64_t n : parse_list(list, "--sweep qps", "QP count")) {
+                    if (n == 0 || n > (1u << 24))
+                        throw config_error("--sweep qps: " + std::to_string(n) + " QPs (expected 1 to 16777216)");
+                    o.sweep_qps.push_back(unsigned(n));
+                }
+            } else {
+                throw config_error("--sweep: unknown dimension '" + dim + "' (expected size or qps)");
+            }
+        }
+    }
+    if (vm.count("report")) {
+        o.report_dir = vm["report"].as<std::string>();
+        if (o.report_dir.empty()) throw config_error("--report: expected a directory");
+    }
+    o.speed = vm.count("speed") > 0;
+    if (vm.count("bench-events")) {
+        o.bench_events = option_uint("bench-events", vm["bench-events"].as<std::string>(), 1, uint64_t(1) << 40);
+        if (vm.count("workload") || o.speed || vm.count("report") || vm.count("sweep"))
+            throw config_error("--bench-events runs only the SystemC event benchmark (no --workload, --speed, --sweep "
+                               "or --report)");
+    }
+    if (o.speed && !o.sweep_qps.empty())
+        throw config_error("--speed measures one run; with --sweep qps run each QP count on its own");
     if (vm.count("iters")) {
         o.iters = option_uint("iters", vm["iters"].as<std::string>(), 1, std::numeric_limits<uint64_t>::max());
         o.iters_given = true;

@@ -28,6 +28,10 @@ struct run_options {
                                        ///< workload's own default (mr_scale: 64,4K)
     bool iters_given = false;          ///< --iters was on the command line
     bool qps_given = false;            ///< --qps was on the command line (srq_bw's default is 16)
+    std::vector<unsigned> sweep_qps;   ///< --sweep qps=LIST: one run (a child process) per QP count
+    std::string report_dir;            ///< --report DIR: CSV, JSON and PNG plots of the run(s); empty = none
+    bool speed = false;                ///< --speed: print the simulator's speed after the run (not deterministic)
+    uint64_t bench_events = 0;         ///< --bench-events N: only measure the SystemC timed-event rate
 };
 
 /// Parses argv. Prints usage to `help_out` on --help. Throws config_error (one line) on bad input.

@@ -1,7 +1,16 @@
 // hcasim: run a perftest-like workload (or the default demo) on the simulated machine.
 #include <systemc>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 
@@ -80,8 +89,9 @@ void print_help_config(std::ostream& os, const std::vector<param_info>& params) 
 /// --workload attack_suite: one line per case and the summary; 0 if every case was rejected as
 /// expected and no target byte changed, else 1. --verify is accepted (the suite always checks).
 int run_attack_suite(const run_options& o) {
-    if (o.sizes_given || o.iters_given || !o.stats_json.empty())
-        throw config_error("attack_suite takes no --size, --iters or --stats-json (it runs a fixed table of cases)");
+    if (o.sizes_given || o.iters_given || !o.stats_json.empty() || !o.report_dir.empty() || !o.sweep_qps.empty())
+        throw config_error("attack_suite takes no --size, --iters, --sweep, --report or --stats-json (it runs a fixed "
+                           "table of cases)");
     apply_config(o);
     attack::suite_options so;
     so.seed = o.seed;
@@ -98,6 +108,187 @@ int run_attack_suite(const run_options& o) {
     return r.ok() ? 0 : 1;
 }
 
+/// --bench-events: the raw SystemC timed-event rate of this machine (the unit of the simulator's
+/// cost per packet). One SC_METHOD re-notifies itself 1 ns ahead `n` times.
+struct event_ticker : sc_core::sc_module {
+    uint64_t count = 0, limit;
+    SC_HAS_PROCESS(event_ticker);
+    event_ticker(sc_core::sc_module_name name, uint64_t n) : sc_module(name), limit(n) { SC_METHOD(tick); }
+    void tick() {
+        if (++count < limit)
+            next_trigger(1, sc_core::SC_NS);
+    }
+};
+
+int bench_events(uint64_t n) {
+    event_ticker t("event_ticker", n);
+    const auto start = std::chrono::steady_clock::now();
+    sc_core::sc_start();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("SystemC timed events: %llu in %.3f s wall, %.0f per second\n", static_cast<unsigned long long>(t.count),
+                s, s > 0 ? double(t.count) / s : 0.0);
+    return 0;
+}
+
+/// The event rate of this machine now, from `hcasim --bench-events` in a child process (the
+/// simulation of this process is over; a fresh one is needed). 0 if it could not be measured.
+double measure_event_rate() {
+    std::fflush(nullptr);
+    int fds[2];
+    if (pipe(fds) != 0)
+        return 0;
+    const pid_t pid = fork();
+    if (pid < 0)
+        return 0;
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        execl("/proc/self/exe", "hcasim", "--bench-events", "5000000", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    close(fds[1]);
+    std::string out;
+    char buf[256];
+    for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
+    close(fds[0]);
+    int ws = 0;
+    waitpid(pid, &ws, 0);
+    const size_t at = out.find("wall, ");
+    return at == std::string::npos ? 0 : std::strtod(out.c_str() + at + 6, nullptr);
+}
+
+/// --speed: the simulator's speed for the run just done (wall-clock figures: not deterministic).
+void print_speed(const nlohmann::ordered_json& j) {
+    const double wall = j["sim"]["wall_s"].get<double>();
+    const double packets = j["sim"]["wire_packets"].get<double>();
+    const double sim_s = j["sim"]["sim_time_ns"].get<double>() * 1e-9;
+    const double pps = wall > 0 ? packets / wall : 0;
+    const double events = measure_event_rate();
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    std::printf(" speed: %.0f wire packets in %.2f s wall: %.0f packets per wall second; slowdown %.1fx "
+                "(simulated %.3f ms)\n",
+                packets, wall, pps, sim_s > 0 ? wall / sim_s : 0.0, sim_s * 1e3);
+    if (events > 0 && pps > 0)
+        std::printf(" speed: this machine runs %.0f SystemC timed events per second: %.1f event-equivalents per "
+                    "wire packet\n",
+                    events, events / pps);
+    std::printf(" speed: max RSS %.1f MiB\n", double(ru.ru_maxrss) / 1024.0);
+}
+
+/// Writes the --report directory; prints where (and a warning if no plot could be drawn).
+void report(const run_options& o, const nlohmann::ordered_json& runs) {
+    std::string warning;
+    const std::vector<std::string> pngs = write_report(o.report_dir, runs, warning);
+    std::cout << " report: " << o.report_dir << "/results.csv, results.json";
+    for (const std::string& p : pngs) std::cout << ", " << p;
+    std::cout << "\n";
+    if (!warning.empty()) std::cerr << "hcasim: warning: --report: no plots: " << warning << "\n";
+}
+
+/// One run of the workload (one elaboration): prints its table(s), writes --stats-json, returns
+/// the exit status and (if `json` is given) the stats JSON.
+int run_once(const run_options& opts, nlohmann::ordered_json* json) {
+    const run_spec spec = make_spec(opts);
+    bool two_node = false;
+    for (const phase_spec& p : spec.phases) two_node |= !is_pcie_workload(p.workload);
+    if (two_node)
+        apply_seed(opts);  // first, so that the configuration's link.seed wins
+    apply_config(opts);
+    if (opts.help_config) {
+        std::vector<param_info> params;
+        run(spec, &params);
+        print_help_config(std::cout, params);
+        return 0;
+    }
+    std::vector<run_report> reports = run(spec);
+    for (run_report& r : reports) r.qps = spec.qps;
+    for (const run_report& r : reports)
+        print_table(std::cout, r);
+    if (!opts.stats_json.empty())
+        write_json(opts.stats_json, reports);
+    if (json)
+        *json = to_json(reports);
+    for (const run_report& r : reports)
+        if (!r.verify_failure.empty()) {
+            std::cerr << "hcasim: run failed: verify: " << r.verify_failure << "\n";
+            return 1;
+        }
+    return 0;
+}
+
+/// --sweep qps=LIST: SystemC elaborates once per process, so each QP count runs in a child
+/// process (in order, its table on our stdout); the parent collects the children's stats JSON.
+int run_qps_sweep(const run_options& o) {
+    if (is_pcie_workload(o.workload))
+        throw config_error("--sweep qps: " + o.workload + " moves data over PCIe only and has no QPs");
+    char dir_template[] = "/tmp/hcasim-sweep-XXXXXX";
+    if (!mkdtemp(dir_template)) throw config_error("--sweep qps: cannot create a temporary directory");
+    const std::string tmp = dir_template;
+    nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+    int status = 0;
+    for (unsigned qps : o.sweep_qps) {
+        const std::string path = tmp + "/qps" + std::to_string(qps) + ".json";
+        std::cout << "== --sweep qps=" << qps << "\n";
+        std::cout.flush();
+        std::fflush(nullptr);
+        const pid_t pid = fork();
+        if (pid < 0) {
+            status = 1;
+            std::cerr << "hcasim: run failed: --sweep qps: fork failed\n";
+            break;
+        }
+        if (pid == 0) {
+            run_options c = o;
+            c.sweep_qps.clear();
+            c.report_dir.clear();
+            c.qps = qps;
+            c.qps_given = true;
+            c.stats_json = path;
+            int rc = 1;
+            try {
+                rc = run_once(c, nullptr);
+            } catch (const config_error& e) {
+                std::cerr << "hcasim: error: " << e.what() << "\n";
+                rc = 2;
+            } catch (const workload_error& e) {
+                std::cerr << "hcasim: run failed: " << e.what() << "\n";
+            } catch (const std::exception& e) {
+                std::cerr << "hcasim: error: " << e.what() << "\n";
+            }
+            std::cout.flush();
+            std::fflush(nullptr);
+            _exit(rc);
+        }
+        int ws = 0;
+        waitpid(pid, &ws, 0);
+        const int rc = WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;
+        if (rc != 0) {
+            if (!WIFEXITED(ws))
+                std::cerr << "hcasim: run failed: --sweep qps=" << qps << ": the run was killed (signal "
+                          << WTERMSIG(ws) << ")\n";
+            status = rc;
+            break;
+        }
+        std::ifstream in(path);
+        nlohmann::ordered_json j;
+        try {
+            in >> j;
+        } catch (const std::exception& e) {
+            std::cerr << "hcasim: run failed: --sweep qps=" << qps << ": unreadable results (" << e.what() << ")\n";
+            status = 1;
+            break;
+        }
+        runs.push_back(std::move(j));
+    }
+    std::filesystem::remove_all(tmp);
+    if (status != 0) return status;
+    if (!o.stats_json.empty())
+        write_json_file(o.stats_json, nlohmann::ordered_json{{"sweep", "qps"}, {"runs", runs}});
+    if (!o.report_dir.empty()) report(o, runs);
+    return 0;
+}
+
 }  // namespace
 
 int sc_main(int argc, char* argv[]) {
@@ -110,28 +301,17 @@ int sc_main(int argc, char* argv[]) {
             return 0;
         if (opts.workload == "attack_suite")
             return run_attack_suite(opts);
-        const run_spec spec = make_spec(opts);
-        bool two_node = false;
-        for (const phase_spec& p : spec.phases) two_node |= !is_pcie_workload(p.workload);
-        if (two_node)
-            apply_seed(opts);  // first, so that the configuration's link.seed wins
-        apply_config(opts);
-        if (opts.help_config) {
-            std::vector<param_info> params;
-            run(spec, &params);
-            print_help_config(std::cout, params);
-            return 0;
-        }
-        std::vector<run_report> reports = run(spec);
-        for (const run_report& r : reports)
-            print_table(std::cout, r);
-        if (!opts.stats_json.empty())
-            write_json(opts.stats_json, reports);
-        for (const run_report& r : reports)
-            if (!r.verify_failure.empty()) {
-                std::cerr << "hcasim: run failed: verify: " << r.verify_failure << "\n";
-                return 1;
-            }
+        if (opts.bench_events)
+            return bench_events(opts.bench_events);
+        if (!opts.sweep_qps.empty() && !opts.help_config)
+            return run_qps_sweep(opts);
+        nlohmann::ordered_json json;
+        const int rc = run_once(opts, opts.report_dir.empty() && !opts.speed ? nullptr : &json);
+        if (rc == 0 && opts.speed && !opts.help_config)
+            print_speed(json);
+        if (rc == 0 && !opts.report_dir.empty() && !opts.help_config)
+            report(opts, nlohmann::ordered_json::array({json}));
+        return rc;
     } catch (const config_error& e) {
         std::cerr << "hcasim: error: " << e.what() << "\n";
         return 2;

@@ -1,9 +1,14 @@
 // Run report output; see report.h.
 #include "report.h"
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -107,12 +112,24 @@ void print_table(std::ostream& os, const run_report& r) {
 void write_json(const std::string& path, const run_report& r) { write_json(path, std::vector<run_report>{r}); }
 
 void write_json(const std::string& path, const std::vector<run_report>& reports) {
-    using json = nlohmann::ordered_json;
     if (reports.empty()) throw config_error("no results to write to '" + path + "'");
+    write_json_file(path, to_json(reports));
+}
+
+void write_json_file(const std::string& path, const nlohmann::ordered_json& j, const char* what) {
+    std::ofstream out(path);
+    if (!out) throw config_error(std::string("cannot write ") + what + " '" + path + "'");
+    out << j.dump(2) << "\n";
+    if (!out) throw config_error(std::string("cannot write ") + what + " '" + path + "'");
+}
+
+nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
+    using json = nlohmann::ordered_json;
     const run_report& r = reports.front();
     json j;
     j["workload"] = reports.size() == 1 ? r.workload : std::string("demo");
     j["seed"] = r.seed;
+    j["qps"] = r.qps;
     json results = json::array();
     for (const run_report& rep : reports)
     for (const auto& s : rep.results) {
@@ -142,6 +159,11 @@ void write_json(const std::string& path, const std::vector<run_report>& reports)
                         {"wqes_taken", s.srq_wqes_taken},
                         {"rnr_naks_sent", s.srq_rnr_naks},
                         {"empty", s.srq_empty}};
+        if (!s.util.empty()) {
+            json u = json::object();
+            for (const auto& [unit, frac] : s.util) u[unit] = frac;
+            e["util"] = std::move(u);
+        }
         if (s.verified) {
             json v = {{"bytes_checked", s.bytes_checked},
                       {"mismatches", s.mismatches},
@@ -172,11 +194,7 @@ void write_json(const std::string& path, const std::vector<run_report>& reports)
     }
     j["counters"] = std::move(counters);
     j["config"] = std::move(config);
-
-    std::ofstream out(path);
-    if (!out) throw config_error("cannot write stats JSON '" + path + "'");
-    out << j.dump(2) << "\n";
-    if (!out) throw config_error("cannot write stats JSON '" + path + "'");
+    return j;
 }
 
 size_result latency_stats(uint64_t size, const std::vector<double>& samples_us) {
@@ -197,6 +215,233 @@ size_result latency_stats(uint64_t size, const std::vector<double>& samples_us) 
     for (double x : v) sum += x;  // sorted order: deterministic summation
     s.lat_avg_us = sum / static_cast<double>(n);
     return s;
+}
+
+}  // namespace hcasim
+
+namespace hcasim {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string num(double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.6g", v);
+    return b;
+}
+
+/// A label for a series: "write_bw, 16 QPs".
+std::string series_label(const std::string& workload, unsigned qps) {
+    return workload + ", " + std::to_string(qps) + (qps == 1 ? " QP" : " QPs");
+}
+
+/// Writes one gnuplot datablock.
+void datablock(std::ostream& gp, const std::string& name, const std::vector<std::vector<double>>& rows) {
+    gp << "$" << name << " << EOD\n";
+    for (const auto& r : rows) {
+        for (size_t k = 0; k < r.size(); ++k) gp << (k ? " " : "") << num(r[k]);
+        gp << "\n";
+    }
+    gp << "EOD\n";
+}
+
+/// The one quote character gnuplot strings may not contain here.
+std::string quoted(std::string s) {
+    std::replace(s.begin(), s.end(), '\'', '"');
+    return "'" + s + "'";
+}
+
+/// Runs `gnuplot plots.gp` in `dir`; "" or why it failed.
+std::string run_gnuplot(const std::string& dir) {
+    const pid_t pid = fork();
+    if (pid < 0) return "fork failed";
+    if (pid == 0) {
+        if (chdir(dir.c_str()) != 0) _exit(126);
+        const int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
+        execlp("gnuplot", "gnuplot", "plots.gp", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) < 0) return "waitpid failed";
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return "gnuplot not found (install Debian's gnuplot-nox)";
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return "gnuplot failed on " + dir + "/plots.gp (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
+    return "";
+}
+
+}  // namespace
+
+std::vector<std::string> write_report(const std::string& dir, const ojson& runs, std::string& warning) {
+    warning.clear();
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec || !std::filesystem::is_directory(dir))
+        throw config_error("--report: cannot create directory '" + dir + "'" + (ec ? ": " + ec.message() : ""));
+    write_json_file(dir + "/results.json", ojson{{"runs", runs}}, "report");
+
+    // One row per (run, result); series keyed in first-appearance order.
+    struct point {
+        double x, a, b, c;
+    };
+    struct series {
+        std::string label;
+        std::vector<point> pts;
+    };
+    std::vector<series> bw, lat, by_qps;
+    std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>>>> util;
+    auto find = [](std::vector<series>& v, const std::string& label) -> series& {
+        for (auto& s : v)
+            if (s.label == label) return s;
+        v.push_back({label, {}});
+        return v.back();
+    };
+    std::vector<unsigned> qps_seen;
+    std::ofstream csv(dir + "/results.csv");
+    if (!csv) throw config_error("--report: cannot write '" + dir + "/results.csv'");
+    csv << "workload,qps,size_bytes,iters,bw_gbps,msg_rate_mpps,lat_typical_us,lat_min_us,lat_p99_us,lat_avg_us,"
+           "lat_max_us\n";
+    for (const ojson& run : runs) {
+        const unsigned qps = run.value("qps", 1u);
+        if (std::find(qps_seen.begin(), qps_seen.end(), qps) == qps_seen.end()) qps_seen.push_back(qps);
+        const std::string run_workload = run.value("workload", std::string("demo"));
+        for (const ojson& r : run.at("results")) {
+            const std::string w = r.value("workload", run_workload);
+            const double size = r.at("size_bytes").get<double>();
+            const bool latency = r.contains("lat_typical_us");
+            csv << w << "," << qps << "," << r.at("size_bytes").get<uint64_t>() << "," << r.at("iters").get<uint64_t>();
+            if (latency) {
+                csv << ",,," << num(r["lat_typical_us"]) << "," << num(r["lat_min_us"]) << "," << num(r["lat_p99_us"])
+                    << "," << num(r["lat_avg_us"]) << "," << num(r["lat_max_us"]) << "\n";
+                find(lat, series_label(w, qps))
+                    .pts.push_back({size, r["lat_typical_us"].get<double>(), r["lat_min_us"].get<double>(),
+                                    r["lat_p99_us"].get<double>()});
+                continue;
+            }
+            const double gbps = r.at("bw_gbps").get<double>(), mpps = r.at("msg_rate_mpps").get<double>();
+            csv << "," << num(gbps) << "," << num(mpps) << ",,,,,\n";
+            find(bw, series_label(w, qps)).pts.push_back({size, gbps, mpps, 0});
+            find(by_qps, w + ", " + std::to_string(r.at("size_bytes").get<uint64_t>()) + " B")
+                .pts.push_back({double(qps), gbps, mpps, 0});
+            if (r.contains("util")) {
+                const std::string label = series_label(w, qps);
+                auto it = std::find_if(util.begin(), util.end(), [&](const auto& u) { return u.first == label; });
+                if (it == util.end()) {
+                    util.push_back({label, {}});
+                    it = util.end() - 1;
+                }
+                for (const auto& [unit, frac] : r["util"].items()) {
+                    auto u = std::find_if(it->second.begin(), it->second.end(),
+                                          [&](const auto& e) { return e.first == unit; });
+                    if (u == it->second.end()) {
+                        it->second.push_back({unit, {}});
+                        u = it->second.end() - 1;
+                    }
+                    u->second.push_back({size, frac.get<double>()});
+                }
+            }
+        }
+    }
+    csv.close();
+    if (!csv) throw config_error("--report: cannot write '" + dir + "/results.csv'");
+
+    // The gnuplot script: data inline, one PNG per figure that has data.
+    std::vector<std::string> pngs;
+    std::ofstream gp(dir + "/plots.gp");
+    if (!gp) throw config_error("--report: cannot write '" + dir + "/plots.gp'");
+    gp << "# hcasim --report: regenerate the plots with `gnuplot plots.gp` in this directory.\n"
+          "set terminal pngcairo size 960,600 noenhanced font ',11'\n"
+          "set grid\nset key outside right top\nset style data linespoints\nset pointsize 0.8\n";
+    int block = 0;
+    auto size_axis = [&gp] {
+        gp << "set logscale x 2\nset xlabel 'message size (bytes)'\n"
+              "set format x '%.0b%B'\nunset logscale y\nset yrange [0:*]\n";
+    };
+    auto plot = [&](const std::string& png, const std::string& title, const std::string& ylabel,
+                    const std::vector<series>& ss, int col, bool logx_size) {
+        std::vector<std::string> names;
+        for (const auto& s : ss) {
+            std::vector<std::vector<double>> rows;
+            for (const auto& p : s.pts) rows.push_back({p.x, p.a, p.b, p.c});
+            names.push_back("d" + std::to_string(block++));
+            datablock(gp, names.back(), rows);
+        }
+        gp << "set output " << quoted(png) << "\nset title " << quoted(title) << "\nset ylabel " << quoted(ylabel)
+           << "\n";
+        if (logx_size) size_axis();
+        gp << "plot ";
+        for (size_t k = 0; k < ss.size(); ++k)
+            gp << (k ? ", \\\n     " : "") << "$" << names[k] << " using 1:" << col << " title " << quoted(ss[k].label);
+        gp << "\n";
+        pngs.push_back(png);
+    };
+    if (!bw.empty()) {
+        plot("bandwidth.png", "Bandwidth vs message size (simulated)", "Gb/s", bw, 2, true);
+        plot("msg_rate.png", "Message rate vs message size (simulated)", "Mpps", bw, 3, true);
+    }
+    if (!lat.empty()) {
+        // Typical with min .. p99 as the error bar.
+        std::vector<std::string> names;
+        for (const auto& s : lat) {
+            std::vector<std::vector<double>> rows;
+            for (const auto& p : s.pts) rows.push_back({p.x, p.a, p.b, p.c});
+            names.push_back("d" + std::to_string(block++));
+            datablock(gp, names.back(), rows);
+        }
+        gp << "set output 'latency.png'\nset title 'Latency vs message size (simulated; typical, bars min..p99)'\n"
+              "set ylabel 'microseconds'\n";
+        size_axis();
+        gp << "plot ";
+        for (size_t k = 0; k < lat.size(); ++k)
+            gp << (k ? ", \\\n     " : "") << "$" << names[k] << " using 1:2:3:4 with yerrorlines title "
+               << quoted(lat[k].label);
+        gp << "\n";
+        pngs.push_back("latency.png");
+    }
+    if (qps_seen.size() > 1 && !by_qps.empty()) {
+        gp << "set logscale x 2\nset xlabel 'queue pairs'\nset format x '%g'\nset yrange [0:*]\n";
+        std::vector<std::string> names;
+        for (const auto& s : by_qps) {
+            std::vector<std::vector<double>> rows;
+            for (const auto& p : s.pts) rows.push_back({p.x, p.a, p.b});
+            names.push_back("d" + std::to_string(block++));
+            datablock(gp, names.back(), rows);
+        }
+        gp << "set output 'qps.png'\nset title 'Throughput vs queue pairs (simulated)'\n"
+              "set ylabel 'Mpps'\nset y2label 'Gb/s'\nset ytics nomirror\nset y2tics\nset y2range [0:*]\nplot ";
+        for (size_t k = 0; k < by_qps.size(); ++k)
+            gp << (k ? ", \\\n     " : "") << "$" << names[k] << " using 1:3 title " << quoted(by_qps[k].label + " Mpps")
+               << ", $" << names[k] << " using 1:2 axes x1y2 dashtype 2 title " << quoted(by_qps[k].label + " Gb/s");
+        gp << "\nunset y2label\nunset y2tics\nset ytics mirror\n";
+        pngs.push_back("qps.png");
+    }
+    for (size_t u = 0; u < util.size(); ++u) {
+        std::string png = "utilisation_" + std::to_string(u) + ".png";
+        if (util.size() == 1) png = "utilisation.png";
+        std::vector<std::string> names;
+        for (const auto& [unit, pts] : util[u].second) {
+            std::vector<std::vector<double>> rows;
+            for (const auto& [x, y] : pts) rows.push_back({x, 100.0 * y});
+            names.push_back("d" + std::to_string(block++));
+            datablock(gp, names.back(), rows);
+        }
+        gp << "set output " << quoted(png) << "\nset title " << quoted("Unit utilisation (busy % of the measured "
+                                                                          "interval), " + util[u].first)
+           << "\nset ylabel 'busy %'\n";
+        size_axis();
+        gp << "set yrange [0:105]\nplot ";
+        for (size_t k = 0; k < names.size(); ++k)
+            gp << (k ? ", \\\n     " : "") << "$" << names[k] << " using 1:2 title " << quoted(util[u].second[k].first);
+        gp << "\n";
+        pngs.push_back(png);
+    }
+    gp.close();
+    if (!gp) throw config_error("--report: cannot write '" + dir + "/plots.gp'");
+    if (pngs.empty()) return pngs;
+    warning = run_gnuplot(dir);
+    if (!warning.empty()) pngs.clear();
+    return pngs;
 }
 
 }  // namespace hcasim

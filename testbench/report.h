@@ -1,6 +1,7 @@
 // Results of a run: perftest-like table on stdout and the --stats-json file.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -37,6 +38,9 @@ struct size_result {
     uint64_t srq_wqes_taken = 0;  ///< node1's wqe_fetcher.srq_taken during the size
     uint64_t srq_rnr_naks = 0;    ///< node1's transport_engine.rnr_naks_sent during the size (RC: SRQ empty)
     uint64_t srq_empty = 0;       ///< node1's wqe_fetcher.srq_empty during the size (UD: datagrams dropped)
+    /// Bandwidth rows: each unit's busy fraction of the measured interval (its *_busy_ps counters'
+    /// increase / the interval), e.g. {"node0 link tx", 0.99}; JSON "util".
+    std::vector<std::pair<std::string, double>> util;
 };
 
 /// Everything a run reports.
@@ -47,6 +51,7 @@ struct run_report {
     double wall_s = 0;                 ///< host wall time of the simulation (JSON only, never the table)
     uint64_t wire_packets = 0;         ///< packets that crossed the fabric
     uint64_t seed = 0;                 ///< run seed
+    unsigned qps = 1;                  ///< queue pairs of the run (--qps)
     std::string verify_failure;        ///< --verify: the first mismatch or bad completion, in words; empty = none
     /// Every counter and every parameter at the end of the run (captured before the model is
     /// torn down). Empty: write_json reads the live registries instead.
@@ -57,11 +62,25 @@ struct run_report {
 /// Prints a perftest-like table. Deterministic: no wall-clock values.
 void print_table(std::ostream& os, const run_report& r);
 
-/// Writes the stats JSON (results, sim summary, every counter, every param). Throws
-/// config_error if the file cannot be written.
+/// The stats JSON of a run (results, sim summary, every counter, every param). Several phases of
+/// one run (the demo): "workload" is "demo" and each result names its workload.
+nlohmann::ordered_json to_json(const std::vector<run_report>& reports);
+/// Writes to_json to `path`. Throws config_error if the file cannot be written.
 void write_json(const std::string& path, const run_report& r);
-/// Several phases of one run (the demo): "workload" is "demo" and each result names its workload.
 void write_json(const std::string& path, const std::vector<run_report>& reports);
+/// Writes a JSON value to `path` (2-space indent). Throws config_error if it cannot be written.
+void write_json_file(const std::string& path, const nlohmann::ordered_json& j, const char* what = "stats JSON");
+
+/// --report DIR: `runs` is an array of stats JSON objects (to_json), one per run of a sweep.
+/// Writes DIR/results.csv (one row per workload, QP count and size), DIR/results.json ({"runs":
+/// runs}) and, with gnuplot, DIR/plots.gp and the PNG plots that have data: bandwidth.png and
+/// msg_rate.png (bandwidth rows vs size), latency.png (latency rows vs size), qps.png
+/// (bandwidth and message rate vs QPs, when the runs differ in QPs) and utilisation.png (the
+/// units' busy fractions of each bandwidth row). Returns the PNG files written; `warning` is set
+/// (and nothing plotted) when gnuplot is not installed or fails. Throws config_error when DIR
+/// cannot be created or written.
+std::vector<std::string> write_report(const std::string& dir, const nlohmann::ordered_json& runs,
+                                      std::string& warning);
 
 /// Latency row from per-iteration samples (microseconds): typical = median, p99 nearest rank.
 size_result latency_stats(uint64_t size, const std::vector<double>& samples_us);

@@ -325,6 +325,16 @@ public:
                                          "' does not exist");
             }
         }
+        // The units' busy counters of node0 and node1, read around each bandwidth size.
+        static const char* const busy[][2] = {
+            {"link tx", ".hca.port.tx_busy_ps"},           {"PCIe up", ".pcie.upstream_busy_ps"},
+            {"PCIe down", ".pcie.downstream_busy_ps"},     {"requester", ".hca.transport_engine.tx_busy_ps"},
+            {"responder", ".hca.transport_engine.rx_busy_ps"}, {"responses", ".hca.transport_engine.resp_busy_ps"},
+            {"WQE fetcher", ".hca.wqe_fetcher.busy_ps"},   {"CQ writer", ".hca.cq_writer.busy_ps"}};
+        for (unsigned i = 0; i < std::min<size_t>(2, m.size()); ++i)
+            for (const auto& b : busy)
+                if (const counter* c = stats_registry::instance().find(std::string(m.at(i).name()) + b[1]))
+                    busy_.push_back({"node" + std::to_string(i) + " " + b[0], c});
         nn_ = mcast_ ? unsigned(m.size()) : 2;
         bar_.parties = nn_;
         sw_.resize(nn_);
@@ -1153,6 +1163,7 @@ private:
                                               : cas                 ? IBV_WC_COMP_SWAP
                                                                     : IBV_WC_FETCH_ADD;
                 std::vector<uint64_t> posted(nq, 0), completed(nq, 0);
+                const std::vector<uint64_t> busy0 = busy_counts();
                 const uint64_t t0 = bus(i).now_ns();
                 uint64_t total_posted = 0, total_completed = 0;
                 while (total_completed < ph.iters) {
@@ -1244,6 +1255,7 @@ private:
                 const double secs = double(t1 - t0) * 1e-9;
                 r.bw_gbps = secs > 0 ? double(size) * double(ph.iters) * 8.0 / secs / 1e9 : 0;
                 r.msg_rate_mpps = secs > 0 ? double(ph.iters) / secs / 1e6 : 0;
+                take_util(r, busy0, t1 - t0);
                 rep.results.push_back(r);
                 if (tr_ != transport::rc)
                     send_markers(ph, size);
@@ -1525,6 +1537,21 @@ private:
         }
     }
 
+    /// The busy counters (busy_) now.
+    std::vector<uint64_t> busy_counts() const {
+        std::vector<uint64_t> v;
+        v.reserve(busy_.size());
+        for (const auto& b : busy_) v.push_back(b.second->value());
+        return v;
+    }
+    /// Each unit's busy fraction of an interval of `ns` that started at counts `before`.
+    void take_util(size_result& r, const std::vector<uint64_t>& before, uint64_t ns) const {
+        if (!ns)
+            return;
+        for (size_t k = 0; k < busy_.size(); ++k)
+            r.util.push_back({busy_[k].first, double(busy_[k].second->value() - before[k]) / (double(ns) * 1000.0)});
+    }
+
     /// node1's wqe_fetcher.srq_taken, transport_engine.rnr_naks_sent, wqe_fetcher.srq_empty.
     std::array<uint64_t, 3> srq_counts() const {
         return {srq_ctr_[0]->value(), srq_ctr_[1]->value(), srq_ctr_[2]->value()};
@@ -1708,6 +1735,7 @@ private:
             }
         region_stream(ph, size, nr, nr);  // warm-up: every region once
         const std::array<uint64_t, 4> c0 = tu_counts();
+        const std::vector<uint64_t> busy0 = busy_counts();
         const uint64_t t0 = bus(0).now_ns();
         region_stream(ph, size, nr, iters);
         const uint64_t t1 = bus(0).now_ns();
@@ -1732,6 +1760,7 @@ private:
         r.msg_rate_mpps = secs > 0 ? double(iters) / secs / 1e6 : 0;
         if (v)
             take_counts(r);
+        take_util(r, busy0, t1 - t0);
         rep.results.push_back(r);
         const auto rate = [](uint64_t hits, uint64_t misses) {
             return hits + misses ? double(hits) / double(hits + misses) : -1.0;
@@ -1789,6 +1818,7 @@ private:
     bool srq_ = false;            ///< srq_bw, ud_srq_bw: node1's QPs share one SRQ
     uint64_t ud_srq_need_ = 0;    ///< ud_srq_bw: SRQ WRs for a whole size and its markers
     const counter* srq_ctr_[3] = {};  ///< node1's srq_taken, rnr_naks_sent, srq_empty
+    std::vector<std::pair<std::string, const counter*>> busy_;  ///< the units' *_busy_ps counters of node0 and node1
     std::vector<ibv_sge> srq_sges_;   ///< post_srq's list (reused)
     std::vector<ibv_recv_wr> srq_wrs_;
     sc_event exchanged_;

@@ -46,4 +46,47 @@ struct atomic_ext : tlm::tlm_extension<atomic_ext> {
     }
 };
 
+/// What is known of a fabric packet's CRCs. `sealed`: its bytes are exactly those its sending
+/// port sealed (ICRC and VCRC computed over them) and nothing altered them. `unsealed`: nothing
+/// altered them either, but the sender has not computed the CRCs yet (hca.port.lazy_crc): the
+/// last 6 bytes are not the CRCs, and whoever needs the exact wire bytes (a bit error to
+/// inject, a subnet manager's record, a capture) seals a copy first (wire::seal_packet over
+/// len - 6). Either way a receiving port may skip recomputing the CRCs (they match by
+/// construction). No extension (`unknown`): the receiver checks the CRCs — the default for test
+/// benches, fuzzers and corrupted packets.
+enum class crc_state : uint8_t { unknown, sealed, unsealed };
+
+/// Carries a crc_state other than unknown on a payload. Whoever forwards the bytes unchanged
+/// keeps it on the payload it passes on; whoever changes them clears it. Never owned by the
+/// payload: two shared instances are set and cleared by the payload's owner.
+struct crc_intact_ext : tlm::tlm_extension<crc_intact_ext> {
+    crc_state state = crc_state::sealed;
+    explicit crc_intact_ext(crc_state s = crc_state::sealed) : state(s) {}
+    tlm::tlm_extension_base* clone() const override { return new crc_intact_ext(state); }
+    void copy_from(const tlm::tlm_extension_base& e) override { state = static_cast<const crc_intact_ext&>(e).state; }
+    /// The shared instances are never deleted (a payload's destructor frees its extensions).
+    void free() override {
+        if (this != instance(crc_state::sealed) && this != instance(crc_state::unsealed))
+            delete this;
+    }
+    /// The shared instance for `s` (sealed or unsealed).
+    static crc_intact_ext* instance(crc_state s) {
+        static crc_intact_ext sealed(crc_state::sealed), unsealed(crc_state::unsealed);
+        return s == crc_state::unsealed ? &unsealed : &sealed;
+    }
+};
+
+/// The crc_state a payload carries.
+inline crc_state crc_state_of(const tlm::tlm_generic_payload& gp) {
+    const crc_intact_ext* e = gp.get_extension<crc_intact_ext>();
+    return e ? e->state : crc_state::unknown;
+}
+/// Attaches `s` to `gp` (unknown: removes the extension).
+inline void set_crc_state(tlm::tlm_generic_payload& gp, crc_state s) {
+    if (s == crc_state::unknown)
+        gp.clear_extension<crc_intact_ext>();
+    else
+        gp.set_extension(crc_intact_ext::instance(s));
+}
+
 }  // namespace hcasim

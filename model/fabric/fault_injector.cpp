@@ -1,5 +1,7 @@
 #include "model/fabric/fault_injector.h"
 
+#include "tlm_if/wire/ib_headers.h"
+
 #include <cmath>
 #include <cstring>
 
@@ -88,7 +90,10 @@ void fault_injector::carry_faulty(tlm::tlm_generic_payload& gp, sc_time& delay, 
     if (!partner && s_.reorder_rate > 0 && uniform() < s_.reorder_rate) {
         held_->len = len;
         std::memcpy(held_->bytes, gp.get_data_ptr(), len);
+        held_crc_ = corrupt ? crc_state::unknown : crc_state_of(gp);
         if (corrupt) {
+            if (crc_state_of(gp) == crc_state::unsealed && len >= 6)
+                wire::seal_packet(held_->bytes, len - 6);  // the CRCs the receiver checks the flips against
             flip_bits(held_->bytes, len);
             ++corrupted;
         } else if (s_.bit_error_rate > 0) {
@@ -101,11 +106,15 @@ void fault_injector::carry_faulty(tlm::tlm_generic_payload& gp, sc_time& delay, 
         return;
     }
     uint8_t* const original = gp.get_data_ptr();
+    const crc_state crc = crc_state_of(gp);
     if (corrupt) {
         std::memcpy(scratch_->bytes, original, len);  // the sender's buffer stays intact
+        if (crc == crc_state::unsealed && len >= 6)
+            wire::seal_packet(scratch_->bytes, len - 6);  // the CRCs the receiver checks the flips against
         flip_bits(scratch_->bytes, len);
         ++corrupted;
         gp.set_data_ptr(scratch_->bytes);
+        set_crc_state(gp, crc_state::unknown);  // the receiver must check the CRCs
     } else if (s_.bit_error_rate > 0) {
         bits_to_error_ -= uint64_t(len) * 8;
     }
@@ -117,6 +126,7 @@ void fault_injector::carry_faulty(tlm::tlm_generic_payload& gp, sc_time& delay, 
         to.b_transport(gp, d);  // right behind the first copy, same arrival time
     }
     gp.set_data_ptr(original);
+    set_crc_state(gp, crc);
     if (partner) {
         ++reordered;
         deliver_held(arrival, to);
@@ -133,6 +143,7 @@ void fault_injector::deliver_held(const sc_time& arrival, tlm::tlm_fw_transport_
     held_gp_.set_data_ptr(held_->bytes);
     held_gp_.set_data_length(held_->len);
     held_gp_.set_streaming_width(held_->len);
+    set_crc_state(held_gp_, held_crc_);
     const sc_time delay = arrival - sc_time_stamp();
     for (int copy = 0; copy < (held_twice_ ? 2 : 1); ++copy) {
         if (copy)

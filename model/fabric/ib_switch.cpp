@@ -65,7 +65,7 @@ void ib_switch::leave_mcast(uint16_t mlid, unsigned p) {
         --g[p];
 }
 
-bool ib_switch::enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_time& delay) {
+bool ib_switch::enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_time& delay, crc_state crc) {
     out_port& o = *ports_[p];
     if (o.count == o.ring.size()) {
         ++dropped_queue_full;
@@ -74,6 +74,7 @@ bool ib_switch::enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_
     slot& s = *o.ring[(o.head + o.count) % o.ring.size()];
     s.at = sc_time_stamp() + delay + sc_time(latency_ns.get(), SC_NS);
     s.pkt.len = len;
+    s.crc = crc;
     std::memcpy(s.pkt.bytes, data, len);
     ++o.count;
     wake_.notify(s.at - sc_time_stamp());
@@ -96,7 +97,7 @@ void ib_switch::b_transport(int id, tlm::tlm_generic_payload& gp, sc_time& delay
         for (unsigned p = 0; p < g.size(); ++p) {
             if (!g[p] || int(p) == id || ports_[p]->ring.empty())
                 continue;
-            if (enqueue(p, gp.get_data_ptr(), len, delay))
+            if (enqueue(p, gp.get_data_ptr(), len, delay, crc_state_of(gp)))
                 ++copies;
         }
         if (!copies && g.empty())
@@ -109,7 +110,7 @@ void ib_switch::b_transport(int id, tlm::tlm_generic_payload& gp, sc_time& delay
         ++dropped_no_route;
         return;
     }
-    enqueue(unsigned(p), gp.get_data_ptr(), len, delay);
+    enqueue(unsigned(p), gp.get_data_ptr(), len, delay, crc_state_of(gp));
 }
 
 // Each output serialises its queue in order; a packet starts when it is ready and the output
@@ -131,6 +132,7 @@ void ib_switch::forward() {
             gp_.set_data_length(s.pkt.len);
             gp_.set_streaming_width(s.pkt.len);
             gp_.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+            set_crc_state(gp_, s.crc);
             sc_time delay = o.free_at - now + o.propagation;
             o.faults.carry(gp_, delay, *out[p]);
             ++forwarded;

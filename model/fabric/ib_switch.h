@@ -8,6 +8,7 @@
 #pragma once
 #include <systemc>
 #include <tlm>
+#include "tlm_if/tlm_ext.h"
 #include <tlm_utils/multi_passthrough_initiator_socket.h>
 #include <tlm_utils/multi_passthrough_target_socket.h>
 
@@ -51,10 +52,12 @@ private:
     void b_transport(int id, tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
     void forward();
     /// Queues a copy of the packet on output `p` (false: the queue is full).
-    bool enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_core::sc_time& delay);
+    /// `crc`: what the input payload's crc_intact_ext said (the copy passes it on).
+    bool enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_core::sc_time& delay, crc_state crc);
 
     struct slot {
         sc_core::sc_time at;  // when the packet is ready to leave (arrival + latency)
+        crc_state crc = crc_state::unknown;  // crc_intact_ext of the packet as it came in
         packet pkt;
     };
     struct out_port {

@@ -1,5 +1,7 @@
 #include "model/fabric/subnet_manager.h"
 
+#include "tlm_if/tlm_ext.h"
+
 namespace hcasim {
 
 using namespace sc_core;
@@ -93,9 +95,14 @@ bool subnet_manager::set_pkey(unsigned node, unsigned index, uint16_t key) {
 
 void subnet_manager::rx_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
     gp.set_response_status(tlm::TLM_OK_RESPONSE);
-    const uint8_t* bytes = gp.get_data_ptr();
-    const size_t len = gp.get_data_length();
     record r;
+    // The SM keeps the exact wire bytes: a packet whose sender left its CRCs to be computed
+    // (crc_intact_ext, unsealed) is sealed here, in the record's copy.
+    r.bytes.assign(gp.get_data_ptr(), gp.get_data_ptr() + gp.get_data_length());
+    if (crc_state_of(gp) == crc_state::unsealed && r.bytes.size() >= 6)
+        wire::seal_packet(r.bytes.data(), r.bytes.size() - 6);
+    const uint8_t* bytes = r.bytes.data();
+    const size_t len = r.bytes.size();
     size_t off = 0, plen = 0;
     if (wire::parse_packet(bytes, len, r.h, off, plen) != wire::parse_status::ok ||
         r.h.b.opcode != wire::op::UD_SEND_ONLY || r.h.b.dest_qp != 0 || !wire::is_subn_mgmt(bytes + off, plen) ||
@@ -104,7 +111,6 @@ void subnet_manager::rx_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay
         return;
     }
     r.at = sc_time_stamp() + delay;
-    r.bytes.assign(bytes, bytes + len);
     r.mad = wire::decode_smp(bytes + off);
     if (r.mad.h.method == wire::MAD_METHOD_TRAP) {
         trap_record t;

@@ -16,10 +16,12 @@ cq_writer::cq_writer(const sc_module_name& name, const sc_time& clock, unsigned 
       msi_writes("msi_writes", "interrupt (MSI) writes"),
       resizes("resizes", "CQs resized (CMD_RESIZE_CQ)"),
       resize_moved("resize_moved", "CQEs copied to a new ring by CQ resizes"),
+      busy_ps("busy_ps", "ps spent formatting CQEs (write_cycles each; utilisation)"),
       cqs_(max_cqs),
       eqs_(max_eqs) {
     write_cycles.range(0, 100000);
     format_time_ = clock * double(write_cycles.get());
+    format_ps_ = uint64_t(format_time_ / sc_time(1, SC_PS) + 0.5);
 }
 
 void cq_writer::load_cq(uint32_t cqn, const hw::cq_context& c) {
@@ -134,6 +136,7 @@ bool cq_writer::complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_time& dela
         return false;
     }
     delay += format_time_;
+    busy_ps += format_ps_;
     e.owner = uint8_t((e.owner & ~hw::CQE_OWNER_BIT) | hw::cqe_owner_for(s.producer, s.log_size));
     dma.write(s.base + (s.producer & (size - 1)) * sizeof(hw::cqe), &e, sizeof e, delay);
     ++s.producer;

@@ -21,7 +21,7 @@ public:
 
     param<unsigned> write_cycles;  ///< cycles to format one CQE before its DMA write
 
-    counter cqes, events, overruns, msi_writes, resizes, resize_moved;
+    counter cqes, events, overruns, msi_writes, resizes, resize_moved, busy_ps;
 
     cq_writer(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_cqs, unsigned max_eqs);
 
@@ -75,6 +75,7 @@ private:
     uint64_t msi_addr_ = 0;
     uint32_t msi_data_ = 0;
     sc_core::sc_time format_time_;
+    uint64_t format_ps_ = 0;
 };
 
 }  // namespace hcasim

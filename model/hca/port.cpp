@@ -17,10 +17,14 @@ port::port(const sc_module_name& name)
       rx_pipeline_ns("rx_pipeline_ns", 20.0, "ns", "receive pipeline: last bit in to P_Key checker"),
       loopback_ns("loopback_ns", 0.0, "ns",
                   "loopback to own LID: last bit serialised to the receive pipeline (no wire, no cable)"),
+      lazy_crc("lazy_crc", true, "",
+               "compute a packet's ICRC and VCRC only when something needs the exact wire bytes (bit-error "
+               "injection, a subnet manager's record); false: at every transmit (same results, slower)"),
       tx_packets("tx_packets", "packets transmitted"),
       tx_bytes("tx_bytes", "bytes transmitted (LRH through VCRC)"),
       rx_packets("rx_packets", "packets received and passed on"),
       rx_bytes("rx_bytes", "bytes received"),
+      tx_busy_ps("tx_busy_ps", "ps the wire spent serialising this port's packets (utilisation)"),
       rx_bad_vcrc("rx_bad_vcrc", "packets dropped for a VCRC mismatch"),
       rx_bad_icrc("rx_bad_icrc", "packets dropped for an ICRC mismatch"),
       rx_malformed("rx_malformed", "packets dropped as malformed (length, LNH, version, opcode)"),
@@ -33,6 +37,7 @@ port::port(const sc_module_name& name)
     rx_pipeline_ns.range(0, 1e6);
     loopback_ns.range(0, 1e6);
     rx_pipeline_ = sc_time(rx_pipeline_ns.get(), SC_NS);
+    lazy_crc_ = lazy_crc.get();
     loopback_ = sc_time(loopback_ns.get(), SC_NS);
     wire_q_.starts.resize(tx_queue_packets);
     loop_q_.starts.resize(tx_queue_packets);
@@ -82,7 +87,9 @@ sc_time port::tx_backpressure() {
 }
 
 sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& ready) {
-    pkt.len = uint32_t(wire::seal_packet(pkt.bytes, len_before_icrc));
+    // ICRC and VCRC: computed now, or (lazy_crc) only by whoever needs the exact wire bytes.
+    pkt.len = lazy_crc_ ? len_before_icrc + uint32_t(wire::ICRC_BYTES + wire::VCRC_BYTES)
+                        : uint32_t(wire::seal_packet(pkt.bytes, len_before_icrc));
     const sc_time now = sc_time_stamp();
     const sc_time serialise(double(pkt.len) * ps_per_byte_, SC_PS);
     const uint16_t dlid = wire::decode_lrh(pkt.bytes).dlid;
@@ -95,7 +102,7 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
         loop_q_.push(start, now);
         ++loopback_packets;
         loopback_bytes += pkt.len;
-        enqueue_rx(pkt.bytes, pkt.len, loop_free_ + loopback_ + rx_pipeline_);
+        enqueue_rx(pkt.bytes, pkt.len, loop_free_ + loopback_ + rx_pipeline_, true);  // never altered
     };
     if (is_own_lid(dlid)) {
         // C10-6: a packet to a QP on this port is delivered internally, never onto the link.
@@ -111,6 +118,7 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
     if (wire_free_ > start)
         start = wire_free_;
     wire_free_ = start + serialise;
+    tx_busy_ps += uint64_t(serialise / sc_time(1, SC_PS) + 0.5);
     // Remember when this packet leaves the queue, for backpressure.
     wire_q_.push(start, now);
     ++tx_packets;
@@ -121,6 +129,8 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
     tx_gp_.set_data_length(pkt.len);
     tx_gp_.set_streaming_width(pkt.len);
     tx_gp_.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+    // The receiver may trust the CRCs while nothing alters the bytes (crc_intact_ext).
+    set_crc_state(tx_gp_, lazy_crc_ ? crc_state::unsealed : crc_state::sealed);
     sc_time delay = wire_free_ - now;  // last bit on the wire (store and forward)
     const sc_time done = delay;
     tx->b_transport(tx_gp_, delay);
@@ -129,10 +139,11 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
 
 void port::rx_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
     gp.set_response_status(tlm::TLM_OK_RESPONSE);
-    enqueue_rx(gp.get_data_ptr(), gp.get_data_length(), sc_time_stamp() + delay + rx_pipeline_);
+    enqueue_rx(gp.get_data_ptr(), gp.get_data_length(), sc_time_stamp() + delay + rx_pipeline_,
+               crc_state_of(gp) != crc_state::unknown);
 }
 
-void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival) {
+void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival, bool intact) {
     if (rx_count_ == rx_ring_.size()) {
         // The queue holds packets whose arrival lies ahead (senders hand packets to the link when
         // they schedule them; a response waiting for its data's DMA may be scheduled far ahead).
@@ -157,6 +168,7 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
     size_t at = (rx_head_ + rx_count_) % n;
     rx_slot* s = rx_ring_[at].get();
     s->arrival = arrival;
+    s->intact = intact;
     s->pkt.len = len;
     std::memcpy(s->pkt.bytes, bytes, len);
     // Keep the buffer in arrival order: a packet from the wire may arrive before looped-back
@@ -181,7 +193,7 @@ void port::rx_process() {
         rx_slot& s = *rx_ring_[rx_head_];
         rx_packet p;
         size_t off = 0, plen = 0;
-        const wire::parse_status st = wire::parse_packet(s.pkt.bytes, s.pkt.len, p.h, off, plen);
+        const wire::parse_status st = wire::parse_packet(s.pkt.bytes, s.pkt.len, p.h, off, plen, !s.intact);
         rx_bytes += s.pkt.len;
         const uint16_t dlid = p.h.l.dlid;
         if (st == wire::parse_status::ok && !is_own_lid(dlid) && dlid < wire::MULTICAST_LID_BASE) {

@@ -7,6 +7,7 @@
 #pragma once
 #include <systemc>
 #include <tlm>
+#include "tlm_if/tlm_ext.h"
 #include <tlm_utils/simple_initiator_socket.h>
 #include <tlm_utils/simple_target_socket.h>
 
@@ -29,8 +30,9 @@ public:
     param<unsigned> rx_buffer_packets;  ///< initial depth of the arrival queue (it doubles when full)
     param<double> rx_pipeline_ns;       ///< from last bit in to the packet reaching the P_Key checker
     param<double> loopback_ns;          ///< loopback path: last bit looped back to the receive pipeline
+    param<bool> lazy_crc;               ///< seal (ICRC, VCRC) only when the wire bytes are needed
 
-    counter tx_packets, tx_bytes, rx_packets, rx_bytes;
+    counter tx_packets, tx_bytes, rx_packets, rx_bytes, tx_busy_ps;
     counter rx_bad_vcrc, rx_bad_icrc, rx_malformed, rx_queue_grows, rx_bad_dlid;
     counter loopback_packets, loopback_bytes;
 
@@ -68,7 +70,8 @@ private:
     void rx_b_transport(tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
     /// Puts a received packet into the receive buffer, to reach the P_Key checker at `arrival`
     /// (absolute); counts and drops it if it is too long.
-    void enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_core::sc_time& arrival);
+    /// `intact`: the bytes are exactly what a port sealed (crc_intact_ext): the CRCs are not recomputed.
+    void enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_core::sc_time& arrival, bool intact);
     void rx_process();
 
     /// Start times of the packets waiting for one serialiser (wire or loopback), a ring of
@@ -85,6 +88,7 @@ private:
     };
     struct rx_slot {
         sc_core::sc_time arrival;
+        bool intact = false;  // crc_intact_ext: skip the CRC checks
         packet pkt;
     };
     rx_sink* sink_ = nullptr;
@@ -101,6 +105,7 @@ private:
     size_t rx_head_ = 0, rx_count_ = 0;
     sc_core::sc_event rx_event_;
     sc_core::sc_time rx_pipeline_;
+    bool lazy_crc_ = true;
     tlm::tlm_generic_payload tx_gp_;
 };
 

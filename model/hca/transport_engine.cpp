@@ -95,6 +95,9 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
       mcast_dropped("mcast_dropped", "multicast packets dropped (QPN not 0xFFFFFF, no GRH, not UD SEND, no attached QP)"),
       wq_catastrophic("wq_catastrophic", "local work queue catastrophic errors (a send WQE could not be read): QP_FATAL"),
       srq_events("srq_events", "SRQ limit reached and SRQ error events raised"),
+      tx_busy_ps("tx_busy_ps", "ps the requester spent on packets (packet_cycles each; utilisation)"),
+      rx_busy_ps("rx_busy_ps", "ps the responder spent on request packets (rx_cycles each; utilisation)"),
+      resp_busy_ps("resp_busy_ps", "ps the response process spent on READ response packets and queued ACKs (rx_cycles each)"),
       qps_(max_qps),
       ready_(max_qps),
       resp_ready_(max_qps) {
@@ -112,6 +115,8 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
                            " is not a power of two");
     packet_time_ = clock * double(packet_cycles.get());
     rx_time_ = clock * double(rx_cycles.get());
+    packet_ps_ = uint64_t(packet_time_ / sc_time(1, SC_PS) + 0.5);
+    rx_ps_ = uint64_t(rx_time_ / sc_time(1, SC_PS) + 0.5);
     tx_latency_cycles.range(0, 1000000);
     rx_latency_cycles.range(0, 1000000);
     tx_latency_ = clock * double(tx_latency_cycles.get());
@@ -346,6 +351,7 @@ void transport_engine::requester_loop() {
             continue;
         if (q.valid && q.q_count && may_send(q))
             make_tx_ready(qpn);
+        tx_busy_ps += packet_ps_;
         if (packet_time_ != SC_ZERO_TIME)
             wait(packet_time_);
     }
@@ -1283,6 +1289,7 @@ void transport_engine::response_loop() {
         send_response(q);
         if (q.valid && q.r_count)
             make_resp_ready(qpn);
+        resp_busy_ps += rx_ps_;
         if (rx_time_ != SC_ZERO_TIME)
             wait(rx_time_);
     }
@@ -1588,6 +1595,7 @@ sc_time transport_engine::responder_start(qp& q) {
     const sc_time now = sc_time_stamp();
     sc_time delay = q.resp_free > now ? q.resp_free - now : SC_ZERO_TIME;
     q.resp_free = now + delay + rx_time_;
+    rx_busy_ps += rx_ps_;
     return delay + rx_latency_;
 }
 

@@ -75,7 +75,8 @@ public:
         acks_received, naks_received, rnr_naks_sent, duplicates, seq_errors, dropped_bad_qp, retransmits,
         timeouts, read_requests, read_responses_sent, read_responses_received, atomics_executed,
         atomic_replays, send_completions, recv_completions, error_completions, flushed, async_events,
-        uc_dropped, ud_dropped, qkey_violations, ud_oversize, mcast_deliveries, mcast_dropped, wq_catastrophic, srq_events;
+        uc_dropped, ud_dropped, qkey_violations, ud_oversize, mcast_deliveries, mcast_dropped, wq_catastrophic, srq_events,
+        tx_busy_ps, rx_busy_ps, resp_busy_ps;
 
     SC_HAS_PROCESS(transport_engine);
     transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_qps);
@@ -359,6 +360,7 @@ private:
     size_t atomic_next_ = 0;
     std::vector<uint32_t> timed_;  // QPs with a deadline (RNR wait, fetch, ACK timer, coalesced ACK)
     sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_, coalesce_time_;
+    uint64_t packet_ps_ = 0, rx_ps_ = 0;  // the same in ps, for the busy counters
     packet tx_pkt_, ack_pkt_, resp_pkt_;
 };
 

@@ -28,6 +28,7 @@ wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& clock, unsig
       srq_empty("srq_empty", "messages that found their QP's SRQ empty (or in error)"),
       srq_limit_events("srq_limit_events", "SRQ limit reached events raised"),
       srq_errors("srq_errors", "SRQs put in error (their ring could not be read)"),
+      busy_ps("busy_ps", "ps the parser spent on send and receive WQEs (parse_cycles each; utilisation)"),
       qps_(max_qps),
       srqs_(max_srqs),
       ready_(max_qps) {
@@ -40,6 +41,7 @@ wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& clock, unsig
                            " is not a power of two");
     parse_cycles.range(0, 100000);
     parse_time_ = clock * double(parse_cycles.get());
+    parse_ps_ = uint64_t(parse_time_ / sc_time(1, SC_PS) + 0.5);
     buf_.resize(size_t(batch_wqes) * 4096);
     SC_THREAD(fetch_loop);
 }
@@ -123,6 +125,7 @@ void wqe_fetcher::inline_wqe(const uint8_t* p, uint32_t len) {
     if (may_fetch(q) && q.fetched == ctrl.wqe_index && !q.ready && engine_ && engine_->has_room(qpn)) {
         parse_send(p, len, qpn, q.transport, wqe_);
         wqe_.ready = sc_time_stamp() + parse_time_;
+        busy_ps += parse_ps_;
         if (wqe_.malformed)
             ++malformed;
         ++q.fetched;
@@ -209,6 +212,7 @@ void wqe_fetcher::fetch_loop() {
             ++q.fetched;
             engine_->push_send(qpn, wqe_);
         }
+        busy_ps += parse_ps_ * n;
         if (parse_time_ != SC_ZERO_TIME)
             wait(parse_time_ * double(n));  // the parser's initiation interval
         if (may_fetch(q) && q.producer != q.fetched)
@@ -240,6 +244,7 @@ bool wqe_fetcher::read_recv(uint64_t pa, uint32_t stride, recv_wqe& out, sc_time
     if (!dma.read(pa, raw, n, delay))
         return false;
     delay += parse_time_;
+    busy_ps += parse_ps_;
     hw::wqe_recv_header h;
     std::memcpy(&h, raw, sizeof h);
     out.wr_id = h.wr_id;

@@ -33,7 +33,7 @@ public:
     param<unsigned> srq_prefetch;   ///< receive WQEs read ahead per SRQ (on-chip)
 
     counter doorbells, inline_wqes, fetches, wqes_fetched, bytes_fetched, recv_fetches, malformed, qpc_reads,
-        srq_doorbells, srq_taken, srq_empty, srq_limit_events, srq_errors;
+        srq_doorbells, srq_taken, srq_empty, srq_limit_events, srq_errors, busy_ps;
 
     SC_HAS_PROCESS(wqe_fetcher);
     wqe_fetcher(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_qps,
@@ -130,6 +130,7 @@ private:
     size_t ready_head_ = 0, ready_count_ = 0;
     sc_core::sc_event work_;
     sc_core::sc_time parse_time_;
+    uint64_t parse_ps_ = 0;
     std::vector<uint8_t> buf_;     // one batch, sized at construction
     send_wqe wqe_;                 // scratch
 };

@@ -258,6 +258,8 @@ pcie_link::pcie_link(const sc_module_name& name)
       upstream_bytes("upstream_bytes", "TLP bytes (with headers and framing) sent device to host"),
       downstream_tlps("downstream_tlps", "TLPs sent host to device"),
       downstream_bytes("downstream_bytes", "TLP bytes (with headers and framing) sent host to device"),
+      upstream_busy_ps("upstream_busy_ps", "ps the device-to-host direction spent serialising TLPs (utilisation)"),
+      downstream_busy_ps("downstream_busy_ps", "ps the host-to-device direction spent serialising TLPs (utilisation)"),
       dma_reads("dma_reads", "DMA read transactions from the device"),
       dma_writes("dma_writes", "DMA write transactions from the device"),
       dma_atomics("dma_atomics", "atomic operations from the device"),
@@ -402,8 +404,19 @@ sc_time pcie_link::calendar::book(const sc_time& at, const sc_time& dur) {
         head = 0;
     }
     sc_time t = at;
-    size_t i = head;
-    while (i < busy.size() && busy[i].second <= t) ++i;  // intervals wholly before `at`
+    if (busy.size() == head || busy.back().second <= t) {  // after everything booked: the common case
+        if (busy.size() > head && busy.back().second == t)
+            busy.back().second = t + dur;
+        else
+            busy.push_back({t, t + dur});
+        return t + dur;
+    }
+    // The first interval not wholly before `at` (intervals are sorted and disjoint: so are their ends).
+    size_t i = size_t(std::upper_bound(busy.begin() + long(head), busy.end(), t,
+                                       [](const sc_time& x, const std::pair<sc_time, sc_time>& iv) {
+                                           return x < iv.second;
+                                       }) -
+                      busy.begin());
     while (i < busy.size() && busy[i].first < t + dur) {  // overlaps: move past it
         if (busy[i].second > t) t = busy[i].second;
         ++i;
@@ -425,7 +438,11 @@ sc_time pcie_link::calendar::book(const sc_time& at, const sc_time& dur) {
     return end;
 }
 
-sc_time pcie_link::occupy(calendar& dir, const sc_time& at, uint64_t bytes) { return dir.book(at, tlp_time(bytes)); }
+sc_time pcie_link::occupy(calendar& dir, const sc_time& at, uint64_t bytes) {
+    const sc_time t = tlp_time(bytes);
+    (&dir == &up_free_ ? upstream_busy_ps : downstream_busy_ps) += uint64_t(t / sc_time(1, SC_PS) + 0.5);
+    return dir.book(at, t);
+}
 
 sc_time pcie_link::tag_ready(const sc_time& ready) {
     const sc_time& avail = tags_[tag_head_];

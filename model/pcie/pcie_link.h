@@ -45,7 +45,7 @@ public:
     param<double> mmio_latency_ns;
     param<double> write_latency_ns;
 
-    counter upstream_tlps, upstream_bytes, downstream_tlps, downstream_bytes;
+    counter upstream_tlps, upstream_bytes, downstream_tlps, downstream_bytes, upstream_busy_ps, downstream_busy_ps;
     counter dma_reads, dma_writes, dma_atomics, dma_read_bytes, dma_write_bytes;
     counter mmio_reads, mmio_writes, tag_stall_ns, dma_write_errors;
 

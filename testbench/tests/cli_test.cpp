@@ -284,7 +284,7 @@ TEST(Report, JsonLayout) {
     const auto j = nlohmann::ordered_json::parse(in);
     std::vector<std::string> top;
     for (auto it = j.begin(); it != j.end(); ++it) top.push_back(it.key());
-    EXPECT_EQ(top, (std::vector<std::string>{"workload", "seed", "results", "sim", "counters", "config"}));
+    EXPECT_EQ(top, (std::vector<std::string>{"workload", "seed", "qps", "results", "sim", "counters", "config"}));
     EXPECT_EQ(j["workload"], "send_bw");
     EXPECT_EQ(j["seed"], 3);
     ASSERT_EQ(j["results"].size(), 2u);

@@ -94,7 +94,7 @@ TEST(HcasimAttackSuite, options_it_does_not_take_are_errors) {
     for (const char* opt : {"--size 64", "--iters 5", "--stats-json x.json"}) {
         const result r = run(std::string("--workload attack_suite ") + opt);
         EXPECT_EQ(r.code, 2) << opt;
-        EXPECT_EQ(r.err, "hcasim: error: attack_suite takes no --size, --iters or --stats-json (it runs a fixed "
+        EXPECT_EQ(r.err, "hcasim: error: attack_suite takes no --size, --iters, --sweep, --report or --stats-json (it runs a fixed "
                          "table of cases)\n")
             << opt;
         EXPECT_EQ(r.out, "");

@@ -348,9 +348,10 @@ enum class parse_status {
 /// Full-packet parse with validation (checks in this order: length/LRH, PktLen vs len,
 /// VCRC, GRH, BTH TVer, opcode, header/pad/payload lengths, ICRC). On ok, payload is
 /// [payload_offset, payload_offset + payload_len), excluding pad. Never reads outside
-/// pkt[0..len); any byte string yields a status. No heap allocation.
+/// pkt[0..len); any byte string yields a status. No heap allocation. check_crcs false skips
+/// both CRC comparisons (for bytes known to be exactly what seal_packet sealed).
 parse_status parse_packet(const uint8_t* pkt, size_t len, headers& h, size_t& payload_offset,
-                          size_t& payload_len);
+                          size_t& payload_len, bool check_crcs = true);
 const char* to_string(parse_status s);
 
 /// Invariant CRC (IBA 7.8.1) over pkt[0..len_before_icrc) (LRH through pad).

@@ -1,0 +1,247 @@
+// hcasim --sweep and --report: a size sweep (the same as --size), a QP sweep (one child process
+// per QP count, tables in order, one merged JSON), and the report directory: results.csv,
+// results.json, the gnuplot script and its PNG plots (bandwidth, message rate, latency,
+// throughput vs QPs, unit utilisation). Deterministic; one-line errors for bad requests.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern "C" int sc_main(int, char*[]) { return 0; }
+
+namespace {
+
+struct result {
+    int code = -1;
+    std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+/// Runs hcasim with `args` (shell words), capturing stdout and stderr.
+result run(const std::string& args) {
+    const std::string dir = ::testing::TempDir();
+    const std::string tag = std::to_string(getpid());
+    const std::string out = dir + "report_out_" + tag, err = dir + "report_err_" + tag;
+    const std::string cmd = std::string("cd '") + HCASIM_SOURCE_DIR + "' && '" + HCASIM_BIN + "' " + args + " >'" +
+                            out + "' 2>'" + err + "'";
+    const int status = std::system(cmd.c_str());
+    result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    std::remove(out.c_str());
+    std::remove(err.c_str());
+    return r;
+}
+
+/// A fresh directory name under the test temp dir (not created).
+std::string fresh_dir(const std::string& name) {
+    const std::string d = ::testing::TempDir() + "hcasim_report_" + name + "_" + std::to_string(getpid());
+    std::filesystem::remove_all(d);
+    return d;
+}
+
+bool is_png(const std::string& path) {
+    const std::string b = slurp(path);
+    return b.size() > 1000 && b.compare(0, 8, std::string("\x89PNG\r\n\x1a\n", 8)) == 0;
+}
+
+std::vector<std::string> lines(const std::string& text) {
+    std::vector<std::string> v;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) v.push_back(l);
+    return v;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+    std::vector<std::string> v(1);
+    for (char c : s) {
+        if (c == sep)
+            v.emplace_back();
+        else
+            v.back() += c;
+    }
+    return v;
+}
+
+}  // namespace
+
+TEST(HcasimReport, size_sweep_writes_csv_json_and_bandwidth_plots_with_utilisation) {
+    const std::string dir = fresh_dir("size");
+    const result r = run("--workload write_bw --sweep size=64..4K --iters 200 --report '" + dir + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find(" report: " + dir + "/results.csv, results.json, bandwidth.png, msg_rate.png, utilisation.png\n"),
+              std::string::npos)
+        << r.out;
+    const auto csv = lines(slurp(dir + "/results.csv"));
+    ASSERT_EQ(csv.size(), 1u + 7u) << "a header and 64, 128, ... 4096";
+    EXPECT_EQ(csv[0],
+              "workload,qps,size_bytes,iters,bw_gbps,msg_rate_mpps,lat_typical_us,lat_min_us,lat_p99_us,lat_avg_us,"
+              "lat_max_us");
+    uint64_t size = 64;
+    for (size_t k = 1; k < csv.size(); ++k, size *= 2) {
+        const auto f = split(csv[k], ',');
+        ASSERT_EQ(f.size(), 11u) << csv[k];
+        EXPECT_EQ(f[0], "write_bw");
+        EXPECT_EQ(f[1], "1");
+        EXPECT_EQ(f[2], std::to_string(size));
+        EXPECT_EQ(f[3], "200");
+        EXPECT_GT(std::stod(f[4]), 0.0);
+        EXPECT_TRUE(f[6].empty()) << "no latency on a bandwidth row";
+    }
+    const auto j = nlohmann::json::parse(slurp(dir + "/results.json"));
+    ASSERT_EQ(j["runs"].size(), 1u);
+    const auto& last = j["runs"][0]["results"].back();
+    EXPECT_EQ(last["size_bytes"], 4096);
+    // At 4 KiB node0's wire is the bottleneck of a one-QP WRITE stream: near 100% busy.
+    EXPECT_GT(last["util"]["node0 link tx"].get<double>(), 0.9);
+    EXPECT_LT(last["util"]["node0 link tx"].get<double>(), 1.0 + 1e-9);
+    EXPECT_LT(last["util"]["node1 link tx"].get<double>(), 0.1) << "node1 sends only ACKs";
+    for (const char* png : {"bandwidth.png", "msg_rate.png", "utilisation.png"})
+        EXPECT_TRUE(is_png(dir + "/" + png)) << png;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/latency.png")) << "no latency rows";
+    EXPECT_NE(slurp(dir + "/plots.gp").find("set output 'bandwidth.png'"), std::string::npos);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(HcasimReport, latency_sweep_plots_latency) {
+    const std::string dir = fresh_dir("lat");
+    const result r = run("--workload send_lat --sweep size=2..64 --iters 50 --report '" + dir + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto csv = lines(slurp(dir + "/results.csv"));
+    ASSERT_EQ(csv.size(), 1u + 6u);
+    const auto f = split(csv[1], ',');
+    EXPECT_EQ(f[0], "send_lat");
+    EXPECT_TRUE(f[4].empty()) << "no bandwidth on a latency row";
+    EXPECT_GT(std::stod(f[6]), 0.0);
+    EXPECT_LE(std::stod(f[7]), std::stod(f[6])) << "min <= typical";
+    EXPECT_TRUE(is_png(dir + "/latency.png"));
+    EXPECT_FALSE(std::filesystem::exists(dir + "/bandwidth.png"));
+    std::filesystem::remove_all(dir);
+}
+
+TEST(HcasimReport, qps_sweep_runs_each_count_in_order_and_merges_the_results) {
+    const std::string dir = fresh_dir("qps");
+    const std::string json = dir + ".json";
+    const result r = run("--workload write_bw --size 64 --iters 300 --sweep qps=1..4 --report '" + dir +
+                         "' --stats-json '" + json + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const size_t a = r.out.find("== --sweep qps=1\n"), b = r.out.find("== --sweep qps=2\n"),
+                 c = r.out.find("== --sweep qps=4\n");
+    ASSERT_NE(a, std::string::npos) << r.out;
+    ASSERT_NE(b, std::string::npos);
+    ASSERT_NE(c, std::string::npos);
+    EXPECT_LT(a, b);
+    EXPECT_LT(b, c);
+    const auto j = nlohmann::json::parse(slurp(json));
+    EXPECT_EQ(j["sweep"], "qps");
+    ASSERT_EQ(j["runs"].size(), 3u);
+    for (size_t k = 0; k < 3; ++k) {
+        EXPECT_EQ(j["runs"][k]["qps"], 1u << k);
+        EXPECT_EQ(j["runs"][k]["workload"], "write_bw");
+        EXPECT_EQ(j["runs"][k]["results"][0]["size_bytes"], 64);
+    }
+    const auto csv = lines(slurp(dir + "/results.csv"));
+    ASSERT_EQ(csv.size(), 4u);
+    EXPECT_EQ(split(csv[3], ',')[1], "4");
+    EXPECT_TRUE(is_png(dir + "/qps.png"));
+    std::filesystem::remove_all(dir);
+    std::remove(json.c_str());
+}
+
+TEST(HcasimReport, the_report_is_deterministic) {
+    const std::string d1 = fresh_dir("det1"), d2 = fresh_dir("det2");
+    ASSERT_EQ(run("--workload write_bw --sweep size=64..256 --iters 100 --report '" + d1 + "'").code, 0);
+    ASSERT_EQ(run("--workload write_bw --sweep size=64..256 --iters 100 --report '" + d2 + "'").code, 0);
+    EXPECT_EQ(slurp(d1 + "/results.csv"), slurp(d2 + "/results.csv"));
+    EXPECT_EQ(slurp(d1 + "/plots.gp"), slurp(d2 + "/plots.gp"));
+    std::filesystem::remove_all(d1);
+    std::filesystem::remove_all(d2);
+}
+
+TEST(HcasimReport, bad_sweeps_and_report_paths_are_one_line_errors) {
+    struct bad {
+        const char* args;
+        const char* err;
+    };
+    const bad cases[] = {
+        {"--workload write_bw --sweep iters=1..4", "hcasim: error: --sweep: unknown dimension 'iters' (expected size or qps)\n"},
+        {"--workload write_bw --sweep size", "hcasim: error: --sweep: expected size=LIST or qps=LIST, got 'size'\n"},
+        {"--workload write_bw --size 64 --sweep size=2..8",
+         "hcasim: error: --sweep size=...: the sizes are already given (--size or another --sweep size)\n"},
+        {"--workload write_bw --qps 2 --sweep qps=1..4",
+         "hcasim: error: --sweep qps=...: the QP count is already given (--qps or another --sweep qps)\n"},
+        {"--workload dma_read_bw --sweep qps=1..4",
+         "hcasim: error: --sweep qps: dma_read_bw moves data over PCIe only and has no QPs\n"},
+        {"--workload attack_suite --report /tmp/x",
+         "hcasim: error: attack_suite takes no --size, --iters, --sweep, --report or --stats-json (it runs a fixed "
+         "table of cases)\n"},
+    };
+    for (const bad& c : cases) {
+        const result r = run(c.args);
+        EXPECT_EQ(r.code, 2) << c.args;
+        EXPECT_EQ(r.err, c.err) << c.args;
+    }
+    const result q = run("--workload write_bw --sweep qps=0,2");
+    EXPECT_EQ(q.code, 2);
+    EXPECT_NE(q.err.find("--sweep qps"), std::string::npos) << q.err;
+    // A report directory that cannot be created: the run's table is printed, then the error.
+    const result d = run("--workload write_bw --size 64 --iters 10 --report /proc/hcasim-report");
+    EXPECT_EQ(d.code, 2);
+    EXPECT_EQ(d.err.rfind("hcasim: error: --report: cannot create directory '/proc/hcasim-report'", 0), 0u) << d.err;
+}
+
+TEST(HcasimSpeed, speed_prints_packets_per_second_slowdown_and_event_equivalents) {
+    // Wall-clock figures: only their form is checked (benchmarks print the numbers).
+    const result r = run("--workload write_bw --size 4096 --iters 200 --speed");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find(" speed: 400 wire packets in "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" packets per wall second; slowdown "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" SystemC timed events per second: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" event-equivalents per wire packet\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" speed: max RSS "), std::string::npos) << r.out;
+    const result e = run("--bench-events 1000");
+    ASSERT_EQ(e.code, 0) << e.err;
+    EXPECT_EQ(e.out.rfind("SystemC timed events: 1000 in ", 0), 0u) << e.out;
+    EXPECT_EQ(run("--bench-events 1000 --workload write_bw").code, 2);
+    const result s = run("--workload write_bw --sweep qps=1,2 --speed");
+    EXPECT_EQ(s.code, 2);
+    EXPECT_EQ(s.err, "hcasim: error: --speed measures one run; with --sweep qps run each QP count on its own\n");
+}
+
+TEST(HcasimSpeed, lazy_crcs_change_nothing_but_speed) {
+    // hca.port.lazy_crc (default true) leaves the CRCs of a packet nothing alters uncomputed;
+    // with bit errors injected the link seals the copy it corrupts, so the receiver still drops
+    // it. Same table, same counters either way.
+    const std::string common = "--workload send_bw --size 64,4K --iters 400 --set link.bit_error_rate=1e-6 --seed 5";
+    const std::string ja = ::testing::TempDir() + "lazy_a.json", jb = ::testing::TempDir() + "lazy_b.json";
+    const result a = run(common + " --stats-json '" + ja + "'");
+    const result b = run(common + " --set hca.port.lazy_crc=false --stats-json '" + jb + "'");
+    ASSERT_EQ(a.code, 0) << a.err;
+    ASSERT_EQ(b.code, 0) << b.err;
+    EXPECT_EQ(a.out, b.out);
+    const auto ca = nlohmann::json::parse(slurp(ja))["counters"], cb = nlohmann::json::parse(slurp(jb))["counters"];
+    EXPECT_EQ(ca, cb);
+    const uint64_t corrupted = ca["node0.link.corrupted"].get<uint64_t>() + ca["node1.link.corrupted"].get<uint64_t>();
+    EXPECT_GT(corrupted, 0u) << "bit errors happened";
+    uint64_t bad = 0;
+    for (const char* k : {"node0.hca.port.rx_bad_vcrc", "node0.hca.port.rx_bad_icrc", "node1.hca.port.rx_bad_vcrc",
+                          "node1.hca.port.rx_bad_icrc"})
+        bad += ca[k].get<uint64_t>();
+    EXPECT_EQ(bad, corrupted) << "every corrupted packet failed a CRC";
+    std::remove(ja.c_str());
+    std::remove(jb.c_str());
+}
