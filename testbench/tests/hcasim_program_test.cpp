@@ -157,7 +157,7 @@ TEST(HcasimProgram, same_config_and_seed_give_byte_identical_output) {
 }
 
 TEST(HcasimProgram, every_preset_loads_and_runs) {
-    for (const char* preset : {"edr-cx4-gen3x16", "edr-cx5-gen3x8", "fdr-cx3-gen3x8", "hdr-gen4x16", "ndr-gen5x16",
+    for (const char* preset : {"fdr-cx3", "edr-cx4-gen3x16", "edr-cx5", "edr-cx5-gen3x8", "hdr-cx6", "ndr-cx7",
                                "two-nodes-switch"}) {
         const result r = run(std::string("--config configs/") + preset + ".ini --workload write_bw --size 64K --iters 20");
         EXPECT_EQ(r.code, 0) << preset << ": " << r.err;
