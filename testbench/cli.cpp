@@ -88,7 +88,8 @@ const std::vector<std::string>& workload_names() {
     static const std::vector<std::string> names = {"write_lat", "send_lat", "read_lat", "atomic_lat",
                                                    "write_bw", "send_bw", "read_bw", "atomic_rate",
                                                    "ud_send_lat", "ud_send_bw", "uc_write_bw", "mcast_bw",
-                                                   "srq_bw", "ud_srq_bw", "mr_scale", "dma_read_bw", "dma_write_bw", "attack_suite"};
+                                                   "srq_bw", "ud_srq_bw", "mr_scale", "qp_scale", "dma_read_bw", "dma_write_bw",
+                                                   "attack_suite"};
     return names;
 }
 
@@ -122,6 +123,7 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         "write_lat|send_lat|read_lat|atomic_lat, write_bw|send_bw|read_bw|atomic_rate (RC), "
         "ud_send_lat|ud_send_bw (UD), mcast_bw (UD multicast, node0 to every other node), uc_write_bw (UC), "
         "srq_bw|ud_srq_bw (SEND over --qps QPs into one shared receive queue, RC|UD), mr_scale, "
+        "qp_scale (64 B write_bw and read_bw at 1..16K QPs, one process per point), "
         "dma_read_bw|dma_write_bw, attack_suite (protection attack cases, docs/attack-suite.md) (default: demo)";
     // clang-format off
     desc.add_options()

@@ -104,7 +104,7 @@ TEST(Cli, BadSizes) {
 TEST(Cli, BadOptions) {
     EXPECT_EQ(error_of([] { parse({"--workload", "rd_send_lat"}); }),
               "--workload: unknown workload 'rd_send_lat' (expected write_lat|send_lat|read_lat|atomic_lat|"
-              "write_bw|send_bw|read_bw|atomic_rate|ud_send_lat|ud_send_bw|uc_write_bw|mcast_bw|srq_bw|ud_srq_bw|mr_scale|dma_read_bw|"
+              "write_bw|send_bw|read_bw|atomic_rate|ud_send_lat|ud_send_bw|uc_write_bw|mcast_bw|srq_bw|ud_srq_bw|mr_scale|qp_scale|dma_read_bw|"
               "dma_write_bw|attack_suite)");
     EXPECT_EQ(error_of([] { parse({"--mtu", "1500"}); }), "--mtu: expected 256|512|1024|2048|4096, got '1500'");
     EXPECT_EQ(error_of([] { parse({"--iters", "-1"}); }),

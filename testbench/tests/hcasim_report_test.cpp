@@ -245,3 +245,34 @@ TEST(HcasimSpeed, lazy_crcs_change_nothing_but_speed) {
     std::remove(ja.c_str());
     std::remove(jb.c_str());
 }
+
+TEST(HcasimQpScale, write_and_read_at_each_qp_count_with_a_summary_and_report) {
+    const std::string dir = fresh_dir("qpscale");
+    const result r = run("--workload qp_scale --sweep qps=1,4 --iters 200 --report '" + dir + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    // Four child runs, in order: write_bw at 1 and 4 QPs, then read_bw.
+    size_t at = 0;
+    for (const char* label : {"== qp_scale write_bw qps=1\n", "== qp_scale write_bw qps=4\n", "== qp_scale read_bw qps=1\n",
+                              "== qp_scale read_bw qps=4\n"}) {
+        const size_t p = r.out.find(label, at);
+        ASSERT_NE(p, std::string::npos) << label << r.out;
+        at = p + 1;
+    }
+    EXPECT_NE(r.out.find(" qp_scale: message rate [Mpps] at 64 B vs QPs\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" #QPs     write_bw       read_bw\n"), std::string::npos) << r.out;
+    const auto j = nlohmann::json::parse(slurp(dir + "/results.json"));
+    ASSERT_EQ(j["runs"].size(), 4u);
+    EXPECT_EQ(j["runs"][3]["workload"], "read_bw");
+    EXPECT_EQ(j["runs"][3]["qps"], 4);
+    EXPECT_EQ(j["runs"][3]["results"][0]["size_bytes"], 64);
+    EXPECT_TRUE(is_png(dir + "/qps.png"));
+    std::filesystem::remove_all(dir);
+    const result q = run("--workload qp_scale --qps 4");
+    EXPECT_EQ(q.code, 2);
+    EXPECT_EQ(q.err, "hcasim: error: qp_scale sweeps the QP count: give the counts with --sweep qps=LIST, not --qps\n");
+    // A configuration that fixes the QP budget stands: too few QPs is the workload's clear error.
+    const result b = run("--workload qp_scale --sweep qps=2048 --iters 10 --set hca.max_qps=1024");
+    EXPECT_EQ(b.code, 1);
+    EXPECT_NE(b.err.find("--qps 2048: node"), std::string::npos) << b.err;
+    EXPECT_NE(b.err.find("raise hca.max_qps"), std::string::npos) << b.err;
+}
