@@ -1,5 +1,7 @@
 // The HCA's internal DMA interconnect: every unit's dma_port binds here; one master port goes
-// out to the PCIe link. Contention is modelled in the PCIe link, not here.
+// out to the PCIe link. Contention is modelled in the PCIe link, not here. It counts what each
+// kind of traffic moves over PCIe (the units bind in hca.cpp's order: command unit, WQE fetcher,
+// transport engine, translation unit, CQ writer), so the stats say how the link was shared.
 #pragma once
 #include <systemc>
 #include <tlm>
@@ -16,6 +18,13 @@ public:
     tlm_utils::simple_initiator_socket<dma_mux> pcie;           ///< to pcie_link.upstream_in
 
     counter transfers;
+    /// Bytes by kind: WQEs and QP contexts read by the WQE fetcher; message payload read and
+    /// written by the transport engine (an atomic counts as an 8-byte read); MPT/MTT entries read on
+    /// translation cache misses; CQEs and EQEs written; command mailboxes and context tables.
+    counter wqe_fetch_bytes, payload_read_bytes, payload_write_bytes, context_bytes, cqe_write_bytes, command_bytes;
+
+    /// Binding order of the units (the socket index each one gets).
+    enum unit_id : int { COMMAND_UNIT = 0, WQE_FETCHER = 1, TRANSPORT_ENGINE = 2, TRANSLATION_UNIT = 3, CQ_WRITER = 4 };
 
     explicit dma_mux(const sc_core::sc_module_name& name);
 

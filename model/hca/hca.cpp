@@ -120,6 +120,7 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     agent.bind(pkeys, port0);
     pkeys.bind_smi(agent);
     pkeys.bind_violation_sink(agent);
+    // In dma_mux::unit_id order: the mux counts each unit's PCIe traffic by its socket index.
     commands.dma.socket.bind(dma.units);
     fetcher.dma.socket.bind(dma.units);
     engine.dma.socket.bind(dma.units);

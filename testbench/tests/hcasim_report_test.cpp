@@ -276,3 +276,21 @@ TEST(HcasimQpScale, write_and_read_at_each_qp_count_with_a_summary_and_report) {
     EXPECT_NE(b.err.find("--qps 2048: node"), std::string::npos) << b.err;
     EXPECT_NE(b.err.find("raise hca.max_qps"), std::string::npos) << b.err;
 }
+
+TEST(HcasimStats, pcie_traffic_is_counted_by_kind) {
+    const std::string js = ::testing::TempDir() + "kinds.json";
+    const result r = run("--workload send_bw --size 64 --iters 1000 --stats-json '" + js + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto c = nlohmann::json::parse(slurp(js))["counters"];
+    auto v = [&](const char* k) { return c[k].get<uint64_t>(); };
+    // Receiver: each SEND's 64 payload bytes written and one 64-byte CQE; a 32-byte receive WQE
+    // read for each (posted ahead, so at least as many as were consumed).
+    EXPECT_EQ(v("node1.hca.dma_mux.payload_write_bytes"), 64u * 1000u);
+    EXPECT_EQ(v("node1.hca.dma_mux.cqe_write_bytes"), 64u * 1000u);
+    EXPECT_GE(v("node1.hca.dma_mux.wqe_fetch_bytes"), 32u * 1000u);
+    EXPECT_EQ(v("node1.hca.dma_mux.payload_read_bytes"), 0u);
+    // Sender: the payload read once per SEND; its single WQEs come through the inline window.
+    EXPECT_EQ(v("node0.hca.dma_mux.payload_read_bytes"), 64u * 1000u);
+    EXPECT_EQ(v("node0.hca.dma_mux.payload_write_bytes"), 0u);
+    std::remove(js.c_str());
+}
