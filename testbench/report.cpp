@@ -86,6 +86,20 @@ void print_table(std::ostream& os, const run_report& r) {
     } else if (lost)
         os << " datagrams lost: " << lost << " of " << sent
            << " sent (UD does not retransmit; counters ud_dropped, link.dropped)\n";
+    // write_lat, send_lat: where the latency goes (the traced middle iteration).
+    for (const auto& s : r.results)
+        if (!s.breakdown.empty()) {
+            double sum = 0;
+            char line[96];
+            os << " breakdown " << s.size_bytes << " B, one way, us:";
+            for (const auto& [stage, us] : s.breakdown) {
+                std::snprintf(line, sizeof line, " %s %.3f;", stage.c_str(), us);
+                os << line;
+                sum += us;
+            }
+            std::snprintf(line, sizeof line, " sum %.3f", sum);
+            os << line << "\n";
+        }
     // srq_bw, ud_srq_bw: what the shared receive queue did, one line per size.
     for (const auto& s : r.results)
         if (s.srq)
@@ -159,6 +173,11 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
                         {"wqes_taken", s.srq_wqes_taken},
                         {"rnr_naks_sent", s.srq_rnr_naks},
                         {"empty", s.srq_empty}};
+        if (!s.breakdown.empty()) {
+            json b = json::object();
+            for (const auto& [stage, us] : s.breakdown) b[stage] = us;
+            e["breakdown_us"] = std::move(b);
+        }
         if (!s.util.empty()) {
             json u = json::object();
             for (const auto& [unit, frac] : s.util) u[unit] = frac;

@@ -41,6 +41,10 @@ struct size_result {
     /// Bandwidth rows: each unit's busy fraction of the measured interval (its *_busy_ps counters'
     /// increase / the interval), e.g. {"node0 link tx", 0.99}; JSON "util".
     std::vector<std::pair<std::string, double>> util;
+    /// write_lat, send_lat: where the latency goes, one way (us, each stage the mean of both
+    /// directions of the traced round trip; the stages sum to about the reported latency);
+    /// JSON "breakdown_us", a line under the table.
+    std::vector<std::pair<std::string, double>> breakdown;
 };
 
 /// Everything a run reports.

@@ -1037,13 +1037,20 @@ private:
             bar_.arrive();
             for (uint64_t it = 0; it < ph.iters; ++it) {
                 const uint8_t flag = uint8_t(1 + (it % 254));
+                const bool traced = (op == op_kind::write || op == op_kind::send) && it == ph.iters / 2;
                 if (client) {
+                    if (traced) {  // the latency breakdown: this iteration's path through both HCAs
+                        m_.at(0).adapter.probe.arm();
+                        m_.at(1).adapter.probe.arm();
+                        cpu_mark_[0] = sc_time_stamp();
+                    }
                     const uint64_t t0 = bus(i).now_ns();
                     if (op == op_kind::write) {
                         if (v) poke_data(0, send_area(0, 0), size, key(0, 0, step, it), flag);
                         set_send_byte(i, last, flag);
                         post(i, 0, IBV_WR_RDMA_WRITE, send_area(0, 0), size, info_[1].addr, it, true, inl);
                         wait_byte(i, last, flag);
+                        if (traced) cpu_mark_[3] = cpu_mark_[4] = sc_time_stamp();
                         samples.push_back(to_us(bus(i).now_ns() - t0) / 2.0);
                         if (v)
                             chk_.bytes(at(ph, size, 0, 0, it, "destination buffer"), peek(0, recv_area(0, 0), size),
@@ -1054,6 +1061,7 @@ private:
                         if (v) poke_data(0, send_area(0, 0), size, key(0, 0, step, it));
                         post(i, 0, IBV_WR_SEND, send_area(0, 0), size, 0, it, true, inl);
                         const ibv_wc rwc = poll_one(i, side_[i].rcq);
+                        if (traced) cpu_mark_[3] = sc_time_stamp();
                         if (v) {
                             check_recv_wc(at(ph, size, 0, 0, it, "receive completion"), rwc, size);
                             chk_.bytes(at(ph, size, 0, 0, it, "receive buffer"),
@@ -1061,6 +1069,7 @@ private:
                         }
                         ++side_[i].rq_done[0];
                         post_recv(i, 0);
+                        if (traced) cpu_mark_[4] = sc_time_stamp();
                         samples.push_back(to_us(bus(i).now_ns() - t0) / 2.0);
                         const ibv_wc wc = poll_one(i, side_[i].scq);
                         if (v) check_send_wc(at(ph, size, 0, 0, it, "send completion"), wc, IBV_WC_SEND, it);
@@ -1098,17 +1107,20 @@ private:
                     }
                 } else if (op == op_kind::write) {
                     wait_byte(i, last, flag);
+                    if (traced) cpu_mark_[1] = sc_time_stamp();
                     if (v) {
                         chk_.bytes(at(ph, size, 1, 0, it, "destination buffer"), peek(1, recv_area(1, 0), size), size,
                                    key(0, 0, step, it), flag);
                         poke_data(1, send_area(1, 0), size, key(1, 0, step, it), flag);
                     }
                     set_send_byte(i, last, flag);
+                    if (traced) cpu_mark_[2] = sc_time_stamp();
                     post(i, 0, IBV_WR_RDMA_WRITE, send_area(1, 0), size, info_[0].addr, it, true, inl);
                     const ibv_wc wc = poll_one(i, side_[i].scq);
                     if (v) check_send_wc(at(ph, size, 1, 0, it, "send completion"), wc, IBV_WC_RDMA_WRITE, it);
                 } else if (op == op_kind::send) {
                     const ibv_wc rwc = poll_one(i, side_[i].rcq);
+                    if (traced) cpu_mark_[1] = sc_time_stamp();
                     if (v) {
                         check_recv_wc(at(ph, size, 1, 0, it, "receive completion"), rwc, size);
                         chk_.bytes(at(ph, size, 1, 0, it, "receive buffer"),
@@ -1116,6 +1128,7 @@ private:
                         poke_data(1, send_area(1, 0), size, key(1, 0, step, it));
                     }
                     ++side_[i].rq_done[0];
+                    if (traced) cpu_mark_[2] = sc_time_stamp();
                     post(i, 0, IBV_WR_SEND, send_area(1, 0), size, 0, it, true, inl);  // answer first, like perftest
                     post_recv(i, 0);
                     const ibv_wc wc = poll_one(i, side_[i].scq);
@@ -1127,6 +1140,8 @@ private:
             if (client) {
                 size_result r = latency_stats(size, samples);
                 r.iters = ph.iters;
+                if (op == op_kind::write || op == op_kind::send)
+                    take_breakdown(r, op);
                 if (v && op == op_kind::atomic)
                     chk_.value(at(ph, size, 1, 0, ph.iters, "remote value after the last atomic"),
                                peek64(1, recv_area(1, 0)), current);
@@ -1560,6 +1575,51 @@ private:
         }
     }
 
+    /// Latency breakdown of the traced iteration (write_lat, send_lat): the CPU times
+    /// (cpu_mark_: client post, server sees, server posts, client sees) and both HCAs' probe marks
+    /// on one time line, each stage averaged over the two directions (the round trip's halves,
+    /// as the reported latency is half the round trip).
+    void take_breakdown(size_result& r, op_kind op) {
+        path_probe& p0 = m_.at(0).adapter.probe;
+        path_probe& p1 = m_.at(1).adapter.probe;
+        p0.disarm();
+        p1.disarm();
+        using S = path_probe;
+        for (path_probe* p : {&p0, &p1})
+            for (unsigned s = 0; s < S::stages; ++s)
+                if (!p->seen(S::stage(s)))
+                    return;  // a stage was not reached (e.g. a retransmission): no breakdown
+        // One direction: sender post -> doorbell -> WQE -> wire -> responder -> data -> seen.
+        auto one_way = [](const sc_time& post, const path_probe& tx, const path_probe& rx, const sc_time& seen) {
+            const sc_time t[7] = {post,
+                                  tx.at(S::doorbell),
+                                  tx.at(S::wqe_start),
+                                  tx.at(S::wire_end),
+                                  rx.at(S::rx_engine),
+                                  rx.at(S::data_placed),
+                                  seen};
+            std::vector<double> d;
+            for (int k = 0; k < 6; ++k) d.push_back(t[k + 1] > t[k] ? (t[k + 1] - t[k]).to_seconds() * 1e6 : 0.0);
+            return d;
+        };
+        const std::vector<double> a = one_way(cpu_mark_[0], p0, p1, cpu_mark_[1]);
+        const std::vector<double> b = one_way(cpu_mark_[2], p1, p0, cpu_mark_[3]);
+        static const char* const names[6] = {"host post + MMIO doorbell", "doorbell unit + WQE",
+                                             "requester: pipeline, payload DMA read, serialisation",
+                                             "cable, switch and receive pipeline", "responder: pipeline, DMA write",
+                                             "DMA write lands, host sees it"};
+        for (int k = 0; k < 6; ++k) {
+            std::string n = names[k];
+            if (k == 5 && op == op_kind::send) n = "DMA writes land, CQE, host poll";
+            r.breakdown.push_back({n, (a[size_t(k)] + b[size_t(k)]) / 2.0});
+        }
+        // Software between the directions: the server's turnaround and the client's own (send_lat:
+        // reposting its receive before the sample is taken).
+        const sc_time sw = (cpu_mark_[2] > cpu_mark_[1] ? cpu_mark_[2] - cpu_mark_[1] : SC_ZERO_TIME) +
+                           (cpu_mark_[4] > cpu_mark_[3] ? cpu_mark_[4] - cpu_mark_[3] : SC_ZERO_TIME);
+        r.breakdown.push_back({"application software (half)", sw.to_seconds() * 1e6 / 2.0});
+    }
+
     /// The busy counters (busy_) now.
     std::vector<uint64_t> busy_counts() const {
         std::vector<uint64_t> v;
@@ -1841,7 +1901,8 @@ private:
     bool srq_ = false;            ///< srq_bw, ud_srq_bw: node1's QPs share one SRQ
     uint64_t ud_srq_need_ = 0;    ///< ud_srq_bw: SRQ WRs for a whole size and its markers
     const counter* srq_ctr_[3] = {};  ///< node1's srq_taken, rnr_naks_sent, srq_empty
-    std::vector<std::pair<std::string, const counter*>> busy_;  ///< the units' *_busy_ps counters of node0 and node1
+    std::vector<std::pair<std::string, const counter*>> busy_;
+    sc_time cpu_mark_[5];  ///< traced latency iteration: client post, server sees, server posts, client sees, sample  ///< the units' *_busy_ps counters of node0 and node1
     std::vector<ibv_sge> srq_sges_;   ///< post_srq's list (reused)
     std::vector<ibv_recv_wr> srq_wrs_;
     sc_event exchanged_;

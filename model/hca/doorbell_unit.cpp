@@ -138,6 +138,8 @@ void doorbell_unit::dispatch() {
             break;
         }
         case kind::sq:
+            if (probe_)
+                probe_->mark(path_probe::doorbell, now);
             ++sq_doorbells;
             fetcher_->sq_doorbell(hw::doorbell_qpn(e.value), hw::doorbell_producer(e.value));
             break;
@@ -154,6 +156,8 @@ void doorbell_unit::dispatch() {
             cqw_->doorbell(hw::cq_doorbell_cqn(e.value), hw::cq_doorbell_consumer(e.value), hw::cq_doorbell_arm(e.value));
             break;
         case kind::inline_wqe:
+            if (probe_)
+                probe_->mark(path_probe::doorbell, now);
             ++inline_writes;
             fetcher_->inline_wqe(e.data, e.len);
             break;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/core/param.h"
+#include "model/core/path_probe.h"
 #include "model/core/reg.h"
 #include "model/core/stats.h"
 #include "tlm_if/mmio_map.h"
@@ -34,6 +35,8 @@ public:
     doorbell_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& clock);
 
     void bind(wqe_fetcher& f, cq_writer& c, command_unit& cmd) { fetcher_ = &f; cqw_ = &c; cmd_ = &cmd; }
+    /// Marks path_probe::doorbell for SQ doorbells and inline WQEs.
+    void set_probe(path_probe& p) { probe_ = &p; }
 
 private:
     enum class kind : uint8_t { global, sq, rq, cq, srq, inline_wqe };
@@ -51,6 +54,8 @@ private:
     reg* find(uint64_t offset);
 
     wqe_fetcher* fetcher_ = nullptr;
+
+    path_probe* probe_ = nullptr;
     cq_writer* cqw_ = nullptr;
     command_unit* cmd_ = nullptr;
     std::vector<reg> regs_;

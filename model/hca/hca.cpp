@@ -109,6 +109,8 @@ hca::hca(const sc_module_name& name, unsigned node_index)
 
     // Data path wiring: doorbell -> fetcher -> engine -> port; port -> P_Key checker -> engine.
     doorbell.bind(fetcher, cqs, commands);
+    doorbell.set_probe(probe);
+    engine.set_probe(probe);
     fetcher.bind_engine(engine);
     engine.bind(fetcher, translation, cqs, port0, pkeys);
     commands.bind(fetcher, engine, translation, cqs, pkeys);

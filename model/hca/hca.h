@@ -9,6 +9,7 @@
 #include <systemc>
 
 #include "model/core/param.h"
+#include "model/core/path_probe.h"
 #include "model/hca/command_unit.h"
 #include "model/hca/cq_writer.h"
 #include "model/hca/dma_mux.h"
@@ -44,6 +45,7 @@ private:
     sc_core::sc_event down_ev_;
 
 public:
+    path_probe probe;  ///< when a traced message passes this HCA's stages (latency breakdowns)
     dma_mux dma;
     doorbell_unit doorbell;
     command_unit commands;

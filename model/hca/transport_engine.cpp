@@ -430,8 +430,11 @@ bool transport_engine::send_packet(qp& q) {
         complete_locally(q, w, delay);
         return true;
     }
-    if (q.cur_offset == 0)
+    if (q.cur_offset == 0) {
         q.cur_first_psn = q.sq_psn;
+        if (probe_)
+            probe_->mark(path_probe::wqe_start, sc_time_stamp());
+    }
     if (q.resume && q.cur_offset == 0) {
         // Retransmission restarting inside this message: skip the packets already acknowledged.
         q.resume = false;
@@ -530,6 +533,8 @@ bool transport_engine::send_packet(qp& q) {
     tx_payload_bytes += n;
     q.sq_psn = (q.sq_psn + 1) & PSN_MASK;
     q.cur_offset += n;
+    if (last && probe_)
+        probe_->mark(path_probe::wire_end, sc_time_stamp() + sent);
     if (last) {
         q.window[(q.w_head + q.w_count) % q.window.size()] =
             inflight{w.wr_id, q.cur_first_psn, psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
@@ -1600,6 +1605,8 @@ sc_time transport_engine::responder_start(qp& q) {
 }
 
 void transport_engine::handle_request(qp& q, const rx_packet& p) {
+    if (probe_)
+        probe_->mark(path_probe::rx_engine, sc_time_stamp());
     sc_time delay = responder_start(q);
     const uint8_t code = p.h.b.opcode & 0x1F;
     const uint32_t psn = p.h.b.psn;
@@ -1661,6 +1668,8 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
             enter_error(q, delay);
             return;
         }
+        if (last && probe_)
+            probe_->mark(path_probe::data_placed, sc_time_stamp() + delay);
         q.in_send = !last;
         if (last && inv) {
             // SEND with Invalidate (o10-37.2.21): the key is invalidated after the data is placed,
@@ -1729,6 +1738,8 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
         write_segs(segs, nsegs, p.payload, delay);
         q.write_done += p.payload_len;
         q.in_write = !last;
+        if (last && probe_)
+            probe_->mark(path_probe::data_placed, sc_time_stamp() + delay);
         if (last) {
             q.msn = (q.msn + 1) & PSN_MASK;
             // C10-87: a WRITE without immediate completes nothing at the responder.

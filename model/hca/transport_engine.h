@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "model/core/param.h"
+#include "model/core/path_probe.h"
 #include "model/core/stats.h"
 #include "model/fabric/packet.h"
 #include "model/hca/dma_port.h"
@@ -84,6 +85,8 @@ public:
     void bind(wqe_fetcher& f, translation_unit& t, cq_writer& c, port& p, pkey_checker& k) {
         fetcher_ = &f; xlate_ = &t; cqw_ = &c; port_ = &p; pkeys_ = &k;
     }
+    /// Marks path_probe::wqe_start, wire_end (requester), rx_engine and data_placed (responder).
+    void set_probe(path_probe& p) { probe_ = &p; }
     /// The multicast group table (fan-out of received multicast datagrams).
     void bind_mcast(mcast_table& m) { mcast_ = &m; }
     /// The port's LID (source LID of every packet sent).
@@ -342,6 +345,7 @@ private:
     port* port_ = nullptr;
     pkey_checker* pkeys_ = nullptr;
     mcast_table* mcast_ = nullptr;
+    path_probe* probe_ = nullptr;
     uint16_t lid_ = 0;
     uint8_t lmc_ = 0;
     uint8_t gid_[16] = {};

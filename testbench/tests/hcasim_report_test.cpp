@@ -294,3 +294,32 @@ TEST(HcasimStats, pcie_traffic_is_counted_by_kind) {
     EXPECT_EQ(v("node0.hca.dma_mux.payload_write_bytes"), 0u);
     std::remove(js.c_str());
 }
+
+TEST(HcasimBreakdown, write_and_send_latency_break_down_into_stages_that_sum_to_the_latency) {
+    for (const char* w : {"write_lat", "send_lat"}) {
+        const std::string js = ::testing::TempDir() + "breakdown.json";
+        const result r = run(std::string("--workload ") + w + " --size 2,4096 --iters 101 --stats-json '" + js + "'");
+        ASSERT_EQ(r.code, 0) << r.err;
+        EXPECT_NE(r.out.find(" breakdown 2 B, one way, us: host post + MMIO doorbell "), std::string::npos) << r.out;
+        const auto j = nlohmann::json::parse(slurp(js));
+        for (const auto& res : j["results"]) {
+            ASSERT_TRUE(res.contains("breakdown_us")) << w;
+            const auto& b = res["breakdown_us"];
+            EXPECT_EQ(b.size(), 7u);
+            double sum = 0;
+            for (const auto& [stage, us] : b.items()) {
+                EXPECT_GE(us.get<double>(), 0.0) << stage;
+                sum += us.get<double>();
+            }
+            // The traced iteration is one of identical ping-pongs: its stages add up to the
+            // typical latency (half the round trip).
+            EXPECT_NEAR(sum, res["lat_typical_us"].get<double>(), 0.01) << w << " " << res["size_bytes"];
+            // A 4 KiB message spends longer in the requester (payload read, serialisation) than 2 B.
+            if (res["size_bytes"] == 4096) {
+                EXPECT_GT(b["requester: pipeline, payload DMA read, serialisation"].get<double>(),
+                          j["results"][0]["breakdown_us"]["requester: pipeline, payload DMA read, serialisation"].get<double>());
+            }
+        }
+        std::remove(js.c_str());
+    }
+}

@@ -1,0 +1,50 @@
+// A path probe: when one traced message passes the stages of an HCA. A latency workload arms
+// the probes of both nodes for one iteration; each unit marks the first time after arming that
+// a message reaches its stage (later ones — ACKs, the next iteration — are ignored). The
+// workload then lays the marks of both nodes and its own CPU times on one time line: the
+// per-stage breakdown of where the microsecond goes. Owned by the hca, handed to its units
+// like their other peers; an unarmed probe costs one branch per event.
+#pragma once
+#include <systemc>
+
+#include <cstdint>
+
+namespace hcasim {
+
+class path_probe {
+public:
+    enum stage : uint8_t {
+        doorbell,     ///< the doorbell (or inline WQE) reached the doorbell unit
+        wqe_start,    ///< the transport engine started the WQE's first packet
+        wire_end,     ///< the request's last packet left the port (last bit serialised)
+        rx_engine,    ///< a request packet reached the responder (after the port's receive pipeline)
+        data_placed,  ///< the responder's payload DMA write reached host memory
+        stages
+    };
+    static const char* name(stage s) {
+        static const char* const n[stages] = {"doorbell", "wqe_start", "wire_end", "rx_engine", "data_placed"};
+        return n[s];
+    }
+    void arm() {
+        armed_ = true;
+        seen_ = 0;
+    }
+    void disarm() { armed_ = false; }
+    bool armed() const { return armed_; }
+    /// Records `at` for stage `s` unless it was recorded since arm().
+    void mark(stage s, const sc_core::sc_time& at) {
+        if (armed_ && !(seen_ & (1u << s))) {
+            seen_ |= 1u << s;
+            at_[s] = at;
+        }
+    }
+    bool seen(stage s) const { return (seen_ >> s) & 1u; }
+    const sc_core::sc_time& at(stage s) const { return at_[s]; }
+
+private:
+    bool armed_ = false;
+    uint32_t seen_ = 0;
+    sc_core::sc_time at_[stages];
+};
+
+}  // namespace hcasim
