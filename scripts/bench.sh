@@ -30,6 +30,12 @@ for sz in 4096 64; do
     "$bin" --workload write_bw --size "$sz" --iters 200000 --speed | grep '^ speed:' | sed "s/^ speed:/  $sz B:/"
 done
 
+echo "== Latency breakdown (issue 7): where write_lat 2 B goes, one way, us"
+"$bin" --workload write_lat --size 2 --iters 1000 | grep '^ breakdown' | tr ';' '\n' | sed 's/^ */  /'
+
+echo "== qp_scale (issue 7): 64 B WRITE and READ message rate vs QPs (one process per point; about 30 s)"
+"$bin" --workload qp_scale --iters 20000 | sed -n '/qp_scale: message rate/,$p'
+
 echo "== RC READ bandwidth, 1 MiB, and atomic message rate (FETCH_AND_ADD, 8 B, one QP and four)"
 "$bin" --workload read_bw --size 1M --iters 2000 --stats-json "$tmp/rbw.json" > /dev/null
 printf '%-19s%s\n' "read_bw_gbps" "$(field "$tmp/rbw.json" "d['results'][0]['bw_gbps']")"
