@@ -206,7 +206,12 @@ int run_once(const run_options& opts, nlohmann::ordered_json* json) {
         print_help_config(std::cout, params);
         return 0;
     }
-    std::vector<run_report> reports = run(spec);
+    std::string failure;
+    std::vector<run_report> reports = run(spec, nullptr, &failure);
+    if (!failure.empty()) {
+        std::cerr << "hcasim: run failed: " << failure << "\n";
+        return 1;
+    }
     for (run_report& r : reports) r.qps = spec.qps;
     for (const run_report& r : reports)
         print_table(std::cout, r);
@@ -381,6 +386,15 @@ int sc_main(int argc, char* argv[]) {
             return run_attack_suite(opts);
         if (opts.bench_events)
             return bench_events(opts.bench_events);
+        if (!opts.report_dir.empty()) {
+            // Before the run: a directory that cannot be made fails at once (and no exception is
+            // thrown after the simulation, see run()).
+            std::error_code ec;
+            std::filesystem::create_directories(opts.report_dir, ec);
+            if (ec || !std::filesystem::is_directory(opts.report_dir))
+                throw config_error("--report: cannot create directory '" + opts.report_dir + "'" +
+                                   (ec ? ": " + ec.message() : ""));
+        }
         if (opts.workload == "qp_scale") {
             if (opts.speed) throw config_error("--speed measures one run; qp_scale runs one process per point");
             return run_qp_scale(opts);

@@ -2060,7 +2060,7 @@ private:
 
 }  // namespace
 
-std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_out) {
+std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_out, std::string* failure) {
     std::vector<run_report> reports;
     bool pcie_only = !spec.phases.empty();
     for (auto& p : spec.phases) pcie_only &= is_pcie_workload(p.workload);
@@ -2104,10 +2104,17 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
             for (const counter* c : stats_registry::instance().counters())
                 if (c->value())
                     std::cerr << c->key() << " = " << c->value() << "\n";
-        throw workload_error(app->error);
+        if (!failure)
+            throw workload_error(app->error);
+        *failure = app->error;
+        return reports;
     }
-    if (reports.size() != spec.phases.size())
-        throw workload_error("simulation ended before every phase completed");
+    if (reports.size() != spec.phases.size()) {
+        if (!failure)
+            throw workload_error("simulation ended before every phase completed");
+        *failure = "simulation ended before every phase completed";
+        return reports;
+    }
     if (app && !app->points.empty())
         print_mr_table(std::cout, app->points);
     for (auto& r : reports)

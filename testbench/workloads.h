@@ -96,6 +96,10 @@ private:
 /// Configuration must already be in the broker. Must be called once per process.
 /// If `help_out` is given, elaborates, fills it with every parameter (for --help-config) and
 /// returns without simulating.
-std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_out = nullptr);
+/// `failure`: when given, a failure after the simulation started is returned there (and the
+/// reports so far) instead of thrown: an exception thrown after SystemC's coroutines ran upsets
+/// AddressSanitizer's stack bookkeeping (a false stack-buffer-overflow report).
+std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_out = nullptr,
+                            std::string* failure = nullptr);
 
 }  // namespace hcasim

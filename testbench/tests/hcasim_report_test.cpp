@@ -198,7 +198,7 @@ TEST(HcasimReport, bad_sweeps_and_report_paths_are_one_line_errors) {
     const result q = run("--workload write_bw --sweep qps=0,2");
     EXPECT_EQ(q.code, 2);
     EXPECT_NE(q.err.find("--sweep qps"), std::string::npos) << q.err;
-    // A report directory that cannot be created: the run's table is printed, then the error.
+    // A report directory that cannot be created: an error before the run.
     const result d = run("--workload write_bw --size 64 --iters 10 --report /proc/hcasim-report");
     EXPECT_EQ(d.code, 2);
     EXPECT_EQ(d.err.rfind("hcasim: error: --report: cannot create directory '/proc/hcasim-report'", 0), 0u) << d.err;
