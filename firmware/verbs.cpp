@@ -1692,6 +1692,26 @@ int ibv_set_async_event_handler(ibv_context* ctx, std::function<void(const ibv_a
 // ---------------------------------------------------------------- SRQ
 
 namespace {
+/// Writes a receive WQE for `wr` at the ring's producer slot (a QP's receive queue or an SRQ)
+/// and advances the producer; `buf` is scratch for the WQE image.
+void put_recv_wqe(host_bus& bus, ibv_wq_ring& r, const ibv_recv_wr& wr, uint8_t* buf) {
+    uint32_t off = sizeof(hw::wqe_recv_header);
+    uint16_t nseg = 0;
+    for (int i = 0; i < wr.num_sge; ++i) {
+        if (!wr.sg_list[i].length) continue;  // zero length cannot be encoded (0 means 2^31)
+        put_data_seg(buf, &off, wr.sg_list[i]);
+        ++nseg;
+    }
+    hw::wqe_recv_header h{};
+    h.wr_id = wr.wr_id;
+    h.num_sge = nseg;
+    h.wqe_index = uint16_t(r.producer);
+    std::memcpy(buf, &h, sizeof h);
+    bus.mem_write(r.pa + (uint64_t(r.producer & ((1u << r.log_size) - 1)) << r.log_stride), buf, off);
+    bus.cpu_cost(cpu_op::build_recv_wqe);
+    ++r.producer;
+}
+
 /// Ring geometry for an SRQ of at least max_wr WRs of max_sge SGEs: the capacity is one less
 /// than the ring's slots (the HCA's 16-bit counters tell full from empty).
 void srq_geometry(uint32_t max_wr, uint32_t max_sge, uint8_t* log_size, uint8_t* log_stride) {
@@ -1849,21 +1869,7 @@ int ibv_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
             if (bad_wr) *bad_wr = wr;
             break;
         }
-        uint32_t off = sizeof(hw::wqe_recv_header);
-        uint16_t nseg = 0;
-        for (int i = 0; i < wr->num_sge; ++i) {
-            if (!wr->sg_list[i].length) continue;  // zero length cannot be encoded (0 means 2^31)
-            put_data_seg(buf, &off, wr->sg_list[i]);
-            ++nseg;
-        }
-        hw::wqe_recv_header h{};
-        h.wr_id = wr->wr_id;
-        h.num_sge = nseg;
-        h.wqe_index = uint16_t(r.producer);
-        std::memcpy(buf, &h, sizeof h);
-        bus.mem_write(r.pa + (uint64_t(r.producer & ((1u << r.log_size) - 1)) << r.log_stride), buf, off);
-        bus.cpu_cost(cpu_op::build_recv_wqe);
-        ++r.producer;
+        put_recv_wqe(bus, r, *wr, buf);
         ++posted;
     }
     if (posted) mmio64(ctx, hw::UAR_SRQ_DOORBELL, hw::srq_doorbell(srq->handle, uint16_t(r.producer)));
@@ -2214,22 +2220,7 @@ int ibv_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
             if (bad_wr) *bad_wr = wr;
             break;
         }
-        uint32_t off = sizeof(hw::wqe_recv_header);
-        uint16_t nseg = 0;
-        for (int i = 0; i < wr->num_sge; ++i) {
-            if (!wr->sg_list[i].length) continue;  // zero length cannot be encoded (0 means 2^31)
-            put_data_seg(buf, &off, wr->sg_list[i]);
-            ++nseg;
-        }
-        hw::wqe_recv_header h{};
-        h.wr_id = wr->wr_id;
-        h.num_sge = nseg;
-        h.wqe_index = uint16_t(qp->rq.producer);
-        std::memcpy(buf, &h, sizeof h);
-        uint64_t slot = qp->rq.pa + (uint64_t(qp->rq.producer & ((1u << qp->rq.log_size) - 1)) << qp->rq.log_stride);
-        bus.mem_write(slot, buf, off);
-        bus.cpu_cost(cpu_op::build_recv_wqe);
-        ++qp->rq.producer;
+        put_recv_wqe(bus, qp->rq, *wr, buf);
         ++posted;
     }
     if (posted) mmio64(ctx, hw::UAR_RQ_DOORBELL, hw::rq_doorbell(qp->qp_num, uint16_t(qp->rq.producer)));

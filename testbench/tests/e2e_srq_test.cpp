@@ -112,6 +112,23 @@ int send_on(rc_harness& h, const link_qp& l, uint64_t addr, uint32_t len, uint32
     return ibv_post_send(l.snd, &wr, &bad);
 }
 
+/// Posts one signaled RDMA WRITE of `len` bytes from `src` (lkey) to `remote` (rkey) on the
+/// link's sending QP.
+int write_on(const link_qp& l, uint64_t src, uint32_t len, uint32_t lkey, uint64_t remote, uint32_t rkey,
+             uint64_t wr_id = 0) {
+    ibv_sge sge{src, len, lkey};
+    ibv_send_wr w{};
+    w.wr_id = wr_id;
+    w.sg_list = &sge;
+    w.num_sge = 1;
+    w.opcode = IBV_WR_RDMA_WRITE;
+    w.send_flags = IBV_SEND_SIGNALED;
+    w.wr.rdma.remote_addr = remote;
+    w.wr.rdma.rkey = rkey;
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(l.snd, &w, &bad);
+}
+
 /// The next async event of node i within `ns` (type -1 if none); its element in *ev.
 int next_event(rc_harness& h, unsigned i, ibv_async_event* ev, uint64_t ns = 1'000'000) {
     if (ibv_get_async_event(h.s[i].ctx, ev, ns) != 0) return -1;
@@ -374,17 +391,7 @@ SIM_TEST(E2eSrq, o10_2_2_2_o10_37_2_12_receive_sges_check_the_srq_pd_and_rdma_ch
         EXPECT_EQ(one_wc(h, l.scq, "send").status, IBV_WC_SUCCESS);
         h.expect_fill(1, in_srq_pd.va, 200, 0x5A, "payload");
         // RDMA WRITE targets a region of the QP's PD.
-        ibv_sge sge{s.va, 128, s.mr->lkey};
-        ibv_send_wr w{};
-        w.wr_id = 2;
-        w.sg_list = &sge;
-        w.num_sge = 1;
-        w.opcode = IBV_WR_RDMA_WRITE;
-        w.send_flags = IBV_SEND_SIGNALED;
-        w.wr.rdma.remote_addr = in_qp_pd.va;
-        w.wr.rdma.rkey = in_qp_pd.mr->rkey;
-        ibv_send_wr* bad = nullptr;
-        ASSERT_EQ(ibv_post_send(l.snd, &w, &bad), 0);
+        ASSERT_EQ(write_on(l, s.va, 128, s.mr->lkey, in_qp_pd.va, in_qp_pd.mr->rkey, 2), 0);
         EXPECT_EQ(one_wc(h, l.scq, "write into the QP's PD").status, IBV_WC_SUCCESS);
         h.expect_fill(1, in_qp_pd.va, 128, 0x5A, "written");
         // A receive SGE of the QP's PD (not the SRQ's): a protection error at the responder.
@@ -406,17 +413,7 @@ SIM_TEST(E2eSrq, o10_2_2_2_rdma_write_to_a_region_of_the_srq_pd_is_refused) {
         link_qp l = make_link(h, srq, IBV_QPT_RC);  // QP in the harness PD
         buf in_srq_pd = make_buf(h, 1, 4096, kGuardByte, srq_pd);
         buf s = make_buf(h, 0, 4096, 0x5A);
-        ibv_sge sge{s.va, 128, s.mr->lkey};
-        ibv_send_wr w{};
-        w.wr_id = 2;
-        w.sg_list = &sge;
-        w.num_sge = 1;
-        w.opcode = IBV_WR_RDMA_WRITE;
-        w.send_flags = IBV_SEND_SIGNALED;
-        w.wr.rdma.remote_addr = in_srq_pd.va;
-        w.wr.rdma.rkey = in_srq_pd.mr->rkey;
-        ibv_send_wr* bad = nullptr;
-        ASSERT_EQ(ibv_post_send(l.snd, &w, &bad), 0);
+        ASSERT_EQ(write_on(l, s.va, 128, s.mr->lkey, in_srq_pd.va, in_srq_pd.mr->rkey, 2), 0);
         EXPECT_EQ(one_wc(h, l.scq, "write").status, IBV_WC_REM_ACCESS_ERR);
         h.expect_fill(1, in_srq_pd.va, 4096, kGuardByte, "nothing written");
     });
@@ -646,16 +643,7 @@ SIM_TEST(E2eSrq, last_wqe_reached_and_the_10_3_1_teardown_sequence) {
         EXPECT_EQ(r[1].wr_id, 4u);
         EXPECT_EQ(r[0].qp_num, b.rcv->qp_num);
         // A QP that dies on its own (a remote access error) also reports Last WQE Reached.
-        ibv_sge sge{s.va, 8, s.mr->lkey};
-        ibv_send_wr w{};
-        w.sg_list = &sge;
-        w.num_sge = 1;
-        w.opcode = IBV_WR_RDMA_WRITE;
-        w.send_flags = IBV_SEND_SIGNALED;
-        w.wr.rdma.remote_addr = d.va;
-        w.wr.rdma.rkey = d.mr->rkey ^ 0xFF;  // a bad key
-        ibv_send_wr* bad = nullptr;
-        ASSERT_EQ(ibv_post_send(b.snd, &w, &bad), 0);
+        ASSERT_EQ(write_on(b, s.va, 8, s.mr->lkey, d.va, d.mr->rkey ^ 0xFF), 0);  // a bad key
         EXPECT_EQ(one_wc(h, b.scq, "bad write").status, IBV_WC_REM_ACCESS_ERR);
         bool last = false;
         for (int k = 0; k < 3 && !last; ++k) {

@@ -3,6 +3,8 @@
 // MTT lines of 8 entries give 7 hits in 8 when the lines do not fit; --verify checks every
 // destination region; bad region counts are one-line errors.
 #include <gtest/gtest.h>
+
+#include "testbench/tests/hcasim_run.h"
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -15,34 +17,11 @@
 
 namespace {
 
-struct result {
-    int code = -1;
-    std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
+using hcasim::test::result;
+using hcasim::test::slurp;
 
 /// Runs hcasim with `args` (shell words), capturing stdout and stderr.
-result run(const std::string& args) {
-    const std::string dir = ::testing::TempDir();
-    const std::string tag = std::to_string(getpid());
-    const std::string out = dir + "mrs_out_" + tag, err = dir + "mrs_err_" + tag;
-    const std::string cmd = std::string("cd '") + HCASIM_SOURCE_DIR + "' && '" + HCASIM_BIN + "' " + args + " >'" +
-                            out + "' 2>'" + err + "'";
-    const int status = std::system(cmd.c_str());
-    result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    std::remove(out.c_str());
-    std::remove(err.c_str());
-    return r;
-}
+result run(const std::string& args) { return hcasim::test::run_hcasim(args, "mr_scale"); }
 
 /// One row of the mr_scale table.
 struct row {

@@ -3,6 +3,8 @@
 // results.json, the gnuplot script and its PNG plots (bandwidth, message rate, latency,
 // throughput vs QPs, unit utilisation). Deterministic; one-line errors for bad requests.
 #include <gtest/gtest.h>
+
+#include "testbench/tests/hcasim_run.h"
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -18,34 +20,11 @@ extern "C" int sc_main(int, char*[]) { return 0; }
 
 namespace {
 
-struct result {
-    int code = -1;
-    std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
+using hcasim::test::result;
+using hcasim::test::slurp;
 
 /// Runs hcasim with `args` (shell words), capturing stdout and stderr.
-result run(const std::string& args) {
-    const std::string dir = ::testing::TempDir();
-    const std::string tag = std::to_string(getpid());
-    const std::string out = dir + "report_out_" + tag, err = dir + "report_err_" + tag;
-    const std::string cmd = std::string("cd '") + HCASIM_SOURCE_DIR + "' && '" + HCASIM_BIN + "' " + args + " >'" +
-                            out + "' 2>'" + err + "'";
-    const int status = std::system(cmd.c_str());
-    result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    std::remove(out.c_str());
-    std::remove(err.c_str());
-    return r;
-}
+result run(const std::string& args) { return hcasim::test::run_hcasim(args, "report"); }
 
 /// A fresh directory name under the test temp dir (not created).
 std::string fresh_dir(const std::string& name) {

@@ -1,0 +1,47 @@
+// Running the built hcasim program from a test (the hcasim_*_test.cpp files): its exit status,
+// stdout and stderr. HCASIM_BIN and HCASIM_SOURCE_DIR come from testbench/tests/CMakeLists.txt.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace hcasim::test {
+
+struct result {
+    int code = -1;  ///< exit status (-1: killed by a signal)
+    std::string out, err;
+};
+
+/// The whole file (empty if it cannot be read).
+inline std::string slurp(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+/// Runs hcasim with `args` (shell words) in the source directory, capturing stdout and stderr
+/// through temporary files named after `tag` and the process.
+inline result run_hcasim(const std::string& args, const std::string& tag) {
+    const std::string dir = ::testing::TempDir();
+    const std::string id = tag + "_" + std::to_string(getpid());
+    const std::string out = dir + "hcasim_out_" + id, err = dir + "hcasim_err_" + id;
+    const std::string cmd = std::string("cd '") + HCASIM_SOURCE_DIR + "' && '" + HCASIM_BIN + "' " + args + " >'" +
+                            out + "' 2>'" + err + "'";
+    const int status = std::system(cmd.c_str());
+    result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    std::remove(out.c_str());
+    std::remove(err.c_str());
+    return r;
+}
+
+}  // namespace hcasim::test
