@@ -8,18 +8,24 @@
 namespace hcasim::fw {
 
 bool id_allocator::alloc(uint32_t* id) {
-    for (size_t i = 0; i < used_.size(); ++i) {
+    // Everything below low_ is in use: the scan starts there (creating N objects is O(N), not O(N^2)).
+    for (size_t i = low_; i < used_.size(); ++i) {
         if (!used_[i]) {
             used_[i] = true;
+            low_ = i + 1;
             *id = first_ + uint32_t(i);
             return true;
         }
     }
+    low_ = used_.size();
     return false;
 }
 
 void id_allocator::free(uint32_t id) {
-    if (id >= first_ && id - first_ < used_.size()) used_[id - first_] = false;
+    if (id >= first_ && id - first_ < used_.size()) {
+        used_[id - first_] = false;
+        low_ = std::min<size_t>(low_, id - first_);
+    }
 }
 
 bool id_allocator::in_use(uint32_t id) const {

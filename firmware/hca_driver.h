@@ -54,6 +54,7 @@ public:
 private:
     uint32_t first_ = 0;
     std::vector<bool> used_;
+    size_t low_ = 0;  ///< no free number below this index
 };
 
 /// Deterministic first-fit range allocator (MTT entries).

@@ -194,12 +194,15 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
     }
     j["results"] = std::move(results);
     uint64_t sim_ns = 0, packets = 0;
+    double traffic_wall = 0;
     for (const run_report& rep : reports) {
         sim_ns += rep.sim_time_ns;
         packets += rep.wire_packets;
+        traffic_wall += rep.traffic_wall_s;
     }
     j["sim"] = {{"sim_time_ns", sim_ns},
                 {"wall_s", r.wall_s},
+                {"traffic_wall_s", traffic_wall},
                 {"wire_packets", packets},
                 {"wire_packets_per_wall_s", r.wall_s > 0 ? static_cast<double>(packets) / r.wall_s : 0.0}};
     json counters = json::object();

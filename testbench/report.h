@@ -53,6 +53,7 @@ struct run_report {
     std::vector<size_result> results;  ///< one per size, in run order
     uint64_t sim_time_ns = 0;          ///< simulated time at the end of the run
     double wall_s = 0;                 ///< host wall time of the simulation (JSON only, never the table)
+    double traffic_wall_s = 0;         ///< host wall time of this phase's traffic (setup excluded; JSON only)
     uint64_t wire_packets = 0;         ///< packets that crossed the fabric
     uint64_t seed = 0;                 ///< run seed
     unsigned qps = 1;                  ///< queue pairs of the run (--qps)

@@ -1864,6 +1864,7 @@ private:
             rep.seed = spec_.seed;
             const uint64_t t0 = bus(i).now_ns();
             const uint64_t p0 = stats_registry::instance().sum("port.tx_packets");
+            const auto wall0 = std::chrono::steady_clock::now();  // --speed only; never reaches the model
             const op_kind op = kind_of(ph.workload);
             const bool mr_scale = ph.workload == "mr_scale";
             if (mr_scale)
@@ -1875,6 +1876,7 @@ private:
             step += ph.sizes.size() * (mr_scale ? mrs_.size() : 1);
             rep.sim_time_ns = bus(i).now_ns() - t0;
             rep.wire_packets = stats_registry::instance().sum("port.tx_packets") - p0;
+            rep.traffic_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
             if (i == 0) {
                 rep.verify_failure = chk_.first_failure;
                 chk_.first_failure.clear();

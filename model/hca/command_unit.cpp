@@ -123,6 +123,8 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         initialised_ = true;
         xlate_->set_tables(t.mpt_base, 1u << t.log_num_mpts, t.mtt_base, 1ull << t.log_num_mtts, 1u << t.log_num_qps);
         fetcher_->set_qpc_table(t.qpc_base);
+        engine_->set_qpc_table(t.qpc_base);
+        cqw_->set_cqc_table(t.cqc_base);
         return hw::CMD_OK;
     }
     case hw::CMD_SET_PKEY: {

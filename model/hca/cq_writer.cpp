@@ -9,7 +9,13 @@ using namespace sc_core;
 cq_writer::cq_writer(const sc_module_name& name, const sc_time& clock, unsigned max_cqs, unsigned max_eqs)
     : sc_module(name),
       dma("dma"),
+      cqc_dma("cqc_dma"),
       write_cycles("write_cycles", 8, "cycles", "cycles to format one CQE before its DMA write"),
+      cqc_cache_entries("cqc_cache_entries", 256, "entries",
+                        "CQ contexts held on chip; a miss reads the CQ's CQC entry from host memory"),
+      cqc_cache_ways("cqc_cache_ways", 4, "ways", "CQ context cache associativity"),
+      cqc_cache_policy("cqc_cache_policy", "lru", "", "CQ context cache replacement: lru, fifo or random",
+                       {"lru", "fifo", "random"}),
       cqes("cqes", "CQEs written"),
       events("events", "EQEs written (completion and asynchronous events)"),
       overruns("overruns", "completions lost to a full CQ (CQ overrun)"),
@@ -17,9 +23,19 @@ cq_writer::cq_writer(const sc_module_name& name, const sc_time& clock, unsigned 
       resizes("resizes", "CQs resized (CMD_RESIZE_CQ)"),
       resize_moved("resize_moved", "CQEs copied to a new ring by CQ resizes"),
       busy_ps("busy_ps", "ps spent formatting CQEs (write_cycles each; utilisation)"),
+      cqc_hits("cqc_hits", "CQ context cache hits (a CQE written)"),
+      cqc_misses("cqc_misses", "CQ context cache misses (DMA reads of CQC entries)"),
       cqs_(max_cqs),
+      cqc_cache_(1, 1),
       eqs_(max_eqs) {
     write_cycles.range(0, 100000);
+    cqc_cache_entries.range(1, 1u << 24);
+    cqc_cache_ways.range(1, 64);
+    if (cqc_cache_entries % cqc_cache_ways)
+        throw config_error(std::string(this->name()) + ".cqc_cache_entries: " +
+                           std::to_string(cqc_cache_entries.get()) + " is not a multiple of cqc_cache_ways (" +
+                           std::to_string(cqc_cache_ways.get()) + ")");
+    cqc_cache_.resize(cqc_cache_entries, cqc_cache_ways, replacement_of(cqc_cache_policy));
     format_time_ = clock * double(write_cycles.get());
     format_ps_ = uint64_t(format_time_ / sc_time(1, SC_PS) + 0.5);
 }
@@ -30,14 +46,18 @@ void cq_writer::load_cq(uint32_t cqn, const hw::cq_context& c) {
     cq_state& s = cqs_[cqn];
     s = cq_state{};
     s.valid = true;
+    if (!cqc_cache_.find(cqn))  // the command unit's table write goes through the cache
+        cqc_cache_.insert(cqn);
     s.log_size = c.log_size;
     s.eqn = c.eqn;
     s.base = c.base;
 }
 
 void cq_writer::destroy_cq(uint32_t cqn) {
-    if (cqn < cqs_.size())
+    if (cqn < cqs_.size()) {
         cqs_[cqn] = cq_state{};
+        cqc_cache_.invalidate(cqn);
+    }
 }
 
 void cq_writer::load_eq(uint32_t eqn, const hw::eq_context& e) {
@@ -124,6 +144,13 @@ bool cq_writer::complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_time& dela
     if (!cq_valid(cqn))
         return false;
     cq_state& s = cqs_[cqn];
+    if (cqc_cache_.find(cqn)) {
+        ++cqc_hits;
+    } else {
+        ++cqc_misses;
+        cqc_cache_.insert(cqn);
+        cqc_dma.read(cqc_base_ + uint64_t(cqn) * sizeof cqc_buf_, &cqc_buf_, sizeof cqc_buf_, delay);
+    }
     const uint64_t size = uint64_t(1) << s.log_size;
     // Entries in use = written - consumed (consumer is 24-bit; the ring is smaller).
     const uint64_t used = (s.producer - s.consumer) & 0xFFFFFF;

@@ -1,6 +1,10 @@
 // CQ writer: writes CQEs into completion queue rings in host memory with the owner bit,
 // tracks each CQ's producer and (doorbell-reported) consumer index, detects overrun, and
 // raises completion events (EQE + MSI write) for armed CQs.
+//
+// CQ context cache: `cqc_cache_entries` CQ contexts are on chip (set associative); a CQE for a
+// CQ whose context is not cached first reads the CQ's entry from the CQC table in host memory
+// through the `cqc_dma` port. The cache decides timing; the CQ state lives in this module.
 #pragma once
 #include <systemc>
 
@@ -9,6 +13,7 @@
 #include "model/core/param.h"
 #include "model/core/stats.h"
 #include "model/hca/dma_port.h"
+#include "model/hca/onchip_cache.h"
 #include "tlm_if/contexts.h"
 #include "tlm_if/cqe.h"
 #include "tlm_if/mmio_map.h"
@@ -18,13 +23,22 @@ namespace hcasim {
 class cq_writer : public sc_core::sc_module {
 public:
     dma_port dma;
+    dma_port cqc_dma;  ///< CQ context cache misses (reads of the CQC table)
 
     param<unsigned> write_cycles;  ///< cycles to format one CQE before its DMA write
+    param<unsigned> cqc_cache_entries;    ///< CQ contexts on chip
+    param<unsigned> cqc_cache_ways;       ///< CQ context cache associativity
+    param<std::string> cqc_cache_policy;  ///< lru|fifo|random
 
-    counter cqes, events, overruns, msi_writes, resizes, resize_moved, busy_ps;
+    counter cqes, events, overruns, msi_writes, resizes, resize_moved, busy_ps, cqc_hits, cqc_misses;
 
     cq_writer(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_cqs, unsigned max_eqs);
 
+    /// Where the CQ context table is (INIT_HCA): cache misses read it. Empties the cache.
+    void set_cqc_table(uint64_t base) {
+        cqc_base_ = base;
+        cqc_cache_.clear();
+    }
     /// Context changes from the command unit.
     void load_cq(uint32_t cqn, const hw::cq_context& c);
     void destroy_cq(uint32_t cqn);
@@ -71,6 +85,9 @@ private:
     void write_eqe(uint32_t eqn, uint8_t type, uint32_t resource, sc_core::sc_time& delay, uint8_t subtype = 0);
 
     std::vector<cq_state> cqs_;
+    onchip_cache<no_line> cqc_cache_;
+    uint64_t cqc_base_ = 0;
+    hw::cq_context cqc_buf_;  // the entry a miss reads (the state itself is in cqs_)
     std::vector<eq_state> eqs_;
     uint64_t msi_addr_ = 0;
     uint32_t msi_data_ = 0;

@@ -12,7 +12,9 @@ dma_mux::dma_mux(const sc_core::sc_module_name& name)
       payload_write_bytes("payload_write_bytes", "message payload bytes the transport engine wrote (receives, WRITEs, READ data)"),
       context_bytes("context_bytes", "MPT/MTT bytes the translation unit read or wrote (cache misses, binds, invalidations)"),
       cqe_write_bytes("cqe_write_bytes", "CQE, EQE and MSI bytes the CQ writer wrote"),
-      command_bytes("command_bytes", "command mailbox and context table bytes the command unit moved") {
+      command_bytes("command_bytes", "command mailbox and context table bytes the command unit moved"),
+      qpc_bytes("qpc_bytes", "QPC entry bytes the transport engine's QP context cache read on misses"),
+      cqc_bytes("cqc_bytes", "CQC entry bytes the CQ writer's CQ context cache read on misses") {
     units.register_b_transport(this, &dma_mux::b_transport);
     units.register_transport_dbg(this, &dma_mux::transport_dbg);
 }
@@ -25,6 +27,8 @@ void dma_mux::b_transport(int id, tlm::tlm_generic_payload& gp, sc_core::sc_time
     case TRANSPORT_ENGINE: (gp.is_write() ? payload_write_bytes : payload_read_bytes) += n; break;
     case TRANSLATION_UNIT: context_bytes += n; break;
     case CQ_WRITER: cqe_write_bytes += n; break;
+    case QP_CONTEXT: qpc_bytes += n; break;
+    case CQ_CONTEXT: cqc_bytes += n; break;
     default: command_bytes += n; break;
     }
     pcie->b_transport(gp, delay);

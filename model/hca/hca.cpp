@@ -128,6 +128,8 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     engine.dma.socket.bind(dma.units);
     translation.dma.socket.bind(dma.units);
     cqs.dma.socket.bind(dma.units);
+    engine.qpc_dma.socket.bind(dma.units);
+    cqs.cqc_dma.socket.bind(dma.units);
     SC_METHOD(port_down);
     sensitive << down_ev_;
     dont_initialize();

@@ -40,9 +40,13 @@ translation_unit::translation_unit(const sc_module_name& name, const sc_time& cl
     : sc_module(name),
       dma("dma"),
       mpt_cache_entries("mpt_cache_entries", 1024, "entries", "on-chip MPT cache entries"),
-      mpt_cache_ways("mpt_cache_ways", 4, "ways", "MPT cache associativity (LRU replacement)"),
+      mpt_cache_ways("mpt_cache_ways", 4, "ways", "MPT cache associativity"),
       mtt_cache_lines("mtt_cache_lines", 4096, "lines", "on-chip MTT cache lines of 8 entries"),
-      mtt_cache_ways("mtt_cache_ways", 4, "ways", "MTT cache associativity (LRU replacement)"),
+      mtt_cache_ways("mtt_cache_ways", 4, "ways", "MTT cache associativity"),
+      mpt_cache_policy("mpt_cache_policy", "lru", "", "MPT cache replacement: lru, fifo or random",
+                       {"lru", "fifo", "random"}),
+      mtt_cache_policy("mtt_cache_policy", "lru", "", "MTT cache replacement: lru, fifo or random",
+                       {"lru", "fifo", "random"}),
       lookup_cycles("lookup_cycles", 4, "cycles", "pipeline cycles of a lookup that hits in the caches"),
       mm_op_cycles("mm_op_cycles", 16, "cycles",
                    "pipeline cycles of a memory management operation (bind, invalidate, fast register)"),
@@ -67,8 +71,8 @@ translation_unit::translation_unit(const sc_module_name& name, const sc_time& cl
     if (mpt_cache_entries % mpt_cache_ways || mtt_cache_lines % mtt_cache_ways)
         SC_REPORT_ERROR(this->name(), "cache entries must be a multiple of the cache ways "
                                       "(mpt_cache_entries / mpt_cache_ways, mtt_cache_lines / mtt_cache_ways)");
-    mpt_cache_.resize(mpt_cache_entries, mpt_cache_ways);
-    mtt_cache_.resize(mtt_cache_lines, mtt_cache_ways);
+    mpt_cache_.resize(mpt_cache_entries, mpt_cache_ways, replacement_of(mpt_cache_policy));
+    mtt_cache_.resize(mtt_cache_lines, mtt_cache_ways, replacement_of(mtt_cache_policy));
     hit_time_ = clock * double(lookup_cycles.get());
     mm_time_ = clock * double(mm_op_cycles.get());
     page_list_.resize(MAX_FAST_REG_PAGES);

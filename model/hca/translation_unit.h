@@ -14,7 +14,7 @@
 #include "model/core/param.h"
 #include "model/core/stats.h"
 #include "model/hca/dma_port.h"
-#include "model/hca/translation_cache.h"
+#include "model/hca/onchip_cache.h"
 #include "tlm_if/contexts.h"
 #include "tlm_if/wqe.h"
 
@@ -65,6 +65,8 @@ public:
     param<unsigned> mpt_cache_ways;     ///< MPT cache associativity
     param<unsigned> mtt_cache_lines;    ///< on-chip MTT cache lines of 8 entries
     param<unsigned> mtt_cache_ways;     ///< MTT cache associativity
+    param<std::string> mpt_cache_policy; ///< lru|fifo|random
+    param<std::string> mtt_cache_policy; ///< lru|fifo|random
     param<unsigned> lookup_cycles;      ///< pipeline cycles of a lookup that hits
     param<unsigned> mm_op_cycles;       ///< pipeline cycles of a bind / invalidate / fast register
 
@@ -133,8 +135,8 @@ private:
     struct mtt_line {
         uint64_t v[8] = {};
     };
-    translation_cache<hw::mpt_entry> mpt_cache_;
-    translation_cache<mtt_line> mtt_cache_;
+    onchip_cache<hw::mpt_entry> mpt_cache_;
+    onchip_cache<mtt_line> mtt_cache_;
     std::vector<uint32_t> mw2a_bound_;
     uint64_t mpt_base_ = 0, mtt_base_ = 0, num_mtts_ = 0;
     uint32_t num_mpts_ = 0;

@@ -50,7 +50,16 @@ bool is_rd_atomic(uint8_t wqe_op) {
 transport_engine::transport_engine(const sc_module_name& name, const sc_time& clock, unsigned max_qps)
     : sc_module(name),
       dma("dma"),
+      qpc_dma("qpc_dma"),
+      qpc_cache_entries("qpc_cache_entries", 4096, "entries",
+                        "QP contexts held on chip; a miss reads the 256-byte QPC entry from host memory"),
+      qpc_cache_ways("qpc_cache_ways", 8, "ways", "QP context cache associativity"),
+      qpc_cache_policy("qpc_cache_policy", "lru", "", "QP context cache replacement: lru, fifo or random",
+                       {"lru", "fifo", "random"}),
+      qpc_miss_slots("qpc_miss_slots", 8, "misses", "QP context cache misses outstanding at once (more wait)"),
       wqe_queue_depth("wqe_queue_depth", 32, "WQEs", "parsed WQEs queued per QP ahead of the requester"),
+      wqe_buffer_entries("wqe_buffer_entries", 2048, "WQEs",
+                         "parsed WQEs held on chip, shared by all QPs (each QP at most wqe_queue_depth)"),
       packet_cycles("packet_cycles", 8, "cycles", "requester initiation interval per packet"),
       rx_cycles("rx_cycles", 8, "cycles", "responder initiation interval per packet (requests and responses)"),
       tx_latency_cycles("tx_latency_cycles", 64, "cycles",
@@ -98,10 +107,37 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
       tx_busy_ps("tx_busy_ps", "ps the requester spent on packets (packet_cycles each; utilisation)"),
       rx_busy_ps("rx_busy_ps", "ps the responder spent on request packets (rx_cycles each; utilisation)"),
       resp_busy_ps("resp_busy_ps", "ps the response process spent on READ response packets and queued ACKs (rx_cycles each)"),
+      qpc_hits("qpc_hits", "QP context cache hits (a packet sent or received)"),
+      qpc_misses("qpc_misses", "QP context cache misses (DMA reads of 256-byte QPC entries)"),
+      qpc_evictions("qpc_evictions", "QP contexts evicted from the cache to make room"),
+      qpc_miss_waits("qpc_miss_waits", "QP context misses that waited for a free miss slot"),
+      wqe_buffer_stalls("wqe_buffer_stalls", "fetches refused because the shared WQE buffer was full"),
+      wqe_buffer_peak("wqe_buffer_peak", "most WQE buffer entries in use at once"),
+      state_qps("state_qps", "QPs that exist at the end of the run"),
+      state_bytes("state_bytes", "bytes of per-QP model state at the end of the run (transport engine and WQE fetcher)"),
       qps_(max_qps),
+      qpc_cache_(1, 1),
       ready_(max_qps),
-      resp_ready_(max_qps) {
+      resp_ready_(max_qps),
+      timer_slots_(max_qps) {
     wqe_queue_depth.range(1, 1024);
+    wqe_buffer_entries.range(1, 1u << 20);
+    wqe_buffer_.resize(wqe_buffer_entries);
+    wqe_next_.resize(wqe_buffer_entries);
+    for (uint32_t e = 0; e < wqe_buffer_entries; ++e)
+        wqe_next_[e] = e + 1 < wqe_buffer_entries ? e + 1 : NIL;
+    free_head_ = 0;
+    free_count_ = wqe_buffer_entries;
+    buffer_waiters_.resize(max_qps);
+    qpc_cache_entries.range(1, 1u << 24);
+    qpc_cache_ways.range(1, 64);
+    if (qpc_cache_entries % qpc_cache_ways)
+        throw config_error(std::string(this->name()) + ".qpc_cache_entries: " +
+                           std::to_string(qpc_cache_entries.get()) + " is not a multiple of qpc_cache_ways (" +
+                           std::to_string(qpc_cache_ways.get()) + ")");
+    qpc_cache_.resize(qpc_cache_entries, qpc_cache_ways, replacement_of(qpc_cache_policy));
+    qpc_miss_slots.range(1, 256);
+    miss_free_.assign(qpc_miss_slots, SC_ZERO_TIME);
     packet_cycles.range(0, 1000000);
     rx_cycles.range(0, 1000000);
     ack_req_interval.range(1, 1u << 20);
@@ -146,23 +182,52 @@ sc_time transport_engine::ack_timeout(uint8_t code) {
 
 // ---------------------------------------------------------------- context from the command unit
 
+void transport_engine::set_qpc_table(uint64_t base) {
+    qpc_base_ = base;
+    qpc_cache_.clear();
+}
+
+sc_time transport_engine::qp_context(uint32_t qpn, const sc_time& delay) {
+    if (qpc_cache_.find(qpn)) {
+        ++qpc_hits;
+        return delay;
+    }
+    ++qpc_misses;
+    bool evicted = false;
+    qpc_cache_.insert(qpn, &evicted);
+    if (evicted)
+        ++qpc_evictions;
+    // The slot free soonest; the read starts when it is free.
+    const sc_time now = sc_time_stamp();
+    sc_time* slot = &miss_free_[0];
+    for (sc_time& t : miss_free_)
+        if (t < *slot)
+            slot = &t;
+    sc_time d = delay;
+    if (*slot > now + d) {
+        ++qpc_miss_waits;
+        d = *slot - now;
+    }
+    qpc_dma.read(qpc_base_ + uint64_t(qpn) * sizeof qpc_buf_, &qpc_buf_, sizeof qpc_buf_, d);
+    *slot = now + d;
+    return d;
+}
+
 void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& delay) {
     if (c.qpn >= qps_.size())
         return;
-    qp& q = qps_[c.qpn];
+    qp& q = qps_.create(c.qpn);
     const uint8_t prev = q.valid ? q.state : uint8_t(hw::QPS_RESET);
+    // The command unit wrote the entry to the QPC table; the on-chip copy is written too.
+    if (!qpc_cache_.find(c.qpn)) {
+        bool evicted = false;
+        qpc_cache_.insert(c.qpn, &evicted);
+        if (evicted)
+            ++qpc_evictions;
+    }
     if (!q.valid || c.state == hw::QPS_RESET) {
-        const bool was_ready = q.tx_ready, was_resp = q.resp_ready, was_timed = q.in_timers;
-        q = qp{};
-        q.tx_ready = was_ready;  // still listed in the ready FIFOs / timer list; they drop it
-        q.resp_ready = was_resp;
-        q.in_timers = was_timed;
+        reset_qp(q, c.qpn);
         q.valid = true;
-        q.qpn = c.qpn;
-        q.queue.resize(wqe_queue_depth);
-        q.rq_cache.resize(rq_prefetch);
-        q.rq_ready.resize(rq_prefetch);
-        q.window.resize(size_t(1) << c.sq_log_size);
     }
     q.transport = c.transport;
     q.mtu = c.mtu;
@@ -191,21 +256,10 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
         q.rq_psn = c.rq_psn & PSN_MASK;
     if (mask & hw::QP_ATTR_SQ_PSN)
         q.sq_psn = c.sq_psn & PSN_MASK;
-    if (q.window.size() < (size_t(1) << c.sq_log_size))
-        q.window.resize(size_t(1) << c.sq_log_size);
-    // On-chip READ/atomic state is sized when the QP can use it (not for every QP at create).
-    if (c.state >= hw::QPS_RTR && c.state <= hw::QPS_SQE) {
-        if (q.resp.empty())
-            q.resp.resize(RESP_SLOTS);
-        const size_t rep = std::max<size_t>(1, q.max_dest_rd_atomic);
-        if (q.replay.size() < rep)
-            q.replay.resize(rep);
-        const size_t rd = std::max<size_t>(1, q.max_rd_atomic);
-        if (q.rd.size() < rd && q.rd_count == 0) {
-            q.rd.resize(rd);
-            q.rd_head = 0;
-        }
-    }
+    q.window_max = std::max(q.window_max, size_t(1) << c.sq_log_size);
+    // The replay history keeps its ring order: it only grows (when it exists at all).
+    if (!q.replay.empty() && q.replay.size() < std::max<size_t>(1, q.max_dest_rd_atomic))
+        q.replay.resize(std::max<size_t>(1, q.max_dest_rd_atomic));
     q.state = c.state;
     if (c.state == hw::QPS_SQD && prev != hw::QPS_SQD) {
         // The drain point: after the last WQE started (the message in progress included).
@@ -224,14 +278,120 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
 }
 
 void transport_engine::destroy_qp(uint32_t qpn) {
-    if (qpn < qps_.size()) {
-        qp& q = qps_[qpn];
-        const bool was_ready = q.tx_ready, was_resp = q.resp_ready, was_timed = q.in_timers;
-        q = qp{};
-        q.tx_ready = was_ready;
-        q.resp_ready = was_resp;
-        q.in_timers = was_timed;
+    if (qpn < qps_.size() && qps_.allocated(qpn)) {
+        qpc_cache_.invalidate(qpn);
+        reset_qp(qps_[qpn], qpn);
     }
+}
+
+void transport_engine::reset_qp(qp& q, uint32_t qpn) {
+    drop_queue(q);
+    drop_rd(q);
+    const bool was_ready = q.tx_ready, was_resp = q.resp_ready;
+    q = qp{};
+    q.tx_ready = was_ready;  // still listed in the ready FIFOs; they drop it
+    q.resp_ready = was_resp;
+    q.qpn = qpn;
+}
+
+// ---------------------------------------------------------------- on-chip storage
+
+uint64_t transport_engine::qp_state_bytes() const {
+    // Per QP number: the QP record, its slots in the ready FIFOs, the waiters ring and the
+    // timer slots, and the fetcher's record; per existing QP, the rings it has grown.
+    uint64_t bytes = qps_.size() * (sizeof(std::unique_ptr<qp>) + sizeof(ready_[0]) + sizeof(resp_ready_[0]) +
+                                    sizeof(buffer_waiters_[0]) + sizeof(timer_slot)) +
+                     fetcher_->qp_state_bytes();
+    for (size_t n = 0; n < qps_.size(); ++n) {
+        if (!qps_.allocated(n))
+            continue;
+        const qp& q = qps_[n];
+        bytes += sizeof(qp) + q.window.capacity() * sizeof(inflight) + q.rd.capacity() * sizeof(rd_ctx) +
+                 q.rq_cache.capacity() * sizeof(recv_wqe) + q.rq_ready.capacity() * sizeof(sc_time) +
+                 q.resp.capacity() * sizeof(resp_job) + q.replay.capacity() * sizeof(atomic_replay) +
+                 (q.rwqe ? sizeof(recv_wqe) : 0);
+    }
+    return bytes;
+}
+
+void transport_engine::end_of_simulation() {
+    for (size_t n = 0; n < qps_.size(); ++n)
+        if (qps_[n].valid)
+            ++state_qps;
+    state_bytes += qp_state_bytes();
+}
+
+namespace {
+/// Re-lays a ring out from index 0 in a vector of `size` entries.
+template <class T>
+void grow_ring(std::vector<T>& v, size_t& head, size_t count, size_t size) {
+    std::vector<T> g(size);
+    for (size_t i = 0; i < count; ++i)
+        g[i] = v[(head + i) % v.size()];
+    v.swap(g);
+    head = 0;
+}
+}  // namespace
+
+bool transport_engine::window_room(qp& q) {
+    if (q.w_count < q.window.size())
+        return true;
+    if (q.window.size() >= q.window_max)
+        return false;
+    grow_ring(q.window, q.w_head, q.w_count, std::min(q.window_max, std::max<size_t>(4, 2 * q.window.size())));
+    return true;
+}
+
+bool transport_engine::rd_room(qp& q) {
+    const size_t limit = std::max<size_t>(1, q.max_rd_atomic);
+    if (q.rd_count < q.rd.size())
+        return true;
+    if (q.rd.size() >= limit)
+        return false;
+    const size_t old_head = q.rd_head, old_size = q.rd.size();
+    grow_ring(q.rd, q.rd_head, q.rd_count, std::min(limit, std::max<size_t>(2, 2 * old_size)));
+    // Window entries name their READ/atomic context by slot: renumber them.
+    for (size_t i = 0; i < q.w_count && old_size; ++i) {
+        inflight& f = q.window[(q.w_head + i) % q.window.size()];
+        if (f.rd != NO_RD)
+            f.rd = uint8_t((f.rd + old_size - old_head) % old_size);
+    }
+    return true;
+}
+
+void transport_engine::free_entry(uint32_t e) {
+    wqe_next_[e] = free_head_;
+    free_head_ = e;
+    ++free_count_;
+    if (waiters_count_) {
+        const uint32_t qpn = buffer_waiters_[waiters_head_];
+        waiters_head_ = (waiters_head_ + 1) % buffer_waiters_.size();
+        --waiters_count_;
+        qps_[qpn].buffer_wait = false;
+        fetcher_->credit(qpn);
+    }
+}
+
+uint32_t transport_engine::detach_head(qp& q) {
+    const uint32_t e = q.q_head;
+    q.q_head = wqe_next_[e];
+    if (q.q_head == NIL)
+        q.q_tail = NIL;
+    --q.q_count;
+    return e;
+}
+
+void transport_engine::drop_rd(qp& q) {
+    while (q.rd_count) {
+        free_entry(q.rd[q.rd_head].entry);
+        q.rd_head = (q.rd_head + 1) % q.rd.size();
+        --q.rd_count;
+    }
+}
+
+void transport_engine::drop_queue(qp& q) {
+    while (q.q_count)
+        release_head(q);
 }
 
 void transport_engine::current_psns(uint32_t qpn, uint32_t& sq_psn, uint32_t& rq_psn) const {
@@ -252,27 +412,54 @@ bool transport_engine::draining(uint32_t qpn) const {
 
 // ---------------------------------------------------------------- from the WQE fetcher
 
-unsigned transport_engine::room(uint32_t qpn) const {
+unsigned transport_engine::room(uint32_t qpn) {
     if (qpn >= qps_.size() || !qps_[qpn].valid)
         return 0;
-    const qp& q = qps_[qpn];
-    return unsigned(q.queue.size() - q.q_count);
+    qp& q = qps_[qpn];
+    if (q.q_count >= wqe_queue_depth)
+        return 0;  // retire_head's credit() makes it ready again
+    if (free_count_ == 0) {
+        if (!q.buffer_wait) {
+            q.buffer_wait = true;
+            ++wqe_buffer_stalls;
+            buffer_waiters_[(waiters_head_ + waiters_count_) % buffer_waiters_.size()] = qpn;
+            ++waiters_count_;
+        }
+        return 0;
+    }
+    return std::min<unsigned>(wqe_queue_depth - q.q_count, free_count_);
+}
+
+bool transport_engine::has_room(uint32_t qpn) const {
+    return qpn < qps_.size() && qps_[qpn].valid && qps_[qpn].q_count < wqe_queue_depth && free_count_ > 0;
 }
 
 void transport_engine::push_send(uint32_t qpn, const send_wqe& w) {
     if (qpn >= qps_.size() || !qps_[qpn].valid)
         return;
     qp& q = qps_[qpn];
-    if (q.q_count == q.queue.size()) {
-        // Only if the fetcher overran its credit; keeps no WQE lost (ring order preserved).
-        std::vector<send_wqe> grown(q.queue.size() * 2);
-        for (size_t i = 0; i < q.q_count; ++i)
-            grown[i] = q.queue[(q.q_head + i) % q.queue.size()];
-        q.queue.swap(grown);
-        q.q_head = 0;
+    if (free_head_ == NIL) {
+        // Only if the fetcher overran its credit: the buffer grows rather than lose a WQE.
+        const uint32_t e = uint32_t(wqe_buffer_.size());
+        wqe_buffer_.emplace_back();
+        wqe_next_.push_back(NIL);
+        free_head_ = e;
+        ++free_count_;
     }
-    q.queue[(q.q_head + q.q_count) % q.queue.size()] = w;
+    const uint32_t e = free_head_;
+    free_head_ = wqe_next_[e];
+    --free_count_;
+    wqe_buffer_[e] = w;
+    wqe_next_[e] = NIL;
+    if (q.q_tail == NIL)
+        q.q_head = e;
+    else
+        wqe_next_[q.q_tail] = e;
+    q.q_tail = e;
     ++q.q_count;
+    const uint64_t used = wqe_buffer_.size() - free_count_;
+    if (used > wqe_buffer_peak.value())
+        wqe_buffer_peak += used - wqe_buffer_peak.value();
     make_tx_ready(qpn);
 }
 
@@ -328,7 +515,7 @@ void transport_engine::requester_loop() {
         if (q.paused_until > sc_time_stamp())
             continue;  // timer() makes it ready when the RNR wait is over
         const sc_time now = sc_time_stamp();
-        const sc_time& wqe_ready = q.queue[q.q_head].ready;
+        const sc_time& wqe_ready = head_wqe(q).ready;
         if (wqe_ready > now && ready_count_) {
             // Its WQE's fetch is still in flight: serve the other QPs meanwhile.
             park(q, wqe_ready);
@@ -345,6 +532,18 @@ void transport_engine::requester_loop() {
                 continue;
             }
         }
+        // Its context: a miss parks the QP until the QPC entry has arrived (the requester
+        // serves other QPs meanwhile); the packet after it uses the entry the miss brought.
+        if (q.ctx_filled) {
+            q.ctx_filled = false;
+        } else {
+            const sc_time ctx = qp_context(qpn, SC_ZERO_TIME);
+            if (ctx != SC_ZERO_TIME) {
+                q.ctx_filled = true;
+                park(q, sc_time_stamp() + ctx);
+                continue;
+            }
+        }
         // A QP that must wait for a response (window, READ/atomic limit, fence) leaves the
         // round robin; the response that frees it puts it back.
         if (!send_packet(q))
@@ -357,14 +556,14 @@ void transport_engine::requester_loop() {
     }
 }
 
-bool transport_engine::may_send(const qp& q) {
+bool transport_engine::may_send(const qp& q) const {
     // RTS sends; SQD finishes the message in progress (C10-35) and starts no new one (C10-37),
     // but may resend (go back N) what it had started before SQD.
     if (q.state == hw::QPS_RTS)
         return true;
     if (q.state != hw::QPS_SQD || !q.q_count)
         return false;
-    const uint16_t ahead = uint16_t(q.sqd_limit - q.queue[q.q_head].wqe_index);
+    const uint16_t ahead = uint16_t(q.sqd_limit - head_wqe(q).wqe_index);
     return q.sqd_resend && ahead != 0 && ahead <= 0x8000;
 }
 
@@ -381,7 +580,7 @@ void transport_engine::build_bth_lrh(const qp& q, wire::headers& h, uint8_t opco
 }
 
 bool transport_engine::send_packet(qp& q) {
-    send_wqe& w = q.queue[q.q_head];
+    send_wqe& w = head_wqe(q);
     sc_time delay = tx_latency_;  // pipeline latency; the initiation interval is packet_cycles
     if (w.fetch_error) {
         wq_catastrophic_error(q, delay);
@@ -405,7 +604,7 @@ bool transport_engine::send_packet(qp& q) {
         return true;
     }
     if (q.cur_offset == 0) {
-        if (q.w_count == q.window.size())
+        if (!window_room(q))
             return false;  // window full: the next ACK makes the QP ready again
         // C10-100: a fenced WQE starts once every earlier READ and atomic has completed.
         if ((w.flags & hw::WQE_FLAG_FENCE) && q.rd_count)
@@ -560,7 +759,7 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
         requester_error(q, hw::CQE_LOC_QP_OP_ERR, w, delay);
         return true;
     }
-    if (q.rd_count >= q.max_rd_atomic || q.rd_count >= q.rd.size())
+    if (q.rd_count >= q.max_rd_atomic || !rd_room(q))
         return false;  // C10-94 limit: it waits for an earlier READ/atomic to complete
     uint64_t capacity = 0;
     for (unsigned i = 0; i < w.num_sge; ++i)
@@ -625,14 +824,13 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
     const uint8_t slot = uint8_t((q.rd_head + q.rd_count) % q.rd.size());
     rd_ctx& c = q.rd[slot];
     c.placed = uint64_t(skip) * mtu;
-    c.num_sge = w.num_sge;
-    std::copy(w.sg, w.sg + w.num_sge, c.sg);
+    c.entry = q.q_head;
     ++q.rd_count;
     q.window[(q.w_head + q.w_count) % q.window.size()] = inflight{
         w.wr_id, first, (first + npkts - 1) & PSN_MASK, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, slot, psn};
     ++q.w_count;
     q.sq_psn = (first + npkts) & PSN_MASK;
-    retire_head(q);
+    retire_head(q, true);
     arm_ack_timer(q);
     return true;
 }
@@ -675,9 +873,11 @@ bool transport_engine::memory_op(qp& q, send_wqe& w, sc_time& delay) {
     return true;
 }
 
-void transport_engine::retire_head(qp& q) {
-    q.q_head = (q.q_head + 1) % q.queue.size();
-    --q.q_count;
+void transport_engine::retire_head(qp& q, bool keep) {
+    if (keep)
+        detach_head(q);
+    else
+        release_head(q);
     q.cur_offset = 0;
     q.cur_sge = 0;
     q.cur_sge_off = 0;
@@ -689,8 +889,10 @@ void transport_engine::pop_window(qp& q, uint8_t status, sc_time& delay, uint8_t
     q.w_head = (q.w_head + 1) % q.window.size();
     --q.w_count;
     if (f.rd != NO_RD && q.rd_count) {
+        const uint32_t e = q.rd[q.rd_head].entry;
         q.rd_head = (q.rd_head + 1) % q.rd.size();
         --q.rd_count;
+        free_entry(e);
     }
     send_completion(q, f, status, delay, syndrome);
 }
@@ -752,7 +954,7 @@ void transport_engine::enter_sqe(qp& q, sc_time& delay) {
     while (q.w_count)
         pop_window(q, hw::CQE_WR_FLUSH_ERR, delay);
     while (q.q_count) {
-        const send_wqe& w = q.queue[q.q_head];
+        const send_wqe& w = head_wqe(q);
         const inflight f{w.wr_id, 0, 0, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
         const bool known = !w.fetch_error;  // an unreadable WQE has nothing to complete
         retire_head(q);
@@ -765,7 +967,7 @@ void transport_engine::fail_head(qp& q, uint8_t status, sc_time& delay, uint8_t 
     if (q.w_count)
         pop_window(q, status, delay, syndrome);
     else if (q.q_count)
-        requester_error(q, status, q.queue[q.q_head], delay, syndrome);
+        requester_error(q, status, head_wqe(q), delay, syndrome);
     enter_error(q, delay);
 }
 
@@ -795,9 +997,9 @@ void transport_engine::post_event(qp& q, uint8_t type, sc_time& delay) {
 void transport_engine::flush(qp& q, sc_time& delay) {
     while (q.w_count)
         pop_window(q, hw::CQE_WR_FLUSH_ERR, delay);
-    q.rd_count = 0;
+    drop_rd(q);
     while (q.q_count) {
-        const send_wqe& w = q.queue[q.q_head];
+        const send_wqe& w = head_wqe(q);
         const inflight f{w.wr_id, 0, 0, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
         const bool known = !w.fetch_error;  // an unreadable WQE has nothing to complete
         retire_head(q);
@@ -809,7 +1011,7 @@ void transport_engine::flush(qp& q, sc_time& delay) {
         recv_completion(q, hw::CQE_OP_RECV, hw::CQE_WR_FLUSH_ERR, 0, 0, 0, false, delay);
     }
     while (q.rq_consumer != q.rq_producer) {
-        recv_at(q, q.rq_consumer, q.rwqe, delay);
+        recv_at(q, q.rq_consumer, rwqe(q), delay);
         ++q.rq_consumer;
         recv_completion(q, hw::CQE_OP_RECV, hw::CQE_WR_FLUSH_ERR, 0, 0, 0, false, delay);
     }
@@ -823,7 +1025,7 @@ void transport_engine::flush(qp& q, sc_time& delay) {
 void transport_engine::handle_response(qp& q, const rx_packet& p) {
     if (!(q.state == hw::QPS_RTS || q.state == hw::QPS_SQD))
         return;
-    sc_time delay = SC_ZERO_TIME;
+    sc_time delay = qp_context(q.qpn, SC_ZERO_TIME);
     const uint8_t code = p.h.b.opcode & 0x1F;
     if (code == op::RDMA_READ_RESPONSE_FIRST || code == op::RDMA_READ_RESPONSE_MIDDLE ||
         code == op::RDMA_READ_RESPONSE_LAST || code == op::RDMA_READ_RESPONSE_ONLY) {
@@ -925,7 +1127,8 @@ void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& 
     }
     uint8_t status = hw::CQE_SUCCESS, syndrome = 0;
     if (p.payload_len &&
-        !write_sges(q.who, c.sg, c.num_sge, c.placed, p.payload, p.payload_len, delay, status, syndrome)) {
+        !write_sges(q.who, wqe_buffer_[c.entry].sg, wqe_buffer_[c.entry].num_sge, c.placed, p.payload, p.payload_len,
+                    delay, status, syndrome)) {
         fail_head(q, status, delay, syndrome);
         return;
     }
@@ -961,7 +1164,8 @@ void transport_engine::handle_atomic_ack(qp& q, const rx_packet& p, sc_time& del
     uint8_t bytes[8];
     std::memcpy(bytes, &p.h.aae.orig_data, 8);
     uint8_t status = hw::CQE_SUCCESS, syndrome = 0;
-    if (!write_sges(q.who, q.rd[f.rd].sg, q.rd[f.rd].num_sge, 0, bytes, 8, delay, status, syndrome)) {
+    const send_wqe& w = wqe_buffer_[q.rd[f.rd].entry];
+    if (!write_sges(q.who, w.sg, w.num_sge, 0, bytes, 8, delay, status, syndrome)) {
         fail_head(q, status, delay, syndrome);
         return;
     }
@@ -1041,7 +1245,7 @@ void transport_engine::rewind(qp& q, uint32_t psn, const sc_time& wait) {
         from = q.window[q.w_head].wqe_index;
         first = q.window[q.w_head].first_psn;
     } else if (q.q_count && q.cur_offset) {
-        from = q.queue[q.q_head].wqe_index;
+        from = head_wqe(q).wqe_index;
         first = q.cur_first_psn;
     } else {
         return;
@@ -1052,8 +1256,8 @@ void transport_engine::rewind(qp& q, uint32_t psn, const sc_time& wait) {
     q.resume = psn != first;
     q.resume_psn = psn;
     q.w_count = 0;
-    q.q_count = 0;
-    q.rd_count = 0;
+    drop_queue(q);
+    drop_rd(q);
     q.cur_offset = 0;
     q.cur_sge = 0;
     q.cur_sge_off = 0;
@@ -1093,89 +1297,104 @@ void transport_engine::park(qp& q, const sc_time& until) {
 }
 
 void transport_engine::watch(qp& q, const sc_time& at) {
-    if (!q.in_timers) {
-        q.in_timers = true;
-        timed_.push_back(q.qpn);
-    }
+    // One live heap entry per QP, at its earliest deadline; a later deadline is pushed when
+    // that entry fires (service_timers), an earlier one supersedes it (the old entry is stale).
+    timer_slot& t = timer_slots_[q.qpn];
+    if (t.live && t.at <= at)
+        return;
+    t.live = true;
+    t.at = at;
+    timer_heap_.push_back(timer_entry{at, timer_seq_++, q.qpn});
+    std::push_heap(timer_heap_.begin(), timer_heap_.end(), timer_later);
+    if (timer_heap_.size() > 4096 && timer_heap_.size() > 4 * qps_.size())
+        compact_timers();
     const sc_time now = sc_time_stamp();
     timer_ev_.notify(at > now ? at - now : SC_ZERO_TIME);  // an earlier notification wins
 }
 
-// Every QP with a deadline: RNR wait or WQE fetch over, local ACK timeout, coalesced ACK due.
+void transport_engine::compact_timers() {
+    size_t keep = 0;
+    for (const timer_entry& e : timer_heap_) {
+        const timer_slot& t = timer_slots_[e.qpn];
+        if (t.live && t.at == e.at)
+            timer_heap_[keep++] = e;
+    }
+    timer_heap_.resize(keep);
+    std::make_heap(timer_heap_.begin(), timer_heap_.end(), timer_later);
+}
+
+// The QPs whose earliest deadline has come, in deadline order: RNR wait or WQE fetch over,
+// local ACK timeout, coalesced ACK due. O(log n) per deadline, whatever the number of QPs.
 void transport_engine::timer() {
     const sc_time now = sc_time_stamp();
-    sc_time next = SC_ZERO_TIME;
-    bool have_next = false;
-    auto later = [&](const sc_time& t) {
-        if (!have_next || t - now < next) {
-            next = t - now;
-            have_next = true;
-        }
-    };
-    size_t keep = 0;
-    for (size_t i = 0; i < timed_.size(); ++i) {
-        const uint32_t qpn = timed_[i];
-        qp& q = qps_[qpn];
-        bool pending = false;
-        if (q.valid) {
-            sc_time delay = SC_ZERO_TIME;
-            if (q.paused_until != SC_ZERO_TIME) {
-                if (q.paused_until <= now) {
-                    q.paused_until = SC_ZERO_TIME;
-                    if (q.q_count)
-                        make_tx_ready(qpn);
-                } else {
-                    pending = true;
-                    later(q.paused_until);
-                }
-            }
-            if (q.ack_timer) {
-                if (q.ack_deadline <= now) {
-                    q.ack_timer = false;
-                    if ((q.w_count || q.cur_offset) && (q.state == hw::QPS_RTS || q.state == hw::QPS_SQD)) {
-                        // Local ACK timeout: resend from the first PSN not acknowledged.
-                        ++timeouts;
-                        uint32_t from = q.w_count ? q.window[q.w_head].first_psn : q.cur_first_psn;
-                        const uint32_t end = q.w_count ? q.window[q.w_head].last_psn : (q.sq_psn - 1) & PSN_MASK;
-                        if (q.w_count && q.window[q.w_head].opcode == hw::WQE_OP_RDMA_READ)
-                            from = q.window[q.w_head].next_psn;
-                        else if (q.acked_valid && psn_le(from, q.last_acked) && psn_lt(q.last_acked, end))
-                            from = (q.last_acked + 1) & PSN_MASK;
-                        retry(q, from, delay);
-                        if (q.ack_timer || q.paused_until > now) {
-                            pending = true;
-                            later(q.ack_timer ? q.ack_deadline : q.paused_until);
-                        }
-                        if (q.q_count && q.state != hw::QPS_ERR)
-                            make_tx_ready(qpn);
-                    }
-                } else {
-                    pending = true;
-                    later(q.ack_deadline);
-                }
-            }
-            if (q.ack_flush) {
-                if (q.ack_flush_at <= now) {
-                    q.ack_flush = false;
-                    if (q.acks_owed)
-                        respond(q, wire::aeth_ack(31), (q.rq_psn - 1) & PSN_MASK, SC_ZERO_TIME);
-                } else {
-                    pending = true;
-                    later(q.ack_flush_at);
-                }
-            }
-        }
-        if (pending)
-            timed_[keep++] = qpn;
-        else
-            q.in_timers = false;
+    while (!timer_heap_.empty() && timer_heap_.front().at <= now) {
+        const timer_entry e = timer_heap_.front();
+        std::pop_heap(timer_heap_.begin(), timer_heap_.end(), timer_later);
+        timer_heap_.pop_back();
+        timer_slot& t = timer_slots_[e.qpn];
+        if (!t.live || t.at != e.at)
+            continue;  // superseded by an earlier deadline
+        t.live = false;
+        service_timers(qps_[e.qpn], now);
     }
-    // Entries added while scanning (retry -> park) were appended after the scanned range.
-    timed_.resize(keep);
-    for (uint32_t qpn : timed_)
-        qps_[qpn].in_timers = true;
-    if (have_next)
-        timer_ev_.notify(next);
+    if (!timer_heap_.empty())
+        timer_ev_.notify(timer_heap_.front().at - now);
+}
+
+void transport_engine::service_timers(qp& q, const sc_time& now) {
+    const uint32_t qpn = q.qpn;
+    sc_time next;
+    bool pending = false;
+    auto later = [&](const sc_time& t) {
+        if (!pending || t < next)
+            next = t;
+        pending = true;
+    };
+    if (q.valid) {
+        sc_time delay = SC_ZERO_TIME;
+        if (q.paused_until != SC_ZERO_TIME) {
+            if (q.paused_until <= now) {
+                q.paused_until = SC_ZERO_TIME;
+                if (q.q_count)
+                    make_tx_ready(qpn);
+            } else {
+                later(q.paused_until);
+            }
+        }
+        if (q.ack_timer) {
+            if (q.ack_deadline <= now) {
+                q.ack_timer = false;
+                if ((q.w_count || q.cur_offset) && (q.state == hw::QPS_RTS || q.state == hw::QPS_SQD)) {
+                    // Local ACK timeout: resend from the first PSN not acknowledged.
+                    ++timeouts;
+                    uint32_t from = q.w_count ? q.window[q.w_head].first_psn : q.cur_first_psn;
+                    const uint32_t end = q.w_count ? q.window[q.w_head].last_psn : (q.sq_psn - 1) & PSN_MASK;
+                    if (q.w_count && q.window[q.w_head].opcode == hw::WQE_OP_RDMA_READ)
+                        from = q.window[q.w_head].next_psn;
+                    else if (q.acked_valid && psn_le(from, q.last_acked) && psn_lt(q.last_acked, end))
+                        from = (q.last_acked + 1) & PSN_MASK;
+                    retry(q, from, delay);
+                    if (q.ack_timer || q.paused_until > now)
+                        later(q.ack_timer ? q.ack_deadline : q.paused_until);
+                    if (q.q_count && q.state != hw::QPS_ERR)
+                        make_tx_ready(qpn);
+                }
+            } else {
+                later(q.ack_deadline);
+            }
+        }
+        if (q.ack_flush) {
+            if (q.ack_flush_at <= now) {
+                q.ack_flush = false;
+                if (q.acks_owed)
+                    respond(q, wire::aeth_ack(31), (q.rq_psn - 1) & PSN_MASK, SC_ZERO_TIME);
+            } else {
+                later(q.ack_flush_at);
+            }
+        }
+    }
+    if (pending)
+        watch(q, next);
 }
 
 // ---------------------------------------------------------------- responder: responses out
@@ -1193,8 +1412,11 @@ void transport_engine::send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_
 }
 
 transport_engine::resp_job* transport_engine::push_resp(qp& q) {
-    if (q.resp.empty() || q.r_count == q.resp.size())
-        return nullptr;
+    if (q.r_count == q.resp.size()) {
+        if (q.resp.size() >= RESP_SLOTS)
+            return nullptr;
+        grow_ring(q.resp, q.r_head, q.r_count, std::min(RESP_SLOTS, std::max<size_t>(2, 2 * q.resp.size())));
+    }
     resp_job& j = q.resp[(q.r_head + q.r_count) % q.resp.size()];
     j = resp_job{};
     ++q.r_count;
@@ -1554,6 +1776,8 @@ bool transport_engine::handle_atomic(qp& q, const rx_packet& p, sc_time& delay) 
     ++atomics_executed;
     atomic_busy_[atomic_next_] = atomic_busy{seg[0].pa, now + delay};
     atomic_next_ = (atomic_next_ + 1) % MAX_RD_ATOMIC;
+    if (q.replay.empty())
+        q.replay.resize(std::max<size_t>(1, q.max_dest_rd_atomic));
     atomic_replay& r = q.replay[q.replay_next];
     q.replay_next = (q.replay_next + 1) % q.replay.size();
     r = atomic_replay{true, psn, orig};
@@ -1599,6 +1823,7 @@ sc_time transport_engine::responder_start(qp& q) {
     // the QP's previous one.
     const sc_time now = sc_time_stamp();
     sc_time delay = q.resp_free > now ? q.resp_free - now : SC_ZERO_TIME;
+    delay = qp_context(q.qpn, delay);
     q.resp_free = now + delay + rx_time_;
     rx_busy_ps += rx_ps_;
     return delay + rx_latency_;
@@ -1898,7 +2123,7 @@ void transport_engine::handle_ud(qp& q, const rx_packet& p) {
         wire::encode(p.h.g, g);
         ok = scatter(q, g, uint32_t(wire::GRH_BYTES), delay, status, syndrome);
     } else if (p.payload_len) {
-        if (q.rwqe.capacity < wire::GRH_BYTES) {
+        if (rwqe(q).capacity < wire::GRH_BYTES) {
             status = hw::CQE_LOC_LEN_ERR;
             ok = false;
         } else {
@@ -1985,7 +2210,7 @@ bool transport_engine::take_recv_wqe(qp& q, sc_time& delay) {
         return true;
     if (q.srqn) {
         // o10-53.2.1: the SRQ's next WQE, whichever of its QPs the message arrived at.
-        const wqe_fetcher::srq_outcome r = fetcher_->take_srq(q.srqn - 1, q.rwqe, delay);
+        const wqe_fetcher::srq_outcome r = fetcher_->take_srq(q.srqn - 1, rwqe(q), delay);
         if (r.limit_reached) {
             ++srq_events;
             cqw_->post_event(hw::EQE_SRQ_LIMIT, q.srqn - 1, delay);
@@ -2002,7 +2227,7 @@ bool transport_engine::take_recv_wqe(qp& q, sc_time& delay) {
     }
     if (q.rq_consumer == q.rq_producer)
         return false;
-    recv_at(q, q.rq_consumer, q.rwqe, delay);
+    recv_at(q, q.rq_consumer, rwqe(q), delay);
     ++q.rq_consumer;
     q.have_rwqe = true;
     q.recv_offset = 0;
@@ -2011,6 +2236,10 @@ bool transport_engine::take_recv_wqe(qp& q, sc_time& delay) {
 }
 
 void transport_engine::recv_at(qp& q, uint16_t index, recv_wqe& out, sc_time& delay) {
+    if (q.rq_cache.empty()) {
+        q.rq_cache.resize(rq_prefetch);
+        q.rq_ready.resize(rq_prefetch);
+    }
     const size_t slot = index % q.rq_cache.size();
     if (uint16_t(q.rq_fetched - index) != 0 && uint16_t(q.rq_fetched - index) <= q.rq_cache.size()) {
         out = q.rq_cache[slot];
@@ -2025,6 +2254,10 @@ void transport_engine::recv_at(qp& q, uint16_t index, recv_wqe& out, sc_time& de
 }
 
 void transport_engine::prefetch_recv(qp& q, const sc_time& delay) {
+    if (q.rq_cache.empty()) {
+        q.rq_cache.resize(rq_prefetch);
+        q.rq_ready.resize(rq_prefetch);
+    }
     if (uint16_t(q.rq_fetched - q.rq_consumer) > q.rq_cache.size())
         q.rq_fetched = q.rq_consumer;  // consumed past the read-ahead (fetched on demand)
     while (q.rq_fetched != q.rq_producer && uint16_t(q.rq_fetched - q.rq_consumer) < q.rq_cache.size()) {
@@ -2038,15 +2271,15 @@ void transport_engine::prefetch_recv(qp& q, const sc_time& delay) {
 
 bool transport_engine::scatter(qp& q, const uint8_t* data, uint32_t len, sc_time& delay, uint8_t& status,
                                uint8_t& syndrome) {
-    if (q.rwqe.malformed) {
+    if (rwqe(q).malformed) {
         status = hw::CQE_LOC_QP_OP_ERR;
         return false;
     }
-    if (q.recv_offset + len > q.rwqe.capacity) {
+    if (q.recv_offset + len > rwqe(q).capacity) {
         status = hw::CQE_LOC_LEN_ERR;
         return false;
     }
-    if (!write_sges(q.recv_who, q.rwqe.sg, q.rwqe.num_sge, q.recv_offset, data, len, delay, status, syndrome))
+    if (!write_sges(q.recv_who, rwqe(q).sg, rwqe(q).num_sge, q.recv_offset, data, len, delay, status, syndrome))
         return false;
     q.recv_offset += len;
     return true;
@@ -2056,7 +2289,7 @@ void transport_engine::recv_completion(qp& q, uint8_t opcode, uint8_t status, ui
                                        uint8_t flags, bool solicited, sc_time& delay, uint8_t syndrome,
                                        const recv_src* src) {
     hw::cqe e{};
-    e.wr_id = q.rwqe.wr_id;
+    e.wr_id = rwqe(q).wr_id;
     e.status = status;
     e.opcode = opcode;
     e.byte_len = byte_len;
@@ -2070,7 +2303,7 @@ void transport_engine::recv_completion(qp& q, uint8_t opcode, uint8_t status, ui
         e.dlid_path_bits = src->path_bits;
     // QP1 (GSI) reports the entry the P_Key checker matched; other QPs their own index.
     e.pkey_index = src && q.qpn == pkey_checker::GSI_QPN ? src->pkey_index : q.pkey_index;
-    e.wqe_counter = q.rwqe.wqe_index;
+    e.wqe_counter = rwqe(q).wqe_index;
     e.vendor_err = syndrome;
     if (cqw_->complete(q.recv_cqn, e, solicited, delay))
         ++recv_completions;

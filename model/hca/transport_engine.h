@@ -28,6 +28,14 @@
 // One requester process and one response process serve all QPs round robin at packet
 // granularity; the receive side runs in the port's receive method; one timer method serves
 // every QP's deadlines. No process per QP.
+//
+// QP context cache: the requester needs a QP's context for each packet it sends, the responder
+// for each packet it receives. `qpc_cache_entries` contexts are on chip (set associative,
+// `qpc_cache_ways`, `qpc_cache_policy`); a miss reads the QP's 256-byte entry from the QPC
+// table in host memory through the `qpc_dma` port (its own PCIe traffic class); at most
+// `qpc_miss_slots` such reads are outstanding, a further miss waits for a slot. The requester
+// serves other QPs while a miss is outstanding; the responder starts that QP's packet when the
+// entry has arrived. The cache decides timing only: the QP's state lives in this module.
 #pragma once
 #include <systemc>
 
@@ -40,6 +48,7 @@
 #include "model/core/stats.h"
 #include "model/fabric/packet.h"
 #include "model/hca/dma_port.h"
+#include "model/hca/onchip_cache.h"
 #include "model/hca/rx_packet.h"
 #include "model/hca/translation_unit.h"
 #include "model/hca/work_request.h"
@@ -61,8 +70,14 @@ constexpr unsigned MAX_RD_ATOMIC = 16;
 class transport_engine : public sc_core::sc_module, public rx_sink {
 public:
     dma_port dma;
+    dma_port qpc_dma;  ///< QP context cache misses (reads of the QPC table)
 
+    param<unsigned> qpc_cache_entries; ///< QP contexts on chip
+    param<unsigned> qpc_cache_ways;    ///< QP context cache associativity
+    param<std::string> qpc_cache_policy; ///< lru|fifo|random
+    param<unsigned> qpc_miss_slots;    ///< QP context misses outstanding at once
     param<unsigned> wqe_queue_depth;   ///< parsed WQEs queued per QP (fetch-ahead)
+    param<unsigned> wqe_buffer_entries; ///< parsed WQEs on chip, shared by all QPs
     param<unsigned> packet_cycles;     ///< requester initiation interval per packet
     param<unsigned> rx_cycles;         ///< responder initiation interval per packet
     param<unsigned> tx_latency_cycles; ///< requester pipeline latency: WQE on chip to packet at the port
@@ -77,7 +92,9 @@ public:
         timeouts, read_requests, read_responses_sent, read_responses_received, atomics_executed,
         atomic_replays, send_completions, recv_completions, error_completions, flushed, async_events,
         uc_dropped, ud_dropped, qkey_violations, ud_oversize, mcast_deliveries, mcast_dropped, wq_catastrophic, srq_events,
-        tx_busy_ps, rx_busy_ps, resp_busy_ps;
+        tx_busy_ps, rx_busy_ps, resp_busy_ps, qpc_hits, qpc_misses, qpc_evictions, qpc_miss_waits,
+        wqe_buffer_stalls, wqe_buffer_peak,
+        state_qps, state_bytes;
 
     SC_HAS_PROCESS(transport_engine);
     transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_qps);
@@ -85,6 +102,8 @@ public:
     void bind(wqe_fetcher& f, translation_unit& t, cq_writer& c, port& p, pkey_checker& k) {
         fetcher_ = &f; xlate_ = &t; cqw_ = &c; port_ = &p; pkeys_ = &k;
     }
+    /// Where the QP context table is (INIT_HCA): cache misses read it. Empties the cache.
+    void set_qpc_table(uint64_t base);
     /// Marks path_probe::wqe_start, wire_end (requester), rx_engine and data_placed (responder).
     void set_probe(path_probe& p) { probe_ = &p; }
     /// The multicast group table (fan-out of received multicast datagrams).
@@ -96,8 +115,12 @@ public:
     void set_gid(const uint8_t (&gid)[16]) { std::copy(gid, gid + 16, gid_); }
 
     // From the WQE fetcher.
-    unsigned room(uint32_t qpn) const;
-    bool has_room(uint32_t qpn) const { return room(qpn) > 0; }
+    /// WQEs the engine takes for this QP now: its own queue's room, limited by the free entries
+    /// of the shared WQE buffer. A QP refused for want of buffer entries is credited (the
+    /// fetcher's credit()) when an entry frees.
+    unsigned room(uint32_t qpn);
+    /// The same test without registering a wait (the inline window's fast path).
+    bool has_room(uint32_t qpn) const;
     void push_send(uint32_t qpn, const send_wqe& w);
     void rq_posted(uint32_t qpn, uint16_t producer);
 
@@ -117,6 +140,7 @@ public:
 
 private:
     static constexpr uint8_t NO_RD = 0xFF;
+    static constexpr uint32_t NIL = ~uint32_t(0);
     struct inflight {
         uint64_t wr_id;
         uint32_t first_psn;
@@ -127,11 +151,11 @@ private:
         uint8_t rd;           ///< READ/atomic: its rd_ctx slot; NO_RD otherwise
         uint32_t next_psn;    ///< READ: PSN of the next response expected
     };
-    /// Requester: a READ or atomic awaiting its response data (its local SGEs).
+    /// Requester: a READ or atomic awaiting its response data. Its WQE (the local SGEs) stays
+    /// in the shared WQE buffer until then.
     struct rd_ctx {
         uint64_t placed = 0;  ///< READ bytes scattered so far
-        uint8_t num_sge = 0;
-        sge sg[MAX_SGE];
+        uint32_t entry = 0;   ///< its WQE buffer entry
     };
     enum class resp_kind : uint8_t { read, atomic, ack };
     /// Responder: a response waiting for the response process (READ data, atomic ACK, or an
@@ -154,7 +178,8 @@ private:
         uint64_t orig = 0;
     };
     struct qp {
-        bool valid = false, tx_ready = false, resp_ready = false, in_timers = false;
+        bool valid = false, tx_ready = false, resp_ready = false;
+        bool ctx_filled = false;            // requester: a context miss was served; the next packet uses it
         uint8_t state = hw::QPS_RESET, transport = hw::QPT_RC, mtu = hw::MTU_4096, sl = 0;
         bool sig_all = false;
         uint32_t qpn = 0, pd = 0, send_cqn = 0, recv_cqn = 0, dest_qpn = 0, access = 0;
@@ -166,8 +191,9 @@ private:
         bool uc_drop = false;               // UC: dropping the rest of a message (up to its next FIRST/ONLY)
         // requester
         uint32_t sq_psn = 0;
-        std::vector<send_wqe> queue;        // parsed WQEs from the fetcher
-        size_t q_head = 0, q_count = 0;
+        uint32_t q_head = NIL, q_tail = NIL; // parsed WQEs from the fetcher: a list of WQE buffer entries
+        uint32_t q_count = 0;
+        bool buffer_wait = false;           // refused by a full WQE buffer: credited when an entry frees
         uint64_t cur_offset = 0;            // bytes of the head WQE already sent
         uint32_t cur_first_psn = 0;         // PSN of the head WQE's first packet
         unsigned cur_sge = 0;
@@ -187,9 +213,10 @@ private:
         sc_core::sc_time paused_until;      // RNR wait or WQE in flight: no packet before this
         bool ack_timer = false;             // local ACK timer running
         sc_core::sc_time ack_deadline;
-        std::vector<inflight> window;       // sent, awaiting ACK
-        size_t w_head = 0, w_count = 0;
-        std::vector<rd_ctx> rd;             // READs/atomics awaiting responses, FIFO
+        // The rings below grow on demand (doubling, up to their limit), so an idle QP holds none.
+        std::vector<inflight> window;       // sent, awaiting ACK (up to window_max: the send ring)
+        size_t w_head = 0, w_count = 0, window_max = 1;
+        std::vector<rd_ctx> rd;             // READs/atomics awaiting responses, FIFO (up to max_rd_atomic)
         size_t rd_head = 0, rd_count = 0;
         bool sqd_notify = false, drain_pending = false;
         uint16_t started_limit = 0;         // index after the last WQE whose first packet went out
@@ -200,8 +227,8 @@ private:
         uint16_t rq_producer = 0, rq_consumer = 0;
         bool in_send = false, in_write = false, nak_pending = false, comm_est = false;
         bool have_rwqe = false;
-        recv_wqe rwqe;                      // the receive WQE in use
-        std::vector<recv_wqe> rq_cache;     // prefetched receive WQEs, by index mod size
+        std::unique_ptr<recv_wqe> rwqe;     // the receive WQE in use (allocated at the QP's first receive)
+        std::vector<recv_wqe> rq_cache;     // prefetched receive WQEs, by index mod size (allocated at the first post)
         std::vector<sc_core::sc_time> rq_ready;  // when each prefetched WQE's read completes
         uint16_t rq_fetched = 0;            // next receive WQE to prefetch
         uint64_t recv_offset = 0;           // bytes of the current SEND placed
@@ -209,9 +236,9 @@ private:
         uint32_t write_rkey = 0;
         uint16_t slid = 0;                  // peer LID (from its packets)
         sc_core::sc_time resp_free;
-        std::vector<resp_job> resp;         // responses in PSN order, FIFO
+        std::vector<resp_job> resp;         // responses in PSN order, FIFO (up to RESP_SLOTS)
         size_t r_head = 0, r_count = 0;
-        std::vector<atomic_replay> replay;  // last atomics executed, ring
+        std::vector<atomic_replay> replay;  // last atomics executed, ring (allocated at the first atomic)
         size_t replay_next = 0;
         unsigned resp_rd = 0;               // READ/atomic responses queued
         unsigned acks_owed = 0;             // coalesced: acknowledge-requesting packets not yet ACKed
@@ -219,9 +246,41 @@ private:
         sc_core::sc_time ack_flush_at;
     };
 
+    /// Time from `delay` on until the QP's context is on chip: `delay` itself on a hit; on a
+    /// miss, the QPC entry's DMA read (the entry is cached from then on).
+    sc_core::sc_time qp_context(uint32_t qpn, const sc_core::sc_time& delay);
+
+    recv_wqe& rwqe(qp& q) {
+        if (!q.rwqe)
+            q.rwqe = std::make_unique<recv_wqe>();
+        return *q.rwqe;
+    }
+    /// Bytes of per-QP model state (QP records, their rings, the per-QP arrays); for --speed.
+    uint64_t qp_state_bytes() const;
+    void end_of_simulation() override;
+
+    // The shared WQE buffer.
+    send_wqe& head_wqe(qp& q) { return wqe_buffer_[q.q_head]; }
+    const send_wqe& head_wqe(const qp& q) const { return wqe_buffer_[q.q_head]; }
+    /// Takes the head entry off the QP's list; returns it (still allocated).
+    uint32_t detach_head(qp& q);
+    /// Frees the head entry of the QP's list (credits a QP waiting for an entry).
+    void release_head(qp& q) { free_entry(detach_head(q)); }
+    /// Frees the WQE buffer entries of every READ/atomic awaiting its response.
+    void drop_rd(qp& q);
+    /// Frees every entry of the QP's list (go back N, reset, destroy).
+    void drop_queue(qp& q);
+    void free_entry(uint32_t e);
+    /// Resets the QP's state, keeping its place in the ready FIFOs (they drop it).
+    void reset_qp(qp& q, uint32_t qpn);
+    /// Room for one more window entry (grows the ring up to window_max); false if full.
+    bool window_room(qp& q);
+    /// Room for one more READ/atomic context (grows the ring up to max_rd_atomic); false if full.
+    bool rd_room(qp& q);
+
     // requester
     void requester_loop();
-    static bool may_send(const qp& q);
+    bool may_send(const qp& q) const;
     void make_tx_ready(uint32_t qpn);
     /// Sends the next packet of the QP's head WQE (or completes it locally); returns false if
     /// the QP must wait for a response (window, READ/atomic limit, fence).
@@ -236,7 +295,9 @@ private:
     void complete_locally(qp& q, const send_wqe& w, sc_core::sc_time& delay);
     /// A completion error on an outstanding WQE (the window head): CQE, then Error.
     void fail_head(qp& q, uint8_t status, sc_core::sc_time& delay, uint8_t syndrome = 0);
-    void retire_head(qp& q);
+    /// The head WQE's last packet is out: off the queue (`keep`: its buffer entry stays
+    /// allocated, a READ/atomic's context holds it).
+    void retire_head(qp& q, bool keep = false);
     void pop_window(qp& q, uint8_t status, sc_core::sc_time& delay, uint8_t syndrome = 0);
     void send_completion(qp& q, const inflight& f, uint8_t status, sc_core::sc_time& delay, uint8_t syndrome = 0);
     void flush(qp& q, sc_core::sc_time& delay);
@@ -268,7 +329,12 @@ private:
     /// Keeps the QP out of the requester's round robin until `until` (RNR wait, WQE fetch).
     void park(qp& q, const sc_core::sc_time& until);
     void timer();
+    /// The QP has a deadline at `at` (RNR wait, fetch, ACK timer, coalesced ACK).
     void watch(qp& q, const sc_core::sc_time& at);
+    /// Handles the QP's deadlines that have come; watches the next one.
+    void service_timers(qp& q, const sc_core::sc_time& now);
+    /// Drops superseded heap entries (when they outnumber the QPs).
+    void compact_timers();
 
     // responder
     /// What a request opcode's low five bits say (the same for RC and UC).
@@ -350,7 +416,36 @@ private:
     uint8_t lmc_ = 0;
     uint8_t gid_[16] = {};
 
-    std::vector<qp> qps_;
+    /// QP records by QPN, allocated when a QP is first created (and kept, reset, after a
+    /// destroy: the ready FIFOs may still name it); a QPN never used costs a pointer.
+    class qp_table {
+    public:
+        explicit qp_table(size_t n) : slots_(n) {}
+        size_t size() const { return slots_.size(); }
+        /// The QP's record; a QPN never created reads as an invalid QP.
+        qp& operator[](size_t i) { return slots_[i] ? *slots_[i] : none_; }
+        const qp& operator[](size_t i) const { return slots_[i] ? *slots_[i] : none_; }
+        qp& create(size_t i) {
+            if (!slots_[i])
+                slots_[i] = std::make_unique<qp>();
+            return *slots_[i];
+        }
+        bool allocated(size_t i) const { return slots_[i] != nullptr; }
+
+    private:
+        std::vector<std::unique_ptr<qp>> slots_;
+        qp none_;  // never valid
+    };
+    qp_table qps_;
+    std::vector<send_wqe> wqe_buffer_;    // the shared WQE buffer
+    std::vector<uint32_t> wqe_next_;      // next entry of a QP's list or of the free list
+    uint32_t free_head_ = NIL, free_count_ = 0;
+    std::vector<uint32_t> buffer_waiters_;  // FIFO ring of QPNs refused for want of entries
+    size_t waiters_head_ = 0, waiters_count_ = 0;
+    onchip_cache<no_line> qpc_cache_;
+    uint64_t qpc_base_ = 0;
+    hw::qp_context qpc_buf_;  // the entry a miss reads (the state itself is in qps_)
+    std::vector<sc_core::sc_time> miss_free_;  // when each miss slot is free again
     std::vector<uint32_t> ready_, resp_ready_;
     size_t ready_head_ = 0, ready_count_ = 0, resp_head_ = 0, resp_count_ = 0;
     sc_core::sc_event tx_work_, resp_work_, timer_ev_;
@@ -362,7 +457,23 @@ private:
     };
     atomic_busy atomic_busy_[MAX_RD_ATOMIC];
     size_t atomic_next_ = 0;
-    std::vector<uint32_t> timed_;  // QPs with a deadline (RNR wait, fetch, ACK timer, coalesced ACK)
+    // Deadlines: a min-heap of (time, push order) with one live entry per QP (timer_slots_);
+    // entries superseded by an earlier deadline stay until popped or compacted.
+    struct timer_entry {
+        sc_core::sc_time at;
+        uint64_t seq;
+        uint32_t qpn;
+    };
+    struct timer_slot {
+        sc_core::sc_time at;
+        bool live = false;
+    };
+    static bool timer_later(const timer_entry& a, const timer_entry& b) {
+        return a.at != b.at ? a.at > b.at : a.seq > b.seq;
+    }
+    std::vector<timer_entry> timer_heap_;
+    std::vector<timer_slot> timer_slots_;  // by QPN
+    uint64_t timer_seq_ = 0;
     sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_, coalesce_time_;
     uint64_t packet_ps_ = 0, rx_ps_ = 0;  // the same in ps, for the busy counters
     packet tx_pkt_, ack_pkt_, resp_pkt_;

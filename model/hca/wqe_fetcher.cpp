@@ -177,7 +177,7 @@ void wqe_fetcher::fetch_loop() {
         q.ready = false;
         if (!may_fetch(q) || q.producer == q.fetched)
             continue;
-        const unsigned room = engine_->room(qpn);
+        unsigned room = engine_->room(qpn);
         if (room == 0)
             continue;  // the engine's credit() makes it ready again
         if (!q.ctx_valid) {
@@ -185,6 +185,9 @@ void wqe_fetcher::fetch_loop() {
             load_ctx(qpn, q, d);
             wait(d);
             if (!may_fetch(q) || !q.ctx_valid)
+                continue;
+            room = engine_->room(qpn);  // other QPs may have taken WQE buffer entries meanwhile
+            if (room == 0)
                 continue;
         }
         const uint32_t size = 1u << q.sq_log_size;

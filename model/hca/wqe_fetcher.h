@@ -88,6 +88,9 @@ public:
     /// The SRQ's protection domain (receive SGEs of its QPs are checked against it, o10-37.2.12).
     uint32_t srq_pd(uint32_t srqn) const { return srq_valid(srqn) ? srqs_[srqn].pd : 0; }
 
+    /// Bytes of per-QP state (the fetch records of every QP number).
+    uint64_t qp_state_bytes() const { return qps_.size() * (sizeof(qp_fetch) + sizeof(ready_[0])); }
+
     /// Parses a send WQE image (for the ring path and the inline window).
     static void parse_send(const uint8_t* p, uint32_t len, uint32_t qpn, uint8_t transport, send_wqe& w);
 

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "model/hca/cq_writer.h"
+#include "model/hca/dma_mux.h"
 #include "model/hca/pkey_checker.h"
 #include "model/hca/translation_unit.h"
 #include "model/host/host_memory.h"
@@ -295,7 +296,7 @@ SIM_TEST(HcaTranslation, caches_count_hits_misses_and_stay_coherent_with_writes)
 
 TEST(HcaTranslation, lru_keeps_the_recently_used_entry_of_a_set) {
     // 2 entries, 2 ways: one set. Touch 1, 4, 1, then 5 evicts 4 (least recently used).
-    translation_cache<int> c(2, 2);
+    onchip_cache<int> c(2, 2);
     c.insert(1) = 10;
     c.insert(4) = 40;
     ASSERT_NE(c.find(1), nullptr);
@@ -303,7 +304,7 @@ TEST(HcaTranslation, lru_keeps_the_recently_used_entry_of_a_set) {
     EXPECT_NE(c.find(1), nullptr);
     EXPECT_EQ(c.find(4), nullptr);
     EXPECT_EQ(*c.find(5), 50);
-    EXPECT_THROW(translation_cache<int>(6, 4), std::invalid_argument);
+    EXPECT_THROW(onchip_cache<int>(6, 4), std::invalid_argument);
 }
 
 SIM_TEST(HcaTranslation, miss_keeps_the_unit_busy_in_order) {
@@ -752,10 +753,13 @@ constexpr uint64_t kCqBase = 0x400000, kEqBase = 0x300000;
 struct cq_bench : sc_core::sc_module {
     host_memory mem{"memory"};
     tlm_utils::simple_initiator_socket<cq_bench> cpu_stub{"cpu_stub"};  // no CPU here
+    dma_mux mux{"dma_mux"};  // the writer's two DMA ports (CQEs, CQ context misses) share the memory
     cq_writer cw{"cq_writer", kClock, 4, 2};
     explicit cq_bench(uint8_t log_size = 2) : sc_module("bench") {
         cpu_stub.bind(mem.cpu);
-        cw.dma.socket.bind(mem.dma);
+        cw.dma.socket.bind(mux.units);
+        cw.cqc_dma.socket.bind(mux.units);
+        mux.pcie.bind(mem.dma);
         hw::eq_context eq{};
         eq.base = kEqBase;
         eq.log_size = 3;
