@@ -3,6 +3,8 @@
 // cq_writer (owner bit across wraparound, overrun, events), and the doorbell unit's decode
 // observed through its counters in a full machine.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <systemc>
 #include <tlm_utils/simple_initiator_socket.h>
 
@@ -305,6 +307,42 @@ TEST(HcaTranslation, lru_keeps_the_recently_used_entry_of_a_set) {
     EXPECT_EQ(c.find(4), nullptr);
     EXPECT_EQ(*c.find(5), 50);
     EXPECT_THROW(onchip_cache<int>(6, 4), std::invalid_argument);
+}
+
+TEST(HcaOnchipCache, fifo_evicts_the_oldest_fill_whatever_was_used) {
+    onchip_cache<int> c(2, 2, replacement::fifo);
+    c.insert(1) = 10;
+    c.insert(4) = 40;
+    ASSERT_NE(c.find(1), nullptr);  // a hit does not renew 1 under FIFO
+    bool evicted = false;
+    c.insert(5, &evicted) = 50;
+    EXPECT_TRUE(evicted);
+    EXPECT_EQ(c.find(1), nullptr);
+    EXPECT_NE(c.find(4), nullptr);
+    EXPECT_EQ(*c.find(5), 50);
+}
+
+TEST(HcaOnchipCache, random_replacement_stays_in_the_set_and_repeats_run_to_run) {
+    // 8 entries in 4 ways: 2 sets. Tags 0, 2, 4, ... share set 0; set 1 is never disturbed.
+    auto trace = [] {
+        onchip_cache<int> c(8, 4, replacement::random);
+        c.insert(1) = 1;
+        std::string kept;
+        for (int t = 0; t < 40; t += 2) {
+            bool evicted = false;
+            c.insert(uint64_t(t), &evicted) = t;
+            EXPECT_EQ(evicted, t >= 8) << "a set fills its free ways first";
+        }
+        for (int t = 0; t < 40; t += 2)
+            kept += c.contains(uint64_t(t)) ? '1' : '0';
+        EXPECT_TRUE(c.contains(1));
+        return kept;
+    };
+    const std::string a = trace(), b = trace();
+    EXPECT_EQ(a, b) << "the same sequence gives the same victims";
+    EXPECT_EQ(std::count(a.begin(), a.end(), '1'), 4) << a;
+    EXPECT_THROW(replacement_of("mru"), std::invalid_argument);
+    EXPECT_EQ(replacement_of("fifo"), replacement::fifo);
 }
 
 SIM_TEST(HcaTranslation, miss_keeps_the_unit_busy_in_order) {
