@@ -138,6 +138,7 @@ public:
     param<unsigned> dma_outstanding;
     param<std::string> mrs;
     param<double> drain_us;
+    param<unsigned> post_list;
 
     explicit workload_params(sc_module_name name = "workload")
         : sc_module(name),
@@ -154,7 +155,11 @@ public:
               "memory region counts mr_scale sweeps, --size syntax (--mrs sets it)"),
           drain_us("drain_us", 100, "us",
                    "uc_write_bw, ud_send_bw: once the client's end-of-stream markers are on the wire, the "
-                   "server stops waiting for a missing one after this long (it was lost)") {
+                   "server stops waiting for a missing one after this long (it was lost)"),
+          post_list("post_list", 1, "WRs",
+                    "bandwidth tests post a QP's work requests in lists of this many, one ibv_post_send and one "
+                    "doorbell per list (perftest -l); 1 posts each alone (through the inline window)") {
+        post_list.range(1, 1024);
         tx_depth.range(1, 16384);
         rx_depth.range(1, 16384);
         cq_mod.range(1, 16384);
@@ -849,8 +854,53 @@ private:
     /// atomic destination; `remote` the peer's address.
     void post(unsigned i, unsigned q, ibv_wr_opcode op, uint64_t local, uint64_t length, uint64_t remote,
               uint64_t wr_id, bool signaled, bool inl, uint64_t compare_add = 0, uint64_t swap = 0) {
+        const unsigned list = wp_.post_list;
+        if (list > 1 && i == 0 && q < lists_.size()) {
+            // perftest -l: the WR joins the QP's list, posted when full (or by flush_lists).
+            pending_list& l = lists_[q];
+            const size_t k = l.wrs.size();
+            l.sges.push_back(ibv_sge{});  // reserved at the phase start: no reallocation
+            l.wrs.push_back(make_wr(i, q, op, local, length, remote, wr_id, signaled, inl, compare_add, swap, l.sges[k]));
+            if (l.wrs.size() == list)
+                flush_list(i, q);
+            return;
+        }
+        ibv_sge sge{};
+        ibv_send_wr wr = make_wr(i, q, op, local, length, remote, wr_id, signaled, inl, compare_add, swap, sge);
+        ibv_send_wr* bad = nullptr;
+        const int rc = ibv_post_send(side_[i].qps[q], &wr, &bad);
+        if (rc)
+            fail("node" + std::to_string(i) + ": ibv_post_send failed (" + std::to_string(rc) + ")");
+    }
+
+    /// QP q's WRs not yet posted (workload.post_list > 1).
+    struct pending_list {
+        std::vector<ibv_send_wr> wrs;
+        std::vector<ibv_sge> sges;
+    };
+    std::vector<pending_list> lists_;
+
+    /// Posts QP q's pending list as one ibv_post_send (one doorbell).
+    void flush_list(unsigned i, unsigned q) {
+        pending_list& l = lists_[q];
+        if (l.wrs.empty())
+            return;
+        for (size_t k = 0; k < l.wrs.size(); ++k)
+            l.wrs[k].next = k + 1 < l.wrs.size() ? &l.wrs[k + 1] : nullptr;
+        ibv_send_wr* bad = nullptr;
+        const int rc = ibv_post_send(side_[i].qps[q], l.wrs.data(), &bad);
+        if (rc)
+            fail("node" + std::to_string(i) + ": ibv_post_send of a list of " + std::to_string(l.wrs.size()) +
+                 " failed (" + std::to_string(rc) + ")");
+        l.wrs.clear();
+        l.sges.clear();
+    }
+
+    /// One send WR (its one SGE in `sge`, which must outlive the post).
+    ibv_send_wr make_wr(unsigned i, unsigned q, ibv_wr_opcode op, uint64_t local, uint64_t length, uint64_t remote,
+                        uint64_t wr_id, bool signaled, bool inl, uint64_t compare_add, uint64_t swap, ibv_sge& sge) {
         side& s = side_[i];
-        ibv_sge sge{local, uint32_t(length), s.mr->lkey};
+        sge = ibv_sge{local, uint32_t(length), s.mr->lkey};
         ibv_send_wr wr{};
         wr.wr_id = wr_id;
         wr.sg_list = &sge;
@@ -871,10 +921,7 @@ private:
             wr.wr.rdma.remote_addr = remote;
             wr.wr.rdma.rkey = info_[peer_of(i)].rkey;
         }
-        ibv_send_wr* bad = nullptr;
-        const int rc = ibv_post_send(s.qps[q], &wr, &bad);
-        if (rc)
-            fail("node" + std::to_string(i) + ": ibv_post_send failed (" + std::to_string(rc) + ")");
+        return wr;
     }
 
     /// uc_write_bw, ud_send_bw: a zero-length WRITE / SEND with immediate `marker_imm`, signaled,
@@ -1201,6 +1248,13 @@ private:
                                               : cas                 ? IBV_WC_COMP_SWAP
                                                                     : IBV_WC_FETCH_ADD;
                 std::vector<uint64_t> posted(nq, 0), completed(nq, 0);
+                if (wp_.post_list > 1) {
+                    lists_.assign(nq, pending_list{});
+                    for (pending_list& l : lists_) {
+                        l.wrs.reserve(wp_.post_list);
+                        l.sges.reserve(wp_.post_list);
+                    }
+                }
                 const std::vector<uint64_t> busy0 = busy_counts();
                 const uint64_t t0 = bus(i).now_ns();
                 uint64_t total_posted = 0, total_completed = 0;
@@ -1238,6 +1292,9 @@ private:
                         ++total_posted;
                         progress = true;
                     }
+                    // Lists not full when the QPs ran out of credit (or work): posted now.
+                    for (unsigned q = 0; q < lists_.size(); ++q)
+                        flush_list(i, q);
                     ibv_wc wcs[16];
                     int n = ibv_poll_cq(s.scq, 16, wcs);
                     if (n < 0)
@@ -1287,6 +1344,7 @@ private:
                         fail("node0: bandwidth test stalled (no completion within workload.timeout_us)");
                 }
                 const uint64_t t1 = bus(i).now_ns();
+                lists_.clear();
                 size_result r;
                 r.size_bytes = size;
                 r.iters = ph.iters;

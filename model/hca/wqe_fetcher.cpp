@@ -43,6 +43,8 @@ wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& clock, unsig
     parse_time_ = clock * double(parse_cycles.get());
     parse_ps_ = uint64_t(parse_time_ / sc_time(1, SC_PS) + 0.5);
     buf_.resize(size_t(batch_wqes) * 4096);
+    done_.resize(batch_wqes);
+    ok_.resize(batch_wqes);
     SC_THREAD(fetch_loop);
 }
 
@@ -195,16 +197,46 @@ void wqe_fetcher::fetch_loop() {
         const uint32_t slot = q.fetched & (size - 1);
         uint32_t n = uint16_t(q.producer - q.fetched);
         n = std::min({n, unsigned(batch_wqes), room, size - slot, uint32_t(buf_.size() / stride)});
-        sc_time delay = SC_ZERO_TIME;
-        ++fetches;
-        const bool ok = dma.read(q.sq_base + uint64_t(slot) * stride, buf_.data(), n * stride, delay);
-        bytes_fetched += n * stride;
+        const uint64_t base = q.sq_base + uint64_t(slot) * stride;
+        if (stride <= hw::WQE_BASIC_BLOCK) {
+            // Slots of one basic block: the batch is one contiguous read.
+            sc_time delay = SC_ZERO_TIME;
+            ++fetches;
+            const bool ok = dma.read(base, buf_.data(), n * stride, delay);
+            bytes_fetched += n * stride;
+            for (uint32_t i = 0; i < n; ++i) {
+                done_[i] = delay;
+                ok_[i] = ok;
+            }
+        } else {
+            // Larger slots are read as the WQE occupies them: its first 64-byte basic block
+            // (the control segment says how long the WQE is, ds_count), then the rest of it in a
+            // second read. The WQEs' reads are issued together and overlap on the link.
+            for (uint32_t i = 0; i < n; ++i) {
+                uint8_t* p = buf_.data() + size_t(i) * stride;
+                sc_time d = SC_ZERO_TIME;
+                ++fetches;
+                bool ok = dma.read(base + uint64_t(i) * stride, p, hw::WQE_BASIC_BLOCK, d);
+                const uint32_t len = std::min<uint32_t>(
+                    stride, std::max<uint32_t>(hw::WQE_BASIC_BLOCK, uint32_t(reinterpret_cast<const hw::wqe_ctrl_seg*>(p)->ds_count) * 16));
+                if (ok && len > hw::WQE_BASIC_BLOCK) {
+                    ++fetches;
+                    ok = dma.read(base + uint64_t(i) * stride + hw::WQE_BASIC_BLOCK, p + hw::WQE_BASIC_BLOCK,
+                                  len - hw::WQE_BASIC_BLOCK, d);
+                }
+                std::memset(p + len, 0, stride - len);  // nothing of an earlier batch is parsed
+                bytes_fetched += len;
+                done_[i] = d;
+                ok_[i] = ok;
+            }
+        }
         // Fetches are pipelined: the WQEs go to the engine now, stamped with the time their
         // DMA completes and they are parsed; the requester does not start one before that.
         const sc_time now = sc_time_stamp();
         for (uint32_t i = 0; i < n; ++i) {
+            const bool ok = ok_[i];
             parse_send(buf_.data() + size_t(i) * stride, stride, qpn, q.transport, wqe_);
-            wqe_.ready = now + delay + parse_time_ * double(i + 1);
+            wqe_.ready = now + done_[i] + parse_time_ * double(i + 1);
             if (!ok) {  // the ring could not be read: what was parsed is not the WQE
                 wqe_.malformed = wqe_.fetch_error = true;
                 wqe_.wqe_index = uint16_t(q.fetched);

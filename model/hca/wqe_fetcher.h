@@ -135,6 +135,8 @@ private:
     sc_core::sc_time parse_time_;
     uint64_t parse_ps_ = 0;
     std::vector<uint8_t> buf_;     // one batch, sized at construction
+    std::vector<sc_core::sc_time> done_;  // when each WQE of the batch has been read
+    std::vector<uint8_t> ok_;             // whether its reads succeeded
     send_wqe wqe_;                 // scratch
 };
 
