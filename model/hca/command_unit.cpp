@@ -17,10 +17,11 @@ namespace {
 constexpr uint8_t NO_QP = 255;
 }
 
-command_unit::command_unit(const sc_module_name& name, const sc_time& clock, const hca_identity& id,
+command_unit::command_unit(const sc_module_name& name, const sc_time& hca_clock, const hca_identity& id,
                            unsigned max_qps, unsigned max_cqs)
     : sc_module(name),
       dma("dma"),
+      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)"),
       exec_cycles("exec_cycles", 200, "cycles", "cycles to execute one command besides its DMA"),
       commands("commands", "commands executed"),
       failed("failed", "commands that completed with an error status"),
@@ -29,6 +30,8 @@ command_unit::command_unit(const sc_module_name& name, const sc_time& clock, con
       qp_state_(max_qps, NO_QP),
       cq_valid_(max_cqs, 0),
       qp_srq_(max_qps, 0) {
+    clock_mhz.range(0, 100000);
+    const sc_time clock = unit_period(clock_mhz, hca_clock);
     exec_cycles.range(0, 100000000);
     exec_time_ = clock * double(exec_cycles.get());
     SC_THREAD(run);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/core/param.h"
+#include "model/core/unit_clock.h"
 #include "model/core/stats.h"
 #include "model/hca/dma_port.h"
 #include "tlm_if/commands.h"
@@ -33,12 +34,13 @@ class command_unit : public sc_core::sc_module {
 public:
     dma_port dma;
 
+    param<double> clock_mhz;  ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
     param<unsigned> exec_cycles;  ///< cycles to execute one command (besides its DMA)
 
     counter commands, failed, ignored_busy;
 
     SC_HAS_PROCESS(command_unit);
-    command_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, const hca_identity& id,
+    command_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock, const hca_identity& id,
                  unsigned max_qps, unsigned max_cqs);
 
     void bind(wqe_fetcher& f, transport_engine& t, translation_unit& x, cq_writer& c, pkey_checker& k) {

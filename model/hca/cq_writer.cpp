@@ -6,10 +6,11 @@ namespace hcasim {
 
 using namespace sc_core;
 
-cq_writer::cq_writer(const sc_module_name& name, const sc_time& clock, unsigned max_cqs, unsigned max_eqs)
+cq_writer::cq_writer(const sc_module_name& name, const sc_time& hca_clock, unsigned max_cqs, unsigned max_eqs)
     : sc_module(name),
       dma("dma"),
       cqc_dma("cqc_dma"),
+      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)"),
       write_cycles("write_cycles", 8, "cycles", "cycles to format one CQE before its DMA write"),
       cqc_cache_entries("cqc_cache_entries", 256, "entries",
                         "CQ contexts held on chip; a miss reads the CQ's CQC entry from host memory"),
@@ -28,6 +29,8 @@ cq_writer::cq_writer(const sc_module_name& name, const sc_time& clock, unsigned 
       cqs_(max_cqs),
       cqc_cache_(1, 1),
       eqs_(max_eqs) {
+    clock_mhz.range(0, 100000);
+    const sc_time clock = unit_period(clock_mhz, hca_clock);
     write_cycles.range(0, 100000);
     cqc_cache_entries.range(1, 1u << 24);
     cqc_cache_ways.range(1, 64);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/core/param.h"
+#include "model/core/unit_clock.h"
 #include "model/core/stats.h"
 #include "model/hca/dma_port.h"
 #include "model/hca/onchip_cache.h"
@@ -25,6 +26,7 @@ public:
     dma_port dma;
     dma_port cqc_dma;  ///< CQ context cache misses (reads of the CQC table)
 
+    param<double> clock_mhz;  ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
     param<unsigned> write_cycles;  ///< cycles to format one CQE before its DMA write
     param<unsigned> cqc_cache_entries;    ///< CQ contexts on chip
     param<unsigned> cqc_cache_ways;       ///< CQ context cache associativity
@@ -32,7 +34,7 @@ public:
 
     counter cqes, events, overruns, msi_writes, resizes, resize_moved, busy_ps, cqc_hits, cqc_misses;
 
-    cq_writer(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_cqs, unsigned max_eqs);
+    cq_writer(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock, unsigned max_cqs, unsigned max_eqs);
 
     /// Where the CQ context table is (INIT_HCA): cache misses read it. Empties the cache.
     void set_cqc_table(uint64_t base) {

@@ -10,9 +10,10 @@ namespace hcasim {
 
 using namespace sc_core;
 
-doorbell_unit::doorbell_unit(const sc_module_name& name, const sc_time& clock)
+doorbell_unit::doorbell_unit(const sc_module_name& name, const sc_time& hca_clock)
     : sc_module(name),
       bar0("bar0"),
+      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)"),
       fifo_entries("fifo_entries", 256, "entries", "doorbell FIFO depth; a CPU writing to a full FIFO stalls (posted-write credits)"),
       decode_cycles("decode_cycles", 4, "cycles", "cycles from an MMIO write's arrival to its dispatch"),
       writes("writes", "MMIO writes received"),
@@ -25,6 +26,8 @@ doorbell_unit::doorbell_unit(const sc_module_name& name, const sc_time& clock)
       dropped("dropped", "MMIO writes dropped (FIFO full and the writer could not be stalled)"),
       stalls("stalls", "MMIO writes that found the FIFO full and stalled their writer"),
       bad_accesses("bad_accesses", "MMIO accesses to no register, of a wrong size, or to a read-only register") {
+    clock_mhz.range(0, 100000);
+    const sc_time clock = unit_period(clock_mhz, hca_clock);
     fifo_entries.range(1, 1u << 20);
     decode_cycles.range(0, 100000);
     decode_time_ = clock * double(decode_cycles.get());

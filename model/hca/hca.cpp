@@ -16,7 +16,7 @@ sc_time period(double mhz) {
 
 hca::hca(const sc_module_name& name, unsigned node_index)
     : sc_module(name),
-      clock_mhz("clock_mhz", 800.0, "MHz", "core clock of the HCA units"),
+      clock_mhz("clock_mhz", 800.0, "MHz", "core clock of the HCA units (a unit's own clock_mhz, when not 0, overrides it)"),
       max_qps("max_qps", 1024, "QPs", "QPs the HCA holds on chip (QPC entries)"),
       max_cqs("max_cqs", 1024, "CQs", "completion queues"),
       max_cqe("max_cqe", 65535, "CQEs", "entries per completion queue (ring is the next power of two)"),

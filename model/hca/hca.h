@@ -26,7 +26,7 @@ namespace hcasim {
 
 class hca : public sc_core::sc_module {
 public:
-    param<double> clock_mhz;     ///< core clock of every unit
+    param<double> clock_mhz;     ///< core clock of the units (those whose own clock_mhz is 0)
     param<unsigned> max_qps;     ///< QPs (on-chip state entries)
     param<unsigned> max_cqs;     ///< CQs
     param<unsigned> max_cqe;     ///< CQEs per CQ

@@ -9,8 +9,9 @@ namespace hcasim {
 
 using namespace sc_core;
 
-sma::sma(const sc_module_name& name, const sc_time& clock)
+sma::sma(const sc_module_name& name, const sc_time& hca_clock)
     : sc_module(name),
+      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)"),
       process_cycles("process_cycles", 256, "cycles", "SMP processing: arrival to its GetResp handed to the port"),
       subnet_timeout("subnet_timeout", 18, "",
                      "PortInfo SubnetTimeOut: Bad P_Key traps at most every 4.096 us x 2^n (0..31)"),
@@ -25,6 +26,8 @@ sma::sma(const sc_module_name& name, const sc_time& clock)
       traps_sent("traps_sent", "Trap 257 (Bad P_Key) sent to the SM"),
       traps_replaced("traps_replaced", "pending trap data replaced by a newer violation (o10-56)"),
       traps_suppressed("traps_suppressed", "multicast limited/limited P_Key mismatches without a trap") {
+    clock_mhz.range(0, 100000);
+    const sc_time clock = unit_period(clock_mhz, hca_clock);
     process_cycles.range(0, 1u << 20);
     subnet_timeout.range(0, 31);
     process_ = clock * double(process_cycles.get());

@@ -11,6 +11,7 @@
 #include <systemc>
 
 #include "model/core/param.h"
+#include "model/core/unit_clock.h"
 #include "model/core/stats.h"
 #include "model/fabric/packet.h"
 #include "model/hca/pkey_checker.h"
@@ -23,6 +24,7 @@ class port;
 
 class sma : public sc_core::sc_module, public rx_sink, public pkey_violation_sink {
 public:
+    param<double> clock_mhz;  ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
     param<unsigned> process_cycles;          ///< SMP in to its GetResp handed to the port
     param<unsigned> subnet_timeout;          ///< PortInfo SubnetTimeOut: traps at most every 4.096 us x 2^n
     param<bool> pkey_traps;                  ///< send Trap 257 on P_Key violations (o10-55.1.1)
@@ -32,7 +34,7 @@ public:
         traps_suppressed;
 
     SC_HAS_PROCESS(sma);
-    sma(const sc_core::sc_module_name& name, const sc_core::sc_time& clock);
+    sma(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock);
 
     void bind(pkey_checker& k, port& p) { pkeys_ = &k; port_ = &p; }
     /// The port's LID (source of responses and traps) and the subnet manager's (traps' DLID;

@@ -36,9 +36,10 @@ const char* to_string(xlate_status s) {
     return "?";
 }
 
-translation_unit::translation_unit(const sc_module_name& name, const sc_time& clock)
+translation_unit::translation_unit(const sc_module_name& name, const sc_time& hca_clock)
     : sc_module(name),
       dma("dma"),
+      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)"),
       mpt_cache_entries("mpt_cache_entries", 1024, "entries", "on-chip MPT cache entries"),
       mpt_cache_ways("mpt_cache_ways", 4, "ways", "MPT cache associativity"),
       mtt_cache_lines("mtt_cache_lines", 4096, "lines", "on-chip MTT cache lines of 8 entries"),
@@ -62,6 +63,8 @@ translation_unit::translation_unit(const sc_module_name& name, const sc_time& cl
       mm_op_errors("mm_op_errors", "memory management operations refused"),
       mpt_cache_(1, 1),
       mtt_cache_(1, 1) {
+    clock_mhz.range(0, 100000);
+    const sc_time clock = unit_period(clock_mhz, hca_clock);
     mpt_cache_entries.range(1, 1u << 24);
     mpt_cache_ways.range(1, 64);
     mtt_cache_lines.range(1, 1u << 24);

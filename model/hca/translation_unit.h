@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/core/param.h"
+#include "model/core/unit_clock.h"
 #include "model/core/stats.h"
 #include "model/hca/dma_port.h"
 #include "model/hca/onchip_cache.h"
@@ -61,6 +62,7 @@ class translation_unit : public sc_core::sc_module {
 public:
     dma_port dma;
 
+    param<double> clock_mhz;  ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
     param<unsigned> mpt_cache_entries;  ///< on-chip MPT cache entries
     param<unsigned> mpt_cache_ways;     ///< MPT cache associativity
     param<unsigned> mtt_cache_lines;    ///< on-chip MTT cache lines of 8 entries
@@ -73,7 +75,7 @@ public:
     counter lookups, mpt_hits, mpt_misses, mtt_hits, mtt_misses, faults, binds, invalidates, fast_registers,
         mm_op_errors;
 
-    translation_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& clock);
+    translation_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock);
 
     /// Table locations (from INIT_HCA); num_qps sizes the per-QP type 2A window counts.
     void set_tables(uint64_t mpt_base, uint32_t num_mpts, uint64_t mtt_base, uint64_t num_mtts, uint32_t num_qps);

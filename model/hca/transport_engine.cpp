@@ -47,10 +47,11 @@ bool is_rd_atomic(uint8_t wqe_op) {
 }
 }  // namespace
 
-transport_engine::transport_engine(const sc_module_name& name, const sc_time& clock, unsigned max_qps)
+transport_engine::transport_engine(const sc_module_name& name, const sc_time& hca_clock, unsigned max_qps)
     : sc_module(name),
       dma("dma"),
       qpc_dma("qpc_dma"),
+      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)"),
       qpc_cache_entries("qpc_cache_entries", 4096, "entries",
                         "QP contexts held on chip; a miss reads the 256-byte QPC entry from host memory"),
       qpc_cache_ways("qpc_cache_ways", 8, "ways", "QP context cache associativity"),
@@ -120,6 +121,8 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& cl
       ready_(max_qps),
       resp_ready_(max_qps),
       timer_slots_(max_qps) {
+    clock_mhz.range(0, 100000);
+    const sc_time clock = unit_period(clock_mhz, hca_clock);
     wqe_queue_depth.range(1, 1024);
     wqe_buffer_entries.range(1, 1u << 20);
     wqe_buffer_.resize(wqe_buffer_entries);

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "model/core/param.h"
+#include "model/core/unit_clock.h"
 #include "model/core/path_probe.h"
 #include "model/core/stats.h"
 #include "model/fabric/packet.h"
@@ -72,6 +73,7 @@ public:
     dma_port dma;
     dma_port qpc_dma;  ///< QP context cache misses (reads of the QPC table)
 
+    param<double> clock_mhz;  ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
     param<unsigned> qpc_cache_entries; ///< QP contexts on chip
     param<unsigned> qpc_cache_ways;    ///< QP context cache associativity
     param<std::string> qpc_cache_policy; ///< lru|fifo|random
@@ -97,7 +99,7 @@ public:
         state_qps, state_bytes;
 
     SC_HAS_PROCESS(transport_engine);
-    transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_qps);
+    transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock, unsigned max_qps);
 
     void bind(wqe_fetcher& f, translation_unit& t, cq_writer& c, port& p, pkey_checker& k) {
         fetcher_ = &f; xlate_ = &t; cqw_ = &c; port_ = &p; pkeys_ = &k;

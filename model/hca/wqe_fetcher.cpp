@@ -9,9 +9,10 @@ namespace hcasim {
 
 using namespace sc_core;
 
-wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& clock, unsigned max_qps, unsigned max_srqs)
+wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& hca_clock, unsigned max_qps, unsigned max_srqs)
     : sc_module(name),
       dma("dma"),
+      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)"),
       batch_wqes("batch_wqes", 8, "WQEs", "WQEs read from one send ring in one DMA read at most"),
       parse_cycles("parse_cycles", 4, "cycles", "cycles to parse one WQE"),
       srq_prefetch("srq_prefetch", 32, "WQEs", "receive WQEs read ahead per shared receive queue (a power of two)"),
@@ -32,6 +33,8 @@ wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& clock, unsig
       qps_(max_qps),
       srqs_(max_srqs),
       ready_(max_qps) {
+    clock_mhz.range(0, 100000);
+    const sc_time clock = unit_period(clock_mhz, hca_clock);
     batch_wqes.range(1, 64);
     srq_prefetch.range(1, 256);
     // Indexed by the 16-bit WQE counter mod the depth: a power of two keeps that one-to-one

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/core/param.h"
+#include "model/core/unit_clock.h"
 #include "model/core/stats.h"
 #include "model/hca/dma_port.h"
 #include "model/hca/work_request.h"
@@ -28,6 +29,7 @@ class wqe_fetcher : public sc_core::sc_module {
 public:
     dma_port dma;
 
+    param<double> clock_mhz;  ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
     param<unsigned> batch_wqes;     ///< WQEs read per DMA at most
     param<unsigned> parse_cycles;   ///< cycles to parse one WQE
     param<unsigned> srq_prefetch;   ///< receive WQEs read ahead per SRQ (on-chip)
@@ -36,7 +38,7 @@ public:
         srq_doorbells, srq_taken, srq_empty, srq_limit_events, srq_errors, busy_ps;
 
     SC_HAS_PROCESS(wqe_fetcher);
-    wqe_fetcher(const sc_core::sc_module_name& name, const sc_core::sc_time& clock, unsigned max_qps,
+    wqe_fetcher(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock, unsigned max_qps,
                 unsigned max_srqs);
 
     void bind_engine(transport_engine& te) { engine_ = &te; }

@@ -832,6 +832,26 @@ struct cq_bench : sc_core::sc_module {
 };
 }  // namespace
 
+SIM_TEST(HcaUnitClock, a_unit_with_its_own_clock_counts_its_cycles_in_it) {
+    // The CQ writer at 100 MHz while the bench's HCA clock (kClock) is 800 MHz: formatting a
+    // CQE takes write_cycles (8) periods of 10 ns.
+    broker::instance().set("bench.cq_writer.clock_mhz", "100", "test");
+    cq_bench b;
+    simulate([&] {
+        hw::cqe e{};
+        e.wr_id = 1;
+        sc_time d = sc_core::SC_ZERO_TIME;
+        ASSERT_TRUE(b.cw.complete(1, e, false, d));
+        EXPECT_EQ(b.cw.busy_ps.value(), 80000u) << "8 cycles of 10 ns";
+        EXPECT_GE(d, sc_time(80, SC_NS)) << "the CQE's DMA write starts after its formatting";
+    });
+}
+
+SIM_TEST(HcaUnitClock, a_negative_unit_clock_is_a_configuration_error) {
+    broker::instance().set("bench.cq_writer.clock_mhz", "-5", "test");
+    EXPECT_THROW(cq_bench{}, config_error);
+}
+
 SIM_TEST(HcaCqWriter, owner_bit_alternates_on_each_wrap) {
     cq_bench b(2);  // 4 entries
     simulate([&] {
