@@ -86,12 +86,14 @@ void print_table(std::ostream& os, const run_report& r) {
     } else if (lost)
         os << " datagrams lost: " << lost << " of " << sent
            << " sent (UD does not retransmit; counters ud_dropped, link.dropped)\n";
-    // write_lat, send_lat: where the latency goes (the traced middle iteration).
+    // Latency workloads: where the latency goes (the traced middle iteration); write_lat and
+    // send_lat report half a round trip, read_lat and atomic_lat the whole one.
+    const bool round_trip = r.workload == "read_lat" || r.workload == "atomic_lat";
     for (const auto& s : r.results)
         if (!s.breakdown.empty()) {
             double sum = 0;
             char line[96];
-            os << " breakdown " << s.size_bytes << " B, one way, us:";
+            os << " breakdown " << s.size_bytes << " B, " << (round_trip ? "round trip" : "one way") << ", us:";
             for (const auto& [stage, us] : s.breakdown) {
                 std::snprintf(line, sizeof line, " %s %.3f;", stage.c_str(), us);
                 os << line;

@@ -1084,7 +1084,7 @@ private:
             bar_.arrive();
             for (uint64_t it = 0; it < ph.iters; ++it) {
                 const uint8_t flag = uint8_t(1 + (it % 254));
-                const bool traced = (op == op_kind::write || op == op_kind::send) && it == ph.iters / 2;
+                const bool traced = it == ph.iters / 2;
                 if (client) {
                     if (traced) {  // the latency breakdown: this iteration's path through both HCAs
                         m_.at(0).adapter.probe.arm();
@@ -1127,6 +1127,7 @@ private:
                         }
                         post(i, 0, IBV_WR_RDMA_READ, recv_area(0, 0), size, info_[1].send_addr, it, true, false);
                         const ibv_wc wc = poll_one(i, side_[i].scq);
+                        if (traced) cpu_mark_[3] = sc_time_stamp();
                         samples.push_back(to_us(bus(i).now_ns() - t0));  // perftest: the whole round trip
                         if (v) {
                             check_send_wc(at(ph, size, 0, 0, it, "READ completion"), wc, IBV_WC_RDMA_READ, it);
@@ -1145,6 +1146,7 @@ private:
                             post(i, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, recv_area(0, 0), 8, info_[1].addr, it, true, false,
                                  operand);
                         const ibv_wc wc = poll_one(i, side_[i].scq);
+                        if (traced) cpu_mark_[3] = sc_time_stamp();
                         samples.push_back(to_us(bus(i).now_ns() - t0));  // perftest: the whole round trip
                         if (v) {
                             check_send_wc(at(ph, size, 0, 0, it, "atomic completion"), wc,
@@ -1187,8 +1189,7 @@ private:
             if (client) {
                 size_result r = latency_stats(size, samples);
                 r.iters = ph.iters;
-                if (op == op_kind::write || op == op_kind::send)
-                    take_breakdown(r, op);
+                take_breakdown(r, op);
                 if (v && op == op_kind::atomic)
                     chk_.value(at(ph, size, 1, 0, ph.iters, "remote value after the last atomic"),
                                peek64(1, recv_area(1, 0)), current);
@@ -1636,16 +1637,21 @@ private:
     /// Latency breakdown of the traced iteration (write_lat, send_lat): the CPU times
     /// (cpu_mark_: client post, server sees, server posts, client sees) and both HCAs' probe marks
     /// on one time line, each stage averaged over the two directions (the round trip's halves,
-    /// as the reported latency is half the round trip).
+    /// as the reported latency is half the round trip). read_lat, atomic_lat: the one round trip
+    /// (take_round_trip).
     void take_breakdown(size_result& r, op_kind op) {
         path_probe& p0 = m_.at(0).adapter.probe;
         path_probe& p1 = m_.at(1).adapter.probe;
         p0.disarm();
         p1.disarm();
         using S = path_probe;
+        if (op == op_kind::read || op == op_kind::atomic) {
+            take_round_trip(r, op, p0, p1);
+            return;
+        }
         for (path_probe* p : {&p0, &p1})
-            for (unsigned s = 0; s < S::stages; ++s)
-                if (!p->seen(S::stage(s)))
+            for (S::stage s : {S::doorbell, S::wqe_start, S::wire_end, S::rx_engine, S::data_placed})
+                if (!p->seen(s))
                     return;  // a stage was not reached (e.g. a retransmission): no breakdown
         // One direction: sender post -> doorbell -> WQE -> wire -> responder -> data -> seen.
         auto one_way = [](const sc_time& post, const path_probe& tx, const path_probe& rx, const sc_time& seen) {
@@ -1676,6 +1682,34 @@ private:
         const sc_time sw = (cpu_mark_[2] > cpu_mark_[1] ? cpu_mark_[2] - cpu_mark_[1] : SC_ZERO_TIME) +
                            (cpu_mark_[4] > cpu_mark_[3] ? cpu_mark_[4] - cpu_mark_[3] : SC_ZERO_TIME);
         r.breakdown.push_back({"application software (half)", sw.to_seconds() * 1e6 / 2.0});
+    }
+
+    /// READ or atomic: post -> doorbell -> WQE -> request on the wire -> responder -> response
+    /// on the wire -> requester places it and writes the CQE -> the poll sees it. Sums to the
+    /// reported latency (the whole round trip, as perftest reports it).
+    void take_round_trip(size_result& r, op_kind op, const path_probe& p0, const path_probe& p1) {
+        using S = path_probe;
+        for (S::stage s : {S::doorbell, S::wqe_start, S::wire_end, S::resp_rx, S::completion})
+            if (!p0.seen(s))
+                return;
+        for (S::stage s : {S::rx_engine, S::resp_sent})
+            if (!p1.seen(s))
+                return;
+        const sc_time t[9] = {cpu_mark_[0],       p0.at(S::doorbell), p0.at(S::wqe_start),
+                              p0.at(S::wire_end), p1.at(S::rx_engine), p1.at(S::resp_sent),
+                              p0.at(S::resp_rx),  p0.at(S::completion), cpu_mark_[3]};
+        const char* const names[8] = {
+            "host post + MMIO doorbell",
+            "doorbell unit + WQE",
+            "requester: pipeline, serialisation",
+            "cable, switch and receive pipeline",
+            op == op_kind::read ? "responder: pipeline, payload DMA read, serialisation"
+                                : "responder: pipeline, atomic at host memory, serialisation",
+            "cable back, receive pipeline",
+            op == op_kind::read ? "requester: data DMA write, CQE" : "requester: result DMA write, CQE",
+            "CQE lands, host poll sees it"};
+        for (int k = 0; k < 8; ++k)
+            r.breakdown.push_back({names[k], t[k + 1] > t[k] ? (t[k + 1] - t[k]).to_seconds() * 1e6 : 0.0});
     }
 
     /// The busy counters (busy_) now.

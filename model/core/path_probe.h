@@ -19,10 +19,14 @@ public:
         wire_end,     ///< the request's last packet left the port (last bit serialised)
         rx_engine,    ///< a request packet reached the responder (after the port's receive pipeline)
         data_placed,  ///< the responder's payload DMA write reached host memory
+        resp_sent,    ///< READ/atomic: the response's last packet left the responder's port
+        resp_rx,      ///< READ/atomic: the response's last packet reached the requester's engine
+        completion,   ///< the requester's send CQE write was issued
         stages
     };
     static const char* name(stage s) {
-        static const char* const n[stages] = {"doorbell", "wqe_start", "wire_end", "rx_engine", "data_placed"};
+        static const char* const n[stages] = {"doorbell", "wqe_start", "wire_end",   "rx_engine",
+                                              "data_placed", "resp_sent", "resp_rx", "completion"};
         return n[s];
     }
     void arm() {

@@ -114,6 +114,12 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
       qpc_miss_waits("qpc_miss_waits", "QP context misses that waited for a free miss slot"),
       wqe_buffer_stalls("wqe_buffer_stalls", "fetches refused because the shared WQE buffer was full"),
       wqe_buffer_peak("wqe_buffer_peak", "most WQE buffer entries in use at once"),
+      stall_window("stall_window", "requester: a QP stopped because its window of unacknowledged WQEs was full"),
+      stall_rd_atomic("stall_rd_atomic", "requester: a QP stopped at its READ/atomic limit (max_rd_atomic)"),
+      stall_fence("stall_fence", "requester: a fenced WQE waited for earlier READs/atomics"),
+      stall_wqe_fetch("stall_wqe_fetch", "requester: a QP parked because its WQE's fetch was still in flight"),
+      stall_wqe_fetch_ps("stall_wqe_fetch_ps", "ps the requester waited for a WQE's fetch with no other QP to serve"),
+      stall_port_ps("stall_port_ps", "ps the requester waited for room in the port's transmit queue (backpressure)"),
       state_qps("state_qps", "QPs that exist at the end of the run"),
       state_bytes("state_bytes", "bytes of per-QP model state at the end of the run (transport engine and WQE fetcher)"),
       qps_(max_qps),
@@ -521,12 +527,17 @@ void transport_engine::requester_loop() {
         const sc_time& wqe_ready = head_wqe(q).ready;
         if (wqe_ready > now && ready_count_) {
             // Its WQE's fetch is still in flight: serve the other QPs meanwhile.
+            ++stall_wqe_fetch;
             park(q, wqe_ready);
             continue;
         }
         sc_time bp = port_->tx_backpressure();
-        if (wqe_ready > now && wqe_ready - now > bp)
+        if (bp != SC_ZERO_TIME)
+            stall_port_ps += uint64_t(bp / sc_time(1, SC_PS));
+        if (wqe_ready > now && wqe_ready - now > bp) {
+            stall_wqe_fetch_ps += uint64_t((wqe_ready - now - bp) / sc_time(1, SC_PS));
             bp = wqe_ready - now;
+        }
         if (bp != SC_ZERO_TIME) {
             wait(bp);
             if (!q.valid || q.q_count == 0 || !may_send(q) || q.paused_until > sc_time_stamp()) {
@@ -607,11 +618,15 @@ bool transport_engine::send_packet(qp& q) {
         return true;
     }
     if (q.cur_offset == 0) {
-        if (!window_room(q))
+        if (!window_room(q)) {
+            ++stall_window;
             return false;  // window full: the next ACK makes the QP ready again
+        }
         // C10-100: a fenced WQE starts once every earlier READ and atomic has completed.
-        if ((w.flags & hw::WQE_FLAG_FENCE) && q.rd_count)
+        if ((w.flags & hw::WQE_FLAG_FENCE) && q.rd_count) {
+            ++stall_fence;
             return false;
+        }
     }
     if (w.opcode == hw::WQE_OP_NOP) {
         complete_locally(q, w, delay);
@@ -762,8 +777,10 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
         requester_error(q, hw::CQE_LOC_QP_OP_ERR, w, delay);
         return true;
     }
-    if (q.rd_count >= q.max_rd_atomic || !rd_room(q))
+    if (q.rd_count >= q.max_rd_atomic || !rd_room(q)) {
+        ++stall_rd_atomic;
         return false;  // C10-94 limit: it waits for an earlier READ/atomic to complete
+    }
     uint64_t capacity = 0;
     for (unsigned i = 0; i < w.num_sge; ++i)
         capacity += w.sg[i].len;
@@ -819,7 +836,11 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
     h.b.ack_req = true;
     q.since_ack_req = 0;
     const size_t hdr = wire::encode_headers(h, 0, tx_pkt_.bytes);
-    port_->transmit(tx_pkt_, uint32_t(hdr), delay);
+    if (probe_)
+        probe_->mark(path_probe::wqe_start, sc_time_stamp());
+    const sc_time sent = port_->transmit(tx_pkt_, uint32_t(hdr), delay);
+    if (probe_)
+        probe_->mark(path_probe::wire_end, sc_time_stamp() + sent);
     q.resend_pending = false;
     ++tx_packets;
     if (uint16_t(w.wqe_index + 1 - q.started_limit) <= 0x8000)
@@ -915,6 +936,8 @@ void transport_engine::send_completion(qp& q, const inflight& f, uint8_t status,
     e.owner = hw::CQE_IS_SEND;
     if (cqw_->complete(q.send_cqn, e, false, delay))
         ++send_completions;
+    if (probe_)
+        probe_->mark(path_probe::completion, sc_time_stamp() + delay);
     if (status == hw::CQE_WR_FLUSH_ERR)
         ++flushed;
     else if (status != hw::CQE_SUCCESS)
@@ -1128,6 +1151,8 @@ void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& 
         fail_head(q, hw::CQE_BAD_RESP_ERR, delay);  // response does not fit the request
         return;
     }
+    if (last_psn && probe_)
+        probe_->mark(path_probe::resp_rx, sc_time_stamp());
     uint8_t status = hw::CQE_SUCCESS, syndrome = 0;
     if (p.payload_len &&
         !write_sges(q.who, wqe_buffer_[c.entry].sg, wqe_buffer_[c.entry].num_sge, c.placed, p.payload, p.payload_len,
@@ -1159,6 +1184,8 @@ void transport_engine::handle_atomic_ack(qp& q, const rx_packet& p, sc_time& del
     const inflight& f = q.window[q.w_head];
     if (!(f.opcode == hw::WQE_OP_CMP_SWAP || f.opcode == hw::WQE_OP_FETCH_ADD) || f.first_psn != psn)
         return;  // stale or duplicate
+    if (probe_)
+        probe_->mark(path_probe::resp_rx, sc_time_stamp());
     if (wire::aeth_type_of(p.h.a.syndrome) != wire::aeth_type::ack) {
         fail_head(q, hw::CQE_BAD_RESP_ERR, delay);
         return;
@@ -1548,7 +1575,9 @@ void transport_engine::send_response(qp& q) {
         h.a.msn = j.msn;
         h.aae.orig_data = j.orig;
         const size_t hdr = wire::encode_headers(h, 0, resp_pkt_.bytes);
-        port_->transmit(resp_pkt_, uint32_t(hdr), delay);
+        const sc_time sent = port_->transmit(resp_pkt_, uint32_t(hdr), delay);
+        if (probe_)
+            probe_->mark(path_probe::resp_sent, sc_time_stamp() + sent);
         --q.resp_rd;
         pop();
         return;
@@ -1588,7 +1617,9 @@ void transport_engine::send_response(qp& q) {
     }
     const uint32_t pad = (4 - n % 4) % 4;
     std::memset(resp_pkt_.bytes + hdr + n, 0, pad);
-    port_->transmit(resp_pkt_, uint32_t(hdr + n + pad), ready);
+    const sc_time sent = port_->transmit(resp_pkt_, uint32_t(hdr + n + pad), ready);
+    if (last && probe_)
+        probe_->mark(path_probe::resp_sent, sc_time_stamp() + sent);
     ++read_responses_sent;
     j.va += n;
     j.left -= n;

@@ -96,6 +96,7 @@ public:
         uc_dropped, ud_dropped, qkey_violations, ud_oversize, mcast_deliveries, mcast_dropped, wq_catastrophic, srq_events,
         tx_busy_ps, rx_busy_ps, resp_busy_ps, qpc_hits, qpc_misses, qpc_evictions, qpc_miss_waits,
         wqe_buffer_stalls, wqe_buffer_peak,
+        stall_window, stall_rd_atomic, stall_fence, stall_wqe_fetch, stall_wqe_fetch_ps, stall_port_ps,
         state_qps, state_bytes;
 
     SC_HAS_PROCESS(transport_engine);

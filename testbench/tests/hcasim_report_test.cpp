@@ -304,3 +304,40 @@ TEST(HcasimBreakdown, write_and_send_latency_break_down_into_stages_that_sum_to_
         std::remove(js.c_str());
     }
 }
+
+TEST(HcasimBreakdown, read_and_atomic_latency_break_the_round_trip_down) {
+    for (const char* w : {"read_lat", "atomic_lat"}) {
+        const bool read = std::string(w) == "read_lat";
+        const std::string js = ::testing::TempDir() + "breakdown_rt.json";
+        const result r =
+            run(std::string("--workload ") + w + (read ? " --size 8,4096" : "") + " --iters 101 --stats-json '" + js + "'");
+        ASSERT_EQ(r.code, 0) << r.err;
+        EXPECT_NE(r.out.find(" breakdown 8 B, round trip, us: host post + MMIO doorbell "), std::string::npos) << r.out;
+        const auto j = nlohmann::json::parse(slurp(js));
+        const std::string responder = read ? "responder: pipeline, payload DMA read, serialisation"
+                                           : "responder: pipeline, atomic at host memory, serialisation";
+        for (const auto& res : j["results"]) {
+            ASSERT_TRUE(res.contains("breakdown_us")) << w;
+            const auto& b = res["breakdown_us"];
+            EXPECT_EQ(b.size(), 8u);
+            double sum = 0;
+            for (const auto& [stage, us] : b.items()) {
+                EXPECT_GE(us.get<double>(), 0.0) << stage;
+                sum += us.get<double>();
+            }
+            // perftest reports the whole round trip for READ and atomics: the stages add up to it.
+            EXPECT_NEAR(sum, res["lat_typical_us"].get<double>(), 0.01) << w << " " << res["size_bytes"];
+            // The responder's part holds a host memory round trip (pcie.read_latency_ns = 535 ns).
+            EXPECT_GT(b[responder].get<double>(), 0.535) << w;
+            EXPECT_NEAR(b["cable, switch and receive pipeline"].get<double>(), b["cable back, receive pipeline"].get<double>(),
+                        0.001);
+        }
+        if (read) {  // 4 KiB: more responder (read and serialise) and requester (write) time than 8 B
+            const auto& small = j["results"][0]["breakdown_us"];
+            const auto& big = j["results"][1]["breakdown_us"];
+            EXPECT_GT(big[responder].get<double>(), small[responder].get<double>());
+            EXPECT_GT(big["requester: data DMA write, CQE"].get<double>(), small["requester: data DMA write, CQE"].get<double>());
+        }
+        std::remove(js.c_str());
+    }
+}
