@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "model/core/sim_time.h"
 #include "tlm_if/wire/ib_headers.h"
 
 namespace hcasim {
@@ -72,7 +73,7 @@ bool ib_switch::enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_
         return false;
     }
     slot& s = *o.ring[(o.head + o.count) % o.ring.size()];
-    s.at = sc_time_stamp() + delay + sc_time(latency_ns.get(), SC_NS);
+    s.at = sc_time_stamp() + delay + ns_time(latency_ns.get());
     s.pkt.len = len;
     s.crc = crc;
     std::memcpy(s.pkt.bytes, data, len);
@@ -127,7 +128,7 @@ void ib_switch::forward() {
         while (o.count && o.ring[o.head]->at <= now) {
             slot& s = *o.ring[o.head];
             sc_time start = o.free_at > now ? o.free_at : now;
-            o.free_at = start + sc_time(double(s.pkt.len) * o.ps_per_byte, SC_PS);
+            o.free_at = start + ps_time(double(s.pkt.len) * o.ps_per_byte);
             gp_.set_data_ptr(s.pkt.bytes);
             gp_.set_data_length(s.pkt.len);
             gp_.set_streaming_width(s.pkt.len);

@@ -91,8 +91,10 @@ void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
             return;
         }
         ++stalls;
+        ++stalled_;
         while (count_ == fifo_.size())
             wait(space_);
+        --stalled_;
         const sc_time waited = sc_time_stamp() - called_at;  // the arrival time stays where it was,
         delay = delay > waited ? delay - waited : SC_ZERO_TIME;  // unless the stall passed it
     }
@@ -164,7 +166,8 @@ void doorbell_unit::dispatch() {
         }
         head_ = (head_ + 1) % fifo_.size();
         --count_;
-        space_.notify(SC_ZERO_TIME);
+        if (stalled_)  // only a writer stalled on a full FIFO waits for space
+            space_.notify(SC_ZERO_TIME);
     }
     if (count_)
         due_.notify(fifo_[head_]->at - now);

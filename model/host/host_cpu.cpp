@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "model/core/sim_time.h"
+
 namespace hcasim {
 
 using namespace sc_core;
@@ -46,8 +48,7 @@ void host_cpu::mmio_write(uint64_t bar_offset, const void* src, size_t n) {
     gp.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
     // Posted: the store leaves the CPU after mmio_issue_ns; its flight through the PCIe link is
     // carried by the annotated delay, which the doorbell unit turns into its arrival time.
-    sc_time issue(mmio_issue_ns.get(), SC_NS);
-    wait(issue);
+    wait(ns_time(mmio_issue_ns.get()));
     sc_time delay = SC_ZERO_TIME;
     mmio->b_transport(gp, delay);
     ++mmio_writes;
@@ -84,7 +85,7 @@ void host_cpu::cpu_cost(cpu_op op, uint32_t count) {
     case cpu_op::memcpy_64b: ns = memcpy_64b_ns; break;
     }
     if (ns * count > 0)
-        wait(sc_time(ns * count, SC_NS));
+        wait(ns_time(ns * count));
 }
 
 bool host_cpu::wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) {
@@ -102,7 +103,7 @@ bool host_cpu::wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) {
     }
     memory_.unwatch(h);
     if (woke && wake_ns.get() > 0)
-        wait(sc_time(wake_ns.get(), SC_NS));
+        wait(ns_time(wake_ns.get()));
     return woke;
 }
 

@@ -396,8 +396,7 @@ void pcie_link::check_power_of_two(const param<unsigned>& p) const {
                        "): expected a power of 2");
 }
 
-sc_time pcie_link::calendar::book(const sc_time& at, const sc_time& dur) {
-    const sc_time now = sc_time_stamp();
+sc_time pcie_link::calendar::book(const sc_time& now, const sc_time& at, const sc_time& dur) {
     while (head < busy.size() && busy[head].second <= now) ++head;
     if (head > 64 && head * 2 > busy.size()) {  // compact without reallocating
         busy.erase(busy.begin(), busy.begin() + long(head));
@@ -438,18 +437,18 @@ sc_time pcie_link::calendar::book(const sc_time& at, const sc_time& dur) {
     return end;
 }
 
-sc_time pcie_link::occupy(calendar& dir, const sc_time& at, uint64_t bytes) {
+sc_time pcie_link::occupy(calendar& dir, const sc_time& now, const sc_time& at, uint64_t bytes) {
     const sc_time t = tlp_time(bytes);
-    (&dir == &up_free_ ? upstream_busy_ps : downstream_busy_ps) += uint64_t(t / sc_time(1, SC_PS) + 0.5);
-    return dir.book(at, t);
+    (&dir == &up_free_ ? upstream_busy_ps : downstream_busy_ps) += uint64_t(in_ps(t) + 0.5);
+    return dir.book(now, at, t);
 }
 
 sc_time pcie_link::tag_ready(const sc_time& ready) {
     const sc_time& avail = tags_[tag_head_];
     if (avail <= ready) return ready;
-    const uint64_t before = uint64_t(stall_total_ / sc_time(1, SC_NS));
+    const uint64_t before = uint64_t(in_ns(stall_total_));
     stall_total_ += avail - ready;
-    tag_stall_ns += uint64_t(stall_total_ / sc_time(1, SC_NS)) - before;
+    tag_stall_ns += uint64_t(in_ns(stall_total_)) - before;
     return avail;
 }
 
@@ -467,10 +466,10 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
     if (gp.get_extension<atomic_ext>()) {
         land_overlapping(gp.get_address(), 8);
         const sc_time start = tag_ready(at);
-        const sc_time req_end = occupy(up_free_, start, atomic_request_bytes);
+        const sc_time req_end = occupy(up_free_, now, start, atomic_request_bytes);
         sc_time d = req_end - now;
         upstream_out->b_transport(gp, d);  // executes at host memory when the request arrives
-        const sc_time cpl_end = occupy(down_free_, now + d + read_latency_, atomic_completion_bytes);
+        const sc_time cpl_end = occupy(down_free_, now, now + d + read_latency_, atomic_completion_bytes);
         tag_release(cpl_end);
         ++upstream_tlps;
         upstream_bytes += atomic_request_bytes;
@@ -485,7 +484,7 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
     case tlm::TLM_WRITE_COMMAND: {
         const uint64_t tlps = (n + mps - 1) / mps;
         const uint64_t bytes = n + tlps * write_overhead_bytes;
-        const sc_time end = occupy(up_free_, at, bytes);
+        const sc_time end = occupy(up_free_, now, at, bytes);
         // The data lands (and watches fire) at end + write_latency, not now.
         // Posted writes land in posting order even when a later one found an earlier gap.
         last_landing_ = std::max(last_landing_, end + write_latency_);
@@ -506,7 +505,7 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
         do {
             const uint64_t chunk = std::min<uint64_t>(left, mrrs);
             const sc_time start = tag_ready(at);
-            const sc_time req_end = occupy(up_free_, start, read_request_bytes);
+            const sc_time req_end = occupy(up_free_, now, start, read_request_bytes);
             if (first) {  // memory is read once, when the first request arrives
                 first = false;
                 sc_time d = req_end - now;
@@ -515,7 +514,7 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
             }
             const uint64_t cpls = (chunk + mps - 1) / mps;
             const uint64_t cpl_bytes = chunk + cpls * completion_overhead_bytes;
-            last = occupy(down_free_, req_end + read_latency_ + mem_extra, cpl_bytes);
+            last = occupy(down_free_, now, req_end + read_latency_ + mem_extra, cpl_bytes);
             tag_release(last);
             ++upstream_tlps;
             upstream_bytes += read_request_bytes;
@@ -544,7 +543,7 @@ void pcie_link::downstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& de
     switch (gp.get_command()) {
     case tlm::TLM_WRITE_COMMAND: {
         const uint64_t bytes = n + tlps * write_overhead_bytes;
-        const sc_time end = occupy(down_free_, at, bytes);
+        const sc_time end = occupy(down_free_, now, at, bytes);
         sc_time d = end + mmio_latency_ - now;
         downstream_out->b_transport(gp, d);
         downstream_tlps += tlps;
@@ -554,11 +553,11 @@ void pcie_link::downstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& de
         return;
     }
     case tlm::TLM_READ_COMMAND: {
-        const sc_time req_end = occupy(down_free_, at, read_request_bytes);
+        const sc_time req_end = occupy(down_free_, now, at, read_request_bytes);
         sc_time d = req_end + mmio_latency_ - now;
         downstream_out->b_transport(gp, d);
         const uint64_t cpl_bytes = n + tlps * completion_overhead_bytes;
-        const sc_time cpl_end = occupy(up_free_, now + d, cpl_bytes);
+        const sc_time cpl_end = occupy(up_free_, now, now + d, cpl_bytes);
         ++downstream_tlps;
         downstream_bytes += read_request_bytes;
         upstream_tlps += tlps;

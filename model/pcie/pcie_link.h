@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/core/param.h"
+#include "model/core/sim_time.h"
 #include "model/core/stats.h"
 
 namespace hcasim {
@@ -67,7 +68,7 @@ public:
     double tlp_bandwidth_gbps() const { return tlp_gbps_; }
     /// Serialisation time of `bytes` TLP bytes on one direction.
     sc_core::sc_time tlp_time(uint64_t bytes) const {
-        return sc_core::sc_time(double(bytes) * ps_per_byte_, sc_core::SC_PS);
+        return ps_time(double(bytes) * ps_per_byte_);
     }
     /// When each direction becomes idle (absolute).
     sc_core::sc_time upstream_free_at() const { return up_free_.free_at(); }
@@ -112,13 +113,13 @@ private:
     struct calendar {
         std::vector<std::pair<sc_core::sc_time, sc_core::sc_time>> busy;  // [start, end), sorted, disjoint
         size_t head = 0;                                                   // first live interval
-        /// Books `dur` at the first gap starting at or after `at`; returns its end.
-        sc_core::sc_time book(const sc_core::sc_time& at, const sc_core::sc_time& dur);
+        /// Books `dur` at the first gap starting at or after `at` (>= now); returns its end.
+        sc_core::sc_time book(const sc_core::sc_time& now, const sc_core::sc_time& at, const sc_core::sc_time& dur);
         /// End of the last booked interval.
         sc_core::sc_time free_at() const { return busy.size() > head ? busy.back().second : sc_core::SC_ZERO_TIME; }
     };
     /// Occupies a direction for `bytes` from the first idle gap at or after `at`; returns the end time.
-    sc_core::sc_time occupy(calendar& dir, const sc_core::sc_time& at, uint64_t bytes);
+    sc_core::sc_time occupy(calendar& dir, const sc_core::sc_time& now, const sc_core::sc_time& at, uint64_t bytes);
     /// Oldest tag's release time; accounts the stall of a request ready at `ready`.
     sc_core::sc_time tag_ready(const sc_core::sc_time& ready);
     void tag_release(const sc_core::sc_time& at);
