@@ -9,6 +9,8 @@
 // double arithmetic (through a volatile, as the library does). With a resolution coarser than
 // the unit (never set in hcasim) they fall back to the library constructor.
 #pragma once
+#include <cstdint>
+
 #include <systemc>
 
 namespace hcasim {
@@ -39,6 +41,15 @@ inline sc_core::sc_time ns_time(double ns) {
 inline double in_ps(const sc_core::sc_time& t) {
     static const sc_core::sc_time unit(1.0, sc_core::SC_PS);
     return t / unit;
+}
+
+/// uint64_t(t / sc_time(1, SC_PS) + 0.5): t in whole picoseconds. With a 1 ps resolution that
+/// is t.value() itself (exactly, below 2^52 ps, about 75 minutes).
+inline uint64_t ps_count(const sc_core::sc_time& t) {
+    static const bool ps_resolution = sc_core::sc_time(1.0, sc_core::SC_PS).value() == 1;
+    if (ps_resolution && t.value() < (uint64_t(1) << 52))
+        return t.value();
+    return uint64_t(in_ps(t) + 0.5);
 }
 
 /// t / sc_time(1, SC_NS) (a double), without constructing the divisor each time.

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "model/core/bytes.h"
 #include "model/core/sim_time.h"
 #include "tlm_if/wire/ib_headers.h"
 
@@ -76,7 +77,7 @@ bool ib_switch::enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_
     s.at = sc_time_stamp() + delay + ns_time(latency_ns.get());
     s.pkt.len = len;
     s.crc = crc;
-    std::memcpy(s.pkt.bytes, data, len);
+    copy_bytes(s.pkt.bytes, data, len);
     ++o.count;
     wake_.notify(s.at - sc_time_stamp());
     return true;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "model/core/bytes.h"
 #include "model/hca/command_unit.h"
 #include "model/hca/cq_writer.h"
 #include "model/hca/wqe_fetcher.h"
@@ -120,7 +121,7 @@ void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
             return;
         }
         if (e.k == kind::inline_wqe)
-            std::memcpy(e.data, gp.get_data_ptr(), len);
+            copy_bytes(e.data, gp.get_data_ptr(), len);
         else
             std::memcpy(&e.value, gp.get_data_ptr(), 8);
     }

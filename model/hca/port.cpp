@@ -1,5 +1,6 @@
 #include "model/hca/port.h"
 
+#include "model/core/bytes.h"
 #include "model/core/sim_time.h"
 
 #include <cstring>
@@ -122,7 +123,7 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
     if (wire_free_ > start)
         start = wire_free_;
     wire_free_ = start + serialise;
-    tx_busy_ps += uint64_t(in_ps(serialise) + 0.5);
+    tx_busy_ps += ps_count(serialise);
     // Remember when this packet leaves the queue, for backpressure.
     wire_q_.push(start, now);
     ++tx_packets;
@@ -177,7 +178,7 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
     s->arrival = arrival;
     s->intact = intact;
     s->pkt.len = len;
-    std::memcpy(s->pkt.bytes, bytes, len);
+    copy_bytes(s->pkt.bytes, bytes, len);
     // Keep the buffer in arrival order: a packet from the wire may arrive before looped-back
     // ones queued earlier (and the reverse). Equal times keep their order. Slots move by
     // pointer; each source alone arrives in order, so this rarely moves anything.

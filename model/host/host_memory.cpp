@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "model/core/bytes.h"
 #include "tlm_if/tlm_ext.h"
 
 namespace hcasim {
@@ -55,7 +56,7 @@ void host_memory::copy_in(uint64_t addr, const uint8_t* src, uint64_t n) {
     while (n) {
         const uint64_t off = addr & (page_size - 1);
         const uint64_t len = std::min(n, page_size - off);
-        std::memcpy(get_page(addr) + off, src, len);
+        copy_bytes(get_page(addr) + off, src, len);
         addr += len;
         src += len;
         n -= len;
@@ -67,7 +68,7 @@ void host_memory::copy_out(uint64_t addr, uint8_t* dst, uint64_t n) const {
         const uint64_t off = addr & (page_size - 1);
         const uint64_t len = std::min(n, page_size - off);
         if (const uint8_t* p = find_page(addr))
-            std::memcpy(dst, p + off, len);
+            copy_bytes(dst, p + off, len);
         else
             std::memset(dst, 0, len);
         addr += len;

@@ -403,19 +403,32 @@ sc_time pcie_link::calendar::book(const sc_time& now, const sc_time& at, const s
         head = 0;
     }
     sc_time t = at;
-    if (busy.size() == head || busy.back().second <= t) {  // after everything booked: the common case
-        if (busy.size() > head && busy.back().second == t)
-            busy.back().second = t + dur;
+    const size_t n = busy.size();
+    if (n == head || busy[n - 1].second <= t) {  // after everything booked: the common case
+        if (n > head && busy[n - 1].second == t)
+            busy[n - 1].second = t + dur;
         else
             busy.push_back({t, t + dur});
         return t + dur;
     }
-    // The first interval not wholly before `at` (intervals are sorted and disjoint: so are their ends).
-    size_t i = size_t(std::upper_bound(busy.begin() + long(head), busy.end(), t,
-                                       [](const sc_time& x, const std::pair<sc_time, sc_time>& iv) {
-                                           return x < iv.second;
-                                       }) -
-                      busy.begin());
+    if ((n - 1 == head || busy[n - 2].second <= t) && busy[n - 1].first < t + dur) {
+        // Only the last interval ends after `at`, and the transfer does not fit before it: it
+        // goes right after it (what the general case below does, in short; the next chunk of a
+        // read arriving while the previous one's TLPs still occupy the direction).
+        busy[n - 1].second += dur;
+        return busy[n - 1].second;
+    }
+    // The first interval not wholly before `at` (intervals are sorted and disjoint: so are their
+    // ends). Bookings land near the end of the list: look back a few intervals before searching.
+    size_t i = busy.size() - 1;
+    for (unsigned k = 0; k < 4 && i > head && busy[i - 1].second > t; ++k)
+        --i;
+    if (i > head && busy[i - 1].second > t)
+        i = size_t(std::upper_bound(busy.begin() + long(head), busy.begin() + long(i), t,
+                                    [](const sc_time& x, const std::pair<sc_time, sc_time>& iv) {
+                                        return x < iv.second;
+                                    }) -
+                   busy.begin());
     while (i < busy.size() && busy[i].first < t + dur) {  // overlaps: move past it
         if (busy[i].second > t) t = busy[i].second;
         ++i;
@@ -439,7 +452,7 @@ sc_time pcie_link::calendar::book(const sc_time& now, const sc_time& at, const s
 
 sc_time pcie_link::occupy(calendar& dir, const sc_time& now, const sc_time& at, uint64_t bytes) {
     const sc_time t = tlp_time(bytes);
-    (&dir == &up_free_ ? upstream_busy_ps : downstream_busy_ps) += uint64_t(in_ps(t) + 0.5);
+    (&dir == &up_free_ ? upstream_busy_ps : downstream_busy_ps) += ps_count(t);
     return dir.book(now, at, t);
 }
 
