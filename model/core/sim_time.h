@@ -58,4 +58,14 @@ inline double in_ns(const sc_core::sc_time& t) {
     return t / unit;
 }
 
+/// uint64_t(t / sc_time(1, SC_NS)): t in whole nanoseconds, rounded down. With a 1 ps
+/// resolution, integer division by 1000 gives the same below 2^40 ps (18 minutes), where the
+/// double quotient cannot round up to the next integer.
+inline uint64_t ns_floor(const sc_core::sc_time& t) {
+    static const bool ps_resolution = sc_core::sc_time(1.0, sc_core::SC_PS).value() == 1;
+    if (ps_resolution && t.value() < (uint64_t(1) << 40))
+        return t.value() / 1000;
+    return uint64_t(in_ns(t));
+}
+
 }  // namespace hcasim

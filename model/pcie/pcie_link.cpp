@@ -451,17 +451,23 @@ sc_time pcie_link::calendar::book(const sc_time& now, const sc_time& at, const s
 }
 
 sc_time pcie_link::occupy(calendar& dir, const sc_time& now, const sc_time& at, uint64_t bytes) {
-    const sc_time t = tlp_time(bytes);
-    (&dir == &up_free_ ? upstream_busy_ps : downstream_busy_ps) += ps_count(t);
-    return dir.book(now, at, t);
+    // The few TLP sizes a run uses, remembered with their serialisation times.
+    tlp_memo& m = tlp_memo_[(bytes * 0x9E3779B97F4A7C15ull) >> 60];
+    if (m.bytes != bytes) {
+        m.bytes = bytes;
+        m.time = tlp_time(bytes);
+        m.ps = ps_count(m.time);
+    }
+    (&dir == &up_free_ ? upstream_busy_ps : downstream_busy_ps) += m.ps;
+    return dir.book(now, at, m.time);
 }
 
 sc_time pcie_link::tag_ready(const sc_time& ready) {
     const sc_time& avail = tags_[tag_head_];
     if (avail <= ready) return ready;
-    const uint64_t before = uint64_t(in_ns(stall_total_));
+    const uint64_t before = ns_floor(stall_total_);
     stall_total_ += avail - ready;
-    tag_stall_ns += uint64_t(in_ns(stall_total_)) - before;
+    tag_stall_ns += ns_floor(stall_total_) - before;
     return avail;
 }
 

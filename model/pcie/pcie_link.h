@@ -148,6 +148,12 @@ private:
     std::vector<size_t> scratch_;
 
     double tlp_gbps_ = 0, ps_per_byte_ = 0;
+    struct tlp_memo {
+        uint64_t bytes = ~uint64_t(0);
+        sc_core::sc_time time;
+        uint64_t ps = 0;
+    };
+    tlp_memo tlp_memo_[16];  // occupy(): tlp_time(bytes) and its ps, by a hash of bytes
     sc_core::sc_time read_latency_, mmio_latency_, write_latency_;
     calendar up_free_, down_free_;
     std::vector<sc_core::sc_time> tags_;  // release times, FIFO (completions cross in order)
