@@ -396,27 +396,18 @@ void pcie_link::check_power_of_two(const param<unsigned>& p) const {
                        "): expected a power of 2");
 }
 
-sc_time pcie_link::calendar::book(const sc_time& now, const sc_time& at, const sc_time& dur) {
-    while (head < busy.size() && busy[head].second <= now) ++head;
+sc_time pcie_link::calendar::book_anywhere(const sc_time& at, const sc_time& dur) {
     if (head > 64 && head * 2 > busy.size()) {  // compact without reallocating
         busy.erase(busy.begin(), busy.begin() + long(head));
         head = 0;
     }
     sc_time t = at;
-    const size_t n = busy.size();
-    if (n == head || busy[n - 1].second <= t) {  // after everything booked: the common case
-        if (n > head && busy[n - 1].second == t)
-            busy[n - 1].second = t + dur;
+    if (busy.size() == head || busy.back().second <= t) {  // after everything booked
+        if (busy.size() > head && busy.back().second == t)
+            busy.back().second = t + dur;
         else
             busy.push_back({t, t + dur});
         return t + dur;
-    }
-    if ((n - 1 == head || busy[n - 2].second <= t) && busy[n - 1].first < t + dur) {
-        // Only the last interval ends after `at`, and the transfer does not fit before it: it
-        // goes right after it (what the general case below does, in short; the next chunk of a
-        // read arriving while the previous one's TLPs still occupy the direction).
-        busy[n - 1].second += dur;
-        return busy[n - 1].second;
     }
     // The first interval not wholly before `at` (intervals are sorted and disjoint: so are their
     // ends). Bookings land near the end of the list: look back a few intervals before searching.
@@ -450,17 +441,6 @@ sc_time pcie_link::calendar::book(const sc_time& now, const sc_time& at, const s
     return end;
 }
 
-sc_time pcie_link::occupy(calendar& dir, const sc_time& now, const sc_time& at, uint64_t bytes) {
-    // The few TLP sizes a run uses, remembered with their serialisation times.
-    tlp_memo& m = tlp_memo_[(bytes * 0x9E3779B97F4A7C15ull) >> 60];
-    if (m.bytes != bytes) {
-        m.bytes = bytes;
-        m.time = tlp_time(bytes);
-        m.ps = ps_count(m.time);
-    }
-    (&dir == &up_free_ ? upstream_busy_ps : downstream_busy_ps) += m.ps;
-    return dir.book(now, at, m.time);
-}
 
 sc_time pcie_link::tag_ready(const sc_time& ready) {
     const sc_time& avail = tags_[tag_head_];
