@@ -61,5 +61,5 @@ print(f'  instructions per wire packet (long run, setup included): {il / max(pl,
 " "$ir_long" "$pk_long" "$ir_short" "$pk_short"
 echo "  top functions of the long run, self instructions:"
 callgrind_annotate --auto=no --threshold=100 "$tmp/long.out" 2>/dev/null |
-    awk '/file:function/ {f = 1; next} f && NF' | head -n "$top" |
+    awk '/file:function/ {f = 1; next} f && NF && !/^-+$/' | head -n "$top" |
     sed -E 's/ \[[^]]*\]$//; s/^/    /' | cut -c1-200
