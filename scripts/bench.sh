@@ -24,11 +24,17 @@ echo "packets/wall-s     $(field "$tmp/bw.json" "round(d['sim']['wire_packets_pe
 echo "wall_s             $wall"
 echo "max RSS            ${rss} KiB"
 
-echo "== Simulator speed (issue 7): 4 KiB WRITE stream and 64 B message rate, 200000 WRITEs each"
+echo "== Simulator speed (issue 7): 4 KiB WRITE stream and 64 B message rate, 200000 WRITEs each;"
+echo "   64 B over 16384 QPs (about 4 s, 3.5 GiB: QP setup dominates); 4 KiB through a 64-port switch"
 echo "   (event-equivalents = this machine's raw SystemC timed-event rate / wire packets per wall second)"
 for sz in 4096 64; do
     "$bin" --workload write_bw --size "$sz" --iters 200000 --speed | grep '^ speed:' | sed "s/^ speed:/  $sz B:/"
 done
+"$bin" --workload write_bw --size 64 --qps 16384 --iters 200000 --set hca.max_qps=32768 --speed |
+    grep '^ speed:' | sed "s/^ speed:/  16K QPs:/"
+"$bin" --workload write_bw --size 4096 --iters 200000 --config configs/two-nodes-switch.ini --set fabric.nodes=64 \
+    --speed | grep '^ speed:' | sed "s/^ speed:/  64 nodes:/"
+echo "   instructions per wire packet: scripts/profile.sh (callgrind; docs/calibration.md, Simulator speed)"
 
 echo "== Latency breakdown (issue 7): where write_lat 2 B goes, one way, us"
 "$bin" --workload write_lat --size 2 --iters 1000 | grep '^ breakdown' | tr ';' '\n' | sed 's/^ */  /'

@@ -1,5 +1,6 @@
 #include "model/fabric/fault_injector.h"
 
+#include "model/core/bytes.h"
 #include "tlm_if/wire/ib_headers.h"
 
 #include <cmath>
@@ -89,7 +90,7 @@ void fault_injector::carry_faulty(tlm::tlm_generic_payload& gp, sc_time& delay, 
     const bool corrupt = s_.bit_error_rate > 0 && bits_to_error_ < uint64_t(len) * 8;
     if (!partner && s_.reorder_rate > 0 && uniform() < s_.reorder_rate) {
         held_->len = len;
-        std::memcpy(held_->bytes, gp.get_data_ptr(), len);
+        copy_bytes(held_->bytes, gp.get_data_ptr(), len);
         held_crc_ = corrupt ? crc_state::unknown : crc_state_of(gp);
         if (corrupt) {
             if (crc_state_of(gp) == crc_state::unsealed && len >= 6)
@@ -108,7 +109,7 @@ void fault_injector::carry_faulty(tlm::tlm_generic_payload& gp, sc_time& delay, 
     uint8_t* const original = gp.get_data_ptr();
     const crc_state crc = crc_state_of(gp);
     if (corrupt) {
-        std::memcpy(scratch_->bytes, original, len);  // the sender's buffer stays intact
+        copy_bytes(scratch_->bytes, original, len);  // the sender's buffer stays intact
         if (crc == crc_state::unsealed && len >= 6)
             wire::seal_packet(scratch_->bytes, len - 6);  // the CRCs the receiver checks the flips against
         flip_bits(scratch_->bytes, len);

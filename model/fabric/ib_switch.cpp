@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "model/core/bytes.h"
+#include "model/core/sim_time.h"
 #include "tlm_if/wire/ib_headers.h"
 
 namespace hcasim {
@@ -24,6 +26,7 @@ ib_switch::ib_switch(const sc_module_name& name, unsigned ports)
     queue_packets.range(1, 65536);
     for (unsigned p = 0; p < ports; ++p)  // now, so the counters are named under this module
         ports_.push_back(std::make_unique<out_port>("out" + std::to_string(p) + "."));
+    active_.assign((ports + 63) / 64, 0);
     in.register_b_transport(this, &ib_switch::b_transport);
     SC_METHOD(forward);
     sensitive << wake_;
@@ -40,9 +43,11 @@ void ib_switch::set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_t
     o.ps_per_byte = 8000.0 / rate_gbps;
     o.propagation = propagation;
     if (o.ring.empty()) {
-        o.ring.resize(queue_packets);
-        for (auto& s : o.ring)
-            s = std::make_unique<slot>();
+        o.ring.assign(queue_packets, nullptr);
+        for (size_t i = 0; i < o.ring.size(); ++i) {
+            o.pool.push_back(std::make_unique<slot>());
+            o.free.push_back(o.pool.back().get());
+        }
     }
     for (uint32_t k = 0; k < (1u << (lmc & 7)) && lid + k < lid_to_port_.size(); ++k)
         lid_to_port_[lid + k] = int(p);
@@ -71,12 +76,16 @@ bool ib_switch::enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_
         ++dropped_queue_full;
         return false;
     }
-    slot& s = *o.ring[(o.head + o.count) % o.ring.size()];
-    s.at = sc_time_stamp() + delay + sc_time(latency_ns.get(), SC_NS);
+    slot*& at = o.ring[(o.head + o.count) % o.ring.size()];
+    at = o.free.back();
+    o.free.pop_back();
+    slot& s = *at;
+    s.at = sc_time_stamp() + delay + ns_time(latency_ns.get());
     s.pkt.len = len;
     s.crc = crc;
-    std::memcpy(s.pkt.bytes, data, len);
+    copy_bytes(s.pkt.bytes, data, len);
     ++o.count;
+    active_[p / 64] |= uint64_t(1) << (p % 64);
     wake_.notify(s.at - sc_time_stamp());
     return true;
 }
@@ -120,14 +129,22 @@ void ib_switch::forward() {
     const sc_time now = sc_time_stamp();
     sc_time next = SC_ZERO_TIME;
     bool have_next = false;
+    // The ports in active_, in increasing order; a port marked while an earlier one forwards
+    // (a subnet manager answering at once) is still visited, as in a scan of every port.
     for (unsigned p = 0; p < ports_.size(); ++p) {
+        const uint64_t later = active_[p / 64] >> (p % 64);
+        if (!later) {
+            p |= 63;  // nothing more in this word
+            continue;
+        }
+        p += unsigned(__builtin_ctzll(later));
         out_port& o = *ports_[p];
         if (o.faults.holding())
             o.faults.release(*out[p]);
         while (o.count && o.ring[o.head]->at <= now) {
             slot& s = *o.ring[o.head];
             sc_time start = o.free_at > now ? o.free_at : now;
-            o.free_at = start + sc_time(double(s.pkt.len) * o.ps_per_byte, SC_PS);
+            o.free_at = start + ps_time(double(s.pkt.len) * o.ps_per_byte);
             gp_.set_data_ptr(s.pkt.bytes);
             gp_.set_data_length(s.pkt.len);
             gp_.set_streaming_width(s.pkt.len);
@@ -136,6 +153,7 @@ void ib_switch::forward() {
             sc_time delay = o.free_at - now + o.propagation;
             o.faults.carry(gp_, delay, *out[p]);
             ++forwarded;
+            o.free.push_back(&s);
             o.head = (o.head + 1) % o.ring.size();
             --o.count;
         }
@@ -143,6 +161,8 @@ void ib_switch::forward() {
             next = o.ring[o.head]->at;
             have_next = true;
         }
+        if (!o.count && !o.faults.holding())
+            active_[p / 64] &= ~(uint64_t(1) << (p % 64));
     }
     if (have_next)
         wake_.notify(next - now);

@@ -65,10 +65,17 @@ private:
         fault_injector faults;
         double ps_per_byte = 80.0;
         sc_core::sc_time propagation, free_at;
-        std::vector<std::unique_ptr<slot>> ring;
+        // The output queue: `count` slots from `head` (empty ring: the port has no route). The
+        // ring holds pointers into `pool`; free slots wait on `free`, a stack, so the next
+        // packet is copied into the slot released last, still in the cache.
+        std::vector<slot*> ring, free;
+        std::vector<std::unique_ptr<slot>> pool;
         size_t head = 0, count = 0;
     };
     std::vector<std::unique_ptr<out_port>> ports_;
+    // One bit per port with queued packets or a packet its cable holds back: forward() visits
+    // only these (in port order, as a scan of all ports would).
+    std::vector<uint64_t> active_;
     std::vector<int> lid_to_port_;   // linear forwarding table
     std::vector<std::vector<uint16_t>> mft_;  // multicast: per MLID - 0xC000, joins per port (empty: no group)
     sc_core::sc_event wake_;

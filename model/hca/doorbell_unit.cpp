@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "model/core/bytes.h"
 #include "model/hca/command_unit.h"
 #include "model/hca/cq_writer.h"
 #include "model/hca/wqe_fetcher.h"
@@ -94,8 +95,10 @@ void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
             return;
         }
         ++stalls;
+        ++stalled_;
         while (count_ == fifo_.size())
             wait(space_);
+        --stalled_;
         const sc_time waited = sc_time_stamp() - called_at;  // the arrival time stays where it was,
         delay = delay > waited ? delay - waited : SC_ZERO_TIME;  // unless the stall passed it
     }
@@ -121,7 +124,7 @@ void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
             return;
         }
         if (e.k == kind::inline_wqe)
-            std::memcpy(e.data, gp.get_data_ptr(), len);
+            copy_bytes(e.data, gp.get_data_ptr(), len);
         else
             std::memcpy(&e.value, gp.get_data_ptr(), 8);
     }
@@ -167,7 +170,8 @@ void doorbell_unit::dispatch() {
         }
         head_ = (head_ + 1) % fifo_.size();
         --count_;
-        space_.notify(SC_ZERO_TIME);
+        if (stalled_)  // only a writer stalled on a full FIFO waits for space
+            space_.notify(SC_ZERO_TIME);
     }
     if (count_)
         due_.notify(fifo_[head_]->at - now);

@@ -64,6 +64,7 @@ private:
     std::vector<std::unique_ptr<entry>> fifo_;
     size_t head_ = 0, count_ = 0;
     sc_core::sc_event due_, space_;
+    unsigned stalled_ = 0;  // writers waiting for space_
     sc_core::sc_time decode_time_;
     uint64_t msi_addr_ = 0;
 };

@@ -1,5 +1,8 @@
 #include "model/hca/port.h"
 
+#include "model/core/bytes.h"
+#include "model/core/sim_time.h"
+
 #include <cstring>
 #include <utility>
 
@@ -42,8 +45,10 @@ port::port(const sc_module_name& name)
     wire_q_.starts.resize(tx_queue_packets);
     loop_q_.starts.resize(tx_queue_packets);
     rx_ring_.resize(rx_buffer_packets);
-    for (auto& s : rx_ring_)
-        s = std::make_unique<rx_slot>();
+    for (size_t i = 0; i < rx_ring_.size(); ++i) {
+        rx_pool_.push_back(std::make_unique<rx_slot>());
+        rx_free_.push_back(rx_pool_.back().get());
+    }
     rx.register_b_transport(this, &port::rx_b_transport);
     SC_METHOD(rx_process);
     sensitive << rx_event_;
@@ -91,7 +96,7 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
     pkt.len = lazy_crc_ ? len_before_icrc + uint32_t(wire::ICRC_BYTES + wire::VCRC_BYTES)
                         : uint32_t(wire::seal_packet(pkt.bytes, len_before_icrc));
     const sc_time now = sc_time_stamp();
-    const sc_time serialise(double(pkt.len) * ps_per_byte_, SC_PS);
+    const sc_time serialise = ps_time(double(pkt.len) * ps_per_byte_);
     const uint16_t dlid = wire::decode_lrh(pkt.bytes).dlid;
     auto loop_back = [&] {
         // Its own serialiser at the port rate: the wire is not used by it.
@@ -118,7 +123,7 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
     if (wire_free_ > start)
         start = wire_free_;
     wire_free_ = start + serialise;
-    tx_busy_ps += uint64_t(serialise / sc_time(1, SC_PS) + 0.5);
+    tx_busy_ps += ps_count(serialise);
     // Remember when this packet leaves the queue, for backpressure.
     wire_q_.push(start, now);
     ++tx_packets;
@@ -150,12 +155,13 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
         // Packets are processed the moment they arrive, so none of these occupies a receive
         // buffer yet: the queue grows (doubling, rarely) rather than dropping what a lossless
         // link delivers.
-        std::vector<std::unique_ptr<rx_slot>> grown;
-        grown.reserve(rx_ring_.size() * 2);
+        std::vector<rx_slot*> grown(rx_ring_.size() * 2, nullptr);
         for (size_t i = 0; i < rx_count_; ++i)
-            grown.push_back(std::move(rx_ring_[(rx_head_ + i) % rx_ring_.size()]));
-        while (grown.size() < rx_ring_.size() * 2)
-            grown.push_back(std::make_unique<rx_slot>());
+            grown[i] = rx_ring_[(rx_head_ + i) % rx_ring_.size()];
+        for (size_t i = rx_ring_.size(); i < grown.size(); ++i) {
+            rx_pool_.push_back(std::make_unique<rx_slot>());
+            rx_free_.push_back(rx_pool_.back().get());
+        }
         rx_ring_.swap(grown);
         rx_head_ = 0;
         ++rx_queue_grows;
@@ -166,11 +172,13 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
     }
     const size_t n = rx_ring_.size();
     size_t at = (rx_head_ + rx_count_) % n;
-    rx_slot* s = rx_ring_[at].get();
+    rx_slot* s = rx_free_.back();
+    rx_free_.pop_back();
+    rx_ring_[at] = s;
     s->arrival = arrival;
     s->intact = intact;
     s->pkt.len = len;
-    std::memcpy(s->pkt.bytes, bytes, len);
+    copy_bytes(s->pkt.bytes, bytes, len);
     // Keep the buffer in arrival order: a packet from the wire may arrive before looped-back
     // ones queued earlier (and the reverse). Equal times keep their order. Slots move by
     // pointer; each source alone arrives in order, so this rarely moves anything.
@@ -214,6 +222,7 @@ void port::rx_process() {
         } else {
             ++rx_malformed;
         }
+        rx_free_.push_back(&s);
         rx_head_ = (rx_head_ + 1) % rx_ring_.size();
         --rx_count_;
     }

@@ -100,8 +100,11 @@ private:
     sc_core::sc_time loopback_;
     departures wire_q_, loop_q_;
     // Receive buffer: rx_count_ slots from rx_head_ in arrival order (wire and loopback
-    // arrivals interleave; each source on its own arrives in order).
-    std::vector<std::unique_ptr<rx_slot>> rx_ring_;
+    // arrivals interleave; each source on its own arrives in order). The ring holds pointers
+    // into rx_pool_; the slots not queued wait on rx_free_, a stack, so the slot filled next is
+    // the one released last (its bytes are still in the cache) rather than the oldest one.
+    std::vector<std::unique_ptr<rx_slot>> rx_pool_;
+    std::vector<rx_slot*> rx_ring_, rx_free_;
     size_t rx_head_ = 0, rx_count_ = 0;
     sc_core::sc_event rx_event_;
     sc_core::sc_time rx_pipeline_;

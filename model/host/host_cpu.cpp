@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "model/core/sim_time.h"
+
 namespace hcasim {
 
 using namespace sc_core;
@@ -46,8 +48,7 @@ void host_cpu::mmio_write(uint64_t bar_offset, const void* src, size_t n) {
     gp.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
     // Posted: the store leaves the CPU after mmio_issue_ns; its flight through the PCIe link is
     // carried by the annotated delay, which the doorbell unit turns into its arrival time.
-    sc_time issue(mmio_issue_ns.get(), SC_NS);
-    wait(issue);
+    wait(ns_time(mmio_issue_ns.get()));
     sc_time delay = SC_ZERO_TIME;
     mmio->b_transport(gp, delay);
     ++mmio_writes;
@@ -84,7 +85,7 @@ void host_cpu::cpu_cost(cpu_op op, uint32_t count) {
     case cpu_op::memcpy_64b: ns = memcpy_64b_ns; break;
     }
     if (ns * count > 0)
-        wait(sc_time(ns * count, SC_NS));
+        wait(ns_time(ns * count));
 }
 
 bool host_cpu::wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) {
@@ -96,13 +97,30 @@ bool host_cpu::wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) {
     if (timeout_ns == 0) {
         wait(ev);
     } else {
-        sc_time start = sc_time_stamp();
-        wait(sc_time(double(timeout_ns), SC_NS), ev);
-        woke = sc_time_stamp() - start < sc_time(double(timeout_ns), SC_NS);
+        // The timeout is waited for in growing steps (10 us, 20 us, 40 us, ...) up to the
+        // deadline rather than in one: the kernel keeps a cancelled timed notification in its
+        // event queue until its time comes, so a long timeout (seconds) cut short by the write,
+        // which is the usual case, would leave one dead entry per call for the rest of the run
+        // and slow every later event. A step cut short leaves one that expires soon. Between
+        // steps the process only looks whether the write came (in this very delta cycle too:
+        // triggered()) and waits again, so it still wakes when the write comes or at the deadline.
+        const sc_time start = sc_time_stamp();
+        const sc_time timeout(double(timeout_ns), SC_NS);
+        const sc_time deadline = start + timeout;
+        sc_time step = ns_time(10000.0);
+        for (;;) {
+            const sc_time now = sc_time_stamp();
+            const sc_time until = deadline - now < step ? deadline : now + step;
+            wait(until - now, ev);
+            if (sc_time_stamp() < until || ev.triggered() || until == deadline)
+                break;  // the write came, or the deadline
+            step += step;
+        }
+        woke = sc_time_stamp() - start < timeout;
     }
     memory_.unwatch(h);
     if (woke && wake_ns.get() > 0)
-        wait(sc_time(wake_ns.get(), SC_NS));
+        wait(ns_time(wake_ns.get()));
     return woke;
 }
 

@@ -53,7 +53,7 @@ private:
     static constexpr unsigned chunk_bits = 12;  // 4096 pages (16 MiB) per second-level table
     static constexpr uint64_t chunk_pages = uint64_t(1) << chunk_bits;
     struct chunk {
-        std::unique_ptr<uint8_t[]> page[chunk_pages];
+        uint8_t* page[chunk_pages] = {};  // into slabs_
     };
     struct watch_entry {
         uint64_t lo = 0, hi = 0;  // [lo, hi)
@@ -63,9 +63,14 @@ private:
     /// Existing page or nullptr.
     uint8_t* find_page(uint64_t addr) const {
         const chunk* c = top_[addr >> (page_bits + chunk_bits)].get();
-        return c ? c->page[(addr >> page_bits) & (chunk_pages - 1)].get() : nullptr;
+        return c ? c->page[(addr >> page_bits) & (chunk_pages - 1)] : nullptr;
     }
     uint8_t* get_page(uint64_t addr);
+    /// A zero-filled 4 KiB page, carved from 2 MiB slabs in first-touch order: one kernel
+    /// mapping per 512 pages instead of one heap allocation and one memset of each page (the
+    /// kernel zero-fills them; a run with thousands of QPs touches gigabytes).
+    uint8_t* new_page();
+    static constexpr uint64_t slab_bytes = uint64_t(2) << 20;
     bool in_range(uint64_t addr, uint64_t n) const { return n <= size_bytes.get() && addr <= size_bytes.get() - n; }
     void copy_in(uint64_t addr, const uint8_t* src, uint64_t n);
     void copy_out(uint64_t addr, uint8_t* dst, uint64_t n) const;
@@ -80,6 +85,9 @@ private:
     unsigned int transport_dbg(tlm::tlm_generic_payload& gp);
 
     std::vector<std::unique_ptr<chunk>> top_;
+    std::vector<std::pair<void*, size_t>> slabs_;  // mappings to release: (address, bytes)
+    uint8_t* slab_next_ = nullptr;                 // next unused page of the current slab
+    uint64_t slab_pages_left_ = 0;
     std::vector<watch_entry> watches_;
     sc_core::sc_time latency_;
     uint64_t allocated_pages_ = 0;

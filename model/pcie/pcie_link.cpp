@@ -396,27 +396,30 @@ void pcie_link::check_power_of_two(const param<unsigned>& p) const {
                        "): expected a power of 2");
 }
 
-sc_time pcie_link::calendar::book(const sc_time& at, const sc_time& dur) {
-    const sc_time now = sc_time_stamp();
-    while (head < busy.size() && busy[head].second <= now) ++head;
+sc_time pcie_link::calendar::book_anywhere(const sc_time& at, const sc_time& dur) {
     if (head > 64 && head * 2 > busy.size()) {  // compact without reallocating
         busy.erase(busy.begin(), busy.begin() + long(head));
         head = 0;
     }
     sc_time t = at;
-    if (busy.size() == head || busy.back().second <= t) {  // after everything booked: the common case
+    if (busy.size() == head || busy.back().second <= t) {  // after everything booked
         if (busy.size() > head && busy.back().second == t)
             busy.back().second = t + dur;
         else
             busy.push_back({t, t + dur});
         return t + dur;
     }
-    // The first interval not wholly before `at` (intervals are sorted and disjoint: so are their ends).
-    size_t i = size_t(std::upper_bound(busy.begin() + long(head), busy.end(), t,
-                                       [](const sc_time& x, const std::pair<sc_time, sc_time>& iv) {
-                                           return x < iv.second;
-                                       }) -
-                      busy.begin());
+    // The first interval not wholly before `at` (intervals are sorted and disjoint: so are their
+    // ends). Bookings land near the end of the list: look back a few intervals before searching.
+    size_t i = busy.size() - 1;
+    for (unsigned k = 0; k < 4 && i > head && busy[i - 1].second > t; ++k)
+        --i;
+    if (i > head && busy[i - 1].second > t)
+        i = size_t(std::upper_bound(busy.begin() + long(head), busy.begin() + long(i), t,
+                                    [](const sc_time& x, const std::pair<sc_time, sc_time>& iv) {
+                                        return x < iv.second;
+                                    }) -
+                   busy.begin());
     while (i < busy.size() && busy[i].first < t + dur) {  // overlaps: move past it
         if (busy[i].second > t) t = busy[i].second;
         ++i;
@@ -438,18 +441,13 @@ sc_time pcie_link::calendar::book(const sc_time& at, const sc_time& dur) {
     return end;
 }
 
-sc_time pcie_link::occupy(calendar& dir, const sc_time& at, uint64_t bytes) {
-    const sc_time t = tlp_time(bytes);
-    (&dir == &up_free_ ? upstream_busy_ps : downstream_busy_ps) += uint64_t(t / sc_time(1, SC_PS) + 0.5);
-    return dir.book(at, t);
-}
 
 sc_time pcie_link::tag_ready(const sc_time& ready) {
     const sc_time& avail = tags_[tag_head_];
     if (avail <= ready) return ready;
-    const uint64_t before = uint64_t(stall_total_ / sc_time(1, SC_NS));
+    const uint64_t before = ns_floor(stall_total_);
     stall_total_ += avail - ready;
-    tag_stall_ns += uint64_t(stall_total_ / sc_time(1, SC_NS)) - before;
+    tag_stall_ns += ns_floor(stall_total_) - before;
     return avail;
 }
 
@@ -467,10 +465,10 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
     if (gp.get_extension<atomic_ext>()) {
         land_overlapping(gp.get_address(), 8);
         const sc_time start = tag_ready(at);
-        const sc_time req_end = occupy(up_free_, start, atomic_request_bytes);
+        const sc_time req_end = occupy(up_free_, now, start, atomic_request_bytes);
         sc_time d = req_end - now;
         upstream_out->b_transport(gp, d);  // executes at host memory when the request arrives
-        const sc_time cpl_end = occupy(down_free_, now + d + read_latency_, atomic_completion_bytes);
+        const sc_time cpl_end = occupy(down_free_, now, now + d + read_latency_, atomic_completion_bytes);
         tag_release(cpl_end);
         ++upstream_tlps;
         upstream_bytes += atomic_request_bytes;
@@ -485,7 +483,7 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
     case tlm::TLM_WRITE_COMMAND: {
         const uint64_t tlps = (n + mps - 1) / mps;
         const uint64_t bytes = n + tlps * write_overhead_bytes;
-        const sc_time end = occupy(up_free_, at, bytes);
+        const sc_time end = occupy(up_free_, now, at, bytes);
         // The data lands (and watches fire) at end + write_latency, not now.
         // Posted writes land in posting order even when a later one found an earlier gap.
         last_landing_ = std::max(last_landing_, end + write_latency_);
@@ -506,7 +504,7 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
         do {
             const uint64_t chunk = std::min<uint64_t>(left, mrrs);
             const sc_time start = tag_ready(at);
-            const sc_time req_end = occupy(up_free_, start, read_request_bytes);
+            const sc_time req_end = occupy(up_free_, now, start, read_request_bytes);
             if (first) {  // memory is read once, when the first request arrives
                 first = false;
                 sc_time d = req_end - now;
@@ -515,7 +513,7 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
             }
             const uint64_t cpls = (chunk + mps - 1) / mps;
             const uint64_t cpl_bytes = chunk + cpls * completion_overhead_bytes;
-            last = occupy(down_free_, req_end + read_latency_ + mem_extra, cpl_bytes);
+            last = occupy(down_free_, now, req_end + read_latency_ + mem_extra, cpl_bytes);
             tag_release(last);
             ++upstream_tlps;
             upstream_bytes += read_request_bytes;
@@ -544,7 +542,7 @@ void pcie_link::downstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& de
     switch (gp.get_command()) {
     case tlm::TLM_WRITE_COMMAND: {
         const uint64_t bytes = n + tlps * write_overhead_bytes;
-        const sc_time end = occupy(down_free_, at, bytes);
+        const sc_time end = occupy(down_free_, now, at, bytes);
         sc_time d = end + mmio_latency_ - now;
         downstream_out->b_transport(gp, d);
         downstream_tlps += tlps;
@@ -554,11 +552,11 @@ void pcie_link::downstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& de
         return;
     }
     case tlm::TLM_READ_COMMAND: {
-        const sc_time req_end = occupy(down_free_, at, read_request_bytes);
+        const sc_time req_end = occupy(down_free_, now, at, read_request_bytes);
         sc_time d = req_end + mmio_latency_ - now;
         downstream_out->b_transport(gp, d);
         const uint64_t cpl_bytes = n + tlps * completion_overhead_bytes;
-        const sc_time cpl_end = occupy(up_free_, now + d, cpl_bytes);
+        const sc_time cpl_end = occupy(up_free_, now, now + d, cpl_bytes);
         ++downstream_tlps;
         downstream_bytes += read_request_bytes;
         upstream_tlps += tlps;

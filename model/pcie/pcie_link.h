@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/core/param.h"
+#include "model/core/sim_time.h"
 #include "model/core/stats.h"
 
 namespace hcasim {
@@ -67,7 +68,7 @@ public:
     double tlp_bandwidth_gbps() const { return tlp_gbps_; }
     /// Serialisation time of `bytes` TLP bytes on one direction.
     sc_core::sc_time tlp_time(uint64_t bytes) const {
-        return sc_core::sc_time(double(bytes) * ps_per_byte_, sc_core::SC_PS);
+        return ps_time(double(bytes) * ps_per_byte_);
     }
     /// When each direction becomes idle (absolute).
     sc_core::sc_time upstream_free_at() const { return up_free_.free_at(); }
@@ -112,13 +113,46 @@ private:
     struct calendar {
         std::vector<std::pair<sc_core::sc_time, sc_core::sc_time>> busy;  // [start, end), sorted, disjoint
         size_t head = 0;                                                   // first live interval
-        /// Books `dur` at the first gap starting at or after `at`; returns its end.
-        sc_core::sc_time book(const sc_core::sc_time& at, const sc_core::sc_time& dur);
+        /// Books `dur` at the first gap starting at or after `at` (>= now); returns its end.
+        /// The usual cases inline: after everything booked, or right after the last interval.
+        sc_core::sc_time book(const sc_core::sc_time& now, const sc_core::sc_time& at, const sc_core::sc_time& dur) {
+            while (head < busy.size() && busy[head].second <= now) ++head;
+            const size_t n = busy.size();
+            if (head > 64 && head * 2 > n)
+                return book_anywhere(at, dur);  // compacts first
+            if (n == head || busy[n - 1].second <= at) {  // after everything booked
+                if (n > head && busy[n - 1].second == at)
+                    busy[n - 1].second = at + dur;
+                else
+                    busy.push_back({at, at + dur});
+                return at + dur;
+            }
+            if ((n - 1 == head || busy[n - 2].second <= at) && busy[n - 1].first < at + dur) {
+                // Only the last interval ends after `at`, and the transfer does not fit before
+                // it: it goes right after it (what book_anywhere() finds, in short; the next
+                // chunk of a read arriving while the previous one's TLPs still occupy the link).
+                busy[n - 1].second += dur;
+                return busy[n - 1].second;
+            }
+            return book_anywhere(at, dur);
+        }
+        /// The general case of book(), once `head` is up to date.
+        sc_core::sc_time book_anywhere(const sc_core::sc_time& at, const sc_core::sc_time& dur);
         /// End of the last booked interval.
         sc_core::sc_time free_at() const { return busy.size() > head ? busy.back().second : sc_core::SC_ZERO_TIME; }
     };
     /// Occupies a direction for `bytes` from the first idle gap at or after `at`; returns the end time.
-    sc_core::sc_time occupy(calendar& dir, const sc_core::sc_time& at, uint64_t bytes);
+    sc_core::sc_time occupy(calendar& dir, const sc_core::sc_time& now, const sc_core::sc_time& at, uint64_t bytes) {
+        // The few TLP sizes a run uses, remembered with their serialisation times.
+        tlp_memo& m = tlp_memo_[(bytes * 0x9E3779B97F4A7C15ull) >> 60];
+        if (m.bytes != bytes) {
+            m.bytes = bytes;
+            m.time = tlp_time(bytes);
+            m.ps = ps_count(m.time);
+        }
+        (&dir == &up_free_ ? upstream_busy_ps : downstream_busy_ps) += m.ps;
+        return dir.book(now, at, m.time);
+    }
     /// Oldest tag's release time; accounts the stall of a request ready at `ready`.
     sc_core::sc_time tag_ready(const sc_core::sc_time& ready);
     void tag_release(const sc_core::sc_time& at);
@@ -147,6 +181,12 @@ private:
     std::vector<size_t> scratch_;
 
     double tlp_gbps_ = 0, ps_per_byte_ = 0;
+    struct tlp_memo {
+        uint64_t bytes = ~uint64_t(0);
+        sc_core::sc_time time;
+        uint64_t ps = 0;
+    };
+    tlp_memo tlp_memo_[16];  // occupy(): tlp_time(bytes) and its ps, by a hash of bytes
     sc_core::sc_time read_latency_, mmio_latency_, write_latency_;
     calendar up_free_, down_free_;
     std::vector<sc_core::sc_time> tags_;  // release times, FIFO (completions cross in order)
