@@ -193,8 +193,13 @@ void print_speed(const nlohmann::ordered_json& j) {
         const auto qps = j["counters"].find(node + ".transport_engine.state_qps");
         if (qps == j["counters"].end() || qps->get<uint64_t>() == 0)
             continue;
-        std::printf(" speed: %s: %.0f bytes of model state per QP (%llu QPs)\n", node.c_str(),
-                    value.get<double>() / qps->get<double>(), static_cast<unsigned long long>(qps->get<uint64_t>()));
+        const auto slots = j["counters"].find(node + ".transport_engine.state_slot_bytes");
+        const double slot_bytes = slots == j["counters"].end() ? 0.0 : slots->get<double>();
+        std::printf(" speed: %s: model state %.0f bytes per QP (%llu QPs), plus %.0f KiB for all QP numbers "
+                    "(hca.max_qps); together %.0f bytes per QP\n",
+                    node.c_str(), value.get<double>() / qps->get<double>(),
+                    static_cast<unsigned long long>(qps->get<uint64_t>()), slot_bytes / 1024.0,
+                    (value.get<double>() + slot_bytes) / qps->get<double>());
     }
 }
 

@@ -121,7 +121,8 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
       stall_wqe_fetch_ps("stall_wqe_fetch_ps", "ps the requester waited for a WQE's fetch with no other QP to serve"),
       stall_port_ps("stall_port_ps", "ps the requester waited for room in the port's transmit queue (backpressure)"),
       state_qps("state_qps", "QPs that exist at the end of the run"),
-      state_bytes("state_bytes", "bytes of per-QP model state at the end of the run (transport engine and WQE fetcher)"),
+      state_bytes("state_bytes", "bytes of model state of the existing QPs at the end of the run (records and their rings)"),
+      state_slot_bytes("state_slot_bytes", "bytes of model state per QP number, all hca.max_qps of them (transport engine and WQE fetcher)"),
       qps_(max_qps),
       qpc_cache_(1, 1),
       ready_(max_qps),
@@ -306,11 +307,8 @@ void transport_engine::reset_qp(qp& q, uint32_t qpn) {
 // ---------------------------------------------------------------- on-chip storage
 
 uint64_t transport_engine::qp_state_bytes() const {
-    // Per QP number: the QP record, its slots in the ready FIFOs, the waiters ring and the
-    // timer slots, and the fetcher's record; per existing QP, the rings it has grown.
-    uint64_t bytes = qps_.size() * (sizeof(std::unique_ptr<qp>) + sizeof(ready_[0]) + sizeof(resp_ready_[0]) +
-                                    sizeof(buffer_waiters_[0]) + sizeof(timer_slot)) +
-                     fetcher_->qp_state_bytes();
+    // Per existing QP: its record and the rings it has grown.
+    uint64_t bytes = 0;
     for (size_t n = 0; n < qps_.size(); ++n) {
         if (!qps_.allocated(n))
             continue;
@@ -323,11 +321,20 @@ uint64_t transport_engine::qp_state_bytes() const {
     return bytes;
 }
 
+uint64_t transport_engine::qpn_slot_bytes() const {
+    // Per QP number (hca.max_qps of them): the record pointer, the ready FIFOs', waiters' and
+    // timer slots, and the WQE fetcher's record.
+    return qps_.size() * (sizeof(std::unique_ptr<qp>) + sizeof(ready_[0]) + sizeof(resp_ready_[0]) +
+                          sizeof(buffer_waiters_[0]) + sizeof(timer_slot)) +
+           fetcher_->qp_state_bytes();
+}
+
 void transport_engine::end_of_simulation() {
     for (size_t n = 0; n < qps_.size(); ++n)
         if (qps_[n].valid)
             ++state_qps;
     state_bytes += qp_state_bytes();
+    state_slot_bytes += qpn_slot_bytes();
 }
 
 namespace {

@@ -97,7 +97,7 @@ public:
         tx_busy_ps, rx_busy_ps, resp_busy_ps, qpc_hits, qpc_misses, qpc_evictions, qpc_miss_waits,
         wqe_buffer_stalls, wqe_buffer_peak,
         stall_window, stall_rd_atomic, stall_fence, stall_wqe_fetch, stall_wqe_fetch_ps, stall_port_ps,
-        state_qps, state_bytes;
+        state_qps, state_bytes, state_slot_bytes;
 
     SC_HAS_PROCESS(transport_engine);
     transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock, unsigned max_qps);
@@ -258,8 +258,10 @@ private:
             q.rwqe = std::make_unique<recv_wqe>();
         return *q.rwqe;
     }
-    /// Bytes of per-QP model state (QP records, their rings, the per-QP arrays); for --speed.
+    /// Bytes of model state of the existing QPs (records, grown rings); for --speed.
     uint64_t qp_state_bytes() const;
+    /// Bytes of model state per QP number, for all of them (arrays sized hca.max_qps).
+    uint64_t qpn_slot_bytes() const;
     void end_of_simulation() override;
 
     // The shared WQE buffer.
