@@ -534,7 +534,7 @@ void put_send_wqe(ibv_qp* qp, const uint8_t* buf, uint32_t bytes) {
     host_bus& bus = qp->context->driver->bus();
     uint64_t slot = qp->sq.pa + (uint64_t(qp->sq.producer & ((1u << qp->sq.log_size) - 1)) << qp->sq.log_stride);
     bus.mem_write(slot, buf, bytes);
-    bus.cpu_cost(cpu_op::build_wqe);
+    bus.cpu_cost_deferred(cpu_op::build_wqe);  // the next WQE's store or the doorbell follows
     ++qp->sq.producer;
 }
 

@@ -35,6 +35,10 @@ public:
     virtual uint32_t mmio_read32(uint64_t bar_offset) = 0;
     /// Charges `count` times the cost of `op` to the calling process.
     virtual void cpu_cost(cpu_op op, uint32_t count = 1) = 0;
+    /// The same cost, waited for together with the next bus access of the calling process
+    /// (which must follow within the same verb, e.g. the doorbell after a WQE build): every
+    /// access happens at the same simulated time as with cpu_cost, with one wait fewer.
+    virtual void cpu_cost_deferred(cpu_op op, uint32_t count = 1) { cpu_cost(op, count); }
     /// Sleeps until any write lands in [pa, pa + n) or `timeout_ns` passes (0: forever);
     /// returns false on timeout. Idle time costs no wall time.
     virtual bool wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) = 0;

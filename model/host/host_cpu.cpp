@@ -35,8 +35,22 @@ host_cpu::host_cpu(const sc_module_name& name, host_memory& memory)
 
 // CPU loads and stores are coherent with DMA and take no simulated time themselves: their
 // cost is charged through cpu_cost() by the software that knows what it is doing.
-void host_cpu::mem_read(uint64_t pa, void* dst, size_t n) { memory_.read(pa, dst, n); }
-void host_cpu::mem_write(uint64_t pa, const void* src, size_t n) { memory_.write(pa, src, n); }
+void host_cpu::mem_read(uint64_t pa, void* dst, size_t n) {
+    settle();
+    memory_.read(pa, dst, n);
+}
+void host_cpu::mem_write(uint64_t pa, const void* src, size_t n) {
+    settle();
+    memory_.write(pa, src, n);
+}
+
+void host_cpu::settle() {
+    if (deferred_ != SC_ZERO_TIME) {
+        const sc_time d = deferred_;
+        deferred_ = SC_ZERO_TIME;
+        wait(d);
+    }
+}
 
 void host_cpu::mmio_write(uint64_t bar_offset, const void* src, size_t n) {
     tlm::tlm_generic_payload gp;
@@ -48,7 +62,10 @@ void host_cpu::mmio_write(uint64_t bar_offset, const void* src, size_t n) {
     gp.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
     // Posted: the store leaves the CPU after mmio_issue_ns; its flight through the PCIe link is
     // carried by the annotated delay, which the doorbell unit turns into its arrival time.
-    wait(ns_time(mmio_issue_ns.get()));
+    // (Deferred CPU costs are waited for in the same wait.)
+    const sc_time issue = deferred_ + ns_time(mmio_issue_ns.get());
+    deferred_ = SC_ZERO_TIME;
+    wait(issue);
     sc_time delay = SC_ZERO_TIME;
     mmio->b_transport(gp, delay);
     ++mmio_writes;
@@ -58,6 +75,7 @@ void host_cpu::mmio_write(uint64_t bar_offset, const void* src, size_t n) {
 }
 
 uint32_t host_cpu::mmio_read32(uint64_t bar_offset) {
+    settle();
     uint32_t value = 0;
     tlm::tlm_generic_payload gp;
     gp.set_command(tlm::TLM_READ_COMMAND);
@@ -75,7 +93,7 @@ uint32_t host_cpu::mmio_read32(uint64_t bar_offset) {
     return value;
 }
 
-void host_cpu::cpu_cost(cpu_op op, uint32_t count) {
+double host_cpu::cost_ns(cpu_op op, uint32_t count) const {
     double ns = 0;
     switch (op) {
     case cpu_op::verb_call: ns = verb_call_ns; break;
@@ -84,11 +102,24 @@ void host_cpu::cpu_cost(cpu_op op, uint32_t count) {
     case cpu_op::poll_cqe: ns = poll_cqe_ns; break;
     case cpu_op::memcpy_64b: ns = memcpy_64b_ns; break;
     }
-    if (ns * count > 0)
-        wait(ns_time(ns * count));
+    return ns * count;
+}
+
+void host_cpu::cpu_cost(cpu_op op, uint32_t count) {
+    settle();
+    const double ns = cost_ns(op, count);
+    if (ns > 0)
+        wait(ns_time(ns));
+}
+
+void host_cpu::cpu_cost_deferred(cpu_op op, uint32_t count) {
+    const double ns = cost_ns(op, count);
+    if (ns > 0)
+        deferred_ += ns_time(ns);
 }
 
 bool host_cpu::wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) {
+    settle();
     // One watch per waiting process: an event local to this call.
     sc_event ev;
     int h = memory_.watch(pa, n, &ev);
@@ -124,9 +155,12 @@ bool host_cpu::wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) {
     return woke;
 }
 
-uint64_t host_cpu::now_ns() const { return uint64_t(sc_time_stamp().to_seconds() * 1e9 + 0.5); }
+uint64_t host_cpu::now_ns() const {
+    return uint64_t((sc_time_stamp() + deferred_).to_seconds() * 1e9 + 0.5);
+}
 
 void host_cpu::sleep_ns(uint64_t ns) {
+    settle();
     if (ns)
         wait(sc_time(double(ns), SC_NS));
 }

@@ -38,11 +38,16 @@ public:
     void mmio_write(uint64_t bar_offset, const void* src, size_t n) override;
     uint32_t mmio_read32(uint64_t bar_offset) override;
     void cpu_cost(cpu_op op, uint32_t count) override;
+    void cpu_cost_deferred(cpu_op op, uint32_t count) override;
     bool wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) override;
     uint64_t now_ns() const override;
     void sleep_ns(uint64_t ns) override;
 
 private:
+    /// Waits for the deferred costs (before any bus access).
+    void settle();
+    double cost_ns(cpu_op op, uint32_t count) const;
+    sc_core::sc_time deferred_;  // cpu_cost_deferred charges not yet waited for
     host_memory& memory_;
     sc_core::sc_event watch_ev_;
 };
