@@ -168,7 +168,9 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     tx_latency_ = clock * double(tx_latency_cycles.get());
     rx_latency_ = clock * double(rx_latency_cycles.get());
     coalesce_time_ = sc_time(ack_coalesce_ns.get(), SC_NS);
-    SC_THREAD(requester_loop);
+    SC_METHOD(requester_loop);
+    sensitive << tx_work_;
+    dont_initialize();
     SC_THREAD(response_loop);
     SC_METHOD(timer);
     sensitive << timer_ev_;
@@ -505,54 +507,69 @@ void transport_engine::make_tx_ready(uint32_t qpn) {
 
 // ---------------------------------------------------------------- requester
 
+// An SC_METHOD: each activation serves QPs until it must wait (for work, for the port or a
+// WQE, or for the initiation interval after a packet) and returns with next_trigger().
 void transport_engine::requester_loop() {
     for (;;) {
-        while (ready_count_ == 0)
-            wait(tx_work_);
-        const uint32_t qpn = ready_[ready_head_];
-        ready_head_ = (ready_head_ + 1) % ready_.size();
-        --ready_count_;
-        qp& q = qps_[qpn];
-        q.tx_ready = false;
-        if (!q.valid || q.q_count == 0)
-            continue;
-        if (q.state == hw::QPS_ERR) {
-            sc_time delay = SC_ZERO_TIME;
-            flush(q, delay);
-            continue;
-        }
-        if (q.state == hw::QPS_SQE) {
-            sc_time delay = SC_ZERO_TIME;
-            enter_sqe(q, delay);  // flushes the send queue only
-            continue;
-        }
-        if (!may_send(q))
-            continue;
-        if (q.paused_until > sc_time_stamp())
-            continue;  // timer() makes it ready when the RNR wait is over
-        const sc_time now = sc_time_stamp();
-        const sc_time& wqe_ready = head_wqe(q).ready;
-        if (wqe_ready > now && ready_count_) {
-            // Its WQE's fetch is still in flight: serve the other QPs meanwhile.
-            ++stall_wqe_fetch;
-            park(q, wqe_ready);
-            continue;
-        }
-        sc_time bp = port_->tx_backpressure();
-        if (bp != SC_ZERO_TIME)
-            stall_port_ps += uint64_t(bp / sc_time(1, SC_PS));
-        if (wqe_ready > now && wqe_ready - now > bp) {
-            stall_wqe_fetch_ps += uint64_t((wqe_ready - now - bp) / sc_time(1, SC_PS));
-            bp = wqe_ready - now;
-        }
-        if (bp != SC_ZERO_TIME) {
-            wait(bp);
+        uint32_t qpn;
+        if (resume_qpn_ != NIL) {
+            // Back from a wait for the port or the QP's WQE: still sendable?
+            qpn = resume_qpn_;
+            resume_qpn_ = NIL;
+            qp& q = qps_[qpn];
             if (!q.valid || q.q_count == 0 || !may_send(q) || q.paused_until > sc_time_stamp()) {
                 if (q.valid && q.q_count && may_send(q))
                     make_tx_ready(qpn);
                 continue;
             }
+        } else {
+            if (ready_count_ == 0) {
+                next_trigger(tx_work_);
+                return;
+            }
+            qpn = ready_[ready_head_];
+            ready_head_ = (ready_head_ + 1) % ready_.size();
+            --ready_count_;
+            qp& q = qps_[qpn];
+            q.tx_ready = false;
+            if (!q.valid || q.q_count == 0)
+                continue;
+            if (q.state == hw::QPS_ERR) {
+                sc_time delay = SC_ZERO_TIME;
+                flush(q, delay);
+                continue;
+            }
+            if (q.state == hw::QPS_SQE) {
+                sc_time delay = SC_ZERO_TIME;
+                enter_sqe(q, delay);  // flushes the send queue only
+                continue;
+            }
+            if (!may_send(q))
+                continue;
+            if (q.paused_until > sc_time_stamp())
+                continue;  // timer() makes it ready when the RNR wait is over
+            const sc_time now = sc_time_stamp();
+            const sc_time& wqe_ready = head_wqe(q).ready;
+            if (wqe_ready > now && ready_count_) {
+                // Its WQE's fetch is still in flight: serve the other QPs meanwhile.
+                ++stall_wqe_fetch;
+                park(q, wqe_ready);
+                continue;
+            }
+            sc_time bp = port_->tx_backpressure();
+            if (bp != SC_ZERO_TIME)
+                stall_port_ps += uint64_t(bp / sc_time(1, SC_PS));
+            if (wqe_ready > now && wqe_ready - now > bp) {
+                stall_wqe_fetch_ps += uint64_t((wqe_ready - now - bp) / sc_time(1, SC_PS));
+                bp = wqe_ready - now;
+            }
+            if (bp != SC_ZERO_TIME) {
+                resume_qpn_ = qpn;
+                next_trigger(bp);
+                return;
+            }
         }
+        qp& q = qps_[qpn];
         // Its context: a miss parks the QP until the QPC entry has arrived (the requester
         // serves other QPs meanwhile); the packet after it uses the entry the miss brought.
         if (q.ctx_filled) {
@@ -572,8 +589,10 @@ void transport_engine::requester_loop() {
         if (q.valid && q.q_count && may_send(q))
             make_tx_ready(qpn);
         tx_busy_ps += packet_ps_;
-        if (packet_time_ != SC_ZERO_TIME)
-            wait(packet_time_);
+        if (packet_time_ != SC_ZERO_TIME) {
+            next_trigger(packet_time_);  // the initiation interval
+            return;
+        }
     }
 }
 
