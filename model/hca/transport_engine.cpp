@@ -171,7 +171,9 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     SC_METHOD(requester_loop);
     sensitive << tx_work_;
     dont_initialize();
-    SC_THREAD(response_loop);
+    SC_METHOD(response_loop);
+    sensitive << resp_work_;
+    dont_initialize();
     SC_METHOD(timer);
     sensitive << timer_ev_;
     dont_initialize();
@@ -1546,35 +1548,50 @@ void transport_engine::make_resp_ready(uint32_t qpn) {
     resp_work_.notify(SC_ZERO_TIME);
 }
 
+// An SC_METHOD, like the requester: it returns with next_trigger() where it must wait.
 void transport_engine::response_loop() {
     for (;;) {
-        while (resp_count_ == 0)
-            wait(resp_work_);
-        const uint32_t qpn = resp_ready_[resp_head_];
-        resp_head_ = (resp_head_ + 1) % resp_ready_.size();
-        --resp_count_;
-        qp& q = qps_[qpn];
-        q.resp_ready = false;
-        if (!q.valid || q.r_count == 0 || q.state == hw::QPS_ERR || q.state == hw::QPS_RESET) {
-            if (q.valid)
-                q.r_count = 0;
-            continue;
-        }
-        const sc_time bp = port_->tx_backpressure();
-        if (bp != SC_ZERO_TIME) {
-            wait(bp);
+        uint32_t qpn;
+        if (resume_resp_qpn_ != NIL) {
+            qpn = resume_resp_qpn_;  // back from a wait for the port
+            resume_resp_qpn_ = NIL;
+            qp& q = qps_[qpn];
             if (!q.valid || q.r_count == 0 || q.state == hw::QPS_ERR) {
                 if (q.valid && q.r_count && q.state != hw::QPS_ERR)
                     make_resp_ready(qpn);
                 continue;
             }
+        } else {
+            if (resp_count_ == 0) {
+                next_trigger(resp_work_);
+                return;
+            }
+            qpn = resp_ready_[resp_head_];
+            resp_head_ = (resp_head_ + 1) % resp_ready_.size();
+            --resp_count_;
+            qp& q = qps_[qpn];
+            q.resp_ready = false;
+            if (!q.valid || q.r_count == 0 || q.state == hw::QPS_ERR || q.state == hw::QPS_RESET) {
+                if (q.valid)
+                    q.r_count = 0;
+                continue;
+            }
+            const sc_time bp = port_->tx_backpressure();
+            if (bp != SC_ZERO_TIME) {
+                resume_resp_qpn_ = qpn;
+                next_trigger(bp);
+                return;
+            }
         }
+        qp& q = qps_[qpn];
         send_response(q);
         if (q.valid && q.r_count)
             make_resp_ready(qpn);
         resp_busy_ps += rx_ps_;
-        if (rx_time_ != SC_ZERO_TIME)
-            wait(rx_time_);
+        if (rx_time_ != SC_ZERO_TIME) {
+            next_trigger(rx_time_);
+            return;
+        }
     }
 }
 

@@ -25,7 +25,7 @@
 // (or are left alone); a Q_Key mismatch drops the datagram silently (C10-14). UC and UD send
 // errors move the QP to SQEr: only the send queue is flushed, receiving goes on (C10-38..40).
 //
-// One requester method and one response process serve all QPs round robin at packet
+// One requester method and one response method serve all QPs round robin at packet
 // granularity; the receive side runs in the port's receive method; one timer method serves
 // every QP's deadlines. No process per QP.
 //
@@ -453,6 +453,7 @@ private:
     std::vector<sc_core::sc_time> miss_free_;  // when each miss slot is free again
     std::vector<uint32_t> ready_, resp_ready_;
     uint32_t resume_qpn_ = NIL;  // the QP the requester waited for (port backpressure or its WQE)
+    uint32_t resume_resp_qpn_ = NIL;  // the QP the response method waited for (port backpressure)
     size_t ready_head_ = 0, ready_count_ = 0, resp_head_ = 0, resp_count_ = 0;
     sc_core::sc_event tx_work_, resp_work_, timer_ev_;
     /// Atomics in flight at host memory: one on the same 8-byte word starts only after the
