@@ -11,6 +11,8 @@
 #include <string>
 #include <unistd.h>
 
+extern "C" int sc_main(int, char*[]) { return 0; }
+
 namespace {
 
 using hcasim::test::result;
