@@ -233,7 +233,22 @@ rdeth decode_rdeth(const uint8_t* in) {
 // ------------------------------------------------------------------ opcode layouts
 // IBA 9.2 / Table "Header sequences by opcode"; cross-checked with Wireshark's
 // find_next_header_sequence() opcode tables and Linux rxe_opcode.c.
+namespace {
+opcode_layout compute_layout(uint8_t opcode);
+}  // namespace
+
 opcode_layout layout_of(uint8_t opcode) {
+  // Every packet asks: a table of the 256 opcodes, built once from the rules below.
+  static const auto table = [] {
+    std::array<opcode_layout, 256> t{};
+    for (unsigned o = 0; o < 256; ++o) t[o] = compute_layout(static_cast<uint8_t>(o));
+    return t;
+  }();
+  return table[opcode];
+}
+
+namespace {
+opcode_layout compute_layout(uint8_t opcode) {
   opcode_layout l;
   const uint8_t transport = opcode & op::TRANSPORT_MASK;
   const uint8_t code = opcode & 0x1F;
@@ -328,6 +343,7 @@ opcode_layout layout_of(uint8_t opcode) {
   if (!l.valid) l = opcode_layout{};
   return l;
 }
+}  // namespace
 
 size_t eth_bytes(const opcode_layout& l) {
   if (!l.valid) return 0;
