@@ -39,6 +39,11 @@ public:
     /// (which must follow within the same verb, e.g. the doorbell after a WQE build): every
     /// access happens at the same simulated time as with cpu_cost, with one wait fewer.
     virtual void cpu_cost_deferred(cpu_op op, uint32_t count = 1) { cpu_cost(op, count); }
+    /// Waits for the deferred costs now (a verb calls it before it returns).
+    virtual void cpu_settle() {}
+    /// A CPU store the device cannot observe before a later MMIO of the same verb (a WQE beyond
+    /// the producer index the HCA knows): made at once, without waiting for deferred costs.
+    virtual void mem_write_early(uint64_t pa, const void* src, size_t n) { mem_write(pa, src, n); }
     /// Sleeps until any write lands in [pa, pa + n) or `timeout_ns` passes (0: forever);
     /// returns false on timeout. Idle time costs no wall time.
     virtual bool wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) = 0;

@@ -44,6 +44,8 @@ void host_cpu::mem_write(uint64_t pa, const void* src, size_t n) {
     memory_.write(pa, src, n);
 }
 
+void host_cpu::mem_write_early(uint64_t pa, const void* src, size_t n) { memory_.write(pa, src, n); }
+
 void host_cpu::settle() {
     if (deferred_ != SC_ZERO_TIME) {
         const sc_time d = deferred_;

@@ -39,6 +39,8 @@ public:
     uint32_t mmio_read32(uint64_t bar_offset) override;
     void cpu_cost(cpu_op op, uint32_t count) override;
     void cpu_cost_deferred(cpu_op op, uint32_t count) override;
+    void cpu_settle() override { settle(); }
+    void mem_write_early(uint64_t pa, const void* src, size_t n) override;
     bool wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) override;
     uint64_t now_ns() const override;
     void sleep_ns(uint64_t ns) override;
