@@ -26,7 +26,8 @@ doorbell_unit::doorbell_unit(const sc_module_name& name, const sc_time& hca_cloc
       inline_writes("inline_writes", "WQEs written through the inline window"),
       dropped("dropped", "MMIO writes dropped (FIFO full and the writer could not be stalled)"),
       stalls("stalls", "MMIO writes that found the FIFO full and stalled their writer"),
-      bad_accesses("bad_accesses", "MMIO accesses to no register, of a wrong size, or to a read-only register") {
+      bad_accesses("bad_accesses", "MMIO accesses to no register, of a wrong size, or to a read-only register"),
+      fifo_peak("fifo_peak", "most MMIO writes waiting in the FIFO at once (at most fifo_entries)") {
     clock_mhz.range(0, 100000);
     const sc_time clock = unit_period(clock_mhz, hca_clock);
     fifo_entries.range(1, 1u << 20);
@@ -130,6 +131,8 @@ void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
     }
     if (count_++ == 0)
         due_.notify(e.at - sc_time_stamp());
+    if (count_ > fifo_peak.value())
+        fifo_peak += count_ - fifo_peak.value();
 }
 
 void doorbell_unit::dispatch() {

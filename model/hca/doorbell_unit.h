@@ -31,7 +31,7 @@ public:
     param<unsigned> fifo_entries;    ///< doorbell FIFO depth; a writer finding it full stalls
     param<unsigned> decode_cycles;   ///< cycles from arrival to dispatch
 
-    counter writes, reads, sq_doorbells, rq_doorbells, srq_doorbells, cq_doorbells, inline_writes, dropped, stalls, bad_accesses;
+    counter writes, reads, sq_doorbells, rq_doorbells, srq_doorbells, cq_doorbells, inline_writes, dropped, stalls, bad_accesses, fifo_peak;
 
     SC_HAS_PROCESS(doorbell_unit);
     doorbell_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock);

@@ -34,7 +34,9 @@ port::port(const sc_module_name& name)
       rx_queue_grows("rx_queue_grows", "times the arrival queue doubled (more packets scheduled towards the port than rx_buffer_packets)"),
       rx_bad_dlid("rx_bad_dlid", "packets dropped for a DLID neither ours, multicast nor permissive"),
       loopback_packets("loopback_packets", "packets to our own LID looped back (not on the wire)"),
-      loopback_bytes("loopback_bytes", "bytes looped back (LRH through VCRC)") {
+      loopback_bytes("loopback_bytes", "bytes looped back (LRH through VCRC)"),
+      tx_queue_peak("tx_queue_peak", "most packets waiting for the wire serialiser at once (at most tx_queue_packets)"),
+      rx_queue_peak("rx_queue_peak", "most packets in the receive buffer at once") {
     tx_queue_packets.range(1, 65536);
     rx_buffer_packets.range(1, 65536);
     rx_pipeline_ns.range(0, 1e6);
@@ -126,6 +128,8 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
     tx_busy_ps += ps_count(serialise);
     // Remember when this packet leaves the queue, for backpressure.
     wire_q_.push(start, now);
+    if (wire_q_.count > tx_queue_peak.value())
+        tx_queue_peak += wire_q_.count - tx_queue_peak.value();
     ++tx_packets;
     tx_bytes += pkt.len;
 
@@ -183,6 +187,8 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
     // ones queued earlier (and the reverse). Equal times keep their order. Slots move by
     // pointer; each source alone arrives in order, so this rarely moves anything.
     size_t k = rx_count_++;
+    if (rx_count_ > rx_queue_peak.value())
+        rx_queue_peak += rx_count_ - rx_queue_peak.value();
     while (k > 0) {
         const size_t prev = (at + n - 1) % n;
         if (rx_ring_[prev]->arrival <= arrival)

@@ -35,6 +35,7 @@ public:
     counter tx_packets, tx_bytes, rx_packets, rx_bytes, tx_busy_ps;
     counter rx_bad_vcrc, rx_bad_icrc, rx_malformed, rx_queue_grows, rx_bad_dlid;
     counter loopback_packets, loopback_bytes;
+    counter tx_queue_peak, rx_queue_peak;  ///< most packets queued at once (transmit, receive)
 
     SC_HAS_PROCESS(port);
     explicit port(const sc_core::sc_module_name& name);

@@ -59,6 +59,17 @@ TEST(HcasimDoorbell, post_lists_ring_one_doorbell_per_list_and_the_hca_fetches_t
     EXPECT_LT(c16["node0.hca.doorbell_unit.writes"].get<uint64_t>(),
               c1["node0.hca.doorbell_unit.writes"].get<uint64_t>() / 8);
     EXPECT_GT(list["results"][0]["msg_rate_mpps"].get<double>(), one["results"][0]["msg_rate_mpps"].get<double>());
+    // Queue occupancy: a queue never holds more than it has room for, and lists of 16 leave the
+    // doorbell FIFO emptier than one inline write per WQE does.
+    const uint64_t fifo1 = c1["node0.hca.doorbell_unit.fifo_peak"].get<uint64_t>();
+    const uint64_t fifo16 = c16["node0.hca.doorbell_unit.fifo_peak"].get<uint64_t>();
+    EXPECT_GE(fifo1, 1u);
+    EXPECT_LE(fifo1, std::stoull(one["config"]["node0.hca.doorbell_unit.fifo_entries"].get<std::string>()));
+    EXPECT_LE(fifo16, fifo1);
+    EXPECT_GE(c1["node0.hca.port.tx_queue_peak"].get<uint64_t>(), 1u);
+    EXPECT_LE(c1["node0.hca.port.tx_queue_peak"].get<uint64_t>(),
+              std::stoull(one["config"]["node0.hca.port.tx_queue_packets"].get<std::string>()));
+    EXPECT_GE(c1["node1.hca.port.rx_queue_peak"].get<uint64_t>(), 1u);
 }
 
 TEST(HcasimDoorbell, post_list_out_of_range_is_an_error) {
