@@ -32,13 +32,7 @@ cq_writer::cq_writer(const sc_module_name& name, const sc_time& hca_clock, unsig
     clock_mhz.range(0, 100000);
     const sc_time clock = unit_period(clock_mhz, hca_clock);
     write_cycles.range(0, 100000);
-    cqc_cache_entries.range(1, 1u << 24);
-    cqc_cache_ways.range(1, 64);
-    if (cqc_cache_entries % cqc_cache_ways)
-        throw config_error(std::string(this->name()) + ".cqc_cache_entries: " +
-                           std::to_string(cqc_cache_entries.get()) + " is not a multiple of cqc_cache_ways (" +
-                           std::to_string(cqc_cache_ways.get()) + ")");
-    cqc_cache_.resize(cqc_cache_entries, cqc_cache_ways, replacement_of(cqc_cache_policy));
+    cqc_cache_.configure(cqc_cache_entries, cqc_cache_ways, cqc_cache_policy);
     format_time_ = clock * double(write_cycles.get());
     format_ps_ = uint64_t(format_time_ / sc_time(1, SC_PS) + 0.5);
 }

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "model/core/param.h"
+
 namespace hcasim {
 
 enum class replacement : uint8_t { lru, fifo, random };
@@ -46,6 +48,18 @@ public:
         slots_.assign(entries, slot{});
         clock_ = 0;
         rng_ = 0x9E3779B97F4A7C15ull;
+    }
+    /// Sizes the cache from its unit's three parameters (`*_entries` or `*_lines`, `*_ways`,
+    /// `*_policy`): ranges checked, entries a multiple of ways, else a config_error naming both.
+    void configure(param<unsigned>& entries, param<unsigned>& ways, const param<std::string>& policy) {
+        entries.range(1, 1u << 24);
+        ways.range(1, 64);
+        if (entries % ways) {
+            const std::string& w = ways.key();
+            throw config_error(entries.key() + ": " + std::to_string(entries.get()) + " is not a multiple of " +
+                               w.substr(w.rfind('.') + 1) + " (" + std::to_string(ways.get()) + ")");
+        }
+        resize(entries, ways, replacement_of(policy));
     }
     unsigned entries() const { return unsigned(slots_.size()); }
     unsigned ways() const { return ways_; }

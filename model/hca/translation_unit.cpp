@@ -65,17 +65,10 @@ translation_unit::translation_unit(const sc_module_name& name, const sc_time& hc
       mtt_cache_(1, 1) {
     clock_mhz.range(0, 100000);
     const sc_time clock = unit_period(clock_mhz, hca_clock);
-    mpt_cache_entries.range(1, 1u << 24);
-    mpt_cache_ways.range(1, 64);
-    mtt_cache_lines.range(1, 1u << 24);
-    mtt_cache_ways.range(1, 64);
+    mpt_cache_.configure(mpt_cache_entries, mpt_cache_ways, mpt_cache_policy);
+    mtt_cache_.configure(mtt_cache_lines, mtt_cache_ways, mtt_cache_policy);
     lookup_cycles.range(0, 100000);
     mm_op_cycles.range(0, 100000);
-    if (mpt_cache_entries % mpt_cache_ways || mtt_cache_lines % mtt_cache_ways)
-        SC_REPORT_ERROR(this->name(), "cache entries must be a multiple of the cache ways "
-                                      "(mpt_cache_entries / mpt_cache_ways, mtt_cache_lines / mtt_cache_ways)");
-    mpt_cache_.resize(mpt_cache_entries, mpt_cache_ways, replacement_of(mpt_cache_policy));
-    mtt_cache_.resize(mtt_cache_lines, mtt_cache_ways, replacement_of(mtt_cache_policy));
     hit_time_ = clock * double(lookup_cycles.get());
     mm_time_ = clock * double(mm_op_cycles.get());
     page_list_.resize(MAX_FAST_REG_PAGES);

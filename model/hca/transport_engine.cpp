@@ -139,13 +139,7 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     free_head_ = 0;
     free_count_ = wqe_buffer_entries;
     buffer_waiters_.resize(max_qps);
-    qpc_cache_entries.range(1, 1u << 24);
-    qpc_cache_ways.range(1, 64);
-    if (qpc_cache_entries % qpc_cache_ways)
-        throw config_error(std::string(this->name()) + ".qpc_cache_entries: " +
-                           std::to_string(qpc_cache_entries.get()) + " is not a multiple of qpc_cache_ways (" +
-                           std::to_string(qpc_cache_ways.get()) + ")");
-    qpc_cache_.resize(qpc_cache_entries, qpc_cache_ways, replacement_of(qpc_cache_policy));
+    qpc_cache_.configure(qpc_cache_entries, qpc_cache_ways, qpc_cache_policy);
     qpc_miss_slots.range(1, 256);
     miss_free_.assign(qpc_miss_slots, SC_ZERO_TIME);
     packet_cycles.range(0, 1000000);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "model/fabric/link.h"
+#include "testbench/tests/hcasim_run.h"
 #include "model/pcie/pcie_link.h"
 
 namespace {
@@ -29,36 +30,15 @@ namespace {
 const std::vector<std::string> presets = {"fdr-cx3", "edr-cx4-gen3x16", "edr-cx5", "edr-cx5-gen3x8",
                                           "hdr-cx6", "ndr-cx7", "two-nodes-switch"};
 
-struct result {
-    int code = -1;
-    std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
+using hcasim::test::result;
+using hcasim::test::slurp;
 
 std::string temp_path(const std::string& name) {
     return ::testing::TempDir() + name + "_" + std::to_string(getpid());
 }
 
 /// Runs hcasim with `args` (shell words) from the source tree, capturing stdout and stderr.
-result run(const std::string& args) {
-    const std::string out = temp_path("presets_out"), err = temp_path("presets_err");
-    const std::string cmd = std::string("cd '") + HCASIM_SOURCE_DIR + "' && '" + HCASIM_BIN + "' " + args + " >'" +
-                            out + "' 2>'" + err + "'";
-    const int status = std::system(cmd.c_str());
-    result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    std::remove(out.c_str());
-    std::remove(err.c_str());
-    return r;
-}
+result run(const std::string& args) { return hcasim::test::run_hcasim(args, "presets"); }
 
 /// Runs hcasim with `args` plus --stats-json; fails the test unless it exits 0 with nothing on stderr.
 nlohmann::json run_json(const std::string& args) {
