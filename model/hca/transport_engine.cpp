@@ -554,9 +554,9 @@ void transport_engine::requester_loop() {
             }
             sc_time bp = port_->tx_backpressure();
             if (bp != SC_ZERO_TIME)
-                stall_port_ps += uint64_t(bp / sc_time(1, SC_PS));
+                stall_port_ps += uint64_t(bp / one_ps_);
             if (wqe_ready > now && wqe_ready - now > bp) {
-                stall_wqe_fetch_ps += uint64_t((wqe_ready - now - bp) / sc_time(1, SC_PS));
+                stall_wqe_fetch_ps += uint64_t((wqe_ready - now - bp) / one_ps_);
                 bp = wqe_ready - now;
             }
             if (bp != SC_ZERO_TIME) {

@@ -483,6 +483,7 @@ private:
     uint64_t timer_seq_ = 0;
     sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_, coalesce_time_;
     uint64_t packet_ps_ = 0, rx_ps_ = 0;  // the same in ps, for the busy counters
+    const sc_core::sc_time one_ps_{1, sc_core::SC_PS};  // per-packet stall counters divide by it
     packet tx_pkt_, ack_pkt_, resp_pkt_;
 };
 
