@@ -145,6 +145,9 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
                   "packet in SystemC timed-event equivalents (measured by --bench-events in a child process)")
         ("bench-events", po::value<std::string>(), "only measure this machine's raw SystemC timed-event rate over N events "
                                                    "(one SC_METHOD re-notified 1 ns ahead) and print it")
+        ("waves", po::value<std::string>(), "write the P_Key checker RTL's pins to FILE as FST (GTKWave), for the nodes that "
+                                            "run it (--set hca.pkey_checker.impl=rtl|both); same as --set "
+                                            "hca.pkey_checker.waves=FILE (docs/cosim.md)")
         ("seed", po::value<std::string>(), "run seed (default 1); also seeds link fault injection (link.seed)")
         ("verify", "check every destination byte and completion; exit 1 on the first mismatch")
         ("atomic", po::value<std::string>(), "atomic_lat/atomic_rate operation: fetch_add|cmp_swap (default fetch_add)")
@@ -234,6 +237,12 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         o.mtu = static_cast<unsigned>(*v);
     }
     if (vm.count("stats-json")) o.stats_json = vm["stats-json"].as<std::string>();
+    if (vm.count("waves")) {
+        o.waves = vm["waves"].as<std::string>();
+        if (o.waves.empty()) throw config_error("--waves: expected a file name");
+        if (o.waves.size() >= 4 && o.waves.compare(o.waves.size() - 4, 4, ".vcd") == 0)
+            throw config_error("--waves: '" + o.waves + "': hcasim writes FST (GTKWave opens it); name the file .fst");
+    }
     if (vm.count("seed"))
         o.seed = option_uint("seed", vm["seed"].as<std::string>(), 0, std::numeric_limits<uint64_t>::max());
     o.verify = vm.count("verify") > 0;
@@ -284,6 +293,7 @@ void apply_config(const run_options& opts) {
     broker& b = broker::instance();
     for (const auto& path : opts.configs) b.load_ini(path);
     if (!opts.mrs_text.empty()) b.set("workload.mrs", opts.mrs_text, "--mrs");
+    if (!opts.waves.empty()) b.set("hca.pkey_checker.waves", opts.waves, "--waves");
     for (const auto& s : opts.sets) b.set_override(s);
 }
 

@@ -32,6 +32,7 @@ struct run_options {
     std::string report_dir;            ///< --report DIR: CSV, JSON and PNG plots of the run(s); empty = none
     bool speed = false;                ///< --speed: print the simulator's speed after the run (not deterministic)
     uint64_t bench_events = 0;         ///< --bench-events N: only measure the SystemC timed-event rate
+    std::string waves;                 ///< --waves FILE: FST of the P_Key checker RTL's pins; empty = none
 };
 
 /// Parses argv. Prints usage to `help_out` on --help. Throws config_error (one line) on bad input.
@@ -47,7 +48,8 @@ std::vector<uint64_t> parse_counts(const std::string& text, const char* what = "
 /// Largest region count mr_scale takes (per node; each region is at least one 4 KiB page).
 constexpr uint64_t max_mr_scale_regions = uint64_t(1) << 20;
 
-/// Loads every --config into the broker in order, then --mrs (key workload.mrs), then every --set.
+/// Loads every --config into the broker in order, then --mrs (key workload.mrs), --waves (key
+/// hca.pkey_checker.waves), then every --set.
 void apply_config(const run_options& opts);
 
 /// Sets broker key `link.seed` to the run seed (origin "--seed"). Call before apply_config, so

@@ -2190,9 +2190,23 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
         return reports;
     }
     broker::instance().check_unused();
+    if (m) {
+        bool waves = false, rtl = false;
+        for (size_t i = 0; i < m->size(); ++i) {
+            waves |= !m->at(unsigned(i)).adapter.pkeys.waves.get().empty();
+            rtl |= m->at(unsigned(i)).adapter.pkeys.rtl_active();
+        }
+        if (waves && !rtl)
+            throw config_error("hca.pkey_checker.waves (--waves): no node runs the P_Key checker's RTL "
+                               "(set hca.pkey_checker.impl=rtl or both)");
+    }
     const auto wall0 = std::chrono::steady_clock::now();
     sc_start();
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    if (m)
+        for (size_t i = 0; i < m->size(); ++i)
+            if (const std::string& d = m->at(unsigned(i)).adapter.pkeys.divergence(); !d.empty())
+                throw workload_error("co-simulation divergence (hca.pkey_checker.impl=both):\n" + d);
     if (app && !app->error.empty()) {
         if (std::getenv("HCASIM_DUMP_COUNTERS"))
             for (const counter* c : stats_registry::instance().counters())

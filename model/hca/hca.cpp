@@ -38,7 +38,7 @@ hca::hca(const sc_module_name& name, unsigned node_index)
       engine("transport_engine", clock_, max_qps),
       translation("translation_unit", clock_),
       cqs("cq_writer", clock_, max_cqs, 16),
-      pkeys("pkey_checker", max_qps),
+      pkeys("pkey_checker", max_qps, clock_),
       mcast("mcast_table", max_qps),
       agent("sma", clock_),
       port0("port") {

@@ -9,13 +9,21 @@
 // Subnet management packets (UD SENDs to QP0 carrying a SubnMgmt MAD) go to the subnet
 // management agent, not to the transport engine (C10-12); every P_Key violation is also
 // reported to the agent, which may send a Bad P_Key trap (o10-55.1.1).
+//
+// The unit runs as this TLM model (`impl=tlm`, zero time), as the RTL of rtl/pkey_checker.sv
+// verilated and driven pin by pin (`impl=rtl`, pkey_checker_rtl), or as both side by side
+// (`impl=both`): every packet is checked by the two, the RTL's verdict is the one that counts,
+// and the first disagreement stops the simulation with a report (docs/cosim.md).
 #pragma once
 #include <systemc>
 
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "model/core/param.h"
 #include "model/core/stats.h"
+#include "model/hca/pkey_checker_rtl.h"
 #include "model/hca/rx_packet.h"
 
 namespace hcasim {
@@ -29,16 +37,30 @@ public:
     virtual void bad_pkey(const rx_packet& p, uint16_t local_key) = 0;
 };
 
-class pkey_checker : public sc_core::sc_module, public rx_sink {
+class pkey_checker : public sc_core::sc_module, public rx_sink, private pkey_rtl_client {
 public:
-    param<unsigned> table_len;  ///< P_Key table entries of the port (1..65535, C10-121)
+    param<unsigned> table_len;        ///< P_Key table entries of the port (1..65535, C10-121)
+    param<std::string> impl;          ///< tlm|rtl|both
+    param<std::string> rtl_variant;   ///< reference|broken_membership (a deliberately wrong build)
+    param<double> clock_mhz;          ///< the RTL's clock (0: the HCA's)
+    param<std::string> waves;         ///< FST file of the RTL's pins ("": none)
 
     counter checked, violations, qkey_violations;
+    counter rtl_checks, rtl_cycles, rtl_compared, divergences;
 
     /// QPNs of the management QPs (IBA 10.9.8).
     static constexpr uint32_t SMI_QPN = 0, GSI_QPN = 1;
 
-    pkey_checker(const sc_core::sc_module_name& name, unsigned max_qps);
+    /// `hca_clock`: the RTL's clock when clock_mhz is 0.
+    pkey_checker(const sc_core::sc_module_name& name, unsigned max_qps,
+                 const sc_core::sc_time& hca_clock = sc_core::sc_time(1250, sc_core::SC_PS));
+    ~pkey_checker() override;
+
+    /// True when the RTL checks the packets (impl rtl or both).
+    bool rtl_active() const { return bool(rtl_); }
+    /// impl=both: the report of the first disagreement between the TLM model and the RTL
+    /// ("" while they agree). The simulation was stopped when it was made.
+    const std::string& divergence() const { return divergence_; }
 
     /// Where accepted packets go.
     void bind_receiver(rx_sink& sink) { sink_ = &sink; }
@@ -68,32 +90,48 @@ public:
         return k != 0 && (full_[k] || ((pkey & 0x8000) && limited_[k]));
     }
 
-    /// o10-57: P_Key violation counter (16 bits, saturates at 0xFFFF, zero at power-on).
-    uint16_t pkey_violation_count() const { return pkey_viol_; }
+    /// o10-57: P_Key violation counter (16 bits, saturates at 0xFFFF, zero at power-on); with
+    /// impl=rtl the RTL's.
+    uint16_t pkey_violation_count() const;
     /// Q_Key violation counter (16 bits, saturating), reported next to the P_Key one.
-    uint16_t qkey_violation_count() const { return qkey_viol_; }
+    uint16_t qkey_violation_count() const;
     /// Counts one received packet dropped for a Q_Key mismatch (C10-14); called by the unit
     /// that checks Q_Keys.
-    void qkey_violation() {
-        ++qkey_violations;
-        if (qkey_viol_ != 0xFFFF)
-            ++qkey_viol_;
-    }
+    void qkey_violation();
 
     void receive(const rx_packet& p) override;
 
     /// Counts one packet dropped for its P_Key (checked against `local_key`; 0 if no entry
-    /// matched) and reports it to the violation sink. Called by this unit, and by the transport
-    /// engine for a multicast datagram a member QP's P_Key refuses.
-    void pkey_violation(const rx_packet& p, uint16_t local_key) {
-        ++violations;
-        if (pkey_viol_ != 0xFFFF)
-            ++pkey_viol_;
-        if (violation_sink_)
-            violation_sink_->bad_pkey(p, local_key);
-    }
+    /// matched) and reports it to the violation sink. Called by the transport engine for a
+    /// multicast datagram a member QP's P_Key refuses.
+    void pkey_violation(const rx_packet& p, uint16_t local_key);
+
+    /// The TLM model's verdict on `p` with the table and bindings as they are now.
+    pkey_verdict decide(const rx_packet& p) const;
 
 private:
+    /// Acts on a verdict: forwards the packet (to the SMA, or to the transport engine with the
+    /// matched index for QP1) or counts the violation and reports it.
+    void apply(const rx_packet& p, const pkey_verdict& v);
+    void count_violation(const rx_packet& p, uint16_t local_key);
+    // pkey_rtl_client: the RTL's verdict on the oldest packet it holds; it went idle.
+    void rtl_verdict(const pkey_verdict& v) override;
+    void rtl_idle() override;
+    void diverge(const std::string& what, const rx_packet* p, const pkey_verdict* tlm, const pkey_verdict* rtl);
+
+    /// A packet the RTL is checking: a copy of it (the port's bytes are valid only during
+    /// receive) and, with impl=both, the TLM model's verdict.
+    struct held {
+        rx_packet p{};
+        std::vector<uint8_t> bytes;
+        pkey_verdict tlm{};
+    };
+    std::vector<held> held_;     // ring: grows to the most packets ever in flight, reused
+    size_t held_head_ = 0, held_count_ = 0;
+    uint8_t next_tag_ = 0;
+    bool compare_ = false;       // impl=both
+    std::unique_ptr<pkey_checker_rtl> rtl_;
+    std::string divergence_;
 
     rx_sink* sink_ = nullptr;
     rx_sink* smi_ = nullptr;
