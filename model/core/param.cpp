@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 #include <type_traits>
 
 namespace hcasim {
@@ -247,7 +248,28 @@ void broker::undeclare(param_base* p) {
 
 void broker::check_unused() const {
     for (const auto& e : entries_)
-        if (!e.used) throw config_error("unknown configuration key '" + e.key + "' (" + e.origin + ")");
+        if (!e.used) {
+            // A key that names a parameter by its last components ("pkey_checker.impl" for
+            // "hca.pkey_checker.impl") gets the one full key it can mean.
+            std::string prefix, rest = e.key;
+            const size_t dot = e.key.find('.');
+            if (dot != std::string::npos && e.key.compare(0, 4, "node") == 0 && dot > 4 &&
+                e.key.find_first_not_of("0123456789", 4) == dot) {
+                prefix = e.key.substr(0, dot + 1);
+                rest = e.key.substr(dot + 1);
+            }
+            std::set<std::string> candidates;
+            const std::string tail = "." + rest;
+            for (const param_base* p : params_) {
+                const std::string g = p->generic_key();
+                if (g.size() > tail.size() && g.compare(g.size() - tail.size(), tail.size(), tail) == 0)
+                    candidates.insert(prefix + g);
+            }
+            std::string hint;
+            if (candidates.size() == 1)
+                hint = "; did you mean '" + *candidates.begin() + "'?";
+            throw config_error("unknown configuration key '" + e.key + "' (" + e.origin + ")" + hint);
+        }
 }
 
 std::vector<param_info> broker::help() const {

@@ -159,6 +159,26 @@ TEST_F(Param, UnknownKeyNamesFileAndLine) {
               "unknown configuration key 'pcie.laness' (" + path + ":4)");
 }
 
+TEST_F(Param, UnknownKeyThatEndsOneParamsKeyNamesThatKey) {
+    b.set_override("pkey_checker.impl=rtl");
+    param<std::string> impl0("node0.hca.pkey_checker.impl", "tlm", "", "h");
+    param<std::string> impl1("node1.hca.pkey_checker.impl", "tlm", "", "h");
+    param<std::string> other("node0.hca.port.mode", "x", "", "h");
+    EXPECT_EQ(error_of([&] { b.check_unused(); }),
+              "unknown configuration key 'pkey_checker.impl' (--set); did you mean 'hca.pkey_checker.impl'?");
+    b.reset();
+    b.set_override("node1.pkey_checker.impl=rtl");  // the node prefix is kept
+    param<std::string> impl("node1.hca.pkey_checker.impl", "tlm", "", "h");
+    EXPECT_EQ(error_of([&] { b.check_unused(); }),
+              "unknown configuration key 'node1.pkey_checker.impl' (--set); did you mean "
+              "'node1.hca.pkey_checker.impl'?");
+    b.reset();
+    b.set_override("mode=a");  // two parameters end in "mode": no guess
+    param<std::string> m1("node0.hca.port.mode", "x", "", "h");
+    param<std::string> m2("node0.hca.sma.mode", "x", "", "h");
+    EXPECT_EQ(error_of([&] { b.check_unused(); }), "unknown configuration key 'mode' (--set)");
+}
+
 TEST_F(Param, UnknownSetKey) {
     b.set_override("nope=1");
     EXPECT_EQ(error_of([&] { b.check_unused(); }), "unknown configuration key 'nope' (--set)");
