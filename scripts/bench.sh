@@ -36,6 +36,12 @@ done
     --speed | grep '^ speed:' | sed "s/^ speed:/  64 nodes:/"
 echo "   instructions per wire packet: scripts/profile.sh (callgrind; docs/calibration.md, Simulator speed)"
 
+echo "== RTL co-simulation (issue 8): 64 B WRITEs, 200000, each node's P_Key checker as TLM, RTL, both"
+for impl in tlm rtl both; do
+    "$bin" --workload write_bw --size 64 --iters 200000 --set hca.pkey_checker.impl="$impl" --speed |
+        grep -m1 '^ speed:' | sed "s/^ speed:/  $impl:/"
+done
+
 echo "== Latency breakdown (issue 7): where write_lat 2 B goes, one way, us"
 "$bin" --workload write_lat --size 2 --iters 1000 | grep '^ breakdown' | tr ';' '\n' | sed 's/^ */  /'
 
