@@ -17,6 +17,7 @@
 #include "model/core/param.h"
 #include "testbench/attack_suite.h"
 #include "testbench/cli.h"
+#include "testbench/replay.h"
 #include "testbench/report.h"
 #include "testbench/workloads.h"
 
@@ -399,6 +400,8 @@ int run_qp_scale(run_options o) {
 int sc_main(int argc, char* argv[]) {
     // The kernel's "simulation stopped by user" note is noise here: workloads stop it.
     sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+    if (argc > 1 && std::string(argv[1]) == "replay")
+        return replay_main(argc, argv);
     run_options opts;
     try {
         opts = parse_cli(argc, argv, std::cout);
