@@ -145,6 +145,8 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
                   "packet in SystemC timed-event equivalents (measured by --bench-events in a child process)")
         ("bench-events", po::value<std::string>(), "only measure this machine's raw SystemC timed-event rate over N events "
                                                    "(one SC_METHOD re-notified 1 ns ahead) and print it")
+        ("record", po::value<std::string>(), "write a verbs-level trace of the run to FILE (every verbs call, completion "
+                                             "and event, memory digests; replay it with hcasim replay FILE; traces/README.md)")
         ("waves", po::value<std::string>(), "write the P_Key checker RTL's pins to FILE as FST (GTKWave), for the nodes that "
                                             "run it (--set hca.pkey_checker.impl=rtl|both); same as --set "
                                             "hca.pkey_checker.waves=FILE (docs/cosim.md)")
@@ -237,6 +239,18 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         o.mtu = static_cast<unsigned>(*v);
     }
     if (vm.count("stats-json")) o.stats_json = vm["stats-json"].as<std::string>();
+    if (vm.count("record")) {
+        o.record = vm["record"].as<std::string>();
+        if (o.record.empty()) throw config_error("--record: expected a file name");
+        static const char* const unrecordable[] = {"mr_scale", "qp_scale", "mcast_bw", "attack_suite", "dma_read_bw",
+                                                   "dma_write_bw"};
+        for (const char* w : unrecordable)
+            if (o.workload == w)
+                throw config_error("--record: " + o.workload + " cannot be recorded (traces/README.md lists the "
+                                   "workloads that can)");
+        if (!o.sweep_qps.empty())
+            throw config_error("--record records one run; --sweep qps makes several");
+    }
     if (vm.count("waves")) {
         o.waves = vm["waves"].as<std::string>();
         if (o.waves.empty()) throw config_error("--waves: expected a file name");

@@ -32,6 +32,7 @@ struct run_options {
     std::string report_dir;            ///< --report DIR: CSV, JSON and PNG plots of the run(s); empty = none
     bool speed = false;                ///< --speed: print the simulator's speed after the run (not deterministic)
     uint64_t bench_events = 0;         ///< --bench-events N: only measure the SystemC timed-event rate
+    std::string record;                ///< --record FILE: verbs-level trace of the run; empty = none
     std::string waves;                 ///< --waves FILE: FST of the P_Key checker RTL's pins; empty = none
 };
 

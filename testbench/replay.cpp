@@ -92,6 +92,7 @@ struct trace_file {
     std::vector<step> steps;     // calls, in file order
     std::vector<step> events;    // recorded asynchronous events
     json end;                    // recorded end record ("" if none)
+    std::vector<std::string> comments;  // "#" lines (kept by --update, after the header)
     unsigned nodes = 2;
 };
 
@@ -129,8 +130,12 @@ trace_file load(const std::string& path) {
     auto fail = [&](const std::string& why) { throw trace_error(path + ":" + std::to_string(line) + ": " + why); };
     while (std::getline(in, text)) {
         ++line;
-        if (text.find_first_not_of(" \t\r") == std::string::npos || text[text.find_first_not_of(" \t")] == '#')
+        if (text.find_first_not_of(" \t\r") == std::string::npos)
             continue;
+        if (text[text.find_first_not_of(" \t")] == '#') {
+            t.comments.push_back(text);
+            continue;
+        }
         json j;
         try {
             j = json::parse(text);
@@ -846,8 +851,11 @@ private:
             }
             exec(s);
         }
-        // Asynchronous events still on their way (e.g. after the last completion).
+        // Asynchronous events still on their way (e.g. after the last completion): let them
+        // arrive, then have each node's EQ processed (the handlers record them).
         wait(sc_time(10, SC_US));
+        for (ibv_context* c : ctx_)
+            ibv_process_events(c, 1);
         finished = true;
         sc_stop();
     }
@@ -958,6 +966,7 @@ int replay_main(int argc, const char* const* argv) {
         b.check_unused();
         // The trace's own header, with the effective configuration of the machine.
         rec->header(trace::effective_config(), t.header.value("seed", uint64_t(1)), t.header.value("workload", std::string("replay")));
+        for (const std::string& c : t.comments) rec->comment(c);
     } catch (const trace_error& e) {
         std::cerr << "hcasim: error: " << e.what() << "\n";
         return 2;

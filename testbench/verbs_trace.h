@@ -60,6 +60,8 @@ public:
     ~recorder();
 
     void header(const json& config, uint64_t seed, const std::string& workload);
+    /// A "#" line (readers skip it).
+    void comment(const std::string& text) { out_ << text << '\n'; }
 
     // --- object names ---
     /// The name of a node's object (made in creation order: kind + number), or "" if unknown.

@@ -20,6 +20,7 @@
 #include "model/system/fabric.h"
 #include "testbench/cli.h"
 #include "testbench/host_software.h"
+#include "testbench/verbs_trace.h"
 
 namespace hcasim {
 
@@ -388,7 +389,13 @@ public:
     std::string error;
     std::vector<mr_point> points;  ///< mr_scale: one per (size, N), in run order
 
+    /// --record: every verbs call of the applications goes to `r` (traces/README.md).
+    void set_recorder(trace::recorder* r) { rec_ = r; }
+    /// Application memory of node i (the trace's end record digests it).
+    void read_mem(unsigned i, uint64_t va, uint8_t* dst, uint64_t n) { sw_[i]->as.read(va, dst, n); }
+
 private:
+    trace::recorder* rec_ = nullptr;
     static constexpr uint64_t grh_bytes = 40;          ///< GRH area at the start of a UD receive buffer
     static constexpr uint32_t ud_qkey = 0x11111111;    ///< both sides' Q_Key (perftest's DEFAULT_QKEY)
     static constexpr uint32_t marker_imm = 0x454F5321; ///< immediate data of an end-of-stream marker ("EOS!")
@@ -524,10 +531,22 @@ private:
             rcq_entries = unsigned(std::min<uint64_t>(uint64_t(s.rq_depth) * nq_, uint64_t(dev.max_cqe)));
         }
         s.pd = ibv_alloc_pd(s.ctx);
+        if (rec_ && s.pd)
+            rec_->call(i, "alloc_pd", {{"ret", rec_->add(i, s.pd, "pd")}});
         s.buf_bytes = (2 * uint64_t(nq_) + s.srq_slots) * area_;
         s.buf = sw.as.alloc(s.buf_bytes, 4096);
+        if (rec_)
+            rec_->call(i, "alloc", {{"len", s.buf_bytes}, {"align", 4096}, {"ret", rec_->add_buffer(i, s.buf, s.buf_bytes)}});
         sw.as.fill(s.buf, area_, uint8_t(0x40 + i));
+        if (rec_)
+            rec_->call(i, "fill", {{"buf", "buf0"}, {"len", area_}, {"seed", 0x40 + i}});
         s.mr = ibv_reg_mr(s.pd, s.buf, s.buf_bytes, access);
+        if (rec_ && s.mr) {
+            rec_->add_mr(i, s.mr, "mr0");
+            rec_->call(i, "reg_mr", {{"pd", "pd0"}, {"buf", "buf0"}, {"len", s.buf_bytes},
+                                     {"access", trace::access_flags(unsigned(access))}, {"ret", "mr0"},
+                                     {"lkey", s.mr->lkey}, {"rkey", s.mr->rkey}});
+        }
         if (!s.pd || !s.mr)
             fail(node + ": PD/MR setup failed");
         unsigned scq_entries = wp_.tx_depth * 2;
@@ -540,6 +559,10 @@ private:
         }
         s.scq = ibv_create_cq(s.ctx, int(scq_entries));
         s.rcq = ibv_create_cq(s.ctx, int(rcq_entries));
+        if (rec_ && s.scq && s.rcq) {
+            rec_->call(i, "create_cq", {{"cqe", scq_entries}, {"ret", rec_->add(i, s.scq, "cq")}});
+            rec_->call(i, "create_cq", {{"cqe", rcq_entries}, {"ret", rec_->add(i, s.rcq, "cq")}});
+        }
         if (!s.scq || !s.rcq)
             fail(node + ": CQ creation failed");
         if (s.srq_slots) {
@@ -547,6 +570,8 @@ private:
             sa.attr.max_wr = s.srq_slots;
             sa.attr.max_sge = 1;
             s.srq = ibv_create_srq(s.pd, &sa);
+            if (rec_ && s.srq)
+                rec_->call(i, "create_srq", {{"pd", "pd0"}, {"max_wr", s.srq_slots}, {"max_sge", 1}, {"ret", rec_->add(i, s.srq, "srq")}});
             if (!s.srq)
                 fail(node + ": ibv_create_srq of " + std::to_string(s.srq_slots) + " WRs failed (errno " +
                      std::to_string(errno) + ")");
@@ -565,6 +590,19 @@ private:
             ibv_qp* qp = ibv_create_qp(s.pd, &a);
             if (!qp)
                 fail(node + ": ibv_create_qp failed (errno " + std::to_string(errno) + ")");
+            if (rec_) {
+                const std::string name = "qp" + std::to_string(q);
+                rec_->add_qp(i, qp, name);
+                trace::json f = {{"pd", "pd0"}, {"type", trace::qp_type_name(a.qp_type)}, {"send_cq", rec_->name_of(i, s.scq)},
+                                 {"recv_cq", rec_->name_of(i, s.rcq)}};
+                if (s.srq)
+                    f["srq"] = rec_->name_of(i, s.srq);
+                f["cap"] = {{"max_send_wr", a.cap.max_send_wr}, {"max_recv_wr", a.cap.max_recv_wr}, {"max_send_sge", 1},
+                            {"max_recv_sge", 1}, {"max_inline_data", a.cap.max_inline_data}};
+                f["ret"] = name;
+                f["qp_num"] = qp->qp_num;
+                rec_->call(i, "create_qp", f);
+            }
             s.qps.push_back(qp);
         }
         s.rq_posted.assign(nq_, 0);
@@ -615,7 +653,7 @@ private:
             attr.pkey_index = 0;
             attr.port_num = 1;
             attr.qp_access_flags = unsigned(access);
-            int rc = ibv_modify_qp(s.qps[q], &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+            int rc = modify(i, s.qps[q], attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
             attr = ibv_qp_attr{};
             attr.qp_state = IBV_QPS_RTR;
             attr.path_mtu = ibv_mtu(__builtin_ctz(spec_.mtu) - 7);
@@ -625,9 +663,9 @@ private:
             attr.min_rnr_timer = 12;
             attr.ah_attr.dlid = peer.lid;
             attr.ah_attr.port_num = 1;
-            rc |= ibv_modify_qp(s.qps[q], &attr,
-                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+            rc |= modify(i, s.qps[q], attr,
+                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
             attr = ibv_qp_attr{};
             attr.qp_state = IBV_QPS_RTS;
             attr.sq_psn = info_[i].psn;
@@ -635,9 +673,9 @@ private:
             attr.retry_cnt = 7;
             attr.rnr_retry = 7;
             attr.max_rd_atomic = max_rd;
-            rc |= ibv_modify_qp(s.qps[q], &attr,
-                                IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                    IBV_QP_MAX_QP_RD_ATOMIC);
+            rc |= modify(i, s.qps[q], attr,
+                         IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                             IBV_QP_MAX_QP_RD_ATOMIC);
             if (rc)
                 fail(node + ": ibv_modify_qp to RTS failed (" + std::to_string(rc) + ")");
             // Every receive consumed later is posted again, so the RQ stays full.
@@ -702,7 +740,11 @@ private:
             srq_wrs_[k].next = k + 1 < slots.size() ? &srq_wrs_[k + 1] : nullptr;
         }
         ibv_recv_wr* bad = nullptr;
-        if (const int rc = ibv_post_srq_recv(s.srq, srq_wrs_.data(), &bad))
+        const sc_time t0 = sc_time_stamp();
+        const int rc = ibv_post_srq_recv(s.srq, srq_wrs_.data(), &bad);
+        if (rec_)
+            rec_->call(i, "post_srq_recv", {{"srq", rec_->name_of(i, s.srq)}, {"wr", rec_->recv_wrs(i, srq_wrs_.data())}, {"ret", rc}}, t0);
+        if (rc)
             fail("node" + std::to_string(i) + ": ibv_post_srq_recv failed (" + std::to_string(rc) + ")");
     }
 
@@ -764,24 +806,32 @@ private:
         attr.port_num = 1;
         attr.qp_access_flags = unsigned(access) & unsigned(IBV_ACCESS_REMOTE_WRITE);
         attr.qkey = ud_qkey;
-        int rc = ibv_modify_qp(qp, &attr,
-                               IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
+        int rc = modify(i, qp, attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
         attr = ibv_qp_attr{};
         attr.qp_state = IBV_QPS_RTR;
         if (ud) {
-            rc |= ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+            rc |= modify(i, qp, attr, IBV_QP_STATE);
         } else {
             attr.path_mtu = ibv_mtu(__builtin_ctz(spec_.mtu) - 7);
             attr.dest_qp_num = peer.qpn[q];
             attr.rq_psn = peer.psn;
             attr.ah_attr.dlid = peer.lid;
             attr.ah_attr.port_num = 1;
-            rc |= ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN);
+            rc |= modify(i, qp, attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN);
         }
         attr = ibv_qp_attr{};
         attr.qp_state = IBV_QPS_RTS;
         attr.sq_psn = info_[i].psn;
-        rc |= ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
+        rc |= modify(i, qp, attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
+        return rc;
+    }
+
+    /// ibv_modify_qp, recorded with --record.
+    int modify(unsigned i, ibv_qp* qp, ibv_qp_attr& attr, int mask) {
+        const sc_time t0 = sc_time_stamp();
+        const int rc = ibv_modify_qp(qp, &attr, mask);
+        if (rec_)
+            rec_->call(i, "modify_qp", {{"qp", rec_->name_of(i, qp)}, {"attr", rec_->qp_attr(i, attr, mask)}, {"ret", rc}}, t0);
         return rc;
     }
 
@@ -814,6 +864,8 @@ private:
         ibv_ah* ah = ibv_create_ah(s.pd, &a);
         if (!ah)
             fail("node" + std::to_string(i) + ": ibv_create_ah failed (errno " + std::to_string(errno) + ")");
+        if (rec_)
+            rec_->call(i, "create_ah", {{"pd", "pd0"}, {"dlid", a.dlid}, {"sl", a.sl}, {"ret", rec_->add(i, ah, "ah")}});
         for (unsigned q = 0; q < nq_; ++q)
             s.dest.push_back(ud_dest{ah, peer.qpn[q], ud_qkey});
     }
@@ -834,11 +886,15 @@ private:
     /// Polls `cq` for one completion, sleeping on the CQ when empty; fails the run on error.
     ibv_wc poll_one(unsigned i, ibv_cq* cq) {
         ibv_wc wc{};
+        const sc_time t0 = sc_time_stamp();
         for (;;) {
             const int n = ibv_poll_cq(cq, 1, &wc);
             if (n < 0)
                 fail("node" + std::to_string(i) + ": ibv_poll_cq failed");
             if (n == 1) {
+                if (rec_)
+                    rec_->call(i, "poll_cq", {{"cq", rec_->name_of(i, cq)}, {"ret", 1}, {"wc", trace::json::array({rec_->wc(i, wc)})},
+                                              {"t_done_ps", uint64_t(sc_time_stamp().value())}}, t0);
                 if (wc.status != IBV_WC_SUCCESS)
                     fail("node" + std::to_string(i) + ": completion error " + status_name(wc.status) + ", opcode " +
                          std::to_string(wc.opcode) + ", wr_id " + std::to_string(wc.wr_id));
@@ -868,7 +924,10 @@ private:
         ibv_sge sge{};
         ibv_send_wr wr = make_wr(i, q, op, local, length, remote, wr_id, signaled, inl, compare_add, swap, sge);
         ibv_send_wr* bad = nullptr;
+        const sc_time t0 = sc_time_stamp();
         const int rc = ibv_post_send(side_[i].qps[q], &wr, &bad);
+        if (rec_)
+            rec_->call(i, "post_send", {{"qp", rec_->name_of(i, side_[i].qps[q])}, {"wr", rec_->send_wrs(i, &wr)}, {"ret", rc}}, t0);
         if (rc)
             fail("node" + std::to_string(i) + ": ibv_post_send failed (" + std::to_string(rc) + ")");
     }
@@ -888,7 +947,10 @@ private:
         for (size_t k = 0; k < l.wrs.size(); ++k)
             l.wrs[k].next = k + 1 < l.wrs.size() ? &l.wrs[k + 1] : nullptr;
         ibv_send_wr* bad = nullptr;
+        const sc_time t0 = sc_time_stamp();
         const int rc = ibv_post_send(side_[i].qps[q], l.wrs.data(), &bad);
+        if (rec_)
+            rec_->call(i, "post_send", {{"qp", rec_->name_of(i, side_[i].qps[q])}, {"wr", rec_->send_wrs(i, l.wrs.data())}, {"ret", rc}}, t0);
         if (rc)
             fail("node" + std::to_string(i) + ": ibv_post_send of a list of " + std::to_string(l.wrs.size()) +
                  " failed (" + std::to_string(rc) + ")");
@@ -943,7 +1005,11 @@ private:
             wr.wr.rdma.rkey = info_[1].rkey;
         }
         ibv_send_wr* bad = nullptr;
-        if (const int rc = ibv_post_send(s.qps[q], &wr, &bad))
+        const sc_time t0 = sc_time_stamp();
+        const int rc = ibv_post_send(s.qps[q], &wr, &bad);
+        if (rec_)
+            rec_->call(0, "post_send", {{"qp", rec_->name_of(0, s.qps[q])}, {"wr", rec_->send_wrs(0, &wr)}, {"ret", rc}}, t0);
+        if (rc)
             fail("node0: ibv_post_send of the end-of-stream marker failed (" + std::to_string(rc) + ")");
     }
 
@@ -956,7 +1022,10 @@ private:
         wr.sg_list = &sge;
         wr.num_sge = 1;
         ibv_recv_wr* bad = nullptr;
+        const sc_time t0 = sc_time_stamp();
         const int rc = ibv_post_recv(s.qps[q], &wr, &bad);
+        if (rec_)
+            rec_->call(i, "post_recv", {{"qp", rec_->name_of(i, s.qps[q])}, {"wr", rec_->recv_wrs(i, &wr)}, {"ret", rc}}, t0);
         if (rc)
             fail("node" + std::to_string(i) + ": ibv_post_recv failed (" + std::to_string(rc) + ")");
     }
@@ -964,6 +1033,8 @@ private:
     /// Waits until the byte at our receive area offset `off` equals `v` (perftest's
     /// write_lat spins on the last byte; here the CPU sleeps on the watched address).
     void wait_byte(unsigned i, uint64_t off, uint8_t v) {
+        if (rec_)
+            rec_->call(i, "wait_byte", {{"buf", "buf0"}, {"offset", recv_area(i, 0) + off - side_[i].buf}, {"value", v}});
         uint64_t pa = 0;
         sw_[i]->as.translate(recv_area(i, 0) + off, &pa);
         for (;;) {
@@ -976,6 +1047,7 @@ private:
         }
     }
     void set_send_byte(unsigned i, uint64_t off, uint8_t v) {
+        record_write(i, send_area(i, 0) + off, &v, 1);
         sw_[i]->as.write(send_area(i, 0) + off, &v, 1);
         bus(i).cpu_cost(cpu_op::memcpy_64b);
     }
@@ -993,16 +1065,46 @@ private:
         sw_[i]->as.read(va, &v, 8);
         return v;
     }
-    void poke64(unsigned i, uint64_t va, uint64_t v) { sw_[i]->as.write(va, &v, 8); }
+    void poke64(unsigned i, uint64_t va, uint64_t v) {
+        record_write(i, va, &v, 8);
+        sw_[i]->as.write(va, &v, 8);
+    }
+    /// --record: a poll that returned completions (empty polls are not recorded).
+    void record_poll(unsigned i, ibv_cq* cq, const ibv_wc* wcs, int n) {
+        if (!rec_ || n <= 0)
+            return;
+        trace::json w = trace::json::array();
+        for (int k = 0; k < n; ++k) w.push_back(rec_->wc(i, wcs[k]));
+        rec_->call(i, "poll_cq", {{"cq", rec_->name_of(i, cq)}, {"ret", n}, {"wc", w},
+                                  {"t_done_ps", uint64_t(sc_time_stamp().value())}});
+    }
+    /// --record: an application store into its buffer, as a fill with the bytes.
+    void record_write(unsigned i, uint64_t va, const void* p, size_t n) {
+        if (!rec_)
+            return;
+        static const char* const hexd = "0123456789abcdef";
+        std::string h;
+        for (size_t k = 0; k < n; ++k) {
+            h += hexd[static_cast<const uint8_t*>(p)[k] >> 4];
+            h += hexd[static_cast<const uint8_t*>(p)[k] & 15];
+        }
+        rec_->call(i, "fill", {{"buf", "buf0"}, {"offset", va - side_[i].buf}, {"hex", h}});
+    }
     void poke_data(unsigned i, uint64_t va, uint64_t n, uint64_t key, int last = -1) {
         scratch_.resize(n);
         verify::fill(key, scratch_.data(), n);
-        if (last >= 0 && n)
+        if (rec_)
+            rec_->call(i, "fill", {{"buf", "buf0"}, {"offset", va - side_[i].buf}, {"len", n}, {"key", key}});
+        if (last >= 0 && n) {
             scratch_[n - 1] = uint8_t(last);
+            record_write(i, va + n - 1, &scratch_[n - 1], 1);
+        }
         sw_[i]->as.write(va, scratch_.data(), n);
     }
     void clear(unsigned i, uint64_t va, uint64_t n) {
         scratch_.assign(n, 0);
+        if (rec_)
+            rec_->call(i, "fill", {{"buf", "buf0"}, {"offset", va - side_[i].buf}, {"len", n}, {"byte", 0}});
         sw_[i]->as.write(va, scratch_.data(), n);
     }
     uint64_t key(unsigned node, unsigned q, uint64_t step, uint64_t message) const {
@@ -1300,6 +1402,7 @@ private:
                     int n = ibv_poll_cq(s.scq, 16, wcs);
                     if (n < 0)
                         fail("node0: ibv_poll_cq failed");
+                    record_poll(i, s.scq, wcs, n);
                     for (int k = 0; k < n; ++k) {
                         const ibv_wc& wc = wcs[k];
                         if (wc.status != IBV_WC_SUCCESS)
@@ -1503,6 +1606,7 @@ private:
             const int n = ibv_poll_cq(s.rcq, 1, &wc);
             if (n < 0)
                 fail(node + ": ibv_poll_cq failed");
+            record_poll(i, s.rcq, &wc, n);
             if (n == 0) {
                 // The CQ is empty. Wait for the next completion in slices of drain_us, so that
                 // the end of the stream is noticed without one.
@@ -1587,6 +1691,7 @@ private:
             const int n = ibv_poll_cq(s.rcq, 16, wcs);
             if (n < 0)
                 fail(node + ": ibv_poll_cq failed");
+            record_poll(i, s.rcq, wcs, n);
             if (n == 0) {
                 if (ibv_wait_cq(s.rcq, timeout_ns()) != 0)
                     fail(node + ": " + ph.workload + " stalled (no receive completion within workload.timeout_us)");
@@ -1850,6 +1955,7 @@ private:
             const int n = ibv_poll_cq(s.scq, 16, wcs);
             if (n < 0)
                 fail("node0: ibv_poll_cq failed");
+            record_poll(0, s.scq, wcs, n);
             for (int k = 0; k < n; ++k) {
                 const ibv_wc& wc = wcs[k];
                 if (wc.status != IBV_WC_SUCCESS)
@@ -2190,6 +2296,14 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
         return reports;
     }
     broker::instance().check_unused();
+    std::unique_ptr<trace::recorder> rec;
+    if (!spec.record.empty()) {
+        if (!app)
+            throw workload_error("--record: " + spec.phases.front().workload + " runs no verbs");
+        rec = std::make_unique<trace::recorder>(spec.record, unsigned(m->size()));
+        rec->header(trace::effective_config(), spec.seed, spec.phases.front().workload);
+        app->set_recorder(rec.get());
+    }
     if (m) {
         bool waves = false, rtl = false;
         for (size_t i = 0; i < m->size(); ++i) {
@@ -2203,10 +2317,23 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
     const auto wall0 = std::chrono::steady_clock::now();
     sc_start();
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    if (rec && app) {
+        trace::json counters = trace::json::object();
+        for (const counter* c : stats_registry::instance().counters())
+            if (c->value())
+                counters[c->key()] = c->value();
+        rec->end([&](unsigned node, uint64_t va, uint8_t* dst, uint64_t n) { app->read_mem(node, va, dst, n); }, counters);
+        rec.reset();
+    }
     if (m)
         for (size_t i = 0; i < m->size(); ++i)
-            if (const std::string& d = m->at(unsigned(i)).adapter.pkeys.divergence(); !d.empty())
-                throw workload_error("co-simulation divergence (hca.pkey_checker.impl=both):\n" + d);
+            if (const std::string& d = m->at(unsigned(i)).adapter.pkeys.divergence(); !d.empty()) {
+                const std::string why = "co-simulation divergence (hca.pkey_checker.impl=both):\n" + d;
+                if (!failure)
+                    throw workload_error(why);
+                *failure = why;
+                return reports;
+            }
     if (app && !app->error.empty()) {
         if (std::getenv("HCASIM_DUMP_COUNTERS"))
             for (const counter* c : stats_registry::instance().counters())

@@ -31,6 +31,7 @@ struct run_spec {
     uint64_t seed = 1;
     bool verify = false;            ///< --verify: check every destination byte and completion
     std::string atomic = "fetch_add";  ///< atomic_lat/atomic_rate operation: fetch_add|cmp_swap
+    std::string record;             ///< --record: write a verbs-level trace of the run here ("": none)
 };
 
 /// A run that could not complete (a completion error, a stall); the message says which.
