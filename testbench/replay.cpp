@@ -4,6 +4,7 @@
 
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -818,47 +819,108 @@ private:
         return "";
     }
 
-    void run() {
-        for (unsigned i = 0; i < t_.nodes; ++i) {
-            ctx_.push_back(ibv_open_device(sw_[i]->driver, sw_[i]->as));
-            if (!ctx_.back()) {
-                failure = "node" + std::to_string(i) + ": ibv_open_device failed: " + sw_[i]->driver.last_error();
-                sc_stop();
-                return;
-            }
-            ibv_set_async_event_handler(ctx_.back(), [this, i](const ibv_async_event& e) {
-                rec_.event(i, e);
-                json j;
-                j["node"] = i;
-                j["event"] = trace::event_name(e.event_type);
-                if (e.event_type == IBV_EVENT_CQ_ERR)
-                    j["cq"] = rec_.name_of(i, e.element.cq);
-                else if (e.event_type == IBV_EVENT_SRQ_ERR || e.event_type == IBV_EVENT_SRQ_LIMIT_REACHED)
-                    j["srq"] = rec_.name_of(i, e.element.srq);
-                else if (e.event_type >= IBV_EVENT_DEVICE_FATAL && e.event_type != IBV_EVENT_SRQ_ERR &&
-                         e.event_type != IBV_EVENT_SRQ_LIMIT_REACHED && e.event_type != IBV_EVENT_QP_LAST_WQE_REACHED)
-                    j["port"] = e.element.port_num;
-                else
-                    j["qp"] = rec_.name_of(i, e.element.qp);
-                events_[i].push_back(j);
-            });
+    /// Opens node i's device (as an application does first; not a call of the trace) and
+    /// installs the handler that records its asynchronous events.
+    bool open(unsigned i) {
+        ctx_[i] = ibv_open_device(sw_[i]->driver, sw_[i]->as);
+        if (!ctx_[i]) {
+            failure = "node" + std::to_string(i) + ": ibv_open_device failed: " + sw_[i]->driver.last_error();
+            sc_stop();
+            return false;
         }
-        for (const step& s : t_.steps) {
+        ibv_set_async_event_handler(ctx_[i], [this, i](const ibv_async_event& e) {
+            rec_.event(i, e);
+            json j;
+            j["node"] = i;
+            j["event"] = trace::event_name(e.event_type);
+            if (e.event_type == IBV_EVENT_CQ_ERR)
+                j["cq"] = rec_.name_of(i, e.element.cq);
+            else if (e.event_type == IBV_EVENT_SRQ_ERR || e.event_type == IBV_EVENT_SRQ_LIMIT_REACHED)
+                j["srq"] = rec_.name_of(i, e.element.srq);
+            else if (e.event_type >= IBV_EVENT_DEVICE_FATAL && e.event_type != IBV_EVENT_QP_LAST_WQE_REACHED)
+                j["port"] = e.element.port_num;
+            else
+                j["qp"] = rec_.name_of(i, e.element.qp);
+            events_[i].push_back(j);
+        });
+        return true;
+    }
+
+    void run() {
+        ctx_.assign(t_.nodes, nullptr);
+        // The global order: by issue time when every call has one (a recording writes a call
+        // when it returns), else the file's. Each node's calls run in a process of their own; a
+        // call starts once every call before it in that order, on any node, has returned —
+        // or, for the calls that wait (poll_cq, wait_byte, sleep), has started: so a node
+        // waiting for completions does not hold up the others. With --timing recorded a call
+        // also waits for its recorded time, and needs the calls before it only to have started.
+        bool timed = true;
+        for (const step& s : t_.steps) timed &= s.j.contains("t_ps");
+        order_.resize(t_.steps.size());
+        for (size_t k = 0; k < order_.size(); ++k) order_[k] = k;
+        if (timed)
+            std::stable_sort(order_.begin(), order_.end(), [&](size_t a, size_t b) {
+                return t_.steps[a].j["t_ps"].get<uint64_t>() < t_.steps[b].j["t_ps"].get<uint64_t>();
+            });
+        state_.assign(order_.size(), 0);
+        waits_.assign(order_.size(), false);
+        per_node_.assign(t_.nodes, {});
+        for (size_t g = 0; g < order_.size(); ++g) {
+            const json& j = t_.steps[order_[g]].j;
+            per_node_[j["node"].get<unsigned>()].push_back(g);
+            const std::string c = j["call"];
+            waits_[g] = c == "poll_cq" || c == "wait_byte" || c == "sleep";
+        }
+        running_ = t_.nodes;
+        for (unsigned n = 0; n < t_.nodes; ++n)
+            sc_spawn([this, n] { node_main(n); }, ("node" + std::to_string(n)).c_str());
+    }
+
+    void advance() {
+        // --timing recorded: the recorded times order the calls; a call only needs the calls
+        // before it to have started (so the nodes overlap as they did).
+        while (prefix_ < state_.size() &&
+               (state_[prefix_] == 2 || (state_[prefix_] == 1 && (waits_[prefix_] || recorded_))))
+            ++prefix_;
+        progress_.notify(SC_ZERO_TIME);
+    }
+
+    void node_main(unsigned n) {
+        if (!open(n))
+            return;
+        for (size_t g : per_node_[n]) {
+            while (prefix_ < g)
+                wait(progress_);
+            const step& s = t_.steps[order_[g]];
             if (recorded_ && s.j.contains("t_ps")) {
                 const sc_time at(double(s.j["t_ps"].get<uint64_t>()), SC_PS);
                 if (at > sc_time_stamp())
                     wait(at - sc_time_stamp());
             }
+            state_[g] = 1;
+            advance();
             exec(s);
+            state_[g] = 2;
+            advance();
         }
-        // Asynchronous events still on their way (e.g. after the last completion): let them
-        // arrive, then have each node's EQ processed (the handlers record them).
+        if (--running_)
+            return;
+        // The last node done: asynchronous events still on their way (e.g. after the last
+        // completion) arrive, then each node's EQ is processed (the handlers record them).
         wait(sc_time(10, SC_US));
         for (ibv_context* c : ctx_)
             ibv_process_events(c, 1);
         finished = true;
         sc_stop();
     }
+
+    std::vector<size_t> order_;                 // global position -> index into t_.steps
+    std::vector<uint8_t> state_;                // by global position: 0 waiting, 1 started, 2 returned
+    std::vector<bool> waits_;                   // by global position: a call that waits
+    std::vector<std::vector<size_t>> per_node_; // global positions of each node's calls
+    size_t prefix_ = 0;                         // every call before this position may be passed
+    sc_event progress_;
+    unsigned running_ = 0;
 
     machine& m_;
     const trace_file& t_;

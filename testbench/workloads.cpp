@@ -530,22 +530,26 @@ private:
             s.rq_depth = unsigned(std::max<uint64_t>(wp_.rx_depth, std::min(ud_rq_need_, cap)));
             rcq_entries = unsigned(std::min<uint64_t>(uint64_t(s.rq_depth) * nq_, uint64_t(dev.max_cqe)));
         }
+        sc_time t0 = sc_time_stamp();  // --record: each call's issue time
         s.pd = ibv_alloc_pd(s.ctx);
         if (rec_ && s.pd)
-            rec_->call(i, "alloc_pd", {{"ret", rec_->add(i, s.pd, "pd")}});
+            rec_->call(i, "alloc_pd", {{"ret", rec_->add(i, s.pd, "pd")}}, t0);
         s.buf_bytes = (2 * uint64_t(nq_) + s.srq_slots) * area_;
+        t0 = sc_time_stamp();
         s.buf = sw.as.alloc(s.buf_bytes, 4096);
         if (rec_)
-            rec_->call(i, "alloc", {{"len", s.buf_bytes}, {"align", 4096}, {"ret", rec_->add_buffer(i, s.buf, s.buf_bytes)}});
+            rec_->call(i, "alloc", {{"len", s.buf_bytes}, {"align", 4096}, {"ret", rec_->add_buffer(i, s.buf, s.buf_bytes)}}, t0);
+        t0 = sc_time_stamp();
         sw.as.fill(s.buf, area_, uint8_t(0x40 + i));
         if (rec_)
-            rec_->call(i, "fill", {{"buf", "buf0"}, {"len", area_}, {"seed", 0x40 + i}});
+            rec_->call(i, "fill", {{"buf", "buf0"}, {"len", area_}, {"seed", 0x40 + i}}, t0);
+        t0 = sc_time_stamp();
         s.mr = ibv_reg_mr(s.pd, s.buf, s.buf_bytes, access);
         if (rec_ && s.mr) {
             rec_->add_mr(i, s.mr, "mr0");
             rec_->call(i, "reg_mr", {{"pd", "pd0"}, {"buf", "buf0"}, {"len", s.buf_bytes},
                                      {"access", trace::access_flags(unsigned(access))}, {"ret", "mr0"},
-                                     {"lkey", s.mr->lkey}, {"rkey", s.mr->rkey}});
+                                     {"lkey", s.mr->lkey}, {"rkey", s.mr->rkey}}, t0);
         }
         if (!s.pd || !s.mr)
             fail(node + ": PD/MR setup failed");
@@ -557,11 +561,13 @@ private:
                 fail(node + ": ibv_query_device failed");
             scq_entries = unsigned(std::min<uint64_t>(uint64_t(wp_.tx_depth) * nq_, uint64_t(dev.max_cqe)));
         }
+        t0 = sc_time_stamp();
         s.scq = ibv_create_cq(s.ctx, int(scq_entries));
+        const sc_time t1 = sc_time_stamp();
         s.rcq = ibv_create_cq(s.ctx, int(rcq_entries));
         if (rec_ && s.scq && s.rcq) {
-            rec_->call(i, "create_cq", {{"cqe", scq_entries}, {"ret", rec_->add(i, s.scq, "cq")}});
-            rec_->call(i, "create_cq", {{"cqe", rcq_entries}, {"ret", rec_->add(i, s.rcq, "cq")}});
+            rec_->call(i, "create_cq", {{"cqe", scq_entries}, {"ret", rec_->add(i, s.scq, "cq")}}, t0);
+            rec_->call(i, "create_cq", {{"cqe", rcq_entries}, {"ret", rec_->add(i, s.rcq, "cq")}}, t1);
         }
         if (!s.scq || !s.rcq)
             fail(node + ": CQ creation failed");
@@ -569,9 +575,10 @@ private:
             ibv_srq_init_attr sa{};
             sa.attr.max_wr = s.srq_slots;
             sa.attr.max_sge = 1;
+            t0 = sc_time_stamp();
             s.srq = ibv_create_srq(s.pd, &sa);
             if (rec_ && s.srq)
-                rec_->call(i, "create_srq", {{"pd", "pd0"}, {"max_wr", s.srq_slots}, {"max_sge", 1}, {"ret", rec_->add(i, s.srq, "srq")}});
+                rec_->call(i, "create_srq", {{"pd", "pd0"}, {"max_wr", s.srq_slots}, {"max_sge", 1}, {"ret", rec_->add(i, s.srq, "srq")}}, t0);
             if (!s.srq)
                 fail(node + ": ibv_create_srq of " + std::to_string(s.srq_slots) + " WRs failed (errno " +
                      std::to_string(errno) + ")");
@@ -587,6 +594,7 @@ private:
             a.cap.max_send_sge = 1;
             a.cap.max_recv_sge = 1;
             a.cap.max_inline_data = 220;
+            t0 = sc_time_stamp();
             ibv_qp* qp = ibv_create_qp(s.pd, &a);
             if (!qp)
                 fail(node + ": ibv_create_qp failed (errno " + std::to_string(errno) + ")");
@@ -601,7 +609,7 @@ private:
                             {"max_recv_sge", 1}, {"max_inline_data", a.cap.max_inline_data}};
                 f["ret"] = name;
                 f["qp_num"] = qp->qp_num;
-                rec_->call(i, "create_qp", f);
+                rec_->call(i, "create_qp", f, t0);
             }
             s.qps.push_back(qp);
         }
@@ -861,11 +869,12 @@ private:
         ibv_ah_attr a{};
         a.dlid = peer.lid;
         a.port_num = 1;
+        const sc_time t0 = sc_time_stamp();
         ibv_ah* ah = ibv_create_ah(s.pd, &a);
         if (!ah)
             fail("node" + std::to_string(i) + ": ibv_create_ah failed (errno " + std::to_string(errno) + ")");
         if (rec_)
-            rec_->call(i, "create_ah", {{"pd", "pd0"}, {"dlid", a.dlid}, {"sl", a.sl}, {"ret", rec_->add(i, ah, "ah")}});
+            rec_->call(i, "create_ah", {{"pd", "pd0"}, {"dlid", a.dlid}, {"sl", a.sl}, {"ret", rec_->add(i, ah, "ah")}}, t0);
         for (unsigned q = 0; q < nq_; ++q)
             s.dest.push_back(ud_dest{ah, peer.qpn[q], ud_qkey});
     }

@@ -1,0 +1,170 @@
+// Verbs-level traces (issue 9, traces/README.md): hcasim --record, hcasim replay (verdicts,
+// --update, --timing, --time-tolerance), bad traces refused with file and line before anything
+// runs, and determinism: the same configuration and seed give byte-identical traces and stats.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "testbench/tests/hcasim_run.h"
+
+extern "C" int sc_main(int, char*[]) { return 0; }
+
+using namespace hcasim::test;
+
+namespace {
+
+std::string tmp(const std::string& name) { return ::testing::TempDir() + "replay_" + std::to_string(getpid()) + "_" + name; }
+
+void write(const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+}
+
+const char* const kHeader = "{\"hcasim_trace\": 1, \"nodes\": 2}\n";
+
+/// Two RC QPs connected, node0's buffer filled: the calls every hand-written trace below starts with.
+std::string rc_setup() {
+    std::string s;
+    for (int n = 0; n < 2; ++n) {
+        const std::string N = std::to_string(n);
+        s += "{\"node\": " + N + ", \"call\": \"alloc\", \"len\": 8192, \"ret\": \"buf0\"}\n";
+        s += "{\"node\": " + N + ", \"call\": \"alloc_pd\", \"ret\": \"pd0\"}\n";
+        s += "{\"node\": " + N + ", \"call\": \"reg_mr\", \"pd\": \"pd0\", \"buf\": \"buf0\", \"access\": [\"LOCAL_WRITE\", \"REMOTE_WRITE\"], \"ret\": \"mr0\"}\n";
+        s += "{\"node\": " + N + ", \"call\": \"create_cq\", \"cqe\": 16, \"ret\": \"cq0\"}\n";
+        s += "{\"node\": " + N + ", \"call\": \"create_qp\", \"pd\": \"pd0\", \"type\": \"RC\", \"send_cq\": \"cq0\", \"recv_cq\": \"cq0\", \"ret\": \"qp0\"}\n";
+    }
+    s += "{\"node\": 0, \"call\": \"fill\", \"buf\": \"buf0\", \"seed\": 3}\n";
+    for (int n = 0; n < 2; ++n) {
+        const std::string N = std::to_string(n), P = std::to_string(1 - n);
+        s += "{\"node\": " + N + ", \"call\": \"modify_qp\", \"qp\": \"qp0\", \"attr\": {\"qp_state\": \"INIT\", \"pkey_index\": 0, \"port_num\": 1, \"qp_access_flags\": [\"REMOTE_WRITE\"]}}\n";
+        s += "{\"node\": " + N + ", \"call\": \"modify_qp\", \"qp\": \"qp0\", \"attr\": {\"qp_state\": \"RTR\", \"path_mtu\": 4096, \"dest_qp\": \"" + P + "/qp0\", \"dest_node\": " + P + ", \"rq_psn\": 0, \"max_dest_rd_atomic\": 1, \"min_rnr_timer\": 12}}\n";
+        s += "{\"node\": " + N + ", \"call\": \"modify_qp\", \"qp\": \"qp0\", \"attr\": {\"qp_state\": \"RTS\", \"sq_psn\": 0, \"timeout\": 14, \"retry_cnt\": 7, \"rnr_retry\": 7, \"max_rd_atomic\": 1}}\n";
+    }
+    return s;
+}
+
+const char* const kWrite =
+    "{\"node\": 0, \"call\": \"post_send\", \"qp\": \"qp0\", \"wr\": [{\"wr_id\": 5, \"opcode\": \"RDMA_WRITE\", \"flags\": [\"SIGNALED\"], \"sg\": [{\"mr\": \"mr0\", \"offset\": 0, \"len\": 5000}], \"remote\": {\"mr\": \"1/mr0\", \"offset\": 100}}]}\n"
+    "{\"node\": 0, \"call\": \"poll_cq\", \"cq\": \"cq0\", \"count\": 1}\n";
+
+/// Replaces the first occurrence of `from` in the file.
+void edit(const std::string& path, const std::string& from, const std::string& to) {
+    std::string s = slurp(path);
+    const size_t at = s.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    s.replace(at, from.size(), to);
+    write(path, s);
+}
+
+}  // namespace
+
+TEST(HcasimReplay, a_hand_written_trace_runs_is_frozen_by_update_and_then_replays_equal) {
+    const std::string f = tmp("hand.jsonl");
+    write(f, std::string(kHeader) + "# one WRITE\n" + rc_setup() + kWrite);
+    result r = run_hcasim("replay '" + f + "'", "hand");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("no recorded outcome to compare (--update records one)"), std::string::npos) << r.out;
+    r = run_hcasim("replay --update '" + f + "'", "update");
+    EXPECT_EQ(r.code, 0) << r.err;
+    const std::string frozen = slurp(f);
+    EXPECT_NE(frozen.find("\"hcasim_version\""), std::string::npos);
+    EXPECT_NE(frozen.find("# one WRITE"), std::string::npos) << "comments are kept";
+    EXPECT_NE(frozen.find("\"wc\":[{\"wr_id\":5,\"status\":\"SUCCESS\",\"opcode\":\"RDMA_WRITE\",\"byte_len\":5000,\"qp\":\"qp0\"}]"),
+              std::string::npos);
+    EXPECT_NE(frozen.find("\"end\":{\"memory\":{\"0/buf0\":\"fnv1a64:"), std::string::npos);
+    r = run_hcasim("replay '" + f + "'", "equal");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("equal to the recording"), std::string::npos) << r.out;
+    r = run_hcasim("replay --timing recorded --time-tolerance 0% '" + f + "'", "recorded");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    std::remove(f.c_str());
+}
+
+TEST(HcasimReplay, a_changed_outcome_is_reported_with_the_call_that_produced_it) {
+    const std::string f = tmp("diverge.jsonl");
+    write(f, std::string(kHeader) + rc_setup() + kWrite);
+    ASSERT_EQ(run_hcasim("replay --update '" + f + "'", "u").code, 0);
+    // The recording says the WRITE completed with 4999 bytes and node1's memory differs.
+    edit(f, "\"byte_len\":5000", "\"byte_len\":4999");
+    edit(f, "\"1/buf0\":\"fnv1a64:", "\"1/buf0\":\"fnv1a64:0");
+    const result r = run_hcasim("replay '" + f + "'", "d");
+    EXPECT_EQ(r.code, 1) << r.out << r.err;
+    EXPECT_NE(r.out.find("first divergence: " + f + ":"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(": poll_cq node 0 cq0: completion 1 of 1: byte_len expected 4999, got 5000"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("produced by " + f + ":"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\"call\":\"post_send\""), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("replay: 2 divergences (completion: 1, memory: 1)"), std::string::npos) << r.out;
+    // A changed configuration moves the times: --time-tolerance catches it, the outcome is equal.
+    ASSERT_EQ(run_hcasim("replay --update '" + f + "'", "u2").code, 0);
+    const result t = run_hcasim("replay --set link.propagation_ns=2000 --time-tolerance 1% '" + f + "'", "t");
+    EXPECT_EQ(t.code, 1) << t.out;
+    EXPECT_NE(t.out.find("(time: 1)"), std::string::npos) << t.out;
+    EXPECT_EQ(run_hcasim("replay --set link.propagation_ns=2000 '" + f + "'", "t2").code, 0);
+    std::remove(f.c_str());
+}
+
+TEST(HcasimReplay, bad_traces_are_refused_with_file_and_line_before_anything_runs) {
+    struct bad {
+        const char* name;
+        std::string text;
+        std::string message;  // after "hcasim: error: FILE"
+    } cases[] = {
+        {"syntax", std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": 64, \"ret\": \"buf0\"\n",
+         ":2: not a JSON object: "},
+        {"version", "{\"hcasim_trace\": 7}\n", ":1: trace format version 7; this hcasim reads version 1"},
+        {"no_header", "{\"node\": 0, \"call\": \"alloc_pd\", \"ret\": \"pd0\"}\n",
+         ":1: not an hcasim trace: the first record must be the header with \"hcasim_trace\""},
+        {"unknown_verb", std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc_pdd\", \"ret\": \"pd0\"}\n",
+         ":2: unknown call \"alloc_pdd\" (expected alloc|fill|"},
+        {"undefined_object", std::string(kHeader) + "{\"node\": 0, \"call\": \"create_cq\", \"cqe\": 4, \"ret\": \"cq0\"}\n" +
+                                 "{\"node\": 1, \"call\": \"poll_cq\", \"cq\": \"cq0\", \"count\": 1}\n",
+         ":3: poll_cq: cq \"cq0\" of node 1 is not created before this line"},
+        {"bad_node", std::string(kHeader) + "{\"node\": 2, \"call\": \"alloc_pd\", \"ret\": \"pd0\"}\n",
+         ":2: \"node\" must be a node number below 2"},
+        {"bad_key", "{\"hcasim_trace\": 1, \"config\": {\"pcie.lanez\": \"8\"}}\n",
+         ": unknown configuration key 'pcie.lanez' ("},
+    };
+    for (const bad& b : cases) {
+        const std::string f = tmp(std::string(b.name) + ".jsonl");
+        write(f, b.text);
+        const result r = run_hcasim("replay '" + f + "'", b.name);
+        EXPECT_EQ(r.code, 2) << b.name << ": " << r.out << r.err;
+        EXPECT_EQ(r.err.rfind("hcasim: error: " + f + b.message, 0), 0u) << b.name << ": " << r.err;
+        EXPECT_EQ(r.out, "") << b.name << ": nothing ran";
+        std::remove(f.c_str());
+    }
+    const result r = run_hcasim("replay /nonexistent/trace.jsonl", "missing");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err, "hcasim: error: /nonexistent/trace.jsonl: cannot read the trace\n");
+}
+
+TEST(HcasimReplay, a_recorded_workload_replays_equal_and_the_same_seed_records_the_same_bytes) {
+    const std::string a = tmp("a.jsonl"), b = tmp("b.jsonl"), c = tmp("c.jsonl");
+    const std::string sa = tmp("a.json"), sb = tmp("b.json");
+    const std::string run = "--workload send_bw --size 64,4K --iters 50 --verify";
+    ASSERT_EQ(run_hcasim(run + " --record '" + a + "' --stats-json '" + sa + "'", "ra").code, 0);
+    ASSERT_EQ(run_hcasim(run + " --record '" + b + "' --stats-json '" + sb + "'", "rb").code, 0);
+    EXPECT_EQ(slurp(a), slurp(b)) << "same configuration and seed: byte-identical traces";
+    // The stats JSON too, but for its wall-clock fields.
+    auto strip_wall = [](std::string s) {
+        for (size_t p; (p = s.find("wall")) != std::string::npos;) {
+            const size_t end = s.find_first_of(",}", p);
+            s.erase(p, end - p);
+        }
+        return s;
+    };
+    EXPECT_EQ(strip_wall(slurp(sa)), strip_wall(slurp(sb)));
+    const result r = run_hcasim("replay '" + a + "'", "replay");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("equal to the recording"), std::string::npos) << r.out;
+    // Another seed changes what depends on it (the --verify data) and nothing else here.
+    ASSERT_EQ(run_hcasim(run + " --seed 2 --record '" + c + "'", "rc").code, 0);
+    EXPECT_NE(slurp(a), slurp(c));
+    for (const std::string& f : {a, b, c, sa, sb}) std::remove(f.c_str());
+    EXPECT_EQ(run_hcasim("--workload mr_scale --record x.jsonl", "mr").err,
+              "hcasim: error: --record: mr_scale cannot be recorded (traces/README.md lists the workloads that can)\n");
+}
