@@ -147,6 +147,9 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
                                                    "(one SC_METHOD re-notified 1 ns ahead) and print it")
         ("record", po::value<std::string>(), "write a verbs-level trace of the run to FILE (every verbs call, completion "
                                              "and event, memory digests; replay it with hcasim replay FILE; traces/README.md)")
+        ("timeline", po::value<std::string>(), "write a timeline of the run to FILE as Chrome trace-event JSON (Perfetto, "
+                                               "chrome://tracing): per node, tracks for the HCA's stages, the port, the CQ "
+                                               "writer and PCIe, a span per packet, transaction and CQE")
         ("waves", po::value<std::string>(), "write the P_Key checker RTL's pins to FILE as FST (GTKWave), for the nodes that "
                                             "run it (--set hca.pkey_checker.impl=rtl|both); same as --set "
                                             "hca.pkey_checker.waves=FILE (docs/cosim.md)")
@@ -250,6 +253,13 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
                                    "workloads that can)");
         if (!o.sweep_qps.empty())
             throw config_error("--record records one run; --sweep qps makes several");
+    }
+    if (vm.count("timeline")) {
+        o.timeline = vm["timeline"].as<std::string>();
+        if (o.timeline.empty()) throw config_error("--timeline: expected a file name");
+        if (!o.sweep_qps.empty() || o.workload == "qp_scale" || o.workload == "attack_suite")
+            throw config_error("--timeline records one run; " +
+                               std::string(o.workload == "attack_suite" ? "attack_suite" : "a QP sweep") + " makes several");
     }
     if (vm.count("waves")) {
         o.waves = vm["waves"].as<std::string>();

@@ -33,6 +33,7 @@ struct run_options {
     bool speed = false;                ///< --speed: print the simulator's speed after the run (not deterministic)
     uint64_t bench_events = 0;         ///< --bench-events N: only measure the SystemC timed-event rate
     std::string record;                ///< --record FILE: verbs-level trace of the run; empty = none
+    std::string timeline;              ///< --timeline FILE: Chrome trace-event JSON of the run; empty = none
     std::string waves;                 ///< --waves FILE: FST of the P_Key checker RTL's pins; empty = none
 };
 

@@ -2305,6 +2305,16 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
         return reports;
     }
     broker::instance().check_unused();
+    std::unique_ptr<timeline> tl;
+    if (!spec.timeline.empty()) {
+        if (!m)
+            throw workload_error("--timeline: " + spec.phases.front().workload + " runs the PCIe link alone (no HCA timeline)");
+        tl = std::make_unique<timeline>(spec.timeline);
+        for (size_t i = 0; i < m->size(); ++i) {
+            m->at(unsigned(i)).adapter.set_timeline(tl.get(), unsigned(i));
+            m->at(unsigned(i)).pcie.set_timeline(tl.get(), unsigned(i));
+        }
+    }
     std::unique_ptr<trace::recorder> rec;
     if (!spec.record.empty()) {
         if (!app)

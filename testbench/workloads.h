@@ -32,6 +32,7 @@ struct run_spec {
     bool verify = false;            ///< --verify: check every destination byte and completion
     std::string atomic = "fetch_add";  ///< atomic_lat/atomic_rate operation: fetch_add|cmp_swap
     std::string record;             ///< --record: write a verbs-level trace of the run here ("": none)
+    std::string timeline;           ///< --timeline: write a Chrome trace-event timeline here ("": none)
 };
 
 /// A run that could not complete (a completion error, a stall); the message says which.

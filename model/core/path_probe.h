@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "model/core/timeline.h"
+
 namespace hcasim {
 
 class path_probe {
@@ -35,8 +37,15 @@ public:
     }
     void disarm() { armed_ = false; }
     bool armed() const { return armed_; }
+    /// --timeline: every mark is also an instant on `track` of `tl`.
+    void set_timeline(timeline* tl, unsigned track) {
+        tl_ = tl;
+        track_ = track;
+    }
     /// Records `at` for stage `s` unless it was recorded since arm().
     void mark(stage s, const sc_core::sc_time& at) {
+        if (tl_)
+            tl_->instant(track_, name(s), at);
         if (armed_ && !(seen_ & (1u << s))) {
             seen_ |= 1u << s;
             at_[s] = at;
@@ -48,6 +57,8 @@ public:
 private:
     bool armed_ = false;
     uint32_t seen_ = 0;
+    timeline* tl_ = nullptr;
+    unsigned track_ = 0;
     sc_core::sc_time at_[stages];
 };
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/core/param.h"
+#include "model/core/timeline.h"
 #include "model/core/unit_clock.h"
 #include "model/core/stats.h"
 #include "model/hca/dma_port.h"
@@ -67,7 +68,15 @@ public:
     /// Writes an asynchronous event to EQ 0 (and MSI).
     void post_event(uint8_t type, uint32_t resource, sc_core::sc_time& delay, uint8_t subtype = 0);
 
+    /// --timeline: a span per CQE written, on a track of node `node`.
+    void set_timeline(timeline* tl, unsigned node) {
+        tl_ = tl;
+        track_ = tl->track(node, "CQ writer");
+    }
+
 private:
+    timeline* tl_ = nullptr;
+    unsigned track_ = 0;
     struct cq_state {
         bool valid = false, overrun = false;
         uint8_t log_size = 0;

@@ -64,6 +64,13 @@ public:
     /// The port's cable goes down at simulated time `at`: from then QUERY_PORT reports the
     /// port Down and an EQE_PORT_CHANGE (EQE_PORT_DOWN) is raised.
     void link_down_at(const sc_core::sc_time& at);
+    /// --timeline: the transport engine's stages (path_probe marks), the port and the CQ writer
+    /// write to `tl` as node `node`.
+    void set_timeline(timeline* tl, unsigned node) {
+        probe.set_timeline(tl, tl->track(node, "HCA: doorbell and transport engine stages"));
+        port0.set_timeline(tl, node);
+        cqs.set_timeline(tl, node);
+    }
 
     /// After link negotiation: active rate, base LID and LMC (the port owns lid .. lid +
     /// 2^lmc - 1 and loops packets to them back), what QUERY_PORT reports.

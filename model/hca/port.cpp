@@ -132,6 +132,13 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
         tx_queue_peak += wire_q_.count - tx_queue_peak.value();
     ++tx_packets;
     tx_bytes += pkt.len;
+    if (tl_) {
+        const wire::lrh l = wire::decode_lrh(pkt.bytes);
+        const wire::bth b = wire::decode_bth(pkt.bytes + 8 + (l.next == wire::lnh::iba_global ? 40 : 0));
+        tl_->span(tx_track_, timeline::opcode_name(b.opcode).c_str(), start, wire_free_,
+                  "\"psn\":" + std::to_string(b.psn) + ",\"dest_qp\":" + std::to_string(b.dest_qp) +
+                      ",\"dlid\":" + std::to_string(l.dlid) + ",\"bytes\":" + std::to_string(pkt.len));
+    }
 
     tx_gp_.set_address(0);
     tx_gp_.set_data_ptr(pkt.bytes);
@@ -219,6 +226,11 @@ void port::rx_process() {
             p.payload = s.pkt.bytes + off;
             p.payload_len = uint32_t(plen);
             p.wire_len = s.pkt.len;
+            if (tl_)
+                tl_->span(rx_track_, timeline::opcode_name(p.h.b.opcode).c_str(),
+                          s.arrival > rx_pipeline_ ? s.arrival - rx_pipeline_ : s.arrival, now,
+                          "\"psn\":" + std::to_string(p.h.b.psn) + ",\"dest_qp\":" + std::to_string(p.h.b.dest_qp) +
+                              ",\"slid\":" + std::to_string(p.h.l.slid));
             if (sink_)
                 sink_->receive(p);
         } else if (st == wire::parse_status::bad_vcrc) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "model/core/param.h"
+#include "model/core/timeline.h"
 #include "model/core/stats.h"
 #include "model/fabric/packet.h"
 #include "model/hca/rx_packet.h"
@@ -67,7 +68,17 @@ public:
     /// (zero if they have).
     sc_core::sc_time tx_backpressure();
 
+    /// --timeline: a span per packet serialised onto the wire and per packet through the
+    /// receive pipeline, on tracks of node `node`.
+    void set_timeline(timeline* tl, unsigned node) {
+        tl_ = tl;
+        tx_track_ = tl->track(node, "port: wire out");
+        rx_track_ = tl->track(node, "port: receive");
+    }
+
 private:
+    timeline* tl_ = nullptr;
+    unsigned tx_track_ = 0, rx_track_ = 0;
     void rx_b_transport(tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
     /// Puts a received packet into the receive buffer, to reach the P_Key checker at `arrival`
     /// (absolute); counts and drops it if it is too long.

@@ -493,6 +493,8 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
         upstream_bytes += bytes;
         ++dma_writes;
         dma_write_bytes += n;
+        if (tl_)
+            tl_->span(write_track_, "DMA write", at, last_landing_, "\"bytes\":" + std::to_string(n));
         delay = end - now;  // posted: done once the last TLP has crossed
         return;
     }
@@ -523,6 +525,8 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
         } while (left);
         ++dma_reads;
         dma_read_bytes += n;
+        if (tl_)
+            tl_->span(read_track_, "DMA read", at, last, "\"bytes\":" + std::to_string(n));
         delay = last - now;
         return;
     }
@@ -548,6 +552,8 @@ void pcie_link::downstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& de
         downstream_tlps += tlps;
         downstream_bytes += bytes;
         ++mmio_writes;
+        if (tl_)
+            tl_->span(mmio_track_, "MMIO write", at, now + d, "\"bytes\":" + std::to_string(n));
         delay = d;  // completes when the device has taken the write
         return;
     }
@@ -563,6 +569,8 @@ void pcie_link::downstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& de
         upstream_bytes += cpl_bytes;
         ++mmio_reads;
         delay = cpl_end + mmio_latency_ - now;
+        if (tl_)
+            tl_->span(mmio_track_, "MMIO read", at, now + delay, "\"bytes\":" + std::to_string(n));
         return;
     }
     default:

@@ -13,6 +13,7 @@
 #include "model/core/param.h"
 #include "model/core/sim_time.h"
 #include "model/core/stats.h"
+#include "model/core/timeline.h"
 
 namespace hcasim {
 
@@ -98,7 +99,17 @@ public:
     /// Effective DMA read bandwidth: the direction that saturates first limits, Gb/s.
     static double read_gbps(unsigned gen, unsigned lanes, unsigned mps, unsigned mrrs, uint64_t size);
 
+    /// --timeline: a span per DMA read, DMA write and MMIO access, on tracks of node `node`.
+    void set_timeline(timeline* tl, unsigned node) {
+        tl_ = tl;
+        read_track_ = tl->track(node, "PCIe: DMA reads");
+        write_track_ = tl->track(node, "PCIe: DMA writes (posted)");
+        mmio_track_ = tl->track(node, "PCIe: MMIO");
+    }
+
 private:
+    timeline* tl_ = nullptr;
+    unsigned read_track_ = 0, write_track_ = 0, mmio_track_ = 0;
     void upstream_b_transport(tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
     void downstream_b_transport(tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
     unsigned int upstream_dbg(tlm::tlm_generic_payload& gp);
