@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -308,6 +309,39 @@ trace_file load(const std::string& path) {
                 defined[node][name] = c->creates;
             }
         }
+        // Field types: numbers where numbers go, hex strings of whole bytes (so nothing can fail
+        // half-way through the run for a malformed argument).
+        static const std::set<std::string> numeric = {
+            "len", "offset", "align", "cqe", "max_wr", "max_sge", "srq_limit", "wr_id", "imm", "compare_add", "swap",
+            "value", "timeout_ns", "ns", "count", "byte", "seed", "key", "dlid", "dest_node", "sl", "t_ps", "addr",
+            "lkey", "rkey", "remote_qpn", "remote_qkey", "invalidate_rkey", "pkey_index", "port_num", "qkey", "path_mtu",
+            "dest_qp_num", "rq_psn", "sq_psn", "max_rd_atomic", "max_dest_rd_atomic", "min_rnr_timer", "timeout",
+            "retry_cnt", "rnr_retry", "max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data"};
+        std::function<void(const json&)> check_types = [&](const json& o) {
+            if (o.is_array()) {
+                for (const json& e : o) check_types(e);
+                return;
+            }
+            if (!o.is_object())
+                return;
+            for (auto& kv : o.items()) {
+                if (numeric.count(kv.key()) && !kv.value().is_number_unsigned() &&
+                    !(kv.key() == "value" && kv.value().is_number_integer()))
+                    fail(cn + ": \"" + kv.key() + "\" must be a non-negative integer, got " + kv.value().dump());
+                if (kv.key() == "hex") {
+                    const bool ok = kv.value().is_string() && kv.value().get<std::string>().size() % 2 == 0 &&
+                                    kv.value().get<std::string>().find_first_not_of("0123456789abcdefABCDEF") ==
+                                        std::string::npos;
+                    if (!ok)
+                        fail(cn + ": \"hex\" must be a string of hex digit pairs, got " + kv.value().dump());
+                }
+                if (kv.key() != "wc" && kv.key() != "ret")
+                    check_types(kv.value());
+            }
+        };
+        check_types(j);
+        if (j.value("byte", 0u) > 255)
+            fail(cn + ": \"byte\" must be 0..255");
         t.steps.push_back({line, j});
     }
     if (t.header.is_null())
@@ -448,6 +482,14 @@ private:
     }
 
     void exec(const step& s) {
+        try {
+            exec_checked(s);
+        } catch (const std::exception& e) {  // a value the checks let through and the verbs choke on
+            diff("run", s.line, std::string("cannot issue this call: ") + e.what());
+        }
+    }
+
+    void exec_checked(const step& s) {
         const json& j = s.j;
         const sc_time issued = sc_time_stamp();
         const unsigned node = j["node"];

@@ -125,6 +125,11 @@ TEST(HcasimReplay, bad_traces_are_refused_with_file_and_line_before_anything_run
          ":3: poll_cq: cq \"cq0\" of node 1 is not created before this line"},
         {"bad_node", std::string(kHeader) + "{\"node\": 2, \"call\": \"alloc_pd\", \"ret\": \"pd0\"}\n",
          ":2: \"node\" must be a node number below 2"},
+        {"bad_type", std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": \"big\", \"ret\": \"buf0\"}\n",
+         ":2: alloc: \"len\" must be a non-negative integer, got \"big\""},
+        {"bad_hex", std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": 64, \"ret\": \"buf0\"}\n" +
+                        "{\"node\": 0, \"call\": \"fill\", \"buf\": \"buf0\", \"hex\": \"abc\"}\n",
+         ":3: fill: \"hex\" must be a string of hex digit pairs, got \"abc\""},
         {"bad_key", "{\"hcasim_trace\": 1, \"config\": {\"pcie.lanez\": \"8\"}}\n",
          ": unknown configuration key 'pcie.lanez' ("},
     };
