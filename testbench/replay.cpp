@@ -489,8 +489,45 @@ private:
         }
     }
 
+    /// True if node `node` holds a live object `name` of `kind` (a creation may fail in the
+    /// replay that succeeded in the recording).
+    bool live(unsigned node, const std::string& kind, const std::string& name) {
+        node_objs& o = objs_.at(node);
+        if (kind == "pd") return find(o.pd, name) != nullptr;
+        if (kind == "mr") return find(o.mr, name) != nullptr;
+        if (kind == "cq") return find(o.cq, name) != nullptr;
+        if (kind == "qp") return find(o.qp, name) != nullptr;
+        if (kind == "srq") return find(o.srq, name) != nullptr;
+        if (kind == "ah") return find(o.ah, name) != nullptr;
+        if (kind == "buf") return o.buf.count(name) > 0;
+        return false;
+    }
+
     void exec_checked(const step& s) {
         const json& j = s.j;
+        {
+            const unsigned node = j["node"];
+            const call_spec* c = spec_of(j["call"]);
+            std::vector<std::pair<std::string, std::string>> refs;  // kind, name
+            for (const auto& r : c->refs)
+                if (j.contains(r.first))
+                    refs.emplace_back(r.second, j[r.first].get<std::string>());
+            for (const auto& r : c->opt_refs)
+                if (j.contains(r.first))
+                    refs.emplace_back(r.second, j[r.first].get<std::string>());
+            if (j.contains("wr"))
+                for (const json& w : j["wr"])
+                    if (w.contains("ah"))
+                        refs.emplace_back("ah", w["ah"].get<std::string>());
+            for (const auto& r : refs)
+                if (!live(node, r.first, r.second)) {
+                    diff("return value", s.line,
+                         std::string(j["call"]) + " node " + std::to_string(node) + ": its " + r.first + " \"" +
+                             r.second + "\" does not exist in the replay (its creation failed or it was destroyed); "
+                                        "the call is skipped");
+                    return;
+                }
+        }
         const sc_time issued = sc_time_stamp();
         const unsigned node = j["node"];
         const std::string call = j["call"];
