@@ -169,7 +169,9 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     sensitive << resp_work_;
     dont_initialize();
     SC_METHOD(timer);
-    sensitive << timer_ev_;
+    sensitive << timer_now_ev_;
+    for (sc_event& e : timer_ev_)
+        sensitive << e;
     dont_initialize();
 }
 
@@ -1361,7 +1363,33 @@ void transport_engine::watch(qp& q, const sc_time& at) {
     if (timer_heap_.size() > 4096 && timer_heap_.size() > 4 * qps_.size())
         compact_timers();
     const sc_time now = sc_time_stamp();
-    timer_ev_.notify(at > now ? at - now : SC_ZERO_TIME);  // an earlier notification wins
+    if (at > now)
+        wake_timer(at, now);
+    else
+        timer_now_ev_.notify(SC_ZERO_TIME);
+}
+
+void transport_engine::wake_timer(const sc_time& at, const sc_time& now) {
+    // A notification at or before `now` has fired (timed ones only: they fire when their
+    // time step begins).
+    unsigned idle = TIMER_EVENTS, soonest = 0;
+    for (unsigned i = 0; i < TIMER_EVENTS; ++i) {
+        if (timer_ev_pending_[i] && timer_ev_at_[i] <= now)
+            timer_ev_pending_[i] = false;
+        if (!timer_ev_pending_[i]) {
+            if (idle == TIMER_EVENTS)
+                idle = i;
+            continue;
+        }
+        if (timer_ev_at_[i] <= at)
+            return;  // the method runs by then anyway
+        if (timer_ev_at_[soonest] > timer_ev_at_[i] || !timer_ev_pending_[soonest])
+            soonest = i;
+    }
+    const unsigned i = idle != TIMER_EVENTS ? idle : soonest;
+    timer_ev_[i].notify(at - now);  // on a pending one: replaces it (an earlier notification wins)
+    timer_ev_at_[i] = at;
+    timer_ev_pending_[i] = true;
 }
 
 void transport_engine::compact_timers() {
@@ -1390,7 +1418,7 @@ void transport_engine::timer() {
         service_timers(qps_[e.qpn], now);
     }
     if (!timer_heap_.empty())
-        timer_ev_.notify(timer_heap_.front().at - now);
+        wake_timer(timer_heap_.front().at, now);
 }
 
 void transport_engine::service_timers(qp& q, const sc_time& now) {

@@ -455,7 +455,20 @@ private:
     uint32_t resume_qpn_ = NIL;  // the QP the requester waited for (port backpressure or its WQE)
     uint32_t resume_resp_qpn_ = NIL;  // the QP the response method waited for (port backpressure)
     size_t ready_head_ = 0, ready_count_ = 0, resp_head_ = 0, resp_count_ = 0;
-    sc_core::sc_event tx_work_, resp_work_, timer_ev_;
+    sc_core::sc_event tx_work_, resp_work_;
+    // The timer method's wake-ups. SystemC keeps a notification that an earlier one replaced
+    // in its event queue until its time comes, so one event re-notified earlier on every
+    // context miss (a deadline microseconds ahead while the pending notification was a local
+    // ACK timeout tens of milliseconds ahead) grew the kernel's queue by one dead entry per
+    // miss. Several events instead: a wake-up is added on an idle one, and only when all are
+    // pending is the soonest of them moved (its dead entry is popped soon).
+    static constexpr unsigned TIMER_EVENTS = 4;
+    sc_core::sc_event timer_now_ev_;                 // deadlines already due: the next delta
+    sc_core::sc_event timer_ev_[TIMER_EVENTS];
+    sc_core::sc_time timer_ev_at_[TIMER_EVENTS];     // when each pending one fires
+    bool timer_ev_pending_[TIMER_EVENTS] = {};
+    /// The timer method runs at `at` (or earlier).
+    void wake_timer(const sc_core::sc_time& at, const sc_core::sc_time& now);
     /// Atomics in flight at host memory: one on the same 8-byte word starts only after the
     /// previous one's read-modify-write completed (real HCAs serialise them the same way).
     struct atomic_busy {
