@@ -218,7 +218,7 @@ sc_time transport_engine::qp_context(uint32_t qpn, const sc_time& delay) {
         ++qpc_miss_waits;
         d = *slot - now;
     }
-    qpc_dma.read(qpc_base_ + uint64_t(qpn) * sizeof qpc_buf_, &qpc_buf_, sizeof qpc_buf_, d);
+    qpc_dma.read_timing(qpc_base_ + uint64_t(qpn) * sizeof(hw::qp_context), sizeof(hw::qp_context), d);
     *slot = now + d;
     return d;
 }
@@ -465,7 +465,7 @@ void transport_engine::push_send(uint32_t qpn, const send_wqe& w) {
     const uint32_t e = free_head_;
     free_head_ = wqe_next_[e];
     --free_count_;
-    wqe_buffer_[e] = w;
+    wqe_buffer_[e].assign_used(w);
     wqe_next_[e] = NIL;
     if (q.q_tail == NIL)
         q.q_head = e;

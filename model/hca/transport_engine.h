@@ -449,7 +449,6 @@ private:
     size_t waiters_head_ = 0, waiters_count_ = 0;
     onchip_cache<no_line> qpc_cache_;
     uint64_t qpc_base_ = 0;
-    hw::qp_context qpc_buf_;  // the entry a miss reads (the state itself is in qps_)
     std::vector<sc_core::sc_time> miss_free_;  // when each miss slot is free again
     std::vector<uint32_t> ready_, resp_ready_;
     uint32_t resume_qpn_ = NIL;  // the QP the requester waited for (port backpressure or its WQE)
