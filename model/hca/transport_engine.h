@@ -338,8 +338,6 @@ private:
     void watch(qp& q, const sc_core::sc_time& at);
     /// Handles the QP's deadlines that have come; watches the next one.
     void service_timers(qp& q, const sc_core::sc_time& now);
-    /// Drops superseded heap entries (when they outnumber the QPs).
-    void compact_timers();
 
     // responder
     /// What a request opcode's low five bits say (the same for RC and UC).
@@ -476,22 +474,26 @@ private:
     };
     atomic_busy atomic_busy_[MAX_RD_ATOMIC];
     size_t atomic_next_ = 0;
-    // Deadlines: a min-heap of (time, push order) with one live entry per QP (timer_slots_);
-    // entries superseded by an earlier deadline stay until popped or compacted.
+    // Deadlines: a min-heap of (time, order of setting) with at most one entry per QP, its
+    // earliest deadline; an earlier deadline moves the QP's entry up in place (timer_pos_), so
+    // no superseded entries pile up (they did, one per QP context miss: the miss's wait
+    // superseded the QP's ACK timeout, tens of thousands of entries with 16384 QPs).
     struct timer_entry {
         sc_core::sc_time at;
         uint64_t seq;
         uint32_t qpn;
     };
-    struct timer_slot {
-        sc_core::sc_time at;
-        bool live = false;
-    };
-    static bool timer_later(const timer_entry& a, const timer_entry& b) {
-        return a.at != b.at ? a.at > b.at : a.seq > b.seq;
+    static bool timer_before(const timer_entry& a, const timer_entry& b) {
+        return a.at != b.at ? a.at < b.at : a.seq < b.seq;
     }
+    void timer_place(size_t i, const timer_entry& e) {
+        timer_heap_[i] = e;
+        timer_pos_[e.qpn] = uint32_t(i);
+    }
+    void timer_sift_up(size_t i);
+    void timer_sift_down(size_t i);
     std::vector<timer_entry> timer_heap_;
-    std::vector<timer_slot> timer_slots_;  // by QPN
+    std::vector<uint32_t> timer_pos_;  // by QPN: its heap entry, or NIL
     uint64_t timer_seq_ = 0;
     sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_, coalesce_time_;
     uint64_t packet_ps_ = 0, rx_ps_ = 0;  // the same in ps, for the busy counters
