@@ -146,7 +146,7 @@ bool cq_writer::complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_time& dela
     } else {
         ++cqc_misses;
         cqc_cache_.insert(cqn);
-        cqc_dma.read(cqc_base_ + uint64_t(cqn) * sizeof cqc_buf_, &cqc_buf_, sizeof cqc_buf_, delay);
+        cqc_dma.read_timing(cqc_base_ + uint64_t(cqn) * sizeof(hw::cq_context), sizeof(hw::cq_context), delay);
     }
     const uint64_t size = uint64_t(1) << s.log_size;
     // Entries in use = written - consumed (consumer is 24-bit; the ring is smaller).

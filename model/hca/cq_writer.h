@@ -98,7 +98,6 @@ private:
     std::vector<cq_state> cqs_;
     onchip_cache<no_line> cqc_cache_;
     uint64_t cqc_base_ = 0;
-    hw::cq_context cqc_buf_;  // the entry a miss reads (the state itself is in cqs_)
     std::vector<eq_state> eqs_;
     uint64_t msi_addr_ = 0;
     uint32_t msi_data_ = 0;

@@ -21,6 +21,11 @@ public:
     bool read(uint64_t pa, void* dst, uint32_t n, sc_core::sc_time& delay) {
         return transfer(tlm::TLM_READ_COMMAND, pa, dst, n, delay);
     }
+    /// A read whose data the unit does not use (a context cache, which decides timing only):
+    /// timed and counted like read(), but host memory copies nothing (no data pointer).
+    bool read_timing(uint64_t pa, uint32_t n, sc_core::sc_time& delay) {
+        return transfer(tlm::TLM_READ_COMMAND, pa, nullptr, n, delay);
+    }
     bool write(uint64_t pa, const void* src, uint32_t n, sc_core::sc_time& delay) {
         return transfer(tlm::TLM_WRITE_COMMAND, pa, const_cast<void*>(src), n, delay);
     }

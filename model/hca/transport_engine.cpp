@@ -127,7 +127,7 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
       qpc_cache_(1, 1),
       ready_(max_qps),
       resp_ready_(max_qps),
-      timer_slots_(max_qps) {
+      timer_pos_(max_qps, NIL) {
     clock_mhz.range(0, 100000);
     const sc_time clock = unit_period(clock_mhz, hca_clock);
     wqe_queue_depth.range(1, 1024);
@@ -169,7 +169,9 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     sensitive << resp_work_;
     dont_initialize();
     SC_METHOD(timer);
-    sensitive << timer_ev_;
+    sensitive << timer_now_ev_;
+    for (sc_event& e : timer_ev_)
+        sensitive << e;
     dont_initialize();
 }
 
@@ -216,7 +218,7 @@ sc_time transport_engine::qp_context(uint32_t qpn, const sc_time& delay) {
         ++qpc_miss_waits;
         d = *slot - now;
     }
-    qpc_dma.read(qpc_base_ + uint64_t(qpn) * sizeof qpc_buf_, &qpc_buf_, sizeof qpc_buf_, d);
+    qpc_dma.read_timing(qpc_base_ + uint64_t(qpn) * sizeof(hw::qp_context), sizeof(hw::qp_context), d);
     *slot = now + d;
     return d;
 }
@@ -323,7 +325,7 @@ uint64_t transport_engine::qpn_slot_bytes() const {
     // Per QP number (hca.max_qps of them): the record pointer, the ready FIFOs', waiters' and
     // timer slots, and the WQE fetcher's record.
     return qps_.size() * (sizeof(std::unique_ptr<qp>) + sizeof(ready_[0]) + sizeof(resp_ready_[0]) +
-                          sizeof(buffer_waiters_[0]) + sizeof(timer_slot)) +
+                          sizeof(buffer_waiters_[0]) + sizeof(timer_pos_[0])) +
            fetcher_->qp_state_bytes();
 }
 
@@ -463,7 +465,7 @@ void transport_engine::push_send(uint32_t qpn, const send_wqe& w) {
     const uint32_t e = free_head_;
     free_head_ = wqe_next_[e];
     --free_count_;
-    wqe_buffer_[e] = w;
+    wqe_buffer_[e].assign_used(w);
     wqe_next_[e] = NIL;
     if (q.q_tail == NIL)
         q.q_head = e;
@@ -1349,30 +1351,76 @@ void transport_engine::park(qp& q, const sc_time& until) {
 }
 
 void transport_engine::watch(qp& q, const sc_time& at) {
-    // One live heap entry per QP, at its earliest deadline; a later deadline is pushed when
-    // that entry fires (service_timers), an earlier one supersedes it (the old entry is stale).
-    timer_slot& t = timer_slots_[q.qpn];
-    if (t.live && t.at <= at)
-        return;
-    t.live = true;
-    t.at = at;
-    timer_heap_.push_back(timer_entry{at, timer_seq_++, q.qpn});
-    std::push_heap(timer_heap_.begin(), timer_heap_.end(), timer_later);
-    if (timer_heap_.size() > 4096 && timer_heap_.size() > 4 * qps_.size())
-        compact_timers();
+    // One heap entry per QP, at its earliest deadline; a later deadline is set when that
+    // entry fires (service_timers), an earlier one moves the entry up.
+    uint32_t& pos = timer_pos_[q.qpn];
+    if (pos != NIL) {
+        if (timer_heap_[pos].at <= at)
+            return;
+        timer_heap_[pos].at = at;
+        timer_heap_[pos].seq = timer_seq_++;
+        timer_sift_up(pos);
+    } else {
+        timer_heap_.push_back(timer_entry{at, timer_seq_++, q.qpn});
+        timer_sift_up(timer_heap_.size() - 1);
+    }
     const sc_time now = sc_time_stamp();
-    timer_ev_.notify(at > now ? at - now : SC_ZERO_TIME);  // an earlier notification wins
+    if (at > now)
+        wake_timer(at, now);
+    else
+        timer_now_ev_.notify(SC_ZERO_TIME);
 }
 
-void transport_engine::compact_timers() {
-    size_t keep = 0;
-    for (const timer_entry& e : timer_heap_) {
-        const timer_slot& t = timer_slots_[e.qpn];
-        if (t.live && t.at == e.at)
-            timer_heap_[keep++] = e;
+void transport_engine::wake_timer(const sc_time& at, const sc_time& now) {
+    // A notification at or before `now` has fired (timed ones only: they fire when their
+    // time step begins).
+    unsigned idle = TIMER_EVENTS, soonest = 0;
+    for (unsigned i = 0; i < TIMER_EVENTS; ++i) {
+        if (timer_ev_pending_[i] && timer_ev_at_[i] <= now)
+            timer_ev_pending_[i] = false;
+        if (!timer_ev_pending_[i]) {
+            if (idle == TIMER_EVENTS)
+                idle = i;
+            continue;
+        }
+        if (timer_ev_at_[i] <= at)
+            return;  // the method runs by then anyway
+        if (timer_ev_at_[soonest] > timer_ev_at_[i] || !timer_ev_pending_[soonest])
+            soonest = i;
     }
-    timer_heap_.resize(keep);
-    std::make_heap(timer_heap_.begin(), timer_heap_.end(), timer_later);
+    const unsigned i = idle != TIMER_EVENTS ? idle : soonest;
+    timer_ev_[i].notify(at - now);  // on a pending one: replaces it (an earlier notification wins)
+    timer_ev_at_[i] = at;
+    timer_ev_pending_[i] = true;
+}
+
+void transport_engine::timer_sift_up(size_t i) {
+    const timer_entry e = timer_heap_[i];
+    while (i > 0) {
+        const size_t parent = (i - 1) / 2;
+        if (!timer_before(e, timer_heap_[parent]))
+            break;
+        timer_place(i, timer_heap_[parent]);
+        i = parent;
+    }
+    timer_place(i, e);
+}
+
+void transport_engine::timer_sift_down(size_t i) {
+    const size_t n = timer_heap_.size();
+    const timer_entry e = timer_heap_[i];
+    for (;;) {
+        size_t child = 2 * i + 1;
+        if (child >= n)
+            break;
+        if (child + 1 < n && timer_before(timer_heap_[child + 1], timer_heap_[child]))
+            ++child;
+        if (!timer_before(timer_heap_[child], e))
+            break;
+        timer_place(i, timer_heap_[child]);
+        i = child;
+    }
+    timer_place(i, e);
 }
 
 // The QPs whose earliest deadline has come, in deadline order: RNR wait or WQE fetch over,
@@ -1380,17 +1428,19 @@ void transport_engine::compact_timers() {
 void transport_engine::timer() {
     const sc_time now = sc_time_stamp();
     while (!timer_heap_.empty() && timer_heap_.front().at <= now) {
-        const timer_entry e = timer_heap_.front();
-        std::pop_heap(timer_heap_.begin(), timer_heap_.end(), timer_later);
-        timer_heap_.pop_back();
-        timer_slot& t = timer_slots_[e.qpn];
-        if (!t.live || t.at != e.at)
-            continue;  // superseded by an earlier deadline
-        t.live = false;
-        service_timers(qps_[e.qpn], now);
+        const uint32_t qpn = timer_heap_.front().qpn;
+        timer_pos_[qpn] = NIL;
+        if (timer_heap_.size() > 1) {
+            timer_place(0, timer_heap_.back());
+            timer_heap_.pop_back();
+            timer_sift_down(0);
+        } else {
+            timer_heap_.pop_back();
+        }
+        service_timers(qps_[qpn], now);
     }
     if (!timer_heap_.empty())
-        timer_ev_.notify(timer_heap_.front().at - now);
+        wake_timer(timer_heap_.front().at, now);
 }
 
 void transport_engine::service_timers(qp& q, const sc_time& now) {

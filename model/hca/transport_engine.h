@@ -338,8 +338,6 @@ private:
     void watch(qp& q, const sc_core::sc_time& at);
     /// Handles the QP's deadlines that have come; watches the next one.
     void service_timers(qp& q, const sc_core::sc_time& now);
-    /// Drops superseded heap entries (when they outnumber the QPs).
-    void compact_timers();
 
     // responder
     /// What a request opcode's low five bits say (the same for RC and UC).
@@ -449,13 +447,25 @@ private:
     size_t waiters_head_ = 0, waiters_count_ = 0;
     onchip_cache<no_line> qpc_cache_;
     uint64_t qpc_base_ = 0;
-    hw::qp_context qpc_buf_;  // the entry a miss reads (the state itself is in qps_)
     std::vector<sc_core::sc_time> miss_free_;  // when each miss slot is free again
     std::vector<uint32_t> ready_, resp_ready_;
     uint32_t resume_qpn_ = NIL;  // the QP the requester waited for (port backpressure or its WQE)
     uint32_t resume_resp_qpn_ = NIL;  // the QP the response method waited for (port backpressure)
     size_t ready_head_ = 0, ready_count_ = 0, resp_head_ = 0, resp_count_ = 0;
-    sc_core::sc_event tx_work_, resp_work_, timer_ev_;
+    sc_core::sc_event tx_work_, resp_work_;
+    // The timer method's wake-ups. SystemC keeps a notification that an earlier one replaced
+    // in its event queue until its time comes, so one event re-notified earlier on every
+    // context miss (a deadline microseconds ahead while the pending notification was a local
+    // ACK timeout tens of milliseconds ahead) grew the kernel's queue by one dead entry per
+    // miss. Several events instead: a wake-up is added on an idle one, and only when all are
+    // pending is the soonest of them moved (its dead entry is popped soon).
+    static constexpr unsigned TIMER_EVENTS = 4;
+    sc_core::sc_event timer_now_ev_;                 // deadlines already due: the next delta
+    sc_core::sc_event timer_ev_[TIMER_EVENTS];
+    sc_core::sc_time timer_ev_at_[TIMER_EVENTS];     // when each pending one fires
+    bool timer_ev_pending_[TIMER_EVENTS] = {};
+    /// The timer method runs at `at` (or earlier).
+    void wake_timer(const sc_core::sc_time& at, const sc_core::sc_time& now);
     /// Atomics in flight at host memory: one on the same 8-byte word starts only after the
     /// previous one's read-modify-write completed (real HCAs serialise them the same way).
     struct atomic_busy {
@@ -464,22 +474,26 @@ private:
     };
     atomic_busy atomic_busy_[MAX_RD_ATOMIC];
     size_t atomic_next_ = 0;
-    // Deadlines: a min-heap of (time, push order) with one live entry per QP (timer_slots_);
-    // entries superseded by an earlier deadline stay until popped or compacted.
+    // Deadlines: a min-heap of (time, order of setting) with at most one entry per QP, its
+    // earliest deadline; an earlier deadline moves the QP's entry up in place (timer_pos_), so
+    // no superseded entries pile up (they did, one per QP context miss: the miss's wait
+    // superseded the QP's ACK timeout, tens of thousands of entries with 16384 QPs).
     struct timer_entry {
         sc_core::sc_time at;
         uint64_t seq;
         uint32_t qpn;
     };
-    struct timer_slot {
-        sc_core::sc_time at;
-        bool live = false;
-    };
-    static bool timer_later(const timer_entry& a, const timer_entry& b) {
-        return a.at != b.at ? a.at > b.at : a.seq > b.seq;
+    static bool timer_before(const timer_entry& a, const timer_entry& b) {
+        return a.at != b.at ? a.at < b.at : a.seq < b.seq;
     }
+    void timer_place(size_t i, const timer_entry& e) {
+        timer_heap_[i] = e;
+        timer_pos_[e.qpn] = uint32_t(i);
+    }
+    void timer_sift_up(size_t i);
+    void timer_sift_down(size_t i);
     std::vector<timer_entry> timer_heap_;
-    std::vector<timer_slot> timer_slots_;  // by QPN
+    std::vector<uint32_t> timer_pos_;  // by QPN: its heap entry, or NIL
     uint64_t timer_seq_ = 0;
     sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_, coalesce_time_;
     uint64_t packet_ps_ = 0, rx_ps_ = 0;  // the same in ps, for the busy counters

@@ -193,7 +193,8 @@ bool host_memory::access(tlm::tlm_generic_payload& gp, const sc_time& delay, boo
     }
     switch (gp.get_command()) {
     case tlm::TLM_READ_COMMAND:
-        copy_out(addr, gp.get_data_ptr(), n);
+        if (gp.get_data_ptr())  // none: a timing-only read (dma_port::read_timing)
+            copy_out(addr, gp.get_data_ptr(), n);
         if (count) {
             ++reads;
             bytes_read += n;

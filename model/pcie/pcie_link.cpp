@@ -324,6 +324,7 @@ void pcie_link::post_write(uint64_t addr, const uint8_t* data, uint32_t len, con
     if (w.data.size() < len)
         w.data.resize(len);
     std::memcpy(w.data.data(), data, len);
+    filter_count(addr, len, 1);
     heap_.push_back(slot);
     std::push_heap(heap_.begin(), heap_.end(), [this](size_t a, size_t b) { return heap_less(a, b); });
     land_ev_.notify(slots_[heap_.front()].at - sc_time_stamp());
@@ -342,6 +343,7 @@ void pcie_link::land(size_t slot) {
     upstream_out->b_transport(land_gp_, d);
     if (land_gp_.is_response_error() && ++dma_write_errors)
         SC_REPORT_WARNING(name(), ("posted DMA write to 0x" + std::to_string(w.addr) + " failed at host memory").c_str());
+    filter_count(w.addr, w.len, uint32_t(-1));
     free_slots_.push_back(slot);
 }
 
@@ -360,6 +362,13 @@ void pcie_link::land_due() {
 void pcie_link::land_overlapping(uint64_t addr, uint64_t len) {
     if (heap_.empty())
         return;
+    if (len && ((addr + len - 1) >> 12) - (addr >> 12) < 64) {
+        bool maybe = false;
+        for (uint64_t p = addr >> 12, last = (addr + len - 1) >> 12; p <= last && !maybe; ++p)
+            maybe = pending_pages_[filter_slot(p)] != 0;
+        if (!maybe)
+            return;
+    }
     // Land, in posting order, every pending write that overlaps [addr, addr+len), and every
     // earlier write to the same bytes is already ahead of it in that order.
     bool any = false;
