@@ -8,7 +8,9 @@
 HCASIM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # Debian bookworm packages: SystemC 2.3.4 (pkg-config only), Verilator 5.006, Boost
-# program_options, GoogleTest, nlohmann/json, gnuplot (hcasim --report's plots), and the toolchain.
+# program_options, GoogleTest, nlohmann/json, gnuplot (hcasim --report's plots), tshark (the
+# tests dissect hcasim --pcap captures with it; DEBIAN_FRONTEND=noninteractive answers
+# wireshark-common's capture-permission question with its default), and the toolchain.
 HCASIM_PACKAGES=(
     libsystemc-dev
     verilator
@@ -24,6 +26,7 @@ HCASIM_PACKAGES=(
     make
     time
     gnuplot-nox
+    tshark
 )
 
 hcasim_log() { printf '[hcasim] %s\n' "$*" >&2; }

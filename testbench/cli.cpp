@@ -153,6 +153,9 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         ("waves", po::value<std::string>(), "write the P_Key checker RTL's pins to FILE as FST (GTKWave), for the nodes that "
                                             "run it (--set hca.pkey_checker.impl=rtl|both); same as --set "
                                             "hca.pkey_checker.waves=FILE (docs/cosim.md)")
+        ("pcap", po::value<std::string>(), "write one wire capture per cable to DIR/link<N>.pcap (and DIR/link_sm.pcap), "
+                                           "every packet from LRH through VCRC with its simulated time, for "
+                                           "Wireshark/tshark (docs/traces.md)")
         ("seed", po::value<std::string>(), "run seed (default 1); also seeds link fault injection (link.seed)")
         ("verify", "check every destination byte and completion; exit 1 on the first mismatch")
         ("atomic", po::value<std::string>(), "atomic_lat/atomic_rate operation: fetch_add|cmp_swap (default fetch_add)")
@@ -266,6 +269,16 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         if (o.waves.empty()) throw config_error("--waves: expected a file name");
         if (o.waves.size() >= 4 && o.waves.compare(o.waves.size() - 4, 4, ".vcd") == 0)
             throw config_error("--waves: '" + o.waves + "': hcasim writes FST (GTKWave opens it); name the file .fst");
+    }
+    if (vm.count("pcap")) {
+        o.pcap_dir = vm["pcap"].as<std::string>();
+        if (o.pcap_dir.empty()) throw config_error("--pcap: expected a directory");
+        if (o.workload == "qp_scale" || !o.sweep_qps.empty())
+            throw config_error("--pcap captures one simulation; qp_scale and --sweep qps run one per point (run each "
+                               "QP count on its own)");
+        if (o.workload == "attack_suite" || o.workload.rfind("dma_", 0) == 0 || vm.count("bench-events"))
+            throw config_error("--pcap: " + (o.workload.empty() ? std::string("--bench-events") : o.workload) +
+                               " sends nothing over an InfiniBand cable (nothing to capture)");
     }
     if (vm.count("seed"))
         o.seed = option_uint("seed", vm["seed"].as<std::string>(), 0, std::numeric_limits<uint64_t>::max());

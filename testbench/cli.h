@@ -35,6 +35,7 @@ struct run_options {
     std::string record;                ///< --record FILE: verbs-level trace of the run; empty = none
     std::string timeline;              ///< --timeline FILE: Chrome trace-event JSON of the run; empty = none
     std::string waves;                 ///< --waves FILE: FST of the P_Key checker RTL's pins; empty = none
+    std::string pcap_dir;              ///< --pcap DIR: one wire capture per cable (docs/traces.md); empty = none
 };
 
 /// Parses argv. Prints usage to `help_out` on --help. Throws config_error (one line) on bad input.

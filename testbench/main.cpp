@@ -55,6 +55,7 @@ run_spec make_spec(const run_options& o) {
     spec.atomic = o.atomic;
     spec.record = o.record;
     spec.timeline = o.timeline;
+    spec.pcap_dir = o.pcap_dir;
     if (o.workload.empty()) {
         // The demo: latency and bandwidth from 2 B to 1 MiB, as `perftest -a` would sweep.
         const auto sizes = o.sizes_given ? o.sizes : sweep(2, 1u << 20);

@@ -2332,6 +2332,8 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
         if (waves && !rtl)
             throw config_error("hca.pkey_checker.waves (--waves): no node runs the P_Key checker's RTL "
                                "(set hca.pkey_checker.impl=rtl or both)");
+        if (!spec.pcap_dir.empty())
+            m->capture_to(spec.pcap_dir);
     }
     const auto wall0 = std::chrono::steady_clock::now();
     sc_start();
@@ -2343,6 +2345,13 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
                 counters[c->key()] = c->value();
         rec->end([&](unsigned node, uint64_t va, uint8_t* dst, uint64_t n) { app->read_mem(node, va, dst, n); }, counters);
         rec.reset();
+    }
+    if (m && !m->captures().empty()) {
+        if (const std::string e = m->close_captures(); !e.empty())
+            throw config_error(e);
+        std::cout << " pcap:";
+        for (const auto& c : m->captures()) std::cout << " " << c->path() << " (" << c->packets() << " packets)";
+        std::cout << "\n";
     }
     if (m)
         for (size_t i = 0; i < m->size(); ++i)

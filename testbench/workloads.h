@@ -33,6 +33,7 @@ struct run_spec {
     std::string atomic = "fetch_add";  ///< atomic_lat/atomic_rate operation: fetch_add|cmp_swap
     std::string record;             ///< --record: write a verbs-level trace of the run here ("": none)
     std::string timeline;           ///< --timeline: write a Chrome trace-event timeline here ("": none)
+    std::string pcap_dir;           ///< --pcap: capture every cable into this directory; empty = none
 };
 
 /// A run that could not complete (a completion error, a stall); the message says which.

@@ -53,6 +53,13 @@ void ib_switch::set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_t
         lid_to_port_[lid + k] = int(p);
 }
 
+void ib_switch::capture_to(unsigned p, wire_capture* w, unsigned dir) {
+    if (p >= ports_.size())
+        SC_REPORT_ERROR(name(), ("capture_to: no port " + std::to_string(p)).c_str());
+    ports_[p]->capture = w;
+    ports_[p]->capture_dir = dir;
+}
+
 void ib_switch::join_mcast(uint16_t mlid, unsigned p) {
     if (mlid < 0xC000 || mlid == 0xFFFF || p >= ports_.size())
         return;
@@ -145,6 +152,8 @@ void ib_switch::forward() {
             slot& s = *o.ring[o.head];
             sc_time start = o.free_at > now ? o.free_at : now;
             o.free_at = start + ps_time(double(s.pkt.len) * o.ps_per_byte);
+            if (o.capture)
+                o.capture->record(o.capture_dir, start, s.pkt.bytes, s.pkt.len, s.crc);
             gp_.set_data_ptr(s.pkt.bytes);
             gp_.set_data_length(s.pkt.len);
             gp_.set_streaming_width(s.pkt.len);

@@ -19,6 +19,7 @@
 #include "model/core/stats.h"
 #include "model/fabric/fault_injector.h"
 #include "model/fabric/packet.h"
+#include "model/fabric/wire_capture.h"
 
 namespace hcasim {
 
@@ -45,6 +46,9 @@ public:
     /// counted per port: a port stays a member until it left as often as it joined).
     void join_mcast(uint16_t mlid, unsigned p);
     void leave_mcast(uint16_t mlid, unsigned p);
+    /// --pcap: records what port `p` sends into `w` as direction `dir`, before the cable's
+    /// faults, at the time its first bit leaves the port. nullptr: no capture (the default).
+    void capture_to(unsigned p, wire_capture* w, unsigned dir);
     /// Fault injection on what port `p` sends (counters `out<p>.dropped` ...).
     const fault_injector& faults(unsigned p) const { return ports_.at(p)->faults; }
 
@@ -63,6 +67,8 @@ private:
     struct out_port {
         explicit out_port(const std::string& prefix) : faults(prefix) {}
         fault_injector faults;
+        wire_capture* capture = nullptr;  // --pcap
+        unsigned capture_dir = 1;
         double ps_per_byte = 80.0;
         sc_core::sc_time propagation, free_at;
         // The output queue: `count` slots from `head` (empty ring: the port has no route). The

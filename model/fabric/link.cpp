@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "model/core/sim_time.h"
+
 namespace hcasim {
 
 static const char* const speed_names[] = {"sdr", "ddr", "qdr", "fdr", "edr", "hdr", "ndr"};
@@ -79,8 +81,22 @@ unsigned link::speed_code() const {
 
 double link::data_rate_gbps() const { return lane_data_rate_gbps(speed) * width; }
 
+void link::capture_to(wire_capture* w, unsigned dir, double rate_gbps) {
+    capture_ = w;
+    capture_dir_ = dir;
+    capture_ps_per_byte_ = 8000.0 / rate_gbps;  // as the sending port computes its serialisation
+}
+
 void link::b_transport(tlm::tlm_generic_payload& gp, sc_core::sc_time& delay) {
     ++packets;
+    if (capture_) {
+        // `delay`: the last bit leaves the sender; the first left one serialisation earlier.
+        const uint32_t len = gp.get_data_length();
+        const sc_core::sc_time last = sc_core::sc_time_stamp() + delay;
+        const sc_core::sc_time serialise = ps_time(double(len) * capture_ps_per_byte_);
+        capture_->record(capture_dir_, last > serialise ? last - serialise : sc_core::SC_ZERO_TIME,
+                         gp.get_data_ptr(), len, crc_state_of(gp));
+    }
     delay += prop_;
     faults.carry(gp, delay, *out[0]);
 }

@@ -15,6 +15,7 @@
 #include "model/core/param.h"
 #include "model/core/stats.h"
 #include "model/fabric/fault_injector.h"
+#include "model/fabric/wire_capture.h"
 
 namespace hcasim {
 
@@ -50,10 +51,18 @@ public:
     /// Speed code as reported by QUERY_PORT (0 sdr .. 6 ndr).
     unsigned speed_code() const;
 
+    /// --pcap: records every packet this direction carries into `w` as direction `dir`, as
+    /// the sender transmitted it (before the cable's faults), its first bit's time computed
+    /// at the active data rate `rate_gbps`. nullptr: no capture (the default).
+    void capture_to(wire_capture* w, unsigned dir, double rate_gbps);
+
 private:
     void b_transport(tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
     void release_held();
     sc_core::sc_time prop_;
+    wire_capture* capture_ = nullptr;
+    unsigned capture_dir_ = 0;
+    double capture_ps_per_byte_ = 80.0;
     sc_core::sc_event release_;  // a packet held for reordering is due
 };
 

@@ -38,6 +38,8 @@ int subnet_manager::transact(unsigned node, wire::smp& req, wire::smp* resp) {
     const sc_time now = sc_time_stamp();
     sc_time start = wire_free_ > now ? wire_free_ : now;
     wire_free_ = start + sc_time(double(tx_pkt_.len) * 8000.0 / rate_gbps, SC_PS);
+    if (capture_)
+        capture_->record(0, start, tx_pkt_.bytes, tx_pkt_.len, crc_state::sealed);
     sc_time delay = wire_free_ - now + sc_time(propagation_ns.get(), SC_NS);
     gp_.set_address(0);
     gp_.set_data_ptr(tx_pkt_.bytes);

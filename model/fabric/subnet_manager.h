@@ -21,6 +21,7 @@
 #include "model/core/param.h"
 #include "model/core/stats.h"
 #include "model/fabric/packet.h"
+#include "model/fabric/wire_capture.h"
 #include "tlm_if/wire/mad.h"
 
 namespace hcasim {
@@ -72,10 +73,15 @@ public:
     /// Notified when a trap arrives.
     sc_core::sc_event trap_event;
 
+    /// --pcap: records what the SM sends into `w` as direction 0, at the time its first bit
+    /// leaves. nullptr: no capture (the default).
+    void capture_to(wire_capture* w) { capture_ = w; }
+
 private:
     void rx_b_transport(tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
 
     uint16_t lid_ = 0;
+    wire_capture* capture_ = nullptr;
     std::map<unsigned, uint16_t> node_lid_;
     std::map<std::pair<unsigned, unsigned>, std::array<uint16_t, wire::PKEYS_PER_BLOCK>> shadow_;  // (node, block)
     uint64_t next_tid_ = 1;

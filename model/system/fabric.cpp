@@ -1,6 +1,7 @@
 #include "model/system/fabric.h"
 
 #include <algorithm>
+#include <filesystem>
 
 namespace hcasim {
 
@@ -99,6 +100,44 @@ machine::machine() {
             hosts[i]->adapter.set_sm_lid(sm_lid);
         }
     }
+}
+
+void machine::capture_to(const std::string& dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec || !std::filesystem::is_directory(dir))
+        throw config_error("--pcap: cannot create directory '" + dir + "'" + (ec ? ": " + ec.message() : ""));
+    auto open = [&](const std::string& file) {
+        captures_.push_back(std::make_unique<wire_capture>((std::filesystem::path(dir) / file).string()));
+        return captures_.back().get();
+    };
+    if (!net.has_switch()) {
+        // One cable: direction 0 what node 0 sends, 1 what node 1 sends.
+        wire_capture* w = open("link0.pcap");
+        hosts[0]->cable.capture_to(w, 0, hosts[0]->adapter.port0.rate_gbps());
+        hosts[1]->cable.capture_to(w, 1, hosts[1]->adapter.port0.rate_gbps());
+        return;
+    }
+    for (unsigned i = 0; i < hosts.size(); ++i) {
+        wire_capture* w = open("link" + std::to_string(i) + ".pcap");
+        hosts[i]->cable.capture_to(w, 0, hosts[i]->adapter.port0.rate_gbps());
+        net.sw->capture_to(i, w, 1);
+    }
+    if (net.has_sm()) {
+        wire_capture* w = open("link_sm.pcap");
+        net.sm->capture_to(w);
+        net.sw->capture_to(unsigned(hosts.size()), w, 1);
+    }
+}
+
+std::string machine::close_captures() {
+    std::string failed;
+    for (auto& c : captures_) {
+        const std::string e = c->close();
+        if (failed.empty())
+            failed = e;
+    }
+    return failed;
 }
 
 }  // namespace hcasim

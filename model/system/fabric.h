@@ -10,6 +10,7 @@
 #include "model/core/param.h"
 #include "model/fabric/ib_switch.h"
 #include "model/fabric/subnet_manager.h"
+#include "model/fabric/wire_capture.h"
 #include "model/system/node.h"
 
 namespace hcasim {
@@ -38,6 +39,21 @@ public:
     std::vector<std::unique_ptr<node>> hosts;
     node& at(unsigned i) { return *hosts.at(i); }
     size_t size() const { return hosts.size(); }
+
+    /// --pcap: captures every cable into directory `dir` (created if missing; docs/traces.md):
+    /// `link<N>.pcap` for node N's cable (back to back: `link0.pcap`, the one cable between
+    /// node 0 and node 1) and `link_sm.pcap` for the subnet manager's. Direction 0 of each
+    /// file is what node N (node 0, the SM) sends. Throws config_error if the directory or a
+    /// file cannot be created. Call before the simulation starts.
+    void capture_to(const std::string& dir);
+    /// Writes what the captures hold back and closes them; returns an empty string or what
+    /// failed. Idempotent (the destructor closes too, losing errors).
+    std::string close_captures();
+    /// The open captures, in file order.
+    const std::vector<std::unique_ptr<wire_capture>>& captures() const { return captures_; }
+
+private:
+    std::vector<std::unique_ptr<wire_capture>> captures_;
 };
 
 }  // namespace hcasim
