@@ -17,6 +17,7 @@
 
 #include "model/core/param.h"
 #include "model/core/stats.h"
+#include "model/core/timeline.h"
 #include "model/system/fabric.h"
 #include "testbench/host_software.h"
 #include "testbench/verbs_trace.h"
@@ -1031,6 +1032,8 @@ int replay_main(int argc, const char* const* argv) {
         ("update", "run the trace and write its outcome back into FILE (freezes a hand-written trace, or refreshes "
                    "one after an intended change)")
         ("record", po::value<std::string>(), "write the replay's own trace (calls and outcomes) to this file")
+        ("pcap", po::value<std::string>(), "also write one wire capture per cable into this directory (docs/traces.md)")
+        ("timeline", po::value<std::string>(), "also write the replay's timeline (Chrome trace-event JSON) to this file")
         ("config,c", po::value<std::vector<std::string>>()->composing(), "load an INI file after the trace's configuration")
         ("set,s", po::value<std::vector<std::string>>()->composing(), "override one key after the trace's configuration")
         ("file", po::value<std::string>(), "the trace");
@@ -1085,6 +1088,7 @@ int replay_main(int argc, const char* const* argv) {
     std::unique_ptr<machine> m;
     std::unique_ptr<trace::recorder> rec;
     std::unique_ptr<replayer> app;
+    std::unique_ptr<timeline> tl;
     const std::string out_path = update ? path + ".new" : record.empty() ? "/dev/null" : record;
     try {
         t = load(path);
@@ -1103,6 +1107,15 @@ int replay_main(int argc, const char* const* argv) {
             throw trace_error(path + ": the trace has " + std::to_string(t.nodes) + " nodes, its configuration makes " +
                               std::to_string(m->size()));
         rec = std::make_unique<trace::recorder>(out_path, t.nodes);
+        if (vm.count("pcap"))
+            m->capture_to(vm["pcap"].as<std::string>());
+        if (vm.count("timeline")) {
+            tl = std::make_unique<timeline>(vm["timeline"].as<std::string>());
+            for (unsigned i = 0; i < t.nodes; ++i) {
+                m->at(i).adapter.set_timeline(tl.get(), i);
+                m->at(i).pcie.set_timeline(tl.get(), i);
+            }
+        }
         app = std::make_unique<replayer>("replay", *m, t, *rec, timing == "recorded", tolerance);
         b.check_unused();
         // The trace's own header, with the effective configuration of the machine.
@@ -1139,6 +1152,16 @@ int replay_main(int argc, const char* const* argv) {
     }
     app->compare_end(memory);
     rec.reset();
+    tl.reset();
+    if (!m->captures().empty()) {
+        if (const std::string e = m->close_captures(); !e.empty()) {
+            std::cerr << "hcasim: error: replay: " << e << "\n";
+            return 2;
+        }
+        std::printf(" pcap:");
+        for (const auto& c : m->captures()) std::printf(" %s (%llu packets)", c->path().c_str(), static_cast<unsigned long long>(c->packets()));
+        std::printf("\n");
+    }
     if (!app->finished && app->diffs.empty())
         app->diffs.push_back({"run", path + ": the replay stopped before its last call"});
     std::printf("replay: %s: %zu calls, %zu completions, %zu events recorded", path.c_str(), app->calls_run,

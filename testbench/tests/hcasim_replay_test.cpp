@@ -80,6 +80,15 @@ TEST(HcasimReplay, a_hand_written_trace_runs_is_frozen_by_update_and_then_replay
     EXPECT_NE(r.out.find("equal to the recording"), std::string::npos) << r.out;
     r = run_hcasim("replay --timing recorded --time-tolerance 0% '" + f + "'", "recorded");
     EXPECT_EQ(r.code, 0) << r.out << r.err;
+    // A replay can capture the wire and write a timeline like any run.
+    const std::string dir = tmp("pcap"), tl = tmp("timeline.json");
+    r = run_hcasim("replay '" + f + "' --pcap '" + dir + "' --timeline '" + tl + "'", "capture");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find(" pcap: " + dir + "/link0.pcap (3 packets)"), std::string::npos) << r.out;  // 2 data + 1 ACK
+    EXPECT_NE(slurp(tl).find("\"RC WRITE_FIRST\""), std::string::npos);
+    std::remove((dir + "/link0.pcap").c_str());
+    std::remove(dir.c_str());
+    std::remove(tl.c_str());
     std::remove(f.c_str());
 }
 
