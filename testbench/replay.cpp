@@ -1026,8 +1026,9 @@ int replay_main(int argc, const char* const* argv) {
     desc.add_options()
         ("help,h", "print this help and exit")
         ("timing", po::value<std::string>()->default_value("asap"),
-         "recorded: issue each call at its recorded time (or as soon after as the previous calls allow); "
-         "asap: one after the other, as fast as they complete")
+         "asap: each node's calls in trace order, a call once the calls before it (any node) have returned, or "
+         "for waiting calls (poll_cq, wait_byte, sleep) started; recorded: each call at its recorded time, once "
+         "the calls before it have started")
         ("time-tolerance", po::value<std::string>(), "also compare the times completions were polled: P% of the recorded time")
         ("update", "run the trace and write its outcome back into FILE (freezes a hand-written trace, or refreshes "
                    "one after an intended change)")
