@@ -248,8 +248,7 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     if (vm.count("record")) {
         o.record = vm["record"].as<std::string>();
         if (o.record.empty()) throw config_error("--record: expected a file name");
-        static const char* const unrecordable[] = {"mr_scale", "qp_scale", "mcast_bw", "attack_suite", "dma_read_bw",
-                                                   "dma_write_bw"};
+        static const char* const unrecordable[] = {"mr_scale", "qp_scale", "attack_suite", "dma_read_bw", "dma_write_bw"};
         for (const char* w : unrecordable)
             if (o.workload == w)
                 throw config_error("--record: " + o.workload + " cannot be recorded (traces/README.md lists the "

@@ -66,6 +66,7 @@ const std::vector<call_spec>& calls() {
         {"modify_qp", nullptr, {{"qp", "qp"}}, {}},
         {"destroy_qp", nullptr, {{"qp", "qp"}}, {}},
         {"create_ah", "ah", {{"pd", "pd"}}, {}},
+        {"attach_mcast", nullptr, {{"qp", "qp"}}, {}},
         {"post_send", nullptr, {{"qp", "qp"}}, {}},
         {"post_recv", nullptr, {{"qp", "qp"}}, {}},
         {"post_srq_recv", nullptr, {{"srq", "srq"}}, {}},
@@ -265,6 +266,8 @@ trace_file load(const std::string& path) {
                 }
             }
         }
+        if (cn == "attach_mcast" && (!j.contains("gid") || !j.contains("lid")))
+            fail("attach_mcast needs \"gid\" and \"lid\"");
         if (cn == "poll_cq" && !j.contains("wc") && !j.contains("count"))
             fail("poll_cq needs \"count\" (completions to wait for) or the recorded \"wc\"");
         if (cn == "modify_qp") {
@@ -317,7 +320,8 @@ trace_file load(const std::string& path) {
             "value", "timeout_ns", "ns", "count", "byte", "seed", "key", "dlid", "dest_node", "sl", "t_ps", "addr",
             "lkey", "rkey", "remote_qpn", "remote_qkey", "invalidate_rkey", "pkey_index", "port_num", "qkey", "path_mtu",
             "dest_qp_num", "rq_psn", "sq_psn", "max_rd_atomic", "max_dest_rd_atomic", "min_rnr_timer", "timeout",
-            "retry_cnt", "rnr_retry", "max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data"};
+            "retry_cnt", "rnr_retry", "max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data",
+            "lid", "hop_limit"};
         std::function<void(const json&)> check_types = [&](const json& o) {
             if (o.is_array()) {
                 for (const json& e : o) check_types(e);
@@ -335,6 +339,11 @@ trace_file load(const std::string& path) {
                                         std::string::npos;
                     if (!ok)
                         fail(cn + ": \"hex\" must be a string of hex digit pairs, got " + kv.value().dump());
+                }
+                if (kv.key() == "gid" || kv.key() == "dgid") {
+                    ibv_gid g{};
+                    if (!kv.value().is_string() || !trace::gid_of(kv.value().get<std::string>(), &g))
+                        fail(cn + ": \"" + kv.key() + "\" must be a GID of 32 hex digits, got " + kv.value().dump());
                 }
                 if (kv.key() != "wc" && kv.key() != "ret")
                     check_types(kv.value());
@@ -742,10 +751,21 @@ private:
             a.dlid = j.contains("dlid") ? j["dlid"].get<uint16_t>() : lid_of(j.value("dest_node", 0u));
             a.sl = j.value("sl", uint8_t(0));
             a.port_num = 1;
+            if (j.contains("dgid")) {  // a global route (multicast needs it)
+                a.is_global = 1;
+                trace::gid_of(j["dgid"], &a.grh.dgid);
+                a.grh.hop_limit = j.value("hop_limit", uint8_t(1));
+            }
             ibv_ah* ah = ibv_create_ah(o.pd[j["pd"].get<std::string>()], &a);
             const json r = created(ah, "ah");
             if (ah)
                 o.ah[r] = ah;
+            expect(s, "ret", r);
+            out["ret"] = r;
+        } else if (call == "attach_mcast") {
+            ibv_gid g{};
+            trace::gid_of(j["gid"], &g);
+            const int r = ibv_attach_mcast(o.qp[j["qp"].get<std::string>()], &g, j["lid"].get<uint16_t>());
             expect(s, "ret", r);
             out["ret"] = r;
         } else if (call == "post_send") {

@@ -46,6 +46,24 @@ json effective_config() {
     return c;
 }
 
+std::string gid_hex(const ibv_gid& g) {
+    static const char* const d = "0123456789abcdef";
+    std::string h;
+    for (uint8_t b : g.raw) {
+        h += d[b >> 4];
+        h += d[b & 15];
+    }
+    return h;
+}
+
+bool gid_of(const std::string& hex, ibv_gid* g) {
+    if (hex.size() != 32 || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+        return false;
+    for (size_t i = 0; i < 16; ++i)
+        g->raw[i] = uint8_t(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+    return true;
+}
+
 namespace {
 
 struct named {

@@ -33,6 +33,10 @@ constexpr int FORMAT_VERSION = 1;
 /// value differs between nodes appear per node.
 json effective_config();
 
+/// A GID as 32 hex digits, and back (false unless exactly 32 hex digits).
+std::string gid_hex(const verbs::ibv_gid& g);
+bool gid_of(const std::string& hex, verbs::ibv_gid* g);
+
 /// "fnv1a64:<16 hex digits>" of the bytes.
 std::string digest(const uint8_t* p, size_t n);
 

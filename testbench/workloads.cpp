@@ -648,7 +648,12 @@ private:
                     fail(node + ": ibv_modify_qp to RTS failed (" + std::to_string(rc) + ")");
                 if (mcast_ && i > 0) {
                     const ibv_gid g = mcast_gid(q);
-                    if (const int rc = ibv_attach_mcast(s.qps[q], &g, uint16_t(mcast_mlid + q)))
+                    const sc_time t0 = sc_time_stamp();
+                    const int arc = ibv_attach_mcast(s.qps[q], &g, uint16_t(mcast_mlid + q));
+                    if (rec_)
+                        rec_->call(i, "attach_mcast", {{"qp", rec_->name_of(i, s.qps[q])}, {"gid", trace::gid_hex(g)},
+                                                       {"lid", mcast_mlid + q}, {"ret", arc}}, t0);
+                    if (const int rc = arc)
                         fail(node + ": ibv_attach_mcast of QP " + std::to_string(q) + " failed (" + std::to_string(rc) +
                              "; each QP has a group of its own: at most hca.mcast_table.max_groups QPs)");
                 }
@@ -858,7 +863,11 @@ private:
                 a.is_global = 1;
                 a.grh.dgid = mcast_gid(q);
                 a.grh.hop_limit = 1;
+                const sc_time t0 = sc_time_stamp();
                 ibv_ah* ah = ibv_create_ah(s.pd, &a);
+                if (rec_ && ah)
+                    rec_->call(i, "create_ah", {{"pd", "pd0"}, {"dlid", a.dlid}, {"sl", a.sl}, {"dgid", trace::gid_hex(a.grh.dgid)},
+                                                {"hop_limit", a.grh.hop_limit}, {"ret", rec_->add(i, ah, "ah")}}, t0);
                 if (!ah)
                     fail("node0: ibv_create_ah for multicast group " + std::to_string(q) + " failed (errno " +
                          std::to_string(errno) + ")");

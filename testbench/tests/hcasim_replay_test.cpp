@@ -139,6 +139,9 @@ TEST(HcasimReplay, bad_traces_are_refused_with_file_and_line_before_anything_run
         {"bad_hex", std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": 64, \"ret\": \"buf0\"}\n" +
                         "{\"node\": 0, \"call\": \"fill\", \"buf\": \"buf0\", \"hex\": \"abc\"}\n",
          ":3: fill: \"hex\" must be a string of hex digit pairs, got \"abc\""},
+        {"bad_gid", std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc_pd\", \"ret\": \"pd0\"}\n" +
+                        "{\"node\": 0, \"call\": \"create_ah\", \"pd\": \"pd0\", \"dlid\": 49153, \"dgid\": \"ff12\", \"ret\": \"ah0\"}\n",
+         ":3: create_ah: \"dgid\" must be a GID of 32 hex digits, got \"ff12\""},
         {"bad_key", "{\"hcasim_trace\": 1, \"config\": {\"pcie.lanez\": \"8\"}}\n",
          ": unknown configuration key 'pcie.lanez' ("},
     };
