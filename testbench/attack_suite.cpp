@@ -14,6 +14,7 @@
 #include "model/hca/translation_unit.h"
 #include "model/system/fabric.h"
 #include "testbench/host_software.h"
+#include "testbench/verbs_trace.h"
 
 namespace hcasim::attack {
 
@@ -51,41 +52,18 @@ constexpr int NOT_CHECKED = -1;   ///< wc_exp::vendor / outcome::event: none exp
 // ---------------------------------------------------------------- names
 
 std::string status_name(int s) {
-    static const char* const n[] = {"SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR",
-                                    "WR_FLUSH_ERR", "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR",
-                                    "REM_INV_REQ_ERR", "REM_ACCESS_ERR", "REM_OP_ERR", "RETRY_EXC_ERR",
-                                    "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR", "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR",
-                                    "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR", "RESP_TIMEOUT_ERR",
-                                    "GENERAL_ERR"};
-    return s >= 0 && s < int(sizeof n / sizeof *n) ? n[s] : "status " + std::to_string(s);
+    const std::string n = trace::wc_status_name(s);
+    return n != "?" ? n : "status " + std::to_string(s);
 }
 
 std::string opcode_name(int op) {
-    switch (op) {
-    case IBV_WC_SEND: return "SEND";
-    case IBV_WC_RDMA_WRITE: return "RDMA_WRITE";
-    case IBV_WC_RDMA_READ: return "RDMA_READ";
-    case IBV_WC_COMP_SWAP: return "COMP_SWAP";
-    case IBV_WC_FETCH_ADD: return "FETCH_ADD";
-    case IBV_WC_BIND_MW: return "BIND_MW";
-    case IBV_WC_LOCAL_INV: return "LOCAL_INV";
-    case IBV_WC_FAST_REG_MR: return "FAST_REG_MR";
-    case IBV_WC_RECV: return "RECV";
-    case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
-    default: return "opcode " + std::to_string(op);
-    }
+    const std::string n = trace::wc_opcode_name(op);
+    return n != "?" ? n : "opcode " + std::to_string(op);
 }
 
 std::string event_name(int e) {
-    switch (e) {
-    case IBV_EVENT_QP_FATAL: return "QP_FATAL";
-    case IBV_EVENT_QP_REQ_ERR: return "QP_REQ_ERR";
-    case IBV_EVENT_QP_ACCESS_ERR: return "QP_ACCESS_ERR";
-    case IBV_EVENT_CQ_ERR: return "CQ_ERR";
-    case IBV_EVENT_SQ_DRAINED: return "SQ_DRAINED";
-    case IBV_EVENT_COMM_EST: return "COMM_EST";
-    default: return "event " + std::to_string(e);
-    }
+    const std::string n = trace::event_name(e);
+    return n != "?" ? n : "event " + std::to_string(e);
 }
 
 std::string state_name(int s) {

@@ -334,10 +334,8 @@ trace_file load(const std::string& path) {
                     !(kv.key() == "value" && kv.value().is_number_integer()))
                     fail(cn + ": \"" + kv.key() + "\" must be a non-negative integer, got " + kv.value().dump());
                 if (kv.key() == "hex") {
-                    const bool ok = kv.value().is_string() && kv.value().get<std::string>().size() % 2 == 0 &&
-                                    kv.value().get<std::string>().find_first_not_of("0123456789abcdefABCDEF") ==
-                                        std::string::npos;
-                    if (!ok)
+                    std::vector<uint8_t> bytes;
+                    if (!kv.value().is_string() || !trace::unhex(kv.value().get<std::string>(), &bytes))
                         fail(cn + ": \"hex\" must be a string of hex digit pairs, got " + kv.value().dump());
                 }
                 if (kv.key() == "gid" || kv.key() == "dgid") {
@@ -572,10 +570,8 @@ private:
             const uint64_t len = j.value("len", b.second > off ? b.second - off : 0);
             const uint64_t va = b.first + off;
             if (j.contains("hex")) {
-                const std::string h = j["hex"];
-                std::vector<uint8_t> bytes(h.size() / 2);
-                for (size_t i = 0; i < bytes.size(); ++i)
-                    bytes[i] = uint8_t(std::stoul(h.substr(2 * i, 2), nullptr, 16));
+                std::vector<uint8_t> bytes;
+                trace::unhex(j["hex"], &bytes);  // checked when the trace was read
                 sw.as.write(va, bytes.data(), bytes.size());
             } else if (j.contains("byte")) {
                 sw.as.fill_byte(va, len, j["byte"].get<uint8_t>());
@@ -929,18 +925,8 @@ private:
             return false;
         }
         ibv_set_async_event_handler(ctx_[i], [this, i](const ibv_async_event& e) {
-            rec_.event(i, e);
-            json j;
-            j["node"] = i;
-            j["event"] = trace::event_name(e.event_type);
-            if (e.event_type == IBV_EVENT_CQ_ERR)
-                j["cq"] = rec_.name_of(i, e.element.cq);
-            else if (e.event_type == IBV_EVENT_SRQ_ERR || e.event_type == IBV_EVENT_SRQ_LIMIT_REACHED)
-                j["srq"] = rec_.name_of(i, e.element.srq);
-            else if (e.event_type >= IBV_EVENT_DEVICE_FATAL && e.event_type != IBV_EVENT_QP_LAST_WQE_REACHED)
-                j["port"] = e.element.port_num;
-            else
-                j["qp"] = rec_.name_of(i, e.element.qp);
+            json j = rec_.event(i, e);
+            j.erase("t_ps");
             events_[i].push_back(j);
         });
         return true;
@@ -1164,13 +1150,8 @@ int replay_main(int argc, const char* const* argv) {
     for (const counter* c : stats_registry::instance().counters())
         if (c->value())
             counters[c->key()] = c->value();
-    rec->end([&](unsigned node, uint64_t va, uint8_t* dst, uint64_t n) { app->sw(node).as.read(va, dst, n); }, counters);
-    trace::json memory = trace::json::object();
-    for (const auto& buf : rec->buffers()) {
-        std::vector<uint8_t> bytes(buf.len);
-        app->sw(buf.node).as.read(buf.addr, bytes.data(), buf.len);
-        memory[std::to_string(buf.node) + "/" + buf.name] = trace::digest(bytes.data(), bytes.size());
-    }
+    const trace::json memory = rec->end(
+        [&](unsigned node, uint64_t va, uint8_t* dst, uint64_t n) { app->sw(node).as.read(va, dst, n); }, counters);
     app->compare_end(memory);
     rec.reset();
     tl.reset();

@@ -2,6 +2,7 @@
 
 #include <systemc>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "model/core/param.h"
@@ -46,21 +47,34 @@ json effective_config() {
     return c;
 }
 
-std::string gid_hex(const ibv_gid& g) {
+std::string hex(const void* p, size_t n) {
     static const char* const d = "0123456789abcdef";
     std::string h;
-    for (uint8_t b : g.raw) {
+    h.reserve(2 * n);
+    for (size_t i = 0; i < n; ++i) {
+        const uint8_t b = static_cast<const uint8_t*>(p)[i];
         h += d[b >> 4];
         h += d[b & 15];
     }
     return h;
 }
 
-bool gid_of(const std::string& hex, ibv_gid* g) {
-    if (hex.size() != 32 || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+bool unhex(const std::string& h, std::vector<uint8_t>* out) {
+    if (h.size() % 2 || h.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
         return false;
-    for (size_t i = 0; i < 16; ++i)
-        g->raw[i] = uint8_t(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+    out->resize(h.size() / 2);
+    for (size_t i = 0; i < out->size(); ++i)
+        (*out)[i] = uint8_t(std::stoul(h.substr(2 * i, 2), nullptr, 16));
+    return true;
+}
+
+std::string gid_hex(const ibv_gid& g) { return hex(g.raw, sizeof g.raw); }
+
+bool gid_of(const std::string& h, ibv_gid* g) {
+    std::vector<uint8_t> b;
+    if (h.size() != 2 * sizeof g->raw || !unhex(h, &b))
+        return false;
+    std::copy(b.begin(), b.end(), g->raw);
     return true;
 }
 
@@ -246,13 +260,6 @@ void recorder::add_qp(unsigned node, const ibv_qp* qp, const std::string& name) 
     nodes_[node].qps[qp->qp_num] = name;
 }
 
-json recorder::address(unsigned node, uint64_t addr) const {
-    for (const buffer& b : buffers_)
-        if (b.node == node && addr >= b.addr && addr - b.addr < b.len)
-            return json{{"buf", b.name}, {"offset", addr - b.addr}};
-    return json{{"addr", addr}};
-}
-
 json recorder::sge(unsigned node, const ibv_sge& s) const {
     for (auto it = nodes_.at(node).mrs.rbegin(); it != nodes_[node].mrs.rend(); ++it)
         if (it->lkey == s.lkey && s.addr >= it->addr && s.addr - it->addr <= it->len)
@@ -401,7 +408,7 @@ void recorder::call(unsigned node, const char* name, json fields, const sc_core:
     line(j);
 }
 
-void recorder::event(unsigned node, const ibv_async_event& e) {
+json recorder::event(unsigned node, const ibv_async_event& e) {
     json j;
     j["t_ps"] = uint64_t(sc_core::sc_time_stamp().value());
     j["node"] = node;
@@ -428,9 +435,10 @@ void recorder::event(unsigned node, const ibv_async_event& e) {
         j["qp"] = name_of(node, e.element.qp);
     }
     line(j);
+    return j;
 }
 
-void recorder::end(const std::function<void(unsigned, uint64_t, uint8_t*, uint64_t)>& read, const json& counters) {
+json recorder::end(const std::function<void(unsigned, uint64_t, uint8_t*, uint64_t)>& read, const json& counters) {
     json mem = json::object();
     std::vector<uint8_t> bytes;
     for (const buffer& b : buffers_) {
@@ -443,6 +451,7 @@ void recorder::end(const std::function<void(unsigned, uint64_t, uint8_t*, uint64
     j["end"] = json{{"memory", mem}, {"counters", counters}};
     line(j);
     out_.flush();
+    return mem;
 }
 
 }  // namespace hcasim::trace

@@ -33,6 +33,9 @@ constexpr int FORMAT_VERSION = 1;
 /// value differs between nodes appear per node.
 json effective_config();
 
+/// Bytes as lower-case hex digit pairs, and back (false unless `hex` is pairs of hex digits).
+std::string hex(const void* p, size_t n);
+bool unhex(const std::string& hex, std::vector<uint8_t>* out);
 /// A GID as 32 hex digits, and back (false unless exactly 32 hex digits).
 std::string gid_hex(const verbs::ibv_gid& g);
 bool gid_of(const std::string& hex, verbs::ibv_gid* g);
@@ -79,8 +82,6 @@ public:
     void add_qp(unsigned node, const verbs::ibv_qp* qp, const std::string& name);
 
     // --- argument encodings ---
-    /// {"buf":name,"offset":o} for an address inside a recorded buffer, else {"addr":a}.
-    json address(unsigned node, uint64_t addr) const;
     /// {"mr":name,"offset":o,"len":n} when the SGE lies in an MR of the node with that lkey,
     /// else {"addr":a,"lkey":k,"len":n}.
     json sge(unsigned node, const verbs::ibv_sge& s) const;
@@ -98,20 +99,19 @@ public:
     /// Writes one call record: adds "t_ps" (when the call was issued; default now) and "node"
     /// in front of `fields`.
     void call(unsigned node, const char* call, json fields, const sc_core::sc_time& issued = sc_core::sc_time_stamp());
-    void event(unsigned node, const verbs::ibv_async_event& e);
-    /// The end record: memory digests of every buffer (read through `read`) and the counters.
-    void end(const std::function<void(unsigned node, uint64_t addr, uint8_t* dst, uint64_t n)>& read,
+    /// Writes an event record; returns it.
+    json event(unsigned node, const verbs::ibv_async_event& e);
+    /// Writes the end record: memory digests of every buffer (read through `read`) and the
+    /// counters. Returns the digests ({"N/buf": "fnv1a64:..."}).
+    json end(const std::function<void(unsigned node, uint64_t addr, uint8_t* dst, uint64_t n)>& read,
              const json& counters);
 
-    /// Every buffer: (node, name, addr, len).
+private:
     struct buffer {
         unsigned node;
         std::string name;
         uint64_t addr, len;
     };
-    const std::vector<buffer>& buffers() const { return buffers_; }
-
-private:
     void line(const json& j);
     struct mr_info {
         std::string name;

@@ -1098,15 +1098,8 @@ private:
     }
     /// --record: an application store into its buffer, as a fill with the bytes.
     void record_write(unsigned i, uint64_t va, const void* p, size_t n) {
-        if (!rec_)
-            return;
-        static const char* const hexd = "0123456789abcdef";
-        std::string h;
-        for (size_t k = 0; k < n; ++k) {
-            h += hexd[static_cast<const uint8_t*>(p)[k] >> 4];
-            h += hexd[static_cast<const uint8_t*>(p)[k] & 15];
-        }
-        rec_->call(i, "fill", {{"buf", "buf0"}, {"offset", va - side_[i].buf}, {"hex", h}});
+        if (rec_)
+            rec_->call(i, "fill", {{"buf", "buf0"}, {"offset", va - side_[i].buf}, {"hex", trace::hex(p, n)}});
     }
     void poke_data(unsigned i, uint64_t va, uint64_t n, uint64_t key, int last = -1) {
         scratch_.resize(n);

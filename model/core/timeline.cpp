@@ -29,7 +29,6 @@ void timeline::event_prefix() {
     if (!first_)
         std::fputs(",\n", f_);
     first_ = false;
-    ++events_;
 }
 
 unsigned timeline::track(unsigned node, const std::string& name) {

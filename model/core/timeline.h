@@ -30,7 +30,6 @@ public:
               const std::string& args = "");
     /// A point in time on a track.
     void instant(unsigned track, const char* name, const sc_core::sc_time& at, const std::string& args = "");
-    uint64_t events() const { return events_; }
     /// "RC RDMA_WRITE_ONLY" etc. for a BTH opcode.
     static std::string opcode_name(uint8_t op);
 
@@ -39,7 +38,6 @@ private:
     std::FILE* f_;
     std::vector<std::pair<unsigned, unsigned>> tracks_;  // id -> (pid, tid)
     std::vector<unsigned> next_tid_;                     // per node
-    uint64_t events_ = 0;
     bool first_ = true;
 };
 

@@ -168,8 +168,6 @@ void pkey_checker_rtl::end_of_simulation() {
 uint16_t pkey_checker_rtl::pkey_violation_count() const { return uint16_t(m_->pkey_viol_count.read()); }
 uint16_t pkey_checker_rtl::qkey_violation_count() const { return uint16_t(m_->qkey_viol_count.read()); }
 
-bool pkey_checker_rtl::idle() const { return !running_ && count_ == 0 && reset_cycles_ == 0; }
-
 void pkey_checker_rtl::push(const op& o) {
     if (count_ == ops_.size()) {  // grow the ring, oldest first
         std::vector<op> bigger(ops_.size() * 2);

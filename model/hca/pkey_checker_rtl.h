@@ -93,8 +93,6 @@ public:
     /// The counter pins, as the RTL drives them now.
     uint16_t pkey_violation_count() const;
     uint16_t qkey_violation_count() const;
-    /// Nothing queued, nothing in the pipeline, clock stopped.
-    bool idle() const;
     /// The waves file name ("" if none).
     const std::string& waves_file() const { return waves_file_; }
 
