@@ -242,6 +242,14 @@ int hca_driver::init() {
     return 0;
 }
 
+void hca_driver::attach_user_view(const hw::hca_caps& caps, const std::vector<hw::port_info>& ports,
+                                  uint32_t num_qps) {
+    caps_ = caps;
+    ports_ = ports;
+    qp_users_.assign(num_qps, nullptr);
+    user_view_ = initialized_ = true;
+}
+
 const hw::port_info* hca_driver::port(uint8_t port_num) const {
     if (port_num == 0 || port_num > ports_.size()) return nullptr;
     return &ports_[port_num - 1];
@@ -292,7 +300,7 @@ uint32_t hca_driver::mtt_users(uint64_t first) const {
 }
 
 uint32_t hca_driver::process_eq() {
-    if (!initialized_) return 0;
+    if (!initialized_ || user_view_) return 0;
     uint32_t n = 0, async = 0, taken = 0, mask = (1u << opts_.eq_log_size) - 1;
     for (;;) {
         hw::eqe e;
@@ -376,7 +384,7 @@ void hca_driver::dispatch_async(const hw::eqe& e) {
 }
 
 bool hca_driver::eq_pending() {
-    if (!initialized_) return false;
+    if (!initialized_ || user_view_) return false;
     uint32_t mask = (1u << opts_.eq_log_size) - 1;
     uint8_t owner;
     bus_.mem_read(eq_pa_ + uint64_t(eq_consumer_ & mask) * sizeof(hw::eqe) + offsetof(hw::eqe, owner), &owner, 1);

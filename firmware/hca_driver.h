@@ -85,6 +85,11 @@ public:
     int init();
     /// True once init() succeeded.
     bool initialized() const { return initialized_; }
+    /// The user-space view of a driver that runs elsewhere (a libibverbs provider talking to
+    /// `hcasim serve`): capabilities and ports as that driver reported them, no commands, no
+    /// event queue (events reach user space through the provider). Enough for the data-path
+    /// verbs (post, poll, notify) and address handles on objects the real driver created.
+    void attach_user_view(const hw::hca_caps& caps, const std::vector<hw::port_info>& ports, uint32_t num_qps);
     /// True after a command timeout: the HCA is considered dead.
     bool fatal() const { return fatal_; }
     /// Description of the last command failure.
@@ -226,6 +231,7 @@ private:
     host_os& os_;
     driver_options opts_;
     bool initialized_ = false;
+    bool user_view_ = false;
     bool fatal_ = false;
     bool cmd_busy_ = false;
     std::string last_error_;

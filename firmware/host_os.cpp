@@ -116,6 +116,10 @@ bool address_space::translate(uint64_t va, uint64_t* pa) const {
 }
 
 bool address_space::read(uint64_t va, void* dst, size_t n) const {
+    if (direct) {
+        std::memcpy(dst, reinterpret_cast<const void*>(uintptr_t(va)), n);
+        return true;
+    }
     auto* out = static_cast<uint8_t*>(dst);
     while (n) {
         uint64_t pa;
@@ -130,6 +134,10 @@ bool address_space::read(uint64_t va, void* dst, size_t n) const {
 }
 
 bool address_space::write(uint64_t va, const void* src, size_t n) {
+    if (direct) {
+        std::memcpy(reinterpret_cast<void*>(uintptr_t(va)), src, n);
+        return true;
+    }
     auto* in = static_cast<const uint8_t*>(src);
     while (n) {
         uint64_t pa;
@@ -178,6 +186,31 @@ int address_space::unpin(uint64_t va, uint64_t len) {
         if (it == pages_.end() || it->second.pins == 0) return EINVAL;
     }
     for (uint64_t vpn = first; vpn <= last; ++vpn) --pages_[vpn].pins;
+    return 0;
+}
+
+int address_space::map_run(uint64_t va, uint64_t pa, uint64_t pages) {
+    if (!pages || (va & (PAGE_BYTES - 1)) || (pa & (PAGE_BYTES - 1))) return EINVAL;
+    const uint64_t first = va >> PAGE_SHIFT;
+    for (uint64_t k = 0; k < pages; ++k)
+        if (pages_.count(first + k)) return EEXIST;
+    for (uint64_t k = 0; k < pages; ++k) pages_[first + k] = page{pa + (k << PAGE_SHIFT), 0};
+    return 0;
+}
+
+int address_space::unmap_run(uint64_t va, uint64_t pages) {
+    if (!pages || (va & (PAGE_BYTES - 1))) return EINVAL;
+    const uint64_t first = va >> PAGE_SHIFT;
+    auto head = pages_.find(first);
+    if (head == pages_.end()) return EINVAL;
+    for (uint64_t k = 0; k < pages; ++k) {
+        auto it = pages_.find(first + k);
+        if (it == pages_.end() || it->second.pa != head->second.pa + (k << PAGE_SHIFT)) return EINVAL;
+        if (it->second.pins) return EBUSY;
+    }
+    const uint64_t pa = head->second.pa;
+    for (uint64_t k = 0; k < pages; ++k) pages_.erase(first + k);
+    os_.free(pa);
     return 0;
 }
 

@@ -74,8 +74,20 @@ public:
     /// The OS this process runs on.
     host_os& os() { return os_; }
 
+    /// Maps `pages` pages at va (page aligned) onto the physically contiguous run at pa, which
+    /// the address space then owns (frees with itself or unmap_run): how `hcasim serve` mirrors
+    /// a client's buffers that its libibverbs provider moved into simulated host memory.
+    /// EINVAL for a misaligned or empty range, EEXIST if a page is mapped already.
+    int map_run(uint64_t va, uint64_t pa, uint64_t pages);
+    /// Unmaps a run made by map_run (same va and pages) and frees its memory; EINVAL if it is
+    /// not one, EBUSY while a page is pinned.
+    int unmap_run(uint64_t va, uint64_t pages);
+
     /// A privileged (kernel-mode) process: may create the special QPs QP0 and QP1 (C10-13).
     bool privileged = false;
+    /// The calling process's own memory (a libibverbs provider's user space): read() and
+    /// write() use the virtual address as a pointer instead of translating it.
+    bool direct = false;
 
 private:
     struct page {

@@ -18,6 +18,7 @@
 #include "testbench/attack_suite.h"
 #include "testbench/cli.h"
 #include "testbench/replay.h"
+#include "testbench/serve.h"
 #include "testbench/report.h"
 #include "testbench/workloads.h"
 
@@ -405,6 +406,8 @@ int sc_main(int argc, char* argv[]) {
     sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
     if (argc > 1 && std::string(argv[1]) == "replay")
         return replay_main(argc, argv);
+    if (argc > 1 && std::string(argv[1]) == "serve")
+        return serve_main(argc, argv);
     run_options opts;
     try {
         opts = parse_cli(argc, argv, std::cout);

@@ -2,8 +2,11 @@
 #include "model/host/host_memory.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <new>
 #include <string>
@@ -44,6 +47,28 @@ host_memory::host_memory(const sc_module_name& name)
 host_memory::~host_memory() {
     for (const auto& s : slabs_)
         munmap(s.first, s.second);
+    if (shared_base_) munmap(shared_base_, size_bytes.get());
+    if (shared_fd_ >= 0) close(shared_fd_);
+}
+
+int host_memory::share() {
+    if (shared_fd_ >= 0) return shared_fd_;
+    if (allocated_pages_) throw config_error(std::string(name()) + ": share() after memory was touched");
+    const int fd = memfd_create(name(), MFD_CLOEXEC);
+    if (fd < 0) throw config_error(std::string(name()) + ": memfd_create: " + std::strerror(errno));
+    // A sparse file: pages take memory when first written, as the slabs do.
+    void* m = MAP_FAILED;
+    if (ftruncate(fd, off_t(size_bytes.get())) == 0)
+        m = mmap(nullptr, size_bytes.get(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (m == MAP_FAILED) {
+        const std::string e = std::strerror(errno);
+        close(fd);
+        throw config_error(std::string(name()) + ": cannot map " + std::to_string(size_bytes.get()) +
+                           " bytes of shared memory: " + e);
+    }
+    shared_base_ = static_cast<uint8_t*>(m);
+    shared_fd_ = fd;
+    return fd;
 }
 
 uint8_t* host_memory::new_page() {
@@ -69,7 +94,7 @@ uint8_t* host_memory::get_page(uint64_t addr) {
     if (!c) c = std::make_unique<chunk>();
     auto& p = c->page[(addr >> page_bits) & (chunk_pages - 1)];
     if (!p) {
-        p = new_page();
+        p = shared_base_ ? shared_base_ + (addr & ~(page_size - 1)) : new_page();
         ++allocated_pages_;
         ++pages;
     }
@@ -80,7 +105,15 @@ void host_memory::copy_in(uint64_t addr, const uint8_t* src, uint64_t n) {
     while (n) {
         const uint64_t off = addr & (page_size - 1);
         const uint64_t len = std::min(n, page_size - off);
-        copy_bytes(get_page(addr) + off, src, len);
+        uint8_t* dst = get_page(addr) + off;
+        if (shared_base_ && len == n) {
+            // Other processes poll this memory: the last byte (a CQE's owner byte) lands last.
+            copy_bytes(dst, src, len - 1);
+            std::atomic_thread_fence(std::memory_order_release);
+            reinterpret_cast<volatile uint8_t*>(dst)[len - 1] = src[len - 1];
+            break;
+        }
+        copy_bytes(dst, src, len);
         addr += len;
         src += len;
         n -= len;

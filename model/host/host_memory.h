@@ -48,6 +48,16 @@ public:
     /// Number of 4 KiB pages allocated so far.
     uint64_t allocated_pages() const { return allocated_pages_; }
 
+    /// Backs the whole physical space with one shared memory file (memfd) from now on, so that
+    /// other processes (`hcasim serve`'s libibverbs clients) can map simulated host memory:
+    /// byte `a` of the file is physical address `a`. Call before the first access. Writes into
+    /// it store their last byte last (a CQE's or EQE's owner byte is seen after the rest by a
+    /// process polling the mapping). Returns the file descriptor (owned by this module) or
+    /// throws config_error.
+    int share();
+    /// The shared file's descriptor, -1 when not shared.
+    int shared_fd() const { return shared_fd_; }
+
 private:
     static constexpr unsigned page_bits = 12;
     static constexpr unsigned chunk_bits = 12;  // 4096 pages (16 MiB) per second-level table
@@ -60,8 +70,9 @@ private:
         sc_core::sc_event* ev = nullptr;
     };
 
-    /// Existing page or nullptr.
+    /// Existing page or nullptr (shared memory: every page exists).
     uint8_t* find_page(uint64_t addr) const {
+        if (shared_base_) return shared_base_ + (addr & ~(page_size - 1));
         const chunk* c = top_[addr >> (page_bits + chunk_bits)].get();
         return c ? c->page[(addr >> page_bits) & (chunk_pages - 1)] : nullptr;
     }
@@ -91,6 +102,8 @@ private:
     std::vector<watch_entry> watches_;
     sc_core::sc_time latency_;
     uint64_t allocated_pages_ = 0;
+    uint8_t* shared_base_ = nullptr;  // share(): the mapping of the whole physical space
+    int shared_fd_ = -1;
 };
 
 }  // namespace hcasim

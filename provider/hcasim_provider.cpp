@@ -1,0 +1,906 @@
+// The hcasim libibverbs provider (libhcasim-rdmav34.so): unmodified RDMA applications drive
+// the HCAs of `hcasim serve`. See docs/libibverbs.md.
+//
+// The split is a real driver's: control verbs (create, modify, query, destroy, register) are
+// requests to the server, whose firmware runs them in simulated time; the data path (post,
+// poll, notify, address handles) runs here, in the application's thread, through the same
+// firmware code on mirror objects, writing WQEs into the rings in shared simulated host memory
+// and sending doorbells as messages.
+//
+// firmware/verbs.h comes before <infiniband/verbs.h>: libibverbs defines function-like macros
+// (ibv_query_port, ibv_reg_mr) that would rewrite the firmware's declarations. The firmware's
+// types live in hcasim::verbs (alias fv), libibverbs' in the global namespace.
+#include "firmware/verbs.h"
+#include "provider/protocol.h"
+#include "provider/session.h"
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "provider/ibverbs_abi.h"
+
+namespace fv = hcasim::verbs;
+namespace sp = hcasim::serve_proto;
+using hcasim::provider::session;
+
+namespace {
+
+static_assert(sizeof(ibv_sge) == sizeof(fv::ibv_sge) && offsetof(ibv_sge, lkey) == offsetof(fv::ibv_sge, lkey));
+
+// ------------------------------------------------------------------------------ objects
+
+struct hc_context {
+    verbs_context vctx;  // libibverbs' part; the allocation starts here
+    session* s;
+};
+struct hc_pd {
+    ibv_pd pd;
+    uint64_t id;
+    fv::ibv_pd f;
+};
+struct hc_mr {
+    verbs_mr vmr;
+    uint64_t id;
+    uint64_t addr, length;
+};
+struct hc_cq {
+    ibv_cq cq;
+    uint64_t id;
+    fv::ibv_cq f;
+};
+struct hc_srq {
+    ibv_srq srq;
+    uint64_t id;
+    fv::ibv_srq f;
+};
+struct hc_qp {
+    ibv_qp qp;
+    uint64_t id;
+    fv::ibv_qp f;
+};
+struct hc_ah {
+    ibv_ah ah;
+    fv::ibv_ah* f;
+};
+
+session& sess(ibv_context* c) { return *reinterpret_cast<hc_context*>(verbs_get_ctx(c))->s; }
+hc_pd* to(ibv_pd* p) { return reinterpret_cast<hc_pd*>(p); }
+hc_cq* to(ibv_cq* p) { return reinterpret_cast<hc_cq*>(p); }
+hc_qp* to(ibv_qp* p) { return reinterpret_cast<hc_qp*>(p); }
+hc_srq* to(ibv_srq* p) { return reinterpret_cast<hc_srq*>(p); }
+hc_ah* to(ibv_ah* p) { return reinterpret_cast<hc_ah*>(p); }
+
+template <class T>
+T* fail(int e) {
+    errno = e;
+    return nullptr;
+}
+
+// ------------------------------------------------------------------------------ conversions
+
+fv::ibv_ah_attr from_lib(const ibv_ah_attr& a) {
+    fv::ibv_ah_attr f{};
+    std::memcpy(f.grh.dgid.raw, a.grh.dgid.raw, 16);
+    f.grh.flow_label = a.grh.flow_label;
+    f.grh.sgid_index = a.grh.sgid_index;
+    f.grh.hop_limit = a.grh.hop_limit;
+    f.grh.traffic_class = a.grh.traffic_class;
+    f.dlid = a.dlid;
+    f.sl = a.sl;
+    f.src_path_bits = a.src_path_bits;
+    f.static_rate = a.static_rate;
+    f.is_global = a.is_global;
+    f.port_num = a.port_num;
+    return f;
+}
+ibv_ah_attr to_lib(const fv::ibv_ah_attr& f) {
+    ibv_ah_attr a{};
+    std::memcpy(a.grh.dgid.raw, f.grh.dgid.raw, 16);
+    a.grh.flow_label = f.grh.flow_label;
+    a.grh.sgid_index = f.grh.sgid_index;
+    a.grh.hop_limit = f.grh.hop_limit;
+    a.grh.traffic_class = f.grh.traffic_class;
+    a.dlid = f.dlid;
+    a.sl = f.sl;
+    a.src_path_bits = f.src_path_bits;
+    a.static_rate = f.static_rate;
+    a.is_global = f.is_global;
+    a.port_num = f.port_num;
+    return a;
+}
+fv::ibv_qp_cap from_lib(const ibv_qp_cap& c) {
+    return fv::ibv_qp_cap{c.max_send_wr, c.max_recv_wr, c.max_send_sge, c.max_recv_sge, c.max_inline_data};
+}
+ibv_qp_cap to_lib(const fv::ibv_qp_cap& c) {
+    return ibv_qp_cap{c.max_send_wr, c.max_recv_wr, c.max_send_sge, c.max_recv_sge, c.max_inline_data};
+}
+fv::ibv_qp_attr from_lib(const ibv_qp_attr& a) {
+    fv::ibv_qp_attr f{};
+    f.qp_state = fv::ibv_qp_state(a.qp_state);
+    f.cur_qp_state = fv::ibv_qp_state(a.cur_qp_state);
+    f.path_mtu = fv::ibv_mtu(a.path_mtu);
+    f.path_mig_state = fv::ibv_mig_state(a.path_mig_state);
+    f.qkey = a.qkey;
+    f.rq_psn = a.rq_psn;
+    f.sq_psn = a.sq_psn;
+    f.dest_qp_num = a.dest_qp_num;
+    f.qp_access_flags = unsigned(a.qp_access_flags);
+    f.cap = from_lib(a.cap);
+    f.ah_attr = from_lib(a.ah_attr);
+    f.alt_ah_attr = from_lib(a.alt_ah_attr);
+    f.pkey_index = a.pkey_index;
+    f.alt_pkey_index = a.alt_pkey_index;
+    f.en_sqd_async_notify = a.en_sqd_async_notify;
+    f.sq_draining = a.sq_draining;
+    f.max_rd_atomic = a.max_rd_atomic;
+    f.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    f.min_rnr_timer = a.min_rnr_timer;
+    f.port_num = a.port_num;
+    f.timeout = a.timeout;
+    f.retry_cnt = a.retry_cnt;
+    f.rnr_retry = a.rnr_retry;
+    f.alt_port_num = a.alt_port_num;
+    f.alt_timeout = a.alt_timeout;
+    return f;
+}
+ibv_qp_attr to_lib(const fv::ibv_qp_attr& f) {
+    ibv_qp_attr a{};
+    a.qp_state = ibv_qp_state(f.qp_state);
+    a.cur_qp_state = ibv_qp_state(f.cur_qp_state);
+    a.path_mtu = ibv_mtu(f.path_mtu);
+    a.path_mig_state = ibv_mig_state(f.path_mig_state);
+    a.qkey = f.qkey;
+    a.rq_psn = f.rq_psn;
+    a.sq_psn = f.sq_psn;
+    a.dest_qp_num = f.dest_qp_num;
+    a.qp_access_flags = int(f.qp_access_flags);
+    a.cap = to_lib(f.cap);
+    a.ah_attr = to_lib(f.ah_attr);
+    a.alt_ah_attr = to_lib(f.alt_ah_attr);
+    a.pkey_index = f.pkey_index;
+    a.alt_pkey_index = f.alt_pkey_index;
+    a.en_sqd_async_notify = f.en_sqd_async_notify;
+    a.sq_draining = f.sq_draining;
+    a.max_rd_atomic = f.max_rd_atomic;
+    a.max_dest_rd_atomic = f.max_dest_rd_atomic;
+    a.min_rnr_timer = f.min_rnr_timer;
+    a.port_num = f.port_num;
+    a.timeout = f.timeout;
+    a.retry_cnt = f.retry_cnt;
+    a.rnr_retry = f.rnr_retry;
+    a.alt_port_num = f.alt_port_num;
+    a.alt_timeout = f.alt_timeout;
+    return a;
+}
+
+/// Device attributes as this provider offers them: the HCA's, less what the provider does not
+/// implement (memory windows, fast registration: their verbs have no libibverbs route here).
+void fill_device_attr(const fv::ibv_device_attr& f, ibv_device_attr* a) {
+    std::memset(a, 0, sizeof *a);
+    std::snprintf(a->fw_ver, sizeof a->fw_ver, "%s", f.fw_ver);
+    a->node_guid = htobe64(f.node_guid);
+    a->sys_image_guid = htobe64(f.sys_image_guid);
+    a->max_mr_size = f.max_mr_size;
+    a->page_size_cap = f.page_size_cap;
+    a->vendor_id = f.vendor_id;
+    a->vendor_part_id = f.vendor_part_id;
+    a->hw_ver = f.hw_ver;
+    a->max_qp = f.max_qp;
+    a->max_qp_wr = f.max_qp_wr;
+    // The firmware's flags by name (its numbering is its own); memory windows and the memory
+    // management extensions stay out. The ports count P_Key and Q_Key violations (o10-57) and
+    // report PortActive; the node has a system image GUID.
+    const std::pair<unsigned, unsigned> flags[] = {
+        {fv::IBV_DEVICE_RESIZE_MAX_WR, IBV_DEVICE_RESIZE_MAX_WR},
+        {fv::IBV_DEVICE_AUTO_PATH_MIG, IBV_DEVICE_AUTO_PATH_MIG},
+        {fv::IBV_DEVICE_UD_AV_PORT_ENFORCE, IBV_DEVICE_UD_AV_PORT_ENFORCE},
+        {fv::IBV_DEVICE_RC_RNR_NAK_GEN, IBV_DEVICE_RC_RNR_NAK_GEN},
+        {fv::IBV_DEVICE_SRQ_RESIZE, IBV_DEVICE_SRQ_RESIZE},
+        {fv::IBV_DEVICE_N_NOTIFY_CQ, IBV_DEVICE_N_NOTIFY_CQ},
+    };
+    a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_PORT_ACTIVE_EVENT |
+                          IBV_DEVICE_SYS_IMAGE_GUID;
+    for (const auto& [fw_flag, lib_flag] : flags)
+        if (f.device_cap_flags & fw_flag) a->device_cap_flags |= lib_flag;
+    a->max_sge = f.max_sge;
+    a->max_sge_rd = f.max_sge_rd;
+    a->max_cq = f.max_cq;
+    a->max_cqe = f.max_cqe;
+    a->max_mr = f.max_mr;
+    a->max_pd = f.max_pd;
+    a->max_qp_rd_atom = f.max_qp_rd_atom;
+    a->max_ee_rd_atom = f.max_ee_rd_atom;
+    a->max_res_rd_atom = f.max_res_rd_atom;
+    a->max_qp_init_rd_atom = f.max_qp_init_rd_atom;
+    a->max_ee_init_rd_atom = f.max_ee_init_rd_atom;
+    a->atomic_cap = ibv_atomic_cap(f.atomic_cap);
+    a->max_ee = f.max_ee;
+    a->max_rdd = f.max_rdd;
+    a->max_mw = 0;
+    a->max_raw_ipv6_qp = 0;
+    a->max_raw_ethy_qp = 0;
+    a->max_mcast_grp = f.max_mcast_grp;
+    a->max_mcast_qp_attach = f.max_mcast_qp_attach;
+    a->max_total_mcast_qp_attach = f.max_total_mcast_qp_attach;
+    a->max_ah = f.max_ah;
+    a->max_fmr = 0;
+    a->max_map_per_fmr = 0;
+    a->max_srq = f.max_srq;
+    a->max_srq_wr = f.max_srq_wr;
+    a->max_srq_sge = f.max_srq_sge;
+    a->max_pkeys = f.max_pkeys;
+    a->local_ca_ack_delay = f.local_ca_ack_delay;
+    a->phys_port_cnt = f.phys_port_cnt;
+}
+
+// ------------------------------------------------------------------------------ device ops
+
+int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input, ibv_device_attr_ex* attr,
+                    size_t attr_size) {
+    if (input && input->comp_mask) return EINVAL;
+    if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
+    fv::ibv_device_attr f{};
+    if (int e = sess(c).call(sp::header{sp::QUERY_DEVICE, 0}, &f)) return e;
+    ibv_device_attr_ex x{};
+    fill_device_attr(f, &x.orig_attr);
+    x.max_dm_size = 0;
+    std::memcpy(attr, &x, std::min(attr_size, sizeof x));
+    return 0;
+}
+
+int query_port(ibv_context* c, uint8_t port, ibv_port_attr* a) {
+    fv::ibv_port_attr f{};
+    if (int e = sess(c).call(sp::u64_req{{sp::QUERY_PORT, 0}, port}, &f)) return e;
+    std::memset(a, 0, sizeof *a);
+    a->state = ibv_port_state(f.state);
+    a->max_mtu = ibv_mtu(f.max_mtu);
+    a->active_mtu = ibv_mtu(f.active_mtu);
+    a->gid_tbl_len = f.gid_tbl_len;
+    a->port_cap_flags = f.port_cap_flags ? f.port_cap_flags : 0x02510868u;  // as sysfs' cap_mask
+    a->max_msg_sz = f.max_msg_sz;
+    a->bad_pkey_cntr = f.bad_pkey_cntr;
+    a->qkey_viol_cntr = f.qkey_viol_cntr;
+    a->pkey_tbl_len = f.pkey_tbl_len;
+    a->lid = f.lid;
+    a->sm_lid = f.sm_lid;
+    a->lmc = f.lmc;
+    a->max_vl_num = f.max_vl_num ? f.max_vl_num : 1;  // VL0 only
+    a->sm_sl = f.sm_sl;
+    a->subnet_timeout = f.subnet_timeout;
+    a->init_type_reply = f.init_type_reply;
+    a->active_width = sp::ibv_width_code(f.active_width);
+    a->active_speed = sp::ibv_speed_code(f.active_speed);
+    a->phys_state = f.phys_state;
+    a->link_layer = IBV_LINK_LAYER_INFINIBAND;
+    return 0;
+}
+
+ibv_pd* alloc_pd(ibv_context* c) {
+    session& s = sess(c);
+    uint64_t id = 0;
+    if (int e = s.call(sp::header{sp::ALLOC_PD, 0}, &id)) return fail<ibv_pd>(e);
+    auto* p = new hc_pd{};
+    p->id = id;
+    p->f.context = &s.ctx;
+    p->f.handle = uint32_t(id);
+    p->pd.handle = uint32_t(id);
+    return &p->pd;
+}
+
+int dealloc_pd(ibv_pd* pd) {
+    hc_pd* p = to(pd);
+    if (p->f.refs) return EBUSY;  // address handles (made here) still use it
+    if (int e = sess(pd->context).call(sp::u64_req{{sp::DEALLOC_PD, 0}, p->id})) return e;
+    delete p;
+    return 0;
+}
+
+ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t hca_va, int access) {
+    session& s = sess(pd->context);
+    // The model's MPTs translate the virtual addresses themselves: no separate IOVA.
+    if (hca_va != uint64_t(uintptr_t(addr))) return fail<ibv_mr>(EINVAL);
+    const uint64_t va = uintptr_t(addr);
+    if (int e = s.share_range(va, length)) return fail<ibv_mr>(e);
+    sp::reg_mr_req r{{sp::REG_MR, 0}, to(pd)->id, va, length, access, 0};
+    sp::reg_mr_rep rep{};
+    if (int e = s.call(r, &rep)) {
+        s.unshare_range(va, length);
+        return fail<ibv_mr>(e);
+    }
+    auto* m = new hc_mr{};
+    m->id = rep.id;
+    m->addr = va;
+    m->length = length;
+    m->vmr.ibv_mr.handle = uint32_t(rep.id);
+    m->vmr.ibv_mr.lkey = rep.lkey;
+    m->vmr.ibv_mr.rkey = rep.rkey;
+    m->vmr.mr_type = HCASIM_MR_ORDINARY;
+    m->vmr.access = access;
+    return &m->vmr.ibv_mr;
+}
+
+int dereg_mr(verbs_mr* vmr) {
+    auto* m = reinterpret_cast<hc_mr*>(vmr);
+    session& s = sess(vmr->ibv_mr.context);
+    if (int e = s.call(sp::u64_req{{sp::DEREG_MR, 0}, m->id})) return e;
+    s.unshare_range(m->addr, m->length);
+    delete m;
+    return 0;
+}
+
+ibv_cq* create_cq(ibv_context* c, int cqe, ibv_comp_channel* channel, int comp_vector);
+int destroy_cq(ibv_cq* cq);
+
+int resize_cq(ibv_cq* cq, int cqe) {
+    hc_cq* q = to(cq);
+    session& s = sess(cq->context);
+    std::lock_guard<std::mutex> g(s.data_lock);
+    sp::cq_rep rep{};
+    if (int e = s.call(sp::resize_cq_req{{sp::RESIZE_CQ, 0}, q->id, q->f.consumer, cqe, 0}, &rep)) return e;
+    q->f.ring_pa = rep.ring_pa;
+    q->f.log_size = uint8_t(rep.log_size);
+    q->f.cqe = rep.cqe;
+    cq->cqe = rep.cqe;
+    return 0;
+}
+
+int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
+    hc_cq* q = to(cq);
+    session& s = sess(cq->context);
+    constexpr int batch = 16;
+    fv::ibv_wc f[batch];
+    std::lock_guard<std::mutex> g(s.data_lock);
+    int got = 0;
+    while (got < n) {
+        const int k = fv::ibv_poll_cq(&q->f, std::min(batch, n - got), f);
+        if (k < 0) return got ? got : k;
+        for (int i = 0; i < k; ++i) {
+            ibv_wc& w = wc[got + i];
+            std::memset(&w, 0, sizeof w);
+            w.wr_id = f[i].wr_id;
+            w.status = ibv_wc_status(f[i].status);
+            w.opcode = ibv_wc_opcode(f[i].opcode);
+            w.vendor_err = f[i].vendor_err;
+            w.byte_len = f[i].byte_len;
+            // Immediate data travels in network order in libibverbs; an invalidated R_Key not.
+            w.imm_data = (f[i].wc_flags & fv::IBV_WC_WITH_IMM) ? htonl(f[i].imm_data) : f[i].imm_data;
+            w.qp_num = f[i].qp_num;
+            w.src_qp = f[i].src_qp;
+            w.wc_flags = f[i].wc_flags;
+            w.pkey_index = f[i].pkey_index;
+            w.slid = f[i].slid;
+            w.sl = f[i].sl;
+            w.dlid_path_bits = f[i].dlid_path_bits;
+        }
+        got += k;
+        if (k < std::min(batch, n - got + k)) break;
+    }
+    return got;
+}
+
+int req_notify_cq(ibv_cq* cq, int solicited_only) {
+    session& s = sess(cq->context);
+    std::lock_guard<std::mutex> g(s.data_lock);
+    return fv::ibv_req_notify_cq(&to(cq)->f, solicited_only);
+}
+
+void cq_event(ibv_cq*) {}
+
+/// The provider's send WR chain in the firmware's types; bad points back into the caller's.
+bool convert_send(ibv_send_wr* wr, bool ud, std::vector<fv::ibv_send_wr>& out, std::vector<ibv_send_wr*>& orig) {
+    out.clear();
+    orig.clear();
+    for (ibv_send_wr* w = wr; w; w = w->next) {
+        fv::ibv_send_wr f{};
+        f.wr_id = w->wr_id;
+        f.sg_list = reinterpret_cast<fv::ibv_sge*>(w->sg_list);
+        f.num_sge = w->num_sge;
+        f.opcode = fv::ibv_wr_opcode(w->opcode);
+        f.send_flags = w->send_flags;
+        switch (w->opcode) {
+        case IBV_WR_SEND_WITH_INV:
+        case IBV_WR_LOCAL_INV: f.invalidate_rkey = w->invalidate_rkey; break;
+        default: f.imm_data = ntohl(w->imm_data); break;
+        }
+        switch (w->opcode) {
+        case IBV_WR_ATOMIC_CMP_AND_SWP:
+        case IBV_WR_ATOMIC_FETCH_AND_ADD:
+            f.wr.atomic.remote_addr = w->wr.atomic.remote_addr;
+            f.wr.atomic.compare_add = w->wr.atomic.compare_add;
+            f.wr.atomic.swap = w->wr.atomic.swap;
+            f.wr.atomic.rkey = w->wr.atomic.rkey;
+            break;
+        case IBV_WR_BIND_MW: return false;  // memory windows are not offered (max_mw 0)
+        default:
+            f.wr.rdma.remote_addr = w->wr.rdma.remote_addr;
+            f.wr.rdma.rkey = w->wr.rdma.rkey;
+            break;
+        }
+        if (ud) {  // the same union as rdma and atomic in libibverbs
+            f.wr.ud.ah = w->wr.ud.ah ? to(w->wr.ud.ah)->f : nullptr;
+            f.wr.ud.remote_qpn = w->wr.ud.remote_qpn;
+            f.wr.ud.remote_qkey = w->wr.ud.remote_qkey;
+        }
+        out.push_back(f);
+        orig.push_back(w);
+    }
+    for (size_t i = 0; i + 1 < out.size(); ++i) out[i].next = &out[i + 1];
+    return true;
+}
+
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+    thread_local std::vector<fv::ibv_send_wr> chain;
+    thread_local std::vector<ibv_send_wr*> orig;
+    session& s = sess(qp->context);
+    if (!convert_send(wr, qp->qp_type == IBV_QPT_UD, chain, orig)) {
+        // The first WR the firmware would not see.
+        ibv_send_wr* w = wr;
+        while (w && w->opcode != IBV_WR_BIND_MW) w = w->next;
+        *bad = w;
+        return EINVAL;
+    }
+    if (chain.empty()) return 0;
+    std::lock_guard<std::mutex> g(s.data_lock);
+    fv::ibv_send_wr* fbad = nullptr;
+    const int e = fv::ibv_post_send(&to(qp)->f, chain.data(), &fbad);
+    if (e) *bad = fbad ? orig[size_t(fbad - chain.data())] : wr;
+    return e;
+}
+
+bool convert_recv(ibv_recv_wr* wr, std::vector<fv::ibv_recv_wr>& out, std::vector<ibv_recv_wr*>& orig) {
+    out.clear();
+    orig.clear();
+    for (ibv_recv_wr* w = wr; w; w = w->next) {
+        fv::ibv_recv_wr f{};
+        f.wr_id = w->wr_id;
+        f.sg_list = reinterpret_cast<fv::ibv_sge*>(w->sg_list);
+        f.num_sge = w->num_sge;
+        out.push_back(f);
+        orig.push_back(w);
+    }
+    for (size_t i = 0; i + 1 < out.size(); ++i) out[i].next = &out[i + 1];
+    return !out.empty();
+}
+
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    thread_local std::vector<fv::ibv_recv_wr> chain;
+    thread_local std::vector<ibv_recv_wr*> orig;
+    if (!convert_recv(wr, chain, orig)) return 0;
+    session& s = sess(qp->context);
+    std::lock_guard<std::mutex> g(s.data_lock);
+    fv::ibv_recv_wr* fbad = nullptr;
+    const int e = fv::ibv_post_recv(&to(qp)->f, chain.data(), &fbad);
+    if (e) *bad = fbad ? orig[size_t(fbad - chain.data())] : wr;
+    return e;
+}
+
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    thread_local std::vector<fv::ibv_recv_wr> chain;
+    thread_local std::vector<ibv_recv_wr*> orig;
+    if (!convert_recv(wr, chain, orig)) return 0;
+    session& s = sess(srq->context);
+    std::lock_guard<std::mutex> g(s.data_lock);
+    fv::ibv_recv_wr* fbad = nullptr;
+    const int e = fv::ibv_post_srq_recv(&to(srq)->f, chain.data(), &fbad);
+    if (e) *bad = fbad ? orig[size_t(fbad - chain.data())] : wr;
+    return e;
+}
+
+// ------------------------------------------------------------------------------ CQs
+
+/// Completion channels made by this library's ibv_create_comp_channel: channel -> write end.
+std::mutex channels_lock;
+std::map<const ibv_comp_channel*, int> channel_writers;
+
+ibv_cq* create_cq(ibv_context* c, int cqe, ibv_comp_channel* channel, int comp_vector) {
+    session& s = sess(c);
+    int wfd = -1;
+    if (channel) {
+        std::lock_guard<std::mutex> g(channels_lock);
+        auto it = channel_writers.find(channel);
+        // A channel libibverbs made itself (the library was not preloaded) cannot carry events.
+        if (it == channel_writers.end()) return fail<ibv_cq>(EINVAL);
+        wfd = it->second;
+    }
+    auto* q = new hc_cq{};
+    sp::create_cq_req r{{sp::CREATE_CQ, 0}, cqe, comp_vector, uint64_t(uintptr_t(&q->cq)), channel ? 1u : 0u, 0};
+    sp::cq_rep rep{};
+    if (int e = s.call(&r, sizeof r, &rep, sizeof rep, wfd)) {
+        delete q;
+        return fail<ibv_cq>(e);
+    }
+    q->id = rep.id;
+    q->f.context = &s.ctx;
+    q->f.handle = rep.cqn;
+    q->f.cqe = rep.cqe;
+    q->f.log_size = uint8_t(rep.log_size);
+    q->f.ring_pa = rep.ring_pa;
+    q->f.comp_vector = comp_vector;
+    q->cq.cqe = rep.cqe;
+    q->cq.handle = rep.cqn;
+    return &q->cq;
+}
+
+int destroy_cq(ibv_cq* cq) {
+    hc_cq* q = to(cq);
+    session& s = sess(cq->context);
+    if (q->f.refs) return EBUSY;  // C10-18
+    if (int e = s.call(sp::u64_req{{sp::DESTROY_CQ, 0}, q->id})) return e;
+    delete q;
+    return 0;
+}
+
+// ------------------------------------------------------------------------------ SRQs
+
+void adopt_srq(hc_srq* q, const sp::srq_rep& rep) {
+    q->f.handle = rep.srqn;
+    q->f.ring = rep.ring;
+    q->srq.handle = rep.srqn;
+}
+
+ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* ia) {
+    session& s = sess(pd->context);
+    auto* q = new hc_srq{};
+    sp::create_srq_req r{};
+    r.h.op = sp::CREATE_SRQ;
+    r.pd = to(pd)->id;
+    r.user_handle = uintptr_t(&q->srq);
+    r.attr = fv::ibv_srq_attr{ia->attr.max_wr, ia->attr.max_sge, ia->attr.srq_limit};
+    sp::srq_rep rep{};
+    if (int e = s.call(r, &rep)) {
+        delete q;
+        return fail<ibv_srq>(e);
+    }
+    q->id = rep.id;
+    q->f.context = &s.ctx;
+    q->f.pd = &to(pd)->f;
+    adopt_srq(q, rep);
+    ia->attr.max_wr = rep.attr.max_wr;
+    ia->attr.max_sge = rep.attr.max_sge;
+    return &q->srq;
+}
+
+int srq_request(ibv_srq* srq, uint32_t op, ibv_srq_attr* attr, int mask) {
+    hc_srq* q = to(srq);
+    session& s = sess(srq->context);
+    std::lock_guard<std::mutex> g(s.data_lock);
+    sp::modify_srq_req r{};
+    r.h.op = op;
+    r.id = q->id;
+    r.mask = mask;
+    r.producer = q->f.ring.producer;
+    r.completed = q->f.ring.completed;
+    r.attr = fv::ibv_srq_attr{attr->max_wr, attr->max_sge, attr->srq_limit};
+    sp::srq_rep rep{};
+    if (int e = s.call(r, &rep)) return e;
+    adopt_srq(q, rep);
+    attr->max_wr = rep.attr.max_wr;
+    attr->max_sge = rep.attr.max_sge;
+    attr->srq_limit = rep.attr.srq_limit;
+    return 0;
+}
+int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) { return srq_request(srq, sp::MODIFY_SRQ, attr, mask); }
+int query_srq(ibv_srq* srq, ibv_srq_attr* attr) { return srq_request(srq, sp::QUERY_SRQ, attr, 0); }
+
+int destroy_srq(ibv_srq* srq) {
+    hc_srq* q = to(srq);
+    if (q->f.refs) return EBUSY;
+    if (int e = sess(srq->context).call(sp::u64_req{{sp::DESTROY_SRQ, 0}, q->id})) return e;
+    delete q;
+    return 0;
+}
+
+// ------------------------------------------------------------------------------ QPs
+
+void adopt_qp(hc_qp* q, const sp::qp_rep& rep) {
+    q->f.qp_num = rep.qp_num;
+    q->f.state = fv::ibv_qp_state(rep.state);
+    q->f.max_inline_data = rep.max_inline_data;
+    q->f.hw_ctx.port = rep.port;
+    q->f.sq = rep.sq;
+    q->f.rq = rep.rq;
+}
+
+ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
+    session& s = sess(pd->context);
+    if (!ia->send_cq || !ia->recv_cq) return fail<ibv_qp>(EINVAL);
+    auto* q = new hc_qp{};
+    sp::create_qp_req r{};
+    r.h.op = sp::CREATE_QP;
+    r.pd = to(pd)->id;
+    r.send_cq = to(ia->send_cq)->id;
+    r.recv_cq = to(ia->recv_cq)->id;
+    r.srq = ia->srq ? to(ia->srq)->id : 0;
+    r.user_handle = uintptr_t(&q->qp);
+    r.cap = from_lib(ia->cap);
+    r.qp_type = ia->qp_type;
+    r.sq_sig_all = ia->sq_sig_all;
+    // libibverbs' RC, UC, UD share the firmware's numbering; anything else is refused there.
+    sp::qp_rep rep{};
+    if (int e = s.call(r, &rep)) {
+        delete q;
+        return fail<ibv_qp>(e);
+    }
+    q->id = rep.id;
+    fv::ibv_qp& f = q->f;
+    f.context = &s.ctx;
+    f.qp_context = ia->qp_context;
+    f.pd = &to(pd)->f;
+    f.send_cq = &to(ia->send_cq)->f;
+    f.recv_cq = &to(ia->recv_cq)->f;
+    f.srq = ia->srq ? &to(ia->srq)->f : nullptr;
+    f.qp_type = fv::ibv_qp_type(ia->qp_type);
+    f.sq_sig_all = ia->sq_sig_all;
+    adopt_qp(q, rep);
+    ++f.send_cq->refs;
+    ++f.recv_cq->refs;
+    if (f.srq) ++f.srq->refs;
+    s.driver.set_qp_user(rep.qp_num, &f);
+    ia->cap = to_lib(rep.cap);
+    ibv_qp& l = q->qp;
+    l.context = pd->context;
+    l.qp_context = ia->qp_context;
+    l.pd = pd;
+    l.send_cq = ia->send_cq;
+    l.recv_cq = ia->recv_cq;
+    l.srq = ia->srq;
+    l.handle = uint32_t(rep.id);
+    l.qp_num = rep.qp_num;
+    l.state = IBV_QPS_RESET;
+    l.qp_type = ia->qp_type;
+    l.events_completed = 0;
+    pthread_mutex_init(&l.mutex, nullptr);
+    pthread_cond_init(&l.cond, nullptr);
+    return &q->qp;
+}
+
+sp::ring_counts counts_of(const fv::ibv_qp& f) {
+    return sp::ring_counts{f.sq.producer, f.sq.completed, f.rq.producer, f.rq.completed};
+}
+
+int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
+    hc_qp* q = to(qp);
+    session& s = sess(qp->context);
+    std::lock_guard<std::mutex> g(s.data_lock);
+    sp::modify_qp_req r{};
+    r.h.op = sp::MODIFY_QP;
+    r.id = q->id;
+    r.mask = mask;
+    r.counts = counts_of(q->f);
+    r.attr = from_lib(*attr);
+    sp::qp_rep rep{};
+    if (int e = s.call(r, &rep)) return e;
+    adopt_qp(q, rep);
+    return 0;
+}
+
+int query_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init) {
+    hc_qp* q = to(qp);
+    session& s = sess(qp->context);
+    std::lock_guard<std::mutex> g(s.data_lock);
+    sp::modify_qp_req r{};
+    r.h.op = sp::QUERY_QP;
+    r.id = q->id;
+    r.mask = mask;
+    r.counts = counts_of(q->f);
+    sp::query_qp_rep rep{};
+    if (int e = s.call(r, &rep)) return e;
+    *attr = to_lib(rep.attr);
+    if (init) {
+        std::memset(init, 0, sizeof *init);
+        init->qp_context = qp->qp_context;
+        init->send_cq = qp->send_cq;
+        init->recv_cq = qp->recv_cq;
+        init->srq = qp->srq;
+        init->cap = to_lib(rep.cap);
+        init->qp_type = qp->qp_type;
+        init->sq_sig_all = rep.sq_sig_all;
+    }
+    return 0;
+}
+
+int destroy_qp(ibv_qp* qp) {
+    hc_qp* q = to(qp);
+    session& s = sess(qp->context);
+    if (int e = s.call(sp::u64_req{{sp::DESTROY_QP, 0}, q->id})) return e;
+    std::lock_guard<std::mutex> g(s.data_lock);
+    s.driver.set_qp_user(q->f.qp_num, nullptr);
+    --q->f.send_cq->refs;
+    --q->f.recv_cq->refs;
+    if (q->f.srq) --q->f.srq->refs;
+    pthread_mutex_destroy(&qp->mutex);
+    pthread_cond_destroy(&qp->cond);
+    delete q;
+    return 0;
+}
+
+int mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid, uint32_t op) {
+    sp::mcast_req r{};
+    r.h.op = op;
+    r.qp = to(qp)->id;
+    std::memcpy(r.gid, gid->raw, 16);
+    r.lid = lid;
+    return sess(qp->context).call(r);
+}
+int attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) { return mcast(qp, gid, lid, sp::ATTACH_MCAST); }
+int detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) { return mcast(qp, gid, lid, sp::DETACH_MCAST); }
+
+// ------------------------------------------------------------------------------ AHs
+
+ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+    session& s = sess(pd->context);
+    std::lock_guard<std::mutex> g(s.data_lock);
+    const fv::ibv_ah_attr a = from_lib(*attr);
+    fv::ibv_ah* f = fv::ibv_create_ah(&to(pd)->f, &a);
+    if (!f) return nullptr;  // errno set
+    auto* h = new hc_ah{};
+    h->f = f;
+    return &h->ah;
+}
+
+int destroy_ah(ibv_ah* ah) {
+    session& s = sess(ah->context);
+    std::lock_guard<std::mutex> g(s.data_lock);
+    if (int e = fv::ibv_destroy_ah(to(ah)->f)) return e;
+    delete to(ah);
+    return 0;
+}
+
+// ------------------------------------------------------------------------------ context
+
+void free_context(ibv_context* c);
+
+const verbs_context_ops context_ops = [] {
+    verbs_context_ops o{};
+    o.alloc_pd = alloc_pd;
+    o.attach_mcast = attach_mcast;
+    o.cq_event = cq_event;
+    o.create_ah = create_ah;
+    o.create_cq = create_cq;
+    o.create_qp = create_qp;
+    o.create_srq = create_srq;
+    o.dealloc_pd = dealloc_pd;
+    o.dereg_mr = dereg_mr;
+    o.destroy_ah = destroy_ah;
+    o.destroy_cq = destroy_cq;
+    o.destroy_qp = destroy_qp;
+    o.destroy_srq = destroy_srq;
+    o.detach_mcast = detach_mcast;
+    o.free_context = free_context;
+    o.modify_qp = modify_qp;
+    o.modify_srq = modify_srq;
+    o.poll_cq = poll_cq;
+    o.post_recv = post_recv;
+    o.post_send = post_send;
+    o.post_srq_recv = post_srq_recv;
+    o.query_device_ex = query_device_ex;
+    o.query_port = query_port;
+    o.query_qp = query_qp;
+    o.query_srq = query_srq;
+    o.reg_mr = reg_mr;
+    o.req_notify_cq = req_notify_cq;
+    o.resize_cq = resize_cq;
+    return o;
+}();
+
+/// hcasim<N> -> N; false for a device that is not ours.
+bool node_of(const char* name, unsigned* node) {
+    if (std::strncmp(name, "hcasim", 6) != 0) return false;
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(name + 6, &end, 10);
+    if (end == name + 6 || *end) return false;
+    *node = unsigned(n);
+    return true;
+}
+
+verbs_context* alloc_context(ibv_device* dev, int cmd_fd, void*) {
+    unsigned node = 0;
+    if (!node_of(dev->name, &node)) return fail<verbs_context>(ENODEV);
+    int err = 0;
+    std::string why;
+    std::unique_ptr<session> s = session::open(node, &err, &why);
+    if (!s) {
+        std::fprintf(stderr, "libhcasim: %s: %s\n", dev->name, why.c_str());
+        return fail<verbs_context>(err ? err : EIO);
+    }
+    auto* c = hcasim_abi::init_and_alloc_context<hc_context>(dev, cmd_fd, offsetof(hc_context, vctx));
+    if (!c) return nullptr;
+    c->vctx.context.async_fd = s->async_fd();
+    c->s = s.release();
+    verbs_set_ops(&c->vctx, &context_ops);
+    return &c->vctx;
+}
+
+void free_context(ibv_context* ctx) {
+    auto* c = reinterpret_cast<hc_context*>(verbs_get_ctx(ctx));
+    delete c->s;
+    verbs_uninit_context(&c->vctx);
+    std::free(c);
+}
+
+bool match_device(verbs_sysfs_dev* d) {
+    unsigned node;
+    return node_of(d->ibdev_name, &node);
+}
+
+verbs_device* alloc_device(verbs_sysfs_dev*) {
+    return static_cast<verbs_device*>(std::calloc(1, sizeof(verbs_device)));
+}
+void uninit_device(verbs_device* d) { std::free(d); }
+
+const verbs_device_ops device_ops = [] {
+    verbs_device_ops o{};
+    o.name = "hcasim";
+    o.match_min_abi_version = 1;
+    o.match_max_abi_version = 6;
+    o.match_device = match_device;
+    o.alloc_context = alloc_context;
+    o.alloc_device = alloc_device;
+    o.uninit_device = uninit_device;
+    return o;
+}();
+
+/// Registered once per process even if the library is mapped twice (LD_PRELOAD and
+/// RDMAV_DRIVERS naming it by different paths): the flag, in the environment, names the
+/// process (children inherit the environment, not the registration).
+__attribute__((constructor)) void register_provider() {
+    const std::string me = std::to_string(getpid());
+    if (const char* v = std::getenv("HCASIM_PROVIDER_REGISTERED"); v && me == v) return;
+    setenv("HCASIM_PROVIDER_REGISTERED", me.c_str(), 1);
+    verbs_register_driver_34(&device_ops);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------ completion channels
+//
+// libibverbs' ibv_create_comp_channel asks the kernel for an event file; with no kernel RDMA stack
+// there is none. When this library is preloaded (scripts/with-simhca.sh does it), these take their
+// place: the channel is a pipe whose write end the server gets with each CQ bound to it, and
+// libibverbs' own ibv_get_cq_event reads the records unchanged.
+
+extern "C" __attribute__((visibility("default"))) ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) return nullptr;
+    auto* ch = static_cast<ibv_comp_channel*>(std::calloc(1, sizeof(ibv_comp_channel)));
+    if (!ch) {
+        close(p[0]);
+        close(p[1]);
+        errno = ENOMEM;
+        return nullptr;
+    }
+    ch->context = context;
+    ch->fd = p[0];
+    ch->refcnt = 0;
+    std::lock_guard<std::mutex> g(channels_lock);
+    channel_writers[ch] = p[1];
+    return ch;
+}
+
+extern "C" __attribute__((visibility("default"))) int ibv_destroy_comp_channel(ibv_comp_channel* ch) {
+    if (ch->refcnt) return EBUSY;
+    {
+        std::lock_guard<std::mutex> g(channels_lock);
+        auto it = channel_writers.find(ch);
+        if (it != channel_writers.end()) {
+            close(it->second);
+            channel_writers.erase(it);
+        }
+    }
+    close(ch->fd);
+    std::free(ch);
+    return 0;
+}

@@ -1,0 +1,942 @@
+// `hcasim serve`: see serve.h and docs/libibverbs.md.
+//
+// One OS thread. The main loop alternates between the sockets (accepting clients, reading their
+// messages into per-connection inboxes) and the simulation (sc_start in slices while anything is
+// scheduled). With no scheduled activity it blocks in poll(), so a simulation whose clients all
+// wait costs no CPU. Each connection is served by one SystemC thread that executes its requests
+// in order, in simulated time, through the node's firmware (the kernel half of the driver); a
+// per-node mutex keeps the firmware single-threaded, and one more thread per node plays the
+// interrupt handler (processes the event queue, forwards completion and async events).
+#define SC_INCLUDE_DYNAMIC_PROCESSES
+#include "testbench/serve.h"
+
+#include <systemc>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <iostream>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/core/param.h"
+#include "model/core/stats.h"
+#include "model/system/fabric.h"
+#include "provider/protocol.h"
+#include "testbench/fake_sysfs.h"
+#include "testbench/host_software.h"
+
+namespace hcasim {
+
+using namespace sc_core;
+namespace sp = serve_proto;
+
+namespace {
+
+/// One request as it arrived: the bytes and the descriptors that came with them.
+struct message {
+    std::vector<uint8_t> data;
+    std::vector<int> fds;
+};
+
+/// One client context (a libibverbs ibv_open_device of device hcasim<node>).
+struct connection {
+    int fd = -1;
+    unsigned id = 0;
+    unsigned node = 0;
+    int pid = 0;
+    std::deque<message> inbox;
+    sc_event wake;
+    bool hangup = false;  // the client closed its end
+    bool done = false;    // its thread has cleaned up and ended
+    int async_fd = -1;
+    std::unique_ptr<fw::address_space> as;
+    verbs::ibv_context* ctx = nullptr;
+    uint64_t next_id = 1;
+    std::map<uint64_t, verbs::ibv_pd*> pds;
+    std::map<uint64_t, verbs::ibv_mr*> mrs;
+    std::map<uint64_t, verbs::ibv_cq*> cqs;
+    std::map<uint64_t, verbs::ibv_qp*> qps;
+    std::map<uint64_t, verbs::ibv_srq*> srqs;
+    std::map<const void*, uint64_t> user;        // QP, CQ, SRQ -> the application's pointer
+    std::map<const verbs::ibv_cq*, int> channel;  // CQ -> write end of its completion channel
+    uint64_t requests = 0, doorbells = 0;
+};
+
+/// The kernel side of one node: its software (OS, driver), the lock that keeps the firmware
+/// single-threaded, and what the boot found out.
+struct kernel_node {
+    std::unique_ptr<host_software> sw;
+    std::unique_ptr<sc_mutex> lock;
+    verbs::ibv_context* ctx = nullptr;  // the kernel's own context (boot, port queries)
+    bool up = false;
+    std::string boot_error;
+    fake_ib_device dev;
+};
+
+template <class T>
+const T* request_as(const message& m) {
+    return m.data.size() == sizeof(T) ? reinterpret_cast<const T*>(m.data.data()) : nullptr;
+}
+
+void close_fds(std::vector<int>& fds) {
+    for (int f : fds)
+        if (f >= 0) close(f);
+    fds.clear();
+}
+
+class server : public sc_module {
+public:
+    SC_HAS_PROCESS(server);
+    server(sc_module_name n, machine& m, bool verbose) : sc_module(n), m_(m), verbose_(verbose) {
+        fw::driver_options opts;
+        for (unsigned i = 0; i < m.size(); ++i) {
+            m.at(i).memory.share();
+            auto k = std::make_unique<kernel_node>();
+            k->sw = std::make_unique<host_software>(m.at(i).cpu, opts);
+            k->lock = std::make_unique<sc_mutex>(sc_gen_unique_name("firmware_lock"));
+            kernel_.push_back(std::move(k));
+        }
+        for (unsigned i = 0; i < m.size(); ++i) {
+            sc_spawn([this, i] { boot(i); }, sc_gen_unique_name("boot"));
+        }
+    }
+
+    bool all_up() const {
+        for (const auto& k : kernel_)
+            if (!k->up) return false;
+        return true;
+    }
+    std::string boot_error() const {
+        for (size_t i = 0; i < kernel_.size(); ++i)
+            if (!kernel_[i]->boot_error.empty()) return "node" + std::to_string(i) + ": " + kernel_[i]->boot_error;
+        return "";
+    }
+    std::vector<fake_ib_device> devices() const {
+        std::vector<fake_ib_device> v;
+        for (const auto& k : kernel_) v.push_back(k->dev);
+        return v;
+    }
+
+    /// A client connected (called between simulation slices).
+    void accept(int fd) {
+        auto c = std::make_unique<connection>();
+        c->fd = fd;
+        c->id = next_conn_++;
+        connection* p = c.get();
+        conns_.push_back(std::move(c));
+        sc_spawn([this, p] { serve_client(*p); }, sc_gen_unique_name("client"));
+    }
+    /// Reads every message waiting on a connection; false once it hung up.
+    void read_client(connection& c) {
+        for (;;) {
+            message m;
+            m.data.resize(sp::MAX_MESSAGE);
+            iovec iov{m.data.data(), m.data.size()};
+            alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 4)];
+            msghdr h{};
+            h.msg_iov = &iov;
+            h.msg_iovlen = 1;
+            h.msg_control = ctl;
+            h.msg_controllen = sizeof ctl;
+            const ssize_t n = recvmsg(c.fd, &h, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+            if (n <= 0) {
+                c.hangup = true;
+                c.wake.notify(SC_ZERO_TIME);
+                return;
+            }
+            for (cmsghdr* cm = CMSG_FIRSTHDR(&h); cm; cm = CMSG_NXTHDR(&h, cm))
+                if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+                    const size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                    for (size_t i = 0; i < k; ++i) {
+                        int f;
+                        std::memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof f);
+                        m.fds.push_back(f);
+                    }
+                }
+            m.data.resize(size_t(n));
+            if (h.msg_flags & MSG_TRUNC) m.data.clear();  // refused as malformed
+            c.inbox.push_back(std::move(m));
+            c.wake.notify(SC_ZERO_TIME);
+        }
+    }
+    /// The connections whose sockets the main loop watches (ended ones are dropped here).
+    std::vector<connection*> live() {
+        std::vector<connection*> v;
+        for (auto it = conns_.begin(); it != conns_.end();) {
+            if ((*it)->done) {
+                it = conns_.erase(it);
+                continue;
+            }
+            if (!(*it)->hangup) v.push_back(it->get());
+            ++it;
+        }
+        return v;
+    }
+    size_t clients() const { return conns_.size(); }
+    uint64_t served_requests() const { return requests_; }
+    uint64_t served_doorbells() const { return doorbells_; }
+
+private:
+    machine& m_;
+    bool verbose_;
+    std::vector<std::unique_ptr<kernel_node>> kernel_;
+    std::list<std::unique_ptr<connection>> conns_;
+    unsigned next_conn_ = 1;
+    uint64_t requests_ = 0, doorbells_ = 0;
+
+    // ------------------------------------------------------------------ boot and interrupts
+
+    void boot(unsigned i) {
+        kernel_node& k = *kernel_[i];
+        host_software& sw = *k.sw;
+        k.lock->lock();
+        k.ctx = verbs::ibv_open_device(sw.driver, sw.as);
+        if (!k.ctx) {
+            k.boot_error = "the driver did not start: " + sw.driver.last_error();
+            k.lock->unlock();
+            return;
+        }
+        verbs::ibv_port_attr pa{};
+        // The port comes up once the link has trained (and, on a switch, the SM has swept).
+        for (int tries = 0; tries < 1000; ++tries) {
+            verbs::ibv_query_port(k.ctx, 1, &pa);
+            if (pa.state == verbs::IBV_PORT_ACTIVE) break;
+            k.lock->unlock();
+            wait(sc_time(10, SC_US));
+            k.lock->lock();
+        }
+        verbs::ibv_device_attr da{};
+        verbs::ibv_query_device(k.ctx, &da);
+        const hw::port_info* pi = sw.driver.port(1);
+        fake_ib_device& d = k.dev;
+        d.name = "hcasim" + std::to_string(i);
+        d.node_guid = da.node_guid;
+        d.sys_image_guid = da.sys_image_guid;
+        d.fw_ver = da.fw_ver;
+        d.hca_type = "hcasim";
+        d.board_id = "HCASIM0001";
+        fake_ib_port p{};
+        p.lid = pa.lid;
+        p.sm_lid = pa.sm_lid;
+        p.lmc = pa.lmc;
+        p.state = uint8_t(pa.state);
+        p.phys_state = pa.state == verbs::IBV_PORT_ACTIVE ? 5 : 3;  // LinkUp, Disabled
+        p.width_code = sp::ibv_width_code(pa.active_width);
+        p.speed_code = sp::ibv_speed_code(pa.active_speed);
+        p.subnet_prefix = pi ? pi->gid_prefix : 0;
+        p.port_guid = pi ? pi->port_guid : 0;
+        p.gid_count = pa.gid_tbl_len;
+        p.max_mtu = int(pa.max_mtu);
+        for (int j = 0; j < pa.pkey_tbl_len; ++j) {
+            uint16_t key = 0;
+            if (verbs::ibv_query_pkey(k.ctx, 1, j, &key) == 0) p.pkeys.push_back(key);
+        }
+        d.ports.push_back(p);
+        k.lock->unlock();
+        k.up = true;
+        sc_spawn([this, i] { interrupts(i); }, sc_gen_unique_name("irq"));
+    }
+
+    /// The interrupt handler of one node: sleeps until the event queue holds an entry, then
+    /// processes it (the verbs layer's handlers forward the events to the clients).
+    void interrupts(unsigned i) {
+        kernel_node& k = *kernel_[i];
+        fw::hca_driver& drv = k.sw->driver;
+        for (;;) {
+            k.lock->lock();
+            const bool pending = drv.eq_pending();
+            k.lock->unlock();
+            if (!pending) drv.wait_eq(0);
+            k.lock->lock();
+            drv.process_eq();
+            k.lock->unlock();
+        }
+    }
+
+    // ------------------------------------------------------------------ one client
+
+    void log(const connection& c, const std::string& s) {
+        if (verbose_) std::fprintf(stderr, "hcasim serve: client %u (pid %d, node %u): %s\n", c.id, c.pid, c.node, s.c_str());
+    }
+
+    void send_reply(connection& c, int status, const void* payload, size_t n, int fd = -1) {
+        std::vector<uint8_t> buf(sizeof(sp::reply) + n);
+        sp::reply r{status, 0};
+        std::memcpy(buf.data(), &r, sizeof r);
+        if (n) std::memcpy(buf.data() + sizeof r, payload, n);
+        iovec iov{buf.data(), buf.size()};
+        msghdr h{};
+        h.msg_iov = &iov;
+        h.msg_iovlen = 1;
+        alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
+        if (fd >= 0) {
+            h.msg_control = ctl;
+            h.msg_controllen = sizeof ctl;
+            cmsghdr* cm = CMSG_FIRSTHDR(&h);
+            cm->cmsg_level = SOL_SOCKET;
+            cm->cmsg_type = SCM_RIGHTS;
+            cm->cmsg_len = CMSG_LEN(sizeof(int));
+            std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+        }
+        if (sendmsg(c.fd, &h, MSG_NOSIGNAL) < 0) c.hangup = true;
+    }
+    template <class T>
+    void reply_with(connection& c, int status, const T& payload) {
+        send_reply(c, status, &payload, sizeof payload);
+    }
+    void reply_status(connection& c, int status) { send_reply(c, status, nullptr, 0); }
+
+    /// Writes one event record to a client's pipe without blocking (a client that never reads
+    /// its events loses the newest, with a warning, rather than stalling the simulation).
+    void post_record(connection& c, int fd, const void* rec, size_t n) {
+        if (fd < 0) return;
+        if (write(fd, rec, n) != ssize_t(n))
+            std::fprintf(stderr, "hcasim serve: client %u: an event record was dropped (%s)\n", c.id,
+                         std::strerror(errno));
+    }
+
+    void on_async_event(connection& c, const verbs::ibv_async_event& e) {
+        sp::async_event_record r{};
+        r.event_type = uint32_t(e.event_type);
+        switch (e.event_type) {
+        case verbs::IBV_EVENT_CQ_ERR: r.element = c.user.count(e.element.cq) ? c.user[e.element.cq] : 0; break;
+        case verbs::IBV_EVENT_SRQ_ERR:
+        case verbs::IBV_EVENT_SRQ_LIMIT_REACHED: r.element = c.user.count(e.element.srq) ? c.user[e.element.srq] : 0; break;
+        case verbs::IBV_EVENT_PORT_ACTIVE:
+        case verbs::IBV_EVENT_PORT_ERR:
+        case verbs::IBV_EVENT_LID_CHANGE:
+        case verbs::IBV_EVENT_PKEY_CHANGE:
+        case verbs::IBV_EVENT_SM_CHANGE:
+        case verbs::IBV_EVENT_CLIENT_REREGISTER:
+        case verbs::IBV_EVENT_GID_CHANGE: r.element = uint64_t(e.element.port_num); break;
+        case verbs::IBV_EVENT_DEVICE_FATAL: r.element = 0; break;
+        default: r.element = c.user.count(e.element.qp) ? c.user[e.element.qp] : 0; break;
+        }
+        log(c, "async event " + std::to_string(r.event_type));
+        post_record(c, c.async_fd, &r, sizeof r);
+    }
+
+    void on_comp_event(connection& c, verbs::ibv_cq* cq) {
+        auto it = c.channel.find(cq);
+        if (it == c.channel.end()) return;  // armed without a channel: nobody to tell
+        sp::comp_event_record r{c.user[cq]};
+        post_record(c, it->second, &r, sizeof r);
+    }
+
+    void serve_client(connection& c) {
+        for (;;) {
+            while (c.inbox.empty() && !c.hangup) wait(c.wake);
+            if (c.inbox.empty()) break;
+            message m = std::move(c.inbox.front());
+            c.inbox.pop_front();
+            if (m.data.size() < sizeof(sp::header)) {
+                log(c, "malformed message (" + std::to_string(m.data.size()) + " bytes): closing");
+                close_fds(m.fds);
+                break;
+            }
+            sp::header h;
+            std::memcpy(&h, m.data.data(), sizeof h);
+            if (h.op == sp::MMIO_WRITE) {
+                mmio_write(c, m);
+                close_fds(m.fds);
+                continue;
+            }
+            ++requests_;
+            ++c.requests;
+            if (h.op != sp::OPEN && !c.ctx) {
+                reply_status(c, EBADF);
+                close_fds(m.fds);
+                continue;
+            }
+            kernel_node* k = c.ctx || h.op == sp::OPEN ? kernel_for(c, m) : nullptr;
+            if (!k) {
+                reply_status(c, ENODEV);
+                close_fds(m.fds);
+                continue;
+            }
+            k->lock->lock();
+            execute(c, *k, h.op, m);
+            k->lock->unlock();
+            close_fds(m.fds);  // the handlers took (and replaced with -1) what they keep
+        }
+        if (!c.inbox.empty())
+            for (auto& m : c.inbox) close_fds(m.fds);
+        if (c.ctx) {
+            kernel_node& k = *kernel_[c.node];
+            k.lock->lock();
+            teardown(c);
+            k.lock->unlock();
+        }
+        close(c.fd);
+        if (c.async_fd >= 0) close(c.async_fd);
+        log(c, "closed after " + std::to_string(c.requests) + " requests and " + std::to_string(c.doorbells) + " doorbells");
+        c.done = true;
+    }
+
+    kernel_node* kernel_for(connection& c, const message& m) {
+        unsigned node = c.node;
+        if (!c.ctx) {
+            const auto* r = request_as<sp::open_req>(m);
+            if (!r) return nullptr;
+            node = r->node;
+        }
+        return node < kernel_.size() && kernel_[node]->up ? kernel_[node].get() : nullptr;
+    }
+
+    void mmio_write(connection& c, const message& m) {
+        // Only the bytes written travel: the header, then `bytes` of data.
+        sp::mmio_write_req w{};
+        const size_t head = offsetof(sp::mmio_write_req, data);
+        if (m.data.size() >= head && m.data.size() <= sizeof w) std::memcpy(&w, m.data.data(), m.data.size());
+        const sp::mmio_write_req* r = &w;
+        if (!c.ctx || m.data.size() < head || r->bytes == 0 || r->bytes > sizeof r->data ||
+            m.data.size() != head + r->bytes) {
+            log(c, "malformed doorbell: dropped");
+            return;
+        }
+        // A context may only write its own UAR page, as with a real UAR mapping.
+        const uint64_t lo = fw::hca_driver::uar_offset(c.ctx->uar);
+        if (r->offset < lo || r->offset + r->bytes > lo + hw::UAR_STRIDE) {
+            log(c, "doorbell outside its UAR page: dropped");
+            return;
+        }
+        kernel_node& k = *kernel_[c.node];
+        ++doorbells_;
+        ++c.doorbells;
+        k.lock->lock();
+        k.sw->driver.bus().mmio_write(r->offset, r->data, r->bytes);
+        k.lock->unlock();
+    }
+
+    template <class T>
+    T* lookup(std::map<uint64_t, T*>& t, uint64_t id) {
+        auto it = t.find(id);
+        return it == t.end() ? nullptr : it->second;
+    }
+
+    static sp::qp_rep qp_reply(uint64_t id, const verbs::ibv_qp* qp) {
+        sp::qp_rep r{};
+        r.id = id;
+        r.qp_num = qp->qp_num;
+        r.state = int32_t(qp->state);
+        r.max_inline_data = qp->max_inline_data;
+        r.port = qp->hw_ctx.port;
+        r.cap.max_send_wr = qp->sq.max_wr;
+        r.cap.max_send_sge = qp->sq.max_sge;
+        r.cap.max_recv_wr = qp->rq.max_wr;
+        r.cap.max_recv_sge = qp->rq.max_sge;
+        r.cap.max_inline_data = qp->max_inline_data;
+        r.sq = qp->sq;
+        r.rq = qp->rq;
+        return r;
+    }
+    static sp::srq_rep srq_reply(uint64_t id, const verbs::ibv_srq* s) {
+        sp::srq_rep r{};
+        r.id = id;
+        r.srqn = s->handle;
+        r.attr.max_wr = s->ring.max_wr;
+        r.attr.max_sge = s->ring.max_sge;
+        r.ring = s->ring;
+        return r;
+    }
+    static sp::cq_rep cq_reply(uint64_t id, const verbs::ibv_cq* cq) {
+        sp::cq_rep r{};
+        r.id = id;
+        r.cqn = cq->handle;
+        r.cqe = cq->cqe;
+        r.ring_pa = cq->ring_pa;
+        r.log_size = cq->log_size;
+        return r;
+    }
+
+    int take_fd(message& m) {
+        if (m.fds.empty()) return -1;
+        const int f = m.fds.front();
+        m.fds.erase(m.fds.begin());
+        return f;
+    }
+
+    void open(connection& c, kernel_node& k, message& m) {
+        const auto* r = request_as<sp::open_req>(m);
+        if (r->version != sp::VERSION) return reply_status(c, EPROTO);
+        const int afd = take_fd(m);
+        if (afd < 0) return reply_status(c, EINVAL);
+        c.node = r->node;
+        c.pid = r->pid;
+        c.async_fd = afd;
+        fcntl(afd, F_SETFL, fcntl(afd, F_GETFL) | O_NONBLOCK);
+        host_software& sw = *k.sw;
+        c.as = std::make_unique<fw::address_space>(sw.os);
+        c.ctx = verbs::ibv_open_device(sw.driver, *c.as);
+        if (!c.ctx) {
+            c.as.reset();
+            return reply_status(c, errno ? errno : EIO);
+        }
+        verbs::ibv_set_async_event_handler(c.ctx, [this, &c](const verbs::ibv_async_event& e) { on_async_event(c, e); });
+        for (int v = 0; v < c.ctx->num_comp_vectors; ++v)
+            verbs::ibv_set_comp_event_handler(c.ctx, v, [this, &c](verbs::ibv_cq* cq, void*) { on_comp_event(c, cq); });
+        sp::open_rep rep{};
+        rep.mem_bytes = m_.at(c.node).memory.size_bytes.get();
+        rep.uar = c.ctx->uar;
+        rep.num_qps = sw.driver.num_qps();
+        rep.num_comp_vectors = c.ctx->num_comp_vectors;
+        rep.caps = sw.driver.caps();
+        for (uint8_t p = 1; p <= sp::MAX_PORTS && sw.driver.port(p); ++p) {
+            rep.ports[p - 1] = *sw.driver.port(p);
+            rep.nports = p;
+        }
+        verbs::ibv_query_device(c.ctx, &rep.dev);
+        rep.node_guid = rep.dev.node_guid;
+        log(c, "opened hcasim" + std::to_string(c.node));
+        send_reply(c, 0, &rep, sizeof rep, m_.at(c.node).memory.shared_fd());
+    }
+
+    void execute(connection& c, kernel_node& k, uint32_t op, message& m) {
+        switch (op) {
+        case sp::OPEN:
+            if (c.ctx) return reply_status(c, EBUSY);
+            return open(c, k, m);
+        case sp::MMIO_READ32: {
+            const auto* r = request_as<sp::u64_req>(m);
+            if (!r) break;
+            const uint32_t v = k.sw->driver.bus().mmio_read32(r->value);
+            return reply_with(c, 0, v);
+        }
+        case sp::NOW: return reply_with(c, 0, uint64_t(k.sw->driver.bus().now_ns()));
+        case sp::SLEEP: {
+            const auto* r = request_as<sp::u64_req>(m);
+            if (!r) break;
+            k.lock->unlock();  // sleeping holds nothing
+            wait(sc_time(double(r->value), SC_NS));
+            k.lock->lock();
+            return reply_status(c, 0);
+        }
+        case sp::QUERY_DEVICE: {
+            verbs::ibv_device_attr a{};
+            const int e = verbs::ibv_query_device(c.ctx, &a);
+            return reply_with(c, e, a);
+        }
+        case sp::QUERY_PORT: {
+            const auto* r = request_as<sp::u64_req>(m);
+            if (!r || r->value > 255) break;
+            verbs::ibv_port_attr a{};
+            const int e = verbs::ibv_query_port(c.ctx, uint8_t(r->value), &a);
+            return reply_with(c, e, a);
+        }
+        case sp::QUERY_GID: {
+            const auto* r = request_as<sp::index_req>(m);
+            if (!r || r->port > 255) break;
+            verbs::ibv_gid g{};
+            const int e = verbs::ibv_query_gid(c.ctx, uint8_t(r->port), r->index, &g);
+            return reply_with(c, e, g);
+        }
+        case sp::QUERY_PKEY: {
+            const auto* r = request_as<sp::index_req>(m);
+            if (!r || r->port > 255) break;
+            uint16_t key = 0;
+            const int e = verbs::ibv_query_pkey(c.ctx, uint8_t(r->port), r->index, &key);
+            return reply_with(c, e, key);
+        }
+        case sp::ALLOC_PD: {
+            verbs::ibv_pd* pd = verbs::ibv_alloc_pd(c.ctx);
+            if (!pd) return reply_status(c, errno ? errno : ENOMEM);
+            const uint64_t id = c.next_id++;
+            c.pds[id] = pd;
+            return reply_with(c, 0, id);
+        }
+        case sp::DEALLOC_PD: {
+            const auto* r = request_as<sp::u64_req>(m);
+            verbs::ibv_pd* pd = r ? lookup(c.pds, r->value) : nullptr;
+            if (!pd) break;
+            const int e = verbs::ibv_dealloc_pd(pd);
+            if (!e) c.pds.erase(r->value);
+            return reply_status(c, e);
+        }
+        case sp::MAP_RUN: {
+            const auto* r = request_as<sp::run_req>(m);
+            if (!r || !r->pages || r->pages > (uint64_t(1) << 22) || (r->va & (fw::PAGE_BYTES - 1))) break;
+            uint64_t pa = 0;
+            if (!k.sw->os.alloc_contiguous(r->pages * fw::PAGE_BYTES, fw::PAGE_BYTES, &pa)) return reply_status(c, ENOMEM);
+            const int e = c.as->map_run(r->va, pa, r->pages);
+            if (e) k.sw->os.free(pa);
+            return reply_with(c, e, pa);
+        }
+        case sp::UNMAP_RUN: {
+            const auto* r = request_as<sp::run_req>(m);
+            if (!r) break;
+            return reply_status(c, c.as->unmap_run(r->va, r->pages));
+        }
+        case sp::REG_MR: {
+            const auto* r = request_as<sp::reg_mr_req>(m);
+            verbs::ibv_pd* pd = r ? lookup(c.pds, r->pd) : nullptr;
+            if (!pd) break;
+            verbs::ibv_mr* mr = verbs::ibv_reg_mr(pd, r->va, r->length, r->access);
+            if (!mr) return reply_status(c, errno ? errno : EINVAL);
+            const uint64_t id = c.next_id++;
+            c.mrs[id] = mr;
+            return reply_with(c, 0, sp::reg_mr_rep{id, mr->lkey, mr->rkey});
+        }
+        case sp::DEREG_MR: {
+            const auto* r = request_as<sp::u64_req>(m);
+            verbs::ibv_mr* mr = r ? lookup(c.mrs, r->value) : nullptr;
+            if (!mr) break;
+            const int e = verbs::ibv_dereg_mr(mr);
+            if (!e) c.mrs.erase(r->value);
+            return reply_status(c, e);
+        }
+        case sp::CREATE_CQ: {
+            const auto* r = request_as<sp::create_cq_req>(m);
+            if (!r) break;
+            const int chan = r->has_channel ? take_fd(m) : -1;
+            if (r->has_channel && chan < 0) break;
+            verbs::ibv_cq* cq = verbs::ibv_create_cq(c.ctx, r->cqe, nullptr, nullptr, r->comp_vector);
+            if (!cq) {
+                if (chan >= 0) close(chan);
+                return reply_status(c, errno ? errno : EINVAL);
+            }
+            const uint64_t id = c.next_id++;
+            c.cqs[id] = cq;
+            c.user[cq] = r->user_handle;
+            if (chan >= 0) {
+                fcntl(chan, F_SETFL, fcntl(chan, F_GETFL) | O_NONBLOCK);
+                c.channel[cq] = chan;
+            }
+            return reply_with(c, 0, cq_reply(id, cq));
+        }
+        case sp::DESTROY_CQ: {
+            const auto* r = request_as<sp::u64_req>(m);
+            verbs::ibv_cq* cq = r ? lookup(c.cqs, r->value) : nullptr;
+            if (!cq) break;
+            const int e = verbs::ibv_destroy_cq(cq);
+            if (!e) forget_cq(c, r->value, cq);
+            return reply_status(c, e);
+        }
+        case sp::RESIZE_CQ: {
+            const auto* r = request_as<sp::resize_cq_req>(m);
+            verbs::ibv_cq* cq = r ? lookup(c.cqs, r->id) : nullptr;
+            if (!cq) break;
+            cq->consumer = r->consumer;
+            const int e = verbs::ibv_resize_cq(cq, r->cqe);
+            return reply_with(c, e, cq_reply(r->id, cq));
+        }
+        case sp::CREATE_QP: {
+            const auto* r = request_as<sp::create_qp_req>(m);
+            if (!r) break;
+            verbs::ibv_pd* pd = lookup(c.pds, r->pd);
+            verbs::ibv_qp_init_attr ia{};
+            ia.send_cq = lookup(c.cqs, r->send_cq);
+            ia.recv_cq = lookup(c.cqs, r->recv_cq);
+            ia.srq = r->srq ? lookup(c.srqs, r->srq) : nullptr;
+            if (!pd || !ia.send_cq || !ia.recv_cq || (r->srq && !ia.srq)) break;
+            ia.cap = r->cap;
+            ia.qp_type = verbs::ibv_qp_type(r->qp_type);
+            ia.sq_sig_all = r->sq_sig_all;
+            verbs::ibv_qp* qp = verbs::ibv_create_qp(pd, &ia);
+            if (!qp) return reply_status(c, errno ? errno : EINVAL);
+            const uint64_t id = c.next_id++;
+            c.qps[id] = qp;
+            c.user[qp] = r->user_handle;
+            return reply_with(c, 0, qp_reply(id, qp));
+        }
+        case sp::MODIFY_QP: {
+            const auto* r = request_as<sp::modify_qp_req>(m);
+            verbs::ibv_qp* qp = r ? lookup(c.qps, r->id) : nullptr;
+            if (!qp) break;
+            set_counts(qp, r->counts);
+            verbs::ibv_qp_attr a = r->attr;
+            const int e = verbs::ibv_modify_qp(qp, &a, r->mask);
+            return reply_with(c, e, qp_reply(r->id, qp));
+        }
+        case sp::QUERY_QP: {
+            const auto* r = request_as<sp::modify_qp_req>(m);
+            verbs::ibv_qp* qp = r ? lookup(c.qps, r->id) : nullptr;
+            if (!qp) break;
+            set_counts(qp, r->counts);
+            sp::query_qp_rep q{};
+            verbs::ibv_qp_init_attr ia{};
+            const int e = verbs::ibv_query_qp(qp, &q.attr, r->mask, &ia);
+            q.cap = ia.cap;
+            q.sq_sig_all = ia.sq_sig_all;
+            return reply_with(c, e, q);
+        }
+        case sp::DESTROY_QP: {
+            const auto* r = request_as<sp::u64_req>(m);
+            verbs::ibv_qp* qp = r ? lookup(c.qps, r->value) : nullptr;
+            if (!qp) break;
+            const int e = verbs::ibv_destroy_qp(qp);
+            if (!e) {
+                c.qps.erase(r->value);
+                c.user.erase(qp);
+            }
+            return reply_status(c, e);
+        }
+        case sp::CREATE_SRQ: {
+            const auto* r = request_as<sp::create_srq_req>(m);
+            verbs::ibv_pd* pd = r ? lookup(c.pds, r->pd) : nullptr;
+            if (!pd) break;
+            verbs::ibv_srq_init_attr ia{};
+            ia.attr = r->attr;
+            verbs::ibv_srq* s = verbs::ibv_create_srq(pd, &ia);
+            if (!s) return reply_status(c, errno ? errno : EINVAL);
+            const uint64_t id = c.next_id++;
+            c.srqs[id] = s;
+            c.user[s] = r->user_handle;
+            sp::srq_rep rep = srq_reply(id, s);
+            rep.attr = ia.attr;
+            return reply_with(c, 0, rep);
+        }
+        case sp::MODIFY_SRQ:
+        case sp::QUERY_SRQ: {
+            const auto* r = request_as<sp::modify_srq_req>(m);
+            verbs::ibv_srq* s = r ? lookup(c.srqs, r->id) : nullptr;
+            if (!s) break;
+            s->ring.producer = r->producer;
+            s->ring.completed = r->completed;
+            verbs::ibv_srq_attr a = r->attr;
+            const int e = op == sp::MODIFY_SRQ ? verbs::ibv_modify_srq(s, &a, r->mask) : verbs::ibv_query_srq(s, &a);
+            sp::srq_rep rep = srq_reply(r->id, s);
+            rep.attr = a;
+            return reply_with(c, e, rep);
+        }
+        case sp::DESTROY_SRQ: {
+            const auto* r = request_as<sp::u64_req>(m);
+            verbs::ibv_srq* s = r ? lookup(c.srqs, r->value) : nullptr;
+            if (!s) break;
+            const int e = verbs::ibv_destroy_srq(s);
+            if (!e) {
+                c.srqs.erase(r->value);
+                c.user.erase(s);
+            }
+            return reply_status(c, e);
+        }
+        case sp::ATTACH_MCAST:
+        case sp::DETACH_MCAST: {
+            const auto* r = request_as<sp::mcast_req>(m);
+            verbs::ibv_qp* qp = r ? lookup(c.qps, r->qp) : nullptr;
+            if (!qp) break;
+            verbs::ibv_gid g{};
+            std::memcpy(g.raw, r->gid, 16);
+            const int e = op == sp::ATTACH_MCAST ? verbs::ibv_attach_mcast(qp, &g, r->lid)
+                                                 : verbs::ibv_detach_mcast(qp, &g, r->lid);
+            return reply_status(c, e);
+        }
+        default:
+            log(c, "unknown request " + std::to_string(op));
+            return reply_status(c, EOPNOTSUPP);
+        }
+        // A request of the wrong size or naming an object this context does not own.
+        log(c, "malformed request " + std::to_string(op));
+        reply_status(c, EINVAL);
+    }
+
+    static void set_counts(verbs::ibv_qp* qp, const sp::ring_counts& n) {
+        qp->sq.producer = n.sq_producer;
+        qp->sq.completed = n.sq_completed;
+        qp->rq.producer = n.rq_producer;
+        qp->rq.completed = n.rq_completed;
+    }
+
+    void forget_cq(connection& c, uint64_t id, verbs::ibv_cq* cq) {
+        auto it = c.channel.find(cq);
+        if (it != c.channel.end()) {
+            close(it->second);
+            c.channel.erase(it);
+        }
+        c.user.erase(cq);
+        c.cqs.erase(id);
+    }
+
+    /// A client went away: everything it still owned is destroyed, as the kernel does for a
+    /// process that exits.
+    void teardown(connection& c) {
+        for (auto& [id, qp] : c.qps) verbs::ibv_destroy_qp(qp);
+        for (auto& [id, s] : c.srqs) verbs::ibv_destroy_srq(s);
+        for (auto& [id, cq] : c.cqs) {
+            verbs::ibv_destroy_cq(cq);
+            if (c.channel.count(cq)) close(c.channel[cq]);
+        }
+        for (auto& [id, mr] : c.mrs) verbs::ibv_dereg_mr(mr);
+        for (auto& [id, pd] : c.pds) verbs::ibv_dealloc_pd(pd);
+        c.qps.clear();
+        c.srqs.clear();
+        c.cqs.clear();
+        c.mrs.clear();
+        c.pds.clear();
+        c.channel.clear();
+        c.user.clear();
+        if (verbs::ibv_close_device(c.ctx) != 0) log(c, "ibv_close_device failed");
+        c.ctx = nullptr;
+        c.as.reset();
+    }
+};
+
+int listen_on(const std::string& path, std::string* err) {
+    sockaddr_un a{};
+    if (path.size() >= sizeof a.sun_path) {
+        *err = "socket path too long: " + path;
+        return -1;
+    }
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        *err = std::string("socket: ") + std::strerror(errno);
+        return -1;
+    }
+    unlink(path.c_str());
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0 || listen(fd, 64) < 0) {
+        *err = "cannot listen on " + path + ": " + std::strerror(errno);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+}  // namespace
+
+int serve_main(int argc, char* argv[]) {
+    namespace po = boost::program_options;
+    po::options_description od("hcasim serve: simulated HCAs for libibverbs applications (docs/libibverbs.md)");
+    od.add_options()("help,h", "this help")(
+        "socket", po::value<std::string>()->default_value("hcasim.sock"),
+        "Unix socket the provider connects to (the provider reads HCASIM_SOCKET)")(
+        "sysfs", po::value<std::string>(),
+        "write a sysfs tree describing the HCAs under this directory (for libibverbs' SYSFS_PATH)")(
+        "config", po::value<std::vector<std::string>>()->composing(), "INI file of parameters (repeatable)")(
+        "set", po::value<std::vector<std::string>>()->composing(), "key=value parameter override (repeatable)")(
+        "quantum-ns", po::value<double>()->default_value(10000.0),
+        "simulated time run between two looks at the sockets while the simulation is busy")(
+        "verbose,v", "log every client's requests and events to stderr");
+    po::variables_map vm;
+    try {
+        po::store(po::command_line_parser(argc - 1, argv + 1).options(od).run(), vm);
+        po::notify(vm);
+    } catch (const po::error& e) {
+        std::cerr << "hcasim: error: serve: " << e.what() << "\n";
+        return 2;
+    }
+    if (vm.count("help")) {
+        std::cout << od << "\n";
+        return 0;
+    }
+    const double quantum_ns = vm["quantum-ns"].as<double>();
+    if (!(quantum_ns >= 1.0 && quantum_ns <= 1e9)) {
+        std::cerr << "hcasim: error: serve: --quantum-ns must be 1 .. 1e9\n";
+        return 2;
+    }
+    std::unique_ptr<machine> m;
+    std::unique_ptr<server> srv;
+    try {
+        broker& b = broker::instance();
+        if (vm.count("config"))
+            for (const auto& f : vm["config"].as<std::vector<std::string>>()) b.load_ini(f);
+        if (vm.count("set"))
+            for (const auto& s : vm["set"].as<std::vector<std::string>>()) b.set_override(s);
+        m = std::make_unique<machine>();
+        srv = std::make_unique<server>("serve", *m, vm.count("verbose") > 0);
+        b.check_unused();
+    } catch (const config_error& e) {
+        std::cerr << "hcasim: error: serve: " << e.what() << "\n";
+        return 2;
+    }
+    sc_report_handler::set_actions(SC_ID_NO_SC_START_ACTIVITY_, SC_DO_NOTHING);
+
+    // SIGINT / SIGTERM end the server through the poll loop.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigprocmask(SIG_BLOCK, &sigs, nullptr);
+    const int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+    signal(SIGPIPE, SIG_IGN);
+
+    const sc_time quantum(quantum_ns, SC_NS);
+    auto slice = [&] {
+        sc_time dt = sc_time_to_pending_activity();
+        if (dt < quantum) dt = quantum;
+        sc_start(dt, SC_EXIT_ON_STARVATION);
+    };
+    // Boot: every driver up, every port active.
+    sc_start(SC_ZERO_TIME);
+    while (!srv->all_up() && srv->boot_error().empty() && sc_pending_activity()) slice();
+    if (!srv->all_up()) {
+        const std::string e = srv->boot_error();
+        std::cerr << "hcasim: error: serve: " << (e.empty() ? "the HCAs did not come up" : e) << "\n";
+        return 1;
+    }
+    const std::string sock_path = vm["socket"].as<std::string>();
+    if (vm.count("sysfs")) {
+        const std::string dir = vm["sysfs"].as<std::string>();
+        if (const std::string e = write_fake_sysfs(dir, srv->devices()); !e.empty()) {
+            std::cerr << "hcasim: error: serve: --sysfs " << dir << ": " << e << "\n";
+            return 2;
+        }
+    }
+    std::string err;
+    const int lfd = listen_on(sock_path, &err);
+    if (lfd < 0) {
+        std::cerr << "hcasim: error: serve: " << err << "\n";
+        return 2;
+    }
+    std::printf("hcasim serve: %zu HCAs (hcasim0..hcasim%zu) ready at %s, simulated time %.0f ns\n", m->size(),
+                m->size() - 1, sock_path.c_str(), sc_time_stamp().to_seconds() * 1e9);
+    std::fflush(stdout);
+
+    bool stop = false;
+    while (!stop) {
+        std::vector<connection*> conns = srv->live();
+        std::vector<pollfd> pf;
+        pf.push_back({sfd, POLLIN, 0});
+        pf.push_back({lfd, POLLIN, 0});
+        for (connection* c : conns) pf.push_back({c->fd, POLLIN, 0});
+        const bool busy = sc_pending_activity();
+        if (poll(pf.data(), pf.size(), busy ? 0 : -1) < 0 && errno != EINTR) {
+            std::perror("hcasim serve: poll");
+            break;
+        }
+        if (pf[0].revents) stop = true;
+        if (pf[1].revents & POLLIN)
+            for (;;) {
+                const int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (fd < 0) break;
+                srv->accept(fd);
+            }
+        for (size_t i = 0; i < conns.size(); ++i)
+            if (pf[i + 2].revents) srv->read_client(*conns[i]);
+        if (sc_pending_activity()) slice();
+    }
+    close(lfd);
+    unlink(sock_path.c_str());
+    const stats_registry& st = stats_registry::instance();
+    std::printf("hcasim serve: stopped at simulated time %.0f ns: %llu wire packets, %llu requests, %llu doorbells served\n",
+                sc_time_stamp().to_seconds() * 1e9, static_cast<unsigned long long>(st.sum("port.tx_packets")),
+                static_cast<unsigned long long>(srv->served_requests()),
+                static_cast<unsigned long long>(srv->served_doorbells()));
+    for (unsigned i = 0; i < m->size(); ++i) {
+        auto v = [&](const char* k) {
+            const counter* c = st.find("node" + std::to_string(i) + ".hca." + k);
+            return static_cast<unsigned long long>(c ? c->value() : 0);
+        };
+        std::printf(" node%u: tx %llu packets / %llu bytes, rx %llu packets, %llu CQEs, %llu doorbells\n", i,
+                    v("port.tx_packets"), v("port.tx_bytes"), v("port.rx_packets"), v("cq_writer.cqes"),
+                    v("doorbell_unit.writes"));
+    }
+    return 0;
+}
+
+}  // namespace hcasim
