@@ -394,7 +394,13 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
 int req_notify_cq(ibv_cq* cq, int solicited_only) {
     session& s = sess(cq->context);
     std::lock_guard<std::mutex> g(s.data_lock);
-    return fv::ibv_req_notify_cq(&to(cq)->f, solicited_only);
+    if (int e = fv::ibv_req_notify_cq(&to(cq)->f, solicited_only)) return e;
+    // The arm must reach the HCA before the application's next poll: the simulation runs on
+    // while this process works, and a completion written between the poll and a late arm would
+    // raise no event. An MMIO read cannot pass the posted arm (PCIe ordering), so its reply
+    // means the CQ is armed.
+    s.bus.mmio_read32(hcasim::hw::REG_HCA_ID);
+    return 0;
 }
 
 void cq_event(ibv_cq*) {}

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -333,6 +334,7 @@ private:
 
     void on_comp_event(connection& c, verbs::ibv_cq* cq) {
         auto it = c.channel.find(cq);
+        log(c, "completion event on CQ " + std::to_string(cq->handle) + (it == c.channel.end() ? " (no channel)" : ""));
         if (it == c.channel.end()) return;  // armed without a channel: nobody to tell
         sp::comp_event_record r{c.user[cq]};
         post_record(c, it->second, &r, sizeof r);
@@ -820,7 +822,8 @@ int serve_main(int argc, char* argv[]) {
         "config", po::value<std::vector<std::string>>()->composing(), "INI file of parameters (repeatable)")(
         "set", po::value<std::vector<std::string>>()->composing(), "key=value parameter override (repeatable)")(
         "quantum-ns", po::value<double>()->default_value(10000.0),
-        "simulated time run between two looks at the sockets while the simulation is busy")(
+        "longest gap between two events the simulation runs through at full speed; across longer gaps simulated "
+        "time advances no faster than wall-clock time")(
         "verbose,v", "log every client's requests and events to stderr");
     po::variables_map vm;
     try {
@@ -865,15 +868,34 @@ int serve_main(int argc, char* argv[]) {
     const int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
     signal(SIGPIPE, SIG_IGN);
 
+    // Simulated time. While events follow each other closely (within the quantum) the simulation
+    // runs as fast as it can, one event time per sc_start (stopping 1 ps after it, so that time
+    // never jumps past a moment a client message could have arrived in). Across a longer gap
+    // (a timer far ahead, or a cancelled one the kernel still keeps) simulated time advances no
+    // faster than wall-clock time: a client that takes a while to post its next request meets the
+    // same timers it would meet on hardware, and the reported simulated time is not inflated by
+    // jumps to notifications nobody waits for.
     const sc_time quantum(quantum_ns, SC_NS);
-    auto slice = [&] {
+    const sc_time step_past(1, SC_PS);
+    auto run_burst = [&] {
+        // At most ~2 ms of wall time, then the sockets get a look.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+        for (unsigned n = 0; sc_pending_activity(); ++n) {
+            const sc_time dt = sc_time_to_pending_activity();
+            if (dt > quantum) break;
+            sc_start(dt + step_past, SC_EXIT_ON_STARVATION);
+            if ((n & 255) == 255 && std::chrono::steady_clock::now() > until) break;
+        }
+    };
+    // Boot: every driver up, every port active (at full speed: nobody is waiting yet).
+    auto boot_slice = [&] {
         sc_time dt = sc_time_to_pending_activity();
         if (dt < quantum) dt = quantum;
         sc_start(dt, SC_EXIT_ON_STARVATION);
     };
     // Boot: every driver up, every port active.
     sc_start(SC_ZERO_TIME);
-    while (!srv->all_up() && srv->boot_error().empty() && sc_pending_activity()) slice();
+    while (!srv->all_up() && srv->boot_error().empty() && sc_pending_activity()) boot_slice();
     if (!srv->all_up()) {
         const std::string e = srv->boot_error();
         std::cerr << "hcasim: error: serve: " << (e.empty() ? "the HCAs did not come up" : e) << "\n";
@@ -898,14 +920,31 @@ int serve_main(int argc, char* argv[]) {
     std::fflush(stdout);
 
     bool stop = false;
+    bool in_gap = false;
+    sc_time gap_start;
+    std::chrono::steady_clock::time_point gap_end;
     while (!stop) {
         std::vector<connection*> conns = srv->live();
         std::vector<pollfd> pf;
         pf.push_back({sfd, POLLIN, 0});
         pf.push_back({lfd, POLLIN, 0});
         for (connection* c : conns) pf.push_back({c->fd, POLLIN, 0});
-        const bool busy = sc_pending_activity();
-        if (poll(pf.data(), pf.size(), busy ? 0 : -1) < 0 && errno != EINTR) {
+        int wait_ms = -1;  // nothing scheduled: sleep until a client or a signal comes
+        if (sc_pending_activity()) {
+            const sc_time dt = sc_time_to_pending_activity();
+            wait_ms = 0;
+            if (dt > quantum) {  // a gap: let wall-clock time catch up with it
+                const auto now = std::chrono::steady_clock::now();
+                if (!in_gap || gap_start != sc_time_stamp()) {
+                    in_gap = true;
+                    gap_start = sc_time_stamp();
+                    gap_end = now + std::chrono::nanoseconds(int64_t(dt.to_seconds() * 1e9));
+                }
+                if (gap_end > now)
+                    wait_ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(gap_end - now).count()) + 1;
+            }
+        }
+        if (poll(pf.data(), pf.size(), wait_ms) < 0 && errno != EINTR) {
             std::perror("hcasim serve: poll");
             break;
         }
@@ -918,7 +957,14 @@ int serve_main(int argc, char* argv[]) {
             }
         for (size_t i = 0; i < conns.size(); ++i)
             if (pf[i + 2].revents) srv->read_client(*conns[i]);
-        if (sc_pending_activity()) slice();
+        if (!sc_pending_activity()) continue;
+        if (sc_time_to_pending_activity() <= quantum) {
+            in_gap = false;
+            run_burst();
+        } else if (in_gap && std::chrono::steady_clock::now() >= gap_end) {
+            in_gap = false;
+            sc_start(sc_time_to_pending_activity() + step_past, SC_EXIT_ON_STARVATION);
+        }
     }
     close(lfd);
     unlink(sock_path.c_str());
