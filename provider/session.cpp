@@ -225,12 +225,16 @@ void session::release_run(uint64_t va, const run& r) {
     const uint64_t len = r.pages * fw::PAGE_BYTES;
     void* p = reinterpret_cast<void*>(uintptr_t(va));
     // Back to private memory with the same contents, unless the application unmapped the range
-    // meanwhile (then there is nothing to keep).
-    std::vector<uint8_t> keep(len);
-    iovec local{keep.data(), len}, remote{p, len};
-    if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == ssize_t(len) &&
-        mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
-        std::memcpy(p, keep.data(), len);
+    // meanwhile (then there is nothing to keep). The copy lives in a mapping of its own: heap
+    // memory could lie inside the very range being replaced.
+    void* keep = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (keep != MAP_FAILED) {
+        iovec local{keep, len}, remote{p, len};
+        if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == ssize_t(len) &&
+            mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
+            std::memcpy(p, keep, len);
+        munmap(keep, len);
+    }
     call(sp::run_req{{sp::UNMAP_RUN, 0}, va, r.pages});
 }
 
