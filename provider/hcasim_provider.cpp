@@ -644,6 +644,7 @@ const verbs_context_ops context_ops = [] {
     o.reg_mr = reg_mr;
     o.req_notify_cq = req_notify_cq;
     o.resize_cq = resize_cq;
+    add_extended_ops(o);
     return o;
 }();
 

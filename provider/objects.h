@@ -165,4 +165,8 @@ inline ibv_qp_attr to_lib(const fv::ibv_qp_attr& f) {
     return a;
 }
 
+/// The extended verbs (ibv_create_qp_ex with the work request API, ibv_create_cq_ex with the
+/// polling API): provider/verbs_ex.cpp adds its hooks to the context's table.
+void add_extended_ops(verbs_context_ops& ops);
+
 }  // namespace hcasim::provider
