@@ -243,7 +243,8 @@ int hca_driver::init() {
 }
 
 void hca_driver::attach_user_view(const hw::hca_caps& caps, const std::vector<hw::port_info>& ports,
-                                  uint32_t num_qps) {
+                                  uint32_t num_qps, std::function<uint8_t(uint32_t)> key_byte) {
+    user_key_byte_ = std::move(key_byte);
     caps_ = caps;
     ports_ = ports;
     qp_users_.assign(num_qps, nullptr);
@@ -270,7 +271,10 @@ bool hca_driver::alloc_mpt(uint32_t* index, uint8_t* key_byte) {
     return true;
 }
 
-uint8_t hca_driver::next_key_byte(uint32_t index) { return index < key_gen_.size() ? ++key_gen_[index] : 0; }
+uint8_t hca_driver::next_key_byte(uint32_t index) {
+    if (user_view_) return user_key_byte_ ? user_key_byte_(index) : 0;
+    return index < key_gen_.size() ? ++key_gen_[index] : 0;
+}
 
 bool hca_driver::reserve_mw() {
     if (caps_.max_mw && mws_ >= caps_.max_mw) return false;

@@ -34,6 +34,10 @@ struct driver_options {
     uint8_t eq_log_size = 8;         ///< log2 EQEs in the event queue
     uint64_t cmd_timeout_ns = 10'000'000;  ///< command timeout, simulated ns (fatal when hit)
     bool use_inline_window = true;   ///< single small WQEs go through UAR_INLINE_WQE
+    /// Reregister MR keeps the region's L_Key and R_Key instead of giving it fresh ones (the key
+    /// byte is the CI's to choose, o10-37.2.2 / o10-37.2.4): what libibverbs applications
+    /// expect of ibv_rereg_mr, so `hcasim serve` sets it.
+    bool rereg_keeps_keys = false;
 };
 
 /// Deterministic lowest-free-first number allocator over [first, first + count).
@@ -89,7 +93,10 @@ public:
     /// `hcasim serve`): capabilities and ports as that driver reported them, no commands, no
     /// event queue (events reach user space through the provider). Enough for the data-path
     /// verbs (post, poll, notify) and address handles on objects the real driver created.
-    void attach_user_view(const hw::hca_caps& caps, const std::vector<hw::port_info>& ports, uint32_t num_qps);
+    /// `key_byte` hands out the next key byte of an MPT index (the real driver's generation,
+    /// for binds posted in user space).
+    void attach_user_view(const hw::hca_caps& caps, const std::vector<hw::port_info>& ports, uint32_t num_qps,
+                          std::function<uint8_t(uint32_t)> key_byte);
     /// True after a command timeout: the HCA is considered dead.
     bool fatal() const { return fatal_; }
     /// Description of the last command failure.
@@ -232,6 +239,7 @@ private:
     driver_options opts_;
     bool initialized_ = false;
     bool user_view_ = false;
+    std::function<uint8_t(uint32_t)> user_key_byte_;  ///< user view: next_key_byte
     bool fatal_ = false;
     bool cmd_busy_ = false;
     std::string last_error_;

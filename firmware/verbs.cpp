@@ -1077,7 +1077,8 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, uint64_t addr, size_t length
     hw::mpt_entry m = mr->hw_mpt;
     keep_hca_fields(&m, held);
     m.flags = uint8_t(m.flags | (held.flags & hw::MPT_SHARE_SRC));
-    m.key = hw::make_key(mr->handle, drv.next_key_byte(mr->handle));  // CI-owned, fresh (o10-37.2.2)
+    // CI-owned (o10-37.2.2): fresh, or the region's own with driver_options::rereg_keeps_keys.
+    m.key = drv.options().rereg_keeps_keys ? mr->lkey : hw::make_key(mr->handle, drv.next_key_byte(mr->handle));
     m.pd = new_pd->handle;
     m.access = uint32_t(new_access);
     m.state = hw::MPT_STATE_VALID;

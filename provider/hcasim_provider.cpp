@@ -32,7 +32,7 @@ namespace hcasim::provider {
 namespace {
 
 /// Device attributes as this provider offers them: the HCA's, less what the provider does not
-/// implement (memory windows, fast registration: their verbs have no libibverbs route here).
+/// implement (fast registration, FMRs: no libibverbs route to them).
 void fill_device_attr(const fv::ibv_device_attr& f, ibv_device_attr* a) {
     std::memset(a, 0, sizeof *a);
     std::snprintf(a->fw_ver, sizeof a->fw_ver, "%s", f.fw_ver);
@@ -45,8 +45,8 @@ void fill_device_attr(const fv::ibv_device_attr& f, ibv_device_attr* a) {
     a->hw_ver = f.hw_ver;
     a->max_qp = f.max_qp;
     a->max_qp_wr = f.max_qp_wr;
-    // The firmware's flags by name (its numbering is its own); memory windows and the memory
-    // management extensions stay out. The ports count P_Key and Q_Key violations (o10-57) and
+    // The firmware's flags by name (its numbering is its own); the memory management extensions
+    // (fast registration) stay out: libibverbs has no user-space route to them. The ports count P_Key and Q_Key violations (o10-57) and
     // report PortActive; the node has a system image GUID.
     const std::pair<unsigned, unsigned> flags[] = {
         {fv::IBV_DEVICE_RESIZE_MAX_WR, IBV_DEVICE_RESIZE_MAX_WR},
@@ -55,6 +55,9 @@ void fill_device_attr(const fv::ibv_device_attr& f, ibv_device_attr* a) {
         {fv::IBV_DEVICE_RC_RNR_NAK_GEN, IBV_DEVICE_RC_RNR_NAK_GEN},
         {fv::IBV_DEVICE_SRQ_RESIZE, IBV_DEVICE_SRQ_RESIZE},
         {fv::IBV_DEVICE_N_NOTIFY_CQ, IBV_DEVICE_N_NOTIFY_CQ},
+        {fv::IBV_DEVICE_MEM_WINDOW, IBV_DEVICE_MEM_WINDOW},
+        {fv::IBV_DEVICE_MEM_WINDOW_TYPE_2A, IBV_DEVICE_MEM_WINDOW_TYPE_2A},
+        {fv::IBV_DEVICE_MEM_WINDOW_TYPE_2B, IBV_DEVICE_MEM_WINDOW_TYPE_2B},
     };
     a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_PORT_ACTIVE_EVENT |
                           IBV_DEVICE_SYS_IMAGE_GUID;
@@ -74,7 +77,7 @@ void fill_device_attr(const fv::ibv_device_attr& f, ibv_device_attr* a) {
     a->atomic_cap = ibv_atomic_cap(f.atomic_cap);
     a->max_ee = f.max_ee;
     a->max_rdd = f.max_rdd;
-    a->max_mw = 0;
+    a->max_mw = f.max_mw;
     a->max_raw_ipv6_qp = 0;
     a->max_raw_ethy_qp = 0;
     a->max_mcast_grp = f.max_mcast_grp;
@@ -174,7 +177,79 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t hca_va, int acces
     m->vmr.ibv_mr.rkey = rep.rkey;
     m->vmr.mr_type = HCASIM_MR_ORDINARY;
     m->vmr.access = access;
+    m->f.context = &s.ctx;
+    m->f.pd = &to(pd)->f;
+    m->f.addr = va;
+    m->f.length = length;
+    m->f.handle = uint32_t(rep.id);
+    m->f.lkey = rep.lkey;
+    m->f.rkey = rep.rkey;
+    m->f.access = access;
     return &m->vmr.ibv_mr;
+}
+
+int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+    auto* m = reinterpret_cast<hc_mr*>(vmr);
+    session& s = sess(vmr->ibv_mr.context);
+    const bool move = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+    const uint64_t va = uintptr_t(addr);
+    if (move) {
+        if (int e = s.share_range(va, length)) {
+            errno = e;
+            return IBV_REREG_MR_ERR_INPUT;
+        }
+    }
+    sp::rereg_mr_req r{{sp::REREG_MR, 0}, m->id, flags, access, (flags & IBV_REREG_MR_CHANGE_PD) ? to(pd)->id : 0, va,
+                       length};
+    sp::reg_mr_rep rep{};
+    if (int e = s.call(r, &rep)) {
+        if (move) s.unshare_range(va, length);
+        errno = e;
+        return e == EINVAL ? IBV_REREG_MR_ERR_INPUT : IBV_REREG_MR_ERR_CMD;
+    }
+    if (move) {
+        s.unshare_range(m->addr, m->length);
+        m->addr = m->f.addr = va;
+        m->length = m->f.length = length;
+    }
+    if (flags & IBV_REREG_MR_CHANGE_PD) m->f.pd = &to(pd)->f;
+    if (flags & IBV_REREG_MR_CHANGE_ACCESS) m->vmr.access = m->f.access = access;
+    m->vmr.ibv_mr.lkey = m->f.lkey = rep.lkey;
+    m->vmr.ibv_mr.rkey = m->f.rkey = rep.rkey;
+    return 0;
+}
+
+ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
+    session& s = sess(pd->context);
+    sp::mw_rep rep{};
+    if (int e = s.call(sp::alloc_mw_req{{sp::ALLOC_MW, 0}, to(pd)->id, int32_t(type), 0}, &rep)) return fail<ibv_mw>(e);
+    auto* w = new hc_mw{};
+    w->id = rep.id;
+    w->f = fv::ibv_mw{&s.ctx, &to(pd)->f, rep.rkey, rep.handle, fv::ibv_mw_type(type)};
+    w->mw.context = pd->context;
+    w->mw.pd = pd;
+    w->mw.rkey = rep.rkey;
+    w->mw.handle = rep.handle;
+    w->mw.type = type;
+    return &w->mw;
+}
+
+int dealloc_mw(ibv_mw* mw) {
+    if (int e = sess(mw->context).call(sp::u64_req{{sp::DEALLOC_MW, 0}, to(mw)->id})) return e;
+    delete to(mw);
+    return 0;
+}
+
+int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* b) {
+    session& s = sess(qp->context);
+    std::lock_guard<std::mutex> g(s.data_lock);
+    fv::ibv_mw_bind f;
+    f.wr_id = b->wr_id;
+    f.send_flags = b->send_flags;
+    f.bind_info = from_lib(b->bind_info);
+    if (int e = fv::ibv_bind_mw(&to(qp)->f, &to(mw)->f, &f)) return e;
+    mw->rkey = to(mw)->f.rkey;
+    return 0;
 }
 
 int dereg_mr(verbs_mr* vmr) {
@@ -251,7 +326,7 @@ int req_notify_cq(ibv_cq* cq, int solicited_only) {
 void cq_event(ibv_cq*) {}
 
 /// The provider's send WR chain in the firmware's types; bad points back into the caller's.
-bool convert_send(ibv_send_wr* wr, bool ud, std::vector<fv::ibv_send_wr>& out, std::vector<ibv_send_wr*>& orig) {
+void convert_send(ibv_send_wr* wr, bool ud, std::vector<fv::ibv_send_wr>& out, std::vector<ibv_send_wr*>& orig) {
     out.clear();
     orig.clear();
     for (ibv_send_wr* w = wr; w; w = w->next) {
@@ -274,7 +349,11 @@ bool convert_send(ibv_send_wr* wr, bool ud, std::vector<fv::ibv_send_wr>& out, s
             f.wr.atomic.swap = w->wr.atomic.swap;
             f.wr.atomic.rkey = w->wr.atomic.rkey;
             break;
-        case IBV_WR_BIND_MW: return false;  // memory windows are not offered (max_mw 0)
+        case IBV_WR_BIND_MW:
+            f.bind_mw.mw = w->bind_mw.mw ? &to(w->bind_mw.mw)->f : nullptr;
+            f.bind_mw.rkey = w->bind_mw.rkey;
+            f.bind_mw.bind_info = from_lib(w->bind_mw.bind_info);
+            break;
         default:
             f.wr.rdma.remote_addr = w->wr.rdma.remote_addr;
             f.wr.rdma.rkey = w->wr.rdma.rkey;
@@ -289,25 +368,22 @@ bool convert_send(ibv_send_wr* wr, bool ud, std::vector<fv::ibv_send_wr>& out, s
         orig.push_back(w);
     }
     for (size_t i = 0; i + 1 < out.size(); ++i) out[i].next = &out[i + 1];
-    return true;
 }
 
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     thread_local std::vector<fv::ibv_send_wr> chain;
     thread_local std::vector<ibv_send_wr*> orig;
     session& s = sess(qp->context);
-    if (!convert_send(wr, qp->qp_type == IBV_QPT_UD, chain, orig)) {
-        // The first WR the firmware would not see.
-        ibv_send_wr* w = wr;
-        while (w && w->opcode != IBV_WR_BIND_MW) w = w->next;
-        *bad = w;
-        return EINVAL;
-    }
+    convert_send(wr, qp->qp_type == IBV_QPT_UD, chain, orig);
     if (chain.empty()) return 0;
     std::lock_guard<std::mutex> g(s.data_lock);
     fv::ibv_send_wr* fbad = nullptr;
     const int e = fv::ibv_post_send(&to(qp)->f, chain.data(), &fbad);
     if (e) *bad = fbad ? orig[size_t(fbad - chain.data())] : wr;
+    // A type 2 bind gives its window the consumer's new R_Key once posted.
+    const size_t posted = e ? (fbad ? size_t(fbad - chain.data()) : 0) : chain.size();
+    for (size_t i = 0; i < posted; ++i)
+        if (orig[i]->opcode == IBV_WR_BIND_MW && orig[i]->bind_mw.mw) orig[i]->bind_mw.mw->rkey = chain[i].bind_mw.mw->rkey;
     return e;
 }
 
@@ -518,6 +594,46 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     return &q->qp;
 }
 
+/// Removes the completions of QP qpn from a CQ (what rdma-core's providers do when a QP is reset
+/// or destroyed: an application that restarts a QP does not poll the completions of its previous
+/// life). The software-owned entries after it move up over the removed ones (owner bits rewritten
+/// for their new slots) and the consumer count skips the freed slots; the HCA only writes beyond
+/// them. Removed receive completions of an SRQ free their SRQ slots, as polling them would.
+void clean_cq(session& s, hc_cq* q, uint32_t qpn, fv::ibv_qp* qp) {
+    fv::ibv_cq& c = q->f;
+    const uint64_t size = uint64_t(1) << c.log_size, mask = size - 1;
+    auto slot = [&](uint64_t n) { return c.ring_pa + (n & mask) * sizeof(hcasim::hw::cqe); };
+    uint64_t end = c.consumer;
+    for (; end - c.consumer < size; ++end) {
+        uint8_t owner;
+        s.bus.mem_read(slot(end) + offsetof(hcasim::hw::cqe, owner), &owner, 1);
+        if ((owner & hcasim::hw::CQE_OWNER_BIT) != hcasim::hw::cqe_owner_for(end, c.log_size)) break;
+    }
+    uint64_t freed = 0;
+    for (uint64_t n = end; n-- > c.consumer;) {
+        hcasim::hw::cqe e;
+        s.bus.mem_read(slot(n), &e, sizeof e);
+        if (e.qpn == qpn) {
+            ++freed;
+            if (qp && qp->srq && !(e.owner & hcasim::hw::CQE_IS_SEND) && qp->srq->ring.completed < qp->srq->ring.producer)
+                ++qp->srq->ring.completed;
+            continue;
+        }
+        if (!freed) continue;
+        e.owner = uint8_t((e.owner & ~hcasim::hw::CQE_OWNER_BIT) | hcasim::hw::cqe_owner_for(n + freed, c.log_size));
+        s.bus.mem_write(slot(n + freed), &e, sizeof e);
+    }
+    if (!freed) return;
+    c.consumer += freed;
+    const uint64_t db = hcasim::hw::cq_doorbell(c.handle, uint32_t(c.consumer), hcasim::hw::CQ_ARM_NONE);
+    s.bus.mmio_write(hcasim::fw::hca_driver::uar_offset(s.ctx.uar, hcasim::hw::UAR_CQ_DOORBELL), &db, sizeof db);
+}
+
+void clean_cqs(session& s, hc_qp* q) {
+    clean_cq(s, to(q->qp.recv_cq), q->f.qp_num, &q->f);
+    if (q->qp.send_cq != q->qp.recv_cq) clean_cq(s, to(q->qp.send_cq), q->f.qp_num, &q->f);
+}
+
 sp::ring_counts counts_of(const fv::ibv_qp& f) {
     return sp::ring_counts{f.sq.producer, f.sq.completed, f.rq.producer, f.rq.completed};
 }
@@ -535,6 +651,7 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     sp::qp_rep rep{};
     if (int e = s.call(r, &rep)) return e;
     adopt_qp(q, rep);
+    if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) clean_cqs(s, q);
     return 0;
 }
 
@@ -568,6 +685,7 @@ int destroy_qp(ibv_qp* qp) {
     session& s = sess(qp->context);
     if (int e = s.call(sp::u64_req{{sp::DESTROY_QP, 0}, q->id})) return e;
     std::lock_guard<std::mutex> g(s.data_lock);
+    clean_cqs(s, q);
     s.driver.set_qp_user(q->f.qp_num, nullptr);
     --q->f.send_cq->refs;
     --q->f.recv_cq->refs;
@@ -616,7 +734,11 @@ void free_context(ibv_context* c);
 
 const verbs_context_ops context_ops = [] {
     verbs_context_ops o{};
+    o.alloc_mw = alloc_mw;
     o.alloc_pd = alloc_pd;
+    o.bind_mw = bind_mw;
+    o.dealloc_mw = dealloc_mw;
+    o.rereg_mr = rereg_mr;
     o.attach_mcast = attach_mcast;
     o.cq_event = cq_event;
     o.create_ah = create_ah;
@@ -717,6 +839,13 @@ __attribute__((constructor)) void register_provider() {
 }
 
 }  // namespace
+
+// For provider/verbs_ex.cpp (objects.h): the extended verbs start from the plain ones.
+ibv_cq* create_cq_plain(ibv_context* c, int cqe, ibv_comp_channel* channel, int comp_vector) {
+    return create_cq(c, cqe, channel, comp_vector);
+}
+ibv_qp* create_qp_plain(ibv_pd* pd, ibv_qp_init_attr* ia) { return create_qp(pd, ia); }
+
 }  // namespace hcasim::provider
 
 using namespace hcasim::provider;

@@ -9,6 +9,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "provider/ibverbs_abi.h"
 
@@ -34,21 +37,66 @@ struct hc_mr {
     verbs_mr vmr;
     uint64_t id;
     uint64_t addr, length;
+    fv::ibv_mr f;  ///< what binds name (context, lkey)
 };
+struct hc_mw {
+    ibv_mw mw;
+    uint64_t id;
+    fv::ibv_mw f;
+};
+/// A CQ; one made by ibv_create_cq_ex is used through cq_ex (which begins with the ibv_cq).
 struct hc_cq {
-    ibv_cq cq;
+    union {
+        ibv_cq cq;
+        ibv_cq_ex cq_ex;
+    };
     uint64_t id;
     fv::ibv_cq f;
+    fv::ibv_wc ex_wc{};  ///< the completion the polling API is at (verbs_ex.cpp)
 };
 struct hc_srq {
     ibv_srq srq;
     uint64_t id;
     fv::ibv_srq f;
 };
+struct qp_ex_state;
+/// A QP, laid out as libibverbs' struct verbs_qp (the ibv_qp_ex union, comp_mask, xrcd):
+/// ibv_qp_to_qp_ex() tests comp_mask & VERBS_QP_EX. A QP made by ibv_create_qp_ex with
+/// IBV_QP_INIT_ATTR_SEND_OPS_FLAGS has the work request API (verbs_ex.cpp) in qp_ex and its
+/// batch in ex.
 struct hc_qp {
-    ibv_qp qp;
+    union {
+        ibv_qp qp;
+        ibv_qp_ex qp_ex;
+    };
+    uint32_t vqp_comp_mask = 0;  ///< verbs_qp::comp_mask (VERBS_QP_EX = 2)
+    void* vqp_xrcd = nullptr;    ///< verbs_qp::xrcd (no XRC here)
     uint64_t id;
     fv::ibv_qp f;
+    std::unique_ptr<qp_ex_state> ex;
+};
+constexpr uint32_t HCASIM_VERBS_QP_EX = 1u << 1;
+// verbs_qp::comp_mask directly follows the union: libibverbs 44 reads it at offset 0x160.
+static_assert(sizeof(ibv_qp_ex) == 0x160 && alignof(ibv_qp_ex) == 8, "verbs_qp layout");
+
+/// Work requests between ibv_wr_start and ibv_wr_complete/abort, in the firmware's types; the
+/// SGEs and the copies of inline data live here (sg_list pointers are set at wr_complete).
+struct qp_ex_state {
+    struct entry {
+        fv::ibv_send_wr wr;
+        uint32_t sge_first = 0, sge_count = 0;  ///< in sges
+        bool inl = false;                       ///< inline: the data is inl[inl_first, +inl_len)
+        size_t inl_first = 0, inl_len = 0;
+        ibv_mw* mw = nullptr;                   ///< BIND_MW: the window (its rkey changes once posted)
+    };
+    std::mutex lock;       ///< held from wr_start to wr_complete/wr_abort
+    bool open = false;     ///< between wr_start and wr_complete/wr_abort
+    uint64_t send_ops = 0; ///< ibv_qp_create_send_ops_flags granted
+    int err = 0;           ///< the first error of the batch (builders cannot return one)
+    std::vector<entry> wrs;
+    std::vector<fv::ibv_sge> sges;
+    std::vector<uint8_t> inl;
+    std::vector<fv::ibv_send_wr> chain;  ///< built at wr_complete
 };
 struct hc_ah {
     ibv_ah ah;
@@ -61,6 +109,20 @@ inline hc_cq* to(ibv_cq* p) { return reinterpret_cast<hc_cq*>(p); }
 inline hc_qp* to(ibv_qp* p) { return reinterpret_cast<hc_qp*>(p); }
 inline hc_srq* to(ibv_srq* p) { return reinterpret_cast<hc_srq*>(p); }
 inline hc_ah* to(ibv_ah* p) { return reinterpret_cast<hc_ah*>(p); }
+inline hc_mw* to(ibv_mw* p) { return reinterpret_cast<hc_mw*>(p); }
+inline hc_mr* to(ibv_mr* p) { return reinterpret_cast<hc_mr*>(p); }
+
+/// A bind's description in the firmware's types.
+inline fv::ibv_mw_bind_info from_lib(const ibv_mw_bind_info& b) {
+    fv::ibv_mw_bind_info f;
+    f.mr = b.mr ? &to(b.mr)->f : nullptr;
+    f.addr = b.addr;
+    f.length = b.length;
+    // A window grants remote rights only; libibverbs applications also pass LOCAL_WRITE (rdma-core's
+    // providers ignore it), which the firmware would refuse.
+    f.mw_access_flags = b.mw_access_flags & ~unsigned(IBV_ACCESS_LOCAL_WRITE);
+    return f;
+}
 
 template <class T>
 T* fail(int e) {
@@ -168,5 +230,8 @@ inline ibv_qp_attr to_lib(const fv::ibv_qp_attr& f) {
 /// The extended verbs (ibv_create_qp_ex with the work request API, ibv_create_cq_ex with the
 /// polling API): provider/verbs_ex.cpp adds its hooks to the context's table.
 void add_extended_ops(verbs_context_ops& ops);
+/// The plain verbs (hcasim_provider.cpp) the extended ones build on.
+ibv_cq* create_cq_plain(ibv_context* c, int cqe, ibv_comp_channel* channel, int comp_vector);
+ibv_qp* create_qp_plain(ibv_pd* pd, ibv_qp_init_attr* ia);
 
 }  // namespace hcasim::provider

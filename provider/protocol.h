@@ -52,6 +52,10 @@ enum op : uint32_t {
     DESTROY_SRQ,   ///< u64 id
     ATTACH_MCAST,  ///< mcast_req
     DETACH_MCAST,  ///< mcast_req
+    ALLOC_MW,      ///< alloc_mw_req -> mw_rep
+    DEALLOC_MW,    ///< u64 id
+    NEXT_KEY,      ///< u64 MPT index -> u8: the next key byte of a window's index (a bind posted here)
+    REREG_MR,      ///< rereg_mr_req -> reg_mr_rep
 };
 
 /// Every request starts with this; every reply is a `reply` followed by its payload.
@@ -113,6 +117,23 @@ struct reg_mr_req {
 struct reg_mr_rep {
     uint64_t id;
     uint32_t lkey, rkey;
+};
+struct rereg_mr_req {
+    header h;
+    uint64_t id;
+    int32_t flags;   ///< IBV_REREG_MR_CHANGE_*
+    int32_t access;
+    uint64_t pd, va, length;
+};
+struct alloc_mw_req {
+    header h;
+    uint64_t pd;
+    int32_t type;    ///< verbs::ibv_mw_type
+    uint32_t rsvd;
+};
+struct mw_rep {
+    uint64_t id;
+    uint32_t rkey, handle;
 };
 struct create_cq_req {
     header h;

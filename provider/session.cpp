@@ -130,7 +130,12 @@ std::unique_ptr<session> session::open(unsigned node, int* err, std::string* why
     s->mem_ = static_cast<uint8_t*>(m);
     // The user-space view of the node's driver, and the context the data-path verbs take.
     std::vector<hw::port_info> ports(s->info_.ports, s->info_.ports + std::min(s->info_.nports, sp::MAX_PORTS));
-    s->driver.attach_user_view(s->info_.caps, ports, s->info_.num_qps);
+    session* self = s.get();
+    s->driver.attach_user_view(s->info_.caps, ports, s->info_.num_qps, [self](uint32_t index) {
+        uint8_t b = 0;
+        self->call(sp::u64_req{{sp::NEXT_KEY, 0}, index}, &b);
+        return b;
+    });
     s->as.direct = true;
     s->ctx.driver = &s->driver;
     s->ctx.as = &s->as;

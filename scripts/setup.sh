@@ -10,7 +10,9 @@ HCASIM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Debian bookworm packages: SystemC 2.3.4 (pkg-config only), Verilator 5.006, Boost
 # program_options, GoogleTest, nlohmann/json, gnuplot (hcasim --report's plots), tshark (the
 # tests dissect hcasim --pcap captures with it; DEBIAN_FRONTEND=noninteractive answers
-# wireshark-common's capture-permission question with its default), and the toolchain.
+# wireshark-common's capture-permission question with its default), libibverbs with the
+# programs the provider's tests run (docs/libibverbs.md: ibv_*_pingpong, perftest, the pyverbs
+# tests), and the toolchain.
 HCASIM_PACKAGES=(
     libsystemc-dev
     verilator
@@ -27,6 +29,11 @@ HCASIM_PACKAGES=(
     time
     gnuplot-nox
     tshark
+    libibverbs-dev
+    ibverbs-providers
+    ibverbs-utils
+    perftest
+    python3-pyverbs
 )
 
 hcasim_log() { printf '[hcasim] %s\n' "$*" >&2; }

@@ -72,6 +72,7 @@ struct connection {
     std::map<uint64_t, verbs::ibv_cq*> cqs;
     std::map<uint64_t, verbs::ibv_qp*> qps;
     std::map<uint64_t, verbs::ibv_srq*> srqs;
+    std::map<uint64_t, verbs::ibv_mw*> mws;
     std::map<const void*, uint64_t> user;        // QP, CQ, SRQ -> the application's pointer
     std::map<const verbs::ibv_cq*, int> channel;  // CQ -> write end of its completion channel
     uint64_t requests = 0, doorbells = 0;
@@ -104,6 +105,7 @@ public:
     SC_HAS_PROCESS(server);
     server(sc_module_name n, machine& m, bool verbose) : sc_module(n), m_(m), verbose_(verbose) {
         fw::driver_options opts;
+        opts.rereg_keeps_keys = true;  // ibv_rereg_mr as libibverbs applications know it
         for (unsigned i = 0; i < m.size(); ++i) {
             m.at(i).memory.share();
             auto k = std::make_unique<kernel_node>();
@@ -601,6 +603,39 @@ private:
             if (!e) c.mrs.erase(r->value);
             return reply_status(c, e);
         }
+        case sp::REREG_MR: {
+            const auto* r = request_as<sp::rereg_mr_req>(m);
+            verbs::ibv_mr* mr = r ? lookup(c.mrs, r->id) : nullptr;
+            verbs::ibv_pd* pd = r && (r->flags & verbs::IBV_REREG_MR_CHANGE_PD) ? lookup(c.pds, r->pd) : nullptr;
+            if (!mr || (r->flags & verbs::IBV_REREG_MR_CHANGE_PD && !pd)) break;
+            const int e = verbs::ibv_rereg_mr(mr, r->flags, pd, r->va, r->length, r->access);
+            return reply_with(c, e, sp::reg_mr_rep{r->id, mr->lkey, mr->rkey});
+        }
+        case sp::ALLOC_MW: {
+            const auto* r = request_as<sp::alloc_mw_req>(m);
+            verbs::ibv_pd* pd = r ? lookup(c.pds, r->pd) : nullptr;
+            if (!pd) break;
+            verbs::ibv_mw* mw = verbs::ibv_alloc_mw(pd, verbs::ibv_mw_type(r->type));
+            if (!mw) return reply_status(c, errno ? errno : EINVAL);
+            const uint64_t id = c.next_id++;
+            c.mws[id] = mw;
+            return reply_with(c, 0, sp::mw_rep{id, mw->rkey, mw->handle});
+        }
+        case sp::DEALLOC_MW: {
+            const auto* r = request_as<sp::u64_req>(m);
+            verbs::ibv_mw* mw = r ? lookup(c.mws, r->value) : nullptr;
+            if (!mw) break;
+            const int e = verbs::ibv_dealloc_mw(mw);
+            if (!e) c.mws.erase(r->value);
+            return reply_status(c, e);
+        }
+        case sp::NEXT_KEY: {
+            const auto* r = request_as<sp::u64_req>(m);
+            bool owned = false;  // only a window of this context
+            for (auto& kv : c.mws) owned |= r && kv.second->handle == r->value;
+            if (!owned) break;
+            return reply_with(c, 0, k.sw->driver.next_key_byte(uint32_t(r->value)));
+        }
         case sp::CREATE_CQ: {
             const auto* r = request_as<sp::create_cq_req>(m);
             if (!r) break;
@@ -772,11 +807,13 @@ private:
             verbs::ibv_destroy_cq(cq);
             if (c.channel.count(cq)) close(c.channel[cq]);
         }
+        for (auto& [id, mw] : c.mws) verbs::ibv_dealloc_mw(mw);
         for (auto& [id, mr] : c.mrs) verbs::ibv_dereg_mr(mr);
         for (auto& [id, pd] : c.pds) verbs::ibv_dealloc_pd(pd);
         c.qps.clear();
         c.srqs.clear();
         c.cqs.clear();
+        c.mws.clear();
         c.mrs.clear();
         c.pds.clear();
         c.channel.clear();
