@@ -195,21 +195,20 @@ int address_space::map_run(uint64_t va, uint64_t pa, uint64_t pages) {
     for (uint64_t k = 0; k < pages; ++k)
         if (pages_.count(first + k)) return EEXIST;
     for (uint64_t k = 0; k < pages; ++k) pages_[first + k] = page{pa + (k << PAGE_SHIFT), 0};
+    runs_[first] = pages;
     return 0;
 }
 
 int address_space::unmap_run(uint64_t va, uint64_t pages) {
-    if (!pages || (va & (PAGE_BYTES - 1))) return EINVAL;
+    if (va & (PAGE_BYTES - 1)) return EINVAL;
     const uint64_t first = va >> PAGE_SHIFT;
-    auto head = pages_.find(first);
-    if (head == pages_.end()) return EINVAL;
-    for (uint64_t k = 0; k < pages; ++k) {
-        auto it = pages_.find(first + k);
-        if (it == pages_.end() || it->second.pa != head->second.pa + (k << PAGE_SHIFT)) return EINVAL;
-        if (it->second.pins) return EBUSY;
-    }
-    const uint64_t pa = head->second.pa;
+    auto run = runs_.find(first);
+    if (run == runs_.end() || run->second != pages) return EINVAL;
+    for (uint64_t k = 0; k < pages; ++k)
+        if (pages_[first + k].pins) return EBUSY;
+    const uint64_t pa = pages_[first].pa;
     for (uint64_t k = 0; k < pages; ++k) pages_.erase(first + k);
+    runs_.erase(run);
     os_.free(pa);
     return 0;
 }

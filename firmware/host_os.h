@@ -79,8 +79,8 @@ public:
     /// a client's buffers that its libibverbs provider moved into simulated host memory.
     /// EINVAL for a misaligned or empty range, EEXIST if a page is mapped already.
     int map_run(uint64_t va, uint64_t pa, uint64_t pages);
-    /// Unmaps a run made by map_run (same va and pages) and frees its memory; EINVAL if it is
-    /// not one, EBUSY while a page is pinned.
+    /// Unmaps a run made by map_run (the same va and pages) and frees its memory; EINVAL if it
+    /// is not one, EBUSY while a page is pinned.
     int unmap_run(uint64_t va, uint64_t pages);
 
     /// A privileged (kernel-mode) process: may create the special QPs QP0 and QP1 (C10-13).
@@ -97,6 +97,7 @@ private:
     host_os& os_;
     uint64_t next_va_;
     std::map<uint64_t, page> pages_;  ///< virtual page number -> backing page
+    std::map<uint64_t, uint64_t> runs_;  ///< map_run: first virtual page number -> pages
 };
 
 }  // namespace hcasim::fw

@@ -511,6 +511,8 @@ private:
     }
 
     void execute(connection& c, kernel_node& k, uint32_t op, message& m) {
+        // Requests that carry nothing but their header are that size exactly.
+        const bool bare = m.data.size() == sizeof(sp::header);
         switch (op) {
         case sp::OPEN:
             if (c.ctx) return reply_status(c, EBUSY);
@@ -521,7 +523,9 @@ private:
             const uint32_t v = k.sw->driver.bus().mmio_read32(r->value);
             return reply_with(c, 0, v);
         }
-        case sp::NOW: return reply_with(c, 0, uint64_t(k.sw->driver.bus().now_ns()));
+        case sp::NOW:
+            if (!bare) break;
+            return reply_with(c, 0, uint64_t(k.sw->driver.bus().now_ns()));
         case sp::SLEEP: {
             const auto* r = request_as<sp::u64_req>(m);
             if (!r) break;
@@ -531,6 +535,7 @@ private:
             return reply_status(c, 0);
         }
         case sp::QUERY_DEVICE: {
+            if (!bare) break;
             verbs::ibv_device_attr a{};
             const int e = verbs::ibv_query_device(c.ctx, &a);
             return reply_with(c, e, a);
@@ -557,6 +562,7 @@ private:
             return reply_with(c, e, key);
         }
         case sp::ALLOC_PD: {
+            if (!bare) break;
             verbs::ibv_pd* pd = verbs::ibv_alloc_pd(c.ctx);
             if (!pd) return reply_status(c, errno ? errno : ENOMEM);
             const uint64_t id = c.next_id++;

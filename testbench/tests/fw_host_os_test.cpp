@@ -111,3 +111,49 @@ TEST(HostOs, PinCountsAndErrors) {
 
 // libsystemc (linked through tlm_if) needs the symbol; gtest_main provides main().
 extern "C" int sc_main(int, char*[]) { return 0; }  // SystemC declares it extern "C"
+
+TEST(HostOs, MappedRunsTranslatePinAndGoBackWhole) {
+    // hcasim serve mirrors a client's registered buffer: its pages at the client's own virtual
+    // addresses, onto one physically contiguous run the address space then owns.
+    test::fake_hca_bus bus(BASE, BYTES);
+    host_os os(bus, BASE, BYTES);
+    address_space as(os);
+    const size_t total = os.free_pages();
+    uint64_t pa;
+    ASSERT_TRUE(os.alloc_contiguous(3 * PAGE_BYTES, PAGE_BYTES, &pa));
+    const uint64_t va = 0x55aa00001000ull;
+    EXPECT_EQ(as.map_run(va + 1, pa, 3), EINVAL);
+    EXPECT_EQ(as.map_run(va, pa, 0), EINVAL);
+    ASSERT_EQ(as.map_run(va, pa, 3), 0);
+    EXPECT_EQ(as.map_run(va + 2 * PAGE_BYTES, pa, 1), EEXIST);
+    uint64_t t;
+    ASSERT_TRUE(as.translate(va + 2 * PAGE_BYTES + 17, &t));
+    EXPECT_EQ(t, pa + 2 * PAGE_BYTES + 17);
+    std::vector<uint64_t> pages;
+    ASSERT_EQ(as.pin(va + 100, 2 * PAGE_BYTES, &pages), 0);
+    EXPECT_EQ(pages, (std::vector<uint64_t>{pa, pa + PAGE_BYTES, pa + 2 * PAGE_BYTES}));
+    EXPECT_EQ(as.unmap_run(va, 3), EBUSY);  // pinned
+    ASSERT_EQ(as.unpin(va + 100, 2 * PAGE_BYTES), 0);
+    EXPECT_EQ(as.unmap_run(va, 2), EINVAL);               // only whole runs go back
+    EXPECT_EQ(as.unmap_run(va + PAGE_BYTES, 2), EINVAL);  // nor the tail of one
+    ASSERT_TRUE(as.translate(va + 2 * PAGE_BYTES, &t));   // still all mapped
+    EXPECT_EQ(as.unmap_run(va, 3), 0);
+    EXPECT_FALSE(as.translate(va, &t));
+    EXPECT_EQ(os.free_pages(), total);  // the run went back to the OS
+    EXPECT_EQ(as.unmap_run(va, 3), EINVAL);
+}
+
+TEST(HostOs, DirectAddressSpaceReadsTheProcessItself) {
+    // The provider's user half: inline data is read from the application's own memory.
+    test::fake_hca_bus bus(BASE, BYTES);
+    host_os os(bus, 0, 0);
+    address_space as(os);
+    as.direct = true;
+    const char text[] = "inline payload";
+    char got[sizeof text] = {};
+    ASSERT_TRUE(as.read(reinterpret_cast<uintptr_t>(text), got, sizeof text));
+    EXPECT_STREQ(got, text);
+    char dst[4] = {};
+    ASSERT_TRUE(as.write(reinterpret_cast<uintptr_t>(dst), "abc", 4));
+    EXPECT_STREQ(dst, "abc");
+}

@@ -608,6 +608,29 @@ TEST(Rereg, ChangesTranslationPdAndAccessInOneModifyWithNewKeys) {
     EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, va, 0, 0), EINVAL);
 }
 
+TEST(Rereg, o10_37_2_2_the_driver_may_keep_the_keys_as_libibverbs_applications_expect) {
+    // hcasim serve runs its driver with rereg_keeps_keys: the key byte is the CI's to choose, and
+    // libibverbs applications (and rdma-core's tests) use the keys they had after ibv_rereg_mr.
+    fw::driver_options o = no_window();
+    o.rereg_keeps_keys = true;
+    env e({}, o);
+    uint64_t va = e.as.alloc(4 * 4096, 4096);
+    ibv_mr* mr = ibv_reg_mr(e.pd, va, 4096, IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr);
+    const uint32_t lkey = mr->lkey, rkey = mr->rkey;
+    const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, nullptr, va + 2 * 4096,
+                           4096, access),
+              0);
+    EXPECT_EQ(mr->lkey, lkey);
+    EXPECT_EQ(mr->rkey, rkey);
+    const hw::mpt_entry m = e.mpt(mr->handle);
+    EXPECT_EQ(m.key, lkey);
+    EXPECT_EQ(m.start_va, va + 2 * 4096);
+    EXPECT_EQ(m.access, uint32_t(access));
+    EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
 TEST(Rereg, FailureLeavesTheOldRegistrationIntact) {
     env e;
     uint64_t va = e.as.alloc(6 * 4096, 4096);

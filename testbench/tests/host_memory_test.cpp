@@ -5,6 +5,9 @@
 #include <tlm>
 #include <tlm_utils/simple_initiator_socket.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -233,4 +236,40 @@ SIM_TEST(HostMemory, watch_fires_at_annotated_write_time_and_unwatch_stops_it) {
     ASSERT_EQ(fired.size(), 2u);
     EXPECT_EQ(fired[0], sc_time(100, SC_NS));
     EXPECT_EQ(fired[1], sc_time(2, SC_US));
+}
+
+SIM_TEST(HostMemory, shared_memory_is_the_same_bytes_in_another_mapping) {
+    // hcasim serve: a client process maps the node's memory file and sees the model's writes
+    // (DMA, CPU) and the model sees the client's stores, at offset = physical address.
+    bench b("node0");
+    host_memory& m = b.mem;
+    const int fd = m.share();
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(m.share(), fd);  // once
+    EXPECT_EQ(m.shared_fd(), fd);
+    sc_start(SC_ZERO_TIME);
+    const size_t span = 3 * 4096;
+    const uint64_t pa = 0x12345000;
+    auto* other = static_cast<uint8_t*>(mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(pa)));
+    ASSERT_NE(other, MAP_FAILED);
+    std::vector<uint8_t> in(5000);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = uint8_t(i * 13 + 1);
+    sc_time d = SC_ZERO_TIME;
+    ASSERT_EQ(b.access(tlm::TLM_WRITE_COMMAND, pa + 100, in.data(), unsigned(in.size()), d, true), tlm::TLM_OK_RESPONSE);
+    EXPECT_EQ(std::memcmp(other + 100, in.data(), in.size()), 0);
+    // A page the model never touched: the other process's store is what the model reads.
+    other[span - 1] = 0x5a;
+    std::memcpy(other + 2 * 4096, "wqe", 4);
+    uint8_t got[4] = {};
+    m.read(pa + 2 * 4096, got, 4);
+    EXPECT_STREQ(reinterpret_cast<char*>(got), "wqe");
+    EXPECT_EQ(*m.page_ptr(pa + span - 1), 0x5a);
+    munmap(other, span);
+}
+
+SIM_TEST(HostMemory, share_after_the_first_touch_is_refused) {
+    bench b("node0");
+    uint8_t v = 1;
+    b.mem.write(0x1000, &v, 1);
+    EXPECT_THROW(b.mem.share(), hcasim::config_error);
 }
