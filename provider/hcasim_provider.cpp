@@ -28,6 +28,10 @@
 #include <mutex>
 #include <vector>
 
+/// Set by the copy of this library that registered the provider (see register_provider).
+extern "C" __attribute__((visibility("default"))) int hcasim_provider_registered;
+int hcasim_provider_registered = 0;
+
 namespace hcasim::provider {
 namespace {
 
@@ -829,12 +833,12 @@ const verbs_device_ops device_ops = [] {
 }();
 
 /// Registered once per process even if the library is mapped twice (LD_PRELOAD and
-/// RDMAV_DRIVERS naming it by different paths): the flag, in the environment, names the
-/// process (children inherit the environment, not the registration).
+/// RDMAV_DRIVERS naming it by different paths): a copy that finds another copy's marker set in
+/// the global scope (where the preloaded one comes first) leaves the registration to it.
 __attribute__((constructor)) void register_provider() {
-    const std::string me = std::to_string(getpid());
-    if (const char* v = std::getenv("HCASIM_PROVIDER_REGISTERED"); v && me == v) return;
-    setenv("HCASIM_PROVIDER_REGISTERED", me.c_str(), 1);
+    const auto* first = static_cast<const int*>(dlsym(RTLD_DEFAULT, "hcasim_provider_registered"));
+    if (first && first != &hcasim_provider_registered && *first) return;
+    hcasim_provider_registered = 1;
     verbs_register_driver_34(&device_ops);
 }
 

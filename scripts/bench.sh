@@ -117,3 +117,22 @@ echo "   MPT cache 1024 entries, MTT cache 4096 lines of 8 entries, 4 ways, LRU 
 sed -n '/^ #mrs /,/^---/p' "$tmp/mrs.txt" | sed '$d'
 read -r wall rss < "$tmp/time"
 echo "wall_s             $wall (about half of it allocates and registers the 2 x 64K regions)"
+
+echo "== libibverbs applications on hcasim serve (issue 10; docs/libibverbs.md): wall time is the"
+echo "   application's own figure, simulated time and packets the server's closing line"
+if [ -x build/release/provider/libhcasim-rdmav34.so ] || [ -e build/release/provider/libhcasim-rdmav34.so ]; then
+    for app in "ibv_rc_pingpong -s 4096 -n 1000|ibv_rc_pingpong" "ib_write_bw -s 65536 -n 5000|ib_write_bw" \
+               "ib_send_lat -s 8 -n 1000|ib_send_lat"; do
+        cmd="${app%%|*}"
+        name="${app##*|}"
+        command -v "$name" > /dev/null || { echo "  $name: not installed"; continue; }
+        start=$(date +%s.%N)
+        scripts/with-simhca.sh --peer "$cmd -d hcasim0 -p 19511" $cmd -d hcasim1 -p 19511 localhost > "$tmp/app.txt" 2>&1 || true
+        end=$(date +%s.%N)
+        echo "  $cmd: whole run $(python3 -c "print(round($end - $start, 2))") s wall"
+        grep -E 'usec/iter|^ [0-9]+ +[0-9]+ ' "$tmp/app.txt" | head -2 | sed 's/^/    /'
+        grep -E '^hcasim serve: stopped' "$tmp/app.txt" | sed 's/^/    /'
+    done
+else
+    echo "  the provider was not built (libibverbs-dev missing)"
+fi

@@ -16,6 +16,9 @@
 #   --nodes N           HCAs on the fabric (default: the configuration's fabric.nodes, 2)
 #   --set key=value     hcasim parameter (repeatable), --config FILE (repeatable)
 #   --timeout S         give up after S seconds (default 300)
+#   --nice N            the applications' nice value (default 10): programs that busy-poll (the
+#                       pingpongs, perftest) would otherwise take the CPU from the simulation
+#                       they are waiting for when there are fewer cores than processes
 #   --build-dir DIR     where hcasim and the provider were built (default build/release)
 #   --verbose           the server logs every client's requests and events
 #
@@ -30,6 +33,7 @@ build="$root/build/release"
 peer=""
 peer_delay=0.5
 timeout_s=300
+nice_n=10
 serve_args=()
 nodes=""
 while [ $# -gt 0 ]; do
@@ -39,10 +43,11 @@ while [ $# -gt 0 ]; do
     --nodes) nodes="$2"; serve_args+=(--set "fabric.nodes=$2"); shift 2 ;;
     --set | --config) serve_args+=("$1" "$2"); shift 2 ;;
     --timeout) timeout_s="$2"; shift 2 ;;
+    --nice) nice_n="$2"; shift 2 ;;
     --build-dir) build="$(cd "$2" && pwd)"; shift 2 ;;
     --verbose) serve_args+=(--verbose); shift ;;
     --) shift; break ;;
-    -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "with-simhca.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) break ;;
     esac
@@ -100,12 +105,12 @@ export HCASIM_SOCKET="$sock"
 preload="$provider${LD_PRELOAD:+ $LD_PRELOAD}"
 
 if [ -n "$peer" ]; then
-    LD_PRELOAD="$preload" timeout "$timeout_s" sh -c "$peer" &
+    LD_PRELOAD="$preload" timeout "$timeout_s" nice -n "$nice_n" sh -c "$peer" &
     peer_pid=$!
     sleep "$peer_delay"
 fi
 status=0
-LD_PRELOAD="$preload" timeout "$timeout_s" "$@" || status=$?
+LD_PRELOAD="$preload" timeout "$timeout_s" nice -n "$nice_n" "$@" || status=$?
 if [ -n "$peer_pid" ]; then
     peer_status=0
     wait "$peer_pid" || peer_status=$?
