@@ -500,7 +500,8 @@ void transport_engine::make_tx_ready(uint32_t qpn) {
     q.tx_ready = true;
     ready_[(ready_head_ + ready_count_) % ready_.size()] = qpn;
     ++ready_count_;
-    tx_work_.notify(SC_ZERO_TIME);
+    if (!requester_running_)  // a running requester finds it in its queue
+        tx_work_.notify(SC_ZERO_TIME);
 }
 
 // ---------------------------------------------------------------- requester
@@ -508,6 +509,22 @@ void transport_engine::make_tx_ready(uint32_t qpn) {
 // An SC_METHOD: each activation serves QPs until it must wait (for work, for the port or a
 // WQE, or for the initiation interval after a packet) and returns with next_trigger().
 void transport_engine::requester_loop() {
+    if (tx_free_at_ != SC_ZERO_TIME) {
+        // Woken by new work during the initiation interval after the last packet: the
+        // interval still holds (as if the method had waited for it, then for the work).
+        const sc_time now = sc_time_stamp();
+        if (tx_free_at_ > now) {
+            next_trigger(tx_free_at_ - now);
+            return;
+        }
+        tx_free_at_ = SC_ZERO_TIME;
+    }
+    // While it runs, new work needs no notification: the loop finds it in the queue.
+    requester_running_ = true;
+    struct stopped {
+        bool& running;
+        ~stopped() { running = false; }
+    } at_return{requester_running_};
     for (;;) {
         uint32_t qpn;
         if (resume_qpn_ != NIL) {
@@ -588,6 +605,14 @@ void transport_engine::requester_loop() {
             make_tx_ready(qpn);
         tx_busy_ps += packet_ps_;
         if (packet_time_ != SC_ZERO_TIME) {
+            if (ready_count_ == 0) {
+                // Nothing more to send: no wake-up at the end of the initiation interval (it
+                // would find nothing); new work wakes the method, which then waits for the
+                // rest of the interval if it is not over.
+                tx_free_at_ = sc_time_stamp() + packet_time_;
+                next_trigger(tx_work_);
+                return;
+            }
             next_trigger(packet_time_);  // the initiation interval
             return;
         }
@@ -1589,11 +1614,27 @@ void transport_engine::make_resp_ready(uint32_t qpn) {
     q.resp_ready = true;
     resp_ready_[(resp_head_ + resp_count_) % resp_ready_.size()] = qpn;
     ++resp_count_;
-    resp_work_.notify(SC_ZERO_TIME);
+    if (!responder_running_)  // a running response method finds it in its queue
+        resp_work_.notify(SC_ZERO_TIME);
 }
 
 // An SC_METHOD, like the requester: it returns with next_trigger() where it must wait.
 void transport_engine::response_loop() {
+    if (resp_free_at_ != SC_ZERO_TIME) {
+        // Woken by new work during the initiation interval after the last response (as in
+        // the requester).
+        const sc_time now = sc_time_stamp();
+        if (resp_free_at_ > now) {
+            next_trigger(resp_free_at_ - now);
+            return;
+        }
+        resp_free_at_ = SC_ZERO_TIME;
+    }
+    responder_running_ = true;
+    struct stopped {
+        bool& running;
+        ~stopped() { running = false; }
+    } at_return{responder_running_};
     for (;;) {
         uint32_t qpn;
         if (resume_resp_qpn_ != NIL) {
@@ -1633,6 +1674,11 @@ void transport_engine::response_loop() {
             make_resp_ready(qpn);
         resp_busy_ps += rx_ps_;
         if (rx_time_ != SC_ZERO_TIME) {
+            if (resp_count_ == 0) {  // nothing more to send: as in the requester
+                resp_free_at_ = sc_time_stamp() + rx_time_;
+                next_trigger(resp_work_);
+                return;
+            }
             next_trigger(rx_time_);
             return;
         }

@@ -1,6 +1,7 @@
 #include "model/host/host_cpu.h"
 
 #include <cstring>
+#include <optional>
 
 #include "model/core/sim_time.h"
 
@@ -55,19 +56,34 @@ void host_cpu::settle() {
 }
 
 void host_cpu::mmio_write(uint64_t bar_offset, const void* src, size_t n) {
-    tlm::tlm_generic_payload gp;
-    gp.set_command(tlm::TLM_WRITE_COMMAND);
-    gp.set_address(bar_offset);
-    gp.set_data_ptr(const_cast<unsigned char*>(static_cast<const unsigned char*>(src)));
-    gp.set_data_length(unsigned(n));
-    gp.set_streaming_width(unsigned(n));
-    gp.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
     // Posted: the store leaves the CPU after mmio_issue_ns; its flight through the PCIe link is
     // carried by the annotated delay, which the doorbell unit turns into its arrival time.
     // (Deferred CPU costs are waited for in the same wait.)
     const sc_time issue = deferred_ + ns_time(mmio_issue_ns.get());
     deferred_ = SC_ZERO_TIME;
     wait(issue);
+    // The CPU's payload is reused (constructing and destroying one per store cost more than
+    // the rest of the store); a second process storing while the first is stalled in
+    // b_transport (on a full doorbell FIFO) takes one of its own.
+    std::optional<tlm::tlm_generic_payload> own;
+    const bool shared = !mmio_gp_busy_;
+    tlm::tlm_generic_payload& gp = shared ? mmio_gp_ : own.emplace();
+    struct release {
+        bool& busy;
+        bool shared;
+        ~release() {
+            if (shared)
+                busy = false;
+        }
+    } at_return{mmio_gp_busy_, shared};
+    if (shared)
+        mmio_gp_busy_ = true;
+    gp.set_command(tlm::TLM_WRITE_COMMAND);
+    gp.set_address(bar_offset);
+    gp.set_data_ptr(const_cast<unsigned char*>(static_cast<const unsigned char*>(src)));
+    gp.set_data_length(unsigned(n));
+    gp.set_streaming_width(unsigned(n));
+    gp.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
     sc_time delay = SC_ZERO_TIME;
     mmio->b_transport(gp, delay);
     ++mmio_writes;
