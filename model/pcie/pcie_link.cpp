@@ -451,18 +451,12 @@ sc_time pcie_link::calendar::book_anywhere(const sc_time& at, const sc_time& dur
 }
 
 
-sc_time pcie_link::tag_ready(const sc_time& ready) {
+sc_time pcie_link::tag_stall(const sc_time& ready) {
     const sc_time& avail = tags_[tag_head_];
-    if (avail <= ready) return ready;
     const uint64_t before = ns_floor(stall_total_);
     stall_total_ += avail - ready;
     tag_stall_ns += ns_floor(stall_total_) - before;
     return avail;
-}
-
-void pcie_link::tag_release(const sc_time& at) {
-    tags_[tag_head_] = at;
-    if (++tag_head_ == tags_.size()) tag_head_ = 0;
 }
 
 void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
@@ -512,26 +506,41 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
         sc_time last = at, mem_extra = SC_ZERO_TIME;
         uint64_t left = n;
         bool first = true;
+        // Every request is the same TLP, and every full chunk's completions the same bytes:
+        // their serialisation times are looked up once per read, and the counters added once.
+        const tlp_memo req = tlp_cost(read_request_bytes);
+        tlp_memo cpl;
+        uint64_t cpl_chunk = ~uint64_t(0), cpl_tlps = 0, requests = 0, down_tlps = 0, down_bytes = 0,
+                 down_ps = 0;
         do {
             const uint64_t chunk = std::min<uint64_t>(left, mrrs);
             const sc_time start = tag_ready(at);
-            const sc_time req_end = occupy(up_free_, now, start, read_request_bytes);
+            const sc_time req_end = up_free_.book(now, start, req.time);
             if (first) {  // memory is read once, when the first request arrives
                 first = false;
                 sc_time d = req_end - now;
                 upstream_out->b_transport(gp, d);
                 mem_extra = now + d - req_end;
             }
-            const uint64_t cpls = (chunk + mps - 1) / mps;
-            const uint64_t cpl_bytes = chunk + cpls * completion_overhead_bytes;
-            last = occupy(down_free_, now, req_end + read_latency_ + mem_extra, cpl_bytes);
+            if (chunk != cpl_chunk) {
+                cpl_chunk = chunk;
+                cpl_tlps = (chunk + mps - 1) / mps;
+                cpl = tlp_cost(chunk + cpl_tlps * completion_overhead_bytes);
+            }
+            last = down_free_.book(now, req_end + read_latency_ + mem_extra, cpl.time);
             tag_release(last);
-            ++upstream_tlps;
-            upstream_bytes += read_request_bytes;
-            downstream_tlps += cpls;
-            downstream_bytes += cpl_bytes;
+            ++requests;
+            down_tlps += cpl_tlps;
+            down_bytes += cpl.bytes;
+            down_ps += cpl.ps;
             left -= chunk;
         } while (left);
+        upstream_busy_ps += req.ps * requests;
+        downstream_busy_ps += down_ps;
+        upstream_tlps += requests;
+        upstream_bytes += read_request_bytes * requests;
+        downstream_tlps += down_tlps;
+        downstream_bytes += down_bytes;
         ++dma_reads;
         dma_read_bytes += n;
         if (tl_)
