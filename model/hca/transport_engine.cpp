@@ -173,6 +173,15 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     for (sc_event& e : timer_ev_)
         sensitive << e;
     dont_initialize();
+    tx_pkt_ = port::packet_buffers::take();
+    ack_pkt_ = port::packet_buffers::take();
+    resp_pkt_ = port::packet_buffers::take();
+}
+
+transport_engine::~transport_engine() {
+    port::packet_buffers::give(tx_pkt_);
+    port::packet_buffers::give(ack_pkt_);
+    port::packet_buffers::give(resp_pkt_);
 }
 
 sc_time transport_engine::rnr_time(uint8_t code) {
@@ -751,8 +760,8 @@ bool transport_engine::send_packet(qp& q) {
     h.r.dma_len = uint32_t(w.length);
     h.immdt = w.imm;
     h.ieth_rkey = w.imm;  // SEND with Invalidate: the R_Key the responder invalidates
-    const size_t hdr = wire::encode_headers(h, n, tx_pkt_.bytes);
-    uint8_t* dst = tx_pkt_.bytes + hdr;
+    const size_t hdr = wire::encode_headers(h, n, tx_pkt_->bytes);
+    uint8_t* dst = tx_pkt_->bytes + hdr;
     sc_time ready = delay;
     if (w.flags & hw::WQE_FLAG_INLINE) {
         std::memcpy(dst, w.inline_data + q.cur_offset, n);
@@ -792,7 +801,7 @@ bool transport_engine::send_packet(qp& q) {
     if (ready < delay)
         ready = delay;
     const uint32_t pad = (4 - n % 4) % 4;
-    std::memset(tx_pkt_.bytes + hdr + n, 0, pad);
+    std::memset(tx_pkt_->bytes + hdr + n, 0, pad);
     sc_time sent = port_->transmit(tx_pkt_, uint32_t(hdr + n + pad), ready);
     q.resend_pending = false;
     ++tx_packets;
@@ -884,7 +893,7 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
     }
     h.b.ack_req = true;
     q.since_ack_req = 0;
-    const size_t hdr = wire::encode_headers(h, 0, tx_pkt_.bytes);
+    const size_t hdr = wire::encode_headers(h, 0, tx_pkt_->bytes);
     if (probe_)
         probe_->mark(path_probe::wqe_start, sc_time_stamp());
     const sc_time sent = port_->transmit(tx_pkt_, uint32_t(hdr), delay);
@@ -1532,7 +1541,7 @@ void transport_engine::send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_
     h.l.dlid = q.slid ? q.slid : q.dlid;
     h.a.syndrome = syndrome;
     h.a.msn = q.msn & PSN_MASK;
-    const size_t hdr = wire::encode_headers(h, 0, ack_pkt_.bytes);
+    const size_t hdr = wire::encode_headers(h, 0, ack_pkt_->bytes);
     port_->transmit(ack_pkt_, uint32_t(hdr), ready);
     if (wire::aeth_type_of(syndrome) == wire::aeth_type::ack)
         ++acks_sent;
@@ -1707,7 +1716,7 @@ void transport_engine::send_response(qp& q) {
         h.a.syndrome = wire::aeth_ack(31);
         h.a.msn = j.msn;
         h.aae.orig_data = j.orig;
-        const size_t hdr = wire::encode_headers(h, 0, resp_pkt_.bytes);
+        const size_t hdr = wire::encode_headers(h, 0, resp_pkt_->bytes);
         const sc_time sent = port_->transmit(resp_pkt_, uint32_t(hdr), delay);
         if (probe_)
             probe_->mark(path_probe::resp_sent, sc_time_stamp() + sent);
@@ -1727,7 +1736,7 @@ void transport_engine::send_response(qp& q) {
     h.l.dlid = q.slid ? q.slid : q.dlid;
     h.a.syndrome = wire::aeth_ack(31);
     h.a.msn = j.msn;
-    const size_t hdr = wire::encode_headers(h, n, resp_pkt_.bytes);
+    const size_t hdr = wire::encode_headers(h, n, resp_pkt_->bytes);
     sc_time ready = delay;
     if (n) {
         phys_seg segs[MAX_SEGS];
@@ -1739,7 +1748,7 @@ void transport_engine::send_response(qp& q) {
             responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
             return;
         }
-        uint8_t* dst = resp_pkt_.bytes + hdr;
+        uint8_t* dst = resp_pkt_->bytes + hdr;
         for (unsigned k = 0; k < nsegs; ++k) {
             sc_time t = delay;
             dma.read(segs[k].pa, dst, segs[k].len, t);
@@ -1749,7 +1758,7 @@ void transport_engine::send_response(qp& q) {
         }
     }
     const uint32_t pad = (4 - n % 4) % 4;
-    std::memset(resp_pkt_.bytes + hdr + n, 0, pad);
+    std::memset(resp_pkt_->bytes + hdr + n, 0, pad);
     const sc_time sent = port_->transmit(resp_pkt_, uint32_t(hdr + n + pad), ready);
     if (last && probe_)
         probe_->mark(path_probe::resp_sent, sc_time_stamp() + sent);

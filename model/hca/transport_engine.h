@@ -101,6 +101,7 @@ public:
 
     SC_HAS_PROCESS(transport_engine);
     transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock, unsigned max_qps);
+    ~transport_engine() override;
 
     void bind(wqe_fetcher& f, translation_unit& t, cq_writer& c, port& p, pkey_checker& k) {
         fetcher_ = &f; xlate_ = &t; cqw_ = &c; port_ = &p; pkeys_ = &k;
@@ -502,7 +503,10 @@ private:
     sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_, coalesce_time_;
     uint64_t packet_ps_ = 0, rx_ps_ = 0;  // the same in ps, for the busy counters
     const sc_core::sc_time one_ps_{1, sc_core::SC_PS};  // per-packet stall counters divide by it
-    packet tx_pkt_, ack_pkt_, resp_pkt_;
+    // From port::packet_buffers: the port may hand a buffer to the receiver and return another.
+    packet* tx_pkt_ = nullptr;
+    packet* ack_pkt_ = nullptr;
+    packet* resp_pkt_ = nullptr;
 };
 
 }  // namespace hcasim
