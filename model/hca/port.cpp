@@ -123,7 +123,7 @@ void port::departures::push(const sc_time& start, const sc_time& now) {
 
 sc_time port::tx_backpressure() {
     // The engine does not know which serialiser its next packet takes: it waits for both.
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     const sc_time w = wire_q_.wait(now), l = loop_q_.wait(now);
     return w > l ? w : l;
 }
@@ -132,7 +132,7 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
     // ICRC and VCRC: computed now, or (lazy_crc) only by whoever needs the exact wire bytes.
     pkt.len = lazy_crc_ ? len_before_icrc + uint32_t(wire::ICRC_BYTES + wire::VCRC_BYTES)
                         : uint32_t(wire::seal_packet(pkt.bytes, len_before_icrc));
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     const sc_time serialise = ps_time(double(pkt.len) * ps_per_byte_);
     const uint16_t dlid = wire::decode_lrh(pkt.bytes).dlid;
     auto loop_back = [&] {
@@ -202,7 +202,7 @@ void port::rx_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
     // cable's altered copy; a duplicate finds it taken).
     handoff_ext* h = gp.get_extension<handoff_ext>();
     packet** take = h && h->pkt && h->pkt->bytes == gp.get_data_ptr() ? &h->pkt : nullptr;
-    enqueue_rx(gp.get_data_ptr(), gp.get_data_length(), sc_time_stamp() + delay + rx_pipeline_,
+    enqueue_rx(gp.get_data_ptr(), gp.get_data_length(), sim_now() + delay + rx_pipeline_,
                crc_state_of(gp) != crc_state::unknown, take);
 }
 
@@ -257,11 +257,11 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
         --k;
     }
     if (k == 0)  // the new head: an earlier notification replaces a later pending one
-        rx_event_.notify(arrival - sc_time_stamp());
+        rx_event_.notify(arrival - sim_now());
 }
 
 void port::rx_process() {
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     while (rx_count_ && rx_ring_[rx_head_]->arrival <= now) {
         rx_slot& s = *rx_ring_[rx_head_];
         rx_packet p;

@@ -452,10 +452,10 @@ private:
     std::vector<uint32_t> ready_, resp_ready_;
     uint32_t resume_qpn_ = NIL;  // the QP the requester waited for (port backpressure or its WQE)
     uint32_t resume_resp_qpn_ = NIL;  // the QP the response method waited for (port backpressure)
-    // End of the initiation interval after the last packet (response) when the method went
-    // to wait for work instead of for the interval; zero when over.
-    sc_core::sc_time tx_free_at_, resp_free_at_;
-    bool requester_running_ = false, responder_running_ = false;  // inside the method
+    // End of the initiation interval after the last packet when the requester went to wait
+    // for work instead of for the interval; zero when over.
+    sc_core::sc_time tx_free_at_;
+    bool requester_running_ = false;  // inside requester_loop
     size_t ready_head_ = 0, ready_count_ = 0, resp_head_ = 0, resp_count_ = 0;
     sc_core::sc_event tx_work_, resp_work_;
     // The timer method's wake-ups. SystemC keeps a notification that an earlier one replaced

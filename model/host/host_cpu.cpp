@@ -153,19 +153,19 @@ bool host_cpu::wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) {
         // and slow every later event. A step cut short leaves one that expires soon. Between
         // steps the process only looks whether the write came (in this very delta cycle too:
         // triggered()) and waits again, so it still wakes when the write comes or at the deadline.
-        const sc_time start = sc_time_stamp();
+        const sc_time start = sim_now();
         const sc_time timeout(double(timeout_ns), SC_NS);
         const sc_time deadline = start + timeout;
         sc_time step = ns_time(10000.0);
         for (;;) {
-            const sc_time now = sc_time_stamp();
+            const sc_time now = sim_now();
             const sc_time until = deadline - now < step ? deadline : now + step;
             wait(until - now, ev);
-            if (sc_time_stamp() < until || ev.triggered() || until == deadline)
+            if (sim_now() < until || ev.triggered() || until == deadline)
                 break;  // the write came, or the deadline
             step += step;
         }
-        woke = sc_time_stamp() - start < timeout;
+        woke = sim_now() - start < timeout;
     }
     memory_.unwatch(h);
     if (woke && wake_ns.get() > 0)
@@ -174,7 +174,7 @@ bool host_cpu::wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) {
 }
 
 uint64_t host_cpu::now_ns() const {
-    return uint64_t((sc_time_stamp() + deferred_).to_seconds() * 1e9 + 0.5);
+    return uint64_t((sim_now() + deferred_).to_seconds() * 1e9 + 0.5);
 }
 
 void host_cpu::sleep_ns(uint64_t ns) {

@@ -1,5 +1,6 @@
 // PCIe link timing; see pcie_link.h and docs/pcie.md.
 #include "model/pcie/pcie_link.h"
+#include "model/core/sim_time.h"
 
 #include <algorithm>
 #include <cstring>
@@ -327,7 +328,7 @@ void pcie_link::post_write(uint64_t addr, const uint8_t* data, uint32_t len, con
     filter_count(addr, len, 1);
     heap_.push_back(slot);
     std::push_heap(heap_.begin(), heap_.end(), [this](size_t a, size_t b) { return heap_less(a, b); });
-    land_ev_.notify(slots_[heap_.front()].at - sc_time_stamp());
+    land_ev_.notify(slots_[heap_.front()].at - sim_now());
 }
 
 void pcie_link::land(size_t slot) {
@@ -349,14 +350,14 @@ void pcie_link::land(size_t slot) {
 
 void pcie_link::land_due() {
     const auto cmp = [this](size_t a, size_t b) { return heap_less(a, b); };
-    while (!heap_.empty() && slots_[heap_.front()].at <= sc_time_stamp()) {
+    while (!heap_.empty() && slots_[heap_.front()].at <= sim_now()) {
         const size_t slot = heap_.front();
         std::pop_heap(heap_.begin(), heap_.end(), cmp);
         heap_.pop_back();
         land(slot);
     }
     if (!heap_.empty())
-        land_ev_.notify(slots_[heap_.front()].at - sc_time_stamp());
+        land_ev_.notify(slots_[heap_.front()].at - sim_now());
 }
 
 void pcie_link::land_overlapping(uint64_t addr, uint64_t len) {
@@ -460,7 +461,7 @@ sc_time pcie_link::tag_stall(const sc_time& ready) {
 }
 
 void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     const sc_time at = now + delay;
     const uint64_t n = gp.get_data_length();
     const unsigned mps = mps_bytes, mrrs = mrrs_bytes;
@@ -555,7 +556,7 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
 }
 
 void pcie_link::downstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     const sc_time at = now + delay;
     const uint64_t n = gp.get_data_length();
     const unsigned mps = mps_bytes;
