@@ -454,9 +454,10 @@ sc_time pcie_link::calendar::book_anywhere(const sc_time& at, const sc_time& dur
 
 sc_time pcie_link::tag_stall(const sc_time& ready) {
     const sc_time& avail = tags_[tag_head_];
-    const uint64_t before = ns_floor(stall_total_);
     stall_total_ += avail - ready;
-    tag_stall_ns += ns_floor(stall_total_) - before;
+    const uint64_t floor_ns = ns_floor(stall_total_);
+    tag_stall_ns += floor_ns - stall_floor_ns_;  // whole ns of the total so far
+    stall_floor_ns_ = floor_ns;
     return avail;
 }
 

@@ -229,6 +229,7 @@ private:
     std::vector<sc_core::sc_time> tags_;  // release times, FIFO (completions cross in order)
     size_t tag_head_ = 0;
     sc_core::sc_time stall_total_;
+    uint64_t stall_floor_ns_ = 0;  // ns_floor(stall_total_)
 };
 
 }  // namespace hcasim
