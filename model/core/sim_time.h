@@ -15,6 +15,10 @@
 
 namespace hcasim {
 
+/// sc_time_stamp(), inline: the library's is an out-of-line call; the simulation context's
+/// time_stamp() it returns is inline in the header.
+inline const sc_core::sc_time& sim_now() { return sc_core::sc_get_curr_simcontext()->time_stamp(); }
+
 namespace detail {
 inline sc_core::sc_time scaled(const sc_core::sc_time& unit, double v, sc_core::sc_time_unit u) {
     if (unit.value() == 0)

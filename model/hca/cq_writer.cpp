@@ -1,4 +1,5 @@
 #include "model/hca/cq_writer.h"
+#include "model/core/sim_time.h"
 
 #include <algorithm>
 
@@ -159,13 +160,13 @@ bool cq_writer::complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_time& dela
         }
         return false;
     }
-    const sc_time begin = sc_time_stamp() + delay;
+    const sc_time begin = sim_now() + delay;
     delay += format_time_;
     busy_ps += format_ps_;
     e.owner = uint8_t((e.owner & ~hw::CQE_OWNER_BIT) | hw::cqe_owner_for(s.producer, s.log_size));
     dma.write(s.base + (s.producer & (size - 1)) * sizeof(hw::cqe), &e, sizeof e, delay);
     if (tl_)
-        tl_->span(track_, "CQE", begin, sc_time_stamp() + delay,
+        tl_->span(track_, "CQE", begin, sim_now() + delay,
                   "\"cq\":" + std::to_string(cqn) + ",\"qp\":" + std::to_string(e.qpn) + ",\"status\":" +
                       std::to_string(e.status));
     ++s.producer;

@@ -1,4 +1,5 @@
 #include "model/hca/doorbell_unit.h"
+#include "model/core/sim_time.h"
 
 #include <cstring>
 
@@ -66,7 +67,7 @@ reg* doorbell_unit::find(uint64_t offset) {
 void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
     const uint64_t off = gp.get_address();
     const uint32_t len = gp.get_data_length();
-    const sc_time called_at = sc_time_stamp();
+    const sc_time called_at = sim_now();
     gp.set_response_status(tlm::TLM_OK_RESPONSE);
     if (gp.is_read()) {
         ++reads;
@@ -100,11 +101,11 @@ void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
         while (count_ == fifo_.size())
             wait(space_);
         --stalled_;
-        const sc_time waited = sc_time_stamp() - called_at;  // the arrival time stays where it was,
+        const sc_time waited = sim_now() - called_at;  // the arrival time stays where it was,
         delay = delay > waited ? delay - waited : SC_ZERO_TIME;  // unless the stall passed it
     }
     entry& e = *fifo_[(head_ + count_) % fifo_.size()];
-    e.at = sc_time_stamp() + delay + decode_time_;
+    e.at = sim_now() + delay + decode_time_;
     e.len = len;
     e.value = 0;
     if (off < hw::UAR_BASE) {
@@ -130,13 +131,13 @@ void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
             std::memcpy(&e.value, gp.get_data_ptr(), 8);
     }
     if (count_++ == 0)
-        due_.notify(e.at - sc_time_stamp());
+        due_.notify(e.at - sim_now());
     if (count_ > fifo_peak.value())
         fifo_peak += count_ - fifo_peak.value();
 }
 
 void doorbell_unit::dispatch() {
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     while (count_ && fifo_[head_]->at <= now) {
         entry& e = *fifo_[head_];
         switch (e.k) {

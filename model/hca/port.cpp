@@ -49,6 +49,7 @@ port::port(const sc_module_name& name)
     rx_ring_.resize(rx_buffer_packets);
     for (size_t i = 0; i < rx_ring_.size(); ++i) {
         rx_pool_.push_back(std::make_unique<rx_slot>());
+        rx_pool_.back()->pkt = packet_buffers::take();
         rx_free_.push_back(rx_pool_.back().get());
     }
     rx.register_b_transport(this, &port::rx_b_transport);
@@ -56,6 +57,40 @@ port::port(const sc_module_name& name)
     sensitive << rx_event_;
     dont_initialize();
     tx_gp_.set_command(tlm::TLM_WRITE_COMMAND);
+    handoff_ = new handoff_ext;
+    tx_gp_.set_extension(handoff_);
+}
+
+port::~port() {
+    for (auto& s : rx_pool_)
+        packet_buffers::give(s->pkt);
+}
+
+namespace {
+struct buffer_store {
+    std::vector<std::unique_ptr<packet>> all;
+    std::vector<packet*> free;
+};
+buffer_store& buffers() {
+    static buffer_store b;
+    return b;
+}
+}  // namespace
+
+packet* port::packet_buffers::take() {
+    buffer_store& b = buffers();
+    if (b.free.empty()) {
+        b.all.push_back(std::make_unique<packet>());
+        return b.all.back().get();
+    }
+    packet* p = b.free.back();
+    b.free.pop_back();
+    return p;
+}
+
+void port::packet_buffers::give(packet* p) {
+    if (p)
+        buffers().free.push_back(p);
 }
 
 void port::set_rate_gbps(double gbps) {
@@ -88,7 +123,7 @@ void port::departures::push(const sc_time& start, const sc_time& now) {
 
 sc_time port::tx_backpressure() {
     // The engine does not know which serialiser its next packet takes: it waits for both.
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     const sc_time w = wire_q_.wait(now), l = loop_q_.wait(now);
     return w > l ? w : l;
 }
@@ -97,7 +132,7 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
     // ICRC and VCRC: computed now, or (lazy_crc) only by whoever needs the exact wire bytes.
     pkt.len = lazy_crc_ ? len_before_icrc + uint32_t(wire::ICRC_BYTES + wire::VCRC_BYTES)
                         : uint32_t(wire::seal_packet(pkt.bytes, len_before_icrc));
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     const sc_time serialise = ps_time(double(pkt.len) * ps_per_byte_);
     const uint16_t dlid = wire::decode_lrh(pkt.bytes).dlid;
     auto loop_back = [&] {
@@ -153,13 +188,25 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
     return done;
 }
 
-void port::rx_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
-    gp.set_response_status(tlm::TLM_OK_RESPONSE);
-    enqueue_rx(gp.get_data_ptr(), gp.get_data_length(), sc_time_stamp() + delay + rx_pipeline_,
-               crc_state_of(gp) != crc_state::unknown);
+sc_time port::transmit(packet*& pkt, uint32_t len_before_icrc, const sc_time& ready) {
+    handoff_->pkt = pkt;
+    const sc_time done = transmit(*pkt, len_before_icrc, ready);
+    pkt = handoff_->pkt;  // the receiver's free buffer if it took this one
+    handoff_->pkt = nullptr;
+    return done;
 }
 
-void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival, bool intact) {
+void port::rx_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
+    gp.set_response_status(tlm::TLM_OK_RESPONSE);
+    // The sender's buffer itself, if it is offered and holds these very bytes (not a faulty
+    // cable's altered copy; a duplicate finds it taken).
+    handoff_ext* h = gp.get_extension<handoff_ext>();
+    packet** take = h && h->pkt && h->pkt->bytes == gp.get_data_ptr() ? &h->pkt : nullptr;
+    enqueue_rx(gp.get_data_ptr(), gp.get_data_length(), sim_now() + delay + rx_pipeline_,
+               crc_state_of(gp) != crc_state::unknown, take);
+}
+
+void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival, bool intact, packet** handoff) {
     if (rx_count_ == rx_ring_.size()) {
         // The queue holds packets whose arrival lies ahead (senders hand packets to the link when
         // they schedule them; a response waiting for its data's DMA may be scheduled far ahead).
@@ -171,6 +218,7 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
             grown[i] = rx_ring_[(rx_head_ + i) % rx_ring_.size()];
         for (size_t i = rx_ring_.size(); i < grown.size(); ++i) {
             rx_pool_.push_back(std::make_unique<rx_slot>());
+            rx_pool_.back()->pkt = packet_buffers::take();
             rx_free_.push_back(rx_pool_.back().get());
         }
         rx_ring_.swap(grown);
@@ -188,8 +236,12 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
     rx_ring_[at] = s;
     s->arrival = arrival;
     s->intact = intact;
-    s->pkt.len = len;
-    copy_bytes(s->pkt.bytes, bytes, len);
+    if (handoff) {
+        std::swap(s->pkt, *handoff);  // the sender gets this slot's free buffer
+    } else {
+        copy_bytes(s->pkt->bytes, bytes, len);
+    }
+    s->pkt->len = len;
     // Keep the buffer in arrival order: a packet from the wire may arrive before looped-back
     // ones queued earlier (and the reverse). Equal times keep their order. Slots move by
     // pointer; each source alone arrives in order, so this rarely moves anything.
@@ -205,17 +257,17 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
         --k;
     }
     if (k == 0)  // the new head: an earlier notification replaces a later pending one
-        rx_event_.notify(arrival - sc_time_stamp());
+        rx_event_.notify(arrival - sim_now());
 }
 
 void port::rx_process() {
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     while (rx_count_ && rx_ring_[rx_head_]->arrival <= now) {
         rx_slot& s = *rx_ring_[rx_head_];
         rx_packet p;
         size_t off = 0, plen = 0;
-        const wire::parse_status st = wire::parse_packet(s.pkt.bytes, s.pkt.len, p.h, off, plen, !s.intact);
-        rx_bytes += s.pkt.len;
+        const wire::parse_status st = wire::parse_packet(s.pkt->bytes, s.pkt->len, p.h, off, plen, !s.intact);
+        rx_bytes += s.pkt->len;
         const uint16_t dlid = p.h.l.dlid;
         if (st == wire::parse_status::ok && !is_own_lid(dlid) && dlid < wire::MULTICAST_LID_BASE) {
             // Neither one of our unicast LIDs, nor multicast (0xC000-0xFFFE), nor permissive
@@ -223,9 +275,9 @@ void port::rx_process() {
             ++rx_bad_dlid;
         } else if (st == wire::parse_status::ok) {
             ++rx_packets;
-            p.payload = s.pkt.bytes + off;
+            p.payload = s.pkt->bytes + off;
             p.payload_len = uint32_t(plen);
-            p.wire_len = s.pkt.len;
+            p.wire_len = s.pkt->len;
             if (tl_)
                 tl_->span(rx_track_, timeline::opcode_name(p.h.b.opcode).c_str(),
                           s.arrival > rx_pipeline_ ? s.arrival - rx_pipeline_ : s.arrival, now,

@@ -64,6 +64,18 @@ public:
     /// and never reaches the link. The caller's buffer is free again on return. Returns the
     /// time (offset from now) the last bit leaves the port (or enters the loopback path).
     sc_core::sc_time transmit(packet& pkt, uint32_t len_before_icrc, const sc_core::sc_time& ready);
+    /// The same for a buffer from packet_buffers: the receiving port (back to back, on a cable
+    /// without faults) takes the buffer itself instead of copying the packet, and `pkt` comes
+    /// back as another free buffer.
+    sc_core::sc_time transmit(packet*& pkt, uint32_t len_before_icrc, const sc_core::sc_time& ready);
+
+    /// Packet buffers of the process, handed between ports (a port that receives a buffer
+    /// gives one of its free ones in exchange): a buffer is taken by its first user and given
+    /// back by whoever holds it when it is destroyed.
+    struct packet_buffers {
+        static packet* take();
+        static void give(packet* p);
+    };
     /// How long a sender must wait before the transmit queues (wire and loopback) have room
     /// (zero if they have).
     sc_core::sc_time tx_backpressure();
@@ -83,7 +95,9 @@ private:
     /// Puts a received packet into the receive buffer, to reach the P_Key checker at `arrival`
     /// (absolute); counts and drops it if it is too long.
     /// `intact`: the bytes are exactly what a port sealed (crc_intact_ext): the CRCs are not recomputed.
-    void enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_core::sc_time& arrival, bool intact);
+    /// `handoff`: the sender's buffer holding the bytes, taken in exchange for a free one.
+    void enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_core::sc_time& arrival, bool intact,
+                    packet** handoff = nullptr);
     void rx_process();
 
     /// Start times of the packets waiting for one serialiser (wire or loopback), a ring of
@@ -101,7 +115,13 @@ private:
     struct rx_slot {
         sc_core::sc_time arrival;
         bool intact = false;  // crc_intact_ext: skip the CRC checks
-        packet pkt;
+        packet* pkt = nullptr;  // from packet_buffers
+    };
+    /// On the transmit payload: the sender's buffer, while the receiver may take it.
+    struct handoff_ext : tlm::tlm_extension<handoff_ext> {
+        packet* pkt = nullptr;
+        tlm::tlm_extension_base* clone() const override { return new handoff_ext(*this); }
+        void copy_from(const tlm::tlm_extension_base& e) override { pkt = static_cast<const handoff_ext&>(e).pkt; }
     };
     rx_sink* sink_ = nullptr;
     double rate_gbps_ = 100.0;
@@ -122,6 +142,10 @@ private:
     sc_core::sc_time rx_pipeline_;
     bool lazy_crc_ = true;
     tlm::tlm_generic_payload tx_gp_;
+    handoff_ext* handoff_ = nullptr;  // on tx_gp_ (which owns it)
+
+public:
+    ~port() override;
 };
 
 }  // namespace hcasim

@@ -1,4 +1,5 @@
 #include "model/hca/translation_unit.h"
+#include "model/core/sim_time.h"
 
 #include <algorithm>
 
@@ -88,13 +89,13 @@ void translation_unit::set_tables(uint64_t mpt_base, uint32_t num_mpts, uint64_t
 // ---------------------------------------------------------------- tables and caches
 
 void translation_unit::busy_wait(sc_time& delay) {
-    const sc_time now = sc_time_stamp() + delay;
+    const sc_time now = sim_now() + delay;
     if (now < free_at_)
         delay += free_at_ - now;
 }
 
 void translation_unit::busy_until(const sc_time& delay) {
-    const sc_time t = sc_time_stamp() + delay;
+    const sc_time t = sim_now() + delay;
     if (t > free_at_)
         free_at_ = t;
 }

@@ -1,4 +1,5 @@
 #include "model/hca/transport_engine.h"
+#include "model/core/sim_time.h"
 
 #include <algorithm>
 #include <cstring>
@@ -173,6 +174,15 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     for (sc_event& e : timer_ev_)
         sensitive << e;
     dont_initialize();
+    tx_pkt_ = port::packet_buffers::take();
+    ack_pkt_ = port::packet_buffers::take();
+    resp_pkt_ = port::packet_buffers::take();
+}
+
+transport_engine::~transport_engine() {
+    port::packet_buffers::give(tx_pkt_);
+    port::packet_buffers::give(ack_pkt_);
+    port::packet_buffers::give(resp_pkt_);
 }
 
 sc_time transport_engine::rnr_time(uint8_t code) {
@@ -208,7 +218,7 @@ sc_time transport_engine::qp_context(uint32_t qpn, const sc_time& delay) {
     if (evicted)
         ++qpc_evictions;
     // The slot free soonest; the read starts when it is free.
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     sc_time* slot = &miss_free_[0];
     for (sc_time& t : miss_free_)
         if (t < *slot)
@@ -500,7 +510,8 @@ void transport_engine::make_tx_ready(uint32_t qpn) {
     q.tx_ready = true;
     ready_[(ready_head_ + ready_count_) % ready_.size()] = qpn;
     ++ready_count_;
-    tx_work_.notify(SC_ZERO_TIME);
+    if (!requester_running_)  // a running requester finds it in its queue
+        tx_work_.notify(SC_ZERO_TIME);
 }
 
 // ---------------------------------------------------------------- requester
@@ -508,6 +519,22 @@ void transport_engine::make_tx_ready(uint32_t qpn) {
 // An SC_METHOD: each activation serves QPs until it must wait (for work, for the port or a
 // WQE, or for the initiation interval after a packet) and returns with next_trigger().
 void transport_engine::requester_loop() {
+    if (tx_free_at_ != SC_ZERO_TIME) {
+        // Woken by new work during the initiation interval after the last packet: the
+        // interval still holds (as if the method had waited for it, then for the work).
+        const sc_time now = sim_now();
+        if (tx_free_at_ > now) {
+            next_trigger(tx_free_at_ - now);
+            return;
+        }
+        tx_free_at_ = SC_ZERO_TIME;
+    }
+    // While it runs, new work needs no notification: the loop finds it in the queue.
+    requester_running_ = true;
+    struct stopped {
+        bool& running;
+        ~stopped() { running = false; }
+    } at_return{requester_running_};
     for (;;) {
         uint32_t qpn;
         if (resume_qpn_ != NIL) {
@@ -515,7 +542,7 @@ void transport_engine::requester_loop() {
             qpn = resume_qpn_;
             resume_qpn_ = NIL;
             qp& q = qps_[qpn];
-            if (!q.valid || q.q_count == 0 || !may_send(q) || q.paused_until > sc_time_stamp()) {
+            if (!q.valid || q.q_count == 0 || !may_send(q) || q.paused_until > sim_now()) {
                 if (q.valid && q.q_count && may_send(q))
                     make_tx_ready(qpn);
                 continue;
@@ -544,9 +571,9 @@ void transport_engine::requester_loop() {
             }
             if (!may_send(q))
                 continue;
-            if (q.paused_until > sc_time_stamp())
+            if (q.paused_until > sim_now())
                 continue;  // timer() makes it ready when the RNR wait is over
-            const sc_time now = sc_time_stamp();
+            const sc_time now = sim_now();
             const sc_time& wqe_ready = head_wqe(q).ready;
             if (wqe_ready > now && ready_count_) {
                 // Its WQE's fetch is still in flight: serve the other QPs meanwhile.
@@ -576,7 +603,7 @@ void transport_engine::requester_loop() {
             const sc_time ctx = qp_context(qpn, SC_ZERO_TIME);
             if (ctx != SC_ZERO_TIME) {
                 q.ctx_filled = true;
-                park(q, sc_time_stamp() + ctx);
+                park(q, sim_now() + ctx);
                 continue;
             }
         }
@@ -588,6 +615,14 @@ void transport_engine::requester_loop() {
             make_tx_ready(qpn);
         tx_busy_ps += packet_ps_;
         if (packet_time_ != SC_ZERO_TIME) {
+            if (ready_count_ == 0) {
+                // Nothing more to send: no wake-up at the end of the initiation interval (it
+                // would find nothing); new work wakes the method, which then waits for the
+                // rest of the interval if it is not over.
+                tx_free_at_ = sim_now() + packet_time_;
+                next_trigger(tx_work_);
+                return;
+            }
             next_trigger(packet_time_);  // the initiation interval
             return;
         }
@@ -674,7 +709,7 @@ bool transport_engine::send_packet(qp& q) {
     if (q.cur_offset == 0) {
         q.cur_first_psn = q.sq_psn;
         if (probe_)
-            probe_->mark(path_probe::wqe_start, sc_time_stamp());
+            probe_->mark(path_probe::wqe_start, sim_now());
     }
     if (q.resume && q.cur_offset == 0) {
         // Retransmission restarting inside this message: skip the packets already acknowledged.
@@ -726,8 +761,8 @@ bool transport_engine::send_packet(qp& q) {
     h.r.dma_len = uint32_t(w.length);
     h.immdt = w.imm;
     h.ieth_rkey = w.imm;  // SEND with Invalidate: the R_Key the responder invalidates
-    const size_t hdr = wire::encode_headers(h, n, tx_pkt_.bytes);
-    uint8_t* dst = tx_pkt_.bytes + hdr;
+    const size_t hdr = wire::encode_headers(h, n, tx_pkt_->bytes);
+    uint8_t* dst = tx_pkt_->bytes + hdr;
     sc_time ready = delay;
     if (w.flags & hw::WQE_FLAG_INLINE) {
         std::memcpy(dst, w.inline_data + q.cur_offset, n);
@@ -767,7 +802,7 @@ bool transport_engine::send_packet(qp& q) {
     if (ready < delay)
         ready = delay;
     const uint32_t pad = (4 - n % 4) % 4;
-    std::memset(tx_pkt_.bytes + hdr + n, 0, pad);
+    std::memset(tx_pkt_->bytes + hdr + n, 0, pad);
     sc_time sent = port_->transmit(tx_pkt_, uint32_t(hdr + n + pad), ready);
     q.resend_pending = false;
     ++tx_packets;
@@ -775,7 +810,7 @@ bool transport_engine::send_packet(qp& q) {
     q.sq_psn = (q.sq_psn + 1) & PSN_MASK;
     q.cur_offset += n;
     if (last && probe_)
-        probe_->mark(path_probe::wire_end, sc_time_stamp() + sent);
+        probe_->mark(path_probe::wire_end, sim_now() + sent);
     if (last) {
         q.window[(q.w_head + q.w_count) % q.window.size()] =
             inflight{w.wr_id, q.cur_first_psn, psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
@@ -859,12 +894,12 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
     }
     h.b.ack_req = true;
     q.since_ack_req = 0;
-    const size_t hdr = wire::encode_headers(h, 0, tx_pkt_.bytes);
+    const size_t hdr = wire::encode_headers(h, 0, tx_pkt_->bytes);
     if (probe_)
-        probe_->mark(path_probe::wqe_start, sc_time_stamp());
+        probe_->mark(path_probe::wqe_start, sim_now());
     const sc_time sent = port_->transmit(tx_pkt_, uint32_t(hdr), delay);
     if (probe_)
-        probe_->mark(path_probe::wire_end, sc_time_stamp() + sent);
+        probe_->mark(path_probe::wire_end, sim_now() + sent);
     q.resend_pending = false;
     ++tx_packets;
     if (uint16_t(w.wqe_index + 1 - q.started_limit) <= 0x8000)
@@ -961,7 +996,7 @@ void transport_engine::send_completion(qp& q, const inflight& f, uint8_t status,
     if (cqw_->complete(q.send_cqn, e, false, delay))
         ++send_completions;
     if (probe_)
-        probe_->mark(path_probe::completion, sc_time_stamp() + delay);
+        probe_->mark(path_probe::completion, sim_now() + delay);
     if (status == hw::CQE_WR_FLUSH_ERR)
         ++flushed;
     else if (status != hw::CQE_SUCCESS)
@@ -1176,7 +1211,7 @@ void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& 
         return;
     }
     if (last_psn && probe_)
-        probe_->mark(path_probe::resp_rx, sc_time_stamp());
+        probe_->mark(path_probe::resp_rx, sim_now());
     uint8_t status = hw::CQE_SUCCESS, syndrome = 0;
     if (p.payload_len &&
         !write_sges(q.who, wqe_buffer_[c.entry].sg, wqe_buffer_[c.entry].num_sge, c.placed, p.payload, p.payload_len,
@@ -1209,7 +1244,7 @@ void transport_engine::handle_atomic_ack(qp& q, const rx_packet& p, sc_time& del
     if (!(f.opcode == hw::WQE_OP_CMP_SWAP || f.opcode == hw::WQE_OP_FETCH_ADD) || f.first_psn != psn)
         return;  // stale or duplicate
     if (probe_)
-        probe_->mark(path_probe::resp_rx, sc_time_stamp());
+        probe_->mark(path_probe::resp_rx, sim_now());
     if (wire::aeth_type_of(p.h.a.syndrome) != wire::aeth_type::ack) {
         fail_head(q, hw::CQE_BAD_RESP_ERR, delay);
         return;
@@ -1319,7 +1354,7 @@ void transport_engine::rewind(qp& q, uint32_t psn, const sc_time& wait) {
     fetcher_->rewind(q.qpn, from);
     q.ack_timer = false;
     if (wait != SC_ZERO_TIME)
-        park(q, sc_time_stamp() + wait);
+        park(q, sim_now() + wait);
 }
 
 void transport_engine::progress(qp& q) {
@@ -1333,7 +1368,7 @@ void transport_engine::arm_ack_timer(qp& q) {
     if (q.ack_timer || q.timeout == 0 || !outstanding(q))
         return;
     q.ack_timer = true;
-    q.ack_deadline = sc_time_stamp() + ack_timeout(q.timeout);
+    q.ack_deadline = sim_now() + ack_timeout(q.timeout);
     watch(q, q.ack_deadline);
 }
 
@@ -1364,7 +1399,7 @@ void transport_engine::watch(qp& q, const sc_time& at) {
         timer_heap_.push_back(timer_entry{at, timer_seq_++, q.qpn});
         timer_sift_up(timer_heap_.size() - 1);
     }
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     if (at > now)
         wake_timer(at, now);
     else
@@ -1426,7 +1461,7 @@ void transport_engine::timer_sift_down(size_t i) {
 // The QPs whose earliest deadline has come, in deadline order: RNR wait or WQE fetch over,
 // local ACK timeout, coalesced ACK due. O(log n) per deadline, whatever the number of QPs.
 void transport_engine::timer() {
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     while (!timer_heap_.empty() && timer_heap_.front().at <= now) {
         const uint32_t qpn = timer_heap_.front().qpn;
         timer_pos_[qpn] = NIL;
@@ -1507,7 +1542,7 @@ void transport_engine::send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_
     h.l.dlid = q.slid ? q.slid : q.dlid;
     h.a.syndrome = syndrome;
     h.a.msn = q.msn & PSN_MASK;
-    const size_t hdr = wire::encode_headers(h, 0, ack_pkt_.bytes);
+    const size_t hdr = wire::encode_headers(h, 0, ack_pkt_->bytes);
     port_->transmit(ack_pkt_, uint32_t(hdr), ready);
     if (wire::aeth_type_of(syndrome) == wire::aeth_type::ack)
         ++acks_sent;
@@ -1542,7 +1577,7 @@ void transport_engine::respond(qp& q, uint8_t syndrome, uint32_t psn, const sc_t
     j->kind = resp_kind::ack;
     j->syndrome = syndrome;
     j->psn = psn;
-    j->at = sc_time_stamp() + ready;
+    j->at = sim_now() + ready;
 }
 
 void transport_engine::acknowledge(qp& q, uint32_t psn, bool ack_req, const sc_time& ready) {
@@ -1554,7 +1589,7 @@ void transport_engine::acknowledge(qp& q, uint32_t psn, bool ack_req, const sc_t
     }
     if (!q.ack_flush) {
         q.ack_flush = true;
-        q.ack_flush_at = sc_time_stamp() + ready + coalesce_time_;
+        q.ack_flush_at = sim_now() + ready + coalesce_time_;
         watch(q, q.ack_flush_at);
     }
 }
@@ -1641,7 +1676,7 @@ void transport_engine::response_loop() {
 
 void transport_engine::send_response(qp& q) {
     resp_job& j = q.resp[q.r_head];
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     sc_time delay = j.at > now ? j.at - now : SC_ZERO_TIME;
     auto pop = [&q] {
         q.r_head = (q.r_head + 1) % q.resp.size();
@@ -1661,10 +1696,10 @@ void transport_engine::send_response(qp& q) {
         h.a.syndrome = wire::aeth_ack(31);
         h.a.msn = j.msn;
         h.aae.orig_data = j.orig;
-        const size_t hdr = wire::encode_headers(h, 0, resp_pkt_.bytes);
+        const size_t hdr = wire::encode_headers(h, 0, resp_pkt_->bytes);
         const sc_time sent = port_->transmit(resp_pkt_, uint32_t(hdr), delay);
         if (probe_)
-            probe_->mark(path_probe::resp_sent, sc_time_stamp() + sent);
+            probe_->mark(path_probe::resp_sent, sim_now() + sent);
         --q.resp_rd;
         pop();
         return;
@@ -1681,7 +1716,7 @@ void transport_engine::send_response(qp& q) {
     h.l.dlid = q.slid ? q.slid : q.dlid;
     h.a.syndrome = wire::aeth_ack(31);
     h.a.msn = j.msn;
-    const size_t hdr = wire::encode_headers(h, n, resp_pkt_.bytes);
+    const size_t hdr = wire::encode_headers(h, n, resp_pkt_->bytes);
     sc_time ready = delay;
     if (n) {
         phys_seg segs[MAX_SEGS];
@@ -1693,7 +1728,7 @@ void transport_engine::send_response(qp& q) {
             responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
             return;
         }
-        uint8_t* dst = resp_pkt_.bytes + hdr;
+        uint8_t* dst = resp_pkt_->bytes + hdr;
         for (unsigned k = 0; k < nsegs; ++k) {
             sc_time t = delay;
             dma.read(segs[k].pa, dst, segs[k].len, t);
@@ -1703,10 +1738,10 @@ void transport_engine::send_response(qp& q) {
         }
     }
     const uint32_t pad = (4 - n % 4) % 4;
-    std::memset(resp_pkt_.bytes + hdr + n, 0, pad);
+    std::memset(resp_pkt_->bytes + hdr + n, 0, pad);
     const sc_time sent = port_->transmit(resp_pkt_, uint32_t(hdr + n + pad), ready);
     if (last && probe_)
-        probe_->mark(path_probe::resp_sent, sc_time_stamp() + sent);
+        probe_->mark(path_probe::resp_sent, sim_now() + sent);
     ++read_responses_sent;
     j.va += n;
     j.left -= n;
@@ -1798,7 +1833,7 @@ void transport_engine::handle_duplicate(qp& q, const rx_packet& p, const sc_time
         j->va = p.h.r.va;
         j->rkey = p.h.r.rkey;
         j->left = uint32_t(len);
-        j->at = sc_time_stamp() + d;
+        j->at = sim_now() + d;
         ++q.resp_rd;
         return;
     }
@@ -1814,7 +1849,7 @@ void transport_engine::handle_duplicate(qp& q, const rx_packet& p, const sc_time
                 j->psn = r.psn;
                 j->msn = q.msn;
                 j->orig = r.orig;
-                j->at = sc_time_stamp() + d;
+                j->at = sim_now() + d;
                 ++q.resp_rd;
                 return;
             }
@@ -1856,7 +1891,7 @@ bool transport_engine::handle_read_request(qp& q, const rx_packet& p, sc_time& d
     j->va = p.h.r.va;
     j->rkey = p.h.r.rkey;
     j->left = uint32_t(len);
-    j->at = sc_time_stamp() + delay;
+    j->at = sim_now() + delay;
     ++q.resp_rd;
     q.rq_psn = (q.rq_psn + npkts) & PSN_MASK;  // C10-85: no receive WQE consumed
     return true;
@@ -1885,7 +1920,7 @@ bool transport_engine::handle_atomic(qp& q, const rx_packet& p, sc_time& delay) 
     // time, so atomics on the same memory are serialised.
     uint64_t orig = 0;
     const auto kind = (p.h.b.opcode & 0x1F) == op::COMPARE_SWAP ? atomic_ext::compare_swap : atomic_ext::fetch_add;
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     for (const atomic_busy& b : atomic_busy_)
         if (b.pa == seg[0].pa && b.until > now + delay)
             delay = b.until - now;  // waits for the previous atomic on this word
@@ -1909,7 +1944,7 @@ bool transport_engine::handle_atomic(qp& q, const rx_packet& p, sc_time& delay) 
     j->psn = psn;
     j->msn = q.msn;
     j->orig = orig;
-    j->at = sc_time_stamp() + delay;
+    j->at = sim_now() + delay;
     ++q.resp_rd;
     q.rq_psn = (q.rq_psn + 1) & PSN_MASK;
     return true;
@@ -1942,7 +1977,7 @@ void transport_engine::write_segs(const phys_seg* segs, unsigned nsegs, const ui
 sc_time transport_engine::responder_start(qp& q) {
     // A packet's work starts rx_latency after it arrives, and no sooner than rx_cycles after
     // the QP's previous one.
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     sc_time delay = q.resp_free > now ? q.resp_free - now : SC_ZERO_TIME;
     delay = qp_context(q.qpn, delay);
     q.resp_free = now + delay + rx_time_;
@@ -1952,7 +1987,7 @@ sc_time transport_engine::responder_start(qp& q) {
 
 void transport_engine::handle_request(qp& q, const rx_packet& p) {
     if (probe_)
-        probe_->mark(path_probe::rx_engine, sc_time_stamp());
+        probe_->mark(path_probe::rx_engine, sim_now());
     sc_time delay = responder_start(q);
     const uint8_t code = p.h.b.opcode & 0x1F;
     const uint32_t psn = p.h.b.psn;
@@ -2015,7 +2050,7 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
             return;
         }
         if (last && probe_)
-            probe_->mark(path_probe::data_placed, sc_time_stamp() + delay);
+            probe_->mark(path_probe::data_placed, sim_now() + delay);
         q.in_send = !last;
         if (last && inv) {
             // SEND with Invalidate (o10-37.2.21): the key is invalidated after the data is placed,
@@ -2085,7 +2120,7 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
         q.write_done += p.payload_len;
         q.in_write = !last;
         if (last && probe_)
-            probe_->mark(path_probe::data_placed, sc_time_stamp() + delay);
+            probe_->mark(path_probe::data_placed, sim_now() + delay);
         if (last) {
             q.msn = (q.msn + 1) & PSN_MASK;
             // C10-87: a WRITE without immediate completes nothing at the responder.
@@ -2364,7 +2399,7 @@ void transport_engine::recv_at(qp& q, uint16_t index, recv_wqe& out, sc_time& de
     const size_t slot = index % q.rq_cache.size();
     if (uint16_t(q.rq_fetched - index) != 0 && uint16_t(q.rq_fetched - index) <= q.rq_cache.size()) {
         out = q.rq_cache[slot];
-        const sc_time now = sc_time_stamp();
+        const sc_time now = sim_now();
         if (q.rq_ready[slot] > now + delay)
             delay = q.rq_ready[slot] - now;  // the prefetch is still in flight
         return;
@@ -2385,7 +2420,7 @@ void transport_engine::prefetch_recv(qp& q, const sc_time& delay) {
         const size_t slot = q.rq_fetched % q.rq_cache.size();
         sc_time t = delay;
         fetcher_->fetch_recv(q.qpn, q.rq_fetched, q.rq_cache[slot], t);
-        q.rq_ready[slot] = sc_time_stamp() + t;
+        q.rq_ready[slot] = sim_now() + t;
         ++q.rq_fetched;
     }
 }

@@ -101,6 +101,7 @@ public:
 
     SC_HAS_PROCESS(transport_engine);
     transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock, unsigned max_qps);
+    ~transport_engine() override;
 
     void bind(wqe_fetcher& f, translation_unit& t, cq_writer& c, port& p, pkey_checker& k) {
         fetcher_ = &f; xlate_ = &t; cqw_ = &c; port_ = &p; pkeys_ = &k;
@@ -451,6 +452,10 @@ private:
     std::vector<uint32_t> ready_, resp_ready_;
     uint32_t resume_qpn_ = NIL;  // the QP the requester waited for (port backpressure or its WQE)
     uint32_t resume_resp_qpn_ = NIL;  // the QP the response method waited for (port backpressure)
+    // End of the initiation interval after the last packet when the requester went to wait
+    // for work instead of for the interval; zero when over.
+    sc_core::sc_time tx_free_at_;
+    bool requester_running_ = false;  // inside requester_loop
     size_t ready_head_ = 0, ready_count_ = 0, resp_head_ = 0, resp_count_ = 0;
     sc_core::sc_event tx_work_, resp_work_;
     // The timer method's wake-ups. SystemC keeps a notification that an earlier one replaced
@@ -498,7 +503,10 @@ private:
     sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_, coalesce_time_;
     uint64_t packet_ps_ = 0, rx_ps_ = 0;  // the same in ps, for the busy counters
     const sc_core::sc_time one_ps_{1, sc_core::SC_PS};  // per-packet stall counters divide by it
-    packet tx_pkt_, ack_pkt_, resp_pkt_;
+    // From port::packet_buffers: the port may hand a buffer to the receiver and return another.
+    packet* tx_pkt_ = nullptr;
+    packet* ack_pkt_ = nullptr;
+    packet* resp_pkt_ = nullptr;
 };
 
 }  // namespace hcasim

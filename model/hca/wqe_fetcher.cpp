@@ -1,4 +1,5 @@
 #include "model/hca/wqe_fetcher.h"
+#include "model/core/sim_time.h"
 
 #include <algorithm>
 #include <cstring>
@@ -129,7 +130,7 @@ void wqe_fetcher::inline_wqe(const uint8_t* p, uint32_t len) {
     q.producer = uint16_t(ctrl.wqe_index + 1);
     if (may_fetch(q) && q.fetched == ctrl.wqe_index && !q.ready && engine_ && engine_->has_room(qpn)) {
         parse_send(p, len, qpn, q.transport, wqe_);
-        wqe_.ready = sc_time_stamp() + parse_time_;
+        wqe_.ready = sim_now() + parse_time_;
         busy_ps += parse_ps_;
         if (wqe_.malformed)
             ++malformed;
@@ -175,6 +176,8 @@ void wqe_fetcher::fetch_loop() {
     for (;;) {
         while (ready_count_ == 0)
             wait(work_);
+        if (fetch_free_at_ > sim_now())
+            wait(fetch_free_at_ - sim_now());  // the rest of the last batch's parse interval
         const uint32_t qpn = ready_[ready_head_];
         ready_head_ = (ready_head_ + 1) % ready_.size();
         --ready_count_;
@@ -235,7 +238,7 @@ void wqe_fetcher::fetch_loop() {
         }
         // Fetches are pipelined: the WQEs go to the engine now, stamped with the time their
         // DMA completes and they are parsed; the requester does not start one before that.
-        const sc_time now = sc_time_stamp();
+        const sc_time now = sim_now();
         for (uint32_t i = 0; i < n; ++i) {
             const bool ok = ok_[i];
             parse_send(buf_.data() + size_t(i) * stride, stride, qpn, q.transport, wqe_);
@@ -251,8 +254,17 @@ void wqe_fetcher::fetch_loop() {
             engine_->push_send(qpn, wqe_);
         }
         busy_ps += parse_ps_ * n;
-        if (parse_time_ != SC_ZERO_TIME)
+        const bool more = may_fetch(q) && q.producer != q.fetched;
+        if (parse_time_ != SC_ZERO_TIME) {
+            if (ready_count_ == 0 && !more) {
+                // Nothing else to fetch: no wake-up at the end of the parser's interval (it would
+                // find nothing). Whatever makes a QP ready meanwhile queues it (and wakes this
+                // process), and it is fetched when the interval is over, as before.
+                fetch_free_at_ = sim_now() + parse_time_ * double(n);
+                continue;
+            }
             wait(parse_time_ * double(n));  // the parser's initiation interval
+        }
         if (may_fetch(q) && q.producer != q.fetched)
             make_ready(qpn);
     }
@@ -425,7 +437,7 @@ void wqe_fetcher::prefetch_srq(srq_fetch& s, const sc_time& delay) {
         const uint64_t pa = s.base + uint64_t(s.fetched & ((1u << s.log_size) - 1)) * stride;
         if (!read_recv(pa, stride, s.cache[slot], t))
             return;  // not readable: taking it finds out (and puts the SRQ in error)
-        s.ready[slot] = sc_time_stamp() + t;
+        s.ready[slot] = sim_now() + t;
         ++s.fetched;
     }
 }
@@ -445,7 +457,7 @@ wqe_fetcher::srq_outcome wqe_fetcher::take_srq(uint32_t srqn, recv_wqe& out, sc_
     if (uint16_t(s.fetched - index) != 0 && uint16_t(s.fetched - index) <= depth) {
         const size_t slot = index % depth;
         out = s.cache[slot];
-        const sc_time now = sc_time_stamp();
+        const sc_time now = sim_now();
         if (s.ready[slot] > now + delay)
             delay = s.ready[slot] - now;  // the read-ahead is still in flight
     } else {

@@ -135,6 +135,7 @@ private:
     size_t ready_head_ = 0, ready_count_ = 0;
     sc_core::sc_event work_;
     sc_core::sc_time parse_time_;
+    sc_core::sc_time fetch_free_at_;  // end of the last batch's parse interval, if not waited for
     uint64_t parse_ps_ = 0;
     std::vector<uint8_t> buf_;     // one batch, sized at construction
     std::vector<sc_core::sc_time> done_;  // when each WQE of the batch has been read

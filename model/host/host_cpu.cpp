@@ -1,6 +1,7 @@
 #include "model/host/host_cpu.h"
 
 #include <cstring>
+#include <optional>
 
 #include "model/core/sim_time.h"
 
@@ -55,19 +56,34 @@ void host_cpu::settle() {
 }
 
 void host_cpu::mmio_write(uint64_t bar_offset, const void* src, size_t n) {
-    tlm::tlm_generic_payload gp;
-    gp.set_command(tlm::TLM_WRITE_COMMAND);
-    gp.set_address(bar_offset);
-    gp.set_data_ptr(const_cast<unsigned char*>(static_cast<const unsigned char*>(src)));
-    gp.set_data_length(unsigned(n));
-    gp.set_streaming_width(unsigned(n));
-    gp.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
     // Posted: the store leaves the CPU after mmio_issue_ns; its flight through the PCIe link is
     // carried by the annotated delay, which the doorbell unit turns into its arrival time.
     // (Deferred CPU costs are waited for in the same wait.)
     const sc_time issue = deferred_ + ns_time(mmio_issue_ns.get());
     deferred_ = SC_ZERO_TIME;
     wait(issue);
+    // The CPU's payload is reused (constructing and destroying one per store cost more than
+    // the rest of the store); a second process storing while the first is stalled in
+    // b_transport (on a full doorbell FIFO) takes one of its own.
+    std::optional<tlm::tlm_generic_payload> own;
+    const bool shared = !mmio_gp_busy_;
+    tlm::tlm_generic_payload& gp = shared ? mmio_gp_ : own.emplace();
+    struct release {
+        bool& busy;
+        bool shared;
+        ~release() {
+            if (shared)
+                busy = false;
+        }
+    } at_return{mmio_gp_busy_, shared};
+    if (shared)
+        mmio_gp_busy_ = true;
+    gp.set_command(tlm::TLM_WRITE_COMMAND);
+    gp.set_address(bar_offset);
+    gp.set_data_ptr(const_cast<unsigned char*>(static_cast<const unsigned char*>(src)));
+    gp.set_data_length(unsigned(n));
+    gp.set_streaming_width(unsigned(n));
+    gp.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
     sc_time delay = SC_ZERO_TIME;
     mmio->b_transport(gp, delay);
     ++mmio_writes;
@@ -137,19 +153,19 @@ bool host_cpu::wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) {
         // and slow every later event. A step cut short leaves one that expires soon. Between
         // steps the process only looks whether the write came (in this very delta cycle too:
         // triggered()) and waits again, so it still wakes when the write comes or at the deadline.
-        const sc_time start = sc_time_stamp();
+        const sc_time start = sim_now();
         const sc_time timeout(double(timeout_ns), SC_NS);
         const sc_time deadline = start + timeout;
         sc_time step = ns_time(10000.0);
         for (;;) {
-            const sc_time now = sc_time_stamp();
+            const sc_time now = sim_now();
             const sc_time until = deadline - now < step ? deadline : now + step;
             wait(until - now, ev);
-            if (sc_time_stamp() < until || ev.triggered() || until == deadline)
+            if (sim_now() < until || ev.triggered() || until == deadline)
                 break;  // the write came, or the deadline
             step += step;
         }
-        woke = sc_time_stamp() - start < timeout;
+        woke = sim_now() - start < timeout;
     }
     memory_.unwatch(h);
     if (woke && wake_ns.get() > 0)
@@ -158,7 +174,7 @@ bool host_cpu::wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) {
 }
 
 uint64_t host_cpu::now_ns() const {
-    return uint64_t((sc_time_stamp() + deferred_).to_seconds() * 1e9 + 0.5);
+    return uint64_t((sim_now() + deferred_).to_seconds() * 1e9 + 0.5);
 }
 
 void host_cpu::sleep_ns(uint64_t ns) {

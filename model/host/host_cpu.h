@@ -52,6 +52,8 @@ private:
     sc_core::sc_time deferred_;  // cpu_cost_deferred charges not yet waited for
     host_memory& memory_;
     sc_core::sc_event watch_ev_;
+    tlm::tlm_generic_payload mmio_gp_;  // mmio_write's payload, while no store is in flight
+    bool mmio_gp_busy_ = false;
 };
 
 }  // namespace hcasim

@@ -1,5 +1,6 @@
 // PCIe link timing; see pcie_link.h and docs/pcie.md.
 #include "model/pcie/pcie_link.h"
+#include "model/core/sim_time.h"
 
 #include <algorithm>
 #include <cstring>
@@ -327,7 +328,7 @@ void pcie_link::post_write(uint64_t addr, const uint8_t* data, uint32_t len, con
     filter_count(addr, len, 1);
     heap_.push_back(slot);
     std::push_heap(heap_.begin(), heap_.end(), [this](size_t a, size_t b) { return heap_less(a, b); });
-    land_ev_.notify(slots_[heap_.front()].at - sc_time_stamp());
+    land_ev_.notify(slots_[heap_.front()].at - sim_now());
 }
 
 void pcie_link::land(size_t slot) {
@@ -349,14 +350,14 @@ void pcie_link::land(size_t slot) {
 
 void pcie_link::land_due() {
     const auto cmp = [this](size_t a, size_t b) { return heap_less(a, b); };
-    while (!heap_.empty() && slots_[heap_.front()].at <= sc_time_stamp()) {
+    while (!heap_.empty() && slots_[heap_.front()].at <= sim_now()) {
         const size_t slot = heap_.front();
         std::pop_heap(heap_.begin(), heap_.end(), cmp);
         heap_.pop_back();
         land(slot);
     }
     if (!heap_.empty())
-        land_ev_.notify(slots_[heap_.front()].at - sc_time_stamp());
+        land_ev_.notify(slots_[heap_.front()].at - sim_now());
 }
 
 void pcie_link::land_overlapping(uint64_t addr, uint64_t len) {
@@ -451,22 +452,17 @@ sc_time pcie_link::calendar::book_anywhere(const sc_time& at, const sc_time& dur
 }
 
 
-sc_time pcie_link::tag_ready(const sc_time& ready) {
+sc_time pcie_link::tag_stall(const sc_time& ready) {
     const sc_time& avail = tags_[tag_head_];
-    if (avail <= ready) return ready;
-    const uint64_t before = ns_floor(stall_total_);
     stall_total_ += avail - ready;
-    tag_stall_ns += ns_floor(stall_total_) - before;
+    const uint64_t floor_ns = ns_floor(stall_total_);
+    tag_stall_ns += floor_ns - stall_floor_ns_;  // whole ns of the total so far
+    stall_floor_ns_ = floor_ns;
     return avail;
 }
 
-void pcie_link::tag_release(const sc_time& at) {
-    tags_[tag_head_] = at;
-    if (++tag_head_ == tags_.size()) tag_head_ = 0;
-}
-
 void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     const sc_time at = now + delay;
     const uint64_t n = gp.get_data_length();
     const unsigned mps = mps_bytes, mrrs = mrrs_bytes;
@@ -512,26 +508,41 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
         sc_time last = at, mem_extra = SC_ZERO_TIME;
         uint64_t left = n;
         bool first = true;
+        // Every request is the same TLP, and every full chunk's completions the same bytes:
+        // their serialisation times are looked up once per read, and the counters added once.
+        const tlp_memo req = tlp_cost(read_request_bytes);
+        tlp_memo cpl;
+        uint64_t cpl_chunk = ~uint64_t(0), cpl_tlps = 0, requests = 0, down_tlps = 0, down_bytes = 0,
+                 down_ps = 0;
         do {
             const uint64_t chunk = std::min<uint64_t>(left, mrrs);
             const sc_time start = tag_ready(at);
-            const sc_time req_end = occupy(up_free_, now, start, read_request_bytes);
+            const sc_time req_end = up_free_.book(now, start, req.time);
             if (first) {  // memory is read once, when the first request arrives
                 first = false;
                 sc_time d = req_end - now;
                 upstream_out->b_transport(gp, d);
                 mem_extra = now + d - req_end;
             }
-            const uint64_t cpls = (chunk + mps - 1) / mps;
-            const uint64_t cpl_bytes = chunk + cpls * completion_overhead_bytes;
-            last = occupy(down_free_, now, req_end + read_latency_ + mem_extra, cpl_bytes);
+            if (chunk != cpl_chunk) {
+                cpl_chunk = chunk;
+                cpl_tlps = (chunk + mps - 1) / mps;
+                cpl = tlp_cost(chunk + cpl_tlps * completion_overhead_bytes);
+            }
+            last = down_free_.book(now, req_end + read_latency_ + mem_extra, cpl.time);
             tag_release(last);
-            ++upstream_tlps;
-            upstream_bytes += read_request_bytes;
-            downstream_tlps += cpls;
-            downstream_bytes += cpl_bytes;
+            ++requests;
+            down_tlps += cpl_tlps;
+            down_bytes += cpl.bytes;
+            down_ps += cpl.ps;
             left -= chunk;
         } while (left);
+        upstream_busy_ps += req.ps * requests;
+        downstream_busy_ps += down_ps;
+        upstream_tlps += requests;
+        upstream_bytes += read_request_bytes * requests;
+        downstream_tlps += down_tlps;
+        downstream_bytes += down_bytes;
         ++dma_reads;
         dma_read_bytes += n;
         if (tl_)
@@ -546,7 +557,7 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
 }
 
 void pcie_link::downstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
-    const sc_time now = sc_time_stamp();
+    const sc_time now = sim_now();
     const sc_time at = now + delay;
     const uint64_t n = gp.get_data_length();
     const unsigned mps = mps_bytes;

@@ -154,19 +154,37 @@ private:
     };
     /// Occupies a direction for `bytes` from the first idle gap at or after `at`; returns the end time.
     sc_core::sc_time occupy(calendar& dir, const sc_core::sc_time& now, const sc_core::sc_time& at, uint64_t bytes) {
-        // The few TLP sizes a run uses, remembered with their serialisation times.
+        const tlp_memo& m = tlp_cost(bytes);
+        (&dir == &up_free_ ? upstream_busy_ps : downstream_busy_ps) += m.ps;
+        return dir.book(now, at, m.time);
+    }
+    struct tlp_memo {
+        uint64_t bytes = ~uint64_t(0);
+        sc_core::sc_time time;
+        uint64_t ps = 0;
+    };
+    /// The serialisation time of `bytes` TLP bytes and its ps: the few TLP sizes a run uses
+    /// are remembered (the entry may be replaced by the next call).
+    const tlp_memo& tlp_cost(uint64_t bytes) {
         tlp_memo& m = tlp_memo_[(bytes * 0x9E3779B97F4A7C15ull) >> 60];
         if (m.bytes != bytes) {
             m.bytes = bytes;
             m.time = tlp_time(bytes);
             m.ps = ps_count(m.time);
         }
-        (&dir == &up_free_ ? upstream_busy_ps : downstream_busy_ps) += m.ps;
-        return dir.book(now, at, m.time);
+        return m;
     }
     /// Oldest tag's release time; accounts the stall of a request ready at `ready`.
-    sc_core::sc_time tag_ready(const sc_core::sc_time& ready);
-    void tag_release(const sc_core::sc_time& at);
+    sc_core::sc_time tag_ready(const sc_core::sc_time& ready) {
+        const sc_core::sc_time& avail = tags_[tag_head_];
+        return avail <= ready ? ready : tag_stall(ready);
+    }
+    sc_core::sc_time tag_stall(const sc_core::sc_time& ready);
+    void tag_release(const sc_core::sc_time& at) {
+        tags_[tag_head_] = at;
+        if (++tag_head_ == tags_.size())
+            tag_head_ = 0;
+    }
     void check_power_of_two(const param<unsigned>& p) const;
 
     // Posted writes are buffered and land in host memory at their effective time, so software
@@ -205,17 +223,13 @@ private:
     }
 
     double tlp_gbps_ = 0, ps_per_byte_ = 0;
-    struct tlp_memo {
-        uint64_t bytes = ~uint64_t(0);
-        sc_core::sc_time time;
-        uint64_t ps = 0;
-    };
     tlp_memo tlp_memo_[16];  // occupy(): tlp_time(bytes) and its ps, by a hash of bytes
     sc_core::sc_time read_latency_, mmio_latency_, write_latency_;
     calendar up_free_, down_free_;
     std::vector<sc_core::sc_time> tags_;  // release times, FIFO (completions cross in order)
     size_t tag_head_ = 0;
     sc_core::sc_time stall_total_;
+    uint64_t stall_floor_ns_ = 0;  // ns_floor(stall_total_)
 };
 
 }  // namespace hcasim
