@@ -18,6 +18,30 @@ namespace hcasim::provider {
 
 namespace sp = serve_proto;
 
+namespace {
+/// Every run of every context of this process, first va -> (end, owner): a page lives in one
+/// node's memory file at a time, so two contexts cannot both move it.
+std::mutex all_runs_lock;
+std::map<uint64_t, std::pair<uint64_t, const session*>> all_runs;
+
+/// Whether [lo, hi) overlaps a run of another context.
+bool taken_by_other(uint64_t lo, uint64_t hi, const session* me) {
+    std::lock_guard<std::mutex> g(all_runs_lock);
+    auto it = all_runs.upper_bound(lo);
+    if (it != all_runs.begin()) --it;
+    for (; it != all_runs.end() && it->first < hi; ++it)
+        if (it->second.first > lo && it->second.second != me) return true;
+    return false;
+}
+void note_run(uint64_t va, uint64_t end, const session* owner) {
+    std::lock_guard<std::mutex> g(all_runs_lock);
+    if (owner)
+        all_runs[va] = {end, owner};
+    else
+        all_runs.erase(va);
+}
+}  // namespace
+
 // ---------------------------------------------------------------------------- user_bus
 
 void user_bus::mem_read(uint64_t pa, void* dst, size_t n) {
@@ -223,11 +247,13 @@ int session::map_run(uint64_t va, uint64_t pages) {
         return EFAULT;
     }
     runs_[va] = run{pages, pa, 0};
+    note_run(va, va + len, this);
     return 0;
 }
 
 void session::release_run(uint64_t va, const run& r) {
     const uint64_t len = r.pages * fw::PAGE_BYTES;
+    note_run(va, 0, nullptr);
     void* p = reinterpret_cast<void*>(uintptr_t(va));
     // Back to private memory with the same contents, unless the application unmapped the range
     // meanwhile (then there is nothing to keep). The copy lives in a mapping of its own: heap
@@ -248,6 +274,9 @@ int session::share_range(uint64_t addr, uint64_t len) {
     const uint64_t lo = addr & ~(fw::PAGE_BYTES - 1);
     const uint64_t hi = (addr + len + fw::PAGE_BYTES - 1) & ~(fw::PAGE_BYTES - 1);
     if (hi <= lo) return EINVAL;
+    // Pages another context of this process registered are in another memory (or belong to
+    // another simulated process): registering them here too would move them from under it.
+    if (taken_by_other(lo, hi, this)) return EBUSY;
     std::lock_guard<std::mutex> g(runs_lock_);
     // New runs for the gaps between the runs there are.
     std::vector<uint64_t> made;

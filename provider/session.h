@@ -66,7 +66,8 @@ public:
 
     /// Makes [addr, addr+len) of this process simulated host memory (the pages stay where they
     /// are, with their contents, now backed by the node's shared memory file), one reference
-    /// per call; 0 or errno (EFAULT: a page is not mapped).
+    /// per call; 0 or errno (EFAULT: a page is not mapped; EBUSY: another context of this
+    /// process registered some of these pages, which live in its node's memory now).
     int share_range(uint64_t addr, uint64_t len);
     /// Drops the references share_range(addr, len) took; runs nobody uses go back to private
     /// memory (contents kept) and their simulated memory is freed.
