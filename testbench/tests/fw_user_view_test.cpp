@@ -11,6 +11,9 @@
 using namespace hcasim;
 using namespace hcasim::fw;
 
+// libsystemc references sc_main; gtest_main provides main().
+extern "C" int sc_main(int, char*[]) { return 0; }
+
 TEST(UserView, reports_what_the_real_driver_said_and_touches_no_hardware) {
     test::fake_hca_bus bus(0x40000000, 1 << 20);
     host_os os(bus, 0, 0);
