@@ -367,7 +367,12 @@ private:
                 close_fds(m.fds);
                 continue;
             }
-            kernel_node* k = c.ctx || h.op == sp::OPEN ? kernel_for(c, m) : nullptr;
+            if (h.op == sp::OPEN && !request_as<sp::open_req>(m)) {
+                reply_status(c, EINVAL);  // a malformed OPEN names no node
+                close_fds(m.fds);
+                continue;
+            }
+            kernel_node* k = kernel_for(c, m);
             if (!k) {
                 reply_status(c, ENODEV);
                 close_fds(m.fds);

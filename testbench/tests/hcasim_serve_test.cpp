@@ -213,6 +213,7 @@ TEST(Serve, refuses_what_a_bad_client_sends_and_goes_on) {
     EXPECT_EQ(c.open_node(0, sp::VERSION + 1), EPROTO);
     EXPECT_EQ(c.open_node(0, sp::VERSION, false), EINVAL) << "OPEN without its async pipe";
     EXPECT_EQ(c.open_node(7), ENODEV) << "no node 7 on a 2-node fabric";
+    EXPECT_EQ(c.call(sp::header{sp::OPEN, 0}), EINVAL) << "an OPEN without its body";
     ASSERT_EQ(c.open_node(0), 0);
     EXPECT_GE(c.memfd, 0) << "the shared host memory comes with the reply";
     EXPECT_EQ(c.info.nports, 1u);
