@@ -18,7 +18,6 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -406,28 +405,28 @@ bool convert_recv(ibv_recv_wr* wr, std::vector<fv::ibv_recv_wr>& out, std::vecto
     return !out.empty();
 }
 
-int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+/// A receive WR chain through one of the firmware's receive posts (`post` on the mirror).
+template <class Post>
+int post_receives(session& s, ibv_recv_wr* wr, ibv_recv_wr** bad, Post post) {
     thread_local std::vector<fv::ibv_recv_wr> chain;
     thread_local std::vector<ibv_recv_wr*> orig;
     if (!convert_recv(wr, chain, orig)) return 0;
-    session& s = sess(qp->context);
     std::lock_guard<std::mutex> g(s.data_lock);
     fv::ibv_recv_wr* fbad = nullptr;
-    const int e = fv::ibv_post_recv(&to(qp)->f, chain.data(), &fbad);
+    const int e = post(chain.data(), &fbad);
     if (e) *bad = fbad ? orig[size_t(fbad - chain.data())] : wr;
     return e;
 }
 
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    return post_receives(sess(qp->context), wr, bad,
+                         [qp](fv::ibv_recv_wr* w, fv::ibv_recv_wr** b) { return fv::ibv_post_recv(&to(qp)->f, w, b); });
+}
+
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-    thread_local std::vector<fv::ibv_recv_wr> chain;
-    thread_local std::vector<ibv_recv_wr*> orig;
-    if (!convert_recv(wr, chain, orig)) return 0;
-    session& s = sess(srq->context);
-    std::lock_guard<std::mutex> g(s.data_lock);
-    fv::ibv_recv_wr* fbad = nullptr;
-    const int e = fv::ibv_post_srq_recv(&to(srq)->f, chain.data(), &fbad);
-    if (e) *bad = fbad ? orig[size_t(fbad - chain.data())] : wr;
-    return e;
+    return post_receives(sess(srq->context), wr, bad, [srq](fv::ibv_recv_wr* w, fv::ibv_recv_wr** b) {
+        return fv::ibv_post_srq_recv(&to(srq)->f, w, b);
+    });
 }
 
 // ------------------------------------------------------------------------------ CQs

@@ -1,5 +1,6 @@
 // See session.h.
 #include "provider/session.h"
+#include "provider/fd_passing.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -184,40 +185,17 @@ session::~session() {
 
 int session::call(const void* req, size_t n, void* rep, size_t rep_n, int fd_out, int* fd_in) {
     std::lock_guard<std::mutex> g(call_lock_);
-    iovec iov{const_cast<void*>(req), n};
-    msghdr h{};
-    h.msg_iov = &iov;
-    h.msg_iovlen = 1;
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
-    if (fd_out >= 0) {
-        h.msg_control = ctl;
-        h.msg_controllen = sizeof ctl;
-        cmsghdr* cm = CMSG_FIRSTHDR(&h);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        std::memcpy(CMSG_DATA(cm), &fd_out, sizeof fd_out);
-    }
-    if (sendmsg(fd_, &h, MSG_NOSIGNAL) < 0) return EPIPE;
+    if (sp::send_with_fd(fd_, req, n, fd_out) < 0) return EPIPE;
     uint8_t buf[sp::MAX_MESSAGE];
-    iovec riov{buf, sizeof buf};
-    alignas(cmsghdr) char rctl[CMSG_SPACE(sizeof(int))];
-    msghdr r{};
-    r.msg_iov = &riov;
-    r.msg_iovlen = 1;
-    r.msg_control = rctl;
-    r.msg_controllen = sizeof rctl;
-    ssize_t got;
-    do got = recvmsg(fd_, &r, MSG_CMSG_CLOEXEC);
-    while (got < 0 && errno == EINTR);
+    std::vector<int> fds;
+    const ssize_t got = sp::recv_with_fds(fd_, buf, sizeof buf, &fds);
+    for (size_t i = 0; i < fds.size(); ++i) {
+        if (i == 0 && fd_in)
+            *fd_in = fds[0];
+        else
+            close(fds[i]);
+    }
     if (got < ssize_t(sizeof(sp::reply))) return EPIPE;
-    for (cmsghdr* cm = CMSG_FIRSTHDR(&r); cm; cm = CMSG_NXTHDR(&r, cm))
-        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-            int f;
-            std::memcpy(&f, CMSG_DATA(cm), sizeof f);
-            if (fd_in) *fd_in = f;
-            else close(f);
-        }
     sp::reply rp;
     std::memcpy(&rp, buf, sizeof rp);
     if (rep) {

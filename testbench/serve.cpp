@@ -36,6 +36,7 @@
 #include "model/core/param.h"
 #include "model/core/stats.h"
 #include "model/system/fabric.h"
+#include "provider/fd_passing.h"
 #include "provider/protocol.h"
 #include "testbench/fake_sysfs.h"
 #include "testbench/host_software.h"
@@ -143,36 +144,29 @@ public:
         conns_.push_back(std::move(c));
         sc_spawn([this, p] { serve_client(*p); }, sc_gen_unique_name("client"));
     }
-    /// Reads every message waiting on a connection; false once it hung up.
+    /// Reads every message waiting on a connection (marks it hung up when it closed).
     void read_client(connection& c) {
         for (;;) {
             message m;
+            // Buffers are recycled (serve_client gives them back): no allocation per doorbell.
+            if (!spare_.empty()) {
+                m.data = std::move(spare_.back());
+                spare_.pop_back();
+            }
             m.data.resize(sp::MAX_MESSAGE);
-            iovec iov{m.data.data(), m.data.size()};
-            alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 4)];
-            msghdr h{};
-            h.msg_iov = &iov;
-            h.msg_iovlen = 1;
-            h.msg_control = ctl;
-            h.msg_controllen = sizeof ctl;
-            const ssize_t n = recvmsg(c.fd, &h, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+            bool truncated = false;
+            const ssize_t n = sp::recv_with_fds(c.fd, m.data.data(), m.data.size(), &m.fds, MSG_DONTWAIT, &truncated);
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                spare_.push_back(std::move(m.data));
+                return;
+            }
             if (n <= 0) {
+                close_fds(m.fds);
                 c.hangup = true;
                 c.wake.notify(SC_ZERO_TIME);
                 return;
             }
-            for (cmsghdr* cm = CMSG_FIRSTHDR(&h); cm; cm = CMSG_NXTHDR(&h, cm))
-                if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-                    const size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                    for (size_t i = 0; i < k; ++i) {
-                        int f;
-                        std::memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof f);
-                        m.fds.push_back(f);
-                    }
-                }
-            m.data.resize(size_t(n));
-            if (h.msg_flags & MSG_TRUNC) m.data.clear();  // refused as malformed
+            m.data.resize(truncated ? 0 : size_t(n));  // a truncated message is refused as malformed
             c.inbox.push_back(std::move(m));
             c.wake.notify(SC_ZERO_TIME);
         }
@@ -200,6 +194,7 @@ private:
     std::vector<std::unique_ptr<kernel_node>> kernel_;
     std::list<std::unique_ptr<connection>> conns_;
     unsigned next_conn_ = 1;
+    std::vector<std::vector<uint8_t>> spare_;  // message buffers to reuse
     uint64_t requests_ = 0, doorbells_ = 0;
 
     // ------------------------------------------------------------------ boot and interrupts
@@ -282,21 +277,7 @@ private:
         sp::reply r{status, 0};
         std::memcpy(buf.data(), &r, sizeof r);
         if (n) std::memcpy(buf.data() + sizeof r, payload, n);
-        iovec iov{buf.data(), buf.size()};
-        msghdr h{};
-        h.msg_iov = &iov;
-        h.msg_iovlen = 1;
-        alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
-        if (fd >= 0) {
-            h.msg_control = ctl;
-            h.msg_controllen = sizeof ctl;
-            cmsghdr* cm = CMSG_FIRSTHDR(&h);
-            cm->cmsg_level = SOL_SOCKET;
-            cm->cmsg_type = SCM_RIGHTS;
-            cm->cmsg_len = CMSG_LEN(sizeof(int));
-            std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-        }
-        if (sendmsg(c.fd, &h, MSG_NOSIGNAL) < 0) c.hangup = true;
+        if (sp::send_with_fd(c.fd, buf.data(), buf.size(), fd) < 0) c.hangup = true;
     }
     template <class T>
     void reply_with(connection& c, int status, const T& payload) {
@@ -342,46 +323,50 @@ private:
         post_record(c, it->second, &r, sizeof r);
     }
 
+    /// One message of a client; false when the connection is to be closed. The descriptors
+    /// handlers keep are taken out of m.fds.
+    bool serve_one(connection& c, message& m) {
+        if (m.data.size() < sizeof(sp::header)) {
+            log(c, "malformed message (" + std::to_string(m.data.size()) + " bytes): closing");
+            return false;
+        }
+        sp::header h;
+        std::memcpy(&h, m.data.data(), sizeof h);
+        if (h.op == sp::MMIO_WRITE) {
+            mmio_write(c, m);
+            return true;
+        }
+        ++requests_;
+        ++c.requests;
+        if (h.op != sp::OPEN && !c.ctx) {
+            reply_status(c, EBADF);
+            return true;
+        }
+        if (h.op == sp::OPEN && !request_as<sp::open_req>(m)) {
+            reply_status(c, EINVAL);  // a malformed OPEN names no node
+            return true;
+        }
+        kernel_node* k = kernel_for(c, m);
+        if (!k) {
+            reply_status(c, ENODEV);
+            return true;
+        }
+        k->lock->lock();
+        execute(c, *k, h.op, m);
+        k->lock->unlock();
+        return true;
+    }
+
     void serve_client(connection& c) {
         for (;;) {
             while (c.inbox.empty() && !c.hangup) wait(c.wake);
             if (c.inbox.empty()) break;
             message m = std::move(c.inbox.front());
             c.inbox.pop_front();
-            if (m.data.size() < sizeof(sp::header)) {
-                log(c, "malformed message (" + std::to_string(m.data.size()) + " bytes): closing");
-                close_fds(m.fds);
-                break;
-            }
-            sp::header h;
-            std::memcpy(&h, m.data.data(), sizeof h);
-            if (h.op == sp::MMIO_WRITE) {
-                mmio_write(c, m);
-                close_fds(m.fds);
-                continue;
-            }
-            ++requests_;
-            ++c.requests;
-            if (h.op != sp::OPEN && !c.ctx) {
-                reply_status(c, EBADF);
-                close_fds(m.fds);
-                continue;
-            }
-            if (h.op == sp::OPEN && !request_as<sp::open_req>(m)) {
-                reply_status(c, EINVAL);  // a malformed OPEN names no node
-                close_fds(m.fds);
-                continue;
-            }
-            kernel_node* k = kernel_for(c, m);
-            if (!k) {
-                reply_status(c, ENODEV);
-                close_fds(m.fds);
-                continue;
-            }
-            k->lock->lock();
-            execute(c, *k, h.op, m);
-            k->lock->unlock();
-            close_fds(m.fds);  // the handlers took (and replaced with -1) what they keep
+            const bool go_on = serve_one(c, m);
+            close_fds(m.fds);
+            spare_.push_back(std::move(m.data));
+            if (!go_on) break;
         }
         if (!c.inbox.empty())
             for (auto& m : c.inbox) close_fds(m.fds);

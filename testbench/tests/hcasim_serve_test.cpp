@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "provider/fd_passing.h"
 #include "provider/protocol.h"
 #include "testbench/tests/hcasim_run.h"
 
@@ -103,39 +104,16 @@ public:
         close(fd_);
         fd_ = -1;
     }
-    void send_raw(const void* p, size_t n, int fd = -1) {
-        iovec iov{const_cast<void*>(p), n};
-        msghdr h{};
-        h.msg_iov = &iov;
-        h.msg_iovlen = 1;
-        alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
-        if (fd >= 0) {
-            h.msg_control = ctl;
-            h.msg_controllen = sizeof ctl;
-            cmsghdr* cm = CMSG_FIRSTHDR(&h);
-            cm->cmsg_level = SOL_SOCKET;
-            cm->cmsg_type = SCM_RIGHTS;
-            cm->cmsg_len = CMSG_LEN(sizeof(int));
-            std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-        }
-        ASSERT_EQ(sendmsg(fd_, &h, MSG_NOSIGNAL), ssize_t(n));
-    }
+    void send_raw(const void* p, size_t n, int fd = -1) { ASSERT_EQ(sp::send_with_fd(fd_, p, n, fd), ssize_t(n)); }
     /// The reply's status, its payload in *payload; -1 on timeout, -2 when the server hung up.
     int reply(std::vector<uint8_t>* payload = nullptr, int timeout_ms = 20000) {
         pollfd p{fd_, POLLIN, 0};
         if (poll(&p, 1, timeout_ms) <= 0) return -1;
         uint8_t buf[sp::MAX_MESSAGE];
-        iovec iov{buf, sizeof buf};
-        alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
-        msghdr h{};
-        h.msg_iov = &iov;
-        h.msg_iovlen = 1;
-        h.msg_control = ctl;
-        h.msg_controllen = sizeof ctl;
-        const ssize_t n = recvmsg(fd_, &h, 0);
+        std::vector<int> fds;
+        const ssize_t n = sp::recv_with_fds(fd_, buf, sizeof buf, &fds);
         if (n <= 0) return -2;
-        for (cmsghdr* cm = CMSG_FIRSTHDR(&h); cm; cm = CMSG_NXTHDR(&h, cm))
-            if (cm->cmsg_type == SCM_RIGHTS) std::memcpy(&memfd, CMSG_DATA(cm), sizeof memfd);
+        if (!fds.empty()) memfd = fds.front();
         sp::reply r;
         std::memcpy(&r, buf, sizeof r);
         if (payload) payload->assign(buf + sizeof r, buf + n);
