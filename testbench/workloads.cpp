@@ -2234,7 +2234,7 @@ private:
                     // writes still in the link have landed (that wait is not part of the phase's
                     // time). Reads: the data is discarded, so only transfer errors count.
                     const sc_time drain0 = sc_time_stamp();
-                    while (write && pcie.pending_writes())
+                    while (write && memory.writes_in_flight())
                         wait(sc_time(std::max(pcie.write_latency_ns.get(), 1.0), SC_NS));
                     drained += sc_time_stamp() - drain0;
                     r.verified = true;

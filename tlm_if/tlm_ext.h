@@ -89,4 +89,22 @@ inline void set_crc_state(tlm::tlm_generic_payload& gp, crc_state s) {
         gp.set_extension(crc_intact_ext::instance(s));
 }
 
+/// Marks a write as posted (a PCIe posted write): its target makes it take effect at
+/// now + the annotated delay, and not before -- nobody sees the data earlier (host_memory keeps
+/// it until then). Without it, host_memory writes at once and only the watches see the delay.
+/// Never owned by the payload: the shared instance is set and cleared around the call.
+struct posted_write_ext : tlm::tlm_extension<posted_write_ext> {
+    tlm::tlm_extension_base* clone() const override { return new posted_write_ext; }
+    void copy_from(const tlm::tlm_extension_base&) override {}
+    /// The shared instance is never deleted (a payload's destructor frees its extensions).
+    void free() override {
+        if (this != instance())
+            delete this;
+    }
+    static posted_write_ext* instance() {
+        static posted_write_ext shared;
+        return &shared;
+    }
+};
+
 }  // namespace hcasim

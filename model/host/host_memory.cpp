@@ -38,10 +38,14 @@ host_memory::host_memory(const sc_module_name& name)
     const uint64_t chunk_span = uint64_t(1) << (page_bits + chunk_bits);
     top_.resize((size_bytes.get() + chunk_span - 1) / chunk_span);
     for (auto* s : {&cpu, &dma}) {
-        s->register_b_transport(this, &host_memory::b_transport);
         s->register_get_direct_mem_ptr(this, &host_memory::get_direct_mem_ptr);
         s->register_transport_dbg(this, &host_memory::transport_dbg);
     }
+    cpu.register_b_transport(this, &host_memory::b_transport);
+    dma.register_b_transport(this, &host_memory::dma_b_transport);
+    SC_METHOD(landing_method);
+    sensitive << landing_ev_;
+    dont_initialize();
 }
 
 host_memory::~host_memory() {
@@ -68,6 +72,7 @@ int host_memory::share() {
     }
     shared_base_ = static_cast<uint8_t*>(m);
     shared_fd_ = fd;
+    eager_ = true;  // other processes read the memory without asking: writes land on time
     return fd;
 }
 
@@ -148,22 +153,163 @@ void host_memory::notify_watches(uint64_t addr, uint64_t n, const sc_time& delay
 
 void host_memory::read(uint64_t addr, void* dst, size_t n) {
     if (!in_range(addr, n)) SC_REPORT_ERROR(name(), ("read beyond memory size at 0x" + std::to_string(addr)).c_str());
+    land_due();
     copy_out(addr, static_cast<uint8_t*>(dst), n);
 }
 
 void host_memory::write(uint64_t addr, const void* src, size_t n) {
     if (!in_range(addr, n)) SC_REPORT_ERROR(name(), ("write beyond memory size at 0x" + std::to_string(addr)).c_str());
+    land_due();
     copy_in(addr, static_cast<const uint8_t*>(src), n);
     notify_watches(addr, n, SC_ZERO_TIME);
 }
 
 uint8_t* host_memory::page_ptr(uint64_t addr) {
     if (!in_range(addr, 1)) SC_REPORT_ERROR(name(), "page_ptr beyond memory size");
+    go_eager();  // whoever holds the pointer reads without asking
     return get_page(addr) + (addr & (page_size - 1));
+}
+
+// ------------------------------------------------------------------ posted writes
+
+void host_memory::go_eager() {
+    land_due();
+    eager_ = true;
+    time_overlapping(0, ~uint64_t(0));
+}
+
+void host_memory::post(uint64_t addr, const uint8_t* src, uint32_t len, const sc_time& at) {
+    land_due();  // keeps the ring as short as the writes in flight
+    if (posted_count_ == posted_.size()) {
+        std::vector<posted_write> grown(posted_.size() * 2);
+        for (size_t i = 0; i < posted_count_; ++i)
+            grown[i] = std::move(posted_at(i));
+        posted_.swap(grown);
+        posted_head_ = 0;
+    }
+    // Pages are backed when the write is posted (the `pages` counter does not depend on when
+    // it lands).
+    for (uint64_t a = addr & ~(page_size - 1); a < addr + len; a += page_size)
+        get_page(a);
+    size_t i = posted_count_++;
+    posted_write* w = &posted_at(i);
+    if (w->data.size() < len)
+        w->data.resize(len);
+    copy_bytes(w->data.data(), src, len);
+    w->at = at;
+    w->addr = addr;
+    w->len = len;
+    w->done = false;
+    w->timed = eager_ || watched(addr, addr + len);
+    // Keep landing order: an earlier time moves ahead (rare: the link posts in time order).
+    while (i > 0 && posted_at(i - 1).at > at) {
+        std::swap(posted_at(i - 1), posted_at(i));
+        --i;
+    }
+    filter_count(addr, len, 1);
+    if (posted_at(i).timed) {
+        ++posted_timed_;
+        arm_landing();
+    } else if (!landing_armed_) {
+        arm_landing();
+    }
+}
+
+void host_memory::land(posted_write& w) {
+    copy_in(w.addr, w.data.data(), w.len);
+    notify_watches(w.addr, w.len, SC_ZERO_TIME);
+    filter_count(w.addr, w.len, uint32_t(-1));
+    w.done = true;
+    if (w.timed)
+        --posted_timed_;
+}
+
+void host_memory::land_due_slow() {
+    const sc_time& now = sim_now();
+    while (posted_count_) {
+        posted_write& w = posted_[posted_head_];
+        if (!w.done) {
+            if (w.at > now)
+                break;
+            land(w);
+        }
+        posted_head_ = (posted_head_ + 1) & (posted_.size() - 1);
+        --posted_count_;
+    }
+}
+
+void host_memory::land_overlapping(uint64_t addr, uint64_t len) {
+    land_due();
+    if (!posted_count_)
+        return;
+    if (len && ((addr + len - 1) >> page_bits) - (addr >> page_bits) < 64) {
+        bool maybe = false;
+        for (uint64_t p = addr >> page_bits, last = (addr + len - 1) >> page_bits; p <= last && !maybe; ++p)
+            maybe = pending_pages_[filter_slot(p)] != 0;
+        if (!maybe)
+            return;
+    }
+    // In landing order, which is posting order for the writes of one link.
+    for (size_t i = 0; i < posted_count_; ++i) {
+        posted_write& w = posted_at(i);
+        if (!w.done && w.addr < addr + len && addr < w.addr + w.len)
+            land(w);
+    }
+}
+
+size_t host_memory::writes_in_flight() {
+    land_due();
+    size_t n = 0;
+    for (size_t i = 0; i < posted_count_; ++i)
+        n += !posted_at(i).done;
+    return n;
+}
+
+void host_memory::time_overlapping(uint64_t lo, uint64_t hi) {
+    bool any = false;
+    for (size_t i = 0; i < posted_count_; ++i) {
+        posted_write& w = posted_at(i);
+        if (!w.done && !w.timed && w.addr < hi && lo < w.addr + w.len) {
+            w.timed = true;
+            ++posted_timed_;
+            any = true;
+        }
+    }
+    if (any)
+        arm_landing();
+}
+
+void host_memory::arm_landing() {
+    // A timed write lands at its time. Untimed ones land at the next access; a backstop event
+    // some time after the oldest lands them if no access comes (so that they are in memory
+    // when the simulation runs out of events, and the ring stays short).
+    sc_time t;
+    if (posted_timed_) {
+        size_t i = 0;
+        while (posted_at(i).done || !posted_at(i).timed)
+            ++i;
+        t = posted_at(i).at;
+    } else if (posted_count_) {
+        t = posted_[posted_head_].at + sc_time(backstop_ns, SC_NS);
+    } else {
+        return;
+    }
+    if (landing_armed_ && landing_armed_at_ <= t)
+        return;  // fires first; arms again then
+    landing_ev_.notify(t - sim_now());
+    landing_armed_ = true;
+    landing_armed_at_ = t;
+}
+
+void host_memory::landing_method() {
+    landing_armed_ = false;
+    land_due();
+    arm_landing();
 }
 
 int host_memory::watch(uint64_t addr, uint64_t len, sc_event* ev) {
     sc_assert(ev && len > 0);
+    time_overlapping(addr, addr + len);  // writes already posted wake the watcher at their time
     int handle = -1;
     for (size_t i = 0; i < watches_.size() && handle < 0; ++i)
         if (!watches_[i].ev) handle = int(i);
@@ -186,6 +332,7 @@ void host_memory::unwatch(int handle) {
 bool host_memory::access(tlm::tlm_generic_payload& gp, const sc_time& delay, bool count) {
     const uint64_t addr = gp.get_address();
     const uint64_t n = gp.get_data_length();
+    land_due();
     if (gp.get_byte_enable_ptr()) {
         gp.set_response_status(tlm::TLM_BYTE_ENABLE_ERROR_RESPONSE);
         return false;
@@ -254,12 +401,33 @@ void host_memory::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
     access(gp, delay, true);
 }
 
+void host_memory::dma_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
+    delay += latency_;
+    const uint64_t addr = gp.get_address();
+    const uint64_t n = gp.get_data_length();
+    const bool atomic = gp.get_extension<atomic_ext>() != nullptr;
+    if (!atomic && gp.is_write() && gp.get_extension<posted_write_ext>() && !gp.get_byte_enable_ptr() &&
+        (gp.get_streaming_width() == 0 || gp.get_streaming_width() >= n) && in_range(addr, n) &&
+        n <= UINT32_MAX) {
+        post(addr, gp.get_data_ptr(), uint32_t(n), sim_now() + delay);
+        ++writes;
+        bytes_written += n;
+        gp.set_dmi_allowed(true);
+        gp.set_response_status(tlm::TLM_OK_RESPONSE);
+        return;
+    }
+    if (atomic || gp.is_read())
+        land_overlapping(addr, atomic ? 8 : n);  // reads do not pass posted writes
+    access(gp, delay, true);
+}
+
 unsigned int host_memory::transport_dbg(tlm::tlm_generic_payload& gp) {
     return access(gp, SC_ZERO_TIME, false) ? gp.get_data_length() : 0;
 }
 
 bool host_memory::get_direct_mem_ptr(tlm::tlm_generic_payload& gp, tlm::tlm_dmi& dmi) {
     const uint64_t addr = gp.get_address();
+    go_eager();  // a DMI pointer reads without asking: posted writes must land on time
     if (!in_range(addr, 1)) {  // denied region: everything beyond the memory
         dmi.set_start_address(size_bytes.get());
         dmi.set_end_address(~uint64_t(0));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/core/param.h"
+#include "model/core/sim_time.h"
 #include "model/core/stats.h"
 
 namespace hcasim {
@@ -17,8 +18,18 @@ namespace hcasim {
 /// table (no map lookup per access). Unwritten memory reads as zero. Serves b_transport, DMI
 /// (per page) and debug transport on two sockets, executes atomic_ext payloads indivisibly, and
 /// lets spinning software sleep on write watches instead of polling.
+///
+/// Posted writes: a write on the `dma` socket marked posted (posted_write_ext: the PCIe link's
+/// posted writes) takes effect at now + its annotated delay. Until then
+/// nobody sees it: every access lands the writes whose time has come first; a DMA read or
+/// atomic overlapping a pending write lands it first (PCIe: reads do not pass posted writes).
+/// No event is spent on a write nobody watches -- it lands at the next access; a write that
+/// overlaps a watch (now or when the watch is set) lands at its time by an event, so the
+/// watcher wakes then; with shared memory (other processes read it directly) every write does.
+/// Equal landing times land in posting order.
 class host_memory : public sc_core::sc_module {
 public:
+    SC_HAS_PROCESS(host_memory);
     static constexpr uint64_t page_size = 4096;
 
     tlm_utils::simple_target_socket<host_memory> cpu;  ///< host CPU loads/stores
@@ -47,6 +58,8 @@ public:
 
     /// Number of 4 KiB pages allocated so far.
     uint64_t allocated_pages() const { return allocated_pages_; }
+    /// Posted writes whose time has not come yet (lands the others first).
+    size_t writes_in_flight();
 
     /// Backs the whole physical space with one shared memory file (memfd) from now on, so that
     /// other processes (`hcasim serve`'s libibverbs clients) can map simulated host memory:
@@ -92,6 +105,52 @@ private:
     /// time offset for watches.
     bool access(tlm::tlm_generic_payload& gp, const sc_core::sc_time& delay, bool count);
     void b_transport(tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
+    void dma_b_transport(tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
+
+    // Posted writes, in a ring ordered by (landing time, posting order). A write landed early
+    // (for an overlapping DMA read) stays in the ring marked done until it reaches the head.
+    struct posted_write {
+        sc_core::sc_time at;
+        uint64_t addr = 0;
+        uint32_t len = 0;
+        bool timed = false;  // lands by event at `at` (watched, or shared memory)
+        bool done = false;
+        std::vector<uint8_t> data;  // capacity reused: no allocation once warmed up
+    };
+    /// Lands every posted write whose time has come (the cheap test inline).
+    void land_due() {
+        if (posted_count_ && (posted_[posted_head_].at <= sim_now() || posted_[posted_head_].done))
+            land_due_slow();
+    }
+    void land_due_slow();
+    void land_overlapping(uint64_t addr, uint64_t len);
+    void land(posted_write& w);
+    void post(uint64_t addr, const uint8_t* src, uint32_t len, const sc_core::sc_time& at);
+    /// Marks pending writes overlapping [lo, hi) as timed and arms the landing event.
+    void time_overlapping(uint64_t lo, uint64_t hi);
+    void arm_landing();
+    void go_eager();
+    /// How long after the oldest pending write the backstop event lands untimed writes.
+    static constexpr double backstop_ns = 10000.0;
+    void landing_method();  // SC_METHOD: timed writes whose time has come; the backstop
+    posted_write& posted_at(size_t i) { return posted_[(posted_head_ + i) & (posted_.size() - 1)]; }
+    std::vector<posted_write> posted_ = std::vector<posted_write>(16);  // power of two
+    size_t posted_head_ = 0, posted_count_ = 0, posted_timed_ = 0;
+    bool eager_ = false;  // shared memory or a DMI pointer out: every posted write is timed
+    sc_core::sc_event landing_ev_;
+    sc_core::sc_time landing_armed_at_;  // when landing_ev_ fires, if landing_armed_
+    bool landing_armed_ = false;
+    // Pending writes per 4 KiB page, counted in a small hashed table: a DMA read whose pages all
+    // count zero overlaps no pending write and need not scan them (over a hundred pending
+    // writes with 16384 QPs). A nonzero count may be another page's; the scan decides.
+    static constexpr unsigned filter_bits = 12;
+    std::vector<uint32_t> pending_pages_ = std::vector<uint32_t>(size_t(1) << filter_bits);
+    static size_t filter_slot(uint64_t page) { return size_t((page * 0x9E3779B97F4A7C15ull) >> (64 - filter_bits)); }
+    void filter_count(uint64_t addr, uint64_t len, uint32_t d) {
+        const uint64_t last = (addr + (len ? len - 1 : 0)) >> page_bits;
+        for (uint64_t p = addr >> page_bits; p <= last; ++p)
+            pending_pages_[filter_slot(p)] += d;
+    }
     bool get_direct_mem_ptr(tlm::tlm_generic_payload& gp, tlm::tlm_dmi& dmi);
     unsigned int transport_dbg(tlm::tlm_generic_payload& gp);
 

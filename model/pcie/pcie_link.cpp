@@ -269,7 +269,7 @@ pcie_link::pcie_link(const sc_module_name& name)
       mmio_reads("mmio_reads", "MMIO reads from the host CPU"),
       mmio_writes("mmio_writes", "MMIO writes from the host CPU"),
       tag_stall_ns("tag_stall_ns", "time read requests waited for a free tag, ns"),
-      dma_write_errors("dma_write_errors", "posted DMA writes host memory refused when they landed") {
+      dma_write_errors("dma_write_errors", "posted DMA writes host memory refused") {
     generation.range(1, 5);
     lanes.range(1, 16);
     check_power_of_two(lanes);
@@ -290,111 +290,12 @@ pcie_link::pcie_link(const sc_module_name& name)
     write_latency_ = sc_time(write_latency_ns, SC_NS);
     tags_.assign(read_tags, SC_ZERO_TIME);
 
-    SC_METHOD(land_due);
-    sensitive << land_ev_;
-    dont_initialize();
     upstream_in.register_b_transport(this, &pcie_link::upstream_b_transport);
     upstream_in.register_transport_dbg(this, &pcie_link::upstream_dbg);
     upstream_in.register_get_direct_mem_ptr(this, &pcie_link::no_dmi);
     downstream_in.register_b_transport(this, &pcie_link::downstream_b_transport);
     downstream_in.register_transport_dbg(this, &pcie_link::downstream_dbg);
     downstream_in.register_get_direct_mem_ptr(this, &pcie_link::no_dmi);
-}
-
-bool pcie_link::heap_less(size_t a, size_t b) const {
-    // std heap is a max-heap: "less" puts the latest write at the bottom.
-    const pending_write& x = slots_[a];
-    const pending_write& y = slots_[b];
-    return x.at != y.at ? x.at > y.at : x.seq > y.seq;
-}
-
-void pcie_link::post_write(uint64_t addr, const uint8_t* data, uint32_t len, const sc_time& at) {
-    size_t slot;
-    if (!free_slots_.empty()) {
-        slot = free_slots_.back();
-        free_slots_.pop_back();
-    } else {
-        slot = slots_.size();
-        slots_.emplace_back();
-    }
-    pending_write& w = slots_[slot];
-    w.at = at;
-    w.seq = write_seq_++;
-    w.addr = addr;
-    w.len = len;
-    if (w.data.size() < len)
-        w.data.resize(len);
-    std::memcpy(w.data.data(), data, len);
-    filter_count(addr, len, 1);
-    heap_.push_back(slot);
-    std::push_heap(heap_.begin(), heap_.end(), [this](size_t a, size_t b) { return heap_less(a, b); });
-    land_ev_.notify(slots_[heap_.front()].at - sim_now());
-}
-
-void pcie_link::land(size_t slot) {
-    pending_write& w = slots_[slot];
-    land_gp_.set_command(tlm::TLM_WRITE_COMMAND);
-    land_gp_.set_address(w.addr);
-    land_gp_.set_data_ptr(w.data.data());
-    land_gp_.set_data_length(w.len);
-    land_gp_.set_streaming_width(w.len);
-    land_gp_.set_byte_enable_ptr(nullptr);
-    land_gp_.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
-    sc_time d = SC_ZERO_TIME;
-    upstream_out->b_transport(land_gp_, d);
-    if (land_gp_.is_response_error() && ++dma_write_errors)
-        SC_REPORT_WARNING(name(), ("posted DMA write to 0x" + std::to_string(w.addr) + " failed at host memory").c_str());
-    filter_count(w.addr, w.len, uint32_t(-1));
-    free_slots_.push_back(slot);
-}
-
-void pcie_link::land_due() {
-    const auto cmp = [this](size_t a, size_t b) { return heap_less(a, b); };
-    while (!heap_.empty() && slots_[heap_.front()].at <= sim_now()) {
-        const size_t slot = heap_.front();
-        std::pop_heap(heap_.begin(), heap_.end(), cmp);
-        heap_.pop_back();
-        land(slot);
-    }
-    if (!heap_.empty())
-        land_ev_.notify(slots_[heap_.front()].at - sim_now());
-}
-
-void pcie_link::land_overlapping(uint64_t addr, uint64_t len) {
-    if (heap_.empty())
-        return;
-    if (len && ((addr + len - 1) >> 12) - (addr >> 12) < 64) {
-        bool maybe = false;
-        for (uint64_t p = addr >> 12, last = (addr + len - 1) >> 12; p <= last && !maybe; ++p)
-            maybe = pending_pages_[filter_slot(p)] != 0;
-        if (!maybe)
-            return;
-    }
-    // Land, in posting order, every pending write that overlaps [addr, addr+len), and every
-    // earlier write to the same bytes is already ahead of it in that order.
-    bool any = false;
-    for (size_t slot : heap_) {
-        const pending_write& w = slots_[slot];
-        if (w.addr < addr + len && addr < w.addr + w.len) {
-            any = true;
-            break;
-        }
-    }
-    if (!any)
-        return;
-    std::vector<size_t>& order = scratch_;
-    order.clear();
-    for (size_t slot : heap_) {
-        const pending_write& w = slots_[slot];
-        if (w.addr < addr + len && addr < w.addr + w.len)
-            order.push_back(slot);
-    }
-    std::sort(order.begin(), order.end(), [this](size_t a, size_t b) { return slots_[a].seq < slots_[b].seq; });
-    for (size_t slot : order) {
-        heap_.erase(std::find(heap_.begin(), heap_.end(), slot));
-        land(slot);
-    }
-    std::make_heap(heap_.begin(), heap_.end(), [this](size_t a, size_t b) { return heap_less(a, b); });
 }
 
 void pcie_link::check_power_of_two(const param<unsigned>& p) const {
@@ -468,7 +369,6 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
     const unsigned mps = mps_bytes, mrrs = mrrs_bytes;
 
     if (gp.get_extension<atomic_ext>()) {
-        land_overlapping(gp.get_address(), 8);
         const sc_time start = tag_ready(at);
         const sc_time req_end = occupy(up_free_, now, start, atomic_request_bytes);
         sc_time d = req_end - now;
@@ -489,11 +389,18 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
         const uint64_t tlps = (n + mps - 1) / mps;
         const uint64_t bytes = n + tlps * write_overhead_bytes;
         const sc_time end = occupy(up_free_, now, at, bytes);
-        // The data lands (and watches fire) at end + write_latency, not now.
-        // Posted writes land in posting order even when a later one found an earlier gap.
+        // The data lands (and watches fire) at end + write_latency, not now: host memory takes
+        // the write with that delay and keeps it from everyone until then. Posted writes land
+        // in posting order even when a later one found an earlier gap.
         last_landing_ = std::max(last_landing_, end + write_latency_);
-        post_write(gp.get_address(), gp.get_data_ptr(), uint32_t(n), last_landing_);
-        gp.set_response_status(tlm::TLM_OK_RESPONSE);
+        sc_time land = last_landing_ - now;
+        gp.set_extension(posted_write_ext::instance());
+        upstream_out->b_transport(gp, land);
+        gp.clear_extension(posted_write_ext::instance());
+        if (gp.is_response_error() && ++dma_write_errors)
+            SC_REPORT_WARNING(name(), ("posted DMA write to 0x" + std::to_string(gp.get_address()) +
+                                       " refused by host memory").c_str());
+        gp.set_response_status(tlm::TLM_OK_RESPONSE);  // posted: no completion to the device
         upstream_tlps += tlps;
         upstream_bytes += bytes;
         ++dma_writes;
@@ -504,7 +411,6 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
         return;
     }
     case tlm::TLM_READ_COMMAND: {
-        land_overlapping(gp.get_address(), n);
         sc_time last = at, mem_extra = SC_ZERO_TIME;
         uint64_t left = n;
         bool first = true;

@@ -58,12 +58,7 @@ public:
     static constexpr unsigned atomic_request_bytes = 24 + 16; ///< header + compare and swap/add
     static constexpr unsigned atomic_completion_bytes = 20 + 8;
 
-    SC_HAS_PROCESS(pcie_link);
     explicit pcie_link(const sc_core::sc_module_name& name);
-
-    /// Posted DMA writes not yet visible in host memory (they land write_latency_ns after
-    /// crossing the link).
-    size_t pending_writes() const { return heap_.size(); }
 
     /// TLP-layer bandwidth of one direction of this link, Gb/s.
     double tlp_bandwidth_gbps() const { return tlp_gbps_; }
@@ -187,40 +182,7 @@ private:
     }
     void check_power_of_two(const param<unsigned>& p) const;
 
-    // Posted writes are buffered and land in host memory at their effective time, so software
-    // never sees DMA data early. A device read (or atomic) overlapping a pending write
-    // lands it first (PCIe: reads do not pass posted writes).
-    struct pending_write {
-        sc_core::sc_time at;
-        uint64_t seq = 0, addr = 0;
-        std::vector<uint8_t> data;  // capacity reused: no allocation once warmed up
-        uint32_t len = 0;
-    };
-    void post_write(uint64_t addr, const uint8_t* data, uint32_t len, const sc_core::sc_time& at);
-    void land_due();                       // SC_METHOD: writes whose time has come
-    void land_overlapping(uint64_t addr, uint64_t len);
-    void land(size_t slot);
-    bool heap_less(size_t a, size_t b) const;
-    std::vector<pending_write> slots_;
-    std::vector<size_t> free_slots_, heap_;  // min-heap of slot indices by (at, seq)
-    uint64_t write_seq_ = 0;
-    sc_core::sc_time last_landing_;
-    sc_core::sc_event land_ev_;
-    tlm::tlm_generic_payload land_gp_;
-    std::vector<size_t> scratch_;
-    // Pending writes per 4 KiB page, counted in a small hashed table: a read whose pages all
-    // count zero overlaps no pending write and need not scan them (it did on every DMA read:
-    // over a hundred pending writes on average with 16384 QPs). A nonzero count may be another
-    // page's; the scan decides.
-    static constexpr unsigned filter_bits = 12;
-    std::vector<uint32_t> pending_pages_ = std::vector<uint32_t>(size_t(1) << filter_bits);
-    static size_t filter_slot(uint64_t page) { return size_t((page * 0x9E3779B97F4A7C15ull) >> (64 - filter_bits)); }
-    /// Adds `d` to the count of every page [addr, addr + len) touches (a zero-length write: its address's page).
-    void filter_count(uint64_t addr, uint64_t len, uint32_t d) {
-        const uint64_t last = (addr + (len ? len - 1 : 0)) >> 12;
-        for (uint64_t p = addr >> 12; p <= last; ++p)
-            pending_pages_[filter_slot(p)] += d;
-    }
+    sc_core::sc_time last_landing_;  // posted writes land in posting order
 
     double tlp_gbps_ = 0, ps_per_byte_ = 0;
     tlp_memo tlp_memo_[16];  // occupy(): tlp_time(bytes) and its ps, by a hash of bytes

@@ -50,6 +50,19 @@ struct bench : sc_module {
         (use_dma ? dma : cpu)->b_transport(gp, delay);
         return gp.get_response_status();
     }
+    /// A posted write on the dma socket (as the PCIe link makes them), landing `delay` from now.
+    tlm::tlm_response_status post(uint64_t addr, const void* data, unsigned len, sc_time delay) {
+        tlm::tlm_generic_payload gp;
+        gp.set_command(tlm::TLM_WRITE_COMMAND);
+        gp.set_address(addr);
+        gp.set_data_ptr(static_cast<unsigned char*>(const_cast<void*>(data)));
+        gp.set_data_length(len);
+        gp.set_streaming_width(len);
+        gp.set_extension(hcasim::posted_write_ext::instance());
+        dma->b_transport(gp, delay);
+        gp.clear_extension(hcasim::posted_write_ext::instance());
+        return gp.get_response_status();
+    }
 };
 
 }  // namespace
@@ -264,6 +277,14 @@ SIM_TEST(HostMemory, shared_memory_is_the_same_bytes_in_another_mapping) {
     m.read(pa + 2 * 4096, got, 4);
     EXPECT_STREQ(reinterpret_cast<char*>(got), "wqe");
     EXPECT_EQ(*m.page_ptr(pa + span - 1), 0x5a);
+    // Shared memory is read without asking: a posted write lands at its time by itself.
+    std::memset(in.data(), 0x77, 64);
+    ASSERT_EQ(b.post(pa + 64, in.data(), 64, sc_time(300, SC_NS)), tlm::TLM_OK_RESPONSE);
+    EXPECT_NE(other[64], 0x77);
+    sc_start(sc_time(299, SC_NS));
+    EXPECT_NE(other[64], 0x77);
+    sc_start(sc_time(2, SC_NS));  // past 300 ns: the landing event has run
+    EXPECT_EQ(other[64 + 63], 0x77);
     munmap(other, span);
 }
 
@@ -272,4 +293,146 @@ SIM_TEST(HostMemory, share_after_the_first_touch_is_refused) {
     uint8_t v = 1;
     b.mem.write(0x1000, &v, 1);
     EXPECT_THROW(b.mem.share(), hcasim::config_error);
+}
+
+// Posted writes (a dma-socket write marked posted, annotated with a delay) take effect at now + delay: nobody
+// sees them before, every access sees them after, without an event of their own.
+SIM_TEST(HostMemory, posted_dma_write_is_invisible_until_its_time_then_every_access_sees_it) {
+    bench b("node0", [](bench& t) {
+        uint64_t v = 0x1122334455667788ull, r = 0;
+        sc_time d(100, SC_NS);
+        ASSERT_EQ(t.post(0x5000, &v, 8, d), tlm::TLM_OK_RESPONSE);
+        // Counted (and its page backed) when posted.
+        EXPECT_EQ(t.mem.writes.value(), 1u);
+        EXPECT_EQ(t.mem.bytes_written.value(), 8u);
+        EXPECT_EQ(t.mem.allocated_pages(), 1u);
+        EXPECT_EQ(t.mem.writes_in_flight(), 1u);
+        t.mem.read(0x5000, &r, 8);
+        EXPECT_EQ(r, 0u);
+        wait(99, SC_NS);
+        sc_time z = SC_ZERO_TIME;
+        t.access(tlm::TLM_READ_COMMAND, 0x5000, &r, 8, z);  // CPU socket: not yet
+        EXPECT_EQ(r, 0u);
+        wait(1, SC_NS);
+        t.mem.read(0x5000, &r, 8);
+        EXPECT_EQ(r, v);
+        EXPECT_EQ(t.mem.writes_in_flight(), 0u);
+        // A CPU store after the landing is not overwritten by it; one before it is.
+        uint64_t w = 7;
+        d = sc_time(50, SC_NS);
+        t.post(0x5008, &v, 8, d);
+        t.mem.write(0x5008, &w, 8);  // before the landing: the DMA data wins
+        wait(60, SC_NS);
+        t.mem.read(0x5008, &r, 8);
+        EXPECT_EQ(r, v);
+        t.mem.write(0x5008, &w, 8);
+        t.mem.read(0x5008, &r, 8);
+        EXPECT_EQ(r, w);
+        // Debug transport lands due writes too.
+        d = sc_time(10, SC_NS);
+        t.post(0x5010, &v, 8, d);
+        wait(10, SC_NS);
+        tlm::tlm_generic_payload gp;
+        gp.set_command(tlm::TLM_READ_COMMAND);
+        gp.set_address(0x5010);
+        gp.set_data_ptr(reinterpret_cast<unsigned char*>(&r));
+        gp.set_data_length(8);
+        gp.set_streaming_width(8);
+        r = 0;
+        EXPECT_EQ(t.cpu->transport_dbg(gp), 8u);
+        EXPECT_EQ(r, v);
+    });
+    sc_start();
+}
+
+SIM_TEST(HostMemory, posted_writes_land_in_time_then_posting_order_and_dma_reads_do_not_pass_them) {
+    bench b("node0", [](bench& t) {
+        uint8_t a[16], c[16], r[16];
+        std::memset(a, 0xaa, sizeof a);
+        std::memset(c, 0xcc, sizeof c);
+        sc_time d1(200, SC_NS), d2(200, SC_NS);
+        t.post(0x8000, a, 16, d1);
+        t.post(0x8000, c, 16, d2);  // same time: posted later, lands later
+        wait(200, SC_NS);
+        t.mem.read(0x8000, r, 16);
+        EXPECT_EQ(std::memcmp(r, c, 16), 0);
+        // An earlier landing time posted later goes first: the later time's data stays.
+        d1 = sc_time(300, SC_NS);
+        d2 = sc_time(100, SC_NS);
+        t.post(0x8000, a, 16, d1);
+        t.post(0x8000, c, 16, d2);
+        wait(300, SC_NS);
+        t.mem.read(0x8000, r, 16);
+        EXPECT_EQ(std::memcmp(r, a, 16), 0);
+        // A DMA read overlapping a pending write lands it first; the CPU still does not see
+        // a write the read did not overlap.
+        sc_time d(1, SC_US);
+        t.post(0x9000, c, 16, d);
+        d = sc_time(1, SC_US);
+        t.post(0xa000, c, 16, d);
+        sc_time z = SC_ZERO_TIME;
+        std::memset(r, 0, sizeof r);
+        t.access(tlm::TLM_READ_COMMAND, 0x9008, r, 8, z, true);
+        EXPECT_EQ(std::memcmp(r, c, 8), 0);
+        t.mem.read(0xa000, r, 16);
+        EXPECT_EQ(r[0], 0);
+        EXPECT_EQ(t.mem.writes_in_flight(), 1u);
+        // So does an atomic.
+        uint64_t old = 0;
+        d = sc_time(1, SC_US);
+        t.post(0xb000, c, 8, d);
+        hcasim::atomic_ext* at = new hcasim::atomic_ext;
+        at->op = hcasim::atomic_ext::fetch_add;
+        at->swap_or_add = 1;
+        tlm::tlm_generic_payload gp;
+        gp.set_command(tlm::TLM_READ_COMMAND);
+        gp.set_address(0xb000);
+        gp.set_data_ptr(reinterpret_cast<unsigned char*>(&old));
+        gp.set_data_length(8);
+        gp.set_streaming_width(8);
+        gp.set_extension(at);
+        z = SC_ZERO_TIME;
+        t.dma->b_transport(gp, z);
+        EXPECT_EQ(old, 0xccccccccccccccccull);
+        gp.clear_extension(at);
+        delete at;
+    });
+    sc_start();
+}
+
+SIM_TEST(HostMemory, a_watch_set_after_posting_wakes_when_the_write_lands) {
+    static sc_time woke;
+    static uint64_t seen = 0;
+    bench b("node0", [](bench& t) {
+        uint64_t v = 42;
+        sc_time d(500, SC_NS);
+        t.post(0x6000, &v, 8, d);
+        wait(100, SC_NS);
+        sc_event ev;
+        const int h = t.mem.watch(0x6000, 8, &ev);
+        wait(ev);
+        woke = sc_time_stamp();
+        t.mem.read(0x6000, &seen, 8);
+        t.mem.unwatch(h);
+    });
+    sc_start();
+    EXPECT_EQ(woke, sc_time(500, SC_NS));
+    EXPECT_EQ(seen, 42u);
+}
+
+SIM_TEST(HostMemory, unwatched_posted_writes_are_in_memory_when_the_events_run_out) {
+    bench b("node0", [](bench& t) {
+        std::vector<uint8_t> v(4096, 0x5a);
+        sc_time d(250, SC_NS);
+        t.post(0x7000, v.data(), 4096, d);
+    });
+    sc_start();
+    // The backstop landed it: no later than 10 us after its time.
+    EXPECT_GE(sc_time_stamp(), sc_time(250, SC_NS));
+    EXPECT_LE(sc_time_stamp(), sc_time(250, SC_NS) + sc_time(10, SC_US));
+    EXPECT_EQ(b.mem.writes_in_flight(), 0u);
+    uint8_t r[2] = {0, 0};
+    b.mem.read(0x7000 + 4094, r, 2);
+    EXPECT_EQ(r[0], 0x5a);
+    EXPECT_EQ(r[1], 0x5a);
 }
