@@ -107,4 +107,26 @@ struct posted_write_ext : tlm::tlm_extension<posted_write_ext> {
     }
 };
 
+/// Offered on a write payload whose data lies in a buffer its owner can spare (a receive slot's
+/// packet buffer): a target that keeps the data past the call -- host memory holding a posted
+/// write until it lands -- may take the buffer instead of copying the data. It takes it by
+/// setting `buffer` to nullptr, keeps the bytes unchanged, and passes the handle to
+/// `give_back` once it is done with them; the owner sees `buffer` gone after the call and uses
+/// another. The data must lie within [begin, end). Never owned by the payload: the owner sets
+/// and clears it around the call. A target that does not know it copies, as without it.
+struct buffer_loan_ext : tlm::tlm_extension<buffer_loan_ext> {
+    const uint8_t* begin = nullptr;
+    const uint8_t* end = nullptr;
+    void* buffer = nullptr;                     ///< the owner's handle; nullptr: taken (or none)
+    void (*give_back)(void* buffer) = nullptr;  ///< returns a taken buffer to its owner's store
+    tlm::tlm_extension_base* clone() const override { return new buffer_loan_ext(*this); }
+    void copy_from(const tlm::tlm_extension_base& e) override { *this = static_cast<const buffer_loan_ext&>(e); }
+    /// Never freed with the payload: it belongs to the lender.
+    void free() override {}
+    /// Whether [data, data + n) lies in the buffer still on offer.
+    bool offers(const uint8_t* data, uint64_t n) const {
+        return buffer && data >= begin && data <= end && n <= uint64_t(end - data);
+    }
+};
+
 }  // namespace hcasim

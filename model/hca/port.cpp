@@ -8,6 +8,11 @@
 
 namespace hcasim {
 
+namespace {
+/// Payloads from this size on are offered to host memory without a copy (rx_packet::loan).
+constexpr size_t loan_min_bytes = 512;
+}  // namespace
+
 using namespace sc_core;
 
 port::port(const sc_module_name& name)
@@ -58,6 +63,7 @@ port::port(const sc_module_name& name)
     dont_initialize();
     tx_gp_.set_command(tlm::TLM_WRITE_COMMAND);
     handoff_ = new handoff_ext;
+    loan_.give_back = &port::give_back_loan;
     tx_gp_.set_extension(handoff_);
 }
 
@@ -92,6 +98,8 @@ void port::packet_buffers::give(packet* p) {
     if (p)
         buffers().free.push_back(p);
 }
+
+void port::give_back_loan(void* buffer) { packet_buffers::give(static_cast<packet*>(buffer)); }
 
 void port::set_rate_gbps(double gbps) {
     rate_gbps_ = gbps;
@@ -278,6 +286,12 @@ void port::rx_process() {
             p.payload = s.pkt->bytes + off;
             p.payload_len = uint32_t(plen);
             p.wire_len = s.pkt->len;
+            if (plen >= loan_min_bytes) {  // below, a copy costs less than the loan's bookkeeping
+                loan_.buffer = s.pkt;
+                loan_.begin = s.pkt->bytes;
+                loan_.end = s.pkt->bytes + sizeof s.pkt->bytes;
+                p.loan = &loan_;
+            }
             if (tl_)
                 tl_->span(rx_track_, timeline::opcode_name(p.h.b.opcode).c_str(),
                           s.arrival > rx_pipeline_ ? s.arrival - rx_pipeline_ : s.arrival, now,
@@ -285,6 +299,9 @@ void port::rx_process() {
                               ",\"slid\":" + std::to_string(p.h.l.slid));
             if (sink_)
                 sink_->receive(p);
+            if (p.loan && !loan_.buffer)  // host memory keeps it until the write lands: take another
+                s.pkt = packet_buffers::take();
+            loan_.buffer = nullptr;
         } else if (st == wire::parse_status::bad_vcrc) {
             ++rx_bad_vcrc;
         } else if (st == wire::parse_status::bad_icrc) {

@@ -143,6 +143,11 @@ private:
     bool lazy_crc_ = true;
     tlm::tlm_generic_payload tx_gp_;
     handoff_ext* handoff_ = nullptr;  // on tx_gp_ (which owns it)
+    // The packet being received, on offer to the DMA writes of its payload (rx_packet::loan):
+    // host memory may keep the buffer until its posted write lands instead of copying 4 KiB;
+    // the slot then takes another from packet_buffers, where the buffer returns.
+    buffer_loan_ext loan_;
+    static void give_back_loan(void* buffer);
 
 public:
     ~port() override;

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "tlm_if/tlm_ext.h"
 #include "tlm_if/wire/ib_headers.h"
 
 namespace hcasim {
@@ -13,6 +14,9 @@ struct rx_packet {
     uint32_t payload_len;       ///< payload length
     uint32_t wire_len;          ///< whole packet length on the wire
     uint16_t pkey_index = 0;    ///< packets to QP1: the P_Key table entry matched (C10-132), else 0
+    /// The receive buffer holding the packet, on offer to a DMA write of its payload (host
+    /// memory may keep it until the write lands instead of copying); nullptr: none.
+    buffer_loan_ext* loan = nullptr;
 };
 
 /// Receiver of decoded packets (the next unit on the receive path).

@@ -1292,7 +1292,7 @@ bool transport_engine::write_sges(const xlate_owner& who, const sge* sg, unsigne
             return false;
         }
         for (unsigned k = 0; k < nsegs; ++k) {
-            dma.write(segs[k].pa, data, segs[k].len, delay);
+            dma.write(segs[k].pa, data, segs[k].len, delay, rx_loan_);
             data += segs[k].len;
         }
         left -= take;
@@ -1756,6 +1756,11 @@ void transport_engine::send_response(qp& q) {
 // ---------------------------------------------------------------- receive path
 
 void transport_engine::receive(const rx_packet& p) {
+    // The packet's receive buffer is on offer to the DMA writes of its payload for this call.
+    struct lend {
+        buffer_loan_ext*& at;
+        ~lend() { at = nullptr; }
+    } lent{rx_loan_ = p.loan};
     if (mcast_table::is_mlid(p.h.l.dlid)) {
         receive_mcast(p);
         return;
@@ -1969,7 +1974,7 @@ transport_engine::request_kind transport_engine::request_kind_of(uint8_t code) {
 
 void transport_engine::write_segs(const phys_seg* segs, unsigned nsegs, const uint8_t* data, sc_time& delay) {
     for (unsigned k = 0; k < nsegs; ++k) {
-        dma.write(segs[k].pa, data, segs[k].len, delay);
+        dma.write(segs[k].pa, data, segs[k].len, delay, rx_loan_);
         data += segs[k].len;
     }
 }

@@ -349,6 +349,9 @@ private:
     static request_kind request_kind_of(uint8_t code);
     /// DMA-writes `data` to the physical segments a translation returned.
     void write_segs(const phys_seg* segs, unsigned nsegs, const uint8_t* data, sc_core::sc_time& delay);
+    /// During receive(): the packet's buffer, on offer to the DMA writes of its payload
+    /// (rx_packet::loan); a write of other bytes is not in it and copies as usual.
+    buffer_loan_ext* rx_loan_ = nullptr;
     /// Delay until the responder starts on a packet of this QP (its initiation interval and latency).
     sc_core::sc_time responder_start(qp& q);
     void handle_request(qp& q, const rx_packet& p);

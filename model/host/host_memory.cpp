@@ -178,7 +178,7 @@ void host_memory::go_eager() {
     time_overlapping(0, ~uint64_t(0));
 }
 
-void host_memory::post(uint64_t addr, const uint8_t* src, uint32_t len, const sc_time& at) {
+void host_memory::post(uint64_t addr, const uint8_t* src, uint32_t len, const sc_time& at, buffer_loan_ext* loan) {
     land_due();  // keeps the ring as short as the writes in flight
     if (posted_count_ == posted_.size()) {
         std::vector<posted_write> grown(posted_.size() * 2);
@@ -193,9 +193,19 @@ void host_memory::post(uint64_t addr, const uint8_t* src, uint32_t len, const sc
         get_page(a);
     size_t i = posted_count_++;
     posted_write* w = &posted_at(i);
-    if (w->data.size() < len)
-        w->data.resize(len);
-    copy_bytes(w->data.data(), src, len);
+    if (loan && loan->offers(src, len)) {
+        // The writer can spare its buffer: keep it (its bytes stay as they are) until landing.
+        w->src = src;
+        w->loaned = loan->buffer;
+        w->give_back = loan->give_back;
+        loan->buffer = nullptr;
+    } else {
+        if (w->data.size() < len)
+            w->data.resize(len);
+        copy_bytes(w->data.data(), src, len);
+        w->src = w->data.data();
+        w->loaned = nullptr;
+    }
     w->at = at;
     w->addr = addr;
     w->len = len;
@@ -216,7 +226,11 @@ void host_memory::post(uint64_t addr, const uint8_t* src, uint32_t len, const sc
 }
 
 void host_memory::land(posted_write& w) {
-    copy_in(w.addr, w.data.data(), w.len);
+    copy_in(w.addr, w.src, w.len);
+    if (w.loaned) {
+        w.give_back(w.loaned);
+        w.loaned = nullptr;
+    }
     notify_watches(w.addr, w.len, SC_ZERO_TIME);
     filter_count(w.addr, w.len, uint32_t(-1));
     w.done = true;
@@ -409,7 +423,7 @@ void host_memory::dma_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) 
     if (!atomic && gp.is_write() && gp.get_extension<posted_write_ext>() && !gp.get_byte_enable_ptr() &&
         (gp.get_streaming_width() == 0 || gp.get_streaming_width() >= n) && in_range(addr, n) &&
         n <= UINT32_MAX) {
-        post(addr, gp.get_data_ptr(), uint32_t(n), sim_now() + delay);
+        post(addr, gp.get_data_ptr(), uint32_t(n), sim_now() + delay, gp.get_extension<buffer_loan_ext>());
         ++writes;
         bytes_written += n;
         gp.set_dmi_allowed(true);

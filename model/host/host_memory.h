@@ -11,6 +11,7 @@
 #include "model/core/param.h"
 #include "model/core/sim_time.h"
 #include "model/core/stats.h"
+#include "tlm_if/tlm_ext.h"
 
 namespace hcasim {
 
@@ -116,6 +117,10 @@ private:
         bool timed = false;  // lands by event at `at` (watched, or shared memory)
         bool done = false;
         std::vector<uint8_t> data;  // capacity reused: no allocation once warmed up
+        // Or the bytes in a buffer taken from the writer (buffer_loan_ext), returned on landing.
+        const uint8_t* src = nullptr;
+        void* loaned = nullptr;
+        void (*give_back)(void*) = nullptr;
     };
     /// Lands every posted write whose time has come (the cheap test inline).
     void land_due() {
@@ -125,7 +130,7 @@ private:
     void land_due_slow();
     void land_overlapping(uint64_t addr, uint64_t len);
     void land(posted_write& w);
-    void post(uint64_t addr, const uint8_t* src, uint32_t len, const sc_core::sc_time& at);
+    void post(uint64_t addr, const uint8_t* src, uint32_t len, const sc_core::sc_time& at, buffer_loan_ext* loan);
     /// Marks pending writes overlapping [lo, hi) as timed and arms the landing event.
     void time_overlapping(uint64_t lo, uint64_t hi);
     void arm_landing();
