@@ -310,7 +310,8 @@ void host_memory::arm_landing() {
     }
     if (landing_armed_ && landing_armed_at_ <= t)
         return;  // fires first; arms again then
-    landing_ev_.notify(t - sim_now());
+    const sc_time& now = sim_now();
+    landing_ev_.notify(t > now ? t - now : SC_ZERO_TIME);
     landing_armed_ = true;
     landing_armed_at_ = t;
 }
@@ -323,6 +324,7 @@ void host_memory::landing_method() {
 
 int host_memory::watch(uint64_t addr, uint64_t len, sc_event* ev) {
     sc_assert(ev && len > 0);
+    land_due();
     time_overlapping(addr, addr + len);  // writes already posted wake the watcher at their time
     int handle = -1;
     for (size_t i = 0; i < watches_.size() && handle < 0; ++i)

@@ -436,3 +436,23 @@ SIM_TEST(HostMemory, unwatched_posted_writes_are_in_memory_when_the_events_run_o
     EXPECT_EQ(r[0], 0x5a);
     EXPECT_EQ(r[1], 0x5a);
 }
+
+SIM_TEST(HostMemory, a_watch_set_after_a_posted_write_came_due_lands_it_first_and_does_not_fire) {
+    static int fired = 0;
+    bench b("node0", [](bench& t) {
+        uint64_t v = 9, r = 0;
+        t.post(0x6100, &v, 8, sc_time(100, SC_NS));
+        wait(200, SC_NS);  // due, and nobody has looked
+        sc_event ev;
+        const int h = t.mem.watch(0x6100, 8, &ev);
+        EXPECT_EQ(t.mem.writes_in_flight(), 0u);
+        wait(1, SC_US, ev);
+        fired += ev.triggered() ? 1 : 0;
+        EXPECT_EQ(sc_time_stamp(), sc_time(1200, SC_NS));  // the watch timed out
+        t.mem.read(0x6100, &r, 8);
+        EXPECT_EQ(r, v);
+        t.mem.unwatch(h);
+    });
+    sc_start();
+    EXPECT_EQ(fired, 0);
+}
