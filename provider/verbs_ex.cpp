@@ -27,6 +27,14 @@
 namespace hcasim::provider {
 namespace {
 
+/// Zeroes what an extended verbs struct (ibv_cq_ex, ibv_qp_ex) adds after the plain struct it
+/// begins with (`Plain`), which the plain verb already filled: the extension starts out empty.
+template <class Plain, class Extended>
+void zero_beyond(Extended& x) {
+    static_assert(sizeof(Extended) > sizeof(Plain));
+    std::memset(reinterpret_cast<char*>(&x) + sizeof(Plain), 0, sizeof(Extended) - sizeof(Plain));
+}
+
 static_assert(offsetof(ibv_qp_init_attr_ex, sq_sig_all) == offsetof(ibv_qp_init_attr, sq_sig_all) &&
               offsetof(ibv_qp_init_attr_ex, cap) == offsetof(ibv_qp_init_attr, cap));
 static_assert(offsetof(ibv_cq_ex, comp_mask) == sizeof(ibv_cq), "ibv_cq_ex begins with an ibv_cq");
@@ -93,8 +101,7 @@ ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* a) {
     if (!cq) return nullptr;  // errno set
     hc_cq* q = to(cq);
     ibv_cq_ex& x = q->cq_ex;
-    // The plain CQ initialised only its struct ibv_cq; the extension starts out empty.
-    std::memset(reinterpret_cast<char*>(&x) + sizeof(ibv_cq), 0, sizeof(ibv_cq_ex) - sizeof(ibv_cq));
+    zero_beyond<ibv_cq>(x);  // the plain CQ initialised only its struct ibv_cq
     x.start_poll = start_poll;
     x.next_poll = next_poll;
     x.end_poll = end_poll;
@@ -345,8 +352,7 @@ void install_wr_api(hc_qp* q, uint64_t send_ops) {
     q->ex = std::make_unique<qp_ex_state>();
     q->ex->send_ops = send_ops;
     ibv_qp_ex& x = q->qp_ex;
-    // The plain QP initialised only its struct ibv_qp; the extension starts out empty.
-    std::memset(reinterpret_cast<char*>(&x) + sizeof(ibv_qp), 0, sizeof(ibv_qp_ex) - sizeof(ibv_qp));
+    zero_beyond<ibv_qp>(x);  // the plain QP initialised only its struct ibv_qp
     x.wr_atomic_cmp_swp = wr_atomic_cmp_swp;
     x.wr_atomic_fetch_add = wr_atomic_fetch_add;
     x.wr_bind_mw = wr_bind_mw;

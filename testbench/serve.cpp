@@ -423,6 +423,21 @@ private:
         return it == t.end() ? nullptr : it->second;
     }
 
+    /// A destroy request (its body the object's id): destroys the object of `objects` it names
+    /// with `destroy` and, if that succeeded, forgets it (`forget(id, object)`). Returns the
+    /// verb's result, or -1 if the request names no object of this context (a bad request).
+    template <class T, class Destroy, class Forget>
+    int destroy_named(const message& m, std::map<uint64_t, T*>& objects, Destroy destroy, Forget forget) {
+        const auto* r = request_as<sp::u64_req>(m);
+        T* object = r ? lookup(objects, r->value) : nullptr;
+        if (!object)
+            return -1;
+        const int e = destroy(object);
+        if (!e)
+            forget(r->value, object);
+        return e;
+    }
+
     static sp::qp_rep qp_reply(uint64_t id, const verbs::ibv_qp* qp) {
         sp::qp_rep r{};
         r.id = id;
@@ -560,11 +575,9 @@ private:
             return reply_with(c, 0, id);
         }
         case sp::DEALLOC_PD: {
-            const auto* r = request_as<sp::u64_req>(m);
-            verbs::ibv_pd* pd = r ? lookup(c.pds, r->value) : nullptr;
-            if (!pd) break;
-            const int e = verbs::ibv_dealloc_pd(pd);
-            if (!e) c.pds.erase(r->value);
+            const int e = destroy_named(m, c.pds, [](verbs::ibv_pd* pd) { return verbs::ibv_dealloc_pd(pd); },
+                                        [&](uint64_t id, verbs::ibv_pd*) { c.pds.erase(id); });
+            if (e < 0) break;
             return reply_status(c, e);
         }
         case sp::MAP_RUN: {
@@ -592,11 +605,9 @@ private:
             return reply_with(c, 0, sp::reg_mr_rep{id, mr->lkey, mr->rkey});
         }
         case sp::DEREG_MR: {
-            const auto* r = request_as<sp::u64_req>(m);
-            verbs::ibv_mr* mr = r ? lookup(c.mrs, r->value) : nullptr;
-            if (!mr) break;
-            const int e = verbs::ibv_dereg_mr(mr);
-            if (!e) c.mrs.erase(r->value);
+            const int e = destroy_named(m, c.mrs, [](verbs::ibv_mr* mr) { return verbs::ibv_dereg_mr(mr); },
+                                        [&](uint64_t id, verbs::ibv_mr*) { c.mrs.erase(id); });
+            if (e < 0) break;
             return reply_status(c, e);
         }
         case sp::REREG_MR: {
@@ -618,11 +629,9 @@ private:
             return reply_with(c, 0, sp::mw_rep{id, mw->rkey, mw->handle});
         }
         case sp::DEALLOC_MW: {
-            const auto* r = request_as<sp::u64_req>(m);
-            verbs::ibv_mw* mw = r ? lookup(c.mws, r->value) : nullptr;
-            if (!mw) break;
-            const int e = verbs::ibv_dealloc_mw(mw);
-            if (!e) c.mws.erase(r->value);
+            const int e = destroy_named(m, c.mws, [](verbs::ibv_mw* mw) { return verbs::ibv_dealloc_mw(mw); },
+                                        [&](uint64_t id, verbs::ibv_mw*) { c.mws.erase(id); });
+            if (e < 0) break;
             return reply_status(c, e);
         }
         case sp::NEXT_KEY: {
@@ -652,11 +661,9 @@ private:
             return reply_with(c, 0, cq_reply(id, cq));
         }
         case sp::DESTROY_CQ: {
-            const auto* r = request_as<sp::u64_req>(m);
-            verbs::ibv_cq* cq = r ? lookup(c.cqs, r->value) : nullptr;
-            if (!cq) break;
-            const int e = verbs::ibv_destroy_cq(cq);
-            if (!e) forget_cq(c, r->value, cq);
+            const int e = destroy_named(m, c.cqs, [](verbs::ibv_cq* cq) { return verbs::ibv_destroy_cq(cq); },
+                                        [&](uint64_t id, verbs::ibv_cq* cq) { forget_cq(c, id, cq); });
+            if (e < 0) break;
             return reply_status(c, e);
         }
         case sp::RESIZE_CQ: {
@@ -708,14 +715,12 @@ private:
             return reply_with(c, e, q);
         }
         case sp::DESTROY_QP: {
-            const auto* r = request_as<sp::u64_req>(m);
-            verbs::ibv_qp* qp = r ? lookup(c.qps, r->value) : nullptr;
-            if (!qp) break;
-            const int e = verbs::ibv_destroy_qp(qp);
-            if (!e) {
-                c.qps.erase(r->value);
-                c.user.erase(qp);
-            }
+            const int e = destroy_named(m, c.qps, [](verbs::ibv_qp* qp) { return verbs::ibv_destroy_qp(qp); },
+                                        [&](uint64_t id, verbs::ibv_qp* qp) {
+                                            c.qps.erase(id);
+                                            c.user.erase(qp);
+                                        });
+            if (e < 0) break;
             return reply_status(c, e);
         }
         case sp::CREATE_SRQ: {
@@ -747,14 +752,12 @@ private:
             return reply_with(c, e, rep);
         }
         case sp::DESTROY_SRQ: {
-            const auto* r = request_as<sp::u64_req>(m);
-            verbs::ibv_srq* s = r ? lookup(c.srqs, r->value) : nullptr;
-            if (!s) break;
-            const int e = verbs::ibv_destroy_srq(s);
-            if (!e) {
-                c.srqs.erase(r->value);
-                c.user.erase(s);
-            }
+            const int e = destroy_named(m, c.srqs, [](verbs::ibv_srq* s) { return verbs::ibv_destroy_srq(s); },
+                                        [&](uint64_t id, verbs::ibv_srq* s) {
+                                            c.srqs.erase(id);
+                                            c.user.erase(s);
+                                        });
+            if (e < 0) break;
             return reply_status(c, e);
         }
         case sp::ATTACH_MCAST:

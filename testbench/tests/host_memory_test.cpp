@@ -39,25 +39,26 @@ struct bench : sc_module {
     void thread() {
         if (body) body(*this);
     }
+    /// Sets up `gp` for `len` bytes at `addr`.
+    static void prepare(tlm::tlm_generic_payload& gp, tlm::tlm_command cmd, uint64_t addr, const void* data,
+                        unsigned len) {
+        gp.set_command(cmd);
+        gp.set_address(addr);
+        gp.set_data_ptr(static_cast<unsigned char*>(const_cast<void*>(data)));
+        gp.set_data_length(len);
+        gp.set_streaming_width(len);
+    }
     tlm::tlm_response_status access(tlm::tlm_command cmd, uint64_t addr, void* data, unsigned len,
                                     sc_time& delay, bool use_dma = false) {
         tlm::tlm_generic_payload gp;
-        gp.set_command(cmd);
-        gp.set_address(addr);
-        gp.set_data_ptr(static_cast<unsigned char*>(data));
-        gp.set_data_length(len);
-        gp.set_streaming_width(len);
+        prepare(gp, cmd, addr, data, len);
         (use_dma ? dma : cpu)->b_transport(gp, delay);
         return gp.get_response_status();
     }
     /// A posted write on the dma socket (as the PCIe link makes them), landing `delay` from now.
     tlm::tlm_response_status post(uint64_t addr, const void* data, unsigned len, sc_time delay) {
         tlm::tlm_generic_payload gp;
-        gp.set_command(tlm::TLM_WRITE_COMMAND);
-        gp.set_address(addr);
-        gp.set_data_ptr(static_cast<unsigned char*>(const_cast<void*>(data)));
-        gp.set_data_length(len);
-        gp.set_streaming_width(len);
+        prepare(gp, tlm::TLM_WRITE_COMMAND, addr, data, len);
         gp.set_extension(hcasim::posted_write_ext::instance());
         dma->b_transport(gp, delay);
         gp.clear_extension(hcasim::posted_write_ext::instance());
@@ -333,11 +334,7 @@ SIM_TEST(HostMemory, posted_dma_write_is_invisible_until_its_time_then_every_acc
         t.post(0x5010, &v, 8, d);
         wait(10, SC_NS);
         tlm::tlm_generic_payload gp;
-        gp.set_command(tlm::TLM_READ_COMMAND);
-        gp.set_address(0x5010);
-        gp.set_data_ptr(reinterpret_cast<unsigned char*>(&r));
-        gp.set_data_length(8);
-        gp.set_streaming_width(8);
+        bench::prepare(gp, tlm::TLM_READ_COMMAND, 0x5010, &r, 8);
         r = 0;
         EXPECT_EQ(t.cpu->transport_dbg(gp), 8u);
         EXPECT_EQ(r, v);
@@ -381,21 +378,16 @@ SIM_TEST(HostMemory, posted_writes_land_in_time_then_posting_order_and_dma_reads
         uint64_t old = 0;
         d = sc_time(1, SC_US);
         t.post(0xb000, c, 8, d);
-        hcasim::atomic_ext* at = new hcasim::atomic_ext;
-        at->op = hcasim::atomic_ext::fetch_add;
-        at->swap_or_add = 1;
+        hcasim::atomic_ext at;
+        at.op = hcasim::atomic_ext::fetch_add;
+        at.swap_or_add = 1;
         tlm::tlm_generic_payload gp;
-        gp.set_command(tlm::TLM_READ_COMMAND);
-        gp.set_address(0xb000);
-        gp.set_data_ptr(reinterpret_cast<unsigned char*>(&old));
-        gp.set_data_length(8);
-        gp.set_streaming_width(8);
-        gp.set_extension(at);
+        bench::prepare(gp, tlm::TLM_READ_COMMAND, 0xb000, &old, 8);
+        gp.set_extension(&at);
         z = SC_ZERO_TIME;
         t.dma->b_transport(gp, z);
         EXPECT_EQ(old, 0xccccccccccccccccull);
-        gp.clear_extension(at);
-        delete at;
+        gp.clear_extension(&at);
     });
     sc_start();
 }
