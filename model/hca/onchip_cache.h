@@ -5,9 +5,13 @@
 // generator with a fixed seed, so runs are deterministic).
 // Fixed storage after construction: no allocation on lookups.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "model/core/param.h"
@@ -45,7 +49,13 @@ public:
         ways_ = ways;
         sets_ = entries / ways;
         policy_ = policy;
-        slots_.assign(entries, slot{});
+        entries_ = entries;
+        // 64-byte aligned: a set of 8 ways is one host cache line (16K-QP runs touch a cold set
+        // per lookup).
+        ways_store_.reset(new (std::align_val_t(64)) way[entries]);
+        if constexpr (!std::is_empty_v<Line>)
+            lines_.assign(entries, Line{});
+        clear();
         clock_ = 0;
         rng_ = 0x9E3779B97F4A7C15ull;
     }
@@ -61,81 +71,129 @@ public:
         }
         resize(entries, ways, replacement_of(policy));
     }
-    unsigned entries() const { return unsigned(slots_.size()); }
+    unsigned entries() const { return entries_; }
+    /// Tests: moves the use clock forward to `to` (to reach its 32-bit wrap quickly).
+    void advance_clock_for_test(uint32_t to) { clock_ = std::max(clock_, to); }
     unsigned ways() const { return ways_; }
     replacement policy() const { return policy_; }
 
     /// The line holding `tag`, or nullptr (a miss). Under LRU a hit becomes the most recently used.
     Line* find(uint64_t tag) {
-        slot* s = set_of(tag);
-        for (unsigned w = 0; w < ways_; ++w)
-            if (s[w].valid && s[w].tag == tag) {
+        if (tag >= INVALID)
+            return nullptr;
+        const size_t s = first_of(tag);
+        way* w = &ways_store_[s];
+        for (unsigned i = 0; i < ways_; ++i)
+            if (w[i].tag == tag) {
                 if (policy_ == replacement::lru)
-                    s[w].used = ++clock_;
-                return &s[w].line;
+                    w[i].used = stamp();
+                return line_at(s + i);
             }
         return nullptr;
     }
     bool contains(uint64_t tag) const {
-        const slot* s = &slots_[(tag % sets_) * ways_];
-        for (unsigned w = 0; w < ways_; ++w)
-            if (s[w].valid && s[w].tag == tag)
+        if (tag >= INVALID)
+            return false;
+        const way* w = &ways_store_[first_of(tag)];
+        for (unsigned i = 0; i < ways_; ++i)
+            if (w[i].tag == tag)
                 return true;
         return false;
     }
+    /// Starts loading `tag`'s set into the host CPU's cache (a simulator speed-up: no effect
+    /// on the model).
+    void prefetch(uint64_t tag) const { __builtin_prefetch(&ways_store_[first_of(tag)]); }
     /// A line for `tag` to fill: an invalid way of its set, else the victim the policy picks
-    /// (`evicted` tells whether a valid line was replaced).
+    /// (`evicted` tells whether a valid line was replaced). Tags are table indices below 2^32 - 1.
     Line& insert(uint64_t tag, bool* evicted = nullptr) {
-        slot* s = set_of(tag);
-        slot* victim = nullptr;
-        for (unsigned w = 0; w < ways_ && !victim; ++w)
-            if (!s[w].valid)
-                victim = &s[w];
+        if (tag >= INVALID)
+            throw std::out_of_range("on-chip cache: tag " + std::to_string(tag) + " out of range");
+        const size_t s = first_of(tag);
+        way* w = &ways_store_[s];
+        unsigned victim = ways_;
+        for (unsigned i = 0; i < ways_ && victim == ways_; ++i)
+            if (w[i].tag == INVALID)
+                victim = i;
         if (evicted)
-            *evicted = victim == nullptr;
-        if (!victim) {
+            *evicted = victim == ways_;
+        if (victim == ways_) {
             if (policy_ == replacement::random) {
                 rng_ ^= rng_ << 13;
                 rng_ ^= rng_ >> 7;
                 rng_ ^= rng_ << 17;
-                victim = &s[rng_ % ways_];
+                victim = unsigned(rng_ % ways_);
             } else {  // LRU and FIFO: the oldest stamp (FIFO stamps only on fill)
-                victim = &s[0];
-                for (unsigned w = 1; w < ways_; ++w)
-                    if (s[w].used < victim->used)
-                        victim = &s[w];
+                victim = 0;
+                for (unsigned i = 1; i < ways_; ++i)
+                    if (w[i].used < w[victim].used)
+                        victim = i;
             }
         }
-        victim->valid = true;
-        victim->tag = tag;
-        victim->used = ++clock_;
-        victim->line = Line{};
-        return victim->line;
+        const uint32_t t = stamp();  // may renumber the set's stamps: before the fill
+        w[victim].tag = uint32_t(tag);
+        w[victim].used = t;
+        Line* l = line_at(s + victim);
+        *l = Line{};
+        return *l;
     }
     /// Drops `tag` if cached.
     void invalidate(uint64_t tag) {
-        slot* s = set_of(tag);
-        for (unsigned w = 0; w < ways_; ++w)
-            if (s[w].valid && s[w].tag == tag)
-                s[w].valid = false;
+        if (tag >= INVALID)
+            return;
+        way* w = &ways_store_[first_of(tag)];
+        for (unsigned i = 0; i < ways_; ++i)
+            if (w[i].tag == tag)
+                w[i].tag = INVALID;
     }
     void clear() {
-        for (auto& s : slots_)
-            s.valid = false;
+        for (unsigned i = 0; i < entries_; ++i)
+            ways_store_[i] = way{};
     }
 
 private:
-    struct slot {
-        bool valid = false;
-        uint64_t tag = 0;
-        uint64_t used = 0;
-        Line line{};
+    static constexpr uint32_t INVALID = ~uint32_t(0);
+    /// One way: its tag (INVALID: empty) and its use stamp (LRU: last use; FIFO: fill), side
+    /// by side so that a set's lookup and victim choice read one run of bytes.
+    struct way {
+        uint32_t tag = INVALID;
+        uint32_t used = 0;
     };
-    slot* set_of(uint64_t tag) { return &slots_[(tag % sets_) * ways_]; }
-    std::vector<slot> slots_;
-    unsigned ways_ = 1, sets_ = 1;
+    struct aligned_delete {
+        void operator()(way* p) const { ::operator delete[](p, std::align_val_t(64)); }
+    };
+    size_t first_of(uint64_t tag) const { return size_t(tag % sets_) * ways_; }
+    Line* line_at(size_t i) {
+        if constexpr (std::is_empty_v<Line>) {
+            (void)i;
+            return &no_line_;
+        } else {
+            return &lines_[i];
+        }
+    }
+    /// The next stamp. Stamps are 32 bits: when the clock wraps, every set's stamps are
+    /// renumbered 1..ways in their order, which keeps each set's order (all replacement looks
+    /// at) exactly as with unbounded stamps.
+    uint32_t stamp() {
+        if (clock_ == ~uint32_t(0)) {
+            std::vector<unsigned> order(ways_);
+            for (size_t s = 0; s < entries_; s += ways_) {
+                way* w = &ways_store_[s];
+                for (unsigned i = 0; i < ways_; ++i)
+                    order[i] = i;
+                std::stable_sort(order.begin(), order.end(), [w](unsigned a, unsigned b) { return w[a].used < w[b].used; });
+                for (unsigned r = 0; r < ways_; ++r)
+                    w[order[r]].used = r + 1;
+            }
+            clock_ = ways_;
+        }
+        return ++clock_;
+    }
+    std::unique_ptr<way[], aligned_delete> ways_store_;
+    std::vector<Line> lines_;  // by way index (none for tag-only caches)
+    Line no_line_{};
+    unsigned entries_ = 0, ways_ = 1, sets_ = 1;
     replacement policy_ = replacement::lru;
-    uint64_t clock_ = 0;
+    uint32_t clock_ = 0;
     uint64_t rng_ = 0;
 };
 

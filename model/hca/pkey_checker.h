@@ -100,6 +100,10 @@ public:
     void qkey_violation();
 
     void receive(const rx_packet& p) override;
+    void expect(uint32_t dest_qp) override {
+        if (sink_)
+            sink_->expect(dest_qp);
+    }
 
     /// Counts one packet dropped for its P_Key (checked against `local_key`; 0 if no entry
     /// matched) and reports it to the violation sink. Called by the transport engine for a

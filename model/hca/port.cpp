@@ -250,6 +250,12 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
         copy_bytes(s->pkt->bytes, bytes, len);
     }
     s->pkt->len = len;
+    if (sink_ && len >= 8 + 8) {  // LRH (and GRH): the BTH's destination QP, a hint
+        const uint8_t* b = s->pkt->bytes;
+        const unsigned bth = (b[1] & 3) == 3 ? 8 + 40 : 8;
+        if (len >= bth + 8)
+            sink_->expect(uint32_t(b[bth + 5]) << 16 | uint32_t(b[bth + 6]) << 8 | b[bth + 7]);
+    }
     // Keep the buffer in arrival order: a packet from the wire may arrive before looped-back
     // ones queued earlier (and the reverse). Equal times keep their order. Slots move by
     // pointer; each source alone arrives in order, so this rarely moves anything.

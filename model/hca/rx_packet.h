@@ -24,6 +24,10 @@ class rx_sink {
 public:
     virtual ~rx_sink() = default;
     virtual void receive(const rx_packet& p) = 0;
+    /// A packet for QP `dest_qp` has been handed to the port and will be received later: a
+    /// hint to start loading what its receive will touch into the host CPU's caches (a
+    /// simulator speed-up, no effect on the model).
+    virtual void expect(uint32_t dest_qp) { (void)dest_qp; }
 };
 
 }  // namespace hcasim

@@ -555,6 +555,11 @@ void transport_engine::requester_loop() {
             qpn = ready_[ready_head_];
             ready_head_ = (ready_head_ + 1) % ready_.size();
             --ready_count_;
+            if (ready_count_ > 1 && qps_.many()) {  // the QP after the next: its state is in cache by its turn
+                const uint32_t ahead = ready_[(ready_head_ + 1) % ready_.size()];
+                qps_.prefetch(ahead);
+                qpc_cache_.prefetch(ahead);
+            }
             qp& q = qps_[qpn];
             q.tx_ready = false;
             if (!q.valid || q.q_count == 0)
@@ -1754,6 +1759,13 @@ void transport_engine::send_response(qp& q) {
 }
 
 // ---------------------------------------------------------------- receive path
+
+void transport_engine::expect(uint32_t qpn) {
+    if (qps_.many() && qpn < qps_.size()) {
+        qps_.prefetch(qpn);
+        qpc_cache_.prefetch(qpn);
+    }
+}
 
 void transport_engine::receive(const rx_packet& p) {
     // The packet's receive buffer is on offer to the DMA writes of its payload for this call.

@@ -181,6 +181,11 @@ void wqe_fetcher::fetch_loop() {
         const uint32_t qpn = ready_[ready_head_];
         ready_head_ = (ready_head_ + 1) % ready_.size();
         --ready_count_;
+        if (ready_count_) {  // the next QP's state into the host CPU's cache meanwhile (a hint)
+            const uint32_t next = ready_[ready_head_];
+            __builtin_prefetch(&qps_[next]);
+            engine_->expect(next);
+        }
         qp_fetch& q = qps_[qpn];
         q.ready = false;
         if (!may_fetch(q) || q.producer == q.fetched)

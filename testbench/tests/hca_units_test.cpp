@@ -322,6 +322,49 @@ TEST(HcaOnchipCache, fifo_evicts_the_oldest_fill_whatever_was_used) {
     EXPECT_EQ(*c.find(5), 50);
 }
 
+TEST(HcaOnchipCache, lru_order_survives_the_use_clock_wrapping) {
+    // Two caches see the same accesses; one's 32-bit use clock wraps in the middle (its
+    // stamps are renumbered). They keep and evict the same tags.
+    onchip_cache<int> a(16, 4), b(16, 4);
+    b.advance_clock_for_test(~uint32_t(0) - 20);
+    uint64_t x = 1;
+    std::string ka, kb;
+    for (int i = 0; i < 400; ++i) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const uint64_t tag = (x >> 33) % 40;
+        for (onchip_cache<int>* c : {&a, &b}) {
+            if (int* l = c->find(tag))
+                EXPECT_EQ(*l, int(tag));
+            else
+                c->insert(tag) = int(tag);
+        }
+        if (i % 10 == 9)
+            for (uint64_t t = 0; t < 40; ++t) {
+                ka += a.contains(t) ? '1' : '0';
+                kb += b.contains(t) ? '1' : '0';
+            }
+    }
+    EXPECT_EQ(ka, kb);
+    EXPECT_NE(ka.find('1'), std::string::npos);
+}
+
+TEST(HcaOnchipCache, invalidated_tags_miss_and_their_way_is_refilled_first) {
+    onchip_cache<no_line> c(4, 4);
+    for (uint64_t t : {3, 7, 11, 15})
+        c.insert(t);
+    c.invalidate(7);
+    EXPECT_FALSE(c.contains(7));
+    EXPECT_EQ(c.find(7), nullptr);
+    ASSERT_NE(c.find(3), nullptr);
+    bool evicted = true;
+    c.insert(19, &evicted);
+    EXPECT_FALSE(evicted) << "the invalidated way is free";
+    for (uint64_t t : {3, 11, 15, 19})
+        EXPECT_TRUE(c.contains(t)) << t;
+    EXPECT_EQ(c.find(~uint64_t(0)), nullptr);
+    EXPECT_THROW(c.insert(uint64_t(1) << 32), std::out_of_range);
+}
+
 TEST(HcaOnchipCache, random_replacement_stays_in_the_set_and_repeats_run_to_run) {
     // 8 entries in 4 ways: 2 sets. Tags 0, 2, 4, ... share set 0; set 1 is never disturbed.
     auto trace = [] {
