@@ -216,12 +216,53 @@ void host_memory::post(uint64_t addr, const uint8_t* src, uint32_t len, const sc
         std::swap(posted_at(i - 1), posted_at(i));
         --i;
     }
-    filter_count(addr, len, 1);
+    filter_count(addr, len, true);
     if (posted_at(i).timed) {
         ++posted_timed_;
         arm_landing();
     } else if (!landing_armed_) {
         arm_landing();
+    }
+}
+
+void host_memory::page_counts::add(uint64_t page) {
+    if ((used_ + 1) * 2 > slots_.size()) {
+        std::vector<slot> old(slots_.size() * 2);
+        old.swap(slots_);
+        for (const slot& e : old)
+            if (e.count) {
+                size_t i = home(e.page);
+                while (slots_[i].count)
+                    i = (i + 1) & mask();
+                slots_[i] = e;
+            }
+    }
+    size_t i = home(page);
+    while (slots_[i].count && slots_[i].page != page)
+        i = (i + 1) & mask();
+    if (!slots_[i].count) {
+        slots_[i].page = page;
+        ++used_;
+    }
+    ++slots_[i].count;
+}
+
+void host_memory::page_counts::remove(uint64_t page) {
+    size_t i = home(page);
+    while (slots_[i].count && slots_[i].page != page)
+        i = (i + 1) & mask();
+    if (!slots_[i].count || --slots_[i].count)
+        return;
+    --used_;
+    // Backward shift: later entries of the probe run move into the hole unless that would
+    // put them before their home slot.
+    for (size_t j = (i + 1) & mask(); slots_[j].count; j = (j + 1) & mask()) {
+        const size_t h = home(slots_[j].page);
+        if (((j - h) & mask()) >= ((j - i) & mask())) {
+            slots_[i] = slots_[j];
+            slots_[j].count = 0;
+            i = j;
+        }
     }
 }
 
@@ -232,7 +273,7 @@ void host_memory::land(posted_write& w) {
         w.loaned = nullptr;
     }
     notify_watches(w.addr, w.len, SC_ZERO_TIME);
-    filter_count(w.addr, w.len, uint32_t(-1));
+    filter_count(w.addr, w.len, false);
     w.done = true;
     if (w.timed)
         --posted_timed_;
@@ -259,7 +300,7 @@ void host_memory::land_overlapping(uint64_t addr, uint64_t len) {
     if (len && ((addr + len - 1) >> page_bits) - (addr >> page_bits) < 64) {
         bool maybe = false;
         for (uint64_t p = addr >> page_bits, last = (addr + len - 1) >> page_bits; p <= last && !maybe; ++p)
-            maybe = pending_pages_[filter_slot(p)] != 0;
+            maybe = pending_pages_.contains(p);
         if (!maybe)
             return;
     }

@@ -145,16 +145,39 @@ private:
     sc_core::sc_event landing_ev_;
     sc_core::sc_time landing_armed_at_;  // when landing_ev_ fires, if landing_armed_
     bool landing_armed_ = false;
-    // Pending writes per 4 KiB page, counted in a small hashed table: a DMA read whose pages all
-    // count zero overlaps no pending write and need not scan them (over a hundred pending
-    // writes with 16384 QPs). A nonzero count may be another page's; the scan decides.
-    static constexpr unsigned filter_bits = 12;
-    std::vector<uint32_t> pending_pages_ = std::vector<uint32_t>(size_t(1) << filter_bits);
-    static size_t filter_slot(uint64_t page) { return size_t((page * 0x9E3779B97F4A7C15ull) >> (64 - filter_bits)); }
-    void filter_count(uint64_t addr, uint64_t len, uint32_t d) {
+    /// Pending writes per 4 KiB page, counted exactly in an open-addressing table (linear
+    /// probing, backward-shift deletion, doubling at half full): a DMA read whose pages count
+    /// none overlaps no pending write and need not scan them. (A hashed counting filter let
+    /// through false positives that scanned about a thousand pending writes with 16384 QPs.)
+    class page_counts {
+    public:
+        void add(uint64_t page);
+        void remove(uint64_t page);
+        bool contains(uint64_t page) const {
+            for (size_t i = home(page);; i = (i + 1) & mask()) {
+                if (!slots_[i].count)
+                    return false;
+                if (slots_[i].page == page)
+                    return true;
+            }
+        }
+        size_t size() const { return used_; }
+
+    private:
+        struct slot {
+            uint64_t page = 0;
+            uint64_t count = 0;  // 0: empty
+        };
+        size_t mask() const { return slots_.size() - 1; }
+        size_t home(uint64_t page) const { return size_t((page * 0x9E3779B97F4A7C15ull) >> 32) & mask(); }
+        std::vector<slot> slots_ = std::vector<slot>(1024);  // power of two
+        size_t used_ = 0;
+    };
+    page_counts pending_pages_;
+    void filter_count(uint64_t addr, uint64_t len, bool add) {
         const uint64_t last = (addr + (len ? len - 1 : 0)) >> page_bits;
         for (uint64_t p = addr >> page_bits; p <= last; ++p)
-            pending_pages_[filter_slot(p)] += d;
+            add ? pending_pages_.add(p) : pending_pages_.remove(p);
     }
     bool get_direct_mem_ptr(tlm::tlm_generic_payload& gp, tlm::tlm_dmi& dmi);
     unsigned int transport_dbg(tlm::tlm_generic_payload& gp);
