@@ -63,7 +63,10 @@ public:
     const std::string& divergence() const { return divergence_; }
 
     /// Where accepted packets go.
-    void bind_receiver(rx_sink& sink) { sink_ = &sink; }
+    void bind_receiver(rx_sink& sink) {
+        sink_ = &sink;
+        hints_as(sink);
+    }
     /// Where subnet management packets to QP0 go (the SMA).
     void bind_smi(rx_sink& sink) { smi_ = &sink; }
     /// Who is told of P_Key violations (the SMA).

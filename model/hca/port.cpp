@@ -250,7 +250,7 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
         copy_bytes(s->pkt->bytes, bytes, len);
     }
     s->pkt->len = len;
-    if (sink_ && len >= 8 + 8) {  // LRH (and GRH): the BTH's destination QP, a hint
+    if (sink_ && sink_->wants_hints() && len >= 8 + 8) {  // LRH (and GRH): the BTH's destination QP, a hint
         const uint8_t* b = s->pkt->bytes;
         const unsigned bth = (b[1] & 3) == 3 ? 8 + 40 : 8;
         if (len >= bth + 8)

@@ -22,12 +22,28 @@ struct rx_packet {
 /// Receiver of decoded packets (the next unit on the receive path).
 class rx_sink {
 public:
+    rx_sink() = default;
+    rx_sink(const rx_sink&) = delete;  // wants_hints() may point into another sink
+    rx_sink& operator=(const rx_sink&) = delete;
     virtual ~rx_sink() = default;
     virtual void receive(const rx_packet& p) = 0;
     /// A packet for QP `dest_qp` has been handed to the port and will be received later: a
     /// hint to start loading what its receive will touch into the host CPU's caches (a
-    /// simulator speed-up, no effect on the model).
+    /// simulator speed-up, no effect on the model). Called only while wants_hints().
     virtual void expect(uint32_t dest_qp) { (void)dest_qp; }
+    /// Whether the receiver (at the end of the path) takes expect() hints now: a sender
+    /// checks this flag and spares itself finding the QP number otherwise.
+    bool wants_hints() const { return *hints_; }
+
+protected:
+    /// The receiver takes hints from now on (or no longer).
+    void want_hints(bool on) { own_hints_ = on; }
+    /// A unit that passes packets on answers wants_hints() as its own receiver does.
+    void hints_as(const rx_sink& next) { hints_ = next.hints_; }
+
+private:
+    bool own_hints_ = false;
+    const bool* hints_ = &own_hints_;
 };
 
 }  // namespace hcasim

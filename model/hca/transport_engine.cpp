@@ -237,6 +237,8 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
     if (c.qpn >= qps_.size())
         return;
     qp& q = qps_.create(c.qpn);
+    if (qps_.many())
+        want_hints(true);  // records no longer stay in the host CPU's cache
     const uint8_t prev = q.valid ? q.state : uint8_t(hw::QPS_RESET);
     // The command unit wrote the entry to the QPC table; the on-chip copy is written too.
     if (!qpc_cache_.find(c.qpn)) {
