@@ -1,6 +1,7 @@
 #include "model/hca/doorbell_unit.h"
 #include "model/core/sim_time.h"
 
+#include <cstddef>
 #include <cstring>
 
 #include "model/core/bytes.h"
@@ -129,6 +130,15 @@ void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
             copy_bytes(e.data, gp.get_data_ptr(), len);
         else
             std::memcpy(&e.value, gp.get_data_ptr(), 8);
+        // The fetcher will serve this QP when the entry is dispatched: it may start loading
+        // the QP's state meanwhile (a simulator speed hint).
+        if (e.k == kind::sq) {
+            fetcher_->expect(hw::doorbell_qpn(e.value));
+        } else if (e.k == kind::inline_wqe) {
+            uint32_t qpn;
+            std::memcpy(&qpn, e.data + offsetof(hw::wqe_ctrl_seg, qpn), sizeof qpn);
+            fetcher_->expect(qpn & 0xFFFFFF);
+        }
     }
     if (count_++ == 0)
         due_.notify(e.at - sim_now());

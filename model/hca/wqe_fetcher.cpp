@@ -142,6 +142,14 @@ void wqe_fetcher::inline_wqe(const uint8_t* p, uint32_t len) {
         make_ready(qpn);
 }
 
+void wqe_fetcher::expect(uint32_t qpn) {
+    if (qpn < qps_.size()) {
+        __builtin_prefetch(&qps_[qpn]);
+        if (engine_)
+            engine_->expect(qpn);
+    }
+}
+
 void wqe_fetcher::credit(uint32_t qpn) {
     if (qpn < qps_.size() && may_fetch(qps_[qpn]) && qps_[qpn].producer != qps_[qpn].fetched)
         make_ready(qpn);

@@ -47,6 +47,10 @@ public:
     void sq_doorbell(uint32_t qpn, uint16_t producer);
     void rq_doorbell(uint32_t qpn, uint16_t producer);
     void inline_wqe(const uint8_t* wqe, uint32_t len);
+    /// A doorbell or inline WQE for the QP has reached the doorbell unit's FIFO and comes here
+    /// later: a hint to start loading its state (and the transport engine's) into the host
+    /// CPU's cache. No effect on the model.
+    void expect(uint32_t qpn);
 
     // From the command unit.
     /// Where the QP context table is (INIT_HCA): ring locations are read from it by DMA.
