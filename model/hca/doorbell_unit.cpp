@@ -132,9 +132,9 @@ void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
             std::memcpy(&e.value, gp.get_data_ptr(), 8);
         // The fetcher will serve this QP when the entry is dispatched: it may start loading
         // the QP's state meanwhile (a simulator speed hint).
-        if (e.k == kind::sq) {
+        if (fetcher_ && e.k == kind::sq) {
             fetcher_->expect(hw::doorbell_qpn(e.value));
-        } else if (e.k == kind::inline_wqe) {
+        } else if (fetcher_ && e.k == kind::inline_wqe) {
             uint32_t qpn;
             std::memcpy(&qpn, e.data + offsetof(hw::wqe_ctrl_seg, qpn), sizeof qpn);
             fetcher_->expect(qpn & 0xFFFFFF);

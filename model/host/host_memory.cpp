@@ -216,7 +216,7 @@ void host_memory::post(uint64_t addr, const uint8_t* src, uint32_t len, const sc
         std::swap(posted_at(i - 1), posted_at(i));
         --i;
     }
-    filter_count(addr, len, true);
+    count_pending(addr, len, true);
     if (posted_at(i).timed) {
         ++posted_timed_;
         arm_landing();
@@ -273,7 +273,7 @@ void host_memory::land(posted_write& w) {
         w.loaned = nullptr;
     }
     notify_watches(w.addr, w.len, SC_ZERO_TIME);
-    filter_count(w.addr, w.len, false);
+    count_pending(w.addr, w.len, false);
     w.done = true;
     if (w.timed)
         --posted_timed_;

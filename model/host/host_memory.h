@@ -161,8 +161,6 @@ private:
                     return true;
             }
         }
-        size_t size() const { return used_; }
-
     private:
         struct slot {
             uint64_t page = 0;
@@ -174,7 +172,7 @@ private:
         size_t used_ = 0;
     };
     page_counts pending_pages_;
-    void filter_count(uint64_t addr, uint64_t len, bool add) {
+    void count_pending(uint64_t addr, uint64_t len, bool add) {
         const uint64_t last = (addr + (len ? len - 1 : 0)) >> page_bits;
         for (uint64_t p = addr >> page_bits; p <= last; ++p)
             add ? pending_pages_.add(p) : pending_pages_.remove(p);
