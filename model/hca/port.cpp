@@ -250,10 +250,11 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
         copy_bytes(s->pkt->bytes, bytes, len);
     }
     s->pkt->len = len;
-    if (sink_ && sink_->wants_hints() && len >= 8 + 8) {  // LRH (and GRH): the BTH's destination QP, a hint
+    if (sink_ && sink_->wants_hints() && len >= wire::LRH_BYTES) {  // the BTH's destination QP, a hint
         const uint8_t* b = s->pkt->bytes;
-        const unsigned bth = (b[1] & 3) == 3 ? 8 + 40 : 8;
-        if (len >= bth + 8)
+        const unsigned next = b[1] & 3;  // LNH
+        const size_t bth = wire::LRH_BYTES + (next == unsigned(wire::lnh::iba_global) ? wire::GRH_BYTES : 0);
+        if (next >= unsigned(wire::lnh::iba_local) && len >= bth + wire::BTH_BYTES)
             sink_->expect(uint32_t(b[bth + 5]) << 16 | uint32_t(b[bth + 6]) << 8 | b[bth + 7]);
     }
     // Keep the buffer in arrival order: a packet from the wire may arrive before looped-back

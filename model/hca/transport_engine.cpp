@@ -557,11 +557,8 @@ void transport_engine::requester_loop() {
             qpn = ready_[ready_head_];
             ready_head_ = (ready_head_ + 1) % ready_.size();
             --ready_count_;
-            if (ready_count_ > 1 && qps_.many()) {  // the QP after the next: its state is in cache by its turn
-                const uint32_t ahead = ready_[(ready_head_ + 1) % ready_.size()];
-                qps_.prefetch(ahead);
-                qpc_cache_.prefetch(ahead);
-            }
+            if (ready_count_ > 1)  // the QP after the next: its state is in cache by its turn
+                expect(ready_[(ready_head_ + 1) % ready_.size()]);
             qp& q = qps_[qpn];
             q.tx_ready = false;
             if (!q.valid || q.q_count == 0)
