@@ -25,6 +25,9 @@ host_memory::host_memory(const sc_module_name& name)
       size_bytes("size_bytes", uint64_t(64) << 30, "bytes", "host physical memory size; accesses beyond are address errors"),
       access_latency_ns("access_latency_ns", 0.0, "ns",
                         "latency added to every access (0: the PCIe link's read_latency_ns covers DRAM)"),
+      huge_pages("huge_pages", true, "",
+                 "back simulated memory with transparent huge pages where the kernel allows (madvise): "
+                 "wall-clock speed only, results are the same either way"),
       reads("reads", "b_transport reads (both sockets)"),
       writes("writes", "b_transport writes (both sockets)"),
       bytes_read("bytes_read", "bytes read by b_transport"),
@@ -79,13 +82,27 @@ int host_memory::share() {
 uint8_t* host_memory::new_page() {
     if (slab_pages_left_ == 0) {
         // Fresh anonymous memory is zero-filled: unwritten simulated memory reads as zero.
-        // (No MADV_HUGEPAGE: with the kernel's default defrag policy a huge-page fault may
-        // compact memory synchronously, which made some runs several times slower.)
-        void* m = mmap(nullptr, slab_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        // With huge_pages the slab is 2 MiB aligned and asks for a transparent huge page: one
+        // TLB entry for 512 simulated pages (thousands of QPs touch one page each per message).
+        const bool huge = huge_pages.get();
+        const size_t map_bytes = huge ? 2 * slab_bytes : slab_bytes;
+        void* m = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED)
             throw std::bad_alloc();
-        slabs_.emplace_back(m, slab_bytes);
-        slab_next_ = static_cast<uint8_t*>(m);
+        uint8_t* slab = static_cast<uint8_t*>(m);
+        if (huge) {
+            // Keep the aligned 2 MiB of the 4 MiB mapping, return the rest.
+            const uintptr_t at = (reinterpret_cast<uintptr_t>(m) + slab_bytes - 1) & ~uintptr_t(slab_bytes - 1);
+            slab = reinterpret_cast<uint8_t*>(at);
+            const size_t head = size_t(slab - static_cast<uint8_t*>(m));
+            if (head)
+                munmap(m, head);
+            if (slab_bytes - head)
+                munmap(slab + slab_bytes, slab_bytes - head);
+            madvise(slab, slab_bytes, MADV_HUGEPAGE);  // a hint: refused, the slab keeps 4 KiB pages
+        }
+        slabs_.emplace_back(slab, slab_bytes);
+        slab_next_ = slab;
         slab_pages_left_ = slab_bytes / page_size;
     }
     uint8_t* p = slab_next_;

@@ -38,6 +38,7 @@ public:
 
     param<uint64_t> size_bytes;       ///< physical address space; beyond is an address error
     param<double> access_latency_ns;  ///< added to every b_transport delay and DMI latency
+    param<bool> huge_pages;           ///< 2 MiB aligned slabs with MADV_HUGEPAGE (simulator speed only)
 
     counter reads, writes, bytes_read, bytes_written, atomics, pages;
 
@@ -93,7 +94,8 @@ private:
     uint8_t* get_page(uint64_t addr);
     /// A zero-filled 4 KiB page, carved from 2 MiB slabs in first-touch order: one kernel
     /// mapping per 512 pages instead of one heap allocation and one memset of each page (the
-    /// kernel zero-fills them; a run with thousands of QPs touches gigabytes).
+    /// kernel zero-fills them; a run with thousands of QPs touches gigabytes). With huge_pages
+    /// a slab is one transparent huge page when the kernel grants it.
     uint8_t* new_page();
     static constexpr uint64_t slab_bytes = uint64_t(2) << 20;
     bool in_range(uint64_t addr, uint64_t n) const { return n <= size_bytes.get() && addr <= size_bytes.get() - n; }

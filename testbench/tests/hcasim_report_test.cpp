@@ -227,6 +227,23 @@ TEST(HcasimSpeed, lazy_crcs_change_nothing_but_speed) {
     std::remove(jb.c_str());
 }
 
+TEST(HcasimSpeed, huge_pages_change_nothing_but_speed) {
+    // memory.huge_pages (default true) backs simulated host memory with 2 MiB aligned slabs that
+    // ask for transparent huge pages; the bytes, the table and every counter are the same.
+    const std::string common = "--workload write_bw --size 64,4K --qps 64 --iters 1000 --verify";
+    const std::string ja = ::testing::TempDir() + "huge_a.json", jb = ::testing::TempDir() + "huge_b.json";
+    const result a = run(common + " --stats-json '" + ja + "'");
+    const result b = run(common + " --set memory.huge_pages=false --stats-json '" + jb + "'");
+    ASSERT_EQ(a.code, 0) << a.err;
+    ASSERT_EQ(b.code, 0) << b.err;
+    EXPECT_EQ(a.out, b.out);
+    const auto ca = nlohmann::json::parse(slurp(ja))["counters"], cb = nlohmann::json::parse(slurp(jb))["counters"];
+    EXPECT_EQ(ca, cb);
+    EXPECT_GT(ca["node1.memory.pages"].get<uint64_t>(), 64u) << "every QP has its own buffer pages";
+    std::remove(ja.c_str());
+    std::remove(jb.c_str());
+}
+
 TEST(HcasimQpScale, write_and_read_at_each_qp_count_with_a_summary_and_report) {
     const std::string dir = fresh_dir("qpscale");
     const result r = run("--workload qp_scale --sweep qps=1,4 --iters 200 --report '" + dir + "'");

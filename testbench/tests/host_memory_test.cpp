@@ -105,6 +105,44 @@ SIM_TEST(HostMemory, sparse_pages_zero_fill_and_page_crossing) {
     EXPECT_EQ(m.bytes_written.value(), 4u);
 }
 
+namespace {
+/// Touches 1,100 pages (three slabs) in a scattered order, one distinct pattern each, and
+/// reads them back; returns the host address of the first page touched.
+uintptr_t fill_and_check_scattered_pages(host_memory& m) {
+    std::vector<uint64_t> addrs;
+    for (uint64_t i = 0; i < 1100; ++i) addrs.push_back(((i * 7919) % 1100) * 0x10000 + (i % 4096));
+    for (uint64_t i = 0; i < addrs.size(); ++i) {
+        const uint64_t v = addrs[i] * 0x9E3779B97F4A7C15ull;
+        m.write(addrs[i], &v, sizeof v);
+    }
+    EXPECT_EQ(m.allocated_pages(), 1100u);  // 8 bytes at in-page offsets below 4089: one page each
+    for (uint64_t a : addrs) {
+        uint64_t v = 0, z = 1;
+        m.read(a, &v, sizeof v);
+        EXPECT_EQ(v, a * 0x9E3779B97F4A7C15ull);
+        m.read(a + 0x8000, &z, sizeof z);  // pages never written read as zero
+        EXPECT_EQ(z, 0u);
+    }
+    return reinterpret_cast<uintptr_t>(m.page_ptr(addrs[0] & ~uint64_t(4095)));
+}
+}  // namespace
+
+SIM_TEST(HostMemory, huge_page_slabs_are_aligned_and_hold_the_same_bytes) {
+    bench b("node0");
+    sc_start(SC_ZERO_TIME);
+    ASSERT_TRUE(b.mem.huge_pages.get());  // the default
+    const uintptr_t first = fill_and_check_scattered_pages(b.mem);
+    EXPECT_EQ(first % (uintptr_t(2) << 20), 0u);  // the first page opens a 2 MiB aligned slab
+}
+
+SIM_TEST(HostMemory, small_page_slabs_hold_the_same_bytes) {
+    hcasim::broker::instance().set("node0.mem.huge_pages", "false", "test");
+    bench b("node0");
+    sc_start(SC_ZERO_TIME);
+    ASSERT_FALSE(b.mem.huge_pages.get());
+    fill_and_check_scattered_pages(b.mem);
+}
+
 SIM_TEST(HostMemory, out_of_range_and_byte_enables_are_errors) {
     hcasim::broker::instance().set("mem.size_bytes", "1048576", "test");
     hcasim::broker::instance().set("mem.access_latency_ns", "50", "test");
