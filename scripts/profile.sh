@@ -60,6 +60,8 @@ if pl > ps:
 print(f'  instructions per wire packet (long run, setup included): {il / max(pl, 1):.0f}')
 " "$ir_long" "$pk_long" "$ir_short" "$pk_short"
 echo "  top functions of the long run, self instructions:"
-callgrind_annotate --auto=no --threshold=100 "$tmp/long.out" 2>/dev/null |
-    awk '/file:function/ {f = 1; next} f && NF && !/^-+$/' | head -n "$top" |
+# (Read from a file, not a pipe into head: with pipefail, a writer cut short by head would
+# make the script exit with SIGPIPE's status after printing everything.)
+callgrind_annotate --auto=no --threshold=100 "$tmp/long.out" > "$tmp/annotate.txt" 2>/dev/null
+awk -v top="$top" '/file:function/ {f = 1; next} f && NF && !/^-+$/ {print; if (++n >= top) exit}' "$tmp/annotate.txt" |
     sed -E 's/ \[[^]]*\]$//; s/^/    /' | cut -c1-200

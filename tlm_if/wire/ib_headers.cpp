@@ -234,21 +234,7 @@ rdeth decode_rdeth(const uint8_t* in) {
 // IBA 9.2 / Table "Header sequences by opcode"; cross-checked with Wireshark's
 // find_next_header_sequence() opcode tables and Linux rxe_opcode.c.
 namespace {
-opcode_layout compute_layout(uint8_t opcode);
-}  // namespace
-
-opcode_layout layout_of(uint8_t opcode) {
-  // Every packet asks: a table of the 256 opcodes, built once from the rules below.
-  static const auto table = [] {
-    std::array<opcode_layout, 256> t{};
-    for (unsigned o = 0; o < 256; ++o) t[o] = compute_layout(static_cast<uint8_t>(o));
-    return t;
-  }();
-  return table[opcode];
-}
-
-namespace {
-opcode_layout compute_layout(uint8_t opcode) {
+constexpr opcode_layout compute_layout(uint8_t opcode) {
   opcode_layout l;
   const uint8_t transport = opcode & op::TRANSPORT_MASK;
   const uint8_t code = opcode & 0x1F;
@@ -340,13 +326,7 @@ opcode_layout compute_layout(uint8_t opcode) {
     default:
       break;
   }
-  if (!l.valid) l = opcode_layout{};
-  return l;
-}
-}  // namespace
-
-size_t eth_bytes(const opcode_layout& l) {
-  if (!l.valid) return 0;
+  if (!l.valid) return opcode_layout{};
   size_t n = 0;
   if (l.rdeth) n += RDETH_BYTES;
   if (l.deth) n += DETH_BYTES;
@@ -356,14 +336,33 @@ size_t eth_bytes(const opcode_layout& l) {
   if (l.atomic_ack_eth) n += ATOMIC_ACK_ETH_BYTES;
   if (l.immdt) n += IMMDT_BYTES;
   if (l.ieth) n += IETH_BYTES;
-  return n;
+  l.eth = static_cast<uint8_t>(n);
+  return l;
 }
+
+// Every packet asks: a table of the 256 opcodes, computed by the compiler from the rules above
+// (constant-initialised: no first-call guard, usable from any static initialiser).
+constexpr std::array<opcode_layout, 256> make_layout_table() {
+  std::array<opcode_layout, 256> t{};
+  for (unsigned o = 0; o < 256; ++o) t[o] = compute_layout(static_cast<uint8_t>(o));
+  return t;
+}
+constexpr std::array<opcode_layout, 256> LAYOUTS = make_layout_table();
+static_assert(LAYOUTS[0x04].valid && LAYOUTS[0x04].payload && LAYOUTS[0x04].eth == 0, "RC SEND ONLY: BTH only");
+static_assert(LAYOUTS[0x0A].reth && LAYOUTS[0x0A].eth == RETH_BYTES, "RC RDMA WRITE ONLY: RETH");
+static_assert(LAYOUTS[0x53].eth == RDETH_BYTES + DETH_BYTES + ATOMIC_ETH_BYTES, "RD CmpSwap: the longest run");
+static_assert(!LAYOUTS[0xFF].valid && LAYOUTS[0xFF].eth == 0, "undefined opcodes have no layout");
+/// Default headers, copied whole (cheaper than default-constructing member by member).
+const headers BLANK{};
+}  // namespace
+
+opcode_layout layout_of(uint8_t opcode) { return LAYOUTS[opcode]; }
 
 // ------------------------------------------------------------------ packets
 size_t header_bytes(const headers& h) {
-  const opcode_layout l = layout_of(h.b.opcode);
+  const opcode_layout& l = LAYOUTS[h.b.opcode];
   if (!l.valid) return 0;
-  return LRH_BYTES + (h.has_grh ? GRH_BYTES : 0) + BTH_BYTES + eth_bytes(l);
+  return LRH_BYTES + (h.has_grh ? GRH_BYTES : 0) + BTH_BYTES + l.eth;
 }
 
 size_t packet_bytes(const headers& h, size_t payload_len) {
@@ -374,10 +373,10 @@ size_t packet_bytes(const headers& h, size_t payload_len) {
 }
 
 size_t encode_headers(headers& h, size_t payload_len, uint8_t* out) {
-  const opcode_layout l = layout_of(h.b.opcode);
+  const opcode_layout& l = LAYOUTS[h.b.opcode];
   if (!l.valid) return 0;
   if (!l.payload && payload_len != 0) return 0;
-  const size_t hdr = header_bytes(h);
+  const size_t hdr = LRH_BYTES + (h.has_grh ? GRH_BYTES : 0) + BTH_BYTES + l.eth;
   const size_t pad = (4 - payload_len % 4) % 4;
   const size_t words = (hdr + payload_len + pad + ICRC_BYTES) / 4;
   if (payload_len > MAX_PKT_LEN_WORDS * 4 || words > MAX_PKT_LEN_WORDS) return 0;
@@ -481,53 +480,56 @@ parse_status parse_packet(const uint8_t* pkt, size_t len, headers& h, size_t& pa
   payload_len = 0;
   if (pkt == nullptr || len < LRH_BYTES) return parse_status::truncated;
 
-  headers out;
-  out.l = decode_lrh(pkt);
-  if (out.l.lver != 0) return parse_status::bad_lver;
-  if (out.l.next != lnh::iba_local && out.l.next != lnh::iba_global) return parse_status::bad_lnh;
-  out.has_grh = out.l.next == lnh::iba_global;
+  // Decoded into locals and validated; `h` is written only for a packet that parses.
+  const lrh l = decode_lrh(pkt);
+  if (l.lver != 0) return parse_status::bad_lver;
+  if (l.next != lnh::iba_local && l.next != lnh::iba_global) return parse_status::bad_lnh;
+  const bool has_grh = l.next == lnh::iba_global;
 
-  const size_t wire_len = static_cast<size_t>(out.l.pkt_len_words) * 4;  // LRH..ICRC
-  const size_t bth_off = LRH_BYTES + (out.has_grh ? GRH_BYTES : 0);
+  const size_t wire_len = static_cast<size_t>(l.pkt_len_words) * 4;  // LRH..ICRC
+  const size_t bth_off = LRH_BYTES + (has_grh ? GRH_BYTES : 0);
   if (wire_len < bth_off + BTH_BYTES + ICRC_BYTES) return parse_status::bad_pkt_len;
   if (len < wire_len + VCRC_BYTES) return parse_status::truncated;
   if (len > wire_len + VCRC_BYTES) return parse_status::bad_pkt_len;
 
   if (check_crcs && get_le16(pkt + wire_len) != vcrc(pkt, wire_len)) return parse_status::bad_vcrc;
 
-  if (out.has_grh) {
-    out.g = decode_grh(pkt + LRH_BYTES);
-    if (out.g.ip_ver != 6 || out.g.next_hdr != GRH_NEXT_HDR_IBA) return parse_status::bad_lnh;
-    if (out.g.pay_len != wire_len - LRH_BYTES - GRH_BYTES) return parse_status::bad_pkt_len;
+  if (has_grh) {
+    const grh g = decode_grh(pkt + LRH_BYTES);
+    if (g.ip_ver != 6 || g.next_hdr != GRH_NEXT_HDR_IBA) return parse_status::bad_lnh;
+    if (g.pay_len != wire_len - LRH_BYTES - GRH_BYTES) return parse_status::bad_pkt_len;
   }
 
-  out.b = decode_bth(pkt + bth_off);
-  if (out.b.tver != 0) return parse_status::bad_tver;
-  const opcode_layout l = layout_of(out.b.opcode);
-  if (!l.valid) return parse_status::bad_opcode;
+  const bth b = decode_bth(pkt + bth_off);
+  if (b.tver != 0) return parse_status::bad_tver;
+  const opcode_layout& lay = LAYOUTS[b.opcode];
+  if (!lay.valid) return parse_status::bad_opcode;
 
-  const size_t hdr_end = bth_off + BTH_BYTES + eth_bytes(l);
+  const size_t hdr_end = bth_off + BTH_BYTES + lay.eth;
   if (hdr_end + ICRC_BYTES > wire_len) return parse_status::bad_pkt_len;
   const size_t body = wire_len - ICRC_BYTES - hdr_end;  // payload + pad
-  if (body < out.b.pad_count) return parse_status::bad_pkt_len;
-  if (!l.payload && body != 0) return parse_status::bad_pkt_len;
+  if (body < b.pad_count) return parse_status::bad_pkt_len;
+  if (!lay.payload && body != 0) return parse_status::bad_pkt_len;
 
   if (check_crcs && get_le32(pkt + wire_len - ICRC_BYTES) != icrc(pkt, wire_len - ICRC_BYTES))
     return parse_status::bad_icrc;
 
+  h = BLANK;  // headers the opcode does not name read as their defaults
+  h.l = l;
+  h.has_grh = has_grh;
+  if (has_grh) h.g = decode_grh(pkt + LRH_BYTES);
+  h.b = b;
   const uint8_t* p = pkt + bth_off + BTH_BYTES;
-  if (l.rdeth) { out.rd = decode_rdeth(p); p += RDETH_BYTES; }
-  if (l.deth) { out.d = decode_deth(p); p += DETH_BYTES; }
-  if (l.reth) { out.r = decode_reth(p); p += RETH_BYTES; }
-  if (l.atomic_eth) { out.ae = decode_atomic_eth(p); p += ATOMIC_ETH_BYTES; }
-  if (l.aeth) { out.a = decode_aeth(p); p += AETH_BYTES; }
-  if (l.atomic_ack_eth) { out.aae = decode_atomic_ack_eth(p); p += ATOMIC_ACK_ETH_BYTES; }
-  if (l.immdt) { out.immdt = get_be32(p); p += IMMDT_BYTES; }
-  if (l.ieth) { out.ieth_rkey = get_be32(p); p += IETH_BYTES; }
-
-  h = out;
+  if (lay.rdeth) { h.rd = decode_rdeth(p); p += RDETH_BYTES; }
+  if (lay.deth) { h.d = decode_deth(p); p += DETH_BYTES; }
+  if (lay.reth) { h.r = decode_reth(p); p += RETH_BYTES; }
+  if (lay.atomic_eth) { h.ae = decode_atomic_eth(p); p += ATOMIC_ETH_BYTES; }
+  if (lay.aeth) { h.a = decode_aeth(p); p += AETH_BYTES; }
+  if (lay.atomic_ack_eth) { h.aae = decode_atomic_ack_eth(p); p += ATOMIC_ACK_ETH_BYTES; }
+  if (lay.immdt) { h.immdt = get_be32(p); p += IMMDT_BYTES; }
+  if (lay.ieth) { h.ieth_rkey = get_be32(p); p += IETH_BYTES; }
   payload_offset = hdr_end;
-  payload_len = body - out.b.pad_count;
+  payload_len = body - b.pad_count;
   return parse_status::ok;
 }
 

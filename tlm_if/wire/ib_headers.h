@@ -289,10 +289,11 @@ struct opcode_layout {
   bool immdt = false;           ///< ImmDt present.
   bool ieth = false;            ///< IETH present.
   bool payload = false;         ///< Packet may carry payload.
+  uint8_t eth = 0;              ///< Bytes of the extension headers above, after BTH (0 if !valid).
 };
 opcode_layout layout_of(uint8_t opcode);
 /// Bytes of extension headers after BTH for this layout (0 if !valid).
-size_t eth_bytes(const opcode_layout& l);
+inline size_t eth_bytes(const opcode_layout& l) { return l.eth; }
 
 // ---------------------------------------------------------------------------------------
 // Whole packets
