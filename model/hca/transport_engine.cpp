@@ -197,7 +197,7 @@ sc_time transport_engine::ack_timeout(uint8_t code) {
     // IBA 9.7.6.1.3: 4.096 us x 2^timeout; 0 disables the timer.
     if (code == 0)
         return SC_ZERO_TIME;
-    return sc_time(4096.0 * double(uint64_t(1) << (code & 31)), SC_NS);
+    return ns_time(4096.0 * double(uint64_t(1) << (code & 31)));
 }
 
 // ---------------------------------------------------------------- context from the command unit
@@ -645,7 +645,7 @@ bool transport_engine::may_send(const qp& q) const {
 }
 
 void transport_engine::build_bth_lrh(const qp& q, wire::headers& h, uint8_t opcode, uint32_t psn) const {
-    h = wire::headers{};
+    h = wire::BLANK_HEADERS;
     h.l.vl = 0;
     h.l.sl = q.sl;
     h.l.dlid = q.dlid;
@@ -2350,7 +2350,7 @@ void transport_engine::receive_mcast(const rx_packet& p) {
 }
 
 void transport_engine::build_ud_headers(const qp& q, const send_wqe& w, wire::headers& h, uint8_t opcode) const {
-    h = wire::headers{};
+    h = wire::BLANK_HEADERS;
     h.l.vl = 0;
     h.l.sl = w.ud.sl & 0xF;
     h.l.dlid = w.ud.dlid;

@@ -352,8 +352,6 @@ static_assert(LAYOUTS[0x04].valid && LAYOUTS[0x04].payload && LAYOUTS[0x04].eth 
 static_assert(LAYOUTS[0x0A].reth && LAYOUTS[0x0A].eth == RETH_BYTES, "RC RDMA WRITE ONLY: RETH");
 static_assert(LAYOUTS[0x53].eth == RDETH_BYTES + DETH_BYTES + ATOMIC_ETH_BYTES, "RD CmpSwap: the longest run");
 static_assert(!LAYOUTS[0xFF].valid && LAYOUTS[0xFF].eth == 0, "undefined opcodes have no layout");
-/// Default headers, copied whole (cheaper than default-constructing member by member).
-const headers BLANK{};
 }  // namespace
 
 opcode_layout layout_of(uint8_t opcode) { return LAYOUTS[opcode]; }
@@ -514,7 +512,7 @@ parse_status parse_packet(const uint8_t* pkt, size_t len, headers& h, size_t& pa
   if (check_crcs && get_le32(pkt + wire_len - ICRC_BYTES) != icrc(pkt, wire_len - ICRC_BYTES))
     return parse_status::bad_icrc;
 
-  h = BLANK;  // headers the opcode does not name read as their defaults
+  h = BLANK_HEADERS;  // headers the opcode does not name read as their defaults
   h.l = l;
   h.has_grh = has_grh;
   if (has_grh) h.g = decode_grh(pkt + LRH_BYTES);

@@ -315,6 +315,10 @@ struct headers {
   rdeth rd;                  ///< RDETH (if layout.rdeth).
 };
 
+/// Every header at its default: `h = BLANK_HEADERS` resets a reused `headers` with one copy
+/// (cheaper than `h = headers{}`, which constructs member by member).
+inline const headers BLANK_HEADERS{};
+
 /// Bytes before payload for h.b.opcode (+GRH if has_grh); 0 if the opcode is invalid.
 size_t header_bytes(const headers& h);
 
