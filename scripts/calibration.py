@@ -148,6 +148,11 @@ def points(run):
     rate = run.one(["fdr-cx3"], ["--workload", "atomic_rate", "--iters", "20000"], "msg_rate_mpps")
     add("FDR, ConnectX-3, Gen3 x8 (`fdr-cx3.ini`)", "FETCH_AND_ADD on one address, one QP", "2.7 Mops", 2.7, 2.7,
         "Mops", rate, "predicted", None, "none")
+    # The same point's "flat in thread count": 8 QPs aimed at the one word.
+    rate = run.one(["fdr-cx3"], ["--workload", "atomic_rate", "--iters", "20000", "--qps", "8",
+                                 "--set", "workload.atomic_word=shared"], "msg_rate_mpps")
+    add("FDR, ConnectX-3, Gen3 x8 (`fdr-cx3.ini`)", "FETCH_AND_ADD on one address, 8 QPs (`workload.atomic_word` = shared)",
+        "2.7 Mops", 2.7, 2.7, "Mops", rate, "predicted", None, "none")
     # Physics the model implements: the SIGCOMM'18 PCIe table and the link goodput.
     for preset, label, wl, target in [("edr-cx5-gen3x8", "Gen3 x8", "dma_write_bw", 52.92),
                                       ("edr-cx5-gen3x8", "Gen3 x8", "dma_read_bw", 53.69),

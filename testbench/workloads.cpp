@@ -11,6 +11,7 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <unordered_map>
 
 #include "model/core/param.h"
 #include "model/core/stats.h"
@@ -103,6 +104,59 @@ bool checker::value(const where& w, uint64_t actual, uint64_t expected) {
     return false;
 }
 
+void checker::shared_word(const where& w, bool cas, uint64_t init, const std::vector<shared_atomic>& ops,
+                          uint64_t final_value) {
+    const auto at = [&](const shared_atomic& a, const char* what) {
+        where x = w;
+        x.node = 0;
+        x.qp = a.qp;
+        x.message = a.message;
+        x.what = what;
+        return x;
+    };
+    uint64_t word = init;
+    if (cas) {
+        // The first one executed swaps; every later one fetches its swap value.
+        const shared_atomic* winner = nullptr;
+        for (const shared_atomic& a : ops)
+            if (a.fetched == init) {
+                winner = &a;
+                break;
+            }
+        for (const shared_atomic& a : ops)
+            value(at(a, "fetched value (shared word)"), a.fetched, &a == winner || !winner ? init : winner->operand);
+        if (winner)
+            word = winner->operand;
+    } else {
+        // Follow the chain: the atomic that fetched `word` executed next and added its operand.
+        std::unordered_map<uint64_t, const shared_atomic*> by_fetched;
+        by_fetched.reserve(ops.size());
+        std::vector<const shared_atomic*> off_chain;  // fetched a value another one fetched too
+        for (const shared_atomic& a : ops)
+            if (!by_fetched.emplace(a.fetched, &a).second)
+                off_chain.push_back(&a);
+        for (auto it = by_fetched.find(word); it != by_fetched.end(); it = by_fetched.find(word)) {
+            value(at(*it->second, "fetched value (shared word)"), it->second->fetched, word);
+            word += it->second->operand;
+            by_fetched.erase(it);
+        }
+        // The chain broke: these fetched no value a serial execution reaches.
+        for (const auto& [fetched, a] : by_fetched)
+            off_chain.push_back(a);
+        std::sort(off_chain.begin(), off_chain.end(), [](const shared_atomic* x, const shared_atomic* y) {
+            return x->qp != y->qp ? x->qp < y->qp : x->message < y->message;
+        });
+        for (const shared_atomic* a : off_chain)
+            value(at(*a, "fetched value (shared word: off the serial chain)"), a->fetched, word);
+    }
+    where end = w;
+    end.node = 1;
+    end.qp = 0;
+    end.message = ops.empty() ? 0 : ops.size() - 1;
+    end.what = "shared word after the last atomic";
+    value(end, final_value, word);
+}
+
 void checker::bad_completion(const where& w, const std::string& why) {
     ++bad_completions;
     failed(w, why);
@@ -140,6 +194,7 @@ public:
     param<std::string> mrs;
     param<double> drain_us;
     param<unsigned> post_list;
+    param<std::string> atomic_word;
 
     explicit workload_params(sc_module_name name = "workload")
         : sc_module(name),
@@ -159,7 +214,11 @@ public:
                    "server stops waiting for a missing one after this long (it was lost)"),
           post_list("post_list", 1, "WRs",
                     "bandwidth tests post a QP's work requests in lists of this many, one ibv_post_send and one "
-                    "doorbell per list (perftest -l); 1 posts each alone (through the inline window)") {
+                    "doorbell per list (perftest -l); 1 posts each alone (through the inline window)"),
+          atomic_word("atomic_word", "per_qp", "",
+                      "atomic_rate with --qps N: per_qp gives each QP its own remote word; shared aims every "
+                      "QP at one word (the responder serialises them: a same-address rate)",
+                      {"per_qp", "shared"}) {
         post_list.range(1, 1024);
         tx_depth.range(1, 16384);
         rx_depth.range(1, 16384);
@@ -1326,8 +1385,13 @@ private:
             const uint64_t step = step0 + si;
             const bool inl = (op == op_kind::write || op == op_kind::send) && size <= inline_limit(false);
             // Atomics: the remote value of each QP in a serial execution, and the value each
-            // outstanding atomic (slot = index mod depth) must fetch.
+            // outstanding atomic (slot = index mod depth) must fetch. workload.atomic_word
+            // shared: every QP's atomics go to QP 0's word; the order the responder executes
+            // them in is known only afterwards, so --verify keeps what each fetched and checks
+            // that they form one serial execution (checker::shared_word).
+            const bool shared = op == op_kind::atomic && wp_.atomic_word.get() == "shared";
             std::vector<uint64_t> current, fetched;
+            std::vector<verify::shared_atomic> shared_ops;
             std::array<uint64_t, 3> srq_c0{};  // srq_*: node1's SRQ counters at the size's start
             if (client) {
                 for (unsigned q = 0; q < nq; ++q) {
@@ -1346,6 +1410,8 @@ private:
                 }
                 if (op == op_kind::atomic)
                     fetched.assign(uint64_t(nq) * depth, 0);
+                if (shared && v)
+                    shared_ops.reserve(ph.iters);
                 stream_end_ns_ = no_time;
                 if (srq_)
                     srq_c0 = srq_counts();
@@ -1392,15 +1458,20 @@ private:
                                  wr_id, sig, false);
                         else {
                             const uint64_t operand = verify::value(key(0, q, step, m));
-                            const uint64_t before = current[q];
-                            current[q] = cas ? operand : before + operand;
-                            fetched[uint64_t(q) * depth + m % depth] = before;
+                            // Shared: every compare-and-swap expects the word's initial value
+                            // (the first one executed swaps, the others fetch its operand).
+                            const uint64_t before = current[shared ? 0 : q];
+                            if (!shared) {
+                                current[q] = cas ? operand : before + operand;
+                                fetched[uint64_t(q) * depth + m % depth] = before;
+                            }
                             const uint64_t slot = recv_area(0, q) + (m % depth) * 8;
+                            const uint64_t target = shared ? info_[1].addr : peer_recv;
                             if (cas)
-                                post(i, q, IBV_WR_ATOMIC_CMP_AND_SWP, slot, 8, peer_recv, wr_id, sig, false, before,
+                                post(i, q, IBV_WR_ATOMIC_CMP_AND_SWP, slot, 8, target, wr_id, sig, false, before,
                                      operand);
                             else
-                                post(i, q, IBV_WR_ATOMIC_FETCH_AND_ADD, slot, 8, peer_recv, wr_id, sig, false, operand);
+                                post(i, q, IBV_WR_ATOMIC_FETCH_AND_ADD, slot, 8, target, wr_id, sig, false, operand);
                         }
                         ++posted[q];
                         ++total_posted;
@@ -1450,10 +1521,14 @@ private:
                             chk_.bytes(at(ph, size, 0, q, idx, "READ destination"), peek(0, recv_area(0, q), size),
                                        size, key(1, q, step, 0));
                         else if (op == op_kind::atomic)
-                            for (uint64_t m = first; m <= idx; ++m)
-                                chk_.value(at(ph, size, 0, q, m, "fetched value"),
-                                           peek64(0, recv_area(0, q) + (m % depth) * 8),
-                                           fetched[uint64_t(q) * depth + m % depth]);
+                            for (uint64_t m = first; m <= idx; ++m) {
+                                const uint64_t got = peek64(0, recv_area(0, q) + (m % depth) * 8);
+                                if (shared)
+                                    shared_ops.push_back({q, m, got, verify::value(key(0, q, step, m))});
+                                else
+                                    chk_.value(at(ph, size, 0, q, m, "fetched value"), got,
+                                               fetched[uint64_t(q) * depth + m % depth]);
+                            }
                     }
                     if (n == 0 && !progress && ibv_wait_cq(s.scq, timeout_ns()) != 0)
                         fail("node0: bandwidth test stalled (no completion within workload.timeout_us)");
@@ -1538,7 +1613,10 @@ private:
                     if (quota_of(ph, q) == 0 || srq_)
                         continue;  // fewer messages than QPs: this one sent none; srq_*: checked at node1
                     if (op == op_kind::atomic) {
-                        if (v)
+                        if (v && shared && q == 0)
+                            chk_.shared_word(at(ph, size, 0, 0, 0, ""), cas, current[0], shared_ops,
+                                             peek64(1, recv_area(1, 0)));
+                        else if (v && !shared)
                             chk_.value(at(ph, size, 1, q, quota_of(ph, q) - 1, "remote value after the last atomic"),
                                        peek64(1, recv_area(1, q)), current[q]);
                     } else if (op == op_kind::read) {

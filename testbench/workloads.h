@@ -67,6 +67,13 @@ struct where {
     const char* what = "";      ///< "receive buffer", "fetched value", "send completion", ...
 };
 
+/// An atomic on a word several QPs share (atomic_rate, workload.atomic_word shared): its QP and
+/// message, the value it fetched, its operand (the addend, or the swap value).
+struct shared_atomic {
+    unsigned qp;
+    uint64_t message, fetched, operand;
+};
+
 /// Counts what was compared and keeps the first failure in words.
 class checker {
 public:
@@ -75,6 +82,14 @@ public:
     bool bytes(const where& w, const uint8_t* actual, uint64_t n, uint64_t key, int last = -1);
     /// Compares a 64-bit result (8 bytes checked). True if equal.
     bool value(const where& w, uint64_t actual, uint64_t expected);
+    /// The atomics of several QPs on one word, started at `init`: their fetched values must be
+    /// those of one serial execution, and the word (`final_value`) where it leaves the word.
+    /// FETCH_AND_ADD: following fetched values from `init` (each adds its operand) reaches every
+    /// atomic once; a lost or doubled update breaks the chain. COMPARE_AND_SWAP (`cas`, each
+    /// expecting `init`): the first to fetch `init` swapped, every other fetches its swap value.
+    /// 8 bytes checked per atomic and for the word; `w` gives the workload and size.
+    void shared_word(const where& w, bool cas, uint64_t init, const std::vector<shared_atomic>& ops,
+                     uint64_t final_value);
     /// Counts a completion with a wrong field; `why` says which ("opcode 0, expected 128").
     void bad_completion(const where& w, const std::string& why);
     /// Counts `n` of `sent` messages that never arrived (UD datagrams; w.message is not used).

@@ -365,6 +365,69 @@ TEST(HcasimProgram, verify_checks_read_and_atomic_workloads) {
     EXPECT_EQ(j["results"][0]["verify"]["bytes_checked"], 101 * 8);
 }
 
+TEST(HcasimProgram, checker_follows_the_serial_chain_of_atomics_on_a_shared_word) {
+    using namespace hcasim::verify;
+    const where w{"atomic_rate", 8, 0, 0, 0, ""};
+    // FETCH_AND_ADD from 100: executed as (qp 1, 0) +5, (qp 0, 0) +7, (qp 1, 1) +1; completions
+    // arrive in another order.
+    const std::vector<shared_atomic> good{{0, 0, 105, 7}, {1, 1, 112, 1}, {1, 0, 100, 5}};
+    checker ok;
+    ok.shared_word(w, false, 100, good, 113);
+    EXPECT_TRUE(ok.first_failure.empty()) << ok.first_failure;
+    EXPECT_EQ(ok.bytes_checked, 4u * 8);
+    // A lost update: two atomics fetched 105, the word ends 7 short.
+    checker lost;
+    lost.shared_word(w, false, 100, {{1, 0, 100, 5}, {0, 0, 105, 7}, {1, 1, 105, 1}}, 106);
+    EXPECT_EQ(lost.first_failure,
+              "atomic_rate 8 B, node0 QP 1 message 1, fetched value (shared word: off the serial chain): "
+              "expected 0x0000000000000070, got 0x0000000000000069");
+    EXPECT_EQ(lost.bytes_checked, 4u * 8);
+    // The final value disagrees with the chain.
+    checker end;
+    end.shared_word(w, false, 100, good, 112);
+    EXPECT_EQ(end.first_failure, "atomic_rate 8 B, node1 QP 0 message 2, shared word after the last atomic: "
+                                 "expected 0x0000000000000071, got 0x0000000000000070");
+    // COMPARE_AND_SWAP, every one expecting 100: the first executed swaps in its 9, the others
+    // fetch 9.
+    checker cas;
+    cas.shared_word(w, true, 100, {{1, 0, 9, 4}, {0, 0, 100, 9}, {0, 1, 9, 8}}, 9);
+    EXPECT_TRUE(cas.first_failure.empty()) << cas.first_failure;
+    checker two;
+    two.shared_word(w, true, 100, {{0, 0, 100, 9}, {1, 0, 100, 4}}, 4);
+    EXPECT_EQ(two.first_failure, "atomic_rate 8 B, node0 QP 1 message 0, fetched value (shared word): "
+                                 "expected 0x0000000000000009, got 0x0000000000000064");
+}
+
+TEST(HcasimProgram, atomic_rate_on_a_shared_word_is_serialised_whatever_the_qp_count) {
+    const std::string shared = " --set workload.atomic_word=shared";
+    // Every QP's atomics go to one word: the rate stays that of one QP (the responder starts an
+    // atomic on a word after the previous one's read-modify-write at host memory).
+    nlohmann::json one, four, sixteen, own;
+    ASSERT_EQ(run_json("--workload atomic_rate --iters 2000" + shared, &one).code, 0);
+    ASSERT_EQ(run_json("--workload atomic_rate --iters 2000 --qps 4" + shared, &four).code, 0);
+    ASSERT_EQ(run_json("--workload atomic_rate --iters 2000 --qps 16" + shared, &sixteen).code, 0);
+    ASSERT_EQ(run_json("--workload atomic_rate --iters 2000 --qps 4", &own).code, 0);
+    const double r1 = one["results"][0]["msg_rate_mpps"], r4 = four["results"][0]["msg_rate_mpps"],
+                 r16 = sixteen["results"][0]["msg_rate_mpps"], own4 = own["results"][0]["msg_rate_mpps"];
+    EXPECT_NEAR(r4, r1, 0.02 * r1);
+    EXPECT_NEAR(r16, r1, 0.02 * r1);
+    EXPECT_GT(own4, 2 * r4);  // a word per QP: four serialisations overlap
+    EXPECT_EQ(four["config"]["workload.atomic_word"], "shared");
+    // --verify: the fetched values of all QPs form one serial execution, both operations.
+    for (const std::string op : {"fetch_add", "cmp_swap"}) {
+        nlohmann::json j;
+        const std::string args = "--workload atomic_rate --iters 1000 --qps 3 --atomic " + op + shared + " --verify";
+        const result r = run_json(args, &j);
+        ASSERT_EQ(r.code, 0) << args << ": " << r.err;
+        expect_verified(j, args);
+        EXPECT_EQ(j["results"][0]["verify"]["bytes_checked"], 1001 * 8) << args;
+    }
+    const result bad = run("--workload atomic_rate --set workload.atomic_word=one");
+    EXPECT_EQ(bad.code, 2);
+    EXPECT_NE(bad.err.find("workload.atomic_word"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("per_qp|shared"), std::string::npos) << bad.err;
+}
+
 TEST(HcasimProgram, seed_seeds_the_links_unless_link_seed_is_set) {
     nlohmann::json j;
     ASSERT_EQ(run_json("--workload write_bw --size 4K --iters 10 --seed 7", &j).code, 0);
