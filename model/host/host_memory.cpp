@@ -12,6 +12,7 @@
 #include <string>
 
 #include "model/core/bytes.h"
+#include "model/core/slab.h"
 #include "tlm_if/tlm_ext.h"
 
 namespace hcasim {
@@ -52,8 +53,8 @@ host_memory::host_memory(const sc_module_name& name)
 }
 
 host_memory::~host_memory() {
-    for (const auto& s : slabs_)
-        munmap(s.first, s.second);
+    for (uint8_t* s : slabs_)
+        unmap_slab(s);
     if (shared_base_) munmap(shared_base_, size_bytes.get());
     if (shared_fd_ >= 0) close(shared_fd_);
 }
@@ -84,26 +85,9 @@ uint8_t* host_memory::new_page() {
         // Fresh anonymous memory is zero-filled: unwritten simulated memory reads as zero.
         // With huge_pages the slab is 2 MiB aligned and asks for a transparent huge page: one
         // TLB entry for 512 simulated pages (thousands of QPs touch one page each per message).
-        const bool huge = huge_pages.get();
-        const size_t map_bytes = huge ? 2 * slab_bytes : slab_bytes;
-        void* m = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED)
-            throw std::bad_alloc();
-        uint8_t* slab = static_cast<uint8_t*>(m);
-        if (huge) {
-            // Keep the aligned 2 MiB of the 4 MiB mapping, return the rest.
-            const uintptr_t at = (reinterpret_cast<uintptr_t>(m) + slab_bytes - 1) & ~uintptr_t(slab_bytes - 1);
-            slab = reinterpret_cast<uint8_t*>(at);
-            const size_t head = size_t(slab - static_cast<uint8_t*>(m));
-            if (head)
-                munmap(m, head);
-            if (slab_bytes - head)
-                munmap(slab + slab_bytes, slab_bytes - head);
-            madvise(slab, slab_bytes, MADV_HUGEPAGE);  // a hint: refused, the slab keeps 4 KiB pages
-        }
-        slabs_.emplace_back(slab, slab_bytes);
-        slab_next_ = slab;
-        slab_pages_left_ = slab_bytes / page_size;
+        slab_next_ = map_slab(huge_pages.get());
+        slabs_.push_back(slab_next_);
+        slab_pages_left_ = SLAB_BYTES / page_size;
     }
     uint8_t* p = slab_next_;
     slab_next_ += page_size;

@@ -97,7 +97,6 @@ private:
     /// kernel zero-fills them; a run with thousands of QPs touches gigabytes). With huge_pages
     /// a slab is one transparent huge page when the kernel grants it.
     uint8_t* new_page();
-    static constexpr uint64_t slab_bytes = uint64_t(2) << 20;
     bool in_range(uint64_t addr, uint64_t n) const { return n <= size_bytes.get() && addr <= size_bytes.get() - n; }
     void copy_in(uint64_t addr, const uint8_t* src, uint64_t n);
     void copy_out(uint64_t addr, uint8_t* dst, uint64_t n) const;
@@ -183,7 +182,7 @@ private:
     unsigned int transport_dbg(tlm::tlm_generic_payload& gp);
 
     std::vector<std::unique_ptr<chunk>> top_;
-    std::vector<std::pair<void*, size_t>> slabs_;  // mappings to release: (address, bytes)
+    std::vector<uint8_t*> slabs_;                  // from map_slab (model/core/slab.h)
     uint8_t* slab_next_ = nullptr;                 // next unused page of the current slab
     uint64_t slab_pages_left_ = 0;
     std::vector<watch_entry> watches_;

@@ -16,8 +16,10 @@
 #include "model/hca/cq_writer.h"
 #include "model/hca/dma_mux.h"
 #include "model/hca/pkey_checker.h"
+#include "model/hca/port.h"
 #include "model/hca/translation_unit.h"
 #include "model/host/host_memory.h"
+#include "model/core/slab.h"
 #include "testbench/tests/bench_harness.h"
 #include "testbench/tests/sim_fork.h"
 #include "tlm_if/contexts.h"
@@ -307,6 +309,50 @@ TEST(HcaTranslation, lru_keeps_the_recently_used_entry_of_a_set) {
     EXPECT_EQ(c.find(4), nullptr);
     EXPECT_EQ(*c.find(5), 50);
     EXPECT_THROW(onchip_cache<int>(6, 4), std::invalid_argument);
+}
+
+TEST(HcaPort, packet_buffers_come_from_aligned_slabs_distinct_and_reused) {
+    using hcasim::packet;
+    using pb = hcasim::port::packet_buffers;
+    // More than one slab's worth: every buffer distinct, 64-byte aligned, whole and writable.
+    std::vector<packet*> taken;
+    for (int i = 0; i < 1200; ++i) {
+        packet* p = pb::take();
+        ASSERT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+        p->len = uint32_t(i);
+        std::memset(p->bytes, i & 0xFF, sizeof p->bytes);
+        taken.push_back(p);
+    }
+    std::vector<packet*> sorted = taken;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 1; i < sorted.size(); ++i)
+        ASSERT_GE(reinterpret_cast<uintptr_t>(sorted[i]) - reinterpret_cast<uintptr_t>(sorted[i - 1]), sizeof(packet));
+    for (int i = 0; i < 1200; ++i) {
+        ASSERT_EQ(taken[i]->len, uint32_t(i));
+        ASSERT_EQ(taken[i]->bytes[0], uint8_t(i));
+        ASSERT_EQ(taken[i]->bytes[sizeof taken[i]->bytes - 1], uint8_t(i));
+    }
+    // A buffer given back is the next one taken (its bytes are still in the CPU's cache).
+    pb::give(taken[700]);
+    EXPECT_EQ(pb::take(), taken[700]);
+    for (packet* p : taken)
+        pb::give(p);
+}
+
+TEST(CoreSlab, slabs_are_zero_filled_and_huge_ones_2_mib_aligned) {
+    for (bool huge : {true, false}) {
+        uint8_t* s = hcasim::map_slab(huge);
+        if (huge) {
+            EXPECT_EQ(reinterpret_cast<uintptr_t>(s) % hcasim::SLAB_BYTES, 0u);
+        }
+        EXPECT_EQ(s[0], 0);
+        EXPECT_EQ(s[hcasim::SLAB_BYTES - 1], 0);
+        EXPECT_EQ(std::count(s, s + hcasim::SLAB_BYTES, 0), std::ptrdiff_t(hcasim::SLAB_BYTES));
+        s[0] = 1;
+        s[hcasim::SLAB_BYTES - 1] = 2;
+        EXPECT_EQ(s[0] + s[hcasim::SLAB_BYTES - 1], 3);
+        hcasim::unmap_slab(s);
+    }
 }
 
 TEST(HcaOnchipCache, fifo_evicts_the_oldest_fill_whatever_was_used) {
