@@ -83,7 +83,8 @@ public:
     /// Compares a 64-bit result (8 bytes checked). True if equal.
     bool value(const where& w, uint64_t actual, uint64_t expected);
     /// The atomics of several QPs on one word, started at `init`: their fetched values must be
-    /// those of one serial execution, and the word (`final_value`) where it leaves the word.
+    /// those of one serial execution, and the word's final value (`final_value`) the one that
+    /// execution leaves.
     /// FETCH_AND_ADD: following fetched values from `init` (each adds its operand) reaches every
     /// atomic once; a lost or doubled update breaks the chain. COMPARE_AND_SWAP (`cas`, each
     /// expecting `init`): the first to fetch `init` swapped, every other fetches its swap value.
