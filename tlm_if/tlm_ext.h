@@ -129,4 +129,20 @@ struct buffer_loan_ext : tlm::tlm_extension<buffer_loan_ext> {
     }
 };
 
+struct packet;  // model/fabric/packet.h
+
+/// Offered on a fabric packet's payload by a sender whose packet buffer (from packet_pool) holds
+/// the bytes: a receiver that keeps the packet past the call (a port's receive queue, a
+/// switch's output queue) may take the buffer itself instead of copying it, if `pkt->bytes` is
+/// the payload's data pointer (not a faulty cable's altered copy), by swapping one of its free
+/// buffers into `pkt`. A second delivery of the same payload (a duplicating cable) then finds
+/// another buffer there and copies: the bytes it reads are the taken buffer's, unchanged until
+/// the call returns. The sender sets it on its payload once (the payload owns and deletes it)
+/// and sets `pkt` before each call, reads the buffer it got back after it, and clears `pkt`.
+struct packet_handoff_ext : tlm::tlm_extension<packet_handoff_ext> {
+    packet* pkt = nullptr;
+    tlm::tlm_extension_base* clone() const override { return new packet_handoff_ext(*this); }
+    void copy_from(const tlm::tlm_extension_base& e) override { pkt = static_cast<const packet_handoff_ext&>(e).pkt; }
+};
+
 }  // namespace hcasim

@@ -1,6 +1,7 @@
 #include "model/fabric/ib_switch.h"
 
 #include <cstring>
+#include <utility>
 
 #include "model/core/bytes.h"
 #include "model/core/sim_time.h"
@@ -32,6 +33,14 @@ ib_switch::ib_switch(const sc_module_name& name, unsigned ports)
     sensitive << wake_;
     dont_initialize();
     gp_.set_command(tlm::TLM_WRITE_COMMAND);
+    handoff_ = new packet_handoff_ext;
+    gp_.set_extension(handoff_);
+}
+
+ib_switch::~ib_switch() {
+    for (auto& o : ports_)
+        for (auto& s : o->pool)
+            packet_pool::give(s->pkt);
 }
 
 void ib_switch::set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_time& propagation,
@@ -77,7 +86,8 @@ void ib_switch::leave_mcast(uint16_t mlid, unsigned p) {
         --g[p];
 }
 
-bool ib_switch::enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_time& delay, crc_state crc) {
+bool ib_switch::enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_time& delay, crc_state crc,
+                        packet** handoff) {
     out_port& o = *ports_[p];
     if (o.count == o.ring.size()) {
         ++dropped_queue_full;
@@ -88,9 +98,17 @@ bool ib_switch::enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_
     o.free.pop_back();
     slot& s = *at;
     s.at = sc_time_stamp() + delay + ns_time(latency_ns.get());
-    s.pkt.len = len;
     s.crc = crc;
-    copy_bytes(s.pkt.bytes, data, len);
+    if (handoff) {
+        std::swap(s.pkt, *handoff);  // the sender gets this slot's free buffer
+        if (!*handoff)
+            *handoff = packet_pool::take();
+    } else {
+        if (!s.pkt)
+            s.pkt = packet_pool::take();
+        copy_bytes(s.pkt->bytes, data, len);
+    }
+    s.pkt->len = len;
     ++o.count;
     active_[p / 64] |= uint64_t(1) << (p % 64);
     wake_.notify(s.at - sc_time_stamp());
@@ -126,7 +144,11 @@ void ib_switch::b_transport(int id, tlm::tlm_generic_payload& gp, sc_time& delay
         ++dropped_no_route;
         return;
     }
-    enqueue(unsigned(p), gp.get_data_ptr(), len, delay, crc_state_of(gp));
+    // The sender's buffer itself, if it is offered and holds these very bytes (not a faulty
+    // cable's altered copy; a duplicate finds it taken).
+    packet_handoff_ext* h = gp.get_extension<packet_handoff_ext>();
+    packet** take = h && h->pkt && h->pkt->bytes == gp.get_data_ptr() ? &h->pkt : nullptr;
+    enqueue(unsigned(p), gp.get_data_ptr(), len, delay, crc_state_of(gp), take);
 }
 
 // Each output serialises its queue in order; a packet starts when it is ready and the output
@@ -151,16 +173,20 @@ void ib_switch::forward() {
         while (o.count && o.ring[o.head]->at <= now) {
             slot& s = *o.ring[o.head];
             sc_time start = o.free_at > now ? o.free_at : now;
-            o.free_at = start + ps_time(double(s.pkt.len) * o.ps_per_byte);
+            const uint32_t len = s.pkt->len;
+            o.free_at = start + ps_time(double(len) * o.ps_per_byte);
             if (o.capture)
-                o.capture->record(o.capture_dir, start, s.pkt.bytes, s.pkt.len, s.crc);
-            gp_.set_data_ptr(s.pkt.bytes);
-            gp_.set_data_length(s.pkt.len);
-            gp_.set_streaming_width(s.pkt.len);
+                o.capture->record(o.capture_dir, start, s.pkt->bytes, len, s.crc);
+            gp_.set_data_ptr(s.pkt->bytes);
+            gp_.set_data_length(len);
+            gp_.set_streaming_width(len);
             gp_.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
             set_crc_state(gp_, s.crc);
             sc_time delay = o.free_at - now + o.propagation;
+            handoff_->pkt = s.pkt;
             o.faults.carry(gp_, delay, *out[p]);
+            s.pkt = handoff_->pkt;  // the receiver's free buffer if it took this one
+            handoff_->pkt = nullptr;
             ++forwarded;
             o.free.push_back(&s);
             o.head = (o.head + 1) % o.ring.size();

@@ -1,7 +1,9 @@
 // InfiniBand switch: forwards packets by destination LID (linear forwarding table: LID n goes
 // out of the port the node with LID n is cabled to; a multicast LID, 0xC000..0xFFFE, goes out of
 // every port that joined its group except the one it came in on), with a fixed cut-through latency and one
-// serialising output queue per port. A packet that finds its output queue full is dropped
+// serialising output queue per port. A unicast packet offered with its sender's buffer
+// (packet_handoff_ext) is queued in that buffer, and passed on the same way: through the switch,
+// as back to back, no byte is copied. A packet that finds its output queue full is dropped
 // and counted (credit-based flow control arrives with the timing issue). What an output sends
 // toward node N passes through that node's cable faults (link.* fault parameters of node N,
 // given by set_route), counted per output as `out<N>.dropped` etc.
@@ -55,14 +57,16 @@ public:
 private:
     void b_transport(int id, tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
     void forward();
-    /// Queues a copy of the packet on output `p` (false: the queue is full).
-    /// `crc`: what the input payload's crc_intact_ext said (the copy passes it on).
-    bool enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_core::sc_time& delay, crc_state crc);
+    /// Queues the packet on output `p` (false: the queue is full): in the sender's buffer if
+    /// `handoff` offers it (a free one goes back in exchange), else a copy.
+    /// `crc`: what the input payload's crc_intact_ext said (the queued packet passes it on).
+    bool enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_core::sc_time& delay, crc_state crc,
+                 packet** handoff = nullptr);
 
     struct slot {
         sc_core::sc_time at;  // when the packet is ready to leave (arrival + latency)
         crc_state crc = crc_state::unknown;  // crc_intact_ext of the packet as it came in
-        packet pkt;
+        packet* pkt = nullptr;  // from packet_pool (taken at first use)
     };
     struct out_port {
         explicit out_port(const std::string& prefix) : faults(prefix) {}
@@ -73,7 +77,7 @@ private:
         sc_core::sc_time propagation, free_at;
         // The output queue: `count` slots from `head` (empty ring: the port has no route). The
         // ring holds pointers into `pool`; free slots wait on `free`, a stack, so the next
-        // packet is copied into the slot released last, still in the cache.
+        // packet goes into the slot released last, its buffer still in the cache.
         std::vector<slot*> ring, free;
         std::vector<std::unique_ptr<slot>> pool;
         size_t head = 0, count = 0;
@@ -86,6 +90,10 @@ private:
     std::vector<std::vector<uint16_t>> mft_;  // multicast: per MLID - 0xC000, joins per port (empty: no group)
     sc_core::sc_event wake_;
     tlm::tlm_generic_payload gp_;
+    packet_handoff_ext* handoff_ = nullptr;  // on gp_ (which owns it): the slot's buffer on offer
+
+public:
+    ~ib_switch() override;
 };
 
 }  // namespace hcasim

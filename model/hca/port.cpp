@@ -2,10 +2,8 @@
 
 #include "model/core/bytes.h"
 #include "model/core/sim_time.h"
-#include "model/core/slab.h"
 
 #include <cstring>
-#include <new>
 #include <utility>
 
 namespace hcasim {
@@ -56,7 +54,7 @@ port::port(const sc_module_name& name)
     rx_ring_.resize(rx_buffer_packets);
     for (size_t i = 0; i < rx_ring_.size(); ++i) {
         rx_pool_.push_back(std::make_unique<rx_slot>());
-        rx_pool_.back()->pkt = packet_buffers::take();
+        rx_pool_.back()->pkt = packet_pool::take();
         rx_free_.push_back(rx_pool_.back().get());
     }
     rx.register_b_transport(this, &port::rx_b_transport);
@@ -64,58 +62,17 @@ port::port(const sc_module_name& name)
     sensitive << rx_event_;
     dont_initialize();
     tx_gp_.set_command(tlm::TLM_WRITE_COMMAND);
-    handoff_ = new handoff_ext;
+    handoff_ = new packet_handoff_ext;
     loan_.give_back = &port::give_back_loan;
     tx_gp_.set_extension(handoff_);
 }
 
 port::~port() {
     for (auto& s : rx_pool_)
-        packet_buffers::give(s->pkt);
+        packet_pool::give(s->pkt);
 }
 
-namespace {
-/// Packet buffers live in slabs (model/core/slab.h), 64-byte aligned, about 490 to a slab: a
-/// receive queue that grows by thousands of packets in a run with thousands of QPs costs a
-/// page fault per slab rather than a heap allocation and a page fault per packet.
-struct buffer_store {
-    static constexpr size_t stride = (sizeof(packet) + 63) / 64 * 64;
-    static constexpr size_t per_slab = SLAB_BYTES / stride;
-    std::vector<uint8_t*> slabs;
-    std::vector<packet*> free;
-    ~buffer_store() {
-        for (uint8_t* s : slabs)
-            unmap_slab(s);
-    }
-    /// Adds a slab's buffers to the free list, the lowest address on top.
-    void grow() {
-        uint8_t* s = map_slab(true);
-        slabs.push_back(s);
-        for (size_t i = per_slab; i-- > 0;)
-            free.push_back(new (s + i * stride) packet);
-    }
-};
-buffer_store& buffers() {
-    static buffer_store b;
-    return b;
-}
-}  // namespace
-
-packet* port::packet_buffers::take() {
-    buffer_store& b = buffers();
-    if (b.free.empty())
-        b.grow();
-    packet* p = b.free.back();
-    b.free.pop_back();
-    return p;
-}
-
-void port::packet_buffers::give(packet* p) {
-    if (p)
-        buffers().free.push_back(p);
-}
-
-void port::give_back_loan(void* buffer) { packet_buffers::give(static_cast<packet*>(buffer)); }
+void port::give_back_loan(void* buffer) { packet_pool::give(static_cast<packet*>(buffer)); }
 
 void port::set_rate_gbps(double gbps) {
     rate_gbps_ = gbps;
@@ -224,7 +181,7 @@ void port::rx_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
     gp.set_response_status(tlm::TLM_OK_RESPONSE);
     // The sender's buffer itself, if it is offered and holds these very bytes (not a faulty
     // cable's altered copy; a duplicate finds it taken).
-    handoff_ext* h = gp.get_extension<handoff_ext>();
+    packet_handoff_ext* h = gp.get_extension<packet_handoff_ext>();
     packet** take = h && h->pkt && h->pkt->bytes == gp.get_data_ptr() ? &h->pkt : nullptr;
     enqueue_rx(gp.get_data_ptr(), gp.get_data_length(), sim_now() + delay + rx_pipeline_,
                crc_state_of(gp) != crc_state::unknown, take);
@@ -242,7 +199,7 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
             grown[i] = rx_ring_[(rx_head_ + i) % rx_ring_.size()];
         for (size_t i = rx_ring_.size(); i < grown.size(); ++i) {
             rx_pool_.push_back(std::make_unique<rx_slot>());
-            rx_pool_.back()->pkt = packet_buffers::take();
+            rx_pool_.back()->pkt = packet_pool::take();
             rx_free_.push_back(rx_pool_.back().get());
         }
         rx_ring_.swap(grown);
@@ -323,7 +280,7 @@ void port::rx_process() {
             if (sink_)
                 sink_->receive(p);
             if (p.loan && !loan_.buffer)  // host memory keeps it until the write lands: take another
-                s.pkt = packet_buffers::take();
+                s.pkt = packet_pool::take();
             loan_.buffer = nullptr;
         } else if (st == wire::parse_status::bad_vcrc) {
             ++rx_bad_vcrc;

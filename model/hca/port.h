@@ -64,18 +64,11 @@ public:
     /// and never reaches the link. The caller's buffer is free again on return. Returns the
     /// time (offset from now) the last bit leaves the port (or enters the loopback path).
     sc_core::sc_time transmit(packet& pkt, uint32_t len_before_icrc, const sc_core::sc_time& ready);
-    /// The same for a buffer from packet_buffers: the receiving port (back to back, on a cable
-    /// without faults) takes the buffer itself instead of copying the packet, and `pkt` comes
-    /// back as another free buffer.
+    /// The same for a buffer from packet_pool: the receiver (a port or switch, on a cable that
+    /// does not alter the bytes) takes the buffer itself instead of copying the packet
+    /// (packet_handoff_ext), and `pkt` comes back as another free buffer.
     sc_core::sc_time transmit(packet*& pkt, uint32_t len_before_icrc, const sc_core::sc_time& ready);
 
-    /// Packet buffers of the process, handed between ports (a port that receives a buffer
-    /// gives one of its free ones in exchange): a buffer is taken by its first user and given
-    /// back by whoever holds it when it is destroyed.
-    struct packet_buffers {
-        static packet* take();
-        static void give(packet* p);
-    };
     /// How long a sender must wait before the transmit queues (wire and loopback) have room
     /// (zero if they have).
     sc_core::sc_time tx_backpressure();
@@ -115,13 +108,7 @@ private:
     struct rx_slot {
         sc_core::sc_time arrival;
         bool intact = false;  // crc_intact_ext: skip the CRC checks
-        packet* pkt = nullptr;  // from packet_buffers
-    };
-    /// On the transmit payload: the sender's buffer, while the receiver may take it.
-    struct handoff_ext : tlm::tlm_extension<handoff_ext> {
-        packet* pkt = nullptr;
-        tlm::tlm_extension_base* clone() const override { return new handoff_ext(*this); }
-        void copy_from(const tlm::tlm_extension_base& e) override { pkt = static_cast<const handoff_ext&>(e).pkt; }
+        packet* pkt = nullptr;  // from packet_pool
     };
     rx_sink* sink_ = nullptr;
     double rate_gbps_ = 100.0;
@@ -142,10 +129,10 @@ private:
     sc_core::sc_time rx_pipeline_;
     bool lazy_crc_ = true;
     tlm::tlm_generic_payload tx_gp_;
-    handoff_ext* handoff_ = nullptr;  // on tx_gp_ (which owns it)
+    packet_handoff_ext* handoff_ = nullptr;  // on tx_gp_ (which owns it)
     // The packet being received, on offer to the DMA writes of its payload (rx_packet::loan):
     // host memory may keep the buffer until its posted write lands instead of copying 4 KiB;
-    // the slot then takes another from packet_buffers, where the buffer returns.
+    // the slot then takes another from packet_pool, where the buffer returns.
     buffer_loan_ext loan_;
     static void give_back_loan(void* buffer);
 

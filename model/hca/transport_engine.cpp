@@ -174,15 +174,15 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     for (sc_event& e : timer_ev_)
         sensitive << e;
     dont_initialize();
-    tx_pkt_ = port::packet_buffers::take();
-    ack_pkt_ = port::packet_buffers::take();
-    resp_pkt_ = port::packet_buffers::take();
+    tx_pkt_ = packet_pool::take();
+    ack_pkt_ = packet_pool::take();
+    resp_pkt_ = packet_pool::take();
 }
 
 transport_engine::~transport_engine() {
-    port::packet_buffers::give(tx_pkt_);
-    port::packet_buffers::give(ack_pkt_);
-    port::packet_buffers::give(resp_pkt_);
+    packet_pool::give(tx_pkt_);
+    packet_pool::give(ack_pkt_);
+    packet_pool::give(resp_pkt_);
 }
 
 sc_time transport_engine::rnr_time(uint8_t code) {

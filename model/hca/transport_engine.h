@@ -524,7 +524,7 @@ private:
     sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_, coalesce_time_;
     uint64_t packet_ps_ = 0, rx_ps_ = 0;  // the same in ps, for the busy counters
     const sc_core::sc_time one_ps_{1, sc_core::SC_PS};  // per-packet stall counters divide by it
-    // From port::packet_buffers: the port may hand a buffer to the receiver and return another.
+    // From packet_pool: the port may hand a buffer to the receiver and return another.
     packet* tx_pkt_ = nullptr;
     packet* ack_pkt_ = nullptr;
     packet* resp_pkt_ = nullptr;

@@ -47,12 +47,13 @@ public:
     struct rx {
         uint32_t psn;
         sc_time at;
+        const uint8_t* payload;  // where the port holds it: which buffer came through
     };
     std::vector<rx> got;
     unsigned bad_payload = 0;  // accepted packets whose bytes differ from what was sent
 
     void receive(const rx_packet& p) override {
-        got.push_back({p.h.b.psn, sc_time_stamp()});
+        got.push_back({p.h.b.psn, sc_time_stamp(), p.payload});
         bool ok = p.payload_len == kPayload;
         for (uint32_t i = 0; ok && i < kPayload; ++i)
             ok = p.payload[i] == payload_byte(p.h.b.psn, i);
@@ -73,14 +74,19 @@ public:
 };
 
 /// Sends `count` packets (PSN 0..count-1) from `tx` to `dlid`, packet i at i * gap_ns.
+/// `handoff`: each from a packet_pool buffer, offered to the receiver (port::transmit(packet*&),
+/// as the transport engine sends); `sent` keeps which buffer each was built in.
 class sender : public sc_module {
 public:
     SC_HAS_PROCESS(sender);
-    sender(sc_module_name n, port& tx, uint16_t slid, uint16_t dlid, unsigned count, double gap_ns = kGapNs)
-        : sc_module(n), tx_(tx), slid_(slid), dlid_(dlid), count_(count), gap_(gap_ns, SC_NS) {
+    sender(sc_module_name n, port& tx, uint16_t slid, uint16_t dlid, unsigned count, double gap_ns = kGapNs,
+           bool handoff = false)
+        : sc_module(n), tx_(tx), slid_(slid), dlid_(dlid), count_(count), gap_(gap_ns, SC_NS), handoff_(handoff) {
         SC_THREAD(main);
     }
+    ~sender() override { packet_pool::give(buf_); }
     bool done = false;
+    std::vector<const packet*> sent;
 
 private:
     void main() {
@@ -94,10 +100,15 @@ private:
             h.b.opcode = wire::op::RC_SEND_ONLY;
             h.b.dest_qp = 0x11;
             h.b.psn = i;
-            const size_t hdr = wire::encode_headers(h, kPayload, pkt_.bytes);
+            packet& pkt = handoff_ ? *buf_ : pkt_;
+            const size_t hdr = wire::encode_headers(h, kPayload, pkt.bytes);
             for (uint32_t b = 0; b < kPayload; ++b)
-                pkt_.bytes[hdr + b] = payload_byte(i, b);
-            tx_.transmit(pkt_, uint32_t(hdr + kPayload), SC_ZERO_TIME);
+                pkt.bytes[hdr + b] = payload_byte(i, b);
+            sent.push_back(&pkt);
+            if (handoff_)
+                tx_.transmit(buf_, uint32_t(hdr + kPayload), SC_ZERO_TIME);  // buf_: a free buffer back
+            else
+                tx_.transmit(pkt_, uint32_t(hdr + kPayload), SC_ZERO_TIME);
         }
         done = true;
     }
@@ -105,7 +116,9 @@ private:
     uint16_t slid_, dlid_;
     unsigned count_;
     sc_time gap_;
+    bool handoff_;
     packet pkt_;
+    packet* buf_ = packet_pool::take();
 };
 
 void set_keys(const std::vector<std::pair<std::string, std::string>>& keys) {
@@ -127,12 +140,12 @@ sc_time seen_at(unsigned i, double extra_ns = 0) {
 /// A machine with `keys`; node `from` sends `n` packets to node `to`, recorded there.
 struct bench {
     bench(const std::vector<std::pair<std::string, std::string>>& keys, unsigned from, unsigned to, unsigned n,
-          double gap_ns = kGapNs) {
+          double gap_ns = kGapNs, bool handoff = false) {
         set_keys(keys);
         m = std::make_unique<machine>();
         m->at(to).adapter.port0.bind_receiver(rec);
         tx = std::make_unique<sender>("sender", m->at(from).adapter.port0, m->at(from).lid(), m->at(to).lid(), n,
-                                      gap_ns);
+                                      gap_ns, handoff);
         broker::instance().check_unused();
     }
     void run(double ns) {
@@ -504,6 +517,46 @@ SIM_TEST(FabricFault, switch_link_down_toward_node) {
     EXPECT_EQ(b.rec.psns(), (std::vector<uint32_t>{0, 1, 2}));
     EXPECT_EQ(count("fabric.switch.out1.dropped_down"), 5u);
     EXPECT_EQ(count("node0.link.dropped_down"), 0u);
+}
+
+// Packet buffers: a sender's buffer offered with packet_handoff_ext travels to the receiving
+// port itself, back to back and through the switch (no copy); what a cable alters or delivers
+// twice is copied. Times are those of a copy.
+SIM_TEST(FabricFault, the_senders_buffer_reaches_the_receiver_itself_back_to_back_and_through_the_switch) {
+    for (const char* nodes : {"2", "3"}) {
+        const bool sw = nodes[0] == '3';
+        hcasim::test::run_forked([&] {
+            bench b({{"fabric.nodes", nodes}}, 0, 1, 20, kGapNs, true);
+            b.run(5000);
+            ASSERT_EQ(b.rec.got.size(), 20u);
+            ASSERT_EQ(b.tx->sent.size(), 20u);
+            const size_t hdr = wire::LRH_BYTES + wire::BTH_BYTES;
+            for (unsigned i = 0; i < 20; ++i) {
+                EXPECT_EQ(b.rec.got[i].psn, i);
+                EXPECT_EQ(b.rec.got[i].payload, b.tx->sent[i]->bytes + hdr) << "packet " << i << " was copied";
+                EXPECT_EQ(b.rec.got[i].at, sw ? seen_at(i, 90 + kSerNs + kPropNs) : seen_at(i));
+            }
+            if (sw)
+                EXPECT_EQ(count("fabric.switch.forwarded"), 20u);
+        });
+    }
+}
+
+SIM_TEST(FabricFault, a_buffer_handed_through_the_switch_reaches_a_duplicating_cable_intact_twice) {
+    // The switch's output to node1 duplicates every packet: the first delivery takes the
+    // buffer, the second copies it (the recorder checks every payload byte).
+    bench b({{"fabric.nodes", "3"}, {"link1.dup_rate", "1"}}, 0, 1, 10, kGapNs, true);
+    b.run(3000);
+    ASSERT_EQ(b.rec.got.size(), 20u);
+    const size_t hdr = wire::LRH_BYTES + wire::BTH_BYTES;
+    for (unsigned i = 0; i < 10; ++i) {
+        EXPECT_EQ(b.rec.got[2 * i].psn, i);
+        EXPECT_EQ(b.rec.got[2 * i + 1].psn, i);
+        EXPECT_EQ(b.rec.got[2 * i].payload, b.tx->sent[i]->bytes + hdr);
+        EXPECT_NE(b.rec.got[2 * i + 1].payload, b.tx->sent[i]->bytes + hdr);
+        EXPECT_EQ(b.rec.got[2 * i].at, b.rec.got[2 * i + 1].at);
+    }
+    EXPECT_EQ(count("fabric.switch.out1.duplicated"), 10u);
 }
 
 SIM_TEST(FabricFault, directions_have_their_own_streams) {

@@ -311,9 +311,9 @@ TEST(HcaTranslation, lru_keeps_the_recently_used_entry_of_a_set) {
     EXPECT_THROW(onchip_cache<int>(6, 4), std::invalid_argument);
 }
 
-TEST(HcaPort, packet_buffers_come_from_aligned_slabs_distinct_and_reused) {
+TEST(FabricPacketPool, packet_buffers_come_from_aligned_slabs_distinct_and_reused) {
     using hcasim::packet;
-    using pb = hcasim::port::packet_buffers;
+    using pb = hcasim::packet_pool;
     // More than one slab's worth: every buffer distinct, 64-byte aligned, whole and writable.
     std::vector<packet*> taken;
     for (int i = 0; i < 1200; ++i) {
