@@ -54,9 +54,9 @@ port::port(const sc_module_name& name)
     rx_ring_.resize(rx_buffer_packets);
     for (size_t i = 0; i < rx_ring_.size(); ++i) {
         rx_pool_.push_back(std::make_unique<rx_slot>());
-        rx_pool_.back()->pkt = packet_pool::take();
         rx_free_.push_back(rx_pool_.back().get());
     }
+    static_assert(sizeof(rx_slot) == 256, "a receive slot is four cache lines");
     rx.register_b_transport(this, &port::rx_b_transport);
     SC_METHOD(rx_process);
     sensitive << rx_event_;
@@ -199,7 +199,6 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
             grown[i] = rx_ring_[(rx_head_ + i) % rx_ring_.size()];
         for (size_t i = rx_ring_.size(); i < grown.size(); ++i) {
             rx_pool_.push_back(std::make_unique<rx_slot>());
-            rx_pool_.back()->pkt = packet_pool::take();
             rx_free_.push_back(rx_pool_.back().get());
         }
         rx_ring_.swap(grown);
@@ -217,14 +216,22 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
     rx_ring_[at] = s;
     s->arrival = arrival;
     s->intact = intact;
-    if (handoff) {
-        std::swap(s->pkt, *handoff);  // the sender gets this slot's free buffer
+    s->len = len;
+    if (len <= rx_slot::SMALL_BYTES) {
+        copy_bytes(s->small, bytes, len);  // the sender keeps its buffer
+        s->data = s->small;
     } else {
-        copy_bytes(s->pkt->bytes, bytes, len);
+        if (!s->pkt)
+            s->pkt = packet_pool::take();
+        if (handoff)
+            std::swap(s->pkt, *handoff);  // the sender gets this slot's free buffer
+        else
+            copy_bytes(s->pkt->bytes, bytes, len);
+        s->pkt->len = len;
+        s->data = s->pkt->bytes;
     }
-    s->pkt->len = len;
     if (sink_ && sink_->wants_hints() && len >= wire::LRH_BYTES) {  // the BTH's destination QP, a hint
-        const uint8_t* b = s->pkt->bytes;
+        const uint8_t* b = s->data;
         const unsigned next = b[1] & 3;  // LNH
         const size_t bth = wire::LRH_BYTES + (next == unsigned(wire::lnh::iba_global) ? wire::GRH_BYTES : 0);
         if (next >= unsigned(wire::lnh::iba_local) && len >= bth + wire::BTH_BYTES)
@@ -254,8 +261,8 @@ void port::rx_process() {
         rx_slot& s = *rx_ring_[rx_head_];
         rx_packet p;
         size_t off = 0, plen = 0;
-        const wire::parse_status st = wire::parse_packet(s.pkt->bytes, s.pkt->len, p.h, off, plen, !s.intact);
-        rx_bytes += s.pkt->len;
+        const wire::parse_status st = wire::parse_packet(s.data, s.len, p.h, off, plen, !s.intact);
+        rx_bytes += s.len;
         const uint16_t dlid = p.h.l.dlid;
         if (st == wire::parse_status::ok && !is_own_lid(dlid) && dlid < wire::MULTICAST_LID_BASE) {
             // Neither one of our unicast LIDs, nor multicast (0xC000-0xFFFE), nor permissive
@@ -263,10 +270,12 @@ void port::rx_process() {
             ++rx_bad_dlid;
         } else if (st == wire::parse_status::ok) {
             ++rx_packets;
-            p.payload = s.pkt->bytes + off;
+            p.payload = s.data + off;
             p.payload_len = uint32_t(plen);
-            p.wire_len = s.pkt->len;
-            if (plen >= loan_min_bytes) {  // below, a copy costs less than the loan's bookkeeping
+            p.wire_len = s.len;
+            // Below loan_min_bytes a copy costs less than the loan's bookkeeping (and the packet
+            // may be in the slot itself).
+            if (plen >= loan_min_bytes && s.data != s.small) {
                 loan_.buffer = s.pkt;
                 loan_.begin = s.pkt->bytes;
                 loan_.end = s.pkt->bytes + sizeof s.pkt->bytes;
@@ -279,8 +288,8 @@ void port::rx_process() {
                               ",\"slid\":" + std::to_string(p.h.l.slid));
             if (sink_)
                 sink_->receive(p);
-            if (p.loan && !loan_.buffer)  // host memory keeps it until the write lands: take another
-                s.pkt = packet_pool::take();
+            if (p.loan && !loan_.buffer)  // host memory keeps it until the write lands
+                s.pkt = nullptr;          // (the slot takes another when it needs one)
             loan_.buffer = nullptr;
         } else if (st == wire::parse_status::bad_vcrc) {
             ++rx_bad_vcrc;

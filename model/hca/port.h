@@ -105,10 +105,18 @@ private:
         /// bounds what is tracked, for a caller that ignored tx_backpressure).
         void push(const sc_core::sc_time& start, const sc_core::sc_time& now);
     };
-    struct rx_slot {
+    /// A place in the receive queue. Packets up to SMALL_BYTES (ACKs, requests without payload,
+    /// 64-byte WRITEs) are copied into the slot itself; longer ones live in a packet buffer (the
+    /// sender's, taken in exchange, or a copy). A queue thousands of packets deep (16,384 QPs)
+    /// then holds its small packets in 256 bytes each, not in 4 KiB buffers.
+    struct alignas(64) rx_slot {
+        static constexpr uint32_t SMALL_BYTES = 224;
         sc_core::sc_time arrival;
-        bool intact = false;  // crc_intact_ext: skip the CRC checks
-        packet* pkt = nullptr;  // from packet_pool
+        const uint8_t* data = nullptr;  // the packet's bytes: `small` or pkt->bytes
+        packet* pkt = nullptr;          // from packet_pool, taken when the slot first needs one
+        uint32_t len = 0;               // bytes of the packet
+        bool intact = false;            // crc_intact_ext: skip the CRC checks
+        uint8_t small[SMALL_BYTES];
     };
     rx_sink* sink_ = nullptr;
     double rate_gbps_ = 100.0;

@@ -51,11 +51,12 @@ public:
     };
     std::vector<rx> got;
     unsigned bad_payload = 0;  // accepted packets whose bytes differ from what was sent
+    uint32_t payload_bytes = kPayload;
 
     void receive(const rx_packet& p) override {
         got.push_back({p.h.b.psn, sc_time_stamp(), p.payload});
-        bool ok = p.payload_len == kPayload;
-        for (uint32_t i = 0; ok && i < kPayload; ++i)
+        bool ok = p.payload_len == payload_bytes;
+        for (uint32_t i = 0; ok && i < payload_bytes; ++i)
             ok = p.payload[i] == payload_byte(p.h.b.psn, i);
         bad_payload += ok ? 0 : 1;
     }
@@ -80,8 +81,9 @@ class sender : public sc_module {
 public:
     SC_HAS_PROCESS(sender);
     sender(sc_module_name n, port& tx, uint16_t slid, uint16_t dlid, unsigned count, double gap_ns = kGapNs,
-           bool handoff = false)
-        : sc_module(n), tx_(tx), slid_(slid), dlid_(dlid), count_(count), gap_(gap_ns, SC_NS), handoff_(handoff) {
+           bool handoff = false, uint32_t payload = kPayload)
+        : sc_module(n), tx_(tx), slid_(slid), dlid_(dlid), count_(count), gap_(gap_ns, SC_NS), handoff_(handoff),
+          payload_(payload) {
         SC_THREAD(main);
     }
     ~sender() override { packet_pool::give(buf_); }
@@ -101,14 +103,14 @@ private:
             h.b.dest_qp = 0x11;
             h.b.psn = i;
             packet& pkt = handoff_ ? *buf_ : pkt_;
-            const size_t hdr = wire::encode_headers(h, kPayload, pkt.bytes);
-            for (uint32_t b = 0; b < kPayload; ++b)
+            const size_t hdr = wire::encode_headers(h, payload_, pkt.bytes);
+            for (uint32_t b = 0; b < payload_; ++b)
                 pkt.bytes[hdr + b] = payload_byte(i, b);
             sent.push_back(&pkt);
             if (handoff_)
-                tx_.transmit(buf_, uint32_t(hdr + kPayload), SC_ZERO_TIME);  // buf_: a free buffer back
+                tx_.transmit(buf_, uint32_t(hdr + payload_), SC_ZERO_TIME);  // buf_: a free buffer back
             else
-                tx_.transmit(pkt_, uint32_t(hdr + kPayload), SC_ZERO_TIME);
+                tx_.transmit(pkt_, uint32_t(hdr + payload_), SC_ZERO_TIME);
         }
         done = true;
     }
@@ -117,6 +119,7 @@ private:
     unsigned count_;
     sc_time gap_;
     bool handoff_;
+    uint32_t payload_;
     packet pkt_;
     packet* buf_ = packet_pool::take();
 };
@@ -140,12 +143,13 @@ sc_time seen_at(unsigned i, double extra_ns = 0) {
 /// A machine with `keys`; node `from` sends `n` packets to node `to`, recorded there.
 struct bench {
     bench(const std::vector<std::pair<std::string, std::string>>& keys, unsigned from, unsigned to, unsigned n,
-          double gap_ns = kGapNs, bool handoff = false) {
+          double gap_ns = kGapNs, bool handoff = false, uint32_t payload = kPayload) {
         set_keys(keys);
         m = std::make_unique<machine>();
+        rec.payload_bytes = payload;
         m->at(to).adapter.port0.bind_receiver(rec);
         tx = std::make_unique<sender>("sender", m->at(from).adapter.port0, m->at(from).lid(), m->at(to).lid(), n,
-                                      gap_ns, handoff);
+                                      gap_ns, handoff, payload);
         broker::instance().check_unused();
     }
     void run(double ns) {
@@ -536,9 +540,39 @@ SIM_TEST(FabricFault, the_senders_buffer_reaches_the_receiver_itself_back_to_bac
                 EXPECT_EQ(b.rec.got[i].payload, b.tx->sent[i]->bytes + hdr) << "packet " << i << " was copied";
                 EXPECT_EQ(b.rec.got[i].at, sw ? seen_at(i, 90 + kSerNs + kPropNs) : seen_at(i));
             }
-            if (sw)
+            if (sw) {
                 EXPECT_EQ(count("fabric.switch.forwarded"), 20u);
+            }
         });
+    }
+}
+
+SIM_TEST(FabricFault, a_packet_of_up_to_224_bytes_is_copied_into_the_receive_slot_and_the_sender_keeps_its_buffer) {
+    // 64-byte payload: LRH 8 + BTH 12 + 64 + ICRC 4 + VCRC 2 = 90 bytes, 7.2 ns at EDR 4x;
+    // 196 bytes of payload make 222 bytes on the wire, which a slot holds; 200 make 226, which
+    // go into a packet buffer (the sender's).
+    for (const uint32_t payload : {64u, 196u, 200u}) {
+        for (const char* nodes : {"2", "3"}) {
+            hcasim::test::run_forked([&] {
+                const bool sw = nodes[0] == '3';
+                const bool in_slot = payload <= 196;
+                bench b({{"fabric.nodes", nodes}}, 0, 1, 10, kGapNs, true, payload);
+                b.run(3000);
+                ASSERT_EQ(b.rec.got.size(), 10u);
+                const size_t hdr = wire::LRH_BYTES + wire::BTH_BYTES;
+                const double ser = (hdr + payload + 6) * 0.08;
+                for (unsigned i = 0; i < 10; ++i) {
+                    EXPECT_EQ(b.rec.got[i].psn, i);
+                    EXPECT_EQ(b.rec.got[i].payload == b.tx->sent[i]->bytes + hdr, !in_slot) << payload << " B, packet " << i;
+                    EXPECT_EQ(b.rec.got[i].at, sc_time(i * kGapNs + ser + kPropNs + (sw ? 90 + ser + kPropNs : 0) +
+                                                           kRxPipeNs,
+                                                       SC_NS));
+                    if (in_slot && !sw) {  // back to back the sender built every packet in the same buffer
+                        EXPECT_EQ(b.tx->sent[i], b.tx->sent[0]);
+                    }
+                }
+            });
+        }
     }
 }
 
