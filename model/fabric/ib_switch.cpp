@@ -144,11 +144,7 @@ void ib_switch::b_transport(int id, tlm::tlm_generic_payload& gp, sc_time& delay
         ++dropped_no_route;
         return;
     }
-    // The sender's buffer itself, if it is offered and holds these very bytes (not a faulty
-    // cable's altered copy; a duplicate finds it taken).
-    packet_handoff_ext* h = gp.get_extension<packet_handoff_ext>();
-    packet** take = h && h->pkt && h->pkt->bytes == gp.get_data_ptr() ? &h->pkt : nullptr;
-    enqueue(unsigned(p), gp.get_data_ptr(), len, delay, crc_state_of(gp), take);
+    enqueue(unsigned(p), gp.get_data_ptr(), len, delay, crc_state_of(gp), offered_buffer(gp));
 }
 
 // Each output serialises its queue in order; a packet starts when it is ready and the output

@@ -2,15 +2,18 @@
 // packets as TLM generic payloads whose data pointer is `bytes` and whose delay is the time
 // the last bit arrives at the receiver. Packet buffers come from packet_pool; a receiver that
 // keeps a packet (a port's receive queue, a switch's output queue) takes the sender's buffer
-// when it is offered (packet_handoff_ext) and copies otherwise, so no packet is allocated or
-// copied on the hot path.
+// when it is offered (packet_handoff_ext, see offered_buffer()) and copies otherwise, so no
+// packet is allocated on the hot path and no 4 KiB payload is copied between ports.
 #pragma once
+#include <tlm>
+
 #include <cstddef>
 #include <cstdint>
 #include <new>
 #include <vector>
 
 #include "model/core/slab.h"
+#include "tlm_if/tlm_ext.h"
 
 namespace hcasim {
 
@@ -67,5 +70,13 @@ private:
         return s;
     }
 };
+
+/// The sender's buffer on `gp`, if it is offered (packet_handoff_ext) and holds these very
+/// bytes (not a faulty cable's altered copy; a duplicate finds another buffer there): where a
+/// receiver swaps in a free buffer to take it. nullptr: copy the bytes.
+inline packet** offered_buffer(tlm::tlm_generic_payload& gp) {
+    packet_handoff_ext* h = gp.get_extension<packet_handoff_ext>();
+    return h && h->pkt && h->pkt->bytes == gp.get_data_ptr() ? &h->pkt : nullptr;
+}
 
 }  // namespace hcasim

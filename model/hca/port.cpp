@@ -179,12 +179,8 @@ sc_time port::transmit(packet*& pkt, uint32_t len_before_icrc, const sc_time& re
 
 void port::rx_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
     gp.set_response_status(tlm::TLM_OK_RESPONSE);
-    // The sender's buffer itself, if it is offered and holds these very bytes (not a faulty
-    // cable's altered copy; a duplicate finds it taken).
-    packet_handoff_ext* h = gp.get_extension<packet_handoff_ext>();
-    packet** take = h && h->pkt && h->pkt->bytes == gp.get_data_ptr() ? &h->pkt : nullptr;
     enqueue_rx(gp.get_data_ptr(), gp.get_data_length(), sim_now() + delay + rx_pipeline_,
-               crc_state_of(gp) != crc_state::unknown, take);
+               crc_state_of(gp) != crc_state::unknown, offered_buffer(gp));
 }
 
 void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival, bool intact, packet** handoff) {
