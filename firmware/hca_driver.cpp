@@ -1,4 +1,5 @@
 #include "firmware/hca_driver.h"
+#include "firmware/owned_ring.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -307,9 +308,9 @@ uint32_t hca_driver::process_eq() {
     if (!initialized_ || user_view_) return 0;
     uint32_t n = 0, async = 0, taken = 0, mask = (1u << opts_.eq_log_size) - 1;
     for (;;) {
+        if (!software_owns<hw::eqe>(bus_, eq_pa_, opts_.eq_log_size, eq_consumer_)) break;  // owner byte first
         hw::eqe e;
         bus_.mem_read(eq_pa_ + uint64_t(eq_consumer_ & mask) * sizeof(hw::eqe), &e, sizeof(e));
-        if ((e.owner & hw::CQE_OWNER_BIT) != hw::cqe_owner_for(eq_consumer_, opts_.eq_log_size)) break;
         ++eq_consumer_;
         ++n;
         if (e.type == hw::EQE_COMPLETION) {
@@ -389,10 +390,7 @@ void hca_driver::dispatch_async(const hw::eqe& e) {
 
 bool hca_driver::eq_pending() {
     if (!initialized_ || user_view_) return false;
-    uint32_t mask = (1u << opts_.eq_log_size) - 1;
-    uint8_t owner;
-    bus_.mem_read(eq_pa_ + uint64_t(eq_consumer_ & mask) * sizeof(hw::eqe) + offsetof(hw::eqe, owner), &owner, 1);
-    return (owner & hw::CQE_OWNER_BIT) == hw::cqe_owner_for(eq_consumer_, opts_.eq_log_size);
+    return software_owns<hw::eqe>(bus_, eq_pa_, opts_.eq_log_size, eq_consumer_);
 }
 
 bool hca_driver::wait_eq(uint64_t timeout_ns) {

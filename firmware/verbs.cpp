@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "firmware/owned_ring.h"
 #include "firmware/qp_state_machine.h"
 #include "tlm_if/mmio_map.h"
 #include "tlm_if/wqe.h"
@@ -195,15 +196,8 @@ void on_cq_event(ibv_cq* cq, const hw::eqe& e) {
         // 10.10.3: the completions present when the error is seen can still be polled, then the
         // CQ reads as empty; no completion events are reported any more.
         host_bus& bus = cq->context->driver->bus();
-        uint64_t size = 1ull << cq->log_size, n = 0;
-        for (; n < size; ++n) {
-            uint64_t c = cq->consumer + n;
-            uint8_t owner;
-            bus.mem_read(cq->ring_pa + (c & (size - 1)) * sizeof(hw::cqe) + offsetof(hw::cqe, owner), &owner, 1);
-            if ((owner & hw::CQE_OWNER_BIT) != hw::cqe_owner_for(c, cq->log_size)) break;
-        }
         cq->error = true;
-        cq->error_end = cq->consumer + n;
+        cq->error_end = cq->consumer + fw::software_owned_run<hw::cqe>(bus, cq->ring_pa, cq->log_size, cq->consumer);
     }
     ev.element.cq = cq;
     queue_event(cq->context, ev);
@@ -1450,9 +1444,10 @@ int ibv_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     int n = 0;
     while (n < num_entries) {
         if (cq->error && cq->consumer >= cq->error_end) break;  // 10.10.3: then the CQ reads empty
+        // The owner byte first; the body only once it is ours (tlm_if/cqe.h, publication order).
+        if (!fw::software_owns<hw::cqe>(bus, cq->ring_pa, cq->log_size, cq->consumer)) break;
         hw::cqe e;
         bus.mem_read(cq->ring_pa + uint64_t(cq->consumer & mask) * sizeof(hw::cqe), &e, sizeof e);
-        if ((e.owner & hw::CQE_OWNER_BIT) != hw::cqe_owner_for(cq->consumer, cq->log_size)) break;
         ibv_wc& w = wc[n++];
         w.wr_id = e.wr_id;
         w.status = ibv_wc_status(e.status);
@@ -1503,14 +1498,7 @@ int ibv_resize_cq(ibv_cq* cq, int cqe) {
     if (cq->error) return EIO;  // 10.8.5.2: resizing a CQ in error is an immediate error
     if (cqe < 1 || uint32_t(cqe) > drv.caps().max_cqe) return EINVAL;
     // Completions in the ring not polled yet must fit the new capacity (libibverbs: EINVAL).
-    const uint64_t size = 1ull << cq->log_size;
-    uint64_t outstanding = 0;
-    for (; outstanding < size; ++outstanding) {
-        const uint64_t c = cq->consumer + outstanding;
-        uint8_t owner;
-        bus.mem_read(cq->ring_pa + (c & (size - 1)) * sizeof(hw::cqe) + offsetof(hw::cqe, owner), &owner, 1);
-        if ((owner & hw::CQE_OWNER_BIT) != hw::cqe_owner_for(c, cq->log_size)) break;
-    }
+    const uint64_t outstanding = fw::software_owned_run<hw::cqe>(bus, cq->ring_pa, cq->log_size, cq->consumer);
     if (uint64_t(cqe) < outstanding) return EINVAL;
     const uint8_t log = log2_ceil(uint64_t(cqe) + 1);
     if (log == cq->log_size) return 0;  // the same ring
@@ -1612,9 +1600,7 @@ int ibv_wait_cq(ibv_cq* cq, uint64_t timeout_ns) {
     uint64_t deadline = bus.now_ns() + timeout_ns;
     uint64_t slot = cq->ring_pa + uint64_t(cq->consumer & ((1u << cq->log_size) - 1)) * sizeof(hw::cqe);
     for (;;) {
-        uint8_t owner;
-        bus.mem_read(slot + offsetof(hw::cqe, owner), &owner, 1);
-        if ((owner & hw::CQE_OWNER_BIT) == hw::cqe_owner_for(cq->consumer, cq->log_size)) return 0;
+        if (fw::software_owns<hw::cqe>(bus, cq->ring_pa, cq->log_size, cq->consumer)) return 0;
         uint64_t now = bus.now_ns();
         if (timeout_ns && now >= deadline) return ETIMEDOUT;
         bus.wait_write(slot, sizeof(hw::cqe), timeout_ns ? deadline - now : 0);

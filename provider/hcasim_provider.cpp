@@ -11,6 +11,7 @@
 // (ibv_query_port, ibv_reg_mr) that would rewrite the firmware's declarations. The firmware's
 // types live in hcasim::verbs (alias fv), libibverbs' in the global namespace.
 #include "provider/objects.h"
+#include "firmware/owned_ring.h"
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -311,19 +312,22 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
         got += k;
         if (k < std::min(batch, n - got + k)) break;
     }
+    // Nothing will ever come from a dead server: a busy-polling application must not spin on.
+    if (!got && s.dead()) return -EIO;
     return got;
 }
 
 int req_notify_cq(ibv_cq* cq, int solicited_only) {
     session& s = sess(cq->context);
     std::lock_guard<std::mutex> g(s.data_lock);
+    if (s.dead()) return EIO;
     if (int e = fv::ibv_req_notify_cq(&to(cq)->f, solicited_only)) return e;
     // The arm must reach the HCA before the application's next poll: the simulation runs on
     // while this process works, and a completion written between the poll and a late arm would
     // raise no event. An MMIO read cannot pass the posted arm (PCIe ordering), so its reply
     // means the CQ is armed.
     s.bus.mmio_read32(hcasim::hw::REG_HCA_ID);
-    return 0;
+    return s.dead() ? EIO : 0;
 }
 
 void cq_event(ibv_cq*) {}
@@ -379,6 +383,10 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     session& s = sess(qp->context);
     convert_send(wr, qp->qp_type == IBV_QPT_UD, chain, orig);
     if (chain.empty()) return 0;
+    if (s.dead()) {
+        *bad = wr;
+        return EIO;
+    }
     std::lock_guard<std::mutex> g(s.data_lock);
     fv::ibv_send_wr* fbad = nullptr;
     const int e = fv::ibv_post_send(&to(qp)->f, chain.data(), &fbad);
@@ -411,6 +419,10 @@ int post_receives(session& s, ibv_recv_wr* wr, ibv_recv_wr** bad, Post post) {
     thread_local std::vector<fv::ibv_recv_wr> chain;
     thread_local std::vector<ibv_recv_wr*> orig;
     if (!convert_recv(wr, chain, orig)) return 0;
+    if (s.dead()) {
+        *bad = wr;
+        return EIO;
+    }
     std::lock_guard<std::mutex> g(s.data_lock);
     fv::ibv_recv_wr* fbad = nullptr;
     const int e = post(chain.data(), &fbad);
@@ -604,14 +616,9 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
 /// them. Removed receive completions of an SRQ free their SRQ slots, as polling them would.
 void clean_cq(session& s, hc_cq* q, uint32_t qpn, fv::ibv_qp* qp) {
     fv::ibv_cq& c = q->f;
-    const uint64_t size = uint64_t(1) << c.log_size, mask = size - 1;
+    const uint64_t mask = (uint64_t(1) << c.log_size) - 1;
     auto slot = [&](uint64_t n) { return c.ring_pa + (n & mask) * sizeof(hcasim::hw::cqe); };
-    uint64_t end = c.consumer;
-    for (; end - c.consumer < size; ++end) {
-        uint8_t owner;
-        s.bus.mem_read(slot(end) + offsetof(hcasim::hw::cqe, owner), &owner, 1);
-        if ((owner & hcasim::hw::CQE_OWNER_BIT) != hcasim::hw::cqe_owner_for(end, c.log_size)) break;
-    }
+    const uint64_t end = c.consumer + hcasim::fw::software_owned_run<hcasim::hw::cqe>(s.bus, c.ring_pa, c.log_size, c.consumer);
     uint64_t freed = 0;
     for (uint64_t n = end; n-- > c.consumer;) {
         hcasim::hw::cqe e;

@@ -3,6 +3,7 @@
 #include "provider/fd_passing.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -45,18 +46,11 @@ void note_run(uint64_t va, uint64_t end, const session* owner) {
 
 // ---------------------------------------------------------------------------- user_bus
 
-void user_bus::mem_read(uint64_t pa, void* dst, size_t n) {
-    if (pa + n > s_.mem_bytes() || pa + n < pa) {
-        std::memset(dst, 0, n);
-        return;
-    }
-    std::memcpy(dst, s_.mem() + pa, n);
-}
+void user_bus::mem_read(uint64_t pa, void* dst, size_t n) { s_.memory().read(pa, dst, n); }
 
-void user_bus::mem_write(uint64_t pa, const void* src, size_t n) {
-    if (pa + n > s_.mem_bytes() || pa + n < pa) return;
-    std::memcpy(s_.mem() + pa, src, n);
-}
+uint8_t user_bus::load_acquire8(uint64_t pa) { return s_.memory().load_acquire8(pa); }
+
+void user_bus::mem_write(uint64_t pa, const void* src, size_t n) { s_.memory().write(pa, src, n); }
 
 void user_bus::mmio_write(uint64_t bar_offset, const void* src, size_t n) {
     sp::mmio_write_req m{};
@@ -132,7 +126,7 @@ std::unique_ptr<session> session::open(unsigned node, int* err, std::string* why
     req.pid = getpid();
     int memfd = -1;
     const int st = s->call(&req, sizeof req, &s->info_, sizeof s->info_, pipe_fds[1], &memfd);
-    close(pipe_fds[1]);
+    s->async_wr_ = pipe_fds[1];
     if (st) {
         *err = st;
         *why = st == EPROTO ? "hcasim serve speaks another protocol version (rebuild both)"
@@ -166,10 +160,36 @@ std::unique_ptr<session> session::open(unsigned node, int* err, std::string* why
     s->ctx.as = &s->as;
     s->ctx.uar = s->info_.uar;
     s->ctx.num_comp_vectors = s->info_.num_comp_vectors;
+    s->watcher_ = std::thread([self] { self->watch_server(); });
     return s;
 }
 
+void session::watch_server() {
+    pollfd p{fd_, POLLRDHUP, 0};
+    for (;;) {
+        const int r = ::poll(&p, 1, -1);
+        if (closing_.load(std::memory_order_acquire)) return;
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) break;
+    }
+    lost();
+}
+
+void session::lost() {
+    if (dead_.exchange(true, std::memory_order_acq_rel)) return;
+    // What the kernel queues after a catastrophic error: ibv_get_async_event returns it, once.
+    sp::async_event_record r{};
+    r.event_type = uint32_t(verbs::IBV_EVENT_DEVICE_FATAL);
+    if (async_wr_ >= 0) (void)!write(async_wr_, &r, sizeof r);
+}
+
 session::~session() {
+    if (watcher_.joinable()) {
+        // Our own shutdown hangs the connection up for the watcher, which then sees closing_.
+        closing_.store(true, std::memory_order_release);
+        shutdown(fd_, SHUT_RDWR);
+        watcher_.join();
+    }
     // Buffers still registered go back to private memory before the server frees their pages.
     std::map<uint64_t, run> left;
     {
@@ -180,12 +200,17 @@ session::~session() {
     if (mem_) munmap(mem_, info_.mem_bytes);
     if (mem_fd_ >= 0) close(mem_fd_);
     if (fd_ >= 0) close(fd_);
+    if (async_wr_ >= 0) close(async_wr_);
     // async_fd_ is closed by libibverbs (verbs_uninit_context).
 }
 
 int session::call(const void* req, size_t n, void* rep, size_t rep_n, int fd_out, int* fd_in) {
     std::lock_guard<std::mutex> g(call_lock_);
-    if (sp::send_with_fd(fd_, req, n, fd_out) < 0) return EPIPE;
+    if (dead()) return EIO;
+    if (sp::send_with_fd(fd_, req, n, fd_out) < 0) {
+        lost();
+        return EIO;
+    }
     uint8_t buf[sp::MAX_MESSAGE];
     std::vector<int> fds;
     const ssize_t got = sp::recv_with_fds(fd_, buf, sizeof buf, &fds);
@@ -195,7 +220,10 @@ int session::call(const void* req, size_t n, void* rep, size_t rep_n, int fd_out
         else
             close(fds[i]);
     }
-    if (got < ssize_t(sizeof(sp::reply))) return EPIPE;
+    if (got < ssize_t(sizeof(sp::reply))) {
+        lost();
+        return EIO;
+    }
     sp::reply rp;
     std::memcpy(&rp, buf, sizeof rp);
     if (rep) {
@@ -208,7 +236,7 @@ int session::call(const void* req, size_t n, void* rep, size_t rep_n, int fd_out
 
 void session::post(const void* msg, size_t n) {
     std::lock_guard<std::mutex> g(call_lock_);
-    (void)send(fd_, msg, n, MSG_NOSIGNAL);
+    if (!dead() && send(fd_, msg, n, MSG_NOSIGNAL) < 0 && errno != EINTR) lost();
 }
 
 int session::map_run(uint64_t va, uint64_t pages) {

@@ -2,18 +2,21 @@
 // node's simulated host memory mapped into this process, the host_bus the firmware's data-path
 // verbs run on here, and the application's buffers moved into simulated host memory.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "firmware/hca_driver.h"
 #include "firmware/host_os.h"
 #include "firmware/verbs.h"
 #include "provider/protocol.h"
+#include "provider/shared_memory.h"
 #include "tlm_if/host_bus.h"
 
 namespace hcasim::provider {
@@ -26,6 +29,7 @@ class user_bus : public host_bus {
 public:
     explicit user_bus(session& s) : s_(s) {}
     void mem_read(uint64_t pa, void* dst, size_t n) override;
+    uint8_t load_acquire8(uint64_t pa) override;
     void mem_write(uint64_t pa, const void* src, size_t n) override;
     void mmio_write(uint64_t bar_offset, const void* src, size_t n) override;
     uint32_t mmio_read32(uint64_t bar_offset) override;
@@ -60,9 +64,15 @@ public:
 
     /// The read end of the async event pipe (becomes ibv_context::async_fd).
     int async_fd() const { return async_fd_; }
+    /// The server is gone (its process ended or the connection broke): every verb that needs it
+    /// fails with EIO, polls that find nothing fail too, and IBV_EVENT_DEVICE_FATAL was queued
+    /// on the async event pipe. Never cleared: the context is dead for good, as after a real
+    /// device's catastrophic error.
+    bool dead() const { return dead_.load(std::memory_order_acquire); }
     const serve_proto::open_rep& info() const { return info_; }
     uint8_t* mem() const { return mem_; }
     uint64_t mem_bytes() const { return info_.mem_bytes; }
+    shared_memory memory() const { return {mem_, info_.mem_bytes}; }
 
     /// Makes [addr, addr+len) of this process simulated host memory (the pages stay where they
     /// are, with their contents, now backed by the node's shared memory file), one reference
@@ -90,9 +100,18 @@ private:
         uint32_t refs;
     };
     int map_run(uint64_t va, uint64_t pages);
+    /// Marks the server gone; the first call queues IBV_EVENT_DEVICE_FATAL.
+    void lost();
+    /// Waits for the connection to hang up (the server's end closed); then lost(). Ends early
+    /// when the session closes its own end.
+    void watch_server();
     void release_run(uint64_t va, const run& r);
     int fd_ = -1;
     int async_fd_ = -1;
+    int async_wr_ = -1;  ///< the pipe's write end, kept to queue IBV_EVENT_DEVICE_FATAL ourselves
+    std::atomic<bool> dead_{false};
+    std::atomic<bool> closing_{false};
+    std::thread watcher_;
     int mem_fd_ = -1;
     uint8_t* mem_ = nullptr;
     serve_proto::open_rep info_{};

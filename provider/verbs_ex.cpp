@@ -54,7 +54,7 @@ int poll_one(ibv_cq_ex* cx) {
         n = fv::ibv_poll_cq(&q->f, 1, &q->ex_wc);
     }
     if (n < 0) return -n;
-    if (n == 0) return ENOENT;
+    if (n == 0) return s.dead() ? EIO : ENOENT;
     cx->status = ibv_wc_status(q->ex_wc.status);
     cx->wr_id = q->ex_wc.wr_id;
     return 0;
@@ -309,6 +309,7 @@ int post_batch(hc_qp* q, qp_ex_state& st) {
     }
     for (size_t i = 0; i + 1 < st.chain.size(); ++i) st.chain[i].next = &st.chain[i + 1];
     session& s = sess(q->qp.context);
+    if (s.dead()) return EIO;
     std::lock_guard<std::mutex> g(s.data_lock);
     // All or nothing where it can be told beforehand: the firmware stops at the first WR it
     // refuses but keeps the ones before, so a batch that cannot fit the send queue is refused

@@ -170,3 +170,11 @@ if [ -x build/release/provider/libhcasim-rdmav34.so ] || [ -e build/release/prov
 else
     echo "  the provider was not built (libibverbs-dev missing)"
 fi
+
+echo "== libibverbs applications under load (issue 27): every Libibverbs.* test, 20 rounds in a row,"
+echo "   one busy loop per core at nice 0 (scripts/libibverbs-stress.sh; about half an hour on 2 cores)"
+if [ -e build/release/provider/libhcasim-rdmav34.so ]; then
+    scripts/libibverbs-stress.sh --rounds "${HCASIM_STRESS_ROUNDS:-20}" | sed 's/^/  /' || echo "  FAILED (see above)"
+else
+    echo "  the provider was not built (libibverbs-dev missing)"
+fi

@@ -2,13 +2,20 @@
 # Installs missing packages (as root), builds the release preset and runs every test with
 # ctest; then builds the ASan+UBSan preset and runs every test again under the sanitizers
 # (skip that pass with HCASIM_SKIP_SANITIZERS=1). Exits non-zero if a build or any test
-# fails. Extra arguments go to both ctest runs (e.g. scripts/test.sh -R WireCodec).
+# fails. Extra arguments go to both ctest runs (e.g. scripts/test.sh -R WireCodec); without
+# them, the libibverbs applications also run once under load (scripts/libibverbs-stress.sh).
 set -euo pipefail
 # shellcheck source=scripts/setup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 hcasim_setup
 cd "$HCASIM_ROOT"
 ctest --test-dir build/release --output-on-failure -j2 "$@"
+if [ "$#" -eq 0 ]; then
+    # The libibverbs applications once more with every core kept busy (the long form, 20 rounds,
+    # is a benchmark: scripts/bench.sh).
+    hcasim_log "libibverbs applications under load: scripts/libibverbs-stress.sh --rounds 1"
+    scripts/libibverbs-stress.sh --rounds 1
+fi
 if [ "${HCASIM_SKIP_SANITIZERS:-0}" != 1 ]; then
     hcasim_log "sanitizer pass: building the asan preset (AddressSanitizer + UBSan)"
     cmake --preset asan

@@ -9,7 +9,7 @@
 # same time, e.g. the server side of a pingpong), then stops the server, which prints the
 # simulated-time statistics. Exits with CMD's status (or the peer's, if CMD succeeded and the
 # peer failed); 124 when --timeout expires; 77 when /dev/infiniband is missing and cannot be made
-# (not root); 2 for other setup errors.
+# (not root); 2 for other setup errors. CMD finds the server's process ID in HCASIM_SERVER_PID.
 #
 # Options:
 #   --peer 'CMD ARGS'   run this command line too (started first, in the background)
@@ -103,6 +103,7 @@ head -1 "$tmp/serve.log" >&2
 export SYSFS_PATH="$tmp/sysfs"
 export RDMAV_DRIVERS="${provider%-rdmav34.so}"
 export HCASIM_SOCKET="$sock"
+export HCASIM_SERVER_PID="$server_pid"  # for tests of what applications see when the server dies
 preload="$provider${LD_PRELOAD:+ $LD_PRELOAD}"
 
 if [ -n "$peer" ]; then

@@ -4,8 +4,14 @@
 // produces on the CQ (N counting from 0) into slot N mod size with `owner` bit 0 equal to
 // 1 - ((N >> log_size) & 1); memory starts zeroed. Software at consumer count C owns slot
 // C mod size when that slot's owner bit equals 1 - ((C >> log_size) & 1). The owner byte is
-// the last byte of the CQE and is written in the same DMA write as the rest, so a reader that
-// sees the owner bit sees the whole entry.
+// the last byte of the CQE and is written in the same DMA write as the rest.
+//
+// Publication order, for every ring of entries with an owner byte (CQs, the EQ) and for the
+// readers in another process (the libibverbs provider): the writer stores the body first and
+// the owner byte last, with release ordering (host memory lands every DMA write that way); the
+// reader loads the owner byte first, with acquire ordering (host_bus::load_acquire8), and reads
+// the body only when the owner byte says the entry is software's. A reader that copied the whole
+// entry and looked at the owner byte afterwards could pair a new owner byte with a stale body.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -26,6 +26,16 @@ public:
     virtual ~host_bus() = default;
     /// CPU load from host physical memory (coherent, sees DMA writes that have landed).
     virtual void mem_read(uint64_t pa, void* dst, size_t n) = 0;
+    /// CPU load of one byte with acquire ordering: the owner byte of a ring entry that another
+    /// agent writes (tlm_if/cqe.h). Loads made after it see every byte the writer stored before
+    /// it published this one. Where the bus is shared with another process (the libibverbs
+    /// provider) this is the only order that makes an entry's body safe to read; the model's CPU
+    /// reads in simulation order and needs nothing more than mem_read.
+    virtual uint8_t load_acquire8(uint64_t pa) {
+        uint8_t b;
+        mem_read(pa, &b, 1);
+        return b;
+    }
     /// CPU store to host physical memory.
     virtual void mem_write(uint64_t pa, const void* src, size_t n) = 0;
     /// Posted MMIO write of n bytes (4, 8, or a whole inline WQE up to 256) at BAR0 offset.
