@@ -171,10 +171,10 @@ else
     echo "  the provider was not built (libibverbs-dev missing)"
 fi
 
-echo "== libibverbs applications under load (issue 27): every Libibverbs.* test, 20 rounds in a row,"
-echo "   one busy loop per core at nice 0 (scripts/libibverbs-stress.sh; about half an hour on 2 cores)"
-if [ -e build/release/provider/libhcasim-rdmav34.so ]; then
-    scripts/libibverbs-stress.sh --rounds "${HCASIM_STRESS_ROUNDS:-20}" | sed 's/^/  /' || echo "  FAILED (see above)"
-else
-    echo "  the provider was not built (libibverbs-dev missing)"
+echo "== libibverbs applications under load (issue 27): every Libibverbs.* test N rounds in a row, one"
+echo "   busy loop per core at nice 0 (scripts/libibverbs-stress.sh). Each round takes about 5 minutes on"
+echo "   2 cores (a latency pingpong at nice 10 next to the loops takes 1-2 minutes), so it runs only with"
+echo "   HCASIM_STRESS_ROUNDS=N (the acceptance run of issue 27 is 20)"
+if [ "${HCASIM_STRESS_ROUNDS:-0}" -gt 0 ] && [ -e build/release/provider/libhcasim-rdmav34.so ]; then
+    scripts/libibverbs-stress.sh --rounds "$HCASIM_STRESS_ROUNDS" | sed 's/^/  /' || echo "  FAILED (see above)"
 fi

@@ -7,7 +7,8 @@
 #
 #   scripts/libibverbs-stress.sh [--rounds N] [--busy N] [--build-dir DIR] [-R REGEX]
 #
-#   --rounds N      rounds (default 1; scripts/test.sh runs 1, scripts/bench.sh 20)
+#   --rounds N      rounds (default 1; scripts/test.sh runs one round of the bandwidth pairs and
+#                   the server-death test; scripts/bench.sh runs HCASIM_STRESS_ROUNDS of all)
 #   --busy N        busy loops (default: the number of cores)
 #   --build-dir DIR where ctest finds the build (default build/release, built already)
 #   -R REGEX        only these tests (default ^Libibverbs\.)
@@ -50,6 +51,9 @@ for round in $(seq 1 "$rounds"); do
     fi
     summary=$(grep -E 'tests passed|tests failed' "${TMPDIR:-/tmp}/libibverbs-stress.$$.log" | tail -1)
     echo "libibverbs-stress: round $round of $rounds: $summary"
+    # Each test's wall time: how much longer busy-polling applications take on a busy machine.
+    grep -oE 'Libibverbs\.[A-Za-z0-9_]+ \.*[ ]+(Passed|\*\*\*Skipped|Not Run)[ ]+[0-9.]+ sec' \
+        "${TMPDIR:-/tmp}/libibverbs-stress.$$.log" | sed -E 's/ \.+ +/ /; s/^/  /' || true
 done
 rm -f "${TMPDIR:-/tmp}/libibverbs-stress.$$.log"
 echo "libibverbs-stress: $rounds of $rounds rounds passed with $busy busy loops at nice 0 in $((SECONDS - started)) s"
