@@ -135,8 +135,11 @@ std::unique_ptr<session> session::open(unsigned node, int* err, std::string* why
     close(pipe_fds[1]);
     if (st) {
         *err = st;
-        *why = st == EPROTO ? "hcasim serve speaks another protocol version (rebuild both)"
-                            : std::string("hcasim serve refused to open the device: ") + std::strerror(st);
+        *why = st == EPROTO    ? "hcasim serve speaks another protocol version (rebuild both)"
+               : st == EACCES  ? "hcasim serve at " + path + " runs as another user (it admits others with --allow-other-users)"
+               : st == EDQUOT  ? "this process has as many contexts open as hcasim serve allows one client "
+                                 "(--max-contexts-per-client)"
+                               : std::string("hcasim serve refused to open the device: ") + std::strerror(st);
         if (memfd >= 0) close(memfd);
         return nullptr;
     }
