@@ -601,8 +601,7 @@ TEST(Serve, a_client_that_dies_leaves_nothing_behind) {
         c.hang_up();  // without destroying anything
     }
     // Its QP, CQ and PD were destroyed: the next QP gets the same (lowest free) number.
-    for (int i = 0; i < 500 && s.err().find("closed after") == std::string::npos; ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_TRUE(s.wait_for("closed after")) << s.err();
     client c(s);
     ASSERT_EQ(c.open_node(1), 0);
     EXPECT_EQ(make_qp(c), first);
