@@ -36,9 +36,10 @@ inline ssize_t send_with_fd(int sock, const void* p, size_t n, int fd = -1) {
 
 /// recvmsg of one message into buf (n bytes at most; `flags` as recvmsg's, MSG_CMSG_CLOEXEC is
 /// added). The descriptors that came with it are appended to *fds (closed if fds is null);
-/// *truncated says whether the message was longer than n. recvmsg's result (EINTR retried).
+/// *truncated says whether the message was longer than n, *fds_lost whether descriptors that came
+/// with it were dropped (the receiver was out of descriptors). recvmsg's result (EINTR retried).
 inline ssize_t recv_with_fds(int sock, void* buf, size_t n, std::vector<int>* fds, int flags = 0,
-                             bool* truncated = nullptr) {
+                             bool* truncated = nullptr, bool* fds_lost = nullptr) {
     iovec iov{buf, n};
     alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * MAX_FDS)];
     msghdr h{};
@@ -63,6 +64,7 @@ inline ssize_t recv_with_fds(int sock, void* buf, size_t n, std::vector<int>* fd
         }
     }
     if (truncated) *truncated = h.msg_flags & MSG_TRUNC;
+    if (fds_lost) *fds_lost = h.msg_flags & MSG_CTRUNC;
     return got;
 }
 

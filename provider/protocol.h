@@ -72,7 +72,7 @@ struct open_req {
     header h;
     uint32_t version;  ///< VERSION
     uint32_t node;     ///< the simulated node (device hcasim<node>)
-    int32_t pid;       ///< for the server's log
+    int32_t pid;       ///< unused: the server logs and limits by the pid the kernel gives (SO_PEERCRED)
     uint32_t rsvd;
 };
 struct open_rep {

@@ -35,6 +35,15 @@ bool taken_by_other(uint64_t lo, uint64_t hi, const session* me) {
         if (it->second.first > lo && it->second.second != me) return true;
     return false;
 }
+/// The pages [*lo, *hi) covering [addr, addr + len); false if that range, rounded up to a page,
+/// would pass the top of the address space (checked without computing the sum that wraps).
+bool page_span(uint64_t addr, uint64_t len, uint64_t* lo, uint64_t* hi) {
+    const uint64_t top = ~uint64_t(0) - (fw::PAGE_BYTES - 1);
+    if (addr > top || len > top - addr) return false;
+    *lo = addr & ~(fw::PAGE_BYTES - 1);
+    *hi = (addr + len + fw::PAGE_BYTES - 1) & ~(fw::PAGE_BYTES - 1);
+    return true;
+}
 void note_run(uint64_t va, uint64_t end, const session* owner) {
     std::lock_guard<std::mutex> g(all_runs_lock);
     if (owner)
@@ -129,8 +138,11 @@ std::unique_ptr<session> session::open(unsigned node, int* err, std::string* why
     s->async_wr_ = pipe_fds[1];
     if (st) {
         *err = st;
-        *why = st == EPROTO ? "hcasim serve speaks another protocol version (rebuild both)"
-                            : std::string("hcasim serve refused to open the device: ") + std::strerror(st);
+        *why = st == EPROTO    ? "hcasim serve speaks another protocol version (rebuild both)"
+               : st == EACCES  ? "hcasim serve at " + path + " runs as another user (it admits others with --allow-other-users)"
+               : st == EDQUOT  ? "this process has as many contexts open as hcasim serve allows one client "
+                                 "(--max-contexts-per-client)"
+                               : std::string("hcasim serve refused to open the device: ") + std::strerror(st);
         if (memfd >= 0) close(memfd);
         return nullptr;
     }
@@ -277,9 +289,8 @@ void session::release_run(uint64_t va, const run& r) {
 
 int session::share_range(uint64_t addr, uint64_t len) {
     if (len == 0) return 0;
-    const uint64_t lo = addr & ~(fw::PAGE_BYTES - 1);
-    const uint64_t hi = (addr + len + fw::PAGE_BYTES - 1) & ~(fw::PAGE_BYTES - 1);
-    if (hi <= lo) return EINVAL;
+    uint64_t lo, hi;
+    if (!page_span(addr, len, &lo, &hi)) return EINVAL;
     // Pages another context of this process registered are in another memory (or belong to
     // another simulated process): registering them here too would move them from under it.
     if (taken_by_other(lo, hi, this)) return EBUSY;
@@ -317,9 +328,8 @@ int session::share_range(uint64_t addr, uint64_t len) {
 }
 
 void session::unshare_range(uint64_t addr, uint64_t len) {
-    if (len == 0) return;
-    const uint64_t lo = addr & ~(fw::PAGE_BYTES - 1);
-    const uint64_t hi = (addr + len + fw::PAGE_BYTES - 1) & ~(fw::PAGE_BYTES - 1);
+    uint64_t lo, hi;
+    if (len == 0 || !page_span(addr, len, &lo, &hi)) return;
     std::lock_guard<std::mutex> g(runs_lock_);
     auto r = runs_.upper_bound(lo);
     if (r != runs_.begin() && std::prev(r)->first + std::prev(r)->second.pages * fw::PAGE_BYTES > lo) --r;

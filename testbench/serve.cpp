@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -52,6 +53,14 @@ namespace {
 struct message {
     std::vector<uint8_t> data;
     std::vector<int> fds;
+    int fd_error = 0;  // descriptors that came with it were refused (EINVAL) or lost (EMFILE)
+};
+
+/// What one client (one process, by its SO_PEERCRED pid) may hold: `hcasim serve` options.
+struct client_limits {
+    unsigned contexts = 64;                    // --max-contexts-per-client
+    uint64_t mapped_bytes = uint64_t(4) << 30;  // --max-mapped-mib-per-client
+    bool other_users = false;                  // --allow-other-users
 };
 
 /// One client context (a libibverbs ibv_open_device of device hcasim<node>).
@@ -59,7 +68,9 @@ struct connection {
     int fd = -1;
     unsigned id = 0;
     unsigned node = 0;
-    int pid = 0;
+    int pid = 0;             // the peer's, from SO_PEERCRED: what the per-client limits count by
+    bool refused = false;    // another Unix user's: EACCES to its first request, then closed
+    uint64_t mapped = 0;     // bytes of its MAP_RUN runs
     std::deque<message> inbox;
     sc_event wake;
     bool hangup = false;  // the client closed its end
@@ -101,10 +112,58 @@ void close_fds(std::vector<int>& fds) {
     fds.clear();
 }
 
+std::string hex(uint64_t v) {
+    char b[24];
+    std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+    return b;
+}
+
+/// A descriptor a client passed, made the server's own; -1 (and *error set) if refused.
+///
+/// Why: the server must see a client's connection end when the client's process is gone,
+/// whatever it sent. Had the server kept what came (a client could send its own end of the
+/// connection as a "completion channel"), the connection would hold itself open for ever.
+/// So the only descriptors taken are pipes, the write ends of event pipes (async events,
+/// completion channels), and of those only a description of the server's own: the pipe is
+/// opened anew through /proc/self/fd, non-blocking whatever the client later does to its own
+/// flags, and the descriptor that came is closed at once, before the message waits for its
+/// turn. A pipe cannot carry descriptors, so nothing the server holds can keep a client's
+/// socket open: the connection ends when every process holding the client's end (the client,
+/// and a child that inherited it) has closed it or exited, and the context goes with it.
+int own_pipe(int fd, int* error) {
+    struct stat st {};
+    int mine = -1;
+    if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
+        mine = ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (mine < 0 && !*error) *error = errno == EMFILE || errno == ENFILE ? errno : EINVAL;
+    } else if (!*error) {
+        *error = EINVAL;
+    }
+    close(fd);
+    return mine;
+}
+
+/// Whether a posted write of `bytes` at offset `in_page` of a UAR page is one the HCA takes
+/// (tlm_if/mmio_map.h): a doorbell word, or a WQE through the inline window.
+bool uar_write_ok(uint64_t in_page, uint32_t bytes) {
+    switch (in_page) {
+    case hw::UAR_SQ_DOORBELL:
+    case hw::UAR_RQ_DOORBELL:
+    case hw::UAR_CQ_DOORBELL:
+    case hw::UAR_SRQ_DOORBELL: return bytes == 8;
+    case hw::UAR_INLINE_WQE: return bytes >= 64 && bytes % 16 == 0 && bytes <= hw::INLINE_WINDOW_BYTES;
+    default: return false;
+    }
+}
+
+/// Longest SLEEP a client may ask for (simulated ns): an hour.
+constexpr uint64_t MAX_SLEEP_NS = uint64_t(3600) * 1000000000;
+
 class server : public sc_module {
 public:
     SC_HAS_PROCESS(server);
-    server(sc_module_name n, machine& m, bool verbose) : sc_module(n), m_(m), verbose_(verbose) {
+    server(sc_module_name n, machine& m, bool verbose, const client_limits& limits)
+        : sc_module(n), m_(m), verbose_(verbose), limits_(limits) {
         fw::driver_options opts;
         opts.rereg_keeps_keys = true;  // ibv_rereg_mr as libibverbs applications know it
         for (unsigned i = 0; i < m.size(); ++i) {
@@ -135,10 +194,24 @@ public:
         return v;
     }
 
-    /// A client connected (called between simulation slices).
+    /// A client connected (called between simulation slices). Its process is the kernel's
+    /// word (SO_PEERCRED); another Unix user gets EACCES as the reply to its first request,
+    /// then the connection closes, unless --allow-other-users. (Closed at once, its request
+    /// unread, the client would see ECONNRESET instead of the reason.)
     void accept(int fd) {
+        ucred cr{};
+        socklen_t len = sizeof cr;
+        const bool refused =
+            getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || (cr.uid != geteuid() && !limits_.other_users);
+        if (refused)
+            std::fprintf(stderr,
+                         "hcasim serve: refused a client of uid %u (pid %d): the server runs as uid %u "
+                         "(--allow-other-users admits other users)\n",
+                         unsigned(cr.uid), int(cr.pid), unsigned(geteuid()));
         auto c = std::make_unique<connection>();
         c->fd = fd;
+        c->pid = int(cr.pid);
+        c->refused = refused;
         c->id = next_conn_++;
         connection* p = c.get();
         conns_.push_back(std::move(c));
@@ -154,8 +227,9 @@ public:
                 spare_.pop_back();
             }
             m.data.resize(sp::MAX_MESSAGE);
-            bool truncated = false;
-            const ssize_t n = sp::recv_with_fds(c.fd, m.data.data(), m.data.size(), &m.fds, MSG_DONTWAIT, &truncated);
+            bool truncated = false, lost = false;
+            const ssize_t n =
+                sp::recv_with_fds(c.fd, m.data.data(), m.data.size(), &m.fds, MSG_DONTWAIT, &truncated, &lost);
             if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
                 spare_.push_back(std::move(m.data));
                 return;
@@ -167,6 +241,8 @@ public:
                 return;
             }
             m.data.resize(truncated ? 0 : size_t(n));  // a truncated message is refused as malformed
+            m.fd_error = lost ? EMFILE : 0;  // the kernel dropped them: this process is out of descriptors
+            for (int& f : m.fds) f = own_pipe(f, &m.fd_error);
             c.inbox.push_back(std::move(m));
             c.wake.notify(SC_ZERO_TIME);
         }
@@ -191,6 +267,7 @@ public:
 private:
     machine& m_;
     bool verbose_;
+    client_limits limits_;
     std::vector<std::unique_ptr<kernel_node>> kernel_;
     std::list<std::unique_ptr<connection>> conns_;
     unsigned next_conn_ = 1;
@@ -330,8 +407,18 @@ private:
             log(c, "malformed message (" + std::to_string(m.data.size()) + " bytes): closing");
             return false;
         }
+        if (c.refused) {
+            reply_status(c, EACCES);
+            return false;
+        }
         sp::header h;
         std::memcpy(&h, m.data.data(), sizeof h);
+        if (m.fd_error) {  // a descriptor that is not a pipe, or none left to take it with
+            log(c, "request " + std::to_string(h.op) + ": " +
+                       (m.fd_error == EINVAL ? "a descriptor that is not a pipe: refused" : "out of descriptors"));
+            if (h.op != sp::MMIO_WRITE) reply_status(c, m.fd_error);
+            return true;
+        }
         if (h.op == sp::MMIO_WRITE) {
             mmio_write(c, m);
             return true;
@@ -403,17 +490,27 @@ private:
             log(c, "malformed doorbell: dropped");
             return;
         }
-        // A context may only write its own UAR page, as with a real UAR mapping.
+        // A context may only write its own UAR page, as with a real UAR mapping, and there only
+        // the registers the HCA takes. (r->bytes <= 256 < UAR_STRIDE: the bound cannot wrap.)
         const uint64_t lo = fw::hca_driver::uar_offset(c.ctx->uar);
-        if (r->offset < lo || r->offset + r->bytes > lo + hw::UAR_STRIDE) {
+        if (r->offset < lo || r->offset - lo > hw::UAR_STRIDE - r->bytes) {
             log(c, "doorbell outside its UAR page: dropped");
+            return;
+        }
+        if (!uar_write_ok(r->offset - lo, r->bytes)) {
+            log(c, "doorbell at UAR offset " + hex(r->offset - lo) + " of " + std::to_string(r->bytes) +
+                       " bytes writes no register: dropped");
             return;
         }
         kernel_node& k = *kernel_[c.node];
         ++doorbells_;
         ++c.doorbells;
         k.lock->lock();
-        k.sw->driver.bus().mmio_write(r->offset, r->data, r->bytes);
+        try {  // whatever the model says of a write, it ends no more than the write
+            k.sw->driver.bus().mmio_write(r->offset, r->data, r->bytes);
+        } catch (const sc_report& e) {
+            log(c, std::string("doorbell failed: ") + e.what());
+        }
         k.lock->unlock();
     }
 
@@ -485,10 +582,15 @@ private:
         if (r->version != sp::VERSION) return reply_status(c, EPROTO);
         const int afd = take_fd(m);
         if (afd < 0) return reply_status(c, EINVAL);
+        unsigned held = 0;  // contexts of this client's process
+        for (const auto& o : conns_) held += o->ctx && o->pid == c.pid;
+        if (held >= limits_.contexts) {
+            close(afd);
+            log(c, "OPEN refused: the process has " + std::to_string(held) + " contexts (--max-contexts-per-client)");
+            return reply_status(c, EDQUOT);
+        }
         c.node = r->node;
-        c.pid = r->pid;
-        c.async_fd = afd;
-        fcntl(afd, F_SETFL, fcntl(afd, F_GETFL) | O_NONBLOCK);
+        c.async_fd = afd;  // non-blocking: own_pipe
         host_software& sw = *k.sw;
         c.as = std::make_unique<fw::address_space>(sw.os);
         c.ctx = verbs::ibv_open_device(sw.driver, *c.as);
@@ -523,19 +625,31 @@ private:
             if (c.ctx) return reply_status(c, EBUSY);
             return open(c, k, m);
         case sp::MMIO_READ32: {
+            // The provider reads one register, REG_HCA_ID, to order a CQ arm behind its doorbell
+            // (req_notify_cq); the command and interrupt registers are the kernel's.
             const auto* r = request_as<sp::u64_req>(m);
             if (!r) break;
-            const uint32_t v = k.sw->driver.bus().mmio_read32(r->value);
-            return reply_with(c, 0, v);
+            if (r->value != hw::REG_HCA_ID) {
+                log(c, "MMIO read at BAR0 offset " + hex(r->value) + ": refused");
+                return reply_status(c, EINVAL);
+            }
+            try {
+                const uint32_t v = k.sw->driver.bus().mmio_read32(r->value);
+                return reply_with(c, 0, v);
+            } catch (const sc_report& e) {
+                log(c, std::string("MMIO read failed: ") + e.what());
+                return reply_status(c, EIO);
+            }
         }
         case sp::NOW:
             if (!bare) break;
             return reply_with(c, 0, uint64_t(k.sw->driver.bus().now_ns()));
         case sp::SLEEP: {
             const auto* r = request_as<sp::u64_req>(m);
-            if (!r) break;
-            k.lock->unlock();  // sleeping holds nothing
-            wait(sc_time(double(r->value), SC_NS));
+            if (!r || r->value > MAX_SLEEP_NS) break;
+            k.lock->unlock();  // sleeping holds nothing, and ends early when the client is gone
+            const sc_time until = sc_time_stamp() + sc_time(double(r->value), SC_NS);
+            while (!c.hangup && sc_time_stamp() < until) wait(until - sc_time_stamp(), c.wake);
             k.lock->lock();
             return reply_status(c, 0);
         }
@@ -583,16 +697,30 @@ private:
         case sp::MAP_RUN: {
             const auto* r = request_as<sp::run_req>(m);
             if (!r || !r->pages || r->pages > (uint64_t(1) << 22) || (r->va & (fw::PAGE_BYTES - 1))) break;
+            const uint64_t bytes = r->pages * fw::PAGE_BYTES;
+            if (r->va > ~uint64_t(0) - (bytes - 1)) break;  // past 2^64
+            uint64_t held = 0;  // by this client's process, all its contexts
+            for (const auto& o : conns_) held += o->pid == c.pid ? o->mapped : 0;
+            if (bytes > limits_.mapped_bytes || held > limits_.mapped_bytes - bytes) {
+                log(c, "MAP_RUN of " + std::to_string(bytes) + " bytes refused: the process has " + std::to_string(held) +
+                           " of its " + std::to_string(limits_.mapped_bytes) + " (--max-mapped-mib-per-client)");
+                return reply_status(c, EDQUOT);
+            }
             uint64_t pa = 0;
-            if (!k.sw->os.alloc_contiguous(r->pages * fw::PAGE_BYTES, fw::PAGE_BYTES, &pa)) return reply_status(c, ENOMEM);
+            if (!k.sw->os.alloc_contiguous(bytes, fw::PAGE_BYTES, &pa)) return reply_status(c, ENOMEM);
             const int e = c.as->map_run(r->va, pa, r->pages);
-            if (e) k.sw->os.free(pa);
+            if (e)
+                k.sw->os.free(pa);
+            else
+                c.mapped += bytes;
             return reply_with(c, e, pa);
         }
         case sp::UNMAP_RUN: {
             const auto* r = request_as<sp::run_req>(m);
             if (!r) break;
-            return reply_status(c, c.as->unmap_run(r->va, r->pages));
+            const int e = c.as->unmap_run(r->va, r->pages);
+            if (!e) c.mapped -= r->pages * fw::PAGE_BYTES;
+            return reply_status(c, e);
         }
         case sp::REG_MR: {
             const auto* r = request_as<sp::reg_mr_req>(m);
@@ -654,10 +782,7 @@ private:
             const uint64_t id = c.next_id++;
             c.cqs[id] = cq;
             c.user[cq] = r->user_handle;
-            if (chan >= 0) {
-                fcntl(chan, F_SETFL, fcntl(chan, F_GETFL) | O_NONBLOCK);
-                c.channel[cq] = chan;
-            }
+            if (chan >= 0) c.channel[cq] = chan;  // non-blocking: own_pipe
             return reply_with(c, 0, cq_reply(id, cq));
         }
         case sp::DESTROY_CQ: {
@@ -819,29 +944,72 @@ private:
         c.user.clear();
         if (verbs::ibv_close_device(c.ctx) != 0) log(c, "ibv_close_device failed");
         c.ctx = nullptr;
-        c.as.reset();
+        c.as.reset();  // frees the runs
+        c.mapped = 0;
     }
 };
 
-int listen_on(const std::string& path, std::string* err) {
-    sockaddr_un a{};
-    if (path.size() >= sizeof a.sun_path) {
-        *err = "socket path too long: " + path;
-        return -1;
+/// The address of socket `path`; false (and *err) if the path is too long.
+bool socket_address(const std::string& path, sockaddr_un* a, std::string* err) {
+    *a = sockaddr_un{};
+    if (path.size() >= sizeof a->sun_path) {
+        *err = "--socket " + path + ": path too long";
+        return false;
     }
-    a.sun_family = AF_UNIX;
-    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+    a->sun_family = AF_UNIX;
+    std::memcpy(a->sun_path, path.c_str(), path.size() + 1);
+    return true;
+}
+
+/// Whether the server may listen at `path`: nothing is there, or a socket nobody listens on (a
+/// server that is gone), which it removes. A file that is not a socket, or a live server's
+/// socket, is refused (*err): a second server must not take the first's clients.
+bool claim_socket_path(const std::string& path, std::string* err) {
+    sockaddr_un a;
+    if (!socket_address(path, &a, err)) return false;
+    struct stat st {};
+    if (lstat(path.c_str(), &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            *err = "--socket " + path + ": exists and is not a socket (left as it is)";
+            return false;
+        }
+        // Non-blocking: a live server with a full backlog says EAGAIN rather than keep us waiting.
+        const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        const int e = probe < 0 ? errno : connect(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? 0 : errno;
+        if (probe >= 0) close(probe);
+        if (e == 0) {
+            *err = "--socket " + path + ": a server is listening there already";
+            return false;
+        }
+        if (e != ECONNREFUSED) {
+            *err = "--socket " + path + ": cannot tell whether a server listens there (" + std::strerror(e) + ")";
+            return false;
+        }
+        unlink(path.c_str());  // stale: its server is gone
+    }
+    return true;
+}
+
+/// Listens on `path` (claim_socket_path), a socket file of mode 0600 (0666 with `other_users`);
+/// *ino is its inode.
+int listen_on(const std::string& path, bool other_users, ino_t* ino, std::string* err) {
+    sockaddr_un a;
+    if (!claim_socket_path(path, err) || !socket_address(path, &a, err)) return -1;
+    const auto addr = reinterpret_cast<sockaddr*>(&a);
+    struct stat st {};
     const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
         *err = std::string("socket: ") + std::strerror(errno);
         return -1;
     }
-    unlink(path.c_str());
-    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0 || listen(fd, 64) < 0) {
-        *err = "cannot listen on " + path + ": " + std::strerror(errno);
+    // bind() creates the file with the socket's mode: never more than 0600 before the chmod.
+    if (fchmod(fd, 0600) < 0 || bind(fd, addr, sizeof a) < 0 || listen(fd, 64) < 0 ||
+        (other_users && chmod(path.c_str(), 0666) < 0) || stat(path.c_str(), &st) < 0) {
+        *err = "--socket " + path + ": cannot listen there: " + std::strerror(errno);
         close(fd);
         return -1;
     }
+    *ino = st.st_ino;
     return fd;
 }
 
@@ -852,7 +1020,13 @@ int serve_main(int argc, char* argv[]) {
     po::options_description od("hcasim serve: simulated HCAs for libibverbs applications (docs/libibverbs.md)");
     od.add_options()("help,h", "this help")(
         "socket", po::value<std::string>()->default_value("hcasim.sock"),
-        "Unix socket the provider connects to (the provider reads HCASIM_SOCKET)")(
+        "Unix socket the provider connects to (the provider reads HCASIM_SOCKET); made 0600, refused if the path "
+        "holds anything but a socket nobody listens on")(
+        "allow-other-users", "serve clients of other Unix users too (socket 0666; otherwise they get EACCES)")(
+        "max-contexts-per-client", po::value<unsigned>()->default_value(64),
+        "device contexts one client process may have open at a time (more: EDQUOT)")(
+        "max-mapped-mib-per-client", po::value<uint64_t>()->default_value(4096),
+        "MiB of registered buffers one client process may have in simulated memory (more: EDQUOT)")(
         "sysfs", po::value<std::string>(),
         "write a sysfs tree describing the HCAs under this directory (for libibverbs' SYSFS_PATH)")(
         "config", po::value<std::vector<std::string>>()->composing(), "INI file of parameters (repeatable)")(
@@ -878,6 +1052,24 @@ int serve_main(int argc, char* argv[]) {
         std::cerr << "hcasim: error: serve: --quantum-ns must be 1 .. 1e9\n";
         return 2;
     }
+    client_limits limits;
+    limits.contexts = vm["max-contexts-per-client"].as<unsigned>();
+    const uint64_t mib = vm["max-mapped-mib-per-client"].as<uint64_t>();
+    limits.other_users = vm.count("allow-other-users") > 0;
+    if (limits.contexts < 1 || limits.contexts > hw::MAX_UARS) {
+        std::cerr << "hcasim: error: serve: --max-contexts-per-client must be 1 .. " << hw::MAX_UARS << "\n";
+        return 2;
+    }
+    if (mib < 1 || mib > (uint64_t(1) << 24)) {  // memory.size_bytes is at most 2^44
+        std::cerr << "hcasim: error: serve: --max-mapped-mib-per-client must be 1 .. 16777216\n";
+        return 2;
+    }
+    limits.mapped_bytes = mib << 20;
+    const std::string sock_path = vm["socket"].as<std::string>();
+    if (std::string err; !claim_socket_path(sock_path, &err)) {  // before the boot, which takes a while
+        std::cerr << "hcasim: error: serve: " << err << "\n";
+        return 2;
+    }
     std::unique_ptr<machine> m;
     std::unique_ptr<server> srv;
     try {
@@ -887,7 +1079,7 @@ int serve_main(int argc, char* argv[]) {
         if (vm.count("set"))
             for (const auto& s : vm["set"].as<std::vector<std::string>>()) b.set_override(s);
         m = std::make_unique<machine>();
-        srv = std::make_unique<server>("serve", *m, vm.count("verbose") > 0);
+        srv = std::make_unique<server>("serve", *m, vm.count("verbose") > 0, limits);
         b.check_unused();
     } catch (const config_error& e) {
         std::cerr << "hcasim: error: serve: " << e.what() << "\n";
@@ -937,7 +1129,6 @@ int serve_main(int argc, char* argv[]) {
         std::cerr << "hcasim: error: serve: " << (e.empty() ? "the HCAs did not come up" : e) << "\n";
         return 1;
     }
-    const std::string sock_path = vm["socket"].as<std::string>();
     if (vm.count("sysfs")) {
         const std::string dir = vm["sysfs"].as<std::string>();
         if (const std::string e = write_fake_sysfs(dir, srv->devices()); !e.empty()) {
@@ -946,7 +1137,8 @@ int serve_main(int argc, char* argv[]) {
         }
     }
     std::string err;
-    const int lfd = listen_on(sock_path, &err);
+    ino_t sock_ino = 0;
+    const int lfd = listen_on(sock_path, limits.other_users, &sock_ino, &err);
     if (lfd < 0) {
         std::cerr << "hcasim: error: serve: " << err << "\n";
         return 2;
@@ -955,6 +1147,12 @@ int serve_main(int argc, char* argv[]) {
                 m->size() - 1, sock_path.c_str(), sc_time_stamp().to_seconds() * 1e9);
     std::fflush(stdout);
 
+    // Out of descriptors (EMFILE, ENFILE), accept() fails and leaves the listening socket
+    // readable: polled again at once it would spin. It is left out of the poll for a while
+    // instead; new clients wait in the backlog, connected ones are served meanwhile.
+    const auto accept_backoff = std::chrono::milliseconds(100);
+    std::chrono::steady_clock::time_point accept_again{};
+    bool short_of_fds = false;
     bool stop = false;
     bool in_gap = false;
     sc_time gap_start;
@@ -963,14 +1161,15 @@ int serve_main(int argc, char* argv[]) {
         std::vector<connection*> conns = srv->live();
         std::vector<pollfd> pf;
         pf.push_back({sfd, POLLIN, 0});
-        pf.push_back({lfd, POLLIN, 0});
+        const auto now = std::chrono::steady_clock::now();
+        const bool accepting = now >= accept_again;
+        pf.push_back({lfd, short(accepting ? POLLIN : 0), 0});
         for (connection* c : conns) pf.push_back({c->fd, POLLIN, 0});
         int wait_ms = -1;  // nothing scheduled: sleep until a client or a signal comes
         if (sc_pending_activity()) {
             const sc_time dt = sc_time_to_pending_activity();
             wait_ms = 0;
             if (dt > quantum) {  // a gap: let wall-clock time catch up with it
-                const auto now = std::chrono::steady_clock::now();
                 if (!in_gap || gap_start != sc_time_stamp()) {
                     in_gap = true;
                     gap_start = sc_time_stamp();
@@ -980,6 +1179,10 @@ int serve_main(int argc, char* argv[]) {
                     wait_ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(gap_end - now).count()) + 1;
             }
         }
+        if (!accepting) {
+            const int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(accept_again - now).count()) + 1;
+            if (wait_ms < 0 || wait_ms > left) wait_ms = left;
+        }
         if (poll(pf.data(), pf.size(), wait_ms) < 0 && errno != EINTR) {
             std::perror("hcasim serve: poll");
             break;
@@ -988,7 +1191,17 @@ int serve_main(int argc, char* argv[]) {
         if (pf[1].revents & POLLIN)
             for (;;) {
                 const int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-                if (fd < 0) break;
+                if (fd < 0) {
+                    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                        accept_again = std::chrono::steady_clock::now() + accept_backoff;
+                        if (!short_of_fds)
+                            std::fprintf(stderr, "hcasim serve: cannot accept a client (%s): trying again every %lld ms\n",
+                                         std::strerror(errno), static_cast<long long>(accept_backoff.count()));
+                        short_of_fds = true;
+                    }
+                    break;
+                }
+                short_of_fds = false;
                 srv->accept(fd);
             }
         for (size_t i = 0; i < conns.size(); ++i)
@@ -1003,7 +1216,8 @@ int serve_main(int argc, char* argv[]) {
         }
     }
     close(lfd);
-    unlink(sock_path.c_str());
+    struct stat sock_st {};  // the socket file, unless someone has put another there meanwhile
+    if (lstat(sock_path.c_str(), &sock_st) == 0 && sock_st.st_ino == sock_ino) unlink(sock_path.c_str());
     const stats_registry& st = stats_registry::instance();
     std::printf("hcasim serve: stopped at simulated time %.0f ns: %llu wire packets, %llu requests, %llu doorbells served\n",
                 sc_time_stamp().to_seconds() * 1e9, static_cast<unsigned long long>(st.sum("port.tx_packets")),

@@ -1,6 +1,7 @@
 // Sparse host memory; see host_memory.h.
 #include "model/host/host_memory.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -62,16 +63,19 @@ host_memory::~host_memory() {
 int host_memory::share() {
     if (shared_fd_ >= 0) return shared_fd_;
     if (allocated_pages_) throw config_error(std::string(name()) + ": share() after memory was touched");
-    const int fd = memfd_create(name(), MFD_CLOEXEC);
+    const int fd = memfd_create(name(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) throw config_error(std::string(name()) + ": memfd_create: " + std::strerror(errno));
-    // A sparse file: pages take memory when first written, as the slabs do.
+    // A sparse file: pages take memory when first written, as the slabs do. Its size is sealed
+    // before anyone else gets it: a process it is handed to (`hcasim serve`'s clients) cannot
+    // shrink it under this mapping (a SIGBUS here) nor grow it.
     void* m = MAP_FAILED;
-    if (ftruncate(fd, off_t(size_bytes.get())) == 0)
+    if (ftruncate(fd, off_t(size_bytes.get())) == 0 &&
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
         m = mmap(nullptr, size_bytes.get(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
     if (m == MAP_FAILED) {
         const std::string e = std::strerror(errno);
         close(fd);
-        throw config_error(std::string(name()) + ": cannot map " + std::to_string(size_bytes.get()) +
+        throw config_error(std::string(name()) + ": cannot size, seal and map " + std::to_string(size_bytes.get()) +
                            " bytes of shared memory: " + e);
     }
     shared_base_ = static_cast<uint8_t*>(m);
