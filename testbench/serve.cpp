@@ -991,10 +991,13 @@ bool claim_socket_path(const std::string& path, std::string* err) {
 }
 
 /// Listens on `path` (claim_socket_path), a socket file of mode 0600 (0666 with `other_users`);
-/// *ino is its inode.
+/// *ino is its inode. The socket is bound and listening under a temporary name first and then
+/// linked to `path`: a client that sees the file (with-simhca.sh and the tests wait for it) can
+/// connect at once, and link() refuses to replace a server that took the path meanwhile.
 int listen_on(const std::string& path, bool other_users, ino_t* ino, std::string* err) {
     sockaddr_un a;
-    if (!claim_socket_path(path, err) || !socket_address(path, &a, err)) return -1;
+    const std::string tmp = path + ".new" + std::to_string(getpid());
+    if (!claim_socket_path(path, err) || !socket_address(tmp, &a, err)) return -1;
     const auto addr = reinterpret_cast<sockaddr*>(&a);
     struct stat st {};
     const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -1002,10 +1005,16 @@ int listen_on(const std::string& path, bool other_users, ino_t* ino, std::string
         *err = std::string("socket: ") + std::strerror(errno);
         return -1;
     }
+    unlink(tmp.c_str());  // left by a server of this PID that died before linking it
     // bind() creates the file with the socket's mode: never more than 0600 before the chmod.
-    if (fchmod(fd, 0600) < 0 || bind(fd, addr, sizeof a) < 0 || listen(fd, 64) < 0 ||
-        (other_users && chmod(path.c_str(), 0666) < 0) || stat(path.c_str(), &st) < 0) {
-        *err = "--socket " + path + ": cannot listen there: " + std::strerror(errno);
+    const bool ok = fchmod(fd, 0600) == 0 && bind(fd, addr, sizeof a) == 0 && listen(fd, 64) == 0 &&
+                    (!other_users || chmod(tmp.c_str(), 0666) == 0) && ::link(tmp.c_str(), path.c_str()) == 0 &&
+                    stat(path.c_str(), &st) == 0;
+    const int e = errno;
+    unlink(tmp.c_str());
+    if (!ok) {
+        *err = "--socket " + path + (e == EEXIST ? ": another server took the path meanwhile"
+                                                 : std::string(": cannot listen there: ") + std::strerror(e));
         close(fd);
         return -1;
     }
