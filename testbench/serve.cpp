@@ -156,6 +156,11 @@ bool uar_write_ok(uint64_t in_page, uint32_t bytes) {
     }
 }
 
+/// Most requests read ahead of a connection's thread. A connection with this many waiting is
+/// not read until its thread catches up (the client's sends block): one that floods requests
+/// while its thread waits does not grow the server's memory without bound.
+constexpr size_t MAX_INBOX = 1024;
+
 /// Longest SLEEP a client may ask for (simulated ns): an hour.
 constexpr uint64_t MAX_SLEEP_NS = uint64_t(3600) * 1000000000;
 
@@ -236,8 +241,7 @@ public:
             }
             if (n <= 0) {
                 close_fds(m.fds);
-                c.hangup = true;
-                c.wake.notify(SC_ZERO_TIME);
+                hang_up(c);
                 return;
             }
             m.data.resize(truncated ? 0 : size_t(n));  // a truncated message is refused as malformed
@@ -245,7 +249,13 @@ public:
             for (int& f : m.fds) f = own_pipe(f, &m.fd_error);
             c.inbox.push_back(std::move(m));
             c.wake.notify(SC_ZERO_TIME);
+            if (c.inbox.size() >= MAX_INBOX) return;
         }
+    }
+    /// The client closed its end: its thread serves what it has read, then ends.
+    void hang_up(connection& c) {
+        c.hangup = true;
+        c.wake.notify(SC_ZERO_TIME);
     }
     /// The connections whose sockets the main loop watches (ended ones are dropped here).
     std::vector<connection*> live() {
@@ -1164,7 +1174,8 @@ int serve_main(int argc, char* argv[]) {
         const auto now = std::chrono::steady_clock::now();
         const bool accepting = now >= accept_again;
         pf.push_back({lfd, short(accepting ? POLLIN : 0), 0});
-        for (connection* c : conns) pf.push_back({c->fd, POLLIN, 0});
+        // A connection whose inbox is full is watched only for its client going away.
+        for (connection* c : conns) pf.push_back({c->fd, short(c->inbox.size() < MAX_INBOX ? POLLIN : POLLRDHUP), 0});
         int wait_ms = -1;  // nothing scheduled: sleep until a client or a signal comes
         if (sc_pending_activity()) {
             const sc_time dt = sc_time_to_pending_activity();
@@ -1204,8 +1215,13 @@ int serve_main(int argc, char* argv[]) {
                 short_of_fds = false;
                 srv->accept(fd);
             }
-        for (size_t i = 0; i < conns.size(); ++i)
-            if (pf[i + 2].revents) srv->read_client(*conns[i]);
+        for (size_t i = 0; i < conns.size(); ++i) {
+            if (!pf[i + 2].revents) continue;
+            if (pf[i + 2].events & POLLIN)
+                srv->read_client(*conns[i]);
+            else
+                srv->hang_up(*conns[i]);
+        }
         if (!sc_pending_activity()) continue;
         if (sc_time_to_pending_activity() <= quantum) {
             in_gap = false;

@@ -339,6 +339,32 @@ TEST(Serve, a_sleep_ends_when_its_client_is_gone) {
     expect_still_serving(s);
 }
 
+TEST(Serve, a_client_that_floods_requests_is_read_no_faster_than_it_is_served) {
+    server s("flood");
+    ASSERT_EQ(access(s.sock().c_str(), F_OK), 0) << s.err();
+    {
+        client c(s);
+        ASSERT_EQ(c.open_node(0), 0);
+        const sp::u64_req nap = u64(sp::SLEEP, 5000000000ull);  // 5 s of simulated time, at wall-clock pace
+        c.send_raw(&nap, sizeof nap);
+        // While its thread sleeps, requests pile up: the server stops reading them at its limit
+        // (1024), and then the client's sends block.
+        ASSERT_EQ(fcntl(c.fd(), F_SETFL, O_NONBLOCK), 0);
+        const sp::header now{sp::NOW, 0};
+        int sent = 0;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1000);
+        while (sent < 100000 && std::chrono::steady_clock::now() < until)
+            if (send(c.fd(), &now, sizeof now, MSG_NOSIGNAL) == ssize_t(sizeof now))
+                ++sent;
+            else
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        EXPECT_GE(sent, 1024);
+        EXPECT_LT(sent, 5000) << "requests taken while the client's thread sleeps";
+    }  // gone, its requests unserved
+    EXPECT_TRUE(s.wait_for("closed after")) << s.err();
+    expect_still_serving(s);
+}
+
 TEST(Serve, out_of_file_descriptors_the_server_backs_off_and_keeps_serving) {
     constexpr rlim_t limit = 48;
     server s("emfile", {}, [] {
