@@ -1001,21 +1001,29 @@ bool claim_socket_path(const std::string& path, std::string* err) {
 }
 
 /// Listens on `path` (claim_socket_path), a socket file of mode 0600 (0666 with `other_users`);
-/// *ino is its inode.
+/// *ino is its inode. The socket is made under a name of its own, `path` + ".~", and renamed to
+/// `path` once it listens: a client that finds the file can connect (a connect between bind
+/// and listen would be refused).
 int listen_on(const std::string& path, bool other_users, ino_t* ino, std::string* err) {
     sockaddr_un a;
     if (!claim_socket_path(path, err) || !socket_address(path, &a, err)) return -1;
-    const auto addr = reinterpret_cast<sockaddr*>(&a);
+    std::string made = path + ".~";
     struct stat st {};
+    if (std::string too_long; !socket_address(made, &a, &too_long))
+        made = path;  // no room for the other name: bound in place
+    else if (lstat(made.c_str(), &st) == 0 && S_ISSOCK(st.st_mode))
+        unlink(made.c_str());  // a crashed server's
+    socket_address(made, &a, err);
     const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
         *err = std::string("socket: ") + std::strerror(errno);
         return -1;
     }
     // bind() creates the file with the socket's mode: never more than 0600 before the chmod.
-    if (fchmod(fd, 0600) < 0 || bind(fd, addr, sizeof a) < 0 || listen(fd, 64) < 0 ||
-        (other_users && chmod(path.c_str(), 0666) < 0) || stat(path.c_str(), &st) < 0) {
-        *err = "--socket " + path + ": cannot listen there: " + std::strerror(errno);
+    if (fchmod(fd, 0600) < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0 || listen(fd, 64) < 0 ||
+        (other_users && chmod(made.c_str(), 0666) < 0) || rename(made.c_str(), path.c_str()) < 0 ||
+        stat(path.c_str(), &st) < 0) {
+        *err = "--socket " + path + ": cannot listen there (" + made + "): " + std::strerror(errno);
         close(fd);
         return -1;
     }

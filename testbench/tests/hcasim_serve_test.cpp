@@ -125,6 +125,7 @@ public:
         a.sun_family = AF_UNIX;
         std::strncpy(a.sun_path, s.sock().c_str(), sizeof a.sun_path - 1);
         connected = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+        if (!connected) connect_error = errno;
     }
     ~client() {
         if (fd_ >= 0) close(fd_);
@@ -181,6 +182,7 @@ public:
     }
 
     bool connected = false;
+    int connect_error = 0;
     int memfd = -1;
     int async_fd = -1;
     sp::open_rep info{};
@@ -196,7 +198,7 @@ sp::u64_req u64(uint32_t op, uint64_t v) { return sp::u64_req{{op, 0}, v}; }
 void expect_still_serving(const server& s) {
     ASSERT_TRUE(s.alive()) << s.err();
     client c(s);
-    ASSERT_TRUE(c.connected);
+    ASSERT_TRUE(c.connected) << std::strerror(c.connect_error) << "\n" << s.err();
     ASSERT_EQ(c.open_node(0), 0) << s.err();
     std::vector<uint8_t> rep;
     EXPECT_EQ(c.call(sp::header{sp::ALLOC_PD, 0}, &rep), 0);
