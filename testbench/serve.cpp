@@ -156,6 +156,11 @@ bool uar_write_ok(uint64_t in_page, uint32_t bytes) {
     }
 }
 
+/// Most requests read ahead of a connection's thread. A connection with this many waiting is
+/// not read until its thread catches up (the client's sends block): one that floods requests
+/// while its thread waits does not grow the server's memory without bound.
+constexpr size_t MAX_INBOX = 1024;
+
 /// Longest SLEEP a client may ask for (simulated ns): an hour.
 constexpr uint64_t MAX_SLEEP_NS = uint64_t(3600) * 1000000000;
 
@@ -236,8 +241,7 @@ public:
             }
             if (n <= 0) {
                 close_fds(m.fds);
-                c.hangup = true;
-                c.wake.notify(SC_ZERO_TIME);
+                hang_up(c);
                 return;
             }
             m.data.resize(truncated ? 0 : size_t(n));  // a truncated message is refused as malformed
@@ -245,7 +249,13 @@ public:
             for (int& f : m.fds) f = own_pipe(f, &m.fd_error);
             c.inbox.push_back(std::move(m));
             c.wake.notify(SC_ZERO_TIME);
+            if (c.inbox.size() >= MAX_INBOX) return;
         }
+    }
+    /// The client closed its end: its thread serves what it has read, then ends.
+    void hang_up(connection& c) {
+        c.hangup = true;
+        c.wake.notify(SC_ZERO_TIME);
     }
     /// The connections whose sockets the main loop watches (ended ones are dropped here).
     std::vector<connection*> live() {
@@ -996,22 +1006,26 @@ bool claim_socket_path(const std::string& path, std::string* err) {
 /// connect at once, and link() refuses to replace a server that took the path meanwhile.
 int listen_on(const std::string& path, bool other_users, ino_t* ino, std::string* err) {
     sockaddr_un a;
-    const std::string tmp = path + ".new" + std::to_string(getpid());
-    if (!claim_socket_path(path, err) || !socket_address(tmp, &a, err)) return -1;
-    const auto addr = reinterpret_cast<sockaddr*>(&a);
+    if (!claim_socket_path(path, err) || !socket_address(path, &a, err)) return -1;
+    std::string tmp = path + ".new" + std::to_string(getpid()), too_long;
+    const bool in_place = !socket_address(tmp, &a, &too_long);  // no room for the other name
+    if (in_place) {
+        tmp = path;
+        socket_address(path, &a, err);
+    }
     struct stat st {};
     const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
         *err = std::string("socket: ") + std::strerror(errno);
         return -1;
     }
-    unlink(tmp.c_str());  // left by a server of this PID that died before linking it
+    if (!in_place) unlink(tmp.c_str());  // left by a server of this PID that died before linking it
     // bind() creates the file with the socket's mode: never more than 0600 before the chmod.
-    const bool ok = fchmod(fd, 0600) == 0 && bind(fd, addr, sizeof a) == 0 && listen(fd, 64) == 0 &&
-                    (!other_users || chmod(tmp.c_str(), 0666) == 0) && ::link(tmp.c_str(), path.c_str()) == 0 &&
-                    stat(path.c_str(), &st) == 0;
+    const bool ok = fchmod(fd, 0600) == 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                    listen(fd, 64) == 0 && (!other_users || chmod(tmp.c_str(), 0666) == 0) &&
+                    (in_place || ::link(tmp.c_str(), path.c_str()) == 0) && stat(path.c_str(), &st) == 0;
     const int e = errno;
-    unlink(tmp.c_str());
+    if (!in_place) unlink(tmp.c_str());
     if (!ok) {
         *err = "--socket " + path + (e == EEXIST ? ": another server took the path meanwhile"
                                                  : std::string(": cannot listen there: ") + std::strerror(e));
@@ -1173,7 +1187,8 @@ int serve_main(int argc, char* argv[]) {
         const auto now = std::chrono::steady_clock::now();
         const bool accepting = now >= accept_again;
         pf.push_back({lfd, short(accepting ? POLLIN : 0), 0});
-        for (connection* c : conns) pf.push_back({c->fd, POLLIN, 0});
+        // A connection whose inbox is full is watched only for its client going away.
+        for (connection* c : conns) pf.push_back({c->fd, short(c->inbox.size() < MAX_INBOX ? POLLIN : POLLRDHUP), 0});
         int wait_ms = -1;  // nothing scheduled: sleep until a client or a signal comes
         if (sc_pending_activity()) {
             const sc_time dt = sc_time_to_pending_activity();
@@ -1213,8 +1228,13 @@ int serve_main(int argc, char* argv[]) {
                 short_of_fds = false;
                 srv->accept(fd);
             }
-        for (size_t i = 0; i < conns.size(); ++i)
-            if (pf[i + 2].revents) srv->read_client(*conns[i]);
+        for (size_t i = 0; i < conns.size(); ++i) {
+            if (!pf[i + 2].revents) continue;
+            if (pf[i + 2].events & POLLIN)
+                srv->read_client(*conns[i]);
+            else
+                srv->hang_up(*conns[i]);
+        }
         if (!sc_pending_activity()) continue;
         if (sc_time_to_pending_activity() <= quantum) {
             in_gap = false;

@@ -125,6 +125,7 @@ public:
         a.sun_family = AF_UNIX;
         std::strncpy(a.sun_path, s.sock().c_str(), sizeof a.sun_path - 1);
         connected = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+        if (!connected) connect_error = errno;
     }
     ~client() {
         if (fd_ >= 0) close(fd_);
@@ -181,6 +182,7 @@ public:
     }
 
     bool connected = false;
+    int connect_error = 0;
     int memfd = -1;
     int async_fd = -1;
     sp::open_rep info{};
@@ -196,7 +198,7 @@ sp::u64_req u64(uint32_t op, uint64_t v) { return sp::u64_req{{op, 0}, v}; }
 void expect_still_serving(const server& s) {
     ASSERT_TRUE(s.alive()) << s.err();
     client c(s);
-    ASSERT_TRUE(c.connected);
+    ASSERT_TRUE(c.connected) << std::strerror(c.connect_error) << "\n" << s.err();
     ASSERT_EQ(c.open_node(0), 0) << s.err();
     std::vector<uint8_t> rep;
     EXPECT_EQ(c.call(sp::header{sp::ALLOC_PD, 0}, &rep), 0);
@@ -335,6 +337,32 @@ TEST(Serve, a_sleep_ends_when_its_client_is_gone) {
         const sp::u64_req nap = u64(sp::SLEEP, 3000ull * 1000000000);
         c.send_raw(&nap, sizeof nap);
     }  // gone while its SLEEP of 50 simulated minutes runs
+    EXPECT_TRUE(s.wait_for("closed after")) << s.err();
+    expect_still_serving(s);
+}
+
+TEST(Serve, a_client_that_floods_requests_is_read_no_faster_than_it_is_served) {
+    server s("flood");
+    ASSERT_EQ(access(s.sock().c_str(), F_OK), 0) << s.err();
+    {
+        client c(s);
+        ASSERT_EQ(c.open_node(0), 0);
+        const sp::u64_req nap = u64(sp::SLEEP, 5000000000ull);  // 5 s of simulated time, at wall-clock pace
+        c.send_raw(&nap, sizeof nap);
+        // While its thread sleeps, requests pile up: the server stops reading them at its limit
+        // (1024), and then the client's sends block.
+        ASSERT_EQ(fcntl(c.fd(), F_SETFL, O_NONBLOCK), 0);
+        const sp::header now{sp::NOW, 0};
+        int sent = 0;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1000);
+        while (sent < 100000 && std::chrono::steady_clock::now() < until)
+            if (send(c.fd(), &now, sizeof now, MSG_NOSIGNAL) == ssize_t(sizeof now))
+                ++sent;
+            else
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        EXPECT_GE(sent, 1024);
+        EXPECT_LT(sent, 5000) << "requests taken while the client's thread sleeps";
+    }  // gone, its requests unserved
     EXPECT_TRUE(s.wait_for("closed after")) << s.err();
     expect_still_serving(s);
 }
