@@ -269,10 +269,8 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
             throw config_error("--timeline records one run; " +
                                std::string(o.workload == "attack_suite" ? "attack_suite" : "a QP sweep") + " makes several");
     }
-    if ((vm.count("timeline-window") || vm.count("timeline-nodes")) && !vm.count("timeline"))
-        throw config_error("--timeline-window and --timeline-nodes choose what --timeline FILE keeps; give --timeline");
     auto given = [&vm](const char* option) { return vm.count(option) ? &vm[option].as<std::string>() : nullptr; };
-    o.timeline_only = timeline_filter::parse(given("timeline-window"), given("timeline-nodes"));
+    o.timeline_only = timeline_filter::parse(given("timeline-window"), given("timeline-nodes"), vm.count("timeline"));
     if (vm.count("waves")) {
         o.waves = vm["waves"].as<std::string>();
         if (o.waves.empty()) throw config_error("--waves: expected a file name");

@@ -1103,10 +1103,8 @@ int replay_main(int argc, const char* const* argv) {
     const char* const out_what = update ? "--update" : "--record";
     timeline_filter timeline_only;
     try {  // the outputs, before anything runs
-        if ((vm.count("timeline-window") || vm.count("timeline-nodes")) && !vm.count("timeline"))
-            throw config_error("--timeline-window and --timeline-nodes choose what --timeline FILE keeps; give --timeline");
         auto given = [&vm](const char* option) { return vm.count(option) ? &vm[option].as<std::string>() : nullptr; };
-        timeline_only = timeline_filter::parse(given("timeline-window"), given("timeline-nodes"));
+        timeline_only = timeline_filter::parse(given("timeline-window"), given("timeline-nodes"), vm.count("timeline"));
         output_file::check(out_path, out_what);
         if (vm.count("timeline"))
             output_file::check(vm["timeline"].as<std::string>(), "--timeline");

@@ -51,7 +51,7 @@ target resolve(const std::string& path) {
             t.error = ec.value();
             return t;
         }
-        if (!fs::is_directory(dir)) {
+        if (!fs::is_directory(dir, ec)) {
             t.error = ENOTDIR;
             return t;
         }

@@ -28,7 +28,10 @@ constexpr unsigned LANES_SORTED = 1000;
 
 }  // namespace
 
-timeline_filter timeline_filter::parse(const std::string* window_given, const std::string* nodes_given) {
+timeline_filter timeline_filter::parse(const std::string* window_given, const std::string* nodes_given,
+                                       bool timeline_given) {
+    if ((window_given || nodes_given) && !timeline_given)
+        throw config_error("--timeline-window and --timeline-nodes choose what --timeline FILE keeps; give --timeline");
     timeline_filter f;
     if (window_given) {
         const std::string& window = *window_given;

@@ -27,9 +27,10 @@ struct timeline_filter {
     uint64_t from_ps = 0, to_ps = UINT64_MAX;  // [from, to) of simulated time
     std::vector<unsigned> nodes;               // empty: every node
 
-    /// "START_NS:END_NS" (either number may be left out: from the start, to the end) and "0,1";
-    /// null: not given (all of the time, every node). Throws config_error naming the option.
-    static timeline_filter parse(const std::string* window, const std::string* nodes);
+    /// --timeline-window "START_NS:END_NS" (either number may be left out: from the start, to
+    /// the end) and --timeline-nodes "0,1"; null: not given (all of the time, every node).
+    /// Throws config_error naming the option, also when one is given without --timeline.
+    static timeline_filter parse(const std::string* window, const std::string* nodes, bool timeline_given);
     /// Throws config_error if a listed node is not one of `count`.
     void check_nodes(unsigned count) const;
 };
