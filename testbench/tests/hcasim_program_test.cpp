@@ -166,6 +166,20 @@ TEST(HcasimProgram, stats_json_on_a_full_disk_keeps_the_old_file_and_exits_2) {
     std::filesystem::remove_all(dir);
 }
 
+TEST(HcasimProgram, stats_json_through_a_symbolic_link_replaces_the_links_target) {
+    const std::string dir = ::testing::TempDir() + "stats_link_" + std::to_string(getpid());
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir + "/real");
+    std::ofstream(dir + "/real/s.json") << "old";
+    std::filesystem::create_symlink("real/s.json", dir + "/s.json");
+    const result r = run("--workload write_bw --size 4K --iters 10 --stats-json '" + dir + "/s.json'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(std::filesystem::is_symlink(dir + "/s.json"));
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir + "/real/s.json"))["results"][0]["size_bytes"], 4096);
+    EXPECT_EQ(hcasim::test::dir_entries(dir + "/real"), std::vector<std::string>{"s.json"});
+    std::filesystem::remove_all(dir);
+}
+
 TEST(HcasimProgram, stats_json_to_dev_stdout_follows_the_table) {
     // Not a regular file: written directly (not replaced), after what the program printed.
     const result r = run("--workload write_bw --size 4K --iters 10 --stats-json /dev/stdout");
