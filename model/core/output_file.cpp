@@ -85,6 +85,8 @@ target resolve(const std::string& path) {
         }
         if (S_ISDIR(st.st_mode))
             t.error = EISDIR;
+        else if (access(t.file.c_str(), W_OK) != 0)  // a read-only file is not replaced either
+            t.error = errno;
         t.exists = true;
         t.mode = st.st_mode & 07777;
         t.direct = !S_ISREG(st.st_mode);
