@@ -1,6 +1,7 @@
 // One output file of the program (--stats-json, --record, --timeline, --pcap, --report, replay
 // --update), written whole or not at all. The path is checked when the file is opened, before
-// the simulation: not empty, not a directory, in a directory that exists and can be written.
+// the simulation: not empty, not a directory, in a directory that exists and can be written, not
+// a file that cannot be written.
 // The data goes to a temporary file in the same directory; commit() syncs it and renames it over
 // the path, so the old file stays until the new one is complete, and a failed or abandoned
 // output leaves no trace. A path that is not a regular file (/dev/stdout, /dev/full, a pipe) is
@@ -16,8 +17,8 @@ namespace hcasim {
 class output_file {
 public:
     /// Opens where `path` is written; `what` names the output in errors ("--stats-json").
-    /// Throws config_error if the path is empty, a directory, or in a directory that does not
-    /// exist or cannot be written.
+    /// Throws config_error if the path is empty, a directory, a file that cannot be written, or
+    /// in a directory that does not exist or cannot be written.
     output_file(std::string path, std::string what);
     /// Not committed: the temporary file is removed (the old file stays).
     ~output_file();
