@@ -455,9 +455,7 @@ TEST(HcasimPcap, Errors) {
 
 // Issue 27: a capture is written whole or not at all.
 TEST(HcasimPcap, pcap_on_a_full_disk_leaves_the_old_capture_and_exits_2) {
-    const std::string dir = ::testing::TempDir() + "pcap_disk_" + std::to_string(getpid());
-    fs::remove_all(dir);
-    fs::create_directory(dir);
+    const std::string dir = hcasim::test::empty_dir("pcap_disk");
     const std::string f = dir + "/link0.pcap";
     std::ofstream(f) << "old";
     // 20 x 64 KiB on the wire; files stop growing at 64 KiB.

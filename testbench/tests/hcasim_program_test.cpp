@@ -142,9 +142,7 @@ TEST(HcasimProgram, stats_json_with_an_empty_path_is_refused) {
 }
 
 TEST(HcasimProgram, stats_json_on_a_full_disk_keeps_the_old_file_and_exits_2) {
-    const std::string dir = ::testing::TempDir() + "stats_disk_" + std::to_string(getpid());
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directory(dir);
+    const std::string dir = hcasim::test::empty_dir("stats_disk");
     const std::string f = dir + "/s.json";
     std::ofstream(f) << "old";
     std::filesystem::permissions(f, std::filesystem::perms(0640));
@@ -167,9 +165,8 @@ TEST(HcasimProgram, stats_json_on_a_full_disk_keeps_the_old_file_and_exits_2) {
 }
 
 TEST(HcasimProgram, stats_json_through_a_symbolic_link_replaces_the_links_target) {
-    const std::string dir = ::testing::TempDir() + "stats_link_" + std::to_string(getpid());
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir + "/real");
+    const std::string dir = hcasim::test::empty_dir("stats_link");
+    std::filesystem::create_directory(dir + "/real");
     std::ofstream(dir + "/real/s.json") << "old";
     std::filesystem::create_symlink("real/s.json", dir + "/s.json");
     const result r = run("--workload write_bw --size 4K --iters 10 --stats-json '" + dir + "/s.json'");

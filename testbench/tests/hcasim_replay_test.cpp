@@ -212,9 +212,7 @@ TEST(HcasimReplay, a_recorded_workload_replays_equal_and_the_same_seed_records_t
 // Issue 27, write errors: a trace is written whole or not at all; the old file stays.
 TEST(HcasimReplay, update_on_a_full_disk_keeps_the_old_trace_and_does_not_say_outcome_written) {
     // The 17 KB trace of the report; files stop growing at 4 KiB.
-    const std::string dir = tmp("update_disk");
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directory(dir);
+    const std::string dir = empty_dir("update_disk");
     const std::string f = dir + "/write_bw.jsonl";
     const std::string old = slurp(std::string(HCASIM_SOURCE_DIR) + "/traces/regression/perftest_write_bw.jsonl");
     ASSERT_GT(old.size(), 16000u);

@@ -29,6 +29,14 @@ inline std::string slurp(const std::string& path) {
     return ss.str();
 }
 
+/// A new empty directory under the test temp dir, named after `name` and the process.
+inline std::string empty_dir(const std::string& name) {
+    const std::string d = ::testing::TempDir() + name + "_" + std::to_string(getpid());
+    std::filesystem::remove_all(d);
+    std::filesystem::create_directories(d);
+    return d;
+}
+
 /// The names in a directory, sorted (hidden ones too: an output's temporary file would show).
 inline std::vector<std::string> dir_entries(const std::string& dir) {
     std::vector<std::string> v;

@@ -260,9 +260,7 @@ TEST(HcasimTimeline, a_timeline_that_cannot_be_written_is_exit_2_naming_the_path
     EXPECT_EQ(full.code, 2);
     EXPECT_EQ(full.err, "hcasim: error: --timeline: cannot write '/dev/full': No space left on device\n");
     // A full disk: the old timeline stays, no temporary file is left.
-    const std::string dir = ::testing::TempDir() + "timeline_disk_" + std::to_string(getpid());
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directory(dir);
+    const std::string dir = empty_dir("timeline_disk");
     const std::string f = dir + "/t.json";
     std::ofstream(f) << "old";
     const result r = run_hcasim("--workload write_lat --size 64 --iters 3 --timeline '" + f + "'", "disk", file_limit(16));
