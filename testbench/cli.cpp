@@ -150,6 +150,9 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         ("timeline", po::value<std::string>(), "write a timeline of the run to FILE as Chrome trace-event JSON (Perfetto, "
                                                "chrome://tracing): per node, tracks for the HCA's stages, the port, the CQ "
                                                "writer and PCIe, a span per packet, transaction and CQE")
+        ("timeline-window", po::value<std::string>(), "--timeline keeps only START_NS:END_NS of simulated time (spans "
+                                                      "overlapping it; either end may be left out)")
+        ("timeline-nodes", po::value<std::string>(), "--timeline keeps only these nodes, e.g. 0,1")
         ("waves", po::value<std::string>(), "write the P_Key checker RTL's pins to FILE as FST (GTKWave), for the nodes that "
                                             "run it (--set hca.pkey_checker.impl=rtl|both); same as --set "
                                             "hca.pkey_checker.waves=FILE (docs/cosim.md)")
@@ -244,7 +247,10 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
             throw config_error("--mtu: expected 256|512|1024|2048|4096, got '" + t + "'");
         o.mtu = static_cast<unsigned>(*v);
     }
-    if (vm.count("stats-json")) o.stats_json = vm["stats-json"].as<std::string>();
+    if (vm.count("stats-json")) {
+        o.stats_json = vm["stats-json"].as<std::string>();
+        if (o.stats_json.empty()) throw config_error("--stats-json: expected a file name");
+    }
     if (vm.count("record")) {
         o.record = vm["record"].as<std::string>();
         if (o.record.empty()) throw config_error("--record: expected a file name");
@@ -263,6 +269,8 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
             throw config_error("--timeline records one run; " +
                                std::string(o.workload == "attack_suite" ? "attack_suite" : "a QP sweep") + " makes several");
     }
+    auto given = [&vm](const char* option) { return vm.count(option) ? &vm[option].as<std::string>() : nullptr; };
+    o.timeline_only = timeline_filter::parse(given("timeline-window"), given("timeline-nodes"), vm.count("timeline"));
     if (vm.count("waves")) {
         o.waves = vm["waves"].as<std::string>();
         if (o.waves.empty()) throw config_error("--waves: expected a file name");

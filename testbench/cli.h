@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "model/core/timeline.h"
+
 namespace hcasim {
 
 /// Everything the command line selects. Configuration values stay text until params resolve them.
@@ -34,6 +36,7 @@ struct run_options {
     uint64_t bench_events = 0;         ///< --bench-events N: only measure the SystemC timed-event rate
     std::string record;                ///< --record FILE: verbs-level trace of the run; empty = none
     std::string timeline;              ///< --timeline FILE: Chrome trace-event JSON of the run; empty = none
+    timeline_filter timeline_only;     ///< --timeline-window, --timeline-nodes: what the timeline keeps
     std::string waves;                 ///< --waves FILE: FST of the P_Key checker RTL's pins; empty = none
     std::string pcap_dir;              ///< --pcap DIR: one wire capture per cable (docs/traces.md); empty = none
 };

@@ -14,6 +14,7 @@
 #include <iomanip>
 #include <iostream>
 
+#include "model/core/output_file.h"
 #include "model/core/param.h"
 #include "testbench/attack_suite.h"
 #include "testbench/cli.h"
@@ -56,6 +57,7 @@ run_spec make_spec(const run_options& o) {
     spec.atomic = o.atomic;
     spec.record = o.record;
     spec.timeline = o.timeline;
+    spec.timeline_only = o.timeline_only;
     spec.pcap_dir = o.pcap_dir;
     if (o.workload.empty()) {
         // The demo: latency and bandwidth from 2 B to 1 MiB, as `perftest -a` would sweep.
@@ -206,6 +208,16 @@ void print_speed(const nlohmann::ordered_json& j) {
                     static_cast<unsigned long long>(qps->get<uint64_t>()), slot_bytes / 1024.0,
                     (value.get<double>() + slot_bytes) / qps->get<double>());
     }
+}
+
+/// The files a run writes, checked before it runs (output_file::check): the run must not be
+/// lost to a path that cannot be written. --pcap's files are opened before the simulation.
+void check_outputs(const run_options& o) {
+    if (!o.stats_json.empty()) output_file::check(o.stats_json, "--stats-json");
+    if (!o.record.empty()) output_file::check(o.record, "--record");
+    if (!o.timeline.empty()) output_file::check(o.timeline, "--timeline");
+    if (!o.report_dir.empty())
+        for (const char* f : {"results.csv", "results.json", "plots.gp"}) output_file::check(o.report_dir + "/" + f, "--report");
 }
 
 /// Writes the --report directory; prints where (and a warning if no plot could be drawn).
@@ -426,6 +438,7 @@ int sc_main(int argc, char* argv[]) {
                 throw config_error("--report: cannot create directory '" + opts.report_dir + "'" +
                                    (ec ? ": " + ec.message() : ""));
         }
+        if (!opts.help_config) check_outputs(opts);
         if (opts.workload == "qp_scale") {
             if (opts.speed) throw config_error("--speed measures one run; qp_scale runs one process per point");
             return run_qp_scale(opts);

@@ -1041,6 +1041,8 @@ int replay_main(int argc, const char* const* argv) {
         ("record", po::value<std::string>(), "write the replay's own trace (calls and outcomes) to this file")
         ("pcap", po::value<std::string>(), "also write one wire capture per cable into this directory (docs/traces.md)")
         ("timeline", po::value<std::string>(), "also write the replay's timeline (Chrome trace-event JSON) to this file")
+        ("timeline-window", po::value<std::string>(), "--timeline keeps only START_NS:END_NS of simulated time")
+        ("timeline-nodes", po::value<std::string>(), "--timeline keeps only these nodes, e.g. 0,1")
         ("config,c", po::value<std::vector<std::string>>()->composing(), "load an INI file after the trace's configuration")
         ("set,s", po::value<std::vector<std::string>>()->composing(), "override one key after the trace's configuration")
         ("file", po::value<std::string>(), "the trace");
@@ -1096,7 +1098,20 @@ int replay_main(int argc, const char* const* argv) {
     std::unique_ptr<trace::recorder> rec;
     std::unique_ptr<replayer> app;
     std::unique_ptr<timeline> tl;
-    const std::string out_path = update ? path + ".new" : record.empty() ? "/dev/null" : record;
+    // --update writes FILE whole once the replay has run to its end, or leaves it as it was.
+    const std::string out_path = update ? path : vm.count("record") ? record : "/dev/null";
+    const char* const out_what = update ? "--update" : "--record";
+    timeline_filter timeline_only;
+    try {  // the outputs, before anything runs
+        auto given = [&vm](const char* option) { return vm.count(option) ? &vm[option].as<std::string>() : nullptr; };
+        timeline_only = timeline_filter::parse(given("timeline-window"), given("timeline-nodes"), vm.count("timeline"));
+        output_file::check(out_path, out_what);
+        if (vm.count("timeline"))
+            output_file::check(vm["timeline"].as<std::string>(), "--timeline");
+    } catch (const config_error& e) {
+        std::cerr << "hcasim: error: replay: " << e.what() << "\n";
+        return 2;
+    }
     try {
         t = load(path);
         broker& b = broker::instance();
@@ -1113,11 +1128,12 @@ int replay_main(int argc, const char* const* argv) {
         if (m->size() != t.nodes)
             throw trace_error(path + ": the trace has " + std::to_string(t.nodes) + " nodes, its configuration makes " +
                               std::to_string(m->size()));
-        rec = std::make_unique<trace::recorder>(out_path, t.nodes);
+        rec = std::make_unique<trace::recorder>(out_path, t.nodes, out_what);
         if (vm.count("pcap"))
             m->capture_to(vm["pcap"].as<std::string>());
         if (vm.count("timeline")) {
-            tl = std::make_unique<timeline>(vm["timeline"].as<std::string>());
+            timeline_only.check_nodes(t.nodes);
+            tl = std::make_unique<timeline>(vm["timeline"].as<std::string>(), timeline_only);
             for (unsigned i = 0; i < t.nodes; ++i) {
                 m->at(i).adapter.set_timeline(tl.get(), i);
                 m->at(i).pcie.set_timeline(tl.get(), i);
@@ -1141,41 +1157,43 @@ int replay_main(int argc, const char* const* argv) {
     app->compare_events_ = has_outcome;
 
     sc_start();
-    if (!app->failure.empty()) {
-        std::cerr << "hcasim: run failed: replay: " << app->failure << "\n";
-        return 1;
-    }
-    // The end: memory digests of every buffer, the counters.
-    trace::json counters = trace::json::object();
-    for (const counter* c : stats_registry::instance().counters())
-        if (c->value())
-            counters[c->key()] = c->value();
-    const trace::json memory = rec->end(
-        [&](unsigned node, uint64_t va, uint8_t* dst, uint64_t n) { app->sw(node).as.read(va, dst, n); }, counters);
-    app->compare_end(memory);
-    rec.reset();
-    tl.reset();
-    if (!m->captures().empty()) {
-        if (const std::string e = m->close_captures(); !e.empty()) {
-            std::cerr << "hcasim: error: replay: " << e << "\n";
-            return 2;
+    try {
+        // The timeline and the captures show what was simulated, whether the replay failed or not.
+        if (tl)
+            tl->close();
+        if (!m->captures().empty()) {
+            if (const std::string e = m->close_captures(); !e.empty())
+                throw config_error(e);
+            std::printf(" pcap:");
+            for (const auto& c : m->captures()) std::printf(" %s (%llu packets)", c->path().c_str(), static_cast<unsigned long long>(c->packets()));
+            std::printf("\n");
         }
-        std::printf(" pcap:");
-        for (const auto& c : m->captures()) std::printf(" %s (%llu packets)", c->path().c_str(), static_cast<unsigned long long>(c->packets()));
-        std::printf("\n");
+        if (!app->failure.empty()) {
+            std::cerr << "hcasim: run failed: replay: " << app->failure << "\n";
+            return 1;
+        }
+        if (update && !app->finished) {
+            std::cerr << "hcasim: run failed: replay: " << path << ": the replay stopped before its last call ("
+                      << path << " is left as it was)\n";
+            return 1;
+        }
+        // The end: memory digests of every buffer, the counters; the trace is written.
+        trace::json counters = trace::json::object();
+        for (const counter* c : stats_registry::instance().counters())
+            if (c->value())
+                counters[c->key()] = c->value();
+        const trace::json memory = rec->end(
+            [&](unsigned node, uint64_t va, uint8_t* dst, uint64_t n) { app->sw(node).as.read(va, dst, n); }, counters);
+        app->compare_end(memory);
+    } catch (const config_error& e) {
+        std::cerr << "hcasim: error: replay: " << e.what() << "\n";
+        return 2;
     }
     if (!app->finished && app->diffs.empty())
         app->diffs.push_back({"run", path + ": the replay stopped before its last call"});
     std::printf("replay: %s: %zu calls, %zu completions, %zu events recorded", path.c_str(), app->calls_run,
                 app->completions, t.events.size());
     if (update) {
-        std::error_code ec;
-        std::filesystem::rename(out_path, path, ec);
-        if (ec) {
-            std::printf("\n");
-            std::cerr << "hcasim: error: replay: cannot replace " << path << ": " << ec.message() << "\n";
-            return 1;
-        }
         std::printf("; outcome written to %s (--update)\n", path.c_str());
         return 0;
     }

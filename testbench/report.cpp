@@ -6,12 +6,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "model/core/output_file.h"
 #include "model/core/param.h"
 #include "model/core/stats.h"
 
@@ -133,10 +137,9 @@ void write_json(const std::string& path, const std::vector<run_report>& reports)
 }
 
 void write_json_file(const std::string& path, const nlohmann::ordered_json& j, const char* what) {
-    std::ofstream out(path);
-    if (!out) throw config_error(std::string("cannot write ") + what + " '" + path + "'");
-    out << j.dump(2) << "\n";
-    if (!out) throw config_error(std::string("cannot write ") + what + " '" + path + "'");
+    output_file out(path, what);
+    out.write(j.dump(2) + "\n");
+    out.commit();
 }
 
 nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
@@ -291,9 +294,64 @@ std::string run_gnuplot(const std::string& dir) {
     if (waitpid(pid, &status, 0) < 0) return "waitpid failed";
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return "gnuplot not found (install Debian's gnuplot-nox)";
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return "gnuplot failed on " + dir + "/plots.gp (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
+        return "gnuplot failed on plots.gp (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
     return "";
 }
+
+/// A PNG that ends with its IEND chunk (gnuplot did not stop half-way).
+bool whole_png(const std::string& path) {
+    static const unsigned char iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    if (!f || f.tellg() < std::streamoff(8 + sizeof iend)) return false;
+    char tail[sizeof iend];
+    f.seekg(-std::streamoff(sizeof iend), std::ios::end);
+    return f.read(tail, sizeof tail) && std::memcmp(tail, iend, sizeof iend) == 0;
+}
+
+/// The plots drawn by gnuplot in a directory of their own inside the report's (removed at the
+/// end), so that a plot replaces its old copy only when it is whole.
+class plot_dir {
+public:
+    /// Runs `script`, which draws `pngs` (none: nothing to do), in a new directory in `dir`;
+    /// `warning`: gnuplot is missing or failed. Throws config_error when a plot is not whole
+    /// (a write error).
+    plot_dir(const std::string& dir, const std::string& script, const std::vector<std::string>& pngs,
+             std::string& warning)
+        : dir_(dir) {
+        if (pngs.empty()) return;
+        std::string tmp = dir + "/.plots.XXXXXX";
+        if (!mkdtemp(tmp.data()))
+            throw config_error("--report: cannot write in '" + dir + "': " + std::strerror(errno));
+        tmp_ = tmp;
+        try {
+            output_file gp(tmp_ + "/plots.gp", "--report");
+            gp.write(script);
+            gp.commit();
+            warning = run_gnuplot(tmp_);
+            if (!warning.empty()) return;
+            for (const std::string& png : pngs)
+                if (!whole_png(tmp_ + "/" + png))
+                    throw config_error("--report: cannot write '" + dir + "/" + png +
+                                       "': gnuplot did not write it whole (is the disk full?)");
+        } catch (...) {
+            remove();
+            throw;
+        }
+    }
+    ~plot_dir() { remove(); }
+    /// Moves a drawn plot into the report's directory (over its old copy).
+    void move(const std::string& png) const {
+        if (std::rename((tmp_ + "/" + png).c_str(), (dir_ + "/" + png).c_str()) != 0)
+            throw config_error("--report: cannot write '" + dir_ + "/" + png + "': " + std::strerror(errno));
+    }
+
+private:
+    void remove() const {
+        std::error_code ec;
+        if (!tmp_.empty()) std::filesystem::remove_all(tmp_, ec);
+    }
+    std::string dir_, tmp_;
+};
 
 }  // namespace
 
@@ -303,7 +361,6 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
     std::filesystem::create_directories(dir, ec);
     if (ec || !std::filesystem::is_directory(dir))
         throw config_error("--report: cannot create directory '" + dir + "'" + (ec ? ": " + ec.message() : ""));
-    write_json_file(dir + "/results.json", ojson{{"runs", runs}}, "report");
 
     // One row per (run, result); series keyed in first-appearance order.
     struct point {
@@ -322,8 +379,7 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
         return v.back();
     };
     std::vector<unsigned> qps_seen;
-    std::ofstream csv(dir + "/results.csv");
-    if (!csv) throw config_error("--report: cannot write '" + dir + "/results.csv'");
+    std::ostringstream csv;
     csv << "workload,qps,size_bytes,iters,bw_gbps,msg_rate_mpps,lat_typical_us,lat_min_us,lat_p99_us,lat_avg_us,"
            "lat_max_us\n";
     for (const ojson& run : runs) {
@@ -367,13 +423,10 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
             }
         }
     }
-    csv.close();
-    if (!csv) throw config_error("--report: cannot write '" + dir + "/results.csv'");
 
     // The gnuplot script: data inline, one PNG per figure that has data.
     std::vector<std::string> pngs;
-    std::ofstream gp(dir + "/plots.gp");
-    if (!gp) throw config_error("--report: cannot write '" + dir + "/plots.gp'");
+    std::ostringstream gp;
     gp << "# hcasim --report: regenerate the plots with `gnuplot plots.gp` in this directory.\n"
           "set terminal pngcairo size 960,600 noenhanced font ',11'\n"
           "set grid\nset key outside right top\nset style data linespoints\nset pointsize 0.8\n";
@@ -460,11 +513,18 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
         gp << "\n";
         pngs.push_back(png);
     }
-    gp.close();
-    if (!gp) throw config_error("--report: cannot write '" + dir + "/plots.gp'");
-    if (pngs.empty()) return pngs;
-    warning = run_gnuplot(dir);
+
+    // Every file whole before any replaces its old copy; the plots are drawn aside first.
+    output_file json_file(dir + "/results.json", "--report"), csv_file(dir + "/results.csv", "--report"),
+        gp_file(dir + "/plots.gp", "--report");
+    json_file.write(ojson{{"runs", runs}}.dump(2) + "\n");
+    csv_file.write(csv.str());
+    gp_file.write(gp.str());
+    for (output_file* f : {&json_file, &csv_file, &gp_file}) f->finish();
+    const plot_dir plots(dir, gp.str(), pngs, warning);
     if (!warning.empty()) pngs.clear();
+    for (output_file* f : {&json_file, &csv_file, &gp_file}) f->commit();
+    for (const std::string& png : pngs) plots.move(png);
     return pngs;
 }
 

@@ -73,8 +73,9 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports);
 /// Writes to_json to `path`. Throws config_error if the file cannot be written.
 void write_json(const std::string& path, const run_report& r);
 void write_json(const std::string& path, const std::vector<run_report>& reports);
-/// Writes a JSON value to `path` (2-space indent). Throws config_error if it cannot be written.
-void write_json_file(const std::string& path, const nlohmann::ordered_json& j, const char* what = "stats JSON");
+/// Writes a JSON value to `path` (2-space indent; an output_file: whole or not at all). Throws
+/// config_error "<what>: cannot write '<path>': <reason>" if it cannot be written.
+void write_json_file(const std::string& path, const nlohmann::ordered_json& j, const char* what = "--stats-json");
 
 /// --report DIR: `runs` is an array of stats JSON objects (to_json), one per run of a sweep.
 /// Writes DIR/results.csv (one row per workload, QP count and size), DIR/results.json ({"runs":

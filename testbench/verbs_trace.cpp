@@ -205,14 +205,15 @@ bool send_flags_of(const json& j, unsigned* flags, std::string* why) {
 
 // ------------------------------------------------------------------------------- recorder
 
-recorder::recorder(const std::string& path, unsigned nodes) : out_(path, std::ios::binary), path_(path), nodes_(nodes) {
-    if (!out_)
-        throw config_error("cannot write trace '" + path + "'");
-}
+recorder::recorder(const std::string& path, unsigned nodes, const std::string& what)
+    : out_(path, what), nodes_(nodes) {}
 
 recorder::~recorder() = default;
 
-void recorder::line(const json& j) { out_ << j.dump() << '\n'; }
+void recorder::line(const json& j) {
+    out_.write(j.dump());
+    out_.write("\n");
+}
 
 void recorder::header(const json& config, uint64_t seed, const std::string& workload) {
     json h;
@@ -450,7 +451,7 @@ json recorder::end(const std::function<void(unsigned, uint64_t, uint8_t*, uint64
     j["t_ps"] = uint64_t(sc_core::sc_time_stamp().value());
     j["end"] = json{{"memory", mem}, {"counters", counters}};
     line(j);
-    out_.flush();
+    out_.commit();
     return mem;
 }
 

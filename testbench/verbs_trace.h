@@ -10,7 +10,6 @@
 // length); their contents are never dumped, only digested at the end.
 #pragma once
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +19,7 @@
 #include <systemc>
 
 #include "firmware/verbs.h"
+#include "model/core/output_file.h"
 
 namespace hcasim::trace {
 
@@ -59,16 +59,20 @@ bool access_flags_of(const json& j, unsigned* flags, std::string* why);
 json send_flags(unsigned flags);
 bool send_flags_of(const json& j, unsigned* flags, std::string* why);
 
-/// Records verbs calls of the applications of `nodes` nodes into a file.
+/// Records verbs calls of the applications of `nodes` nodes into a file (an output_file: written
+/// whole by end(), or not at all).
 class recorder {
 public:
-    /// Opens `path` for writing; throws config_error if it cannot.
-    recorder(const std::string& path, unsigned nodes);
-    ~recorder();
+    /// Opens `path` for writing; throws config_error if it cannot (`what` names it: the option).
+    recorder(const std::string& path, unsigned nodes, const std::string& what = "--record");
+    ~recorder();  ///< without end(): the file is not written (the old one stays)
 
     void header(const json& config, uint64_t seed, const std::string& workload);
     /// A "#" line (readers skip it).
-    void comment(const std::string& text) { out_ << text << '\n'; }
+    void comment(const std::string& text) {
+        out_.write(text);
+        out_.write("\n");
+    }
 
     // --- object names ---
     /// The name of a node's object (made in creation order: kind + number), or "" if unknown.
@@ -102,7 +106,8 @@ public:
     /// Writes an event record; returns it.
     json event(unsigned node, const verbs::ibv_async_event& e);
     /// Writes the end record: memory digests of every buffer (read through `read`) and the
-    /// counters. Returns the digests ({"N/buf": "fnv1a64:..."}).
+    /// counters, and commits the file (throws config_error on a write error). Returns the
+    /// digests ({"N/buf": "fnv1a64:..."}).
     json end(const std::function<void(unsigned node, uint64_t addr, uint8_t* dst, uint64_t n)>& read,
              const json& counters);
 
@@ -124,8 +129,7 @@ private:
         std::vector<mr_info> mrs;
         std::map<uint32_t, std::string> qps;   // qp_num -> name
     };
-    std::ofstream out_;
-    std::string path_;
+    output_file out_;
     std::vector<node_names> nodes_;
     std::vector<buffer> buffers_;
 };

@@ -2389,7 +2389,8 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
     if (!spec.timeline.empty()) {
         if (!m)
             throw workload_error("--timeline: " + spec.phases.front().workload + " runs the PCIe link alone (no HCA timeline)");
-        tl = std::make_unique<timeline>(spec.timeline);
+        spec.timeline_only.check_nodes(unsigned(m->size()));
+        tl = std::make_unique<timeline>(spec.timeline, spec.timeline_only);
         for (size_t i = 0; i < m->size(); ++i) {
             m->at(unsigned(i)).adapter.set_timeline(tl.get(), unsigned(i));
             m->at(unsigned(i)).pcie.set_timeline(tl.get(), unsigned(i));
@@ -2433,6 +2434,8 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
         for (const auto& c : m->captures()) std::cout << " " << c->path() << " (" << c->packets() << " packets)";
         std::cout << "\n";
     }
+    if (tl)
+        tl->close();
     if (m)
         for (size_t i = 0; i < m->size(); ++i)
             if (const std::string& d = m->at(unsigned(i)).adapter.pkeys.divergence(); !d.empty()) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/core/param.h"
+#include "model/core/timeline.h"
 #include "testbench/report.h"
 
 namespace hcasim {
@@ -33,6 +34,7 @@ struct run_spec {
     std::string atomic = "fetch_add";  ///< atomic_lat/atomic_rate operation: fetch_add|cmp_swap
     std::string record;             ///< --record: write a verbs-level trace of the run here ("": none)
     std::string timeline;           ///< --timeline: write a Chrome trace-event timeline here ("": none)
+    timeline_filter timeline_only;  ///< --timeline-window, --timeline-nodes: what the timeline keeps
     std::string pcap_dir;           ///< --pcap: capture every cable into this directory; empty = none
 };
 

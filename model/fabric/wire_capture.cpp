@@ -1,8 +1,5 @@
 #include "model/fabric/wire_capture.h"
 
-#include <cerrno>
-#include <cstring>
-
 #include "model/core/param.h"
 #include "model/core/sim_time.h"
 #include "tlm_if/wire/ib_headers.h"
@@ -33,11 +30,7 @@ void put_be16(std::vector<uint8_t>& v, uint16_t x) {
 
 }  // namespace
 
-wire_capture::wire_capture(const std::string& path) : path_(path) {
-    f_ = std::fopen(path.c_str(), "wb");
-    if (!f_)
-        throw config_error("--pcap: cannot write '" + path + "': " + std::strerror(errno));
-    std::setvbuf(f_, nullptr, _IOFBF, 1 << 20);
+wire_capture::wire_capture(const std::string& path) : path_(path), f_(std::make_unique<output_file>(path, "--pcap")) {
     std::vector<uint8_t> h;
     put_le32(h, PCAP_MAGIC_NS);
     put_le16(h, 2);  // version 2.4
@@ -46,10 +39,8 @@ wire_capture::wire_capture(const std::string& path) : path_(path) {
     put_le32(h, 0);      // sigfigs
     put_le32(h, 65535);  // snaplen: every packet whole
     put_le32(h, LINKTYPE_ERF);
-    failed_ = std::fwrite(h.data(), 1, h.size(), f_) != h.size();
+    f_->write(h.data(), h.size());
 }
-
-wire_capture::~wire_capture() { close(); }
 
 void wire_capture::record(unsigned dir, const sc_core::sc_time& start, const uint8_t* bytes, uint32_t len,
                           crc_state crc) {
@@ -106,8 +97,7 @@ void wire_capture::write(unsigned dir, const entry& e) {
     put_be16(out_, uint16_t(len));
     out_.insert(out_.end(), e.bytes.begin(), e.bytes.end());
     out_.resize(out_.size() + (rlen - ERF_HEADER_BYTES - len), 0);
-    if (std::fwrite(out_.data(), 1, out_.size(), f_) != out_.size())
-        failed_ = true;
+    f_->write(out_.data(), out_.size());
     ++written_;
 }
 
@@ -115,10 +105,14 @@ std::string wire_capture::close() {
     if (!f_)
         return "";
     flush(UINT64_MAX);
-    failed_ |= std::fflush(f_) != 0;
-    failed_ |= std::fclose(f_) != 0;
-    f_ = nullptr;
-    return failed_ ? "--pcap: error writing '" + path_ + "'" : "";
+    std::string failed;
+    try {
+        f_->commit();
+    } catch (const config_error& e) {
+        failed = e.what();
+    }
+    f_.reset();
+    return failed;
 }
 
 }  // namespace hcasim

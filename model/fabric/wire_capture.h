@@ -17,21 +17,22 @@
 #include <systemc>
 
 #include <cstdint>
-#include <cstdio>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "model/core/output_file.h"
 #include "tlm_if/tlm_ext.h"
 
 namespace hcasim {
 
 class wire_capture {
 public:
-    /// Creates (truncates) `path` and writes the pcap file header. Throws config_error naming
-    /// the file if it cannot be opened.
+    /// Opens `path` (an output_file: written whole when closed, or not at all) and writes the
+    /// pcap file header. Throws config_error naming the file if it cannot be opened.
     explicit wire_capture(const std::string& path);
-    ~wire_capture();  ///< close() (errors are lost: call close() to see them)
+    ~wire_capture() = default;  ///< not closed: the file is not written (the old one stays)
     wire_capture(const wire_capture&) = delete;
     wire_capture& operator=(const wire_capture&) = delete;
 
@@ -41,8 +42,8 @@ public:
     /// unknown bytes are written as they are (a corrupted packet keeps its bad CRCs).
     void record(unsigned dir, const sc_core::sc_time& start, const uint8_t* bytes, uint32_t len, crc_state crc);
 
-    /// Writes every packet held back and closes the file. Returns an empty string, or what
-    /// failed (a write error). Idempotent.
+    /// Writes every packet held back and commits the file. Returns an empty string, or what
+    /// failed ("--pcap: cannot write 'PATH': REASON"; the old file stays). Idempotent.
     std::string close();
 
     const std::string& path() const { return path_; }
@@ -58,8 +59,7 @@ private:
     void write(unsigned dir, const entry& e);
 
     std::string path_;
-    std::FILE* f_ = nullptr;
-    bool failed_ = false;
+    std::unique_ptr<output_file> f_;  // null once closed
     uint64_t written_ = 0;
     std::deque<entry> pending_[2];           // per direction, in start order
     std::vector<std::vector<uint8_t>> spare_;  // buffers of written entries, reused

@@ -307,5 +307,5 @@ TEST(Report, JsonLayout) {
 
 TEST(Report, JsonUnwritable) {
     EXPECT_EQ(error_of([] { write_json("/nonexistent/dir/s.json", run_report{}); }),
-              "cannot write stats JSON '/nonexistent/dir/s.json'");
+              "--stats-json: cannot write '/nonexistent/dir/s.json': No such file or directory");
 }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -450,6 +451,25 @@ TEST(HcasimPcap, Errors) {
     r = run_hcasim("--workload write_bw --pcap ''", "pcap");
     EXPECT_EQ(r.code, 2);
     EXPECT_EQ(r.err, "hcasim: error: --pcap: expected a directory\n");
+}
+
+// Issue 27: a capture is written whole or not at all.
+TEST(HcasimPcap, pcap_on_a_full_disk_leaves_the_old_capture_and_exits_2) {
+    const std::string dir = hcasim::test::empty_dir("pcap_disk");
+    const std::string f = dir + "/link0.pcap";
+    std::ofstream(f) << "old";
+    // 20 x 64 KiB on the wire; files stop growing at 64 KiB.
+    const std::string args = "--workload write_bw --size 64K --iters 20 --pcap '" + dir + "'";
+    const result r = run_hcasim(args, "pcap", hcasim::test::file_limit(64));
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err, "hcasim: error: --pcap: cannot write '" + f + "': File too large\n");
+    EXPECT_EQ(slurp(f), "old");
+    EXPECT_EQ(hcasim::test::dir_entries(dir), std::vector<std::string>{"link0.pcap"});
+    const result ok = run_hcasim(args, "pcap");
+    ASSERT_EQ(ok.code, 0) << ok.err;
+    EXPECT_GT(slurp(f).size(), 20u * 65536u);
+    EXPECT_EQ(hcasim::test::dir_entries(dir), std::vector<std::string>{"link0.pcap"});
+    fs::remove_all(dir);
 }
 
 }  // namespace

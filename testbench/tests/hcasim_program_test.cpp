@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -113,6 +114,77 @@ TEST(HcasimProgram, stats_json_layout_and_node_prefix_override) {
     EXPECT_EQ(j["config"]["node0.pcie.lanes"], "16");
     EXPECT_EQ(j["counters"]["node0.hca.transport_engine.tx_packets"], 50u * 17u);
     EXPECT_EQ(j["counters"]["node1.hca.transport_engine.rx_packets"], 50u * 17u);
+}
+
+// Issue 27, write errors: every output path checked before the run; written whole or not at all.
+TEST(HcasimProgram, stats_json_to_an_unwritable_path_is_refused_before_the_simulation) {
+    const std::string file = temp_file("plain_file", "x");
+    struct bad {
+        std::string path, why;
+    };
+    const bad cases[] = {{"/nonexistent/dir/s.json", "No such file or directory"},
+                         {::testing::TempDir(), "Is a directory"},
+                         {file + "/s.json", "Not a directory"}};
+    for (const bad& c : cases) {
+        const result r = run("--workload write_bw --size 64 --iters 2000 --stats-json '" + c.path + "'");
+        EXPECT_EQ(r.code, 2) << c.path;
+        EXPECT_EQ(r.out, "") << c.path;  // no table: the simulation did not run
+        EXPECT_EQ(r.err, "hcasim: error: --stats-json: cannot write '" + c.path + "': " + c.why + "\n");
+    }
+    std::remove(file.c_str());
+}
+
+TEST(HcasimProgram, stats_json_with_an_empty_path_is_refused) {
+    const result r = run("--workload write_bw --size 64 --iters 10 --stats-json ''");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err, "hcasim: error: --stats-json: expected a file name\n");
+}
+
+TEST(HcasimProgram, stats_json_on_a_full_disk_keeps_the_old_file_and_exits_2) {
+    const std::string dir = hcasim::test::empty_dir("stats_disk");
+    const std::string f = dir + "/s.json";
+    std::ofstream(f) << "old";
+    std::filesystem::permissions(f, std::filesystem::perms(0640));
+    const std::string args = "--workload write_bw --size 4K --iters 10 --stats-json '" + f + "'";
+    // Files stop growing at 8 KiB (the stats JSON is larger): the old file stays, no temporary is left.
+    const result r = hcasim::test::run_hcasim(args, "program", hcasim::test::file_limit(8));
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err, "hcasim: error: --stats-json: cannot write '" + f + "': File too large\n");
+    EXPECT_EQ(slurp(f), "old");
+    EXPECT_EQ(hcasim::test::dir_entries(dir), std::vector<std::string>{"s.json"});
+    const result full = run("--workload write_bw --size 4K --iters 10 --stats-json /dev/full");
+    EXPECT_EQ(full.code, 2);
+    EXPECT_EQ(full.err, "hcasim: error: --stats-json: cannot write '/dev/full': No space left on device\n");
+    // With room, the new file replaces the old one and keeps its permissions.
+    ASSERT_EQ(run(args).code, 0);
+    EXPECT_EQ(nlohmann::json::parse(slurp(f))["results"][0]["size_bytes"], 4096);
+    EXPECT_EQ(std::filesystem::status(f).permissions(), std::filesystem::perms(0640));
+    EXPECT_EQ(hcasim::test::dir_entries(dir), std::vector<std::string>{"s.json"});
+    std::filesystem::remove_all(dir);
+}
+
+TEST(HcasimProgram, stats_json_through_a_symbolic_link_replaces_the_links_target) {
+    const std::string dir = hcasim::test::empty_dir("stats_link");
+    std::filesystem::create_directory(dir + "/real");
+    std::ofstream(dir + "/real/s.json") << "old";
+    std::filesystem::create_symlink("real/s.json", dir + "/s.json");
+    const result r = run("--workload write_bw --size 4K --iters 10 --stats-json '" + dir + "/s.json'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(std::filesystem::is_symlink(dir + "/s.json"));
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir + "/real/s.json"))["results"][0]["size_bytes"], 4096);
+    EXPECT_EQ(hcasim::test::dir_entries(dir + "/real"), std::vector<std::string>{"s.json"});
+    std::filesystem::remove_all(dir);
+}
+
+TEST(HcasimProgram, stats_json_to_dev_stdout_follows_the_table) {
+    // Not a regular file: written directly (not replaced), after what the program printed.
+    const result r = run("--workload write_bw --size 4K --iters 10 --stats-json /dev/stdout");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const size_t json = r.out.find("\n{\n");
+    ASSERT_NE(json, std::string::npos) << r.out;
+    EXPECT_NE(r.out.substr(0, json).find(" 4096       10"), std::string::npos) << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out.substr(json + 1))["results"][0]["size_bytes"], 4096);
 }
 
 TEST(HcasimProgram, latency_json_has_latency_fields) {

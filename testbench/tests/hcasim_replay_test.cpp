@@ -208,3 +208,60 @@ TEST(HcasimReplay, a_recorded_workload_replays_equal_and_the_same_seed_records_t
     EXPECT_EQ(run_hcasim("--workload mr_scale --record x.jsonl", "mr").err,
               "hcasim: error: --record: mr_scale cannot be recorded (traces/README.md lists the workloads that can)\n");
 }
+
+// Issue 27, write errors: a trace is written whole or not at all; the old file stays.
+TEST(HcasimReplay, update_on_a_full_disk_keeps_the_old_trace_and_does_not_say_outcome_written) {
+    // The 17 KB trace of the report; files stop growing at 4 KiB.
+    const std::string dir = empty_dir("update_disk");
+    const std::string f = dir + "/write_bw.jsonl";
+    const std::string old = slurp(std::string(HCASIM_SOURCE_DIR) + "/traces/regression/perftest_write_bw.jsonl");
+    ASSERT_GT(old.size(), 16000u);
+    write(f, old);
+    const result r = run_hcasim("replay --update '" + f + "'", "upd", file_limit(4));
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_EQ(r.err, "hcasim: error: replay: --update: cannot write '" + f + "': File too large\n");
+    EXPECT_EQ(r.out.find("outcome written"), std::string::npos) << r.out;
+    EXPECT_EQ(slurp(f), old);
+    EXPECT_EQ(dir_entries(dir), std::vector<std::string>{"write_bw.jsonl"});
+    // With room it is written whole: it ends with its end record and replays equal.
+    const result ok = run_hcasim("replay --update '" + f + "'", "upd2");
+    EXPECT_EQ(ok.code, 0) << ok.err;
+    EXPECT_NE(ok.out.find("; outcome written to " + f + " (--update)"), std::string::npos) << ok.out;
+    const std::string updated = slurp(f);
+    EXPECT_NE(updated.rfind("\n{\"t_ps\":"), std::string::npos);
+    EXPECT_NE(updated.substr(updated.rfind("\n{\"t_ps\":")).find("\"end\":{\"memory\""), std::string::npos);
+    const result again = run_hcasim("replay '" + f + "'", "upd3");
+    EXPECT_EQ(again.code, 0) << again.out << again.err;
+    EXPECT_NE(again.out.find("equal to the recording"), std::string::npos) << again.out;
+    EXPECT_EQ(dir_entries(dir), std::vector<std::string>{"write_bw.jsonl"});
+    std::filesystem::remove_all(dir);
+}
+
+TEST(HcasimReplay, record_to_dev_full_is_exit_2_naming_the_path) {
+    const result r = run_hcasim("--workload write_bw --size 4K --iters 10 --record /dev/full", "full");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err, "hcasim: error: --record: cannot write '/dev/full': No space left on device\n");
+    const std::string trace = std::string(HCASIM_SOURCE_DIR) + "/traces/regression/rc_write.jsonl";
+    const result rr = run_hcasim("replay '" + trace + "' --record /dev/full", "rfull");
+    EXPECT_EQ(rr.code, 2);
+    EXPECT_EQ(rr.err, "hcasim: error: replay: --record: cannot write '/dev/full': No space left on device\n");
+}
+
+TEST(HcasimReplay, unwritable_output_paths_are_refused_before_the_replay_runs) {
+    const std::string trace = std::string(HCASIM_SOURCE_DIR) + "/traces/regression/rc_write.jsonl";
+    struct bad {
+        std::string args, err;
+    };
+    const bad cases[] = {
+        {"--record /nonexistent/x.jsonl", "--record: cannot write '/nonexistent/x.jsonl': No such file or directory"},
+        {"--record ''", "--record: expected a file name"},
+        {"--timeline /nonexistent/t.json", "--timeline: cannot write '/nonexistent/t.json': No such file or directory"},
+        {"--timeline-nodes 0", "--timeline-window and --timeline-nodes choose what --timeline FILE keeps; give --timeline"},
+    };
+    for (const bad& c : cases) {
+        const result r = run_hcasim("replay '" + trace + "' " + c.args, "paths");
+        EXPECT_EQ(r.code, 2) << c.args;
+        EXPECT_EQ(r.out, "") << c.args;
+        EXPECT_EQ(r.err, "hcasim: error: replay: " + c.err + "\n") << c.args;
+    }
+}

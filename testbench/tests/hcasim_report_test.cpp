@@ -183,6 +183,44 @@ TEST(HcasimReport, bad_sweeps_and_report_paths_are_one_line_errors) {
     EXPECT_EQ(d.err.rfind("hcasim: error: --report: cannot create directory '/proc/hcasim-report'", 0), 0u) << d.err;
 }
 
+// Issue 27: the report's files are written whole or not at all; the old ones stay.
+TEST(HcasimReport, report_on_a_full_disk_leaves_no_truncated_file_and_exits_2) {
+    const std::string d = hcasim::test::empty_dir("hcasim_report_disk");
+    const std::vector<std::string> names = {"bandwidth.png", "msg_rate.png", "plots.gp", "results.csv",
+                                            "results.json", "utilisation.png"};
+    for (const std::string& n : names) std::ofstream(d + "/" + n) << "old " << n;
+    const std::string args = "--workload write_bw --sweep size=64..4K --iters 20 --report '" + d + "'";
+    // Files stop growing at 16 KiB: results.json (the runs' counters and configuration, 32 KB) is larger.
+    const result r = hcasim::test::run_hcasim(args, "report", hcasim::test::file_limit(16));
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err, "hcasim: error: --report: cannot write '" + d + "/results.json': File too large\n");
+    for (const std::string& n : names) EXPECT_EQ(slurp(d + "/" + n), "old " + n);
+    EXPECT_EQ(hcasim::test::dir_entries(d), names);
+    // Files stop growing past the other files' sizes (measured in a run with room): every file
+    // fits but utilisation.png, the largest. gnuplot does not notice; the report does.
+    const std::string room = fresh_dir("room");
+    ASSERT_EQ(run("--workload write_bw --sweep size=64..4K --iters 20 --report '" + room + "'").code, 0);
+    uintmax_t others = 0;
+    for (const std::string& n : names)
+        if (n != "utilisation.png") others = std::max(others, std::filesystem::file_size(room + "/" + n));
+    const unsigned kib = unsigned(others / 1024 + 1);
+    ASSERT_GT(std::filesystem::file_size(room + "/utilisation.png"), uintmax_t(kib) * 1024);
+    std::filesystem::remove_all(room);
+    const result png = hcasim::test::run_hcasim(args, "report", hcasim::test::file_limit(kib));
+    EXPECT_EQ(png.code, 2);
+    EXPECT_EQ(png.err, "hcasim: error: --report: cannot write '" + d +
+                           "/utilisation.png': gnuplot did not write it whole (is the disk full?)\n");
+    for (const std::string& n : names) EXPECT_EQ(slurp(d + "/" + n), "old " + n);
+    EXPECT_EQ(hcasim::test::dir_entries(d), names);
+    // With room, every file is replaced.
+    const result ok = run(args);
+    ASSERT_EQ(ok.code, 0) << ok.err;
+    for (const char* n : {"bandwidth.png", "msg_rate.png", "utilisation.png"}) EXPECT_TRUE(is_png(d + "/" + n)) << n;
+    EXPECT_EQ(nlohmann::json::parse(slurp(d + "/results.json"))["runs"].size(), 1u);
+    EXPECT_EQ(hcasim::test::dir_entries(d), names);
+    std::filesystem::remove_all(d);
+}
+
 TEST(HcasimSpeed, speed_prints_packets_per_second_slowdown_and_event_equivalents) {
     // Wall-clock figures: only their form is checked (benchmarks print the numbers).
     const result r = run("--workload write_bw --size 4096 --iters 200 --speed");

@@ -3,11 +3,14 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,13 +29,30 @@ inline std::string slurp(const std::string& path) {
     return ss.str();
 }
 
+/// A new empty directory under the test temp dir, named after `name` and the process.
+inline std::string empty_dir(const std::string& name) {
+    const std::string d = ::testing::TempDir() + name + "_" + std::to_string(getpid());
+    std::filesystem::remove_all(d);
+    std::filesystem::create_directories(d);
+    return d;
+}
+
+/// The names in a directory, sorted (hidden ones too: an output's temporary file would show).
+inline std::vector<std::string> dir_entries(const std::string& dir) {
+    std::vector<std::string> v;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) v.push_back(e.path().filename().string());
+    std::sort(v.begin(), v.end());
+    return v;
+}
+
 /// Runs hcasim with `args` (shell words) in the source directory, capturing stdout and stderr
-/// through temporary files named after `tag` and the process.
-inline result run_hcasim(const std::string& args, const std::string& tag) {
+/// through temporary files named after `tag` and the process. `shell` runs first in the same
+/// shell (e.g. file_limit()).
+inline result run_hcasim(const std::string& args, const std::string& tag, const std::string& shell = "") {
     const std::string dir = ::testing::TempDir();
     const std::string id = tag + "_" + std::to_string(getpid());
     const std::string out = dir + "hcasim_out_" + id, err = dir + "hcasim_err_" + id;
-    const std::string cmd = std::string("cd '") + HCASIM_SOURCE_DIR + "' && '" + HCASIM_BIN + "' " + args + " >'" +
+    const std::string cmd = shell + std::string("cd '") + HCASIM_SOURCE_DIR + "' && '" + HCASIM_BIN + "' " + args + " >'" +
                             out + "' 2>'" + err + "'";
     const int status = std::system(cmd.c_str());
     result r;
@@ -43,5 +63,10 @@ inline result run_hcasim(const std::string& args, const std::string& tag) {
     std::remove(err.c_str());
     return r;
 }
+
+/// A shell prefix for run_hcasim that makes every file hcasim writes fail with EFBIG ("File
+/// too large") past `kib` KiB: a full disk that needs no mount (SIGXFSZ ignored, so the write
+/// fails instead of killing the program).
+inline std::string file_limit(unsigned kib) { return "trap '' XFSZ; ulimit -f " + std::to_string(kib * 2) + "; "; }
 
 }  // namespace hcasim::test
