@@ -173,10 +173,12 @@ private:
         uint8_t syndrome = 0;
         uint32_t psn = 0;         ///< PSN of the next response packet
         uint32_t msn = 0;
+        uint32_t end_psn = 0;     ///< READ/atomic: one past its request's last PSN (in the padding)
         uint64_t va = 0;          ///< READ: next remote byte
         uint32_t rkey = 0;
         uint32_t left = 0;        ///< READ bytes still to send
         bool first = true;        ///< READ: the next packet is the first of its response
+        uint32_t req_psn = 0;     ///< READ/atomic: its request's PSN (in the padding)
         sc_core::sc_time at;      ///< when its data (atomic result, request checks) is ready
         uint64_t orig = 0;        ///< atomic: the original value
     };
@@ -321,8 +323,9 @@ private:
     /// through translation (L_Key, local write) and DMA; status LOC_LEN_ERR / LOC_PROT_ERR.
     bool write_sges(const xlate_owner& who, const sge* sg, unsigned num_sge, uint64_t offset, const uint8_t* data, uint32_t len,
                     sc_core::sc_time& delay, uint8_t& status, uint8_t& syndrome);
-    /// Go back N to `psn` unless the last go-back-N already went there (gap_retry latch).
-    void go_back_once(qp& q, uint32_t psn, sc_core::sc_time& delay);
+    /// Go back N to `psn` unless the last go-back-N already went there (gap_retry latch);
+    /// `consume`: a NAK, which uses up a retry (retry()); else an implied NAK, which does not.
+    void go_back_once(qp& q, uint32_t psn, sc_core::sc_time& delay, bool consume);
     /// The oldest READ/atomic's responses are missing: go back N to its next expected PSN.
     void implied_nak(qp& q, sc_core::sc_time& delay);
     /// Retransmission after a sequence-error NAK, an implied NAK or a timeout: retries_left
@@ -360,6 +363,10 @@ private:
     sc_core::sc_time responder_start(qp& q);
     void handle_request(qp& q, const rx_packet& p);
     void handle_duplicate(qp& q, const rx_packet& p, const sc_core::sc_time& delay);
+    /// The job that answers a duplicate READ or atomic at `psn` (`end`: one past its last
+    /// response PSN): the queued job of the same request (`fresh` false: it restarts from
+    /// `psn`), else a new one placed in PSN order (`fresh` true). nullptr: the queue is full.
+    resp_job* duplicate_job(qp& q, uint32_t psn, uint32_t end, bool& fresh);
     bool handle_read_request(qp& q, const rx_packet& p, sc_core::sc_time& delay);
     bool handle_atomic(qp& q, const rx_packet& p, sc_core::sc_time& delay);
     /// Places payload bytes at the current receive WQE position (scatter).
