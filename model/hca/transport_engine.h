@@ -6,15 +6,15 @@
 // processes responses: ACKs and NAKs (coalesced or not), READ responses (scattered into the
 // WQE's local SGEs) and atomic acknowledgements (the original value written to the local SGE).
 // Reliability: a window of unacknowledged messages, go-back-N from the first unacknowledged
-// PSN on a sequence-error NAK, an implied NAK (missing READ response) or the local ACK timeout
-// (4.096 us x 2^timeout, retry_cnt), RNR NAK waits (rnr_retry, 7 = forever); max_rd_atomic
-// READs/atomics outstanding (more wait) and the fence indicator.
+// PSN on a sequence-error NAK, an implied NAK (missing or reordered READ response: costs no
+// retry) or the local ACK timeout (4.096 us x 2^timeout, retry_cnt), RNR NAK waits (rnr_retry,
+// 7 = forever); max_rd_atomic READs/atomics outstanding (more wait) and the fence indicator.
 //
 // Responder: PSN checking (duplicates re-ACKed, duplicate READs re-executed, duplicate atomics
-// answered from the replay history without executing again), opcode-sequence and length
-// checks, receive WQE consumption and scatter, RDMA WRITE placement, READ responses and atomics
-// through translation and DMA, receive completions, ACK coalescing, NAKs (sequence, RNR,
-// invalid request, remote access, remote operational error).
+// answered from the replay history without executing again; neither takes a second response
+// slot), opcode-sequence and length checks, receive WQE consumption and scatter, RDMA WRITE
+// placement, READ responses and atomics through translation and DMA, receive completions, ACK
+// coalescing, NAKs (sequence, RNR, invalid request, remote access, remote operational error).
 //
 // UC (IBA 9.4, 9.8): SEND and RDMA WRITE (with immediate) segmented as RC but without ACKs; a
 // message completes at the requester once its last packet is on the wire. The responder drops
