@@ -962,7 +962,8 @@ private:
     }
 
     /// The message of a failed completion: status, opcode, wr_id (`wr_id` as the caller prints
-    /// it) and, when the transport gave up (RETRY_EXC_ERR), what the cables' fault counters say.
+    /// it) and, when the transport gave up (RETRY_EXC_ERR), what the cables' fault counters say
+    /// (as the messages of a run that stalled do).
     std::string completion_error(const std::string& node, const ibv_wc& wc, const std::string& wr_id) const {
         std::string e = node + ": completion error " + status_name(wc.status) + ", opcode " +
                         std::to_string(wc.opcode) + ", wr_id " + wr_id;
@@ -995,12 +996,12 @@ private:
                                      (sw ? "switch port " + std::to_string(n) : "node" + std::to_string(1 - n) + ".port1") +
                                      ")";
             if (lost_down) {
-                std::snprintf(line, sizeof line, " went down at %.3f us simulated time (%llu packets lost)",
-                              st.down_at_ns / 1000.0, static_cast<unsigned long long>(lost_down));
+                std::snprintf(line, sizeof line, " went down at %.3f us simulated time (%llu packet%s lost)",
+                              st.down_at_ns / 1000.0, static_cast<unsigned long long>(lost_down), lost_down == 1 ? "" : "s");
                 down += name + line;
             } else {
-                std::snprintf(line, sizeof line, " lost %llu packets (drop_rate %g)",
-                              static_cast<unsigned long long>(dropped), st.drop_rate);
+                std::snprintf(line, sizeof line, " lost %llu packet%s (drop_rate %g)",
+                              static_cast<unsigned long long>(dropped), dropped == 1 ? "" : "s", st.drop_rate);
                 lossy += name + line;
             }
         }
@@ -1025,7 +1026,7 @@ private:
             }
             if (ibv_wait_cq(cq, timeout_ns()) != 0)
                 fail("node" + std::to_string(i) + ": no completion within workload.timeout_us" +
-                     (tr_ == transport::rc ? "" : " (UC and UD do not retransmit a lost message)"));
+                     (tr_ == transport::rc ? "" : " (UC and UD do not retransmit a lost message)") + cable_faults());
         }
     }
 
@@ -1166,7 +1167,7 @@ private:
             if (b == v)
                 return;
             if (!bus(i).wait_write(pa, 1, timeout_ns()))
-                fail("node" + std::to_string(i) + ": RDMA WRITE did not arrive within workload.timeout_us");
+                fail("node" + std::to_string(i) + ": RDMA WRITE did not arrive within workload.timeout_us" + cable_faults());
         }
     }
     void set_send_byte(unsigned i, uint64_t off, uint8_t v) {
@@ -1582,7 +1583,7 @@ private:
                             }
                     }
                     if (n == 0 && !progress && ibv_wait_cq(s.scq, timeout_ns()) != 0)
-                        fail("node0: bandwidth test stalled (no completion within workload.timeout_us)");
+                        fail("node0: bandwidth test stalled (no completion within workload.timeout_us)" + cable_faults());
                 }
                 const uint64_t t1 = bus(i).now_ns();
                 lists_.clear();
@@ -1758,7 +1759,7 @@ private:
                     ibv_wait_cq(s.rcq, drain - (now - since));
                 } else {
                     if (now - idle_since >= timeout_ns())
-                        fail(node + ": no datagram within workload.timeout_us");
+                        fail(node + ": no datagram within workload.timeout_us" + cable_faults());
                     ibv_wait_cq(s.rcq, std::min(drain, timeout_ns() - (now - idle_since)));
                 }
                 continue;
@@ -1833,7 +1834,7 @@ private:
             record_poll(i, s.rcq, wcs, n);
             if (n == 0) {
                 if (ibv_wait_cq(s.rcq, timeout_ns()) != 0)
-                    fail(node + ": " + ph.workload + " stalled (no receive completion within workload.timeout_us)");
+                    fail(node + ": " + ph.workload + " stalled (no receive completion within workload.timeout_us)" + cable_faults());
                 continue;
             }
             repost.clear();
@@ -2133,7 +2134,7 @@ private:
                 completed[q] = idx + 1;
             }
             if (n == 0 && !progress && ibv_wait_cq(s.scq, timeout_ns()) != 0)
-                fail("node0: mr_scale stalled (no completion within workload.timeout_us)");
+                fail("node0: mr_scale stalled (no completion within workload.timeout_us)" + cable_faults());
         }
     }
 

@@ -495,6 +495,14 @@ TEST(HcasimProgram, a_dead_link_is_named_in_the_error_with_the_time_it_went_down
         << s.err;
     EXPECT_EQ(s.err.find("link0"), std::string::npos) << s.err;
     EXPECT_EQ(s.err.find("link2"), std::string::npos) << s.err;
+    // UD does not retransmit: the run stalls, and the stall names the cable the same way.
+    const result u = run("--workload ud_send_lat --iters 2000 --set link1.down_at_ns=100000 --set workload.timeout_us=1000");
+    EXPECT_EQ(u.code, 1);
+    EXPECT_NE(u.err.find("hcasim: run failed: node0: no completion within workload.timeout_us (UC and UD do not "
+                         "retransmit a lost message); cable link1 (node1.port1 <-> node0.port1) went down at 100.000 "
+                         "us simulated time (1 packet lost)\n"),
+              std::string::npos)
+        << u.err;
 }
 
 TEST(HcasimProgram, read_bw_16k_with_5pct_reordering_verifies_on_every_seed) {
