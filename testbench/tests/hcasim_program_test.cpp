@@ -467,25 +467,30 @@ TEST(HcasimProgram, verify_passes_under_packet_loss) {
     }
 }
 
+namespace {
+
+/// Runs `args`, which must fail the run (exit 1) with `line` on stderr.
+void expect_run_failure(const std::string& args, const std::string& line) {
+    const result r = run(args);
+    EXPECT_EQ(r.code, 1) << args;
+    EXPECT_NE(r.err.find(line), std::string::npos) << args << "\n" << r.err;
+}
+
+}  // namespace
+
 TEST(HcasimProgram, a_link_that_loses_everything_fails_the_run_clearly) {
-    const result r = run("--workload write_bw --size 4K --iters 30 --verify --set link.drop_rate=1");
-    EXPECT_EQ(r.code, 1);
     // The cable that lost the packets is named, from its counters (node0.link.dropped).
-    EXPECT_NE(r.err.find("hcasim: run failed: node0: completion error IBV_WC_RETRY_EXC_ERR (status 12), opcode 1, "
-                         "wr_id 0x0; cable link0 (node0.port1 <-> node1.port1) lost 240 packets (drop_rate 1)\n"),
-              std::string::npos)
-        << r.err;
+    expect_run_failure("--workload write_bw --size 4K --iters 30 --verify --set link.drop_rate=1",
+                       "hcasim: run failed: node0: completion error IBV_WC_RETRY_EXC_ERR (status 12), opcode 1, "
+                       "wr_id 0x0; cable link0 (node0.port1 <-> node1.port1) lost 240 packets (drop_rate 1)\n");
 }
 
 TEST(HcasimProgram, a_dead_link_is_named_in_the_error_with_the_time_it_went_down) {
     // Back to back: node1's direction dies 200 us in; node0's READs time out (RETRY_EXC_ERR).
-    const result r = run("--workload read_bw --size 4K --iters 20000 --set link1.down_at_ns=200000");
-    EXPECT_EQ(r.code, 1);
-    EXPECT_NE(r.err.find("hcasim: run failed: node0: completion error IBV_WC_RETRY_EXC_ERR (status 12), opcode 2, "
-                         "wr_id 0x21e; cable link1 (node1.port1 <-> node0.port1) went down at 200.000 us simulated "
-                         "time (128 packets lost)\n"),
-              std::string::npos)
-        << r.err;
+    expect_run_failure("--workload read_bw --size 4K --iters 20000 --set link1.down_at_ns=200000",
+                       "hcasim: run failed: node0: completion error IBV_WC_RETRY_EXC_ERR (status 12), opcode 2, "
+                       "wr_id 0x21e; cable link1 (node1.port1 <-> node0.port1) went down at 200.000 us simulated "
+                       "time (128 packets lost)\n");
     // Through a switch: node1's cable, both of its directions counted, the other cables not named.
     const result s = run("--workload write_bw --size 4K --iters 20000 --set fabric.nodes=3 --set link1.down_at_ns=150000");
     EXPECT_EQ(s.code, 1);
@@ -496,13 +501,10 @@ TEST(HcasimProgram, a_dead_link_is_named_in_the_error_with_the_time_it_went_down
     EXPECT_EQ(s.err.find("link0"), std::string::npos) << s.err;
     EXPECT_EQ(s.err.find("link2"), std::string::npos) << s.err;
     // UD does not retransmit: the run stalls, and the stall names the cable the same way.
-    const result u = run("--workload ud_send_lat --iters 2000 --set link1.down_at_ns=100000 --set workload.timeout_us=1000");
-    EXPECT_EQ(u.code, 1);
-    EXPECT_NE(u.err.find("hcasim: run failed: node0: no completion within workload.timeout_us (UC and UD do not "
-                         "retransmit a lost message); cable link1 (node1.port1 <-> node0.port1) went down at 100.000 "
-                         "us simulated time (1 packet lost)\n"),
-              std::string::npos)
-        << u.err;
+    expect_run_failure("--workload ud_send_lat --iters 2000 --set link1.down_at_ns=100000 --set workload.timeout_us=1000",
+                       "hcasim: run failed: node0: no completion within workload.timeout_us (UC and UD do not "
+                       "retransmit a lost message); cable link1 (node1.port1 <-> node0.port1) went down at 100.000 "
+                       "us simulated time (1 packet lost)\n");
 }
 
 TEST(HcasimProgram, read_bw_16k_with_5pct_reordering_verifies_on_every_seed) {
