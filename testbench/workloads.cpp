@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "model/core/param.h"
+#include "model/core/sim_time.h"
 #include "model/core/stats.h"
 #include "model/pcie/dma_traffic_gen.h"
 #include <tlm_utils/simple_initiator_socket.h>
@@ -960,6 +961,53 @@ private:
         return v >= 0 ? uint32_t(v) : (latency ? 220u : 0u);
     }
 
+    /// The message of a failed completion: status, opcode, wr_id (`wr_id` as the caller prints
+    /// it) and, when the transport gave up (RETRY_EXC_ERR), what the cables' fault counters say
+    /// (as the messages of a run that stalled do).
+    std::string completion_error(const std::string& node, const ibv_wc& wc, const std::string& wr_id) const {
+        std::string e = node + ": completion error " + status_name(wc.status) + ", opcode " +
+                        std::to_string(wc.opcode) + ", wr_id " + wr_id;
+        if (wc.status == IBV_WC_RETRY_EXC_ERR)
+            e += cable_faults();
+        return e;
+    }
+    /// "; cable linkN (its two ports) went down at T us simulated time (P packets lost)" for
+    /// each cable that went down and lost packets (link.down_at_ns, counter dropped_down),
+    /// else "; cable linkN (...) lost P packets (drop_rate R)" for those that dropped some;
+    /// empty if no cable lost anything. Read from the cables' counters and settings (what
+    /// `--stats-json` shows): which cable a QP's packets took is not asked of the engine.
+    std::string cable_faults() const {
+        const bool sw = m_.net.has_switch();
+        std::string down, lossy;
+        char line[160];
+        for (unsigned n = 0; n < m_.size(); ++n) {
+            // Link N: node N's transmit direction and, through a switch, the switch's output to it.
+            const fault_injector* dirs[2] = {&m_.at(n).cable.faults, sw ? &m_.net.sw->faults(n) : nullptr};
+            uint64_t lost_down = 0, dropped = 0;
+            for (const fault_injector* f : dirs)
+                if (f) {
+                    lost_down += f->dropped_down.value();
+                    dropped += f->dropped.value();
+                }
+            if (!lost_down && !dropped)
+                continue;
+            const fault_settings& st = dirs[0]->settings();
+            const std::string name = "; cable link" + std::to_string(n) + " (node" + std::to_string(n) + ".port1 <-> " +
+                                     (sw ? "switch port " + std::to_string(n) : "node" + std::to_string(1 - n) + ".port1") +
+                                     ")";
+            if (lost_down) {
+                std::snprintf(line, sizeof line, " went down at %.3f us simulated time (%llu packet%s lost)",
+                              st.down_at_ns / 1000.0, static_cast<unsigned long long>(lost_down), lost_down == 1 ? "" : "s");
+                down += name + line;
+            } else {
+                std::snprintf(line, sizeof line, " lost %llu packet%s (drop_rate %g)",
+                              static_cast<unsigned long long>(dropped), dropped == 1 ? "" : "s", st.drop_rate);
+                lossy += name + line;
+            }
+        }
+        return down.empty() ? lossy : down;
+    }
+
     /// Polls `cq` for one completion, sleeping on the CQ when empty; fails the run on error.
     ibv_wc poll_one(unsigned i, ibv_cq* cq) {
         ibv_wc wc{};
@@ -973,13 +1021,12 @@ private:
                     rec_->call(i, "poll_cq", {{"cq", rec_->name_of(i, cq)}, {"ret", 1}, {"wc", trace::json::array({rec_->wc(i, wc)})},
                                               {"t_done_ps", uint64_t(sc_time_stamp().value())}}, t0);
                 if (wc.status != IBV_WC_SUCCESS)
-                    fail("node" + std::to_string(i) + ": completion error " + status_name(wc.status) + ", opcode " +
-                         std::to_string(wc.opcode) + ", wr_id " + std::to_string(wc.wr_id));
+                    fail(completion_error("node" + std::to_string(i), wc, std::to_string(wc.wr_id)));
                 return wc;
             }
             if (ibv_wait_cq(cq, timeout_ns()) != 0)
                 fail("node" + std::to_string(i) + ": no completion within workload.timeout_us" +
-                     (tr_ == transport::rc ? "" : " (UC and UD do not retransmit a lost message)"));
+                     (tr_ == transport::rc ? "" : " (UC and UD do not retransmit a lost message)") + cable_faults());
         }
     }
 
@@ -1120,7 +1167,7 @@ private:
             if (b == v)
                 return;
             if (!bus(i).wait_write(pa, 1, timeout_ns()))
-                fail("node" + std::to_string(i) + ": RDMA WRITE did not arrive within workload.timeout_us");
+                fail("node" + std::to_string(i) + ": RDMA WRITE did not arrive within workload.timeout_us" + cable_faults());
         }
     }
     void set_send_byte(unsigned i, uint64_t off, uint8_t v) {
@@ -1261,16 +1308,23 @@ private:
                     if (traced) {  // the latency breakdown: this iteration's path through both HCAs
                         m_.at(0).adapter.probe.arm();
                         m_.at(1).adapter.probe.arm();
-                        cpu_mark_[0] = sc_time_stamp();
                     }
                     const uint64_t t0 = bus(i).now_ns();
+                    // The breakdown partitions this iteration's sample: from the sample's own
+                    // start to its own end (the times the sample is taken from).
+                    if (traced) cpu_mark_[0] = ns_time(t0);
+                    auto sample = [&](double div) {
+                        const uint64_t t1 = bus(i).now_ns();
+                        samples.push_back(to_us(t1 - t0) / div);
+                        if (traced) cpu_mark_[4] = ns_time(t1);
+                    };
                     if (op == op_kind::write) {
                         if (v) poke_data(0, send_area(0, 0), size, key(0, 0, step, it), flag);
                         set_send_byte(i, last, flag);
                         post(i, 0, IBV_WR_RDMA_WRITE, send_area(0, 0), size, info_[1].addr, it, true, inl);
                         wait_byte(i, last, flag);
-                        if (traced) cpu_mark_[3] = cpu_mark_[4] = sc_time_stamp();
-                        samples.push_back(to_us(bus(i).now_ns() - t0) / 2.0);
+                        sample(2.0);
+                        if (traced) cpu_mark_[3] = cpu_mark_[4];
                         if (v)
                             chk_.bytes(at(ph, size, 0, 0, it, "destination buffer"), peek(0, recv_area(0, 0), size),
                                        size, key(1, 0, step, it), flag);
@@ -1288,8 +1342,7 @@ private:
                         }
                         ++side_[i].rq_done[0];
                         post_recv(i, 0);
-                        if (traced) cpu_mark_[4] = sc_time_stamp();
-                        samples.push_back(to_us(bus(i).now_ns() - t0) / 2.0);
+                        sample(2.0);
                         const ibv_wc wc = poll_one(i, side_[i].scq);
                         if (v) check_send_wc(at(ph, size, 0, 0, it, "send completion"), wc, IBV_WC_SEND, it);
                     } else if (op == op_kind::read) {
@@ -1299,8 +1352,8 @@ private:
                         }
                         post(i, 0, IBV_WR_RDMA_READ, recv_area(0, 0), size, info_[1].send_addr, it, true, false);
                         const ibv_wc wc = poll_one(i, side_[i].scq);
-                        if (traced) cpu_mark_[3] = sc_time_stamp();
-                        samples.push_back(to_us(bus(i).now_ns() - t0));  // perftest: the whole round trip
+                        sample(1.0);  // perftest: the whole round trip
+                        if (traced) cpu_mark_[3] = cpu_mark_[4];
                         if (v) {
                             check_send_wc(at(ph, size, 0, 0, it, "READ completion"), wc, IBV_WC_RDMA_READ, it);
                             chk_.bytes(at(ph, size, 0, 0, it, "READ destination"), peek(0, recv_area(0, 0), size),
@@ -1318,8 +1371,8 @@ private:
                             post(i, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, recv_area(0, 0), 8, info_[1].addr, it, true, false,
                                  operand);
                         const ibv_wc wc = poll_one(i, side_[i].scq);
-                        if (traced) cpu_mark_[3] = sc_time_stamp();
-                        samples.push_back(to_us(bus(i).now_ns() - t0));  // perftest: the whole round trip
+                        sample(1.0);  // perftest: the whole round trip
+                        if (traced) cpu_mark_[3] = cpu_mark_[4];
                         if (v) {
                             check_send_wc(at(ph, size, 0, 0, it, "atomic completion"), wc,
                                           cas ? IBV_WC_COMP_SWAP : IBV_WC_FETCH_ADD, it);
@@ -1488,8 +1541,7 @@ private:
                     for (int k = 0; k < n; ++k) {
                         const ibv_wc& wc = wcs[k];
                         if (wc.status != IBV_WC_SUCCESS)
-                            fail("node0: completion error " + status_name(wc.status) + ", opcode " +
-                                 std::to_string(wc.opcode) + ", wr_id " + hex(wc.wr_id));
+                            fail(completion_error("node0", wc, hex(wc.wr_id)));
                         const unsigned q = unsigned(wc.wr_id >> 48);
                         const uint64_t idx = wc.wr_id & ((uint64_t(1) << 48) - 1);
                         if (q >= nq || idx < completed[q] || idx >= posted[q]) {
@@ -1531,7 +1583,7 @@ private:
                             }
                     }
                     if (n == 0 && !progress && ibv_wait_cq(s.scq, timeout_ns()) != 0)
-                        fail("node0: bandwidth test stalled (no completion within workload.timeout_us)");
+                        fail("node0: bandwidth test stalled (no completion within workload.timeout_us)" + cable_faults());
                 }
                 const uint64_t t1 = bus(i).now_ns();
                 lists_.clear();
@@ -1707,15 +1759,14 @@ private:
                     ibv_wait_cq(s.rcq, drain - (now - since));
                 } else {
                     if (now - idle_since >= timeout_ns())
-                        fail(node + ": no datagram within workload.timeout_us");
+                        fail(node + ": no datagram within workload.timeout_us" + cable_faults());
                     ibv_wait_cq(s.rcq, std::min(drain, timeout_ns() - (now - idle_since)));
                 }
                 continue;
             }
             idle_since = bus(i).now_ns();
             if (wc.status != IBV_WC_SUCCESS)
-                fail(node + ": completion error " + status_name(wc.status) + ", opcode " + std::to_string(wc.opcode) +
-                     ", wr_id " + std::to_string(wc.wr_id));
+                fail(completion_error(node, wc, std::to_string(wc.wr_id)));
             unsigned q = qp_index(i, wc.qp_num);
             if (q == nq_) {
                 if (!v)
@@ -1783,15 +1834,14 @@ private:
             record_poll(i, s.rcq, wcs, n);
             if (n == 0) {
                 if (ibv_wait_cq(s.rcq, timeout_ns()) != 0)
-                    fail(node + ": " + ph.workload + " stalled (no receive completion within workload.timeout_us)");
+                    fail(node + ": " + ph.workload + " stalled (no receive completion within workload.timeout_us)" + cable_faults());
                 continue;
             }
             repost.clear();
             for (int k = 0; k < n; ++k) {
                 const ibv_wc& wc = wcs[k];
                 if (wc.status != IBV_WC_SUCCESS)
-                    fail(node + ": completion error " + status_name(wc.status) + ", opcode " +
-                         std::to_string(wc.opcode) + ", wr_id " + hex(wc.wr_id));
+                    fail(completion_error(node, wc, hex(wc.wr_id)));
                 ++done;
                 unsigned q = qp_index(i, wc.qp_num);
                 if (q == nq_) {
@@ -1828,11 +1878,16 @@ private:
         }
     }
 
-    /// Latency breakdown of the traced iteration (write_lat, send_lat): the CPU times
-    /// (cpu_mark_: client post, server sees, server posts, client sees) and both HCAs' probe marks
-    /// on one time line, each stage averaged over the two directions (the round trip's halves,
-    /// as the reported latency is half the round trip). read_lat, atomic_lat: the one round trip
-    /// (take_round_trip).
+    /// Latency breakdown of the traced iteration (docs/architecture.md, "Path probe"): its
+    /// sample cut into consecutive intervals at the times the message passes each stage
+    /// (critical-path attribution: for a message of several packets, the times of its last
+    /// packet, which the completion waits for). A boundary that comes before the previous one
+    /// (work overlapped with the previous stage) is moved up to it, one after the sample's end
+    /// down to the end: the stages partition the sample. write_lat, send_lat: the CPU times
+    /// (cpu_mark_: client post, server sees, server posts, client sees, sample end) and both
+    /// HCAs' probe marks on one time line, each stage averaged over the two directions (the
+    /// round trip's halves, as the reported latency is half the round trip). read_lat,
+    /// atomic_lat: the one round trip (take_round_trip).
     void take_breakdown(size_result& r, op_kind op) {
         path_probe& p0 = m_.at(0).adapter.probe;
         path_probe& p1 = m_.at(1).adapter.probe;
@@ -1847,21 +1902,18 @@ private:
             for (S::stage s : {S::doorbell, S::wqe_start, S::wire_end, S::rx_engine, S::data_placed})
                 if (!p->seen(s))
                     return;  // a stage was not reached (e.g. a retransmission): no breakdown
+        // The CPU marks in order inside the sample.
+        const sc_time& end = cpu_mark_[4];
+        sc_time m[5] = {cpu_mark_[0]};
+        for (int k = 1; k < 4; ++k) m[k] = std::min(std::max(cpu_mark_[k], m[k - 1]), end);
+        m[4] = end;
         // One direction: sender post -> doorbell -> WQE -> wire -> responder -> data -> seen.
         auto one_way = [](const sc_time& post, const path_probe& tx, const path_probe& rx, const sc_time& seen) {
-            const sc_time t[7] = {post,
-                                  tx.at(S::doorbell),
-                                  tx.at(S::wqe_start),
-                                  tx.at(S::wire_end),
-                                  rx.at(S::rx_engine),
-                                  rx.at(S::data_placed),
-                                  seen};
-            std::vector<double> d;
-            for (int k = 0; k < 6; ++k) d.push_back(t[k + 1] > t[k] ? (t[k + 1] - t[k]).to_seconds() * 1e6 : 0.0);
-            return d;
+            return partition({post, tx.at(S::doorbell), tx.at(S::wqe_start), tx.at(S::wire_end), rx.at(S::rx_engine),
+                              rx.at(S::data_placed), seen});
         };
-        const std::vector<double> a = one_way(cpu_mark_[0], p0, p1, cpu_mark_[1]);
-        const std::vector<double> b = one_way(cpu_mark_[2], p1, p0, cpu_mark_[3]);
+        const std::vector<sc_time> a = one_way(m[0], p0, p1, m[1]);
+        const std::vector<sc_time> b = one_way(m[2], p1, p0, m[3]);
         static const char* const names[6] = {"host post + MMIO doorbell", "doorbell unit + WQE",
                                              "requester: pipeline, payload DMA read, serialisation",
                                              "cable, switch and receive pipeline", "responder: pipeline, DMA write",
@@ -1869,13 +1921,27 @@ private:
         for (int k = 0; k < 6; ++k) {
             std::string n = names[k];
             if (k == 5 && op == op_kind::send) n = "DMA writes land, CQE, host poll";
-            r.breakdown.push_back({n, (a[size_t(k)] + b[size_t(k)]) / 2.0});
+            r.breakdown.push_back({n, (a[size_t(k)] + b[size_t(k)]).to_seconds() * 1e6 / 2.0});
         }
         // Software between the directions: the server's turnaround and the client's own (send_lat:
         // reposting its receive before the sample is taken).
-        const sc_time sw = (cpu_mark_[2] > cpu_mark_[1] ? cpu_mark_[2] - cpu_mark_[1] : SC_ZERO_TIME) +
-                           (cpu_mark_[4] > cpu_mark_[3] ? cpu_mark_[4] - cpu_mark_[3] : SC_ZERO_TIME);
+        const sc_time sw = (m[2] - m[1]) + (m[4] - m[3]);
         r.breakdown.push_back({"application software (half)", sw.to_seconds() * 1e6 / 2.0});
+    }
+
+    /// The intervals between consecutive boundaries t[0] .. t[n-1], each boundary clamped into
+    /// [previous boundary, t[n-1]]: n-1 intervals that add up to t[n-1] - t[0] exactly.
+    static std::vector<sc_time> partition(std::initializer_list<sc_time> t) {
+        std::vector<sc_time> d;
+        const sc_time& first = *t.begin();
+        const sc_time last = std::max(*(t.end() - 1), first);
+        sc_time prev = first;
+        for (auto it = t.begin() + 1; it != t.end(); ++it) {
+            const sc_time at = std::min(std::max(*it, prev), last);
+            d.push_back(at - prev);
+            prev = at;
+        }
+        return d;
     }
 
     /// READ or atomic: post -> doorbell -> WQE -> request on the wire -> responder -> response
@@ -1889,9 +1955,9 @@ private:
         for (S::stage s : {S::rx_engine, S::resp_sent})
             if (!p1.seen(s))
                 return;
-        const sc_time t[9] = {cpu_mark_[0],       p0.at(S::doorbell), p0.at(S::wqe_start),
-                              p0.at(S::wire_end), p1.at(S::rx_engine), p1.at(S::resp_sent),
-                              p0.at(S::resp_rx),  p0.at(S::completion), cpu_mark_[3]};
+        const std::vector<sc_time> d =
+            partition({cpu_mark_[0], p0.at(S::doorbell), p0.at(S::wqe_start), p0.at(S::wire_end), p1.at(S::rx_engine),
+                       p1.at(S::resp_sent), p0.at(S::resp_rx), p0.at(S::completion), cpu_mark_[4]});
         const char* const names[8] = {
             "host post + MMIO doorbell",
             "doorbell unit + WQE",
@@ -1903,7 +1969,7 @@ private:
             op == op_kind::read ? "requester: data DMA write, CQE" : "requester: result DMA write, CQE",
             "CQE lands, host poll sees it"};
         for (int k = 0; k < 8; ++k)
-            r.breakdown.push_back({names[k], t[k + 1] > t[k] ? (t[k + 1] - t[k]).to_seconds() * 1e6 : 0.0});
+            r.breakdown.push_back({names[k], d[size_t(k)].to_seconds() * 1e6});
     }
 
     /// The busy counters (busy_) now.
@@ -2048,8 +2114,7 @@ private:
             for (int k = 0; k < n; ++k) {
                 const ibv_wc& wc = wcs[k];
                 if (wc.status != IBV_WC_SUCCESS)
-                    fail("node0: completion error " + status_name(wc.status) + ", opcode " +
-                         std::to_string(wc.opcode) + ", wr_id " + hex(wc.wr_id));
+                    fail(completion_error("node0", wc, hex(wc.wr_id)));
                 const unsigned q = unsigned(wc.wr_id >> 48);
                 const uint64_t idx = wc.wr_id & ((uint64_t(1) << 48) - 1);
                 if (q >= nq || idx < completed[q] || idx >= posted[q]) {
@@ -2069,7 +2134,7 @@ private:
                 completed[q] = idx + 1;
             }
             if (n == 0 && !progress && ibv_wait_cq(s.scq, timeout_ns()) != 0)
-                fail("node0: mr_scale stalled (no completion within workload.timeout_us)");
+                fail("node0: mr_scale stalled (no completion within workload.timeout_us)" + cable_faults());
         }
     }
 

@@ -1160,7 +1160,7 @@ void transport_engine::handle_response(qp& q, const rx_packet& p) {
             }
             switch (wire::aeth_value_of(p.h.a.syndrome)) {
             case wire::nak::PSN_SEQUENCE_ERROR:
-                go_back_once(q, psn, delay);
+                go_back_once(q, psn, delay, true);
                 return;
             case wire::nak::INVALID_REQUEST: fail_head(q, hw::CQE_REM_INV_REQ_ERR, delay); return;
             case wire::nak::REMOTE_ACCESS_ERROR: fail_head(q, hw::CQE_REM_ACCESS_ERR, delay); return;
@@ -1202,7 +1202,7 @@ void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& 
     if (psn != f.next_psn) {
         if (psn_lt(psn, f.next_psn))
             return;  // duplicate of a response already placed
-        go_back_once(q, f.next_psn, delay);  // responses missing: read them again
+        go_back_once(q, f.next_psn, delay, false);  // responses missing: read them again
         return;
     }
     rd_ctx& c = q.rd[f.rd];
@@ -1306,18 +1306,26 @@ bool transport_engine::write_sges(const xlate_owner& who, const sge* sg, unsigne
     return true;
 }
 
-void transport_engine::go_back_once(qp& q, uint32_t psn, sc_time& delay) {
+void transport_engine::go_back_once(qp& q, uint32_t psn, sc_time& delay, bool consume) {
     // A repeated NAK (or gap) for the PSN we already went back to changes nothing.
     if (q.gap_retry && q.gap_psn == psn)
         return;
     q.gap_retry = true;
     q.gap_psn = psn;
-    retry(q, psn, delay);
+    if (consume) {
+        retry(q, psn, delay);
+        return;
+    }
+    // IBA 9.7.5: responses out of sequence (reordered, some lost) are dropped and the
+    // requester asks again from the first missing PSN; that costs no retry, only a NAK or the
+    // local ACK timeout does. The latch above keeps one re-request per PSN until progress, so
+    // a path that delivers nothing still ends in the timeout's RETRY_EXC_ERR.
+    rewind(q, psn, SC_ZERO_TIME);
 }
 
 void transport_engine::implied_nak(qp& q, sc_time& delay) {
     const inflight& f = q.window[q.w_head];
-    go_back_once(q, f.opcode == hw::WQE_OP_RDMA_READ ? f.next_psn : f.first_psn, delay);
+    go_back_once(q, f.opcode == hw::WQE_OP_RDMA_READ ? f.next_psn : f.first_psn, delay, false);
 }
 
 void transport_engine::retry(qp& q, uint32_t psn, sc_time& delay) {
@@ -1514,6 +1522,9 @@ void transport_engine::service_timers(qp& q, const sc_time& now) {
                         from = q.window[q.w_head].next_psn;
                     else if (q.acked_valid && psn_le(from, q.last_acked) && psn_lt(q.last_acked, end))
                         from = (q.last_acked + 1) & PSN_MASK;
+                    // Responses of the old round asking to go back there change nothing.
+                    q.gap_retry = true;
+                    q.gap_psn = from;
                     retry(q, from, delay);
                     if (q.ack_timer || q.paused_until > now)
                         later(q.ack_timer ? q.ack_deadline : q.paused_until);
@@ -1830,36 +1841,70 @@ void transport_engine::receive(const rx_packet& p) {
     handle_request(q, p);
 }
 
+transport_engine::resp_job* transport_engine::duplicate_job(qp& q, uint32_t psn, uint32_t end, bool& fresh) {
+    // Jobs are in PSN order; duplicates may arrive in any order (reordered on the cable).
+    size_t k = 0;
+    for (; k < q.r_count; ++k) {
+        resp_job& j = q.resp[(q.r_head + k) % q.resp.size()];
+        if (j.kind != resp_kind::ack && psn_le(j.req_psn, psn) && psn_lt(psn, j.end_psn)) {
+            fresh = false;
+            return &j;
+        }
+        if (psn_lt(psn, j.psn))
+            break;
+    }
+    if (!push_resp(q))
+        return nullptr;
+    for (size_t m = q.r_count - 1; m > k; --m)
+        q.resp[(q.r_head + m) % q.resp.size()] = q.resp[(q.r_head + m - 1) % q.resp.size()];
+    resp_job& j = q.resp[(q.r_head + k) % q.resp.size()];
+    j = resp_job{};
+    j.req_psn = psn;
+    j.end_psn = end;
+    fresh = true;
+    return &j;
+}
+
 void transport_engine::handle_duplicate(qp& q, const rx_packet& p, const sc_time& delay) {
     ++duplicates;
     const uint8_t code = p.h.b.opcode & 0x1F;
     sc_time d = delay;
+    // IBA 9.7.5: a duplicate READ or atomic is answered again. If its request's responses
+    // are still queued (the requester went back before they were all sent) that job starts
+    // again from the duplicate's PSN; a duplicate never takes a second READ/atomic resource,
+    // so however often the requester goes back the queue holds one job per request.
+    bool fresh = false;
     if (code == op::RDMA_READ_REQUEST) {
         // Re-execute: the requester lost (some of) the responses; it asks again from this PSN.
         const uint64_t len = p.h.r.dma_len;
         if (!(q.access & hw::ACCESS_REMOTE_READ) || p.payload_len || len > 0x80000000ull ||
             (len && xlate_->check(p.h.r.rkey, q.who, p.h.r.va, len, hw::ACCESS_REMOTE_READ, d) != xlate_status::ok))
             return;
-        resp_job* j = push_resp(q);
+        const uint32_t mtu = hw::mtu_bytes(q.mtu);
+        const uint32_t npkts = len ? uint32_t((len + mtu - 1) / mtu) : 1u;
+        resp_job* j = duplicate_job(q, p.h.b.psn, (p.h.b.psn + npkts) & PSN_MASK, fresh);
         if (!j)
             return;
         j->kind = resp_kind::read;
         j->psn = p.h.b.psn;
-        j->msn = q.msn;
         j->va = p.h.r.va;
         j->rkey = p.h.r.rkey;
         j->left = uint32_t(len);
+        j->first = true;
         j->at = sim_now() + d;
-        ++q.resp_rd;
+        if (fresh) {
+            j->msn = q.msn;
+            ++q.resp_rd;
+        }
         return;
     }
     if (code == op::COMPARE_SWAP || code == op::FETCH_ADD) {
         // Never executed twice: the result kept for that PSN is sent again.
         for (const atomic_replay& r : q.replay) {
             if (r.valid && r.psn == p.h.b.psn) {
-                resp_job* j = push_resp(q);
-                if (!j)
-                    return;
+                resp_job* j = duplicate_job(q, r.psn, (r.psn + 1) & PSN_MASK, fresh);
+                if (!j || !fresh)
+                    return;  // full, or its response is still queued
                 ++atomic_replays;
                 j->kind = resp_kind::atomic;
                 j->psn = r.psn;
@@ -1903,6 +1948,8 @@ bool transport_engine::handle_read_request(qp& q, const rx_packet& p, sc_time& d
     q.ack_flush = false;
     j->kind = resp_kind::read;
     j->psn = psn;
+    j->req_psn = psn;
+    j->end_psn = (psn + npkts) & PSN_MASK;
     j->msn = q.msn;
     j->va = p.h.r.va;
     j->rkey = p.h.r.rkey;
@@ -1958,6 +2005,8 @@ bool transport_engine::handle_atomic(qp& q, const rx_packet& p, sc_time& delay) 
     q.ack_flush = false;
     j->kind = resp_kind::atomic;
     j->psn = psn;
+    j->req_psn = psn;
+    j->end_psn = (psn + 1) & PSN_MASK;
     j->msn = q.msn;
     j->orig = orig;
     j->at = sim_now() + delay;
@@ -2002,10 +2051,11 @@ sc_time transport_engine::responder_start(qp& q) {
 }
 
 void transport_engine::handle_request(qp& q, const rx_packet& p) {
-    if (probe_)
-        probe_->mark(path_probe::rx_engine, sim_now());
-    sc_time delay = responder_start(q);
     const uint8_t code = p.h.b.opcode & 0x1F;
+    const request_kind k = request_kind_of(code);
+    if (probe_)  // the breakdown follows the message's last packet
+        probe_->mark(path_probe::rx_engine, sim_now(), k.last || k.read || k.atomic);
+    sc_time delay = responder_start(q);
     const uint32_t psn = p.h.b.psn;
     q.slid = p.h.l.slid;
 
@@ -2024,7 +2074,6 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
     }
     q.nak_pending = false;
 
-    const request_kind k = request_kind_of(code);
     const bool send_first = k.send_first, send_cont = k.send_cont, inv = k.inv, write_first = k.write_first,
                write_cont = k.write_cont, read = k.read, atomic = k.atomic, last = k.last, imm = k.imm;
     const uint32_t mtu = hw::mtu_bytes(q.mtu);

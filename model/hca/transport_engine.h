@@ -6,15 +6,15 @@
 // processes responses: ACKs and NAKs (coalesced or not), READ responses (scattered into the
 // WQE's local SGEs) and atomic acknowledgements (the original value written to the local SGE).
 // Reliability: a window of unacknowledged messages, go-back-N from the first unacknowledged
-// PSN on a sequence-error NAK, an implied NAK (missing READ response) or the local ACK timeout
-// (4.096 us x 2^timeout, retry_cnt), RNR NAK waits (rnr_retry, 7 = forever); max_rd_atomic
-// READs/atomics outstanding (more wait) and the fence indicator.
+// PSN on a sequence-error NAK, an implied NAK (missing or reordered READ response: costs no
+// retry) or the local ACK timeout (4.096 us x 2^timeout, retry_cnt), RNR NAK waits (rnr_retry,
+// 7 = forever); max_rd_atomic READs/atomics outstanding (more wait) and the fence indicator.
 //
 // Responder: PSN checking (duplicates re-ACKed, duplicate READs re-executed, duplicate atomics
-// answered from the replay history without executing again), opcode-sequence and length
-// checks, receive WQE consumption and scatter, RDMA WRITE placement, READ responses and atomics
-// through translation and DMA, receive completions, ACK coalescing, NAKs (sequence, RNR,
-// invalid request, remote access, remote operational error).
+// answered from the replay history without executing again; neither takes a second response
+// slot), opcode-sequence and length checks, receive WQE consumption and scatter, RDMA WRITE
+// placement, READ responses and atomics through translation and DMA, receive completions, ACK
+// coalescing, NAKs (sequence, RNR, invalid request, remote access, remote operational error).
 //
 // UC (IBA 9.4, 9.8): SEND and RDMA WRITE (with immediate) segmented as RC but without ACKs; a
 // message completes at the requester once its last packet is on the wire. The responder drops
@@ -173,10 +173,12 @@ private:
         uint8_t syndrome = 0;
         uint32_t psn = 0;         ///< PSN of the next response packet
         uint32_t msn = 0;
+        uint32_t end_psn = 0;     ///< READ/atomic: one past its request's last PSN (in the padding)
         uint64_t va = 0;          ///< READ: next remote byte
         uint32_t rkey = 0;
         uint32_t left = 0;        ///< READ bytes still to send
         bool first = true;        ///< READ: the next packet is the first of its response
+        uint32_t req_psn = 0;     ///< READ/atomic: its request's PSN (in the padding)
         sc_core::sc_time at;      ///< when its data (atomic result, request checks) is ready
         uint64_t orig = 0;        ///< atomic: the original value
     };
@@ -321,8 +323,9 @@ private:
     /// through translation (L_Key, local write) and DMA; status LOC_LEN_ERR / LOC_PROT_ERR.
     bool write_sges(const xlate_owner& who, const sge* sg, unsigned num_sge, uint64_t offset, const uint8_t* data, uint32_t len,
                     sc_core::sc_time& delay, uint8_t& status, uint8_t& syndrome);
-    /// Go back N to `psn` unless the last go-back-N already went there (gap_retry latch).
-    void go_back_once(qp& q, uint32_t psn, sc_core::sc_time& delay);
+    /// Go back N to `psn` unless the last go-back-N already went there (gap_retry latch);
+    /// `consume`: a NAK, which uses up a retry (retry()); else an implied NAK, which does not.
+    void go_back_once(qp& q, uint32_t psn, sc_core::sc_time& delay, bool consume);
     /// The oldest READ/atomic's responses are missing: go back N to its next expected PSN.
     void implied_nak(qp& q, sc_core::sc_time& delay);
     /// Retransmission after a sequence-error NAK, an implied NAK or a timeout: retries_left
@@ -360,6 +363,10 @@ private:
     sc_core::sc_time responder_start(qp& q);
     void handle_request(qp& q, const rx_packet& p);
     void handle_duplicate(qp& q, const rx_packet& p, const sc_core::sc_time& delay);
+    /// The job that answers a duplicate READ or atomic at `psn` (`end`: one past its last
+    /// response PSN): the queued job of the same request (`fresh` false: it restarts from
+    /// `psn`), else a new one placed in PSN order (`fresh` true). nullptr: the queue is full.
+    resp_job* duplicate_job(qp& q, uint32_t psn, uint32_t end, bool& fresh);
     bool handle_read_request(qp& q, const rx_packet& p, sc_core::sc_time& delay);
     bool handle_atomic(qp& q, const rx_packet& p, sc_core::sc_time& delay);
     /// Places payload bytes at the current receive WQE position (scatter).

@@ -539,13 +539,92 @@ TEST(HcasimProgram, verify_passes_under_packet_loss) {
     }
 }
 
+namespace {
+
+/// Runs `args`, which must fail the run (exit 1) with `line` on stderr.
+void expect_run_failure(const std::string& args, const std::string& line) {
+    const result r = run(args);
+    EXPECT_EQ(r.code, 1) << args;
+    EXPECT_NE(r.err.find(line), std::string::npos) << args << "\n" << r.err;
+}
+
+}  // namespace
+
 TEST(HcasimProgram, a_link_that_loses_everything_fails_the_run_clearly) {
-    const result r = run("--workload write_bw --size 4K --iters 30 --verify --set link.drop_rate=1");
-    EXPECT_EQ(r.code, 1);
-    EXPECT_NE(r.err.find("hcasim: run failed: node0: completion error IBV_WC_RETRY_EXC_ERR (status 12), opcode 1, "
-                         "wr_id 0x0\n"),
+    // The cable that lost the packets is named, from its counters (node0.link.dropped).
+    expect_run_failure("--workload write_bw --size 4K --iters 30 --verify --set link.drop_rate=1",
+                       "hcasim: run failed: node0: completion error IBV_WC_RETRY_EXC_ERR (status 12), opcode 1, "
+                       "wr_id 0x0; cable link0 (node0.port1 <-> node1.port1) lost 240 packets (drop_rate 1)\n");
+}
+
+TEST(HcasimProgram, a_dead_link_is_named_in_the_error_with_the_time_it_went_down) {
+    // Back to back: node1's direction dies 200 us in; node0's READs time out (RETRY_EXC_ERR).
+    expect_run_failure("--workload read_bw --size 4K --iters 20000 --set link1.down_at_ns=200000",
+                       "hcasim: run failed: node0: completion error IBV_WC_RETRY_EXC_ERR (status 12), opcode 2, "
+                       "wr_id 0x21e; cable link1 (node1.port1 <-> node0.port1) went down at 200.000 us simulated "
+                       "time (128 packets lost)\n");
+    // Through a switch: node1's cable, both of its directions counted, the other cables not named.
+    const result s = run("--workload write_bw --size 4K --iters 20000 --set fabric.nodes=3 --set link1.down_at_ns=150000");
+    EXPECT_EQ(s.code, 1);
+    EXPECT_NE(s.err.find("completion error IBV_WC_RETRY_EXC_ERR (status 12)"), std::string::npos) << s.err;
+    EXPECT_NE(s.err.find("; cable link1 (node1.port1 <-> switch port 1) went down at 150.000 us simulated time ("),
               std::string::npos)
-        << r.err;
+        << s.err;
+    EXPECT_EQ(s.err.find("link0"), std::string::npos) << s.err;
+    EXPECT_EQ(s.err.find("link2"), std::string::npos) << s.err;
+    // UD does not retransmit: the run stalls, and the stall names the cable the same way.
+    expect_run_failure("--workload ud_send_lat --iters 2000 --set link1.down_at_ns=100000 --set workload.timeout_us=1000",
+                       "hcasim: run failed: node0: no completion within workload.timeout_us (UC and UD do not "
+                       "retransmit a lost message); cable link1 (node1.port1 <-> node0.port1) went down at 100.000 "
+                       "us simulated time (1 packet lost)\n");
+}
+
+TEST(HcasimProgram, read_bw_16k_with_5pct_reordering_verifies_on_every_seed) {
+    // The command: reordered multi-packet READ responses used up the retry budget
+    // (RETRY_EXC_ERR on every seed). They are re-requested without spending retries now.
+    for (const char* seed : {"1", "2", "3"}) {
+        nlohmann::json j;
+        const result r = run_json(std::string("-w read_bw --size 16K --iters 1000 --verify --set link.reorder_rate=0.05 "
+                                              "--seed ") + seed,
+                                  &j);
+        ASSERT_EQ(r.code, 0) << seed << ": " << r.err;
+        expect_verified(j, seed);
+        const auto& c = j["counters"];
+        EXPECT_GT(c["node1.link.reordered"].get<uint64_t>(), 0u) << seed;
+        EXPECT_EQ(c["node0.hca.transport_engine.timeouts"].get<uint64_t>(), 0u) << seed;
+    }
+}
+
+TEST(HcasimProgram, verify_passes_under_reordering_and_duplication_for_every_rc_operation) {
+    // 5% of the packets held back behind the next one and 5% delivered twice, each direction;
+    // 16 KiB messages (four packets) where the workload takes a size. (read_bw used to fail
+    // here with RETRY_EXC_ERR.)
+    for (const std::string w : {"write_lat", "send_lat", "read_lat", "atomic_lat", "write_bw", "send_bw", "read_bw",
+                                "atomic_rate"}) {
+        const bool sized = w != "atomic_lat" && w != "atomic_rate";
+        nlohmann::json j;
+        const result r = run_json("--workload " + w + (sized ? " --size 16K" : "") +
+                                      " --iters 1000 --verify --set link.reorder_rate=0.05 --set link.dup_rate=0.05",
+                                  &j);
+        ASSERT_EQ(r.code, 0) << w << ": " << r.err;
+        expect_verified(j, w);
+        const auto& c = j["counters"];
+        // Held back: overtaken by the next packet, or (ping-pongs) released alone after the hold.
+        EXPECT_GT(c["node0.link.reordered"].get<uint64_t>() + c["node1.link.reordered"].get<uint64_t>() +
+                      c["node0.link.reorder_timeouts"].get<uint64_t>() + c["node1.link.reorder_timeouts"].get<uint64_t>(),
+                  0u)
+            << w;
+        EXPECT_GT(c["node0.link.duplicated"].get<uint64_t>() + c["node1.link.duplicated"].get<uint64_t>(), 0u) << w;
+    }
+    // The compare-and-swap variant of both atomic workloads.
+    for (const std::string w : {"atomic_lat", "atomic_rate"}) {
+        nlohmann::json j;
+        const result r = run_json("--workload " + w + " --atomic cmp_swap --iters 1000 --verify --set link.reorder_rate=0.05 "
+                                  "--set link.dup_rate=0.05",
+                                  &j);
+        ASSERT_EQ(r.code, 0) << w << ": " << r.err;
+        expect_verified(j, w + " cmp_swap");
+    }
 }
 
 // ------------------------------------------------------------------ UC and UD workloads
