@@ -36,7 +36,11 @@ struct run_options {
     std::string timeline;              ///< --timeline FILE: Chrome trace-event JSON of the run; empty = none
     std::string waves;                 ///< --waves FILE: FST of the P_Key checker RTL's pins; empty = none
     std::string pcap_dir;              ///< --pcap DIR: one wire capture per cable (docs/traces.md); empty = none
+    std::vector<std::string> warnings; ///< options given that the workload uses only in part (printed, not fatal)
 };
+
+/// Largest --iters: a latency run keeps one sample per iteration (80 MB at this count).
+constexpr uint64_t max_iters = 10000000;
 
 /// Parses argv. Prints usage to `help_out` on --help. Throws config_error (one line) on bad input.
 run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out);

@@ -198,35 +198,29 @@ public:
 
     explicit workload_params(sc_module_name name = "workload")
         : sc_module(name),
-          tx_depth("tx_depth", 128, "WRs", "send work requests outstanding in bandwidth tests (perftest -t)"),
-          rx_depth("rx_depth", 512, "WRs", "receive work requests posted in send tests (perftest -r)"),
-          cq_mod("cq_mod", 100, "WRs", "bandwidth tests signal one send in cq_mod (perftest -Q)"),
+          tx_depth("tx_depth", 128, "WRs", "send work requests outstanding in bandwidth tests (perftest -t)",
+                   {1, 16384}),
+          rx_depth("rx_depth", 512, "WRs", "receive work requests posted in send tests (perftest -r)", {1, 16384}),
+          cq_mod("cq_mod", 100, "WRs", "bandwidth tests signal one send in cq_mod (perftest -Q)", {1, 16384}),
           inline_bytes("inline_bytes", -1, "bytes",
-                       "inline data up to this size; -1: perftest defaults (220 in latency tests, 0 in bandwidth)"),
+                       "inline data up to this size; -1: perftest defaults (220 in latency tests, 0 in bandwidth)",
+                       {-1, 1024}),
           timeout_us("timeout_us", 1e6, "us",
                      "a wait longer than this (simulated) fails the run; above the QPs' local ACK timeout "
-                     "(code 14: 67 ms) times a few retries, so lossy links (link.drop_rate) still complete"),
-          dma_outstanding("dma_outstanding", 512, "transfers", "DMAs in flight in dma_*_bw"),
+                     "(code 14: 67 ms) times a few retries, so lossy links (link.drop_rate) still complete", {1, 1e12}),
+          dma_outstanding("dma_outstanding", 512, "transfers", "DMAs in flight in dma_*_bw", {1, 1u << 20}),
           mrs("mrs", "1,16,256,1K,4K,16K,64K", "regions",
               "memory region counts mr_scale sweeps, --size syntax (--mrs sets it)"),
           drain_us("drain_us", 100, "us",
                    "uc_write_bw, ud_send_bw: once the client's end-of-stream markers are on the wire, the "
-                   "server stops waiting for a missing one after this long (it was lost)"),
+                   "server stops waiting for a missing one after this long (it was lost)", {0.001, 1e9}),
           post_list("post_list", 1, "WRs",
                     "bandwidth tests post a QP's work requests in lists of this many, one ibv_post_send and one "
-                    "doorbell per list (perftest -l); 1 posts each alone (through the inline window)"),
+                    "doorbell per list (perftest -l); 1 posts each alone (through the inline window)", {1, 1024}),
           atomic_word("atomic_word", "per_qp", "",
                       "atomic_rate with --qps N: per_qp gives each QP its own remote word; shared aims every "
                       "QP at one word (the responder serialises them: a same-address rate)",
                       {"per_qp", "shared"}) {
-        post_list.range(1, 1024);
-        tx_depth.range(1, 16384);
-        rx_depth.range(1, 16384);
-        cq_mod.range(1, 16384);
-        inline_bytes.range(-1, 1024);
-        timeout_us.range(1, 1e12);
-        dma_outstanding.range(1, 1u << 20);
-        drain_us.range(0.001, 1e9);
     }
 };
 
@@ -409,7 +403,7 @@ public:
         info_.resize(nn_);
         received_.resize(nn_);
         for (unsigned i = 0; i < nn_; ++i)
-            sw_[i] = std::make_unique<host_software>(m.at(i).cpu, opts);
+            sw_[i] = std::make_unique<host_software>(m.at(i), opts);
         uint64_t max_size = 1;
         for (const phase_spec& p : spec.phases) {
             for (uint64_t s : p.sizes) max_size = std::max(max_size, s);
