@@ -197,9 +197,9 @@ trace_file load(const std::string& path) {
         if (!j.is_object())
             fail("not a JSON object");
         if (t.header.is_null()) {
-            check_fields(j, "hcasim_trace hcasim_version workload seed nodes config", "header", fail);
             if (!j.contains("hcasim_trace"))
                 fail("not an hcasim trace: the first record must be the header with \"hcasim_trace\"");
+            check_fields(j, "hcasim_trace hcasim_version workload seed nodes config", "header", fail);
             if (!j["hcasim_trace"].is_number_integer() || j["hcasim_trace"].get<int>() != trace::FORMAT_VERSION)
                 fail("trace format version " + j["hcasim_trace"].dump() + "; this hcasim reads version " +
                      std::to_string(trace::FORMAT_VERSION));
