@@ -207,8 +207,9 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
                 if (vm.count("qps") || !o.sweep_qps.empty())
                     throw config_error("--sweep qps=...: the QP count is already given (--qps or another --sweep qps)");
                 for (uint64_t n : parse_list(list, "--sweep qps", "QP count")) {
-                    if (n == 0 || n > (1u << 24))
-                        throw config_error("--sweep qps: " + std::to_string(n) + " QPs (expected 1 to 16777216)");
+                    if (n == 0 || n > max_qps_option)
+                        throw config_error("--sweep qps: " + std::to_string(n) + " QPs (expected 1 to " +
+                                           std::to_string(max_qps_option) + ")");
                     o.sweep_qps.push_back(unsigned(n));
                 }
             } else {
@@ -234,7 +235,7 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         o.iters_given = true;
     }
     if (vm.count("qps")) {
-        o.qps = static_cast<unsigned>(option_uint("qps", vm["qps"].as<std::string>(), 1, 1u << 24));
+        o.qps = static_cast<unsigned>(option_uint("qps", vm["qps"].as<std::string>(), 1, max_qps_option));
         o.qps_given = true;
     }
     // Options the workload would ignore are refused, naming both.

@@ -39,6 +39,9 @@ struct run_options {
     std::vector<std::string> warnings; ///< options given that the workload uses only in part (printed, not fatal)
 };
 
+/// Largest --qps (and --sweep qps count): the largest hca.max_qps, 2^24, less the QPs the
+/// firmware keeps and the margin a run's hca.max_qps leaves (main.cpp's qp_scale, workloads.cpp).
+constexpr unsigned max_qps_option = (1u << 24) - 16;
 /// Largest --iters: a latency run keeps one sample per iteration (80 MB at this count).
 constexpr uint64_t max_iters = 10000000;
 

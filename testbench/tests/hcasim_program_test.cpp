@@ -858,3 +858,12 @@ TEST(HcasimProgram, options_a_workload_would_ignore_are_refused_naming_the_optio
     EXPECT_EQ(r.err, "hcasim: warning: --verify: dma_read_bw discards the data it reads: only its transfers' "
                      "completions are checked\n");
 }
+
+TEST(HcasimProgram, qps_beyond_what_the_largest_hca_max_qps_holds_is_refused_with_the_limit) {
+    const result r = run("--workload write_bw --qps 16777216");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err, "hcasim: error: --qps: expected an integer in [1,16777200], got '16777216'\n");
+    const result sweep = run("--workload write_bw --sweep qps=16777216");
+    EXPECT_EQ(sweep.code, 2);
+    EXPECT_EQ(sweep.err, "hcasim: error: --sweep qps: 16777216 QPs (expected 1 to 16777200)\n");
+}
