@@ -247,6 +247,9 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
                                  : " times one QP (as perftest's latency tests); the bandwidth workloads take --qps"));
     if (vm.count("mtu") && pcie)
         throw config_error("--mtu: " + o.workload + " moves data over PCIe only (no InfiniBand path MTU)");
+    if ((vm.count("qps") || vm.count("mtu")) && o.workload == "attack_suite")
+        throw config_error(std::string(vm.count("qps") ? "--qps" : "--mtu") +
+                           ": attack_suite runs a fixed table of cases (its own QPs and MTU)");
     if (vm.count("verify") && o.workload == "dma_read_bw")
         o.warnings.push_back("--verify: dma_read_bw discards the data it reads: only its transfers' completions are "
                              "checked");

@@ -846,6 +846,7 @@ TEST(HcasimProgram, options_a_workload_would_ignore_are_refused_naming_the_optio
          "--sweep qps: read_lat times one QP (as perftest's latency tests); the bandwidth workloads take --qps"},
         {"--workload dma_write_bw --qps 2", "--qps: dma_write_bw moves data over PCIe only and has no QPs"},
         {"--workload dma_read_bw --mtu 1024", "--mtu: dma_read_bw moves data over PCIe only (no InfiniBand path MTU)"},
+        {"--workload attack_suite --qps 2", "--qps: attack_suite runs a fixed table of cases (its own QPs and MTU)"},
     };
     for (const auto& c : cases) {
         const result r = run(c.args);
