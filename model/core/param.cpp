@@ -197,6 +197,9 @@ void broker::load_ini(const std::string& path) {
     std::string line, section;
     while (in.next(line)) {
         const std::string origin = path + ":" + std::to_string(in.line_number());
+        if (in.line_number() > max_ini_lines)
+            throw config_error(origin + ": more than " + std::to_string(max_ini_lines) +
+                               " lines: not a configuration file");
         const std::string text = trim(strip_comment(line));
         if (text.empty()) continue;
         if (text.front() == '[') {

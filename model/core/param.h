@@ -63,10 +63,11 @@ public:
     void set(const std::string& key, const std::string& value, const std::string& origin);
     /// Parses an INI file: `[section]` prefixes keys ("[pcie]" + "lanes = 8" -> "pcie.lanes"),
     /// `#` and `;` start comments. Throws config_error naming file and line on bad syntax,
-    /// a missing or unreadable file, a directory, a NUL byte or a line longer than
-    /// max_ini_line_bytes.
+    /// a missing or unreadable file, a directory, a NUL byte, a line longer than
+    /// max_ini_line_bytes or more than max_ini_lines lines (an endless stream).
     void load_ini(const std::string& path);
     static constexpr std::size_t max_ini_line_bytes = 4096;
+    static constexpr std::size_t max_ini_lines = 100000;
     /// Parses "key=value" (from --set). Throws config_error on bad syntax.
     void set_override(const std::string& assignment);
 

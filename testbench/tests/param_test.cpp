@@ -462,6 +462,13 @@ TEST_F(Param, an_over_long_ini_line_is_refused_with_file_and_line) {
     EXPECT_NO_THROW(b.load_ini(ok));
 }
 
+TEST_F(Param, an_endless_config_stream_is_refused_at_its_line_limit) {
+    std::string text;
+    for (size_t i = 0; i <= broker::max_ini_lines; ++i) text += "a = 1\n";
+    const auto path = write_file("endless.ini", text);
+    EXPECT_EQ(error_of([&] { b.load_ini(path); }), path + ":100001: more than 100000 lines: not a configuration file");
+}
+
 TEST_F(Param, config_dev_zero_is_refused_at_once) {
     EXPECT_EQ(error_of([&] { b.load_ini("/dev/zero"); }), "/dev/zero:1: NUL byte: not a text file");
 }
