@@ -180,14 +180,14 @@ trace_file load(const std::string& path) {
         throw trace_error(e.what());
     }
     while (next_line(*file)) {
-        if (end_line)
-            fail("a record after the end record (line " + std::to_string(end_line) + ")");
         if (text.find_first_not_of(" \t\r") == std::string::npos)
             continue;
         if (text[text.find_first_not_of(" \t")] == '#') {
             t.comments.push_back(text);
             continue;
         }
+        if (end_line)
+            fail("a record after the end record (line " + std::to_string(end_line) + ")");
         json j;
         try {
             j = json::parse(text);
