@@ -433,6 +433,14 @@ public:
                 if (srq_)
                     ud_srq_need_ = std::max(ud_srq_need_, p.iters + nq_);
         }
+        // Each node's buffer holds a send and a receive area per QP (setup()): refused now if it
+        // cannot fit the host memory its application has, not after backing all of that memory.
+        const uint64_t buffers = 2 * uint64_t(nq_) * area_;
+        if (buffers > host_software::phys_bytes)
+            throw config_error("--size " + std::to_string(max_size) + " with --qps " + std::to_string(nq_) +
+                               ": each node's buffers would take " + std::to_string(buffers) +
+                               " bytes (a send and a receive area per QP), more than the " +
+                               std::to_string(host_software::phys_bytes) + " bytes of host memory its application has");
         SC_THREAD(client);
         SC_THREAD(server);
         for (unsigned i = 2; i < nn_; ++i)  // mcast_bw: the other receivers
@@ -1934,6 +1942,11 @@ private:
     void mr_scale_init(const phase_spec& p, fw::driver_options& opts) {
         for (uint64_t n : mrs_) max_regions_ = std::max(max_regions_, n);
         for (uint64_t size : p.sizes) region_stride_ = std::max(region_stride_, region_bytes(size));
+        if (max_regions_ * region_stride_ > host_software::phys_bytes)
+            throw config_error("--mrs " + std::to_string(max_regions_) + " with --size " +
+                               std::to_string(region_stride_) + ": each node's regions would take " +
+                               std::to_string(max_regions_ * region_stride_) + " bytes, more than the " +
+                               std::to_string(host_software::phys_bytes) + " bytes of host memory its application has");
         // Index 0 is reserved and setup()'s MR takes one more.
         opts.log_num_mpts = uint8_t(std::max<unsigned>(opts.log_num_mpts, ceil_log2(max_regions_ + 2)));
         const uint64_t mtts = max_regions_ * (region_stride_ / fw::PAGE_BYTES) + 2 * uint64_t(spec_.qps) *

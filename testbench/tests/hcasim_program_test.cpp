@@ -868,3 +868,16 @@ TEST(HcasimProgram, qps_beyond_what_the_largest_hca_max_qps_holds_is_refused_wit
     EXPECT_EQ(sweep.code, 2);
     EXPECT_EQ(sweep.err, "hcasim: error: --sweep qps: 16777216 QPs (expected 1 to 16777200)\n");
 }
+
+TEST(HcasimProgram, sizes_and_qps_whose_buffers_pass_host_memory_are_refused_at_start_up) {
+    // Before, this backed 16 GiB of simulated memory (17 GB of RSS) before failing.
+    const result r = run("--workload write_bw --size 1G --qps 16 --iters 1");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err, "hcasim: error: --size 1073741824 with --qps 16: each node's buffers would take 34359738368 bytes "
+                     "(a send and a receive area per QP), more than the 17179869184 bytes of host memory its "
+                     "application has\n");
+    const result mrs = run("--workload mr_scale --mrs 1M --size 64K --iters 1");
+    EXPECT_EQ(mrs.code, 2);
+    EXPECT_EQ(mrs.err, "hcasim: error: --mrs 1048576 with --size 65536: each node's regions would take 68719476736 "
+                       "bytes, more than the 17179869184 bytes of host memory its application has\n");
+}
