@@ -1,18 +1,35 @@
 #!/usr/bin/env bash
-# Port fuzzer (docs/fuzzing.md): configures and builds the clang + libFuzzer build in build/fuzz
+# Port fuzzer (docs/fuzzing.md): configures and builds the clang + libFuzzer build in BUILD
 # (-DHCASIM_FUZZ=ON: every library with ASan, UBSan and coverage), then runs port_fuzz for N
 # seconds (default 600) on a fresh copy of testbench/fuzz/corpus. The run's corpus, log and any
-# crash/timeout/leak artifact go to build/fuzz/findings/ (with counters.txt: the model's counters
+# crash/timeout/leak artifact go to BUILD/findings/ (with counters.txt: the model's counters
 # summed over the run, to see which paths the packets reached). Prints the executions, speed, coverage
 # and the result; exits 0 if the run found nothing, 1 if it found something, 2 on a setup error.
+# BUILD: --build-dir DIR (first argument), else $HCASIM_FUZZ_BUILD_DIR, else build/fuzz in the
+# source tree; the source tree is only read, so a read-only checkout fuzzes with a BUILD elsewhere.
 # Extra arguments go to libFuzzer (scripts/fuzz.sh 60 -use_value_profile=1).
 set -euo pipefail
 # shellcheck source=scripts/setup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
+usage="usage: scripts/fuzz.sh [--build-dir DIR] [seconds] [libFuzzer flags...]   (seconds: a positive integer, default 600)"
+build="${HCASIM_FUZZ_BUILD_DIR:-$HCASIM_ROOT/build/fuzz}"
+if [ "${1:-}" = "--build-dir" ]; then
+    if [ -z "${2:-}" ]; then
+        echo "$usage" >&2
+        exit 2
+    fi
+    build="$2"
+    shift 2
+fi
+case "$build" in /*) ;; *) build="$PWD/$build" ;; esac  # the script changes directory below
 seconds="${1:-600}"
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
-    echo "usage: scripts/fuzz.sh [seconds] [libFuzzer flags...]   (seconds: a positive integer, default 600)" >&2
+    echo "$usage" >&2
+    exit 2
+fi
+if ! mkdir -p "$build" 2>/dev/null || [ ! -w "$build" ]; then
+    echo "scripts/fuzz.sh: cannot write the build directory '$build' (give another: --build-dir DIR or HCASIM_FUZZ_BUILD_DIR)" >&2
     exit 2
 fi
 shift $(( $# > 0 ? 1 : 0 ))
@@ -33,7 +50,6 @@ if ! clang++ -fsanitize=fuzzer,address,undefined "$probe/p.cpp" -o "$probe/p" 2>
     exit 2
 fi
 
-build="$HCASIM_ROOT/build/fuzz"
 if [ -f "$build/CMakeCache.txt" ] && ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang' "$build/CMakeCache.txt"; then
     hcasim_log "$build was configured with another compiler than clang++; remove it and run again"
     exit 2

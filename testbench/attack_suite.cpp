@@ -219,7 +219,7 @@ struct bench {
     explicit bench(machine& mach) : m(mach) {
         fw::driver_options opts;
         for (unsigned i = 0; i < 2; ++i)
-            sw[i] = std::make_unique<host_software>(m.at(i).cpu, opts);
+            sw[i] = std::make_unique<host_software>(m.at(i), opts);
     }
     machine& m;
     std::unique_ptr<host_software> sw[2];

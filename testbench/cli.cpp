@@ -210,8 +210,9 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
                 if (vm.count("qps") || !o.sweep_qps.empty())
                     throw config_error("--sweep qps=...: the QP count is already given (--qps or another --sweep qps)");
                 for (uint64_t n : parse_list(list, "--sweep qps", "QP count")) {
-                    if (n == 0 || n > (1u << 24))
-                        throw config_error("--sweep qps: " + std::to_string(n) + " QPs (expected 1 to 16777216)");
+                    if (n == 0 || n > max_qps_option)
+                        throw config_error("--sweep qps: " + std::to_string(n) + " QPs (expected 1 to " +
+                                           std::to_string(max_qps_option) + ")");
                     o.sweep_qps.push_back(unsigned(n));
                 }
             } else {
@@ -233,13 +234,28 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     if (o.speed && !o.sweep_qps.empty())
         throw config_error("--speed measures one run; with --sweep qps run each QP count on its own");
     if (vm.count("iters")) {
-        o.iters = option_uint("iters", vm["iters"].as<std::string>(), 1, std::numeric_limits<uint64_t>::max());
+        o.iters = option_uint("iters", vm["iters"].as<std::string>(), 1, max_iters);
         o.iters_given = true;
     }
     if (vm.count("qps")) {
-        o.qps = static_cast<unsigned>(option_uint("qps", vm["qps"].as<std::string>(), 1, 1u << 24));
+        o.qps = static_cast<unsigned>(option_uint("qps", vm["qps"].as<std::string>(), 1, max_qps_option));
         o.qps_given = true;
     }
+    // Options the workload would ignore are refused, naming both.
+    const bool latency = o.workload.size() > 4 && o.workload.compare(o.workload.size() - 4, 4, "_lat") == 0;
+    const bool pcie = o.workload.rfind("dma_", 0) == 0;
+    if ((vm.count("qps") || !o.sweep_qps.empty()) && (latency || pcie))
+        throw config_error(std::string(vm.count("qps") ? "--qps" : "--sweep qps") + ": " + o.workload +
+                           (pcie ? " moves data over PCIe only and has no QPs"
+                                 : " times one QP (as perftest's latency tests); the bandwidth workloads take --qps"));
+    if (vm.count("mtu") && pcie)
+        throw config_error("--mtu: " + o.workload + " moves data over PCIe only (no InfiniBand path MTU)");
+    if ((vm.count("qps") || vm.count("mtu")) && o.workload == "attack_suite")
+        throw config_error(std::string(vm.count("qps") ? "--qps" : "--mtu") +
+                           ": attack_suite runs a fixed table of cases (its own QPs and MTU)");
+    if (vm.count("verify") && o.workload == "dma_read_bw")
+        o.warnings.push_back("--verify: dma_read_bw discards the data it reads: only its transfers' completions are "
+                             "checked");
     if (vm.count("mtu")) {
         const std::string t = vm["mtu"].as<std::string>();
         const auto v = to_uint(t);

@@ -39,7 +39,14 @@ struct run_options {
     timeline_filter timeline_only;     ///< --timeline-window, --timeline-nodes: what the timeline keeps
     std::string waves;                 ///< --waves FILE: FST of the P_Key checker RTL's pins; empty = none
     std::string pcap_dir;              ///< --pcap DIR: one wire capture per cable (docs/traces.md); empty = none
+    std::vector<std::string> warnings; ///< options given that the workload uses only in part (printed, not fatal)
 };
+
+/// Largest --qps (and --sweep qps count): the largest hca.max_qps, 2^24, less the QPs the
+/// firmware keeps and the margin a run's hca.max_qps leaves (main.cpp's qp_scale, workloads.cpp).
+constexpr unsigned max_qps_option = (1u << 24) - 16;
+/// Largest --iters: a latency run keeps one sample per iteration (80 MB at this count).
+constexpr uint64_t max_iters = 10000000;
 
 /// Parses argv. Prints usage to `help_out` on --help. Throws config_error (one line) on bad input.
 run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out);

@@ -89,6 +89,8 @@ void print_help_config(std::ostream& os, const std::vector<param_info>& params) 
            << std::setw(10) << p.def << (p.unit.empty() ? "" : " [" + p.unit + "]") << "\n      " << p.help;
         if (!p.choices.empty())
             os << " (" << p.choices << ")";
+        if (!p.range.empty())
+            os << " (allowed " << p.range << ")";
         os << "\n";
     }
 }
@@ -425,6 +427,8 @@ int sc_main(int argc, char* argv[]) {
         opts = parse_cli(argc, argv, std::cout);
         if (opts.help)
             return 0;
+        for (const std::string& w : opts.warnings)
+            std::cerr << "hcasim: warning: " << w << "\n";
         if (opts.workload == "attack_suite")
             return run_attack_suite(opts);
         if (opts.bench_events)

@@ -11,12 +11,14 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "model/core/param.h"
 #include "model/core/stats.h"
+#include "model/core/text_file.h"
 #include "model/core/timeline.h"
 #include "model/system/fabric.h"
 #include "testbench/host_software.h"
@@ -30,6 +32,11 @@ using namespace verbs;
 using trace::json;
 
 namespace {
+
+/// Longest line of a trace (the end record holds every buffer's digest and every counter).
+constexpr size_t max_trace_line_bytes = size_t(16) << 20;
+/// Largest "align" of an alloc.
+constexpr uint64_t max_alloc_align = uint64_t(1) << 30;
 
 /// A bad trace: "file:line: why".
 struct trace_error : std::runtime_error {
@@ -48,29 +55,31 @@ struct call_spec {
     const char* creates;                         // kind of object named by "ret", or nullptr
     std::vector<std::pair<const char*, const char*>> refs;  // field -> kind (required)
     std::vector<std::pair<const char*, const char*>> opt_refs;
+    const char* fields;  // its other arguments and recorded outcomes, space-separated
 };
 
 const std::vector<call_spec>& calls() {
     static const std::vector<call_spec> c = {
-        {"alloc", "buf", {}, {}},
-        {"fill", nullptr, {{"buf", "buf"}}, {}},
-        {"wait_byte", nullptr, {{"buf", "buf"}}, {}},
-        {"sleep", nullptr, {}, {}},
-        {"alloc_pd", "pd", {}, {}},
-        {"reg_mr", "mr", {{"pd", "pd"}, {"buf", "buf"}}, {}},
-        {"dereg_mr", nullptr, {{"mr", "mr"}}, {}},
-        {"create_cq", "cq", {}, {}},
-        {"create_srq", "srq", {{"pd", "pd"}}, {}},
-        {"modify_srq", nullptr, {{"srq", "srq"}}, {}},
-        {"create_qp", "qp", {{"pd", "pd"}, {"send_cq", "cq"}, {"recv_cq", "cq"}}, {{"srq", "srq"}}},
-        {"modify_qp", nullptr, {{"qp", "qp"}}, {}},
-        {"destroy_qp", nullptr, {{"qp", "qp"}}, {}},
-        {"create_ah", "ah", {{"pd", "pd"}}, {}},
-        {"attach_mcast", nullptr, {{"qp", "qp"}}, {}},
-        {"post_send", nullptr, {{"qp", "qp"}}, {}},
-        {"post_recv", nullptr, {{"qp", "qp"}}, {}},
-        {"post_srq_recv", nullptr, {{"srq", "srq"}}, {}},
-        {"poll_cq", nullptr, {{"cq", "cq"}}, {}},
+        {"alloc", "buf", {}, {}, "len align"},
+        {"fill", nullptr, {{"buf", "buf"}}, {}, "offset len seed byte key hex"},
+        {"wait_byte", nullptr, {{"buf", "buf"}}, {}, "offset value timeout_ns"},
+        {"sleep", nullptr, {}, {}, "ns"},
+        {"alloc_pd", "pd", {}, {}, ""},
+        {"reg_mr", "mr", {{"pd", "pd"}, {"buf", "buf"}}, {}, "offset addr len access lkey rkey"},
+        {"dereg_mr", nullptr, {{"mr", "mr"}}, {}, ""},
+        {"create_cq", "cq", {}, {}, "cqe"},
+        {"create_srq", "srq", {{"pd", "pd"}}, {}, "max_wr max_sge"},
+        {"modify_srq", nullptr, {{"srq", "srq"}}, {}, "srq_limit"},
+        {"create_qp", "qp", {{"pd", "pd"}, {"send_cq", "cq"}, {"recv_cq", "cq"}}, {{"srq", "srq"}},
+         "type cap sq_sig_all qp_num"},
+        {"modify_qp", nullptr, {{"qp", "qp"}}, {}, "attr"},
+        {"destroy_qp", nullptr, {{"qp", "qp"}}, {}, ""},
+        {"create_ah", "ah", {{"pd", "pd"}}, {}, "dlid dest_node sl dgid hop_limit"},
+        {"attach_mcast", nullptr, {{"qp", "qp"}}, {}, "gid lid"},
+        {"post_send", nullptr, {{"qp", "qp"}}, {}, "wr"},
+        {"post_recv", nullptr, {{"qp", "qp"}}, {}, "wr"},
+        {"post_srq_recv", nullptr, {{"srq", "srq"}}, {}, "wr"},
+        {"poll_cq", nullptr, {{"cq", "cq"}}, {}, "count timeout_ns wc"},
     };
     return c;
 }
@@ -80,6 +89,28 @@ const call_spec* spec_of(const std::string& name) {
         if (name == c.name)
             return &c;
     return nullptr;
+}
+
+/// Whether `name` is one of the space-separated words of `list`.
+bool listed(const char* list, const std::string& name) {
+    for (const char* p = list; *p;) {
+        const char* e = p;
+        while (*e && *e != ' ') ++e;
+        if (name.size() == size_t(e - p) && name.compare(0, name.size(), p, name.size()) == 0)
+            return true;
+        p = *e ? e + 1 : e;
+    }
+    return false;
+}
+
+/// Fails on the first field of object `o` not in `known` (space-separated): traces are checked
+/// before anything runs, and a misspelt argument would otherwise be ignored.
+template <typename Fail>
+void check_fields(const json& o, const char* known, const std::string& what, Fail fail) {
+    for (auto& kv : o.items())
+        if (!listed(known, kv.key()))
+            fail(what + ": unknown field \"" + kv.key() + "\"" +
+                 (*known ? " (expected one of: " + std::string(known) + ")" : std::string()));
 }
 
 std::string call_list() {
@@ -124,22 +155,39 @@ bool split_ref(const std::string& ref, unsigned own, unsigned* node, std::string
 trace_file load(const std::string& path) {
     trace_file t;
     t.path = path;
-    std::ifstream in(path);
-    if (!in)
-        throw trace_error(path + ": cannot read the trace");
     std::string text;
     size_t line = 0;
-    // Per node: names of the objects created so far, by kind.
+    // Per node: names of the objects created so far, by kind; lengths of the buffers.
     std::vector<std::map<std::string, std::string>> defined;
+    std::vector<std::map<std::string, uint64_t>> buf_len;
+    std::vector<uint64_t> allocated;  // per node: bytes of every alloc, page-rounded
+    size_t end_line = 0;
     auto fail = [&](const std::string& why) { throw trace_error(path + ":" + std::to_string(line) + ": " + why); };
-    while (std::getline(in, text)) {
-        ++line;
+    // Directories, unreadable files, NUL bytes and endless lines are refused like bad records.
+    auto next_line = [&](text_file& in) {
+        try {
+            const bool more = in.next(text);
+            line = in.line_number();
+            return more;
+        } catch (const config_error& e) {
+            throw trace_error(e.what());
+        }
+    };
+    std::optional<text_file> file;
+    try {
+        file.emplace(path, "trace", max_trace_line_bytes);
+    } catch (const config_error& e) {
+        throw trace_error(e.what());
+    }
+    while (next_line(*file)) {
         if (text.find_first_not_of(" \t\r") == std::string::npos)
             continue;
         if (text[text.find_first_not_of(" \t")] == '#') {
             t.comments.push_back(text);
             continue;
         }
+        if (end_line)
+            fail("a record after the end record (line " + std::to_string(end_line) + ")");
         json j;
         try {
             j = json::parse(text);
@@ -151,6 +199,7 @@ trace_file load(const std::string& path) {
         if (t.header.is_null()) {
             if (!j.contains("hcasim_trace"))
                 fail("not an hcasim trace: the first record must be the header with \"hcasim_trace\"");
+            check_fields(j, "hcasim_trace hcasim_version workload seed nodes config", "header", fail);
             if (!j["hcasim_trace"].is_number_integer() || j["hcasim_trace"].get<int>() != trace::FORMAT_VERSION)
                 fail("trace format version " + j["hcasim_trace"].dump() + "; this hcasim reads version " +
                      std::to_string(trace::FORMAT_VERSION));
@@ -165,16 +214,21 @@ trace_file load(const std::string& path) {
                 fail("\"nodes\": " + std::to_string(t.nodes) + " (2..1024)");
             t.header = j;
             defined.resize(t.nodes);
+            buf_len.resize(t.nodes);
+            allocated.resize(t.nodes);
             continue;
         }
         if (j.contains("end")) {
+            check_fields(j, "t_ps end", "end record", fail);
             t.end = j["end"];
+            end_line = line;
             continue;
         }
         if (!j.contains("node") || !j["node"].is_number_unsigned() || j["node"].get<unsigned>() >= t.nodes)
             fail("\"node\" must be a node number below " + std::to_string(t.nodes));
         const unsigned node = j["node"];
         if (j.contains("event")) {
+            check_fields(j, "t_ps node event qp cq srq port", "event", fail);
             t.events.push_back({line, j});
             continue;
         }
@@ -183,6 +237,13 @@ trace_file load(const std::string& path) {
         const call_spec* c = spec_of(j["call"]);
         if (!c)
             fail("unknown call " + j["call"].dump() + " (expected " + call_list() + ")");
+        for (auto& kv : j.items())
+            if (!listed("t_ps node call ret errno t_done_ps", kv.key()) && !listed(c->fields, kv.key()) &&
+                std::find_if(c->refs.begin(), c->refs.end(), [&](const auto& r) { return kv.key() == r.first; }) ==
+                    c->refs.end() &&
+                std::find_if(c->opt_refs.begin(), c->opt_refs.end(),
+                             [&](const auto& r) { return kv.key() == r.first; }) == c->opt_refs.end())
+                fail(std::string(j["call"]) + ": unknown field \"" + kv.key() + "\"");
         auto check_ref = [&](const char* field, const char* kind) {
             if (!j[field].is_string())
                 fail(std::string(j["call"]) + ": \"" + field + "\" must name a " + kind);
@@ -211,6 +272,9 @@ trace_file load(const std::string& path) {
             if (!sg.is_array())
                 fail(std::string(j["call"]) + ": \"sg\" must be a list");
             for (const json& s : sg) {
+                if (!s.is_object())
+                    fail(std::string(j["call"]) + ": an SGE must be an object");
+                check_fields(s, "mr offset len addr lkey", std::string(j["call"]) + ": SGE", fail);
                 if (s.contains("mr")) {
                     unsigned n = 0;
                     std::string name;
@@ -230,6 +294,18 @@ trace_file load(const std::string& path) {
             if (!j.contains("wr") || !j["wr"].is_array() || j["wr"].empty())
                 fail(cn + " needs \"wr\": a list of work requests");
             for (const json& w : j["wr"]) {
+                if (!w.is_object())
+                    fail(cn + ": a work request must be an object");
+                check_fields(w,
+                             cn == "post_send" ? "wr_id opcode flags sg imm remote compare_add swap invalidate_rkey ah "
+                                                 "remote_qp remote_qpn remote_qkey"
+                                               : "wr_id sg",
+                             cn + ": work request", fail);
+                if (w.contains("remote")) {
+                    if (!w["remote"].is_object())
+                        fail(cn + ": \"remote\" must be an object");
+                    check_fields(w["remote"], "mr offset addr rkey", cn + ": remote", fail);
+                }
                 if (!w.contains("wr_id") || !w["wr_id"].is_number_unsigned())
                     fail(cn + ": a work request needs \"wr_id\"");
                 check_sg(w.value("sg", json::array()));
@@ -296,6 +372,12 @@ trace_file load(const std::string& path) {
             ibv_qp_type ty;
             if (!j.contains("type") || !j["type"].is_string() || !trace::qp_type_of(j["type"], &ty))
                 fail("create_qp: \"type\" must be RC, UC or UD");
+            if (j.contains("cap")) {
+                if (!j["cap"].is_object())
+                    fail("create_qp: \"cap\" must be an object");
+                check_fields(j["cap"], "max_send_wr max_recv_wr max_send_sge max_recv_sge max_inline_data",
+                             "create_qp: cap", fail);
+            }
         }
         if (c->creates) {
             std::string name;
@@ -348,12 +430,49 @@ trace_file load(const std::string& path) {
             }
         };
         check_types(j);
+        // Buffers: an alignment, size or offset the run would trip over is refused here.
+        if (cn == "alloc") {
+            const uint64_t len = j.value("len", uint64_t(4096)), align = j.value("align", uint64_t(4096));
+            if (align == 0 || (align & (align - 1)) || align > max_alloc_align)
+                fail("alloc: \"align\" must be a power of two up to " + std::to_string(max_alloc_align) + ", got " +
+                     std::to_string(align));
+            // What the address space backs at most: the pages of len, plus the alignment gap.
+            const uint64_t limit = host_software::phys_bytes;
+            const uint64_t pages = len / fw::PAGE_BYTES + 2 + align / fw::PAGE_BYTES;
+            if (len > limit || (allocated[node] += pages * fw::PAGE_BYTES) > limit)
+                fail("alloc: " + std::to_string(len) + " bytes: node " + std::to_string(node) +
+                     "'s buffers would pass the host memory its applications have (" + std::to_string(limit) +
+                     " bytes)");
+            if (j["ret"].is_string())
+                buf_len[node][j["ret"].get<std::string>()] = len;
+        }
+        if (cn == "fill" || cn == "wait_byte") {
+            unsigned n = node;
+            std::string name;
+            split_ref(j["buf"], node, &n, &name);  // checked above
+            const auto it = buf_len[n].find(name);
+            const uint64_t size = it == buf_len[n].end() ? 0 : it->second;
+            const uint64_t off = j.value("offset", uint64_t(0));
+            uint64_t len = 1;  // wait_byte reads one byte
+            if (cn == "fill")
+                len = j.contains("hex") ? j["hex"].get<std::string>().size() / 2
+                                        : j.value("len", size > off ? size - off : 0);
+            if (off > size || len > size - off)
+                fail(cn + ": bytes " + std::to_string(off) + ".." + std::to_string(off + len) + " pass the end of " +
+                     j["buf"].dump() + " (" + std::to_string(size) + " bytes)");
+            if (cn == "wait_byte" && (j.value("value", 0) < 0 || j.value("value", 0) > 255))
+                fail("wait_byte: \"value\" must be 0..255");
+        }
         if (j.value("byte", 0u) > 255)
             fail(cn + ": \"byte\" must be 0..255");
         t.steps.push_back({line, j});
     }
     if (t.header.is_null())
         throw trace_error(path + ": empty trace (no header)");
+    // A recorder's trace (its header names the hcasim version) ends with the end record: without
+    // it the trace was cut short, and its memory digests would go unchecked.
+    if (t.header.contains("hcasim_version") && t.end.is_null())
+        fail("no end record: the trace was cut short (a recorded trace ends with {\"end\": ...})");
     return t;
 }
 
@@ -372,7 +491,7 @@ public:
         : sc_module(n), m_(m), t_(t), rec_(rec), recorded_(recorded_timing), tolerance_(tolerance) {
         fw::driver_options opts;
         for (unsigned i = 0; i < t.nodes; ++i)
-            sw_.push_back(std::make_unique<host_software>(m.at(i).cpu, opts));
+            sw_.push_back(std::make_unique<host_software>(m.at(i), opts));
         objs_.resize(t.nodes);
         events_.resize(t.nodes);
         SC_THREAD(run);

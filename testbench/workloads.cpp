@@ -199,35 +199,29 @@ public:
 
     explicit workload_params(sc_module_name name = "workload")
         : sc_module(name),
-          tx_depth("tx_depth", 128, "WRs", "send work requests outstanding in bandwidth tests (perftest -t)"),
-          rx_depth("rx_depth", 512, "WRs", "receive work requests posted in send tests (perftest -r)"),
-          cq_mod("cq_mod", 100, "WRs", "bandwidth tests signal one send in cq_mod (perftest -Q)"),
+          tx_depth("tx_depth", 128, "WRs", "send work requests outstanding in bandwidth tests (perftest -t)",
+                   {1, 16384}),
+          rx_depth("rx_depth", 512, "WRs", "receive work requests posted in send tests (perftest -r)", {1, 16384}),
+          cq_mod("cq_mod", 100, "WRs", "bandwidth tests signal one send in cq_mod (perftest -Q)", {1, 16384}),
           inline_bytes("inline_bytes", -1, "bytes",
-                       "inline data up to this size; -1: perftest defaults (220 in latency tests, 0 in bandwidth)"),
+                       "inline data up to this size; -1: perftest defaults (220 in latency tests, 0 in bandwidth)",
+                       {-1, 1024}),
           timeout_us("timeout_us", 1e6, "us",
                      "a wait longer than this (simulated) fails the run; above the QPs' local ACK timeout "
-                     "(code 14: 67 ms) times a few retries, so lossy links (link.drop_rate) still complete"),
-          dma_outstanding("dma_outstanding", 512, "transfers", "DMAs in flight in dma_*_bw"),
+                     "(code 14: 67 ms) times a few retries, so lossy links (link.drop_rate) still complete", {1, 1e12}),
+          dma_outstanding("dma_outstanding", 512, "transfers", "DMAs in flight in dma_*_bw", {1, 1u << 20}),
           mrs("mrs", "1,16,256,1K,4K,16K,64K", "regions",
               "memory region counts mr_scale sweeps, --size syntax (--mrs sets it)"),
           drain_us("drain_us", 100, "us",
                    "uc_write_bw, ud_send_bw: once the client's end-of-stream markers are on the wire, the "
-                   "server stops waiting for a missing one after this long (it was lost)"),
+                   "server stops waiting for a missing one after this long (it was lost)", {0.001, 1e9}),
           post_list("post_list", 1, "WRs",
                     "bandwidth tests post a QP's work requests in lists of this many, one ibv_post_send and one "
-                    "doorbell per list (perftest -l); 1 posts each alone (through the inline window)"),
+                    "doorbell per list (perftest -l); 1 posts each alone (through the inline window)", {1, 1024}),
           atomic_word("atomic_word", "per_qp", "",
                       "atomic_rate with --qps N: per_qp gives each QP its own remote word; shared aims every "
                       "QP at one word (the responder serialises them: a same-address rate)",
                       {"per_qp", "shared"}) {
-        post_list.range(1, 1024);
-        tx_depth.range(1, 16384);
-        rx_depth.range(1, 16384);
-        cq_mod.range(1, 16384);
-        inline_bytes.range(-1, 1024);
-        timeout_us.range(1, 1e12);
-        dma_outstanding.range(1, 1u << 20);
-        drain_us.range(0.001, 1e9);
     }
 };
 
@@ -410,7 +404,7 @@ public:
         info_.resize(nn_);
         received_.resize(nn_);
         for (unsigned i = 0; i < nn_; ++i)
-            sw_[i] = std::make_unique<host_software>(m.at(i).cpu, opts);
+            sw_[i] = std::make_unique<host_software>(m.at(i), opts);
         uint64_t max_size = 1;
         for (const phase_spec& p : spec.phases) {
             for (uint64_t s : p.sizes) max_size = std::max(max_size, s);
@@ -440,6 +434,14 @@ public:
                 if (srq_)
                     ud_srq_need_ = std::max(ud_srq_need_, p.iters + nq_);
         }
+        // Each node's buffer holds a send and a receive area per QP (setup()): refused now if it
+        // cannot fit the host memory its application has, not after backing all of that memory.
+        const uint64_t buffers = 2 * uint64_t(nq_) * area_;
+        if (buffers > host_software::phys_bytes)
+            throw config_error("--size " + std::to_string(max_size) + " with --qps " + std::to_string(nq_) +
+                               ": each node's buffers would take " + std::to_string(buffers) +
+                               " bytes (a send and a receive area per QP), more than the " +
+                               std::to_string(host_software::phys_bytes) + " bytes of host memory its application has");
         SC_THREAD(client);
         SC_THREAD(server);
         for (unsigned i = 2; i < nn_; ++i)  // mcast_bw: the other receivers
@@ -2006,6 +2008,11 @@ private:
     void mr_scale_init(const phase_spec& p, fw::driver_options& opts) {
         for (uint64_t n : mrs_) max_regions_ = std::max(max_regions_, n);
         for (uint64_t size : p.sizes) region_stride_ = std::max(region_stride_, region_bytes(size));
+        if (max_regions_ * region_stride_ > host_software::phys_bytes)
+            throw config_error("--mrs " + std::to_string(max_regions_) + " with --size " +
+                               std::to_string(region_stride_) + ": each node's regions would take " +
+                               std::to_string(max_regions_ * region_stride_) + " bytes, more than the " +
+                               std::to_string(host_software::phys_bytes) + " bytes of host memory its application has");
         // Index 0 is reserved and setup()'s MR takes one more.
         opts.log_num_mpts = uint8_t(std::max<unsigned>(opts.log_num_mpts, ceil_log2(max_regions_ + 2)));
         const uint64_t mtts = max_regions_ * (region_stride_ / fw::PAGE_BYTES) + 2 * uint64_t(spec_.qps) *

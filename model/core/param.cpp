@@ -1,13 +1,14 @@
 // Parameters and the configuration broker; see param.h.
 #include "param.h"
 
+#include "model/core/text_file.h"
+
 #include <systemc>
 
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
@@ -155,9 +156,15 @@ template <typename T> std::string expectation() {
     else return "expected non-negative integer in [0," + std::to_string(std::numeric_limits<T>::max()) + "]";
 }
 
-template <typename T> std::string range_expectation(const T& lo, const T& hi) {
+/// "[lo,hi]", or "[lo,hi] or v" with a value allowed outside the range.
+template <typename T> std::string range_text(const T& lo, const T& hi, const std::optional<T>& also) {
+    return "[" + to_text(lo) + "," + to_text(hi) + "]" + (also ? " or " + to_text(*also) : std::string());
+}
+
+template <typename T>
+std::string range_expectation(const T& lo, const T& hi, const std::optional<T>& also) {
     const char* what = std::is_same_v<T, double> ? "number" : std::is_same_v<T, std::string> ? "string" : "integer";
-    return std::string("expected ") + what + " in [" + to_text(lo) + "," + to_text(hi) + "]";
+    return std::string("expected ") + what + " in " + range_text(lo, hi, also);
 }
 
 /// Module under construction, or nullptr outside elaboration.
@@ -186,13 +193,13 @@ void broker::set(const std::string& key, const std::string& value, const std::st
 }
 
 void broker::load_ini(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw config_error("cannot open configuration file '" + path + "'");
+    text_file in(path, "configuration file", max_ini_line_bytes);
     std::string line, section;
-    unsigned lineno = 0;
-    while (std::getline(in, line)) {
-        ++lineno;
-        const std::string origin = path + ":" + std::to_string(lineno);
+    while (in.next(line)) {
+        const std::string origin = path + ":" + std::to_string(in.line_number());
+        if (in.line_number() > max_ini_lines)
+            throw config_error(origin + ": more than " + std::to_string(max_ini_lines) +
+                               " lines: not a configuration file");
         const std::string text = trim(strip_comment(line));
         if (text.empty()) continue;
         if (text.front() == '[') {
@@ -320,6 +327,18 @@ param<T>::param(const char* name, T def, const char* unit, const char* help, std
 }
 
 template <typename T>
+param<T>::param(const char* name, T def, const char* unit, const char* help, bounds_type allowed)
+    : param_base(name, unit, help), value_(def), def_(def) {
+    if constexpr (std::is_arithmetic_v<T>) {
+        has_range_ = true;
+        lo_ = allowed.lo;
+        hi_ = allowed.hi;
+        also_ = allowed.also;
+    }
+    resolve();
+}
+
+template <typename T>
 void param<T>::fail(const std::string& expected) const {
     const std::string raw = configured_ ? raw_ : to_text(value_);
     throw config_error("bad value '" + raw + "' for key '" + key_ + "' (" + origin_ + "): " + expected);
@@ -337,7 +356,8 @@ void param<T>::validate() const {
             fail("expected one of " + list);
         }
     }
-    if (has_range_ && (value_ < lo_ || hi_ < value_)) fail(range_expectation(lo_, hi_));
+    if (has_range_ && !(also_ && value_ == *also_) && (value_ < lo_ || hi_ < value_))
+        fail(range_expectation(lo_, hi_, also_));
 }
 
 template <typename T>
@@ -367,7 +387,8 @@ template <typename T>
 param_info param<T>::info() const {
     std::string list;
     for (const auto& c : choices_) list += (list.empty() ? "" : "|") + c;
-    return param_info{generic_key(), type_name<T>(), unit_, to_text(def_), help_, list};
+    return param_info{generic_key(), type_name<T>(), unit_, to_text(def_), help_, list,
+                      has_range_ ? range_text(lo_, hi_, also_) : std::string()};
 }
 
 template <typename T>

@@ -8,10 +8,12 @@
 // `nodeN.link.X` may also be set as `linkN.X` (the cable of node N), between the two.
 // After elaboration broker::check_unused() fails on any key no param consumed.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace hcasim {
@@ -36,7 +38,20 @@ struct param_info {
     std::string def;       ///< default value as text
     std::string help;      ///< one line
     std::string choices;   ///< "a|b|c" for enumerated strings, else ""
+    std::string range;     ///< allowed values, "[1,16]" or "[1,10000] or 0"; "" if any value of the type
 };
+
+/// Allowed values of a numeric parameter: [lo, hi] inclusive, and optionally one value outside
+/// it that means something else (a unit clock's 0: the HCA's clock; -1: never).
+template <typename T>
+struct bounds {
+    bounds(T lo_, T hi_) : lo(lo_), hi(hi_) {}
+    bounds(T lo_, T hi_, T also_) : lo(lo_), hi(hi_), also(also_) {}
+    T lo, hi;
+    std::optional<T> also;
+};
+/// Stands in for bounds<T> where T is not a number (string params take choices instead).
+struct no_bounds {};
 
 /// Holds configured key=value pairs and the registry of declared params. One per process
 /// (one simulation per process).
@@ -47,9 +62,12 @@ public:
     /// Sets key to value; origin is "file:line" or "--set". Later sets win.
     void set(const std::string& key, const std::string& value, const std::string& origin);
     /// Parses an INI file: `[section]` prefixes keys ("[pcie]" + "lanes = 8" -> "pcie.lanes"),
-    /// `#` and `;` start comments. Throws config_error naming file and line on bad syntax
-    /// or a missing file.
+    /// `#` and `;` start comments. Throws config_error naming file and line on bad syntax,
+    /// a missing or unreadable file, a directory, a NUL byte, a line longer than
+    /// max_ini_line_bytes or more than max_ini_lines lines (an endless stream).
     void load_ini(const std::string& path);
+    static constexpr std::size_t max_ini_line_bytes = 4096;
+    static constexpr std::size_t max_ini_lines = 100000;
     /// Parses "key=value" (from --set). Throws config_error on bad syntax.
     void set_override(const std::string& assignment);
 
@@ -108,6 +126,10 @@ public:
     /// Enumerated string parameter; values outside `choices` are a config_error.
     param(const char* name, T def, const char* unit, const char* help,
           std::vector<std::string> choices);
+    using bounds_type = std::conditional_t<std::is_arithmetic_v<T>, bounds<T>, no_bounds>;
+    /// Numeric parameter with its allowed values, checked as the value resolves: before the
+    /// module that declares it sizes or builds anything from it. --help-config lists them.
+    param(const char* name, T def, const char* unit, const char* help, bounds_type allowed);
     /// Adds a range check (inclusive); a value outside it is a config_error. Chainable.
     param& range(T lo, T hi);
 
@@ -128,6 +150,7 @@ private:
     std::string origin_ = "default"; ///< "file:line", "--set" or "default"
     bool has_range_ = false;
     T lo_{}, hi_{};
+    std::optional<T> also_;  ///< a value allowed outside [lo_, hi_]
 };
 
 extern template class param<bool>;

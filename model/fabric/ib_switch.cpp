@@ -15,16 +15,14 @@ ib_switch::ib_switch(const sc_module_name& name, unsigned ports)
     : sc_module(name),
       in("in"),
       out("out"),
-      latency_ns("latency_ns", 90.0, "ns", "forwarding latency from input to output (cut-through)"),
-      queue_packets("queue_packets", 256, "packets", "output queue depth per port"),
+      latency_ns("latency_ns", 90.0, "ns", "forwarding latency from input to output (cut-through)", {0, 1e6}),
+      queue_packets("queue_packets", 256, "packets", "output queue depth per port", {1, 65536}),
       forwarded("forwarded", "packets forwarded"),
       dropped_no_route("dropped_no_route", "packets dropped: no port for the DLID"),
       dropped_queue_full("dropped_queue_full", "packets dropped: output queue full"),
       mcast_replicas("mcast_replicas", "copies of multicast packets queued on member ports"),
       lid_to_port_(65536, -1),
       mft_(0xFFFF - 0xC000) {
-    latency_ns.range(0, 1e6);
-    queue_packets.range(1, 65536);
     for (unsigned p = 0; p < ports; ++p)  // now, so the counters are named under this module
         ports_.push_back(std::make_unique<out_port>("out" + std::to_string(p) + "."));
     active_.assign((ports + 63) / 64, 0);

@@ -28,26 +28,21 @@ link::link(const sc_core::sc_module_name& name)
       out("out"),
       speed("speed", "edr", "", "InfiniBand link speed", {"sdr", "ddr", "qdr", "fdr", "edr", "hdr", "ndr"}),
       width("width", 4, "lanes", "link width in lanes (1, 4, 8 or 12)"),
-      propagation_ns("propagation_ns", 10.0, "ns", "cable propagation delay (about 5 ns per metre)"),
-      drop_rate("drop_rate", 0.0, "", "fault: probability a packet is lost (both directions of the cable)"),
-      bit_error_rate("bit_error_rate", 0.0, "per bit", "fault: probability each bit is flipped (CRC drops it)"),
-      dup_rate("dup_rate", 0.0, "", "fault: probability a packet is delivered twice"),
-      reorder_rate("reorder_rate", 0.0, "", "fault: probability a packet is delivered after the next one"),
-      reorder_hold_ns("reorder_hold_ns", 1000.0, "ns", "fault: longest hold of a packet waiting to be overtaken"),
-      down_at_ns("down_at_ns", -1.0, "ns", "fault: the cable loses every packet arriving from then on; -1 never"),
+      propagation_ns("propagation_ns", 10.0, "ns", "cable propagation delay (about 5 ns per metre)", {0, 1e9}),
+      drop_rate("drop_rate", 0.0, "", "fault: probability a packet is lost (both directions of the cable)", {0, 1}),
+      bit_error_rate("bit_error_rate", 0.0, "per bit", "fault: probability each bit is flipped (CRC drops it)", {0, 1}),
+      dup_rate("dup_rate", 0.0, "", "fault: probability a packet is delivered twice", {0, 1}),
+      reorder_rate("reorder_rate", 0.0, "", "fault: probability a packet is delivered after the next one", {0, 1}),
+      reorder_hold_ns("reorder_hold_ns", 1000.0, "ns", "fault: longest hold of a packet waiting to be overtaken",
+                      {0, 1e9}),
+      down_at_ns("down_at_ns", -1.0, "ns", "fault: the cable loses every packet arriving from then on; -1 never",
+                 {0, 1e15, -1.0}),
       seed("seed", 1, "", "fault: random seed of the cable (one stream per direction)"),
       packets("packets", "packets carried"),
       faults("") {
     if (width != 1 && width != 4 && width != 8 && width != 12)
         throw config_error("bad value '" + std::to_string(width.get()) + "' for key '" + width.key() +
                            "': expected one of 1, 4, 8, 12");
-    propagation_ns.range(0, 1e9);
-    drop_rate.range(0, 1);
-    bit_error_rate.range(0, 1);
-    dup_rate.range(0, 1);
-    reorder_rate.range(0, 1);
-    reorder_hold_ns.range(0, 1e9);
-    down_at_ns.range(-1, 1e15);
     prop_ = sc_core::sc_time(propagation_ns.get(), sc_core::SC_NS);
     fault_settings f;
     f.drop_rate = drop_rate;

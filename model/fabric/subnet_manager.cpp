@@ -10,17 +10,14 @@ subnet_manager::subnet_manager(const sc_module_name& name)
     : sc_module(name),
       tx("tx"),
       rx("rx"),
-      rate_gbps("rate_gbps", 100.0, "Gb/s", "data rate of the subnet manager's link to the switch"),
-      propagation_ns("propagation_ns", 10.0, "ns", "propagation delay of the subnet manager's cable"),
-      response_timeout_us("response_timeout_us", 1000.0, "us", "how long the SM waits for a GetResp"),
+      rate_gbps("rate_gbps", 100.0, "Gb/s", "data rate of the subnet manager's link to the switch", {0.1, 10000}),
+      propagation_ns("propagation_ns", 10.0, "ns", "propagation delay of the subnet manager's cable", {0, 1e6}),
+      response_timeout_us("response_timeout_us", 1000.0, "us", "how long the SM waits for a GetResp", {0.001, 1e9}),
       smps_sent("smps_sent", "SMPs sent (SubnGet, SubnSet)"),
       responses("responses", "GetResp received for an outstanding SMP"),
       traps("traps", "traps received (Trap 257, Bad P_Key)"),
       timeouts("timeouts", "SMPs without a GetResp in response_timeout_us"),
       rx_errors("rx_errors", "packets received that are no SMP (bad CRC, not QP0, not SubnMgmt)") {
-    rate_gbps.range(0.1, 10000);
-    propagation_ns.range(0, 1e6);
-    response_timeout_us.range(0.001, 1e9);
     rx.register_b_transport(this, &subnet_manager::rx_b_transport);
     gp_.set_command(tlm::TLM_WRITE_COMMAND);
 }

@@ -21,8 +21,9 @@ command_unit::command_unit(const sc_module_name& name, const sc_time& hca_clock,
                            unsigned max_qps, unsigned max_cqs)
     : sc_module(name),
       dma("dma"),
-      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)"),
-      exec_cycles("exec_cycles", 200, "cycles", "cycles to execute one command besides its DMA"),
+      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)",
+                unit_clock_bounds()),
+      exec_cycles("exec_cycles", 200, "cycles", "cycles to execute one command besides its DMA", {0, 100000000}),
       commands("commands", "commands executed"),
       failed("failed", "commands that completed with an error status"),
       ignored_busy("ignored_busy", "command doorbells ignored because a command was running"),
@@ -30,9 +31,7 @@ command_unit::command_unit(const sc_module_name& name, const sc_time& hca_clock,
       qp_state_(max_qps, NO_QP),
       cq_valid_(max_cqs, 0),
       qp_srq_(max_qps, 0) {
-    clock_mhz.range(0, 100000);
     const sc_time clock = unit_period(clock_mhz, hca_clock);
-    exec_cycles.range(0, 100000000);
     exec_time_ = clock * double(exec_cycles.get());
     SC_THREAD(run);
 }

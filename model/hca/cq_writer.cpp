@@ -11,11 +11,13 @@ cq_writer::cq_writer(const sc_module_name& name, const sc_time& hca_clock, unsig
     : sc_module(name),
       dma("dma"),
       cqc_dma("cqc_dma"),
-      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)"),
-      write_cycles("write_cycles", 8, "cycles", "cycles to format one CQE before its DMA write"),
+      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)",
+                unit_clock_bounds()),
+      write_cycles("write_cycles", 8, "cycles", "cycles to format one CQE before its DMA write", {0, 100000}),
       cqc_cache_entries("cqc_cache_entries", 256, "entries",
-                        "CQ contexts held on chip; a miss reads the CQ's CQC entry from host memory"),
-      cqc_cache_ways("cqc_cache_ways", 4, "ways", "CQ context cache associativity"),
+                        "CQ contexts held on chip; a miss reads the CQ's CQC entry from host memory",
+                        cache_entries_bounds()),
+      cqc_cache_ways("cqc_cache_ways", 4, "ways", "CQ context cache associativity", cache_ways_bounds()),
       cqc_cache_policy("cqc_cache_policy", "lru", "", "CQ context cache replacement: lru, fifo or random",
                        {"lru", "fifo", "random"}),
       cqes("cqes", "CQEs written"),
@@ -30,9 +32,7 @@ cq_writer::cq_writer(const sc_module_name& name, const sc_time& hca_clock, unsig
       cqs_(max_cqs),
       cqc_cache_(1, 1),
       eqs_(max_eqs) {
-    clock_mhz.range(0, 100000);
     const sc_time clock = unit_period(clock_mhz, hca_clock);
-    write_cycles.range(0, 100000);
     cqc_cache_.configure(cqc_cache_entries, cqc_cache_ways, cqc_cache_policy);
     format_time_ = clock * double(write_cycles.get());
     format_ps_ = uint64_t(format_time_ / sc_time(1, SC_PS) + 0.5);

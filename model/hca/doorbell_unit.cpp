@@ -16,9 +16,11 @@ using namespace sc_core;
 doorbell_unit::doorbell_unit(const sc_module_name& name, const sc_time& hca_clock)
     : sc_module(name),
       bar0("bar0"),
-      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)"),
-      fifo_entries("fifo_entries", 256, "entries", "doorbell FIFO depth; a CPU writing to a full FIFO stalls (posted-write credits)"),
-      decode_cycles("decode_cycles", 4, "cycles", "cycles from an MMIO write's arrival to its dispatch"),
+      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)",
+                unit_clock_bounds()),
+      fifo_entries("fifo_entries", 256, "entries",
+                   "doorbell FIFO depth; a CPU writing to a full FIFO stalls (posted-write credits)", {1, 1u << 20}),
+      decode_cycles("decode_cycles", 4, "cycles", "cycles from an MMIO write's arrival to its dispatch", {0, 100000}),
       writes("writes", "MMIO writes received"),
       reads("reads", "MMIO reads received"),
       sq_doorbells("sq_doorbells", "SQ doorbells"),
@@ -30,10 +32,7 @@ doorbell_unit::doorbell_unit(const sc_module_name& name, const sc_time& hca_cloc
       stalls("stalls", "MMIO writes that found the FIFO full and stalled their writer"),
       bad_accesses("bad_accesses", "MMIO accesses to no register, of a wrong size, or to a read-only register"),
       fifo_peak("fifo_peak", "most MMIO writes waiting in the FIFO at once (at most fifo_entries)") {
-    clock_mhz.range(0, 100000);
     const sc_time clock = unit_period(clock_mhz, hca_clock);
-    fifo_entries.range(1, 1u << 20);
-    decode_cycles.range(0, 100000);
     decode_time_ = clock * double(decode_cycles.get());
     fifo_.resize(fifo_entries);
     for (auto& e : fifo_)

@@ -6,30 +6,24 @@ namespace hcasim {
 
 using namespace sc_core;
 
-namespace {
-sc_time period(double mhz) {
-    if (!(mhz > 0))
-        throw config_error("clock_mhz must be positive");
-    return sc_time(1e6 / mhz, SC_PS);
-}
-}  // namespace
-
 hca::hca(const sc_module_name& name, unsigned node_index)
     : sc_module(name),
-      clock_mhz("clock_mhz", 800.0, "MHz", "core clock of the HCA units (a unit's own clock_mhz, when not 0, overrides it)"),
-      max_qps("max_qps", 1024, "QPs", "QPs the HCA holds on chip (QPC entries)"),
-      max_cqs("max_cqs", 1024, "CQs", "completion queues"),
-      max_cqe("max_cqe", 65535, "CQEs", "entries per completion queue (ring is the next power of two)"),
-      max_mrs("max_mrs", 65536, "MRs", "memory protection table entries"),
-      max_mtts("max_mtts", 1u << 22, "entries", "memory translation table entries (4 KiB pages)"),
-      max_qp_wr("max_qp_wr", 16384, "WQEs", "work requests per send or receive queue"),
-      max_srqs("max_srqs", 1024, "SRQs", "shared receive queues (SRQC entries); WQEs per SRQ: max_qp_wr"),
+      clock_mhz("clock_mhz", 800.0, "MHz",
+                "core clock of the HCA units (a unit's own clock_mhz, when not 0, overrides it)", clock_bounds()),
+      max_qps("max_qps", 1024, "QPs", "QPs the HCA holds on chip (QPC entries)", {2, 1u << 24}),
+      max_cqs("max_cqs", 1024, "CQs", "completion queues", {1, 1u << 24}),
+      max_cqe("max_cqe", 65535, "CQEs", "entries per completion queue (ring is the next power of two)", {1, 1u << 22}),
+      max_mrs("max_mrs", 65536, "MRs", "memory protection table entries", {1, 1u << 24}),
+      max_mtts("max_mtts", 1u << 22, "entries", "memory translation table entries (4 KiB pages)", {1, 1u << 30}),
+      max_qp_wr("max_qp_wr", 16384, "WQEs", "work requests per send or receive queue", {1, 1u << 16}),
+      max_srqs("max_srqs", 1024, "SRQs", "shared receive queues (SRQC entries); WQEs per SRQ: max_qp_wr",
+               {1, 1u << 24}),
       mw_type2("mw_type2", "2B", "", "kind of the type 2 memory windows: 2A (QP-associated) or 2B (QP- and "
                                      "PD-associated); an HCA implements one (o10-37.2.31)"),
       node_guid("node_guid", 0, "", "node GUID; 0 derives 0x0002c90300000000 + node index + 1"),
       num_comp_vectors("num_comp_vectors", 4, "identifiers",
-                       "completion event handler identifiers reported by QUERY_HCA (IBA o10-54.2.1)"),
-      clock_(period(clock_mhz)),
+                       "completion event handler identifiers reported by QUERY_HCA (IBA o10-54.2.1)", {1, 16}),
+      clock_(sc_time(1e6 / clock_mhz, SC_PS)),
       id_{},
       dma("dma_mux"),
       doorbell("doorbell_unit", clock_),
@@ -42,14 +36,6 @@ hca::hca(const sc_module_name& name, unsigned node_index)
       mcast("mcast_table", max_qps),
       agent("sma", clock_),
       port0("port") {
-    max_qps.range(2, 1u << 24);
-    max_cqs.range(1, 1u << 24);
-    max_cqe.range(1, 1u << 22);
-    max_mrs.range(1, 1u << 24);
-    max_mtts.range(1, 1u << 30);
-    max_qp_wr.range(1, 1u << 16);
-    max_srqs.range(1, 1u << 24);
-    num_comp_vectors.range(1, 16);
     if (mw_type2.get() != "2A" && mw_type2.get() != "2B")
         throw config_error(std::string(this->name()) + ".mw_type2: '" + mw_type2.get() + "' is not 2A or 2B");
 

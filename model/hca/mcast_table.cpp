@@ -6,13 +6,12 @@ namespace hcasim {
 
 mcast_table::mcast_table(const sc_core::sc_module_name& name, unsigned max_qps)
     : sc_module(name),
-      max_groups("max_groups", 64, "groups", "multicast groups the HCA holds (QUERY_HCA max_mcast_grp)"),
-      max_qps_per_group("max_qps_per_group", 16, "QPs", "QPs attached to one multicast group (max_mcast_qp_attach)"),
+      max_groups("max_groups", 64, "groups", "multicast groups the HCA holds (QUERY_HCA max_mcast_grp)", {1, 4096}),
+      max_qps_per_group("max_qps_per_group", 16, "QPs", "QPs attached to one multicast group (max_mcast_qp_attach)",
+                        {1, 4096}),
       attaches("attaches", "QPs attached to multicast groups"),
       detaches("detaches", "QPs detached from multicast groups"),
       per_qp_(max_qps, 0) {
-    max_groups.range(1, 4096);
-    max_qps_per_group.range(1, 4096);
     groups_.resize(max_groups);
     qpns_.resize(size_t(max_groups.get()) * max_qps_per_group.get());
 }

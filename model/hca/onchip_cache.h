@@ -20,6 +20,10 @@ namespace hcasim {
 
 enum class replacement : uint8_t { lru, fifo, random };
 
+/// Allowed sizes of a cache: its unit's `*_entries` (or `*_lines`) and `*_ways` parameters.
+inline bounds<unsigned> cache_entries_bounds() { return {1, 1u << 24}; }
+inline bounds<unsigned> cache_ways_bounds() { return {1, 64}; }
+
 /// "lru" | "fifo" | "random" (the choices of every *_cache_policy parameter).
 inline replacement replacement_of(const std::string& s) {
     if (s == "fifo")
@@ -60,10 +64,9 @@ public:
         rng_ = 0x9E3779B97F4A7C15ull;
     }
     /// Sizes the cache from its unit's three parameters (`*_entries` or `*_lines`, `*_ways`,
-    /// `*_policy`): ranges checked, entries a multiple of ways, else a config_error naming both.
-    void configure(param<unsigned>& entries, param<unsigned>& ways, const param<std::string>& policy) {
-        entries.range(1, 1u << 24);
-        ways.range(1, 64);
+    /// `*_policy`, declared with cache_entries_bounds() and cache_ways_bounds()): entries a
+    /// multiple of ways, else a config_error naming both.
+    void configure(const param<unsigned>& entries, const param<unsigned>& ways, const param<std::string>& policy) {
         if (entries % ways) {
             const std::string& w = ways.key();
             throw config_error(entries.key() + ": " + std::to_string(entries.get()) + " is not a multiple of " +

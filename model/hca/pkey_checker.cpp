@@ -9,7 +9,8 @@ namespace hcasim {
 
 pkey_checker::pkey_checker(const sc_core::sc_module_name& name, unsigned max_qps, const sc_core::sc_time& hca_clock)
     : sc_module(name),
-      table_len("table_len", 128, "entries", "P_Key table entries per port (1..65535)"),
+      table_len("table_len", 128, "entries", "P_Key table entries per port (1..65535)",
+                {1, 65535}),  // C10-121; port_info.pkey_table_len is 16 bits
       impl("impl", "tlm", "",
            "tlm: the TLM model checks (zero time); rtl: the verilated RTL (rtl/pkey_checker.sv) checks, "
            "clocked at clock_mhz; both: the two check every packet, the RTL's verdict counts and the first "
@@ -19,7 +20,8 @@ pkey_checker::pkey_checker(const sc_core::sc_module_name& name, unsigned max_qps
                   "the verilated build impl=rtl|both runs: reference, or broken_membership (built with "
                   "PKEY_BROKEN_MEMBERSHIP: two limited members match; for testing the comparator)",
                   pkey_checker_rtl::variants()),
-      clock_mhz("clock_mhz", 0.0, "MHz", "clock of the RTL (impl=rtl|both; 0: the HCA's clock_mhz); gated when idle"),
+      clock_mhz("clock_mhz", 0.0, "MHz", "clock of the RTL (impl=rtl|both; 0: the HCA's clock_mhz); gated when idle",
+                unit_clock_bounds()),
       waves("waves", "", "",
             "impl=rtl|both: write the RTL's pins to this FST file (GTKWave); nodes naming the same file share it "
             "(--waves FILE)"),
@@ -32,7 +34,6 @@ pkey_checker::pkey_checker(const sc_core::sc_module_name& name, unsigned max_qps
       rtl_compared("rtl_compared", "impl=both: verdicts of the TLM model and the RTL compared"),
       divergences("divergences", "impl=both: disagreements between the TLM model and the RTL (the first stops the run)"),
       qp_index_(max_qps, -1) {
-    table_len.range(1, 65535);  // C10-121; port_info.pkey_table_len is 16 bits
     table_.assign(table_len, 0);
     full_.assign(0x8000, 0);
     limited_.assign(0x8000, 0);

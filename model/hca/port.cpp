@@ -20,11 +20,14 @@ port::port(const sc_module_name& name)
       tx("tx"),
       rx("rx"),
       tx_queue_packets("tx_queue_packets", 128, "packets",
-                       "transmit queue depth (packets waiting for the wire; as many for the loopback path)"),
-      rx_buffer_packets("rx_buffer_packets", 256, "packets", "initial depth of the arrival queue (packets scheduled towards the port; it doubles when full)"),
-      rx_pipeline_ns("rx_pipeline_ns", 20.0, "ns", "receive pipeline: last bit in to P_Key checker"),
+                       "transmit queue depth (packets waiting for the wire; as many for the loopback path)",
+                       {1, 65536}),
+      rx_buffer_packets("rx_buffer_packets", 256, "packets",
+                        "initial depth of the arrival queue (packets scheduled towards the port; it doubles when full)",
+                        {1, 65536}),
+      rx_pipeline_ns("rx_pipeline_ns", 20.0, "ns", "receive pipeline: last bit in to P_Key checker", {0, 1e6}),
       loopback_ns("loopback_ns", 0.0, "ns",
-                  "loopback to own LID: last bit serialised to the receive pipeline (no wire, no cable)"),
+                  "loopback to own LID: last bit serialised to the receive pipeline (no wire, no cable)", {0, 1e6}),
       lazy_crc("lazy_crc", true, "",
                "compute a packet's ICRC and VCRC only when something needs the exact wire bytes (bit-error "
                "injection, a subnet manager's record); false: at every transmit (same results, slower)"),
@@ -42,10 +45,6 @@ port::port(const sc_module_name& name)
       loopback_bytes("loopback_bytes", "bytes looped back (LRH through VCRC)"),
       tx_queue_peak("tx_queue_peak", "most packets waiting for the wire serialiser at once (at most tx_queue_packets)"),
       rx_queue_peak("rx_queue_peak", "most packets in the receive buffer at once") {
-    tx_queue_packets.range(1, 65536);
-    rx_buffer_packets.range(1, 65536);
-    rx_pipeline_ns.range(0, 1e6);
-    loopback_ns.range(0, 1e6);
     rx_pipeline_ = sc_time(rx_pipeline_ns.get(), SC_NS);
     lazy_crc_ = lazy_crc.get();
     loopback_ = sc_time(loopback_ns.get(), SC_NS);

@@ -11,10 +11,12 @@ using namespace sc_core;
 
 sma::sma(const sc_module_name& name, const sc_time& hca_clock)
     : sc_module(name),
-      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)"),
-      process_cycles("process_cycles", 256, "cycles", "SMP processing: arrival to its GetResp handed to the port"),
+      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)",
+                unit_clock_bounds()),
+      process_cycles("process_cycles", 256, "cycles", "SMP processing: arrival to its GetResp handed to the port",
+                     {0, 1u << 20}),
       subnet_timeout("subnet_timeout", 18, "",
-                     "PortInfo SubnetTimeOut: Bad P_Key traps at most every 4.096 us x 2^n (0..31)"),
+                     "PortInfo SubnetTimeOut: Bad P_Key traps at most every 4.096 us x 2^n (0..31)", {0, 31}),
       pkey_traps("pkey_traps", true, "", "send Trap 257 (Bad P_Key) to the SM for P_Key violations (o10-55.1.1)"),
       mcast_pkey_trap_suppression("mcast_pkey_trap_suppression", true, "",
                                   "MulticastPKeyTrapSuppressionEnabled: no trap for a multicast packet whose "
@@ -26,10 +28,7 @@ sma::sma(const sc_module_name& name, const sc_time& hca_clock)
       traps_sent("traps_sent", "Trap 257 (Bad P_Key) sent to the SM"),
       traps_replaced("traps_replaced", "pending trap data replaced by a newer violation (o10-56)"),
       traps_suppressed("traps_suppressed", "multicast limited/limited P_Key mismatches without a trap") {
-    clock_mhz.range(0, 100000);
     const sc_time clock = unit_period(clock_mhz, hca_clock);
-    process_cycles.range(0, 1u << 20);
-    subnet_timeout.range(0, 31);
     process_ = clock * double(process_cycles.get());
     trap_interval_ = sc_time(4.096 * std::ldexp(1.0, int(subnet_timeout.get())), SC_US);
     SC_METHOD(send_trap);

@@ -40,18 +40,20 @@ const char* to_string(xlate_status s) {
 translation_unit::translation_unit(const sc_module_name& name, const sc_time& hca_clock)
     : sc_module(name),
       dma("dma"),
-      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)"),
-      mpt_cache_entries("mpt_cache_entries", 1024, "entries", "on-chip MPT cache entries"),
-      mpt_cache_ways("mpt_cache_ways", 4, "ways", "MPT cache associativity"),
-      mtt_cache_lines("mtt_cache_lines", 4096, "lines", "on-chip MTT cache lines of 8 entries"),
-      mtt_cache_ways("mtt_cache_ways", 4, "ways", "MTT cache associativity"),
+      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)",
+                unit_clock_bounds()),
+      mpt_cache_entries("mpt_cache_entries", 1024, "entries", "on-chip MPT cache entries", cache_entries_bounds()),
+      mpt_cache_ways("mpt_cache_ways", 4, "ways", "MPT cache associativity", cache_ways_bounds()),
+      mtt_cache_lines("mtt_cache_lines", 4096, "lines", "on-chip MTT cache lines of 8 entries",
+                      cache_entries_bounds()),
+      mtt_cache_ways("mtt_cache_ways", 4, "ways", "MTT cache associativity", cache_ways_bounds()),
       mpt_cache_policy("mpt_cache_policy", "lru", "", "MPT cache replacement: lru, fifo or random",
                        {"lru", "fifo", "random"}),
       mtt_cache_policy("mtt_cache_policy", "lru", "", "MTT cache replacement: lru, fifo or random",
                        {"lru", "fifo", "random"}),
-      lookup_cycles("lookup_cycles", 4, "cycles", "pipeline cycles of a lookup that hits in the caches"),
+      lookup_cycles("lookup_cycles", 4, "cycles", "pipeline cycles of a lookup that hits in the caches", {0, 100000}),
       mm_op_cycles("mm_op_cycles", 16, "cycles",
-                   "pipeline cycles of a memory management operation (bind, invalidate, fast register)"),
+                   "pipeline cycles of a memory management operation (bind, invalidate, fast register)", {0, 100000}),
       lookups("lookups", "translations requested (zero-length ones excluded)"),
       mpt_hits("mpt_hits", "MPT cache hits"),
       mpt_misses("mpt_misses", "MPT cache misses (DMA reads of 128-byte MPT entries)"),
@@ -64,12 +66,9 @@ translation_unit::translation_unit(const sc_module_name& name, const sc_time& hc
       mm_op_errors("mm_op_errors", "memory management operations refused"),
       mpt_cache_(1, 1),
       mtt_cache_(1, 1) {
-    clock_mhz.range(0, 100000);
     const sc_time clock = unit_period(clock_mhz, hca_clock);
     mpt_cache_.configure(mpt_cache_entries, mpt_cache_ways, mpt_cache_policy);
     mtt_cache_.configure(mtt_cache_lines, mtt_cache_ways, mtt_cache_policy);
-    lookup_cycles.range(0, 100000);
-    mm_op_cycles.range(0, 100000);
     hit_time_ = clock * double(lookup_cycles.get());
     mm_time_ = clock * double(mm_op_cycles.get());
     page_list_.resize(MAX_FAST_REG_PAGES);

@@ -52,28 +52,35 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     : sc_module(name),
       dma("dma"),
       qpc_dma("qpc_dma"),
-      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)"),
+      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)",
+                unit_clock_bounds()),
       qpc_cache_entries("qpc_cache_entries", 4096, "entries",
-                        "QP contexts held on chip; a miss reads the 256-byte QPC entry from host memory"),
-      qpc_cache_ways("qpc_cache_ways", 8, "ways", "QP context cache associativity"),
+                        "QP contexts held on chip; a miss reads the 256-byte QPC entry from host memory",
+                        cache_entries_bounds()),
+      qpc_cache_ways("qpc_cache_ways", 8, "ways", "QP context cache associativity", cache_ways_bounds()),
       qpc_cache_policy("qpc_cache_policy", "lru", "", "QP context cache replacement: lru, fifo or random",
                        {"lru", "fifo", "random"}),
-      qpc_miss_slots("qpc_miss_slots", 8, "misses", "QP context cache misses outstanding at once (more wait)"),
-      wqe_queue_depth("wqe_queue_depth", 32, "WQEs", "parsed WQEs queued per QP ahead of the requester"),
+      qpc_miss_slots("qpc_miss_slots", 8, "misses", "QP context cache misses outstanding at once (more wait)",
+                     {1, 256}),
+      wqe_queue_depth("wqe_queue_depth", 32, "WQEs", "parsed WQEs queued per QP ahead of the requester", {1, 1024}),
       wqe_buffer_entries("wqe_buffer_entries", 2048, "WQEs",
-                         "parsed WQEs held on chip, shared by all QPs (each QP at most wqe_queue_depth)"),
-      packet_cycles("packet_cycles", 8, "cycles", "requester initiation interval per packet"),
-      rx_cycles("rx_cycles", 8, "cycles", "responder initiation interval per packet (requests and responses)"),
+                         "parsed WQEs held on chip, shared by all QPs (each QP at most wqe_queue_depth)",
+                         {1, 1u << 20}),
+      packet_cycles("packet_cycles", 8, "cycles", "requester initiation interval per packet", {0, 1000000}),
+      rx_cycles("rx_cycles", 8, "cycles", "responder initiation interval per packet (requests and responses)",
+                {0, 1000000}),
       tx_latency_cycles("tx_latency_cycles", 64, "cycles",
-                        "requester pipeline latency from a WQE on chip to its packet at the port"),
+                        "requester pipeline latency from a WQE on chip to its packet at the port", {0, 1000000}),
       rx_latency_cycles("rx_latency_cycles", 64, "cycles",
-                        "responder pipeline latency from a packet's arrival to its first DMA"),
-      ack_req_interval("ack_req_interval", 16, "packets", "requester sets AckReq at least every N packets"),
+                        "responder pipeline latency from a packet's arrival to its first DMA", {0, 1000000}),
+      ack_req_interval("ack_req_interval", 16, "packets", "requester sets AckReq at least every N packets",
+                       {1, 1u << 20}),
       ack_coalesce("ack_coalesce", 1, "packets",
-                   "responder sends one ACK per N packets that request one (1: every one)"),
+                   "responder sends one ACK per N packets that request one (1: every one)", {1, 1024}),
       ack_coalesce_ns("ack_coalesce_ns", 1000.0, "ns",
-                      "responder sends a held-back coalesced ACK after at most this long"),
-      rq_prefetch("rq_prefetch", 4, "WQEs", "receive WQEs the responder reads ahead per QP (on chip; a power of two)"),
+                      "responder sends a held-back coalesced ACK after at most this long", {0, 1e9}),
+      rq_prefetch("rq_prefetch", 4, "WQEs", "receive WQEs the responder reads ahead per QP (on chip; a power of two)",
+                  {1, 256}),
       tx_packets("tx_packets", "request packets sent"),
       tx_payload_bytes("tx_payload_bytes", "request payload bytes sent"),
       rx_packets("rx_packets", "request packets accepted by the responder"),
@@ -129,10 +136,7 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
       ready_(max_qps),
       resp_ready_(max_qps),
       timer_pos_(max_qps, NIL) {
-    clock_mhz.range(0, 100000);
     const sc_time clock = unit_period(clock_mhz, hca_clock);
-    wqe_queue_depth.range(1, 1024);
-    wqe_buffer_entries.range(1, 1u << 20);
     wqe_buffer_.resize(wqe_buffer_entries);
     wqe_next_.resize(wqe_buffer_entries);
     for (uint32_t e = 0; e < wqe_buffer_entries; ++e)
@@ -141,14 +145,7 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     free_count_ = wqe_buffer_entries;
     buffer_waiters_.resize(max_qps);
     qpc_cache_.configure(qpc_cache_entries, qpc_cache_ways, qpc_cache_policy);
-    qpc_miss_slots.range(1, 256);
     miss_free_.assign(qpc_miss_slots, SC_ZERO_TIME);
-    packet_cycles.range(0, 1000000);
-    rx_cycles.range(0, 1000000);
-    ack_req_interval.range(1, 1u << 20);
-    ack_coalesce.range(1, 1024);
-    ack_coalesce_ns.range(0, 1e9);
-    rq_prefetch.range(1, 256);
     // The read-ahead is indexed by the 16-bit WQE counter mod its depth: a power of two keeps
     // that mapping one-to-one across the counter's wrap.
     if (rq_prefetch & (rq_prefetch - 1))
@@ -158,8 +155,6 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     rx_time_ = clock * double(rx_cycles.get());
     packet_ps_ = uint64_t(packet_time_ / sc_time(1, SC_PS) + 0.5);
     rx_ps_ = uint64_t(rx_time_ / sc_time(1, SC_PS) + 0.5);
-    tx_latency_cycles.range(0, 1000000);
-    rx_latency_cycles.range(0, 1000000);
     tx_latency_ = clock * double(tx_latency_cycles.get());
     rx_latency_ = clock * double(rx_latency_cycles.get());
     coalesce_time_ = sc_time(ack_coalesce_ns.get(), SC_NS);

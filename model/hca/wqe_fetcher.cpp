@@ -13,10 +13,12 @@ using namespace sc_core;
 wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& hca_clock, unsigned max_qps, unsigned max_srqs)
     : sc_module(name),
       dma("dma"),
-      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)"),
-      batch_wqes("batch_wqes", 8, "WQEs", "WQEs read from one send ring in one DMA read at most"),
-      parse_cycles("parse_cycles", 4, "cycles", "cycles to parse one WQE"),
-      srq_prefetch("srq_prefetch", 32, "WQEs", "receive WQEs read ahead per shared receive queue (a power of two)"),
+      clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)",
+                unit_clock_bounds()),
+      batch_wqes("batch_wqes", 8, "WQEs", "WQEs read from one send ring in one DMA read at most", {1, 64}),
+      parse_cycles("parse_cycles", 4, "cycles", "cycles to parse one WQE", {0, 100000}),
+      srq_prefetch("srq_prefetch", 32, "WQEs", "receive WQEs read ahead per shared receive queue (a power of two)",
+                   {1, 256}),
       doorbells("doorbells", "SQ and RQ doorbells received"),
       inline_wqes("inline_wqes", "WQEs received through the inline window (no fetch)"),
       fetches("fetches", "DMA reads of send WQEs"),
@@ -34,16 +36,12 @@ wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& hca_clock, u
       qps_(max_qps),
       srqs_(max_srqs),
       ready_(max_qps) {
-    clock_mhz.range(0, 100000);
     const sc_time clock = unit_period(clock_mhz, hca_clock);
-    batch_wqes.range(1, 64);
-    srq_prefetch.range(1, 256);
     // Indexed by the 16-bit WQE counter mod the depth: a power of two keeps that one-to-one
     // across the counter's wrap.
     if (srq_prefetch & (srq_prefetch - 1))
         throw config_error(std::string(this->name()) + ".srq_prefetch: " + std::to_string(srq_prefetch.get()) +
                            " is not a power of two");
-    parse_cycles.range(0, 100000);
     parse_time_ = clock * double(parse_cycles.get());
     parse_ps_ = uint64_t(parse_time_ / sc_time(1, SC_PS) + 0.5);
     buf_.resize(size_t(batch_wqes) * 4096);

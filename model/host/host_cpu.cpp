@@ -3,6 +3,7 @@
 #include <cstring>
 #include <optional>
 
+#include "model/core/hex.h"
 #include "model/core/sim_time.h"
 
 namespace hcasim {
@@ -13,25 +14,20 @@ host_cpu::host_cpu(const sc_module_name& name, host_memory& memory)
     : sc_module(name),
       mem("mem"),
       mmio("mmio"),
-      verb_call_ns("verb_call_ns", 10.0, "ns", "CPU cost of entering a verb (checks, locks)"),
-      build_wqe_ns("build_wqe_ns", 25.0, "ns", "CPU cost of writing one send WQE into the ring"),
-      build_recv_wqe_ns("build_recv_wqe_ns", 15.0, "ns", "CPU cost of writing one receive WQE"),
-      poll_cqe_ns("poll_cqe_ns", 20.0, "ns", "CPU cost of one poll_cq call that reads a CQE or finds none"),
-      memcpy_64b_ns("memcpy_64b_ns", 2.0, "ns", "CPU cost of copying 64 bytes"),
-      mmio_issue_ns("mmio_issue_ns", 10.0, "ns", "CPU cost of issuing one posted MMIO store (write-combining)"),
+      verb_call_ns("verb_call_ns", 10.0, "ns", "CPU cost of entering a verb (checks, locks)", {0, 1e6}),
+      build_wqe_ns("build_wqe_ns", 25.0, "ns", "CPU cost of writing one send WQE into the ring", {0, 1e6}),
+      build_recv_wqe_ns("build_recv_wqe_ns", 15.0, "ns", "CPU cost of writing one receive WQE", {0, 1e6}),
+      poll_cqe_ns("poll_cqe_ns", 20.0, "ns", "CPU cost of one poll_cq call that reads a CQE or finds none", {0, 1e6}),
+      memcpy_64b_ns("memcpy_64b_ns", 2.0, "ns", "CPU cost of copying 64 bytes", {0, 1e6}),
+      mmio_issue_ns("mmio_issue_ns", 10.0, "ns", "CPU cost of issuing one posted MMIO store (write-combining)",
+                    {0, 1e6}),
       wake_ns("wake_ns", 30.0, "ns",
-              "delay from a watched write landing in memory to the spinning CPU seeing it (cache-line transfer)"),
+              "delay from a watched write landing in memory to the spinning CPU seeing it (cache-line transfer)",
+                                                                                           {0, 1e6}),
       mmio_writes("mmio_writes", "posted MMIO writes issued"),
       mmio_reads("mmio_reads", "MMIO reads issued"),
       waits("waits", "times software slept on a watched address"),
       memory_(memory) {
-    verb_call_ns.range(0, 1e6);
-    build_wqe_ns.range(0, 1e6);
-    build_recv_wqe_ns.range(0, 1e6);
-    poll_cqe_ns.range(0, 1e6);
-    memcpy_64b_ns.range(0, 1e6);
-    mmio_issue_ns.range(0, 1e6);
-    wake_ns.range(0, 1e6);
 }
 
 // CPU loads and stores are coherent with DMA and take no simulated time themselves: their
@@ -88,7 +84,7 @@ void host_cpu::mmio_write(uint64_t bar_offset, const void* src, size_t n) {
     mmio->b_transport(gp, delay);
     ++mmio_writes;
     if (gp.is_response_error())
-        SC_REPORT_ERROR(name(), ("MMIO write to BAR0 offset 0x" + std::to_string(bar_offset) +
+        SC_REPORT_ERROR(name(), ("MMIO write to BAR0 offset " + hex_address(bar_offset) +
                                  " failed: " + gp.get_response_string()).c_str());
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "model/core/bytes.h"
+#include "model/core/hex.h"
 #include "model/core/slab.h"
 #include "tlm_if/tlm_ext.h"
 
@@ -24,9 +25,11 @@ host_memory::host_memory(const sc_module_name& name)
     : sc_module(name),
       cpu("cpu"),
       dma("dma"),
-      size_bytes("size_bytes", uint64_t(64) << 30, "bytes", "host physical memory size; accesses beyond are address errors"),
+      size_bytes("size_bytes", uint64_t(64) << 30, "bytes",
+                 "host physical memory size; accesses beyond are address errors",
+                 {page_size, uint64_t(1) << 44}),  // 16 TiB bounds the first-level table at 1 Mi entries (8 MiB)
       access_latency_ns("access_latency_ns", 0.0, "ns",
-                        "latency added to every access (0: the PCIe link's read_latency_ns covers DRAM)"),
+                        "latency added to every access (0: the PCIe link's read_latency_ns covers DRAM)", {0.0, 1e9}),
       huge_pages("huge_pages", true, "",
                  "back simulated memory with transparent huge pages where the kernel allows (madvise): "
                  "wall-clock speed only, results are the same either way"),
@@ -36,9 +39,6 @@ host_memory::host_memory(const sc_module_name& name)
       bytes_written("bytes_written", "bytes written by b_transport"),
       atomics("atomics", "atomic operations executed"),
       pages("pages", "4 KiB pages of simulated host memory backed so far (allocated on first touch)") {
-    // 16 TiB bounds the first-level table at 1 Mi entries (8 MiB).
-    size_bytes.range(page_size, uint64_t(1) << 44);
-    access_latency_ns.range(0.0, 1e9);
     latency_ = sc_time(access_latency_ns, SC_NS);
     const uint64_t chunk_span = uint64_t(1) << (page_bits + chunk_bits);
     top_.resize((size_bytes.get() + chunk_span - 1) / chunk_span);
@@ -157,13 +157,13 @@ void host_memory::notify_watches(uint64_t addr, uint64_t n, const sc_time& delay
 }
 
 void host_memory::read(uint64_t addr, void* dst, size_t n) {
-    if (!in_range(addr, n)) SC_REPORT_ERROR(name(), ("read beyond memory size at 0x" + std::to_string(addr)).c_str());
+    if (!in_range(addr, n)) SC_REPORT_ERROR(name(), ("read beyond memory size at " + hex_address(addr)).c_str());
     land_due();
     copy_out(addr, static_cast<uint8_t*>(dst), n);
 }
 
 void host_memory::write(uint64_t addr, const void* src, size_t n) {
-    if (!in_range(addr, n)) SC_REPORT_ERROR(name(), ("write beyond memory size at 0x" + std::to_string(addr)).c_str());
+    if (!in_range(addr, n)) SC_REPORT_ERROR(name(), ("write beyond memory size at " + hex_address(addr)).c_str());
     land_due();
     copy_in(addr, static_cast<const uint8_t*>(src), n);
     notify_watches(addr, n, SC_ZERO_TIME);

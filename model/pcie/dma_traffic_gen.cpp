@@ -10,13 +10,12 @@ using namespace sc_core;
 dma_traffic_gen::dma_traffic_gen(const sc_module_name& name)
     : sc_module(name),
       out("out"),
-      quantum_ns("quantum_ns", 1000.0, "ns", "max local-time lead of the generator before it synchronises"),
-      window_bytes("window_bytes", uint64_t(1) << 20, "bytes", "address window the transfers cycle through"),
+      quantum_ns("quantum_ns", 1000.0, "ns", "max local-time lead of the generator before it synchronises", {0.0, 1e9}),
+      window_bytes("window_bytes", uint64_t(1) << 20, "bytes", "address window the transfers cycle through",
+                   {1, ~uint64_t(0)}),
       transfers("transfers", "DMA transfers completed"),
       bytes("bytes", "payload bytes transferred"),
       errors("errors", "transfers that returned an error response") {
-    quantum_ns.range(0.0, 1e9);
-    window_bytes.range(1, ~uint64_t(0));
     SC_THREAD(run);
 }
 

@@ -1,5 +1,6 @@
 // PCIe link timing; see pcie_link.h and docs/pcie.md.
 #include "model/pcie/pcie_link.h"
+#include "model/core/hex.h"
 #include "model/core/sim_time.h"
 
 #include <algorithm>
@@ -241,20 +242,20 @@ pcie_link::pcie_link(const sc_module_name& name)
       upstream_out("upstream_out"),
       downstream_in("downstream_in"),
       downstream_out("downstream_out"),
-      generation("generation", 3, "", "PCIe generation 1..5 (2.5/5/8/16/32 GT/s per lane)"),
-      lanes("lanes", 16, "", "link width: 1, 2, 4, 8 or 16 lanes"),
-      mps_bytes("mps_bytes", 256, "bytes", "Max_Payload_Size: 128..4096, power of 2"),
-      mrrs_bytes("mrrs_bytes", 512, "bytes", "Max_Read_Request_Size: 128..4096, power of 2"),
+      generation("generation", 3, "", "PCIe generation 1..5 (2.5/5/8/16/32 GT/s per lane)", {1, 5}),
+      lanes("lanes", 16, "", "link width: 1, 2, 4, 8 or 16 lanes", {1, 16}),
+      mps_bytes("mps_bytes", 256, "bytes", "Max_Payload_Size: 128..4096, power of 2", {128, 4096}),
+      mrrs_bytes("mrrs_bytes", 512, "bytes", "Max_Read_Request_Size: 128..4096, power of 2", {128, 4096}),
       read_latency_ns("read_latency_ns", 535.0, "ns",
                       "root complex + memory latency from a read request's arrival to its first "
-                      "completion (535: 64 B read round trip 549.9 ns on Gen3 x8)"),
-      read_tags("read_tags", 128, "", "max outstanding non-posted requests (tags), 1..768"),
+                      "completion (535: 64 B read round trip 549.9 ns on Gen3 x8)", {0.0, 1e6}),
+      read_tags("read_tags", 128, "", "max outstanding non-posted requests (tags), 1..768", {1, 768}),
       mmio_latency_ns("mmio_latency_ns", 200.0, "ns",
-                      "one-way CPU-to-device MMIO latency on top of TLP serialisation"),
+                      "one-way CPU-to-device MMIO latency on top of TLP serialisation", {0.0, 1e6}),
       write_latency_ns("write_latency_ns", 200.0, "ns",
                        "delay from a posted DMA write crossing the link to its data being visible in "
                        "host memory (flight to the root complex, the same path as mmio_latency_ns, "
-                       "and the memory write)"),
+                       "and the memory write)", {0.0, 1e6}),
       upstream_tlps("upstream_tlps", "TLPs sent device to host"),
       upstream_bytes("upstream_bytes", "TLP bytes (with headers and framing) sent device to host"),
       downstream_tlps("downstream_tlps", "TLPs sent host to device"),
@@ -270,17 +271,9 @@ pcie_link::pcie_link(const sc_module_name& name)
       mmio_writes("mmio_writes", "MMIO writes from the host CPU"),
       tag_stall_ns("tag_stall_ns", "time read requests waited for a free tag, ns"),
       dma_write_errors("dma_write_errors", "posted DMA writes host memory refused") {
-    generation.range(1, 5);
-    lanes.range(1, 16);
     check_power_of_two(lanes);
-    mps_bytes.range(128, 4096);
     check_power_of_two(mps_bytes);
-    mrrs_bytes.range(128, 4096);
     check_power_of_two(mrrs_bytes);
-    read_latency_ns.range(0.0, 1e6);
-    read_tags.range(1, 768);
-    mmio_latency_ns.range(0.0, 1e6);
-    write_latency_ns.range(0.0, 1e6);
 
     tlp_gbps_ = tlp_gbps(generation, lanes, mps_bytes);
     sc_assert(tlp_gbps_ > 0.0);
@@ -398,7 +391,7 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
         upstream_out->b_transport(gp, land);
         gp.clear_extension(posted_write_ext::instance());
         if (gp.is_response_error() && ++dma_write_errors)
-            SC_REPORT_WARNING(name(), ("posted DMA write to 0x" + std::to_string(gp.get_address()) +
+            SC_REPORT_WARNING(name(), ("posted DMA write to " + hex_address(gp.get_address()) +
                                        " refused by host memory").c_str());
         gp.set_response_status(tlm::TLM_OK_RESPONSE);  // posted: no completion to the device
         upstream_tlps += tlps;

@@ -9,15 +9,13 @@ using namespace sc_core;
 
 fabric::fabric(sc_module_name name)
     : sc_module(name),
-      nodes("nodes", 2, "hosts", "number of nodes (hosts with one HCA each)"),
+      nodes("nodes", 2, "hosts", "number of nodes (hosts with one HCA each)", {1, 1024}),
       topology("topology", "auto", "", "auto: back to back for 2 nodes, else one switch",
                {"auto", "back_to_back", "switch"}),
       lmc("lmc", 0, "bits",
-          "LID mask count of every port (C10-3): node i's base LID is (i+1)*2^lmc and it owns 2^lmc LIDs"),
+          "LID mask count of every port (C10-3): node i's base LID is (i+1)*2^lmc and it owns 2^lmc LIDs", {0, 7}),
       subnet_manager("subnet_manager", true, "",
                      "switch topology: attach a subnet manager (LID (nodes + 1) * 2^lmc) to an extra switch port") {
-    nodes.range(1, 1024);
-    lmc.range(0, 7);
     // Unicast LIDs end at 0xBFFF: the last node's range must fit.
     if (uint32_t(nodes.get() + 1) << lmc.get() > 0xC000u)
         throw config_error("fabric.lmc=" + std::to_string(lmc.get()) + " with fabric.nodes=" +

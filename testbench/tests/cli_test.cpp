@@ -108,7 +108,7 @@ TEST(Cli, BadOptions) {
               "dma_write_bw|attack_suite)");
     EXPECT_EQ(error_of([] { parse({"--mtu", "1500"}); }), "--mtu: expected 256|512|1024|2048|4096, got '1500'");
     EXPECT_EQ(error_of([] { parse({"--iters", "-1"}); }),
-              "--iters: expected an integer in [1,18446744073709551615], got '-1'");
+              "--iters: expected an integer in [1,10000000], got '-1'");
     EXPECT_NE(error_of([] { parse({"--qps", "0"}); }).find("--qps"), std::string::npos);
     EXPECT_NE(error_of([] { parse({"--seed", "x"}); }).find("--seed"), std::string::npos);
     const auto unknown = error_of([] { parse({"--bogus"}); });
@@ -168,7 +168,8 @@ TEST(Cli, ApplyConfigSetBeatsLaterConfig) {
 TEST(Cli, ApplyConfigMissingFile) {
     broker::instance().reset();
     const auto o = parse({"--config", "/nonexistent/x.ini"});
-    EXPECT_EQ(error_of([&] { apply_config(o); }), "cannot open configuration file '/nonexistent/x.ini'");
+    EXPECT_EQ(error_of([&] { apply_config(o); }),
+              "cannot open configuration file '/nonexistent/x.ini': No such file or directory");
     broker::instance().reset();
 }
 

@@ -62,7 +62,7 @@ TEST(HcasimProgram, bad_value_names_key_origin_and_expectation) {
 TEST(HcasimProgram, missing_config_file_and_malformed_line) {
     const result r = run("--config /nonexistent/x.ini");
     EXPECT_EQ(r.code, 2);
-    EXPECT_EQ(r.err, "hcasim: error: cannot open configuration file '/nonexistent/x.ini'\n");
+    EXPECT_EQ(r.err, "hcasim: error: cannot open configuration file '/nonexistent/x.ini': No such file or directory\n");
     const std::string f = temp_file("junk.ini", "[pcie]\nthis is not a key\n");
     const result j = run("--config '" + f + "'");
     EXPECT_EQ(j.code, 2);
@@ -527,7 +527,9 @@ TEST(HcasimProgram, verify_passes_under_packet_loss) {
     for (const std::string w : {"write_lat", "send_lat", "read_lat", "atomic_lat", "write_bw", "send_bw", "read_bw",
                                 "atomic_rate"}) {
         nlohmann::json j;
-        const result r = run_json("--workload " + w + " --iters 300 --qps 2 --verify --set link.drop_rate=0.01", &j);
+        const bool lat = w.compare(w.size() - 4, 4, "_lat") == 0;  // a latency workload times one QP
+        const result r =
+            run_json("--workload " + w + " --iters 300" + (lat ? "" : " --qps 2") + " --verify --set link.drop_rate=0.01", &j);
         ASSERT_EQ(r.code, 0) << w << ": " << r.err;
         expect_verified(j, w);
         const auto& c = j["counters"];
@@ -891,3 +893,142 @@ TEST(HcasimProgram, mcast_bw_is_deterministic_and_verify_does_not_change_its_fig
 
 // libsystemc (linked through testbench_lib) needs the symbol; gtest_main provides main().
 extern "C" int sc_main(int, char*[]) { return 0; }  // SystemC declares it extern "C"
+
+// Issue 27, "every input checked before it costs anything".
+
+TEST(HcasimProgram, max_qps_max_cqs_max_srqs_of_4294967295_fail_at_once_naming_the_key_and_its_range) {
+    // Before this check came first, max_qps grew past 5.8 GB and max_srqs ended in std::bad_alloc.
+    for (const char* key : {"max_qps", "max_cqs", "max_srqs"}) {
+        const result r = run(std::string("--workload write_lat --iters 10 --set hca.") + key + "=4294967295");
+        EXPECT_EQ(r.code, 2) << key;
+        EXPECT_EQ(r.err, std::string("hcasim: error: bad value '4294967295' for key 'node0.hca.") + key +
+                             "' (--set): expected integer in [" + (std::string(key) == "max_qps" ? "2" : "1") +
+                             ",16777216]\n");
+        EXPECT_EQ(r.out, "");
+    }
+}
+
+TEST(HcasimProgram, clock_mhz_of_1e_300_inf_and_1e300_is_refused_naming_the_key_and_its_range) {
+    for (const char* v : {"1e-300", "inf", "1e300"}) {
+        const result r = run(std::string("--workload write_bw --size 4K --iters 10 --set hca.clock_mhz=") + v);
+        EXPECT_EQ(r.code, 2) << v;
+        EXPECT_EQ(r.err, std::string("hcasim: error: bad value '") + v +
+                             "' for key 'node0.hca.clock_mhz' (--set): expected number in [1,10000]\n");
+    }
+    // A unit's own clock: 0 is the HCA's, anything else a physical clock.
+    const result unit = run("--workload write_bw --size 4K --iters 10 --set hca.cq_writer.clock_mhz=1e-300");
+    EXPECT_EQ(unit.code, 2);
+    EXPECT_EQ(unit.err, "hcasim: error: bad value '1e-300' for key 'node0.hca.cq_writer.clock_mhz' (--set): "
+                        "expected number in [1,10000] or 0\n");
+    // Rates and latencies too.
+    const result rate = run("--workload write_bw --size 4K --iters 10 --set link.propagation_ns=inf");
+    EXPECT_EQ(rate.code, 2);
+    EXPECT_NE(rate.err.find("'node0.link.propagation_ns' (--set): expected number in [0,1e+09]"), std::string::npos)
+        << rate.err;
+}
+
+TEST(HcasimProgram, help_config_lists_the_allowed_values_of_every_numeric_parameter) {
+    const result r = run("--help-config");
+    ASSERT_EQ(r.code, 0);
+    EXPECT_NE(r.out.find("(allowed [2,16777216])"), std::string::npos) << "hca.max_qps";
+    EXPECT_NE(r.out.find("(allowed [1,10000] or 0)"), std::string::npos) << "unit clocks";
+    // Every int, uint and double parameter but the free-form ones states its range.
+    std::istringstream in(r.out);
+    std::string line, key, type;
+    while (std::getline(in, line)) {
+        if (line.rfind("  ", 0) == 0 && line.rfind("      ", 0) != 0) {
+            std::istringstream(line) >> key >> type;
+            continue;
+        }
+        if (line.rfind("      ", 0) != 0 || (type != "int" && type != "uint" && type != "double"))
+            continue;
+        if (key == "hca.node_guid" || key == "link.seed" || key == "link.width")  // identifiers; one of 1,4,8,12
+            continue;
+        EXPECT_NE(line.find("(allowed "), std::string::npos) << key;
+    }
+}
+
+TEST(HcasimProgram, memory_size_bytes_too_small_for_the_workload_is_refused_at_start_up_with_the_size_it_needs) {
+    const result r = run("--workload write_bw --size 4K --iters 10 --set memory.size_bytes=1073741824");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err, "hcasim: error: bad value '1073741824' for key 'node0.memory.size_bytes': the simulated host "
+                     "software (OS, driver, applications) uses physical memory up to 0x410000000: "
+                     "memory.size_bytes must be at least 17448304640 (16.25 GiB)\n");
+    EXPECT_EQ(r.out, "") << "nothing ran";
+    EXPECT_EQ(run("--workload write_bw --size 4K --iters 10 --set memory.size_bytes=17448304640").code, 0);
+}
+
+TEST(HcasimProgram, config_of_a_directory_an_unreadable_file_dev_zero_or_a_nul_byte_is_exit_2_with_the_file) {
+    const struct {
+        std::string path, err;
+    } cases[] = {
+        {"/tmp", "hcasim: error: cannot open configuration file '/tmp': Is a directory\n"},
+        {"/proc/self/mem", "hcasim: error: /proc/self/mem:1: read error: Input/output error\n"},
+        {"/dev/zero", "hcasim: error: /dev/zero:1: NUL byte: not a text file\n"},
+    };
+    for (const auto& c : cases) {
+        const result r = run("--workload write_bw --size 4K --iters 10 -c " + c.path);
+        EXPECT_EQ(r.code, 2) << c.path;
+        EXPECT_EQ(r.err, c.err);
+        EXPECT_EQ(r.out, "") << c.path << ": no run with the defaults";
+    }
+    static const char nul[] = "[hca]\nmax_qps = 8\0 and the rest\n";
+    const std::string f = temp_file("nul.ini", std::string(nul, sizeof nul - 1));
+    const result r = run("--workload write_bw --size 4K --iters 10 -c '" + f + "'");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err, "hcasim: error: " + f + ":2: NUL byte: not a text file\n");
+    std::remove(f.c_str());
+}
+
+TEST(HcasimProgram, iters_18446744073709551615_on_a_latency_workload_is_refused_with_the_limit) {
+    const result r = run("--workload write_lat --iters 18446744073709551615");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err, "hcasim: error: --iters: expected an integer in [1,10000000], got '18446744073709551615'\n");
+    EXPECT_EQ(run("--workload write_lat --iters 0").code, 2);
+}
+
+TEST(HcasimProgram, options_a_workload_would_ignore_are_refused_naming_the_option_and_the_workload) {
+    const struct {
+        std::string args, err;
+    } cases[] = {
+        {"--workload write_lat --qps 4",
+         "--qps: write_lat times one QP (as perftest's latency tests); the bandwidth workloads take --qps"},
+        {"--workload read_lat --sweep qps=1,2",
+         "--sweep qps: read_lat times one QP (as perftest's latency tests); the bandwidth workloads take --qps"},
+        {"--workload dma_write_bw --qps 2", "--qps: dma_write_bw moves data over PCIe only and has no QPs"},
+        {"--workload dma_read_bw --mtu 1024", "--mtu: dma_read_bw moves data over PCIe only (no InfiniBand path MTU)"},
+        {"--workload attack_suite --qps 2", "--qps: attack_suite runs a fixed table of cases (its own QPs and MTU)"},
+    };
+    for (const auto& c : cases) {
+        const result r = run(c.args);
+        EXPECT_EQ(r.code, 2) << c.args;
+        EXPECT_EQ(r.err, "hcasim: error: " + c.err + "\n");
+    }
+    // dma_read_bw discards what it reads: --verify checks only its completions, and says so.
+    const result r = run("--workload dma_read_bw --size 4K --iters 10 --verify");
+    EXPECT_EQ(r.code, 0);
+    EXPECT_EQ(r.err, "hcasim: warning: --verify: dma_read_bw discards the data it reads: only its transfers' "
+                     "completions are checked\n");
+}
+
+TEST(HcasimProgram, qps_beyond_what_the_largest_hca_max_qps_holds_is_refused_with_the_limit) {
+    const result r = run("--workload write_bw --qps 16777216");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err, "hcasim: error: --qps: expected an integer in [1,16777200], got '16777216'\n");
+    const result sweep = run("--workload write_bw --sweep qps=16777216");
+    EXPECT_EQ(sweep.code, 2);
+    EXPECT_EQ(sweep.err, "hcasim: error: --sweep qps: 16777216 QPs (expected 1 to 16777200)\n");
+}
+
+TEST(HcasimProgram, sizes_and_qps_whose_buffers_pass_host_memory_are_refused_at_start_up) {
+    // Before, this backed 16 GiB of simulated memory (17 GB of RSS) before failing.
+    const result r = run("--workload write_bw --size 1G --qps 16 --iters 1");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err, "hcasim: error: --size 1073741824 with --qps 16: each node's buffers would take 34359738368 bytes "
+                     "(a send and a receive area per QP), more than the 17179869184 bytes of host memory its "
+                     "application has\n");
+    const result mrs = run("--workload mr_scale --mrs 1M --size 64K --iters 1");
+    EXPECT_EQ(mrs.code, 2);
+    EXPECT_EQ(mrs.err, "hcasim: error: --mrs 1048576 with --size 65536: each node's regions would take 68719476736 "
+                       "bytes, more than the 17179869184 bytes of host memory its application has\n");
+}

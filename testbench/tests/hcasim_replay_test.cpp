@@ -3,6 +3,7 @@
 // runs, and determinism: the same configuration and seed give byte-identical traces and stats.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -49,6 +50,18 @@ std::string rc_setup() {
 const char* const kWrite =
     "{\"node\": 0, \"call\": \"post_send\", \"qp\": \"qp0\", \"wr\": [{\"wr_id\": 5, \"opcode\": \"RDMA_WRITE\", \"flags\": [\"SIGNALED\"], \"sg\": [{\"mr\": \"mr0\", \"offset\": 0, \"len\": 5000}], \"remote\": {\"mr\": \"1/mr0\", \"offset\": 100}}]}\n"
     "{\"node\": 0, \"call\": \"poll_cq\", \"cq\": \"cq0\", \"count\": 1}\n";
+
+/// Replays `text` from a file named after `name`; expects exit 2, nothing run, and the error
+/// "hcasim: error: FILE<message>".
+void refused(const std::string& name, const std::string& text, const std::string& message) {
+    const std::string f = tmp(name + ".jsonl");
+    write(f, text);
+    const result r = run_hcasim("replay '" + f + "'", name);
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_EQ(r.err, "hcasim: error: " + f + message + "\n");
+    EXPECT_EQ(r.out, "") << "nothing ran";
+    std::remove(f.c_str());
+}
 
 /// Replaces the first occurrence of `from` in the file.
 void edit(const std::string& path, const std::string& from, const std::string& to) {
@@ -156,7 +169,7 @@ TEST(HcasimReplay, bad_traces_are_refused_with_file_and_line_before_anything_run
     }
     const result r = run_hcasim("replay /nonexistent/trace.jsonl", "missing");
     EXPECT_EQ(r.code, 2);
-    EXPECT_EQ(r.err, "hcasim: error: /nonexistent/trace.jsonl: cannot read the trace\n");
+    EXPECT_EQ(r.err, "hcasim: error: cannot open trace '/nonexistent/trace.jsonl': No such file or directory\n");
 }
 
 TEST(HcasimReplay, a_recorded_workload_replays_equal_and_the_same_seed_records_the_same_bytes) {
@@ -264,4 +277,74 @@ TEST(HcasimReplay, unwritable_output_paths_are_refused_before_the_replay_runs) {
         EXPECT_EQ(r.out, "") << c.args;
         EXPECT_EQ(r.err, "hcasim: error: replay: " + c.err + "\n") << c.args;
     }
+}
+
+// Issue 27: what the trace would trip over at run time is refused when it is read.
+
+TEST(HcasimReplay, unknown_fields_are_refused_with_their_line) {
+    refused("field", std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"lenght\": 64, \"ret\": \"buf0\"}\n",
+            ":2: alloc: unknown field \"lenght\"");
+    refused("wr_field", std::string(kHeader) + rc_setup() +
+                            "{\"node\": 0, \"call\": \"post_send\", \"qp\": \"qp0\", \"wr\": [{\"wr_id\": 1, "
+                            "\"opcode\": \"SEND\", \"flag\": [\"SIGNALED\"]}]}\n",
+            ":19: post_send: work request: unknown field \"flag\" (expected one of: wr_id opcode flags sg imm remote "
+            "compare_add swap invalidate_rkey ah remote_qp remote_qpn remote_qkey)");
+    refused("header_field", "{\"hcasim_trace\": 1, \"node\": 2}\n",
+            ":1: header: unknown field \"node\" (expected one of: hcasim_trace hcasim_version workload seed nodes "
+            "config)");
+}
+
+TEST(HcasimReplay, an_alloc_larger_than_simulated_memory_is_refused_with_its_line) {
+    refused("huge", std::string(kHeader) + "{\"node\": 1, \"call\": \"alloc\", \"len\": 17179869185, \"ret\": \"b\"}\n",
+            ":2: alloc: 17179869185 bytes: node 1's buffers would pass the host memory its applications have "
+            "(17179869184 bytes)");
+    // Many allocs adding up to more: refused at the one that passes the limit.
+    std::string many = kHeader;
+    for (int i = 0; i < 5; ++i)
+        many += "{\"node\": 0, \"call\": \"alloc\", \"len\": 4294967296, \"ret\": \"b" + std::to_string(i) + "\"}\n";
+    refused("many", many,
+            ":5: alloc: 4294967296 bytes: node 0's buffers would pass the host memory its applications have "
+            "(17179869184 bytes)");
+}
+
+TEST(HcasimReplay, wait_byte_past_the_buffer_is_refused_with_its_line) {
+    const std::string buf = std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": 64, \"ret\": \"buf0\"}\n";
+    refused("wait_past", buf + "{\"node\": 0, \"call\": \"wait_byte\", \"buf\": \"buf0\", \"offset\": 64, \"value\": 1}\n",
+            ":3: wait_byte: bytes 64..65 pass the end of \"buf0\" (64 bytes)");
+    refused("fill_past", buf + "{\"node\": 0, \"call\": \"fill\", \"buf\": \"buf0\", \"offset\": 60, \"len\": 8}\n",
+            ":3: fill: bytes 60..68 pass the end of \"buf0\" (64 bytes)");
+}
+
+TEST(HcasimReplay, align_3_is_refused_when_the_trace_is_read) {
+    refused("align", std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": 64, \"align\": 3, \"ret\": \"b\"}\n",
+            ":2: alloc: \"align\" must be a power of two up to 1073741824, got 3");
+}
+
+TEST(HcasimReplay, a_recorded_trace_missing_its_last_line_is_refused) {
+    const std::string f = tmp("cut.jsonl");
+    ASSERT_EQ(run_hcasim("--workload write_bw --size 64 --iters 4 --record '" + f + "'", "cut_rec").code, 0);
+    std::string s = slurp(f);
+    ASSERT_EQ(s.back(), '\n');
+    const size_t last = s.rfind('\n', s.size() - 2);
+    ASSERT_NE(s.find("{\"t_ps\"", last), std::string::npos);
+    ASSERT_NE(s.find("\"end\"", last), std::string::npos);
+    const size_t lines = size_t(std::count(s.begin(), s.end(), '\n'));
+    std::remove(f.c_str());
+    refused("cut", s.substr(0, last + 1),
+            ":" + std::to_string(lines - 1) +
+                ": no end record: the trace was cut short (a recorded trace ends with {\"end\": ...})");
+    // Blank and comment lines may follow the end record; records may not.
+    refused("after_end", s + "\n# a note\n{\"node\": 0, \"call\": \"alloc_pd\", \"ret\": \"pdx\"}\n",
+            ":" + std::to_string(lines + 3) + ": a record after the end record (line " + std::to_string(lines) + ")");
+}
+
+TEST(HcasimReplay, replay_of_dev_zero_or_a_directory_is_exit_2_with_the_file) {
+    const result zero = run_hcasim("replay /dev/zero", "zero");
+    EXPECT_EQ(zero.code, 2);
+    EXPECT_EQ(zero.err, "hcasim: error: /dev/zero:1: NUL byte: not a text file\n");
+    const result dir = run_hcasim("replay /tmp", "dir");
+    EXPECT_EQ(dir.code, 2);
+    EXPECT_EQ(dir.err, "hcasim: error: cannot open trace '/tmp': Is a directory\n");
+    refused("long", std::string(kHeader) + std::string((size_t(16) << 20) + 1, ' ') + "\n",
+            ":2: line longer than 16777216 bytes");
 }

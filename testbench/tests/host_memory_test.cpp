@@ -172,6 +172,24 @@ SIM_TEST(HostMemory, out_of_range_and_byte_enables_are_errors) {
     EXPECT_THROW(b.mem.read((1 << 20) - 2, buf, 4), sc_report);
 }
 
+// Issue 27: the address in "beyond memory size" messages is hex after "0x", not decimal.
+SIM_TEST(HostMemory, an_access_beyond_memory_names_its_address_in_hex) {
+    hcasim::broker::instance().set("mem.size_bytes", "1048576", "test");
+    bench b("node0");
+    sc_start(SC_ZERO_TIME);
+    uint8_t buf[4] = {};
+    auto message = [](const std::function<void()>& f) {
+        try {
+            f();
+        } catch (const sc_report& r) {
+            return std::string(r.get_msg());
+        }
+        return std::string("no error");
+    };
+    EXPECT_EQ(message([&] { b.mem.write(0x100000, buf, 4); }), "write beyond memory size at 0x100000");
+    EXPECT_EQ(message([&] { b.mem.read(0x17448300544ull, buf, 4); }), "read beyond memory size at 0x17448300544");
+}
+
 SIM_TEST(HostMemory, dmi_pointer_per_page_and_debug_transport) {
     bench b("node0");
     sc_start(SC_ZERO_TIME);

@@ -240,7 +240,7 @@ TEST_F(Param, ChoicesChecked) {
 
 TEST_F(Param, MissingFileNamed) {
     EXPECT_EQ(error_of([&] { b.load_ini("/nonexistent/dir/x.ini"); }),
-              "cannot open configuration file '/nonexistent/dir/x.ini'");
+              "cannot open configuration file '/nonexistent/dir/x.ini': No such file or directory");
 }
 
 TEST_F(Param, MalformedLineNamesFileAndLine) {
@@ -389,4 +389,86 @@ TEST_F(Param, LinkPrefixValueRangeNamesKeyAndOrigin) {
     param<double> d("node1.link.drop_rate", 0, "", "h");
     EXPECT_EQ(error_of([&] { d.range(0, 1); }),
               "bad value '1.5' for key 'node1.link.drop_rate' (--set): expected number in [0,1]");
+}
+
+// Issue 27, "every input checked before it costs anything": allowed values declared with the
+// parameter are checked as its value resolves, before the module sizes anything from it.
+TEST_F(Param, a_declared_range_is_checked_before_the_parameter_is_usable) {
+    b.set_override("hca.max_qps=4294967295");
+    EXPECT_EQ(error_of([] { param<unsigned> p("node0.hca.max_qps", 1024, "QPs", "h", {2, 1u << 24}); }),
+              "bad value '4294967295' for key 'node0.hca.max_qps' (--set): expected integer in [2,16777216]");
+}
+
+TEST_F(Param, clock_mhz_of_1e_300_inf_1e300_and_nan_are_refused_naming_the_key) {
+    for (const char* v : {"1e-300", "inf", "1e300", "-inf"}) {
+        b.reset();
+        b.set("hca.clock_mhz", v, "--set");
+        EXPECT_EQ(error_of([] { param<double> p("node0.hca.clock_mhz", 800, "MHz", "h", {1, 10000}); }),
+                  std::string("bad value '") + v + "' for key 'node0.hca.clock_mhz' (--set): expected number in " +
+                      "[1,10000]");
+    }
+    b.reset();
+    b.set("hca.clock_mhz", "nan", "--set");
+    EXPECT_EQ(error_of([] { param<double> p("node0.hca.clock_mhz", 800, "MHz", "h", {1, 10000}); }),
+              "bad value 'nan' for key 'node0.hca.clock_mhz' (--set): expected number");
+}
+
+TEST_F(Param, a_value_outside_the_range_is_accepted_only_if_it_is_the_declared_special_value) {
+    b.set_override("cq_writer.clock_mhz=0");
+    param<double> inherit("cq_writer.clock_mhz", 400, "MHz", "h", {1, 10000, 0.0});
+    EXPECT_EQ(inherit.get(), 0.0);
+    b.reset();
+    b.set_override("cq_writer.clock_mhz=0.5");
+    EXPECT_EQ(error_of([] { param<double> p("cq_writer.clock_mhz", 0, "MHz", "h", {1, 10000, 0.0}); }),
+              "bad value '0.5' for key 'cq_writer.clock_mhz' (--set): expected number in [1,10000] or 0");
+}
+
+TEST_F(Param, help_config_lists_the_allowed_values_of_each_parameter) {
+    param<unsigned> lanes("pcie.lanes", 4, "", "h", {1, 16});
+    param<double> clock("cq_writer.clock_mhz", 0, "MHz", "h", {1, 10000, 0.0});
+    param<bool> flag("trace", false, "", "h");
+    const auto h = b.help();
+    ASSERT_EQ(h.size(), 3u);
+    EXPECT_EQ(h[0].key, "cq_writer.clock_mhz");
+    EXPECT_EQ(h[0].range, "[1,10000] or 0");
+    EXPECT_EQ(h[1].range, "[1,16]");
+    EXPECT_EQ(h[2].range, "");
+}
+
+// -c of something that is not a readable text file: exit 2 with file (and line), not a run
+// with the defaults or a read that never ends.
+TEST_F(Param, a_config_directory_is_refused) {
+    EXPECT_EQ(error_of([&] { b.load_ini("/tmp"); }), "cannot open configuration file '/tmp': Is a directory");
+}
+
+TEST_F(Param, a_config_file_that_cannot_be_read_is_refused_with_file_and_line) {
+    // /proc/self/mem opens but fails to read at offset 0 (EIO).
+    EXPECT_EQ(error_of([&] { b.load_ini("/proc/self/mem"); }), "/proc/self/mem:1: read error: Input/output error");
+}
+
+TEST_F(Param, a_nul_byte_in_an_ini_line_is_refused_with_file_and_line) {
+    static const char text[] = "[pcie]\nlanes = 8\0 junk\n";
+    const auto path = write_file("nul.ini", std::string(text, sizeof text - 1));
+    EXPECT_EQ(error_of([&] { b.load_ini(path); }), path + ":2: NUL byte: not a text file");
+    EXPECT_TRUE(b.help().empty());
+    EXPECT_FALSE(b.lookup("pcie.lanes")) << "nothing of the file is used";
+}
+
+TEST_F(Param, an_over_long_ini_line_is_refused_with_file_and_line) {
+    const auto path = write_file("long.ini", "a = 1\nb = " + std::string(broker::max_ini_line_bytes, 'x') + "\n");
+    EXPECT_EQ(error_of([&] { b.load_ini(path); }), path + ":2: line longer than 4096 bytes");
+    // The limit itself is accepted.
+    const auto ok = write_file("limit.ini", "b = " + std::string(broker::max_ini_line_bytes - 4, 'x') + "\n");
+    EXPECT_NO_THROW(b.load_ini(ok));
+}
+
+TEST_F(Param, an_endless_config_stream_is_refused_at_its_line_limit) {
+    std::string text;
+    for (size_t i = 0; i <= broker::max_ini_lines; ++i) text += "a = 1\n";
+    const auto path = write_file("endless.ini", text);
+    EXPECT_EQ(error_of([&] { b.load_ini(path); }), path + ":100001: more than 100000 lines: not a configuration file");
+}
+
+TEST_F(Param, config_dev_zero_is_refused_at_once) {
+    EXPECT_EQ(error_of([&] { b.load_ini("/dev/zero"); }), "/dev/zero:1: NUL byte: not a text file");
 }
