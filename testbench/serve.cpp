@@ -40,6 +40,7 @@
 #include "provider/fd_passing.h"
 #include "provider/protocol.h"
 #include "testbench/fake_sysfs.h"
+#include "model/core/hex.h"
 #include "testbench/host_software.h"
 
 namespace hcasim {
@@ -112,12 +113,6 @@ void close_fds(std::vector<int>& fds) {
     fds.clear();
 }
 
-std::string hex(uint64_t v) {
-    char b[24];
-    std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-    return b;
-}
-
 /// A descriptor a client passed, made the server's own; -1 (and *error set) if refused.
 ///
 /// Why: the server must see a client's connection end when the client's process is gone,
@@ -172,9 +167,9 @@ public:
         fw::driver_options opts;
         opts.rereg_keeps_keys = true;  // ibv_rereg_mr as libibverbs applications know it
         for (unsigned i = 0; i < m.size(); ++i) {
-            m.at(i).memory.share();
             auto k = std::make_unique<kernel_node>();
-            k->sw = std::make_unique<host_software>(m.at(i).cpu, opts);
+            k->sw = std::make_unique<host_software>(m.at(i), opts);  // checks memory.size_bytes first
+            m.at(i).memory.share();
             k->lock = std::make_unique<sc_mutex>(sc_gen_unique_name("firmware_lock"));
             kernel_.push_back(std::move(k));
         }
@@ -508,7 +503,7 @@ private:
             return;
         }
         if (!uar_write_ok(r->offset - lo, r->bytes)) {
-            log(c, "doorbell at UAR offset " + hex(r->offset - lo) + " of " + std::to_string(r->bytes) +
+            log(c, "doorbell at UAR offset " + hex_address(r->offset - lo) + " of " + std::to_string(r->bytes) +
                        " bytes writes no register: dropped");
             return;
         }
@@ -640,7 +635,7 @@ private:
             const auto* r = request_as<sp::u64_req>(m);
             if (!r) break;
             if (r->value != hw::REG_HCA_ID) {
-                log(c, "MMIO read at BAR0 offset " + hex(r->value) + ": refused");
+                log(c, "MMIO read at BAR0 offset " + hex_address(r->value) + ": refused");
                 return reply_status(c, EINVAL);
             }
             try {

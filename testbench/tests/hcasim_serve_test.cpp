@@ -667,3 +667,17 @@ TEST(Serve, bad_options_are_refused_with_one_line) {
 }
 
 }  // namespace
+
+TEST(Serve, memory_size_bytes_too_small_for_the_host_software_is_refused_at_start_up) {
+    const std::string dir = ::testing::TempDir() + "serve_mem_" + std::to_string(getpid());
+    std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str());
+    const auto r = hcasim::test::run_hcasim(
+        "serve --socket '" + dir + "/s.sock' --set memory.size_bytes=1073741824", "serve_mem");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("hcasim: error: serve: bad value '1073741824' for key 'node0.memory.size_bytes'"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("memory.size_bytes must be at least 17448304640"), std::string::npos) << r.err;
+    EXPECT_NE(access((dir + "/s.sock").c_str(), F_OK), 0) << "no socket is left behind";
+    std::system(("rm -rf '" + dir + "'").c_str());
+}
