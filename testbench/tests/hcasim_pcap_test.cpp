@@ -455,6 +455,7 @@ TEST(HcasimPcap, Errors) {
 
 // Issue 27: a capture is written whole or not at all.
 TEST(HcasimPcap, pcap_on_a_full_disk_leaves_the_old_capture_and_exits_2) {
+    HCASIM_SKIP_WHERE_ASAN_MISREADS_A_THROW_AFTER_THE_RUN();
     const std::string dir = hcasim::test::empty_dir("pcap_disk");
     const std::string f = dir + "/link0.pcap";
     std::ofstream(f) << "old";

@@ -142,6 +142,7 @@ TEST(HcasimProgram, stats_json_with_an_empty_path_is_refused) {
 }
 
 TEST(HcasimProgram, stats_json_on_a_full_disk_keeps_the_old_file_and_exits_2) {
+    HCASIM_SKIP_WHERE_ASAN_MISREADS_A_THROW_AFTER_THE_RUN();
     const std::string dir = hcasim::test::empty_dir("stats_disk");
     const std::string f = dir + "/s.json";
     std::ofstream(f) << "old";

@@ -224,6 +224,7 @@ TEST(HcasimReplay, a_recorded_workload_replays_equal_and_the_same_seed_records_t
 
 // Issue 27, write errors: a trace is written whole or not at all; the old file stays.
 TEST(HcasimReplay, update_on_a_full_disk_keeps_the_old_trace_and_does_not_say_outcome_written) {
+    HCASIM_SKIP_WHERE_ASAN_MISREADS_A_THROW_AFTER_THE_RUN();
     // The 17 KB trace of the report; files stop growing at 4 KiB.
     const std::string dir = empty_dir("update_disk");
     const std::string f = dir + "/write_bw.jsonl";
@@ -251,6 +252,7 @@ TEST(HcasimReplay, update_on_a_full_disk_keeps_the_old_trace_and_does_not_say_ou
 }
 
 TEST(HcasimReplay, record_to_dev_full_is_exit_2_naming_the_path) {
+    HCASIM_SKIP_WHERE_ASAN_MISREADS_A_THROW_AFTER_THE_RUN();
     const result r = run_hcasim("--workload write_bw --size 4K --iters 10 --record /dev/full", "full");
     EXPECT_EQ(r.code, 2);
     EXPECT_EQ(r.err, "hcasim: error: --record: cannot write '/dev/full': No space left on device\n");

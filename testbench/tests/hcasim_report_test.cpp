@@ -185,6 +185,7 @@ TEST(HcasimReport, bad_sweeps_and_report_paths_are_one_line_errors) {
 
 // Issue 27: the report's files are written whole or not at all; the old ones stay.
 TEST(HcasimReport, report_on_a_full_disk_leaves_no_truncated_file_and_exits_2) {
+    HCASIM_SKIP_WHERE_ASAN_MISREADS_A_THROW_AFTER_THE_RUN();
     const std::string d = hcasim::test::empty_dir("hcasim_report_disk");
     const std::vector<std::string> names = {"bandwidth.png", "msg_rate.png", "plots.gp", "results.csv",
                                             "results.json", "utilisation.png"};

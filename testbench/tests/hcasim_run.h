@@ -14,6 +14,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+// A write error found after the simulation has run ends the program through an exception from
+// sc_main (exit status 2). Under AddressSanitizer that throw can abort on a false
+// stack-buffer-underflow inside ASan's own __cxa_throw handling: SystemC's coroutine switches are
+// not annotated for ASan, which then misjudges the main stack's bounds (google/sanitizers#189).
+// The tests whose point is such an error skip in the sanitizer build; the release build runs them.
+#if defined(__SANITIZE_ADDRESS__)
+#define HCASIM_SKIP_WHERE_ASAN_MISREADS_A_THROW_AFTER_THE_RUN() \
+    GTEST_SKIP() << "sanitizer build: ASan misreads an exception thrown after the simulation (see hcasim_run.h)"
+#else
+#define HCASIM_SKIP_WHERE_ASAN_MISREADS_A_THROW_AFTER_THE_RUN() (void)0
+#endif
+
 namespace hcasim::test {
 
 struct result {
