@@ -172,6 +172,7 @@ std::unique_ptr<session> session::open(unsigned node, int* err, std::string* why
     s->ctx.as = &s->as;
     s->ctx.uar = s->info_.uar;
     s->ctx.num_comp_vectors = s->info_.num_comp_vectors;
+    s->opener_ = getpid();
     s->watcher_ = std::thread([self] { self->watch_server(); });
     return s;
 }
@@ -197,10 +198,16 @@ void session::lost() {
 
 session::~session() {
     if (watcher_.joinable()) {
-        // Our own shutdown hangs the connection up for the watcher, which then sees closing_.
-        closing_.store(true, std::memory_order_release);
-        shutdown(fd_, SHUT_RDWR);
-        watcher_.join();
+        if (getpid() != opener_) {
+            // A child of the process that opened the context (fork without exec): the watcher is
+            // the parent's; shutting the shared connection down would end the parent's context.
+            watcher_.detach();
+        } else {
+            // Our own shutdown hangs the connection up for the watcher, which then sees closing_.
+            closing_.store(true, std::memory_order_release);
+            shutdown(fd_, SHUT_RDWR);
+            watcher_.join();
+        }
     }
     // Buffers still registered go back to private memory before the server frees their pages.
     std::map<uint64_t, run> left;

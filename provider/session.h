@@ -2,6 +2,8 @@
 // node's simulated host memory mapped into this process, the host_bus the firmware's data-path
 // verbs run on here, and the application's buffers moved into simulated host memory.
 #pragma once
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -112,6 +114,7 @@ private:
     std::atomic<bool> dead_{false};
     std::atomic<bool> closing_{false};
     std::thread watcher_;
+    pid_t opener_ = 0;  ///< the process whose thread watcher_ is (a forked child has none)
     int mem_fd_ = -1;
     uint8_t* mem_ = nullptr;
     serve_proto::open_rep info_{};

@@ -36,6 +36,19 @@ cq = CQ(ctx, 16)
 signal.alarm(TIMEOUT_S)
 check("the CQ polls empty while the server lives", cq.poll(1)[0] == 0)
 
+# A child forked without exec that closes a context it inherited: the context's watcher thread
+# is its parent's, so the child must neither wait for it nor end the parent's connection.
+other = Context(name=os.environ.get("HCASIM_DEVICE", "hcasim0"))
+child = os.fork()
+if child == 0:
+    try:
+        other.close()
+    finally:
+        os._exit(0)
+_, status = os.waitpid(child, 0)
+check("a forked child that closes an inherited context exits normally (status %d)" % status, status == 0)
+check("the parent's other context is still served after that", PD(ctx) is not None)
+
 os.kill(int(os.environ["HCASIM_SERVER_PID"]), signal.SIGKILL)
 
 # A busy-polling application: ibv_poll_cq must start failing (the provider notices the server's
