@@ -36,6 +36,7 @@ stop_loops() {
     wait 2>/dev/null || true
 }
 trap stop_loops EXIT
+trap 'exit 130' INT TERM  # through the EXIT trap: no busy loop outlives the script
 for _ in $(seq 1 "$busy"); do
     nice -n 0 bash -c 'while :; do :; done' &
     loops+=("$!")
