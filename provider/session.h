@@ -55,7 +55,7 @@ public:
     session& operator=(const session&) = delete;
 
     /// One request/reply exchange. `fd_out` (>= 0) rides along; a descriptor in the reply is
-    /// stored in *fd_in (if given). Returns the server's status (0 or errno), EPIPE if gone.
+    /// stored in *fd_in (if given). Returns the server's status (0 or errno), EIO once the server is gone (dead()).
     int call(const void* req, size_t n, void* rep = nullptr, size_t rep_n = 0, int fd_out = -1, int* fd_in = nullptr);
     template <class Req>
     int call(const Req& req) { return call(&req, sizeof req); }
