@@ -178,7 +178,8 @@ int hca_driver::init() {
     if (!os_.alloc_contiguous(sizeof(hw::cmd_mailbox), PAGE_BYTES, &mailbox_pa_)) return ENOMEM;
     hw::cmd_status st = exec(hw::CMD_QUERY_HCA, 0, 0, nullptr, 0, &caps_, sizeof(caps_));
     if (st != hw::CMD_OK) return cmd_errno(st);
-    if (caps_.max_qp < 2 || caps_.max_cq < 2 || caps_.max_mr < 2 || caps_.max_mtt < 1 || caps_.phys_port_cnt == 0)
+    if (caps_.max_qp < 2 || caps_.max_cq < 2 || caps_.max_mr < 2 || caps_.max_mtt < 1 ||
+        caps_.phys_port_cnt == 0)
         return ENODEV;
     log_qps_ = std::min(opts_.log_num_qps, floor_log2(caps_.max_qp));
     log_cqs_ = std::min(opts_.log_num_cqs, floor_log2(caps_.max_cq));
@@ -268,7 +269,7 @@ int hca_driver::refresh_port(uint8_t port_num) {
 
 bool hca_driver::alloc_mpt(uint32_t* index, uint8_t* key_byte) {
     if (!mpt_.alloc(index)) return false;  // the allocator starts at 1: index 0 is the reserved L_Key's
-    *key_byte = ++key_gen_[*index];  // a fresh key byte on every reuse of the index
+    *key_byte = ++key_gen_[*index];        // a fresh key byte on every reuse of the index
     return true;
 }
 
@@ -285,8 +286,10 @@ bool hca_driver::reserve_mw() {
 
 void hca_driver::retain_mtt(uint64_t first) {
     auto it = mtt_users_.find(first);
-    if (it == mtt_users_.end()) mtt_users_[first] = 2;
-    else ++it->second;
+    if (it == mtt_users_.end())
+        mtt_users_[first] = 2;
+    else
+        ++it->second;
 }
 
 bool hca_driver::release_mtt(uint64_t first, uint64_t n) {
@@ -308,15 +311,18 @@ uint32_t hca_driver::process_eq() {
     if (!initialized_ || user_view_) return 0;
     uint32_t n = 0, async = 0, taken = 0, mask = (1u << opts_.eq_log_size) - 1;
     for (;;) {
-        if (!software_owns<hw::eqe>(bus_, eq_pa_, opts_.eq_log_size, eq_consumer_)) break;  // owner byte first
+        if (!software_owns<hw::eqe>(bus_, eq_pa_, opts_.eq_log_size, eq_consumer_))
+            break;  // owner byte first
         hw::eqe e;
         bus_.mem_read(eq_pa_ + uint64_t(eq_consumer_ & mask) * sizeof(hw::eqe), &e, sizeof(e));
         ++eq_consumer_;
         ++n;
         if (e.type == hw::EQE_COMPLETION) {
             if (e.resource >= cq_events_.size()) continue;
-            if (cq_comp_handlers_[e.resource] && cq_comp_handlers_[e.resource]()) ++taken;
-            else ++cq_events_[e.resource];
+            if (cq_comp_handlers_[e.resource] && cq_comp_handlers_[e.resource]())
+                ++taken;
+            else
+                ++cq_events_[e.resource];
             continue;
         }
         ++async;
@@ -332,7 +338,8 @@ uint32_t hca_driver::process_eq() {
         std::vector<const void*> owners;
         for (auto& c : clients_) owners.push_back(c.first);
         for (const void* o : owners) {
-            auto it = std::find_if(clients_.begin(), clients_.end(), [o](const auto& c) { return c.first == o; });
+            auto it =
+                std::find_if(clients_.begin(), clients_.end(), [o](const auto& c) { return c.first == o; });
             if (it == clients_.end() || !it->second.after) continue;
             auto fn = it->second.after;  // a copy: the client may remove itself while it runs
             fn();
@@ -373,9 +380,12 @@ void hca_driver::dispatch_async(const hw::eqe& e) {
     }
     case hw::EQE_PORT_CHANGE:
         if (e.resource == 0 || e.resource > ports_.size()) break;  // no such port
-        if (e.subtype == hw::EQE_PORT_ACTIVE) ports_[e.resource - 1].state = 4;
-        else if (e.subtype == hw::EQE_PORT_DOWN) ports_[e.resource - 1].state = 1;
-        else break;
+        if (e.subtype == hw::EQE_PORT_ACTIVE)
+            ports_[e.resource - 1].state = 4;
+        else if (e.subtype == hw::EQE_PORT_DOWN)
+            ports_[e.resource - 1].state = 1;
+        else
+            break;
         [[fallthrough]];
     case hw::EQE_LOCAL_CATASTROPHIC:
         if (clients_.empty()) break;
@@ -395,10 +405,13 @@ bool hca_driver::eq_pending() {
 
 bool hca_driver::wait_eq(uint64_t timeout_ns) {
     uint32_t mask = (1u << opts_.eq_log_size) - 1;
-    return bus_.wait_write(eq_pa_ + uint64_t(eq_consumer_ & mask) * sizeof(hw::eqe), sizeof(hw::eqe), timeout_ns);
+    return bus_.wait_write(eq_pa_ + uint64_t(eq_consumer_ & mask) * sizeof(hw::eqe), sizeof(hw::eqe),
+                           timeout_ns);
 }
 
-uint32_t hca_driver::pending_cq_events(uint32_t cqn) const { return cqn < cq_events_.size() ? cq_events_[cqn] : 0; }
+uint32_t hca_driver::pending_cq_events(uint32_t cqn) const {
+    return cqn < cq_events_.size() ? cq_events_[cqn] : 0;
+}
 
 bool hca_driver::take_cq_event(uint32_t cqn) {
     if (cqn >= cq_events_.size() || cq_events_[cqn] == 0) return false;

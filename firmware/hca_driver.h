@@ -26,14 +26,14 @@ constexpr hw::cmd_status CMD_FATAL = hw::cmd_status(0xFF);
 
 /// Driver load-time options.
 struct driver_options {
-    uint8_t log_num_qps = 10;        ///< log2 QPC entries (clamped to caps.max_qp)
-    uint8_t log_num_cqs = 10;        ///< log2 CQC entries (clamped to caps.max_cq)
-    uint8_t log_num_mpts = 12;       ///< log2 MPT entries (clamped to caps.max_mr)
-    uint8_t log_num_mtts = 16;       ///< log2 MTT entries (clamped to caps.max_mtt)
-    uint8_t log_num_srqs = 8;        ///< log2 SRQC entries (clamped to caps.max_srq; CAP_SRQ only)
-    uint8_t eq_log_size = 8;         ///< log2 EQEs in the event queue
+    uint8_t log_num_qps = 10;              ///< log2 QPC entries (clamped to caps.max_qp)
+    uint8_t log_num_cqs = 10;              ///< log2 CQC entries (clamped to caps.max_cq)
+    uint8_t log_num_mpts = 12;             ///< log2 MPT entries (clamped to caps.max_mr)
+    uint8_t log_num_mtts = 16;             ///< log2 MTT entries (clamped to caps.max_mtt)
+    uint8_t log_num_srqs = 8;              ///< log2 SRQC entries (clamped to caps.max_srq; CAP_SRQ only)
+    uint8_t eq_log_size = 8;               ///< log2 EQEs in the event queue
     uint64_t cmd_timeout_ns = 10'000'000;  ///< command timeout, simulated ns (fatal when hit)
-    bool use_inline_window = true;   ///< single small WQEs go through UAR_INLINE_WQE
+    bool use_inline_window = true;         ///< single small WQEs go through UAR_INLINE_WQE
     /// Reregister MR keeps the region's L_Key and R_Key instead of giving it fresh ones (the key
     /// byte is the CI's to choose, o10-37.2.2 / o10-37.2.4): what libibverbs applications
     /// expect of ibv_rereg_mr, so `hcasim serve` sets it.
@@ -158,7 +158,9 @@ public:
     uint32_t free_mpts() const { return mpt_.available(); }
     /// Memory windows (counted against caps.max_mw; they also take an MPT index).
     bool reserve_mw();
-    void release_mw() { if (mws_) --mws_; }
+    void release_mw() {
+        if (mws_) --mws_;
+    }
     uint32_t mws() const { return mws_; }
     /// MTT run of n entries, with one user.
     bool alloc_mtt(uint64_t n, uint64_t* first) { return mtt_.alloc(n, first); }
@@ -172,7 +174,9 @@ public:
     uint32_t mtt_users(uint64_t first) const;
 
     /// BAR0 offset of a UAR page and of one register inside it.
-    static constexpr uint64_t uar_offset(uint32_t uar) { return hw::UAR_BASE + uint64_t(uar) * hw::UAR_STRIDE; }
+    static constexpr uint64_t uar_offset(uint32_t uar) {
+        return hw::UAR_BASE + uint64_t(uar) * hw::UAR_STRIDE;
+    }
     static constexpr uint64_t uar_offset(uint32_t uar, hw::uar_reg r) { return uar_offset(uar) + r; }
 
     /// Consumes every EQE present, in order: completion events are counted per CQ; each

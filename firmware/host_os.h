@@ -35,10 +35,10 @@ private:
     void zero(uint64_t pa, size_t bytes);
     host_bus& bus_;
     uint64_t base_;
-    std::vector<bool> used_;               ///< one flag per page
-    size_t low_free_ = 0;                  ///< no page below this index is free
-    size_t top_free_ = SIZE_MAX;           ///< no page at or above this index is free
-    std::map<uint64_t, size_t> allocs_;    ///< first pa -> pages
+    std::vector<bool> used_;             ///< one flag per page
+    size_t low_free_ = 0;                ///< no page below this index is free
+    size_t top_free_ = SIZE_MAX;         ///< no page at or above this index is free
+    std::map<uint64_t, size_t> allocs_;  ///< first pa -> pages
 };
 
 /// Virtual address space of one simulated process.
@@ -96,7 +96,7 @@ private:
     };
     host_os& os_;
     uint64_t next_va_;
-    std::map<uint64_t, page> pages_;  ///< virtual page number -> backing page
+    std::map<uint64_t, page> pages_;     ///< virtual page number -> backing page
     std::map<uint64_t, uint64_t> runs_;  ///< map_run: first virtual page number -> pages
 };
 

@@ -10,11 +10,11 @@ namespace hcasim::fw {
 
 /// One row of the transition table: a (current, next) pair and its attribute masks per transport.
 struct qp_transition_row {
-    hw::qp_state cur;       ///< state before Modify QP
-    hw::qp_state next;      ///< state requested
-    uint8_t transports;     ///< bit (1 << transport_slot) per transport on which the row is legal
-    uint32_t required[3];   ///< required qp_attr_mask bits (besides QP_ATTR_STATE): RC, UC, UD
-    uint32_t optional[3];   ///< optional qp_attr_mask bits: RC, UC, UD
+    hw::qp_state cur;      ///< state before Modify QP
+    hw::qp_state next;     ///< state requested
+    uint8_t transports;    ///< bit (1 << transport_slot) per transport on which the row is legal
+    uint32_t required[3];  ///< required qp_attr_mask bits (besides QP_ATTR_STATE): RC, UC, UD
+    uint32_t optional[3];  ///< optional qp_attr_mask bits: RC, UC, UD
 };
 
 /// Index of a transport in qp_transition_row arrays (RC 0, UC 1, UD 2; -1 if unsupported).

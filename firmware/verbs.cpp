@@ -94,9 +94,12 @@ bool event_type_of(const hw::eqe& e, ibv_event_type* t) {
     case hw::EQE_SRQ_LIMIT: *t = IBV_EVENT_SRQ_LIMIT_REACHED; return true;
     case hw::EQE_SRQ_ERROR: *t = IBV_EVENT_SRQ_ERR; return true;
     case hw::EQE_PORT_CHANGE:
-        if (e.subtype == hw::EQE_PORT_ACTIVE) *t = IBV_EVENT_PORT_ACTIVE;
-        else if (e.subtype == hw::EQE_PORT_DOWN) *t = IBV_EVENT_PORT_ERR;
-        else return false;
+        if (e.subtype == hw::EQE_PORT_ACTIVE)
+            *t = IBV_EVENT_PORT_ACTIVE;
+        else if (e.subtype == hw::EQE_PORT_DOWN)
+            *t = IBV_EVENT_PORT_ERR;
+        else
+            return false;
         return true;
     default: return false;
     }
@@ -149,7 +152,7 @@ void deliver_events(ibv_context* ctx) {
             continue;
         }
         auto fn = ctx->comp_handlers[size_t(cq->comp_vector)];  // a copy: it may replace itself (o10-54.2.2)
-        fn(cq, cq->cq_context);  // C10-114: names the CQ
+        fn(cq, cq->cq_context);                                 // C10-114: names the CQ
     }
     ctx->delivering = false;
 }
@@ -178,8 +181,9 @@ void drop_events(ibv_context* ctx, const void* object, object_kind kind) {
     };
     for (auto* q : {&ctx->async_events, &ctx->handler_events})
         q->erase(std::remove_if(q->begin(), q->end(), of_object), q->end());
-    if (kind == object_kind::cq) ctx->comp_events.erase(std::remove(ctx->comp_events.begin(), ctx->comp_events.end(), object),
-                                   ctx->comp_events.end());
+    if (kind == object_kind::cq)
+        ctx->comp_events.erase(std::remove(ctx->comp_events.begin(), ctx->comp_events.end(), object),
+                               ctx->comp_events.end());
 }
 
 void on_device_event(ibv_context* ctx, const hw::eqe& e) {
@@ -197,7 +201,8 @@ void on_cq_event(ibv_cq* cq, const hw::eqe& e) {
         // CQ reads as empty; no completion events are reported any more.
         host_bus& bus = cq->context->driver->bus();
         cq->error = true;
-        cq->error_end = cq->consumer + fw::software_owned_run<hw::cqe>(bus, cq->ring_pa, cq->log_size, cq->consumer);
+        cq->error_end =
+            cq->consumer + fw::software_owned_run<hw::cqe>(bus, cq->ring_pa, cq->log_size, cq->consumer);
     }
     ev.element.cq = cq;
     queue_event(cq->context, ev);
@@ -228,8 +233,7 @@ void on_qp_event(ibv_qp* qp, const hw::eqe& e) {
         qp->attr.sq_draining = 0;
         qp->hw_ctx.sq_draining = 0;
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -288,9 +292,12 @@ bool is_mem_mgmt(ibv_wr_opcode op) {
     return op == IBV_WR_LOCAL_INV || op == IBV_WR_BIND_MW || op == IBV_WR_FAST_REG_MR;
 }
 
-bool is_atomic(ibv_wr_opcode op) { return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD; }
+bool is_atomic(ibv_wr_opcode op) {
+    return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
 bool has_raddr(ibv_wr_opcode op) {
-    return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ || is_atomic(op);
+    return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ ||
+           is_atomic(op);
 }
 
 template <class T>
@@ -339,8 +346,8 @@ int check_mem_mgmt_wr(const ibv_qp* qp, const ibv_send_wr* wr) {
     if (wr->opcode == IBV_WR_BIND_MW) {
         const ibv_mw* mw = wr->bind_mw.mw;
         if (!mw || mw->context != qp->context) return EINVAL;
-        if (mw->type != IBV_MW_TYPE_2) return EINVAL;              // o10-37.2.34: type 1 binds by the verb
-        if (wr->bind_mw.bind_info.length == 0) return EINVAL;      // o10-37.2.40: no zero-length type 2 bind
+        if (mw->type != IBV_MW_TYPE_2) return EINVAL;          // o10-37.2.34: type 1 binds by the verb
+        if (wr->bind_mw.bind_info.length == 0) return EINVAL;  // o10-37.2.40: no zero-length type 2 bind
         return check_bind_shape(qp, wr->bind_mw.bind_info, wr->send_flags & ~unsigned(IBV_SEND_SOLICITED));
     }
     if (wr->opcode == IBV_WR_FAST_REG_MR) {
@@ -376,7 +383,7 @@ int check_send_wr(ibv_qp* qp, const ibv_send_wr* wr, uint64_t* total) {
     if (qp->qp_type == IBV_QPT_UD) {
         const ibv_ah* ah = wr->wr.ud.ah;
         if (!ah) return EINVAL;
-        if (ah->pd != qp->pd) return EINVAL;  // C10-10
+        if (ah->pd != qp->pd) return EINVAL;                                           // C10-10
         if (ah->attr.port_num && ah->attr.port_num != qp->hw_ctx.port) return EINVAL;  // o10-2.1.1
         if (wr->wr.ud.remote_qpn > 0xFFFFFFu) return EINVAL;
     }
@@ -403,8 +410,8 @@ uint32_t finish_wqe(uint8_t* buf, uint32_t off) {
 }
 
 /// Bind WQE (verb or WR) into buf; returns its size.
-uint32_t build_bind_wqe(const ibv_qp* qp, uint64_t wr_id, unsigned send_flags, uint32_t mw_key, uint32_t new_key,
-                        const ibv_mw_bind_info& b, uint32_t bind_flags, uint8_t* buf) {
+uint32_t build_bind_wqe(const ibv_qp* qp, uint64_t wr_id, unsigned send_flags, uint32_t mw_key,
+                        uint32_t new_key, const ibv_mw_bind_info& b, uint32_t bind_flags, uint8_t* buf) {
     uint32_t off = 0;
     put(buf, &off, make_ctrl(qp, hw::WQE_OP_BIND_MW, send_flags, wr_id));
     hw::wqe_bind_seg s{};
@@ -526,7 +533,8 @@ uint32_t build_send_wqe(ibv_qp* qp, const ibv_send_wr* wr, uint64_t total, uint8
 /// Writes a built WQE into the next send slot.
 void put_send_wqe(ibv_qp* qp, const uint8_t* buf, uint32_t bytes) {
     host_bus& bus = qp->context->driver->bus();
-    uint64_t slot = qp->sq.pa + (uint64_t(qp->sq.producer & ((1u << qp->sq.log_size) - 1)) << qp->sq.log_stride);
+    uint64_t slot =
+        qp->sq.pa + (uint64_t(qp->sq.producer & ((1u << qp->sq.log_size) - 1)) << qp->sq.log_stride);
     // The HCA reads the slot only after the doorbell: the store need not wait for the costs
     // charged so far, which the doorbell's MMIO write waits for in one go.
     bus.mem_write_early(slot, buf, bytes);
@@ -586,7 +594,7 @@ int check_ah_attr(ibv_context* ctx, const ibv_ah_attr& a) {
 }  // namespace
 
 uint32_t send_wqe_max_bytes(ibv_qp_type t, uint32_t max_send_sge, uint32_t max_inline) {
-    uint32_t addr = t == IBV_QPT_UD ? sizeof(hw::wqe_ud_seg)
+    uint32_t addr = t == IBV_QPT_UD   ? sizeof(hw::wqe_ud_seg)
                     : t == IBV_QPT_RC ? sizeof(hw::wqe_raddr_seg) + sizeof(hw::wqe_atomic_seg)
                                       : sizeof(hw::wqe_raddr_seg);
     uint32_t data = std::max<uint32_t>(max_send_sge * sizeof(hw::wqe_data_seg),
@@ -594,8 +602,8 @@ uint32_t send_wqe_max_bytes(ibv_qp_type t, uint32_t max_send_sge, uint32_t max_i
     uint32_t bytes = sizeof(hw::wqe_ctrl_seg) + addr + data;
     // Connected QPs also carry memory management WQEs (bind 32 B, fast register 48 B segment).
     if (t != IBV_QPT_UD)
-        bytes = std::max<uint32_t>(bytes, sizeof(hw::wqe_ctrl_seg) +
-                                              std::max(sizeof(hw::wqe_bind_seg), sizeof(hw::wqe_fast_reg_seg)));
+        bytes = std::max<uint32_t>(bytes, sizeof(hw::wqe_ctrl_seg) + std::max(sizeof(hw::wqe_bind_seg),
+                                                                              sizeof(hw::wqe_fast_reg_seg)));
     return bytes;
 }
 
@@ -617,7 +625,8 @@ ibv_context* ibv_open_device(fw::hca_driver& drv, fw::address_space& as) {
     ctx->num_comp_vectors = int(std::max<uint32_t>(drv.caps().num_comp_vectors, 1));
     ctx->comp_handlers.resize(size_t(ctx->num_comp_vectors));
     // Unaffiliated events (port, device) reach every open context.
-    drv.add_event_client(ctx, {[ctx](const hw::eqe& e) { on_device_event(ctx, e); }, [ctx] { deliver_events(ctx); }});
+    drv.add_event_client(
+        ctx, {[ctx](const hw::eqe& e) { on_device_event(ctx, e); }, [ctx] { deliver_events(ctx); }});
     return ctx;
 }
 
@@ -887,7 +896,8 @@ int check_phys_attr(const hw::hca_caps& caps, const ibv_phys_mr_attr& a) {
         // o10-37.2.9: equal blocks of any size and alignment.
         if (!(caps.flags & hw::CAP_BLOCK_LIST) || a.size == 0 || a.size > UINT32_MAX) return EINVAL;
     } else {
-        if (a.size < fw::PAGE_BYTES || (a.size & (a.size - 1)) || !(caps.page_size_cap & a.size)) return EINVAL;
+        if (a.size < fw::PAGE_BYTES || (a.size & (a.size - 1)) || !(caps.page_size_cap & a.size))
+            return EINVAL;
         for (uint32_t i = 0; i < a.count; ++i)
             if (a.list[i] & (a.size - 1)) return EINVAL;  // C10-53.2.1
     }
@@ -1072,7 +1082,8 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, uint64_t addr, size_t length
     keep_hca_fields(&m, held);
     m.flags = uint8_t(m.flags | (held.flags & hw::MPT_SHARE_SRC));
     // CI-owned (o10-37.2.2): fresh, or the region's own with driver_options::rereg_keeps_keys.
-    m.key = drv.options().rereg_keeps_keys ? mr->lkey : hw::make_key(mr->handle, drv.next_key_byte(mr->handle));
+    m.key =
+        drv.options().rereg_keeps_keys ? mr->lkey : hw::make_key(mr->handle, drv.next_key_byte(mr->handle));
     m.pd = new_pd->handle;
     m.access = uint32_t(new_access);
     m.state = hw::MPT_STATE_VALID;
@@ -1372,7 +1383,8 @@ int ibv_destroy_comp_channel(ibv_comp_channel* ch) {
     return 0;
 }
 
-ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
+ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* channel,
+                      int comp_vector) {
     if (!ctx) return fail<ibv_cq>(EINVAL);
     hca_driver& drv = *ctx->driver;
     verb_cost(ctx);
@@ -1381,7 +1393,8 @@ ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
     if (channel && channel->context != ctx) return fail<ibv_cq>(EINVAL);
     uint8_t log = log2_ceil(uint64_t(cqe) + 1);
     uint64_t ring;
-    if (!drv.os().alloc_contiguous(sizeof(hw::cqe) << log, fw::PAGE_BYTES, &ring)) return fail<ibv_cq>(ENOMEM);
+    if (!drv.os().alloc_contiguous(sizeof(hw::cqe) << log, fw::PAGE_BYTES, &ring))
+        return fail<ibv_cq>(ENOMEM);
     uint32_t cqn;
     if (!drv.alloc_cqn(&cqn)) {
         drv.os().free(ring);
@@ -1412,7 +1425,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
     if (!cq) return EINVAL;
     ibv_context* ctx = cq->context;
     verb_cost(ctx);
-    if (cq->refs) return EBUSY;  // C10-18
+    if (cq->refs) return EBUSY;     // C10-18
     if (cq->polling) return EBUSY;  // from an async event handler running inside ibv_poll_cq(cq)
     hw::cmd_status st = ctx->driver->exec(hw::CMD_DESTROY_CQ, cq->handle, 0, nullptr, 0);
     if (st != hw::CMD_OK) return fw::cmd_errno(st);
@@ -1498,7 +1511,8 @@ int ibv_resize_cq(ibv_cq* cq, int cqe) {
     if (cq->error) return EIO;  // 10.8.5.2: resizing a CQ in error is an immediate error
     if (cqe < 1 || uint32_t(cqe) > drv.caps().max_cqe) return EINVAL;
     // Completions in the ring not polled yet must fit the new capacity (libibverbs: EINVAL).
-    const uint64_t outstanding = fw::software_owned_run<hw::cqe>(bus, cq->ring_pa, cq->log_size, cq->consumer);
+    const uint64_t outstanding =
+        fw::software_owned_run<hw::cqe>(bus, cq->ring_pa, cq->log_size, cq->consumer);
     if (uint64_t(cqe) < outstanding) return EINVAL;
     const uint8_t log = log2_ceil(uint64_t(cqe) + 1);
     if (log == cq->log_size) return 0;  // the same ring
@@ -1548,7 +1562,8 @@ int ibv_query_cq(ibv_cq* cq, int* cqe) {
     return 0;
 }
 
-int ibv_set_comp_event_handler(ibv_context* ctx, int comp_vector, std::function<void(ibv_cq*, void*)> handler) {
+int ibv_set_comp_event_handler(ibv_context* ctx, int comp_vector,
+                               std::function<void(ibv_cq*, void*)> handler) {
     if (!ctx) return EINVAL;
     verb_cost(ctx);
     if (comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) return EINVAL;
@@ -1556,7 +1571,7 @@ int ibv_set_comp_event_handler(ibv_context* ctx, int comp_vector, std::function<
     ctx->driver->process_eq();
     auto& slot = ctx->comp_handlers[size_t(comp_vector)];
     slot = std::move(handler);  // o10-54.2.2 / C10-110.2.1: replaces; empty clears
-    if (!slot) {  // events taken for the cleared handler and not passed on: pending again
+    if (!slot) {                // events taken for the cleared handler and not passed on: pending again
         auto& q = ctx->comp_events;
         for (auto it = q.begin(); it != q.end();) {
             if ((*it)->comp_vector != comp_vector) {
@@ -1615,8 +1630,7 @@ int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context, uint6
         drv.process_eq();
         for (ibv_cq* c : ch->cqs) {
             if (c->error) {  // 10.10.3: a CQ in error reports no completion events
-                while (drv.take_cq_event(c->handle)) {
-                }
+                while (drv.take_cq_event(c->handle)) {}
                 continue;
             }
             if (drv.take_cq_event(c->handle)) {
@@ -1811,7 +1825,8 @@ int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
     if (!srq || !attr) return EINVAL;
     verb_cost(srq->context);
     hw::srq_context c{};
-    hw::cmd_status st = srq->context->driver->exec(hw::CMD_QUERY_SRQ, srq->handle, 0, nullptr, 0, &c, sizeof c);
+    hw::cmd_status st =
+        srq->context->driver->exec(hw::CMD_QUERY_SRQ, srq->handle, 0, nullptr, 0, &c, sizeof c);
     if (st == hw::CMD_BAD_STATE) return EINVAL;  // 10.2.9.5: an SRQ in error
     if (st != hw::CMD_OK) return fw::cmd_errno(st);
     attr->max_wr = c.max_wr;
@@ -1852,8 +1867,10 @@ int ibv_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     ibv_wq_ring& r = srq->ring;
     for (; wr; wr = wr->next) {
         // o10-51.2.1: accepted in any state; beyond the capacity an immediate error.
-        if (r.producer - r.completed >= r.max_wr) err = ENOMEM;
-        else if (wr->num_sge < 0 || uint32_t(wr->num_sge) > r.max_sge || (wr->num_sge && !wr->sg_list)) err = EINVAL;
+        if (r.producer - r.completed >= r.max_wr)
+            err = ENOMEM;
+        else if (wr->num_sge < 0 || uint32_t(wr->num_sge) > r.max_sge || (wr->num_sge && !wr->sg_list))
+            err = EINVAL;
         if (err) {
             if (bad_wr) *bad_wr = wr;
             break;
@@ -1886,15 +1903,19 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     const ibv_qp_type hw_type = special ? IBV_QPT_UD : ia->qp_type;
     if (!transport_supported(caps, hw_type)) return fail<ibv_qp>(EINVAL);
     // IBA 10.6.4.3.2: fast register and the reserved L_Key are enabled when the QP is created.
-    if (ia->create_flags & ~uint32_t(IBV_QP_CREATE_FAST_REG | IBV_QP_CREATE_RESERVED_LKEY)) return fail<ibv_qp>(EINVAL);
-    if ((ia->create_flags & IBV_QP_CREATE_FAST_REG) && !(caps.flags & hw::CAP_SEND_INV)) return fail<ibv_qp>(EINVAL);
+    if (ia->create_flags & ~uint32_t(IBV_QP_CREATE_FAST_REG | IBV_QP_CREATE_RESERVED_LKEY))
+        return fail<ibv_qp>(EINVAL);
+    if ((ia->create_flags & IBV_QP_CREATE_FAST_REG) && !(caps.flags & hw::CAP_SEND_INV))
+        return fail<ibv_qp>(EINVAL);
     if ((ia->create_flags & IBV_QP_CREATE_RESERVED_LKEY) && !(caps.flags & hw::CAP_RESERVED_LKEY))
         return fail<ibv_qp>(EINVAL);
     ibv_qp_cap& cap = ia->cap;
-    uint32_t max_inline = (caps.flags & hw::CAP_INLINE) ? std::min<uint32_t>(caps.max_inline, hw::INLINE_LEN_MASK) : 0;
+    uint32_t max_inline =
+        (caps.flags & hw::CAP_INLINE) ? std::min<uint32_t>(caps.max_inline, hw::INLINE_LEN_MASK) : 0;
     if (ia->srq) cap.max_recv_wr = cap.max_recv_sge = 0;  // the SRQ's capacities apply
-    if (cap.max_send_wr > caps.max_qp_wr || cap.max_recv_wr > caps.max_qp_wr || cap.max_send_sge > caps.max_sge ||
-        cap.max_recv_sge > caps.max_sge || cap.max_inline_data > max_inline)
+    if (cap.max_send_wr > caps.max_qp_wr || cap.max_recv_wr > caps.max_qp_wr ||
+        cap.max_send_sge > caps.max_sge || cap.max_recv_sge > caps.max_sge ||
+        cap.max_inline_data > max_inline)
         return fail<ibv_qp>(EINVAL);
     uint32_t wqe_max = send_wqe_max_bytes(hw_type, cap.max_send_sge, cap.max_inline_data);
     if (wqe_max > MAX_WQE_BYTES) return fail<ibv_qp>(EINVAL);
@@ -1906,7 +1927,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     qp->send_cq = ia->send_cq;
     qp->recv_cq = ia->recv_cq;
     qp->state = IBV_QPS_RESET;  // C10-20
-    qp->qp_type = hw_type;  // QP0/QP1 are told apart by their QPN
+    qp->qp_type = hw_type;      // QP0/QP1 are told apart by their QPN
     qp->sq_sig_all = ia->sq_sig_all;
     qp->create_flags = ia->create_flags;
     qp->srq = ia->srq;
@@ -1916,16 +1937,18 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     qp->sq.max_wr = cap.max_send_wr ? 1u << qp->sq.log_size : 0;
     qp->sq.max_sge = cap.max_send_sge;
     qp->rq.log_size = log2_ceil(std::max<uint32_t>(cap.max_recv_wr, 1));
-    qp->rq.log_stride =
-        log2_ceil(std::max<uint32_t>(sizeof(hw::wqe_recv_header) + cap.max_recv_sge * sizeof(hw::wqe_data_seg), 16));
+    qp->rq.log_stride = log2_ceil(
+        std::max<uint32_t>(sizeof(hw::wqe_recv_header) + cap.max_recv_sge * sizeof(hw::wqe_data_seg), 16));
     qp->rq.max_wr = cap.max_recv_wr ? 1u << qp->rq.log_size : 0;
     qp->rq.max_sge = cap.max_recv_sge;
     bool claimed = false;
     auto undo = [&](int e) {
         if (qp->sq.pa) drv.os().free(qp->sq.pa);
         if (qp->rq.pa) drv.os().free(qp->rq.pa);
-        if (special && claimed) drv.release_special_qpn(qp->qp_num);
-        else if (qp->qp_num) drv.free_qpn(qp->qp_num);
+        if (special && claimed)
+            drv.release_special_qpn(qp->qp_num);
+        else if (qp->qp_num)
+            drv.free_qpn(qp->qp_num);
         delete qp;
         return fail<ibv_qp>(e);
     };
@@ -1934,8 +1957,10 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
         qp->qp_num = uint32_t(ia->qp_type);
         if (!(claimed = drv.claim_special_qpn(qp->qp_num))) return undo(EBUSY);
     }
-    if (!drv.os().alloc_contiguous(size_t(1) << (qp->sq.log_size + qp->sq.log_stride), fw::PAGE_BYTES, &qp->sq.pa) ||
-        !drv.os().alloc_contiguous(size_t(1) << (qp->rq.log_size + qp->rq.log_stride), fw::PAGE_BYTES, &qp->rq.pa) ||
+    if (!drv.os().alloc_contiguous(size_t(1) << (qp->sq.log_size + qp->sq.log_stride), fw::PAGE_BYTES,
+                                   &qp->sq.pa) ||
+        !drv.os().alloc_contiguous(size_t(1) << (qp->rq.log_size + qp->rq.log_stride), fw::PAGE_BYTES,
+                                   &qp->rq.pa) ||
         (!special && !drv.alloc_qpn(&qp->qp_num)))
         return undo(ENOMEM);
     qp->hw_ctx = initial_context(qp);
@@ -1974,7 +1999,8 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     // sq_draining, read back by QUERY_QP); SQD -> RTS and -> Error are allowed while draining.
     if (cur == IBV_QPS_SQD && next == IBV_QPS_SQD && (mask & ~uint32_t(IBV_QP_STATE | IBV_QP_CUR_STATE))) {
         hw::qp_context q{};
-        if (drv.exec(hw::CMD_QUERY_QP, qp->qp_num, 0, nullptr, 0, &q, sizeof q) == hw::CMD_OK && q.sq_draining)
+        if (drv.exec(hw::CMD_QUERY_QP, qp->qp_num, 0, nullptr, 0, &q, sizeof q) == hw::CMD_OK &&
+            q.sq_draining)
             return EBUSY;
     }
 
@@ -2035,7 +2061,8 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
         if (mask & IBV_QP_TIMEOUT) c.timeout = attr->timeout;
         if (mask & IBV_QP_RETRY_CNT) c.retry_cnt = attr->retry_cnt;
         if (mask & IBV_QP_RNR_RETRY) c.rnr_retry = attr->rnr_retry;
-        c.sq_draining = (next == IBV_QPS_SQD && cur != IBV_QPS_SQD) ? 1 : (next == IBV_QPS_SQD ? c.sq_draining : 0);
+        c.sq_draining =
+            (next == IBV_QPS_SQD && cur != IBV_QPS_SQD) ? 1 : (next == IBV_QPS_SQD ? c.sq_draining : 0);
         if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) c.sqd_notify = attr->en_sqd_async_notify ? 1 : 0;
     }
     c.state = uint8_t(next);
@@ -2124,9 +2151,13 @@ int mcast_cmd(ibv_qp* qp, const ibv_gid* gid, uint16_t lid, uint16_t opcode) {
 }
 }  // namespace
 
-int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) { return mcast_cmd(qp, gid, lid, hw::CMD_ATTACH_MCAST); }
+int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+    return mcast_cmd(qp, gid, lid, hw::CMD_ATTACH_MCAST);
+}
 
-int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) { return mcast_cmd(qp, gid, lid, hw::CMD_DETACH_MCAST); }
+int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+    return mcast_cmd(qp, gid, lid, hw::CMD_DETACH_MCAST);
+}
 
 int ibv_destroy_qp(ibv_qp* qp) {
     if (!qp) return EINVAL;
@@ -2203,8 +2234,10 @@ int ibv_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     for (; wr; wr = wr->next) {
         // C10-22, C10-97.2.1: receive posts are refused only in Reset; o10-51.2.2: never on a
         // QP attached to an SRQ.
-        if (qp->srq || qp->state == IBV_QPS_RESET) err = EINVAL;
-        else if (qp->rq.producer - qp->rq.completed >= qp->rq.max_wr) err = ENOMEM;
+        if (qp->srq || qp->state == IBV_QPS_RESET)
+            err = EINVAL;
+        else if (qp->rq.producer - qp->rq.completed >= qp->rq.max_wr)
+            err = ENOMEM;
         else if (wr->num_sge < 0 || uint32_t(wr->num_sge) > qp->rq.max_sge || (wr->num_sge && !wr->sg_list))
             err = EINVAL;
         if (err) {

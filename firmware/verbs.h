@@ -21,56 +21,123 @@ namespace hcasim::verbs {
 /// QP1, for privileged consumers only (C10-13); UD in hardware, fixed QPNs 0 and 1.
 enum ibv_qp_type { IBV_QPT_SMI = 0, IBV_QPT_GSI = 1, IBV_QPT_RC = 2, IBV_QPT_UC = 3, IBV_QPT_UD = 4 };
 enum ibv_qp_state {
-    IBV_QPS_RESET = 0, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_SQD, IBV_QPS_SQE, IBV_QPS_ERR,
+    IBV_QPS_RESET = 0,
+    IBV_QPS_INIT,
+    IBV_QPS_RTR,
+    IBV_QPS_RTS,
+    IBV_QPS_SQD,
+    IBV_QPS_SQE,
+    IBV_QPS_ERR,
     IBV_QPS_UNKNOWN
 };
 enum ibv_mtu { IBV_MTU_256 = 1, IBV_MTU_512 = 2, IBV_MTU_1024 = 3, IBV_MTU_2048 = 4, IBV_MTU_4096 = 5 };
 enum ibv_mig_state { IBV_MIG_MIGRATED = 0, IBV_MIG_REARM, IBV_MIG_ARMED };
 enum ibv_access_flags {
-    IBV_ACCESS_LOCAL_WRITE = 1, IBV_ACCESS_REMOTE_WRITE = 2, IBV_ACCESS_REMOTE_READ = 4,
-    IBV_ACCESS_REMOTE_ATOMIC = 8, IBV_ACCESS_MW_BIND = 16,
+    IBV_ACCESS_LOCAL_WRITE = 1,
+    IBV_ACCESS_REMOTE_WRITE = 2,
+    IBV_ACCESS_REMOTE_READ = 4,
+    IBV_ACCESS_REMOTE_ATOMIC = 8,
+    IBV_ACCESS_MW_BIND = 16,
     IBV_ACCESS_ZERO_BASED = 32  ///< the region / window is addressed from 0 (ZBVA; needs the HCA's support)
 };
 enum ibv_qp_attr_mask {
-    IBV_QP_STATE = 1 << 0, IBV_QP_CUR_STATE = 1 << 1, IBV_QP_EN_SQD_ASYNC_NOTIFY = 1 << 2,
-    IBV_QP_ACCESS_FLAGS = 1 << 3, IBV_QP_PKEY_INDEX = 1 << 4, IBV_QP_PORT = 1 << 5, IBV_QP_QKEY = 1 << 6,
-    IBV_QP_AV = 1 << 7, IBV_QP_PATH_MTU = 1 << 8, IBV_QP_TIMEOUT = 1 << 9, IBV_QP_RETRY_CNT = 1 << 10,
-    IBV_QP_RNR_RETRY = 1 << 11, IBV_QP_RQ_PSN = 1 << 12, IBV_QP_MAX_QP_RD_ATOMIC = 1 << 13,
-    IBV_QP_ALT_PATH = 1 << 14, IBV_QP_MIN_RNR_TIMER = 1 << 15, IBV_QP_SQ_PSN = 1 << 16,
-    IBV_QP_MAX_DEST_RD_ATOMIC = 1 << 17, IBV_QP_PATH_MIG_STATE = 1 << 18, IBV_QP_CAP = 1 << 19,
+    IBV_QP_STATE = 1 << 0,
+    IBV_QP_CUR_STATE = 1 << 1,
+    IBV_QP_EN_SQD_ASYNC_NOTIFY = 1 << 2,
+    IBV_QP_ACCESS_FLAGS = 1 << 3,
+    IBV_QP_PKEY_INDEX = 1 << 4,
+    IBV_QP_PORT = 1 << 5,
+    IBV_QP_QKEY = 1 << 6,
+    IBV_QP_AV = 1 << 7,
+    IBV_QP_PATH_MTU = 1 << 8,
+    IBV_QP_TIMEOUT = 1 << 9,
+    IBV_QP_RETRY_CNT = 1 << 10,
+    IBV_QP_RNR_RETRY = 1 << 11,
+    IBV_QP_RQ_PSN = 1 << 12,
+    IBV_QP_MAX_QP_RD_ATOMIC = 1 << 13,
+    IBV_QP_ALT_PATH = 1 << 14,
+    IBV_QP_MIN_RNR_TIMER = 1 << 15,
+    IBV_QP_SQ_PSN = 1 << 16,
+    IBV_QP_MAX_DEST_RD_ATOMIC = 1 << 17,
+    IBV_QP_PATH_MIG_STATE = 1 << 18,
+    IBV_QP_CAP = 1 << 19,
     IBV_QP_DEST_QPN = 1 << 20
 };
 enum ibv_wr_opcode : int {  // fixed type: any value a caller passes is representable (and refused if unknown)
-    IBV_WR_RDMA_WRITE = 0, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_READ,
-    IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_LOCAL_INV, IBV_WR_BIND_MW,
+    IBV_WR_RDMA_WRITE = 0,
+    IBV_WR_RDMA_WRITE_WITH_IMM,
+    IBV_WR_SEND,
+    IBV_WR_SEND_WITH_IMM,
+    IBV_WR_RDMA_READ,
+    IBV_WR_ATOMIC_CMP_AND_SWP,
+    IBV_WR_ATOMIC_FETCH_AND_ADD,
+    IBV_WR_LOCAL_INV,
+    IBV_WR_BIND_MW,
     IBV_WR_SEND_WITH_INV,
     IBV_WR_FAST_REG_MR = 0x20  ///< hcasim: Fast Register Physical MR (wr.fast_reg)
 };
-enum ibv_send_flags { IBV_SEND_FENCE = 1, IBV_SEND_SIGNALED = 2, IBV_SEND_SOLICITED = 4, IBV_SEND_INLINE = 8 };
+enum ibv_send_flags {
+    IBV_SEND_FENCE = 1,
+    IBV_SEND_SIGNALED = 2,
+    IBV_SEND_SOLICITED = 4,
+    IBV_SEND_INLINE = 8
+};
 enum ibv_wc_status {
-    IBV_WC_SUCCESS = 0, IBV_WC_LOC_LEN_ERR, IBV_WC_LOC_QP_OP_ERR, IBV_WC_LOC_EEC_OP_ERR, IBV_WC_LOC_PROT_ERR,
-    IBV_WC_WR_FLUSH_ERR, IBV_WC_MW_BIND_ERR, IBV_WC_BAD_RESP_ERR, IBV_WC_LOC_ACCESS_ERR,
-    IBV_WC_REM_INV_REQ_ERR, IBV_WC_REM_ACCESS_ERR, IBV_WC_REM_OP_ERR, IBV_WC_RETRY_EXC_ERR,
-    IBV_WC_RNR_RETRY_EXC_ERR, IBV_WC_LOC_RDD_VIOL_ERR, IBV_WC_REM_INV_RD_REQ_ERR, IBV_WC_REM_ABORT_ERR,
-    IBV_WC_INV_EECN_ERR, IBV_WC_INV_EEC_STATE_ERR, IBV_WC_FATAL_ERR, IBV_WC_RESP_TIMEOUT_ERR,
+    IBV_WC_SUCCESS = 0,
+    IBV_WC_LOC_LEN_ERR,
+    IBV_WC_LOC_QP_OP_ERR,
+    IBV_WC_LOC_EEC_OP_ERR,
+    IBV_WC_LOC_PROT_ERR,
+    IBV_WC_WR_FLUSH_ERR,
+    IBV_WC_MW_BIND_ERR,
+    IBV_WC_BAD_RESP_ERR,
+    IBV_WC_LOC_ACCESS_ERR,
+    IBV_WC_REM_INV_REQ_ERR,
+    IBV_WC_REM_ACCESS_ERR,
+    IBV_WC_REM_OP_ERR,
+    IBV_WC_RETRY_EXC_ERR,
+    IBV_WC_RNR_RETRY_EXC_ERR,
+    IBV_WC_LOC_RDD_VIOL_ERR,
+    IBV_WC_REM_INV_RD_REQ_ERR,
+    IBV_WC_REM_ABORT_ERR,
+    IBV_WC_INV_EECN_ERR,
+    IBV_WC_INV_EEC_STATE_ERR,
+    IBV_WC_FATAL_ERR,
+    IBV_WC_RESP_TIMEOUT_ERR,
     IBV_WC_GENERAL_ERR
 };
 enum ibv_wc_opcode {
-    IBV_WC_SEND = 0, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ, IBV_WC_COMP_SWAP, IBV_WC_FETCH_ADD, IBV_WC_BIND_MW,
-    IBV_WC_LOCAL_INV, IBV_WC_FAST_REG_MR = 32 /* hcasim */, IBV_WC_RECV = 128, IBV_WC_RECV_RDMA_WITH_IMM = 129
+    IBV_WC_SEND = 0,
+    IBV_WC_RDMA_WRITE,
+    IBV_WC_RDMA_READ,
+    IBV_WC_COMP_SWAP,
+    IBV_WC_FETCH_ADD,
+    IBV_WC_BIND_MW,
+    IBV_WC_LOCAL_INV,
+    IBV_WC_FAST_REG_MR = 32 /* hcasim */,
+    IBV_WC_RECV = 128,
+    IBV_WC_RECV_RDMA_WITH_IMM = 129
 };
 enum ibv_wc_flags { IBV_WC_GRH = 1, IBV_WC_WITH_IMM = 2, IBV_WC_WITH_INV = 8 };
 enum ibv_device_cap_flags {
-    IBV_DEVICE_RC_RNR_NAK_GEN = 1 << 8, IBV_DEVICE_SRQ_RESIZE = 1 << 13, IBV_DEVICE_N_NOTIFY_CQ = 1 << 14,
-    IBV_DEVICE_AUTO_PATH_MIG = 1 << 4, IBV_DEVICE_RESIZE_MAX_WR = 1 << 1, IBV_DEVICE_MEM_WINDOW = 1 << 17,
-    IBV_DEVICE_UD_AV_PORT_ENFORCE = 1 << 6, IBV_DEVICE_MEM_MGT_EXTENSIONS = 1 << 21,
-    IBV_DEVICE_MEM_WINDOW_TYPE_2A = 1 << 23, IBV_DEVICE_MEM_WINDOW_TYPE_2B = 1 << 24
+    IBV_DEVICE_RC_RNR_NAK_GEN = 1 << 8,
+    IBV_DEVICE_SRQ_RESIZE = 1 << 13,
+    IBV_DEVICE_N_NOTIFY_CQ = 1 << 14,
+    IBV_DEVICE_AUTO_PATH_MIG = 1 << 4,
+    IBV_DEVICE_RESIZE_MAX_WR = 1 << 1,
+    IBV_DEVICE_MEM_WINDOW = 1 << 17,
+    IBV_DEVICE_UD_AV_PORT_ENFORCE = 1 << 6,
+    IBV_DEVICE_MEM_MGT_EXTENSIONS = 1 << 21,
+    IBV_DEVICE_MEM_WINDOW_TYPE_2A = 1 << 23,
+    IBV_DEVICE_MEM_WINDOW_TYPE_2B = 1 << 24
 };
 /// Memory window types (libibverbs numbering).
 enum ibv_mw_type { IBV_MW_TYPE_1 = 1, IBV_MW_TYPE_2 = 2 };
 /// ibv_rereg_mr flags (libibverbs values).
 enum ibv_rereg_mr_flags {
-    IBV_REREG_MR_CHANGE_TRANSLATION = 1, IBV_REREG_MR_CHANGE_PD = 2, IBV_REREG_MR_CHANGE_ACCESS = 4
+    IBV_REREG_MR_CHANGE_TRANSLATION = 1,
+    IBV_REREG_MR_CHANGE_PD = 2,
+    IBV_REREG_MR_CHANGE_ACCESS = 4
 };
 /// hcasim: ibv_qp_init_attr::create_flags (IBA 10.6.4.3.2: fixed when the QP is created).
 enum ibv_qp_create_flags {
@@ -81,16 +148,36 @@ enum ibv_qp_create_flags {
 enum ibv_mr_state { IBV_MR_STATE_INVALID = 0, IBV_MR_STATE_FREE = 1, IBV_MR_STATE_VALID = 2 };
 enum ibv_atomic_cap { IBV_ATOMIC_NONE = 0, IBV_ATOMIC_HCA, IBV_ATOMIC_GLOB };
 enum ibv_port_state {
-    IBV_PORT_NOP = 0, IBV_PORT_DOWN, IBV_PORT_INIT, IBV_PORT_ARMED, IBV_PORT_ACTIVE, IBV_PORT_ACTIVE_DEFER
+    IBV_PORT_NOP = 0,
+    IBV_PORT_DOWN,
+    IBV_PORT_INIT,
+    IBV_PORT_ARMED,
+    IBV_PORT_ACTIVE,
+    IBV_PORT_ACTIVE_DEFER
 };
 /// Asynchronous event types (libibverbs numbering). QP events: CQ_ERR is CQ-affiliated,
 /// SRQ_ERR and SRQ_LIMIT_REACHED are SRQ-affiliated, the port events and DEVICE_FATAL are
 /// unaffiliated.
 enum ibv_event_type {
-    IBV_EVENT_CQ_ERR = 0, IBV_EVENT_QP_FATAL, IBV_EVENT_QP_REQ_ERR, IBV_EVENT_QP_ACCESS_ERR, IBV_EVENT_COMM_EST,
-    IBV_EVENT_SQ_DRAINED, IBV_EVENT_PATH_MIG, IBV_EVENT_PATH_MIG_ERR, IBV_EVENT_DEVICE_FATAL, IBV_EVENT_PORT_ACTIVE,
-    IBV_EVENT_PORT_ERR, IBV_EVENT_LID_CHANGE, IBV_EVENT_PKEY_CHANGE, IBV_EVENT_SM_CHANGE, IBV_EVENT_SRQ_ERR,
-    IBV_EVENT_SRQ_LIMIT_REACHED, IBV_EVENT_QP_LAST_WQE_REACHED, IBV_EVENT_CLIENT_REREGISTER, IBV_EVENT_GID_CHANGE
+    IBV_EVENT_CQ_ERR = 0,
+    IBV_EVENT_QP_FATAL,
+    IBV_EVENT_QP_REQ_ERR,
+    IBV_EVENT_QP_ACCESS_ERR,
+    IBV_EVENT_COMM_EST,
+    IBV_EVENT_SQ_DRAINED,
+    IBV_EVENT_PATH_MIG,
+    IBV_EVENT_PATH_MIG_ERR,
+    IBV_EVENT_DEVICE_FATAL,
+    IBV_EVENT_PORT_ACTIVE,
+    IBV_EVENT_PORT_ERR,
+    IBV_EVENT_LID_CHANGE,
+    IBV_EVENT_PKEY_CHANGE,
+    IBV_EVENT_SM_CHANGE,
+    IBV_EVENT_SRQ_ERR,
+    IBV_EVENT_SRQ_LIMIT_REACHED,
+    IBV_EVENT_QP_LAST_WQE_REACHED,
+    IBV_EVENT_CLIENT_REREGISTER,
+    IBV_EVENT_GID_CHANGE
 };
 
 /// ibv_query_device output.
@@ -115,7 +202,7 @@ struct ibv_device_attr {
     bool zbva;                            ///< zero-based virtual addresses (IBV_ACCESS_ZERO_BASED)
     bool block_list;                      ///< ibv_reg_phys_mr with block lists
     bool local_inv_fence;                 ///< a fenced Local Invalidate gives strong ordering
-    int num_comp_vectors;                 ///< completion event handler identifiers (o10-54.2.1; as ibv_context's)
+    int num_comp_vectors;  ///< completion event handler identifiers (o10-54.2.1; as ibv_context's)
 };
 
 /// ibv_query_port output.
@@ -131,7 +218,9 @@ struct ibv_port_attr {
 
 union ibv_gid {
     uint8_t raw[16];
-    struct { uint64_t subnet_prefix, interface_id; } global;
+    struct {
+        uint64_t subnet_prefix, interface_id;
+    } global;
 };
 struct ibv_global_route {
     ibv_gid dgid;
@@ -166,23 +255,23 @@ struct ibv_async_event {
 /// Protection domain.
 struct ibv_pd {
     ibv_context* context;
-    uint32_t handle;    ///< PD number
-    uint32_t refs;      ///< QPs, SRQs, MRs, MWs and AHs using it
+    uint32_t handle;  ///< PD number
+    uint32_t refs;    ///< QPs, SRQs, MRs, MWs and AHs using it
 };
 /// Registered memory region (ibv_reg_mr, ibv_reg_phys_mr, ibv_reg_shared_mr, ibv_alloc_lkey).
 struct ibv_mr {
     ibv_context* context;
     ibv_pd* pd;
-    uint64_t addr;    ///< ibv_reg_mr: the virtual address registered; PMR / shared MR: the iova
+    uint64_t addr;  ///< ibv_reg_mr: the virtual address registered; PMR / shared MR: the iova
     size_t length;
     uint32_t handle;  ///< MPT index
     uint32_t lkey, rkey;
     int access;
     uint64_t mtt_first, mtt_count;  ///< MTT entries the region uses (Allocate L_Key: reserved)
     // hcasim
-    uint32_t page_list_max = 0;     ///< reserved physical buffer list size (o10-37.2.10): PMR, L_Key
-    uint64_t page_list_pa = 0;      ///< ibv_alloc_lkey: host buffer Fast Register WRs copy pages to
-    hw::mpt_entry hw_mpt{};         ///< software copy of the MPT entry as last written
+    uint32_t page_list_max = 0;           ///< reserved physical buffer list size (o10-37.2.10): PMR, L_Key
+    uint64_t page_list_pa = 0;            ///< ibv_alloc_lkey: host buffer Fast Register WRs copy pages to
+    hw::mpt_entry hw_mpt{};               ///< software copy of the MPT entry as last written
     fw::address_space* pin_as = nullptr;  ///< the process whose pages the MTT entries pin (none: 0 length)
     uint64_t pin_addr = 0, pin_len = 0;   ///< the pinned range (0 length: nothing pinned, e.g. PMR)
 };
@@ -191,30 +280,30 @@ struct ibv_phys_mr_attr {
     const uint64_t* list = nullptr;  ///< physical page or block addresses
     uint32_t count = 0;              ///< elements in list
     bool block_list = false;         ///< false: page list (page aligned); true: block list (any alignment)
-    uint64_t size = 0;               ///< page list: page size (power of 2 in page_size_cap); block list: bytes per block
-    uint64_t iova = 0;               ///< address of the region's first byte (ignored with IBV_ACCESS_ZERO_BASED)
-    uint64_t length = 0;             ///< bytes
-    uint32_t first_offset = 0;       ///< offset of the region's first byte in list[0]
-    int access = 0;                  ///< ibv_access_flags
-    int key_byte = -1;               ///< -1: the driver chooses; 0..255: the consumer's key byte (o10-37.2.2)
+    uint64_t size = 0;    ///< page list: page size (power of 2 in page_size_cap); block list: bytes per block
+    uint64_t iova = 0;    ///< address of the region's first byte (ignored with IBV_ACCESS_ZERO_BASED)
+    uint64_t length = 0;  ///< bytes
+    uint32_t first_offset = 0;  ///< offset of the region's first byte in list[0]
+    int access = 0;             ///< ibv_access_flags
+    int key_byte = -1;          ///< -1: the driver chooses; 0..255: the consumer's key byte (o10-37.2.2)
 };
 /// hcasim (IBA Query MR): output of ibv_query_mr.
 struct ibv_mr_attr {
     ibv_pd* pd;
-    uint64_t addr;            ///< first address as requests name it (0 for zero-based)
+    uint64_t addr;  ///< first address as requests name it (0 for zero-based)
     uint64_t length;
     int access;
     uint32_t lkey, rkey;
-    ibv_mr_state state;       ///< Free / Valid (an L_Key before Fast Register or after Invalidate is Free)
-    uint32_t page_list_max;   ///< reserved physical buffer list size (o10-37.2.10)
-    bool is_shared;           ///< made by ibv_reg_shared_mr
+    ibv_mr_state state;      ///< Free / Valid (an L_Key before Fast Register or after Invalidate is Free)
+    uint32_t page_list_max;  ///< reserved physical buffer list size (o10-37.2.10)
+    bool is_shared;          ///< made by ibv_reg_shared_mr
 };
 /// Memory window (libibverbs layout).
 struct ibv_mw {
     ibv_context* context;
     ibv_pd* pd;
-    uint32_t rkey;     ///< current R_Key (set by a successful bind post)
-    uint32_t handle;   ///< MPT index
+    uint32_t rkey;    ///< current R_Key (set by a successful bind post)
+    uint32_t handle;  ///< MPT index
     ibv_mw_type type;
 };
 /// What a bind makes a window cover (libibverbs).
@@ -227,7 +316,7 @@ struct ibv_mw_bind_info {
 /// Input of ibv_bind_mw (libibverbs).
 struct ibv_mw_bind {
     uint64_t wr_id = 0;
-    unsigned send_flags = 0;       ///< IBV_SEND_SIGNALED, IBV_SEND_FENCE
+    unsigned send_flags = 0;  ///< IBV_SEND_SIGNALED, IBV_SEND_FENCE
     ibv_mw_bind_info bind_info;
 };
 /// libibverbs ibv_inc_rkey: the same index with the next key byte.
@@ -254,7 +343,8 @@ struct ibv_cq {
     uint64_t ring_pa;
     uint64_t consumer;  ///< CQEs consumed
     uint32_t refs;      ///< QPs using it
-    uint32_t special_refs = 0;  ///< of those, the special QPs QP0/QP1 (10.2.4.5: they share CQs only among themselves)
+    uint32_t special_refs =
+        0;  ///< of those, the special QPs QP0/QP1 (10.2.4.5: they share CQs only among themselves)
     uint32_t comp_events_completed;
     uint32_t async_events_completed = 0;  ///< CQ_ERR events acknowledged
     bool error = false;                   ///< a CQ error was reported (10.10.3: overrun, inaccessible)
@@ -290,11 +380,11 @@ struct ibv_qp_attr {
 
 /// Work queue software state (one ring).
 struct ibv_wq_ring {
-    uint64_t pa = 0;          ///< physical base (contiguous)
-    uint8_t log_size = 0;     ///< log2 slots
-    uint8_t log_stride = 0;   ///< log2 slot bytes
-    uint32_t producer = 0;    ///< WQEs posted since Reset
-    uint32_t completed = 0;   ///< WQEs completed since Reset
+    uint64_t pa = 0;         ///< physical base (contiguous)
+    uint8_t log_size = 0;    ///< log2 slots
+    uint8_t log_stride = 0;  ///< log2 slot bytes
+    uint32_t producer = 0;   ///< WQEs posted since Reset
+    uint32_t completed = 0;  ///< WQEs completed since Reset
     uint32_t max_wr = 0, max_sge = 0;
 };
 /// SRQ attributes (libibverbs).
@@ -305,7 +395,7 @@ struct ibv_srq_attr {
 };
 struct ibv_srq_init_attr {
     void* srq_context;
-    ibv_srq_attr attr;   ///< max_wr, max_sge requested (srq_limit must be 0 at create, as in libibverbs)
+    ibv_srq_attr attr;  ///< max_wr, max_sge requested (srq_limit must be 0 at create, as in libibverbs)
 };
 enum ibv_srq_attr_mask { IBV_SRQ_MAX_WR = 1 << 0, IBV_SRQ_LIMIT = 1 << 1 };
 /// Shared receive queue.
@@ -313,11 +403,11 @@ struct ibv_srq {
     ibv_context* context;
     void* srq_context;
     ibv_pd* pd;
-    uint32_t handle;            ///< SRQN
-    ibv_wq_ring ring;           ///< producer: WRs posted; completed: their completions polled
-    uint32_t refs = 0;          ///< QPs attached
+    uint32_t handle;                ///< SRQN
+    ibv_wq_ring ring;               ///< producer: WRs posted; completed: their completions polled
+    uint32_t refs = 0;              ///< QPs attached
     uint32_t events_completed = 0;  ///< async events acknowledged
-    bool error = false;         ///< an SRQ error was reported (10.2.9.5)
+    bool error = false;             ///< an SRQ error was reported (10.2.9.5)
 };
 /// Queue pair.
 struct ibv_qp {
@@ -332,8 +422,8 @@ struct ibv_qp {
     int sq_sig_all;
     uint32_t max_inline_data;
     ibv_wq_ring sq, rq;
-    hw::qp_context hw_ctx;  ///< software copy of the HCA context
-    ibv_qp_attr attr;       ///< attributes as last modified
+    hw::qp_context hw_ctx;      ///< software copy of the HCA context
+    ibv_qp_attr attr;           ///< attributes as last modified
     uint32_t events_completed;  ///< async events acknowledged
     uint32_t create_flags = 0;  ///< ibv_qp_create_flags given at creation
     ibv_srq* srq = nullptr;     ///< the SRQ its receive WQEs come from (rq is then unused)
@@ -342,18 +432,18 @@ struct ibv_qp {
 struct ibv_context {
     fw::hca_driver* driver;
     fw::address_space* as;
-    uint32_t uar;       ///< this context's UAR page index
+    uint32_t uar;  ///< this context's UAR page index
     uint32_t pds = 0, cqs = 0, qps = 0, mrs = 0, ahs = 0, channels = 0, mws = 0;
     uint32_t srqs = 0;
     std::vector<std::pair<uint64_t, uint64_t>> mapped;  ///< ibv_map_pages ranges (va, len), pinned
-    std::deque<ibv_async_event> async_events;    ///< waiting for ibv_get_async_event, oldest first
-    std::deque<ibv_async_event> handler_events;  ///< dispatched, not yet passed to the handler
+    std::deque<ibv_async_event> async_events;           ///< waiting for ibv_get_async_event, oldest first
+    std::deque<ibv_async_event> handler_events;         ///< dispatched, not yet passed to the handler
     std::function<void(const ibv_async_event&)> async_handler;  ///< ibv_set_async_event_handler
-    bool delivering = false;                     ///< the handler is running
-    int num_comp_vectors = 0;                    ///< completion event handler identifiers (QUERY_HCA)
+    bool delivering = false;                                    ///< the handler is running
+    int num_comp_vectors = 0;  ///< completion event handler identifiers (QUERY_HCA)
     /// ibv_set_comp_event_handler: one per identifier (empty: none).
     std::vector<std::function<void(ibv_cq*, void*)>> comp_handlers;
-    std::deque<ibv_cq*> comp_events;             ///< completion events dispatched, not yet passed to a handler
+    std::deque<ibv_cq*> comp_events;  ///< completion events dispatched, not yet passed to a handler
 };
 
 struct ibv_sge {
@@ -371,9 +461,18 @@ struct ibv_send_wr {
     uint32_t imm_data = 0;         ///< network order in libibverbs; host order here
     uint32_t invalidate_rkey = 0;  ///< SEND_WITH_INV, LOCAL_INV: the key to invalidate
     struct {
-        struct { uint64_t remote_addr; uint32_t rkey; } rdma{};
-        struct { uint64_t remote_addr, compare_add, swap; uint32_t rkey; } atomic{};
-        struct { ibv_ah* ah; uint32_t remote_qpn, remote_qkey; } ud{};
+        struct {
+            uint64_t remote_addr;
+            uint32_t rkey;
+        } rdma{};
+        struct {
+            uint64_t remote_addr, compare_add, swap;
+            uint32_t rkey;
+        } atomic{};
+        struct {
+            ibv_ah* ah;
+            uint32_t remote_qpn, remote_qkey;
+        } ud{};
     } wr;
     /// IBV_WR_BIND_MW (type 2 windows): the window, the new R_Key (its low byte is the consumer's
     /// key byte; the index is the window's) and what to bind.
@@ -384,15 +483,15 @@ struct ibv_send_wr {
     } bind_mw{};
     /// hcasim IBV_WR_FAST_REG_MR: register pages under an L_Key from ibv_alloc_lkey.
     struct {
-        ibv_mr* mr;                  ///< the L_Key's MR (from ibv_alloc_lkey)
-        uint8_t key_byte;            ///< the consumer's key byte for the new L_Key / R_Key
-        uint64_t iova;               ///< first address (ignored with IBV_ACCESS_ZERO_BASED)
-        uint64_t length;             ///< bytes
-        int access;                  ///< ibv_access_flags
-        const uint64_t* page_list;   ///< physical page addresses (e.g. from ibv_map_pages)
-        uint32_t page_count;         ///< entries in page_list (<= the L_Key's page_list_max)
-        uint32_t page_offset;        ///< offset of the first byte in the first page
-        uint8_t log_page_size;       ///< log2 page size of the list
+        ibv_mr* mr;                 ///< the L_Key's MR (from ibv_alloc_lkey)
+        uint8_t key_byte;           ///< the consumer's key byte for the new L_Key / R_Key
+        uint64_t iova;              ///< first address (ignored with IBV_ACCESS_ZERO_BASED)
+        uint64_t length;            ///< bytes
+        int access;                 ///< ibv_access_flags
+        const uint64_t* page_list;  ///< physical page addresses (e.g. from ibv_map_pages)
+        uint32_t page_count;        ///< entries in page_list (<= the L_Key's page_list_max)
+        uint32_t page_offset;       ///< offset of the first byte in the first page
+        uint8_t log_page_size;      ///< log2 page size of the list
     } fast_reg{};
 };
 struct ibv_recv_wr {
@@ -496,8 +595,8 @@ int ibv_destroy_comp_channel(ibv_comp_channel* ch);
 /// completion event handler identifier (0 .. ctx->num_comp_vectors - 1, else EINVAL): a CQ
 /// without a channel reports its completion events to that identifier's handler
 /// (ibv_set_comp_event_handler); a CQ with a channel to the channel.
-ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context = nullptr, ibv_comp_channel* channel = nullptr,
-                      int comp_vector = 0);
+ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context = nullptr,
+                      ibv_comp_channel* channel = nullptr, int comp_vector = 0);
 /// Destroys a CQ; EBUSY while a QP uses it (C10-18) or while ibv_poll_cq(cq) runs (a handler).
 /// Does not wait for unacknowledged async events: its queued events are dropped.
 int ibv_destroy_cq(ibv_cq* cq);
@@ -520,7 +619,8 @@ int ibv_query_cq(ibv_cq* cq, int* cqe);
 /// event of a CQ created without a channel on that identifier then calls handler(cq,
 /// cq->cq_context) once, at the end of the process_eq that consumed it, like async event
 /// handlers (see docs/firmware.md). Without a handler the event stays pending in the driver.
-int ibv_set_comp_event_handler(ibv_context* ctx, int comp_vector, std::function<void(ibv_cq*, void*)> handler);
+int ibv_set_comp_event_handler(ibv_context* ctx, int comp_vector,
+                               std::function<void(ibv_cq*, void*)> handler);
 /// hcasim helper standing in for the interrupt thread: processes the EQ (handlers run), sleeping
 /// first until it holds an entry (no time stepping) if it is empty; 0, or ETIMEDOUT when nothing
 /// arrived within timeout_ns (0: wait for ever).

@@ -203,7 +203,12 @@ int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* pd, void* addr, size_t length, in
             return IBV_REREG_MR_ERR_INPUT;
         }
     }
-    sp::rereg_mr_req r{{sp::REREG_MR, 0}, m->id, flags, access, (flags & IBV_REREG_MR_CHANGE_PD) ? to(pd)->id : 0, va,
+    sp::rereg_mr_req r{{sp::REREG_MR, 0},
+                       m->id,
+                       flags,
+                       access,
+                       (flags & IBV_REREG_MR_CHANGE_PD) ? to(pd)->id : 0,
+                       va,
                        length};
     sp::reg_mr_rep rep{};
     if (int e = s.call(r, &rep)) {
@@ -226,7 +231,8 @@ int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* pd, void* addr, size_t length, in
 ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
     session& s = sess(pd->context);
     sp::mw_rep rep{};
-    if (int e = s.call(sp::alloc_mw_req{{sp::ALLOC_MW, 0}, to(pd)->id, int32_t(type), 0}, &rep)) return fail<ibv_mw>(e);
+    if (int e = s.call(sp::alloc_mw_req{{sp::ALLOC_MW, 0}, to(pd)->id, int32_t(type), 0}, &rep))
+        return fail<ibv_mw>(e);
     auto* w = new hc_mw{};
     w->id = rep.id;
     w->f = fv::ibv_mw{&s.ctx, &to(pd)->f, rep.rkey, rep.handle, fv::ibv_mw_type(type)};
@@ -333,7 +339,8 @@ int req_notify_cq(ibv_cq* cq, int solicited_only) {
 void cq_event(ibv_cq*) {}
 
 /// The provider's send WR chain in the firmware's types; bad points back into the caller's.
-void convert_send(ibv_send_wr* wr, bool ud, std::vector<fv::ibv_send_wr>& out, std::vector<ibv_send_wr*>& orig) {
+void convert_send(ibv_send_wr* wr, bool ud, std::vector<fv::ibv_send_wr>& out,
+                  std::vector<ibv_send_wr*>& orig) {
     out.clear();
     orig.clear();
     for (ibv_send_wr* w = wr; w; w = w->next) {
@@ -394,7 +401,8 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     // A type 2 bind gives its window the consumer's new R_Key once posted.
     const size_t posted = e ? (fbad ? size_t(fbad - chain.data()) : 0) : chain.size();
     for (size_t i = 0; i < posted; ++i)
-        if (orig[i]->opcode == IBV_WR_BIND_MW && orig[i]->bind_mw.mw) orig[i]->bind_mw.mw->rkey = chain[i].bind_mw.mw->rkey;
+        if (orig[i]->opcode == IBV_WR_BIND_MW && orig[i]->bind_mw.mw)
+            orig[i]->bind_mw.mw->rkey = chain[i].bind_mw.mw->rkey;
     return e;
 }
 
@@ -431,8 +439,9 @@ int post_receives(session& s, ibv_recv_wr* wr, ibv_recv_wr** bad, Post post) {
 }
 
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-    return post_receives(sess(qp->context), wr, bad,
-                         [qp](fv::ibv_recv_wr* w, fv::ibv_recv_wr** b) { return fv::ibv_post_recv(&to(qp)->f, w, b); });
+    return post_receives(sess(qp->context), wr, bad, [qp](fv::ibv_recv_wr* w, fv::ibv_recv_wr** b) {
+        return fv::ibv_post_recv(&to(qp)->f, w, b);
+    });
 }
 
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
@@ -458,7 +467,8 @@ ibv_cq* create_cq(ibv_context* c, int cqe, ibv_comp_channel* channel, int comp_v
         wfd = it->second;
     }
     auto* q = new hc_cq{};
-    sp::create_cq_req r{{sp::CREATE_CQ, 0}, cqe, comp_vector, uint64_t(uintptr_t(&q->cq)), channel ? 1u : 0u, 0};
+    sp::create_cq_req r{{sp::CREATE_CQ, 0}, cqe, comp_vector, uint64_t(uintptr_t(&q->cq)),
+                        channel ? 1u : 0u,  0};
     sp::cq_rep rep{};
     if (int e = s.call(&r, sizeof r, &rep, sizeof rep, wfd)) {
         delete q;
@@ -534,7 +544,9 @@ int srq_request(ibv_srq* srq, uint32_t op, ibv_srq_attr* attr, int mask) {
     attr->srq_limit = rep.attr.srq_limit;
     return 0;
 }
-int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) { return srq_request(srq, sp::MODIFY_SRQ, attr, mask); }
+int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+    return srq_request(srq, sp::MODIFY_SRQ, attr, mask);
+}
 int query_srq(ibv_srq* srq, ibv_srq_attr* attr) { return srq_request(srq, sp::QUERY_SRQ, attr, 0); }
 
 int destroy_srq(ibv_srq* srq) {
@@ -618,25 +630,29 @@ void clean_cq(session& s, hc_cq* q, uint32_t qpn, fv::ibv_qp* qp) {
     fv::ibv_cq& c = q->f;
     const uint64_t mask = (uint64_t(1) << c.log_size) - 1;
     auto slot = [&](uint64_t n) { return c.ring_pa + (n & mask) * sizeof(hcasim::hw::cqe); };
-    const uint64_t end = c.consumer + hcasim::fw::software_owned_run<hcasim::hw::cqe>(s.bus, c.ring_pa, c.log_size, c.consumer);
+    const uint64_t end = c.consumer + hcasim::fw::software_owned_run<hcasim::hw::cqe>(s.bus, c.ring_pa,
+                                                                                      c.log_size, c.consumer);
     uint64_t freed = 0;
     for (uint64_t n = end; n-- > c.consumer;) {
         hcasim::hw::cqe e;
         s.bus.mem_read(slot(n), &e, sizeof e);
         if (e.qpn == qpn) {
             ++freed;
-            if (qp && qp->srq && !(e.owner & hcasim::hw::CQE_IS_SEND) && qp->srq->ring.completed < qp->srq->ring.producer)
+            if (qp && qp->srq && !(e.owner & hcasim::hw::CQE_IS_SEND) &&
+                qp->srq->ring.completed < qp->srq->ring.producer)
                 ++qp->srq->ring.completed;
             continue;
         }
         if (!freed) continue;
-        e.owner = uint8_t((e.owner & ~hcasim::hw::CQE_OWNER_BIT) | hcasim::hw::cqe_owner_for(n + freed, c.log_size));
+        e.owner = uint8_t((e.owner & ~hcasim::hw::CQE_OWNER_BIT) |
+                          hcasim::hw::cqe_owner_for(n + freed, c.log_size));
         s.bus.mem_write(slot(n + freed), &e, sizeof e);
     }
     if (!freed) return;
     c.consumer += freed;
     const uint64_t db = hcasim::hw::cq_doorbell(c.handle, uint32_t(c.consumer), hcasim::hw::CQ_ARM_NONE);
-    s.bus.mmio_write(hcasim::fw::hca_driver::uar_offset(s.ctx.uar, hcasim::hw::UAR_CQ_DOORBELL), &db, sizeof db);
+    s.bus.mmio_write(hcasim::fw::hca_driver::uar_offset(s.ctx.uar, hcasim::hw::UAR_CQ_DOORBELL), &db,
+                     sizeof db);
 }
 
 void clean_cqs(session& s, hc_qp* q) {
@@ -714,8 +730,12 @@ int mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid, uint32_t op) {
     r.lid = lid;
     return sess(qp->context).call(r);
 }
-int attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) { return mcast(qp, gid, lid, sp::ATTACH_MCAST); }
-int detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) { return mcast(qp, gid, lid, sp::DETACH_MCAST); }
+int attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+    return mcast(qp, gid, lid, sp::ATTACH_MCAST);
+}
+int detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+    return mcast(qp, gid, lid, sp::DETACH_MCAST);
+}
 
 // ------------------------------------------------------------------------------ AHs
 
@@ -867,7 +887,8 @@ using namespace hcasim::provider;
 // place: the channel is a pipe whose write end the server gets with each CQ bound to it, and
 // libibverbs' own ibv_get_cq_event reads the records unchanged.
 
-extern "C" __attribute__((visibility("default"))) ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+extern "C" __attribute__((visibility("default"))) ibv_comp_channel* ibv_create_comp_channel(
+    ibv_context* context) {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0) return nullptr;
     auto* ch = static_cast<ibv_comp_channel*>(std::calloc(1, sizeof(ibv_comp_channel)));

@@ -156,7 +156,7 @@ constexpr int kPrivateAbi = 34;
 /// Suffix libibverbs appends to RDMAV_DRIVERS entries.
 constexpr const char* kProviderSuffix = "-rdmav34.so";
 
-} // namespace hcasim_abi
+}  // namespace hcasim_abi
 
 extern "C" {
 
@@ -171,10 +171,10 @@ struct hcasim_list_link {
 
 /// Values of verbs_match_ent::kind.
 enum hcasim_match_kind : uint8_t {
-    HCASIM_MATCH_END = 0,       ///< terminates a match table
-    HCASIM_MATCH_PCI = 1,       ///< vendor/device compared with a PCI modalias
-    HCASIM_MATCH_MODALIAS = 2,  ///< fnmatch pattern in u.modalias
-    HCASIM_MATCH_DRIVER_ID = 3, ///< kernel driver id (netlink path only)
+    HCASIM_MATCH_END = 0,        ///< terminates a match table
+    HCASIM_MATCH_PCI = 1,        ///< vendor/device compared with a PCI modalias
+    HCASIM_MATCH_MODALIAS = 2,   ///< fnmatch pattern in u.modalias
+    HCASIM_MATCH_DRIVER_ID = 3,  ///< kernel driver id (netlink path only)
 };
 
 /// One row of a provider's match table (24 bytes).
@@ -186,7 +186,7 @@ struct verbs_match_ent {
     } u;
     uint16_t vendor;
     uint16_t device;
-    uint8_t kind; ///< hcasim_match_kind
+    uint8_t kind;  ///< hcasim_match_kind
 };
 
 /// Bits of verbs_sysfs_dev::flags (what has been read lazily so far).
@@ -198,22 +198,22 @@ enum : unsigned {
 /// What libibverbs found about one device; owned by libibverbs and handed to
 /// match_device / alloc_device.  Full v44 layout (0x3e0 bytes).
 struct verbs_sysfs_dev {
-    hcasim_list_link entry;                    ///< libibverbs' list link
-    void* provider_data;                       ///< free for the provider
-    const verbs_match_ent* match;              ///< table row that matched
-    unsigned int flags;                        ///< HCASIM_SYSFS_HAVE_*
-    char sysfs_name[IBV_SYSFS_NAME_MAX];       ///< "uverbs0"
-    dev_t sysfs_cdev;                          ///< from the "dev" file
-    char ibdev_name[IBV_SYSFS_NAME_MAX];       ///< "hcasim0"
-    char ibdev_path[IBV_SYSFS_PATH_MAX];       ///< <root>/class/infiniband/hcasim0
-    char modalias[512];                        ///< device/modalias, lazily
-    uint64_t node_guid;                        ///< lazily (network order)
-    uint32_t driver_id;                        ///< 0 on the sysfs path
+    hcasim_list_link entry;               ///< libibverbs' list link
+    void* provider_data;                  ///< free for the provider
+    const verbs_match_ent* match;         ///< table row that matched
+    unsigned int flags;                   ///< HCASIM_SYSFS_HAVE_*
+    char sysfs_name[IBV_SYSFS_NAME_MAX];  ///< "uverbs0"
+    dev_t sysfs_cdev;                     ///< from the "dev" file
+    char ibdev_name[IBV_SYSFS_NAME_MAX];  ///< "hcasim0"
+    char ibdev_path[IBV_SYSFS_PATH_MAX];  ///< <root>/class/infiniband/hcasim0
+    char modalias[512];                   ///< device/modalias, lazily
+    uint64_t node_guid;                   ///< lazily (network order)
+    uint32_t driver_id;                   ///< 0 on the sysfs path
     enum ibv_node_type node_type;
     int ibdev_idx;
     uint32_t num_ports;
-    uint32_t abi_ver;                          ///< uverbsN/abi_version
-    struct timespec time_created;              ///< mtime of the ibdev dir
+    uint32_t abi_ver;              ///< uverbsN/abi_version
+    struct timespec time_created;  ///< mtime of the ibdev dir
 };
 
 /// The provider's description of itself, passed to verbs_register_driver_34.
@@ -221,11 +221,10 @@ struct verbs_device_ops {
     const char* name;
     uint32_t match_min_abi_version;
     uint32_t match_max_abi_version;
-    const verbs_match_ent* match_table;           ///< may be NULL
-    const verbs_device_ops** static_providers;    ///< NULL for a dlopen()ed one
+    const verbs_match_ent* match_table;         ///< may be NULL
+    const verbs_device_ops** static_providers;  ///< NULL for a dlopen()ed one
     bool (*match_device)(verbs_sysfs_dev* sysfs_dev);
-    verbs_context* (*alloc_context)(ibv_device* device, int cmd_fd,
-                                    void* private_data);
+    verbs_context* (*alloc_context)(ibv_device* device, int cmd_fd, void* private_data);
     verbs_context* (*import_context)(ibv_device* device, int cmd_fd);
     verbs_device* (*alloc_device)(verbs_sysfs_dev* sysfs_dev);
     void (*uninit_device)(verbs_device* device);
@@ -260,41 +259,31 @@ struct verbs_mr {
 /// 76 pointers.  A NULL entry keeps libibverbs' default (EOPNOTSUPP, or for
 /// query_qp_data_in_order "0", or nothing for void ones).
 struct verbs_context_ops {
-    int (*advise_mr)(ibv_pd* pd, enum ibv_advise_mr_advice advice,
-                     uint32_t flags, ibv_sge* sg_list, uint32_t num_sges);
+    int (*advise_mr)(ibv_pd* pd, enum ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list,
+                     uint32_t num_sges);
     ibv_dm* (*alloc_dm)(ibv_context* context, ibv_alloc_dm_attr* attr);
     ibv_mw* (*alloc_mw)(ibv_pd* pd, enum ibv_mw_type type);
     ibv_mr* (*alloc_null_mr)(ibv_pd* pd);
-    ibv_pd* (*alloc_parent_domain)(ibv_context* context,
-                                   ibv_parent_domain_init_attr* attr);
+    ibv_pd* (*alloc_parent_domain)(ibv_context* context, ibv_parent_domain_init_attr* attr);
     ibv_pd* (*alloc_pd)(ibv_context* context);
     ibv_td* (*alloc_td)(ibv_context* context, ibv_td_init_attr* init_attr);
     void (*async_event)(ibv_context* context, ibv_async_event* event);
-    int (*attach_counters_point_flow)(ibv_counters* counters,
-                                      ibv_counter_attach_attr* attr,
-                                      ibv_flow* flow);
+    int (*attach_counters_point_flow)(ibv_counters* counters, ibv_counter_attach_attr* attr, ibv_flow* flow);
     int (*attach_mcast)(ibv_qp* qp, const ibv_gid* gid, uint16_t lid);
     int (*bind_mw)(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind);
     int (*close_xrcd)(ibv_xrcd* xrcd);
     void (*cq_event)(ibv_cq* cq);
     ibv_ah* (*create_ah)(ibv_pd* pd, ibv_ah_attr* attr);
-    ibv_counters* (*create_counters)(ibv_context* context,
-                                     ibv_counters_init_attr* init_attr);
-    ibv_cq* (*create_cq)(ibv_context* context, int cqe,
-                         ibv_comp_channel* channel, int comp_vector);
-    ibv_cq_ex* (*create_cq_ex)(ibv_context* context,
-                               ibv_cq_init_attr_ex* init_attr);
+    ibv_counters* (*create_counters)(ibv_context* context, ibv_counters_init_attr* init_attr);
+    ibv_cq* (*create_cq)(ibv_context* context, int cqe, ibv_comp_channel* channel, int comp_vector);
+    ibv_cq_ex* (*create_cq_ex)(ibv_context* context, ibv_cq_init_attr_ex* init_attr);
     ibv_flow* (*create_flow)(ibv_qp* qp, ibv_flow_attr* flow_attr);
-    ibv_flow_action* (*create_flow_action_esp)(ibv_context* context,
-                                               ibv_flow_action_esp_attr* attr);
+    ibv_flow_action* (*create_flow_action_esp)(ibv_context* context, ibv_flow_action_esp_attr* attr);
     ibv_qp* (*create_qp)(ibv_pd* pd, ibv_qp_init_attr* attr);
-    ibv_qp* (*create_qp_ex)(ibv_context* context,
-                            ibv_qp_init_attr_ex* qp_init_attr_ex);
-    ibv_rwq_ind_table* (*create_rwq_ind_table)(
-        ibv_context* context, ibv_rwq_ind_table_init_attr* init_attr);
+    ibv_qp* (*create_qp_ex)(ibv_context* context, ibv_qp_init_attr_ex* qp_init_attr_ex);
+    ibv_rwq_ind_table* (*create_rwq_ind_table)(ibv_context* context, ibv_rwq_ind_table_init_attr* init_attr);
     ibv_srq* (*create_srq)(ibv_pd* pd, ibv_srq_init_attr* srq_init_attr);
-    ibv_srq* (*create_srq_ex)(ibv_context* context,
-                              ibv_srq_init_attr_ex* srq_init_attr_ex);
+    ibv_srq* (*create_srq_ex)(ibv_context* context, ibv_srq_init_attr_ex* srq_init_attr_ex);
     ibv_wq* (*create_wq)(ibv_context* context, ibv_wq_init_attr* wq_init_attr);
     int (*dealloc_mw)(ibv_mw* mw);
     int (*dealloc_pd)(ibv_pd* pd);
@@ -317,44 +306,33 @@ struct verbs_context_ops {
     ibv_mr* (*import_mr)(ibv_pd* pd, uint32_t mr_handle);
     ibv_pd* (*import_pd)(ibv_context* context, uint32_t pd_handle);
     int (*modify_cq)(ibv_cq* cq, ibv_modify_cq_attr* attr);
-    int (*modify_flow_action_esp)(ibv_flow_action* action,
-                                  ibv_flow_action_esp_attr* attr);
+    int (*modify_flow_action_esp)(ibv_flow_action* action, ibv_flow_action_esp_attr* attr);
     int (*modify_qp)(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask);
     int (*modify_qp_rate_limit)(ibv_qp* qp, ibv_qp_rate_limit_attr* attr);
     int (*modify_srq)(ibv_srq* srq, ibv_srq_attr* srq_attr, int srq_attr_mask);
     int (*modify_wq)(ibv_wq* wq, ibv_wq_attr* wq_attr);
     ibv_qp* (*open_qp)(ibv_context* context, ibv_qp_open_attr* attr);
-    ibv_xrcd* (*open_xrcd)(ibv_context* context,
-                           ibv_xrcd_init_attr* xrcd_init_attr);
+    ibv_xrcd* (*open_xrcd)(ibv_context* context, ibv_xrcd_init_attr* xrcd_init_attr);
     int (*poll_cq)(ibv_cq* cq, int num_entries, ibv_wc* wc);
     int (*post_recv)(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
     int (*post_send)(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
     int (*post_srq_ops)(ibv_srq* srq, ibv_ops_wr* op, ibv_ops_wr** bad_op);
-    int (*post_srq_recv)(ibv_srq* srq, ibv_recv_wr* recv_wr,
-                         ibv_recv_wr** bad_recv_wr);
-    int (*query_device_ex)(ibv_context* context,
-                           const ibv_query_device_ex_input* input,
+    int (*post_srq_recv)(ibv_srq* srq, ibv_recv_wr* recv_wr, ibv_recv_wr** bad_recv_wr);
+    int (*query_device_ex)(ibv_context* context, const ibv_query_device_ex_input* input,
                            ibv_device_attr_ex* attr, size_t attr_size);
     int (*query_ece)(ibv_qp* qp, ibv_ece* ece);
-    int (*query_port)(ibv_context* context, uint8_t port_num,
-                      ibv_port_attr* port_attr);
-    int (*query_qp)(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
-                    ibv_qp_init_attr* init_attr);
-    int (*query_qp_data_in_order)(ibv_qp* qp, enum ibv_wr_opcode op,
-                                  uint32_t flags);
+    int (*query_port)(ibv_context* context, uint8_t port_num, ibv_port_attr* port_attr);
+    int (*query_qp)(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr);
+    int (*query_qp_data_in_order)(ibv_qp* qp, enum ibv_wr_opcode op, uint32_t flags);
     int (*query_rt_values)(ibv_context* context, ibv_values_ex* values);
     int (*query_srq)(ibv_srq* srq, ibv_srq_attr* srq_attr);
-    int (*read_counters)(ibv_counters* counters, uint64_t* counters_value,
-                         uint32_t ncounters, uint32_t flags);
-    ibv_mr* (*reg_dm_mr)(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset,
-                         size_t length, unsigned int access);
-    ibv_mr* (*reg_dmabuf_mr)(ibv_pd* pd, uint64_t offset, size_t length,
-                             uint64_t iova, int fd, int access);
-    ibv_mr* (*reg_mr)(ibv_pd* pd, void* addr, size_t length, uint64_t hca_va,
-                      int access);
+    int (*read_counters)(ibv_counters* counters, uint64_t* counters_value, uint32_t ncounters,
+                         uint32_t flags);
+    ibv_mr* (*reg_dm_mr)(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, unsigned int access);
+    ibv_mr* (*reg_dmabuf_mr)(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access);
+    ibv_mr* (*reg_mr)(ibv_pd* pd, void* addr, size_t length, uint64_t hca_va, int access);
     int (*req_notify_cq)(ibv_cq* cq, int solicited_only);
-    int (*rereg_mr)(verbs_mr* vmr, int flags, ibv_pd* pd, void* addr,
-                    size_t length, int access);
+    int (*rereg_mr)(verbs_mr* vmr, int flags, ibv_pd* pd, void* addr, size_t length, int access);
     int (*resize_cq)(ibv_cq* cq, int cqe);
     int (*set_ece)(ibv_qp* qp, ibv_ece* ece);
     void (*unimport_dm)(ibv_dm* dm);
@@ -364,14 +342,14 @@ struct verbs_context_ops {
 
 /// Record libibverbs reads (8 bytes) from a completion channel fd.
 struct hcasim_comp_record {
-    uint64_t cq; ///< (uintptr_t) of the struct ibv_cq that completed
+    uint64_t cq;  ///< (uintptr_t) of the struct ibv_cq that completed
 };
 
 /// Record libibverbs reads (16 bytes) from context->async_fd.
 struct hcasim_async_record {
-    uint64_t element;    ///< object pointer, or port number for port events
-    uint32_t event_type; ///< enum ibv_event_type
-    uint32_t pad_zero;   ///< unused, write 0
+    uint64_t element;     ///< object pointer, or port number for port events
+    uint32_t event_type;  ///< enum ibv_event_type
+    uint32_t pad_zero;    ///< unused, write 0
 };
 
 // --- entry points exported by libibverbs.so.1 under IBVERBS_PRIVATE_34 ----
@@ -382,10 +360,8 @@ void verbs_register_driver_34(const verbs_device_ops* ops);
 /// calloc(alloc_size) + initialise the verbs_context found at byte offset
 /// context_offset inside it.  Returns the start of the allocation or NULL
 /// (cmd_fd is closed on failure).  driver_id is informational (use 0).
-void* _verbs_init_and_alloc_context(ibv_device* device, int cmd_fd,
-                                    size_t alloc_size,
-                                    verbs_context* context_offset,
-                                    uint32_t driver_id);
+void* _verbs_init_and_alloc_context(ibv_device* device, int cmd_fd, size_t alloc_size,
+                                    verbs_context* context_offset, uint32_t driver_id);
 
 /// Copies every non-NULL op into the context (callable several times).
 void verbs_set_ops(verbs_context* vctx, const verbs_context_ops* ops);
@@ -395,38 +371,30 @@ void verbs_set_ops(verbs_context* vctx, const verbs_context_ops* ops);
 void verbs_uninit_context(verbs_context* context);
 
 /// What ibv_create_cq does after create_cq (exported for create_cq_ex users).
-void verbs_init_cq(ibv_cq* cq, ibv_context* context, ibv_comp_channel* channel,
-                   void* cq_context);
+void verbs_init_cq(ibv_cq* cq, ibv_context* context, ibv_comp_channel* channel, void* cq_context);
 
 /// Reads <ibdev path>/<formatted name> into buf; returns length or -1.
-int ibv_read_ibdev_sysfs_file(char* buf, size_t size,
-                              verbs_sysfs_dev* sysfs_dev, const char* fnfmt,
-                              ...) __attribute__((format(printf, 4, 5)));
+int ibv_read_ibdev_sysfs_file(char* buf, size_t size, verbs_sysfs_dev* sysfs_dev, const char* fnfmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
-} // extern "C"
+}  // extern "C"
 
 namespace hcasim_abi {
 
 /// Typed wrapper for _verbs_init_and_alloc_context: Drv is the provider's
 /// context struct, Member the verbs_context inside it.
 template <typename Drv>
-inline Drv* init_and_alloc_context(ibv_device* device, int cmd_fd,
-                                   std::size_t member_offset,
+inline Drv* init_and_alloc_context(ibv_device* device, int cmd_fd, std::size_t member_offset,
                                    uint32_t driver_id = 0) {
     return static_cast<Drv*>(_verbs_init_and_alloc_context(
-        device, cmd_fd, sizeof(Drv),
-        reinterpret_cast<verbs_context*>(member_offset), driver_id));
+        device, cmd_fd, sizeof(Drv), reinterpret_cast<verbs_context*>(member_offset), driver_id));
 }
 
 /// Provider struct -> verbs_context / ibv_context helpers.
-inline verbs_context* to_vctx(ibv_context* ctx) {
-    return verbs_get_ctx(ctx);
-}
-inline verbs_device* to_vdev(ibv_device* dev) {
-    return reinterpret_cast<verbs_device*>(dev);
-}
+inline verbs_context* to_vctx(ibv_context* ctx) { return verbs_get_ctx(ctx); }
+inline verbs_device* to_vdev(ibv_device* dev) { return reinterpret_cast<verbs_device*>(dev); }
 
-} // namespace hcasim_abi
+}  // namespace hcasim_abi
 
 // ---- layout checks (all confirmed against libibverbs.so.1.14.44.0) --------
 static_assert(sizeof(verbs_match_ent) == 24, "match entry size");

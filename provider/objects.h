@@ -20,7 +20,8 @@ namespace hcasim::provider {
 namespace fv = hcasim::verbs;
 namespace sp = hcasim::serve_proto;
 
-static_assert(sizeof(ibv_sge) == sizeof(fv::ibv_sge) && offsetof(ibv_sge, lkey) == offsetof(fv::ibv_sge, lkey));
+static_assert(sizeof(ibv_sge) == sizeof(fv::ibv_sge) &&
+              offsetof(ibv_sge, lkey) == offsetof(fv::ibv_sge, lkey));
 
 // ------------------------------------------------------------------------------ objects
 
@@ -87,12 +88,12 @@ struct qp_ex_state {
         uint32_t sge_first = 0, sge_count = 0;  ///< in sges
         bool inl = false;                       ///< inline: the data is inl[inl_first, +inl_len)
         size_t inl_first = 0, inl_len = 0;
-        ibv_mw* mw = nullptr;                   ///< BIND_MW: the window (its rkey changes once posted)
+        ibv_mw* mw = nullptr;  ///< BIND_MW: the window (its rkey changes once posted)
     };
-    std::mutex lock;       ///< held from wr_start to wr_complete/wr_abort
-    bool open = false;     ///< between wr_start and wr_complete/wr_abort
-    uint64_t send_ops = 0; ///< ibv_qp_create_send_ops_flags granted
-    int err = 0;           ///< the first error of the batch (builders cannot return one)
+    std::mutex lock;        ///< held from wr_start to wr_complete/wr_abort
+    bool open = false;      ///< between wr_start and wr_complete/wr_abort
+    uint64_t send_ops = 0;  ///< ibv_qp_create_send_ops_flags granted
+    int err = 0;            ///< the first error of the batch (builders cannot return one)
     std::vector<entry> wrs;
     std::vector<fv::ibv_sge> sges;
     std::vector<uint8_t> inl;

@@ -24,11 +24,11 @@ constexpr uint32_t MAX_MESSAGE = 4096;
 constexpr uint32_t MAX_PORTS = 2;
 
 enum op : uint32_t {
-    OPEN = 1,      ///< open_req (+ fd: write end of the context's async event pipe) -> open_rep (+ fd: memory)
-    MMIO_WRITE,    ///< mmio_write_req, no reply: a posted store to BAR0 (doorbells, inline WQEs)
-    MMIO_READ32,   ///< u64 offset -> u32
-    NOW,           ///< -> u64 simulated ns
-    SLEEP,         ///< u64 ns -> (after ns of simulated time)
+    OPEN = 1,     ///< open_req (+ fd: write end of the context's async event pipe) -> open_rep (+ fd: memory)
+    MMIO_WRITE,   ///< mmio_write_req, no reply: a posted store to BAR0 (doorbells, inline WQEs)
+    MMIO_READ32,  ///< u64 offset -> u32
+    NOW,          ///< -> u64 simulated ns
+    SLEEP,        ///< u64 ns -> (after ns of simulated time)
     QUERY_DEVICE,  ///< -> verbs::ibv_device_attr
     QUERY_PORT,    ///< u32 port -> verbs::ibv_port_attr
     QUERY_GID,     ///< index_req -> verbs::ibv_gid
@@ -76,9 +76,9 @@ struct open_req {
     uint32_t rsvd;
 };
 struct open_rep {
-    uint64_t mem_bytes;        ///< size of the shared host memory file
-    uint32_t uar;              ///< the context's UAR page
-    uint32_t num_qps;          ///< QPN space of the driver
+    uint64_t mem_bytes;  ///< size of the shared host memory file
+    uint32_t uar;        ///< the context's UAR page
+    uint32_t num_qps;    ///< QPN space of the driver
     int32_t num_comp_vectors;
     uint32_t nports;
     uint64_t node_guid;
@@ -89,8 +89,8 @@ struct open_rep {
 
 struct mmio_write_req {
     header h;
-    uint64_t offset;   ///< BAR0 offset
-    uint32_t bytes;    ///< 4, 8, or up to hw::INLINE_WINDOW_BYTES
+    uint64_t offset;  ///< BAR0 offset
+    uint32_t bytes;   ///< 4, 8, or up to hw::INLINE_WINDOW_BYTES
     uint32_t rsvd;
     uint8_t data[256];
 };
@@ -121,14 +121,14 @@ struct reg_mr_rep {
 struct rereg_mr_req {
     header h;
     uint64_t id;
-    int32_t flags;   ///< IBV_REREG_MR_CHANGE_*
+    int32_t flags;  ///< IBV_REREG_MR_CHANGE_*
     int32_t access;
     uint64_t pd, va, length;
 };
 struct alloc_mw_req {
     header h;
     uint64_t pd;
-    int32_t type;    ///< verbs::ibv_mw_type
+    int32_t type;  ///< verbs::ibv_mw_type
     uint32_t rsvd;
 };
 struct mw_rep {
@@ -146,7 +146,7 @@ struct create_cq_req {
 struct resize_cq_req {
     header h;
     uint64_t id;
-    uint64_t consumer;     ///< CQEs the provider has polled
+    uint64_t consumer;  ///< CQEs the provider has polled
     int32_t cqe;
     uint32_t rsvd;
 };
@@ -163,7 +163,7 @@ struct create_qp_req {
     uint64_t pd, send_cq, recv_cq, srq;  ///< ids; srq 0: none
     uint64_t user_handle;                ///< the application's struct ibv_qp *: what async events carry
     verbs::ibv_qp_cap cap;
-    int32_t qp_type;                     ///< verbs::ibv_qp_type
+    int32_t qp_type;  ///< verbs::ibv_qp_type
     int32_t sq_sig_all;
 };
 /// Producer and completed counters of the provider's rings (the server's firmware objects do
@@ -182,11 +182,11 @@ struct modify_qp_req {
 struct qp_rep {
     uint64_t id;
     uint32_t qp_num;
-    int32_t state;            ///< verbs::ibv_qp_state after the request
+    int32_t state;  ///< verbs::ibv_qp_state after the request
     uint32_t max_inline_data;
-    uint8_t port;             ///< the QP's port (hw context)
+    uint8_t port;  ///< the QP's port (hw context)
     uint8_t rsvd[3];
-    verbs::ibv_qp_cap cap;    ///< actual capacities
+    verbs::ibv_qp_cap cap;  ///< actual capacities
     verbs::ibv_wq_ring sq, rq;
 };
 struct query_qp_rep {
@@ -246,7 +246,7 @@ static_assert(sizeof(async_event_record) == 16);
 /// Record written to a completion channel's pipe: what ibv_get_cq_event reads (the kernel's
 /// struct ib_uverbs_comp_event_desc).
 struct comp_event_record {
-    uint64_t cq_handle;   ///< the application's struct ibv_cq *
+    uint64_t cq_handle;  ///< the application's struct ibv_cq *
 };
 static_assert(sizeof(comp_event_record) == 8);
 

@@ -138,11 +138,12 @@ std::unique_ptr<session> session::open(unsigned node, int* err, std::string* why
     s->async_wr_ = pipe_fds[1];
     if (st) {
         *err = st;
-        *why = st == EPROTO    ? "hcasim serve speaks another protocol version (rebuild both)"
-               : st == EACCES  ? "hcasim serve at " + path + " runs as another user (it admits others with --allow-other-users)"
-               : st == EDQUOT  ? "this process has as many contexts open as hcasim serve allows one client "
-                                 "(--max-contexts-per-client)"
-                               : std::string("hcasim serve refused to open the device: ") + std::strerror(st);
+        *why = st == EPROTO   ? "hcasim serve speaks another protocol version (rebuild both)"
+               : st == EACCES ? "hcasim serve at " + path +
+                                    " runs as another user (it admits others with --allow-other-users)"
+               : st == EDQUOT ? "this process has as many contexts open as hcasim serve allows one client "
+                                "(--max-contexts-per-client)"
+                              : std::string("hcasim serve refused to open the device: ") + std::strerror(st);
         if (memfd >= 0) close(memfd);
         return nullptr;
     }
@@ -160,7 +161,8 @@ std::unique_ptr<session> session::open(unsigned node, int* err, std::string* why
     }
     s->mem_ = static_cast<uint8_t*>(m);
     // The user-space view of the node's driver, and the context the data-path verbs take.
-    std::vector<hw::port_info> ports(s->info_.ports, s->info_.ports + std::min(s->info_.nports, sp::MAX_PORTS));
+    std::vector<hw::port_info> ports(s->info_.ports,
+                                     s->info_.ports + std::min(s->info_.nports, sp::MAX_PORTS));
     session* self = s.get();
     s->driver.attach_user_view(s->info_.caps, ports, s->info_.num_qps, [self](uint32_t index) {
         uint8_t b = 0;
@@ -266,8 +268,8 @@ int session::map_run(uint64_t va, uint64_t pages) {
     // (EFAULT, like the kernel's get_user_pages) without touching anything.
     iovec local{mem_ + pa, len}, remote{reinterpret_cast<void*>(uintptr_t(va)), len};
     if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != ssize_t(len) ||
-        mmap(reinterpret_cast<void*>(uintptr_t(va)), len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, mem_fd_,
-             off_t(pa)) == MAP_FAILED) {
+        mmap(reinterpret_cast<void*>(uintptr_t(va)), len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+             mem_fd_, off_t(pa)) == MAP_FAILED) {
         call(sp::run_req{{sp::UNMAP_RUN, 0}, va, pages});
         return EFAULT;
     }
@@ -287,7 +289,8 @@ void session::release_run(uint64_t va, const run& r) {
     if (keep != MAP_FAILED) {
         iovec local{keep, len}, remote{p, len};
         if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == ssize_t(len) &&
-            mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
+            mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) !=
+                MAP_FAILED)
             std::memcpy(p, keep, len);
         munmap(keep, len);
     }
@@ -326,7 +329,7 @@ int session::share_range(uint64_t addr, uint64_t len) {
         at = gap_end;
         it = runs_.upper_bound(at);
     }
-    for (auto r = runs_.upper_bound(lo); ; ) {
+    for (auto r = runs_.upper_bound(lo);;) {
         if (r != runs_.begin() && std::prev(r)->first + std::prev(r)->second.pages * fw::PAGE_BYTES > lo) --r;
         for (; r != runs_.end() && r->first < hi; ++r) ++r->second.refs;
         break;

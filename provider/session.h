@@ -56,11 +56,16 @@ public:
 
     /// One request/reply exchange. `fd_out` (>= 0) rides along; a descriptor in the reply is
     /// stored in *fd_in (if given). Returns the server's status (0 or errno), EIO once the server is gone (dead()).
-    int call(const void* req, size_t n, void* rep = nullptr, size_t rep_n = 0, int fd_out = -1, int* fd_in = nullptr);
+    int call(const void* req, size_t n, void* rep = nullptr, size_t rep_n = 0, int fd_out = -1,
+             int* fd_in = nullptr);
     template <class Req>
-    int call(const Req& req) { return call(&req, sizeof req); }
+    int call(const Req& req) {
+        return call(&req, sizeof req);
+    }
     template <class Req, class Rep>
-    int call(const Req& req, Rep* rep) { return call(&req, sizeof req, rep, sizeof *rep); }
+    int call(const Req& req, Rep* rep) {
+        return call(&req, sizeof req, rep, sizeof *rep);
+    }
     /// A one-way message (a doorbell).
     void post(const void* msg, size_t n);
 

@@ -91,7 +91,8 @@ ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* a) {
     // Everything the CQEs carry; no time stamps (the CQE has none), VLANs, flow tags or tag matching.
     if (a->wc_flags & ~uint64_t(IBV_WC_STANDARD_FLAGS)) return fail<ibv_cq_ex>(EOPNOTSUPP);
     if (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) {
-        constexpr uint32_t known_flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED | IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+        constexpr uint32_t known_flags =
+            IBV_CREATE_CQ_ATTR_SINGLE_THREADED | IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
         if (a->flags & ~known_flags) return fail<ibv_cq_ex>(EINVAL);
         // Single-threaded use needs nothing; an overrun is always reported (10.10.3).
         if (a->flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN) return fail<ibv_cq_ex>(EOPNOTSUPP);
@@ -180,11 +181,12 @@ void set_atomic(entry& e, uint32_t rkey, uint64_t addr, uint64_t compare_add, ui
     e.wr.wr.atomic.swap = swap;
 }
 void wr_atomic_cmp_swp(ibv_qp_ex* x, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_t swap) {
-    set_atomic(begin_wr(x, fv::IBV_WR_ATOMIC_CMP_AND_SWP, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP), rkey, addr, compare,
-               swap);
+    set_atomic(begin_wr(x, fv::IBV_WR_ATOMIC_CMP_AND_SWP, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP), rkey, addr,
+               compare, swap);
 }
 void wr_atomic_fetch_add(ibv_qp_ex* x, uint32_t rkey, uint64_t addr, uint64_t add) {
-    set_atomic(begin_wr(x, fv::IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD), rkey, addr, add, 0);
+    set_atomic(begin_wr(x, fv::IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD), rkey, addr,
+               add, 0);
 }
 // Memory windows (type 2): the window's libibverbs object gets its new R_Key once posted.
 void wr_bind_mw(ibv_qp_ex* x, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* b) {
@@ -295,7 +297,8 @@ int post_batch(hc_qp* q, qp_ex_state& st) {
             e.sge_first = uint32_t(st.sges.size());
             e.sge_count = e.inl_len ? 1 : 0;
             if (e.inl_len)
-                st.sges.push_back(fv::ibv_sge{uint64_t(uintptr_t(st.inl.data() + e.inl_first)), uint32_t(e.inl_len), 0});
+                st.sges.push_back(
+                    fv::ibv_sge{uint64_t(uintptr_t(st.inl.data() + e.inl_first)), uint32_t(e.inl_len), 0});
         }
     st.chain.clear();
     st.chain.reserve(st.wrs.size());
@@ -315,7 +318,8 @@ int post_batch(hc_qp* q, qp_ex_state& st) {
     // refuses but keeps the ones before, so a batch that cannot fit the send queue is refused
     // whole (a QP that may not post refuses the first WR, and with it all).
     const fv::ibv_qp& f = q->f;
-    const bool can_post = f.state != fv::IBV_QPS_RESET && f.state != fv::IBV_QPS_INIT && f.state != fv::IBV_QPS_RTR;
+    const bool can_post =
+        f.state != fv::IBV_QPS_RESET && f.state != fv::IBV_QPS_INIT && f.state != fv::IBV_QPS_RTR;
     if (can_post && st.chain.size() > f.sq.max_wr - std::min(f.sq.max_wr, f.sq.producer - f.sq.completed))
         return ENOMEM;
     fv::ibv_send_wr* bad = nullptr;
@@ -344,7 +348,8 @@ uint64_t send_ops_for(const hw::hca_caps& caps, ibv_qp_type t) {
     if (caps.flags & hw::CAP_SEND_INV) ops |= IBV_QP_EX_WITH_LOCAL_INV;
     if (t != IBV_QPT_RC) return ops;  // UC
     if (caps.flags & hw::CAP_RDMA_READ) ops |= IBV_QP_EX_WITH_RDMA_READ;
-    if (caps.flags & hw::CAP_ATOMIC) ops |= IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    if (caps.flags & hw::CAP_ATOMIC)
+        ops |= IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
     if (caps.flags & hw::CAP_SEND_INV) ops |= IBV_QP_EX_WITH_SEND_WITH_INV;
     return ops;
 }

@@ -25,14 +25,14 @@ namespace {
 
 // ---------------------------------------------------------------- constants
 
-constexpr uint64_t kGuard = 4096;        ///< guard band before and after the target region
-constexpr uint64_t kRegion = 8192;       ///< target region bytes (two pages)
+constexpr uint64_t kGuard = 4096;   ///< guard band before and after the target region
+constexpr uint64_t kRegion = 8192;  ///< target region bytes (two pages)
 constexpr uint64_t kLayout = 2 * kGuard + kRegion;
-constexpr uint64_t kBuf = 16384;         ///< node0 source / destination buffers
-constexpr uint64_t kWaitNs = 2'000'000;  ///< bound for one expected completion (simulated)
-constexpr uint64_t kQuietNs = 20'000;    ///< after the last expected completion: nothing more may come
+constexpr uint64_t kBuf = 16384;          ///< node0 source / destination buffers
+constexpr uint64_t kWaitNs = 2'000'000;   ///< bound for one expected completion (simulated)
+constexpr uint64_t kQuietNs = 20'000;     ///< after the last expected completion: nothing more may come
 constexpr uint64_t WO = 1024, WL = 2048;  ///< the windows: [tgt + WO, tgt + WO + WL)
-constexpr uint64_t kTop = ~uint64_t(0);  ///< the last virtual address
+constexpr uint64_t kTop = ~uint64_t(0);   ///< the last virtual address
 /// An R_Key / L_Key whose index no case allocates (MPT indexes are handed out from 1 upwards).
 constexpr uint32_t kNoKey = (0xF000u << 8) | 0x11u;
 
@@ -81,7 +81,9 @@ std::string errno_name(int e) {
     }
 }
 
-std::string vendor_name(int v) { return std::string(to_string(xlate_status(v))) + " (" + std::to_string(v) + ")"; }
+std::string vendor_name(int v) {
+    return std::string(to_string(xlate_status(v))) + " (" + std::to_string(v) + ")";
+}
 
 int wc_op_of(ibv_wr_opcode op) {
     switch (op) {
@@ -97,7 +99,9 @@ int wc_op_of(ibv_wr_opcode op) {
     }
 }
 
-bool is_atomic(ibv_wr_opcode op) { return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD; }
+bool is_atomic(ibv_wr_opcode op) {
+    return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
 
 /// Deterministic bytes (xorshift), different for different seeds.
 std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
@@ -124,8 +128,8 @@ struct wc_exp {
 /// How an attack must be rejected. Receives left posted on a QP that ends in Error are expected
 /// to flush (WR_FLUSH_ERR) after the completions listed here.
 struct outcome {
-    int post = 0;                 ///< return code of the verb / post that carries the attack
-    std::vector<wc_exp> cq[4];    ///< completions on the attack pair's CQs (cq_index), in order
+    int post = 0;                               ///< return code of the verb / post that carries the attack
+    std::vector<wc_exp> cq[4];                  ///< completions on the attack pair's CQs (cq_index), in order
     int event[2] = {NOT_CHECKED, NOT_CHECKED};  ///< affiliated async event on node i's QP (or none)
     ibv_qp_state state[2] = {RTS, RTS};         ///< QP states afterwards (ibv_query_qp)
 };
@@ -185,19 +189,15 @@ outcome refused(int rc) {
 
 std::string describe(const outcome& o) {
     std::ostringstream s;
-    if (o.post)
-        s << "returns " << errno_name(o.post) << ", no completion; ";
+    if (o.post) s << "returns " << errno_name(o.post) << ", no completion; ";
     for (unsigned k = 0; k < 4; ++k) {
-        if (o.cq[k].empty())
-            continue;
+        if (o.cq[k].empty()) continue;
         s << cq_names[k] << ": ";
         for (size_t i = 0; i < o.cq[k].size(); ++i) {
             const wc_exp& w = o.cq[k][i];
             s << (i ? ", " : "") << status_name(w.status);
-            if (w.opcode >= 0)
-                s << " " << opcode_name(w.opcode);
-            if (w.vendor >= 0)
-                s << " (vendor_err " << to_string(xlate_status(w.vendor)) << ")";
+            if (w.opcode >= 0) s << " " << opcode_name(w.opcode);
+            if (w.vendor >= 0) s << " (vendor_err " << to_string(xlate_status(w.vendor)) << ")";
         }
         s << "; ";
     }
@@ -207,8 +207,7 @@ std::string describe(const outcome& o) {
             s << "node" << i << " event " << event_name(o.event[i]) << "; ";
             any_event = true;
         }
-    if (!any_event)
-        s << "no async event; ";
+    if (!any_event) s << "no async event; ";
     s << "QPs " << state_name(o.state[0]) << "/" << state_name(o.state[1]) << "; target unchanged";
     return s.str();
 }
@@ -218,8 +217,7 @@ std::string describe(const outcome& o) {
 struct bench {
     explicit bench(machine& mach) : m(mach) {
         fw::driver_options opts;
-        for (unsigned i = 0; i < 2; ++i)
-            sw[i] = std::make_unique<host_software>(m.at(i), opts);
+        for (unsigned i = 0; i < 2; ++i) sw[i] = std::make_unique<host_software>(m.at(i), opts);
     }
     machine& m;
     std::unique_ptr<host_software> sw[2];
@@ -227,7 +225,7 @@ struct bench {
     ibv_pd* pd[2] = {};   ///< the PD of each node's QPs and regions unless a case says otherwise
     ibv_pd* pd2[2] = {};  ///< a second PD per node (PD mismatches)
     uint16_t lid[2] = {};
-    bool two_a = false;   ///< the HCA's type 2 windows are type 2A (hca.mw_type2=2A)
+    bool two_a = false;  ///< the HCA's type 2 windows are type 2A (hca.mw_type2=2A)
     host_bus& bus(unsigned i) { return m.at(i).cpu; }
 
     /// Opens both devices; an error text or "".
@@ -238,15 +236,13 @@ struct bench {
                 return "node" + std::to_string(i) + ": ibv_open_device: " + sw[i]->driver.last_error();
             pd[i] = ibv_alloc_pd(ctx[i]);
             pd2[i] = ibv_alloc_pd(ctx[i]);
-            if (!pd[i] || !pd2[i])
-                return "node" + std::to_string(i) + ": ibv_alloc_pd failed";
+            if (!pd[i] || !pd2[i]) return "node" + std::to_string(i) + ": ibv_alloc_pd failed";
             ibv_port_attr pa{};
             ibv_query_port(ctx[i], 1, &pa);
             lid[i] = pa.lid;
         }
         ibv_device_attr da{};
-        if (ibv_query_device(ctx[1], &da))
-            return "ibv_query_device failed";
+        if (ibv_query_device(ctx[1], &da)) return "ibv_query_device failed";
         two_a = da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2A;
         return "";
     }
@@ -260,18 +256,18 @@ struct case_abort {
 
 /// How a QP pair is created.
 struct pair_opts {
-    bool pd2 = false;          ///< node1's QP in node1's second PD
-    unsigned access1 = ALL;    ///< node1 QP's qp_access_flags (rights of incoming requests)
-    uint32_t create0 = 0;      ///< node0 QP's ibv_qp_create_flags
-    uint32_t create1 = 0;      ///< node1 QP's ibv_qp_create_flags
+    bool pd2 = false;        ///< node1's QP in node1's second PD
+    unsigned access1 = ALL;  ///< node1 QP's qp_access_flags (rights of incoming requests)
+    uint32_t create0 = 0;    ///< node0 QP's ibv_qp_create_flags
+    uint32_t create1 = 0;    ///< node1 QP's ibv_qp_create_flags
 };
 
 /// One RC connection node0 <-> node1 with its own CQs.
 struct qp_pair {
-    ibv_cq* cq[4] = {};     ///< cq_index
+    ibv_cq* cq[4] = {};  ///< cq_index
     ibv_qp* qp[2] = {};
     pair_opts o;
-    unsigned recvs[2] = {}; ///< receive WRs posted and not yet completed, per node
+    unsigned recvs[2] = {};               ///< receive WRs posted and not yet completed, per node
     ibv_qp_state expect[2] = {RTS, RTS};  ///< states the final check wants
 };
 
@@ -309,29 +305,25 @@ public:
     uint64_t src = 0, dst = 0;   ///< node0 buffers
     ibv_mr* smr = nullptr;
     ibv_mr* dmr = nullptr;
-    uint64_t rbuf = 0;           ///< node1 receive buffer (SENDs that are not the attack's target)
+    uint64_t rbuf = 0;  ///< node1 receive buffer (SENDs that are not the attack's target)
 
     // ---- memory
     uint64_t alloc(unsigned node, uint64_t bytes) {
         const uint64_t va = b_.sw[node]->as.alloc(bytes, 4096);
-        if (!va)
-            abort_case("node" + std::to_string(node) + ": out of virtual memory");
+        if (!va) abort_case("node" + std::to_string(node) + ": out of virtual memory");
         return va;
     }
     void put(unsigned node, uint64_t va, const std::vector<uint8_t>& v) {
-        if (!b_.sw[node]->as.write(va, v.data(), v.size()))
-            abort_case("write to an unmapped address");
+        if (!b_.sw[node]->as.write(va, v.data(), v.size())) abort_case("write to an unmapped address");
     }
     std::vector<uint8_t> get(unsigned node, uint64_t va, uint64_t n) {
         std::vector<uint8_t> v(n);
-        if (!b_.sw[node]->as.read(va, v.data(), n))
-            abort_case("read of an unmapped address");
+        if (!b_.sw[node]->as.read(va, v.data(), n)) abort_case("read of an unmapped address");
         return v;
     }
     uint64_t pa(unsigned node, uint64_t va) {
         uint64_t p = 0;
-        if (!b_.sw[node]->as.translate(va, &p))
-            abort_case("no translation for a buffer");
+        if (!b_.sw[node]->as.translate(va, &p)) abort_case("no translation for a buffer");
         return p;
     }
     uint64_t word(unsigned node, uint64_t va) {
@@ -356,22 +348,19 @@ public:
     }
     ibv_mr* shared1(ibv_mr* from, ibv_pd* p, int access, uint64_t iova) {
         ibv_mr* mr = ibv_reg_shared_mr(from, p, access, iova);
-        if (!mr)
-            abort_case("ibv_reg_shared_mr failed, errno " + std::to_string(errno));
+        if (!mr) abort_case("ibv_reg_shared_mr failed, errno " + std::to_string(errno));
         mrs_[1].push_back(mr);
         return mr;
     }
     ibv_mr* phys1(const ibv_phys_mr_attr& a, ibv_pd* p = nullptr) {
         ibv_mr* mr = ibv_reg_phys_mr(p ? p : b_.pd[1], &a);
-        if (!mr)
-            abort_case("ibv_reg_phys_mr failed, errno " + std::to_string(errno));
+        if (!mr) abort_case("ibv_reg_phys_mr failed, errno " + std::to_string(errno));
         mrs_[1].push_back(mr);
         return mr;
     }
     ibv_mr* lkey1(uint32_t pages, ibv_pd* p = nullptr) {
         ibv_mr* mr = ibv_alloc_lkey(p ? p : b_.pd[1], pages);
-        if (!mr)
-            abort_case("ibv_alloc_lkey failed, errno " + std::to_string(errno));
+        if (!mr) abort_case("ibv_alloc_lkey failed, errno " + std::to_string(errno));
         mrs_[1].push_back(mr);
         return mr;
     }
@@ -387,19 +376,16 @@ public:
         return rc;
     }
     void must_dereg(ibv_mr* mr) {
-        if (int rc = dereg(mr))
-            abort_case("ibv_dereg_mr failed: " + errno_name(rc));
+        if (int rc = dereg(mr)) abort_case("ibv_dereg_mr failed: " + errno_name(rc));
     }
     ibv_mw* mw1(ibv_mw_type t, ibv_pd* p = nullptr) {
         ibv_mw* mw = ibv_alloc_mw(p ? p : b_.pd[1], t);
-        if (!mw)
-            abort_case("ibv_alloc_mw failed, errno " + std::to_string(errno));
+        if (!mw) abort_case("ibv_alloc_mw failed, errno " + std::to_string(errno));
         mws_.push_back(mw);
         return mw;
     }
     void must_dealloc(ibv_mw* mw) {
-        if (int rc = ibv_dealloc_mw(mw))
-            abort_case("ibv_dealloc_mw failed: " + errno_name(rc));
+        if (int rc = ibv_dealloc_mw(mw)) abort_case("ibv_dealloc_mw failed: " + errno_name(rc));
         for (auto it = mws_.begin(); it != mws_.end(); ++it)
             if (*it == mw) {
                 mws_.erase(it);
@@ -425,8 +411,7 @@ public:
         for (unsigned i = 0; i < 2; ++i) {
             q.cq[i ? S1 : S0] = ibv_create_cq(b_.ctx[i], 16);
             q.cq[i ? R1 : R0] = ibv_create_cq(b_.ctx[i], 16);
-            if (!q.cq[i ? S1 : S0] || !q.cq[i ? R1 : R0])
-                abort_case("ibv_create_cq failed");
+            if (!q.cq[i ? S1 : S0] || !q.cq[i ? R1 : R0]) abort_case("ibv_create_cq failed");
             ibv_qp_init_attr a{};
             a.send_cq = q.cq[i ? S1 : S0];
             a.recv_cq = q.cq[i ? R1 : R0];
@@ -438,7 +423,8 @@ public:
             a.create_flags = i ? o.create1 : o.create0;
             q.qp[i] = ibv_create_qp(i ? pd(1, o.pd2) : b_.pd[0], &a);
             if (!q.qp[i])
-                abort_case("node" + std::to_string(i) + ": ibv_create_qp failed, errno " + std::to_string(errno));
+                abort_case("node" + std::to_string(i) + ": ibv_create_qp failed, errno " +
+                           std::to_string(errno));
         }
         for (unsigned i = 0; i < 2; ++i)
             if (int rc = connect(q, i))
@@ -447,8 +433,7 @@ public:
     }
     /// Pair k (opened with default options when the case has not opened it).
     qp_pair& p(unsigned k = 0) {
-        while (pairs_.size() <= k)
-            open();
+        while (pairs_.size() <= k) open();
         return *pairs_[k];
     }
     size_t pair_count() const { return pairs_.size(); }
@@ -463,16 +448,14 @@ public:
             q.recvs[i] = 0;
         }
         for (unsigned i = 0; i < 2; ++i)
-            if (int rc = connect(q, i))
-                abort_case("reconnect failed: " + errno_name(rc));
+            if (int rc = connect(q, i)) abort_case("reconnect failed: " + errno_name(rc));
         q.expect[0] = q.expect[1] = RTS;
     }
     /// lkey of a receive buffer region of node1 in the PD of pair k's node1 QP.
     uint32_t rbuf_lkey(unsigned k) {
         const bool second = p(k).o.pd2;
         ibv_mr*& m = rmr_[second];
-        if (!m)
-            m = reg(1, rbuf, 8192, LW, pd(1, second));
+        if (!m) m = reg(1, rbuf, 8192, LW, pd(1, second));
         return m->lkey;
     }
 
@@ -484,14 +467,11 @@ public:
         while (out.size() < n) {
             ibv_wc wc[8];
             const int got = ibv_poll_cq(cq, int(std::min<size_t>(8, n - out.size())), wc);
-            if (got < 0)
-                abort_case("ibv_poll_cq returned " + std::to_string(got));
+            if (got < 0) abort_case("ibv_poll_cq returned " + std::to_string(got));
             out.insert(out.end(), wc, wc + got);
-            if (got > 0)
-                continue;
+            if (got > 0) continue;
             const uint64_t now = bus.now_ns();
-            if (now >= deadline || ibv_wait_cq(cq, deadline - now) != 0)
-                break;
+            if (now >= deadline || ibv_wait_cq(cq, deadline - now) != 0) break;
         }
         return out;
     }
@@ -514,8 +494,7 @@ public:
             ibv_async_event ev;
             while (ibv_get_async_event(b_.ctx[i], &ev, 1) == 0) {
                 ibv_ack_async_event(&ev);
-                if (ev.event_type != IBV_EVENT_COMM_EST)
-                    events_[i].push_back(ev);
+                if (ev.event_type != IBV_EVENT_COMM_EST) events_[i].push_back(ev);
             }
         }
     }
@@ -531,8 +510,7 @@ public:
     /// Any event on `qp` (node i) still in events_, as text, or "".
     std::string event_on(unsigned i, ibv_qp* qp) {
         for (const auto& ev : events_[i])
-            if (ev.element.qp == qp)
-                return event_name(ev.event_type);
+            if (ev.element.qp == qp) return event_name(ev.event_type);
         return "";
     }
     std::string stray_event() {
@@ -545,8 +523,7 @@ public:
     ibv_qp_state state(ibv_qp* qp) {
         ibv_qp_attr a{};
         ibv_qp_init_attr ia{};
-        if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
-            return IBV_QPS_UNKNOWN;
+        if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia)) return IBV_QPS_UNKNOWN;
         return a.qp_state;
     }
 
@@ -568,10 +545,8 @@ public:
         wr.wr.atomic.rkey = rkey;
         wr.wr.atomic.compare_add = 1;
         wr.wr.atomic.swap = 0x5757575757575757ull;
-        if (op == IBV_WR_SEND_WITH_INV)
-            wr.invalidate_rkey = rkey;
-        if (op == IBV_WR_RDMA_WRITE_WITH_IMM)
-            wr.imm_data = 0x1234;
+        if (op == IBV_WR_SEND_WITH_INV) wr.invalidate_rkey = rkey;
+        if (op == IBV_WR_RDMA_WRITE_WITH_IMM) wr.imm_data = 0x1234;
         return wr;
     }
     int post(unsigned node, unsigned k, ibv_send_wr& wr) {
@@ -594,11 +569,10 @@ public:
     /// Waits for one successful completion of `opcode` on cq; aborts with `what` otherwise.
     ibv_wc expect_ok(ibv_cq* cq, int opcode, const std::string& what) {
         auto v = wait(cq, 1, kWaitNs);
-        if (v.empty())
-            abort_case(what + ": no completion");
+        if (v.empty()) abort_case(what + ": no completion");
         if (v[0].status != IBV_WC_SUCCESS)
-            abort_case(what + ": " + status_name(v[0].status) + " (vendor_err " + std::to_string(v[0].vendor_err) +
-                       ")");
+            abort_case(what + ": " + status_name(v[0].status) + " (vendor_err " +
+                       std::to_string(v[0].vendor_err) + ")");
         if (int(v[0].opcode) != opcode)
             abort_case(what + ": opcode " + opcode_name(v[0].opcode) + ", expected " + opcode_name(opcode));
         return v[0];
@@ -606,8 +580,7 @@ public:
     void expect_mem(unsigned node, uint64_t va, const std::vector<uint8_t>& want, const std::string& what) {
         const auto got = get(node, va, want.size());
         for (size_t i = 0; i < want.size(); ++i)
-            if (got[i] != want[i])
-                abort_case(what + ": byte " + std::to_string(i) + " differs");
+            if (got[i] != want[i]) abort_case(what + ": byte " + std::to_string(i) + " differs");
     }
 
     // ---- controls: the same operation done right succeeds
@@ -617,19 +590,16 @@ public:
         put(0, src, data);
         ibv_sge sge;
         ibv_send_wr wr = remote_wr(IBV_WR_RDMA_WRITE, va, len, rkey, &sge);
-        if (int rc = post(0, k, wr))
-            abort_case("control WRITE: post failed: " + errno_name(rc));
+        if (int rc = post(0, k, wr)) abort_case("control WRITE: post failed: " + errno_name(rc));
         expect_ok(p(k).cq[S0], IBV_WC_RDMA_WRITE, "control WRITE");
-        if (len)
-            expect_mem(1, land, data, "control WRITE data");
+        if (len) expect_mem(1, land, data, "control WRITE data");
     }
     /// RDMA READ of len bytes from (va, rkey); they must equal node1's bytes at `from`.
     void ctl_read(uint32_t rkey, uint64_t va, uint32_t len, uint64_t from, unsigned k = 0) {
         put(0, dst, std::vector<uint8_t>(len, 0xEE));
         ibv_sge sge;
         ibv_send_wr wr = remote_wr(IBV_WR_RDMA_READ, va, len, rkey, &sge);
-        if (int rc = post(0, k, wr))
-            abort_case("control READ: post failed: " + errno_name(rc));
+        if (int rc = post(0, k, wr)) abort_case("control READ: post failed: " + errno_name(rc));
         expect_ok(p(k).cq[S0], IBV_WC_RDMA_READ, "control READ");
         expect_mem(0, dst, get(1, from, len), "control READ data");
     }
@@ -638,8 +608,7 @@ public:
         const uint64_t old = word(1, land);
         ibv_sge sge;
         ibv_send_wr wr = remote_wr(IBV_WR_ATOMIC_FETCH_AND_ADD, va, 8, rkey, &sge);
-        if (int rc = post(0, k, wr))
-            abort_case("control FETCH_ADD: post failed: " + errno_name(rc));
+        if (int rc = post(0, k, wr)) abort_case("control FETCH_ADD: post failed: " + errno_name(rc));
         expect_ok(p(k).cq[S0], IBV_WC_FETCH_ADD, "control FETCH_ADD");
         if (word(0, dst) != old || word(1, land) != old + 1)
             abort_case("control FETCH_ADD: wrong result or memory");
@@ -651,8 +620,7 @@ public:
         put(0, src, data);
         ibv_sge sge;
         ibv_send_wr wr = remote_wr(IBV_WR_SEND, 0, 64, 0, &sge);
-        if (int rc = post(0, k, wr))
-            abort_case("control SEND: post failed: " + errno_name(rc));
+        if (int rc = post(0, k, wr)) abort_case("control SEND: post failed: " + errno_name(rc));
         expect_ok(p(k).cq[R1], IBV_WC_RECV, "control receive");
         --p(k).recvs[1];
         expect_ok(p(k).cq[S0], IBV_WC_SEND, "control SEND");
@@ -663,8 +631,7 @@ public:
         recv1_spare(k);
         ibv_sge sge;
         ibv_send_wr wr = remote_wr(IBV_WR_SEND_WITH_INV, 0, 64, key, &sge);
-        if (int rc = post(0, k, wr))
-            abort_case("control SEND_WITH_INV: post failed: " + errno_name(rc));
+        if (int rc = post(0, k, wr)) abort_case("control SEND_WITH_INV: post failed: " + errno_name(rc));
         const ibv_wc r = expect_ok(p(k).cq[R1], IBV_WC_RECV, "control SEND_WITH_INV receive");
         --p(k).recvs[1];
         if (!(r.wc_flags & IBV_WC_WITH_INV) || r.imm_data != key)
@@ -681,7 +648,8 @@ public:
         expect_ok(p(k).cq[S1], IBV_WC_BIND_MW, "control bind");
         return mw->rkey;
     }
-    ibv_send_wr bind2_wr(ibv_mw* mw, uint8_t key_byte, ibv_mr* mr, uint64_t addr, uint64_t len, unsigned access) {
+    ibv_send_wr bind2_wr(ibv_mw* mw, uint8_t key_byte, ibv_mr* mr, uint64_t addr, uint64_t len,
+                         unsigned access) {
         ibv_send_wr wr{};
         wr.opcode = IBV_WR_BIND_MW;
         wr.send_flags = IBV_SEND_SIGNALED;
@@ -694,8 +662,7 @@ public:
     uint32_t bind2(ibv_mw* mw, uint8_t key_byte, ibv_mr* mr, uint64_t addr, uint64_t len, unsigned access,
                    unsigned k = 0) {
         ibv_send_wr wr = bind2_wr(mw, key_byte, mr, addr, len, access);
-        if (int rc = post(1, k, wr))
-            abort_case("control bind WR: post failed: " + errno_name(rc));
+        if (int rc = post(1, k, wr)) abort_case("control bind WR: post failed: " + errno_name(rc));
         expect_ok(p(k).cq[S1], IBV_WC_BIND_MW, "control bind WR");
         if (mw->rkey != hw::make_key(hw::key_index(mw->rkey), key_byte))
             abort_case("control bind WR: the R_Key does not carry the consumer's key byte");
@@ -710,8 +677,7 @@ public:
     }
     void local_inv(uint32_t key, unsigned k = 0) {
         ibv_send_wr wr = local_inv_wr(key);
-        if (int rc = post(1, k, wr))
-            abort_case("control LOCAL_INV: post failed: " + errno_name(rc));
+        if (int rc = post(1, k, wr)) abort_case("control LOCAL_INV: post failed: " + errno_name(rc));
         expect_ok(p(k).cq[S1], IBV_WC_LOCAL_INV, "control LOCAL_INV");
     }
     ibv_send_wr fast_reg_wr(ibv_mr* mr, uint8_t key_byte, uint64_t iova, uint64_t len, int access,
@@ -734,8 +700,7 @@ public:
     uint32_t fast_reg(ibv_mr* mr, uint8_t key_byte, uint64_t iova, uint64_t len, int access,
                       const std::vector<uint64_t>& pages, unsigned k = 0) {
         ibv_send_wr wr = fast_reg_wr(mr, key_byte, iova, len, access, pages);
-        if (int rc = post(1, k, wr))
-            abort_case("control FAST_REG: post failed: " + errno_name(rc));
+        if (int rc = post(1, k, wr)) abort_case("control FAST_REG: post failed: " + errno_name(rc));
         expect_ok(p(k).cq[S1], IBV_WC_FAST_REG_MR, "control FAST_REG");
         if (hw::key_byte(mr->rkey) != key_byte)
             abort_case("control FAST_REG: the R_Key does not carry the consumer's key byte");
@@ -746,15 +711,13 @@ public:
     void watch(unsigned node, uint64_t va, uint64_t len) { areas_.push_back({node, va, len, {}}); }
     bool watch_layout = true;  ///< snapshot node1's layout and node0's dst (default)
     void snapshot() {
-        if (snapped_)
-            return;
+        if (snapped_) return;
         snapped_ = true;
         if (watch_layout) {
             watch(1, base, kLayout);
             watch(0, dst, kBuf);
         }
-        for (area& a : areas_)
-            a.before = get(a.node, a.va, a.len);
+        for (area& a : areas_) a.before = get(a.node, a.va, a.len);
     }
     /// Bytes of the snapshot that differ now; `where` names the first.
     uint64_t changed(std::string* where) {
@@ -806,23 +769,21 @@ public:
 
     bool attacked = false;
     int attack_rc = 0;
-    int attack_op = OP_ANY;     ///< ibv_wc_opcode of the attack's WR
+    int attack_op = OP_ANY;  ///< ibv_wc_opcode of the attack's WR
     unsigned attack_pair = 0;
-    unsigned controls = 0;      ///< successful control operations (data moved as it should)
+    unsigned controls = 0;            ///< successful control operations (data moved as it should)
     std::function<void(env&)> after;  ///< runs once the attack was judged (controls / probes after it)
-    uint64_t probe_changed = 0; ///< snapshot bytes changed by probes run in `after`
+    uint64_t probe_changed = 0;       ///< snapshot bytes changed by probes run in `after`
 
     /// In `after`: a further hostile remote request over pair k must fail like remote_fault(),
     /// changing nothing (e.g. to show a refused bind granted nothing).
     void probe_fault(ibv_wr_opcode op, uint64_t va, uint32_t len, uint32_t rkey, unsigned k) {
         qp_pair& q = p(k);
-        for (area& a : areas_)
-            a.before = get(a.node, a.va, a.len);
+        for (area& a : areas_) a.before = get(a.node, a.va, a.len);
         fresh_source();
         ibv_sge sge;
         ibv_send_wr wr = remote_wr(op, va, len, rkey, &sge);
-        if (int rc = post(0, k, wr))
-            abort_case("probe: post failed: " + errno_name(rc));
+        if (int rc = post(0, k, wr)) abort_case("probe: post failed: " + errno_name(rc));
         auto v = wait(q.cq[S0], 1, kWaitNs);
         if (v.empty() || v[0].status != IBV_WC_REM_ACCESS_ERR)
             abort_case("probe " + opcode_name(wc_op_of(op)) + ": " +
@@ -836,14 +797,12 @@ public:
         std::string where;
         const uint64_t n = changed(&where);
         probe_changed += n;
-        if (n)
-            abort_case("probe: " + where);
+        if (n) abort_case("probe: " + where);
     }
 
     /// Judges the attack against `x`: "" if it was rejected exactly so, else the first difference.
     std::string judge(const outcome& x) {
-        if (!attacked)
-            return "the case made no attack";
+        if (!attacked) return "the case made no attack";
         qp_pair& q = p(attack_pair);
         if (attack_rc != x.post)
             return "returned " + errno_name(attack_rc) + ", expected " + errno_name(x.post);
@@ -874,23 +833,19 @@ public:
                     why = at + ": vendor_err " + vendor_name(int(w.vendor_err)) + ", expected " +
                           vendor_name(want[i].vendor);
             }
-            if (!why.empty())
-                return why;
-            if (c == R1 || c == R0)
-                q.recvs[node] = 0;
+            if (!why.empty()) return why;
+            if (c == R1 || c == R0) q.recvs[node] = 0;
         }
         sleep(kQuietNs);
         why = stray_completion();
-        if (!why.empty())
-            return why;
+        if (!why.empty()) return why;
         collect_events();
         for (unsigned i = 0; i < 2; ++i)
             if (x.event[i] >= 0 && !take_event(i, q.qp[i], x.event[i]))
                 return "no " + event_name(x.event[i]) + " event on node" + std::to_string(i) + "'s QP" +
                        (event_on(i, q.qp[i]).empty() ? "" : " (got " + event_on(i, q.qp[i]) + ")");
         why = stray_event();
-        if (!why.empty())
-            return why;
+        if (!why.empty()) return why;
         for (unsigned i = 0; i < 2; ++i) {
             const ibv_qp_state s = state(q.qp[i]);
             if (s != x.state[i])
@@ -905,18 +860,16 @@ public:
     std::string final_check() {
         sleep(kQuietNs);
         std::string why = stray_completion();
-        if (!why.empty())
-            return why;
+        if (!why.empty()) return why;
         collect_events();
         why = stray_event();
-        if (!why.empty())
-            return why;
+        if (!why.empty()) return why;
         for (size_t k = 0; k < pairs_.size(); ++k)
             for (unsigned i = 0; i < 2; ++i) {
                 const ibv_qp_state s = state(pairs_[k]->qp[i]);
                 if (s != pairs_[k]->expect[i])
-                    return "pair " + std::to_string(k) + " node" + std::to_string(i) + "'s QP is " + state_name(s) +
-                           ", expected " + state_name(pairs_[k]->expect[i]);
+                    return "pair " + std::to_string(k) + " node" + std::to_string(i) + "'s QP is " +
+                           state_name(s) + ", expected " + state_name(pairs_[k]->expect[i]);
             }
         return "";
     }
@@ -925,28 +878,23 @@ public:
     std::string cleanup() {
         std::string why;
         auto note = [&](const std::string& w) {
-            if (why.empty())
-                why = "cleanup: " + w;
+            if (why.empty()) why = "cleanup: " + w;
         };
         for (ibv_mw* mw : mws_)
-            if (int rc = ibv_dealloc_mw(mw))
-                note("ibv_dealloc_mw: " + errno_name(rc));
+            if (int rc = ibv_dealloc_mw(mw)) note("ibv_dealloc_mw: " + errno_name(rc));
         mws_.clear();
         for (auto& q : pairs_) {
             for (unsigned i = 0; i < 2; ++i)
                 if (q->qp[i])
-                    if (int rc = ibv_destroy_qp(q->qp[i]))
-                        note("ibv_destroy_qp: " + errno_name(rc));
+                    if (int rc = ibv_destroy_qp(q->qp[i])) note("ibv_destroy_qp: " + errno_name(rc));
             for (ibv_cq* cq : q->cq)
                 if (cq)
-                    if (int rc = ibv_destroy_cq(cq))
-                        note("ibv_destroy_cq: " + errno_name(rc));
+                    if (int rc = ibv_destroy_cq(cq)) note("ibv_destroy_cq: " + errno_name(rc));
         }
         pairs_.clear();
         for (auto& v : mrs_) {
             for (auto it = v.rbegin(); it != v.rend(); ++it)
-                if (int rc = ibv_dereg_mr(*it))
-                    note("ibv_dereg_mr: " + errno_name(rc));
+                if (int rc = ibv_dereg_mr(*it)) note("ibv_dereg_mr: " + errno_name(rc));
             v.clear();
         }
         for (auto& m : mapped_)
@@ -964,8 +912,7 @@ private:
     /// what the target (or an earlier control) already holds.
     void fresh_source() { put(0, src, pattern(kBuf, seed_ * 53 + 7 + controls)); }
     void mark(unsigned k, int op) {
-        if (attacked)
-            abort_case("the case made more than one attack");
+        if (attacked) abort_case("the case made more than one attack");
         attacked = true;
         attack_pair = k;
         attack_op = op;
@@ -977,9 +924,9 @@ private:
         a.pkey_index = 0;
         a.port_num = 1;
         a.qp_access_flags = i ? q.o.access1 : ALL;
-        int rc = ibv_modify_qp(q.qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-        if (rc)
-            return rc;
+        int rc =
+            ibv_modify_qp(q.qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+        if (rc) return rc;
         a = ibv_qp_attr{};
         a.qp_state = IBV_QPS_RTR;
         a.path_mtu = IBV_MTU_4096;
@@ -992,8 +939,7 @@ private:
         rc = ibv_modify_qp(q.qp[i], &a,
                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-        if (rc)
-            return rc;
+        if (rc) return rc;
         a = ibv_qp_attr{};
         a.qp_state = IBV_QPS_RTS;
         a.sq_psn = i ? 0x200 : 0x100;
@@ -1002,8 +948,8 @@ private:
         a.rnr_retry = 7;
         a.max_rd_atomic = 4;
         return ibv_modify_qp(q.qp[i], &a,
-                             IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                 IBV_QP_MAX_QP_RD_ATOMIC);
+                             IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                 IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
     }
 
     bench& b_;
@@ -1044,8 +990,9 @@ std::vector<row> make_rows() {
         t.push_back(std::move(r));
     };
     const uint64_t R = kRegion;
-    constexpr ibv_wr_opcode WRITE = IBV_WR_RDMA_WRITE, READ = IBV_WR_RDMA_READ, FAA = IBV_WR_ATOMIC_FETCH_AND_ADD,
-                            CAS = IBV_WR_ATOMIC_CMP_AND_SWP, SEND = IBV_WR_SEND, SEND_INV = IBV_WR_SEND_WITH_INV;
+    constexpr ibv_wr_opcode WRITE = IBV_WR_RDMA_WRITE, READ = IBV_WR_RDMA_READ,
+                            FAA = IBV_WR_ATOMIC_FETCH_AND_ADD, CAS = IBV_WR_ATOMIC_CMP_AND_SWP,
+                            SEND = IBV_WR_SEND, SEND_INV = IBV_WR_SEND_WITH_INV;
     /// An R_Key with the same index and another key byte.
     auto other_byte = [](uint32_t key) { return key ^ 0x5Au; };
 
@@ -1081,7 +1028,8 @@ std::vector<row> make_rows() {
             e.remote(WRITE, e.pa(1, e.tgt), 64, hw::RESERVED_LKEY);
         });
     add("C10_60_write_stale_rkey_after_dereg", "C10-60",
-        "RDMA WRITE with the R_Key of a region deregistered after a successful WRITE", remote_fault(), [=](env& e) {
+        "RDMA WRITE with the R_Key of a region deregistered after a successful WRITE", remote_fault(),
+        [=](env& e) {
             ibv_mr* mr = e.mr1(ALL);
             const uint32_t k = mr->rkey;
             e.ctl_write(k, e.tgt, 64, e.tgt);
@@ -1096,21 +1044,20 @@ std::vector<row> make_rows() {
             e.ctl_write(old, e.tgt, 64, e.tgt);
             if (int rc = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, 0, 0, ALL))
                 abort_case("ibv_rereg_mr failed: " + errno_name(rc));
-            if (mr->rkey == old)
-                abort_case("reregister kept the R_Key");
+            if (mr->rkey == old) abort_case("reregister kept the R_Key");
             e.ctl_write(mr->rkey, e.tgt, 64, e.tgt);
             e.remote(WRITE, e.tgt, 64, old);
         });
 
     // ------------------------------------------------ regions: bounds
-    add("C10_56_write_one_byte_before_mr", "C10-56", "RDMA WRITE of 64 bytes starting one byte before the region",
-        remote_fault(), [=](env& e) {
+    add("C10_56_write_one_byte_before_mr", "C10-56",
+        "RDMA WRITE of 64 bytes starting one byte before the region", remote_fault(), [=](env& e) {
             ibv_mr* mr = e.mr1(ALL);
             e.ctl_write(mr->rkey, e.tgt, 64, e.tgt);
             e.remote(WRITE, e.tgt - 1, 64, mr->rkey);
         });
-    add("C10_56_write_one_byte_past_mr_end", "C10-56", "RDMA WRITE of 64 bytes ending one byte past the region",
-        remote_fault(), [=](env& e) {
+    add("C10_56_write_one_byte_past_mr_end", "C10-56",
+        "RDMA WRITE of 64 bytes ending one byte past the region", remote_fault(), [=](env& e) {
             ibv_mr* mr = e.mr1(ALL);
             e.ctl_write(mr->rkey, e.tgt + R - 64, 64, e.tgt + R - 64);
             e.remote(WRITE, e.tgt + R - 63, 64, mr->rkey);
@@ -1152,7 +1099,9 @@ std::vector<row> make_rows() {
             e.watch(1, e.tgt + R, kGuard);
             e.remote(WRITE, e.tgt + 4096, 8192, mr->rkey);
             // Protection is per packet: the first packet was in bounds and was placed.
-            e.after = [=](env& e) { e.expect_mem(1, e.tgt + 4096, e.get(0, e.src, 4096), "the in-bounds packet"); };
+            e.after = [=](env& e) {
+                e.expect_mem(1, e.tgt + 4096, e.get(0, e.src, 4096), "the in-bounds packet");
+            };
         });
 
     // ------------------------------------------------ regions: rights, PDs
@@ -1171,13 +1120,15 @@ std::vector<row> make_rows() {
             e.remote(READ, e.tgt, 64, mr->rkey);
         });
     add("C10_57_atomic_without_remote_atomic_right", "C10-57, o10-37",
-        "Fetch&Add on a region registered without remote atomic (control: WRITE)", remote_fault(), [=](env& e) {
+        "Fetch&Add on a region registered without remote atomic (control: WRITE)", remote_fault(),
+        [=](env& e) {
             ibv_mr* mr = e.mr1(LW | RW | RR);
             e.ctl_write(mr->rkey, e.tgt, 64, e.tgt);
             e.remote(FAA, e.tgt, 8, mr->rkey);
         });
     add("C10_88_write_to_qp_without_remote_write", "C10-88",
-        "RDMA WRITE to a QP whose access flags lack remote write, through a region that allows it (control: READ)",
+        "RDMA WRITE to a QP whose access flags lack remote write, through a region that allows it (control: "
+        "READ)",
         remote_fault(), [=](env& e) {
             pair_opts o;
             o.access1 = LW | RR | RA;
@@ -1205,15 +1156,15 @@ std::vector<row> make_rows() {
             e.remote(FAA, e.tgt + 4, 8, mr->rkey);
         });
     add("C10_87_write_with_imm_wrong_key_byte", "C10-86, C10-87, o10-37.2.3",
-        "RDMA WRITE with immediate and a wrong key byte; it takes the posted receive (control: with the right "
+        "RDMA WRITE with immediate and a wrong key byte; it takes the posted receive (control: with the "
+        "right "
         "key it lands and completes the receive)",
         write_imm_fault(), [=](env& e) {
             ibv_mr* mr = e.mr1(ALL);
             e.recv1_spare();
             ibv_sge sge;
             ibv_send_wr ok = e.remote_wr(IBV_WR_RDMA_WRITE_WITH_IMM, e.tgt, 64, mr->rkey, &sge);
-            if (e.post(0, 0, ok))
-                abort_case("control WRITE_WITH_IMM: post failed");
+            if (e.post(0, 0, ok)) abort_case("control WRITE_WITH_IMM: post failed");
             e.expect_ok(e.p().cq[R1], IBV_WC_RECV_RDMA_WITH_IMM, "control WRITE_WITH_IMM receive");
             --e.p().recvs[1];
             e.expect_ok(e.p().cq[S0], IBV_WC_RDMA_WRITE, "control WRITE_WITH_IMM");
@@ -1225,7 +1176,8 @@ std::vector<row> make_rows() {
 
     // ------------------------------------------------ zero-based, physical and shared regions
     add("o10_36_2_2_zbva_write_one_byte_past_end", "o10-36.2.2, C10-56",
-        "RDMA WRITE ending one byte past a zero-based region (addressed 0 .. 8191)", remote_fault(), [=](env& e) {
+        "RDMA WRITE ending one byte past a zero-based region (addressed 0 .. 8191)", remote_fault(),
+        [=](env& e) {
             ibv_mr* mr = e.mr1(ALL | ZB);
             e.ctl_write(mr->rkey, R - 64, 64, e.tgt + R - 64);
             e.remote(WRITE, R - 63, 64, mr->rkey);
@@ -1252,7 +1204,8 @@ std::vector<row> make_rows() {
             e.remote(WRITE, end - 63, 64, mr->rkey);
         });
     add("C10_57_shared_mr_without_remote_write", "C10-57, o10-36.2.4",
-        "RDMA WRITE through a shared region registered read-only over a writable region's pages (control: READ "
+        "RDMA WRITE through a shared region registered read-only over a writable region's pages (control: "
+        "READ "
         "through the shared region)",
         remote_fault(), [=](env& e) {
             ibv_mr* from = e.mr1(ALL);
@@ -1276,7 +1229,8 @@ std::vector<row> make_rows() {
             e.remote(WRITE, w + WL - 63, 64, mw->rkey);
         });
     add("C10_61_window_write_one_byte_before_start", "C10-61, C10-77",
-        "RDMA WRITE starting one byte before a type 1 window (inside its region)", remote_fault(), [=](env& e) {
+        "RDMA WRITE starting one byte before a type 1 window (inside its region)", remote_fault(),
+        [=](env& e) {
             auto [mr, mw] = win1(e, RW | RR);
             const uint64_t w = e.tgt + WO;
             e.ctl_write(mw->rkey, w, 64, w);
@@ -1298,7 +1252,8 @@ std::vector<row> make_rows() {
             e.remote(FAA, w + WL - 8, 8, mw->rkey);
         });
     add("C10_77_window_write_without_write_right", "C10-77",
-        "RDMA WRITE through a type 1 window bound with remote read only (the region allows writes; control: READ)",
+        "RDMA WRITE through a type 1 window bound with remote read only (the region allows writes; control: "
+        "READ)",
         remote_fault(), [=](env& e) {
             auto [mr, mw] = win1(e, RR);
             e.ctl_read(mw->rkey, e.tgt + WO, 64, e.tgt + WO);
@@ -1312,7 +1267,8 @@ std::vector<row> make_rows() {
             e.remote(READ, e.tgt + WO, 64, mw->rkey);
         });
     add("C10_77_window_atomic_without_atomic_right", "C10-77, o10-37",
-        "Fetch&Add through a type 1 window bound without remote atomic over a region that has it (control: WRITE)",
+        "Fetch&Add through a type 1 window bound without remote atomic over a region that has it (control: "
+        "WRITE)",
         remote_fault(), [=](env& e) {
             auto [mr, mw] = win1(e, RW | RR);
             e.ctl_write(mw->rkey, e.tgt + WO, 64, e.tgt + WO);
@@ -1325,20 +1281,21 @@ std::vector<row> make_rows() {
             const uint32_t k1 = mw->rkey;
             e.ctl_write(k1, e.tgt + WO, 64, e.tgt + WO);
             const uint32_t k2 = e.bind1(mw, mr, e.tgt + WO, WL, RW | RR);
-            if (k2 == k1)
-                abort_case("the rebind kept the R_Key");
+            if (k2 == k1) abort_case("the rebind kept the R_Key");
             e.ctl_write(k2, e.tgt + WO, 64, e.tgt + WO);
             e.remote(WRITE, e.tgt + WO, 64, k1);
         });
     add("C10_66_2_4_zero_length_bind_revokes_access", "C10-66.2.4",
-        "RDMA WRITE with a type 1 window's current R_Key after a zero-length bind", remote_fault(), [=](env& e) {
+        "RDMA WRITE with a type 1 window's current R_Key after a zero-length bind", remote_fault(),
+        [=](env& e) {
             auto [mr, mw] = win1(e, RW | RR);
             e.ctl_write(mw->rkey, e.tgt + WO, 64, e.tgt + WO);
             const uint32_t k2 = e.bind1(mw, nullptr, 0, 0, 0);
             e.remote(WRITE, e.tgt + WO, 64, k2);
         });
     add("C10_76_2_1_type1_window_of_another_pd", "C10-76.2.1",
-        "RDMA WRITE through a type 1 window of another PD than the responding QP's (control: a QP of that PD)",
+        "RDMA WRITE through a type 1 window of another PD than the responding QP's (control: a QP of that "
+        "PD)",
         remote_fault(), [=](env& e) {
             e.open();
             pair_opts o;
@@ -1351,7 +1308,8 @@ std::vector<row> make_rows() {
             e.remote(WRITE, e.tgt + WO, 64, mw->rkey, 0);
         });
     add("C10_70_deallocated_window", "C10-69, C10-70",
-        "RDMA WRITE with the R_Key of a bound type 1 window after Deallocate MW", remote_fault(), [=](env& e) {
+        "RDMA WRITE with the R_Key of a bound type 1 window after Deallocate MW", remote_fault(),
+        [=](env& e) {
             auto [mr, mw] = win1(e, RW | RR);
             const uint32_t k = mw->rkey;
             e.ctl_write(k, e.tgt + WO, 64, e.tgt + WO);
@@ -1359,7 +1317,8 @@ std::vector<row> make_rows() {
             e.remote(WRITE, e.tgt + WO, 64, k);
         });
     add("C10_70_window_key_on_reused_index", "C10-70, o10-37.2.3",
-        "RDMA WRITE with a deallocated window's R_Key once its MPT index names a new region over other memory "
+        "RDMA WRITE with a deallocated window's R_Key once its MPT index names a new region over other "
+        "memory "
         "(control: the new region's key)",
         remote_fault(), [=](env& e) {
             auto [mr, mw] = win1(e, RW | RR);
@@ -1373,8 +1332,7 @@ std::vector<row> make_rows() {
             ibv_mr* fresh = e.reg(1, other, 4096, ALL);
             if (hw::key_index(fresh->rkey) != hw::key_index(k))
                 abort_case("the new region did not reuse the window's MPT index");
-            if (fresh->rkey == k)
-                abort_case("the new region got the dead window's R_Key (key byte reused)");
+            if (fresh->rkey == k) abort_case("the new region got the dead window's R_Key (key byte reused)");
             e.ctl_write(fresh->rkey, other, 64, other);
             e.watch(1, other, 4096);
             e.remote(WRITE, other, 64, k);
@@ -1456,8 +1414,8 @@ std::vector<row> make_rows() {
                 e.probe_fault(WRITE, e.tgt, 64, k, 1);
             };
         });
-    add("o10_36_2_2_bind_onto_zbva_region", "o10-36.2.2",
-        "Bind a type 1 window to a zero-based region", mm_error(xs::bad_zbva), [=](env& e) {
+    add("o10_36_2_2_bind_onto_zbva_region", "o10-36.2.2", "Bind a type 1 window to a zero-based region",
+        mm_error(xs::bad_zbva), [=](env& e) {
             ibv_mr* mr = e.mr1(ALL | MWB | ZB);
             ibv_mw* mw = e.mw1(IBV_MW_TYPE_1);
             e.attack_bind1(mw, mr, 0, 64, RW);
@@ -1471,8 +1429,8 @@ std::vector<row> make_rows() {
             e.attack_bind1(mw, copy.get(), e.tgt, 64, RW);
             e.after = [copy](env&) {};  // keeps the copy alive until the case ends
         });
-    add("o10_37_2_34_type1_window_in_bind_wr", "o10-37.2.34",
-        "Post Send Bind MW WR for a type 1 window", refused(EINVAL), [=](env& e) {
+    add("o10_37_2_34_type1_window_in_bind_wr", "o10-37.2.34", "Post Send Bind MW WR for a type 1 window",
+        refused(EINVAL), [=](env& e) {
             ibv_mr* mr = e.mr1(ALL | MWB);
             ibv_mw* mw = e.mw1(IBV_MW_TYPE_1);
             ibv_send_wr wr = e.bind2_wr(mw, 0x21, mr, e.tgt, 64, RW);
@@ -1496,8 +1454,7 @@ std::vector<row> make_rows() {
 
     // ------------------------------------------------ type 2 windows (bound by WR on pair 0's node1 QP)
     auto win2 = [=](env& e, unsigned access, unsigned k = 0, ibv_mr* mr = nullptr) {
-        if (!mr)
-            mr = e.mr1(ALL | MWB);
+        if (!mr) mr = e.mr1(ALL | MWB);
         ibv_mw* mw = e.mw1(IBV_MW_TYPE_2);
         e.bind2(mw, 0x41, mr, e.tgt + WO, WL, access, k);
         return std::make_pair(mr, mw);
@@ -1512,9 +1469,11 @@ std::vector<row> make_rows() {
             e.ctl_write(mw->rkey, e.tgt + WO, 64, e.tgt + WO, 0);
             e.remote(WRITE, e.tgt + WO, 64, mw->rkey, 1);
         });
-    add("o10_37_2_43_type2b_window_from_qp_of_another_pd", "o10-37.2.43",
+    add(
+        "o10_37_2_43_type2b_window_from_qp_of_another_pd", "o10-37.2.43",
         "RDMA WRITE through a type 2B window arriving on a QP of another PD (control: the binding QP)",
-        remote_fault(), [=](env& e) {
+        remote_fault(),
+        [=](env& e) {
             e.open();
             pair_opts o;
             o.pd2 = true;
@@ -1525,7 +1484,8 @@ std::vector<row> make_rows() {
         },
         "2B");
     add("o10_37_2_30_type2_stale_key_after_local_invalidate", "o10-37.2.29, o10-37.2.30, o10-37.2.18",
-        "RDMA WRITE through a type 2 window after its binding QP invalidated it", remote_fault(), [=](env& e) {
+        "RDMA WRITE through a type 2 window after its binding QP invalidated it", remote_fault(),
+        [=](env& e) {
             auto [mr, mw] = win2(e, RW | RR);
             const uint32_t k = mw->rkey;
             e.ctl_write(k, e.tgt + WO, 64, e.tgt + WO);
@@ -1533,7 +1493,8 @@ std::vector<row> make_rows() {
             e.remote(WRITE, e.tgt + WO, 64, k);
         });
     add("o10_37_2_29_type2_bind_of_a_valid_window", "o10-37.2.29, o10-37.2.30",
-        "Post Send Bind MW WR over the whole region for a type 2 window that is already bound (afterwards the "
+        "Post Send Bind MW WR over the whole region for a type 2 window that is already bound (afterwards "
+        "the "
         "first binding still works)",
         mm_error(xs::bad_state), [=](env& e) {
             auto [mr, mw] = win2(e, RW | RR);
@@ -1542,8 +1503,7 @@ std::vector<row> make_rows() {
             ibv_send_wr wr = e.bind2_wr(mw, 0x42, mr, e.tgt, R, RW | RR | RA);
             e.attack_post(1, 0, wr);
             e.after = [=](env& e) {
-                if (e.two_a())
-                    return;  // a QP with 2A windows bound cannot be reset to reconnect it
+                if (e.two_a()) return;  // a QP with 2A windows bound cannot be reset to reconnect it
                 e.reconnect(0);
                 e.ctl_write(k, e.tgt + WO, 64, e.tgt + WO);
             };
@@ -1561,7 +1521,8 @@ std::vector<row> make_rows() {
             e.after = [=](env& e) { e.ctl_write(k, e.tgt + WO, 64, e.tgt + WO, 0); };
         });
     add("o10_36_2_1_free_type2_window_grants_nothing", "o10-36.2.1",
-        "RDMA WRITE with the R_Key of a type 2 window that was never bound (Free)", remote_fault(), [=](env& e) {
+        "RDMA WRITE with the R_Key of a type 2 window that was never bound (Free)", remote_fault(),
+        [=](env& e) {
             ibv_mr* mr = e.mr1(ALL | MWB);
             ibv_mw* mw = e.mw1(IBV_MW_TYPE_2);
             e.ctl_write(mr->rkey, e.tgt, 64, e.tgt);
@@ -1579,8 +1540,10 @@ std::vector<row> make_rows() {
             e.remote(SEND_INV, 0, 64, k, 0);
             e.after = [=](env& e) { e.ctl_write(k, e.tgt + WO, 64, e.tgt + WO, 1); };
         });
-    add("o10_37_2_29_destroy_qp_with_type2a_window_bound", "o10-37.2.29",
-        "Destroy QP of the QP a type 2A window is bound to (afterwards the window still works)", refused(EBUSY),
+    add(
+        "o10_37_2_29_destroy_qp_with_type2a_window_bound", "o10-37.2.29",
+        "Destroy QP of the QP a type 2A window is bound to (afterwards the window still works)",
+        refused(EBUSY),
         [=](env& e) {
             auto [mr, mw] = win2(e, RW | RR);
             const uint32_t k = mw->rkey;
@@ -1594,9 +1557,11 @@ std::vector<row> make_rows() {
             e.after = [=](env& e) { e.ctl_write(k, e.tgt + WO, 64, e.tgt + WO); };
         },
         "2A");
-    add("o10_37_2_29_reset_qp_with_type2a_window_bound", "o10-37.2.29",
+    add(
+        "o10_37_2_29_reset_qp_with_type2a_window_bound", "o10-37.2.29",
         "Modify QP to Reset for the QP a type 2A window is bound to (afterwards the window still works)",
-        refused(EBUSY), [=](env& e) {
+        refused(EBUSY),
+        [=](env& e) {
             auto [mr, mw] = win2(e, RW | RR);
             const uint32_t k = mw->rkey;
             e.ctl_write(k, e.tgt + WO, 64, e.tgt + WO);
@@ -1618,7 +1583,8 @@ std::vector<row> make_rows() {
         e.open(o);
     };
     add("o10_37_2_5_fast_register_on_qp_without_it", "o10-37.2.5, o10-36.2.1",
-        "Fast Register WR on a QP created without fast register, then a WRITE with the key it would have made",
+        "Fast Register WR on a QP created without fast register, then a WRITE with the key it would have "
+        "made",
         mm_error(xs::not_enabled), [=](env& e) {
             ibv_mr* l = e.lkey1(2);
             const auto pages = e.pages1(e.tgt, R);
@@ -1649,8 +1615,8 @@ std::vector<row> make_rows() {
             e.remote(WRITE, 0, 64, l->rkey);
         });
     add("o10_37_2_5_fast_register_misaligned_page", "o10-37.2.5, C10-53.2.1",
-        "Fast Register WR whose first page address is 16 bytes off a page boundary", mm_error(xs::bad_page_list),
-        [=](env& e) {
+        "Fast Register WR whose first page address is 16 bytes off a page boundary",
+        mm_error(xs::bad_page_list), [=](env& e) {
             fr_pair(e);
             ibv_mr* l = e.lkey1(2);
             auto pages = e.pages1(e.tgt, R);
@@ -1672,7 +1638,8 @@ std::vector<row> make_rows() {
             e.attack_post(1, 0, wr);
         });
     add("o10_37_2_18_fast_reg_mr_stale_after_local_invalidate", "o10-37.2.18, o10-37.2.13",
-        "RDMA WRITE with a fast-registered region's R_Key after Local Invalidate", remote_fault(), [=](env& e) {
+        "RDMA WRITE with a fast-registered region's R_Key after Local Invalidate", remote_fault(),
+        [=](env& e) {
             fr_pair(e);
             ibv_mr* l = e.lkey1(2);
             const auto pages = e.pages1(e.tgt, R);
@@ -1703,8 +1670,8 @@ std::vector<row> make_rows() {
 
     // ------------------------------------------------ invalidate: refused
     add("o10_37_2_13_local_invalidate_register_mr_region", "o10-37.2.13",
-        "Local Invalidate of a region made by Register MR (afterwards it still works)", mm_error(xs::bad_type),
-        [=](env& e) {
+        "Local Invalidate of a region made by Register MR (afterwards it still works)",
+        mm_error(xs::bad_type), [=](env& e) {
             ibv_mr* mr = e.mr1(ALL);
             const uint32_t k = mr->rkey;
             e.ctl_write(k, e.tgt, 64, e.tgt);
@@ -1723,7 +1690,8 @@ std::vector<row> make_rows() {
             e.after = [=](env& e) { e.ctl_write(k, 0xA0000000, 64, e.tgt, 1); };
         });
     add("o10_37_2_26_local_invalidate_type1_window", "o10-37.2.26",
-        "Local Invalidate of a type 1 window (afterwards it still works)", mm_error(xs::bad_type), [=](env& e) {
+        "Local Invalidate of a type 1 window (afterwards it still works)", mm_error(xs::bad_type),
+        [=](env& e) {
             auto [mr, mw] = win1(e, RW | RR);
             const uint32_t k = mw->rkey;
             e.ctl_write(k, e.tgt + WO, 64, e.tgt + WO);
@@ -1732,7 +1700,8 @@ std::vector<row> make_rows() {
             e.after = [=](env& e) { e.ctl_write(k, e.tgt + WO, 64, e.tgt + WO, 1); };
         });
     add("o10_37_2_17_local_invalidate_region_with_window_bound", "o10-37.2.17",
-        "Local Invalidate of a fast-registered region with a type 1 window bound (afterwards both still work)",
+        "Local Invalidate of a fast-registered region with a type 1 window bound (afterwards both still "
+        "work)",
         mm_error(xs::busy), [=](env& e) {
             fr_pair(e);
             ibv_mr* l = e.lkey1(2);
@@ -1769,8 +1738,8 @@ std::vector<row> make_rows() {
             e.after = [=](env& e) { e.ctl_write(k, e.tgt, 64, e.tgt, 1); };
         });
     add("o10_37_2_16_send_inv_shared_mr", "o10-37.2.16",
-        "SEND with Invalidate of a shared region's R_Key (afterwards it still works)", send_inv_refused(xs::shared),
-        [=](env& e) {
+        "SEND with Invalidate of a shared region's R_Key (afterwards it still works)",
+        send_inv_refused(xs::shared), [=](env& e) {
             ibv_mr* from = e.mr1(ALL);
             ibv_mr* sh = e.shared1(from, e.pd(1), ALL, 0xB0000000);
             const uint32_t k = sh->rkey;
@@ -1780,7 +1749,8 @@ std::vector<row> make_rows() {
             e.after = [=](env& e) { e.ctl_write(k, 0xB0000000, 64, e.tgt, 1); };
         });
     add("o10_37_2_17_send_inv_region_with_window_bound", "o10-37.2.17, o10-37.2.24",
-        "SEND with Invalidate of a fast-registered region with a type 1 window bound (afterwards both still work)",
+        "SEND with Invalidate of a fast-registered region with a type 1 window bound (afterwards both still "
+        "work)",
         send_inv_refused(xs::busy), [=](env& e) {
             fr_pair(e);
             ibv_mr* l = e.lkey1(2);
@@ -1797,7 +1767,8 @@ std::vector<row> make_rows() {
             };
         });
     add("o10_37_2_24_send_inv_fast_reg_mr_of_another_pd", "o10-37.2.24",
-        "SEND with Invalidate, arriving on a PD 1 QP, of a region fast-registered in PD 2 (afterwards it still "
+        "SEND with Invalidate, arriving on a PD 1 QP, of a region fast-registered in PD 2 (afterwards it "
+        "still "
         "works)",
         send_inv_refused(xs::bad_pd), [=](env& e) {
             e.open();
@@ -1836,15 +1807,15 @@ std::vector<row> make_rows() {
             e.attack_post(0, 0, wr);
         });
     add("C10_54_2_1_write_source_one_byte_past_mr", "C10-54.2.1",
-        "RDMA WRITE whose source SGE ends one byte past its 1000-byte region (control: ending at its last byte)",
+        "RDMA WRITE whose source SGE ends one byte past its 1000-byte region (control: ending at its last "
+        "byte)",
         local_prot(0, xs::out_of_bounds), [=](env& e) {
             ibv_mr* mr = e.mr1(ALL);
             ibv_mr* small = e.reg(0, e.src, 1000, LW);
             ibv_sge sge;
             ibv_send_wr ok = e.remote_wr(WRITE, e.tgt, 100, mr->rkey, &sge);
             sge = ibv_sge{e.src + 900, 100, small->lkey};
-            if (e.post(0, 0, ok))
-                abort_case("control WRITE: post failed");
+            if (e.post(0, 0, ok)) abort_case("control WRITE: post failed");
             e.expect_ok(e.p().cq[S0], IBV_WC_RDMA_WRITE, "control WRITE");
             e.expect_mem(1, e.tgt, e.get(0, e.src + 900, 100), "control WRITE data");
             ibv_send_wr wr = e.remote_wr(WRITE, e.tgt, 101, mr->rkey, &sge);
@@ -1852,7 +1823,8 @@ std::vector<row> make_rows() {
             e.attack_post(0, 0, wr);
         });
     add("C10_55_read_destination_without_local_write", "C10-55",
-        "RDMA READ into a node0 region registered without local write", local_prot(0, xs::no_access), [=](env& e) {
+        "RDMA READ into a node0 region registered without local write", local_prot(0, xs::no_access),
+        [=](env& e) {
             ibv_mr* mr = e.mr1(ALL);
             ibv_mr* ro = e.reg(0, e.dst, 4096, 0);
             ibv_sge sge;
@@ -1882,15 +1854,16 @@ std::vector<row> make_rows() {
             e.remote(SEND, 0, 64, 0);
         });
     add("C10_54_2_1_receive_sge_past_mr_end", "C10-54.2.1",
-        "SEND of 64 bytes into a receive SGE that ends 32 bytes past its region", recv_prot(xs::out_of_bounds),
-        [=](env& e) {
+        "SEND of 64 bytes into a receive SGE that ends 32 bytes past its region",
+        recv_prot(xs::out_of_bounds), [=](env& e) {
             ibv_mr* mr = e.mr1(ALL);
             e.ctl_send({{e.tgt + R - 64, 64, mr->lkey}}, e.tgt + R - 64);
             e.recv1({{e.tgt + R - 32, 64, mr->lkey}});
             e.remote(SEND, 0, 64, 0);
         });
     add("o10_37_2_11_reserved_lkey_receive_not_enabled", "o10-37.2.11, o10-36.2.1",
-        "SEND into a receive SGE naming the target's physical address with the reserved L_Key, on a QP created "
+        "SEND into a receive SGE naming the target's physical address with the reserved L_Key, on a QP "
+        "created "
         "without it (control: a QP created with it)",
         recv_prot(xs::not_enabled), [=](env& e) {
             e.open();
@@ -1921,8 +1894,7 @@ std::vector<row> make_rows() {
             };
             ibv_sge ok_sge{e.pa(1, e.tgt), 64, hw::RESERVED_LKEY};
             ibv_send_wr ok = read_wr(&ok_sge);
-            if (e.post(1, 1, ok))
-                abort_case("control READ: post failed");
+            if (e.post(1, 1, ok)) abort_case("control READ: post failed");
             e.expect_ok(e.p(1).cq[S1], IBV_WC_RDMA_READ, "control READ");
             e.expect_mem(1, e.tgt, e.get(0, e.src, 64), "control READ data");
             ibv_sge sge{e.pa(1, e.tgt + 64), 64, hw::RESERVED_LKEY};
@@ -1949,11 +1921,9 @@ case_result run_case(bench& b, const row& r, uint64_t seed) {
         if (res.bytes_changed)
             why += (why.empty() ? "" : "; ") + std::to_string(res.bytes_changed) + " target bytes changed (" +
                    where + ")";
-        if (why.empty() && e.after)
-            e.after(e);
+        if (why.empty() && e.after) e.after(e);
         res.bytes_changed += e.probe_changed;
-        if (why.empty())
-            why = e.final_check();
+        if (why.empty()) why = e.final_check();
     } catch (const case_abort& a) {
         res.bytes_changed += e.probe_changed;
         why = a.why;
@@ -1961,8 +1931,7 @@ case_result run_case(bench& b, const row& r, uint64_t seed) {
         why = std::string("exception: ") + x.what();
     }
     const std::string c = e.cleanup();
-    if (why.empty())
-        why = c;
+    if (why.empty()) why = c;
     res.passed = why.empty();
     res.why = why;
     return res;
@@ -1984,8 +1953,7 @@ private:
             uint64_t index = 0;
             for (const row& r : rows()) {
                 ++index;
-                if (!o_.only.empty() && r.info.name.find(o_.only) == std::string::npos)
-                    continue;
+                if (!o_.only.empty() && r.info.name.find(o_.only) == std::string::npos) continue;
                 const std::string& needs = r.info.needs;
                 if (!needs.empty() && (needs == "2A") != b_.two_a) {
                     case_result s;
@@ -2024,8 +1992,7 @@ const std::vector<case_info>& cases() {
 
 suite_result run_suite(const suite_options& opts, std::vector<param_info>* help_out) {
     auto m = std::make_unique<machine>();
-    if (m->size() < 2)
-        throw config_error("attack_suite needs fabric.nodes >= 2");
+    if (m->size() < 2) throw config_error("attack_suite needs fabric.nodes >= 2");
     suite_result res;
     auto app = std::make_unique<suite_app>("attack_suite", *m, opts, res);
     if (help_out) {
@@ -2048,8 +2015,7 @@ void print(std::ostream& os, const suite_result& r) {
         else
             os << "FAIL " << c.name << ": " << c.why << "\n";
     }
-    if (!r.error.empty())
-        os << "ERROR " << r.error << "\n";
+    if (!r.error.empty()) os << "ERROR " << r.error << "\n";
     os << r.ran << " cases, " << r.rejected << " rejected, " << r.bytes_changed << " bytes changed\n";
 }
 

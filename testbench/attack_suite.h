@@ -35,19 +35,19 @@ const std::vector<case_info>& cases();
 /// Outcome of one case.
 struct case_result {
     std::string name;
-    bool ran = false;           ///< false: skipped (the HCA's type 2 windows are another kind)
-    bool passed = false;        ///< rejected as expected, no byte changed, controls succeeded
-    bool rejected = false;      ///< the attack was rejected exactly as expected
-    uint64_t bytes_changed = 0; ///< snapshot bytes that differ after the attack
-    std::string why;            ///< first failure (or the skip reason)
+    bool ran = false;            ///< false: skipped (the HCA's type 2 windows are another kind)
+    bool passed = false;         ///< rejected as expected, no byte changed, controls succeeded
+    bool rejected = false;       ///< the attack was rejected exactly as expected
+    uint64_t bytes_changed = 0;  ///< snapshot bytes that differ after the attack
+    std::string why;             ///< first failure (or the skip reason)
 };
 
 /// Outcome of the suite.
 struct suite_result {
     std::vector<case_result> results;  ///< one per case of cases(), in order
     unsigned ran = 0, passed = 0, rejected = 0;
-    uint64_t bytes_changed = 0;        ///< over all cases
-    std::string error;                 ///< the run itself failed (setup, stall); empty if not
+    uint64_t bytes_changed = 0;  ///< over all cases
+    std::string error;           ///< the run itself failed (setup, stall); empty if not
     /// Every case that ran passed and nothing changed.
     bool ok() const { return error.empty() && ran > 0 && passed == ran && bytes_changed == 0; }
 };

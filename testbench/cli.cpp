@@ -16,7 +16,6 @@ namespace hcasim {
 
 namespace {
 
-
 /// Whole-string decimal unsigned integer, or nullopt.
 std::optional<uint64_t> to_uint(const std::string& s) {
     uint64_t v = 0;
@@ -41,10 +40,13 @@ uint64_t one_size(const std::string& whole, const std::string& s, const char* wh
     uint64_t mult = 1;
     if (!digits.empty()) {
         switch (digits.back()) {
-            case 'K': case 'k': mult = 1ull << 10; break;
-            case 'M': case 'm': mult = 1ull << 20; break;
-            case 'G': case 'g': mult = 1ull << 30; break;
-            default: break;
+        case 'K':
+        case 'k': mult = 1ull << 10; break;
+        case 'M':
+        case 'm': mult = 1ull << 20; break;
+        case 'G':
+        case 'g': mult = 1ull << 30; break;
+        default: break;
         }
         if (mult != 1) digits.pop_back();
     }
@@ -61,7 +63,8 @@ std::vector<uint64_t> parse_list(const std::string& text, const char* what, cons
     std::size_t start = 0;
     while (true) {
         const auto comma = text.find(',', start);
-        const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        const std::string item =
+            text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         const auto dash = item.find('-');
         if (dash == std::string::npos) {
             out.push_back(one_size(text, item, what, noun));
@@ -85,16 +88,16 @@ std::vector<uint64_t> parse_list(const std::string& text, const char* what, cons
 }  // namespace
 
 const std::vector<std::string>& workload_names() {
-    static const std::vector<std::string> names = {"write_lat", "send_lat", "read_lat", "atomic_lat",
-                                                   "write_bw", "send_bw", "read_bw", "atomic_rate",
-                                                   "ud_send_lat", "ud_send_bw", "uc_write_bw", "mcast_bw",
-                                                   "srq_bw", "ud_srq_bw", "mr_scale", "qp_scale", "dma_read_bw", "dma_write_bw",
-                                                   "attack_suite"};
+    static const std::vector<std::string> names = {
+        "write_lat",   "send_lat",    "read_lat",    "atomic_lat",   "write_bw",    "send_bw", "read_bw",
+        "atomic_rate", "ud_send_lat", "ud_send_bw",  "uc_write_bw",  "mcast_bw",    "srq_bw",  "ud_srq_bw",
+        "mr_scale",    "qp_scale",    "dma_read_bw", "dma_write_bw", "attack_suite"};
     return names;
 }
 
 transport transport_of(const std::string& workload) {
-    if (workload == "ud_send_lat" || workload == "ud_send_bw" || workload == "mcast_bw" || workload == "ud_srq_bw")
+    if (workload == "ud_send_lat" || workload == "ud_send_bw" || workload == "mcast_bw" ||
+        workload == "ud_srq_bw")
         return transport::ud;
     if (workload == "uc_write_bw") return transport::uc;
     return transport::rc;
@@ -124,7 +127,8 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         "ud_send_lat|ud_send_bw (UD), mcast_bw (UD multicast, node0 to every other node), uc_write_bw (UC), "
         "srq_bw|ud_srq_bw (SEND over --qps QPs into one shared receive queue, RC|UD), mr_scale, "
         "qp_scale (64 B write_bw and read_bw at 1..16K QPs, one process per point), "
-        "dma_read_bw|dma_write_bw, attack_suite (protection attack cases, docs/attack-suite.md) (default: demo)";
+        "dma_read_bw|dma_write_bw, attack_suite (protection attack cases, docs/attack-suite.md) (default: "
+        "demo)";
     // clang-format off
     desc.add_options()
         ("help,h", "print this help and exit")
@@ -169,7 +173,10 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     po::variables_map vm;
     const po::positional_options_description no_positionals;  // stray words are errors
     try {
-        po::store(po::command_line_parser(argc, const_cast<char**>(argv)).options(desc).positional(no_positionals).run(),
+        po::store(po::command_line_parser(argc, const_cast<char**>(argv))
+                      .options(desc)
+                      .positional(no_positionals)
+                      .run(),
                   vm);
         po::notify(vm);
     } catch (const po::error& e) {
@@ -186,7 +193,8 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         o.workload = vm["workload"].as<std::string>();
         const auto& names = workload_names();
         if (std::find(names.begin(), names.end(), o.workload) == names.end())
-            throw config_error("--workload: unknown workload '" + o.workload + "' (expected " + workload_list() + ")");
+            throw config_error("--workload: unknown workload '" + o.workload + "' (expected " +
+                               workload_list() + ")");
     }
     if (vm.count("size")) {
         o.sizes = parse_sizes(vm["size"].as<std::string>());
@@ -203,12 +211,14 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
             for (size_t p; (p = list.find("..")) != std::string::npos;) list.replace(p, 2, "-");
             if (dim == "size") {
                 if (o.sizes_given || size_swept)
-                    throw config_error("--sweep size=...: the sizes are already given (--size or another --sweep size)");
+                    throw config_error(
+                        "--sweep size=...: the sizes are already given (--size or another --sweep size)");
                 o.sizes = parse_list(list, "--sweep size", "size");
                 o.sizes_given = size_swept = true;
             } else if (dim == "qps") {
                 if (vm.count("qps") || !o.sweep_qps.empty())
-                    throw config_error("--sweep qps=...: the QP count is already given (--qps or another --sweep qps)");
+                    throw config_error(
+                        "--sweep qps=...: the QP count is already given (--qps or another --sweep qps)");
                 for (uint64_t n : parse_list(list, "--sweep qps", "QP count")) {
                     if (n == 0 || n > max_qps_option)
                         throw config_error("--sweep qps: " + std::to_string(n) + " QPs (expected 1 to " +
@@ -226,10 +236,12 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     }
     o.speed = vm.count("speed") > 0;
     if (vm.count("bench-events")) {
-        o.bench_events = option_uint("bench-events", vm["bench-events"].as<std::string>(), 1, uint64_t(1) << 40);
+        o.bench_events =
+            option_uint("bench-events", vm["bench-events"].as<std::string>(), 1, uint64_t(1) << 40);
         if (vm.count("workload") || o.speed || vm.count("report") || vm.count("sweep"))
-            throw config_error("--bench-events runs only the SystemC event benchmark (no --workload, --speed, --sweep "
-                               "or --report)");
+            throw config_error(
+                "--bench-events runs only the SystemC event benchmark (no --workload, --speed, --sweep "
+                "or --report)");
     }
     if (o.speed && !o.sweep_qps.empty())
         throw config_error("--speed measures one run; with --sweep qps run each QP count on its own");
@@ -245,17 +257,19 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     const bool latency = o.workload.size() > 4 && o.workload.compare(o.workload.size() - 4, 4, "_lat") == 0;
     const bool pcie = o.workload.rfind("dma_", 0) == 0;
     if ((vm.count("qps") || !o.sweep_qps.empty()) && (latency || pcie))
-        throw config_error(std::string(vm.count("qps") ? "--qps" : "--sweep qps") + ": " + o.workload +
-                           (pcie ? " moves data over PCIe only and has no QPs"
-                                 : " times one QP (as perftest's latency tests); the bandwidth workloads take --qps"));
+        throw config_error(
+            std::string(vm.count("qps") ? "--qps" : "--sweep qps") + ": " + o.workload +
+            (pcie ? " moves data over PCIe only and has no QPs"
+                  : " times one QP (as perftest's latency tests); the bandwidth workloads take --qps"));
     if (vm.count("mtu") && pcie)
         throw config_error("--mtu: " + o.workload + " moves data over PCIe only (no InfiniBand path MTU)");
     if ((vm.count("qps") || vm.count("mtu")) && o.workload == "attack_suite")
         throw config_error(std::string(vm.count("qps") ? "--qps" : "--mtu") +
                            ": attack_suite runs a fixed table of cases (its own QPs and MTU)");
     if (vm.count("verify") && o.workload == "dma_read_bw")
-        o.warnings.push_back("--verify: dma_read_bw discards the data it reads: only its transfers' completions are "
-                             "checked");
+        o.warnings.push_back(
+            "--verify: dma_read_bw discards the data it reads: only its transfers' completions are "
+            "checked");
     if (vm.count("mtu")) {
         const std::string t = vm["mtu"].as<std::string>();
         const auto v = to_uint(t);
@@ -270,38 +284,46 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     if (vm.count("record")) {
         o.record = vm["record"].as<std::string>();
         if (o.record.empty()) throw config_error("--record: expected a file name");
-        static const char* const unrecordable[] = {"mr_scale", "qp_scale", "attack_suite", "dma_read_bw", "dma_write_bw"};
+        static const char* const unrecordable[] = {"mr_scale", "qp_scale", "attack_suite", "dma_read_bw",
+                                                   "dma_write_bw"};
         for (const char* w : unrecordable)
             if (o.workload == w)
-                throw config_error("--record: " + o.workload + " cannot be recorded (traces/README.md lists the "
+                throw config_error("--record: " + o.workload +
+                                   " cannot be recorded (traces/README.md lists the "
                                    "workloads that can)");
-        if (!o.sweep_qps.empty())
-            throw config_error("--record records one run; --sweep qps makes several");
+        if (!o.sweep_qps.empty()) throw config_error("--record records one run; --sweep qps makes several");
     }
     if (vm.count("timeline")) {
         o.timeline = vm["timeline"].as<std::string>();
         if (o.timeline.empty()) throw config_error("--timeline: expected a file name");
         if (!o.sweep_qps.empty() || o.workload == "qp_scale" || o.workload == "attack_suite")
             throw config_error("--timeline records one run; " +
-                               std::string(o.workload == "attack_suite" ? "attack_suite" : "a QP sweep") + " makes several");
+                               std::string(o.workload == "attack_suite" ? "attack_suite" : "a QP sweep") +
+                               " makes several");
     }
-    auto given = [&vm](const char* option) { return vm.count(option) ? &vm[option].as<std::string>() : nullptr; };
-    o.timeline_only = timeline_filter::parse(given("timeline-window"), given("timeline-nodes"), vm.count("timeline"));
+    auto given = [&vm](const char* option) {
+        return vm.count(option) ? &vm[option].as<std::string>() : nullptr;
+    };
+    o.timeline_only =
+        timeline_filter::parse(given("timeline-window"), given("timeline-nodes"), vm.count("timeline"));
     if (vm.count("waves")) {
         o.waves = vm["waves"].as<std::string>();
         if (o.waves.empty()) throw config_error("--waves: expected a file name");
         if (o.waves.size() >= 4 && o.waves.compare(o.waves.size() - 4, 4, ".vcd") == 0)
-            throw config_error("--waves: '" + o.waves + "': hcasim writes FST (GTKWave opens it); name the file .fst");
+            throw config_error("--waves: '" + o.waves +
+                               "': hcasim writes FST (GTKWave opens it); name the file .fst");
     }
     if (vm.count("pcap")) {
         o.pcap_dir = vm["pcap"].as<std::string>();
         if (o.pcap_dir.empty()) throw config_error("--pcap: expected a directory");
         if (o.workload == "qp_scale" || !o.sweep_qps.empty())
-            throw config_error("--pcap captures one simulation; qp_scale and --sweep qps run one per point (run each "
-                               "QP count on its own)");
+            throw config_error(
+                "--pcap captures one simulation; qp_scale and --sweep qps run one per point (run each "
+                "QP count on its own)");
         if (o.workload == "attack_suite" || o.workload.rfind("dma_", 0) == 0 || vm.count("bench-events"))
-            throw config_error("--pcap: " + (o.workload.empty() ? std::string("--bench-events") : o.workload) +
-                               " sends nothing over an InfiniBand cable (nothing to capture)");
+            throw config_error(
+                "--pcap: " + (o.workload.empty() ? std::string("--bench-events") : o.workload) +
+                " sends nothing over an InfiniBand cable (nothing to capture)");
     }
     if (vm.count("seed"))
         o.seed = option_uint("seed", vm["seed"].as<std::string>(), 0, std::numeric_limits<uint64_t>::max());
@@ -311,13 +333,11 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         o.atomic = vm["atomic"].as<std::string>();
         if (o.atomic != "fetch_add" && o.atomic != "cmp_swap")
             throw config_error("--atomic: expected fetch_add|cmp_swap, got '" + o.atomic + "'");
-        if (!atomic)
-            throw config_error("--atomic: only atomic_lat and atomic_rate take an atomic operation");
+        if (!atomic) throw config_error("--atomic: only atomic_lat and atomic_rate take an atomic operation");
     }
     const bool mr_scale = o.workload == "mr_scale";
     if (vm.count("mrs")) {
-        if (!mr_scale)
-            throw config_error("--mrs: only mr_scale takes memory region counts");
+        if (!mr_scale) throw config_error("--mrs: only mr_scale takes memory region counts");
         o.mrs_text = vm["mrs"].as<std::string>();
         o.mrs = parse_counts(o.mrs_text, "--mrs");
     }
@@ -328,8 +348,9 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         }
         for (uint64_t size : o.sizes)
             if (size == 0)
-                throw config_error("--size: mr_scale needs messages of at least 1 byte (a zero-length "
-                                   "WRITE translates nothing)");
+                throw config_error(
+                    "--size: mr_scale needs messages of at least 1 byte (a zero-length "
+                    "WRITE translates nothing)");
     }
     // perftest: "Max msg size in UD is MTU". One datagram is one packet; --mtu is at most the
     // port's MTU (4096), so it is the limit.
@@ -347,7 +368,9 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     return o;
 }
 
-void apply_seed(const run_options& opts) { broker::instance().set("link.seed", std::to_string(opts.seed), "--seed"); }
+void apply_seed(const run_options& opts) {
+    broker::instance().set("link.seed", std::to_string(opts.seed), "--seed");
+}
 
 void apply_config(const run_options& opts) {
     broker& b = broker::instance();

@@ -32,14 +32,15 @@ struct run_options {
     bool qps_given = false;            ///< --qps was on the command line (srq_bw's default is 16)
     std::vector<unsigned> sweep_qps;   ///< --sweep qps=LIST: one run (a child process) per QP count
     std::string report_dir;            ///< --report DIR: CSV, JSON and PNG plots of the run(s); empty = none
-    bool speed = false;                ///< --speed: print the simulator's speed after the run (not deterministic)
-    uint64_t bench_events = 0;         ///< --bench-events N: only measure the SystemC timed-event rate
-    std::string record;                ///< --record FILE: verbs-level trace of the run; empty = none
-    std::string timeline;              ///< --timeline FILE: Chrome trace-event JSON of the run; empty = none
-    timeline_filter timeline_only;     ///< --timeline-window, --timeline-nodes: what the timeline keeps
-    std::string waves;                 ///< --waves FILE: FST of the P_Key checker RTL's pins; empty = none
-    std::string pcap_dir;              ///< --pcap DIR: one wire capture per cable (docs/traces.md); empty = none
-    std::vector<std::string> warnings; ///< options given that the workload uses only in part (printed, not fatal)
+    bool speed = false;         ///< --speed: print the simulator's speed after the run (not deterministic)
+    uint64_t bench_events = 0;  ///< --bench-events N: only measure the SystemC timed-event rate
+    std::string record;         ///< --record FILE: verbs-level trace of the run; empty = none
+    std::string timeline;       ///< --timeline FILE: Chrome trace-event JSON of the run; empty = none
+    timeline_filter timeline_only;  ///< --timeline-window, --timeline-nodes: what the timeline keeps
+    std::string waves;              ///< --waves FILE: FST of the P_Key checker RTL's pins; empty = none
+    std::string pcap_dir;           ///< --pcap DIR: one wire capture per cable (docs/traces.md); empty = none
+    std::vector<std::string>
+        warnings;  ///< options given that the workload uses only in part (printed, not fatal)
 };
 
 /// Largest --qps (and --sweep qps count): the largest hca.max_qps, 2^24, less the QPs the

@@ -63,13 +63,14 @@ struct fake_ib_port {
     uint8_t state = 4;       ///< enum ibv_port_state (4 = IBV_PORT_ACTIVE)
     uint8_t phys_state = 5;  ///< 5 = LinkUp
     uint8_t width_code = 2;  ///< ibv_port_attr::active_width (1=1X,2=4X,4=8X,8=12X,16=2X)
-    uint8_t speed_code = 32; ///< ibv_port_attr::active_speed (1 SDR,2 DDR,4 QDR,8 FDR10,16 FDR,32 EDR,64 HDR,128 NDR)
+    uint8_t speed_code =
+        32;  ///< ibv_port_attr::active_speed (1 SDR,2 DDR,4 QDR,8 FDR10,16 FDR,32 EDR,64 HDR,128 NDR)
     uint64_t subnet_prefix = 0xfe80000000000000ull;
     uint64_t port_guid = 0;
     std::vector<uint16_t> pkeys{0xffff};
-    int gid_count = 1;       ///< number of gids/<k> entries (gid_tbl_len)
-    int max_mtu = 5;         ///< enum ibv_mtu (5 = 4096)
-    uint32_t cap_mask = 0x02510868; ///< ibv_port_attr::port_cap_flags
+    int gid_count = 1;               ///< number of gids/<k> entries (gid_tbl_len)
+    int max_mtu = 5;                 ///< enum ibv_mtu (5 = 4096)
+    uint32_t cap_mask = 0x02510868;  ///< ibv_port_attr::port_cap_flags
 };
 
 /// One HCA.  name becomes class/infiniband/<name>; index i in the vector
@@ -94,12 +95,11 @@ std::string format_rate(uint8_t width_code, uint8_t speed_code);
 /// Writes a sysfs tree under root (root/class/infiniband/...,
 /// root/class/infiniband_verbs/...) for the devices, device i as uverbs<i>;
 /// returns "" or an error message.  Existing files are overwritten.
-std::string write_fake_sysfs(const std::string& root,
-                             const std::vector<fake_ib_device>& devs);
+std::string write_fake_sysfs(const std::string& root, const std::vector<fake_ib_device>& devs);
 
 /// Makes /dev/infiniband/uverbs<i> exist for i < n (symlinks to /dev/null;
 /// libibverbs insists on a character device) - returns "" or an error
 /// naming what failed (e.g. not root).
 std::string ensure_uverbs_nodes(int n);
 
-} // namespace hcasim
+}  // namespace hcasim

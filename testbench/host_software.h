@@ -16,8 +16,8 @@ class host_bus;
 
 struct host_software {
     /// Physical memory the OS manages: [phys_base, phys_base + phys_bytes).
-    static constexpr uint64_t phys_base = 0x10000000ull;       // 256 MiB
-    static constexpr uint64_t phys_bytes = 16ull << 30;         // 16 GiB
+    static constexpr uint64_t phys_base = 0x10000000ull;  // 256 MiB
+    static constexpr uint64_t phys_bytes = 16ull << 30;   // 16 GiB
 
     host_software(host_bus& bus, const fw::driver_options& opts)
         : os(bus, phys_base, phys_bytes), driver(bus, os, opts), as(os) {}
@@ -36,10 +36,12 @@ private:
     static host_bus& checked(node& n) {
         const uint64_t size = n.memory.size_bytes;
         if (size < memory_needed)
-            throw config_error("bad value '" + std::to_string(size) + "' for key '" + n.memory.size_bytes.key() +
-                               "': the simulated host software (OS, driver, applications) uses physical memory up "
-                               "to " + hex_address(memory_needed) + ": memory.size_bytes must be at least " +
-                               std::to_string(memory_needed) + " (16.25 GiB)");
+            throw config_error(
+                "bad value '" + std::to_string(size) + "' for key '" + n.memory.size_bytes.key() +
+                "': the simulated host software (OS, driver, applications) uses physical memory up "
+                "to " +
+                hex_address(memory_needed) + ": memory.size_bytes must be at least " +
+                std::to_string(memory_needed) + " (16.25 GiB)");
         return n.cpu;
     }
 };

@@ -81,16 +81,15 @@ run_spec make_spec(const run_options& o) {
 }
 
 void print_help_config(std::ostream& os, const std::vector<param_info>& params) {
-    os << "Parameters (set with --config FILE or --set key=value; prefix nodeN. for one node, linkN. for one cable).\n"
+    os << "Parameters (set with --config FILE or --set key=value; prefix nodeN. for one node, linkN. for one "
+          "cable).\n"
           "Switch parameters (fabric.switch.*) exist when the fabric has a switch: add\n"
           "--set fabric.topology=switch to list them.\n";
     for (const param_info& p : params) {
         os << "  " << std::left << std::setw(42) << p.key << " " << std::setw(7) << p.type << " default "
            << std::setw(10) << p.def << (p.unit.empty() ? "" : " [" + p.unit + "]") << "\n      " << p.help;
-        if (!p.choices.empty())
-            os << " (" << p.choices << ")";
-        if (!p.range.empty())
-            os << " (allowed " << p.range << ")";
+        if (!p.choices.empty()) os << " (" << p.choices << ")";
+        if (!p.range.empty()) os << " (allowed " << p.range << ")";
         os << "\n";
     }
 }
@@ -98,9 +97,11 @@ void print_help_config(std::ostream& os, const std::vector<param_info>& params) 
 /// --workload attack_suite: one line per case and the summary; 0 if every case was rejected as
 /// expected and no target byte changed, else 1. --verify is accepted (the suite always checks).
 int run_attack_suite(const run_options& o) {
-    if (o.sizes_given || o.iters_given || !o.stats_json.empty() || !o.report_dir.empty() || !o.sweep_qps.empty())
-        throw config_error("attack_suite takes no --size, --iters, --sweep, --report or --stats-json (it runs a fixed "
-                           "table of cases)");
+    if (o.sizes_given || o.iters_given || !o.stats_json.empty() || !o.report_dir.empty() ||
+        !o.sweep_qps.empty())
+        throw config_error(
+            "attack_suite takes no --size, --iters, --sweep, --report or --stats-json (it runs a fixed "
+            "table of cases)");
     apply_config(o);
     attack::suite_options so;
     so.seed = o.seed;
@@ -112,8 +113,7 @@ int run_attack_suite(const run_options& o) {
     }
     const attack::suite_result r = attack::run_suite(so);
     attack::print(std::cout, r);
-    if (!r.error.empty())
-        std::cerr << "hcasim: run failed: attack_suite: " << r.error << "\n";
+    if (!r.error.empty()) std::cerr << "hcasim: run failed: attack_suite: " << r.error << "\n";
     return r.ok() ? 0 : 1;
 }
 
@@ -124,8 +124,7 @@ struct event_ticker : sc_core::sc_module {
     SC_HAS_PROCESS(event_ticker);
     event_ticker(sc_core::sc_module_name name, uint64_t n) : sc_module(name), limit(n) { SC_METHOD(tick); }
     void tick() {
-        if (++count < limit)
-            next_trigger(1, sc_core::SC_NS);
+        if (++count < limit) next_trigger(1, sc_core::SC_NS);
     }
 };
 
@@ -134,8 +133,8 @@ int bench_events(uint64_t n) {
     const auto start = std::chrono::steady_clock::now();
     sc_core::sc_start();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("SystemC timed events: %llu in %.3f s wall, %.0f per second\n", static_cast<unsigned long long>(t.count),
-                s, s > 0 ? double(t.count) / s : 0.0);
+    std::printf("SystemC timed events: %llu in %.3f s wall, %.0f per second\n",
+                static_cast<unsigned long long>(t.count), s, s > 0 ? double(t.count) / s : 0.0);
     return 0;
 }
 
@@ -144,11 +143,9 @@ int bench_events(uint64_t n) {
 double measure_event_rate() {
     std::fflush(nullptr);
     int fds[2];
-    if (pipe(fds) != 0)
-        return 0;
+    if (pipe(fds) != 0) return 0;
     const pid_t pid = fork();
-    if (pid < 0)
-        return 0;
+    if (pid < 0) return 0;
     if (pid == 0) {
         dup2(fds[1], STDOUT_FILENO);
         close(fds[0]);
@@ -179,36 +176,40 @@ void print_speed(const nlohmann::ordered_json& j) {
     const double events = measure_event_rate();
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
-    std::printf(" speed: %.0f wire packets in %.2f s wall: %.0f packets per wall second; slowdown %.1fx "
-                "(simulated %.3f ms; the whole run, setup included, took %.2f s)\n",
-                packets, wall, pps, sim_s > 0 ? wall / sim_s : 0.0, sim_s * 1e3, total);
+    std::printf(
+        " speed: %.0f wire packets in %.2f s wall: %.0f packets per wall second; slowdown %.1fx "
+        "(simulated %.3f ms; the whole run, setup included, took %.2f s)\n",
+        packets, wall, pps, sim_s > 0 ? wall / sim_s : 0.0, sim_s * 1e3, total);
     if (events > 0 && pps > 0)
-        std::printf(" speed: this machine runs %.0f SystemC timed events per second: %.1f event-equivalents per "
-                    "wire packet\n",
-                    events, events / pps);
+        std::printf(
+            " speed: this machine runs %.0f SystemC timed events per second: %.1f event-equivalents per "
+            "wire packet\n",
+            events, events / pps);
     uint64_t pages = 0;
     for (const auto& [key, value] : j["counters"].items())
         if (key.size() > 13 && key.compare(key.size() - 13, 13, ".memory.pages") == 0)
             pages += value.get<uint64_t>();
-    std::printf(" speed: max RSS %.1f MiB, of which simulated host memory %.1f MiB (rings, buffers, tables)\n",
-                double(ru.ru_maxrss) / 1024.0, double(pages) * 4096.0 / (1024.0 * 1024.0));
+    std::printf(
+        " speed: max RSS %.1f MiB, of which simulated host memory %.1f MiB (rings, buffers, tables)\n",
+        double(ru.ru_maxrss) / 1024.0, double(pages) * 4096.0 / (1024.0 * 1024.0));
     // Per-QP model state as the engines count it (transport engine + WQE fetcher; every QPN
     // slot of hca.max_qps charged to the QPs that exist).
     for (const auto& [key, value] : j["counters"].items()) {
         const std::string suffix = ".transport_engine.state_bytes";
-        if (key.size() <= suffix.size() || key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0)
+        if (key.size() <= suffix.size() ||
+            key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0)
             continue;
         const std::string node = key.substr(0, key.size() - suffix.size());
         const auto qps = j["counters"].find(node + ".transport_engine.state_qps");
-        if (qps == j["counters"].end() || qps->get<uint64_t>() == 0)
-            continue;
+        if (qps == j["counters"].end() || qps->get<uint64_t>() == 0) continue;
         const auto slots = j["counters"].find(node + ".transport_engine.state_slot_bytes");
         const double slot_bytes = slots == j["counters"].end() ? 0.0 : slots->get<double>();
-        std::printf(" speed: %s: model state %.0f bytes per QP (%llu QPs), plus %.0f KiB for all QP numbers "
-                    "(hca.max_qps); together %.0f bytes per QP\n",
-                    node.c_str(), value.get<double>() / qps->get<double>(),
-                    static_cast<unsigned long long>(qps->get<uint64_t>()), slot_bytes / 1024.0,
-                    (value.get<double>() + slot_bytes) / qps->get<double>());
+        std::printf(
+            " speed: %s: model state %.0f bytes per QP (%llu QPs), plus %.0f KiB for all QP numbers "
+            "(hca.max_qps); together %.0f bytes per QP\n",
+            node.c_str(), value.get<double>() / qps->get<double>(),
+            static_cast<unsigned long long>(qps->get<uint64_t>()), slot_bytes / 1024.0,
+            (value.get<double>() + slot_bytes) / qps->get<double>());
     }
 }
 
@@ -219,7 +220,8 @@ void check_outputs(const run_options& o) {
     if (!o.record.empty()) output_file::check(o.record, "--record");
     if (!o.timeline.empty()) output_file::check(o.timeline, "--timeline");
     if (!o.report_dir.empty())
-        for (const char* f : {"results.csv", "results.json", "plots.gp"}) output_file::check(o.report_dir + "/" + f, "--report");
+        for (const char* f : {"results.csv", "results.json", "plots.gp"})
+            output_file::check(o.report_dir + "/" + f, "--report");
 }
 
 /// Writes the --report directory; prints where (and a warning if no plot could be drawn).
@@ -238,8 +240,7 @@ int run_once(const run_options& opts, nlohmann::ordered_json* json) {
     const run_spec spec = make_spec(opts);
     bool two_node = false;
     for (const phase_spec& p : spec.phases) two_node |= !is_pcie_workload(p.workload);
-    if (two_node)
-        apply_seed(opts);  // first, so that the configuration's link.seed wins
+    if (two_node) apply_seed(opts);  // first, so that the configuration's link.seed wins
     apply_config(opts);
     if (opts.help_config) {
         std::vector<param_info> params;
@@ -254,12 +255,9 @@ int run_once(const run_options& opts, nlohmann::ordered_json* json) {
         return 1;
     }
     for (run_report& r : reports) r.qps = spec.qps;
-    for (const run_report& r : reports)
-        print_table(std::cout, r);
-    if (!opts.stats_json.empty())
-        write_json(opts.stats_json, reports);
-    if (json)
-        *json = to_json(reports);
+    for (const run_report& r : reports) print_table(std::cout, r);
+    if (!opts.stats_json.empty()) write_json(opts.stats_json, reports);
+    if (json) *json = to_json(reports);
     for (const run_report& r : reports)
         if (!r.verify_failure.empty()) {
             std::cerr << "hcasim: run failed: verify: " << r.verify_failure << "\n";
@@ -280,7 +278,8 @@ struct sweep_point {
 int run_children(const run_options& o, const std::vector<sweep_point>& points, const char* what,
                  nlohmann::ordered_json& runs) {
     char dir_template[] = "/tmp/hcasim-sweep-XXXXXX";
-    if (!mkdtemp(dir_template)) throw config_error(std::string(what) + ": cannot create a temporary directory");
+    if (!mkdtemp(dir_template))
+        throw config_error(std::string(what) + ": cannot create a temporary directory");
     const std::string tmp = dir_template;
     runs = nlohmann::ordered_json::array();
     int status = 0;
@@ -326,7 +325,8 @@ int run_children(const run_options& o, const std::vector<sweep_point>& points, c
         const int rc = WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;
         if (rc != 0) {
             if (!WIFEXITED(ws))
-                std::cerr << "hcasim: run failed: " << label << ": the run was killed (signal " << WTERMSIG(ws) << ")\n";
+                std::cerr << "hcasim: run failed: " << label << ": the run was killed (signal "
+                          << WTERMSIG(ws) << ")\n";
             status = rc;
             break;
         }
@@ -352,8 +352,7 @@ int run_qps_sweep(const run_options& o) {
     std::vector<sweep_point> points;
     for (unsigned q : o.sweep_qps) points.push_back({o.workload, q});
     nlohmann::ordered_json runs;
-    if (const int st = run_children(o, points, "--sweep", runs))
-        return st;
+    if (const int st = run_children(o, points, "--sweep", runs)) return st;
     if (!o.stats_json.empty())
         write_json_file(o.stats_json, nlohmann::ordered_json{{"sweep", "qps"}, {"runs", runs}});
     if (!o.report_dir.empty()) report(o, runs);
@@ -389,13 +388,13 @@ int run_qp_scale(run_options o) {
             c.sets.insert(c.sets.begin(), "hca.max_qps=" + std::to_string(need));
         }
         nlohmann::ordered_json one;
-        if (const int st = run_children(c, {pt}, "qp_scale", one))
-            return st;
+        if (const int st = run_children(c, {pt}, "qp_scale", one)) return st;
         runs.push_back(one[0]);
     }
     // Summary: Mpps of each workload per QP count (first size).
     std::printf("---------------------------------------------------------------------------------------\n");
-    std::printf(" qp_scale: message rate [Mpps] at %llu B vs QPs\n", static_cast<unsigned long long>(o.sizes.front()));
+    std::printf(" qp_scale: message rate [Mpps] at %llu B vs QPs\n",
+                static_cast<unsigned long long>(o.sizes.front()));
     std::printf(" %-8s %-14s %s\n", "#QPs", "write_bw", "read_bw");
     for (unsigned q : counts) {
         double mpps[2] = {0, 0};
@@ -418,21 +417,15 @@ int run_qp_scale(run_options o) {
 int sc_main(int argc, char* argv[]) {
     // The kernel's "simulation stopped by user" note is noise here: workloads stop it.
     sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
-    if (argc > 1 && std::string(argv[1]) == "replay")
-        return replay_main(argc, argv);
-    if (argc > 1 && std::string(argv[1]) == "serve")
-        return serve_main(argc, argv);
+    if (argc > 1 && std::string(argv[1]) == "replay") return replay_main(argc, argv);
+    if (argc > 1 && std::string(argv[1]) == "serve") return serve_main(argc, argv);
     run_options opts;
     try {
         opts = parse_cli(argc, argv, std::cout);
-        if (opts.help)
-            return 0;
-        for (const std::string& w : opts.warnings)
-            std::cerr << "hcasim: warning: " << w << "\n";
-        if (opts.workload == "attack_suite")
-            return run_attack_suite(opts);
-        if (opts.bench_events)
-            return bench_events(opts.bench_events);
+        if (opts.help) return 0;
+        for (const std::string& w : opts.warnings) std::cerr << "hcasim: warning: " << w << "\n";
+        if (opts.workload == "attack_suite") return run_attack_suite(opts);
+        if (opts.bench_events) return bench_events(opts.bench_events);
         if (!opts.report_dir.empty()) {
             // Before the run: a directory that cannot be made fails at once (and no exception is
             // thrown after the simulation, see run()).
@@ -444,15 +437,14 @@ int sc_main(int argc, char* argv[]) {
         }
         if (!opts.help_config) check_outputs(opts);
         if (opts.workload == "qp_scale") {
-            if (opts.speed) throw config_error("--speed measures one run; qp_scale runs one process per point");
+            if (opts.speed)
+                throw config_error("--speed measures one run; qp_scale runs one process per point");
             return run_qp_scale(opts);
         }
-        if (!opts.sweep_qps.empty() && !opts.help_config)
-            return run_qps_sweep(opts);
+        if (!opts.sweep_qps.empty() && !opts.help_config) return run_qps_sweep(opts);
         nlohmann::ordered_json json;
         const int rc = run_once(opts, opts.report_dir.empty() && !opts.speed ? nullptr : &json);
-        if (rc == 0 && opts.speed && !opts.help_config)
-            print_speed(json);
+        if (rc == 0 && opts.speed && !opts.help_config) print_speed(json);
         if (rc == 0 && !opts.report_dir.empty() && !opts.help_config)
             report(opts, nlohmann::ordered_json::array({json}));
         return rc;

@@ -52,7 +52,7 @@ struct step {
 /// must name objects created before it, per kind.
 struct call_spec {
     const char* name;
-    const char* creates;                         // kind of object named by "ret", or nullptr
+    const char* creates;                                    // kind of object named by "ret", or nullptr
     std::vector<std::pair<const char*, const char*>> refs;  // field -> kind (required)
     std::vector<std::pair<const char*, const char*>> opt_refs;
     const char* fields;  // its other arguments and recorded outcomes, space-separated
@@ -70,7 +70,10 @@ const std::vector<call_spec>& calls() {
         {"create_cq", "cq", {}, {}, "cqe"},
         {"create_srq", "srq", {{"pd", "pd"}}, {}, "max_wr max_sge"},
         {"modify_srq", nullptr, {{"srq", "srq"}}, {}, "srq_limit"},
-        {"create_qp", "qp", {{"pd", "pd"}, {"send_cq", "cq"}, {"recv_cq", "cq"}}, {{"srq", "srq"}},
+        {"create_qp",
+         "qp",
+         {{"pd", "pd"}, {"send_cq", "cq"}, {"recv_cq", "cq"}},
+         {{"srq", "srq"}},
          "type cap sq_sig_all qp_num"},
         {"modify_qp", nullptr, {{"qp", "qp"}}, {}, "attr"},
         {"destroy_qp", nullptr, {{"qp", "qp"}}, {}, ""},
@@ -86,8 +89,7 @@ const std::vector<call_spec>& calls() {
 
 const call_spec* spec_of(const std::string& name) {
     for (const call_spec& c : calls())
-        if (name == c.name)
-            return &c;
+        if (name == c.name) return &c;
     return nullptr;
 }
 
@@ -96,8 +98,7 @@ bool listed(const char* list, const std::string& name) {
     for (const char* p = list; *p;) {
         const char* e = p;
         while (*e && *e != ' ') ++e;
-        if (name.size() == size_t(e - p) && name.compare(0, name.size(), p, name.size()) == 0)
-            return true;
+        if (name.size() == size_t(e - p) && name.compare(0, name.size(), p, name.size()) == 0) return true;
         p = *e ? e + 1 : e;
     }
     return false;
@@ -115,8 +116,7 @@ void check_fields(const json& o, const char* known, const std::string& what, Fai
 
 std::string call_list() {
     std::string s;
-    for (const call_spec& c : calls())
-        s += (s.empty() ? "" : "|") + std::string(c.name);
+    for (const call_spec& c : calls()) s += (s.empty() ? "" : "|") + std::string(c.name);
     return s;
 }
 
@@ -124,9 +124,9 @@ std::string call_list() {
 struct trace_file {
     std::string path;
     json header;
-    std::vector<step> steps;     // calls, in file order
-    std::vector<step> events;    // recorded asynchronous events
-    json end;                    // recorded end record ("" if none)
+    std::vector<step> steps;            // calls, in file order
+    std::vector<step> events;           // recorded asynchronous events
+    json end;                           // recorded end record ("" if none)
     std::vector<std::string> comments;  // "#" lines (kept by --update, after the header)
     unsigned nodes = 2;
 };
@@ -142,8 +142,7 @@ bool split_ref(const std::string& ref, unsigned own, unsigned* node, std::string
     try {
         size_t used = 0;
         const unsigned long n = std::stoul(ref.substr(0, slash), &used);
-        if (used != slash)
-            return false;
+        if (used != slash) return false;
         *node = unsigned(n);
     } catch (...) {
         return false;
@@ -162,7 +161,9 @@ trace_file load(const std::string& path) {
     std::vector<std::map<std::string, uint64_t>> buf_len;
     std::vector<uint64_t> allocated;  // per node: bytes of every alloc, page-rounded
     size_t end_line = 0;
-    auto fail = [&](const std::string& why) { throw trace_error(path + ":" + std::to_string(line) + ": " + why); };
+    auto fail = [&](const std::string& why) {
+        throw trace_error(path + ":" + std::to_string(line) + ": " + why);
+    };
     // Directories, unreadable files, NUL bytes and endless lines are refused like bad records.
     auto next_line = [&](text_file& in) {
         try {
@@ -180,27 +181,25 @@ trace_file load(const std::string& path) {
         throw trace_error(e.what());
     }
     while (next_line(*file)) {
-        if (text.find_first_not_of(" \t\r") == std::string::npos)
-            continue;
+        if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
         if (text[text.find_first_not_of(" \t")] == '#') {
             t.comments.push_back(text);
             continue;
         }
-        if (end_line)
-            fail("a record after the end record (line " + std::to_string(end_line) + ")");
+        if (end_line) fail("a record after the end record (line " + std::to_string(end_line) + ")");
         json j;
         try {
             j = json::parse(text);
         } catch (const std::exception& e) {
             fail(std::string("not a JSON object: ") + e.what());
         }
-        if (!j.is_object())
-            fail("not a JSON object");
+        if (!j.is_object()) fail("not a JSON object");
         if (t.header.is_null()) {
             if (!j.contains("hcasim_trace"))
                 fail("not an hcasim trace: the first record must be the header with \"hcasim_trace\"");
             check_fields(j, "hcasim_trace hcasim_version workload seed nodes config", "header", fail);
-            if (!j["hcasim_trace"].is_number_integer() || j["hcasim_trace"].get<int>() != trace::FORMAT_VERSION)
+            if (!j["hcasim_trace"].is_number_integer() ||
+                j["hcasim_trace"].get<int>() != trace::FORMAT_VERSION)
                 fail("trace format version " + j["hcasim_trace"].dump() + "; this hcasim reads version " +
                      std::to_string(trace::FORMAT_VERSION));
             if (j.contains("config") && !j["config"].is_object())
@@ -210,8 +209,7 @@ trace_file load(const std::string& path) {
                 const json& v = j["config"]["fabric.nodes"];
                 t.nodes = unsigned(v.is_string() ? std::stoul(v.get<std::string>()) : v.get<unsigned>());
             }
-            if (t.nodes < 2 || t.nodes > 1024)
-                fail("\"nodes\": " + std::to_string(t.nodes) + " (2..1024)");
+            if (t.nodes < 2 || t.nodes > 1024) fail("\"nodes\": " + std::to_string(t.nodes) + " (2..1024)");
             t.header = j;
             defined.resize(t.nodes);
             buf_len.resize(t.nodes);
@@ -235,12 +233,11 @@ trace_file load(const std::string& path) {
         if (!j.contains("call") || !j["call"].is_string())
             fail("a record needs \"call\" (or \"event\", \"end\")");
         const call_spec* c = spec_of(j["call"]);
-        if (!c)
-            fail("unknown call " + j["call"].dump() + " (expected " + call_list() + ")");
+        if (!c) fail("unknown call " + j["call"].dump() + " (expected " + call_list() + ")");
         for (auto& kv : j.items())
             if (!listed("t_ps node call ret errno t_done_ps", kv.key()) && !listed(c->fields, kv.key()) &&
-                std::find_if(c->refs.begin(), c->refs.end(), [&](const auto& r) { return kv.key() == r.first; }) ==
-                    c->refs.end() &&
+                std::find_if(c->refs.begin(), c->refs.end(),
+                             [&](const auto& r) { return kv.key() == r.first; }) == c->refs.end() &&
                 std::find_if(c->opt_refs.begin(), c->opt_refs.end(),
                              [&](const auto& r) { return kv.key() == r.first; }) == c->opt_refs.end())
                 fail(std::string(j["call"]) + ": unknown field \"" + kv.key() + "\"");
@@ -253,8 +250,8 @@ trace_file load(const std::string& path) {
                 fail(std::string(j["call"]) + ": bad reference " + j[field].dump());
             auto it = defined[n].find(name);
             if (it == defined[n].end() || it->second != kind)
-                fail(std::string(j["call"]) + ": " + kind + " " + j[field].dump() + " of node " + std::to_string(n) +
-                     " is not created before this line");
+                fail(std::string(j["call"]) + ": " + kind + " " + j[field].dump() + " of node " +
+                     std::to_string(n) + " is not created before this line");
         };
         for (const auto& r : c->refs) {
             if (!j.contains(r.first)) {
@@ -265,25 +262,24 @@ trace_file load(const std::string& path) {
             check_ref(r.first, r.second);
         }
         for (const auto& r : c->opt_refs)
-            if (j.contains(r.first))
-                check_ref(r.first, r.second);
+            if (j.contains(r.first)) check_ref(r.first, r.second);
         // References inside work requests and attributes.
         auto check_sg = [&](const json& sg) {
-            if (!sg.is_array())
-                fail(std::string(j["call"]) + ": \"sg\" must be a list");
+            if (!sg.is_array()) fail(std::string(j["call"]) + ": \"sg\" must be a list");
             for (const json& s : sg) {
-                if (!s.is_object())
-                    fail(std::string(j["call"]) + ": an SGE must be an object");
+                if (!s.is_object()) fail(std::string(j["call"]) + ": an SGE must be an object");
                 check_fields(s, "mr offset len addr lkey", std::string(j["call"]) + ": SGE", fail);
                 if (s.contains("mr")) {
                     unsigned n = 0;
                     std::string name;
                     if (!s["mr"].is_string() || !split_ref(s["mr"], node, &n, &name) || n != node ||
                         defined[n].count(name) == 0 || defined[n][name] != "mr")
-                        fail(std::string(j["call"]) + ": SGE MR " + s["mr"].dump() + " is not a region of node " +
-                             std::to_string(node) + " created before this line");
+                        fail(std::string(j["call"]) + ": SGE MR " + s["mr"].dump() +
+                             " is not a region of node " + std::to_string(node) +
+                             " created before this line");
                 } else if (!s.contains("addr") || !s.contains("lkey")) {
-                    fail(std::string(j["call"]) + ": an SGE needs \"mr\" (and \"offset\") or \"addr\" and \"lkey\"");
+                    fail(std::string(j["call"]) +
+                         ": an SGE needs \"mr\" (and \"offset\") or \"addr\" and \"lkey\"");
                 }
                 if (!s.contains("len") || !s["len"].is_number_unsigned())
                     fail(std::string(j["call"]) + ": an SGE needs \"len\"");
@@ -294,16 +290,15 @@ trace_file load(const std::string& path) {
             if (!j.contains("wr") || !j["wr"].is_array() || j["wr"].empty())
                 fail(cn + " needs \"wr\": a list of work requests");
             for (const json& w : j["wr"]) {
-                if (!w.is_object())
-                    fail(cn + ": a work request must be an object");
+                if (!w.is_object()) fail(cn + ": a work request must be an object");
                 check_fields(w,
-                             cn == "post_send" ? "wr_id opcode flags sg imm remote compare_add swap invalidate_rkey ah "
-                                                 "remote_qp remote_qpn remote_qkey"
-                                               : "wr_id sg",
+                             cn == "post_send"
+                                 ? "wr_id opcode flags sg imm remote compare_add swap invalidate_rkey ah "
+                                   "remote_qp remote_qpn remote_qkey"
+                                 : "wr_id sg",
                              cn + ": work request", fail);
                 if (w.contains("remote")) {
-                    if (!w["remote"].is_object())
-                        fail(cn + ": \"remote\" must be an object");
+                    if (!w["remote"].is_object()) fail(cn + ": \"remote\" must be an object");
                     check_fields(w["remote"], "mr offset addr rkey", cn + ": remote", fail);
                 }
                 if (!w.contains("wr_id") || !w["wr_id"].is_number_unsigned())
@@ -311,7 +306,8 @@ trace_file load(const std::string& path) {
                 check_sg(w.value("sg", json::array()));
                 if (cn == "post_send") {
                     ibv_wr_opcode op;
-                    if (!w.contains("opcode") || !w["opcode"].is_string() || !trace::wr_opcode_of(w["opcode"], &op))
+                    if (!w.contains("opcode") || !w["opcode"].is_string() ||
+                        !trace::wr_opcode_of(w["opcode"], &op))
                         fail("post_send: unknown opcode " + w.value("opcode", json()).dump());
                     unsigned f = 0;
                     std::string why;
@@ -322,22 +318,25 @@ trace_file load(const std::string& path) {
                         std::string name;
                         if (!w["ah"].is_string() || !split_ref(w["ah"], node, &n, &name) || n != node ||
                             defined[n].count(name) == 0 || defined[n][name] != "ah")
-                            fail("post_send: address handle " + w["ah"].dump() + " of node " + std::to_string(node) +
-                                 " is not created before this line");
+                            fail("post_send: address handle " + w["ah"].dump() + " of node " +
+                                 std::to_string(node) + " is not created before this line");
                     }
                     if (w.contains("remote") && w["remote"].contains("mr")) {
                         unsigned n = 0;
                         std::string name;
-                        if (!w["remote"]["mr"].is_string() || !split_ref(w["remote"]["mr"], node, &n, &name) ||
-                            n >= t.nodes || defined[n].count(name) == 0 || defined[n][name] != "mr")
-                            fail("post_send: remote MR " + w["remote"]["mr"].dump() + " is not created before this line");
+                        if (!w["remote"]["mr"].is_string() ||
+                            !split_ref(w["remote"]["mr"], node, &n, &name) || n >= t.nodes ||
+                            defined[n].count(name) == 0 || defined[n][name] != "mr")
+                            fail("post_send: remote MR " + w["remote"]["mr"].dump() +
+                                 " is not created before this line");
                     }
                     if (w.contains("remote_qp")) {
                         unsigned n = 0;
                         std::string name;
                         if (!w["remote_qp"].is_string() || !split_ref(w["remote_qp"], node, &n, &name) ||
                             n >= t.nodes || defined[n].count(name) == 0 || defined[n][name] != "qp")
-                            fail("post_send: remote QP " + w["remote_qp"].dump() + " is not created before this line");
+                            fail("post_send: remote QP " + w["remote_qp"].dump() +
+                                 " is not created before this line");
                     }
                 }
             }
@@ -347,11 +346,11 @@ trace_file load(const std::string& path) {
         if (cn == "poll_cq" && !j.contains("wc") && !j.contains("count"))
             fail("poll_cq needs \"count\" (completions to wait for) or the recorded \"wc\"");
         if (cn == "modify_qp") {
-            if (!j.contains("attr") || !j["attr"].is_object())
-                fail("modify_qp needs \"attr\"");
+            if (!j.contains("attr") || !j["attr"].is_object()) fail("modify_qp needs \"attr\"");
             const json& a = j["attr"];
             ibv_qp_state st;
-            if (a.contains("qp_state") && (!a["qp_state"].is_string() || !trace::qp_state_of(a["qp_state"], &st)))
+            if (a.contains("qp_state") &&
+                (!a["qp_state"].is_string() || !trace::qp_state_of(a["qp_state"], &st)))
                 fail("modify_qp: unknown qp_state " + a["qp_state"].dump());
             if (a.contains("dest_qp")) {
                 unsigned n = 0;
@@ -360,21 +359,34 @@ trace_file load(const std::string& path) {
                     defined[n].count(name) == 0 || defined[n][name] != "qp")
                     fail("modify_qp: dest_qp " + a["dest_qp"].dump() + " is not created before this line");
             }
-            static const std::set<std::string> known = {
-                "qp_state", "pkey_index", "port_num", "qkey", "qp_access_flags", "path_mtu", "dest_qp", "dest_qp_num",
-                "dlid", "dest_node", "sl", "rq_psn", "sq_psn", "max_rd_atomic", "max_dest_rd_atomic", "min_rnr_timer",
-                "timeout", "retry_cnt", "rnr_retry"};
+            static const std::set<std::string> known = {"qp_state",
+                                                        "pkey_index",
+                                                        "port_num",
+                                                        "qkey",
+                                                        "qp_access_flags",
+                                                        "path_mtu",
+                                                        "dest_qp",
+                                                        "dest_qp_num",
+                                                        "dlid",
+                                                        "dest_node",
+                                                        "sl",
+                                                        "rq_psn",
+                                                        "sq_psn",
+                                                        "max_rd_atomic",
+                                                        "max_dest_rd_atomic",
+                                                        "min_rnr_timer",
+                                                        "timeout",
+                                                        "retry_cnt",
+                                                        "rnr_retry"};
             for (auto& kv : a.items())
-                if (!known.count(kv.key()))
-                    fail("modify_qp: unknown attribute \"" + kv.key() + "\"");
+                if (!known.count(kv.key())) fail("modify_qp: unknown attribute \"" + kv.key() + "\"");
         }
         if (cn == "create_qp") {
             ibv_qp_type ty;
             if (!j.contains("type") || !j["type"].is_string() || !trace::qp_type_of(j["type"], &ty))
                 fail("create_qp: \"type\" must be RC, UC or UD");
             if (j.contains("cap")) {
-                if (!j["cap"].is_object())
-                    fail("create_qp: \"cap\" must be an object");
+                if (!j["cap"].is_object()) fail("create_qp: \"cap\" must be an object");
                 check_fields(j["cap"], "max_send_wr max_recv_wr max_send_sge max_recv_sge max_inline_data",
                              "create_qp: cap", fail);
             }
@@ -388,33 +400,74 @@ trace_file load(const std::string& path) {
             else if (!j.contains("ret"))
                 fail(cn + " needs \"ret\": the name of the new " + c->creates);
             if (!name.empty()) {
-                if (name.find('/') != std::string::npos)
-                    fail(cn + ": a name may not contain '/'");
+                if (name.find('/') != std::string::npos) fail(cn + ": a name may not contain '/'");
                 if (defined[node].count(name))
-                    fail(cn + ": node " + std::to_string(node) + " already has an object named \"" + name + "\"");
+                    fail(cn + ": node " + std::to_string(node) + " already has an object named \"" + name +
+                         "\"");
                 defined[node][name] = c->creates;
             }
         }
         // Field types: numbers where numbers go, hex strings of whole bytes (so nothing can fail
         // half-way through the run for a malformed argument).
-        static const std::set<std::string> numeric = {
-            "len", "offset", "align", "cqe", "max_wr", "max_sge", "srq_limit", "wr_id", "imm", "compare_add", "swap",
-            "value", "timeout_ns", "ns", "count", "byte", "seed", "key", "dlid", "dest_node", "sl", "t_ps", "addr",
-            "lkey", "rkey", "remote_qpn", "remote_qkey", "invalidate_rkey", "pkey_index", "port_num", "qkey", "path_mtu",
-            "dest_qp_num", "rq_psn", "sq_psn", "max_rd_atomic", "max_dest_rd_atomic", "min_rnr_timer", "timeout",
-            "retry_cnt", "rnr_retry", "max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data",
-            "lid", "hop_limit"};
+        static const std::set<std::string> numeric = {"len",
+                                                      "offset",
+                                                      "align",
+                                                      "cqe",
+                                                      "max_wr",
+                                                      "max_sge",
+                                                      "srq_limit",
+                                                      "wr_id",
+                                                      "imm",
+                                                      "compare_add",
+                                                      "swap",
+                                                      "value",
+                                                      "timeout_ns",
+                                                      "ns",
+                                                      "count",
+                                                      "byte",
+                                                      "seed",
+                                                      "key",
+                                                      "dlid",
+                                                      "dest_node",
+                                                      "sl",
+                                                      "t_ps",
+                                                      "addr",
+                                                      "lkey",
+                                                      "rkey",
+                                                      "remote_qpn",
+                                                      "remote_qkey",
+                                                      "invalidate_rkey",
+                                                      "pkey_index",
+                                                      "port_num",
+                                                      "qkey",
+                                                      "path_mtu",
+                                                      "dest_qp_num",
+                                                      "rq_psn",
+                                                      "sq_psn",
+                                                      "max_rd_atomic",
+                                                      "max_dest_rd_atomic",
+                                                      "min_rnr_timer",
+                                                      "timeout",
+                                                      "retry_cnt",
+                                                      "rnr_retry",
+                                                      "max_send_wr",
+                                                      "max_recv_wr",
+                                                      "max_send_sge",
+                                                      "max_recv_sge",
+                                                      "max_inline_data",
+                                                      "lid",
+                                                      "hop_limit"};
         std::function<void(const json&)> check_types = [&](const json& o) {
             if (o.is_array()) {
                 for (const json& e : o) check_types(e);
                 return;
             }
-            if (!o.is_object())
-                return;
+            if (!o.is_object()) return;
             for (auto& kv : o.items()) {
                 if (numeric.count(kv.key()) && !kv.value().is_number_unsigned() &&
                     !(kv.key() == "value" && kv.value().is_number_integer()))
-                    fail(cn + ": \"" + kv.key() + "\" must be a non-negative integer, got " + kv.value().dump());
+                    fail(cn + ": \"" + kv.key() + "\" must be a non-negative integer, got " +
+                         kv.value().dump());
                 if (kv.key() == "hex") {
                     std::vector<uint8_t> bytes;
                     if (!kv.value().is_string() || !trace::unhex(kv.value().get<std::string>(), &bytes))
@@ -423,10 +476,10 @@ trace_file load(const std::string& path) {
                 if (kv.key() == "gid" || kv.key() == "dgid") {
                     ibv_gid g{};
                     if (!kv.value().is_string() || !trace::gid_of(kv.value().get<std::string>(), &g))
-                        fail(cn + ": \"" + kv.key() + "\" must be a GID of 32 hex digits, got " + kv.value().dump());
+                        fail(cn + ": \"" + kv.key() + "\" must be a GID of 32 hex digits, got " +
+                             kv.value().dump());
                 }
-                if (kv.key() != "wc" && kv.key() != "ret")
-                    check_types(kv.value());
+                if (kv.key() != "wc" && kv.key() != "ret") check_types(kv.value());
             }
         };
         check_types(j);
@@ -434,8 +487,8 @@ trace_file load(const std::string& path) {
         if (cn == "alloc") {
             const uint64_t len = j.value("len", uint64_t(4096)), align = j.value("align", uint64_t(4096));
             if (align == 0 || (align & (align - 1)) || align > max_alloc_align)
-                fail("alloc: \"align\" must be a power of two up to " + std::to_string(max_alloc_align) + ", got " +
-                     std::to_string(align));
+                fail("alloc: \"align\" must be a power of two up to " + std::to_string(max_alloc_align) +
+                     ", got " + std::to_string(align));
             // What the address space backs at most: the pages of len, plus the alignment gap.
             const uint64_t limit = host_software::phys_bytes;
             const uint64_t pages = len / fw::PAGE_BYTES + 2 + align / fw::PAGE_BYTES;
@@ -443,8 +496,7 @@ trace_file load(const std::string& path) {
                 fail("alloc: " + std::to_string(len) + " bytes: node " + std::to_string(node) +
                      "'s buffers would pass the host memory its applications have (" + std::to_string(limit) +
                      " bytes)");
-            if (j["ret"].is_string())
-                buf_len[node][j["ret"].get<std::string>()] = len;
+            if (j["ret"].is_string()) buf_len[node][j["ret"].get<std::string>()] = len;
         }
         if (cn == "fill" || cn == "wait_byte") {
             unsigned n = node;
@@ -458,17 +510,15 @@ trace_file load(const std::string& path) {
                 len = j.contains("hex") ? j["hex"].get<std::string>().size() / 2
                                         : j.value("len", size > off ? size - off : 0);
             if (off > size || len > size - off)
-                fail(cn + ": bytes " + std::to_string(off) + ".." + std::to_string(off + len) + " pass the end of " +
-                     j["buf"].dump() + " (" + std::to_string(size) + " bytes)");
+                fail(cn + ": bytes " + std::to_string(off) + ".." + std::to_string(off + len) +
+                     " pass the end of " + j["buf"].dump() + " (" + std::to_string(size) + " bytes)");
             if (cn == "wait_byte" && (j.value("value", 0) < 0 || j.value("value", 0) > 255))
                 fail("wait_byte: \"value\" must be 0..255");
         }
-        if (j.value("byte", 0u) > 255)
-            fail(cn + ": \"byte\" must be 0..255");
+        if (j.value("byte", 0u) > 255) fail(cn + ": \"byte\" must be 0..255");
         t.steps.push_back({line, j});
     }
-    if (t.header.is_null())
-        throw trace_error(path + ": empty trace (no header)");
+    if (t.header.is_null()) throw trace_error(path + ": empty trace (no header)");
     // A recorder's trace (its header names the hcasim version) ends with the end record: without
     // it the trace was cut short, and its memory digests would go unchecked.
     if (t.header.contains("hcasim_version") && t.end.is_null())
@@ -490,8 +540,7 @@ public:
              double tolerance)
         : sc_module(n), m_(m), t_(t), rec_(rec), recorded_(recorded_timing), tolerance_(tolerance) {
         fw::driver_options opts;
-        for (unsigned i = 0; i < t.nodes; ++i)
-            sw_.push_back(std::make_unique<host_software>(m.at(i), opts));
+        for (unsigned i = 0; i < t.nodes; ++i) sw_.push_back(std::make_unique<host_software>(m.at(i), opts));
         objs_.resize(t.nodes);
         events_.resize(t.nodes);
         SC_THREAD(run);
@@ -505,8 +554,7 @@ public:
     /// Recorded events vs. the replay's, and memory digests; after the run.
     void compare_end(const json& actual_memory) {
         std::vector<std::vector<const step*>> want(t_.nodes);
-        for (const step& e : t_.events)
-            want[e.j["node"].get<unsigned>()].push_back(&e);
+        for (const step& e : t_.events) want[e.j["node"].get<unsigned>()].push_back(&e);
         for (unsigned n = 0; n < t_.nodes; ++n) {
             const auto& got = events_[n];
             const size_t k = std::min(got.size(), want[n].size());
@@ -516,14 +564,15 @@ public:
                 g.erase("t_ps");
                 if (w != g)
                     diff("event", want[n][i]->line,
-                         "asynchronous event " + std::to_string(i + 1) + " of node " + std::to_string(n) + ": expected " +
-                             w.dump() + ", got " + g.dump());
+                         "asynchronous event " + std::to_string(i + 1) + " of node " + std::to_string(n) +
+                             ": expected " + w.dump() + ", got " + g.dump());
             }
             if (got.size() != want[n].size() && (compare_events_ || !want[n].empty()))
                 diff("event", want[n].empty() ? 0 : want[n].back()->line,
                      "node " + std::to_string(n) + ": " + std::to_string(want[n].size()) +
                          " asynchronous events recorded, " + std::to_string(got.size()) + " in the replay" +
-                         (got.size() > want[n].size() ? " (first extra: " + got[want[n].size()].dump() + ")" : ""));
+                         (got.size() > want[n].size() ? " (first extra: " + got[want[n].size()].dump() + ")"
+                                                      : ""));
         }
         if (t_.end.is_object() && t_.end.contains("memory"))
             for (auto& kv : t_.end["memory"].items()) {
@@ -599,13 +648,12 @@ private:
 
     /// Compares the recorded outcome field `key` of the step with the replay's.
     void expect(const step& s, const char* key, const json& actual) {
-        if (!s.j.contains(key))
-            return;
+        if (!s.j.contains(key)) return;
         ++compared;
         if (s.j[key] != actual)
             diff("return value", s.line,
-                 std::string(s.j["call"]) + " node " + std::to_string(s.j["node"].get<unsigned>()) + ": " + key +
-                     " expected " + s.j[key].dump() + ", got " + actual.dump());
+                 std::string(s.j["call"]) + " node " + std::to_string(s.j["node"].get<unsigned>()) + ": " +
+                     key + " expected " + s.j[key].dump() + ", got " + actual.dump());
     }
 
     void exec(const step& s) {
@@ -637,21 +685,19 @@ private:
             const call_spec* c = spec_of(j["call"]);
             std::vector<std::pair<std::string, std::string>> refs;  // kind, name
             for (const auto& r : c->refs)
-                if (j.contains(r.first))
-                    refs.emplace_back(r.second, j[r.first].get<std::string>());
+                if (j.contains(r.first)) refs.emplace_back(r.second, j[r.first].get<std::string>());
             for (const auto& r : c->opt_refs)
-                if (j.contains(r.first))
-                    refs.emplace_back(r.second, j[r.first].get<std::string>());
+                if (j.contains(r.first)) refs.emplace_back(r.second, j[r.first].get<std::string>());
             if (j.contains("wr"))
                 for (const json& w : j["wr"])
-                    if (w.contains("ah"))
-                        refs.emplace_back("ah", w["ah"].get<std::string>());
+                    if (w.contains("ah")) refs.emplace_back("ah", w["ah"].get<std::string>());
             for (const auto& r : refs)
                 if (!live(node, r.first, r.second)) {
                     diff("return value", s.line,
-                         std::string(j["call"]) + " node " + std::to_string(node) + ": its " + r.first + " \"" +
-                             r.second + "\" does not exist in the replay (its creation failed or it was destroyed); "
-                                        "the call is skipped");
+                         std::string(j["call"]) + " node " + std::to_string(node) + ": its " + r.first +
+                             " \"" + r.second +
+                             "\" does not exist in the replay (its creation failed or it was destroyed); "
+                             "the call is skipped");
                     return;
                 }
         }
@@ -663,14 +709,13 @@ private:
         ibv_context* ctx = ctx_[node];
         json out;  // the arguments as given, the outcome as found
         for (auto& kv : j.items())
-            if (kv.key() != "t_ps" && kv.key() != "node" && kv.key() != "call" && kv.key() != "wc" && kv.key() != "ret" &&
-                kv.key() != "addr_out" && kv.key() != "qp_num" && kv.key() != "lkey" && kv.key() != "rkey" &&
-                kv.key() != "errno")
+            if (kv.key() != "t_ps" && kv.key() != "node" && kv.key() != "call" && kv.key() != "wc" &&
+                kv.key() != "ret" && kv.key() != "addr_out" && kv.key() != "qp_num" && kv.key() != "lkey" &&
+                kv.key() != "rkey" && kv.key() != "errno")
                 out[kv.key()] = kv.value();
         auto created = [&](const void* obj, const char* kind) -> json {
             const std::string name = j["ret"].is_string() ? j["ret"].get<std::string>() : "";
-            if (!obj)
-                return json();
+            if (!obj) return json();
             return rec_.add(node, obj, kind, name);
         };
         if (call == "alloc") {
@@ -710,8 +755,7 @@ private:
             for (;;) {
                 uint8_t b = 0;
                 sw.as.read(va, &b, 1);
-                if (b == v)
-                    break;
+                if (b == v) break;
                 if (!m_.at(node).cpu.wait_write(pa, 1, j.value("timeout_ns", uint64_t(10'000'000)))) {
                     r = -1;
                     break;
@@ -724,17 +768,16 @@ private:
         } else if (call == "alloc_pd") {
             ibv_pd* pd = ibv_alloc_pd(ctx);
             const json r = created(pd, "pd");
-            if (pd)
-                o.pd[r] = pd;
+            if (pd) o.pd[r] = pd;
             expect(s, "ret", r);
             out["ret"] = r;
         } else if (call == "reg_mr") {
             unsigned access = 0;
             std::string why;
-            if (j.contains("access"))
-                trace::access_flags_of(j["access"], &access, &why);
+            if (j.contains("access")) trace::access_flags_of(j["access"], &access, &why);
             const uint64_t va = buf_addr(node, j);
-            const uint64_t len = j.value("len", j.contains("buf") ? o.buf[j["buf"].get<std::string>()].second : 0);
+            const uint64_t len =
+                j.value("len", j.contains("buf") ? o.buf[j["buf"].get<std::string>()].second : 0);
             ibv_mr* mr = ibv_reg_mr(o.pd[j["pd"].get<std::string>()], va, len, int(access));
             json r;
             if (mr) {
@@ -751,15 +794,13 @@ private:
         } else if (call == "dereg_mr") {
             std::string name = j["mr"];
             const int r = ibv_dereg_mr(o.mr[name]);
-            if (r == 0)
-                o.mr.erase(name);
+            if (r == 0) o.mr.erase(name);
             expect(s, "ret", r);
             out["ret"] = r;
         } else if (call == "create_cq") {
             ibv_cq* cq = ibv_create_cq(ctx, j.value("cqe", 64));
             const json r = created(cq, "cq");
-            if (cq)
-                o.cq[r] = cq;
+            if (cq) o.cq[r] = cq;
             expect(s, "ret", r);
             out["ret"] = r;
         } else if (call == "create_srq") {
@@ -768,8 +809,7 @@ private:
             a.attr.max_sge = j.value("max_sge", 1u);
             ibv_srq* srq = ibv_create_srq(o.pd[j["pd"].get<std::string>()], &a);
             const json r = created(srq, "srq");
-            if (srq)
-                o.srq[r] = srq;
+            if (srq) o.srq[r] = srq;
             expect(s, "ret", r);
             out["ret"] = r;
         } else if (call == "modify_srq") {
@@ -783,8 +823,7 @@ private:
             trace::qp_type_of(j["type"], &a.qp_type);
             a.send_cq = o.cq[j["send_cq"].get<std::string>()];
             a.recv_cq = o.cq[j["recv_cq"].get<std::string>()];
-            if (j.contains("srq"))
-                a.srq = o.srq[j["srq"].get<std::string>()];
+            if (j.contains("srq")) a.srq = o.srq[j["srq"].get<std::string>()];
             const json cap = j.value("cap", json::object());
             a.cap.max_send_wr = cap.value("max_send_wr", 64u);
             a.cap.max_recv_wr = cap.value("max_recv_wr", 64u);
@@ -809,8 +848,7 @@ private:
             int r = 0;
             if (call == "destroy_qp") {
                 r = ibv_destroy_qp(qp);
-                if (r == 0)
-                    o.qp.erase(j["qp"].get<std::string>());
+                if (r == 0) o.qp.erase(j["qp"].get<std::string>());
             } else {
                 const json& a = j["attr"];
                 ibv_qp_attr at{};
@@ -852,7 +890,8 @@ private:
                     mask |= IBV_QP_DEST_QPN;
                 }
                 if (a.contains("dlid") || a.contains("dest_node")) {
-                    at.ah_attr.dlid = a.contains("dlid") ? a["dlid"].get<uint16_t>() : lid_of(a["dest_node"].get<unsigned>());
+                    at.ah_attr.dlid = a.contains("dlid") ? a["dlid"].get<uint16_t>()
+                                                         : lid_of(a["dest_node"].get<unsigned>());
                     at.ah_attr.sl = a.value("sl", uint8_t(0));
                     at.ah_attr.port_num = 1;
                     mask |= IBV_QP_AV;
@@ -873,8 +912,7 @@ private:
             }
             ibv_ah* ah = ibv_create_ah(o.pd[j["pd"].get<std::string>()], &a);
             const json r = created(ah, "ah");
-            if (ah)
-                o.ah[r] = ah;
+            if (ah) o.ah[r] = ah;
             expect(s, "ret", r);
             out["ret"] = r;
         } else if (call == "attach_mcast") {
@@ -893,8 +931,7 @@ private:
                 wr.wr_id = w["wr_id"];
                 trace::wr_opcode_of(w["opcode"], &wr.opcode);
                 std::string why;
-                if (w.contains("flags"))
-                    trace::send_flags_of(w["flags"], &wr.send_flags, &why);
+                if (w.contains("flags")) trace::send_flags_of(w["flags"], &wr.send_flags, &why);
                 sg[k] = sges(node, w.value("sg", json::array()));
                 wr.sg_list = sg[k].empty() ? nullptr : sg[k].data();
                 wr.num_sge = int(sg[k].size());
@@ -932,7 +969,8 @@ private:
             const json& list = j["wr"];
             std::vector<ibv_recv_wr> wrs(list.size());
             std::vector<std::vector<ibv_sge>> sg(list.size());
-            const std::string owner = call == "post_recv" ? j["qp"].get<std::string>() : j["srq"].get<std::string>();
+            const std::string owner =
+                call == "post_recv" ? j["qp"].get<std::string>() : j["srq"].get<std::string>();
             for (size_t k = 0; k < list.size(); ++k) {
                 wrs[k].wr_id = list[k]["wr_id"];
                 sg[k] = sges(node, list[k].value("sg", json::array()));
@@ -954,12 +992,9 @@ private:
             std::vector<ibv_wc> wcs(std::max<size_t>(want, 1));
             while (got.size() < want) {
                 const int n = ibv_poll_cq(cq, int(want - got.size()), wcs.data());
-                if (n < 0)
-                    break;
-                for (int k = 0; k < n; ++k)
-                    got.push_back(rec_.wc(node, wcs[k]));
-                if (got.size() < want && n == 0 && ibv_wait_cq(cq, timeout) != 0)
-                    break;
+                if (n < 0) break;
+                for (int k = 0; k < n; ++k) got.push_back(rec_.wc(node, wcs[k]));
+                if (got.size() < want && n == 0 && ibv_wait_cq(cq, timeout) != 0) break;
             }
             completions += got.size();
             if (j.contains("wc")) {
@@ -968,8 +1003,9 @@ private:
                     ++compared;
                     if (k >= got.size()) {
                         diff("completion", s.line,
-                             "poll_cq node " + std::to_string(node) + " " + j["cq"].get<std::string>() + ": completion " +
-                                 std::to_string(k + 1) + " of " + std::to_string(exp.size()) + " never came (timed out after " +
+                             "poll_cq node " + std::to_string(node) + " " + j["cq"].get<std::string>() +
+                                 ": completion " + std::to_string(k + 1) + " of " +
+                                 std::to_string(exp.size()) + " never came (timed out after " +
                                  std::to_string(timeout) + " ns); expected " + exp[k].dump());
                         break;
                     }
@@ -981,22 +1017,23 @@ private:
                                         got[k].value(kv.key(), json()).dump();
                                 break;
                             }
-                        if (field.empty())
-                            field = "expected " + exp[k].dump() + ", got " + got[k].dump();
+                        if (field.empty()) field = "expected " + exp[k].dump() + ", got " + got[k].dump();
                         std::string ctx_line;
                         const std::string owner = exp[k].value("qp", std::string());
                         auto it = producers_.find({node, owner, exp[k].value("wr_id", uint64_t(0))});
                         if (it == producers_.end())  // an SRQ's WR: any owner on the node
                             for (auto p = producers_.begin(); p != producers_.end(); ++p)
-                                if (std::get<0>(p->first) == node && std::get<2>(p->first) == exp[k].value("wr_id", uint64_t(0)))
+                                if (std::get<0>(p->first) == node &&
+                                    std::get<2>(p->first) == exp[k].value("wr_id", uint64_t(0)))
                                     it = p;
                         if (it != producers_.end())
-                            ctx_line = "\n  produced by " + t_.path + ":" + std::to_string(it->second) + ": " +
-                                       line_text(it->second);
+                            ctx_line = "\n  produced by " + t_.path + ":" + std::to_string(it->second) +
+                                       ": " + line_text(it->second);
                         diff("completion", s.line,
-                             "poll_cq node " + std::to_string(node) + " " + j["cq"].get<std::string>() + ": completion " +
-                                 std::to_string(k + 1) + " of " + std::to_string(exp.size()) + ": " + field +
-                                 "\n  expected " + exp[k].dump() + "\n  got      " + got[k].dump() + ctx_line);
+                             "poll_cq node " + std::to_string(node) + " " + j["cq"].get<std::string>() +
+                                 ": completion " + std::to_string(k + 1) + " of " +
+                                 std::to_string(exp.size()) + ": " + field + "\n  expected " + exp[k].dump() +
+                                 "\n  got      " + got[k].dump() + ctx_line);
                         break;
                     }
                 }
@@ -1004,7 +1041,9 @@ private:
                     const double e = j["t_done_ps"].get<double>(), a = double(sc_time_stamp().value());
                     if (std::abs(a - e) > tolerance_ * e) {
                         char b[200];
-                        std::snprintf(b, sizeof b, "poll_cq node %u: the completions were there at %.3f ns, recorded at %.3f ns (tolerance %g%%)",
+                        std::snprintf(b, sizeof b,
+                                      "poll_cq node %u: the completions were there at %.3f ns, recorded at "
+                                      "%.3f ns (tolerance %g%%)",
                                       node, a / 1000.0, e / 1000.0, tolerance_ * 100.0);
                         diff("time", s.line, b);
                     }
@@ -1091,16 +1130,13 @@ private:
     }
 
     void node_main(unsigned n) {
-        if (!open(n))
-            return;
+        if (!open(n)) return;
         for (size_t g : per_node_[n]) {
-            while (prefix_ < g)
-                wait(progress_);
+            while (prefix_ < g) wait(progress_);
             const step& s = t_.steps[order_[g]];
             if (recorded_ && s.j.contains("t_ps")) {
                 const sc_time at(double(s.j["t_ps"].get<uint64_t>()), SC_PS);
-                if (at > sc_time_stamp())
-                    wait(at - sc_time_stamp());
+                if (at > sc_time_stamp()) wait(at - sc_time_stamp());
             }
             state_[g] = 1;
             advance();
@@ -1108,22 +1144,20 @@ private:
             state_[g] = 2;
             advance();
         }
-        if (--running_)
-            return;
+        if (--running_) return;
         // The last node done: asynchronous events still on their way (e.g. after the last
         // completion) arrive, then each node's EQ is processed (the handlers record them).
         wait(sc_time(10, SC_US));
-        for (ibv_context* c : ctx_)
-            ibv_process_events(c, 1);
+        for (ibv_context* c : ctx_) ibv_process_events(c, 1);
         finished = true;
         sc_stop();
     }
 
-    std::vector<size_t> order_;                 // global position -> index into t_.steps
-    std::vector<uint8_t> state_;                // by global position: 0 waiting, 1 started, 2 returned
-    std::vector<bool> waits_;                   // by global position: a call that waits
-    std::vector<std::vector<size_t>> per_node_; // global positions of each node's calls
-    size_t prefix_ = 0;                         // every call before this position may be passed
+    std::vector<size_t> order_;                  // global position -> index into t_.steps
+    std::vector<uint8_t> state_;                 // by global position: 0 waiting, 1 started, 2 returned
+    std::vector<bool> waits_;                    // by global position: a call that waits
+    std::vector<std::vector<size_t>> per_node_;  // global positions of each node's calls
+    size_t prefix_ = 0;                          // every call before this position may be passed
     sc_event progress_;
     unsigned running_ = 0;
 
@@ -1170,7 +1204,11 @@ int replay_main(int argc, const char* const* argv) {
     pos.add("file", 1);
     po::variables_map vm;
     try {
-        po::store(po::command_line_parser(argc - 1, const_cast<char**>(argv + 1)).options(desc).positional(pos).run(), vm);
+        po::store(po::command_line_parser(argc - 1, const_cast<char**>(argv + 1))
+                      .options(desc)
+                      .positional(pos)
+                      .run(),
+                  vm);
         po::notify(vm);
     } catch (const po::error& e) {
         std::cerr << "hcasim: error: replay: " << e.what() << " (see hcasim replay --help)\n";
@@ -1194,8 +1232,7 @@ int replay_main(int argc, const char* const* argv) {
     if (vm.count("time-tolerance")) {
         std::string t = vm["time-tolerance"].as<std::string>();
         const bool pct = !t.empty() && t.back() == '%';
-        if (pct)
-            t.pop_back();
+        if (pct) t.pop_back();
         char* end = nullptr;
         tolerance = std::strtod(t.c_str(), &end);
         if (t.empty() || *end || tolerance < 0) {
@@ -1222,11 +1259,13 @@ int replay_main(int argc, const char* const* argv) {
     const char* const out_what = update ? "--update" : "--record";
     timeline_filter timeline_only;
     try {  // the outputs, before anything runs
-        auto given = [&vm](const char* option) { return vm.count(option) ? &vm[option].as<std::string>() : nullptr; };
-        timeline_only = timeline_filter::parse(given("timeline-window"), given("timeline-nodes"), vm.count("timeline"));
+        auto given = [&vm](const char* option) {
+            return vm.count(option) ? &vm[option].as<std::string>() : nullptr;
+        };
+        timeline_only =
+            timeline_filter::parse(given("timeline-window"), given("timeline-nodes"), vm.count("timeline"));
         output_file::check(out_path, out_what);
-        if (vm.count("timeline"))
-            output_file::check(vm["timeline"].as<std::string>(), "--timeline");
+        if (vm.count("timeline")) output_file::check(vm["timeline"].as<std::string>(), "--timeline");
     } catch (const config_error& e) {
         std::cerr << "hcasim: error: replay: " << e.what() << "\n";
         return 2;
@@ -1236,7 +1275,8 @@ int replay_main(int argc, const char* const* argv) {
         broker& b = broker::instance();
         if (t.header.contains("config"))
             for (auto& kv : t.header["config"].items())
-                b.set(kv.key(), kv.value().is_string() ? kv.value().get<std::string>() : kv.value().dump(), path + ":header");
+                b.set(kv.key(), kv.value().is_string() ? kv.value().get<std::string>() : kv.value().dump(),
+                      path + ":header");
         if (!t.header.contains("config") || !t.header["config"].contains("fabric.nodes"))
             b.set("fabric.nodes", std::to_string(t.nodes), path + ":header");
         if (vm.count("config"))
@@ -1245,11 +1285,10 @@ int replay_main(int argc, const char* const* argv) {
             for (const auto& s : vm["set"].as<std::vector<std::string>>()) b.set_override(s);
         m = std::make_unique<machine>();
         if (m->size() != t.nodes)
-            throw trace_error(path + ": the trace has " + std::to_string(t.nodes) + " nodes, its configuration makes " +
-                              std::to_string(m->size()));
+            throw trace_error(path + ": the trace has " + std::to_string(t.nodes) +
+                              " nodes, its configuration makes " + std::to_string(m->size()));
         rec = std::make_unique<trace::recorder>(out_path, t.nodes, out_what);
-        if (vm.count("pcap"))
-            m->capture_to(vm["pcap"].as<std::string>());
+        if (vm.count("pcap")) m->capture_to(vm["pcap"].as<std::string>());
         if (vm.count("timeline")) {
             timeline_only.check_nodes(t.nodes);
             tl = std::make_unique<timeline>(vm["timeline"].as<std::string>(), timeline_only);
@@ -1261,7 +1300,8 @@ int replay_main(int argc, const char* const* argv) {
         app = std::make_unique<replayer>("replay", *m, t, *rec, timing == "recorded", tolerance);
         b.check_unused();
         // The trace's own header, with the effective configuration of the machine.
-        rec->header(trace::effective_config(), t.header.value("seed", uint64_t(1)), t.header.value("workload", std::string("replay")));
+        rec->header(trace::effective_config(), t.header.value("seed", uint64_t(1)),
+                    t.header.value("workload", std::string("replay")));
         for (const std::string& c : t.comments) rec->comment(c);
     } catch (const trace_error& e) {
         std::cerr << "hcasim: error: " << e.what() << "\n";
@@ -1278,13 +1318,13 @@ int replay_main(int argc, const char* const* argv) {
     sc_start();
     try {
         // The timeline and the captures show what was simulated, whether the replay failed or not.
-        if (tl)
-            tl->close();
+        if (tl) tl->close();
         if (!m->captures().empty()) {
-            if (const std::string e = m->close_captures(); !e.empty())
-                throw config_error(e);
+            if (const std::string e = m->close_captures(); !e.empty()) throw config_error(e);
             std::printf(" pcap:");
-            for (const auto& c : m->captures()) std::printf(" %s (%llu packets)", c->path().c_str(), static_cast<unsigned long long>(c->packets()));
+            for (const auto& c : m->captures())
+                std::printf(" %s (%llu packets)", c->path().c_str(),
+                            static_cast<unsigned long long>(c->packets()));
             std::printf("\n");
         }
         if (!app->failure.empty()) {
@@ -1292,17 +1332,17 @@ int replay_main(int argc, const char* const* argv) {
             return 1;
         }
         if (update && !app->finished) {
-            std::cerr << "hcasim: run failed: replay: " << path << ": the replay stopped before its last call ("
-                      << path << " is left as it was)\n";
+            std::cerr << "hcasim: run failed: replay: " << path
+                      << ": the replay stopped before its last call (" << path << " is left as it was)\n";
             return 1;
         }
         // The end: memory digests of every buffer, the counters; the trace is written.
         trace::json counters = trace::json::object();
         for (const counter* c : stats_registry::instance().counters())
-            if (c->value())
-                counters[c->key()] = c->value();
+            if (c->value()) counters[c->key()] = c->value();
         const trace::json memory = rec->end(
-            [&](unsigned node, uint64_t va, uint8_t* dst, uint64_t n) { app->sw(node).as.read(va, dst, n); }, counters);
+            [&](unsigned node, uint64_t va, uint8_t* dst, uint64_t n) { app->sw(node).as.read(va, dst, n); },
+            counters);
         app->compare_end(memory);
     } catch (const config_error& e) {
         std::cerr << "hcasim: error: replay: " << e.what() << "\n";
@@ -1326,7 +1366,8 @@ int replay_main(int argc, const char* const* argv) {
     std::map<std::string, size_t> by_kind;
     for (const divergence& d : app->diffs) ++by_kind[d.kind];
     std::cout << "first divergence: " << app->diffs.front().text << "\n";
-    std::cout << "replay: " << app->diffs.size() << " divergence" << (app->diffs.size() == 1 ? "" : "s") << " (";
+    std::cout << "replay: " << app->diffs.size() << " divergence" << (app->diffs.size() == 1 ? "" : "s")
+              << " (";
     bool first = true;
     for (auto& kv : by_kind) {
         std::cout << (first ? "" : ", ") << kv.first << ": " << kv.second;

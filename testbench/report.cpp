@@ -32,8 +32,8 @@ void print_header(std::ostream& os, bool latency) {
         std::snprintf(line, sizeof line, " %-10s %-12s %-14s %-14s %-17s %-14s %s", "#bytes", "#iterations",
                       "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "99% percentile[usec]");
     else
-        std::snprintf(line, sizeof line, " %-10s %-12s %-20s %s", "#bytes", "#iterations", "BW average[Gb/sec]",
-                      "MsgRate[Mpps]");
+        std::snprintf(line, sizeof line, " %-10s %-12s %-20s %s", "#bytes", "#iterations",
+                      "BW average[Gb/sec]", "MsgRate[Mpps]");
     os << line << "\n";
 }
 
@@ -81,8 +81,8 @@ void print_table(std::ostream& os, const run_report& r) {
     }
     if (receivers) {
         // mcast_bw: every receiver should take every datagram sent.
-        os << " multicast: " << sent << " datagrams sent to " << receivers << " receivers, " << delivered << " of "
-           << sent * receivers << " delivered, " << lost << " lost\n";
+        os << " multicast: " << sent << " datagrams sent to " << receivers << " receivers, " << delivered
+           << " of " << sent * receivers << " delivered, " << lost << " lost\n";
         os << " lost per receiver:";
         for (size_t k = 0; k < per_receiver.size(); ++k)
             os << (k ? ", " : " ") << "node" << k + 1 << " " << per_receiver[k];
@@ -97,7 +97,8 @@ void print_table(std::ostream& os, const run_report& r) {
         if (!s.breakdown.empty()) {
             double sum = 0;
             char line[96];
-            os << " breakdown " << s.size_bytes << " B, " << (round_trip ? "round trip" : "one way") << ", us:";
+            os << " breakdown " << s.size_bytes << " B, " << (round_trip ? "round trip" : "one way")
+               << ", us:";
             for (const auto& [stage, us] : s.breakdown) {
                 std::snprintf(line, sizeof line, " %s %.3f;", stage.c_str(), us);
                 os << line;
@@ -109,8 +110,8 @@ void print_table(std::ostream& os, const run_report& r) {
     // srq_bw, ud_srq_bw: what the shared receive queue did, one line per size.
     for (const auto& s : r.results)
         if (s.srq)
-            os << " SRQ " << s.size_bytes << " B: " << s.srq_qps << " QPs, " << s.srq_wqes_taken << " WQEs taken, "
-               << s.srq_rnr_naks << " RNR NAKs sent, empty " << s.srq_empty << " times\n";
+            os << " SRQ " << s.size_bytes << " B: " << s.srq_qps << " QPs, " << s.srq_wqes_taken
+               << " WQEs taken, " << s.srq_rnr_naks << " RNR NAKs sent, empty " << s.srq_empty << " times\n";
     // --verify: one summary line (the figures above do not depend on it).
     bool verified = false, data = false;
     uint64_t checked = 0, mismatches = 0, bad = 0;
@@ -125,11 +126,14 @@ void print_table(std::ostream& os, const run_report& r) {
         os << " verify: " << checked << " bytes checked, " << mismatches << " mismatches, " << bad
            << " bad completions\n";
     else if (verified)
-        os << " verify: data not applicable (the DMA read data is discarded), " << bad << " transfer errors\n";
+        os << " verify: data not applicable (the DMA read data is discarded), " << bad
+           << " transfer errors\n";
     os << rule << "\n";
 }
 
-void write_json(const std::string& path, const run_report& r) { write_json(path, std::vector<run_report>{r}); }
+void write_json(const std::string& path, const run_report& r) {
+    write_json(path, std::vector<run_report>{r});
+}
 
 void write_json(const std::string& path, const std::vector<run_report>& reports) {
     if (reports.empty()) throw config_error("no results to write to '" + path + "'");
@@ -151,52 +155,51 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
     j["qps"] = r.qps;
     json results = json::array();
     for (const run_report& rep : reports)
-    for (const auto& s : rep.results) {
-        json e;
-        if (reports.size() > 1) e["workload"] = rep.workload;
-        e["size_bytes"] = s.size_bytes;
-        e["iters"] = s.iters;
-        if (s.latency) {
-            e["lat_typical_us"] = s.lat_typical_us;
-            e["lat_min_us"] = s.lat_min_us;
-            e["lat_p99_us"] = s.lat_p99_us;
-            e["lat_max_us"] = s.lat_max_us;
-            e["lat_avg_us"] = s.lat_avg_us;
-        } else {
-            e["bw_gbps"] = s.bw_gbps;
-            e["msg_rate_mpps"] = s.msg_rate_mpps;
+        for (const auto& s : rep.results) {
+            json e;
+            if (reports.size() > 1) e["workload"] = rep.workload;
+            e["size_bytes"] = s.size_bytes;
+            e["iters"] = s.iters;
+            if (s.latency) {
+                e["lat_typical_us"] = s.lat_typical_us;
+                e["lat_min_us"] = s.lat_min_us;
+                e["lat_p99_us"] = s.lat_p99_us;
+                e["lat_max_us"] = s.lat_max_us;
+                e["lat_avg_us"] = s.lat_avg_us;
+            } else {
+                e["bw_gbps"] = s.bw_gbps;
+                e["msg_rate_mpps"] = s.msg_rate_mpps;
+            }
+            if (s.datagrams) e["datagrams_lost"] = s.datagrams_lost;
+            if (s.receivers) {
+                e["receivers"] = s.receivers;
+                e["datagrams_delivered"] = s.datagrams_delivered;
+                e["datagrams_lost_per_receiver"] = s.lost_per_receiver;
+            }
+            if (s.srq)
+                e["srq"] = {{"qps", s.srq_qps},
+                            {"wqes_taken", s.srq_wqes_taken},
+                            {"rnr_naks_sent", s.srq_rnr_naks},
+                            {"empty", s.srq_empty}};
+            if (!s.breakdown.empty()) {
+                json b = json::object();
+                for (const auto& [stage, us] : s.breakdown) b[stage] = us;
+                e["breakdown_us"] = std::move(b);
+            }
+            if (!s.util.empty()) {
+                json u = json::object();
+                for (const auto& [unit, frac] : s.util) u[unit] = frac;
+                e["util"] = std::move(u);
+            }
+            if (s.verified) {
+                json v = {{"bytes_checked", s.bytes_checked},
+                          {"mismatches", s.mismatches},
+                          {"bad_completions", s.bad_completions}};
+                if (!s.verify_data) v["applicable"] = false;
+                e["verify"] = std::move(v);
+            }
+            results.push_back(std::move(e));
         }
-        if (s.datagrams)
-            e["datagrams_lost"] = s.datagrams_lost;
-        if (s.receivers) {
-            e["receivers"] = s.receivers;
-            e["datagrams_delivered"] = s.datagrams_delivered;
-            e["datagrams_lost_per_receiver"] = s.lost_per_receiver;
-        }
-        if (s.srq)
-            e["srq"] = {{"qps", s.srq_qps},
-                        {"wqes_taken", s.srq_wqes_taken},
-                        {"rnr_naks_sent", s.srq_rnr_naks},
-                        {"empty", s.srq_empty}};
-        if (!s.breakdown.empty()) {
-            json b = json::object();
-            for (const auto& [stage, us] : s.breakdown) b[stage] = us;
-            e["breakdown_us"] = std::move(b);
-        }
-        if (!s.util.empty()) {
-            json u = json::object();
-            for (const auto& [unit, frac] : s.util) u[unit] = frac;
-            e["util"] = std::move(u);
-        }
-        if (s.verified) {
-            json v = {{"bytes_checked", s.bytes_checked},
-                      {"mismatches", s.mismatches},
-                      {"bad_completions", s.bad_completions}};
-            if (!s.verify_data) v["applicable"] = false;
-            e["verify"] = std::move(v);
-        }
-        results.push_back(std::move(e));
-    }
     j["results"] = std::move(results);
     uint64_t sim_ns = 0, packets = 0;
     double traffic_wall = 0;
@@ -292,7 +295,8 @@ std::string run_gnuplot(const std::string& dir) {
     }
     int status = 0;
     if (waitpid(pid, &status, 0) < 0) return "waitpid failed";
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return "gnuplot not found (install Debian's gnuplot-nox)";
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+        return "gnuplot not found (install Debian's gnuplot-nox)";
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return "gnuplot failed on plots.gp (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
     return "";
@@ -360,7 +364,8 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec || !std::filesystem::is_directory(dir))
-        throw config_error("--report: cannot create directory '" + dir + "'" + (ec ? ": " + ec.message() : ""));
+        throw config_error("--report: cannot create directory '" + dir + "'" +
+                           (ec ? ": " + ec.message() : ""));
 
     // One row per (run, result); series keyed in first-appearance order.
     struct point {
@@ -371,7 +376,9 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
         std::vector<point> pts;
     };
     std::vector<series> bw, lat, by_qps;
-    std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>>>> util;
+    std::vector<
+        std::pair<std::string, std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>>>>
+        util;
     auto find = [](std::vector<series>& v, const std::string& label) -> series& {
         for (auto& s : v)
             if (s.label == label) return s;
@@ -380,7 +387,8 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
     };
     std::vector<unsigned> qps_seen;
     std::ostringstream csv;
-    csv << "workload,qps,size_bytes,iters,bw_gbps,msg_rate_mpps,lat_typical_us,lat_min_us,lat_p99_us,lat_avg_us,"
+    csv << "workload,qps,size_bytes,iters,bw_gbps,msg_rate_mpps,lat_typical_us,lat_min_us,lat_p99_us,lat_avg_"
+           "us,"
            "lat_max_us\n";
     for (const ojson& run : runs) {
         const unsigned qps = run.value("qps", 1u);
@@ -390,10 +398,12 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
             const std::string w = r.value("workload", run_workload);
             const double size = r.at("size_bytes").get<double>();
             const bool latency = r.contains("lat_typical_us");
-            csv << w << "," << qps << "," << r.at("size_bytes").get<uint64_t>() << "," << r.at("iters").get<uint64_t>();
+            csv << w << "," << qps << "," << r.at("size_bytes").get<uint64_t>() << ","
+                << r.at("iters").get<uint64_t>();
             if (latency) {
-                csv << ",,," << num(r["lat_typical_us"]) << "," << num(r["lat_min_us"]) << "," << num(r["lat_p99_us"])
-                    << "," << num(r["lat_avg_us"]) << "," << num(r["lat_max_us"]) << "\n";
+                csv << ",,," << num(r["lat_typical_us"]) << "," << num(r["lat_min_us"]) << ","
+                    << num(r["lat_p99_us"]) << "," << num(r["lat_avg_us"]) << "," << num(r["lat_max_us"])
+                    << "\n";
                 find(lat, series_label(w, qps))
                     .pts.push_back({size, r["lat_typical_us"].get<double>(), r["lat_min_us"].get<double>(),
                                     r["lat_p99_us"].get<double>()});
@@ -406,7 +416,8 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
                 .pts.push_back({double(qps), gbps, mpps, 0});
             if (r.contains("util")) {
                 const std::string label = series_label(w, qps);
-                auto it = std::find_if(util.begin(), util.end(), [&](const auto& u) { return u.first == label; });
+                auto it =
+                    std::find_if(util.begin(), util.end(), [&](const auto& u) { return u.first == label; });
                 if (it == util.end()) {
                     util.push_back({label, {}});
                     it = util.end() - 1;
@@ -444,12 +455,13 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
             names.push_back("d" + std::to_string(block++));
             datablock(gp, names.back(), rows);
         }
-        gp << "set output " << quoted(png) << "\nset title " << quoted(title) << "\nset ylabel " << quoted(ylabel)
-           << "\n";
+        gp << "set output " << quoted(png) << "\nset title " << quoted(title) << "\nset ylabel "
+           << quoted(ylabel) << "\n";
         if (logx_size) size_axis();
         gp << "plot ";
         for (size_t k = 0; k < ss.size(); ++k)
-            gp << (k ? ", \\\n     " : "") << "$" << names[k] << " using 1:" << col << " title " << quoted(ss[k].label);
+            gp << (k ? ", \\\n     " : "") << "$" << names[k] << " using 1:" << col << " title "
+               << quoted(ss[k].label);
         gp << "\n";
         pngs.push_back(png);
     };
@@ -466,7 +478,8 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
             names.push_back("d" + std::to_string(block++));
             datablock(gp, names.back(), rows);
         }
-        gp << "set output 'latency.png'\nset title 'Latency vs message size (simulated; typical, bars min..p99)'\n"
+        gp << "set output 'latency.png'\nset title 'Latency vs message size (simulated; typical, bars "
+              "min..p99)'\n"
               "set ylabel 'microseconds'\n";
         size_axis();
         gp << "plot ";
@@ -486,10 +499,12 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
             datablock(gp, names.back(), rows);
         }
         gp << "set output 'qps.png'\nset title 'Throughput vs queue pairs (simulated)'\n"
-              "set ylabel 'Mpps'\nset y2label 'Gb/s'\nset ytics nomirror\nset y2tics\nset y2range [0:*]\nplot ";
+              "set ylabel 'Mpps'\nset y2label 'Gb/s'\nset ytics nomirror\nset y2tics\nset y2range "
+              "[0:*]\nplot ";
         for (size_t k = 0; k < by_qps.size(); ++k)
-            gp << (k ? ", \\\n     " : "") << "$" << names[k] << " using 1:3 title " << quoted(by_qps[k].label + " Mpps")
-               << ", $" << names[k] << " using 1:2 axes x1y2 dashtype 2 title " << quoted(by_qps[k].label + " Gb/s");
+            gp << (k ? ", \\\n     " : "") << "$" << names[k] << " using 1:3 title "
+               << quoted(by_qps[k].label + " Mpps") << ", $" << names[k]
+               << " using 1:2 axes x1y2 dashtype 2 title " << quoted(by_qps[k].label + " Gb/s");
         gp << "\nunset y2label\nunset y2tics\nset ytics mirror\n";
         pngs.push_back("qps.png");
     }
@@ -503,13 +518,17 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
             names.push_back("d" + std::to_string(block++));
             datablock(gp, names.back(), rows);
         }
-        gp << "set output " << quoted(png) << "\nset title " << quoted("Unit utilisation (busy % of the measured "
-                                                                          "interval), " + util[u].first)
+        gp << "set output " << quoted(png) << "\nset title "
+           << quoted(
+                  "Unit utilisation (busy % of the measured "
+                  "interval), " +
+                  util[u].first)
            << "\nset ylabel 'busy %'\n";
         size_axis();
         gp << "set yrange [0:105]\nplot ";
         for (size_t k = 0; k < names.size(); ++k)
-            gp << (k ? ", \\\n     " : "") << "$" << names[k] << " using 1:2 title " << quoted(util[u].second[k].first);
+            gp << (k ? ", \\\n     " : "") << "$" << names[k] << " using 1:2 title "
+               << quoted(util[u].second[k].first);
         gp << "\n";
         pngs.push_back(png);
     }

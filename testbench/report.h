@@ -11,33 +11,34 @@ namespace hcasim {
 
 /// One row: one message size of a latency or bandwidth workload.
 struct size_result {
-    uint64_t size_bytes = 0;      ///< message size
-    uint64_t iters = 0;           ///< iterations measured
-    bool latency = false;         ///< latency row (lat_* valid) or bandwidth row (bw/msg_rate valid)
-    double bw_gbps = 0;           ///< average bandwidth, Gb/s (10^9 bit/s)
-    double msg_rate_mpps = 0;     ///< messages per simulated microsecond (Mpps)
-    double lat_typical_us = 0;    ///< median latency, like perftest's t_typical
-    double lat_min_us = 0;        ///< minimum latency
-    double lat_p99_us = 0;        ///< 99th percentile (nearest rank)
-    double lat_max_us = 0;        ///< maximum latency
-    double lat_avg_us = 0;        ///< mean latency
-    bool verified = false;        ///< --verify ran on this row (JSON "verify" object)
-    bool verify_data = true;      ///< the workload's data could be checked (false: dma_read_bw)
-    uint64_t bytes_checked = 0;   ///< destination bytes (and atomic results) compared with the expected data
-    uint64_t mismatches = 0;      ///< of those, bytes that differed
-    uint64_t bad_completions = 0; ///< completions with a wrong opcode, byte_len, wr_id, QP or order (DMA: errors)
-    bool datagrams = false;       ///< unreliable messages the receiver counts (ud_send_bw): datagrams_* valid
-    uint64_t datagrams_sent = 0;  ///< messages the client sent (the figures' iterations)
-    uint64_t datagrams_lost = 0;  ///< of those, messages the server never received (no retransmission);
-                                  ///< mcast_bw: summed over the receivers
+    uint64_t size_bytes = 0;     ///< message size
+    uint64_t iters = 0;          ///< iterations measured
+    bool latency = false;        ///< latency row (lat_* valid) or bandwidth row (bw/msg_rate valid)
+    double bw_gbps = 0;          ///< average bandwidth, Gb/s (10^9 bit/s)
+    double msg_rate_mpps = 0;    ///< messages per simulated microsecond (Mpps)
+    double lat_typical_us = 0;   ///< median latency, like perftest's t_typical
+    double lat_min_us = 0;       ///< minimum latency
+    double lat_p99_us = 0;       ///< 99th percentile (nearest rank)
+    double lat_max_us = 0;       ///< maximum latency
+    double lat_avg_us = 0;       ///< mean latency
+    bool verified = false;       ///< --verify ran on this row (JSON "verify" object)
+    bool verify_data = true;     ///< the workload's data could be checked (false: dma_read_bw)
+    uint64_t bytes_checked = 0;  ///< destination bytes (and atomic results) compared with the expected data
+    uint64_t mismatches = 0;     ///< of those, bytes that differed
+    uint64_t bad_completions =
+        0;                   ///< completions with a wrong opcode, byte_len, wr_id, QP or order (DMA: errors)
+    bool datagrams = false;  ///< unreliable messages the receiver counts (ud_send_bw): datagrams_* valid
+    uint64_t datagrams_sent = 0;       ///< messages the client sent (the figures' iterations)
+    uint64_t datagrams_lost = 0;       ///< of those, messages the server never received (no retransmission);
+                                       ///< mcast_bw: summed over the receivers
     uint64_t datagrams_delivered = 0;  ///< datagrams the receivers took (mcast_bw: all receivers together)
-    unsigned receivers = 0;       ///< mcast_bw: receiving nodes (node1 ..); 0 for other workloads
+    unsigned receivers = 0;            ///< mcast_bw: receiving nodes (node1 ..); 0 for other workloads
     std::vector<uint64_t> lost_per_receiver;  ///< mcast_bw: datagrams node1, node2, ... never received
-    bool srq = false;             ///< srq_bw, ud_srq_bw: the srq_* fields are valid
-    unsigned srq_qps = 0;         ///< node1's QPs sharing the SRQ
-    uint64_t srq_wqes_taken = 0;  ///< node1's wqe_fetcher.srq_taken during the size
-    uint64_t srq_rnr_naks = 0;    ///< node1's transport_engine.rnr_naks_sent during the size (RC: SRQ empty)
-    uint64_t srq_empty = 0;       ///< node1's wqe_fetcher.srq_empty during the size (UD: datagrams dropped)
+    bool srq = false;                         ///< srq_bw, ud_srq_bw: the srq_* fields are valid
+    unsigned srq_qps = 0;                     ///< node1's QPs sharing the SRQ
+    uint64_t srq_wqes_taken = 0;              ///< node1's wqe_fetcher.srq_taken during the size
+    uint64_t srq_rnr_naks = 0;  ///< node1's transport_engine.rnr_naks_sent during the size (RC: SRQ empty)
+    uint64_t srq_empty = 0;     ///< node1's wqe_fetcher.srq_empty during the size (UD: datagrams dropped)
     /// Bandwidth rows: each unit's busy fraction of the measured interval (its *_busy_ps counters'
     /// increase / the interval), e.g. {"node0 link tx", 0.99}; JSON "util".
     std::vector<std::pair<std::string, double>> util;
@@ -57,7 +58,7 @@ struct run_report {
     uint64_t wire_packets = 0;         ///< packets that crossed the fabric
     uint64_t seed = 0;                 ///< run seed
     unsigned qps = 1;                  ///< queue pairs of the run (--qps)
-    std::string verify_failure;        ///< --verify: the first mismatch or bad completion, in words; empty = none
+    std::string verify_failure;  ///< --verify: the first mismatch or bad completion, in words; empty = none
     /// Every counter and every parameter at the end of the run (captured before the model is
     /// torn down). Empty: write_json reads the live registries instead.
     std::vector<std::pair<std::string, uint64_t>> counters;
@@ -75,7 +76,8 @@ void write_json(const std::string& path, const run_report& r);
 void write_json(const std::string& path, const std::vector<run_report>& reports);
 /// Writes a JSON value to `path` (2-space indent; an output_file: whole or not at all). Throws
 /// config_error "<what>: cannot write '<path>': <reason>" if it cannot be written.
-void write_json_file(const std::string& path, const nlohmann::ordered_json& j, const char* what = "--stats-json");
+void write_json_file(const std::string& path, const nlohmann::ordered_json& j,
+                     const char* what = "--stats-json");
 
 /// --report DIR: `runs` is an array of stats JSON objects (to_json), one per run of a sweep.
 /// Writes DIR/results.csv (one row per workload, QP count and size), DIR/results.json ({"runs":

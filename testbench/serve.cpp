@@ -59,9 +59,9 @@ struct message {
 
 /// What one client (one process, by its SO_PEERCRED pid) may hold: `hcasim serve` options.
 struct client_limits {
-    unsigned contexts = 64;                    // --max-contexts-per-client
+    unsigned contexts = 64;                     // --max-contexts-per-client
     uint64_t mapped_bytes = uint64_t(4) << 30;  // --max-mapped-mib-per-client
-    bool other_users = false;                  // --allow-other-users
+    bool other_users = false;                   // --allow-other-users
 };
 
 /// One client context (a libibverbs ibv_open_device of device hcasim<node>).
@@ -69,9 +69,9 @@ struct connection {
     int fd = -1;
     unsigned id = 0;
     unsigned node = 0;
-    int pid = 0;             // the peer's, from SO_PEERCRED: what the per-client limits count by
-    bool refused = false;    // another Unix user's: EACCES to its first request, then closed
-    uint64_t mapped = 0;     // bytes of its MAP_RUN runs
+    int pid = 0;           // the peer's, from SO_PEERCRED: what the per-client limits count by
+    bool refused = false;  // another Unix user's: EACCES to its first request, then closed
+    uint64_t mapped = 0;   // bytes of its MAP_RUN runs
     std::deque<message> inbox;
     sc_event wake;
     bool hangup = false;  // the client closed its end
@@ -86,7 +86,7 @@ struct connection {
     std::map<uint64_t, verbs::ibv_qp*> qps;
     std::map<uint64_t, verbs::ibv_srq*> srqs;
     std::map<uint64_t, verbs::ibv_mw*> mws;
-    std::map<const void*, uint64_t> user;        // QP, CQ, SRQ -> the application's pointer
+    std::map<const void*, uint64_t> user;         // QP, CQ, SRQ -> the application's pointer
     std::map<const verbs::ibv_cq*, int> channel;  // CQ -> write end of its completion channel
     uint64_t requests = 0, doorbells = 0;
 };
@@ -185,7 +185,8 @@ public:
     }
     std::string boot_error() const {
         for (size_t i = 0; i < kernel_.size(); ++i)
-            if (!kernel_[i]->boot_error.empty()) return "node" + std::to_string(i) + ": " + kernel_[i]->boot_error;
+            if (!kernel_[i]->boot_error.empty())
+                return "node" + std::to_string(i) + ": " + kernel_[i]->boot_error;
         return "";
     }
     std::vector<fake_ib_device> devices() const {
@@ -201,8 +202,8 @@ public:
     void accept(int fd) {
         ucred cr{};
         socklen_t len = sizeof cr;
-        const bool refused =
-            getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || (cr.uid != geteuid() && !limits_.other_users);
+        const bool refused = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
+                             (cr.uid != geteuid() && !limits_.other_users);
         if (refused)
             std::fprintf(stderr,
                          "hcasim serve: refused a client of uid %u (pid %d): the server runs as uid %u "
@@ -228,8 +229,8 @@ public:
             }
             m.data.resize(sp::MAX_MESSAGE);
             bool truncated = false, lost = false;
-            const ssize_t n =
-                sp::recv_with_fds(c.fd, m.data.data(), m.data.size(), &m.fds, MSG_DONTWAIT, &truncated, &lost);
+            const ssize_t n = sp::recv_with_fds(c.fd, m.data.data(), m.data.size(), &m.fds, MSG_DONTWAIT,
+                                                &truncated, &lost);
             if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
                 spare_.push_back(std::move(m.data));
                 return;
@@ -351,7 +352,9 @@ private:
     // ------------------------------------------------------------------ one client
 
     void log(const connection& c, const std::string& s) {
-        if (verbose_) std::fprintf(stderr, "hcasim serve: client %u (pid %d, node %u): %s\n", c.id, c.pid, c.node, s.c_str());
+        if (verbose_)
+            std::fprintf(stderr, "hcasim serve: client %u (pid %d, node %u): %s\n", c.id, c.pid, c.node,
+                         s.c_str());
     }
 
     void send_reply(connection& c, int status, const void* payload, size_t n, int fd = -1) {
@@ -380,9 +383,13 @@ private:
         sp::async_event_record r{};
         r.event_type = uint32_t(e.event_type);
         switch (e.event_type) {
-        case verbs::IBV_EVENT_CQ_ERR: r.element = c.user.count(e.element.cq) ? c.user[e.element.cq] : 0; break;
+        case verbs::IBV_EVENT_CQ_ERR:
+            r.element = c.user.count(e.element.cq) ? c.user[e.element.cq] : 0;
+            break;
         case verbs::IBV_EVENT_SRQ_ERR:
-        case verbs::IBV_EVENT_SRQ_LIMIT_REACHED: r.element = c.user.count(e.element.srq) ? c.user[e.element.srq] : 0; break;
+        case verbs::IBV_EVENT_SRQ_LIMIT_REACHED:
+            r.element = c.user.count(e.element.srq) ? c.user[e.element.srq] : 0;
+            break;
         case verbs::IBV_EVENT_PORT_ACTIVE:
         case verbs::IBV_EVENT_PORT_ERR:
         case verbs::IBV_EVENT_LID_CHANGE:
@@ -399,7 +406,8 @@ private:
 
     void on_comp_event(connection& c, verbs::ibv_cq* cq) {
         auto it = c.channel.find(cq);
-        log(c, "completion event on CQ " + std::to_string(cq->handle) + (it == c.channel.end() ? " (no channel)" : ""));
+        log(c, "completion event on CQ " + std::to_string(cq->handle) +
+                   (it == c.channel.end() ? " (no channel)" : ""));
         if (it == c.channel.end()) return;  // armed without a channel: nobody to tell
         sp::comp_event_record r{c.user[cq]};
         post_record(c, it->second, &r, sizeof r);
@@ -420,7 +428,8 @@ private:
         std::memcpy(&h, m.data.data(), sizeof h);
         if (m.fd_error) {  // a descriptor that is not a pipe, or none left to take it with
             log(c, "request " + std::to_string(h.op) + ": " +
-                       (m.fd_error == EINVAL ? "a descriptor that is not a pipe: refused" : "out of descriptors"));
+                       (m.fd_error == EINVAL ? "a descriptor that is not a pipe: refused"
+                                             : "out of descriptors"));
             if (h.op != sp::MMIO_WRITE) reply_status(c, m.fd_error);
             return true;
         }
@@ -470,7 +479,8 @@ private:
         }
         close(c.fd);
         if (c.async_fd >= 0) close(c.async_fd);
-        log(c, "closed after " + std::to_string(c.requests) + " requests and " + std::to_string(c.doorbells) + " doorbells");
+        log(c, "closed after " + std::to_string(c.requests) + " requests and " + std::to_string(c.doorbells) +
+                   " doorbells");
         c.done = true;
     }
 
@@ -503,8 +513,8 @@ private:
             return;
         }
         if (!uar_write_ok(r->offset - lo, r->bytes)) {
-            log(c, "doorbell at UAR offset " + hex_address(r->offset - lo) + " of " + std::to_string(r->bytes) +
-                       " bytes writes no register: dropped");
+            log(c, "doorbell at UAR offset " + hex_address(r->offset - lo) + " of " +
+                       std::to_string(r->bytes) + " bytes writes no register: dropped");
             return;
         }
         kernel_node& k = *kernel_[c.node];
@@ -532,11 +542,9 @@ private:
     int destroy_named(const message& m, std::map<uint64_t, T*>& objects, Destroy destroy, Forget forget) {
         const auto* r = request_as<sp::u64_req>(m);
         T* object = r ? lookup(objects, r->value) : nullptr;
-        if (!object)
-            return -1;
+        if (!object) return -1;
         const int e = destroy(object);
-        if (!e)
-            forget(r->value, object);
+        if (!e) forget(r->value, object);
         return e;
     }
 
@@ -591,7 +599,8 @@ private:
         for (const auto& o : conns_) held += o->ctx && o->pid == c.pid;
         if (held >= limits_.contexts) {
             close(afd);
-            log(c, "OPEN refused: the process has " + std::to_string(held) + " contexts (--max-contexts-per-client)");
+            log(c, "OPEN refused: the process has " + std::to_string(held) +
+                       " contexts (--max-contexts-per-client)");
             return reply_status(c, EDQUOT);
         }
         c.node = r->node;
@@ -603,9 +612,11 @@ private:
             c.as.reset();
             return reply_status(c, errno ? errno : EIO);
         }
-        verbs::ibv_set_async_event_handler(c.ctx, [this, &c](const verbs::ibv_async_event& e) { on_async_event(c, e); });
+        verbs::ibv_set_async_event_handler(
+            c.ctx, [this, &c](const verbs::ibv_async_event& e) { on_async_event(c, e); });
         for (int v = 0; v < c.ctx->num_comp_vectors; ++v)
-            verbs::ibv_set_comp_event_handler(c.ctx, v, [this, &c](verbs::ibv_cq* cq, void*) { on_comp_event(c, cq); });
+            verbs::ibv_set_comp_event_handler(c.ctx, v,
+                                              [this, &c](verbs::ibv_cq* cq, void*) { on_comp_event(c, cq); });
         sp::open_rep rep{};
         rep.mem_bytes = m_.at(c.node).memory.size_bytes.get();
         rep.uar = c.ctx->uar;
@@ -694,8 +705,9 @@ private:
             return reply_with(c, 0, id);
         }
         case sp::DEALLOC_PD: {
-            const int e = destroy_named(m, c.pds, [](verbs::ibv_pd* pd) { return verbs::ibv_dealloc_pd(pd); },
-                                        [&](uint64_t id, verbs::ibv_pd*) { c.pds.erase(id); });
+            const int e = destroy_named(
+                m, c.pds, [](verbs::ibv_pd* pd) { return verbs::ibv_dealloc_pd(pd); },
+                [&](uint64_t id, verbs::ibv_pd*) { c.pds.erase(id); });
             if (e < 0) break;
             return reply_status(c, e);
         }
@@ -704,11 +716,12 @@ private:
             if (!r || !r->pages || r->pages > (uint64_t(1) << 22) || (r->va & (fw::PAGE_BYTES - 1))) break;
             const uint64_t bytes = r->pages * fw::PAGE_BYTES;
             if (r->va > ~uint64_t(0) - (bytes - 1)) break;  // past 2^64
-            uint64_t held = 0;  // by this client's process, all its contexts
+            uint64_t held = 0;                              // by this client's process, all its contexts
             for (const auto& o : conns_) held += o->pid == c.pid ? o->mapped : 0;
             if (bytes > limits_.mapped_bytes || held > limits_.mapped_bytes - bytes) {
-                log(c, "MAP_RUN of " + std::to_string(bytes) + " bytes refused: the process has " + std::to_string(held) +
-                           " of its " + std::to_string(limits_.mapped_bytes) + " (--max-mapped-mib-per-client)");
+                log(c, "MAP_RUN of " + std::to_string(bytes) + " bytes refused: the process has " +
+                           std::to_string(held) + " of its " + std::to_string(limits_.mapped_bytes) +
+                           " (--max-mapped-mib-per-client)");
                 return reply_status(c, EDQUOT);
             }
             uint64_t pa = 0;
@@ -738,15 +751,17 @@ private:
             return reply_with(c, 0, sp::reg_mr_rep{id, mr->lkey, mr->rkey});
         }
         case sp::DEREG_MR: {
-            const int e = destroy_named(m, c.mrs, [](verbs::ibv_mr* mr) { return verbs::ibv_dereg_mr(mr); },
-                                        [&](uint64_t id, verbs::ibv_mr*) { c.mrs.erase(id); });
+            const int e = destroy_named(
+                m, c.mrs, [](verbs::ibv_mr* mr) { return verbs::ibv_dereg_mr(mr); },
+                [&](uint64_t id, verbs::ibv_mr*) { c.mrs.erase(id); });
             if (e < 0) break;
             return reply_status(c, e);
         }
         case sp::REREG_MR: {
             const auto* r = request_as<sp::rereg_mr_req>(m);
             verbs::ibv_mr* mr = r ? lookup(c.mrs, r->id) : nullptr;
-            verbs::ibv_pd* pd = r && (r->flags & verbs::IBV_REREG_MR_CHANGE_PD) ? lookup(c.pds, r->pd) : nullptr;
+            verbs::ibv_pd* pd =
+                r && (r->flags & verbs::IBV_REREG_MR_CHANGE_PD) ? lookup(c.pds, r->pd) : nullptr;
             if (!mr || (r->flags & verbs::IBV_REREG_MR_CHANGE_PD && !pd)) break;
             const int e = verbs::ibv_rereg_mr(mr, r->flags, pd, r->va, r->length, r->access);
             return reply_with(c, e, sp::reg_mr_rep{r->id, mr->lkey, mr->rkey});
@@ -762,8 +777,9 @@ private:
             return reply_with(c, 0, sp::mw_rep{id, mw->rkey, mw->handle});
         }
         case sp::DEALLOC_MW: {
-            const int e = destroy_named(m, c.mws, [](verbs::ibv_mw* mw) { return verbs::ibv_dealloc_mw(mw); },
-                                        [&](uint64_t id, verbs::ibv_mw*) { c.mws.erase(id); });
+            const int e = destroy_named(
+                m, c.mws, [](verbs::ibv_mw* mw) { return verbs::ibv_dealloc_mw(mw); },
+                [&](uint64_t id, verbs::ibv_mw*) { c.mws.erase(id); });
             if (e < 0) break;
             return reply_status(c, e);
         }
@@ -791,8 +807,9 @@ private:
             return reply_with(c, 0, cq_reply(id, cq));
         }
         case sp::DESTROY_CQ: {
-            const int e = destroy_named(m, c.cqs, [](verbs::ibv_cq* cq) { return verbs::ibv_destroy_cq(cq); },
-                                        [&](uint64_t id, verbs::ibv_cq* cq) { forget_cq(c, id, cq); });
+            const int e = destroy_named(
+                m, c.cqs, [](verbs::ibv_cq* cq) { return verbs::ibv_destroy_cq(cq); },
+                [&](uint64_t id, verbs::ibv_cq* cq) { forget_cq(c, id, cq); });
             if (e < 0) break;
             return reply_status(c, e);
         }
@@ -845,11 +862,12 @@ private:
             return reply_with(c, e, q);
         }
         case sp::DESTROY_QP: {
-            const int e = destroy_named(m, c.qps, [](verbs::ibv_qp* qp) { return verbs::ibv_destroy_qp(qp); },
-                                        [&](uint64_t id, verbs::ibv_qp* qp) {
-                                            c.qps.erase(id);
-                                            c.user.erase(qp);
-                                        });
+            const int e = destroy_named(
+                m, c.qps, [](verbs::ibv_qp* qp) { return verbs::ibv_destroy_qp(qp); },
+                [&](uint64_t id, verbs::ibv_qp* qp) {
+                    c.qps.erase(id);
+                    c.user.erase(qp);
+                });
             if (e < 0) break;
             return reply_status(c, e);
         }
@@ -876,17 +894,19 @@ private:
             s->ring.producer = r->producer;
             s->ring.completed = r->completed;
             verbs::ibv_srq_attr a = r->attr;
-            const int e = op == sp::MODIFY_SRQ ? verbs::ibv_modify_srq(s, &a, r->mask) : verbs::ibv_query_srq(s, &a);
+            const int e =
+                op == sp::MODIFY_SRQ ? verbs::ibv_modify_srq(s, &a, r->mask) : verbs::ibv_query_srq(s, &a);
             sp::srq_rep rep = srq_reply(r->id, s);
             rep.attr = a;
             return reply_with(c, e, rep);
         }
         case sp::DESTROY_SRQ: {
-            const int e = destroy_named(m, c.srqs, [](verbs::ibv_srq* s) { return verbs::ibv_destroy_srq(s); },
-                                        [&](uint64_t id, verbs::ibv_srq* s) {
-                                            c.srqs.erase(id);
-                                            c.user.erase(s);
-                                        });
+            const int e = destroy_named(
+                m, c.srqs, [](verbs::ibv_srq* s) { return verbs::ibv_destroy_srq(s); },
+                [&](uint64_t id, verbs::ibv_srq* s) {
+                    c.srqs.erase(id);
+                    c.user.erase(s);
+                });
             if (e < 0) break;
             return reply_status(c, e);
         }
@@ -901,9 +921,7 @@ private:
                                                  : verbs::ibv_detach_mcast(qp, &g, r->lid);
             return reply_status(c, e);
         }
-        default:
-            log(c, "unknown request " + std::to_string(op));
-            return reply_status(c, EOPNOTSUPP);
+        default: log(c, "unknown request " + std::to_string(op)); return reply_status(c, EOPNOTSUPP);
         }
         // A request of the wrong size or naming an object this context does not own.
         log(c, "malformed request " + std::to_string(op));
@@ -980,14 +998,17 @@ bool claim_socket_path(const std::string& path, std::string* err) {
         }
         // Non-blocking: a live server with a full backlog says EAGAIN rather than keep us waiting.
         const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        const int e = probe < 0 ? errno : connect(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? 0 : errno;
+        const int e = probe < 0                                                        ? errno
+                      : connect(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? 0
+                                                                                       : errno;
         if (probe >= 0) close(probe);
         if (e == 0) {
             *err = "--socket " + path + ": a server is listening there already";
             return false;
         }
         if (e != ECONNREFUSED) {
-            *err = "--socket " + path + ": cannot tell whether a server listens there (" + std::strerror(e) + ")";
+            *err = "--socket " + path + ": cannot tell whether a server listens there (" + std::strerror(e) +
+                   ")";
             return false;
         }
         unlink(path.c_str());  // stale: its server is gone
@@ -1022,8 +1043,9 @@ int listen_on(const std::string& path, bool other_users, ino_t* ino, std::string
     const int e = errno;
     if (!in_place) unlink(tmp.c_str());
     if (!ok) {
-        *err = "--socket " + path + (e == EEXIST ? ": another server took the path meanwhile"
-                                                 : std::string(": cannot listen there: ") + std::strerror(e));
+        *err = "--socket " + path +
+               (e == EEXIST ? ": another server took the path meanwhile"
+                            : std::string(": cannot listen there: ") + std::strerror(e));
         close(fd);
         return -1;
     }
@@ -1035,12 +1057,14 @@ int listen_on(const std::string& path, bool other_users, ino_t* ino, std::string
 
 int serve_main(int argc, char* argv[]) {
     namespace po = boost::program_options;
-    po::options_description od("hcasim serve: simulated HCAs for libibverbs applications (docs/libibverbs.md)");
-    od.add_options()("help,h", "this help")(
-        "socket", po::value<std::string>()->default_value("hcasim.sock"),
-        "Unix socket the provider connects to (the provider reads HCASIM_SOCKET); made 0600, refused if the path "
-        "holds anything but a socket nobody listens on")(
-        "allow-other-users", "serve clients of other Unix users too (socket 0666; otherwise they get EACCES)")(
+    po::options_description od(
+        "hcasim serve: simulated HCAs for libibverbs applications (docs/libibverbs.md)");
+    od.add_options()("help,h", "this help")("socket", po::value<std::string>()->default_value("hcasim.sock"),
+                                            "Unix socket the provider connects to (the provider reads "
+                                            "HCASIM_SOCKET); made 0600, refused if the path "
+                                            "holds anything but a socket nobody listens on")(
+        "allow-other-users",
+        "serve clients of other Unix users too (socket 0666; otherwise they get EACCES)")(
         "max-contexts-per-client", po::value<unsigned>()->default_value(64),
         "device contexts one client process may have open at a time (more: EDQUOT)")(
         "max-mapped-mib-per-client", po::value<uint64_t>()->default_value(4096),
@@ -1048,10 +1072,12 @@ int serve_main(int argc, char* argv[]) {
         "sysfs", po::value<std::string>(),
         "write a sysfs tree describing the HCAs under this directory (for libibverbs' SYSFS_PATH)")(
         "config", po::value<std::vector<std::string>>()->composing(), "INI file of parameters (repeatable)")(
-        "set", po::value<std::vector<std::string>>()->composing(), "key=value parameter override (repeatable)")(
-        "quantum-ns", po::value<double>()->default_value(10000.0),
-        "longest gap between two events the simulation runs through at full speed; across longer gaps simulated "
-        "time advances no faster than wall-clock time")(
+        "set", po::value<std::vector<std::string>>()->composing(),
+        "key=value parameter override (repeatable)")("quantum-ns",
+                                                     po::value<double>()->default_value(10000.0),
+                                                     "longest gap between two events the simulation runs "
+                                                     "through at full speed; across longer gaps simulated "
+                                                     "time advances no faster than wall-clock time")(
         "verbose,v", "log every client's requests and events to stderr");
     po::variables_map vm;
     try {
@@ -1161,8 +1187,8 @@ int serve_main(int argc, char* argv[]) {
         std::cerr << "hcasim: error: serve: " << err << "\n";
         return 2;
     }
-    std::printf("hcasim serve: %zu HCAs (hcasim0..hcasim%zu) ready at %s, simulated time %.0f ns\n", m->size(),
-                m->size() - 1, sock_path.c_str(), sc_time_stamp().to_seconds() * 1e9);
+    std::printf("hcasim serve: %zu HCAs (hcasim0..hcasim%zu) ready at %s, simulated time %.0f ns\n",
+                m->size(), m->size() - 1, sock_path.c_str(), sc_time_stamp().to_seconds() * 1e9);
     std::fflush(stdout);
 
     // Out of descriptors (EMFILE, ENFILE), accept() fails and leaves the listening socket
@@ -1183,7 +1209,8 @@ int serve_main(int argc, char* argv[]) {
         const bool accepting = now >= accept_again;
         pf.push_back({lfd, short(accepting ? POLLIN : 0), 0});
         // A connection whose inbox is full is watched only for its client going away.
-        for (connection* c : conns) pf.push_back({c->fd, short(c->inbox.size() < MAX_INBOX ? POLLIN : POLLRDHUP), 0});
+        for (connection* c : conns)
+            pf.push_back({c->fd, short(c->inbox.size() < MAX_INBOX ? POLLIN : POLLRDHUP), 0});
         int wait_ms = -1;  // nothing scheduled: sleep until a client or a signal comes
         if (sc_pending_activity()) {
             const sc_time dt = sc_time_to_pending_activity();
@@ -1195,11 +1222,13 @@ int serve_main(int argc, char* argv[]) {
                     gap_end = now + std::chrono::nanoseconds(int64_t(dt.to_seconds() * 1e9));
                 }
                 if (gap_end > now)
-                    wait_ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(gap_end - now).count()) + 1;
+                    wait_ms =
+                        int(std::chrono::duration_cast<std::chrono::milliseconds>(gap_end - now).count()) + 1;
             }
         }
         if (!accepting) {
-            const int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(accept_again - now).count()) + 1;
+            const int left =
+                int(std::chrono::duration_cast<std::chrono::milliseconds>(accept_again - now).count()) + 1;
             if (wait_ms < 0 || wait_ms > left) wait_ms = left;
         }
         if (poll(pf.data(), pf.size(), wait_ms) < 0 && errno != EINTR) {
@@ -1214,8 +1243,10 @@ int serve_main(int argc, char* argv[]) {
                     if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                         accept_again = std::chrono::steady_clock::now() + accept_backoff;
                         if (!short_of_fds)
-                            std::fprintf(stderr, "hcasim serve: cannot accept a client (%s): trying again every %lld ms\n",
-                                         std::strerror(errno), static_cast<long long>(accept_backoff.count()));
+                            std::fprintf(
+                                stderr,
+                                "hcasim serve: cannot accept a client (%s): trying again every %lld ms\n",
+                                std::strerror(errno), static_cast<long long>(accept_backoff.count()));
                         short_of_fds = true;
                     }
                     break;
@@ -1243,10 +1274,12 @@ int serve_main(int argc, char* argv[]) {
     struct stat sock_st {};  // the socket file, unless someone has put another there meanwhile
     if (lstat(sock_path.c_str(), &sock_st) == 0 && sock_st.st_ino == sock_ino) unlink(sock_path.c_str());
     const stats_registry& st = stats_registry::instance();
-    std::printf("hcasim serve: stopped at simulated time %.0f ns: %llu wire packets, %llu requests, %llu doorbells served\n",
-                sc_time_stamp().to_seconds() * 1e9, static_cast<unsigned long long>(st.sum("port.tx_packets")),
-                static_cast<unsigned long long>(srv->served_requests()),
-                static_cast<unsigned long long>(srv->served_doorbells()));
+    std::printf(
+        "hcasim serve: stopped at simulated time %.0f ns: %llu wire packets, %llu requests, %llu doorbells "
+        "served\n",
+        sc_time_stamp().to_seconds() * 1e9, static_cast<unsigned long long>(st.sum("port.tx_packets")),
+        static_cast<unsigned long long>(srv->served_requests()),
+        static_cast<unsigned long long>(srv->served_doorbells()));
     for (unsigned i = 0; i < m->size(); ++i) {
         auto v = [&](const char* k) {
             const counter* c = st.find("node" + std::to_string(i) + ".hca." + k);

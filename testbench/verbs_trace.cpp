@@ -27,18 +27,15 @@ json effective_config() {
     std::vector<std::string> order;
     for (const param_base* p : broker::instance().params()) {
         const std::string g = p->generic_key();
-        if (g.compare(0, 9, "workload.") == 0)
-            continue;  // the perftest application's, not the machine's
-        if (!by_generic.count(g))
-            order.push_back(g);
+        if (g.compare(0, 9, "workload.") == 0) continue;  // the perftest application's, not the machine's
+        if (!by_generic.count(g)) order.push_back(g);
         by_generic[g][p->key()] = p->str();
     }
     json c = json::object();
     for (const std::string& g : order) {
         const auto& full = by_generic[g];
         bool same = true;
-        for (const auto& kv : full)
-            same &= kv.second == full.begin()->second;
+        for (const auto& kv : full) same &= kv.second == full.begin()->second;
         if (same)
             c[g] = full.begin()->second;
         else
@@ -60,11 +57,9 @@ std::string hex(const void* p, size_t n) {
 }
 
 bool unhex(const std::string& h, std::vector<uint8_t>* out) {
-    if (h.size() % 2 || h.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
-        return false;
+    if (h.size() % 2 || h.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) return false;
     out->resize(h.size() / 2);
-    for (size_t i = 0; i < out->size(); ++i)
-        (*out)[i] = uint8_t(std::stoul(h.substr(2 * i, 2), nullptr, 16));
+    for (size_t i = 0; i < out->size(); ++i) (*out)[i] = uint8_t(std::stoul(h.substr(2 * i, 2), nullptr, 16));
     return true;
 }
 
@@ -72,8 +67,7 @@ std::string gid_hex(const ibv_gid& g) { return hex(g.raw, sizeof g.raw); }
 
 bool gid_of(const std::string& h, ibv_gid* g) {
     std::vector<uint8_t> b;
-    if (h.size() != 2 * sizeof g->raw || !unhex(h, &b))
-        return false;
+    if (h.size() != 2 * sizeof g->raw || !unhex(h, &b)) return false;
     std::copy(b.begin(), b.end(), g->raw);
     return true;
 }
@@ -94,27 +88,44 @@ const named wr_opcodes[] = {{IBV_WR_RDMA_WRITE, "RDMA_WRITE"},
                             {IBV_WR_ATOMIC_FETCH_AND_ADD, "ATOMIC_FETCH_AND_ADD"},
                             {IBV_WR_LOCAL_INV, "LOCAL_INV"},
                             {IBV_WR_SEND_WITH_INV, "SEND_WITH_INV"}};
-const named wc_opcodes[] = {{IBV_WC_SEND, "SEND"},         {IBV_WC_RDMA_WRITE, "RDMA_WRITE"},
-                            {IBV_WC_RDMA_READ, "RDMA_READ"}, {IBV_WC_COMP_SWAP, "COMP_SWAP"},
-                            {IBV_WC_FETCH_ADD, "FETCH_ADD"}, {IBV_WC_BIND_MW, "BIND_MW"},
-                            {IBV_WC_LOCAL_INV, "LOCAL_INV"}, {IBV_WC_FAST_REG_MR, "FAST_REG_MR"},
-                            {IBV_WC_RECV, "RECV"},           {IBV_WC_RECV_RDMA_WITH_IMM, "RECV_RDMA_WITH_IMM"}};
-const char* const wc_statuses[] = {"SUCCESS",         "LOC_LEN_ERR",      "LOC_QP_OP_ERR",     "LOC_EEC_OP_ERR",
-                                   "LOC_PROT_ERR",    "WR_FLUSH_ERR",     "MW_BIND_ERR",       "BAD_RESP_ERR",
-                                   "LOC_ACCESS_ERR",  "REM_INV_REQ_ERR",  "REM_ACCESS_ERR",    "REM_OP_ERR",
-                                   "RETRY_EXC_ERR",   "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR", "REM_INV_RD_REQ_ERR",
-                                   "REM_ABORT_ERR",   "INV_EECN_ERR",     "INV_EEC_STATE_ERR", "FATAL_ERR",
-                                   "RESP_TIMEOUT_ERR", "GENERAL_ERR"};
+const named wc_opcodes[] = {
+    {IBV_WC_SEND, "SEND"},           {IBV_WC_RDMA_WRITE, "RDMA_WRITE"},
+    {IBV_WC_RDMA_READ, "RDMA_READ"}, {IBV_WC_COMP_SWAP, "COMP_SWAP"},
+    {IBV_WC_FETCH_ADD, "FETCH_ADD"}, {IBV_WC_BIND_MW, "BIND_MW"},
+    {IBV_WC_LOCAL_INV, "LOCAL_INV"}, {IBV_WC_FAST_REG_MR, "FAST_REG_MR"},
+    {IBV_WC_RECV, "RECV"},           {IBV_WC_RECV_RDMA_WITH_IMM, "RECV_RDMA_WITH_IMM"}};
+const char* const wc_statuses[] = {
+    "SUCCESS",          "LOC_LEN_ERR",       "LOC_QP_OP_ERR",     "LOC_EEC_OP_ERR",
+    "LOC_PROT_ERR",     "WR_FLUSH_ERR",      "MW_BIND_ERR",       "BAD_RESP_ERR",
+    "LOC_ACCESS_ERR",   "REM_INV_REQ_ERR",   "REM_ACCESS_ERR",    "REM_OP_ERR",
+    "RETRY_EXC_ERR",    "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR",  "REM_INV_RD_REQ_ERR",
+    "REM_ABORT_ERR",    "INV_EECN_ERR",      "INV_EEC_STATE_ERR", "FATAL_ERR",
+    "RESP_TIMEOUT_ERR", "GENERAL_ERR"};
 const char* const qp_states[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
 const char* const qp_types[] = {"SMI", "GSI", "RC", "UC", "UD"};
-const char* const events[] = {"CQ_ERR",        "QP_FATAL",     "QP_REQ_ERR",        "QP_ACCESS_ERR",
-                              "COMM_EST",      "SQ_DRAINED",   "PATH_MIG",          "PATH_MIG_ERR",
-                              "DEVICE_FATAL",  "PORT_ACTIVE",  "PORT_ERR",          "LID_CHANGE",
-                              "PKEY_CHANGE",   "SM_CHANGE",    "SRQ_ERR",           "SRQ_LIMIT_REACHED",
-                              "QP_LAST_WQE_REACHED", "CLIENT_REREGISTER", "GID_CHANGE"};
-const named access_names[] = {{IBV_ACCESS_LOCAL_WRITE, "LOCAL_WRITE"},   {IBV_ACCESS_REMOTE_WRITE, "REMOTE_WRITE"},
-                              {IBV_ACCESS_REMOTE_READ, "REMOTE_READ"},   {IBV_ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"},
-                              {IBV_ACCESS_MW_BIND, "MW_BIND"},           {IBV_ACCESS_ZERO_BASED, "ZERO_BASED"}};
+const char* const events[] = {"CQ_ERR",
+                              "QP_FATAL",
+                              "QP_REQ_ERR",
+                              "QP_ACCESS_ERR",
+                              "COMM_EST",
+                              "SQ_DRAINED",
+                              "PATH_MIG",
+                              "PATH_MIG_ERR",
+                              "DEVICE_FATAL",
+                              "PORT_ACTIVE",
+                              "PORT_ERR",
+                              "LID_CHANGE",
+                              "PKEY_CHANGE",
+                              "SM_CHANGE",
+                              "SRQ_ERR",
+                              "SRQ_LIMIT_REACHED",
+                              "QP_LAST_WQE_REACHED",
+                              "CLIENT_REREGISTER",
+                              "GID_CHANGE"};
+const named access_names[] = {
+    {IBV_ACCESS_LOCAL_WRITE, "LOCAL_WRITE"}, {IBV_ACCESS_REMOTE_WRITE, "REMOTE_WRITE"},
+    {IBV_ACCESS_REMOTE_READ, "REMOTE_READ"}, {IBV_ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"},
+    {IBV_ACCESS_MW_BIND, "MW_BIND"},         {IBV_ACCESS_ZERO_BASED, "ZERO_BASED"}};
 const named send_flag_names[] = {{IBV_SEND_FENCE, "FENCE"},
                                  {IBV_SEND_SIGNALED, "SIGNALED"},
                                  {IBV_SEND_SOLICITED, "SOLICITED"},
@@ -123,8 +134,7 @@ const named send_flag_names[] = {{IBV_SEND_FENCE, "FENCE"},
 template <size_t N>
 const char* lookup(const named (&t)[N], int v) {
     for (const named& n : t)
-        if (n.value == v)
-            return n.name;
+        if (n.value == v) return n.name;
     return "?";
 }
 template <size_t N>
@@ -157,8 +167,7 @@ template <size_t N>
 json flags_json(const named (&t)[N], unsigned flags) {
     json a = json::array();
     for (const named& n : t)
-        if (flags & unsigned(n.value))
-            a.push_back(n.name);
+        if (flags & unsigned(n.value)) a.push_back(n.name);
     return a;
 }
 
@@ -227,8 +236,7 @@ void recorder::header(const json& config, uint64_t seed, const std::string& work
 }
 
 std::string recorder::name_of(unsigned node, const void* obj) const {
-    if (node >= nodes_.size() || !obj)
-        return "";
+    if (node >= nodes_.size() || !obj) return "";
     auto it = nodes_[node].names.find(obj);
     return it == nodes_[node].names.end() ? "" : it->second;
 }
@@ -237,11 +245,9 @@ std::string recorder::add(unsigned node, const void* obj, const char* kind, cons
     node_names& n = nodes_.at(node);
     std::string nm = name;
     unsigned& next = n.next[kind];
-    if (nm.empty())
-        nm = std::string(kind) + std::to_string(next);
+    if (nm.empty()) nm = std::string(kind) + std::to_string(next);
     ++next;
-    if (obj)
-        n.names[obj] = nm;
+    if (obj) n.names[obj] = nm;
     return nm;
 }
 
@@ -278,11 +284,9 @@ json recorder::remote(uint64_t addr, uint32_t rkey) const {
 
 std::string recorder::qp_by_num(uint32_t qp_num, unsigned not_node) const {
     for (unsigned n = 0; n < nodes_.size(); ++n) {
-        if (n == not_node)
-            continue;
+        if (n == not_node) continue;
         auto it = nodes_[n].qps.find(qp_num);
-        if (it != nodes_[n].qps.end())
-            return std::to_string(n) + "/" + it->second;
+        if (it != nodes_[n].qps.end()) return std::to_string(n) + "/" + it->second;
     }
     return "";
 }
@@ -293,15 +297,14 @@ json recorder::send_wrs(unsigned node, const ibv_send_wr* wr) const {
         json w;
         w["wr_id"] = wr->wr_id;
         w["opcode"] = wr_opcode_name(wr->opcode);
-        if (wr->send_flags)
-            w["flags"] = send_flags(wr->send_flags);
+        if (wr->send_flags) w["flags"] = send_flags(wr->send_flags);
         json sg = json::array();
-        for (int i = 0; i < wr->num_sge && wr->sg_list; ++i)
-            sg.push_back(sge(node, wr->sg_list[i]));
+        for (int i = 0; i < wr->num_sge && wr->sg_list; ++i) sg.push_back(sge(node, wr->sg_list[i]));
         w["sg"] = sg;
         if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM || wr->opcode == IBV_WR_SEND_WITH_IMM)
             w["imm"] = wr->imm_data;
-        if (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM || wr->opcode == IBV_WR_RDMA_READ)
+        if (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+            wr->opcode == IBV_WR_RDMA_READ)
             w["remote"] = remote(wr->wr.rdma.remote_addr, wr->wr.rdma.rkey);
         if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
             w["remote"] = remote(wr->wr.atomic.remote_addr, wr->wr.atomic.rkey);
@@ -328,8 +331,7 @@ json recorder::recv_wrs(unsigned node, const ibv_recv_wr* wr) const {
     json a = json::array();
     for (; wr; wr = wr->next) {
         json sg = json::array();
-        for (int i = 0; i < wr->num_sge && wr->sg_list; ++i)
-            sg.push_back(sge(node, wr->sg_list[i]));
+        for (int i = 0; i < wr->num_sge && wr->sg_list; ++i) sg.push_back(sge(node, wr->sg_list[i]));
         a.push_back(json{{"wr_id", wr->wr_id}, {"sg", sg}});
     }
     return a;
@@ -341,8 +343,7 @@ json recorder::wc(unsigned node, const ibv_wc& w) const {
     j["status"] = wc_status_name(w.status);
     j["opcode"] = wc_opcode_name(w.opcode);
     j["byte_len"] = w.byte_len;
-    if (w.wc_flags & IBV_WC_WITH_IMM)
-        j["imm"] = w.imm_data;
+    if (w.wc_flags & IBV_WC_WITH_IMM) j["imm"] = w.imm_data;
     const auto it = nodes_.at(node).qps.find(w.qp_num);
     if (it != nodes_[node].qps.end())
         j["qp"] = it->second;
@@ -357,18 +358,12 @@ json recorder::wc(unsigned node, const ibv_wc& w) const {
 
 json recorder::qp_attr(unsigned node, const ibv_qp_attr& a, int mask) const {
     json j;
-    if (mask & IBV_QP_STATE)
-        j["qp_state"] = qp_state_name(a.qp_state);
-    if (mask & IBV_QP_PKEY_INDEX)
-        j["pkey_index"] = a.pkey_index;
-    if (mask & IBV_QP_PORT)
-        j["port_num"] = a.port_num;
-    if (mask & IBV_QP_QKEY)
-        j["qkey"] = a.qkey;
-    if (mask & IBV_QP_ACCESS_FLAGS)
-        j["qp_access_flags"] = access_flags(a.qp_access_flags);
-    if (mask & IBV_QP_PATH_MTU)
-        j["path_mtu"] = 128u << a.path_mtu;
+    if (mask & IBV_QP_STATE) j["qp_state"] = qp_state_name(a.qp_state);
+    if (mask & IBV_QP_PKEY_INDEX) j["pkey_index"] = a.pkey_index;
+    if (mask & IBV_QP_PORT) j["port_num"] = a.port_num;
+    if (mask & IBV_QP_QKEY) j["qkey"] = a.qkey;
+    if (mask & IBV_QP_ACCESS_FLAGS) j["qp_access_flags"] = access_flags(a.qp_access_flags);
+    if (mask & IBV_QP_PATH_MTU) j["path_mtu"] = 128u << a.path_mtu;
     if (mask & IBV_QP_DEST_QPN) {
         const std::string q = qp_by_num(a.dest_qp_num, node);
         if (!q.empty())
@@ -380,22 +375,14 @@ json recorder::qp_attr(unsigned node, const ibv_qp_attr& a, int mask) const {
         j["dlid"] = a.ah_attr.dlid;
         j["sl"] = a.ah_attr.sl;
     }
-    if (mask & IBV_QP_RQ_PSN)
-        j["rq_psn"] = a.rq_psn;
-    if (mask & IBV_QP_SQ_PSN)
-        j["sq_psn"] = a.sq_psn;
-    if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
-        j["max_rd_atomic"] = a.max_rd_atomic;
-    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
-        j["max_dest_rd_atomic"] = a.max_dest_rd_atomic;
-    if (mask & IBV_QP_MIN_RNR_TIMER)
-        j["min_rnr_timer"] = a.min_rnr_timer;
-    if (mask & IBV_QP_TIMEOUT)
-        j["timeout"] = a.timeout;
-    if (mask & IBV_QP_RETRY_CNT)
-        j["retry_cnt"] = a.retry_cnt;
-    if (mask & IBV_QP_RNR_RETRY)
-        j["rnr_retry"] = a.rnr_retry;
+    if (mask & IBV_QP_RQ_PSN) j["rq_psn"] = a.rq_psn;
+    if (mask & IBV_QP_SQ_PSN) j["sq_psn"] = a.sq_psn;
+    if (mask & IBV_QP_MAX_QP_RD_ATOMIC) j["max_rd_atomic"] = a.max_rd_atomic;
+    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) j["max_dest_rd_atomic"] = a.max_dest_rd_atomic;
+    if (mask & IBV_QP_MIN_RNR_TIMER) j["min_rnr_timer"] = a.min_rnr_timer;
+    if (mask & IBV_QP_TIMEOUT) j["timeout"] = a.timeout;
+    if (mask & IBV_QP_RETRY_CNT) j["retry_cnt"] = a.retry_cnt;
+    if (mask & IBV_QP_RNR_RETRY) j["rnr_retry"] = a.rnr_retry;
     return j;
 }
 
@@ -404,8 +391,7 @@ void recorder::call(unsigned node, const char* name, json fields, const sc_core:
     j["t_ps"] = uint64_t(issued.value());
     j["node"] = node;
     j["call"] = name;
-    for (auto& kv : fields.items())
-        j[kv.key()] = kv.value();
+    for (auto& kv : fields.items()) j[kv.key()] = kv.value();
     line(j);
 }
 
@@ -415,13 +401,9 @@ json recorder::event(unsigned node, const ibv_async_event& e) {
     j["node"] = node;
     j["event"] = event_name(e.event_type);
     switch (e.event_type) {
-    case IBV_EVENT_CQ_ERR:
-        j["cq"] = name_of(node, e.element.cq);
-        break;
+    case IBV_EVENT_CQ_ERR: j["cq"] = name_of(node, e.element.cq); break;
     case IBV_EVENT_SRQ_ERR:
-    case IBV_EVENT_SRQ_LIMIT_REACHED:
-        j["srq"] = name_of(node, e.element.srq);
-        break;
+    case IBV_EVENT_SRQ_LIMIT_REACHED: j["srq"] = name_of(node, e.element.srq); break;
     case IBV_EVENT_DEVICE_FATAL:
     case IBV_EVENT_PORT_ACTIVE:
     case IBV_EVENT_PORT_ERR:
@@ -429,17 +411,15 @@ json recorder::event(unsigned node, const ibv_async_event& e) {
     case IBV_EVENT_PKEY_CHANGE:
     case IBV_EVENT_SM_CHANGE:
     case IBV_EVENT_CLIENT_REREGISTER:
-    case IBV_EVENT_GID_CHANGE:
-        j["port"] = e.element.port_num;
-        break;
-    default:
-        j["qp"] = name_of(node, e.element.qp);
+    case IBV_EVENT_GID_CHANGE: j["port"] = e.element.port_num; break;
+    default: j["qp"] = name_of(node, e.element.qp);
     }
     line(j);
     return j;
 }
 
-json recorder::end(const std::function<void(unsigned, uint64_t, uint8_t*, uint64_t)>& read, const json& counters) {
+json recorder::end(const std::function<void(unsigned, uint64_t, uint8_t*, uint64_t)>& read,
+                   const json& counters) {
     json mem = json::object();
     std::vector<uint8_t> bytes;
     for (const buffer& b : buffers_) {

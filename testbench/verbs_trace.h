@@ -102,7 +102,8 @@ public:
     // --- records ---
     /// Writes one call record: adds "t_ps" (when the call was issued; default now) and "node"
     /// in front of `fields`.
-    void call(unsigned node, const char* call, json fields, const sc_core::sc_time& issued = sc_core::sc_time_stamp());
+    void call(unsigned node, const char* call, json fields,
+              const sc_core::sc_time& issued = sc_core::sc_time_stamp());
     /// Writes an event record; returns it.
     json event(unsigned node, const verbs::ibv_async_event& e);
     /// Writes the end record: memory digests of every buffer (read through `read`) and the
@@ -127,7 +128,7 @@ private:
         std::map<const void*, std::string> names;
         std::map<std::string, unsigned> next;  // per kind
         std::vector<mr_info> mrs;
-        std::map<uint32_t, std::string> qps;   // qp_num -> name
+        std::map<uint32_t, std::string> qps;  // qp_num -> name
     };
     output_file out_;
     std::vector<node_names> nodes_;

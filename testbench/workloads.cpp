@@ -73,15 +73,13 @@ bool checker::bytes(const where& w, const uint8_t* actual, uint64_t n, uint64_t 
     if (expected_key_ != key || expected_n_ != n || expected_last_ != last || expected_.size() < n) {
         expected_.resize(n);
         fill(key, expected_.data(), n);
-        if (last >= 0 && n)
-            expected_[n - 1] = uint8_t(last);
+        if (last >= 0 && n) expected_[n - 1] = uint8_t(last);
         expected_key_ = key;
         expected_n_ = n;
         expected_last_ = last;
     }
     bytes_checked += n;
-    if (n == 0 || std::memcmp(actual, expected_.data(), n) == 0)
-        return true;
+    if (n == 0 || std::memcmp(actual, expected_.data(), n) == 0) return true;
     uint64_t first = n, differ = 0;
     for (uint64_t k = 0; k < n; ++k)
         if (actual[k] != expected_[k]) {
@@ -97,10 +95,8 @@ bool checker::bytes(const where& w, const uint8_t* actual, uint64_t n, uint64_t 
 
 bool checker::value(const where& w, uint64_t actual, uint64_t expected) {
     bytes_checked += 8;
-    if (actual == expected)
-        return true;
-    for (unsigned k = 0; k < 8; ++k)
-        mismatches += ((actual ^ expected) >> (8 * k)) & 0xFF ? 1 : 0;
+    if (actual == expected) return true;
+    for (unsigned k = 0; k < 8; ++k) mismatches += ((actual ^ expected) >> (8 * k)) & 0xFF ? 1 : 0;
     failed(w, "expected " + hex(expected, 16) + ", got " + hex(actual, 16));
     return false;
 }
@@ -125,25 +121,23 @@ void checker::shared_word(const where& w, bool cas, uint64_t init, const std::ve
                 break;
             }
         for (const shared_atomic& a : ops)
-            value(at(a, "fetched value (shared word)"), a.fetched, &a == winner || !winner ? init : winner->operand);
-        if (winner)
-            word = winner->operand;
+            value(at(a, "fetched value (shared word)"), a.fetched,
+                  &a == winner || !winner ? init : winner->operand);
+        if (winner) word = winner->operand;
     } else {
         // Follow the chain: the atomic that fetched `word` executed next and added its operand.
         std::unordered_map<uint64_t, const shared_atomic*> by_fetched;
         by_fetched.reserve(ops.size());
         std::vector<const shared_atomic*> off_chain;  // fetched a value another one fetched too
         for (const shared_atomic& a : ops)
-            if (!by_fetched.emplace(a.fetched, &a).second)
-                off_chain.push_back(&a);
+            if (!by_fetched.emplace(a.fetched, &a).second) off_chain.push_back(&a);
         for (auto it = by_fetched.find(word); it != by_fetched.end(); it = by_fetched.find(word)) {
             value(at(*it->second, "fetched value (shared word)"), it->second->fetched, word);
             word += it->second->operand;
             by_fetched.erase(it);
         }
         // The chain broke: these fetched no value a serial execution reaches.
-        for (const auto& [fetched, a] : by_fetched)
-            off_chain.push_back(a);
+        for (const auto& [fetched, a] : by_fetched) off_chain.push_back(a);
         std::sort(off_chain.begin(), off_chain.end(), [](const shared_atomic* x, const shared_atomic* y) {
             return x->qp != y->qp ? x->qp < y->qp : x->message < y->message;
         });
@@ -166,17 +160,17 @@ void checker::bad_completion(const where& w, const std::string& why) {
 void checker::lost(const where& w, uint64_t n, uint64_t sent) {
     lost_messages += n;
     if (n && first_failure.empty())
-        first_failure = std::string(w.workload) + " " + std::to_string(w.size) + " B, node" + std::to_string(w.node) +
-                        " QP " + std::to_string(w.qp) + ", " + w.what + ": " + std::to_string(n) + " of " +
-                        std::to_string(sent) + " datagrams lost (UD does not retransmit)";
+        first_failure = std::string(w.workload) + " " + std::to_string(w.size) + " B, node" +
+                        std::to_string(w.node) + " QP " + std::to_string(w.qp) + ", " + w.what + ": " +
+                        std::to_string(n) + " of " + std::to_string(sent) +
+                        " datagrams lost (UD does not retransmit)";
 }
 
 void checker::failed(const where& w, const std::string& detail) {
-    if (!first_failure.empty())
-        return;
-    first_failure = std::string(w.workload) + " " + std::to_string(w.size) + " B, node" + std::to_string(w.node) +
-                    " QP " + std::to_string(w.qp) + " message " + std::to_string(w.message) + ", " + w.what + ": " +
-                    detail;
+    if (!first_failure.empty()) return;
+    first_failure = std::string(w.workload) + " " + std::to_string(w.size) + " B, node" +
+                    std::to_string(w.node) + " QP " + std::to_string(w.qp) + " message " +
+                    std::to_string(w.message) + ", " + w.what + ": " + detail;
 }
 
 }  // namespace verify
@@ -201,28 +195,33 @@ public:
         : sc_module(name),
           tx_depth("tx_depth", 128, "WRs", "send work requests outstanding in bandwidth tests (perftest -t)",
                    {1, 16384}),
-          rx_depth("rx_depth", 512, "WRs", "receive work requests posted in send tests (perftest -r)", {1, 16384}),
+          rx_depth("rx_depth", 512, "WRs", "receive work requests posted in send tests (perftest -r)",
+                   {1, 16384}),
           cq_mod("cq_mod", 100, "WRs", "bandwidth tests signal one send in cq_mod (perftest -Q)", {1, 16384}),
-          inline_bytes("inline_bytes", -1, "bytes",
-                       "inline data up to this size; -1: perftest defaults (220 in latency tests, 0 in bandwidth)",
-                       {-1, 1024}),
+          inline_bytes(
+              "inline_bytes", -1, "bytes",
+              "inline data up to this size; -1: perftest defaults (220 in latency tests, 0 in bandwidth)",
+              {-1, 1024}),
           timeout_us("timeout_us", 1e6, "us",
                      "a wait longer than this (simulated) fails the run; above the QPs' local ACK timeout "
-                     "(code 14: 67 ms) times a few retries, so lossy links (link.drop_rate) still complete", {1, 1e12}),
+                     "(code 14: 67 ms) times a few retries, so lossy links (link.drop_rate) still complete",
+                     {1, 1e12}),
           dma_outstanding("dma_outstanding", 512, "transfers", "DMAs in flight in dma_*_bw", {1, 1u << 20}),
           mrs("mrs", "1,16,256,1K,4K,16K,64K", "regions",
               "memory region counts mr_scale sweeps, --size syntax (--mrs sets it)"),
           drain_us("drain_us", 100, "us",
                    "uc_write_bw, ud_send_bw: once the client's end-of-stream markers are on the wire, the "
-                   "server stops waiting for a missing one after this long (it was lost)", {0.001, 1e9}),
-          post_list("post_list", 1, "WRs",
-                    "bandwidth tests post a QP's work requests in lists of this many, one ibv_post_send and one "
-                    "doorbell per list (perftest -l); 1 posts each alone (through the inline window)", {1, 1024}),
+                   "server stops waiting for a missing one after this long (it was lost)",
+                   {0.001, 1e9}),
+          post_list(
+              "post_list", 1, "WRs",
+              "bandwidth tests post a QP's work requests in lists of this many, one ibv_post_send and one "
+              "doorbell per list (perftest -l); 1 posts each alone (through the inline window)",
+              {1, 1024}),
           atomic_word("atomic_word", "per_qp", "",
                       "atomic_rate with --qps N: per_qp gives each QP its own remote word; shared aims every "
                       "QP at one word (the responder serialises them: a same-address rate)",
-                      {"per_qp", "shared"}) {
-    }
+                      {"per_qp", "shared"}) {}
 };
 
 unsigned ceil_log2(uint64_t v) {
@@ -237,8 +236,7 @@ unsigned ceil_log2(uint64_t v) {
 void size_mpt_tables(uint64_t max_regions) {
     constexpr uint64_t model_default = 65536;  // hca.max_mrs (model/hca/hca.cpp)
     const uint64_t need = uint64_t(1) << ceil_log2(max_regions + 2);
-    if (need <= model_default)
-        return;
+    if (need <= model_default) return;
     for (unsigned i = 0; i < 2; ++i) {
         const std::string key = "node" + std::to_string(i) + ".hca.max_mrs";
         if (!broker::instance().lookup(key))
@@ -248,13 +246,14 @@ void size_mpt_tables(uint64_t max_regions) {
 
 /// One point of the mr_scale sweep.
 struct mr_point {
-    uint64_t mrs = 0;             ///< regions per node (N)
-    uint64_t size = 0;            ///< message size, bytes
-    uint64_t iters = 0;           ///< WRITEs timed: max(--iters, 4 N)
-    double bw_gbps = 0;           ///< average bandwidth, Gb/s
-    double msg_rate_mpps = 0;     ///< messages per simulated microsecond
-    double mpt_hit_rate = -1;     ///< MPT cache hits / lookups of both nodes' units over the timed WRITEs (-1: none)
-    double mtt_hit_rate = -1;     ///< the same for MTT lines
+    uint64_t mrs = 0;          ///< regions per node (N)
+    uint64_t size = 0;         ///< message size, bytes
+    uint64_t iters = 0;        ///< WRITEs timed: max(--iters, 4 N)
+    double bw_gbps = 0;        ///< average bandwidth, Gb/s
+    double msg_rate_mpps = 0;  ///< messages per simulated microsecond
+    double mpt_hit_rate =
+        -1;  ///< MPT cache hits / lookups of both nodes' units over the timed WRITEs (-1: none)
+    double mtt_hit_rate = -1;  ///< the same for MTT lines
 };
 
 /// mr_scale's table: perftest's bandwidth columns with N and the hit rates.
@@ -267,8 +266,7 @@ void print_mr_table(std::ostream& os, const std::vector<mr_point>& points) {
        << line << "\n";
     const auto fmt_rate = [](double r) {
         char b[16];
-        if (r < 0)
-            return std::string("-");
+        if (r < 0) return std::string("-");
         std::snprintf(b, sizeof b, "%.4f", r);
         return std::string(b);
     };
@@ -305,8 +303,7 @@ struct barrier {
             wait(SC_ZERO_TIME);
             return;
         }
-        while (generation == g)
-            wait(ev);
+        while (generation == g) wait(ev);
     }
 };
 
@@ -314,13 +311,17 @@ double to_us(uint64_t ns) { return double(ns) / 1000.0; }
 
 /// ibv_wc_status_str's names.
 std::string status_name(ibv_wc_status st) {
-    static const char* const names[] = {
-        "IBV_WC_SUCCESS", "IBV_WC_LOC_LEN_ERR", "IBV_WC_LOC_QP_OP_ERR", "IBV_WC_LOC_EEC_OP_ERR",
-        "IBV_WC_LOC_PROT_ERR", "IBV_WC_WR_FLUSH_ERR", "IBV_WC_MW_BIND_ERR", "IBV_WC_BAD_RESP_ERR",
-        "IBV_WC_LOC_ACCESS_ERR", "IBV_WC_REM_INV_REQ_ERR", "IBV_WC_REM_ACCESS_ERR", "IBV_WC_REM_OP_ERR",
-        "IBV_WC_RETRY_EXC_ERR", "IBV_WC_RNR_RETRY_EXC_ERR", "IBV_WC_LOC_RDD_VIOL_ERR", "IBV_WC_REM_INV_RD_REQ_ERR",
-        "IBV_WC_REM_ABORT_ERR", "IBV_WC_INV_EECN_ERR", "IBV_WC_INV_EEC_STATE_ERR", "IBV_WC_FATAL_ERR",
-        "IBV_WC_RESP_TIMEOUT_ERR", "IBV_WC_GENERAL_ERR"};
+    static const char* const names[] = {"IBV_WC_SUCCESS",           "IBV_WC_LOC_LEN_ERR",
+                                        "IBV_WC_LOC_QP_OP_ERR",     "IBV_WC_LOC_EEC_OP_ERR",
+                                        "IBV_WC_LOC_PROT_ERR",      "IBV_WC_WR_FLUSH_ERR",
+                                        "IBV_WC_MW_BIND_ERR",       "IBV_WC_BAD_RESP_ERR",
+                                        "IBV_WC_LOC_ACCESS_ERR",    "IBV_WC_REM_INV_REQ_ERR",
+                                        "IBV_WC_REM_ACCESS_ERR",    "IBV_WC_REM_OP_ERR",
+                                        "IBV_WC_RETRY_EXC_ERR",     "IBV_WC_RNR_RETRY_EXC_ERR",
+                                        "IBV_WC_LOC_RDD_VIOL_ERR",  "IBV_WC_REM_INV_RD_REQ_ERR",
+                                        "IBV_WC_REM_ABORT_ERR",     "IBV_WC_INV_EECN_ERR",
+                                        "IBV_WC_INV_EEC_STATE_ERR", "IBV_WC_FATAL_ERR",
+                                        "IBV_WC_RESP_TIMEOUT_ERR",  "IBV_WC_GENERAL_ERR"};
     const unsigned i = unsigned(st);
     return (i < sizeof names / sizeof names[0] ? names[i] : "unknown") + std::string(" (status ") +
            std::to_string(i) + ")";
@@ -372,27 +373,29 @@ public:
         // The driver's QP table holds the run's QPs (and the special QPs and a few spare).
         opts.log_num_qps = uint8_t(std::max<unsigned>(opts.log_num_qps, ceil_log2(uint64_t(spec.qps) + 16)));
         for (const phase_spec& p : spec.phases)
-            if (p.workload == "mr_scale")
-                mr_scale_init(p, opts);
+            if (p.workload == "mr_scale") mr_scale_init(p, opts);
         mcast_ = !spec.phases.empty() && spec.phases.front().workload == "mcast_bw";
         srq_ = !spec.phases.empty() && is_srq_workload(spec.phases.front().workload);
         if (srq_) {  // node1's SRQ counters, read around each size
             static const char* const names[3] = {"wqe_fetcher.srq_taken", "transport_engine.rnr_naks_sent",
-                                                  "wqe_fetcher.srq_empty"};
+                                                 "wqe_fetcher.srq_empty"};
             for (unsigned k = 0; k < 3; ++k) {
                 const std::string key = std::string(m.at(1).name()) + ".hca." + names[k];
                 srq_ctr_[k] = stats_registry::instance().find(key);
                 if (!srq_ctr_[k])
-                    throw workload_error(spec.phases.front().workload + " reads the SRQ counters, but '" + key +
-                                         "' does not exist");
+                    throw workload_error(spec.phases.front().workload + " reads the SRQ counters, but '" +
+                                         key + "' does not exist");
             }
         }
         // The units' busy counters of node0 and node1, read around each bandwidth size.
-        static const char* const busy[][2] = {
-            {"link tx", ".hca.port.tx_busy_ps"},           {"PCIe up", ".pcie.upstream_busy_ps"},
-            {"PCIe down", ".pcie.downstream_busy_ps"},     {"requester", ".hca.transport_engine.tx_busy_ps"},
-            {"responder", ".hca.transport_engine.rx_busy_ps"}, {"responses", ".hca.transport_engine.resp_busy_ps"},
-            {"WQE fetcher", ".hca.wqe_fetcher.busy_ps"},   {"CQ writer", ".hca.cq_writer.busy_ps"}};
+        static const char* const busy[][2] = {{"link tx", ".hca.port.tx_busy_ps"},
+                                              {"PCIe up", ".pcie.upstream_busy_ps"},
+                                              {"PCIe down", ".pcie.downstream_busy_ps"},
+                                              {"requester", ".hca.transport_engine.tx_busy_ps"},
+                                              {"responder", ".hca.transport_engine.rx_busy_ps"},
+                                              {"responses", ".hca.transport_engine.resp_busy_ps"},
+                                              {"WQE fetcher", ".hca.wqe_fetcher.busy_ps"},
+                                              {"CQ writer", ".hca.cq_writer.busy_ps"}};
         for (unsigned i = 0; i < std::min<size_t>(2, m.size()); ++i)
             for (const auto& b : busy)
                 if (const counter* c = stats_registry::instance().find(std::string(m.at(i).name()) + b[1]))
@@ -403,8 +406,7 @@ public:
         side_.resize(nn_);
         info_.resize(nn_);
         received_.resize(nn_);
-        for (unsigned i = 0; i < nn_; ++i)
-            sw_[i] = std::make_unique<host_software>(m.at(i), opts);
+        for (unsigned i = 0; i < nn_; ++i) sw_[i] = std::make_unique<host_software>(m.at(i), opts);
         uint64_t max_size = 1;
         for (const phase_spec& p : spec.phases) {
             for (uint64_t s : p.sizes) max_size = std::max(max_size, s);
@@ -431,8 +433,7 @@ public:
                     ud_rq_need_ = std::max(ud_rq_need_, (p.iters + nq_ - 1) / nq_ + 1);
             // ud_srq_bw: the SRQ holds every datagram of a size and every marker.
             for (const phase_spec& p : spec.phases)
-                if (srq_)
-                    ud_srq_need_ = std::max(ud_srq_need_, p.iters + nq_);
+                if (srq_) ud_srq_need_ = std::max(ud_srq_need_, p.iters + nq_);
         }
         // Each node's buffer holds a send and a receive area per QP (setup()): refused now if it
         // cannot fit the host memory its application has, not after backing all of that memory.
@@ -441,11 +442,13 @@ public:
             throw config_error("--size " + std::to_string(max_size) + " with --qps " + std::to_string(nq_) +
                                ": each node's buffers would take " + std::to_string(buffers) +
                                " bytes (a send and a receive area per QP), more than the " +
-                               std::to_string(host_software::phys_bytes) + " bytes of host memory its application has");
+                               std::to_string(host_software::phys_bytes) +
+                               " bytes of host memory its application has");
         SC_THREAD(client);
         SC_THREAD(server);
         for (unsigned i = 2; i < nn_; ++i)  // mcast_bw: the other receivers
-            receivers_.push_back(std::make_unique<receiver>(("receiver" + std::to_string(i)).c_str(), *this, i));
+            receivers_.push_back(
+                std::make_unique<receiver>(("receiver" + std::to_string(i)).c_str(), *this, i));
     }
 
     std::string error;
@@ -458,17 +461,20 @@ public:
 
 private:
     trace::recorder* rec_ = nullptr;
-    static constexpr uint64_t grh_bytes = 40;          ///< GRH area at the start of a UD receive buffer
-    static constexpr uint32_t ud_qkey = 0x11111111;    ///< both sides' Q_Key (perftest's DEFAULT_QKEY)
-    static constexpr uint32_t marker_imm = 0x454F5321; ///< immediate data of an end-of-stream marker ("EOS!")
+    static constexpr uint64_t grh_bytes = 40;        ///< GRH area at the start of a UD receive buffer
+    static constexpr uint32_t ud_qkey = 0x11111111;  ///< both sides' Q_Key (perftest's DEFAULT_QKEY)
+    static constexpr uint32_t marker_imm =
+        0x454F5321;  ///< immediate data of an end-of-stream marker ("EOS!")
     static constexpr uint64_t no_time = ~uint64_t(0);
-    static constexpr uint16_t mcast_mlid = 0xC001;     ///< mcast_bw: MLID of QP 0's group (QP q: + q)
-    static constexpr uint32_t mcast_qpn = 0xFFFFFF;    ///< multicast destination QPN (o10-35)
+    static constexpr uint16_t mcast_mlid = 0xC001;   ///< mcast_bw: MLID of QP 0's group (QP q: + q)
+    static constexpr uint32_t mcast_qpn = 0xFFFFFF;  ///< multicast destination QPN (o10-35)
 
     /// mcast_bw: the process of receiver i >= 2 (node1's is `server`).
     struct receiver : sc_module {
         SC_HAS_PROCESS(receiver);
-        receiver(sc_module_name n, perftest& app, unsigned i) : sc_module(n), app_(app), i_(i) { SC_THREAD(main); }
+        receiver(sc_module_name n, perftest& app, unsigned i) : sc_module(n), app_(app), i_(i) {
+            SC_THREAD(main);
+        }
         void main() { app_.run_side(i_); }
         perftest& app_;
         unsigned i_;
@@ -501,19 +507,20 @@ private:
         ibv_cq* scq = nullptr;
         ibv_cq* rcq = nullptr;
         std::vector<ibv_qp*> qps;
-        std::vector<uint64_t> rq_posted, rq_done;  ///< receive WRs posted / completed per QP (wr_id = sequence)
+        std::vector<uint64_t> rq_posted,
+            rq_done;  ///< receive WRs posted / completed per QP (wr_id = sequence)
         uint64_t buf = 0, buf_bytes = 0;
-        unsigned rq_depth = 0;                      ///< receives kept posted per QP
-        std::vector<ud_dest> dest;                  ///< UD: QP q's destination
+        unsigned rq_depth = 0;      ///< receives kept posted per QP
+        std::vector<ud_dest> dest;  ///< UD: QP q's destination
         // srq_bw, ud_srq_bw (node1): one SRQ for every QP. Slot k of `srq_slots` receive buffers
         // (after the QPs' areas) is posted with wr_id (sequence << 24) | k and reposted when its
         // completion has been polled.
         ibv_srq* srq = nullptr;
-        unsigned srq_slots = 0;                     ///< receive WRs kept posted to the SRQ
-        uint64_t srq_posted = 0;                    ///< SRQ WRs posted so far (the next sequence number)
-        std::vector<uint64_t> slot_seq;             ///< sequence number slot k was last posted with
-        std::vector<uint8_t> slot_busy;             ///< slot k is posted and not yet completed
-        std::vector<uint64_t> qp_last_seq;          ///< per QP: 1 + sequence of its last SRQ completion (0: none)
+        unsigned srq_slots = 0;             ///< receive WRs kept posted to the SRQ
+        uint64_t srq_posted = 0;            ///< SRQ WRs posted so far (the next sequence number)
+        std::vector<uint64_t> slot_seq;     ///< sequence number slot k was last posted with
+        std::vector<uint8_t> slot_busy;     ///< slot k is posted and not yet completed
+        std::vector<uint64_t> qp_last_seq;  ///< per QP: 1 + sequence of its last SRQ completion (0: none)
     };
 
     void fail(const std::string& why) {
@@ -538,15 +545,13 @@ private:
         host_software& sw = *sw_[i];
         const std::string node = "node" + std::to_string(i);
         s.ctx = ibv_open_device(sw.driver, sw.as);
-        if (!s.ctx)
-            fail(node + ": ibv_open_device failed: " + sw.driver.last_error());
+        if (!s.ctx) fail(node + ": ibv_open_device failed: " + sw.driver.last_error());
         {
             ibv_device_attr dev{};
-            if (ibv_query_device(s.ctx, &dev) != 0)
-                fail(node + ": ibv_query_device failed");
+            if (ibv_query_device(s.ctx, &dev) != 0) fail(node + ": ibv_query_device failed");
             if (uint64_t(dev.max_qp) < nq_)
-                fail("--qps " + std::to_string(nq_) + ": " + node + "'s HCA holds " + std::to_string(dev.max_qp) +
-                     " QPs (raise hca.max_qps, e.g. --set hca.max_qps=" +
+                fail("--qps " + std::to_string(nq_) + ": " + node + "'s HCA holds " +
+                     std::to_string(dev.max_qp) + " QPs (raise hca.max_qps, e.g. --set hca.max_qps=" +
                      std::to_string(uint64_t(1) << ceil_log2(uint64_t(nq_) + 16)) + ")");
         }
         // READ and atomics: as many outstanding as the device allows (perftest's default).
@@ -554,12 +559,12 @@ private:
         int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
         if (needs_rd_) {
             ibv_device_attr dev{};
-            if (ibv_query_device(s.ctx, &dev) != 0)
-                fail(node + ": ibv_query_device failed");
+            if (ibv_query_device(s.ctx, &dev) != 0) fail(node + ": ibv_query_device failed");
             if (dev.max_qp_rd_atom <= 0 || dev.max_qp_init_rd_atom <= 0)
                 fail(rd_workload_ + " needs RDMA READ/atomic support, but " + node +
                      "'s HCA reports max_qp_rd_atom " + std::to_string(dev.max_qp_rd_atom) +
-                     " and max_qp_init_rd_atom " + std::to_string(dev.max_qp_init_rd_atom) + " (ibv_query_device)");
+                     " and max_qp_init_rd_atom " + std::to_string(dev.max_qp_init_rd_atom) +
+                     " (ibv_query_device)");
             if (needs_atomic_ && dev.atomic_cap == IBV_ATOMIC_NONE)
                 fail("atomic workloads need atomics, but " + node +
                      "'s HCA reports atomic_cap IBV_ATOMIC_NONE (ibv_query_device)");
@@ -578,49 +583,52 @@ private:
             // One receive CQ for every QP's rx_depth receives: a server that polls slower than
             // the messages arrive must not overrun it (the completions would be lost).
             ibv_device_attr dev{};
-            if (ibv_query_device(s.ctx, &dev) != 0)
-                fail(node + ": ibv_query_device failed");
+            if (ibv_query_device(s.ctx, &dev) != 0) fail(node + ": ibv_query_device failed");
             rcq_entries = unsigned(std::min<uint64_t>(uint64_t(wp_.rx_depth) * nq_, uint64_t(dev.max_cqe)));
         }
         if (srq_ && i == 1)
             rcq_entries = srq_size(i, node);
         else if (ud_rq_need_ && i >= 1 && !srq_) {
             ibv_device_attr dev{};
-            if (ibv_query_device(s.ctx, &dev) != 0)
-                fail(node + ": ibv_query_device failed");
+            if (ibv_query_device(s.ctx, &dev) != 0) fail(node + ": ibv_query_device failed");
             const uint64_t cap = std::min<uint64_t>(uint64_t(dev.max_qp_wr), uint64_t(dev.max_cqe) / nq_);
             s.rq_depth = unsigned(std::max<uint64_t>(wp_.rx_depth, std::min(ud_rq_need_, cap)));
             rcq_entries = unsigned(std::min<uint64_t>(uint64_t(s.rq_depth) * nq_, uint64_t(dev.max_cqe)));
         }
         sc_time t0 = sc_time_stamp();  // --record: each call's issue time
         s.pd = ibv_alloc_pd(s.ctx);
-        if (rec_ && s.pd)
-            rec_->call(i, "alloc_pd", {{"ret", rec_->add(i, s.pd, "pd")}}, t0);
+        if (rec_ && s.pd) rec_->call(i, "alloc_pd", {{"ret", rec_->add(i, s.pd, "pd")}}, t0);
         s.buf_bytes = (2 * uint64_t(nq_) + s.srq_slots) * area_;
         t0 = sc_time_stamp();
         s.buf = sw.as.alloc(s.buf_bytes, 4096);
         if (rec_)
-            rec_->call(i, "alloc", {{"len", s.buf_bytes}, {"align", 4096}, {"ret", rec_->add_buffer(i, s.buf, s.buf_bytes)}}, t0);
+            rec_->call(
+                i, "alloc",
+                {{"len", s.buf_bytes}, {"align", 4096}, {"ret", rec_->add_buffer(i, s.buf, s.buf_bytes)}},
+                t0);
         t0 = sc_time_stamp();
         sw.as.fill(s.buf, area_, uint8_t(0x40 + i));
-        if (rec_)
-            rec_->call(i, "fill", {{"buf", "buf0"}, {"len", area_}, {"seed", 0x40 + i}}, t0);
+        if (rec_) rec_->call(i, "fill", {{"buf", "buf0"}, {"len", area_}, {"seed", 0x40 + i}}, t0);
         t0 = sc_time_stamp();
         s.mr = ibv_reg_mr(s.pd, s.buf, s.buf_bytes, access);
         if (rec_ && s.mr) {
             rec_->add_mr(i, s.mr, "mr0");
-            rec_->call(i, "reg_mr", {{"pd", "pd0"}, {"buf", "buf0"}, {"len", s.buf_bytes},
-                                     {"access", trace::access_flags(unsigned(access))}, {"ret", "mr0"},
-                                     {"lkey", s.mr->lkey}, {"rkey", s.mr->rkey}}, t0);
+            rec_->call(i, "reg_mr",
+                       {{"pd", "pd0"},
+                        {"buf", "buf0"},
+                        {"len", s.buf_bytes},
+                        {"access", trace::access_flags(unsigned(access))},
+                        {"ret", "mr0"},
+                        {"lkey", s.mr->lkey},
+                        {"rkey", s.mr->rkey}},
+                       t0);
         }
-        if (!s.pd || !s.mr)
-            fail(node + ": PD/MR setup failed");
+        if (!s.pd || !s.mr) fail(node + ": PD/MR setup failed");
         unsigned scq_entries = wp_.tx_depth * 2;
         if (nq_ > 2) {
             // Signaled sends of every QP may wait in the send CQ together (as the receive CQ).
             ibv_device_attr dev{};
-            if (ibv_query_device(s.ctx, &dev) != 0)
-                fail(node + ": ibv_query_device failed");
+            if (ibv_query_device(s.ctx, &dev) != 0) fail(node + ": ibv_query_device failed");
             scq_entries = unsigned(std::min<uint64_t>(uint64_t(wp_.tx_depth) * nq_, uint64_t(dev.max_cqe)));
         }
         t0 = sc_time_stamp();
@@ -631,8 +639,7 @@ private:
             rec_->call(i, "create_cq", {{"cqe", scq_entries}, {"ret", rec_->add(i, s.scq, "cq")}}, t0);
             rec_->call(i, "create_cq", {{"cqe", rcq_entries}, {"ret", rec_->add(i, s.rcq, "cq")}}, t1);
         }
-        if (!s.scq || !s.rcq)
-            fail(node + ": CQ creation failed");
+        if (!s.scq || !s.rcq) fail(node + ": CQ creation failed");
         if (s.srq_slots) {
             ibv_srq_init_attr sa{};
             sa.attr.max_wr = s.srq_slots;
@@ -640,7 +647,12 @@ private:
             t0 = sc_time_stamp();
             s.srq = ibv_create_srq(s.pd, &sa);
             if (rec_ && s.srq)
-                rec_->call(i, "create_srq", {{"pd", "pd0"}, {"max_wr", s.srq_slots}, {"max_sge", 1}, {"ret", rec_->add(i, s.srq, "srq")}}, t0);
+                rec_->call(i, "create_srq",
+                           {{"pd", "pd0"},
+                            {"max_wr", s.srq_slots},
+                            {"max_sge", 1},
+                            {"ret", rec_->add(i, s.srq, "srq")}},
+                           t0);
             if (!s.srq)
                 fail(node + ": ibv_create_srq of " + std::to_string(s.srq_slots) + " WRs failed (errno " +
                      std::to_string(errno) + ")");
@@ -658,17 +670,20 @@ private:
             a.cap.max_inline_data = 220;
             t0 = sc_time_stamp();
             ibv_qp* qp = ibv_create_qp(s.pd, &a);
-            if (!qp)
-                fail(node + ": ibv_create_qp failed (errno " + std::to_string(errno) + ")");
+            if (!qp) fail(node + ": ibv_create_qp failed (errno " + std::to_string(errno) + ")");
             if (rec_) {
                 const std::string name = "qp" + std::to_string(q);
                 rec_->add_qp(i, qp, name);
-                trace::json f = {{"pd", "pd0"}, {"type", trace::qp_type_name(a.qp_type)}, {"send_cq", rec_->name_of(i, s.scq)},
+                trace::json f = {{"pd", "pd0"},
+                                 {"type", trace::qp_type_name(a.qp_type)},
+                                 {"send_cq", rec_->name_of(i, s.scq)},
                                  {"recv_cq", rec_->name_of(i, s.rcq)}};
-                if (s.srq)
-                    f["srq"] = rec_->name_of(i, s.srq);
-                f["cap"] = {{"max_send_wr", a.cap.max_send_wr}, {"max_recv_wr", a.cap.max_recv_wr}, {"max_send_sge", 1},
-                            {"max_recv_sge", 1}, {"max_inline_data", a.cap.max_inline_data}};
+                if (s.srq) f["srq"] = rec_->name_of(i, s.srq);
+                f["cap"] = {{"max_send_wr", a.cap.max_send_wr},
+                            {"max_recv_wr", a.cap.max_recv_wr},
+                            {"max_send_sge", 1},
+                            {"max_recv_sge", 1},
+                            {"max_inline_data", a.cap.max_inline_data}};
                 f["ret"] = name;
                 f["qp_num"] = qp->qp_num;
                 rec_->call(i, "create_qp", f, t0);
@@ -699,11 +714,9 @@ private:
         info_[i].ready = true;
         exchanged_.notify(SC_ZERO_TIME);
         for (unsigned j = 0; j < nn_; ++j)
-            while (!info_[j].ready)
-                wait(exchanged_);
+            while (!info_[j].ready) wait(exchanged_);
         const peer_info& peer = info_[peer_of(i)];
-        if (tr_ == transport::ud)
-            make_ud_dests(i);
+        if (tr_ == transport::ud) make_ud_dests(i);
         for (unsigned q = 0; q < s.qps.size(); ++q) {
             if (tr_ != transport::rc) {
                 if (const int rc = connect_unreliable(i, q, access))
@@ -713,14 +726,18 @@ private:
                     const sc_time t0 = sc_time_stamp();
                     const int arc = ibv_attach_mcast(s.qps[q], &g, uint16_t(mcast_mlid + q));
                     if (rec_)
-                        rec_->call(i, "attach_mcast", {{"qp", rec_->name_of(i, s.qps[q])}, {"gid", trace::gid_hex(g)},
-                                                       {"lid", mcast_mlid + q}, {"ret", arc}}, t0);
+                        rec_->call(i, "attach_mcast",
+                                   {{"qp", rec_->name_of(i, s.qps[q])},
+                                    {"gid", trace::gid_hex(g)},
+                                    {"lid", mcast_mlid + q},
+                                    {"ret", arc}},
+                                   t0);
                     if (const int rc = arc)
-                        fail(node + ": ibv_attach_mcast of QP " + std::to_string(q) + " failed (" + std::to_string(rc) +
+                        fail(node + ": ibv_attach_mcast of QP " + std::to_string(q) + " failed (" +
+                             std::to_string(rc) +
                              "; each QP has a group of its own: at most hca.mcast_table.max_groups QPs)");
                 }
-                for (unsigned k = 0; k < s.rq_depth; ++k)
-                    post_recv(i, q);
+                for (unsigned k = 0; k < s.rq_depth; ++k) post_recv(i, q);
                 continue;
             }
             ibv_qp_attr attr{};
@@ -728,7 +745,8 @@ private:
             attr.pkey_index = 0;
             attr.port_num = 1;
             attr.qp_access_flags = unsigned(access);
-            int rc = modify(i, s.qps[q], attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+            int rc = modify(i, s.qps[q], attr,
+                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
             attr = ibv_qp_attr{};
             attr.qp_state = IBV_QPS_RTR;
             attr.path_mtu = ibv_mtu(__builtin_ctz(spec_.mtu) - 7);
@@ -751,11 +769,9 @@ private:
             rc |= modify(i, s.qps[q], attr,
                          IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                              IBV_QP_MAX_QP_RD_ATOMIC);
-            if (rc)
-                fail(node + ": ibv_modify_qp to RTS failed (" + std::to_string(rc) + ")");
+            if (rc) fail(node + ": ibv_modify_qp to RTS failed (" + std::to_string(rc) + ")");
             // Every receive consumed later is posted again, so the RQ stays full.
-            for (unsigned k = 0; k < s.rq_depth; ++k)
-                post_recv(i, q);
+            for (unsigned k = 0; k < s.rq_depth; ++k) post_recv(i, q);
         }
         if (s.srq) {  // every slot once, in slot order; each completion reposts its slot
             s.slot_seq.assign(s.srq_slots, 0);
@@ -774,20 +790,20 @@ private:
         side& s = side_[i];
         const std::string& w = spec_.phases.front().workload;
         ibv_device_attr dev{};
-        if (ibv_query_device(s.ctx, &dev) != 0)
-            fail(node + ": ibv_query_device failed");
+        if (ibv_query_device(s.ctx, &dev) != 0) fail(node + ": ibv_query_device failed");
         if (dev.max_srq <= 0 || dev.max_srq_wr <= 0)
             fail(w + " needs a shared receive queue, but " + node + "'s HCA reports max_srq " +
                  std::to_string(dev.max_srq) + " and max_srq_wr " + std::to_string(dev.max_srq_wr) +
                  " (ibv_query_device)");
         if (wp_.rx_depth.get() > unsigned(dev.max_srq_wr) || wp_.rx_depth.get() > unsigned(dev.max_cqe))
             fail(w + ": workload.rx_depth " + std::to_string(wp_.rx_depth.get()) +
-                 " receive WRs do not fit one SRQ of " + node + " (max_srq_wr " + std::to_string(dev.max_srq_wr) +
-                 ", max_cqe " + std::to_string(dev.max_cqe) + "; hca.max_qp_wr, hca.max_cqe)");
+                 " receive WRs do not fit one SRQ of " + node + " (max_srq_wr " +
+                 std::to_string(dev.max_srq_wr) + ", max_cqe " + std::to_string(dev.max_cqe) +
+                 "; hca.max_qp_wr, hca.max_cqe)");
         uint64_t want = wp_.rx_depth;
         if (tr_ == transport::ud)
-            want = std::max<uint64_t>(want, std::min<uint64_t>({ud_srq_need_, uint64_t(dev.max_srq_wr),
-                                                                uint64_t(dev.max_cqe)}));
+            want = std::max<uint64_t>(
+                want, std::min<uint64_t>({ud_srq_need_, uint64_t(dev.max_srq_wr), uint64_t(dev.max_cqe)}));
         s.srq_slots = unsigned(want);
         return s.srq_slots;
     }
@@ -798,8 +814,7 @@ private:
     /// Posts the SRQ slots `slots` (each its whole buffer) as one list: one doorbell.
     void post_srq(unsigned i, const std::vector<uint32_t>& slots) {
         side& s = side_[i];
-        if (slots.empty())
-            return;
+        if (slots.empty()) return;
         srq_sges_.resize(slots.size());
         srq_wrs_.resize(slots.size());
         for (size_t k = 0; k < slots.size(); ++k) {
@@ -818,9 +833,11 @@ private:
         const sc_time t0 = sc_time_stamp();
         const int rc = ibv_post_srq_recv(s.srq, srq_wrs_.data(), &bad);
         if (rec_)
-            rec_->call(i, "post_srq_recv", {{"srq", rec_->name_of(i, s.srq)}, {"wr", rec_->recv_wrs(i, srq_wrs_.data())}, {"ret", rc}}, t0);
-        if (rc)
-            fail("node" + std::to_string(i) + ": ibv_post_srq_recv failed (" + std::to_string(rc) + ")");
+            rec_->call(
+                i, "post_srq_recv",
+                {{"srq", rec_->name_of(i, s.srq)}, {"wr", rec_->recv_wrs(i, srq_wrs_.data())}, {"ret", rc}},
+                t0);
+        if (rc) fail("node" + std::to_string(i) + ": ibv_post_srq_recv failed (" + std::to_string(rc) + ")");
     }
 
     /// An SRQ receive completion of node i's QP q: the slot its wr_id names (the SRQ's slot count
@@ -832,12 +849,14 @@ private:
         side& s = side_[i];
         const bool v = spec_.verify;
         const uint64_t slot = wc.wr_id & 0xFFFFFF, seq = wc.wr_id >> 24;
-        const verify::where w = at(ph, size, i, q, s.rq_done[q], marker ? "marker receive completion"
-                                                                        : "SRQ receive completion");
+        const verify::where w =
+            at(ph, size, i, q, s.rq_done[q], marker ? "marker receive completion" : "SRQ receive completion");
         if (slot >= s.srq_slots || !s.slot_busy[slot] || s.slot_seq[slot] != seq) {
             if (!v)
-                fail("node" + std::to_string(i) + ": SRQ receive completion for a work request that is not "
-                     "outstanding (wr_id " + hex(wc.wr_id) + ")");
+                fail("node" + std::to_string(i) +
+                     ": SRQ receive completion for a work request that is not "
+                     "outstanding (wr_id " +
+                     hex(wc.wr_id) + ")");
             chk_.bad_completion(w, "wr_id " + hex(wc.wr_id) + " is not an outstanding SRQ work request");
             return s.srq_slots;
         }
@@ -851,14 +870,15 @@ private:
                                        std::to_string(s.qp_last_seq[q] - 1) + " (out of order)");
         }
         s.qp_last_seq[q] = seq + 1;
-        if (!v)
-            return unsigned(slot);
+        if (!v) return unsigned(slot);
         const ibv_wc_opcode op = marker && tr_ != transport::ud ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
         const uint64_t len = marker ? payload_off() : recv_len(size);
         if (wc.opcode != op)
-            chk_.bad_completion(w, "opcode " + std::to_string(wc.opcode) + ", expected " + std::to_string(op));
+            chk_.bad_completion(w,
+                                "opcode " + std::to_string(wc.opcode) + ", expected " + std::to_string(op));
         if (wc.byte_len != len)
-            chk_.bad_completion(w, "byte_len " + std::to_string(wc.byte_len) + ", expected " + std::to_string(len));
+            chk_.bad_completion(
+                w, "byte_len " + std::to_string(wc.byte_len) + ", expected " + std::to_string(len));
         if (!marker && (wc.wc_flags & IBV_WC_WITH_IMM))
             chk_.bad_completion(w, "carries immediate data, none was sent");
         if (tr_ == transport::ud && wc.src_qp != info_[peer_of(i)].qpn[q])
@@ -866,7 +886,6 @@ private:
                                        std::to_string(info_[peer_of(i)].qpn[q]));
         return unsigned(slot);
     }
-
 
     /// Reset -> RTS of node i's UC or UD QP q (the masks of e2e_uc_test / e2e_ud_test). UC: the
     /// RC path attributes without the reliability ones, access flags REMOTE_WRITE at most; UD: the
@@ -881,7 +900,9 @@ private:
         attr.port_num = 1;
         attr.qp_access_flags = unsigned(access) & unsigned(IBV_ACCESS_REMOTE_WRITE);
         attr.qkey = ud_qkey;
-        int rc = modify(i, qp, attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
+        int rc =
+            modify(i, qp, attr,
+                   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
         attr = ibv_qp_attr{};
         attr.qp_state = IBV_QPS_RTR;
         if (ud) {
@@ -892,7 +913,8 @@ private:
             attr.rq_psn = peer.psn;
             attr.ah_attr.dlid = peer.lid;
             attr.ah_attr.port_num = 1;
-            rc |= modify(i, qp, attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN);
+            rc |= modify(i, qp, attr,
+                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN);
         }
         attr = ibv_qp_attr{};
         attr.qp_state = IBV_QPS_RTS;
@@ -906,7 +928,9 @@ private:
         const sc_time t0 = sc_time_stamp();
         const int rc = ibv_modify_qp(qp, &attr, mask);
         if (rec_)
-            rec_->call(i, "modify_qp", {{"qp", rec_->name_of(i, qp)}, {"attr", rec_->qp_attr(i, attr, mask)}, {"ret", rc}}, t0);
+            rec_->call(i, "modify_qp",
+                       {{"qp", rec_->name_of(i, qp)}, {"attr", rec_->qp_attr(i, attr, mask)}, {"ret", rc}},
+                       t0);
         return rc;
     }
 
@@ -928,8 +952,14 @@ private:
                 const sc_time t0 = sc_time_stamp();
                 ibv_ah* ah = ibv_create_ah(s.pd, &a);
                 if (rec_ && ah)
-                    rec_->call(i, "create_ah", {{"pd", "pd0"}, {"dlid", a.dlid}, {"sl", a.sl}, {"dgid", trace::gid_hex(a.grh.dgid)},
-                                                {"hop_limit", a.grh.hop_limit}, {"ret", rec_->add(i, ah, "ah")}}, t0);
+                    rec_->call(i, "create_ah",
+                               {{"pd", "pd0"},
+                                {"dlid", a.dlid},
+                                {"sl", a.sl},
+                                {"dgid", trace::gid_hex(a.grh.dgid)},
+                                {"hop_limit", a.grh.hop_limit},
+                                {"ret", rec_->add(i, ah, "ah")}},
+                               t0);
                 if (!ah)
                     fail("node0: ibv_create_ah for multicast group " + std::to_string(q) + " failed (errno " +
                          std::to_string(errno) + ")");
@@ -945,16 +975,15 @@ private:
         if (!ah)
             fail("node" + std::to_string(i) + ": ibv_create_ah failed (errno " + std::to_string(errno) + ")");
         if (rec_)
-            rec_->call(i, "create_ah", {{"pd", "pd0"}, {"dlid", a.dlid}, {"sl", a.sl}, {"ret", rec_->add(i, ah, "ah")}}, t0);
-        for (unsigned q = 0; q < nq_; ++q)
-            s.dest.push_back(ud_dest{ah, peer.qpn[q], ud_qkey});
+            rec_->call(i, "create_ah",
+                       {{"pd", "pd0"}, {"dlid", a.dlid}, {"sl", a.sl}, {"ret", rec_->add(i, ah, "ah")}}, t0);
+        for (unsigned q = 0; q < nq_; ++q) s.dest.push_back(ud_dest{ah, peer.qpn[q], ud_qkey});
     }
 
     /// QP index of `qpn` on node i, or the QP count if it is not one of ours.
     unsigned qp_index(unsigned i, uint32_t qpn) const {
         for (unsigned q = 0; q < side_[i].qps.size(); ++q)
-            if (side_[i].qps[q]->qp_num == qpn)
-                return q;
+            if (side_[i].qps[q]->qp_num == qpn) return q;
         return unsigned(side_[i].qps.size());
     }
 
@@ -969,8 +998,7 @@ private:
     std::string completion_error(const std::string& node, const ibv_wc& wc, const std::string& wr_id) const {
         std::string e = node + ": completion error " + status_name(wc.status) + ", opcode " +
                         std::to_string(wc.opcode) + ", wr_id " + wr_id;
-        if (wc.status == IBV_WC_RETRY_EXC_ERR)
-            e += cable_faults();
+        if (wc.status == IBV_WC_RETRY_EXC_ERR) e += cable_faults();
         return e;
     }
     /// "; cable linkN (its two ports) went down at T us simulated time (P packets lost)" for
@@ -991,19 +1019,20 @@ private:
                     lost_down += f->dropped_down.value();
                     dropped += f->dropped.value();
                 }
-            if (!lost_down && !dropped)
-                continue;
+            if (!lost_down && !dropped) continue;
             const fault_settings& st = dirs[0]->settings();
-            const std::string name = "; cable link" + std::to_string(n) + " (node" + std::to_string(n) + ".port1 <-> " +
-                                     (sw ? "switch port " + std::to_string(n) : "node" + std::to_string(1 - n) + ".port1") +
-                                     ")";
+            const std::string name =
+                "; cable link" + std::to_string(n) + " (node" + std::to_string(n) + ".port1 <-> " +
+                (sw ? "switch port " + std::to_string(n) : "node" + std::to_string(1 - n) + ".port1") + ")";
             if (lost_down) {
                 std::snprintf(line, sizeof line, " went down at %.3f us simulated time (%llu packet%s lost)",
-                              st.down_at_ns / 1000.0, static_cast<unsigned long long>(lost_down), lost_down == 1 ? "" : "s");
+                              st.down_at_ns / 1000.0, static_cast<unsigned long long>(lost_down),
+                              lost_down == 1 ? "" : "s");
                 down += name + line;
             } else {
                 std::snprintf(line, sizeof line, " lost %llu packet%s (drop_rate %g)",
-                              static_cast<unsigned long long>(dropped), dropped == 1 ? "" : "s", st.drop_rate);
+                              static_cast<unsigned long long>(dropped), dropped == 1 ? "" : "s",
+                              st.drop_rate);
                 lossy += name + line;
             }
         }
@@ -1016,19 +1045,23 @@ private:
         const sc_time t0 = sc_time_stamp();
         for (;;) {
             const int n = ibv_poll_cq(cq, 1, &wc);
-            if (n < 0)
-                fail("node" + std::to_string(i) + ": ibv_poll_cq failed");
+            if (n < 0) fail("node" + std::to_string(i) + ": ibv_poll_cq failed");
             if (n == 1) {
                 if (rec_)
-                    rec_->call(i, "poll_cq", {{"cq", rec_->name_of(i, cq)}, {"ret", 1}, {"wc", trace::json::array({rec_->wc(i, wc)})},
-                                              {"t_done_ps", uint64_t(sc_time_stamp().value())}}, t0);
+                    rec_->call(i, "poll_cq",
+                               {{"cq", rec_->name_of(i, cq)},
+                                {"ret", 1},
+                                {"wc", trace::json::array({rec_->wc(i, wc)})},
+                                {"t_done_ps", uint64_t(sc_time_stamp().value())}},
+                               t0);
                 if (wc.status != IBV_WC_SUCCESS)
                     fail(completion_error("node" + std::to_string(i), wc, std::to_string(wc.wr_id)));
                 return wc;
             }
             if (ibv_wait_cq(cq, timeout_ns()) != 0)
                 fail("node" + std::to_string(i) + ": no completion within workload.timeout_us" +
-                     (tr_ == transport::rc ? "" : " (UC and UD do not retransmit a lost message)") + cable_faults());
+                     (tr_ == transport::rc ? "" : " (UC and UD do not retransmit a lost message)") +
+                     cable_faults());
         }
     }
 
@@ -1042,20 +1075,22 @@ private:
             pending_list& l = lists_[q];
             const size_t k = l.wrs.size();
             l.sges.push_back(ibv_sge{});  // reserved at the phase start: no reallocation
-            l.wrs.push_back(make_wr(i, q, op, local, length, remote, wr_id, signaled, inl, compare_add, swap, l.sges[k]));
-            if (l.wrs.size() == list)
-                flush_list(i, q);
+            l.wrs.push_back(
+                make_wr(i, q, op, local, length, remote, wr_id, signaled, inl, compare_add, swap, l.sges[k]));
+            if (l.wrs.size() == list) flush_list(i, q);
             return;
         }
         ibv_sge sge{};
-        ibv_send_wr wr = make_wr(i, q, op, local, length, remote, wr_id, signaled, inl, compare_add, swap, sge);
+        ibv_send_wr wr =
+            make_wr(i, q, op, local, length, remote, wr_id, signaled, inl, compare_add, swap, sge);
         ibv_send_wr* bad = nullptr;
         const sc_time t0 = sc_time_stamp();
         const int rc = ibv_post_send(side_[i].qps[q], &wr, &bad);
         if (rec_)
-            rec_->call(i, "post_send", {{"qp", rec_->name_of(i, side_[i].qps[q])}, {"wr", rec_->send_wrs(i, &wr)}, {"ret", rc}}, t0);
-        if (rc)
-            fail("node" + std::to_string(i) + ": ibv_post_send failed (" + std::to_string(rc) + ")");
+            rec_->call(
+                i, "post_send",
+                {{"qp", rec_->name_of(i, side_[i].qps[q])}, {"wr", rec_->send_wrs(i, &wr)}, {"ret", rc}}, t0);
+        if (rc) fail("node" + std::to_string(i) + ": ibv_post_send failed (" + std::to_string(rc) + ")");
     }
 
     /// QP q's WRs not yet posted (workload.post_list > 1).
@@ -1068,15 +1103,18 @@ private:
     /// Posts QP q's pending list as one ibv_post_send (one doorbell).
     void flush_list(unsigned i, unsigned q) {
         pending_list& l = lists_[q];
-        if (l.wrs.empty())
-            return;
+        if (l.wrs.empty()) return;
         for (size_t k = 0; k < l.wrs.size(); ++k)
             l.wrs[k].next = k + 1 < l.wrs.size() ? &l.wrs[k + 1] : nullptr;
         ibv_send_wr* bad = nullptr;
         const sc_time t0 = sc_time_stamp();
         const int rc = ibv_post_send(side_[i].qps[q], l.wrs.data(), &bad);
         if (rec_)
-            rec_->call(i, "post_send", {{"qp", rec_->name_of(i, side_[i].qps[q])}, {"wr", rec_->send_wrs(i, l.wrs.data())}, {"ret", rc}}, t0);
+            rec_->call(i, "post_send",
+                       {{"qp", rec_->name_of(i, side_[i].qps[q])},
+                        {"wr", rec_->send_wrs(i, l.wrs.data())},
+                        {"ret", rc}},
+                       t0);
         if (rc)
             fail("node" + std::to_string(i) + ": ibv_post_send of a list of " + std::to_string(l.wrs.size()) +
                  " failed (" + std::to_string(rc) + ")");
@@ -1085,8 +1123,9 @@ private:
     }
 
     /// One send WR (its one SGE in `sge`, which must outlive the post).
-    ibv_send_wr make_wr(unsigned i, unsigned q, ibv_wr_opcode op, uint64_t local, uint64_t length, uint64_t remote,
-                        uint64_t wr_id, bool signaled, bool inl, uint64_t compare_add, uint64_t swap, ibv_sge& sge) {
+    ibv_send_wr make_wr(unsigned i, unsigned q, ibv_wr_opcode op, uint64_t local, uint64_t length,
+                        uint64_t remote, uint64_t wr_id, bool signaled, bool inl, uint64_t compare_add,
+                        uint64_t swap, ibv_sge& sge) {
         side& s = side_[i];
         sge = ibv_sge{local, uint32_t(length), s.mr->lkey};
         ibv_send_wr wr{};
@@ -1134,9 +1173,9 @@ private:
         const sc_time t0 = sc_time_stamp();
         const int rc = ibv_post_send(s.qps[q], &wr, &bad);
         if (rec_)
-            rec_->call(0, "post_send", {{"qp", rec_->name_of(0, s.qps[q])}, {"wr", rec_->send_wrs(0, &wr)}, {"ret", rc}}, t0);
-        if (rc)
-            fail("node0: ibv_post_send of the end-of-stream marker failed (" + std::to_string(rc) + ")");
+            rec_->call(0, "post_send",
+                       {{"qp", rec_->name_of(0, s.qps[q])}, {"wr", rec_->send_wrs(0, &wr)}, {"ret", rc}}, t0);
+        if (rc) fail("node0: ibv_post_send of the end-of-stream marker failed (" + std::to_string(rc) + ")");
     }
 
     /// Posts one receive of QP q's whole receive area; wr_id is the QP's receive sequence number.
@@ -1151,25 +1190,26 @@ private:
         const sc_time t0 = sc_time_stamp();
         const int rc = ibv_post_recv(s.qps[q], &wr, &bad);
         if (rec_)
-            rec_->call(i, "post_recv", {{"qp", rec_->name_of(i, s.qps[q])}, {"wr", rec_->recv_wrs(i, &wr)}, {"ret", rc}}, t0);
-        if (rc)
-            fail("node" + std::to_string(i) + ": ibv_post_recv failed (" + std::to_string(rc) + ")");
+            rec_->call(i, "post_recv",
+                       {{"qp", rec_->name_of(i, s.qps[q])}, {"wr", rec_->recv_wrs(i, &wr)}, {"ret", rc}}, t0);
+        if (rc) fail("node" + std::to_string(i) + ": ibv_post_recv failed (" + std::to_string(rc) + ")");
     }
 
     /// Waits until the byte at our receive area offset `off` equals `v` (perftest's
     /// write_lat spins on the last byte; here the CPU sleeps on the watched address).
     void wait_byte(unsigned i, uint64_t off, uint8_t v) {
         if (rec_)
-            rec_->call(i, "wait_byte", {{"buf", "buf0"}, {"offset", recv_area(i, 0) + off - side_[i].buf}, {"value", v}});
+            rec_->call(i, "wait_byte",
+                       {{"buf", "buf0"}, {"offset", recv_area(i, 0) + off - side_[i].buf}, {"value", v}});
         uint64_t pa = 0;
         sw_[i]->as.translate(recv_area(i, 0) + off, &pa);
         for (;;) {
             uint8_t b = 0;
             bus(i).mem_read(pa, &b, 1);
-            if (b == v)
-                return;
+            if (b == v) return;
             if (!bus(i).wait_write(pa, 1, timeout_ns()))
-                fail("node" + std::to_string(i) + ": RDMA WRITE did not arrive within workload.timeout_us" + cable_faults());
+                fail("node" + std::to_string(i) + ": RDMA WRITE did not arrive within workload.timeout_us" +
+                     cable_faults());
         }
     }
     void set_send_byte(unsigned i, uint64_t off, uint8_t v) {
@@ -1197,17 +1237,20 @@ private:
     }
     /// --record: a poll that returned completions (empty polls are not recorded).
     void record_poll(unsigned i, ibv_cq* cq, const ibv_wc* wcs, int n) {
-        if (!rec_ || n <= 0)
-            return;
+        if (!rec_ || n <= 0) return;
         trace::json w = trace::json::array();
         for (int k = 0; k < n; ++k) w.push_back(rec_->wc(i, wcs[k]));
-        rec_->call(i, "poll_cq", {{"cq", rec_->name_of(i, cq)}, {"ret", n}, {"wc", w},
-                                  {"t_done_ps", uint64_t(sc_time_stamp().value())}});
+        rec_->call(i, "poll_cq",
+                   {{"cq", rec_->name_of(i, cq)},
+                    {"ret", n},
+                    {"wc", w},
+                    {"t_done_ps", uint64_t(sc_time_stamp().value())}});
     }
     /// --record: an application store into its buffer, as a fill with the bytes.
     void record_write(unsigned i, uint64_t va, const void* p, size_t n) {
         if (rec_)
-            rec_->call(i, "fill", {{"buf", "buf0"}, {"offset", va - side_[i].buf}, {"hex", trace::hex(p, n)}});
+            rec_->call(i, "fill",
+                       {{"buf", "buf0"}, {"offset", va - side_[i].buf}, {"hex", trace::hex(p, n)}});
     }
     void poke_data(unsigned i, uint64_t va, uint64_t n, uint64_t key, int last = -1) {
         scratch_.resize(n);
@@ -1236,7 +1279,8 @@ private:
     /// Checks a send completion's opcode, wr_id and QP.
     void check_send_wc(const verify::where& w, const ibv_wc& wc, ibv_wc_opcode op, uint64_t wr_id) {
         if (wc.opcode != op)
-            chk_.bad_completion(w, "opcode " + std::to_string(wc.opcode) + ", expected " + std::to_string(op));
+            chk_.bad_completion(w,
+                                "opcode " + std::to_string(wc.opcode) + ", expected " + std::to_string(op));
         if (wc.wr_id != wr_id)
             chk_.bad_completion(w, "wr_id " + hex(wc.wr_id) + ", expected " + hex(wr_id) +
                                        " (completions out of order or missing)");
@@ -1251,8 +1295,7 @@ private:
         if (wc.byte_len != recv_len(size))
             chk_.bad_completion(w, "byte_len " + std::to_string(wc.byte_len) + ", expected " +
                                        std::to_string(recv_len(size)));
-        if (wc.wc_flags & IBV_WC_WITH_IMM)
-            chk_.bad_completion(w, "carries immediate data, none was sent");
+        if (wc.wc_flags & IBV_WC_WITH_IMM) chk_.bad_completion(w, "carries immediate data, none was sent");
         if (tr_ == transport::ud && wc.src_qp != info_[peer_of(w.node)].qpn[w.qp])
             chk_.bad_completion(w, "source QP " + std::to_string(wc.src_qp) + ", expected " +
                                        std::to_string(info_[peer_of(w.node)].qpn[w.qp]));
@@ -1328,10 +1371,12 @@ private:
                         sample(2.0);
                         if (traced) cpu_mark_[3] = cpu_mark_[4];
                         if (v)
-                            chk_.bytes(at(ph, size, 0, 0, it, "destination buffer"), peek(0, recv_area(0, 0), size),
-                                       size, key(1, 0, step, it), flag);
+                            chk_.bytes(at(ph, size, 0, 0, it, "destination buffer"),
+                                       peek(0, recv_area(0, 0), size), size, key(1, 0, step, it), flag);
                         const ibv_wc wc = poll_one(i, side_[i].scq);
-                        if (v) check_send_wc(at(ph, size, 0, 0, it, "send completion"), wc, IBV_WC_RDMA_WRITE, it);
+                        if (v)
+                            check_send_wc(at(ph, size, 0, 0, it, "send completion"), wc, IBV_WC_RDMA_WRITE,
+                                          it);
                     } else if (op == op_kind::send) {
                         if (v) poke_data(0, send_area(0, 0), size, key(0, 0, step, it));
                         post(i, 0, IBV_WR_SEND, send_area(0, 0), size, 0, it, true, inl);
@@ -1340,7 +1385,8 @@ private:
                         if (v) {
                             check_recv_wc(at(ph, size, 0, 0, it, "receive completion"), rwc, size);
                             chk_.bytes(at(ph, size, 0, 0, it, "receive buffer"),
-                                       peek(0, recv_area(0, 0) + payload_off(), size), size, key(1, 0, step, it));
+                                       peek(0, recv_area(0, 0) + payload_off(), size), size,
+                                       key(1, 0, step, it));
                         }
                         ++side_[i].rq_done[0];
                         post_recv(i, 0);
@@ -1352,14 +1398,16 @@ private:
                             poke_data(1, send_area(1, 0), size, key(1, 0, step, it));
                             clear(0, recv_area(0, 0), size);
                         }
-                        post(i, 0, IBV_WR_RDMA_READ, recv_area(0, 0), size, info_[1].send_addr, it, true, false);
+                        post(i, 0, IBV_WR_RDMA_READ, recv_area(0, 0), size, info_[1].send_addr, it, true,
+                             false);
                         const ibv_wc wc = poll_one(i, side_[i].scq);
                         sample(1.0);  // perftest: the whole round trip
                         if (traced) cpu_mark_[3] = cpu_mark_[4];
                         if (v) {
-                            check_send_wc(at(ph, size, 0, 0, it, "READ completion"), wc, IBV_WC_RDMA_READ, it);
-                            chk_.bytes(at(ph, size, 0, 0, it, "READ destination"), peek(0, recv_area(0, 0), size),
-                                       size, key(1, 0, step, it));
+                            check_send_wc(at(ph, size, 0, 0, it, "READ completion"), wc, IBV_WC_RDMA_READ,
+                                          it);
+                            chk_.bytes(at(ph, size, 0, 0, it, "READ destination"),
+                                       peek(0, recv_area(0, 0), size), size, key(1, 0, step, it));
                         }
                     } else {
                         const uint64_t operand = verify::value(key(0, 0, step, it));
@@ -1367,33 +1415,35 @@ private:
                         current = cas ? operand : current + operand;
                         if (v) clear(0, recv_area(0, 0), 8);
                         if (cas)
-                            post(i, 0, IBV_WR_ATOMIC_CMP_AND_SWP, recv_area(0, 0), 8, info_[1].addr, it, true, false,
-                                 before, operand);
+                            post(i, 0, IBV_WR_ATOMIC_CMP_AND_SWP, recv_area(0, 0), 8, info_[1].addr, it, true,
+                                 false, before, operand);
                         else
-                            post(i, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, recv_area(0, 0), 8, info_[1].addr, it, true, false,
-                                 operand);
+                            post(i, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, recv_area(0, 0), 8, info_[1].addr, it,
+                                 true, false, operand);
                         const ibv_wc wc = poll_one(i, side_[i].scq);
                         sample(1.0);  // perftest: the whole round trip
                         if (traced) cpu_mark_[3] = cpu_mark_[4];
                         if (v) {
                             check_send_wc(at(ph, size, 0, 0, it, "atomic completion"), wc,
                                           cas ? IBV_WC_COMP_SWAP : IBV_WC_FETCH_ADD, it);
-                            chk_.value(at(ph, size, 0, 0, it, "fetched value"), peek64(0, recv_area(0, 0)), before);
+                            chk_.value(at(ph, size, 0, 0, it, "fetched value"), peek64(0, recv_area(0, 0)),
+                                       before);
                         }
                     }
                 } else if (op == op_kind::write) {
                     wait_byte(i, last, flag);
                     if (traced) cpu_mark_[1] = sc_time_stamp();
                     if (v) {
-                        chk_.bytes(at(ph, size, 1, 0, it, "destination buffer"), peek(1, recv_area(1, 0), size), size,
-                                   key(0, 0, step, it), flag);
+                        chk_.bytes(at(ph, size, 1, 0, it, "destination buffer"),
+                                   peek(1, recv_area(1, 0), size), size, key(0, 0, step, it), flag);
                         poke_data(1, send_area(1, 0), size, key(1, 0, step, it), flag);
                     }
                     set_send_byte(i, last, flag);
                     if (traced) cpu_mark_[2] = sc_time_stamp();
                     post(i, 0, IBV_WR_RDMA_WRITE, send_area(1, 0), size, info_[0].addr, it, true, inl);
                     const ibv_wc wc = poll_one(i, side_[i].scq);
-                    if (v) check_send_wc(at(ph, size, 1, 0, it, "send completion"), wc, IBV_WC_RDMA_WRITE, it);
+                    if (v)
+                        check_send_wc(at(ph, size, 1, 0, it, "send completion"), wc, IBV_WC_RDMA_WRITE, it);
                 } else if (op == op_kind::send) {
                     const ibv_wc rwc = poll_one(i, side_[i].rcq);
                     if (traced) cpu_mark_[1] = sc_time_stamp();
@@ -1405,7 +1455,8 @@ private:
                     }
                     ++side_[i].rq_done[0];
                     if (traced) cpu_mark_[2] = sc_time_stamp();
-                    post(i, 0, IBV_WR_SEND, send_area(1, 0), size, 0, it, true, inl);  // answer first, like perftest
+                    post(i, 0, IBV_WR_SEND, send_area(1, 0), size, 0, it, true,
+                         inl);  // answer first, like perftest
                     post_recv(i, 0);
                     const ibv_wc wc = poll_one(i, side_[i].scq);
                     if (v) check_send_wc(at(ph, size, 1, 0, it, "send completion"), wc, IBV_WC_SEND, it);
@@ -1420,8 +1471,7 @@ private:
                 if (v && op == op_kind::atomic)
                     chk_.value(at(ph, size, 1, 0, ph.iters, "remote value after the last atomic"),
                                peek64(1, recv_area(1, 0)), current);
-                if (v)
-                    take_counts(r);
+                if (v) take_counts(r);
                 rep.results.push_back(r);
             }
             bar_.arrive();
@@ -1459,19 +1509,16 @@ private:
                         clear(0, recv_area(0, q), size);
                     } else if (v) {
                         poke_data(0, send_area(0, q), size, key(0, q, step, 0));
-                        for (unsigned r = 1; r < nn_; ++r)
-                            clear(r, recv_area(r, q), payload_off() + size);
+                        for (unsigned r = 1; r < nn_; ++r) clear(r, recv_area(r, q), payload_off() + size);
                     }
                 }
-                if (op == op_kind::atomic)
-                    fetched.assign(uint64_t(nq) * depth, 0);
-                if (shared && v)
-                    shared_ops.reserve(ph.iters);
+                if (op == op_kind::atomic) fetched.assign(uint64_t(nq) * depth, 0);
+                if (shared && v) shared_ops.reserve(ph.iters);
                 stream_end_ns_ = no_time;
-                if (srq_)
-                    srq_c0 = srq_counts();
+                if (srq_) srq_c0 = srq_counts();
                 if (srq_ && v)  // the SRQ buffers hold no earlier data: a buffer never written is caught
-                    for (unsigned k = 0; k < side_[1].srq_slots; ++k) clear(1, srq_slot(1, k), payload_off() + size);
+                    for (unsigned k = 0; k < side_[1].srq_slots; ++k)
+                        clear(1, srq_slot(1, k), payload_off() + size);
             }
             uint64_t recv_done = 0;
             bar_.arrive();
@@ -1498,8 +1545,7 @@ private:
                     bool progress = false;
                     while (total_posted < ph.iters) {
                         const unsigned q = unsigned(total_posted % nq);
-                        if (posted[q] - completed[q] >= depth)
-                            break;
+                        if (posted[q] - completed[q] >= depth) break;
                         const uint64_t m = posted[q];
                         const bool sig = (m + 1) % cq_mod == 0 || m + 1 == quota_of(ph, q);
                         const uint64_t wr_id = (uint64_t(q) << 48) | m;
@@ -1509,8 +1555,8 @@ private:
                         else if (op == op_kind::send)
                             post(i, q, IBV_WR_SEND, send_area(0, q), size, 0, wr_id, sig, inl);
                         else if (op == op_kind::read)
-                            post(i, q, IBV_WR_RDMA_READ, recv_area(0, q), size, info_[1].send_addr + uint64_t(q) * area_,
-                                 wr_id, sig, false);
+                            post(i, q, IBV_WR_RDMA_READ, recv_area(0, q), size,
+                                 info_[1].send_addr + uint64_t(q) * area_, wr_id, sig, false);
                         else {
                             const uint64_t operand = verify::value(key(0, q, step, m));
                             // Shared: every compare-and-swap expects the word's initial value
@@ -1523,57 +1569,56 @@ private:
                             const uint64_t slot = recv_area(0, q) + (m % depth) * 8;
                             const uint64_t target = shared ? info_[1].addr : peer_recv;
                             if (cas)
-                                post(i, q, IBV_WR_ATOMIC_CMP_AND_SWP, slot, 8, target, wr_id, sig, false, before,
-                                     operand);
+                                post(i, q, IBV_WR_ATOMIC_CMP_AND_SWP, slot, 8, target, wr_id, sig, false,
+                                     before, operand);
                             else
-                                post(i, q, IBV_WR_ATOMIC_FETCH_AND_ADD, slot, 8, target, wr_id, sig, false, operand);
+                                post(i, q, IBV_WR_ATOMIC_FETCH_AND_ADD, slot, 8, target, wr_id, sig, false,
+                                     operand);
                         }
                         ++posted[q];
                         ++total_posted;
                         progress = true;
                     }
                     // Lists not full when the QPs ran out of credit (or work): posted now.
-                    for (unsigned q = 0; q < lists_.size(); ++q)
-                        flush_list(i, q);
+                    for (unsigned q = 0; q < lists_.size(); ++q) flush_list(i, q);
                     ibv_wc wcs[16];
                     int n = ibv_poll_cq(s.scq, 16, wcs);
-                    if (n < 0)
-                        fail("node0: ibv_poll_cq failed");
+                    if (n < 0) fail("node0: ibv_poll_cq failed");
                     record_poll(i, s.scq, wcs, n);
                     for (int k = 0; k < n; ++k) {
                         const ibv_wc& wc = wcs[k];
-                        if (wc.status != IBV_WC_SUCCESS)
-                            fail(completion_error("node0", wc, hex(wc.wr_id)));
+                        if (wc.status != IBV_WC_SUCCESS) fail(completion_error("node0", wc, hex(wc.wr_id)));
                         const unsigned q = unsigned(wc.wr_id >> 48);
                         const uint64_t idx = wc.wr_id & ((uint64_t(1) << 48) - 1);
                         if (q >= nq || idx < completed[q] || idx >= posted[q]) {
                             if (!v)
                                 fail("node0: completion for a work request that is not outstanding (wr_id " +
                                      hex(wc.wr_id) + ")");
-                            chk_.bad_completion(at(ph, size, 0, q < nq ? q : 0, idx, "send completion"),
-                                                "wr_id " + hex(wc.wr_id) + " is not an outstanding work request");
+                            chk_.bad_completion(
+                                at(ph, size, 0, q < nq ? q : 0, idx, "send completion"),
+                                "wr_id " + hex(wc.wr_id) + " is not an outstanding work request");
                             continue;
                         }
                         const uint64_t first = completed[q];
                         if (v) {
                             // Signaled: every cq_mod-th WR and the QP's last, in posting order.
-                            const uint64_t want = std::min(quota_of(ph, q) - 1, (first / cq_mod + 1) * cq_mod - 1);
+                            const uint64_t want =
+                                std::min(quota_of(ph, q) - 1, (first / cq_mod + 1) * cq_mod - 1);
                             check_send_wc(at(ph, size, 0, q, idx, "send completion"), wc, want_op,
                                           (uint64_t(q) << 48) | want);
                         }
                         total_completed += idx + 1 - first;
                         completed[q] = idx + 1;
-                        if (!v)
-                            continue;
+                        if (!v) continue;
                         // Known complete, and not yet overwritten by a later message: check now.
                         // (UC: the completion only says the WRITE is on the wire; checked after
                         // the markers.)
                         if (op == op_kind::write && tr_ == transport::rc)
-                            chk_.bytes(at(ph, size, 1, q, idx, "destination buffer"), peek(1, recv_area(1, q), size),
-                                       size, key(0, q, step, 0));
+                            chk_.bytes(at(ph, size, 1, q, idx, "destination buffer"),
+                                       peek(1, recv_area(1, q), size), size, key(0, q, step, 0));
                         else if (op == op_kind::read)
-                            chk_.bytes(at(ph, size, 0, q, idx, "READ destination"), peek(0, recv_area(0, q), size),
-                                       size, key(1, q, step, 0));
+                            chk_.bytes(at(ph, size, 0, q, idx, "READ destination"),
+                                       peek(0, recv_area(0, q), size), size, key(1, q, step, 0));
                         else if (op == op_kind::atomic)
                             for (uint64_t m = first; m <= idx; ++m) {
                                 const uint64_t got = peek64(0, recv_area(0, q) + (m % depth) * 8);
@@ -1585,7 +1630,8 @@ private:
                             }
                     }
                     if (n == 0 && !progress && ibv_wait_cq(s.scq, timeout_ns()) != 0)
-                        fail("node0: bandwidth test stalled (no completion within workload.timeout_us)" + cable_faults());
+                        fail("node0: bandwidth test stalled (no completion within workload.timeout_us)" +
+                             cable_faults());
                 }
                 const uint64_t t1 = bus(i).now_ns();
                 lists_.clear();
@@ -1597,8 +1643,7 @@ private:
                 r.msg_rate_mpps = secs > 0 ? double(ph.iters) / secs / 1e6 : 0;
                 take_util(r, busy0, t1 - t0);
                 rep.results.push_back(r);
-                if (tr_ != transport::rc)
-                    send_markers(ph, size);
+                if (tr_ != transport::rc) send_markers(ph, size);
             } else if (tr_ != transport::rc) {
                 unacked_receive(i, ph, size, step);
             } else if (srq_) {
@@ -1609,8 +1654,7 @@ private:
                     ++recv_done;
                     unsigned q = qp_index(i, wc.qp_num);
                     if (q == nq) {
-                        if (!v)
-                            fail("node1: receive completion for unknown QP " + std::to_string(wc.qp_num));
+                        if (!v) fail("node1: receive completion for unknown QP " + std::to_string(wc.qp_num));
                         chk_.bad_completion(at(ph, size, 1, 0, recv_done - 1, "receive completion"),
                                             "QP number " + std::to_string(wc.qp_num) + " is not one of ours");
                         q = 0;
@@ -1618,8 +1662,8 @@ private:
                     if (v) {
                         const verify::where w = at(ph, size, 1, q, s.rq_done[q], "receive completion");
                         check_recv_wc(w, wc, size);
-                        chk_.bytes(at(ph, size, 1, q, s.rq_done[q], "receive buffer"), peek(1, recv_area(1, q), size),
-                                   size, key(0, q, step, 0));
+                        chk_.bytes(at(ph, size, 1, q, s.rq_done[q], "receive buffer"),
+                                   peek(1, recv_area(1, q), size), size, key(0, q, step, 0));
                     }
                     ++s.rq_done[q];
                     post_recv(i, q);
@@ -1650,14 +1694,13 @@ private:
                         const uint64_t lost = quota > got ? quota - got : 0;
                         r.datagrams_lost += lost;
                         r.datagrams_delivered += got;
-                        if (mcast_)
-                            r.lost_per_receiver[n - 1] += lost;
-                        if (!v)
-                            continue;
+                        if (mcast_) r.lost_per_receiver[n - 1] += lost;
+                        if (!v) continue;
                         chk_.lost(at(ph, size, n, q, 0, "receive queue"), lost, quota);
                         if (got > quota)  // a link duplicated a packet: UD delivers both copies
-                            chk_.bad_completion(at(ph, size, n, q, quota, "receive completion"),
-                                                std::to_string(got - quota) + " datagrams more than were sent");
+                            chk_.bad_completion(
+                                at(ph, size, n, q, quota, "receive completion"),
+                                std::to_string(got - quota) + " datagrams more than were sent");
                     }
             }
             if (client) {
@@ -1671,11 +1714,13 @@ private:
                             chk_.shared_word(at(ph, size, 0, 0, 0, ""), cas, current[0], shared_ops,
                                              peek64(1, recv_area(1, 0)));
                         else if (v && !shared)
-                            chk_.value(at(ph, size, 1, q, quota_of(ph, q) - 1, "remote value after the last atomic"),
-                                       peek64(1, recv_area(1, q)), current[q]);
+                            chk_.value(
+                                at(ph, size, 1, q, quota_of(ph, q) - 1, "remote value after the last atomic"),
+                                peek64(1, recv_area(1, q)), current[q]);
                     } else if (op == op_kind::read) {
                         if (v)
-                            chk_.bytes(at(ph, size, 0, q, quota_of(ph, q) - 1, "READ destination after the last READ"),
+                            chk_.bytes(at(ph, size, 0, q, quota_of(ph, q) - 1,
+                                          "READ destination after the last READ"),
                                        peek(0, recv_area(0, q), size), size, key(1, q, step, 0));
                         else
                             same_bytes(1, send_area(1, q), 0, recv_area(0, q), size);
@@ -1684,15 +1729,16 @@ private:
                             if (tr_ == transport::ud && !v && received_[n][q] == 0)
                                 continue;  // every datagram of this QP lost: reported above, nothing to compare
                             if (v)
-                                chk_.bytes(at(ph, size, n, q, quota_of(ph, q) - 1, "destination after the last message"),
-                                           peek(n, recv_area(n, q) + payload_off(), size), size, key(0, q, step, 0));
+                                chk_.bytes(at(ph, size, n, q, quota_of(ph, q) - 1,
+                                              "destination after the last message"),
+                                           peek(n, recv_area(n, q) + payload_off(), size), size,
+                                           key(0, q, step, 0));
                             else
                                 same_bytes(0, send_area(0, q), n, recv_area(n, q) + payload_off(), size);
                         }
                     }
                 }
-                if (v)
-                    take_counts(rep.results.back());
+                if (v) take_counts(rep.results.back());
             }
             bar_.arrive();
         }
@@ -1738,17 +1784,14 @@ private:
         received.assign(nq_, 0);
         marked.assign(nq_, 0);
         unsigned want = 0, markers = 0;
-        for (unsigned q = 0; q < nq_; ++q)
-            want += quota_of(ph, q) > 0 ? 1 : 0;
+        for (unsigned q = 0; q < nq_; ++q) want += quota_of(ph, q) > 0 ? 1 : 0;
         if (!ud)  // nothing to take before the markers: sleep until they are on the wire
-            while (stream_end_ns_ == no_time)
-                wait(stream_end_);
+            while (stream_end_ns_ == no_time) wait(stream_end_);
         uint64_t idle_since = bus(i).now_ns();
         while (markers < want) {
             ibv_wc wc{};
             const int n = ibv_poll_cq(s.rcq, 1, &wc);
-            if (n < 0)
-                fail(node + ": ibv_poll_cq failed");
+            if (n < 0) fail(node + ": ibv_poll_cq failed");
             record_poll(i, s.rcq, &wc, n);
             if (n == 0) {
                 // The CQ is empty. Wait for the next completion in slices of drain_us, so that
@@ -1756,8 +1799,7 @@ private:
                 const uint64_t now = bus(i).now_ns();
                 if (stream_end_ns_ != no_time) {
                     const uint64_t since = std::max(idle_since, stream_end_ns_);
-                    if (now - since >= drain)
-                        break;  // a marker was lost: every message is in or lost
+                    if (now - since >= drain) break;  // a marker was lost: every message is in or lost
                     ibv_wait_cq(s.rcq, drain - (now - since));
                 } else {
                     if (now - idle_since >= timeout_ns())
@@ -1767,12 +1809,10 @@ private:
                 continue;
             }
             idle_since = bus(i).now_ns();
-            if (wc.status != IBV_WC_SUCCESS)
-                fail(completion_error(node, wc, std::to_string(wc.wr_id)));
+            if (wc.status != IBV_WC_SUCCESS) fail(completion_error(node, wc, std::to_string(wc.wr_id)));
             unsigned q = qp_index(i, wc.qp_num);
             if (q == nq_) {
-                if (!v)
-                    fail(node + ": receive completion for unknown QP " + std::to_string(wc.qp_num));
+                if (!v) fail(node + ": receive completion for unknown QP " + std::to_string(wc.qp_num));
                 chk_.bad_completion(at(ph, size, i, 0, 0, "receive completion"),
                                     "QP number " + std::to_string(wc.qp_num) + " is not one of ours");
                 continue;
@@ -1794,8 +1834,7 @@ private:
                 }
             } else if (ud && !marked[q]) {
                 if (srq_) {
-                    if (slot < s.srq_slots)
-                        srq_payload(i, ph, size, step, q, slot, received[q] + 1);
+                    if (slot < s.srq_slots) srq_payload(i, ph, size, step, q, slot, received[q] + 1);
                 } else if (v) {
                     check_recv_wc(at(ph, size, i, q, received[q], "receive completion"), wc, size);
                     chk_.bytes(at(ph, size, i, q, received[q], "receive buffer"),
@@ -1804,11 +1843,12 @@ private:
                 ++received[q];
             } else {
                 if (!v)
-                    fail(node + ": unexpected receive completion, opcode " + std::to_string(wc.opcode) + ", wr_id " +
-                         std::to_string(wc.wr_id));
+                    fail(node + ": unexpected receive completion, opcode " + std::to_string(wc.opcode) +
+                         ", wr_id " + std::to_string(wc.wr_id));
                 chk_.bad_completion(at(ph, size, i, q, received[q], "receive completion"),
-                                    "opcode " + std::to_string(wc.opcode) + " after the end-of-stream marker or "
-                                    "without one");
+                                    "opcode " + std::to_string(wc.opcode) +
+                                        " after the end-of-stream marker or "
+                                        "without one");
             }
             ++s.rq_done[q];
             if (!srq_)
@@ -1831,24 +1871,22 @@ private:
         uint64_t done = 0;
         while (done < ph.iters) {
             const int n = ibv_poll_cq(s.rcq, 16, wcs);
-            if (n < 0)
-                fail(node + ": ibv_poll_cq failed");
+            if (n < 0) fail(node + ": ibv_poll_cq failed");
             record_poll(i, s.rcq, wcs, n);
             if (n == 0) {
                 if (ibv_wait_cq(s.rcq, timeout_ns()) != 0)
-                    fail(node + ": " + ph.workload + " stalled (no receive completion within workload.timeout_us)" + cable_faults());
+                    fail(node + ": " + ph.workload +
+                         " stalled (no receive completion within workload.timeout_us)" + cable_faults());
                 continue;
             }
             repost.clear();
             for (int k = 0; k < n; ++k) {
                 const ibv_wc& wc = wcs[k];
-                if (wc.status != IBV_WC_SUCCESS)
-                    fail(completion_error(node, wc, hex(wc.wr_id)));
+                if (wc.status != IBV_WC_SUCCESS) fail(completion_error(node, wc, hex(wc.wr_id)));
                 ++done;
                 unsigned q = qp_index(i, wc.qp_num);
                 if (q == nq_) {
-                    if (!v)
-                        fail(node + ": receive completion for unknown QP " + std::to_string(wc.qp_num));
+                    if (!v) fail(node + ": receive completion for unknown QP " + std::to_string(wc.qp_num));
                     chk_.bad_completion(at(ph, size, i, 0, done - 1, "receive completion"),
                                         "QP number " + std::to_string(wc.qp_num) + " is not one of ours");
                     q = 0;
@@ -1868,8 +1906,8 @@ private:
     /// `slot`. --verify: every message, then the slot is cleared (in zero time), so a later
     /// completion whose buffer was never written is caught. Otherwise the QP's last message of
     /// the size against node0's send area (the plain end-of-size check of the other workloads).
-    void srq_payload(unsigned i, const phase_spec& ph, uint64_t size, uint64_t step, unsigned q, unsigned slot,
-                     uint64_t nth) {
+    void srq_payload(unsigned i, const phase_spec& ph, uint64_t size, uint64_t step, unsigned q,
+                     unsigned slot, uint64_t nth) {
         const uint64_t va = srq_slot(i, slot) + payload_off();
         if (spec_.verify) {
             chk_.bytes(at(ph, size, i, q, side_[i].rq_done[q], "SRQ receive buffer"), peek(i, va, size), size,
@@ -1902,23 +1940,25 @@ private:
         }
         for (path_probe* p : {&p0, &p1})
             for (S::stage s : {S::doorbell, S::wqe_start, S::wire_end, S::rx_engine, S::data_placed})
-                if (!p->seen(s))
-                    return;  // a stage was not reached (e.g. a retransmission): no breakdown
+                if (!p->seen(s)) return;  // a stage was not reached (e.g. a retransmission): no breakdown
         // The CPU marks in order inside the sample.
         const sc_time& end = cpu_mark_[4];
         sc_time m[5] = {cpu_mark_[0]};
         for (int k = 1; k < 4; ++k) m[k] = std::min(std::max(cpu_mark_[k], m[k - 1]), end);
         m[4] = end;
         // One direction: sender post -> doorbell -> WQE -> wire -> responder -> data -> seen.
-        auto one_way = [](const sc_time& post, const path_probe& tx, const path_probe& rx, const sc_time& seen) {
-            return partition({post, tx.at(S::doorbell), tx.at(S::wqe_start), tx.at(S::wire_end), rx.at(S::rx_engine),
-                              rx.at(S::data_placed), seen});
+        auto one_way = [](const sc_time& post, const path_probe& tx, const path_probe& rx,
+                          const sc_time& seen) {
+            return partition({post, tx.at(S::doorbell), tx.at(S::wqe_start), tx.at(S::wire_end),
+                              rx.at(S::rx_engine), rx.at(S::data_placed), seen});
         };
         const std::vector<sc_time> a = one_way(m[0], p0, p1, m[1]);
         const std::vector<sc_time> b = one_way(m[2], p1, p0, m[3]);
-        static const char* const names[6] = {"host post + MMIO doorbell", "doorbell unit + WQE",
+        static const char* const names[6] = {"host post + MMIO doorbell",
+                                             "doorbell unit + WQE",
                                              "requester: pipeline, payload DMA read, serialisation",
-                                             "cable, switch and receive pipeline", "responder: pipeline, DMA write",
+                                             "cable, switch and receive pipeline",
+                                             "responder: pipeline, DMA write",
                                              "DMA write lands, host sees it"};
         for (int k = 0; k < 6; ++k) {
             std::string n = names[k];
@@ -1952,14 +1992,12 @@ private:
     void take_round_trip(size_result& r, op_kind op, const path_probe& p0, const path_probe& p1) {
         using S = path_probe;
         for (S::stage s : {S::doorbell, S::wqe_start, S::wire_end, S::resp_rx, S::completion})
-            if (!p0.seen(s))
-                return;
+            if (!p0.seen(s)) return;
         for (S::stage s : {S::rx_engine, S::resp_sent})
-            if (!p1.seen(s))
-                return;
-        const std::vector<sc_time> d =
-            partition({cpu_mark_[0], p0.at(S::doorbell), p0.at(S::wqe_start), p0.at(S::wire_end), p1.at(S::rx_engine),
-                       p1.at(S::resp_sent), p0.at(S::resp_rx), p0.at(S::completion), cpu_mark_[4]});
+            if (!p1.seen(s)) return;
+        const std::vector<sc_time> d = partition(
+            {cpu_mark_[0], p0.at(S::doorbell), p0.at(S::wqe_start), p0.at(S::wire_end), p1.at(S::rx_engine),
+             p1.at(S::resp_sent), p0.at(S::resp_rx), p0.at(S::completion), cpu_mark_[4]});
         const char* const names[8] = {
             "host post + MMIO doorbell",
             "doorbell unit + WQE",
@@ -1970,8 +2008,7 @@ private:
             "cable back, receive pipeline",
             op == op_kind::read ? "requester: data DMA write, CQE" : "requester: result DMA write, CQE",
             "CQE lands, host poll sees it"};
-        for (int k = 0; k < 8; ++k)
-            r.breakdown.push_back({names[k], d[size_t(k)].to_seconds() * 1e6});
+        for (int k = 0; k < 8; ++k) r.breakdown.push_back({names[k], d[size_t(k)].to_seconds() * 1e6});
     }
 
     /// The busy counters (busy_) now.
@@ -1983,10 +2020,10 @@ private:
     }
     /// Each unit's busy fraction of an interval of `ns` that started at counts `before`.
     void take_util(size_result& r, const std::vector<uint64_t>& before, uint64_t ns) const {
-        if (!ns)
-            return;
+        if (!ns) return;
         for (size_t k = 0; k < busy_.size(); ++k)
-            r.util.push_back({busy_[k].first, double(busy_[k].second->value() - before[k]) / (double(ns) * 1000.0)});
+            r.util.push_back(
+                {busy_[k].first, double(busy_[k].second->value() - before[k]) / (double(ns) * 1000.0)});
     }
 
     /// node1's wqe_fetcher.srq_taken, transport_engine.rnr_naks_sent, wqe_fetcher.srq_empty.
@@ -2002,7 +2039,9 @@ private:
     // the translation caches, then max(iters, 4 N) WRITEs are timed and the translation units'
     // counters of both nodes are read around them.
 
-    static uint64_t region_bytes(uint64_t size) { return (size + fw::PAGE_BYTES - 1) / fw::PAGE_BYTES * fw::PAGE_BYTES; }
+    static uint64_t region_bytes(uint64_t size) {
+        return (size + fw::PAGE_BYTES - 1) / fw::PAGE_BYTES * fw::PAGE_BYTES;
+    }
 
     /// Sizes the driver's MPT and MTT tables for the largest N and finds the counters.
     void mr_scale_init(const phase_spec& p, fw::driver_options& opts) {
@@ -2012,11 +2051,13 @@ private:
             throw config_error("--mrs " + std::to_string(max_regions_) + " with --size " +
                                std::to_string(region_stride_) + ": each node's regions would take " +
                                std::to_string(max_regions_ * region_stride_) + " bytes, more than the " +
-                               std::to_string(host_software::phys_bytes) + " bytes of host memory its application has");
+                               std::to_string(host_software::phys_bytes) +
+                               " bytes of host memory its application has");
         // Index 0 is reserved and setup()'s MR takes one more.
         opts.log_num_mpts = uint8_t(std::max<unsigned>(opts.log_num_mpts, ceil_log2(max_regions_ + 2)));
-        const uint64_t mtts = max_regions_ * (region_stride_ / fw::PAGE_BYTES) + 2 * uint64_t(spec_.qps) *
-                              (std::max<uint64_t>(region_stride_, 4096) / fw::PAGE_BYTES + 1) + 64;
+        const uint64_t mtts =
+            max_regions_ * (region_stride_ / fw::PAGE_BYTES) +
+            2 * uint64_t(spec_.qps) * (std::max<uint64_t>(region_stride_, 4096) / fw::PAGE_BYTES + 1) + 64;
         opts.log_num_mtts = uint8_t(std::max<unsigned>(opts.log_num_mtts, ceil_log2(mtts)));
         static const char* const names[4] = {"mpt_hits", "mpt_misses", "mtt_hits", "mtt_misses"};
         for (unsigned i = 0; i < 2; ++i)
@@ -2034,8 +2075,7 @@ private:
     /// (Re)registers node i's max(N) regions with `bytes` each, unless they already have that size.
     void register_regions(unsigned i, uint64_t bytes) {
         region_set& rs = regions_[i];
-        if (rs.bytes == bytes)
-            return;
+        if (rs.bytes == bytes) return;
         const std::string node = "node" + std::to_string(i);
         host_software& sw = *sw_[i];
         for (ibv_mr* mr : rs.mrs)
@@ -2045,8 +2085,8 @@ private:
         rs.bytes = 0;
         const uint64_t pages = bytes / fw::PAGE_BYTES;
         if (sw.driver.num_mpts() < max_regions_ + 2 || sw.driver.num_mtts() < max_regions_ * pages + 2)
-            fail(node + ": mr_scale: " + std::to_string(max_regions_) + " regions of " + std::to_string(bytes) +
-                 " bytes need " + std::to_string(max_regions_ + 2) + " MPT and " +
+            fail(node + ": mr_scale: " + std::to_string(max_regions_) + " regions of " +
+                 std::to_string(bytes) + " bytes need " + std::to_string(max_regions_ + 2) + " MPT and " +
                  std::to_string(max_regions_ * pages) + " MTT entries, the driver has " +
                  std::to_string(sw.driver.num_mpts()) + " and " + std::to_string(sw.driver.num_mtts()) +
                  " (raise hca.max_mrs / hca.max_mtts)");
@@ -2062,19 +2102,19 @@ private:
         for (uint64_t r = 0; r < max_regions_; ++r) {
             ibv_mr* mr = ibv_reg_mr(side_[i].pd, region_va(i, r), bytes, access);
             if (!mr)
-                fail(node + ": mr_scale: ibv_reg_mr of region " + std::to_string(r) + " (" + std::to_string(bytes) +
-                     " bytes) failed, errno " + std::to_string(errno) + " (" + std::strerror(errno) + ")");
+                fail(node + ": mr_scale: ibv_reg_mr of region " + std::to_string(r) + " (" +
+                     std::to_string(bytes) + " bytes) failed, errno " + std::to_string(errno) + " (" +
+                     std::strerror(errno) + ")");
             rs.mrs.push_back(mr);
         }
         rs.bytes = bytes;
         if (i == 0)  // without --verify, the end-of-point check compares these bytes
-            for (uint64_t r = 0; r < max_regions_; ++r)
-                sw.as.write(region_va(0, r), &r, sizeof r);
+            for (uint64_t r = 0; r < max_regions_; ++r) sw.as.write(region_va(0, r), &r, sizeof r);
     }
 
     /// One WRITE from node0's region `src` to node1's region `dst`.
-    void post_region_write(unsigned q, uint64_t src, uint64_t dst, uint64_t size, uint64_t wr_id, bool signaled,
-                           bool inl) {
+    void post_region_write(unsigned q, uint64_t src, uint64_t dst, uint64_t size, uint64_t wr_id,
+                           bool signaled, bool inl) {
         ibv_sge sge{region_va(0, src), uint32_t(size), regions_[0].mrs[src]->lkey};
         ibv_send_wr wr{};
         wr.wr_id = wr_id;
@@ -2103,8 +2143,7 @@ private:
             bool progress = false;
             while (total_posted < count) {
                 const unsigned q = unsigned(total_posted % nq);
-                if (posted[q] - completed[q] >= depth)
-                    break;
+                if (posted[q] - completed[q] >= depth) break;
                 const uint64_t m = posted[q];
                 const bool sig = (m + 1) % cq_mod == 0 || m + 1 == quota(q);
                 const uint64_t r = total_posted % nr;
@@ -2115,19 +2154,17 @@ private:
             }
             ibv_wc wcs[16];
             const int n = ibv_poll_cq(s.scq, 16, wcs);
-            if (n < 0)
-                fail("node0: ibv_poll_cq failed");
+            if (n < 0) fail("node0: ibv_poll_cq failed");
             record_poll(0, s.scq, wcs, n);
             for (int k = 0; k < n; ++k) {
                 const ibv_wc& wc = wcs[k];
-                if (wc.status != IBV_WC_SUCCESS)
-                    fail(completion_error("node0", wc, hex(wc.wr_id)));
+                if (wc.status != IBV_WC_SUCCESS) fail(completion_error("node0", wc, hex(wc.wr_id)));
                 const unsigned q = unsigned(wc.wr_id >> 48);
                 const uint64_t idx = wc.wr_id & ((uint64_t(1) << 48) - 1);
                 if (q >= nq || idx < completed[q] || idx >= posted[q]) {
                     if (!v)
-                        fail("node0: completion for a work request that is not outstanding (wr_id " + hex(wc.wr_id) +
-                             ")");
+                        fail("node0: completion for a work request that is not outstanding (wr_id " +
+                             hex(wc.wr_id) + ")");
                     chk_.bad_completion(at(ph, size, 0, q < nq ? q : 0, idx, "send completion"),
                                         "wr_id " + hex(wc.wr_id) + " is not an outstanding work request");
                     continue;
@@ -2159,8 +2196,7 @@ private:
             register_regions(i, region_bytes(size));
             bar_.arrive();  // both sides' regions exist (node0 reads node1's R_Keys out of band)
             if (i == 0)
-                for (uint64_t nr : mrs_)
-                    mr_point_run(ph, size, nr, step++, rep);
+                for (uint64_t nr : mrs_) mr_point_run(ph, size, nr, step++, rep);
             bar_.arrive();
         }
     }
@@ -2200,18 +2236,19 @@ private:
         const double secs = double(t1 - t0) * 1e-9;
         r.bw_gbps = secs > 0 ? double(size) * double(iters) * 8.0 / secs / 1e9 : 0;
         r.msg_rate_mpps = secs > 0 ? double(iters) / secs / 1e6 : 0;
-        if (v)
-            take_counts(r);
+        if (v) take_counts(r);
         take_util(r, busy0, t1 - t0);
         rep.results.push_back(r);
         const auto rate = [](uint64_t hits, uint64_t misses) {
             return hits + misses ? double(hits) / double(hits + misses) : -1.0;
         };
-        points.push_back(mr_point{nr, size, iters, r.bw_gbps, r.msg_rate_mpps, rate(c1[0] - c0[0], c1[1] - c0[1]),
-                                  rate(c1[2] - c0[2], c1[3] - c0[3])});
+        points.push_back(mr_point{nr, size, iters, r.bw_gbps, r.msg_rate_mpps,
+                                  rate(c1[0] - c0[0], c1[1] - c0[1]), rate(c1[2] - c0[2], c1[3] - c0[3])});
     }
 
-    uint64_t quota_of(const phase_spec& ph, unsigned q) const { return ph.iters / nq_ + (q < ph.iters % nq_ ? 1 : 0); }
+    uint64_t quota_of(const phase_spec& ph, unsigned q) const {
+        return ph.iters / nq_ + (q < ph.iters % nq_ ? 1 : 0);
+    }
 
     void run_side(unsigned i) {
         setup(i);
@@ -2235,7 +2272,8 @@ private:
             step += ph.sizes.size() * (mr_scale ? mrs_.size() : 1);
             rep.sim_time_ns = bus(i).now_ns() - t0;
             rep.wire_packets = stats_registry::instance().sum("port.tx_packets") - p0;
-            rep.traffic_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+            rep.traffic_wall_s =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
             if (i == 0) {
                 rep.verify_failure = chk_.first_failure;
                 chk_.first_failure.clear();
@@ -2243,8 +2281,7 @@ private:
             }
         }
         bar_.arrive();
-        if (i == 0)
-            sc_stop();
+        if (i == 0) sc_stop();
     }
     void client() { run_side(0); }
     void server() { run_side(1); }
@@ -2257,41 +2294,43 @@ private:
     std::vector<side> side_;
     std::vector<peer_info> info_;
     std::vector<std::unique_ptr<receiver>> receivers_;  ///< mcast_bw: processes of nodes 2 ..
-    unsigned nn_ = 2;             ///< nodes taking part: 2, or every node (mcast_bw)
-    bool mcast_ = false;          ///< mcast_bw: node0 sends to groups every other node joined
-    bool srq_ = false;            ///< srq_bw, ud_srq_bw: node1's QPs share one SRQ
-    uint64_t ud_srq_need_ = 0;    ///< ud_srq_bw: SRQ WRs for a whole size and its markers
+    unsigned nn_ = 2;                                   ///< nodes taking part: 2, or every node (mcast_bw)
+    bool mcast_ = false;              ///< mcast_bw: node0 sends to groups every other node joined
+    bool srq_ = false;                ///< srq_bw, ud_srq_bw: node1's QPs share one SRQ
+    uint64_t ud_srq_need_ = 0;        ///< ud_srq_bw: SRQ WRs for a whole size and its markers
     const counter* srq_ctr_[3] = {};  ///< node1's srq_taken, rnr_naks_sent, srq_empty
     std::vector<std::pair<std::string, const counter*>> busy_;
-    sc_time cpu_mark_[5];  ///< traced latency iteration: client post, server sees, server posts, client sees, sample  ///< the units' *_busy_ps counters of node0 and node1
-    std::vector<ibv_sge> srq_sges_;   ///< post_srq's list (reused)
+    sc_time cpu_mark_
+        [5];  ///< traced latency iteration: client post, server sees, server posts, client sees, sample  ///< the units' *_busy_ps counters of node0 and node1
+    std::vector<ibv_sge> srq_sges_;  ///< post_srq's list (reused)
     std::vector<ibv_recv_wr> srq_wrs_;
     sc_event exchanged_;
     barrier bar_;
     unsigned nq_ = 1;
-    uint64_t area_ = 4096;        ///< bytes of one send or receive area
-    transport tr_ = transport::rc; ///< the QPs' transport (every phase's)
-    uint64_t ud_rq_need_ = 0;     ///< ud_send_bw: receives node1 needs per QP (0: rx_depth will do)
+    uint64_t area_ = 4096;              ///< bytes of one send or receive area
+    transport tr_ = transport::rc;      ///< the QPs' transport (every phase's)
+    uint64_t ud_rq_need_ = 0;           ///< ud_send_bw: receives node1 needs per QP (0: rx_depth will do)
     uint64_t stream_end_ns_ = no_time;  ///< UC/UD bandwidth: when the client's markers were on the wire
-    sc_event stream_end_;         ///< notified then
-    std::vector<std::vector<uint64_t>> received_;  ///< UD bandwidth: datagrams node i took per QP in the current size
-    bool needs_rd_ = false;       ///< a phase uses RDMA READ or atomics
-    bool needs_recv_ = false;     ///< a phase sends (the receiver keeps receive WQEs posted)
-    bool needs_atomic_ = false;   ///< a phase uses atomics
-    std::string rd_workload_;     ///< the first such phase (error text)
-    verify::checker chk_;         ///< both processes count into it; the client reports per size
+    sc_event stream_end_;               ///< notified then
+    std::vector<std::vector<uint64_t>>
+        received_;               ///< UD bandwidth: datagrams node i took per QP in the current size
+    bool needs_rd_ = false;      ///< a phase uses RDMA READ or atomics
+    bool needs_recv_ = false;    ///< a phase sends (the receiver keeps receive WQEs posted)
+    bool needs_atomic_ = false;  ///< a phase uses atomics
+    std::string rd_workload_;    ///< the first such phase (error text)
+    verify::checker chk_;        ///< both processes count into it; the client reports per size
     std::vector<uint8_t> got_, scratch_;
     // mr_scale
     struct region_set {
-        uint64_t va = 0;             ///< max(N) slots of region_stride_ bytes
-        uint64_t bytes = 0;          ///< bytes registered per region (0: none registered)
-        std::vector<ibv_mr*> mrs;    ///< region r: mrs[r]
+        uint64_t va = 0;           ///< max(N) slots of region_stride_ bytes
+        uint64_t bytes = 0;        ///< bytes registered per region (0: none registered)
+        std::vector<ibv_mr*> mrs;  ///< region r: mrs[r]
     };
-    std::vector<uint64_t> mrs_;      ///< region counts swept
-    uint64_t max_regions_ = 0;       ///< the largest of them
-    uint64_t region_stride_ = 0;     ///< the largest region of the run (slot size)
+    std::vector<uint64_t> mrs_;   ///< region counts swept
+    uint64_t max_regions_ = 0;    ///< the largest of them
+    uint64_t region_stride_ = 0;  ///< the largest region of the run (slot size)
     region_set regions_[2];
-    const counter* tu_[2][4] = {};   ///< node i's translation_unit.{mpt_hits,mpt_misses,mtt_hits,mtt_misses}
+    const counter* tu_[2][4] = {};  ///< node i's translation_unit.{mpt_hits,mpt_misses,mtt_hits,mtt_misses}
 };
 
 /// The PCIe link alone: host memory, the link and a DMA traffic generator in the device's place.
@@ -2307,9 +2346,18 @@ public:
     tlm_utils::simple_initiator_socket<pcie_bench> cpu_mem_stub;
 
     SC_HAS_PROCESS(pcie_bench);
-    pcie_bench(sc_module_name name, const run_spec& spec, const workload_params& wp, std::vector<run_report>& out)
-        : sc_module(name), memory("memory"), pcie("pcie"), dma("dma"), cpu_stub("cpu_stub"), bar0_stub("bar0_stub"),
-          cpu_mem_stub("cpu_mem_stub"), spec_(spec), wp_(wp), out_(out) {
+    pcie_bench(sc_module_name name, const run_spec& spec, const workload_params& wp,
+               std::vector<run_report>& out)
+        : sc_module(name),
+          memory("memory"),
+          pcie("pcie"),
+          dma("dma"),
+          cpu_stub("cpu_stub"),
+          bar0_stub("bar0_stub"),
+          cpu_mem_stub("cpu_mem_stub"),
+          spec_(spec),
+          wp_(wp),
+          out_(out) {
         pcie.upstream_out.bind(memory.dma);
         dma.out.bind(pcie.upstream_in);
         cpu_stub.bind(pcie.downstream_in);
@@ -2322,7 +2370,9 @@ public:
 private:
     static constexpr uint64_t base = 0x100000000ull;  ///< first host address the transfers use
 
-    void no_device(tlm::tlm_generic_payload& gp, sc_time&) { gp.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE); }
+    void no_device(tlm::tlm_generic_payload& gp, sc_time&) {
+        gp.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+    }
 
     // --verify: zero-time accesses to host memory, as the host CPU's loads and stores.
     void clear(uint64_t span) {
@@ -2337,11 +2387,12 @@ private:
             memory.read(base + off, got.data(), n);
             for (uint64_t k = 0; k < n; ++k) {
                 const uint8_t want = dma_traffic_gen::pattern(base + off + k);
-                if (got[k] == want)
-                    continue;
+                if (got[k] == want) continue;
                 if (!r.mismatches) {
                     char b[160];
-                    std::snprintf(b, sizeof b, "%s %llu B, host memory 0x%llx (transfer %llu, byte %llu): expected 0x%02x, got 0x%02x",
+                    std::snprintf(b, sizeof b,
+                                  "%s %llu B, host memory 0x%llx (transfer %llu, byte %llu): expected "
+                                  "0x%02x, got 0x%02x",
                                   workload.c_str(), static_cast<unsigned long long>(size),
                                   static_cast<unsigned long long>(base + off + k),
                                   static_cast<unsigned long long>((off + k) / size),
@@ -2369,8 +2420,7 @@ private:
                 // Host memory ends at memory.size_bytes: bytes beyond it cannot hold the data.
                 const uint64_t mem = memory.size_bytes.get();
                 const uint64_t in_memory = mem > base ? std::min(span, mem - base) : 0;
-                if (spec_.verify && write)
-                    clear(in_memory);
+                if (spec_.verify && write) clear(in_memory);
                 dma.start(write, base, size, ph.iters, wp_.dma_outstanding);
                 wait(dma.done_event());
                 size_result r;
@@ -2394,17 +2444,18 @@ private:
                         check(ph.workload, size, in_memory, r);
                         if (in_memory < span) {
                             if (!r.mismatches)
-                                first_mismatch_ = ph.workload + " " + std::to_string(size) + " B: host memory from " +
-                                                  hex(base + in_memory) + " lies beyond memory.size_bytes";
+                                first_mismatch_ = ph.workload + " " + std::to_string(size) +
+                                                  " B: host memory from " + hex(base + in_memory) +
+                                                  " lies beyond memory.size_bytes";
                             r.bytes_checked += span - in_memory;
                             r.mismatches += span - in_memory;
                         }
                     }
                     if (r.bad_completions && rep.verify_failure.empty())
-                        rep.verify_failure = ph.workload + " " + std::to_string(size) + " B: " +
-                                             std::to_string(r.bad_completions) + " DMA transfers failed";
-                    if (r.mismatches && rep.verify_failure.empty())
-                        rep.verify_failure = first_mismatch_;
+                        rep.verify_failure = ph.workload + " " + std::to_string(size) +
+                                             " B: " + std::to_string(r.bad_completions) +
+                                             " DMA transfers failed";
+                    if (r.mismatches && rep.verify_failure.empty()) rep.verify_failure = first_mismatch_;
                 }
                 rep.results.push_back(r);
             }
@@ -2448,8 +2499,7 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
         bench = std::make_unique<pcie_bench>("node0", spec, wp, reports);
     } else {
         m = std::make_unique<machine>();
-        if (m->size() < 2)
-            throw workload_error("two-node workloads need fabric.nodes >= 2");
+        if (m->size() < 2) throw workload_error("two-node workloads need fabric.nodes >= 2");
         app = std::make_unique<perftest>("perftest", *m, spec, wp, reports, mrs);
     }
     if (help_out) {
@@ -2460,7 +2510,8 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
     std::unique_ptr<timeline> tl;
     if (!spec.timeline.empty()) {
         if (!m)
-            throw workload_error("--timeline: " + spec.phases.front().workload + " runs the PCIe link alone (no HCA timeline)");
+            throw workload_error("--timeline: " + spec.phases.front().workload +
+                                 " runs the PCIe link alone (no HCA timeline)");
         spec.timeline_only.check_nodes(unsigned(m->size()));
         tl = std::make_unique<timeline>(spec.timeline, spec.timeline_only);
         for (size_t i = 0; i < m->size(); ++i) {
@@ -2470,8 +2521,7 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
     }
     std::unique_ptr<trace::recorder> rec;
     if (!spec.record.empty()) {
-        if (!app)
-            throw workload_error("--record: " + spec.phases.front().workload + " runs no verbs");
+        if (!app) throw workload_error("--record: " + spec.phases.front().workload + " runs no verbs");
         rec = std::make_unique<trace::recorder>(spec.record, unsigned(m->size()));
         rec->header(trace::effective_config(), spec.seed, spec.phases.front().workload);
         app->set_recorder(rec.get());
@@ -2483,10 +2533,10 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
             rtl |= m->at(unsigned(i)).adapter.pkeys.rtl_active();
         }
         if (waves && !rtl)
-            throw config_error("hca.pkey_checker.waves (--waves): no node runs the P_Key checker's RTL "
-                               "(set hca.pkey_checker.impl=rtl or both)");
-        if (!spec.pcap_dir.empty())
-            m->capture_to(spec.pcap_dir);
+            throw config_error(
+                "hca.pkey_checker.waves (--waves): no node runs the P_Key checker's RTL "
+                "(set hca.pkey_checker.impl=rtl or both)");
+        if (!spec.pcap_dir.empty()) m->capture_to(spec.pcap_dir);
     }
     const auto wall0 = std::chrono::steady_clock::now();
     sc_start();
@@ -2494,49 +2544,43 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
     if (rec && app) {
         trace::json counters = trace::json::object();
         for (const counter* c : stats_registry::instance().counters())
-            if (c->value())
-                counters[c->key()] = c->value();
-        rec->end([&](unsigned node, uint64_t va, uint8_t* dst, uint64_t n) { app->read_mem(node, va, dst, n); }, counters);
+            if (c->value()) counters[c->key()] = c->value();
+        rec->end(
+            [&](unsigned node, uint64_t va, uint8_t* dst, uint64_t n) { app->read_mem(node, va, dst, n); },
+            counters);
         rec.reset();
     }
     if (m && !m->captures().empty()) {
-        if (const std::string e = m->close_captures(); !e.empty())
-            throw config_error(e);
+        if (const std::string e = m->close_captures(); !e.empty()) throw config_error(e);
         std::cout << " pcap:";
-        for (const auto& c : m->captures()) std::cout << " " << c->path() << " (" << c->packets() << " packets)";
+        for (const auto& c : m->captures())
+            std::cout << " " << c->path() << " (" << c->packets() << " packets)";
         std::cout << "\n";
     }
-    if (tl)
-        tl->close();
+    if (tl) tl->close();
     if (m)
         for (size_t i = 0; i < m->size(); ++i)
             if (const std::string& d = m->at(unsigned(i)).adapter.pkeys.divergence(); !d.empty()) {
                 const std::string why = "co-simulation divergence (hca.pkey_checker.impl=both):\n" + d;
-                if (!failure)
-                    throw workload_error(why);
+                if (!failure) throw workload_error(why);
                 *failure = why;
                 return reports;
             }
     if (app && !app->error.empty()) {
         if (std::getenv("HCASIM_DUMP_COUNTERS"))
             for (const counter* c : stats_registry::instance().counters())
-                if (c->value())
-                    std::cerr << c->key() << " = " << c->value() << "\n";
-        if (!failure)
-            throw workload_error(app->error);
+                if (c->value()) std::cerr << c->key() << " = " << c->value() << "\n";
+        if (!failure) throw workload_error(app->error);
         *failure = app->error;
         return reports;
     }
     if (reports.size() != spec.phases.size()) {
-        if (!failure)
-            throw workload_error("simulation ended before every phase completed");
+        if (!failure) throw workload_error("simulation ended before every phase completed");
         *failure = "simulation ended before every phase completed";
         return reports;
     }
-    if (app && !app->points.empty())
-        print_mr_table(std::cout, app->points);
-    for (auto& r : reports)
-        r.wall_s = wall;  // the whole run's wall time (phases share one simulation)
+    if (app && !app->points.empty()) print_mr_table(std::cout, app->points);
+    for (auto& r : reports) r.wall_s = wall;  // the whole run's wall time (phases share one simulation)
     if (!reports.empty()) {
         for (const counter* c : stats_registry::instance().counters())
             reports.front().counters.emplace_back(c->key(), c->value());

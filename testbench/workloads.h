@@ -20,22 +20,22 @@
 namespace hcasim {
 
 struct phase_spec {
-    std::string workload;           ///< a name of workload_names() (cli.h)
-    std::vector<uint64_t> sizes;    ///< message sizes, bytes
-    uint64_t iters = 1000;          ///< iterations per size
+    std::string workload;         ///< a name of workload_names() (cli.h)
+    std::vector<uint64_t> sizes;  ///< message sizes, bytes
+    uint64_t iters = 1000;        ///< iterations per size
 };
 
 struct run_spec {
-    std::vector<phase_spec> phases; ///< run one after the other in one simulation
-    unsigned qps = 1;               ///< QPs used by bandwidth workloads (round robin)
-    unsigned mtu = 4096;            ///< path MTU, bytes
+    std::vector<phase_spec> phases;  ///< run one after the other in one simulation
+    unsigned qps = 1;                ///< QPs used by bandwidth workloads (round robin)
+    unsigned mtu = 4096;             ///< path MTU, bytes
     uint64_t seed = 1;
-    bool verify = false;            ///< --verify: check every destination byte and completion
+    bool verify = false;               ///< --verify: check every destination byte and completion
     std::string atomic = "fetch_add";  ///< atomic_lat/atomic_rate operation: fetch_add|cmp_swap
-    std::string record;             ///< --record: write a verbs-level trace of the run here ("": none)
-    std::string timeline;           ///< --timeline: write a Chrome trace-event timeline here ("": none)
-    timeline_filter timeline_only;  ///< --timeline-window, --timeline-nodes: what the timeline keeps
-    std::string pcap_dir;           ///< --pcap: capture every cable into this directory; empty = none
+    std::string record;                ///< --record: write a verbs-level trace of the run here ("": none)
+    std::string timeline;              ///< --timeline: write a Chrome trace-event timeline here ("": none)
+    timeline_filter timeline_only;     ///< --timeline-window, --timeline-nodes: what the timeline keeps
+    std::string pcap_dir;              ///< --pcap: capture every cable into this directory; empty = none
 };
 
 /// A run that could not complete (a completion error, a stall); the message says which.

@@ -22,9 +22,9 @@ enum qp_state : uint8_t {
 
 /// Transport service types.
 enum qp_transport : uint8_t {
-    QPT_RC = 2,   ///< reliable connected (libibverbs IBV_QPT_RC)
-    QPT_UC = 3,   ///< unreliable connected
-    QPT_UD = 4,   ///< unreliable datagram
+    QPT_RC = 2,  ///< reliable connected (libibverbs IBV_QPT_RC)
+    QPT_UC = 3,  ///< unreliable connected
+    QPT_UD = 4,  ///< unreliable datagram
 };
 
 /// Path MTU codes (IBA: 1 = 256 ... 5 = 4096).
@@ -43,51 +43,51 @@ enum access_flags : uint32_t {
 
 /// Queue pair context (256 bytes).
 struct qp_context {
-    uint32_t qpn;              ///< QP number (24 bits)
-    uint8_t state;             ///< qp_state
-    uint8_t transport;         ///< qp_transport
-    uint8_t mtu;               ///< mtu_code of the path
-    uint8_t port;              ///< port number (1-based)
-    uint32_t pd;               ///< protection domain number
-    uint32_t send_cqn;         ///< CQ for send completions
-    uint32_t recv_cqn;         ///< CQ for receive completions
-    uint32_t srqn;             ///< SRQ number + 1, or 0 for none (the receive ring fields are then unused)
-    uint64_t sq_base;          ///< host physical address of the send ring
-    uint64_t rq_base;          ///< host physical address of the receive ring
-    uint8_t sq_log_size;       ///< log2 send ring slots
-    uint8_t sq_log_stride;     ///< log2 send slot bytes (>= 6)
-    uint8_t rq_log_size;       ///< log2 receive ring slots
-    uint8_t rq_log_stride;     ///< log2 receive slot bytes (>= 4)
-    uint32_t uar;              ///< UAR page index whose doorbells this QP uses
-    uint32_t dest_qpn;         ///< remote QP number (connected services)
-    uint32_t sq_psn;           ///< next send PSN (24 bits)
-    uint32_t rq_psn;           ///< expected receive PSN (24 bits)
-    uint32_t qkey;             ///< Q_Key (datagram)
-    uint32_t access;           ///< remote access_flags allowed on this QP (responder)
-    uint16_t pkey_index;       ///< P_Key table index
-    uint16_t dlid;             ///< destination LID
-    uint8_t sl;                ///< service level
-    uint8_t src_path_bits;     ///< source path bits
-    uint8_t max_rd_atomic;     ///< outstanding RDMA READ/atomic as requester
-    uint8_t max_dest_rd_atomic;///< outstanding RDMA READ/atomic as responder
-    uint8_t min_rnr_timer;     ///< RNR NAK timer code offered to requesters
-    uint8_t timeout;           ///< local ACK timeout code (4.096 us * 2^timeout)
-    uint8_t retry_cnt;         ///< retries on timeout / sequence error
-    uint8_t rnr_retry;         ///< retries on RNR NAK (7 = infinite)
-    uint8_t sq_draining;       ///< 1 while SQD is draining
-    uint8_t sig_all;           ///< 1: every send WQE generates a CQE
-    uint8_t grh;               ///< 1: the path uses a GRH
-    uint8_t sgid_index;        ///< source GID index
-    uint8_t hop_limit;         ///< GRH hop limit
-    uint8_t tclass;            ///< GRH traffic class
-    uint16_t rsvd0;            ///< reserved, zero
-    uint32_t flow_label;       ///< GRH flow label
-    uint8_t dgid[16];          ///< destination GID
-    uint32_t max_send_wr;      ///< send ring capacity in WQEs
-    uint32_t max_recv_wr;      ///< receive ring capacity in WQEs
-    uint8_t sqd_notify;        ///< 1: raise EQE_SQ_DRAINED when an SQD drain completes
-    uint8_t mm_flags;          ///< qp_mm_flags: memory management operations this QP may use
-    uint8_t rsvd1[134];        ///< reserved, zero
+    uint32_t qpn;                ///< QP number (24 bits)
+    uint8_t state;               ///< qp_state
+    uint8_t transport;           ///< qp_transport
+    uint8_t mtu;                 ///< mtu_code of the path
+    uint8_t port;                ///< port number (1-based)
+    uint32_t pd;                 ///< protection domain number
+    uint32_t send_cqn;           ///< CQ for send completions
+    uint32_t recv_cqn;           ///< CQ for receive completions
+    uint32_t srqn;               ///< SRQ number + 1, or 0 for none (the receive ring fields are then unused)
+    uint64_t sq_base;            ///< host physical address of the send ring
+    uint64_t rq_base;            ///< host physical address of the receive ring
+    uint8_t sq_log_size;         ///< log2 send ring slots
+    uint8_t sq_log_stride;       ///< log2 send slot bytes (>= 6)
+    uint8_t rq_log_size;         ///< log2 receive ring slots
+    uint8_t rq_log_stride;       ///< log2 receive slot bytes (>= 4)
+    uint32_t uar;                ///< UAR page index whose doorbells this QP uses
+    uint32_t dest_qpn;           ///< remote QP number (connected services)
+    uint32_t sq_psn;             ///< next send PSN (24 bits)
+    uint32_t rq_psn;             ///< expected receive PSN (24 bits)
+    uint32_t qkey;               ///< Q_Key (datagram)
+    uint32_t access;             ///< remote access_flags allowed on this QP (responder)
+    uint16_t pkey_index;         ///< P_Key table index
+    uint16_t dlid;               ///< destination LID
+    uint8_t sl;                  ///< service level
+    uint8_t src_path_bits;       ///< source path bits
+    uint8_t max_rd_atomic;       ///< outstanding RDMA READ/atomic as requester
+    uint8_t max_dest_rd_atomic;  ///< outstanding RDMA READ/atomic as responder
+    uint8_t min_rnr_timer;       ///< RNR NAK timer code offered to requesters
+    uint8_t timeout;             ///< local ACK timeout code (4.096 us * 2^timeout)
+    uint8_t retry_cnt;           ///< retries on timeout / sequence error
+    uint8_t rnr_retry;           ///< retries on RNR NAK (7 = infinite)
+    uint8_t sq_draining;         ///< 1 while SQD is draining
+    uint8_t sig_all;             ///< 1: every send WQE generates a CQE
+    uint8_t grh;                 ///< 1: the path uses a GRH
+    uint8_t sgid_index;          ///< source GID index
+    uint8_t hop_limit;           ///< GRH hop limit
+    uint8_t tclass;              ///< GRH traffic class
+    uint16_t rsvd0;              ///< reserved, zero
+    uint32_t flow_label;         ///< GRH flow label
+    uint8_t dgid[16];            ///< destination GID
+    uint32_t max_send_wr;        ///< send ring capacity in WQEs
+    uint32_t max_recv_wr;        ///< receive ring capacity in WQEs
+    uint8_t sqd_notify;          ///< 1: raise EQE_SQ_DRAINED when an SQD drain completes
+    uint8_t mm_flags;            ///< qp_mm_flags: memory management operations this QP may use
+    uint8_t rsvd1[134];          ///< reserved, zero
 };
 static_assert(sizeof(qp_context) == 256);
 static_assert(offsetof(qp_context, sq_base) == 24 && offsetof(qp_context, dest_qpn) == 48 &&
@@ -95,23 +95,23 @@ static_assert(offsetof(qp_context, sq_base) == 24 && offsetof(qp_context, dest_q
 
 /// qp_context::mm_flags (fixed at create, IBA 10.6.4.3.2).
 enum qp_mm_flags : uint8_t {
-    QP_MM_FAST_REG = 0x01,      ///< Fast Register PMR work requests allowed (o10-37.2.7)
-    QP_MM_RESERVED_LKEY = 0x02, ///< SGEs may use RESERVED_LKEY (o10-37.2.11)
+    QP_MM_FAST_REG = 0x01,       ///< Fast Register PMR work requests allowed (o10-37.2.7)
+    QP_MM_RESERVED_LKEY = 0x02,  ///< SGEs may use RESERVED_LKEY (o10-37.2.11)
 };
 
 /// Completion queue context (64 bytes).
 struct cq_context {
-    uint32_t cqn;          ///< CQ number
-    uint8_t log_size;      ///< log2 entries
-    uint8_t valid;         ///< 1 when created
-    uint16_t eqn;          ///< EQ that receives this CQ's completion events
-    uint64_t base;         ///< host physical address of the CQE ring
-    uint32_t producer;     ///< CQEs written so far (mod 2^24), maintained by the HCA
-    uint32_t consumer;     ///< consumer index last rung by software
-    uint8_t arm;           ///< cq_arm state
-    uint8_t overrun;       ///< 1 after an overrun (CQ in error)
-    uint8_t rsvd0[2];      ///< reserved, zero
-    uint32_t rsvd1[9];     ///< reserved, zero
+    uint32_t cqn;       ///< CQ number
+    uint8_t log_size;   ///< log2 entries
+    uint8_t valid;      ///< 1 when created
+    uint16_t eqn;       ///< EQ that receives this CQ's completion events
+    uint64_t base;      ///< host physical address of the CQE ring
+    uint32_t producer;  ///< CQEs written so far (mod 2^24), maintained by the HCA
+    uint32_t consumer;  ///< consumer index last rung by software
+    uint8_t arm;        ///< cq_arm state
+    uint8_t overrun;    ///< 1 after an overrun (CQ in error)
+    uint8_t rsvd0[2];   ///< reserved, zero
+    uint32_t rsvd1[9];  ///< reserved, zero
 };
 static_assert(sizeof(cq_context) == 64);
 
@@ -123,20 +123,20 @@ enum srq_state : uint8_t { SRQS_OK = 0, SRQS_ERR = 1 };
 /// `producer mod 2^log_size` and ringing UAR_SRQ_DOORBELL. The HCA takes WQEs in ring order,
 /// one per message, for whichever attached QP a message arrives at (o10-53.2.1).
 struct srq_context {
-    uint32_t srqn;        ///< SRQ number
-    uint8_t valid;        ///< 1 when created
-    uint8_t state;        ///< srq_state (HCA)
-    uint8_t log_size;     ///< log2 ring slots
-    uint8_t log_stride;   ///< log2 slot bytes (>= 4)
-    uint32_t pd;          ///< protection domain: receive SGEs of attached QPs are checked against it (o10-37.2.12)
-    uint32_t limit;       ///< SRQ limit: armed when nonzero; the HCA clears it when it fires (10.2.9.3)
-    uint64_t base;        ///< host physical address of the ring
-    uint32_t max_wr;      ///< capacity in WQEs (< 2^log_size)
-    uint16_t producer;    ///< HCA: producer counter software last rang (mod 2^16)
-    uint16_t consumer;    ///< HCA: WQEs taken so far (mod 2^16)
-    uint32_t attached;    ///< HCA: QPs created with this SRQ and not destroyed
-    uint32_t uar;         ///< UAR page whose UAR_SRQ_DOORBELL software rings
-    uint32_t rsvd[6];     ///< reserved, zero
+    uint32_t srqn;       ///< SRQ number
+    uint8_t valid;       ///< 1 when created
+    uint8_t state;       ///< srq_state (HCA)
+    uint8_t log_size;    ///< log2 ring slots
+    uint8_t log_stride;  ///< log2 slot bytes (>= 4)
+    uint32_t pd;     ///< protection domain: receive SGEs of attached QPs are checked against it (o10-37.2.12)
+    uint32_t limit;  ///< SRQ limit: armed when nonzero; the HCA clears it when it fires (10.2.9.3)
+    uint64_t base;   ///< host physical address of the ring
+    uint32_t max_wr;    ///< capacity in WQEs (< 2^log_size)
+    uint16_t producer;  ///< HCA: producer counter software last rang (mod 2^16)
+    uint16_t consumer;  ///< HCA: WQEs taken so far (mod 2^16)
+    uint32_t attached;  ///< HCA: QPs created with this SRQ and not destroyed
+    uint32_t uar;       ///< UAR page whose UAR_SRQ_DOORBELL software rings
+    uint32_t rsvd[6];   ///< reserved, zero
 };
 static_assert(sizeof(srq_context) == 64);
 static_assert(offsetof(srq_context, base) == 16 && offsetof(srq_context, producer) == 28 &&
@@ -165,7 +165,7 @@ enum mpt_type : uint8_t {
 /// Key states (IBA 10.6.2.3). Invalid: no entry; Free: allocated, grants nothing; Valid: usable.
 enum mpt_state : uint8_t {
     MPT_STATE_INVALID = 0,
-    MPT_STATE_FREE = 1,   ///< Allocate L_Key before Fast Register / after Invalidate; an unbound window
+    MPT_STATE_FREE = 1,  ///< Allocate L_Key before Fast Register / after Invalidate; an unbound window
     MPT_STATE_VALID = 2,
 };
 
@@ -183,28 +183,28 @@ enum mpt_flags : uint8_t {
 /// maintained by the HCA (bind, invalidate, fast register); software reads them with
 /// CMD_QUERY_MPT and must pass them back unchanged in a CMD_CREATE_MPT that modifies an entry.
 struct mpt_entry {
-    uint32_t key;            ///< full L_Key / R_Key ((index << 8) | key byte)
-    uint32_t pd;             ///< protection domain number
-    uint32_t access;         ///< access_flags (ACCESS_ZERO_BASED: start_va is 0)
-    uint8_t state;           ///< mpt_state
-    uint8_t type;            ///< mpt_type
-    uint8_t flags;           ///< mpt_flags
-    uint8_t log_page_size;   ///< MR with a page list: log2 of the page size (12 = 4 KiB)
-    uint64_t start_va;       ///< first address of the region / window as requests name it
-    uint64_t length;         ///< bytes
+    uint32_t key;           ///< full L_Key / R_Key ((index << 8) | key byte)
+    uint32_t pd;            ///< protection domain number
+    uint32_t access;        ///< access_flags (ACCESS_ZERO_BASED: start_va is 0)
+    uint8_t state;          ///< mpt_state
+    uint8_t type;           ///< mpt_type
+    uint8_t flags;          ///< mpt_flags
+    uint8_t log_page_size;  ///< MR with a page list: log2 of the page size (12 = 4 KiB)
+    uint64_t start_va;      ///< first address of the region / window as requests name it
+    uint64_t length;        ///< bytes
     // Memory region:
-    uint64_t mtt_base;       ///< index of the first MTT entry of this region
-    uint32_t mtt_count;      ///< MTT entries in use
-    uint32_t mtt_reserved;   ///< MTT entries reserved at mtt_base (Allocate L_Key; else = mtt_count)
-    uint32_t page_offset;    ///< byte offset of the region's first byte in its first page / block
-    uint32_t block_size;     ///< MPT_BLOCK_LIST: bytes per block
-    uint32_t bound_mws;      ///< HCA: memory windows bound to this region
-    uint32_t rsvd0;          ///< reserved, zero
+    uint64_t mtt_base;      ///< index of the first MTT entry of this region
+    uint32_t mtt_count;     ///< MTT entries in use
+    uint32_t mtt_reserved;  ///< MTT entries reserved at mtt_base (Allocate L_Key; else = mtt_count)
+    uint32_t page_offset;   ///< byte offset of the region's first byte in its first page / block
+    uint32_t block_size;    ///< MPT_BLOCK_LIST: bytes per block
+    uint32_t bound_mws;     ///< HCA: memory windows bound to this region
+    uint32_t rsvd0;         ///< reserved, zero
     // Memory window:
-    uint32_t mr_index;       ///< HCA: MPT index of the region the window is bound to
-    uint32_t qpn;            ///< HCA: type 2 window: QP it is bound to
-    uint64_t mr_va;          ///< HCA: region address of the window's first byte
-    uint64_t rsvd1[6];       ///< reserved, zero
+    uint32_t mr_index;  ///< HCA: MPT index of the region the window is bound to
+    uint32_t qpn;       ///< HCA: type 2 window: QP it is bound to
+    uint64_t mr_va;     ///< HCA: region address of the window's first byte
+    uint64_t rsvd1[6];  ///< reserved, zero
 };
 static_assert(sizeof(mpt_entry) == 128);
 static_assert(offsetof(mpt_entry, start_va) == 16 && offsetof(mpt_entry, mtt_base) == 32 &&

@@ -26,7 +26,7 @@ enum cqe_status : uint8_t {
     CQE_LOC_EEC_OP_ERR = 3,
     CQE_LOC_PROT_ERR = 4,
     CQE_WR_FLUSH_ERR = 5,
-    CQE_MW_BIND_ERR = 6,    ///< memory management operation error (bind, invalidate, fast register)
+    CQE_MW_BIND_ERR = 6,  ///< memory management operation error (bind, invalidate, fast register)
     CQE_BAD_RESP_ERR = 7,
     CQE_LOC_ACCESS_ERR = 8,
     CQE_REM_INV_REQ_ERR = 9,
@@ -53,16 +53,16 @@ enum cqe_opcode : uint8_t {
     CQE_OP_FETCH_ADD = 4,
     CQE_OP_BIND_MW = 5,
     CQE_OP_LOCAL_INV = 6,
-    CQE_OP_FAST_REG = 32,   ///< hcasim: Fast Register PMR (libibverbs has no such opcode)
+    CQE_OP_FAST_REG = 32,  ///< hcasim: Fast Register PMR (libibverbs has no such opcode)
     CQE_OP_RECV = 128,
     CQE_OP_RECV_RDMA_WITH_IMM = 129,
 };
 
 /// CQE flags (libibverbs ibv_wc_flags values).
 enum cqe_flags : uint8_t {
-    CQE_FLAG_GRH = 1,            ///< a GRH was present (UD)
-    CQE_FLAG_WITH_IMM = 2,       ///< imm holds immediate data
-    CQE_FLAG_WITH_INV = 8,       ///< imm holds the invalidated R_Key
+    CQE_FLAG_GRH = 1,       ///< a GRH was present (UD)
+    CQE_FLAG_WITH_IMM = 2,  ///< imm holds immediate data
+    CQE_FLAG_WITH_INV = 8,  ///< imm holds the invalidated R_Key
 };
 
 /// Owner bit in cqe::owner.
@@ -72,22 +72,22 @@ constexpr uint8_t CQE_IS_SEND = 0x02;
 
 /// One completion queue entry.
 struct cqe {
-    uint64_t wr_id;        ///< work request ID from the WQE
-    uint32_t byte_len;     ///< bytes transferred (receive: message length)
-    uint32_t imm;          ///< immediate data or invalidated R_Key (see flags)
-    uint32_t qpn;          ///< local QP number
-    uint32_t src_qp;       ///< source QP (UD receive)
-    uint16_t slid;         ///< source LID (receive)
-    uint16_t pkey_index;   ///< P_Key index (GSI receive)
-    uint16_t wqe_counter;  ///< wqe_index of the completed WQE
-    uint8_t opcode;        ///< cqe_opcode
-    uint8_t status;        ///< cqe_status
-    uint8_t sl;            ///< service level (receive)
-    uint8_t flags;         ///< cqe_flags
-    uint8_t dlid_path_bits;///< destination LID path bits (receive)
-    uint8_t vendor_err;    ///< vendor syndrome for error completions
-    uint8_t rsvd[27];      ///< reserved, zero
-    uint8_t owner;         ///< CQE_OWNER_BIT, CQE_IS_SEND
+    uint64_t wr_id;          ///< work request ID from the WQE
+    uint32_t byte_len;       ///< bytes transferred (receive: message length)
+    uint32_t imm;            ///< immediate data or invalidated R_Key (see flags)
+    uint32_t qpn;            ///< local QP number
+    uint32_t src_qp;         ///< source QP (UD receive)
+    uint16_t slid;           ///< source LID (receive)
+    uint16_t pkey_index;     ///< P_Key index (GSI receive)
+    uint16_t wqe_counter;    ///< wqe_index of the completed WQE
+    uint8_t opcode;          ///< cqe_opcode
+    uint8_t status;          ///< cqe_status
+    uint8_t sl;              ///< service level (receive)
+    uint8_t flags;           ///< cqe_flags
+    uint8_t dlid_path_bits;  ///< destination LID path bits (receive)
+    uint8_t vendor_err;      ///< vendor syndrome for error completions
+    uint8_t rsvd[27];        ///< reserved, zero
+    uint8_t owner;           ///< CQE_OWNER_BIT, CQE_IS_SEND
 };
 static_assert(sizeof(cqe) == 64);
 static_assert(offsetof(cqe, byte_len) == 8 && offsetof(cqe, qpn) == 16 && offsetof(cqe, slid) == 24 &&
@@ -100,20 +100,20 @@ constexpr uint8_t cqe_owner_for(uint64_t n, uint32_t log_size) {
 
 /// Event types (IBA 11.6.3 asynchronous events + completion events).
 enum eqe_type : uint8_t {
-    EQE_COMPLETION = 0x00,          ///< a CQ armed for notification got a completion
+    EQE_COMPLETION = 0x00,  ///< a CQ armed for notification got a completion
     EQE_PATH_MIGRATED = 0x01,
-    EQE_COMM_EST = 0x02,            ///< communication established (first packet in RTR)
-    EQE_SQ_DRAINED = 0x03,          ///< SQD reached and the send queue drained
-    EQE_CQ_ERROR = 0x04,            ///< CQ overrun or access error
-    EQE_QP_FATAL = 0x05,            ///< local work queue catastrophic error
-    EQE_QP_REQ_ERR = 0x06,          ///< invalid request local WQ error
-    EQE_QP_ACCESS_ERR = 0x07,       ///< local access violation WQ error
-    EQE_SRQ_LIMIT = 0x08,           ///< SRQ limit reached
-    EQE_QP_LAST_WQE_REACHED = 0x09, ///< last WQE reached (SRQ-attached QP in Error)
-    EQE_PORT_CHANGE = 0x0A,         ///< port state change
-    EQE_LOCAL_CATASTROPHIC = 0x0B,  ///< local catastrophic error
-    EQE_SRQ_ERROR = 0x0C,           ///< SRQ catastrophic error
-    EQE_PATH_MIG_ERR = 0x0D,        ///< path migration request failed
+    EQE_COMM_EST = 0x02,             ///< communication established (first packet in RTR)
+    EQE_SQ_DRAINED = 0x03,           ///< SQD reached and the send queue drained
+    EQE_CQ_ERROR = 0x04,             ///< CQ overrun or access error
+    EQE_QP_FATAL = 0x05,             ///< local work queue catastrophic error
+    EQE_QP_REQ_ERR = 0x06,           ///< invalid request local WQ error
+    EQE_QP_ACCESS_ERR = 0x07,        ///< local access violation WQ error
+    EQE_SRQ_LIMIT = 0x08,            ///< SRQ limit reached
+    EQE_QP_LAST_WQE_REACHED = 0x09,  ///< last WQE reached (SRQ-attached QP in Error)
+    EQE_PORT_CHANGE = 0x0A,          ///< port state change
+    EQE_LOCAL_CATASTROPHIC = 0x0B,   ///< local catastrophic error
+    EQE_SRQ_ERROR = 0x0C,            ///< SRQ catastrophic error
+    EQE_PATH_MIG_ERR = 0x0D,         ///< path migration request failed
 };
 
 /// eqe::subtype of EQE_PORT_CHANGE.
@@ -124,12 +124,12 @@ enum eqe_port_subtype : uint8_t {
 
 /// One event queue entry (32 bytes). Same ownership rule as CQEs.
 struct eqe {
-    uint8_t type;      ///< eqe_type
-    uint8_t subtype;   ///< event-specific detail
-    uint16_t rsvd0;    ///< reserved, zero
-    uint32_t resource; ///< CQN, QPN, SRQN or port number the event concerns
-    uint8_t rsvd1[23]; ///< reserved, zero
-    uint8_t owner;     ///< CQE_OWNER_BIT, same rule as CQEs
+    uint8_t type;       ///< eqe_type
+    uint8_t subtype;    ///< event-specific detail
+    uint16_t rsvd0;     ///< reserved, zero
+    uint32_t resource;  ///< CQN, QPN, SRQN or port number the event concerns
+    uint8_t rsvd1[23];  ///< reserved, zero
+    uint8_t owner;      ///< CQE_OWNER_BIT, same rule as CQEs
 };
 static_assert(sizeof(eqe) == 32 && offsetof(eqe, owner) == 31);
 

@@ -14,11 +14,11 @@ namespace hcasim {
 /// CPU-side operations whose cost (simulated ns) the host CPU model charges; the values are
 /// host CPU parameters (`host.cpu.*_ns`).
 enum class cpu_op : uint8_t {
-    verb_call,      ///< entry into any verb (argument checks, locking)
-    build_wqe,      ///< writing one send WQE into the ring
-    build_recv_wqe, ///< writing one receive WQE into the ring
-    poll_cqe,       ///< reading and consuming one CQE (or finding the CQ empty)
-    memcpy_64b,     ///< copying 64 bytes (application buffer fill, inline data)
+    verb_call,       ///< entry into any verb (argument checks, locking)
+    build_wqe,       ///< writing one send WQE into the ring
+    build_recv_wqe,  ///< writing one receive WQE into the ring
+    poll_cqe,        ///< reading and consuming one CQE (or finding the CQ empty)
+    memcpy_64b,      ///< copying 64 bytes (application buffer fill, inline data)
 };
 
 class host_bus {

@@ -17,13 +17,13 @@ constexpr uint32_t HCA_ID_VALUE = 0x48434100u | INTERFACE_VERSION;
 
 /// Global registers (offsets in BAR0).
 enum reg : uint64_t {
-    REG_HCA_ID = 0x0000,          ///< RO 32: HCA_ID_VALUE
-    REG_CMD_MAILBOX = 0x0008,     ///< RW 64: host physical address of the command mailbox
-    REG_CMD_DOORBELL = 0x0010,    ///< WO 32: write the command token to start the command
-    REG_CMD_STATUS = 0x0018,      ///< RO 32: bit 0 busy, bits 31..8 token of the last command
-    REG_INT_MSI_ADDR = 0x0020,    ///< RW 64: host address the HCA writes for an interrupt (MSI)
-    REG_INT_MSI_DATA = 0x0028,    ///< RW 32: value written to REG_INT_MSI_ADDR
-    REG_EQ_CONSUMER = 0x0030,     ///< WO 32: bits 7..0 EQN, 31..8 consumer index; rearms the EQ
+    REG_HCA_ID = 0x0000,        ///< RO 32: HCA_ID_VALUE
+    REG_CMD_MAILBOX = 0x0008,   ///< RW 64: host physical address of the command mailbox
+    REG_CMD_DOORBELL = 0x0010,  ///< WO 32: write the command token to start the command
+    REG_CMD_STATUS = 0x0018,    ///< RO 32: bit 0 busy, bits 31..8 token of the last command
+    REG_INT_MSI_ADDR = 0x0020,  ///< RW 64: host address the HCA writes for an interrupt (MSI)
+    REG_INT_MSI_DATA = 0x0028,  ///< RW 32: value written to REG_INT_MSI_ADDR
+    REG_EQ_CONSUMER = 0x0030,   ///< WO 32: bits 7..0 EQN, 31..8 consumer index; rearms the EQ
 };
 
 /// First UAR page and the stride between UAR pages.

@@ -63,11 +63,12 @@ struct crc_intact_ext : tlm::tlm_extension<crc_intact_ext> {
     crc_state state = crc_state::sealed;
     explicit crc_intact_ext(crc_state s = crc_state::sealed) : state(s) {}
     tlm::tlm_extension_base* clone() const override { return new crc_intact_ext(state); }
-    void copy_from(const tlm::tlm_extension_base& e) override { state = static_cast<const crc_intact_ext&>(e).state; }
+    void copy_from(const tlm::tlm_extension_base& e) override {
+        state = static_cast<const crc_intact_ext&>(e).state;
+    }
     /// The shared instances are never deleted (a payload's destructor frees its extensions).
     void free() override {
-        if (this != instance(crc_state::sealed) && this != instance(crc_state::unsealed))
-            delete this;
+        if (this != instance(crc_state::sealed) && this != instance(crc_state::unsealed)) delete this;
     }
     /// The shared instance for `s` (sealed or unsealed).
     static crc_intact_ext* instance(crc_state s) {
@@ -98,8 +99,7 @@ struct posted_write_ext : tlm::tlm_extension<posted_write_ext> {
     void copy_from(const tlm::tlm_extension_base&) override {}
     /// The shared instance is never deleted (a payload's destructor frees its extensions).
     void free() override {
-        if (this != instance())
-            delete this;
+        if (this != instance()) delete this;
     }
     static posted_write_ext* instance() {
         static posted_write_ext shared;
@@ -120,7 +120,9 @@ struct buffer_loan_ext : tlm::tlm_extension<buffer_loan_ext> {
     void* buffer = nullptr;                     ///< the owner's handle; nullptr: taken (or none)
     void (*give_back)(void* buffer) = nullptr;  ///< returns a taken buffer to its owner's store
     tlm::tlm_extension_base* clone() const override { return new buffer_loan_ext(*this); }
-    void copy_from(const tlm::tlm_extension_base& e) override { *this = static_cast<const buffer_loan_ext&>(e); }
+    void copy_from(const tlm::tlm_extension_base& e) override {
+        *this = static_cast<const buffer_loan_ext&>(e);
+    }
     /// Never freed with the payload: it belongs to the lender.
     void free() override {}
     /// Whether [data, data + n) lies in the buffer still on offer.
@@ -142,7 +144,9 @@ struct packet;  // model/fabric/packet.h
 struct packet_handoff_ext : tlm::tlm_extension<packet_handoff_ext> {
     packet* pkt = nullptr;
     tlm::tlm_extension_base* clone() const override { return new packet_handoff_ext(*this); }
-    void copy_from(const tlm::tlm_extension_base& e) override { pkt = static_cast<const packet_handoff_ext&>(e).pkt; }
+    void copy_from(const tlm::tlm_extension_base& e) override {
+        pkt = static_cast<const packet_handoff_ext&>(e).pkt;
+    }
 };
 
 }  // namespace hcasim

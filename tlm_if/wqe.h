@@ -41,16 +41,16 @@ enum wqe_flags : uint8_t {
 
 /// Control segment: first 32 bytes of every send WQE.
 struct wqe_ctrl_seg {
-    uint8_t opcode;       ///< wqe_opcode
-    uint8_t flags;        ///< wqe_flags
-    uint8_t ds_count;     ///< WQE size in 16-byte units, this segment included
-    uint8_t rsvd0;        ///< reserved, zero
-    uint32_t qpn;         ///< bits 23..0: QP number (checked against the doorbell's QPN)
-    uint16_t wqe_index;   ///< producer counter value of this WQE (mod 2^16)
-    uint16_t rsvd1;       ///< reserved, zero
-    uint32_t imm;         ///< immediate data (SEND/WRITE with immediate) or R_Key to invalidate
-    uint64_t wr_id;       ///< work request ID, returned in the CQE
-    uint64_t rsvd2;       ///< reserved, zero
+    uint8_t opcode;      ///< wqe_opcode
+    uint8_t flags;       ///< wqe_flags
+    uint8_t ds_count;    ///< WQE size in 16-byte units, this segment included
+    uint8_t rsvd0;       ///< reserved, zero
+    uint32_t qpn;        ///< bits 23..0: QP number (checked against the doorbell's QPN)
+    uint16_t wqe_index;  ///< producer counter value of this WQE (mod 2^16)
+    uint16_t rsvd1;      ///< reserved, zero
+    uint32_t imm;        ///< immediate data (SEND/WRITE with immediate) or R_Key to invalidate
+    uint64_t wr_id;      ///< work request ID, returned in the CQE
+    uint64_t rsvd2;      ///< reserved, zero
 };
 static_assert(sizeof(wqe_ctrl_seg) == 32);
 static_assert(offsetof(wqe_ctrl_seg, qpn) == 4 && offsetof(wqe_ctrl_seg, imm) == 12 &&
@@ -108,15 +108,15 @@ static_assert(sizeof(wqe_bind_seg) == 32);
 /// Fast register segment (WQE_OP_FAST_REG), 48 bytes. The HCA reads the page list (page_count
 /// 64-bit page-aligned physical addresses) from host memory and makes the L_Key Valid.
 struct wqe_fast_reg_seg {
-    uint32_t lkey;           ///< index from Allocate L_Key + the consumer's key byte
-    uint32_t access;         ///< access_flags of the region
-    uint64_t iova;           ///< first address of the region (ignored with ACCESS_ZERO_BASED)
-    uint64_t length;         ///< bytes
-    uint64_t page_list_pa;   ///< host physical address of the page list
-    uint32_t page_count;     ///< entries in the page list
-    uint32_t page_offset;    ///< offset of the region's first byte in the first page
-    uint8_t log_page_size;   ///< log2 page size of the list (12..30)
-    uint8_t rsvd[7];         ///< reserved, zero
+    uint32_t lkey;          ///< index from Allocate L_Key + the consumer's key byte
+    uint32_t access;        ///< access_flags of the region
+    uint64_t iova;          ///< first address of the region (ignored with ACCESS_ZERO_BASED)
+    uint64_t length;        ///< bytes
+    uint64_t page_list_pa;  ///< host physical address of the page list
+    uint32_t page_count;    ///< entries in the page list
+    uint32_t page_offset;   ///< offset of the region's first byte in the first page
+    uint8_t log_page_size;  ///< log2 page size of the list (12..30)
+    uint8_t rsvd[7];        ///< reserved, zero
 };
 static_assert(sizeof(wqe_fast_reg_seg) == 48);
 
@@ -139,10 +139,10 @@ constexpr uint32_t INLINE_LEN_MASK = 0x3FFu;
 
 /// Receive WQE header (16 bytes); `num_sge` data segments follow.
 struct wqe_recv_header {
-    uint64_t wr_id;    ///< work request ID, returned in the CQE
-    uint16_t num_sge;  ///< data segments that follow
-    uint16_t wqe_index;///< producer counter value of this WQE
-    uint32_t rsvd;     ///< reserved, zero
+    uint64_t wr_id;      ///< work request ID, returned in the CQE
+    uint16_t num_sge;    ///< data segments that follow
+    uint16_t wqe_index;  ///< producer counter value of this WQE
+    uint32_t rsvd;       ///< reserved, zero
 };
 static_assert(sizeof(wqe_recv_header) == 16);
 

@@ -30,7 +30,7 @@ struct target {
     int own_fd = -1;  ///< /dev/stdout, /proc/self/fd/N: our descriptor N
     mode_t mode = 0;  ///< an existing regular file's permissions (kept)
     bool exists = false;
-    int error = 0;    ///< errno: the path cannot be written
+    int error = 0;  ///< errno: the path cannot be written
 };
 
 target resolve(const std::string& path) {
@@ -58,8 +58,7 @@ target resolve(const std::string& path) {
         t.file = (dir / p.filename()).string();
         struct stat st {};
         if (lstat(t.file.c_str(), &st) != 0) {
-            if (errno != ENOENT)
-                t.error = errno;
+            if (errno != ENOENT) t.error = errno;
             return t;  // a new regular file
         }
         // A descriptor through /proc (/dev/stdout, /dev/fd/N) is written directly, never
@@ -70,8 +69,7 @@ target resolve(const std::string& path) {
             if (d == "/proc/" + std::to_string(getpid()) + "/fd" &&
                 p.filename().string().find_first_not_of("0123456789") == std::string::npos)
                 t.own_fd = std::atoi(p.filename().c_str());
-            if (stat(t.file.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-                t.error = EISDIR;
+            if (stat(t.file.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) t.error = EISDIR;
             return t;
         }
         if (S_ISLNK(st.st_mode)) {
@@ -102,23 +100,21 @@ int make_temporary(const std::string& file, std::string& tmp) {
     const fs::path f = file;
     tmp = (f.parent_path() / ("." + f.filename().string() + ".XXXXXX")).string();
     const int fd = mkostemp(tmp.data(), O_CLOEXEC);
-    if (fd < 0)
-        tmp.clear();
+    if (fd < 0) tmp.clear();
     return fd;
 }
 
 std::string message(const std::string& what, const std::string& path, int err) {
-    if (path.empty())
-        return what + ": expected a file name";
+    if (path.empty()) return what + ": expected a file name";
     return what + ": cannot write '" + path + "': " + std::strerror(err);
 }
 
 }  // namespace
 
-output_file::output_file(std::string path, std::string what) : path_(std::move(path)), what_(std::move(what)) {
+output_file::output_file(std::string path, std::string what)
+    : path_(std::move(path)), what_(std::move(what)) {
     const target t = resolve(path_);
-    if (t.error)
-        fail(t.error);
+    if (t.error) fail(t.error);
     target_ = t.file;
     if (t.own_fd >= 0) {
         fd_ = fcntl(t.own_fd, F_DUPFD_CLOEXEC, 0);
@@ -134,24 +130,19 @@ output_file::output_file(std::string path, std::string what) : path_(std::move(p
             umask(mask);
             mode = 0666 & ~mask;
         }
-        if (fd_ >= 0 && fchmod(fd_, mode) != 0)
-            fail(errno);
+        if (fd_ >= 0 && fchmod(fd_, mode) != 0) fail(errno);
     }
-    if (fd_ < 0)
-        fail(errno);
+    if (fd_ < 0) fail(errno);
 }
 
 output_file::~output_file() {
-    if (fd_ >= 0)
-        ::close(fd_);
-    if (!tmp_.empty())
-        unlink(tmp_.c_str());
+    if (fd_ >= 0) ::close(fd_);
+    if (!tmp_.empty()) unlink(tmp_.c_str());
 }
 
 void output_file::check(const std::string& path, const std::string& what) {
     const target t = resolve(path);
-    if (t.error)
-        throw config_error(message(what, path, t.error));
+    if (t.error) throw config_error(message(what, path, t.error));
     if (t.fifo)  // opening it would wait for, then disappoint, its reader
         return;
     output_file probe(path, what);  // removed again: nothing is written
@@ -159,21 +150,17 @@ void output_file::check(const std::string& path, const std::string& what) {
 
 void output_file::fail(int err) {
     error_ = err;
-    if (fd_ >= 0)
-        ::close(fd_);
+    if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
-    if (!tmp_.empty())
-        unlink(tmp_.c_str());
+    if (!tmp_.empty()) unlink(tmp_.c_str());
     tmp_.clear();
     throw config_error(message(what_, path_, err));
 }
 
 void output_file::write(const void* p, size_t n) {
-    if (error_)
-        return;
+    if (error_) return;
     buf_.append(static_cast<const char*>(p), n);
-    if (buf_.size() >= BUFFER_BYTES)
-        drain();
+    if (buf_.size() >= BUFFER_BYTES) drain();
 }
 
 void output_file::printf(const char* fmt, ...) {
@@ -218,20 +205,16 @@ void output_file::finish() {
         return;
     }
     drain();
-    if (!error_ && !tmp_.empty() && fsync(fd_) != 0)
-        error_ = errno;
+    if (!error_ && !tmp_.empty() && fsync(fd_) != 0) error_ = errno;
     const int fd = fd_;
     fd_ = -1;
-    if (::close(fd) != 0 && !error_)
-        error_ = errno;
-    if (error_)
-        fail(error_);
+    if (::close(fd) != 0 && !error_) error_ = errno;
+    if (error_) fail(error_);
 }
 
 void output_file::commit() {
     finish();
-    if (!tmp_.empty() && rename(tmp_.c_str(), target_.c_str()) != 0)
-        fail(errno);
+    if (!tmp_.empty() && rename(tmp_.c_str(), target_.c_str()) != 0) fail(errno);
     tmp_.clear();
 }
 

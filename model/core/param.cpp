@@ -31,8 +31,8 @@ bool valid_key(const std::string& k) {
     if (k.empty() || k.front() == '.' || k.back() == '.') return false;
     char prev = 0;
     for (char c : k) {
-        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                        (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                        c == '_' || c == '-' || c == '.';
         if (!ok || (c == '.' && prev == '.')) return false;
         prev = c;
     }
@@ -71,14 +71,36 @@ std::string per_link_key(const std::string& key) {
 
 // --- typed text conversions -------------------------------------------------------------
 
-template <typename T> const char* type_name();
-template <> const char* type_name<bool>() { return "bool"; }
-template <> const char* type_name<int>() { return "int"; }
-template <> const char* type_name<int64_t>() { return "int"; }
-template <> const char* type_name<unsigned>() { return "uint"; }
-template <> const char* type_name<uint64_t>() { return "uint"; }
-template <> const char* type_name<double>() { return "double"; }
-template <> const char* type_name<std::string>() { return "string"; }
+template <typename T>
+const char* type_name();
+template <>
+const char* type_name<bool>() {
+    return "bool";
+}
+template <>
+const char* type_name<int>() {
+    return "int";
+}
+template <>
+const char* type_name<int64_t>() {
+    return "int";
+}
+template <>
+const char* type_name<unsigned>() {
+    return "uint";
+}
+template <>
+const char* type_name<uint64_t>() {
+    return "uint";
+}
+template <>
+const char* type_name<double>() {
+    return "double";
+}
+template <>
+const char* type_name<std::string>() {
+    return "string";
+}
 
 std::string to_text(bool v) { return v ? "true" : "false"; }
 std::string to_text(const std::string& v) { return v; }
@@ -95,12 +117,21 @@ std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, std::string>
 bool parse(const std::string& s, bool& out) {
     std::string l;
     for (char c : s) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (l == "true" || l == "1" || l == "yes" || l == "on") { out = true; return true; }
-    if (l == "false" || l == "0" || l == "no" || l == "off") { out = false; return true; }
+    if (l == "true" || l == "1" || l == "yes" || l == "on") {
+        out = true;
+        return true;
+    }
+    if (l == "false" || l == "0" || l == "no" || l == "off") {
+        out = false;
+        return true;
+    }
     return false;
 }
 
-bool parse(const std::string& s, std::string& out) { out = s; return true; }
+bool parse(const std::string& s, std::string& out) {
+    out = s;
+    return true;
+}
 
 bool parse(const std::string& s, double& out) {
     if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) return false;
@@ -114,7 +145,8 @@ bool parse(const std::string& s, double& out) {
 
 /// Decimal or 0x hex, whole string, within T's limits; no sign for unsigned types.
 template <typename T>
-std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, bool> parse(const std::string& s, T& out) {
+std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, bool> parse(const std::string& s,
+                                                                                T& out) {
     if (s.empty()) return false;
     std::size_t i = 0;
     bool neg = false;
@@ -135,8 +167,9 @@ std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, bool> parse(
     auto r = std::from_chars(first, last, mag, base);
     if (r.ec != std::errc() || r.ptr != last) return false;
     if constexpr (std::is_signed_v<T>) {
-        const unsigned long long lim = neg ? static_cast<unsigned long long>(std::numeric_limits<T>::max()) + 1
-                                           : static_cast<unsigned long long>(std::numeric_limits<T>::max());
+        const unsigned long long lim =
+            neg ? static_cast<unsigned long long>(std::numeric_limits<T>::max()) + 1
+                : static_cast<unsigned long long>(std::numeric_limits<T>::max());
         if (mag > lim) return false;
         out = neg ? static_cast<T>(0 - mag) : static_cast<T>(mag);
     } else {
@@ -146,24 +179,32 @@ std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, bool> parse(
     return true;
 }
 
-template <typename T> std::string expectation() {
-    if constexpr (std::is_same_v<T, bool>) return "expected bool (true/false/1/0/yes/no/on/off)";
-    else if constexpr (std::is_same_v<T, double>) return "expected number";
-    else if constexpr (std::is_same_v<T, std::string>) return "expected string";
+template <typename T>
+std::string expectation() {
+    if constexpr (std::is_same_v<T, bool>)
+        return "expected bool (true/false/1/0/yes/no/on/off)";
+    else if constexpr (std::is_same_v<T, double>)
+        return "expected number";
+    else if constexpr (std::is_same_v<T, std::string>)
+        return "expected string";
     else if constexpr (std::is_signed_v<T>)
         return "expected integer in [" + std::to_string(std::numeric_limits<T>::min()) + "," +
                std::to_string(std::numeric_limits<T>::max()) + "]";
-    else return "expected non-negative integer in [0," + std::to_string(std::numeric_limits<T>::max()) + "]";
+    else
+        return "expected non-negative integer in [0," + std::to_string(std::numeric_limits<T>::max()) + "]";
 }
 
 /// "[lo,hi]", or "[lo,hi] or v" with a value allowed outside the range.
-template <typename T> std::string range_text(const T& lo, const T& hi, const std::optional<T>& also) {
+template <typename T>
+std::string range_text(const T& lo, const T& hi, const std::optional<T>& also) {
     return "[" + to_text(lo) + "," + to_text(hi) + "]" + (also ? " or " + to_text(*also) : std::string());
 }
 
 template <typename T>
 std::string range_expectation(const T& lo, const T& hi, const std::optional<T>& also) {
-    const char* what = std::is_same_v<T, double> ? "number" : std::is_same_v<T, std::string> ? "string" : "integer";
+    const char* what = std::is_same_v<T, double>        ? "number"
+                       : std::is_same_v<T, std::string> ? "string"
+                                                        : "integer";
     return std::string("expected ") + what + " in " + range_text(lo, hi, also);
 }
 
@@ -203,8 +244,7 @@ void broker::load_ini(const std::string& path) {
         const std::string text = trim(strip_comment(line));
         if (text.empty()) continue;
         if (text.front() == '[') {
-            if (text.back() != ']')
-                throw config_error(origin + ": malformed section header '" + text + "'");
+            if (text.back() != ']') throw config_error(origin + ": malformed section header '" + text + "'");
             section = trim(text.substr(1, text.size() - 2));
             if (!section.empty() && !valid_key(section))
                 throw config_error(origin + ": bad section name '" + section + "'");
@@ -250,7 +290,10 @@ void broker::declare(param_base* p) { params_.push_back(p); }
 
 void broker::undeclare(param_base* p) {
     for (auto it = params_.begin(); it != params_.end(); ++it)
-        if (*it == p) { params_.erase(it); return; }
+        if (*it == p) {
+            params_.erase(it);
+            return;
+        }
 }
 
 void broker::check_unused() const {
@@ -273,8 +316,7 @@ void broker::check_unused() const {
                     candidates.insert(prefix + g);
             }
             std::string hint;
-            if (candidates.size() == 1)
-                hint = "; did you mean '" + *candidates.begin() + "'?";
+            if (candidates.size() == 1) hint = "; did you mean '" + *candidates.begin() + "'?";
             throw config_error("unknown configuration key '" + e.key + "' (" + e.origin + ")" + hint);
         }
 }
@@ -387,7 +429,12 @@ template <typename T>
 param_info param<T>::info() const {
     std::string list;
     for (const auto& c : choices_) list += (list.empty() ? "" : "|") + c;
-    return param_info{generic_key(), type_name<T>(), unit_, to_text(def_), help_, list,
+    return param_info{generic_key(),
+                      type_name<T>(),
+                      unit_,
+                      to_text(def_),
+                      help_,
+                      list,
                       has_range_ ? range_text(lo_, hi_, also_) : std::string()};
 }
 

@@ -32,13 +32,13 @@ std::string scoped_key(const char* name);
 
 /// What --help-config prints for one parameter.
 struct param_info {
-    std::string key;       ///< generic key, without node prefix (e.g. "pcie.lanes")
-    std::string type;      ///< "bool", "int", "uint", "double", "string"
-    std::string unit;      ///< e.g. "ns", "bytes", "" if unitless
-    std::string def;       ///< default value as text
-    std::string help;      ///< one line
-    std::string choices;   ///< "a|b|c" for enumerated strings, else ""
-    std::string range;     ///< allowed values, "[1,16]" or "[1,10000] or 0"; "" if any value of the type
+    std::string key;      ///< generic key, without node prefix (e.g. "pcie.lanes")
+    std::string type;     ///< "bool", "int", "uint", "double", "string"
+    std::string unit;     ///< e.g. "ns", "bytes", "" if unitless
+    std::string def;      ///< default value as text
+    std::string help;     ///< one line
+    std::string choices;  ///< "a|b|c" for enumerated strings, else ""
+    std::string range;    ///< allowed values, "[1,16]" or "[1,10000] or 0"; "" if any value of the type
 };
 
 /// Allowed values of a numeric parameter: [lo, hi] inclusive, and optionally one value outside
@@ -124,8 +124,7 @@ class param : public param_base {
 public:
     param(const char* name, T def, const char* unit, const char* help);
     /// Enumerated string parameter; values outside `choices` are a config_error.
-    param(const char* name, T def, const char* unit, const char* help,
-          std::vector<std::string> choices);
+    param(const char* name, T def, const char* unit, const char* help, std::vector<std::string> choices);
     using bounds_type = std::conditional_t<std::is_arithmetic_v<T>, bounds<T>, no_bounds>;
     /// Numeric parameter with its allowed values, checked as the value resolves: before the
     /// module that declares it sizes or builds anything from it. --help-config lists them.
@@ -145,9 +144,9 @@ private:
     [[noreturn]] void fail(const std::string& expected) const;
     T value_, def_;
     std::vector<std::string> choices_;
-    bool configured_ = false;        ///< value came from the broker (else the default)
-    std::string raw_;                ///< configured text, for error messages
-    std::string origin_ = "default"; ///< "file:line", "--set" or "default"
+    bool configured_ = false;         ///< value came from the broker (else the default)
+    std::string raw_;                 ///< configured text, for error messages
+    std::string origin_ = "default";  ///< "file:line", "--set" or "default"
     bool has_range_ = false;
     T lo_{}, hi_{};
     std::optional<T> also_;  ///< a value allowed outside [lo_, hi_]

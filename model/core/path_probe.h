@@ -18,10 +18,10 @@ namespace hcasim {
 class path_probe {
 public:
     enum stage : uint8_t {
-        doorbell,     ///< the doorbell (or inline WQE) reached the doorbell unit
-        wqe_start,    ///< the transport engine started the WQE's first packet
-        wire_end,     ///< the request's last packet left the port (last bit serialised)
-        rx_engine,    ///< a message's last request packet reached the responder (after the port's receive pipeline)
+        doorbell,   ///< the doorbell (or inline WQE) reached the doorbell unit
+        wqe_start,  ///< the transport engine started the WQE's first packet
+        wire_end,   ///< the request's last packet left the port (last bit serialised)
+        rx_engine,  ///< a message's last request packet reached the responder (after the port's receive pipeline)
         data_placed,  ///< the responder's payload DMA write reached host memory
         resp_sent,    ///< READ/atomic: the response's last packet left the responder's port
         resp_rx,      ///< READ/atomic: the response's last packet reached the requester's engine
@@ -29,8 +29,8 @@ public:
         stages
     };
     static const char* name(stage s) {
-        static const char* const n[stages] = {"doorbell", "wqe_start", "wire_end",   "rx_engine",
-                                              "data_placed", "resp_sent", "resp_rx", "completion"};
+        static const char* const n[stages] = {"doorbell",    "wqe_start", "wire_end", "rx_engine",
+                                              "data_placed", "resp_sent", "resp_rx",  "completion"};
         return n[s];
     }
     void arm() {
@@ -47,8 +47,7 @@ public:
     /// Records `at` for stage `s` unless it was recorded since arm(). `record` false: only the
     /// --timeline instant (a packet that is not the one the stage follows).
     void mark(stage s, const sc_core::sc_time& at, bool record = true) {
-        if (tl_)
-            tl_->instant(track_, name(s), at);
+        if (tl_) tl_->instant(track_, name(s), at);
         if (record && armed_ && !(seen_ & (1u << s))) {
             seen_ |= 1u << s;
             at_[s] = at;

@@ -16,8 +16,14 @@ public:
 
     reg(std::string name, uint64_t offset, unsigned bytes, uint64_t reset, reg_access access,
         read_fn on_read = nullptr, write_fn on_write = nullptr)
-        : name_(std::move(name)), offset_(offset), bytes_(bytes), reset_(reset), value_(reset),
-          access_(access), on_read_(std::move(on_read)), on_write_(std::move(on_write)) {}
+        : name_(std::move(name)),
+          offset_(offset),
+          bytes_(bytes),
+          reset_(reset),
+          value_(reset),
+          access_(access),
+          on_read_(std::move(on_read)),
+          on_write_(std::move(on_write)) {}
 
     const std::string& name() const { return name_; }
     uint64_t offset() const { return offset_; }
@@ -28,18 +34,15 @@ public:
 
     /// Bus read: RO/RW return the callback's value (or the stored one); WO reads as zero.
     uint64_t read() const {
-        if (access_ == reg_access::wo)
-            return 0;
+        if (access_ == reg_access::wo) return 0;
         return on_read_ ? on_read_() : value_;
     }
     /// Bus write: stored and passed to the callback; writes to RO registers are ignored
     /// (returns false so the caller can count them).
     bool write(uint64_t v) {
-        if (access_ == reg_access::ro)
-            return false;
+        if (access_ == reg_access::ro) return false;
         value_ = v;
-        if (on_write_)
-            on_write_(v);
+        if (on_write_) on_write_(v);
         return true;
     }
 

@@ -21,8 +21,7 @@ inline const sc_core::sc_time& sim_now() { return sc_core::sc_get_curr_simcontex
 
 namespace detail {
 inline sc_core::sc_time scaled(const sc_core::sc_time& unit, double v, sc_core::sc_time_unit u) {
-    if (unit.value() == 0)
-        return sc_core::sc_time(v, u);
+    if (unit.value() == 0) return sc_core::sc_time(v, u);
     sc_core::sc_time t = unit;
     t *= v;
     return t;
@@ -51,8 +50,7 @@ inline double in_ps(const sc_core::sc_time& t) {
 /// is t.value() itself (exactly, below 2^52 ps, about 75 minutes).
 inline uint64_t ps_count(const sc_core::sc_time& t) {
     static const bool ps_resolution = sc_core::sc_time(1.0, sc_core::SC_PS).value() == 1;
-    if (ps_resolution && t.value() < (uint64_t(1) << 52))
-        return t.value();
+    if (ps_resolution && t.value() < (uint64_t(1) << 52)) return t.value();
     return uint64_t(in_ps(t) + 0.5);
 }
 
@@ -67,8 +65,7 @@ inline double in_ns(const sc_core::sc_time& t) {
 /// double quotient cannot round up to the next integer.
 inline uint64_t ns_floor(const sc_core::sc_time& t) {
     static const bool ps_resolution = sc_core::sc_time(1.0, sc_core::SC_PS).value() == 1;
-    if (ps_resolution && t.value() < (uint64_t(1) << 40))
-        return t.value() / 1000;
+    if (ps_resolution && t.value() < (uint64_t(1) << 40)) return t.value() / 1000;
     return uint64_t(in_ns(t));
 }
 

@@ -14,15 +14,18 @@ void stats_registry::declare(counter* c) { counters_.push_back(c); }
 
 void stats_registry::undeclare(counter* c) {
     for (auto it = counters_.begin(); it != counters_.end(); ++it)
-        if (*it == c) { counters_.erase(it); return; }
+        if (*it == c) {
+            counters_.erase(it);
+            return;
+        }
 }
 
 uint64_t stats_registry::sum(const std::string& suffix) const {
     uint64_t total = 0;
     for (const counter* c : counters_) {
         const std::string& k = c->key();
-        const bool match = k == suffix ||
-                           (k.size() > suffix.size() && k[k.size() - suffix.size() - 1] == '.' &&
+        const bool match =
+            k == suffix || (k.size() > suffix.size() && k[k.size() - suffix.size() - 1] == '.' &&
                             k.compare(k.size() - suffix.size(), suffix.size(), suffix) == 0);
         if (match) total += c->value();
     }

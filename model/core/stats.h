@@ -34,8 +34,14 @@ public:
     counter(const counter&) = delete;
     counter& operator=(const counter&) = delete;
 
-    counter& operator++() { ++value_; return *this; }
-    counter& operator+=(uint64_t v) { value_ += v; return *this; }
+    counter& operator++() {
+        ++value_;
+        return *this;
+    }
+    counter& operator+=(uint64_t v) {
+        value_ += v;
+        return *this;
+    }
     uint64_t value() const { return value_; }
     operator uint64_t() const { return value_; }
     const std::string& key() const { return key_; }

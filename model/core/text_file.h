@@ -29,8 +29,8 @@ private:
     std::size_t max_line_;
     int fd_ = -1;
     std::size_t line_no_ = 0;
-    std::string buf_;       ///< bytes read and not yet returned
-    std::size_t pos_ = 0;   ///< start of the next line in buf_
+    std::string buf_;      ///< bytes read and not yet returned
+    std::size_t pos_ = 0;  ///< start of the next line in buf_
     bool eof_ = false;
 };
 

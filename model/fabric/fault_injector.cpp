@@ -20,7 +20,8 @@ fault_injector::fault_injector(const std::string& prefix)
       corrupted((prefix + "corrupted").c_str(), "packets delivered with flipped bits (bit_error_rate)"),
       bit_errors((prefix + "bit_errors").c_str(), "bits flipped (bit_error_rate)"),
       duplicated((prefix + "duplicated").c_str(), "packets delivered a second time (dup_rate)"),
-      reordered((prefix + "reordered").c_str(), "packets delivered right after the next packet (reorder_rate)"),
+      reordered((prefix + "reordered").c_str(),
+                "packets delivered right after the next packet (reorder_rate)"),
       reorder_timeouts((prefix + "reorder_timeouts").c_str(),
                        "packets held for reordering but released alone after reorder_hold_ns") {
     held_gp_.set_command(tlm::TLM_WRITE_COMMAND);
@@ -39,18 +40,15 @@ void fault_injector::configure(const fault_settings& s, fault_direction dir, sc_
     rng_.seed(seq);
     if (s.bit_error_rate > 0) {
         bits_to_error_ = next_gap();
-        if (!scratch_)
-            scratch_ = std::make_unique<packet>();
+        if (!scratch_) scratch_ = std::make_unique<packet>();
     }
-    if (s.reorder_rate > 0 && !held_)
-        held_ = std::make_unique<packet>();
+    if (s.reorder_rate > 0 && !held_) held_ = std::make_unique<packet>();
 }
 
 uint64_t fault_injector::next_gap() {
     // Inversion of the geometric distribution: P(gap >= k) = (1 - p)^k.
     const double p = s_.bit_error_rate;
-    if (p >= 1)
-        return 0;
+    if (p >= 1) return 0;
     const double g = std::floor(std::log1p(-uniform()) / std::log1p(-p));
     constexpr double cap = double(uint64_t(1) << 62);
     return g < cap ? uint64_t(g) : uint64_t(1) << 62;
@@ -67,7 +65,8 @@ void fault_injector::flip_bits(uint8_t* bytes, uint32_t len) {
     bits_to_error_ = pos - bits;
 }
 
-void fault_injector::carry_faulty(tlm::tlm_generic_payload& gp, sc_time& delay, tlm::tlm_fw_transport_if<>& to) {
+void fault_injector::carry_faulty(tlm::tlm_generic_payload& gp, sc_time& delay,
+                                  tlm::tlm_fw_transport_if<>& to) {
     const sc_time now = sc_time_stamp();
     const sc_time arrival = now + delay;
     // A held packet whose partner would come after its hold time goes alone, first.
@@ -147,8 +146,7 @@ void fault_injector::deliver_held(const sc_time& arrival, tlm::tlm_fw_transport_
     set_crc_state(held_gp_, held_crc_);
     const sc_time delay = arrival - sc_time_stamp();
     for (int copy = 0; copy < (held_twice_ ? 2 : 1); ++copy) {
-        if (copy)
-            ++duplicated;
+        if (copy) ++duplicated;
         held_gp_.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
         sc_time d = delay;
         to.b_transport(held_gp_, d);
@@ -156,8 +154,7 @@ void fault_injector::deliver_held(const sc_time& arrival, tlm::tlm_fw_transport_
 }
 
 void fault_injector::release(tlm::tlm_fw_transport_if<>& to) {
-    if (!holding_)
-        return;
+    if (!holding_) return;
     const sc_time now = sc_time_stamp();
     if (held_due_ > now) {
         wake_->notify(held_due_ - now);  // woken early (a shared or stale notification)

@@ -94,7 +94,7 @@ private:
     std::unique_ptr<packet> scratch_, held_;  // corrupted copy; packet held back
     bool holding_ = false, held_twice_ = false;
     crc_state held_crc_ = crc_state::unknown;  // crc_intact_ext of the held packet
-    sc_core::sc_time held_due_;  // when the held packet goes alone
+    sc_core::sc_time held_due_;                // when the held packet goes alone
     tlm::tlm_generic_payload held_gp_;
 };
 

@@ -37,14 +37,12 @@ ib_switch::ib_switch(const sc_module_name& name, unsigned ports)
 
 ib_switch::~ib_switch() {
     for (auto& o : ports_)
-        for (auto& s : o->pool)
-            packet_pool::give(s->pkt);
+        for (auto& s : o->pool) packet_pool::give(s->pkt);
 }
 
 void ib_switch::set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_time& propagation,
                           const fault_settings& faults, uint8_t lmc) {
-    if (p >= ports_.size())
-        SC_REPORT_ERROR(name(), ("set_route: no port " + std::to_string(p)).c_str());
+    if (p >= ports_.size()) SC_REPORT_ERROR(name(), ("set_route: no port " + std::to_string(p)).c_str());
     out_port& o = *ports_[p];
     o.faults.configure(faults, fault_direction::to_node, &wake_);
     o.ps_per_byte = 8000.0 / rate_gbps;
@@ -61,27 +59,22 @@ void ib_switch::set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_t
 }
 
 void ib_switch::capture_to(unsigned p, wire_capture* w, unsigned dir) {
-    if (p >= ports_.size())
-        SC_REPORT_ERROR(name(), ("capture_to: no port " + std::to_string(p)).c_str());
+    if (p >= ports_.size()) SC_REPORT_ERROR(name(), ("capture_to: no port " + std::to_string(p)).c_str());
     ports_[p]->capture = w;
     ports_[p]->capture_dir = dir;
 }
 
 void ib_switch::join_mcast(uint16_t mlid, unsigned p) {
-    if (mlid < 0xC000 || mlid == 0xFFFF || p >= ports_.size())
-        return;
+    if (mlid < 0xC000 || mlid == 0xFFFF || p >= ports_.size()) return;
     std::vector<uint16_t>& g = mft_[mlid - 0xC000];
-    if (g.empty())
-        g.assign(ports_.size(), 0);
+    if (g.empty()) g.assign(ports_.size(), 0);
     ++g[p];
 }
 
 void ib_switch::leave_mcast(uint16_t mlid, unsigned p) {
-    if (mlid < 0xC000 || mlid == 0xFFFF || p >= ports_.size())
-        return;
+    if (mlid < 0xC000 || mlid == 0xFFFF || p >= ports_.size()) return;
     std::vector<uint16_t>& g = mft_[mlid - 0xC000];
-    if (!g.empty() && g[p])
-        --g[p];
+    if (!g.empty() && g[p]) --g[p];
 }
 
 bool ib_switch::enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_time& delay, crc_state crc,
@@ -99,11 +92,9 @@ bool ib_switch::enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_
     s.crc = crc;
     if (handoff) {
         std::swap(s.pkt, *handoff);  // the sender gets this slot's free buffer
-        if (!*handoff)
-            *handoff = packet_pool::take();
+        if (!*handoff) *handoff = packet_pool::take();
     } else {
-        if (!s.pkt)
-            s.pkt = packet_pool::take();
+        if (!s.pkt) s.pkt = packet_pool::take();
         copy_bytes(s.pkt->bytes, data, len);
     }
     s.pkt->len = len;
@@ -127,13 +118,10 @@ void ib_switch::b_transport(int id, tlm::tlm_generic_payload& gp, sc_time& delay
         const std::vector<uint16_t>& g = mft_[l.dlid - 0xC000];
         unsigned copies = 0;
         for (unsigned p = 0; p < g.size(); ++p) {
-            if (!g[p] || int(p) == id || ports_[p]->ring.empty())
-                continue;
-            if (enqueue(p, gp.get_data_ptr(), len, delay, crc_state_of(gp)))
-                ++copies;
+            if (!g[p] || int(p) == id || ports_[p]->ring.empty()) continue;
+            if (enqueue(p, gp.get_data_ptr(), len, delay, crc_state_of(gp))) ++copies;
         }
-        if (!copies && g.empty())
-            ++dropped_no_route;
+        if (!copies && g.empty()) ++dropped_no_route;
         mcast_replicas += copies;
         return;
     }
@@ -162,15 +150,13 @@ void ib_switch::forward() {
         }
         p += unsigned(__builtin_ctzll(later));
         out_port& o = *ports_[p];
-        if (o.faults.holding())
-            o.faults.release(*out[p]);
+        if (o.faults.holding()) o.faults.release(*out[p]);
         while (o.count && o.ring[o.head]->at <= now) {
             slot& s = *o.ring[o.head];
             sc_time start = o.free_at > now ? o.free_at : now;
             const uint32_t len = s.pkt->len;
             o.free_at = start + ps_time(double(len) * o.ps_per_byte);
-            if (o.capture)
-                o.capture->record(o.capture_dir, start, s.pkt->bytes, len, s.crc);
+            if (o.capture) o.capture->record(o.capture_dir, start, s.pkt->bytes, len, s.crc);
             gp_.set_data_ptr(s.pkt->bytes);
             gp_.set_data_length(len);
             gp_.set_streaming_width(len);
@@ -190,11 +176,9 @@ void ib_switch::forward() {
             next = o.ring[o.head]->at;
             have_next = true;
         }
-        if (!o.count && !o.faults.holding())
-            active_[p / 64] &= ~(uint64_t(1) << (p % 64));
+        if (!o.count && !o.faults.holding()) active_[p / 64] &= ~(uint64_t(1) << (p % 64));
     }
-    if (have_next)
-        wake_.notify(next - now);
+    if (have_next) wake_.notify(next - now);
 }
 
 }  // namespace hcasim

@@ -30,8 +30,8 @@ public:
     tlm_utils::multi_passthrough_target_socket<ib_switch> in;      ///< one per switch port, from node links
     tlm_utils::multi_passthrough_initiator_socket<ib_switch> out;  ///< one per switch port, to node ports
 
-    param<double> latency_ns;          ///< input to output forwarding latency
-    param<unsigned> queue_packets;     ///< output queue depth per port
+    param<double> latency_ns;       ///< input to output forwarding latency
+    param<unsigned> queue_packets;  ///< output queue depth per port
 
     counter forwarded, dropped_no_route, dropped_queue_full, mcast_replicas;
 
@@ -64,9 +64,9 @@ private:
                  packet** handoff = nullptr);
 
     struct slot {
-        sc_core::sc_time at;  // when the packet is ready to leave (arrival + latency)
+        sc_core::sc_time at;                 // when the packet is ready to leave (arrival + latency)
         crc_state crc = crc_state::unknown;  // crc_intact_ext of the packet as it came in
-        packet* pkt = nullptr;  // from packet_pool (taken at first use)
+        packet* pkt = nullptr;               // from packet_pool (taken at first use)
     };
     struct out_port {
         explicit out_port(const std::string& prefix) : faults(prefix) {}
@@ -86,8 +86,9 @@ private:
     // One bit per port with queued packets or a packet its cable holds back: forward() visits
     // only these (in port order, as a scan of all ports would).
     std::vector<uint64_t> active_;
-    std::vector<int> lid_to_port_;   // linear forwarding table
-    std::vector<std::vector<uint16_t>> mft_;  // multicast: per MLID - 0xC000, joins per port (empty: no group)
+    std::vector<int> lid_to_port_;  // linear forwarding table
+    std::vector<std::vector<uint16_t>>
+        mft_;  // multicast: per MLID - 0xC000, joins per port (empty: no group)
     sc_core::sc_event wake_;
     tlm::tlm_generic_payload gp_;
     packet_handoff_ext* handoff_ = nullptr;  // on gp_ (which owns it): the slot's buffer on offer

@@ -13,12 +13,10 @@ static const double lane_rates[] = {2.0, 4.0, 8.0, 14.0625 * 64.0 / 66.0, 25.0, 
 
 // N of a hierarchical name "nodeN.link" (the node whose cable this is); 0 for any other name.
 static unsigned node_index_of(const char* name) {
-    if (std::strncmp(name, "node", 4) != 0)
-        return 0;
+    if (std::strncmp(name, "node", 4) != 0) return 0;
     unsigned n = 0;
     const char* p = name + 4;
-    for (; *p >= '0' && *p <= '9'; ++p)
-        n = n * 10 + unsigned(*p - '0');
+    for (; *p >= '0' && *p <= '9'; ++p) n = n * 10 + unsigned(*p - '0');
     return p > name + 4 && *p == '.' ? n : 0;
 }
 
@@ -28,15 +26,19 @@ link::link(const sc_core::sc_module_name& name)
       out("out"),
       speed("speed", "edr", "", "InfiniBand link speed", {"sdr", "ddr", "qdr", "fdr", "edr", "hdr", "ndr"}),
       width("width", 4, "lanes", "link width in lanes (1, 4, 8 or 12)"),
-      propagation_ns("propagation_ns", 10.0, "ns", "cable propagation delay (about 5 ns per metre)", {0, 1e9}),
-      drop_rate("drop_rate", 0.0, "", "fault: probability a packet is lost (both directions of the cable)", {0, 1}),
-      bit_error_rate("bit_error_rate", 0.0, "per bit", "fault: probability each bit is flipped (CRC drops it)", {0, 1}),
+      propagation_ns("propagation_ns", 10.0, "ns", "cable propagation delay (about 5 ns per metre)",
+                     {0, 1e9}),
+      drop_rate("drop_rate", 0.0, "", "fault: probability a packet is lost (both directions of the cable)",
+                {0, 1}),
+      bit_error_rate("bit_error_rate", 0.0, "per bit",
+                     "fault: probability each bit is flipped (CRC drops it)", {0, 1}),
       dup_rate("dup_rate", 0.0, "", "fault: probability a packet is delivered twice", {0, 1}),
-      reorder_rate("reorder_rate", 0.0, "", "fault: probability a packet is delivered after the next one", {0, 1}),
-      reorder_hold_ns("reorder_hold_ns", 1000.0, "ns", "fault: longest hold of a packet waiting to be overtaken",
-                      {0, 1e9}),
-      down_at_ns("down_at_ns", -1.0, "ns", "fault: the cable loses every packet arriving from then on; -1 never",
-                 {0, 1e15, -1.0}),
+      reorder_rate("reorder_rate", 0.0, "", "fault: probability a packet is delivered after the next one",
+                   {0, 1}),
+      reorder_hold_ns("reorder_hold_ns", 1000.0, "ns",
+                      "fault: longest hold of a packet waiting to be overtaken", {0, 1e9}),
+      down_at_ns("down_at_ns", -1.0, "ns",
+                 "fault: the cable loses every packet arriving from then on; -1 never", {0, 1e15, -1.0}),
       seed("seed", 1, "", "fault: random seed of the cable (one stream per direction)"),
       packets("packets", "packets carried"),
       faults("") {
@@ -62,15 +64,13 @@ link::link(const sc_core::sc_module_name& name)
 
 double link::lane_data_rate_gbps(const std::string& s) {
     for (unsigned i = 0; i < 7; ++i)
-        if (s == speed_names[i])
-            return lane_rates[i];
+        if (s == speed_names[i]) return lane_rates[i];
     return 0;
 }
 
 unsigned link::speed_code() const {
     for (unsigned i = 0; i < 7; ++i)
-        if (speed.get() == speed_names[i])
-            return i;
+        if (speed.get() == speed_names[i]) return i;
     return 0;
 }
 

@@ -24,16 +24,16 @@ public:
     tlm_utils::simple_target_socket<link> in;      ///< from the sending serialiser
     tlm_utils::simple_initiator_socket<link> out;  ///< to the receiving port or switch
 
-    param<std::string> speed;      ///< sdr|ddr|qdr|fdr|edr|hdr|ndr
-    param<unsigned> width;         ///< lanes: 1, 4, 8, 12
-    param<double> propagation_ns;  ///< cable propagation delay
-    param<double> drop_rate;       ///< probability a packet is lost
-    param<double> bit_error_rate;  ///< probability each bit is flipped
-    param<double> dup_rate;        ///< probability a packet is delivered twice
-    param<double> reorder_rate;    ///< probability a packet is delivered after the next one
-    param<double> reorder_hold_ns; ///< longest hold of a packet waiting to be overtaken
-    param<double> down_at_ns;      ///< from this time on the cable loses everything; -1 never
-    param<uint64_t> seed;          ///< random seed of the cable's fault streams
+    param<std::string> speed;       ///< sdr|ddr|qdr|fdr|edr|hdr|ndr
+    param<unsigned> width;          ///< lanes: 1, 4, 8, 12
+    param<double> propagation_ns;   ///< cable propagation delay
+    param<double> drop_rate;        ///< probability a packet is lost
+    param<double> bit_error_rate;   ///< probability each bit is flipped
+    param<double> dup_rate;         ///< probability a packet is delivered twice
+    param<double> reorder_rate;     ///< probability a packet is delivered after the next one
+    param<double> reorder_hold_ns;  ///< longest hold of a packet waiting to be overtaken
+    param<double> down_at_ns;       ///< from this time on the cable loses everything; -1 never
+    param<uint64_t> seed;           ///< random seed of the cable's fault streams
 
     counter packets;
     fault_injector faults;  ///< on what this node transmits: dropped, corrupted, ...

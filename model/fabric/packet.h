@@ -35,16 +35,14 @@ class packet_pool {
 public:
     static packet* take() {
         store& s = instance();
-        if (s.free.empty())
-            s.grow();
+        if (s.free.empty()) s.grow();
         packet* p = s.free.back();
         s.free.pop_back();
         return p;
     }
     /// Returns a buffer (nullptr: nothing); the next take() returns the last one given.
     static void give(packet* p) {
-        if (p)
-            instance().free.push_back(p);
+        if (p) instance().free.push_back(p);
     }
 
 private:
@@ -54,15 +52,13 @@ private:
         std::vector<uint8_t*> slabs;
         std::vector<packet*> free;
         ~store() {
-            for (uint8_t* s : slabs)
-                unmap_slab(s);
+            for (uint8_t* s : slabs) unmap_slab(s);
         }
         /// Adds a slab's buffers to the free list, the lowest address on top.
         void grow() {
             uint8_t* s = map_slab(true);
             slabs.push_back(s);
-            for (size_t i = per_slab; i-- > 0;)
-                free.push_back(new (s + i * stride) packet);
+            for (size_t i = per_slab; i-- > 0;) free.push_back(new (s + i * stride) packet);
         }
     };
     static store& instance() {

@@ -83,7 +83,8 @@ private:
     uint16_t lid_ = 0;
     wire_capture* capture_ = nullptr;
     std::map<unsigned, uint16_t> node_lid_;
-    std::map<std::pair<unsigned, unsigned>, std::array<uint16_t, wire::PKEYS_PER_BLOCK>> shadow_;  // (node, block)
+    std::map<std::pair<unsigned, unsigned>, std::array<uint16_t, wire::PKEYS_PER_BLOCK>>
+        shadow_;  // (node, block)
     uint64_t next_tid_ = 1;
     uint64_t waiting_tid_ = 0;  // the transaction in progress (0: none)
     bool answered_ = false;

@@ -30,7 +30,8 @@ void put_be16(std::vector<uint8_t>& v, uint16_t x) {
 
 }  // namespace
 
-wire_capture::wire_capture(const std::string& path) : path_(path), f_(std::make_unique<output_file>(path, "--pcap")) {
+wire_capture::wire_capture(const std::string& path)
+    : path_(path), f_(std::make_unique<output_file>(path, "--pcap")) {
     std::vector<uint8_t> h;
     put_le32(h, PCAP_MAGIC_NS);
     put_le16(h, 2);  // version 2.4
@@ -44,8 +45,7 @@ wire_capture::wire_capture(const std::string& path) : path_(path), f_(std::make_
 
 void wire_capture::record(unsigned dir, const sc_core::sc_time& start, const uint8_t* bytes, uint32_t len,
                           crc_state crc) {
-    if (!f_)
-        return;
+    if (!f_) return;
     dir &= 1;
     entry e;
     e.ps = ps_count(start);
@@ -64,8 +64,7 @@ void wire_capture::flush(uint64_t before_ps) {
     for (;;) {
         const bool a = !pending_[0].empty() && pending_[0].front().ps < before_ps;
         const bool b = !pending_[1].empty() && pending_[1].front().ps < before_ps;
-        if (!a && !b)
-            return;
+        if (!a && !b) return;
         // Both directions in time order; equal times: direction 0 first.
         const unsigned dir = a && (!b || pending_[0].front().ps <= pending_[1].front().ps) ? 0 : 1;
         entry& e = pending_[dir].front();
@@ -77,7 +76,8 @@ void wire_capture::flush(uint64_t before_ps) {
 
 void wire_capture::write(unsigned dir, const entry& e) {
     const uint32_t len = uint32_t(e.bytes.size());
-    const uint32_t rlen = uint32_t((ERF_HEADER_BYTES + len + 7) & ~size_t(7));  // 8-byte aligned, as DAG cards
+    const uint32_t rlen =
+        uint32_t((ERF_HEADER_BYTES + len + 7) & ~size_t(7));  // 8-byte aligned, as DAG cards
     const uint64_t sec = e.ps / PS_PER_S, rem = e.ps % PS_PER_S;
     // ERF timestamp: 32.32 fixed-point seconds, little-endian (binary fraction, truncated).
     const uint64_t frac = uint64_t((static_cast<unsigned __int128>(rem) << 32) / PS_PER_S);
@@ -102,8 +102,7 @@ void wire_capture::write(unsigned dir, const entry& e) {
 }
 
 std::string wire_capture::close() {
-    if (!f_)
-        return "";
+    if (!f_) return "";
     flush(UINT64_MAX);
     std::string failed;
     try {

@@ -40,7 +40,8 @@ public:
     /// on the wire, its first bit at `start` (absolute, >= now). `crc`: what is known of its
     /// CRCs (crc_intact_ext): unsealed bytes are sealed in the capture's copy; sealed and
     /// unknown bytes are written as they are (a corrupted packet keeps its bad CRCs).
-    void record(unsigned dir, const sc_core::sc_time& start, const uint8_t* bytes, uint32_t len, crc_state crc);
+    void record(unsigned dir, const sc_core::sc_time& start, const uint8_t* bytes, uint32_t len,
+                crc_state crc);
 
     /// Writes every packet held back and commits the file. Returns an empty string, or what
     /// failed ("--pcap: cannot write 'PATH': REASON"; the old file stays). Idempotent.
@@ -61,9 +62,9 @@ private:
     std::string path_;
     std::unique_ptr<output_file> f_;  // null once closed
     uint64_t written_ = 0;
-    std::deque<entry> pending_[2];           // per direction, in start order
+    std::deque<entry> pending_[2];             // per direction, in start order
     std::vector<std::vector<uint8_t>> spare_;  // buffers of written entries, reused
-    std::vector<uint8_t> out_;               // one record being assembled
+    std::vector<uint8_t> out_;                 // one record being assembled
 };
 
 }  // namespace hcasim

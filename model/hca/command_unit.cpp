@@ -23,7 +23,8 @@ command_unit::command_unit(const sc_module_name& name, const sc_time& hca_clock,
       dma("dma"),
       clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)",
                 unit_clock_bounds()),
-      exec_cycles("exec_cycles", 200, "cycles", "cycles to execute one command besides its DMA", {0, 100000000}),
+      exec_cycles("exec_cycles", 200, "cycles", "cycles to execute one command besides its DMA",
+                  {0, 100000000}),
       commands("commands", "commands executed"),
       failed("failed", "commands that completed with an error status"),
       ignored_busy("ignored_busy", "command doorbells ignored because a command was running"),
@@ -62,8 +63,7 @@ void command_unit::run() {
             st = execute(box_, delay);
         }
         ++commands;
-        if (st != hw::CMD_OK)
-            ++failed;
+        if (st != hw::CMD_OK) ++failed;
         dma.write(mailbox_ + offsetof(hw::cmd_mailbox, out), box_.out, sizeof box_.out, delay);
         const uint32_t done[2] = {hw::CMD_DONE | st, token_};
         dma.write(mailbox_ + offsetof(hw::cmd_mailbox, status), done, sizeof done, delay);
@@ -79,12 +79,9 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         m.opcode != hw::CMD_QUERY_PKEY && m.opcode != hw::CMD_QUERY_GID && !initialised_)
         return hw::CMD_NOT_INIT;
     switch (m.opcode) {
-    case hw::CMD_QUERY_HCA:
-        std::memcpy(m.out, &id_.caps, sizeof id_.caps);
-        return hw::CMD_OK;
+    case hw::CMD_QUERY_HCA: std::memcpy(m.out, &id_.caps, sizeof id_.caps); return hw::CMD_OK;
     case hw::CMD_QUERY_PORT: {
-        if (in_mod != 1)
-            return hw::CMD_BAD_PARAM;
+        if (in_mod != 1) return hw::CMD_BAD_PARAM;
         hw::port_info p = id_.port;
         p.pkey_violations = pkeys_->pkey_violation_count();
         p.qkey_violations = pkeys_->qkey_violation_count();
@@ -92,8 +89,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         return hw::CMD_OK;
     }
     case hw::CMD_QUERY_PKEY: {
-        if (in_mod != 1 || m.op_mod >= pkeys_->table_len)
-            return hw::CMD_BAD_PARAM;
+        if (in_mod != 1 || m.op_mod >= pkeys_->table_len) return hw::CMD_BAD_PARAM;
         const uint16_t pkey = pkeys_->pkey(m.op_mod);
         std::memcpy(m.out, &pkey, sizeof pkey);
         return hw::CMD_OK;
@@ -101,8 +97,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
     case hw::CMD_QUERY_GID: {
         // One entry: GID 0 = the port's subnet prefix and GUID, fixed (C10-1, C10-2); no
         // command writes a GID.
-        if (in_mod != 1 || m.op_mod >= id_.port.gid_table_len)
-            return hw::CMD_BAD_PARAM;
+        if (in_mod != 1 || m.op_mod >= id_.port.gid_table_len) return hw::CMD_BAD_PARAM;
         hw::gid_entry g{};
         if (m.op_mod == 0)
             for (int i = 0; i < 8; ++i) {
@@ -123,7 +118,8 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
             return hw::CMD_BAD_PARAM;
         tables_ = t;
         initialised_ = true;
-        xlate_->set_tables(t.mpt_base, 1u << t.log_num_mpts, t.mtt_base, 1ull << t.log_num_mtts, 1u << t.log_num_qps);
+        xlate_->set_tables(t.mpt_base, 1u << t.log_num_mpts, t.mtt_base, 1ull << t.log_num_mtts,
+                           1u << t.log_num_qps);
         fetcher_->set_qpc_table(t.qpc_base);
         engine_->set_qpc_table(t.qpc_base);
         cqw_->set_cqc_table(t.cqc_base);
@@ -139,8 +135,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
     case hw::CMD_CREATE_EQ: {
         hw::eq_context e;
         std::memcpy(&e, m.in, sizeof e);
-        if (in_mod >= (1u << tables_.log_num_eqs) || e.log_size > 22)
-            return hw::CMD_BAD_PARAM;
+        if (in_mod >= (1u << tables_.log_num_eqs) || e.log_size > 22) return hw::CMD_BAD_PARAM;
         e.valid = 1;
         dma.write(tables_.eqc_base + in_mod * sizeof e, &e, sizeof e, delay);
         cqw_->load_eq(in_mod, e);
@@ -151,8 +146,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         std::memcpy(&c, m.in, sizeof c);
         if (in_mod >= (1u << tables_.log_num_cqs) || (1ull << c.log_size) > id_.caps.max_cqe + 1ull)
             return hw::CMD_BAD_PARAM;
-        if (cq_valid_[in_mod])
-            return hw::CMD_BAD_RESOURCE;
+        if (cq_valid_[in_mod]) return hw::CMD_BAD_RESOURCE;
         c.cqn = in_mod;
         c.valid = 1;
         dma.write(tables_.cqc_base + in_mod * sizeof c, &c, sizeof c, delay);
@@ -161,8 +155,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         return hw::CMD_OK;
     }
     case hw::CMD_DESTROY_CQ: {
-        if (in_mod >= cq_valid_.size() || !cq_valid_[in_mod])
-            return hw::CMD_BAD_RESOURCE;
+        if (in_mod >= cq_valid_.size() || !cq_valid_[in_mod]) return hw::CMD_BAD_RESOURCE;
         hw::cq_context c{};
         dma.write(tables_.cqc_base + in_mod * sizeof c, &c, sizeof c, delay);
         cqw_->destroy_cq(in_mod);
@@ -170,20 +163,16 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         return hw::CMD_OK;
     }
     case hw::CMD_RESIZE_CQ: {
-        if (in_mod >= cq_valid_.size() || !cq_valid_[in_mod])
-            return hw::CMD_BAD_RESOURCE;
+        if (in_mod >= cq_valid_.size() || !cq_valid_[in_mod]) return hw::CMD_BAD_RESOURCE;
         hw::resize_cq_in r;
         std::memcpy(&r, m.in, sizeof r);
         hw::cq_context c;
         cqw_->query_cq(in_mod, c);
-        if (c.overrun)
-            return hw::CMD_BAD_STATE;  // 10.8.5.2: a CQ in error cannot be resized
-        if (r.log_size > 22 || (1ull << r.log_size) > id_.caps.max_cqe + 1ull)
-            return hw::CMD_BAD_PARAM;
+        if (c.overrun) return hw::CMD_BAD_STATE;  // 10.8.5.2: a CQ in error cannot be resized
+        if (r.log_size > 22 || (1ull << r.log_size) > id_.caps.max_cqe + 1ull) return hw::CMD_BAD_PARAM;
         // The move and the switch happen at one instant: a CQE the CQ writer adds after it goes
         // to the new ring, every earlier one is among those moved (10.2.6.3: none lost).
-        if (!cqw_->resize_cq(in_mod, r.base, r.log_size, r.consumer, delay))
-            return hw::CMD_BAD_PARAM;
+        if (!cqw_->resize_cq(in_mod, r.base, r.log_size, r.consumer, delay)) return hw::CMD_BAD_PARAM;
         cqw_->query_cq(in_mod, c);
         dma.write(tables_.cqc_base + in_mod * sizeof c, &c, sizeof c, delay);
         hw::resize_cq_out o{};
@@ -192,22 +181,21 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         return hw::CMD_OK;
     }
     case hw::CMD_QUERY_CQ: {
-        if (in_mod >= cq_valid_.size() || !cq_valid_[in_mod])
-            return hw::CMD_BAD_RESOURCE;
+        if (in_mod >= cq_valid_.size() || !cq_valid_[in_mod]) return hw::CMD_BAD_RESOURCE;
         hw::cq_context c;
         cqw_->query_cq(in_mod, c);
-        if (c.overrun)
-            return hw::CMD_BAD_STATE;  // 10.8.5.2: a CQ in error cannot be queried
+        if (c.overrun) return hw::CMD_BAD_STATE;  // 10.8.5.2: a CQ in error cannot be queried
         std::memcpy(m.out, &c, sizeof c);
         return hw::CMD_OK;
     }
-    case hw::CMD_CREATE_MPT:
-        return create_mpt(in_mod, m.op_mod, m.in, delay);
+    case hw::CMD_CREATE_MPT: return create_mpt(in_mod, m.op_mod, m.in, delay);
     case hw::CMD_DESTROY_MPT: {
         if (in_mod == 0 || in_mod >= (1u << tables_.log_num_mpts))
             return hw::CMD_BAD_PARAM;  // index 0 is the reserved L_Key (o10-37.2.8)
         const xlate_status st = xlate_->destroy(in_mod, delay);
-        return st == xlate_status::ok ? hw::CMD_OK : st == xlate_status::busy ? hw::CMD_BAD_STATE : hw::CMD_BAD_RESOURCE;
+        return st == xlate_status::ok     ? hw::CMD_OK
+               : st == xlate_status::busy ? hw::CMD_BAD_STATE
+                                          : hw::CMD_BAD_RESOURCE;
     }
     case hw::CMD_QUERY_MPT: {
         hw::mpt_entry e;
@@ -232,15 +220,14 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         if (in_mod >= (1u << tables_.log_num_qps) || in_mod >= qp_state_.size() || c.sq_log_stride < 6 ||
             c.rq_log_stride < 4 || c.sq_log_size > 16 || c.rq_log_size > 16)
             return hw::CMD_BAD_PARAM;
-        if (qp_state_[in_mod] != NO_QP)
-            return hw::CMD_BAD_RESOURCE;
-        if (c.srqn && (!fetcher_->srq_valid(c.srqn - 1) || c.transport < hw::QPT_RC || c.transport > hw::QPT_UD))
+        if (qp_state_[in_mod] != NO_QP) return hw::CMD_BAD_RESOURCE;
+        if (c.srqn &&
+            (!fetcher_->srq_valid(c.srqn - 1) || c.transport < hw::QPT_RC || c.transport > hw::QPT_UD))
             return hw::CMD_BAD_RESOURCE;  // attached to an SRQ that does not exist
         c.qpn = in_mod;
         c.state = hw::QPS_RESET;
         qp_srq_[in_mod] = c.srqn;
-        if (c.srqn)
-            fetcher_->srq_attach(c.srqn - 1, +1);
+        if (c.srqn) fetcher_->srq_attach(c.srqn - 1, +1);
         dma.write(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay);
         qp_state_[in_mod] = hw::QPS_RESET;
         fetcher_->load_qp(c);
@@ -253,8 +240,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         return modify_qp(in_mod, m.op_mod, in, delay);
     }
     case hw::CMD_QUERY_QP: {
-        if (in_mod >= qp_state_.size() || qp_state_[in_mod] == NO_QP)
-            return hw::CMD_BAD_RESOURCE;
+        if (in_mod >= qp_state_.size() || qp_state_[in_mod] == NO_QP) return hw::CMD_BAD_RESOURCE;
         hw::qp_context c;
         dma.read(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay);
         c.state = engine_->state(in_mod);  // the engine may have moved it to Error itself
@@ -264,8 +250,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         return hw::CMD_OK;
     }
     case hw::CMD_DESTROY_QP: {
-        if (in_mod >= qp_state_.size() || qp_state_[in_mod] == NO_QP)
-            return hw::CMD_BAD_RESOURCE;
+        if (in_mod >= qp_state_.size() || qp_state_[in_mod] == NO_QP) return hw::CMD_BAD_RESOURCE;
         if (xlate_->windows_bound_to(in_mod))
             return hw::CMD_BAD_STATE;  // o10-37.2.29: type 2A windows are bound to it
         if (mcast_ && mcast_->attached(in_mod))
@@ -273,8 +258,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         hw::qp_context c{};
         dma.write(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay);
         qp_state_[in_mod] = NO_QP;
-        if (qp_srq_[in_mod])
-            fetcher_->srq_attach(qp_srq_[in_mod] - 1, -1);
+        if (qp_srq_[in_mod]) fetcher_->srq_attach(qp_srq_[in_mod] - 1, -1);
         qp_srq_[in_mod] = 0;
         fetcher_->set_state(in_mod, hw::QPS_RESET);
         engine_->destroy_qp(in_mod);
@@ -282,31 +266,25 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         return hw::CMD_OK;
     }
     case hw::CMD_ATTACH_MCAST:
-    case hw::CMD_DETACH_MCAST:
-        return mcast(in_mod, m.opcode == hw::CMD_ATTACH_MCAST, m.in, delay);
+    case hw::CMD_DETACH_MCAST: return mcast(in_mod, m.opcode == hw::CMD_ATTACH_MCAST, m.in, delay);
     case hw::CMD_CREATE_SRQ:
     case hw::CMD_MODIFY_SRQ:
     case hw::CMD_QUERY_SRQ:
-    case hw::CMD_DESTROY_SRQ:
-        return srq_command(m, delay);
-    default:
-        return hw::CMD_BAD_OPCODE;
+    case hw::CMD_DESTROY_SRQ: return srq_command(m, delay);
+    default: return hw::CMD_BAD_OPCODE;
     }
 }
 
 uint8_t command_unit::srq_command(hw::cmd_mailbox& m, sc_time& delay) {
-    if (!(id_.caps.flags & hw::CAP_SRQ))
-        return hw::CMD_BAD_OPCODE;
+    if (!(id_.caps.flags & hw::CAP_SRQ)) return hw::CMD_BAD_OPCODE;
     const uint32_t srqn = m.in_mod;
-    if (srqn >= (1ull << tables_.log_num_srqs) || srqn >= id_.caps.max_srq)
-        return hw::CMD_BAD_PARAM;
+    if (srqn >= (1ull << tables_.log_num_srqs) || srqn >= id_.caps.max_srq) return hw::CMD_BAD_PARAM;
     const uint64_t at = tables_.srqc_base + uint64_t(srqn) * sizeof(hw::srq_context);
     switch (m.opcode) {
     case hw::CMD_CREATE_SRQ: {
         hw::srq_context c;
         std::memcpy(&c, m.in, sizeof c);
-        if (fetcher_->srq_valid(srqn))
-            return hw::CMD_BAD_RESOURCE;
+        if (fetcher_->srq_valid(srqn)) return hw::CMD_BAD_RESOURCE;
         if (c.log_size > 15 || c.log_stride < 4 || c.log_stride > MAX_SRQ_LOG_STRIDE || c.max_wr == 0 ||
             c.max_wr >= (1u << c.log_size) || c.max_wr > id_.caps.max_srq_wr || c.limit > c.max_wr)
             return hw::CMD_BAD_PARAM;
@@ -320,8 +298,7 @@ uint8_t command_unit::srq_command(hw::cmd_mailbox& m, sc_time& delay) {
         return hw::CMD_OK;
     }
     case hw::CMD_MODIFY_SRQ: {
-        if (!fetcher_->srq_valid(srqn))
-            return hw::CMD_BAD_RESOURCE;
+        if (!fetcher_->srq_valid(srqn)) return hw::CMD_BAD_RESOURCE;
         hw::modify_srq_in in;
         std::memcpy(&in, m.in, sizeof in);
         const uint8_t st = fetcher_->modify_srq(srqn, m.op_mod, in, delay);
@@ -332,17 +309,14 @@ uint8_t command_unit::srq_command(hw::cmd_mailbox& m, sc_time& delay) {
         return st;
     }
     case hw::CMD_QUERY_SRQ: {
-        if (!fetcher_->srq_valid(srqn))
-            return hw::CMD_BAD_RESOURCE;
+        if (!fetcher_->srq_valid(srqn)) return hw::CMD_BAD_RESOURCE;
         const hw::srq_context c = fetcher_->srq_ctx(srqn);
-        if (c.state == hw::SRQS_ERR)
-            return hw::CMD_BAD_STATE;  // 10.2.9.5
+        if (c.state == hw::SRQS_ERR) return hw::CMD_BAD_STATE;  // 10.2.9.5
         std::memcpy(m.out, &c, sizeof c);
         return hw::CMD_OK;
     }
     case hw::CMD_DESTROY_SRQ: {
-        if (!fetcher_->srq_valid(srqn))
-            return hw::CMD_BAD_RESOURCE;
+        if (!fetcher_->srq_valid(srqn)) return hw::CMD_BAD_RESOURCE;
         if (fetcher_->srq_ctx(srqn).attached)
             return hw::CMD_BAD_STATE;  // o10-10.2.3: QPs are still associated with it
         hw::srq_context c{};
@@ -350,23 +324,20 @@ uint8_t command_unit::srq_command(hw::cmd_mailbox& m, sc_time& delay) {
         fetcher_->destroy_srq(srqn);  // o10-10.2.4, o10-10.2.5: outstanding WQEs go with it
         return hw::CMD_OK;
     }
-    default:
-        return hw::CMD_BAD_OPCODE;
+    default: return hw::CMD_BAD_OPCODE;
     }
 }
 
 uint8_t command_unit::mcast(uint32_t qpn, bool attach, const uint8_t* in, sc_time& delay) {
-    if (!mcast_ || qpn >= qp_state_.size() || qp_state_[qpn] == NO_QP)
-        return hw::CMD_BAD_RESOURCE;
+    if (!mcast_ || qpn >= qp_state_.size() || qp_state_[qpn] == NO_QP) return hw::CMD_BAD_RESOURCE;
     hw::mcast_in g;
     std::memcpy(&g, in, sizeof g);
-    if (!mcast_table::is_mlid(g.mlid) || g.mgid[0] != 0xFF)
-        return hw::CMD_BAD_PARAM;
+    if (!mcast_table::is_mlid(g.mlid) || g.mgid[0] != 0xFF) return hw::CMD_BAD_PARAM;
     hw::qp_context c;  // only UD QPs join groups (o10-34)
     dma.read(tables_.qpc_base + qpn * sizeof c, &c, sizeof c, delay);
-    if (c.transport != hw::QPT_UD)
-        return hw::CMD_BAD_PARAM;
-    const mcast_table::result r = attach ? mcast_->attach(qpn, g.mgid, g.mlid) : mcast_->detach(qpn, g.mgid, g.mlid);
+    if (c.transport != hw::QPT_UD) return hw::CMD_BAD_PARAM;
+    const mcast_table::result r =
+        attach ? mcast_->attach(qpn, g.mgid, g.mlid) : mcast_->detach(qpn, g.mgid, g.mlid);
     switch (r) {
     case mcast_table::result::ok:
     case mcast_table::result::already_attached: return hw::CMD_OK;
@@ -385,29 +356,25 @@ uint8_t command_unit::create_mpt(uint32_t index, uint32_t mode, const uint8_t* i
     if (hw::key_index(e.key) != index || e.type > hw::MPT_TYPE_MW2B || e.state > hw::MPT_STATE_VALID ||
         e.state == hw::MPT_STATE_INVALID)
         return hw::CMD_BAD_PARAM;
-    if (mr && ((e.flags & hw::MPT_BLOCK_LIST) ? e.block_size == 0 : e.log_page_size < 12 || e.log_page_size > 30))
+    if (mr &&
+        ((e.flags & hw::MPT_BLOCK_LIST) ? e.block_size == 0 : e.log_page_size < 12 || e.log_page_size > 30))
         return hw::CMD_BAD_PARAM;
     if (mr && (e.mtt_count > e.mtt_reserved || e.mtt_base + e.mtt_reserved > (1ull << tables_.log_num_mtts)))
         return hw::CMD_BAD_PARAM;
-    if (e.type == hw::MPT_TYPE_MW2A && !(id_.caps.flags & hw::CAP_MW_TYPE2A))
-        return hw::CMD_BAD_PARAM;
-    if (e.type == hw::MPT_TYPE_MW2B && !(id_.caps.flags & hw::CAP_MW_TYPE2B))
-        return hw::CMD_BAD_PARAM;
+    if (e.type == hw::MPT_TYPE_MW2A && !(id_.caps.flags & hw::CAP_MW_TYPE2A)) return hw::CMD_BAD_PARAM;
+    if (e.type == hw::MPT_TYPE_MW2B && !(id_.caps.flags & hw::CAP_MW_TYPE2B)) return hw::CMD_BAD_PARAM;
     hw::mpt_entry old;
-    if (!xlate_->read_mpt(index, old, delay))
-        return hw::CMD_BAD_PARAM;
+    if (!xlate_->read_mpt(index, old, delay)) return hw::CMD_BAD_PARAM;
     if (mode == hw::MPT_CREATE) {
-        if (old.state != hw::MPT_STATE_INVALID)
-            return hw::CMD_BAD_RESOURCE;
+        if (old.state != hw::MPT_STATE_INVALID) return hw::CMD_BAD_RESOURCE;
         e.bound_mws = 0;
-        if (!mr)
-            e.state = hw::MPT_STATE_FREE;  // a new window is unbound
+        if (!mr) e.state = hw::MPT_STATE_FREE;  // a new window is unbound
     } else {
         // Reregister (and shared-source marking): a Valid region without windows, in one step.
-        if (!mr || old.type != hw::MPT_TYPE_MR || old.state != hw::MPT_STATE_VALID || e.state != hw::MPT_STATE_VALID)
+        if (!mr || old.type != hw::MPT_TYPE_MR || old.state != hw::MPT_STATE_VALID ||
+            e.state != hw::MPT_STATE_VALID)
             return hw::CMD_BAD_STATE;
-        if (old.bound_mws)
-            return hw::CMD_BAD_STATE;
+        if (old.bound_mws) return hw::CMD_BAD_STATE;
         e.bound_mws = old.bound_mws;
     }
     e.mr_index = 0;
@@ -417,9 +384,9 @@ uint8_t command_unit::create_mpt(uint32_t index, uint32_t mode, const uint8_t* i
     return hw::CMD_OK;
 }
 
-uint8_t command_unit::modify_qp(uint32_t qpn, uint32_t new_state, const hw::modify_qp_in& in, sc_time& delay) {
-    if (qpn >= qp_state_.size() || qp_state_[qpn] == NO_QP)
-        return hw::CMD_BAD_RESOURCE;
+uint8_t command_unit::modify_qp(uint32_t qpn, uint32_t new_state, const hw::modify_qp_in& in,
+                                sc_time& delay) {
+    if (qpn >= qp_state_.size() || qp_state_[qpn] == NO_QP) return hw::CMD_BAD_RESOURCE;
     if (new_state > hw::QPS_ERR ||
         ((in.attr_mask & hw::QP_ATTR_CUR_STATE) && in.cur_state != engine_->state(qpn)))
         return hw::CMD_BAD_STATE;
@@ -432,10 +399,10 @@ uint8_t command_unit::modify_qp(uint32_t qpn, uint32_t new_state, const hw::modi
     c.srqn = qp_srq_[qpn];  // the SRQ association is fixed at create
     c.state = uint8_t(new_state);
     if (new_state != hw::QPS_RESET && new_state != hw::QPS_ERR) {
-        if (c.port != 1 || c.pkey_index >= pkeys_->table_len || (new_state >= hw::QPS_RTR && hw::mtu_bytes(c.mtu) == 0))
+        if (c.port != 1 || c.pkey_index >= pkeys_->table_len ||
+            (new_state >= hw::QPS_RTR && hw::mtu_bytes(c.mtu) == 0))
             return hw::CMD_BAD_PARAM;
-        if (!cqw_->cq_valid(c.send_cqn) || !cqw_->cq_valid(c.recv_cqn))
-            return hw::CMD_BAD_RESOURCE;
+        if (!cqw_->cq_valid(c.send_cqn) || !cqw_->cq_valid(c.recv_cqn)) return hw::CMD_BAD_RESOURCE;
     }
     dma.write(tables_.qpc_base + qpn * sizeof c, &c, sizeof c, delay);
     qp_state_[qpn] = uint8_t(new_state);

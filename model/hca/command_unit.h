@@ -34,17 +34,21 @@ class command_unit : public sc_core::sc_module {
 public:
     dma_port dma;
 
-    param<double> clock_mhz;  ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
+    param<double> clock_mhz;      ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
     param<unsigned> exec_cycles;  ///< cycles to execute one command (besides its DMA)
 
     counter commands, failed, ignored_busy;
 
     SC_HAS_PROCESS(command_unit);
-    command_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock, const hca_identity& id,
-                 unsigned max_qps, unsigned max_cqs);
+    command_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock,
+                 const hca_identity& id, unsigned max_qps, unsigned max_cqs);
 
     void bind(wqe_fetcher& f, transport_engine& t, translation_unit& x, cq_writer& c, pkey_checker& k) {
-        fetcher_ = &f; engine_ = &t; xlate_ = &x; cqw_ = &c; pkeys_ = &k;
+        fetcher_ = &f;
+        engine_ = &t;
+        xlate_ = &x;
+        cqw_ = &c;
+        pkeys_ = &k;
     }
     /// The multicast group table (CMD_ATTACH_MCAST / CMD_DETACH_MCAST).
     void bind_mcast(mcast_table& m) { mcast_ = &m; }
@@ -80,10 +84,10 @@ private:
     uint32_t token_ = 0, last_token_ = 0;
     sc_core::sc_event go_;
     sc_core::sc_time exec_time_;
-    std::vector<uint8_t> qp_state_;   // HCA's view of each QP's state (255 = no QP)
+    std::vector<uint8_t> qp_state_;  // HCA's view of each QP's state (255 = no QP)
     std::vector<uint8_t> cq_valid_;
-    std::vector<uint32_t> qp_srq_;    // SRQ number + 1 each QP was created with (0: none)
-    hw::cmd_mailbox box_;             // scratch copy of the mailbox
+    std::vector<uint32_t> qp_srq_;  // SRQ number + 1 each QP was created with (0: none)
+    hw::cmd_mailbox box_;           // scratch copy of the mailbox
 };
 
 }  // namespace hcasim

@@ -39,8 +39,7 @@ cq_writer::cq_writer(const sc_module_name& name, const sc_time& hca_clock, unsig
 }
 
 void cq_writer::load_cq(uint32_t cqn, const hw::cq_context& c) {
-    if (cqn >= cqs_.size())
-        return;
+    if (cqn >= cqs_.size()) return;
     cq_state& s = cqs_[cqn];
     s = cq_state{};
     s.valid = true;
@@ -59,8 +58,7 @@ void cq_writer::destroy_cq(uint32_t cqn) {
 }
 
 void cq_writer::load_eq(uint32_t eqn, const hw::eq_context& e) {
-    if (eqn >= eqs_.size())
-        return;
+    if (eqn >= eqs_.size()) return;
     eq_state& s = eqs_[eqn];
     s = eq_state{};
     s.valid = true;
@@ -69,23 +67,19 @@ void cq_writer::load_eq(uint32_t eqn, const hw::eq_context& e) {
 }
 
 void cq_writer::doorbell(uint32_t cqn, uint32_t consumer, hw::cq_arm arm) {
-    if (!cq_valid(cqn))
-        return;
+    if (!cq_valid(cqn)) return;
     cq_state& s = cqs_[cqn];
     s.consumer = consumer;
-    if (arm != hw::CQ_ARM_NONE)
-        s.arm = arm;
+    if (arm != hw::CQ_ARM_NONE) s.arm = arm;
 }
 
 bool cq_writer::resize_cq(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_t consumer, sc_time& delay) {
-    if (!cq_valid(cqn) || log_size > 24)
-        return false;
+    if (!cq_valid(cqn) || log_size > 24) return false;
     cq_state& s = cqs_[cqn];
     consumer &= 0xFFFFFF;
     const uint64_t moved = (s.producer - consumer) & 0xFFFFFF;
     const uint64_t old_size = uint64_t(1) << s.log_size, new_size = uint64_t(1) << log_size;
-    if (moved > old_size || moved >= new_size)
-        return false;
+    if (moved > old_size || moved >= new_size) return false;
     if (moved) {
         // Old slots of counter values producer - moved .. producer - 1, in at most two runs each
         // way (the rings wrap at different places).
@@ -94,12 +88,14 @@ bool cq_writer::resize_cq(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_
         for (uint64_t done = 0; done < moved;) {
             const uint64_t slot = (first + done) & (old_size - 1);
             const uint64_t run = std::min(moved - done, old_size - slot);
-            if (!dma.read(s.base + slot * sizeof(hw::cqe), &buf[done], uint32_t(run * sizeof(hw::cqe)), delay))
+            if (!dma.read(s.base + slot * sizeof(hw::cqe), &buf[done], uint32_t(run * sizeof(hw::cqe)),
+                          delay))
                 return false;
             done += run;
         }
         for (uint64_t i = 0; i < moved; ++i)
-            buf[i].owner = uint8_t((buf[i].owner & ~hw::CQE_OWNER_BIT) | hw::cqe_owner_for(first + i, log_size));
+            buf[i].owner =
+                uint8_t((buf[i].owner & ~hw::CQE_OWNER_BIT) | hw::cqe_owner_for(first + i, log_size));
         for (uint64_t done = 0; done < moved;) {
             const uint64_t slot = (first + done) & (new_size - 1);
             const uint64_t run = std::min(moved - done, new_size - slot);
@@ -117,8 +113,7 @@ bool cq_writer::resize_cq(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_
 }
 
 bool cq_writer::query_cq(uint32_t cqn, hw::cq_context& c) const {
-    if (!cq_valid(cqn))
-        return false;
+    if (!cq_valid(cqn)) return false;
     const cq_state& s = cqs_[cqn];
     c = hw::cq_context{};
     c.cqn = cqn;
@@ -134,20 +129,19 @@ bool cq_writer::query_cq(uint32_t cqn, hw::cq_context& c) const {
 }
 
 void cq_writer::eq_doorbell(uint32_t eqn, uint32_t consumer) {
-    if (eqn < eqs_.size())
-        eqs_[eqn].consumer = consumer;
+    if (eqn < eqs_.size()) eqs_[eqn].consumer = consumer;
 }
 
 bool cq_writer::complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_time& delay) {
-    if (!cq_valid(cqn))
-        return false;
+    if (!cq_valid(cqn)) return false;
     cq_state& s = cqs_[cqn];
     if (cqc_cache_.find(cqn)) {
         ++cqc_hits;
     } else {
         ++cqc_misses;
         cqc_cache_.insert(cqn);
-        cqc_dma.read_timing(cqc_base_ + uint64_t(cqn) * sizeof(hw::cq_context), sizeof(hw::cq_context), delay);
+        cqc_dma.read_timing(cqc_base_ + uint64_t(cqn) * sizeof(hw::cq_context), sizeof(hw::cq_context),
+                            delay);
     }
     const uint64_t size = uint64_t(1) << s.log_size;
     // Entries in use = written - consumed (consumer is 24-bit; the ring is smaller).
@@ -167,8 +161,8 @@ bool cq_writer::complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_time& dela
     dma.write(s.base + (s.producer & (size - 1)) * sizeof(hw::cqe), &e, sizeof e, delay);
     if (tl_)
         tl_->span(track_, "CQE", begin, sim_now() + delay,
-                  "\"cq\":" + std::to_string(cqn) + ",\"qp\":" + std::to_string(e.qpn) + ",\"status\":" +
-                      std::to_string(e.status));
+                  "\"cq\":" + std::to_string(cqn) + ",\"qp\":" + std::to_string(e.qpn) +
+                      ",\"status\":" + std::to_string(e.status));
     ++s.producer;
     ++cqes;
     if (s.arm == hw::CQ_ARM_NEXT ||
@@ -184,8 +178,7 @@ void cq_writer::post_event(uint8_t type, uint32_t resource, sc_time& delay, uint
 }
 
 void cq_writer::write_eqe(uint32_t eqn, uint8_t type, uint32_t resource, sc_time& delay, uint8_t subtype) {
-    if (eqn >= eqs_.size() || !eqs_[eqn].valid)
-        return;
+    if (eqn >= eqs_.size() || !eqs_[eqn].valid) return;
     eq_state& q = eqs_[eqn];
     const uint64_t size = uint64_t(1) << q.log_size;
     hw::eqe ev{};

@@ -27,15 +27,16 @@ public:
     dma_port dma;
     dma_port cqc_dma;  ///< CQ context cache misses (reads of the CQC table)
 
-    param<double> clock_mhz;  ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
-    param<unsigned> write_cycles;  ///< cycles to format one CQE before its DMA write
+    param<double> clock_mhz;              ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
+    param<unsigned> write_cycles;         ///< cycles to format one CQE before its DMA write
     param<unsigned> cqc_cache_entries;    ///< CQ contexts on chip
     param<unsigned> cqc_cache_ways;       ///< CQ context cache associativity
     param<std::string> cqc_cache_policy;  ///< lru|fifo|random
 
     counter cqes, events, overruns, msi_writes, resizes, resize_moved, busy_ps, cqc_hits, cqc_misses;
 
-    cq_writer(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock, unsigned max_cqs, unsigned max_eqs);
+    cq_writer(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock, unsigned max_cqs,
+              unsigned max_eqs);
 
     /// Where the CQ context table is (INIT_HCA): cache misses read it. Empties the cache.
     void set_cqc_table(uint64_t base) {
@@ -47,7 +48,10 @@ public:
     void destroy_cq(uint32_t cqn);
     bool cq_valid(uint32_t cqn) const { return cqn < cqs_.size() && cqs_[cqn].valid; }
     void load_eq(uint32_t eqn, const hw::eq_context& e);
-    void set_msi(uint64_t addr, uint32_t data) { msi_addr_ = addr; msi_data_ = data; }
+    void set_msi(uint64_t addr, uint32_t data) {
+        msi_addr_ = addr;
+        msi_data_ = data;
+    }
     /// CMD_RESIZE_CQ: copies the CQEs software has not consumed ([consumer, producer)) to the
     /// same counter values of the ring at `base` (2^log_size entries; owner bits for the new
     /// size), then writes to the new ring; producer and arm state are kept, `consumer` is taken
@@ -83,8 +87,8 @@ private:
         hw::cq_arm arm = hw::CQ_ARM_NONE;
         uint16_t eqn = 0;
         uint64_t base = 0;
-        uint64_t producer = 0;   // CQEs written (not wrapped)
-        uint32_t consumer = 0;   // last consumer index from software (mod 2^24)
+        uint64_t producer = 0;  // CQEs written (not wrapped)
+        uint32_t consumer = 0;  // last consumer index from software (mod 2^24)
     };
     struct eq_state {
         bool valid = false;
@@ -93,7 +97,8 @@ private:
         uint64_t producer = 0;
         uint32_t consumer = 0;
     };
-    void write_eqe(uint32_t eqn, uint8_t type, uint32_t resource, sc_core::sc_time& delay, uint8_t subtype = 0);
+    void write_eqe(uint32_t eqn, uint8_t type, uint32_t resource, sc_core::sc_time& delay,
+                   uint8_t subtype = 0);
 
     std::vector<cq_state> cqs_;
     onchip_cache<no_line> cqc_cache_;

@@ -22,12 +22,19 @@ public:
     /// written by the transport engine (an atomic counts as an 8-byte read); MPT/MTT entries read on
     /// translation cache misses; CQEs and EQEs written; command mailboxes and context tables;
     /// QP and CQ context cache misses.
-    counter wqe_fetch_bytes, payload_read_bytes, payload_write_bytes, context_bytes, cqe_write_bytes, command_bytes,
-        qpc_bytes, cqc_bytes;
+    counter wqe_fetch_bytes, payload_read_bytes, payload_write_bytes, context_bytes, cqe_write_bytes,
+        command_bytes, qpc_bytes, cqc_bytes;
 
     /// Binding order of the units (the socket index each one gets).
-    enum unit_id : int { COMMAND_UNIT = 0, WQE_FETCHER = 1, TRANSPORT_ENGINE = 2, TRANSLATION_UNIT = 3, CQ_WRITER = 4,
-                   QP_CONTEXT = 5, CQ_CONTEXT = 6 };
+    enum unit_id : int {
+        COMMAND_UNIT = 0,
+        WQE_FETCHER = 1,
+        TRANSPORT_ENGINE = 2,
+        TRANSLATION_UNIT = 3,
+        CQ_WRITER = 4,
+        QP_CONTEXT = 5,
+        CQ_CONTEXT = 6
+    };
 
     explicit dma_mux(const sc_core::sc_module_name& name);
 

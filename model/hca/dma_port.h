@@ -32,16 +32,15 @@ public:
     /// A write whose source buffer the target may take instead of copying (buffer_loan_ext;
     /// nullptr: an ordinary write).
     bool write(uint64_t pa, const void* src, uint32_t n, sc_core::sc_time& delay, buffer_loan_ext* loan) {
-        if (!loan)
-            return write(pa, src, n, delay);
+        if (!loan) return write(pa, src, n, delay);
         gp_.set_extension(loan);
         const bool ok = transfer(tlm::TLM_WRITE_COMMAND, pa, const_cast<void*>(src), n, delay);
         gp_.clear_extension(loan);
         return ok;
     }
     /// Executes an atomic at host memory; returns false on error, `original` the prior value.
-    bool atomic(uint64_t pa, atomic_ext::op_type op, uint64_t compare, uint64_t swap_add,
-                uint64_t& original, sc_core::sc_time& delay) {
+    bool atomic(uint64_t pa, atomic_ext::op_type op, uint64_t compare, uint64_t swap_add, uint64_t& original,
+                sc_core::sc_time& delay) {
         atomic_ext ext(op, compare, swap_add);
         uint64_t data = 0;
         gp_.set_extension(&ext);

@@ -19,8 +19,10 @@ doorbell_unit::doorbell_unit(const sc_module_name& name, const sc_time& hca_cloc
       clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)",
                 unit_clock_bounds()),
       fifo_entries("fifo_entries", 256, "entries",
-                   "doorbell FIFO depth; a CPU writing to a full FIFO stalls (posted-write credits)", {1, 1u << 20}),
-      decode_cycles("decode_cycles", 4, "cycles", "cycles from an MMIO write's arrival to its dispatch", {0, 100000}),
+                   "doorbell FIFO depth; a CPU writing to a full FIFO stalls (posted-write credits)",
+                   {1, 1u << 20}),
+      decode_cycles("decode_cycles", 4, "cycles", "cycles from an MMIO write's arrival to its dispatch",
+                    {0, 100000}),
       writes("writes", "MMIO writes received"),
       reads("reads", "MMIO reads received"),
       sq_doorbells("sq_doorbells", "SQ doorbells"),
@@ -30,22 +32,27 @@ doorbell_unit::doorbell_unit(const sc_module_name& name, const sc_time& hca_cloc
       inline_writes("inline_writes", "WQEs written through the inline window"),
       dropped("dropped", "MMIO writes dropped (FIFO full and the writer could not be stalled)"),
       stalls("stalls", "MMIO writes that found the FIFO full and stalled their writer"),
-      bad_accesses("bad_accesses", "MMIO accesses to no register, of a wrong size, or to a read-only register"),
+      bad_accesses("bad_accesses",
+                   "MMIO accesses to no register, of a wrong size, or to a read-only register"),
       fifo_peak("fifo_peak", "most MMIO writes waiting in the FIFO at once (at most fifo_entries)") {
     const sc_time clock = unit_period(clock_mhz, hca_clock);
     decode_time_ = clock * double(decode_cycles.get());
     fifo_.resize(fifo_entries);
-    for (auto& e : fifo_)
-        e = std::make_unique<entry>();
+    for (auto& e : fifo_) e = std::make_unique<entry>();
     // The global register map (tlm_if/mmio_map.h).
     regs_.emplace_back("hca_id", hw::REG_HCA_ID, 4, hw::HCA_ID_VALUE, reg_access::ro);
-    regs_.emplace_back("cmd_mailbox", hw::REG_CMD_MAILBOX, 8, 0, reg_access::rw,
-                       [this] { return cmd_->mailbox(); }, [this](uint64_t v) { cmd_->set_mailbox(v); });
+    regs_.emplace_back(
+        "cmd_mailbox", hw::REG_CMD_MAILBOX, 8, 0, reg_access::rw, [this] { return cmd_->mailbox(); },
+        [this](uint64_t v) { cmd_->set_mailbox(v); });
     regs_.emplace_back("cmd_doorbell", hw::REG_CMD_DOORBELL, 4, 0, reg_access::wo, nullptr,
                        [this](uint64_t v) { cmd_->doorbell(uint32_t(v)); });
-    regs_.emplace_back("cmd_status", hw::REG_CMD_STATUS, 4, 0, reg_access::ro, [this] { return uint64_t(cmd_->status()); });
+    regs_.emplace_back("cmd_status", hw::REG_CMD_STATUS, 4, 0, reg_access::ro,
+                       [this] { return uint64_t(cmd_->status()); });
     regs_.emplace_back("int_msi_addr", hw::REG_INT_MSI_ADDR, 8, 0, reg_access::rw, nullptr,
-                       [this](uint64_t v) { msi_addr_ = v; cqw_->set_msi(v, uint32_t(find(hw::REG_INT_MSI_DATA)->value())); });
+                       [this](uint64_t v) {
+                           msi_addr_ = v;
+                           cqw_->set_msi(v, uint32_t(find(hw::REG_INT_MSI_DATA)->value()));
+                       });
     regs_.emplace_back("int_msi_data", hw::REG_INT_MSI_DATA, 4, 0, reg_access::rw, nullptr,
                        [this](uint64_t v) { cqw_->set_msi(msi_addr_, uint32_t(v)); });
     regs_.emplace_back("eq_consumer", hw::REG_EQ_CONSUMER, 4, 0, reg_access::wo, nullptr,
@@ -59,8 +66,7 @@ doorbell_unit::doorbell_unit(const sc_module_name& name, const sc_time& hca_cloc
 
 reg* doorbell_unit::find(uint64_t offset) {
     for (auto& r : regs_)
-        if (r.offset() == offset)
-            return &r;
+        if (r.offset() == offset) return &r;
     return nullptr;
 }
 
@@ -98,10 +104,9 @@ void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
         }
         ++stalls;
         ++stalled_;
-        while (count_ == fifo_.size())
-            wait(space_);
+        while (count_ == fifo_.size()) wait(space_);
         --stalled_;
-        const sc_time waited = sim_now() - called_at;  // the arrival time stays where it was,
+        const sc_time waited = sim_now() - called_at;            // the arrival time stays where it was,
         delay = delay > waited ? delay - waited : SC_ZERO_TIME;  // unless the stall passed it
     }
     entry& e = *fifo_[(head_ + count_) % fifo_.size()];
@@ -115,11 +120,16 @@ void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
     } else {
         const uint64_t in_page = (off - hw::UAR_BASE) % hw::UAR_STRIDE;
         e.offset = in_page;
-        if (in_page == hw::UAR_SQ_DOORBELL && len == 8) e.k = kind::sq;
-        else if (in_page == hw::UAR_RQ_DOORBELL && len == 8) e.k = kind::rq;
-        else if (in_page == hw::UAR_CQ_DOORBELL && len == 8) e.k = kind::cq;
-        else if (in_page == hw::UAR_SRQ_DOORBELL && len == 8) e.k = kind::srq;
-        else if (in_page == hw::UAR_INLINE_WQE && len >= 64 && len % 16 == 0) e.k = kind::inline_wqe;
+        if (in_page == hw::UAR_SQ_DOORBELL && len == 8)
+            e.k = kind::sq;
+        else if (in_page == hw::UAR_RQ_DOORBELL && len == 8)
+            e.k = kind::rq;
+        else if (in_page == hw::UAR_CQ_DOORBELL && len == 8)
+            e.k = kind::cq;
+        else if (in_page == hw::UAR_SRQ_DOORBELL && len == 8)
+            e.k = kind::srq;
+        else if (in_page == hw::UAR_INLINE_WQE && len >= 64 && len % 16 == 0)
+            e.k = kind::inline_wqe;
         else {
             ++bad_accesses;
             gp.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
@@ -139,10 +149,8 @@ void doorbell_unit::b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
             fetcher_->expect(qpn & 0xFFFFFF);
         }
     }
-    if (count_++ == 0)
-        due_.notify(e.at - sim_now());
-    if (count_ > fifo_peak.value())
-        fifo_peak += count_ - fifo_peak.value();
+    if (count_++ == 0) due_.notify(e.at - sim_now());
+    if (count_ > fifo_peak.value()) fifo_peak += count_ - fifo_peak.value();
 }
 
 void doorbell_unit::dispatch() {
@@ -152,13 +160,11 @@ void doorbell_unit::dispatch() {
         switch (e.k) {
         case kind::global: {
             reg* r = find(e.offset);
-            if (!r || e.len != r->bytes() || !r->write(e.value))
-                ++bad_accesses;
+            if (!r || e.len != r->bytes() || !r->write(e.value)) ++bad_accesses;
             break;
         }
         case kind::sq:
-            if (probe_)
-                probe_->mark(path_probe::doorbell, now);
+            if (probe_) probe_->mark(path_probe::doorbell, now);
             ++sq_doorbells;
             fetcher_->sq_doorbell(hw::doorbell_qpn(e.value), hw::doorbell_producer(e.value));
             break;
@@ -172,11 +178,11 @@ void doorbell_unit::dispatch() {
             break;
         case kind::cq:
             ++cq_doorbells;
-            cqw_->doorbell(hw::cq_doorbell_cqn(e.value), hw::cq_doorbell_consumer(e.value), hw::cq_doorbell_arm(e.value));
+            cqw_->doorbell(hw::cq_doorbell_cqn(e.value), hw::cq_doorbell_consumer(e.value),
+                           hw::cq_doorbell_arm(e.value));
             break;
         case kind::inline_wqe:
-            if (probe_)
-                probe_->mark(path_probe::doorbell, now);
+            if (probe_) probe_->mark(path_probe::doorbell, now);
             ++inline_writes;
             fetcher_->inline_wqe(e.data, e.len);
             break;
@@ -186,16 +192,13 @@ void doorbell_unit::dispatch() {
         if (stalled_)  // only a writer stalled on a full FIFO waits for space
             space_.notify(SC_ZERO_TIME);
     }
-    if (count_)
-        due_.notify(fifo_[head_]->at - now);
+    if (count_) due_.notify(fifo_[head_]->at - now);
 }
 
 unsigned int doorbell_unit::transport_dbg(tlm::tlm_generic_payload& gp) {
-    if (!gp.is_read() || gp.get_address() >= hw::UAR_BASE)
-        return 0;
+    if (!gp.is_read() || gp.get_address() >= hw::UAR_BASE) return 0;
     reg* r = find(gp.get_address());
-    if (!r || gp.get_data_length() < r->bytes())
-        return 0;
+    if (!r || gp.get_data_length() < r->bytes()) return 0;
     const uint64_t v = r->read();
     std::memcpy(gp.get_data_ptr(), &v, r->bytes());
     return r->bytes();

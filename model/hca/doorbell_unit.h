@@ -27,16 +27,21 @@ class doorbell_unit : public sc_core::sc_module {
 public:
     tlm_utils::simple_target_socket<doorbell_unit> bar0;  ///< from the PCIe link (MMIO)
 
-    param<double> clock_mhz;  ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
-    param<unsigned> fifo_entries;    ///< doorbell FIFO depth; a writer finding it full stalls
-    param<unsigned> decode_cycles;   ///< cycles from arrival to dispatch
+    param<double> clock_mhz;        ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
+    param<unsigned> fifo_entries;   ///< doorbell FIFO depth; a writer finding it full stalls
+    param<unsigned> decode_cycles;  ///< cycles from arrival to dispatch
 
-    counter writes, reads, sq_doorbells, rq_doorbells, srq_doorbells, cq_doorbells, inline_writes, dropped, stalls, bad_accesses, fifo_peak;
+    counter writes, reads, sq_doorbells, rq_doorbells, srq_doorbells, cq_doorbells, inline_writes, dropped,
+        stalls, bad_accesses, fifo_peak;
 
     SC_HAS_PROCESS(doorbell_unit);
     doorbell_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock);
 
-    void bind(wqe_fetcher& f, cq_writer& c, command_unit& cmd) { fetcher_ = &f; cqw_ = &c; cmd_ = &cmd; }
+    void bind(wqe_fetcher& f, cq_writer& c, command_unit& cmd) {
+        fetcher_ = &f;
+        cqw_ = &c;
+        cmd_ = &cmd;
+    }
     /// Marks path_probe::doorbell for SQ doorbells and inline WQEs.
     void set_probe(path_probe& p) { probe_ = &p; }
 

@@ -9,20 +9,25 @@ using namespace sc_core;
 hca::hca(const sc_module_name& name, unsigned node_index)
     : sc_module(name),
       clock_mhz("clock_mhz", 800.0, "MHz",
-                "core clock of the HCA units (a unit's own clock_mhz, when not 0, overrides it)", clock_bounds()),
+                "core clock of the HCA units (a unit's own clock_mhz, when not 0, overrides it)",
+                clock_bounds()),
       max_qps("max_qps", 1024, "QPs", "QPs the HCA holds on chip (QPC entries)", {2, 1u << 24}),
       max_cqs("max_cqs", 1024, "CQs", "completion queues", {1, 1u << 24}),
-      max_cqe("max_cqe", 65535, "CQEs", "entries per completion queue (ring is the next power of two)", {1, 1u << 22}),
+      max_cqe("max_cqe", 65535, "CQEs", "entries per completion queue (ring is the next power of two)",
+              {1, 1u << 22}),
       max_mrs("max_mrs", 65536, "MRs", "memory protection table entries", {1, 1u << 24}),
-      max_mtts("max_mtts", 1u << 22, "entries", "memory translation table entries (4 KiB pages)", {1, 1u << 30}),
+      max_mtts("max_mtts", 1u << 22, "entries", "memory translation table entries (4 KiB pages)",
+               {1, 1u << 30}),
       max_qp_wr("max_qp_wr", 16384, "WQEs", "work requests per send or receive queue", {1, 1u << 16}),
       max_srqs("max_srqs", 1024, "SRQs", "shared receive queues (SRQC entries); WQEs per SRQ: max_qp_wr",
                {1, 1u << 24}),
-      mw_type2("mw_type2", "2B", "", "kind of the type 2 memory windows: 2A (QP-associated) or 2B (QP- and "
-                                     "PD-associated); an HCA implements one (o10-37.2.31)"),
+      mw_type2("mw_type2", "2B", "",
+               "kind of the type 2 memory windows: 2A (QP-associated) or 2B (QP- and "
+               "PD-associated); an HCA implements one (o10-37.2.31)"),
       node_guid("node_guid", 0, "", "node GUID; 0 derives 0x0002c90300000000 + node index + 1"),
       num_comp_vectors("num_comp_vectors", 4, "identifiers",
-                       "completion event handler identifiers reported by QUERY_HCA (IBA o10-54.2.1)", {1, 16}),
+                       "completion event handler identifiers reported by QUERY_HCA (IBA o10-54.2.1)",
+                       {1, 16}),
       clock_(sc_time(1e6 / clock_mhz, SC_PS)),
       id_{},
       dma("dma_mux"),
@@ -40,10 +45,10 @@ hca::hca(const sc_module_name& name, unsigned node_index)
         throw config_error(std::string(this->name()) + ".mw_type2: '" + mw_type2.get() + "' is not 2A or 2B");
 
     hw::hca_caps& c = id_.caps;
-    c.flags = hw::CAP_RC | hw::CAP_UC | hw::CAP_UD | hw::CAP_MCAST | hw::CAP_INLINE | hw::CAP_RDMA_READ | hw::CAP_ATOMIC | hw::CAP_SQD_ASYNC | hw::CAP_MW |
-              hw::CAP_SEND_INV | hw::CAP_ZBVA | hw::CAP_BLOCK_LIST | hw::CAP_LOCAL_INV_FENCE | hw::CAP_RESERVED_LKEY |
-              hw::CAP_SRQ | hw::CAP_SRQ_RESIZE |
-              (mw_type2.get() == "2A" ? hw::CAP_MW_TYPE2A : hw::CAP_MW_TYPE2B);
+    c.flags = hw::CAP_RC | hw::CAP_UC | hw::CAP_UD | hw::CAP_MCAST | hw::CAP_INLINE | hw::CAP_RDMA_READ |
+              hw::CAP_ATOMIC | hw::CAP_SQD_ASYNC | hw::CAP_MW | hw::CAP_SEND_INV | hw::CAP_ZBVA |
+              hw::CAP_BLOCK_LIST | hw::CAP_LOCAL_INV_FENCE | hw::CAP_RESERVED_LKEY | hw::CAP_SRQ |
+              hw::CAP_SRQ_RESIZE | (mw_type2.get() == "2A" ? hw::CAP_MW_TYPE2A : hw::CAP_MW_TYPE2B);
     c.node_guid = node_guid ? node_guid.get() : 0x0002c90300000000ull + node_index + 1;
     c.sys_image_guid = c.node_guid;
     c.max_mr_size = uint64_t(max_mtts) << 12;
@@ -62,8 +67,8 @@ hca::hca(const sc_module_name& name, unsigned node_index)
     c.max_cqe = max_cqe;
     c.max_mr = max_mrs;
     c.max_pd = 1u << 16;
-    c.max_qp_rd_atom = MAX_RD_ATOMIC;       // READ/atomic responder resources per QP
-    c.max_qp_init_rd_atom = MAX_RD_ATOMIC;  // READ/atomic outstanding per QP as requester
+    c.max_qp_rd_atom = MAX_RD_ATOMIC;             // READ/atomic responder resources per QP
+    c.max_qp_init_rd_atom = MAX_RD_ATOMIC;        // READ/atomic outstanding per QP as requester
     c.max_inline = hw::INLINE_WINDOW_BYTES - 36;  // ctrl (32) + inline header (4): a WQE fills the window
     c.max_mtt = max_mtts;
     c.max_mw = max_mrs;  // windows and regions share the MPT
@@ -126,8 +131,7 @@ void hca::link_down_at(const sc_core::sc_time& at) {
 }
 
 void hca::port_down() {
-    if (id_.port.state == 1)
-        return;
+    if (id_.port.state == 1) return;
     id_.port.state = 1;  // Down (IBA PortState)
     sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
     cqs.post_event(hw::EQE_PORT_CHANGE, 1, delay, hw::EQE_PORT_DOWN);

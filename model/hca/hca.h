@@ -26,17 +26,17 @@ namespace hcasim {
 
 class hca : public sc_core::sc_module {
 public:
-    param<double> clock_mhz;     ///< core clock of the units (those whose own clock_mhz is 0)
-    param<unsigned> max_qps;     ///< QPs (on-chip state entries)
-    param<unsigned> max_cqs;     ///< CQs
-    param<unsigned> max_cqe;     ///< CQEs per CQ
-    param<unsigned> max_mrs;     ///< MPT entries
-    param<unsigned> max_mtts;    ///< MTT entries
-    param<unsigned> max_qp_wr;   ///< WQEs per work queue
-    param<unsigned> max_srqs;    ///< shared receive queues (SRQC entries)
-    param<std::string> mw_type2; ///< 2A|2B: the kind of type 2 memory windows
-    param<uint64_t> node_guid;   ///< node GUID (0: derived from the node index)
-    param<unsigned> num_comp_vectors; ///< completion event handler identifiers (QUERY_HCA)
+    param<double> clock_mhz;           ///< core clock of the units (those whose own clock_mhz is 0)
+    param<unsigned> max_qps;           ///< QPs (on-chip state entries)
+    param<unsigned> max_cqs;           ///< CQs
+    param<unsigned> max_cqe;           ///< CQEs per CQ
+    param<unsigned> max_mrs;           ///< MPT entries
+    param<unsigned> max_mtts;          ///< MTT entries
+    param<unsigned> max_qp_wr;         ///< WQEs per work queue
+    param<unsigned> max_srqs;          ///< shared receive queues (SRQC entries)
+    param<std::string> mw_type2;       ///< 2A|2B: the kind of type 2 memory windows
+    param<uint64_t> node_guid;         ///< node GUID (0: derived from the node index)
+    param<unsigned> num_comp_vectors;  ///< completion event handler identifiers (QUERY_HCA)
 
 private:
     void port_down();

@@ -18,8 +18,8 @@ namespace hcasim {
 
 class mcast_table : public sc_core::sc_module {
 public:
-    param<unsigned> max_groups;          ///< multicast groups (QUERY_HCA max_mcast_grp)
-    param<unsigned> max_qps_per_group;   ///< QPs attached to one group (max_mcast_qp_attach)
+    param<unsigned> max_groups;         ///< multicast groups (QUERY_HCA max_mcast_grp)
+    param<unsigned> max_qps_per_group;  ///< QPs attached to one group (max_mcast_qp_attach)
 
     counter attaches, detaches;
 
@@ -49,8 +49,8 @@ private:
     int find(uint16_t mlid, const uint8_t* mgid) const;
 
     std::vector<group> groups_;
-    std::vector<uint32_t> qpns_;      // max_groups x max_qps_per_group
-    std::vector<uint16_t> per_qp_;    // groups each QPN is attached to
+    std::vector<uint32_t> qpns_;    // max_groups x max_qps_per_group
+    std::vector<uint16_t> per_qp_;  // groups each QPN is attached to
     std::function<void(uint16_t, bool)> on_change_;
 };
 

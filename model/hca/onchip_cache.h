@@ -26,12 +26,9 @@ inline bounds<unsigned> cache_ways_bounds() { return {1, 64}; }
 
 /// "lru" | "fifo" | "random" (the choices of every *_cache_policy parameter).
 inline replacement replacement_of(const std::string& s) {
-    if (s == "fifo")
-        return replacement::fifo;
-    if (s == "random")
-        return replacement::random;
-    if (s == "lru")
-        return replacement::lru;
+    if (s == "fifo") return replacement::fifo;
+    if (s == "random") return replacement::random;
+    if (s == "lru") return replacement::lru;
     throw std::invalid_argument("cache replacement policy '" + s + "' is not lru, fifo or random");
 }
 
@@ -57,8 +54,7 @@ public:
         // 64-byte aligned: a set of 8 ways is one host cache line (16K-QP runs touch a cold set
         // per lookup).
         ways_store_.reset(new (std::align_val_t(64)) way[entries]);
-        if constexpr (!std::is_empty_v<Line>)
-            lines_.assign(entries, Line{});
+        if constexpr (!std::is_empty_v<Line>) lines_.assign(entries, Line{});
         clear();
         clock_ = 0;
         rng_ = 0x9E3779B97F4A7C15ull;
@@ -66,11 +62,13 @@ public:
     /// Sizes the cache from its unit's three parameters (`*_entries` or `*_lines`, `*_ways`,
     /// `*_policy`, declared with cache_entries_bounds() and cache_ways_bounds()): entries a
     /// multiple of ways, else a config_error naming both.
-    void configure(const param<unsigned>& entries, const param<unsigned>& ways, const param<std::string>& policy) {
+    void configure(const param<unsigned>& entries, const param<unsigned>& ways,
+                   const param<std::string>& policy) {
         if (entries % ways) {
             const std::string& w = ways.key();
-            throw config_error(entries.key() + ": " + std::to_string(entries.get()) + " is not a multiple of " +
-                               w.substr(w.rfind('.') + 1) + " (" + std::to_string(ways.get()) + ")");
+            throw config_error(entries.key() + ": " + std::to_string(entries.get()) +
+                               " is not a multiple of " + w.substr(w.rfind('.') + 1) + " (" +
+                               std::to_string(ways.get()) + ")");
         }
         resize(entries, ways, replacement_of(policy));
     }
@@ -82,25 +80,21 @@ public:
 
     /// The line holding `tag`, or nullptr (a miss). Under LRU a hit becomes the most recently used.
     Line* find(uint64_t tag) {
-        if (tag >= INVALID)
-            return nullptr;
+        if (tag >= INVALID) return nullptr;
         const size_t s = first_of(tag);
         way* w = &ways_store_[s];
         for (unsigned i = 0; i < ways_; ++i)
             if (w[i].tag == tag) {
-                if (policy_ == replacement::lru)
-                    w[i].used = stamp();
+                if (policy_ == replacement::lru) w[i].used = stamp();
                 return line_at(s + i);
             }
         return nullptr;
     }
     bool contains(uint64_t tag) const {
-        if (tag >= INVALID)
-            return false;
+        if (tag >= INVALID) return false;
         const way* w = &ways_store_[first_of(tag)];
         for (unsigned i = 0; i < ways_; ++i)
-            if (w[i].tag == tag)
-                return true;
+            if (w[i].tag == tag) return true;
         return false;
     }
     /// Starts loading `tag`'s set into the host CPU's cache (a simulator speed-up: no effect
@@ -115,10 +109,8 @@ public:
         way* w = &ways_store_[s];
         unsigned victim = ways_;
         for (unsigned i = 0; i < ways_ && victim == ways_; ++i)
-            if (w[i].tag == INVALID)
-                victim = i;
-        if (evicted)
-            *evicted = victim == ways_;
+            if (w[i].tag == INVALID) victim = i;
+        if (evicted) *evicted = victim == ways_;
         if (victim == ways_) {
             if (policy_ == replacement::random) {
                 rng_ ^= rng_ << 13;
@@ -128,8 +120,7 @@ public:
             } else {  // LRU and FIFO: the oldest stamp (FIFO stamps only on fill)
                 victim = 0;
                 for (unsigned i = 1; i < ways_; ++i)
-                    if (w[i].used < w[victim].used)
-                        victim = i;
+                    if (w[i].used < w[victim].used) victim = i;
             }
         }
         const uint32_t t = stamp();  // may renumber the set's stamps: before the fill
@@ -141,16 +132,13 @@ public:
     }
     /// Drops `tag` if cached.
     void invalidate(uint64_t tag) {
-        if (tag >= INVALID)
-            return;
+        if (tag >= INVALID) return;
         way* w = &ways_store_[first_of(tag)];
         for (unsigned i = 0; i < ways_; ++i)
-            if (w[i].tag == tag)
-                w[i].tag = INVALID;
+            if (w[i].tag == tag) w[i].tag = INVALID;
     }
     void clear() {
-        for (unsigned i = 0; i < entries_; ++i)
-            ways_store_[i] = way{};
+        for (unsigned i = 0; i < entries_; ++i) ways_store_[i] = way{};
     }
 
 private:
@@ -181,11 +169,10 @@ private:
             std::vector<unsigned> order(ways_);
             for (size_t s = 0; s < entries_; s += ways_) {
                 way* w = &ways_store_[s];
-                for (unsigned i = 0; i < ways_; ++i)
-                    order[i] = i;
-                std::stable_sort(order.begin(), order.end(), [w](unsigned a, unsigned b) { return w[a].used < w[b].used; });
-                for (unsigned r = 0; r < ways_; ++r)
-                    w[order[r]].used = r + 1;
+                for (unsigned i = 0; i < ways_; ++i) order[i] = i;
+                std::stable_sort(order.begin(), order.end(),
+                                 [w](unsigned a, unsigned b) { return w[a].used < w[b].used; });
+                for (unsigned r = 0; r < ways_; ++r) w[order[r]].used = r + 1;
             }
             clock_ = ways_;
         }

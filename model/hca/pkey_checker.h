@@ -39,11 +39,11 @@ public:
 
 class pkey_checker : public sc_core::sc_module, public rx_sink, private pkey_rtl_client {
 public:
-    param<unsigned> table_len;        ///< P_Key table entries of the port (1..65535, C10-121)
-    param<std::string> impl;          ///< tlm|rtl|both
-    param<std::string> rtl_variant;   ///< reference|broken_membership (a deliberately wrong build)
-    param<double> clock_mhz;          ///< the RTL's clock (0: the HCA's)
-    param<std::string> waves;         ///< FST file of the RTL's pins ("": none)
+    param<unsigned> table_len;       ///< P_Key table entries of the port (1..65535, C10-121)
+    param<std::string> impl;         ///< tlm|rtl|both
+    param<std::string> rtl_variant;  ///< reference|broken_membership (a deliberately wrong build)
+    param<double> clock_mhz;         ///< the RTL's clock (0: the HCA's)
+    param<std::string> waves;        ///< FST file of the RTL's pins ("": none)
 
     counter checked, violations, qkey_violations;
     counter rtl_checks, rtl_cycles, rtl_compared, divergences;
@@ -104,8 +104,7 @@ public:
 
     void receive(const rx_packet& p) override;
     void expect(uint32_t dest_qp) override {
-        if (sink_)
-            sink_->expect(dest_qp);
+        if (sink_) sink_->expect(dest_qp);
     }
 
     /// Counts one packet dropped for its P_Key (checked against `local_key`; 0 if no entry
@@ -124,7 +123,8 @@ private:
     // pkey_rtl_client: the RTL's verdict on the oldest packet it holds; it went idle.
     void rtl_verdict(const pkey_verdict& v) override;
     void rtl_idle() override;
-    void diverge(const std::string& what, const rx_packet* p, const pkey_verdict* tlm, const pkey_verdict* rtl);
+    void diverge(const std::string& what, const rx_packet* p, const pkey_verdict* tlm,
+                 const pkey_verdict* rtl);
 
     /// A packet the RTL is checking: a copy of it (the port's bytes are valid only during
     /// receive) and, with impl=both, the TLM model's verdict.
@@ -133,10 +133,10 @@ private:
         std::vector<uint8_t> bytes;
         pkey_verdict tlm{};
     };
-    std::vector<held> held_;     // ring: grows to the most packets ever in flight, reused
+    std::vector<held> held_;  // ring: grows to the most packets ever in flight, reused
     size_t held_head_ = 0, held_count_ = 0;
     uint8_t next_tag_ = 0;
-    bool compare_ = false;       // impl=both
+    bool compare_ = false;  // impl=both
     std::unique_ptr<pkey_checker_rtl> rtl_;
     std::string divergence_;
 
@@ -145,7 +145,8 @@ private:
     pkey_violation_sink* violation_sink_ = nullptr;
     std::vector<uint16_t> table_;
     std::vector<int32_t> qp_index_;  // per QPN: bound table index, -1 if none
-    std::vector<uint16_t> full_, limited_;  // per low 15 bits: entries holding that key as full / limited member
+    std::vector<uint16_t> full_,
+        limited_;  // per low 15 bits: entries holding that key as full / limited member
     uint16_t pkey_viol_ = 0, qkey_viol_ = 0;
 };
 

@@ -15,16 +15,22 @@ namespace hcasim {
 using namespace sc_core;
 
 const char* pkey_reason_name(uint8_t r) {
-    static const char* const names[] = {"accept",          "accept (QP0)",        "accept (QP1 entry)",
-                                        "accept (multicast)", "drop (QP's entry)", "drop (QP1: no entry)",
-                                        "drop (multicast: no entry)", "drop (no such port)"};
+    static const char* const names[] = {"accept",
+                                        "accept (QP0)",
+                                        "accept (QP1 entry)",
+                                        "accept (multicast)",
+                                        "drop (QP's entry)",
+                                        "drop (QP1: no entry)",
+                                        "drop (multicast: no entry)",
+                                        "drop (no such port)"};
     return r < 8 ? names[r] : "?";
 }
 
 std::string pkey_verdict::str() const {
     char b[160];
-    std::snprintf(b, sizeof b, "%s, reason %u (%s), index %u, local key 0x%04x, trap %s", accept ? "ACCEPT" : "DROP",
-                  unsigned(reason), pkey_reason_name(reason), unsigned(index), unsigned(local_key), trap ? "yes" : "no");
+    std::snprintf(b, sizeof b, "%s, reason %u (%s), index %u, local key 0x%04x, trap %s",
+                  accept ? "ACCEPT" : "DROP", unsigned(reason), pkey_reason_name(reason), unsigned(index),
+                  unsigned(local_key), trap ? "yes" : "no");
     return b;
 }
 
@@ -38,8 +44,7 @@ public:
     void open() {
         if (!opened_) {
             tfp_->open(file_.c_str());
-            if (!tfp_->isOpen())
-                throw config_error("--waves: cannot write '" + file_ + "'");
+            if (!tfp_->isOpen()) throw config_error("--waves: cannot write '" + file_ + "'");
             opened_ = true;
         }
     }
@@ -53,8 +58,7 @@ public:
     static std::shared_ptr<rtl_waves> get(const std::string& file) {
         static std::map<std::string, std::weak_ptr<rtl_waves>> open_files;
         auto& w = open_files[file];
-        if (auto s = w.lock())
-            return s;
+        if (auto s = w.lock()) return s;
         Verilated::traceEverOn(true);
         auto s = std::make_shared<rtl_waves>(file);
         w = s;
@@ -133,8 +137,8 @@ const std::vector<std::string>& pkey_checker_rtl::variants() {
     return v;
 }
 
-pkey_checker_rtl::pkey_checker_rtl(const sc_module_name& name, const std::string& variant, const sc_time& period,
-                                   const std::string& waves, pkey_rtl_client& client)
+pkey_checker_rtl::pkey_checker_rtl(const sc_module_name& name, const std::string& variant,
+                                   const sc_time& period, const std::string& waves, pkey_rtl_client& client)
     : sc_module(name), client_(client), period_(period), half_(period / 2), waves_file_(waves), ops_(16) {
     if (!waves.empty())
         waves_ = rtl_waves::get(waves);  // before the model: tracing must be on when it is built
@@ -155,14 +159,12 @@ pkey_checker_rtl::~pkey_checker_rtl() = default;
 void pkey_checker_rtl::start_of_simulation() {
     // Verilator traces a SystemC model only once elaborated, and a file can take more models
     // only before it opens: every instance adds its model here, the first clock edge opens it.
-    if (waves_)
-        m_->trace(waves_->file());
+    if (waves_) m_->trace(waves_->file());
     kick_.notify(SC_ZERO_TIME);  // the reset sequence
 }
 
 void pkey_checker_rtl::end_of_simulation() {
-    if (waves_)
-        waves_->close();
+    if (waves_) waves_->close();
 }
 
 uint16_t pkey_checker_rtl::pkey_violation_count() const { return uint16_t(m_->pkey_viol_count.read()); }
@@ -171,15 +173,13 @@ uint16_t pkey_checker_rtl::qkey_violation_count() const { return uint16_t(m_->qk
 void pkey_checker_rtl::push(const op& o) {
     if (count_ == ops_.size()) {  // grow the ring, oldest first
         std::vector<op> bigger(ops_.size() * 2);
-        for (size_t i = 0; i < count_; ++i)
-            bigger[i] = ops_[(head_ + i) % ops_.size()];
+        for (size_t i = 0; i < count_; ++i) bigger[i] = ops_[(head_ + i) % ops_.size()];
         ops_.swap(bigger);
         head_ = 0;
     }
     ops_[(head_ + count_) % ops_.size()] = o;
     ++count_;
-    if (!running_)
-        kick_.notify(SC_ZERO_TIME);
+    if (!running_) kick_.notify(SC_ZERO_TIME);
 }
 
 void pkey_checker_rtl::check(const pkey_request& r) { push(op{OP_CHECK, r}); }
@@ -227,8 +227,7 @@ void pkey_checker_rtl::edge() {
         // next edge of the clock's grid (a delta later when that is now, so the RTL samples
         // inputs that have settled).
         running_ = true;
-        if (waves_)
-            waves_->open();  // (once)
+        if (waves_) waves_->open();  // (once)
         const op* o = nullptr;
         if (reset_cycles_) {
             m.rst_n.write(false);
@@ -254,8 +253,7 @@ void pkey_checker_rtl::edge() {
     // Falling edge: the outputs of the rising edge have settled.
     m.clk.write(false);
     high_ = false;
-    if (reset_cycles_ && --reset_cycles_ == 0)
-        m.rst_n.write(true);
+    if (reset_cycles_ && --reset_cycles_ == 0) m.rst_n.write(true);
     if (m.vrd_valid.read()) {
         pkey_verdict v;
         v.tag = uint8_t(m.vrd_tag.read());
@@ -264,8 +262,7 @@ void pkey_checker_rtl::edge() {
         v.index = uint16_t(m.vrd_index.read());
         v.local_key = uint16_t(m.vrd_local_key.read());
         v.trap = m.trap_valid.read();
-        if (in_flight_)
-            --in_flight_;
+        if (in_flight_) --in_flight_;
         client_.rtl_verdict(v);  // may queue more operations
     }
     const op* o = nullptr;

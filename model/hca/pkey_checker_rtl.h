@@ -31,11 +31,11 @@ const char* pkey_reason_name(uint8_t r);
 /// One check, as the request pins carry it.
 struct pkey_request {
     uint8_t tag = 0;
-    uint16_t pkey = 0;         ///< BTH P_Key
-    uint32_t dqpn = 0;         ///< BTH DestQP
-    uint16_t dlid = 0;         ///< LRH DLID
-    bool qp_bound = false;     ///< the destination QP is bound to a table index...
-    uint16_t pkey_index = 0;   ///< ...this one
+    uint16_t pkey = 0;        ///< BTH P_Key
+    uint32_t dqpn = 0;        ///< BTH DestQP
+    uint16_t dlid = 0;        ///< LRH DLID
+    bool qp_bound = false;    ///< the destination QP is bound to a table index...
+    uint16_t pkey_index = 0;  ///< ...this one
     uint8_t port = 1;
 };
 
@@ -44,9 +44,9 @@ struct pkey_verdict {
     uint8_t tag = 0;
     bool accept = true;
     uint8_t reason = PKEY_ACCEPT;
-    uint16_t index = 0;        ///< PKEY_ACCEPT_GSI: the matched entry
-    uint16_t local_key = 0;    ///< drops: the entry checked against (0: none)
-    bool trap = false;         ///< the trap pins pulsed with it
+    uint16_t index = 0;      ///< PKEY_ACCEPT_GSI: the matched entry
+    uint16_t local_key = 0;  ///< drops: the entry checked against (0: none)
+    bool trap = false;       ///< the trap pins pulsed with it
     bool operator==(const pkey_verdict& o) const {
         return tag == o.tag && accept == o.accept && reason == o.reason && index == o.index &&
                local_key == o.local_key && trap == o.trap;
@@ -78,8 +78,8 @@ public:
 
     /// `period`: the RTL's clock; `waves`: FST file name ("" for none; instances naming the
     /// same file share it).
-    pkey_checker_rtl(const sc_core::sc_module_name& name, const std::string& variant, const sc_core::sc_time& period,
-                     const std::string& waves, pkey_rtl_client& client);
+    pkey_checker_rtl(const sc_core::sc_module_name& name, const std::string& variant,
+                     const sc_core::sc_time& period, const std::string& waves, pkey_rtl_client& client);
     ~pkey_checker_rtl() override;
 
     /// Queues one check; its verdict comes back through rtl_verdict().
@@ -105,7 +105,7 @@ private:
         pkey_request req;  // OP_CHECK; OP_WRITE: port, pkey_index = index, pkey = data
     };
     void push(const op& o);
-    void edge();   // the clock process (SC_METHOD)
+    void edge();  // the clock process (SC_METHOD)
     void drive(const op* o);
     void start_of_simulation() override;
     void end_of_simulation() override;
@@ -115,7 +115,7 @@ private:
     std::unique_ptr<pkey_rtl_model> m_;
     std::shared_ptr<rtl_waves> waves_;
     std::string waves_file_;
-    std::vector<op> ops_;        // ring of queued operations, grows on demand
+    std::vector<op> ops_;  // ring of queued operations, grows on demand
     size_t head_ = 0, count_ = 0;
     sc_core::sc_event kick_;
     bool running_ = false;       // the clock is toggling

@@ -22,12 +22,15 @@ port::port(const sc_module_name& name)
       tx_queue_packets("tx_queue_packets", 128, "packets",
                        "transmit queue depth (packets waiting for the wire; as many for the loopback path)",
                        {1, 65536}),
-      rx_buffer_packets("rx_buffer_packets", 256, "packets",
-                        "initial depth of the arrival queue (packets scheduled towards the port; it doubles when full)",
-                        {1, 65536}),
-      rx_pipeline_ns("rx_pipeline_ns", 20.0, "ns", "receive pipeline: last bit in to P_Key checker", {0, 1e6}),
+      rx_buffer_packets(
+          "rx_buffer_packets", 256, "packets",
+          "initial depth of the arrival queue (packets scheduled towards the port; it doubles when full)",
+          {1, 65536}),
+      rx_pipeline_ns("rx_pipeline_ns", 20.0, "ns", "receive pipeline: last bit in to P_Key checker",
+                     {0, 1e6}),
       loopback_ns("loopback_ns", 0.0, "ns",
-                  "loopback to own LID: last bit serialised to the receive pipeline (no wire, no cable)", {0, 1e6}),
+                  "loopback to own LID: last bit serialised to the receive pipeline (no wire, no cable)",
+                  {0, 1e6}),
       lazy_crc("lazy_crc", true, "",
                "compute a packet's ICRC and VCRC only when something needs the exact wire bytes (bit-error "
                "injection, a subnet manager's record); false: at every transmit (same results, slower)"),
@@ -39,11 +42,14 @@ port::port(const sc_module_name& name)
       rx_bad_vcrc("rx_bad_vcrc", "packets dropped for a VCRC mismatch"),
       rx_bad_icrc("rx_bad_icrc", "packets dropped for an ICRC mismatch"),
       rx_malformed("rx_malformed", "packets dropped as malformed (length, LNH, version, opcode)"),
-      rx_queue_grows("rx_queue_grows", "times the arrival queue doubled (more packets scheduled towards the port than rx_buffer_packets)"),
+      rx_queue_grows(
+          "rx_queue_grows",
+          "times the arrival queue doubled (more packets scheduled towards the port than rx_buffer_packets)"),
       rx_bad_dlid("rx_bad_dlid", "packets dropped for a DLID neither ours, multicast nor permissive"),
       loopback_packets("loopback_packets", "packets to our own LID looped back (not on the wire)"),
       loopback_bytes("loopback_bytes", "bytes looped back (LRH through VCRC)"),
-      tx_queue_peak("tx_queue_peak", "most packets waiting for the wire serialiser at once (at most tx_queue_packets)"),
+      tx_queue_peak("tx_queue_peak",
+                    "most packets waiting for the wire serialiser at once (at most tx_queue_packets)"),
       rx_queue_peak("rx_queue_peak", "most packets in the receive buffer at once") {
     rx_pipeline_ = sc_time(rx_pipeline_ns.get(), SC_NS);
     lazy_crc_ = lazy_crc.get();
@@ -67,8 +73,7 @@ port::port(const sc_module_name& name)
 }
 
 port::~port() {
-    for (auto& s : rx_pool_)
-        packet_pool::give(s->pkt);
+    for (auto& s : rx_pool_) packet_pool::give(s->pkt);
 }
 
 void port::give_back_loan(void* buffer) { packet_pool::give(static_cast<packet*>(buffer)); }
@@ -118,8 +123,7 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
     auto loop_back = [&] {
         // Its own serialiser at the port rate: the wire is not used by it.
         sc_time start = now + ready;
-        if (loop_free_ > start)
-            start = loop_free_;
+        if (loop_free_ > start) start = loop_free_;
         loop_free_ = start + serialise;
         loop_q_.push(start, now);
         ++loopback_packets;
@@ -137,14 +141,12 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
         loop_back();
     }
     sc_time start = now + ready;
-    if (wire_free_ > start)
-        start = wire_free_;
+    if (wire_free_ > start) start = wire_free_;
     wire_free_ = start + serialise;
     tx_busy_ps += ps_count(serialise);
     // Remember when this packet leaves the queue, for backpressure.
     wire_q_.push(start, now);
-    if (wire_q_.count > tx_queue_peak.value())
-        tx_queue_peak += wire_q_.count - tx_queue_peak.value();
+    if (wire_q_.count > tx_queue_peak.value()) tx_queue_peak += wire_q_.count - tx_queue_peak.value();
     ++tx_packets;
     tx_bytes += pkt.len;
     if (tl_) {
@@ -182,7 +184,8 @@ void port::rx_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
                crc_state_of(gp) != crc_state::unknown, offered_buffer(gp));
 }
 
-void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival, bool intact, packet** handoff) {
+void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival, bool intact,
+                      packet** handoff) {
     if (rx_count_ == rx_ring_.size()) {
         // The queue holds packets whose arrival lies ahead (senders hand packets to the link when
         // they schedule them; a response waiting for its data's DMA may be scheduled far ahead).
@@ -190,8 +193,7 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
         // buffer yet: the queue grows (doubling, rarely) rather than dropping what a lossless
         // link delivers.
         std::vector<rx_slot*> grown(rx_ring_.size() * 2, nullptr);
-        for (size_t i = 0; i < rx_count_; ++i)
-            grown[i] = rx_ring_[(rx_head_ + i) % rx_ring_.size()];
+        for (size_t i = 0; i < rx_count_; ++i) grown[i] = rx_ring_[(rx_head_ + i) % rx_ring_.size()];
         for (size_t i = rx_ring_.size(); i < grown.size(); ++i) {
             rx_pool_.push_back(std::make_unique<rx_slot>());
             rx_free_.push_back(rx_pool_.back().get());
@@ -216,8 +218,7 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
         copy_bytes(s->small, bytes, len);  // the sender keeps its buffer
         s->data = s->small;
     } else {
-        if (!s->pkt)
-            s->pkt = packet_pool::take();
+        if (!s->pkt) s->pkt = packet_pool::take();
         if (handoff)
             std::swap(s->pkt, *handoff);  // the sender gets this slot's free buffer
         else
@@ -236,12 +237,10 @@ void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival
     // ones queued earlier (and the reverse). Equal times keep their order. Slots move by
     // pointer; each source alone arrives in order, so this rarely moves anything.
     size_t k = rx_count_++;
-    if (rx_count_ > rx_queue_peak.value())
-        rx_queue_peak += rx_count_ - rx_queue_peak.value();
+    if (rx_count_ > rx_queue_peak.value()) rx_queue_peak += rx_count_ - rx_queue_peak.value();
     while (k > 0) {
         const size_t prev = (at + n - 1) % n;
-        if (rx_ring_[prev]->arrival <= arrival)
-            break;
+        if (rx_ring_[prev]->arrival <= arrival) break;
         std::swap(rx_ring_[prev], rx_ring_[at]);
         at = prev;
         --k;
@@ -279,10 +278,9 @@ void port::rx_process() {
             if (tl_)
                 tl_->span(rx_track_, timeline::opcode_name(p.h.b.opcode).c_str(),
                           s.arrival > rx_pipeline_ ? s.arrival - rx_pipeline_ : s.arrival, now,
-                          "\"psn\":" + std::to_string(p.h.b.psn) + ",\"dest_qp\":" + std::to_string(p.h.b.dest_qp) +
-                              ",\"slid\":" + std::to_string(p.h.l.slid));
-            if (sink_)
-                sink_->receive(p);
+                          "\"psn\":" + std::to_string(p.h.b.psn) + ",\"dest_qp\":" +
+                              std::to_string(p.h.b.dest_qp) + ",\"slid\":" + std::to_string(p.h.l.slid));
+            if (sink_) sink_->receive(p);
             if (p.loan && !loan_.buffer)  // host memory keeps it until the write lands
                 s.pkt = nullptr;          // (the slot takes another when it needs one)
             loan_.buffer = nullptr;
@@ -297,8 +295,7 @@ void port::rx_process() {
         rx_head_ = (rx_head_ + 1) % rx_ring_.size();
         --rx_count_;
     }
-    if (rx_count_)
-        rx_event_.notify(rx_ring_[rx_head_]->arrival - now);
+    if (rx_count_) rx_event_.notify(rx_ring_[rx_head_]->arrival - now);
 }
 
 }  // namespace hcasim

@@ -9,11 +9,11 @@
 namespace hcasim {
 
 struct rx_packet {
-    wire::headers h;            ///< decoded headers
-    const uint8_t* payload;     ///< payload bytes (pad excluded)
-    uint32_t payload_len;       ///< payload length
-    uint32_t wire_len;          ///< whole packet length on the wire
-    uint16_t pkey_index = 0;    ///< packets to QP1: the P_Key table entry matched (C10-132), else 0
+    wire::headers h;          ///< decoded headers
+    const uint8_t* payload;   ///< payload bytes (pad excluded)
+    uint32_t payload_len;     ///< payload length
+    uint32_t wire_len;        ///< whole packet length on the wire
+    uint16_t pkey_index = 0;  ///< packets to QP1: the P_Key table entry matched (C10-132), else 0
     /// The receive buffer holding the packet, on offer to a DMA write of its payload (host
     /// memory may keep it until the write lands instead of copying); nullptr: none.
     buffer_loan_ext* loan = nullptr;

@@ -13,11 +13,12 @@ sma::sma(const sc_module_name& name, const sc_time& hca_clock)
     : sc_module(name),
       clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)",
                 unit_clock_bounds()),
-      process_cycles("process_cycles", 256, "cycles", "SMP processing: arrival to its GetResp handed to the port",
-                     {0, 1u << 20}),
+      process_cycles("process_cycles", 256, "cycles",
+                     "SMP processing: arrival to its GetResp handed to the port", {0, 1u << 20}),
       subnet_timeout("subnet_timeout", 18, "",
                      "PortInfo SubnetTimeOut: Bad P_Key traps at most every 4.096 us x 2^n (0..31)", {0, 31}),
-      pkey_traps("pkey_traps", true, "", "send Trap 257 (Bad P_Key) to the SM for P_Key violations (o10-55.1.1)"),
+      pkey_traps("pkey_traps", true, "",
+                 "send Trap 257 (Bad P_Key) to the SM for P_Key violations (o10-55.1.1)"),
       mcast_pkey_trap_suppression("mcast_pkey_trap_suppression", true, "",
                                   "MulticastPKeyTrapSuppressionEnabled: no trap for a multicast packet whose "
                                   "P_Key and the QP's are limited members of the same partition"),
@@ -41,8 +42,7 @@ void sma::respond(const rx_packet& p, wire::smp& s, uint16_t status) {
     s.h.status = status;
     // To the requester's LID; SMPs always go QP0 to QP0.
     const size_t len = wire::encode_smp_packet(p.h.l.slid, lid_, p.h.l.sl, s, tx_.bytes);
-    if (!len || !port_)
-        return;
+    if (!len || !port_) return;
     port_->transmit(tx_, uint32_t(len), process_);
     ++get_responses;
 }
@@ -92,16 +92,15 @@ void sma::receive(const rx_packet& p) {
 }
 
 void sma::bad_pkey(const rx_packet& p, uint16_t local_key) {
-    if (!pkey_traps || !sm_lid_)
-        return;
+    if (!pkey_traps || !sm_lid_) return;
     const uint16_t key = p.h.b.pkey;
-    if (mcast_pkey_trap_suppression && p.h.l.dlid >= wire::MULTICAST_LID_BASE && p.h.l.dlid != wire::PERMISSIVE_LID &&
-        !(key & 0x8000) && !(local_key & 0x8000) && (key & 0x7FFF) == (local_key & 0x7FFF) && (key & 0x7FFF)) {
+    if (mcast_pkey_trap_suppression && p.h.l.dlid >= wire::MULTICAST_LID_BASE &&
+        p.h.l.dlid != wire::PERMISSIVE_LID && !(key & 0x8000) && !(local_key & 0x8000) &&
+        (key & 0x7FFF) == (local_key & 0x7FFF) && (key & 0x7FFF)) {
         ++traps_suppressed;  // o10-55.1.1: both limited members of the same partition
         return;
     }
-    if (pending_)
-        ++traps_replaced;  // o10-56: the newer mismatch's data replaces the stored data
+    if (pending_) ++traps_replaced;  // o10-56: the newer mismatch's data replaces the stored data
     pending_ = true;
     trap_.lid1 = p.h.l.slid;
     trap_.lid2 = p.h.l.dlid;
@@ -122,8 +121,7 @@ void sma::bad_pkey(const rx_packet& p, uint16_t local_key) {
 }
 
 void sma::send_trap() {
-    if (!pending_)
-        return;
+    if (!pending_) return;
     const sc_time now = sc_time_stamp();
     if (now < next_trap_) {
         trap_ev_.notify(next_trap_ - now);
@@ -140,8 +138,7 @@ void sma::send_trap() {
     const size_t len = wire::encode_smp_packet(sm_lid_, lid_, 0, s, tx_.bytes);
     pending_ = false;
     next_trap_ = now + trap_interval_;
-    if (!len || !port_)
-        return;
+    if (!len || !port_) return;
     port_->transmit(tx_, uint32_t(len), SC_ZERO_TIME);
     ++traps_sent;
 }

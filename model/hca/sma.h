@@ -24,11 +24,11 @@ class port;
 
 class sma : public sc_core::sc_module, public rx_sink, public pkey_violation_sink {
 public:
-    param<double> clock_mhz;  ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
-    param<unsigned> process_cycles;          ///< SMP in to its GetResp handed to the port
-    param<unsigned> subnet_timeout;          ///< PortInfo SubnetTimeOut: traps at most every 4.096 us x 2^n
-    param<bool> pkey_traps;                  ///< send Trap 257 on P_Key violations (o10-55.1.1)
-    param<bool> mcast_pkey_trap_suppression; ///< PortInfo MulticastPKeyTrapSuppressionEnabled
+    param<double> clock_mhz;                  ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
+    param<unsigned> process_cycles;           ///< SMP in to its GetResp handed to the port
+    param<unsigned> subnet_timeout;           ///< PortInfo SubnetTimeOut: traps at most every 4.096 us x 2^n
+    param<bool> pkey_traps;                   ///< send Trap 257 on P_Key violations (o10-55.1.1)
+    param<bool> mcast_pkey_trap_suppression;  ///< PortInfo MulticastPKeyTrapSuppressionEnabled
 
     counter smps_received, smps_dropped, get_responses, pkey_table_sets, traps_sent, traps_replaced,
         traps_suppressed;
@@ -36,7 +36,10 @@ public:
     SC_HAS_PROCESS(sma);
     sma(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock);
 
-    void bind(pkey_checker& k, port& p) { pkeys_ = &k; port_ = &p; }
+    void bind(pkey_checker& k, port& p) {
+        pkeys_ = &k;
+        port_ = &p;
+    }
     /// The port's LID (source of responses and traps) and the subnet manager's (traps' DLID;
     /// 0: no subnet manager, no traps).
     void set_lid(uint16_t lid) { lid_ = lid; }
@@ -61,7 +64,7 @@ private:
     wire::notice_bad_pkey trap_{};  // its data (a newer violation replaces it, o10-56)
     bool toggle_ = false;           // NoticeToggle of the next trap
     uint64_t trap_tid_ = 0;
-    sc_core::sc_time next_trap_;    // earliest time of the next trap
+    sc_core::sc_time next_trap_;  // earliest time of the next trap
     sc_core::sc_event trap_ev_;
     packet tx_;
 };

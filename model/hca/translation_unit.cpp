@@ -9,8 +9,10 @@ using namespace sc_core;
 
 namespace {
 
-constexpr uint32_t REMOTE_ACCESS = hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_READ | hw::ACCESS_REMOTE_ATOMIC;
-constexpr uint32_t KNOWN_ACCESS = hw::ACCESS_LOCAL_WRITE | REMOTE_ACCESS | hw::ACCESS_MW_BIND | hw::ACCESS_ZERO_BASED;
+constexpr uint32_t REMOTE_ACCESS =
+    hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_READ | hw::ACCESS_REMOTE_ATOMIC;
+constexpr uint32_t KNOWN_ACCESS =
+    hw::ACCESS_LOCAL_WRITE | REMOTE_ACCESS | hw::ACCESS_MW_BIND | hw::ACCESS_ZERO_BASED;
 
 bool is_window(const hw::mpt_entry& e) { return e.type != hw::MPT_TYPE_MR; }
 
@@ -42,7 +44,8 @@ translation_unit::translation_unit(const sc_module_name& name, const sc_time& hc
       dma("dma"),
       clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)",
                 unit_clock_bounds()),
-      mpt_cache_entries("mpt_cache_entries", 1024, "entries", "on-chip MPT cache entries", cache_entries_bounds()),
+      mpt_cache_entries("mpt_cache_entries", 1024, "entries", "on-chip MPT cache entries",
+                        cache_entries_bounds()),
       mpt_cache_ways("mpt_cache_ways", 4, "ways", "MPT cache associativity", cache_ways_bounds()),
       mtt_cache_lines("mtt_cache_lines", 4096, "lines", "on-chip MTT cache lines of 8 entries",
                       cache_entries_bounds()),
@@ -51,9 +54,11 @@ translation_unit::translation_unit(const sc_module_name& name, const sc_time& hc
                        {"lru", "fifo", "random"}),
       mtt_cache_policy("mtt_cache_policy", "lru", "", "MTT cache replacement: lru, fifo or random",
                        {"lru", "fifo", "random"}),
-      lookup_cycles("lookup_cycles", 4, "cycles", "pipeline cycles of a lookup that hits in the caches", {0, 100000}),
+      lookup_cycles("lookup_cycles", 4, "cycles", "pipeline cycles of a lookup that hits in the caches",
+                    {0, 100000}),
       mm_op_cycles("mm_op_cycles", 16, "cycles",
-                   "pipeline cycles of a memory management operation (bind, invalidate, fast register)", {0, 100000}),
+                   "pipeline cycles of a memory management operation (bind, invalidate, fast register)",
+                   {0, 100000}),
       lookups("lookups", "translations requested (zero-length ones excluded)"),
       mpt_hits("mpt_hits", "MPT cache hits"),
       mpt_misses("mpt_misses", "MPT cache misses (DMA reads of 128-byte MPT entries)"),
@@ -89,19 +94,16 @@ void translation_unit::set_tables(uint64_t mpt_base, uint32_t num_mpts, uint64_t
 
 void translation_unit::busy_wait(sc_time& delay) {
     const sc_time now = sim_now() + delay;
-    if (now < free_at_)
-        delay += free_at_ - now;
+    if (now < free_at_) delay += free_at_ - now;
 }
 
 void translation_unit::busy_until(const sc_time& delay) {
     const sc_time t = sim_now() + delay;
-    if (t > free_at_)
-        free_at_ = t;
+    if (t > free_at_) free_at_ = t;
 }
 
 bool translation_unit::mpt(uint32_t index, hw::mpt_entry& out, sc_time& delay) {
-    if (index >= num_mpts_)
-        return false;
+    if (index >= num_mpts_) return false;
     if (const hw::mpt_entry* hit = mpt_cache_.find(index)) {
         ++mpt_hits;
         out = *hit;
@@ -109,16 +111,14 @@ bool translation_unit::mpt(uint32_t index, hw::mpt_entry& out, sc_time& delay) {
     }
     ++mpt_misses;
     hw::mpt_entry e;
-    if (!dma.read(mpt_base_ + uint64_t(index) * sizeof(hw::mpt_entry), &e, sizeof e, delay))
-        return false;
+    if (!dma.read(mpt_base_ + uint64_t(index) * sizeof(hw::mpt_entry), &e, sizeof e, delay)) return false;
     mpt_cache_.insert(index) = e;
     out = e;
     return true;
 }
 
 bool translation_unit::mtt(uint64_t index, uint64_t& value, sc_time& delay) {
-    if (index >= num_mtts_)
-        return false;
+    if (index >= num_mtts_) return false;
     const uint64_t line = index / 8;
     if (const mtt_line* hit = mtt_cache_.find(line)) {
         ++mtt_hits;
@@ -127,8 +127,7 @@ bool translation_unit::mtt(uint64_t index, uint64_t& value, sc_time& delay) {
     }
     ++mtt_misses;
     mtt_line l;
-    if (!dma.read(mtt_base_ + line * 8 * sizeof(hw::mtt_entry), l.v, sizeof l.v, delay))
-        return false;
+    if (!dma.read(mtt_base_ + line * 8 * sizeof(hw::mtt_entry), l.v, sizeof l.v, delay)) return false;
     mtt_cache_.insert(line) = l;
     value = l.v[index % 8];
     return true;
@@ -139,19 +138,18 @@ bool translation_unit::read_mpt(uint32_t index, hw::mpt_entry& out, sc_time& del
 }
 
 void translation_unit::write_mpt(uint32_t index, const hw::mpt_entry& e, sc_time& delay) {
-    if (index >= num_mpts_)
-        return;
+    if (index >= num_mpts_) return;
     dma.write(mpt_base_ + uint64_t(index) * sizeof e, &e, sizeof e, delay);
     if (hw::mpt_entry* c = mpt_cache_.find(index))
         *c = e;  // write through: the on-chip copy stays equal to the table
 }
 
-void translation_unit::write_mtt(uint64_t first, const hw::mtt_entry* entries, uint32_t count, sc_time& delay) {
-    if (!count || first >= num_mtts_ || count > num_mtts_ - first)
-        return;
-    dma.write(mtt_base_ + first * sizeof(hw::mtt_entry), entries, count * uint32_t(sizeof(hw::mtt_entry)), delay);
-    for (uint64_t line = first / 8; line <= (first + count - 1) / 8; ++line)
-        mtt_cache_.invalidate(line);
+void translation_unit::write_mtt(uint64_t first, const hw::mtt_entry* entries, uint32_t count,
+                                 sc_time& delay) {
+    if (!count || first >= num_mtts_ || count > num_mtts_ - first) return;
+    dma.write(mtt_base_ + first * sizeof(hw::mtt_entry), entries, count * uint32_t(sizeof(hw::mtt_entry)),
+              delay);
+    for (uint64_t line = first / 8; line <= (first + count - 1) / 8; ++line) mtt_cache_.invalidate(line);
 }
 
 // ---------------------------------------------------------------- accesses
@@ -172,15 +170,13 @@ xlate_status translation_unit::resolve(uint32_t key, const xlate_owner& who, uin
                                        uint32_t access, phys_seg* segs, unsigned max_segs, unsigned& nsegs,
                                        sc_time& delay, bool walk) {
     nsegs = 0;
-    if (len == 0)
-        return xlate_status::ok;  // C10-54.1.1: a zero-length segment is not checked at all
+    if (len == 0) return xlate_status::ok;  // C10-54.1.1: a zero-length segment is not checked at all
     ++lookups;
     busy_wait(delay);
     delay += hit_time_;
     const xlate_status s = lookup(key, who, va, len, access, segs, max_segs, nsegs, delay, walk);
     busy_until(delay);
-    if (s != xlate_status::ok)
-        ++faults;
+    if (s != xlate_status::ok) ++faults;
     return s;
 }
 
@@ -190,13 +186,10 @@ xlate_status translation_unit::lookup(uint32_t key, const xlate_owner& who, uint
     const bool remote = access & REMOTE_ACCESS;
     if (key == hw::RESERVED_LKEY) {
         // The reserved L_Key names host physical memory, only locally and only where enabled.
-        if (remote)
-            return xlate_status::bad_key;
-        if (!(who.mm_flags & hw::QP_MM_RESERVED_LKEY))
-            return xlate_status::not_enabled;
+        if (remote) return xlate_status::bad_key;
+        if (!(who.mm_flags & hw::QP_MM_RESERVED_LKEY)) return xlate_status::not_enabled;
         if (walk) {
-            if (max_segs == 0)
-                return xlate_status::too_many_segs;
+            if (max_segs == 0) return xlate_status::too_many_segs;
             segs[nsegs++] = {va, uint32_t(len)};
         }
         return xlate_status::ok;
@@ -205,31 +198,23 @@ xlate_status translation_unit::lookup(uint32_t key, const xlate_owner& who, uint
     if (!mpt(hw::key_index(key), e, delay) || e.state == hw::MPT_STATE_INVALID || e.key != key)
         return xlate_status::bad_key;
     if (is_window(e)) {
-        if (!remote)
-            return xlate_status::bad_key;  // a window's R_Key is never an L_Key
-        if (e.state != hw::MPT_STATE_VALID)
-            return xlate_status::bad_state;
+        if (!remote) return xlate_status::bad_key;  // a window's R_Key is never an L_Key
+        if (e.state != hw::MPT_STATE_VALID) return xlate_status::bad_state;
         // Access-time association checks (C10-76.2.1, o10-37.2.42, o10-37.2.43).
-        if (e.type != hw::MPT_TYPE_MW2A && e.pd != who.pd)
-            return xlate_status::bad_pd;
-        if (e.type != hw::MPT_TYPE_MW1 && e.qpn != who.qpn)
-            return xlate_status::bad_qpn;
-        if ((e.access & access) != access)
-            return xlate_status::no_access;  // C10-77
+        if (e.type != hw::MPT_TYPE_MW2A && e.pd != who.pd) return xlate_status::bad_pd;
+        if (e.type != hw::MPT_TYPE_MW1 && e.qpn != who.qpn) return xlate_status::bad_qpn;
+        if ((e.access & access) != access) return xlate_status::no_access;  // C10-77
         if (va < e.start_va || len > e.length || va - e.start_va > e.length - len)
             return xlate_status::out_of_bounds;  // C10-61: byte granularity
         hw::mpt_entry mr;
         // The region under the window must still be a valid region of the window's PD (C10-79.2.2).
         if (!mpt(e.mr_index, mr, delay) || mr.type != hw::MPT_TYPE_MR || mr.state != hw::MPT_STATE_VALID)
             return xlate_status::bad_state;
-        if (mr.pd != e.pd)
-            return xlate_status::bad_pd;
+        if (mr.pd != e.pd) return xlate_status::bad_pd;
         return walk_region(mr, e.mr_va + (va - e.start_va), len, segs, max_segs, nsegs, delay, walk);
     }
-    if (e.state != hw::MPT_STATE_VALID)
-        return xlate_status::bad_state;
-    if (e.pd != who.pd)
-        return xlate_status::bad_pd;  // C10-54.2.1, C10-56
+    if (e.state != hw::MPT_STATE_VALID) return xlate_status::bad_state;
+    if (e.pd != who.pd) return xlate_status::bad_pd;  // C10-54.2.1, C10-56
     if ((e.access & access) != access)
         return xlate_status::no_access;  // C10-47 (local read always), C10-55, C10-57
     return walk_region(e, va, len, segs, max_segs, nsegs, delay, walk);
@@ -239,32 +224,27 @@ xlate_status translation_unit::walk_region(const hw::mpt_entry& mr, uint64_t va,
                                            unsigned max_segs, unsigned& nsegs, sc_time& delay, bool walk) {
     if (va < mr.start_va || len > mr.length || va - mr.start_va > mr.length - len)
         return xlate_status::out_of_bounds;
-    if (!walk)
-        return xlate_status::ok;
+    if (!walk) return xlate_status::ok;
     // Region offset -> (MTT entry, offset in its page or block). page_offset places the
     // region's first byte in the first page / block.
     uint64_t off = va - mr.start_va + mr.page_offset;
     uint64_t left = len;
     const bool blocks = mr.flags & hw::MPT_BLOCK_LIST;
     const uint64_t unit = blocks ? uint64_t(mr.block_size) : uint64_t(1) << mr.log_page_size;
-    if (unit == 0)
-        return xlate_status::bad_mtt;
+    if (unit == 0) return xlate_status::bad_mtt;
     while (left) {
         const uint64_t n = blocks ? off / unit : off >> mr.log_page_size;
         const uint64_t in = blocks ? off % unit : off & (unit - 1);
-        if (n >= mr.mtt_count)
-            return xlate_status::bad_mtt;
+        if (n >= mr.mtt_count) return xlate_status::bad_mtt;
         uint64_t m = 0;
-        if (!mtt(mr.mtt_base + n, m, delay) || !(m & hw::MTT_PRESENT))
-            return xlate_status::bad_mtt;
+        if (!mtt(mr.mtt_base + n, m, delay) || !(m & hw::MTT_PRESENT)) return xlate_status::bad_mtt;
         const uint64_t chunk = std::min<uint64_t>(left, unit - in);
         const uint64_t pa = (blocks ? hw::mtt_address(m) : hw::mtt_address(m) & ~(unit - 1)) + in;
         if (nsegs && segs[nsegs - 1].pa + segs[nsegs - 1].len == pa &&
             uint64_t(segs[nsegs - 1].len) + chunk <= 0xFFFFFFFFull) {
             segs[nsegs - 1].len += uint32_t(chunk);  // physically contiguous pieces merge
         } else {
-            if (nsegs == max_segs)
-                return xlate_status::too_many_segs;
+            if (nsegs == max_segs) return xlate_status::too_many_segs;
             segs[nsegs++] = {pa, uint32_t(chunk)};
         }
         off += chunk;
@@ -277,8 +257,7 @@ xlate_status translation_unit::walk_region(const hw::mpt_entry& mr, uint64_t va,
 
 xlate_status translation_unit::mm_done(xlate_status s, sc_time& delay) {
     busy_until(delay);
-    if (s != xlate_status::ok)
-        ++mm_op_errors;
+    if (s != xlate_status::ok) ++mm_op_errors;
     return s;
 }
 
@@ -304,20 +283,16 @@ xlate_status translation_unit::bind_mw(const hw::wqe_bind_seg& b, const xlate_ow
     const bool type1 = w.type == hw::MPT_TYPE_MW1;
     // A type 1 window is bound by the Bind MW verb only, a type 2 window by a bind WR only
     // (o10-37.2.34, o10-37.2.35).
-    if (type1 != bool(b.bind_flags & hw::BIND_FROM_VERB))
-        return mm_done(xlate_status::bad_type, delay);
+    if (type1 != bool(b.bind_flags & hw::BIND_FROM_VERB)) return mm_done(xlate_status::bad_type, delay);
     // A type 1 window is named by its handle (the index): its owner (the verb) steps the key on
     // every bind, including binds the HCA refuses, so the key byte of mw_key is not compared.
     if (!type1 && w.state != hw::MPT_STATE_FREE)
         return mm_done(xlate_status::bad_state, delay);  // o10-37.2.29/30: bind needs a Free window
-    if (w.pd != who.pd)
-        return mm_done(xlate_status::bad_pd, delay);  // C10-72
+    if (w.pd != who.pd) return mm_done(xlate_status::bad_pd, delay);  // C10-72
     if (b.length == 0) {
-        if (!type1)
-            return mm_done(xlate_status::bad_type, delay);  // o10-37.2.40: no zero-length type 2 bind
+        if (!type1) return mm_done(xlate_status::bad_type, delay);  // o10-37.2.40: no zero-length type 2 bind
         // C10-66.2.4: a zero-length bind revokes all access through the window.
-        if (w.state == hw::MPT_STATE_VALID)
-            unbind(w, delay);
+        if (w.state == hw::MPT_STATE_VALID) unbind(w, delay);
         w.state = hw::MPT_STATE_FREE;
         w.key = b.new_key;
         w.length = 0;
@@ -331,19 +306,17 @@ xlate_status translation_unit::bind_mw(const hw::wqe_bind_seg& b, const xlate_ow
     hw::mpt_entry mr;
     if (b.mr_lkey == hw::RESERVED_LKEY || !mpt(mr_index, mr, delay) || mr.type != hw::MPT_TYPE_MR ||
         mr.state != hw::MPT_STATE_VALID || mr.key != b.mr_lkey)
-        return mm_done(xlate_status::bad_key, delay);  // o10-37.2.8: never the reserved L_Key
-    if (mr.pd != w.pd)
-        return mm_done(xlate_status::bad_pd, delay);  // C10-75
-    if (!(mr.access & hw::ACCESS_MW_BIND))
-        return mm_done(xlate_status::no_access, delay);  // C10-73
-    if (mr.access & hw::ACCESS_ZERO_BASED)
-        return mm_done(xlate_status::bad_zbva, delay);  // o10-36.2.2
-    if ((b.access & (hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_ATOMIC)) && !(mr.access & hw::ACCESS_LOCAL_WRITE))
+        return mm_done(xlate_status::bad_key, delay);                // o10-37.2.8: never the reserved L_Key
+    if (mr.pd != w.pd) return mm_done(xlate_status::bad_pd, delay);  // C10-75
+    if (!(mr.access & hw::ACCESS_MW_BIND)) return mm_done(xlate_status::no_access, delay);  // C10-73
+    if (mr.access & hw::ACCESS_ZERO_BASED) return mm_done(xlate_status::bad_zbva, delay);   // o10-36.2.2
+    if ((b.access & (hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_ATOMIC)) &&
+        !(mr.access & hw::ACCESS_LOCAL_WRITE))
         return mm_done(xlate_status::no_access, delay);  // C10-62, C10-74
     if (b.addr < mr.start_va || b.length > mr.length || b.addr - mr.start_va > mr.length - b.length)
         return mm_done(xlate_status::out_of_bounds, delay);  // C10-75
     if (w.state == hw::MPT_STATE_VALID)
-        unbind(w, delay);  // a type 1 rebind drops the previous binding (C10-67, C10-68)
+        unbind(w, delay);           // a type 1 rebind drops the previous binding (C10-67, C10-68)
     if (!mpt(mr_index, mr, delay))  // re-read: the unbind may have changed the same region
         return mm_done(xlate_status::bad_key, delay);
     ++mr.bound_mws;
@@ -357,8 +330,7 @@ xlate_status translation_unit::bind_mw(const hw::wqe_bind_seg& b, const xlate_ow
     w.mr_va = b.addr;
     w.qpn = type1 ? 0 : who.qpn;
     write_mpt(index, w, delay);
-    if (w.type == hw::MPT_TYPE_MW2A && who.qpn < mw2a_bound_.size())
-        ++mw2a_bound_[who.qpn];
+    if (w.type == hw::MPT_TYPE_MW2A && who.qpn < mw2a_bound_.size()) ++mw2a_bound_[who.qpn];
     return mm_done(xlate_status::ok, delay);
 }
 
@@ -378,14 +350,11 @@ xlate_status translation_unit::invalidate(uint32_t key, const xlate_owner& who, 
             return mm_done(xlate_status::shared, delay);  // o10-37.2.13, .15, .16
         if (!(e.flags & hw::MPT_FAST_REG))
             return mm_done(xlate_status::bad_type, delay);  // o10-37.2.13: Register MR regions
-        if (e.pd != who.pd)
-            return mm_done(xlate_status::bad_pd, delay);
+        if (e.pd != who.pd) return mm_done(xlate_status::bad_pd, delay);
         if (e.state == hw::MPT_STATE_FREE)
             return mm_done(xlate_status::ok, delay);  // already Free: nothing to do
-        if (e.key != key)
-            return mm_done(xlate_status::bad_key, delay);
-        if (e.bound_mws)
-            return mm_done(xlate_status::busy, delay);  // o10-37.2.17
+        if (e.key != key) return mm_done(xlate_status::bad_key, delay);
+        if (e.bound_mws) return mm_done(xlate_status::busy, delay);  // o10-37.2.17
         e.state = hw::MPT_STATE_FREE;
         write_mpt(index, e, delay);
         return mm_done(xlate_status::ok, delay);
@@ -393,19 +362,17 @@ xlate_status translation_unit::invalidate(uint32_t key, const xlate_owner& who, 
     // Type 2 window (o10-37.2.29, o10-37.2.30, o10-37.2.44).
     if (e.state == hw::MPT_STATE_FREE)
         return mm_done(e.pd == who.pd ? xlate_status::ok : xlate_status::bad_pd, delay);
-    if (e.key != key)
-        return mm_done(xlate_status::bad_key, delay);
-    if (e.qpn != who.qpn)
-        return mm_done(xlate_status::bad_qpn, delay);
-    if (e.type == hw::MPT_TYPE_MW2B && e.pd != who.pd)
-        return mm_done(xlate_status::bad_pd, delay);
+    if (e.key != key) return mm_done(xlate_status::bad_key, delay);
+    if (e.qpn != who.qpn) return mm_done(xlate_status::bad_qpn, delay);
+    if (e.type == hw::MPT_TYPE_MW2B && e.pd != who.pd) return mm_done(xlate_status::bad_pd, delay);
     unbind(e, delay);
     e.state = hw::MPT_STATE_FREE;
     write_mpt(index, e, delay);
     return mm_done(xlate_status::ok, delay);
 }
 
-xlate_status translation_unit::fast_register(const hw::wqe_fast_reg_seg& f, const xlate_owner& who, sc_time& delay) {
+xlate_status translation_unit::fast_register(const hw::wqe_fast_reg_seg& f, const xlate_owner& who,
+                                             sc_time& delay) {
     ++fast_registers;
     busy_wait(delay);
     delay += mm_time_;
@@ -418,14 +385,12 @@ xlate_status translation_unit::fast_register(const hw::wqe_fast_reg_seg& f, cons
         return mm_done(xlate_status::bad_key, delay);
     if (e.flags & (hw::MPT_SHARED | hw::MPT_SHARE_SRC))
         return mm_done(xlate_status::shared, delay);  // o10-36.2.5
-    if (!(e.flags & hw::MPT_FAST_REG))
-        return mm_done(xlate_status::bad_type, delay);
+    if (!(e.flags & hw::MPT_FAST_REG)) return mm_done(xlate_status::bad_type, delay);
     if (e.state != hw::MPT_STATE_FREE)
         return mm_done(xlate_status::bad_state, delay);  // o10-37.2.5: the L_Key must be Free
-    if (e.pd != who.pd)
-        return mm_done(xlate_status::bad_pd, delay);
-    if ((f.access & ~KNOWN_ACCESS) ||
-        ((f.access & (hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_ATOMIC)) && !(f.access & hw::ACCESS_LOCAL_WRITE)))
+    if (e.pd != who.pd) return mm_done(xlate_status::bad_pd, delay);
+    if ((f.access & ~KNOWN_ACCESS) || ((f.access & (hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_ATOMIC)) &&
+                                       !(f.access & hw::ACCESS_LOCAL_WRITE)))
         return mm_done(xlate_status::no_access, delay);  // C10-48
     const uint64_t page = uint64_t(1) << std::min<uint8_t>(f.log_page_size, 63);
     if (f.log_page_size < 12 || f.log_page_size > 30 || f.page_count > e.mtt_reserved ||
@@ -455,11 +420,9 @@ xlate_status translation_unit::fast_register(const hw::wqe_fast_reg_seg& f, cons
 
 xlate_status translation_unit::destroy(uint32_t index, sc_time& delay) {
     hw::mpt_entry e;
-    if (!mpt(index, e, delay))
-        return xlate_status::bad_key;
+    if (!mpt(index, e, delay)) return xlate_status::bad_key;
     if (e.state != hw::MPT_STATE_INVALID) {
-        if (e.type == hw::MPT_TYPE_MR && e.bound_mws)
-            return xlate_status::busy;
+        if (e.type == hw::MPT_TYPE_MR && e.bound_mws) return xlate_status::busy;
         if (is_window(e) && e.state == hw::MPT_STATE_VALID)
             unbind(e, delay);  // C10-69, C10-70: accesses through it fail from now on
     }

@@ -34,43 +34,43 @@ struct phys_seg {
 /// completion status or a NAK; the value is also reported as the CQE vendor syndrome.
 enum class xlate_status : uint8_t {
     ok = 0,
-    bad_key = 1,        ///< no MPT entry of the right kind for the key, or its key byte differs
-    bad_state = 2,      ///< the key is not Valid (Free: invalidated, unbound, not yet registered)
-    bad_pd = 3,         ///< region / window belongs to another protection domain
-    bad_qpn = 4,        ///< type 2 window bound to another QP
-    no_access = 5,      ///< the region / window does not grant the requested access
-    out_of_bounds = 6,  ///< range not inside the region / window
-    bad_mtt = 7,        ///< a page of the range has no translation
-    too_many_segs = 8,  ///< the range needs more segments than the caller can take
-    bad_type = 9,       ///< operation not defined for this kind of key (e.g. invalidate a type 1 MW)
-    busy = 10,          ///< windows are bound to the region
-    shared = 11,        ///< the region is shared (or shared from): no invalidate / fast register
-    not_enabled = 12,   ///< the QP was not created with fast register / the reserved L_Key
-    bad_page_list = 13, ///< fast register: too many pages, misaligned page, bad page size
-    bad_zbva = 14,      ///< a window bind onto a zero-based region (o10-36.2.2)
+    bad_key = 1,         ///< no MPT entry of the right kind for the key, or its key byte differs
+    bad_state = 2,       ///< the key is not Valid (Free: invalidated, unbound, not yet registered)
+    bad_pd = 3,          ///< region / window belongs to another protection domain
+    bad_qpn = 4,         ///< type 2 window bound to another QP
+    no_access = 5,       ///< the region / window does not grant the requested access
+    out_of_bounds = 6,   ///< range not inside the region / window
+    bad_mtt = 7,         ///< a page of the range has no translation
+    too_many_segs = 8,   ///< the range needs more segments than the caller can take
+    bad_type = 9,        ///< operation not defined for this kind of key (e.g. invalidate a type 1 MW)
+    busy = 10,           ///< windows are bound to the region
+    shared = 11,         ///< the region is shared (or shared from): no invalidate / fast register
+    not_enabled = 12,    ///< the QP was not created with fast register / the reserved L_Key
+    bad_page_list = 13,  ///< fast register: too many pages, misaligned page, bad page size
+    bad_zbva = 14,       ///< a window bind onto a zero-based region (o10-36.2.2)
 };
 const char* to_string(xlate_status s);
 
 /// The QP an access or operation is made for.
 struct xlate_owner {
-    uint32_t pd = 0;             ///< the QP's (or its SRQ's) protection domain
-    uint32_t qpn = 0;            ///< the QP number (type 2 windows)
-    uint8_t mm_flags = 0;        ///< hw::qp_mm_flags of the QP
+    uint32_t pd = 0;       ///< the QP's (or its SRQ's) protection domain
+    uint32_t qpn = 0;      ///< the QP number (type 2 windows)
+    uint8_t mm_flags = 0;  ///< hw::qp_mm_flags of the QP
 };
 
 class translation_unit : public sc_core::sc_module {
 public:
     dma_port dma;
 
-    param<double> clock_mhz;  ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
-    param<unsigned> mpt_cache_entries;  ///< on-chip MPT cache entries
-    param<unsigned> mpt_cache_ways;     ///< MPT cache associativity
-    param<unsigned> mtt_cache_lines;    ///< on-chip MTT cache lines of 8 entries
-    param<unsigned> mtt_cache_ways;     ///< MTT cache associativity
-    param<std::string> mpt_cache_policy; ///< lru|fifo|random
-    param<std::string> mtt_cache_policy; ///< lru|fifo|random
-    param<unsigned> lookup_cycles;      ///< pipeline cycles of a lookup that hits
-    param<unsigned> mm_op_cycles;       ///< pipeline cycles of a bind / invalidate / fast register
+    param<double> clock_mhz;              ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
+    param<unsigned> mpt_cache_entries;    ///< on-chip MPT cache entries
+    param<unsigned> mpt_cache_ways;       ///< MPT cache associativity
+    param<unsigned> mtt_cache_lines;      ///< on-chip MTT cache lines of 8 entries
+    param<unsigned> mtt_cache_ways;       ///< MTT cache associativity
+    param<std::string> mpt_cache_policy;  ///< lru|fifo|random
+    param<std::string> mtt_cache_policy;  ///< lru|fifo|random
+    param<unsigned> lookup_cycles;        ///< pipeline cycles of a lookup that hits
+    param<unsigned> mm_op_cycles;         ///< pipeline cycles of a bind / invalidate / fast register
 
     counter lookups, mpt_hits, mpt_misses, mtt_hits, mtt_misses, faults, binds, invalidates, fast_registers,
         mm_op_errors;
@@ -78,7 +78,8 @@ public:
     translation_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock);
 
     /// Table locations (from INIT_HCA); num_qps sizes the per-QP type 2A window counts.
-    void set_tables(uint64_t mpt_base, uint32_t num_mpts, uint64_t mtt_base, uint64_t num_mtts, uint32_t num_qps);
+    void set_tables(uint64_t mpt_base, uint32_t num_mpts, uint64_t mtt_base, uint64_t num_mtts,
+                    uint32_t num_qps);
 
     // ---- Accesses (transport engine) ----
 
@@ -103,7 +104,8 @@ public:
     xlate_status invalidate(uint32_t key, const xlate_owner& who, bool remote, sc_core::sc_time& delay);
     /// Fast Register PMR WR: reads the page list, writes the MTT and makes the L_Key Valid
     /// (o10-37.2.5).
-    xlate_status fast_register(const hw::wqe_fast_reg_seg& f, const xlate_owner& who, sc_core::sc_time& delay);
+    xlate_status fast_register(const hw::wqe_fast_reg_seg& f, const xlate_owner& who,
+                               sc_core::sc_time& delay);
 
     // ---- Table access for the command unit ----
 
@@ -121,11 +123,13 @@ public:
 
 private:
     xlate_status resolve(uint32_t key, const xlate_owner& who, uint64_t va, uint64_t len, uint32_t access,
-                         phys_seg* segs, unsigned max_segs, unsigned& nsegs, sc_core::sc_time& delay, bool walk);
+                         phys_seg* segs, unsigned max_segs, unsigned& nsegs, sc_core::sc_time& delay,
+                         bool walk);
     xlate_status lookup(uint32_t key, const xlate_owner& who, uint64_t va, uint64_t len, uint32_t access,
-                        phys_seg* segs, unsigned max_segs, unsigned& nsegs, sc_core::sc_time& delay, bool walk);
-    xlate_status walk_region(const hw::mpt_entry& mr, uint64_t va, uint64_t len, phys_seg* segs, unsigned max_segs,
-                             unsigned& nsegs, sc_core::sc_time& delay, bool walk);
+                        phys_seg* segs, unsigned max_segs, unsigned& nsegs, sc_core::sc_time& delay,
+                        bool walk);
+    xlate_status walk_region(const hw::mpt_entry& mr, uint64_t va, uint64_t len, phys_seg* segs,
+                             unsigned max_segs, unsigned& nsegs, sc_core::sc_time& delay, bool walk);
     xlate_status mm_done(xlate_status s, sc_core::sc_time& delay);
     void unbind(const hw::mpt_entry& mw, sc_core::sc_time& delay);
     /// The unit is in order: a lookup starts when the previous one (and its misses) finished.

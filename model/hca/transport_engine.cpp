@@ -30,7 +30,8 @@ constexpr size_t RESP_SLOTS = 2 * MAX_RD_ATOMIC + 2;
 
 uint8_t cqe_opcode_of(uint8_t wqe_op) {
     switch (wqe_op) {
-    case hw::WQE_OP_RDMA_WRITE: case hw::WQE_OP_RDMA_WRITE_IMM: return hw::CQE_OP_RDMA_WRITE;
+    case hw::WQE_OP_RDMA_WRITE:
+    case hw::WQE_OP_RDMA_WRITE_IMM: return hw::CQE_OP_RDMA_WRITE;
     case hw::WQE_OP_RDMA_READ: return hw::CQE_OP_RDMA_READ;
     case hw::WQE_OP_CMP_SWAP: return hw::CQE_OP_COMP_SWAP;
     case hw::WQE_OP_FETCH_ADD: return hw::CQE_OP_FETCH_ADD;
@@ -62,7 +63,8 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
                        {"lru", "fifo", "random"}),
       qpc_miss_slots("qpc_miss_slots", 8, "misses", "QP context cache misses outstanding at once (more wait)",
                      {1, 256}),
-      wqe_queue_depth("wqe_queue_depth", 32, "WQEs", "parsed WQEs queued per QP ahead of the requester", {1, 1024}),
+      wqe_queue_depth("wqe_queue_depth", 32, "WQEs", "parsed WQEs queued per QP ahead of the requester",
+                      {1, 1024}),
       wqe_buffer_entries("wqe_buffer_entries", 2048, "WQEs",
                          "parsed WQEs held on chip, shared by all QPs (each QP at most wqe_queue_depth)",
                          {1, 1u << 20}),
@@ -70,7 +72,8 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
       rx_cycles("rx_cycles", 8, "cycles", "responder initiation interval per packet (requests and responses)",
                 {0, 1000000}),
       tx_latency_cycles("tx_latency_cycles", 64, "cycles",
-                        "requester pipeline latency from a WQE on chip to its packet at the port", {0, 1000000}),
+                        "requester pipeline latency from a WQE on chip to its packet at the port",
+                        {0, 1000000}),
       rx_latency_cycles("rx_latency_cycles", 64, "cycles",
                         "responder pipeline latency from a packet's arrival to its first DMA", {0, 1000000}),
       ack_req_interval("ack_req_interval", 16, "packets", "requester sets AckReq at least every N packets",
@@ -79,8 +82,8 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
                    "responder sends one ACK per N packets that request one (1: every one)", {1, 1024}),
       ack_coalesce_ns("ack_coalesce_ns", 1000.0, "ns",
                       "responder sends a held-back coalesced ACK after at most this long", {0, 1e9}),
-      rq_prefetch("rq_prefetch", 4, "WQEs", "receive WQEs the responder reads ahead per QP (on chip; a power of two)",
-                  {1, 256}),
+      rq_prefetch("rq_prefetch", 4, "WQEs",
+                  "receive WQEs the responder reads ahead per QP (on chip; a power of two)", {1, 256}),
       tx_packets("tx_packets", "request packets sent"),
       tx_payload_bytes("tx_payload_bytes", "request payload bytes sent"),
       rx_packets("rx_packets", "request packets accepted by the responder"),
@@ -93,7 +96,8 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
       duplicates("duplicates", "duplicate request packets (re-ACKed, READs re-executed, atomics replayed)"),
       seq_errors("seq_errors", "out-of-sequence request packets"),
       dropped_bad_qp("dropped_bad_qp", "packets for a QP that does not exist or cannot receive"),
-      retransmits("retransmits", "go-back-N restarts (RNR NAK, sequence NAK, missing READ response, timeout)"),
+      retransmits("retransmits",
+                  "go-back-N restarts (RNR NAK, sequence NAK, missing READ response, timeout)"),
       timeouts("timeouts", "local ACK timeouts"),
       read_requests("read_requests", "RDMA READ requests sent (retransmissions included)"),
       read_responses_sent("read_responses_sent", "RDMA READ response packets sent"),
@@ -105,32 +109,44 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
       error_completions("error_completions", "CQEs with an error status other than flush"),
       flushed("flushed", "work requests completed with WR_FLUSH_ERR"),
       async_events("async_events", "affiliated asynchronous events raised (COMM_EST, SQ_DRAINED, QP errors)"),
-      uc_dropped("uc_dropped", "UC messages dropped at the responder (a lost packet, no receive WQE, a failed check)"),
-      ud_dropped("ud_dropped", "UD datagrams dropped at the responder (Q_Key mismatch, no receive WQE, bad opcode)"),
+      uc_dropped("uc_dropped",
+                 "UC messages dropped at the responder (a lost packet, no receive WQE, a failed check)"),
+      ud_dropped("ud_dropped",
+                 "UD datagrams dropped at the responder (Q_Key mismatch, no receive WQE, bad opcode)"),
       qkey_violations("qkey_violations", "UD datagrams whose Q_Key was not the QP's (C10-14)"),
       ud_oversize("ud_oversize", "UD sends longer than the path MTU, completed without sending (C10-93.1.1)"),
       mcast_deliveries("mcast_deliveries", "multicast datagrams delivered to attached QPs (one per QP)"),
-      mcast_dropped("mcast_dropped", "multicast packets dropped (QPN not 0xFFFFFF, no GRH, not UD SEND, no attached QP)"),
-      wq_catastrophic("wq_catastrophic", "local work queue catastrophic errors (a send WQE could not be read): QP_FATAL"),
+      mcast_dropped("mcast_dropped",
+                    "multicast packets dropped (QPN not 0xFFFFFF, no GRH, not UD SEND, no attached QP)"),
+      wq_catastrophic("wq_catastrophic",
+                      "local work queue catastrophic errors (a send WQE could not be read): QP_FATAL"),
       srq_events("srq_events", "SRQ limit reached and SRQ error events raised"),
       tx_busy_ps("tx_busy_ps", "ps the requester spent on packets (packet_cycles each; utilisation)"),
       rx_busy_ps("rx_busy_ps", "ps the responder spent on request packets (rx_cycles each; utilisation)"),
-      resp_busy_ps("resp_busy_ps", "ps the response process spent on READ response packets and queued ACKs (rx_cycles each)"),
+      resp_busy_ps("resp_busy_ps",
+                   "ps the response process spent on READ response packets and queued ACKs (rx_cycles each)"),
       qpc_hits("qpc_hits", "QP context cache hits (a packet sent or received)"),
       qpc_misses("qpc_misses", "QP context cache misses (DMA reads of 256-byte QPC entries)"),
       qpc_evictions("qpc_evictions", "QP contexts evicted from the cache to make room"),
       qpc_miss_waits("qpc_miss_waits", "QP context misses that waited for a free miss slot"),
       wqe_buffer_stalls("wqe_buffer_stalls", "fetches refused because the shared WQE buffer was full"),
       wqe_buffer_peak("wqe_buffer_peak", "most WQE buffer entries in use at once"),
-      stall_window("stall_window", "requester: a QP stopped because its window of unacknowledged WQEs was full"),
+      stall_window("stall_window",
+                   "requester: a QP stopped because its window of unacknowledged WQEs was full"),
       stall_rd_atomic("stall_rd_atomic", "requester: a QP stopped at its READ/atomic limit (max_rd_atomic)"),
       stall_fence("stall_fence", "requester: a fenced WQE waited for earlier READs/atomics"),
-      stall_wqe_fetch("stall_wqe_fetch", "requester: a QP parked because its WQE's fetch was still in flight"),
-      stall_wqe_fetch_ps("stall_wqe_fetch_ps", "ps the requester waited for a WQE's fetch with no other QP to serve"),
-      stall_port_ps("stall_port_ps", "ps the requester waited for room in the port's transmit queue (backpressure)"),
+      stall_wqe_fetch("stall_wqe_fetch",
+                      "requester: a QP parked because its WQE's fetch was still in flight"),
+      stall_wqe_fetch_ps("stall_wqe_fetch_ps",
+                         "ps the requester waited for a WQE's fetch with no other QP to serve"),
+      stall_port_ps("stall_port_ps",
+                    "ps the requester waited for room in the port's transmit queue (backpressure)"),
       state_qps("state_qps", "QPs that exist at the end of the run"),
-      state_bytes("state_bytes", "bytes of model state of the existing QPs at the end of the run (records and their rings)"),
-      state_slot_bytes("state_slot_bytes", "bytes of model state per QP number, all hca.max_qps of them (transport engine and WQE fetcher)"),
+      state_bytes("state_bytes",
+                  "bytes of model state of the existing QPs at the end of the run (records and their rings)"),
+      state_slot_bytes(
+          "state_slot_bytes",
+          "bytes of model state per QP number, all hca.max_qps of them (transport engine and WQE fetcher)"),
       qps_(max_qps),
       qpc_cache_(1, 1),
       ready_(max_qps),
@@ -139,8 +155,7 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     const sc_time clock = unit_period(clock_mhz, hca_clock);
     wqe_buffer_.resize(wqe_buffer_entries);
     wqe_next_.resize(wqe_buffer_entries);
-    for (uint32_t e = 0; e < wqe_buffer_entries; ++e)
-        wqe_next_[e] = e + 1 < wqe_buffer_entries ? e + 1 : NIL;
+    for (uint32_t e = 0; e < wqe_buffer_entries; ++e) wqe_next_[e] = e + 1 < wqe_buffer_entries ? e + 1 : NIL;
     free_head_ = 0;
     free_count_ = wqe_buffer_entries;
     buffer_waiters_.resize(max_qps);
@@ -166,8 +181,7 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     dont_initialize();
     SC_METHOD(timer);
     sensitive << timer_now_ev_;
-    for (sc_event& e : timer_ev_)
-        sensitive << e;
+    for (sc_event& e : timer_ev_) sensitive << e;
     dont_initialize();
     tx_pkt_ = packet_pool::take();
     ack_pkt_ = packet_pool::take();
@@ -182,16 +196,16 @@ transport_engine::~transport_engine() {
 
 sc_time transport_engine::rnr_time(uint8_t code) {
     // IBA Vol 1 Table 45 (RNR NAK timer field encodings), milliseconds.
-    static const double ms[32] = {655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32,
-                                  0.48, 0.64, 0.96, 1.28, 1.92, 2.56, 3.84, 5.12, 7.68, 10.24, 15.36,
-                                  20.48, 30.72, 40.96, 61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52};
+    static const double ms[32] = {655.36, 0.01,  0.02,  0.03,   0.04,   0.06,   0.08,   0.12,
+                                  0.16,   0.24,  0.32,  0.48,   0.64,   0.96,   1.28,   1.92,
+                                  2.56,   3.84,  5.12,  7.68,   10.24,  15.36,  20.48,  30.72,
+                                  40.96,  61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52};
     return sc_time(ms[code & 31], SC_MS);
 }
 
 sc_time transport_engine::ack_timeout(uint8_t code) {
     // IBA 9.7.6.1.3: 4.096 us x 2^timeout; 0 disables the timer.
-    if (code == 0)
-        return SC_ZERO_TIME;
+    if (code == 0) return SC_ZERO_TIME;
     return ns_time(4096.0 * double(uint64_t(1) << (code & 31)));
 }
 
@@ -210,14 +224,12 @@ sc_time transport_engine::qp_context(uint32_t qpn, const sc_time& delay) {
     ++qpc_misses;
     bool evicted = false;
     qpc_cache_.insert(qpn, &evicted);
-    if (evicted)
-        ++qpc_evictions;
+    if (evicted) ++qpc_evictions;
     // The slot free soonest; the read starts when it is free.
     const sc_time now = sim_now();
     sc_time* slot = &miss_free_[0];
     for (sc_time& t : miss_free_)
-        if (t < *slot)
-            slot = &t;
+        if (t < *slot) slot = &t;
     sc_time d = delay;
     if (*slot > now + d) {
         ++qpc_miss_waits;
@@ -229,18 +241,15 @@ sc_time transport_engine::qp_context(uint32_t qpn, const sc_time& delay) {
 }
 
 void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& delay) {
-    if (c.qpn >= qps_.size())
-        return;
+    if (c.qpn >= qps_.size()) return;
     qp& q = qps_.create(c.qpn);
-    if (qps_.many())
-        want_hints(true);  // records no longer stay in the host CPU's cache
+    if (qps_.many()) want_hints(true);  // records no longer stay in the host CPU's cache
     const uint8_t prev = q.valid ? q.state : uint8_t(hw::QPS_RESET);
     // The command unit wrote the entry to the QPC table; the on-chip copy is written too.
     if (!qpc_cache_.find(c.qpn)) {
         bool evicted = false;
         qpc_cache_.insert(c.qpn, &evicted);
-        if (evicted)
-            ++qpc_evictions;
+        if (evicted) ++qpc_evictions;
     }
     if (!q.valid || c.state == hw::QPS_RESET) {
         reset_qp(q, c.qpn);
@@ -269,10 +278,8 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
     q.rnr_retries_left = c.rnr_retry;
     q.max_rd_atomic = uint8_t(std::min<unsigned>(c.max_rd_atomic, MAX_RD_ATOMIC));
     q.max_dest_rd_atomic = uint8_t(std::min<unsigned>(c.max_dest_rd_atomic, MAX_RD_ATOMIC));
-    if (mask & hw::QP_ATTR_RQ_PSN)
-        q.rq_psn = c.rq_psn & PSN_MASK;
-    if (mask & hw::QP_ATTR_SQ_PSN)
-        q.sq_psn = c.sq_psn & PSN_MASK;
+    if (mask & hw::QP_ATTR_RQ_PSN) q.rq_psn = c.rq_psn & PSN_MASK;
+    if (mask & hw::QP_ATTR_SQ_PSN) q.sq_psn = c.sq_psn & PSN_MASK;
     q.window_max = std::max(q.window_max, size_t(1) << c.sq_log_size);
     // The replay history keeps its ring order: it only grows (when it exists at all).
     if (!q.replay.empty() && q.replay.size() < std::max<size_t>(1, q.max_dest_rd_atomic))
@@ -286,12 +293,9 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
         q.sqd_notify = c.sqd_notify;
         check_drained(q, delay);
     }
-    if (c.state != hw::QPS_SQD)
-        q.drain_pending = false;
-    if (c.state == hw::QPS_ERR && prev != hw::QPS_ERR)
-        enter_error(q, delay);
-    if ((c.state == hw::QPS_RTS || c.state == hw::QPS_ERR) && q.q_count)
-        make_tx_ready(q.qpn);
+    if (c.state != hw::QPS_SQD) q.drain_pending = false;
+    if (c.state == hw::QPS_ERR && prev != hw::QPS_ERR) enter_error(q, delay);
+    if ((c.state == hw::QPS_RTS || c.state == hw::QPS_ERR) && q.q_count) make_tx_ready(q.qpn);
 }
 
 void transport_engine::destroy_qp(uint32_t qpn) {
@@ -317,8 +321,7 @@ uint64_t transport_engine::qp_state_bytes() const {
     // Per existing QP: its record and the rings it has grown.
     uint64_t bytes = 0;
     for (size_t n = 0; n < qps_.size(); ++n) {
-        if (!qps_.allocated(n))
-            continue;
+        if (!qps_.allocated(n)) continue;
         const qp& q = qps_[n];
         bytes += sizeof(qp) + q.window.capacity() * sizeof(inflight) + q.rd.capacity() * sizeof(rd_ctx) +
                  q.rq_cache.capacity() * sizeof(recv_wqe) + q.rq_ready.capacity() * sizeof(sc_time) +
@@ -338,8 +341,7 @@ uint64_t transport_engine::qpn_slot_bytes() const {
 
 void transport_engine::end_of_simulation() {
     for (size_t n = 0; n < qps_.size(); ++n)
-        if (qps_[n].valid)
-            ++state_qps;
+        if (qps_[n].valid) ++state_qps;
     state_bytes += qp_state_bytes();
     state_slot_bytes += qpn_slot_bytes();
 }
@@ -349,35 +351,30 @@ namespace {
 template <class T>
 void grow_ring(std::vector<T>& v, size_t& head, size_t count, size_t size) {
     std::vector<T> g(size);
-    for (size_t i = 0; i < count; ++i)
-        g[i] = v[(head + i) % v.size()];
+    for (size_t i = 0; i < count; ++i) g[i] = v[(head + i) % v.size()];
     v.swap(g);
     head = 0;
 }
 }  // namespace
 
 bool transport_engine::window_room(qp& q) {
-    if (q.w_count < q.window.size())
-        return true;
-    if (q.window.size() >= q.window_max)
-        return false;
-    grow_ring(q.window, q.w_head, q.w_count, std::min(q.window_max, std::max<size_t>(4, 2 * q.window.size())));
+    if (q.w_count < q.window.size()) return true;
+    if (q.window.size() >= q.window_max) return false;
+    grow_ring(q.window, q.w_head, q.w_count,
+              std::min(q.window_max, std::max<size_t>(4, 2 * q.window.size())));
     return true;
 }
 
 bool transport_engine::rd_room(qp& q) {
     const size_t limit = std::max<size_t>(1, q.max_rd_atomic);
-    if (q.rd_count < q.rd.size())
-        return true;
-    if (q.rd.size() >= limit)
-        return false;
+    if (q.rd_count < q.rd.size()) return true;
+    if (q.rd.size() >= limit) return false;
     const size_t old_head = q.rd_head, old_size = q.rd.size();
     grow_ring(q.rd, q.rd_head, q.rd_count, std::min(limit, std::max<size_t>(2, 2 * old_size)));
     // Window entries name their READ/atomic context by slot: renumber them.
     for (size_t i = 0; i < q.w_count && old_size; ++i) {
         inflight& f = q.window[(q.w_head + i) % q.window.size()];
-        if (f.rd != NO_RD)
-            f.rd = uint8_t((f.rd + old_size - old_head) % old_size);
+        if (f.rd != NO_RD) f.rd = uint8_t((f.rd + old_size - old_head) % old_size);
     }
     return true;
 }
@@ -398,8 +395,7 @@ void transport_engine::free_entry(uint32_t e) {
 uint32_t transport_engine::detach_head(qp& q) {
     const uint32_t e = q.q_head;
     q.q_head = wqe_next_[e];
-    if (q.q_head == NIL)
-        q.q_tail = NIL;
+    if (q.q_head == NIL) q.q_tail = NIL;
     --q.q_count;
     return e;
 }
@@ -413,8 +409,7 @@ void transport_engine::drop_rd(qp& q) {
 }
 
 void transport_engine::drop_queue(qp& q) {
-    while (q.q_count)
-        release_head(q);
+    while (q.q_count) release_head(q);
 }
 
 void transport_engine::current_psns(uint32_t qpn, uint32_t& sq_psn, uint32_t& rq_psn) const {
@@ -436,11 +431,9 @@ bool transport_engine::draining(uint32_t qpn) const {
 // ---------------------------------------------------------------- from the WQE fetcher
 
 unsigned transport_engine::room(uint32_t qpn) {
-    if (qpn >= qps_.size() || !qps_[qpn].valid)
-        return 0;
+    if (qpn >= qps_.size() || !qps_[qpn].valid) return 0;
     qp& q = qps_[qpn];
-    if (q.q_count >= wqe_queue_depth)
-        return 0;  // retire_head's credit() makes it ready again
+    if (q.q_count >= wqe_queue_depth) return 0;  // retire_head's credit() makes it ready again
     if (free_count_ == 0) {
         if (!q.buffer_wait) {
             q.buffer_wait = true;
@@ -458,8 +451,7 @@ bool transport_engine::has_room(uint32_t qpn) const {
 }
 
 void transport_engine::push_send(uint32_t qpn, const send_wqe& w) {
-    if (qpn >= qps_.size() || !qps_[qpn].valid)
-        return;
+    if (qpn >= qps_.size() || !qps_[qpn].valid) return;
     qp& q = qps_[qpn];
     if (free_head_ == NIL) {
         // Only if the fetcher overran its credit: the buffer grows rather than lose a WQE.
@@ -481,17 +473,14 @@ void transport_engine::push_send(uint32_t qpn, const send_wqe& w) {
     q.q_tail = e;
     ++q.q_count;
     const uint64_t used = wqe_buffer_.size() - free_count_;
-    if (used > wqe_buffer_peak.value())
-        wqe_buffer_peak += used - wqe_buffer_peak.value();
+    if (used > wqe_buffer_peak.value()) wqe_buffer_peak += used - wqe_buffer_peak.value();
     make_tx_ready(qpn);
 }
 
 void transport_engine::rq_posted(uint32_t qpn, uint16_t producer) {
-    if (qpn >= qps_.size() || !qps_[qpn].valid)
-        return;
+    if (qpn >= qps_.size() || !qps_[qpn].valid) return;
     qp& q = qps_[qpn];
-    if (q.srqn)
-        return;  // its receive WQEs come from the SRQ (firmware refuses posts to it, o10-51.2.2)
+    if (q.srqn) return;  // its receive WQEs come from the SRQ (firmware refuses posts to it, o10-51.2.2)
     q.rq_producer = producer;
     sc_time delay = SC_ZERO_TIME;
     if (q.state == hw::QPS_ERR)  // C10-97.2.1: receives posted in Error complete in error
@@ -502,8 +491,7 @@ void transport_engine::rq_posted(uint32_t qpn, uint16_t producer) {
 
 void transport_engine::make_tx_ready(uint32_t qpn) {
     qp& q = qps_[qpn];
-    if (q.tx_ready)
-        return;
+    if (q.tx_ready) return;
     q.tx_ready = true;
     ready_[(ready_head_ + ready_count_) % ready_.size()] = qpn;
     ++ready_count_;
@@ -540,8 +528,7 @@ void transport_engine::requester_loop() {
             resume_qpn_ = NIL;
             qp& q = qps_[qpn];
             if (!q.valid || q.q_count == 0 || !may_send(q) || q.paused_until > sim_now()) {
-                if (q.valid && q.q_count && may_send(q))
-                    make_tx_ready(qpn);
+                if (q.valid && q.q_count && may_send(q)) make_tx_ready(qpn);
                 continue;
             }
         } else {
@@ -556,8 +543,7 @@ void transport_engine::requester_loop() {
                 expect(ready_[(ready_head_ + 1) % ready_.size()]);
             qp& q = qps_[qpn];
             q.tx_ready = false;
-            if (!q.valid || q.q_count == 0)
-                continue;
+            if (!q.valid || q.q_count == 0) continue;
             if (q.state == hw::QPS_ERR) {
                 sc_time delay = SC_ZERO_TIME;
                 flush(q, delay);
@@ -568,10 +554,8 @@ void transport_engine::requester_loop() {
                 enter_sqe(q, delay);  // flushes the send queue only
                 continue;
             }
-            if (!may_send(q))
-                continue;
-            if (q.paused_until > sim_now())
-                continue;  // timer() makes it ready when the RNR wait is over
+            if (!may_send(q)) continue;
+            if (q.paused_until > sim_now()) continue;  // timer() makes it ready when the RNR wait is over
             const sc_time now = sim_now();
             const sc_time& wqe_ready = head_wqe(q).ready;
             if (wqe_ready > now && ready_count_) {
@@ -581,8 +565,7 @@ void transport_engine::requester_loop() {
                 continue;
             }
             sc_time bp = port_->tx_backpressure();
-            if (bp != SC_ZERO_TIME)
-                stall_port_ps += uint64_t(bp / one_ps_);
+            if (bp != SC_ZERO_TIME) stall_port_ps += uint64_t(bp / one_ps_);
             if (wqe_ready > now && wqe_ready - now > bp) {
                 stall_wqe_fetch_ps += uint64_t((wqe_ready - now - bp) / one_ps_);
                 bp = wqe_ready - now;
@@ -608,10 +591,8 @@ void transport_engine::requester_loop() {
         }
         // A QP that must wait for a response (window, READ/atomic limit, fence) leaves the
         // round robin; the response that frees it puts it back.
-        if (!send_packet(q))
-            continue;
-        if (q.valid && q.q_count && may_send(q))
-            make_tx_ready(qpn);
+        if (!send_packet(q)) continue;
+        if (q.valid && q.q_count && may_send(q)) make_tx_ready(qpn);
         tx_busy_ps += packet_ps_;
         if (packet_time_ != SC_ZERO_TIME) {
             if (ready_count_ == 0) {
@@ -631,10 +612,8 @@ void transport_engine::requester_loop() {
 bool transport_engine::may_send(const qp& q) const {
     // RTS sends; SQD finishes the message in progress (C10-35) and starts no new one (C10-37),
     // but may resend (go back N) what it had started before SQD.
-    if (q.state == hw::QPS_RTS)
-        return true;
-    if (q.state != hw::QPS_SQD || !q.q_count)
-        return false;
+    if (q.state == hw::QPS_RTS) return true;
+    if (q.state != hw::QPS_SQD || !q.q_count) return false;
     const uint16_t ahead = uint16_t(q.sqd_limit - head_wqe(q).wqe_index);
     return q.sqd_resend && ahead != 0 && ahead <= 0x8000;
 }
@@ -658,8 +637,8 @@ bool transport_engine::send_packet(qp& q) {
         wq_catastrophic_error(q, delay);
         return true;
     }
-    const bool is_send = w.opcode == hw::WQE_OP_SEND || w.opcode == hw::WQE_OP_SEND_IMM ||
-                         w.opcode == hw::WQE_OP_SEND_INV;
+    const bool is_send =
+        w.opcode == hw::WQE_OP_SEND || w.opcode == hw::WQE_OP_SEND_IMM || w.opcode == hw::WQE_OP_SEND_INV;
     const bool is_write = w.opcode == hw::WQE_OP_RDMA_WRITE || w.opcode == hw::WQE_OP_RDMA_WRITE_IMM;
     const bool rd_atomic = is_rd_atomic(w.opcode);
     const bool rc = q.transport == hw::QPT_RC, ud = q.transport == hw::QPT_UD;
@@ -667,10 +646,12 @@ bool transport_engine::send_packet(qp& q) {
     if (rc)
         allowed = is_send || is_write || rd_atomic || is_memory_op(w.opcode) || w.opcode == hw::WQE_OP_NOP;
     else if (q.transport == hw::QPT_UC)  // C10-84: SEND and WRITE; C10-89: binds; no READ, atomics, SEND_INV
-        allowed = (is_send && w.opcode != hw::WQE_OP_SEND_INV) || is_write || w.opcode == hw::WQE_OP_LOCAL_INV ||
-                  w.opcode == hw::WQE_OP_BIND_MW || w.opcode == hw::WQE_OP_NOP;
+        allowed = (is_send && w.opcode != hw::WQE_OP_SEND_INV) || is_write ||
+                  w.opcode == hw::WQE_OP_LOCAL_INV || w.opcode == hw::WQE_OP_BIND_MW ||
+                  w.opcode == hw::WQE_OP_NOP;
     else if (ud)  // SEND only
-        allowed = w.opcode == hw::WQE_OP_SEND || w.opcode == hw::WQE_OP_SEND_IMM || w.opcode == hw::WQE_OP_NOP;
+        allowed =
+            w.opcode == hw::WQE_OP_SEND || w.opcode == hw::WQE_OP_SEND_IMM || w.opcode == hw::WQE_OP_NOP;
     if (w.malformed || !allowed) {
         requester_error(q, hw::CQE_LOC_QP_OP_ERR, w, delay);
         return true;
@@ -690,14 +671,12 @@ bool transport_engine::send_packet(qp& q) {
         complete_locally(q, w, delay);
         return true;
     }
-    if (is_memory_op(w.opcode))
-        return memory_op(q, w, delay);
+    if (is_memory_op(w.opcode)) return memory_op(q, w, delay);
     if (w.length > 0x80000000ull) {
         requester_error(q, hw::CQE_LOC_LEN_ERR, w, delay);
         return true;
     }
-    if (rd_atomic)
-        return send_read_or_atomic(q, w, delay);
+    if (rd_atomic) return send_read_or_atomic(q, w, delay);
     const uint32_t mtu = hw::mtu_bytes(q.mtu);
     if (ud && w.length > mtu) {
         // C10-93.1.1: a datagram longer than the path MTU is not sent, and that is no error.
@@ -707,8 +686,7 @@ bool transport_engine::send_packet(qp& q) {
     }
     if (q.cur_offset == 0) {
         q.cur_first_psn = q.sq_psn;
-        if (probe_)
-            probe_->mark(path_probe::wqe_start, sim_now());
+        if (probe_) probe_->mark(path_probe::wqe_start, sim_now());
     }
     if (q.resume && q.cur_offset == 0) {
         // Retransmission restarting inside this message: skip the packets already acknowledged.
@@ -719,24 +697,26 @@ bool transport_engine::send_packet(qp& q) {
             q.sq_psn = q.resume_psn;
             uint64_t off = q.cur_offset;
             q.cur_sge = 0;
-            while (q.cur_sge < w.num_sge && off >= w.sg[q.cur_sge].len)
-                off -= w.sg[q.cur_sge++].len;
+            while (q.cur_sge < w.num_sge && off >= w.sg[q.cur_sge].len) off -= w.sg[q.cur_sge++].len;
             q.cur_sge_off = off;
         }
     }
     const uint64_t remaining = w.length - q.cur_offset;
     const uint32_t n = uint32_t(std::min<uint64_t>(mtu, remaining));
     const bool first = q.cur_offset == 0;
-    if (uint16_t(w.wqe_index + 1 - q.started_limit) <= 0x8000)
-        q.started_limit = uint16_t(w.wqe_index + 1);
+    if (uint16_t(w.wqe_index + 1 - q.started_limit) <= 0x8000) q.started_limit = uint16_t(w.wqe_index + 1);
     const bool last = remaining <= mtu;
     const bool imm = last && (w.opcode == hw::WQE_OP_SEND_IMM || w.opcode == hw::WQE_OP_RDMA_WRITE_IMM);
     const bool inv = last && w.opcode == hw::WQE_OP_SEND_INV;
     uint8_t opcode;
     if (is_send)
-        opcode = first && last ? (imm ? op::RC_SEND_ONLY_IMM : inv ? op::RC_SEND_ONLY_INV : op::RC_SEND_ONLY)
+        opcode = first && last ? (imm   ? op::RC_SEND_ONLY_IMM
+                                  : inv ? op::RC_SEND_ONLY_INV
+                                        : op::RC_SEND_ONLY)
                  : first       ? op::RC_SEND_FIRST
-                 : last        ? (imm ? op::RC_SEND_LAST_IMM : inv ? op::RC_SEND_LAST_INV : op::RC_SEND_LAST)
+                 : last        ? (imm   ? op::RC_SEND_LAST_IMM
+                                  : inv ? op::RC_SEND_LAST_INV
+                                        : op::RC_SEND_LAST)
                                : op::RC_SEND_MIDDLE;
     else
         opcode = first && last ? (imm ? op::RC_RDMA_WRITE_ONLY_IMM : op::RC_RDMA_WRITE_ONLY)
@@ -753,8 +733,7 @@ bool transport_engine::send_packet(qp& q) {
     }
     h.b.se = last && (w.flags & hw::WQE_FLAG_SOLICITED) && (is_send || imm);
     h.b.ack_req = rc && (last || ++q.since_ack_req >= ack_req_interval);  // UC and UD are never acknowledged
-    if (h.b.ack_req)
-        q.since_ack_req = 0;
+    if (h.b.ack_req) q.since_ack_req = 0;
     h.r.va = w.remote_va;
     h.r.rkey = w.rkey;
     h.r.dma_len = uint32_t(w.length);
@@ -777,8 +756,8 @@ bool transport_engine::send_packet(qp& q) {
             const uint32_t take = uint32_t(std::min<uint64_t>(left, s.len - q.cur_sge_off));
             phys_seg segs[MAX_SEGS];
             unsigned nsegs = 0;
-            const xlate_status st =
-                xlate_->translate(s.lkey, q.who, s.addr + q.cur_sge_off, take, 0, segs, MAX_SEGS, nsegs, delay);
+            const xlate_status st = xlate_->translate(s.lkey, q.who, s.addr + q.cur_sge_off, take, 0, segs,
+                                                      MAX_SEGS, nsegs, delay);
             if (st != xlate_status::ok) {
                 requester_error(q, hw::CQE_LOC_PROT_ERR, w, delay, uint8_t(st));
                 return true;
@@ -786,8 +765,7 @@ bool transport_engine::send_packet(qp& q) {
             for (unsigned i = 0; i < nsegs; ++i) {
                 sc_time t = delay;  // reads of one packet are issued back to back
                 dma.read(segs[i].pa, dst, segs[i].len, t);
-                if (t > ready)
-                    ready = t;
+                if (t > ready) ready = t;
                 dst += segs[i].len;
             }
             left -= take;
@@ -798,8 +776,7 @@ bool transport_engine::send_packet(qp& q) {
             }
         }
     }
-    if (ready < delay)
-        ready = delay;
+    if (ready < delay) ready = delay;
     const uint32_t pad = (4 - n % 4) % 4;
     std::memset(tx_pkt_->bytes + hdr + n, 0, pad);
     sc_time sent = port_->transmit(tx_pkt_, uint32_t(hdr + n + pad), ready);
@@ -808,23 +785,20 @@ bool transport_engine::send_packet(qp& q) {
     tx_payload_bytes += n;
     q.sq_psn = (q.sq_psn + 1) & PSN_MASK;
     q.cur_offset += n;
-    if (last && probe_)
-        probe_->mark(path_probe::wire_end, sim_now() + sent);
+    if (last && probe_) probe_->mark(path_probe::wire_end, sim_now() + sent);
     if (last) {
-        q.window[(q.w_head + q.w_count) % q.window.size()] =
-            inflight{w.wr_id, q.cur_first_psn, psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
+        q.window[(q.w_head + q.w_count) % q.window.size()] = inflight{
+            w.wr_id, q.cur_first_psn, psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
         ++q.w_count;
         retire_head(q);
         if (!rc) {
             // No acknowledgement comes: the message is complete once its last packet is on the
             // wire (everything older completed the same way, so it is the window's head).
-            while (q.w_count)
-                pop_window(q, hw::CQE_SUCCESS, sent);
+            while (q.w_count) pop_window(q, hw::CQE_SUCCESS, sent);
             check_drained(q, sent);
         }
     }
-    if (rc)
-        arm_ack_timer(q);
+    if (rc) arm_ack_timer(q);
     return true;
 }
 
@@ -840,8 +814,7 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
         return false;  // C10-94 limit: it waits for an earlier READ/atomic to complete
     }
     uint64_t capacity = 0;
-    for (unsigned i = 0; i < w.num_sge; ++i)
-        capacity += w.sg[i].len;
+    for (unsigned i = 0; i < w.num_sge; ++i) capacity += w.sg[i].len;
     if (atomic ? capacity < 8 : capacity < w.length) {
         requester_error(q, hw::CQE_LOC_LEN_ERR, w, delay);
         return true;
@@ -854,9 +827,9 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
         for (unsigned i = 0; i < w.num_sge && need; ++i) {
             const uint64_t len = std::min<uint64_t>(need, w.sg[i].len);
             need -= len;
-            if (!len)
-                continue;  // C10-54.1.1: a zero-length segment is not checked
-            const xlate_status st = xlate_->check(w.sg[i].lkey, q.who, w.sg[i].addr, len, hw::ACCESS_LOCAL_WRITE, delay);
+            if (!len) continue;  // C10-54.1.1: a zero-length segment is not checked
+            const xlate_status st =
+                xlate_->check(w.sg[i].lkey, q.who, w.sg[i].addr, len, hw::ACCESS_LOCAL_WRITE, delay);
             if (st != xlate_status::ok) {
                 requester_error(q, hw::CQE_LOC_PROT_ERR, w, delay, uint8_t(st));
                 return true;
@@ -872,8 +845,7 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
         // rest); an atomic is sent again whole (the responder replays its result).
         q.resume = false;
         const uint32_t s = (q.resume_psn - first) & PSN_MASK;
-        if (!atomic && s < npkts)
-            skip = s;
+        if (!atomic && s < npkts) skip = s;
     }
     const uint32_t psn = (first + skip) & PSN_MASK;
     wire::headers h;
@@ -894,22 +866,20 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
     h.b.ack_req = true;
     q.since_ack_req = 0;
     const size_t hdr = wire::encode_headers(h, 0, tx_pkt_->bytes);
-    if (probe_)
-        probe_->mark(path_probe::wqe_start, sim_now());
+    if (probe_) probe_->mark(path_probe::wqe_start, sim_now());
     const sc_time sent = port_->transmit(tx_pkt_, uint32_t(hdr), delay);
-    if (probe_)
-        probe_->mark(path_probe::wire_end, sim_now() + sent);
+    if (probe_) probe_->mark(path_probe::wire_end, sim_now() + sent);
     q.resend_pending = false;
     ++tx_packets;
-    if (uint16_t(w.wqe_index + 1 - q.started_limit) <= 0x8000)
-        q.started_limit = uint16_t(w.wqe_index + 1);
+    if (uint16_t(w.wqe_index + 1 - q.started_limit) <= 0x8000) q.started_limit = uint16_t(w.wqe_index + 1);
     const uint8_t slot = uint8_t((q.rd_head + q.rd_count) % q.rd.size());
     rd_ctx& c = q.rd[slot];
     c.placed = uint64_t(skip) * mtu;
     c.entry = q.q_head;
     ++q.rd_count;
     q.window[(q.w_head + q.w_count) % q.window.size()] = inflight{
-        w.wr_id, first, (first + npkts - 1) & PSN_MASK, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, slot, psn};
+        w.wr_id, first, (first + npkts - 1) & PSN_MASK, uint32_t(w.length), w.wqe_index, w.opcode, w.flags,
+        slot,    psn};
     ++q.w_count;
     q.sq_psn = (first + npkts) & PSN_MASK;
     retire_head(q, true);
@@ -918,11 +888,17 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
 }
 
 void transport_engine::complete_locally(qp& q, const send_wqe& w, sc_time& delay) {
-    q.window[(q.w_head + q.w_count) % q.window.size()] = inflight{
-        w.wr_id, (q.sq_psn - 1) & PSN_MASK, (q.sq_psn - 1) & PSN_MASK, 0, w.wqe_index, w.opcode, w.flags, NO_RD, 0};
+    q.window[(q.w_head + q.w_count) % q.window.size()] = inflight{w.wr_id,
+                                                                  (q.sq_psn - 1) & PSN_MASK,
+                                                                  (q.sq_psn - 1) & PSN_MASK,
+                                                                  0,
+                                                                  w.wqe_index,
+                                                                  w.opcode,
+                                                                  w.flags,
+                                                                  NO_RD,
+                                                                  0};
     ++q.w_count;
-    if (uint16_t(w.wqe_index + 1 - q.started_limit) <= 0x8000)
-        q.started_limit = uint16_t(w.wqe_index + 1);
+    if (uint16_t(w.wqe_index + 1 - q.started_limit) <= 0x8000) q.started_limit = uint16_t(w.wqe_index + 1);
     retire_head(q);
     q.resend_pending = false;
     if (q.w_count == 1)  // nothing older outstanding: complete now
@@ -932,8 +908,7 @@ void transport_engine::complete_locally(qp& q, const send_wqe& w, sc_time& delay
 bool transport_engine::memory_op(qp& q, send_wqe& w, sc_time& delay) {
     // o10-37.2.20, o10-37.2.23: a fenced Local Invalidate waits until every earlier WQE has
     // completed (strong ordering); unfenced it runs when it reaches the head (relaxed).
-    if (w.opcode == hw::WQE_OP_LOCAL_INV && (w.flags & hw::WQE_FLAG_FENCE) && q.w_count)
-        return false;
+    if (w.opcode == hw::WQE_OP_LOCAL_INV && (w.flags & hw::WQE_FLAG_FENCE) && q.w_count) return false;
     // A go-back-N re-fetches WQEs from the oldest unacknowledged one: an operation that was
     // executed before is not executed again.
     const bool executed = uint16_t(q.started_limit - w.wqe_index - 1) < 0x8000;
@@ -979,7 +954,8 @@ void transport_engine::pop_window(qp& q, uint8_t status, sc_time& delay, uint8_t
     send_completion(q, f, status, delay, syndrome);
 }
 
-void transport_engine::send_completion(qp& q, const inflight& f, uint8_t status, sc_time& delay, uint8_t syndrome) {
+void transport_engine::send_completion(qp& q, const inflight& f, uint8_t status, sc_time& delay,
+                                       uint8_t syndrome) {
     const bool signaled = q.sig_all || (f.flags & hw::WQE_FLAG_SIGNALED);
     if (status == hw::CQE_SUCCESS && !signaled)
         return;  // unsignaled success: no CQE (software learns from later CQEs' wqe_counter)
@@ -992,20 +968,20 @@ void transport_engine::send_completion(qp& q, const inflight& f, uint8_t status,
     e.wqe_counter = f.wqe_index;
     e.vendor_err = syndrome;
     e.owner = hw::CQE_IS_SEND;
-    if (cqw_->complete(q.send_cqn, e, false, delay))
-        ++send_completions;
-    if (probe_)
-        probe_->mark(path_probe::completion, sim_now() + delay);
+    if (cqw_->complete(q.send_cqn, e, false, delay)) ++send_completions;
+    if (probe_) probe_->mark(path_probe::completion, sim_now() + delay);
     if (status == hw::CQE_WR_FLUSH_ERR)
         ++flushed;
     else if (status != hw::CQE_SUCCESS)
         ++error_completions;
 }
 
-void transport_engine::requester_error(qp& q, uint8_t status, const send_wqe& w, sc_time& delay, uint8_t syndrome) {
+void transport_engine::requester_error(qp& q, uint8_t status, const send_wqe& w, sc_time& delay,
+                                       uint8_t syndrome) {
     // Everything sent before this WQE is still awaiting its ACK; IBA orders completions, so
     // those are flushed behind this error (the QP is in Error: their fate is unknown).
-    const inflight f{w.wr_id, q.sq_psn, q.sq_psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
+    const inflight f{w.wr_id, q.sq_psn, q.sq_psn, uint32_t(w.length), w.wqe_index, w.opcode,
+                     w.flags, NO_RD,    0};
     retire_head(q);
     send_completion(q, f, status, delay, syndrome);
     if (q.transport == hw::QPT_RC)
@@ -1026,8 +1002,7 @@ void transport_engine::wq_catastrophic_error(qp& q, sc_time& delay) {
 }
 
 void transport_engine::enter_sqe(qp& q, sc_time& delay) {
-    if (q.state == hw::QPS_ERR)
-        return;
+    if (q.state == hw::QPS_ERR) return;
     if (q.state != hw::QPS_SQE) {
         q.state = hw::QPS_SQE;
         fetcher_->set_state(q.qpn, hw::QPS_SQE);
@@ -1035,15 +1010,13 @@ void transport_engine::enter_sqe(qp& q, sc_time& delay) {
     q.drain_pending = false;
     // C10-40: every later send WR completes with WR_FLUSH_ERR (the fetcher keeps delivering
     // them; the requester flushes each as it arrives). The receive queue is untouched (C10-38).
-    while (q.w_count)
-        pop_window(q, hw::CQE_WR_FLUSH_ERR, delay);
+    while (q.w_count) pop_window(q, hw::CQE_WR_FLUSH_ERR, delay);
     while (q.q_count) {
         const send_wqe& w = head_wqe(q);
         const inflight f{w.wr_id, 0, 0, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
         const bool known = !w.fetch_error;  // an unreadable WQE has nothing to complete
         retire_head(q);
-        if (known)
-            send_completion(q, f, hw::CQE_WR_FLUSH_ERR, delay);
+        if (known) send_completion(q, f, hw::CQE_WR_FLUSH_ERR, delay);
     }
 }
 
@@ -1067,8 +1040,7 @@ void transport_engine::enter_error(qp& q, sc_time& delay) {
     flush(q, delay);
     // IBA 10.3.1, 11.6.3.1: an SRQ-attached QP in Error takes no more WQEs from its SRQ; the one
     // it held has completed (flushed) above.
-    if (q.srqn)
-        post_event(q, hw::EQE_QP_LAST_WQE_REACHED, delay);
+    if (q.srqn) post_event(q, hw::EQE_QP_LAST_WQE_REACHED, delay);
 }
 
 void transport_engine::post_event(qp& q, uint8_t type, sc_time& delay) {
@@ -1079,16 +1051,14 @@ void transport_engine::post_event(qp& q, uint8_t type, sc_time& delay) {
 // Completes every outstanding work request of the QP with WR_FLUSH_ERR (signaled or not):
 // the send window, the parsed queue, and the posted receive WQEs. Queued responses are dropped.
 void transport_engine::flush(qp& q, sc_time& delay) {
-    while (q.w_count)
-        pop_window(q, hw::CQE_WR_FLUSH_ERR, delay);
+    while (q.w_count) pop_window(q, hw::CQE_WR_FLUSH_ERR, delay);
     drop_rd(q);
     while (q.q_count) {
         const send_wqe& w = head_wqe(q);
         const inflight f{w.wr_id, 0, 0, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
         const bool known = !w.fetch_error;  // an unreadable WQE has nothing to complete
         retire_head(q);
-        if (known)
-            send_completion(q, f, hw::CQE_WR_FLUSH_ERR, delay);
+        if (known) send_completion(q, f, hw::CQE_WR_FLUSH_ERR, delay);
     }
     if (q.have_rwqe) {
         q.have_rwqe = false;
@@ -1107,8 +1077,7 @@ void transport_engine::flush(qp& q, sc_time& delay) {
 // ---------------------------------------------------------------- requester: responses
 
 void transport_engine::handle_response(qp& q, const rx_packet& p) {
-    if (!(q.state == hw::QPS_RTS || q.state == hw::QPS_SQD))
-        return;
+    if (!(q.state == hw::QPS_RTS || q.state == hw::QPS_SQD)) return;
     sc_time delay = qp_context(q.qpn, SC_ZERO_TIME);
     const uint8_t code = p.h.b.opcode & 0x1F;
     if (code == op::RDMA_READ_RESPONSE_FIRST || code == op::RDMA_READ_RESPONSE_MIDDLE ||
@@ -1126,10 +1095,11 @@ void transport_engine::handle_response(qp& q, const rx_packet& p) {
             ++naks_received;
         // Only a PSN we sent and that is not acknowledged yet means anything; an older one is
         // a duplicate or stale response.
-        const uint32_t oldest = q.w_count ? q.window[q.w_head].first_psn : q.cur_offset ? q.cur_first_psn : q.sq_psn;
+        const uint32_t oldest = q.w_count      ? q.window[q.w_head].first_psn
+                                : q.cur_offset ? q.cur_first_psn
+                                               : q.sq_psn;
         const uint32_t newest = (q.sq_psn - 1) & PSN_MASK;
-        if (!outstanding(q) || !psn_le(oldest, psn) || !psn_le(psn, newest))
-            return;
+        if (!outstanding(q) || !psn_le(oldest, psn) || !psn_le(psn, newest)) return;
         // An ACK acknowledges every request up to its PSN; a NAK every request before its PSN.
         if (!retire_acked(q, psn, is_ack, delay)) {
             implied_nak(q, delay);  // an unfinished READ/atomic is acknowledged: its responses were lost
@@ -1154,9 +1124,7 @@ void transport_engine::handle_response(qp& q, const rx_packet& p) {
                 return;
             }
             switch (wire::aeth_value_of(p.h.a.syndrome)) {
-            case wire::nak::PSN_SEQUENCE_ERROR:
-                go_back_once(q, psn, delay, true);
-                return;
+            case wire::nak::PSN_SEQUENCE_ERROR: go_back_once(q, psn, delay, true); return;
             case wire::nak::INVALID_REQUEST: fail_head(q, hw::CQE_REM_INV_REQ_ERR, delay); return;
             case wire::nak::REMOTE_ACCESS_ERROR: fail_head(q, hw::CQE_REM_ACCESS_ERR, delay); return;
             default: fail_head(q, hw::CQE_REM_OP_ERR, delay); return;
@@ -1164,8 +1132,7 @@ void transport_engine::handle_response(qp& q, const rx_packet& p) {
         }
     }
     if (q.state != hw::QPS_ERR) {
-        if (q.q_count)
-            make_tx_ready(q.qpn);
+        if (q.q_count) make_tx_ready(q.qpn);
         check_drained(q, delay);
     }
 }
@@ -1173,10 +1140,8 @@ void transport_engine::handle_response(qp& q, const rx_packet& p) {
 bool transport_engine::retire_acked(qp& q, uint32_t psn, bool inclusive, sc_time& delay) {
     while (q.w_count) {
         const inflight& f = q.window[q.w_head];
-        if (!(inclusive ? psn_le(f.last_psn, psn) : psn_lt(f.last_psn, psn)))
-            break;
-        if (f.rd != NO_RD)
-            return false;
+        if (!(inclusive ? psn_le(f.last_psn, psn) : psn_lt(f.last_psn, psn))) break;
+        if (f.rd != NO_RD) return false;
         pop_window(q, hw::CQE_SUCCESS, delay);
     }
     return true;
@@ -1187,16 +1152,14 @@ void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& 
     const uint8_t code = p.h.b.opcode & 0x1F;
     // A response implies every earlier request completed (IBA 9.7.5.1.4).
     if (!retire_acked(q, psn, false, delay) || !q.w_count) {
-        if (q.w_count)
-            implied_nak(q, delay);
+        if (q.w_count) implied_nak(q, delay);
         return;
     }
     inflight& f = q.window[q.w_head];
     if (f.opcode != hw::WQE_OP_RDMA_READ || !psn_le(f.first_psn, psn) || !psn_le(psn, f.last_psn))
         return;  // not a response to the READ we wait for: stale, dropped
     if (psn != f.next_psn) {
-        if (psn_lt(psn, f.next_psn))
-            return;  // duplicate of a response already placed
+        if (psn_lt(psn, f.next_psn)) return;        // duplicate of a response already placed
         go_back_once(q, f.next_psn, delay, false);  // responses missing: read them again
         return;
     }
@@ -1209,12 +1172,10 @@ void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& 
         fail_head(q, hw::CQE_BAD_RESP_ERR, delay);  // response does not fit the request
         return;
     }
-    if (last_psn && probe_)
-        probe_->mark(path_probe::resp_rx, sim_now());
+    if (last_psn && probe_) probe_->mark(path_probe::resp_rx, sim_now());
     uint8_t status = hw::CQE_SUCCESS, syndrome = 0;
-    if (p.payload_len &&
-        !write_sges(q.who, wqe_buffer_[c.entry].sg, wqe_buffer_[c.entry].num_sge, c.placed, p.payload, p.payload_len,
-                    delay, status, syndrome)) {
+    if (p.payload_len && !write_sges(q.who, wqe_buffer_[c.entry].sg, wqe_buffer_[c.entry].num_sge, c.placed,
+                                     p.payload, p.payload_len, delay, status, syndrome)) {
         fail_head(q, status, delay, syndrome);
         return;
     }
@@ -1225,25 +1186,21 @@ void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& 
     q.last_acked = psn;
     q.acked_valid = true;
     progress(q);
-    if (last_psn)
-        pop_window(q, hw::CQE_SUCCESS, delay);
-    if (q.q_count)
-        make_tx_ready(q.qpn);
+    if (last_psn) pop_window(q, hw::CQE_SUCCESS, delay);
+    if (q.q_count) make_tx_ready(q.qpn);
     check_drained(q, delay);
 }
 
 void transport_engine::handle_atomic_ack(qp& q, const rx_packet& p, sc_time& delay) {
     const uint32_t psn = p.h.b.psn;
     if (!retire_acked(q, psn, false, delay) || !q.w_count) {
-        if (q.w_count)
-            implied_nak(q, delay);
+        if (q.w_count) implied_nak(q, delay);
         return;
     }
     const inflight& f = q.window[q.w_head];
     if (!(f.opcode == hw::WQE_OP_CMP_SWAP || f.opcode == hw::WQE_OP_FETCH_ADD) || f.first_psn != psn)
         return;  // stale or duplicate
-    if (probe_)
-        probe_->mark(path_probe::resp_rx, sim_now());
+    if (probe_) probe_->mark(path_probe::resp_rx, sim_now());
     if (wire::aeth_type_of(p.h.a.syndrome) != wire::aeth_type::ack) {
         fail_head(q, hw::CQE_BAD_RESP_ERR, delay);
         return;
@@ -1262,17 +1219,16 @@ void transport_engine::handle_atomic_ack(qp& q, const rx_packet& p, sc_time& del
     q.acked_valid = true;
     progress(q);
     pop_window(q, hw::CQE_SUCCESS, delay);
-    if (q.q_count)
-        make_tx_ready(q.qpn);
+    if (q.q_count) make_tx_ready(q.qpn);
     check_drained(q, delay);
 }
 
-bool transport_engine::write_sges(const xlate_owner& who, const sge* sg, unsigned num_sge, uint64_t offset, const uint8_t* data,
-                                  uint32_t len, sc_time& delay, uint8_t& status, uint8_t& syndrome) {
+bool transport_engine::write_sges(const xlate_owner& who, const sge* sg, unsigned num_sge, uint64_t offset,
+                                  const uint8_t* data, uint32_t len, sc_time& delay, uint8_t& status,
+                                  uint8_t& syndrome) {
     uint64_t skip = offset;
     unsigned i = 0;
-    while (i < num_sge && skip >= sg[i].len)
-        skip -= sg[i++].len;
+    while (i < num_sge && skip >= sg[i].len) skip -= sg[i++].len;
     uint32_t left = len;
     while (left) {
         if (i >= num_sge) {
@@ -1283,8 +1239,8 @@ bool transport_engine::write_sges(const xlate_owner& who, const sge* sg, unsigne
         const uint32_t take = uint32_t(std::min<uint64_t>(left, s.len - skip));
         phys_seg segs[MAX_SEGS];
         unsigned nsegs = 0;
-        const xlate_status st =
-            xlate_->translate(s.lkey, who, s.addr + skip, take, hw::ACCESS_LOCAL_WRITE, segs, MAX_SEGS, nsegs, delay);
+        const xlate_status st = xlate_->translate(s.lkey, who, s.addr + skip, take, hw::ACCESS_LOCAL_WRITE,
+                                                  segs, MAX_SEGS, nsegs, delay);
         if (st != xlate_status::ok) {
             status = hw::CQE_LOC_PROT_ERR;
             syndrome = uint8_t(st);
@@ -1303,8 +1259,7 @@ bool transport_engine::write_sges(const xlate_owner& who, const sge* sg, unsigne
 
 void transport_engine::go_back_once(qp& q, uint32_t psn, sc_time& delay, bool consume) {
     // A repeated NAK (or gap) for the PSN we already went back to changes nothing.
-    if (q.gap_retry && q.gap_psn == psn)
-        return;
+    if (q.gap_retry && q.gap_psn == psn) return;
     q.gap_retry = true;
     q.gap_psn = psn;
     if (consume) {
@@ -1360,8 +1315,7 @@ void transport_engine::rewind(qp& q, uint32_t psn, const sc_time& wait) {
     q.since_ack_req = 0;
     fetcher_->rewind(q.qpn, from);
     q.ack_timer = false;
-    if (wait != SC_ZERO_TIME)
-        park(q, sim_now() + wait);
+    if (wait != SC_ZERO_TIME) park(q, sim_now() + wait);
 }
 
 void transport_engine::progress(qp& q) {
@@ -1372,16 +1326,14 @@ void transport_engine::progress(qp& q) {
 }
 
 void transport_engine::arm_ack_timer(qp& q) {
-    if (q.ack_timer || q.timeout == 0 || !outstanding(q))
-        return;
+    if (q.ack_timer || q.timeout == 0 || !outstanding(q)) return;
     q.ack_timer = true;
     q.ack_deadline = sim_now() + ack_timeout(q.timeout);
     watch(q, q.ack_deadline);
 }
 
 void transport_engine::check_drained(qp& q, sc_time& delay) {
-    if (q.state != hw::QPS_SQD || !q.drain_pending || outstanding(q))
-        return;
+    if (q.state != hw::QPS_SQD || !q.drain_pending || outstanding(q)) return;
     q.drain_pending = false;
     if (q.sqd_notify)  // C10-36: SQ Drained, if it was requested
         post_event(q, hw::EQE_SQ_DRAINED, delay);
@@ -1397,8 +1349,7 @@ void transport_engine::watch(qp& q, const sc_time& at) {
     // entry fires (service_timers), an earlier one moves the entry up.
     uint32_t& pos = timer_pos_[q.qpn];
     if (pos != NIL) {
-        if (timer_heap_[pos].at <= at)
-            return;
+        if (timer_heap_[pos].at <= at) return;
         timer_heap_[pos].at = at;
         timer_heap_[pos].seq = timer_seq_++;
         timer_sift_up(pos);
@@ -1418,17 +1369,13 @@ void transport_engine::wake_timer(const sc_time& at, const sc_time& now) {
     // time step begins).
     unsigned idle = TIMER_EVENTS, soonest = 0;
     for (unsigned i = 0; i < TIMER_EVENTS; ++i) {
-        if (timer_ev_pending_[i] && timer_ev_at_[i] <= now)
-            timer_ev_pending_[i] = false;
+        if (timer_ev_pending_[i] && timer_ev_at_[i] <= now) timer_ev_pending_[i] = false;
         if (!timer_ev_pending_[i]) {
-            if (idle == TIMER_EVENTS)
-                idle = i;
+            if (idle == TIMER_EVENTS) idle = i;
             continue;
         }
-        if (timer_ev_at_[i] <= at)
-            return;  // the method runs by then anyway
-        if (timer_ev_at_[soonest] > timer_ev_at_[i] || !timer_ev_pending_[soonest])
-            soonest = i;
+        if (timer_ev_at_[i] <= at) return;  // the method runs by then anyway
+        if (timer_ev_at_[soonest] > timer_ev_at_[i] || !timer_ev_pending_[soonest]) soonest = i;
     }
     const unsigned i = idle != TIMER_EVENTS ? idle : soonest;
     timer_ev_[i].notify(at - now);  // on a pending one: replaces it (an earlier notification wins)
@@ -1440,8 +1387,7 @@ void transport_engine::timer_sift_up(size_t i) {
     const timer_entry e = timer_heap_[i];
     while (i > 0) {
         const size_t parent = (i - 1) / 2;
-        if (!timer_before(e, timer_heap_[parent]))
-            break;
+        if (!timer_before(e, timer_heap_[parent])) break;
         timer_place(i, timer_heap_[parent]);
         i = parent;
     }
@@ -1453,12 +1399,9 @@ void transport_engine::timer_sift_down(size_t i) {
     const timer_entry e = timer_heap_[i];
     for (;;) {
         size_t child = 2 * i + 1;
-        if (child >= n)
-            break;
-        if (child + 1 < n && timer_before(timer_heap_[child + 1], timer_heap_[child]))
-            ++child;
-        if (!timer_before(timer_heap_[child], e))
-            break;
+        if (child >= n) break;
+        if (child + 1 < n && timer_before(timer_heap_[child + 1], timer_heap_[child])) ++child;
+        if (!timer_before(timer_heap_[child], e)) break;
         timer_place(i, timer_heap_[child]);
         i = child;
     }
@@ -1481,8 +1424,7 @@ void transport_engine::timer() {
         }
         service_timers(qps_[qpn], now);
     }
-    if (!timer_heap_.empty())
-        wake_timer(timer_heap_.front().at, now);
+    if (!timer_heap_.empty()) wake_timer(timer_heap_.front().at, now);
 }
 
 void transport_engine::service_timers(qp& q, const sc_time& now) {
@@ -1490,8 +1432,7 @@ void transport_engine::service_timers(qp& q, const sc_time& now) {
     sc_time next;
     bool pending = false;
     auto later = [&](const sc_time& t) {
-        if (!pending || t < next)
-            next = t;
+        if (!pending || t < next) next = t;
         pending = true;
     };
     if (q.valid) {
@@ -1499,8 +1440,7 @@ void transport_engine::service_timers(qp& q, const sc_time& now) {
         if (q.paused_until != SC_ZERO_TIME) {
             if (q.paused_until <= now) {
                 q.paused_until = SC_ZERO_TIME;
-                if (q.q_count)
-                    make_tx_ready(qpn);
+                if (q.q_count) make_tx_ready(qpn);
             } else {
                 later(q.paused_until);
             }
@@ -1523,8 +1463,7 @@ void transport_engine::service_timers(qp& q, const sc_time& now) {
                     retry(q, from, delay);
                     if (q.ack_timer || q.paused_until > now)
                         later(q.ack_timer ? q.ack_deadline : q.paused_until);
-                    if (q.q_count && q.state != hw::QPS_ERR)
-                        make_tx_ready(qpn);
+                    if (q.q_count && q.state != hw::QPS_ERR) make_tx_ready(qpn);
                 }
             } else {
                 later(q.ack_deadline);
@@ -1533,15 +1472,13 @@ void transport_engine::service_timers(qp& q, const sc_time& now) {
         if (q.ack_flush) {
             if (q.ack_flush_at <= now) {
                 q.ack_flush = false;
-                if (q.acks_owed)
-                    respond(q, wire::aeth_ack(31), (q.rq_psn - 1) & PSN_MASK, SC_ZERO_TIME);
+                if (q.acks_owed) respond(q, wire::aeth_ack(31), (q.rq_psn - 1) & PSN_MASK, SC_ZERO_TIME);
             } else {
                 later(q.ack_flush_at);
             }
         }
     }
-    if (pending)
-        watch(q, next);
+    if (pending) watch(q, next);
 }
 
 // ---------------------------------------------------------------- responder: responses out
@@ -1554,14 +1491,12 @@ void transport_engine::send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_
     h.a.msn = q.msn & PSN_MASK;
     const size_t hdr = wire::encode_headers(h, 0, ack_pkt_->bytes);
     port_->transmit(ack_pkt_, uint32_t(hdr), ready);
-    if (wire::aeth_type_of(syndrome) == wire::aeth_type::ack)
-        ++acks_sent;
+    if (wire::aeth_type_of(syndrome) == wire::aeth_type::ack) ++acks_sent;
 }
 
 transport_engine::resp_job* transport_engine::push_resp(qp& q) {
     if (q.r_count == q.resp.size()) {
-        if (q.resp.size() >= RESP_SLOTS)
-            return nullptr;
+        if (q.resp.size() >= RESP_SLOTS) return nullptr;
         grow_ring(q.resp, q.r_head, q.r_count, std::min(RESP_SLOTS, std::max<size_t>(2, 2 * q.resp.size())));
     }
     resp_job& j = q.resp[(q.r_head + q.r_count) % q.resp.size()];
@@ -1582,8 +1517,7 @@ void transport_engine::respond(qp& q, uint8_t syndrome, uint32_t psn, const sc_t
     // requester they are done). A later ACK replaces a queued one.
     resp_job& tail = q.resp[(q.r_head + q.r_count - 1) % q.resp.size()];
     resp_job* j = tail.kind == resp_kind::ack ? &tail : push_resp(q);
-    if (!j)
-        return;  // queue full of responses: the requester's timer recovers
+    if (!j) return;  // queue full of responses: the requester's timer recovers
     j->kind = resp_kind::ack;
     j->syndrome = syndrome;
     j->psn = psn;
@@ -1591,8 +1525,7 @@ void transport_engine::respond(qp& q, uint8_t syndrome, uint32_t psn, const sc_t
 }
 
 void transport_engine::acknowledge(qp& q, uint32_t psn, bool ack_req, const sc_time& ready) {
-    if (!ack_req)
-        return;
+    if (!ack_req) return;
     if (ack_coalesce <= 1 || ++q.acks_owed >= ack_coalesce) {
         respond(q, wire::aeth_ack(31), psn, ready);
         return;
@@ -1623,14 +1556,14 @@ void transport_engine::responder_error(qp& q, uint8_t nak_code, uint32_t psn, sc
     ++naks_sent;
     q.r_count = 0;
     send_ack(q, wire::aeth_nak(nak_code), psn, delay);
-    post_event(q, nak_code == wire::nak::REMOTE_ACCESS_ERROR ? hw::EQE_QP_ACCESS_ERR : hw::EQE_QP_REQ_ERR, delay);
+    post_event(q, nak_code == wire::nak::REMOTE_ACCESS_ERROR ? hw::EQE_QP_ACCESS_ERR : hw::EQE_QP_REQ_ERR,
+               delay);
     enter_error(q, delay);
 }
 
 void transport_engine::make_resp_ready(uint32_t qpn) {
     qp& q = qps_[qpn];
-    if (q.resp_ready)
-        return;
+    if (q.resp_ready) return;
     q.resp_ready = true;
     resp_ready_[(resp_head_ + resp_count_) % resp_ready_.size()] = qpn;
     ++resp_count_;
@@ -1646,8 +1579,7 @@ void transport_engine::response_loop() {
             resume_resp_qpn_ = NIL;
             qp& q = qps_[qpn];
             if (!q.valid || q.r_count == 0 || q.state == hw::QPS_ERR) {
-                if (q.valid && q.r_count && q.state != hw::QPS_ERR)
-                    make_resp_ready(qpn);
+                if (q.valid && q.r_count && q.state != hw::QPS_ERR) make_resp_ready(qpn);
                 continue;
             }
         } else {
@@ -1661,8 +1593,7 @@ void transport_engine::response_loop() {
             qp& q = qps_[qpn];
             q.resp_ready = false;
             if (!q.valid || q.r_count == 0 || q.state == hw::QPS_ERR || q.state == hw::QPS_RESET) {
-                if (q.valid)
-                    q.r_count = 0;
+                if (q.valid) q.r_count = 0;
                 continue;
             }
             const sc_time bp = port_->tx_backpressure();
@@ -1674,8 +1605,7 @@ void transport_engine::response_loop() {
         }
         qp& q = qps_[qpn];
         send_response(q);
-        if (q.valid && q.r_count)
-            make_resp_ready(qpn);
+        if (q.valid && q.r_count) make_resp_ready(qpn);
         resp_busy_ps += rx_ps_;
         if (rx_time_ != SC_ZERO_TIME) {
             next_trigger(rx_time_);
@@ -1708,8 +1638,7 @@ void transport_engine::send_response(qp& q) {
         h.aae.orig_data = j.orig;
         const size_t hdr = wire::encode_headers(h, 0, resp_pkt_->bytes);
         const sc_time sent = port_->transmit(resp_pkt_, uint32_t(hdr), delay);
-        if (probe_)
-            probe_->mark(path_probe::resp_sent, sim_now() + sent);
+        if (probe_) probe_->mark(path_probe::resp_sent, sim_now() + sent);
         --q.resp_rd;
         pop();
         return;
@@ -1742,16 +1671,14 @@ void transport_engine::send_response(qp& q) {
         for (unsigned k = 0; k < nsegs; ++k) {
             sc_time t = delay;
             dma.read(segs[k].pa, dst, segs[k].len, t);
-            if (t > ready)
-                ready = t;
+            if (t > ready) ready = t;
             dst += segs[k].len;
         }
     }
     const uint32_t pad = (4 - n % 4) % 4;
     std::memset(resp_pkt_->bytes + hdr + n, 0, pad);
     const sc_time sent = port_->transmit(resp_pkt_, uint32_t(hdr + n + pad), ready);
-    if (last && probe_)
-        probe_->mark(path_probe::resp_sent, sim_now() + sent);
+    if (last && probe_) probe_->mark(path_probe::resp_sent, sim_now() + sent);
     ++read_responses_sent;
     j.va += n;
     j.left -= n;
@@ -1791,7 +1718,8 @@ void transport_engine::receive(const rx_packet& p) {
     const uint8_t tr = p.h.b.opcode & op::TRANSPORT_MASK;
     if ((q.transport == hw::QPT_UC && tr == op::UC) || (q.transport == hw::QPT_UD && tr == op::UD)) {
         // UC and UD receive in RTR, RTS, SQD and SQEr (C10-38); Reset, Init and Error drop.
-        if (!(q.state == hw::QPS_RTR || q.state == hw::QPS_RTS || q.state == hw::QPS_SQD || q.state == hw::QPS_SQE)) {
+        if (!(q.state == hw::QPS_RTR || q.state == hw::QPS_RTS || q.state == hw::QPS_SQD ||
+              q.state == hw::QPS_SQE)) {
             ++dropped_bad_qp;
             return;
         }
@@ -1845,11 +1773,9 @@ transport_engine::resp_job* transport_engine::duplicate_job(qp& q, uint32_t psn,
             fresh = false;
             return &j;
         }
-        if (psn_lt(psn, j.psn))
-            break;
+        if (psn_lt(psn, j.psn)) break;
     }
-    if (!push_resp(q))
-        return nullptr;
+    if (!push_resp(q)) return nullptr;
     for (size_t m = q.r_count - 1; m > k; --m)
         q.resp[(q.r_head + m) % q.resp.size()] = q.resp[(q.r_head + m - 1) % q.resp.size()];
     resp_job& j = q.resp[(q.r_head + k) % q.resp.size()];
@@ -1873,13 +1799,13 @@ void transport_engine::handle_duplicate(qp& q, const rx_packet& p, const sc_time
         // Re-execute: the requester lost (some of) the responses; it asks again from this PSN.
         const uint64_t len = p.h.r.dma_len;
         if (!(q.access & hw::ACCESS_REMOTE_READ) || p.payload_len || len > 0x80000000ull ||
-            (len && xlate_->check(p.h.r.rkey, q.who, p.h.r.va, len, hw::ACCESS_REMOTE_READ, d) != xlate_status::ok))
+            (len &&
+             xlate_->check(p.h.r.rkey, q.who, p.h.r.va, len, hw::ACCESS_REMOTE_READ, d) != xlate_status::ok))
             return;
         const uint32_t mtu = hw::mtu_bytes(q.mtu);
         const uint32_t npkts = len ? uint32_t((len + mtu - 1) / mtu) : 1u;
         resp_job* j = duplicate_job(q, p.h.b.psn, (p.h.b.psn + npkts) & PSN_MASK, fresh);
-        if (!j)
-            return;
+        if (!j) return;
         j->kind = resp_kind::read;
         j->psn = p.h.b.psn;
         j->va = p.h.r.va;
@@ -1898,8 +1824,7 @@ void transport_engine::handle_duplicate(qp& q, const rx_packet& p, const sc_time
         for (const atomic_replay& r : q.replay) {
             if (r.valid && r.psn == p.h.b.psn) {
                 resp_job* j = duplicate_job(q, r.psn, (r.psn + 1) & PSN_MASK, fresh);
-                if (!j || !fresh)
-                    return;  // full, or its response is still queued
+                if (!j || !fresh) return;  // full, or its response is still queued
                 ++atomic_replays;
                 j->kind = resp_kind::atomic;
                 j->psn = r.psn;
@@ -1913,8 +1838,7 @@ void transport_engine::handle_duplicate(qp& q, const rx_packet& p, const sc_time
         return;  // older than the replay history: dropped (the requester's retries fail)
     }
     // SEND / WRITE: already placed; acknowledge what we have.
-    if (p.h.b.ack_req)
-        respond(q, wire::aeth_ack(31), (q.rq_psn - 1) & PSN_MASK, d);
+    if (p.h.b.ack_req) respond(q, wire::aeth_ack(31), (q.rq_psn - 1) & PSN_MASK, d);
 }
 
 bool transport_engine::handle_read_request(qp& q, const rx_packet& p, sc_time& delay) {
@@ -1925,7 +1849,8 @@ bool transport_engine::handle_read_request(qp& q, const rx_packet& p, sc_time& d
         return false;
     }
     if (!(q.access & hw::ACCESS_REMOTE_READ) ||
-        (len && xlate_->check(p.h.r.rkey, q.who, p.h.r.va, len, hw::ACCESS_REMOTE_READ, delay) != xlate_status::ok)) {
+        (len && xlate_->check(p.h.r.rkey, q.who, p.h.r.va, len, hw::ACCESS_REMOTE_READ, delay) !=
+                    xlate_status::ok)) {
         responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
         return false;
     }
@@ -1965,7 +1890,8 @@ bool transport_engine::handle_atomic(qp& q, const rx_packet& p, sc_time& delay) 
     phys_seg seg[1];
     unsigned nsegs = 0;
     if (!(q.access & hw::ACCESS_REMOTE_ATOMIC) ||
-        xlate_->translate(p.h.ae.rkey, q.who, va, 8, hw::ACCESS_REMOTE_ATOMIC, seg, 1, nsegs, delay) != xlate_status::ok) {
+        xlate_->translate(p.h.ae.rkey, q.who, va, 8, hw::ACCESS_REMOTE_ATOMIC, seg, 1, nsegs, delay) !=
+            xlate_status::ok) {
         responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
         return false;
     }
@@ -1977,7 +1903,8 @@ bool transport_engine::handle_atomic(qp& q, const rx_packet& p, sc_time& delay) 
     // o10-48: executed as one read-modify-write at host memory; one HCA issues them one at a
     // time, so atomics on the same memory are serialised.
     uint64_t orig = 0;
-    const auto kind = (p.h.b.opcode & 0x1F) == op::COMPARE_SWAP ? atomic_ext::compare_swap : atomic_ext::fetch_add;
+    const auto kind =
+        (p.h.b.opcode & 0x1F) == op::COMPARE_SWAP ? atomic_ext::compare_swap : atomic_ext::fetch_add;
     const sc_time now = sim_now();
     for (const atomic_busy& b : atomic_busy_)
         if (b.pa == seg[0].pa && b.until > now + delay)
@@ -1990,8 +1917,7 @@ bool transport_engine::handle_atomic(qp& q, const rx_packet& p, sc_time& delay) 
     ++atomics_executed;
     atomic_busy_[atomic_next_] = atomic_busy{seg[0].pa, now + delay};
     atomic_next_ = (atomic_next_ + 1) % MAX_RD_ATOMIC;
-    if (q.replay.empty())
-        q.replay.resize(std::max<size_t>(1, q.max_dest_rd_atomic));
+    if (q.replay.empty()) q.replay.resize(std::max<size_t>(1, q.max_dest_rd_atomic));
     atomic_replay& r = q.replay[q.replay_next];
     q.replay_next = (q.replay_next + 1) % q.replay.size();
     r = atomic_replay{true, psn, orig};
@@ -2012,15 +1938,20 @@ bool transport_engine::handle_atomic(qp& q, const rx_packet& p, sc_time& delay) 
 
 transport_engine::request_kind transport_engine::request_kind_of(uint8_t code) {
     request_kind k;
-    k.send_first = code == op::SEND_FIRST || code == op::SEND_ONLY || code == op::SEND_ONLY_IMM || code == op::SEND_ONLY_INV;
-    k.send_cont = code == op::SEND_MIDDLE || code == op::SEND_LAST || code == op::SEND_LAST_IMM || code == op::SEND_LAST_INV;
+    k.send_first = code == op::SEND_FIRST || code == op::SEND_ONLY || code == op::SEND_ONLY_IMM ||
+                   code == op::SEND_ONLY_INV;
+    k.send_cont = code == op::SEND_MIDDLE || code == op::SEND_LAST || code == op::SEND_LAST_IMM ||
+                  code == op::SEND_LAST_INV;
     k.inv = code == op::SEND_LAST_INV || code == op::SEND_ONLY_INV;
-    k.write_first = code == op::RDMA_WRITE_FIRST || code == op::RDMA_WRITE_ONLY || code == op::RDMA_WRITE_ONLY_IMM;
-    k.write_cont = code == op::RDMA_WRITE_MIDDLE || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM;
+    k.write_first =
+        code == op::RDMA_WRITE_FIRST || code == op::RDMA_WRITE_ONLY || code == op::RDMA_WRITE_ONLY_IMM;
+    k.write_cont =
+        code == op::RDMA_WRITE_MIDDLE || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM;
     k.read = code == op::RDMA_READ_REQUEST;
     k.atomic = code == op::COMPARE_SWAP || code == op::FETCH_ADD;
-    k.last = code == op::SEND_LAST || code == op::SEND_LAST_IMM || code == op::SEND_ONLY || code == op::SEND_ONLY_IMM ||
-             k.inv || code == op::RDMA_WRITE_LAST || code == op::RDMA_WRITE_LAST_IMM || code == op::RDMA_WRITE_ONLY ||
+    k.last = code == op::SEND_LAST || code == op::SEND_LAST_IMM || code == op::SEND_ONLY ||
+             code == op::SEND_ONLY_IMM || k.inv || code == op::RDMA_WRITE_LAST ||
+             code == op::RDMA_WRITE_LAST_IMM || code == op::RDMA_WRITE_ONLY ||
              code == op::RDMA_WRITE_ONLY_IMM;
     k.imm = code == op::SEND_LAST_IMM || code == op::SEND_ONLY_IMM || code == op::RDMA_WRITE_LAST_IMM ||
             code == op::RDMA_WRITE_ONLY_IMM;
@@ -2075,7 +2006,8 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
     // Opcode sequence (IBA 9.7.5.1.1): FIRST/ONLY, READ and atomics start a message, MIDDLE/LAST
     // continue one of the same kind; MIDDLE and FIRST carry exactly one MTU, LAST/ONLY at most one.
     const bool starts = send_first || write_first || read || atomic;
-    const bool seq_ok = (starts && !q.in_send && !q.in_write) || (send_cont && q.in_send) || (write_cont && q.in_write);
+    const bool seq_ok =
+        (starts && !q.in_send && !q.in_write) || (send_cont && q.in_send) || (write_cont && q.in_write);
     const bool len_ok = read || atomic || (last ? p.payload_len <= mtu : p.payload_len == mtu);
     if (!seq_ok || !len_ok || !(starts || send_cont || write_cont)) {
         // Out-of-sequence opcodes, bad lengths and unsupported requests: Invalid Request.
@@ -2083,8 +2015,7 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
         return;
     }
     if (read || atomic) {
-        if (read ? handle_read_request(q, p, delay) : handle_atomic(q, p, delay))
-            ++rx_packets;
+        if (read ? handle_read_request(q, p, delay) : handle_atomic(q, p, delay)) ++rx_packets;
         return;
     }
 
@@ -2105,12 +2036,12 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
                                                                   : wire::nak::REMOTE_OPERATIONAL_ERROR),
                      psn, delay);
             q.have_rwqe = false;
-            recv_completion(q, hw::CQE_OP_RECV, status, uint32_t(q.recv_offset), 0, 0, false, delay, syndrome);
+            recv_completion(q, hw::CQE_OP_RECV, status, uint32_t(q.recv_offset), 0, 0, false, delay,
+                            syndrome);
             enter_error(q, delay);
             return;
         }
-        if (last && probe_)
-            probe_->mark(path_probe::data_placed, sim_now() + delay);
+        if (last && probe_) probe_->mark(path_probe::data_placed, sim_now() + delay);
         q.in_send = !last;
         if (last && inv) {
             // SEND with Invalidate (o10-37.2.21): the key is invalidated after the data is placed,
@@ -2124,8 +2055,8 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
                 send_ack(q, wire::aeth_nak(wire::nak::REMOTE_OPERATIONAL_ERROR), psn, delay);
                 q.have_rwqe = false;
                 q.in_send = false;
-                recv_completion(q, hw::CQE_OP_RECV, hw::CQE_MW_BIND_ERR, uint32_t(q.recv_offset), p.h.ieth_rkey, 0,
-                                false, delay, uint8_t(st));
+                recv_completion(q, hw::CQE_OP_RECV, hw::CQE_MW_BIND_ERR, uint32_t(q.recv_offset),
+                                p.h.ieth_rkey, 0, false, delay, uint8_t(st));
                 enter_error(q, delay);  // the receive completion reports it: no async event
                 return;
             }
@@ -2134,8 +2065,13 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
             q.have_rwqe = false;
             q.msn = (q.msn + 1) & PSN_MASK;
             recv_completion(q, hw::CQE_OP_RECV, hw::CQE_SUCCESS, uint32_t(q.recv_offset),
-                            imm ? p.h.immdt : inv ? p.h.ieth_rkey : 0,
-                            imm ? hw::CQE_FLAG_WITH_IMM : inv ? hw::CQE_FLAG_WITH_INV : 0, p.h.b.se, delay);
+                            imm   ? p.h.immdt
+                            : inv ? p.h.ieth_rkey
+                                  : 0,
+                            imm   ? hw::CQE_FLAG_WITH_IMM
+                            : inv ? hw::CQE_FLAG_WITH_INV
+                                  : 0,
+                            p.h.b.se, delay);
         }
     } else {
         if (write_first) {
@@ -2148,7 +2084,8 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
             q.write_len = p.h.r.dma_len;
             q.write_done = 0;
         }
-        if (q.write_done + p.payload_len > q.write_len || (last && q.write_done + p.payload_len != q.write_len)) {
+        if (q.write_done + p.payload_len > q.write_len ||
+            (last && q.write_done + p.payload_len != q.write_len)) {
             responder_error(q, wire::nak::INVALID_REQUEST, psn, delay);
             return;
         }
@@ -2160,8 +2097,8 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
         phys_seg segs[MAX_SEGS];
         unsigned nsegs = 0;
         if (p.payload_len &&
-            xlate_->translate(q.write_rkey, q.who, q.write_va + q.write_done, p.payload_len, hw::ACCESS_REMOTE_WRITE,
-                              segs, MAX_SEGS, nsegs, delay) != xlate_status::ok) {
+            xlate_->translate(q.write_rkey, q.who, q.write_va + q.write_done, p.payload_len,
+                              hw::ACCESS_REMOTE_WRITE, segs, MAX_SEGS, nsegs, delay) != xlate_status::ok) {
             if (imm) {
                 // The WRITE with immediate took a receive WQE: it reports the violation
                 // (Local Access Error) and the requester learns Remote Access Error.
@@ -2169,7 +2106,8 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
                 q.r_count = 0;
                 send_ack(q, wire::aeth_nak(wire::nak::REMOTE_ACCESS_ERROR), psn, delay);
                 q.have_rwqe = false;
-                recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_LOC_ACCESS_ERR, 0, 0, 0, false, delay);
+                recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_LOC_ACCESS_ERR, 0, 0, 0, false,
+                                delay);
                 enter_error(q, delay);
                 return;
             }
@@ -2179,15 +2117,14 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
         write_segs(segs, nsegs, p.payload, delay);
         q.write_done += p.payload_len;
         q.in_write = !last;
-        if (last && probe_)
-            probe_->mark(path_probe::data_placed, sim_now() + delay);
+        if (last && probe_) probe_->mark(path_probe::data_placed, sim_now() + delay);
         if (last) {
             q.msn = (q.msn + 1) & PSN_MASK;
             // C10-87: a WRITE without immediate completes nothing at the responder.
             if (imm) {
                 q.have_rwqe = false;
-                recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_SUCCESS, uint32_t(q.write_len), p.h.immdt,
-                                hw::CQE_FLAG_WITH_IMM, p.h.b.se, delay);
+                recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_SUCCESS, uint32_t(q.write_len),
+                                p.h.immdt, hw::CQE_FLAG_WITH_IMM, p.h.b.se, delay);
             }
         }
     }
@@ -2212,8 +2149,8 @@ void transport_engine::handle_uc(qp& q, const rx_packet& p) {
     const uint32_t psn = p.h.b.psn;
     q.slid = p.h.l.slid;
     const request_kind k = request_kind_of(code);  // UC: no SEND with Invalidate, READ or atomics
-    const bool send_first = k.send_first && !k.inv, send_cont = k.send_cont && !k.inv, write_first = k.write_first,
-               write_cont = k.write_cont, last = k.last && !k.inv, imm = k.imm;
+    const bool send_first = k.send_first && !k.inv, send_cont = k.send_cont && !k.inv,
+               write_first = k.write_first, write_cont = k.write_cont, last = k.last && !k.inv, imm = k.imm;
     const bool starts = send_first || write_first;
     auto drop = [&] {  // the rest of this message is dropped, up to the next FIRST/ONLY
         abandon_uc(q);
@@ -2230,8 +2167,7 @@ void transport_engine::handle_uc(qp& q, const rx_packet& p) {
     q.rq_psn = (psn + 1) & PSN_MASK;
     if (!starts && (!in_sequence || q.uc_drop || !((send_cont && q.in_send) || (write_cont && q.in_write)))) {
         if (!q.uc_drop) {  // the first packet of this message found wrong: the message is counted once
-            if (!in_sequence)
-                ++seq_errors;
+            if (!in_sequence) ++seq_errors;
             ++uc_dropped;
         }
         abandon_uc(q);
@@ -2239,8 +2175,7 @@ void transport_engine::handle_uc(qp& q, const rx_packet& p) {
         return;
     }
     if (starts) {
-        if (q.in_send || q.in_write)
-            ++uc_dropped;  // the previous message's LAST was lost
+        if (q.in_send || q.in_write) ++uc_dropped;  // the previous message's LAST was lost
         abandon_uc(q);
         q.uc_drop = false;
     }
@@ -2259,7 +2194,8 @@ void transport_engine::handle_uc(qp& q, const rx_packet& p) {
             // C10-148: a receive completion error (the buffer too small, a protection error)
             // completes the WQE in error and the QP goes to Error.
             q.have_rwqe = false;
-            recv_completion(q, hw::CQE_OP_RECV, status, uint32_t(q.recv_offset), 0, 0, false, delay, syndrome);
+            recv_completion(q, hw::CQE_OP_RECV, status, uint32_t(q.recv_offset), 0, 0, false, delay,
+                            syndrome);
             enter_error(q, delay);
             return;
         }
@@ -2280,7 +2216,8 @@ void transport_engine::handle_uc(qp& q, const rx_packet& p) {
             q.write_len = p.h.r.dma_len;
             q.write_done = 0;
         }
-        if (q.write_done + p.payload_len > q.write_len || (last && q.write_done + p.payload_len != q.write_len)) {
+        if (q.write_done + p.payload_len > q.write_len ||
+            (last && q.write_done + p.payload_len != q.write_len)) {
             drop();
             return;
         }
@@ -2291,8 +2228,8 @@ void transport_engine::handle_uc(qp& q, const rx_packet& p) {
         phys_seg segs[MAX_SEGS];
         unsigned nsegs = 0;
         if (p.payload_len &&
-            xlate_->translate(q.write_rkey, q.who, q.write_va + q.write_done, p.payload_len, hw::ACCESS_REMOTE_WRITE,
-                              segs, MAX_SEGS, nsegs, delay) != xlate_status::ok) {
+            xlate_->translate(q.write_rkey, q.who, q.write_va + q.write_done, p.payload_len,
+                              hw::ACCESS_REMOTE_WRITE, segs, MAX_SEGS, nsegs, delay) != xlate_status::ok) {
             // An R_Key violation on UC drops the message; nothing is written from here on.
             drop();
             return;
@@ -2302,8 +2239,8 @@ void transport_engine::handle_uc(qp& q, const rx_packet& p) {
         q.in_write = !last;
         if (last && imm) {
             q.have_rwqe = false;
-            recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_SUCCESS, uint32_t(q.write_len), p.h.immdt,
-                            hw::CQE_FLAG_WITH_IMM, p.h.b.se, delay);
+            recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_SUCCESS, uint32_t(q.write_len),
+                            p.h.immdt, hw::CQE_FLAG_WITH_IMM, p.h.b.se, delay);
         }
     }
     ++rx_packets;
@@ -2346,10 +2283,10 @@ void transport_engine::handle_ud(qp& q, const rx_packet& p) {
             q.recv_offset = wire::GRH_BYTES;
         }
     }
-    if (ok && p.payload_len)
-        ok = scatter(q, p.payload, p.payload_len, delay, status, syndrome);
+    if (ok && p.payload_len) ok = scatter(q, p.payload, p.payload_len, delay, status, syndrome);
     q.have_rwqe = false;
-    const recv_src src{p.h.d.src_qp, p.h.l.slid, p.h.l.sl, uint8_t(p.h.l.dlid & ((1u << lmc_) - 1)), p.pkey_index};
+    const recv_src src{p.h.d.src_qp, p.h.l.slid, p.h.l.sl, uint8_t(p.h.l.dlid & ((1u << lmc_) - 1)),
+                       p.pkey_index};
     if (!ok) {
         // C10-153: the receive WQE completes in error (too small, protection) and the QP goes to Error.
         recv_completion(q, hw::CQE_OP_RECV, status, 0, 0, 0, false, delay, syndrome, &src);
@@ -2358,8 +2295,8 @@ void transport_engine::handle_ud(qp& q, const rx_packet& p) {
     }
     recv_completion(q, hw::CQE_OP_RECV, hw::CQE_SUCCESS, uint32_t(wire::GRH_BYTES + p.payload_len),
                     imm ? p.h.immdt : 0,
-                    uint8_t((p.h.has_grh ? hw::CQE_FLAG_GRH : 0) | (imm ? hw::CQE_FLAG_WITH_IMM : 0)), p.h.b.se,
-                    delay, 0, &src);
+                    uint8_t((p.h.has_grh ? hw::CQE_FLAG_GRH : 0) | (imm ? hw::CQE_FLAG_WITH_IMM : 0)),
+                    p.h.b.se, delay, 0, &src);
     ++rx_packets;
     rx_payload_bytes += p.payload_len;
 }
@@ -2374,11 +2311,11 @@ void transport_engine::receive_mcast(const rx_packet& p) {
     unsigned delivered = 0;
     for (unsigned i = 0; i < n; ++i) {
         const uint32_t qpn = members[i];
-        if (qpn >= qps_.size())
-            continue;
+        if (qpn >= qps_.size()) continue;
         qp& q = qps_[qpn];
         if (!q.valid || q.transport != hw::QPT_UD ||
-            !(q.state == hw::QPS_RTR || q.state == hw::QPS_RTS || q.state == hw::QPS_SQD || q.state == hw::QPS_SQE))
+            !(q.state == hw::QPS_RTR || q.state == hw::QPS_RTS || q.state == hw::QPS_SQD ||
+              q.state == hw::QPS_SQE))
             continue;
         if (!pkey_checker::match(p.h.b.pkey, pkeys_->pkey(q.pkey_index))) {
             pkeys_->pkey_violation(p, pkeys_->pkey(q.pkey_index));  // not in the packet's partition
@@ -2393,7 +2330,8 @@ void transport_engine::receive_mcast(const rx_packet& p) {
         ++mcast_dropped;  // (this port's own copy of a group it has no member of is no drop)
 }
 
-void transport_engine::build_ud_headers(const qp& q, const send_wqe& w, wire::headers& h, uint8_t opcode) const {
+void transport_engine::build_ud_headers(const qp& q, const send_wqe& w, wire::headers& h,
+                                        uint8_t opcode) const {
     h = wire::BLANK_HEADERS;
     h.l.vl = 0;
     h.l.sl = w.ud.sl & 0xF;
@@ -2422,8 +2360,7 @@ void transport_engine::build_ud_headers(const qp& q, const send_wqe& w, wire::he
 }
 
 bool transport_engine::take_recv_wqe(qp& q, sc_time& delay) {
-    if (q.have_rwqe)
-        return true;
+    if (q.have_rwqe) return true;
     if (q.srqn) {
         // o10-53.2.1: the SRQ's next WQE, whichever of its QPs the message arrived at.
         const wqe_fetcher::srq_outcome r = fetcher_->take_srq(q.srqn - 1, rwqe(q), delay);
@@ -2435,14 +2372,12 @@ bool transport_engine::take_recv_wqe(qp& q, sc_time& delay) {
             ++srq_events;
             cqw_->post_event(hw::EQE_SRQ_ERROR, q.srqn - 1, delay);
         }
-        if (r.result != wqe_fetcher::srq_take::ok)
-            return false;
+        if (r.result != wqe_fetcher::srq_take::ok) return false;
         q.have_rwqe = true;
         q.recv_offset = 0;
         return true;
     }
-    if (q.rq_consumer == q.rq_producer)
-        return false;
+    if (q.rq_consumer == q.rq_producer) return false;
     recv_at(q, q.rq_consumer, rwqe(q), delay);
     ++q.rq_consumer;
     q.have_rwqe = true;
@@ -2465,8 +2400,7 @@ void transport_engine::recv_at(qp& q, uint16_t index, recv_wqe& out, sc_time& de
         return;
     }
     fetcher_->fetch_recv(q.qpn, index, out, delay);
-    if (q.rq_fetched == index)
-        ++q.rq_fetched;
+    if (q.rq_fetched == index) ++q.rq_fetched;
 }
 
 void transport_engine::prefetch_recv(qp& q, const sc_time& delay) {
@@ -2495,7 +2429,8 @@ bool transport_engine::scatter(qp& q, const uint8_t* data, uint32_t len, sc_time
         status = hw::CQE_LOC_LEN_ERR;
         return false;
     }
-    if (!write_sges(q.recv_who, rwqe(q).sg, rwqe(q).num_sge, q.recv_offset, data, len, delay, status, syndrome))
+    if (!write_sges(q.recv_who, rwqe(q).sg, rwqe(q).num_sge, q.recv_offset, data, len, delay, status,
+                    syndrome))
         return false;
     q.recv_offset += len;
     return true;
@@ -2515,14 +2450,12 @@ void transport_engine::recv_completion(qp& q, uint8_t opcode, uint8_t status, ui
     e.src_qp = src ? src->src_qp : q.dest_qpn;
     e.slid = src ? src->slid : q.slid;
     e.sl = src ? src->sl : q.sl;
-    if (src)
-        e.dlid_path_bits = src->path_bits;
+    if (src) e.dlid_path_bits = src->path_bits;
     // QP1 (GSI) reports the entry the P_Key checker matched; other QPs their own index.
     e.pkey_index = src && q.qpn == pkey_checker::GSI_QPN ? src->pkey_index : q.pkey_index;
     e.wqe_counter = rwqe(q).wqe_index;
     e.vendor_err = syndrome;
-    if (cqw_->complete(q.recv_cqn, e, solicited, delay))
-        ++recv_completions;
+    if (cqw_->complete(q.recv_cqn, e, solicited, delay)) ++recv_completions;
     if (status == hw::CQE_WR_FLUSH_ERR)
         ++flushed;
     else if (status != hw::CQE_SUCCESS)

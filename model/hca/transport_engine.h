@@ -73,38 +73,42 @@ public:
     dma_port dma;
     dma_port qpc_dma;  ///< QP context cache misses (reads of the QPC table)
 
-    param<double> clock_mhz;  ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
-    param<unsigned> qpc_cache_entries; ///< QP contexts on chip
-    param<unsigned> qpc_cache_ways;    ///< QP context cache associativity
-    param<std::string> qpc_cache_policy; ///< lru|fifo|random
-    param<unsigned> qpc_miss_slots;    ///< QP context misses outstanding at once
-    param<unsigned> wqe_queue_depth;   ///< parsed WQEs queued per QP (fetch-ahead)
-    param<unsigned> wqe_buffer_entries; ///< parsed WQEs on chip, shared by all QPs
-    param<unsigned> packet_cycles;     ///< requester initiation interval per packet
-    param<unsigned> rx_cycles;         ///< responder initiation interval per packet
-    param<unsigned> tx_latency_cycles; ///< requester pipeline latency: WQE on chip to packet at the port
-    param<unsigned> rx_latency_cycles; ///< responder pipeline latency: packet in to its first DMA
-    param<unsigned> ack_req_interval;  ///< request an ACK at least every N packets
-    param<unsigned> ack_coalesce;      ///< responder: one ACK per N acknowledge-requesting packets
-    param<double> ack_coalesce_ns;     ///< responder: a held-back ACK goes out after this long
-    param<unsigned> rq_prefetch;       ///< receive WQEs read ahead per QP (on-chip)
+    param<double> clock_mhz;              ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
+    param<unsigned> qpc_cache_entries;    ///< QP contexts on chip
+    param<unsigned> qpc_cache_ways;       ///< QP context cache associativity
+    param<std::string> qpc_cache_policy;  ///< lru|fifo|random
+    param<unsigned> qpc_miss_slots;       ///< QP context misses outstanding at once
+    param<unsigned> wqe_queue_depth;      ///< parsed WQEs queued per QP (fetch-ahead)
+    param<unsigned> wqe_buffer_entries;   ///< parsed WQEs on chip, shared by all QPs
+    param<unsigned> packet_cycles;        ///< requester initiation interval per packet
+    param<unsigned> rx_cycles;            ///< responder initiation interval per packet
+    param<unsigned> tx_latency_cycles;    ///< requester pipeline latency: WQE on chip to packet at the port
+    param<unsigned> rx_latency_cycles;    ///< responder pipeline latency: packet in to its first DMA
+    param<unsigned> ack_req_interval;     ///< request an ACK at least every N packets
+    param<unsigned> ack_coalesce;         ///< responder: one ACK per N acknowledge-requesting packets
+    param<double> ack_coalesce_ns;        ///< responder: a held-back ACK goes out after this long
+    param<unsigned> rq_prefetch;          ///< receive WQEs read ahead per QP (on-chip)
 
-    counter tx_packets, tx_payload_bytes, rx_packets, rx_payload_bytes, acks_sent, naks_sent,
-        acks_received, naks_received, rnr_naks_sent, duplicates, seq_errors, dropped_bad_qp, retransmits,
-        timeouts, read_requests, read_responses_sent, read_responses_received, atomics_executed,
-        atomic_replays, send_completions, recv_completions, error_completions, flushed, async_events,
-        uc_dropped, ud_dropped, qkey_violations, ud_oversize, mcast_deliveries, mcast_dropped, wq_catastrophic, srq_events,
+    counter tx_packets, tx_payload_bytes, rx_packets, rx_payload_bytes, acks_sent, naks_sent, acks_received,
+        naks_received, rnr_naks_sent, duplicates, seq_errors, dropped_bad_qp, retransmits, timeouts,
+        read_requests, read_responses_sent, read_responses_received, atomics_executed, atomic_replays,
+        send_completions, recv_completions, error_completions, flushed, async_events, uc_dropped, ud_dropped,
+        qkey_violations, ud_oversize, mcast_deliveries, mcast_dropped, wq_catastrophic, srq_events,
         tx_busy_ps, rx_busy_ps, resp_busy_ps, qpc_hits, qpc_misses, qpc_evictions, qpc_miss_waits,
-        wqe_buffer_stalls, wqe_buffer_peak,
-        stall_window, stall_rd_atomic, stall_fence, stall_wqe_fetch, stall_wqe_fetch_ps, stall_port_ps,
-        state_qps, state_bytes, state_slot_bytes;
+        wqe_buffer_stalls, wqe_buffer_peak, stall_window, stall_rd_atomic, stall_fence, stall_wqe_fetch,
+        stall_wqe_fetch_ps, stall_port_ps, state_qps, state_bytes, state_slot_bytes;
 
     SC_HAS_PROCESS(transport_engine);
-    transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock, unsigned max_qps);
+    transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock,
+                     unsigned max_qps);
     ~transport_engine() override;
 
     void bind(wqe_fetcher& f, translation_unit& t, cq_writer& c, port& p, pkey_checker& k) {
-        fetcher_ = &f; xlate_ = &t; cqw_ = &c; port_ = &p; pkeys_ = &k;
+        fetcher_ = &f;
+        xlate_ = &t;
+        cqw_ = &c;
+        port_ = &p;
+        pkeys_ = &k;
     }
     /// Where the QP context table is (INIT_HCA): cache misses read it. Empties the cache.
     void set_qpc_table(uint64_t base);
@@ -156,8 +160,8 @@ private:
         uint32_t length;
         uint16_t wqe_index;
         uint8_t opcode, flags;
-        uint8_t rd;           ///< READ/atomic: its rd_ctx slot; NO_RD otherwise
-        uint32_t next_psn;    ///< READ: PSN of the next response expected
+        uint8_t rd;         ///< READ/atomic: its rd_ctx slot; NO_RD otherwise
+        uint32_t next_psn;  ///< READ: PSN of the next response expected
     };
     /// Requester: a READ or atomic awaiting its response data. Its WQE (the local SGEs) stays
     /// in the shared WQE buffer until then.
@@ -171,16 +175,16 @@ private:
     struct resp_job {
         resp_kind kind = resp_kind::ack;
         uint8_t syndrome = 0;
-        uint32_t psn = 0;         ///< PSN of the next response packet
+        uint32_t psn = 0;  ///< PSN of the next response packet
         uint32_t msn = 0;
-        uint32_t end_psn = 0;     ///< READ/atomic: one past its request's last PSN (in the padding)
-        uint64_t va = 0;          ///< READ: next remote byte
+        uint32_t end_psn = 0;  ///< READ/atomic: one past its request's last PSN (in the padding)
+        uint64_t va = 0;       ///< READ: next remote byte
         uint32_t rkey = 0;
-        uint32_t left = 0;        ///< READ bytes still to send
-        bool first = true;        ///< READ: the next packet is the first of its response
-        uint32_t req_psn = 0;     ///< READ/atomic: its request's PSN (in the padding)
-        sc_core::sc_time at;      ///< when its data (atomic result, request checks) is ready
-        uint64_t orig = 0;        ///< atomic: the original value
+        uint32_t left = 0;     ///< READ bytes still to send
+        bool first = true;     ///< READ: the next packet is the first of its response
+        uint32_t req_psn = 0;  ///< READ/atomic: its request's PSN (in the padding)
+        sc_core::sc_time at;   ///< when its data (atomic result, request checks) is ready
+        uint64_t orig = 0;     ///< atomic: the original value
     };
     struct atomic_replay {
         bool valid = false;
@@ -189,70 +193,72 @@ private:
     };
     struct qp {
         bool valid = false, tx_ready = false, resp_ready = false;
-        bool ctx_filled = false;            // requester: a context miss was served; the next packet uses it
+        bool ctx_filled = false;  // requester: a context miss was served; the next packet uses it
         uint8_t state = hw::QPS_RESET, transport = hw::QPT_RC, mtu = hw::MTU_4096, sl = 0;
         bool sig_all = false;
         uint32_t qpn = 0, pd = 0, send_cqn = 0, recv_cqn = 0, dest_qpn = 0, access = 0;
-        xlate_owner who;                    // PD, QPN and memory flags for the translation unit
-        xlate_owner recv_who;               // the same for receive WQE SGEs: the SRQ's PD with an SRQ (o10-37.2.12)
-        uint32_t srqn = 0;                  // SRQ number + 1, or 0: receive WQEs come from the QP's own ring
+        xlate_owner who;       // PD, QPN and memory flags for the translation unit
+        xlate_owner recv_who;  // the same for receive WQE SGEs: the SRQ's PD with an SRQ (o10-37.2.12)
+        uint32_t srqn = 0;     // SRQ number + 1, or 0: receive WQEs come from the QP's own ring
         uint16_t dlid = 0, pkey = 0xFFFF, pkey_index = 0;
-        uint32_t qkey = 0;                  // UD: the QP's Q_Key (receive check; high-bit rule on send)
-        bool uc_drop = false;               // UC: dropping the rest of a message (up to its next FIRST/ONLY)
+        uint32_t qkey = 0;     // UD: the QP's Q_Key (receive check; high-bit rule on send)
+        bool uc_drop = false;  // UC: dropping the rest of a message (up to its next FIRST/ONLY)
         // requester
         uint32_t sq_psn = 0;
-        uint32_t q_head = NIL, q_tail = NIL; // parsed WQEs from the fetcher: a list of WQE buffer entries
+        uint32_t q_head = NIL, q_tail = NIL;  // parsed WQEs from the fetcher: a list of WQE buffer entries
         uint32_t q_count = 0;
-        bool buffer_wait = false;           // refused by a full WQE buffer: credited when an entry frees
-        uint64_t cur_offset = 0;            // bytes of the head WQE already sent
-        uint32_t cur_first_psn = 0;         // PSN of the head WQE's first packet
+        bool buffer_wait = false;    // refused by a full WQE buffer: credited when an entry frees
+        uint64_t cur_offset = 0;     // bytes of the head WQE already sent
+        uint32_t cur_first_psn = 0;  // PSN of the head WQE's first packet
         unsigned cur_sge = 0;
         uint64_t cur_sge_off = 0;
         uint32_t since_ack_req = 0;
         uint8_t retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 0, timeout = 0;
         uint8_t max_rd_atomic = 0, max_dest_rd_atomic = 0;
         uint8_t retries_left = 7, rnr_retries_left = 7;  // reset by forward progress
-        bool resume = false;                // skip to resume_psn when the head WQE starts again
-        bool resend_pending = false;        // gone back N: the WQEs are being fetched again
+        bool resume = false;                             // skip to resume_psn when the head WQE starts again
+        bool resend_pending = false;                     // gone back N: the WQEs are being fetched again
         uint32_t resume_psn = 0;
-        bool blocked = false;               // window, READ/atomic limit or fence: the next response unblocks
-        bool acked_valid = false;           // last_acked is meaningful
-        uint32_t last_acked = 0;            // highest PSN the responder acknowledged
-        bool gap_retry = false;             // a go-back-N for a missing READ response is under way
+        bool blocked = false;      // window, READ/atomic limit or fence: the next response unblocks
+        bool acked_valid = false;  // last_acked is meaningful
+        uint32_t last_acked = 0;   // highest PSN the responder acknowledged
+        bool gap_retry = false;    // a go-back-N for a missing READ response is under way
         uint32_t gap_psn = 0;
-        sc_core::sc_time paused_until;      // RNR wait or WQE in flight: no packet before this
-        bool ack_timer = false;             // local ACK timer running
+        sc_core::sc_time paused_until;  // RNR wait or WQE in flight: no packet before this
+        bool ack_timer = false;         // local ACK timer running
         sc_core::sc_time ack_deadline;
         // The rings below grow on demand (doubling, up to their limit), so an idle QP holds none.
-        std::vector<inflight> window;       // sent, awaiting ACK (up to window_max: the send ring)
+        std::vector<inflight> window;  // sent, awaiting ACK (up to window_max: the send ring)
         size_t w_head = 0, w_count = 0, window_max = 1;
-        std::vector<rd_ctx> rd;             // READs/atomics awaiting responses, FIFO (up to max_rd_atomic)
+        std::vector<rd_ctx> rd;  // READs/atomics awaiting responses, FIFO (up to max_rd_atomic)
         size_t rd_head = 0, rd_count = 0;
         bool sqd_notify = false, drain_pending = false;
-        uint16_t started_limit = 0;         // index after the last WQE whose first packet went out
-        bool sqd_resend = false;            // SQD: WQEs before sqd_limit were started (a retransmission may resend them)
+        uint16_t started_limit = 0;  // index after the last WQE whose first packet went out
+        bool sqd_resend =
+            false;  // SQD: WQEs before sqd_limit were started (a retransmission may resend them)
         uint16_t sqd_limit = 0;
         // responder
         uint32_t rq_psn = 0, msn = 0;
         uint16_t rq_producer = 0, rq_consumer = 0;
         bool in_send = false, in_write = false, nak_pending = false, comm_est = false;
         bool have_rwqe = false;
-        std::unique_ptr<recv_wqe> rwqe;     // the receive WQE in use (allocated at the QP's first receive)
-        std::vector<recv_wqe> rq_cache;     // prefetched receive WQEs, by index mod size (allocated at the first post)
+        std::unique_ptr<recv_wqe> rwqe;  // the receive WQE in use (allocated at the QP's first receive)
+        std::vector<recv_wqe>
+            rq_cache;  // prefetched receive WQEs, by index mod size (allocated at the first post)
         std::vector<sc_core::sc_time> rq_ready;  // when each prefetched WQE's read completes
-        uint16_t rq_fetched = 0;            // next receive WQE to prefetch
-        uint64_t recv_offset = 0;           // bytes of the current SEND placed
+        uint16_t rq_fetched = 0;                 // next receive WQE to prefetch
+        uint64_t recv_offset = 0;                // bytes of the current SEND placed
         uint64_t write_va = 0, write_len = 0, write_done = 0;
         uint32_t write_rkey = 0;
-        uint16_t slid = 0;                  // peer LID (from its packets)
+        uint16_t slid = 0;  // peer LID (from its packets)
         sc_core::sc_time resp_free;
-        std::vector<resp_job> resp;         // responses in PSN order, FIFO (up to RESP_SLOTS)
+        std::vector<resp_job> resp;  // responses in PSN order, FIFO (up to RESP_SLOTS)
         size_t r_head = 0, r_count = 0;
         std::vector<atomic_replay> replay;  // last atomics executed, ring (allocated at the first atomic)
         size_t replay_next = 0;
-        unsigned resp_rd = 0;               // READ/atomic responses queued
-        unsigned acks_owed = 0;             // coalesced: acknowledge-requesting packets not yet ACKed
-        bool ack_flush = false;             // a coalesced ACK is due at ack_flush_at
+        unsigned resp_rd = 0;    // READ/atomic responses queued
+        unsigned acks_owed = 0;  // coalesced: acknowledge-requesting packets not yet ACKed
+        bool ack_flush = false;  // a coalesced ACK is due at ack_flush_at
         sc_core::sc_time ack_flush_at;
     };
 
@@ -261,8 +267,7 @@ private:
     sc_core::sc_time qp_context(uint32_t qpn, const sc_core::sc_time& delay);
 
     recv_wqe& rwqe(qp& q) {
-        if (!q.rwqe)
-            q.rwqe = std::make_unique<recv_wqe>();
+        if (!q.rwqe) q.rwqe = std::make_unique<recv_wqe>();
         return *q.rwqe;
     }
     /// Bytes of model state of the existing QPs (records, grown rings); for --speed.
@@ -299,7 +304,8 @@ private:
     bool send_packet(qp& q);
     bool send_read_or_atomic(qp& q, send_wqe& w, sc_core::sc_time& delay);
     /// Completes the head WQE in error (status) and moves the QP to Error.
-    void requester_error(qp& q, uint8_t status, const send_wqe& w, sc_core::sc_time& delay, uint8_t syndrome = 0);
+    void requester_error(qp& q, uint8_t status, const send_wqe& w, sc_core::sc_time& delay,
+                         uint8_t syndrome = 0);
     /// Bind / Local Invalidate / Fast Register: executed by the translation unit when the WQE
     /// reaches the head (once: not again when a go-back-N re-fetches it), completed in order.
     bool memory_op(qp& q, send_wqe& w, sc_core::sc_time& delay);
@@ -311,7 +317,8 @@ private:
     /// allocated, a READ/atomic's context holds it).
     void retire_head(qp& q, bool keep = false);
     void pop_window(qp& q, uint8_t status, sc_core::sc_time& delay, uint8_t syndrome = 0);
-    void send_completion(qp& q, const inflight& f, uint8_t status, sc_core::sc_time& delay, uint8_t syndrome = 0);
+    void send_completion(qp& q, const inflight& f, uint8_t status, sc_core::sc_time& delay,
+                         uint8_t syndrome = 0);
     void flush(qp& q, sc_core::sc_time& delay);
     void handle_response(qp& q, const rx_packet& p);
     /// Completes window entries up to `psn` (ACK: inclusive; else exclusive). Returns false if
@@ -321,8 +328,9 @@ private:
     void handle_atomic_ack(qp& q, const rx_packet& p, sc_core::sc_time& delay);
     /// Writes `len` bytes at byte `offset` of a scatter list (receive WQE, READ or atomic result)
     /// through translation (L_Key, local write) and DMA; status LOC_LEN_ERR / LOC_PROT_ERR.
-    bool write_sges(const xlate_owner& who, const sge* sg, unsigned num_sge, uint64_t offset, const uint8_t* data, uint32_t len,
-                    sc_core::sc_time& delay, uint8_t& status, uint8_t& syndrome);
+    bool write_sges(const xlate_owner& who, const sge* sg, unsigned num_sge, uint64_t offset,
+                    const uint8_t* data, uint32_t len, sc_core::sc_time& delay, uint8_t& status,
+                    uint8_t& syndrome);
     /// Go back N to `psn` unless the last go-back-N already went there (gap_retry latch);
     /// `consume`: a NAK, which uses up a retry (retry()); else an implied NAK, which does not.
     void go_back_once(qp& q, uint32_t psn, sc_core::sc_time& delay, bool consume);
@@ -469,8 +477,8 @@ private:
         qp none_;  // never valid
     };
     qp_table qps_;
-    std::vector<send_wqe> wqe_buffer_;    // the shared WQE buffer
-    std::vector<uint32_t> wqe_next_;      // next entry of a QP's list or of the free list
+    std::vector<send_wqe> wqe_buffer_;  // the shared WQE buffer
+    std::vector<uint32_t> wqe_next_;    // next entry of a QP's list or of the free list
     uint32_t free_head_ = NIL, free_count_ = 0;
     std::vector<uint32_t> buffer_waiters_;  // FIFO ring of QPNs refused for want of entries
     size_t waiters_head_ = 0, waiters_count_ = 0;
@@ -478,7 +486,7 @@ private:
     uint64_t qpc_base_ = 0;
     std::vector<sc_core::sc_time> miss_free_;  // when each miss slot is free again
     std::vector<uint32_t> ready_, resp_ready_;
-    uint32_t resume_qpn_ = NIL;  // the QP the requester waited for (port backpressure or its WQE)
+    uint32_t resume_qpn_ = NIL;       // the QP the requester waited for (port backpressure or its WQE)
     uint32_t resume_resp_qpn_ = NIL;  // the QP the response method waited for (port backpressure)
     // End of the initiation interval after the last packet when the requester went to wait
     // for work instead of for the interval; zero when over.
@@ -493,9 +501,9 @@ private:
     // miss. Several events instead: a wake-up is added on an idle one, and only when all are
     // pending is the soonest of them moved (its dead entry is popped soon).
     static constexpr unsigned TIMER_EVENTS = 4;
-    sc_core::sc_event timer_now_ev_;                 // deadlines already due: the next delta
+    sc_core::sc_event timer_now_ev_;  // deadlines already due: the next delta
     sc_core::sc_event timer_ev_[TIMER_EVENTS];
-    sc_core::sc_time timer_ev_at_[TIMER_EVENTS];     // when each pending one fires
+    sc_core::sc_time timer_ev_at_[TIMER_EVENTS];  // when each pending one fires
     bool timer_ev_pending_[TIMER_EVENTS] = {};
     /// The timer method runs at `at` (or earlier).
     void wake_timer(const sc_core::sc_time& at, const sc_core::sc_time& now);
@@ -529,7 +537,7 @@ private:
     std::vector<uint32_t> timer_pos_;  // by QPN: its heap entry, or NIL
     uint64_t timer_seq_ = 0;
     sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_, coalesce_time_;
-    uint64_t packet_ps_ = 0, rx_ps_ = 0;  // the same in ps, for the busy counters
+    uint64_t packet_ps_ = 0, rx_ps_ = 0;                // the same in ps, for the busy counters
     const sc_core::sc_time one_ps_{1, sc_core::SC_PS};  // per-packet stall counters divide by it
     // From packet_pool: the port may hand a buffer to the receiver and return another.
     packet* tx_pkt_ = nullptr;

@@ -23,8 +23,8 @@ struct sge {
 
 struct send_wqe {
     uint64_t wr_id = 0;
-    uint8_t opcode = 0;        ///< hw::wqe_opcode
-    uint8_t flags = 0;         ///< hw::wqe_flags
+    uint8_t opcode = 0;  ///< hw::wqe_opcode
+    uint8_t flags = 0;   ///< hw::wqe_flags
     uint16_t wqe_index = 0;
     uint32_t imm = 0;
     uint64_t remote_va = 0;
@@ -65,7 +65,8 @@ struct send_wqe {
         freg = w.freg;
         ud = w.ud;
         inline_len = w.inline_len;
-        std::copy(w.inline_data, w.inline_data + std::min<uint32_t>(w.inline_len, MAX_INLINE_BYTES), inline_data);
+        std::copy(w.inline_data, w.inline_data + std::min<uint32_t>(w.inline_len, MAX_INLINE_BYTES),
+                  inline_data);
     }
 };
 static_assert(sizeof(send_wqe) == 720, "a field added to send_wqe must be copied in assign_used");
@@ -75,7 +76,7 @@ struct recv_wqe {
     uint16_t wqe_index = 0;
     uint8_t num_sge = 0;
     bool malformed = false;
-    uint64_t capacity = 0;     ///< sum of SGE lengths
+    uint64_t capacity = 0;  ///< sum of SGE lengths
     sge sg[MAX_SGE];
 };
 

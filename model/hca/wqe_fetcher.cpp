@@ -10,15 +10,16 @@ namespace hcasim {
 
 using namespace sc_core;
 
-wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& hca_clock, unsigned max_qps, unsigned max_srqs)
+wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& hca_clock, unsigned max_qps,
+                         unsigned max_srqs)
     : sc_module(name),
       dma("dma"),
       clock_mhz("clock_mhz", 0.0, "MHz", "this unit's clock; 0: the HCA's core clock (hca.clock_mhz)",
                 unit_clock_bounds()),
       batch_wqes("batch_wqes", 8, "WQEs", "WQEs read from one send ring in one DMA read at most", {1, 64}),
       parse_cycles("parse_cycles", 4, "cycles", "cycles to parse one WQE", {0, 100000}),
-      srq_prefetch("srq_prefetch", 32, "WQEs", "receive WQEs read ahead per shared receive queue (a power of two)",
-                   {1, 256}),
+      srq_prefetch("srq_prefetch", 32, "WQEs",
+                   "receive WQEs read ahead per shared receive queue (a power of two)", {1, 256}),
       doorbells("doorbells", "SQ and RQ doorbells received"),
       inline_wqes("inline_wqes", "WQEs received through the inline window (no fetch)"),
       fetches("fetches", "DMA reads of send WQEs"),
@@ -40,8 +41,8 @@ wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& hca_clock, u
     // Indexed by the 16-bit WQE counter mod the depth: a power of two keeps that one-to-one
     // across the counter's wrap.
     if (srq_prefetch & (srq_prefetch - 1))
-        throw config_error(std::string(this->name()) + ".srq_prefetch: " + std::to_string(srq_prefetch.get()) +
-                           " is not a power of two");
+        throw config_error(std::string(this->name()) +
+                           ".srq_prefetch: " + std::to_string(srq_prefetch.get()) + " is not a power of two");
     parse_time_ = clock * double(parse_cycles.get());
     parse_ps_ = uint64_t(parse_time_ / sc_time(1, SC_PS) + 0.5);
     buf_.resize(size_t(batch_wqes) * 4096);
@@ -51,29 +52,25 @@ wqe_fetcher::wqe_fetcher(const sc_module_name& name, const sc_time& hca_clock, u
 }
 
 void wqe_fetcher::load_qp(const hw::qp_context& c) {
-    if (c.qpn >= qps_.size())
-        return;
+    if (c.qpn >= qps_.size()) return;
     qp_fetch& q = qps_[c.qpn];
     const bool was_valid = q.valid;
     q.valid = true;
     q.transport = c.transport;
     q.ctx_valid = false;
-    if (!was_valid)
-        q.producer = q.fetched = 0;
+    if (!was_valid) q.producer = q.fetched = 0;
     set_state(c.qpn, c.state);
 }
 
 void wqe_fetcher::set_state(uint32_t qpn, uint8_t state) {
-    if (qpn >= qps_.size())
-        return;
+    if (qpn >= qps_.size()) return;
     qp_fetch& q = qps_[qpn];
     q.state = state;
     if (state == hw::QPS_RESET) {
         q.producer = q.fetched = 0;
         return;
     }
-    if (may_fetch(q) && q.producer != q.fetched)
-        make_ready(qpn);
+    if (may_fetch(q) && q.producer != q.fetched) make_ready(qpn);
 }
 
 bool wqe_fetcher::may_fetch(const qp_fetch& q) const {
@@ -86,8 +83,7 @@ bool wqe_fetcher::may_fetch(const qp_fetch& q) const {
 
 void wqe_fetcher::make_ready(uint32_t qpn) {
     qp_fetch& q = qps_[qpn];
-    if (q.ready)
-        return;
+    if (q.ready) return;
     q.ready = true;
     ready_[(ready_head_ + ready_count_) % ready_.size()] = qpn;
     ++ready_count_;
@@ -96,32 +92,26 @@ void wqe_fetcher::make_ready(uint32_t qpn) {
 
 void wqe_fetcher::sq_doorbell(uint32_t qpn, uint16_t producer) {
     ++doorbells;
-    if (qpn >= qps_.size() || !qps_[qpn].valid)
-        return;
+    if (qpn >= qps_.size() || !qps_[qpn].valid) return;
     qp_fetch& q = qps_[qpn];
     // A producer counter may not run ahead of the ring: ignore a doorbell claiming more.
-    if (q.ctx_valid && uint16_t(producer - q.fetched) > (1u << q.sq_log_size))
-        return;
+    if (q.ctx_valid && uint16_t(producer - q.fetched) > (1u << q.sq_log_size)) return;
     q.producer = producer;
-    if (may_fetch(q) && q.producer != q.fetched)
-        make_ready(qpn);
+    if (may_fetch(q) && q.producer != q.fetched) make_ready(qpn);
 }
 
 void wqe_fetcher::rq_doorbell(uint32_t qpn, uint16_t producer) {
     ++doorbells;
-    if (qpn < qps_.size() && qps_[qpn].valid && engine_)
-        engine_->rq_posted(qpn, producer);
+    if (qpn < qps_.size() && qps_[qpn].valid && engine_) engine_->rq_posted(qpn, producer);
 }
 
 void wqe_fetcher::inline_wqe(const uint8_t* p, uint32_t len) {
     ++inline_wqes;
-    if (len < sizeof(hw::wqe_ctrl_seg))
-        return;
+    if (len < sizeof(hw::wqe_ctrl_seg)) return;
     hw::wqe_ctrl_seg ctrl;
     std::memcpy(&ctrl, p, sizeof ctrl);
     const uint32_t qpn = ctrl.qpn & 0xFFFFFF;
-    if (qpn >= qps_.size() || !qps_[qpn].valid)
-        return;
+    if (qpn >= qps_.size() || !qps_[qpn].valid) return;
     qp_fetch& q = qps_[qpn];
     // The window write is the doorbell for this WQE. It skips the fetch only when it is the
     // next WQE to fetch and the engine has room; otherwise the copy in the ring is fetched.
@@ -130,34 +120,29 @@ void wqe_fetcher::inline_wqe(const uint8_t* p, uint32_t len) {
         parse_send(p, len, qpn, q.transport, wqe_);
         wqe_.ready = sim_now() + parse_time_;
         busy_ps += parse_ps_;
-        if (wqe_.malformed)
-            ++malformed;
+        if (wqe_.malformed) ++malformed;
         ++q.fetched;
         engine_->push_send(qpn, wqe_);
         return;
     }
-    if (may_fetch(q) && q.producer != q.fetched)
-        make_ready(qpn);
+    if (may_fetch(q) && q.producer != q.fetched) make_ready(qpn);
 }
 
 void wqe_fetcher::expect(uint32_t qpn) {
     if (qpn < qps_.size()) {
         __builtin_prefetch(&qps_[qpn]);
-        if (engine_)
-            engine_->expect(qpn);
+        if (engine_) engine_->expect(qpn);
     }
 }
 
 void wqe_fetcher::credit(uint32_t qpn) {
-    if (qpn < qps_.size() && may_fetch(qps_[qpn]) && qps_[qpn].producer != qps_[qpn].fetched)
-        make_ready(qpn);
+    if (qpn < qps_.size() && may_fetch(qps_[qpn]) && qps_[qpn].producer != qps_[qpn].fetched) make_ready(qpn);
 }
 
 void wqe_fetcher::load_ctx(uint32_t qpn, qp_fetch& q, sc_time& delay) {
     hw::qp_context c;
     ++qpc_reads;
-    if (!dma.read(qpc_base_ + uint64_t(qpn) * sizeof c, &c, sizeof c, delay))
-        return;
+    if (!dma.read(qpc_base_ + uint64_t(qpn) * sizeof c, &c, sizeof c, delay)) return;
     q.sq_base = c.sq_base;
     q.rq_base = c.rq_base;
     q.sq_log_size = c.sq_log_size;
@@ -168,20 +153,17 @@ void wqe_fetcher::load_ctx(uint32_t qpn, qp_fetch& q, sc_time& delay) {
 }
 
 void wqe_fetcher::rewind(uint32_t qpn, uint16_t index) {
-    if (qpn >= qps_.size() || !qps_[qpn].valid)
-        return;
+    if (qpn >= qps_.size() || !qps_[qpn].valid) return;
     qp_fetch& q = qps_[qpn];
     if (q.ctx_valid && uint16_t(q.fetched - index) > (1u << q.sq_log_size))
         return;  // not a WQE this QP has fetched
     q.fetched = index;
-    if (may_fetch(q) && q.producer != q.fetched)
-        make_ready(qpn);
+    if (may_fetch(q) && q.producer != q.fetched) make_ready(qpn);
 }
 
 void wqe_fetcher::fetch_loop() {
     for (;;) {
-        while (ready_count_ == 0)
-            wait(work_);
+        while (ready_count_ == 0) wait(work_);
         if (fetch_free_at_ > sim_now())
             wait(fetch_free_at_ - sim_now());  // the rest of the last batch's parse interval
         const uint32_t qpn = ready_[ready_head_];
@@ -194,20 +176,16 @@ void wqe_fetcher::fetch_loop() {
         }
         qp_fetch& q = qps_[qpn];
         q.ready = false;
-        if (!may_fetch(q) || q.producer == q.fetched)
-            continue;
+        if (!may_fetch(q) || q.producer == q.fetched) continue;
         unsigned room = engine_->room(qpn);
-        if (room == 0)
-            continue;  // the engine's credit() makes it ready again
+        if (room == 0) continue;  // the engine's credit() makes it ready again
         if (!q.ctx_valid) {
             sc_time d = SC_ZERO_TIME;
             load_ctx(qpn, q, d);
             wait(d);
-            if (!may_fetch(q) || !q.ctx_valid)
-                continue;
+            if (!may_fetch(q) || !q.ctx_valid) continue;
             room = engine_->room(qpn);  // other QPs may have taken WQE buffer entries meanwhile
-            if (room == 0)
-                continue;
+            if (room == 0) continue;
         }
         const uint32_t size = 1u << q.sq_log_size;
         const uint32_t stride = 1u << q.sq_log_stride;
@@ -235,7 +213,9 @@ void wqe_fetcher::fetch_loop() {
                 ++fetches;
                 bool ok = dma.read(base + uint64_t(i) * stride, p, hw::WQE_BASIC_BLOCK, d);
                 const uint32_t len = std::min<uint32_t>(
-                    stride, std::max<uint32_t>(hw::WQE_BASIC_BLOCK, uint32_t(reinterpret_cast<const hw::wqe_ctrl_seg*>(p)->ds_count) * 16));
+                    stride, std::max<uint32_t>(
+                                hw::WQE_BASIC_BLOCK,
+                                uint32_t(reinterpret_cast<const hw::wqe_ctrl_seg*>(p)->ds_count) * 16));
                 if (ok && len > hw::WQE_BASIC_BLOCK) {
                     ++fetches;
                     ok = dma.read(base + uint64_t(i) * stride + hw::WQE_BASIC_BLOCK, p + hw::WQE_BASIC_BLOCK,
@@ -258,8 +238,7 @@ void wqe_fetcher::fetch_loop() {
                 wqe_.malformed = wqe_.fetch_error = true;
                 wqe_.wqe_index = uint16_t(q.fetched);
             }
-            if (wqe_.malformed)
-                ++malformed;
+            if (wqe_.malformed) ++malformed;
             ++wqes_fetched;
             ++q.fetched;
             engine_->push_send(qpn, wqe_);
@@ -276,18 +255,15 @@ void wqe_fetcher::fetch_loop() {
             }
             wait(parse_time_ * double(n));  // the parser's initiation interval
         }
-        if (may_fetch(q) && q.producer != q.fetched)
-            make_ready(qpn);
+        if (may_fetch(q) && q.producer != q.fetched) make_ready(qpn);
     }
 }
 
 bool wqe_fetcher::fetch_recv(uint32_t qpn, uint32_t index, recv_wqe& out, sc_time& delay) {
     out = recv_wqe{};
-    if (qpn >= qps_.size() || !qps_[qpn].valid)
-        return false;
+    if (qpn >= qps_.size() || !qps_[qpn].valid) return false;
     qp_fetch& q = qps_[qpn];
-    if (!q.ctx_valid)
-        load_ctx(qpn, q, delay);
+    if (!q.ctx_valid) load_ctx(qpn, q, delay);
     const uint32_t stride = 1u << q.rq_log_stride;
     const uint32_t slot = index & ((1u << q.rq_log_size) - 1);
     if (!read_recv(q.rq_base + uint64_t(slot) * stride, stride, out, delay)) {
@@ -302,8 +278,7 @@ bool wqe_fetcher::read_recv(uint64_t pa, uint32_t stride, recv_wqe& out, sc_time
     uint8_t raw[sizeof(hw::wqe_recv_header) + MAX_SGE * sizeof(hw::wqe_data_seg)];
     const uint32_t n = std::min<uint32_t>(stride, sizeof raw);
     ++recv_fetches;
-    if (!dma.read(pa, raw, n, delay))
-        return false;
+    if (!dma.read(pa, raw, n, delay)) return false;
     delay += parse_time_;
     busy_ps += parse_ps_;
     hw::wqe_recv_header h;
@@ -329,8 +304,7 @@ bool wqe_fetcher::read_recv(uint64_t pa, uint32_t stride, recv_wqe& out, sc_time
 // ---------------------------------------------------------------- shared receive queues
 
 void wqe_fetcher::create_srq(const hw::srq_context& c) {
-    if (c.srqn >= srqs_.size())
-        return;
+    if (c.srqn >= srqs_.size()) return;
     srq_fetch& s = srqs_[c.srqn];
     std::vector<recv_wqe> cache;
     std::vector<sc_time> ready;
@@ -354,8 +328,7 @@ void wqe_fetcher::create_srq(const hw::srq_context& c) {
 }
 
 void wqe_fetcher::destroy_srq(uint32_t srqn) {
-    if (srqn >= srqs_.size())
-        return;
+    if (srqn >= srqs_.size()) return;
     srq_fetch& s = srqs_[srqn];
     s.valid = false;
     s.error = false;
@@ -365,8 +338,7 @@ void wqe_fetcher::destroy_srq(uint32_t srqn) {
 
 hw::srq_context wqe_fetcher::srq_ctx(uint32_t srqn) const {
     hw::srq_context c{};
-    if (!srq_valid(srqn))
-        return c;
+    if (!srq_valid(srqn)) return c;
     const srq_fetch& s = srqs_[srqn];
     c.srqn = srqn;
     c.valid = 1;
@@ -385,24 +357,20 @@ hw::srq_context wqe_fetcher::srq_ctx(uint32_t srqn) const {
 }
 
 void wqe_fetcher::srq_attach(uint32_t srqn, int delta) {
-    if (srq_valid(srqn))
-        srqs_[srqn].attached = uint32_t(int(srqs_[srqn].attached) + delta);
+    if (srq_valid(srqn)) srqs_[srqn].attached = uint32_t(int(srqs_[srqn].attached) + delta);
 }
 
 uint8_t wqe_fetcher::modify_srq(uint32_t srqn, uint32_t mask, const hw::modify_srq_in& in, sc_time& delay) {
-    if (!srq_valid(srqn))
-        return hw::CMD_BAD_RESOURCE;
+    if (!srq_valid(srqn)) return hw::CMD_BAD_RESOURCE;
     srq_fetch& s = srqs_[srqn];
-    if (s.error)
-        return hw::CMD_BAD_STATE;  // 10.2.9.5: an SRQ in error cannot be modified
-    if (mask & ~uint32_t(hw::SRQ_MODIFY_LIMIT | hw::SRQ_MODIFY_SIZE))
-        return hw::CMD_BAD_PARAM;
+    if (s.error) return hw::CMD_BAD_STATE;  // 10.2.9.5: an SRQ in error cannot be modified
+    if (mask & ~uint32_t(hw::SRQ_MODIFY_LIMIT | hw::SRQ_MODIFY_SIZE)) return hw::CMD_BAD_PARAM;
     const uint32_t limit = (mask & hw::SRQ_MODIFY_LIMIT) ? in.limit : s.limit;
     const uint32_t outstanding = uint16_t(s.producer - s.consumer);
     if (mask & hw::SRQ_MODIFY_SIZE) {
         // o10-10.2.2: the only refusals, and the SRQ is left as it was.
-        if (in.log_size > 15 || in.max_wr == 0 || in.max_wr >= (1u << in.log_size) || in.max_wr < outstanding ||
-            in.max_wr < limit)
+        if (in.log_size > 15 || in.max_wr == 0 || in.max_wr >= (1u << in.log_size) ||
+            in.max_wr < outstanding || in.max_wr < limit)
             return hw::CMD_BAD_PARAM;
         // o10-10.2.1: the outstanding WQEs move to the same counter values in the new ring.
         const uint32_t stride = 1u << s.log_stride;
@@ -426,21 +394,17 @@ uint8_t wqe_fetcher::modify_srq(uint32_t srqn, uint32_t mask, const hw::modify_s
 
 void wqe_fetcher::srq_doorbell(uint32_t srqn, uint16_t producer) {
     ++srq_doorbells;
-    if (!srq_valid(srqn))
-        return;
+    if (!srq_valid(srqn)) return;
     srq_fetch& s = srqs_[srqn];
     // A producer counter may not run ahead of the ring: ignore a doorbell claiming more.
-    if (uint16_t(producer - s.consumer) > (1u << s.log_size))
-        return;
+    if (uint16_t(producer - s.consumer) > (1u << s.log_size)) return;
     s.producer = producer;
-    if (!s.error)
-        prefetch_srq(s, SC_ZERO_TIME);
+    if (!s.error) prefetch_srq(s, SC_ZERO_TIME);
 }
 
 void wqe_fetcher::prefetch_srq(srq_fetch& s, const sc_time& delay) {
     const size_t depth = s.cache.size();
-    if (uint16_t(s.fetched - s.consumer) > depth)
-        s.fetched = s.consumer;  // consumed past the read-ahead
+    if (uint16_t(s.fetched - s.consumer) > depth) s.fetched = s.consumer;  // consumed past the read-ahead
     const uint32_t stride = 1u << s.log_stride;
     while (s.fetched != s.producer && uint16_t(s.fetched - s.consumer) < depth) {
         const size_t slot = s.fetched % depth;
@@ -455,8 +419,7 @@ void wqe_fetcher::prefetch_srq(srq_fetch& s, const sc_time& delay) {
 
 wqe_fetcher::srq_outcome wqe_fetcher::take_srq(uint32_t srqn, recv_wqe& out, sc_time& delay) {
     srq_outcome r;
-    if (!srq_valid(srqn))
-        return r;
+    if (!srq_valid(srqn)) return r;
     srq_fetch& s = srqs_[srqn];
     if (s.error || s.consumer == s.producer) {
         ++srq_empty;
@@ -469,8 +432,7 @@ wqe_fetcher::srq_outcome wqe_fetcher::take_srq(uint32_t srqn, recv_wqe& out, sc_
         const size_t slot = index % depth;
         out = s.cache[slot];
         const sc_time now = sim_now();
-        if (s.ready[slot] > now + delay)
-            delay = s.ready[slot] - now;  // the read-ahead is still in flight
+        if (s.ready[slot] > now + delay) delay = s.ready[slot] - now;  // the read-ahead is still in flight
     } else {
         const uint32_t stride = 1u << s.log_stride;
         if (!read_recv(s.base + uint64_t(index & ((1u << s.log_size) - 1)) * stride, stride, out, delay)) {
@@ -482,8 +444,7 @@ wqe_fetcher::srq_outcome wqe_fetcher::take_srq(uint32_t srqn, recv_wqe& out, sc_
             r.entered_error = true;
             return r;
         }
-        if (s.fetched == index)
-            ++s.fetched;
+        if (s.fetched == index) ++s.fetched;
     }
     ++s.consumer;
     ++srq_taken;
@@ -522,26 +483,38 @@ void wqe_fetcher::parse_send(const uint8_t* p, uint32_t len, uint32_t qpn, uint8
                       c.opcode == hw::WQE_OP_RDMA_READ;
     const bool atomic = c.opcode == hw::WQE_OP_CMP_SWAP || c.opcode == hw::WQE_OP_FETCH_ADD;
     switch (c.opcode) {
-    case hw::WQE_OP_SEND: case hw::WQE_OP_SEND_IMM: case hw::WQE_OP_RDMA_WRITE:
-    case hw::WQE_OP_RDMA_WRITE_IMM: case hw::WQE_OP_RDMA_READ: case hw::WQE_OP_CMP_SWAP:
-    case hw::WQE_OP_FETCH_ADD: case hw::WQE_OP_SEND_INV: case hw::WQE_OP_NOP: case hw::WQE_OP_LOCAL_INV:
-        break;
+    case hw::WQE_OP_SEND:
+    case hw::WQE_OP_SEND_IMM:
+    case hw::WQE_OP_RDMA_WRITE:
+    case hw::WQE_OP_RDMA_WRITE_IMM:
+    case hw::WQE_OP_RDMA_READ:
+    case hw::WQE_OP_CMP_SWAP:
+    case hw::WQE_OP_FETCH_ADD:
+    case hw::WQE_OP_SEND_INV:
+    case hw::WQE_OP_NOP:
+    case hw::WQE_OP_LOCAL_INV: break;
     case hw::WQE_OP_BIND_MW:
-        if (!need(sizeof(hw::wqe_bind_seg))) { w.malformed = true; return; }
+        if (!need(sizeof(hw::wqe_bind_seg))) {
+            w.malformed = true;
+            return;
+        }
         std::memcpy(&w.bind, p + off, sizeof w.bind);
         return;
     case hw::WQE_OP_FAST_REG:
-        if (!need(sizeof(hw::wqe_fast_reg_seg))) { w.malformed = true; return; }
+        if (!need(sizeof(hw::wqe_fast_reg_seg))) {
+            w.malformed = true;
+            return;
+        }
         std::memcpy(&w.freg, p + off, sizeof w.freg);
         return;
-    default:
-        w.malformed = true;
-        return;
+    default: w.malformed = true; return;
     }
-    if (c.opcode == hw::WQE_OP_LOCAL_INV)
-        return;
+    if (c.opcode == hw::WQE_OP_LOCAL_INV) return;
     if (rdma || atomic) {
-        if (!need(sizeof(hw::wqe_raddr_seg))) { w.malformed = true; return; }
+        if (!need(sizeof(hw::wqe_raddr_seg))) {
+            w.malformed = true;
+            return;
+        }
         hw::wqe_raddr_seg r;
         std::memcpy(&r, p + off, sizeof r);
         off += sizeof r;
@@ -549,7 +522,10 @@ void wqe_fetcher::parse_send(const uint8_t* p, uint32_t len, uint32_t qpn, uint8
         w.rkey = r.rkey;
     }
     if (atomic) {
-        if (!need(sizeof(hw::wqe_atomic_seg))) { w.malformed = true; return; }
+        if (!need(sizeof(hw::wqe_atomic_seg))) {
+            w.malformed = true;
+            return;
+        }
         hw::wqe_atomic_seg a;
         std::memcpy(&a, p + off, sizeof a);
         off += sizeof a;
@@ -557,23 +533,35 @@ void wqe_fetcher::parse_send(const uint8_t* p, uint32_t len, uint32_t qpn, uint8
         w.compare = a.compare;
     }
     if (transport == hw::QPT_UD) {
-        if (!need(sizeof(hw::wqe_ud_seg))) { w.malformed = true; return; }
+        if (!need(sizeof(hw::wqe_ud_seg))) {
+            w.malformed = true;
+            return;
+        }
         std::memcpy(&w.ud, p + off, sizeof w.ud);
         off += sizeof(hw::wqe_ud_seg);
     }
     if (c.flags & hw::WQE_FLAG_INLINE) {
-        if (!need(sizeof(hw::wqe_inline_seg))) { w.malformed = true; return; }
+        if (!need(sizeof(hw::wqe_inline_seg))) {
+            w.malformed = true;
+            return;
+        }
         uint32_t bc;
         std::memcpy(&bc, p + off, 4);
         const uint32_t n = bc & hw::INLINE_LEN_MASK;
-        if (!(bc & hw::INLINE_SEG_FLAG) || n > MAX_INLINE_BYTES || !need(4 + n)) { w.malformed = true; return; }
+        if (!(bc & hw::INLINE_SEG_FLAG) || n > MAX_INLINE_BYTES || !need(4 + n)) {
+            w.malformed = true;
+            return;
+        }
         std::memcpy(w.inline_data, p + off + 4, n);
         w.inline_len = n;
         w.length = n;
         return;
     }
     while (off + sizeof(hw::wqe_data_seg) <= wqe_len) {
-        if (w.num_sge == MAX_SGE) { w.malformed = true; return; }
+        if (w.num_sge == MAX_SGE) {
+            w.malformed = true;
+            return;
+        }
         hw::wqe_data_seg d;
         std::memcpy(&d, p + off, sizeof d);
         off += sizeof d;

@@ -29,10 +29,10 @@ class wqe_fetcher : public sc_core::sc_module {
 public:
     dma_port dma;
 
-    param<double> clock_mhz;  ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
-    param<unsigned> batch_wqes;     ///< WQEs read per DMA at most
-    param<unsigned> parse_cycles;   ///< cycles to parse one WQE
-    param<unsigned> srq_prefetch;   ///< receive WQEs read ahead per SRQ (on-chip)
+    param<double> clock_mhz;       ///< this unit's clock; 0: the HCA's (hca.clock_mhz)
+    param<unsigned> batch_wqes;    ///< WQEs read per DMA at most
+    param<unsigned> parse_cycles;  ///< cycles to parse one WQE
+    param<unsigned> srq_prefetch;  ///< receive WQEs read ahead per SRQ (on-chip)
 
     counter doorbells, inline_wqes, fetches, wqes_fetched, bytes_fetched, recv_fetches, malformed, qpc_reads,
         srq_doorbells, srq_taken, srq_empty, srq_limit_events, srq_errors, busy_ps;
@@ -125,9 +125,9 @@ private:
         uint32_t srqn = 0, pd = 0, limit = 0, max_wr = 0, attached = 0, uar = 0;
         uint64_t base = 0;
         uint16_t producer = 0, consumer = 0;
-        uint16_t fetched = 0;                    // next WQE to read ahead
-        std::vector<recv_wqe> cache;             // read-ahead WQEs, by index mod size
-        std::vector<sc_core::sc_time> ready;     // when each read-ahead WQE's read completes
+        uint16_t fetched = 0;                 // next WQE to read ahead
+        std::vector<recv_wqe> cache;          // read-ahead WQEs, by index mod size
+        std::vector<sc_core::sc_time> ready;  // when each read-ahead WQE's read completes
     };
     void prefetch_srq(srq_fetch& s, const sc_core::sc_time& delay);
 
@@ -141,10 +141,10 @@ private:
     sc_core::sc_time parse_time_;
     sc_core::sc_time fetch_free_at_;  // end of the last batch's parse interval, if not waited for
     uint64_t parse_ps_ = 0;
-    std::vector<uint8_t> buf_;     // one batch, sized at construction
+    std::vector<uint8_t> buf_;            // one batch, sized at construction
     std::vector<sc_core::sc_time> done_;  // when each WQE of the batch has been read
     std::vector<uint8_t> ok_;             // whether its reads succeeded
-    send_wqe wqe_;                 // scratch
+    send_wqe wqe_;                        // scratch
 };
 
 }  // namespace hcasim

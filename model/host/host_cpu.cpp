@@ -17,18 +17,19 @@ host_cpu::host_cpu(const sc_module_name& name, host_memory& memory)
       verb_call_ns("verb_call_ns", 10.0, "ns", "CPU cost of entering a verb (checks, locks)", {0, 1e6}),
       build_wqe_ns("build_wqe_ns", 25.0, "ns", "CPU cost of writing one send WQE into the ring", {0, 1e6}),
       build_recv_wqe_ns("build_recv_wqe_ns", 15.0, "ns", "CPU cost of writing one receive WQE", {0, 1e6}),
-      poll_cqe_ns("poll_cqe_ns", 20.0, "ns", "CPU cost of one poll_cq call that reads a CQE or finds none", {0, 1e6}),
+      poll_cqe_ns("poll_cqe_ns", 20.0, "ns", "CPU cost of one poll_cq call that reads a CQE or finds none",
+                  {0, 1e6}),
       memcpy_64b_ns("memcpy_64b_ns", 2.0, "ns", "CPU cost of copying 64 bytes", {0, 1e6}),
-      mmio_issue_ns("mmio_issue_ns", 10.0, "ns", "CPU cost of issuing one posted MMIO store (write-combining)",
-                    {0, 1e6}),
-      wake_ns("wake_ns", 30.0, "ns",
-              "delay from a watched write landing in memory to the spinning CPU seeing it (cache-line transfer)",
-                                                                                           {0, 1e6}),
+      mmio_issue_ns("mmio_issue_ns", 10.0, "ns",
+                    "CPU cost of issuing one posted MMIO store (write-combining)", {0, 1e6}),
+      wake_ns(
+          "wake_ns", 30.0, "ns",
+          "delay from a watched write landing in memory to the spinning CPU seeing it (cache-line transfer)",
+          {0, 1e6}),
       mmio_writes("mmio_writes", "posted MMIO writes issued"),
       mmio_reads("mmio_reads", "MMIO reads issued"),
       waits("waits", "times software slept on a watched address"),
-      memory_(memory) {
-}
+      memory_(memory) {}
 
 // CPU loads and stores are coherent with DMA and take no simulated time themselves: their
 // cost is charged through cpu_cost() by the software that knows what it is doing.
@@ -68,12 +69,10 @@ void host_cpu::mmio_write(uint64_t bar_offset, const void* src, size_t n) {
         bool& busy;
         bool shared;
         ~release() {
-            if (shared)
-                busy = false;
+            if (shared) busy = false;
         }
     } at_return{mmio_gp_busy_, shared};
-    if (shared)
-        mmio_gp_busy_ = true;
+    if (shared) mmio_gp_busy_ = true;
     gp.set_command(tlm::TLM_WRITE_COMMAND);
     gp.set_address(bar_offset);
     gp.set_data_ptr(const_cast<unsigned char*>(static_cast<const unsigned char*>(src)));
@@ -85,7 +84,8 @@ void host_cpu::mmio_write(uint64_t bar_offset, const void* src, size_t n) {
     ++mmio_writes;
     if (gp.is_response_error())
         SC_REPORT_ERROR(name(), ("MMIO write to BAR0 offset " + hex_address(bar_offset) +
-                                 " failed: " + gp.get_response_string()).c_str());
+                                 " failed: " + gp.get_response_string())
+                                    .c_str());
 }
 
 uint32_t host_cpu::mmio_read32(uint64_t bar_offset) {
@@ -102,8 +102,7 @@ uint32_t host_cpu::mmio_read32(uint64_t bar_offset) {
     mmio->b_transport(gp, delay);
     wait(delay);  // a non-posted read stalls the CPU for the round trip
     ++mmio_reads;
-    if (gp.is_response_error())
-        SC_REPORT_ERROR(name(), "MMIO read failed");
+    if (gp.is_response_error()) SC_REPORT_ERROR(name(), "MMIO read failed");
     return value;
 }
 
@@ -122,14 +121,12 @@ double host_cpu::cost_ns(cpu_op op, uint32_t count) const {
 void host_cpu::cpu_cost(cpu_op op, uint32_t count) {
     settle();
     const double ns = cost_ns(op, count);
-    if (ns > 0)
-        wait(ns_time(ns));
+    if (ns > 0) wait(ns_time(ns));
 }
 
 void host_cpu::cpu_cost_deferred(cpu_op op, uint32_t count) {
     const double ns = cost_ns(op, count);
-    if (ns > 0)
-        deferred_ += ns_time(ns);
+    if (ns > 0) deferred_ += ns_time(ns);
 }
 
 bool host_cpu::wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) {
@@ -164,19 +161,15 @@ bool host_cpu::wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) {
         woke = sim_now() - start < timeout;
     }
     memory_.unwatch(h);
-    if (woke && wake_ns.get() > 0)
-        wait(ns_time(wake_ns.get()));
+    if (woke && wake_ns.get() > 0) wait(ns_time(wake_ns.get()));
     return woke;
 }
 
-uint64_t host_cpu::now_ns() const {
-    return uint64_t((sim_now() + deferred_).to_seconds() * 1e9 + 0.5);
-}
+uint64_t host_cpu::now_ns() const { return uint64_t((sim_now() + deferred_).to_seconds() * 1e9 + 0.5); }
 
 void host_cpu::sleep_ns(uint64_t ns) {
     settle();
-    if (ns)
-        wait(sc_time(double(ns), SC_NS));
+    if (ns) wait(sc_time(double(ns), SC_NS));
 }
 
 }  // namespace hcasim

@@ -20,13 +20,13 @@ public:
     tlm_utils::simple_initiator_socket<host_cpu> mem;   ///< to host_memory.cpu
     tlm_utils::simple_initiator_socket<host_cpu> mmio;  ///< to pcie_link.downstream_in
 
-    param<double> verb_call_ns;      ///< cost of entering a verb
-    param<double> build_wqe_ns;      ///< cost of writing one send WQE
-    param<double> build_recv_wqe_ns; ///< cost of writing one receive WQE
-    param<double> poll_cqe_ns;       ///< cost of one CQ poll (one CQE read or an empty look)
-    param<double> memcpy_64b_ns;     ///< cost of copying 64 bytes
-    param<double> mmio_issue_ns;     ///< CPU cost of issuing one posted MMIO store
-    param<double> wake_ns;           ///< delay from a watched write landing to the spinning CPU seeing it
+    param<double> verb_call_ns;       ///< cost of entering a verb
+    param<double> build_wqe_ns;       ///< cost of writing one send WQE
+    param<double> build_recv_wqe_ns;  ///< cost of writing one receive WQE
+    param<double> poll_cqe_ns;        ///< cost of one CQ poll (one CQE read or an empty look)
+    param<double> memcpy_64b_ns;      ///< cost of copying 64 bytes
+    param<double> mmio_issue_ns;      ///< CPU cost of issuing one posted MMIO store
+    param<double> wake_ns;            ///< delay from a watched write landing to the spinning CPU seeing it
 
     counter mmio_writes, mmio_reads, waits;
 

@@ -25,11 +25,13 @@ host_memory::host_memory(const sc_module_name& name)
     : sc_module(name),
       cpu("cpu"),
       dma("dma"),
-      size_bytes("size_bytes", uint64_t(64) << 30, "bytes",
-                 "host physical memory size; accesses beyond are address errors",
-                 {page_size, uint64_t(1) << 44}),  // 16 TiB bounds the first-level table at 1 Mi entries (8 MiB)
+      size_bytes(
+          "size_bytes", uint64_t(64) << 30, "bytes",
+          "host physical memory size; accesses beyond are address errors",
+          {page_size, uint64_t(1) << 44}),  // 16 TiB bounds the first-level table at 1 Mi entries (8 MiB)
       access_latency_ns("access_latency_ns", 0.0, "ns",
-                        "latency added to every access (0: the PCIe link's read_latency_ns covers DRAM)", {0.0, 1e9}),
+                        "latency added to every access (0: the PCIe link's read_latency_ns covers DRAM)",
+                        {0.0, 1e9}),
       huge_pages("huge_pages", true, "",
                  "back simulated memory with transparent huge pages where the kernel allows (madvise): "
                  "wall-clock speed only, results are the same either way"),
@@ -54,8 +56,7 @@ host_memory::host_memory(const sc_module_name& name)
 }
 
 host_memory::~host_memory() {
-    for (uint8_t* s : slabs_)
-        unmap_slab(s);
+    for (uint8_t* s : slabs_) unmap_slab(s);
     if (shared_base_) munmap(shared_base_, size_bytes.get());
     if (shared_fd_ >= 0) close(shared_fd_);
 }
@@ -75,8 +76,8 @@ int host_memory::share() {
     if (m == MAP_FAILED) {
         const std::string e = std::strerror(errno);
         close(fd);
-        throw config_error(std::string(name()) + ": cannot size, seal and map " + std::to_string(size_bytes.get()) +
-                           " bytes of shared memory: " + e);
+        throw config_error(std::string(name()) + ": cannot size, seal and map " +
+                           std::to_string(size_bytes.get()) + " bytes of shared memory: " + e);
     }
     shared_base_ = static_cast<uint8_t*>(m);
     shared_fd_ = fd;
@@ -157,13 +158,15 @@ void host_memory::notify_watches(uint64_t addr, uint64_t n, const sc_time& delay
 }
 
 void host_memory::read(uint64_t addr, void* dst, size_t n) {
-    if (!in_range(addr, n)) SC_REPORT_ERROR(name(), ("read beyond memory size at " + hex_address(addr)).c_str());
+    if (!in_range(addr, n))
+        SC_REPORT_ERROR(name(), ("read beyond memory size at " + hex_address(addr)).c_str());
     land_due();
     copy_out(addr, static_cast<uint8_t*>(dst), n);
 }
 
 void host_memory::write(uint64_t addr, const void* src, size_t n) {
-    if (!in_range(addr, n)) SC_REPORT_ERROR(name(), ("write beyond memory size at " + hex_address(addr)).c_str());
+    if (!in_range(addr, n))
+        SC_REPORT_ERROR(name(), ("write beyond memory size at " + hex_address(addr)).c_str());
     land_due();
     copy_in(addr, static_cast<const uint8_t*>(src), n);
     notify_watches(addr, n, SC_ZERO_TIME);
@@ -183,19 +186,18 @@ void host_memory::go_eager() {
     time_overlapping(0, ~uint64_t(0));
 }
 
-void host_memory::post(uint64_t addr, const uint8_t* src, uint32_t len, const sc_time& at, buffer_loan_ext* loan) {
+void host_memory::post(uint64_t addr, const uint8_t* src, uint32_t len, const sc_time& at,
+                       buffer_loan_ext* loan) {
     land_due();  // keeps the ring as short as the writes in flight
     if (posted_count_ == posted_.size()) {
         std::vector<posted_write> grown(posted_.size() * 2);
-        for (size_t i = 0; i < posted_count_; ++i)
-            grown[i] = std::move(posted_at(i));
+        for (size_t i = 0; i < posted_count_; ++i) grown[i] = std::move(posted_at(i));
         posted_.swap(grown);
         posted_head_ = 0;
     }
     // Pages are backed when the write is posted (the `pages` counter does not depend on when
     // it lands).
-    for (uint64_t a = addr & ~(page_size - 1); a < addr + len; a += page_size)
-        get_page(a);
+    for (uint64_t a = addr & ~(page_size - 1); a < addr + len; a += page_size) get_page(a);
     size_t i = posted_count_++;
     posted_write* w = &posted_at(i);
     if (loan && loan->offers(src, len)) {
@@ -205,8 +207,7 @@ void host_memory::post(uint64_t addr, const uint8_t* src, uint32_t len, const sc
         w->give_back = loan->give_back;
         loan->buffer = nullptr;
     } else {
-        if (w->data.size() < len)
-            w->data.resize(len);
+        if (w->data.size() < len) w->data.resize(len);
         copy_bytes(w->data.data(), src, len);
         w->src = w->data.data();
         w->loaned = nullptr;
@@ -237,14 +238,12 @@ void host_memory::page_counts::add(uint64_t page) {
         for (const slot& e : old)
             if (e.count) {
                 size_t i = home(e.page);
-                while (slots_[i].count)
-                    i = (i + 1) & mask();
+                while (slots_[i].count) i = (i + 1) & mask();
                 slots_[i] = e;
             }
     }
     size_t i = home(page);
-    while (slots_[i].count && slots_[i].page != page)
-        i = (i + 1) & mask();
+    while (slots_[i].count && slots_[i].page != page) i = (i + 1) & mask();
     if (!slots_[i].count) {
         slots_[i].page = page;
         ++used_;
@@ -254,10 +253,8 @@ void host_memory::page_counts::add(uint64_t page) {
 
 void host_memory::page_counts::remove(uint64_t page) {
     size_t i = home(page);
-    while (slots_[i].count && slots_[i].page != page)
-        i = (i + 1) & mask();
-    if (!slots_[i].count || --slots_[i].count)
-        return;
+    while (slots_[i].count && slots_[i].page != page) i = (i + 1) & mask();
+    if (!slots_[i].count || --slots_[i].count) return;
     --used_;
     // Backward shift: later entries of the probe run move into the hole unless that would
     // put them before their home slot.
@@ -280,8 +277,7 @@ void host_memory::land(posted_write& w) {
     notify_watches(w.addr, w.len, SC_ZERO_TIME);
     count_pending(w.addr, w.len, false);
     w.done = true;
-    if (w.timed)
-        --posted_timed_;
+    if (w.timed) --posted_timed_;
 }
 
 void host_memory::land_due_slow() {
@@ -289,8 +285,7 @@ void host_memory::land_due_slow() {
     while (posted_count_) {
         posted_write& w = posted_[posted_head_];
         if (!w.done) {
-            if (w.at > now)
-                break;
+            if (w.at > now) break;
             land(w);
         }
         posted_head_ = (posted_head_ + 1) & (posted_.size() - 1);
@@ -300,28 +295,24 @@ void host_memory::land_due_slow() {
 
 void host_memory::land_overlapping(uint64_t addr, uint64_t len) {
     land_due();
-    if (!posted_count_)
-        return;
+    if (!posted_count_) return;
     if (len && ((addr + len - 1) >> page_bits) - (addr >> page_bits) < 64) {
         bool maybe = false;
         for (uint64_t p = addr >> page_bits, last = (addr + len - 1) >> page_bits; p <= last && !maybe; ++p)
             maybe = pending_pages_.contains(p);
-        if (!maybe)
-            return;
+        if (!maybe) return;
     }
     // In landing order, which is posting order for the writes of one link.
     for (size_t i = 0; i < posted_count_; ++i) {
         posted_write& w = posted_at(i);
-        if (!w.done && w.addr < addr + len && addr < w.addr + w.len)
-            land(w);
+        if (!w.done && w.addr < addr + len && addr < w.addr + w.len) land(w);
     }
 }
 
 size_t host_memory::writes_in_flight() {
     land_due();
     size_t n = 0;
-    for (size_t i = 0; i < posted_count_; ++i)
-        n += !posted_at(i).done;
+    for (size_t i = 0; i < posted_count_; ++i) n += !posted_at(i).done;
     return n;
 }
 
@@ -335,8 +326,7 @@ void host_memory::time_overlapping(uint64_t lo, uint64_t hi) {
             any = true;
         }
     }
-    if (any)
-        arm_landing();
+    if (any) arm_landing();
 }
 
 void host_memory::arm_landing() {
@@ -346,16 +336,14 @@ void host_memory::arm_landing() {
     sc_time t;
     if (posted_timed_) {
         size_t i = 0;
-        while (posted_at(i).done || !posted_at(i).timed)
-            ++i;
+        while (posted_at(i).done || !posted_at(i).timed) ++i;
         t = posted_at(i).at;
     } else if (posted_count_) {
         t = posted_[posted_head_].at + sc_time(backstop_ns, SC_NS);
     } else {
         return;
     }
-    if (landing_armed_ && landing_armed_at_ <= t)
-        return;  // fires first; arms again then
+    if (landing_armed_ && landing_armed_at_ <= t) return;  // fires first; arms again then
     const sc_time& now = sim_now();
     landing_ev_.notify(t > now ? t - now : SC_ZERO_TIME);
     landing_armed_ = true;
@@ -450,8 +438,7 @@ bool host_memory::access(tlm::tlm_generic_payload& gp, const sc_time& delay, boo
             bytes_written += n;
         }
         break;
-    default:
-        break;
+    default: break;
     }
     gp.set_dmi_allowed(true);
     gp.set_response_status(tlm::TLM_OK_RESPONSE);
@@ -478,8 +465,7 @@ void host_memory::dma_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) 
         gp.set_response_status(tlm::TLM_OK_RESPONSE);
         return;
     }
-    if (atomic || gp.is_read())
-        land_overlapping(addr, atomic ? 8 : n);  // reads do not pass posted writes
+    if (atomic || gp.is_read()) land_overlapping(addr, atomic ? 8 : n);  // reads do not pass posted writes
     access(gp, delay, true);
 }
 
@@ -489,7 +475,7 @@ unsigned int host_memory::transport_dbg(tlm::tlm_generic_payload& gp) {
 
 bool host_memory::get_direct_mem_ptr(tlm::tlm_generic_payload& gp, tlm::tlm_dmi& dmi) {
     const uint64_t addr = gp.get_address();
-    go_eager();  // a DMI pointer reads without asking: posted writes must land on time
+    go_eager();                // a DMI pointer reads without asking: posted writes must land on time
     if (!in_range(addr, 1)) {  // denied region: everything beyond the memory
         dmi.set_start_address(size_bytes.get());
         dmi.set_end_address(~uint64_t(0));

@@ -97,7 +97,9 @@ private:
     /// kernel zero-fills them; a run with thousands of QPs touches gigabytes). With huge_pages
     /// a slab is one transparent huge page when the kernel grants it.
     uint8_t* new_page();
-    bool in_range(uint64_t addr, uint64_t n) const { return n <= size_bytes.get() && addr <= size_bytes.get() - n; }
+    bool in_range(uint64_t addr, uint64_t n) const {
+        return n <= size_bytes.get() && addr <= size_bytes.get() - n;
+    }
     void copy_in(uint64_t addr, const uint8_t* src, uint64_t n);
     void copy_out(uint64_t addr, uint8_t* dst, uint64_t n) const;
     void notify_watches(uint64_t addr, uint64_t n, const sc_core::sc_time& delay);
@@ -131,7 +133,8 @@ private:
     void land_due_slow();
     void land_overlapping(uint64_t addr, uint64_t len);
     void land(posted_write& w);
-    void post(uint64_t addr, const uint8_t* src, uint32_t len, const sc_core::sc_time& at, buffer_loan_ext* loan);
+    void post(uint64_t addr, const uint8_t* src, uint32_t len, const sc_core::sc_time& at,
+              buffer_loan_ext* loan);
     /// Marks pending writes overlapping [lo, hi) as timed and arms the landing event.
     void time_overlapping(uint64_t lo, uint64_t hi);
     void arm_landing();
@@ -156,12 +159,11 @@ private:
         void remove(uint64_t page);
         bool contains(uint64_t page) const {
             for (size_t i = home(page);; i = (i + 1) & mask()) {
-                if (!slots_[i].count)
-                    return false;
-                if (slots_[i].page == page)
-                    return true;
+                if (!slots_[i].count) return false;
+                if (slots_[i].page == page) return true;
             }
         }
+
     private:
         struct slot {
             uint64_t page = 0;
@@ -182,8 +184,8 @@ private:
     unsigned int transport_dbg(tlm::tlm_generic_payload& gp);
 
     std::vector<std::unique_ptr<chunk>> top_;
-    std::vector<uint8_t*> slabs_;                  // from map_slab (model/core/slab.h)
-    uint8_t* slab_next_ = nullptr;                 // next unused page of the current slab
+    std::vector<uint8_t*> slabs_;   // from map_slab (model/core/slab.h)
+    uint8_t* slab_next_ = nullptr;  // next unused page of the current slab
     uint64_t slab_pages_left_ = 0;
     std::vector<watch_entry> watches_;
     sc_core::sc_time latency_;

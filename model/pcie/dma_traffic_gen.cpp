@@ -10,7 +10,8 @@ using namespace sc_core;
 dma_traffic_gen::dma_traffic_gen(const sc_module_name& name)
     : sc_module(name),
       out("out"),
-      quantum_ns("quantum_ns", 1000.0, "ns", "max local-time lead of the generator before it synchronises", {0.0, 1e9}),
+      quantum_ns("quantum_ns", 1000.0, "ns", "max local-time lead of the generator before it synchronises",
+                 {0.0, 1e9}),
       window_bytes("window_bytes", uint64_t(1) << 20, "bytes", "address window the transfers cycle through",
                    {1, ~uint64_t(0)}),
       transfers("transfers", "DMA transfers completed"),
@@ -19,9 +20,11 @@ dma_traffic_gen::dma_traffic_gen(const sc_module_name& name)
     SC_THREAD(run);
 }
 
-void dma_traffic_gen::start(bool write, uint64_t addr, uint64_t size_bytes, uint64_t count, unsigned max_outstanding) {
+void dma_traffic_gen::start(bool write, uint64_t addr, uint64_t size_bytes, uint64_t count,
+                            unsigned max_outstanding) {
     if (busy_ || pending_) SC_REPORT_ERROR(name(), "start() while a run is in progress");
-    if (size_bytes == 0 || max_outstanding == 0) SC_REPORT_ERROR(name(), "start(): size and max_outstanding must be > 0");
+    if (size_bytes == 0 || max_outstanding == 0)
+        SC_REPORT_ERROR(name(), "start(): size and max_outstanding must be > 0");
     job_ = job{write, addr, size_bytes, count, max_outstanding};
     pending_ = true;
     if (sc_is_running()) start_ev_.notify(SC_ZERO_TIME);

@@ -22,156 +22,44 @@ struct ack_fc_row {
 // PCIe Base Spec 5.0 tables 2-46..2-48 (ACK latency limit, UpdateFC guideline; symbol times),
 // as used by Neugebauer et al. SIGCOMM'18. Gen3-Gen5 share one table.
 constexpr ack_fc_row ack_fc_table[] = {
-    {1, 1, 128, 237, 237},
-    {1, 1, 256, 416, 416},
-    {1, 1, 512, 559, 559},
-    {1, 1, 1024, 1071, 1071},
-    {1, 1, 2048, 2095, 2095},
-    {1, 1, 4096, 4143, 4143},
-    {1, 2, 128, 128, 128},
-    {1, 2, 256, 217, 217},
-    {1, 2, 512, 289, 289},
-    {1, 2, 1024, 545, 545},
-    {1, 2, 2048, 1057, 1057},
-    {1, 2, 4096, 2081, 2081},
-    {1, 4, 128, 73, 73},
-    {1, 4, 256, 118, 118},
-    {1, 4, 512, 154, 154},
-    {1, 4, 1024, 282, 282},
-    {1, 4, 2048, 538, 538},
-    {1, 4, 4096, 1050, 1050},
-    {1, 8, 128, 67, 67},
-    {1, 8, 256, 107, 107},
-    {1, 8, 512, 86, 86},
-    {1, 8, 1024, 150, 150},
-    {1, 8, 2048, 278, 278},
-    {1, 8, 4096, 534, 534},
-    {1, 16, 128, 48, 48},
-    {1, 16, 256, 72, 72},
-    {1, 16, 512, 86, 86},
-    {1, 16, 1024, 150, 150},
-    {1, 16, 2048, 278, 278},
-    {1, 16, 4096, 534, 534},
-    {2, 1, 128, 288, 288},
-    {2, 1, 256, 467, 467},
-    {2, 1, 512, 610, 610},
-    {2, 1, 1024, 1122, 1122},
-    {2, 1, 2048, 2146, 2146},
-    {2, 1, 4096, 4194, 4194},
-    {2, 2, 128, 179, 179},
-    {2, 2, 256, 268, 268},
-    {2, 2, 512, 340, 340},
-    {2, 2, 1024, 596, 596},
-    {2, 2, 2048, 1108, 1108},
-    {2, 2, 4096, 2132, 2132},
-    {2, 4, 128, 124, 124},
-    {2, 4, 256, 169, 169},
-    {2, 4, 512, 205, 205},
-    {2, 4, 1024, 333, 333},
-    {2, 4, 2048, 589, 589},
-    {2, 4, 4096, 1101, 1101},
-    {2, 8, 128, 118, 118},
-    {2, 8, 256, 158, 158},
-    {2, 8, 512, 137, 137},
-    {2, 8, 1024, 201, 201},
-    {2, 8, 2048, 329, 329},
-    {2, 8, 4096, 585, 585},
-    {2, 16, 128, 99, 99},
-    {2, 16, 256, 123, 123},
-    {2, 16, 512, 137, 137},
-    {2, 16, 1024, 201, 201},
-    {2, 16, 2048, 329, 329},
-    {2, 16, 4096, 585, 585},
-    {3, 1, 128, 333, 333},
-    {3, 1, 256, 512, 512},
-    {3, 1, 512, 655, 655},
-    {3, 1, 1024, 1167, 1167},
-    {3, 1, 2048, 2191, 2191},
-    {3, 1, 4096, 4239, 4239},
-    {3, 2, 128, 224, 224},
-    {3, 2, 256, 313, 313},
-    {3, 2, 512, 385, 385},
-    {3, 2, 1024, 641, 641},
-    {3, 2, 2048, 1153, 1153},
-    {3, 2, 4096, 2177, 2177},
-    {3, 4, 128, 169, 169},
-    {3, 4, 256, 214, 214},
-    {3, 4, 512, 250, 250},
-    {3, 4, 1024, 378, 378},
-    {3, 4, 2048, 634, 634},
-    {3, 4, 4096, 1146, 1146},
-    {3, 8, 128, 163, 163},
-    {3, 8, 256, 203, 203},
-    {3, 8, 512, 182, 182},
-    {3, 8, 1024, 246, 246},
-    {3, 8, 2048, 374, 374},
-    {3, 8, 4096, 630, 630},
-    {3, 16, 128, 144, 144},
-    {3, 16, 256, 168, 168},
-    {3, 16, 512, 182, 182},
-    {3, 16, 1024, 246, 246},
-    {3, 16, 2048, 374, 374},
-    {3, 16, 4096, 630, 630},
-    {4, 1, 128, 333, 333},
-    {4, 1, 256, 512, 512},
-    {4, 1, 512, 655, 655},
-    {4, 1, 1024, 1167, 1167},
-    {4, 1, 2048, 2191, 2191},
-    {4, 1, 4096, 4239, 4239},
-    {4, 2, 128, 224, 224},
-    {4, 2, 256, 313, 313},
-    {4, 2, 512, 385, 385},
-    {4, 2, 1024, 641, 641},
-    {4, 2, 2048, 1153, 1153},
-    {4, 2, 4096, 2177, 2177},
-    {4, 4, 128, 169, 169},
-    {4, 4, 256, 214, 214},
-    {4, 4, 512, 250, 250},
-    {4, 4, 1024, 378, 378},
-    {4, 4, 2048, 634, 634},
-    {4, 4, 4096, 1146, 1146},
-    {4, 8, 128, 163, 163},
-    {4, 8, 256, 203, 203},
-    {4, 8, 512, 182, 182},
-    {4, 8, 1024, 246, 246},
-    {4, 8, 2048, 374, 374},
-    {4, 8, 4096, 630, 630},
-    {4, 16, 128, 144, 144},
-    {4, 16, 256, 168, 168},
-    {4, 16, 512, 182, 182},
-    {4, 16, 1024, 246, 246},
-    {4, 16, 2048, 374, 374},
-    {4, 16, 4096, 630, 630},
-    {5, 1, 128, 333, 333},
-    {5, 1, 256, 512, 512},
-    {5, 1, 512, 655, 655},
-    {5, 1, 1024, 1167, 1167},
-    {5, 1, 2048, 2191, 2191},
-    {5, 1, 4096, 4239, 4239},
-    {5, 2, 128, 224, 224},
-    {5, 2, 256, 313, 313},
-    {5, 2, 512, 385, 385},
-    {5, 2, 1024, 641, 641},
-    {5, 2, 2048, 1153, 1153},
-    {5, 2, 4096, 2177, 2177},
-    {5, 4, 128, 169, 169},
-    {5, 4, 256, 214, 214},
-    {5, 4, 512, 250, 250},
-    {5, 4, 1024, 378, 378},
-    {5, 4, 2048, 634, 634},
-    {5, 4, 4096, 1146, 1146},
-    {5, 8, 128, 163, 163},
-    {5, 8, 256, 203, 203},
-    {5, 8, 512, 182, 182},
-    {5, 8, 1024, 246, 246},
-    {5, 8, 2048, 374, 374},
-    {5, 8, 4096, 630, 630},
-    {5, 16, 128, 144, 144},
-    {5, 16, 256, 168, 168},
-    {5, 16, 512, 182, 182},
-    {5, 16, 1024, 246, 246},
-    {5, 16, 2048, 374, 374},
-    {5, 16, 4096, 630, 630},
+    {1, 1, 128, 237, 237},    {1, 1, 256, 416, 416},    {1, 1, 512, 559, 559},    {1, 1, 1024, 1071, 1071},
+    {1, 1, 2048, 2095, 2095}, {1, 1, 4096, 4143, 4143}, {1, 2, 128, 128, 128},    {1, 2, 256, 217, 217},
+    {1, 2, 512, 289, 289},    {1, 2, 1024, 545, 545},   {1, 2, 2048, 1057, 1057}, {1, 2, 4096, 2081, 2081},
+    {1, 4, 128, 73, 73},      {1, 4, 256, 118, 118},    {1, 4, 512, 154, 154},    {1, 4, 1024, 282, 282},
+    {1, 4, 2048, 538, 538},   {1, 4, 4096, 1050, 1050}, {1, 8, 128, 67, 67},      {1, 8, 256, 107, 107},
+    {1, 8, 512, 86, 86},      {1, 8, 1024, 150, 150},   {1, 8, 2048, 278, 278},   {1, 8, 4096, 534, 534},
+    {1, 16, 128, 48, 48},     {1, 16, 256, 72, 72},     {1, 16, 512, 86, 86},     {1, 16, 1024, 150, 150},
+    {1, 16, 2048, 278, 278},  {1, 16, 4096, 534, 534},  {2, 1, 128, 288, 288},    {2, 1, 256, 467, 467},
+    {2, 1, 512, 610, 610},    {2, 1, 1024, 1122, 1122}, {2, 1, 2048, 2146, 2146}, {2, 1, 4096, 4194, 4194},
+    {2, 2, 128, 179, 179},    {2, 2, 256, 268, 268},    {2, 2, 512, 340, 340},    {2, 2, 1024, 596, 596},
+    {2, 2, 2048, 1108, 1108}, {2, 2, 4096, 2132, 2132}, {2, 4, 128, 124, 124},    {2, 4, 256, 169, 169},
+    {2, 4, 512, 205, 205},    {2, 4, 1024, 333, 333},   {2, 4, 2048, 589, 589},   {2, 4, 4096, 1101, 1101},
+    {2, 8, 128, 118, 118},    {2, 8, 256, 158, 158},    {2, 8, 512, 137, 137},    {2, 8, 1024, 201, 201},
+    {2, 8, 2048, 329, 329},   {2, 8, 4096, 585, 585},   {2, 16, 128, 99, 99},     {2, 16, 256, 123, 123},
+    {2, 16, 512, 137, 137},   {2, 16, 1024, 201, 201},  {2, 16, 2048, 329, 329},  {2, 16, 4096, 585, 585},
+    {3, 1, 128, 333, 333},    {3, 1, 256, 512, 512},    {3, 1, 512, 655, 655},    {3, 1, 1024, 1167, 1167},
+    {3, 1, 2048, 2191, 2191}, {3, 1, 4096, 4239, 4239}, {3, 2, 128, 224, 224},    {3, 2, 256, 313, 313},
+    {3, 2, 512, 385, 385},    {3, 2, 1024, 641, 641},   {3, 2, 2048, 1153, 1153}, {3, 2, 4096, 2177, 2177},
+    {3, 4, 128, 169, 169},    {3, 4, 256, 214, 214},    {3, 4, 512, 250, 250},    {3, 4, 1024, 378, 378},
+    {3, 4, 2048, 634, 634},   {3, 4, 4096, 1146, 1146}, {3, 8, 128, 163, 163},    {3, 8, 256, 203, 203},
+    {3, 8, 512, 182, 182},    {3, 8, 1024, 246, 246},   {3, 8, 2048, 374, 374},   {3, 8, 4096, 630, 630},
+    {3, 16, 128, 144, 144},   {3, 16, 256, 168, 168},   {3, 16, 512, 182, 182},   {3, 16, 1024, 246, 246},
+    {3, 16, 2048, 374, 374},  {3, 16, 4096, 630, 630},  {4, 1, 128, 333, 333},    {4, 1, 256, 512, 512},
+    {4, 1, 512, 655, 655},    {4, 1, 1024, 1167, 1167}, {4, 1, 2048, 2191, 2191}, {4, 1, 4096, 4239, 4239},
+    {4, 2, 128, 224, 224},    {4, 2, 256, 313, 313},    {4, 2, 512, 385, 385},    {4, 2, 1024, 641, 641},
+    {4, 2, 2048, 1153, 1153}, {4, 2, 4096, 2177, 2177}, {4, 4, 128, 169, 169},    {4, 4, 256, 214, 214},
+    {4, 4, 512, 250, 250},    {4, 4, 1024, 378, 378},   {4, 4, 2048, 634, 634},   {4, 4, 4096, 1146, 1146},
+    {4, 8, 128, 163, 163},    {4, 8, 256, 203, 203},    {4, 8, 512, 182, 182},    {4, 8, 1024, 246, 246},
+    {4, 8, 2048, 374, 374},   {4, 8, 4096, 630, 630},   {4, 16, 128, 144, 144},   {4, 16, 256, 168, 168},
+    {4, 16, 512, 182, 182},   {4, 16, 1024, 246, 246},  {4, 16, 2048, 374, 374},  {4, 16, 4096, 630, 630},
+    {5, 1, 128, 333, 333},    {5, 1, 256, 512, 512},    {5, 1, 512, 655, 655},    {5, 1, 1024, 1167, 1167},
+    {5, 1, 2048, 2191, 2191}, {5, 1, 4096, 4239, 4239}, {5, 2, 128, 224, 224},    {5, 2, 256, 313, 313},
+    {5, 2, 512, 385, 385},    {5, 2, 1024, 641, 641},   {5, 2, 2048, 1153, 1153}, {5, 2, 4096, 2177, 2177},
+    {5, 4, 128, 169, 169},    {5, 4, 256, 214, 214},    {5, 4, 512, 250, 250},    {5, 4, 1024, 378, 378},
+    {5, 4, 2048, 634, 634},   {5, 4, 4096, 1146, 1146}, {5, 8, 128, 163, 163},    {5, 8, 256, 203, 203},
+    {5, 8, 512, 182, 182},    {5, 8, 1024, 246, 246},   {5, 8, 2048, 374, 374},   {5, 8, 4096, 630, 630},
+    {5, 16, 128, 144, 144},   {5, 16, 256, 168, 168},   {5, 16, 512, 182, 182},   {5, 16, 1024, 246, 246},
+    {5, 16, 2048, 374, 374},  {5, 16, 4096, 630, 630},
 };
 
 const ack_fc_row* find_row(unsigned gen, unsigned lanes, unsigned mps) {
@@ -230,7 +118,8 @@ double pcie_link::write_gbps(unsigned gen, unsigned lanes, unsigned mps, uint64_
 }
 
 double pcie_link::read_gbps(unsigned gen, unsigned lanes, unsigned mps, unsigned mrrs, uint64_t size) {
-    const uint64_t worst = std::max(read_completion_tlp_bytes(size, mps, mrrs), read_request_tlp_bytes(size, mrrs));
+    const uint64_t worst =
+        std::max(read_completion_tlp_bytes(size, mps, mrrs), read_request_tlp_bytes(size, mrrs));
     return tlp_gbps(gen, lanes, mps) * double(size) / double(worst);
 }
 
@@ -248,20 +137,24 @@ pcie_link::pcie_link(const sc_module_name& name)
       mrrs_bytes("mrrs_bytes", 512, "bytes", "Max_Read_Request_Size: 128..4096, power of 2", {128, 4096}),
       read_latency_ns("read_latency_ns", 535.0, "ns",
                       "root complex + memory latency from a read request's arrival to its first "
-                      "completion (535: 64 B read round trip 549.9 ns on Gen3 x8)", {0.0, 1e6}),
+                      "completion (535: 64 B read round trip 549.9 ns on Gen3 x8)",
+                      {0.0, 1e6}),
       read_tags("read_tags", 128, "", "max outstanding non-posted requests (tags), 1..768", {1, 768}),
       mmio_latency_ns("mmio_latency_ns", 200.0, "ns",
                       "one-way CPU-to-device MMIO latency on top of TLP serialisation", {0.0, 1e6}),
       write_latency_ns("write_latency_ns", 200.0, "ns",
                        "delay from a posted DMA write crossing the link to its data being visible in "
                        "host memory (flight to the root complex, the same path as mmio_latency_ns, "
-                       "and the memory write)", {0.0, 1e6}),
+                       "and the memory write)",
+                       {0.0, 1e6}),
       upstream_tlps("upstream_tlps", "TLPs sent device to host"),
       upstream_bytes("upstream_bytes", "TLP bytes (with headers and framing) sent device to host"),
       downstream_tlps("downstream_tlps", "TLPs sent host to device"),
       downstream_bytes("downstream_bytes", "TLP bytes (with headers and framing) sent host to device"),
-      upstream_busy_ps("upstream_busy_ps", "ps the device-to-host direction spent serialising TLPs (utilisation)"),
-      downstream_busy_ps("downstream_busy_ps", "ps the host-to-device direction spent serialising TLPs (utilisation)"),
+      upstream_busy_ps("upstream_busy_ps",
+                       "ps the device-to-host direction spent serialising TLPs (utilisation)"),
+      downstream_busy_ps("downstream_busy_ps",
+                         "ps the host-to-device direction spent serialising TLPs (utilisation)"),
       dma_reads("dma_reads", "DMA read transactions from the device"),
       dma_writes("dma_writes", "DMA write transactions from the device"),
       dma_atomics("dma_atomics", "atomic operations from the device"),
@@ -316,8 +209,7 @@ sc_time pcie_link::calendar::book_anywhere(const sc_time& at, const sc_time& dur
     // The first interval not wholly before `at` (intervals are sorted and disjoint: so are their
     // ends). Bookings land near the end of the list: look back a few intervals before searching.
     size_t i = busy.size() - 1;
-    for (unsigned k = 0; k < 4 && i > head && busy[i - 1].second > t; ++k)
-        --i;
+    for (unsigned k = 0; k < 4 && i > head && busy[i - 1].second > t; ++k) --i;
     if (i > head && busy[i - 1].second > t)
         i = size_t(std::upper_bound(busy.begin() + long(head), busy.begin() + long(i), t,
                                     [](const sc_time& x, const std::pair<sc_time, sc_time>& iv) {
@@ -344,7 +236,6 @@ sc_time pcie_link::calendar::book_anywhere(const sc_time& at, const sc_time& dur
     }
     return end;
 }
-
 
 sc_time pcie_link::tag_stall(const sc_time& ready) {
     const sc_time& avail = tags_[tag_head_];
@@ -391,15 +282,15 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
         upstream_out->b_transport(gp, land);
         gp.clear_extension(posted_write_ext::instance());
         if (gp.is_response_error() && ++dma_write_errors)
-            SC_REPORT_WARNING(name(), ("posted DMA write to " + hex_address(gp.get_address()) +
-                                       " refused by host memory").c_str());
+            SC_REPORT_WARNING(
+                name(),
+                ("posted DMA write to " + hex_address(gp.get_address()) + " refused by host memory").c_str());
         gp.set_response_status(tlm::TLM_OK_RESPONSE);  // posted: no completion to the device
         upstream_tlps += tlps;
         upstream_bytes += bytes;
         ++dma_writes;
         dma_write_bytes += n;
-        if (tl_)
-            tl_->span(write_track_, "DMA write", at, last_landing_, "\"bytes\":" + std::to_string(n));
+        if (tl_) tl_->span(write_track_, "DMA write", at, last_landing_, "\"bytes\":" + std::to_string(n));
         delay = end - now;  // posted: done once the last TLP has crossed
         return;
     }
@@ -444,14 +335,11 @@ void pcie_link::upstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& dela
         downstream_bytes += down_bytes;
         ++dma_reads;
         dma_read_bytes += n;
-        if (tl_)
-            tl_->span(read_track_, "DMA read", at, last, "\"bytes\":" + std::to_string(n));
+        if (tl_) tl_->span(read_track_, "DMA read", at, last, "\"bytes\":" + std::to_string(n));
         delay = last - now;
         return;
     }
-    default:
-        gp.set_response_status(tlm::TLM_OK_RESPONSE);
-        return;
+    default: gp.set_response_status(tlm::TLM_OK_RESPONSE); return;
     }
 }
 
@@ -471,8 +359,7 @@ void pcie_link::downstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& de
         downstream_tlps += tlps;
         downstream_bytes += bytes;
         ++mmio_writes;
-        if (tl_)
-            tl_->span(mmio_track_, "MMIO write", at, now + d, "\"bytes\":" + std::to_string(n));
+        if (tl_) tl_->span(mmio_track_, "MMIO write", at, now + d, "\"bytes\":" + std::to_string(n));
         delay = d;  // completes when the device has taken the write
         return;
     }
@@ -488,19 +375,18 @@ void pcie_link::downstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& de
         upstream_bytes += cpl_bytes;
         ++mmio_reads;
         delay = cpl_end + mmio_latency_ - now;
-        if (tl_)
-            tl_->span(mmio_track_, "MMIO read", at, now + delay, "\"bytes\":" + std::to_string(n));
+        if (tl_) tl_->span(mmio_track_, "MMIO read", at, now + delay, "\"bytes\":" + std::to_string(n));
         return;
     }
-    default:
-        downstream_out->b_transport(gp, delay);
-        return;
+    default: downstream_out->b_transport(gp, delay); return;
     }
 }
 
 unsigned int pcie_link::upstream_dbg(tlm::tlm_generic_payload& gp) { return upstream_out->transport_dbg(gp); }
 
-unsigned int pcie_link::downstream_dbg(tlm::tlm_generic_payload& gp) { return downstream_out->transport_dbg(gp); }
+unsigned int pcie_link::downstream_dbg(tlm::tlm_generic_payload& gp) {
+    return downstream_out->transport_dbg(gp);
+}
 
 bool pcie_link::no_dmi(tlm::tlm_generic_payload&, tlm::tlm_dmi& dmi) {
     dmi.allow_none();  // all accesses cross the link, where contention is modelled

@@ -33,10 +33,10 @@ namespace hcasim {
 ///   (payload + 20 B) up, mmio_latency_ns.
 class pcie_link : public sc_core::sc_module {
 public:
-    tlm_utils::simple_target_socket<pcie_link> upstream_in;       ///< DMA from the device
-    tlm_utils::simple_initiator_socket<pcie_link> upstream_out;   ///< to host_memory.dma
-    tlm_utils::simple_target_socket<pcie_link> downstream_in;     ///< MMIO from the host CPU
-    tlm_utils::simple_initiator_socket<pcie_link> downstream_out; ///< to the device's BAR0
+    tlm_utils::simple_target_socket<pcie_link> upstream_in;        ///< DMA from the device
+    tlm_utils::simple_initiator_socket<pcie_link> upstream_out;    ///< to host_memory.dma
+    tlm_utils::simple_target_socket<pcie_link> downstream_in;      ///< MMIO from the host CPU
+    tlm_utils::simple_initiator_socket<pcie_link> downstream_out;  ///< to the device's BAR0
 
     param<unsigned> generation;
     param<unsigned> lanes;
@@ -47,15 +47,16 @@ public:
     param<double> mmio_latency_ns;
     param<double> write_latency_ns;
 
-    counter upstream_tlps, upstream_bytes, downstream_tlps, downstream_bytes, upstream_busy_ps, downstream_busy_ps;
+    counter upstream_tlps, upstream_bytes, downstream_tlps, downstream_bytes, upstream_busy_ps,
+        downstream_busy_ps;
     counter dma_reads, dma_writes, dma_atomics, dma_read_bytes, dma_write_bytes;
     counter mmio_reads, mmio_writes, tag_stall_ns, dma_write_errors;
 
     // TLP sizes on the wire (framing 8 B incl. DLL sequence number and LCRC, no ECRC).
-    static constexpr unsigned write_overhead_bytes = 24;      ///< 8 B framing + 4-DW header
-    static constexpr unsigned read_request_bytes = 24;        ///< 8 B framing + 4-DW header
-    static constexpr unsigned completion_overhead_bytes = 20; ///< 8 B framing + 3-DW header
-    static constexpr unsigned atomic_request_bytes = 24 + 16; ///< header + compare and swap/add
+    static constexpr unsigned write_overhead_bytes = 24;       ///< 8 B framing + 4-DW header
+    static constexpr unsigned read_request_bytes = 24;         ///< 8 B framing + 4-DW header
+    static constexpr unsigned completion_overhead_bytes = 20;  ///< 8 B framing + 3-DW header
+    static constexpr unsigned atomic_request_bytes = 24 + 16;  ///< header + compare and swap/add
     static constexpr unsigned atomic_completion_bytes = 20 + 8;
 
     explicit pcie_link(const sc_core::sc_module_name& name);
@@ -63,9 +64,7 @@ public:
     /// TLP-layer bandwidth of one direction of this link, Gb/s.
     double tlp_bandwidth_gbps() const { return tlp_gbps_; }
     /// Serialisation time of `bytes` TLP bytes on one direction.
-    sc_core::sc_time tlp_time(uint64_t bytes) const {
-        return ps_time(double(bytes) * ps_per_byte_);
-    }
+    sc_core::sc_time tlp_time(uint64_t bytes) const { return ps_time(double(bytes) * ps_per_byte_); }
     /// When each direction becomes idle (absolute).
     sc_core::sc_time upstream_free_at() const { return up_free_.free_at(); }
     sc_core::sc_time downstream_free_at() const { return down_free_.free_at(); }
@@ -118,15 +117,15 @@ private:
     /// before now are dropped; the list stays as short as the booked-ahead window.
     struct calendar {
         std::vector<std::pair<sc_core::sc_time, sc_core::sc_time>> busy;  // [start, end), sorted, disjoint
-        size_t head = 0;                                                   // first live interval
+        size_t head = 0;                                                  // first live interval
         /// Books `dur` at the first gap starting at or after `at` (>= now); returns its end.
         /// The usual cases inline: after everything booked, or right after the last interval.
-        sc_core::sc_time book(const sc_core::sc_time& now, const sc_core::sc_time& at, const sc_core::sc_time& dur) {
+        sc_core::sc_time book(const sc_core::sc_time& now, const sc_core::sc_time& at,
+                              const sc_core::sc_time& dur) {
             while (head < busy.size() && busy[head].second <= now) ++head;
             const size_t n = busy.size();
-            if (head > 64 && head * 2 > n)
-                return book_anywhere(at, dur);  // compacts first
-            if (n == head || busy[n - 1].second <= at) {  // after everything booked
+            if (head > 64 && head * 2 > n) return book_anywhere(at, dur);  // compacts first
+            if (n == head || busy[n - 1].second <= at) {                   // after everything booked
                 if (n > head && busy[n - 1].second == at)
                     busy[n - 1].second = at + dur;
                 else
@@ -145,10 +144,13 @@ private:
         /// The general case of book(), once `head` is up to date.
         sc_core::sc_time book_anywhere(const sc_core::sc_time& at, const sc_core::sc_time& dur);
         /// End of the last booked interval.
-        sc_core::sc_time free_at() const { return busy.size() > head ? busy.back().second : sc_core::SC_ZERO_TIME; }
+        sc_core::sc_time free_at() const {
+            return busy.size() > head ? busy.back().second : sc_core::SC_ZERO_TIME;
+        }
     };
     /// Occupies a direction for `bytes` from the first idle gap at or after `at`; returns the end time.
-    sc_core::sc_time occupy(calendar& dir, const sc_core::sc_time& now, const sc_core::sc_time& at, uint64_t bytes) {
+    sc_core::sc_time occupy(calendar& dir, const sc_core::sc_time& now, const sc_core::sc_time& at,
+                            uint64_t bytes) {
         const tlp_memo& m = tlp_cost(bytes);
         (&dir == &up_free_ ? upstream_busy_ps : downstream_busy_ps) += m.ps;
         return dir.book(now, at, m.time);
@@ -177,8 +179,7 @@ private:
     sc_core::sc_time tag_stall(const sc_core::sc_time& ready);
     void tag_release(const sc_core::sc_time& at) {
         tags_[tag_head_] = at;
-        if (++tag_head_ == tags_.size())
-            tag_head_ = 0;
+        if (++tag_head_ == tags_.size()) tag_head_ = 0;
     }
     void check_power_of_two(const param<unsigned>& p) const;
 

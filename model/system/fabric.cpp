@@ -13,9 +13,11 @@ fabric::fabric(sc_module_name name)
       topology("topology", "auto", "", "auto: back to back for 2 nodes, else one switch",
                {"auto", "back_to_back", "switch"}),
       lmc("lmc", 0, "bits",
-          "LID mask count of every port (C10-3): node i's base LID is (i+1)*2^lmc and it owns 2^lmc LIDs", {0, 7}),
-      subnet_manager("subnet_manager", true, "",
-                     "switch topology: attach a subnet manager (LID (nodes + 1) * 2^lmc) to an extra switch port") {
+          "LID mask count of every port (C10-3): node i's base LID is (i+1)*2^lmc and it owns 2^lmc LIDs",
+          {0, 7}),
+      subnet_manager(
+          "subnet_manager", true, "",
+          "switch topology: attach a subnet manager (LID (nodes + 1) * 2^lmc) to an extra switch port") {
     // Unicast LIDs end at 0xBFFF: the last node's range must fit.
     if (uint32_t(nodes.get() + 1) << lmc.get() > 0xC000u)
         throw config_error("fabric.lmc=" + std::to_string(lmc.get()) + " with fabric.nodes=" +
@@ -26,8 +28,7 @@ fabric::fabric(sc_module_name name)
                            std::to_string(nodes.get()) + ")");
     if (topology.get() == "switch" || (topology.get() == "auto" && nodes != 2)) {
         sw = std::make_unique<ib_switch>("switch", nodes + (subnet_manager ? 1 : 0));
-        if (subnet_manager)
-            sm = std::make_unique<hcasim::subnet_manager>("sm");
+        if (subnet_manager) sm = std::make_unique<hcasim::subnet_manager>("sm");
     }
 }
 
@@ -63,10 +64,9 @@ machine::machine() {
         const double rate = n.cable.data_rate_gbps();
         n.adapter.set_link(rate, n.cable.width, n.cable.speed_code(), n.lid(), n.lmc());
         // The switch's output toward node i is the other direction of node i's cable.
-        net.sw->set_route(i, n.lid(), rate, sc_time(n.cable.propagation_ns.get(), SC_NS), n.cable.fault_config(),
-                          n.lmc());
-        if (n.cable.down_at_ns >= 0)
-            n.adapter.link_down_at(sc_time(n.cable.down_at_ns.get(), SC_NS));
+        net.sw->set_route(i, n.lid(), rate, sc_time(n.cable.propagation_ns.get(), SC_NS),
+                          n.cable.fault_config(), n.lmc());
+        if (n.cable.down_at_ns >= 0) n.adapter.link_down_at(sc_time(n.cable.down_at_ns.get(), SC_NS));
         // Multicast membership: when the HCA's first QP joins a group (or its last leaves), the
         // switch port toward it joins (leaves) the group's forwarding entry. This stands in for
         // the subnet administrator's MCMemberRecord join and the SM programming the switch.
@@ -132,8 +132,7 @@ std::string machine::close_captures() {
     std::string failed;
     for (auto& c : captures_) {
         const std::string e = c->close();
-        if (failed.empty())
-            failed = e;
+        if (failed.empty()) failed = e;
     }
     return failed;
 }

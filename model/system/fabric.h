@@ -17,12 +17,12 @@ namespace hcasim {
 
 class fabric : public sc_core::sc_module {
 public:
-    param<unsigned> nodes;          ///< number of hosts
-    param<std::string> topology;    ///< auto|back_to_back|switch
-    param<unsigned> lmc;            ///< LID mask count of every port (0..7), as OpenSM's `lmc`
-    param<bool> subnet_manager;     ///< switch topology: a subnet manager on an extra switch port
+    param<unsigned> nodes;        ///< number of hosts
+    param<std::string> topology;  ///< auto|back_to_back|switch
+    param<unsigned> lmc;          ///< LID mask count of every port (0..7), as OpenSM's `lmc`
+    param<bool> subnet_manager;   ///< switch topology: a subnet manager on an extra switch port
 
-    std::unique_ptr<ib_switch> sw;  ///< "fabric.switch" when the topology has one
+    std::unique_ptr<ib_switch> sw;               ///< "fabric.switch" when the topology has one
     std::unique_ptr<hcasim::subnet_manager> sm;  ///< "fabric.sm": on switch port `nodes`, LID nodes + 1
 
     explicit fabric(sc_core::sc_module_name name = "fabric");

@@ -36,8 +36,7 @@ size_t split_records(const uint8_t* data, size_t size, record* out, size_t max) 
 }
 
 uint64_t gap_ps(uint8_t gap) {
-    if (gap < 200)
-        return uint64_t(gap) * 8'000;
+    if (gap < 200) return uint64_t(gap) * 8'000;
     return uint64_t(gap - 199) * 100'000'000;
 }
 
@@ -47,11 +46,10 @@ bool is_response_opcode(uint8_t opcode) {
 }
 
 uint32_t dest_qp_of(const uint8_t* pkt, size_t len) {
-    if (len < wire::LRH_BYTES)
-        return ~0u;
-    const size_t bth = wire::LRH_BYTES + ((pkt[1] & 3) == uint8_t(wire::lnh::iba_global) ? wire::GRH_BYTES : 0);
-    if (len < bth + wire::BTH_BYTES)
-        return ~0u;
+    if (len < wire::LRH_BYTES) return ~0u;
+    const size_t bth =
+        wire::LRH_BYTES + ((pkt[1] & 3) == uint8_t(wire::lnh::iba_global) ? wire::GRH_BYTES : 0);
+    if (len < bth + wire::BTH_BYTES) return ~0u;
     return wire::decode_bth(pkt + bth).dest_qp;
 }
 
@@ -62,8 +60,7 @@ size_t build_packet(const record& r, target_info& t, const mr_info* mrs, size_t 
         std::memcpy(out, r.body, n);
         return n;
     }
-    if (k == kind::seal)
-        return seal_body(r, out);
+    if (k == kind::seal) return seal_body(r, out);
 
     // Build: read the headers from a zero-extended copy of the body, so short bodies decode.
     uint8_t in[wire::MAX_HEADER_BYTES] = {};
@@ -81,21 +78,43 @@ size_t build_packet(const record& r, target_info& t, const mr_info* mrs, size_t 
     }
     h.b = wire::decode_bth(in + off);
     off += wire::BTH_BYTES;
-    if (!(r.ctl & ctl::KEEP_TRANSPORT))
-        h.b.opcode = uint8_t(wire::op::RC | (h.b.opcode & 0x1F));
+    if (!(r.ctl & ctl::KEEP_TRANSPORT)) h.b.opcode = uint8_t(wire::op::RC | (h.b.opcode & 0x1F));
     const wire::opcode_layout lay = wire::layout_of(h.b.opcode);
-    if (!lay.valid)
-        return seal_body(r, out);  // reserved opcode: the parser's bad_opcode path
+    if (!lay.valid) return seal_body(r, out);  // reserved opcode: the parser's bad_opcode path
     // Extension headers in wire order (IBA 9.2): RDETH, DETH, RETH | AtomicETH, AETH,
     // AtomicAckETH, ImmDt | IETH.
-    if (lay.rdeth) { h.rd = wire::decode_rdeth(in + off); off += wire::RDETH_BYTES; }
-    if (lay.deth) { h.d = wire::decode_deth(in + off); off += wire::DETH_BYTES; }
-    if (lay.reth) { h.r = wire::decode_reth(in + off); off += wire::RETH_BYTES; }
-    if (lay.atomic_eth) { h.ae = wire::decode_atomic_eth(in + off); off += wire::ATOMIC_ETH_BYTES; }
-    if (lay.aeth) { h.a = wire::decode_aeth(in + off); off += wire::AETH_BYTES; }
-    if (lay.atomic_ack_eth) { h.aae = wire::decode_atomic_ack_eth(in + off); off += wire::ATOMIC_ACK_ETH_BYTES; }
-    if (lay.immdt) { h.immdt = wire::get_be32(in + off); off += wire::IMMDT_BYTES; }
-    if (lay.ieth) { h.ieth_rkey = wire::get_be32(in + off); off += wire::IETH_BYTES; }
+    if (lay.rdeth) {
+        h.rd = wire::decode_rdeth(in + off);
+        off += wire::RDETH_BYTES;
+    }
+    if (lay.deth) {
+        h.d = wire::decode_deth(in + off);
+        off += wire::DETH_BYTES;
+    }
+    if (lay.reth) {
+        h.r = wire::decode_reth(in + off);
+        off += wire::RETH_BYTES;
+    }
+    if (lay.atomic_eth) {
+        h.ae = wire::decode_atomic_eth(in + off);
+        off += wire::ATOMIC_ETH_BYTES;
+    }
+    if (lay.aeth) {
+        h.a = wire::decode_aeth(in + off);
+        off += wire::AETH_BYTES;
+    }
+    if (lay.atomic_ack_eth) {
+        h.aae = wire::decode_atomic_ack_eth(in + off);
+        off += wire::ATOMIC_ACK_ETH_BYTES;
+    }
+    if (lay.immdt) {
+        h.immdt = wire::get_be32(in + off);
+        off += wire::IMMDT_BYTES;
+    }
+    if (lay.ieth) {
+        h.ieth_rkey = wire::get_be32(in + off);
+        off += wire::IETH_BYTES;
+    }
 
     h.l.lver = 0;
     h.b.tver = 0;
@@ -104,11 +123,9 @@ size_t build_packet(const record& r, target_info& t, const mr_info* mrs, size_t 
         h.b.dest_qp = t.qpn & PSN_MASK;
         h.b.pkey = t.pkey;
     }
-    if (r.ctl & ctl::ACK_REQ)
-        h.b.ack_req = true;
+    if (r.ctl & ctl::ACK_REQ) h.b.ack_req = true;
     uint32_t& expected = is_response_opcode(h.b.opcode) ? t.resp_psn : t.req_psn;
-    if (!(r.ctl & ctl::KEEP_PSN))
-        h.b.psn = uint32_t(int64_t(expected) + r.psn_delta) & PSN_MASK;
+    if (!(r.ctl & ctl::KEEP_PSN)) h.b.psn = uint32_t(int64_t(expected) + r.psn_delta) & PSN_MASK;
     expected = (h.b.psn + 1) & PSN_MASK;
     if ((r.ctl & ctl::LIVE_MR) && n_mrs) {
         // Choose the MR by the body's R_Key; the offset may run up to 256 bytes past its end.
@@ -128,15 +145,12 @@ size_t build_packet(const record& r, target_info& t, const mr_info* mrs, size_t 
     const size_t avail = r.body_len > off ? r.body_len - off : 0;
     const size_t room = MAX_WIRE_BYTES - wire::MAX_HEADER_BYTES - 3 - wire::ICRC_BYTES - wire::VCRC_BYTES;
     size_t plen = lay.payload ? std::min(avail, room) : 0;
-    if (k == kind::build_mtu && lay.payload)
-        plen = std::min<size_t>(t.mtu_bytes, room);
+    if (k == kind::build_mtu && lay.payload) plen = std::min<size_t>(t.mtu_bytes, room);
     const size_t hdr = wire::encode_headers(h, plen, out);
-    if (hdr == 0)
-        return seal_body(r, out);  // too long for the 11-bit PktLen
+    if (hdr == 0) return seal_body(r, out);  // too long for the 11-bit PktLen
     uint8_t* dst = out + hdr;
     if (k == kind::build_mtu) {
-        for (size_t i = 0; i < plen; ++i)
-            dst[i] = avail ? src[i % avail] : 0;
+        for (size_t i = 0; i < plen; ++i) dst[i] = avail ? src[i % avail] : 0;
     } else if (plen) {
         std::memcpy(dst, src, plen);
     }

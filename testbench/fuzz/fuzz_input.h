@@ -41,10 +41,10 @@ constexpr uint8_t GRH = 0x80;             ///< the body has a GRH after the LRH 
 
 /// One decoded record; body points into the input.
 struct record {
-    uint8_t ctl = 0;         ///< see namespace ctl
-    uint8_t sel = 0;         ///< target selector: index (mod count) into the harness's target list
-    int8_t psn_delta = 0;    ///< PSN offset from the expected PSN (build kinds)
-    uint8_t gap = 0;         ///< arrival gap after the previous packet (gap_ps)
+    uint8_t ctl = 0;       ///< see namespace ctl
+    uint8_t sel = 0;       ///< target selector: index (mod count) into the harness's target list
+    int8_t psn_delta = 0;  ///< PSN offset from the expected PSN (build kinds)
+    uint8_t gap = 0;       ///< arrival gap after the previous packet (gap_ps)
     const uint8_t* body = nullptr;
     size_t body_len = 0;
 };
@@ -60,12 +60,12 @@ uint64_t gap_ps(uint8_t gap);
 /// next request and next response packet and advance past each packet built (so PSN delta 0
 /// gives consecutive PSNs for a FIRST/MIDDLE/LAST sequence).
 struct target_info {
-    uint32_t qpn = 0;        ///< DestQP
-    uint16_t lid = 0;        ///< DLID (the target port's LID)
-    uint16_t pkey = 0xFFFF;  ///< P_Key the QP is bound to
-    uint32_t mtu_bytes = 256;///< path MTU of the QP (payload size of build_mtu)
-    uint32_t req_psn = 0;    ///< expected PSN of the next request (the responder's ePSN)
-    uint32_t resp_psn = 0;   ///< expected PSN of the next response (ACK, READ response)
+    uint32_t qpn = 0;          ///< DestQP
+    uint16_t lid = 0;          ///< DLID (the target port's LID)
+    uint16_t pkey = 0xFFFF;    ///< P_Key the QP is bound to
+    uint32_t mtu_bytes = 256;  ///< path MTU of the QP (payload size of build_mtu)
+    uint32_t req_psn = 0;      ///< expected PSN of the next request (the responder's ePSN)
+    uint32_t resp_psn = 0;     ///< expected PSN of the next response (ACK, READ response)
 };
 
 /// A memory region of the target that LIVE_MR may point RETH / AtomicETH at.

@@ -18,8 +18,7 @@ std::vector<uint8_t> headers_body(wire::headers h, size_t payload) {
     uint8_t buf[wire::MAX_HEADER_BYTES];
     const size_t n = wire::encode_headers(h, payload, buf);
     std::vector<uint8_t> v(buf, buf + n);
-    for (size_t i = 0; i < payload; ++i)
-        v.push_back(uint8_t(i));
+    for (size_t i = 0; i < payload; ++i) v.push_back(uint8_t(i));
     return v;
 }
 

@@ -14,7 +14,8 @@
 
 // AddressSanitizer's fiber interface (weak: null without ASan).
 extern "C" {
-void __sanitizer_start_switch_fiber(void** fake_stack_save, const void* bottom, size_t size) __attribute__((weak));
+void __sanitizer_start_switch_fiber(void** fake_stack_save, const void* bottom, size_t size)
+    __attribute__((weak));
 void __sanitizer_finish_switch_fiber(void* fake_stack_save, const void** bottom_old, size_t* size_old)
     __attribute__((weak));
 }
@@ -26,7 +27,7 @@ using namespace hcasim::verbs;
 
 namespace {
 constexpr unsigned TARGET_NODE = 1;
-constexpr uint16_t PEER_LID = 1;           // node0: has no QPs, so nothing answers the target
+constexpr uint16_t PEER_LID = 1;  // node0: has no QPs, so nothing answers the target
 constexpr uint32_t PEER_QPN_BASE = 0x00F000;
 constexpr uint16_t LIMITED_PKEY = 0x0123;  // P_Key table entry 1: a limited member
 constexpr uint64_t SETTLE_NS = 20'000;     // after a restore: WQE fetch and the in-flight packets leave
@@ -57,15 +58,13 @@ struct stack_bounds {
 stack_bounds main_stack;
 
 void restore_main_stack() {
-    if (!__sanitizer_start_switch_fiber || !__sanitizer_finish_switch_fiber || !main_stack.size)
-        return;
+    if (!__sanitizer_start_switch_fiber || !__sanitizer_finish_switch_fiber || !main_stack.size) return;
     __sanitizer_start_switch_fiber(nullptr, main_stack.bottom, main_stack.size);
     __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
 }
 
 void record_main_stack() {
-    if (!__sanitizer_start_switch_fiber || !__sanitizer_finish_switch_fiber)
-        return;
+    if (!__sanitizer_start_switch_fiber || !__sanitizer_finish_switch_fiber) return;
     pthread_attr_t a;
     void* addr = nullptr;
     size_t size = 0;
@@ -81,8 +80,7 @@ void record_main_stack() {
 
 std::vector<uint8_t> fill_pattern(size_t n, uint8_t seed) {
     std::vector<uint8_t> v(n);
-    for (size_t i = 0; i < n; ++i)
-        v[i] = uint8_t(seed + i * 7 + (i >> 8));
+    for (size_t i = 0; i < n; ++i) v[i] = uint8_t(seed + i * 7 + (i >> 8));
     return v;
 }
 }  // namespace
@@ -149,8 +147,7 @@ uint16_t port_bench::target_lid() const { return m_->at(TARGET_NODE).lid(); }
 
 size_t port_bench::target_index(const std::string& name) const {
     for (size_t i = 0; i < targets_.size(); ++i)
-        if (targets_[i].name == name)
-            return i;
+        if (targets_[i].name == name) return i;
     fail("no target named " + name);
 }
 
@@ -171,40 +168,33 @@ void port_bench::start() {
         fail(std::string("SystemC error during setup: ") + e.what());
     }
     restore_main_stack();
-    if (!ready_ || busy_)
-        fail("setup did not finish");
+    if (!ready_ || busy_) fail("setup did not finish");
 }
 
 // ---------------------------------------------------------------- control process
 
 void port_bench::setup() {
     ctx_ = ibv_open_device(sw_->driver, sw_->as);
-    if (!ctx_)
-        fail("ibv_open_device: " + sw_->driver.last_error());
-    if (ibv_query_device(ctx_, &dev_))
-        fail("ibv_query_device failed");
+    if (!ctx_) fail("ibv_open_device: " + sw_->driver.last_error());
+    if (ibv_query_device(ctx_, &dev_)) fail("ibv_query_device failed");
     const uint16_t limited = LIMITED_PKEY;
     if (sw_->driver.exec(hw::CMD_SET_PKEY, 1, 1, &limited, sizeof limited) != hw::CMD_OK)
         fail("SET_PKEY failed");
     pd_ = ibv_alloc_pd(ctx_);
     scq_ = ibv_create_cq(ctx_, 1024);
     rcq_ = ibv_create_cq(ctx_, 1024);
-    if (!pd_ || !scq_ || !rcq_)
-        fail("PD/CQ setup failed");
+    if (!pd_ || !scq_ || !rcq_) fail("PD/CQ setup failed");
     full_access_ = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    if (dev_.atomic_cap != IBV_ATOMIC_NONE)
-        full_access_ |= IBV_ACCESS_REMOTE_ATOMIC;
+    if (dev_.atomic_cap != IBV_ATOMIC_NONE) full_access_ |= IBV_ACCESS_REMOTE_ATOMIC;
 
     auto make = [&](region& r, size_t len, int access, uint8_t seed) {
         r.len = len;
         r.va = sw_->as.alloc(len, 4096);
-        if (!r.va)
-            fail("out of memory");
+        if (!r.va) fail("out of memory");
         const std::vector<uint8_t> v = fill_pattern(len, seed);
         sw_->as.write(r.va, v.data(), len);
         r.mr = ibv_reg_mr(pd_, r.va, len, access);
-        if (!r.mr)
-            fail("ibv_reg_mr failed, errno " + std::to_string(errno));
+        if (!r.mr) fail("ibv_reg_mr failed, errno " + std::to_string(errno));
     };
     make(rw_, 64 * 1024, int(full_access_), 0x11);
     make(ro_, 8 * 1024, IBV_ACCESS_REMOTE_READ, 0x22);
@@ -216,10 +206,8 @@ void port_bench::setup() {
     make(stale, 4096, int(full_access_), 0x77);
     stale_rkey_ = stale.mr->rkey;
     const mr_info stale_info{stale.va, stale.len, stale_rkey_};
-    if (ibv_dereg_mr(stale.mr))
-        fail("ibv_dereg_mr failed");
-    for (const region* r : {&rw_, &ro_, &local_, &recv_})
-        mrs_.push_back({r->va, r->len, r->mr->rkey});
+    if (ibv_dereg_mr(stale.mr)) fail("ibv_dereg_mr failed");
+    for (const region* r : {&rw_, &ro_, &local_, &recv_}) mrs_.push_back({r->va, r->len, r->mr->rkey});
     mrs_.push_back(stale_info);
     ro_image_ = fill_pattern(ro_.len, 0x22);
     local_image_ = fill_pattern(local_.len, 0x33);
@@ -238,16 +226,13 @@ void port_bench::setup() {
         ibv_qp_init_attr ia = a;
         qps_[i].plan = &plans()[i];
         qps_[i].qp = ibv_create_qp(pd_, &ia);
-        if (!qps_[i].qp)
-            fail(std::string("ibv_create_qp failed for ") + plans()[i].name);
+        if (!qps_[i].qp) fail(std::string("ibv_create_qp failed for ") + plans()[i].name);
     }
     ibv_qp_init_attr ia = a;
     ibv_qp* gone = ibv_create_qp(pd_, &ia);
-    if (!gone)
-        fail("ibv_create_qp failed");
+    if (!gone) fail("ibv_create_qp failed");
     const uint32_t destroyed_qpn = gone->qp_num;
-    if (ibv_destroy_qp(gone))
-        fail("ibv_destroy_qp failed");
+    if (ibv_destroy_qp(gone)) fail("ibv_destroy_qp failed");
 
     for (size_t i = 0; i < qps_.size(); ++i) {
         const qp_plan& p = *qps_[i].plan;
@@ -260,8 +245,11 @@ void port_bench::setup() {
         targets_.push_back(t);
     }
     const uint32_t num_qps = sw_->driver.num_qps();
-    const std::pair<const char*, uint32_t> invalid[] = {
-        {"qpn0", 0}, {"destroyed", destroyed_qpn}, {"unused", num_qps - 1}, {"beyond", num_qps}, {"qpn_max", PSN_MASK}};
+    const std::pair<const char*, uint32_t> invalid[] = {{"qpn0", 0},
+                                                        {"destroyed", destroyed_qpn},
+                                                        {"unused", num_qps - 1},
+                                                        {"beyond", num_qps},
+                                                        {"qpn_max", PSN_MASK}};
     for (const auto& [name, qpn] : invalid) {
         target t;
         t.name = name;
@@ -282,18 +270,17 @@ void port_bench::restore(live_qp& q) {
         fail(std::string("restore ") + p.name + ": modify to Reset failed (" + std::to_string(rc) + ")");
     ++q.generation;
     q.outstanding.clear();
-    if (p.state == IBV_QPS_RESET)
-        return;
+    if (p.state == IBV_QPS_RESET) return;
     attr = ibv_qp_attr{};
     attr.qp_state = IBV_QPS_INIT;
     attr.pkey_index = p.pkey_index;
     attr.port_num = 1;
     attr.qp_access_flags = p.remote_access ? full_access_ : unsigned(IBV_ACCESS_LOCAL_WRITE);
-    if (int rc = ibv_modify_qp(q.qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    if (int rc =
+            ibv_modify_qp(q.qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
         fail(std::string("restore ") + p.name + ": modify to Init failed (" + std::to_string(rc) + ")");
     post_recvs(q);
-    if (p.state == IBV_QPS_INIT)
-        return;
+    if (p.state == IBV_QPS_INIT) return;
     if (p.state == IBV_QPS_ERR) {
         attr = ibv_qp_attr{};
         attr.qp_state = IBV_QPS_ERR;
@@ -315,8 +302,7 @@ void port_bench::restore(live_qp& q) {
                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
         fail(std::string("restore ") + p.name + ": modify to RTR failed (" + std::to_string(rc) + ")");
-    if (p.state == IBV_QPS_RTR)
-        return;
+    if (p.state == IBV_QPS_RTR) return;
     attr = ibv_qp_attr{};
     attr.qp_state = IBV_QPS_RTS;
     attr.sq_psn = p.sq_psn;
@@ -328,11 +314,10 @@ void port_bench::restore(live_qp& q) {
     attr.rnr_retry = timed ? 2 : 7;
     attr.max_rd_atomic = uint8_t(std::min(dev_.max_qp_init_rd_atom, 4));
     if (int rc = ibv_modify_qp(q.qp, &attr,
-                               IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                   IBV_QP_MAX_QP_RD_ATOMIC))
+                               IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
         fail(std::string("restore ") + p.name + ": modify to RTS failed (" + std::to_string(rc) + ")");
-    if (p.sends == sends::inflight)
-        post_inflight(q);
+    if (p.sends == sends::inflight) post_inflight(q);
     if (p.state == IBV_QPS_SQD) {
         attr = ibv_qp_attr{};
         attr.qp_state = IBV_QPS_SQD;
@@ -395,9 +380,9 @@ void port_bench::post_inflight(live_qp& q) {
         ibv_send_wr* bad = nullptr;
         const int rc = ibv_post_send(q.qp, &wr, &bad);
         if (rc && !(r.optional && rc == EINVAL))
-            fail(std::string("restore ") + q.plan->name + ": ibv_post_send failed (" + std::to_string(rc) + ")");
-        if (!rc)
-            q.outstanding.push_back(wr.wr_id);
+            fail(std::string("restore ") + q.plan->name + ": ibv_post_send failed (" + std::to_string(rc) +
+                 ")");
+        if (!rc) q.outstanding.push_back(wr.wr_id);
     }
 }
 
@@ -438,21 +423,21 @@ void port_bench::drain_cqs() {
             for (int k = 0; k < n; ++k) {
                 live_qp* q = nullptr;
                 for (live_qp& c : qps_)
-                    if (c.qp->qp_num == wc[k].qp_num)
-                        q = &c;
+                    if (c.qp->qp_num == wc[k].qp_num) q = &c;
                 if (!q)
-                    fail("completion for QPN " + std::to_string(wc[k].qp_num) + ", which the target does not own");
+                    fail("completion for QPN " + std::to_string(wc[k].qp_num) +
+                         ", which the target does not own");
                 q->dirty = true;
                 auto it = std::find(q->outstanding.begin(), q->outstanding.end(), wc[k].wr_id);
                 if (it == q->outstanding.end())
                     fail(std::string("completion on QP ") + q->plan->name + " for wr_id " + hex(wc[k].wr_id) +
-                         " (status " + std::to_string(wc[k].status) + ", opcode " + std::to_string(wc[k].opcode) +
+                         " (status " + std::to_string(wc[k].status) + ", opcode " +
+                         std::to_string(wc[k].opcode) +
                          "), which is not outstanding (never posted, or completed twice)");
                 q->outstanding.erase(it);
             }
         }
-        if (n < 0)
-            fail("ibv_poll_cq returned " + std::to_string(n));
+        if (n < 0) fail("ibv_poll_cq returned " + std::to_string(n));
     }
     const uint64_t overruns = m_->at(TARGET_NODE).adapter.cqs.overruns.value();
     if (overruns != overruns_base_)
@@ -466,14 +451,12 @@ void port_bench::check_protected_memory() {
     std::vector<uint8_t> now;
     for (const auto& [r, image] : guarded) {
         now.resize(r->len);
-        if (!sw_->as.read(r->va, now.data(), r->len))
-            fail("protected buffer unmapped");
+        if (!sw_->as.read(r->va, now.data(), r->len)) fail("protected buffer unmapped");
         if (now != *image) {
             size_t at = 0;
-            while (now[at] == (*image)[at])
-                ++at;
-            fail("memory without remote write access changed: MR rkey " + hex(r->mr->rkey) +
-                 " offset " + std::to_string(at));
+            while (now[at] == (*image)[at]) ++at;
+            fail("memory without remote write access changed: MR rkey " + hex(r->mr->rkey) + " offset " +
+                 std::to_string(at));
         }
     }
 }
@@ -489,8 +472,7 @@ void port_bench::check() {
         if (eng.state(q.qp->qp_num) != q.base_state || sq != q.base_sq_psn || rq != q.base_rq_psn)
             q.dirty = true;
         for (uint32_t t : touched_)
-            if (t == q.qp->qp_num)
-                q.dirty = true;
+            if (t == q.qp->qp_num) q.dirty = true;
     }
     touched_.clear();
 }
@@ -507,8 +489,7 @@ void port_bench::prepare() {
     if (any) {
         phase_ = "settle";
         m_->at(TARGET_NODE).cpu.sleep_ns(SETTLE_NS);
-        for (live_qp& q : qps_)
-            q.dirty = false;
+        for (live_qp& q : qps_) q.dirty = false;
         drain_cqs();  // marks a QP that completed something while settling dirty again
         for (live_qp& q : qps_) {
             q.base_state = eng.state(q.qp->qp_num);
@@ -539,8 +520,7 @@ void port_bench::inject() {
     tlm::tlm_generic_payload gp;
     for (size_t i = 0; i < n_records_; ++i) {
         const record& r = records_[i];
-        if (const uint64_t gap = gap_ps(r.gap))
-            wait(sc_time(double(gap), SC_PS));
+        if (const uint64_t gap = gap_ps(r.gap)) wait(sc_time(double(gap), SC_PS));
         const size_t t = r.sel % targets_.size();
         const size_t len = build_packet(r, tinfo_[t], mrs_.data(), mrs_.size(), wire_);
         touched_.push_back(dest_qp_of(wire_, len));
@@ -558,8 +538,7 @@ void port_bench::inject() {
 // ---------------------------------------------------------------- one input
 
 void port_bench::run_input(const uint8_t* data, size_t size) {
-    if (!ready_)
-        start();
+    if (!ready_) start();
     n_records_ = split_records(data, size, records_, MAX_RECORDS);
     ++inputs_;
     const sc_time t0 = sc_time_stamp();
@@ -578,9 +557,9 @@ void port_bench::run_phase(sc_event& go) {
     }
     restore_main_stack();
     if (sc_pending_activity())
-        fail("hang: events still pending after " + std::to_string(MAX_INPUT_SIM_NS) + " ns of simulated time");
-    if (busy_)
-        fail("the control process is blocked (nothing left to wake it)");
+        fail("hang: events still pending after " + std::to_string(MAX_INPUT_SIM_NS) +
+             " ns of simulated time");
+    if (busy_) fail("the control process is blocked (nothing left to wake it)");
 }
 
 port_bench& bench() {

@@ -98,9 +98,9 @@ private:
     struct live_qp {
         const qp_plan* plan = nullptr;
         verbs::ibv_qp* qp = nullptr;
-        uint32_t generation = 0;         // restores so far (part of every wr_id)
+        uint32_t generation = 0;            // restores so far (part of every wr_id)
         std::vector<uint64_t> outstanding;  // wr_ids posted since the restore and not completed
-        uint8_t base_state = 0;          // hardware state and PSNs right after the restore
+        uint8_t base_state = 0;             // hardware state and PSNs right after the restore
         uint32_t base_sq_psn = 0, base_rq_psn = 0;
         bool dirty = true;
     };
@@ -145,7 +145,7 @@ private:
     };
     region rw_, ro_, local_, recv_, src_, readbuf_;
     uint32_t stale_rkey_ = 0;
-    std::vector<mr_info> mrs_;        // LIVE_MR choices
+    std::vector<mr_info> mrs_;  // LIVE_MR choices
     std::vector<uint8_t> ro_image_, local_image_, src_image_;
     std::vector<live_qp> qps_;
     std::vector<target> targets_;
@@ -155,7 +155,7 @@ private:
     record records_[MAX_RECORDS];
     size_t n_records_ = 0;
     uint8_t wire_[MAX_WIRE_BYTES];
-    std::vector<uint32_t> touched_;   // DestQPs of the packets of the last input
+    std::vector<uint32_t> touched_;  // DestQPs of the packets of the last input
 
     bool ready_ = false, busy_ = false;
     const char* phase_ = "elaboration";

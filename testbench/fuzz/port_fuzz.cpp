@@ -15,20 +15,17 @@ namespace {
 void write_counters() {
     const char* path = std::getenv("HCASIM_FUZZ_COUNTERS");
     FILE* f = path ? std::fopen(path, "w") : nullptr;
-    if (!f)
-        return;
+    if (!f) return;
     std::fprintf(f, "inputs %llu\n", (unsigned long long)hcasim::fuzz::bench().inputs());
     for (const hcasim::counter* c : hcasim::stats_registry::instance().counters())
-        if (c->value())
-            std::fprintf(f, "%s %llu\n", c->key().c_str(), (unsigned long long)c->value());
+        if (c->value()) std::fprintf(f, "%s %llu\n", c->key().c_str(), (unsigned long long)c->value());
     std::fclose(f);
 }
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
     hcasim::fuzz::bench();
-    if (std::getenv("HCASIM_FUZZ_COUNTERS"))
-        std::atexit(write_counters);
+    if (std::getenv("HCASIM_FUZZ_COUNTERS")) std::atexit(write_counters);
     return 0;
 }
 

@@ -33,8 +33,7 @@ int usage() {
 /// Every counter's value, in declaration order.
 std::vector<uint64_t> counter_values() {
     std::vector<uint64_t> v;
-    for (const hcasim::counter* c : hcasim::stats_registry::instance().counters())
-        v.push_back(c->value());
+    for (const hcasim::counter* c : hcasim::stats_registry::instance().counters()) v.push_back(c->value());
     return v;
 }
 
@@ -42,7 +41,8 @@ int write_seeds(const std::string& dir) {
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) {
-        std::fprintf(stderr, "port_fuzz_replay: error: cannot create %s: %s\n", dir.c_str(), ec.message().c_str());
+        std::fprintf(stderr, "port_fuzz_replay: error: cannot create %s: %s\n", dir.c_str(),
+                     ec.message().c_str());
         return 2;
     }
     const auto seeds = hcasim::fuzz::make_seeds(hcasim::fuzz::bench());
@@ -62,22 +62,18 @@ int write_seeds(const std::string& dir) {
 }  // namespace
 
 int main(int argc, char* argv[]) {
-    if (argc == 3 && std::strcmp(argv[1], "--write-seeds") == 0)
-        return write_seeds(argv[2]);
+    if (argc == 3 && std::strcmp(argv[1], "--write-seeds") == 0) return write_seeds(argv[2]);
     int first = 1;
     const bool verbose = argc > 1 && std::strcmp(argv[1], "-v") == 0;
-    if (verbose)
-        ++first;
-    if (argc <= first || argv[first][0] == '-')
-        return usage();
+    if (verbose) ++first;
+    if (argc <= first || argv[first][0] == '-') return usage();
     std::vector<std::string> files;
     for (int i = first; i < argc; ++i) {
         std::error_code ec;
         if (fs::is_directory(argv[i], ec)) {
             std::vector<std::string> in_dir;
             for (const auto& e : fs::directory_iterator(argv[i], ec))
-                if (e.is_regular_file())
-                    in_dir.push_back(e.path().string());
+                if (e.is_regular_file()) in_dir.push_back(e.path().string());
             std::sort(in_dir.begin(), in_dir.end());
             files.insert(files.end(), in_dir.begin(), in_dir.end());
         } else if (fs::is_regular_file(argv[i], ec)) {
@@ -94,7 +90,8 @@ int main(int argc, char* argv[]) {
     hcasim::fuzz::port_bench& b = hcasim::fuzz::bench();
     for (const std::string& f : files) {
         std::ifstream in(f, std::ios::binary);
-        const std::vector<uint8_t> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::vector<uint8_t> data((std::istreambuf_iterator<char>(in)),
+                                        std::istreambuf_iterator<char>());
         if (!in.good() && !in.eof()) {
             std::fprintf(stderr, "port_fuzz_replay: error: cannot read %s\n", f.c_str());
             return 2;
@@ -108,7 +105,8 @@ int main(int argc, char* argv[]) {
             const auto& all = hcasim::stats_registry::instance().counters();
             for (size_t i = 0; i < all.size() && i < before.size(); ++i)
                 if (after[i] != before[i])
-                    std::printf("    %s +%llu\n", all[i]->key().c_str(), (unsigned long long)(after[i] - before[i]));
+                    std::printf("    %s +%llu\n", all[i]->key().c_str(),
+                                (unsigned long long)(after[i] - before[i]));
         }
     }
     std::printf("%zu passed, 0 failed\n", files.size());

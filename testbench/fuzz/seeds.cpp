@@ -20,8 +20,7 @@ constexpr uint32_t MR_RW = 0, MR_RO = 1, MR_LOCAL = 2, MR_STALE = 4;
 
 std::vector<uint8_t> bytes(size_t n, uint8_t seed) {
     std::vector<uint8_t> v(n);
-    for (size_t i = 0; i < n; ++i)
-        v[i] = uint8_t(seed + 13 * i);
+    for (size_t i = 0; i < n; ++i) v[i] = uint8_t(seed + 13 * i);
     return v;
 }
 
@@ -57,7 +56,8 @@ wire::headers with_aeth(uint8_t opcode, uint8_t syndrome) {
 class seed {
 public:
     seed(const port_bench& b, std::string name) : b_(b), name_(std::move(name)) {}
-    seed& add(uint8_t c, const std::string& target, int8_t psn_delta, uint8_t gap, const std::vector<uint8_t>& bdy) {
+    seed& add(uint8_t c, const std::string& target, int8_t psn_delta, uint8_t gap,
+              const std::vector<uint8_t>& bdy) {
         append_record(bytes_, c, uint8_t(b_.target_index(target)), psn_delta, gap, bdy);
         return *this;
     }
@@ -75,7 +75,9 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> make_seeds(const port_
     const uint8_t AR = ctl::ACK_REQ, MR = ctl::LIVE_MR;
 
     // ---- requests to the RTS QP (path MTU 256, receives posted, requests of its own in flight)
-    out.push_back(seed(b, "rts-send-only").add(BUILD | AR, "rts", 0, 0, body(hdr(op::RC_SEND_ONLY), bytes(64, 1))).done());
+    out.push_back(seed(b, "rts-send-only")
+                      .add(BUILD | AR, "rts", 0, 0, body(hdr(op::RC_SEND_ONLY), bytes(64, 1)))
+                      .done());
     out.push_back(seed(b, "rts-send-first-middle-last")
                       .add(BUILD_MTU, "rts", 0, 0, body(hdr(op::RC_SEND_FIRST), bytes(16, 2)))
                       .add(BUILD_MTU, "rts", 0, 0, body(hdr(op::RC_SEND_MIDDLE), bytes(16, 3)))
@@ -85,7 +87,8 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> make_seeds(const port_
         wire::headers h = hdr(op::RC_SEND_ONLY_IMM);
         h.immdt = 0x12345678;
         h.b.se = true;
-        out.push_back(seed(b, "rts-send-only-imm").add(BUILD | AR, "rts", 0, 0, body(h, bytes(32, 5))).done());
+        out.push_back(
+            seed(b, "rts-send-only-imm").add(BUILD | AR, "rts", 0, 0, body(h, bytes(32, 5))).done());
     }
     out.push_back(seed(b, "rts-send-too-long-for-receive")
                       .add(BUILD_MTU, "rts", 0, 0, body(hdr(op::RC_SEND_FIRST), bytes(8, 6)))
@@ -95,37 +98,45 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> make_seeds(const port_
                       .add(BUILD | AR, "rts", 0, 0, body(hdr(op::RC_SEND_LAST), bytes(8, 10)))
                       .done());
     out.push_back(seed(b, "rts-write-only")
-                      .add(BUILD | AR | MR, "rts", 0, 0, body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_RW, 0x100, 64), bytes(64, 11)))
+                      .add(BUILD | AR | MR, "rts", 0, 0,
+                           body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_RW, 0x100, 64), bytes(64, 11)))
                       .done());
     out.push_back(seed(b, "rts-write-first-middle-last")
-                      .add(BUILD_MTU | MR, "rts", 0, 0, body(with_reth(op::RC_RDMA_WRITE_FIRST, MR_RW, 0x2000, 532), bytes(4, 12)))
+                      .add(BUILD_MTU | MR, "rts", 0, 0,
+                           body(with_reth(op::RC_RDMA_WRITE_FIRST, MR_RW, 0x2000, 532), bytes(4, 12)))
                       .add(BUILD_MTU, "rts", 0, 0, body(hdr(op::RC_RDMA_WRITE_MIDDLE), bytes(4, 13)))
                       .add(BUILD | AR, "rts", 0, 0, body(hdr(op::RC_RDMA_WRITE_LAST), bytes(20, 14)))
                       .done());
     {
         wire::headers h = with_reth(op::RC_RDMA_WRITE_ONLY_IMM, MR_RW, 0x400, 16);
         h.immdt = 0xABCD;
-        out.push_back(seed(b, "rts-write-only-imm").add(BUILD | AR | MR, "rts", 0, 0, body(h, bytes(16, 15))).done());
+        out.push_back(
+            seed(b, "rts-write-only-imm").add(BUILD | AR | MR, "rts", 0, 0, body(h, bytes(16, 15))).done());
     }
     out.push_back(seed(b, "rts-write-to-read-only-mr")
-                      .add(BUILD | AR | MR, "rts", 0, 0, body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_RO, 0x10, 32), bytes(32, 16)))
+                      .add(BUILD | AR | MR, "rts", 0, 0,
+                           body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_RO, 0x10, 32), bytes(32, 16)))
                       .done());
     out.push_back(seed(b, "rts-write-to-local-only-mr")
-                      .add(BUILD | AR | MR, "rts", 0, 0, body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_LOCAL, 0x10, 32), bytes(32, 17)))
+                      .add(BUILD | AR | MR, "rts", 0, 0,
+                           body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_LOCAL, 0x10, 32), bytes(32, 17)))
                       .done());
     out.push_back(seed(b, "rts-write-stale-rkey")
-                      .add(BUILD | AR | MR, "rts", 0, 0, body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_STALE, 0, 8), bytes(8, 18)))
+                      .add(BUILD | AR | MR, "rts", 0, 0,
+                           body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_STALE, 0, 8), bytes(8, 18)))
                       .done());
     out.push_back(seed(b, "rts-write-past-mr-end")
                       .add(BUILD | AR | MR, "rts", 0, 0,
                            body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_RW, 64 * 1024 - 16, 64), bytes(64, 19)))
                       .done());
     out.push_back(seed(b, "rts-write-length-mismatch")
-                      .add(BUILD | AR | MR, "rts", 0, 0, body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_RW, 0x80, 100), bytes(64, 20)))
+                      .add(BUILD | AR | MR, "rts", 0, 0,
+                           body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_RW, 0x80, 100), bytes(64, 20)))
                       .done());
-    out.push_back(seed(b, "rts-read-request")
-                      .add(BUILD | AR | MR, "rts", 0, 0, body(with_reth(op::RC_RDMA_READ_REQUEST, MR_RO, 0x40, 600)))
-                      .done());
+    out.push_back(
+        seed(b, "rts-read-request")
+            .add(BUILD | AR | MR, "rts", 0, 0, body(with_reth(op::RC_RDMA_READ_REQUEST, MR_RO, 0x40, 600)))
+            .done());
     {
         wire::headers fa = hdr(op::RC_FETCH_ADD);
         fa.ae.rkey = MR_RW;
@@ -168,25 +179,31 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> make_seeds(const port_
                       .add(BUILD, "rts", 40, 0, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
                       .done());
     out.push_back(seed(b, "rts-nak-psn-sequence")
-                      .add(BUILD, "rts", 0, 0, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_nak(wire::nak::PSN_SEQUENCE_ERROR))))
+                      .add(BUILD, "rts", 0, 0,
+                           body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_nak(wire::nak::PSN_SEQUENCE_ERROR))))
                       .add(BUILD, "rts", -1, 100, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
                       .done());
     out.push_back(seed(b, "rts-rnr-nak-then-ack")
                       .add(BUILD, "rts", 1, 0, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_rnr_nak(1))))
                       .add(BUILD, "rts", 4, 201, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
                       .done());
-    out.push_back(seed(b, "rts-nak-errors")
-                      .add(BUILD, "rts", 3, 0, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_nak(wire::nak::REMOTE_ACCESS_ERROR))))
-                      .add(BUILD, "rts_psnwrap", 0, 0,
-                           body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_nak(wire::nak::INVALID_REQUEST))))
-                      .add(BUILD, "sqd", 0, 0,
-                           body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_nak(wire::nak::REMOTE_OPERATIONAL_ERROR))))
-                      .done());
-    out.push_back(seed(b, "rts-read-responses")
-                      .add(BUILD, "rts", 4, 0, body(with_aeth(op::RC_RDMA_READ_RESPONSE_FIRST, wire::aeth_ack(31)), bytes(256, 27)))
-                      .add(BUILD, "rts", 0, 0, body(hdr(op::RC_RDMA_READ_RESPONSE_LAST), bytes(44, 28)))
-                      .add(BUILD, "rts", -2, 10, body(with_aeth(op::RC_RDMA_READ_RESPONSE_ONLY, wire::aeth_ack(31)), bytes(16, 29)))
-                      .done());
+    out.push_back(
+        seed(b, "rts-nak-errors")
+            .add(BUILD, "rts", 3, 0,
+                 body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_nak(wire::nak::REMOTE_ACCESS_ERROR))))
+            .add(BUILD, "rts_psnwrap", 0, 0,
+                 body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_nak(wire::nak::INVALID_REQUEST))))
+            .add(BUILD, "sqd", 0, 0,
+                 body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_nak(wire::nak::REMOTE_OPERATIONAL_ERROR))))
+            .done());
+    out.push_back(
+        seed(b, "rts-read-responses")
+            .add(BUILD, "rts", 4, 0,
+                 body(with_aeth(op::RC_RDMA_READ_RESPONSE_FIRST, wire::aeth_ack(31)), bytes(256, 27)))
+            .add(BUILD, "rts", 0, 0, body(hdr(op::RC_RDMA_READ_RESPONSE_LAST), bytes(44, 28)))
+            .add(BUILD, "rts", -2, 10,
+                 body(with_aeth(op::RC_RDMA_READ_RESPONSE_ONLY, wire::aeth_ack(31)), bytes(16, 29)))
+            .done());
     {
         wire::headers h = with_aeth(op::RC_ATOMIC_ACKNOWLEDGE, wire::aeth_ack(31));
         h.aae.orig_data = 0x1122334455667788ull;
@@ -194,40 +211,51 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> make_seeds(const port_
     }
 
     // ---- responses while the busy QP is still sending (a 128-packet WRITE, then a 16-packet SEND)
-    out.push_back(seed(b, "busy-ack-and-nak-while-sending")
-                      .add(BUILD, "rts_busy", 20, 160, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
-                      .add(BUILD, "rts_busy", 0, 5, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_nak(wire::nak::PSN_SEQUENCE_ERROR))))
-                      .add(BUILD, "rts_busy", 120, 199, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
-                      .done());
-    out.push_back(seed(b, "busy-nak-mid-write-after-sent")
-                      .add(BUILD, "rts_busy", 20, 200, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
-                      .add(BUILD, "rts_busy", 19, 1, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_nak(wire::nak::PSN_SEQUENCE_ERROR))))
-                      .add(BUILD, "rts_busy", 127, 200, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
-                      .done());
-    out.push_back(seed(b, "busy-rnr-nak-mid-write-after-sent")
-                      .add(BUILD, "rts_busy", 60, 200, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_rnr_nak(1))))
-                      .add(BUILD, "rts_busy", 3, 10, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_rnr_nak(1))))
-                      .add(BUILD, "rts_busy", 127, 201, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
-                      .add(BUILD, "rts_busy", 15, 20, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
-                      .done());
-    out.push_back(seed(b, "busy-requests-while-sending")
-                      .add(BUILD | AR, "rts_busy", 0, 1, body(hdr(op::RC_SEND_ONLY), bytes(100, 56)))
-                      .add(BUILD | AR | MR, "rts_busy", 0, 1,
-                           body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_RW, 0x5000, 200), bytes(200, 57)))
-                      .add(BUILD, "rts_busy", 30, 180, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_nak(wire::nak::REMOTE_ACCESS_ERROR))))
-                      .done());
+    out.push_back(
+        seed(b, "busy-ack-and-nak-while-sending")
+            .add(BUILD, "rts_busy", 20, 160, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
+            .add(BUILD, "rts_busy", 0, 5,
+                 body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_nak(wire::nak::PSN_SEQUENCE_ERROR))))
+            .add(BUILD, "rts_busy", 120, 199, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
+            .done());
+    out.push_back(
+        seed(b, "busy-nak-mid-write-after-sent")
+            .add(BUILD, "rts_busy", 20, 200, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
+            .add(BUILD, "rts_busy", 19, 1,
+                 body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_nak(wire::nak::PSN_SEQUENCE_ERROR))))
+            .add(BUILD, "rts_busy", 127, 200, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
+            .done());
+    out.push_back(
+        seed(b, "busy-rnr-nak-mid-write-after-sent")
+            .add(BUILD, "rts_busy", 60, 200, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_rnr_nak(1))))
+            .add(BUILD, "rts_busy", 3, 10, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_rnr_nak(1))))
+            .add(BUILD, "rts_busy", 127, 201, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
+            .add(BUILD, "rts_busy", 15, 20, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
+            .done());
+    out.push_back(
+        seed(b, "busy-requests-while-sending")
+            .add(BUILD | AR, "rts_busy", 0, 1, body(hdr(op::RC_SEND_ONLY), bytes(100, 56)))
+            .add(BUILD | AR | MR, "rts_busy", 0, 1,
+                 body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_RW, 0x5000, 200), bytes(200, 57)))
+            .add(BUILD, "rts_busy", 30, 180,
+                 body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_nak(wire::nak::REMOTE_ACCESS_ERROR))))
+            .done());
 
     // ---- the timed QP: its requests time out (131 us, 3 retries) unless answered
-    out.push_back(seed(b, "timed-ack-after-one-timeout")
-                      .add(BUILD, "rts_timed", 2, 201, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
-                      .add(BUILD, "rts_timed", 4, 10, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
+    out.push_back(
+        seed(b, "timed-ack-after-one-timeout")
+            .add(BUILD, "rts_timed", 2, 201, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
+            .add(BUILD, "rts_timed", 4, 10, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
+            .done());
+    out.push_back(
+        seed(b, "timed-rnr-naks-exhausted")
+            .add(BUILD, "rts_timed", 0, 1, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_rnr_nak(1))))
+            .add(BUILD, "rts_timed", -1, 200, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_rnr_nak(1))))
+            .add(BUILD, "rts_timed", -1, 200, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_rnr_nak(1))))
+            .done());
+    out.push_back(seed(b, "timed-no-answer")
+                      .add(BUILD | AR, "rts_timed", 0, 0, body(hdr(op::RC_SEND_ONLY), bytes(8, 58)))
                       .done());
-    out.push_back(seed(b, "timed-rnr-naks-exhausted")
-                      .add(BUILD, "rts_timed", 0, 1, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_rnr_nak(1))))
-                      .add(BUILD, "rts_timed", -1, 200, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_rnr_nak(1))))
-                      .add(BUILD, "rts_timed", -1, 200, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_rnr_nak(1))))
-                      .done());
-    out.push_back(seed(b, "timed-no-answer").add(BUILD | AR, "rts_timed", 0, 0, body(hdr(op::RC_SEND_ONLY), bytes(8, 58))).done());
 
     // ---- the other states
     out.push_back(seed(b, "states-send-only")
@@ -244,7 +272,8 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> make_seeds(const port_
                       .add(BUILD, "err", 0, 0, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
                       .done());
     out.push_back(seed(b, "rtr-write-then-send")
-                      .add(BUILD | AR | MR, "rtr", 0, 0, body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_RW, 0x3000, 48), bytes(48, 35)))
+                      .add(BUILD | AR | MR, "rtr", 0, 0,
+                           body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_RW, 0x3000, 48), bytes(48, 35)))
                       .add(BUILD | AR, "rtr", 0, 0, body(hdr(op::RC_SEND_ONLY), bytes(48, 36)))
                       .done());
     out.push_back(seed(b, "mtu4096-send-first-last")
@@ -261,15 +290,18 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> make_seeds(const port_
                       .add(BUILD | AR, "rts_norecv", -1, 50, body(hdr(op::RC_SEND_ONLY), bytes(16, 42)))
                       .done());
     out.push_back(seed(b, "noaccess-write-read")
-                      .add(BUILD | AR | MR, "rts_noaccess", 0, 0, body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_RW, 0, 16), bytes(16, 43)))
-                      .add(BUILD | AR | MR, "rts_noaccess", 0, 0, body(with_reth(op::RC_RDMA_READ_REQUEST, MR_RW, 0, 16)))
+                      .add(BUILD | AR | MR, "rts_noaccess", 0, 0,
+                           body(with_reth(op::RC_RDMA_WRITE_ONLY, MR_RW, 0, 16), bytes(16, 43)))
+                      .add(BUILD | AR | MR, "rts_noaccess", 0, 0,
+                           body(with_reth(op::RC_RDMA_READ_REQUEST, MR_RW, 0, 16)))
                       .done());
-    out.push_back(seed(b, "psnwrap-send-across-wrap")
-                      .add(BUILD_MTU, "rts_psnwrap", 0, 0, body(hdr(op::RC_SEND_FIRST), bytes(4, 44)))
-                      .add(BUILD_MTU, "rts_psnwrap", 0, 0, body(hdr(op::RC_SEND_MIDDLE), bytes(4, 45)))
-                      .add(BUILD | AR, "rts_psnwrap", 0, 0, body(hdr(op::RC_SEND_LAST), bytes(4, 46)))
-                      .add(BUILD, "rts_psnwrap", 2, 0, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
-                      .done());
+    out.push_back(
+        seed(b, "psnwrap-send-across-wrap")
+            .add(BUILD_MTU, "rts_psnwrap", 0, 0, body(hdr(op::RC_SEND_FIRST), bytes(4, 44)))
+            .add(BUILD_MTU, "rts_psnwrap", 0, 0, body(hdr(op::RC_SEND_MIDDLE), bytes(4, 45)))
+            .add(BUILD | AR, "rts_psnwrap", 0, 0, body(hdr(op::RC_SEND_LAST), bytes(4, 46)))
+            .add(BUILD, "rts_psnwrap", 2, 0, body(with_aeth(op::RC_ACKNOWLEDGE, wire::aeth_ack(31))))
+            .done());
     {
         seed s(b, "invalid-qpns");
         for (const char* t : {"qpn0", "destroyed", "unused", "beyond", "qpn_max"})
@@ -307,7 +339,8 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> make_seeds(const port_
         h.has_grh = true;
         h.g.hop_limit = 64;
         h.g.dgid[15] = 2;
-        out.push_back(seed(b, "grh-send-only").add(BUILD | AR | ctl::GRH, "rts", 0, 0, body(h, bytes(32, 53))).done());
+        out.push_back(
+            seed(b, "grh-send-only").add(BUILD | AR | ctl::GRH, "rts", 0, 0, body(h, bytes(32, 53))).done());
     }
     {
         // DLID check: LID 0 (reserved), a LID no port has, the peer's (node0's), the last unicast
@@ -368,7 +401,8 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> make_seeds(const port_
     {
         seed s(b, "burst-64-sends");
         for (int i = 0; i < 64; ++i)
-            s.add(BUILD | (i % 8 == 7 ? AR : 0), "rtr", 0, 0, body(hdr(op::RC_SEND_ONLY), bytes(4, uint8_t(i))));
+            s.add(BUILD | (i % 8 == 7 ? AR : 0), "rtr", 0, 0,
+                  body(hdr(op::RC_SEND_ONLY), bytes(4, uint8_t(i))));
         out.push_back(s.done());
     }
     return out;

@@ -23,8 +23,7 @@ namespace {
 void expect_all_rejected(const attack::suite_result& r) {
     EXPECT_EQ(r.error, "");
     for (const attack::case_result& c : r.results)
-        if (c.ran && !c.passed)
-            ADD_FAILURE() << "case " << c.name << " failed: " << c.why;
+        if (c.ran && !c.passed) ADD_FAILURE() << "case " << c.name << " failed: " << c.why;
     EXPECT_GE(r.ran, 60u);
     EXPECT_EQ(r.rejected, r.ran) << "cases not rejected as expected";
     EXPECT_EQ(r.passed, r.ran);
@@ -55,7 +54,8 @@ TEST(AttackSuite, docs_list_every_case) {
     ss << f.rdbuf();
     const std::string doc = ss.str();
     for (const auto& c : attack::cases())
-        EXPECT_NE(doc.find("`" + c.name + "`"), std::string::npos) << c.name << " is not in docs/attack-suite.md";
+        EXPECT_NE(doc.find("`" + c.name + "`"), std::string::npos)
+            << c.name << " is not in docs/attack-suite.md";
 }
 
 SIM_TEST(AttackSuite, every_case_is_rejected_and_no_target_byte_changes_type2b) {

@@ -40,25 +40,27 @@ using namespace hcasim::verbs;
 
 /// Configuration of one harness run.
 struct rc_config {
-    unsigned nodes = 2;               ///< hosts (more than 2: one switch; RC/UC QPs pair node i with node i^1)
-    ibv_qp_type qp_type = IBV_QPT_RC; ///< transport of the harness QPs (UD: no peer; see post_ud)
-    uint32_t qkey = 0x11111111;       ///< UD: both QPs' Q_Key
-    unsigned mtu = 4096;              ///< path MTU bytes (256..4096; UD takes the port's MTU)
-    uint32_t max_send_wr = 64;        ///< SQ depth
-    uint32_t max_recv_wr = 64;        ///< RQ depth
-    uint32_t max_send_sge = 4;        ///< SGEs per send WR
-    uint32_t max_recv_sge = 4;        ///< SGEs per receive WR
-    uint32_t max_inline = 0;          ///< inline bytes per send WQE
-    int sq_sig_all = 0;               ///< QP signals every send WR
-    int cqe = 256;                    ///< CQ capacity (each of send and receive CQ)
-    uint32_t psn[2] = {0x107, 0x207}; ///< initial send PSN of node0's and node1's QP (24 bits; node i > 1: psn[i % 2] + 0x1000 x (i / 2))
-    unsigned qp_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                         IBV_ACCESS_REMOTE_ATOMIC;
-    uint8_t max_rd_atomic = 16;       ///< READ/atomic outstanding (requester and responder)
-    uint8_t timeout = 14;             ///< local ACK timeout code (4.096 us x 2^timeout; 0 = none)
-    uint8_t retry_cnt = 7;            ///< retries after timeout / sequence NAK
-    uint8_t rnr_retry = 7;            ///< RNR retries (7 = forever)
-    uint8_t min_rnr_timer = 12;       ///< RNR NAK timer code offered (0.64 ms)
+    unsigned nodes = 2;  ///< hosts (more than 2: one switch; RC/UC QPs pair node i with node i^1)
+    ibv_qp_type qp_type = IBV_QPT_RC;  ///< transport of the harness QPs (UD: no peer; see post_ud)
+    uint32_t qkey = 0x11111111;        ///< UD: both QPs' Q_Key
+    unsigned mtu = 4096;               ///< path MTU bytes (256..4096; UD takes the port's MTU)
+    uint32_t max_send_wr = 64;         ///< SQ depth
+    uint32_t max_recv_wr = 64;         ///< RQ depth
+    uint32_t max_send_sge = 4;         ///< SGEs per send WR
+    uint32_t max_recv_sge = 4;         ///< SGEs per receive WR
+    uint32_t max_inline = 0;           ///< inline bytes per send WQE
+    int sq_sig_all = 0;                ///< QP signals every send WR
+    int cqe = 256;                     ///< CQ capacity (each of send and receive CQ)
+    uint32_t psn[2] = {
+        0x107,
+        0x207};  ///< initial send PSN of node0's and node1's QP (24 bits; node i > 1: psn[i % 2] + 0x1000 x (i / 2))
+    unsigned qp_access =
+        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    uint8_t max_rd_atomic = 16;                ///< READ/atomic outstanding (requester and responder)
+    uint8_t timeout = 14;                      ///< local ACK timeout code (4.096 us x 2^timeout; 0 = none)
+    uint8_t retry_cnt = 7;                     ///< retries after timeout / sequence NAK
+    uint8_t rnr_retry = 7;                     ///< RNR retries (7 = forever)
+    uint8_t min_rnr_timer = 12;                ///< RNR NAK timer code offered (0.64 ms)
     uint64_t sim_limit_ns = 2'000'000'000ull;  ///< sc_start bound (simulated)
     /// Broker keys set before the machine is built ({"link.speed","fdr"}, ...).
     std::vector<std::pair<std::string, std::string>> keys;
@@ -82,11 +84,9 @@ inline std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
 
 /// Index of the first differing byte, or -1 if equal (sizes must match).
 inline long long first_mismatch(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
-    if (a.size() != b.size())
-        return 0;
+    if (a.size() != b.size()) return 0;
     for (size_t i = 0; i < a.size(); ++i)
-        if (a[i] != b[i])
-            return (long long)i;
+        if (a[i] != b[i]) return (long long)i;
     return -1;
 }
 
@@ -125,10 +125,8 @@ struct rc_side {
 class rc_harness {
 public:
     explicit rc_harness(const rc_config& cfg = {}) : cfg_(cfg) {
-        if (cfg_.nodes != 2)
-            broker::instance().set("fabric.nodes", std::to_string(cfg_.nodes), "test");
-        for (auto& kv : cfg_.keys)
-            broker::instance().set(kv.first, kv.second, "test");
+        if (cfg_.nodes != 2) broker::instance().set("fabric.nodes", std::to_string(cfg_.nodes), "test");
+        for (auto& kv : cfg_.keys) broker::instance().set(kv.first, kv.second, "test");
         m_ = std::make_unique<machine>();
         fw::driver_options opts;
         s.resize(cfg_.nodes);
@@ -152,8 +150,7 @@ public:
     /// Setup failures are gtest failures and skip `app`.
     void run(const std::function<void(rc_harness&)>& app) {
         app_ = std::make_unique<app_module>("test_app", [this, app] {
-            if (setup())
-                app(*this);
+            if (setup()) app(*this);
         });
         broker::instance().check_unused();
         sc_core::sc_start(sc_core::sc_time(double(cfg_.sim_limit_ns), sc_core::SC_NS));
@@ -195,7 +192,8 @@ public:
             ibv_port_attr pa{};
             ibv_query_port(d.ctx, 1, &pa);
             d.lid = pa.lid;
-            d.psn = (cfg_.psn[i % 2] + 0x1000u * (i / 2)) & 0xFFFFFF;  // nodes past the first pair: offset PSNs
+            d.psn =
+                (cfg_.psn[i % 2] + 0x1000u * (i / 2)) & 0xFFFFFF;  // nodes past the first pair: offset PSNs
         }
         for (unsigned i = 0; i < s.size(); ++i) {
             if (int rc = to_rts(i)) {
@@ -219,8 +217,8 @@ public:
     /// Takes any QP (in Reset) to Init with `pkey_index`, then up to `upto` towards QP
     /// `dest_qpn` at LID `dlid` (RC/UC), expecting its PSN `rq_psn` and sending from `sq_psn`,
     /// with the harness's attributes for the QP's type.
-    int connect_qp(ibv_qp* qp, ibv_qp_state upto, uint32_t dest_qpn, uint16_t dlid, uint32_t rq_psn, uint32_t sq_psn,
-                   uint16_t pkey_index = 0) {
+    int connect_qp(ibv_qp* qp, ibv_qp_state upto, uint32_t dest_qpn, uint16_t dlid, uint32_t rq_psn,
+                   uint32_t sq_psn, uint16_t pkey_index = 0) {
         const ibv_qp_type t = qp->qp_type;
         ibv_qp_attr attr{};
         attr.qp_state = IBV_QPS_INIT;
@@ -249,7 +247,8 @@ public:
             attr.rq_psn = rq_psn;
             attr.ah_attr.dlid = dlid;
             attr.ah_attr.port_num = 1;
-            rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN);
+            rc = ibv_modify_qp(qp, &attr,
+                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN);
             if (rc || upto == IBV_QPS_RTR) return rc;
             attr = ibv_qp_attr{};
             attr.qp_state = IBV_QPS_RTS;
@@ -277,8 +276,8 @@ public:
         attr.rnr_retry = cfg_.rnr_retry;
         attr.max_rd_atomic = cfg_.max_rd_atomic;
         return ibv_modify_qp(qp, &attr,
-                             IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                 IBV_QP_MAX_QP_RD_ATOMIC);
+                             IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                 IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
     }
 
     // ------------------------------------------------------------------ memory
@@ -299,15 +298,17 @@ public:
         EXPECT_TRUE(sw_[i]->as.read(va, v.data(), n)) << "read of unmapped va";
         return v;
     }
-    void fill_mem(unsigned i, uint64_t va, size_t n, uint8_t value) { write_mem(i, va, std::vector<uint8_t>(n, value)); }
+    void fill_mem(unsigned i, uint64_t va, size_t n, uint8_t value) {
+        write_mem(i, va, std::vector<uint8_t>(n, value));
+    }
     /// True if memory at va equals `expect`; on mismatch adds a failure naming the offset.
     bool expect_mem(unsigned i, uint64_t va, const std::vector<uint8_t>& expect, const std::string& what) {
         const auto got = read_mem(i, va, expect.size());
         const long long off = first_mismatch(got, expect);
         if (off >= 0) {
-            ADD_FAILURE() << what << ": node" << i << " memory differs at offset " << off << " of " << expect.size()
-                          << " (got 0x" << std::hex << unsigned(got[size_t(off)]) << ", want 0x"
-                          << unsigned(expect[size_t(off)]) << std::dec << ")";
+            ADD_FAILURE() << what << ": node" << i << " memory differs at offset " << off << " of "
+                          << expect.size() << " (got 0x" << std::hex << unsigned(got[size_t(off)])
+                          << ", want 0x" << unsigned(expect[size_t(off)]) << std::dec << ")";
             return false;
         }
         return true;
@@ -342,8 +343,9 @@ public:
     }
     /// Posts one UD SEND (with immediate if `imm` is set) from node i's QP to `ah`, QP `qpn`
     /// (default: the other node's harness QP) with Q_Key `qkey` (default: the harness's).
-    int post_ud(unsigned i, ibv_ah* ah, std::vector<ibv_sge> sges, uint64_t wr_id, unsigned flags = IBV_SEND_SIGNALED,
-                uint32_t qpn = ~0u, uint32_t qkey = ~0u, const uint32_t* imm = nullptr) {
+    int post_ud(unsigned i, ibv_ah* ah, std::vector<ibv_sge> sges, uint64_t wr_id,
+                unsigned flags = IBV_SEND_SIGNALED, uint32_t qpn = ~0u, uint32_t qkey = ~0u,
+                const uint32_t* imm = nullptr) {
         ibv_send_wr wr{};
         wr.wr_id = wr_id;
         wr.sg_list = sges.empty() ? nullptr : sges.data();
@@ -429,16 +431,15 @@ public:
                 break;
             }
             out.insert(out.end(), wc, wc + got);
-            if (got > 0)
-                continue;
+            if (got > 0) continue;
             const uint64_t now = b.now_ns();
-            if (now >= deadline || ibv_wait_cq(cq, deadline - now) != 0)
-                break;
+            if (now >= deadline || ibv_wait_cq(cq, deadline - now) != 0) break;
         }
         return out;
     }
     /// Exactly n completions expected; a shortfall is a failure.
-    std::vector<ibv_wc> expect_wc(ibv_cq* cq, size_t n, const std::string& what, uint64_t timeout_ns = kWaitNs) {
+    std::vector<ibv_wc> expect_wc(ibv_cq* cq, size_t n, const std::string& what,
+                                  uint64_t timeout_ns = kWaitNs) {
         auto v = wait_wc(cq, n, timeout_ns);
         EXPECT_EQ(v.size(), n) << what << ": completions missing after " << timeout_ns << " ns";
         return v;
@@ -470,8 +471,7 @@ public:
 private:
     host_bus* bus_of(ibv_cq* cq) {
         for (unsigned i = 0; i < s.size(); ++i)
-            if (s[i].ctx == cq->context)
-                return &bus(i);
+            if (s[i].ctx == cq->context) return &bus(i);
         return &bus(0);
     }
 
@@ -536,15 +536,13 @@ inline void recover(rc_harness& h, uint64_t quiet_ns = 20'000) {
     h.sleep(0, quiet_ns);
     for (unsigned i = 0; i < 2; ++i) {
         ibv_async_event ev;  // first: an event's QP state would overwrite the Reset below
-        while (ibv_get_async_event(h.s[i].ctx, &ev, 1) == 0)
-            ibv_ack_async_event(&ev);
+        while (ibv_get_async_event(h.s[i].ctx, &ev, 1) == 0) ibv_ack_async_event(&ev);
         ASSERT_EQ(to_state(h.s[i].qp, IBV_QPS_RESET), 0);
         ibv_wc wc[16];
         while (ibv_poll_cq(h.s[i].scq, 16, wc) > 0) {}
         while (ibv_poll_cq(h.s[i].rcq, 16, wc) > 0) {}
     }
-    for (unsigned i = 0; i < 2; ++i)
-        ASSERT_EQ(h.connect(i, IBV_QPS_RTS), 0);
+    for (unsigned i = 0; i < 2; ++i) ASSERT_EQ(h.connect(i, IBV_QPS_RTS), 0);
 }
 
 /// Points node i's harness QP's send ring at memory that does not exist, through the command
@@ -555,15 +553,15 @@ inline void break_send_ring(rc_harness& h, unsigned i) {
     m.cur_state = uint8_t(IBV_QPS_RTS);
     m.ctx = h.s[i].qp->hw_ctx;
     m.ctx.sq_base = 0xFFFFF00000000000ull;  // far beyond host memory
-    ASSERT_EQ(h.s[i].sw->driver.exec(hw::CMD_MODIFY_QP, h.s[i].qp->qp_num, uint32_t(IBV_QPS_RTS), &m, sizeof m),
-              hw::CMD_OK);
+    ASSERT_EQ(
+        h.s[i].sw->driver.exec(hw::CMD_MODIFY_QP, h.s[i].qp->qp_num, uint32_t(IBV_QPS_RTS), &m, sizeof m),
+        hw::CMD_OK);
 }
 
 /// Posts `wrs` as one list (more than one WQE: the HCA fetches them from the send ring rather
 /// than taking one through the inline doorbell window).
 inline int post_list(ibv_qp* qp, std::vector<ibv_send_wr>& wrs) {
-    for (size_t k = 0; k + 1 < wrs.size(); ++k)
-        wrs[k].next = &wrs[k + 1];
+    for (size_t k = 0; k + 1 < wrs.size(); ++k) wrs[k].next = &wrs[k + 1];
     ibv_send_wr* bad = nullptr;
     return ibv_post_send(qp, &wrs[0], &bad);
 }
@@ -571,8 +569,7 @@ inline int post_list(ibv_qp* qp, std::vector<ibv_send_wr>& wrs) {
 /// The one asynchronous event node i gets within 1 ms (type -1 if none).
 inline int next_event_type(rc_harness& h, unsigned i, ibv_qp** qp) {
     ibv_async_event ev{};
-    if (ibv_get_async_event(h.s[i].ctx, &ev, 1'000'000) != 0)
-        return -1;
+    if (ibv_get_async_event(h.s[i].ctx, &ev, 1'000'000) != 0) return -1;
     *qp = ev.element.qp;
     const int t = int(ev.event_type);
     ibv_ack_async_event(&ev);
@@ -626,8 +623,8 @@ inline std::string run_forked_capture(const std::function<void(std::string&)>& b
     close(fds[0]);
     int status = 0;
     waitpid(pid, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status)) << "simulation child crashed (signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0)
-                                   << ")";
+    EXPECT_TRUE(WIFEXITED(status)) << "simulation child crashed (signal "
+                                   << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ")";
     if (WIFEXITED(status)) {
         EXPECT_EQ(WEXITSTATUS(status), 0) << "simulation child reported failures (see its output above)";
     }

@@ -24,7 +24,8 @@ run_options parse(std::vector<const char*> args, std::ostream* help = nullptr) {
     return parse_cli(static_cast<int>(args.size()), args.data(), help ? *help : sink);
 }
 
-template <typename F> std::string error_of(F&& f) {
+template <typename F>
+std::string error_of(F&& f) {
     try {
         f();
     } catch (const config_error& e) {
@@ -52,9 +53,10 @@ TEST(Cli, Defaults) {
 }
 
 TEST(Cli, AllOptions) {
-    const auto o = parse({"--config", "a.ini", "--set", "pcie.lanes=8", "--config", "b.ini", "--set", "x=1",
-                          "--workload", "write_bw", "--size", "64,4K", "--iters", "5000", "--qps", "4", "--mtu",
-                          "1024", "--stats-json", "out.json", "--seed", "42", "--help-config"});
+    const auto o = parse(
+        {"--config",   "a.ini",    "--set",        "pcie.lanes=8", "--config", "b.ini", "--set",        "x=1",
+         "--workload", "write_bw", "--size",       "64,4K",        "--iters",  "5000",  "--qps",        "4",
+         "--mtu",      "1024",     "--stats-json", "out.json",     "--seed",   "42",    "--help-config"});
     EXPECT_EQ(o.configs, (std::vector<std::string>{"a.ini", "b.ini"}));
     EXPECT_EQ(o.sets, (std::vector<std::string>{"pcie.lanes=8", "x=1"}));
     EXPECT_EQ(o.workload, "write_bw");
@@ -102,12 +104,20 @@ TEST(Cli, BadSizes) {
 }
 
 TEST(Cli, BadOptions) {
-    EXPECT_EQ(error_of([] { parse({"--workload", "rd_send_lat"}); }),
+    EXPECT_EQ(error_of([] {
+                  parse({"--workload", "rd_send_lat"});
+              }),
               "--workload: unknown workload 'rd_send_lat' (expected write_lat|send_lat|read_lat|atomic_lat|"
-              "write_bw|send_bw|read_bw|atomic_rate|ud_send_lat|ud_send_bw|uc_write_bw|mcast_bw|srq_bw|ud_srq_bw|mr_scale|qp_scale|dma_read_bw|"
+              "write_bw|send_bw|read_bw|atomic_rate|ud_send_lat|ud_send_bw|uc_write_bw|mcast_bw|srq_bw|ud_"
+              "srq_bw|mr_scale|qp_scale|dma_read_bw|"
               "dma_write_bw|attack_suite)");
-    EXPECT_EQ(error_of([] { parse({"--mtu", "1500"}); }), "--mtu: expected 256|512|1024|2048|4096, got '1500'");
-    EXPECT_EQ(error_of([] { parse({"--iters", "-1"}); }),
+    EXPECT_EQ(error_of([] {
+                  parse({"--mtu", "1500"});
+              }),
+              "--mtu: expected 256|512|1024|2048|4096, got '1500'");
+    EXPECT_EQ(error_of([] {
+                  parse({"--iters", "-1"});
+              }),
               "--iters: expected an integer in [1,10000000], got '-1'");
     EXPECT_NE(error_of([] { parse({"--qps", "0"}); }).find("--qps"), std::string::npos);
     EXPECT_NE(error_of([] { parse({"--seed", "x"}); }).find("--seed"), std::string::npos);
@@ -129,16 +139,24 @@ TEST(Cli, UcAndUdWorkloads) {
     const auto o = parse({"--workload", "ud_send_bw", "--size", "64,4K", "--mtu", "4096"});
     EXPECT_EQ(o.sizes, (std::vector<uint64_t>{64, 4096}));
     // One datagram per message: a size above --mtu is refused, naming both.
-    EXPECT_EQ(error_of([] { parse({"--workload", "ud_send_bw", "--size", "64,8K"}); }),
-              "--size: 8192 bytes exceeds the MTU (4096 bytes, --mtu): ud_send_bw sends each message as one UD "
-              "datagram");
-    EXPECT_EQ(error_of([] { parse({"--workload", "ud_send_lat", "--size", "2-2K", "--mtu", "1024"}); }),
-              "--size: 2048 bytes exceeds the MTU (1024 bytes, --mtu): ud_send_lat sends each message as one UD "
-              "datagram");
+    EXPECT_EQ(
+        error_of([] {
+            parse({"--workload", "ud_send_bw", "--size", "64,8K"});
+        }),
+        "--size: 8192 bytes exceeds the MTU (4096 bytes, --mtu): ud_send_bw sends each message as one UD "
+        "datagram");
+    EXPECT_EQ(
+        error_of([] {
+            parse({"--workload", "ud_send_lat", "--size", "2-2K", "--mtu", "1024"});
+        }),
+        "--size: 2048 bytes exceeds the MTU (1024 bytes, --mtu): ud_send_lat sends each message as one UD "
+        "datagram");
     // mcast_bw: UD multicast, so the same limit.
     EXPECT_EQ(transport_of("mcast_bw"), transport::ud);
     EXPECT_EQ(parse({"--workload", "mcast_bw", "--size", "64,4K"}).sizes, (std::vector<uint64_t>{64, 4096}));
-    EXPECT_EQ(error_of([] { parse({"--workload", "mcast_bw", "--size", "2K", "--mtu", "1024"}); }),
+    EXPECT_EQ(error_of([] {
+                  parse({"--workload", "mcast_bw", "--size", "2K", "--mtu", "1024"});
+              }),
               "--size: 2048 bytes exceeds the MTU (1024 bytes, --mtu): mcast_bw sends each message as one UD "
               "datagram");
     // UC is segmented like RC.
@@ -244,9 +262,10 @@ TEST(Report, LostDatagramsLineAndJson) {
     r.results[0].datagrams_lost = 15;
     std::ostringstream some;
     print_table(some, r);
-    EXPECT_NE(some.str().find("\n datagrams lost: 15 of 500 sent (UD does not retransmit; counters ud_dropped, "
-                              "link.dropped)\n"),
-              std::string::npos)
+    EXPECT_NE(
+        some.str().find("\n datagrams lost: 15 of 500 sent (UD does not retransmit; counters ud_dropped, "
+                        "link.dropped)\n"),
+        std::string::npos)
         << some.str();
     const auto path = temp_path("lost.json");
     write_json(path, r);
@@ -285,7 +304,8 @@ TEST(Report, JsonLayout) {
     const auto j = nlohmann::ordered_json::parse(in);
     std::vector<std::string> top;
     for (auto it = j.begin(); it != j.end(); ++it) top.push_back(it.key());
-    EXPECT_EQ(top, (std::vector<std::string>{"workload", "seed", "qps", "results", "sim", "counters", "config"}));
+    EXPECT_EQ(top,
+              (std::vector<std::string>{"workload", "seed", "qps", "results", "sim", "counters", "config"}));
     EXPECT_EQ(j["workload"], "send_bw");
     EXPECT_EQ(j["seed"], 3);
     ASSERT_EQ(j["results"].size(), 2u);

@@ -70,20 +70,14 @@ struct stream_driver : sc_module {
     }
     void run() {
         wait(10, SC_NS);
-        for (unsigned i = 0; i < 16; ++i)
-            pk.set_pkey(i, key());
-        for (uint32_t q = 2; q < 12; ++q)
-            pk.bind_qp(q, uint16_t(rng() % 16));
+        for (unsigned i = 0; i < 16; ++i) pk.set_pkey(i, key());
+        for (uint32_t q = 2; q < 12; ++q) pk.bind_qp(q, uint16_t(rng() % 16));
         while (sent < packets) {
             const unsigned r = rng() % 100;
-            if (r < 3)
-                pk.set_pkey(rng() % 16, key());
-            if (r >= 3 && r < 5)
-                pk.bind_qp(2 + rng() % 10, uint16_t(rng() % 16));
-            if (r == 5)
-                pk.unbind_qp(2 + rng() % 10);
-            if (r == 6)
-                pk.qkey_violation();
+            if (r < 3) pk.set_pkey(rng() % 16, key());
+            if (r >= 3 && r < 5) pk.bind_qp(2 + rng() % 10, uint16_t(rng() % 16));
+            if (r == 5) pk.unbind_qp(2 + rng() % 10);
+            if (r == 6) pk.qkey_violation();
             rx_packet p{};
             const unsigned q = rng() % 16;  // 0: SMI, 1: GSI, 2..11 bound (mostly), 12..15 never bound
             p.h.b.dest_qp = q;
@@ -99,8 +93,7 @@ struct stream_driver : sc_module {
             pk.receive(p);
             ++sent;
             const unsigned gap = rng() % 4;  // 0: the next one at the same instant
-            if (gap)
-                wait(gap * 1.0, SC_NS);
+            if (gap) wait(gap * 1.0, SC_NS);
         }
         wait(1, SC_US);  // every verdict is in, the clock has stopped
         done = true;
@@ -170,7 +163,9 @@ SIM_TEST(CosimPkey, the_broken_rtl_build_is_caught_with_a_readable_report) {
     const size_t tlm = r.find("TLM verdict: "), rtl = r.find("RTL verdict: ");
     ASSERT_NE(tlm, std::string::npos) << r;
     ASSERT_NE(rtl, std::string::npos) << r;
-    EXPECT_NE(r.substr(tlm + 13, r.find('\n', tlm) - tlm - 13), r.substr(rtl + 13, r.find('\n', rtl) - rtl - 13)) << r;
+    EXPECT_NE(r.substr(tlm + 13, r.find('\n', tlm) - tlm - 13),
+              r.substr(rtl + 13, r.find('\n', rtl) - rtl - 13))
+        << r;
     EXPECT_NE(r.find("waveform: none (run with --waves FILE.fst)"), std::string::npos) << r;
     // The packet in question was held back: the RTL's verdict no longer counts after the stop.
     EXPECT_LT(b.pk.rtl_compared.value(), 100000u);
@@ -217,7 +212,8 @@ SIM_TEST(CosimPkey, the_rtl_verdict_takes_one_and_a_half_cycles_after_the_clock_
 }
 
 SIM_TEST(CosimPkey, waves_writes_an_fst_of_the_rtl_pins_with_a_gated_clock) {
-    const std::string file = (std::filesystem::temp_directory_path() / "hcasim_cosim_waves_test.fst").string();
+    const std::string file =
+        (std::filesystem::temp_directory_path() / "hcasim_cosim_waves_test.fst").string();
     std::filesystem::remove(file);
     set("pkey_checker.impl", "rtl");
     set("pkey_checker.waves", file);
@@ -240,8 +236,7 @@ SIM_TEST(CosimPkey, waves_writes_an_fst_of_the_rtl_pins_with_a_gated_clock) {
         if (h->htyp == FST_HT_VAR) {
             std::string n(h->u.var.name, h->u.var.name_length);
             n = n.substr(0, n.find(' '));  // "req_pkey [15:0]"
-            if (n == "clk" && !clk)
-                clk = h->u.var.handle;
+            if (n == "clk" && !clk) clk = h->u.var.handle;
             names.push_back(n);
         }
     auto has = [&](const char* n) { return std::find(names.begin(), names.end(), n) != names.end(); };
@@ -259,8 +254,7 @@ SIM_TEST(CosimPkey, waves_writes_an_fst_of_the_rtl_pins_with_a_gated_clock) {
     fstReaderIterBlocks(
         r,
         [](void* user, uint64_t, fstHandle, const unsigned char* v) {
-            if (v && v[0] == '1')
-                ++static_cast<edges*>(user)->rising;
+            if (v && v[0] == '1') ++static_cast<edges*>(user)->rising;
         },
         &e, nullptr);
     EXPECT_EQ(e.rising, cycles);
@@ -279,6 +273,8 @@ SIM_TEST(CosimPkey, rtl_configuration_errors_are_one_line) {
         pkey_checker pk("pkey_checker", 16);
         FAIL() << "a table larger than the RTL's was taken";
     } catch (const config_error& e) {
-        EXPECT_STREQ(e.what(), "pkey_checker.table_len: 129 entries, but the RTL (impl=rtl) is built with 128 per port");
+        EXPECT_STREQ(
+            e.what(),
+            "pkey_checker.table_len: 129 entries, but the RTL (impl=rtl) is built with 128 per port");
     }
 }

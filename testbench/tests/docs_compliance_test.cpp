@@ -12,9 +12,9 @@ namespace {
 bool have_python3() { return std::system("command -v python3 >/dev/null 2>&1") == 0; }
 
 TEST(DocsCompliance, compliance_md_is_current_and_tested_ids_have_tests) {
-    if (!have_python3())
-        GTEST_SKIP() << "python3 not found; cannot run scripts/compliance.py";
-    const std::string cmd = std::string("cd '") + HCASIM_SOURCE_DIR + "' && python3 scripts/compliance.py --check";
+    if (!have_python3()) GTEST_SKIP() << "python3 not found; cannot run scripts/compliance.py";
+    const std::string cmd =
+        std::string("cd '") + HCASIM_SOURCE_DIR + "' && python3 scripts/compliance.py --check";
     const int rc = std::system(cmd.c_str());
     ASSERT_NE(rc, -1) << "could not run: " << cmd;
     ASSERT_TRUE(WIFEXITED(rc)) << cmd << " did not exit normally";

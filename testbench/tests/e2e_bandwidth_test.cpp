@@ -49,15 +49,17 @@ void expect_write_bw(const std::string& speed, unsigned mtu, double data_rate_gb
     keys.push_back({"link.width", "4"});
     const size_result r = run_one(keys, phase_spec{"write_bw", {1u << 20}, 300}, mtu);
     const double expect = data_rate_gbps * mtu / (mtu + 26.0);
-    std::printf("write_bw %s 4x MTU %u, 1 MiB x 300: %.3f Gb/s (expected %.3f)\n", speed.c_str(), mtu, r.bw_gbps,
-                expect);
+    std::printf("write_bw %s 4x MTU %u, 1 MiB x 300: %.3f Gb/s (expected %.3f)\n", speed.c_str(), mtu,
+                r.bw_gbps, expect);
     ::testing::Test::RecordProperty("bw_gbps", std::to_string(r.bw_gbps));
     EXPECT_NEAR(r.bw_gbps, expect, 0.01 * expect) << speed << " MTU " << mtu;
 }
 
 }  // namespace
 
-SIM_TEST(E2eBandwidth, write_bw_1MiB_edr_4x_mtu4096_is_link_payload_rate) { expect_write_bw("edr", 4096, 100.0); }
+SIM_TEST(E2eBandwidth, write_bw_1MiB_edr_4x_mtu4096_is_link_payload_rate) {
+    expect_write_bw("edr", 4096, 100.0);
+}
 
 SIM_TEST(E2eBandwidth, write_bw_1MiB_fdr_4x_mtu2048_is_link_payload_rate) {
     // 54.545 * 2048 / 2074 = 53.86 Gb/s (calibration.md).

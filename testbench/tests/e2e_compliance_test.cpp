@@ -38,7 +38,6 @@ hw::cmd_status set_pkey(rc_harness& h, unsigned node, unsigned index, uint16_t p
 
 pkey_checker& pkeys(rc_harness& h, unsigned node) { return h.mach().at(node).adapter.pkeys; }
 
-
 }  // namespace
 
 // ------------------------------------------------------------------ 10.3 QP states on the wire
@@ -97,8 +96,8 @@ SIM_TEST(E2eCompliance, C10_24_C10_27_C10_28_receives_posted_in_init_and_rtr_are
             a.ah_attr.dlid = h.s[0].lid;
             a.ah_attr.port_num = 1;
             ASSERT_EQ(ibv_modify_qp(h.s[1].qp, &a,
-                                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+                                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                        IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
                       0);
         }
         ASSERT_EQ(h.post_recv(1, {{b.dst + 1024, 1024, b.dmr->lkey}}, 21), 0);  // C10-27: accepted in RTR
@@ -210,14 +209,15 @@ SIM_TEST(E2eCompliance, C10_35_sqd_finishes_the_message_in_progress_and_starts_n
         ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, big, b.smr->lkey}}, 1, IBV_SEND_SIGNALED, b.dst,
                               b.dmr->rkey),
                   0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 64, b.smr->lkey}}, 2, IBV_SEND_SIGNALED, b.dst + big,
-                              b.dmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 64, b.smr->lkey}}, 2, IBV_SEND_SIGNALED,
+                              b.dst + big, b.dmr->rkey),
                   0);
         h.sleep(0, 5'000);
         ASSERT_EQ(to_state(h.s[0].qp, IBV_QPS_SQD), 0);
         const uint64_t sent_at_sqd = ctr(0, "transport_engine.tx_packets") - tx;
         ASSERT_GT(sent_at_sqd, 0u);
-        ASSERT_LT(sent_at_sqd, big / 256u) << "the first message must still be in progress when SQD is entered";
+        ASSERT_LT(sent_at_sqd, big / 256u)
+            << "the first message must still be in progress when SQD is entered";
         auto wc = h.expect_wc(h.s[0].scq, 1, "message in progress completes in SQD", 20'000'000ull);
         ASSERT_EQ(wc.size(), 1u);
         EXPECT_EQ(wc[0].wr_id, 1u);
@@ -248,7 +248,7 @@ SIM_TEST(E2eCompliance, C10_41_C10_42_C10_105_error_wr_status_then_flush_signale
         ASSERT_EQ(wc.size(), 3u);
         EXPECT_EQ(wc[0].wr_id, 1u);
         EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR);  // C10-41: its specific status
-        EXPECT_EQ(wc[1].wr_id, 2u);                       // C10-105: unsignaled, still completes
+        EXPECT_EQ(wc[1].wr_id, 2u);                      // C10-105: unsignaled, still completes
         EXPECT_EQ(wc[1].status, IBV_WC_WR_FLUSH_ERR);
         EXPECT_EQ(wc[2].wr_id, 3u);
         EXPECT_EQ(wc[2].status, IBV_WC_WR_FLUSH_ERR);
@@ -273,7 +273,8 @@ SIM_TEST(E2eCompliance, C10_105_unsignaled_wr_completing_in_error_yields_a_compl
     rc_harness h;
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 4096, 105);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 64, b.smr->lkey}}, 0x105, 0, b.dst, b.dmr->rkey + 0x100),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 64, b.smr->lkey}}, 0x105, 0, b.dst,
+                              b.dmr->rkey + 0x100),
                   0);
         auto wc = h.expect_wc(h.s[0].scq, 1, "unsignaled WR in error");
         ASSERT_EQ(wc.size(), 1u);
@@ -333,7 +334,8 @@ SIM_TEST(E2eCompliance, C10_141_immediate_error_does_not_affect_the_rc_qp) {
         ASSERT_EQ(h.post_recv(1, {{b.dst, 4096, b.dmr->lkey}}, 1), 0);
         std::vector<ibv_sge> five(5, ibv_sge{b.src, 8, b.smr->lkey});  // max_send_sge is 4
         EXPECT_EQ(h.post_send(0, IBV_WR_SEND, five, 100), EINVAL);
-        EXPECT_EQ(h.post_send(0, ibv_wr_opcode(0x7F), {{b.src, 8, b.smr->lkey}}, 101), EINVAL);  // no such opcode
+        EXPECT_EQ(h.post_send(0, ibv_wr_opcode(0x7F), {{b.src, 8, b.smr->lkey}}, 101),
+                  EINVAL);                                           // no such opcode
         EXPECT_EQ(h.post_send(0, IBV_WR_BIND_MW, {}, 102), EINVAL);  // no window to bind
         EXPECT_EQ(h.s[0].qp->sq.producer, 0u);
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{b.src, 77, b.smr->lkey}}, 103), 0);
@@ -355,7 +357,8 @@ SIM_TEST(E2eCompliance, C10_90_C10_91_C10_92_signaled_and_unsignaled_completions
     rc_harness h;
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 8192, 90);
-        for (unsigned k = 0; k < 6; ++k) ASSERT_EQ(h.post_recv(1, {{b.dst + 1024 * k, 1024, b.dmr->lkey}}, 50 + k), 0);
+        for (unsigned k = 0; k < 6; ++k)
+            ASSERT_EQ(h.post_recv(1, {{b.dst + 1024 * k, 1024, b.dmr->lkey}}, 50 + k), 0);
         const unsigned flags[6] = {0, IBV_SEND_SIGNALED, 0, IBV_SEND_SIGNALED, 0, 0};
         for (unsigned k = 0; k < 6; ++k)
             ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{b.src + 64 * k, 64, b.smr->lkey}}, k, flags[k]), 0);
@@ -384,7 +387,9 @@ SIM_TEST(E2eCompliance, C10_91_all_signaled_send_queue_yields_a_cqe_per_wr) {
         ASSERT_EQ(h.post_recv(1, {{b.dst, 4096, b.dmr->lkey}}, 2), 0);  // for the write with immediate
         ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 10, b.smr->lkey}}, 1, 0, b.dst, b.dmr->rkey), 0);
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{b.src, 10, b.smr->lkey}}, 2, 0), 0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE_WITH_IMM, {{b.src, 10, b.smr->lkey}}, 3, 0, b.dst, b.dmr->rkey), 0);
+        ASSERT_EQ(
+            h.post_send(0, IBV_WR_RDMA_WRITE_WITH_IMM, {{b.src, 10, b.smr->lkey}}, 3, 0, b.dst, b.dmr->rkey),
+            0);
         auto swc = h.expect_wc(h.s[0].scq, 3, "all signaled");
         ASSERT_EQ(swc.size(), 3u);
         for (unsigned k = 0; k < 3; ++k) {
@@ -483,7 +488,8 @@ SIM_TEST(E2eCompliance, C10_108_later_completion_releases_earlier_unsignaled_buf
         const uint32_t len = 32 * 1024;
         bufs b = make_bufs(h, 2 * len, 108);
         const auto a_data = h.read_mem(0, b.src, len);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, len, b.smr->lkey}}, 1, 0, b.dst, b.dmr->rkey), 0);
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, len, b.smr->lkey}}, 1, 0, b.dst, b.dmr->rkey),
+                  0);
         ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src + len, 64, b.smr->lkey}}, 2, IBV_SEND_SIGNALED,
                               b.dst + len, b.dmr->rkey),
                   0);
@@ -522,7 +528,8 @@ SIM_TEST(E2eCompliance, C10_16_C10_111_C10_112_C10_113_C10_114_completion_notifi
         ASSERT_EQ(h.to_rts(0), 0);
         ASSERT_EQ(h.to_rts(1), 0);
         bufs b = make_bufs(h, 8192, 111);
-        for (unsigned k = 0; k < 4; ++k) ASSERT_EQ(h.post_recv(1, {{b.dst + 1024 * k, 1024, b.dmr->lkey}}, k), 0);
+        for (unsigned k = 0; k < 4; ++k)
+            ASSERT_EQ(h.post_recv(1, {{b.dst + 1024 * k, 1024, b.dmr->lkey}}, k), 0);
         ibv_cq* got = nullptr;
         void* gctx = nullptr;
         // C10-113: an entry already on the CQ does not fire a request made after it.
@@ -585,8 +592,8 @@ SIM_TEST(E2eCompliance, C10_17_cq_overrun_is_reported_as_an_async_cq_error) {
             return n;
         };
         for (unsigned k = 0; k < 4; ++k)
-            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 8, b.smr->lkey}}, k, IBV_SEND_SIGNALED, b.dst,
-                                  b.dmr->rkey),
+            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 8, b.smr->lkey}}, k, IBV_SEND_SIGNALED,
+                                  b.dst, b.dmr->rkey),
                       0);
         h.sleep(0, kQuietNs);
         EXPECT_EQ(cq_errors(), 0u) << "the CQ is full, not overrun";
@@ -625,8 +632,8 @@ SIM_TEST(E2eCompliance, C10_54_2_1_local_reference_outside_the_mr_is_a_protectio
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 8192, 54);
         ibv_mr* part = h.reg(0, b.src, 1000);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src + 900, 101, part->lkey}}, 1, IBV_SEND_SIGNALED, b.dst,
-                              b.dmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src + 900, 101, part->lkey}}, 1, IBV_SEND_SIGNALED,
+                              b.dst, b.dmr->rkey),
                   0);  // one byte past the region
         auto wc = h.expect_wc(h.s[0].scq, 1, "write with an SGE past the MR");
         ASSERT_EQ(wc.size(), 1u);
@@ -682,8 +689,8 @@ SIM_TEST(E2eCompliance, C10_47_local_read_is_implicit_in_a_region_registered_wit
         ASSERT_NE(ro, nullptr);
         ASSERT_EQ(h.post_recv(1, {{b.dst, 1024, b.dmr->lkey}}, 1), 0);
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{b.src, 500, ro->lkey}}, 2), 0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 700, ro->lkey}}, 3, IBV_SEND_SIGNALED, b.dst + 2048,
-                              b.dmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 700, ro->lkey}}, 3, IBV_SEND_SIGNALED,
+                              b.dst + 2048, b.dmr->rkey),
                   0);
         auto swc = h.expect_wc(h.s[0].scq, 2, "sources read through a no-rights MR");
         ASSERT_EQ(swc.size(), 2u);
@@ -717,7 +724,8 @@ namespace {
 /// One RDMA WRITE from node0 that the responder must refuse: REM_ACCESS_ERR, target untouched.
 void expect_refused_write(rc_harness& h, const bufs& b, uint64_t va, uint32_t len, uint32_t rkey,
                           const std::string& what) {
-    ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, len, b.smr->lkey}}, 1, IBV_SEND_SIGNALED, va, rkey), 0);
+    ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, len, b.smr->lkey}}, 1, IBV_SEND_SIGNALED, va, rkey),
+              0);
     auto wc = h.expect_wc(h.s[0].scq, 1, what);
     ASSERT_EQ(wc.size(), 1u);
     EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR) << what;
@@ -740,7 +748,8 @@ SIM_TEST(E2eCompliance, C10_56_remote_range_must_lie_inside_the_mr_to_the_byte) 
         bufs b = make_bufs(h, 8192, 56);
         ibv_mr* small = h.reg(1, b.dst + 100, 1000);
         ASSERT_NE(small, nullptr);
-        expect_refused_write(h, b, b.dst + 100 + 1000 - 99, 100, small->rkey, "write ending one byte past the MR");
+        expect_refused_write(h, b, b.dst + 100 + 1000 - 99, 100, small->rkey,
+                             "write ending one byte past the MR");
     });
 }
 
@@ -771,8 +780,8 @@ SIM_TEST(E2eCompliance, C10_56_write_exactly_covering_the_mr_is_allowed) {
         bufs b = make_bufs(h, 8192, 563);
         ibv_mr* small = h.reg(1, b.dst + 100, 1000);
         ASSERT_NE(small, nullptr);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 1000, b.smr->lkey}}, 1, IBV_SEND_SIGNALED, b.dst + 100,
-                              small->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 1000, b.smr->lkey}}, 1, IBV_SEND_SIGNALED,
+                              b.dst + 100, small->rkey),
                   0);
         auto wc = h.expect_wc(h.s[0].scq, 1, "write of exactly the MR");
         ASSERT_EQ(wc.size(), 1u);
@@ -813,8 +822,8 @@ SIM_TEST(E2eCompliance, C10_58_C10_60_deregistered_region_fails_overlapping_one_
         ASSERT_TRUE(a && c);
         const uint32_t dead = a->lkey;
         ASSERT_EQ(ibv_dereg_mr(a), 0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src + 1000, 3000, c->lkey}}, 1, IBV_SEND_SIGNALED, b.dst,
-                              b.dmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src + 1000, 3000, c->lkey}}, 1, IBV_SEND_SIGNALED,
+                              b.dst, b.dmr->rkey),
                   0);
         auto ok = h.expect_wc(h.s[0].scq, 1, "through the overlapping region");
         ASSERT_EQ(ok.size(), 1u);
@@ -850,8 +859,8 @@ SIM_TEST(E2eCompliance, C10_49_overlapping_registrations_are_each_usable) {
         ibv_mr* y = h.reg(1, b.dst + 2000, 6000);
         ASSERT_TRUE(x && y);
         EXPECT_NE(x->rkey, y->rkey);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 1000, b.smr->lkey}}, 1, IBV_SEND_SIGNALED, b.dst + 3000,
-                              x->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 1000, b.smr->lkey}}, 1, IBV_SEND_SIGNALED,
+                              b.dst + 3000, x->rkey),
                   0);
         ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src + 1000, 1000, b.smr->lkey}}, 2, IBV_SEND_SIGNALED,
                               b.dst + 4000, y->rkey),
@@ -890,8 +899,7 @@ SIM_TEST(E2eCompliance, C10_80_send_receive_on_every_supported_transport) {
                 h.s[i].qp = ibv_create_qp(h.s[i].pd, &a);
                 ASSERT_NE(h.s[i].qp, nullptr) << "type " << int(t) << ": errno " << errno;
             }
-            for (unsigned i = 0; i < 2; ++i)
-                ASSERT_EQ(h.connect(i, IBV_QPS_RTS), 0) << "type " << int(t);
+            for (unsigned i = 0; i < 2; ++i) ASSERT_EQ(h.connect(i, IBV_QPS_RTS), 0) << "type " << int(t);
             ASSERT_EQ(h.post_recv(1, {{b.dst + at, 4096, b.dmr->lkey}}, 10 + t), 0);
             const bool ud = t == IBV_QPT_UD;
             ASSERT_EQ(ud ? h.post_ud(0, h.ah_to_peer(0), {{b.src + at, 1234, b.smr->lkey}}, 20 + t)
@@ -929,8 +937,8 @@ SIM_TEST(E2eCompliance, C10_82_rc_messages_are_segmented_and_reassembled) {
         EXPECT_EQ(ctr(0, "transport_engine.tx_packets") - tx, 40u);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, len), "send payload");
         tx = ctr(0, "transport_engine.tx_packets");
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, len, b.smr->lkey}}, 3, IBV_SEND_SIGNALED, b.dst + 16384,
-                              b.dmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, len, b.smr->lkey}}, 3, IBV_SEND_SIGNALED,
+                              b.dst + 16384, b.dmr->rkey),
                   0);
         auto swc = h.expect_wc(h.s[0].scq, 1, "segmented write");
         ASSERT_EQ(swc.size(), 1u);
@@ -984,7 +992,8 @@ SIM_TEST(E2eCompliance, C10_115_C10_121_C10_123_default_pkey_table) {
             ASSERT_EQ(ibv_query_port(h.s[n].ctx, 1, &pa), 0);
             EXPECT_EQ(pa.pkey_tbl_len, len);
             EXPECT_EQ(pk.pkey(0), 0xFFFF) << "entry 0 is the default P_Key";
-            for (unsigned i = 1; i < len; ++i) EXPECT_EQ(pk.pkey(i) & 0x7FFF, 0) << "entry " << i << " invalid";
+            for (unsigned i = 1; i < len; ++i)
+                EXPECT_EQ(pk.pkey(i) & 0x7FFF, 0) << "entry " << i << " invalid";
         }
         // QPs at index 0 talk in the default partition.
         bufs b = make_bufs(h, 4096, 115);

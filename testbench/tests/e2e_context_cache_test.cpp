@@ -35,8 +35,7 @@ std::pair<ibv_qp*, ibv_qp*> second_pair(rc_harness& h) {
         q[i] = ibv_create_qp(h.s[i].pd, &a);
         EXPECT_NE(q[i], nullptr);
     }
-    if (!q[0] || !q[1])
-        return {nullptr, nullptr};
+    if (!q[0] || !q[1]) return {nullptr, nullptr};
     EXPECT_EQ(h.connect_qp(q[0], IBV_QPS_RTS, q[1]->qp_num, h.s[1].lid, 0x500, 0x600), 0);
     EXPECT_EQ(h.connect_qp(q[1], IBV_QPS_RTS, q[0]->qp_num, h.s[0].lid, 0x600, 0x500), 0);
     return {q[0], q[1]};
@@ -57,7 +56,8 @@ uint64_t timed_write(rc_harness& h, const bufs& b, uint64_t wr_id) {
 
 SIM_TEST(QpContextCache, a_miss_reads_the_qpc_entry_before_the_packet_and_a_hit_costs_nothing) {
     rc_config cfg;
-    cfg.keys = {{"hca.transport_engine.qpc_cache_entries", "1"}, {"hca.transport_engine.qpc_cache_ways", "1"}};
+    cfg.keys = {{"hca.transport_engine.qpc_cache_entries", "1"},
+                {"hca.transport_engine.qpc_cache_ways", "1"}};
     rc_harness h(cfg);
     h.run([](rc_harness& h) {
         const bufs b = make_bufs(h, 4096);
@@ -123,7 +123,8 @@ SIM_TEST(CqContextCache, completions_to_alternating_cqs_miss_a_one_entry_cache) 
         EXPECT_EQ(ctr(0, "cq_writer.cqc_misses"), 3u);
         EXPECT_GE(cold - warm, 535u) << "cold " << cold << " ns, warm " << warm << " ns";
         EXPECT_LE(cold - warm, 535u + 100u) << "cold " << cold << " ns, warm " << warm << " ns";
-        EXPECT_NEAR(double(timed_write(h, b, 4)), double(warm), 1.0) << "on chip again (within 1 ns: now_ns() truncates)";
+        EXPECT_NEAR(double(timed_write(h, b, 4)), double(warm), 1.0)
+            << "on chip again (within 1 ns: now_ns() truncates)";
         EXPECT_EQ(ctr(0, "dma_mux.cqc_bytes"), 3 * sizeof(hw::cq_context));
         EXPECT_EQ(ctr(0, "cq_writer.cqc_hits") + ctr(0, "cq_writer.cqc_misses"), ctr(0, "cq_writer.cqes"));
     });

@@ -44,8 +44,8 @@ void spawn_sender(rc_harness& h, stream_state& st, unsigned n, uint64_t src, uin
         while (st.completed < n) {
             while (posted < n && posted - st.completed < 64) {
                 if (uint64_t g = gap(posted)) h.sleep(0, g);
-                const int rc = h.post_send(0, IBV_WR_SEND_WITH_IMM, {{src, 64, lkey}}, posted, IBV_SEND_SIGNALED, 0, 0,
-                                           posted);
+                const int rc = h.post_send(0, IBV_WR_SEND_WITH_IMM, {{src, 64, lkey}}, posted,
+                                           IBV_SEND_SIGNALED, 0, 0, posted);
                 if (rc) {
                     ADD_FAILURE() << "sender: post_send " << posted << " returned " << rc;
                     st.done = true;
@@ -57,7 +57,8 @@ void spawn_sender(rc_harness& h, stream_state& st, unsigned n, uint64_t src, uin
             const int got = ibv_poll_cq(h.s[0].scq, 16, wc);
             for (int i = 0; i < got; ++i) st.errors += wc[i].status != IBV_WC_SUCCESS;
             st.completed += unsigned(std::max(got, 0));
-            if (got == 0 && (posted == n || posted - st.completed >= 64) && ibv_wait_cq(h.s[0].scq, 50'000'000) != 0) {
+            if (got == 0 && (posted == n || posted - st.completed >= 64) &&
+                ibv_wait_cq(h.s[0].scq, 50'000'000) != 0) {
                 ADD_FAILURE() << "sender: no send completion within 50 ms";
                 break;
             }
@@ -138,8 +139,8 @@ SIM_TEST(E2eCq, resize_and_query_commands_move_cqes_by_dma_and_keep_the_cqc_tabl
         EXPECT_TRUE(drv.caps().flags & hw::CAP_RESIZE_CQ);
         bufs b = make_bufs(h, 4096, 6);
         for (unsigned k = 0; k < 200; ++k)
-            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 8, b.smr->lkey}}, k, IBV_SEND_SIGNALED, b.dst,
-                                  b.dmr->rkey),
+            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 8, b.smr->lkey}}, k, IBV_SEND_SIGNALED,
+                                  b.dst, b.dmr->rkey),
                       0);
         h.sleep(0, 200'000);
         hw::cq_context q{};
@@ -151,13 +152,16 @@ SIM_TEST(E2eCq, resize_and_query_commands_move_cqes_by_dma_and_keep_the_cqc_tabl
         EXPECT_EQ(q.producer, 200u);
         EXPECT_EQ(q.consumer, 0u);
         EXPECT_EQ(q.overrun, 0u);
-        EXPECT_EQ(drv.exec(hw::CMD_QUERY_CQ, drv.num_cqs() - 1, 0, nullptr, 0, &q, sizeof q), hw::CMD_BAD_RESOURCE);
+        EXPECT_EQ(drv.exec(hw::CMD_QUERY_CQ, drv.num_cqs() - 1, 0, nullptr, 0, &q, sizeof q),
+                  hw::CMD_BAD_RESOURCE);
         // Refused resizes leave the CQ as it was.
         hw::resize_cq_in in{};
         in.base = cq->ring_pa;  // never used: every one of these fails
-        for (uint8_t log : {uint8_t(23), uint8_t(17), uint8_t(7)}) {  // too large, > max_cqe + 1, 200 do not fit 128
+        for (uint8_t log :
+             {uint8_t(23), uint8_t(17), uint8_t(7)}) {  // too large, > max_cqe + 1, 200 do not fit 128
             in.log_size = log;
-            EXPECT_EQ(drv.exec(hw::CMD_RESIZE_CQ, cq->handle, 0, &in, sizeof in), hw::CMD_BAD_PARAM) << int(log);
+            EXPECT_EQ(drv.exec(hw::CMD_RESIZE_CQ, cq->handle, 0, &in, sizeof in), hw::CMD_BAD_PARAM)
+                << int(log);
         }
         in.log_size = 10;
         EXPECT_EQ(drv.exec(hw::CMD_RESIZE_CQ, drv.num_cqs() - 1, 0, &in, sizeof in), hw::CMD_BAD_RESOURCE);
@@ -223,8 +227,8 @@ SIM_TEST(E2eCq, resize_cq_verb_rules_query_cq_capacity_and_the_arm_survives_a_re
         EXPECT_EQ(ibv_query_cq(cq, nullptr), EINVAL);
         bufs b = make_bufs(h, 4096, 7);
         for (unsigned k = 0; k < 10; ++k)
-            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 8, b.smr->lkey}}, k, IBV_SEND_SIGNALED, b.dst,
-                                  b.dmr->rkey),
+            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 8, b.smr->lkey}}, k, IBV_SEND_SIGNALED,
+                                  b.dst, b.dmr->rkey),
                       0);
         h.sleep(0, 50'000);
         EXPECT_EQ(ibv_resize_cq(cq, 9), EINVAL) << "10 completions not polled";
@@ -297,7 +301,8 @@ SIM_TEST(E2eCq, resize_up_and_down_while_2000_sends_stream_in_loses_and_duplicat
             got += unsigned(n);
             if (n < 32 && got >= next_resize && ri < sizes.size()) {
                 h.sleep(1, 2'000);  // let completions pile up: the resize has CQEs to move
-                ASSERT_EQ(ibv_resize_cq(cq, sizes[ri]), 0) << "resize " << ri << " to " << sizes[ri] << " after " << got;
+                ASSERT_EQ(ibv_resize_cq(cq, sizes[ri]), 0)
+                    << "resize " << ri << " to " << sizes[ri] << " after " << got;
                 int cap = 0;
                 ASSERT_EQ(ibv_query_cq(cq, &cap), 0) << "resize " << ri << " after " << got << " overruns "
                                                      << ctr(1, "cq_writer.overruns") << " at " << h.now_ns();
@@ -335,8 +340,8 @@ SIM_TEST(E2eCq, cq_error_rules_of_10_8_5_2_poll_then_empty_resize_and_query_fail
         ASSERT_EQ(ibv_set_comp_event_handler(h.s[0].ctx, 0, [&](ibv_cq*, void*) { ++handler_calls; }), 0);
         bufs b = make_bufs(h, 4096, 52);
         for (unsigned k = 0; k < 6; ++k)
-            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 8, b.smr->lkey}}, k, IBV_SEND_SIGNALED, b.dst,
-                                  b.dmr->rkey),
+            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 8, b.smr->lkey}}, k, IBV_SEND_SIGNALED,
+                                  b.dst, b.dmr->rkey),
                       0);
         h.sleep(0, kQuietNs);
         EXPECT_GE(ctr(0, "cq_writer.overruns"), 2u);
@@ -426,10 +431,21 @@ SIM_TEST(E2eCq, C10_109_2_1_o10_54_2_1_handler_identifiers_counted_by_query_devi
         EXPECT_EQ(cqc->comp_vector, 2);
         std::vector<std::pair<ibv_cq*, void*>> calls0, calls2;
         unsigned calls = 0;
-        ASSERT_EQ(ibv_set_comp_event_handler(ctx, 0, [&](ibv_cq* c, void* cc) { calls0.emplace_back(c, cc); ++calls; }), 0);
-        ASSERT_EQ(ibv_set_comp_event_handler(ctx, 2, [&](ibv_cq* c, void* cc) { calls2.emplace_back(c, cc); ++calls; }), 0);
+        ASSERT_EQ(ibv_set_comp_event_handler(ctx, 0,
+                                             [&](ibv_cq* c, void* cc) {
+                                                 calls0.emplace_back(c, cc);
+                                                 ++calls;
+                                             }),
+                  0);
+        ASSERT_EQ(ibv_set_comp_event_handler(ctx, 2,
+                                             [&](ibv_cq* c, void* cc) {
+                                                 calls2.emplace_back(c, cc);
+                                                 ++calls;
+                                             }),
+                  0);
         // Identifier 1 has no handler.
-        auto pa = extra_pair(h, cqa, 0x1000), pb = extra_pair(h, cqb, 0x2000), pc = extra_pair(h, cqc, 0x3000);
+        auto pa = extra_pair(h, cqa, 0x1000), pb = extra_pair(h, cqb, 0x2000),
+             pc = extra_pair(h, cqc, 0x3000);
         ASSERT_TRUE(pa.first && pb.first && pc.first);
         bufs b = make_bufs(h, 4096, 109);
         for (ibv_cq* c : {cqa, cqb, cqc}) ASSERT_EQ(ibv_req_notify_cq(c, 0), 0);
@@ -437,8 +453,7 @@ SIM_TEST(E2eCq, C10_109_2_1_o10_54_2_1_handler_identifiers_counted_by_query_devi
         send_one(h, pb, b, 2);
         send_one(h, pc, b, 3);
         h.sleep(1, kQuietNs);
-        while (calls < 2 && await_handler(h, calls)) {
-        }
+        while (calls < 2 && await_handler(h, calls)) {}
         h.sleep(1, kQuietNs);
         ibv_process_events(h.s[1].ctx, 1);
         ASSERT_EQ(calls0.size(), 1u) << "one call per event";
@@ -479,17 +494,23 @@ SIM_TEST(E2eCq, C10_110_2_1_o10_54_2_2_a_handler_replaces_the_earlier_one_and_an
             h.sleep(1, 10'000);
             ibv_process_events(ctx, 1);
         };
-        ASSERT_EQ(ibv_set_comp_event_handler(ctx, 1, [&](ibv_cq* q, void* cc) {
-                      EXPECT_EQ(q, cq);
-                      EXPECT_EQ(cc, (void*)0x5E7);
-                      ++a;
-                      ++calls;
-                  }),
+        ASSERT_EQ(ibv_set_comp_event_handler(ctx, 1,
+                                             [&](ibv_cq* q, void* cc) {
+                                                 EXPECT_EQ(q, cq);
+                                                 EXPECT_EQ(cc, (void*)0x5E7);
+                                                 ++a;
+                                                 ++calls;
+                                             }),
                   0);
         event(1);
         EXPECT_EQ(a, 1u);
         // A non-empty handler replaces the earlier one.
-        ASSERT_EQ(ibv_set_comp_event_handler(ctx, 1, [&](ibv_cq*, void*) { ++bb; ++calls; }), 0);
+        ASSERT_EQ(ibv_set_comp_event_handler(ctx, 1,
+                                             [&](ibv_cq*, void*) {
+                                                 ++bb;
+                                                 ++calls;
+                                             }),
+                  0);
         event(2);
         EXPECT_EQ(a, 1u);
         EXPECT_EQ(bb, 1u);
@@ -499,7 +520,12 @@ SIM_TEST(E2eCq, C10_110_2_1_o10_54_2_2_a_handler_replaces_the_earlier_one_and_an
         EXPECT_EQ(calls, 2u);
         EXPECT_EQ(drv.pending_cq_events(cq->handle), 1u);
         // A new handler gets later events only.
-        ASSERT_EQ(ibv_set_comp_event_handler(ctx, 1, [&](ibv_cq*, void*) { ++c; ++calls; }), 0);
+        ASSERT_EQ(ibv_set_comp_event_handler(ctx, 1,
+                                             [&](ibv_cq*, void*) {
+                                                 ++c;
+                                                 ++calls;
+                                             }),
+                  0);
         EXPECT_EQ(c, 0u) << "the pending event is not passed to a handler set later";
         event(4);
         EXPECT_EQ(c, 1u);
@@ -580,9 +606,8 @@ SIM_TEST(E2eCq, poll_arm_poll_sequence_of_10_8_7_with_traffic_at_random_times_lo
         // after up to 20 us.
         auto rng = std::make_shared<std::mt19937>(7);
         stream_state st;
-        spawn_sender(h, st, kMsgs, src, smr->lkey, [rng](unsigned) -> uint64_t {
-            return (*rng)() % 4 == 0 ? 0 : (*rng)() % 20'000;
-        });
+        spawn_sender(h, st, kMsgs, src, smr->lkey,
+                     [rng](unsigned) -> uint64_t { return (*rng)() % 4 == 0 ? 0 : (*rng)() % 20'000; });
         std::mt19937 think(11);
         std::vector<int> seen(kMsgs, 0);
         unsigned got = 0, waits = 0;
@@ -603,17 +628,19 @@ SIM_TEST(E2eCq, poll_arm_poll_sequence_of_10_8_7_with_traffic_at_random_times_lo
             }
         };
         while (got < kMsgs) {
-            drain();                            // 1) poll until the CQ is empty
-            h.sleep(1, think() % 3'000);        // consumer work widens the windows between the steps
+            drain();                      // 1) poll until the CQ is empty
+            h.sleep(1, think() % 3'000);  // consumer work widens the windows between the steps
             const unsigned at_arm = events;
             ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);  // 2) request notification
             h.sleep(1, think() % 3'000);
-            drain();                            // 3) poll again: entries added since 1)
+            drain();  // 3) poll again: entries added since 1)
             if (got == kMsgs) break;
             // Then wait for the event: more messages are coming, so one must fire.
             const uint64_t deadline = h.now_ns() + 50'000'000;
-            while (events == at_arm && h.now_ns() < deadline) ibv_process_events(h.s[1].ctx, deadline - h.now_ns());
-            ASSERT_GT(events, at_arm) << "no completion event after " << got << " completions: a wake-up was lost";
+            while (events == at_arm && h.now_ns() < deadline)
+                ibv_process_events(h.s[1].ctx, deadline - h.now_ns());
+            ASSERT_GT(events, at_arm)
+                << "no completion event after " << got << " completions: a wake-up was lost";
             ++waits;
         }
         while (!st.done) h.sleep(1, 10'000);

@@ -22,8 +22,8 @@ using namespace hcasim::verbs;
 namespace {
 
 constexpr unsigned kNodes = 16;
-constexpr uint32_t kLen = 200;         // payload of every datagram
-constexpr uint32_t kSlot = 256;        // receive buffer per datagram: GRH area + payload, rounded
+constexpr uint32_t kLen = 200;   // payload of every datagram
+constexpr uint32_t kSlot = 256;  // receive buffer per datagram: GRH area + payload, rounded
 constexpr uint16_t kMlid = 0xC010;
 constexpr uint64_t kQuietNs = 50'000;
 
@@ -77,22 +77,22 @@ void all_to_all(rc_harness& h, std::vector<node_bufs>& b, std::vector<std::vecto
     for (unsigned i = 0; i < kNodes; ++i) {
         unsigned sent = 0;
         for (unsigned j = 0; j < kNodes; ++j) {
-            if (j == i)
-                continue;
+            if (j == i) continue;
             const uint64_t src = b[i].src + uint64_t(j) * kLen;
             h.write_mem(i, src, payload(i, j, m));
-            ASSERT_EQ(h.post_ud(i, ah[i][j], {{src, kLen, b[i].smr->lkey}}, j, IBV_SEND_SIGNALED, h.s[j].qp->qp_num), 0);
+            ASSERT_EQ(h.post_ud(i, ah[i][j], {{src, kLen, b[i].smr->lkey}}, j, IBV_SEND_SIGNALED,
+                                h.s[j].qp->qp_num),
+                      0);
             ++sent;
         }
         auto wc = h.expect_wc(h.s[i].scq, sent, "node" + std::to_string(i) + " sends");
-        for (const ibv_wc& w : wc)
-            EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+        for (const ibv_wc& w : wc) EXPECT_EQ(w.status, IBV_WC_SUCCESS);
     }
 }
 
 /// Checks that node j received exactly the datagrams of `senders` (any order), message m.
-void expect_received(rc_harness& h, std::vector<node_bufs>& b, unsigned j, const std::vector<unsigned>& senders,
-                     unsigned m) {
+void expect_received(rc_harness& h, std::vector<node_bufs>& b, unsigned j,
+                     const std::vector<unsigned>& senders, unsigned m) {
     auto wc = h.wait_wc(h.s[j].rcq, senders.size() + 1, kQuietNs);
     ASSERT_EQ(wc.size(), senders.size()) << "node" << j << " receives";
     std::vector<bool> seen(kNodes, false);
@@ -101,16 +101,14 @@ void expect_received(rc_harness& h, std::vector<node_bufs>& b, unsigned j, const
         EXPECT_EQ(w.byte_len, 40 + kLen);
         unsigned from = kNodes;
         for (unsigned i = 0; i < kNodes; ++i)
-            if (h.s[i].qp->qp_num == w.src_qp && h.s[i].lid == w.slid)
-                from = i;
+            if (h.s[i].qp->qp_num == w.src_qp && h.s[i].lid == w.slid) from = i;
         ASSERT_LT(from, kNodes) << "a datagram from no known node";
         EXPECT_FALSE(seen[from]) << "twice from node" << from;
         seen[from] = true;
         h.expect_mem(j, b[j].dst + w.wr_id * kSlot + 40, payload(from, j, m),
                      "node" + std::to_string(j) + " from node" + std::to_string(from));
     }
-    for (unsigned s : senders)
-        EXPECT_TRUE(seen[s]) << "node" << j << " missed node" << s;
+    for (unsigned s : senders) EXPECT_TRUE(seen[s]) << "node" << j << " missed node" << s;
 }
 
 /// The scenario: all-to-all and multicast in the default partition, then in two partitions.
@@ -124,20 +122,17 @@ void two_partitions(rc_harness& h) {
             b[i].dst = h.alloc(i, 32 * kSlot, 4096);
             b[i].dmr = h.reg(i, b[i].dst, 32 * kSlot);
             for (unsigned j = 0; j < kNodes; ++j)
-                if (j != i)
-                    ah[i][j] = h.ah_to(i, j);
+                if (j != i) ah[i][j] = h.ah_to(i, j);
         }
         const ibv_gid g = group_gid();
-        for (unsigned i = 1; i < kNodes; ++i)
-            ASSERT_EQ(ibv_attach_mcast(h.s[i].qp, &g, kMlid), 0);
+        for (unsigned i = 1; i < kNodes; ++i) ASSERT_EQ(ibv_attach_mcast(h.s[i].qp, &g, kMlid), 0);
         ibv_ah_attr ma{};
         ma.dlid = kMlid;
         ma.port_num = 1;
         ma.is_global = 1;
         ma.grh.dgid = g;
         std::vector<ibv_ah*> mah(kNodes);
-        for (unsigned i = 0; i < kNodes; ++i)
-            mah[i] = ibv_create_ah(h.s[i].pd, &ma);
+        for (unsigned i = 0; i < kNodes; ++i) mah[i] = ibv_create_ah(h.s[i].pd, &ma);
 
         // 1. The default partition: every node reaches every other one; multicast reaches 15.
         post_receives(h, b, 16);
@@ -145,12 +140,12 @@ void two_partitions(rc_harness& h) {
         for (unsigned j = 0; j < kNodes; ++j) {
             std::vector<unsigned> all;
             for (unsigned i = 0; i < kNodes; ++i)
-                if (i != j)
-                    all.push_back(i);
+                if (i != j) all.push_back(i);
             expect_received(h, b, j, all, 0);
         }
         h.write_mem(0, b[0].src, payload(0, 0, 9));
-        ASSERT_EQ(h.post_ud(0, mah[0], {{b[0].src, kLen, b[0].smr->lkey}}, 99, IBV_SEND_SIGNALED, 0xFFFFFF), 0);
+        ASSERT_EQ(h.post_ud(0, mah[0], {{b[0].src, kLen, b[0].smr->lkey}}, 99, IBV_SEND_SIGNALED, 0xFFFFFF),
+                  0);
         EXPECT_EQ(h.expect_wc(h.s[0].scq, 1, "multicast").size(), 1u);
         for (unsigned j = 1; j < kNodes; ++j) {
             auto w = h.expect_wc(h.s[j].rcq, 1, "multicast at node" + std::to_string(j));
@@ -159,8 +154,7 @@ void two_partitions(rc_harness& h) {
             h.expect_mem(j, b[j].dst + w[0].wr_id * kSlot + 40, payload(0, 0, 9), "multicast payload");
         }
         EXPECT_EQ(h.counter_value("fabric.switch.mcast_replicas"), kNodes - 1);
-        for (unsigned j = 0; j < kNodes; ++j)
-            EXPECT_EQ(pkey_violations(h, j), 0u);
+        for (unsigned j = 0; j < kNodes; ++j) EXPECT_EQ(pkey_violations(h, j), 0u);
 
         // 2. Two partitions: the management path writes entry 1 of every port's table, and every
         // QP is moved to it (Reset -> Init with pkey_index 1 -> RTS). The multicast
@@ -179,16 +173,17 @@ void two_partitions(rc_harness& h) {
         for (unsigned j = 0; j < kNodes; ++j) {
             std::vector<unsigned> same;
             for (unsigned i = 0; i < kNodes; ++i)
-                if (i != j && partition_of(i) == partition_of(j))
-                    same.push_back(i);
+                if (i != j && partition_of(i) == partition_of(j)) same.push_back(i);
             expect_received(h, b, j, same, 1);
-            EXPECT_EQ(pkey_violations(h, j), kNodes / 2) << "node" << j << ": one per try from the other partition";
+            EXPECT_EQ(pkey_violations(h, j), kNodes / 2)
+                << "node" << j << ": one per try from the other partition";
         }
         // Multicast from node0 (partition 0) and node8 (partition 1): each reaches the members
         // of its own partition; the other partition's ports count a violation each.
         for (unsigned from : {0u, 8u}) {
             h.write_mem(from, b[from].src, payload(from, 0, 7));
-            ASSERT_EQ(h.post_ud(from, mah[from], {{b[from].src, kLen, b[from].smr->lkey}}, 98, IBV_SEND_SIGNALED, 0xFFFFFF),
+            ASSERT_EQ(h.post_ud(from, mah[from], {{b[from].src, kLen, b[from].smr->lkey}}, 98,
+                                IBV_SEND_SIGNALED, 0xFFFFFF),
                       0);
             EXPECT_EQ(h.expect_wc(h.s[from].scq, 1, "multicast").size(), 1u);
         }
@@ -197,13 +192,13 @@ void two_partitions(rc_harness& h) {
             // through its port's loopback (o10-36).
             std::vector<unsigned> senders;
             for (unsigned from : {0u, 8u})
-                if (j != 0 && partition_of(from) == partition_of(j))
-                    senders.push_back(from);
+                if (j != 0 && partition_of(from) == partition_of(j)) senders.push_back(from);
             auto wc = h.wait_wc(h.s[j].rcq, senders.size() + 1, kQuietNs);
             ASSERT_EQ(wc.size(), senders.size()) << "node" << j << " multicast receives";
             for (size_t k = 0; k < wc.size(); ++k) {
                 EXPECT_EQ(wc[k].src_qp, h.s[senders[k]].qp->qp_num);
-                h.expect_mem(j, b[j].dst + wc[k].wr_id * kSlot + 40, payload(senders[k], 0, 7), "multicast payload");
+                h.expect_mem(j, b[j].dst + wc[k].wr_id * kSlot + 40, payload(senders[k], 0, 7),
+                             "multicast payload");
             }
             // Members of the other partition got the other group's packet at their port and
             // dropped it there; node0 is no member, so nothing reached it.
@@ -211,9 +206,9 @@ void two_partitions(rc_harness& h) {
             EXPECT_EQ(pkey_violations(h, j), kNodes / 2 + tries) << "node" << j;
         }
         uint64_t total = 0;
-        for (unsigned j = 0; j < kNodes; ++j)
-            total += ctr(j, "pkey_checker.violations");
-        EXPECT_EQ(total, kNodes * (kNodes / 2) + (kNodes - 1)) << "all-to-all tries across plus multicast copies across";
+        for (unsigned j = 0; j < kNodes; ++j) total += ctr(j, "pkey_checker.violations");
+        EXPECT_EQ(total, kNodes * (kNodes / 2) + (kNodes - 1))
+            << "all-to-all tries across plus multicast copies across";
     });
 }
 

@@ -66,8 +66,9 @@ void every_lid_reaches_the_node(rc_harness& h, unsigned to, int quiet) {
     for (unsigned k = 0; k < 4; ++k) {
         ibv_ah* ah = ah_with_path(h, 0, uint16_t(base + k), uint8_t(3 - k));
         ASSERT_NE(ah, nullptr);
-        ASSERT_EQ(h.post_ud(0, ah, {{src + 100 * k, 100 + k, smr->lkey}}, k, IBV_SEND_SIGNALED, h.s[to].qp->qp_num),
-                  0);
+        ASSERT_EQ(
+            h.post_ud(0, ah, {{src + 100 * k, 100 + k, smr->lkey}}, k, IBV_SEND_SIGNALED, h.s[to].qp->qp_num),
+            0);
     }
     auto s = h.expect_wc(h.s[0].scq, 4, "sends");
     for (const ibv_wc& w : s) EXPECT_EQ(w.status, IBV_WC_SUCCESS);
@@ -81,10 +82,10 @@ void every_lid_reaches_the_node(rc_harness& h, unsigned to, int quiet) {
         EXPECT_EQ(r[k].src_qp, h.s[0].qp->qp_num);
         EXPECT_EQ(r[k].slid, uint16_t(base0 | (3 - k))) << "SLID = base LID | the AH's source path bits";
         EXPECT_EQ(r[k].dlid_path_bits, k) << "the DLID's low LMC bits";
-        h.expect_mem(to, dst + k * 4096 + 40, h.read_mem(0, src + 100 * k, 100 + k), "the payload from byte 40");
+        h.expect_mem(to, dst + k * 4096 + 40, h.read_mem(0, src + 100 * k, 100 + k),
+                     "the payload from byte 40");
     }
-    if (quiet >= 0)
-        h.expect_no_wc(h.s[unsigned(quiet)].rcq, kQuietNs, "another node");
+    if (quiet >= 0) h.expect_no_wc(h.s[unsigned(quiet)].rcq, kQuietNs, "another node");
 }
 
 }  // namespace

@@ -68,8 +68,7 @@ private:
     void main() {
         for (const shot& s : shots_) {
             const sc_time at(s.at_ns, SC_NS);
-            if (at > sc_time_stamp())
-                wait(at - sc_time_stamp());
+            if (at > sc_time_stamp()) wait(at - sc_time_stamp());
             wire::headers h;
             h.l.dlid = s.dlid;
             h.l.slid = slid_;
@@ -77,8 +76,7 @@ private:
             h.b.dest_qp = 0x11;
             h.b.psn = s.psn;
             const size_t hdr = wire::encode_headers(h, s.payload, pkt_.bytes);
-            for (uint32_t b = 0; b < s.payload; ++b)
-                pkt_.bytes[hdr + b] = uint8_t(s.psn * 7 + b);
+            for (uint32_t b = 0; b < s.payload; ++b) pkt_.bytes[hdr + b] = uint8_t(s.psn * 7 + b);
             tx_.transmit(pkt_, uint32_t(hdr + s.payload), SC_ZERO_TIME);
         }
         done = true;
@@ -102,8 +100,7 @@ public:
     std::vector<rx> got;
     void receive(const rx_packet& p) override {
         bool ok = true;
-        for (uint32_t b = 0; b < p.payload_len; ++b)
-            ok = ok && p.payload[b] == uint8_t(p.h.b.psn * 7 + b);
+        for (uint32_t b = 0; b < p.payload_len; ++b) ok = ok && p.payload[b] == uint8_t(p.h.b.psn * 7 + b);
         got.push_back({p.h.b.psn, p.h.l.dlid, p.h.l.slid, p.wire_len, sc_time_stamp(), ok});
     }
 };
@@ -118,11 +115,9 @@ uint64_t count(const std::string& key) {
 struct port_bench {
     port_bench(const std::vector<std::pair<std::string, std::string>>& keys, std::vector<shot> from0,
                std::vector<shot> from1 = {}) {
-        for (const auto& kv : keys)
-            broker::instance().set(kv.first, kv.second, "test");
+        for (const auto& kv : keys) broker::instance().set(kv.first, kv.second, "test");
         m = std::make_unique<machine>();
-        for (unsigned i = 0; i < 2; ++i)
-            m->at(i).adapter.port0.bind_receiver(rec[i]);
+        for (unsigned i = 0; i < 2; ++i) m->at(i).adapter.port0.bind_receiver(rec[i]);
         inj[0] = std::make_unique<injector>("inj0", port_of(0), m->at(0).lid(), std::move(from0));
         inj[1] = std::make_unique<injector>("inj1", port_of(1), m->at(1).lid(), std::move(from1));
         broker::instance().check_unused();
@@ -191,7 +186,7 @@ SIM_TEST(PortLoopback, wire_arrivals_and_looped_back_packets_reach_the_receiver_
     const sc_time big = b.ser(0, wire_len(4096)), small = b.ser(1, wire_len(256));
     const sc_time wire_rx = small + ns(kPropNs + kRxPipeNs);
     const std::vector<std::pair<uint32_t, sc_time>> want = {
-        {10, ns(50) + wire_rx},          {0, big + ns(kRxPipeNs)},      {11, ns(500) + wire_rx},
+        {10, ns(50) + wire_rx},         {0, big + ns(kRxPipeNs)},       {11, ns(500) + wire_rx},
         {1, big * 2.0 + ns(kRxPipeNs)}, {2, big * 3.0 + ns(kRxPipeNs)}, {12, ns(2000) + wire_rx}};
     ASSERT_EQ(b.rec[0].got.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {
@@ -209,11 +204,11 @@ SIM_TEST(PortLoopback, lmc_range_loops_back_multicast_loops_back_and_goes_out_ot
                       {0, 5, 8, 1},
                       {0, 6, 8, 2},
                       {0, 7, 8, 3},
-                      {0, 8, 8, 4},        // next LID after the range: the wire (node1 drops it)
-                      {0, 3, 8, 5},        // below it: the wire (node1 drops it)
-                      {0, 0xC001, 8, 6},   // multicast: looped back (o10-36) and on the wire
-                      {0, 0xFFFF, 8, 7}}); // permissive: the wire
-    b.port_of(0).set_lid(4, 2);            // node0 owns LIDs 4..7
+                      {0, 8, 8, 4},         // next LID after the range: the wire (node1 drops it)
+                      {0, 3, 8, 5},         // below it: the wire (node1 drops it)
+                      {0, 0xC001, 8, 6},    // multicast: looped back (o10-36) and on the wire
+                      {0, 0xFFFF, 8, 7}});  // permissive: the wire
+    b.port_of(0).set_lid(4, 2);             // node0 owns LIDs 4..7
     b.run(10'000);
     ASSERT_EQ(b.rec[0].got.size(), 5u);
     for (unsigned i = 0; i < 4; ++i) {
@@ -245,8 +240,7 @@ SIM_TEST(PortDlid, receive_drops_dlids_neither_ours_multicast_nor_permissive) {
     b.run(10'000);
     const std::vector<uint32_t> passed = {0, 4, 5, 6};
     ASSERT_EQ(b.rec[1].got.size(), passed.size());
-    for (size_t i = 0; i < passed.size(); ++i)
-        EXPECT_EQ(b.rec[1].got[i].psn, passed[i]);
+    for (size_t i = 0; i < passed.size(); ++i) EXPECT_EQ(b.rec[1].got[i].psn, passed[i]);
     EXPECT_EQ(count("node1.hca.port.rx_bad_dlid"), 3u);
     EXPECT_EQ(count("node1.hca.port.rx_packets"), 4u);
     EXPECT_EQ(count("node1.hca.port.rx_bytes"), 7u * wire_len(16));  // every packet received
@@ -256,7 +250,7 @@ SIM_TEST(PortDlid, receive_drops_dlids_neither_ours_multicast_nor_permissive) {
 }
 
 SIM_TEST(PortDlid, receive_accepts_every_lid_of_the_lmc_range) {
-    port_bench b({}, {{0, 2, 16, 0},     // node1's old LID: no longer its own
+    port_bench b({}, {{0, 2, 16, 0},  // node1's old LID: no longer its own
                       {100, 3, 16, 1},
                       {200, 4, 16, 2},
                       {300, 5, 16, 3},
@@ -266,8 +260,7 @@ SIM_TEST(PortDlid, receive_accepts_every_lid_of_the_lmc_range) {
     b.port_of(1).set_lid(4, 2);  // node1 owns LIDs 4..7
     b.run(10'000);
     ASSERT_EQ(b.rec[1].got.size(), 4u);
-    for (unsigned i = 0; i < 4; ++i)
-        EXPECT_EQ(b.rec[1].got[i].dlid, 4 + i);
+    for (unsigned i = 0; i < 4; ++i) EXPECT_EQ(b.rec[1].got[i].dlid, 4 + i);
     EXPECT_EQ(count("node1.hca.port.rx_bad_dlid"), 3u);
 }
 
@@ -303,11 +296,11 @@ loop_pair make_loop_pair(rc_harness& h, unsigned n) {
         a.cap.max_recv_sge = c.max_recv_sge;
         p.qp[i] = ibv_create_qp(h.s[n].pd, &a);
         EXPECT_NE(p.qp[i], nullptr) << "loopback QP " << i;
-        if (!p.qp[i])
-            return p;
+        if (!p.qp[i]) return p;
     }
     for (unsigned i = 0; i < 2; ++i)  // to each other, through our own port
-        EXPECT_EQ(h.connect_qp(p.qp[i], IBV_QPS_RTS, p.qp[1 - i]->qp_num, h.s[n].lid, p.psn[1 - i], p.psn[i]), 0);
+        EXPECT_EQ(h.connect_qp(p.qp[i], IBV_QPS_RTS, p.qp[1 - i]->qp_num, h.s[n].lid, p.psn[1 - i], p.psn[i]),
+                  0);
     return p;
 }
 
@@ -326,18 +319,23 @@ ibv_send_wr one_wr(ibv_wr_opcode op, ibv_sge* sge, uint64_t wr_id, uint64_t radd
 /// Snapshot of the counters that tell where packets went.
 struct traffic {
     uint64_t v[14];
-    static constexpr const char* keys[14] = {
-        "node0.hca.port.tx_packets",          "node0.hca.port.tx_bytes",
-        "node0.link.packets",                 "node0.hca.port.loopback_packets",
-        "node0.hca.port.loopback_bytes",      "node0.hca.port.rx_packets",
-        "node1.hca.port.rx_packets",          "node1.hca.port.tx_packets",
-        "node1.link.packets",                 "node0.hca.transport_engine.tx_packets",
-        "node0.hca.transport_engine.acks_sent", "node0.hca.transport_engine.read_responses_sent",
-        "node0.hca.transport_engine.naks_sent", "node0.hca.transport_engine.retransmits"};
+    static constexpr const char* keys[14] = {"node0.hca.port.tx_packets",
+                                             "node0.hca.port.tx_bytes",
+                                             "node0.link.packets",
+                                             "node0.hca.port.loopback_packets",
+                                             "node0.hca.port.loopback_bytes",
+                                             "node0.hca.port.rx_packets",
+                                             "node1.hca.port.rx_packets",
+                                             "node1.hca.port.tx_packets",
+                                             "node1.link.packets",
+                                             "node0.hca.transport_engine.tx_packets",
+                                             "node0.hca.transport_engine.acks_sent",
+                                             "node0.hca.transport_engine.read_responses_sent",
+                                             "node0.hca.transport_engine.naks_sent",
+                                             "node0.hca.transport_engine.retransmits"};
     static traffic now() {
         traffic t;
-        for (size_t i = 0; i < 14; ++i)
-            t.v[i] = rc_harness::counter_value(keys[i]);
+        for (size_t i = 0; i < 14; ++i) t.v[i] = rc_harness::counter_value(keys[i]);
         return t;
     }
     uint64_t since(const traffic& before, size_t i) const { return v[i] - before.v[i]; }
@@ -354,8 +352,7 @@ SIM_TEST(E2eLoopback, C10_6_rc_between_two_qps_of_one_port_never_reaches_the_lin
     h.run([](rc_harness& h) {
         const unsigned mtu = h.config().mtu;
         loop_pair p = make_loop_pair(h, 0);
-        if (!p.qp[0] || !p.qp[1])
-            return;
+        if (!p.qp[0] || !p.qp[1]) return;
         const traffic before = traffic::now();
         const std::vector<size_t> sizes = {1, 2, 63, 1023, 1024, 1025, 4096 + 5, 65536 + 3};
         const ibv_wr_opcode ops[] = {IBV_WR_SEND, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ};
@@ -366,7 +363,9 @@ SIM_TEST(E2eLoopback, C10_6_rc_between_two_qps_of_one_port_never_reaches_the_lin
             for (ibv_wr_opcode op : ops) {
                 for (size_t size : sizes) {
                     ++messages;
-                    const char* name = op == IBV_WR_SEND ? "SEND" : op == IBV_WR_RDMA_WRITE ? "WRITE" : "READ";
+                    const char* name = op == IBV_WR_SEND         ? "SEND"
+                                       : op == IBV_WR_RDMA_WRITE ? "WRITE"
+                                                                 : "READ";
                     const std::string what = std::string(name) + " " + std::to_string(size) + " B, QP " +
                                              std::to_string(from) + " -> " + std::to_string(to);
                     // The data moves from `src` (sender's, or for a READ the responder's) into
@@ -380,8 +379,7 @@ SIM_TEST(E2eLoopback, C10_6_rc_between_two_qps_of_one_port_never_reaches_the_lin
                     h.fill_mem(0, dst_region, size + 2 * kGuardBytes, kGuard);
                     ibv_mr* smr = h.reg(0, src_region, size + 64);
                     ibv_mr* dmr = h.reg(0, dst_region, size + 2 * kGuardBytes);
-                    if (!smr || !dmr)
-                        return;
+                    if (!smr || !dmr) return;
                     const uint64_t wr_id = 0x1000 + messages;
                     ibv_sge sge{};
                     ibv_send_wr wr{};
@@ -409,7 +407,7 @@ SIM_TEST(E2eLoopback, C10_6_rc_between_two_qps_of_one_port_never_reaches_the_lin
                     EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << what;
                     EXPECT_EQ(wc[0].wr_id, wr_id) << what;
                     EXPECT_EQ(wc[0].qp_num, p.qp[from]->qp_num) << what;
-                    EXPECT_EQ(wc[0].opcode, op == IBV_WR_SEND          ? IBV_WC_SEND
+                    EXPECT_EQ(wc[0].opcode, op == IBV_WR_SEND         ? IBV_WC_SEND
                                             : op == IBV_WR_RDMA_WRITE ? IBV_WC_RDMA_WRITE
                                                                       : IBV_WC_RDMA_READ)
                         << what;
@@ -441,8 +439,7 @@ SIM_TEST(E2eLoopback, C10_6_rc_between_two_qps_of_one_port_never_reaches_the_lin
         }
         const traffic after = traffic::now();
         // Nothing on node0's wire or cable; node1 neither received nor sent anything.
-        for (size_t i : {0u, 1u, 2u, 6u, 7u, 8u})
-            EXPECT_EQ(after.since(before, i), 0u) << traffic::keys[i];
+        for (size_t i : {0u, 1u, 2u, 6u, 7u, 8u}) EXPECT_EQ(after.since(before, i), 0u) << traffic::keys[i];
         // Every packet node0's engine sent (requests, ACKs, READ responses) looped back and was
         // received by node0's own port.
         EXPECT_EQ(after.since(before, 9), requests);
@@ -452,14 +449,15 @@ SIM_TEST(E2eLoopback, C10_6_rc_between_two_qps_of_one_port_never_reaches_the_lin
         const uint64_t looped = after.since(before, 3);
         EXPECT_EQ(looped, after.since(before, 9) + after.since(before, 10) + after.since(before, 11));
         EXPECT_EQ(after.since(before, 5), looped);
-        EXPECT_GT(after.since(before, 4), payload + looped * 26);  // headers + CRCs of every packet
+        EXPECT_GT(after.since(before, 4), payload + looped * 26);    // headers + CRCs of every packet
         EXPECT_GE(after.since(before, 10), 2u * 2u * sizes.size());  // SENDs and WRITEs were ACKed
         EXPECT_EQ(rc_harness::counter_value("node0.hca.port.rx_bad_dlid"), 0u);
         EXPECT_EQ(rc_harness::counter_value("node0.hca.port.rx_malformed"), 0u);
-        std::printf("loopback: %u messages, %llu packets looped back (%u requests, %u READ responses, %llu ACKs), "
-                    "0 on the wire\n",
-                    messages, (unsigned long long)looped, requests, read_responses,
-                    (unsigned long long)after.since(before, 10));
+        std::printf(
+            "loopback: %u messages, %llu packets looped back (%u requests, %u READ responses, %llu ACKs), "
+            "0 on the wire\n",
+            messages, (unsigned long long)looped, requests, read_responses,
+            (unsigned long long)after.since(before, 10));
     });
 }
 
@@ -489,15 +487,15 @@ uint64_t write_2b_ns(rc_harness& h, ibv_qp* qp, ibv_cq* cq, uint64_t src, uint32
 
 /// A 2-byte WRITE node0 -> node1 (back to back) and QP 0 -> QP 1 of node0 (loopback): returns
 /// the two post-to-completion times and checks the bytes landed.
-std::pair<uint64_t, uint64_t> write_2b_latencies(const std::vector<std::pair<std::string, std::string>>& keys) {
+std::pair<uint64_t, uint64_t> write_2b_latencies(
+    const std::vector<std::pair<std::string, std::string>>& keys) {
     rc_config cfg;
     cfg.keys = keys;
     rc_harness h(cfg);
     std::pair<uint64_t, uint64_t> out{0, 0};
     h.run([&](rc_harness& h) {
         loop_pair p = make_loop_pair(h, 0);
-        if (!p.qp[0] || !p.qp[1])
-            return;
+        if (!p.qp[0] || !p.qp[1]) return;
         const uint64_t src = h.alloc(0, 4096, 4096);
         h.write_mem(0, src, {0x12, 0x34});
         ibv_mr* smr = h.reg(0, src, 4096);
@@ -505,8 +503,7 @@ std::pair<uint64_t, uint64_t> write_2b_latencies(const std::vector<std::pair<std
         ibv_mr* fmr = h.reg(1, far, 4096);
         const uint64_t near = h.alloc(0, 4096, 4096);
         ibv_mr* nmr = h.reg(0, near, 4096);
-        if (!smr || !fmr || !nmr)
-            return;
+        if (!smr || !fmr || !nmr) return;
         out.first = write_2b_ns(h, h.s[0].qp, h.s[0].scq, src, smr->lkey, far, fmr->rkey, "back to back");
         const uint64_t wire_before = rc_harness::counter_value("node0.hca.port.tx_packets");
         out.second = write_2b_ns(h, p.qp[0], p.scq[0], src, smr->lkey, near, nmr->rkey, "loopback");
@@ -530,9 +527,11 @@ SIM_TEST(E2eLoopback, C10_6_two_byte_write_completes_two_cable_delays_sooner_tha
 }
 
 SIM_TEST(E2eLoopback, C10_6_loopback_ns_delays_each_looped_back_packet) {
-    const auto [b2b, loop] = write_2b_latencies({{"hca.port.loopback_ns", "3"}, {"link.propagation_ns", "50"}});
-    std::printf("2-byte RDMA WRITE (loopback_ns 3, propagation 50 ns): back to back %llu ns, loopback %llu ns\n",
-                (unsigned long long)b2b, (unsigned long long)loop);
+    const auto [b2b, loop] =
+        write_2b_latencies({{"hca.port.loopback_ns", "3"}, {"link.propagation_ns", "50"}});
+    std::printf(
+        "2-byte RDMA WRITE (loopback_ns 3, propagation 50 ns): back to back %llu ns, loopback %llu ns\n",
+        (unsigned long long)b2b, (unsigned long long)loop);
     EXPECT_EQ(b2b - loop, uint64_t(2 * (50 - 3)));
 }
 
@@ -552,9 +551,10 @@ SIM_TEST(E2eLoopback, rc_to_a_lid_nobody_owns_is_dropped_by_the_far_port_and_ret
         const uint64_t dst = h.alloc(1, 4096, 4096);
         h.fill_mem(1, dst, 64, kGuard);
         ibv_mr* dmr = h.reg(1, dst, 4096);
-        if (!smr || !dmr)
-            return;
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 64, smr->lkey}}, 5, IBV_SEND_SIGNALED, dst, dmr->rkey), 0);
+        if (!smr || !dmr) return;
+        ASSERT_EQ(
+            h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 64, smr->lkey}}, 5, IBV_SEND_SIGNALED, dst, dmr->rkey),
+            0);
         auto wc = h.expect_wc(h.s[0].scq, 1, "retry exhausted");
         ASSERT_EQ(wc.size(), 1u);
         EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR);
@@ -579,8 +579,7 @@ SIM_TEST(E2eLoopback, C10_6_streams_both_ways_share_the_loopback_path_and_lose_n
         constexpr unsigned kMsgs = 32;
         constexpr size_t kSize = 64 * 1024;
         loop_pair p = make_loop_pair(h, 0);
-        if (!p.qp[0] || !p.qp[1])
-            return;
+        if (!p.qp[0] || !p.qp[1]) return;
         const traffic before = traffic::now();
         uint64_t src[2], dst[2];
         ibv_mr *smr[2], *dmr[2];
@@ -591,8 +590,7 @@ SIM_TEST(E2eLoopback, C10_6_streams_both_ways_share_the_loopback_path_and_lose_n
                 h.write_mem(0, src[i] + m * kSize, pattern(kSize, i * 100 + m));
             smr[i] = h.reg(0, src[i], kMsgs * kSize);
             dmr[i] = h.reg(0, dst[i], kMsgs * kSize);
-            if (!smr[i] || !dmr[i])
-                return;
+            if (!smr[i] || !dmr[i]) return;
         }
         for (unsigned m = 0; m < kMsgs; ++m) {
             ibv_sge rsge{dst[0] + m * kSize, uint32_t(kSize), dmr[0]->lkey};
@@ -633,8 +631,7 @@ SIM_TEST(E2eLoopback, C10_6_streams_both_ways_share_the_loopback_path_and_lose_n
             h.expect_mem(0, dst[0] + m * kSize, pattern(kSize, 100 + m), "SEND " + std::to_string(m));
         }
         const traffic after = traffic::now();
-        for (size_t i : {0u, 2u, 6u, 8u})
-            EXPECT_EQ(after.since(before, i), 0u) << traffic::keys[i];
+        for (size_t i : {0u, 2u, 6u, 8u}) EXPECT_EQ(after.since(before, i), 0u) << traffic::keys[i];
         EXPECT_EQ(after.since(before, 9), 2u * kMsgs * (kSize / 4096));
         EXPECT_EQ(after.since(before, 13), 0u);  // no retransmission
         EXPECT_EQ(rc_harness::counter_value("node0.hca.port.rx_malformed"), 0u);

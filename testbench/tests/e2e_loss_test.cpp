@@ -25,8 +25,8 @@ namespace {
 
 enum class kind { write, write_imm, send, read, atomic, cmp_swap };
 
-constexpr unsigned kDepth = 32;          // WRs outstanding
-constexpr uint32_t kSlot = 16384;        // bytes per buffer slot (largest message)
+constexpr unsigned kDepth = 32;    // WRs outstanding
+constexpr uint32_t kSlot = 16384;  // bytes per buffer slot (largest message)
 constexpr unsigned kMessages = 10'000;
 
 /// Message sizes, a fixed cycle: 1 byte to 3 packets at MTU 4096.
@@ -39,7 +39,7 @@ rc_config lossy(const std::vector<std::pair<std::string, std::string>>& faults) 
     c.max_send_wr = 64;
     c.max_recv_wr = 2 * kDepth;
     c.cqe = 512;
-    c.timeout = 8;        // 1.05 ms: tail losses recover quickly in simulated time
+    c.timeout = 8;  // 1.05 ms: tail losses recover quickly in simulated time
     c.retry_cnt = 7;
     c.sim_limit_ns = 600'000'000'000ull;
     c.keys = faults;
@@ -61,8 +61,8 @@ outcome stream(rc_harness& h, kind k, unsigned n, const std::vector<uint32_t>& s
     // The remote slots, and room for the last READ's offset (i % 7) past its slot.
     const uint64_t rsize = 2 * kDepth * kSlot + 4096;
     const uint64_t rbuf = h.alloc(1, rsize, 4096);
-    const int ratomic = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                        IBV_ACCESS_REMOTE_ATOMIC;
+    const int ratomic =
+        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
     ibv_mr* lmr = h.reg(0, lbuf, kDepth * kSlot);
     ibv_mr* rmr = h.reg(1, rbuf, rsize, ratomic);
     if (!lmr || !rmr) return r;
@@ -88,8 +88,8 @@ outcome stream(rc_harness& h, kind k, unsigned n, const std::vector<uint32_t>& s
         case kind::write_imm:
             h.write_mem(0, la, pattern(len, i + 1));
             rc = h.post_send(0, k == kind::write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_WRITE_WITH_IMM,
-                             {{la, len, lmr->lkey}}, i, IBV_SEND_SIGNALED, rbuf + uint64_t(i % (2 * kDepth)) * kSlot,
-                             rmr->rkey, 0x1000 + i);
+                             {{la, len, lmr->lkey}}, i, IBV_SEND_SIGNALED,
+                             rbuf + uint64_t(i % (2 * kDepth)) * kSlot, rmr->rkey, 0x1000 + i);
             break;
         case kind::send:
             h.write_mem(0, la, pattern(len, i + 1));
@@ -122,8 +122,9 @@ outcome stream(rc_harness& h, kind k, unsigned n, const std::vector<uint32_t>& s
         if (got != want && r.mismatches++ == 0) {
             size_t off = 0;
             while (off < len && got[off] == want[off]) ++off;
-            ADD_FAILURE() << "message " << i << " (" << len << " bytes): data differs at offset " << off << " (got 0x"
-                          << std::hex << unsigned(got[off]) << ", want 0x" << unsigned(want[off]) << std::dec << ")";
+            ADD_FAILURE() << "message " << i << " (" << len << " bytes): data differs at offset " << off
+                          << " (got 0x" << std::hex << unsigned(got[off]) << ", want 0x"
+                          << unsigned(want[off]) << std::dec << ")";
         }
     };
     auto check = [&](const ibv_wc& wc) {
@@ -132,7 +133,8 @@ outcome stream(rc_harness& h, kind k, unsigned n, const std::vector<uint32_t>& s
         const uint32_t len = size_of(i);
         if (i != r.completed || wc.status != IBV_WC_SUCCESS) {
             if (r.bad++ == 0)
-                ADD_FAILURE() << "completion " << r.completed << ": wr_id " << wc.wr_id << " status " << wc.status;
+                ADD_FAILURE() << "completion " << r.completed << ": wr_id " << wc.wr_id << " status "
+                              << wc.status;
             return;
         }
         std::vector<uint8_t> want, got;
@@ -154,7 +156,8 @@ outcome stream(rc_harness& h, kind k, unsigned n, const std::vector<uint32_t>& s
             const auto b = h.read_mem(0, la, 8);
             std::memcpy(&v, b.data(), 8);
             if (v != i && r.mismatches++ == 0)
-                ADD_FAILURE() << (k == kind::atomic ? "fetch-and-add " : "compare-and-swap ") << i << " returned " << v;
+                ADD_FAILURE() << (k == kind::atomic ? "fetch-and-add " : "compare-and-swap ") << i
+                              << " returned " << v;
             r.bytes += 8;
             return;
         }
@@ -164,8 +167,9 @@ outcome stream(rc_harness& h, kind k, unsigned n, const std::vector<uint32_t>& s
             size_t off = 0;
             while (off < len && got[off] == want[off]) ++off;
 
-            ADD_FAILURE() << "message " << i << " (" << len << " bytes): data differs at offset " << off << " (got 0x"
-                          << std::hex << unsigned(got[off]) << ", want 0x" << unsigned(want[off]) << std::dec << ")";
+            ADD_FAILURE() << "message " << i << " (" << len << " bytes): data differs at offset " << off
+                          << " (got 0x" << std::hex << unsigned(got[off]) << ", want 0x"
+                          << unsigned(want[off]) << std::dec << ")";
         }
     };
     auto check_recv = [&](const ibv_wc& wc) {
@@ -176,8 +180,9 @@ outcome stream(rc_harness& h, kind k, unsigned n, const std::vector<uint32_t>& s
             wc.opcode != (imm ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV) ||
             (imm && (!(wc.wc_flags & IBV_WC_WITH_IMM) || wc.imm_data != 0x1000 + i))) {
             if (r.bad++ == 0)
-                ADD_FAILURE() << "receive " << i << ": wr_id " << wc.wr_id << " status " << wc.status << " byte_len "
-                              << wc.byte_len << " opcode " << wc.opcode << " imm 0x" << std::hex << wc.imm_data;
+                ADD_FAILURE() << "receive " << i << ": wr_id " << wc.wr_id << " status " << wc.status
+                              << " byte_len " << wc.byte_len << " opcode " << wc.opcode << " imm 0x"
+                              << std::hex << wc.imm_data;
         } else {
             // The WRITE's bytes are in place before its receive completion is written.
             const auto got = h.read_mem(1, rbuf + uint64_t(i % (2 * kDepth)) * kSlot, len);
@@ -252,7 +257,8 @@ void run_loss(kind k, const std::vector<std::pair<std::string, std::string>>& fa
             EXPECT_EQ(r.bytes, total);
         }
         if (k == kind::atomic || k == kind::cmp_swap) {
-            EXPECT_EQ(ctr(1, "transport_engine.atomics_executed"), n) << "duplicates replayed, not re-executed";
+            EXPECT_EQ(ctr(1, "transport_engine.atomics_executed"), n)
+                << "duplicates replayed, not re-executed";
         }
         if (expect_retransmits) {
             EXPECT_GT(ctr(0, "transport_engine.retransmits"), 0u) << "the faults did bite";
@@ -268,30 +274,42 @@ void run_loss(kind k, const std::vector<std::pair<std::string, std::string>>& fa
 
 const std::vector<std::pair<std::string, std::string>> kDrop1 = {{"link.drop_rate", "0.01"}};
 const std::vector<std::pair<std::string, std::string>> kDrop10 = {{"link.drop_rate", "0.1"}};
-const std::vector<std::pair<std::string, std::string>> kMixed = {
-    {"link.bit_error_rate", "1e-6"}, {"link.reorder_rate", "0.02"}, {"link.dup_rate", "0.02"}, {"link.drop_rate", "0.005"}};
+const std::vector<std::pair<std::string, std::string>> kMixed = {{"link.bit_error_rate", "1e-6"},
+                                                                 {"link.reorder_rate", "0.02"},
+                                                                 {"link.dup_rate", "0.02"},
+                                                                 {"link.drop_rate", "0.005"}};
 
 }  // namespace
 
 SIM_TEST(E2eLoss, lossless_baseline_write) { run_loss(kind::write, {}, false); }
 SIM_TEST(E2eLoss, write_stream_survives_1pct_drop) { run_loss(kind::write, kDrop1, true); }
 SIM_TEST(E2eLoss, write_stream_survives_10pct_drop) { run_loss(kind::write, kDrop10, true); }
-SIM_TEST(E2eLoss, write_stream_survives_bit_errors_reordering_duplication) { run_loss(kind::write, kMixed, true); }
+SIM_TEST(E2eLoss, write_stream_survives_bit_errors_reordering_duplication) {
+    run_loss(kind::write, kMixed, true);
+}
 SIM_TEST(E2eLoss, send_stream_survives_1pct_drop) { run_loss(kind::send, kDrop1, true); }
 SIM_TEST(E2eLoss, send_stream_survives_10pct_drop) { run_loss(kind::send, kDrop10, true); }
-SIM_TEST(E2eLoss, send_stream_survives_bit_errors_reordering_duplication) { run_loss(kind::send, kMixed, true); }
+SIM_TEST(E2eLoss, send_stream_survives_bit_errors_reordering_duplication) {
+    run_loss(kind::send, kMixed, true);
+}
 SIM_TEST(E2eLoss, read_stream_survives_1pct_drop) { run_loss(kind::read, kDrop1, true); }
 SIM_TEST(E2eLoss, read_stream_survives_10pct_drop) { run_loss(kind::read, kDrop10, true); }
-SIM_TEST(E2eLoss, read_stream_survives_bit_errors_reordering_duplication) { run_loss(kind::read, kMixed, true); }
+SIM_TEST(E2eLoss, read_stream_survives_bit_errors_reordering_duplication) {
+    run_loss(kind::read, kMixed, true);
+}
 // Three nodes on a switch: reordering happens at the switch's output queues, both directions
 // of each cable lose packets.
 const std::vector<std::pair<std::string, std::string>> kSwitched = {
     {"fabric.nodes", "3"}, {"link.reorder_rate", "0.05"}, {"link.drop_rate", "0.01"}};
-SIM_TEST(E2eLoss, write_stream_survives_switch_reordering_and_drop) { run_loss(kind::write, kSwitched, true); }
+SIM_TEST(E2eLoss, write_stream_survives_switch_reordering_and_drop) {
+    run_loss(kind::write, kSwitched, true);
+}
 SIM_TEST(E2eLoss, read_stream_survives_switch_reordering_and_drop) { run_loss(kind::read, kSwitched, true); }
 SIM_TEST(E2eLoss, atomic_stream_survives_1pct_drop) { run_loss(kind::atomic, kDrop1, true); }
 SIM_TEST(E2eLoss, atomic_stream_survives_10pct_drop) { run_loss(kind::atomic, kDrop10, true); }
-SIM_TEST(E2eLoss, atomic_stream_survives_bit_errors_reordering_duplication) { run_loss(kind::atomic, kMixed, true); }
+SIM_TEST(E2eLoss, atomic_stream_survives_bit_errors_reordering_duplication) {
+    run_loss(kind::atomic, kMixed, true);
+}
 
 // Reordering and duplication alone, for every RC operation, messages of one to four packets
 // (16 KiB): 2,000 messages each, so the suite stays fast. Each reordered or duplicated packet
@@ -323,7 +341,8 @@ SIM_TEST(E2eLoss, compare_swap_stream_survives_reordering_and_duplication) {
 SIM_TEST(E2eLoss, reordered_multi_packet_read_responses_do_not_use_up_the_retry_budget) {
     run_loss(kind::read, {{"link.reorder_rate", "0.05"}}, true, kShort, {16384}, [] {
         EXPECT_GT(ctr(0, "transport_engine.retransmits"), 100u) << "many reorderings to recover from";
-        EXPECT_EQ(ctr(0, "transport_engine.timeouts"), 0u) << "recovered by re-requests, not by the ACK timer";
+        EXPECT_EQ(ctr(0, "transport_engine.timeouts"), 0u)
+            << "recovered by re-requests, not by the ACK timer";
     });
 }
 
@@ -375,7 +394,8 @@ SIM_TEST(E2eLoss, dead_link_retry_exceeded_then_flush) {
             }
             if (ok + retry_exc + flushed + other == posted && error_seen) break;
             if (got == 0 && ibv_wait_cq(h.s[0].scq, 100'000'000) == ETIMEDOUT) {
-                ADD_FAILURE() << "stalled: " << ok << " ok, " << retry_exc << " retry_exc, " << flushed << " flushed";
+                ADD_FAILURE() << "stalled: " << ok << " ok, " << retry_exc << " retry_exc, " << flushed
+                              << " flushed";
                 break;
             }
         }

@@ -78,8 +78,7 @@ ibv_qp* extra_ud_qp(rc_harness& h, unsigned i) {
     a.cap = {16, 16, 1, 1, 0};
     ibv_qp* q = ibv_create_qp(h.s[i].pd, &a);
     EXPECT_NE(q, nullptr);
-    if (!q)
-        return nullptr;
+    if (!q) return nullptr;
     ibv_qp_attr at{};
     at.qp_state = IBV_QPS_INIT;
     at.port_num = 1;
@@ -125,7 +124,8 @@ SIM_TEST(E2eMcast, o10_33_query_device_reports_the_multicast_limits) {
         EXPECT_EQ(ibv_attach_mcast(extra_ud_qp(h, 1), &g1, kMlid), ENOMEM);
         EXPECT_EQ(ibv_attach_mcast(h.s[1].qp, &g1, kMlid), 0) << "attaching twice is no error";
         EXPECT_EQ(ibv_detach_mcast(h.s[1].qp, &g2, kMlid + 1), 0);
-        EXPECT_EQ(ibv_attach_mcast(h.s[1].qp, &g3, kMlid + 2), 0) << "the detached group's place is free again";
+        EXPECT_EQ(ibv_attach_mcast(h.s[1].qp, &g3, kMlid + 2), 0)
+            << "the detached group's place is free again";
     });
 }
 
@@ -133,8 +133,7 @@ SIM_TEST(E2eMcast, o10_34_only_attached_ud_qps_receive_the_group_through_the_swi
     rc_harness h(ud_nodes(4));
     h.run([](rc_harness& h) {
         const ibv_gid g = mgid(1);
-        for (unsigned i : {1u, 2u})
-            ASSERT_EQ(ibv_attach_mcast(h.s[i].qp, &g, kMlid), 0);
+        for (unsigned i : {1u, 2u}) ASSERT_EQ(ibv_attach_mcast(h.s[i].qp, &g, kMlid), 0);
         rbuf rb[4];
         for (unsigned i = 1; i < 4; ++i) {
             rb[i] = rx_buffer(h, i, 4096);
@@ -157,7 +156,8 @@ SIM_TEST(E2eMcast, o10_34_only_attached_ud_qps_receive_the_group_through_the_swi
             EXPECT_EQ(r[0].src_qp, h.s[0].qp->qp_num);
             EXPECT_EQ(r[0].slid, h.s[0].lid);
             const auto grh = h.read_mem(i, rb[i].va, 40);
-            EXPECT_EQ(std::vector<uint8_t>(grh.begin() + 24, grh.end()), std::vector<uint8_t>(g.raw, g.raw + 16))
+            EXPECT_EQ(std::vector<uint8_t>(grh.begin() + 24, grh.end()),
+                      std::vector<uint8_t>(g.raw, g.raw + 16))
                 << "the GRH's DGID is the group's MGID";
             h.expect_mem(i, rb[i].va + 40, pattern(1000, 34), "the payload");
         }
@@ -220,7 +220,8 @@ SIM_TEST(E2eMcast, every_attached_qp_of_a_node_takes_a_receive_wqe_of_its_own) {
         const uint64_t src = h.alloc(0, 256, 64);
         h.write_mem(0, src, pattern(256, 77));
         ibv_mr* smr = h.reg(0, src, 256);
-        ASSERT_EQ(h.post_ud(0, group_ah(h, 0, kMlid + 6, 7), {{src, 256, smr->lkey}}, 1, IBV_SEND_SIGNALED, kMcastQpn),
+        ASSERT_EQ(h.post_ud(0, group_ah(h, 0, kMlid + 6, 7), {{src, 256, smr->lkey}}, 1, IBV_SEND_SIGNALED,
+                            kMcastQpn),
                   0);
         auto r = h.expect_wc(h.s[1].rcq, 2, "one completion per attached QP");
         ASSERT_EQ(r.size(), 2u);
@@ -244,7 +245,8 @@ SIM_TEST(E2eMcast, o10_35_multicast_packet_naming_another_qpn_than_ffffff_is_dis
         const uint64_t src = h.alloc(0, 64, 64);
         ibv_mr* smr = h.reg(0, src, 64);
         // Addressed to the group's MLID but to the member QP's own number.
-        ASSERT_EQ(h.post_ud(0, group_ah(h, 0), {{src, 64, smr->lkey}}, 1, IBV_SEND_SIGNALED, h.s[1].qp->qp_num), 0);
+        ASSERT_EQ(
+            h.post_ud(0, group_ah(h, 0), {{src, 64, smr->lkey}}, 1, IBV_SEND_SIGNALED, h.s[1].qp->qp_num), 0);
         EXPECT_EQ(h.expect_wc(h.s[0].scq, 1, "sent").size(), 1u);
         h.expect_no_wc(h.s[1].rcq, kQuietNs, "discarded");
         EXPECT_EQ(ctr(1, "transport_engine.mcast_dropped"), 1u);

@@ -32,15 +32,12 @@ constexpr uint64_t kIova = 0x90000000ull;  // where fast-registered regions star
 /// The CQE vendor syndrome the HCA reports for a translation or memory management failure.
 uint32_t vendor(xlate_status s) { return uint32_t(s); }
 
-
-
 /// RDMA WRITE from node `from`'s harness QP (one SGE); returns its completion.
 ibv_wc write_wc(rc_harness& h, ibv_sge sge, uint64_t remote, uint32_t rkey, const std::string& what,
                 unsigned from = 0) {
     EXPECT_EQ(h.post_send(from, IBV_WR_RDMA_WRITE, {sge}, 1, IBV_SEND_SIGNALED, remote, rkey), 0) << what;
     return one_wc(h, h.s[from].scq, what);
 }
-
 
 /// Replaces node i's harness QP by one created with `flags` (IBV_QP_CREATE_*) and reconnects
 /// both QPs.
@@ -153,15 +150,16 @@ ibv_qp* second_qp_on_node1(rc_harness& h) {
         a.cap = {16, 16, 2, 2, 0};
         q[i] = ibv_create_qp(h.s[i].pd, &a);
         EXPECT_NE(q[i], nullptr);
-        if (!q[i])
-            return nullptr;
+        if (!q[i]) return nullptr;
     }
     for (unsigned i = 0; i < 2; ++i) {
         ibv_qp_attr attr{};
         attr.qp_state = IBV_QPS_INIT;
         attr.port_num = 1;
         attr.qp_access_flags = c.qp_access;
-        EXPECT_EQ(ibv_modify_qp(q[i], &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+        EXPECT_EQ(
+            ibv_modify_qp(q[i], &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+            0);
         attr = ibv_qp_attr{};
         attr.qp_state = IBV_QPS_RTR;
         attr.path_mtu = ibv_mtu(__builtin_ctz(c.mtu) - 7);
@@ -183,8 +181,8 @@ ibv_qp* second_qp_on_node1(rc_harness& h) {
         attr.rnr_retry = c.rnr_retry;
         attr.max_rd_atomic = c.max_rd_atomic;
         EXPECT_EQ(ibv_modify_qp(q[i], &attr,
-                                IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                    IBV_QP_MAX_QP_RD_ATOMIC),
+                                IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
                   0);
     }
     return q[1];
@@ -199,7 +197,8 @@ ibv_mr_state state_of(ibv_mr* mr) {
 /// SEND with Invalidate of `key` from node0 into a receive buffer on node1 that the HCA
 /// refuses: the receive completes with the memory management error (vendor_err = why), the
 /// requester gets Remote Operational Error, node1's QP goes to Error without an async event.
-void expect_send_inv_refused(rc_harness& h, const bufs& b, uint32_t key, xlate_status why, const std::string& what) {
+void expect_send_inv_refused(rc_harness& h, const bufs& b, uint32_t key, xlate_status why,
+                             const std::string& what) {
     ibv_mr* rbuf = h.reg(1, b.dst, 4096, IBV_ACCESS_LOCAL_WRITE);
     ASSERT_EQ(h.post_recv(1, {{b.dst, 4096, rbuf->lkey}}, 33), 0);
     ASSERT_EQ(post_send_inv(h, {b.src, 100, b.smr->lkey}, key), 0);
@@ -211,7 +210,8 @@ void expect_send_inv_refused(rc_harness& h, const bufs& b, uint32_t key, xlate_s
     EXPECT_EQ(s.status, IBV_WC_REM_OP_ERR) << what;
     EXPECT_EQ(query_state(h.s[1].qp), IBV_QPS_ERR) << what;
     ibv_async_event ev{};
-    EXPECT_EQ(ibv_get_async_event(h.s[1].ctx, &ev, kQuietNs), ETIMEDOUT) << what << ": the completion reports it";
+    EXPECT_EQ(ibv_get_async_event(h.s[1].ctx, &ev, kQuietNs), ETIMEDOUT)
+        << what << ": the completion reports it";
     ibv_dereg_mr(rbuf);
 }
 
@@ -228,7 +228,8 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_3_a_non_shared_region_is_accepted_by_every_verb
         std::vector<uint8_t> want(n, kGuard);
         const auto src = h.read_mem(0, b.src, n);
         auto expect_written = [&](uint64_t off, uint64_t src_off, size_t len) {
-            std::copy(src.begin() + long(src_off), src.begin() + long(src_off + len), want.begin() + long(off));
+            std::copy(src.begin() + long(src_off), src.begin() + long(src_off + len),
+                      want.begin() + long(off));
         };
         // Query MR.
         ibv_mr_attr qa{};
@@ -247,25 +248,31 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_3_a_non_shared_region_is_accepted_by_every_verb
         ibv_mw* w1 = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ibv_mw* w2 = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
         ASSERT_EQ(bind1(h, w1, b.dmr, b.dst + 4096, 100, IBV_ACCESS_REMOTE_WRITE).status, IBV_WC_SUCCESS);
-        ASSERT_EQ(bind2(h, h.s[1].qp, w2, 0x63, b.dmr, b.dst + 4096 + 200, 100, kRemoteRw).status, IBV_WC_SUCCESS);
-        EXPECT_EQ(write_wc(h, {b.src + 100, 100, b.smr->lkey}, b.dst + 4096, w1->rkey, "type 1 window").status,
+        ASSERT_EQ(bind2(h, h.s[1].qp, w2, 0x63, b.dmr, b.dst + 4096 + 200, 100, kRemoteRw).status,
                   IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src + 100, 100, b.smr->lkey}, b.dst + 4096, w1->rkey, "type 1 window").status,
+            IBV_WC_SUCCESS);
         expect_written(4096, 100, 100);
-        EXPECT_EQ(write_wc(h, {b.src + 200, 100, b.smr->lkey}, b.dst + 4096 + 200, w2->rkey, "type 2 window").status,
+        EXPECT_EQ(write_wc(h, {b.src + 200, 100, b.smr->lkey}, b.dst + 4096 + 200, w2->rkey, "type 2 window")
+                      .status,
                   IBV_WC_SUCCESS);
         expect_written(4096 + 200, 200, 100);
         ASSERT_EQ(ibv_dealloc_mw(w1), 0);
         ASSERT_EQ(ibv_dealloc_mw(w2), 0);
         // Fast Register PMR into an Allocate L_Key region (not shared either).
         ibv_mr* l = ibv_alloc_lkey(h.s[1].pd, 1);
-        ASSERT_EQ(fast_reg(h, 1, l, 0x36, 4096, kRw, pages_of(h, 1, b.dst + 2 * 4096, 4096)).status, IBV_WC_SUCCESS);
-        EXPECT_EQ(write_wc(h, {b.src + 300, 64, b.smr->lkey}, kIova, l->rkey, "fast-registered").status, IBV_WC_SUCCESS);
+        ASSERT_EQ(fast_reg(h, 1, l, 0x36, 4096, kRw, pages_of(h, 1, b.dst + 2 * 4096, 4096)).status,
+                  IBV_WC_SUCCESS);
+        EXPECT_EQ(write_wc(h, {b.src + 300, 64, b.smr->lkey}, kIova, l->rkey, "fast-registered").status,
+                  IBV_WC_SUCCESS);
         expect_written(2 * 4096, 300, 64);
         // Reregister MR (rights), then Reregister PMR (onto the last page, the consumer's key byte).
         ASSERT_EQ(ibv_rereg_mr(b.dmr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, 0, 0, kRw), 0);
-        EXPECT_EQ(write_wc(h, {b.src + 400, 64, b.smr->lkey}, b.dst + 2 * 4096 + 2000, b.dmr->rkey, "reregistered")
-                      .status,
-                  IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src + 400, 64, b.smr->lkey}, b.dst + 2 * 4096 + 2000, b.dmr->rkey, "reregistered")
+                .status,
+            IBV_WC_SUCCESS);
         expect_written(2 * 4096 + 2000, 400, 64);
         const auto pg = pages_of(h, 1, b.dst + 3 * 4096, 4096);
         ibv_phys_mr_attr a;
@@ -277,7 +284,8 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_3_a_non_shared_region_is_accepted_by_every_verb
         a.access = kRw;
         a.key_byte = 0x3A;
         const uint32_t va_key = b.dmr->rkey;
-        ASSERT_EQ(ibv_rereg_phys_mr(b.dmr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, nullptr, &a),
+        ASSERT_EQ(ibv_rereg_phys_mr(b.dmr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS,
+                                    nullptr, &a),
                   0);
         EXPECT_EQ(b.dmr->rkey & 0xFFu, 0x3Au) << "the consumer's key byte";
         EXPECT_EQ(b.dmr->rkey >> 8, va_key >> 8) << "the same index";
@@ -285,9 +293,10 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_3_a_non_shared_region_is_accepted_by_every_verb
         EXPECT_EQ(qa.addr, 0x7000000u);
         EXPECT_EQ(qa.length, 4096u);
         EXPECT_EQ(qa.page_list_max, 1u);
-        EXPECT_EQ(write_wc(h, {b.src + 500, 64, b.smr->lkey}, 0x7000000 + 10, b.dmr->rkey, "physical reregister")
-                      .status,
-                  IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src + 500, 64, b.smr->lkey}, 0x7000000 + 10, b.dmr->rkey, "physical reregister")
+                .status,
+            IBV_WC_SUCCESS);
         expect_written(3 * 4096 + 10, 500, 64);
         // Deregister: the keys die.
         const uint32_t last = b.dmr->rkey;
@@ -314,15 +323,17 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_4_shared_region_and_its_source_reach_the_same_b
         EXPECT_EQ(qa.addr, 0x5000000u);
         EXPECT_EQ(qa.length, 8192u);
         // Written through the shared region, read through the source, and the other way round.
-        EXPECT_EQ(write_wc(h, {b.src, 1000, b.smr->lkey}, 0x5000000 + 100, sh->rkey, "write via shared").status,
-                  IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src, 1000, b.smr->lkey}, 0x5000000 + 100, sh->rkey, "write via shared").status,
+            IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst + 100, h.read_mem(0, b.src, 1000), "landed in the source's pages");
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{sink, 1000, snk->lkey}}, 2, IBV_SEND_SIGNALED, b.dst + 100,
-                              b.dmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{sink, 1000, snk->lkey}}, 2, IBV_SEND_SIGNALED,
+                              b.dst + 100, b.dmr->rkey),
                   0);
         EXPECT_EQ(one_wc(h, h.s[0].scq, "read via source").status, IBV_WC_SUCCESS);
         h.expect_mem(0, sink, h.read_mem(0, b.src, 1000), "read back through the source");
-        EXPECT_EQ(write_wc(h, {b.src + 1000, 500, b.smr->lkey}, b.dst + 4096, b.dmr->rkey, "write via source").status,
+        EXPECT_EQ(write_wc(h, {b.src + 1000, 500, b.smr->lkey}, b.dst + 4096, b.dmr->rkey, "write via source")
+                      .status,
                   IBV_WC_SUCCESS);
         ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{sink + 4096, 500, snk->lkey}}, 3, IBV_SEND_SIGNALED,
                               0x5000000 + 4096, sh->rkey),
@@ -332,14 +343,17 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_4_shared_region_and_its_source_reach_the_same_b
         // Bind MW accepts a shared region.
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ASSERT_EQ(bind1(h, mw, sh, 0x5000000 + 6000, 100, IBV_ACCESS_REMOTE_WRITE).status, IBV_WC_SUCCESS);
-        EXPECT_EQ(write_wc(h, {b.src + 2000, 100, b.smr->lkey}, 0x5000000 + 6000, mw->rkey, "via a window").status,
-                  IBV_WC_SUCCESS);
-        h.expect_mem(1, b.dst + 6000, h.read_mem(0, b.src + 2000, 100), "through the window on the shared region");
+        EXPECT_EQ(
+            write_wc(h, {b.src + 2000, 100, b.smr->lkey}, 0x5000000 + 6000, mw->rkey, "via a window").status,
+            IBV_WC_SUCCESS);
+        h.expect_mem(1, b.dst + 6000, h.read_mem(0, b.src + 2000, 100),
+                     "through the window on the shared region");
         ASSERT_EQ(ibv_dealloc_mw(mw), 0);
         // The translation lives until its last user: the shared region outlives the source.
         ASSERT_EQ(ibv_dereg_mr(b.dmr), 0);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, 0x5000000 + 7000, sh->rkey, "after the source went").status,
-                  IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src, 64, b.smr->lkey}, 0x5000000 + 7000, sh->rkey, "after the source went").status,
+            IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst + 7000, h.read_mem(0, b.src, 64), "written after the source's deregistration");
     });
 }
@@ -367,10 +381,12 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_5_o10_37_2_15_fast_register_and_local_invalidat
             recover(h);
             EXPECT_EQ(state_of(mr), IBV_MR_STATE_VALID) << "not invalidated";
         }
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, 0x5000000, sh->rkey, "shared region still valid").status,
-                  IBV_WC_SUCCESS);
-        EXPECT_EQ(write_wc(h, {b.src + 64, 64, b.smr->lkey}, b.dst + 64, b.dmr->rkey, "source still valid").status,
-                  IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src, 64, b.smr->lkey}, 0x5000000, sh->rkey, "shared region still valid").status,
+            IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src + 64, 64, b.smr->lkey}, b.dst + 64, b.dmr->rkey, "source still valid").status,
+            IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 128), "written through both");
     });
 }
@@ -484,7 +500,9 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_1_free_keys_are_refused_locally_and_remotely) {
         recover(h);
         const uint64_t sink = h.alloc(0, 4096, 4096);
         ibv_mr* snk = h.reg(0, sink, 4096);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{sink, 64, snk->lkey}}, 2, IBV_SEND_SIGNALED, kIova, l1->rkey), 0);
+        ASSERT_EQ(
+            h.post_send(0, IBV_WR_RDMA_READ, {{sink, 64, snk->lkey}}, 2, IBV_SEND_SIGNALED, kIova, l1->rkey),
+            0);
         EXPECT_EQ(one_wc(h, h.s[0].scq, "RDMA READ of a Free key").status, IBV_WC_REM_ACCESS_ERR);
         recover(h);
         ASSERT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_FETCH_AND_ADD, sink, snk->lkey, 3, kIova, l1->rkey, 1), 0);
@@ -528,8 +546,8 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_7_o10_37_2_11_reserved_lkey_names_physical_memo
         h.expect_mem(1, b.dst, h.read_mem(0, b.src + 10, 300), "send payload");
         // READ scattered into a physical address.
         h.write_mem(1, b.dst + 4096, pattern(4096, 3771));
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{sink_pa + 20, 1000, rl}}, 3, IBV_SEND_SIGNALED, b.dst + 4096,
-                              b.dmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{sink_pa + 20, 1000, rl}}, 3, IBV_SEND_SIGNALED,
+                              b.dst + 4096, b.dmr->rkey),
                   0);
         EXPECT_EQ(one_wc(h, h.s[0].scq, "read into physical memory").status, IBV_WC_SUCCESS);
         h.expect_mem(0, sink + 20, h.read_mem(1, b.dst + 4096, 1000), "read payload");
@@ -548,7 +566,8 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_7_o10_37_2_11_reserved_lkey_names_physical_memo
     });
 }
 
-SIM_TEST(E2eMemoryBmme, o10_37_2_8_reserved_lkey_cannot_be_bound_invalidated_fast_registered_or_used_remotely) {
+SIM_TEST(E2eMemoryBmme,
+         o10_37_2_8_reserved_lkey_cannot_be_bound_invalidated_fast_registered_or_used_remotely) {
     rc_harness h;
     h.run([](rc_harness& h) {
         recreate_qp(h, 1, IBV_QP_CREATE_FAST_REG | IBV_QP_CREATE_RESERVED_LKEY);
@@ -578,8 +597,10 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_8_reserved_lkey_cannot_be_bound_invalidated_fas
         EXPECT_EQ(c.vendor_err, vendor(xlate_status::bad_key));
         recover(h);
         // As an R_Key it names nothing.
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, h.pa_of(1, b.dst), hw::RESERVED_LKEY, "reserved R_Key").status,
-                  IBV_WC_REM_ACCESS_ERR);
+        EXPECT_EQ(
+            write_wc(h, {b.src, 64, b.smr->lkey}, h.pa_of(1, b.dst), hw::RESERVED_LKEY, "reserved R_Key")
+                .status,
+            IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
         h.expect_fill(1, b.dst, 4096, kGuard, "nothing written");
     });
@@ -603,7 +624,8 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_13_invalidate_frees_fast_registered_keys_indepe
         EXPECT_EQ(inv.wr_id, 70u);
         EXPECT_EQ(state_of(l1), IBV_MR_STATE_FREE);
         EXPECT_EQ(state_of(l2), IBV_MR_STATE_VALID) << "overlapping registrations invalidate independently";
-        EXPECT_EQ(write_wc(h, {b.src, 100, b.smr->lkey}, kIova, l2->rkey, "the other L_Key").status, IBV_WC_SUCCESS);
+        EXPECT_EQ(write_wc(h, {b.src, 100, b.smr->lkey}, kIova, l2->rkey, "the other L_Key").status,
+                  IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 100), "written");
         EXPECT_EQ(local_inv(h, 1, l1->rkey).status, IBV_WC_SUCCESS) << "invalidating a Free key is a no-op";
         // A Free L_Key can be fast-registered again, with a new key byte.
@@ -630,8 +652,8 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_14_invalidating_a_region_during_a_write_stops_i
         const auto pg = pages_of(h, 1, b.dst, n);
         ibv_mr* l = ibv_alloc_lkey(h.s[1].pd, uint32_t(pg.size()));
         ASSERT_EQ(fast_reg(h, 1, l, 0x14, n, kRw, pg).status, IBV_WC_SUCCESS);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, uint32_t(n), b.smr->lkey}}, 1, IBV_SEND_SIGNALED, kIova,
-                              l->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, uint32_t(n), b.smr->lkey}}, 1, IBV_SEND_SIGNALED,
+                              kIova, l->rkey),
                   0);
         h.sleep(1, 6'000);  // the WRITE takes ~27 us on the wire
         ASSERT_EQ(post_local_inv(h.s[1].qp, l->rkey), 0);
@@ -641,8 +663,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_14_invalidating_a_region_during_a_write_stops_i
         h.sleep(1, kQuietNs);
         const auto got = h.read_mem(1, b.dst, n);
         size_t placed = 0;
-        while (placed < n && got[placed] == data[placed])
-            ++placed;
+        while (placed < n && got[placed] == data[placed]) ++placed;
         EXPECT_GT(placed, 0u) << "the packets before the invalidate were placed";
         EXPECT_LT(placed, n / 2);
         EXPECT_EQ(placed % 4096, 0u);
@@ -664,11 +685,13 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_17_region_with_windows_bound_cannot_be_invalida
         EXPECT_EQ(inv.status, IBV_WC_MW_BIND_ERR);
         EXPECT_EQ(inv.vendor_err, vendor(xlate_status::busy));
         recover(h);
-        expect_send_inv_refused(h, b, l->rkey, xlate_status::busy, "SEND with Invalidate of a region with a window");
+        expect_send_inv_refused(h, b, l->rkey, xlate_status::busy,
+                                "SEND with Invalidate of a region with a window");
         recover(h);
         EXPECT_EQ(state_of(l), IBV_MR_STATE_VALID);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, kIova + 1000, mw->rkey, "the window still works").status,
-                  IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src, 64, b.smr->lkey}, kIova + 1000, mw->rkey, "the window still works").status,
+            IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst + 1000, h.read_mem(0, b.src, 64), "through the window");
         ASSERT_EQ(ibv_dealloc_mw(mw), 0);
         EXPECT_EQ(local_inv(h, 1, l->rkey).status, IBV_WC_SUCCESS) << "no window bound any more";
@@ -687,11 +710,13 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_18_invalidated_key_fails_locally_and_remotely) 
         ibv_mr* l = ibv_alloc_lkey(h.s[1].pd, 1);
         ASSERT_EQ(fast_reg(h, 1, l, 0x18, 4096, kRw, pg).status, IBV_WC_SUCCESS);
         ASSERT_EQ(local_inv(h, 1, l->lkey).status, IBV_WC_SUCCESS);
-        const ibv_wc w = write_wc(h, {kIova, 64, l->lkey}, sink, snk->rkey, "gather through the invalidated L_Key", 1);
+        const ibv_wc w =
+            write_wc(h, {kIova, 64, l->lkey}, sink, snk->rkey, "gather through the invalidated L_Key", 1);
         EXPECT_EQ(w.status, IBV_WC_LOC_PROT_ERR);
         EXPECT_EQ(w.vendor_err, vendor(xlate_status::bad_state));
         recover(h);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, kIova, l->rkey, "write through the invalidated R_Key").status,
+        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, kIova, l->rkey, "write through the invalidated R_Key")
+                      .status,
                   IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
         h.expect_fill(0, sink, 4096, kGuard, "nothing sent from the invalidated region");
@@ -714,7 +739,8 @@ std::pair<uint64_t, ibv_mr_state> write_then_invalidate(rc_harness& h, bool fenc
     ibv_mr* l = ibv_alloc_lkey(h.s[0].pd, uint32_t(pg.size()));
     EXPECT_EQ(fast_reg(h, 0, l, 0x19, n, IBV_ACCESS_LOCAL_WRITE, pg).status, IBV_WC_SUCCESS);
     const uint64_t before = ctr(0, "translation_unit.invalidates");
-    EXPECT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{kIova, uint32_t(n), l->lkey}}, 1, IBV_SEND_SIGNALED, dst, dmr->rkey),
+    EXPECT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{kIova, uint32_t(n), l->lkey}}, 1, IBV_SEND_SIGNALED, dst,
+                          dmr->rkey),
               0);
     EXPECT_EQ(post_local_inv(h.s[0].qp, l->lkey, IBV_SEND_SIGNALED | (fence ? IBV_SEND_FENCE : 0)), 0);
     h.sleep(0, 2'000);  // the WRITE's ACK comes after ~27 us
@@ -780,7 +806,8 @@ uint64_t write_then_invalidate_window(rc_harness& h, bool fence) {
     EXPECT_EQ(bind2(h, h.s[0].qp, mw, 0x37, wmr, win, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
     const uint32_t old_key = mw->rkey;
     const uint64_t before = ctr(0, "translation_unit.invalidates");
-    EXPECT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, uint32_t(n), smr->lkey}}, 1, IBV_SEND_SIGNALED, dst, dmr->rkey),
+    EXPECT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, uint32_t(n), smr->lkey}}, 1, IBV_SEND_SIGNALED, dst,
+                          dmr->rkey),
               0);
     EXPECT_EQ(post_local_inv(h.s[0].qp, old_key, IBV_SEND_SIGNALED | (fence ? IBV_SEND_FENCE : 0)), 0);
     ibv_send_wr wr{};
@@ -806,11 +833,14 @@ uint64_t write_then_invalidate_window(rc_harness& h, bool fence) {
     const uint32_t new_key = (old_key & ~0xFFu) | 0x38;
     EXPECT_EQ(write_wc(h, {dst, 64, dmr->lkey}, win, new_key, "node1 through the new key", 1).status,
               IBV_WC_SUCCESS);
-    EXPECT_EQ(write_wc(h, {dst + 64, 64, dmr->lkey}, win + 64, old_key, "node1 through the invalidated key", 1).status,
-              IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(
+        write_wc(h, {dst + 64, 64, dmr->lkey}, win + 64, old_key, "node1 through the invalidated key", 1)
+            .status,
+        IBV_WC_REM_ACCESS_ERR);
     h.sleep(0, kQuietNs);
     h.expect_mem(1, dst, h.read_mem(0, src, n), "the WRITE's data");
-    h.expect_mem(0, win, h.read_mem(0, src, 64), "through the new key (node1 sends what the WRITE put there)");
+    h.expect_mem(0, win, h.read_mem(0, src, 64),
+                 "through the new key (node1 sends what the WRITE put there)");
     h.expect_fill(0, win + 64, 4096 - 64, kGuard, "nothing through the invalidated key");
     return early;
 }
@@ -848,7 +878,9 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_21_o10_38_2_1_send_with_invalidate_frees_the_ke
         const uint32_t rkey = l->rkey;
         ASSERT_EQ(h.post_recv(1, {{b.dst + 4096, 4096, b.dmr->lkey}}, 21), 0);
         // An RDMA WRITE into the region, then at once the SEND invalidating it.
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 1000, b.smr->lkey}}, 1, IBV_SEND_SIGNALED, kIova, rkey), 0);
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 1000, b.smr->lkey}}, 1, IBV_SEND_SIGNALED, kIova,
+                              rkey),
+                  0);
         ASSERT_EQ(post_send_inv(h, {b.src + 1000, 200, b.smr->lkey}, rkey), 0);
         auto swc = h.expect_wc(h.s[0].scq, 2, "write and send with invalidate");
         ASSERT_EQ(swc.size(), 2u);
@@ -934,8 +966,9 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_24_o10_37_2_16_refused_send_with_invalidate_lea
         EXPECT_EQ(state_of(sh), IBV_MR_STATE_VALID);
         EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, kIova, l->rkey, "fast-registered region").status,
                   IBV_WC_SUCCESS);
-        EXPECT_EQ(write_wc(h, {b.src + 64, 64, b.smr->lkey}, 0x5000000 + 2000, sh->rkey, "shared region").status,
-                  IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src + 64, 64, b.smr->lkey}, 0x5000000 + 2000, sh->rkey, "shared region").status,
+            IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst + 4096, h.read_mem(0, b.src, 64), "through the L_Key");
         h.expect_mem(1, b.dst + 2000, h.read_mem(0, b.src + 64, 64), "through the shared region");
         // A plain Register MR region (not shared): bad type.
@@ -957,13 +990,15 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_26_o10_37_2_27_invalidating_a_type1_window_fail
         recover(h);
         expect_send_inv_refused(h, b, mw->rkey, xlate_status::bad_type, "type 1 window");
         recover(h);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 2048, mw->rkey, "the window is unchanged").status,
-                  IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 2048, mw->rkey, "the window is unchanged").status,
+            IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst + 2048, h.read_mem(0, b.src, 64), "through the window");
     });
 }
 
-SIM_TEST(E2eMemoryBmme, o10_37_2_39_o10_37_2_44_refused_send_with_invalidate_of_a_type2b_window_leaves_it_bound) {
+SIM_TEST(E2eMemoryBmme,
+         o10_37_2_39_o10_37_2_44_refused_send_with_invalidate_of_a_type2b_window_leaves_it_bound) {
     rc_harness h;
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 8192, 3739, kBindable);
@@ -983,8 +1018,9 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_39_o10_37_2_44_refused_send_with_invalidate_of_
         ibv_mw* foreign = ibv_alloc_mw(pd2, IBV_MW_TYPE_2);
         expect_send_inv_refused(h, b, foreign->rkey, xlate_status::bad_pd, "Free window of another PD");
         recover(h);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 4096, mw->rkey, "the window is unchanged").status,
-                  IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 4096, mw->rkey, "the window is unchanged").status,
+            IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst + 4096, h.read_mem(0, b.src, 64), "through the window");
     });
 }
@@ -1004,7 +1040,8 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_44_send_with_invalidate_of_a_type2a_window_need
         // Bound through the receiving QP: the invalidation succeeds. (Bound only now: with a 2A
         // window bound the QP could not be reset by recover above.)
         ibv_mw* mine = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
-        ASSERT_EQ(bind2(h, h.s[1].qp, mine, 0x2A, b.dmr, b.dst + 4096, 100, kRemoteRw).status, IBV_WC_SUCCESS);
+        ASSERT_EQ(bind2(h, h.s[1].qp, mine, 0x2A, b.dmr, b.dst + 4096, 100, kRemoteRw).status,
+                  IBV_WC_SUCCESS);
         EXPECT_EQ(to_state(h.s[1].qp, IBV_QPS_RESET), EBUSY);
         ibv_mr* rbuf = h.reg(1, b.dst, 4096, IBV_ACCESS_LOCAL_WRITE);
         ASSERT_EQ(h.post_recv(1, {{b.dst, 4096, rbuf->lkey}}, 46), 0);

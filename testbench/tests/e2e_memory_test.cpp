@@ -30,7 +30,6 @@ constexpr int kRw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCES
 /// The CQE vendor syndrome the HCA reports for a translation failure.
 uint32_t vendor(xlate_status s) { return uint32_t(s); }
 
-
 /// The one completion the caller waits for on node i's send CQ (status GENERAL_ERR if none came).
 ibv_wc one_send_wc(rc_harness& h, unsigned i, const std::string& what) {
     auto v = h.expect_wc(h.s[i].scq, 1, what);
@@ -58,17 +57,14 @@ ibv_wc read_wc(rc_harness& h, ibv_sge sge, uint64_t remote, uint32_t rkey, const
 bool next_event(rc_harness& h, unsigned i, ibv_async_event& ev) {
     const int rc = ibv_get_async_event(h.s[i].ctx, &ev, 1'000'000);
     EXPECT_EQ(rc, 0) << "no asynchronous event on node" << i;
-    if (rc == 0)
-        ibv_ack_async_event(&ev);
+    if (rc == 0) ibv_ack_async_event(&ev);
     return rc == 0;
 }
-
 
 /// Length of the prefix of `got` equal to `want` (the bytes a transfer placed before it stopped).
 size_t placed_prefix(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
     size_t i = 0;
-    while (i < got.size() && i < want.size() && got[i] == want[i])
-        ++i;
+    while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
     return i;
 }
 
@@ -96,7 +92,8 @@ SIM_TEST(E2eMemory, C10_45_2_1_C10_50_regions_at_any_byte_alignment_carry_writes
             ibv_mr* mr = h.reg(1, at, 3000);
             ASSERT_NE(mr, nullptr);
             EXPECT_EQ(mr->addr, at) << "VA-based: requests name the region's virtual addresses";
-            const ibv_wc w = write_wc(h, {b.src, 3000, b.smr->lkey}, at, mr->rkey, "write of the whole region");
+            const ibv_wc w =
+                write_wc(h, {b.src, 3000, b.smr->lkey}, at, mr->rkey, "write of the whole region");
             EXPECT_EQ(w.status, IBV_WC_SUCCESS) << align;
             h.expect_mem(1, at, data, "region at alignment " + std::to_string(align));
             h.fill_mem(0, sink, 8192, kGuard);
@@ -122,9 +119,11 @@ SIM_TEST(E2eMemory, C10_51_regions_of_any_length_carry_data) {
             ibv_mr* mr = h.reg(1, b.dst + 5, len);
             ASSERT_NE(mr, nullptr) << len;
             EXPECT_EQ(mr->length, len);
-            const ibv_wc w = write_wc(h, {b.src, uint32_t(len), b.smr->lkey}, b.dst + 5, mr->rkey, "whole region");
+            const ibv_wc w =
+                write_wc(h, {b.src, uint32_t(len), b.smr->lkey}, b.dst + 5, mr->rkey, "whole region");
             EXPECT_EQ(w.status, IBV_WC_SUCCESS) << len;
-            h.expect_mem(1, b.dst + 5, h.read_mem(0, b.src, len), "region of " + std::to_string(len) + " bytes");
+            h.expect_mem(1, b.dst + 5, h.read_mem(0, b.src, len),
+                         "region of " + std::to_string(len) + " bytes");
             h.expect_fill(1, b.dst + 5 + len, 100, kGuard, "after the region");
             ASSERT_EQ(ibv_dereg_mr(mr), 0);
         }
@@ -199,8 +198,10 @@ SIM_TEST(E2eMemory, C10_53_2_1_page_list_region_carries_data_in_list_order) {
         const ibv_wc w = write_wc(h, {b.src, n, b.smr->lkey}, a.iova, pmr->rkey, "write over the page list");
         EXPECT_EQ(w.status, IBV_WC_SUCCESS);
         const auto data = h.read_mem(0, b.src, n);
-        h.expect_mem(1, b.dst + 2 * 4096 + 100, {data.begin(), data.begin() + 3996}, "region page 0 = buffer page 2");
-        h.expect_mem(1, b.dst, {data.begin() + 3996, data.begin() + 3996 + 4096}, "region page 1 = buffer page 0");
+        h.expect_mem(1, b.dst + 2 * 4096 + 100, {data.begin(), data.begin() + 3996},
+                     "region page 0 = buffer page 2");
+        h.expect_mem(1, b.dst, {data.begin() + 3996, data.begin() + 3996 + 4096},
+                     "region page 1 = buffer page 0");
         h.expect_mem(1, b.dst + 4096, {data.begin() + 8092, data.end()}, "region page 2 = buffer page 1");
         h.expect_fill(1, b.dst + 2 * 4096, 100, kGuard, "before the first byte");
         h.expect_fill(1, b.dst + 4096 + 3996, 100, kGuard, "after the last byte");
@@ -239,7 +240,8 @@ SIM_TEST(E2eMemory, o10_37_2_9_block_list_region_carries_data_across_unaligned_b
         a.access = kRw;
         ibv_mr* bmr = ibv_reg_phys_mr(h.s[1].pd, &a);
         ASSERT_NE(bmr, nullptr) << errno;
-        const ibv_wc w = write_wc(h, {b.src, 2500, b.smr->lkey}, 0x7000, bmr->rkey, "write over the block list");
+        const ibv_wc w =
+            write_wc(h, {b.src, 2500, b.smr->lkey}, 0x7000, bmr->rkey, "write over the block list");
         EXPECT_EQ(w.status, IBV_WC_SUCCESS);
         const auto data = h.read_mem(0, b.src, 2500);
         h.expect_mem(1, b.dst + off[0] + 10, {data.begin(), data.begin() + 990}, "block 0 from offset 10");
@@ -334,7 +336,8 @@ SIM_TEST(E2eMemory, Rereg_change_access_grants_the_new_rights_under_the_new_key_
         recover(h);
         // Take the right away again: the write right is gone under the newest key.
         ASSERT_EQ(ibv_rereg_mr(ro, IBV_REREG_MR_CHANGE_ACCESS, nullptr, 0, 0, IBV_ACCESS_REMOTE_READ), 0);
-        w = write_wc(h, {b.src + 512, 512, b.smr->lkey}, b.dst + 512, ro->rkey, "write after the right was removed");
+        w = write_wc(h, {b.src + 512, 512, b.smr->lkey}, b.dst + 512, ro->rkey,
+                     "write after the right was removed");
         EXPECT_EQ(w.status, IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
         h.expect_fill(1, b.dst + 512, 4096 - 512, kGuard, "nothing written by the refused writes");
@@ -384,7 +387,8 @@ SIM_TEST(E2eMemory, C10_47_local_read_is_implicit_in_virtual_and_physical_region
         ibv_mr* pnone = ibv_reg_phys_mr(h.s[0].pd, &a);
         ASSERT_TRUE(none && pnone);
         ASSERT_EQ(h.post_recv(1, {{b.dst, 4096, b.dmr->lkey}}, 1), 0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{b.src, 300, none->lkey}, {0xA000 + 5, 200, pnone->lkey}}, 2), 0);
+        ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{b.src, 300, none->lkey}, {0xA000 + 5, 200, pnone->lkey}}, 2),
+                  0);
         auto swc = h.expect_wc(h.s[0].scq, 1, "send gathered from regions without rights");
         ASSERT_EQ(swc.size(), 1u);
         EXPECT_EQ(swc[0].status, IBV_WC_SUCCESS);
@@ -422,9 +426,11 @@ SIM_TEST(E2eMemory, C10_48_remote_write_or_atomic_without_local_write_is_refused
         EXPECT_EQ(h.s[1].ctx->mrs, mrs) << "nothing registered";
         // Reregistering to remote write alone is refused too, and the region keeps working.
         const uint32_t rkey = b.dmr->rkey;
-        EXPECT_EQ(ibv_rereg_mr(b.dmr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, 0, 0, IBV_ACCESS_REMOTE_WRITE), EINVAL);
+        EXPECT_EQ(ibv_rereg_mr(b.dmr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, 0, 0, IBV_ACCESS_REMOTE_WRITE),
+                  EINVAL);
         EXPECT_EQ(b.dmr->rkey, rkey);
-        const ibv_wc w = write_wc(h, {b.src, 128, b.smr->lkey}, b.dst, rkey, "write through the kept registration");
+        const ibv_wc w =
+            write_wc(h, {b.src, 128, b.smr->lkey}, b.dst, rkey, "write through the kept registration");
         EXPECT_EQ(w.status, IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 128), "written");
     });
@@ -497,7 +503,8 @@ SIM_TEST(E2eMemory, C10_46_C10_57_each_remote_operation_needs_its_remote_right) 
         ASSERT_TRUE(smr && rd_only && wr_only && no_atomic);
         // What each right allows works.
         EXPECT_EQ(read_wc(h, {sink, 64, smr->lkey}, b.dst, rd_only->rkey, "read").status, IBV_WC_SUCCESS);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 4096, wr_only->rkey, "write").status, IBV_WC_SUCCESS);
+        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 4096, wr_only->rkey, "write").status,
+                  IBV_WC_SUCCESS);
         h.fill_mem(1, b.dst + 4096, 64, kGuard);
         struct refused {
             const char* what;
@@ -505,14 +512,20 @@ SIM_TEST(E2eMemory, C10_46_C10_57_each_remote_operation_needs_its_remote_right) 
         };
         const std::vector<refused> cases = {
             {"WRITE without remote write",
-             [&] { return h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 64, b.smr->lkey}}, 1, IBV_SEND_SIGNALED, b.dst,
-                                      rd_only->rkey); }},
+             [&] {
+                 return h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 64, b.smr->lkey}}, 1, IBV_SEND_SIGNALED,
+                                    b.dst, rd_only->rkey);
+             }},
             {"READ without remote read",
-             [&] { return h.post_send(0, IBV_WR_RDMA_READ, {{sink, 64, smr->lkey}}, 1, IBV_SEND_SIGNALED,
-                                      b.dst + 4096, wr_only->rkey); }},
+             [&] {
+                 return h.post_send(0, IBV_WR_RDMA_READ, {{sink, 64, smr->lkey}}, 1, IBV_SEND_SIGNALED,
+                                    b.dst + 4096, wr_only->rkey);
+             }},
             {"atomic without remote atomic",
-             [&] { return h.post_atomic(0, IBV_WR_ATOMIC_CMP_AND_SWP, sink, smr->lkey, 1, b.dst + 8192,
-                                        no_atomic->rkey, 0xA5A5A5A5A5A5A5A5ull, 7); }},
+             [&] {
+                 return h.post_atomic(0, IBV_WR_ATOMIC_CMP_AND_SWP, sink, smr->lkey, 1, b.dst + 8192,
+                                      no_atomic->rkey, 0xA5A5A5A5A5A5A5A5ull, 7);
+             }},
         };
         for (const refused& c : cases) {
             h.fill_mem(0, sink, 4096, kGuard);
@@ -543,7 +556,8 @@ SIM_TEST(E2eMemory, C10_56_remote_access_needs_a_region_of_the_responding_qps_pd
         ibv_pd* other = ibv_alloc_pd(h.s[1].ctx);
         ibv_mr* foreign = ibv_reg_mr(other, b.dst, 8192, kRw);
         ASSERT_NE(foreign, nullptr);
-        ibv_wc r = read_wc(h, {sink, 100, smr->lkey}, b.dst, foreign->rkey, "read through another PD's region");
+        ibv_wc r =
+            read_wc(h, {sink, 100, smr->lkey}, b.dst, foreign->rkey, "read through another PD's region");
         EXPECT_EQ(r.status, IBV_WC_REM_ACCESS_ERR);
         h.expect_fill(0, sink, 8192, kGuard, "nothing returned");
         recover(h);
@@ -601,8 +615,9 @@ SIM_TEST(E2eMemory, C10_54_1_1_zero_length_segments_with_bogus_keys_are_not_chec
         const ibv_sge bogus{0xDEAD0000ull, 0, 0x00BADBADu};
         const ibv_sge reserved{0x1234, 0, 0};  // the reserved L_Key on a QP that does not enable it
         // READ scattering into [bogus, 1000 bytes, bogus, 24 bytes].
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {bogus, {sink, 1000, smr->lkey}, reserved, {sink + 2000, 24, smr->lkey}},
-                              1, IBV_SEND_SIGNALED, b.dst, b.dmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ,
+                              {bogus, {sink, 1000, smr->lkey}, reserved, {sink + 2000, 24, smr->lkey}}, 1,
+                              IBV_SEND_SIGNALED, b.dst, b.dmr->rkey),
                   0);
         ibv_wc r = one_send_wc(h, 0, "read with zero-length bogus SGEs");
         EXPECT_EQ(r.status, IBV_WC_SUCCESS);
@@ -611,7 +626,8 @@ SIM_TEST(E2eMemory, C10_54_1_1_zero_length_segments_with_bogus_keys_are_not_chec
         h.expect_mem(0, sink, {remote.begin(), remote.begin() + 1000}, "first 1000 bytes");
         h.expect_mem(0, sink + 2000, {remote.begin() + 1000, remote.end()}, "last 24 bytes");
         // A zero-length WRITE with a bogus R_Key and address, gathered from a bogus SGE.
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {bogus}, 2, IBV_SEND_SIGNALED, 0xBAD000ull, 0x00BADBADu), 0);
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {bogus}, 2, IBV_SEND_SIGNALED, 0xBAD000ull, 0x00BADBADu),
+                  0);
         const ibv_wc w = one_send_wc(h, 0, "zero-length write");
         EXPECT_EQ(w.status, IBV_WC_SUCCESS);
         // Receive list of [bogus, real, bogus].
@@ -652,8 +668,10 @@ SIM_TEST(E2eMemory, C10_49_C10_58_overlapping_registrations_are_independent_and_
         EXPECT_NE(whole->handle, part->handle);
         EXPECT_NE(whole->handle, phys->handle);
         // Each registration reaches the same bytes by its own addressing.
-        EXPECT_EQ(write_wc(h, {b.src, 100, b.smr->lkey}, b.dst + 1500, whole->rkey, "whole").status, IBV_WC_SUCCESS);
-        EXPECT_EQ(write_wc(h, {b.src + 100, 100, b.smr->lkey}, b.dst + 1600, part->rkey, "part").status, IBV_WC_SUCCESS);
+        EXPECT_EQ(write_wc(h, {b.src, 100, b.smr->lkey}, b.dst + 1500, whole->rkey, "whole").status,
+                  IBV_WC_SUCCESS);
+        EXPECT_EQ(write_wc(h, {b.src + 100, 100, b.smr->lkey}, b.dst + 1600, part->rkey, "part").status,
+                  IBV_WC_SUCCESS);
         EXPECT_EQ(write_wc(h, {b.src + 200, 100, b.smr->lkey}, 0x40000 + 1700, phys->rkey, "phys").status,
                   IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst + 1500, h.read_mem(0, b.src, 300), "three writes through three registrations");
@@ -665,7 +683,8 @@ SIM_TEST(E2eMemory, C10_49_C10_58_overlapping_registrations_are_independent_and_
         EXPECT_EQ(write_wc(h, {b.src + 400, 100, b.smr->lkey}, 0x40000 + 1900, phys->rkey, "phys").status,
                   IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst + 1500, h.read_mem(0, b.src, 500), "writes after the deregistration");
-        EXPECT_EQ(write_wc(h, {b.src, 100, b.smr->lkey}, b.dst, dead, "deregistered").status, IBV_WC_REM_ACCESS_ERR);
+        EXPECT_EQ(write_wc(h, {b.src, 100, b.smr->lkey}, b.dst, dead, "deregistered").status,
+                  IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
         h.expect_fill(1, b.dst, 1500, kGuard, "not written through the deregistered region");
     });
@@ -684,7 +703,8 @@ void expect_stopped_midway(rc_harness& h, unsigned sink_node, uint64_t sink, con
     EXPECT_GT(placed, 0u) << what << ": the packets before the deregistration were placed";
     EXPECT_LT(placed, data.size() / 2) << what << ": the deregistration came early in the transfer";
     EXPECT_EQ(placed % 4096, 0u) << what << ": whole packets";
-    h.expect_fill(sink_node, sink + placed, data.size() - placed, kGuard, what + ": nothing after the deregistration");
+    h.expect_fill(sink_node, sink + placed, data.size() - placed, kGuard,
+                  what + ": nothing after the deregistration");
 }
 }  // namespace
 
@@ -694,8 +714,8 @@ SIM_TEST(E2eMemory, C10_59_region_deregistered_during_a_multi_packet_write_stops
         const size_t n = 256 * 1024;
         bufs b = make_bufs(h, n, 59);
         const auto data = h.read_mem(0, b.src, n);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, uint32_t(n), b.smr->lkey}}, 1, IBV_SEND_SIGNALED, b.dst,
-                              b.dmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, uint32_t(n), b.smr->lkey}}, 1, IBV_SEND_SIGNALED,
+                              b.dst, b.dmr->rkey),
                   0);
         h.sleep(1, 6'000);  // the 256 KiB WRITE takes ~27 us on the wire
         ASSERT_EQ(ibv_dereg_mr(b.dmr), 0);
@@ -721,8 +741,8 @@ SIM_TEST(E2eMemory, C10_59_sink_deregistered_during_a_multi_packet_read_stops_it
         const uint64_t sink = h.alloc(0, n, 4096);
         h.fill_mem(0, sink, n, kGuard);
         ibv_mr* smr = h.reg(0, sink, n);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{sink, uint32_t(n), smr->lkey}}, 1, IBV_SEND_SIGNALED, remote,
-                              rmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{sink, uint32_t(n), smr->lkey}}, 1, IBV_SEND_SIGNALED,
+                              remote, rmr->rkey),
                   0);
         h.sleep(0, 6'000);  // the responses take ~27 us on the wire
         ASSERT_EQ(ibv_dereg_mr(smr), 0);
@@ -744,7 +764,8 @@ SIM_TEST(E2eMemory, C10_60_keys_of_a_deregistered_region_fail_even_when_its_inde
         ASSERT_NE(again, nullptr);
         EXPECT_EQ(again->handle, old_index) << "the lowest free index is reused";
         EXPECT_NE(again->lkey, old_lkey) << "with a fresh key byte";
-        EXPECT_EQ(write_wc(h, {b.src, 64, again->lkey}, b.dst, b.dmr->rkey, "new key").status, IBV_WC_SUCCESS);
+        EXPECT_EQ(write_wc(h, {b.src, 64, again->lkey}, b.dst, b.dmr->rkey, "new key").status,
+                  IBV_WC_SUCCESS);
         const ibv_wc w = write_wc(h, {b.src, 64, old_lkey}, b.dst + 64, b.dmr->rkey, "stale L_Key");
         EXPECT_EQ(w.status, IBV_WC_LOC_PROT_ERR);
         EXPECT_EQ(w.vendor_err, vendor(xlate_status::bad_key));

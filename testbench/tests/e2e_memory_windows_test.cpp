@@ -38,8 +38,6 @@ rc_config type2a() {
     return c;
 }
 
-
-
 /// RDMA WRITE from node0's `qp` (default: the harness QP) to node1; returns its completion.
 ibv_wc write_wc(rc_harness& h, ibv_sge sge, uint64_t remote, uint32_t rkey, const std::string& what,
                 ibv_qp* qp = nullptr) {
@@ -63,10 +61,9 @@ ibv_wc read_wc(rc_harness& h, ibv_sge sge, uint64_t remote, uint32_t rkey, const
     return one_wc(h, h.s[0].scq, what);
 }
 
-
 /// Posts a type 1 bind (Bind MW verb) on node i's harness QP.
-int post_bind1(rc_harness& h, unsigned i, ibv_mw* mw, ibv_mr* mr, uint64_t addr, uint64_t len, unsigned access,
-               uint64_t wr_id = 50) {
+int post_bind1(rc_harness& h, unsigned i, ibv_mw* mw, ibv_mr* mr, uint64_t addr, uint64_t len,
+               unsigned access, uint64_t wr_id = 50) {
     ibv_mw_bind b;
     b.wr_id = wr_id;
     b.send_flags = IBV_SEND_SIGNALED;
@@ -81,8 +78,8 @@ ibv_wc bind1(rc_harness& h, ibv_mw* mw, ibv_mr* mr, uint64_t addr, uint64_t len,
 }
 
 /// Posts a type 2 bind WR on `qp` with the consumer's key byte.
-int post_bind2(ibv_qp* qp, ibv_mw* mw, uint8_t key_byte, ibv_mr* mr, uint64_t addr, uint64_t len, unsigned access,
-               uint64_t wr_id = 60) {
+int post_bind2(ibv_qp* qp, ibv_mw* mw, uint8_t key_byte, ibv_mr* mr, uint64_t addr, uint64_t len,
+               unsigned access, uint64_t wr_id = 60) {
     ibv_send_wr wr{};
     wr.wr_id = wr_id;
     wr.opcode = IBV_WR_BIND_MW;
@@ -95,8 +92,8 @@ int post_bind2(ibv_qp* qp, ibv_mw* mw, uint8_t key_byte, ibv_mr* mr, uint64_t ad
 }
 
 /// Type 2 bind WR on `qp` (default node1's harness QP); returns its completion.
-ibv_wc bind2(rc_harness& h, ibv_mw* mw, uint8_t key_byte, ibv_mr* mr, uint64_t addr, uint64_t len, unsigned access,
-             ibv_qp* qp = nullptr) {
+ibv_wc bind2(rc_harness& h, ibv_mw* mw, uint8_t key_byte, ibv_mr* mr, uint64_t addr, uint64_t len,
+             unsigned access, ibv_qp* qp = nullptr) {
     qp = qp ? qp : h.s[1].qp;
     EXPECT_EQ(post_bind2(qp, mw, key_byte, mr, addr, len, access), 0);
     return one_wc(h, qp->send_cq, "bind WR");
@@ -127,11 +124,11 @@ extra_pair make_pair(rc_harness& h, ibv_pd* pd1) {
         a.cap = {16, 16, 2, 2, 0};
         p.qp[i] = ibv_create_qp(i ? pd1 : h.s[0].pd, &a);
         EXPECT_NE(p.qp[i], nullptr) << "extra QP on node" << i;
-        if (!p.qp[i])
-            return p;
+        if (!p.qp[i]) return p;
     }
     for (unsigned i = 0; i < 2; ++i)
-        EXPECT_EQ(h.connect_qp(p.qp[i], IBV_QPS_RTS, p.qp[1 - i]->qp_num, h.s[1 - i].lid, 0x300 + (1 - i), 0x300 + i),
+        EXPECT_EQ(h.connect_qp(p.qp[i], IBV_QPS_RTS, p.qp[1 - i]->qp_num, h.s[1 - i].lid, 0x300 + (1 - i),
+                               0x300 + i),
                   0);
     return p;
 }
@@ -139,15 +136,14 @@ extra_pair make_pair(rc_harness& h, ibv_pd* pd1) {
 /// Length of the prefix of `got` equal to `want`.
 size_t placed_prefix(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
     size_t i = 0;
-    while (i < got.size() && i < want.size() && got[i] == want[i])
-        ++i;
+    while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
     return i;
 }
 
 /// A 256 KiB WRITE (64 packets) through `rkey` failed because its window changed while it ran:
 /// whole packets from the start were placed, nothing after them.
-void expect_write_stopped_midway(rc_harness& h, const bufs& b, const std::vector<uint8_t>& data, const ibv_wc& wc,
-                                 const std::string& what) {
+void expect_write_stopped_midway(rc_harness& h, const bufs& b, const std::vector<uint8_t>& data,
+                                 const ibv_wc& wc, const std::string& what) {
     EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR) << what;
     h.sleep(1, kQuietNs);
     const auto got = h.read_mem(1, b.dst, data.size());
@@ -187,8 +183,9 @@ SIM_TEST(E2eMemoryWindows, C10_66_2_1_C10_66_2_2_each_type1_bind_gives_a_new_rke
         EXPECT_EQ(write_wc(h, {b.src + 100, 100, b.smr->lkey}, b.dst + 100, k2, "second key").status,
                   IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 200), "written through both keys");
-        EXPECT_EQ(write_wc(h, {b.src, 100, b.smr->lkey}, b.dst + 200, k1, "first key after the rebind").status,
-                  IBV_WC_REM_ACCESS_ERR);
+        EXPECT_EQ(
+            write_wc(h, {b.src, 100, b.smr->lkey}, b.dst + 200, k1, "first key after the rebind").status,
+            IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
         h.expect_fill(1, b.dst + 200, 8192 - 200, kGuard, "nothing through the old key");
     });
@@ -210,8 +207,10 @@ SIM_TEST(E2eMemoryWindows, C10_66_2_3_o10_37_2_25_wr_posted_after_a_bind_verb_se
         auto rwc = h.expect_wc(h.s[0].rcq, 1, "the R_Key arrives");
         ASSERT_EQ(rwc.size(), 1u);
         EXPECT_EQ(ctr(1, "translation_unit.binds"), binds + 1) << "bound before the SEND left";
-        EXPECT_EQ(write_wc(h, {b.src, 512, b.smr->lkey}, b.dst, rwc[0].imm_data, "write with the key received").status,
-                  IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src, 512, b.smr->lkey}, b.dst, rwc[0].imm_data, "write with the key received")
+                .status,
+            IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 512), "written through the window");
         auto swc = h.expect_wc(h.s[1].scq, 2, "bind and send completions");
         ASSERT_EQ(swc.size(), 2u);
@@ -236,13 +235,15 @@ SIM_TEST(E2eMemoryWindows, C10_66_2_4_zero_length_bind_revokes_access_until_the_
         EXPECT_EQ(unbind.opcode, IBV_WC_BIND_MW);
         const uint32_t k2 = mw->rkey;
         for (uint32_t key : {k1, k2}) {
-            EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 64, key, "after the zero-length bind").status,
-                      IBV_WC_REM_ACCESS_ERR);
+            EXPECT_EQ(
+                write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 64, key, "after the zero-length bind").status,
+                IBV_WC_REM_ACCESS_ERR);
             recover(h);
         }
         h.expect_fill(1, b.dst + 64, 4096 - 64, kGuard, "no access after the zero-length bind");
         ASSERT_EQ(bind1(h, mw, b.dmr, b.dst, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 64, mw->rkey, "rebound").status, IBV_WC_SUCCESS);
+        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 64, mw->rkey, "rebound").status,
+                  IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst + 64, h.read_mem(0, b.src, 64), "written after the rebind");
     });
 }
@@ -258,11 +259,15 @@ SIM_TEST(E2eMemoryWindows, C10_66_2_5_o10_37_2_41_windows_on_one_region_have_ind
         ibv_mw* wc = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
         ASSERT_TRUE(wa && wb && wc);
         ASSERT_EQ(bind1(h, wa, b.dmr, b.dst, 4096, IBV_ACCESS_REMOTE_WRITE).status, IBV_WC_SUCCESS);
-        ASSERT_EQ(bind1(h, wb, b.dmr, b.dst + 2048, 4096, IBV_ACCESS_REMOTE_READ).status, IBV_WC_SUCCESS);  // overlaps
-        ASSERT_EQ(bind2(h, wc, 0x33, b.dmr, b.dst + 8192, 4096, kRemoteRw).status, IBV_WC_SUCCESS);  // disjoint
-        EXPECT_EQ(write_wc(h, {b.src, 4096, b.smr->lkey}, b.dst, wa->rkey, "write through A").status, IBV_WC_SUCCESS);
-        EXPECT_EQ(write_wc(h, {b.src + 8192, 4096, b.smr->lkey}, b.dst + 8192, wc->rkey, "write through C").status,
+        ASSERT_EQ(bind1(h, wb, b.dmr, b.dst + 2048, 4096, IBV_ACCESS_REMOTE_READ).status,
+                  IBV_WC_SUCCESS);  // overlaps
+        ASSERT_EQ(bind2(h, wc, 0x33, b.dmr, b.dst + 8192, 4096, kRemoteRw).status,
+                  IBV_WC_SUCCESS);  // disjoint
+        EXPECT_EQ(write_wc(h, {b.src, 4096, b.smr->lkey}, b.dst, wa->rkey, "write through A").status,
                   IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src + 8192, 4096, b.smr->lkey}, b.dst + 8192, wc->rkey, "write through C").status,
+            IBV_WC_SUCCESS);
         const ibv_wc r = read_wc(h, {sink, 4096, smr->lkey}, b.dst + 2048, wb->rkey, "read through B");
         EXPECT_EQ(r.status, IBV_WC_SUCCESS);
         h.expect_mem(0, sink, h.read_mem(1, b.dst + 2048, 4096), "B reads what A wrote in the overlap");
@@ -288,7 +293,8 @@ SIM_TEST(E2eMemoryWindows, C10_61_window_bounds_hold_to_the_byte) {
         EXPECT_EQ(write_wc(h, {b.src, 1000, b.smr->lkey}, b.dst + 100, k, "exactly the window").status,
                   IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst + 100, h.read_mem(0, b.src, 1000), "the window's bytes");
-        EXPECT_EQ(write_wc(h, {b.src, 1, b.smr->lkey}, b.dst + 99, k, "one byte before").status, IBV_WC_REM_ACCESS_ERR);
+        EXPECT_EQ(write_wc(h, {b.src, 1, b.smr->lkey}, b.dst + 99, k, "one byte before").status,
+                  IBV_WC_REM_ACCESS_ERR);
         recover(h);
         EXPECT_EQ(write_wc(h, {b.src, 1, b.smr->lkey}, b.dst + 1100, k, "one byte after").status,
                   IBV_WC_REM_ACCESS_ERR);
@@ -337,10 +343,10 @@ SIM_TEST(E2eMemoryWindows, C10_67_rebinding_a_window_fails_the_write_in_progress
         const auto data = h.read_mem(0, b.src, n);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ASSERT_EQ(bind1(h, mw, b.dmr, b.dst, n, kRemoteRw).status, IBV_WC_SUCCESS);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, uint32_t(n), b.smr->lkey}}, 1, IBV_SEND_SIGNALED, b.dst,
-                              mw->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, uint32_t(n), b.smr->lkey}}, 1, IBV_SEND_SIGNALED,
+                              b.dst, mw->rkey),
                   0);
-        h.sleep(1, 6'000);  // the WRITE takes ~27 us on the wire
+        h.sleep(1, 6'000);                                               // the WRITE takes ~27 us on the wire
         ASSERT_EQ(post_bind1(h, 1, mw, b.dmr, b.dst, n, kRemoteRw), 0);  // same range, new key
         const ibv_wc wc = one_wc(h, h.s[0].scq, "write");
         const ibv_wc bw = one_wc(h, h.s[1].scq, "rebind");
@@ -359,10 +365,13 @@ SIM_TEST(E2eMemoryWindows, C10_68_after_a_rebind_completes_the_previous_binding_
         const uint32_t k1 = mw->rkey;
         ASSERT_EQ(bind1(h, mw, b.dmr, b.dst + 4096, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
         const uint32_t k2 = mw->rkey;
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 4096, k2, "new binding").status, IBV_WC_SUCCESS);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, k2, "new key, old range").status, IBV_WC_REM_ACCESS_ERR);
+        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 4096, k2, "new binding").status,
+                  IBV_WC_SUCCESS);
+        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, k2, "new key, old range").status,
+                  IBV_WC_REM_ACCESS_ERR);
         recover(h);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, k1, "old key, old range").status, IBV_WC_REM_ACCESS_ERR);
+        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, k1, "old key, old range").status,
+                  IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
         h.expect_fill(1, b.dst, 4096, kGuard, "old range");
         h.expect_mem(1, b.dst + 4096, h.read_mem(0, b.src, 64), "new range");
@@ -377,8 +386,8 @@ SIM_TEST(E2eMemoryWindows, C10_69_deallocating_a_window_fails_the_write_in_progr
         const auto data = h.read_mem(0, b.src, n);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ASSERT_EQ(bind1(h, mw, b.dmr, b.dst, n, kRemoteRw).status, IBV_WC_SUCCESS);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, uint32_t(n), b.smr->lkey}}, 1, IBV_SEND_SIGNALED, b.dst,
-                              mw->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, uint32_t(n), b.smr->lkey}}, 1, IBV_SEND_SIGNALED,
+                              b.dst, mw->rkey),
                   0);
         h.sleep(1, 6'000);
         ASSERT_EQ(ibv_dealloc_mw(mw), 0);
@@ -453,7 +462,8 @@ SIM_TEST(E2eMemoryWindows, C10_66_2_2_type1_window_binds_again_after_a_refused_b
         recover(h);
         const ibv_wc bw = bind1(h, mw, b.dmr, b.dst, 4096, kRemoteRw);
         EXPECT_EQ(bw.status, IBV_WC_SUCCESS) << "vendor_err " << bw.vendor_err;
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, mw->rkey, "through the window").status, IBV_WC_SUCCESS);
+        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, mw->rkey, "through the window").status,
+                  IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 64), "written through the window");
     });
 }
@@ -481,18 +491,21 @@ SIM_TEST(E2eMemoryWindows, C10_75_bind_range_must_lie_in_a_region_of_the_windows
             recover(h);
         }
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
-        EXPECT_EQ(bind1(h, mw, part, b.dst + 100, 1000, kRemoteRw).status, IBV_WC_SUCCESS) << "exactly the region";
+        EXPECT_EQ(bind1(h, mw, part, b.dst + 100, 1000, kRemoteRw).status, IBV_WC_SUCCESS)
+            << "exactly the region";
     });
 }
 
-SIM_TEST(E2eMemoryWindows, o10_36_2_2_windows_bind_to_va_regions_zero_based_or_not_but_not_to_zero_based_regions) {
+SIM_TEST(E2eMemoryWindows,
+         o10_36_2_2_windows_bind_to_va_regions_zero_based_or_not_but_not_to_zero_based_regions) {
     rc_harness h;
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 8192, 362, kBindable);
         ibv_mw* z = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ibv_mw* v = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
         ASSERT_TRUE(z && v);
-        ASSERT_EQ(bind1(h, z, b.dmr, b.dst + 1000, 2000, kRemoteRw | IBV_ACCESS_ZERO_BASED).status, IBV_WC_SUCCESS);
+        ASSERT_EQ(bind1(h, z, b.dmr, b.dst + 1000, 2000, kRemoteRw | IBV_ACCESS_ZERO_BASED).status,
+                  IBV_WC_SUCCESS);
         ASSERT_EQ(bind2(h, v, 0x11, b.dmr, b.dst + 4096, 2000, kRemoteRw).status, IBV_WC_SUCCESS);
         EXPECT_EQ(write_wc(h, {b.src, 100, b.smr->lkey}, 50, z->rkey, "zero-based window, offset 50").status,
                   IBV_WC_SUCCESS);
@@ -530,14 +543,17 @@ SIM_TEST(E2eMemoryWindows, C10_76_2_1_type1_window_access_needs_the_responding_q
         // A type 1 window is not tied to a QP: another QP of the same PD reaches it.
         extra_pair same = make_pair(h, h.s[1].pd);
         ASSERT_TRUE(same.qp[0] && same.qp[1]);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, mw->rkey, "other QP, same PD", same.qp[0]).status,
-                  IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, mw->rkey, "other QP, same PD", same.qp[0]).status,
+            IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 64), "written through the other QP");
         ibv_pd* other = ibv_alloc_pd(h.s[1].ctx);
         extra_pair foreign = make_pair(h, other);
         ASSERT_TRUE(foreign.qp[0] && foreign.qp[1]);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 64, mw->rkey, "QP of another PD", foreign.qp[0]).status,
-                  IBV_WC_REM_ACCESS_ERR);
+        EXPECT_EQ(
+            write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 64, mw->rkey, "QP of another PD", foreign.qp[0])
+                .status,
+            IBV_WC_REM_ACCESS_ERR);
         EXPECT_EQ(query_state(foreign.qp[1]), IBV_QPS_ERR);
         EXPECT_EQ(query_state(h.s[1].qp), IBV_QPS_RTS) << "the binding QP is not affected";
         h.sleep(1, kQuietNs);
@@ -560,7 +576,8 @@ SIM_TEST(E2eMemoryWindows, C10_77_window_rights_and_bounds_apply_at_access_time)
         h.expect_mem(0, sink, h.read_mem(1, b.dst + 1000, 4000), "read");
         const auto before = h.read_mem(1, b.dst, 8192);
         // The region grants remote write; the window does not.
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 1000, mw->rkey, "write through a read window").status,
+        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 1000, mw->rkey, "write through a read window")
+                      .status,
                   IBV_WC_REM_ACCESS_ERR);
         recover(h);
         // Inside the region, outside the window.
@@ -594,14 +611,17 @@ SIM_TEST(E2eMemoryWindows, C10_79_2_2_region_under_bound_windows_cannot_leave_th
         ASSERT_EQ(ibv_query_mr(b.dmr, &qa), 0);
         EXPECT_EQ(qa.pd, h.s[1].pd);
         EXPECT_EQ(qa.length, 4096u);
-        EXPECT_EQ(write_wc(h, {b.src, 1024, b.smr->lkey}, b.dst, w1->rkey, "type 1 window").status, IBV_WC_SUCCESS);
-        EXPECT_EQ(write_wc(h, {b.src + 1024, 1024, b.smr->lkey}, b.dst + 2048, w2->rkey, "type 2 window").status,
+        EXPECT_EQ(write_wc(h, {b.src, 1024, b.smr->lkey}, b.dst, w1->rkey, "type 1 window").status,
                   IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src + 1024, 1024, b.smr->lkey}, b.dst + 2048, w2->rkey, "type 2 window").status,
+            IBV_WC_SUCCESS);
         // Once the windows are gone the region may move to the other PD; the windows' keys are dead.
         ASSERT_EQ(ibv_dealloc_mw(w1), 0);
         ASSERT_EQ(ibv_dealloc_mw(w2), 0);
         ASSERT_EQ(ibv_rereg_mr(b.dmr, IBV_REREG_MR_CHANGE_PD, other, 0, 0, 0), 0);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 1024, b.dmr->rkey, "region now in another PD").status,
+        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 1024, b.dmr->rkey, "region now in another PD")
+                      .status,
                   IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 1024), "through the type 1 window");
@@ -623,7 +643,8 @@ SIM_TEST(E2eMemoryWindows, C10_79_2_1_access_rights_are_those_of_the_path_used) 
                   IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 128), "written through the window");
         for (uint32_t key : {b.dmr->rkey, ro->rkey}) {
-            EXPECT_EQ(write_wc(h, {b.src, 128, b.smr->lkey}, b.dst + 128, key, "through a region without it").status,
+            EXPECT_EQ(write_wc(h, {b.src, 128, b.smr->lkey}, b.dst + 128, key, "through a region without it")
+                          .status,
                       IBV_WC_REM_ACCESS_ERR);
             recover(h);
         }
@@ -666,7 +687,8 @@ SIM_TEST(E2eMemoryWindows, o10_37_2_28_o10_37_2_32_o10_37_2_33_type2_bind_wr_giv
         EXPECT_EQ(mw->rkey, hw::make_key(mw->handle, 0xE1));
         EXPECT_EQ(write_wc(h, {b.src + 64, 64, b.smr->lkey}, b.dst + 64, mw->rkey, "second key").status,
                   IBV_WC_SUCCESS);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 128, k1, "first key").status, IBV_WC_REM_ACCESS_ERR);
+        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 128, k1, "first key").status,
+                  IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 128), "written through both keys");
         h.expect_fill(1, b.dst + 128, 4096 - 128, kGuard, "nothing through the invalidated key");
@@ -706,8 +728,10 @@ SIM_TEST(E2eMemoryWindows, o10_37_2_36_wr_posted_after_a_bind_wr_sees_the_bind) 
         auto rwc = h.expect_wc(h.s[0].rcq, 1, "the R_Key arrives");
         ASSERT_EQ(rwc.size(), 1u);
         EXPECT_EQ(ctr(1, "translation_unit.binds"), binds + 1) << "bound before the SEND left";
-        EXPECT_EQ(write_wc(h, {b.src, 256, b.smr->lkey}, b.dst, rwc[0].imm_data, "write with the key received").status,
-                  IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src, 256, b.smr->lkey}, b.dst, rwc[0].imm_data, "write with the key received")
+                .status,
+            IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 256), "written through the window");
         auto swc = h.expect_wc(h.s[1].scq, 2, "bind and send completions");
         ASSERT_EQ(swc.size(), 2u);
@@ -716,7 +740,8 @@ SIM_TEST(E2eMemoryWindows, o10_37_2_36_wr_posted_after_a_bind_wr_sees_the_bind) 
     });
 }
 
-SIM_TEST(E2eMemoryWindows, o10_37_2_29_o10_37_2_42_type2a_window_is_reached_only_through_the_qp_that_bound_it) {
+SIM_TEST(E2eMemoryWindows,
+         o10_37_2_29_o10_37_2_42_type2a_window_is_reached_only_through_the_qp_that_bound_it) {
     rc_harness h(type2a());
     h.run([](rc_harness& h) {
         ibv_device_attr da{};
@@ -726,11 +751,13 @@ SIM_TEST(E2eMemoryWindows, o10_37_2_29_o10_37_2_42_type2a_window_is_reached_only
         bufs b = make_bufs(h, 4096, 2842, kBindable);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
         ASSERT_EQ(bind2(h, mw, 0x2A, b.dmr, b.dst, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, mw->rkey, "the binding QP").status, IBV_WC_SUCCESS);
+        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, mw->rkey, "the binding QP").status,
+                  IBV_WC_SUCCESS);
         extra_pair other = make_pair(h, h.s[1].pd);  // same PD, another QP
         ASSERT_TRUE(other.qp[0] && other.qp[1]);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 64, mw->rkey, "another QP", other.qp[0]).status,
-                  IBV_WC_REM_ACCESS_ERR);
+        EXPECT_EQ(
+            write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 64, mw->rkey, "another QP", other.qp[0]).status,
+            IBV_WC_REM_ACCESS_ERR);
         EXPECT_EQ(query_state(other.qp[1]), IBV_QPS_ERR);
         h.sleep(1, kQuietNs);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 64), "through the binding QP");
@@ -738,7 +765,8 @@ SIM_TEST(E2eMemoryWindows, o10_37_2_29_o10_37_2_42_type2a_window_is_reached_only
     });
 }
 
-SIM_TEST(E2eMemoryWindows, o10_37_2_29_o10_2_2_4_o10_10_2_6_qp_with_type2a_windows_bound_cannot_be_destroyed_or_reset) {
+SIM_TEST(E2eMemoryWindows,
+         o10_37_2_29_o10_2_2_4_o10_10_2_6_qp_with_type2a_windows_bound_cannot_be_destroyed_or_reset) {
     rc_harness h(type2a());
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 4096, 2829, kBindable);
@@ -758,7 +786,9 @@ SIM_TEST(E2eMemoryWindows, o10_37_2_29_o10_2_2_4_o10_10_2_6_qp_with_type2a_windo
     });
 }
 
-SIM_TEST(E2eMemoryWindows, o10_37_2_30_o10_37_2_43_o10_2_2_5_o10_10_2_7_type2b_window_needs_the_binding_qp_and_allows_its_reset) {
+SIM_TEST(
+    E2eMemoryWindows,
+    o10_37_2_30_o10_37_2_43_o10_2_2_5_o10_10_2_7_type2b_window_needs_the_binding_qp_and_allows_its_reset) {
     rc_harness h;
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 4096, 2843, kBindable);
@@ -766,16 +796,18 @@ SIM_TEST(E2eMemoryWindows, o10_37_2_30_o10_37_2_43_o10_2_2_5_o10_10_2_7_type2b_w
         ASSERT_TRUE(other.qp[0] && other.qp[1]);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
         ASSERT_EQ(bind2(h, mw, 0x2B, b.dmr, b.dst, 4096, kRemoteRw, other.qp[1]).status, IBV_WC_SUCCESS);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, mw->rkey, "the binding QP", other.qp[0]).status,
-                  IBV_WC_SUCCESS);
+        EXPECT_EQ(
+            write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, mw->rkey, "the binding QP", other.qp[0]).status,
+            IBV_WC_SUCCESS);
         EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 64, mw->rkey, "same PD, another QP").status,
                   IBV_WC_REM_ACCESS_ERR);
         recover(h);
         // Type 2B windows do not hold their QP: reset and destroy are allowed while bound.
         EXPECT_EQ(to_state(other.qp[1], IBV_QPS_RESET), 0);
         EXPECT_EQ(ibv_destroy_qp(other.qp[1]), 0);
-        EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 128, mw->rkey, "after the QP was destroyed").status,
-                  IBV_WC_REM_ACCESS_ERR);
+        EXPECT_EQ(
+            write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 128, mw->rkey, "after the QP was destroyed").status,
+            IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 64), "through the binding QP");
         h.expect_fill(1, b.dst + 64, 4096 - 64, kGuard, "nothing through other QPs");

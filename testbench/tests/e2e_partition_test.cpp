@@ -84,7 +84,8 @@ int aim(rc_harness& h, unsigned i, uint32_t dest_qpn, uint16_t pkey_index) {
     a.pkey_index = pkey_index;
     a.port_num = 1;
     a.qp_access_flags = h.config().qp_access;
-    if (int rc = ibv_modify_qp(d.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    if (int rc =
+            ibv_modify_qp(d.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
         return rc;
     a = ibv_qp_attr{};
     a.qp_state = IBV_QPS_RTR;
@@ -138,11 +139,11 @@ fate send_one(rc_harness& h, uint32_t dest_qpn, uint16_t pkey_index) {
 /// The opcodes of tlm_if/commands.h. A new command must be added here (C10-2 checks that no
 /// other opcode does anything).
 const std::set<uint16_t> kKnownOpcodes = {
-    hw::CMD_QUERY_HCA,  hw::CMD_INIT_HCA,    hw::CMD_QUERY_PORT,  hw::CMD_SET_PKEY,    hw::CMD_QUERY_PKEY,
-    hw::CMD_QUERY_GID,  hw::CMD_CREATE_EQ,   hw::CMD_CREATE_CQ,   hw::CMD_DESTROY_CQ,  hw::CMD_CREATE_MPT,
-    hw::CMD_DESTROY_MPT, hw::CMD_WRITE_MTT,  hw::CMD_QUERY_MPT,   hw::CMD_CREATE_QP,   hw::CMD_MODIFY_QP,
-    hw::CMD_QUERY_QP,   hw::CMD_DESTROY_QP,  hw::CMD_ATTACH_MCAST, hw::CMD_DETACH_MCAST, hw::CMD_CREATE_SRQ,
-    hw::CMD_MODIFY_SRQ, hw::CMD_QUERY_SRQ,   hw::CMD_DESTROY_SRQ, hw::CMD_RESIZE_CQ,  hw::CMD_QUERY_CQ,
+    hw::CMD_QUERY_HCA,   hw::CMD_INIT_HCA,   hw::CMD_QUERY_PORT,   hw::CMD_SET_PKEY,     hw::CMD_QUERY_PKEY,
+    hw::CMD_QUERY_GID,   hw::CMD_CREATE_EQ,  hw::CMD_CREATE_CQ,    hw::CMD_DESTROY_CQ,   hw::CMD_CREATE_MPT,
+    hw::CMD_DESTROY_MPT, hw::CMD_WRITE_MTT,  hw::CMD_QUERY_MPT,    hw::CMD_CREATE_QP,    hw::CMD_MODIFY_QP,
+    hw::CMD_QUERY_QP,    hw::CMD_DESTROY_QP, hw::CMD_ATTACH_MCAST, hw::CMD_DETACH_MCAST, hw::CMD_CREATE_SRQ,
+    hw::CMD_MODIFY_SRQ,  hw::CMD_QUERY_SRQ,  hw::CMD_DESTROY_SRQ,  hw::CMD_RESIZE_CQ,    hw::CMD_QUERY_CQ,
 };
 
 /// config_error message of building a machine with `keys` (then check_unused), or "".
@@ -171,7 +172,8 @@ SIM_TEST(E2ePartition, C10_1_query_gid_returns_the_port_gid) {
             const ibv_port_attr pa = port_of(h, n);
             ASSERT_EQ(pa.gid_tbl_len, 1) << "one source GID per port";
             // GID 0: link-local prefix fe80::/64, interface ID = the port GUID (= node GUID).
-            const uint8_t want[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x00, 0x02, 0xc9, 0x03, 0, 0, 0, uint8_t(n + 1)};
+            const uint8_t want[16] = {0xfe, 0x80, 0,    0,    0, 0, 0, 0,
+                                      0x00, 0x02, 0xc9, 0x03, 0, 0, 0, uint8_t(n + 1)};
             EXPECT_EQ(gid_of(h, n, 0), hex(want, sizeof want)) << "node" << n;
             // The table has gid_tbl_len entries, on port 1 only.
             ibv_gid g{};
@@ -181,7 +183,8 @@ SIM_TEST(E2ePartition, C10_1_query_gid_returns_the_port_gid) {
             EXPECT_EQ(ibv_query_gid(h.s[n].ctx, 1, 0, nullptr), EINVAL);
             // The HCA bounds the command the same way.
             hw::gid_entry e{};
-            EXPECT_EQ(exec(h, n, hw::CMD_QUERY_GID, 1, pa.gid_tbl_len, nullptr, 0, &e, sizeof e), hw::CMD_BAD_PARAM);
+            EXPECT_EQ(exec(h, n, hw::CMD_QUERY_GID, 1, pa.gid_tbl_len, nullptr, 0, &e, sizeof e),
+                      hw::CMD_BAD_PARAM);
             EXPECT_EQ(exec(h, n, hw::CMD_QUERY_GID, 2, 0, nullptr, 0, &e, sizeof e), hw::CMD_BAD_PARAM);
             ASSERT_EQ(exec(h, n, hw::CMD_QUERY_GID, 1, 0, nullptr, 0, &e, sizeof e), hw::CMD_OK);
             EXPECT_EQ(hex(e.raw, sizeof e.raw), hex(want, sizeof want));
@@ -352,7 +355,9 @@ SIM_TEST(E2ePartition, C10_122_no_verb_changes_the_pkey_table) {
         a.pkey_index = 3;
         a.port_num = 1;
         a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
-        ASSERT_EQ(ibv_modify_qp(extra, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+        ASSERT_EQ(
+            ibv_modify_qp(extra, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+            0);
         a.pkey_index = uint16_t(before.size());
         EXPECT_EQ(ibv_modify_qp(extra, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX), EINVAL) << "past the table";
         ASSERT_EQ(ibv_destroy_qp(extra), 0);
@@ -407,10 +412,8 @@ SIM_TEST(E2ePartition, C10_132_qp1_accepts_any_valid_table_pkey_and_drops_others
             const char* what;
         };
         const step before[] = {
-            {0, true, "0xFFFF: entry 0"},
-            {1, false, "0x8005: in no entry"},
-            {2, false, "0x0005: in no entry"},
-            {3, false, "0x8042: in no entry"},
+            {0, true, "0xFFFF: entry 0"},      {1, false, "0x8005: in no entry"},
+            {2, false, "0x0005: in no entry"}, {3, false, "0x8042: in no entry"},
             {4, false, "0x8000: invalid"},
         };
         unsigned drops = 0;
@@ -447,26 +450,27 @@ SIM_TEST(E2ePartition, o10_57_pkey_violation_counter_saturates_at_ffff) {
     cfg.timeout = 0;  // no local ACK timeout: each packet is sent once
     rc_harness h(cfg);
     h.run([](rc_harness& h) {
-        constexpr size_t kMsg = 1u << 20;      // 4096 packets of 256 bytes
+        constexpr size_t kMsg = 1u << 20;  // 4096 packets of 256 bytes
         constexpr unsigned kPackets = kMsg / 256;
-        constexpr unsigned kMsgs = 17;         // 69632 packets > 65535
+        constexpr unsigned kMsgs = 17;  // 69632 packets > 65535
         const uint64_t src = h.alloc(0, kMsg, 4096), dst = h.alloc(1, kMsg, 4096);
         ibv_mr* smr = h.reg(0, src, kMsg);
         ibv_mr* dmr = h.reg(1, dst, kMsg);
         EXPECT_EQ(port_of(h, 1).bad_pkey_cntr, 0u) << "zero at power-on";
         ASSERT_EQ(set_pkey(h, 1, 0, 0x8001), hw::CMD_OK);  // node0's 0xFFFF mismatches at node1
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, uint32_t(kMsg), smr->lkey}}, 0, IBV_SEND_SIGNALED, dst,
-                              dmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, uint32_t(kMsg), smr->lkey}}, 0, IBV_SEND_SIGNALED,
+                              dst, dmr->rkey),
                   0);
         h.sleep(0, 1'000'000);
         EXPECT_EQ(ctr(1, "pkey_checker.violations"), kPackets);
         EXPECT_EQ(port_of(h, 1).bad_pkey_cntr, kPackets);
         for (unsigned m = 1; m < kMsgs; ++m)
-            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, uint32_t(kMsg), smr->lkey}}, m, IBV_SEND_SIGNALED,
-                                  dst, dmr->rkey),
+            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, uint32_t(kMsg), smr->lkey}}, m,
+                                  IBV_SEND_SIGNALED, dst, dmr->rkey),
                       0);
         h.sleep(0, 20'000'000);
-        EXPECT_EQ(ctr(1, "pkey_checker.violations"), uint64_t(kMsgs) * kPackets) << "every packet was dropped";
+        EXPECT_EQ(ctr(1, "pkey_checker.violations"), uint64_t(kMsgs) * kPackets)
+            << "every packet was dropped";
         const ibv_port_attr pa = port_of(h, 1);
         EXPECT_EQ(pa.bad_pkey_cntr, 0xFFFFu) << "saturated, not wrapped";
         EXPECT_EQ(pa.qkey_viol_cntr, 0u);

@@ -30,8 +30,7 @@ namespace {
 std::string read_all(const std::string& path) {
     std::FILE* f = std::fopen(path.c_str(), "rb");
     std::string s;
-    if (!f)
-        return s;
+    if (!f) return s;
     char buf[4096];
     for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
     std::fclose(f);
@@ -48,7 +47,8 @@ std::string tshark(const std::string& args) {
 
 SIM_TEST(E2ePcap, subnet_manager_cable_holds_its_smps_and_the_trap) {
     ASSERT_EQ(std::system("command -v tshark >/dev/null 2>&1"), 0)
-        << "tshark is not installed: this test needs it (scripts/test.sh installs it; or apt-get install tshark)";
+        << "tshark is not installed: this test needs it (scripts/test.sh installs it; or apt-get install "
+           "tshark)";
     const std::string dir = ::testing::TempDir() + "e2e_pcap_" + std::to_string(getpid());
     std::filesystem::remove_all(dir);
     rc_config c;
@@ -77,10 +77,11 @@ SIM_TEST(E2ePcap, subnet_manager_cable_holds_its_smps_and_the_trap) {
 
     // Both directions: the SM's SubnGet and SubnSet (direction 0), node1's two GetResps and
     // its trap (direction 1), all SMPs to QP0 on VL15.
-    const std::string f = tshark("-r '" + sm_file +
-                                 "' -T fields -E separator=, -e erf.flags.cap -e infiniband.lrh.vl "
-                                 "-e infiniband.bth.destqp -e infiniband.mad.mgmtclass -e infiniband.mad.method "
-                                 "-e infiniband.mad.attributeid");
+    const std::string f =
+        tshark("-r '" + sm_file +
+               "' -T fields -E separator=, -e erf.flags.cap -e infiniband.lrh.vl "
+               "-e infiniband.bth.destqp -e infiniband.mad.mgmtclass -e infiniband.mad.method "
+               "-e infiniband.mad.attributeid");
     std::vector<std::string> lines;
     std::istringstream in(f);
     for (std::string l; std::getline(in, l);) lines.push_back(l);
@@ -98,8 +99,10 @@ SIM_TEST(E2ePcap, subnet_manager_cable_holds_its_smps_and_the_trap) {
     EXPECT_NE(text.find("SubnTrap(Notice)"), std::string::npos);
 
     // The violating datagram is on node0's cable (sent) and node1's (the switch forwarded it).
-    EXPECT_NE(tshark("-r '" + dir + "/link0.pcap' -Y 'infiniband.bth.opcode == 100 && erf.flags.cap == 0'"), "");
-    EXPECT_NE(tshark("-r '" + dir + "/link1.pcap' -Y 'infiniband.bth.opcode == 100 && erf.flags.cap == 1'"), "");
+    EXPECT_NE(tshark("-r '" + dir + "/link0.pcap' -Y 'infiniband.bth.opcode == 100 && erf.flags.cap == 0'"),
+              "");
+    EXPECT_NE(tshark("-r '" + dir + "/link1.pcap' -Y 'infiniband.bth.opcode == 100 && erf.flags.cap == 1'"),
+              "");
     std::filesystem::remove_all(dir);
 }
 

@@ -45,8 +45,7 @@ rc_config mtu(unsigned bytes) {
 bool next_event(rc_harness& h, unsigned i, ibv_async_event& ev, uint64_t timeout_ns = 10'000'000) {
     const int rc = ibv_get_async_event(h.s[i].ctx, &ev, timeout_ns);
     EXPECT_EQ(rc, 0) << "no asynchronous event on node" << i;
-    if (rc == 0)
-        ibv_ack_async_event(&ev);
+    if (rc == 0) ibv_ack_async_event(&ev);
     return rc == 0;
 }
 
@@ -66,7 +65,8 @@ SIM_TEST(E2eRcOps, C10_83_C10_94_read_of_many_packets_scatters_into_three_sges) 
         h.fill_mem(0, local, 3 * 8192, kGuard);
         ibv_mr* lmr = h.reg(0, local, 3 * 8192);
         // Three SGEs in separate pages, sizes 3000 + 4000 + 3000.
-        const std::vector<ibv_sge> sg = {{local, 3000, lmr->lkey}, {local + 8192, 4000, lmr->lkey},
+        const std::vector<ibv_sge> sg = {{local, 3000, lmr->lkey},
+                                         {local + 8192, 4000, lmr->lkey},
                                          {local + 16384 + 100, 3000, lmr->lkey}};
         const uint64_t sent = ctr(1, "transport_engine.read_responses_sent");
         ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, sg, 7, IBV_SEND_SIGNALED, remote, rmr->rkey), 0);
@@ -95,7 +95,8 @@ SIM_TEST(E2eRcOps, C10_85_read_consumes_no_receive_wqe) {
         const uint64_t local = h.alloc(0, 8192, 4096);
         ibv_mr* lmr = h.reg(0, local, 8192);
         ASSERT_EQ(h.post_recv(1, {{remote + 4096, 4096, rmr->lkey}}, 55), 0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{local, 4096, lmr->lkey}}, 1, IBV_SEND_SIGNALED, remote, rmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{local, 4096, lmr->lkey}}, 1, IBV_SEND_SIGNALED, remote,
+                              rmr->rkey),
                   0);
         h.expect_wc(h.s[0].scq, 1, "read");
         h.expect_no_wc(h.s[1].rcq, kQuietNs, "READ completes nothing at the responder");
@@ -133,8 +134,8 @@ SIM_TEST(E2eRcOps, read_limit_makes_excess_reads_wait_without_error) {
         const uint64_t local = h.alloc(0, n, 4096);
         ibv_mr* lmr = h.reg(0, local, n);
         for (unsigned i = 0; i < 16; ++i)
-            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{local + i * 4096, 4096, lmr->lkey}}, i, IBV_SEND_SIGNALED,
-                                  remote + i * 4096, rmr->rkey),
+            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{local + i * 4096, 4096, lmr->lkey}}, i,
+                                  IBV_SEND_SIGNALED, remote + i * 4096, rmr->rkey),
                       0);
         auto wc = h.expect_wc(h.s[0].scq, 16, "16 reads with 2 outstanding at a time");
         ASSERT_EQ(wc.size(), 16u);
@@ -146,16 +147,20 @@ SIM_TEST(E2eRcOps, read_limit_makes_excess_reads_wait_without_error) {
     });
 }
 
-SIM_TEST(E2eRcOps, C10_144_C10_160_2_2_read_beyond_the_remote_region_is_rem_access_and_an_access_error_event) {
+SIM_TEST(E2eRcOps,
+         C10_144_C10_160_2_2_read_beyond_the_remote_region_is_rem_access_and_an_access_error_event) {
     rc_harness h;
     h.run([](rc_harness& h) {
         const uint64_t remote = h.alloc(1, 8192, 4096);
         ibv_mr* rmr = h.reg(1, remote, 4096);
         const uint64_t local = h.alloc(0, 8192, 4096);
         ibv_mr* lmr = h.reg(0, local, 8192);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{local, 8192, lmr->lkey}}, 1, IBV_SEND_SIGNALED, remote, rmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{local, 8192, lmr->lkey}}, 1, IBV_SEND_SIGNALED, remote,
+                              rmr->rkey),
                   0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{local, 8, lmr->lkey}}, 2, IBV_SEND_SIGNALED, remote, rmr->rkey), 0);
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{local, 8, lmr->lkey}}, 2, IBV_SEND_SIGNALED, remote,
+                              rmr->rkey),
+                  0);
         auto wc = h.expect_wc(h.s[0].scq, 2, "error then flush");
         ASSERT_EQ(wc.size(), 2u);
         EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR);
@@ -181,7 +186,8 @@ SIM_TEST(E2eRcOps, o10_41_o10_42_o10_47_fetch_add_wraps_and_returns_the_original
         const uint64_t local = h.alloc(0, 4096, 4096);
         h.fill_mem(0, local, 16, kGuard);
         ibv_mr* lmr = h.reg(0, local, 4096);
-        ASSERT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_FETCH_AND_ADD, local, lmr->lkey, 1, remote, rmr->rkey, 5), 0);
+        ASSERT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_FETCH_AND_ADD, local, lmr->lkey, 1, remote, rmr->rkey, 5),
+                  0);
         auto wc = h.expect_wc(h.s[0].scq, 1, "fetch and add");
         ASSERT_EQ(wc.size(), 1u);
         EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
@@ -201,8 +207,11 @@ SIM_TEST(E2eRcOps, o10_40_o10_44_o10_47_compare_swap_swaps_only_on_match) {
         ibv_mr* rmr = h.reg(1, remote, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
         const uint64_t local = h.alloc(0, 4096, 4096);
         ibv_mr* lmr = h.reg(0, local, 4096);
-        ASSERT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_CMP_AND_SWP, local, lmr->lkey, 1, remote, rmr->rkey, 99, 7), 0);
-        ASSERT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_CMP_AND_SWP, local + 8, lmr->lkey, 2, remote, rmr->rkey, 100, 42), 0);
+        ASSERT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_CMP_AND_SWP, local, lmr->lkey, 1, remote, rmr->rkey, 99, 7),
+                  0);
+        ASSERT_EQ(
+            h.post_atomic(0, IBV_WR_ATOMIC_CMP_AND_SWP, local + 8, lmr->lkey, 2, remote, rmr->rkey, 100, 42),
+            0);
         auto wc = h.expect_wc(h.s[0].scq, 2, "two compare and swaps");
         ASSERT_EQ(wc.size(), 2u);
         EXPECT_EQ(wc[0].opcode, IBV_WC_COMP_SWAP);
@@ -224,7 +233,8 @@ SIM_TEST(E2eRcOps, o10_48_pipelined_atomics_on_one_word_are_serialised) {
         const uint64_t local = h.alloc(0, n * 8, 4096);
         ibv_mr* lmr = h.reg(0, local, n * 8);
         for (unsigned i = 0; i < n; ++i)
-            ASSERT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_FETCH_AND_ADD, local + 8 * i, lmr->lkey, i, remote, rmr->rkey, 1),
+            ASSERT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_FETCH_AND_ADD, local + 8 * i, lmr->lkey, i, remote,
+                                    rmr->rkey, 1),
                       0);
         auto wc = h.expect_wc(h.s[0].scq, n, "48 fetch-and-adds, 16 outstanding");
         ASSERT_EQ(wc.size(), n);
@@ -244,7 +254,9 @@ SIM_TEST(E2eRcOps, o10_43_misaligned_atomic_is_an_immediate_error) {
         ibv_mr* rmr = h.reg(1, remote, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
         const uint64_t local = h.alloc(0, 4096, 4096);
         ibv_mr* lmr = h.reg(0, local, 4096);
-        EXPECT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_FETCH_AND_ADD, local, lmr->lkey, 1, remote + 4, rmr->rkey, 1), EINVAL);
+        EXPECT_EQ(
+            h.post_atomic(0, IBV_WR_ATOMIC_FETCH_AND_ADD, local, lmr->lkey, 1, remote + 4, rmr->rkey, 1),
+            EINVAL);
         h.expect_no_wc(h.s[0].scq, kQuietNs, "nothing was posted");
         EXPECT_EQ(ctr(1, "transport_engine.atomics_executed"), 0u);
     });
@@ -258,7 +270,8 @@ SIM_TEST(E2eRcOps, o10_37_atomic_without_remote_atomic_right_is_a_remote_access_
         ibv_mr* rmr = h.reg(1, remote, 4096);  // local write + remote read/write, no atomic
         const uint64_t local = h.alloc(0, 4096, 4096);
         ibv_mr* lmr = h.reg(0, local, 4096);
-        ASSERT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_FETCH_AND_ADD, local, lmr->lkey, 1, remote, rmr->rkey, 1), 0);
+        ASSERT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_FETCH_AND_ADD, local, lmr->lkey, 1, remote, rmr->rkey, 1),
+                  0);
         auto wc = h.expect_wc(h.s[0].scq, 1, "atomic");
         ASSERT_EQ(wc.size(), 1u);
         EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR);
@@ -282,7 +295,8 @@ static void fence_case(bool fence) {
         h.fill_mem(0, local, n, kGuard);
         ibv_mr* lmr = h.reg(0, local, n);
         ASSERT_EQ(h.post_recv(1, {{remote + n, uint32_t(n), rmr->lkey}}, 1), 0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{local, uint32_t(n), lmr->lkey}}, 1, 0, remote, rmr->rkey), 0);
+        ASSERT_EQ(
+            h.post_send(0, IBV_WR_RDMA_READ, {{local, uint32_t(n), lmr->lkey}}, 1, 0, remote, rmr->rkey), 0);
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{local, uint32_t(n), lmr->lkey}}, 2,
                               IBV_SEND_SIGNALED | (fence ? IBV_SEND_FENCE : 0)),
                   0);
@@ -312,9 +326,11 @@ SIM_TEST(E2eRcOps, C10_98_2_1_C10_101_2_1_mixed_operations_execute_and_complete_
             ASSERT_EQ(h.post_recv(1, {{remote + 32768 + i * 4096, 4096, rmr->lkey}}, 100 + i), 0);
         // WRITE 8K, READ it back, FETCH_ADD, SEND, READ, WRITE: each READ must see the WRITE
         // before it (the responder executes in order).
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, 8192, lmr->lkey}}, 0, IBV_SEND_SIGNALED, remote, rmr->rkey), 0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{local + 16384, 8192, lmr->lkey}}, 1, IBV_SEND_SIGNALED, remote,
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, 8192, lmr->lkey}}, 0, IBV_SEND_SIGNALED, remote,
                               rmr->rkey),
+                  0);
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{local + 16384, 8192, lmr->lkey}}, 1, IBV_SEND_SIGNALED,
+                              remote, rmr->rkey),
                   0);
         ASSERT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_FETCH_AND_ADD, local + 30000 - 30000 % 8, lmr->lkey, 2,
                                 remote + 16384, rmr->rkey, 3),
@@ -328,7 +344,7 @@ SIM_TEST(E2eRcOps, C10_98_2_1_C10_101_2_1_mixed_operations_execute_and_complete_
                   0);
         auto wc = h.expect_wc(h.s[0].scq, 6, "six operations");
         ASSERT_EQ(wc.size(), 6u);
-        const ibv_wc_opcode ops[6] = {IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ, IBV_WC_FETCH_ADD,
+        const ibv_wc_opcode ops[6] = {IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ,  IBV_WC_FETCH_ADD,
                                       IBV_WC_SEND,       IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ};
         for (unsigned i = 0; i < 6; ++i) {
             EXPECT_EQ(wc[i].wr_id, i);
@@ -357,12 +373,12 @@ SIM_TEST(E2eRcOps, C10_90_C10_92_unsignalled_writes_give_no_completion) {
         // ring (C10-108) lets the next round post.
         for (unsigned round = 0; round < 3; ++round) {
             for (unsigned i = 0; i < 15; ++i)
-                ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local + i * 256, 256, lmr->lkey}}, round * 100 + i, 0,
-                                      remote + i * 256, rmr->rkey),
+                ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local + i * 256, 256, lmr->lkey}},
+                                      round * 100 + i, 0, remote + i * 256, rmr->rkey),
                           0)
                     << "round " << round << " WR " << i;
-            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local + 15 * 256, 256, lmr->lkey}}, round * 100 + 15,
-                                  IBV_SEND_SIGNALED, remote + 15 * 256, rmr->rkey),
+            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local + 15 * 256, 256, lmr->lkey}},
+                                  round * 100 + 15, IBV_SEND_SIGNALED, remote + 15 * 256, rmr->rkey),
                       0);
             auto wc = h.expect_wc(h.s[0].scq, 1, "the signalled WR");
             ASSERT_EQ(wc.size(), 1u);
@@ -388,7 +404,8 @@ SIM_TEST(E2eRcOps, C10_160_2_1_local_ack_timeout_retries_retry_cnt_times_then_re
         ibv_mr* lmr = h.reg(0, local, 4096);
         ASSERT_EQ(to_state(h.s[1].qp, IBV_QPS_ERR), 0);  // the responder drops everything silently
         const uint64_t t0 = h.now_ns();
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, 256, lmr->lkey}}, 1, IBV_SEND_SIGNALED, remote, rmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, 256, lmr->lkey}}, 1, IBV_SEND_SIGNALED, remote,
+                              rmr->rkey),
                   0);
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{local, 16, lmr->lkey}}, 2, 0), 0);
         auto wc = h.expect_wc(h.s[0].scq, 2, "retry exceeded then flush", 100'000'000);
@@ -419,7 +436,8 @@ SIM_TEST(E2eRcOps, timeout_zero_waits_forever) {
         const uint64_t local = h.alloc(0, 4096, 4096);
         ibv_mr* lmr = h.reg(0, local, 4096);
         ASSERT_EQ(to_state(h.s[1].qp, IBV_QPS_ERR), 0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, 256, lmr->lkey}}, 1, IBV_SEND_SIGNALED, remote, rmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, 256, lmr->lkey}}, 1, IBV_SEND_SIGNALED, remote,
+                              rmr->rkey),
                   0);
         h.expect_no_wc(h.s[0].scq, 50'000'000, "no timer: no completion");
         EXPECT_EQ(ctr(0, "transport_engine.timeouts"), 0u);
@@ -439,16 +457,16 @@ SIM_TEST(E2eRcOps, C10_35_C10_36_C10_37_sqd_finishes_the_message_raises_sq_drain
         const auto data = pattern(n, 35);
         h.write_mem(0, local, data);
         ibv_mr* lmr = h.reg(0, local, n);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, uint32_t(n), lmr->lkey}}, 1, IBV_SEND_SIGNALED, remote,
-                              rmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, uint32_t(n), lmr->lkey}}, 1, IBV_SEND_SIGNALED,
+                              remote, rmr->rkey),
                   0);
         h.sleep(0, 5'000);  // the 1 MiB write (about 90 us on the wire) is under way
         ibv_qp_attr a{};
         a.qp_state = IBV_QPS_SQD;
         a.en_sqd_async_notify = 1;
         ASSERT_EQ(ibv_modify_qp(h.s[0].qp, &a, IBV_QP_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY), 0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, 64, lmr->lkey}}, 2, IBV_SEND_SIGNALED, remote + n - 64,
-                              rmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, 64, lmr->lkey}}, 2, IBV_SEND_SIGNALED,
+                              remote + n - 64, rmr->rkey),
                   0);
         ibv_async_event ev{};
         ASSERT_TRUE(next_event(h, 0, ev));
@@ -488,13 +506,16 @@ SIM_TEST(E2eRcOps, comm_est_event_when_a_qp_in_rtr_receives_its_first_packet) {
         EXPECT_EQ(ev.element.qp, h.s[1].qp);
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{local, 32, lmr->lkey}}, 2), 0);
         h.expect_wc(h.s[0].scq, 2, "both sends acknowledged");
-        EXPECT_EQ(ibv_get_async_event(h.s[1].ctx, &ev, 100'000), ETIMEDOUT) << "only the first packet raises it";
+        EXPECT_EQ(ibv_get_async_event(h.s[1].ctx, &ev, 100'000), ETIMEDOUT)
+            << "only the first packet raises it";
     });
 }
 
 // ------------------------------------------------------------------ NAK codes and statuses
 
-SIM_TEST(E2eRcOps, C10_145_C10_160_2_2_receive_with_a_bad_lkey_is_loc_prot_at_the_responder_and_rem_op_at_the_requester) {
+SIM_TEST(
+    E2eRcOps,
+    C10_145_C10_160_2_2_receive_with_a_bad_lkey_is_loc_prot_at_the_responder_and_rem_op_at_the_requester) {
     rc_harness h;
     h.run([](rc_harness& h) {
         const uint64_t buf = h.alloc(1, 4096, 4096);
@@ -523,8 +544,8 @@ SIM_TEST(E2eRcOps, write_with_immediate_to_a_bad_rkey_is_loc_access_on_the_recei
         const uint64_t local = h.alloc(0, 4096, 4096);
         ibv_mr* lmr = h.reg(0, local, 4096);
         ASSERT_EQ(h.post_recv(1, {}, 5), 0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE_WITH_IMM, {{local, 128, lmr->lkey}}, 1, IBV_SEND_SIGNALED, buf,
-                              mr1->rkey, 0x1234),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE_WITH_IMM, {{local, 128, lmr->lkey}}, 1, IBV_SEND_SIGNALED,
+                              buf, mr1->rkey, 0x1234),
                   0);
         auto rwc = h.expect_wc(h.s[1].rcq, 1, "receive WQE reports it");
         ASSERT_EQ(rwc.size(), 1u);
@@ -608,9 +629,11 @@ SIM_TEST(E2eRcOps, C10_41_2_1_requests_to_a_qp_in_error_are_dropped_silently) {
         ibv_mr* lmr = h.reg(0, local, 4096);
         ASSERT_EQ(to_state(h.s[1].qp, IBV_QPS_ERR), 0);
         const uint64_t dropped = ctr(1, "transport_engine.dropped_bad_qp");
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, 256, lmr->lkey}}, 1, IBV_SEND_SIGNALED, remote, rmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, 256, lmr->lkey}}, 1, IBV_SEND_SIGNALED, remote,
+                              rmr->rkey),
                   0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{local, 256, lmr->lkey}}, 2, IBV_SEND_SIGNALED, remote, rmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{local, 256, lmr->lkey}}, 2, IBV_SEND_SIGNALED, remote,
+                              rmr->rkey),
                   0);
         h.expect_no_wc(h.s[0].scq, kQuietNs, "no response from a QP in Error");
         EXPECT_EQ(ctr(1, "transport_engine.dropped_bad_qp"), dropped + 2);
@@ -628,8 +651,8 @@ SIM_TEST(E2eRcOps, sqd_to_sqd_attribute_change_waits_for_the_drain_but_sqd_to_rt
         ibv_mr* rmr = h.reg(1, remote, n);
         const uint64_t local = h.alloc(0, n, 4096);
         ibv_mr* lmr = h.reg(0, local, n);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, uint32_t(n), lmr->lkey}}, 1, IBV_SEND_SIGNALED, remote,
-                              rmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, uint32_t(n), lmr->lkey}}, 1, IBV_SEND_SIGNALED,
+                              remote, rmr->rkey),
                   0);
         h.sleep(0, 5'000);
         ibv_qp_attr a{};
@@ -668,15 +691,16 @@ SIM_TEST(E2eRcOps, C10_35_sqd_drain_survives_loss_by_resending_what_it_had_start
         h.write_mem(0, local, data);
         ibv_mr* lmr = h.reg(0, local, n);
         for (unsigned i = 0; i < 4; ++i)
-            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local + i * (n / 4), uint32_t(n / 4), lmr->lkey}}, i,
-                                  IBV_SEND_SIGNALED, remote + i * (n / 4), rmr->rkey),
+            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local + i * (n / 4), uint32_t(n / 4), lmr->lkey}},
+                                  i, IBV_SEND_SIGNALED, remote + i * (n / 4), rmr->rkey),
                       0);
         h.sleep(0, 30'000);  // all four are on the wire (about 85 us for 1 MiB)
         ibv_qp_attr a{};
         a.qp_state = IBV_QPS_SQD;
         a.en_sqd_async_notify = 1;
         ASSERT_EQ(ibv_modify_qp(h.s[0].qp, &a, IBV_QP_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY), 0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, 64, lmr->lkey}}, 9, IBV_SEND_SIGNALED, remote, rmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{local, 64, lmr->lkey}}, 9, IBV_SEND_SIGNALED, remote,
+                              rmr->rkey),
                   0);
         ibv_async_event ev{};
         ASSERT_TRUE(next_event(h, 0, ev, 200'000'000));
@@ -690,6 +714,7 @@ SIM_TEST(E2eRcOps, C10_35_sqd_drain_survives_loss_by_resending_what_it_had_start
         }
         EXPECT_GT(ctr(0, "transport_engine.retransmits"), 0u) << "the loss did bite";
         const uint64_t started = wc.size();
-        h.expect_mem(1, remote, {data.begin(), data.begin() + started * (n / 4)}, "the started messages landed");
+        h.expect_mem(1, remote, {data.begin(), data.begin() + started * (n / 4)},
+                     "the started messages landed");
     });
 }

@@ -43,7 +43,9 @@ void transfer_exact(ibv_wr_opcode op, size_t size) {
         if (op == IBV_WR_SEND) {
             ASSERT_EQ(h.post_recv(1, {{dst, uint32_t(size), dmr->lkey}}, 0xBEEF), 0);
         }
-        ASSERT_EQ(h.post_send(0, op, {{src, uint32_t(size), smr->lkey}}, 0x1234, IBV_SEND_SIGNALED, dst, dmr->rkey), 0);
+        ASSERT_EQ(
+            h.post_send(0, op, {{src, uint32_t(size), smr->lkey}}, 0x1234, IBV_SEND_SIGNALED, dst, dmr->rkey),
+            0);
         auto wc = h.expect_wc(h.s[0].scq, 1, "send completion", 200'000'000ull);
         ASSERT_EQ(wc.size(), 1u);
         EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
@@ -70,15 +72,16 @@ TEST_P(RcTransferSize, every_byte_lands_and_guards_intact) {
     run_forked([op = op, size = size] { transfer_exact(op, size); });
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    E2eRc, RcTransferSize,
-    ::testing::Combine(::testing::Values(IBV_WR_RDMA_WRITE, IBV_WR_SEND),
-                       ::testing::Values(size_t(1), size_t(2), size_t(63), size_t(64), size_t(255), size_t(4095),
-                                         size_t(4096), size_t(4097), size_t(65536), size_t((1u << 20) + 17),
-                                         size_t(8u << 20))),
-    [](const ::testing::TestParamInfo<std::tuple<ibv_wr_opcode, size_t>>& i) {
-        return std::string(op_name(std::get<0>(i.param))) + "_" + std::to_string(std::get<1>(i.param));
-    });
+INSTANTIATE_TEST_SUITE_P(E2eRc, RcTransferSize,
+                         ::testing::Combine(::testing::Values(IBV_WR_RDMA_WRITE, IBV_WR_SEND),
+                                            ::testing::Values(size_t(1), size_t(2), size_t(63), size_t(64),
+                                                              size_t(255), size_t(4095), size_t(4096),
+                                                              size_t(4097), size_t(65536),
+                                                              size_t((1u << 20) + 17), size_t(8u << 20))),
+                         [](const ::testing::TestParamInfo<std::tuple<ibv_wr_opcode, size_t>>& i) {
+                             return std::string(op_name(std::get<0>(i.param))) + "_" +
+                                    std::to_string(std::get<1>(i.param));
+                         });
 
 std::vector<uint8_t> concat_from(rc_harness& h, unsigned node, const std::vector<ibv_sge>& sges) {
     std::vector<uint8_t> out;
@@ -139,8 +142,8 @@ SIM_TEST(E2eRc, send_scatters_into_three_receive_sges) {
         h.fill_mem(1, r, 4 * 4096, kGuard);
         ibv_mr* mr = h.reg(1, r, 4 * 4096);
         // 1001 bytes crossing a page, 7 bytes, then the rest (3992 of 5000 available).
-        std::vector<ibv_sge> sc = {{r + 4096 - 500, 1001, mr->lkey}, {r + 6000, 7, mr->lkey},
-                                   {r + 2 * 4096 + 3, 5000, mr->lkey}};
+        std::vector<ibv_sge> sc = {
+            {r + 4096 - 500, 1001, mr->lkey}, {r + 6000, 7, mr->lkey}, {r + 2 * 4096 + 3, 5000, mr->lkey}};
         ASSERT_EQ(h.post_recv(1, sc, 31), 0);
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{src, len, smr->lkey}}, 32), 0);
         auto rwc = h.expect_wc(h.s[1].rcq, 1, "receive");
@@ -304,7 +307,8 @@ SIM_TEST(E2eRc, C10_81_each_send_consumes_exactly_one_receive_in_posting_order) 
         EXPECT_EQ(rwc3[0].wr_id, 1002u);
         EXPECT_EQ(rwc3[0].byte_len, 102u);
         for (unsigned k = 0; k < 3; ++k)
-            h.expect_mem(1, r + k * 1024, h.read_mem(0, src + k * 256, 100 + k), "message " + std::to_string(k));
+            h.expect_mem(1, r + k * 1024, h.read_mem(0, src + k * 256, 100 + k),
+                         "message " + std::to_string(k));
     });
 }
 
@@ -370,7 +374,8 @@ SIM_TEST(E2eRc, sq_sig_all_signals_every_send) {
         const uint64_t tgt = h.alloc(1, 4096, 64);
         ibv_mr* tmr = h.reg(1, tgt, 4096);
         for (unsigned k = 0; k < 4; ++k)
-            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 100, smr->lkey}}, 400 + k, 0, tgt, tmr->rkey), 0);
+            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 100, smr->lkey}}, 400 + k, 0, tgt, tmr->rkey),
+                      0);
         auto swc = h.expect_wc(h.s[0].scq, 4, "sq_sig_all");
         ASSERT_EQ(swc.size(), 4u);
         for (unsigned k = 0; k < 4; ++k) {
@@ -402,7 +407,8 @@ void packets_per_message(unsigned mtu) {
                     ASSERT_EQ(h.post_recv(1, {{tgt, 100000, tmr->lkey}}, id), 0);
                 }
                 const uint64_t before = rc_harness::counter_value(key);
-                ASSERT_EQ(h.post_send(0, op, {{src, s, smr->lkey}}, id, IBV_SEND_SIGNALED, tgt, tmr->rkey), 0);
+                ASSERT_EQ(h.post_send(0, op, {{src, s, smr->lkey}}, id, IBV_SEND_SIGNALED, tgt, tmr->rkey),
+                          0);
                 auto wc = h.expect_wc(h.s[0].scq, 1, "message");
                 ASSERT_EQ(wc.size(), 1u);
                 EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
@@ -461,8 +467,9 @@ SIM_TEST(E2eRc, write_with_bad_rkey_is_rem_access_err_then_later_wrs_flush) {
         EXPECT_EQ(wc[0].wr_id, 1u);
         EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR);
         // The errored QP flushes what is posted afterwards (C10-?: Error state, 10.3.1).
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 16, smr->lkey}}, 2, IBV_SEND_SIGNALED, tgt, tmr->rkey),
-                  0);
+        ASSERT_EQ(
+            h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 16, smr->lkey}}, 2, IBV_SEND_SIGNALED, tgt, tmr->rkey),
+            0);
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{src, 16, smr->lkey}}, 3, IBV_SEND_SIGNALED), 0);
         auto fl = h.expect_wc(h.s[0].scq, 2, "flushed WRs");
         ASSERT_EQ(fl.size(), 2u);
@@ -486,8 +493,9 @@ SIM_TEST(E2eRc, write_queued_behind_bad_rkey_write_is_flushed) {
         ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 64, smr->lkey}}, 1, IBV_SEND_SIGNALED, tgt,
                               tmr->rkey + 0x100),
                   0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 64, smr->lkey}}, 2, IBV_SEND_SIGNALED, tgt, tmr->rkey),
-                  0);
+        ASSERT_EQ(
+            h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 64, smr->lkey}}, 2, IBV_SEND_SIGNALED, tgt, tmr->rkey),
+            0);
         auto wc = h.expect_wc(h.s[0].scq, 2, "bad rkey then flush");
         ASSERT_EQ(wc.size(), 2u);
         EXPECT_EQ(wc[0].wr_id, 1u);
@@ -568,7 +576,8 @@ void mixed_scenario(std::string& out) {
             const size_t n = cq == h.s[0].scq ? 6 : 4;  // k=2,5 unsignaled; 4 sends
             auto wc = h.expect_wc(cq, n, "scenario");
             for (auto& w : wc)
-                os << w.wr_id << ' ' << w.status << ' ' << w.opcode << ' ' << w.byte_len << ' ' << h.now_ns() << '\n';
+                os << w.wr_id << ' ' << w.status << ' ' << w.opcode << ' ' << w.byte_len << ' ' << h.now_ns()
+                   << '\n';
         }
         os << "end " << sc_core::sc_time_stamp().value() << '\n';
         os << rc_harness::all_counters();
@@ -715,7 +724,8 @@ SIM_TEST(E2eRc, queues_and_cqs_wrap_many_times) {
             }
         }
         for (unsigned m = 0; m < 100; ++m)
-            h.expect_mem(1, r + 64 * m, h.read_mem(0, src + 64 * m, 10 + m % 50), "message " + std::to_string(m));
+            h.expect_mem(1, r + 64 * m, h.read_mem(0, src + 64 * m, 10 + m % 50),
+                         "message " + std::to_string(m));
     });
 }
 
@@ -734,7 +744,9 @@ SIM_TEST(E2eRc, psn_wraps_past_2_pow_24_within_a_message) {
         const uint64_t r = h.alloc(1, 2 * len, 4096);
         ibv_mr* rmr = h.reg(1, r, 2 * len);
         ASSERT_EQ(h.post_recv(1, {{r + len, len, rmr->lkey}}, 1), 0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, len, smr->lkey}}, 1, IBV_SEND_SIGNALED, r, rmr->rkey), 0);
+        ASSERT_EQ(
+            h.post_send(0, IBV_WR_RDMA_WRITE, {{src, len, smr->lkey}}, 1, IBV_SEND_SIGNALED, r, rmr->rkey),
+            0);
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{src, len, smr->lkey}}, 2), 0);
         auto swc = h.expect_wc(h.s[0].scq, 2, "writes across the PSN wrap");
         auto rwc = h.expect_wc(h.s[1].rcq, 1, "send across the PSN wrap");
@@ -748,7 +760,9 @@ SIM_TEST(E2eRc, psn_wraps_past_2_pow_24_within_a_message) {
         EXPECT_EQ(rc_harness::counter_value("node1.hca.transport_engine.seq_errors"), 0u);
         EXPECT_EQ(rc_harness::counter_value("node1.hca.transport_engine.duplicates"), 0u);
         // Reverse direction too (node1's PSN wraps after 2 packets).
-        ASSERT_EQ(h.post_send(1, IBV_WR_RDMA_WRITE, {{r, 4096, rmr->lkey}}, 3, IBV_SEND_SIGNALED, src, smr->rkey), 0);
+        ASSERT_EQ(
+            h.post_send(1, IBV_WR_RDMA_WRITE, {{r, 4096, rmr->lkey}}, 3, IBV_SEND_SIGNALED, src, smr->rkey),
+            0);
         auto bwc = h.expect_wc(h.s[1].scq, 1, "node1 write");
         ASSERT_EQ(bwc.size(), 1u);
         EXPECT_EQ(bwc[0].status, IBV_WC_SUCCESS);

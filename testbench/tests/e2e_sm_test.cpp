@@ -66,7 +66,8 @@ int ud_to_rts(ibv_qp* qp, uint16_t pkey_index, uint32_t qkey = 0x12345678) {
     a.pkey_index = pkey_index;
     a.port_num = 1;
     a.qkey = qkey;
-    if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)) return rc;
+    if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+        return rc;
     if (int rc = to_state(qp, IBV_QPS_RTR)) return rc;
     a = ibv_qp_attr{};
     a.qp_state = IBV_QPS_RTS;
@@ -125,7 +126,8 @@ struct decoded {
 decoded decode(const std::vector<uint8_t>& bytes) {
     decoded d;
     size_t off = 0;
-    EXPECT_EQ(wire::parse_packet(bytes.data(), bytes.size(), d.h, off, d.payload_len), wire::parse_status::ok);
+    EXPECT_EQ(wire::parse_packet(bytes.data(), bytes.size(), d.h, off, d.payload_len),
+              wire::parse_status::ok);
     if (off + wire::MAD_BYTES <= bytes.size()) d.mad = wire::decode_smp(bytes.data() + off);
     return d;
 }
@@ -312,7 +314,8 @@ SIM_TEST(E2eSpecialQp, C10_133_qp1_sends_carry_its_pkey_and_the_cqe_reports_the_
         const uint64_t rva = h.alloc(1, 4096, 4096), sva = h.alloc(0, 4096, 4096);
         ibv_mr* rmr = h.reg(1, rva, 4096);
         ibv_mr* smr = h.reg(0, sva, 4096);
-        for (uint64_t k = 0; k < 3; ++k) ASSERT_EQ(post_recv_on(gsi1, rva + 1024 * k, 1024, rmr->lkey, 100 + k), 0);
+        for (uint64_t k = 0; k < 3; ++k)
+            ASSERT_EQ(post_recv_on(gsi1, rva + 1024 * k, 1024, rmr->lkey, 100 + k), 0);
         ibv_ah* ah = ah_sl(h, 0, 1, 0);
 
         // QP1 at index 0 sends 0xFFFF: node1 matches entry 0.
@@ -410,7 +413,8 @@ SIM_TEST(E2ePartitionSm, C10_129_pkey_table_set_by_the_sm_governs_every_later_pa
         const uint64_t rva = h.alloc(1, 8192, 4096), sva = h.alloc(0, 4096, 4096);
         ibv_mr* rmr = h.reg(1, rva, 8192);
         ibv_mr* smr = h.reg(0, sva, 4096);
-        for (uint64_t k = 0; k < 4; ++k) ASSERT_EQ(h.post_recv(1, {{rva + 1024 * k, 1024, rmr->lkey}}, 10 + k), 0);
+        for (uint64_t k = 0; k < 4; ++k)
+            ASSERT_EQ(h.post_recv(1, {{rva + 1024 * k, 1024, rmr->lkey}}, 10 + k), 0);
         ibv_ah* ah = h.ah_to_peer(0);
         ASSERT_EQ(h.post_ud(0, ah, {{sva, 64, smr->lkey}}, 1), 0);
         EXPECT_EQ(h.expect_wc(h.s[1].rcq, 1, "0xFFFF against entry 0 = 0xFFFF").size(), 1u);
@@ -526,7 +530,8 @@ SIM_TEST(E2eTrap, o10_55_1_1_multicast_limited_limited_mismatch_sends_no_trap) {
         const uint64_t rva = h.alloc(1, 8192, 4096), sva = h.alloc(0, 4096, 4096);
         ibv_mr* rmr = h.reg(1, rva, 8192);
         ibv_mr* smr = h.reg(0, sva, 4096);
-        for (uint64_t k = 0; k < 2; ++k) ASSERT_EQ(h.post_recv(1, {{rva + 1024 * k, 1024, rmr->lkey}}, 10 + k), 0);
+        for (uint64_t k = 0; k < 2; ++k)
+            ASSERT_EQ(h.post_recv(1, {{rva + 1024 * k, 1024, rmr->lkey}}, 10 + k), 0);
         ibv_ah_attr ga{};
         ga.dlid = 0xC001;
         ga.port_num = 1;

@@ -300,7 +300,8 @@ SIM_TEST(E2eSrq, o10_53_2_1_o10_53_2_2_messages_at_several_qps_take_the_srq_wqes
         std::vector<link_qp> links;
         for (int k = 0; k < 3; ++k) links.push_back(make_link(h, srq, IBV_QPT_RC));
         buf d = make_buf(h, 1, 64 * 512);
-        for (uint64_t k = 0; k < 30; ++k) ASSERT_EQ(post_srq(srq, d.va + k * 512, 512, d.mr->lkey, 1000 + k), 0);
+        for (uint64_t k = 0; k < 30; ++k)
+            ASSERT_EQ(post_srq(srq, d.va + k * 512, 512, d.mr->lkey, 1000 + k), 0);
         buf s = make_buf(h, 0, 30 * 512, 0);
         for (int k = 0; k < 30; ++k) h.fill_mem(0, s.va + uint64_t(k) * 512, 512, uint8_t(k + 1));
         // One message at a time, round robin over the QPs: message k takes SRQ WQE k.
@@ -318,9 +319,12 @@ SIM_TEST(E2eSrq, o10_53_2_1_o10_53_2_2_messages_at_several_qps_take_the_srq_wqes
         }
         // Bursts on all three QPs at once: each QP's receive completions come in its sender's
         // order (RC, o10-53.2.2), every WQE is used exactly once.
-        for (uint64_t k = 0; k < 30; ++k) ASSERT_EQ(post_srq(srq, d.va + k * 512, 512, d.mr->lkey, 2000 + k), 0);
+        for (uint64_t k = 0; k < 30; ++k)
+            ASSERT_EQ(post_srq(srq, d.va + k * 512, 512, d.mr->lkey, 2000 + k), 0);
         for (int k = 0; k < 30; ++k)
-            ASSERT_EQ(send_on(h, links[size_t(k) % 3], s.va + uint64_t(k) * 512, 200 + k, s.mr->lkey, uint64_t(k)), 0);
+            ASSERT_EQ(
+                send_on(h, links[size_t(k) % 3], s.va + uint64_t(k) * 512, 200 + k, s.mr->lkey, uint64_t(k)),
+                0);
         std::vector<uint64_t> used;
         for (int q = 0; q < 3; ++q) {
             auto r = h.expect_wc(links[size_t(q)].rcq, 10, "burst receives");
@@ -349,11 +353,14 @@ SIM_TEST(E2eSrq, o10_53_2_5_o10_53_2_6_rc_uc_and_ud_qps_share_one_srq_each_compl
         link_qp ud = make_link(h, srq, IBV_QPT_UD);
         ASSERT_TRUE(rc.rcv && uc.rcv && ud.rcv);
         buf d = make_buf(h, 1, 16 * 1024);
-        for (uint64_t k = 0; k < 12; ++k) ASSERT_EQ(post_srq(srq, d.va + k * 1024, 1024, d.mr->lkey, 50 + k), 0);
+        for (uint64_t k = 0; k < 12; ++k)
+            ASSERT_EQ(post_srq(srq, d.va + k * 1024, 1024, d.mr->lkey, 50 + k), 0);
         buf s = make_buf(h, 0, 4096, 0x77);
         const link_qp* order[12] = {&rc, &uc, &ud, &ud, &uc, &rc, &rc, &ud, &uc, &uc, &ud, &rc};
         for (int k = 0; k < 12; ++k) {
-            ASSERT_EQ(send_on(h, *order[k], s.va, 100 + uint32_t(k), s.mr->lkey, uint64_t(k), 0xABC0 + uint32_t(k)), 0);
+            ASSERT_EQ(
+                send_on(h, *order[k], s.va, 100 + uint32_t(k), s.mr->lkey, uint64_t(k), 0xABC0 + uint32_t(k)),
+                0);
             EXPECT_EQ(one_wc(h, order[k]->scq, "send").status, IBV_WC_SUCCESS);
             const ibv_wc r = one_wc(h, order[k]->rcq, "receive");  // o10-53.2.6: the QP's receive CQ
             EXPECT_EQ(r.status, IBV_WC_SUCCESS);
@@ -710,14 +717,16 @@ SIM_TEST(E2eSrq, srq_64_qps_rc_and_ud_bursty_senders_lose_nothing_and_limit_even
         ASSERT_EQ(srq->ring.max_wr, kCap);
         ibv_cq* rcq = ibv_create_cq(h.s[1].ctx, 1024);
         std::vector<link_qp> links;
-        for (int q = 0; q < kQps; ++q) links.push_back(make_link(h, srq, q % 2 ? IBV_QPT_UD : IBV_QPT_RC, rcq));
+        for (int q = 0; q < kQps; ++q)
+            links.push_back(make_link(h, srq, q % 2 ? IBV_QPT_UD : IBV_QPT_RC, rcq));
         const size_t slots = 512;
         buf d = make_buf(h, 1, slots * kSlot);
         buf s = make_buf(h, 0, size_t(kQps) * kBursts * kPerBurst * kMsg, 0);
         auto seed = [](int q, int m) { return uint64_t(q) * 1000 + uint64_t(m); };
         for (int q = 0; q < kQps; ++q)
             for (int m = 0; m < kBursts * kPerBurst; ++m)
-                h.write_mem(0, s.va + (uint64_t(q) * kBursts * kPerBurst + uint64_t(m)) * kMsg, pattern(kMsg, seed(q, m)));
+                h.write_mem(0, s.va + (uint64_t(q) * kBursts * kPerBurst + uint64_t(m)) * kMsg,
+                            pattern(kMsg, seed(q, m)));
         uint64_t posted = 0;
         std::vector<ibv_sge> sg(kCap);
         std::vector<ibv_recv_wr> wrs(kCap);
@@ -750,8 +759,9 @@ SIM_TEST(E2eSrq, srq_64_qps_rc_and_ud_bursty_senders_lose_nothing_and_limit_even
             for (int q = 0; q < kQps; ++q)
                 for (int k = 0; k < kPerBurst; ++k) {
                     const int m = burst * kPerBurst + k;
-                    ASSERT_EQ(send_on(h, links[size_t(q)], s.va + (uint64_t(q) * kBursts * kPerBurst + uint64_t(m)) * kMsg,
-                                      kMsg, s.mr->lkey, uint64_t(m)),
+                    ASSERT_EQ(send_on(h, links[size_t(q)],
+                                      s.va + (uint64_t(q) * kBursts * kPerBurst + uint64_t(m)) * kMsg, kMsg,
+                                      s.mr->lkey, uint64_t(m)),
                               0);
                 }
             // Receive the burst; check each message against what its sender sent.
@@ -764,16 +774,17 @@ SIM_TEST(E2eSrq, srq_64_qps_rc_and_ud_bursty_senders_lose_nothing_and_limit_even
                 for (int k = 0; k < n; ++k) {
                     ASSERT_EQ(wc[k].status, IBV_WC_SUCCESS);
                     const int q = qp_index.at(wc[k].qp_num);
-                    const int m = got[size_t(q)]++;  // each QP's messages arrive in its sender's order
+                    const int m = got[size_t(q)]++;         // each QP's messages arrive in its sender's order
                     const uint32_t grh = q % 2 ? 40u : 0u;  // UD: the GRH area comes first
                     ASSERT_EQ(wc[k].byte_len, kMsg + grh);
-                    ASSERT_TRUE(h.expect_mem(1, d.va + (wc[k].wr_id % slots) * kSlot + grh, pattern(kMsg, seed(q, m)),
-                                             "message bytes"));
+                    ASSERT_TRUE(h.expect_mem(1, d.va + (wc[k].wr_id % slots) * kSlot + grh,
+                                             pattern(kMsg, seed(q, m)), "message bytes"));
                     ++received;
                 }
                 if (n == 0) {
-                    ASSERT_LT(h.now_ns(), deadline) << "burst " << burst << ": " << received << " of " << want
-                                                    << " received, srq_empty " << ctr(1, "wqe_fetcher.srq_empty");
+                    ASSERT_LT(h.now_ns(), deadline)
+                        << "burst " << burst << ": " << received << " of " << want << " received, srq_empty "
+                        << ctr(1, "wqe_fetcher.srq_empty");
                     ibv_wait_cq(rcq, deadline - h.now_ns());
                 }
             }
@@ -793,7 +804,8 @@ SIM_TEST(E2eSrq, srq_64_qps_rc_and_ud_bursty_senders_lose_nothing_and_limit_even
         }
         for (int q = 0; q < kQps; ++q) EXPECT_EQ(got[size_t(q)], kBursts * kPerBurst) << "QP " << q;
         EXPECT_EQ(ctr(1, "wqe_fetcher.srq_taken"), uint64_t(received)) << "one WQE per message";
-        EXPECT_EQ(ctr(1, "wqe_fetcher.srq_limit_events"), uint64_t(events)) << "every event reached the consumer";
+        EXPECT_EQ(ctr(1, "wqe_fetcher.srq_limit_events"), uint64_t(events))
+            << "every event reached the consumer";
         EXPECT_EQ(events, kBursts);
         EXPECT_EQ(armings, events + 1) << "each event answered one arming; the last arming is still pending";
         EXPECT_EQ(ctr(1, "wqe_fetcher.srq_empty"), 0u) << "no message found the SRQ empty";
@@ -838,7 +850,8 @@ SIM_TEST(E2eSrq, srq_commands_reject_bad_contexts_and_keep_attached_srqs) {
     rc_harness h;
     h.run([](rc_harness& h) {
         fw::hca_driver& drv = h.s[1].sw->driver;
-        auto create = [&](uint32_t srqn, uint8_t log_size, uint8_t log_stride, uint32_t max_wr, uint32_t limit = 0) {
+        auto create = [&](uint32_t srqn, uint8_t log_size, uint8_t log_stride, uint32_t max_wr,
+                          uint32_t limit = 0) {
             hw::srq_context c{};
             c.log_size = log_size;
             c.log_stride = log_stride;
@@ -876,7 +889,8 @@ SIM_TEST(E2eSrq, srq_commands_reject_bad_contexts_and_keep_attached_srqs) {
         ASSERT_EQ(drv.exec(hw::CMD_CREATE_QP, qpn, 0, &c, sizeof c), hw::CMD_OK);
         ASSERT_EQ(drv.exec(hw::CMD_QUERY_SRQ, 5, 0, nullptr, 0, &q, sizeof q), hw::CMD_OK);
         EXPECT_EQ(q.attached, 1u);
-        EXPECT_EQ(drv.exec(hw::CMD_DESTROY_SRQ, 5, 0, nullptr, 0), hw::CMD_BAD_STATE) << "o10-10.2.3 in hardware too";
+        EXPECT_EQ(drv.exec(hw::CMD_DESTROY_SRQ, 5, 0, nullptr, 0), hw::CMD_BAD_STATE)
+            << "o10-10.2.3 in hardware too";
         // MODIFY_QP cannot move the QP to another SRQ: the association stays.
         hw::modify_qp_in mi{};
         mi.ctx = c;

@@ -30,8 +30,6 @@ rc_config uc(unsigned mtu = 1024) {
     return c;
 }
 
-
-
 }  // namespace
 
 SIM_TEST(E2eUc, C10_84_uc_send_and_rdma_write_with_and_without_immediate_are_never_acknowledged) {
@@ -46,8 +44,9 @@ SIM_TEST(E2eUc, C10_84_uc_send_and_rdma_write_with_and_without_immediate_are_nev
             // SEND and SEND with immediate into a receive WQE each.
             for (bool imm : {false, true}) {
                 ASSERT_EQ(h.post_recv(1, {{b.dst + off, len, b.dmr->lkey}}, 100 + wr), 0);
-                ASSERT_EQ(h.post_send(0, imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, {{b.src + off, len, b.smr->lkey}}, wr,
-                                      IBV_SEND_SIGNALED, 0, 0, 0xC0DE0000u + uint32_t(wr)),
+                ASSERT_EQ(h.post_send(0, imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND,
+                                      {{b.src + off, len, b.smr->lkey}}, wr, IBV_SEND_SIGNALED, 0, 0,
+                                      0xC0DE0000u + uint32_t(wr)),
                           0);
                 const ibv_wc s = one_wc(h, h.s[0].scq, "send");
                 EXPECT_EQ(s.status, IBV_WC_SUCCESS);
@@ -68,8 +67,8 @@ SIM_TEST(E2eUc, C10_84_uc_send_and_rdma_write_with_and_without_immediate_are_nev
                 ++wr;
             }
             // RDMA WRITE, then WRITE with immediate (which takes a receive WQE).
-            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src + off, len, b.smr->lkey}}, wr, IBV_SEND_SIGNALED,
-                                  b.dst + off, b.dmr->rkey),
+            ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src + off, len, b.smr->lkey}}, wr,
+                                  IBV_SEND_SIGNALED, b.dst + off, b.dmr->rkey),
                       0);
             EXPECT_EQ(one_wc(h, h.s[0].scq, "write").opcode, IBV_WC_RDMA_WRITE);
             off += len;
@@ -129,8 +128,7 @@ SIM_TEST(E2eUc, lost_packets_drop_their_whole_message_and_later_messages_arrive_
         const unsigned msgs = 200;
         const uint32_t len = 700;  // three packets at MTU 256
         const uint64_t src = h.alloc(0, size_t(msgs) * len, 4096);
-        for (unsigned m = 0; m < msgs; ++m)
-            h.write_mem(0, src + uint64_t(m) * len, pattern(len, 1000 + m));
+        for (unsigned m = 0; m < msgs; ++m) h.write_mem(0, src + uint64_t(m) * len, pattern(len, 1000 + m));
         ibv_mr* smr = h.reg(0, src, size_t(msgs) * len);
         const uint64_t dst = h.alloc(1, size_t(msgs) * 1024, 4096);
         h.fill_mem(1, dst, size_t(msgs) * 1024, kGuard);
@@ -161,8 +159,7 @@ SIM_TEST(E2eUc, lost_packets_drop_their_whole_message_and_later_messages_arrive_
             // Which message landed in this buffer: the next one in sending order that matches.
             const auto bytes = h.read_mem(1, dst + k * 1024, len);
             unsigned m = next_msg;
-            while (m < msgs && bytes != pattern(len, 1000 + m))
-                ++m;
+            while (m < msgs && bytes != pattern(len, 1000 + m)) ++m;
             ASSERT_LT(m, msgs) << "receive " << k << " holds no whole message";
             next_msg = m + 1;
             h.expect_fill(1, dst + k * 1024 + len, 1024 - len, kGuard, "after the message");
@@ -183,14 +180,17 @@ SIM_TEST(E2eUc, C10_38_C10_39_C10_40_C10_147_uc_send_error_moves_the_qp_to_sqe_a
         ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 100, b.smr->lkey}}, 1, IBV_SEND_SIGNALED, b.dst,
                               b.dmr->rkey),
                   0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 100, 0xDEAD00u}}, 2, IBV_SEND_SIGNALED, b.dst + 100,
-                              b.dmr->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 100, 0xDEAD00u}}, 2, IBV_SEND_SIGNALED,
+                              b.dst + 100, b.dmr->rkey),
                   0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 100, b.smr->lkey}}, 3, 0, b.dst + 200, b.dmr->rkey), 0);
+        ASSERT_EQ(
+            h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 100, b.smr->lkey}}, 3, 0, b.dst + 200, b.dmr->rkey),
+            0);
         auto wc = h.expect_wc(h.s[0].scq, 3, "three send completions");
         ASSERT_EQ(wc.size(), 3u);
         EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
-        EXPECT_EQ(wc[1].status, IBV_WC_LOC_PROT_ERR) << "C10-39: the WR that caused SQEr reports its own error";
+        EXPECT_EQ(wc[1].status, IBV_WC_LOC_PROT_ERR)
+            << "C10-39: the WR that caused SQEr reports its own error";
         EXPECT_EQ(wc[1].wr_id, 2u);
         EXPECT_EQ(wc[2].status, IBV_WC_WR_FLUSH_ERR) << "C10-40: later WRs flush (unsignaled ones too)";
         EXPECT_EQ(wc[2].wr_id, 3u);
@@ -281,7 +281,8 @@ SIM_TEST(E2eUc, C10_146_uc_immediate_error_leaves_the_qp_unaffected) {
         EXPECT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{b.src, 64, b.smr->lkey}}, 1, IBV_SEND_SIGNALED, b.dst,
                               b.dmr->rkey),
                   EINVAL);
-        EXPECT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_FETCH_AND_ADD, b.src, b.smr->lkey, 2, b.dst, b.dmr->rkey, 1), EINVAL);
+        EXPECT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_FETCH_AND_ADD, b.src, b.smr->lkey, 2, b.dst, b.dmr->rkey, 1),
+                  EINVAL);
         EXPECT_EQ(query_state(h.s[0].qp), IBV_QPS_RTS);
         ASSERT_EQ(h.post_recv(1, {{b.dst, 64, b.dmr->lkey}}, 5), 0);
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{b.src, 64, b.smr->lkey}}, 3), 0);
@@ -296,7 +297,8 @@ SIM_TEST(E2eUc, C10_89_memory_window_binds_on_a_uc_qp) {
     h.run([](rc_harness& h) {
         const uint64_t dst = h.alloc(1, 4096, 4096);
         h.fill_mem(1, dst, 4096, kGuard);
-        ibv_mr* dmr = h.reg(1, dst, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND);
+        ibv_mr* dmr =
+            h.reg(1, dst, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND);
         const uint64_t src = h.alloc(0, 4096, 4096);
         h.write_mem(0, src, pattern(4096, 89));
         ibv_mr* smr = h.reg(0, src, 4096);
@@ -310,11 +312,13 @@ SIM_TEST(E2eUc, C10_89_memory_window_binds_on_a_uc_qp) {
         const ibv_wc bw = one_wc(h, h.s[1].scq, "bind on the UC QP");
         EXPECT_EQ(bw.status, IBV_WC_SUCCESS);
         EXPECT_EQ(bw.opcode, IBV_WC_BIND_MW);
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 500, smr->lkey}}, 1, IBV_SEND_SIGNALED, dst + 1000, mw->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 500, smr->lkey}}, 1, IBV_SEND_SIGNALED, dst + 1000,
+                              mw->rkey),
                   0);
         EXPECT_EQ(one_wc(h, h.s[0].scq, "write through the window").status, IBV_WC_SUCCESS);
         // One byte past the window: dropped at the responder (UC), nothing written.
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 2, smr->lkey}}, 2, IBV_SEND_SIGNALED, dst + 1499, mw->rkey),
+        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 2, smr->lkey}}, 2, IBV_SEND_SIGNALED, dst + 1499,
+                              mw->rkey),
                   0);
         EXPECT_EQ(one_wc(h, h.s[0].scq, "write past the window").status, IBV_WC_SUCCESS);
         h.sleep(1, kQuietNs);
@@ -350,7 +354,8 @@ SIM_TEST(E2eUc, C10_150_uc_affiliated_async_error_halts_the_qp_and_errors_outsta
         }
         ASSERT_EQ(post_list(h.s[0].qp, wrs), 0);
         ibv_qp* qp = nullptr;
-        EXPECT_EQ(next_event_type(h, 0, &qp), int(IBV_EVENT_QP_FATAL)) << "a Local Work Queue Catastrophic Error";
+        EXPECT_EQ(next_event_type(h, 0, &qp), int(IBV_EVENT_QP_FATAL))
+            << "a Local Work Queue Catastrophic Error";
         EXPECT_EQ(qp, h.s[0].qp);
         EXPECT_EQ(query_state(h.s[0].qp), IBV_QPS_ERR) << "processing halts, the QP goes to Error";
         const ibv_wc r = one_wc(h, h.s[0].rcq, "the outstanding receive");

@@ -32,8 +32,6 @@ rc_config ud() {
     return c;
 }
 
-
-
 /// Node i's port GID (index 0), wire order.
 std::vector<uint8_t> gid_of(unsigned node) {
     std::vector<uint8_t> g(16);
@@ -64,8 +62,8 @@ SIM_TEST(E2eUd, C10_5_ud_send_goes_to_the_ah_destination_with_the_datagrams_sour
         ASSERT_EQ(h.post_recv(1, {{b.dst + 4096, 1000, b.dmr->lkey}}, 2), 0);
         ASSERT_EQ(h.post_ud(0, ah, {{b.src, 300, b.smr->lkey}}, 10), 0);
         const uint32_t imm = 0x600DF00D;
-        ASSERT_EQ(h.post_ud(0, ah, {{b.src + 300, 0, b.smr->lkey}}, 11, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED, ~0u,
-                            ~0u, &imm),
+        ASSERT_EQ(h.post_ud(0, ah, {{b.src + 300, 0, b.smr->lkey}}, 11,
+                            IBV_SEND_SIGNALED | IBV_SEND_SOLICITED, ~0u, ~0u, &imm),
                   0);
         auto s = h.expect_wc(h.s[0].scq, 2, "sends");
         ASSERT_EQ(s.size(), 2u);
@@ -154,7 +152,8 @@ SIM_TEST(E2eUd, C10_15_wr_qkey_with_the_high_bit_set_sends_the_qps_own_qkey) {
         // WR naming 0x11111111 still reaches it.
         ASSERT_EQ(set_qkey(h, 0, 0x7EEEEEEE), 0);
         ASSERT_EQ(h.post_ud(0, ah, {{b.src, 10, b.smr->lkey}}, 2, IBV_SEND_SIGNALED, ~0u, 0x80000001u), 0);
-        ASSERT_EQ(h.post_ud(0, ah, {{b.src + 10, 10, b.smr->lkey}}, 3, IBV_SEND_SIGNALED, ~0u, 0x11111111u), 0);
+        ASSERT_EQ(h.post_ud(0, ah, {{b.src + 10, 10, b.smr->lkey}}, 3, IBV_SEND_SIGNALED, ~0u, 0x11111111u),
+                  0);
         h.expect_wc(h.s[0].scq, 3, "sends");
         const ibv_wc r = one_wc(h, h.s[1].rcq, "explicit Q_Key");
         EXPECT_EQ(r.wr_id, 1u);
@@ -303,11 +302,15 @@ SIM_TEST(E2eUd, C10_154_ud_completion_errors_follow_the_send_and_receive_queue_t
         };
         const std::vector<row> rows = {
             {"send: local protection error (L_Key of nothing)",
-             [&] { ASSERT_EQ(h.post_ud(0, ah, {{b.src, 64, 0xBAD00u}}, 1), 0); }, IBV_WC_LOC_PROT_ERR, IBV_QPS_SQE, -1,
-             IBV_QPS_RTS},
+             [&] {
+                 ASSERT_EQ(h.post_ud(0, ah, {{b.src, 64, 0xBAD00u}}, 1), 0);
+             },
+             IBV_WC_LOC_PROT_ERR, IBV_QPS_SQE, -1, IBV_QPS_RTS},
             {"send: local protection error (beyond the region)",
-             [&] { ASSERT_EQ(h.post_ud(0, ah, {{b.src + 8100, 200, b.smr->lkey}}, 1), 0); }, IBV_WC_LOC_PROT_ERR,
-             IBV_QPS_SQE, -1, IBV_QPS_RTS},
+             [&] {
+                 ASSERT_EQ(h.post_ud(0, ah, {{b.src + 8100, 200, b.smr->lkey}}, 1), 0);
+             },
+             IBV_WC_LOC_PROT_ERR, IBV_QPS_SQE, -1, IBV_QPS_RTS},
             {"receive: local length error (buffer too small)",
              [&] {
                  ASSERT_EQ(h.post_recv(1, {{tiny, 64, h.reg(1, tiny, 64)->lkey}}, 5), 0);
@@ -323,12 +326,15 @@ SIM_TEST(E2eUd, C10_154_ud_completion_errors_follow_the_send_and_receive_queue_t
             {"receive: Q_Key mismatch (silently dropped)",
              [&] {
                  ASSERT_EQ(h.post_recv(1, {{b.dst, 1000, b.dmr->lkey}}, 7), 0);
-                 ASSERT_EQ(h.post_ud(0, ah, {{b.src, 100, b.smr->lkey}}, 1, IBV_SEND_SIGNALED, ~0u, 0x1234), 0);
+                 ASSERT_EQ(h.post_ud(0, ah, {{b.src, 100, b.smr->lkey}}, 1, IBV_SEND_SIGNALED, ~0u, 0x1234),
+                           0);
              },
              IBV_WC_SUCCESS, IBV_QPS_RTS, -1, IBV_QPS_RTS},
             {"receive: no receive WQE (silently dropped)",
-             [&] { ASSERT_EQ(h.post_ud(0, ah, {{b.src, 100, b.smr->lkey}}, 1), 0); }, IBV_WC_SUCCESS, IBV_QPS_RTS, -1,
-             IBV_QPS_RTS},
+             [&] {
+                 ASSERT_EQ(h.post_ud(0, ah, {{b.src, 100, b.smr->lkey}}, 1), 0);
+             },
+             IBV_WC_SUCCESS, IBV_QPS_RTS, -1, IBV_QPS_RTS},
         };
         for (const row& r : rows) {
             h.fill_mem(1, b.dst, 4096, kGuard);

@@ -56,20 +56,17 @@ public:
     void receive(const rx_packet& p) override {
         got.push_back({p.h.b.psn, sc_time_stamp(), p.payload});
         bool ok = p.payload_len == payload_bytes;
-        for (uint32_t i = 0; ok && i < payload_bytes; ++i)
-            ok = p.payload[i] == payload_byte(p.h.b.psn, i);
+        for (uint32_t i = 0; ok && i < payload_bytes; ++i) ok = p.payload[i] == payload_byte(p.h.b.psn, i);
         bad_payload += ok ? 0 : 1;
     }
     bool times_non_decreasing() const {
         for (size_t i = 1; i < got.size(); ++i)
-            if (got[i].at < got[i - 1].at)
-                return false;
+            if (got[i].at < got[i - 1].at) return false;
         return true;
     }
     std::vector<uint32_t> psns() const {
         std::vector<uint32_t> v;
-        for (const rx& r : got)
-            v.push_back(r.psn);
+        for (const rx& r : got) v.push_back(r.psn);
         return v;
     }
 };
@@ -82,7 +79,13 @@ public:
     SC_HAS_PROCESS(sender);
     sender(sc_module_name n, port& tx, uint16_t slid, uint16_t dlid, unsigned count, double gap_ns = kGapNs,
            bool handoff = false, uint32_t payload = kPayload)
-        : sc_module(n), tx_(tx), slid_(slid), dlid_(dlid), count_(count), gap_(gap_ns, SC_NS), handoff_(handoff),
+        : sc_module(n),
+          tx_(tx),
+          slid_(slid),
+          dlid_(dlid),
+          count_(count),
+          gap_(gap_ns, SC_NS),
+          handoff_(handoff),
           payload_(payload) {
         SC_THREAD(main);
     }
@@ -94,8 +97,7 @@ private:
     void main() {
         for (unsigned i = 0; i < count_; ++i) {
             const sc_time at = gap_ * double(i);
-            if (at > sc_time_stamp())
-                wait(at - sc_time_stamp());
+            if (at > sc_time_stamp()) wait(at - sc_time_stamp());
             wire::headers h;
             h.l.dlid = dlid_;
             h.l.slid = slid_;
@@ -104,8 +106,7 @@ private:
             h.b.psn = i;
             packet& pkt = handoff_ ? *buf_ : pkt_;
             const size_t hdr = wire::encode_headers(h, payload_, pkt.bytes);
-            for (uint32_t b = 0; b < payload_; ++b)
-                pkt.bytes[hdr + b] = payload_byte(i, b);
+            for (uint32_t b = 0; b < payload_; ++b) pkt.bytes[hdr + b] = payload_byte(i, b);
             sent.push_back(&pkt);
             if (handoff_)
                 tx_.transmit(buf_, uint32_t(hdr + payload_), SC_ZERO_TIME);  // buf_: a free buffer back
@@ -125,8 +126,7 @@ private:
 };
 
 void set_keys(const std::vector<std::pair<std::string, std::string>>& keys) {
-    for (const auto& kv : keys)
-        broker::instance().set(kv.first, kv.second, "test");
+    for (const auto& kv : keys) broker::instance().set(kv.first, kv.second, "test");
 }
 
 uint64_t count(const std::string& key) {
@@ -142,14 +142,14 @@ sc_time seen_at(unsigned i, double extra_ns = 0) {
 
 /// A machine with `keys`; node `from` sends `n` packets to node `to`, recorded there.
 struct bench {
-    bench(const std::vector<std::pair<std::string, std::string>>& keys, unsigned from, unsigned to, unsigned n,
-          double gap_ns = kGapNs, bool handoff = false, uint32_t payload = kPayload) {
+    bench(const std::vector<std::pair<std::string, std::string>>& keys, unsigned from, unsigned to,
+          unsigned n, double gap_ns = kGapNs, bool handoff = false, uint32_t payload = kPayload) {
         set_keys(keys);
         m = std::make_unique<machine>();
         rec.payload_bytes = payload;
         m->at(to).adapter.port0.bind_receiver(rec);
-        tx = std::make_unique<sender>("sender", m->at(from).adapter.port0, m->at(from).lid(), m->at(to).lid(), n,
-                                      gap_ns, handoff, payload);
+        tx = std::make_unique<sender>("sender", m->at(from).adapter.port0, m->at(from).lid(), m->at(to).lid(),
+                                      n, gap_ns, handoff, payload);
         broker::instance().check_unused();
     }
     void run(double ns) {
@@ -166,8 +166,7 @@ struct bench {
 /// Runs `f` in a child process and returns the number it writes (for comparing runs).
 uint64_t in_child(const std::function<uint64_t()>& f) {
     int fds[2];
-    if (pipe(fds) != 0)
-        return ~0ull;
+    if (pipe(fds) != 0) return ~0ull;
     std::fflush(nullptr);
     const pid_t pid = fork();
     if (pid == 0) {
@@ -191,8 +190,7 @@ uint64_t dropped_of_10k(const std::string& seed) {
     return in_child([seed]() -> uint64_t {
         bench b({{"link.drop_rate", "0.1"}, {"link.seed", seed}}, 0, 1, 10000);
         b.run(10000 * kGapNs + 1000);
-        if (b.rec.got.size() + count("node0.link.dropped") != 10000)
-            return ~0ull;
+        if (b.rec.got.size() + count("node0.link.dropped") != 10000) return ~0ull;
         return count("node0.link.dropped");
     });
 }
@@ -249,10 +247,8 @@ SIM_TEST(FabricFault, drop_rate_tenth_over_10k_packets_is_in_band_and_exact_per_
     EXPECT_EQ(count("node1.hca.port.rx_packets"), 10000u - dropped);
     EXPECT_EQ(dropped, 1012u);  // recorded for link.seed=1 (the default)
     // What is left arrives in order at its own time.
-    for (size_t i = 1; i < b.rec.got.size(); ++i)
-        ASSERT_LT(b.rec.got[i - 1].psn, b.rec.got[i].psn);
-    for (const recorder::rx& r : b.rec.got)
-        ASSERT_EQ(r.at, seen_at(r.psn));
+    for (size_t i = 1; i < b.rec.got.size(); ++i) ASSERT_LT(b.rec.got[i - 1].psn, b.rec.got[i].psn);
+    for (const recorder::rx& r : b.rec.got) ASSERT_EQ(r.at, seen_at(r.psn));
 }
 
 TEST(FabricFault, drop_count_repeats_with_the_same_seed_and_changes_with_another) {
@@ -351,15 +347,15 @@ SIM_TEST(FabricFault, reorder_hold_shorter_than_the_gap_delays_but_keeps_order) 
     bench b({{"link.reorder_rate", "1"}, {"link.reorder_hold_ns", "50"}}, 0, 1, 6);
     b.run(6 * kGapNs + 1000);
     EXPECT_EQ(b.rec.psns(), (std::vector<uint32_t>{0, 1, 2, 3, 4, 5}));
-    for (unsigned i = 0; i < b.rec.got.size(); ++i)
-        EXPECT_EQ(b.rec.got[i].at, seen_at(i, 50));
+    for (unsigned i = 0; i < b.rec.got.size(); ++i) EXPECT_EQ(b.rec.got[i].at, seen_at(i, 50));
     EXPECT_EQ(count("node0.link.reordered"), 0u);
     EXPECT_EQ(count("node0.link.reorder_timeouts"), 6u);
 }
 
 SIM_TEST(FabricFault, reorder_with_back_to_back_packets_keeps_arrival_times_non_decreasing) {
     // Packets queued on the wire (gap 0): each pair swaps, nothing is lost or stuck.
-    bench b({{"link.reorder_rate", "0.3"}, {"link.dup_rate", "0.1"}, {"link.drop_rate", "0.05"}}, 0, 1, 200, 0);
+    bench b({{"link.reorder_rate", "0.3"}, {"link.dup_rate", "0.1"}, {"link.drop_rate", "0.05"}}, 0, 1, 200,
+            0);
     b.run(200 * kSerNs + 5000);
     const uint64_t delivered = 200 - count("node0.link.dropped") + count("node0.link.duplicated");
     EXPECT_EQ(b.rec.got.size(), delivered);
@@ -428,8 +424,7 @@ SIM_TEST(FabricFault, node_link_beats_linkN_beats_link_whatever_the_order) {
 SIM_TEST(FabricFault, help_lists_generic_link_fault_keys) {
     machine m;
     std::vector<std::string> keys;
-    for (const param_info& p : broker::instance().help())
-        keys.push_back(p.key);
+    for (const param_info& p : broker::instance().help()) keys.push_back(p.key);
     for (const char* k : {"link.drop_rate", "link.bit_error_rate", "link.dup_rate", "link.reorder_rate",
                           "link.reorder_hold_ns", "link.down_at_ns", "link.seed"})
         EXPECT_NE(std::find(keys.begin(), keys.end(), k), keys.end()) << k;
@@ -451,7 +446,8 @@ SIM_TEST(FabricFault, bad_bit_error_rate_rejected) {
 }
 
 SIM_TEST(FabricFault, bad_dup_rate_rejected) {
-    EXPECT_NE(config_error_of({{"link.dup_rate", "nan"}}).find("for key 'node0.link.dup_rate'"), std::string::npos);
+    EXPECT_NE(config_error_of({{"link.dup_rate", "nan"}}).find("for key 'node0.link.dup_rate'"),
+              std::string::npos);
 }
 
 SIM_TEST(FabricFault, bad_down_at_rejected) {
@@ -464,7 +460,8 @@ SIM_TEST(FabricFault, unknown_link_keys_rejected) {
 }
 
 SIM_TEST(FabricFault, link_of_a_missing_node_rejected) {
-    EXPECT_EQ(config_error_of({{"link7.drop_rate", "0.1"}}), "unknown configuration key 'link7.drop_rate' (test)");
+    EXPECT_EQ(config_error_of({{"link7.drop_rate", "0.1"}}),
+              "unknown configuration key 'link7.drop_rate' (test)");
 }
 
 // --- switch topology -------------------------------------------------------------------------
@@ -537,7 +534,8 @@ SIM_TEST(FabricFault, the_senders_buffer_reaches_the_receiver_itself_back_to_bac
             const size_t hdr = wire::LRH_BYTES + wire::BTH_BYTES;
             for (unsigned i = 0; i < 20; ++i) {
                 EXPECT_EQ(b.rec.got[i].psn, i);
-                EXPECT_EQ(b.rec.got[i].payload, b.tx->sent[i]->bytes + hdr) << "packet " << i << " was copied";
+                EXPECT_EQ(b.rec.got[i].payload, b.tx->sent[i]->bytes + hdr)
+                    << "packet " << i << " was copied";
                 EXPECT_EQ(b.rec.got[i].at, sw ? seen_at(i, 90 + kSerNs + kPropNs) : seen_at(i));
             }
             if (sw) {
@@ -547,7 +545,8 @@ SIM_TEST(FabricFault, the_senders_buffer_reaches_the_receiver_itself_back_to_bac
     }
 }
 
-SIM_TEST(FabricFault, a_packet_of_up_to_224_bytes_is_copied_into_the_receive_slot_and_the_sender_keeps_its_buffer) {
+SIM_TEST(FabricFault,
+         a_packet_of_up_to_224_bytes_is_copied_into_the_receive_slot_and_the_sender_keeps_its_buffer) {
     // 64-byte payload: LRH 8 + BTH 12 + 64 + ICRC 4 + VCRC 2 = 90 bytes, 7.2 ns at EDR 4x;
     // 196 bytes of payload make 222 bytes on the wire, which a slot holds; 200 make 226, which
     // go into a packet buffer (the sender's).
@@ -563,10 +562,11 @@ SIM_TEST(FabricFault, a_packet_of_up_to_224_bytes_is_copied_into_the_receive_slo
                 const double ser = (hdr + payload + 6) * 0.08;
                 for (unsigned i = 0; i < 10; ++i) {
                     EXPECT_EQ(b.rec.got[i].psn, i);
-                    EXPECT_EQ(b.rec.got[i].payload == b.tx->sent[i]->bytes + hdr, !in_slot) << payload << " B, packet " << i;
-                    EXPECT_EQ(b.rec.got[i].at, sc_time(i * kGapNs + ser + kPropNs + (sw ? 90 + ser + kPropNs : 0) +
-                                                           kRxPipeNs,
-                                                       SC_NS));
+                    EXPECT_EQ(b.rec.got[i].payload == b.tx->sent[i]->bytes + hdr, !in_slot)
+                        << payload << " B, packet " << i;
+                    EXPECT_EQ(b.rec.got[i].at,
+                              sc_time(i * kGapNs + ser + kPropNs + (sw ? 90 + ser + kPropNs : 0) + kRxPipeNs,
+                                      SC_NS));
                     if (in_slot && !sw) {  // back to back the sender built every packet in the same buffer
                         EXPECT_EQ(b.tx->sent[i], b.tx->sent[0]);
                     }

@@ -53,7 +53,9 @@ struct env {
         ev.owner = hw::cqe_owner_for(eqes, drv.options().eq_log_size);
         return ev;
     }
-    uint64_t next_slot() { return drv.eq_base() + (eqes & ((1u << drv.options().eq_log_size) - 1)) * sizeof(hw::eqe); }
+    uint64_t next_slot() {
+        return drv.eq_base() + (eqes & ((1u << drv.options().eq_log_size) - 1)) * sizeof(hw::eqe);
+    }
     /// Writes an EQE now, as the HCA's DMA would.
     void raise(uint8_t type, uint32_t resource, uint8_t subtype = 0) {
         hw::eqe ev = make(type, resource, subtype);
@@ -126,10 +128,10 @@ TEST(AsyncEvent, EveryEqeTypeMapsToItsEventInOrder) {
     e.raise(hw::EQE_QP_FATAL, qpn);
     e.raise(hw::EQE_LOCAL_CATASTROPHIC, 0);
     auto v = e.drain(e.ctx);
-    const ibv_event_type want[] = {IBV_EVENT_COMM_EST,     IBV_EVENT_PATH_MIG,    IBV_EVENT_PATH_MIG_ERR,
-                                   IBV_EVENT_CQ_ERR,       IBV_EVENT_PORT_ERR,    IBV_EVENT_PORT_ACTIVE,
-                                   IBV_EVENT_QP_LAST_WQE_REACHED, IBV_EVENT_QP_REQ_ERR, IBV_EVENT_QP_ACCESS_ERR,
-                                   IBV_EVENT_QP_FATAL,     IBV_EVENT_DEVICE_FATAL};
+    const ibv_event_type want[] = {
+        IBV_EVENT_COMM_EST,      IBV_EVENT_PATH_MIG,    IBV_EVENT_PATH_MIG_ERR,        IBV_EVENT_CQ_ERR,
+        IBV_EVENT_PORT_ERR,      IBV_EVENT_PORT_ACTIVE, IBV_EVENT_QP_LAST_WQE_REACHED, IBV_EVENT_QP_REQ_ERR,
+        IBV_EVENT_QP_ACCESS_ERR, IBV_EVENT_QP_FATAL,    IBV_EVENT_DEVICE_FATAL};
     ASSERT_EQ(v.size(), std::size(want));
     for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i].event_type, want[i]) << i;
     for (size_t i : {0, 1, 2, 6, 7, 8, 9}) EXPECT_EQ(v[i].element.qp, q) << i;
@@ -233,13 +235,13 @@ TEST(AsyncEvent, AffiliatedEventsGoToTheOwnerAndUnaffiliatedToEveryContext) {
 
 TEST(AsyncEvent, EventsWithoutAConsumerAreKeptByTheDriverNotDelivered) {
     env e;
-    e.raise(hw::EQE_SRQ_LIMIT, 3);             // no SRQs in interface version 1
-    e.raise(hw::EQE_QP_FATAL, 77);             // no such QP
-    e.raise(hw::EQE_CQ_ERROR, 99);             // no such CQ
+    e.raise(hw::EQE_SRQ_LIMIT, 3);                       // no SRQs in interface version 1
+    e.raise(hw::EQE_QP_FATAL, 77);                       // no such QP
+    e.raise(hw::EQE_CQ_ERROR, 99);                       // no such CQ
     e.raise(hw::EQE_PORT_CHANGE, 2, hw::EQE_PORT_DOWN);  // the fake HCA has one port
-    e.raise(hw::EQE_PORT_CHANGE, 1, 0x7F);     // unknown subtype
-    e.raise(0x55, 1);                          // unknown type
-    e.raise(hw::EQE_COMPLETION, e.cq->handle); // a completion event, not an async one
+    e.raise(hw::EQE_PORT_CHANGE, 1, 0x7F);               // unknown subtype
+    e.raise(0x55, 1);                                    // unknown type
+    e.raise(hw::EQE_COMPLETION, e.cq->handle);           // a completion event, not an async one
     ASSERT_EQ(e.drv.process_eq(), 7u);
     EXPECT_EQ(e.drv.unclaimed_events().size(), 6u);
     EXPECT_EQ(e.drv.pending_cq_events(e.cq->handle), 1u);
@@ -255,11 +257,12 @@ TEST(AsyncEvent, C10_138_handler_is_called_for_every_later_event_and_not_for_ear
     std::vector<ibv_async_event> got;
     std::vector<ibv_qp_state> state_seen;
     std::vector<size_t> doorbells_seen;
-    ASSERT_EQ(ibv_set_async_event_handler(e.ctx, [&](const ibv_async_event& ev) {
-                  got.push_back(ev);
-                  state_seen.push_back(q->state);
-                  doorbells_seen.push_back(e.bus.count_mmio(hw::REG_EQ_CONSUMER));
-              }),
+    ASSERT_EQ(ibv_set_async_event_handler(e.ctx,
+                                          [&](const ibv_async_event& ev) {
+                                              got.push_back(ev);
+                                              state_seen.push_back(q->state);
+                                              doorbells_seen.push_back(e.bus.count_mmio(hw::REG_EQ_CONSUMER));
+                                          }),
               0);
     EXPECT_TRUE(got.empty());
     e.raise(hw::EQE_COMM_EST, q->qp_num);
@@ -362,7 +365,8 @@ TEST(AsyncEvent, HandlerThatPollsSeesLaterEventsAfterItReturnsInOrder) {
     e.raise(hw::EQE_COMM_EST, q->qp_num);
     e.raise(hw::EQE_QP_FATAL, q->qp_num);
     e.drv.process_eq();
-    EXPECT_EQ(order, (std::vector<ibv_event_type>{IBV_EVENT_COMM_EST, IBV_EVENT_QP_FATAL, IBV_EVENT_SQ_DRAINED}));
+    EXPECT_EQ(order,
+              (std::vector<ibv_event_type>{IBV_EVENT_COMM_EST, IBV_EVENT_QP_FATAL, IBV_EVENT_SQ_DRAINED}));
     EXPECT_EQ(max_depth, 1);
 }
 
@@ -446,7 +450,8 @@ TEST(AsyncEvent, CloseDeviceFromItsOwnHandlerIsRefused) {
     fw::address_space as2(e.os);
     ibv_context* ctx2 = ibv_open_device(e.drv, as2);
     int rc = -1;
-    ASSERT_EQ(ibv_set_async_event_handler(ctx2, [&](const ibv_async_event&) { rc = ibv_close_device(ctx2); }), 0);
+    ASSERT_EQ(ibv_set_async_event_handler(ctx2, [&](const ibv_async_event&) { rc = ibv_close_device(ctx2); }),
+              0);
     e.raise(hw::EQE_PORT_CHANGE, 1, hw::EQE_PORT_DOWN);
     e.drv.process_eq();
     EXPECT_EQ(rc, EBUSY);

@@ -513,8 +513,9 @@ TEST(FwCompliance, C10_2_C10_122_no_verb_writes_the_gid_or_pkey_table) {
         a.port_num = 1;
         a.qkey = 1;
         a.pkey_index = uint16_t(pa.pkey_tbl_len - 1);
-        ASSERT_EQ(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX |
-                                           (t == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS)),
+        ASSERT_EQ(ibv_modify_qp(q, &a,
+                                IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX |
+                                    (t == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS)),
                   0);
         a.pkey_index = 3;
         ASSERT_EQ(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX), 0);  // Init -> Init
@@ -558,11 +559,12 @@ TEST(FwCompliance, C10_2_C10_122_no_verb_writes_the_gid_or_pkey_table) {
     ASSERT_EQ(ibv_close_device(e.ctx), 0);
     // None of them changed a table: the only commands naming the port are its queries.
     const std::set<uint16_t> issued_ok = {
-        hw::CMD_QUERY_HCA, hw::CMD_INIT_HCA,   hw::CMD_QUERY_PORT, hw::CMD_QUERY_PKEY, hw::CMD_QUERY_GID,
-        hw::CMD_CREATE_EQ, hw::CMD_CREATE_CQ,  hw::CMD_DESTROY_CQ, hw::CMD_CREATE_MPT, hw::CMD_DESTROY_MPT,
-        hw::CMD_WRITE_MTT, hw::CMD_QUERY_MPT,  hw::CMD_CREATE_QP,  hw::CMD_MODIFY_QP,  hw::CMD_QUERY_QP,
-        hw::CMD_DESTROY_QP};
-    for (const auto& c : e.bus.cmds) EXPECT_TRUE(issued_ok.count(c.opcode)) << "opcode 0x" << std::hex << c.opcode;
+        hw::CMD_QUERY_HCA,  hw::CMD_INIT_HCA,    hw::CMD_QUERY_PORT, hw::CMD_QUERY_PKEY,
+        hw::CMD_QUERY_GID,  hw::CMD_CREATE_EQ,   hw::CMD_CREATE_CQ,  hw::CMD_DESTROY_CQ,
+        hw::CMD_CREATE_MPT, hw::CMD_DESTROY_MPT, hw::CMD_WRITE_MTT,  hw::CMD_QUERY_MPT,
+        hw::CMD_CREATE_QP,  hw::CMD_MODIFY_QP,   hw::CMD_QUERY_QP,   hw::CMD_DESTROY_QP};
+    for (const auto& c : e.bus.cmds)
+        EXPECT_TRUE(issued_ok.count(c.opcode)) << "opcode 0x" << std::hex << c.opcode;
     EXPECT_TRUE(e.bus.commands_of(hw::CMD_SET_PKEY).empty());
     EXPECT_EQ(e.bus.commands_of(hw::CMD_QUERY_PKEY).size(), size_t(pa.pkey_tbl_len));
     EXPECT_EQ(e.bus.commands_of(hw::CMD_QUERY_GID).size(), size_t(pa.gid_tbl_len));
@@ -747,8 +749,8 @@ TEST(FwCompliance, C10_108_later_signaled_completion_frees_the_slots_of_earlier_
     ibv_qp* q = e.qp(IBV_QPT_RC, nullptr, 16, 1);
     ASSERT_EQ(q->sq.max_wr, 16u);
     e.bring(q, IBV_QPS_RTS);
-    ASSERT_EQ(post_writes(q, 10, 100, 0), 0);                  // wqe_index 0..9, unsignaled
-    ASSERT_EQ(post_writes(q, 1, 110, IBV_SEND_SIGNALED), 0);   // wqe_index 10
+    ASSERT_EQ(post_writes(q, 10, 100, 0), 0);                 // wqe_index 0..9, unsignaled
+    ASSERT_EQ(post_writes(q, 1, 110, IBV_SEND_SIGNALED), 0);  // wqe_index 10
     write_send_cqe(e, e.cq, 0, q, 10, 110);
     ibv_wc wc[4];
     ASSERT_EQ(ibv_poll_cq(e.cq, 4, wc), 1);  // one CQE for eleven WRs

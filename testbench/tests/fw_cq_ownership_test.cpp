@@ -78,10 +78,14 @@ bool is_entry(const fv::ibv_wc& w, uint64_t n) {
 
 /// Byte i of the worst legal publication order of one entry: body bytes last to first, then
 /// the owner byte.
-size_t publish_order(size_t i) { return i + 1 < sizeof(hw::cqe) ? sizeof(hw::cqe) - 2 - i : sizeof(hw::cqe) - 1; }
+size_t publish_order(size_t i) {
+    return i + 1 < sizeof(hw::cqe) ? sizeof(hw::cqe) - 2 - i : sizeof(hw::cqe) - 1;
+}
 
 /// The consumer count the CQ doorbell carries (24 bits), widened against what is known.
-uint64_t widen_consumer(uint64_t known, uint32_t low24) { return known + ((low24 - uint32_t(known)) & 0xFFFFFFu); }
+uint64_t widen_consumer(uint64_t known, uint32_t low24) {
+    return known + ((low24 - uint32_t(known)) & 0xFFFFFFu);
+}
 
 /// A host_bus that answers only what the polling verbs use: memory, the CQ doorbell.
 class polling_bus : public host_bus {
@@ -148,9 +152,7 @@ public:
             static_cast<uint8_t*>(dst)[i] = mem_[pa + i];
         }
     }
-    void mem_write(uint64_t pa, const void* src, size_t n) override {
-        std::memcpy(mem_.data() + pa, src, n);
-    }
+    void mem_write(uint64_t pa, const void* src, size_t n) override { std::memcpy(mem_.data() + pa, src, n); }
     uint64_t published() const { return next_; }
 
 private:
@@ -162,7 +164,8 @@ private:
             if (next_ - consumed_ >= (1u << kLogSize)) return;  // the ring is full until a doorbell
             const hw::cqe e = entry_for(next_);
             const size_t b = publish_order(byte_);
-            mem_[kRingPa + (next_ & ((1u << kLogSize) - 1)) * sizeof(hw::cqe) + b] = reinterpret_cast<const uint8_t*>(&e)[b];
+            mem_[kRingPa + (next_ & ((1u << kLogSize) - 1)) * sizeof(hw::cqe) + b] =
+                reinterpret_cast<const uint8_t*>(&e)[b];
             if (++byte_ == sizeof(hw::cqe)) {
                 byte_ = 0;
                 ++next_;
@@ -181,7 +184,8 @@ TEST(CqOwnership, poll_cq_never_accepts_a_torn_entry_from_a_writer_storing_betwe
     interleaving_bus bus;
     poller p(bus);
     uint64_t received = 0, torn = 0;
-    for (uint64_t attempts = 0; received < kInterleavedEntries && attempts < 50 * kInterleavedEntries; ++attempts)
+    for (uint64_t attempts = 0; received < kInterleavedEntries && attempts < 50 * kInterleavedEntries;
+         ++attempts)
         p.poll(&received, &torn);
     EXPECT_EQ(received, kInterleavedEntries);
     EXPECT_EQ(torn, 0u);
@@ -192,7 +196,8 @@ TEST(CqOwnership, the_same_writer_catches_a_reader_that_copies_the_entry_before_
     // The order ibv_poll_cq used to read in: the whole entry, then a look at its owner byte.
     interleaving_bus bus;
     uint64_t received = 0, torn = 0;
-    for (uint64_t attempts = 0; received < kInterleavedEntries && attempts < 50 * kInterleavedEntries; ++attempts) {
+    for (uint64_t attempts = 0; received < kInterleavedEntries && attempts < 50 * kInterleavedEntries;
+         ++attempts) {
         hw::cqe e;
         bus.mem_read(kRingPa + (received & ((1u << kLogSize) - 1)) * sizeof e, &e, sizeof e);
         if ((e.owner & hw::CQE_OWNER_BIT) != hw::cqe_owner_for(received, kLogSize)) continue;
@@ -242,16 +247,17 @@ private:
         for (size_t i = 0; i < sizeof e; ++i) {
             const size_t b = publish_order(i);
             const uint8_t v = reinterpret_cast<const uint8_t*>(&e)[b];
-            __atomic_store_n(slot + b, v, b == offsetof(hw::cqe, owner) ? __ATOMIC_RELEASE : __ATOMIC_RELAXED);
-            for (volatile int spin = 0; spin < 8; ++spin) {
-            }
+            __atomic_store_n(slot + b, v,
+                             b == offsetof(hw::cqe, owner) ? __ATOMIC_RELEASE : __ATOMIC_RELAXED);
+            for (volatile int spin = 0; spin < 8; ++spin) {}
         }
     }
     page->writer_alive.store(0, std::memory_order_release);
     _exit(0);
 }
 
-TEST(CqOwnership, a_writer_process_publishing_body_last_to_first_then_owner_never_gets_a_torn_entry_past_poll_cq) {
+TEST(CqOwnership,
+     a_writer_process_publishing_body_last_to_first_then_owner_never_gets_a_torn_entry_past_poll_cq) {
     constexpr uint64_t kEntries = 200000;
     void* m = mmap(nullptr, sizeof(shared_page), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(m, MAP_FAILED);

@@ -108,7 +108,8 @@ public:
             mem_write(w.pa, w.bytes.data(), w.bytes.size());
             if (w.pa < pa + n && pa < w.pa + w.bytes.size()) return true;
         }
-        if (timeout_ns == 0) throw std::runtime_error("fake_hca_bus: wait_write forever with nothing pending");
+        if (timeout_ns == 0)
+            throw std::runtime_error("fake_hca_bus: wait_write forever with nothing pending");
         now_ = deadline;
         return false;
     }
@@ -146,8 +147,8 @@ public:
 
     hw::hca_caps caps{};
     hw::port_info port{};
-    std::vector<uint16_t> pkey_table;     ///< what QUERY_PKEY returns (index < port.pkey_table_len)
-    std::vector<hw::gid_entry> gid_table; ///< what QUERY_GID returns (index < port.gid_table_len)
+    std::vector<uint16_t> pkey_table;      ///< what QUERY_PKEY returns (index < port.pkey_table_len)
+    std::vector<hw::gid_entry> gid_table;  ///< what QUERY_GID returns (index < port.gid_table_len)
     bool respond_commands = true;          ///< false: never answer (timeout tests)
     std::map<uint16_t, hw::cmd_status> fail_opcode;  ///< opcode -> status to return
     /// (opcode, op_mod) -> status to return (e.g. only CREATE_MPT with MPT_MODIFY).
@@ -167,46 +168,60 @@ public:
 private:
     void respond(uint32_t token) {
         hw::cmd_mailbox* mb = reinterpret_cast<hw::cmd_mailbox*>(at(mailbox_, sizeof(hw::cmd_mailbox)));
-        cmd_rec r{mb->opcode, mb->in_mod, mb->op_mod, mb->token, std::vector<uint8_t>(mb->in, mb->in + hw::CMD_IN_BYTES)};
+        cmd_rec r{mb->opcode, mb->in_mod, mb->op_mod, mb->token,
+                  std::vector<uint8_t>(mb->in, mb->in + hw::CMD_IN_BYTES)};
         cmds.push_back(r);
         hw::cmd_status st = hw::CMD_OK;
         auto f = fail_opcode.find(r.opcode);
         auto fm = fail_op_mod.find({r.opcode, r.op_mod});
         bool has_2a = qps_with_2a_windows.count(r.in_mod) != 0;
-        if (f != fail_opcode.end()) st = f->second;
-        else if (fm != fail_op_mod.end()) st = fm->second;
-        else if (r.opcode == hw::CMD_QUERY_HCA) std::memcpy(mb->out, &caps, sizeof caps);
-        else if (r.opcode == hw::CMD_QUERY_PORT) std::memcpy(mb->out, &port, sizeof port);
+        if (f != fail_opcode.end())
+            st = f->second;
+        else if (fm != fail_op_mod.end())
+            st = fm->second;
+        else if (r.opcode == hw::CMD_QUERY_HCA)
+            std::memcpy(mb->out, &caps, sizeof caps);
+        else if (r.opcode == hw::CMD_QUERY_PORT)
+            std::memcpy(mb->out, &port, sizeof port);
         else if (r.opcode == hw::CMD_QUERY_PKEY) {
             if (r.in_mod != 1 || r.op_mod >= port.pkey_table_len || r.op_mod >= pkey_table.size())
                 st = hw::CMD_BAD_PARAM;
-            else std::memcpy(mb->out, &pkey_table[r.op_mod], sizeof(uint16_t));
-        }
-        else if (r.opcode == hw::CMD_QUERY_GID) {
+            else
+                std::memcpy(mb->out, &pkey_table[r.op_mod], sizeof(uint16_t));
+        } else if (r.opcode == hw::CMD_QUERY_GID) {
             if (r.in_mod != 1 || r.op_mod >= port.gid_table_len || r.op_mod >= gid_table.size())
                 st = hw::CMD_BAD_PARAM;
-            else std::memcpy(mb->out, &gid_table[r.op_mod], sizeof(hw::gid_entry));
-        }
-        else if (r.opcode == hw::CMD_CREATE_QP) std::memcpy(&qps[r.in_mod], mb->in, sizeof(hw::qp_context));
-        else if (r.opcode == hw::CMD_MODIFY_QP && r.op_mod == hw::QPS_RESET && has_2a) st = hw::CMD_BAD_STATE;
+            else
+                std::memcpy(mb->out, &gid_table[r.op_mod], sizeof(hw::gid_entry));
+        } else if (r.opcode == hw::CMD_CREATE_QP)
+            std::memcpy(&qps[r.in_mod], mb->in, sizeof(hw::qp_context));
+        else if (r.opcode == hw::CMD_MODIFY_QP && r.op_mod == hw::QPS_RESET && has_2a)
+            st = hw::CMD_BAD_STATE;
         else if (r.opcode == hw::CMD_MODIFY_QP) {
             std::memcpy(&qps[r.in_mod], mb->in + offsetof(hw::modify_qp_in, ctx), sizeof(hw::qp_context));
             qps[r.in_mod].sq_draining = 0;  // nothing is ever in flight here: a drain ends at once
-        }
-        else if (r.opcode == hw::CMD_QUERY_QP) std::memcpy(mb->out, &qps[r.in_mod], sizeof(hw::qp_context));
-        else if (r.opcode == hw::CMD_DESTROY_QP && has_2a) st = hw::CMD_BAD_STATE;
-        else if (r.opcode == hw::CMD_DESTROY_QP) qps.erase(r.in_mod);
-        else if (r.opcode == hw::CMD_CREATE_MPT) st = create_mpt(r.in_mod, r.op_mod, mb->in);
+        } else if (r.opcode == hw::CMD_QUERY_QP)
+            std::memcpy(mb->out, &qps[r.in_mod], sizeof(hw::qp_context));
+        else if (r.opcode == hw::CMD_DESTROY_QP && has_2a)
+            st = hw::CMD_BAD_STATE;
+        else if (r.opcode == hw::CMD_DESTROY_QP)
+            qps.erase(r.in_mod);
+        else if (r.opcode == hw::CMD_CREATE_MPT)
+            st = create_mpt(r.in_mod, r.op_mod, mb->in);
         else if (r.opcode == hw::CMD_QUERY_MPT) {
             auto it = mpts.find(r.in_mod);
-            if (it == mpts.end()) st = hw::CMD_BAD_RESOURCE;
-            else std::memcpy(mb->out, &it->second, sizeof(hw::mpt_entry));
-        }
-        else if (r.opcode == hw::CMD_DESTROY_MPT) {
+            if (it == mpts.end())
+                st = hw::CMD_BAD_RESOURCE;
+            else
+                std::memcpy(mb->out, &it->second, sizeof(hw::mpt_entry));
+        } else if (r.opcode == hw::CMD_DESTROY_MPT) {
             auto it = mpts.find(r.in_mod);
-            if (it == mpts.end()) st = hw::CMD_BAD_RESOURCE;
-            else if (it->second.type == hw::MPT_TYPE_MR && it->second.bound_mws) st = hw::CMD_BAD_STATE;
-            else mpts.erase(it);
+            if (it == mpts.end())
+                st = hw::CMD_BAD_RESOURCE;
+            else if (it->second.type == hw::MPT_TYPE_MR && it->second.bound_mws)
+                st = hw::CMD_BAD_STATE;
+            else
+                mpts.erase(it);
         }
         now_ += 1000;
         mb->done_token = token;
@@ -225,8 +240,8 @@ private:
             return hw::CMD_OK;
         }
         if (mode != hw::MPT_MODIFY) return hw::CMD_BAD_PARAM;
-        if (it == mpts.end() || it->second.type != hw::MPT_TYPE_MR || it->second.state != hw::MPT_STATE_VALID ||
-            it->second.bound_mws)
+        if (it == mpts.end() || it->second.type != hw::MPT_TYPE_MR ||
+            it->second.state != hw::MPT_STATE_VALID || it->second.bound_mws)
             return hw::CMD_BAD_STATE;
         e.bound_mws = it->second.bound_mws;
         e.mr_index = it->second.mr_index;

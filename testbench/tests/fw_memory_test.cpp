@@ -34,7 +34,8 @@ fw::driver_options no_window() {
 
 /// Firmware over fake_hca_bus; `tweak` edits the fake device before the driver initialises.
 struct env {
-    explicit env(const std::function<void(test::fake_hca_bus&)>& tweak = {}, fw::driver_options o = no_window())
+    explicit env(const std::function<void(test::fake_hca_bus&)>& tweak = {},
+                 fw::driver_options o = no_window())
         : bus(BASE, BYTES), os(bus, BASE, BYTES), drv(bus, os, o), as(os) {
         if (tweak) tweak(bus);
         ctx = ibv_open_device(drv, as);
@@ -88,7 +89,8 @@ struct env {
 };
 
 /// A page-list PMR attribute over `pages` of 4 KiB.
-ibv_phys_mr_attr page_list(const std::vector<uint64_t>& pages, uint64_t length, int access = IBV_ACCESS_LOCAL_WRITE) {
+ibv_phys_mr_attr page_list(const std::vector<uint64_t>& pages, uint64_t length,
+                           int access = IBV_ACCESS_LOCAL_WRITE) {
     ibv_phys_mr_attr a;
     a.list = pages.data();
     a.count = uint32_t(pages.size());
@@ -221,7 +223,7 @@ TEST(MemReg, C10_53_2_1_page_list_element_off_a_page_boundary_is_rejected) {
         EXPECT_EQ(errno, EINVAL);
     }
     EXPECT_EQ(e.count(hw::CMD_CREATE_MPT), 1u);  // only the good one
-    EXPECT_EQ(e.bus.cmds.size(), cmds + 2);     // its WRITE_MTT and CREATE_MPT
+    EXPECT_EQ(e.bus.cmds.size(), cmds + 2);      // its WRITE_MTT and CREATE_MPT
 }
 
 TEST(MemReg, PhysicalRegistrationWritesTheListAndTheRegionMustFitInIt) {
@@ -316,7 +318,8 @@ TEST(MemReg, o10_37_2_9_block_list_accepts_blocks_of_any_size_and_alignment) {
 TEST(MemReg, ZeroBasedRegionIsAddressedFromZero) {
     env e;
     uint64_t va = e.as.alloc(3 * 4096, 4096) + 0x234;
-    ibv_mr* mr = ibv_reg_mr(e.pd, va, 5000, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_ZERO_BASED);
+    ibv_mr* mr =
+        ibv_reg_mr(e.pd, va, 5000, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_ZERO_BASED);
     ASSERT_NE(mr, nullptr);
     hw::mpt_entry m = e.mpt(mr->handle);
     EXPECT_EQ(m.start_va, 0u);
@@ -568,8 +571,9 @@ TEST(Rereg, ChangesTranslationPdAndAccessInOneModifyWithNewKeys) {
     uint32_t old_key = mr->lkey;
     size_t creates = e.count(hw::CMD_CREATE_MPT);
     int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-    ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS,
-                           pd2, va + 3 * 4096 + 10, 4096, access),
+    ASSERT_EQ(ibv_rereg_mr(
+                  mr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS,
+                  pd2, va + 3 * 4096 + 10, 4096, access),
               0);
     auto c = e.bus.commands_of(hw::CMD_CREATE_MPT);
     ASSERT_EQ(c.size(), creates + 1);
@@ -619,8 +623,8 @@ TEST(Rereg, o10_37_2_2_the_driver_may_keep_the_keys_as_libibverbs_applications_e
     ASSERT_NE(mr, nullptr);
     const uint32_t lkey = mr->lkey, rkey = mr->rkey;
     const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-    ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, nullptr, va + 2 * 4096,
-                           4096, access),
+    ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, nullptr,
+                           va + 2 * 4096, 4096, access),
               0);
     EXPECT_EQ(mr->lkey, lkey);
     EXPECT_EQ(mr->rkey, rkey);
@@ -688,7 +692,8 @@ TEST(Rereg, o10_37_2_2_physical_reregister_writes_the_new_list_with_the_consumer
     a.iova = 0x4400000;
     a.key_byte = 0x5A;
     size_t creates = e.count(hw::CMD_CREATE_MPT), mtts = e.count(hw::CMD_WRITE_MTT);
-    ASSERT_EQ(ibv_rereg_phys_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, nullptr, &a), 0);
+    ASSERT_EQ(
+        ibv_rereg_phys_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, nullptr, &a), 0);
     auto c = e.bus.commands_of(hw::CMD_CREATE_MPT);
     ASSERT_EQ(c.size(), creates + 1);
     EXPECT_EQ(c.back().op_mod, uint32_t(hw::MPT_MODIFY));
@@ -1032,7 +1037,9 @@ TEST(Mw, AllocCreatesFreeWindowsCountedOnThePd) {
 }
 
 TEST(Mw, o10_37_2_31_type2_follows_the_one_type_the_hca_implements) {
-    env b([](test::fake_hca_bus& f) { f.caps.flags = (f.caps.flags & ~hw::CAP_MW_TYPE2A) | hw::CAP_MW_TYPE2B; });
+    env b([](test::fake_hca_bus& f) {
+        f.caps.flags = (f.caps.flags & ~hw::CAP_MW_TYPE2A) | hw::CAP_MW_TYPE2B;
+    });
     ibv_mw* w = ibv_alloc_mw(b.pd, IBV_MW_TYPE_2);
     ASSERT_NE(w, nullptr);
     EXPECT_EQ(b.mpt(w->handle).type, hw::MPT_TYPE_MW2B);
@@ -1114,8 +1121,7 @@ TEST(Mw, C10_66_2_2_bind_verb_posts_a_bind_wqe_with_a_new_rkey_each_time) {
     ibv_mr* next = ibv_reg_mr(e.pd, va, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
     ASSERT_TRUE(next);
     ASSERT_EQ(next->handle, index) << "lowest free MPT index is reused";
-    for (uint32_t old : {k0, k1, k2})
-        EXPECT_NE(next->rkey, old);
+    for (uint32_t old : {k0, k1, k2}) EXPECT_NE(next->rkey, old);
 }
 
 TEST(Mw, o10_37_2_35_bind_verb_refuses_a_type2_window) {
@@ -1440,7 +1446,7 @@ TEST(Qp, o10_37_2_29_destroy_and_reset_wait_for_type2a_windows_to_go) {
     EXPECT_EQ(e.pd->refs, 1u);
     ibv_send_wr w{};
     ibv_send_wr* bad = nullptr;
-    EXPECT_EQ(ibv_post_send(q, &w, &bad), 0);  // still usable
+    EXPECT_EQ(ibv_post_send(q, &w, &bad), 0);          // still usable
     EXPECT_EQ(test::modify_qp_to(q, IBV_QPS_ERR), 0);  // other transitions go on
     e.bus.qps_with_2a_windows.clear();
     ASSERT_EQ(test::modify_qp_to(q, IBV_QPS_RESET), 0);
@@ -1465,8 +1471,8 @@ TEST(Device, QueryDeviceReportsTheMemoryManagementFeatures) {
     EXPECT_TRUE(da.local_inv_fence);
     EXPECT_EQ(da.page_size_cap, e.bus.caps.page_size_cap);
     env n([](test::fake_hca_bus& b) {
-        b.caps.flags &= ~(hw::CAP_MW | hw::CAP_SEND_INV | hw::CAP_MW_TYPE2A | hw::CAP_ZBVA | hw::CAP_BLOCK_LIST |
-                          hw::CAP_LOCAL_INV_FENCE | hw::CAP_RESERVED_LKEY);
+        b.caps.flags &= ~(hw::CAP_MW | hw::CAP_SEND_INV | hw::CAP_MW_TYPE2A | hw::CAP_ZBVA |
+                          hw::CAP_BLOCK_LIST | hw::CAP_LOCAL_INV_FENCE | hw::CAP_RESERVED_LKEY);
     });
     ASSERT_EQ(ibv_query_device(n.ctx, &da), 0);
     EXPECT_EQ(da.max_mw, 0);
@@ -1483,7 +1489,8 @@ TEST(Completion, MemoryManagementOpcodesAndSendWithInvalidate) {
     struct {
         uint8_t op;
         ibv_wc_opcode want;
-    } ops[] = {{hw::CQE_OP_BIND_MW, IBV_WC_BIND_MW}, {hw::CQE_OP_LOCAL_INV, IBV_WC_LOCAL_INV},
+    } ops[] = {{hw::CQE_OP_BIND_MW, IBV_WC_BIND_MW},
+               {hw::CQE_OP_LOCAL_INV, IBV_WC_LOCAL_INV},
                {hw::CQE_OP_FAST_REG, IBV_WC_FAST_REG_MR}};
     for (int i = 0; i < 3; ++i) {
         hw::cqe c{};

@@ -17,7 +17,8 @@ inline int modify_qp_to(verbs::ibv_qp* q, verbs::ibv_qp_state s) {
         a.pkey_index = 0;
         a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
         a.qkey = 0x11111111;
-        mask |= IBV_QP_PORT | IBV_QP_PKEY_INDEX | (q->qp_type == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
+        mask |=
+            IBV_QP_PORT | IBV_QP_PKEY_INDEX | (q->qp_type == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
     } else if (s == IBV_QPS_RTR && q->qp_type != IBV_QPT_UD) {
         a.ah_attr.dlid = 2;
         a.ah_attr.port_num = 1;

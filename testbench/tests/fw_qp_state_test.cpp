@@ -27,13 +27,15 @@ TEST(QpStateTable, EveryLegalTransitionAcceptsRequiredAndOptionalAndRejectsMissi
             EXPECT_EQ(check_transition(tr, t[r].cur, t[r].next, req | opt), 0) << r << " " << int(tr);
             for (uint32_t bit = 1; bit; bit <<= 1) {
                 if (t[r].required[slot] & bit) {
-                    EXPECT_EQ(check_transition(tr, t[r].cur, t[r].next, req & ~bit), EINVAL) << r << " bit " << bit;
+                    EXPECT_EQ(check_transition(tr, t[r].cur, t[r].next, req & ~bit), EINVAL)
+                        << r << " bit " << bit;
                 }
             }
             // An attribute neither required nor optional is refused.
             for (uint32_t bit = 2; bit <= QP_ATTR_DEST_QPN; bit <<= 1) {
                 if (!((req | opt) & bit)) {
-                    EXPECT_EQ(check_transition(tr, t[r].cur, t[r].next, req | bit), EINVAL) << r << " bit " << bit;
+                    EXPECT_EQ(check_transition(tr, t[r].cur, t[r].next, req | bit), EINVAL)
+                        << r << " bit " << bit;
                 }
             }
             ++checked;
@@ -43,16 +45,18 @@ TEST(QpStateTable, EveryLegalTransitionAcceptsRequiredAndOptionalAndRejectsMissi
 }
 
 TEST(QpStateTable, LibibverbsRequiredAttributes) {
-    EXPECT_EQ(required_attrs(QPT_RC, QPS_RESET, QPS_INIT), QP_ATTR_PKEY_INDEX | QP_ATTR_PORT | QP_ATTR_ACCESS_FLAGS);
+    EXPECT_EQ(required_attrs(QPT_RC, QPS_RESET, QPS_INIT),
+              QP_ATTR_PKEY_INDEX | QP_ATTR_PORT | QP_ATTR_ACCESS_FLAGS);
     EXPECT_EQ(required_attrs(QPT_UD, QPS_RESET, QPS_INIT), QP_ATTR_PKEY_INDEX | QP_ATTR_PORT | QP_ATTR_QKEY);
-    EXPECT_EQ(required_attrs(QPT_RC, QPS_INIT, QPS_RTR),
-              QP_ATTR_AV | QP_ATTR_PATH_MTU | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN | QP_ATTR_MAX_DEST_RD_ATOMIC |
-                  QP_ATTR_MIN_RNR_TIMER);
+    EXPECT_EQ(required_attrs(QPT_RC, QPS_INIT, QPS_RTR), QP_ATTR_AV | QP_ATTR_PATH_MTU | QP_ATTR_DEST_QPN |
+                                                             QP_ATTR_RQ_PSN | QP_ATTR_MAX_DEST_RD_ATOMIC |
+                                                             QP_ATTR_MIN_RNR_TIMER);
     EXPECT_EQ(required_attrs(QPT_UC, QPS_INIT, QPS_RTR),
               QP_ATTR_AV | QP_ATTR_PATH_MTU | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN);
     EXPECT_EQ(required_attrs(QPT_UD, QPS_INIT, QPS_RTR), 0u);
-    EXPECT_EQ(required_attrs(QPT_RC, QPS_RTR, QPS_RTS),
-              QP_ATTR_TIMEOUT | QP_ATTR_RETRY_CNT | QP_ATTR_RNR_RETRY | QP_ATTR_SQ_PSN | QP_ATTR_MAX_QP_RD_ATOMIC);
+    EXPECT_EQ(required_attrs(QPT_RC, QPS_RTR, QPS_RTS), QP_ATTR_TIMEOUT | QP_ATTR_RETRY_CNT |
+                                                            QP_ATTR_RNR_RETRY | QP_ATTR_SQ_PSN |
+                                                            QP_ATTR_MAX_QP_RD_ATOMIC);
     EXPECT_EQ(required_attrs(QPT_UD, QPS_RTR, QPS_RTS), QP_ATTR_SQ_PSN);
     EXPECT_EQ(optional_attrs(QPT_RC, QPS_RTS, QPS_SQD), QP_ATTR_EN_SQD_ASYNC_NOTIFY);
 }

@@ -21,7 +21,8 @@ constexpr uint64_t BASE = 0x80000000ull;
 constexpr size_t BYTES = 16u << 20;
 
 struct env {
-    explicit env(fw::driver_options o = {}) : bus(BASE, BYTES), os(bus, BASE, BYTES), drv(bus, os, o), as(os) {
+    explicit env(fw::driver_options o = {})
+        : bus(BASE, BYTES), os(bus, BASE, BYTES), drv(bus, os, o), as(os) {
         ctx = ibv_open_device(drv, as);
         pd = ibv_alloc_pd(ctx);
         cq = ibv_create_cq(ctx, 15);
@@ -205,8 +206,9 @@ TEST(QpState, ModifyValueChecksAreImmediateErrors) {
     EXPECT_EQ(ibv_modify_qp(q, &a, mask), 0);
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = ibv_mtu(6);
-    EXPECT_EQ(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+    EXPECT_EQ(ibv_modify_qp(q, &a,
+                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
               EINVAL);
     a.qp_state = IBV_QPS_RTS;
     EXPECT_EQ(ibv_modify_qp(q, &a, IBV_QP_STATE), EINVAL);  // Init -> RTS is not in Figure 126
@@ -298,7 +300,8 @@ TEST(QpState, C10_97_2_1_recv_post_rules_per_state) {
         bool refused = s == IBV_QPS_RESET;
         EXPECT_EQ(rc, refused ? EINVAL : 0) << int(s);
         EXPECT_EQ(q->rq.producer, refused ? 0u : 1u);
-        EXPECT_EQ(e.bus.count_mmio(hca_driver::uar_offset(e.ctx->uar, hw::UAR_RQ_DOORBELL), m), refused ? 0u : 1u);
+        EXPECT_EQ(e.bus.count_mmio(hca_driver::uar_offset(e.ctx->uar, hw::UAR_RQ_DOORBELL), m),
+                  refused ? 0u : 1u);
     }
 }
 

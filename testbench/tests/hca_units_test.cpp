@@ -29,8 +29,8 @@ extern "C" int sc_main(int, char*[]) { return 0; }
 
 using namespace hcasim;
 using namespace hcasim::test;
-using sc_core::sc_time;
 using sc_core::SC_NS;
+using sc_core::sc_time;
 
 namespace {
 
@@ -61,7 +61,9 @@ struct xlate_bench : sc_core::sc_module {
         tu.dma.socket.bind(mem.dma);
         tu.set_tables(kMptBase, kNumMpts, kMttBase, kNumMtts, kNumQps);
     }
-    void put_mpt(uint32_t index, const hw::mpt_entry& e) { mem.write(kMptBase + index * sizeof e, &e, sizeof e); }
+    void put_mpt(uint32_t index, const hw::mpt_entry& e) {
+        mem.write(kMptBase + index * sizeof e, &e, sizeof e);
+    }
     hw::mpt_entry get_mpt(uint32_t index) {
         hw::mpt_entry e;
         mem.read(kMptBase + index * sizeof e, &e, sizeof e);
@@ -102,14 +104,14 @@ struct xlate_bench : sc_core::sc_module {
         put_mpt(index, w);
         return w;
     }
-    xlate_status xl(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access, unsigned max_segs = 8,
-                    uint32_t qpn = 1, uint8_t mm = 0) {
+    xlate_status xl(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
+                    unsigned max_segs = 8, uint32_t qpn = 1, uint8_t mm = 0) {
         sc_time d = sc_core::SC_ZERO_TIME;
         nsegs = 0;
         return tu.translate(key, xlate_owner{pd, qpn, mm}, va, len, access, segs, max_segs, nsegs, d);
     }
-    xlate_status bind(uint32_t mw_key, uint32_t new_key, uint32_t mr_key, uint64_t addr, uint32_t len, uint32_t access,
-                      bool verb, uint32_t pd = 5, uint32_t qpn = 1) {
+    xlate_status bind(uint32_t mw_key, uint32_t new_key, uint32_t mr_key, uint64_t addr, uint32_t len,
+                      uint32_t access, bool verb, uint32_t pd = 5, uint32_t qpn = 1) {
         hw::wqe_bind_seg b{};
         b.mw_key = mw_key;
         b.new_key = new_key;
@@ -157,7 +159,8 @@ SIM_TEST(HcaTranslation, C10_54_1_1_zero_length_is_not_checked) {
     xlate_bench b;
     b.region();
     simulate([&] {
-        EXPECT_EQ(b.xl(0xDEADBEEF, 77, 0, 0, hw::ACCESS_LOCAL_WRITE), xlate_status::ok) << "bogus key, length 0";
+        EXPECT_EQ(b.xl(0xDEADBEEF, 77, 0, 0, hw::ACCESS_LOCAL_WRITE), xlate_status::ok)
+            << "bogus key, length 0";
         EXPECT_EQ(b.nsegs, 0u);
         EXPECT_EQ(b.tu.lookups.value(), 0u);
         EXPECT_EQ(b.tu.faults.value(), 0u);
@@ -174,13 +177,17 @@ SIM_TEST(HcaTranslation, bad_key_bad_pd_access_and_bounds_are_refused_and_counte
     simulate([&] {
         EXPECT_EQ(b.xl(hw::make_key(1, 0x43), 5, kVa, 16, 0), xlate_status::bad_key) << "key byte differs";
         EXPECT_EQ(b.xl(hw::make_key(2, 0x42), 5, kVa, 16, 0), xlate_status::bad_key) << "entry not valid";
-        EXPECT_EQ(b.xl(hw::make_key(kNumMpts + 3, 0x42), 5, kVa, 16, 0), xlate_status::bad_key) << "index beyond table";
+        EXPECT_EQ(b.xl(hw::make_key(kNumMpts + 3, 0x42), 5, kVa, 16, 0), xlate_status::bad_key)
+            << "index beyond table";
         EXPECT_EQ(b.xl(e.key, 6, kVa, 16, 0), xlate_status::bad_pd);
         EXPECT_EQ(b.xl(e.key, 5, kVa, 16, hw::ACCESS_REMOTE_READ), xlate_status::no_access);
-        EXPECT_EQ(b.xl(e.key, 5, kVa, 16, hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_ATOMIC), xlate_status::no_access);
+        EXPECT_EQ(b.xl(e.key, 5, kVa, 16, hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_ATOMIC),
+                  xlate_status::no_access);
         EXPECT_EQ(b.xl(e.key, 5, kVa - 1, 16, 0), xlate_status::out_of_bounds) << "starts before the region";
-        EXPECT_EQ(b.xl(e.key, 5, kVa + 3 * 4096 - 15, 16, 0), xlate_status::out_of_bounds) << "ends one byte past";
-        EXPECT_EQ(b.xl(e.key, 5, kVa, 3 * 4096 + 1, 0), xlate_status::out_of_bounds) << "longer than the region";
+        EXPECT_EQ(b.xl(e.key, 5, kVa + 3 * 4096 - 15, 16, 0), xlate_status::out_of_bounds)
+            << "ends one byte past";
+        EXPECT_EQ(b.xl(e.key, 5, kVa, 3 * 4096 + 1, 0), xlate_status::out_of_bounds)
+            << "longer than the region";
         EXPECT_EQ(b.xl(e.key, 5, ~uint64_t(0) - 4, 16, 0), xlate_status::out_of_bounds) << "wrapping range";
         EXPECT_EQ(b.tu.faults.value(), 10u);
         // The last byte of the region is inside.
@@ -247,20 +254,24 @@ SIM_TEST(HcaTranslation, o10_36_2_2_zero_based_region_is_addressed_from_zero) {
         EXPECT_EQ(b.segs[0].pa, 0x5000100u);
         ASSERT_EQ(b.xl(e.key, 5, 0x1000 - 0x100, 16, 0), xlate_status::ok);
         EXPECT_EQ(b.segs[0].pa, 0x5003000u);
-        EXPECT_EQ(b.xl(e.key, 5, kVa, 16, 0), xlate_status::out_of_bounds) << "the virtual address is not a ZBVA offset";
+        EXPECT_EQ(b.xl(e.key, 5, kVa, 16, 0), xlate_status::out_of_bounds)
+            << "the virtual address is not a ZBVA offset";
     });
 }
 
 SIM_TEST(HcaTranslation, o10_37_2_11_reserved_lkey_needs_the_qp_flag_and_is_local_only) {
     xlate_bench b;
     simulate([&] {
-        EXPECT_EQ(b.xl(hw::RESERVED_LKEY, 5, 0x123456, 64, hw::ACCESS_LOCAL_WRITE), xlate_status::not_enabled);
-        ASSERT_EQ(b.xl(hw::RESERVED_LKEY, 5, 0x123456, 64, hw::ACCESS_LOCAL_WRITE, 8, 1, hw::QP_MM_RESERVED_LKEY),
-                  xlate_status::ok);
+        EXPECT_EQ(b.xl(hw::RESERVED_LKEY, 5, 0x123456, 64, hw::ACCESS_LOCAL_WRITE),
+                  xlate_status::not_enabled);
+        ASSERT_EQ(
+            b.xl(hw::RESERVED_LKEY, 5, 0x123456, 64, hw::ACCESS_LOCAL_WRITE, 8, 1, hw::QP_MM_RESERVED_LKEY),
+            xlate_status::ok);
         ASSERT_EQ(b.nsegs, 1u);
         EXPECT_EQ(b.segs[0].pa, 0x123456u);
-        EXPECT_EQ(b.xl(hw::RESERVED_LKEY, 5, 0x123456, 64, hw::ACCESS_REMOTE_WRITE, 8, 1, hw::QP_MM_RESERVED_LKEY),
-                  xlate_status::bad_key)
+        EXPECT_EQ(
+            b.xl(hw::RESERVED_LKEY, 5, 0x123456, 64, hw::ACCESS_REMOTE_WRITE, 8, 1, hw::QP_MM_RESERVED_LKEY),
+            xlate_status::bad_key)
             << "never an R_Key";
     });
 }
@@ -326,7 +337,8 @@ TEST(FabricPacketPool, packet_buffers_come_from_aligned_slabs_distinct_and_reuse
     std::vector<packet*> sorted = taken;
     std::sort(sorted.begin(), sorted.end());
     for (size_t i = 1; i < sorted.size(); ++i)
-        ASSERT_GE(reinterpret_cast<uintptr_t>(sorted[i]) - reinterpret_cast<uintptr_t>(sorted[i - 1]), sizeof(packet));
+        ASSERT_GE(reinterpret_cast<uintptr_t>(sorted[i]) - reinterpret_cast<uintptr_t>(sorted[i - 1]),
+                  sizeof(packet));
     for (int i = 0; i < 1200; ++i) {
         ASSERT_EQ(taken[i]->len, uint32_t(i));
         ASSERT_EQ(taken[i]->bytes[0], uint8_t(i));
@@ -335,8 +347,7 @@ TEST(FabricPacketPool, packet_buffers_come_from_aligned_slabs_distinct_and_reuse
     // A buffer given back is the next one taken (its bytes are still in the CPU's cache).
     pb::give(taken[700]);
     EXPECT_EQ(pb::take(), taken[700]);
-    for (packet* p : taken)
-        pb::give(p);
+    for (packet* p : taken) pb::give(p);
 }
 
 TEST(CoreSlab, slabs_are_zero_filled_and_huge_ones_2_mib_aligned) {
@@ -396,8 +407,7 @@ TEST(HcaOnchipCache, lru_order_survives_the_use_clock_wrapping) {
 
 TEST(HcaOnchipCache, invalidated_tags_miss_and_their_way_is_refilled_first) {
     onchip_cache<no_line> c(4, 4);
-    for (uint64_t t : {3, 7, 11, 15})
-        c.insert(t);
+    for (uint64_t t : {3, 7, 11, 15}) c.insert(t);
     c.invalidate(7);
     EXPECT_FALSE(c.contains(7));
     EXPECT_EQ(c.find(7), nullptr);
@@ -405,8 +415,7 @@ TEST(HcaOnchipCache, invalidated_tags_miss_and_their_way_is_refilled_first) {
     bool evicted = true;
     c.insert(19, &evicted);
     EXPECT_FALSE(evicted) << "the invalidated way is free";
-    for (uint64_t t : {3, 11, 15, 19})
-        EXPECT_TRUE(c.contains(t)) << t;
+    for (uint64_t t : {3, 11, 15, 19}) EXPECT_TRUE(c.contains(t)) << t;
     EXPECT_EQ(c.find(~uint64_t(0)), nullptr);
     EXPECT_THROW(c.insert(uint64_t(1) << 32), std::out_of_range);
 }
@@ -422,8 +431,7 @@ TEST(HcaOnchipCache, random_replacement_stays_in_the_set_and_repeats_run_to_run)
             c.insert(uint64_t(t), &evicted) = t;
             EXPECT_EQ(evicted, t >= 8) << "a set fills its free ways first";
         }
-        for (int t = 0; t < 40; t += 2)
-            kept += c.contains(uint64_t(t)) ? '1' : '0';
+        for (int t = 0; t < 40; t += 2) kept += c.contains(uint64_t(t)) ? '1' : '0';
         EXPECT_TRUE(c.contains(1));
         return kept;
     };
@@ -460,12 +468,15 @@ SIM_TEST(HcaTranslation, C10_66_2_2_type1_bind_gives_access_under_the_new_key_on
     const auto w = b.window(2, hw::MPT_TYPE_MW1);
     simulate([&] {
         const uint32_t k1 = hw::make_key(2, 0x11), k2 = hw::make_key(2, 0x12);
-        ASSERT_EQ(b.bind(w.key, k1, mr.key, kVa + 0x10, 0x100, hw::ACCESS_REMOTE_WRITE, true), xlate_status::ok);
+        ASSERT_EQ(b.bind(w.key, k1, mr.key, kVa + 0x10, 0x100, hw::ACCESS_REMOTE_WRITE, true),
+                  xlate_status::ok);
         EXPECT_EQ(b.get_mpt(1).bound_mws, 1u);
         ASSERT_EQ(b.xl(k1, 5, kVa + 0x10, 0x100, hw::ACCESS_REMOTE_WRITE), xlate_status::ok);
         EXPECT_EQ(b.segs[0].pa, 0x5000110u);
-        EXPECT_EQ(b.xl(k1, 5, kVa + 0x10, 0x100, hw::ACCESS_REMOTE_READ), xlate_status::no_access) << "C10-77";
-        EXPECT_EQ(b.xl(k1, 5, kVa + 0x0F, 0x10, hw::ACCESS_REMOTE_WRITE), xlate_status::out_of_bounds) << "C10-61";
+        EXPECT_EQ(b.xl(k1, 5, kVa + 0x10, 0x100, hw::ACCESS_REMOTE_READ), xlate_status::no_access)
+            << "C10-77";
+        EXPECT_EQ(b.xl(k1, 5, kVa + 0x0F, 0x10, hw::ACCESS_REMOTE_WRITE), xlate_status::out_of_bounds)
+            << "C10-61";
         EXPECT_EQ(b.xl(k1, 5, kVa + 0x101, 0x10, hw::ACCESS_REMOTE_WRITE), xlate_status::out_of_bounds);
         EXPECT_EQ(b.xl(k1, 6, kVa + 0x10, 4, hw::ACCESS_REMOTE_WRITE), xlate_status::bad_pd) << "C10-76.2.1";
         EXPECT_EQ(b.xl(k1, 5, kVa + 0x10, 4, 0), xlate_status::bad_key) << "a window key is not an L_Key";
@@ -488,14 +499,17 @@ SIM_TEST(HcaTranslation, C10_72_to_75_bind_time_checks) {
     const auto w = b.window(2, hw::MPT_TYPE_MW1);
     simulate([&] {
         const uint32_t k = hw::make_key(2, 0x11);
-        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 16, hw::ACCESS_REMOTE_READ, true, 6), xlate_status::bad_pd) << "C10-72";
-        EXPECT_EQ(b.bind(w.key, k, nobind.key, kVa, 16, hw::ACCESS_REMOTE_READ, true), xlate_status::no_access)
+        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 16, hw::ACCESS_REMOTE_READ, true, 6), xlate_status::bad_pd)
+            << "C10-72";
+        EXPECT_EQ(b.bind(w.key, k, nobind.key, kVa, 16, hw::ACCESS_REMOTE_READ, true),
+                  xlate_status::no_access)
             << "C10-73";
         EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 16, hw::ACCESS_REMOTE_WRITE, true), xlate_status::no_access)
             << "C10-74";
         EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 16, hw::ACCESS_REMOTE_ATOMIC, true), xlate_status::no_access)
             << "C10-74";
-        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa - 1, 16, hw::ACCESS_REMOTE_READ, true), xlate_status::out_of_bounds)
+        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa - 1, 16, hw::ACCESS_REMOTE_READ, true),
+                  xlate_status::out_of_bounds)
             << "C10-75";
         EXPECT_EQ(b.bind(w.key, k, mr.key, kVa + 3 * 4096 - 15, 16, hw::ACCESS_REMOTE_READ, true),
                   xlate_status::out_of_bounds);
@@ -504,7 +518,8 @@ SIM_TEST(HcaTranslation, C10_72_to_75_bind_time_checks) {
         EXPECT_EQ(b.bind(w.key, hw::make_key(3, 0x99), mr.key, kVa, 16, hw::ACCESS_REMOTE_READ, true),
                   xlate_status::bad_key)
             << "the new key names another MPT index";
-        EXPECT_EQ(b.bind(w.key, k, hw::RESERVED_LKEY, 0, 16, hw::ACCESS_REMOTE_READ, true), xlate_status::bad_key)
+        EXPECT_EQ(b.bind(w.key, k, hw::RESERVED_LKEY, 0, 16, hw::ACCESS_REMOTE_READ, true),
+                  xlate_status::bad_key)
             << "o10-37.2.8";
         EXPECT_EQ(b.tu.mm_op_errors.value(), 9u);
         EXPECT_EQ(b.get_mpt(2).state, hw::MPT_STATE_FREE) << "nothing bound";
@@ -518,7 +533,8 @@ SIM_TEST(HcaTranslation, o10_37_2_42_type2a_window_is_bound_to_its_qp) {
     const auto w = b.window(2, hw::MPT_TYPE_MW2A);
     simulate([&] {
         const uint32_t k = hw::make_key(2, 0xA5);  // the consumer's key byte (o10-37.2.33)
-        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 64, hw::ACCESS_REMOTE_WRITE, true, 5, 3), xlate_status::bad_type)
+        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 64, hw::ACCESS_REMOTE_WRITE, true, 5, 3),
+                  xlate_status::bad_type)
             << "o10-37.2.35";
         EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 0, 0, false, 5, 3), xlate_status::bad_type) << "o10-37.2.40";
         ASSERT_EQ(b.bind(w.key, k, mr.key, kVa, 64, hw::ACCESS_REMOTE_WRITE, false, 5, 3), xlate_status::ok);
@@ -544,7 +560,8 @@ SIM_TEST(HcaTranslation, o10_37_2_43_type2b_window_checks_qpn_and_pd) {
     const auto w = b.window(2, hw::MPT_TYPE_MW2B);
     simulate([&] {
         const uint32_t k = hw::make_key(2, 0x5A);
-        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 64, hw::ACCESS_REMOTE_READ, false, 6, 3), xlate_status::bad_pd);
+        EXPECT_EQ(b.bind(w.key, k, mr.key, kVa, 64, hw::ACCESS_REMOTE_READ, false, 6, 3),
+                  xlate_status::bad_pd);
         ASSERT_EQ(b.bind(w.key, k, mr.key, kVa, 64, hw::ACCESS_REMOTE_READ, false, 5, 3), xlate_status::ok);
         EXPECT_EQ(b.tu.windows_bound_to(3), 0u) << "2B windows do not pin the QP";
         EXPECT_EQ(b.xl(k, 5, kVa, 8, hw::ACCESS_REMOTE_READ, 8, 3), xlate_status::ok);
@@ -576,7 +593,8 @@ SIM_TEST(HcaTranslation, o10_37_2_13_invalidate_rules_for_regions) {
         ASSERT_EQ(b.bind(w1.key, hw::make_key(2, 0x11), fr.key, kVa, 16, hw::ACCESS_REMOTE_READ, true),
                   xlate_status::ok);
         EXPECT_EQ(b.inval(fr.key), xlate_status::busy) << "o10-37.2.17: windows bound";
-        ASSERT_EQ(b.bind(hw::make_key(2, 0x11), hw::make_key(2, 0x12), fr.key, 0, 0, 0, true), xlate_status::ok);
+        ASSERT_EQ(b.bind(hw::make_key(2, 0x11), hw::make_key(2, 0x12), fr.key, 0, 0, 0, true),
+                  xlate_status::ok);
         ASSERT_EQ(b.inval(fr.key), xlate_status::ok);
         EXPECT_EQ(b.get_mpt(3).state, hw::MPT_STATE_FREE);
         EXPECT_EQ(b.xl(fr.key, 5, kVa, 16, 0), xlate_status::bad_state) << "o10-37.2.18";
@@ -614,10 +632,12 @@ SIM_TEST(HcaTranslation, o10_37_2_5_fast_register_checks_and_result) {
         EXPECT_EQ(fast_reg(f, 6, hw::QP_MM_FAST_REG), xlate_status::bad_pd);
         auto three = f;
         three.page_count = 3;
-        EXPECT_EQ(fast_reg(three, 5, hw::QP_MM_FAST_REG), xlate_status::bad_page_list) << "more than reserved";
+        EXPECT_EQ(fast_reg(three, 5, hw::QP_MM_FAST_REG), xlate_status::bad_page_list)
+            << "more than reserved";
         auto longer = f;
         longer.length = 8192;
-        EXPECT_EQ(fast_reg(longer, 5, hw::QP_MM_FAST_REG), xlate_status::bad_page_list) << "does not fit the pages";
+        EXPECT_EQ(fast_reg(longer, 5, hw::QP_MM_FAST_REG), xlate_status::bad_page_list)
+            << "does not fit the pages";
         auto rw = f;
         rw.access = hw::ACCESS_REMOTE_WRITE;
         EXPECT_EQ(fast_reg(rw, 5, hw::QP_MM_FAST_REG), xlate_status::no_access) << "C10-48";
@@ -757,7 +777,7 @@ SIM_TEST(HcaPkey, multicast_packets_need_a_matching_entry_anywhere_in_the_table)
     const struct {
         uint16_t pkey;
         bool pass;
-    } probes[] = {{0x8001, true}, {0x0001, true}, {0x8002, true}, {0x0002, false} /* limited vs limited */,
+    } probes[] = {{0x8001, true},  {0x0001, true},  {0x8002, true}, {0x0002, false} /* limited vs limited */,
                   {0xFFFF, false}, {0x8003, false}, {0x8000, false}};
     unsigned passed = 0, dropped = 0;
     for (const auto& t : probes) {
@@ -792,10 +812,10 @@ SIM_TEST(HcaPkey, C10_132_qp1_matches_any_valid_entry_and_records_its_index) {
         int index;  // matched entry, -1: dropped
     };
     const probe probes[] = {
-        {0x8005, 3}, {0x0005, 3},  // full and limited member of 0x0005: entry 3 (full)
-        {0x8009, 5}, {0x0009, -1},  // entry 5 is limited: a limited packet does not match it
-        {0x7FFF, 7},                // 0x7FFF: entry 0 is limited too, entry 7 matches
-        {0xFFFF, 0},                // full member: the lowest matching entry, 0
+        {0x8005, 3},  {0x0005, 3},   // full and limited member of 0x0005: entry 3 (full)
+        {0x8009, 5},  {0x0009, -1},  // entry 5 is limited: a limited packet does not match it
+        {0x7FFF, 7},                 // 0x7FFF: entry 0 is limited too, entry 7 matches
+        {0xFFFF, 0},                 // full member: the lowest matching entry, 0
         {0x8000, -1}, {0x0000, -1},  // invalid P_Keys never match (entry 6 holds 0x8000)
         {0x8042, -1},                // in no entry
     };
@@ -1041,7 +1061,8 @@ SIM_TEST(HcaCqWriter, resize_moves_the_unconsumed_cqes_and_keeps_producer_and_ar
             EXPECT_EQ(new_slot(n).owner & hw::CQE_OWNER_BIT, hw::cqe_owner_for(n, 3));
             EXPECT_TRUE(new_slot(n).owner & hw::CQE_IS_SEND) << "other owner bits kept";
         }
-        EXPECT_NE(new_slot(0).owner & hw::CQE_OWNER_BIT, hw::cqe_owner_for(8, 3)) << "slot of counter 8 untouched";
+        EXPECT_NE(new_slot(0).owner & hw::CQE_OWNER_BIT, hw::cqe_owner_for(8, 3))
+            << "slot of counter 8 untouched";
         // Later CQEs go to the new ring; the arm survived the resize.
         for (unsigned k = 3; k < 9; ++k) ASSERT_TRUE(b.complete(k)) << "CQE " << k;
         EXPECT_EQ(new_slot(3).wr_id, 3u);
@@ -1063,7 +1084,9 @@ SIM_TEST(HcaCqWriter, resize_moves_the_unconsumed_cqes_and_keeps_producer_and_ar
 SIM_TEST(HcaDoorbell, sq_rq_cq_and_inline_doorbells_are_decoded) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        auto c = [](const char* n) { return rc_harness::counter_value(std::string("node0.hca.doorbell_unit.") + n); };
+        auto c = [](const char* n) {
+            return rc_harness::counter_value(std::string("node0.hca.doorbell_unit.") + n);
+        };
         const uint64_t src = h.alloc(0, 4096, 64);
         ibv_mr* smr = h.reg(0, src, 4096);
         const uint64_t tgt = h.alloc(1, 4096, 64);
@@ -1072,7 +1095,9 @@ SIM_TEST(HcaDoorbell, sq_rq_cq_and_inline_doorbells_are_decoded) {
         const uint64_t sq0 = c("sq_doorbells"), rq0 = c("rq_doorbells"), cq0 = c("cq_doorbells"),
                        inl0 = c("inline_writes"), bad0 = c("bad_accesses"), drop0 = c("dropped");
         // A single small WR goes through the inline-WQE window, no SQ doorbell.
-        ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 8, smr->lkey}}, 1, IBV_SEND_SIGNALED, tgt, tmr->rkey), 0);
+        ASSERT_EQ(
+            h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 8, smr->lkey}}, 1, IBV_SEND_SIGNALED, tgt, tmr->rkey),
+            0);
         h.sleep(0, 5'000);
         EXPECT_EQ(c("inline_writes") - inl0, 1u);
         EXPECT_EQ(c("sq_doorbells") - sq0, 0u);

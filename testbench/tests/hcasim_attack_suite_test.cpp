@@ -39,8 +39,7 @@ unsigned expect_passing_output(const result& r) {
     std::smatch m;
     EXPECT_TRUE(std::regex_match(last, m, std::regex(R"((\d+) cases, (\d+) rejected, 0 bytes changed)")))
         << "summary line: " << last;
-    if (m.size() != 3)
-        return 0;
+    if (m.size() != 3) return 0;
     const unsigned n = unsigned(std::stoul(m[1]));
     EXPECT_EQ(m[1], m[2]) << last;
     EXPECT_EQ(pass, n);
@@ -73,8 +72,10 @@ TEST(HcasimAttackSuite, options_it_does_not_take_are_errors) {
     for (const char* opt : {"--size 64", "--iters 5", "--stats-json x.json"}) {
         const result r = run(std::string("--workload attack_suite ") + opt);
         EXPECT_EQ(r.code, 2) << opt;
-        EXPECT_EQ(r.err, "hcasim: error: attack_suite takes no --size, --iters, --sweep, --report or --stats-json (it runs a fixed "
-                         "table of cases)\n")
+        EXPECT_EQ(r.err,
+                  "hcasim: error: attack_suite takes no --size, --iters, --sweep, --report or --stats-json "
+                  "(it runs a fixed "
+                  "table of cases)\n")
             << opt;
         EXPECT_EQ(r.out, "");
     }

@@ -30,8 +30,7 @@ nlohmann::json run_breakdown(const std::string& args, const std::string& mode) {
     EXPECT_EQ(r.code, 0) << args << ": " << r.err;
     const std::string text = slurp(js);
     std::remove(js.c_str());
-    if (text.empty())
-        return {};
+    if (text.empty()) return {};
     const auto j = nlohmann::json::parse(text);
     for (const auto& res : j["results"]) {
         const std::string what = args + ", " + std::to_string(res["size_bytes"].get<uint64_t>()) + " B";
@@ -43,7 +42,8 @@ nlohmann::json run_breakdown(const std::string& args, const std::string& mode) {
         }
         const double typical = res["lat_typical_us"].get<double>();
         EXPECT_NEAR(sum, typical, 0.005) << what << ": the stages partition the latency";
-        const std::string line = " breakdown " + std::to_string(res["size_bytes"].get<uint64_t>()) + " B, " + mode;
+        const std::string line =
+            " breakdown " + std::to_string(res["size_bytes"].get<uint64_t>()) + " B, " + mode;
         const size_t at = r.out.find(line);
         EXPECT_NE(at, std::string::npos) << what << "\n" << r.out;
         if (at != std::string::npos) {
@@ -63,7 +63,8 @@ double stage(const nlohmann::json& j, size_t i, const char* name) {
 TEST(HcasimBreakdown, stages_sum_to_the_reported_latency_for_one_and_many_packets_write_and_send) {
     // 2 B and 4 KiB are one packet, 8 KiB two, 64 KiB sixteen, 1 MiB 256 (MTU 4096).
     for (const char* w : {"write_lat", "send_lat"}) {
-        const auto j = run_breakdown(std::string("--workload ") + w + " --size 2,4096,8K,64K,1M --iters 21", "one way");
+        const auto j =
+            run_breakdown(std::string("--workload ") + w + " --size 2,4096,8K,64K,1M --iters 21", "one way");
         ASSERT_EQ(j["results"].size(), 5u) << w;
         const char* cable = "cable, switch and receive pipeline";
         const char* requester = "requester: pipeline, payload DMA read, serialisation";
@@ -85,10 +86,13 @@ TEST(HcasimBreakdown, stages_sum_to_the_reported_latency_for_read_and_atomics) {
     const char* responder = "responder: pipeline, payload DMA read, serialisation";
     for (size_t i = 1; i < 4; ++i) {
         EXPECT_GT(stage(r, i, responder), stage(r, i - 1, responder)) << i;
-        EXPECT_NEAR(stage(r, i, "cable back, receive pipeline"), stage(r, 0, "cable back, receive pipeline"), 0.001) << i;
+        EXPECT_NEAR(stage(r, i, "cable back, receive pipeline"), stage(r, 0, "cable back, receive pipeline"),
+                    0.001)
+            << i;
     }
     for (const char* op : {"fetch_add", "cmp_swap"}) {
-        const auto a = run_breakdown(std::string("--workload atomic_lat --atomic ") + op + " --iters 21", "round trip");
+        const auto a =
+            run_breakdown(std::string("--workload atomic_lat --atomic ") + op + " --iters 21", "round trip");
         ASSERT_EQ(a["results"].size(), 1u) << op;
         EXPECT_GT(stage(a, 0, "responder: pipeline, atomic at host memory, serialisation"), 0.5) << op;
     }

@@ -22,17 +22,17 @@ namespace {
 nlohmann::json run_json(const std::string& args, const std::string& tag, result* r_out = nullptr) {
     const std::string path = ::testing::TempDir() + "cosim_" + tag + "_" + std::to_string(getpid()) + ".json";
     const result r = run_hcasim(args + " --stats-json '" + path + "'", tag);
-    if (r_out)
-        *r_out = r;
+    if (r_out) *r_out = r;
     EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
-    if (r.code != 0)
-        return nullptr;
+    if (r.code != 0) return nullptr;
     nlohmann::json j = nlohmann::json::parse(slurp(path));
     std::remove(path.c_str());
     return j;
 }
 
-uint64_t ctr(const nlohmann::json& j, const std::string& key) { return j["counters"].value(key, uint64_t(0)); }
+uint64_t ctr(const nlohmann::json& j, const std::string& key) {
+    return j["counters"].value(key, uint64_t(0));
+}
 
 }  // namespace
 
@@ -73,9 +73,9 @@ TEST(HcasimCosim, one_node_runs_the_rtl_with_the_node_prefix) {
 TEST(HcasimCosim, waves_writes_an_fst_file) {
     const std::string file = ::testing::TempDir() + "cosim_waves_" + std::to_string(getpid()) + ".fst";
     std::filesystem::remove(file);
-    const result r =
-        run_hcasim("--workload write_lat --size 8 --iters 20 --set hca.pkey_checker.impl=rtl --waves '" + file + "'",
-                   "waves");
+    const result r = run_hcasim(
+        "--workload write_lat --size 8 --iters 20 --set hca.pkey_checker.impl=rtl --waves '" + file + "'",
+        "waves");
     EXPECT_EQ(r.code, 0) << r.err;
     ASSERT_TRUE(std::filesystem::exists(file));
     EXPECT_GT(std::filesystem::file_size(file), 100u);
@@ -92,8 +92,10 @@ TEST(HcasimCosim, what_cannot_work_is_a_one_line_error) {
          "hca.pkey_checker.impl=rtl or both)\n"},
         {"--workload write_bw --iters 10 --set hca.pkey_checker.impl=rtl --waves x.vcd",
          "hcasim: error: --waves: 'x.vcd': hcasim writes FST (GTKWave opens it); name the file .fst\n"},
-        {"--workload write_bw --iters 10 --set hca.pkey_checker.impl=rtl --set hca.pkey_checker.table_len=1024",
-         "hcasim: error: node0.hca.pkey_checker.table_len: 1024 entries, but the RTL (impl=rtl) is built with 128 "
+        {"--workload write_bw --iters 10 --set hca.pkey_checker.impl=rtl --set "
+         "hca.pkey_checker.table_len=1024",
+         "hcasim: error: node0.hca.pkey_checker.table_len: 1024 entries, but the RTL (impl=rtl) is built "
+         "with 128 "
          "per port\n"},
     };
     for (const bad& b : cases) {

@@ -21,8 +21,7 @@ nlohmann::json run_json(const std::string& args) {
     const std::string json_path = ::testing::TempDir() + "db_" + std::to_string(getpid()) + ".json";
     const result r = hcasim::test::run_hcasim(args + " --stats-json '" + json_path + "'", "doorbell");
     EXPECT_EQ(r.code, 0) << r.err;
-    if (r.code != 0)
-        return nlohmann::json::object();
+    if (r.code != 0) return nlohmann::json::object();
     nlohmann::json j = nlohmann::json::parse(slurp(json_path));
     std::remove(json_path.c_str());
     return j;
@@ -58,7 +57,8 @@ TEST(HcasimDoorbell, post_lists_ring_one_doorbell_per_list_and_the_hca_fetches_t
     // Fewer MMIO writes from the CPU: the host posts faster and the message rate goes up.
     EXPECT_LT(c16["node0.hca.doorbell_unit.writes"].get<uint64_t>(),
               c1["node0.hca.doorbell_unit.writes"].get<uint64_t>() / 8);
-    EXPECT_GT(list["results"][0]["msg_rate_mpps"].get<double>(), one["results"][0]["msg_rate_mpps"].get<double>());
+    EXPECT_GT(list["results"][0]["msg_rate_mpps"].get<double>(),
+              one["results"][0]["msg_rate_mpps"].get<double>());
     // Queue occupancy: a queue never holds more than it has room for, and lists of 16 leave the
     // doorbell FIFO emptier than one inline write per WQE does.
     const uint64_t fifo1 = c1["node0.hca.doorbell_unit.fifo_peak"].get<uint64_t>();
@@ -73,8 +73,8 @@ TEST(HcasimDoorbell, post_lists_ring_one_doorbell_per_list_and_the_hca_fetches_t
 }
 
 TEST(HcasimDoorbell, post_list_out_of_range_is_an_error) {
-    const result r = hcasim::test::run_hcasim("--workload write_bw --size 64 --iters 10 --set workload.post_list=0",
-                                              "doorbell_bad");
+    const result r = hcasim::test::run_hcasim(
+        "--workload write_bw --size 64 --iters 10 --set workload.post_list=0", "doorbell_bad");
     EXPECT_NE(r.code, 0);
     EXPECT_NE(r.err.find("workload.post_list"), std::string::npos) << r.err;
 }

@@ -39,8 +39,7 @@ std::vector<row> table(const std::string& out) {
             in_table = true;
             continue;
         }
-        if (!in_table)
-            continue;
+        if (!in_table) continue;
         std::istringstream f(line);
         row r;
         std::string mpt, mtt;
@@ -107,8 +106,9 @@ TEST(HcasimMrScale, verify_checks_every_destination_region) {
     // Destination bytes: 1 + 5 + 300 regions per size, plus 8 guard bytes where the page has room.
     const uint64_t regions = 1 + 5 + 300;
     const uint64_t bytes = regions * (64 + 8) + regions * 4096 + regions * (5000 + 8);
-    EXPECT_NE(r.out.find(" verify: " + std::to_string(bytes) + " bytes checked, 0 mismatches, 0 bad completions"),
-              std::string::npos)
+    EXPECT_NE(
+        r.out.find(" verify: " + std::to_string(bytes) + " bytes checked, 0 mismatches, 0 bad completions"),
+        std::string::npos)
         << r.out;
 }
 

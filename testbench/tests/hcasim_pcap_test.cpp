@@ -36,11 +36,12 @@ using hcasim::test::slurp;
 // Wireshark 4.0's RPC-over-RDMA and Mellanox EoIB payload heuristics throw on SEND payloads
 // shorter than their own headers (a 2-byte send_lat message, a zero-length SEND with
 // immediate) and mark those valid packets [Malformed Packet: RPCoRDMA] (docs/traces.md).
-const char* const BUGGY_HEURISTICS = " --disable-heuristic rpcrdma_infiniband --disable-heuristic mellanox_eoib";
+const char* const BUGGY_HEURISTICS =
+    " --disable-heuristic rpcrdma_infiniband --disable-heuristic mellanox_eoib";
 
 bool have_tshark() { return std::system("command -v tshark >/dev/null 2>&1") == 0; }
 
-#define REQUIRE_TSHARK()                                                                              \
+#define REQUIRE_TSHARK()                                                                           \
     ASSERT_TRUE(have_tshark()) << "tshark is not installed: these tests need it (scripts/test.sh " \
                                   "installs it; or apt-get install tshark)"
 
@@ -64,7 +65,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
     return v;
 }
 
-uint32_t le32(const uint8_t* p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24; }
+uint32_t le32(const uint8_t* p) {
+    return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
 uint16_t be16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 
 /// One captured packet as the file holds it, and the model's decoding of it.
@@ -118,7 +121,8 @@ std::vector<frame> read_capture(const std::string& path) {
         EXPECT_GE(f.ns, last_ns) << path << ": records out of time order";
         last_ns = f.ns;
         size_t poff = 0;
-        const wire::parse_status st = wire::parse_packet(f.bytes.data(), f.bytes.size(), f.h, poff, f.payload_len, true);
+        const wire::parse_status st =
+            wire::parse_packet(f.bytes.data(), f.bytes.size(), f.h, poff, f.payload_len, true);
         EXPECT_EQ(st, wire::parse_status::ok)
             << path << " frame " << frames.size() + 1 << ": " << wire::to_string(st) << " (CRCs checked)";
         frames.push_back(std::move(f));
@@ -135,13 +139,12 @@ struct decoded {
 
 std::vector<decoded> tshark_fields(const std::string& path) {
     std::vector<decoded> v;
-    const std::string out =
-        tshark("-r '" + path + "'" + BUGGY_HEURISTICS +
-               " -T fields -E separator=, -e erf.flags.cap -e infiniband.lrh.slid -e infiniband.lrh.dlid "
-               "-e infiniband.bth.opcode -e infiniband.bth.psn -e infiniband.bth.destqp -e infiniband.deth.srcqp");
+    const std::string out = tshark(
+        "-r '" + path + "'" + BUGGY_HEURISTICS +
+        " -T fields -E separator=, -e erf.flags.cap -e infiniband.lrh.slid -e infiniband.lrh.dlid "
+        "-e infiniband.bth.opcode -e infiniband.bth.psn -e infiniband.bth.destqp -e infiniband.deth.srcqp");
     for (const std::string& line : split(out, '\n')) {
-        if (line.empty())
-            continue;
+        if (line.empty()) continue;
         const std::vector<std::string> f = split(line, ',');
         if (f.size() != 7 || f[3].empty()) {
             ADD_FAILURE() << path << ": tshark did not decode a BTH: '" << line << "'";
@@ -154,8 +157,7 @@ std::vector<decoded> tshark_fields(const std::string& path) {
         x.opcode = unsigned(std::stoul(f[3], nullptr, 0));
         x.psn = unsigned(std::stoul(f[4], nullptr, 0));
         x.dest_qp = unsigned(std::stoul(f[5], nullptr, 0));
-        if (!f[6].empty())
-            x.src_qp = long(std::stoul(f[6], nullptr, 0));
+        if (!f[6].empty()) x.src_qp = long(std::stoul(f[6], nullptr, 0));
         v.push_back(x);
     }
     return v;
@@ -167,7 +169,8 @@ std::string problems(const std::string& path, const std::string& extra = BUGGY_H
 }
 
 /// tshark and the model's parser agree on every packet, and tshark's text view says InfiniBand.
-void expect_same_decoding(const std::string& path, const std::vector<frame>& frames, const std::vector<decoded>& ts) {
+void expect_same_decoding(const std::string& path, const std::vector<frame>& frames,
+                          const std::vector<decoded>& ts) {
     ASSERT_EQ(ts.size(), frames.size()) << path;
     for (size_t i = 0; i < frames.size(); ++i) {
         const wire::headers& h = frames[i].h;
@@ -216,14 +219,15 @@ nlohmann::json run_captured(const std::string& args, const std::string& dir) {
     const result r = run_hcasim(args + " --pcap '" + dir + "' --stats-json '" + json_path + "'", "pcap");
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find(" pcap: " + dir + "/link0.pcap ("), std::string::npos) << r.out;
-    if (r.code != 0)
-        return {};
+    if (r.code != 0) return {};
     nlohmann::json j = nlohmann::json::parse(slurp(json_path));
     std::remove(json_path.c_str());
     return j;
 }
 
-uint64_t counter(const nlohmann::json& j, const std::string& key) { return j["counters"][key].get<uint64_t>(); }
+uint64_t counter(const nlohmann::json& j, const std::string& key) {
+    return j["counters"][key].get<uint64_t>();
+}
 
 bool psn_next(unsigned a, unsigned b) { return b == ((a + 1) & 0xFFFFFF); }
 
@@ -360,12 +364,11 @@ TEST(HcasimPcap, OnlyShortSendPayloadsTripWiresharkHeuristics) {
     const std::vector<frame> frames = read_capture(file);
     expect_same_decoding(file, frames, tshark_fields(file));
     EXPECT_EQ(problems(file), "");
-    const std::string numbers =
-        tshark("-r '" + file + "' -Y '_ws.malformed || _ws.expert.severity >= error' -T fields -e frame.number");
+    const std::string numbers = tshark(
+        "-r '" + file + "' -Y '_ws.malformed || _ws.expert.severity >= error' -T fields -e frame.number");
     size_t flagged = 0;
     for (const std::string& n : split(numbers, '\n')) {
-        if (n.empty())
-            continue;
+        if (n.empty()) continue;
         ++flagged;
         const frame& f = frames.at(std::stoul(n) - 1);
         EXPECT_LT(f.payload_len, 28u) << "frame " << n;
@@ -414,7 +417,8 @@ TEST(HcasimPcap, SwitchTopologyHasOneFilePerCable) {
     REQUIRE_TSHARK();
     const std::string dir = fresh_dir("switch");
     const nlohmann::json j = run_captured(
-        "--workload write_bw --size 4K --iters 10 --set fabric.nodes=3 --set fabric.subnet_manager=true", dir);
+        "--workload write_bw --size 4K --iters 10 --set fabric.nodes=3 --set fabric.subnet_manager=true",
+        dir);
     ASSERT_FALSE(j.is_null());
     for (const char* f : {"link0.pcap", "link1.pcap", "link2.pcap", "link_sm.pcap"})
         EXPECT_TRUE(fs::exists(dir + "/" + f)) << f;
@@ -444,7 +448,9 @@ TEST(HcasimPcap, Errors) {
     EXPECT_EQ(r.err, "hcasim: error: --pcap: cannot create directory '/dev/null/x': Not a directory\n");
     r = run_hcasim("--workload dma_read_bw --pcap /tmp", "pcap");
     EXPECT_EQ(r.code, 2);
-    EXPECT_EQ(r.err, "hcasim: error: --pcap: dma_read_bw sends nothing over an InfiniBand cable (nothing to capture)\n");
+    EXPECT_EQ(
+        r.err,
+        "hcasim: error: --pcap: dma_read_bw sends nothing over an InfiniBand cable (nothing to capture)\n");
     r = run_hcasim("--workload write_bw --sweep qps=1,2 --pcap /tmp", "pcap");
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("--pcap captures one simulation"), std::string::npos) << r.err;

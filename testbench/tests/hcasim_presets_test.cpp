@@ -27,8 +27,8 @@
 namespace {
 
 /// Every preset file, in the order of docs/calibration.md (a new file must be added here).
-const std::vector<std::string> presets = {"fdr-cx3", "edr-cx4-gen3x16", "edr-cx5", "edr-cx5-gen3x8",
-                                          "hdr-cx6", "ndr-cx7", "two-nodes-switch"};
+const std::vector<std::string> presets = {"fdr-cx3", "edr-cx4-gen3x16", "edr-cx5",         "edr-cx5-gen3x8",
+                                          "hdr-cx6", "ndr-cx7",         "two-nodes-switch"};
 
 using hcasim::test::result;
 using hcasim::test::slurp;
@@ -70,15 +70,13 @@ std::vector<std::pair<std::string, std::string>> read_ini(const std::string& pat
                 break;
             }
         line = trim(line);
-        if (line.empty())
-            continue;
+        if (line.empty()) continue;
         if (line.front() == '[') {
             section = trim(line.substr(1, line.find(']') - 1));
             continue;
         }
         const size_t eq = line.find('=');
-        if (eq == std::string::npos)
-            continue;
+        if (eq == std::string::npos) continue;
         const std::string key = trim(line.substr(0, eq));
         kv.emplace_back(section.empty() ? key : section + "." + key, trim(line.substr(eq + 1)));
     }
@@ -88,7 +86,9 @@ std::vector<std::pair<std::string, std::string>> read_ini(const std::string& pat
 std::string preset_path(const std::string& p) { return "configs/" + p + ".ini"; }
 
 /// A node-0 parameter's final value from the stats JSON's configuration.
-std::string cfg(const nlohmann::json& j, const std::string& key) { return j["config"]["node0." + key].get<std::string>(); }
+std::string cfg(const nlohmann::json& j, const std::string& key) {
+    return j["config"]["node0." + key].get<std::string>();
+}
 
 class HcasimPreset : public ::testing::TestWithParam<std::string> {};
 
@@ -103,8 +103,7 @@ std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
 TEST(HcasimPresets, every_ini_in_configs_is_tested) {
     std::set<std::string> found;
     for (const auto& e : std::filesystem::directory_iterator(std::string(HCASIM_SOURCE_DIR) + "/configs"))
-        if (e.path().extension() == ".ini")
-            found.insert(e.path().stem().string());
+        if (e.path().extension() == ".ini") found.insert(e.path().stem().string());
     EXPECT_EQ(found, std::set<std::string>(presets.begin(), presets.end()));
 }
 
@@ -112,7 +111,8 @@ TEST(HcasimPresets, every_ini_in_configs_is_tested) {
 TEST_P(HcasimPreset, loads_and_every_key_reaches_both_nodes) {
     const auto kv = read_ini(std::string(HCASIM_SOURCE_DIR) + "/" + preset_path(GetParam()));
     ASSERT_FALSE(kv.empty());
-    const nlohmann::json j = run_json("--config " + preset_path(GetParam()) + " --workload write_lat --size 2 --iters 20");
+    const nlohmann::json j =
+        run_json("--config " + preset_path(GetParam()) + " --workload write_lat --size 2 --iters 20");
     ASSERT_TRUE(j.contains("config"));
     for (const auto& [key, value] : kv) {
         const auto& c = j["config"];
@@ -131,15 +131,14 @@ TEST_P(HcasimPreset, unknown_key_in_the_file_fails_at_start_up) {
     const std::string copy = temp_path(GetParam() + ".ini");
     std::string text = slurp(std::string(HCASIM_SOURCE_DIR) + "/" + preset_path(GetParam()));
     ASSERT_FALSE(text.empty());
-    if (text.back() != '\n')
-        text += '\n';
+    if (text.back() != '\n') text += '\n';
     const size_t line = size_t(std::count(text.begin(), text.end(), '\n')) + 2;
     std::ofstream(copy) << text << "[pcie]\nlanez = 8\n";
     const result r = run("--config '" + copy + "' --workload write_lat --size 2 --iters 20");
     std::remove(copy.c_str());
     EXPECT_EQ(r.code, 2);
-    EXPECT_EQ(r.err, "hcasim: error: unknown configuration key 'pcie.lanez' (" + copy + ":" + std::to_string(line) +
-                         ")\n");
+    EXPECT_EQ(r.err, "hcasim: error: unknown configuration key 'pcie.lanez' (" + copy + ":" +
+                         std::to_string(line) + ")\n");
 }
 
 namespace {
@@ -147,7 +146,8 @@ namespace {
 /// Gb/s that RC data of `bytes` gets on the preset's link at MTU 4096: 26 header bytes per
 /// packet (LRH, BTH, ICRC, VCRC) and `extra` bytes per message (RETH, AETH).
 double link_goodput(const nlohmann::json& j, double bytes, double extra) {
-    const double rate = hcasim::link::lane_data_rate_gbps(cfg(j, "link.speed")) * std::stod(cfg(j, "link.width"));
+    const double rate =
+        hcasim::link::lane_data_rate_gbps(cfg(j, "link.speed")) * std::stod(cfg(j, "link.width"));
     return rate * bytes / (bytes + std::ceil(bytes / 4096) * 26 + extra);
 }
 
@@ -173,12 +173,15 @@ TEST_P(HcasimPreset, write_bw_1MiB_is_the_lesser_of_link_goodput_and_pcie_write_
 // 1 MiB RDMA READs: the responder reads host memory, the requester writes it, the responses carry
 // an AETH in their first and last packets: min(link goodput, PCIe read, PCIe write) within 0.5%.
 TEST_P(HcasimPreset, read_bw_1MiB_is_the_lesser_of_link_goodput_and_pcie_bounds) {
-    const nlohmann::json j = run_json("--config " + preset_path(GetParam()) + " --workload read_bw --size 1M --iters 200");
+    const nlohmann::json j =
+        run_json("--config " + preset_path(GetParam()) + " --workload read_bw --size 1M --iters 200");
     ASSERT_TRUE(j.contains("results"));
-    const unsigned gen = cfg_u(j, "pcie.generation"), lanes = cfg_u(j, "pcie.lanes"), mps = cfg_u(j, "pcie.mps_bytes");
+    const unsigned gen = cfg_u(j, "pcie.generation"), lanes = cfg_u(j, "pcie.lanes"),
+                   mps = cfg_u(j, "pcie.mps_bytes");
     const double link = link_goodput(j, 1 << 20, 8);
-    const double bound = std::min({link, hcasim::pcie_link::write_gbps(gen, lanes, mps, 4096),
-                                   hcasim::pcie_link::read_gbps(gen, lanes, mps, cfg_u(j, "pcie.mrrs_bytes"), 4096)});
+    const double bound =
+        std::min({link, hcasim::pcie_link::write_gbps(gen, lanes, mps, 4096),
+                  hcasim::pcie_link::read_gbps(gen, lanes, mps, cfg_u(j, "pcie.mrrs_bytes"), 4096)});
     const double bw = j["results"][0]["bw_gbps"].get<double>();
     EXPECT_NEAR(bw, bound, bound * 0.005);
     EXPECT_LE(bw, bound * 1.0001);
@@ -187,15 +190,18 @@ TEST_P(HcasimPreset, read_bw_1MiB_is_the_lesser_of_link_goodput_and_pcie_bounds)
 // The calibrated parameter is a pipeline latency: a 2 B WRITE's one-way latency moves by exactly
 // (tx_latency_cycles - 64 + rx_latency_cycles - 64) HCA cycles against the 64-cycle defaults.
 TEST_P(HcasimPreset, pipeline_latency_cycles_add_exactly_their_time) {
-    const std::string base = "--config " + preset_path(GetParam()) + " --workload write_lat --size 2 --iters 200";
+    const std::string base =
+        "--config " + preset_path(GetParam()) + " --workload write_lat --size 2 --iters 200";
     const nlohmann::json a = run_json(base);
-    const nlohmann::json b = run_json(base + " --set hca.transport_engine.tx_latency_cycles=64"
-                                             " --set hca.transport_engine.rx_latency_cycles=64");
+    const nlohmann::json b = run_json(base +
+                                      " --set hca.transport_engine.tx_latency_cycles=64"
+                                      " --set hca.transport_engine.rx_latency_cycles=64");
     ASSERT_TRUE(a.contains("results") && b.contains("results"));
     const double cycles = double(cfg_u(a, "hca.transport_engine.tx_latency_cycles")) - 64 +
                           double(cfg_u(a, "hca.transport_engine.rx_latency_cycles")) - 64;
     const double expect_us = cycles / std::stod(cfg(a, "hca.clock_mhz"));
-    const double got_us = a["results"][0]["lat_typical_us"].get<double>() - b["results"][0]["lat_typical_us"].get<double>();
+    const double got_us =
+        a["results"][0]["lat_typical_us"].get<double>() - b["results"][0]["lat_typical_us"].get<double>();
     EXPECT_NEAR(got_us, expect_us, 0.001);  // perftest's typical has 0.5 ns resolution
 }
 
@@ -206,20 +212,20 @@ bool have_python3() { return std::system("command -v python3 >/dev/null 2>&1") =
 }  // namespace
 
 TEST(HcasimCalibration, docs_calibration_md_is_current_and_fit_points_within_tolerance) {
-    if (!have_python3())
-        GTEST_SKIP() << "python3 not found; cannot run scripts/calibration.py";
+    if (!have_python3()) GTEST_SKIP() << "python3 not found; cannot run scripts/calibration.py";
 #if defined(__SANITIZE_ADDRESS__)
     // The figures do not depend on the build type and the release pass checks them; 81 runs of
     // a sanitised hcasim would take minutes.
     GTEST_SKIP() << "sanitizer build: the release build's ctest checks docs/calibration.md";
 #endif
-    const std::string cmd = std::string("cd '") + HCASIM_SOURCE_DIR + "' && python3 scripts/calibration.py --check --hcasim '" +
-                            HCASIM_BIN + "'";
+    const std::string cmd = std::string("cd '") + HCASIM_SOURCE_DIR +
+                            "' && python3 scripts/calibration.py --check --hcasim '" + HCASIM_BIN + "'";
     const int rc = std::system(cmd.c_str());
     ASSERT_NE(rc, -1) << "could not run: " << cmd;
     ASSERT_TRUE(WIFEXITED(rc)) << cmd << " did not exit normally";
-    EXPECT_EQ(WEXITSTATUS(rc), 0) << cmd << " failed (see above): if the model changed on purpose, run "
-                                  << "`python3 scripts/calibration.py` and explain the moved numbers in docs/calibration.md";
+    EXPECT_EQ(WEXITSTATUS(rc), 0)
+        << cmd << " failed (see above): if the model changed on purpose, run "
+        << "`python3 scripts/calibration.py` and explain the moved numbers in docs/calibration.md";
 }
 
 // libsystemc (linked through testbench_lib) needs the symbol; gtest_main provides main().

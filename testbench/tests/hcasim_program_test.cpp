@@ -62,7 +62,9 @@ TEST(HcasimProgram, bad_value_names_key_origin_and_expectation) {
 TEST(HcasimProgram, missing_config_file_and_malformed_line) {
     const result r = run("--config /nonexistent/x.ini");
     EXPECT_EQ(r.code, 2);
-    EXPECT_EQ(r.err, "hcasim: error: cannot open configuration file '/nonexistent/x.ini': No such file or directory\n");
+    EXPECT_EQ(
+        r.err,
+        "hcasim: error: cannot open configuration file '/nonexistent/x.ini': No such file or directory\n");
     const std::string f = temp_file("junk.ini", "[pcie]\nthis is not a key\n");
     const result j = run("--config '" + f + "'");
     EXPECT_EQ(j.code, 2);
@@ -95,8 +97,9 @@ TEST(HcasimProgram, help_config_lists_the_stable_names) {
 
 TEST(HcasimProgram, stats_json_layout_and_node_prefix_override) {
     const std::string json_path = ::testing::TempDir() + "stats_" + std::to_string(getpid()) + ".json";
-    const result r = run("--workload write_bw --size 4K,64K --iters 50 --set node1.pcie.lanes=8 --stats-json '" +
-                         json_path + "'");
+    const result r =
+        run("--workload write_bw --size 4K,64K --iters 50 --set node1.pcie.lanes=8 --stats-json '" +
+            json_path + "'");
     ASSERT_EQ(r.code, 0) << r.err;
     const nlohmann::json j = nlohmann::json::parse(slurp(json_path));
     std::remove(json_path.c_str());
@@ -209,9 +212,10 @@ TEST(HcasimProgram, same_config_and_seed_give_byte_identical_output) {
 }
 
 TEST(HcasimProgram, every_preset_loads_and_runs) {
-    for (const char* preset : {"fdr-cx3", "edr-cx4-gen3x16", "edr-cx5", "edr-cx5-gen3x8", "hdr-cx6", "ndr-cx7",
-                               "two-nodes-switch"}) {
-        const result r = run(std::string("--config configs/") + preset + ".ini --workload write_bw --size 64K --iters 20");
+    for (const char* preset : {"fdr-cx3", "edr-cx4-gen3x16", "edr-cx5", "edr-cx5-gen3x8", "hdr-cx6",
+                               "ndr-cx7", "two-nodes-switch"}) {
+        const result r =
+            run(std::string("--config configs/") + preset + ".ini --workload write_bw --size 64K --iters 20");
         EXPECT_EQ(r.code, 0) << preset << ": " << r.err;
         EXPECT_NE(r.out.find("65536"), std::string::npos) << preset;
     }
@@ -256,8 +260,7 @@ std::string without_verify_line(const std::string& out) {
     std::istringstream in(out);
     std::string line, kept;
     while (std::getline(in, line))
-        if (line.rfind(" verify: ", 0) != 0)
-            kept += line + "\n";
+        if (line.rfind(" verify: ", 0) != 0) kept += line + "\n";
     return kept;
 }
 
@@ -275,11 +278,11 @@ void expect_verified(const nlohmann::json& j, const std::string& what) {
 }  // namespace
 
 TEST(HcasimProgram, verify_checks_write_send_and_dma_write_workloads) {
-    for (const std::string args : {"--workload write_lat --size 2,4K --iters 50",
-                                   "--workload send_lat --size 2,4K,4100 --iters 50",
-                                   "--workload write_bw --size 4K,64K --iters 200 --qps 2",
-                                   "--workload send_bw --size 2,64K --iters 200 --qps 3",
-                                   "--workload dma_write_bw --size 64,4K --iters 500"}) {
+    for (const std::string args :
+         {"--workload write_lat --size 2,4K --iters 50", "--workload send_lat --size 2,4K,4100 --iters 50",
+          "--workload write_bw --size 4K,64K --iters 200 --qps 2",
+          "--workload send_bw --size 2,64K --iters 200 --qps 3",
+          "--workload dma_write_bw --size 64,4K --iters 500"}) {
         nlohmann::json j;
         const result r = run_json(args + " --verify", &j);
         ASSERT_EQ(r.code, 0) << args << ": " << r.err;
@@ -318,10 +321,11 @@ TEST(HcasimProgram, verify_catches_dma_writes_that_never_land) {
     // Host memory ends at 4 GiB, where dma_write_bw writes: the posted writes fail at the memory
     // (a warning each) and the run's figures look normal; --verify finds the bytes missing.
     nlohmann::json j;
-    const result plain = run("--workload dma_write_bw --size 64 --iters 100 --set memory.size_bytes=4294967296");
+    const result plain =
+        run("--workload dma_write_bw --size 64 --iters 100 --set memory.size_bytes=4294967296");
     EXPECT_EQ(plain.code, 0) << plain.err;
-    const result r =
-        run_json("--workload dma_write_bw --size 64 --iters 100 --set memory.size_bytes=4294967296 --verify", &j);
+    const result r = run_json(
+        "--workload dma_write_bw --size 64 --iters 100 --set memory.size_bytes=4294967296 --verify", &j);
     EXPECT_EQ(r.code, 1);
     EXPECT_NE(r.err.find("hcasim: run failed: verify: dma_write_bw 64 B: 100 DMA transfers failed\n"),
               std::string::npos)
@@ -357,10 +361,11 @@ TEST(HcasimProgram, verify_checker_names_the_first_mismatch) {
     EXPECT_FALSE(c.bytes(w, buf.data(), buf.size(), k, 0x7f));
     EXPECT_EQ(c.mismatches, 2u);
     char want[160];
-    std::snprintf(want, sizeof want,
-                  "write_bw 100 B, node1 QP 2 message 17, destination buffer: byte 40 expected 0x%02x, got 0x%02x "
-                  "(2 of 100 bytes differ)",
-                  was, uint8_t(was ^ 0x01));
+    std::snprintf(
+        want, sizeof want,
+        "write_bw 100 B, node1 QP 2 message 17, destination buffer: byte 40 expected 0x%02x, got 0x%02x "
+        "(2 of 100 bytes differ)",
+        was, uint8_t(was ^ 0x01));
     EXPECT_EQ(c.first_failure, want);
 
     // Later failures are counted, the first one is kept.
@@ -374,7 +379,8 @@ TEST(HcasimProgram, verify_checker_names_the_first_mismatch) {
     checker d;
     d.value(where{"atomic_lat", 8, 0, 0, 5, "fetched value"}, 0x10, 0x11);
     EXPECT_EQ(d.first_failure,
-              "atomic_lat 8 B, node0 QP 0 message 5, fetched value: expected 0x0000000000000011, got 0x0000000000000010");
+              "atomic_lat 8 B, node0 QP 0 message 5, fetched value: expected 0x0000000000000011, got "
+              "0x0000000000000010");
 }
 
 TEST(HcasimProgram, atomics_move_8_bytes_and_take_an_operation) {
@@ -424,9 +430,11 @@ TEST(HcasimProgram, read_and_atomic_workloads_print_sane_figures) {
 
 TEST(HcasimProgram, verify_checks_read_and_atomic_workloads) {
     for (const std::string args :
-         {"--workload read_lat --size 2,4K --iters 50", "--workload read_bw --size 4K,64K --iters 300 --qps 2",
-          "--workload atomic_lat --iters 100", "--workload atomic_lat --iters 100 --atomic cmp_swap",
-          "--workload atomic_rate --iters 1000 --qps 3", "--workload atomic_rate --iters 1000 --atomic cmp_swap"}) {
+         {"--workload read_lat --size 2,4K --iters 50",
+          "--workload read_bw --size 4K,64K --iters 300 --qps 2", "--workload atomic_lat --iters 100",
+          "--workload atomic_lat --iters 100 --atomic cmp_swap",
+          "--workload atomic_rate --iters 1000 --qps 3",
+          "--workload atomic_rate --iters 1000 --atomic cmp_swap"}) {
         nlohmann::json j;
         const result r = run_json(args + " --verify", &j);
         ASSERT_EQ(r.code, 0) << args << ": " << r.err;
@@ -458,8 +466,9 @@ TEST(HcasimProgram, checker_follows_the_serial_chain_of_atomics_on_a_shared_word
     // The final value disagrees with the chain.
     checker end;
     end.shared_word(w, false, 100, good, 112);
-    EXPECT_EQ(end.first_failure, "atomic_rate 8 B, node1 QP 0 message 2, shared word after the last atomic: "
-                                 "expected 0x0000000000000071, got 0x0000000000000070");
+    EXPECT_EQ(end.first_failure,
+              "atomic_rate 8 B, node1 QP 0 message 2, shared word after the last atomic: "
+              "expected 0x0000000000000071, got 0x0000000000000070");
     // COMPARE_AND_SWAP, every one expecting 100: the first executed swaps in its 9, the others
     // fetch 9.
     checker cas;
@@ -467,8 +476,9 @@ TEST(HcasimProgram, checker_follows_the_serial_chain_of_atomics_on_a_shared_word
     EXPECT_TRUE(cas.first_failure.empty()) << cas.first_failure;
     checker two;
     two.shared_word(w, true, 100, {{0, 0, 100, 9}, {1, 0, 100, 4}}, 4);
-    EXPECT_EQ(two.first_failure, "atomic_rate 8 B, node0 QP 1 message 0, fetched value (shared word): "
-                                 "expected 0x0000000000000009, got 0x0000000000000064");
+    EXPECT_EQ(two.first_failure,
+              "atomic_rate 8 B, node0 QP 1 message 0, fetched value (shared word): "
+              "expected 0x0000000000000009, got 0x0000000000000064");
 }
 
 TEST(HcasimProgram, atomic_rate_on_a_shared_word_is_serialised_whatever_the_qp_count) {
@@ -489,7 +499,8 @@ TEST(HcasimProgram, atomic_rate_on_a_shared_word_is_serialised_whatever_the_qp_c
     // --verify: the fetched values of all QPs form one serial execution, both operations.
     for (const std::string op : {"fetch_add", "cmp_swap"}) {
         nlohmann::json j;
-        const std::string args = "--workload atomic_rate --iters 1000 --qps 3 --atomic " + op + shared + " --verify";
+        const std::string args =
+            "--workload atomic_rate --iters 1000 --qps 3 --atomic " + op + shared + " --verify";
         const result r = run_json(args, &j);
         ASSERT_EQ(r.code, 0) << args << ": " << r.err;
         expect_verified(j, args);
@@ -508,7 +519,8 @@ TEST(HcasimProgram, seed_seeds_the_links_unless_link_seed_is_set) {
     EXPECT_EQ(j["config"]["node1.link.seed"], "7");
     ASSERT_EQ(run_json("--workload write_bw --size 4K --iters 10 --seed 7 --set link.seed=3", &j).code, 0);
     EXPECT_EQ(j["config"]["node0.link.seed"], "3");
-    ASSERT_EQ(run_json("--workload write_bw --size 4K --iters 10 --seed 7 --set node1.link.seed=5", &j).code, 0);
+    ASSERT_EQ(run_json("--workload write_bw --size 4K --iters 10 --seed 7 --set node1.link.seed=5", &j).code,
+              0);
     EXPECT_EQ(j["config"]["node0.link.seed"], "7");
     EXPECT_EQ(j["config"]["node1.link.seed"], "5");
     const std::string f = temp_file("seed.ini", "[link]\nseed = 9\n");
@@ -525,12 +537,13 @@ TEST(HcasimProgram, seed_seeds_the_links_unless_link_seed_is_set) {
 
 TEST(HcasimProgram, verify_passes_under_packet_loss) {
     // 1% of the packets lost in each direction: retransmission must deliver every byte once.
-    for (const std::string w : {"write_lat", "send_lat", "read_lat", "atomic_lat", "write_bw", "send_bw", "read_bw",
-                                "atomic_rate"}) {
+    for (const std::string w : {"write_lat", "send_lat", "read_lat", "atomic_lat", "write_bw", "send_bw",
+                                "read_bw", "atomic_rate"}) {
         nlohmann::json j;
         const bool lat = w.compare(w.size() - 4, 4, "_lat") == 0;  // a latency workload times one QP
-        const result r =
-            run_json("--workload " + w + " --iters 300" + (lat ? "" : " --qps 2") + " --verify --set link.drop_rate=0.01", &j);
+        const result r = run_json("--workload " + w + " --iters 300" + (lat ? "" : " --qps 2") +
+                                      " --verify --set link.drop_rate=0.01",
+                                  &j);
         ASSERT_EQ(r.code, 0) << w << ": " << r.err;
         expect_verified(j, w);
         const auto& c = j["counters"];
@@ -555,31 +568,36 @@ void expect_run_failure(const std::string& args, const std::string& line) {
 
 TEST(HcasimProgram, a_link_that_loses_everything_fails_the_run_clearly) {
     // The cable that lost the packets is named, from its counters (node0.link.dropped).
-    expect_run_failure("--workload write_bw --size 4K --iters 30 --verify --set link.drop_rate=1",
-                       "hcasim: run failed: node0: completion error IBV_WC_RETRY_EXC_ERR (status 12), opcode 1, "
-                       "wr_id 0x0; cable link0 (node0.port1 <-> node1.port1) lost 240 packets (drop_rate 1)\n");
+    expect_run_failure(
+        "--workload write_bw --size 4K --iters 30 --verify --set link.drop_rate=1",
+        "hcasim: run failed: node0: completion error IBV_WC_RETRY_EXC_ERR (status 12), opcode 1, "
+        "wr_id 0x0; cable link0 (node0.port1 <-> node1.port1) lost 240 packets (drop_rate 1)\n");
 }
 
 TEST(HcasimProgram, a_dead_link_is_named_in_the_error_with_the_time_it_went_down) {
     // Back to back: node1's direction dies 200 us in; node0's READs time out (RETRY_EXC_ERR).
-    expect_run_failure("--workload read_bw --size 4K --iters 20000 --set link1.down_at_ns=200000",
-                       "hcasim: run failed: node0: completion error IBV_WC_RETRY_EXC_ERR (status 12), opcode 2, "
-                       "wr_id 0x21e; cable link1 (node1.port1 <-> node0.port1) went down at 200.000 us simulated "
-                       "time (128 packets lost)\n");
+    expect_run_failure(
+        "--workload read_bw --size 4K --iters 20000 --set link1.down_at_ns=200000",
+        "hcasim: run failed: node0: completion error IBV_WC_RETRY_EXC_ERR (status 12), opcode 2, "
+        "wr_id 0x21e; cable link1 (node1.port1 <-> node0.port1) went down at 200.000 us simulated "
+        "time (128 packets lost)\n");
     // Through a switch: node1's cable, both of its directions counted, the other cables not named.
-    const result s = run("--workload write_bw --size 4K --iters 20000 --set fabric.nodes=3 --set link1.down_at_ns=150000");
+    const result s =
+        run("--workload write_bw --size 4K --iters 20000 --set fabric.nodes=3 --set link1.down_at_ns=150000");
     EXPECT_EQ(s.code, 1);
     EXPECT_NE(s.err.find("completion error IBV_WC_RETRY_EXC_ERR (status 12)"), std::string::npos) << s.err;
-    EXPECT_NE(s.err.find("; cable link1 (node1.port1 <-> switch port 1) went down at 150.000 us simulated time ("),
-              std::string::npos)
+    EXPECT_NE(
+        s.err.find("; cable link1 (node1.port1 <-> switch port 1) went down at 150.000 us simulated time ("),
+        std::string::npos)
         << s.err;
     EXPECT_EQ(s.err.find("link0"), std::string::npos) << s.err;
     EXPECT_EQ(s.err.find("link2"), std::string::npos) << s.err;
     // UD does not retransmit: the run stalls, and the stall names the cable the same way.
-    expect_run_failure("--workload ud_send_lat --iters 2000 --set link1.down_at_ns=100000 --set workload.timeout_us=1000",
-                       "hcasim: run failed: node0: no completion within workload.timeout_us (UC and UD do not "
-                       "retransmit a lost message); cable link1 (node1.port1 <-> node0.port1) went down at 100.000 "
-                       "us simulated time (1 packet lost)\n");
+    expect_run_failure(
+        "--workload ud_send_lat --iters 2000 --set link1.down_at_ns=100000 --set workload.timeout_us=1000",
+        "hcasim: run failed: node0: no completion within workload.timeout_us (UC and UD do not "
+        "retransmit a lost message); cable link1 (node1.port1 <-> node0.port1) went down at 100.000 "
+        "us simulated time (1 packet lost)\n");
 }
 
 TEST(HcasimProgram, read_bw_16k_with_5pct_reordering_verifies_on_every_seed) {
@@ -587,9 +605,11 @@ TEST(HcasimProgram, read_bw_16k_with_5pct_reordering_verifies_on_every_seed) {
     // (RETRY_EXC_ERR on every seed). They are re-requested without spending retries now.
     for (const char* seed : {"1", "2", "3"}) {
         nlohmann::json j;
-        const result r = run_json(std::string("-w read_bw --size 16K --iters 1000 --verify --set link.reorder_rate=0.05 "
-                                              "--seed ") + seed,
-                                  &j);
+        const result r =
+            run_json(std::string("-w read_bw --size 16K --iters 1000 --verify --set link.reorder_rate=0.05 "
+                                 "--seed ") +
+                         seed,
+                     &j);
         ASSERT_EQ(r.code, 0) << seed << ": " << r.err;
         expect_verified(j, seed);
         const auto& c = j["counters"];
@@ -602,28 +622,32 @@ TEST(HcasimProgram, verify_passes_under_reordering_and_duplication_for_every_rc_
     // 5% of the packets held back behind the next one and 5% delivered twice, each direction;
     // 16 KiB messages (four packets) where the workload takes a size. (read_bw used to fail
     // here with RETRY_EXC_ERR.)
-    for (const std::string w : {"write_lat", "send_lat", "read_lat", "atomic_lat", "write_bw", "send_bw", "read_bw",
-                                "atomic_rate"}) {
+    for (const std::string w : {"write_lat", "send_lat", "read_lat", "atomic_lat", "write_bw", "send_bw",
+                                "read_bw", "atomic_rate"}) {
         const bool sized = w != "atomic_lat" && w != "atomic_rate";
         nlohmann::json j;
-        const result r = run_json("--workload " + w + (sized ? " --size 16K" : "") +
-                                      " --iters 1000 --verify --set link.reorder_rate=0.05 --set link.dup_rate=0.05",
-                                  &j);
+        const result r =
+            run_json("--workload " + w + (sized ? " --size 16K" : "") +
+                         " --iters 1000 --verify --set link.reorder_rate=0.05 --set link.dup_rate=0.05",
+                     &j);
         ASSERT_EQ(r.code, 0) << w << ": " << r.err;
         expect_verified(j, w);
         const auto& c = j["counters"];
         // Held back: overtaken by the next packet, or (ping-pongs) released alone after the hold.
         EXPECT_GT(c["node0.link.reordered"].get<uint64_t>() + c["node1.link.reordered"].get<uint64_t>() +
-                      c["node0.link.reorder_timeouts"].get<uint64_t>() + c["node1.link.reorder_timeouts"].get<uint64_t>(),
+                      c["node0.link.reorder_timeouts"].get<uint64_t>() +
+                      c["node1.link.reorder_timeouts"].get<uint64_t>(),
                   0u)
             << w;
-        EXPECT_GT(c["node0.link.duplicated"].get<uint64_t>() + c["node1.link.duplicated"].get<uint64_t>(), 0u) << w;
+        EXPECT_GT(c["node0.link.duplicated"].get<uint64_t>() + c["node1.link.duplicated"].get<uint64_t>(), 0u)
+            << w;
     }
     // The compare-and-swap variant of both atomic workloads.
     for (const std::string w : {"atomic_lat", "atomic_rate"}) {
         nlohmann::json j;
-        const result r = run_json("--workload " + w + " --atomic cmp_swap --iters 1000 --verify --set link.reorder_rate=0.05 "
-                                  "--set link.dup_rate=0.05",
+        const result r = run_json("--workload " + w +
+                                      " --atomic cmp_swap --iters 1000 --verify --set link.reorder_rate=0.05 "
+                                      "--set link.dup_rate=0.05",
                                   &j);
         ASSERT_EQ(r.code, 0) << w << ": " << r.err;
         expect_verified(j, w + " cmp_swap");
@@ -641,8 +665,7 @@ std::vector<double> row_of(const std::string& out, uint64_t size) {
     while (std::getline(in, line)) {
         std::istringstream row(line);
         uint64_t bytes = 0, iters = 0;
-        if (!(row >> bytes >> iters) || bytes != size)
-            continue;
+        if (!(row >> bytes >> iters) || bytes != size) continue;
         std::vector<double> v;
         for (double x; row >> x;) v.push_back(x);
         return v;
@@ -656,8 +679,9 @@ TEST(HcasimProgram, ud_and_uc_workloads_print_perftest_tables) {
     const result lat = run("--workload ud_send_lat --size 2,4K --iters 50");
     ASSERT_EQ(lat.code, 0) << lat.err;
     EXPECT_NE(lat.out.find(" hcasim ud_send_lat (seed 1)\n"), std::string::npos) << lat.out;
-    EXPECT_NE(lat.out.find(" #bytes     #iterations  t_min[usec]    t_max[usec]    t_typical[usec]   t_avg[usec]    "
-                           "99% percentile[usec]\n"),
+    EXPECT_NE(lat.out.find(
+                  " #bytes     #iterations  t_min[usec]    t_max[usec]    t_typical[usec]   t_avg[usec]    "
+                  "99% percentile[usec]\n"),
               std::string::npos)
         << lat.out;
     for (uint64_t size : {2u, 4096u}) {
@@ -674,7 +698,8 @@ TEST(HcasimProgram, ud_and_uc_workloads_print_perftest_tables) {
                                    "--workload uc_write_bw --size 64,4K,64K --iters 100 --qps 2"}) {
         const result bw = run(args);
         ASSERT_EQ(bw.code, 0) << args << ": " << bw.err;
-        EXPECT_NE(bw.out.find(" #bytes     #iterations  BW average[Gb/sec]   MsgRate[Mpps]\n"), std::string::npos)
+        EXPECT_NE(bw.out.find(" #bytes     #iterations  BW average[Gb/sec]   MsgRate[Mpps]\n"),
+                  std::string::npos)
             << bw.out;
         for (uint64_t size : {64u, 4096u}) {
             const auto r = row_of(bw.out, size);
@@ -699,13 +724,15 @@ TEST(HcasimProgram, ud_size_above_the_mtu_is_refused_at_start_up) {
     const result bw = run("--workload ud_send_bw --size 64,8K --iters 10");
     EXPECT_EQ(bw.code, 2);
     EXPECT_EQ(bw.err,
-              "hcasim: error: --size: 8192 bytes exceeds the MTU (4096 bytes, --mtu): ud_send_bw sends each message "
+              "hcasim: error: --size: 8192 bytes exceeds the MTU (4096 bytes, --mtu): ud_send_bw sends each "
+              "message "
               "as one UD datagram\n");
     EXPECT_EQ(bw.out, "");
     const result lat = run("--workload ud_send_lat --size 2K --mtu 1024 --iters 10");
     EXPECT_EQ(lat.code, 2);
     EXPECT_EQ(lat.err,
-              "hcasim: error: --size: 2048 bytes exceeds the MTU (1024 bytes, --mtu): ud_send_lat sends each message "
+              "hcasim: error: --size: 2048 bytes exceeds the MTU (1024 bytes, --mtu): ud_send_lat sends each "
+              "message "
               "as one UD datagram\n");
     // At the MTU it runs; UC segments larger messages like RC.
     EXPECT_EQ(run("--workload ud_send_bw --size 1K --mtu 1024 --iters 10").code, 0);
@@ -713,10 +740,11 @@ TEST(HcasimProgram, ud_size_above_the_mtu_is_refused_at_start_up) {
 }
 
 TEST(HcasimProgram, verify_checks_the_ud_and_uc_workloads) {
-    for (const std::string args :
-         {"--workload ud_send_lat --size 0,2,4K --iters 50", "--workload ud_send_bw --size 2,4K --iters 300 --qps 3",
-          "--workload ud_send_bw --size 1K --mtu 1024 --iters 100", "--workload uc_write_bw --size 64,64K --iters 200 --qps 2",
-          "--workload uc_write_bw --size 8K --mtu 1024 --iters 50"}) {
+    for (const std::string args : {"--workload ud_send_lat --size 0,2,4K --iters 50",
+                                   "--workload ud_send_bw --size 2,4K --iters 300 --qps 3",
+                                   "--workload ud_send_bw --size 1K --mtu 1024 --iters 100",
+                                   "--workload uc_write_bw --size 64,64K --iters 200 --qps 2",
+                                   "--workload uc_write_bw --size 8K --mtu 1024 --iters 50"}) {
         nlohmann::json j;
         const result r = run_json(args + " --verify", &j);
         ASSERT_EQ(r.code, 0) << args << ": " << r.err;
@@ -759,7 +787,8 @@ TEST(HcasimProgram, ud_send_bw_posts_a_receive_for_every_datagram) {
     EXPECT_EQ(r.out.find("lost"), std::string::npos) << r.out;
     // A device whose queues hold only 512: the receives run out, and what the HCA dropped for
     // want of a receive WQE is what the workload reports lost.
-    const result small = run_json("--workload ud_send_bw --size 64 --iters 3000 --qps 2 --set hca.max_qp_wr=512", &j);
+    const result small =
+        run_json("--workload ud_send_bw --size 64 --iters 3000 --qps 2 --set hca.max_qp_wr=512", &j);
     ASSERT_EQ(small.code, 0) << small.err;
     EXPECT_GT(j["results"][0]["datagrams_lost"].get<uint64_t>(), 0u);
     EXPECT_EQ(j["results"][0]["datagrams_lost"], j["counters"]["node1.hca.transport_engine.ud_dropped"]);
@@ -775,7 +804,8 @@ TEST(HcasimProgram, lost_datagrams_are_reported_and_fail_verify) {
     EXPECT_GT(lost, 0u);
     EXPECT_LE(lost, dropped);
     EXPECT_GE(lost + 1, dropped) << "at most the marker was lost besides";
-    EXPECT_NE(plain.out.find("\n datagrams lost: " + std::to_string(lost) + " of 400 sent (UD does not retransmit; "
+    EXPECT_NE(plain.out.find("\n datagrams lost: " + std::to_string(lost) +
+                             " of 400 sent (UD does not retransmit; "
                              "counters ud_dropped, link.dropped)\n"),
               std::string::npos)
         << plain.out;
@@ -808,12 +838,14 @@ TEST(HcasimProgram, mcast_bw_prints_the_senders_table_and_the_receivers_counts) 
     const result r = run_json("--workload mcast_bw --size 64,4K --iters 200", &j);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find(" hcasim mcast_bw (seed 1)\n"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find(" #bytes     #iterations  BW average[Gb/sec]   MsgRate[Mpps]\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" #bytes     #iterations  BW average[Gb/sec]   MsgRate[Mpps]\n"), std::string::npos)
+        << r.out;
     for (uint64_t size : {64u, 4096u}) {
         const auto row = row_of(r.out, size);
         ASSERT_EQ(row.size(), 2u) << size << "\n" << r.out;
         EXPECT_GT(row[0], 0.0);
-        EXPECT_NEAR(row[0], double(size) * 8 * row[1] / 1000.0, 0.01 + row[0] * 0.001) << "Gb/s = bytes x Mpps";
+        EXPECT_NEAR(row[0], double(size) * 8 * row[1] / 1000.0, 0.01 + row[0] * 0.001)
+            << "Gb/s = bytes x Mpps";
     }
     // Two nodes back to back: node1 is the only receiver.
     EXPECT_NE(r.out.find("\n multicast: 400 datagrams sent to 1 receivers, 400 of 400 delivered, 0 lost\n"
@@ -824,7 +856,8 @@ TEST(HcasimProgram, mcast_bw_prints_the_senders_table_and_the_receivers_counts) 
     EXPECT_EQ(j["results"][0]["receivers"], 1);
     EXPECT_EQ(j["results"][0]["datagrams_delivered"], 200);
     EXPECT_EQ(j["results"][0]["datagrams_lost_per_receiver"], nlohmann::json::array({0}));
-    EXPECT_EQ(j["counters"]["node1.hca.transport_engine.mcast_deliveries"], 2 * (200 + 1));  // and the markers
+    EXPECT_EQ(j["counters"]["node1.hca.transport_engine.mcast_deliveries"],
+              2 * (200 + 1));  // and the markers
     // The default size is the MTU, as ud_send_bw's.
     EXPECT_EQ(row_of(run("--workload mcast_bw --iters 20 --mtu 1024").out, 1024).size(), 2u);
 }
@@ -850,15 +883,18 @@ TEST(HcasimProgram, mcast_bw_verify_checks_every_byte_at_every_receiver) {
         }
         EXPECT_NE(r.out.find(" 0 mismatches, 0 bad completions"), std::string::npos) << r.out;
         if (!nodes.empty()) {
-            EXPECT_NE(r.out.find(" lost per receiver: node1 0, node2 0, node3 0\n"), std::string::npos) << r.out;
-            EXPECT_EQ(j["counters"]["fabric.switch.mcast_replicas"], 3 * 2 * (300 + 2)) << "one copy per member port";
+            EXPECT_NE(r.out.find(" lost per receiver: node1 0, node2 0, node3 0\n"), std::string::npos)
+                << r.out;
+            EXPECT_EQ(j["counters"]["fabric.switch.mcast_replicas"], 3 * 2 * (300 + 2))
+                << "one copy per member port";
         }
     }
 }
 
 TEST(HcasimProgram, mcast_bw_counts_what_each_receiver_lost_and_fails_verify) {
     // The switch's output toward node2 loses 5%: only node2 misses datagrams.
-    const std::string lossy = "--workload mcast_bw --size 64 --iters 400 --set fabric.nodes=4 --set link2.drop_rate=0.05";
+    const std::string lossy =
+        "--workload mcast_bw --size 64 --iters 400 --set fabric.nodes=4 --set link2.drop_rate=0.05";
     nlohmann::json j;
     const result plain = run_json(lossy, &j);
     ASSERT_EQ(plain.code, 0) << plain.err;
@@ -903,15 +939,16 @@ TEST(HcasimProgram, max_qps_max_cqs_max_srqs_of_4294967295_fail_at_once_naming_t
         const result r = run(std::string("--workload write_lat --iters 10 --set hca.") + key + "=4294967295");
         EXPECT_EQ(r.code, 2) << key;
         EXPECT_EQ(r.err, std::string("hcasim: error: bad value '4294967295' for key 'node0.hca.") + key +
-                             "' (--set): expected integer in [" + (std::string(key) == "max_qps" ? "2" : "1") +
-                             ",16777216]\n");
+                             "' (--set): expected integer in [" +
+                             (std::string(key) == "max_qps" ? "2" : "1") + ",16777216]\n");
         EXPECT_EQ(r.out, "");
     }
 }
 
 TEST(HcasimProgram, clock_mhz_of_1e_300_inf_and_1e300_is_refused_naming_the_key_and_its_range) {
     for (const char* v : {"1e-300", "inf", "1e300"}) {
-        const result r = run(std::string("--workload write_bw --size 4K --iters 10 --set hca.clock_mhz=") + v);
+        const result r =
+            run(std::string("--workload write_bw --size 4K --iters 10 --set hca.clock_mhz=") + v);
         EXPECT_EQ(r.code, 2) << v;
         EXPECT_EQ(r.err, std::string("hcasim: error: bad value '") + v +
                              "' for key 'node0.hca.clock_mhz' (--set): expected number in [1,10000]\n");
@@ -919,12 +956,14 @@ TEST(HcasimProgram, clock_mhz_of_1e_300_inf_and_1e300_is_refused_naming_the_key_
     // A unit's own clock: 0 is the HCA's, anything else a physical clock.
     const result unit = run("--workload write_bw --size 4K --iters 10 --set hca.cq_writer.clock_mhz=1e-300");
     EXPECT_EQ(unit.code, 2);
-    EXPECT_EQ(unit.err, "hcasim: error: bad value '1e-300' for key 'node0.hca.cq_writer.clock_mhz' (--set): "
-                        "expected number in [1,10000] or 0\n");
+    EXPECT_EQ(unit.err,
+              "hcasim: error: bad value '1e-300' for key 'node0.hca.cq_writer.clock_mhz' (--set): "
+              "expected number in [1,10000] or 0\n");
     // Rates and latencies too.
     const result rate = run("--workload write_bw --size 4K --iters 10 --set link.propagation_ns=inf");
     EXPECT_EQ(rate.code, 2);
-    EXPECT_NE(rate.err.find("'node0.link.propagation_ns' (--set): expected number in [0,1e+09]"), std::string::npos)
+    EXPECT_NE(rate.err.find("'node0.link.propagation_ns' (--set): expected number in [0,1e+09]"),
+              std::string::npos)
         << rate.err;
 }
 
@@ -941,20 +980,22 @@ TEST(HcasimProgram, help_config_lists_the_allowed_values_of_every_numeric_parame
             std::istringstream(line) >> key >> type;
             continue;
         }
-        if (line.rfind("      ", 0) != 0 || (type != "int" && type != "uint" && type != "double"))
-            continue;
-        if (key == "hca.node_guid" || key == "link.seed" || key == "link.width")  // identifiers; one of 1,4,8,12
+        if (line.rfind("      ", 0) != 0 || (type != "int" && type != "uint" && type != "double")) continue;
+        if (key == "hca.node_guid" || key == "link.seed" ||
+            key == "link.width")  // identifiers; one of 1,4,8,12
             continue;
         EXPECT_NE(line.find("(allowed "), std::string::npos) << key;
     }
 }
 
-TEST(HcasimProgram, memory_size_bytes_too_small_for_the_workload_is_refused_at_start_up_with_the_size_it_needs) {
+TEST(HcasimProgram,
+     memory_size_bytes_too_small_for_the_workload_is_refused_at_start_up_with_the_size_it_needs) {
     const result r = run("--workload write_bw --size 4K --iters 10 --set memory.size_bytes=1073741824");
     EXPECT_EQ(r.code, 2);
-    EXPECT_EQ(r.err, "hcasim: error: bad value '1073741824' for key 'node0.memory.size_bytes': the simulated host "
-                     "software (OS, driver, applications) uses physical memory up to 0x410000000: "
-                     "memory.size_bytes must be at least 17448304640 (16.25 GiB)\n");
+    EXPECT_EQ(r.err,
+              "hcasim: error: bad value '1073741824' for key 'node0.memory.size_bytes': the simulated host "
+              "software (OS, driver, applications) uses physical memory up to 0x410000000: "
+              "memory.size_bytes must be at least 17448304640 (16.25 GiB)\n");
     EXPECT_EQ(r.out, "") << "nothing ran";
     EXPECT_EQ(run("--workload write_bw --size 4K --iters 10 --set memory.size_bytes=17448304640").code, 0);
 }
@@ -984,7 +1025,8 @@ TEST(HcasimProgram, config_of_a_directory_an_unreadable_file_dev_zero_or_a_nul_b
 TEST(HcasimProgram, iters_18446744073709551615_on_a_latency_workload_is_refused_with_the_limit) {
     const result r = run("--workload write_lat --iters 18446744073709551615");
     EXPECT_EQ(r.code, 2);
-    EXPECT_EQ(r.err, "hcasim: error: --iters: expected an integer in [1,10000000], got '18446744073709551615'\n");
+    EXPECT_EQ(r.err,
+              "hcasim: error: --iters: expected an integer in [1,10000000], got '18446744073709551615'\n");
     EXPECT_EQ(run("--workload write_lat --iters 0").code, 2);
 }
 
@@ -995,10 +1037,13 @@ TEST(HcasimProgram, options_a_workload_would_ignore_are_refused_naming_the_optio
         {"--workload write_lat --qps 4",
          "--qps: write_lat times one QP (as perftest's latency tests); the bandwidth workloads take --qps"},
         {"--workload read_lat --sweep qps=1,2",
-         "--sweep qps: read_lat times one QP (as perftest's latency tests); the bandwidth workloads take --qps"},
+         "--sweep qps: read_lat times one QP (as perftest's latency tests); the bandwidth workloads take "
+         "--qps"},
         {"--workload dma_write_bw --qps 2", "--qps: dma_write_bw moves data over PCIe only and has no QPs"},
-        {"--workload dma_read_bw --mtu 1024", "--mtu: dma_read_bw moves data over PCIe only (no InfiniBand path MTU)"},
-        {"--workload attack_suite --qps 2", "--qps: attack_suite runs a fixed table of cases (its own QPs and MTU)"},
+        {"--workload dma_read_bw --mtu 1024",
+         "--mtu: dma_read_bw moves data over PCIe only (no InfiniBand path MTU)"},
+        {"--workload attack_suite --qps 2",
+         "--qps: attack_suite runs a fixed table of cases (its own QPs and MTU)"},
     };
     for (const auto& c : cases) {
         const result r = run(c.args);
@@ -1008,8 +1053,9 @@ TEST(HcasimProgram, options_a_workload_would_ignore_are_refused_naming_the_optio
     // dma_read_bw discards what it reads: --verify checks only its completions, and says so.
     const result r = run("--workload dma_read_bw --size 4K --iters 10 --verify");
     EXPECT_EQ(r.code, 0);
-    EXPECT_EQ(r.err, "hcasim: warning: --verify: dma_read_bw discards the data it reads: only its transfers' "
-                     "completions are checked\n");
+    EXPECT_EQ(r.err,
+              "hcasim: warning: --verify: dma_read_bw discards the data it reads: only its transfers' "
+              "completions are checked\n");
 }
 
 TEST(HcasimProgram, qps_beyond_what_the_largest_hca_max_qps_holds_is_refused_with_the_limit) {
@@ -1025,11 +1071,14 @@ TEST(HcasimProgram, sizes_and_qps_whose_buffers_pass_host_memory_are_refused_at_
     // Before, this backed 16 GiB of simulated memory (17 GB of RSS) before failing.
     const result r = run("--workload write_bw --size 1G --qps 16 --iters 1");
     EXPECT_EQ(r.code, 2);
-    EXPECT_EQ(r.err, "hcasim: error: --size 1073741824 with --qps 16: each node's buffers would take 34359738368 bytes "
-                     "(a send and a receive area per QP), more than the 17179869184 bytes of host memory its "
-                     "application has\n");
+    EXPECT_EQ(
+        r.err,
+        "hcasim: error: --size 1073741824 with --qps 16: each node's buffers would take 34359738368 bytes "
+        "(a send and a receive area per QP), more than the 17179869184 bytes of host memory its "
+        "application has\n");
     const result mrs = run("--workload mr_scale --mrs 1M --size 64K --iters 1");
     EXPECT_EQ(mrs.code, 2);
-    EXPECT_EQ(mrs.err, "hcasim: error: --mrs 1048576 with --size 65536: each node's regions would take 68719476736 "
-                       "bytes, more than the 17179869184 bytes of host memory its application has\n");
+    EXPECT_EQ(mrs.err,
+              "hcasim: error: --mrs 1048576 with --size 65536: each node's regions would take 68719476736 "
+              "bytes, more than the 17179869184 bytes of host memory its application has\n");
 }

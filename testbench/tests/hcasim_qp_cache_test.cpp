@@ -28,13 +28,12 @@ point run_point(unsigned qps, const std::string& extra = "") {
     const std::string json_path = ::testing::TempDir() + "qpc_" + std::to_string(getpid()) + ".json";
     const result r = hcasim::test::run_hcasim(
         "--workload write_bw --size 64 --iters 4096 --qps " + std::to_string(qps) +
-            " --set hca.transport_engine.qpc_cache_entries=16 --set hca.transport_engine.qpc_cache_ways=4 " + extra +
-            " --stats-json '" + json_path + "'",
+            " --set hca.transport_engine.qpc_cache_entries=16 --set hca.transport_engine.qpc_cache_ways=4 " +
+            extra + " --stats-json '" + json_path + "'",
         "qpc");
     EXPECT_EQ(r.code, 0) << r.err;
     point p;
-    if (r.code != 0)
-        return p;
+    if (r.code != 0) return p;
     const nlohmann::json j = nlohmann::json::parse(slurp(json_path));
     std::remove(json_path.c_str());
     const auto& c = j["counters"];
@@ -96,12 +95,14 @@ TEST(HcasimQpCache, model_state_stays_under_a_kibibyte_per_qp) {
 }
 
 TEST(HcasimQpCache, bad_cache_geometry_is_a_one_line_error) {
-    const result r = hcasim::test::run_hcasim("--workload write_bw --size 64 --iters 10 --set "
-                                              "hca.transport_engine.qpc_cache_entries=6 --set "
-                                              "hca.transport_engine.qpc_cache_ways=4",
-                                              "qpc_bad");
+    const result r = hcasim::test::run_hcasim(
+        "--workload write_bw --size 64 --iters 10 --set "
+        "hca.transport_engine.qpc_cache_entries=6 --set "
+        "hca.transport_engine.qpc_cache_ways=4",
+        "qpc_bad");
     EXPECT_NE(r.code, 0);
-    EXPECT_NE(r.err.find("qpc_cache_entries: 6 is not a multiple of qpc_cache_ways (4)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("qpc_cache_entries: 6 is not a multiple of qpc_cache_ways (4)"), std::string::npos)
+        << r.err;
     const result p = hcasim::test::run_hcasim(
         "--workload write_bw --size 64 --iters 10 --set hca.cq_writer.cqc_cache_policy=mru", "qpc_bad");
     EXPECT_NE(p.code, 0);

@@ -17,7 +17,9 @@ using namespace hcasim::test;
 
 namespace {
 
-std::string tmp(const std::string& name) { return ::testing::TempDir() + "replay_" + std::to_string(getpid()) + "_" + name; }
+std::string tmp(const std::string& name) {
+    return ::testing::TempDir() + "replay_" + std::to_string(getpid()) + "_" + name;
+}
 
 void write(const std::string& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary);
@@ -33,22 +35,36 @@ std::string rc_setup() {
         const std::string N = std::to_string(n);
         s += "{\"node\": " + N + ", \"call\": \"alloc\", \"len\": 8192, \"ret\": \"buf0\"}\n";
         s += "{\"node\": " + N + ", \"call\": \"alloc_pd\", \"ret\": \"pd0\"}\n";
-        s += "{\"node\": " + N + ", \"call\": \"reg_mr\", \"pd\": \"pd0\", \"buf\": \"buf0\", \"access\": [\"LOCAL_WRITE\", \"REMOTE_WRITE\"], \"ret\": \"mr0\"}\n";
+        s += "{\"node\": " + N +
+             ", \"call\": \"reg_mr\", \"pd\": \"pd0\", \"buf\": \"buf0\", \"access\": [\"LOCAL_WRITE\", "
+             "\"REMOTE_WRITE\"], \"ret\": \"mr0\"}\n";
         s += "{\"node\": " + N + ", \"call\": \"create_cq\", \"cqe\": 16, \"ret\": \"cq0\"}\n";
-        s += "{\"node\": " + N + ", \"call\": \"create_qp\", \"pd\": \"pd0\", \"type\": \"RC\", \"send_cq\": \"cq0\", \"recv_cq\": \"cq0\", \"ret\": \"qp0\"}\n";
+        s += "{\"node\": " + N +
+             ", \"call\": \"create_qp\", \"pd\": \"pd0\", \"type\": \"RC\", \"send_cq\": \"cq0\", "
+             "\"recv_cq\": \"cq0\", \"ret\": \"qp0\"}\n";
     }
     s += "{\"node\": 0, \"call\": \"fill\", \"buf\": \"buf0\", \"seed\": 3}\n";
     for (int n = 0; n < 2; ++n) {
         const std::string N = std::to_string(n), P = std::to_string(1 - n);
-        s += "{\"node\": " + N + ", \"call\": \"modify_qp\", \"qp\": \"qp0\", \"attr\": {\"qp_state\": \"INIT\", \"pkey_index\": 0, \"port_num\": 1, \"qp_access_flags\": [\"REMOTE_WRITE\"]}}\n";
-        s += "{\"node\": " + N + ", \"call\": \"modify_qp\", \"qp\": \"qp0\", \"attr\": {\"qp_state\": \"RTR\", \"path_mtu\": 4096, \"dest_qp\": \"" + P + "/qp0\", \"dest_node\": " + P + ", \"rq_psn\": 0, \"max_dest_rd_atomic\": 1, \"min_rnr_timer\": 12}}\n";
-        s += "{\"node\": " + N + ", \"call\": \"modify_qp\", \"qp\": \"qp0\", \"attr\": {\"qp_state\": \"RTS\", \"sq_psn\": 0, \"timeout\": 14, \"retry_cnt\": 7, \"rnr_retry\": 7, \"max_rd_atomic\": 1}}\n";
+        s += "{\"node\": " + N +
+             ", \"call\": \"modify_qp\", \"qp\": \"qp0\", \"attr\": {\"qp_state\": \"INIT\", \"pkey_index\": "
+             "0, \"port_num\": 1, \"qp_access_flags\": [\"REMOTE_WRITE\"]}}\n";
+        s += "{\"node\": " + N +
+             ", \"call\": \"modify_qp\", \"qp\": \"qp0\", \"attr\": {\"qp_state\": \"RTR\", \"path_mtu\": "
+             "4096, \"dest_qp\": \"" +
+             P + "/qp0\", \"dest_node\": " + P +
+             ", \"rq_psn\": 0, \"max_dest_rd_atomic\": 1, \"min_rnr_timer\": 12}}\n";
+        s += "{\"node\": " + N +
+             ", \"call\": \"modify_qp\", \"qp\": \"qp0\", \"attr\": {\"qp_state\": \"RTS\", \"sq_psn\": 0, "
+             "\"timeout\": 14, \"retry_cnt\": 7, \"rnr_retry\": 7, \"max_rd_atomic\": 1}}\n";
     }
     return s;
 }
 
 const char* const kWrite =
-    "{\"node\": 0, \"call\": \"post_send\", \"qp\": \"qp0\", \"wr\": [{\"wr_id\": 5, \"opcode\": \"RDMA_WRITE\", \"flags\": [\"SIGNALED\"], \"sg\": [{\"mr\": \"mr0\", \"offset\": 0, \"len\": 5000}], \"remote\": {\"mr\": \"1/mr0\", \"offset\": 100}}]}\n"
+    "{\"node\": 0, \"call\": \"post_send\", \"qp\": \"qp0\", \"wr\": [{\"wr_id\": 5, \"opcode\": "
+    "\"RDMA_WRITE\", \"flags\": [\"SIGNALED\"], \"sg\": [{\"mr\": \"mr0\", \"offset\": 0, \"len\": 5000}], "
+    "\"remote\": {\"mr\": \"1/mr0\", \"offset\": 100}}]}\n"
     "{\"node\": 0, \"call\": \"poll_cq\", \"cq\": \"cq0\", \"count\": 1}\n";
 
 /// Replays `text` from a file named after `name`; expects exit 2, nothing run, and the error
@@ -79,13 +95,15 @@ TEST(HcasimReplay, a_hand_written_trace_runs_is_frozen_by_update_and_then_replay
     write(f, std::string(kHeader) + "# one WRITE\n" + rc_setup() + kWrite);
     result r = run_hcasim("replay '" + f + "'", "hand");
     EXPECT_EQ(r.code, 0) << r.out << r.err;
-    EXPECT_NE(r.out.find("no recorded outcome to compare (--update records one)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("no recorded outcome to compare (--update records one)"), std::string::npos)
+        << r.out;
     r = run_hcasim("replay --update '" + f + "'", "update");
     EXPECT_EQ(r.code, 0) << r.err;
     const std::string frozen = slurp(f);
     EXPECT_NE(frozen.find("\"hcasim_version\""), std::string::npos);
     EXPECT_NE(frozen.find("# one WRITE"), std::string::npos) << "comments are kept";
-    EXPECT_NE(frozen.find("\"wc\":[{\"wr_id\":5,\"status\":\"SUCCESS\",\"opcode\":\"RDMA_WRITE\",\"byte_len\":5000,\"qp\":\"qp0\"}]"),
+    EXPECT_NE(frozen.find("\"wc\":[{\"wr_id\":5,\"status\":\"SUCCESS\",\"opcode\":\"RDMA_WRITE\",\"byte_"
+                          "len\":5000,\"qp\":\"qp0\"}]"),
               std::string::npos);
     EXPECT_NE(frozen.find("\"end\":{\"memory\":{\"0/buf0\":\"fnv1a64:"), std::string::npos);
     r = run_hcasim("replay '" + f + "'", "equal");
@@ -97,7 +115,8 @@ TEST(HcasimReplay, a_hand_written_trace_runs_is_frozen_by_update_and_then_replay
     const std::string dir = tmp("pcap"), tl = tmp("timeline.json");
     r = run_hcasim("replay '" + f + "' --pcap '" + dir + "' --timeline '" + tl + "'", "capture");
     EXPECT_EQ(r.code, 0) << r.out << r.err;
-    EXPECT_NE(r.out.find(" pcap: " + dir + "/link0.pcap (3 packets)"), std::string::npos) << r.out;  // 2 data + 1 ACK
+    EXPECT_NE(r.out.find(" pcap: " + dir + "/link0.pcap (3 packets)"), std::string::npos)
+        << r.out;  // 2 data + 1 ACK
     EXPECT_NE(slurp(tl).find("\"RC WRITE_FIRST\""), std::string::npos);
     std::remove((dir + "/link0.pcap").c_str());
     std::remove(dir.c_str());
@@ -115,7 +134,8 @@ TEST(HcasimReplay, a_changed_outcome_is_reported_with_the_call_that_produced_it)
     const result r = run_hcasim("replay '" + f + "'", "d");
     EXPECT_EQ(r.code, 1) << r.out << r.err;
     EXPECT_NE(r.out.find("first divergence: " + f + ":"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find(": poll_cq node 0 cq0: completion 1 of 1: byte_len expected 4999, got 5000"), std::string::npos)
+    EXPECT_NE(r.out.find(": poll_cq node 0 cq0: completion 1 of 1: byte_len expected 4999, got 5000"),
+              std::string::npos)
         << r.out;
     EXPECT_NE(r.out.find("produced by " + f + ":"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("\"call\":\"post_send\""), std::string::npos) << r.out;
@@ -135,25 +155,31 @@ TEST(HcasimReplay, bad_traces_are_refused_with_file_and_line_before_anything_run
         std::string text;
         std::string message;  // after "hcasim: error: FILE"
     } cases[] = {
-        {"syntax", std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": 64, \"ret\": \"buf0\"\n",
+        {"syntax",
+         std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": 64, \"ret\": \"buf0\"\n",
          ":2: not a JSON object: "},
         {"version", "{\"hcasim_trace\": 7}\n", ":1: trace format version 7; this hcasim reads version 1"},
         {"no_header", "{\"node\": 0, \"call\": \"alloc_pd\", \"ret\": \"pd0\"}\n",
          ":1: not an hcasim trace: the first record must be the header with \"hcasim_trace\""},
         {"unknown_verb", std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc_pdd\", \"ret\": \"pd0\"}\n",
          ":2: unknown call \"alloc_pdd\" (expected alloc|fill|"},
-        {"undefined_object", std::string(kHeader) + "{\"node\": 0, \"call\": \"create_cq\", \"cqe\": 4, \"ret\": \"cq0\"}\n" +
-                                 "{\"node\": 1, \"call\": \"poll_cq\", \"cq\": \"cq0\", \"count\": 1}\n",
+        {"undefined_object",
+         std::string(kHeader) + "{\"node\": 0, \"call\": \"create_cq\", \"cqe\": 4, \"ret\": \"cq0\"}\n" +
+             "{\"node\": 1, \"call\": \"poll_cq\", \"cq\": \"cq0\", \"count\": 1}\n",
          ":3: poll_cq: cq \"cq0\" of node 1 is not created before this line"},
         {"bad_node", std::string(kHeader) + "{\"node\": 2, \"call\": \"alloc_pd\", \"ret\": \"pd0\"}\n",
          ":2: \"node\" must be a node number below 2"},
-        {"bad_type", std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": \"big\", \"ret\": \"buf0\"}\n",
+        {"bad_type",
+         std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": \"big\", \"ret\": \"buf0\"}\n",
          ":2: alloc: \"len\" must be a non-negative integer, got \"big\""},
-        {"bad_hex", std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": 64, \"ret\": \"buf0\"}\n" +
-                        "{\"node\": 0, \"call\": \"fill\", \"buf\": \"buf0\", \"hex\": \"abc\"}\n",
+        {"bad_hex",
+         std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": 64, \"ret\": \"buf0\"}\n" +
+             "{\"node\": 0, \"call\": \"fill\", \"buf\": \"buf0\", \"hex\": \"abc\"}\n",
          ":3: fill: \"hex\" must be a string of hex digit pairs, got \"abc\""},
-        {"bad_gid", std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc_pd\", \"ret\": \"pd0\"}\n" +
-                        "{\"node\": 0, \"call\": \"create_ah\", \"pd\": \"pd0\", \"dlid\": 49153, \"dgid\": \"ff12\", \"ret\": \"ah0\"}\n",
+        {"bad_gid",
+         std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc_pd\", \"ret\": \"pd0\"}\n" +
+             "{\"node\": 0, \"call\": \"create_ah\", \"pd\": \"pd0\", \"dlid\": 49153, \"dgid\": \"ff12\", "
+             "\"ret\": \"ah0\"}\n",
          ":3: create_ah: \"dgid\" must be a GID of 32 hex digits, got \"ff12\""},
         {"bad_key", "{\"hcasim_trace\": 1, \"config\": {\"pcie.lanez\": \"8\"}}\n",
          ": unknown configuration key 'pcie.lanez' ("},
@@ -169,7 +195,8 @@ TEST(HcasimReplay, bad_traces_are_refused_with_file_and_line_before_anything_run
     }
     const result r = run_hcasim("replay /nonexistent/trace.jsonl", "missing");
     EXPECT_EQ(r.code, 2);
-    EXPECT_EQ(r.err, "hcasim: error: cannot open trace '/nonexistent/trace.jsonl': No such file or directory\n");
+    EXPECT_EQ(r.err,
+              "hcasim: error: cannot open trace '/nonexistent/trace.jsonl': No such file or directory\n");
 }
 
 TEST(HcasimReplay, a_recorded_workload_replays_equal_and_the_same_seed_records_the_same_bytes) {
@@ -219,7 +246,8 @@ TEST(HcasimReplay, a_recorded_workload_replays_equal_and_the_same_seed_records_t
     EXPECT_NE(body(slurp(a)), body(slurp(c)));
     for (const std::string& f : {a, b, c, sa, sb}) std::remove(f.c_str());
     EXPECT_EQ(run_hcasim("--workload mr_scale --record x.jsonl", "mr").err,
-              "hcasim: error: --record: mr_scale cannot be recorded (traces/README.md lists the workloads that can)\n");
+              "hcasim: error: --record: mr_scale cannot be recorded (traces/README.md lists the workloads "
+              "that can)\n");
 }
 
 // Issue 27, write errors: a trace is written whole or not at all; the old file stays.
@@ -228,7 +256,8 @@ TEST(HcasimReplay, update_on_a_full_disk_keeps_the_old_trace_and_does_not_say_ou
     // The 17 KB trace of the report; files stop growing at 4 KiB.
     const std::string dir = empty_dir("update_disk");
     const std::string f = dir + "/write_bw.jsonl";
-    const std::string old = slurp(std::string(HCASIM_SOURCE_DIR) + "/traces/regression/perftest_write_bw.jsonl");
+    const std::string old =
+        slurp(std::string(HCASIM_SOURCE_DIR) + "/traces/regression/perftest_write_bw.jsonl");
     ASSERT_GT(old.size(), 16000u);
     write(f, old);
     const result r = run_hcasim("replay --update '" + f + "'", "upd", file_limit(4));
@@ -268,10 +297,13 @@ TEST(HcasimReplay, unwritable_output_paths_are_refused_before_the_replay_runs) {
         std::string args, err;
     };
     const bad cases[] = {
-        {"--record /nonexistent/x.jsonl", "--record: cannot write '/nonexistent/x.jsonl': No such file or directory"},
+        {"--record /nonexistent/x.jsonl",
+         "--record: cannot write '/nonexistent/x.jsonl': No such file or directory"},
         {"--record ''", "--record: expected a file name"},
-        {"--timeline /nonexistent/t.json", "--timeline: cannot write '/nonexistent/t.json': No such file or directory"},
-        {"--timeline-nodes 0", "--timeline-window and --timeline-nodes choose what --timeline FILE keeps; give --timeline"},
+        {"--timeline /nonexistent/t.json",
+         "--timeline: cannot write '/nonexistent/t.json': No such file or directory"},
+        {"--timeline-nodes 0",
+         "--timeline-window and --timeline-nodes choose what --timeline FILE keeps; give --timeline"},
     };
     for (const bad& c : cases) {
         const result r = run_hcasim("replay '" + trace + "' " + c.args, "paths");
@@ -284,41 +316,53 @@ TEST(HcasimReplay, unwritable_output_paths_are_refused_before_the_replay_runs) {
 // Issue 27: what the trace would trip over at run time is refused when it is read.
 
 TEST(HcasimReplay, unknown_fields_are_refused_with_their_line) {
-    refused("field", std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"lenght\": 64, \"ret\": \"buf0\"}\n",
+    refused("field",
+            std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"lenght\": 64, \"ret\": \"buf0\"}\n",
             ":2: alloc: unknown field \"lenght\"");
-    refused("wr_field", std::string(kHeader) + rc_setup() +
-                            "{\"node\": 0, \"call\": \"post_send\", \"qp\": \"qp0\", \"wr\": [{\"wr_id\": 1, "
-                            "\"opcode\": \"SEND\", \"flag\": [\"SIGNALED\"]}]}\n",
-            ":19: post_send: work request: unknown field \"flag\" (expected one of: wr_id opcode flags sg imm remote "
+    refused("wr_field",
+            std::string(kHeader) + rc_setup() +
+                "{\"node\": 0, \"call\": \"post_send\", \"qp\": \"qp0\", \"wr\": [{\"wr_id\": 1, "
+                "\"opcode\": \"SEND\", \"flag\": [\"SIGNALED\"]}]}\n",
+            ":19: post_send: work request: unknown field \"flag\" (expected one of: wr_id opcode flags sg "
+            "imm remote "
             "compare_add swap invalidate_rkey ah remote_qp remote_qpn remote_qkey)");
     refused("header_field", "{\"hcasim_trace\": 1, \"node\": 2}\n",
-            ":1: header: unknown field \"node\" (expected one of: hcasim_trace hcasim_version workload seed nodes "
+            ":1: header: unknown field \"node\" (expected one of: hcasim_trace hcasim_version workload seed "
+            "nodes "
             "config)");
 }
 
 TEST(HcasimReplay, an_alloc_larger_than_simulated_memory_is_refused_with_its_line) {
-    refused("huge", std::string(kHeader) + "{\"node\": 1, \"call\": \"alloc\", \"len\": 17179869185, \"ret\": \"b\"}\n",
-            ":2: alloc: 17179869185 bytes: node 1's buffers would pass the host memory its applications have "
-            "(17179869184 bytes)");
+    refused(
+        "huge",
+        std::string(kHeader) + "{\"node\": 1, \"call\": \"alloc\", \"len\": 17179869185, \"ret\": \"b\"}\n",
+        ":2: alloc: 17179869185 bytes: node 1's buffers would pass the host memory its applications have "
+        "(17179869184 bytes)");
     // Many allocs adding up to more: refused at the one that passes the limit.
     std::string many = kHeader;
     for (int i = 0; i < 5; ++i)
-        many += "{\"node\": 0, \"call\": \"alloc\", \"len\": 4294967296, \"ret\": \"b" + std::to_string(i) + "\"}\n";
+        many += "{\"node\": 0, \"call\": \"alloc\", \"len\": 4294967296, \"ret\": \"b" + std::to_string(i) +
+                "\"}\n";
     refused("many", many,
             ":5: alloc: 4294967296 bytes: node 0's buffers would pass the host memory its applications have "
             "(17179869184 bytes)");
 }
 
 TEST(HcasimReplay, wait_byte_past_the_buffer_is_refused_with_its_line) {
-    const std::string buf = std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": 64, \"ret\": \"buf0\"}\n";
-    refused("wait_past", buf + "{\"node\": 0, \"call\": \"wait_byte\", \"buf\": \"buf0\", \"offset\": 64, \"value\": 1}\n",
+    const std::string buf =
+        std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": 64, \"ret\": \"buf0\"}\n";
+    refused("wait_past",
+            buf + "{\"node\": 0, \"call\": \"wait_byte\", \"buf\": \"buf0\", \"offset\": 64, \"value\": 1}\n",
             ":3: wait_byte: bytes 64..65 pass the end of \"buf0\" (64 bytes)");
-    refused("fill_past", buf + "{\"node\": 0, \"call\": \"fill\", \"buf\": \"buf0\", \"offset\": 60, \"len\": 8}\n",
+    refused("fill_past",
+            buf + "{\"node\": 0, \"call\": \"fill\", \"buf\": \"buf0\", \"offset\": 60, \"len\": 8}\n",
             ":3: fill: bytes 60..68 pass the end of \"buf0\" (64 bytes)");
 }
 
 TEST(HcasimReplay, align_3_is_refused_when_the_trace_is_read) {
-    refused("align", std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": 64, \"align\": 3, \"ret\": \"b\"}\n",
+    refused("align",
+            std::string(kHeader) +
+                "{\"node\": 0, \"call\": \"alloc\", \"len\": 64, \"align\": 3, \"ret\": \"b\"}\n",
             ":2: alloc: \"align\" must be a power of two up to 1073741824, got 3");
 }
 
@@ -337,7 +381,8 @@ TEST(HcasimReplay, a_recorded_trace_missing_its_last_line_is_refused) {
                 ": no end record: the trace was cut short (a recorded trace ends with {\"end\": ...})");
     // Blank and comment lines may follow the end record; records may not.
     refused("after_end", s + "\n# a note\n{\"node\": 0, \"call\": \"alloc_pd\", \"ret\": \"pdx\"}\n",
-            ":" + std::to_string(lines + 3) + ": a record after the end record (line " + std::to_string(lines) + ")");
+            ":" + std::to_string(lines + 3) + ": a record after the end record (line " +
+                std::to_string(lines) + ")");
 }
 
 TEST(HcasimReplay, replay_of_dev_zero_or_a_directory_is_exit_2_with_the_file) {

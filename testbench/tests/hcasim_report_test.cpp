@@ -62,14 +62,16 @@ TEST(HcasimReport, size_sweep_writes_csv_json_and_bandwidth_plots_with_utilisati
     const std::string dir = fresh_dir("size");
     const result r = run("--workload write_bw --sweep size=64..4K --iters 200 --report '" + dir + "'");
     ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_NE(r.out.find(" report: " + dir + "/results.csv, results.json, bandwidth.png, msg_rate.png, utilisation.png\n"),
+    EXPECT_NE(r.out.find(" report: " + dir +
+                         "/results.csv, results.json, bandwidth.png, msg_rate.png, utilisation.png\n"),
               std::string::npos)
         << r.out;
     const auto csv = lines(slurp(dir + "/results.csv"));
     ASSERT_EQ(csv.size(), 1u + 7u) << "a header and 64, 128, ... 4096";
-    EXPECT_EQ(csv[0],
-              "workload,qps,size_bytes,iters,bw_gbps,msg_rate_mpps,lat_typical_us,lat_min_us,lat_p99_us,lat_avg_us,"
-              "lat_max_us");
+    EXPECT_EQ(
+        csv[0],
+        "workload,qps,size_bytes,iters,bw_gbps,msg_rate_mpps,lat_typical_us,lat_min_us,lat_p99_us,lat_avg_us,"
+        "lat_max_us");
     uint64_t size = 64;
     for (size_t k = 1; k < csv.size(); ++k, size *= 2) {
         const auto f = split(csv[k], ',');
@@ -157,8 +159,10 @@ TEST(HcasimReport, bad_sweeps_and_report_paths_are_one_line_errors) {
         const char* err;
     };
     const bad cases[] = {
-        {"--workload write_bw --sweep iters=1..4", "hcasim: error: --sweep: unknown dimension 'iters' (expected size or qps)\n"},
-        {"--workload write_bw --sweep size", "hcasim: error: --sweep: expected size=LIST or qps=LIST, got 'size'\n"},
+        {"--workload write_bw --sweep iters=1..4",
+         "hcasim: error: --sweep: unknown dimension 'iters' (expected size or qps)\n"},
+        {"--workload write_bw --sweep size",
+         "hcasim: error: --sweep: expected size=LIST or qps=LIST, got 'size'\n"},
         {"--workload write_bw --size 64 --sweep size=2..8",
          "hcasim: error: --sweep size=...: the sizes are already given (--size or another --sweep size)\n"},
         {"--workload write_bw --qps 2 --sweep qps=1..4",
@@ -166,7 +170,8 @@ TEST(HcasimReport, bad_sweeps_and_report_paths_are_one_line_errors) {
         {"--workload dma_read_bw --sweep qps=1..4",
          "hcasim: error: --sweep qps: dma_read_bw moves data over PCIe only and has no QPs\n"},
         {"--workload attack_suite --report /tmp/x",
-         "hcasim: error: attack_suite takes no --size, --iters, --sweep, --report or --stats-json (it runs a fixed "
+         "hcasim: error: attack_suite takes no --size, --iters, --sweep, --report or --stats-json (it runs a "
+         "fixed "
          "table of cases)\n"},
     };
     for (const bad& c : cases) {
@@ -180,15 +185,16 @@ TEST(HcasimReport, bad_sweeps_and_report_paths_are_one_line_errors) {
     // A report directory that cannot be created: an error before the run.
     const result d = run("--workload write_bw --size 64 --iters 10 --report /proc/hcasim-report");
     EXPECT_EQ(d.code, 2);
-    EXPECT_EQ(d.err.rfind("hcasim: error: --report: cannot create directory '/proc/hcasim-report'", 0), 0u) << d.err;
+    EXPECT_EQ(d.err.rfind("hcasim: error: --report: cannot create directory '/proc/hcasim-report'", 0), 0u)
+        << d.err;
 }
 
 // Issue 27: the report's files are written whole or not at all; the old ones stay.
 TEST(HcasimReport, report_on_a_full_disk_leaves_no_truncated_file_and_exits_2) {
     HCASIM_SKIP_WHERE_ASAN_MISREADS_A_THROW_AFTER_THE_RUN();
     const std::string d = hcasim::test::empty_dir("hcasim_report_disk");
-    const std::vector<std::string> names = {"bandwidth.png", "msg_rate.png", "plots.gp", "results.csv",
-                                            "results.json", "utilisation.png"};
+    const std::vector<std::string> names = {"bandwidth.png", "msg_rate.png", "plots.gp",
+                                            "results.csv",   "results.json", "utilisation.png"};
     for (const std::string& n : names) std::ofstream(d + "/" + n) << "old " << n;
     const std::string args = "--workload write_bw --sweep size=64..4K --iters 20 --report '" + d + "'";
     // Files stop growing at 16 KiB: results.json (the runs' counters and configuration, 32 KB) is larger.
@@ -216,7 +222,8 @@ TEST(HcasimReport, report_on_a_full_disk_leaves_no_truncated_file_and_exits_2) {
     // With room, every file is replaced.
     const result ok = run(args);
     ASSERT_EQ(ok.code, 0) << ok.err;
-    for (const char* n : {"bandwidth.png", "msg_rate.png", "utilisation.png"}) EXPECT_TRUE(is_png(d + "/" + n)) << n;
+    for (const char* n : {"bandwidth.png", "msg_rate.png", "utilisation.png"})
+        EXPECT_TRUE(is_png(d + "/" + n)) << n;
     EXPECT_EQ(nlohmann::json::parse(slurp(d + "/results.json"))["runs"].size(), 1u);
     EXPECT_EQ(hcasim::test::dir_entries(d), names);
     std::filesystem::remove_all(d);
@@ -239,27 +246,31 @@ TEST(HcasimSpeed, speed_prints_packets_per_second_slowdown_and_event_equivalents
     EXPECT_EQ(run("--bench-events 1000 --workload write_bw").code, 2);
     const result s = run("--workload write_bw --sweep qps=1,2 --speed");
     EXPECT_EQ(s.code, 2);
-    EXPECT_EQ(s.err, "hcasim: error: --speed measures one run; with --sweep qps run each QP count on its own\n");
+    EXPECT_EQ(s.err,
+              "hcasim: error: --speed measures one run; with --sweep qps run each QP count on its own\n");
 }
 
 TEST(HcasimSpeed, lazy_crcs_change_nothing_but_speed) {
     // hca.port.lazy_crc (default true) leaves the CRCs of a packet nothing alters uncomputed;
     // with bit errors injected the link seals the copy it corrupts, so the receiver still drops
     // it. Same table, same counters either way.
-    const std::string common = "--workload send_bw --size 64,4K --iters 400 --set link.bit_error_rate=1e-6 --seed 5";
+    const std::string common =
+        "--workload send_bw --size 64,4K --iters 400 --set link.bit_error_rate=1e-6 --seed 5";
     const std::string ja = ::testing::TempDir() + "lazy_a.json", jb = ::testing::TempDir() + "lazy_b.json";
     const result a = run(common + " --stats-json '" + ja + "'");
     const result b = run(common + " --set hca.port.lazy_crc=false --stats-json '" + jb + "'");
     ASSERT_EQ(a.code, 0) << a.err;
     ASSERT_EQ(b.code, 0) << b.err;
     EXPECT_EQ(a.out, b.out);
-    const auto ca = nlohmann::json::parse(slurp(ja))["counters"], cb = nlohmann::json::parse(slurp(jb))["counters"];
+    const auto ca = nlohmann::json::parse(slurp(ja))["counters"],
+               cb = nlohmann::json::parse(slurp(jb))["counters"];
     EXPECT_EQ(ca, cb);
-    const uint64_t corrupted = ca["node0.link.corrupted"].get<uint64_t>() + ca["node1.link.corrupted"].get<uint64_t>();
+    const uint64_t corrupted =
+        ca["node0.link.corrupted"].get<uint64_t>() + ca["node1.link.corrupted"].get<uint64_t>();
     EXPECT_GT(corrupted, 0u) << "bit errors happened";
     uint64_t bad = 0;
-    for (const char* k : {"node0.hca.port.rx_bad_vcrc", "node0.hca.port.rx_bad_icrc", "node1.hca.port.rx_bad_vcrc",
-                          "node1.hca.port.rx_bad_icrc"})
+    for (const char* k : {"node0.hca.port.rx_bad_vcrc", "node0.hca.port.rx_bad_icrc",
+                          "node1.hca.port.rx_bad_vcrc", "node1.hca.port.rx_bad_icrc"})
         bad += ca[k].get<uint64_t>();
     EXPECT_EQ(bad, corrupted) << "every corrupted packet failed a CRC";
     std::remove(ja.c_str());
@@ -276,7 +287,8 @@ TEST(HcasimSpeed, huge_pages_change_nothing_but_speed) {
     ASSERT_EQ(a.code, 0) << a.err;
     ASSERT_EQ(b.code, 0) << b.err;
     EXPECT_EQ(a.out, b.out);
-    const auto ca = nlohmann::json::parse(slurp(ja))["counters"], cb = nlohmann::json::parse(slurp(jb))["counters"];
+    const auto ca = nlohmann::json::parse(slurp(ja))["counters"],
+               cb = nlohmann::json::parse(slurp(jb))["counters"];
     EXPECT_EQ(ca, cb);
     EXPECT_GT(ca["node1.memory.pages"].get<uint64_t>(), 64u) << "every QP has its own buffer pages";
     std::remove(ja.c_str());
@@ -289,8 +301,8 @@ TEST(HcasimQpScale, write_and_read_at_each_qp_count_with_a_summary_and_report) {
     ASSERT_EQ(r.code, 0) << r.err;
     // Four child runs, in order: write_bw at 1 and 4 QPs, then read_bw.
     size_t at = 0;
-    for (const char* label : {"== qp_scale write_bw qps=1\n", "== qp_scale write_bw qps=4\n", "== qp_scale read_bw qps=1\n",
-                              "== qp_scale read_bw qps=4\n"}) {
+    for (const char* label : {"== qp_scale write_bw qps=1\n", "== qp_scale write_bw qps=4\n",
+                              "== qp_scale read_bw qps=1\n", "== qp_scale read_bw qps=4\n"}) {
         const size_t p = r.out.find(label, at);
         ASSERT_NE(p, std::string::npos) << label << r.out;
         at = p + 1;
@@ -306,7 +318,9 @@ TEST(HcasimQpScale, write_and_read_at_each_qp_count_with_a_summary_and_report) {
     std::filesystem::remove_all(dir);
     const result q = run("--workload qp_scale --qps 4");
     EXPECT_EQ(q.code, 2);
-    EXPECT_EQ(q.err, "hcasim: error: qp_scale sweeps the QP count: give the counts with --sweep qps=LIST, not --qps\n");
+    EXPECT_EQ(
+        q.err,
+        "hcasim: error: qp_scale sweeps the QP count: give the counts with --sweep qps=LIST, not --qps\n");
     // A configuration that fixes the QP budget stands: too few QPs is the workload's clear error.
     const result b = run("--workload qp_scale --sweep qps=2048 --iters 10 --set hca.max_qps=1024");
     EXPECT_EQ(b.code, 1);
@@ -335,9 +349,11 @@ TEST(HcasimStats, pcie_traffic_is_counted_by_kind) {
 TEST(HcasimBreakdown, write_and_send_latency_break_down_into_stages_that_sum_to_the_latency) {
     for (const char* w : {"write_lat", "send_lat"}) {
         const std::string js = ::testing::TempDir() + "breakdown.json";
-        const result r = run(std::string("--workload ") + w + " --size 2,4096 --iters 101 --stats-json '" + js + "'");
+        const result r =
+            run(std::string("--workload ") + w + " --size 2,4096 --iters 101 --stats-json '" + js + "'");
         ASSERT_EQ(r.code, 0) << r.err;
-        EXPECT_NE(r.out.find(" breakdown 2 B, one way, us: host post + MMIO doorbell "), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find(" breakdown 2 B, one way, us: host post + MMIO doorbell "), std::string::npos)
+            << r.out;
         const auto j = nlohmann::json::parse(slurp(js));
         for (const auto& res : j["results"]) {
             ASSERT_TRUE(res.contains("breakdown_us")) << w;
@@ -353,8 +369,10 @@ TEST(HcasimBreakdown, write_and_send_latency_break_down_into_stages_that_sum_to_
             EXPECT_NEAR(sum, res["lat_typical_us"].get<double>(), 0.01) << w << " " << res["size_bytes"];
             // A 4 KiB message spends longer in the requester (payload read, serialisation) than 2 B.
             if (res["size_bytes"] == 4096) {
-                EXPECT_GT(b["requester: pipeline, payload DMA read, serialisation"].get<double>(),
-                          j["results"][0]["breakdown_us"]["requester: pipeline, payload DMA read, serialisation"].get<double>());
+                EXPECT_GT(
+                    b["requester: pipeline, payload DMA read, serialisation"].get<double>(),
+                    j["results"][0]["breakdown_us"]["requester: pipeline, payload DMA read, serialisation"]
+                        .get<double>());
             }
         }
         std::remove(js.c_str());
@@ -365,10 +383,11 @@ TEST(HcasimBreakdown, read_and_atomic_latency_break_the_round_trip_down) {
     for (const char* w : {"read_lat", "atomic_lat"}) {
         const bool read = std::string(w) == "read_lat";
         const std::string js = ::testing::TempDir() + "breakdown_rt.json";
-        const result r =
-            run(std::string("--workload ") + w + (read ? " --size 8,4096" : "") + " --iters 101 --stats-json '" + js + "'");
+        const result r = run(std::string("--workload ") + w + (read ? " --size 8,4096" : "") +
+                             " --iters 101 --stats-json '" + js + "'");
         ASSERT_EQ(r.code, 0) << r.err;
-        EXPECT_NE(r.out.find(" breakdown 8 B, round trip, us: host post + MMIO doorbell "), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find(" breakdown 8 B, round trip, us: host post + MMIO doorbell "), std::string::npos)
+            << r.out;
         const auto j = nlohmann::json::parse(slurp(js));
         const std::string responder = read ? "responder: pipeline, payload DMA read, serialisation"
                                            : "responder: pipeline, atomic at host memory, serialisation";
@@ -385,14 +404,15 @@ TEST(HcasimBreakdown, read_and_atomic_latency_break_the_round_trip_down) {
             EXPECT_NEAR(sum, res["lat_typical_us"].get<double>(), 0.01) << w << " " << res["size_bytes"];
             // The responder's part holds a host memory round trip (pcie.read_latency_ns = 535 ns).
             EXPECT_GT(b[responder].get<double>(), 0.535) << w;
-            EXPECT_NEAR(b["cable, switch and receive pipeline"].get<double>(), b["cable back, receive pipeline"].get<double>(),
-                        0.001);
+            EXPECT_NEAR(b["cable, switch and receive pipeline"].get<double>(),
+                        b["cable back, receive pipeline"].get<double>(), 0.001);
         }
         if (read) {  // 4 KiB: more responder (read and serialise) and requester (write) time than 8 B
             const auto& small = j["results"][0]["breakdown_us"];
             const auto& big = j["results"][1]["breakdown_us"];
             EXPECT_GT(big[responder].get<double>(), small[responder].get<double>());
-            EXPECT_GT(big["requester: data DMA write, CQE"].get<double>(), small["requester: data DMA write, CQE"].get<double>());
+            EXPECT_GT(big["requester: data DMA write, CQE"].get<double>(),
+                      small["requester: data DMA write, CQE"].get<double>());
         }
         std::remove(js.c_str());
     }

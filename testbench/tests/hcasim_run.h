@@ -21,7 +21,8 @@
 // The tests whose point is such an error skip in the sanitizer build; the release build runs them.
 #if defined(__SANITIZE_ADDRESS__)
 #define HCASIM_SKIP_WHERE_ASAN_MISREADS_A_THROW_AFTER_THE_RUN() \
-    GTEST_SKIP() << "sanitizer build: ASan misreads an exception thrown after the simulation (see hcasim_run.h)"
+    GTEST_SKIP()                                                \
+        << "sanitizer build: ASan misreads an exception thrown after the simulation (see hcasim_run.h)"
 #else
 #define HCASIM_SKIP_WHERE_ASAN_MISREADS_A_THROW_AFTER_THE_RUN() (void)0
 #endif
@@ -64,8 +65,8 @@ inline result run_hcasim(const std::string& args, const std::string& tag, const 
     const std::string dir = ::testing::TempDir();
     const std::string id = tag + "_" + std::to_string(getpid());
     const std::string out = dir + "hcasim_out_" + id, err = dir + "hcasim_err_" + id;
-    const std::string cmd = shell + std::string("cd '") + HCASIM_SOURCE_DIR + "' && '" + HCASIM_BIN + "' " + args + " >'" +
-                            out + "' 2>'" + err + "'";
+    const std::string cmd = shell + std::string("cd '") + HCASIM_SOURCE_DIR + "' && '" + HCASIM_BIN + "' " +
+                            args + " >'" + out + "' 2>'" + err + "'";
     const int status = std::system(cmd.c_str());
     result r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -79,6 +80,8 @@ inline result run_hcasim(const std::string& args, const std::string& tag, const 
 /// A shell prefix for run_hcasim that makes every file hcasim writes fail with EFBIG ("File
 /// too large") past `kib` KiB: a full disk that needs no mount (SIGXFSZ ignored, so the write
 /// fails instead of killing the program).
-inline std::string file_limit(unsigned kib) { return "trap '' XFSZ; ulimit -f " + std::to_string(kib * 2) + "; "; }
+inline std::string file_limit(unsigned kib) {
+    return "trap '' XFSZ; ulimit -f " + std::to_string(kib * 2) + "; ";
+}
 
 }  // namespace hcasim::test

@@ -52,8 +52,8 @@ public:
             close(err);
             if (in_child) in_child();
             const std::string sysfs = dir_ + "/sysfs", path = sock();
-            std::vector<const char*> argv{HCASIM_BIN, "serve", "--socket", path.c_str(), "--sysfs", sysfs.c_str(),
-                                          "--verbose"};
+            std::vector<const char*> argv{HCASIM_BIN, "serve",       "--socket", path.c_str(),
+                                          "--sysfs",  sysfs.c_str(), "--verbose"};
             for (const auto& o : options) argv.push_back(o.c_str());
             argv.push_back(nullptr);
             execv(HCASIM_BIN, const_cast<char* const*>(argv.data()));
@@ -86,7 +86,8 @@ public:
     }
     /// Waits (up to 20 s) until `what` occurs `n` times in the log.
     bool wait_for(const std::string& what, size_t n = 1) const {
-        for (int i = 0; i < 1000 && count(what) < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        for (int i = 0; i < 1000 && count(what) < n; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
         return count(what) >= n;
     }
     /// SIGTERM, then the exit status (-1: not a normal exit).
@@ -137,7 +138,9 @@ public:
         close(fd_);
         fd_ = -1;
     }
-    void send_raw(const void* p, size_t n, int fd = -1) { ASSERT_EQ(sp::send_with_fd(fd_, p, n, fd), ssize_t(n)); }
+    void send_raw(const void* p, size_t n, int fd = -1) {
+        ASSERT_EQ(sp::send_with_fd(fd_, p, n, fd), ssize_t(n));
+    }
     /// The reply's status, its payload in *payload; -1 on timeout, -2 when the server hung up.
     int reply(std::vector<uint8_t>* payload = nullptr, int timeout_ms = 20000) {
         pollfd p{fd_, POLLIN, 0};
@@ -237,8 +240,8 @@ TEST(Serve, an_mmio_read_other_than_the_cq_arm_read_is_einval_and_ends_nothing) 
     std::vector<uint8_t> rep;
     // The 32-bit read at BAR0 0x1000 (no register) that ended the server, and the registers
     // that are the kernel's.
-    for (uint64_t off : {uint64_t(0x1000), uint64_t(hcasim::hw::REG_CMD_STATUS), uint64_t(hcasim::hw::REG_CMD_MAILBOX),
-                         uar_page(c), ~uint64_t(0)})
+    for (uint64_t off : {uint64_t(0x1000), uint64_t(hcasim::hw::REG_CMD_STATUS),
+                         uint64_t(hcasim::hw::REG_CMD_MAILBOX), uar_page(c), ~uint64_t(0)})
         EXPECT_EQ(c.call(u64(sp::MMIO_READ32, off), &rep), EINVAL) << "offset " << off;
     // The read ibv_req_notify_cq makes to order the arm.
     ASSERT_EQ(c.call(u64(sp::MMIO_READ32, hcasim::hw::REG_HCA_ID), &rep), 0);
@@ -261,8 +264,8 @@ TEST(Serve, an_mmio_write_whose_end_wraps_past_2_64_is_dropped) {
     ASSERT_EQ(access(s.sock().c_str(), F_OK), 0) << s.err();
     client c(s);
     ASSERT_EQ(c.open_node(0), 0);
-    mmio_write(c, 0xFFFFFFFFFFFFFFFCull, 8);    // offset + 8 wraps to 4: the check that let it through
-    mmio_write(c, uar_page(c) + 0xFFC, 8);      // past the end of its own page
+    mmio_write(c, 0xFFFFFFFFFFFFFFFCull, 8);  // offset + 8 wraps to 4: the check that let it through
+    mmio_write(c, uar_page(c) + 0xFFC, 8);    // past the end of its own page
     mmio_write(c, uar_page(c) + hcasim::hw::UAR_STRIDE, 8);  // the next context's page
     std::vector<uint8_t> rep;
     EXPECT_EQ(c.call(sp::header{sp::NOW, 0}, &rep), 0) << s.err();
@@ -315,7 +318,8 @@ TEST(Serve, contexts_are_released_when_the_client_process_is_gone_whatever_descr
         return 0;
     });
     ASSERT_EQ(rc, 0) << s.err();
-    ASSERT_TRUE(s.wait_for("closed after", hostile)) << s.count("closed after") << " of " << hostile << " closed";
+    ASSERT_TRUE(s.wait_for("closed after", hostile))
+        << s.count("closed after") << " of " << hostile << " closed";
     EXPECT_EQ(s.count("a descriptor that is not a pipe: refused"), 3u * hostile);
     // Node 0 has room for 244 contexts: all of them are free again.
     std::vector<std::unique_ptr<client>> many;
@@ -380,7 +384,8 @@ TEST(Serve, out_of_file_descriptors_the_server_backs_off_and_keeps_serving) {
         cs.push_back(std::make_unique<client>(s));
         ASSERT_TRUE(cs.back()->connected) << i;
     }
-    ASSERT_TRUE(s.wait_for("cannot accept a client (Too many open files): trying again every 100 ms")) << s.err();
+    ASSERT_TRUE(s.wait_for("cannot accept a client (Too many open files): trying again every 100 ms"))
+        << s.err();
     const double cpu0 = s.cpu_s();
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     EXPECT_LT(s.cpu_s() - cpu0, 0.3) << "CPU seconds used in 1.5 s by a server out of descriptors";
@@ -408,7 +413,8 @@ TEST(Serve, map_run_and_contexts_are_limited_per_client_and_released_on_disconne
         EXPECT_EQ(c.open_node(0), EDQUOT) << "a third context of the process";
         EXPECT_EQ(a.call(sp::run_req{{sp::MAP_RUN, 0}, 0x10000000, uint64_t(1) << 22}), EDQUOT) << "16 GiB";
         EXPECT_EQ(a.call(sp::run_req{{sp::MAP_RUN, 0}, 0x10000000, mib_pages}), 0);
-        EXPECT_EQ(b.call(sp::run_req{{sp::MAP_RUN, 0}, 0x20000000, 1}), EDQUOT) << "the process's MiB is used up";
+        EXPECT_EQ(b.call(sp::run_req{{sp::MAP_RUN, 0}, 0x20000000, 1}), EDQUOT)
+            << "the process's MiB is used up";
         EXPECT_EQ(a.call(sp::run_req{{sp::UNMAP_RUN, 0}, 0x10000000, mib_pages}), 0);
         EXPECT_EQ(b.call(sp::run_req{{sp::MAP_RUN, 0}, 0x20000000, 1}), 0) << "given back";
         EXPECT_EQ(a.call(sp::run_req{{sp::MAP_RUN, 0}, 0x10000000, mib_pages - 1}), 0);
@@ -427,7 +433,8 @@ TEST(Serve, map_run_and_contexts_are_limited_per_client_and_released_on_disconne
     ASSERT_EQ(d.open_node(0), 0);
     ASSERT_EQ(e.open_node(0), 0);
     EXPECT_EQ(d.call(sp::run_req{{sp::MAP_RUN, 0}, 0x10000000, mib_pages}), 0);
-    EXPECT_NE(s.err().find("OPEN refused: the process has 2 contexts (--max-contexts-per-client)"), std::string::npos)
+    EXPECT_NE(s.err().find("OPEN refused: the process has 2 contexts (--max-contexts-per-client)"),
+              std::string::npos)
         << s.err();
     EXPECT_NE(s.err().find("MAP_RUN of 17179869184 bytes refused: the process has 0 of its 1048576 "
                            "(--max-mapped-mib-per-client)"),
@@ -465,7 +472,8 @@ TEST(Serve, socket_path_refuses_a_non_socket_and_a_live_server_and_replaces_a_st
     {  // a live server's socket: refused, and the server keeps its clients
         const auto r = hcasim::test::run_hcasim("serve --socket '" + s.sock() + "'", "serve_live");
         EXPECT_EQ(r.code, 2);
-        EXPECT_NE(r.err.find("--socket " + s.sock() + ": a server is listening there already"), std::string::npos)
+        EXPECT_NE(r.err.find("--socket " + s.sock() + ": a server is listening there already"),
+                  std::string::npos)
             << r.err;
         expect_still_serving(s);
     }
@@ -566,7 +574,7 @@ TEST(Serve, refuses_what_a_bad_client_sends_and_goes_on) {
     EXPECT_GE(c.memfd, 0) << "the shared host memory comes with the reply";
     EXPECT_EQ(c.info.nports, 1u);
     EXPECT_EQ(c.info.ports[0].lid, 1);
-    EXPECT_EQ(c.call(sp::header{sp::ALLOC_PD, 0}) , 0);
+    EXPECT_EQ(c.call(sp::header{sp::ALLOC_PD, 0}), 0);
     EXPECT_EQ(c.call(sp::header{999, 0}), EOPNOTSUPP);
     EXPECT_EQ(c.call(u64(sp::ALLOC_PD, 5)), EINVAL) << "wrong size";
     EXPECT_EQ(c.call(u64(sp::DEALLOC_PD, 12345)), EINVAL) << "no such PD";
@@ -658,7 +666,8 @@ TEST(Serve, an_idle_simulation_sleeps_and_stops_with_its_statistics) {
 }
 
 TEST(Serve, bad_options_are_refused_with_one_line) {
-    const auto r = hcasim::test::run_hcasim("serve --set hca.no_such_key=1 --socket /tmp/x.sock", "serve_badkey");
+    const auto r =
+        hcasim::test::run_hcasim("serve --set hca.no_such_key=1 --socket /tmp/x.sock", "serve_badkey");
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("hcasim: error: serve:"), std::string::npos) << r.err;
     const auto q = hcasim::test::run_hcasim("serve --quantum-ns 0", "serve_quantum");

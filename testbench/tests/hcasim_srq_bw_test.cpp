@@ -37,12 +37,10 @@ std::vector<row> rows(const std::string& out) {
             in_table = true;
             continue;
         }
-        if (!in_table)
-            continue;
+        if (!in_table) continue;
         std::istringstream f(line);
         row r;
-        if (!(f >> r.size >> r.iters >> r.bw >> r.mpps))
-            break;
+        if (!(f >> r.size >> r.iters >> r.bw >> r.mpps)) break;
         v.push_back(r);
     }
     return v;
@@ -90,7 +88,8 @@ TEST(HcasimSrqBw, verify_checks_every_payload_in_the_shared_buffers) {
     ASSERT_EQ(r.code, 0) << r.err << r.out;
     EXPECT_TRUE(has(r.out, " SRQ 65536 B: 5 QPs, 200 WQEs taken, 0 RNR NAKs sent, empty 0 times\n")) << r.out;
     const uint64_t bytes = 200ull * (0 + 64 + 4096 + 65536);
-    EXPECT_TRUE(has(r.out, " verify: " + std::to_string(bytes) + " bytes checked, 0 mismatches, 0 bad completions\n"))
+    EXPECT_TRUE(
+        has(r.out, " verify: " + std::to_string(bytes) + " bytes checked, 0 mismatches, 0 bad completions\n"))
         << r.out;
 }
 
@@ -130,23 +129,28 @@ TEST(HcasimSrqBw, a_lost_datagram_fails_verify) {
 TEST(HcasimSrqBw, bad_parameters_are_one_line_errors) {
     const result zero = run("--workload srq_bw --set workload.rx_depth=0");
     EXPECT_EQ(zero.code, 2);
-    EXPECT_EQ(zero.err, "hcasim: error: bad value '0' for key 'workload.rx_depth' (--set): expected integer in [1,16384]\n");
+    EXPECT_EQ(
+        zero.err,
+        "hcasim: error: bad value '0' for key 'workload.rx_depth' (--set): expected integer in [1,16384]\n");
     // The SRQ holds workload.rx_depth WRs: more than the device's max_srq_wr is refused by name.
     const result big = run("--workload srq_bw --size 64 --iters 10 --set hca.max_qp_wr=256");
     EXPECT_EQ(big.code, 1);
     // The error is the last line (an ASan build may print a warning about the exception leaving
     // the simulation thread before it).
-    const std::string want = "hcasim: run failed: srq_bw: workload.rx_depth 512 receive WRs do not fit one SRQ of node1 "
-                             "(max_srq_wr 256, max_cqe 65535; hca.max_qp_wr, hca.max_cqe)\n";
-    EXPECT_TRUE(big.err.size() >= want.size() && big.err.compare(big.err.size() - want.size(), want.size(), want) == 0)
+    const std::string want =
+        "hcasim: run failed: srq_bw: workload.rx_depth 512 receive WRs do not fit one SRQ of node1 "
+        "(max_srq_wr 256, max_cqe 65535; hca.max_qp_wr, hca.max_cqe)\n";
+    EXPECT_TRUE(big.err.size() >= want.size() &&
+                big.err.compare(big.err.size() - want.size(), want.size(), want) == 0)
         << big.err;
     const result qps = run("--workload srq_bw --qps 0");
     EXPECT_EQ(qps.code, 2);
     EXPECT_TRUE(has(qps.err, "--qps: expected an integer in [1,")) << qps.err;
     const result ud = run("--workload ud_srq_bw --size 8K");
     EXPECT_EQ(ud.code, 2);
-    EXPECT_EQ(ud.err, "hcasim: error: --size: 8192 bytes exceeds the MTU (4096 bytes, --mtu): ud_srq_bw sends each "
-                      "message as one UD datagram\n");
+    EXPECT_EQ(ud.err,
+              "hcasim: error: --size: 8192 bytes exceeds the MTU (4096 bytes, --mtu): ud_srq_bw sends each "
+              "message as one UD datagram\n");
 }
 
 // libsystemc (linked through testbench_lib) needs the symbol; gtest_main provides main().

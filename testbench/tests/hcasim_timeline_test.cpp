@@ -34,8 +34,7 @@ std::vector<ev> load(const std::string& path) {
     const nlohmann::json j = nlohmann::json::parse(slurp(path));
     std::map<std::pair<unsigned, unsigned>, std::string> tracks;
     for (const auto& e : j["traceEvents"])
-        if (e["ph"] == "M" && e["name"] == "thread_name")
-            tracks[{e["pid"], e["tid"]}] = e["args"]["name"];
+        if (e["ph"] == "M" && e["name"] == "thread_name") tracks[{e["pid"], e["tid"]}] = e["args"]["name"];
     std::vector<ev> out;
     for (const auto& e : j["traceEvents"])
         if (e["ph"] != "M")
@@ -45,10 +44,10 @@ std::vector<ev> load(const std::string& path) {
 }
 
 /// The first event of node/track/name at or after `from`.
-const ev* first(const std::vector<ev>& v, unsigned node, const std::string& track, const std::string& name, double from) {
+const ev* first(const std::vector<ev>& v, unsigned node, const std::string& track, const std::string& name,
+                double from) {
     for (const ev& e : v)
-        if (e.node == node && e.track == track && e.name == name && e.ts >= from)
-            return &e;
+        if (e.node == node && e.track == track && e.name == name && e.ts >= from) return &e;
     return nullptr;
 }
 
@@ -97,13 +96,16 @@ TEST(HcasimTimeline, one_rdma_write_can_be_followed_from_doorbell_to_cqe_on_both
         EXPECT_NEAR(w->dur, w->args["bytes"].get<double>() * 80e-6, 1e-9) << w->name;
     // Byte-identical from run to run.
     const std::string f2 = f + ".2";
-    ASSERT_EQ(run_hcasim("--workload write_lat --size 6000 --iters 3 --timeline '" + f2 + "'", "tl2").code, 0);
+    ASSERT_EQ(run_hcasim("--workload write_lat --size 6000 --iters 3 --timeline '" + f2 + "'", "tl2").code,
+              0);
     EXPECT_EQ(slurp(f), slurp(f2));
     std::remove(f.c_str());
     std::remove(f2.c_str());
     const result bad = run_hcasim("--workload write_lat --timeline /nonexistent/dir/t.json", "bad");
     EXPECT_EQ(bad.code, 2);
-    EXPECT_EQ(bad.err, "hcasim: error: --timeline: cannot write '/nonexistent/dir/t.json': No such file or directory\n");
+    EXPECT_EQ(
+        bad.err,
+        "hcasim: error: --timeline: cannot write '/nonexistent/dir/t.json': No such file or directory\n");
 }
 
 namespace {
@@ -115,7 +117,8 @@ struct span_ps {
     uint64_t begin, end;
     std::string args;
     bool operator<(const span_ps& o) const {  // the tid (lane) aside
-        return std::tie(pid, unit, begin, end, name, args) < std::tie(o.pid, o.unit, o.begin, o.end, o.name, o.args);
+        return std::tie(pid, unit, begin, end, name, args) <
+               std::tie(o.pid, o.unit, o.begin, o.end, o.name, o.args);
     }
 };
 
@@ -126,17 +129,20 @@ std::vector<span_ps> spans(const std::string& path, std::vector<span_ps>* instan
     const nlohmann::json j = nlohmann::json::parse(slurp(path));
     std::map<std::pair<unsigned, unsigned>, std::string> names;
     for (const auto& e : j["traceEvents"])
-        if (e["ph"] == "M" && e["name"] == "thread_name")
-            names[{e["pid"], e["tid"]}] = e["args"]["name"];
+        if (e["ph"] == "M" && e["name"] == "thread_name") names[{e["pid"], e["tid"]}] = e["args"]["name"];
     std::vector<span_ps> out;
     for (const auto& e : j["traceEvents"]) {
-        if (e["ph"] == "M")
-            continue;
+        if (e["ph"] == "M") continue;
         std::string unit = names.at({e["pid"], e["tid"]});
         if (const size_t lane = unit.rfind(" ("); lane != std::string::npos && unit.back() == ')')
             unit.erase(lane);
         const uint64_t b = ps_of(e["ts"].get<double>());
-        span_ps s{e["pid"], e["tid"], unit, e["name"], b, b + ps_of(e.value("dur", 0.0)),
+        span_ps s{e["pid"],
+                  e["tid"],
+                  unit,
+                  e["name"],
+                  b,
+                  b + ps_of(e.value("dur", 0.0)),
                   e.value("args", nlohmann::json::object()).dump()};
         if (e["ph"] == "X")
             out.push_back(s);
@@ -151,7 +157,8 @@ std::vector<span_ps> spans(const std::string& path, std::vector<span_ps>* instan
 TEST(HcasimTimeline, spans_nest_on_every_track_although_pcie_transactions_overlap) {
     // 16 QPs of 64 KiB WRITEs: many DMA reads and posted writes outstanding at once.
     const std::string f = ::testing::TempDir() + "timeline_nest_" + std::to_string(getpid()) + ".json";
-    const result r = run_hcasim("--workload write_bw --size 64K --qps 16 --iters 64 --timeline '" + f + "'", "nest");
+    const result r =
+        run_hcasim("--workload write_bw --size 64K --qps 16 --iters 64 --timeline '" + f + "'", "nest");
     ASSERT_EQ(r.code, 0) << r.err;
     const std::vector<span_ps> v = spans(f);
     std::remove(f.c_str());
@@ -170,7 +177,8 @@ TEST(HcasimTimeline, spans_nest_on_every_track_although_pcie_transactions_overla
             while (!open.empty() && open.back()->end <= s->begin) open.pop_back();
             ASSERT_TRUE(open.empty() || s->end <= open.back()->end)
                 << s->unit << " node" << track.first << ": " << s->name << " [" << s->begin << ", " << s->end
-                << ") overlaps " << open.back()->name << " [" << open.back()->begin << ", " << open.back()->end << ")";
+                << ") overlaps " << open.back()->name << " [" << open.back()->begin << ", "
+                << open.back()->end << ")";
             open.push_back(s);
             ++checked;
         }
@@ -182,7 +190,8 @@ TEST(HcasimTimeline, spans_nest_on_every_track_although_pcie_transactions_overla
     size_t overlapping = 0;
     std::set<std::string> units_with_lanes;
     for (auto& [unit, list] : by_unit) {
-        std::sort(list.begin(), list.end(), [](const span_ps* a, const span_ps* b) { return a->begin < b->begin; });
+        std::sort(list.begin(), list.end(),
+                  [](const span_ps* a, const span_ps* b) { return a->begin < b->begin; });
         uint64_t end = 0;
         for (const span_ps* s : list) {
             if (s->begin < end) {
@@ -201,7 +210,8 @@ TEST(HcasimTimeline, window_and_node_filter_keep_only_the_events_that_overlap_th
     const std::string w = ::testing::TempDir() + "timeline_window_" + std::to_string(getpid()) + ".json";
     const std::string run = "--workload write_bw --size 8K --qps 4 --iters 40 --timeline ";
     ASSERT_EQ(run_hcasim(run + "'" + f + "'", "all").code, 0);
-    const result r = run_hcasim(run + "'" + w + "' --timeline-window 25000:35000 --timeline-nodes 1", "window");
+    const result r =
+        run_hcasim(run + "'" + w + "' --timeline-window 25000:35000 --timeline-nodes 1", "window");
     ASSERT_EQ(r.code, 0) << r.err;
     std::vector<span_ps> all_instants, instants;
     const std::vector<span_ps> all = spans(f, &all_instants), kept = spans(w, &instants);
@@ -209,8 +219,7 @@ TEST(HcasimTimeline, window_and_node_filter_keep_only_the_events_that_overlap_th
     const uint64_t from = 25000000, to = 35000000;
     std::multiset<span_ps> want, got(kept.begin(), kept.end());
     for (const span_ps& s : all)
-        if (s.pid == 1 && s.begin < to && (s.end > from || s.begin >= from))
-            want.insert(s);
+        if (s.pid == 1 && s.begin < to && (s.end > from || s.begin >= from)) want.insert(s);
     ASSERT_GT(want.size(), 20u);
     EXPECT_LT(want.size(), all.size() / 4);
     // Equal but for the lanes (tids), which only depend on the spans kept.
@@ -234,24 +243,29 @@ TEST(HcasimTimeline, bad_window_and_node_filters_are_one_line_errors) {
         std::string args, err;
     };
     const bad cases[] = {
-        {"--timeline-window 100", "--timeline-window: expected START_NS:END_NS (nanoseconds of simulated time; either "
-                                  "may be empty), got '100'"},
-        {"--timeline-window 1us:2us", "--timeline-window: expected START_NS:END_NS (nanoseconds of simulated time; "
-                                      "either may be empty), got '1us:2us'"},
-        {"--timeline-window 500:500", "--timeline-window '500:500': the window is empty (START_NS must be before END_NS)"},
+        {"--timeline-window 100",
+         "--timeline-window: expected START_NS:END_NS (nanoseconds of simulated time; either "
+         "may be empty), got '100'"},
+        {"--timeline-window 1us:2us",
+         "--timeline-window: expected START_NS:END_NS (nanoseconds of simulated time; "
+         "either may be empty), got '1us:2us'"},
+        {"--timeline-window 500:500",
+         "--timeline-window '500:500': the window is empty (START_NS must be before END_NS)"},
         {"--timeline-nodes 0,,1", "--timeline-nodes: expected node numbers like 0,1, got '0,,1'"},
         {"--timeline-nodes 2", "--timeline-nodes: there is no node 2 (the fabric has 2 nodes, 0 to 1)"},
     };
     for (const bad& c : cases) {
-        const result r = run_hcasim("--workload write_lat --iters 3 --timeline '" + f + "' " + c.args, "badf");
+        const result r =
+            run_hcasim("--workload write_lat --iters 3 --timeline '" + f + "' " + c.args, "badf");
         EXPECT_EQ(r.code, 2) << c.args;
         EXPECT_EQ(r.err, "hcasim: error: " + c.err + "\n") << c.args;
         EXPECT_EQ(r.out, "") << c.args;
     }
     const result alone = run_hcasim("--workload write_lat --iters 3 --timeline-window 0:100", "alone");
     EXPECT_EQ(alone.code, 2);
-    EXPECT_EQ(alone.err, "hcasim: error: --timeline-window and --timeline-nodes choose what --timeline FILE keeps; "
-                         "give --timeline\n");
+    EXPECT_EQ(alone.err,
+              "hcasim: error: --timeline-window and --timeline-nodes choose what --timeline FILE keeps; "
+              "give --timeline\n");
 }
 
 TEST(HcasimTimeline, a_timeline_that_cannot_be_written_is_exit_2_naming_the_path_and_the_old_file_stays) {
@@ -264,7 +278,8 @@ TEST(HcasimTimeline, a_timeline_that_cannot_be_written_is_exit_2_naming_the_path
     const std::string dir = empty_dir("timeline_disk");
     const std::string f = dir + "/t.json";
     std::ofstream(f) << "old";
-    const result r = run_hcasim("--workload write_lat --size 64 --iters 3 --timeline '" + f + "'", "disk", file_limit(16));
+    const result r =
+        run_hcasim("--workload write_lat --size 64 --iters 3 --timeline '" + f + "'", "disk", file_limit(16));
     EXPECT_EQ(r.code, 2);
     EXPECT_EQ(r.err, "hcasim: error: --timeline: cannot write '" + f + "': File too large\n");
     EXPECT_EQ(slurp(f), "old");

@@ -187,7 +187,8 @@ SIM_TEST(HostMemory, an_access_beyond_memory_names_its_address_in_hex) {
         return std::string("no error");
     };
     EXPECT_EQ(message([&] { b.mem.write(0x100000, buf, 4); }), "write beyond memory size at 0x100000");
-    EXPECT_EQ(message([&] { b.mem.read(0x17448300544ull, buf, 4); }), "read beyond memory size at 0x17448300544");
+    EXPECT_EQ(message([&] { b.mem.read(0x17448300544ull, buf, 4); }),
+              "read beyond memory size at 0x17448300544");
 }
 
 SIM_TEST(HostMemory, dmi_pointer_per_page_and_debug_transport) {
@@ -278,7 +279,11 @@ SIM_TEST(HostMemory, watch_fires_at_annotated_write_time_and_unwatch_stops_it) {
     static sc_event ev;
     struct waiter : sc_module {
         SC_HAS_PROCESS(waiter);
-        explicit waiter(sc_module_name n) : sc_module(n) { SC_METHOD(on_write); sensitive << ev; dont_initialize(); }
+        explicit waiter(sc_module_name n) : sc_module(n) {
+            SC_METHOD(on_write);
+            sensitive << ev;
+            dont_initialize();
+        }
         void on_write() { fired.push_back(sc_time_stamp()); }
     };
     waiter w("waiter");
@@ -320,12 +325,14 @@ SIM_TEST(HostMemory, shared_memory_is_the_same_bytes_in_another_mapping) {
     sc_start(SC_ZERO_TIME);
     const size_t span = 3 * 4096;
     const uint64_t pa = 0x12345000;
-    auto* other = static_cast<uint8_t*>(mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(pa)));
+    auto* other =
+        static_cast<uint8_t*>(mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(pa)));
     ASSERT_NE(other, MAP_FAILED);
     std::vector<uint8_t> in(5000);
     for (size_t i = 0; i < in.size(); ++i) in[i] = uint8_t(i * 13 + 1);
     sc_time d = SC_ZERO_TIME;
-    ASSERT_EQ(b.access(tlm::TLM_WRITE_COMMAND, pa + 100, in.data(), unsigned(in.size()), d, true), tlm::TLM_OK_RESPONSE);
+    ASSERT_EQ(b.access(tlm::TLM_WRITE_COMMAND, pa + 100, in.data(), unsigned(in.size()), d, true),
+              tlm::TLM_OK_RESPONSE);
     EXPECT_EQ(std::memcmp(other + 100, in.data(), in.size()), 0);
     // A page the model never touched: the other process's store is what the model reads.
     other[span - 1] = 0x5a;

@@ -20,7 +20,8 @@ std::string write_file(const std::string& name, const std::string& text) {
 }
 
 /// Runs `f`, expects config_error, returns its message.
-template <typename F> std::string error_of(F&& f) {
+template <typename F>
+std::string error_of(F&& f) {
     try {
         f();
     } catch (const config_error& e) {
@@ -205,7 +206,8 @@ TEST_F(Param, TrailingGarbageAndNegativeUnsignedRejected) {
     EXPECT_NE(error_of([] { param<double> p("c", 0, "", "h"); }).find("expected number"), std::string::npos);
     EXPECT_NE(error_of([] { param<bool> p("d", false, "", "h"); }).find("expected bool"), std::string::npos);
     EXPECT_NE(error_of([] { param<uint64_t> p("e", 0, "", "h"); }).find("bad value '0x'"), std::string::npos);
-    EXPECT_NE(error_of([] { param<int> p("f", 0, "", "h"); }).find("bad value '99999999999'"), std::string::npos);
+    EXPECT_NE(error_of([] { param<int> p("f", 0, "", "h"); }).find("bad value '99999999999'"),
+              std::string::npos);
 }
 
 TEST_F(Param, RangeCheckedAfterConstruction) {
@@ -229,8 +231,7 @@ TEST_F(Param, RangeInsideAccepted) {
 
 TEST_F(Param, ChoicesChecked) {
     b.set_override("hca.mode=fast");
-    const auto msg =
-        error_of([] { param<std::string> p("hca.mode", "lt", "", "h", {"lt", "at"}); });
+    const auto msg = error_of([] { param<std::string> p("hca.mode", "lt", "", "h", {"lt", "at"}); });
     EXPECT_EQ(msg, "bad value 'fast' for key 'hca.mode' (--set): expected one of lt|at");
     b.reset();
     b.set_override("hca.mode=at");
@@ -395,7 +396,9 @@ TEST_F(Param, LinkPrefixValueRangeNamesKeyAndOrigin) {
 // parameter are checked as its value resolves, before the module sizes anything from it.
 TEST_F(Param, a_declared_range_is_checked_before_the_parameter_is_usable) {
     b.set_override("hca.max_qps=4294967295");
-    EXPECT_EQ(error_of([] { param<unsigned> p("node0.hca.max_qps", 1024, "QPs", "h", {2, 1u << 24}); }),
+    EXPECT_EQ(error_of([] {
+                  param<unsigned> p("node0.hca.max_qps", 1024, "QPs", "h", {2, 1u << 24});
+              }),
               "bad value '4294967295' for key 'node0.hca.max_qps' (--set): expected integer in [2,16777216]");
 }
 
@@ -403,13 +406,17 @@ TEST_F(Param, clock_mhz_of_1e_300_inf_1e300_and_nan_are_refused_naming_the_key) 
     for (const char* v : {"1e-300", "inf", "1e300", "-inf"}) {
         b.reset();
         b.set("hca.clock_mhz", v, "--set");
-        EXPECT_EQ(error_of([] { param<double> p("node0.hca.clock_mhz", 800, "MHz", "h", {1, 10000}); }),
-                  std::string("bad value '") + v + "' for key 'node0.hca.clock_mhz' (--set): expected number in " +
-                      "[1,10000]");
+        EXPECT_EQ(error_of([] {
+                      param<double> p("node0.hca.clock_mhz", 800, "MHz", "h", {1, 10000});
+                  }),
+                  std::string("bad value '") + v +
+                      "' for key 'node0.hca.clock_mhz' (--set): expected number in " + "[1,10000]");
     }
     b.reset();
     b.set("hca.clock_mhz", "nan", "--set");
-    EXPECT_EQ(error_of([] { param<double> p("node0.hca.clock_mhz", 800, "MHz", "h", {1, 10000}); }),
+    EXPECT_EQ(error_of([] {
+                  param<double> p("node0.hca.clock_mhz", 800, "MHz", "h", {1, 10000});
+              }),
               "bad value 'nan' for key 'node0.hca.clock_mhz' (--set): expected number");
 }
 
@@ -419,7 +426,9 @@ TEST_F(Param, a_value_outside_the_range_is_accepted_only_if_it_is_the_declared_s
     EXPECT_EQ(inherit.get(), 0.0);
     b.reset();
     b.set_override("cq_writer.clock_mhz=0.5");
-    EXPECT_EQ(error_of([] { param<double> p("cq_writer.clock_mhz", 0, "MHz", "h", {1, 10000, 0.0}); }),
+    EXPECT_EQ(error_of([] {
+                  param<double> p("cq_writer.clock_mhz", 0, "MHz", "h", {1, 10000, 0.0});
+              }),
               "bad value '0.5' for key 'cq_writer.clock_mhz' (--set): expected number in [1,10000] or 0");
 }
 
@@ -443,7 +452,8 @@ TEST_F(Param, a_config_directory_is_refused) {
 
 TEST_F(Param, a_config_file_that_cannot_be_read_is_refused_with_file_and_line) {
     // /proc/self/mem opens but fails to read at offset 0 (EIO).
-    EXPECT_EQ(error_of([&] { b.load_ini("/proc/self/mem"); }), "/proc/self/mem:1: read error: Input/output error");
+    EXPECT_EQ(error_of([&] { b.load_ini("/proc/self/mem"); }),
+              "/proc/self/mem:1: read error: Input/output error");
 }
 
 TEST_F(Param, a_nul_byte_in_an_ini_line_is_refused_with_file_and_line) {
@@ -455,7 +465,8 @@ TEST_F(Param, a_nul_byte_in_an_ini_line_is_refused_with_file_and_line) {
 }
 
 TEST_F(Param, an_over_long_ini_line_is_refused_with_file_and_line) {
-    const auto path = write_file("long.ini", "a = 1\nb = " + std::string(broker::max_ini_line_bytes, 'x') + "\n");
+    const auto path =
+        write_file("long.ini", "a = 1\nb = " + std::string(broker::max_ini_line_bytes, 'x') + "\n");
     EXPECT_EQ(error_of([&] { b.load_ini(path); }), path + ":2: line longer than 4096 bytes");
     // The limit itself is accepted.
     const auto ok = write_file("limit.ini", "b = " + std::string(broker::max_ini_line_bytes - 4, 'x') + "\n");
@@ -466,7 +477,8 @@ TEST_F(Param, an_endless_config_stream_is_refused_at_its_line_limit) {
     std::string text;
     for (size_t i = 0; i <= broker::max_ini_lines; ++i) text += "a = 1\n";
     const auto path = write_file("endless.ini", text);
-    EXPECT_EQ(error_of([&] { b.load_ini(path); }), path + ":100001: more than 100000 lines: not a configuration file");
+    EXPECT_EQ(error_of([&] { b.load_ini(path); }),
+              path + ":100001: more than 100000 lines: not a configuration file");
 }
 
 TEST_F(Param, config_dev_zero_is_refused_at_once) {

@@ -52,10 +52,10 @@ struct bench : sc_module {
     pcie_link pcie{"pcie"};
     dma_traffic_gen gen{"gen"}, gen2{"gen2"};
     mux dev_mux{"dev_mux"};
-    tlm_utils::simple_initiator_socket<bench> dev{"dev"};   // device DMA
-    tlm_utils::simple_initiator_socket<bench> cpu{"cpu"};   // CPU loads/stores to memory
-    tlm_utils::simple_initiator_socket<bench> mmio{"mmio"}; // CPU MMIO to BAR0
-    tlm_utils::simple_target_socket<bench> bar{"bar"};      // the device's BAR0
+    tlm_utils::simple_initiator_socket<bench> dev{"dev"};    // device DMA
+    tlm_utils::simple_initiator_socket<bench> cpu{"cpu"};    // CPU loads/stores to memory
+    tlm_utils::simple_initiator_socket<bench> mmio{"mmio"};  // CPU MMIO to BAR0
+    tlm_utils::simple_target_socket<bench> bar{"bar"};       // the device's BAR0
 
     struct bar_access {
         tlm::tlm_command cmd;
@@ -108,7 +108,8 @@ struct bench : sc_module {
         if (ext) gp.clear_extension(ext);
         return gp.get_response_status();
     }
-    tlm::tlm_response_status bar_access_(tlm::tlm_command cmd, uint64_t off, void* data, unsigned len, sc_time& d) {
+    tlm::tlm_response_status bar_access_(tlm::tlm_command cmd, uint64_t off, void* data, unsigned len,
+                                         sc_time& d) {
         tlm::tlm_generic_payload gp;
         gp.set_command(cmd);
         gp.set_address(off);
@@ -120,7 +121,8 @@ struct bench : sc_module {
     }
 
     /// Runs one generator to completion.
-    double run(dma_traffic_gen& g, bool write, uint64_t addr, uint64_t size, uint64_t count, unsigned outstanding) {
+    double run(dma_traffic_gen& g, bool write, uint64_t addr, uint64_t size, uint64_t count,
+               unsigned outstanding) {
         g.start(write, addr, size, count, outstanding);
         wait(g.done_event());
         return g.bandwidth_gbps();
@@ -136,22 +138,22 @@ struct table_row {
 
 /// Runs every size both ways on one link configuration and checks it against the
 /// calibration.md table (1%) and, above 256 B, the formula (1%).
-void check_bandwidth_table(unsigned gen, unsigned lanes, double tlp_layer, const std::vector<table_row>& table,
-                           uint64_t bytes_per_run) {
+void check_bandwidth_table(unsigned gen, unsigned lanes, double tlp_layer,
+                           const std::vector<table_row>& table, uint64_t bytes_per_run) {
     bench b("node0", [&](bench& t) {
         EXPECT_NEAR(t.pcie.tlp_bandwidth_gbps(), tlp_layer, 0.005);
         std::printf("PCIe Gen%u x%u MPS 256 MRRS 512: TLP layer %.2f Gb/s (table %.2f)\n", gen, lanes,
                     t.pcie.tlp_bandwidth_gbps(), tlp_layer);
-        std::printf("%6s %10s %10s %10s | %10s %10s %10s\n", "size", "write", "table", "formula", "read", "table",
-                    "formula");
+        std::printf("%6s %10s %10s %10s | %10s %10s %10s\n", "size", "write", "table", "formula", "read",
+                    "table", "formula");
         for (const auto& row : table) {
             const uint64_t count = bytes_per_run / row.size;
             const double w = t.run(t.gen, true, 0x100000, row.size, count, 512);
             const double r = t.run(t.gen, false, 0x100000, row.size, count, 512);
             const double fw = pcie_link::write_gbps(gen, lanes, 256, row.size);
             const double fr = pcie_link::read_gbps(gen, lanes, 256, 512, row.size);
-            std::printf("%6llu %10.2f %10.2f %10.2f | %10.2f %10.2f %10.2f\n", (unsigned long long)row.size, w,
-                        row.write, fw, r, row.read, fr);
+            std::printf("%6llu %10.2f %10.2f %10.2f | %10.2f %10.2f %10.2f\n", (unsigned long long)row.size,
+                        w, row.write, fw, r, row.read, fr);
             EXPECT_NEAR(w, row.write, 0.01 * row.write) << "write " << row.size;
             EXPECT_NEAR(r, row.read, 0.01 * row.read) << "read " << row.size;
             if (row.size > 256) {
@@ -178,7 +180,10 @@ TEST(PcieFormula, matches_calibration_table) {
     EXPECT_NEAR(pcie_link::raw_gbps(1, 1), 2.0, 1e-12);
     EXPECT_NEAR(pcie_link::tlp_gbps(3, 8, 256), 57.88, 0.005);
     EXPECT_NEAR(pcie_link::tlp_gbps(4, 16, 256), 227.40, 0.005);
-    struct row { uint64_t size; double w3, r3, w4, r4; };
+    struct row {
+        uint64_t size;
+        double w3, r3, w4, r4;
+    };
     for (const row& r : {row{64, 42.10, 44.10, 165.38, 173.26}, row{128, 48.75, 50.06, 191.49, 196.67},
                          row{256, 52.92, 53.69, 207.91, 210.92}, row{4096, 52.92, 53.69, 207.91, 210.92}}) {
         EXPECT_NEAR(pcie_link::write_gbps(3, 8, 256, r.size), r.w3, 0.006) << r.size;
@@ -194,11 +199,11 @@ TEST(PcieFormula, matches_calibration_table) {
 
 // --- bandwidth ------------------------------------------------------------------------------
 
-const std::vector<table_row> gen3_x8_table = {{64, 42.10, 44.10},    {128, 48.75, 50.06},  {256, 52.92, 53.69},
-                                              {512, 52.92, 53.69},   {1024, 52.92, 53.69}, {2048, 52.92, 53.69},
+const std::vector<table_row> gen3_x8_table = {{64, 42.10, 44.10},  {128, 48.75, 50.06},  {256, 52.92, 53.69},
+                                              {512, 52.92, 53.69}, {1024, 52.92, 53.69}, {2048, 52.92, 53.69},
                                               {4096, 52.92, 53.69}};
 const std::vector<table_row> gen4_x16_table = {
-    {64, 165.38, 173.26}, {128, 191.49, 196.67}, {256, 207.91, 210.92}, {512, 207.91, 210.92},
+    {64, 165.38, 173.26},   {128, 191.49, 196.67},  {256, 207.91, 210.92}, {512, 207.91, 210.92},
     {1024, 207.91, 210.92}, {2048, 207.91, 210.92}, {4096, 207.91, 210.92}};
 
 SIM_TEST(PcieLink, bandwidth_gen3_x8_matches_table) {
@@ -282,7 +287,8 @@ SIM_TEST(PcieLink, data_integrity_and_multi_request_timing) {
                   tlm::TLM_ADDRESS_ERROR_RESPONSE);
         EXPECT_EQ(t.pcie.dma_write_errors.value(), 0u);
         d = SC_ZERO_TIME;
-        EXPECT_EQ(t.dma(tlm::TLM_WRITE_COMMAND, (uint64_t(64) << 30) - 8, in.data(), 16, d), tlm::TLM_OK_RESPONSE);
+        EXPECT_EQ(t.dma(tlm::TLM_WRITE_COMMAND, (uint64_t(64) << 30) - 8, in.data(), 16, d),
+                  tlm::TLM_OK_RESPONSE);
         EXPECT_EQ(t.pcie.dma_write_errors.value(), 1u);
         EXPECT_EQ(t.mem.writes_in_flight(), 0u);  // nothing of it waits to land
     });
@@ -296,7 +302,11 @@ SIM_TEST(PcieLink, dma_write_lands_when_last_tlp_crossed) {
     static sc_time fired;
     struct waiter : sc_module {
         SC_HAS_PROCESS(waiter);
-        explicit waiter(sc_module_name n) : sc_module(n) { SC_METHOD(on); sensitive << ev; dont_initialize(); }
+        explicit waiter(sc_module_name n) : sc_module(n) {
+            SC_METHOD(on);
+            sensitive << ev;
+            dont_initialize();
+        }
         void on() { fired = sc_time_stamp(); }
     };
     waiter w("waiter");
@@ -339,7 +349,7 @@ SIM_TEST(PcieLink, concurrent_reads_take_upstream_from_writes) {
     set("pcie.generation", "3");
     set("pcie.lanes", "8");
     bench b("node0", [](bench& t) {
-        const double w0 = t.run(t.gen, true, 0x100000, 256, 16384, 128);  // 4 MiB
+        const double w0 = t.run(t.gen, true, 0x100000, 256, 16384, 128);   // 4 MiB
         const double r0 = t.run(t.gen2, false, 0x800000, 512, 8192, 128);  // 4 MiB
         const uint64_t up0 = t.pcie.upstream_bytes;
         const sc_time t0 = sc_time_stamp();
@@ -354,9 +364,10 @@ SIM_TEST(PcieLink, concurrent_reads_take_upstream_from_writes) {
         const double up_util = double(up1 - up0) * 8 / ns(t_w - t0) / t.pcie.tlp_bandwidth_gbps();
         // Read requests (24 B per 552 B of completions) take 4.3% of upstream from the writes.
         const double expect_w1 = w0 * (1 - 24.0 / 552.0);
-        std::printf("write alone %.2f, read alone %.2f; together write %.2f (expected %.2f) read %.2f Gb/s; "
-                    "upstream utilisation %.4f\n",
-                    w0, r0, w1, expect_w1, r1, up_util);
+        std::printf(
+            "write alone %.2f, read alone %.2f; together write %.2f (expected %.2f) read %.2f Gb/s; "
+            "upstream utilisation %.4f\n",
+            w0, r0, w1, expect_w1, r1, up_util);
         EXPECT_LT(w1, 0.98 * w0);
         EXPECT_NEAR(w1, expect_w1, 0.01 * expect_w1);
         EXPECT_NEAR(r1, r0, 0.02 * r0);  // downstream carries only completions: reads unaffected
@@ -381,7 +392,8 @@ SIM_TEST(PcieLink, mmio_reaches_device_with_defined_latency) {
         EXPECT_EQ(t.bar_log[0].value, db);
         EXPECT_EQ(t.bar_log[0].at, arrive);
         EXPECT_EQ(sc_time_stamp() + d, arrive);
-        std::printf("MMIO 8 B write: device sees it %.3f ns after the store\n", ns(arrive - sc_time(2005, SC_NS)));
+        std::printf("MMIO 8 B write: device sees it %.3f ns after the store\n",
+                    ns(arrive - sc_time(2005, SC_NS)));
 
         wait(1, SC_US);
         const sc_time t0 = sc_time_stamp();
@@ -390,8 +402,8 @@ SIM_TEST(PcieLink, mmio_reaches_device_with_defined_latency) {
         ASSERT_EQ(t.bar_access_(tlm::TLM_READ_COMMAND, 0x10, &v, 4, d), tlm::TLM_OK_RESPONSE);
         EXPECT_EQ(v, 0x12345678u);
         EXPECT_EQ(t.bar_log[1].at, t0 + t.pcie.tlp_time(24) + sc_time(200, SC_NS));
-        EXPECT_EQ(d, t.pcie.tlp_time(24) + sc_time(200, SC_NS) + sc_time(10, SC_NS) + t.pcie.tlp_time(4 + 20) +
-                         sc_time(200, SC_NS));
+        EXPECT_EQ(d, t.pcie.tlp_time(24) + sc_time(200, SC_NS) + sc_time(10, SC_NS) +
+                         t.pcie.tlp_time(4 + 20) + sc_time(200, SC_NS));
         EXPECT_EQ(t.pcie.mmio_writes.value(), 1u);
         EXPECT_EQ(t.pcie.mmio_reads.value(), 1u);
     });
@@ -451,10 +463,10 @@ SIM_TEST(PcieLink, atomics_fetch_add_and_compare_swap) {
 
 TEST(PcieLinkParams, bad_values_raise_config_error) {
     const std::vector<std::pair<const char*, const char*>> bad = {
-        {"pcie.lanes", "3"},           {"pcie.lanes", "32"},          {"pcie.lanes", "0"},
-        {"pcie.generation", "0"},      {"pcie.generation", "6"},      {"pcie.mps_bytes", "300"},
-        {"pcie.mps_bytes", "8192"},    {"pcie.mps_bytes", "64"},      {"pcie.mrrs_bytes", "768"},
-        {"pcie.read_tags", "0"},       {"pcie.read_latency_ns", "-1"}, {"pcie.lanes", "x8"}};
+        {"pcie.lanes", "3"},        {"pcie.lanes", "32"},           {"pcie.lanes", "0"},
+        {"pcie.generation", "0"},   {"pcie.generation", "6"},       {"pcie.mps_bytes", "300"},
+        {"pcie.mps_bytes", "8192"}, {"pcie.mps_bytes", "64"},       {"pcie.mrrs_bytes", "768"},
+        {"pcie.read_tags", "0"},    {"pcie.read_latency_ns", "-1"}, {"pcie.lanes", "x8"}};
     for (const auto& [key, value] : bad) {
         SCOPED_TRACE(std::string(key) + "=" + value);
         hcasim::test::run_forked([key = key, value = value] {

@@ -32,7 +32,7 @@ inline void run_forked(const std::function<void()>& body) {
 }  // namespace hcasim::test
 
 /// A simulation test: body runs in its own process.
-#define SIM_TEST(suite, name)                                         \
-    static void suite##_##name##_body();                             \
+#define SIM_TEST(suite, name)                                                \
+    static void suite##_##name##_body();                                     \
     TEST(suite, name) { ::hcasim::test::run_forked(suite##_##name##_body); } \
     static void suite##_##name##_body()

@@ -71,77 +71,77 @@ enum class lnh : uint8_t { raw = 0, ip_non_ib = 1, iba_local = 2, iba_global = 3
 
 /// Local Route Header (IBA 7.7), 8 bytes.
 struct lrh {
-  uint8_t vl = 0;                ///< Virtual Lane, 4 bits (variant: may change per hop).
-  uint8_t lver = 0;              ///< Link version, 4 bits (0 for IBA 1.x).
-  uint8_t sl = 0;                ///< Service Level, 4 bits.
-  lnh next = lnh::iba_local;     ///< Link Next Header, 2 bits.
-  uint16_t dlid = 0;             ///< Destination LID.
-  uint16_t pkt_len_words = 0;    ///< Packet length in 4-byte words, LRH through ICRC (not VCRC), 11 bits.
-  uint16_t slid = 0;             ///< Source LID.
+    uint8_t vl = 0;              ///< Virtual Lane, 4 bits (variant: may change per hop).
+    uint8_t lver = 0;            ///< Link version, 4 bits (0 for IBA 1.x).
+    uint8_t sl = 0;              ///< Service Level, 4 bits.
+    lnh next = lnh::iba_local;   ///< Link Next Header, 2 bits.
+    uint16_t dlid = 0;           ///< Destination LID.
+    uint16_t pkt_len_words = 0;  ///< Packet length in 4-byte words, LRH through ICRC (not VCRC), 11 bits.
+    uint16_t slid = 0;           ///< Source LID.
 };
 
 /// Global Route Header (IBA 8.3), 40 bytes, IPv6-like.
 struct grh {
-  uint8_t ip_ver = 6;                ///< IP version, 4 bits (6).
-  uint8_t tclass = 0;                ///< Traffic class (variant for ICRC).
-  uint32_t flow_label = 0;           ///< Flow label, 20 bits (variant for ICRC).
-  uint16_t pay_len = 0;              ///< Bytes after the GRH up to and including the ICRC.
-  uint8_t next_hdr = GRH_NEXT_HDR_IBA;  ///< Next header (0x1B = IBA transport).
-  uint8_t hop_limit = 0;             ///< Hop limit (variant for ICRC).
-  std::array<uint8_t, 16> sgid{};    ///< Source GID, wire order.
-  std::array<uint8_t, 16> dgid{};    ///< Destination GID, wire order.
+    uint8_t ip_ver = 6;                   ///< IP version, 4 bits (6).
+    uint8_t tclass = 0;                   ///< Traffic class (variant for ICRC).
+    uint32_t flow_label = 0;              ///< Flow label, 20 bits (variant for ICRC).
+    uint16_t pay_len = 0;                 ///< Bytes after the GRH up to and including the ICRC.
+    uint8_t next_hdr = GRH_NEXT_HDR_IBA;  ///< Next header (0x1B = IBA transport).
+    uint8_t hop_limit = 0;                ///< Hop limit (variant for ICRC).
+    std::array<uint8_t, 16> sgid{};       ///< Source GID, wire order.
+    std::array<uint8_t, 16> dgid{};       ///< Destination GID, wire order.
 };
 
 /// Base Transport Header (IBA 9.2), 12 bytes.
 struct bth {
-  uint8_t opcode = 0;       ///< OpCode: transport (bits 7:5) + operation (bits 4:0); see namespace op.
-  bool se = false;          ///< Solicited Event.
-  bool mig_req = false;     ///< MigReq (path migration state).
-  uint8_t pad_count = 0;    ///< Pad bytes (0-3) appended to the payload to a 4-byte multiple.
-  uint8_t tver = 0;         ///< Transport header version, 4 bits (0).
-  uint16_t pkey = 0xFFFF;   ///< Partition key.
-  bool fecn = false;        ///< Forward ECN (in the variant Resv8a byte).
-  bool becn = false;        ///< Backward ECN (in the variant Resv8a byte).
-  uint32_t dest_qp = 0;     ///< Destination QP number, 24 bits.
-  bool ack_req = false;     ///< AckReq: responder should acknowledge this packet.
-  uint32_t psn = 0;         ///< Packet sequence number, 24 bits.
+    uint8_t opcode = 0;      ///< OpCode: transport (bits 7:5) + operation (bits 4:0); see namespace op.
+    bool se = false;         ///< Solicited Event.
+    bool mig_req = false;    ///< MigReq (path migration state).
+    uint8_t pad_count = 0;   ///< Pad bytes (0-3) appended to the payload to a 4-byte multiple.
+    uint8_t tver = 0;        ///< Transport header version, 4 bits (0).
+    uint16_t pkey = 0xFFFF;  ///< Partition key.
+    bool fecn = false;       ///< Forward ECN (in the variant Resv8a byte).
+    bool becn = false;       ///< Backward ECN (in the variant Resv8a byte).
+    uint32_t dest_qp = 0;    ///< Destination QP number, 24 bits.
+    bool ack_req = false;    ///< AckReq: responder should acknowledge this packet.
+    uint32_t psn = 0;        ///< Packet sequence number, 24 bits.
 };
 
 /// RDMA Extended Transport Header (IBA 9.3.3), 16 bytes.
 struct reth {
-  uint64_t va = 0;       ///< Remote virtual address.
-  uint32_t rkey = 0;     ///< Remote key.
-  uint32_t dma_len = 0;  ///< DMA length in bytes of the whole RDMA operation.
+    uint64_t va = 0;       ///< Remote virtual address.
+    uint32_t rkey = 0;     ///< Remote key.
+    uint32_t dma_len = 0;  ///< DMA length in bytes of the whole RDMA operation.
 };
 
 /// ACK Extended Transport Header (IBA 9.3.5), 4 bytes.
 struct aeth {
-  uint8_t syndrome = 0;  ///< Syndrome (see aeth_ack / aeth_rnr_nak / aeth_nak).
-  uint32_t msn = 0;      ///< Message sequence number, 24 bits.
+    uint8_t syndrome = 0;  ///< Syndrome (see aeth_ack / aeth_rnr_nak / aeth_nak).
+    uint32_t msn = 0;      ///< Message sequence number, 24 bits.
 };
 
 /// Datagram Extended Transport Header (IBA 9.3.2), 8 bytes.
 struct deth {
-  uint32_t qkey = 0;     ///< Queue key.
-  uint32_t src_qp = 0;   ///< Source QP number, 24 bits.
+    uint32_t qkey = 0;    ///< Queue key.
+    uint32_t src_qp = 0;  ///< Source QP number, 24 bits.
 };
 
 /// Atomic Extended Transport Header (IBA 9.3.4), 28 bytes.
 struct atomic_eth {
-  uint64_t va = 0;        ///< Remote virtual address (8-byte aligned).
-  uint32_t rkey = 0;      ///< Remote key.
-  uint64_t swap_add = 0;  ///< Swap (CmpSwap) or add (FetchAdd) operand.
-  uint64_t compare = 0;   ///< Compare operand (CmpSwap only).
+    uint64_t va = 0;        ///< Remote virtual address (8-byte aligned).
+    uint32_t rkey = 0;      ///< Remote key.
+    uint64_t swap_add = 0;  ///< Swap (CmpSwap) or add (FetchAdd) operand.
+    uint64_t compare = 0;   ///< Compare operand (CmpSwap only).
 };
 
 /// Atomic Acknowledge Extended Transport Header (IBA 9.3.6), 8 bytes.
 struct atomic_ack_eth {
-  uint64_t orig_data = 0;  ///< Original remote data returned by the atomic.
+    uint64_t orig_data = 0;  ///< Original remote data returned by the atomic.
 };
 
 /// Reliable Datagram Extended Transport Header (IBA 9.3.1), 4 bytes.
 struct rdeth {
-  uint32_t ee_context = 0;  ///< End-to-end context, 24 bits.
+    uint32_t ee_context = 0;  ///< End-to-end context, 24 bits.
 };
 
 // ---------------------------------------------------------------------------------------
@@ -204,9 +204,9 @@ constexpr uint8_t ACKNOWLEDGE = 0x11;
 constexpr uint8_t ATOMIC_ACKNOWLEDGE = 0x12;
 constexpr uint8_t COMPARE_SWAP = 0x13;
 constexpr uint8_t FETCH_ADD = 0x14;
-constexpr uint8_t RESYNC = 0x15;          ///< RD only.
-constexpr uint8_t SEND_LAST_INV = 0x16;   ///< RC only.
-constexpr uint8_t SEND_ONLY_INV = 0x17;   ///< RC only.
+constexpr uint8_t RESYNC = 0x15;         ///< RD only.
+constexpr uint8_t SEND_LAST_INV = 0x16;  ///< RC only.
+constexpr uint8_t SEND_ONLY_INV = 0x17;  ///< RC only.
 
 // Reliable Connection
 constexpr uint8_t RC_SEND_FIRST = RC | SEND_FIRST;
@@ -279,17 +279,17 @@ constexpr uint8_t UD_SEND_ONLY_IMM = UD | SEND_ONLY_IMM;  // 0x65
 /// Which extension headers an opcode carries (wire order after BTH: RDETH, DETH,
 /// RETH | AtomicETH, AETH, AtomicAckETH, ImmDt | IETH) and whether it carries payload.
 struct opcode_layout {
-  bool valid = false;           ///< Opcode is defined by IBA (and supported here).
-  bool rdeth = false;           ///< RDETH present (RD).
-  bool deth = false;            ///< DETH present (RD requests, UD).
-  bool reth = false;            ///< RETH present.
-  bool atomic_eth = false;      ///< AtomicETH present.
-  bool aeth = false;            ///< AETH present.
-  bool atomic_ack_eth = false;  ///< AtomicAckETH present.
-  bool immdt = false;           ///< ImmDt present.
-  bool ieth = false;            ///< IETH present.
-  bool payload = false;         ///< Packet may carry payload.
-  uint8_t eth = 0;              ///< Bytes of the extension headers above, after BTH (0 if !valid).
+    bool valid = false;           ///< Opcode is defined by IBA (and supported here).
+    bool rdeth = false;           ///< RDETH present (RD).
+    bool deth = false;            ///< DETH present (RD requests, UD).
+    bool reth = false;            ///< RETH present.
+    bool atomic_eth = false;      ///< AtomicETH present.
+    bool aeth = false;            ///< AETH present.
+    bool atomic_ack_eth = false;  ///< AtomicAckETH present.
+    bool immdt = false;           ///< ImmDt present.
+    bool ieth = false;            ///< IETH present.
+    bool payload = false;         ///< Packet may carry payload.
+    uint8_t eth = 0;              ///< Bytes of the extension headers above, after BTH (0 if !valid).
 };
 opcode_layout layout_of(uint8_t opcode);
 /// Bytes of extension headers after BTH for this layout (0 if !valid).
@@ -301,18 +301,18 @@ inline size_t eth_bytes(const opcode_layout& l) { return l.eth; }
 
 /// All headers of one packet; only those that layout_of(b.opcode) names are used.
 struct headers {
-  lrh l;                     ///< Local Route Header.
-  bool has_grh = false;      ///< GRH present (l.next == iba_global on the wire).
-  grh g;                     ///< Global Route Header (if has_grh).
-  bth b;                     ///< Base Transport Header.
-  reth r;                    ///< RETH (if layout.reth).
-  aeth a;                    ///< AETH (if layout.aeth).
-  deth d;                    ///< DETH (if layout.deth).
-  atomic_eth ae;             ///< AtomicETH (if layout.atomic_eth).
-  atomic_ack_eth aae;        ///< AtomicAckETH (if layout.atomic_ack_eth).
-  uint32_t immdt = 0;        ///< Immediate data (if layout.immdt).
-  uint32_t ieth_rkey = 0;    ///< R_Key to invalidate (if layout.ieth).
-  rdeth rd;                  ///< RDETH (if layout.rdeth).
+    lrh l;                   ///< Local Route Header.
+    bool has_grh = false;    ///< GRH present (l.next == iba_global on the wire).
+    grh g;                   ///< Global Route Header (if has_grh).
+    bth b;                   ///< Base Transport Header.
+    reth r;                  ///< RETH (if layout.reth).
+    aeth a;                  ///< AETH (if layout.aeth).
+    deth d;                  ///< DETH (if layout.deth).
+    atomic_eth ae;           ///< AtomicETH (if layout.atomic_eth).
+    atomic_ack_eth aae;      ///< AtomicAckETH (if layout.atomic_ack_eth).
+    uint32_t immdt = 0;      ///< Immediate data (if layout.immdt).
+    uint32_t ieth_rkey = 0;  ///< R_Key to invalidate (if layout.ieth).
+    rdeth rd;                ///< RDETH (if layout.rdeth).
 };
 
 /// Every header at its default: `h = BLANK_HEADERS` resets a reused `headers` with one copy
@@ -339,15 +339,15 @@ size_t seal_packet(uint8_t* pkt, size_t len_before_icrc);
 
 /// parse_packet result.
 enum class parse_status {
-  ok,           ///< Packet valid; headers and payload extent filled in.
-  truncated,    ///< Buffer shorter than the headers or than LRH:PktLen announces.
-  bad_lver,     ///< LRH LVer != 0.
-  bad_lnh,      ///< LNH is raw / IP-non-IBA, or GRH does not announce an IBA transport header.
-  bad_pkt_len,  ///< PktLen (or GRH PayLen, PadCnt) inconsistent with the buffer or opcode.
-  bad_vcrc,     ///< VCRC mismatch.
-  bad_icrc,     ///< ICRC mismatch.
-  bad_tver,     ///< BTH TVer != 0.
-  bad_opcode,   ///< Opcode reserved / unsupported.
+    ok,           ///< Packet valid; headers and payload extent filled in.
+    truncated,    ///< Buffer shorter than the headers or than LRH:PktLen announces.
+    bad_lver,     ///< LRH LVer != 0.
+    bad_lnh,      ///< LNH is raw / IP-non-IBA, or GRH does not announce an IBA transport header.
+    bad_pkt_len,  ///< PktLen (or GRH PayLen, PadCnt) inconsistent with the buffer or opcode.
+    bad_vcrc,     ///< VCRC mismatch.
+    bad_icrc,     ///< ICRC mismatch.
+    bad_tver,     ///< BTH TVer != 0.
+    bad_opcode,   ///< Opcode reserved / unsupported.
 };
 
 /// Full-packet parse with validation (checks in this order: length/LRH, PktLen vs len,

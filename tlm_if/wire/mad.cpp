@@ -42,13 +42,11 @@ smp decode_smp(const uint8_t* in) {
 }
 
 void encode_pkey_block(const uint16_t* keys, uint8_t* data) {
-    for (unsigned i = 0; i < PKEYS_PER_BLOCK; ++i)
-        put_be16(data + 2 * i, keys[i]);
+    for (unsigned i = 0; i < PKEYS_PER_BLOCK; ++i) put_be16(data + 2 * i, keys[i]);
 }
 
 void decode_pkey_block(const uint8_t* data, uint16_t* keys) {
-    for (unsigned i = 0; i < PKEYS_PER_BLOCK; ++i)
-        keys[i] = get_be16(data + 2 * i);
+    for (unsigned i = 0; i < PKEYS_PER_BLOCK; ++i) keys[i] = get_be16(data + 2 * i);
 }
 
 void encode(const notice_bad_pkey& n, uint8_t* d) {
@@ -69,8 +67,8 @@ void encode(const notice_bad_pkey& n, uint8_t* d) {
 }
 
 bool decode_notice_bad_pkey(const uint8_t* d, notice_bad_pkey& n) {
-    if (d[0] != (0x80 | NOTICE_TYPE_SECURITY) || ((uint32_t(d[1]) << 16) | get_be16(d + 2)) != NOTICE_PRODUCER_CA ||
-        get_be16(d + 4) != TRAP_BAD_PKEY)
+    if (d[0] != (0x80 | NOTICE_TYPE_SECURITY) ||
+        ((uint32_t(d[1]) << 16) | get_be16(d + 2)) != NOTICE_PRODUCER_CA || get_be16(d + 4) != TRAP_BAD_PKEY)
         return false;
     n.issuer_lid = get_be16(d + 6);
     n.toggle_count = get_be16(d + 8);
@@ -98,8 +96,7 @@ size_t encode_smp_packet(uint16_t dlid, uint16_t slid, uint8_t sl, const smp& s,
     h.d.qkey = SMP_QKEY;
     h.d.src_qp = 0;
     const size_t hdr = encode_headers(h, MAD_BYTES, out);
-    if (!hdr)
-        return 0;
+    if (!hdr) return 0;
     encode(s, out + hdr);
     return hdr + MAD_BYTES;  // 256 is a multiple of 4: no pad
 }

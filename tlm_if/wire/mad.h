@@ -70,7 +70,7 @@ struct mad_header {
     uint8_t base_version = MAD_BASE_VERSION;
     uint8_t mgmt_class = MGMT_CLASS_SUBN_LID_ROUTED;
     uint8_t class_version = SMP_CLASS_VERSION;
-    uint8_t method = 0;            ///< with the R bit (0x80) for responses
+    uint8_t method = 0;  ///< with the R bit (0x80) for responses
     uint16_t status = 0;
     uint16_t class_specific = 0;
     uint64_t tid = 0;
@@ -103,13 +103,13 @@ void decode_pkey_block(const uint8_t* data, uint16_t* keys);
 /// Trap 257 (Bad P_Key) as a generic security Notice from a CA.
 struct notice_bad_pkey {
     uint16_t issuer_lid = 0;
-    uint16_t toggle_count = 0;  ///< NoticeToggle (bit 15) and NoticeCount
-    uint16_t lid1 = 0;          ///< SLID of the offending packet
-    uint16_t lid2 = 0;          ///< its DLID
-    uint16_t pkey = 0;          ///< its P_Key
-    uint8_t sl = 0;             ///< its SL
-    uint32_t qp1 = 0;           ///< its source QP (DETH), 0 without a DETH
-    uint32_t qp2 = 0;           ///< its destination QP (BTH)
+    uint16_t toggle_count = 0;       ///< NoticeToggle (bit 15) and NoticeCount
+    uint16_t lid1 = 0;               ///< SLID of the offending packet
+    uint16_t lid2 = 0;               ///< its DLID
+    uint16_t pkey = 0;               ///< its P_Key
+    uint8_t sl = 0;                  ///< its SL
+    uint32_t qp1 = 0;                ///< its source QP (DETH), 0 without a DETH
+    uint32_t qp2 = 0;                ///< its destination QP (BTH)
     std::array<uint8_t, 16> gid1{};  ///< its SGID (zero without a GRH)
     std::array<uint8_t, 16> gid2{};  ///< its DGID (zero without a GRH)
 };
