@@ -60,6 +60,11 @@ runs=(
     "preset_cx7|-w write_bw --size 64,65536 -n 200 -c $root/configs/ndr-cx7.ini --verify"
     "preset_cx3|-w read_lat --size 4096 -n 100 -c $root/configs/fdr-cx3.ini"
 )
+# every regression trace, replayed (its own recording, timeline and pcap compared too)
+for t in "$root"/traces/regression/*.jsonl; do
+    [ -e "$t" ] || continue
+    runs+=("replay_$(basename "$t" .jsonl)|replay $t --record r.trace --timeline t.json --pcap pcap")
+done
 
 # Removes the fields that measure the host's wall clock (they differ between any two runs).
 strip_wall() {
@@ -86,7 +91,7 @@ for entry in "${runs[@]}"; do
         d="$work/$name/$side"
         rm -rf "$d"; mkdir -p "$d"
         extra=()
-        [ "$name" = attack_suite ] || extra+=(--stats-json s.json)
+        case "$name" in attack_suite | replay_*) ;; *) extra+=(--stats-json s.json) ;; esac
         case "$name" in
         write_lat | send_bw | loss_rc | switch | mcast_bw) extra+=(--pcap pcap --timeline t.json --record r.trace) ;;
         write_bw) extra+=(--record r.trace) ;;
