@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "model/core/param.h"
+#include "model/core/ring.h"
 #include "model/core/unit_clock.h"
 #include "model/core/path_probe.h"
 #include "model/core/stats.h"
@@ -153,6 +154,7 @@ public:
 private:
     static constexpr uint8_t NO_RD = 0xFF;
     static constexpr uint32_t NIL = ~uint32_t(0);
+    static constexpr unsigned MAX_SEGS = 8;  ///< physical segments one translation returns at most
     struct inflight {
         uint64_t wr_id;
         uint32_t first_psn;
