@@ -25,22 +25,22 @@ namespace op = wire::op;
 void transport_engine::abandon_uc(qp& q) {
     // IBA 9.8.3: a UC message missing a packet is dropped whole, without a completion; the
     // receive WQE it had taken stays for the next message (what it held is overwritten).
-    q.in_send = q.in_write = false;
-    q.recv_offset = 0;
+    q.rsp.in_send = q.rsp.in_write = false;
+    q.rsp.recv_offset = 0;
 }
 
 void transport_engine::handle_uc(qp& q, const rx_packet& p) {
     sc_time delay = responder_start(q);
     const uint8_t code = p.h.b.opcode & 0x1F;
     const uint32_t psn = p.h.b.psn;
-    q.slid = p.h.l.slid;
+    q.rsp.slid = p.h.l.slid;
     const request_kind k = request_kind_of(code);  // UC: no SEND with Invalidate, READ or atomics
     const bool send_first = k.send_first && !k.inv, send_cont = k.send_cont && !k.inv,
                write_first = k.write_first, write_cont = k.write_cont, last = k.last && !k.inv, imm = k.imm;
     const bool starts = send_first || write_first;
     auto drop = [&] {  // the rest of this message is dropped, up to the next FIRST/ONLY
         abandon_uc(q);
-        q.uc_drop = !last;
+        q.rsp.uc_drop = !last;
         ++uc_dropped;
     };
     if (!(starts || send_cont || write_cont)) {  // not a UC request opcode
@@ -49,21 +49,22 @@ void transport_engine::handle_uc(qp& q, const rx_packet& p) {
     }
     // IBA 9.8.3: the expected PSN follows every packet received; a gap means a lost packet: the
     // message it belonged to is dropped, and a FIRST or ONLY starts the next one normally.
-    const bool in_sequence = psn == q.rq_psn;
-    q.rq_psn = (psn + 1) & PSN_MASK;
-    if (!starts && (!in_sequence || q.uc_drop || !((send_cont && q.in_send) || (write_cont && q.in_write)))) {
-        if (!q.uc_drop) {  // the first packet of this message found wrong: the message is counted once
+    const bool in_sequence = psn == q.rsp.rq_psn;
+    q.rsp.rq_psn = (psn + 1) & PSN_MASK;
+    if (!starts && (!in_sequence || q.rsp.uc_drop ||
+                    !((send_cont && q.rsp.in_send) || (write_cont && q.rsp.in_write)))) {
+        if (!q.rsp.uc_drop) {  // the first packet of this message found wrong: the message is counted once
             if (!in_sequence) ++seq_errors;
             ++uc_dropped;
         }
         abandon_uc(q);
-        q.uc_drop = !last;
+        q.rsp.uc_drop = !last;
         return;
     }
     if (starts) {
-        if (q.in_send || q.in_write) ++uc_dropped;  // the previous message's LAST was lost
+        if (q.rsp.in_send || q.rsp.in_write) ++uc_dropped;  // the previous message's LAST was lost
         abandon_uc(q);
-        q.uc_drop = false;
+        q.rsp.uc_drop = false;
     }
     const uint32_t mtu = hw::mtu_bytes(q.mtu);
     if (last ? p.payload_len > mtu : p.payload_len != mtu) {
@@ -79,17 +80,17 @@ void transport_engine::handle_uc(qp& q, const rx_packet& p) {
         if (!scatter(q, p.payload, p.payload_len, delay, status, syndrome)) {
             // C10-148: a receive completion error (the buffer too small, a protection error)
             // completes the WQE in error and the QP goes to Error.
-            q.have_rwqe = false;
-            recv_completion(q, hw::CQE_OP_RECV, status, uint32_t(q.recv_offset), 0, 0, false, delay,
+            q.rsp.have_rwqe = false;
+            recv_completion(q, hw::CQE_OP_RECV, status, uint32_t(q.rsp.recv_offset), 0, 0, false, delay,
                             syndrome);
             enter_error(q, delay);
             return;
         }
-        q.in_send = !last;
+        q.rsp.in_send = !last;
         if (last) {
-            q.have_rwqe = false;
-            recv_completion(q, hw::CQE_OP_RECV, hw::CQE_SUCCESS, uint32_t(q.recv_offset), imm ? p.h.immdt : 0,
-                            imm ? hw::CQE_FLAG_WITH_IMM : 0, p.h.b.se, delay);
+            q.rsp.have_rwqe = false;
+            recv_completion(q, hw::CQE_OP_RECV, hw::CQE_SUCCESS, uint32_t(q.rsp.recv_offset),
+                            imm ? p.h.immdt : 0, imm ? hw::CQE_FLAG_WITH_IMM : 0, p.h.b.se, delay);
         }
     } else {
         if (write_first) {
@@ -97,13 +98,13 @@ void transport_engine::handle_uc(qp& q, const rx_packet& p) {
                 drop();
                 return;
             }
-            q.write_va = p.h.r.va;
-            q.write_rkey = p.h.r.rkey;
-            q.write_len = p.h.r.dma_len;
-            q.write_done = 0;
+            q.rsp.write_va = p.h.r.va;
+            q.rsp.write_rkey = p.h.r.rkey;
+            q.rsp.write_len = p.h.r.dma_len;
+            q.rsp.write_done = 0;
         }
-        if (q.write_done + p.payload_len > q.write_len ||
-            (last && q.write_done + p.payload_len != q.write_len)) {
+        if (q.rsp.write_done + p.payload_len > q.rsp.write_len ||
+            (last && q.rsp.write_done + p.payload_len != q.rsp.write_len)) {
             drop();
             return;
         }
@@ -114,18 +115,18 @@ void transport_engine::handle_uc(qp& q, const rx_packet& p) {
         phys_seg segs[MAX_SEGS];
         unsigned nsegs = 0;
         if (p.payload_len &&
-            xlate_->translate(q.write_rkey, q.who, q.write_va + q.write_done, p.payload_len,
+            xlate_->translate(q.rsp.write_rkey, q.who, q.rsp.write_va + q.rsp.write_done, p.payload_len,
                               hw::ACCESS_REMOTE_WRITE, segs, MAX_SEGS, nsegs, delay) != xlate_status::ok) {
             // An R_Key violation on UC drops the message; nothing is written from here on.
             drop();
             return;
         }
         write_segs(segs, nsegs, p.payload, delay);
-        q.write_done += p.payload_len;
-        q.in_write = !last;
+        q.rsp.write_done += p.payload_len;
+        q.rsp.in_write = !last;
         if (last && imm) {
-            q.have_rwqe = false;
-            recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_SUCCESS, uint32_t(q.write_len),
+            q.rsp.have_rwqe = false;
+            recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_SUCCESS, uint32_t(q.rsp.write_len),
                             p.h.immdt, hw::CQE_FLAG_WITH_IMM, p.h.b.se, delay);
         }
     }
@@ -166,11 +167,11 @@ void transport_engine::handle_ud(qp& q, const rx_packet& p) {
             status = hw::CQE_LOC_LEN_ERR;
             ok = false;
         } else {
-            q.recv_offset = wire::GRH_BYTES;
+            q.rsp.recv_offset = wire::GRH_BYTES;
         }
     }
     if (ok && p.payload_len) ok = scatter(q, p.payload, p.payload_len, delay, status, syndrome);
-    q.have_rwqe = false;
+    q.rsp.have_rwqe = false;
     const recv_src src{p.h.d.src_qp, p.h.l.slid, p.h.l.sl, uint8_t(p.h.l.dlid & ((1u << lmc_) - 1)),
                        p.pkey_index};
     if (!ok) {
@@ -231,7 +232,7 @@ void transport_engine::build_ud_headers(const qp& q, const send_wqe& w, wire::he
         h.b.pkey = 0xFFFF;  // ... with the default P_Key: QP0 has no P_Key index (C10-125, C10-126)
     }
     h.b.dest_qp = w.ud.dest_qpn & 0xFFFFFF;
-    h.b.psn = q.sq_psn & PSN_MASK;
+    h.b.psn = q.req.sq_psn & PSN_MASK;
     // C10-15: a Q_Key with its high-order bit set means the QP's own Q_Key.
     h.d.qkey = (w.ud.qkey & 0x80000000u) ? q.qkey : w.ud.qkey;
     h.d.src_qp = q.qpn;
@@ -251,11 +252,11 @@ void transport_engine::enter_sqe(qp& q, sc_time& delay) {
         q.state = hw::QPS_SQE;
         fetcher_->set_state(q.qpn, hw::QPS_SQE);
     }
-    q.drain_pending = false;
+    q.req.drain_pending = false;
     // C10-40: every later send WR completes with WR_FLUSH_ERR (the fetcher keeps delivering
     // them; the requester flushes each as it arrives). The receive queue is untouched (C10-38).
-    while (q.w_count) pop_window(q, hw::CQE_WR_FLUSH_ERR, delay);
-    while (q.q_count) {
+    while (!q.req.window.empty()) pop_window(q, hw::CQE_WR_FLUSH_ERR, delay);
+    while (q.req.queue.count) {
         const send_wqe& w = head_wqe(q);
         const inflight f{w.wr_id, 0, 0, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
         const bool known = !w.fetch_error;  // an unreadable WQE has nothing to complete

@@ -127,16 +127,12 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
           "bytes of model state per QP number, all hca.max_qps of them (transport engine and WQE fetcher)"),
       qps_(max_qps),
       qpc_cache_(1, 1),
+      buffer_waiters_(max_qps),
       ready_(max_qps),
       resp_ready_(max_qps),
-      timer_pos_(max_qps, NIL) {
+      deadlines_(max_qps) {
     const sc_time clock = unit_period(clock_mhz, hca_clock);
     wqe_buffer_.resize(wqe_buffer_entries);
-    wqe_next_.resize(wqe_buffer_entries);
-    for (uint32_t e = 0; e < wqe_buffer_entries; ++e) wqe_next_[e] = e + 1 < wqe_buffer_entries ? e + 1 : NIL;
-    free_head_ = 0;
-    free_count_ = wqe_buffer_entries;
-    buffer_waiters_.resize(max_qps);
     qpc_cache_.configure(qpc_cache_entries, qpc_cache_ways, qpc_cache_policy);
     miss_free_.assign(qpc_miss_slots, SC_ZERO_TIME);
     // The read-ahead is indexed by the 16-bit WQE counter mod its depth: a power of two keeps
@@ -151,13 +147,13 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     tx_latency_ = clock * double(tx_latency_cycles.get());
     rx_latency_ = clock * double(rx_latency_cycles.get());
     coalesce_time_ = sc_time(ack_coalesce_ns.get(), SC_NS);
-    SC_METHOD(requester_loop);
+    SC_METHOD(requester_method);
     sensitive << tx_work_;
     dont_initialize();
-    SC_METHOD(response_loop);
+    SC_METHOD(response_method);
     sensitive << resp_work_;
     dont_initialize();
-    SC_METHOD(timer);
+    SC_METHOD(timer_method);
     sensitive << timer_now_ev_;
     for (sc_event& e : timer_ev_) sensitive << e;
     dont_initialize();
@@ -219,7 +215,7 @@ sc_time transport_engine::qp_context(uint32_t qpn, const sc_time& delay) {
 void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& delay) {
     if (c.qpn >= qps_.size()) return;
     qp& q = qps_.create(c.qpn);
-    if (qps_.many()) want_hints(true);  // records no longer stay in the host CPU's cache
+    hint_qp_created();
     const uint8_t prev = q.valid ? q.state : uint8_t(hw::QPS_RESET);
     // The command unit wrote the entry to the QPC table; the on-chip copy is written too.
     if (!qpc_cache_.find(c.qpn)) {
@@ -250,28 +246,28 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
     q.rnr_retry = c.rnr_retry;
     q.min_rnr_timer = c.min_rnr_timer;
     q.timeout = c.timeout;
-    q.retries_left = c.retry_cnt;
-    q.rnr_retries_left = c.rnr_retry;
+    q.req.retries_left = c.retry_cnt;
+    q.req.rnr_retries_left = c.rnr_retry;
     q.max_rd_atomic = uint8_t(std::min<unsigned>(c.max_rd_atomic, MAX_RD_ATOMIC));
     q.max_dest_rd_atomic = uint8_t(std::min<unsigned>(c.max_dest_rd_atomic, MAX_RD_ATOMIC));
-    if (mask & hw::QP_ATTR_RQ_PSN) q.rq_psn = c.rq_psn & PSN_MASK;
-    if (mask & hw::QP_ATTR_SQ_PSN) q.sq_psn = c.sq_psn & PSN_MASK;
-    q.window_max = std::max(q.window_max, size_t(1) << c.sq_log_size);
+    if (mask & hw::QP_ATTR_RQ_PSN) q.rsp.rq_psn = c.rq_psn & PSN_MASK;
+    if (mask & hw::QP_ATTR_SQ_PSN) q.req.sq_psn = c.sq_psn & PSN_MASK;
+    q.req.window_max = std::max(q.req.window_max, size_t(1) << c.sq_log_size);
     // The replay history keeps its ring order: it only grows (when it exists at all).
-    if (!q.replay.empty() && q.replay.size() < std::max<size_t>(1, q.max_dest_rd_atomic))
-        q.replay.resize(std::max<size_t>(1, q.max_dest_rd_atomic));
+    if (!q.rsp.replay.empty() && q.rsp.replay.size() < std::max<size_t>(1, q.max_dest_rd_atomic))
+        q.rsp.replay.resize(std::max<size_t>(1, q.max_dest_rd_atomic));
     q.state = c.state;
     if (c.state == hw::QPS_SQD && prev != hw::QPS_SQD) {
         // The drain point: after the last WQE started (the message in progress included).
-        q.sqd_resend = outstanding(q);
-        q.sqd_limit = q.started_limit;
-        q.drain_pending = true;
-        q.sqd_notify = c.sqd_notify;
+        q.req.sqd_resend = outstanding(q);
+        q.req.sqd_limit = q.req.started_limit;
+        q.req.drain_pending = true;
+        q.req.sqd_notify = c.sqd_notify;
         check_drained(q, delay);
     }
-    if (c.state != hw::QPS_SQD) q.drain_pending = false;
+    if (c.state != hw::QPS_SQD) q.req.drain_pending = false;
     if (c.state == hw::QPS_ERR && prev != hw::QPS_ERR) enter_error(q, delay);
-    if ((c.state == hw::QPS_RTS || c.state == hw::QPS_ERR) && q.q_count) make_tx_ready(q.qpn);
+    if ((c.state == hw::QPS_RTS || c.state == hw::QPS_ERR) && q.req.queue.count) make_tx_ready(q.qpn);
 }
 
 void transport_engine::destroy_qp(uint32_t qpn) {
@@ -294,8 +290,8 @@ void transport_engine::reset_qp(qp& q, uint32_t qpn) {
 void transport_engine::current_psns(uint32_t qpn, uint32_t& sq_psn, uint32_t& rq_psn) const {
     sq_psn = rq_psn = 0;
     if (qpn < qps_.size()) {
-        sq_psn = qps_[qpn].sq_psn;
-        rq_psn = qps_[qpn].rq_psn;
+        sq_psn = qps_[qpn].req.sq_psn;
+        rq_psn = qps_[qpn].rsp.rq_psn;
     }
 }
 
@@ -304,7 +300,7 @@ uint8_t transport_engine::state(uint32_t qpn) const {
 }
 
 bool transport_engine::draining(uint32_t qpn) const {
-    return qpn < qps_.size() && qps_[qpn].valid && qps_[qpn].drain_pending;
+    return qpn < qps_.size() && qps_[qpn].valid && qps_[qpn].req.drain_pending;
 }
 
 uint64_t transport_engine::qp_state_bytes() const {
@@ -313,10 +309,10 @@ uint64_t transport_engine::qp_state_bytes() const {
     for (size_t n = 0; n < qps_.size(); ++n) {
         if (!qps_.allocated(n)) continue;
         const qp& q = qps_[n];
-        bytes += sizeof(qp) + q.window.capacity() * sizeof(inflight) + q.rd.capacity() * sizeof(rd_ctx) +
-                 q.rq_cache.capacity() * sizeof(recv_wqe) + q.rq_ready.capacity() * sizeof(sc_time) +
-                 q.resp.capacity() * sizeof(resp_job) + q.replay.capacity() * sizeof(atomic_replay) +
-                 (q.rwqe ? sizeof(recv_wqe) : 0);
+        bytes += sizeof(qp) + q.req.window.capacity() * sizeof(inflight) +
+                 q.req.rd.capacity() * sizeof(rd_ctx) + q.rsp.rq_cache.capacity() * sizeof(recv_wqe) +
+                 q.rsp.rq_ready.capacity() * sizeof(sc_time) + q.rsp.resp.capacity() * sizeof(resp_job) +
+                 q.rsp.replay.capacity() * sizeof(atomic_replay) + (q.rsp.rwqe ? sizeof(recv_wqe) : 0);
     }
     return bytes;
 }
@@ -325,7 +321,7 @@ uint64_t transport_engine::qpn_slot_bytes() const {
     // Per QP number (hca.max_qps of them): the record pointer, the ready FIFOs', waiters' and
     // timer slots, and the WQE fetcher's record.
     return qps_.size() * (sizeof(std::unique_ptr<qp>) + sizeof(ready_[0]) + sizeof(resp_ready_[0]) +
-                          sizeof(buffer_waiters_[0]) + sizeof(timer_pos_[0])) +
+                          sizeof(buffer_waiters_[0]) + deadline_heap::slot_bytes()) +
            fetcher_->qp_state_bytes();
 }
 
@@ -337,58 +333,35 @@ void transport_engine::end_of_simulation() {
 }
 
 bool transport_engine::window_room(qp& q) {
-    if (q.w_count < q.window.size()) return true;
-    if (q.window.size() >= q.window_max) return false;
-    grow_ring(q.window, q.w_head, q.w_count,
-              std::min(q.window_max, std::max<size_t>(4, 2 * q.window.size())));
+    if (!q.req.window.full()) return true;
+    if (q.req.window.slots() >= q.req.window_max) return false;
+    q.req.window.grow(std::min(q.req.window_max, std::max<size_t>(4, 2 * q.req.window.slots())));
     return true;
 }
 
 bool transport_engine::rd_room(qp& q) {
     const size_t limit = std::max<size_t>(1, q.max_rd_atomic);
-    if (q.rd_count < q.rd.size()) return true;
-    if (q.rd.size() >= limit) return false;
-    const size_t old_head = q.rd_head, old_size = q.rd.size();
-    grow_ring(q.rd, q.rd_head, q.rd_count, std::min(limit, std::max<size_t>(2, 2 * old_size)));
+    if (!q.req.rd.full()) return true;
+    if (q.req.rd.slots() >= limit) return false;
+    const size_t old_head = q.req.rd.head_slot(), old_size = q.req.rd.slots();
+    q.req.rd.grow(std::min(limit, std::max<size_t>(2, 2 * old_size)));
     // Window entries name their READ/atomic context by slot: renumber them.
-    for (size_t i = 0; i < q.w_count && old_size; ++i) {
-        inflight& f = q.window[(q.w_head + i) % q.window.size()];
+    for (size_t i = 0; i < q.req.window.size() && old_size; ++i) {
+        inflight& f = q.req.window[i];
         if (f.rd != NO_RD) f.rd = uint8_t((f.rd + old_size - old_head) % old_size);
     }
     return true;
 }
 
-void transport_engine::free_entry(uint32_t e) {
-    wqe_next_[e] = free_head_;
-    free_head_ = e;
-    ++free_count_;
-    if (waiters_count_) {
-        const uint32_t qpn = buffer_waiters_[waiters_head_];
-        waiters_head_ = (waiters_head_ + 1) % buffer_waiters_.size();
-        --waiters_count_;
-        qps_[qpn].buffer_wait = false;
-        fetcher_->credit(qpn);
-    }
-}
-
-uint32_t transport_engine::detach_head(qp& q) {
-    const uint32_t e = q.q_head;
-    q.q_head = wqe_next_[e];
-    if (q.q_head == NIL) q.q_tail = NIL;
-    --q.q_count;
-    return e;
-}
-
 void transport_engine::drop_rd(qp& q) {
-    while (q.rd_count) {
-        free_entry(q.rd[q.rd_head].entry);
-        q.rd_head = (q.rd_head + 1) % q.rd.size();
-        --q.rd_count;
+    while (!q.req.rd.empty()) {
+        free_entry(q.req.rd.front().entry);
+        q.req.rd.pop_front();
     }
 }
 
 void transport_engine::drop_queue(qp& q) {
-    while (q.q_count) release_head(q);
+    while (q.req.queue.count) release_head(q);
 }
 
 void transport_engine::enter_error(qp& q, sc_time& delay) {
@@ -396,10 +369,10 @@ void transport_engine::enter_error(qp& q, sc_time& delay) {
         q.state = hw::QPS_ERR;
         fetcher_->set_state(q.qpn, hw::QPS_ERR);
     }
-    q.ack_timer = false;
-    q.ack_flush = false;
-    q.drain_pending = false;
-    q.resend_pending = false;
+    q.req.ack_timer = false;
+    q.rsp.ack_flush = false;
+    q.req.drain_pending = false;
+    q.req.resend_pending = false;
     flush(q, delay);
     // IBA 10.3.1, 11.6.3.1: an SRQ-attached QP in Error takes no more WQEs from its SRQ; the one
     // it held has completed (flushed) above.
@@ -414,27 +387,27 @@ void transport_engine::post_event(qp& q, uint8_t type, sc_time& delay) {
 // Completes every outstanding work request of the QP with WR_FLUSH_ERR (signaled or not):
 // the send window, the parsed queue, and the posted receive WQEs. Queued responses are dropped.
 void transport_engine::flush(qp& q, sc_time& delay) {
-    while (q.w_count) pop_window(q, hw::CQE_WR_FLUSH_ERR, delay);
+    while (!q.req.window.empty()) pop_window(q, hw::CQE_WR_FLUSH_ERR, delay);
     drop_rd(q);
-    while (q.q_count) {
+    while (q.req.queue.count) {
         const send_wqe& w = head_wqe(q);
         const inflight f{w.wr_id, 0, 0, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
         const bool known = !w.fetch_error;  // an unreadable WQE has nothing to complete
         retire_head(q);
         if (known) send_completion(q, f, hw::CQE_WR_FLUSH_ERR, delay);
     }
-    if (q.have_rwqe) {
-        q.have_rwqe = false;
+    if (q.rsp.have_rwqe) {
+        q.rsp.have_rwqe = false;
         recv_completion(q, hw::CQE_OP_RECV, hw::CQE_WR_FLUSH_ERR, 0, 0, 0, false, delay);
     }
-    while (q.rq_consumer != q.rq_producer) {
-        recv_at(q, q.rq_consumer, rwqe(q), delay);
-        ++q.rq_consumer;
+    while (q.rsp.rq_consumer != q.rsp.rq_producer) {
+        recv_at(q, q.rsp.rq_consumer, rwqe(q), delay);
+        ++q.rsp.rq_consumer;
         recv_completion(q, hw::CQE_OP_RECV, hw::CQE_WR_FLUSH_ERR, 0, 0, 0, false, delay);
     }
-    q.in_send = q.in_write = false;
-    q.r_count = 0;
-    q.resp_rd = 0;
+    q.rsp.in_send = q.rsp.in_write = false;
+    q.rsp.resp.clear();
+    q.rsp.resp_rd = 0;
 }
 
 void transport_engine::expect(uint32_t qpn) {

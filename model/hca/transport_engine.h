@@ -49,11 +49,13 @@
 #include "model/core/path_probe.h"
 #include "model/core/stats.h"
 #include "model/fabric/packet.h"
+#include "model/hca/deadline_heap.h"
 #include "model/hca/dma_port.h"
 #include "model/hca/onchip_cache.h"
 #include "model/hca/rx_packet.h"
 #include "model/hca/translation_unit.h"
 #include "model/hca/work_request.h"
+#include "model/hca/wqe_buffer.h"
 #include "tlm_if/contexts.h"
 #include "tlm_if/cqe.h"
 
@@ -193,30 +195,16 @@ private:
         uint32_t psn = 0;
         uint64_t orig = 0;
     };
-    struct qp {
-        bool valid = false, tx_ready = false, resp_ready = false;
-        bool ctx_filled = false;  // requester: a context miss was served; the next packet uses it
-        uint8_t state = hw::QPS_RESET, transport = hw::QPT_RC, mtu = hw::MTU_4096, sl = 0;
-        bool sig_all = false;
-        uint32_t qpn = 0, pd = 0, send_cqn = 0, recv_cqn = 0, dest_qpn = 0, access = 0;
-        xlate_owner who;       // PD, QPN and memory flags for the translation unit
-        xlate_owner recv_who;  // the same for receive WQE SGEs: the SRQ's PD with an SRQ (o10-37.2.12)
-        uint32_t srqn = 0;     // SRQ number + 1, or 0: receive WQEs come from the QP's own ring
-        uint16_t dlid = 0, pkey = 0xFFFF, pkey_index = 0;
-        uint32_t qkey = 0;     // UD: the QP's Q_Key (receive check; high-bit rule on send)
-        bool uc_drop = false;  // UC: dropping the rest of a message (up to its next FIRST/ONLY)
-        // requester
+    /// The requester's running state of a QP (its send queue side).
+    struct requester_state {
         uint32_t sq_psn = 0;
-        uint32_t q_head = NIL, q_tail = NIL;  // parsed WQEs from the fetcher: a list of WQE buffer entries
-        uint32_t q_count = 0;
+        wqe_list queue;              // parsed WQEs from the fetcher: a list of WQE buffer entries
         bool buffer_wait = false;    // refused by a full WQE buffer: credited when an entry frees
         uint64_t cur_offset = 0;     // bytes of the head WQE already sent
         uint32_t cur_first_psn = 0;  // PSN of the head WQE's first packet
         unsigned cur_sge = 0;
         uint64_t cur_sge_off = 0;
         uint32_t since_ack_req = 0;
-        uint8_t retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 0, timeout = 0;
-        uint8_t max_rd_atomic = 0, max_dest_rd_atomic = 0;
         uint8_t retries_left = 7, rnr_retries_left = 7;  // reset by forward progress
         bool resume = false;                             // skip to resume_psn when the head WQE starts again
         bool resend_pending = false;                     // gone back N: the WQEs are being fetched again
@@ -230,20 +218,22 @@ private:
         bool ack_timer = false;         // local ACK timer running
         sc_core::sc_time ack_deadline;
         // The rings below grow on demand (doubling, up to their limit), so an idle QP holds none.
-        std::vector<inflight> window;  // sent, awaiting ACK (up to window_max: the send ring)
-        size_t w_head = 0, w_count = 0, window_max = 1;
-        std::vector<rd_ctx> rd;  // READs/atomics awaiting responses, FIFO (up to max_rd_atomic)
-        size_t rd_head = 0, rd_count = 0;
+        ring<inflight> window;  // sent, awaiting ACK (up to window_max: the send ring)
+        size_t window_max = 1;
+        ring<rd_ctx> rd;  // READs/atomics awaiting responses, FIFO (up to max_rd_atomic)
         bool sqd_notify = false, drain_pending = false;
         uint16_t started_limit = 0;  // index after the last WQE whose first packet went out
         bool sqd_resend =
             false;  // SQD: WQEs before sqd_limit were started (a retransmission may resend them)
         uint16_t sqd_limit = 0;
-        // responder
+    };
+    /// The responder's running state of a QP (its receive side).
+    struct responder_state {
         uint32_t rq_psn = 0, msn = 0;
         uint16_t rq_producer = 0, rq_consumer = 0;
         bool in_send = false, in_write = false, nak_pending = false, comm_est = false;
         bool have_rwqe = false;
+        bool uc_drop = false;            // UC: dropping the rest of a message (up to its next FIRST/ONLY)
         std::unique_ptr<recv_wqe> rwqe;  // the receive WQE in use (allocated at the QP's first receive)
         std::vector<recv_wqe>
             rq_cache;  // prefetched receive WQEs, by index mod size (allocated at the first post)
@@ -254,8 +244,7 @@ private:
         uint32_t write_rkey = 0;
         uint16_t slid = 0;  // peer LID (from its packets)
         sc_core::sc_time resp_free;
-        std::vector<resp_job> resp;  // responses in PSN order, FIFO (up to RESP_SLOTS)
-        size_t r_head = 0, r_count = 0;
+        ring<resp_job> resp;                // responses in PSN order, FIFO (up to RESP_SLOTS)
         std::vector<atomic_replay> replay;  // last atomics executed, ring (allocated at the first atomic)
         size_t replay_next = 0;
         unsigned resp_rd = 0;    // READ/atomic responses queued
@@ -263,14 +252,33 @@ private:
         bool ack_flush = false;  // a coalesced ACK is due at ack_flush_at
         sc_core::sc_time ack_flush_at;
     };
+    /// A QP's record: its attributes (from the QP context, load_qp), the engine's scheduling
+    /// flags, and the requester's and the responder's running state. (`state_bytes` counts
+    /// its size.)
+    struct qp {
+        bool valid = false, tx_ready = false, resp_ready = false;
+        bool ctx_filled = false;  // requester: a context miss was served; the next packet uses it
+        uint8_t state = hw::QPS_RESET, transport = hw::QPT_RC, mtu = hw::MTU_4096, sl = 0;
+        bool sig_all = false;
+        uint32_t qpn = 0, pd = 0, send_cqn = 0, recv_cqn = 0, dest_qpn = 0, access = 0;
+        xlate_owner who;       // PD, QPN and memory flags for the translation unit
+        xlate_owner recv_who;  // the same for receive WQE SGEs: the SRQ's PD with an SRQ (o10-37.2.12)
+        uint32_t srqn = 0;     // SRQ number + 1, or 0: receive WQEs come from the QP's own ring
+        uint16_t dlid = 0, pkey = 0xFFFF, pkey_index = 0;
+        uint32_t qkey = 0;  // UD: the QP's Q_Key (receive check; high-bit rule on send)
+        uint8_t retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 0, timeout = 0;
+        uint8_t max_rd_atomic = 0, max_dest_rd_atomic = 0;
+        requester_state req;
+        responder_state rsp;
+    };
 
     /// Time from `delay` on until the QP's context is on chip: `delay` itself on a hit; on a
     /// miss, the QPC entry's DMA read (the entry is cached from then on).
     sc_core::sc_time qp_context(uint32_t qpn, const sc_core::sc_time& delay);
 
     recv_wqe& rwqe(qp& q) {
-        if (!q.rwqe) q.rwqe = std::make_unique<recv_wqe>();
-        return *q.rwqe;
+        if (!q.rsp.rwqe) q.rsp.rwqe = std::make_unique<recv_wqe>();
+        return *q.rsp.rwqe;
     }
     /// Bytes of model state of the existing QPs (records, grown rings); for --speed.
     uint64_t qp_state_bytes() const;
@@ -279,10 +287,10 @@ private:
     void end_of_simulation() override;
 
     // The shared WQE buffer.
-    send_wqe& head_wqe(qp& q) { return wqe_buffer_[q.q_head]; }
-    const send_wqe& head_wqe(const qp& q) const { return wqe_buffer_[q.q_head]; }
+    send_wqe& head_wqe(qp& q) { return wqe_buffer_[q.req.queue.head]; }
+    const send_wqe& head_wqe(const qp& q) const { return wqe_buffer_[q.req.queue.head]; }
     /// Takes the head entry off the QP's list; returns it (still allocated).
-    uint32_t detach_head(qp& q);
+    uint32_t detach_head(qp& q) { return wqe_buffer_.detach_head(q.req.queue); }
     /// Frees the head entry of the QP's list (credits a QP waiting for an entry).
     void release_head(qp& q) { free_entry(detach_head(q)); }
     /// Frees the WQE buffer entries of every READ/atomic awaiting its response.
@@ -298,7 +306,7 @@ private:
     bool rd_room(qp& q);
 
     // requester
-    void requester_loop();
+    void requester_method();
     bool may_send(const qp& q) const;
     void make_tx_ready(uint32_t qpn);
     /// Sends the next packet of the QP's head WQE (or completes it locally); returns false if
@@ -346,12 +354,14 @@ private:
     /// Progress: retry budgets renewed, the local ACK timer restarted or stopped.
     void progress(qp& q);
     void arm_ack_timer(qp& q);
-    bool outstanding(const qp& q) const { return q.w_count || q.cur_offset || q.resend_pending; }
+    bool outstanding(const qp& q) const {
+        return !q.req.window.empty() || q.req.cur_offset || q.req.resend_pending;
+    }
     /// SQD: raises SQ_DRAINED once nothing is in flight.
     void check_drained(qp& q, sc_core::sc_time& delay);
     /// Keeps the QP out of the requester's round robin until `until` (RNR wait, WQE fetch).
     void park(qp& q, const sc_core::sc_time& until);
-    void timer();
+    void timer_method();
     /// The QP has a deadline at `at` (RNR wait, fetch, ACK timer, coalesced ACK).
     void watch(qp& q, const sc_core::sc_time& at);
     /// Handles the QP's deadlines that have come; watches the next one.
@@ -422,7 +432,7 @@ private:
     void responder_error(qp& q, uint8_t nak_code, uint32_t psn, sc_core::sc_time& delay);
     resp_job* push_resp(qp& q);
     void make_resp_ready(uint32_t qpn);
-    void response_loop();
+    void response_method();
     /// Sends the next packet of the QP's first queued response.
     void send_response(qp& q);
     void build_bth_lrh(const qp& q, wire::headers& h, uint8_t opcode, uint32_t psn) const;
@@ -479,22 +489,34 @@ private:
         qp none_;  // never valid
     };
     qp_table qps_;
-    std::vector<send_wqe> wqe_buffer_;  // the shared WQE buffer
-    std::vector<uint32_t> wqe_next_;    // next entry of a QP's list or of the free list
-    uint32_t free_head_ = NIL, free_count_ = 0;
-    std::vector<uint32_t> buffer_waiters_;  // FIFO ring of QPNs refused for want of entries
-    size_t waiters_head_ = 0, waiters_count_ = 0;
+
+    // ---------------------------------------------------------------- speed hints
+    // The seam for the simulator's own speed: these hints decide nothing in the model (no
+    // timing, no state, no output); without them only the run takes longer. With thousands of
+    // QPs every record is cold when its turn comes, so the engine starts loading a QP's record
+    // and QPC cache set into the host CPU's cache ahead of use (expect(), qp_table::prefetch);
+    // with a few QPs the records stay in cache and the hints are off (qp_table::many).
+    /// load_qp: once there are many QPs, the units in front send expect() hints.
+    void hint_qp_created() {
+        if (qps_.many()) want_hints(true);  // records no longer stay in the host CPU's cache
+    }
+    /// The requester's round robin, after taking its next QP: the QP after that one is loaded
+    /// by its turn.
+    void hint_next_turns() {
+        if (ready_.size() > 1) expect(ready_[1]);
+    }
+    wqe_buffer wqe_buffer_;          // the shared WQE buffer
+    ring<uint32_t> buffer_waiters_;  // QPNs refused for want of entries, FIFO
     onchip_cache<no_line> qpc_cache_;
     uint64_t qpc_base_ = 0;
     std::vector<sc_core::sc_time> miss_free_;  // when each miss slot is free again
-    std::vector<uint32_t> ready_, resp_ready_;
+    ring<uint32_t> ready_, resp_ready_;        // QPNs with a packet to send, a response to send
     uint32_t resume_qpn_ = NIL;       // the QP the requester waited for (port backpressure or its WQE)
     uint32_t resume_resp_qpn_ = NIL;  // the QP the response method waited for (port backpressure)
     // End of the initiation interval after the last packet when the requester went to wait
     // for work instead of for the interval; zero when over.
     sc_core::sc_time tx_free_at_;
-    bool requester_running_ = false;  // inside requester_loop
-    size_t ready_head_ = 0, ready_count_ = 0, resp_head_ = 0, resp_count_ = 0;
+    bool requester_running_ = false;  // inside requester_method
     sc_core::sc_event tx_work_, resp_work_;
     // The timer method's wake-ups. SystemC keeps a notification that an earlier one replaced
     // in its event queue until its time comes, so one event re-notified earlier on every
@@ -517,27 +539,7 @@ private:
     };
     atomic_busy atomic_busy_[MAX_RD_ATOMIC];
     size_t atomic_next_ = 0;
-    // Deadlines: a min-heap of (time, order of setting) with at most one entry per QP, its
-    // earliest deadline; an earlier deadline moves the QP's entry up in place (timer_pos_), so
-    // no superseded entries pile up (they did, one per QP context miss: the miss's wait
-    // superseded the QP's ACK timeout, tens of thousands of entries with 16384 QPs).
-    struct timer_entry {
-        sc_core::sc_time at;
-        uint64_t seq;
-        uint32_t qpn;
-    };
-    static bool timer_before(const timer_entry& a, const timer_entry& b) {
-        return a.at != b.at ? a.at < b.at : a.seq < b.seq;
-    }
-    void timer_place(size_t i, const timer_entry& e) {
-        timer_heap_[i] = e;
-        timer_pos_[e.qpn] = uint32_t(i);
-    }
-    void timer_sift_up(size_t i);
-    void timer_sift_down(size_t i);
-    std::vector<timer_entry> timer_heap_;
-    std::vector<uint32_t> timer_pos_;  // by QPN: its heap entry, or NIL
-    uint64_t timer_seq_ = 0;
+    deadline_heap deadlines_;  // every QP's earliest deadline
     sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_, coalesce_time_;
     uint64_t packet_ps_ = 0, rx_ps_ = 0;                // the same in ps, for the busy counters
     const sc_core::sc_time one_ps_{1, sc_core::SC_PS};  // per-packet stall counters divide by it

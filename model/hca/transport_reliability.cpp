@@ -57,10 +57,10 @@ void transport_engine::handle_response(qp& q, const rx_packet& p) {
             ++naks_received;
         // Only a PSN we sent and that is not acknowledged yet means anything; an older one is
         // a duplicate or stale response.
-        const uint32_t oldest = q.w_count      ? q.window[q.w_head].first_psn
-                                : q.cur_offset ? q.cur_first_psn
-                                               : q.sq_psn;
-        const uint32_t newest = (q.sq_psn - 1) & PSN_MASK;
+        const uint32_t oldest = q.req.window.size() ? q.req.window.front().first_psn
+                                : q.req.cur_offset  ? q.req.cur_first_psn
+                                                    : q.req.sq_psn;
+        const uint32_t newest = (q.req.sq_psn - 1) & PSN_MASK;
         if (!outstanding(q) || !psn_le(oldest, psn) || !psn_le(psn, newest)) return;
         // An ACK acknowledges every request up to its PSN; a NAK every request before its PSN.
         if (!retire_acked(q, psn, is_ack, delay)) {
@@ -68,17 +68,17 @@ void transport_engine::handle_response(qp& q, const rx_packet& p) {
             return;
         }
         const uint32_t acked = is_ack ? psn : (psn - 1) & PSN_MASK;
-        if (!q.acked_valid || psn_lt(q.last_acked, acked)) {
-            q.last_acked = acked;
-            q.acked_valid = true;
-            q.gap_retry = false;
+        if (!q.req.acked_valid || psn_lt(q.req.last_acked, acked)) {
+            q.req.last_acked = acked;
+            q.req.acked_valid = true;
+            q.req.gap_retry = false;
             progress(q);
         }
         if (!is_ack) {
             if (type == wire::aeth_type::rnr_nak) {
                 // IBA 9.7.5.2.8: wait the responder's RNR timer, then resend from the NAK'd
                 // PSN; rnr_retry 7 means retry for ever.
-                if (q.rnr_retry == 7 || q.rnr_retries_left-- > 0) {
+                if (q.rnr_retry == 7 || q.req.rnr_retries_left-- > 0) {
                     rewind(q, psn, rnr_time(wire::aeth_value_of(p.h.a.syndrome)));
                     return;
                 }
@@ -94,14 +94,14 @@ void transport_engine::handle_response(qp& q, const rx_packet& p) {
         }
     }
     if (q.state != hw::QPS_ERR) {
-        if (q.q_count) make_tx_ready(q.qpn);
+        if (q.req.queue.count) make_tx_ready(q.qpn);
         check_drained(q, delay);
     }
 }
 
 bool transport_engine::retire_acked(qp& q, uint32_t psn, bool inclusive, sc_time& delay) {
-    while (q.w_count) {
-        const inflight& f = q.window[q.w_head];
+    while (!q.req.window.empty()) {
+        const inflight& f = q.req.window.front();
         if (!(inclusive ? psn_le(f.last_psn, psn) : psn_lt(f.last_psn, psn))) break;
         if (f.rd != NO_RD) return false;
         pop_window(q, hw::CQE_SUCCESS, delay);
@@ -110,13 +110,11 @@ bool transport_engine::retire_acked(qp& q, uint32_t psn, bool inclusive, sc_time
 }
 
 void transport_engine::pop_window(qp& q, uint8_t status, sc_time& delay, uint8_t syndrome) {
-    const inflight f = q.window[q.w_head];
-    q.w_head = (q.w_head + 1) % q.window.size();
-    --q.w_count;
-    if (f.rd != NO_RD && q.rd_count) {
-        const uint32_t e = q.rd[q.rd_head].entry;
-        q.rd_head = (q.rd_head + 1) % q.rd.size();
-        --q.rd_count;
+    const inflight f = q.req.window.front();
+    q.req.window.pop_front();
+    if (f.rd != NO_RD && !q.req.rd.empty()) {
+        const uint32_t e = q.req.rd.front().entry;
+        q.req.rd.pop_front();
         free_entry(e);
     }
     send_completion(q, f, status, delay, syndrome);
@@ -145,32 +143,23 @@ void transport_engine::send_completion(qp& q, const inflight& f, uint8_t status,
 }
 
 void transport_engine::progress(qp& q) {
-    q.retries_left = q.retry_cnt;  // forward progress renews the retry budgets
-    q.rnr_retries_left = q.rnr_retry;
-    q.ack_timer = false;
+    q.req.retries_left = q.retry_cnt;  // forward progress renews the retry budgets
+    q.req.rnr_retries_left = q.rnr_retry;
+    q.req.ack_timer = false;
     arm_ack_timer(q);
 }
 
 void transport_engine::arm_ack_timer(qp& q) {
-    if (q.ack_timer || q.timeout == 0 || !outstanding(q)) return;
-    q.ack_timer = true;
-    q.ack_deadline = sim_now() + ack_timeout(q.timeout);
-    watch(q, q.ack_deadline);
+    if (q.req.ack_timer || q.timeout == 0 || !outstanding(q)) return;
+    q.req.ack_timer = true;
+    q.req.ack_deadline = sim_now() + ack_timeout(q.timeout);
+    watch(q, q.req.ack_deadline);
 }
 
 void transport_engine::watch(qp& q, const sc_time& at) {
     // One heap entry per QP, at its earliest deadline; a later deadline is set when that
     // entry fires (service_timers), an earlier one moves the entry up.
-    uint32_t& pos = timer_pos_[q.qpn];
-    if (pos != NIL) {
-        if (timer_heap_[pos].at <= at) return;
-        timer_heap_[pos].at = at;
-        timer_heap_[pos].seq = timer_seq_++;
-        timer_sift_up(pos);
-    } else {
-        timer_heap_.push_back(timer_entry{at, timer_seq_++, q.qpn});
-        timer_sift_up(timer_heap_.size() - 1);
-    }
+    if (!deadlines_.set(q.qpn, at)) return;
     const sc_time now = sim_now();
     if (at > now)
         wake_timer(at, now);
@@ -197,48 +186,15 @@ void transport_engine::wake_timer(const sc_time& at, const sc_time& now) {
     timer_ev_pending_[i] = true;
 }
 
-void transport_engine::timer_sift_up(size_t i) {
-    const timer_entry e = timer_heap_[i];
-    while (i > 0) {
-        const size_t parent = (i - 1) / 2;
-        if (!timer_before(e, timer_heap_[parent])) break;
-        timer_place(i, timer_heap_[parent]);
-        i = parent;
-    }
-    timer_place(i, e);
-}
-
-void transport_engine::timer_sift_down(size_t i) {
-    const size_t n = timer_heap_.size();
-    const timer_entry e = timer_heap_[i];
-    for (;;) {
-        size_t child = 2 * i + 1;
-        if (child >= n) break;
-        if (child + 1 < n && timer_before(timer_heap_[child + 1], timer_heap_[child])) ++child;
-        if (!timer_before(timer_heap_[child], e)) break;
-        timer_place(i, timer_heap_[child]);
-        i = child;
-    }
-    timer_place(i, e);
-}
-
 // The QPs whose earliest deadline has come, in deadline order: RNR wait or WQE fetch over,
 // local ACK timeout, coalesced ACK due. O(log n) per deadline, whatever the number of QPs.
-void transport_engine::timer() {
+void transport_engine::timer_method() {
     const sc_time now = sim_now();
-    while (!timer_heap_.empty() && timer_heap_.front().at <= now) {
-        const uint32_t qpn = timer_heap_.front().qpn;
-        timer_pos_[qpn] = NIL;
-        if (timer_heap_.size() > 1) {
-            timer_place(0, timer_heap_.back());
-            timer_heap_.pop_back();
-            timer_sift_down(0);
-        } else {
-            timer_heap_.pop_back();
-        }
+    while (!deadlines_.empty() && deadlines_.earliest() <= now) {
+        const uint32_t qpn = deadlines_.pop();
         service_timers(qps_[qpn], now);
     }
-    if (!timer_heap_.empty()) wake_timer(timer_heap_.front().at, now);
+    if (!deadlines_.empty()) wake_timer(deadlines_.earliest(), now);
 }
 
 void transport_engine::service_timers(qp& q, const sc_time& now) {
@@ -251,44 +207,49 @@ void transport_engine::service_timers(qp& q, const sc_time& now) {
     };
     if (q.valid) {
         sc_time delay = SC_ZERO_TIME;
-        if (q.paused_until != SC_ZERO_TIME) {
-            if (q.paused_until <= now) {
-                q.paused_until = SC_ZERO_TIME;
-                if (q.q_count) make_tx_ready(qpn);
+        if (q.req.paused_until != SC_ZERO_TIME) {
+            if (q.req.paused_until <= now) {
+                q.req.paused_until = SC_ZERO_TIME;
+                if (q.req.queue.count) make_tx_ready(qpn);
             } else {
-                later(q.paused_until);
+                later(q.req.paused_until);
             }
         }
-        if (q.ack_timer) {
-            if (q.ack_deadline <= now) {
-                q.ack_timer = false;
-                if ((q.w_count || q.cur_offset) && (q.state == hw::QPS_RTS || q.state == hw::QPS_SQD)) {
+        if (q.req.ack_timer) {
+            if (q.req.ack_deadline <= now) {
+                q.req.ack_timer = false;
+                if ((!q.req.window.empty() || q.req.cur_offset) &&
+                    (q.state == hw::QPS_RTS || q.state == hw::QPS_SQD)) {
                     // Local ACK timeout: resend from the first PSN not acknowledged.
                     ++timeouts;
-                    uint32_t from = q.w_count ? q.window[q.w_head].first_psn : q.cur_first_psn;
-                    const uint32_t end = q.w_count ? q.window[q.w_head].last_psn : (q.sq_psn - 1) & PSN_MASK;
-                    if (q.w_count && q.window[q.w_head].opcode == hw::WQE_OP_RDMA_READ)
-                        from = q.window[q.w_head].next_psn;
-                    else if (q.acked_valid && psn_le(from, q.last_acked) && psn_lt(q.last_acked, end))
-                        from = (q.last_acked + 1) & PSN_MASK;
+                    uint32_t from =
+                        !q.req.window.empty() ? q.req.window.front().first_psn : q.req.cur_first_psn;
+                    const uint32_t end =
+                        !q.req.window.empty() ? q.req.window.front().last_psn : (q.req.sq_psn - 1) & PSN_MASK;
+                    if (!q.req.window.empty() && q.req.window.front().opcode == hw::WQE_OP_RDMA_READ)
+                        from = q.req.window.front().next_psn;
+                    else if (q.req.acked_valid && psn_le(from, q.req.last_acked) &&
+                             psn_lt(q.req.last_acked, end))
+                        from = (q.req.last_acked + 1) & PSN_MASK;
                     // Responses of the old round asking to go back there change nothing.
-                    q.gap_retry = true;
-                    q.gap_psn = from;
+                    q.req.gap_retry = true;
+                    q.req.gap_psn = from;
                     retry(q, from, delay);
-                    if (q.ack_timer || q.paused_until > now)
-                        later(q.ack_timer ? q.ack_deadline : q.paused_until);
-                    if (q.q_count && q.state != hw::QPS_ERR) make_tx_ready(qpn);
+                    if (q.req.ack_timer || q.req.paused_until > now)
+                        later(q.req.ack_timer ? q.req.ack_deadline : q.req.paused_until);
+                    if (q.req.queue.count && q.state != hw::QPS_ERR) make_tx_ready(qpn);
                 }
             } else {
-                later(q.ack_deadline);
+                later(q.req.ack_deadline);
             }
         }
-        if (q.ack_flush) {
-            if (q.ack_flush_at <= now) {
-                q.ack_flush = false;
-                if (q.acks_owed) respond(q, wire::aeth_ack(31), (q.rq_psn - 1) & PSN_MASK, SC_ZERO_TIME);
+        if (q.rsp.ack_flush) {
+            if (q.rsp.ack_flush_at <= now) {
+                q.rsp.ack_flush = false;
+                if (q.rsp.acks_owed)
+                    respond(q, wire::aeth_ack(31), (q.rsp.rq_psn - 1) & PSN_MASK, SC_ZERO_TIME);
             } else {
-                later(q.ack_flush_at);
+                later(q.rsp.ack_flush_at);
             }
         }
     }
@@ -296,14 +257,14 @@ void transport_engine::service_timers(qp& q, const sc_time& now) {
 }
 
 void transport_engine::park(qp& q, const sc_time& until) {
-    q.paused_until = until;
+    q.req.paused_until = until;
     watch(q, until);
 }
 
 void transport_engine::check_drained(qp& q, sc_time& delay) {
-    if (q.state != hw::QPS_SQD || !q.drain_pending || outstanding(q)) return;
-    q.drain_pending = false;
-    if (q.sqd_notify)  // C10-36: SQ Drained, if it was requested
+    if (q.state != hw::QPS_SQD || !q.req.drain_pending || outstanding(q)) return;
+    q.req.drain_pending = false;
+    if (q.req.sqd_notify)  // C10-36: SQ Drained, if it was requested
         post_event(q, hw::EQE_SQ_DRAINED, delay);
 }
 
@@ -311,11 +272,11 @@ void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& 
     const uint32_t psn = p.h.b.psn;
     const uint8_t code = p.h.b.opcode & 0x1F;
     // A response implies every earlier request completed (IBA 9.7.5.1.4).
-    if (!retire_acked(q, psn, false, delay) || !q.w_count) {
-        if (q.w_count) implied_nak(q, delay);
+    if (!retire_acked(q, psn, false, delay) || q.req.window.empty()) {
+        if (!q.req.window.empty()) implied_nak(q, delay);
         return;
     }
-    inflight& f = q.window[q.w_head];
+    inflight& f = q.req.window.front();
     if (f.opcode != hw::WQE_OP_RDMA_READ || !psn_le(f.first_psn, psn) || !psn_le(psn, f.last_psn))
         return;  // not a response to the READ we wait for: stale, dropped
     if (psn != f.next_psn) {
@@ -323,7 +284,7 @@ void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& 
         go_back_once(q, f.next_psn, delay, false);  // responses missing: read them again
         return;
     }
-    rd_ctx& c = q.rd[f.rd];
+    rd_ctx& c = q.req.rd.slot(f.rd);
     const uint32_t mtu = hw::mtu_bytes(q.mtu);
     const bool last_psn = psn == f.last_psn;
     const bool last_op = code == op::RDMA_READ_RESPONSE_LAST || code == op::RDMA_READ_RESPONSE_ONLY;
@@ -342,22 +303,22 @@ void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& 
     ++read_responses_received;
     c.placed += p.payload_len;
     f.next_psn = (psn + 1) & PSN_MASK;
-    q.gap_retry = false;
-    q.last_acked = psn;
-    q.acked_valid = true;
+    q.req.gap_retry = false;
+    q.req.last_acked = psn;
+    q.req.acked_valid = true;
     progress(q);
     if (last_psn) pop_window(q, hw::CQE_SUCCESS, delay);
-    if (q.q_count) make_tx_ready(q.qpn);
+    if (q.req.queue.count) make_tx_ready(q.qpn);
     check_drained(q, delay);
 }
 
 void transport_engine::handle_atomic_ack(qp& q, const rx_packet& p, sc_time& delay) {
     const uint32_t psn = p.h.b.psn;
-    if (!retire_acked(q, psn, false, delay) || !q.w_count) {
-        if (q.w_count) implied_nak(q, delay);
+    if (!retire_acked(q, psn, false, delay) || q.req.window.empty()) {
+        if (!q.req.window.empty()) implied_nak(q, delay);
         return;
     }
-    const inflight& f = q.window[q.w_head];
+    const inflight& f = q.req.window.front();
     if (!(f.opcode == hw::WQE_OP_CMP_SWAP || f.opcode == hw::WQE_OP_FETCH_ADD) || f.first_psn != psn)
         return;  // stale or duplicate
     if (probe_) probe_->mark(path_probe::resp_rx, sim_now());
@@ -369,30 +330,30 @@ void transport_engine::handle_atomic_ack(qp& q, const rx_packet& p, sc_time& del
     uint8_t bytes[8];
     std::memcpy(bytes, &p.h.aae.orig_data, 8);
     uint8_t status = hw::CQE_SUCCESS, syndrome = 0;
-    const send_wqe& w = wqe_buffer_[q.rd[f.rd].entry];
+    const send_wqe& w = wqe_buffer_[q.req.rd.slot(f.rd).entry];
     if (!write_sges(q.who, w.sg, w.num_sge, 0, bytes, 8, delay, status, syndrome)) {
         fail_head(q, status, delay, syndrome);
         return;
     }
-    q.gap_retry = false;
-    q.last_acked = psn;
-    q.acked_valid = true;
+    q.req.gap_retry = false;
+    q.req.last_acked = psn;
+    q.req.acked_valid = true;
     progress(q);
     pop_window(q, hw::CQE_SUCCESS, delay);
-    if (q.q_count) make_tx_ready(q.qpn);
+    if (q.req.queue.count) make_tx_ready(q.qpn);
     check_drained(q, delay);
 }
 
 void transport_engine::implied_nak(qp& q, sc_time& delay) {
-    const inflight& f = q.window[q.w_head];
+    const inflight& f = q.req.window.front();
     go_back_once(q, f.opcode == hw::WQE_OP_RDMA_READ ? f.next_psn : f.first_psn, delay, false);
 }
 
 void transport_engine::go_back_once(qp& q, uint32_t psn, sc_time& delay, bool consume) {
     // A repeated NAK (or gap) for the PSN we already went back to changes nothing.
-    if (q.gap_retry && q.gap_psn == psn) return;
-    q.gap_retry = true;
-    q.gap_psn = psn;
+    if (q.req.gap_retry && q.req.gap_psn == psn) return;
+    q.req.gap_retry = true;
+    q.req.gap_psn = psn;
     if (consume) {
         retry(q, psn, delay);
         return;
@@ -405,8 +366,8 @@ void transport_engine::go_back_once(qp& q, uint32_t psn, sc_time& delay, bool co
 }
 
 void transport_engine::retry(qp& q, uint32_t psn, sc_time& delay) {
-    if (q.retries_left > 0) {
-        --q.retries_left;
+    if (q.req.retries_left > 0) {
+        --q.req.retries_left;
         rewind(q, psn, SC_ZERO_TIME);
         return;
     }
@@ -418,36 +379,36 @@ void transport_engine::rewind(qp& q, uint32_t psn, const sc_time& wait) {
     // dropped and the fetcher re-reads the send ring from that WQE.
     uint16_t from;
     uint32_t first;
-    if (q.w_count) {
-        from = q.window[q.w_head].wqe_index;
-        first = q.window[q.w_head].first_psn;
-    } else if (q.q_count && q.cur_offset) {
+    if (!q.req.window.empty()) {
+        from = q.req.window.front().wqe_index;
+        first = q.req.window.front().first_psn;
+    } else if (q.req.queue.count && q.req.cur_offset) {
         from = head_wqe(q).wqe_index;
-        first = q.cur_first_psn;
+        first = q.req.cur_first_psn;
     } else {
         return;
     }
     ++retransmits;
-    q.resend_pending = true;
-    q.sq_psn = first;
-    q.resume = psn != first;
-    q.resume_psn = psn;
-    q.w_count = 0;
+    q.req.resend_pending = true;
+    q.req.sq_psn = first;
+    q.req.resume = psn != first;
+    q.req.resume_psn = psn;
+    q.req.window.clear();
     drop_queue(q);
     drop_rd(q);
-    q.cur_offset = 0;
-    q.cur_sge = 0;
-    q.cur_sge_off = 0;
-    q.since_ack_req = 0;
+    q.req.cur_offset = 0;
+    q.req.cur_sge = 0;
+    q.req.cur_sge_off = 0;
+    q.req.since_ack_req = 0;
     fetcher_->rewind(q.qpn, from);
-    q.ack_timer = false;
+    q.req.ack_timer = false;
     if (wait != SC_ZERO_TIME) park(q, sim_now() + wait);
 }
 
 void transport_engine::fail_head(qp& q, uint8_t status, sc_time& delay, uint8_t syndrome) {
-    if (q.w_count)
+    if (!q.req.window.empty())
         pop_window(q, status, delay, syndrome);
-    else if (q.q_count)
+    else if (q.req.queue.count)
         requester_error(q, status, head_wqe(q), delay, syndrome);
     enter_error(q, delay);
 }

@@ -36,46 +36,28 @@ bool is_rd_atomic(uint8_t wqe_op) {
 unsigned transport_engine::room(uint32_t qpn) {
     if (qpn >= qps_.size() || !qps_[qpn].valid) return 0;
     qp& q = qps_[qpn];
-    if (q.q_count >= wqe_queue_depth) return 0;  // retire_head's credit() makes it ready again
-    if (free_count_ == 0) {
-        if (!q.buffer_wait) {
-            q.buffer_wait = true;
+    if (q.req.queue.count >= wqe_queue_depth) return 0;  // retire_head's credit() makes it ready again
+    if (wqe_buffer_.free_count() == 0) {
+        if (!q.req.buffer_wait) {
+            q.req.buffer_wait = true;
             ++wqe_buffer_stalls;
-            buffer_waiters_[(waiters_head_ + waiters_count_) % buffer_waiters_.size()] = qpn;
-            ++waiters_count_;
+            buffer_waiters_.push_back(qpn);
         }
         return 0;
     }
-    return std::min<unsigned>(wqe_queue_depth - q.q_count, free_count_);
+    return std::min<unsigned>(wqe_queue_depth - q.req.queue.count, wqe_buffer_.free_count());
 }
 
 bool transport_engine::has_room(uint32_t qpn) const {
-    return qpn < qps_.size() && qps_[qpn].valid && qps_[qpn].q_count < wqe_queue_depth && free_count_ > 0;
+    return qpn < qps_.size() && qps_[qpn].valid && qps_[qpn].req.queue.count < wqe_queue_depth &&
+           wqe_buffer_.free_count() > 0;
 }
 
 void transport_engine::push_send(uint32_t qpn, const send_wqe& w) {
     if (qpn >= qps_.size() || !qps_[qpn].valid) return;
     qp& q = qps_[qpn];
-    if (free_head_ == NIL) {
-        // Only if the fetcher overran its credit: the buffer grows rather than lose a WQE.
-        const uint32_t e = uint32_t(wqe_buffer_.size());
-        wqe_buffer_.emplace_back();
-        wqe_next_.push_back(NIL);
-        free_head_ = e;
-        ++free_count_;
-    }
-    const uint32_t e = free_head_;
-    free_head_ = wqe_next_[e];
-    --free_count_;
-    wqe_buffer_[e].assign_used(w);
-    wqe_next_[e] = NIL;
-    if (q.q_tail == NIL)
-        q.q_head = e;
-    else
-        wqe_next_[q.q_tail] = e;
-    q.q_tail = e;
-    ++q.q_count;
-    const uint64_t used = wqe_buffer_.size() - free_count_;
+    wqe_buffer_.append(q.req.queue, w);
+    const uint64_t used = wqe_buffer_.used();
     if (used > wqe_buffer_peak.value()) wqe_buffer_peak += used - wqe_buffer_peak.value();
     make_tx_ready(qpn);
 }
@@ -84,15 +66,14 @@ void transport_engine::make_tx_ready(uint32_t qpn) {
     qp& q = qps_[qpn];
     if (q.tx_ready) return;
     q.tx_ready = true;
-    ready_[(ready_head_ + ready_count_) % ready_.size()] = qpn;
-    ++ready_count_;
+    ready_.push_back(qpn);
     if (!requester_running_)  // a running requester finds it in its queue
         tx_work_.notify(SC_ZERO_TIME);
 }
 
 // An SC_METHOD: each activation serves QPs until it must wait (for work, for the port or a
 // WQE, or for the initiation interval after a packet) and returns with next_trigger().
-void transport_engine::requester_loop() {
+void transport_engine::requester_method() {
     if (tx_free_at_ != SC_ZERO_TIME) {
         // Woken by new work during the initiation interval after the last packet: the
         // interval still holds (as if the method had waited for it, then for the work).
@@ -116,23 +97,21 @@ void transport_engine::requester_loop() {
             qpn = resume_qpn_;
             resume_qpn_ = NIL;
             qp& q = qps_[qpn];
-            if (!q.valid || q.q_count == 0 || !may_send(q) || q.paused_until > sim_now()) {
-                if (q.valid && q.q_count && may_send(q)) make_tx_ready(qpn);
+            if (!q.valid || q.req.queue.count == 0 || !may_send(q) || q.req.paused_until > sim_now()) {
+                if (q.valid && q.req.queue.count && may_send(q)) make_tx_ready(qpn);
                 continue;
             }
         } else {
-            if (ready_count_ == 0) {
+            if (ready_.empty()) {
                 next_trigger(tx_work_);
                 return;
             }
-            qpn = ready_[ready_head_];
-            ready_head_ = (ready_head_ + 1) % ready_.size();
-            --ready_count_;
-            if (ready_count_ > 1)  // the QP after the next: its state is in cache by its turn
-                expect(ready_[(ready_head_ + 1) % ready_.size()]);
+            qpn = ready_.front();
+            ready_.pop_front();
+            hint_next_turns();
             qp& q = qps_[qpn];
             q.tx_ready = false;
-            if (!q.valid || q.q_count == 0) continue;
+            if (!q.valid || q.req.queue.count == 0) continue;
             if (q.state == hw::QPS_ERR) {
                 sc_time delay = SC_ZERO_TIME;
                 flush(q, delay);
@@ -144,10 +123,11 @@ void transport_engine::requester_loop() {
                 continue;
             }
             if (!may_send(q)) continue;
-            if (q.paused_until > sim_now()) continue;  // timer() makes it ready when the RNR wait is over
+            if (q.req.paused_until > sim_now())
+                continue;  // timer_method() makes it ready when the RNR wait is over
             const sc_time now = sim_now();
             const sc_time& wqe_ready = head_wqe(q).ready;
-            if (wqe_ready > now && ready_count_) {
+            if (wqe_ready > now && !ready_.empty()) {
                 // Its WQE's fetch is still in flight: serve the other QPs meanwhile.
                 ++stall_wqe_fetch;
                 park(q, wqe_ready);
@@ -181,10 +161,10 @@ void transport_engine::requester_loop() {
         // A QP that must wait for a response (window, READ/atomic limit, fence) leaves the
         // round robin; the response that frees it puts it back.
         if (!send_packet(q)) continue;
-        if (q.valid && q.q_count && may_send(q)) make_tx_ready(qpn);
+        if (q.valid && q.req.queue.count && may_send(q)) make_tx_ready(qpn);
         tx_busy_ps += packet_ps_;
         if (packet_time_ != SC_ZERO_TIME) {
-            if (ready_count_ == 0) {
+            if (ready_.empty()) {
                 // Nothing more to send: no wake-up at the end of the initiation interval (it
                 // would find nothing); new work wakes the method, which then waits for the
                 // rest of the interval if it is not over.
@@ -202,9 +182,9 @@ bool transport_engine::may_send(const qp& q) const {
     // RTS sends; SQD finishes the message in progress (C10-35) and starts no new one (C10-37),
     // but may resend (go back N) what it had started before SQD.
     if (q.state == hw::QPS_RTS) return true;
-    if (q.state != hw::QPS_SQD || !q.q_count) return false;
-    const uint16_t ahead = uint16_t(q.sqd_limit - head_wqe(q).wqe_index);
-    return q.sqd_resend && ahead != 0 && ahead <= 0x8000;
+    if (q.state != hw::QPS_SQD || !q.req.queue.count) return false;
+    const uint16_t ahead = uint16_t(q.req.sqd_limit - head_wqe(q).wqe_index);
+    return q.req.sqd_resend && ahead != 0 && ahead <= 0x8000;
 }
 
 bool transport_engine::send_packet(qp& q) {
@@ -233,13 +213,13 @@ bool transport_engine::send_packet(qp& q) {
         requester_error(q, hw::CQE_LOC_QP_OP_ERR, w, delay);
         return true;
     }
-    if (q.cur_offset == 0) {
+    if (q.req.cur_offset == 0) {
         if (!window_room(q)) {
             ++stall_window;
             return false;  // window full: the next ACK makes the QP ready again
         }
         // C10-100: a fenced WQE starts once every earlier READ and atomic has completed.
-        if ((w.flags & hw::WQE_FLAG_FENCE) && q.rd_count) {
+        if ((w.flags & hw::WQE_FLAG_FENCE) && !q.req.rd.empty()) {
             ++stall_fence;
             return false;
         }
@@ -261,27 +241,29 @@ bool transport_engine::send_packet(qp& q) {
         complete_locally(q, w, delay);
         return true;
     }
-    if (q.cur_offset == 0) {
-        q.cur_first_psn = q.sq_psn;
+    if (q.req.cur_offset == 0) {
+        q.req.cur_first_psn = q.req.sq_psn;
         if (probe_) probe_->mark(path_probe::wqe_start, sim_now());
     }
-    if (q.resume && q.cur_offset == 0) {
+    if (q.req.resume && q.req.cur_offset == 0) {
         // Retransmission restarting inside this message: skip the packets already acknowledged.
-        q.resume = false;
-        const uint32_t skip = (q.resume_psn - q.sq_psn) & PSN_MASK;
+        q.req.resume = false;
+        const uint32_t skip = (q.req.resume_psn - q.req.sq_psn) & PSN_MASK;
         if (skip && uint64_t(skip) * mtu < w.length) {
-            q.cur_offset = uint64_t(skip) * mtu;
-            q.sq_psn = q.resume_psn;
-            uint64_t off = q.cur_offset;
-            q.cur_sge = 0;
-            while (q.cur_sge < w.num_sge && off >= w.sg[q.cur_sge].len) off -= w.sg[q.cur_sge++].len;
-            q.cur_sge_off = off;
+            q.req.cur_offset = uint64_t(skip) * mtu;
+            q.req.sq_psn = q.req.resume_psn;
+            uint64_t off = q.req.cur_offset;
+            q.req.cur_sge = 0;
+            while (q.req.cur_sge < w.num_sge && off >= w.sg[q.req.cur_sge].len)
+                off -= w.sg[q.req.cur_sge++].len;
+            q.req.cur_sge_off = off;
         }
     }
-    const uint64_t remaining = w.length - q.cur_offset;
+    const uint64_t remaining = w.length - q.req.cur_offset;
     const uint32_t n = uint32_t(std::min<uint64_t>(mtu, remaining));
-    const bool first = q.cur_offset == 0;
-    if (uint16_t(w.wqe_index + 1 - q.started_limit) <= 0x8000) q.started_limit = uint16_t(w.wqe_index + 1);
+    const bool first = q.req.cur_offset == 0;
+    if (uint16_t(w.wqe_index + 1 - q.req.started_limit) <= 0x8000)
+        q.req.started_limit = uint16_t(w.wqe_index + 1);
     const bool last = remaining <= mtu;
     const bool imm = last && (w.opcode == hw::WQE_OP_SEND_IMM || w.opcode == hw::WQE_OP_RDMA_WRITE_IMM);
     const bool inv = last && w.opcode == hw::WQE_OP_SEND_INV;
@@ -301,7 +283,7 @@ bool transport_engine::send_packet(qp& q) {
                  : last        ? (imm ? op::RC_RDMA_WRITE_LAST_IMM : op::RC_RDMA_WRITE_LAST)
                                : op::RC_RDMA_WRITE_MIDDLE;
     wire::headers h;
-    const uint32_t psn = q.sq_psn;
+    const uint32_t psn = q.req.sq_psn;
     if (ud) {
         build_ud_headers(q, w, h, imm ? op::UD_SEND_ONLY_IMM : op::UD_SEND_ONLY);
     } else {
@@ -309,8 +291,9 @@ bool transport_engine::send_packet(qp& q) {
         build_bth_lrh(q, h, rc ? opcode : uint8_t(op::UC | (opcode & ~op::TRANSPORT_MASK)), psn);
     }
     h.b.se = last && (w.flags & hw::WQE_FLAG_SOLICITED) && (is_send || imm);
-    h.b.ack_req = rc && (last || ++q.since_ack_req >= ack_req_interval);  // UC and UD are never acknowledged
-    if (h.b.ack_req) q.since_ack_req = 0;
+    h.b.ack_req =
+        rc && (last || ++q.req.since_ack_req >= ack_req_interval);  // UC and UD are never acknowledged
+    if (h.b.ack_req) q.req.since_ack_req = 0;
     h.r.va = w.remote_va;
     h.r.rkey = w.rkey;
     h.r.dma_len = uint32_t(w.length);
@@ -320,21 +303,21 @@ bool transport_engine::send_packet(qp& q) {
     uint8_t* dst = tx_pkt_->bytes + hdr;
     sc_time ready = delay;
     if (w.flags & hw::WQE_FLAG_INLINE) {
-        std::memcpy(dst, w.inline_data + q.cur_offset, n);
+        std::memcpy(dst, w.inline_data + q.req.cur_offset, n);
     } else {
         // Gather: walk the SGEs from where the previous packet stopped.
         uint32_t left = n;
         while (left) {
-            if (q.cur_sge >= w.num_sge) {
+            if (q.req.cur_sge >= w.num_sge) {
                 requester_error(q, hw::CQE_LOC_LEN_ERR, w, delay);
                 return true;
             }
-            const sge& s = w.sg[q.cur_sge];
-            const uint32_t take = uint32_t(std::min<uint64_t>(left, s.len - q.cur_sge_off));
+            const sge& s = w.sg[q.req.cur_sge];
+            const uint32_t take = uint32_t(std::min<uint64_t>(left, s.len - q.req.cur_sge_off));
             phys_seg segs[MAX_SEGS];
             unsigned nsegs = 0;
-            const xlate_status st = xlate_->translate(s.lkey, q.who, s.addr + q.cur_sge_off, take, 0, segs,
-                                                      MAX_SEGS, nsegs, delay);
+            const xlate_status st = xlate_->translate(s.lkey, q.who, s.addr + q.req.cur_sge_off, take, 0,
+                                                      segs, MAX_SEGS, nsegs, delay);
             if (st != xlate_status::ok) {
                 requester_error(q, hw::CQE_LOC_PROT_ERR, w, delay, uint8_t(st));
                 return true;
@@ -346,10 +329,10 @@ bool transport_engine::send_packet(qp& q) {
                 dst += segs[i].len;
             }
             left -= take;
-            q.cur_sge_off += take;
-            if (q.cur_sge_off == s.len) {
-                ++q.cur_sge;
-                q.cur_sge_off = 0;
+            q.req.cur_sge_off += take;
+            if (q.req.cur_sge_off == s.len) {
+                ++q.req.cur_sge;
+                q.req.cur_sge_off = 0;
             }
         }
     }
@@ -357,21 +340,20 @@ bool transport_engine::send_packet(qp& q) {
     const uint32_t pad = (4 - n % 4) % 4;
     std::memset(tx_pkt_->bytes + hdr + n, 0, pad);
     sc_time sent = port_->transmit(tx_pkt_, uint32_t(hdr + n + pad), ready);
-    q.resend_pending = false;
+    q.req.resend_pending = false;
     ++tx_packets;
     tx_payload_bytes += n;
-    q.sq_psn = (q.sq_psn + 1) & PSN_MASK;
-    q.cur_offset += n;
+    q.req.sq_psn = (q.req.sq_psn + 1) & PSN_MASK;
+    q.req.cur_offset += n;
     if (last && probe_) probe_->mark(path_probe::wire_end, sim_now() + sent);
     if (last) {
-        q.window[(q.w_head + q.w_count) % q.window.size()] = inflight{
-            w.wr_id, q.cur_first_psn, psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
-        ++q.w_count;
+        q.req.window.push_back(inflight{w.wr_id, q.req.cur_first_psn, psn, uint32_t(w.length), w.wqe_index,
+                                        w.opcode, w.flags, NO_RD, 0});
         retire_head(q);
         if (!rc) {
             // No acknowledgement comes: the message is complete once its last packet is on the
             // wire (everything older completed the same way, so it is the window's head).
-            while (q.w_count) pop_window(q, hw::CQE_SUCCESS, sent);
+            while (!q.req.window.empty()) pop_window(q, hw::CQE_SUCCESS, sent);
             check_drained(q, sent);
         }
     }
@@ -398,7 +380,7 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
         requester_error(q, hw::CQE_LOC_QP_OP_ERR, w, delay);
         return true;
     }
-    if (q.rd_count >= q.max_rd_atomic || !rd_room(q)) {
+    if (q.req.rd.size() >= q.max_rd_atomic || !rd_room(q)) {
         ++stall_rd_atomic;
         return false;  // C10-94 limit: it waits for an earlier READ/atomic to complete
     }
@@ -408,7 +390,7 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
         requester_error(q, hw::CQE_LOC_LEN_ERR, w, delay);
         return true;
     }
-    if (!q.resume) {
+    if (!q.req.resume) {
         // C10-55: the local data segments that receive the READ data or the atomic's original
         // value need Local Write; they are checked before the request goes out, so a refused
         // segment sends nothing (the responder never reads or modifies its memory).
@@ -427,13 +409,13 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
     }
     const uint32_t mtu = hw::mtu_bytes(q.mtu);
     const uint32_t npkts = atomic || w.length == 0 ? 1u : uint32_t((w.length + mtu - 1) / mtu);
-    const uint32_t first = q.sq_psn;
+    const uint32_t first = q.req.sq_psn;
     uint32_t skip = 0;
-    if (q.resume) {
+    if (q.req.resume) {
         // Retransmission: a READ resumes where its responses stopped (a new request for the
         // rest); an atomic is sent again whole (the responder replays its result).
-        q.resume = false;
-        const uint32_t s = (q.resume_psn - first) & PSN_MASK;
+        q.req.resume = false;
+        const uint32_t s = (q.req.resume_psn - first) & PSN_MASK;
         if (!atomic && s < npkts) skip = s;
     }
     const uint32_t psn = (first + skip) & PSN_MASK;
@@ -453,54 +435,46 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
         ++read_requests;
     }
     h.b.ack_req = true;
-    q.since_ack_req = 0;
+    q.req.since_ack_req = 0;
     const size_t hdr = wire::encode_headers(h, 0, tx_pkt_->bytes);
     if (probe_) probe_->mark(path_probe::wqe_start, sim_now());
     const sc_time sent = port_->transmit(tx_pkt_, uint32_t(hdr), delay);
     if (probe_) probe_->mark(path_probe::wire_end, sim_now() + sent);
-    q.resend_pending = false;
+    q.req.resend_pending = false;
     ++tx_packets;
-    if (uint16_t(w.wqe_index + 1 - q.started_limit) <= 0x8000) q.started_limit = uint16_t(w.wqe_index + 1);
-    const uint8_t slot = uint8_t((q.rd_head + q.rd_count) % q.rd.size());
-    rd_ctx& c = q.rd[slot];
+    if (uint16_t(w.wqe_index + 1 - q.req.started_limit) <= 0x8000)
+        q.req.started_limit = uint16_t(w.wqe_index + 1);
+    const uint8_t slot = uint8_t(q.req.rd.push());
+    rd_ctx& c = q.req.rd.slot(slot);
     c.placed = uint64_t(skip) * mtu;
-    c.entry = q.q_head;
-    ++q.rd_count;
-    q.window[(q.w_head + q.w_count) % q.window.size()] = inflight{
-        w.wr_id, first, (first + npkts - 1) & PSN_MASK, uint32_t(w.length), w.wqe_index, w.opcode, w.flags,
-        slot,    psn};
-    ++q.w_count;
-    q.sq_psn = (first + npkts) & PSN_MASK;
+    c.entry = q.req.queue.head;
+    q.req.window.push_back(inflight{w.wr_id, first, (first + npkts - 1) & PSN_MASK, uint32_t(w.length),
+                                    w.wqe_index, w.opcode, w.flags, slot, psn});
+    q.req.sq_psn = (first + npkts) & PSN_MASK;
     retire_head(q, true);
     arm_ack_timer(q);
     return true;
 }
 
 void transport_engine::complete_locally(qp& q, const send_wqe& w, sc_time& delay) {
-    q.window[(q.w_head + q.w_count) % q.window.size()] = inflight{w.wr_id,
-                                                                  (q.sq_psn - 1) & PSN_MASK,
-                                                                  (q.sq_psn - 1) & PSN_MASK,
-                                                                  0,
-                                                                  w.wqe_index,
-                                                                  w.opcode,
-                                                                  w.flags,
-                                                                  NO_RD,
-                                                                  0};
-    ++q.w_count;
-    if (uint16_t(w.wqe_index + 1 - q.started_limit) <= 0x8000) q.started_limit = uint16_t(w.wqe_index + 1);
+    q.req.window.push_back(inflight{w.wr_id, (q.req.sq_psn - 1) & PSN_MASK, (q.req.sq_psn - 1) & PSN_MASK, 0,
+                                    w.wqe_index, w.opcode, w.flags, NO_RD, 0});
+    if (uint16_t(w.wqe_index + 1 - q.req.started_limit) <= 0x8000)
+        q.req.started_limit = uint16_t(w.wqe_index + 1);
     retire_head(q);
-    q.resend_pending = false;
-    if (q.w_count == 1)  // nothing older outstanding: complete now
+    q.req.resend_pending = false;
+    if (q.req.window.size() == 1)  // nothing older outstanding: complete now
         pop_window(q, hw::CQE_SUCCESS, delay);
 }
 
 bool transport_engine::memory_op(qp& q, send_wqe& w, sc_time& delay) {
     // o10-37.2.20, o10-37.2.23: a fenced Local Invalidate waits until every earlier WQE has
     // completed (strong ordering); unfenced it runs when it reaches the head (relaxed).
-    if (w.opcode == hw::WQE_OP_LOCAL_INV && (w.flags & hw::WQE_FLAG_FENCE) && q.w_count) return false;
+    if (w.opcode == hw::WQE_OP_LOCAL_INV && (w.flags & hw::WQE_FLAG_FENCE) && !q.req.window.empty())
+        return false;
     // A go-back-N re-fetches WQEs from the oldest unacknowledged one: an operation that was
     // executed before is not executed again.
-    const bool executed = uint16_t(q.started_limit - w.wqe_index - 1) < 0x8000;
+    const bool executed = uint16_t(q.req.started_limit - w.wqe_index - 1) < 0x8000;
     if (!executed) {
         xlate_status st;
         if (w.opcode == hw::WQE_OP_LOCAL_INV)
@@ -519,14 +493,24 @@ bool transport_engine::memory_op(qp& q, send_wqe& w, sc_time& delay) {
     return true;
 }
 
+void transport_engine::free_entry(uint32_t e) {
+    wqe_buffer_.release(e);
+    if (!buffer_waiters_.empty()) {
+        const uint32_t qpn = buffer_waiters_.front();
+        buffer_waiters_.pop_front();
+        qps_[qpn].req.buffer_wait = false;
+        fetcher_->credit(qpn);
+    }
+}
+
 void transport_engine::retire_head(qp& q, bool keep) {
     if (keep)
         detach_head(q);
     else
         release_head(q);
-    q.cur_offset = 0;
-    q.cur_sge = 0;
-    q.cur_sge_off = 0;
+    q.req.cur_offset = 0;
+    q.req.cur_sge = 0;
+    q.req.cur_sge_off = 0;
     fetcher_->credit(q.qpn);
 }
 
@@ -534,8 +518,8 @@ void transport_engine::requester_error(qp& q, uint8_t status, const send_wqe& w,
                                        uint8_t syndrome) {
     // Everything sent before this WQE is still awaiting its ACK; IBA orders completions, so
     // those are flushed behind this error (the QP is in Error: their fate is unknown).
-    const inflight f{w.wr_id, q.sq_psn, q.sq_psn, uint32_t(w.length), w.wqe_index, w.opcode,
-                     w.flags, NO_RD,    0};
+    const inflight f{
+        w.wr_id, q.req.sq_psn, q.req.sq_psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
     retire_head(q);
     send_completion(q, f, status, delay, syndrome);
     if (q.transport == hw::QPT_RC)

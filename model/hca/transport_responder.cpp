@@ -58,8 +58,8 @@ void transport_engine::receive(const rx_packet& p) {
             handle_ud(q, p);
             return;
         }
-        if (!q.comm_est) {
-            q.comm_est = true;
+        if (!q.rsp.comm_est) {
+            q.rsp.comm_est = true;
             if (q.state == hw::QPS_RTR) {
                 sc_time d = SC_ZERO_TIME;
                 post_event(q, hw::EQE_COMM_EST, d);
@@ -85,8 +85,8 @@ void transport_engine::receive(const rx_packet& p) {
         ++dropped_bad_qp;
         return;
     }
-    if (!q.comm_est) {
-        q.comm_est = true;
+    if (!q.rsp.comm_est) {
+        q.rsp.comm_est = true;
         if (q.state == hw::QPS_RTR) {  // the first packet in RTR: Communication Established
             sc_time d = SC_ZERO_TIME;
             post_event(q, hw::EQE_COMM_EST, d);
@@ -99,9 +99,9 @@ sc_time transport_engine::responder_start(qp& q) {
     // A packet's work starts rx_latency after it arrives, and no sooner than rx_cycles after
     // the QP's previous one.
     const sc_time now = sim_now();
-    sc_time delay = q.resp_free > now ? q.resp_free - now : SC_ZERO_TIME;
+    sc_time delay = q.rsp.resp_free > now ? q.rsp.resp_free - now : SC_ZERO_TIME;
     delay = qp_context(q.qpn, delay);
-    q.resp_free = now + delay + rx_time_;
+    q.rsp.resp_free = now + delay + rx_time_;
     rx_busy_ps += rx_ps_;
     return delay + rx_latency_;
 }
@@ -135,22 +135,22 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
         probe_->mark(path_probe::rx_engine, sim_now(), k.last || k.read || k.atomic);
     sc_time delay = responder_start(q);
     const uint32_t psn = p.h.b.psn;
-    q.slid = p.h.l.slid;
+    q.rsp.slid = p.h.l.slid;
 
-    const uint32_t diff = (psn - q.rq_psn) & PSN_MASK;
+    const uint32_t diff = (psn - q.rsp.rq_psn) & PSN_MASK;
     if (diff != 0) {
         if (diff >= 0x800000) {  // earlier PSN: a duplicate
             handle_duplicate(q, p, delay);
         } else {  // a gap: NAK once, again only for a packet asking for an ACK (the NAK may be lost)
             ++seq_errors;
-            if (!q.nak_pending || p.h.b.ack_req) {
-                q.nak_pending = true;
-                nak(q, wire::nak::PSN_SEQUENCE_ERROR, q.rq_psn, delay);
+            if (!q.rsp.nak_pending || p.h.b.ack_req) {
+                q.rsp.nak_pending = true;
+                nak(q, wire::nak::PSN_SEQUENCE_ERROR, q.rsp.rq_psn, delay);
             }
         }
         return;
     }
-    q.nak_pending = false;
+    q.rsp.nak_pending = false;
 
     const bool send_first = k.send_first, send_cont = k.send_cont, inv = k.inv, write_first = k.write_first,
                write_cont = k.write_cont, read = k.read, atomic = k.atomic, last = k.last, imm = k.imm;
@@ -158,8 +158,8 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
     // Opcode sequence (IBA 9.7.5.1.1): FIRST/ONLY, READ and atomics start a message, MIDDLE/LAST
     // continue one of the same kind; MIDDLE and FIRST carry exactly one MTU, LAST/ONLY at most one.
     const bool starts = send_first || write_first || read || atomic;
-    const bool seq_ok =
-        (starts && !q.in_send && !q.in_write) || (send_cont && q.in_send) || (write_cont && q.in_write);
+    const bool seq_ok = (starts && !q.rsp.in_send && !q.rsp.in_write) || (send_cont && q.rsp.in_send) ||
+                        (write_cont && q.rsp.in_write);
     const bool len_ok = read || atomic || (last ? p.payload_len <= mtu : p.payload_len == mtu);
     if (!seq_ok || !len_ok || !(starts || send_cont || write_cont)) {
         // Out-of-sequence opcodes, bad lengths and unsupported requests: Invalid Request.
@@ -182,19 +182,19 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
             // The receive WQE reports it (LOC_LEN: too small; LOC_PROT / LOC_QP_OP): the
             // requester learns Invalid Request or Remote Operational Error.
             ++naks_sent;
-            q.r_count = 0;
+            q.rsp.resp.clear();
             send_ack(q,
                      wire::aeth_nak(status == hw::CQE_LOC_LEN_ERR ? wire::nak::INVALID_REQUEST
                                                                   : wire::nak::REMOTE_OPERATIONAL_ERROR),
                      psn, delay);
-            q.have_rwqe = false;
-            recv_completion(q, hw::CQE_OP_RECV, status, uint32_t(q.recv_offset), 0, 0, false, delay,
+            q.rsp.have_rwqe = false;
+            recv_completion(q, hw::CQE_OP_RECV, status, uint32_t(q.rsp.recv_offset), 0, 0, false, delay,
                             syndrome);
             enter_error(q, delay);
             return;
         }
         if (last && probe_) probe_->mark(path_probe::data_placed, sim_now() + delay);
-        q.in_send = !last;
+        q.rsp.in_send = !last;
         if (last && inv) {
             // SEND with Invalidate (o10-37.2.21): the key is invalidated after the data is placed,
             // before the completion. If the invalidation is refused the key stays as it was, the
@@ -203,20 +203,20 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
             const xlate_status st = xlate_->invalidate(p.h.ieth_rkey, q.who, true, delay);
             if (st != xlate_status::ok) {
                 ++naks_sent;
-                q.r_count = 0;
+                q.rsp.resp.clear();
                 send_ack(q, wire::aeth_nak(wire::nak::REMOTE_OPERATIONAL_ERROR), psn, delay);
-                q.have_rwqe = false;
-                q.in_send = false;
-                recv_completion(q, hw::CQE_OP_RECV, hw::CQE_MW_BIND_ERR, uint32_t(q.recv_offset),
+                q.rsp.have_rwqe = false;
+                q.rsp.in_send = false;
+                recv_completion(q, hw::CQE_OP_RECV, hw::CQE_MW_BIND_ERR, uint32_t(q.rsp.recv_offset),
                                 p.h.ieth_rkey, 0, false, delay, uint8_t(st));
                 enter_error(q, delay);  // the receive completion reports it: no async event
                 return;
             }
         }
         if (last) {
-            q.have_rwqe = false;
-            q.msn = (q.msn + 1) & PSN_MASK;
-            recv_completion(q, hw::CQE_OP_RECV, hw::CQE_SUCCESS, uint32_t(q.recv_offset),
+            q.rsp.have_rwqe = false;
+            q.rsp.msn = (q.rsp.msn + 1) & PSN_MASK;
+            recv_completion(q, hw::CQE_OP_RECV, hw::CQE_SUCCESS, uint32_t(q.rsp.recv_offset),
                             imm   ? p.h.immdt
                             : inv ? p.h.ieth_rkey
                                   : 0,
@@ -231,13 +231,13 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
                 responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
                 return;
             }
-            q.write_va = p.h.r.va;
-            q.write_rkey = p.h.r.rkey;
-            q.write_len = p.h.r.dma_len;
-            q.write_done = 0;
+            q.rsp.write_va = p.h.r.va;
+            q.rsp.write_rkey = p.h.r.rkey;
+            q.rsp.write_len = p.h.r.dma_len;
+            q.rsp.write_done = 0;
         }
-        if (q.write_done + p.payload_len > q.write_len ||
-            (last && q.write_done + p.payload_len != q.write_len)) {
+        if (q.rsp.write_done + p.payload_len > q.rsp.write_len ||
+            (last && q.rsp.write_done + p.payload_len != q.rsp.write_len)) {
             responder_error(q, wire::nak::INVALID_REQUEST, psn, delay);
             return;
         }
@@ -249,15 +249,15 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
         phys_seg segs[MAX_SEGS];
         unsigned nsegs = 0;
         if (p.payload_len &&
-            xlate_->translate(q.write_rkey, q.who, q.write_va + q.write_done, p.payload_len,
+            xlate_->translate(q.rsp.write_rkey, q.who, q.rsp.write_va + q.rsp.write_done, p.payload_len,
                               hw::ACCESS_REMOTE_WRITE, segs, MAX_SEGS, nsegs, delay) != xlate_status::ok) {
             if (imm) {
                 // The WRITE with immediate took a receive WQE: it reports the violation
                 // (Local Access Error) and the requester learns Remote Access Error.
                 ++naks_sent;
-                q.r_count = 0;
+                q.rsp.resp.clear();
                 send_ack(q, wire::aeth_nak(wire::nak::REMOTE_ACCESS_ERROR), psn, delay);
-                q.have_rwqe = false;
+                q.rsp.have_rwqe = false;
                 recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_LOC_ACCESS_ERR, 0, 0, 0, false,
                                 delay);
                 enter_error(q, delay);
@@ -267,22 +267,22 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
             return;
         }
         write_segs(segs, nsegs, p.payload, delay);
-        q.write_done += p.payload_len;
-        q.in_write = !last;
+        q.rsp.write_done += p.payload_len;
+        q.rsp.in_write = !last;
         if (last && probe_) probe_->mark(path_probe::data_placed, sim_now() + delay);
         if (last) {
-            q.msn = (q.msn + 1) & PSN_MASK;
+            q.rsp.msn = (q.rsp.msn + 1) & PSN_MASK;
             // C10-87: a WRITE without immediate completes nothing at the responder.
             if (imm) {
-                q.have_rwqe = false;
-                recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_SUCCESS, uint32_t(q.write_len),
+                q.rsp.have_rwqe = false;
+                recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_SUCCESS, uint32_t(q.rsp.write_len),
                                 p.h.immdt, hw::CQE_FLAG_WITH_IMM, p.h.b.se, delay);
             }
         }
     }
     ++rx_packets;
     rx_payload_bytes += p.payload_len;
-    q.rq_psn = (q.rq_psn + 1) & PSN_MASK;
+    q.rsp.rq_psn = (q.rsp.rq_psn + 1) & PSN_MASK;
     acknowledge(q, psn, p.h.b.ack_req, delay);
 }
 
@@ -295,27 +295,27 @@ void transport_engine::write_segs(const phys_seg* segs, unsigned nsegs, const ui
 
 void transport_engine::acknowledge(qp& q, uint32_t psn, bool ack_req, const sc_time& ready) {
     if (!ack_req) return;
-    if (ack_coalesce <= 1 || ++q.acks_owed >= ack_coalesce) {
+    if (ack_coalesce <= 1 || ++q.rsp.acks_owed >= ack_coalesce) {
         respond(q, wire::aeth_ack(31), psn, ready);
         return;
     }
-    if (!q.ack_flush) {
-        q.ack_flush = true;
-        q.ack_flush_at = sim_now() + ready + coalesce_time_;
-        watch(q, q.ack_flush_at);
+    if (!q.rsp.ack_flush) {
+        q.rsp.ack_flush = true;
+        q.rsp.ack_flush_at = sim_now() + ready + coalesce_time_;
+        watch(q, q.rsp.ack_flush_at);
     }
 }
 
 void transport_engine::respond(qp& q, uint8_t syndrome, uint32_t psn, const sc_time& ready) {
-    q.acks_owed = 0;
-    q.ack_flush = false;
-    if (q.r_count == 0) {
+    q.rsp.acks_owed = 0;
+    q.rsp.ack_flush = false;
+    if (q.rsp.resp.empty()) {
         send_ack(q, syndrome, psn, ready);
         return;
     }
     // Behind queued READ/atomic responses: an ACK must not overtake them (it would tell the
     // requester they are done). A later ACK replaces a queued one.
-    resp_job& tail = q.resp[(q.r_head + q.r_count - 1) % q.resp.size()];
+    resp_job& tail = q.rsp.resp.back();
     resp_job* j = tail.kind == resp_kind::ack ? &tail : push_resp(q);
     if (!j) return;  // queue full of responses: the requester's timer recovers
     j->kind = resp_kind::ack;
@@ -327,9 +327,9 @@ void transport_engine::respond(qp& q, uint8_t syndrome, uint32_t psn, const sc_t
 void transport_engine::send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_time& ready) {
     wire::headers h;
     build_bth_lrh(q, h, op::RC_ACKNOWLEDGE, psn);
-    h.l.dlid = q.slid ? q.slid : q.dlid;
+    h.l.dlid = q.rsp.slid ? q.rsp.slid : q.dlid;
     h.a.syndrome = syndrome;
-    h.a.msn = q.msn & PSN_MASK;
+    h.a.msn = q.rsp.msn & PSN_MASK;
     const size_t hdr = wire::encode_headers(h, 0, ack_pkt_->bytes);
     port_->transmit(ack_pkt_, uint32_t(hdr), ready);
     if (wire::aeth_type_of(syndrome) == wire::aeth_type::ack) ++acks_sent;
@@ -344,7 +344,7 @@ void transport_engine::rnr_nak(qp& q, uint32_t psn, const sc_time& ready) {
     ++rnr_naks_sent;
     // The requester resends from this PSN after the timer; the packets it sent meanwhile are
     // out of sequence and dropped without a further NAK.
-    q.nak_pending = true;
+    q.rsp.nak_pending = true;
     respond(q, wire::aeth_rnr_nak(q.min_rnr_timer), psn, ready);
 }
 
@@ -352,7 +352,7 @@ void transport_engine::responder_error(qp& q, uint8_t nak_code, uint32_t psn, sc
     // The NAK goes out at once (queued responses die with the QP), then the QP enters Error.
     // An error no receive completion reports raises an affiliated event (IBA 10.10.3.1).
     ++naks_sent;
-    q.r_count = 0;
+    q.rsp.resp.clear();
     send_ack(q, wire::aeth_nak(nak_code), psn, delay);
     post_event(q, nak_code == wire::nak::REMOTE_ACCESS_ERROR ? hw::EQE_QP_ACCESS_ERR : hw::EQE_QP_REQ_ERR,
                delay);
@@ -360,7 +360,7 @@ void transport_engine::responder_error(qp& q, uint8_t nak_code, uint32_t psn, sc
 }
 
 bool transport_engine::take_recv_wqe(qp& q, sc_time& delay) {
-    if (q.have_rwqe) return true;
+    if (q.rsp.have_rwqe) return true;
     if (q.srqn) {
         // o10-53.2.1: the SRQ's next WQE, whichever of its QPs the message arrived at.
         const wqe_fetcher::srq_outcome r = fetcher_->take_srq(q.srqn - 1, rwqe(q), delay);
@@ -373,49 +373,51 @@ bool transport_engine::take_recv_wqe(qp& q, sc_time& delay) {
             cqw_->post_event(hw::EQE_SRQ_ERROR, q.srqn - 1, delay);
         }
         if (r.result != wqe_fetcher::srq_take::ok) return false;
-        q.have_rwqe = true;
-        q.recv_offset = 0;
+        q.rsp.have_rwqe = true;
+        q.rsp.recv_offset = 0;
         return true;
     }
-    if (q.rq_consumer == q.rq_producer) return false;
-    recv_at(q, q.rq_consumer, rwqe(q), delay);
-    ++q.rq_consumer;
-    q.have_rwqe = true;
-    q.recv_offset = 0;
+    if (q.rsp.rq_consumer == q.rsp.rq_producer) return false;
+    recv_at(q, q.rsp.rq_consumer, rwqe(q), delay);
+    ++q.rsp.rq_consumer;
+    q.rsp.have_rwqe = true;
+    q.rsp.recv_offset = 0;
     prefetch_recv(q, delay);
     return true;
 }
 
 void transport_engine::recv_at(qp& q, uint16_t index, recv_wqe& out, sc_time& delay) {
-    if (q.rq_cache.empty()) {
-        q.rq_cache.resize(rq_prefetch);
-        q.rq_ready.resize(rq_prefetch);
+    if (q.rsp.rq_cache.empty()) {
+        q.rsp.rq_cache.resize(rq_prefetch);
+        q.rsp.rq_ready.resize(rq_prefetch);
     }
-    const size_t slot = index % q.rq_cache.size();
-    if (uint16_t(q.rq_fetched - index) != 0 && uint16_t(q.rq_fetched - index) <= q.rq_cache.size()) {
-        out = q.rq_cache[slot];
+    const size_t slot = index % q.rsp.rq_cache.size();
+    if (uint16_t(q.rsp.rq_fetched - index) != 0 &&
+        uint16_t(q.rsp.rq_fetched - index) <= q.rsp.rq_cache.size()) {
+        out = q.rsp.rq_cache[slot];
         const sc_time now = sim_now();
-        if (q.rq_ready[slot] > now + delay)
-            delay = q.rq_ready[slot] - now;  // the prefetch is still in flight
+        if (q.rsp.rq_ready[slot] > now + delay)
+            delay = q.rsp.rq_ready[slot] - now;  // the prefetch is still in flight
         return;
     }
     fetcher_->fetch_recv(q.qpn, index, out, delay);
-    if (q.rq_fetched == index) ++q.rq_fetched;
+    if (q.rsp.rq_fetched == index) ++q.rsp.rq_fetched;
 }
 
 void transport_engine::prefetch_recv(qp& q, const sc_time& delay) {
-    if (q.rq_cache.empty()) {
-        q.rq_cache.resize(rq_prefetch);
-        q.rq_ready.resize(rq_prefetch);
+    if (q.rsp.rq_cache.empty()) {
+        q.rsp.rq_cache.resize(rq_prefetch);
+        q.rsp.rq_ready.resize(rq_prefetch);
     }
-    if (uint16_t(q.rq_fetched - q.rq_consumer) > q.rq_cache.size())
-        q.rq_fetched = q.rq_consumer;  // consumed past the read-ahead (fetched on demand)
-    while (q.rq_fetched != q.rq_producer && uint16_t(q.rq_fetched - q.rq_consumer) < q.rq_cache.size()) {
-        const size_t slot = q.rq_fetched % q.rq_cache.size();
+    if (uint16_t(q.rsp.rq_fetched - q.rsp.rq_consumer) > q.rsp.rq_cache.size())
+        q.rsp.rq_fetched = q.rsp.rq_consumer;  // consumed past the read-ahead (fetched on demand)
+    while (q.rsp.rq_fetched != q.rsp.rq_producer &&
+           uint16_t(q.rsp.rq_fetched - q.rsp.rq_consumer) < q.rsp.rq_cache.size()) {
+        const size_t slot = q.rsp.rq_fetched % q.rsp.rq_cache.size();
         sc_time t = delay;
-        fetcher_->fetch_recv(q.qpn, q.rq_fetched, q.rq_cache[slot], t);
-        q.rq_ready[slot] = sim_now() + t;
-        ++q.rq_fetched;
+        fetcher_->fetch_recv(q.qpn, q.rsp.rq_fetched, q.rsp.rq_cache[slot], t);
+        q.rsp.rq_ready[slot] = sim_now() + t;
+        ++q.rsp.rq_fetched;
     }
 }
 
@@ -423,7 +425,7 @@ void transport_engine::rq_posted(uint32_t qpn, uint16_t producer) {
     if (qpn >= qps_.size() || !qps_[qpn].valid) return;
     qp& q = qps_[qpn];
     if (q.srqn) return;  // its receive WQEs come from the SRQ (firmware refuses posts to it, o10-51.2.2)
-    q.rq_producer = producer;
+    q.rsp.rq_producer = producer;
     sc_time delay = SC_ZERO_TIME;
     if (q.state == hw::QPS_ERR)  // C10-97.2.1: receives posted in Error complete in error
         flush(q, delay);
@@ -437,14 +439,14 @@ bool transport_engine::scatter(qp& q, const uint8_t* data, uint32_t len, sc_time
         status = hw::CQE_LOC_QP_OP_ERR;
         return false;
     }
-    if (q.recv_offset + len > rwqe(q).capacity) {
+    if (q.rsp.recv_offset + len > rwqe(q).capacity) {
         status = hw::CQE_LOC_LEN_ERR;
         return false;
     }
-    if (!write_sges(q.recv_who, rwqe(q).sg, rwqe(q).num_sge, q.recv_offset, data, len, delay, status,
+    if (!write_sges(q.recv_who, rwqe(q).sg, rwqe(q).num_sge, q.rsp.recv_offset, data, len, delay, status,
                     syndrome))
         return false;
-    q.recv_offset += len;
+    q.rsp.recv_offset += len;
     return true;
 }
 
@@ -494,7 +496,7 @@ void transport_engine::recv_completion(qp& q, uint8_t opcode, uint8_t status, ui
     e.flags = flags;
     e.qpn = q.qpn;
     e.src_qp = src ? src->src_qp : q.dest_qpn;
-    e.slid = src ? src->slid : q.slid;
+    e.slid = src ? src->slid : q.rsp.slid;
     e.sl = src ? src->sl : q.sl;
     if (src) e.dlid_path_bits = src->path_bits;
     // QP1 (GSI) reports the entry the P_Key checker matched; other QPs their own index.
@@ -536,38 +538,38 @@ void transport_engine::handle_duplicate(qp& q, const rx_packet& p, const sc_time
         j->first = true;
         j->at = sim_now() + d;
         if (fresh) {
-            j->msn = q.msn;
-            ++q.resp_rd;
+            j->msn = q.rsp.msn;
+            ++q.rsp.resp_rd;
         }
         return;
     }
     if (code == op::COMPARE_SWAP || code == op::FETCH_ADD) {
         // Never executed twice: the result kept for that PSN is sent again.
-        for (const atomic_replay& r : q.replay) {
+        for (const atomic_replay& r : q.rsp.replay) {
             if (r.valid && r.psn == p.h.b.psn) {
                 resp_job* j = duplicate_job(q, r.psn, (r.psn + 1) & PSN_MASK, fresh);
                 if (!j || !fresh) return;  // full, or its response is still queued
                 ++atomic_replays;
                 j->kind = resp_kind::atomic;
                 j->psn = r.psn;
-                j->msn = q.msn;
+                j->msn = q.rsp.msn;
                 j->orig = r.orig;
                 j->at = sim_now() + d;
-                ++q.resp_rd;
+                ++q.rsp.resp_rd;
                 return;
             }
         }
         return;  // older than the replay history: dropped (the requester's retries fail)
     }
     // SEND / WRITE: already placed; acknowledge what we have.
-    if (p.h.b.ack_req) respond(q, wire::aeth_ack(31), (q.rq_psn - 1) & PSN_MASK, d);
+    if (p.h.b.ack_req) respond(q, wire::aeth_ack(31), (q.rsp.rq_psn - 1) & PSN_MASK, d);
 }
 
 transport_engine::resp_job* transport_engine::duplicate_job(qp& q, uint32_t psn, uint32_t end, bool& fresh) {
     // Jobs are in PSN order; duplicates may arrive in any order (reordered on the cable).
     size_t k = 0;
-    for (; k < q.r_count; ++k) {
-        resp_job& j = q.resp[(q.r_head + k) % q.resp.size()];
+    for (; k < q.rsp.resp.size(); ++k) {
+        resp_job& j = q.rsp.resp[k];
         if (j.kind != resp_kind::ack && psn_le(j.req_psn, psn) && psn_lt(psn, j.end_psn)) {
             fresh = false;
             return &j;
@@ -575,9 +577,8 @@ transport_engine::resp_job* transport_engine::duplicate_job(qp& q, uint32_t psn,
         if (psn_lt(psn, j.psn)) break;
     }
     if (!push_resp(q)) return nullptr;
-    for (size_t m = q.r_count - 1; m > k; --m)
-        q.resp[(q.r_head + m) % q.resp.size()] = q.resp[(q.r_head + m - 1) % q.resp.size()];
-    resp_job& j = q.resp[(q.r_head + k) % q.resp.size()];
+    for (size_t m = q.rsp.resp.size() - 1; m > k; --m) q.rsp.resp[m] = q.rsp.resp[m - 1];
+    resp_job& j = q.rsp.resp[k];
     j = resp_job{};
     j.req_psn = psn;
     j.end_psn = end;
@@ -600,27 +601,27 @@ bool transport_engine::handle_read_request(qp& q, const rx_packet& p, sc_time& d
     }
     // Beyond max_dest_rd_atomic a READ waits in the queue behind the earlier ones; a requester
     // that overruns even the queue is in violation (invalid request).
-    resp_job* j = q.resp_rd < 2 * MAX_RD_ATOMIC ? push_resp(q) : nullptr;
+    resp_job* j = q.rsp.resp_rd < 2 * MAX_RD_ATOMIC ? push_resp(q) : nullptr;
     if (!j) {
         responder_error(q, wire::nak::INVALID_REQUEST, psn, delay);
         return false;
     }
     const uint32_t mtu = hw::mtu_bytes(q.mtu);
     const uint32_t npkts = len ? uint32_t((len + mtu - 1) / mtu) : 1u;
-    q.msn = (q.msn + 1) & PSN_MASK;
-    q.acks_owed = 0;  // the response acknowledges everything before it
-    q.ack_flush = false;
+    q.rsp.msn = (q.rsp.msn + 1) & PSN_MASK;
+    q.rsp.acks_owed = 0;  // the response acknowledges everything before it
+    q.rsp.ack_flush = false;
     j->kind = resp_kind::read;
     j->psn = psn;
     j->req_psn = psn;
     j->end_psn = (psn + npkts) & PSN_MASK;
-    j->msn = q.msn;
+    j->msn = q.rsp.msn;
     j->va = p.h.r.va;
     j->rkey = p.h.r.rkey;
     j->left = uint32_t(len);
     j->at = sim_now() + delay;
-    ++q.resp_rd;
-    q.rq_psn = (q.rq_psn + npkts) & PSN_MASK;  // C10-85: no receive WQE consumed
+    ++q.rsp.resp_rd;
+    q.rsp.rq_psn = (q.rsp.rq_psn + npkts) & PSN_MASK;  // C10-85: no receive WQE consumed
     return true;
 }
 
@@ -639,7 +640,7 @@ bool transport_engine::handle_atomic(qp& q, const rx_packet& p, sc_time& delay) 
         responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
         return false;
     }
-    resp_job* j = q.resp_rd < 2 * MAX_RD_ATOMIC ? push_resp(q) : nullptr;
+    resp_job* j = q.rsp.resp_rd < 2 * MAX_RD_ATOMIC ? push_resp(q) : nullptr;
     if (!j) {
         responder_error(q, wire::nak::INVALID_REQUEST, psn, delay);
         return false;
@@ -654,40 +655,39 @@ bool transport_engine::handle_atomic(qp& q, const rx_packet& p, sc_time& delay) 
         if (b.pa == seg[0].pa && b.until > now + delay)
             delay = b.until - now;  // waits for the previous atomic on this word
     if (!dma.atomic(seg[0].pa, kind, p.h.ae.compare, p.h.ae.swap_add, orig, delay)) {
-        --q.r_count;
+        q.rsp.resp.pop_back();
         responder_error(q, wire::nak::REMOTE_OPERATIONAL_ERROR, psn, delay);
         return false;
     }
     ++atomics_executed;
     atomic_busy_[atomic_next_] = atomic_busy{seg[0].pa, now + delay};
     atomic_next_ = (atomic_next_ + 1) % MAX_RD_ATOMIC;
-    if (q.replay.empty()) q.replay.resize(std::max<size_t>(1, q.max_dest_rd_atomic));
-    atomic_replay& r = q.replay[q.replay_next];
-    q.replay_next = (q.replay_next + 1) % q.replay.size();
+    if (q.rsp.replay.empty()) q.rsp.replay.resize(std::max<size_t>(1, q.max_dest_rd_atomic));
+    atomic_replay& r = q.rsp.replay[q.rsp.replay_next];
+    q.rsp.replay_next = (q.rsp.replay_next + 1) % q.rsp.replay.size();
     r = atomic_replay{true, psn, orig};
-    q.msn = (q.msn + 1) & PSN_MASK;
-    q.acks_owed = 0;
-    q.ack_flush = false;
+    q.rsp.msn = (q.rsp.msn + 1) & PSN_MASK;
+    q.rsp.acks_owed = 0;
+    q.rsp.ack_flush = false;
     j->kind = resp_kind::atomic;
     j->psn = psn;
     j->req_psn = psn;
     j->end_psn = (psn + 1) & PSN_MASK;
-    j->msn = q.msn;
+    j->msn = q.rsp.msn;
     j->orig = orig;
     j->at = sim_now() + delay;
-    ++q.resp_rd;
-    q.rq_psn = (q.rq_psn + 1) & PSN_MASK;
+    ++q.rsp.resp_rd;
+    q.rsp.rq_psn = (q.rsp.rq_psn + 1) & PSN_MASK;
     return true;
 }
 
 transport_engine::resp_job* transport_engine::push_resp(qp& q) {
-    if (q.r_count == q.resp.size()) {
-        if (q.resp.size() >= RESP_SLOTS) return nullptr;
-        grow_ring(q.resp, q.r_head, q.r_count, std::min(RESP_SLOTS, std::max<size_t>(2, 2 * q.resp.size())));
+    if (q.rsp.resp.full()) {
+        if (q.rsp.resp.slots() >= RESP_SLOTS) return nullptr;
+        q.rsp.resp.grow(std::min(RESP_SLOTS, std::max<size_t>(2, 2 * q.rsp.resp.slots())));
     }
-    resp_job& j = q.resp[(q.r_head + q.r_count) % q.resp.size()];
+    resp_job& j = q.rsp.resp.slot(q.rsp.resp.push());
     j = resp_job{};
-    ++q.r_count;
     make_resp_ready(q.qpn);
     return &j;
 }
@@ -696,35 +696,33 @@ void transport_engine::make_resp_ready(uint32_t qpn) {
     qp& q = qps_[qpn];
     if (q.resp_ready) return;
     q.resp_ready = true;
-    resp_ready_[(resp_head_ + resp_count_) % resp_ready_.size()] = qpn;
-    ++resp_count_;
+    resp_ready_.push_back(qpn);
     resp_work_.notify(SC_ZERO_TIME);
 }
 
 // An SC_METHOD, like the requester: it returns with next_trigger() where it must wait.
-void transport_engine::response_loop() {
+void transport_engine::response_method() {
     for (;;) {
         uint32_t qpn;
         if (resume_resp_qpn_ != NIL) {
             qpn = resume_resp_qpn_;  // back from a wait for the port
             resume_resp_qpn_ = NIL;
             qp& q = qps_[qpn];
-            if (!q.valid || q.r_count == 0 || q.state == hw::QPS_ERR) {
-                if (q.valid && q.r_count && q.state != hw::QPS_ERR) make_resp_ready(qpn);
+            if (!q.valid || q.rsp.resp.empty() || q.state == hw::QPS_ERR) {
+                if (q.valid && !q.rsp.resp.empty() && q.state != hw::QPS_ERR) make_resp_ready(qpn);
                 continue;
             }
         } else {
-            if (resp_count_ == 0) {
+            if (resp_ready_.empty()) {
                 next_trigger(resp_work_);
                 return;
             }
-            qpn = resp_ready_[resp_head_];
-            resp_head_ = (resp_head_ + 1) % resp_ready_.size();
-            --resp_count_;
+            qpn = resp_ready_.front();
+            resp_ready_.pop_front();
             qp& q = qps_[qpn];
             q.resp_ready = false;
-            if (!q.valid || q.r_count == 0 || q.state == hw::QPS_ERR || q.state == hw::QPS_RESET) {
-                if (q.valid) q.r_count = 0;
+            if (!q.valid || q.rsp.resp.empty() || q.state == hw::QPS_ERR || q.state == hw::QPS_RESET) {
+                if (q.valid) q.rsp.resp.clear();
                 continue;
             }
             const sc_time bp = port_->tx_backpressure();
@@ -736,7 +734,7 @@ void transport_engine::response_loop() {
         }
         qp& q = qps_[qpn];
         send_response(q);
-        if (q.valid && q.r_count) make_resp_ready(qpn);
+        if (q.valid && !q.rsp.resp.empty()) make_resp_ready(qpn);
         resp_busy_ps += rx_ps_;
         if (rx_time_ != SC_ZERO_TIME) {
             next_trigger(rx_time_);
@@ -746,13 +744,10 @@ void transport_engine::response_loop() {
 }
 
 void transport_engine::send_response(qp& q) {
-    resp_job& j = q.resp[q.r_head];
+    resp_job& j = q.rsp.resp.front();
     const sc_time now = sim_now();
     sc_time delay = j.at > now ? j.at - now : SC_ZERO_TIME;
-    auto pop = [&q] {
-        q.r_head = (q.r_head + 1) % q.resp.size();
-        --q.r_count;
-    };
+    auto pop = [&q] { q.rsp.resp.pop_front(); };
     if (j.kind == resp_kind::ack) {
         const uint8_t syndrome = j.syndrome;
         const uint32_t psn = j.psn;
@@ -763,14 +758,14 @@ void transport_engine::send_response(qp& q) {
     wire::headers h;
     if (j.kind == resp_kind::atomic) {
         build_bth_lrh(q, h, op::RC_ATOMIC_ACKNOWLEDGE, j.psn);
-        h.l.dlid = q.slid ? q.slid : q.dlid;
+        h.l.dlid = q.rsp.slid ? q.rsp.slid : q.dlid;
         h.a.syndrome = wire::aeth_ack(31);
         h.a.msn = j.msn;
         h.aae.orig_data = j.orig;
         const size_t hdr = wire::encode_headers(h, 0, resp_pkt_->bytes);
         const sc_time sent = port_->transmit(resp_pkt_, uint32_t(hdr), delay);
         if (probe_) probe_->mark(path_probe::resp_sent, sim_now() + sent);
-        --q.resp_rd;
+        --q.rsp.resp_rd;
         pop();
         return;
     }
@@ -783,7 +778,7 @@ void transport_engine::send_response(qp& q) {
                            : last          ? op::RC_RDMA_READ_RESPONSE_LAST
                                            : op::RC_RDMA_READ_RESPONSE_MIDDLE;
     build_bth_lrh(q, h, opcode, j.psn);
-    h.l.dlid = q.slid ? q.slid : q.dlid;
+    h.l.dlid = q.rsp.slid ? q.rsp.slid : q.dlid;
     h.a.syndrome = wire::aeth_ack(31);
     h.a.msn = j.msn;
     const size_t hdr = wire::encode_headers(h, n, resp_pkt_->bytes);
@@ -816,7 +811,7 @@ void transport_engine::send_response(qp& q) {
     j.psn = (j.psn + 1) & PSN_MASK;
     j.first = false;
     if (last) {
-        --q.resp_rd;
+        --q.rsp.resp_rd;
         pop();
     }
 }
