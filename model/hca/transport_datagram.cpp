@@ -22,6 +22,8 @@ namespace hcasim {
 using namespace sc_core;
 namespace op = wire::op;
 
+// ---------------------------------------------------------------- UC responder
+
 void transport_engine::abandon_uc(qp& q) {
     // IBA 9.8.3: a UC message missing a packet is dropped whole, without a completion; the
     // receive WQE it had taken stays for the next message (what it held is overwritten).
@@ -134,6 +136,8 @@ void transport_engine::handle_uc(qp& q, const rx_packet& p) {
     rx_payload_bytes += p.payload_len;
 }
 
+// ---------------------------------------------------------------- UD responder and multicast
+
 void transport_engine::handle_ud(qp& q, const rx_packet& p) {
     sc_time delay = responder_start(q);
     if (p.h.b.opcode != op::UD_SEND_ONLY && p.h.b.opcode != op::UD_SEND_ONLY_IMM) {
@@ -216,6 +220,8 @@ void transport_engine::receive_mcast(const rx_packet& p) {
     else if (!(well_formed && n == 0 && (p.h.l.slid >> lmc_) == (lid_ >> lmc_)))
         ++mcast_dropped;  // (this port's own copy of a group it has no member of is no drop)
 }
+
+// ---------------------------------------------------------------- UD requester headers, SQEr
 
 void transport_engine::build_ud_headers(const qp& q, const send_wqe& w, wire::headers& h,
                                         uint8_t opcode) const {

@@ -126,8 +126,8 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
           "state_slot_bytes",
           "bytes of model state per QP number, all hca.max_qps of them (transport engine and WQE fetcher)"),
       qps_(max_qps),
-      qpc_cache_(1, 1),
       buffer_waiters_(max_qps),
+      qpc_cache_(1, 1),
       ready_(max_qps),
       resp_ready_(max_qps),
       deadlines_(max_qps) {
@@ -168,20 +168,7 @@ transport_engine::~transport_engine() {
     packet_pool::give(resp_pkt_);
 }
 
-sc_time transport_engine::rnr_time(uint8_t code) {
-    // IBA Vol 1 Table 45 (RNR NAK timer field encodings), milliseconds.
-    static const double ms[32] = {655.36, 0.01,  0.02,  0.03,   0.04,   0.06,   0.08,   0.12,
-                                  0.16,   0.24,  0.32,  0.48,   0.64,   0.96,   1.28,   1.92,
-                                  2.56,   3.84,  5.12,  7.68,   10.24,  15.36,  20.48,  30.72,
-                                  40.96,  61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52};
-    return sc_time(ms[code & 31], SC_MS);
-}
-
-sc_time transport_engine::ack_timeout(uint8_t code) {
-    // IBA 9.7.6.1.3: 4.096 us x 2^timeout; 0 disables the timer.
-    if (code == 0) return SC_ZERO_TIME;
-    return ns_time(4096.0 * double(uint64_t(1) << (code & 31)));
-}
+// ---------------------------------------------------------------- context from the command unit, QP context cache
 
 void transport_engine::set_qpc_table(uint64_t base) {
     qpc_base_ = base;
@@ -287,6 +274,8 @@ void transport_engine::reset_qp(qp& q, uint32_t qpn) {
     q.qpn = qpn;
 }
 
+// ---------------------------------------------------------------- QP state for the command unit (QUERY_QP)
+
 void transport_engine::current_psns(uint32_t qpn, uint32_t& sq_psn, uint32_t& rq_psn) const {
     sq_psn = rq_psn = 0;
     if (qpn < qps_.size()) {
@@ -302,6 +291,8 @@ uint8_t transport_engine::state(uint32_t qpn) const {
 bool transport_engine::draining(uint32_t qpn) const {
     return qpn < qps_.size() && qps_[qpn].valid && qps_[qpn].req.drain_pending;
 }
+
+// ---------------------------------------------------------------- model-state counters
 
 uint64_t transport_engine::qp_state_bytes() const {
     // Per existing QP: its record and the rings it has grown.
@@ -331,6 +322,8 @@ void transport_engine::end_of_simulation() {
     state_bytes += qp_state_bytes();
     state_slot_bytes += qpn_slot_bytes();
 }
+
+// ---------------------------------------------------------------- per-QP rings and WQE buffer entries
 
 bool transport_engine::window_room(qp& q) {
     if (!q.req.window.full()) return true;
@@ -363,6 +356,8 @@ void transport_engine::drop_rd(qp& q) {
 void transport_engine::drop_queue(qp& q) {
     while (q.req.queue.count) release_head(q);
 }
+
+// ---------------------------------------------------------------- Error and flush (both sides)
 
 void transport_engine::enter_error(qp& q, sc_time& delay) {
     if (q.state != hw::QPS_ERR) {
@@ -409,6 +404,8 @@ void transport_engine::flush(qp& q, sc_time& delay) {
     q.rsp.resp.clear();
     q.rsp.resp_rd = 0;
 }
+
+// ---------------------------------------------------------------- speed hints (simulator speed only: see transport_engine.h)
 
 void transport_engine::expect(uint32_t qpn) {
     if (qps_.many() && qpn < qps_.size()) {

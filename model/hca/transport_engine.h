@@ -36,6 +36,14 @@
 // `qpc_miss_slots` such reads are outstanding, a further miss waits for a slot. The requester
 // serves other QPs while a miss is outstanding; the responder starts that QP's packet when the
 // entry has arrived. The cache decides timing only: the QP's state lives in this module.
+//
+// Files, in the order one RDMA WRITE passes through them (docs/architecture.md, "The transport
+// engine's files"): transport_engine.cpp (the shell: construction, the QP context cache, QP
+// load/destroy, Error and flush), transport_requester.cpp (WQE -> packets), at the far end
+// transport_responder.cpp (packet -> PSN check -> placement -> ACK), back home
+// transport_reliability.cpp (ACK -> completion; go-back-N and timers); UC, UD and multicast in
+// transport_datagram.cpp. The WQE buffer, the deadline heap and the rings have headers of
+// their own (wqe_buffer.h, deadline_heap.h, model/core/ring.h).
 #pragma once
 #include <systemc>
 
@@ -297,6 +305,7 @@ private:
     void drop_rd(qp& q);
     /// Frees every entry of the QP's list (go back N, reset, destroy).
     void drop_queue(qp& q);
+    /// Frees a WQE buffer entry; the oldest QP waiting for one is credited.
     void free_entry(uint32_t e);
     /// Resets the QP's state, keeping its place in the ready FIFOs (they drop it).
     void reset_qp(qp& q, uint32_t qpn);
@@ -305,98 +314,68 @@ private:
     /// Room for one more READ/atomic context (grows the ring up to max_rd_atomic); false if full.
     bool rd_room(qp& q);
 
-    // requester
+    // requester (transport_requester.cpp)
+    void make_tx_ready(uint32_t qpn);
+    /// SC_METHOD: sends packets of ready QPs round robin, one per initiation interval, until it
+    /// must wait (for work, the port, a WQE); it waits with next_trigger().
     void requester_method();
     bool may_send(const qp& q) const;
-    void make_tx_ready(uint32_t qpn);
     /// Sends the next packet of the QP's head WQE (or completes it locally); returns false if
     /// the QP must wait for a response (window, READ/atomic limit, fence).
     bool send_packet(qp& q);
+    void build_bth_lrh(const qp& q, wire::headers& h, uint8_t opcode, uint32_t psn) const;
     bool send_read_or_atomic(qp& q, send_wqe& w, sc_core::sc_time& delay);
-    /// Completes the head WQE in error (status) and moves the QP to Error.
-    void requester_error(qp& q, uint8_t status, const send_wqe& w, sc_core::sc_time& delay,
-                         uint8_t syndrome = 0);
+    /// A WQE that sends nothing (NOP, memory operations) joins the window and completes in order.
+    void complete_locally(qp& q, const send_wqe& w, sc_core::sc_time& delay);
     /// Bind / Local Invalidate / Fast Register: executed by the translation unit when the WQE
     /// reaches the head (once: not again when a go-back-N re-fetches it), completed in order.
     bool memory_op(qp& q, send_wqe& w, sc_core::sc_time& delay);
-    /// A WQE that sends nothing (NOP, memory operations) joins the window and completes in order.
-    void complete_locally(qp& q, const send_wqe& w, sc_core::sc_time& delay);
-    /// A completion error on an outstanding WQE (the window head): CQE, then Error.
-    void fail_head(qp& q, uint8_t status, sc_core::sc_time& delay, uint8_t syndrome = 0);
     /// The head WQE's last packet is out: off the queue (`keep`: its buffer entry stays
     /// allocated, a READ/atomic's context holds it).
     void retire_head(qp& q, bool keep = false);
-    void pop_window(qp& q, uint8_t status, sc_core::sc_time& delay, uint8_t syndrome = 0);
-    void send_completion(qp& q, const inflight& f, uint8_t status, sc_core::sc_time& delay,
+    /// Completes the head WQE in error (status) and moves the QP to Error.
+    void requester_error(qp& q, uint8_t status, const send_wqe& w, sc_core::sc_time& delay,
                          uint8_t syndrome = 0);
-    void flush(qp& q, sc_core::sc_time& delay);
-    void handle_response(qp& q, const rx_packet& p);
-    /// Completes window entries up to `psn` (ACK: inclusive; else exclusive). Returns false if
-    /// an unfinished READ/atomic stands in the way (its responses were lost: go back N).
-    bool retire_acked(qp& q, uint32_t psn, bool inclusive, sc_core::sc_time& delay);
-    void handle_read_response(qp& q, const rx_packet& p, sc_core::sc_time& delay);
-    void handle_atomic_ack(qp& q, const rx_packet& p, sc_core::sc_time& delay);
-    /// Writes `len` bytes at byte `offset` of a scatter list (receive WQE, READ or atomic result)
-    /// through translation (L_Key, local write) and DMA; status LOC_LEN_ERR / LOC_PROT_ERR.
-    bool write_sges(const xlate_owner& who, const sge* sg, unsigned num_sge, uint64_t offset,
-                    const uint8_t* data, uint32_t len, sc_core::sc_time& delay, uint8_t& status,
-                    uint8_t& syndrome);
-    /// Go back N to `psn` unless the last go-back-N already went there (gap_retry latch);
-    /// `consume`: a NAK, which uses up a retry (retry()); else an implied NAK, which does not.
-    void go_back_once(qp& q, uint32_t psn, sc_core::sc_time& delay, bool consume);
-    /// The oldest READ/atomic's responses are missing: go back N to its next expected PSN.
-    void implied_nak(qp& q, sc_core::sc_time& delay);
-    /// Retransmission after a sequence-error NAK, an implied NAK or a timeout: retries_left
-    /// permitting, go back N from `psn`; else RETRY_EXC_ERR.
-    void retry(qp& q, uint32_t psn, sc_core::sc_time& delay);
-    /// Go back N: resend from `psn` (inside the oldest unacknowledged WQE), after `wait`.
-    void rewind(qp& q, uint32_t psn, const sc_core::sc_time& wait);
-    /// Progress: retry budgets renewed, the local ACK timer restarted or stopped.
-    void progress(qp& q);
-    void arm_ack_timer(qp& q);
-    bool outstanding(const qp& q) const {
-        return !q.req.window.empty() || q.req.cur_offset || q.req.resend_pending;
-    }
-    /// SQD: raises SQ_DRAINED once nothing is in flight.
-    void check_drained(qp& q, sc_core::sc_time& delay);
-    /// Keeps the QP out of the requester's round robin until `until` (RNR wait, WQE fetch).
-    void park(qp& q, const sc_core::sc_time& until);
-    void timer_method();
-    /// The QP has a deadline at `at` (RNR wait, fetch, ACK timer, coalesced ACK).
-    void watch(qp& q, const sc_core::sc_time& at);
-    /// Handles the QP's deadlines that have come; watches the next one.
-    void service_timers(qp& q, const sc_core::sc_time& now);
+    /// Local Work Queue Catastrophic Error (the send ring could not be read): QP_FATAL, Error.
+    void wq_catastrophic_error(qp& q, sc_core::sc_time& delay);
 
-    // responder
+    // responder (transport_responder.cpp)
+    /// During receive(): the packet's buffer, on offer to the DMA writes of its payload
+    /// (rx_packet::loan); a write of other bytes is not in it and copies as usual.
+    buffer_loan_ext* rx_loan_ = nullptr;
+    /// Delay until the responder starts on a packet of this QP (its initiation interval and latency).
+    sc_core::sc_time responder_start(qp& q);
     /// What a request opcode's low five bits say (the same for RC and UC).
     struct request_kind {
         bool send_first = false, send_cont = false, inv = false, write_first = false, write_cont = false,
              read = false, atomic = false, last = false, imm = false;
     };
     static request_kind request_kind_of(uint8_t code);
+    void handle_request(qp& q, const rx_packet& p);
     /// DMA-writes `data` to the physical segments a translation returned.
     void write_segs(const phys_seg* segs, unsigned nsegs, const uint8_t* data, sc_core::sc_time& delay);
-    /// During receive(): the packet's buffer, on offer to the DMA writes of its payload
-    /// (rx_packet::loan); a write of other bytes is not in it and copies as usual.
-    buffer_loan_ext* rx_loan_ = nullptr;
-    /// Delay until the responder starts on a packet of this QP (its initiation interval and latency).
-    sc_core::sc_time responder_start(qp& q);
-    void handle_request(qp& q, const rx_packet& p);
-    void handle_duplicate(qp& q, const rx_packet& p, const sc_core::sc_time& delay);
-    /// The job that answers a duplicate READ or atomic at `psn` (`end`: one past its last
-    /// response PSN): the queued job of the same request (`fresh` false: it restarts from
-    /// `psn`), else a new one placed in PSN order (`fresh` true). nullptr: the queue is full.
-    resp_job* duplicate_job(qp& q, uint32_t psn, uint32_t end, bool& fresh);
-    bool handle_read_request(qp& q, const rx_packet& p, sc_core::sc_time& delay);
-    bool handle_atomic(qp& q, const rx_packet& p, sc_core::sc_time& delay);
+    /// ACK for `psn` now, coalesced, or queued behind pending READ/atomic responses.
+    void acknowledge(qp& q, uint32_t psn, bool ack_req, const sc_core::sc_time& ready);
+    /// ACK or NAK that keeps PSN order with queued responses.
+    void respond(qp& q, uint8_t syndrome, uint32_t psn, const sc_core::sc_time& ready);
+    void send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_core::sc_time& ready);
+    void nak(qp& q, uint8_t code, uint32_t psn, const sc_core::sc_time& ready);
+    void rnr_nak(qp& q, uint32_t psn, const sc_core::sc_time& ready);
+    /// Responder-detected error: NAK, affiliated event, Error.
+    void responder_error(qp& q, uint8_t nak_code, uint32_t psn, sc_core::sc_time& delay);
+    bool take_recv_wqe(qp& q, sc_core::sc_time& delay);
+    /// The receive WQE at `index` (prefetched copy or a fetch now).
+    void recv_at(qp& q, uint16_t index, recv_wqe& out, sc_core::sc_time& delay);
+    /// Reads receive WQEs ahead (up to rq_prefetch) so Sends do not wait for the fetch.
+    void prefetch_recv(qp& q, const sc_core::sc_time& delay);
     /// Places payload bytes at the current receive WQE position (scatter).
     bool scatter(qp& q, const uint8_t* data, uint32_t len, sc_core::sc_time& delay, uint8_t& status,
                  uint8_t& syndrome);
-    bool take_recv_wqe(qp& q, sc_core::sc_time& delay);
-    /// Reads receive WQEs ahead (up to rq_prefetch) so Sends do not wait for the fetch.
-    void prefetch_recv(qp& q, const sc_core::sc_time& delay);
-    /// The receive WQE at `index` (prefetched copy or a fetch now).
-    void recv_at(qp& q, uint16_t index, recv_wqe& out, sc_core::sc_time& delay);
+    /// Writes `len` bytes at byte `offset` of a scatter list (receive WQE, READ or atomic result)
+    /// through translation (L_Key, local write) and DMA; status LOC_LEN_ERR / LOC_PROT_ERR.
+    bool write_sges(const xlate_owner& who, const sge* sg, unsigned num_sge, uint64_t offset,
+                    const uint8_t* data, uint32_t len, sc_core::sc_time& delay, uint8_t& status,
+                    uint8_t& syndrome);
     /// Where a datagram came from (UD receive completions); RC and UC take the QP's peer.
     struct recv_src {
         uint32_t src_qp;
@@ -407,41 +386,82 @@ private:
     void recv_completion(qp& q, uint8_t opcode, uint8_t status, uint32_t byte_len, uint32_t imm,
                          uint8_t flags, bool solicited, sc_core::sc_time& delay, uint8_t syndrome = 0,
                          const recv_src* src = nullptr);
-    /// UC responder: a message without ACKs; anything wrong drops it silently.
-    void handle_uc(qp& q, const rx_packet& p);
+    void handle_duplicate(qp& q, const rx_packet& p, const sc_core::sc_time& delay);
+    /// The job that answers a duplicate READ or atomic at `psn` (`end`: one past its last
+    /// response PSN): the queued job of the same request (`fresh` false: it restarts from
+    /// `psn`), else a new one placed in PSN order (`fresh` true). nullptr: the queue is full.
+    resp_job* duplicate_job(qp& q, uint32_t psn, uint32_t end, bool& fresh);
+    bool handle_read_request(qp& q, const rx_packet& p, sc_core::sc_time& delay);
+    bool handle_atomic(qp& q, const rx_packet& p, sc_core::sc_time& delay);
+    resp_job* push_resp(qp& q);
+    void make_resp_ready(uint32_t qpn);
+    /// SC_METHOD: sends the next packet of ready QPs' queued responses round robin, one per
+    /// rx_cycles; it waits with next_trigger().
+    void response_method();
+    /// Sends the next packet of the QP's first queued response.
+    void send_response(qp& q);
+
+    // responses and reliability (transport_reliability.cpp)
+    void handle_response(qp& q, const rx_packet& p);
+    /// Completes window entries up to `psn` (ACK: inclusive; else exclusive). Returns false if
+    /// an unfinished READ/atomic stands in the way (its responses were lost: go back N).
+    bool retire_acked(qp& q, uint32_t psn, bool inclusive, sc_core::sc_time& delay);
+    void pop_window(qp& q, uint8_t status, sc_core::sc_time& delay, uint8_t syndrome = 0);
+    void send_completion(qp& q, const inflight& f, uint8_t status, sc_core::sc_time& delay,
+                         uint8_t syndrome = 0);
+    /// Progress: retry budgets renewed, the local ACK timer restarted or stopped.
+    void progress(qp& q);
+    void arm_ack_timer(qp& q);
+    bool outstanding(const qp& q) const {
+        return !q.req.window.empty() || q.req.cur_offset || q.req.resend_pending;
+    }
+    /// The QP has a deadline at `at` (RNR wait, fetch, ACK timer, coalesced ACK).
+    void watch(qp& q, const sc_core::sc_time& at);
+    /// SC_METHOD: services the QPs whose earliest deadline has come.
+    void timer_method();
+    /// Handles the QP's deadlines that have come; watches the next one.
+    void service_timers(qp& q, const sc_core::sc_time& now);
+    /// Keeps the QP out of the requester's round robin until `until` (RNR wait, WQE fetch).
+    void park(qp& q, const sc_core::sc_time& until);
+    /// SQD: raises SQ_DRAINED once nothing is in flight.
+    void check_drained(qp& q, sc_core::sc_time& delay);
+    void handle_read_response(qp& q, const rx_packet& p, sc_core::sc_time& delay);
+    void handle_atomic_ack(qp& q, const rx_packet& p, sc_core::sc_time& delay);
+    /// The oldest READ/atomic's responses are missing: go back N to its next expected PSN.
+    void implied_nak(qp& q, sc_core::sc_time& delay);
+    /// Go back N to `psn` unless the last go-back-N already went there (gap_retry latch);
+    /// `consume`: a NAK, which uses up a retry (retry()); else an implied NAK, which does not.
+    void go_back_once(qp& q, uint32_t psn, sc_core::sc_time& delay, bool consume);
+    /// Retransmission after a sequence-error NAK, an implied NAK or a timeout: retries_left
+    /// permitting, go back N from `psn`; else RETRY_EXC_ERR.
+    void retry(qp& q, uint32_t psn, sc_core::sc_time& delay);
+    /// Go back N: resend from `psn` (inside the oldest unacknowledged WQE), after `wait`.
+    void rewind(qp& q, uint32_t psn, const sc_core::sc_time& wait);
+    /// A completion error on an outstanding WQE (the window head): CQE, then Error.
+    void fail_head(qp& q, uint8_t status, sc_core::sc_time& delay, uint8_t syndrome = 0);
+    /// IBA RNR NAK timer code to time (code 0 is the longest, 655.36 ms).
+    static sc_core::sc_time rnr_time(uint8_t code);
+    /// Local ACK timeout for a timeout code (0: none).
+    static sc_core::sc_time ack_timeout(uint8_t code);
+
+    // UC, UD and multicast (transport_datagram.cpp)
     /// UC: the message being received is given up (its receive WQE is kept for the next one).
     void abandon_uc(qp& q);
+    /// UC responder: a message without ACKs; anything wrong drops it silently.
+    void handle_uc(qp& q, const rx_packet& p);
     /// UD responder: Q_Key check, GRH area, scatter, completion with the datagram's source.
     void handle_ud(qp& q, const rx_packet& p);
     /// A multicast datagram: delivered to every attached UD QP whose P_Key matches (o10-34, o10-35).
     void receive_mcast(const rx_packet& p);
     /// LRH/BTH/DETH (and GRH) of a UD SEND from its WQE's datagram segment.
     void build_ud_headers(const qp& q, const send_wqe& w, wire::headers& h, uint8_t opcode) const;
-    /// Local Work Queue Catastrophic Error (the send ring could not be read): QP_FATAL, Error.
-    void wq_catastrophic_error(qp& q, sc_core::sc_time& delay);
     /// UC/UD send error: SQEr, the send queue flushed, the receive queue untouched (C10-38..40).
     void enter_sqe(qp& q, sc_core::sc_time& delay);
-    /// ACK for `psn` now, coalesced, or queued behind pending READ/atomic responses.
-    void acknowledge(qp& q, uint32_t psn, bool ack_req, const sc_core::sc_time& ready);
-    void send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_core::sc_time& ready);
-    /// ACK or NAK that keeps PSN order with queued responses.
-    void respond(qp& q, uint8_t syndrome, uint32_t psn, const sc_core::sc_time& ready);
-    void nak(qp& q, uint8_t code, uint32_t psn, const sc_core::sc_time& ready);
-    void rnr_nak(qp& q, uint32_t psn, const sc_core::sc_time& ready);
-    /// Responder-detected error: NAK, affiliated event, Error.
-    void responder_error(qp& q, uint8_t nak_code, uint32_t psn, sc_core::sc_time& delay);
-    resp_job* push_resp(qp& q);
-    void make_resp_ready(uint32_t qpn);
-    void response_method();
-    /// Sends the next packet of the QP's first queued response.
-    void send_response(qp& q);
-    void build_bth_lrh(const qp& q, wire::headers& h, uint8_t opcode, uint32_t psn) const;
+
+    // QP errors (transport_engine.cpp)
     void enter_error(qp& q, sc_core::sc_time& delay);
     void post_event(qp& q, uint8_t type, sc_core::sc_time& delay);
-    /// IBA RNR NAK timer code to time (code 0 is the longest, 655.36 ms).
-    static sc_core::sc_time rnr_time(uint8_t code);
-    /// Local ACK timeout for a timeout code (0: none).
-    static sc_core::sc_time ack_timeout(uint8_t code);
+    void flush(qp& q, sc_core::sc_time& delay);
 
     wqe_fetcher* fetcher_ = nullptr;
     translation_unit* xlate_ = nullptr;

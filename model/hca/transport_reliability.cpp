@@ -38,6 +38,8 @@ uint8_t cqe_opcode_of(uint8_t wqe_op) {
 }
 }  // namespace
 
+// ---------------------------------------------------------------- ACKs and NAKs in, completions
+
 void transport_engine::handle_response(qp& q, const rx_packet& p) {
     if (!(q.state == hw::QPS_RTS || q.state == hw::QPS_SQD)) return;
     sc_time delay = qp_context(q.qpn, SC_ZERO_TIME);
@@ -140,6 +142,23 @@ void transport_engine::send_completion(qp& q, const inflight& f, uint8_t status,
         ++flushed;
     else if (status != hw::CQE_SUCCESS)
         ++error_completions;
+}
+
+// ---------------------------------------------------------------- the local ACK timer and the timer method
+
+sc_time transport_engine::rnr_time(uint8_t code) {
+    // IBA Vol 1 Table 45 (RNR NAK timer field encodings), milliseconds.
+    static const double ms[32] = {655.36, 0.01,  0.02,  0.03,   0.04,   0.06,   0.08,   0.12,
+                                  0.16,   0.24,  0.32,  0.48,   0.64,   0.96,   1.28,   1.92,
+                                  2.56,   3.84,  5.12,  7.68,   10.24,  15.36,  20.48,  30.72,
+                                  40.96,  61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52};
+    return sc_time(ms[code & 31], SC_MS);
+}
+
+sc_time transport_engine::ack_timeout(uint8_t code) {
+    // IBA 9.7.6.1.3: 4.096 us x 2^timeout; 0 disables the timer.
+    if (code == 0) return SC_ZERO_TIME;
+    return ns_time(4096.0 * double(uint64_t(1) << (code & 31)));
 }
 
 void transport_engine::progress(qp& q) {
@@ -268,6 +287,8 @@ void transport_engine::check_drained(qp& q, sc_time& delay) {
         post_event(q, hw::EQE_SQ_DRAINED, delay);
 }
 
+// ---------------------------------------------------------------- READ responses and atomic ACKs
+
 void transport_engine::handle_read_response(qp& q, const rx_packet& p, sc_time& delay) {
     const uint32_t psn = p.h.b.psn;
     const uint8_t code = p.h.b.opcode & 0x1F;
@@ -343,6 +364,8 @@ void transport_engine::handle_atomic_ack(qp& q, const rx_packet& p, sc_time& del
     if (q.req.queue.count) make_tx_ready(q.qpn);
     check_drained(q, delay);
 }
+
+// ---------------------------------------------------------------- go-back-N and retries
 
 void transport_engine::implied_nak(qp& q, sc_time& delay) {
     const inflight& f = q.req.window.front();

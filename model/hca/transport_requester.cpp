@@ -33,6 +33,8 @@ bool is_rd_atomic(uint8_t wqe_op) {
 }
 }  // namespace
 
+// ---------------------------------------------------------------- from the WQE fetcher
+
 unsigned transport_engine::room(uint32_t qpn) {
     if (qpn >= qps_.size() || !qps_[qpn].valid) return 0;
     qp& q = qps_[qpn];
@@ -61,6 +63,8 @@ void transport_engine::push_send(uint32_t qpn, const send_wqe& w) {
     if (used > wqe_buffer_peak.value()) wqe_buffer_peak += used - wqe_buffer_peak.value();
     make_tx_ready(qpn);
 }
+
+// ---------------------------------------------------------------- the requester method and one packet
 
 void transport_engine::make_tx_ready(uint32_t qpn) {
     qp& q = qps_[qpn];
@@ -373,6 +377,8 @@ void transport_engine::build_bth_lrh(const qp& q, wire::headers& h, uint8_t opco
     h.b.psn = psn & PSN_MASK;
 }
 
+// ---------------------------------------------------------------- READ and atomic requests
+
 bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
     const bool atomic = w.opcode != hw::WQE_OP_RDMA_READ;
     if (q.max_rd_atomic == 0) {
@@ -455,6 +461,8 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
     arm_ack_timer(q);
     return true;
 }
+
+// ---------------------------------------------------------------- WQEs that send nothing, the head WQE leaving, errors
 
 void transport_engine::complete_locally(qp& q, const send_wqe& w, sc_time& delay) {
     q.req.window.push_back(inflight{w.wr_id, (q.req.sq_psn - 1) & PSN_MASK, (q.req.sq_psn - 1) & PSN_MASK, 0,

@@ -30,6 +30,8 @@ namespace {
 constexpr size_t RESP_SLOTS = 2 * MAX_RD_ATOMIC + 2;
 }  // namespace
 
+// ---------------------------------------------------------------- a packet in
+
 void transport_engine::receive(const rx_packet& p) {
     // The packet's receive buffer is on offer to the DMA writes of its payload for this call.
     struct lend {
@@ -94,6 +96,8 @@ void transport_engine::receive(const rx_packet& p) {
     }
     handle_request(q, p);
 }
+
+// ---------------------------------------------------------------- RC requests: PSN check, placement, ACK
 
 sc_time transport_engine::responder_start(qp& q) {
     // A packet's work starts rx_latency after it arrives, and no sooner than rx_cycles after
@@ -293,6 +297,8 @@ void transport_engine::write_segs(const phys_seg* segs, unsigned nsegs, const ui
     }
 }
 
+// ---------------------------------------------------------------- ACKs and NAKs
+
 void transport_engine::acknowledge(qp& q, uint32_t psn, bool ack_req, const sc_time& ready) {
     if (!ack_req) return;
     if (ack_coalesce <= 1 || ++q.rsp.acks_owed >= ack_coalesce) {
@@ -358,6 +364,8 @@ void transport_engine::responder_error(qp& q, uint8_t nak_code, uint32_t psn, sc
                delay);
     enter_error(q, delay);
 }
+
+// ---------------------------------------------------------------- receive WQEs, scatter, receive completions
 
 bool transport_engine::take_recv_wqe(qp& q, sc_time& delay) {
     if (q.rsp.have_rwqe) return true;
@@ -509,6 +517,8 @@ void transport_engine::recv_completion(qp& q, uint8_t opcode, uint8_t status, ui
     else if (status != hw::CQE_SUCCESS)
         ++error_completions;
 }
+
+// ---------------------------------------------------------------- duplicates, READ and atomic requests
 
 void transport_engine::handle_duplicate(qp& q, const rx_packet& p, const sc_time& delay) {
     ++duplicates;
@@ -680,6 +690,8 @@ bool transport_engine::handle_atomic(qp& q, const rx_packet& p, sc_time& delay) 
     q.rsp.rq_psn = (q.rsp.rq_psn + 1) & PSN_MASK;
     return true;
 }
+
+// ---------------------------------------------------------------- the response method
 
 transport_engine::resp_job* transport_engine::push_resp(qp& q) {
     if (q.rsp.resp.full()) {
