@@ -168,7 +168,7 @@ transport_engine::~transport_engine() {
     packet_pool::give(resp_pkt_);
 }
 
-// ---------------------------------------------------------------- context from the command unit, QP context cache
+// ---------------------------------------------------------------- the command unit, QP context cache
 
 void transport_engine::set_qpc_table(uint64_t base) {
     qpc_base_ = base;
@@ -405,7 +405,7 @@ void transport_engine::flush(qp& q, sc_time& delay) {
     q.rsp.resp_rd = 0;
 }
 
-// ---------------------------------------------------------------- speed hints (simulator speed only: see transport_engine.h)
+// ---------------------------------------------------------------- speed hints (see transport_engine.h)
 
 void transport_engine::expect(uint32_t qpn) {
     if (qps_.many() && qpn < qps_.size()) {

@@ -31,6 +31,39 @@ bool is_memory_op(uint8_t wqe_op) {
 bool is_rd_atomic(uint8_t wqe_op) {
     return wqe_op == hw::WQE_OP_RDMA_READ || wqe_op == hw::WQE_OP_CMP_SWAP || wqe_op == hw::WQE_OP_FETCH_ADD;
 }
+bool is_send_op(uint8_t wqe_op) {
+    return wqe_op == hw::WQE_OP_SEND || wqe_op == hw::WQE_OP_SEND_IMM || wqe_op == hw::WQE_OP_SEND_INV;
+}
+/// Whether the QP's transport carries the operation (IBA 10.7.2); else a local QP operation error.
+bool transport_carries(uint8_t transport, uint8_t wqe_op) {
+    const bool is_send = is_send_op(wqe_op);
+    const bool is_write = wqe_op == hw::WQE_OP_RDMA_WRITE || wqe_op == hw::WQE_OP_RDMA_WRITE_IMM;
+    if (transport == hw::QPT_RC)
+        return is_send || is_write || is_rd_atomic(wqe_op) || is_memory_op(wqe_op) ||
+               wqe_op == hw::WQE_OP_NOP;
+    if (transport == hw::QPT_UC)  // C10-84: SEND and WRITE; C10-89: binds; no READ, atomics, SEND_INV
+        return (is_send && wqe_op != hw::WQE_OP_SEND_INV) || is_write || wqe_op == hw::WQE_OP_LOCAL_INV ||
+               wqe_op == hw::WQE_OP_BIND_MW || wqe_op == hw::WQE_OP_NOP;
+    if (transport == hw::QPT_UD)  // SEND only
+        return wqe_op == hw::WQE_OP_SEND || wqe_op == hw::WQE_OP_SEND_IMM || wqe_op == hw::WQE_OP_NOP;
+    return false;
+}
+/// The RC opcode of a SEND (else RDMA WRITE) packet by its place in the message.
+uint8_t segment_opcode(bool is_send, bool first, bool last, bool imm, bool inv) {
+    if (is_send)
+        return first && last ? (imm   ? op::RC_SEND_ONLY_IMM
+                                : inv ? op::RC_SEND_ONLY_INV
+                                      : op::RC_SEND_ONLY)
+               : first       ? op::RC_SEND_FIRST
+               : last        ? (imm   ? op::RC_SEND_LAST_IMM
+                                : inv ? op::RC_SEND_LAST_INV
+                                      : op::RC_SEND_LAST)
+                             : op::RC_SEND_MIDDLE;
+    return first && last ? (imm ? op::RC_RDMA_WRITE_ONLY_IMM : op::RC_RDMA_WRITE_ONLY)
+           : first       ? op::RC_RDMA_WRITE_FIRST
+           : last        ? (imm ? op::RC_RDMA_WRITE_LAST_IMM : op::RC_RDMA_WRITE_LAST)
+                         : op::RC_RDMA_WRITE_MIDDLE;
+}
 }  // namespace
 
 // ---------------------------------------------------------------- from the WQE fetcher
@@ -198,22 +231,9 @@ bool transport_engine::send_packet(qp& q) {
         wq_catastrophic_error(q, delay);
         return true;
     }
-    const bool is_send =
-        w.opcode == hw::WQE_OP_SEND || w.opcode == hw::WQE_OP_SEND_IMM || w.opcode == hw::WQE_OP_SEND_INV;
-    const bool is_write = w.opcode == hw::WQE_OP_RDMA_WRITE || w.opcode == hw::WQE_OP_RDMA_WRITE_IMM;
-    const bool rd_atomic = is_rd_atomic(w.opcode);
+    const bool is_send = is_send_op(w.opcode);
     const bool rc = q.transport == hw::QPT_RC, ud = q.transport == hw::QPT_UD;
-    bool allowed = false;  // what the QP's transport carries (IBA 10.7.2): else a local QP operation error
-    if (rc)
-        allowed = is_send || is_write || rd_atomic || is_memory_op(w.opcode) || w.opcode == hw::WQE_OP_NOP;
-    else if (q.transport == hw::QPT_UC)  // C10-84: SEND and WRITE; C10-89: binds; no READ, atomics, SEND_INV
-        allowed = (is_send && w.opcode != hw::WQE_OP_SEND_INV) || is_write ||
-                  w.opcode == hw::WQE_OP_LOCAL_INV || w.opcode == hw::WQE_OP_BIND_MW ||
-                  w.opcode == hw::WQE_OP_NOP;
-    else if (ud)  // SEND only
-        allowed =
-            w.opcode == hw::WQE_OP_SEND || w.opcode == hw::WQE_OP_SEND_IMM || w.opcode == hw::WQE_OP_NOP;
-    if (w.malformed || !allowed) {
+    if (w.malformed || !transport_carries(q.transport, w.opcode)) {
         requester_error(q, hw::CQE_LOC_QP_OP_ERR, w, delay);
         return true;
     }
@@ -237,7 +257,7 @@ bool transport_engine::send_packet(qp& q) {
         requester_error(q, hw::CQE_LOC_LEN_ERR, w, delay);
         return true;
     }
-    if (rd_atomic) return send_read_or_atomic(q, w, delay);
+    if (is_rd_atomic(w.opcode)) return send_read_or_atomic(q, w, delay);
     const uint32_t mtu = hw::mtu_bytes(q.mtu);
     if (ud && w.length > mtu) {
         // C10-93.1.1: a datagram longer than the path MTU is not sent, and that is no error.
@@ -271,21 +291,7 @@ bool transport_engine::send_packet(qp& q) {
     const bool last = remaining <= mtu;
     const bool imm = last && (w.opcode == hw::WQE_OP_SEND_IMM || w.opcode == hw::WQE_OP_RDMA_WRITE_IMM);
     const bool inv = last && w.opcode == hw::WQE_OP_SEND_INV;
-    uint8_t opcode;
-    if (is_send)
-        opcode = first && last ? (imm   ? op::RC_SEND_ONLY_IMM
-                                  : inv ? op::RC_SEND_ONLY_INV
-                                        : op::RC_SEND_ONLY)
-                 : first       ? op::RC_SEND_FIRST
-                 : last        ? (imm   ? op::RC_SEND_LAST_IMM
-                                  : inv ? op::RC_SEND_LAST_INV
-                                        : op::RC_SEND_LAST)
-                               : op::RC_SEND_MIDDLE;
-    else
-        opcode = first && last ? (imm ? op::RC_RDMA_WRITE_ONLY_IMM : op::RC_RDMA_WRITE_ONLY)
-                 : first       ? op::RC_RDMA_WRITE_FIRST
-                 : last        ? (imm ? op::RC_RDMA_WRITE_LAST_IMM : op::RC_RDMA_WRITE_LAST)
-                               : op::RC_RDMA_WRITE_MIDDLE;
+    const uint8_t opcode = segment_opcode(is_send, first, last, imm, inv);
     wire::headers h;
     const uint32_t psn = q.req.sq_psn;
     if (ud) {
@@ -462,7 +468,7 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
     return true;
 }
 
-// ---------------------------------------------------------------- WQEs that send nothing, the head WQE leaving, errors
+// ---------------------------------------------------------------- local completion, head WQE done, errors
 
 void transport_engine::complete_locally(qp& q, const send_wqe& w, sc_time& delay) {
     q.req.window.push_back(inflight{w.wr_id, (q.req.sq_psn - 1) & PSN_MASK, (q.req.sq_psn - 1) & PSN_MASK, 0,
