@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <ostream>
 #include <vector>
 
 #include "testbench/tests/bench_harness.h"
@@ -28,6 +29,13 @@ public:
         bool write;
         uint64_t addr;
         uint32_t len;
+        bool operator==(const access& o) const {
+            return at == o.at && write == o.write && addr == o.addr && len == o.len;
+        }
+        friend std::ostream& operator<<(std::ostream& os, const access& a) {
+            return os << (a.write ? "write 0x" : "read 0x") << std::hex << a.addr << std::dec << " +" << a.len
+                      << " at " << a.at;
+        }
     };
 
     tlm_utils::simple_target_socket<recording_memory> socket{"socket"};
