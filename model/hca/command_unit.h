@@ -19,7 +19,7 @@ class fetch_control;
 class qp_control;
 class memory_tables;
 class cq_control;
-class pkey_table;
+class pkey_control;
 class mcast_groups;
 
 /// What QUERY_HCA and QUERY_PORT report; filled from the HCA's parameters.
@@ -51,7 +51,7 @@ public:
     command_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock,
                  const hca_identity& id, unsigned max_qps, unsigned max_cqs);
 
-    void bind(fetch_control& f, qp_control& t, memory_tables& x, cq_control& c, pkey_table& k) {
+    void bind(fetch_control& f, qp_control& t, memory_tables& x, cq_control& c, pkey_control& k) {
         fetcher_ = &f;
         engine_ = &t;
         xlate_ = &x;
@@ -81,7 +81,7 @@ private:
     qp_control* engine_ = nullptr;
     memory_tables* xlate_ = nullptr;
     cq_control* cqw_ = nullptr;
-    pkey_table* pkeys_ = nullptr;
+    pkey_control* pkeys_ = nullptr;
     mcast_groups* mcast_ = nullptr;
 
     const hca_identity& id_;  // owned by the hca; port facts are set after link negotiation

@@ -49,9 +49,9 @@ public:
 
 /// What the command unit needs of it: the table (QUERY/SET_PKEY), QP bindings, the counters
 /// QUERY_PORT reports.
-class pkey_table {
+class pkey_control {
 public:
-    virtual ~pkey_table() = default;
+    virtual ~pkey_control() = default;
     virtual unsigned size() const = 0;
     virtual bool set_pkey(unsigned index, uint16_t pkey) = 0;
     virtual uint16_t pkey(unsigned index) const = 0;
@@ -64,7 +64,7 @@ public:
 class pkey_checker final : public sc_core::sc_module,
                            public rx_sink,
                            public partition_keys,
-                           public pkey_table,
+                           public pkey_control,
                            private pkey_rtl_client {
 public:
     param<unsigned> table_len;       ///< P_Key table entries of the port (1..65535, C10-121)

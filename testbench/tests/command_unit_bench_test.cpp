@@ -118,7 +118,7 @@ struct fake_cqs final : cq_control {
     bool query_cq(uint32_t, hw::cq_context&) const override { return false; }
 };
 
-struct fake_pkeys final : pkey_table {
+struct fake_pkeys final : pkey_control {
     call_log& log;
     explicit fake_pkeys(call_log& l) : log(l) {}
     unsigned size() const override { return 4; }
