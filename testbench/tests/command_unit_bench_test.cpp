@@ -24,8 +24,6 @@
 #include "tlm_if/commands.h"
 #include "tlm_if/contexts.h"
 
-extern "C" int sc_main(int, char*[]) { return 0; }
-
 using namespace hcasim;
 using namespace hcasim::test;
 using sc_core::SC_NS;
@@ -34,20 +32,11 @@ using sc_core::sc_time_stamp;
 
 namespace {
 
-// 800 MHz: exec_cycles 200 = 250 ns per command besides its DMA (the unit's default).
-const sc_time kClock(1.25, SC_NS);
+// At kBenchClock (800 MHz): exec_cycles 200 = 250 ns per command besides its DMA (the unit's default).
 const sc_time kLatency(100, SC_NS);  // every host memory access
 constexpr uint64_t kMailbox = 0x1000;
 constexpr uint64_t kQpcBase = 0x10000, kCqcBase = 0x20000, kEqcBase = 0x30000, kMptBase = 0x40000,
                    kMttBase = 0x50000;
-
-using timed_call = std::pair<sc_time, std::string>;
-
-/// Every call the units get, as "unit.method(argument)" with its time, in order.
-struct call_log {
-    std::vector<timed_call> calls;
-    void add(const std::string& what) { calls.emplace_back(sc_time_stamp(), what); }
-};
 
 struct fake_fetcher final : fetch_control {
     call_log& log;
@@ -145,7 +134,7 @@ hca_identity identity() {
 struct bench : sc_core::sc_module {
     recording_memory mem{"memory", 1 << 20, kLatency};
     hca_identity id = identity();
-    command_unit cmd{"command_unit", kClock, id, 16, 16};
+    command_unit cmd{"command_unit", kBenchClock, id, 16, 16};
     call_log log;
     fake_fetcher fetcher{log};
     fake_engine engine{log};

@@ -18,8 +18,6 @@
 #include "testbench/tests/unit_bench.h"
 #include "tlm_if/mmio_map.h"
 
-extern "C" int sc_main(int, char*[]) { return 0; }
-
 using namespace hcasim;
 using namespace hcasim::test;
 using sc_core::SC_NS;
@@ -28,15 +26,9 @@ using sc_core::sc_time_stamp;
 
 namespace {
 
-// 800 MHz: decode_cycles 4 = 5 ns from arrival to dispatch (the unit's default).
-const sc_time kClock(1.25, SC_NS);
+// At kBenchClock (800 MHz): decode_cycles 4 = 5 ns from arrival to dispatch (the unit's default).
 constexpr uint64_t kUar2 = hw::UAR_BASE + 2 * hw::UAR_STRIDE;
 
-using timed_call = std::pair<sc_time, std::string>;
-struct call_log {
-    std::vector<timed_call> calls;
-    void add(const std::string& what) { calls.emplace_back(sc_time_stamp(), what); }
-};
 std::string args(uint64_t a, uint64_t b) { return "(" + std::to_string(a) + ", " + std::to_string(b) + ")"; }
 
 struct fake_fetcher final : wqe_doorbell_sink {
@@ -84,7 +76,7 @@ struct fake_command final : command_mailbox {
 
 struct bench : sc_core::sc_module {
     tlm_utils::simple_initiator_socket<bench> mmio{"mmio"};
-    doorbell_unit db{"doorbell_unit", kClock};
+    doorbell_unit db{"doorbell_unit", kBenchClock};
     call_log log;
     fake_fetcher fetcher{log};
     fake_cq cq{log};

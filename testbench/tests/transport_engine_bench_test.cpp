@@ -20,8 +20,6 @@
 #include "testbench/tests/unit_bench.h"
 #include "tlm_if/wire/ib_headers.h"
 
-extern "C" int sc_main(int, char*[]) { return 0; }
-
 using namespace hcasim;
 using namespace hcasim::test;
 using sc_core::SC_NS;
@@ -31,8 +29,7 @@ namespace op = wire::op;
 
 namespace {
 
-// 800 MHz: tx_latency_cycles 64 = 80 ns, packet_cycles 8 = 10 ns (the engine's defaults).
-const sc_time kClock(1.25, SC_NS);
+// At kBenchClock (800 MHz): tx_latency_cycles 64 = 80 ns, packet_cycles 8 = 10 ns (the engine's defaults).
 const sc_time kLatency(100, SC_NS);  // every host memory access
 const sc_time kXlate(5, SC_NS);      // every translation
 constexpr uint32_t kQpn = 2, kDestQpn = 9, kSendCq = 1;
@@ -125,7 +122,7 @@ struct fake_pkeys final : partition_keys {
 struct bench : sc_core::sc_module {
     recording_memory mem{"memory", 1 << 20, kLatency};
     recording_memory qpc_mem{"qpc_memory", 1 << 20, kLatency};
-    transport_engine te{"transport_engine", kClock, 8};
+    transport_engine te{"transport_engine", kBenchClock, 8};
     fake_fetcher fetcher;
     fake_translation xlate;
     fake_cq cq;
@@ -180,15 +177,20 @@ struct bench : sc_core::sc_module {
         return w;
     }
 
-    /// An ACK (or NAK) from the responder for `psn`.
-    void respond(uint8_t syndrome, uint32_t psn) {
+    /// A packet from the peer (kDlid) to kQpn.
+    static rx_packet from_peer(uint8_t opcode, uint32_t psn) {
         rx_packet p{};
         p.h = wire::BLANK_HEADERS;
         p.h.l.dlid = kLid;
         p.h.l.slid = kDlid;
-        p.h.b.opcode = op::RC_ACKNOWLEDGE;
+        p.h.b.opcode = opcode;
         p.h.b.dest_qp = kQpn;
         p.h.b.psn = psn;
+        return p;
+    }
+    /// An ACK (or NAK) from the responder for `psn`.
+    void respond(uint8_t syndrome, uint32_t psn) {
+        rx_packet p = from_peer(op::RC_ACKNOWLEDGE, psn);
         p.h.a.syndrome = syndrome;
         p.h.a.msn = 1;
         p.wire_len = 30;
@@ -326,13 +328,7 @@ SIM_TEST(TransportEngineBench, request_beyond_the_expected_psn_gets_a_sequence_e
     b.create_qp();
     run_bench([&] {
         sc_core::wait(50, SC_NS);
-        rx_packet p{};
-        p.h = wire::BLANK_HEADERS;
-        p.h.l.dlid = kLid;
-        p.h.l.slid = kDlid;
-        p.h.b.opcode = op::RC_RDMA_WRITE_ONLY;
-        p.h.b.dest_qp = kQpn;
-        p.h.b.psn = kRqPsn + 1;  // kRqPsn was lost
+        rx_packet p = bench::from_peer(op::RC_RDMA_WRITE_ONLY, kRqPsn + 1);  // kRqPsn was lost
         p.h.b.ack_req = true;
         p.h.r = {0x90000, 0x22, 8};
         const uint8_t data[8] = {};

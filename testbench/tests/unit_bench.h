@@ -13,11 +13,20 @@
 #include <cstring>
 #include <functional>
 #include <ostream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "testbench/tests/bench_harness.h"
 
+// Each bench is a test program of one source file, run by gtest's main: SystemC's main is
+// defined here, once per program.
+extern "C" int sc_main(int, char*[]) { return 0; }
+
 namespace hcasim::test {
+
+/// The HCA clock of the benches (800 MHz): cycle counts in their comments are of this clock.
+inline const sc_core::sc_time kBenchClock(1.25, sc_core::SC_NS);
 
 /// Host memory behind PCIe as a unit's DMA sees it: a flat byte store from address 0, every
 /// access taking `latency`, and a log of the accesses with the (local) time each was issued.
@@ -78,6 +87,13 @@ private:
         gp.set_response_status(tlm::TLM_OK_RESPONSE);
     }
     std::vector<uint8_t> bytes_;
+};
+
+/// What a fake was called with ("method(arguments)") and when, in call order.
+using timed_call = std::pair<sc_core::sc_time, std::string>;
+struct call_log {
+    std::vector<timed_call> calls;
+    void add(const std::string& what) { calls.emplace_back(sc_core::sc_time_stamp(), what); }
 };
 
 /// Runs `body` in an SC_THREAD from time 0 and simulates until it returns (or `limit`).
