@@ -5,8 +5,8 @@
 #include "model/hca/cq_writer.h"
 #include "model/hca/mcast_table.h"
 #include "model/hca/pkey_checker.h"
+#include "model/hca/qp_control.h"
 #include "model/hca/translation_unit.h"
-#include "model/hca/transport_engine.h"
 #include "model/hca/wqe_fetcher.h"
 
 namespace hcasim {
@@ -89,7 +89,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         return hw::CMD_OK;
     }
     case hw::CMD_QUERY_PKEY: {
-        if (in_mod != 1 || m.op_mod >= pkeys_->table_len) return hw::CMD_BAD_PARAM;
+        if (in_mod != 1 || m.op_mod >= pkeys_->size()) return hw::CMD_BAD_PARAM;
         const uint16_t pkey = pkeys_->pkey(m.op_mod);
         std::memcpy(m.out, &pkey, sizeof pkey);
         return hw::CMD_OK;
@@ -336,13 +336,13 @@ uint8_t command_unit::mcast(uint32_t qpn, bool attach, const uint8_t* in, sc_tim
     hw::qp_context c;  // only UD QPs join groups (o10-34)
     dma.read(tables_.qpc_base + qpn * sizeof c, &c, sizeof c, delay);
     if (c.transport != hw::QPT_UD) return hw::CMD_BAD_PARAM;
-    const mcast_table::result r =
+    const mcast_groups::result r =
         attach ? mcast_->attach(qpn, g.mgid, g.mlid) : mcast_->detach(qpn, g.mgid, g.mlid);
     switch (r) {
-    case mcast_table::result::ok:
-    case mcast_table::result::already_attached: return hw::CMD_OK;
-    case mcast_table::result::no_space: return hw::CMD_BAD_RESOURCE;
-    case mcast_table::result::not_attached: return hw::CMD_BAD_PARAM;
+    case mcast_groups::result::ok:
+    case mcast_groups::result::already_attached: return hw::CMD_OK;
+    case mcast_groups::result::no_space: return hw::CMD_BAD_RESOURCE;
+    case mcast_groups::result::not_attached: return hw::CMD_BAD_PARAM;
     }
     return hw::CMD_BAD_PARAM;
 }
@@ -399,7 +399,7 @@ uint8_t command_unit::modify_qp(uint32_t qpn, uint32_t new_state, const hw::modi
     c.srqn = qp_srq_[qpn];  // the SRQ association is fixed at create
     c.state = uint8_t(new_state);
     if (new_state != hw::QPS_RESET && new_state != hw::QPS_ERR) {
-        if (c.port != 1 || c.pkey_index >= pkeys_->table_len ||
+        if (c.port != 1 || c.pkey_index >= pkeys_->size() ||
             (new_state >= hw::QPS_RTR && hw::mtu_bytes(c.mtu) == 0))
             return hw::CMD_BAD_PARAM;
         if (!cqw_->cq_valid(c.send_cqn) || !cqw_->cq_valid(c.recv_cqn)) return hw::CMD_BAD_RESOURCE;

@@ -15,14 +15,12 @@
 
 namespace hcasim {
 
-class wqe_fetcher;
-class transport_engine;
-class translation_unit;
-class cq_writer;
-class pkey_checker;
-class mcast_table;
-class port;
-class link;
+class fetch_control;
+class qp_control;
+class memory_tables;
+class cq_control;
+class pkey_control;
+class mcast_groups;
 
 /// What QUERY_HCA and QUERY_PORT report; filled from the HCA's parameters.
 struct hca_identity {
@@ -30,7 +28,17 @@ struct hca_identity {
     hw::port_info port{};
 };
 
-class command_unit : public sc_core::sc_module {
+/// What the doorbell unit hands on: the command registers (mailbox address, doorbell, status).
+class command_mailbox {
+public:
+    virtual ~command_mailbox() = default;
+    virtual void set_mailbox(uint64_t pa) = 0;
+    virtual uint64_t mailbox() const = 0;
+    virtual void doorbell(uint32_t token) = 0;
+    virtual uint32_t status() const = 0;
+};
+
+class command_unit final : public sc_core::sc_module, public command_mailbox {
 public:
     dma_port dma;
 
@@ -43,7 +51,7 @@ public:
     command_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock,
                  const hca_identity& id, unsigned max_qps, unsigned max_cqs);
 
-    void bind(wqe_fetcher& f, transport_engine& t, translation_unit& x, cq_writer& c, pkey_checker& k) {
+    void bind(fetch_control& f, qp_control& t, memory_tables& x, cq_control& c, pkey_control& k) {
         fetcher_ = &f;
         engine_ = &t;
         xlate_ = &x;
@@ -51,14 +59,14 @@ public:
         pkeys_ = &k;
     }
     /// The multicast group table (CMD_ATTACH_MCAST / CMD_DETACH_MCAST).
-    void bind_mcast(mcast_table& m) { mcast_ = &m; }
+    void bind_mcast(mcast_groups& m) { mcast_ = &m; }
 
     // From the doorbell unit.
-    void set_mailbox(uint64_t pa) { mailbox_ = pa; }
-    uint64_t mailbox() const { return mailbox_; }
-    void doorbell(uint32_t token);
+    void set_mailbox(uint64_t pa) override { mailbox_ = pa; }
+    uint64_t mailbox() const override { return mailbox_; }
+    void doorbell(uint32_t token) override;
     /// REG_CMD_STATUS: bit 0 busy, bits 31..8 token of the last command.
-    uint32_t status() const { return (last_token_ << 8) | (busy_ ? 1u : 0u); }
+    uint32_t status() const override { return (last_token_ << 8) | (busy_ ? 1u : 0u); }
 
 private:
     void run();
@@ -69,12 +77,12 @@ private:
     uint8_t mcast(uint32_t qpn, bool attach, const uint8_t* in, sc_core::sc_time& delay);
     uint8_t modify_qp(uint32_t qpn, uint32_t new_state, const hw::modify_qp_in& in, sc_core::sc_time& delay);
 
-    wqe_fetcher* fetcher_ = nullptr;
-    transport_engine* engine_ = nullptr;
-    translation_unit* xlate_ = nullptr;
-    cq_writer* cqw_ = nullptr;
-    pkey_checker* pkeys_ = nullptr;
-    mcast_table* mcast_ = nullptr;
+    fetch_control* fetcher_ = nullptr;
+    qp_control* engine_ = nullptr;
+    memory_tables* xlate_ = nullptr;
+    cq_control* cqw_ = nullptr;
+    pkey_control* pkeys_ = nullptr;
+    mcast_groups* mcast_ = nullptr;
 
     const hca_identity& id_;  // owned by the hca; port facts are set after link negotiation
     hw::init_hca_in tables_{};

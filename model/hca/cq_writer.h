@@ -22,7 +22,42 @@
 
 namespace hcasim {
 
-class cq_writer : public sc_core::sc_module {
+/// Where the transport engine's completions and asynchronous events go.
+class completion_sink {
+public:
+    virtual ~completion_sink() = default;
+    virtual bool complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_core::sc_time& delay) = 0;
+    virtual void post_event(uint8_t type, uint32_t resource, sc_core::sc_time& delay,
+                            uint8_t subtype = 0) = 0;
+};
+
+/// What the command unit needs of the CQ and EQ contexts.
+class cq_control {
+public:
+    virtual ~cq_control() = default;
+    virtual void set_cqc_table(uint64_t base) = 0;
+    virtual void load_cq(uint32_t cqn, const hw::cq_context& c) = 0;
+    virtual void destroy_cq(uint32_t cqn) = 0;
+    virtual bool cq_valid(uint32_t cqn) const = 0;
+    virtual void load_eq(uint32_t eqn, const hw::eq_context& e) = 0;
+    virtual bool resize_cq(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_t consumer,
+                           sc_core::sc_time& delay) = 0;
+    virtual bool query_cq(uint32_t cqn, hw::cq_context& c) const = 0;
+};
+
+/// What the doorbell unit hands on: CQ and EQ doorbells and the MSI registers.
+class cq_doorbell_sink {
+public:
+    virtual ~cq_doorbell_sink() = default;
+    virtual void doorbell(uint32_t cqn, uint32_t consumer, hw::cq_arm arm) = 0;
+    virtual void eq_doorbell(uint32_t eqn, uint32_t consumer) = 0;
+    virtual void set_msi(uint64_t addr, uint32_t data) = 0;
+};
+
+class cq_writer final : public sc_core::sc_module,
+                        public completion_sink,
+                        public cq_control,
+                        public cq_doorbell_sink {
 public:
     dma_port dma;
     dma_port cqc_dma;  ///< CQ context cache misses (reads of the CQC table)
@@ -39,16 +74,16 @@ public:
               unsigned max_eqs);
 
     /// Where the CQ context table is (INIT_HCA): cache misses read it. Empties the cache.
-    void set_cqc_table(uint64_t base) {
+    void set_cqc_table(uint64_t base) override {
         cqc_base_ = base;
         cqc_cache_.clear();
     }
     /// Context changes from the command unit.
-    void load_cq(uint32_t cqn, const hw::cq_context& c);
-    void destroy_cq(uint32_t cqn);
-    bool cq_valid(uint32_t cqn) const { return cqn < cqs_.size() && cqs_[cqn].valid; }
-    void load_eq(uint32_t eqn, const hw::eq_context& e);
-    void set_msi(uint64_t addr, uint32_t data) {
+    void load_cq(uint32_t cqn, const hw::cq_context& c) override;
+    void destroy_cq(uint32_t cqn) override;
+    bool cq_valid(uint32_t cqn) const override { return cqn < cqs_.size() && cqs_[cqn].valid; }
+    void load_eq(uint32_t eqn, const hw::eq_context& e) override;
+    void set_msi(uint64_t addr, uint32_t data) override {
         msi_addr_ = addr;
         msi_data_ = data;
     }
@@ -57,20 +92,21 @@ public:
     /// size), then writes to the new ring; producer and arm state are kept, `consumer` is taken
     /// as a doorbell's. DMA read + write of what is moved, from `delay` on. False (CQ unchanged)
     /// if the CQ is invalid or the entries do not fit (producer - consumer >= 2^log_size).
-    bool resize_cq(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_t consumer, sc_core::sc_time& delay);
+    bool resize_cq(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_t consumer,
+                   sc_core::sc_time& delay) override;
     /// The CQ's context as the HCA holds it (producer, consumer, arm, overrun live); false if invalid.
-    bool query_cq(uint32_t cqn, hw::cq_context& c) const;
+    bool query_cq(uint32_t cqn, hw::cq_context& c) const override;
     /// CQ doorbell from software: new consumer index and arm request.
-    void doorbell(uint32_t cqn, uint32_t consumer, hw::cq_arm arm);
+    void doorbell(uint32_t cqn, uint32_t consumer, hw::cq_arm arm) override;
     /// EQ doorbell: software consumed EQEs up to `consumer`.
-    void eq_doorbell(uint32_t eqn, uint32_t consumer);
+    void eq_doorbell(uint32_t eqn, uint32_t consumer) override;
 
     /// Writes `e` (owner byte filled in here) to CQ `cqn`. `solicited` marks a solicited
     /// receive completion (for CQ_ARM_SOLICITED). `delay`: caller's local time in, time the
     /// CQE write has been posted out. Returns false if the CQ is invalid or overran.
-    bool complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_core::sc_time& delay);
+    bool complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_core::sc_time& delay) override;
     /// Writes an asynchronous event to EQ 0 (and MSI).
-    void post_event(uint8_t type, uint32_t resource, sc_core::sc_time& delay, uint8_t subtype = 0);
+    void post_event(uint8_t type, uint32_t resource, sc_core::sc_time& delay, uint8_t subtype = 0) override;
 
     /// --timeline: a span per CQE written, on a track of node `node`.
     void set_timeline(timeline* tl, unsigned node) {

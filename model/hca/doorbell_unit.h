@@ -19,11 +19,11 @@
 
 namespace hcasim {
 
-class wqe_fetcher;
-class cq_writer;
-class command_unit;
+class wqe_doorbell_sink;
+class cq_doorbell_sink;
+class command_mailbox;
 
-class doorbell_unit : public sc_core::sc_module {
+class doorbell_unit final : public sc_core::sc_module {
 public:
     tlm_utils::simple_target_socket<doorbell_unit> bar0;  ///< from the PCIe link (MMIO)
 
@@ -37,7 +37,7 @@ public:
     SC_HAS_PROCESS(doorbell_unit);
     doorbell_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock);
 
-    void bind(wqe_fetcher& f, cq_writer& c, command_unit& cmd) {
+    void bind(wqe_doorbell_sink& f, cq_doorbell_sink& c, command_mailbox& cmd) {
         fetcher_ = &f;
         cqw_ = &c;
         cmd_ = &cmd;
@@ -60,11 +60,11 @@ private:
     void dispatch();
     reg* find(uint64_t offset);
 
-    wqe_fetcher* fetcher_ = nullptr;
+    wqe_doorbell_sink* fetcher_ = nullptr;
 
     path_probe* probe_ = nullptr;
-    cq_writer* cqw_ = nullptr;
-    command_unit* cmd_ = nullptr;
+    cq_doorbell_sink* cqw_ = nullptr;
+    command_mailbox* cmd_ = nullptr;
     std::vector<reg> regs_;
     std::vector<std::unique_ptr<entry>> fifo_;
     size_t head_ = 0, count_ = 0;

@@ -37,7 +37,35 @@ public:
     virtual void bad_pkey(const rx_packet& p, uint16_t local_key) = 0;
 };
 
-class pkey_checker : public sc_core::sc_module, public rx_sink, private pkey_rtl_client {
+/// What the transport engine needs of the P_Key table: a QP's P_Key, and the violation
+/// counters of the checks it makes itself (multicast members, Q_Keys).
+class partition_keys {
+public:
+    virtual ~partition_keys() = default;
+    virtual uint16_t pkey(unsigned index) const = 0;
+    virtual void pkey_violation(const rx_packet& p, uint16_t local_key) = 0;
+    virtual void qkey_violation() = 0;
+};
+
+/// What the command unit needs of it: the table (QUERY/SET_PKEY), QP bindings, the counters
+/// QUERY_PORT reports.
+class pkey_control {
+public:
+    virtual ~pkey_control() = default;
+    virtual unsigned size() const = 0;
+    virtual bool set_pkey(unsigned index, uint16_t pkey) = 0;
+    virtual uint16_t pkey(unsigned index) const = 0;
+    virtual void bind_qp(uint32_t qpn, uint16_t pkey_index) = 0;
+    virtual void unbind_qp(uint32_t qpn) = 0;
+    virtual uint16_t pkey_violation_count() const = 0;
+    virtual uint16_t qkey_violation_count() const = 0;
+};
+
+class pkey_checker final : public sc_core::sc_module,
+                           public rx_sink,
+                           public partition_keys,
+                           public pkey_control,
+                           private pkey_rtl_client {
 public:
     param<unsigned> table_len;       ///< P_Key table entries of the port (1..65535, C10-121)
     param<std::string> impl;         ///< tlm|rtl|both
@@ -72,13 +100,13 @@ public:
     /// Who is told of P_Key violations (the SMA).
     void bind_violation_sink(pkey_violation_sink& s) { violation_sink_ = &s; }
     /// Number of entries of the P_Key table.
-    unsigned size() const { return unsigned(table_.size()); }
+    unsigned size() const override { return unsigned(table_.size()); }
     /// Writes one P_Key table entry (subnet-manager path); false if index is out of range.
-    bool set_pkey(unsigned index, uint16_t pkey);
-    uint16_t pkey(unsigned index) const { return index < table_.size() ? table_[index] : 0; }
+    bool set_pkey(unsigned index, uint16_t pkey) override;
+    uint16_t pkey(unsigned index) const override { return index < table_.size() ? table_[index] : 0; }
     /// Binds a QP to a table index (from its context); unbound QPNs pass unchecked (the transport engine drops them).
-    void bind_qp(uint32_t qpn, uint16_t pkey_index);
-    void unbind_qp(uint32_t qpn);
+    void bind_qp(uint32_t qpn, uint16_t pkey_index) override;
+    void unbind_qp(uint32_t qpn) override;
 
     /// The IBA match: low 15 bits equal and non-zero, and at least one full member.
     static bool match(uint16_t a, uint16_t b) {
@@ -95,12 +123,12 @@ public:
 
     /// o10-57: P_Key violation counter (16 bits, saturates at 0xFFFF, zero at power-on); with
     /// impl=rtl the RTL's.
-    uint16_t pkey_violation_count() const;
+    uint16_t pkey_violation_count() const override;
     /// Q_Key violation counter (16 bits, saturating), reported next to the P_Key one.
-    uint16_t qkey_violation_count() const;
+    uint16_t qkey_violation_count() const override;
     /// Counts one received packet dropped for a Q_Key mismatch (C10-14); called by the unit
     /// that checks Q_Keys.
-    void qkey_violation();
+    void qkey_violation() override;
 
     void receive(const rx_packet& p) override;
     void expect(uint32_t dest_qp) override {
@@ -110,7 +138,7 @@ public:
     /// Counts one packet dropped for its P_Key (checked against `local_key`; 0 if no entry
     /// matched) and reports it to the violation sink. Called by the transport engine for a
     /// multicast datagram a member QP's P_Key refuses.
-    void pkey_violation(const rx_packet& p, uint16_t local_key);
+    void pkey_violation(const rx_packet& p, uint16_t local_key) override;
 
     /// The TLM model's verdict on `p` with the table and bindings as they are now.
     pkey_verdict decide(const rx_packet& p) const;

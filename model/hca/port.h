@@ -22,7 +22,16 @@
 
 namespace hcasim {
 
-class port : public sc_core::sc_module {
+/// Where the transport engine sends packets: the port's transmit side.
+class packet_tx {
+public:
+    virtual ~packet_tx() = default;
+    virtual sc_core::sc_time transmit(packet*& pkt, uint32_t len_before_icrc,
+                                      const sc_core::sc_time& ready) = 0;
+    virtual sc_core::sc_time tx_backpressure() = 0;
+};
+
+class port final : public sc_core::sc_module, public packet_tx {
 public:
     tlm_utils::simple_initiator_socket<port> tx;  ///< to this node's link
     tlm_utils::simple_target_socket<port> rx;     ///< from the far end
@@ -67,11 +76,11 @@ public:
     /// The same for a buffer from packet_pool: the receiver (a port or switch, on a cable that
     /// does not alter the bytes) takes the buffer itself instead of copying the packet
     /// (packet_handoff_ext), and `pkt` comes back as another free buffer.
-    sc_core::sc_time transmit(packet*& pkt, uint32_t len_before_icrc, const sc_core::sc_time& ready);
+    sc_core::sc_time transmit(packet*& pkt, uint32_t len_before_icrc, const sc_core::sc_time& ready) override;
 
     /// How long a sender must wait before the transmit queues (wire and loopback) have room
     /// (zero if they have).
-    sc_core::sc_time tx_backpressure();
+    sc_core::sc_time tx_backpressure() override;
 
     /// --timeline: a span per packet serialised onto the wire and per packet through the
     /// receive pipeline, on tracks of node `node`.

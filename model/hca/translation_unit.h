@@ -58,7 +58,40 @@ struct xlate_owner {
     uint8_t mm_flags = 0;  ///< hw::qp_mm_flags of the QP
 };
 
-class translation_unit : public sc_core::sc_module {
+/// What the transport engine needs of address translation: key checks and translation of
+/// data accesses, and the memory management operations of send WQEs and SEND with Invalidate.
+class address_translation {
+public:
+    virtual ~address_translation() = default;
+    virtual xlate_status translate(uint32_t key, const xlate_owner& who, uint64_t va, uint64_t len,
+                                   uint32_t access, phys_seg* segs, unsigned max_segs, unsigned& nsegs,
+                                   sc_core::sc_time& delay) = 0;
+    virtual xlate_status check(uint32_t key, const xlate_owner& who, uint64_t va, uint64_t len,
+                               uint32_t access, sc_core::sc_time& delay) = 0;
+    virtual xlate_status bind_mw(const hw::wqe_bind_seg& b, const xlate_owner& who,
+                                 sc_core::sc_time& delay) = 0;
+    virtual xlate_status invalidate(uint32_t key, const xlate_owner& who, bool remote,
+                                    sc_core::sc_time& delay) = 0;
+    virtual xlate_status fast_register(const hw::wqe_fast_reg_seg& f, const xlate_owner& who,
+                                       sc_core::sc_time& delay) = 0;
+};
+
+/// What the command unit needs of the memory tables (INIT_HCA, MPT/MTT entries, MR and MW
+/// commands).
+class memory_tables {
+public:
+    virtual ~memory_tables() = default;
+    virtual void set_tables(uint64_t mpt_base, uint32_t num_mpts, uint64_t mtt_base, uint64_t num_mtts,
+                            uint32_t num_qps) = 0;
+    virtual bool read_mpt(uint32_t index, hw::mpt_entry& out, sc_core::sc_time& delay) = 0;
+    virtual void write_mpt(uint32_t index, const hw::mpt_entry& e, sc_core::sc_time& delay) = 0;
+    virtual void write_mtt(uint64_t first, const hw::mtt_entry* entries, uint32_t count,
+                           sc_core::sc_time& delay) = 0;
+    virtual xlate_status destroy(uint32_t index, sc_core::sc_time& delay) = 0;
+    virtual uint32_t windows_bound_to(uint32_t qpn) const = 0;
+};
+
+class translation_unit final : public sc_core::sc_module, public address_translation, public memory_tables {
 public:
     dma_port dma;
 
@@ -79,7 +112,7 @@ public:
 
     /// Table locations (from INIT_HCA); num_qps sizes the per-QP type 2A window counts.
     void set_tables(uint64_t mpt_base, uint32_t num_mpts, uint64_t mtt_base, uint64_t num_mtts,
-                    uint32_t num_qps);
+                    uint32_t num_qps) override;
 
     // ---- Accesses (transport engine) ----
 
@@ -88,38 +121,43 @@ public:
     /// R_Key of a region or a window). Fills segs[0..nsegs). len 0 checks nothing (C10-54.1.1).
     /// `delay` is the caller's local time on entry and when the translation is known on return.
     xlate_status translate(uint32_t key, const xlate_owner& who, uint64_t va, uint64_t len, uint32_t access,
-                           phys_seg* segs, unsigned max_segs, unsigned& nsegs, sc_core::sc_time& delay);
+                           phys_seg* segs, unsigned max_segs, unsigned& nsegs,
+                           sc_core::sc_time& delay) override;
 
     /// Checks `key` for [va, va + len) like translate without walking the page table: the
     /// request-time check of a READ or atomic whose pages are translated later.
     xlate_status check(uint32_t key, const xlate_owner& who, uint64_t va, uint64_t len, uint32_t access,
-                       sc_core::sc_time& delay);
+                       sc_core::sc_time& delay) override;
 
     // ---- Memory management operations (send WQEs and SEND with Invalidate) ----
 
     /// Binds (or, length 0 on a type 1 window, unbinds) a window (C10-72..75, o10-37.2.29/30/33).
-    xlate_status bind_mw(const hw::wqe_bind_seg& b, const xlate_owner& who, sc_core::sc_time& delay);
+    xlate_status bind_mw(const hw::wqe_bind_seg& b, const xlate_owner& who, sc_core::sc_time& delay) override;
     /// Local Invalidate WR (remote = false) or incoming SEND with Invalidate (remote = true) of
     /// `key`: a fast-register region or a type 2 window becomes Free (o10-37.2.13..18, .44).
-    xlate_status invalidate(uint32_t key, const xlate_owner& who, bool remote, sc_core::sc_time& delay);
+    xlate_status invalidate(uint32_t key, const xlate_owner& who, bool remote,
+                            sc_core::sc_time& delay) override;
     /// Fast Register PMR WR: reads the page list, writes the MTT and makes the L_Key Valid
     /// (o10-37.2.5).
     xlate_status fast_register(const hw::wqe_fast_reg_seg& f, const xlate_owner& who,
-                               sc_core::sc_time& delay);
+                               sc_core::sc_time& delay) override;
 
     // ---- Table access for the command unit ----
 
     /// Reads entry `index` (through the cache).
-    bool read_mpt(uint32_t index, hw::mpt_entry& out, sc_core::sc_time& delay);
+    bool read_mpt(uint32_t index, hw::mpt_entry& out, sc_core::sc_time& delay) override;
     /// Writes entry `index` to host memory and the cache.
-    void write_mpt(uint32_t index, const hw::mpt_entry& e, sc_core::sc_time& delay);
+    void write_mpt(uint32_t index, const hw::mpt_entry& e, sc_core::sc_time& delay) override;
     /// Writes `count` MTT entries from `entries` at `first`.
-    void write_mtt(uint64_t first, const hw::mtt_entry* entries, uint32_t count, sc_core::sc_time& delay);
+    void write_mtt(uint64_t first, const hw::mtt_entry* entries, uint32_t count,
+                   sc_core::sc_time& delay) override;
     /// Destroys entry `index` (Deregister MR, Deallocate MW): busy for a region with windows
     /// bound; a bound window is unbound first.
-    xlate_status destroy(uint32_t index, sc_core::sc_time& delay);
+    xlate_status destroy(uint32_t index, sc_core::sc_time& delay) override;
     /// Type 2A windows bound to QP `qpn` (a QP with any may not be destroyed or reset).
-    uint32_t windows_bound_to(uint32_t qpn) const { return qpn < mw2a_bound_.size() ? mw2a_bound_[qpn] : 0; }
+    uint32_t windows_bound_to(uint32_t qpn) const override {
+        return qpn < mw2a_bound_.size() ? mw2a_bound_[qpn] : 0;
+    }
 
 private:
     xlate_status resolve(uint32_t key, const xlate_owner& who, uint64_t va, uint64_t len, uint32_t access,

@@ -60,7 +60,9 @@
 #include "model/hca/deadline_heap.h"
 #include "model/hca/dma_port.h"
 #include "model/hca/onchip_cache.h"
+#include "model/hca/qp_control.h"
 #include "model/hca/rx_packet.h"
+#include "model/hca/send_queue_sink.h"
 #include "model/hca/translation_unit.h"
 #include "model/hca/work_request.h"
 #include "model/hca/wqe_buffer.h"
@@ -69,17 +71,20 @@
 
 namespace hcasim {
 
-class wqe_fetcher;
-class translation_unit;
-class cq_writer;
-class port;
-class pkey_checker;
-class mcast_table;
+class wqe_source;
+class address_translation;
+class completion_sink;
+class packet_tx;
+class partition_keys;
+class mcast_lookup;
 
 /// READ/atomic operations a QP may have outstanding, either side (QUERY_HCA max_qp_rd_atom).
 constexpr unsigned MAX_RD_ATOMIC = 16;
 
-class transport_engine : public sc_core::sc_module, public rx_sink {
+class transport_engine final : public sc_core::sc_module,
+                               public rx_sink,
+                               public send_queue_sink,
+                               public qp_control {
 public:
     dma_port dma;
     dma_port qpc_dma;  ///< QP context cache misses (reads of the QPC table)
@@ -114,7 +119,7 @@ public:
                      unsigned max_qps);
     ~transport_engine() override;
 
-    void bind(wqe_fetcher& f, translation_unit& t, cq_writer& c, port& p, pkey_checker& k) {
+    void bind(wqe_source& f, address_translation& t, completion_sink& c, packet_tx& p, partition_keys& k) {
         fetcher_ = &f;
         xlate_ = &t;
         cqw_ = &c;
@@ -126,7 +131,7 @@ public:
     /// Marks path_probe::wqe_start, wire_end (requester), rx_engine and data_placed (responder).
     void set_probe(path_probe& p) { probe_ = &p; }
     /// The multicast group table (fan-out of received multicast datagrams).
-    void bind_mcast(mcast_table& m) { mcast_ = &m; }
+    void bind_mcast(mcast_lookup& m) { mcast_ = &m; }
     /// The port's LID (source LID of every packet sent).
     void set_lid(uint16_t lid) { lid_ = lid; }
     /// The port's LMC (UD source path bits, C10-3) and GID (index 0: the source GID of a GRH).
@@ -463,12 +468,12 @@ private:
     void post_event(qp& q, uint8_t type, sc_core::sc_time& delay);
     void flush(qp& q, sc_core::sc_time& delay);
 
-    wqe_fetcher* fetcher_ = nullptr;
-    translation_unit* xlate_ = nullptr;
-    cq_writer* cqw_ = nullptr;
-    port* port_ = nullptr;
-    pkey_checker* pkeys_ = nullptr;
-    mcast_table* mcast_ = nullptr;
+    wqe_source* fetcher_ = nullptr;
+    address_translation* xlate_ = nullptr;
+    completion_sink* cqw_ = nullptr;
+    packet_tx* port_ = nullptr;
+    partition_keys* pkeys_ = nullptr;
+    mcast_lookup* mcast_ = nullptr;
     path_probe* probe_ = nullptr;
     uint16_t lid_ = 0;
     uint8_t lmc_ = 0;

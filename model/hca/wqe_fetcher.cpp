@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "model/hca/transport_engine.h"
+#include "model/hca/send_queue_sink.h"
 
 namespace hcasim {
 

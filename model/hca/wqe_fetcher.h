@@ -20,12 +20,64 @@
 
 namespace hcasim {
 
-class transport_engine;
+class send_queue_sink;
 
 /// Largest SRQ slot (log2 bytes): a receive WQE with MAX_SGE segments fits in 512 bytes.
 constexpr unsigned MAX_SRQ_LOG_STRIDE = 9;
 
-class wqe_fetcher : public sc_core::sc_module {
+/// What the transport engine needs of the WQE fetcher: credits and rewinds of the send queue,
+/// receive WQEs (a QP's ring or an SRQ), the QP's state when the engine moves it to Error.
+class wqe_source {
+public:
+    virtual ~wqe_source() = default;
+    virtual void credit(uint32_t qpn) = 0;
+    virtual void rewind(uint32_t qpn, uint16_t index) = 0;
+    virtual bool fetch_recv(uint32_t qpn, uint32_t index, recv_wqe& out, sc_core::sc_time& delay) = 0;
+    virtual void set_state(uint32_t qpn, uint8_t state) = 0;
+    /// What taking an SRQ WQE did besides the WQE: the events the caller raises.
+    enum class srq_take : uint8_t { ok, empty, error };
+    struct srq_outcome {
+        srq_take result = srq_take::empty;
+        bool limit_reached = false;  ///< the count fell below the armed limit: SRQ_LIMIT event (disarmed now)
+        bool entered_error = false;  ///< the ring could not be read: SRQ_ERROR event, SRQ in error
+    };
+    virtual srq_outcome take_srq(uint32_t srqn, recv_wqe& out, sc_core::sc_time& delay) = 0;
+    virtual uint32_t srq_pd(uint32_t srqn) const = 0;
+    virtual uint64_t qp_state_bytes() const = 0;
+};
+
+/// What the command unit needs of it: ring locations and QP states, and the SRQs it holds.
+class fetch_control {
+public:
+    virtual ~fetch_control() = default;
+    virtual void set_qpc_table(uint64_t base) = 0;
+    virtual void load_qp(const hw::qp_context& c) = 0;
+    virtual void set_state(uint32_t qpn, uint8_t state) = 0;
+    virtual void create_srq(const hw::srq_context& c) = 0;
+    virtual void destroy_srq(uint32_t srqn) = 0;
+    virtual bool srq_valid(uint32_t srqn) const = 0;
+    virtual hw::srq_context srq_ctx(uint32_t srqn) const = 0;
+    virtual void srq_attach(uint32_t srqn, int delta) = 0;
+    virtual uint8_t modify_srq(uint32_t srqn, uint32_t mask, const hw::modify_srq_in& in,
+                               sc_core::sc_time& delay) = 0;
+};
+
+/// What the doorbell unit hands on: send, receive and SRQ doorbells, inline WQEs, and the hint
+/// that one is on its way.
+class wqe_doorbell_sink {
+public:
+    virtual ~wqe_doorbell_sink() = default;
+    virtual void sq_doorbell(uint32_t qpn, uint16_t producer) = 0;
+    virtual void rq_doorbell(uint32_t qpn, uint16_t producer) = 0;
+    virtual void srq_doorbell(uint32_t srqn, uint16_t producer) = 0;
+    virtual void inline_wqe(const uint8_t* wqe, uint32_t len) = 0;
+    virtual void expect(uint32_t qpn) = 0;
+};
+
+class wqe_fetcher final : public sc_core::sc_module,
+                          public wqe_source,
+                          public fetch_control,
+                          public wqe_doorbell_sink {
 public:
     dma_port dma;
 
@@ -41,61 +93,55 @@ public:
     wqe_fetcher(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock, unsigned max_qps,
                 unsigned max_srqs);
 
-    void bind_engine(transport_engine& te) { engine_ = &te; }
+    void bind_engine(send_queue_sink& te) { engine_ = &te; }
 
     // From the doorbell unit (at the doorbell's arrival time).
-    void sq_doorbell(uint32_t qpn, uint16_t producer);
-    void rq_doorbell(uint32_t qpn, uint16_t producer);
-    void inline_wqe(const uint8_t* wqe, uint32_t len);
+    void sq_doorbell(uint32_t qpn, uint16_t producer) override;
+    void rq_doorbell(uint32_t qpn, uint16_t producer) override;
+    void inline_wqe(const uint8_t* wqe, uint32_t len) override;
     /// A doorbell or inline WQE for the QP has reached the doorbell unit's FIFO and comes here
     /// later: a hint to start loading its state (and the transport engine's) into the host
     /// CPU's cache. No effect on the model.
-    void expect(uint32_t qpn);
+    void expect(uint32_t qpn) override;
 
     // From the command unit.
     /// Where the QP context table is (INIT_HCA): ring locations are read from it by DMA.
-    void set_qpc_table(uint64_t base) { qpc_base_ = base; }
+    void set_qpc_table(uint64_t base) override { qpc_base_ = base; }
     /// A QP was created or modified: its state changes now; its ring locations are read from
     /// the QPC in host memory when next needed.
-    void load_qp(const hw::qp_context& c);
-    void set_state(uint32_t qpn, uint8_t state);
+    void load_qp(const hw::qp_context& c) override;
+    void set_state(uint32_t qpn, uint8_t state) override;
 
     /// From the transport engine: room again in its queue for this QP.
-    void credit(uint32_t qpn);
+    void credit(uint32_t qpn) override;
     /// From the transport engine: fetch again from WQE `index` (retransmission re-reads the
     /// send ring, as WQEs are not kept on chip once sent).
-    void rewind(uint32_t qpn, uint16_t index);
+    void rewind(uint32_t qpn, uint16_t index) override;
     /// For the responder: reads and parses receive WQE `index` of the QP's receive ring.
-    bool fetch_recv(uint32_t qpn, uint32_t index, recv_wqe& out, sc_core::sc_time& delay);
+    bool fetch_recv(uint32_t qpn, uint32_t index, recv_wqe& out, sc_core::sc_time& delay) override;
 
     // Shared receive queues (IBA 10.2.9).
     /// From the command unit: CMD_CREATE_SRQ (the context as written to the SRQC table).
-    void create_srq(const hw::srq_context& c);
-    void destroy_srq(uint32_t srqn);
-    bool srq_valid(uint32_t srqn) const { return srqn < srqs_.size() && srqs_[srqn].valid; }
+    void create_srq(const hw::srq_context& c) override;
+    void destroy_srq(uint32_t srqn) override;
+    bool srq_valid(uint32_t srqn) const override { return srqn < srqs_.size() && srqs_[srqn].valid; }
     /// The SRQ's context as the HCA holds it now (counters, limit, state).
-    hw::srq_context srq_ctx(uint32_t srqn) const;
+    hw::srq_context srq_ctx(uint32_t srqn) const override;
     /// QPs attached (CMD_CREATE_QP / CMD_DESTROY_QP with an SRQ).
-    void srq_attach(uint32_t srqn, int delta);
+    void srq_attach(uint32_t srqn, int delta) override;
     /// CMD_MODIFY_SRQ: arm the limit and/or resize (the outstanding WQEs are copied to the new
     /// ring). Returns a cmd_status.
-    uint8_t modify_srq(uint32_t srqn, uint32_t mask, const hw::modify_srq_in& in, sc_core::sc_time& delay);
+    uint8_t modify_srq(uint32_t srqn, uint32_t mask, const hw::modify_srq_in& in,
+                       sc_core::sc_time& delay) override;
     /// From the doorbell unit.
-    void srq_doorbell(uint32_t srqn, uint16_t producer);
-    /// What taking an SRQ WQE did besides the WQE: the events the caller raises.
-    enum class srq_take : uint8_t { ok, empty, error };
-    struct srq_outcome {
-        srq_take result = srq_take::empty;
-        bool limit_reached = false;  ///< the count fell below the armed limit: SRQ_LIMIT event (disarmed now)
-        bool entered_error = false;  ///< the ring could not be read: SRQ_ERROR event, SRQ in error
-    };
+    void srq_doorbell(uint32_t srqn, uint16_t producer) override;
     /// For the responder: the SRQ's next WQE, in ring order (o10-53.2.1).
-    srq_outcome take_srq(uint32_t srqn, recv_wqe& out, sc_core::sc_time& delay);
+    srq_outcome take_srq(uint32_t srqn, recv_wqe& out, sc_core::sc_time& delay) override;
     /// The SRQ's protection domain (receive SGEs of its QPs are checked against it, o10-37.2.12).
-    uint32_t srq_pd(uint32_t srqn) const { return srq_valid(srqn) ? srqs_[srqn].pd : 0; }
+    uint32_t srq_pd(uint32_t srqn) const override { return srq_valid(srqn) ? srqs_[srqn].pd : 0; }
 
     /// Bytes of per-QP state (the fetch records of every QP number).
-    uint64_t qp_state_bytes() const { return qps_.size() * (sizeof(qp_fetch) + sizeof(ready_[0])); }
+    uint64_t qp_state_bytes() const override { return qps_.size() * (sizeof(qp_fetch) + sizeof(ready_[0])); }
 
     /// Parses a send WQE image (for the ring path and the inline window).
     static void parse_send(const uint8_t* p, uint32_t len, uint32_t qpn, uint8_t transport, send_wqe& w);
@@ -131,7 +177,7 @@ private:
     };
     void prefetch_srq(srq_fetch& s, const sc_core::sc_time& delay);
 
-    transport_engine* engine_ = nullptr;
+    send_queue_sink* engine_ = nullptr;
     uint64_t qpc_base_ = 0;
     std::vector<qp_fetch> qps_;
     std::vector<srq_fetch> srqs_;

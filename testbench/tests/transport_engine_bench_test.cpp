@@ -1,0 +1,353 @@
+// Bench of the transport engine alone: its DMA ports on recording host memories, and fakes for
+// every unit it holds (the WQE fetcher, address translation, the CQ writer, the port, the P_Key
+// table), each recording the calls it gets with the simulated time. The bench hands the engine
+// parsed WQEs and received packets as the fetcher and the port would, and checks the packets
+// it transmits (decoded from their bytes), its DMA, completions and rewinds at exact times.
+#include <gtest/gtest.h>
+
+#include <systemc>
+
+#include <cstring>
+#include <vector>
+
+#include "model/hca/cq_writer.h"
+#include "model/hca/pkey_checker.h"
+#include "model/hca/port.h"
+#include "model/hca/translation_unit.h"
+#include "model/hca/transport_engine.h"
+#include "model/hca/wqe_fetcher.h"
+#include "testbench/tests/sim_fork.h"
+#include "testbench/tests/unit_bench.h"
+#include "tlm_if/wire/ib_headers.h"
+
+using namespace hcasim;
+using namespace hcasim::test;
+using sc_core::SC_NS;
+using sc_core::sc_time;
+using sc_core::sc_time_stamp;
+namespace op = wire::op;
+
+namespace {
+
+// At kBenchClock (800 MHz): tx_latency_cycles 64 = 80 ns, packet_cycles 8 = 10 ns (the engine's defaults).
+const sc_time kLatency(100, SC_NS);  // every host memory access
+const sc_time kXlate(5, SC_NS);      // every translation
+constexpr uint32_t kQpn = 2, kDestQpn = 9, kSendCq = 1;
+constexpr uint16_t kLid = 1, kDlid = 7;
+constexpr uint32_t kSqPsn = 100, kRqPsn = 500;
+constexpr uint64_t kSrc = 0x5000;  // the WRITE's local buffer (translation is the identity)
+
+struct fake_fetcher final : wqe_source {
+    std::vector<std::pair<sc_time, uint32_t>> credits;
+    std::vector<std::pair<sc_time, uint16_t>> rewinds;  // (time, WQE index)
+    void credit(uint32_t qpn) override { credits.emplace_back(sc_time_stamp(), qpn); }
+    void rewind(uint32_t, uint16_t index) override { rewinds.emplace_back(sc_time_stamp(), index); }
+    bool fetch_recv(uint32_t, uint32_t, recv_wqe&, sc_time&) override { return false; }
+    void set_state(uint32_t, uint8_t) override {}
+    srq_outcome take_srq(uint32_t, recv_wqe&, sc_time&) override { return {}; }
+    uint32_t srq_pd(uint32_t) const override { return 0; }
+    uint64_t qp_state_bytes() const override { return 0; }
+};
+
+/// Identity translation taking kXlate; records the keys and ranges it was asked for.
+struct fake_translation final : address_translation {
+    struct call {
+        sc_time at;
+        uint32_t key;
+        uint64_t va, len;
+    };
+    std::vector<call> calls;
+    xlate_status translate(uint32_t key, const xlate_owner&, uint64_t va, uint64_t len, uint32_t,
+                           phys_seg* segs, unsigned, unsigned& nsegs, sc_time& delay) override {
+        calls.push_back({sc_time_stamp() + delay, key, va, len});
+        delay += kXlate;
+        segs[0] = {va, uint32_t(len)};
+        nsegs = 1;
+        return xlate_status::ok;
+    }
+    xlate_status check(uint32_t, const xlate_owner&, uint64_t, uint64_t, uint32_t, sc_time&) override {
+        return xlate_status::ok;
+    }
+    xlate_status bind_mw(const hw::wqe_bind_seg&, const xlate_owner&, sc_time&) override {
+        return xlate_status::ok;
+    }
+    xlate_status invalidate(uint32_t, const xlate_owner&, bool, sc_time&) override {
+        return xlate_status::ok;
+    }
+    xlate_status fast_register(const hw::wqe_fast_reg_seg&, const xlate_owner&, sc_time&) override {
+        return xlate_status::ok;
+    }
+};
+
+struct fake_cq final : completion_sink {
+    std::vector<std::pair<sc_time, hw::cqe>> cqes;  // (time the CQE write is posted, CQE)
+    std::vector<uint8_t> events;
+    bool complete(uint32_t cqn, hw::cqe& e, bool, sc_time& delay) override {
+        EXPECT_EQ(cqn, kSendCq);
+        cqes.emplace_back(sc_time_stamp() + delay, e);
+        return true;
+    }
+    void post_event(uint8_t type, uint32_t, sc_time&, uint8_t) override { events.push_back(type); }
+};
+
+/// The port: seals and parses each packet as the wire would carry it; never backpressures.
+struct fake_port final : packet_tx {
+    struct sent {
+        sc_time at;     ///< when transmit() was called
+        sc_time ready;  ///< when the packet is ready at the port (at + the ready offset)
+        wire::headers h;
+        std::vector<uint8_t> payload;
+    };
+    std::vector<sent> packets;
+    sc_time transmit(packet*& pkt, uint32_t len_before_icrc, const sc_time& ready) override {
+        std::vector<uint8_t> bytes(pkt->bytes, pkt->bytes + len_before_icrc);
+        bytes.resize(len_before_icrc + 6);
+        const size_t len = wire::seal_packet(bytes.data(), len_before_icrc);
+        sent s{sc_time_stamp(), sc_time_stamp() + ready, {}, {}};
+        size_t off = 0, n = 0;
+        EXPECT_EQ(wire::parse_packet(bytes.data(), len, s.h, off, n), wire::parse_status::ok);
+        s.payload.assign(bytes.begin() + off, bytes.begin() + off + n);
+        packets.push_back(std::move(s));
+        return ready + sc_time(10, SC_NS);
+    }
+    sc_time tx_backpressure() override { return sc_core::SC_ZERO_TIME; }
+};
+
+struct fake_pkeys final : partition_keys {
+    uint16_t pkey(unsigned) const override { return 0xFFFF; }
+    void pkey_violation(const rx_packet&, uint16_t) override {}
+    void qkey_violation() override {}
+};
+
+struct bench : sc_core::sc_module {
+    recording_memory mem{"memory", 1 << 20, kLatency};
+    recording_memory qpc_mem{"qpc_memory", 1 << 20, kLatency};
+    transport_engine te{"transport_engine", kBenchClock, 8};
+    fake_fetcher fetcher;
+    fake_translation xlate;
+    fake_cq cq;
+    fake_port port;
+    fake_pkeys pkeys;
+
+    bench() : sc_module("bench") {
+        te.dma.socket.bind(mem.socket);
+        te.qpc_dma.socket.bind(qpc_mem.socket);
+        te.bind(fetcher, xlate, cq, port, pkeys);
+        te.set_lid(kLid);
+        te.set_qpc_table(0x80000);
+        for (uint32_t i = 0; i < 2500; ++i) mem.put(kSrc + i, uint8_t(i * 7));
+    }
+
+    /// RC QP kQpn in RTS, path MTU 1024, connected to kDestQpn at kDlid.
+    void create_qp() {
+        hw::qp_context c{};
+        c.qpn = kQpn;
+        c.state = hw::QPS_RTS;
+        c.transport = hw::QPT_RC;
+        c.mtu = hw::MTU_1024;
+        c.pd = 1;
+        c.send_cqn = c.recv_cqn = kSendCq;
+        c.dest_qpn = kDestQpn;
+        c.dlid = kDlid;
+        c.sq_psn = kSqPsn;
+        c.rq_psn = kRqPsn;
+        c.sq_log_size = 4;
+        c.retry_cnt = 7;
+        c.rnr_retry = 7;
+        c.timeout = 14;  // 67 ms: never in these benches
+        c.max_rd_atomic = c.max_dest_rd_atomic = 4;
+        c.access = hw::ACCESS_REMOTE_WRITE;
+        sc_time delay = sc_core::SC_ZERO_TIME;
+        te.load_qp(c, hw::QP_ATTR_SQ_PSN | hw::QP_ATTR_RQ_PSN, delay);
+    }
+
+    /// What the fetcher hands on for a signaled RDMA WRITE of 2500 bytes from kSrc.
+    static send_wqe write_wqe() {
+        send_wqe w;
+        w.wr_id = 0xABC;
+        w.opcode = hw::WQE_OP_RDMA_WRITE;
+        w.flags = hw::WQE_FLAG_SIGNALED;
+        w.wqe_index = 0;
+        w.remote_va = 0x90000;
+        w.rkey = 0x22;
+        w.num_sge = 1;
+        w.sg[0] = {kSrc, 2500, 0x11};
+        w.length = 2500;
+        w.ready = sc_time_stamp();
+        return w;
+    }
+
+    /// A packet from the peer (kDlid) to kQpn.
+    static rx_packet from_peer(uint8_t opcode, uint32_t psn) {
+        rx_packet p{};
+        p.h = wire::BLANK_HEADERS;
+        p.h.l.dlid = kLid;
+        p.h.l.slid = kDlid;
+        p.h.b.opcode = opcode;
+        p.h.b.dest_qp = kQpn;
+        p.h.b.psn = psn;
+        return p;
+    }
+    /// An ACK (or NAK) from the responder for `psn`.
+    void respond(uint8_t syndrome, uint32_t psn) {
+        rx_packet p = from_peer(op::RC_ACKNOWLEDGE, psn);
+        p.h.a.syndrome = syndrome;
+        p.h.a.msn = 1;
+        p.wire_len = 30;
+        te.receive(p);
+    }
+};
+
+}  // namespace
+
+SIM_TEST(TransportEngineBench, rdma_write_is_segmented_into_mtu_packets_with_bth_and_reth_at_exact_times) {
+    bench b;
+    b.create_qp();
+    run_bench([&] {
+        b.te.push_send(kQpn, bench::write_wqe());
+        sc_core::wait(1, sc_core::SC_US);
+    });
+    ASSERT_EQ(b.port.packets.size(), 3u);
+    const uint8_t opcodes[3] = {op::RC_RDMA_WRITE_FIRST, op::RC_RDMA_WRITE_MIDDLE, op::RC_RDMA_WRITE_LAST};
+    const uint32_t lens[3] = {1024, 1024, 452};
+    for (unsigned i = 0; i < 3; ++i) {
+        const fake_port::sent& s = b.port.packets[i];
+        SCOPED_TRACE("packet " + std::to_string(i));
+        // One packet per initiation interval (10 ns); each ready after the pipeline (80 ns), its
+        // translation (5 ns) and its payload's DMA read (100 ns).
+        EXPECT_EQ(s.at, sc_time(10 * i, SC_NS));
+        EXPECT_EQ(s.ready, sc_time(185 + 10 * i, SC_NS));
+        EXPECT_EQ(s.h.b.opcode, opcodes[i]);
+        EXPECT_EQ(s.h.b.psn, kSqPsn + i);
+        EXPECT_EQ(s.h.b.dest_qp, kDestQpn);
+        EXPECT_EQ(s.h.b.pkey, 0xFFFF);
+        EXPECT_EQ(s.h.b.ack_req, i == 2);  // the last packet asks for the ACK
+        EXPECT_EQ(s.h.l.dlid, kDlid);
+        EXPECT_EQ(s.h.l.slid, kLid);
+        ASSERT_EQ(s.payload.size(), lens[i]);
+        for (uint32_t k = 0; k < lens[i]; ++k)
+            ASSERT_EQ(s.payload[k], uint8_t((1024 * i + k) * 7)) << "payload byte " << k;
+        // Its payload was read from the translated address when the packet started.
+        const recording_memory::access& a = b.mem.log.at(i);
+        EXPECT_EQ(a.at, sc_time(85 + 10 * i, SC_NS));
+        EXPECT_EQ(a.addr, kSrc + 1024 * i);
+        EXPECT_EQ(a.len, lens[i]);
+        EXPECT_EQ(b.xlate.calls.at(i).key, 0x11u);
+    }
+    // RETH in the FIRST packet only.
+    EXPECT_EQ(b.port.packets[0].h.r.va, 0x90000u);
+    EXPECT_EQ(b.port.packets[0].h.r.rkey, 0x22u);
+    EXPECT_EQ(b.port.packets[0].h.r.dma_len, 2500u);
+    EXPECT_EQ(b.port.packets[1].h.r.va, 0u);
+    EXPECT_EQ(b.port.packets[2].h.r.dma_len, 0u);
+    // The WQE left the engine's queue with its last packet: the fetcher was credited.
+    ASSERT_EQ(b.fetcher.credits.size(), 1u);
+    EXPECT_EQ(b.fetcher.credits[0], std::make_pair(sc_time(20, SC_NS), kQpn));
+    EXPECT_TRUE(b.cq.cqes.empty()) << "completed before its ACK";
+}
+
+SIM_TEST(TransportEngineBench, ack_of_the_last_psn_completes_the_write_at_the_cq_writer) {
+    bench b;
+    b.create_qp();
+    run_bench([&] {
+        b.te.push_send(kQpn, bench::write_wqe());
+        sc_core::wait(1, sc_core::SC_US);
+        b.respond(wire::aeth_ack(31), kSqPsn + 1);  // the first two packets only: no completion
+        EXPECT_TRUE(b.cq.cqes.empty());
+        sc_core::wait(200, SC_NS);
+        b.respond(wire::aeth_ack(31), kSqPsn + 2);
+        sc_core::wait(1, sc_core::SC_US);
+    });
+    ASSERT_EQ(b.cq.cqes.size(), 1u);
+    const hw::cqe& e = b.cq.cqes[0].second;
+    EXPECT_EQ(b.cq.cqes[0].first, sc_time(1200, SC_NS));
+    EXPECT_EQ(e.wr_id, 0xABCu);
+    EXPECT_EQ(e.status, hw::CQE_SUCCESS);
+    EXPECT_EQ(e.opcode, hw::CQE_OP_RDMA_WRITE);
+    EXPECT_EQ(e.byte_len, 2500u);
+    EXPECT_EQ(e.qpn, kQpn);
+    EXPECT_EQ(e.owner, hw::CQE_IS_SEND);
+    EXPECT_EQ(b.te.acks_received.value(), 2u);
+    EXPECT_EQ(b.port.packets.size(), 3u) << "nothing is resent after the ACK";
+}
+
+SIM_TEST(TransportEngineBench, sequence_error_nak_rewinds_the_fetcher_and_resends_from_the_naked_psn) {
+    bench b;
+    b.create_qp();
+    run_bench([&] {
+        b.te.push_send(kQpn, bench::write_wqe());
+        sc_core::wait(1, sc_core::SC_US);
+        b.respond(wire::aeth_nak(wire::nak::PSN_SEQUENCE_ERROR), kSqPsn + 1);
+        // Go-back-N: the WQE is not kept once sent; the fetcher reads it again from the ring.
+        EXPECT_EQ(b.fetcher.rewinds.size(), 1u);
+        b.te.push_send(kQpn, bench::write_wqe());
+        sc_core::wait(1, sc_core::SC_US);
+        b.respond(wire::aeth_ack(31), kSqPsn + 2);
+        sc_core::wait(100, SC_NS);
+    });
+    ASSERT_EQ(b.fetcher.rewinds.size(), 1u);
+    EXPECT_EQ(b.fetcher.rewinds[0], std::make_pair(sc_time(1000, SC_NS), uint16_t(0)));
+    EXPECT_EQ(b.te.retransmits.value(), 1u);
+    // The packets after the NAK'd PSN's predecessor again: MIDDLE (no RETH) and LAST.
+    ASSERT_EQ(b.port.packets.size(), 5u);
+    const fake_port::sent& m = b.port.packets[3];
+    const fake_port::sent& l = b.port.packets[4];
+    EXPECT_EQ(m.h.b.opcode, op::RC_RDMA_WRITE_MIDDLE);
+    EXPECT_EQ(m.h.b.psn, kSqPsn + 1);
+    EXPECT_EQ(m.at, sc_time(1000, SC_NS));
+    EXPECT_EQ(m.ready, sc_time(1185, SC_NS));
+    EXPECT_EQ(m.payload, b.port.packets[1].payload);
+    EXPECT_EQ(l.h.b.opcode, op::RC_RDMA_WRITE_LAST);
+    EXPECT_EQ(l.h.b.psn, kSqPsn + 2);
+    EXPECT_EQ(l.at, sc_time(1010, SC_NS));
+    EXPECT_EQ(b.mem.log.at(3).addr, kSrc + 1024);  // the resend reads from the MIDDLE's offset
+    ASSERT_EQ(b.cq.cqes.size(), 1u);
+    EXPECT_EQ(b.cq.cqes[0].second.status, hw::CQE_SUCCESS);
+    EXPECT_EQ(b.cq.cqes[0].first, sc_time(2000, SC_NS));
+}
+
+SIM_TEST(TransportEngineBench, remote_access_nak_completes_the_write_in_error_and_the_qp_leaves_rts) {
+    bench b;
+    b.create_qp();
+    run_bench([&] {
+        b.te.push_send(kQpn, bench::write_wqe());
+        sc_core::wait(1, sc_core::SC_US);
+        b.respond(wire::aeth_nak(wire::nak::REMOTE_ACCESS_ERROR), kSqPsn);
+        sc_core::wait(100, SC_NS);
+    });
+    ASSERT_EQ(b.cq.cqes.size(), 1u);
+    EXPECT_EQ(b.cq.cqes[0].first, sc_time(1000, SC_NS));
+    EXPECT_EQ(b.cq.cqes[0].second.status, hw::CQE_REM_ACCESS_ERR);
+    EXPECT_EQ(b.cq.cqes[0].second.wr_id, 0xABCu);
+    EXPECT_EQ(b.te.state(kQpn), hw::QPS_ERR);
+    EXPECT_EQ(b.port.packets.size(), 3u);
+}
+
+SIM_TEST(TransportEngineBench, request_beyond_the_expected_psn_gets_a_sequence_error_nak) {
+    bench b;
+    b.create_qp();
+    run_bench([&] {
+        sc_core::wait(50, SC_NS);
+        rx_packet p = bench::from_peer(op::RC_RDMA_WRITE_ONLY, kRqPsn + 1);  // kRqPsn was lost
+        p.h.b.ack_req = true;
+        p.h.r = {0x90000, 0x22, 8};
+        const uint8_t data[8] = {};
+        p.payload = data;
+        p.payload_len = 8;
+        p.wire_len = 50;
+        b.te.receive(p);
+        sc_core::wait(1, sc_core::SC_US);
+    });
+    EXPECT_TRUE(b.mem.log.empty()) << "data of an out-of-sequence request was placed";
+    ASSERT_EQ(b.port.packets.size(), 1u);
+    const fake_port::sent& n = b.port.packets[0];
+    EXPECT_EQ(n.h.b.opcode, op::RC_ACKNOWLEDGE);
+    EXPECT_EQ(n.h.b.psn, kRqPsn);  // the PSN expected
+    EXPECT_EQ(n.h.b.dest_qp, kDestQpn);
+    EXPECT_EQ(wire::aeth_type_of(n.h.a.syndrome), wire::aeth_type::nak);
+    EXPECT_EQ(wire::aeth_value_of(n.h.a.syndrome), wire::nak::PSN_SEQUENCE_ERROR);
+    EXPECT_EQ(n.h.l.dlid, kDlid);
+    EXPECT_EQ(n.at, sc_time(50, SC_NS));
+    EXPECT_EQ(n.ready, sc_time(130, SC_NS));  // after the receive pipeline (rx_latency_cycles 64)
+    EXPECT_EQ(b.te.seq_errors.value(), 1u);
+}
