@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "model/core/hex.h"
 #include "model/hca/cq_writer.h"
 #include "model/hca/mcast_table.h"
 #include "model/hca/pkey_checker.h"
@@ -10,6 +11,12 @@
 #include "model/hca/wqe_fetcher.h"
 
 namespace hcasim {
+
+namespace {
+/// A context or memory table access failed on PCIe (the table lies outside host memory): the
+/// addresses INIT_HCA gave were bad.
+constexpr uint8_t TABLE_ACCESS_FAILED = hw::CMD_BAD_PARAM;
+}  // namespace
 
 using namespace sc_core;
 
@@ -64,9 +71,17 @@ void command_unit::run() {
         }
         ++commands;
         if (st != hw::CMD_OK) ++failed;
-        dma.write(mailbox_ + offsetof(hw::cmd_mailbox, out), box_.out, sizeof box_.out, delay);
+        HCASIM_LOG(log_, info,
+                   "command 0x" << std::hex << unsigned(box_.opcode) << " in_mod 0x" << box_.in_mod
+                                << ": status 0x" << unsigned(st));
         const uint32_t done[2] = {hw::CMD_DONE | st, token_};
-        dma.write(mailbox_ + offsetof(hw::cmd_mailbox, status), done, sizeof done, delay);
+        // The output, then the status word the driver polls. If the mailbox is outside host
+        // memory nothing can tell the driver: its command times out.
+        if (!dma.write(mailbox_ + offsetof(hw::cmd_mailbox, out), box_.out, sizeof box_.out, delay) ||
+            !dma.write(mailbox_ + offsetof(hw::cmd_mailbox, status), done, sizeof done, delay))
+            HCASIM_LOG(log_, info,
+                       "command 0x" << std::hex << unsigned(box_.opcode) << ": its mailbox at "
+                                    << hex_address(mailbox_) << " is outside host memory");
         wait(delay);
         last_token_ = token_;
         busy_ = false;
@@ -137,7 +152,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         std::memcpy(&e, m.in, sizeof e);
         if (in_mod >= (1u << tables_.log_num_eqs) || e.log_size > 22) return hw::CMD_BAD_PARAM;
         e.valid = 1;
-        dma.write(tables_.eqc_base + in_mod * sizeof e, &e, sizeof e, delay);
+        if (!dma.write(tables_.eqc_base + in_mod * sizeof e, &e, sizeof e, delay)) return TABLE_ACCESS_FAILED;
         cqw_->load_eq(in_mod, e);
         return hw::CMD_OK;
     }
@@ -149,7 +164,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         if (cq_valid_[in_mod]) return hw::CMD_BAD_RESOURCE;
         c.cqn = in_mod;
         c.valid = 1;
-        dma.write(tables_.cqc_base + in_mod * sizeof c, &c, sizeof c, delay);
+        if (!dma.write(tables_.cqc_base + in_mod * sizeof c, &c, sizeof c, delay)) return TABLE_ACCESS_FAILED;
         cqw_->load_cq(in_mod, c);
         cq_valid_[in_mod] = 1;
         return hw::CMD_OK;
@@ -157,7 +172,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
     case hw::CMD_DESTROY_CQ: {
         if (in_mod >= cq_valid_.size() || !cq_valid_[in_mod]) return hw::CMD_BAD_RESOURCE;
         hw::cq_context c{};
-        dma.write(tables_.cqc_base + in_mod * sizeof c, &c, sizeof c, delay);
+        if (!dma.write(tables_.cqc_base + in_mod * sizeof c, &c, sizeof c, delay)) return TABLE_ACCESS_FAILED;
         cqw_->destroy_cq(in_mod);
         cq_valid_[in_mod] = 0;
         return hw::CMD_OK;
@@ -174,7 +189,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         // to the new ring, every earlier one is among those moved (10.2.6.3: none lost).
         if (!cqw_->resize_cq(in_mod, r.base, r.log_size, r.consumer, delay)) return hw::CMD_BAD_PARAM;
         cqw_->query_cq(in_mod, c);
-        dma.write(tables_.cqc_base + in_mod * sizeof c, &c, sizeof c, delay);
+        if (!dma.write(tables_.cqc_base + in_mod * sizeof c, &c, sizeof c, delay)) return TABLE_ACCESS_FAILED;
         hw::resize_cq_out o{};
         o.producer = c.producer;
         std::memcpy(m.out, &o, sizeof o);
@@ -211,7 +226,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
             return hw::CMD_BAD_PARAM;
         hw::mtt_entry entries[hw::WRITE_MTT_MAX];
         std::memcpy(entries, m.in + sizeof w, w.count * sizeof(hw::mtt_entry));
-        xlate_->write_mtt(w.first_index, entries, w.count, delay);
+        if (!xlate_->write_mtt(w.first_index, entries, w.count, delay)) return TABLE_ACCESS_FAILED;
         return hw::CMD_OK;
     }
     case hw::CMD_CREATE_QP: {
@@ -226,9 +241,9 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
             return hw::CMD_BAD_RESOURCE;  // attached to an SRQ that does not exist
         c.qpn = in_mod;
         c.state = hw::QPS_RESET;
+        if (!dma.write(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay)) return TABLE_ACCESS_FAILED;
         qp_srq_[in_mod] = c.srqn;
         if (c.srqn) fetcher_->srq_attach(c.srqn - 1, +1);
-        dma.write(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay);
         qp_state_[in_mod] = hw::QPS_RESET;
         fetcher_->load_qp(c);
         engine_->load_qp(c, 0, delay);
@@ -242,7 +257,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
     case hw::CMD_QUERY_QP: {
         if (in_mod >= qp_state_.size() || qp_state_[in_mod] == NO_QP) return hw::CMD_BAD_RESOURCE;
         hw::qp_context c;
-        dma.read(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay);
+        if (!dma.read(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay)) return TABLE_ACCESS_FAILED;
         c.state = engine_->state(in_mod);  // the engine may have moved it to Error itself
         engine_->current_psns(in_mod, c.sq_psn, c.rq_psn);
         c.sq_draining = engine_->draining(in_mod) ? 1 : 0;
@@ -256,7 +271,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         if (mcast_ && mcast_->attached(in_mod))
             return hw::CMD_BAD_STATE;  // o10-2.2.3: still attached to a multicast group
         hw::qp_context c{};
-        dma.write(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay);
+        if (!dma.write(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay)) return TABLE_ACCESS_FAILED;
         qp_state_[in_mod] = NO_QP;
         if (qp_srq_[in_mod]) fetcher_->srq_attach(qp_srq_[in_mod] - 1, -1);
         qp_srq_[in_mod] = 0;
@@ -293,7 +308,7 @@ uint8_t command_unit::srq_command(hw::cmd_mailbox& m, sc_time& delay) {
         c.state = hw::SRQS_OK;
         c.producer = c.consumer = 0;
         c.attached = 0;
-        dma.write(at, &c, sizeof c, delay);
+        if (!dma.write(at, &c, sizeof c, delay)) return TABLE_ACCESS_FAILED;
         fetcher_->create_srq(c);
         return hw::CMD_OK;
     }
@@ -304,7 +319,7 @@ uint8_t command_unit::srq_command(hw::cmd_mailbox& m, sc_time& delay) {
         const uint8_t st = fetcher_->modify_srq(srqn, m.op_mod, in, delay);
         if (st == hw::CMD_OK) {
             const hw::srq_context c = fetcher_->srq_ctx(srqn);
-            dma.write(at, &c, sizeof c, delay);
+            if (!dma.write(at, &c, sizeof c, delay)) return TABLE_ACCESS_FAILED;
         }
         return st;
     }
@@ -320,7 +335,7 @@ uint8_t command_unit::srq_command(hw::cmd_mailbox& m, sc_time& delay) {
         if (fetcher_->srq_ctx(srqn).attached)
             return hw::CMD_BAD_STATE;  // o10-10.2.3: QPs are still associated with it
         hw::srq_context c{};
-        dma.write(at, &c, sizeof c, delay);
+        if (!dma.write(at, &c, sizeof c, delay)) return TABLE_ACCESS_FAILED;
         fetcher_->destroy_srq(srqn);  // o10-10.2.4, o10-10.2.5: outstanding WQEs go with it
         return hw::CMD_OK;
     }
@@ -334,7 +349,7 @@ uint8_t command_unit::mcast(uint32_t qpn, bool attach, const uint8_t* in, sc_tim
     std::memcpy(&g, in, sizeof g);
     if (!mcast_table::is_mlid(g.mlid) || g.mgid[0] != 0xFF) return hw::CMD_BAD_PARAM;
     hw::qp_context c;  // only UD QPs join groups (o10-34)
-    dma.read(tables_.qpc_base + qpn * sizeof c, &c, sizeof c, delay);
+    if (!dma.read(tables_.qpc_base + qpn * sizeof c, &c, sizeof c, delay)) return TABLE_ACCESS_FAILED;
     if (c.transport != hw::QPT_UD) return hw::CMD_BAD_PARAM;
     const mcast_groups::result r =
         attach ? mcast_->attach(qpn, g.mgid, g.mlid) : mcast_->detach(qpn, g.mgid, g.mlid);
@@ -380,7 +395,7 @@ uint8_t command_unit::create_mpt(uint32_t index, uint32_t mode, const uint8_t* i
     e.mr_index = 0;
     e.qpn = 0;
     e.mr_va = 0;
-    xlate_->write_mpt(index, e, delay);
+    if (!xlate_->write_mpt(index, e, delay)) return TABLE_ACCESS_FAILED;
     return hw::CMD_OK;
 }
 
@@ -404,7 +419,7 @@ uint8_t command_unit::modify_qp(uint32_t qpn, uint32_t new_state, const hw::modi
             return hw::CMD_BAD_PARAM;
         if (!cqw_->cq_valid(c.send_cqn) || !cqw_->cq_valid(c.recv_cqn)) return hw::CMD_BAD_RESOURCE;
     }
-    dma.write(tables_.qpc_base + qpn * sizeof c, &c, sizeof c, delay);
+    if (!dma.write(tables_.qpc_base + qpn * sizeof c, &c, sizeof c, delay)) return TABLE_ACCESS_FAILED;
     qp_state_[qpn] = uint8_t(new_state);
     if (new_state == hw::QPS_RESET)
         pkeys_->unbind_qp(qpn);

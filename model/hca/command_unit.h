@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "model/core/log.h"
 #include "model/core/param.h"
 #include "model/core/unit_clock.h"
 #include "model/core/stats.h"
@@ -46,6 +47,7 @@ public:
     param<unsigned> exec_cycles;  ///< cycles to execute one command (besides its DMA)
 
     counter commands, failed, ignored_busy;
+    module_log log_;  ///< info: every command and its status; a mailbox it cannot write
 
     SC_HAS_PROCESS(command_unit);
     command_unit(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock,

@@ -1,4 +1,6 @@
 #include "model/hca/cq_writer.h"
+
+#include "model/core/hex.h"
 #include "model/core/sim_time.h"
 
 #include <algorithm>
@@ -140,8 +142,9 @@ bool cq_writer::complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_time& dela
     } else {
         ++cqc_misses;
         cqc_cache_.insert(cqn);
-        cqc_dma.read_timing(cqc_base_ + uint64_t(cqn) * sizeof(hw::cq_context), sizeof(hw::cq_context),
-                            delay);
+        // Timing only: the context's data is not used, so a failed read decides nothing.
+        (void)cqc_dma.read_timing(cqc_base_ + uint64_t(cqn) * sizeof(hw::cq_context), sizeof(hw::cq_context),
+                                  delay);
     }
     const uint64_t size = uint64_t(1) << s.log_size;
     // Entries in use = written - consumed (consumer is 24-bit; the ring is smaller).
@@ -158,7 +161,16 @@ bool cq_writer::complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_time& dela
     delay += format_time_;
     busy_ps += format_ps_;
     e.owner = uint8_t((e.owner & ~hw::CQE_OWNER_BIT) | hw::cqe_owner_for(s.producer, s.log_size));
-    dma.write(s.base + (s.producer & (size - 1)) * sizeof(hw::cqe), &e, sizeof e, delay);
+    if (!dma.write(s.base + (s.producer & (size - 1)) * sizeof(hw::cqe), &e, sizeof e, delay)) {
+        // The ring is outside host memory (PCIe access error): the CQ is in error, like an
+        // overrun (CQ error event; the completion is lost and the QP's work goes on failing).
+        ++overruns;
+        s.overrun = true;
+        HCASIM_LOG(log_, info,
+                   "CQ " << cqn << ": CQE write to " << hex_address(s.base) << " failed: CQ error");
+        write_eqe(0, hw::EQE_CQ_ERROR, cqn, delay);
+        return false;
+    }
     if (tl_)
         tl_->span(track_, "CQE", begin, sim_now() + delay,
                   "\"cq\":" + std::to_string(cqn) + ",\"qp\":" + std::to_string(e.qpn) +
@@ -186,11 +198,18 @@ void cq_writer::write_eqe(uint32_t eqn, uint8_t type, uint32_t resource, sc_time
     ev.subtype = subtype;
     ev.resource = resource;
     ev.owner = hw::cqe_owner_for(q.producer, q.log_size);
-    dma.write(q.base + (q.producer & (size - 1)) * sizeof(hw::eqe), &ev, sizeof ev, delay);
+    if (!dma.write(q.base + (q.producer & (size - 1)) * sizeof(hw::eqe), &ev, sizeof ev, delay)) {
+        // The EQ is outside host memory: the event is lost (nothing else can report it).
+        HCASIM_LOG(log_, info,
+                   "EQ " << eqn << ": event 0x" << std::hex << unsigned(type) << " lost, EQE write to "
+                         << hex_address(q.base) << " failed");
+        return;
+    }
     ++q.producer;
     ++events;
     if (msi_addr_) {
-        dma.write(msi_addr_, &msi_data_, sizeof msi_data_, delay);
+        if (!dma.write(msi_addr_, &msi_data_, sizeof msi_data_, delay))
+            HCASIM_LOG(log_, info, "MSI write to " << hex_address(msi_addr_) << " failed");
         ++msi_writes;
     }
 }

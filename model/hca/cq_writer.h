@@ -10,6 +10,7 @@
 
 #include <vector>
 
+#include "model/core/log.h"
 #include "model/core/param.h"
 #include "model/core/timeline.h"
 #include "model/core/unit_clock.h"
@@ -69,6 +70,7 @@ public:
     param<std::string> cqc_cache_policy;  ///< lru|fifo|random
 
     counter cqes, events, overruns, msi_writes, resizes, resize_moved, busy_ps, cqc_hits, cqc_misses;
+    module_log log_;  ///< info: CQ errors, EQEs and MSIs that could not be written
 
     cq_writer(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock, unsigned max_cqs,
               unsigned max_eqs);

@@ -18,20 +18,21 @@ public:
 
     explicit dma_port(const char* name) : socket(name) {}
 
-    bool read(uint64_t pa, void* dst, uint32_t n, sc_core::sc_time& delay) {
+    [[nodiscard]] bool read(uint64_t pa, void* dst, uint32_t n, sc_core::sc_time& delay) {
         return transfer(tlm::TLM_READ_COMMAND, pa, dst, n, delay);
     }
     /// A read whose data the unit does not use (a context cache, which decides timing only):
     /// timed and counted like read(), but host memory copies nothing (no data pointer).
-    bool read_timing(uint64_t pa, uint32_t n, sc_core::sc_time& delay) {
+    [[nodiscard]] bool read_timing(uint64_t pa, uint32_t n, sc_core::sc_time& delay) {
         return transfer(tlm::TLM_READ_COMMAND, pa, nullptr, n, delay);
     }
-    bool write(uint64_t pa, const void* src, uint32_t n, sc_core::sc_time& delay) {
+    [[nodiscard]] bool write(uint64_t pa, const void* src, uint32_t n, sc_core::sc_time& delay) {
         return transfer(tlm::TLM_WRITE_COMMAND, pa, const_cast<void*>(src), n, delay);
     }
     /// A write whose source buffer the target may take instead of copying (buffer_loan_ext;
     /// nullptr: an ordinary write).
-    bool write(uint64_t pa, const void* src, uint32_t n, sc_core::sc_time& delay, buffer_loan_ext* loan) {
+    [[nodiscard]] bool write(uint64_t pa, const void* src, uint32_t n, sc_core::sc_time& delay,
+                             buffer_loan_ext* loan) {
         if (!loan) return write(pa, src, n, delay);
         gp_.set_extension(loan);
         const bool ok = transfer(tlm::TLM_WRITE_COMMAND, pa, const_cast<void*>(src), n, delay);
@@ -39,8 +40,8 @@ public:
         return ok;
     }
     /// Executes an atomic at host memory; returns false on error, `original` the prior value.
-    bool atomic(uint64_t pa, atomic_ext::op_type op, uint64_t compare, uint64_t swap_add, uint64_t& original,
-                sc_core::sc_time& delay) {
+    [[nodiscard]] bool atomic(uint64_t pa, atomic_ext::op_type op, uint64_t compare, uint64_t swap_add,
+                              uint64_t& original, sc_core::sc_time& delay) {
         atomic_ext ext(op, compare, swap_add);
         uint64_t data = 0;
         gp_.set_extension(&ext);

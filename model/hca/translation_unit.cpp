@@ -137,19 +137,22 @@ bool translation_unit::read_mpt(uint32_t index, hw::mpt_entry& out, sc_time& del
     return mpt(index, out, delay);
 }
 
-void translation_unit::write_mpt(uint32_t index, const hw::mpt_entry& e, sc_time& delay) {
-    if (index >= num_mpts_) return;
-    dma.write(mpt_base_ + uint64_t(index) * sizeof e, &e, sizeof e, delay);
+bool translation_unit::write_mpt(uint32_t index, const hw::mpt_entry& e, sc_time& delay) {
+    if (index >= num_mpts_) return false;
+    if (!dma.write(mpt_base_ + uint64_t(index) * sizeof e, &e, sizeof e, delay)) return false;
     if (hw::mpt_entry* c = mpt_cache_.find(index))
         *c = e;  // write through: the on-chip copy stays equal to the table
+    return true;
 }
 
-void translation_unit::write_mtt(uint64_t first, const hw::mtt_entry* entries, uint32_t count,
+bool translation_unit::write_mtt(uint64_t first, const hw::mtt_entry* entries, uint32_t count,
                                  sc_time& delay) {
-    if (!count || first >= num_mtts_ || count > num_mtts_ - first) return;
-    dma.write(mtt_base_ + first * sizeof(hw::mtt_entry), entries, count * uint32_t(sizeof(hw::mtt_entry)),
-              delay);
+    if (!count || first >= num_mtts_ || count > num_mtts_ - first) return false;
+    if (!dma.write(mtt_base_ + first * sizeof(hw::mtt_entry), entries,
+                   count * uint32_t(sizeof(hw::mtt_entry)), delay))
+        return false;
     for (uint64_t line = first / 8; line <= (first + count - 1) / 8; ++line) mtt_cache_.invalidate(line);
+    return true;
 }
 
 // ---------------------------------------------------------------- accesses
@@ -265,7 +268,8 @@ void translation_unit::unbind(const hw::mpt_entry& mw, sc_time& delay) {
     hw::mpt_entry mr;
     if (mpt(mw.mr_index, mr, delay) && mr.bound_mws) {
         --mr.bound_mws;
-        write_mpt(mw.mr_index, mr, delay);
+        // The entry was just read: the write goes to the same address and cannot fail.
+        (void)write_mpt(mw.mr_index, mr, delay);
     }
     if (mw.type == hw::MPT_TYPE_MW2A && mw.qpn < mw2a_bound_.size() && mw2a_bound_[mw.qpn])
         --mw2a_bound_[mw.qpn];
@@ -297,7 +301,7 @@ xlate_status translation_unit::bind_mw(const hw::wqe_bind_seg& b, const xlate_ow
         w.key = b.new_key;
         w.length = 0;
         w.access = 0;
-        write_mpt(index, w, delay);
+        if (!write_mpt(index, w, delay)) return mm_done(xlate_status::bad_key, delay);
         return mm_done(xlate_status::ok, delay);
     }
     if (b.access & ~(REMOTE_ACCESS | hw::ACCESS_ZERO_BASED | hw::ACCESS_LOCAL_WRITE | hw::ACCESS_MW_BIND))
@@ -320,7 +324,7 @@ xlate_status translation_unit::bind_mw(const hw::wqe_bind_seg& b, const xlate_ow
     if (!mpt(mr_index, mr, delay))  // re-read: the unbind may have changed the same region
         return mm_done(xlate_status::bad_key, delay);
     ++mr.bound_mws;
-    write_mpt(mr_index, mr, delay);
+    if (!write_mpt(mr_index, mr, delay)) return mm_done(xlate_status::bad_key, delay);
     w.state = hw::MPT_STATE_VALID;
     w.key = b.new_key;
     w.access = b.access & (REMOTE_ACCESS | hw::ACCESS_ZERO_BASED);
@@ -329,7 +333,7 @@ xlate_status translation_unit::bind_mw(const hw::wqe_bind_seg& b, const xlate_ow
     w.mr_index = mr_index;
     w.mr_va = b.addr;
     w.qpn = type1 ? 0 : who.qpn;
-    write_mpt(index, w, delay);
+    if (!write_mpt(index, w, delay)) return mm_done(xlate_status::bad_key, delay);
     if (w.type == hw::MPT_TYPE_MW2A && who.qpn < mw2a_bound_.size()) ++mw2a_bound_[who.qpn];
     return mm_done(xlate_status::ok, delay);
 }
@@ -356,7 +360,7 @@ xlate_status translation_unit::invalidate(uint32_t key, const xlate_owner& who, 
         if (e.key != key) return mm_done(xlate_status::bad_key, delay);
         if (e.bound_mws) return mm_done(xlate_status::busy, delay);  // o10-37.2.17
         e.state = hw::MPT_STATE_FREE;
-        write_mpt(index, e, delay);
+        if (!write_mpt(index, e, delay)) return mm_done(xlate_status::bad_key, delay);
         return mm_done(xlate_status::ok, delay);
     }
     // Type 2 window (o10-37.2.29, o10-37.2.30, o10-37.2.44).
@@ -367,7 +371,7 @@ xlate_status translation_unit::invalidate(uint32_t key, const xlate_owner& who, 
     if (e.type == hw::MPT_TYPE_MW2B && e.pd != who.pd) return mm_done(xlate_status::bad_pd, delay);
     unbind(e, delay);
     e.state = hw::MPT_STATE_FREE;
-    write_mpt(index, e, delay);
+    if (!write_mpt(index, e, delay)) return mm_done(xlate_status::bad_key, delay);
     return mm_done(xlate_status::ok, delay);
 }
 
@@ -404,7 +408,9 @@ xlate_status translation_unit::fast_register(const hw::wqe_fast_reg_seg& f, cons
             return mm_done(xlate_status::bad_page_list, delay);  // pages start on a page boundary
         page_list_[i] |= hw::MTT_PRESENT;
     }
-    write_mtt(e.mtt_base, reinterpret_cast<const hw::mtt_entry*>(page_list_.data()), f.page_count, delay);
+    if (!write_mtt(e.mtt_base, reinterpret_cast<const hw::mtt_entry*>(page_list_.data()), f.page_count,
+                   delay))
+        return mm_done(xlate_status::bad_mtt, delay);  // its translation table is outside host memory
     e.state = hw::MPT_STATE_VALID;
     e.key = f.lkey;
     e.access = f.access;
@@ -414,7 +420,7 @@ xlate_status translation_unit::fast_register(const hw::wqe_fast_reg_seg& f, cons
     e.page_offset = f.page_offset;
     e.mtt_count = f.page_count;
     e.flags &= uint8_t(~hw::MPT_BLOCK_LIST);
-    write_mpt(index, e, delay);
+    if (!write_mpt(index, e, delay)) return mm_done(xlate_status::bad_key, delay);
     return mm_done(xlate_status::ok, delay);
 }
 
@@ -427,7 +433,7 @@ xlate_status translation_unit::destroy(uint32_t index, sc_time& delay) {
             unbind(e, delay);  // C10-69, C10-70: accesses through it fail from now on
     }
     const hw::mpt_entry none{};
-    write_mpt(index, none, delay);
+    if (!write_mpt(index, none, delay)) return xlate_status::bad_key;
     return xlate_status::ok;
 }
 

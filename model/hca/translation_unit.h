@@ -84,9 +84,11 @@ public:
     virtual void set_tables(uint64_t mpt_base, uint32_t num_mpts, uint64_t mtt_base, uint64_t num_mtts,
                             uint32_t num_qps) = 0;
     virtual bool read_mpt(uint32_t index, hw::mpt_entry& out, sc_core::sc_time& delay) = 0;
-    virtual void write_mpt(uint32_t index, const hw::mpt_entry& e, sc_core::sc_time& delay) = 0;
-    virtual void write_mtt(uint64_t first, const hw::mtt_entry* entries, uint32_t count,
-                           sc_core::sc_time& delay) = 0;
+    /// Writes an MPT / MTT entry to its table; false if the index is out of range or the table
+    /// is outside host memory.
+    [[nodiscard]] virtual bool write_mpt(uint32_t index, const hw::mpt_entry& e, sc_core::sc_time& delay) = 0;
+    [[nodiscard]] virtual bool write_mtt(uint64_t first, const hw::mtt_entry* entries, uint32_t count,
+                                         sc_core::sc_time& delay) = 0;
     virtual xlate_status destroy(uint32_t index, sc_core::sc_time& delay) = 0;
     virtual uint32_t windows_bound_to(uint32_t qpn) const = 0;
 };
@@ -147,9 +149,9 @@ public:
     /// Reads entry `index` (through the cache).
     bool read_mpt(uint32_t index, hw::mpt_entry& out, sc_core::sc_time& delay) override;
     /// Writes entry `index` to host memory and the cache.
-    void write_mpt(uint32_t index, const hw::mpt_entry& e, sc_core::sc_time& delay) override;
+    bool write_mpt(uint32_t index, const hw::mpt_entry& e, sc_core::sc_time& delay) override;
     /// Writes `count` MTT entries from `entries` at `first`.
-    void write_mtt(uint64_t first, const hw::mtt_entry* entries, uint32_t count,
+    bool write_mtt(uint64_t first, const hw::mtt_entry* entries, uint32_t count,
                    sc_core::sc_time& delay) override;
     /// Destroys entry `index` (Deregister MR, Deallocate MW): busy for a region with windows
     /// bound; a bound window is unbound first.

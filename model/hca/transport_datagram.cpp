@@ -123,7 +123,10 @@ void transport_engine::handle_uc(qp& q, const rx_packet& p) {
             drop();
             return;
         }
-        write_segs(segs, nsegs, p.payload, delay);
+        if (!write_segs(segs, nsegs, p.payload, delay)) {
+            drop();  // a page outside host memory (PCIe access error): UC drops the message
+            return;
+        }
         q.rsp.write_done += p.payload_len;
         q.rsp.in_write = !last;
         if (last && imm) {

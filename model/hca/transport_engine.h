@@ -357,8 +357,9 @@ private:
     };
     static request_kind request_kind_of(uint8_t code);
     void handle_request(qp& q, const rx_packet& p);
-    /// DMA-writes `data` to the physical segments a translation returned.
-    void write_segs(const phys_seg* segs, unsigned nsegs, const uint8_t* data, sc_core::sc_time& delay);
+    /// DMA-writes `data` to the segments; false if one write failed (a page outside host memory).
+    [[nodiscard]] bool write_segs(const phys_seg* segs, unsigned nsegs, const uint8_t* data,
+                                  sc_core::sc_time& delay);
     /// ACK for `psn` now, coalesced, or queued behind pending READ/atomic responses.
     void acknowledge(qp& q, uint32_t psn, bool ack_req, const sc_core::sc_time& ready);
     /// ACK or NAK that keeps PSN order with queued responses.

@@ -334,7 +334,11 @@ bool transport_engine::send_packet(qp& q) {
             }
             for (unsigned i = 0; i < nsegs; ++i) {
                 sc_time t = delay;  // reads of one packet are issued back to back
-                dma.read(segs[i].pa, dst, segs[i].len, t);
+                if (!dma.read(segs[i].pa, dst, segs[i].len, t)) {
+                    // The page's translation points outside host memory (PCIe access error).
+                    requester_error(q, hw::CQE_LOC_QP_OP_ERR, w, delay);
+                    return true;
+                }
                 if (t > ready) ready = t;
                 dst += segs[i].len;
             }

@@ -270,7 +270,22 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
             responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
             return;
         }
-        write_segs(segs, nsegs, p.payload, delay);
+        if (!write_segs(segs, nsegs, p.payload, delay)) {
+            // The page's translation points outside host memory (PCIe access error): the
+            // requester learns Remote Operational Error.
+            if (imm) {
+                ++naks_sent;
+                q.rsp.resp.clear();
+                send_ack(q, wire::aeth_nak(wire::nak::REMOTE_OPERATIONAL_ERROR), psn, delay);
+                q.rsp.have_rwqe = false;
+                recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_LOC_QP_OP_ERR, 0, 0, 0, false,
+                                delay);
+                enter_error(q, delay);
+                return;
+            }
+            responder_error(q, wire::nak::REMOTE_OPERATIONAL_ERROR, psn, delay);
+            return;
+        }
         q.rsp.write_done += p.payload_len;
         q.rsp.in_write = !last;
         if (last && probe_) probe_->mark(path_probe::data_placed, sim_now() + delay);
@@ -290,11 +305,12 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
     acknowledge(q, psn, p.h.b.ack_req, delay);
 }
 
-void transport_engine::write_segs(const phys_seg* segs, unsigned nsegs, const uint8_t* data, sc_time& delay) {
+bool transport_engine::write_segs(const phys_seg* segs, unsigned nsegs, const uint8_t* data, sc_time& delay) {
     for (unsigned k = 0; k < nsegs; ++k) {
-        dma.write(segs[k].pa, data, segs[k].len, delay, rx_loan_);
+        if (!dma.write(segs[k].pa, data, segs[k].len, delay, rx_loan_)) return false;
         data += segs[k].len;
     }
+    return true;
 }
 
 // ---------------------------------------------------------------- ACKs and NAKs
@@ -481,10 +497,11 @@ bool transport_engine::write_sges(const xlate_owner& who, const sge* sg, unsigne
             syndrome = uint8_t(st);
             return false;
         }
-        for (unsigned k = 0; k < nsegs; ++k) {
-            dma.write(segs[k].pa, data, segs[k].len, delay, rx_loan_);
-            data += segs[k].len;
+        if (!write_segs(segs, nsegs, data, delay)) {
+            status = hw::CQE_LOC_QP_OP_ERR;  // a page outside host memory (PCIe access error)
+            return false;
         }
+        for (unsigned k = 0; k < nsegs; ++k) data += segs[k].len;
         left -= take;
         skip = 0;
         ++i;
@@ -808,7 +825,12 @@ void transport_engine::send_response(qp& q) {
         uint8_t* dst = resp_pkt_->bytes + hdr;
         for (unsigned k = 0; k < nsegs; ++k) {
             sc_time t = delay;
-            dma.read(segs[k].pa, dst, segs[k].len, t);
+            if (!dma.read(segs[k].pa, dst, segs[k].len, t)) {
+                // A page outside host memory (PCIe access error): NAK, Error.
+                const uint32_t psn = j.psn;
+                responder_error(q, wire::nak::REMOTE_OPERATIONAL_ERROR, psn, delay);
+                return;
+            }
             if (t > ready) ready = t;
             dst += segs[k].len;
         }

@@ -81,9 +81,13 @@ struct fake_tables final : memory_tables {
         log.add("xlate.set_tables(" + std::to_string(mpt_base) + ", " + std::to_string(num_mpts) + ")");
     }
     bool read_mpt(uint32_t, hw::mpt_entry&, sc_time&) override { return false; }
-    void write_mpt(uint32_t, const hw::mpt_entry&, sc_time&) override { log.add("xlate.write_mpt"); }
-    void write_mtt(uint64_t, const hw::mtt_entry*, uint32_t, sc_time&) override {
+    bool write_mpt(uint32_t, const hw::mpt_entry&, sc_time&) override {
+        log.add("xlate.write_mpt");
+        return true;
+    }
+    bool write_mtt(uint64_t, const hw::mtt_entry*, uint32_t, sc_time&) override {
         log.add("xlate.write_mtt");
+        return true;
     }
     xlate_status destroy(uint32_t, sc_time&) override { return xlate_status::ok; }
     uint32_t windows_bound_to(uint32_t) const override { return 0; }
