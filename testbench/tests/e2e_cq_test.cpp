@@ -26,8 +26,6 @@ using namespace hcasim::verbs;
 
 namespace {
 
-constexpr uint64_t kQuietNs = 100'000;  // far longer than one message round trip
-
 /// node0's sending side of a stream: SEND_WITH_IMM of 64 bytes, wr_id = imm = message number.
 struct stream_state {
     bool done = false;
