@@ -687,6 +687,27 @@ inline ibv_wc bind2(rc_harness& h, ibv_mw* mw, uint8_t key_byte, ibv_mr* mr, uin
     return one_wc(h, qp->send_cq, "bind WR");
 }
 
+/// Another RC QP pair besides the harness's (16 WRs and 1 SGE each way, on the harness PDs),
+/// connected and in RTS: node0's QP on the harness CQs, node1's on `cq1` for both queues
+/// (default: its harness CQs); node0 sends from PSN `psn`, node1 from psn + 0x100.
+/// {node0 QP, node1 QP}, or nullptrs (and a failure).
+inline std::pair<ibv_qp*, ibv_qp*> extra_rc_pair(rc_harness& h, uint32_t psn, ibv_cq* cq1 = nullptr) {
+    ibv_qp_init_attr a{};
+    a.qp_type = IBV_QPT_RC;
+    a.cap = {16, 16, 1, 1, 0};
+    a.send_cq = h.s[0].scq;
+    a.recv_cq = h.s[0].rcq;
+    ibv_qp* q0 = ibv_create_qp(h.s[0].pd, &a);
+    a.send_cq = cq1 ? cq1 : h.s[1].scq;
+    a.recv_cq = cq1 ? cq1 : h.s[1].rcq;
+    ibv_qp* q1 = ibv_create_qp(h.s[1].pd, &a);
+    EXPECT_TRUE(q0 && q1) << "errno " << errno;
+    if (!q0 || !q1) return {nullptr, nullptr};
+    EXPECT_EQ(h.connect_qp(q0, IBV_QPS_RTS, q1->qp_num, h.s[1].lid, psn + 0x100, psn), 0);
+    EXPECT_EQ(h.connect_qp(q1, IBV_QPS_RTS, q0->qp_num, h.s[0].lid, psn, psn + 0x100), 0);
+    return {q0, q1};
+}
+
 /// Waits up to `timeout_ns` for node i's next asynchronous event and acknowledges it; false
 /// (and a failure) if none comes.
 inline bool next_event(rc_harness& h, unsigned i, ibv_async_event& ev, uint64_t timeout_ns = 10'000'000) {
