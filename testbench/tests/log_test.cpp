@@ -5,6 +5,7 @@
 
 #include "model/core/log.h"
 #include "model/core/param.h"
+#include "tlm_if/wire/ib_headers.h"
 #include "testbench/tests/sim_fork.h"
 
 using namespace hcasim;
@@ -112,4 +113,22 @@ SIM_TEST(Log, bad_syntax_and_unknown_levels_name_the_argument) {
             }
         },
         config_error);
+}
+
+TEST(Log, packets_are_named_by_their_lrh_and_bth) {
+    uint8_t pkt[64] = {};
+    wire::lrh l;
+    l.dlid = 0x2;
+    l.slid = 0x1;
+    l.sl = 3;
+    l.pkt_len_words = 16;
+    wire::encode(l, pkt);
+    wire::bth b;
+    b.opcode = 0x0a;
+    b.dest_qp = 0x11;
+    b.psn = 42;
+    wire::encode(b, pkt + wire::LRH_BYTES);
+    EXPECT_EQ(wire::describe_packet(pkt, 64), "SLID 0x1 DLID 0x2 SL 3 opcode 0x0a QP 0x11 PSN 42 (64 bytes)");
+    EXPECT_EQ(wire::describe_packet(pkt, 12), "SLID 0x1 DLID 0x2 SL 3 (12 bytes)");
+    EXPECT_EQ(wire::describe_packet(pkt, 5), "a 5-byte fragment");
 }
