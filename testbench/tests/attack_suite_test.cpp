@@ -10,7 +10,7 @@
 #include <string>
 
 #include "model/core/param.h"
-#include "testbench/attack_suite.h"
+#include "testbench/attack/attack_suite.h"
 #include "testbench/tests/sim_fork.h"
 
 extern "C" int sc_main(int, char*[]) { return 0; }
