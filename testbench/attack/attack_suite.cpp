@@ -18,8 +18,13 @@ const std::vector<row>& rows() {
     static const std::vector<row> r = [] {
         std::vector<row> t;
         table_builder add(t);
-        region_cases(add);
-        window_cases(add);
+        region_key_cases(add);
+        region_bound_cases(add);
+        region_right_cases(add);
+        special_region_cases(add);
+        type1_window_cases(add);
+        bind_error_cases(add);
+        type2_window_cases(add);
         fast_register_cases(add);
         invalidate_cases(add);
         local_segment_cases(add);

@@ -58,10 +58,15 @@ inline void fr_pair(env& e) {
 }
 
 // The kinds of cases, in run order (each appends its rows).
-void region_cases(table_builder& add);  // keys, bounds, rights and PDs, zero-based, physical, shared
-void window_cases(table_builder& add);  // type 1 windows, bind errors, type 2 windows
-void fast_register_cases(table_builder& add);
-void invalidate_cases(table_builder& add);
-void local_segment_cases(table_builder& add);
+void region_key_cases(table_builder& add);  // cases_regions.cpp
+void region_bound_cases(table_builder& add);
+void region_right_cases(table_builder& add);
+void special_region_cases(table_builder& add);
+void type1_window_cases(table_builder& add);  // cases_windows.cpp
+void bind_error_cases(table_builder& add);
+void type2_window_cases(table_builder& add);
+void fast_register_cases(table_builder& add);  // cases_fast_register.cpp
+void invalidate_cases(table_builder& add);     // cases_invalidate.cpp
+void local_segment_cases(table_builder& add);  // cases_local.cpp
 
 }  // namespace hcasim::attack

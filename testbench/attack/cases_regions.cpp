@@ -3,8 +3,8 @@
 
 namespace hcasim::attack {
 
-void region_cases(table_builder& add) {
-    // ------------------------------------------------ regions: keys
+// Regions: keys.
+void region_key_cases(table_builder& add) {
     add("C10_44_2_1_write_rkey_of_no_region", "C10-44.2.1, o10-36.2.1",
         "RDMA WRITE with an R_Key whose index names no region (control: the region's R_Key; a zero-length "
         "WRITE with the bogus key, which is never checked)",
@@ -56,8 +56,10 @@ void region_cases(table_builder& add) {
             e.ctl_write(mr->rkey, e.tgt, 64, e.tgt);
             e.remote(WRITE, e.tgt, 64, old);
         });
+}
 
-    // ------------------------------------------------ regions: bounds
+// Regions: bounds.
+void region_bound_cases(table_builder& add) {
     add("C10_56_write_one_byte_before_mr", "C10-56",
         "RDMA WRITE of 64 bytes starting one byte before the region", remote_fault(), [=](env& e) {
             ibv_mr* mr = e.mr1(ALL);
@@ -111,8 +113,10 @@ void region_cases(table_builder& add) {
                 e.expect_mem(1, e.tgt + 4096, e.get(0, e.src, 4096), "the in-bounds packet");
             };
         });
+}
 
-    // ------------------------------------------------ regions: rights, PDs
+// Regions: rights, PDs.
+void region_right_cases(table_builder& add) {
     add("C10_57_write_without_remote_write_right", "C10-57",
         "RDMA WRITE into a region registered with local write and remote read only (control: READ)",
         remote_fault(), [=](env& e) {
@@ -181,8 +185,10 @@ void region_cases(table_builder& add) {
             e.watch(1, e.rbuf, 4096);
             e.remote(IBV_WR_RDMA_WRITE_WITH_IMM, e.tgt, 64, other_byte(mr->rkey));
         });
+}
 
-    // ------------------------------------------------ zero-based, physical and shared regions
+// Zero-based, physical and shared regions.
+void special_region_cases(table_builder& add) {
     add("o10_36_2_2_zbva_write_one_byte_past_end", "o10-36.2.2, C10-56",
         "RDMA WRITE ending one byte past a zero-based region (addressed 0 .. 8191)", remote_fault(),
         [=](env& e) {

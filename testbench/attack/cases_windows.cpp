@@ -3,8 +3,8 @@
 
 namespace hcasim::attack {
 
-void window_cases(table_builder& add) {
-    // ------------------------------------------------ type 1 windows
+// Type 1 windows.
+void type1_window_cases(table_builder& add) {
     add("C10_61_window_write_one_byte_past_end", "C10-61, C10-77",
         "RDMA WRITE ending one byte past a type 1 window (inside its region)", remote_fault(), [=](env& e) {
             auto [mr, mw] = win1(e, RW | RR);
@@ -146,8 +146,10 @@ void window_cases(table_builder& add) {
             const uint32_t k = mw->rkey;
             e.after = [=](env& e) { e.ctl_write(k, e.tgt + WO, 64, e.tgt + WO); };
         });
+}
 
-    // ------------------------------------------------ bind errors (type 1, by the verb)
+// Bind errors (type 1, by the verb).
+void bind_error_cases(table_builder& add) {
     add("C10_72_type1_bind_window_of_another_pd", "C10-72",
         "Bind MW on a QP of PD 1 for a window (and region) of PD 2 (control: the bind on a QP of PD 2)",
         mm_error(xs::bad_pd), [=](env& e) {
@@ -235,8 +237,10 @@ void window_cases(table_builder& add) {
             ibv_send_wr wr = e.bind2_wr(mw, 0x32, mr, e.tgt, 0, 0);
             e.attack_post(1, 0, wr);
         });
+}
 
-    // ------------------------------------------------ type 2 windows (bound by WR on pair 0's node1 QP)
+// Type 2 windows (bound by WR on pair 0's node1 QP).
+void type2_window_cases(table_builder& add) {
     auto win2 = [=](env& e, unsigned access, unsigned k = 0, ibv_mr* mr = nullptr) {
         if (!mr) mr = e.mr1(ALL | MWB);
         ibv_mw* mw = e.mw1(IBV_MW_TYPE_2);
