@@ -134,10 +134,19 @@ int listen_on(const std::string& path, bool other_users, ino_t* ino, std::string
     return fd;
 }
 
-}  // namespace
+namespace po = boost::program_options;
 
-int serve_main(int argc, char* argv[]) {
-    namespace po = boost::program_options;
+/// What `hcasim serve` was asked for.
+struct serve_options {
+    std::string socket;
+    client_limits limits;
+    double quantum_ns = 0;
+    po::variables_map vm;  // --config, --set, --verbose, --sysfs
+};
+
+/// Parses and checks the command line into *o; returns -1 to go on, else the exit status
+/// (--help: 0, a bad option: 2, with one line on stderr).
+int parse_options(int argc, char* argv[], serve_options* o) {
     po::options_description od(
         "hcasim serve: simulated HCAs for libibverbs applications (docs/libibverbs.md)");
     od.add_options()("help,h", "this help")("socket", po::value<std::string>()->default_value("hcasim.sock"),
@@ -160,7 +169,7 @@ int serve_main(int argc, char* argv[]) {
                                                      "through at full speed; across longer gaps simulated "
                                                      "time advances no faster than wall-clock time")(
         "verbose,v", "log every client's requests and events to stderr");
-    po::variables_map vm;
+    po::variables_map& vm = o->vm;
     try {
         po::store(po::command_line_parser(argc - 1, argv + 1).options(od).run(), vm);
         po::notify(vm);
@@ -172,12 +181,12 @@ int serve_main(int argc, char* argv[]) {
         std::cout << od << "\n";
         return 0;
     }
-    const double quantum_ns = vm["quantum-ns"].as<double>();
+    const double quantum_ns = o->quantum_ns = vm["quantum-ns"].as<double>();
     if (!(quantum_ns >= 1.0 && quantum_ns <= 1e9)) {
         std::cerr << "hcasim: error: serve: --quantum-ns must be 1 .. 1e9\n";
         return 2;
     }
-    client_limits limits;
+    client_limits& limits = o->limits;
     limits.contexts = vm["max-contexts-per-client"].as<unsigned>();
     const uint64_t mib = vm["max-mapped-mib-per-client"].as<uint64_t>();
     limits.other_users = vm.count("allow-other-users") > 0;
@@ -190,45 +199,21 @@ int serve_main(int argc, char* argv[]) {
         return 2;
     }
     limits.mapped_bytes = mib << 20;
-    const std::string sock_path = vm["socket"].as<std::string>();
-    if (std::string err; !claim_socket_path(sock_path, &err)) {  // before the boot, which takes a while
-        std::cerr << "hcasim: error: serve: " << err << "\n";
-        return 2;
-    }
-    std::unique_ptr<machine> m;
-    std::unique_ptr<server> srv;
-    try {
-        broker& b = broker::instance();
-        if (vm.count("config"))
-            for (const auto& f : vm["config"].as<std::vector<std::string>>()) b.load_ini(f);
-        if (vm.count("set"))
-            for (const auto& s : vm["set"].as<std::vector<std::string>>()) b.set_override(s);
-        m = std::make_unique<machine>();
-        srv = std::make_unique<server>("serve", *m, vm.count("verbose") > 0, limits);
-        b.check_unused();
-    } catch (const config_error& e) {
-        std::cerr << "hcasim: error: serve: " << e.what() << "\n";
-        return 2;
-    }
-    sc_report_handler::set_actions(SC_ID_NO_SC_START_ACTIVITY_, SC_DO_NOTHING);
+    o->socket = vm["socket"].as<std::string>();
+    return -1;
+}
 
-    // SIGINT / SIGTERM end the server through the poll loop.
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    sigprocmask(SIG_BLOCK, &sigs, nullptr);
-    const int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
-    signal(SIGPIPE, SIG_IGN);
-
-    // Simulated time. While events follow each other closely (within the quantum) the simulation
-    // runs as fast as it can, one event time per sc_start (stopping 1 ps after it, so that time
-    // never jumps past a moment a client message could have arrived in). Across a longer gap
-    // (a timer far ahead, or a cancelled one the kernel still keeps) simulated time advances no
-    // faster than wall-clock time: a client that takes a while to post its next request meets the
-    // same timers it would meet on hardware, and the reported simulated time is not inflated by
-    // jumps to notifications nobody waits for.
-    const sc_time quantum(quantum_ns, SC_NS);
+/// The main loop, until SIGINT / SIGTERM (`sfd`): the sockets (clients connecting, their messages
+/// read), then the simulation.
+//
+// Simulated time. While events follow each other closely (within the quantum) the simulation
+// runs as fast as it can, one event time per sc_start (stopping 1 ps after it, so that time
+// never jumps past a moment a client message could have arrived in). Across a longer gap
+// (a timer far ahead, or a cancelled one the kernel still keeps) simulated time advances no
+// faster than wall-clock time: a client that takes a while to post its next request meets the
+// same timers it would meet on hardware, and the reported simulated time is not inflated by
+// jumps to notifications nobody waits for.
+void serve_clients(server* srv, int sfd, int lfd, const sc_time& quantum) {
     const sc_time step_past(1, SC_PS);
     auto run_burst = [&] {
         // At most ~2 ms of wall time, then the sockets get a look.
@@ -240,38 +225,6 @@ int serve_main(int argc, char* argv[]) {
             if ((n & 255) == 255 && std::chrono::steady_clock::now() > until) break;
         }
     };
-    // Boot: every driver up, every port active (at full speed: nobody is waiting yet).
-    auto boot_slice = [&] {
-        sc_time dt = sc_time_to_pending_activity();
-        if (dt < quantum) dt = quantum;
-        sc_start(dt, SC_EXIT_ON_STARVATION);
-    };
-    // Boot: every driver up, every port active.
-    sc_start(SC_ZERO_TIME);
-    while (!srv->all_up() && srv->boot_error().empty() && sc_pending_activity()) boot_slice();
-    if (!srv->all_up()) {
-        const std::string e = srv->boot_error();
-        std::cerr << "hcasim: error: serve: " << (e.empty() ? "the HCAs did not come up" : e) << "\n";
-        return 1;
-    }
-    if (vm.count("sysfs")) {
-        const std::string dir = vm["sysfs"].as<std::string>();
-        if (const std::string e = write_fake_sysfs(dir, srv->devices()); !e.empty()) {
-            std::cerr << "hcasim: error: serve: --sysfs " << dir << ": " << e << "\n";
-            return 2;
-        }
-    }
-    std::string err;
-    ino_t sock_ino = 0;
-    const int lfd = listen_on(sock_path, limits.other_users, &sock_ino, &err);
-    if (lfd < 0) {
-        std::cerr << "hcasim: error: serve: " << err << "\n";
-        return 2;
-    }
-    std::printf("hcasim serve: %zu HCAs (hcasim0..hcasim%zu) ready at %s, simulated time %.0f ns\n",
-                m->size(), m->size() - 1, sock_path.c_str(), sc_time_stamp().to_seconds() * 1e9);
-    std::fflush(stdout);
-
     // Out of descriptors (EMFILE, ENFILE), accept() fails and leaves the listening socket
     // readable: polled again at once it would spin. It is left out of the poll for a while
     // instead; new clients wait in the backlog, connected ones are served meanwhile.
@@ -351,9 +304,10 @@ int serve_main(int argc, char* argv[]) {
             sc_start(sc_time_to_pending_activity() + step_past, SC_EXIT_ON_STARVATION);
         }
     }
-    close(lfd);
-    struct stat sock_st {};  // the socket file, unless someone has put another there meanwhile
-    if (lstat(sock_path.c_str(), &sock_st) == 0 && sock_st.st_ino == sock_ino) unlink(sock_path.c_str());
+}
+
+/// The closing lines: what the simulation did, in total and per node.
+void print_statistics(const machine* m, const server* srv) {
     const stats_registry& st = stats_registry::instance();
     std::printf(
         "hcasim serve: stopped at simulated time %.0f ns: %llu wire packets, %llu requests, %llu doorbells "
@@ -370,6 +324,84 @@ int serve_main(int argc, char* argv[]) {
                     v("port.tx_packets"), v("port.tx_bytes"), v("port.rx_packets"), v("cq_writer.cqes"),
                     v("doorbell_unit.writes"));
     }
+}
+
+}  // namespace
+
+int serve_main(int argc, char* argv[]) {
+    serve_options o;
+    if (const int status = parse_options(argc, argv, &o); status >= 0) return status;
+    const po::variables_map& vm = o.vm;
+    const client_limits& limits = o.limits;
+    const std::string& sock_path = o.socket;
+    if (std::string err; !claim_socket_path(sock_path, &err)) {  // before the boot, which takes a while
+        std::cerr << "hcasim: error: serve: " << err << "\n";
+        return 2;
+    }
+    std::unique_ptr<machine> m;
+    std::unique_ptr<server> srv;
+    try {
+        broker& b = broker::instance();
+        if (vm.count("config"))
+            for (const auto& f : vm["config"].as<std::vector<std::string>>()) b.load_ini(f);
+        if (vm.count("set"))
+            for (const auto& s : vm["set"].as<std::vector<std::string>>()) b.set_override(s);
+        m = std::make_unique<machine>();
+        srv = std::make_unique<server>("serve", *m, vm.count("verbose") > 0, limits);
+        b.check_unused();
+    } catch (const config_error& e) {
+        std::cerr << "hcasim: error: serve: " << e.what() << "\n";
+        return 2;
+    }
+    sc_report_handler::set_actions(SC_ID_NO_SC_START_ACTIVITY_, SC_DO_NOTHING);
+
+    // SIGINT / SIGTERM end the server through the poll loop.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigprocmask(SIG_BLOCK, &sigs, nullptr);
+    const int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+    signal(SIGPIPE, SIG_IGN);
+
+    const sc_time quantum(o.quantum_ns, SC_NS);
+    // Boot: every driver up, every port active (at full speed: nobody is waiting yet).
+    auto boot_slice = [&] {
+        sc_time dt = sc_time_to_pending_activity();
+        if (dt < quantum) dt = quantum;
+        sc_start(dt, SC_EXIT_ON_STARVATION);
+    };
+    // Boot: every driver up, every port active.
+    sc_start(SC_ZERO_TIME);
+    while (!srv->all_up() && srv->boot_error().empty() && sc_pending_activity()) boot_slice();
+    if (!srv->all_up()) {
+        const std::string e = srv->boot_error();
+        std::cerr << "hcasim: error: serve: " << (e.empty() ? "the HCAs did not come up" : e) << "\n";
+        return 1;
+    }
+    if (vm.count("sysfs")) {
+        const std::string dir = vm["sysfs"].as<std::string>();
+        if (const std::string e = write_fake_sysfs(dir, srv->devices()); !e.empty()) {
+            std::cerr << "hcasim: error: serve: --sysfs " << dir << ": " << e << "\n";
+            return 2;
+        }
+    }
+    std::string err;
+    ino_t sock_ino = 0;
+    const int lfd = listen_on(sock_path, limits.other_users, &sock_ino, &err);
+    if (lfd < 0) {
+        std::cerr << "hcasim: error: serve: " << err << "\n";
+        return 2;
+    }
+    std::printf("hcasim serve: %zu HCAs (hcasim0..hcasim%zu) ready at %s, simulated time %.0f ns\n",
+                m->size(), m->size() - 1, sock_path.c_str(), sc_time_stamp().to_seconds() * 1e9);
+    std::fflush(stdout);
+
+    serve_clients(srv.get(), sfd, lfd, quantum);
+    close(lfd);
+    struct stat sock_st {};  // the socket file, unless someone has put another there meanwhile
+    if (lstat(sock_path.c_str(), &sock_st) == 0 && sock_st.st_ino == sock_ino) unlink(sock_path.c_str());
+    print_statistics(m.get(), srv.get());
     return 0;
 }
 
