@@ -33,8 +33,23 @@ using namespace verbs;
 using trace::json;
 using namespace replay;
 
-int replay_main(int argc, const char* const* argv) {
-    namespace po = boost::program_options;
+namespace {
+
+namespace po = boost::program_options;
+
+/// What `hcasim replay` was asked for.
+struct replay_options {
+    std::string path;       // the trace
+    std::string timing;     // asap | recorded
+    double tolerance = -1;  // of completion times (a fraction); < 0: times are not compared
+    bool update = false;
+    std::string record;
+    po::variables_map vm;
+};
+
+/// Parses and checks the command line into *o; returns -1 to go on, else the exit status
+/// (--help: 0, bad options: 2, with one line on stderr).
+int parse_options(int argc, const char* const* argv, replay_options* o) {
     po::options_description desc("Usage: hcasim replay FILE [options]\nOptions", 110);
     // clang-format off
     desc.add_options()
@@ -57,7 +72,7 @@ int replay_main(int argc, const char* const* argv) {
     // clang-format on
     po::positional_options_description pos;
     pos.add("file", 1);
-    po::variables_map vm;
+    po::variables_map& vm = o->vm;
     try {
         po::store(po::command_line_parser(argc - 1, const_cast<char**>(argv + 1))
                       .options(desc)
@@ -77,13 +92,13 @@ int replay_main(int argc, const char* const* argv) {
         std::cerr << "hcasim: error: replay: which trace? (hcasim replay FILE)\n";
         return 2;
     }
-    const std::string path = vm["file"].as<std::string>();
-    const std::string timing = vm["timing"].as<std::string>();
+    o->path = vm["file"].as<std::string>();
+    const std::string& timing = o->timing = vm["timing"].as<std::string>();
     if (timing != "recorded" && timing != "asap") {
         std::cerr << "hcasim: error: replay: --timing: expected recorded|asap, got '" << timing << "'\n";
         return 2;
     }
-    double tolerance = -1;
+    double& tolerance = o->tolerance;
     if (vm.count("time-tolerance")) {
         std::string t = vm["time-tolerance"].as<std::string>();
         const bool pct = !t.empty() && t.back() == '%';
@@ -97,12 +112,56 @@ int replay_main(int argc, const char* const* argv) {
         }
         tolerance /= 100.0;
     }
-    const bool update = vm.count("update") > 0;
-    std::string record = vm.count("record") ? vm["record"].as<std::string>() : "";
+    const bool update = o->update = vm.count("update") > 0;
+    const std::string& record = o->record = vm.count("record") ? vm["record"].as<std::string>() : "";
     if (update && !record.empty()) {
         std::cerr << "hcasim: error: replay: --update writes FILE itself; it takes no --record\n";
         return 2;
     }
+    return -1;
+}
+
+/// The summary line and, when the replay diverged, the first divergence and the count by kind;
+/// returns the exit status.
+int report(const replayer& app, const trace_file& t, const std::string& path, bool update, bool has_outcome) {
+    std::printf("replay: %s: %zu calls, %zu completions, %zu events recorded", path.c_str(), app.calls_run,
+                app.completions, t.events.size());
+    if (update) {
+        std::printf("; outcome written to %s (--update)\n", path.c_str());
+        return 0;
+    }
+    if (app.diffs.empty()) {
+        std::printf(has_outcome ? "; %zu outcomes compared: equal to the recording\n"
+                                : "; no recorded outcome to compare (--update records one)\n",
+                    app.compared);
+        return 0;
+    }
+    std::printf("\n");
+    std::map<std::string, size_t> by_kind;
+    for (const divergence& d : app.diffs) ++by_kind[d.kind];
+    std::cout << "first divergence: " << app.diffs.front().text << "\n";
+    std::cout << "replay: " << app.diffs.size() << " divergence" << (app.diffs.size() == 1 ? "" : "s")
+              << " (";
+    bool first = true;
+    for (auto& kv : by_kind) {
+        std::cout << (first ? "" : ", ") << kv.first << ": " << kv.second;
+        first = false;
+    }
+    std::cout << ")\n";
+    return 1;
+}
+
+}  // namespace
+
+int replay_main(int argc, const char* const* argv) {
+    replay_options o;
+    if (const int status = parse_options(argc, argv, &o); status >= 0) return status;
+    const po::variables_map& vm = o.vm;
+    const std::string& path = o.path;
+    const std::string& timing = o.timing;
+    const double tolerance = o.tolerance;
+    const bool update = o.update;
+    const std::string& record = o.record;
 
     trace_file t;
     std::unique_ptr<machine> m;
@@ -205,31 +264,7 @@ int replay_main(int argc, const char* const* argv) {
     }
     if (!app->finished && app->diffs.empty())
         app->diffs.push_back({"run", path + ": the replay stopped before its last call"});
-    std::printf("replay: %s: %zu calls, %zu completions, %zu events recorded", path.c_str(), app->calls_run,
-                app->completions, t.events.size());
-    if (update) {
-        std::printf("; outcome written to %s (--update)\n", path.c_str());
-        return 0;
-    }
-    if (app->diffs.empty()) {
-        std::printf(has_outcome ? "; %zu outcomes compared: equal to the recording\n"
-                                : "; no recorded outcome to compare (--update records one)\n",
-                    app->compared);
-        return 0;
-    }
-    std::printf("\n");
-    std::map<std::string, size_t> by_kind;
-    for (const divergence& d : app->diffs) ++by_kind[d.kind];
-    std::cout << "first divergence: " << app->diffs.front().text << "\n";
-    std::cout << "replay: " << app->diffs.size() << " divergence" << (app->diffs.size() == 1 ? "" : "s")
-              << " (";
-    bool first = true;
-    for (auto& kv : by_kind) {
-        std::cout << (first ? "" : ", ") << kv.first << ": " << kv.second;
-        first = false;
-    }
-    std::cout << ")\n";
-    return 1;
+    return report(*app, t, path, update, has_outcome);
 }
 
 }  // namespace hcasim
