@@ -1,4 +1,4 @@
-// The protection attack suite (testbench/attack_suite.h) run in-process: every case must be
+// The protection attack suite (testbench/attack/attack_suite.h) run in-process: every case must be
 // rejected exactly as specified with no target byte changed and its controls succeeding, for
 // both kinds of type 2 windows; the table itself (size, unique names) and docs/attack-suite.md.
 #include <gtest/gtest.h>
