@@ -16,10 +16,10 @@
 
 #include "model/core/output_file.h"
 #include "model/core/param.h"
-#include "testbench/attack_suite.h"
+#include "testbench/attack/attack_suite.h"
 #include "testbench/cli.h"
-#include "testbench/replay.h"
-#include "testbench/serve.h"
+#include "testbench/replay/replay.h"
+#include "testbench/serve/serve.h"
 #include "testbench/report.h"
 #include "testbench/workloads.h"
 

@@ -22,7 +22,7 @@
 #include "model/system/fabric.h"
 #include "testbench/cli.h"
 #include "testbench/host_software.h"
-#include "testbench/verbs_trace.h"
+#include "testbench/replay/verbs_trace.h"
 
 namespace hcasim {
 
