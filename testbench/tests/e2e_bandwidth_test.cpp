@@ -9,7 +9,7 @@
 #include "model/core/param.h"
 #include "testbench/tests/bench_harness.h"
 #include "testbench/tests/sim_fork.h"
-#include "testbench/workloads.h"
+#include "testbench/workloads/workloads.h"
 
 extern "C" int sc_main(int, char*[]) { return 0; }
 

@@ -343,7 +343,8 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     }
     if (mr_scale) {
         if (!o.sizes_given) {
-            o.sizes = {64, 4096};  // a small and a page-sized message (main.cpp takes them as given)
+            o.sizes = {64,
+                       4096};  // a small and a page-sized message (run.cpp's make_spec takes them as given)
             o.sizes_given = true;
         }
         for (uint64_t size : o.sizes)

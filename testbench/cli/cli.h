@@ -1,0 +1,86 @@
+// Command line of the hcasim executable: perftest-like workload options plus configuration.
+#pragma once
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "model/core/timeline.h"
+
+namespace hcasim {
+
+/// Everything the command line selects. Configuration values stay text until params resolve them.
+struct run_options {
+    std::vector<std::string> configs;  ///< --config files, in command-line order
+    std::vector<std::string> sets;     ///< --set key=value overrides, in order (applied after configs)
+    std::string workload;              ///< one of workload_names(); empty = demo
+    std::vector<uint64_t> sizes;       ///< message sizes in bytes (--size); empty unless given
+    uint64_t iters = 1000;             ///< iterations per size (--iters)
+    unsigned qps = 1;                  ///< queue pairs (--qps)
+    unsigned mtu = 4096;               ///< path MTU in bytes (--mtu)
+    std::string stats_json;            ///< --stats-json output path; empty = none
+    uint64_t seed = 1;                 ///< run seed (--seed); also link fault injection's (link.seed)
+    bool verify = false;               ///< --verify: check every destination byte and completion
+    std::string atomic = "fetch_add";  ///< --atomic: fetch_add|cmp_swap (atomic_lat, atomic_rate)
+    std::vector<uint64_t> mrs;         ///< --mrs: memory region counts mr_scale sweeps; empty unless given
+    std::string mrs_text;              ///< --mrs as given (apply_config sets workload.mrs to it)
+    bool help = false;                 ///< --help given (usage already printed)
+    bool help_config = false;          ///< --help-config given (print params after elaboration)
+    bool sizes_given = false;          ///< --size was on the command line, or sizes holds the
+                                       ///< workload's own default (mr_scale: 64,4K)
+    bool iters_given = false;          ///< --iters was on the command line
+    bool qps_given = false;            ///< --qps was on the command line (srq_bw's default is 16)
+    std::vector<unsigned> sweep_qps;   ///< --sweep qps=LIST: one run (a child process) per QP count
+    std::string report_dir;            ///< --report DIR: CSV, JSON and PNG plots of the run(s); empty = none
+    bool speed = false;         ///< --speed: print the simulator's speed after the run (not deterministic)
+    uint64_t bench_events = 0;  ///< --bench-events N: only measure the SystemC timed-event rate
+    std::string record;         ///< --record FILE: verbs-level trace of the run; empty = none
+    std::string timeline;       ///< --timeline FILE: Chrome trace-event JSON of the run; empty = none
+    timeline_filter timeline_only;  ///< --timeline-window, --timeline-nodes: what the timeline keeps
+    std::string waves;              ///< --waves FILE: FST of the P_Key checker RTL's pins; empty = none
+    std::string pcap_dir;           ///< --pcap DIR: one wire capture per cable (docs/traces.md); empty = none
+    std::vector<std::string>
+        warnings;  ///< options given that the workload uses only in part (printed, not fatal)
+};
+
+/// Largest --qps (and --sweep qps count): the largest hca.max_qps, 2^24, less the QPs the
+/// firmware keeps and the margin a run's hca.max_qps leaves (cli/sweep.cpp's qp_scale, workloads/).
+constexpr unsigned max_qps_option = (1u << 24) - 16;
+/// Largest --iters: a latency run keeps one sample per iteration (80 MB at this count).
+constexpr uint64_t max_iters = 10000000;
+
+/// Parses argv. Prints usage to `help_out` on --help. Throws config_error (one line) on bad input.
+run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out);
+
+/// Parses a --size argument: `N`, `N,M,...`, `A-B` (powers of two from A to B), K/M/G suffixes
+/// (binary: 4K = 4096), e.g. "2-8M" or "64,4K". Throws config_error.
+std::vector<uint64_t> parse_sizes(const std::string& text);
+
+/// Parses a --mrs argument (memory region counts): the --size syntax, each count >= 1 and at
+/// most max_mr_scale_regions. `what` names the option or key in the error. Throws config_error.
+std::vector<uint64_t> parse_counts(const std::string& text, const char* what = "--mrs");
+/// Largest region count mr_scale takes (per node; each region is at least one 4 KiB page).
+constexpr uint64_t max_mr_scale_regions = uint64_t(1) << 20;
+
+/// Loads every --config into the broker in order, then --mrs (key workload.mrs), --waves (key
+/// hca.pkey_checker.waves), then every --set.
+void apply_config(const run_options& opts);
+
+/// Sets broker key `link.seed` to the run seed (origin "--seed"). Call before apply_config, so
+/// that a `link.seed` from a file or --set (later, so it wins) or a node-specific
+/// `nodeN.link.seed` (exact keys beat generic ones) overrides it.
+void apply_seed(const run_options& opts);
+
+/// The --workload names, in help order.
+const std::vector<std::string>& workload_names();
+
+/// Transport of a two-node workload's QPs (perftest -c RC|UC|UD). A datagram workload sends each
+/// message as one packet, so its sizes are limited to the MTU.
+enum class transport { rc, uc, ud };
+/// The transport `workload` runs on: ud_send_lat, ud_send_bw, mcast_bw and ud_srq_bw UD,
+/// uc_write_bw UC, every other name RC.
+transport transport_of(const std::string& workload);
+/// The workload names joined with '|' (help and error text).
+std::string workload_list();
+
+}  // namespace hcasim

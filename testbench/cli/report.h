@@ -1,0 +1,96 @@
+// Results of a run: perftest-like table on stdout and the --stats-json file.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hcasim {
+
+/// One row: one message size of a latency or bandwidth workload.
+struct size_result {
+    uint64_t size_bytes = 0;     ///< message size
+    uint64_t iters = 0;          ///< iterations measured
+    bool latency = false;        ///< latency row (lat_* valid) or bandwidth row (bw/msg_rate valid)
+    double bw_gbps = 0;          ///< average bandwidth, Gb/s (10^9 bit/s)
+    double msg_rate_mpps = 0;    ///< messages per simulated microsecond (Mpps)
+    double lat_typical_us = 0;   ///< median latency, like perftest's t_typical
+    double lat_min_us = 0;       ///< minimum latency
+    double lat_p99_us = 0;       ///< 99th percentile (nearest rank)
+    double lat_max_us = 0;       ///< maximum latency
+    double lat_avg_us = 0;       ///< mean latency
+    bool verified = false;       ///< --verify ran on this row (JSON "verify" object)
+    bool verify_data = true;     ///< the workload's data could be checked (false: dma_read_bw)
+    uint64_t bytes_checked = 0;  ///< destination bytes (and atomic results) compared with the expected data
+    uint64_t mismatches = 0;     ///< of those, bytes that differed
+    uint64_t bad_completions =
+        0;                   ///< completions with a wrong opcode, byte_len, wr_id, QP or order (DMA: errors)
+    bool datagrams = false;  ///< unreliable messages the receiver counts (ud_send_bw): datagrams_* valid
+    uint64_t datagrams_sent = 0;       ///< messages the client sent (the figures' iterations)
+    uint64_t datagrams_lost = 0;       ///< of those, messages the server never received (no retransmission);
+                                       ///< mcast_bw: summed over the receivers
+    uint64_t datagrams_delivered = 0;  ///< datagrams the receivers took (mcast_bw: all receivers together)
+    unsigned receivers = 0;            ///< mcast_bw: receiving nodes (node1 ..); 0 for other workloads
+    std::vector<uint64_t> lost_per_receiver;  ///< mcast_bw: datagrams node1, node2, ... never received
+    bool srq = false;                         ///< srq_bw, ud_srq_bw: the srq_* fields are valid
+    unsigned srq_qps = 0;                     ///< node1's QPs sharing the SRQ
+    uint64_t srq_wqes_taken = 0;              ///< node1's wqe_fetcher.srq_taken during the size
+    uint64_t srq_rnr_naks = 0;  ///< node1's transport_engine.rnr_naks_sent during the size (RC: SRQ empty)
+    uint64_t srq_empty = 0;     ///< node1's wqe_fetcher.srq_empty during the size (UD: datagrams dropped)
+    /// Bandwidth rows: each unit's busy fraction of the measured interval (its *_busy_ps counters'
+    /// increase / the interval), e.g. {"node0 link tx", 0.99}; JSON "util".
+    std::vector<std::pair<std::string, double>> util;
+    /// write_lat, send_lat: where the latency goes, one way (us, each stage the mean of both
+    /// directions of the traced round trip; the stages sum to about the reported latency);
+    /// JSON "breakdown_us", a line under the table.
+    std::vector<std::pair<std::string, double>> breakdown;
+};
+
+/// Everything a run reports.
+struct run_report {
+    std::string workload;              ///< workload name ("demo" if none)
+    std::vector<size_result> results;  ///< one per size, in run order
+    uint64_t sim_time_ns = 0;          ///< simulated time at the end of the run
+    double wall_s = 0;                 ///< host wall time of the simulation (JSON only, never the table)
+    double traffic_wall_s = 0;         ///< host wall time of this phase's traffic (setup excluded; JSON only)
+    uint64_t wire_packets = 0;         ///< packets that crossed the fabric
+    uint64_t seed = 0;                 ///< run seed
+    unsigned qps = 1;                  ///< queue pairs of the run (--qps)
+    std::string verify_failure;  ///< --verify: the first mismatch or bad completion, in words; empty = none
+    /// Every counter and every parameter at the end of the run (captured before the model is
+    /// torn down). Empty: write_json reads the live registries instead.
+    std::vector<std::pair<std::string, uint64_t>> counters;
+    std::vector<std::pair<std::string, std::string>> config;
+};
+
+/// Prints a perftest-like table. Deterministic: no wall-clock values.
+void print_table(std::ostream& os, const run_report& r);
+
+/// The stats JSON of a run (results, sim summary, every counter, every param). Several phases of
+/// one run (the demo): "workload" is "demo" and each result names its workload.
+nlohmann::ordered_json to_json(const std::vector<run_report>& reports);
+/// Writes to_json to `path`. Throws config_error if the file cannot be written.
+void write_json(const std::string& path, const run_report& r);
+void write_json(const std::string& path, const std::vector<run_report>& reports);
+/// Writes a JSON value to `path` (2-space indent; an output_file: whole or not at all). Throws
+/// config_error "<what>: cannot write '<path>': <reason>" if it cannot be written.
+void write_json_file(const std::string& path, const nlohmann::ordered_json& j,
+                     const char* what = "--stats-json");
+
+/// --report DIR: `runs` is an array of stats JSON objects (to_json), one per run of a sweep.
+/// Writes DIR/results.csv (one row per workload, QP count and size), DIR/results.json ({"runs":
+/// runs}) and, with gnuplot, DIR/plots.gp and the PNG plots that have data: bandwidth.png and
+/// msg_rate.png (bandwidth rows vs size), latency.png (latency rows vs size), qps.png
+/// (bandwidth and message rate vs QPs, when the runs differ in QPs) and utilisation.png (the
+/// units' busy fractions of each bandwidth row). Returns the PNG files written; `warning` is set
+/// (and nothing plotted) when gnuplot is not installed or fails. Throws config_error when DIR
+/// cannot be created or written.
+std::vector<std::string> write_report(const std::string& dir, const nlohmann::ordered_json& runs,
+                                      std::string& warning);
+
+/// Latency row from per-iteration samples (microseconds): typical = median, p99 nearest rank.
+size_result latency_stats(uint64_t size, const std::vector<double>& samples_us);
+
+}  // namespace hcasim

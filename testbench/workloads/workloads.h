@@ -1,0 +1,126 @@
+// perftest-equivalent workloads on the model: write_lat, send_lat, read_lat, atomic_lat,
+// write_bw, send_bw, read_bw, atomic_rate (two nodes, RC, through the verbs API), ud_send_lat,
+// ud_send_bw (UD, ib_send_* -c UD), mcast_bw (UD multicast from node0 to every other node of the
+// fabric, ib_send_bw -c UD -M), uc_write_bw (UC, ib_write_bw -c UC) and dma_read_bw,
+// dma_write_bw (the PCIe link alone); srq_bw, ud_srq_bw (send_bw, ud_send_bw with node1's QPs
+// attached to one shared receive queue); mr_scale, write_bw over N memory regions per node
+// (workload.mrs, --mrs) for the translation caches, which also prints its own table. Semantics
+// follow perftest (calibration.md): *_lat ping-pongs report half the round trip, read_lat/atomic_lat
+// the whole round trip of one READ / atomic (typical = median); *_bw stream with a transmit depth
+// and report bytes / time, atomic_rate the message rate. --verify checks the data and completions.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/core/param.h"
+#include "model/core/timeline.h"
+#include "testbench/cli/report.h"
+
+namespace hcasim {
+
+struct phase_spec {
+    std::string workload;         ///< a name of workload_names() (cli.h)
+    std::vector<uint64_t> sizes;  ///< message sizes, bytes
+    uint64_t iters = 1000;        ///< iterations per size
+};
+
+struct run_spec {
+    std::vector<phase_spec> phases;  ///< run one after the other in one simulation
+    unsigned qps = 1;                ///< QPs used by bandwidth workloads (round robin)
+    unsigned mtu = 4096;             ///< path MTU, bytes
+    uint64_t seed = 1;
+    bool verify = false;               ///< --verify: check every destination byte and completion
+    std::string atomic = "fetch_add";  ///< atomic_lat/atomic_rate operation: fetch_add|cmp_swap
+    std::string record;                ///< --record: write a verbs-level trace of the run here ("": none)
+    std::string timeline;              ///< --timeline: write a Chrome trace-event timeline here ("": none)
+    timeline_filter timeline_only;     ///< --timeline-window, --timeline-nodes: what the timeline keeps
+    std::string pcap_dir;              ///< --pcap: capture every cable into this directory; empty = none
+};
+
+/// A run that could not complete (a completion error, a stall); the message says which.
+struct workload_error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+bool is_pcie_workload(const std::string& name);
+/// srq_bw (RC) and ud_srq_bw (UD): node1's receiving QPs share one shared receive queue.
+bool is_srq_workload(const std::string& name);
+
+/// --verify. Every message (or, in bandwidth workloads, every QP's buffer) carries data derived
+/// from (seed, node, QP, phase and size, message), so a byte from another message, QP, size or
+/// offset differs from the expected one.
+namespace verify {
+
+/// Key of the data one node sends on one QP in one message; `step` numbers the sizes of a run.
+uint64_t data_key(uint64_t seed, unsigned node, unsigned qp, uint64_t step, uint64_t message);
+/// The data keyed `key` at message offsets [0, n).
+void fill(uint64_t key, uint8_t* dst, uint64_t n);
+/// A 64-bit value derived from `key` (atomic operands and initial values).
+uint64_t value(uint64_t key);
+
+/// Where a check looked, for the failure text.
+struct where {
+    const char* workload = "";  ///< the phase's workload
+    uint64_t size = 0;          ///< message size, bytes
+    unsigned node = 0;          ///< node whose memory or completion queue was checked
+    unsigned qp = 0;            ///< QP index on that node (0 .. --qps - 1)
+    uint64_t message = 0;       ///< message (iteration) on that QP
+    const char* what = "";      ///< "receive buffer", "fetched value", "send completion", ...
+};
+
+/// An atomic on a word several QPs share (atomic_rate, workload.atomic_word shared): its QP and
+/// message, the value it fetched, its operand (the addend, or the swap value).
+struct shared_atomic {
+    unsigned qp;
+    uint64_t message, fetched, operand;
+};
+
+/// Counts what was compared and keeps the first failure in words.
+class checker {
+public:
+    /// Compares n bytes of `actual` with the data keyed `key` (the last byte replaced by `last`
+    /// when last >= 0). True if equal.
+    bool bytes(const where& w, const uint8_t* actual, uint64_t n, uint64_t key, int last = -1);
+    /// Compares a 64-bit result (8 bytes checked). True if equal.
+    bool value(const where& w, uint64_t actual, uint64_t expected);
+    /// The atomics of several QPs on one word, started at `init`: their fetched values must be
+    /// those of one serial execution, and the word's final value (`final_value`) the one that
+    /// execution leaves.
+    /// FETCH_AND_ADD: following fetched values from `init` (each adds its operand) reaches every
+    /// atomic once; a lost or doubled update breaks the chain. COMPARE_AND_SWAP (`cas`, each
+    /// expecting `init`): the first to fetch `init` swapped, every other fetches its swap value.
+    /// 8 bytes checked per atomic and for the word; `w` gives the workload and size.
+    void shared_word(const where& w, bool cas, uint64_t init, const std::vector<shared_atomic>& ops,
+                     uint64_t final_value);
+    /// Counts a completion with a wrong field; `why` says which ("opcode 0, expected 128").
+    void bad_completion(const where& w, const std::string& why);
+    /// Counts `n` of `sent` messages that never arrived (UD datagrams; w.message is not used).
+    void lost(const where& w, uint64_t n, uint64_t sent);
+
+    uint64_t bytes_checked = 0;    ///< bytes compared
+    uint64_t mismatches = 0;       ///< bytes that differed
+    uint64_t bad_completions = 0;  ///< completions with a wrong field
+    uint64_t lost_messages = 0;    ///< messages that never arrived
+    std::string first_failure;     ///< empty until something is wrong
+
+private:
+    void failed(const where& w, const std::string& detail);
+    std::vector<uint8_t> expected_;
+    uint64_t expected_key_ = 0, expected_n_ = 0;
+    int expected_last_ = -1;
+};
+
+}  // namespace verify
+
+/// Elaborates the configured machine, runs every phase, and returns one report per phase.
+/// Configuration must already be in the broker. Must be called once per process.
+/// If `help_out` is given, elaborates, fills it with every parameter (for --help-config) and
+/// returns without simulating.
+/// `failure`: when given, a failure after the simulation started is returned there (and the
+/// reports so far) instead of thrown: an exception thrown after SystemC's coroutines ran upsets
+/// AddressSanitizer's stack bookkeeping (a false stack-buffer-overflow report).
+std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_out = nullptr,
+                            std::string* failure = nullptr);
+
+}  // namespace hcasim
