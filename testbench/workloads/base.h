@@ -222,6 +222,23 @@ private:
         int access = 0;
     };
 
+    /// One message size of a latency phase: what lat_phase's steps share.
+    struct lat_size {
+        uint64_t size = 0, step = 0;  ///< message size; its data-key step
+        uint64_t last = 0;            ///< offset of the message's last byte (write_lat's flag)
+        bool inl = false;             ///< sent inline
+        bool cas = false;             ///< atomic_lat: compare-and-swap (else fetch-and-add)
+        uint64_t current = 0;         ///< atomics: the remote value a serial execution holds now
+        std::vector<double> samples;  ///< one per iteration, us
+    };
+    /// One iteration of a latency phase.
+    struct lat_iter {
+        uint64_t it = 0;      ///< iteration number (the WRs' wr_id)
+        uint8_t flag = 0;     ///< write_lat: the value of the flag byte
+        bool traced = false;  ///< the breakdown's iteration
+        uint64_t t0 = 0;      ///< client: the sample's start, ns
+    };
+
     /// One message size of a bandwidth phase: what bw_phase's steps share.
     struct bw_size {
         uint64_t size = 0, step = 0;  ///< message size; its data-key step
@@ -355,6 +372,14 @@ private:
     // ------------------------------------------------------------------ rc.cpp: RC and UC
     void connect_rc(unsigned i, unsigned q, const rd_limits& rd);
     void lat_phase(unsigned i, const phase_spec& ph, uint64_t step0, op_kind op, run_report& rep);
+    void ping(unsigned i, const phase_spec& ph, op_kind op, lat_size& l, lat_iter& x);
+    void take_sample(unsigned i, lat_size& l, const lat_iter& x, double div);
+    void ping_write(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x);
+    void ping_send(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x);
+    void read_round_trip(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x);
+    void atomic_round_trip(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x);
+    void pong_write(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x);
+    void pong_send(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x);
     void wait_byte(unsigned i, uint64_t off, uint8_t v);
     void set_send_byte(unsigned i, uint64_t off, uint8_t v);
     void take_breakdown(size_result& r, op_kind op);

@@ -43,154 +43,202 @@ void perftest::connect_rc(unsigned i, unsigned q, const rd_limits& rd) {
     if (rc) fail("node" + std::to_string(i) + ": ibv_modify_qp to RTS failed (" + std::to_string(rc) + ")");
 }
 
+/// Every latency workload, size by size: ph.iters ping-pongs (write_lat, send_lat, ud_send_lat)
+/// or round trips (read_lat, atomic_lat), one sample each; the middle iteration is traced for
+/// the latency breakdown. The server's CPU takes part in the ping-pongs only.
 void perftest::lat_phase(unsigned i, const phase_spec& ph, uint64_t step0, op_kind op, run_report& rep) {
     const bool client = i == 0;
     const bool v = spec_.verify;
-    const bool cas = spec_.atomic == "cmp_swap";
     for (size_t si = 0; si < ph.sizes.size(); ++si) {
-        const uint64_t size = ph.sizes[si];
-        const uint64_t step = step0 + si;
-        const bool inl = (op == op_kind::write || op == op_kind::send) && size <= inline_limit(true);
-        const uint64_t last = size ? size - 1 : 0;
-        std::vector<double> samples;
-        samples.reserve(ph.iters);
-        uint64_t current = 0;  // atomics: the remote value a serial execution holds now
+        lat_size l;
+        l.size = ph.sizes[si];
+        l.step = step0 + si;
+        l.inl = (op == op_kind::write || op == op_kind::send) && l.size <= inline_limit(true);
+        l.last = l.size ? l.size - 1 : 0;
+        l.cas = spec_.atomic == "cmp_swap";
+        l.samples.reserve(ph.iters);
         if (client) {
             if (op == op_kind::write) {
                 // The flag byte must not already hold the first iteration's value.
-                clear(0, recv_area(0, 0), std::max<uint64_t>(size, 1));
-                clear(1, recv_area(1, 0), std::max<uint64_t>(size, 1));
+                clear(0, recv_area(0, 0), std::max<uint64_t>(l.size, 1));
+                clear(1, recv_area(1, 0), std::max<uint64_t>(l.size, 1));
             } else if (op == op_kind::atomic) {
-                current = verify::value(key(1, 0, step, ~uint64_t(0)));
-                poke64(1, recv_area(1, 0), current);
+                l.current = verify::value(key(1, 0, l.step, ~uint64_t(0)));
+                poke64(1, recv_area(1, 0), l.current);
             }
         }
         bar_.arrive();
         for (uint64_t it = 0; it < ph.iters; ++it) {
-            const uint8_t flag = uint8_t(1 + (it % 254));
-            const bool traced = it == ph.iters / 2;
-            if (client) {
-                if (traced) {  // the latency breakdown: this iteration's path through both HCAs
-                    m_.at(0).adapter.probe.arm();
-                    m_.at(1).adapter.probe.arm();
-                }
-                const uint64_t t0 = bus(i).now_ns();
-                // The breakdown partitions this iteration's sample: from the sample's own
-                // start to its own end (the times the sample is taken from).
-                if (traced) cpu_mark_[0] = ns_time(t0);
-                auto sample = [&](double div) {
-                    const uint64_t t1 = bus(i).now_ns();
-                    samples.push_back(to_us(t1 - t0) / div);
-                    if (traced) cpu_mark_[4] = ns_time(t1);
-                };
-                if (op == op_kind::write) {
-                    if (v) poke_data(0, send_area(0, 0), size, key(0, 0, step, it), flag);
-                    set_send_byte(i, last, flag);
-                    post(i, 0, IBV_WR_RDMA_WRITE, send_area(0, 0), size, info_[1].addr, it, true, inl);
-                    wait_byte(i, last, flag);
-                    sample(2.0);
-                    if (traced) cpu_mark_[3] = cpu_mark_[4];
-                    if (v)
-                        chk_.bytes(at(ph, size, 0, 0, it, "destination buffer"),
-                                   peek(0, recv_area(0, 0), size), size, key(1, 0, step, it), flag);
-                    const ibv_wc wc = poll_one(i, side_[i].scq);
-                    if (v)
-                        check_send_wc(at(ph, size, 0, 0, it, "send completion"), wc, IBV_WC_RDMA_WRITE, it);
-                } else if (op == op_kind::send) {
-                    if (v) poke_data(0, send_area(0, 0), size, key(0, 0, step, it));
-                    post(i, 0, IBV_WR_SEND, send_area(0, 0), size, 0, it, true, inl);
-                    const ibv_wc rwc = poll_one(i, side_[i].rcq);
-                    if (traced) cpu_mark_[3] = sc_time_stamp();
-                    if (v) {
-                        check_recv_wc(at(ph, size, 0, 0, it, "receive completion"), rwc, size);
-                        chk_.bytes(at(ph, size, 0, 0, it, "receive buffer"),
-                                   peek(0, recv_area(0, 0) + payload_off(), size), size, key(1, 0, step, it));
-                    }
-                    ++side_[i].rq_done[0];
-                    post_recv(i, 0);
-                    sample(2.0);
-                    const ibv_wc wc = poll_one(i, side_[i].scq);
-                    if (v) check_send_wc(at(ph, size, 0, 0, it, "send completion"), wc, IBV_WC_SEND, it);
-                } else if (op == op_kind::read) {
-                    if (v) {  // a new remote pattern each iteration, so stale data is caught
-                        poke_data(1, send_area(1, 0), size, key(1, 0, step, it));
-                        clear(0, recv_area(0, 0), size);
-                    }
-                    post(i, 0, IBV_WR_RDMA_READ, recv_area(0, 0), size, info_[1].send_addr, it, true, false);
-                    const ibv_wc wc = poll_one(i, side_[i].scq);
-                    sample(1.0);  // perftest: the whole round trip
-                    if (traced) cpu_mark_[3] = cpu_mark_[4];
-                    if (v) {
-                        check_send_wc(at(ph, size, 0, 0, it, "READ completion"), wc, IBV_WC_RDMA_READ, it);
-                        chk_.bytes(at(ph, size, 0, 0, it, "READ destination"), peek(0, recv_area(0, 0), size),
-                                   size, key(1, 0, step, it));
-                    }
-                } else {
-                    const uint64_t operand = verify::value(key(0, 0, step, it));
-                    const uint64_t before = current;
-                    current = cas ? operand : current + operand;
-                    if (v) clear(0, recv_area(0, 0), 8);
-                    if (cas)
-                        post(i, 0, IBV_WR_ATOMIC_CMP_AND_SWP, recv_area(0, 0), 8, info_[1].addr, it, true,
-                             false, before, operand);
-                    else
-                        post(i, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, recv_area(0, 0), 8, info_[1].addr, it, true,
-                             false, operand);
-                    const ibv_wc wc = poll_one(i, side_[i].scq);
-                    sample(1.0);  // perftest: the whole round trip
-                    if (traced) cpu_mark_[3] = cpu_mark_[4];
-                    if (v) {
-                        check_send_wc(at(ph, size, 0, 0, it, "atomic completion"), wc,
-                                      cas ? IBV_WC_COMP_SWAP : IBV_WC_FETCH_ADD, it);
-                        chk_.value(at(ph, size, 0, 0, it, "fetched value"), peek64(0, recv_area(0, 0)),
-                                   before);
-                    }
-                }
-            } else if (op == op_kind::write) {
-                wait_byte(i, last, flag);
-                if (traced) cpu_mark_[1] = sc_time_stamp();
-                if (v) {
-                    chk_.bytes(at(ph, size, 1, 0, it, "destination buffer"), peek(1, recv_area(1, 0), size),
-                               size, key(0, 0, step, it), flag);
-                    poke_data(1, send_area(1, 0), size, key(1, 0, step, it), flag);
-                }
-                set_send_byte(i, last, flag);
-                if (traced) cpu_mark_[2] = sc_time_stamp();
-                post(i, 0, IBV_WR_RDMA_WRITE, send_area(1, 0), size, info_[0].addr, it, true, inl);
-                const ibv_wc wc = poll_one(i, side_[i].scq);
-                if (v) check_send_wc(at(ph, size, 1, 0, it, "send completion"), wc, IBV_WC_RDMA_WRITE, it);
-            } else if (op == op_kind::send) {
-                const ibv_wc rwc = poll_one(i, side_[i].rcq);
-                if (traced) cpu_mark_[1] = sc_time_stamp();
-                if (v) {
-                    check_recv_wc(at(ph, size, 1, 0, it, "receive completion"), rwc, size);
-                    chk_.bytes(at(ph, size, 1, 0, it, "receive buffer"),
-                               peek(1, recv_area(1, 0) + payload_off(), size), size, key(0, 0, step, it));
-                    poke_data(1, send_area(1, 0), size, key(1, 0, step, it));
-                }
-                ++side_[i].rq_done[0];
-                if (traced) cpu_mark_[2] = sc_time_stamp();
-                post(i, 0, IBV_WR_SEND, send_area(1, 0), size, 0, it, true,
-                     inl);  // answer first, like perftest
-                post_recv(i, 0);
-                const ibv_wc wc = poll_one(i, side_[i].scq);
-                if (v) check_send_wc(at(ph, size, 1, 0, it, "send completion"), wc, IBV_WC_SEND, it);
-            }
+            lat_iter x;
+            x.it = it;
+            x.flag = uint8_t(1 + (it % 254));
+            x.traced = it == ph.iters / 2;
+            if (client)
+                ping(i, ph, op, l, x);
+            else if (op == op_kind::write)
+                pong_write(i, ph, l, x);
+            else if (op == op_kind::send)
+                pong_send(i, ph, l, x);
             // READ and atomics: the server's CPU takes no part.
         }
         bar_.arrive();
         if (client) {
-            size_result r = latency_stats(size, samples);
+            size_result r = latency_stats(l.size, l.samples);
             r.iters = ph.iters;
             take_breakdown(r, op);
             if (v && op == op_kind::atomic)
-                chk_.value(at(ph, size, 1, 0, ph.iters, "remote value after the last atomic"),
-                           peek64(1, recv_area(1, 0)), current);
+                chk_.value(at(ph, l.size, 1, 0, ph.iters, "remote value after the last atomic"),
+                           peek64(1, recv_area(1, 0)), l.current);
             if (v) take_counts(r);
             rep.results.push_back(r);
         }
         bar_.arrive();
     }
+}
+
+/// The client's iteration x: starts the sample (and, traced, the breakdown's probes) and runs
+/// the workload's exchange.
+void perftest::ping(unsigned i, const phase_spec& ph, op_kind op, lat_size& l, lat_iter& x) {
+    if (x.traced) {  // the latency breakdown: this iteration's path through both HCAs
+        m_.at(0).adapter.probe.arm();
+        m_.at(1).adapter.probe.arm();
+    }
+    x.t0 = bus(i).now_ns();
+    // The breakdown partitions this iteration's sample: from the sample's own
+    // start to its own end (the times the sample is taken from).
+    if (x.traced) cpu_mark_[0] = ns_time(x.t0);
+    if (op == op_kind::write)
+        ping_write(i, ph, l, x);
+    else if (op == op_kind::send)
+        ping_send(i, ph, l, x);
+    else if (op == op_kind::read)
+        read_round_trip(i, ph, l, x);
+    else
+        atomic_round_trip(i, ph, l, x);
+}
+
+/// The sample of iteration x, ended now: its time divided by `div` (2: half the round trip).
+void perftest::take_sample(unsigned i, lat_size& l, const lat_iter& x, double div) {
+    const uint64_t t1 = bus(i).now_ns();
+    l.samples.push_back(to_us(t1 - x.t0) / div);
+    if (x.traced) cpu_mark_[4] = ns_time(t1);
+}
+
+/// write_lat, client: WRITE the message with the flag in its last byte, wait for the server's.
+void perftest::ping_write(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x) {
+    const bool v = spec_.verify;
+    const uint64_t size = l.size, step = l.step, it = x.it;
+    if (v) poke_data(0, send_area(0, 0), size, key(0, 0, step, it), x.flag);
+    set_send_byte(i, l.last, x.flag);
+    post(i, 0, IBV_WR_RDMA_WRITE, send_area(0, 0), size, info_[1].addr, it, true, l.inl);
+    wait_byte(i, l.last, x.flag);
+    take_sample(i, l, x, 2.0);
+    if (x.traced) cpu_mark_[3] = cpu_mark_[4];
+    if (v)
+        chk_.bytes(at(ph, size, 0, 0, it, "destination buffer"), peek(0, recv_area(0, 0), size), size,
+                   key(1, 0, step, it), x.flag);
+    const ibv_wc wc = poll_one(i, side_[i].scq);
+    if (v) check_send_wc(at(ph, size, 0, 0, it, "send completion"), wc, IBV_WC_RDMA_WRITE, it);
+}
+
+/// send_lat, ud_send_lat, client: SEND, then take the server's answer.
+void perftest::ping_send(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x) {
+    const bool v = spec_.verify;
+    const uint64_t size = l.size, step = l.step, it = x.it;
+    if (v) poke_data(0, send_area(0, 0), size, key(0, 0, step, it));
+    post(i, 0, IBV_WR_SEND, send_area(0, 0), size, 0, it, true, l.inl);
+    const ibv_wc rwc = poll_one(i, side_[i].rcq);
+    if (x.traced) cpu_mark_[3] = sc_time_stamp();
+    if (v) {
+        check_recv_wc(at(ph, size, 0, 0, it, "receive completion"), rwc, size);
+        chk_.bytes(at(ph, size, 0, 0, it, "receive buffer"), peek(0, recv_area(0, 0) + payload_off(), size),
+                   size, key(1, 0, step, it));
+    }
+    ++side_[i].rq_done[0];
+    post_recv(i, 0);
+    take_sample(i, l, x, 2.0);
+    const ibv_wc wc = poll_one(i, side_[i].scq);
+    if (v) check_send_wc(at(ph, size, 0, 0, it, "send completion"), wc, IBV_WC_SEND, it);
+}
+
+/// read_lat: one READ of the server's send area.
+void perftest::read_round_trip(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x) {
+    const bool v = spec_.verify;
+    const uint64_t size = l.size, step = l.step, it = x.it;
+    if (v) {  // a new remote pattern each iteration, so stale data is caught
+        poke_data(1, send_area(1, 0), size, key(1, 0, step, it));
+        clear(0, recv_area(0, 0), size);
+    }
+    post(i, 0, IBV_WR_RDMA_READ, recv_area(0, 0), size, info_[1].send_addr, it, true, false);
+    const ibv_wc wc = poll_one(i, side_[i].scq);
+    take_sample(i, l, x, 1.0);  // perftest: the whole round trip
+    if (x.traced) cpu_mark_[3] = cpu_mark_[4];
+    if (v) {
+        check_send_wc(at(ph, size, 0, 0, it, "READ completion"), wc, IBV_WC_RDMA_READ, it);
+        chk_.bytes(at(ph, size, 0, 0, it, "READ destination"), peek(0, recv_area(0, 0), size), size,
+                   key(1, 0, step, it));
+    }
+}
+
+/// atomic_lat: one atomic on the server's word (l.current: its value in a serial execution).
+void perftest::atomic_round_trip(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x) {
+    const bool v = spec_.verify, cas = l.cas;
+    const uint64_t size = l.size, step = l.step, it = x.it;
+    const uint64_t operand = verify::value(key(0, 0, step, it));
+    const uint64_t before = l.current;
+    l.current = cas ? operand : l.current + operand;
+    if (v) clear(0, recv_area(0, 0), 8);
+    if (cas)
+        post(i, 0, IBV_WR_ATOMIC_CMP_AND_SWP, recv_area(0, 0), 8, info_[1].addr, it, true, false, before,
+             operand);
+    else
+        post(i, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, recv_area(0, 0), 8, info_[1].addr, it, true, false, operand);
+    const ibv_wc wc = poll_one(i, side_[i].scq);
+    take_sample(i, l, x, 1.0);  // perftest: the whole round trip
+    if (x.traced) cpu_mark_[3] = cpu_mark_[4];
+    if (v) {
+        check_send_wc(at(ph, size, 0, 0, it, "atomic completion"), wc,
+                      cas ? IBV_WC_COMP_SWAP : IBV_WC_FETCH_ADD, it);
+        chk_.value(at(ph, size, 0, 0, it, "fetched value"), peek64(0, recv_area(0, 0)), before);
+    }
+}
+
+/// write_lat, server: wait for the client's flag, WRITE the answer back.
+void perftest::pong_write(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x) {
+    const bool v = spec_.verify;
+    const uint64_t size = l.size, step = l.step, it = x.it;
+    wait_byte(i, l.last, x.flag);
+    if (x.traced) cpu_mark_[1] = sc_time_stamp();
+    if (v) {
+        chk_.bytes(at(ph, size, 1, 0, it, "destination buffer"), peek(1, recv_area(1, 0), size), size,
+                   key(0, 0, step, it), x.flag);
+        poke_data(1, send_area(1, 0), size, key(1, 0, step, it), x.flag);
+    }
+    set_send_byte(i, l.last, x.flag);
+    if (x.traced) cpu_mark_[2] = sc_time_stamp();
+    post(i, 0, IBV_WR_RDMA_WRITE, send_area(1, 0), size, info_[0].addr, it, true, l.inl);
+    const ibv_wc wc = poll_one(i, side_[i].scq);
+    if (v) check_send_wc(at(ph, size, 1, 0, it, "send completion"), wc, IBV_WC_RDMA_WRITE, it);
+}
+
+/// send_lat, ud_send_lat, server: take the client's SEND, answer it.
+void perftest::pong_send(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x) {
+    const bool v = spec_.verify;
+    const uint64_t size = l.size, step = l.step, it = x.it;
+    const ibv_wc rwc = poll_one(i, side_[i].rcq);
+    if (x.traced) cpu_mark_[1] = sc_time_stamp();
+    if (v) {
+        check_recv_wc(at(ph, size, 1, 0, it, "receive completion"), rwc, size);
+        chk_.bytes(at(ph, size, 1, 0, it, "receive buffer"), peek(1, recv_area(1, 0) + payload_off(), size),
+                   size, key(0, 0, step, it));
+        poke_data(1, send_area(1, 0), size, key(1, 0, step, it));
+    }
+    ++side_[i].rq_done[0];
+    if (x.traced) cpu_mark_[2] = sc_time_stamp();
+    post(i, 0, IBV_WR_SEND, send_area(1, 0), size, 0, it, true, l.inl);  // answer first, like perftest
+    post_recv(i, 0);
+    const ibv_wc wc = poll_one(i, side_[i].scq);
+    if (v) check_send_wc(at(ph, size, 1, 0, it, "send completion"), wc, IBV_WC_SEND, it);
 }
 
 /// Waits until the byte at our receive area offset `off` equals `v` (perftest's
