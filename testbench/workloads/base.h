@@ -376,6 +376,7 @@ private:
     void take_sample(unsigned i, lat_size& l, const lat_iter& x, double div);
     void ping_write(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x);
     void ping_send(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x);
+    void take_lat_send(unsigned i, const phase_spec& ph, const lat_size& l, const lat_iter& x, int mark);
     void read_round_trip(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x);
     void atomic_round_trip(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x);
     void pong_write(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x);

@@ -147,18 +147,24 @@ void perftest::ping_send(unsigned i, const phase_spec& ph, lat_size& l, const la
     const uint64_t size = l.size, step = l.step, it = x.it;
     if (v) poke_data(0, send_area(0, 0), size, key(0, 0, step, it));
     post(i, 0, IBV_WR_SEND, send_area(0, 0), size, 0, it, true, l.inl);
-    const ibv_wc rwc = poll_one(i, side_[i].rcq);
-    if (x.traced) cpu_mark_[3] = sc_time_stamp();
-    if (v) {
-        check_recv_wc(at(ph, size, 0, 0, it, "receive completion"), rwc, size);
-        chk_.bytes(at(ph, size, 0, 0, it, "receive buffer"), peek(0, recv_area(0, 0) + payload_off(), size),
-                   size, key(1, 0, step, it));
-    }
+    take_lat_send(i, ph, l, x, 3);
     ++side_[i].rq_done[0];
     post_recv(i, 0);
     take_sample(i, l, x, 2.0);
     const ibv_wc wc = poll_one(i, side_[i].scq);
     if (v) check_send_wc(at(ph, size, 0, 0, it, "send completion"), wc, IBV_WC_SEND, it);
+}
+
+/// send_lat, ud_send_lat: node i takes the peer's message (its receive completion; --verify: the
+/// completion's fields and the data); when traced, sets the breakdown's CPU mark `mark`.
+void perftest::take_lat_send(unsigned i, const phase_spec& ph, const lat_size& l, const lat_iter& x,
+                             int mark) {
+    const ibv_wc rwc = poll_one(i, side_[i].rcq);
+    if (x.traced) cpu_mark_[mark] = sc_time_stamp();
+    if (!spec_.verify) return;
+    check_recv_wc(at(ph, l.size, i, 0, x.it, "receive completion"), rwc, l.size);
+    chk_.bytes(at(ph, l.size, i, 0, x.it, "receive buffer"), peek(i, recv_area(i, 0) + payload_off(), l.size),
+               l.size, key(peer_of(i), 0, l.step, x.it));
 }
 
 /// read_lat: one READ of the server's send area.
@@ -225,14 +231,8 @@ void perftest::pong_write(unsigned i, const phase_spec& ph, lat_size& l, const l
 void perftest::pong_send(unsigned i, const phase_spec& ph, lat_size& l, const lat_iter& x) {
     const bool v = spec_.verify;
     const uint64_t size = l.size, step = l.step, it = x.it;
-    const ibv_wc rwc = poll_one(i, side_[i].rcq);
-    if (x.traced) cpu_mark_[1] = sc_time_stamp();
-    if (v) {
-        check_recv_wc(at(ph, size, 1, 0, it, "receive completion"), rwc, size);
-        chk_.bytes(at(ph, size, 1, 0, it, "receive buffer"), peek(1, recv_area(1, 0) + payload_off(), size),
-                   size, key(0, 0, step, it));
-        poke_data(1, send_area(1, 0), size, key(1, 0, step, it));
-    }
+    take_lat_send(i, ph, l, x, 1);
+    if (v) poke_data(1, send_area(1, 0), size, key(1, 0, step, it));
     ++side_[i].rq_done[0];
     if (x.traced) cpu_mark_[2] = sc_time_stamp();
     post(i, 0, IBV_WR_SEND, send_area(1, 0), size, 0, it, true, l.inl);  // answer first, like perftest

@@ -129,14 +129,10 @@ void perftest::register_regions(unsigned i, uint64_t bytes) {
 /// One WRITE from node0's region `src` to node1's region `dst`.
 void perftest::post_region_write(unsigned q, uint64_t src, uint64_t dst, uint64_t size, uint64_t wr_id,
                                  bool signaled, bool inl) {
-    ibv_sge sge{region_va(0, src), uint32_t(size), regions_[0].mrs[src]->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) | (inl ? IBV_SEND_INLINE : 0);
-    wr.wr.rdma.remote_addr = region_va(1, dst);
+    ibv_sge sge{};
+    ibv_send_wr wr = make_wr(0, q, IBV_WR_RDMA_WRITE, region_va(0, src), size, region_va(1, dst), wr_id,
+                             signaled, inl, 0, 0, sge);
+    sge.lkey = regions_[0].mrs[src]->lkey;  // the regions' keys, not the QP buffers' MR's
     wr.wr.rdma.rkey = regions_[1].mrs[dst]->rkey;
     ibv_send_wr* bad = nullptr;
     if (const int rc = ibv_post_send(side_[0].qps[q], &wr, &bad))
