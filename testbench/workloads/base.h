@@ -400,6 +400,8 @@ private:
     void post_marker(unsigned q, uint64_t wr_id);
     void send_markers(const phase_spec& ph, uint64_t size);
     void unacked_receive(unsigned i, const phase_spec& ph, uint64_t size, uint64_t step);
+    bool take_unacked(unsigned i, const phase_spec& ph, uint64_t size, uint64_t step, const ibv_wc& wc,
+                      std::vector<uint8_t>& marked);
     void take_datagram_counts(const phase_spec& ph, uint64_t size, size_result& r);
 
     // ------------------------------------------------------------------ srq.cpp: shared receive queue

@@ -164,7 +164,7 @@ void perftest::unacked_receive(unsigned i, const phase_spec& ph, uint64_t size, 
     const std::string node = "node" + std::to_string(i);
     std::vector<uint64_t>& received = received_[i];
     std::vector<uint8_t> marked;  // the QP's marker is in (per size, not per message)
-    const bool v = spec_.verify, ud = tr_ == transport::ud;
+    const bool ud = tr_ == transport::ud;
     const uint64_t drain = std::max<uint64_t>(1, uint64_t(wp_.drain_us.get() * 1000.0));
     received.assign(nq_, 0);
     marked.assign(nq_, 0);
@@ -195,52 +195,66 @@ void perftest::unacked_receive(unsigned i, const phase_spec& ph, uint64_t size, 
         }
         idle_since = bus(i).now_ns();
         if (wc.status != IBV_WC_SUCCESS) fail(completion_error(node, wc, std::to_string(wc.wr_id)));
-        unsigned q = qp_index(i, wc.qp_num);
-        if (q == nq_) {
-            if (!v) fail(node + ": receive completion for unknown QP " + std::to_string(wc.qp_num));
-            chk_.bad_completion(at(ph, size, i, 0, 0, "receive completion"),
-                                "QP number " + std::to_string(wc.qp_num) + " is not one of ours");
-            continue;
-        }
-        const bool marker = (wc.wc_flags & IBV_WC_WITH_IMM) && wc.imm_data == marker_imm;
-        // ud_srq_bw: the SRQ slot the completion names (checked like check_recv_wc's fields).
-        const unsigned slot = srq_ ? srq_completion(i, ph, size, q, wc, marker) : 0;
-        if (marker) {
-            if (v && !srq_) {
-                const verify::where w = at(ph, size, i, q, received[q], "marker receive completion");
-                check_send_wc(w, wc, ud ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM, s.rq_done[q]);
-                if (wc.byte_len != payload_off())
-                    chk_.bad_completion(w, "byte_len " + std::to_string(wc.byte_len) + ", expected " +
-                                               std::to_string(payload_off()));
-            }
-            if (!marked[q]) {
-                marked[q] = 1;
-                ++markers;
-            }
-        } else if (ud && !marked[q]) {
-            if (srq_) {
-                if (slot < s.srq_slots) srq_payload(i, ph, size, step, q, slot, received[q] + 1);
-            } else if (v) {
-                check_recv_wc(at(ph, size, i, q, received[q], "receive completion"), wc, size);
-                chk_.bytes(at(ph, size, i, q, received[q], "receive buffer"),
-                           peek(i, recv_area(i, q) + grh_bytes, size), size, key(0, q, step, 0));
-            }
-            ++received[q];
-        } else {
-            if (!v)
-                fail(node + ": unexpected receive completion, opcode " + std::to_string(wc.opcode) +
-                     ", wr_id " + std::to_string(wc.wr_id));
-            chk_.bad_completion(at(ph, size, i, q, received[q], "receive completion"),
-                                "opcode " + std::to_string(wc.opcode) +
-                                    " after the end-of-stream marker or "
-                                    "without one");
-        }
-        ++s.rq_done[q];
-        if (!srq_)
-            post_recv(i, q);
-        else if (slot < s.srq_slots)
-            post_srq(i, {slot});
+        if (take_unacked(i, ph, size, step, wc, marked)) ++markers;
     }
+}
+
+/// One receive completion of unacked_receive on node i: a message (counted in received_[i],
+/// checked with --verify) or a QP's marker (in `marked`; true if it is the QP's first). Reposts
+/// the receive.
+bool perftest::take_unacked(unsigned i, const phase_spec& ph, uint64_t size, uint64_t step, const ibv_wc& wc,
+                            std::vector<uint8_t>& marked) {
+    side& s = side_[i];
+    const std::string node = "node" + std::to_string(i);
+    std::vector<uint64_t>& received = received_[i];
+    const bool v = spec_.verify, ud = tr_ == transport::ud;
+    bool new_marker = false;
+    unsigned q = qp_index(i, wc.qp_num);
+    if (q == nq_) {
+        if (!v) fail(node + ": receive completion for unknown QP " + std::to_string(wc.qp_num));
+        chk_.bad_completion(at(ph, size, i, 0, 0, "receive completion"),
+                            "QP number " + std::to_string(wc.qp_num) + " is not one of ours");
+        return false;
+    }
+    const bool marker = (wc.wc_flags & IBV_WC_WITH_IMM) && wc.imm_data == marker_imm;
+    // ud_srq_bw: the SRQ slot the completion names (checked like check_recv_wc's fields).
+    const unsigned slot = srq_ ? srq_completion(i, ph, size, q, wc, marker) : 0;
+    if (marker) {
+        if (v && !srq_) {
+            const verify::where w = at(ph, size, i, q, received[q], "marker receive completion");
+            check_send_wc(w, wc, ud ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM, s.rq_done[q]);
+            if (wc.byte_len != payload_off())
+                chk_.bad_completion(w, "byte_len " + std::to_string(wc.byte_len) + ", expected " +
+                                           std::to_string(payload_off()));
+        }
+        if (!marked[q]) {
+            marked[q] = 1;
+            new_marker = true;
+        }
+    } else if (ud && !marked[q]) {
+        if (srq_) {
+            if (slot < s.srq_slots) srq_payload(i, ph, size, step, q, slot, received[q] + 1);
+        } else if (v) {
+            check_recv_wc(at(ph, size, i, q, received[q], "receive completion"), wc, size);
+            chk_.bytes(at(ph, size, i, q, received[q], "receive buffer"),
+                       peek(i, recv_area(i, q) + grh_bytes, size), size, key(0, q, step, 0));
+        }
+        ++received[q];
+    } else {
+        if (!v)
+            fail(node + ": unexpected receive completion, opcode " + std::to_string(wc.opcode) + ", wr_id " +
+                 std::to_string(wc.wr_id));
+        chk_.bad_completion(at(ph, size, i, q, received[q], "receive completion"),
+                            "opcode " + std::to_string(wc.opcode) +
+                                " after the end-of-stream marker or "
+                                "without one");
+    }
+    ++s.rq_done[q];
+    if (!srq_)
+        post_recv(i, q);
+    else if (slot < s.srq_slots)
+        post_srq(i, {slot});
+    return new_marker;
 }
 
 /// mcast_bw: attaches node i's QP q to its group (each QP has a group of its own).
