@@ -87,20 +87,39 @@ std::vector<uint64_t> parse_list(const std::string& text, const char* what, cons
 
 }  // namespace
 
+namespace {
+
+/// The --workload names, in help order, and their transports (datagram workloads send each
+/// message as one packet).
+struct workload_entry {
+    const char* name;
+    transport tr;
+};
+const workload_entry workload_table[] = {
+    {"write_lat", transport::rc},    {"send_lat", transport::rc},    {"read_lat", transport::rc},
+    {"atomic_lat", transport::rc},   {"write_bw", transport::rc},    {"send_bw", transport::rc},
+    {"read_bw", transport::rc},      {"atomic_rate", transport::rc}, {"ud_send_lat", transport::ud},
+    {"ud_send_bw", transport::ud},   {"uc_write_bw", transport::uc}, {"mcast_bw", transport::ud},
+    {"srq_bw", transport::rc},       {"ud_srq_bw", transport::ud},   {"mr_scale", transport::rc},
+    {"qp_scale", transport::rc},     {"dma_read_bw", transport::rc}, {"dma_write_bw", transport::rc},
+    {"attack_suite", transport::rc},
+};
+
+}  // namespace
+
 const std::vector<std::string>& workload_names() {
-    static const std::vector<std::string> names = {
-        "write_lat",   "send_lat",    "read_lat",    "atomic_lat",   "write_bw",    "send_bw", "read_bw",
-        "atomic_rate", "ud_send_lat", "ud_send_bw",  "uc_write_bw",  "mcast_bw",    "srq_bw",  "ud_srq_bw",
-        "mr_scale",    "qp_scale",    "dma_read_bw", "dma_write_bw", "attack_suite"};
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> v;
+        for (const workload_entry& e : workload_table) v.push_back(e.name);
+        return v;
+    }();
     return names;
 }
 
 transport transport_of(const std::string& workload) {
-    if (workload == "ud_send_lat" || workload == "ud_send_bw" || workload == "mcast_bw" ||
-        workload == "ud_srq_bw")
-        return transport::ud;
-    if (workload == "uc_write_bw") return transport::uc;
-    return transport::rc;
+    for (const workload_entry& e : workload_table)
+        if (workload == e.name) return e.tr;
+    return transport::rc;  // the demo
 }
 
 std::string workload_list() {
