@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "testbench/workloads.h"
+#include "testbench/workloads/workloads.h"
 
 namespace hcasim::replay {
 

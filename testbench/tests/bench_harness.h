@@ -205,7 +205,7 @@ public:
         return true;
     }
 
-    /// Reset/INIT/RTR/RTS sequence of workloads.cpp for node i's QP towards the other node.
+    /// Reset/INIT/RTR/RTS sequence of the workloads (connect_rc) for node i's QP towards the other node.
     int to_rts(unsigned i) { return connect(i, IBV_QPS_RTS); }
 
     /// Takes node i's QP (in Reset) to Init with `pkey_index`, then up to `upto` (Init, RTR or

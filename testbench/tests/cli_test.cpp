@@ -8,8 +8,8 @@
 
 #include "model/core/param.h"
 #include "model/core/stats.h"
-#include "testbench/cli.h"
-#include "testbench/report.h"
+#include "testbench/cli/cli.h"
+#include "testbench/cli/report.h"
 #include "testbench/tests/fixtures.h"
 
 using namespace hcasim;

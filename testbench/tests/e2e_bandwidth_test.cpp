@@ -1,4 +1,4 @@
-// Calibration checks through the perftest-like workloads (testbench/workloads.h): RC WRITE
+// Calibration checks through the perftest-like workloads (testbench/workloads/workloads.h): RC WRITE
 // bandwidth reaches the link's payload rate data_rate * MTU / (MTU + 26) when PCIe is not the
 // bottleneck (calibration.md), and write_lat is plausible and exactly reproducible.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include "model/core/param.h"
 #include "testbench/tests/bench_harness.h"
 #include "testbench/tests/sim_fork.h"
-#include "testbench/workloads.h"
+#include "testbench/workloads/workloads.h"
 
 extern "C" int sc_main(int, char*[]) { return 0; }
 

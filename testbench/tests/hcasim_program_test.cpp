@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "testbench/workloads.h"
+#include "testbench/workloads/workloads.h"
 
 namespace {
 
