@@ -81,7 +81,7 @@
 // ibv_query_gid / ibv_query_gid_ex / ibv_query_gid_table: no provider op.
 //   libibverbs tries an ioctl first, then reads sysfs:
 //   ports/<p>/gids/<i>, ports/<p>/gid_attrs/types/<i>,
-//   ports/<p>/gid_attrs/ndevs/<i> (see fake_sysfs.h for formats).
+//   ports/<p>/gid_attrs/ndevs/<i> (see testbench/serve/fake_sysfs.h for formats).
 // ibv_query_pkey: sysfs only: ports/<p>/pkeys/<i>, sscanf("%hx"), stored
 //   big-endian.
 // ibv_alloc_pd: op alloc_pd(ctx); wrapper then sets pd->context.

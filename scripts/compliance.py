@@ -11,6 +11,8 @@ Inputs (all in the repository):
                                become underscores (C10-97.2.1 -> C10_97_2_1)
 
 Rules:
+  - test names are snake_case words, after the statement IDs they assert if any
+    (C10_22_post_send_in_reset_is_immediate_error); suite names are CamelCase;
   - a test naming a statement makes it at least "tested";
   - a statement marked "tested" must have at least one test naming it;
   - obsolete statements are shown as "not applicable (obsolete)".
@@ -18,8 +20,8 @@ Rules:
 Usage:
   scripts/compliance.py            write docs/compliance.md
   scripts/compliance.py --check    exit 1 if docs/compliance.md is stale, the status file is
-                                   inconsistent with the statement list, or a "tested"
-                                   statement has no test
+                                   inconsistent with the statement list, a "tested"
+                                   statement has no test, or a test is named in another style
 Python 3 standard library only.
 """
 import argparse
@@ -39,6 +41,9 @@ STATUSES = ("tested", "not-applicable", "not-supported", "planned")
 # TEST(Suite, Name), TEST_F, TEST_P, SIM_TEST and any other *TEST* macro with (suite, name).
 TEST_RE = re.compile(r"\b([A-Z_]*TEST[A-Z_]*)\s*\(\s*(\w+)\s*,\s*(\w+)\s*\)")
 ID_RE = re.compile(r"(?<![A-Za-z0-9])([CcOo]10(?:_\d+)+)")
+# The one style of test names: statement IDs first if any, then snake_case words.
+NAME_RE = re.compile(r"(?:[CcOo]10(?:_\d+)+_)*[a-z0-9]+(?:_[a-z0-9]+)*")
+SUITE_RE = re.compile(r"[A-Z][A-Za-z0-9]*")
 
 
 def norm(statement_id):
@@ -79,8 +84,9 @@ def load_status(errors):
     return status
 
 
-def find_tests(by_norm, warnings):
-    """Maps statement id -> sorted list of 'Suite.Name' tests naming it."""
+def find_tests(by_norm, errors, warnings):
+    """Maps statement id -> sorted list of 'Suite.Name' tests naming it; a name in another style
+    than NAME_RE / SUITE_RE is an error."""
     tests = {}
     for path in sorted(glob.glob(TEST_GLOB)):
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -89,6 +95,9 @@ def find_tests(by_norm, warnings):
             macro, suite, name = m.groups()
             if macro.startswith("#") or suite == "suite" or name.startswith("DISABLED_"):
                 continue  # a disabled test asserts nothing
+            if not NAME_RE.fullmatch(name) or not SUITE_RE.fullmatch(suite):
+                errors.append(f"{os.path.relpath(path, ROOT)}: {suite}.{name}: not in the style of test names, Suite.snake_case_words "
+                              "(statement IDs first, as in E2eRc.C10_22_...)")
             for token in ID_RE.findall(suite + " " + name):
                 parts = token.lower().split("_")
                 sid = None
@@ -118,7 +127,7 @@ def build(errors, warnings):
     statements = load_statements()
     by_norm = {norm(s["id"]): s["id"] for s in statements}
     status = load_status(errors)
-    tests = find_tests(by_norm, warnings)
+    tests = find_tests(by_norm, errors, warnings)
     ids = [s["id"] for s in statements]
     for sid in ids:
         if sid not in status:

@@ -1,6 +1,7 @@
 // Parameters and the configuration broker; see param.h.
 #include "param.h"
 
+#include "model/core/log.h"
 #include "model/core/text_file.h"
 
 #include <systemc>
@@ -319,6 +320,7 @@ void broker::check_unused() const {
             if (candidates.size() == 1) hint = "; did you mean '" + *candidates.begin() + "'?";
             throw config_error("unknown configuration key '" + e.key + "' (" + e.origin + ")" + hint);
         }
+    log_settings::instance().check_unused();
 }
 
 std::vector<param_info> broker::help() const {
@@ -333,6 +335,7 @@ std::vector<param_info> broker::help() const {
 void broker::reset() {
     entries_.clear();
     params_.clear();
+    log_settings::instance().reset();
 }
 
 // --- param_base -------------------------------------------------------------------------

@@ -83,7 +83,8 @@ public:
     const std::vector<param_base*>& params() const { return params_; }
 
     /// Throws config_error for the first key set but never consumed by a param:
-    /// "unknown configuration key 'x' (file.ini:12)".
+    /// "unknown configuration key 'x' (file.ini:12)"; then the same for --log patterns
+    /// (log_settings::check_unused).
     void check_unused() const;
     /// One entry per distinct generic key, sorted, for --help-config.
     std::vector<param_info> help() const;

@@ -76,11 +76,17 @@ void fault_injector::carry_faulty(tlm::tlm_generic_payload& gp, sc_time& delay,
     }
     if (down_ && arrival >= down_at_) {
         ++dropped_down;
+        HCASIM_LOG(log_, info,
+                   "drops " << wire::describe_packet(gp.get_data_ptr(), gp.get_data_length())
+                            << ": the link is down");
         return;
     }
     // Draws in a fixed order, each only if its rate is set: drop, duplicate, hold, bit errors.
     if (s_.drop_rate > 0 && uniform() < s_.drop_rate) {
         ++dropped;
+        HCASIM_LOG(
+            log_, info,
+            "drops " << wire::describe_packet(gp.get_data_ptr(), gp.get_data_length()) << " (drop_rate)");
         return;
     }
     const bool twice = s_.dup_rate > 0 && uniform() < s_.dup_rate;
@@ -96,10 +102,13 @@ void fault_injector::carry_faulty(tlm::tlm_generic_payload& gp, sc_time& delay,
                 wire::seal_packet(held_->bytes, len - 6);  // the CRCs the receiver checks the flips against
             flip_bits(held_->bytes, len);
             ++corrupted;
+            HCASIM_LOG(log_, info, "flips bits of " << wire::describe_packet(gp.get_data_ptr(), len));
         } else if (s_.bit_error_rate > 0) {
             bits_to_error_ -= uint64_t(len) * 8;
         }
         holding_ = true;
+        HCASIM_LOG(log_, info,
+                   "holds back " << wire::describe_packet(held_->bytes, len) << " (reorder_rate)");
         held_twice_ = twice;
         held_due_ = arrival + hold_;
         wake_->notify(held_due_ - now);
@@ -113,6 +122,7 @@ void fault_injector::carry_faulty(tlm::tlm_generic_payload& gp, sc_time& delay,
             wire::seal_packet(scratch_->bytes, len - 6);  // the CRCs the receiver checks the flips against
         flip_bits(scratch_->bytes, len);
         ++corrupted;
+        HCASIM_LOG(log_, info, "flips bits of " << wire::describe_packet(original, len));
         gp.set_data_ptr(scratch_->bytes);
         set_crc_state(gp, crc_state::unknown);  // the receiver must check the CRCs
     } else if (s_.bit_error_rate > 0) {
@@ -122,6 +132,7 @@ void fault_injector::carry_faulty(tlm::tlm_generic_payload& gp, sc_time& delay,
     to.b_transport(gp, d);
     if (twice) {
         ++duplicated;
+        HCASIM_LOG(log_, info, "duplicates " << wire::describe_packet(gp.get_data_ptr(), len));
         d = delay;
         to.b_transport(gp, d);  // right behind the first copy, same arrival time
     }
@@ -137,6 +148,8 @@ void fault_injector::deliver_held(const sc_time& arrival, tlm::tlm_fw_transport_
     holding_ = false;
     if (down_ && arrival >= down_at_) {
         ++dropped_down;
+        HCASIM_LOG(log_, info,
+                   "drops " << wire::describe_packet(held_->bytes, held_->len) << ": the link is down");
         return;
     }
     held_gp_.set_address(0);

@@ -16,6 +16,7 @@
 #include <random>
 #include <string>
 
+#include "model/core/log.h"
 #include "model/core/stats.h"
 #include "model/fabric/packet.h"
 
@@ -66,6 +67,7 @@ public:
     /// Delivers the held packet if its hold time has run out (else re-arms `wake`).
     void release(tlm::tlm_fw_transport_if<>& to);
 
+    module_log log_;           ///< info: every packet dropped, corrupted, duplicated or reordered
     counter dropped;           ///< lost by drop_rate
     counter dropped_down;      ///< lost because the direction was down (down_at_ns)
     counter corrupted;         ///< delivered with at least one flipped bit

@@ -82,6 +82,8 @@ bool ib_switch::enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_
     out_port& o = *ports_[p];
     if (o.count == o.ring.size()) {
         ++dropped_queue_full;
+        HCASIM_LOG(log_, info,
+                   "drops " << wire::describe_packet(data, len) << ": port " << p << "'s queue is full");
         return false;
     }
     slot*& at = o.ring[(o.head + o.count) % o.ring.size()];
@@ -109,6 +111,7 @@ void ib_switch::b_transport(int id, tlm::tlm_generic_payload& gp, sc_time& delay
     const uint32_t len = gp.get_data_length();
     if (len < wire::LRH_BYTES || len > MAX_PACKET_BYTES) {
         ++dropped_no_route;
+        HCASIM_LOG(log_, info, "drops a " << len << "-byte packet from port " << id << ": no valid LRH");
         return;
     }
     const wire::lrh l = wire::decode_lrh(gp.get_data_ptr());
@@ -121,13 +124,20 @@ void ib_switch::b_transport(int id, tlm::tlm_generic_payload& gp, sc_time& delay
             if (!g[p] || int(p) == id || ports_[p]->ring.empty()) continue;
             if (enqueue(p, gp.get_data_ptr(), len, delay, crc_state_of(gp))) ++copies;
         }
-        if (!copies && g.empty()) ++dropped_no_route;
+        if (!copies && g.empty()) {
+            ++dropped_no_route;
+            HCASIM_LOG(
+                log_, info,
+                "drops " << wire::describe_packet(gp.get_data_ptr(), len) << ": no such multicast group");
+        }
         mcast_replicas += copies;
         return;
     }
     const int p = lid_to_port_[l.dlid];
     if (p < 0 || size_t(p) >= ports_.size() || ports_[p]->ring.empty()) {
         ++dropped_no_route;
+        HCASIM_LOG(log_, info,
+                   "drops " << wire::describe_packet(gp.get_data_ptr(), len) << ": no route to the DLID");
         return;
     }
     enqueue(unsigned(p), gp.get_data_ptr(), len, delay, crc_state_of(gp), offered_buffer(gp));

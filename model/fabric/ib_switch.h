@@ -19,6 +19,7 @@
 
 #include "model/core/param.h"
 #include "model/core/stats.h"
+#include "model/core/log.h"
 #include "model/fabric/fault_injector.h"
 #include "model/fabric/packet.h"
 #include "model/fabric/wire_capture.h"
@@ -34,6 +35,7 @@ public:
     param<unsigned> queue_packets;  ///< output queue depth per port
 
     counter forwarded, dropped_no_route, dropped_queue_full, mcast_replicas;
+    module_log log_;  ///< info: every packet dropped (no route, output queue full)
 
     SC_HAS_PROCESS(ib_switch);
     /// A switch with `ports` ports (0 .. ports-1).

@@ -1,4 +1,4 @@
-// The protection attack suite (testbench/attack_suite.h) run in-process: every case must be
+// The protection attack suite (testbench/attack/attack_suite.h) run in-process: every case must be
 // rejected exactly as specified with no target byte changed and its controls succeeding, for
 // both kinds of type 2 windows; the table itself (size, unique names) and docs/attack-suite.md.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "model/core/param.h"
-#include "testbench/attack_suite.h"
+#include "testbench/attack/attack_suite.h"
 #include "testbench/tests/sim_fork.h"
 
 extern "C" int sc_main(int, char*[]) { return 0; }

@@ -32,6 +32,7 @@
 #include "model/core/stats.h"
 #include "model/system/fabric.h"
 #include "testbench/host_software.h"
+#include "testbench/tests/fixtures.h"
 #include "tlm_if/commands.h"
 
 namespace hcasim::test {
@@ -204,7 +205,7 @@ public:
         return true;
     }
 
-    /// Reset/INIT/RTR/RTS sequence of workloads.cpp for node i's QP towards the other node.
+    /// Reset/INIT/RTR/RTS sequence of the workloads (connect_rc) for node i's QP towards the other node.
     int to_rts(unsigned i) { return connect(i, IBV_QPS_RTS); }
 
     /// Takes node i's QP (in Reset) to Init with `pkey_index`, then up to `upto` (Init, RTR or
@@ -485,6 +486,13 @@ private:
 constexpr uint8_t kGuardByte = 0xA5;
 /// Access of a target region by default: local write, remote write and read.
 constexpr int kTargetAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+/// The same, and memory windows may be bound to the region.
+constexpr int kBindable = kTargetAccess | IBV_ACCESS_MW_BIND;
+/// Remote write and read: the rights a memory window grants.
+constexpr unsigned kRemoteRw = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+/// How long a test waits to see that nothing (more) arrives: far longer than a whole exchange
+/// on the fabrics the tests build (a message of many packets, a switch, 16 nodes).
+constexpr uint64_t kQuietNs = 100'000;
 
 /// A source buffer on node0 (a pattern of `seed`) and a guard-filled target on node1, both
 /// registered (the target with `dst_access`).
@@ -502,6 +510,16 @@ inline bufs make_bufs(rc_harness& h, size_t n, uint64_t seed = 1, int dst_access
     h.fill_mem(1, b.dst, n, kGuardByte);
     b.dmr = h.reg(1, b.dst, n, dst_access);
     return b;
+}
+
+/// The CQE vendor syndrome the HCA reports for a translation or memory management failure.
+inline uint32_t vendor(xlate_status s) { return uint32_t(s); }
+
+/// Length of the prefix of `got` equal to `want` (the bytes a transfer placed before it stopped).
+inline size_t placed_prefix(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
+    size_t i = 0;
+    while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
+    return i;
 }
 
 /// The one completion the caller waits for on `cq` (status GENERAL_ERR if none came).
@@ -574,6 +592,157 @@ inline int next_event_type(rc_harness& h, unsigned i, ibv_qp** qp) {
     const int t = int(ev.event_type);
     ibv_ack_async_event(&ev);
     return t;
+}
+
+/// Posts one signaled RDMA WRITE (one SGE) on `qp`.
+inline int post_write_on(ibv_qp* qp, ibv_sge sge, uint64_t remote, uint32_t rkey, uint64_t wr_id) {
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = remote;
+    wr.wr.rdma.rkey = rkey;
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(qp, &wr, &bad);
+}
+
+/// RDMA WRITE (one SGE, wr_id 1) from `qp` to node1; returns its completion.
+inline ibv_wc write_wc_on(rc_harness& h, ibv_qp* qp, ibv_sge sge, uint64_t remote, uint32_t rkey,
+                          const std::string& what) {
+    EXPECT_EQ(post_write_on(qp, sge, remote, rkey, 1), 0) << what;
+    return one_wc(h, qp->send_cq, what);
+}
+
+/// The same from node `from`'s harness QP.
+inline ibv_wc write_wc(rc_harness& h, ibv_sge sge, uint64_t remote, uint32_t rkey, const std::string& what,
+                       unsigned from = 0) {
+    return write_wc_on(h, h.s[from].qp, sge, remote, rkey, what);
+}
+
+/// RDMA READ (one SGE, signaled, wr_id 2) by node0's harness QP from node1; returns its completion.
+inline ibv_wc read_wc(rc_harness& h, ibv_sge sge, uint64_t remote, uint32_t rkey, const std::string& what) {
+    EXPECT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {sge}, 2, IBV_SEND_SIGNALED, remote, rkey), 0) << what;
+    return one_wc(h, h.s[0].scq, what);
+}
+
+/// Posts one receive (one SGE) on any QP.
+inline int post_recv_on(ibv_qp* q, uint64_t va, uint32_t len, uint32_t lkey, uint64_t wr_id) {
+    ibv_sge sge{va, len, lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    return ibv_post_recv(q, &wr, &bad);
+}
+
+/// Posts a Local Invalidate of `key` on `qp`.
+inline int post_local_inv(ibv_qp* qp, uint32_t key, unsigned flags = IBV_SEND_SIGNALED, uint64_t wr_id = 70) {
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.opcode = IBV_WR_LOCAL_INV;
+    wr.send_flags = flags;
+    wr.invalidate_rkey = key;
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(qp, &wr, &bad);
+}
+
+/// Posts a type 1 bind (Bind MW verb) on node i's harness QP.
+inline int post_bind1(rc_harness& h, unsigned i, ibv_mw* mw, ibv_mr* mr, uint64_t addr, uint64_t len,
+                      unsigned access, uint64_t wr_id = 50) {
+    ibv_mw_bind b;
+    b.wr_id = wr_id;
+    b.send_flags = IBV_SEND_SIGNALED;
+    b.bind_info = {mr, addr, len, access};
+    return ibv_bind_mw(h.s[i].qp, mw, &b);
+}
+
+/// Type 1 bind on node1's harness QP; returns its completion.
+inline ibv_wc bind1(rc_harness& h, ibv_mw* mw, ibv_mr* mr, uint64_t addr, uint64_t len, unsigned access) {
+    EXPECT_EQ(post_bind1(h, 1, mw, mr, addr, len, access), 0);
+    return one_wc(h, h.s[1].scq, "bind");
+}
+
+/// Posts a type 2 bind WR on `qp` with the consumer's key byte.
+inline int post_bind2(ibv_qp* qp, ibv_mw* mw, uint8_t key_byte, ibv_mr* mr, uint64_t addr, uint64_t len,
+                      unsigned access, uint64_t wr_id = 60) {
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.bind_mw.mw = mw;
+    wr.bind_mw.rkey = (mw->rkey & ~0xFFu) | key_byte;
+    wr.bind_mw.bind_info = {mr, addr, len, access};
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(qp, &wr, &bad);
+}
+
+/// Type 2 bind WR on `qp` (default node1's harness QP); returns its completion.
+inline ibv_wc bind2(rc_harness& h, ibv_mw* mw, uint8_t key_byte, ibv_mr* mr, uint64_t addr, uint64_t len,
+                    unsigned access, ibv_qp* qp = nullptr) {
+    qp = qp ? qp : h.s[1].qp;
+    EXPECT_EQ(post_bind2(qp, mw, key_byte, mr, addr, len, access), 0);
+    return one_wc(h, qp->send_cq, "bind WR");
+}
+
+/// Another RC QP pair besides the harness's (16 WRs and 1 SGE each way, on the harness PDs),
+/// connected and in RTS: node0's QP on the harness CQs, node1's on `cq1` for both queues
+/// (default: its harness CQs); node0 sends from PSN `psn`, node1 from psn + 0x100.
+/// {node0 QP, node1 QP}, or nullptrs (and a failure).
+inline std::pair<ibv_qp*, ibv_qp*> extra_rc_pair(rc_harness& h, uint32_t psn, ibv_cq* cq1 = nullptr) {
+    ibv_qp_init_attr a{};
+    a.qp_type = IBV_QPT_RC;
+    a.cap = {16, 16, 1, 1, 0};
+    a.send_cq = h.s[0].scq;
+    a.recv_cq = h.s[0].rcq;
+    ibv_qp* q0 = ibv_create_qp(h.s[0].pd, &a);
+    a.send_cq = cq1 ? cq1 : h.s[1].scq;
+    a.recv_cq = cq1 ? cq1 : h.s[1].rcq;
+    ibv_qp* q1 = ibv_create_qp(h.s[1].pd, &a);
+    EXPECT_TRUE(q0 && q1) << "errno " << errno;
+    if (!q0 || !q1) return {nullptr, nullptr};
+    EXPECT_EQ(h.connect_qp(q0, IBV_QPS_RTS, q1->qp_num, h.s[1].lid, psn + 0x100, psn), 0);
+    EXPECT_EQ(h.connect_qp(q1, IBV_QPS_RTS, q0->qp_num, h.s[0].lid, psn, psn + 0x100), 0);
+    return {q0, q1};
+}
+
+/// Waits up to `timeout_ns` for node i's next asynchronous event and acknowledges it; false
+/// (and a failure) if none comes.
+inline bool next_event(rc_harness& h, unsigned i, ibv_async_event& ev, uint64_t timeout_ns = 10'000'000) {
+    const int rc = ibv_get_async_event(h.s[i].ctx, &ev, timeout_ns);
+    EXPECT_EQ(rc, 0) << "no asynchronous event on node" << i;
+    if (rc == 0) ibv_ack_async_event(&ev);
+    return rc == 0;
+}
+
+/// Port 1 of node `node` as QUERY_PORT reports it.
+inline ibv_port_attr port_of(rc_harness& h, unsigned node) {
+    ibv_port_attr pa{};
+    EXPECT_EQ(ibv_query_port(h.s[node].ctx, 1, &pa), 0);
+    return pa;
+}
+
+/// P_Key table write through the HCA command interface (the management path, not a verb).
+inline hw::cmd_status set_pkey(rc_harness& h, unsigned node, unsigned index, uint16_t pkey) {
+    return h.s[node].sw->driver.exec(hw::CMD_SET_PKEY, 1, index, &pkey, sizeof pkey);
+}
+
+/// Node `node`'s P_Key checker (the table the HCA holds).
+inline pkey_checker& pkeys(rc_harness& h, unsigned node) { return h.mach().at(node).adapter.pkeys; }
+
+/// The config_error message of building a machine with broker keys `keys` (then
+/// check_unused), or "" if it builds.
+inline std::string config_error_of(const std::vector<std::pair<std::string, std::string>>& keys) {
+    for (const auto& kv : keys) broker::instance().set(kv.first, kv.second, "test");
+    try {
+        machine m;
+        broker::instance().check_unused();
+    } catch (const config_error& e) {
+        return e.what();
+    }
+    return {};
 }
 
 /// Counter of node `node`'s HCA by unit key ("transport_engine.tx_packets").

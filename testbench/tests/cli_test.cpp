@@ -8,10 +8,12 @@
 
 #include "model/core/param.h"
 #include "model/core/stats.h"
-#include "testbench/cli.h"
-#include "testbench/report.h"
+#include "testbench/cli/cli.h"
+#include "testbench/cli/report.h"
+#include "testbench/tests/fixtures.h"
 
 using namespace hcasim;
+using hcasim::test::error_of;
 
 // libsystemc references sc_main; gtest_main provides main().
 extern "C" int sc_main(int, char*[]) { return 0; }
@@ -24,22 +26,11 @@ run_options parse(std::vector<const char*> args, std::ostream* help = nullptr) {
     return parse_cli(static_cast<int>(args.size()), args.data(), help ? *help : sink);
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const config_error& e) {
-        return e.what();
-    }
-    ADD_FAILURE() << "expected config_error";
-    return {};
-}
-
 std::string temp_path(const std::string& name) { return ::testing::TempDir() + "cli_test_" + name; }
 
 }  // namespace
 
-TEST(Cli, Defaults) {
+TEST(Cli, defaults) {
     const auto o = parse({});
     EXPECT_TRUE(o.workload.empty());
     EXPECT_TRUE(o.sizes.empty());
@@ -52,7 +43,7 @@ TEST(Cli, Defaults) {
     EXPECT_FALSE(o.help_config);
 }
 
-TEST(Cli, AllOptions) {
+TEST(Cli, all_options) {
     const auto o = parse(
         {"--config",   "a.ini",    "--set",        "pcie.lanes=8", "--config", "b.ini", "--set",        "x=1",
          "--workload", "write_bw", "--size",       "64,4K",        "--iters",  "5000",  "--qps",        "4",
@@ -71,7 +62,7 @@ TEST(Cli, AllOptions) {
     EXPECT_TRUE(o.help_config);
 }
 
-TEST(Cli, HelpPrintsUsage) {
+TEST(Cli, help_prints_usage) {
     std::ostringstream out;
     const auto o = parse({"--help"}, &out);
     EXPECT_TRUE(o.help);
@@ -79,7 +70,7 @@ TEST(Cli, HelpPrintsUsage) {
     EXPECT_NE(out.str().find("--help-config"), std::string::npos);
 }
 
-TEST(Cli, SizeParsing) {
+TEST(Cli, size_parsing) {
     EXPECT_EQ(parse_sizes("65536"), (std::vector<uint64_t>{65536}));
     EXPECT_EQ(parse_sizes("64,4K"), (std::vector<uint64_t>{64, 4096}));
     EXPECT_EQ(parse_sizes("1M"), (std::vector<uint64_t>{1u << 20}));
@@ -93,7 +84,7 @@ TEST(Cli, SizeParsing) {
     EXPECT_EQ(parse_sizes("4-12"), (std::vector<uint64_t>{4, 8}));  // stops at the last power below the end
 }
 
-TEST(Cli, BadSizes) {
+TEST(Cli, bad_sizes) {
     EXPECT_EQ(error_of([] { parse_sizes("12x"); }),
               "--size '12x': bad size '12x' (expected N, N,M,... or A-B with K/M/G suffixes)");
     EXPECT_NE(error_of([] { parse_sizes("64,"); }).find("bad size ''"), std::string::npos);
@@ -103,7 +94,7 @@ TEST(Cli, BadSizes) {
     EXPECT_NE(error_of([] { parse({"--size", "abc"}); }).find("--size 'abc'"), std::string::npos);
 }
 
-TEST(Cli, BadOptions) {
+TEST(Cli, bad_options) {
     EXPECT_EQ(error_of([] {
                   parse({"--workload", "rd_send_lat"});
               }),
@@ -130,7 +121,7 @@ TEST(Cli, BadOptions) {
     EXPECT_NE(error_of([] { parse({"--qps", "1", "--qps", "2"}); }).find("--qps"), std::string::npos);
 }
 
-TEST(Cli, UcAndUdWorkloads) {
+TEST(Cli, uc_and_ud_workloads) {
     EXPECT_EQ(transport_of("ud_send_lat"), transport::ud);
     EXPECT_EQ(transport_of("ud_send_bw"), transport::ud);
     EXPECT_EQ(transport_of("uc_write_bw"), transport::uc);
@@ -168,7 +159,7 @@ TEST(Cli, UcAndUdWorkloads) {
         EXPECT_NE(help.str().find(w), std::string::npos) << w;
 }
 
-TEST(Cli, ApplyConfigSetBeatsLaterConfig) {
+TEST(Cli, apply_config_set_beats_later_config) {
     broker::instance().reset();
     const auto a = temp_path("a.ini"), b = temp_path("b.ini");
     std::ofstream(a) << "[pcie]\nlanes = 4\nspeed = 1\n";
@@ -183,7 +174,7 @@ TEST(Cli, ApplyConfigSetBeatsLaterConfig) {
     broker::instance().reset();
 }
 
-TEST(Cli, ApplyConfigMissingFile) {
+TEST(Cli, apply_config_missing_file) {
     broker::instance().reset();
     const auto o = parse({"--config", "/nonexistent/x.ini"});
     EXPECT_EQ(error_of([&] { apply_config(o); }),
@@ -191,7 +182,7 @@ TEST(Cli, ApplyConfigMissingFile) {
     broker::instance().reset();
 }
 
-TEST(Report, LatencyStats) {
+TEST(Report, latency_stats) {
     std::vector<double> s;
     for (int i = 100; i >= 1; --i) s.push_back(i);  // 1..100, unsorted
     const auto r = latency_stats(64, s);
@@ -211,7 +202,7 @@ TEST(Report, LatencyStats) {
     EXPECT_TRUE(none.latency);
 }
 
-TEST(Report, TableLatencyAndBandwidth) {
+TEST(Report, table_latency_and_bandwidth) {
     run_report r;
     r.workload = "write_lat";
     r.seed = 7;
@@ -245,7 +236,7 @@ TEST(Report, TableLatencyAndBandwidth) {
     EXPECT_NE(os2.str().find("0.186175"), std::string::npos);
 }
 
-TEST(Report, LostDatagramsLineAndJson) {
+TEST(Report, lost_datagrams_line_and_json) {
     run_report r;
     r.workload = "ud_send_bw";
     size_result s;
@@ -274,7 +265,7 @@ TEST(Report, LostDatagramsLineAndJson) {
     EXPECT_EQ(j["results"][0]["datagrams_lost"], 15);
 }
 
-TEST(Report, JsonLayout) {
+TEST(Report, json_layout) {
     broker::instance().reset();
     broker::instance().set_override("node0.pcie.lanes=8");
     param<unsigned> lanes("node0.pcie.lanes", 4, "", "h");
@@ -326,7 +317,7 @@ TEST(Report, JsonLayout) {
     broker::instance().reset();
 }
 
-TEST(Report, JsonUnwritable) {
+TEST(Report, json_unwritable) {
     EXPECT_EQ(error_of([] { write_json("/nonexistent/dir/s.json", run_report{}); }),
               "--stats-json: cannot write '/nonexistent/dir/s.json': No such file or directory");
 }

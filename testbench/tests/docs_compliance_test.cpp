@@ -7,9 +7,11 @@
 #include <cstdlib>
 #include <string>
 
-namespace {
+#include "testbench/tests/fixtures.h"
 
-bool have_python3() { return std::system("command -v python3 >/dev/null 2>&1") == 0; }
+using hcasim::test::have_python3;
+
+namespace {
 
 TEST(DocsCompliance, compliance_md_is_current_and_tested_ids_have_tests) {
     if (!have_python3()) GTEST_SKIP() << "python3 not found; cannot run scripts/compliance.py";

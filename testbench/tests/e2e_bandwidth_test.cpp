@@ -1,4 +1,4 @@
-// Calibration checks through the perftest-like workloads (testbench/workloads.h): RC WRITE
+// Calibration checks through the perftest-like workloads (testbench/workloads/workloads.h): RC WRITE
 // bandwidth reaches the link's payload rate data_rate * MTU / (MTU + 26) when PCIe is not the
 // bottleneck (calibration.md), and write_lat is plausible and exactly reproducible.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include "model/core/param.h"
 #include "testbench/tests/bench_harness.h"
 #include "testbench/tests/sim_fork.h"
-#include "testbench/workloads.h"
+#include "testbench/workloads/workloads.h"
 
 extern "C" int sc_main(int, char*[]) { return 0; }
 
@@ -57,11 +57,11 @@ void expect_write_bw(const std::string& speed, unsigned mtu, double data_rate_gb
 
 }  // namespace
 
-SIM_TEST(E2eBandwidth, write_bw_1MiB_edr_4x_mtu4096_is_link_payload_rate) {
+SIM_TEST(E2eBandwidth, write_bw_1mib_edr_4x_mtu4096_is_link_payload_rate) {
     expect_write_bw("edr", 4096, 100.0);
 }
 
-SIM_TEST(E2eBandwidth, write_bw_1MiB_fdr_4x_mtu2048_is_link_payload_rate) {
+SIM_TEST(E2eBandwidth, write_bw_1mib_fdr_4x_mtu2048_is_link_payload_rate) {
     // 54.545 * 2048 / 2074 = 53.86 Gb/s (calibration.md).
     expect_write_bw("fdr", 2048, 54.545);
 }
@@ -82,7 +82,7 @@ void write_lat(std::string& out) {
 }
 }  // namespace
 
-TEST(E2eLatency, write_lat_2B_typical_is_positive_below_5us_and_reproducible) {
+TEST(E2eLatency, write_lat_2b_typical_is_positive_below_5us_and_reproducible) {
     const std::string a = run_forked_capture(write_lat);
     const std::string b = run_forked_capture(write_lat);
     EXPECT_FALSE(a.empty());

@@ -21,22 +21,12 @@ using namespace hcasim::verbs;
 
 namespace {
 
-constexpr uint8_t kGuard = 0xA5;
-constexpr uint64_t kQuietNs = 100'000;  // 100 us: far longer than one message round trip
-
 /// Node i's QP: Reset, then Init with `pkey_index`, up to `upto` (Init, RTR or RTS) towards the
 /// peer, with the harness's attributes (PSNs restart from the configured ones).
 int reconnect(rc_harness& h, unsigned i, ibv_qp_state upto, uint16_t pkey_index = 0) {
     if (int rc = to_state(h.s[i].qp, IBV_QPS_RESET)) return rc;
     return h.connect(i, upto, pkey_index);
 }
-
-/// P_Key table write through the HCA command interface (the subnet-manager path).
-hw::cmd_status set_pkey(rc_harness& h, unsigned node, unsigned index, uint16_t pkey) {
-    return h.s[node].sw->driver.exec(hw::CMD_SET_PKEY, 1, index, &pkey, sizeof pkey);
-}
-
-pkey_checker& pkeys(rc_harness& h, unsigned node) { return h.mach().at(node).adapter.pkeys; }
 
 }  // namespace
 
@@ -56,7 +46,7 @@ SIM_TEST(E2eCompliance, C10_23_packets_to_a_qp_in_reset_are_silently_dropped) {
         EXPECT_EQ(ctr(1, "transport_engine.dropped_bad_qp"), dropped + 1);
         EXPECT_EQ(ctr(1, "transport_engine.acks_sent") + ctr(1, "transport_engine.naks_sent"), acks);
         h.expect_no_wc(h.s[1].rcq, 1000, "responder");
-        h.expect_fill(1, b.dst, 4096, kGuard, "target of the dropped write");
+        h.expect_fill(1, b.dst, 4096, kGuardByte, "target of the dropped write");
     });
 }
 
@@ -73,7 +63,7 @@ SIM_TEST(E2eCompliance, C10_26_packets_to_a_qp_in_init_are_discarded) {
         EXPECT_EQ(ctr(1, "transport_engine.dropped_bad_qp"), dropped + 1);
         EXPECT_EQ(ctr(1, "transport_engine.rnr_naks_sent"), rnr);
         h.expect_no_wc(h.s[1].rcq, 1000, "the receive posted in Init is not used");
-        h.expect_fill(1, b.dst, 4096, kGuard, "receive buffer");
+        h.expect_fill(1, b.dst, 4096, kGuardByte, "receive buffer");
         EXPECT_EQ(query_state(h.s[1].qp), IBV_QPS_INIT);
     });
 }
@@ -224,7 +214,7 @@ SIM_TEST(E2eCompliance, C10_35_sqd_finishes_the_message_in_progress_and_starts_n
         EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
         h.expect_no_wc(h.s[0].scq, kQuietNs, "the unstarted message stays unstarted");
         EXPECT_EQ(ctr(0, "transport_engine.tx_packets") - tx, big / 256u);
-        h.expect_fill(1, b.dst + big, 64, kGuard, "target of the unstarted write");
+        h.expect_fill(1, b.dst + big, 64, kGuardByte, "target of the unstarted write");
         ASSERT_EQ(to_state(h.s[0].qp, IBV_QPS_RTS), 0);
         auto wc2 = h.expect_wc(h.s[0].scq, 1, "second write after RTS");
         ASSERT_EQ(wc2.size(), 1u);
@@ -265,7 +255,7 @@ SIM_TEST(E2eCompliance, C10_41_C10_42_C10_105_error_wr_status_then_flush_signale
         EXPECT_EQ(fl[1].status, IBV_WC_WR_FLUSH_ERR);
         h.expect_no_wc(h.s[0].scq, 10'000, "each WR completes exactly once");
         h.sleep(1, 10'000);
-        h.expect_fill(1, b.dst, 4096, kGuard, "no flushed write reached the target");
+        h.expect_fill(1, b.dst, 4096, kGuardByte, "no flushed write reached the target");
     });
 }
 
@@ -308,7 +298,7 @@ SIM_TEST(E2eCompliance, C10_137_receive_completion_error_then_later_receives_flu
         ASSERT_EQ(late.size(), 1u);
         EXPECT_EQ(late[0].wr_id, 4u);
         EXPECT_EQ(late[0].status, IBV_WC_WR_FLUSH_ERR);
-        h.expect_fill(1, b.dst + 1024, 2048, kGuard, "flushed receive buffers");
+        h.expect_fill(1, b.dst + 1024, 2048, kGuardByte, "flushed receive buffers");
     });
 }
 
@@ -623,7 +613,7 @@ SIM_TEST(E2eCompliance, C10_9_2_1_local_mr_of_another_pd_is_a_protection_error) 
         ASSERT_EQ(wc.size(), 1u);
         EXPECT_EQ(wc[0].status, IBV_WC_LOC_PROT_ERR);
         h.expect_no_wc(h.s[1].rcq, 10'000, "nothing sent");
-        h.expect_fill(1, b.dst, 4096, kGuard, "receive buffer");
+        h.expect_fill(1, b.dst, 4096, kGuardByte, "receive buffer");
     });
 }
 
@@ -639,7 +629,7 @@ SIM_TEST(E2eCompliance, C10_54_2_1_local_reference_outside_the_mr_is_a_protectio
         ASSERT_EQ(wc.size(), 1u);
         EXPECT_EQ(wc[0].status, IBV_WC_LOC_PROT_ERR);
         h.sleep(1, 10'000);
-        h.expect_fill(1, b.dst, 8192, kGuard, "target");
+        h.expect_fill(1, b.dst, 8192, kGuardByte, "target");
     });
 }
 
@@ -716,7 +706,7 @@ SIM_TEST(E2eCompliance, C10_55_receive_into_mr_without_local_write_is_a_protecti
         auto swc = h.expect_wc(h.s[0].scq, 1, "send");
         ASSERT_EQ(swc.size(), 1u);
         EXPECT_NE(swc[0].status, IBV_WC_SUCCESS);
-        h.expect_fill(1, b.dst, 4096, kGuard, "read-only receive buffer");
+        h.expect_fill(1, b.dst, 4096, kGuardByte, "read-only receive buffer");
     });
 }
 
@@ -730,7 +720,7 @@ void expect_refused_write(rc_harness& h, const bufs& b, uint64_t va, uint32_t le
     ASSERT_EQ(wc.size(), 1u);
     EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR) << what;
     h.sleep(1, 10'000);
-    h.expect_fill(1, b.dst, 8192, kGuard, what + ": target");
+    h.expect_fill(1, b.dst, 8192, kGuardByte, what + ": target");
 }
 }  // namespace
 
@@ -788,8 +778,8 @@ SIM_TEST(E2eCompliance, C10_56_write_exactly_covering_the_mr_is_allowed) {
         EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
         h.sleep(1, 10'000);
         h.expect_mem(1, b.dst + 100, h.read_mem(0, b.src, 1000), "payload");
-        h.expect_fill(1, b.dst, 100, kGuard, "before the MR");
-        h.expect_fill(1, b.dst + 1100, 8192 - 1100, kGuard, "after the MR");
+        h.expect_fill(1, b.dst, 100, kGuardByte, "before the MR");
+        h.expect_fill(1, b.dst + 1100, 8192 - 1100, kGuardByte, "after the MR");
     });
 }
 
@@ -837,7 +827,7 @@ SIM_TEST(E2eCompliance, C10_58_C10_60_deregistered_region_fails_overlapping_one_
         ASSERT_EQ(bad.size(), 1u);
         EXPECT_EQ(bad[0].status, IBV_WC_LOC_PROT_ERR);  // C10-60
         h.sleep(1, 10'000);
-        h.expect_fill(1, b.dst + 4096, 4096, kGuard, "target of the refused write");
+        h.expect_fill(1, b.dst + 4096, 4096, kGuardByte, "target of the refused write");
     });
 }
 
@@ -1021,7 +1011,7 @@ void expect_pkey_drop(rc_harness& h, const bufs& b, const std::string& what) {
               acks)
         << what;
     EXPECT_EQ(ctr(1, "transport_engine.rx_packets"), rx) << what;
-    h.expect_fill(1, b.dst, 4096, kGuard, what + ": receive buffer");
+    h.expect_fill(1, b.dst, 4096, kGuardByte, what + ": receive buffer");
 }
 void expect_delivered(rc_harness& h, const bufs& b, uint64_t id, const std::string& what) {
     ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{b.src, 64, b.smr->lkey}}, id), 0);
@@ -1062,7 +1052,7 @@ SIM_TEST(E2eCompliance, C10_124_limited_member_matches_full_member_but_not_limit
         for (unsigned k = 0; k < 2; ++k) ASSERT_EQ(h.post_recv(1, {{b.dst, 4096, b.dmr->lkey}}, k), 0);
         ASSERT_EQ(set_pkey(h, 1, 0, 0x7FFF), hw::CMD_OK);  // node1 limited, node0 full: match
         expect_delivered(h, b, 1, "full member to limited member");
-        h.fill_mem(1, b.dst, 4096, kGuard);
+        h.fill_mem(1, b.dst, 4096, kGuardByte);
         ASSERT_EQ(set_pkey(h, 0, 0, 0x7FFF), hw::CMD_OK);  // both limited: no match
         expect_pkey_drop(h, b, "limited to limited");
     });
@@ -1087,7 +1077,7 @@ SIM_TEST(E2eCompliance, C10_129_updated_pkey_table_governs_subsequent_packets) {
         bufs b = make_bufs(h, 4096, 129);
         for (unsigned k = 0; k < 2; ++k) ASSERT_EQ(h.post_recv(1, {{b.dst, 4096, b.dmr->lkey}}, k), 0);
         expect_delivered(h, b, 1, "before the change");
-        h.fill_mem(1, b.dst, 4096, kGuard);
+        h.fill_mem(1, b.dst, 4096, kGuardByte);
         ASSERT_EQ(set_pkey(h, 1, 0, 0x8042), hw::CMD_OK);
         expect_pkey_drop(h, b, "after the change");
     });
@@ -1106,7 +1096,7 @@ SIM_TEST(E2eCompliance, C10_126_C10_127_packets_carry_and_are_checked_against_th
         EXPECT_EQ(ctr(1, "pkey_checker.violations"), 0u);
         // node1's QP back at index 0 (0xFFFF): 0x8005 is still in node1's table (index 1), but
         // the packet is checked against the QP's own P_Key and dropped.
-        h.fill_mem(1, b.dst, 4096, kGuard);
+        h.fill_mem(1, b.dst, 4096, kGuardByte);
         ASSERT_EQ(reconnect(h, 1, IBV_QPS_RTR, 0), 0);
         ASSERT_EQ(reconnect(h, 0, IBV_QPS_RTS, 1), 0);
         ASSERT_EQ(h.post_recv(1, {{b.dst, 4096, b.dmr->lkey}}, 2), 0);

@@ -20,27 +20,6 @@ using namespace hcasim::verbs;
 
 namespace {
 
-/// A second connected RC QP pair (node0 <-> node1) on the harness PDs and CQs.
-std::pair<ibv_qp*, ibv_qp*> second_pair(rc_harness& h) {
-    ibv_qp* q[2] = {};
-    for (unsigned i = 0; i < 2; ++i) {
-        ibv_qp_init_attr a{};
-        a.send_cq = h.s[i].scq;
-        a.recv_cq = h.s[i].rcq;
-        a.qp_type = IBV_QPT_RC;
-        a.cap.max_send_wr = 16;
-        a.cap.max_recv_wr = 16;
-        a.cap.max_send_sge = 1;
-        a.cap.max_recv_sge = 1;
-        q[i] = ibv_create_qp(h.s[i].pd, &a);
-        EXPECT_NE(q[i], nullptr);
-    }
-    if (!q[0] || !q[1]) return {nullptr, nullptr};
-    EXPECT_EQ(h.connect_qp(q[0], IBV_QPS_RTS, q[1]->qp_num, h.s[1].lid, 0x500, 0x600), 0);
-    EXPECT_EQ(h.connect_qp(q[1], IBV_QPS_RTS, q[0]->qp_num, h.s[0].lid, 0x600, 0x500), 0);
-    return {q[0], q[1]};
-}
-
 /// Simulated ns from posting one 8-byte WRITE on the harness QP to its completion.
 uint64_t timed_write(rc_harness& h, const bufs& b, uint64_t wr_id) {
     const uint64_t t0 = h.now_ns();
@@ -61,7 +40,7 @@ SIM_TEST(QpContextCache, a_miss_reads_the_qpc_entry_before_the_packet_and_a_hit_
     rc_harness h(cfg);
     h.run([](rc_harness& h) {
         const bufs b = make_bufs(h, 4096);
-        const auto pair = second_pair(h);
+        const auto pair = extra_rc_pair(h, 0x500);
         ASSERT_NE(pair.first, nullptr);
         timed_write(h, b, 1);  // the regions' MPT/MTT entries come on chip
         const uint64_t warm = timed_write(h, b, 2);

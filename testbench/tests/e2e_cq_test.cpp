@@ -26,8 +26,6 @@ using namespace hcasim::verbs;
 
 namespace {
 
-constexpr uint64_t kQuietNs = 100'000;  // far longer than one message round trip
-
 /// node0's sending side of a stream: SEND_WITH_IMM of 64 bytes, wr_id = imm = message number.
 struct stream_state {
     bool done = false;
@@ -71,24 +69,6 @@ void spawn_sender(rc_harness& h, stream_state& st, unsigned n, uint64_t src, uin
 void post_receives(rc_harness& h, unsigned first, unsigned count, uint64_t dst, uint32_t lkey) {
     for (unsigned k = first; k < first + count; ++k)
         ASSERT_EQ(h.post_recv(1, {{dst + (k % 64) * 64, 64, lkey}}, k), 0) << "receive " << k;
-}
-
-/// One RC QP pair besides the harness's: node0's QP on the harness CQs, node1's on cq1 (both
-/// queues), connected; {node0 QP, node1 QP}.
-std::pair<ibv_qp*, ibv_qp*> extra_pair(rc_harness& h, ibv_cq* cq1, uint32_t psn) {
-    ibv_qp_init_attr a{};
-    a.qp_type = IBV_QPT_RC;
-    a.cap = {16, 16, 1, 1, 0};
-    a.send_cq = h.s[0].scq;
-    a.recv_cq = h.s[0].rcq;
-    ibv_qp* q0 = ibv_create_qp(h.s[0].pd, &a);
-    a.send_cq = a.recv_cq = cq1;
-    ibv_qp* q1 = ibv_create_qp(h.s[1].pd, &a);
-    EXPECT_TRUE(q0 && q1);
-    if (!q0 || !q1) return {nullptr, nullptr};
-    EXPECT_EQ(h.connect_qp(q0, IBV_QPS_RTS, q1->qp_num, h.s[1].lid, psn + 0x100, psn), 0);
-    EXPECT_EQ(h.connect_qp(q1, IBV_QPS_RTS, q0->qp_num, h.s[0].lid, psn, psn + 0x100), 0);
-    return {q0, q1};
 }
 
 /// One 16-byte SEND from node0's q0 into a receive posted on node1's q1 (wr_id `id` both sides).
@@ -444,8 +424,8 @@ SIM_TEST(E2eCq, C10_109_2_1_o10_54_2_1_handler_identifiers_counted_by_query_devi
                                              }),
                   0);
         // Identifier 1 has no handler.
-        auto pa = extra_pair(h, cqa, 0x1000), pb = extra_pair(h, cqb, 0x2000),
-             pc = extra_pair(h, cqc, 0x3000);
+        auto pa = extra_rc_pair(h, 0x1000, cqa), pb = extra_rc_pair(h, 0x2000, cqb),
+             pc = extra_rc_pair(h, 0x3000, cqc);
         ASSERT_TRUE(pa.first && pb.first && pc.first);
         bufs b = make_bufs(h, 4096, 109);
         for (ibv_cq* c : {cqa, cqb, cqc}) ASSERT_EQ(ibv_req_notify_cq(c, 0), 0);
@@ -481,7 +461,7 @@ SIM_TEST(E2eCq, C10_110_2_1_o10_54_2_2_a_handler_replaces_the_earlier_one_and_an
         fw::hca_driver& drv = h.s[1].sw->driver;
         ibv_cq* cq = ibv_create_cq(ctx, 63, (void*)0x5E7, nullptr, 1);
         ASSERT_NE(cq, nullptr);
-        auto p = extra_pair(h, cq, 0x4000);
+        auto p = extra_rc_pair(h, 0x4000, cq);
         ASSERT_TRUE(p.first);
         bufs b = make_bufs(h, 4096, 110);
         unsigned a = 0, bb = 0, c = 0, calls = 0;
@@ -541,7 +521,7 @@ SIM_TEST(E2eCq, completion_handler_may_poll_rearm_and_destroy_a_cq_whose_event_i
         ibv_cq* cqa = ibv_create_cq(ctx, 63, (void*)0xA, nullptr, 0);
         ibv_cq* cqb = ibv_create_cq(ctx, 63, (void*)0xB, nullptr, 0);
         ASSERT_TRUE(cqa && cqb);
-        auto pa = extra_pair(h, cqa, 0x1000), pb = extra_pair(h, cqb, 0x2000);
+        auto pa = extra_rc_pair(h, 0x1000, cqa), pb = extra_rc_pair(h, 0x2000, cqb);
         ASSERT_TRUE(pa.first && pb.first);
         bufs b = make_bufs(h, 4096, 54);
         std::vector<void*> seen;

@@ -25,7 +25,6 @@ constexpr unsigned kNodes = 16;
 constexpr uint32_t kLen = 200;   // payload of every datagram
 constexpr uint32_t kSlot = 256;  // receive buffer per datagram: GRH area + payload, rounded
 constexpr uint16_t kMlid = 0xC010;
-constexpr uint64_t kQuietNs = 50'000;
 
 rc_config sixteen() {
     rc_config c;

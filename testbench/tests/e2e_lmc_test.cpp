@@ -21,9 +21,6 @@ using namespace hcasim::verbs;
 
 namespace {
 
-constexpr uint8_t kGuard = 0xA5;
-constexpr uint64_t kQuietNs = 20'000;
-
 rc_config ud_lmc(unsigned nodes, unsigned lmc) {
     rc_config c;
     c.qp_type = IBV_QPT_UD;
@@ -59,7 +56,7 @@ void every_lid_reaches_the_node(rc_harness& h, unsigned to, int quiet) {
     h.write_mem(0, src, pattern(4096, 3));
     ibv_mr* smr = h.reg(0, src, 4096);
     const uint64_t dst = h.alloc(to, 4 * 4096, 4096);
-    h.fill_mem(to, dst, 4 * 4096, kGuard);
+    h.fill_mem(to, dst, 4 * 4096, kGuardByte);
     ibv_mr* dmr = h.reg(to, dst, 4 * 4096);
     for (unsigned k = 0; k < 4; ++k)
         ASSERT_EQ(h.post_recv(to, {{dst + k * 4096, 4096, dmr->lkey}}, 100 + k), 0);

@@ -38,9 +38,6 @@ using namespace sc_core;
 
 namespace {
 
-constexpr double kPropNs = 10.0;    // link.propagation_ns default
-constexpr double kRxPipeNs = 20.0;  // port.rx_pipeline_ns default
-
 // ------------------------------------------------------------------ port level
 
 /// One packet to send: at `at_ns`, to `dlid`, `payload` bytes (a multiple of 4: no pad).
@@ -268,7 +265,6 @@ SIM_TEST(PortDlid, receive_accepts_every_lid_of_the_lmc_range) {
 
 namespace {
 
-constexpr uint8_t kGuard = 0xA5;
 constexpr size_t kGuardBytes = 64;
 
 /// Two RC QPs of node `n`, connected to each other through the node's own LID.
@@ -376,7 +372,7 @@ SIM_TEST(E2eLoopback, C10_6_rc_between_two_qps_of_one_port_never_reaches_the_lin
                     const uint64_t dst_region = h.alloc(0, size + 2 * kGuardBytes, 64);
                     const uint64_t dst = dst_region + kGuardBytes;
                     h.write_mem(0, src, data);
-                    h.fill_mem(0, dst_region, size + 2 * kGuardBytes, kGuard);
+                    h.fill_mem(0, dst_region, size + 2 * kGuardBytes, kGuardByte);
                     ibv_mr* smr = h.reg(0, src_region, size + 64);
                     ibv_mr* dmr = h.reg(0, dst_region, size + 2 * kGuardBytes);
                     if (!smr || !dmr) return;
@@ -424,8 +420,8 @@ SIM_TEST(E2eLoopback, C10_6_rc_between_two_qps_of_one_port_never_reaches_the_lin
                     }
                     h.sleep(0, 5'000);  // let every posted DMA write land
                     h.expect_mem(0, dst, data, what + ": destination");
-                    h.expect_fill(0, dst_region, kGuardBytes, kGuard, what + ": guard before");
-                    h.expect_fill(0, dst + size, kGuardBytes, kGuard, what + ": guard after");
+                    h.expect_fill(0, dst_region, kGuardBytes, kGuardByte, what + ": guard before");
+                    h.expect_fill(0, dst + size, kGuardBytes, kGuardByte, what + ": guard after");
                     h.expect_mem(0, src, data, what + ": source untouched");
                     if (op == IBV_WR_RDMA_READ) {
                         ++requests;
@@ -549,7 +545,7 @@ SIM_TEST(E2eLoopback, rc_to_a_lid_nobody_owns_is_dropped_by_the_far_port_and_ret
         const uint64_t src = h.alloc(0, 4096, 4096);
         ibv_mr* smr = h.reg(0, src, 4096);
         const uint64_t dst = h.alloc(1, 4096, 4096);
-        h.fill_mem(1, dst, 64, kGuard);
+        h.fill_mem(1, dst, 64, kGuardByte);
         ibv_mr* dmr = h.reg(1, dst, 4096);
         if (!smr || !dmr) return;
         ASSERT_EQ(
@@ -558,7 +554,7 @@ SIM_TEST(E2eLoopback, rc_to_a_lid_nobody_owns_is_dropped_by_the_far_port_and_ret
         auto wc = h.expect_wc(h.s[0].scq, 1, "retry exhausted");
         ASSERT_EQ(wc.size(), 1u);
         EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR);
-        h.expect_fill(1, dst, 64, kGuard, "node1 memory untouched");
+        h.expect_fill(1, dst, 64, kGuardByte, "node1 memory untouched");
         EXPECT_EQ(ctr(0, "port.loopback_packets"), 0u);
         EXPECT_EQ(ctr(0, "port.tx_packets"), 3u);
         EXPECT_EQ(ctr(1, "port.rx_bad_dlid"), 3u);

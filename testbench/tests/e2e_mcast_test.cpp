@@ -20,8 +20,6 @@ using namespace hcasim::verbs;
 
 namespace {
 
-constexpr uint8_t kGuard = 0xA5;
-constexpr uint64_t kQuietNs = 20'000;
 constexpr uint16_t kMlid = 0xC001;
 constexpr uint32_t kMcastQpn = 0xFFFFFF;
 
@@ -64,7 +62,7 @@ struct rbuf {
 rbuf rx_buffer(rc_harness& h, unsigned i, size_t n) {
     rbuf b;
     b.va = h.alloc(i, n, 4096);
-    h.fill_mem(i, b.va, n, kGuard);
+    h.fill_mem(i, b.va, n, kGuardByte);
     b.mr = h.reg(i, b.va, n);
     return b;
 }
@@ -89,16 +87,6 @@ ibv_qp* extra_ud_qp(rc_harness& h, unsigned i) {
     at.qp_state = IBV_QPS_RTS;
     EXPECT_EQ(ibv_modify_qp(q, &at, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
     return q;
-}
-
-int post_recv_on(ibv_qp* q, uint64_t va, uint32_t len, uint32_t lkey, uint64_t wr_id) {
-    ibv_sge sge{va, len, lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr* bad = nullptr;
-    return ibv_post_recv(q, &wr, &bad);
 }
 
 }  // namespace
@@ -162,7 +150,7 @@ SIM_TEST(E2eMcast, o10_34_only_attached_ud_qps_receive_the_group_through_the_swi
             h.expect_mem(i, rb[i].va + 40, pattern(1000, 34), "the payload");
         }
         h.expect_no_wc(h.s[3].rcq, kQuietNs, "node3 did not join");
-        h.expect_fill(3, rb[3].va, 4096, kGuard, "nothing written on node3");
+        h.expect_fill(3, rb[3].va, 4096, kGuardByte, "nothing written on node3");
         EXPECT_EQ(h.counter_value("fabric.switch.mcast_replicas"), 2u) << "one copy per member port";
         EXPECT_EQ(ctr(3, "transport_engine.mcast_deliveries"), 0u);
         // After node2 detaches, only node1 receives.
@@ -250,7 +238,7 @@ SIM_TEST(E2eMcast, o10_35_multicast_packet_naming_another_qpn_than_ffffff_is_dis
         EXPECT_EQ(h.expect_wc(h.s[0].scq, 1, "sent").size(), 1u);
         h.expect_no_wc(h.s[1].rcq, kQuietNs, "discarded");
         EXPECT_EQ(ctr(1, "transport_engine.mcast_dropped"), 1u);
-        h.expect_fill(1, rb.va, 4096, kGuard, "nothing written");
+        h.expect_fill(1, rb.va, 4096, kGuardByte, "nothing written");
         // With 0xFFFFFF it is delivered into the same receive WQE.
         ASSERT_EQ(h.post_ud(0, group_ah(h, 0), {{src, 64, smr->lkey}}, 2, IBV_SEND_SIGNALED, kMcastQpn), 0);
         auto r = h.expect_wc(h.s[1].rcq, 1, "delivered");

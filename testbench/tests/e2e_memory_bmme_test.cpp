@@ -22,22 +22,7 @@ using namespace hcasim::verbs;
 
 namespace {
 
-constexpr uint8_t kGuard = 0xA5;
-constexpr uint64_t kQuietNs = 20'000;  // far longer than one round trip
-constexpr int kRw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-constexpr int kBindable = kRw | IBV_ACCESS_MW_BIND;
-constexpr unsigned kRemoteRw = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 constexpr uint64_t kIova = 0x90000000ull;  // where fast-registered regions start
-
-/// The CQE vendor syndrome the HCA reports for a translation or memory management failure.
-uint32_t vendor(xlate_status s) { return uint32_t(s); }
-
-/// RDMA WRITE from node `from`'s harness QP (one SGE); returns its completion.
-ibv_wc write_wc(rc_harness& h, ibv_sge sge, uint64_t remote, uint32_t rkey, const std::string& what,
-                unsigned from = 0) {
-    EXPECT_EQ(h.post_send(from, IBV_WR_RDMA_WRITE, {sge}, 1, IBV_SEND_SIGNALED, remote, rkey), 0) << what;
-    return one_wc(h, h.s[from].scq, what);
-}
 
 /// Replaces node i's harness QP by one created with `flags` (IBV_QP_CREATE_*) and reconnects
 /// both QPs.
@@ -83,17 +68,6 @@ ibv_wc fast_reg(rc_harness& h, unsigned i, ibv_mr* l, uint8_t key_byte, uint64_t
     return one_wc(h, h.s[i].scq, "fast register");
 }
 
-/// Posts a Local Invalidate of `key` on `qp`.
-int post_local_inv(ibv_qp* qp, uint32_t key, unsigned flags = IBV_SEND_SIGNALED, uint64_t wr_id = 70) {
-    ibv_send_wr wr{};
-    wr.wr_id = wr_id;
-    wr.opcode = IBV_WR_LOCAL_INV;
-    wr.send_flags = flags;
-    wr.invalidate_rkey = key;
-    ibv_send_wr* bad = nullptr;
-    return ibv_post_send(qp, &wr, &bad);
-}
-
 /// Local Invalidate on node i's harness QP; returns its completion.
 ibv_wc local_inv(rc_harness& h, unsigned i, uint32_t key) {
     EXPECT_EQ(post_local_inv(h.s[i].qp, key), 0);
@@ -111,31 +85,6 @@ int post_send_inv(rc_harness& h, ibv_sge sge, uint32_t key, uint64_t wr_id = 90)
     wr.invalidate_rkey = key;
     ibv_send_wr* bad = nullptr;
     return ibv_post_send(h.s[0].qp, &wr, &bad);
-}
-
-/// Type 1 bind on node1's harness QP; returns its completion.
-ibv_wc bind1(rc_harness& h, ibv_mw* mw, ibv_mr* mr, uint64_t addr, uint64_t len, unsigned access) {
-    ibv_mw_bind b;
-    b.wr_id = 50;
-    b.send_flags = IBV_SEND_SIGNALED;
-    b.bind_info = {mr, addr, len, access};
-    EXPECT_EQ(ibv_bind_mw(h.s[1].qp, mw, &b), 0);
-    return one_wc(h, h.s[1].scq, "bind");
-}
-
-/// Type 2 bind WR on `qp` with the consumer's key byte; returns its completion.
-ibv_wc bind2(rc_harness& h, ibv_qp* qp, ibv_mw* mw, uint8_t key_byte, ibv_mr* mr, uint64_t addr, uint64_t len,
-             unsigned access) {
-    ibv_send_wr wr{};
-    wr.wr_id = 60;
-    wr.opcode = IBV_WR_BIND_MW;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.bind_mw.mw = mw;
-    wr.bind_mw.rkey = (mw->rkey & ~0xFFu) | key_byte;
-    wr.bind_mw.bind_info = {mr, addr, len, access};
-    ibv_send_wr* bad = nullptr;
-    EXPECT_EQ(ibv_post_send(qp, &wr, &bad), 0);
-    return one_wc(h, qp->send_cq, "bind WR");
 }
 
 /// Another RC QP on node1 (harness PD), connected to a new QP on node0; returns node1's.
@@ -225,7 +174,7 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_3_a_non_shared_region_is_accepted_by_every_verb
         recreate_qp(h, 1, IBV_QP_CREATE_FAST_REG);
         const size_t n = 4 * 4096;
         bufs b = make_bufs(h, n, 363, kBindable);  // b.dmr: Register MR, not shared
-        std::vector<uint8_t> want(n, kGuard);
+        std::vector<uint8_t> want(n, kGuardByte);
         const auto src = h.read_mem(0, b.src, n);
         auto expect_written = [&](uint64_t off, uint64_t src_off, size_t len) {
             std::copy(src.begin() + long(src_off), src.begin() + long(src_off + len),
@@ -238,7 +187,7 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_3_a_non_shared_region_is_accepted_by_every_verb
         EXPECT_EQ(qa.addr, b.dst);
         EXPECT_EQ(qa.length, n);
         // Register Shared MR.
-        ibv_mr* sh = ibv_reg_shared_mr(b.dmr, h.s[1].pd, kRw, 0x6000000);
+        ibv_mr* sh = ibv_reg_shared_mr(b.dmr, h.s[1].pd, kTargetAccess, 0x6000000);
         ASSERT_NE(sh, nullptr) << errno;
         EXPECT_EQ(write_wc(h, {b.src, 100, b.smr->lkey}, 0x6000000, sh->rkey, "via the shared region").status,
                   IBV_WC_SUCCESS);
@@ -248,8 +197,7 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_3_a_non_shared_region_is_accepted_by_every_verb
         ibv_mw* w1 = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ibv_mw* w2 = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
         ASSERT_EQ(bind1(h, w1, b.dmr, b.dst + 4096, 100, IBV_ACCESS_REMOTE_WRITE).status, IBV_WC_SUCCESS);
-        ASSERT_EQ(bind2(h, h.s[1].qp, w2, 0x63, b.dmr, b.dst + 4096 + 200, 100, kRemoteRw).status,
-                  IBV_WC_SUCCESS);
+        ASSERT_EQ(bind2(h, w2, 0x63, b.dmr, b.dst + 4096 + 200, 100, kRemoteRw).status, IBV_WC_SUCCESS);
         EXPECT_EQ(
             write_wc(h, {b.src + 100, 100, b.smr->lkey}, b.dst + 4096, w1->rkey, "type 1 window").status,
             IBV_WC_SUCCESS);
@@ -262,13 +210,13 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_3_a_non_shared_region_is_accepted_by_every_verb
         ASSERT_EQ(ibv_dealloc_mw(w2), 0);
         // Fast Register PMR into an Allocate L_Key region (not shared either).
         ibv_mr* l = ibv_alloc_lkey(h.s[1].pd, 1);
-        ASSERT_EQ(fast_reg(h, 1, l, 0x36, 4096, kRw, pages_of(h, 1, b.dst + 2 * 4096, 4096)).status,
+        ASSERT_EQ(fast_reg(h, 1, l, 0x36, 4096, kTargetAccess, pages_of(h, 1, b.dst + 2 * 4096, 4096)).status,
                   IBV_WC_SUCCESS);
         EXPECT_EQ(write_wc(h, {b.src + 300, 64, b.smr->lkey}, kIova, l->rkey, "fast-registered").status,
                   IBV_WC_SUCCESS);
         expect_written(2 * 4096, 300, 64);
         // Reregister MR (rights), then Reregister PMR (onto the last page, the consumer's key byte).
-        ASSERT_EQ(ibv_rereg_mr(b.dmr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, 0, 0, kRw), 0);
+        ASSERT_EQ(ibv_rereg_mr(b.dmr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, 0, 0, kTargetAccess), 0);
         EXPECT_EQ(
             write_wc(h, {b.src + 400, 64, b.smr->lkey}, b.dst + 2 * 4096 + 2000, b.dmr->rkey, "reregistered")
                 .status,
@@ -281,7 +229,7 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_3_a_non_shared_region_is_accepted_by_every_verb
         a.size = 4096;
         a.iova = 0x7000000;
         a.length = 4096;
-        a.access = kRw;
+        a.access = kTargetAccess;
         a.key_byte = 0x3A;
         const uint32_t va_key = b.dmr->rkey;
         ASSERT_EQ(ibv_rereg_phys_mr(b.dmr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS,
@@ -363,12 +311,12 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_5_o10_37_2_15_fast_register_and_local_invalidat
     h.run([](rc_harness& h) {
         recreate_qp(h, 1, IBV_QP_CREATE_FAST_REG);
         bufs b = make_bufs(h, 4096, 365, kBindable);
-        ibv_mr* sh = ibv_reg_shared_mr(b.dmr, h.s[1].pd, kRw, 0x5000000);
+        ibv_mr* sh = ibv_reg_shared_mr(b.dmr, h.s[1].pd, kTargetAccess, 0x5000000);
         ASSERT_NE(sh, nullptr);
         // Fast Register: refused at once (a shared region has no L_Key page list of its own).
         const auto pg = pages_of(h, 1, b.dst, 4096);
         const uint32_t producer = h.s[1].qp->sq.producer;
-        EXPECT_EQ(post_fast_reg(h.s[1].qp, sh, 0x10, 4096, kRw, pg), EINVAL);
+        EXPECT_EQ(post_fast_reg(h.s[1].qp, sh, 0x10, 4096, kTargetAccess, pg), EINVAL);
         EXPECT_EQ(h.s[1].qp->sq.producer, producer) << "nothing posted";
         EXPECT_EQ(query_state(h.s[1].qp), IBV_QPS_RTS);
         // Local Invalidate of the shared region, and of its source: memory management errors.
@@ -400,7 +348,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_5_o10_37_2_6_fast_register_makes_the_key_valid_
         bufs b = make_bufs(h, 3 * 4096, 375, kBindable);
         h.write_mem(1, b.dst, pattern(3 * 4096, 3750));
         const uint64_t sink = h.alloc(0, 4096, 4096);
-        h.fill_mem(0, sink, 4096, kGuard);
+        h.fill_mem(0, sink, 4096, kGuardByte);
         ibv_mr* snk = h.reg(0, sink, 4096);
         ibv_mr* l = ibv_alloc_lkey(h.s[1].pd, 4);
         ASSERT_NE(l, nullptr);
@@ -408,7 +356,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_5_o10_37_2_6_fast_register_makes_the_key_valid_
         const auto pg = pages_of(h, 1, b.dst, 3 * 4096);
         const uint64_t len = 3 * 4096 - 100;
         // Fast register, then at once an RDMA WRITE gathering through the new L_Key.
-        ASSERT_EQ(post_fast_reg(h.s[1].qp, l, 0x42, len, kRw, pg, 100), 0);
+        ASSERT_EQ(post_fast_reg(h.s[1].qp, l, 0x42, len, kTargetAccess, pg, 100), 0);
         EXPECT_EQ(l->lkey, hw::make_key(l->handle, 0x42));
         EXPECT_EQ(l->rkey, l->lkey);
         ASSERT_EQ(h.post_send(1, IBV_WR_RDMA_WRITE, {{kIova + 50, 500, l->lkey}}, 81, IBV_SEND_SIGNALED, sink,
@@ -430,12 +378,12 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_5_o10_37_2_6_fast_register_makes_the_key_valid_
         EXPECT_EQ(qa.length, len);
         EXPECT_EQ(qa.page_list_max, 4u) << "o10-37.2.10: the reservation, not the pages used";
         // The R_Key reaches the same pages from node0, across the page boundaries.
-        h.fill_mem(1, b.dst, 3 * 4096, kGuard);
+        h.fill_mem(1, b.dst, 3 * 4096, kGuardByte);
         EXPECT_EQ(write_wc(h, {b.src, 8000, b.smr->lkey}, kIova + 1000, l->rkey, "remote write").status,
                   IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst + 1100, h.read_mem(0, b.src, 8000), "through the fast-registered R_Key");
-        h.expect_fill(1, b.dst, 1100, kGuard, "before");
-        h.expect_fill(1, b.dst + 9100, 3 * 4096 - 9100, kGuard, "after");
+        h.expect_fill(1, b.dst, 1100, kGuardByte, "before");
+        h.expect_fill(1, b.dst + 9100, 3 * 4096 - 9100, kGuardByte, "after");
     });
 }
 
@@ -448,7 +396,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_5_fast_register_refusals) {
         ibv_mr* l = ibv_alloc_lkey(h.s[1].pd, 2);
         ASSERT_NE(l, nullptr);
         // The QP was not created with fast register.
-        ibv_wc fr = fast_reg(h, 1, l, 0x01, 8192, kRw, two);
+        ibv_wc fr = fast_reg(h, 1, l, 0x01, 8192, kTargetAccess, two);
         EXPECT_EQ(fr.status, IBV_WC_MW_BIND_ERR);
         EXPECT_EQ(fr.opcode, IBV_WC_FAST_REG_MR);
         EXPECT_EQ(fr.vendor_err, vendor(xlate_status::not_enabled));
@@ -456,25 +404,26 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_5_fast_register_refusals) {
         recreate_qp(h, 1, IBV_QP_CREATE_FAST_REG);
         EXPECT_EQ(state_of(l), IBV_MR_STATE_FREE) << "the failed fast register changed nothing";
         // More pages than the L_Key reserved, remote write without local write: refused at once.
-        EXPECT_EQ(post_fast_reg(h.s[1].qp, l, 0x02, 3 * 4096, kRw, {pg.begin(), pg.begin() + 3}), EINVAL);
+        EXPECT_EQ(post_fast_reg(h.s[1].qp, l, 0x02, 3 * 4096, kTargetAccess, {pg.begin(), pg.begin() + 3}),
+                  EINVAL);
         EXPECT_EQ(post_fast_reg(h.s[1].qp, l, 0x02, 8192, IBV_ACCESS_REMOTE_WRITE, two), EINVAL);
         // An L_Key of another PD.
         ibv_pd* other = ibv_alloc_pd(h.s[1].ctx);
         ibv_mr* foreign = ibv_alloc_lkey(other, 2);
-        fr = fast_reg(h, 1, foreign, 0x03, 8192, kRw, two);
+        fr = fast_reg(h, 1, foreign, 0x03, 8192, kTargetAccess, two);
         EXPECT_EQ(fr.status, IBV_WC_MW_BIND_ERR);
         EXPECT_EQ(fr.vendor_err, vendor(xlate_status::bad_pd));
         recover(h);
         // A page off a page boundary.
         const std::vector<uint64_t> odd = {pg[0], pg[1] + 0x800};
-        fr = fast_reg(h, 1, l, 0x04, 8192, kRw, odd);
+        fr = fast_reg(h, 1, l, 0x04, 8192, kTargetAccess, odd);
         EXPECT_EQ(fr.status, IBV_WC_MW_BIND_ERR);
         EXPECT_EQ(fr.vendor_err, vendor(xlate_status::bad_page_list));
         recover(h);
         // The L_Key must be Free: a second fast register without an invalidate is refused.
-        ASSERT_EQ(fast_reg(h, 1, l, 0x05, 8192, kRw, two).status, IBV_WC_SUCCESS);
+        ASSERT_EQ(fast_reg(h, 1, l, 0x05, 8192, kTargetAccess, two).status, IBV_WC_SUCCESS);
         const uint32_t valid_key = l->rkey;
-        fr = fast_reg(h, 1, l, 0x06, 4096, kRw, {pg[2]});
+        fr = fast_reg(h, 1, l, 0x06, 4096, kTargetAccess, {pg[2]});
         EXPECT_EQ(fr.status, IBV_WC_MW_BIND_ERR);
         EXPECT_EQ(fr.vendor_err, vendor(xlate_status::bad_state));
         recover(h);
@@ -517,7 +466,7 @@ SIM_TEST(E2eMemoryBmme, o10_36_2_1_free_keys_are_refused_locally_and_remotely) {
         EXPECT_EQ(w.status, IBV_WC_LOC_PROT_ERR);
         EXPECT_EQ(w.vendor_err, vendor(xlate_status::bad_state));
         h.sleep(1, kQuietNs);
-        h.expect_fill(1, b.dst, 4096, kGuard, "nothing written");
+        h.expect_fill(1, b.dst, 4096, kGuardByte, "nothing written");
     });
 }
 
@@ -534,7 +483,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_7_o10_37_2_11_reserved_lkey_names_physical_memo
         recreate_qp(h, 0, IBV_QP_CREATE_FAST_REG | IBV_QP_CREATE_RESERVED_LKEY);
         bufs b = make_bufs(h, 8192, 377, kBindable);
         const uint64_t sink = h.alloc(0, 4096, 4096);
-        h.fill_mem(0, sink, 4096, kGuard);
+        h.fill_mem(0, sink, 4096, kGuardByte);
         const uint64_t src_pa = h.pa_of(0, b.src), sink_pa = h.pa_of(0, sink);
         ASSERT_TRUE(src_pa && sink_pa);
         // SEND gathered from a physical address.
@@ -551,7 +500,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_7_o10_37_2_11_reserved_lkey_names_physical_memo
                   0);
         EXPECT_EQ(one_wc(h, h.s[0].scq, "read into physical memory").status, IBV_WC_SUCCESS);
         h.expect_mem(0, sink + 20, h.read_mem(1, b.dst + 4096, 1000), "read payload");
-        h.expect_fill(0, sink, 20, kGuard, "before the read's sink");
+        h.expect_fill(0, sink, 20, kGuardByte, "before the read's sink");
         // Fast register is allowed on the same QP (o10-37.2.7).
         const auto pg = pages_of(h, 0, sink, 4096);
         ibv_mr* l = ibv_alloc_lkey(h.s[0].pd, 1);
@@ -591,7 +540,7 @@ SIM_TEST(E2eMemoryBmme,
         ibv_mr fl = *l;
         fl.handle = 0;
         const auto pg = pages_of(h, 1, b.dst, 4096);
-        c = fast_reg(h, 1, &fl, 0x00, 4096, kRw, pg);
+        c = fast_reg(h, 1, &fl, 0x00, 4096, kTargetAccess, pg);
         EXPECT_EQ(fl.lkey, hw::RESERVED_LKEY);
         EXPECT_EQ(c.status, IBV_WC_MW_BIND_ERR);
         EXPECT_EQ(c.vendor_err, vendor(xlate_status::bad_key));
@@ -602,7 +551,7 @@ SIM_TEST(E2eMemoryBmme,
                 .status,
             IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
-        h.expect_fill(1, b.dst, 4096, kGuard, "nothing written");
+        h.expect_fill(1, b.dst, 4096, kGuardByte, "nothing written");
     });
 }
 
@@ -616,8 +565,9 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_13_invalidate_frees_fast_registered_keys_indepe
         const auto pg = pages_of(h, 1, b.dst, 8192);
         ibv_mr* l1 = ibv_alloc_lkey(h.s[1].pd, 2);
         ibv_mr* l2 = ibv_alloc_lkey(h.s[1].pd, 2);
-        ASSERT_EQ(fast_reg(h, 1, l1, 0x11, 8192, kRw, pg).status, IBV_WC_SUCCESS);
-        ASSERT_EQ(fast_reg(h, 1, l2, 0x22, 8192, kRw, pg).status, IBV_WC_SUCCESS);  // the same pages
+        ASSERT_EQ(fast_reg(h, 1, l1, 0x11, 8192, kTargetAccess, pg).status, IBV_WC_SUCCESS);
+        ASSERT_EQ(fast_reg(h, 1, l2, 0x22, 8192, kTargetAccess, pg).status,
+                  IBV_WC_SUCCESS);  // the same pages
         const ibv_wc inv = local_inv(h, 1, l1->rkey);
         EXPECT_EQ(inv.status, IBV_WC_SUCCESS);
         EXPECT_EQ(inv.opcode, IBV_WC_LOCAL_INV);
@@ -629,7 +579,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_13_invalidate_frees_fast_registered_keys_indepe
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 100), "written");
         EXPECT_EQ(local_inv(h, 1, l1->rkey).status, IBV_WC_SUCCESS) << "invalidating a Free key is a no-op";
         // A Free L_Key can be fast-registered again, with a new key byte.
-        ASSERT_EQ(fast_reg(h, 1, l1, 0x12, 4096, kRw, {pg[1]}).status, IBV_WC_SUCCESS);
+        ASSERT_EQ(fast_reg(h, 1, l1, 0x12, 4096, kTargetAccess, {pg[1]}).status, IBV_WC_SUCCESS);
         EXPECT_EQ(write_wc(h, {b.src + 100, 100, b.smr->lkey}, kIova, l1->rkey, "re-registered").status,
                   IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst + 4096, h.read_mem(0, b.src + 100, 100), "the new page");
@@ -651,7 +601,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_14_invalidating_a_region_during_a_write_stops_i
         const auto data = h.read_mem(0, b.src, n);
         const auto pg = pages_of(h, 1, b.dst, n);
         ibv_mr* l = ibv_alloc_lkey(h.s[1].pd, uint32_t(pg.size()));
-        ASSERT_EQ(fast_reg(h, 1, l, 0x14, n, kRw, pg).status, IBV_WC_SUCCESS);
+        ASSERT_EQ(fast_reg(h, 1, l, 0x14, n, kTargetAccess, pg).status, IBV_WC_SUCCESS);
         ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, uint32_t(n), b.smr->lkey}}, 1, IBV_SEND_SIGNALED,
                               kIova, l->rkey),
                   0);
@@ -667,7 +617,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_14_invalidating_a_region_during_a_write_stops_i
         EXPECT_GT(placed, 0u) << "the packets before the invalidate were placed";
         EXPECT_LT(placed, n / 2);
         EXPECT_EQ(placed % 4096, 0u);
-        h.expect_fill(1, b.dst + placed, n - placed, kGuard, "nothing after the invalidate");
+        h.expect_fill(1, b.dst + placed, n - placed, kGuardByte, "nothing after the invalidate");
     });
 }
 
@@ -704,11 +654,11 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_18_invalidated_key_fails_locally_and_remotely) 
         recreate_qp(h, 1, IBV_QP_CREATE_FAST_REG);
         bufs b = make_bufs(h, 4096, 3718, kBindable);
         const uint64_t sink = h.alloc(0, 4096, 4096);
-        h.fill_mem(0, sink, 4096, kGuard);
+        h.fill_mem(0, sink, 4096, kGuardByte);
         ibv_mr* snk = h.reg(0, sink, 4096);
         const auto pg = pages_of(h, 1, b.dst, 4096);
         ibv_mr* l = ibv_alloc_lkey(h.s[1].pd, 1);
-        ASSERT_EQ(fast_reg(h, 1, l, 0x18, 4096, kRw, pg).status, IBV_WC_SUCCESS);
+        ASSERT_EQ(fast_reg(h, 1, l, 0x18, 4096, kTargetAccess, pg).status, IBV_WC_SUCCESS);
         ASSERT_EQ(local_inv(h, 1, l->lkey).status, IBV_WC_SUCCESS);
         const ibv_wc w =
             write_wc(h, {kIova, 64, l->lkey}, sink, snk->rkey, "gather through the invalidated L_Key", 1);
@@ -719,8 +669,8 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_18_invalidated_key_fails_locally_and_remotely) 
                       .status,
                   IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
-        h.expect_fill(0, sink, 4096, kGuard, "nothing sent from the invalidated region");
-        h.expect_fill(1, b.dst, 4096, kGuard, "nothing written into the invalidated region");
+        h.expect_fill(0, sink, 4096, kGuardByte, "nothing sent from the invalidated region");
+        h.expect_fill(1, b.dst, 4096, kGuardByte, "nothing written into the invalidated region");
     });
 }
 
@@ -798,12 +748,12 @@ uint64_t write_then_invalidate_window(rc_harness& h, bool fence) {
     h.write_mem(0, src, pattern(n, 3737));
     ibv_mr* smr = h.reg(0, src, n);
     const uint64_t win = h.alloc(0, 4096, 4096);
-    h.fill_mem(0, win, 4096, kGuard);
+    h.fill_mem(0, win, 4096, kGuardByte);
     ibv_mr* wmr = h.reg(0, win, 4096, kBindable);
     const uint64_t dst = h.alloc(1, n, 4096);
     ibv_mr* dmr = h.reg(1, dst, n);
     ibv_mw* mw = ibv_alloc_mw(h.s[0].pd, IBV_MW_TYPE_2);
-    EXPECT_EQ(bind2(h, h.s[0].qp, mw, 0x37, wmr, win, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
+    EXPECT_EQ(bind2(h, mw, 0x37, wmr, win, 4096, kRemoteRw, h.s[0].qp).status, IBV_WC_SUCCESS);
     const uint32_t old_key = mw->rkey;
     const uint64_t before = ctr(0, "translation_unit.invalidates");
     EXPECT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, uint32_t(n), smr->lkey}}, 1, IBV_SEND_SIGNALED, dst,
@@ -841,7 +791,7 @@ uint64_t write_then_invalidate_window(rc_harness& h, bool fence) {
     h.expect_mem(1, dst, h.read_mem(0, src, n), "the WRITE's data");
     h.expect_mem(0, win, h.read_mem(0, src, 64),
                  "through the new key (node1 sends what the WRITE put there)");
-    h.expect_fill(0, win + 64, 4096 - 64, kGuard, "nothing through the invalidated key");
+    h.expect_fill(0, win + 64, 4096 - 64, kGuardByte, "nothing through the invalidated key");
     return early;
 }
 }  // namespace
@@ -874,7 +824,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_21_o10_38_2_1_send_with_invalidate_frees_the_ke
         bufs b = make_bufs(h, 8192, 3721, kBindable);
         const auto pg = pages_of(h, 1, b.dst, 4096);
         ibv_mr* l = ibv_alloc_lkey(h.s[1].pd, 1);
-        ASSERT_EQ(fast_reg(h, 1, l, 0x21, 4096, kRw, pg).status, IBV_WC_SUCCESS);
+        ASSERT_EQ(fast_reg(h, 1, l, 0x21, 4096, kTargetAccess, pg).status, IBV_WC_SUCCESS);
         const uint32_t rkey = l->rkey;
         ASSERT_EQ(h.post_recv(1, {{b.dst + 4096, 4096, b.dmr->lkey}}, 21), 0);
         // An RDMA WRITE into the region, then at once the SEND invalidating it.
@@ -901,7 +851,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_21_o10_38_2_1_send_with_invalidate_frees_the_ke
         EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, kIova + 2000, rkey, "after the invalidation").status,
                   IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
-        h.expect_fill(1, b.dst + 2000, 64, kGuard, "nothing after the invalidation");
+        h.expect_fill(1, b.dst + 2000, 64, kGuardByte, "nothing after the invalidation");
     });
 }
 
@@ -910,7 +860,7 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_44_send_with_invalidate_frees_a_type2_window) {
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 8192, 3744, kBindable);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
-        ASSERT_EQ(bind2(h, h.s[1].qp, mw, 0x44, b.dmr, b.dst, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
+        ASSERT_EQ(bind2(h, mw, 0x44, b.dmr, b.dst, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
         const uint32_t k = mw->rkey;
         ASSERT_EQ(h.post_recv(1, {{b.dst + 4096, 4096, b.dmr->lkey}}, 44), 0);
         ASSERT_EQ(post_send_inv(h, {b.src, 100, b.smr->lkey}, k), 0);
@@ -928,13 +878,13 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_44_send_with_invalidate_frees_a_type2_window) {
         EXPECT_EQ(r2.status, IBV_WC_SUCCESS);
         EXPECT_TRUE(r2.wc_flags & IBV_WC_WITH_INV);
         // The invalidated window is Free: it binds again, and its old key is dead.
-        ASSERT_EQ(bind2(h, h.s[1].qp, mw, 0x45, b.dmr, b.dst, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
+        ASSERT_EQ(bind2(h, mw, 0x45, b.dmr, b.dst, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
         EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, mw->rkey, "rebound").status, IBV_WC_SUCCESS);
         EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 64, k, "the invalidated key").status,
                   IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 64), "through the new binding");
-        h.expect_fill(1, b.dst + 64, 4096 - 64, kGuard, "nothing through the invalidated key");
+        h.expect_fill(1, b.dst + 64, 4096 - 64, kGuardByte, "nothing through the invalidated key");
     });
 }
 
@@ -945,8 +895,8 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_24_o10_37_2_16_refused_send_with_invalidate_lea
         bufs b = make_bufs(h, 8192, 3724, kBindable);
         const auto pg = pages_of(h, 1, b.dst + 4096, 4096);
         ibv_mr* l = ibv_alloc_lkey(h.s[1].pd, 1);
-        ASSERT_EQ(fast_reg(h, 1, l, 0x24, 4096, kRw, pg).status, IBV_WC_SUCCESS);
-        ibv_mr* sh = ibv_reg_shared_mr(b.dmr, h.s[1].pd, kRw, 0x5000000);
+        ASSERT_EQ(fast_reg(h, 1, l, 0x24, 4096, kTargetAccess, pg).status, IBV_WC_SUCCESS);
+        ibv_mr* sh = ibv_reg_shared_mr(b.dmr, h.s[1].pd, kTargetAccess, 0x5000000);
         ASSERT_NE(sh, nullptr);
         struct refused {
             const char* what;
@@ -1003,14 +953,14 @@ SIM_TEST(E2eMemoryBmme,
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 8192, 3739, kBindable);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
-        ASSERT_EQ(bind2(h, h.s[1].qp, mw, 0x39, b.dmr, b.dst + 4096, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
+        ASSERT_EQ(bind2(h, mw, 0x39, b.dmr, b.dst + 4096, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
         expect_send_inv_refused(h, b, ibv_inc_rkey(mw->rkey), xlate_status::bad_key, "wrong key byte");
         recover(h);
         // Bound through another QP (same PD): the QP numbers differ.
         ibv_qp* q2 = second_qp_on_node1(h);
         ASSERT_NE(q2, nullptr);
         ibv_mw* other = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
-        ASSERT_EQ(bind2(h, q2, other, 0x3A, b.dmr, b.dst + 4096, 100, kRemoteRw).status, IBV_WC_SUCCESS);
+        ASSERT_EQ(bind2(h, other, 0x3A, b.dmr, b.dst + 4096, 100, kRemoteRw, q2).status, IBV_WC_SUCCESS);
         expect_send_inv_refused(h, b, other->rkey, xlate_status::bad_qpn, "window bound to another QP");
         recover(h);
         // A Free window of another PD.
@@ -1034,14 +984,13 @@ SIM_TEST(E2eMemoryBmme, o10_37_2_44_send_with_invalidate_of_a_type2a_window_need
         ibv_qp* q2 = second_qp_on_node1(h);
         ASSERT_NE(q2, nullptr);
         ibv_mw* theirs = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
-        ASSERT_EQ(bind2(h, q2, theirs, 0x2B, b.dmr, b.dst + 4096, 100, kRemoteRw).status, IBV_WC_SUCCESS);
+        ASSERT_EQ(bind2(h, theirs, 0x2B, b.dmr, b.dst + 4096, 100, kRemoteRw, q2).status, IBV_WC_SUCCESS);
         expect_send_inv_refused(h, b, theirs->rkey, xlate_status::bad_qpn, "2A window bound to another QP");
         recover(h);
         // Bound through the receiving QP: the invalidation succeeds. (Bound only now: with a 2A
         // window bound the QP could not be reset by recover above.)
         ibv_mw* mine = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
-        ASSERT_EQ(bind2(h, h.s[1].qp, mine, 0x2A, b.dmr, b.dst + 4096, 100, kRemoteRw).status,
-                  IBV_WC_SUCCESS);
+        ASSERT_EQ(bind2(h, mine, 0x2A, b.dmr, b.dst + 4096, 100, kRemoteRw).status, IBV_WC_SUCCESS);
         EXPECT_EQ(to_state(h.s[1].qp, IBV_QPS_RESET), EBUSY);
         ibv_mr* rbuf = h.reg(1, b.dst, 4096, IBV_ACCESS_LOCAL_WRITE);
         ASSERT_EQ(h.post_recv(1, {{b.dst, 4096, rbuf->lkey}}, 46), 0);

@@ -23,51 +23,6 @@ using namespace hcasim::verbs;
 
 namespace {
 
-constexpr uint8_t kGuard = 0xA5;
-constexpr uint64_t kQuietNs = 20'000;  // far longer than one round trip
-constexpr int kRw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-
-/// The CQE vendor syndrome the HCA reports for a translation failure.
-uint32_t vendor(xlate_status s) { return uint32_t(s); }
-
-/// The one completion the caller waits for on node i's send CQ (status GENERAL_ERR if none came).
-ibv_wc one_send_wc(rc_harness& h, unsigned i, const std::string& what) {
-    auto v = h.expect_wc(h.s[i].scq, 1, what);
-    if (v.empty()) {
-        ibv_wc none{};
-        none.status = IBV_WC_GENERAL_ERR;
-        return none;
-    }
-    return v[0];
-}
-
-/// RDMA WRITE from node0 (one SGE) to node1; returns its completion.
-ibv_wc write_wc(rc_harness& h, ibv_sge sge, uint64_t remote, uint32_t rkey, const std::string& what) {
-    EXPECT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {sge}, 1, IBV_SEND_SIGNALED, remote, rkey), 0) << what;
-    return one_send_wc(h, 0, what);
-}
-
-/// RDMA READ by node0 (one SGE) from node1; returns its completion.
-ibv_wc read_wc(rc_harness& h, ibv_sge sge, uint64_t remote, uint32_t rkey, const std::string& what) {
-    EXPECT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {sge}, 2, IBV_SEND_SIGNALED, remote, rkey), 0) << what;
-    return one_send_wc(h, 0, what);
-}
-
-/// Waits for node i's next async event; false (and a failure) if none comes.
-bool next_event(rc_harness& h, unsigned i, ibv_async_event& ev) {
-    const int rc = ibv_get_async_event(h.s[i].ctx, &ev, 1'000'000);
-    EXPECT_EQ(rc, 0) << "no asynchronous event on node" << i;
-    if (rc == 0) ibv_ack_async_event(&ev);
-    return rc == 0;
-}
-
-/// Length of the prefix of `got` equal to `want` (the bytes a transfer placed before it stopped).
-size_t placed_prefix(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
-    size_t i = 0;
-    while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
-    return i;
-}
-
 /// 4 KiB pages of node i's [va, va + len), pinned (ibv_map_pages).
 std::vector<uint64_t> pages_of(rc_harness& h, unsigned i, uint64_t va, size_t len) {
     std::vector<uint64_t> p;
@@ -96,16 +51,16 @@ SIM_TEST(E2eMemory, C10_45_2_1_C10_50_regions_at_any_byte_alignment_carry_writes
                 write_wc(h, {b.src, 3000, b.smr->lkey}, at, mr->rkey, "write of the whole region");
             EXPECT_EQ(w.status, IBV_WC_SUCCESS) << align;
             h.expect_mem(1, at, data, "region at alignment " + std::to_string(align));
-            h.fill_mem(0, sink, 8192, kGuard);
+            h.fill_mem(0, sink, 8192, kGuardByte);
             const ibv_wc r = read_wc(h, {sink + align, 2999, smr->lkey}, at + 1, mr->rkey, "read back");
             EXPECT_EQ(r.status, IBV_WC_SUCCESS) << align;
             EXPECT_EQ(r.byte_len, 2999u);
             h.expect_mem(0, sink + align, {data.begin() + 1, data.end()}, "read back");
-            h.expect_fill(0, sink, align, kGuard, "before the READ's sink");
+            h.expect_fill(0, sink, align, kGuardByte, "before the READ's sink");
             at += 3000;
         }
-        h.expect_fill(1, b.dst, 1, kGuard, "before the first region");
-        h.expect_fill(1, at, b.dst + 5 * 4096 - at, kGuard, "after the last region");
+        h.expect_fill(1, b.dst, 1, kGuardByte, "before the first region");
+        h.expect_fill(1, at, b.dst + 5 * 4096 - at, kGuardByte, "after the last region");
     });
 }
 
@@ -115,7 +70,7 @@ SIM_TEST(E2eMemory, C10_51_regions_of_any_length_carry_data) {
         const size_t big = (1u << 20) + 3;  // 257 pages, odd length
         bufs b = make_bufs(h, big + 8192, 51);
         for (size_t len : {size_t(1), size_t(4097), big}) {
-            h.fill_mem(1, b.dst, big + 8192, kGuard);
+            h.fill_mem(1, b.dst, big + 8192, kGuardByte);
             ibv_mr* mr = h.reg(1, b.dst + 5, len);
             ASSERT_NE(mr, nullptr) << len;
             EXPECT_EQ(mr->length, len);
@@ -124,14 +79,15 @@ SIM_TEST(E2eMemory, C10_51_regions_of_any_length_carry_data) {
             EXPECT_EQ(w.status, IBV_WC_SUCCESS) << len;
             h.expect_mem(1, b.dst + 5, h.read_mem(0, b.src, len),
                          "region of " + std::to_string(len) + " bytes");
-            h.expect_fill(1, b.dst + 5 + len, 100, kGuard, "after the region");
+            h.expect_fill(1, b.dst + 5 + len, 100, kGuardByte, "after the region");
             ASSERT_EQ(ibv_dereg_mr(mr), 0);
         }
         ibv_device_attr da{};
         ASSERT_EQ(ibv_query_device(h.s[1].ctx, &da), 0);
         ASSERT_GT(da.max_mr_size, 0u);
         errno = 0;
-        EXPECT_EQ(ibv_reg_mr(h.s[1].pd, b.dst, da.max_mr_size + 1, kRw), nullptr) << "beyond the HCA's limit";
+        EXPECT_EQ(ibv_reg_mr(h.s[1].pd, b.dst, da.max_mr_size + 1, kTargetAccess), nullptr)
+            << "beyond the HCA's limit";
         EXPECT_EQ(errno, EINVAL);
     });
 }
@@ -144,7 +100,7 @@ SIM_TEST(E2eMemory, o10_36_2_2_zero_based_region_is_addressed_from_zero) {
         ASSERT_TRUE(da.zbva) << "the model supports zero-based virtual addresses";
         bufs b = make_bufs(h, 3 * 4096, 362);
         const uint64_t base = b.dst + 0x234;
-        ibv_mr* z = h.reg(1, base, 5000, kRw | IBV_ACCESS_ZERO_BASED);
+        ibv_mr* z = h.reg(1, base, 5000, kTargetAccess | IBV_ACCESS_ZERO_BASED);
         ASSERT_NE(z, nullptr);
         ibv_mr_attr qa{};
         ASSERT_EQ(ibv_query_mr(z, &qa), 0);
@@ -153,7 +109,7 @@ SIM_TEST(E2eMemory, o10_36_2_2_zero_based_region_is_addressed_from_zero) {
         ibv_wc w = write_wc(h, {b.src, 4000, b.smr->lkey}, 100, z->rkey, "write at offset 100");
         EXPECT_EQ(w.status, IBV_WC_SUCCESS);
         h.expect_mem(1, base + 100, h.read_mem(0, b.src, 4000), "written at offset 100");
-        h.expect_fill(1, b.dst, 0x234 + 100, kGuard, "before offset 100");
+        h.expect_fill(1, b.dst, 0x234 + 100, kGuardByte, "before offset 100");
         // READ of the last 500 bytes (offsets 4500..4999).
         const uint64_t sink = h.alloc(0, 4096, 4096);
         ibv_mr* smr = h.reg(0, sink, 4096);
@@ -191,7 +147,7 @@ SIM_TEST(E2eMemory, C10_53_2_1_page_list_region_carries_data_in_list_order) {
         a.iova = 0x123400000ull + 100;
         a.length = 3 * 4096 - 200;
         a.first_offset = 100;
-        a.access = kRw;
+        a.access = kTargetAccess;
         ibv_mr* pmr = ibv_reg_phys_mr(h.s[1].pd, &a);
         ASSERT_NE(pmr, nullptr) << errno;
         const uint32_t n = uint32_t(a.length);
@@ -203,8 +159,8 @@ SIM_TEST(E2eMemory, C10_53_2_1_page_list_region_carries_data_in_list_order) {
         h.expect_mem(1, b.dst, {data.begin() + 3996, data.begin() + 3996 + 4096},
                      "region page 1 = buffer page 0");
         h.expect_mem(1, b.dst + 4096, {data.begin() + 8092, data.end()}, "region page 2 = buffer page 1");
-        h.expect_fill(1, b.dst + 2 * 4096, 100, kGuard, "before the first byte");
-        h.expect_fill(1, b.dst + 4096 + 3996, 100, kGuard, "after the last byte");
+        h.expect_fill(1, b.dst + 2 * 4096, 100, kGuardByte, "before the first byte");
+        h.expect_fill(1, b.dst + 4096 + 3996, 100, kGuardByte, "after the last byte");
         // C10-53.2.1: an element off a page boundary is refused, and nothing is registered.
         std::vector<uint64_t> bad = list;
         bad[1] += 0x200;
@@ -237,7 +193,7 @@ SIM_TEST(E2eMemory, o10_37_2_9_block_list_region_carries_data_across_unaligned_b
         a.iova = 0x7000;
         a.length = 2500;
         a.first_offset = 10;
-        a.access = kRw;
+        a.access = kTargetAccess;
         ibv_mr* bmr = ibv_reg_phys_mr(h.s[1].pd, &a);
         ASSERT_NE(bmr, nullptr) << errno;
         const ibv_wc w =
@@ -247,9 +203,9 @@ SIM_TEST(E2eMemory, o10_37_2_9_block_list_region_carries_data_across_unaligned_b
         h.expect_mem(1, b.dst + off[0] + 10, {data.begin(), data.begin() + 990}, "block 0 from offset 10");
         h.expect_mem(1, b.dst + off[1], {data.begin() + 990, data.begin() + 1990}, "block 1");
         h.expect_mem(1, b.dst + off[2], {data.begin() + 1990, data.end()}, "block 2, 510 bytes");
-        h.expect_fill(1, b.dst + off[0], 10, kGuard, "block 0 before first_offset");
-        h.expect_fill(1, b.dst + off[1] + 1000, 16, kGuard, "after block 1");
-        h.expect_fill(1, b.dst + off[2] + 510, 16, kGuard, "after the region's end in block 2");
+        h.expect_fill(1, b.dst + off[0], 10, kGuardByte, "block 0 before first_offset");
+        h.expect_fill(1, b.dst + off[1] + 1000, 16, kGuardByte, "after block 1");
+        h.expect_fill(1, b.dst + off[2] + 510, 16, kGuardByte, "after the region's end in block 2");
         // READ of a range spanning blocks 0..2 returns the same bytes.
         const uint64_t sink = h.alloc(0, 4096, 4096);
         ibv_mr* smr = h.reg(0, sink, 4096);
@@ -294,19 +250,19 @@ SIM_TEST(E2eMemory, o10_37_2_10_query_mr_reports_the_reserved_page_list_size) {
 
 // ------------------------------------------------------------------ reregistration
 
-SIM_TEST(E2eMemory, Rereg_change_translation_moves_the_region_and_the_old_keys_fail) {
+SIM_TEST(E2eMemory, rereg_change_translation_moves_the_region_and_the_old_keys_fail) {
     rc_harness h;
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 4 * 4096, 71);
         const uint64_t other = h.alloc(1, 4096, 4096);
-        h.fill_mem(1, other, 4096, kGuard);
+        h.fill_mem(1, other, 4096, kGuardByte);
         const uint32_t old_rkey = b.dmr->rkey;
         ASSERT_EQ(ibv_rereg_mr(b.dmr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, other, 4096, 0), 0);
         EXPECT_NE(b.dmr->rkey, old_rkey) << "new keys";
         ibv_wc w = write_wc(h, {b.src, 4096, b.smr->lkey}, other, b.dmr->rkey, "new key, new range");
         EXPECT_EQ(w.status, IBV_WC_SUCCESS);
         h.expect_mem(1, other, h.read_mem(0, b.src, 4096), "written at the new range");
-        h.expect_fill(1, b.dst, 4 * 4096, kGuard, "old range untouched");
+        h.expect_fill(1, b.dst, 4 * 4096, kGuardByte, "old range untouched");
         // The old range under the new key is no longer part of the region.
         w = write_wc(h, {b.src, 16, b.smr->lkey}, b.dst, b.dmr->rkey, "new key, old range");
         EXPECT_EQ(w.status, IBV_WC_REM_ACCESS_ERR);
@@ -314,19 +270,19 @@ SIM_TEST(E2eMemory, Rereg_change_translation_moves_the_region_and_the_old_keys_f
         w = write_wc(h, {b.src, 16, b.smr->lkey}, other, old_rkey, "old key");
         EXPECT_EQ(w.status, IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
-        h.expect_fill(1, b.dst, 4 * 4096, kGuard, "old range untouched");
+        h.expect_fill(1, b.dst, 4 * 4096, kGuardByte, "old range untouched");
         h.expect_mem(1, other, h.read_mem(0, b.src, 4096), "new range unchanged by refused writes");
     });
 }
 
-SIM_TEST(E2eMemory, Rereg_change_access_grants_the_new_rights_under_the_new_key_only) {
+SIM_TEST(E2eMemory, rereg_change_access_grants_the_new_rights_under_the_new_key_only) {
     rc_harness h;
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 4096, 72);
         ibv_mr* ro = h.reg(1, b.dst, 4096, IBV_ACCESS_REMOTE_READ);
         ASSERT_NE(ro, nullptr);
         const uint32_t old_rkey = ro->rkey;
-        ASSERT_EQ(ibv_rereg_mr(ro, IBV_REREG_MR_CHANGE_ACCESS, nullptr, 0, 0, kRw), 0);
+        ASSERT_EQ(ibv_rereg_mr(ro, IBV_REREG_MR_CHANGE_ACCESS, nullptr, 0, 0, kTargetAccess), 0);
         EXPECT_NE(ro->rkey, old_rkey);
         ibv_wc w = write_wc(h, {b.src, 512, b.smr->lkey}, b.dst, ro->rkey, "write with the new right");
         EXPECT_EQ(w.status, IBV_WC_SUCCESS);
@@ -340,17 +296,17 @@ SIM_TEST(E2eMemory, Rereg_change_access_grants_the_new_rights_under_the_new_key_
                      "write after the right was removed");
         EXPECT_EQ(w.status, IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
-        h.expect_fill(1, b.dst + 512, 4096 - 512, kGuard, "nothing written by the refused writes");
+        h.expect_fill(1, b.dst + 512, 4096 - 512, kGuardByte, "nothing written by the refused writes");
     });
 }
 
-SIM_TEST(E2eMemory, Rereg_change_pd_moves_the_region_to_the_qps_pd) {
+SIM_TEST(E2eMemory, rereg_change_pd_moves_the_region_to_the_qps_pd) {
     rc_harness h;
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 4096, 73);
         ibv_pd* other = ibv_alloc_pd(h.s[1].ctx);
         ASSERT_NE(other, nullptr);
-        ibv_mr* mr = ibv_reg_mr(other, b.dst, 4096, kRw);
+        ibv_mr* mr = ibv_reg_mr(other, b.dst, 4096, kTargetAccess);
         ASSERT_NE(mr, nullptr);
         const uint32_t old_rkey = mr->rkey;
         ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, h.s[1].pd, 0, 0, 0), 0);
@@ -365,7 +321,7 @@ SIM_TEST(E2eMemory, Rereg_change_pd_moves_the_region_to_the_qps_pd) {
         w = write_wc(h, {b.src, 256, b.smr->lkey}, b.dst + 1024, mr->rkey, "moved back to the other PD");
         EXPECT_EQ(w.status, IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
-        h.expect_fill(1, b.dst + 256, 4096 - 256, kGuard, "nothing written by the refused writes");
+        h.expect_fill(1, b.dst + 256, 4096 - 256, kGuardByte, "nothing written by the refused writes");
     });
 }
 
@@ -440,21 +396,21 @@ SIM_TEST(E2eMemory, C10_55_read_and_atomic_results_need_local_write_on_the_sink)
     rc_harness h;
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 4096, 55);
-        ibv_mr* ratom = h.reg(1, b.dst, 4096, kRw | IBV_ACCESS_REMOTE_ATOMIC);
+        ibv_mr* ratom = h.reg(1, b.dst, 4096, kTargetAccess | IBV_ACCESS_REMOTE_ATOMIC);
         const uint64_t sink = h.alloc(0, 4096, 4096);
-        h.fill_mem(0, sink, 4096, kGuard);
+        h.fill_mem(0, sink, 4096, kGuardByte);
         ibv_mr* ro = h.reg(0, sink, 4096, IBV_ACCESS_REMOTE_READ);
         ASSERT_TRUE(ratom && ro);
         ibv_wc r = read_wc(h, {sink, 1024, ro->lkey}, b.dst, b.dmr->rkey, "read into a read-only sink");
         EXPECT_EQ(r.status, IBV_WC_LOC_PROT_ERR);
         EXPECT_EQ(query_state(h.s[0].qp), IBV_QPS_ERR);
-        h.expect_fill(0, sink, 4096, kGuard, "sink untouched");
+        h.expect_fill(0, sink, 4096, kGuardByte, "sink untouched");
         recover(h);
         ASSERT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_FETCH_AND_ADD, sink, ro->lkey, 3, b.dst, ratom->rkey, 1), 0);
-        const ibv_wc a = one_send_wc(h, 0, "atomic result into a read-only sink");
+        const ibv_wc a = one_wc(h, h.s[0].scq, "atomic result into a read-only sink");
         EXPECT_EQ(a.status, IBV_WC_LOC_PROT_ERR);
         EXPECT_EQ(query_state(h.s[0].qp), IBV_QPS_ERR);
-        h.expect_fill(0, sink, 4096, kGuard, "sink untouched");
+        h.expect_fill(0, sink, 4096, kGuardByte, "sink untouched");
         // The same sink registered with local write takes the READ.
         recover(h);
         ibv_mr* rw = h.reg(0, sink, 4096, IBV_ACCESS_LOCAL_WRITE);
@@ -471,7 +427,7 @@ SIM_TEST(E2eMemory, C10_55_sink_without_local_write_is_refused_before_the_reques
     rc_harness h;
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 4096, 551);
-        ibv_mr* ratom = h.reg(1, b.dst, 4096, kRw | IBV_ACCESS_REMOTE_ATOMIC);
+        ibv_mr* ratom = h.reg(1, b.dst, 4096, kTargetAccess | IBV_ACCESS_REMOTE_ATOMIC);
         const uint64_t sink = h.alloc(0, 4096, 4096);
         ibv_mr* ro = h.reg(0, sink, 4096, IBV_ACCESS_REMOTE_READ);
         ASSERT_TRUE(ratom && ro);
@@ -482,11 +438,11 @@ SIM_TEST(E2eMemory, C10_55_sink_without_local_write_is_refused_before_the_reques
         EXPECT_EQ(ctr(1, "transport_engine.read_responses_sent"), responses) << "nothing sent for the READ";
         recover(h);
         ASSERT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_FETCH_AND_ADD, sink, ro->lkey, 3, b.dst, ratom->rkey, 1), 0);
-        const ibv_wc a = one_send_wc(h, 0, "atomic result into a read-only sink");
+        const ibv_wc a = one_wc(h, h.s[0].scq, "atomic result into a read-only sink");
         EXPECT_EQ(a.status, IBV_WC_LOC_PROT_ERR);
         EXPECT_EQ(a.vendor_err, vendor(xlate_status::no_access));
         h.sleep(1, kQuietNs);
-        h.expect_fill(1, b.dst, 8, kGuard, "the atomic did not execute at the responder");
+        h.expect_fill(1, b.dst, 8, kGuardByte, "the atomic did not execute at the responder");
     });
 }
 
@@ -495,17 +451,17 @@ SIM_TEST(E2eMemory, C10_46_C10_57_each_remote_operation_needs_its_remote_right) 
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 3 * 4096, 57);
         const uint64_t sink = h.alloc(0, 4096, 4096);
-        h.fill_mem(0, sink, 4096, kGuard);
+        h.fill_mem(0, sink, 4096, kGuardByte);
         ibv_mr* smr = h.reg(0, sink, 4096);
         ibv_mr* rd_only = h.reg(1, b.dst, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
         ibv_mr* wr_only = h.reg(1, b.dst + 4096, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-        ibv_mr* no_atomic = h.reg(1, b.dst + 8192, 4096, kRw);
+        ibv_mr* no_atomic = h.reg(1, b.dst + 8192, 4096, kTargetAccess);
         ASSERT_TRUE(smr && rd_only && wr_only && no_atomic);
         // What each right allows works.
         EXPECT_EQ(read_wc(h, {sink, 64, smr->lkey}, b.dst, rd_only->rkey, "read").status, IBV_WC_SUCCESS);
         EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 4096, wr_only->rkey, "write").status,
                   IBV_WC_SUCCESS);
-        h.fill_mem(1, b.dst + 4096, 64, kGuard);
+        h.fill_mem(1, b.dst + 4096, 64, kGuardByte);
         struct refused {
             const char* what;
             std::function<int()> post;
@@ -528,9 +484,9 @@ SIM_TEST(E2eMemory, C10_46_C10_57_each_remote_operation_needs_its_remote_right) 
              }},
         };
         for (const refused& c : cases) {
-            h.fill_mem(0, sink, 4096, kGuard);
+            h.fill_mem(0, sink, 4096, kGuardByte);
             ASSERT_EQ(c.post(), 0) << c.what;
-            const ibv_wc wc = one_send_wc(h, 0, c.what);
+            const ibv_wc wc = one_wc(h, h.s[0].scq, c.what);
             EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR) << c.what;
             ibv_async_event ev{};
             if (next_event(h, 1, ev)) {
@@ -538,8 +494,8 @@ SIM_TEST(E2eMemory, C10_46_C10_57_each_remote_operation_needs_its_remote_right) 
             }
             EXPECT_EQ(query_state(h.s[1].qp), IBV_QPS_ERR) << c.what;
             EXPECT_EQ(query_state(h.s[0].qp), IBV_QPS_ERR) << c.what;
-            h.expect_fill(1, b.dst, 3 * 4096, kGuard, std::string(c.what) + ": target memory");
-            h.expect_fill(0, sink, 4096, kGuard, std::string(c.what) + ": nothing returned");
+            h.expect_fill(1, b.dst, 3 * 4096, kGuardByte, std::string(c.what) + ": target memory");
+            h.expect_fill(0, sink, 4096, kGuardByte, std::string(c.what) + ": nothing returned");
             recover(h);
         }
     });
@@ -551,21 +507,21 @@ SIM_TEST(E2eMemory, C10_56_remote_access_needs_a_region_of_the_responding_qps_pd
         bufs b = make_bufs(h, 8192, 56);
         h.write_mem(1, b.dst, pattern(8192, 560));
         const uint64_t sink = h.alloc(0, 8192, 4096);
-        h.fill_mem(0, sink, 8192, kGuard);
+        h.fill_mem(0, sink, 8192, kGuardByte);
         ibv_mr* smr = h.reg(0, sink, 8192);
         ibv_pd* other = ibv_alloc_pd(h.s[1].ctx);
-        ibv_mr* foreign = ibv_reg_mr(other, b.dst, 8192, kRw);
+        ibv_mr* foreign = ibv_reg_mr(other, b.dst, 8192, kTargetAccess);
         ASSERT_NE(foreign, nullptr);
         ibv_wc r =
             read_wc(h, {sink, 100, smr->lkey}, b.dst, foreign->rkey, "read through another PD's region");
         EXPECT_EQ(r.status, IBV_WC_REM_ACCESS_ERR);
-        h.expect_fill(0, sink, 8192, kGuard, "nothing returned");
+        h.expect_fill(0, sink, 8192, kGuardByte, "nothing returned");
         recover(h);
         // Bounds to the byte: 5000 bytes registered, the READ asks for one more.
         ibv_mr* part = h.reg(1, b.dst, 5000);
         r = read_wc(h, {sink, 2, smr->lkey}, b.dst + 4999, part->rkey, "read one byte past the region");
         EXPECT_EQ(r.status, IBV_WC_REM_ACCESS_ERR);
-        h.expect_fill(0, sink, 8192, kGuard, "nothing returned");
+        h.expect_fill(0, sink, 8192, kGuardByte, "nothing returned");
         recover(h);
         r = read_wc(h, {sink, 5000, smr->lkey}, b.dst, part->rkey, "read of exactly the region");
         EXPECT_EQ(r.status, IBV_WC_SUCCESS);
@@ -597,11 +553,11 @@ SIM_TEST(E2eMemory, C10_54_2_1_local_segments_need_a_region_of_the_qps_pd) {
         ASSERT_EQ(rwc.size(), 1u);
         EXPECT_EQ(rwc[0].status, IBV_WC_LOC_PROT_ERR);
         EXPECT_EQ(rwc[0].wr_id, 9u);
-        const ibv_wc s = one_send_wc(h, 0, "send");
+        const ibv_wc s = one_wc(h, h.s[0].scq, "send");
         EXPECT_EQ(s.status, IBV_WC_REM_OP_ERR);
         EXPECT_EQ(query_state(h.s[1].qp), IBV_QPS_ERR);
         EXPECT_EQ(query_state(h.s[0].qp), IBV_QPS_ERR);
-        h.expect_fill(1, b.dst, 4096, kGuard, "receive buffer");
+        h.expect_fill(1, b.dst, 4096, kGuardByte, "receive buffer");
     });
 }
 
@@ -619,7 +575,7 @@ SIM_TEST(E2eMemory, C10_54_1_1_zero_length_segments_with_bogus_keys_are_not_chec
                               {bogus, {sink, 1000, smr->lkey}, reserved, {sink + 2000, 24, smr->lkey}}, 1,
                               IBV_SEND_SIGNALED, b.dst, b.dmr->rkey),
                   0);
-        ibv_wc r = one_send_wc(h, 0, "read with zero-length bogus SGEs");
+        ibv_wc r = one_wc(h, h.s[0].scq, "read with zero-length bogus SGEs");
         EXPECT_EQ(r.status, IBV_WC_SUCCESS);
         EXPECT_EQ(r.byte_len, 1024u);
         const auto remote = h.read_mem(1, b.dst, 1024);
@@ -628,12 +584,12 @@ SIM_TEST(E2eMemory, C10_54_1_1_zero_length_segments_with_bogus_keys_are_not_chec
         // A zero-length WRITE with a bogus R_Key and address, gathered from a bogus SGE.
         ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {bogus}, 2, IBV_SEND_SIGNALED, 0xBAD000ull, 0x00BADBADu),
                   0);
-        const ibv_wc w = one_send_wc(h, 0, "zero-length write");
+        const ibv_wc w = one_wc(h, h.s[0].scq, "zero-length write");
         EXPECT_EQ(w.status, IBV_WC_SUCCESS);
         // Receive list of [bogus, real, bogus].
         ASSERT_EQ(h.post_recv(1, {bogus, {b.dst + 4096, 4096, b.dmr->lkey}, reserved}, 3), 0);
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {bogus, {b.src, 200, b.smr->lkey}, reserved}, 4), 0);
-        EXPECT_EQ(one_send_wc(h, 0, "send").status, IBV_WC_SUCCESS);
+        EXPECT_EQ(one_wc(h, h.s[0].scq, "send").status, IBV_WC_SUCCESS);
         auto rwc = h.expect_wc(h.s[1].rcq, 1, "receive");
         ASSERT_EQ(rwc.size(), 1u);
         EXPECT_EQ(rwc[0].status, IBV_WC_SUCCESS);
@@ -659,7 +615,7 @@ SIM_TEST(E2eMemory, C10_49_C10_58_overlapping_registrations_are_independent_and_
         a.size = 4096;
         a.iova = 0x40000;
         a.length = 8192;
-        a.access = kRw;
+        a.access = kTargetAccess;
         ibv_mr* phys = ibv_reg_phys_mr(h.s[1].pd, &a);
         ASSERT_TRUE(whole && part && phys);
         EXPECT_NE(whole->rkey, part->rkey);
@@ -686,7 +642,7 @@ SIM_TEST(E2eMemory, C10_49_C10_58_overlapping_registrations_are_independent_and_
         EXPECT_EQ(write_wc(h, {b.src, 100, b.smr->lkey}, b.dst, dead, "deregistered").status,
                   IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
-        h.expect_fill(1, b.dst, 1500, kGuard, "not written through the deregistered region");
+        h.expect_fill(1, b.dst, 1500, kGuardByte, "not written through the deregistered region");
     });
 }
 
@@ -703,7 +659,7 @@ void expect_stopped_midway(rc_harness& h, unsigned sink_node, uint64_t sink, con
     EXPECT_GT(placed, 0u) << what << ": the packets before the deregistration were placed";
     EXPECT_LT(placed, data.size() / 2) << what << ": the deregistration came early in the transfer";
     EXPECT_EQ(placed % 4096, 0u) << what << ": whole packets";
-    h.expect_fill(sink_node, sink + placed, data.size() - placed, kGuard,
+    h.expect_fill(sink_node, sink + placed, data.size() - placed, kGuardByte,
                   what + ": nothing after the deregistration");
 }
 }  // namespace
@@ -719,7 +675,7 @@ SIM_TEST(E2eMemory, C10_59_region_deregistered_during_a_multi_packet_write_stops
                   0);
         h.sleep(1, 6'000);  // the 256 KiB WRITE takes ~27 us on the wire
         ASSERT_EQ(ibv_dereg_mr(b.dmr), 0);
-        const ibv_wc wc = one_send_wc(h, 0, "write");
+        const ibv_wc wc = one_wc(h, h.s[0].scq, "write");
         ibv_async_event ev{};
         if (next_event(h, 1, ev)) {
             EXPECT_EQ(ev.event_type, IBV_EVENT_QP_ACCESS_ERR);
@@ -739,14 +695,14 @@ SIM_TEST(E2eMemory, C10_59_sink_deregistered_during_a_multi_packet_read_stops_it
         h.write_mem(1, remote, data);
         ibv_mr* rmr = h.reg(1, remote, n);
         const uint64_t sink = h.alloc(0, n, 4096);
-        h.fill_mem(0, sink, n, kGuard);
+        h.fill_mem(0, sink, n, kGuardByte);
         ibv_mr* smr = h.reg(0, sink, n);
         ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {{sink, uint32_t(n), smr->lkey}}, 1, IBV_SEND_SIGNALED,
                               remote, rmr->rkey),
                   0);
         h.sleep(0, 6'000);  // the responses take ~27 us on the wire
         ASSERT_EQ(ibv_dereg_mr(smr), 0);
-        const ibv_wc wc = one_send_wc(h, 0, "read");
+        const ibv_wc wc = one_wc(h, h.s[0].scq, "read");
         expect_stopped_midway(h, 0, sink, data, wc, IBV_WC_LOC_PROT_ERR, "READ");
         EXPECT_EQ(query_state(h.s[0].qp), IBV_QPS_ERR);
     });
@@ -778,6 +734,6 @@ SIM_TEST(E2eMemory, C10_60_keys_of_a_deregistered_region_fail_even_when_its_inde
         EXPECT_EQ(write_wc(h, {b.src, 64, again->lkey}, b.dst + 128, old_rkey, "stale R_Key").status,
                   IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
-        h.expect_fill(1, b.dst + 64, 4096 - 64, kGuard, "nothing written through stale keys");
+        h.expect_fill(1, b.dst + 64, 4096 - 64, kGuardByte, "nothing written through stale keys");
     });
 }

@@ -23,91 +23,10 @@ using namespace hcasim::verbs;
 
 namespace {
 
-constexpr uint8_t kGuard = 0xA5;
-constexpr uint64_t kQuietNs = 20'000;  // far longer than one round trip
-constexpr int kRw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-constexpr int kBindable = kRw | IBV_ACCESS_MW_BIND;
-constexpr unsigned kRemoteRw = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-
-/// The CQE vendor syndrome the HCA reports for a translation or memory management failure.
-uint32_t vendor(xlate_status s) { return uint32_t(s); }
-
 rc_config type2a() {
     rc_config c;
     c.keys = {{"hca.mw_type2", "2A"}};
     return c;
-}
-
-/// RDMA WRITE from node0's `qp` (default: the harness QP) to node1; returns its completion.
-ibv_wc write_wc(rc_harness& h, ibv_sge sge, uint64_t remote, uint32_t rkey, const std::string& what,
-                ibv_qp* qp = nullptr) {
-    ibv_send_wr wr{};
-    wr.wr_id = 1;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = remote;
-    wr.wr.rdma.rkey = rkey;
-    ibv_send_wr* bad = nullptr;
-    qp = qp ? qp : h.s[0].qp;
-    EXPECT_EQ(ibv_post_send(qp, &wr, &bad), 0) << what;
-    return one_wc(h, qp->send_cq, what);
-}
-
-/// RDMA READ by node0 (one SGE) from node1; returns its completion.
-ibv_wc read_wc(rc_harness& h, ibv_sge sge, uint64_t remote, uint32_t rkey, const std::string& what) {
-    EXPECT_EQ(h.post_send(0, IBV_WR_RDMA_READ, {sge}, 2, IBV_SEND_SIGNALED, remote, rkey), 0) << what;
-    return one_wc(h, h.s[0].scq, what);
-}
-
-/// Posts a type 1 bind (Bind MW verb) on node i's harness QP.
-int post_bind1(rc_harness& h, unsigned i, ibv_mw* mw, ibv_mr* mr, uint64_t addr, uint64_t len,
-               unsigned access, uint64_t wr_id = 50) {
-    ibv_mw_bind b;
-    b.wr_id = wr_id;
-    b.send_flags = IBV_SEND_SIGNALED;
-    b.bind_info = {mr, addr, len, access};
-    return ibv_bind_mw(h.s[i].qp, mw, &b);
-}
-
-/// Type 1 bind on node1's harness QP; returns its completion.
-ibv_wc bind1(rc_harness& h, ibv_mw* mw, ibv_mr* mr, uint64_t addr, uint64_t len, unsigned access) {
-    EXPECT_EQ(post_bind1(h, 1, mw, mr, addr, len, access), 0);
-    return one_wc(h, h.s[1].scq, "bind");
-}
-
-/// Posts a type 2 bind WR on `qp` with the consumer's key byte.
-int post_bind2(ibv_qp* qp, ibv_mw* mw, uint8_t key_byte, ibv_mr* mr, uint64_t addr, uint64_t len,
-               unsigned access, uint64_t wr_id = 60) {
-    ibv_send_wr wr{};
-    wr.wr_id = wr_id;
-    wr.opcode = IBV_WR_BIND_MW;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.bind_mw.mw = mw;
-    wr.bind_mw.rkey = (mw->rkey & ~0xFFu) | key_byte;
-    wr.bind_mw.bind_info = {mr, addr, len, access};
-    ibv_send_wr* bad = nullptr;
-    return ibv_post_send(qp, &wr, &bad);
-}
-
-/// Type 2 bind WR on `qp` (default node1's harness QP); returns its completion.
-ibv_wc bind2(rc_harness& h, ibv_mw* mw, uint8_t key_byte, ibv_mr* mr, uint64_t addr, uint64_t len,
-             unsigned access, ibv_qp* qp = nullptr) {
-    qp = qp ? qp : h.s[1].qp;
-    EXPECT_EQ(post_bind2(qp, mw, key_byte, mr, addr, len, access), 0);
-    return one_wc(h, qp->send_cq, "bind WR");
-}
-
-/// Posts a Local Invalidate of `key` on `qp`.
-int post_local_inv(ibv_qp* qp, uint32_t key, uint64_t wr_id = 70) {
-    ibv_send_wr wr{};
-    wr.wr_id = wr_id;
-    wr.opcode = IBV_WR_LOCAL_INV;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.invalidate_rkey = key;
-    ibv_send_wr* bad = nullptr;
-    return ibv_post_send(qp, &wr, &bad);
 }
 
 /// A second connected RC QP pair: node0's in the harness PD, node1's in `pd1`, own CQs.
@@ -133,13 +52,6 @@ extra_pair make_pair(rc_harness& h, ibv_pd* pd1) {
     return p;
 }
 
-/// Length of the prefix of `got` equal to `want`.
-size_t placed_prefix(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
-    size_t i = 0;
-    while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
-    return i;
-}
-
 /// A 256 KiB WRITE (64 packets) through `rkey` failed because its window changed while it ran:
 /// whole packets from the start were placed, nothing after them.
 void expect_write_stopped_midway(rc_harness& h, const bufs& b, const std::vector<uint8_t>& data,
@@ -151,7 +63,7 @@ void expect_write_stopped_midway(rc_harness& h, const bufs& b, const std::vector
     EXPECT_GT(placed, 0u) << what << ": the packets before the change were placed";
     EXPECT_LT(placed, data.size() / 2) << what << ": the change came early in the transfer";
     EXPECT_EQ(placed % 4096, 0u) << what << ": whole packets";
-    h.expect_fill(1, b.dst + placed, data.size() - placed, kGuard, what + ": nothing after the change");
+    h.expect_fill(1, b.dst + placed, data.size() - placed, kGuardByte, what + ": nothing after the change");
 }
 
 }  // namespace
@@ -187,7 +99,7 @@ SIM_TEST(E2eMemoryWindows, C10_66_2_1_C10_66_2_2_each_type1_bind_gives_a_new_rke
             write_wc(h, {b.src, 100, b.smr->lkey}, b.dst + 200, k1, "first key after the rebind").status,
             IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
-        h.expect_fill(1, b.dst + 200, 8192 - 200, kGuard, "nothing through the old key");
+        h.expect_fill(1, b.dst + 200, 8192 - 200, kGuardByte, "nothing through the old key");
     });
 }
 
@@ -240,7 +152,7 @@ SIM_TEST(E2eMemoryWindows, C10_66_2_4_zero_length_bind_revokes_access_until_the_
                 IBV_WC_REM_ACCESS_ERR);
             recover(h);
         }
-        h.expect_fill(1, b.dst + 64, 4096 - 64, kGuard, "no access after the zero-length bind");
+        h.expect_fill(1, b.dst + 64, 4096 - 64, kGuardByte, "no access after the zero-length bind");
         ASSERT_EQ(bind1(h, mw, b.dmr, b.dst, 4096, kRemoteRw).status, IBV_WC_SUCCESS);
         EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 64, mw->rkey, "rebound").status,
                   IBV_WC_SUCCESS);
@@ -273,12 +185,12 @@ SIM_TEST(E2eMemoryWindows, C10_66_2_5_o10_37_2_41_windows_on_one_region_have_ind
         h.expect_mem(0, sink, h.read_mem(1, b.dst + 2048, 4096), "B reads what A wrote in the overlap");
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 4096), "A's range");
         h.expect_mem(1, b.dst + 8192, h.read_mem(0, b.src + 8192, 4096), "C's range");
-        h.expect_fill(1, b.dst + 4096, 4096, kGuard, "between A and C");
+        h.expect_fill(1, b.dst + 4096, 4096, kGuardByte, "between A and C");
         // B grants no write, though A does over the same bytes.
         EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 4096, wb->rkey, "write through B").status,
                   IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
-        h.expect_fill(1, b.dst + 4096, 4096, kGuard, "not written through B");
+        h.expect_fill(1, b.dst + 4096, 4096, kGuardByte, "not written through B");
     });
 }
 
@@ -302,8 +214,8 @@ SIM_TEST(E2eMemoryWindows, C10_61_window_bounds_hold_to_the_byte) {
         EXPECT_EQ(write_wc(h, {b.src, 2, b.smr->lkey}, b.dst + 1099, k, "last byte and one more").status,
                   IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
-        h.expect_fill(1, b.dst, 100, kGuard, "before the window");
-        h.expect_fill(1, b.dst + 1100, 4096 - 1100, kGuard, "after the window");
+        h.expect_fill(1, b.dst, 100, kGuardByte, "before the window");
+        h.expect_fill(1, b.dst + 1100, 4096 - 1100, kGuardByte, "after the window");
         h.expect_mem(1, b.dst + 100, h.read_mem(0, b.src, 1000), "the window's bytes unchanged");
     });
 }
@@ -373,7 +285,7 @@ SIM_TEST(E2eMemoryWindows, C10_68_after_a_rebind_completes_the_previous_binding_
         EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, k1, "old key, old range").status,
                   IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
-        h.expect_fill(1, b.dst, 4096, kGuard, "old range");
+        h.expect_fill(1, b.dst, 4096, kGuardByte, "old range");
         h.expect_mem(1, b.dst + 4096, h.read_mem(0, b.src, 64), "new range");
     });
 }
@@ -411,7 +323,7 @@ SIM_TEST(E2eMemoryWindows, C10_70_C10_71_no_access_through_a_deallocated_window_
         EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 64, k, "deallocated window").status,
                   IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
-        h.expect_fill(1, b.dst + 64, 4096 - 64, kGuard, "nothing through the deallocated window");
+        h.expect_fill(1, b.dst + 64, 4096 - 64, kGuardByte, "nothing through the deallocated window");
         EXPECT_EQ(ibv_dereg_mr(b.dmr), 0) << "the deallocation unbound the window";
     });
 }
@@ -440,7 +352,7 @@ SIM_TEST(E2eMemoryWindows, C10_72_bind_needs_the_window_in_the_qps_pd) {
 SIM_TEST(E2eMemoryWindows, C10_73_bind_needs_the_region_to_allow_window_binding) {
     rc_harness h;
     h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4096, 73, kRw);
+        bufs b = make_bufs(h, 4096, 73, kTargetAccess);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         const ibv_wc bw = bind1(h, mw, b.dmr, b.dst, 4096, IBV_ACCESS_REMOTE_READ);
         EXPECT_EQ(bw.status, IBV_WC_MW_BIND_ERR);
@@ -456,7 +368,7 @@ SIM_TEST(E2eMemoryWindows, C10_66_2_2_type1_window_binds_again_after_a_refused_b
     rc_harness h;
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 4096, 7373, kBindable);
-        ibv_mr* nobind = h.reg(1, b.dst, 4096, kRw);
+        ibv_mr* nobind = h.reg(1, b.dst, 4096, kTargetAccess);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ASSERT_EQ(bind1(h, mw, nobind, b.dst, 4096, kRemoteRw).status, IBV_WC_MW_BIND_ERR);
         recover(h);
@@ -544,20 +456,20 @@ SIM_TEST(E2eMemoryWindows, C10_76_2_1_type1_window_access_needs_the_responding_q
         extra_pair same = make_pair(h, h.s[1].pd);
         ASSERT_TRUE(same.qp[0] && same.qp[1]);
         EXPECT_EQ(
-            write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, mw->rkey, "other QP, same PD", same.qp[0]).status,
+            write_wc_on(h, same.qp[0], {b.src, 64, b.smr->lkey}, b.dst, mw->rkey, "other QP, same PD").status,
             IBV_WC_SUCCESS);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 64), "written through the other QP");
         ibv_pd* other = ibv_alloc_pd(h.s[1].ctx);
         extra_pair foreign = make_pair(h, other);
         ASSERT_TRUE(foreign.qp[0] && foreign.qp[1]);
         EXPECT_EQ(
-            write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 64, mw->rkey, "QP of another PD", foreign.qp[0])
+            write_wc_on(h, foreign.qp[0], {b.src, 64, b.smr->lkey}, b.dst + 64, mw->rkey, "QP of another PD")
                 .status,
             IBV_WC_REM_ACCESS_ERR);
         EXPECT_EQ(query_state(foreign.qp[1]), IBV_QPS_ERR);
         EXPECT_EQ(query_state(h.s[1].qp), IBV_QPS_RTS) << "the binding QP is not affected";
         h.sleep(1, kQuietNs);
-        h.expect_fill(1, b.dst + 64, 4096 - 64, kGuard, "nothing through the other PD's QP");
+        h.expect_fill(1, b.dst + 64, 4096 - 64, kGuardByte, "nothing through the other PD's QP");
     });
 }
 
@@ -567,7 +479,7 @@ SIM_TEST(E2eMemoryWindows, C10_77_window_rights_and_bounds_apply_at_access_time)
         bufs b = make_bufs(h, 8192, 77, kBindable);
         h.write_mem(1, b.dst, pattern(8192, 770));
         const uint64_t sink = h.alloc(0, 8192, 4096);
-        h.fill_mem(0, sink, 8192, kGuard);
+        h.fill_mem(0, sink, 8192, kGuardByte);
         ibv_mr* smr = h.reg(0, sink, 8192);
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
         ASSERT_EQ(bind1(h, mw, b.dmr, b.dst + 1000, 4000, IBV_ACCESS_REMOTE_READ).status, IBV_WC_SUCCESS);
@@ -581,10 +493,10 @@ SIM_TEST(E2eMemoryWindows, C10_77_window_rights_and_bounds_apply_at_access_time)
                   IBV_WC_REM_ACCESS_ERR);
         recover(h);
         // Inside the region, outside the window.
-        h.fill_mem(0, sink, 8192, kGuard);
+        h.fill_mem(0, sink, 8192, kGuardByte);
         EXPECT_EQ(read_wc(h, {sink, 100, smr->lkey}, b.dst + 4950, mw->rkey, "read past the window").status,
                   IBV_WC_REM_ACCESS_ERR);
-        h.expect_fill(0, sink, 8192, kGuard, "nothing read");
+        h.expect_fill(0, sink, 8192, kGuardByte, "nothing read");
         h.expect_mem(1, b.dst, before, "target unchanged");
     });
 }
@@ -625,9 +537,9 @@ SIM_TEST(E2eMemoryWindows, C10_79_2_2_region_under_bound_windows_cannot_leave_th
                   IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 1024), "through the type 1 window");
-        h.expect_fill(1, b.dst + 1024, 1024, kGuard, "between the windows");
+        h.expect_fill(1, b.dst + 1024, 1024, kGuardByte, "between the windows");
         h.expect_mem(1, b.dst + 2048, h.read_mem(0, b.src + 1024, 1024), "through the type 2 window");
-        h.expect_fill(1, b.dst + 3072, 1024, kGuard, "after the windows");
+        h.expect_fill(1, b.dst + 3072, 1024, kGuardByte, "after the windows");
     });
 }
 
@@ -648,7 +560,7 @@ SIM_TEST(E2eMemoryWindows, C10_79_2_1_access_rights_are_those_of_the_path_used) 
                       IBV_WC_REM_ACCESS_ERR);
             recover(h);
         }
-        h.expect_fill(1, b.dst + 128, 4096 - 128, kGuard, "not written through the regions");
+        h.expect_fill(1, b.dst + 128, 4096 - 128, kGuardByte, "not written through the regions");
     });
 }
 
@@ -691,7 +603,7 @@ SIM_TEST(E2eMemoryWindows, o10_37_2_28_o10_37_2_32_o10_37_2_33_type2_bind_wr_giv
                   IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 128), "written through both keys");
-        h.expect_fill(1, b.dst + 128, 4096 - 128, kGuard, "nothing through the invalidated key");
+        h.expect_fill(1, b.dst + 128, 4096 - 128, kGuardByte, "nothing through the invalidated key");
     });
 }
 
@@ -756,12 +668,12 @@ SIM_TEST(E2eMemoryWindows,
         extra_pair other = make_pair(h, h.s[1].pd);  // same PD, another QP
         ASSERT_TRUE(other.qp[0] && other.qp[1]);
         EXPECT_EQ(
-            write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 64, mw->rkey, "another QP", other.qp[0]).status,
+            write_wc_on(h, other.qp[0], {b.src, 64, b.smr->lkey}, b.dst + 64, mw->rkey, "another QP").status,
             IBV_WC_REM_ACCESS_ERR);
         EXPECT_EQ(query_state(other.qp[1]), IBV_QPS_ERR);
         h.sleep(1, kQuietNs);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 64), "through the binding QP");
-        h.expect_fill(1, b.dst + 64, 4096 - 64, kGuard, "nothing through the other QP");
+        h.expect_fill(1, b.dst + 64, 4096 - 64, kGuardByte, "nothing through the other QP");
     });
 }
 
@@ -797,7 +709,7 @@ SIM_TEST(
         ibv_mw* mw = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
         ASSERT_EQ(bind2(h, mw, 0x2B, b.dmr, b.dst, 4096, kRemoteRw, other.qp[1]).status, IBV_WC_SUCCESS);
         EXPECT_EQ(
-            write_wc(h, {b.src, 64, b.smr->lkey}, b.dst, mw->rkey, "the binding QP", other.qp[0]).status,
+            write_wc_on(h, other.qp[0], {b.src, 64, b.smr->lkey}, b.dst, mw->rkey, "the binding QP").status,
             IBV_WC_SUCCESS);
         EXPECT_EQ(write_wc(h, {b.src, 64, b.smr->lkey}, b.dst + 64, mw->rkey, "same PD, another QP").status,
                   IBV_WC_REM_ACCESS_ERR);
@@ -810,6 +722,6 @@ SIM_TEST(
             IBV_WC_REM_ACCESS_ERR);
         h.sleep(1, kQuietNs);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 64), "through the binding QP");
-        h.expect_fill(1, b.dst + 64, 4096 - 64, kGuard, "nothing through other QPs");
+        h.expect_fill(1, b.dst + 64, 4096 - 64, kGuardByte, "nothing through other QPs");
     });
 }

@@ -28,19 +28,10 @@ using namespace hcasim::verbs;
 
 namespace {
 
-constexpr uint64_t kQuietNs = 100'000;  // 100 us: far longer than one message's trip
-
 hw::cmd_status exec(rc_harness& h, unsigned node, uint16_t opcode, uint32_t in_mod, uint32_t op_mod,
                     const void* in = nullptr, size_t in_len = 0, void* out = nullptr, size_t out_len = 0) {
     return h.s[node].sw->driver.exec(opcode, in_mod, op_mod, in, in_len, out, out_len);
 }
-
-/// P_Key table write through the HCA command interface (the management path, not a verb).
-hw::cmd_status set_pkey(rc_harness& h, unsigned node, unsigned index, uint16_t pkey) {
-    return exec(h, node, hw::CMD_SET_PKEY, 1, index, &pkey, sizeof pkey);
-}
-
-pkey_checker& pkeys(rc_harness& h, unsigned node) { return h.mach().at(node).adapter.pkeys; }
 
 std::string hex(const uint8_t* p, size_t n) {
     std::string s;
@@ -58,12 +49,6 @@ std::string gid_of(rc_harness& h, unsigned node, int index) {
     const int rc = ibv_query_gid(h.s[node].ctx, 1, index, &g);
     EXPECT_EQ(rc, 0) << "ibv_query_gid(node" << node << ", " << index << ")";
     return rc ? std::string() : hex(g.raw, sizeof g.raw);
-}
-
-ibv_port_attr port_of(rc_harness& h, unsigned node) {
-    ibv_port_attr pa{};
-    EXPECT_EQ(ibv_query_port(h.s[node].ctx, 1, &pa), 0);
-    return pa;
 }
 
 /// Every entry of node `node`'s P_Key table through ibv_query_pkey.
@@ -145,18 +130,6 @@ const std::set<uint16_t> kKnownOpcodes = {
     hw::CMD_QUERY_QP,    hw::CMD_DESTROY_QP, hw::CMD_ATTACH_MCAST, hw::CMD_DETACH_MCAST, hw::CMD_CREATE_SRQ,
     hw::CMD_MODIFY_SRQ,  hw::CMD_QUERY_SRQ,  hw::CMD_DESTROY_SRQ,  hw::CMD_RESIZE_CQ,    hw::CMD_QUERY_CQ,
 };
-
-/// config_error message of building a machine with `keys` (then check_unused), or "".
-std::string config_error_of(const std::vector<std::pair<std::string, std::string>>& keys) {
-    for (const auto& kv : keys) broker::instance().set(kv.first, kv.second, "test");
-    try {
-        machine m;
-        broker::instance().check_unused();
-    } catch (const config_error& e) {
-        return e.what();
-    }
-    return {};
-}
 
 }  // namespace
 

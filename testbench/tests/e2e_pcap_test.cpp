@@ -27,24 +27,6 @@ using namespace hcasim::verbs;
 
 namespace {
 
-std::string read_all(const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    std::string s;
-    if (!f) return s;
-    char buf[4096];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
-    std::fclose(f);
-    return s;
-}
-
-std::string tshark(const std::string& args) {
-    const std::string out = ::testing::TempDir() + "e2e_tshark_" + std::to_string(getpid());
-    EXPECT_EQ(std::system(("tshark " + args + " >'" + out + "' 2>/dev/null").c_str()), 0) << args;
-    std::string s = read_all(out);
-    std::remove(out.c_str());
-    return s;
-}
-
 SIM_TEST(E2ePcap, subnet_manager_cable_holds_its_smps_and_the_trap) {
     ASSERT_EQ(std::system("command -v tshark >/dev/null 2>&1"), 0)
         << "tshark is not installed: this test needs it (scripts/test.sh installs it; or apt-get install "

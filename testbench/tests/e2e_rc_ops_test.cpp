@@ -19,9 +19,6 @@ using namespace hcasim::verbs;
 
 namespace {
 
-constexpr uint8_t kGuard = 0xA5;
-constexpr uint64_t kQuietNs = 100'000;
-
 uint64_t load64(rc_harness& h, unsigned node, uint64_t va) {
     const auto v = h.read_mem(node, va, 8);
     uint64_t x = 0;
@@ -41,14 +38,6 @@ rc_config mtu(unsigned bytes) {
     return c;
 }
 
-/// Waits for the next async event of node i's context; fails the test on timeout.
-bool next_event(rc_harness& h, unsigned i, ibv_async_event& ev, uint64_t timeout_ns = 10'000'000) {
-    const int rc = ibv_get_async_event(h.s[i].ctx, &ev, timeout_ns);
-    EXPECT_EQ(rc, 0) << "no asynchronous event on node" << i;
-    if (rc == 0) ibv_ack_async_event(&ev);
-    return rc == 0;
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------ RDMA READ
@@ -62,7 +51,7 @@ SIM_TEST(E2eRcOps, C10_83_C10_94_read_of_many_packets_scatters_into_three_sges) 
         h.write_mem(1, remote, data);
         ibv_mr* rmr = h.reg(1, remote, n);
         const uint64_t local = h.alloc(0, 3 * 8192, 4096);
-        h.fill_mem(0, local, 3 * 8192, kGuard);
+        h.fill_mem(0, local, 3 * 8192, kGuardByte);
         ibv_mr* lmr = h.reg(0, local, 3 * 8192);
         // Three SGEs in separate pages, sizes 3000 + 4000 + 3000.
         const std::vector<ibv_sge> sg = {{local, 3000, lmr->lkey},
@@ -80,9 +69,9 @@ SIM_TEST(E2eRcOps, C10_83_C10_94_read_of_many_packets_scatters_into_three_sges) 
         h.expect_mem(0, local, {data.begin(), data.begin() + 3000}, "SGE 0");
         h.expect_mem(0, local + 8192, {data.begin() + 3000, data.begin() + 7000}, "SGE 1");
         h.expect_mem(0, local + 16384 + 100, {data.begin() + 7000, data.end()}, "SGE 2");
-        h.expect_fill(0, local + 3000, 8192 - 3000, kGuard, "beyond SGE 0");
-        h.expect_fill(0, local + 16384, 100, kGuard, "before SGE 2");
-        h.expect_fill(0, local + 16384 + 3100, 100, kGuard, "beyond SGE 2");
+        h.expect_fill(0, local + 3000, 8192 - 3000, kGuardByte, "beyond SGE 0");
+        h.expect_fill(0, local + 16384, 100, kGuardByte, "before SGE 2");
+        h.expect_fill(0, local + 16384 + 3100, 100, kGuardByte, "beyond SGE 2");
     });
 }
 
@@ -184,7 +173,7 @@ SIM_TEST(E2eRcOps, o10_41_o10_42_o10_47_fetch_add_wraps_and_returns_the_original
         store64(h, 1, remote, 0xFFFFFFFFFFFFFFFEull);
         ibv_mr* rmr = h.reg(1, remote, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
         const uint64_t local = h.alloc(0, 4096, 4096);
-        h.fill_mem(0, local, 16, kGuard);
+        h.fill_mem(0, local, 16, kGuardByte);
         ibv_mr* lmr = h.reg(0, local, 4096);
         ASSERT_EQ(h.post_atomic(0, IBV_WR_ATOMIC_FETCH_AND_ADD, local, lmr->lkey, 1, remote, rmr->rkey, 5),
                   0);
@@ -195,7 +184,7 @@ SIM_TEST(E2eRcOps, o10_41_o10_42_o10_47_fetch_add_wraps_and_returns_the_original
         EXPECT_EQ(wc[0].byte_len, 8u);
         EXPECT_EQ(load64(h, 0, local), 0xFFFFFFFFFFFFFFFEull) << "o10-47: original value in the local SGE";
         EXPECT_EQ(load64(h, 1, remote), 3u) << "o10-42: two's complement, carry discarded";
-        h.expect_fill(0, local + 8, 8, kGuard, "nothing beyond the 8-byte result");
+        h.expect_fill(0, local + 8, 8, kGuardByte, "nothing beyond the 8-byte result");
     });
 }
 
@@ -292,7 +281,7 @@ static void fence_case(bool fence) {
         h.write_mem(1, remote, data);
         ibv_mr* rmr = h.reg(1, remote, 2 * n);
         const uint64_t local = h.alloc(0, n, 4096);
-        h.fill_mem(0, local, n, kGuard);
+        h.fill_mem(0, local, n, kGuardByte);
         ibv_mr* lmr = h.reg(0, local, n);
         ASSERT_EQ(h.post_recv(1, {{remote + n, uint32_t(n), rmr->lkey}}, 1), 0);
         ASSERT_EQ(
@@ -398,7 +387,7 @@ SIM_TEST(E2eRcOps, C10_160_2_1_local_ack_timeout_retries_retry_cnt_times_then_re
     rc_harness h(cfg);
     h.run([](rc_harness& h) {
         const uint64_t remote = h.alloc(1, 4096, 4096);
-        h.fill_mem(1, remote, 4096, kGuard);
+        h.fill_mem(1, remote, 4096, kGuardByte);
         ibv_mr* rmr = h.reg(1, remote, 4096);
         const uint64_t local = h.alloc(0, 4096, 4096);
         ibv_mr* lmr = h.reg(0, local, 4096);
@@ -422,7 +411,7 @@ SIM_TEST(E2eRcOps, C10_160_2_1_local_ack_timeout_retries_retry_cnt_times_then_re
         EXPECT_EQ(ctr(0, "transport_engine.timeouts"), 3u);
         EXPECT_EQ(ctr(0, "transport_engine.retransmits"), 2u);
         EXPECT_EQ(query_state(h.s[0].qp), IBV_QPS_ERR) << "C10-142";
-        h.expect_fill(1, remote, 4096, kGuard, "nothing written");
+        h.expect_fill(1, remote, 4096, kGuardByte, "nothing written");
     });
 }
 
@@ -539,7 +528,7 @@ SIM_TEST(E2eRcOps, write_with_immediate_to_a_bad_rkey_is_loc_access_on_the_recei
     rc_harness h;
     h.run([](rc_harness& h) {
         const uint64_t buf = h.alloc(1, 4096, 4096);
-        h.fill_mem(1, buf, 4096, kGuard);
+        h.fill_mem(1, buf, 4096, kGuardByte);
         ibv_mr* mr1 = h.reg(1, buf, 4096, IBV_ACCESS_LOCAL_WRITE);  // no remote write
         const uint64_t local = h.alloc(0, 4096, 4096);
         ibv_mr* lmr = h.reg(0, local, 4096);
@@ -554,7 +543,7 @@ SIM_TEST(E2eRcOps, write_with_immediate_to_a_bad_rkey_is_loc_access_on_the_recei
         auto swc = h.expect_wc(h.s[0].scq, 1, "requester");
         ASSERT_EQ(swc.size(), 1u);
         EXPECT_EQ(swc[0].status, IBV_WC_REM_ACCESS_ERR);
-        h.expect_fill(1, buf, 4096, kGuard, "nothing written");
+        h.expect_fill(1, buf, 4096, kGuardByte, "nothing written");
     });
 }
 
@@ -623,7 +612,7 @@ SIM_TEST(E2eRcOps, C10_41_2_1_requests_to_a_qp_in_error_are_dropped_silently) {
     rc_harness h;
     h.run([](rc_harness& h) {
         const uint64_t remote = h.alloc(1, 4096, 4096);
-        h.fill_mem(1, remote, 4096, kGuard);
+        h.fill_mem(1, remote, 4096, kGuardByte);
         ibv_mr* rmr = h.reg(1, remote, 4096);
         const uint64_t local = h.alloc(0, 4096, 4096);
         ibv_mr* lmr = h.reg(0, local, 4096);
@@ -639,7 +628,7 @@ SIM_TEST(E2eRcOps, C10_41_2_1_requests_to_a_qp_in_error_are_dropped_silently) {
         EXPECT_EQ(ctr(1, "transport_engine.dropped_bad_qp"), dropped + 2);
         EXPECT_EQ(ctr(1, "transport_engine.acks_sent") + ctr(1, "transport_engine.naks_sent"), 0u);
         EXPECT_EQ(ctr(1, "transport_engine.read_responses_sent"), 0u);
-        h.expect_fill(1, remote, 4096, kGuard, "untouched");
+        h.expect_fill(1, remote, 4096, kGuardByte, "untouched");
     });
 }
 

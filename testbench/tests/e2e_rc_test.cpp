@@ -18,7 +18,6 @@ using namespace hcasim::verbs;
 
 namespace {
 
-constexpr uint8_t kGuard = 0xA5;
 constexpr size_t kGuardBytes = 100;  // before and after every target range
 
 const char* op_name(ibv_wr_opcode op) { return op == IBV_WR_RDMA_WRITE ? "write" : "send"; }
@@ -36,7 +35,7 @@ void transfer_exact(ibv_wr_opcode op, size_t size) {
         h.write_mem(0, src, data);
         ibv_mr* smr = h.reg(0, src_alloc, size + 64);
         const uint64_t region = h.alloc(1, size + 2 * kGuardBytes, 64);
-        h.fill_mem(1, region, size + 2 * kGuardBytes, kGuard);
+        h.fill_mem(1, region, size + 2 * kGuardBytes, kGuardByte);
         ibv_mr* dmr = h.reg(1, region, size + 2 * kGuardBytes);
         if (!smr || !dmr) return;
         const uint64_t dst = region + kGuardBytes;
@@ -58,8 +57,8 @@ void transfer_exact(ibv_wr_opcode op, size_t size) {
         }
         h.sleep(1, 10'000);  // let every posted DMA write land
         h.expect_mem(1, dst, data, std::string(op_name(op)) + " payload");
-        h.expect_fill(1, region, kGuardBytes, kGuard, "guard before");
-        h.expect_fill(1, dst + size, kGuardBytes, kGuard, "guard after");
+        h.expect_fill(1, region, kGuardBytes, kGuardByte, "guard before");
+        h.expect_fill(1, dst + size, kGuardBytes, kGuardByte, "guard after");
         // The source is untouched.
         h.expect_mem(0, src, data, "source");
     });
@@ -113,7 +112,7 @@ SIM_TEST(E2eRc, send_gathers_four_sges_across_page_boundaries_and_mrs) {
         const auto expect = concat_from(h, 0, g);
         const uint32_t total = uint32_t(expect.size());
         const uint64_t r = h.alloc(1, 8192, 64);
-        h.fill_mem(1, r, 8192, kGuard);
+        h.fill_mem(1, r, 8192, kGuardByte);
         ibv_mr* mr = h.reg(1, r, 8192);
         ASSERT_EQ(h.post_recv(1, {{r + 64, 8000, mr->lkey}}, 7), 0);
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, g, 8), 0);
@@ -125,8 +124,8 @@ SIM_TEST(E2eRc, send_gathers_four_sges_across_page_boundaries_and_mrs) {
         ASSERT_EQ(swc.size(), 1u);
         EXPECT_EQ(swc[0].status, IBV_WC_SUCCESS);
         h.expect_mem(1, r + 64, expect, "gathered payload");
-        h.expect_fill(1, r, 64, kGuard, "guard before");
-        h.expect_fill(1, r + 64 + total, 8192 - 64 - total, kGuard, "rest of receive buffer");
+        h.expect_fill(1, r, 64, kGuardByte, "guard before");
+        h.expect_fill(1, r + 64 + total, 8192 - 64 - total, kGuardByte, "rest of receive buffer");
     });
 }
 
@@ -139,7 +138,7 @@ SIM_TEST(E2eRc, send_scatters_into_three_receive_sges) {
         h.write_mem(0, src, data);
         ibv_mr* smr = h.reg(0, src, len);
         const uint64_t r = h.alloc(1, 4 * 4096, 4096);
-        h.fill_mem(1, r, 4 * 4096, kGuard);
+        h.fill_mem(1, r, 4 * 4096, kGuardByte);
         ibv_mr* mr = h.reg(1, r, 4 * 4096);
         // 1001 bytes crossing a page, 7 bytes, then the rest (3992 of 5000 available).
         std::vector<ibv_sge> sc = {
@@ -154,11 +153,11 @@ SIM_TEST(E2eRc, send_scatters_into_three_receive_sges) {
         h.expect_mem(1, r + 4096 - 500, {data.begin(), data.begin() + 1001}, "sge 0");
         h.expect_mem(1, r + 6000, {data.begin() + 1001, data.begin() + 1008}, "sge 1");
         h.expect_mem(1, r + 2 * 4096 + 3, {data.begin() + 1008, data.end()}, "sge 2");
-        h.expect_fill(1, r, 4096 - 500, kGuard, "before sge 0");
-        h.expect_fill(1, r + 4096 + 501, 6000 - (4096 + 501), kGuard, "between sge 0 and 1");
-        h.expect_fill(1, r + 6007, 2 * 4096 + 3 - 6007, kGuard, "between sge 1 and 2");
-        h.expect_fill(1, r + 2 * 4096 + 3 + (len - 1008), 4 * 4096 - (2 * 4096 + 3 + (len - 1008)), kGuard,
-                      "after the message in sge 2");
+        h.expect_fill(1, r, 4096 - 500, kGuardByte, "before sge 0");
+        h.expect_fill(1, r + 4096 + 501, 6000 - (4096 + 501), kGuardByte, "between sge 0 and 1");
+        h.expect_fill(1, r + 6007, 2 * 4096 + 3 - 6007, kGuardByte, "between sge 1 and 2");
+        h.expect_fill(1, r + 2 * 4096 + 3 + (len - 1008), 4 * 4096 - (2 * 4096 + 3 + (len - 1008)),
+                      kGuardByte, "after the message in sge 2");
     });
 }
 
@@ -174,7 +173,7 @@ SIM_TEST(E2eRc, rdma_write_gathers_four_sges) {
                                   {a + 4096 * 2 + 1, 2000, ma->lkey}};
         const auto expect = concat_from(h, 0, g);
         const uint64_t r = h.alloc(1, 12000, 64);
-        h.fill_mem(1, r, 12000, kGuard);
+        h.fill_mem(1, r, 12000, kGuardByte);
         ibv_mr* mr = h.reg(1, r, 12000);
         ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, g, 9, IBV_SEND_SIGNALED, r + 999, mr->rkey), 0);
         auto swc = h.expect_wc(h.s[0].scq, 1, "write");
@@ -183,8 +182,8 @@ SIM_TEST(E2eRc, rdma_write_gathers_four_sges) {
         EXPECT_EQ(swc[0].opcode, IBV_WC_RDMA_WRITE);
         h.sleep(1, 10'000);
         h.expect_mem(1, r + 999, expect, "written payload");
-        h.expect_fill(1, r, 999, kGuard, "guard before");
-        h.expect_fill(1, r + 999 + expect.size(), 12000 - 999 - expect.size(), kGuard, "guard after");
+        h.expect_fill(1, r, 999, kGuardByte, "guard before");
+        h.expect_fill(1, r + 999 + expect.size(), 12000 - 999 - expect.size(), kGuardByte, "guard after");
     });
 }
 
@@ -241,7 +240,7 @@ SIM_TEST(E2eRc, C10_86_write_with_imm_consumes_one_receive_and_reports_fields) {
         const uint64_t tgt = h.alloc(1, 8192, 64);
         ibv_mr* tmr = h.reg(1, tgt, 8192);
         const uint64_t rbuf = h.alloc(1, 4096, 64);
-        h.fill_mem(1, rbuf, 4096, kGuard);
+        h.fill_mem(1, rbuf, 4096, kGuardByte);
         ibv_mr* rmr = h.reg(1, rbuf, 4096);
         ASSERT_EQ(h.post_recv(1, {{rbuf, 4096, rmr->lkey}}, 101), 0);
         ASSERT_EQ(h.post_recv(1, {{rbuf, 4096, rmr->lkey}}, 102), 0);
@@ -266,9 +265,9 @@ SIM_TEST(E2eRc, C10_86_write_with_imm_consumes_one_receive_and_reports_fields) {
         EXPECT_EQ(rwc[0].src_qp, h.s[0].qp->qp_num);
         EXPECT_EQ(rwc[0].slid, h.s[0].lid);
         h.expect_mem(1, tgt + 10, data, "write-with-imm payload at the remote address");
-        h.expect_fill(1, rbuf, 4096, kGuard, "receive buffer of the consumed WR is not written");
+        h.expect_fill(1, rbuf, 4096, kGuardByte, "receive buffer of the consumed WR is not written");
         // Exactly one receive WR consumed: the second one is still posted.
-        h.expect_no_wc(h.s[1].rcq, 100'000, "second receive");
+        h.expect_no_wc(h.s[1].rcq, kQuietNs, "second receive");
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{src, 8, smr->lkey}}, 202), 0);
         auto rwc2 = h.expect_wc(h.s[1].rcq, 1, "receive for the send");
         ASSERT_EQ(rwc2.size(), 1u);
@@ -286,7 +285,7 @@ SIM_TEST(E2eRc, C10_81_each_send_consumes_exactly_one_receive_in_posting_order) 
         h.write_mem(0, src, pattern(3 * 256, 81));
         ibv_mr* smr = h.reg(0, src, 3 * 256);
         const uint64_t r = h.alloc(1, 3 * 1024, 64);
-        h.fill_mem(1, r, 3 * 1024, kGuard);
+        h.fill_mem(1, r, 3 * 1024, kGuardByte);
         ibv_mr* rmr = h.reg(1, r, 3 * 1024);
         for (unsigned k = 0; k < 3; ++k)
             ASSERT_EQ(h.post_recv(1, {{r + k * 1024, 1024, rmr->lkey}}, 1000 + k), 0);
@@ -300,7 +299,7 @@ SIM_TEST(E2eRc, C10_81_each_send_consumes_exactly_one_receive_in_posting_order) 
         EXPECT_EQ(rwc[1].byte_len, 101u);
         h.expect_wc(h.s[0].scq, 2, "two sends");
         h.expect_no_wc(h.s[1].rcq, 200'000, "third receive must still be posted");
-        h.expect_fill(1, r + 2048, 1024, kGuard, "third receive buffer untouched so far");
+        h.expect_fill(1, r + 2048, 1024, kGuardByte, "third receive buffer untouched so far");
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{src + 512, 102, smr->lkey}}, 2), 0);
         auto rwc3 = h.expect_wc(h.s[1].rcq, 1, "third receive");
         ASSERT_EQ(rwc3.size(), 1u);
@@ -329,7 +328,7 @@ SIM_TEST(E2eRc, C10_87_plain_rdma_write_consumes_no_receive) {
                       0);
         auto swc = h.expect_wc(h.s[0].scq, 3, "three writes");
         for (auto& w : swc) EXPECT_EQ(w.status, IBV_WC_SUCCESS);
-        h.expect_no_wc(h.s[1].rcq, 100'000, "plain writes complete no receive");
+        h.expect_no_wc(h.s[1].rcq, kQuietNs, "plain writes complete no receive");
         ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{src, 33, smr->lkey}}, 20), 0);
         auto rwc = h.expect_wc(h.s[1].rcq, 1, "receive for the send");
         ASSERT_EQ(rwc.size(), 1u);
@@ -358,7 +357,7 @@ SIM_TEST(E2eRc, only_signaled_sends_produce_send_completions) {
         ASSERT_EQ(swc.size(), 2u);
         EXPECT_EQ(swc[0].wr_id, 301u);
         EXPECT_EQ(swc[1].wr_id, 304u);
-        h.expect_no_wc(h.s[0].scq, 100'000, "unsignaled sends");
+        h.expect_no_wc(h.s[0].scq, kQuietNs, "unsignaled sends");
         // The unsignaled WRs' slots were retired by the later signaled CQE: the SQ can be refilled.
         EXPECT_EQ(h.s[0].qp->sq.completed, h.s[0].qp->sq.producer);
     });
@@ -457,7 +456,7 @@ SIM_TEST(E2eRc, write_with_bad_rkey_is_rem_access_err_then_later_wrs_flush) {
         ibv_mr* smr = h.reg(0, src, 4096);
         h.write_mem(0, src, pattern(4096, 99));
         const uint64_t tgt = h.alloc(1, 4096, 64);
-        h.fill_mem(1, tgt, 4096, kGuard);
+        h.fill_mem(1, tgt, 4096, kGuardByte);
         ibv_mr* tmr = h.reg(1, tgt, 4096);
         ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{src, 512, smr->lkey}}, 1, IBV_SEND_SIGNALED, tgt,
                               tmr->rkey ^ 0x5A),
@@ -478,7 +477,7 @@ SIM_TEST(E2eRc, write_with_bad_rkey_is_rem_access_err_then_later_wrs_flush) {
         EXPECT_EQ(fl[1].wr_id, 3u);
         EXPECT_EQ(fl[1].status, IBV_WC_WR_FLUSH_ERR);
         h.sleep(1, 10'000);
-        h.expect_fill(1, tgt, 4096, kGuard, "target of the refused and flushed writes");
+        h.expect_fill(1, tgt, 4096, kGuardByte, "target of the refused and flushed writes");
     });
 }
 
@@ -601,7 +600,7 @@ SIM_TEST(E2eRc, zero_length_send_and_write_are_one_packet_and_complete) {
         const uint64_t src = h.alloc(0, 4096, 64);
         ibv_mr* smr = h.reg(0, src, 4096);
         const uint64_t r = h.alloc(1, 4096, 64);
-        h.fill_mem(1, r, 4096, kGuard);
+        h.fill_mem(1, r, 4096, kGuardByte);
         ibv_mr* rmr = h.reg(1, r, 4096);
         const std::string key = "node0.hca.transport_engine.tx_packets";
         ASSERT_EQ(h.post_recv(1, {{r, 4096, rmr->lkey}}, 1), 0);
@@ -629,7 +628,7 @@ SIM_TEST(E2eRc, zero_length_send_and_write_are_one_packet_and_complete) {
         EXPECT_EQ(rwc[0].byte_len, 0u);
         EXPECT_EQ(rwc[0].imm_data, 0xCAFEu);
         EXPECT_EQ(rc_harness::counter_value(key) - before, 1u);
-        h.expect_fill(1, r, 4096, kGuard, "nothing written by zero-length messages");
+        h.expect_fill(1, r, 4096, kGuardByte, "nothing written by zero-length messages");
     });
 }
 

@@ -24,7 +24,6 @@ using namespace hcasim::verbs;
 
 namespace {
 
-constexpr uint64_t kQuietNs = 50'000;
 constexpr uint32_t kQp1Qkey = 0x80010000u;
 
 rc_config switched(ibv_qp_type t = IBV_QPT_UD) {
@@ -35,12 +34,6 @@ rc_config switched(ibv_qp_type t = IBV_QPT_UD) {
 }
 
 subnet_manager& sm(rc_harness& h) { return *h.mach().net.sm; }
-
-ibv_port_attr port_of(rc_harness& h, unsigned node) {
-    ibv_port_attr pa{};
-    EXPECT_EQ(ibv_query_port(h.s[node].ctx, 1, &pa), 0);
-    return pa;
-}
 
 uint16_t query_pkey(rc_harness& h, unsigned node, int index) {
     uint16_t k = 0;
@@ -73,16 +66,6 @@ int ud_to_rts(ibv_qp* qp, uint16_t pkey_index, uint32_t qkey = 0x12345678) {
     a.qp_state = IBV_QPS_RTS;
     a.sq_psn = 0;
     return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
-}
-
-int post_recv_on(ibv_qp* qp, uint64_t va, uint32_t len, uint32_t lkey, uint64_t wr_id) {
-    ibv_sge sge{va, len, lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr* bad = nullptr;
-    return ibv_post_recv(qp, &wr, &bad);
 }
 
 int post_ud_on(ibv_qp* qp, ibv_ah* ah, uint32_t qpn, uint32_t qkey, uint64_t va, uint32_t len, uint32_t lkey,

@@ -23,8 +23,6 @@ using namespace hcasim::verbs;
 
 namespace {
 
-constexpr uint64_t kQuietNs = 50'000;
-
 /// An SRQ on node `node` in `pd` (default: the node's harness PD).
 ibv_srq* make_srq(rc_harness& h, unsigned node, uint32_t max_wr, ibv_pd* pd = nullptr, uint32_t max_sge = 2) {
     ibv_srq_init_attr a{};
@@ -116,17 +114,7 @@ int send_on(rc_harness& h, const link_qp& l, uint64_t addr, uint32_t len, uint32
 /// link's sending QP.
 int write_on(const link_qp& l, uint64_t src, uint32_t len, uint32_t lkey, uint64_t remote, uint32_t rkey,
              uint64_t wr_id = 0) {
-    ibv_sge sge{src, len, lkey};
-    ibv_send_wr w{};
-    w.wr_id = wr_id;
-    w.sg_list = &sge;
-    w.num_sge = 1;
-    w.opcode = IBV_WR_RDMA_WRITE;
-    w.send_flags = IBV_SEND_SIGNALED;
-    w.wr.rdma.remote_addr = remote;
-    w.wr.rdma.rkey = rkey;
-    ibv_send_wr* bad = nullptr;
-    return ibv_post_send(l.snd, &w, &bad);
+    return post_write_on(l.snd, {src, len, lkey}, remote, rkey, wr_id);
 }
 
 /// The next async event of node i within `ns` (type -1 if none); its element in *ev.

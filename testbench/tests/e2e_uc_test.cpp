@@ -20,9 +20,6 @@ using namespace hcasim::verbs;
 
 namespace {
 
-constexpr uint8_t kGuard = 0xA5;
-constexpr uint64_t kQuietNs = 20'000;
-
 rc_config uc(unsigned mtu = 1024) {
     rc_config c;
     c.qp_type = IBV_QPT_UC;
@@ -88,7 +85,7 @@ SIM_TEST(E2eUc, C10_84_uc_send_and_rdma_write_with_and_without_immediate_are_nev
         }
         h.sleep(1, kQuietNs);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, off), "every message's bytes");
-        h.expect_fill(1, b.dst + off, n - off, kGuard, "nothing beyond");
+        h.expect_fill(1, b.dst + off, n - off, kGuardByte, "nothing beyond");
         EXPECT_EQ(ctr(1, "transport_engine.acks_sent"), acks) << "UC is never acknowledged";
         EXPECT_EQ(ctr(0, "transport_engine.acks_received"), 0u);
         EXPECT_EQ(ctr(1, "transport_engine.uc_dropped"), 0u);
@@ -131,7 +128,7 @@ SIM_TEST(E2eUc, lost_packets_drop_their_whole_message_and_later_messages_arrive_
         for (unsigned m = 0; m < msgs; ++m) h.write_mem(0, src + uint64_t(m) * len, pattern(len, 1000 + m));
         ibv_mr* smr = h.reg(0, src, size_t(msgs) * len);
         const uint64_t dst = h.alloc(1, size_t(msgs) * 1024, 4096);
-        h.fill_mem(1, dst, size_t(msgs) * 1024, kGuard);
+        h.fill_mem(1, dst, size_t(msgs) * 1024, kGuardByte);
         ibv_mr* dmr = h.reg(1, dst, size_t(msgs) * 1024);
         for (unsigned m = 0; m < msgs; ++m)
             ASSERT_EQ(h.post_recv(1, {{dst + uint64_t(m) * 1024, 1024, dmr->lkey}}, m), 0);
@@ -162,7 +159,7 @@ SIM_TEST(E2eUc, lost_packets_drop_their_whole_message_and_later_messages_arrive_
             while (m < msgs && bytes != pattern(len, 1000 + m)) ++m;
             ASSERT_LT(m, msgs) << "receive " << k << " holds no whole message";
             next_msg = m + 1;
-            h.expect_fill(1, dst + k * 1024 + len, 1024 - len, kGuard, "after the message");
+            h.expect_fill(1, dst + k * 1024 + len, 1024 - len, kGuardByte, "after the message");
         }
         EXPECT_EQ(ctr(1, "transport_engine.recv_completions"), got.size());
         EXPECT_EQ(query_state(h.s[1].qp), IBV_QPS_RTS) << "losses are no error on UC";
@@ -174,7 +171,7 @@ SIM_TEST(E2eUc, C10_38_C10_39_C10_40_C10_147_uc_send_error_moves_the_qp_to_sqe_a
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 8192, 147);
         const uint64_t in = h.alloc(0, 4096, 4096);
-        h.fill_mem(0, in, 4096, kGuard);
+        h.fill_mem(0, in, 4096, kGuardByte);
         ibv_mr* imr = h.reg(0, in, 4096);
         // A local protection error (an L_Key of nothing) on node0's second WR; the third follows.
         ASSERT_EQ(h.post_send(0, IBV_WR_RDMA_WRITE, {{b.src, 100, b.smr->lkey}}, 1, IBV_SEND_SIGNALED, b.dst,
@@ -217,7 +214,7 @@ SIM_TEST(E2eUc, C10_38_C10_39_C10_40_C10_147_uc_send_error_moves_the_qp_to_sqe_a
         EXPECT_EQ(one_wc(h, h.s[0].scq, "after SQEr -> RTS").status, IBV_WC_SUCCESS);
         h.sleep(1, kQuietNs);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 100), "the first WRITE");
-        h.expect_fill(1, b.dst + 100, 200, kGuard, "neither the failed nor the flushed WRITE");
+        h.expect_fill(1, b.dst + 100, 200, kGuardByte, "neither the failed nor the flushed WRITE");
         h.expect_mem(1, b.dst + 300, h.read_mem(0, b.src + 300, 100), "the WRITE after recovery");
         EXPECT_EQ(query_state(h.s[1].qp), IBV_QPS_RTS) << "the responder knows nothing of it";
     });
@@ -268,7 +265,7 @@ SIM_TEST(E2eUc, C10_149_uc_write_with_a_bad_rkey_or_without_a_receive_wqe_is_dro
         h.expect_wc(h.s[0].scq, 2, "both sent");
         h.sleep(1, kQuietNs);
         h.expect_mem(1, b.dst, h.read_mem(0, b.src, 64), "the good WRITE");
-        h.expect_fill(1, b.dst + 64, 2048 - 64, kGuard, "nothing of the refused WRITE");
+        h.expect_fill(1, b.dst + 64, 2048 - 64, kGuardByte, "nothing of the refused WRITE");
         h.expect_mem(1, b.dst + 2048, h.read_mem(0, b.src + 100, 64), "the next SEND");
     });
 }
@@ -296,7 +293,7 @@ SIM_TEST(E2eUc, C10_89_memory_window_binds_on_a_uc_qp) {
     rc_harness h(uc());
     h.run([](rc_harness& h) {
         const uint64_t dst = h.alloc(1, 4096, 4096);
-        h.fill_mem(1, dst, 4096, kGuard);
+        h.fill_mem(1, dst, 4096, kGuardByte);
         ibv_mr* dmr =
             h.reg(1, dst, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND);
         const uint64_t src = h.alloc(0, 4096, 4096);
@@ -322,9 +319,9 @@ SIM_TEST(E2eUc, C10_89_memory_window_binds_on_a_uc_qp) {
                   0);
         EXPECT_EQ(one_wc(h, h.s[0].scq, "write past the window").status, IBV_WC_SUCCESS);
         h.sleep(1, kQuietNs);
-        h.expect_fill(1, dst, 1000, kGuard, "before the window");
+        h.expect_fill(1, dst, 1000, kGuardByte, "before the window");
         h.expect_mem(1, dst + 1000, h.read_mem(0, src, 500), "through the window");
-        h.expect_fill(1, dst + 1500, 4096 - 1500, kGuard, "after the window");
+        h.expect_fill(1, dst + 1500, 4096 - 1500, kGuardByte, "after the window");
         EXPECT_EQ(ctr(1, "transport_engine.uc_dropped"), 1u);
     });
 }

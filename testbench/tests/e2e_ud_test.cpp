@@ -23,9 +23,6 @@ using namespace hcasim::verbs;
 
 namespace {
 
-constexpr uint8_t kGuard = 0xA5;
-constexpr uint64_t kQuietNs = 20'000;
-
 rc_config ud() {
     rc_config c;
     c.qp_type = IBV_QPT_UD;
@@ -85,10 +82,10 @@ SIM_TEST(E2eUd, C10_5_ud_send_goes_to_the_ah_destination_with_the_datagrams_sour
         EXPECT_EQ(r[1].byte_len, 40u) << "a zero-length datagram";
         EXPECT_TRUE(r[1].wc_flags & IBV_WC_WITH_IMM);
         EXPECT_EQ(r[1].imm_data, imm);
-        h.expect_fill(1, b.dst, 40, kGuard, "no GRH: the GRH area is left alone");
+        h.expect_fill(1, b.dst, 40, kGuardByte, "no GRH: the GRH area is left alone");
         h.expect_mem(1, b.dst + 40, h.read_mem(0, b.src, 300), "the payload from byte 40");
-        h.expect_fill(1, b.dst + 340, 4096 - 340, kGuard, "nothing after");
-        h.expect_fill(1, b.dst + 4096, 4096, kGuard, "the zero-length datagram places nothing");
+        h.expect_fill(1, b.dst + 340, 4096 - 340, kGuardByte, "nothing after");
+        h.expect_fill(1, b.dst + 4096, 4096, kGuardByte, "the zero-length datagram places nothing");
         EXPECT_EQ(ctr(1, "transport_engine.acks_sent"), 0u) << "datagrams are not acknowledged";
     });
 }
@@ -337,7 +334,7 @@ SIM_TEST(E2eUd, C10_154_ud_completion_errors_follow_the_send_and_receive_queue_t
              IBV_WC_SUCCESS, IBV_QPS_RTS, -1, IBV_QPS_RTS},
         };
         for (const row& r : rows) {
-            h.fill_mem(1, b.dst, 4096, kGuard);
+            h.fill_mem(1, b.dst, 4096, kGuardByte);
             r.post();
             auto s = h.expect_wc(h.s[0].scq, 1, r.what);
             ASSERT_EQ(s.size(), 1u) << r.what;
@@ -351,7 +348,7 @@ SIM_TEST(E2eUd, C10_154_ud_completion_errors_follow_the_send_and_receive_queue_t
             }
             EXPECT_EQ(query_state(h.s[0].qp), r.send_state) << r.what;
             EXPECT_EQ(query_state(h.s[1].qp), r.recv_state) << r.what;
-            h.expect_fill(1, b.dst, 4096, kGuard, r.what);
+            h.expect_fill(1, b.dst, 4096, kGuardByte, r.what);
             // Both QPs back to RTS with empty queues for the next row.
             for (unsigned i = 0; i < 2; ++i) {
                 ASSERT_EQ(to_state(h.s[i].qp, IBV_QPS_RESET), 0);

@@ -21,6 +21,7 @@
 #include "model/core/param.h"
 #include "model/core/stats.h"
 #include "model/system/fabric.h"
+#include "testbench/tests/bench_harness.h"
 #include "testbench/tests/sim_fork.h"
 #include "tlm_if/wire/ib_headers.h"
 
@@ -28,6 +29,9 @@ extern "C" int sc_main(int, char*[]) { return 0; }
 
 using namespace hcasim;
 using namespace sc_core;
+using hcasim::test::config_error_of;
+using hcasim::test::kPropNs;
+using hcasim::test::kRxPipeNs;
 
 namespace {
 
@@ -35,9 +39,7 @@ constexpr uint32_t kPayload = 256;
 // RC SEND ONLY, 256 B: LRH 8 + BTH 12 + payload + ICRC 4 + VCRC 2 = 282 B, 22.56 ns at EDR 4x.
 constexpr uint32_t kWireBytes = 282;
 constexpr double kSerNs = kWireBytes * 0.08;
-constexpr double kPropNs = 10.0;    // link.propagation_ns default
-constexpr double kRxPipeNs = 20.0;  // port.rx_pipeline_ns default
-constexpr double kGapNs = 100.0;    // one packet every 100 ns: the wire is idle in between
+constexpr double kGapNs = 100.0;  // one packet every 100 ns: the wire is idle in between
 
 uint8_t payload_byte(uint32_t psn, uint32_t i) { return uint8_t(psn * 131u + i * 7u + 3u); }
 
@@ -193,18 +195,6 @@ uint64_t dropped_of_10k(const std::string& seed) {
         if (b.rec.got.size() + count("node0.link.dropped") != 10000) return ~0ull;
         return count("node0.link.dropped");
     });
-}
-
-/// config_error message of building a machine with `keys` (then check_unused), or "".
-std::string config_error_of(const std::vector<std::pair<std::string, std::string>>& keys) {
-    set_keys(keys);
-    try {
-        machine m;
-        broker::instance().check_unused();
-    } catch (const config_error& e) {
-        return e.what();
-    }
-    return {};
 }
 
 }  // namespace
@@ -394,7 +384,7 @@ SIM_TEST(FabricFault, down_only_affects_the_cable_it_is_set_for) {
 
 // --- keys ------------------------------------------------------------------------------------
 
-SIM_TEST(FabricFault, node_link_beats_linkN_beats_link_whatever_the_order) {
+SIM_TEST(FabricFault, node_link_beats_link_n_beats_link_whatever_the_order) {
     // 3 nodes: node1.link.X given first still wins over link1.X and link.X.
     bench b({{"fabric.nodes", "3"},
              {"node1.link.drop_rate", "1"},
@@ -466,7 +456,7 @@ SIM_TEST(FabricFault, link_of_a_missing_node_rejected) {
 
 // --- switch topology -------------------------------------------------------------------------
 
-SIM_TEST(FabricFault, switch_applies_linkN_faults_toward_node_N) {
+SIM_TEST(FabricFault, switch_applies_link_n_faults_toward_node_n) {
     // node0 -> switch -> node1: node0's cable is clean, node1's cable (switch to node1) drops all.
     bench b({{"fabric.nodes", "3"}, {"link1.drop_rate", "1"}}, 0, 1, 30);
     b.run(30 * kGapNs + 1000);
@@ -479,7 +469,7 @@ SIM_TEST(FabricFault, switch_applies_linkN_faults_toward_node_N) {
     EXPECT_EQ(b.m->net.sw->faults(1).settings().drop_rate, 1.0);
 }
 
-SIM_TEST(FabricFault, switch_duplicates_and_reorders_toward_node_N) {
+SIM_TEST(FabricFault, switch_duplicates_and_reorders_toward_node_n) {
     bench b({{"fabric.nodes", "3"}, {"link1.reorder_rate", "1"}, {"link1.dup_rate", "1"}}, 0, 1, 4);
     b.run(4 * kGapNs + 3000);
     // Each packet twice; 1 overtakes 0, 3 overtakes 2.

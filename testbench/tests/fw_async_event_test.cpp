@@ -12,6 +12,7 @@
 
 #include "firmware/hca_driver.h"
 #include "firmware/verbs.h"
+#include "fw_env.h"
 #include "fw_fake_bus.h"
 #include "fw_qp_setup.h"
 
@@ -21,29 +22,9 @@ using hcasim::fw::hca_driver;
 
 namespace {
 
-constexpr uint64_t BASE = 0x80000000ull;
-constexpr size_t BYTES = 16u << 20;
-
-struct env {
-    env() : bus(BASE, BYTES), os(bus, BASE, BYTES), drv(bus, os), as(os) {
-        ctx = ibv_open_device(drv, as);
-        pd = ibv_alloc_pd(ctx);
-        cq = ibv_create_cq(ctx, 15);
-    }
-    ibv_qp* qp() {
-        ibv_qp_init_attr ia{};
-        ia.send_cq = cq;
-        ia.recv_cq = cq;
-        ia.qp_type = IBV_QPT_RC;
-        ia.cap = {8, 8, 1, 1, 0};
-        return ibv_create_qp(pd, &ia);
-    }
-    void bring(ibv_qp* q, ibv_qp_state s) {
-        for (ibv_qp_state p : {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_SQD}) {
-            ASSERT_EQ(test::modify_qp_to(q, p), 0) << int(p);
-            if (p == s) return;
-        }
-    }
+/// The firmware over the fake bus, and EQEs and CQEs written as the HCA would.
+struct env : test::fw_env {
+    ibv_qp* qp() { return make_qp(IBV_QPT_RC, {8, 8, 1, 1, 0}); }
     /// The n-th EQE the fake HCA produces (slot, owner bit per tlm_if/cqe.h).
     hw::eqe make(uint8_t type, uint32_t resource, uint8_t subtype = 0) {
         hw::eqe ev{};
@@ -68,11 +49,11 @@ struct env {
         bus.schedule(at_ns, next_slot(), &ev, sizeof ev);
         ++eqes;
     }
+    /// A CQE carrying only `wr_id` in slot n of `c`.
     void write_cqe(ibv_cq* c, uint64_t n, uint64_t wr_id) {
         hw::cqe x{};
         x.wr_id = wr_id;
-        x.owner = hw::cqe_owner_for(n, c->log_size);
-        bus.mem_write(c->ring_pa + (n & ((1u << c->log_size) - 1)) * sizeof x, &x, sizeof x);
+        fw_env::write_cqe(c, n, x);
     }
     /// Every event the context's queue holds now (EQ processed first), acknowledged.
     std::vector<ibv_async_event> drain(ibv_context* c) {
@@ -85,19 +66,12 @@ struct env {
         return v;
     }
 
-    test::fake_hca_bus bus;
-    fw::host_os os;
-    hca_driver drv;
-    fw::address_space as;
-    ibv_context* ctx;
-    ibv_pd* pd;
-    ibv_cq* cq;
-    uint64_t eqes = 0;
+    uint64_t eqes = 0;  ///< EQEs written so far
 };
 
 }  // namespace
 
-TEST(AsyncEvent, EventTypesUseLibibverbsNumbering) {
+TEST(AsyncEvent, event_types_use_libibverbs_numbering) {
     EXPECT_EQ(IBV_EVENT_CQ_ERR, 0);
     EXPECT_EQ(IBV_EVENT_QP_FATAL, 1);
     EXPECT_EQ(IBV_EVENT_COMM_EST, 4);
@@ -110,7 +84,7 @@ TEST(AsyncEvent, EventTypesUseLibibverbsNumbering) {
     EXPECT_EQ(IBV_EVENT_GID_CHANGE, 18);
 }
 
-TEST(AsyncEvent, EveryEqeTypeMapsToItsEventInOrder) {
+TEST(AsyncEvent, every_eqe_type_maps_to_its_event_in_order) {
     env e;
     ibv_qp* q = e.qp();
     ASSERT_NE(q, nullptr);
@@ -146,7 +120,7 @@ TEST(AsyncEvent, EveryEqeTypeMapsToItsEventInOrder) {
     ibv_destroy_qp(q);
 }
 
-TEST(AsyncEvent, QpErrorEventsSetErrorAndSqDrainedClearsDraining) {
+TEST(AsyncEvent, qp_error_events_set_error_and_sq_drained_clears_draining) {
     env e;
     ibv_qp* a = e.qp();
     ibv_qp* b = e.qp();
@@ -165,7 +139,7 @@ TEST(AsyncEvent, QpErrorEventsSetErrorAndSqDrainedClearsDraining) {
     EXPECT_EQ(b->hw_ctx.sq_draining, 0);
 }
 
-TEST(AsyncEvent, GetAsyncEventSleepsUntilTheEqeLandsAndTimesOut) {
+TEST(AsyncEvent, get_async_event_sleeps_until_the_eqe_lands_and_times_out) {
     env e;
     ibv_qp* q = e.qp();
     e.bring(q, IBV_QPS_RTR);
@@ -190,7 +164,7 @@ TEST(AsyncEvent, GetAsyncEventSleepsUntilTheEqeLandsAndTimesOut) {
     ibv_ack_async_event(nullptr);  // harmless
 }
 
-TEST(AsyncEvent, AffiliatedEventsGoToTheOwnerAndUnaffiliatedToEveryContext) {
+TEST(AsyncEvent, affiliated_events_go_to_the_owner_and_unaffiliated_to_every_context) {
     env e;
     fw::address_space as2(e.os);
     ibv_context* ctx2 = ibv_open_device(e.drv, as2);
@@ -233,7 +207,7 @@ TEST(AsyncEvent, AffiliatedEventsGoToTheOwnerAndUnaffiliatedToEveryContext) {
     EXPECT_EQ(v3[1].event_type, IBV_EVENT_PORT_ACTIVE);
 }
 
-TEST(AsyncEvent, EventsWithoutAConsumerAreKeptByTheDriverNotDelivered) {
+TEST(AsyncEvent, events_without_a_consumer_are_kept_by_the_driver_not_delivered) {
     env e;
     e.raise(hw::EQE_SRQ_LIMIT, 3);                       // no SRQs in interface version 1
     e.raise(hw::EQE_QP_FATAL, 77);                       // no such QP
@@ -341,7 +315,7 @@ TEST(AsyncEvent, C10_139_handler_replaced_from_inside_itself_takes_the_next_even
     EXPECT_EQ(calls, (std::vector<int>{1, 2, 2}));
 }
 
-TEST(AsyncEvent, HandlerThatPollsSeesLaterEventsAfterItReturnsInOrder) {
+TEST(AsyncEvent, handler_that_polls_sees_later_events_after_it_returns_in_order) {
     env e;
     ibv_qp* q = e.qp();
     e.bring(q, IBV_QPS_RTS);
@@ -370,7 +344,7 @@ TEST(AsyncEvent, HandlerThatPollsSeesLaterEventsAfterItReturnsInOrder) {
     EXPECT_EQ(max_depth, 1);
 }
 
-TEST(AsyncEvent, DestroyQpDropsItsQueuedEventsAndNoneArriveLater) {
+TEST(AsyncEvent, destroy_qp_drops_its_queued_events_and_none_arrive_later) {
     env e;
     ibv_qp* q = e.qp();
     ibv_qp* other = e.qp();
@@ -399,7 +373,7 @@ TEST(AsyncEvent, DestroyQpDropsItsQueuedEventsAndNoneArriveLater) {
     EXPECT_EQ(e.drv.unclaimed_events()[0].resource, qpn);
 }
 
-TEST(AsyncEvent, HandlerMayDestroyTheQpAndItsLaterEventsAreDropped) {
+TEST(AsyncEvent, handler_may_destroy_the_qp_and_its_later_events_are_dropped) {
     env e;
     ibv_qp* q = e.qp();
     e.bring(q, IBV_QPS_RTS);
@@ -421,7 +395,7 @@ TEST(AsyncEvent, HandlerMayDestroyTheQpAndItsLaterEventsAreDropped) {
     EXPECT_EQ(e.ctx->qps, 0u);
 }
 
-TEST(AsyncEvent, DestroyCqDropsItsQueuedErrorAndRefusesInsideItsOwnPoll) {
+TEST(AsyncEvent, destroy_cq_drops_its_queued_error_and_refuses_inside_its_own_poll) {
     env e;
     ibv_cq* c = ibv_create_cq(e.ctx, 3);
     ASSERT_NE(c, nullptr);
@@ -445,7 +419,7 @@ TEST(AsyncEvent, DestroyCqDropsItsQueuedErrorAndRefusesInsideItsOwnPoll) {
     EXPECT_TRUE(e.drain(e.ctx).empty());
 }
 
-TEST(AsyncEvent, CloseDeviceFromItsOwnHandlerIsRefused) {
+TEST(AsyncEvent, close_device_from_its_own_handler_is_refused) {
     env e;
     fw::address_space as2(e.os);
     ibv_context* ctx2 = ibv_open_device(e.drv, as2);
@@ -495,7 +469,7 @@ TEST(AsyncEvent, C10_17_cq_error_reaches_the_consumer_before_the_next_completion
     EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
 }
 
-TEST(AsyncEvent, WaitCqSeesTheCqErrorAndEndsInsteadOfSleeping) {
+TEST(AsyncEvent, wait_cq_sees_the_cq_error_and_ends_instead_of_sleeping) {
     env e;
     ibv_cq* c = ibv_create_cq(e.ctx, 3);
     e.write_cqe(c, 0, 20);

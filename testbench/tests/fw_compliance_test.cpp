@@ -11,6 +11,7 @@
 
 #include "firmware/hca_driver.h"
 #include "firmware/verbs.h"
+#include "fw_env.h"
 #include "fw_fake_bus.h"
 #include "fw_qp_setup.h"
 #include "tlm_if/wqe.h"
@@ -21,40 +22,13 @@ using hcasim::fw::hca_driver;
 
 namespace {
 
-constexpr uint64_t BASE = 0x80000000ull;
-constexpr size_t BYTES = 16u << 20;
-
 /// Firmware over fake_hca_bus; `tweak` edits the fake device (caps, port) before the driver
 /// initialises from it.
-struct env {
+struct env : test::fw_env {
     explicit env(const std::function<void(test::fake_hca_bus&)>& tweak = {})
-        : bus(BASE, BYTES), os(bus, BASE, BYTES), drv(bus, os, no_window()), as(os) {
-        if (tweak) tweak(bus);
-        ctx = ibv_open_device(drv, as);
-        pd = ibv_alloc_pd(ctx);
-        cq = ibv_create_cq(ctx, 15);
-    }
-    static fw::driver_options no_window() {
-        fw::driver_options o;
-        o.use_inline_window = false;
-        return o;
-    }
+        : fw_env(test::no_window(), tweak) {}
     ibv_qp* qp(ibv_qp_type t = IBV_QPT_RC, ibv_pd* on = nullptr, uint32_t wr = 8, uint32_t sge = 4) {
-        ibv_qp_init_attr ia{};
-        ia.send_cq = cq;
-        ia.recv_cq = cq;
-        ia.qp_type = t;
-        ia.cap = {wr, wr, sge, sge, 0};
-        return ibv_create_qp(on ? on : pd, &ia);
-    }
-    int to(ibv_qp* q, ibv_qp_state s) { return test::modify_qp_to(q, s); }
-    void bring(ibv_qp* q, ibv_qp_state s) {
-        const ibv_qp_state path[] = {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_SQD};
-        for (ibv_qp_state p : path) {
-            if (p <= q->state) continue;  // already there or past it
-            ASSERT_EQ(to(q, p), 0) << int(p);
-            if (p == s) return;
-        }
+        return make_qp(t, {wr, wr, sge, sge, 0}, on);
     }
     hw::mpt_entry last_mpt() {
         auto v = bus.commands_of(hw::CMD_CREATE_MPT);
@@ -62,14 +36,6 @@ struct env {
         if (!v.empty()) std::memcpy(&m, v.back().in.data(), sizeof m);
         return m;
     }
-
-    test::fake_hca_bus bus;
-    fw::host_os os;
-    hca_driver drv;
-    fw::address_space as;
-    ibv_context* ctx;
-    ibv_pd* pd;
-    ibv_cq* cq;
 };
 
 hw::modify_qp_in last_modify(env& e) {

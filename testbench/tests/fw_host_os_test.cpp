@@ -14,7 +14,7 @@ constexpr uint64_t BASE = 0x40000000;
 constexpr size_t BYTES = 1 << 20;
 }  // namespace
 
-TEST(HostOs, ContiguousAllocationsAreAlignedZeroedAndReusable) {
+TEST(HostOs, contiguous_allocations_are_aligned_zeroed_and_reusable) {
     test::fake_hca_bus bus(BASE, BYTES);
     host_os os(bus, BASE, BYTES);
     size_t total = os.free_pages();
@@ -36,7 +36,7 @@ TEST(HostOs, ContiguousAllocationsAreAlignedZeroedAndReusable) {
     EXPECT_FALSE(os.alloc_contiguous(BYTES, 4096, &huge));
 }
 
-TEST(HostOs, ProcessPagesAreNotPhysicallyContiguous) {
+TEST(HostOs, process_pages_are_not_physically_contiguous) {
     test::fake_hca_bus bus(BASE, BYTES);
     host_os os(bus, BASE, BYTES);
     address_space as(os);
@@ -56,7 +56,7 @@ TEST(HostOs, ProcessPagesAreNotPhysicallyContiguous) {
     EXPECT_FALSE(as.translate(va + 3 * PAGE_BYTES, &pa));
 }
 
-TEST(HostOs, ReadWriteSplitAcrossPages) {
+TEST(HostOs, read_write_split_across_pages) {
     test::fake_hca_bus bus(BASE, BYTES);
     host_os os(bus, BASE, BYTES);
     address_space as(os);
@@ -76,7 +76,7 @@ TEST(HostOs, ReadWriteSplitAcrossPages) {
     EXPECT_FALSE(as.write(va + 2 * PAGE_BYTES - 4, src.data(), 8));  // runs into an unmapped page
 }
 
-TEST(HostOs, FillChargesCopyCost) {
+TEST(HostOs, fill_charges_copy_cost) {
     test::fake_hca_bus bus(BASE, BYTES);
     host_os os(bus, BASE, BYTES);
     address_space as(os);
@@ -89,7 +89,7 @@ TEST(HostOs, FillChargesCopyCost) {
     EXPECT_EQ(b[2], uint8_t(5 + 256));
 }
 
-TEST(HostOs, PinCountsAndErrors) {
+TEST(HostOs, pin_counts_and_errors) {
     test::fake_hca_bus bus(BASE, BYTES);
     host_os os(bus, BASE, BYTES);
     address_space as(os);
@@ -112,7 +112,7 @@ TEST(HostOs, PinCountsAndErrors) {
 // libsystemc (linked through tlm_if) needs the symbol; gtest_main provides main().
 extern "C" int sc_main(int, char*[]) { return 0; }  // SystemC declares it extern "C"
 
-TEST(HostOs, MappedRunsTranslatePinAndGoBackWhole) {
+TEST(HostOs, mapped_runs_translate_pin_and_go_back_whole) {
     // hcasim serve mirrors a client's registered buffer: its pages at the client's own virtual
     // addresses, onto one physically contiguous run the address space then owns.
     test::fake_hca_bus bus(BASE, BYTES);
@@ -143,7 +143,7 @@ TEST(HostOs, MappedRunsTranslatePinAndGoBackWhole) {
     EXPECT_EQ(as.unmap_run(va, 3), EINVAL);
 }
 
-TEST(HostOs, DirectAddressSpaceReadsTheProcessItself) {
+TEST(HostOs, direct_address_space_reads_the_process_itself) {
     // The provider's user half: inline data is read from the application's own memory.
     test::fake_hca_bus bus(BASE, BYTES);
     host_os os(bus, 0, 0);

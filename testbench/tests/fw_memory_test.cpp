@@ -13,6 +13,7 @@
 
 #include "firmware/hca_driver.h"
 #include "firmware/verbs.h"
+#include "fw_env.h"
 #include "fw_fake_bus.h"
 #include "fw_qp_setup.h"
 #include "tlm_if/wqe.h"
@@ -20,36 +21,17 @@
 using namespace hcasim;
 using namespace hcasim::verbs;
 using hcasim::fw::hca_driver;
+using hcasim::test::kFwMemBase;
 
 namespace {
 
-constexpr uint64_t BASE = 0x80000000ull;
-constexpr size_t BYTES = 16u << 20;
-
-fw::driver_options no_window() {
-    fw::driver_options o;
-    o.use_inline_window = false;
-    return o;
-}
-
 /// Firmware over fake_hca_bus; `tweak` edits the fake device before the driver initialises.
-struct env {
+struct env : test::fw_env {
     explicit env(const std::function<void(test::fake_hca_bus&)>& tweak = {},
-                 fw::driver_options o = no_window())
-        : bus(BASE, BYTES), os(bus, BASE, BYTES), drv(bus, os, o), as(os) {
-        if (tweak) tweak(bus);
-        ctx = ibv_open_device(drv, as);
-        pd = ibv_alloc_pd(ctx);
-        cq = ibv_create_cq(ctx, 15);
-    }
+                 fw::driver_options o = test::no_window())
+        : fw_env(o, tweak) {}
     ibv_qp* qp(ibv_qp_type t = IBV_QPT_RC, uint32_t create_flags = 0) {
-        ibv_qp_init_attr ia{};
-        ia.send_cq = cq;
-        ia.recv_cq = cq;
-        ia.qp_type = t;
-        ia.cap = {8, 8, 2, 2, 0};
-        ia.create_flags = create_flags;
-        return ibv_create_qp(pd, &ia);
+        return make_qp(t, {8, 8, 2, 2, 0}, nullptr, create_flags);
     }
     /// A QP of type t in RTS.
     ibv_qp* rts(ibv_qp_type t = IBV_QPT_RC, uint32_t create_flags = 0) {
@@ -78,14 +60,6 @@ struct env {
         std::memcpy(&h, bus.commands_of(hw::CMD_WRITE_MTT).at(cmd).in.data(), sizeof h);
         return h;
     }
-
-    test::fake_hca_bus bus;
-    fw::host_os os;
-    hca_driver drv;
-    fw::address_space as;
-    ibv_context* ctx;
-    ibv_pd* pd;
-    ibv_cq* cq;
 };
 
 /// A page-list PMR attribute over `pages` of 4 KiB.
@@ -99,11 +73,6 @@ ibv_phys_mr_attr page_list(const std::vector<uint64_t>& pages, uint64_t length,
     a.length = length;
     a.access = access;
     return a;
-}
-
-void write_cqe(env& e, uint64_t n, hw::cqe c) {
-    c.owner = uint8_t((c.owner & ~hw::CQE_OWNER_BIT) | hw::cqe_owner_for(n, e.cq->log_size));
-    e.bus.mem_write(e.cq->ring_pa + (n & ((1u << e.cq->log_size) - 1)) * 64, &c, 64);
 }
 
 }  // namespace
@@ -174,7 +143,8 @@ TEST(MemReg, C10_50_any_byte_alignment_sets_page_offset_and_covering_pages) {
 
 TEST(MemReg, C10_51_physical_registration_accepts_any_length_up_to_the_hca_limit) {
     env e([](test::fake_hca_bus& b) { b.caps.max_mr_size = 3 * 4096; });
-    std::vector<uint64_t> pages = {BASE + 0x100000, BASE + 0x200000, BASE + 0x300000, BASE + 0x400000};
+    std::vector<uint64_t> pages = {kFwMemBase + 0x100000, kFwMemBase + 0x200000, kFwMemBase + 0x300000,
+                                   kFwMemBase + 0x400000};
     for (uint64_t len : {1ull, 4095ull, 4097ull, 3ull * 4096}) {
         ibv_phys_mr_attr a = page_list(pages, len);
         ibv_mr* mr = ibv_reg_phys_mr(e.pd, &a);
@@ -193,7 +163,7 @@ TEST(MemReg, C10_51_physical_registration_accepts_any_length_up_to_the_hca_limit
 
 TEST(MemReg, C10_53_2_1_page_list_element_off_a_page_boundary_is_rejected) {
     env e;
-    std::vector<uint64_t> pages = {BASE + 0x100000, BASE + 0x101000, BASE + 0x102000};
+    std::vector<uint64_t> pages = {kFwMemBase + 0x100000, kFwMemBase + 0x101000, kFwMemBase + 0x102000};
     size_t cmds = e.bus.cmds.size();
     for (uint64_t bad : {1ull, 0x200ull, 0xFFFull}) {
         std::vector<uint64_t> p = pages;
@@ -204,19 +174,19 @@ TEST(MemReg, C10_53_2_1_page_list_element_off_a_page_boundary_is_rejected) {
         EXPECT_EQ(errno, EINVAL);
     }
     // 64 KiB pages: a 4 KiB-aligned element is not on a page boundary.
-    std::vector<uint64_t> big = {BASE + 0x100000, BASE + 0x111000};
+    std::vector<uint64_t> big = {kFwMemBase + 0x100000, kFwMemBase + 0x111000};
     ibv_phys_mr_attr a = page_list(big, 4096);
     a.size = 1u << 16;
     EXPECT_EQ(ibv_reg_phys_mr(e.pd, &a), nullptr);
     EXPECT_EQ(errno, EINVAL);
-    big[1] = BASE + 0x110000;
+    big[1] = kFwMemBase + 0x110000;
     ibv_mr* ok = ibv_reg_phys_mr(e.pd, &a);
     ASSERT_NE(ok, nullptr);
     EXPECT_EQ(e.mpt(ok->handle).log_page_size, 16);
     // Page sizes the HCA does not list, or not a power of two, or below 4 KiB.
     for (uint64_t size : {uint64_t(1) << 13, uint64_t(12288), uint64_t(2048)}) {
-        ibv_phys_mr_attr b = page_list({BASE + 0x100000}, 1);
-        std::vector<uint64_t> one = {BASE + 0x100000};
+        ibv_phys_mr_attr b = page_list({kFwMemBase + 0x100000}, 1);
+        std::vector<uint64_t> one = {kFwMemBase + 0x100000};
         b.list = one.data();
         b.size = size;
         EXPECT_EQ(ibv_reg_phys_mr(e.pd, &b), nullptr) << size;
@@ -226,9 +196,10 @@ TEST(MemReg, C10_53_2_1_page_list_element_off_a_page_boundary_is_rejected) {
     EXPECT_EQ(e.bus.cmds.size(), cmds + 2);      // its WRITE_MTT and CREATE_MPT
 }
 
-TEST(MemReg, PhysicalRegistrationWritesTheListAndTheRegionMustFitInIt) {
+TEST(MemReg, physical_registration_writes_the_list_and_the_region_must_fit_in_it) {
     env e;
-    std::vector<uint64_t> pages = {BASE + 0x300000, BASE + 0x100000, BASE + 0x200000};  // any order
+    std::vector<uint64_t> pages = {kFwMemBase + 0x300000, kFwMemBase + 0x100000,
+                                   kFwMemBase + 0x200000};  // any order
     ibv_phys_mr_attr a = page_list(pages, 2 * 4096);
     a.first_offset = 100;
     a.iova = 0xABC000064ull;
@@ -282,7 +253,7 @@ TEST(MemReg, PhysicalRegistrationWritesTheListAndTheRegionMustFitInIt) {
 
 TEST(MemReg, o10_37_2_9_block_list_accepts_blocks_of_any_size_and_alignment) {
     env e;
-    std::vector<uint64_t> blocks = {BASE + 0x100003, BASE + 0x200777, BASE + 0x1001};
+    std::vector<uint64_t> blocks = {kFwMemBase + 0x100003, kFwMemBase + 0x200777, kFwMemBase + 0x1001};
     ibv_phys_mr_attr a;
     a.list = blocks.data();
     a.count = 3;
@@ -315,7 +286,7 @@ TEST(MemReg, o10_37_2_9_block_list_accepts_blocks_of_any_size_and_alignment) {
     EXPECT_EQ(n.count(hw::CMD_CREATE_MPT), 0u);
 }
 
-TEST(MemReg, ZeroBasedRegionIsAddressedFromZero) {
+TEST(MemReg, zero_based_region_is_addressed_from_zero) {
     env e;
     uint64_t va = e.as.alloc(3 * 4096, 4096) + 0x234;
     ibv_mr* mr =
@@ -331,7 +302,7 @@ TEST(MemReg, ZeroBasedRegionIsAddressedFromZero) {
     ASSERT_EQ(ibv_query_mr(mr, &qa), 0);
     EXPECT_EQ(qa.addr, 0u);
     // ZBVA physical region: the iova is not used.
-    std::vector<uint64_t> pages = {BASE + 0x100000};
+    std::vector<uint64_t> pages = {kFwMemBase + 0x100000};
     ibv_phys_mr_attr a = page_list(pages, 100, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ZERO_BASED);
     a.iova = 0x999999;
     ibv_mr* p = ibv_reg_phys_mr(e.pd, &a);
@@ -355,7 +326,7 @@ TEST(MemReg, o10_37_2_1_o10_37_2_3_keys_are_a_24_bit_index_above_an_8_bit_key_by
     static_assert(hw::key_index(0xABCDEF12u) == 0xABCDEFu && hw::key_byte(0xABCDEF12u) == 0x12, "");
     env e;
     uint64_t va = e.as.alloc(2 * 4096, 4096);
-    std::vector<uint64_t> pages = {BASE + 0x100000};
+    std::vector<uint64_t> pages = {kFwMemBase + 0x100000};
     ibv_phys_mr_attr a = page_list(pages, 4096);
     a.key_byte = 0xC3;
     ibv_mr* v = ibv_reg_mr(e.pd, va, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
@@ -458,7 +429,7 @@ TEST(MemReg, C10_49_overlapping_virtual_physical_and_shared_registrations_get_ow
 // ------------------------------------------------------------------ C10-45 all or nothing
 
 TEST(MemReg, C10_45_registration_verbs_leave_nothing_when_the_mtt_runs_out) {
-    fw::driver_options o = no_window();
+    fw::driver_options o = test::no_window();
     o.log_num_mtts = 4;  // 16 MTT entries
     env e({}, o);
     uint64_t va = e.as.alloc(20 * 4096, 4096);
@@ -470,7 +441,7 @@ TEST(MemReg, C10_45_registration_verbs_leave_nothing_when_the_mtt_runs_out) {
     EXPECT_EQ(ibv_reg_mr(e.pd, va + 12 * 4096, 5 * 4096, IBV_ACCESS_LOCAL_WRITE), nullptr);
     EXPECT_EQ(errno, ENOMEM);
     EXPECT_EQ(e.as.pin_count(va + 12 * 4096), 0u);
-    std::vector<uint64_t> list(5, BASE + 0x100000);
+    std::vector<uint64_t> list(5, kFwMemBase + 0x100000);
     ibv_phys_mr_attr pa = page_list(list, 4096);
     EXPECT_EQ(ibv_reg_phys_mr(e.pd, &pa), nullptr);
     EXPECT_EQ(errno, ENOMEM);
@@ -495,7 +466,7 @@ TEST(MemReg, C10_45_registration_verbs_leave_nothing_when_the_mtt_runs_out) {
 }
 
 TEST(MemReg, C10_45_registration_verbs_leave_nothing_when_the_mpt_runs_out) {
-    fw::driver_options o = no_window();
+    fw::driver_options o = test::no_window();
     o.log_num_mpts = 2;  // indexes 1..3 (0 is the reserved L_Key's)
     env e({}, o);
     uint64_t va = e.as.alloc(4 * 4096, 4096);
@@ -510,7 +481,7 @@ TEST(MemReg, C10_45_registration_verbs_leave_nothing_when_the_mpt_runs_out) {
     ASSERT_TRUE(e.drv.alloc_mtt(16, &probe));  // the first free MTT run before the failures
     e.drv.free_mtt(probe, 16);
     size_t pages = e.os.free_pages();
-    std::vector<uint64_t> list = {BASE + 0x100000};
+    std::vector<uint64_t> list = {kFwMemBase + 0x100000};
     ibv_phys_mr_attr pa = page_list(list, 4096);
     errno = 0;
     EXPECT_EQ(ibv_reg_mr(e.pd, va + 4096, 4096, IBV_ACCESS_LOCAL_WRITE), nullptr);
@@ -543,7 +514,7 @@ TEST(MemReg, C10_45_hca_refusal_rolls_back_every_step) {
     EXPECT_EQ(ibv_reg_mr(e.pd, va, 8192, IBV_ACCESS_LOCAL_WRITE), nullptr);
     EXPECT_EQ(errno, EINVAL);
     EXPECT_EQ(e.as.pin_count(va), 0u);
-    std::vector<uint64_t> list = {BASE + 0x100000};
+    std::vector<uint64_t> list = {kFwMemBase + 0x100000};
     ibv_phys_mr_attr pa = page_list(list, 4096);
     EXPECT_EQ(ibv_reg_phys_mr(e.pd, &pa), nullptr);
     e.bus.fail_opcode.clear();
@@ -561,7 +532,7 @@ TEST(MemReg, C10_45_hca_refusal_rolls_back_every_step) {
 
 // ------------------------------------------------------------------ reregister
 
-TEST(Rereg, ChangesTranslationPdAndAccessInOneModifyWithNewKeys) {
+TEST(Rereg, changes_translation_pd_and_access_in_one_modify_with_new_keys) {
     env e;
     uint64_t va = e.as.alloc(6 * 4096, 4096);
     ibv_mr* mr = ibv_reg_mr(e.pd, va, 2 * 4096, IBV_ACCESS_LOCAL_WRITE);
@@ -615,7 +586,7 @@ TEST(Rereg, ChangesTranslationPdAndAccessInOneModifyWithNewKeys) {
 TEST(Rereg, o10_37_2_2_the_driver_may_keep_the_keys_as_libibverbs_applications_expect) {
     // hcasim serve runs its driver with rereg_keeps_keys: the key byte is the CI's to choose, and
     // libibverbs applications (and rdma-core's tests) use the keys they had after ibv_rereg_mr.
-    fw::driver_options o = no_window();
+    fw::driver_options o = test::no_window();
     o.rereg_keeps_keys = true;
     env e({}, o);
     uint64_t va = e.as.alloc(4 * 4096, 4096);
@@ -635,7 +606,7 @@ TEST(Rereg, o10_37_2_2_the_driver_may_keep_the_keys_as_libibverbs_applications_e
     EXPECT_EQ(ibv_dereg_mr(mr), 0);
 }
 
-TEST(Rereg, FailureLeavesTheOldRegistrationIntact) {
+TEST(Rereg, failure_leaves_the_old_registration_intact) {
     env e;
     uint64_t va = e.as.alloc(6 * 4096, 4096);
     ibv_mr* mr = ibv_reg_mr(e.pd, va, 4096, IBV_ACCESS_LOCAL_WRITE);
@@ -686,7 +657,7 @@ TEST(Rereg, o10_37_2_2_physical_reregister_writes_the_new_list_with_the_consumer
     ASSERT_NE(mr, nullptr);
     ASSERT_EQ(e.as.pin_count(va), 1u);
     const uint64_t old_first = mr->mtt_first;
-    std::vector<uint64_t> pages = {BASE + 0x200000, BASE + 0x100000};
+    std::vector<uint64_t> pages = {kFwMemBase + 0x200000, kFwMemBase + 0x100000};
     ibv_phys_mr_attr a = page_list(pages, 2 * 4096 - 8, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     a.first_offset = 8;
     a.iova = 0x4400000;
@@ -716,7 +687,7 @@ TEST(Rereg, o10_37_2_2_physical_reregister_writes_the_new_list_with_the_consumer
     EXPECT_EQ(e.as.pin_count(va), 0u) << "the virtual registration's pages are unpinned";
     // A block list, the driver's key byte, PD change too.
     ibv_pd* pd2 = ibv_alloc_pd(e.ctx);
-    std::vector<uint64_t> blocks = {BASE + 0x300010, BASE + 0x310020};
+    std::vector<uint64_t> blocks = {kFwMemBase + 0x300010, kFwMemBase + 0x310020};
     ibv_phys_mr_attr bl = a;
     bl.list = blocks.data();
     bl.count = 2;
@@ -745,7 +716,7 @@ TEST(Rereg, o10_37_2_2_physical_reregister_writes_the_new_list_with_the_consumer
         EXPECT_EQ(mr->pd, pd2) << what;
     };
     ibv_phys_mr_attr bad = a;
-    std::vector<uint64_t> off = {BASE + 0x100800};
+    std::vector<uint64_t> off = {kFwMemBase + 0x100800};
     bad.list = off.data();
     bad.count = 1;
     bad.first_offset = 0;
@@ -787,7 +758,7 @@ TEST(Rereg, o10_37_2_2_physical_reregister_writes_the_new_list_with_the_consumer
 
 // ------------------------------------------------------------------ shared regions
 
-TEST(SharedMr, SharesTheSourcesMttEntriesUntilTheLastUserGoes) {
+TEST(SharedMr, shares_the_sources_mtt_entries_until_the_last_user_goes) {
     env e;
     uint64_t va = e.as.alloc(4 * 4096, 4096) + 0x80;
     ibv_mr* src = ibv_reg_mr(e.pd, va, 3 * 4096, IBV_ACCESS_LOCAL_WRITE);
@@ -852,7 +823,7 @@ TEST(SharedMr, SharesTheSourcesMttEntriesUntilTheLastUserGoes) {
     EXPECT_EQ(pd2->refs, 0u);
 }
 
-TEST(SharedMr, RefusedSourcesLeaveNothing) {
+TEST(SharedMr, refused_sources_leave_nothing) {
     env e;
     uint64_t va = e.as.alloc(4096, 4096);
     ibv_mr* src = ibv_reg_mr(e.pd, va, 4096, IBV_ACCESS_LOCAL_WRITE);
@@ -932,7 +903,7 @@ TEST(AllocLkey, o10_37_2_10_lkey_starts_free_with_its_page_list_reserved) {
     EXPECT_EQ(errno, EINVAL);
 }
 
-TEST(QueryMr, ReportsWhatTheHcaHolds) {
+TEST(QueryMr, reports_what_the_hca_holds) {
     env e;
     uint64_t va = e.as.alloc(2 * 4096, 4096);
     int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND;
@@ -955,7 +926,7 @@ TEST(QueryMr, ReportsWhatTheHcaHolds) {
     EXPECT_EQ(ibv_query_mr(nullptr, &qa), EINVAL);
 }
 
-TEST(Dereg, RegionWithWindowsBoundIsBusyAndStaysRegistered) {
+TEST(Dereg, region_with_windows_bound_is_busy_and_stays_registered) {
     env e;
     uint64_t va = e.as.alloc(4096, 4096);
     ibv_mr* mr = ibv_reg_mr(e.pd, va, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
@@ -972,7 +943,7 @@ TEST(Dereg, RegionWithWindowsBoundIsBusyAndStaysRegistered) {
     EXPECT_EQ(e.as.pin_count(va), 0u);
 }
 
-TEST(MapPages, PinsUntilUnmapOrClose) {
+TEST(MapPages, pins_until_unmap_or_close) {
     env e;
     uint64_t va = e.as.alloc(3 * 4096, 4096);
     std::vector<uint64_t> pages;
@@ -998,7 +969,7 @@ TEST(MapPages, PinsUntilUnmapOrClose) {
 
 // ------------------------------------------------------------------ memory windows
 
-TEST(Mw, AllocCreatesFreeWindowsCountedOnThePd) {
+TEST(Mw, alloc_creates_free_windows_counted_on_the_pd) {
     env e;
     ibv_mw* w1 = ibv_alloc_mw(e.pd, IBV_MW_TYPE_1);
     ibv_mw* w2 = ibv_alloc_mw(e.pd, IBV_MW_TYPE_2);
@@ -1141,7 +1112,7 @@ TEST(Mw, o10_37_2_35_bind_verb_refuses_a_type2_window) {
     EXPECT_EQ(e.bus.mmio.size(), m);
 }
 
-TEST(Mw, BindVerbShapeErrorsAreImmediate) {
+TEST(Mw, bind_verb_shape_errors_are_immediate) {
     env e;
     ibv_qp* rc = e.rts();
     ibv_qp* ud = e.rts(IBV_QPT_UD);
@@ -1216,7 +1187,7 @@ TEST(Mw, o10_37_2_40_zero_length_type2_bind_wr_is_refused) {
 
 // ------------------------------------------------------------------ memory management WQEs
 
-TEST(MmWqe, BindMwType2WqeUsesTheConsumersKeyByte) {
+TEST(MmWqe, bind_mw_type2_wqe_uses_the_consumers_key_byte) {
     env e;
     ibv_qp* q = e.rts(IBV_QPT_UC);
     uint64_t va = e.as.alloc(4096, 4096);
@@ -1251,7 +1222,7 @@ TEST(MmWqe, BindMwType2WqeUsesTheConsumersKeyByte) {
     for (int i = 64; i < 80; ++i) EXPECT_EQ(e.bus.read<uint8_t>(q->sq.pa + i), 0) << i;
 }
 
-TEST(MmWqe, LocalInvalidateWqeCarriesTheKeyAndNoSegments) {
+TEST(MmWqe, local_invalidate_wqe_carries_the_key_and_no_segments) {
     env e;
     ibv_qp* rc = e.rts();
     ibv_qp* uc = e.rts(IBV_QPT_UC);
@@ -1286,7 +1257,7 @@ TEST(MmWqe, LocalInvalidateWqeCarriesTheKeyAndNoSegments) {
     EXPECT_EQ(ibv_post_send(q, &w, &bad), EINVAL);
 }
 
-TEST(MmWqe, SendWithInvalidateWqeIsASendWithTheKeyInImm) {
+TEST(MmWqe, send_with_invalidate_wqe_is_a_send_with_the_key_in_imm) {
     env e;
     ibv_qp* rc = e.rts();
     ibv_qp* uc = e.rts(IBV_QPT_UC);
@@ -1317,7 +1288,7 @@ TEST(MmWqe, SendWithInvalidateWqeIsASendWithTheKeyInImm) {
     EXPECT_EQ(uc->sq.producer, 0u);
 }
 
-TEST(MmWqe, FastRegisterCopiesThePageListAndPointsTheWqeAtIt) {
+TEST(MmWqe, fast_register_copies_the_page_list_and_points_the_wqe_at_it) {
     env e;
     ibv_qp* q = e.rts(IBV_QPT_RC, IBV_QP_CREATE_FAST_REG);
     ibv_qp* uc = e.rts(IBV_QPT_UC, IBV_QP_CREATE_FAST_REG);
@@ -1384,7 +1355,7 @@ TEST(MmWqe, FastRegisterCopiesThePageListAndPointsTheWqeAtIt) {
     EXPECT_EQ(ibv_post_send(q, &x, &bad), 0);
 }
 
-TEST(MmWqe, SendQueueSlotsHoldTheLargestMemoryManagementWqe) {
+TEST(MmWqe, send_queue_slots_hold_the_largest_memory_management_wqe) {
     env e;
     ibv_qp_init_attr ia{};
     ia.send_cq = ia.recv_cq = e.cq;
@@ -1401,7 +1372,7 @@ TEST(MmWqe, SendQueueSlotsHoldTheLargestMemoryManagementWqe) {
 
 // ------------------------------------------------------------------ QPs, device, completions
 
-TEST(Qp, CreateFlagsEnableFastRegisterAndTheReservedLkeyInTheContext) {
+TEST(Qp, create_flags_enable_fast_register_and_the_reserved_lkey_in_the_context) {
     env e;
     ibv_qp* q = e.qp(IBV_QPT_RC, IBV_QP_CREATE_FAST_REG | IBV_QP_CREATE_RESERVED_LKEY);
     ibv_qp* p = e.qp(IBV_QPT_UD, IBV_QP_CREATE_RESERVED_LKEY);
@@ -1454,7 +1425,7 @@ TEST(Qp, o10_37_2_29_destroy_and_reset_wait_for_type2a_windows_to_go) {
     EXPECT_EQ(e.pd->refs, 0u);
 }
 
-TEST(Device, QueryDeviceReportsTheMemoryManagementFeatures) {
+TEST(Device, query_device_reports_the_memory_management_features) {
     env e;
     ibv_device_attr da;
     ASSERT_EQ(ibv_query_device(e.ctx, &da), 0);
@@ -1482,7 +1453,7 @@ TEST(Device, QueryDeviceReportsTheMemoryManagementFeatures) {
     EXPECT_EQ(da.max_fast_reg_page_list_len, 0u);
 }
 
-TEST(Completion, MemoryManagementOpcodesAndSendWithInvalidate) {
+TEST(Completion, memory_management_opcodes_and_send_with_invalidate) {
     env e;
     ibv_qp* q = e.rts();
     ASSERT_NE(q, nullptr);
@@ -1502,7 +1473,7 @@ TEST(Completion, MemoryManagementOpcodesAndSendWithInvalidate) {
             c.status = hw::CQE_MW_BIND_ERR;  // memory management operation error
             c.vendor_err = 13;               // xlate_status::bad_page_list
         }
-        write_cqe(e, i, c);
+        e.write_cqe(e.cq, i, c);
     }
     hw::cqe r{};
     r.wr_id = 20;
@@ -1511,7 +1482,7 @@ TEST(Completion, MemoryManagementOpcodesAndSendWithInvalidate) {
     r.flags = hw::CQE_FLAG_WITH_INV;
     r.imm = 0x00ABCD07;
     r.byte_len = 33;
-    write_cqe(e, 3, r);
+    e.write_cqe(e.cq, 3, r);
     ibv_wc wc[4];
     ASSERT_EQ(ibv_poll_cq(e.cq, 4, wc), 4);
     for (int i = 0; i < 3; ++i) {

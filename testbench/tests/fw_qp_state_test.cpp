@@ -14,7 +14,7 @@ const qp_transport TRANSPORTS[] = {QPT_RC, QPT_UC, QPT_UD};
 const qp_state STATES[] = {QPS_RESET, QPS_INIT, QPS_RTR, QPS_RTS, QPS_SQD, QPS_SQE, QPS_ERR};
 }  // namespace
 
-TEST(QpStateTable, EveryLegalTransitionAcceptsRequiredAndOptionalAndRejectsMissingRequired) {
+TEST(QpStateTable, every_legal_transition_accepts_required_and_optional_and_rejects_missing_required) {
     size_t rows;
     const qp_transition_row* t = qp_transition_table(&rows);
     int checked = 0;
@@ -44,7 +44,7 @@ TEST(QpStateTable, EveryLegalTransitionAcceptsRequiredAndOptionalAndRejectsMissi
     EXPECT_EQ(checked, 23 * 3 - 3);  // the three SQEr rows exist only for UC and UD
 }
 
-TEST(QpStateTable, LibibverbsRequiredAttributes) {
+TEST(QpStateTable, libibverbs_required_attributes) {
     EXPECT_EQ(required_attrs(QPT_RC, QPS_RESET, QPS_INIT),
               QP_ATTR_PKEY_INDEX | QP_ATTR_PORT | QP_ATTR_ACCESS_FLAGS);
     EXPECT_EQ(required_attrs(QPT_UD, QPS_RESET, QPS_INIT), QP_ATTR_PKEY_INDEX | QP_ATTR_PORT | QP_ATTR_QKEY);
@@ -61,7 +61,7 @@ TEST(QpStateTable, LibibverbsRequiredAttributes) {
     EXPECT_EQ(optional_attrs(QPT_RC, QPS_RTS, QPS_SQD), QP_ATTR_EN_SQD_ASYNC_NOTIFY);
 }
 
-TEST(QpStateTable, IllegalTransitionsRejected) {
+TEST(QpStateTable, illegal_transitions_rejected) {
     for (qp_transport tr : TRANSPORTS) {
         EXPECT_EQ(check_transition(tr, QPS_RESET, QPS_RTR, QP_ATTR_STATE | 0x1FFFFF), EINVAL);
         EXPECT_EQ(check_transition(tr, QPS_RESET, QPS_RTS, QP_ATTR_STATE), EINVAL);

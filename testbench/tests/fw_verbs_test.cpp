@@ -7,6 +7,7 @@
 
 #include "firmware/hca_driver.h"
 #include "firmware/verbs.h"
+#include "fw_env.h"
 #include "fw_fake_bus.h"
 #include "fw_qp_setup.h"
 #include "tlm_if/wqe.h"
@@ -14,42 +15,15 @@
 using namespace hcasim;
 using namespace hcasim::verbs;
 using hcasim::fw::hca_driver;
+using hcasim::test::kFwMemBase;
+using hcasim::test::kFwMemBytes;
 
 namespace {
 
-constexpr uint64_t BASE = 0x80000000ull;
-constexpr size_t BYTES = 16u << 20;
-
-struct env {
-    explicit env(fw::driver_options o = {})
-        : bus(BASE, BYTES), os(bus, BASE, BYTES), drv(bus, os, o), as(os) {
-        ctx = ibv_open_device(drv, as);
-        pd = ibv_alloc_pd(ctx);
-        cq = ibv_create_cq(ctx, 15);
-    }
+struct env : test::fw_env {
+    explicit env(fw::driver_options o = {}) : fw_env(o) {}
     ibv_qp* qp(ibv_qp_type t = IBV_QPT_RC, uint32_t wr = 8, uint32_t sge = 4, uint32_t inl = 64) {
-        ibv_qp_init_attr ia{};
-        ia.send_cq = cq;
-        ia.recv_cq = cq;
-        ia.qp_type = t;
-        ia.cap = {wr, wr, sge, sge, inl};
-        return ibv_create_qp(pd, &ia);
-    }
-    int to(ibv_qp* q, ibv_qp_state s) { return test::modify_qp_to(q, s); }
-    /// Brings a fresh QP to state s (SQEr: as if the HCA had moved it there).
-    void bring(ibv_qp* q, ibv_qp_state s) {
-        const ibv_qp_state path[] = {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_SQD};
-        if (s == IBV_QPS_RESET) return;
-        if (s == IBV_QPS_ERR) {
-            ASSERT_EQ(to(q, IBV_QPS_ERR), 0);
-            return;
-        }
-        for (ibv_qp_state p : path) {
-            if (s == IBV_QPS_SQE && p == IBV_QPS_SQD) break;
-            ASSERT_EQ(to(q, p), 0) << int(p);
-            if (p == s) return;
-        }
-        q->state = IBV_QPS_SQE;  // only the HCA enters SQEr
+        return make_qp(t, {wr, wr, sge, sge, inl});
     }
     uint64_t slot_pa(ibv_qp* q, uint32_t i) { return q->sq.pa + (uint64_t(i) << q->sq.log_stride); }
     ibv_mr* buffer(size_t n, uint64_t* va) {
@@ -57,21 +31,7 @@ struct env {
         as.fill(*va, n, 1);
         return ibv_reg_mr(pd, *va, n, IBV_ACCESS_LOCAL_WRITE);
     }
-
-    test::fake_hca_bus bus;
-    fw::host_os os;
-    hca_driver drv;
-    fw::address_space as;
-    ibv_context* ctx;
-    ibv_pd* pd;
-    ibv_cq* cq;
 };
-
-fw::driver_options no_window() {
-    fw::driver_options o;
-    o.use_inline_window = false;
-    return o;
-}
 
 size_t uar_writes(env& e, size_t from) {
     size_t n = 0;
@@ -79,14 +39,9 @@ size_t uar_writes(env& e, size_t from) {
     return n;
 }
 
-void write_cqe(env& e, ibv_cq* cq, uint64_t n, hw::cqe c) {
-    c.owner = uint8_t((c.owner & ~hw::CQE_OWNER_BIT) | hw::cqe_owner_for(n, cq->log_size));
-    e.bus.mem_write(cq->ring_pa + (n & ((1u << cq->log_size) - 1)) * 64, &c, 64);
-}
-
 }  // namespace
 
-TEST(Driver, InitSequenceAndOpenDevice) {
+TEST(Driver, init_sequence_and_open_device) {
     env e;
     ASSERT_NE(e.ctx, nullptr);
     ASSERT_GE(e.bus.cmds.size(), 4u);
@@ -116,9 +71,9 @@ TEST(Driver, InitSequenceAndOpenDevice) {
     EXPECT_NE(ibv_query_port(e.ctx, 2, &pa), 0);
 }
 
-TEST(Driver, CommandTimeoutIsFatalAndDoesNotHang) {
-    test::fake_hca_bus bus(BASE, BYTES);
-    fw::host_os os(bus, BASE, BYTES);
+TEST(Driver, command_timeout_is_fatal_and_does_not_hang) {
+    test::fake_hca_bus bus(kFwMemBase, kFwMemBytes);
+    fw::host_os os(bus, kFwMemBase, kFwMemBytes);
     fw::driver_options o;
     o.cmd_timeout_ns = 10'000'000;
     hca_driver drv(bus, os, o);
@@ -130,7 +85,7 @@ TEST(Driver, CommandTimeoutIsFatalAndDoesNotHang) {
     EXPECT_EQ(drv.exec(hw::CMD_QUERY_HCA, 0, 0, nullptr, 0), fw::CMD_FATAL);
 }
 
-TEST(Driver, AllocatorsStartAtOneQpnsAtTwoAndAreDeterministic) {
+TEST(Driver, allocators_start_at_one_qpns_at_two_and_are_deterministic) {
     env e;
     uint32_t a, b;
     ASSERT_TRUE(e.drv.alloc_qpn(&a));
@@ -188,7 +143,7 @@ TEST(QpState, C10_20_new_qp_is_in_reset_and_modify_sends_full_context) {
     EXPECT_EQ(qa.sq_psn, 200u);
 }
 
-TEST(QpState, ModifyValueChecksAreImmediateErrors) {
+TEST(QpState, modify_value_checks_are_immediate_errors) {
     env e;
     ibv_qp* q = e.qp();
     size_t before = e.bus.cmds.size();
@@ -268,7 +223,7 @@ TEST(QpState, C10_96_send_post_rules_per_state) {
     for (ibv_qp_type t : {IBV_QPT_RC, IBV_QPT_UC}) {
         for (ibv_qp_state s : states) {
             if (t == IBV_QPT_RC && s == IBV_QPS_SQE) continue;  // no SQEr for RC
-            env e(no_window());
+            env e(test::no_window());
             ibv_qp* q = e.qp(t);
             e.bring(q, s);
             ibv_send_wr wr{};
@@ -306,7 +261,7 @@ TEST(QpState, C10_97_2_1_recv_post_rules_per_state) {
 }
 
 TEST(ErrorHandling, C10_136_immediate_error_wr_not_placed_on_queue) {
-    env e(no_window());
+    env e(test::no_window());
     ibv_qp* q = e.qp(IBV_QPT_RC, 8, 2);
     e.bring(q, IBV_QPS_RTS);
     uint64_t va;
@@ -344,7 +299,7 @@ TEST(ErrorHandling, C10_136_immediate_error_wr_not_placed_on_queue) {
     EXPECT_EQ(uar_writes(e, m), 0u);
 }
 
-TEST(ErrorHandling, ImmediateErrorsForBadWorkRequests) {
+TEST(ErrorHandling, immediate_errors_for_bad_work_requests) {
     env e;
     ibv_qp* rc = e.qp(IBV_QPT_RC, 2, 2, 32);
     ibv_qp* uc = e.qp(IBV_QPT_UC);
@@ -394,8 +349,8 @@ TEST(ErrorHandling, ImmediateErrorsForBadWorkRequests) {
     EXPECT_EQ(rc->sq.producer, 2u);
 }
 
-TEST(Wqe, RdmaWriteWithImmThreeSgesBytesAndDoorbell) {
-    env e(no_window());
+TEST(Wqe, rdma_write_with_imm_three_sges_bytes_and_doorbell) {
+    env e(test::no_window());
     ibv_qp* q = e.qp(IBV_QPT_RC, 8, 4);
     e.bring(q, IBV_QPS_RTS);
     uint64_t va;
@@ -448,7 +403,7 @@ TEST(Wqe, RdmaWriteWithImmThreeSgesBytesAndDoorbell) {
     EXPECT_EQ(e.bus.mmio.back().value, hw::sq_doorbell(q->qp_num, 1));
 }
 
-TEST(Wqe, InlineSendThroughInlineWindow) {
+TEST(Wqe, inline_send_through_inline_window) {
     env e;  // use_inline_window defaults to true
     ibv_qp* q = e.qp(IBV_QPT_RC, 8, 1, 64);
     e.bring(q, IBV_QPS_RTS);
@@ -490,7 +445,7 @@ TEST(Wqe, InlineSendThroughInlineWindow) {
     EXPECT_EQ(e.bus.mmio.back().value, hw::sq_doorbell(q->qp_num, 3));
 }
 
-TEST(Wqe, RecvWqeBytes) {
+TEST(Wqe, recv_wqe_bytes) {
     env e;
     ibv_qp* q = e.qp(IBV_QPT_RC, 8, 2);
     e.bring(q, IBV_QPS_INIT);
@@ -512,7 +467,7 @@ TEST(Wqe, RecvWqeBytes) {
     EXPECT_EQ(e.bus.mmio.back().value, hw::rq_doorbell(q->qp_num, 2));
 }
 
-TEST(Cq, PollOwnerBitAcrossWraparound) {
+TEST(Cq, poll_owner_bit_across_wraparound) {
     env e;
     ibv_cq* cq = ibv_create_cq(e.ctx, 3);  // 4 entries
     ASSERT_NE(cq, nullptr);
@@ -532,7 +487,7 @@ TEST(Cq, PollOwnerBitAcrossWraparound) {
             c.opcode = hw::CQE_OP_RECV;
             c.flags = hw::CQE_FLAG_WITH_IMM;
             c.imm = 0x55;
-            write_cqe(e, cq, n, c);
+            e.write_cqe(cq, n, c);
         }
         size_t m = e.bus.mmio.size();
         uint64_t poll_cost = e.bus.cost[int(cpu_op::poll_cqe)];
@@ -552,7 +507,7 @@ TEST(Cq, PollOwnerBitAcrossWraparound) {
     }
 }
 
-TEST(Cq, SendCqeCompletesEarlierUnsignaledWqes) {
+TEST(Cq, send_cqe_completes_earlier_unsignaled_wqes) {
     env e;
     ibv_qp* q = e.qp(IBV_QPT_RC, 4, 1);
     e.bring(q, IBV_QPS_RTS);
@@ -568,7 +523,7 @@ TEST(Cq, SendCqeCompletesEarlierUnsignaledWqes) {
     c.qpn = q->qp_num;
     c.wqe_counter = 3;
     c.owner = hw::CQE_IS_SEND;
-    write_cqe(e, e.cq, 0, c);
+    e.write_cqe(e.cq, 0, c);
     ibv_wc wc;
     ASSERT_EQ(ibv_poll_cq(e.cq, 1, &wc), 1);
     EXPECT_EQ(wc.wr_id, 3u);
@@ -576,7 +531,7 @@ TEST(Cq, SendCqeCompletesEarlierUnsignaledWqes) {
     EXPECT_EQ(ibv_post_send(q, w, &bad), 0);  // all four slots free again
 }
 
-TEST(Cq, WaitCqSleepsUntilCqeLands) {
+TEST(Cq, wait_cq_sleeps_until_cqe_lands) {
     env e;
     hw::cqe c{};
     c.wr_id = 42;
@@ -593,7 +548,7 @@ TEST(Cq, WaitCqSleepsUntilCqeLands) {
     EXPECT_EQ(e.bus.now_ns(), t1 + 3000);
 }
 
-TEST(Cq, CompletionEventThroughEq) {
+TEST(Cq, completion_event_through_eq) {
     env e;
     ibv_comp_channel* ch = ibv_create_comp_channel(e.ctx);
     ibv_cq* cq = ibv_create_cq(e.ctx, 7, (void*)0x1234, ch);
@@ -616,7 +571,7 @@ TEST(Cq, CompletionEventThroughEq) {
     EXPECT_EQ(ibv_get_cq_event(ch, &got, &gctx, 1000), ETIMEDOUT);
 }
 
-TEST(Cq, AsyncQpErrorEventUpdatesSoftwareState) {
+TEST(Cq, async_qp_error_event_updates_software_state) {
     env e;
     ibv_qp* q = e.qp();
     e.bring(q, IBV_QPS_RTS);
@@ -637,7 +592,7 @@ TEST(Cq, C10_18_destroy_cq_in_use_fails) {
     EXPECT_EQ(ibv_destroy_cq(e.cq), 0);
 }
 
-TEST(Mr, RegMrWritesMttAndMpt) {
+TEST(Mr, reg_mr_writes_mtt_and_mpt) {
     env e;
     uint64_t va = e.as.alloc(4 * 4096, 4096);
     uint64_t addr = va + 100, len = 2 * 4096 + 50;  // touches 3 pages
@@ -686,7 +641,7 @@ TEST(Mr, RegMrWritesMttAndMpt) {
     EXPECT_NE(mr2->lkey, key);
 }
 
-TEST(Mr, LargeRegistrationWritesMttInChunks) {
+TEST(Mr, large_registration_writes_mtt_in_chunks) {
     env e;
     size_t pages = hw::WRITE_MTT_MAX + 10;
     uint64_t va = e.as.alloc(pages * 4096, 4096);
@@ -754,8 +709,8 @@ TEST(QpState, C10_21_reset_restores_defaults_and_queue_state) {
     EXPECT_EQ(ibv_post_send(q, &w, &bad), EINVAL);
 }
 
-TEST(Ud, UdSendBuildsAddressSegment) {
-    env e(no_window());
+TEST(Ud, ud_send_builds_address_segment) {
+    env e(test::no_window());
     ibv_qp* q = e.qp(IBV_QPT_UD, 8, 1, 0);
     e.bring(q, IBV_QPS_RTS);
     ibv_ah_attr aa{};

@@ -20,14 +20,11 @@ namespace {
 
 /// Runs hcasim with `args` plus --stats-json; returns the JSON (null on failure).
 nlohmann::json run_json(const std::string& args, const std::string& tag, result* r_out = nullptr) {
-    const std::string path = ::testing::TempDir() + "cosim_" + tag + "_" + std::to_string(getpid()) + ".json";
-    const result r = run_hcasim(args + " --stats-json '" + path + "'", tag);
+    nlohmann::json j;
+    const result r = run_hcasim_stats(args, "cosim_" + tag, &j);
     if (r_out) *r_out = r;
     EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
-    if (r.code != 0) return nullptr;
-    nlohmann::json j = nlohmann::json::parse(slurp(path));
-    std::remove(path.c_str());
-    return j;
+    return r.code == 0 ? j : nullptr;
 }
 
 uint64_t ctr(const nlohmann::json& j, const std::string& key) {

@@ -15,16 +15,12 @@ extern "C" int sc_main(int, char*[]) { return 0; }
 namespace {
 
 using hcasim::test::result;
-using hcasim::test::slurp;
 
 nlohmann::json run_json(const std::string& args) {
-    const std::string json_path = ::testing::TempDir() + "db_" + std::to_string(getpid()) + ".json";
-    const result r = hcasim::test::run_hcasim(args + " --stats-json '" + json_path + "'", "doorbell");
+    nlohmann::json j;
+    const result r = hcasim::test::run_hcasim_stats(args, "doorbell", &j);
     EXPECT_EQ(r.code, 0) << r.err;
-    if (r.code != 0) return nlohmann::json::object();
-    nlohmann::json j = nlohmann::json::parse(slurp(json_path));
-    std::remove(json_path.c_str());
-    return j;
+    return r.code == 0 ? j : nlohmann::json::object();
 }
 
 }  // namespace

@@ -32,6 +32,7 @@ namespace wire = hcasim::wire;
 using hcasim::test::result;
 using hcasim::test::run_hcasim;
 using hcasim::test::slurp;
+using hcasim::test::tshark;
 
 // Wireshark 4.0's RPC-over-RDMA and Mellanox EoIB payload heuristics throw on SEND payloads
 // shorter than their own headers (a 2-byte send_lat message, a zero-length SEND with
@@ -44,17 +45,6 @@ bool have_tshark() { return std::system("command -v tshark >/dev/null 2>&1") == 
 #define REQUIRE_TSHARK()                                                                           \
     ASSERT_TRUE(have_tshark()) << "tshark is not installed: these tests need it (scripts/test.sh " \
                                   "installs it; or apt-get install tshark)"
-
-/// Runs tshark with `args`; returns its stdout (stderr, e.g. "Running as user root", dropped).
-std::string tshark(const std::string& args) {
-    const std::string out = ::testing::TempDir() + "tshark_out_" + std::to_string(getpid());
-    const std::string cmd = "tshark " + args + " >'" + out + "' 2>/dev/null";
-    const int st = std::system(cmd.c_str());
-    EXPECT_EQ(st, 0) << cmd;
-    std::string s = slurp(out);
-    std::remove(out.c_str());
-    return s;
-}
 
 std::vector<std::string> split(const std::string& s, char sep) {
     std::vector<std::string> v;
@@ -231,7 +221,7 @@ uint64_t counter(const nlohmann::json& j, const std::string& key) {
 
 bool psn_next(unsigned a, unsigned b) { return b == ((a + 1) & 0xFFFFFF); }
 
-TEST(HcasimPcap, WriteBwMatchesWhatTheModelSent) {
+TEST(HcasimPcap, write_bw_matches_what_the_model_sent) {
     REQUIRE_TSHARK();
     const std::string dir = fresh_dir("write");
     const nlohmann::json j = run_captured("--workload write_bw --size 8K --iters 20", dir);
@@ -283,7 +273,7 @@ TEST(HcasimPcap, WriteBwMatchesWhatTheModelSent) {
     EXPECT_EQ(last_ack_psn, last_req_psn) << "the last ACK acknowledges the last packet";
 }
 
-TEST(HcasimPcap, ReadBwResponsesFollowTheirRequests) {
+TEST(HcasimPcap, read_bw_responses_follow_their_requests) {
     REQUIRE_TSHARK();
     const std::string dir = fresh_dir("read");
     const nlohmann::json j = run_captured("--workload read_bw --size 8K --iters 10", dir);
@@ -324,7 +314,7 @@ TEST(HcasimPcap, ReadBwResponsesFollowTheirRequests) {
     EXPECT_NE(*req_qps.begin(), 0u);
 }
 
-TEST(HcasimPcap, UdSendCarriesDethAndSourceQp) {
+TEST(HcasimPcap, ud_send_carries_deth_and_source_qp) {
     REQUIRE_TSHARK();
     const std::string dir = fresh_dir("ud");
     const nlohmann::json j = run_captured("--workload ud_send_bw --size 1K --iters 20", dir);
@@ -355,7 +345,7 @@ TEST(HcasimPcap, UdSendCarriesDethAndSourceQp) {
 // The packets Wireshark 4.0 calls malformed with its default heuristics are exactly the SEND
 // packets whose payload is shorter than an RPC-over-RDMA header: valid packets (the model's
 // parser accepts them, CRCs included) that its payload heuristics cannot handle.
-TEST(HcasimPcap, OnlyShortSendPayloadsTripWiresharkHeuristics) {
+TEST(HcasimPcap, only_short_send_payloads_trip_wireshark_heuristics) {
     REQUIRE_TSHARK();
     const std::string dir = fresh_dir("sendlat");
     const nlohmann::json j = run_captured("--workload send_lat --size 2 --iters 10", dir);
@@ -377,7 +367,7 @@ TEST(HcasimPcap, OnlyShortSendPayloadsTripWiresharkHeuristics) {
     EXPECT_EQ(flagged, 20u) << "every 2-byte SEND of both directions";
 }
 
-TEST(HcasimPcap, TwoRunsGiveIdenticalCapturesAndCaptureChangesNothing) {
+TEST(HcasimPcap, two_runs_give_identical_captures_and_capture_changes_nothing) {
     REQUIRE_TSHARK();
     const std::string a = fresh_dir("det_a"), b = fresh_dir("det_b");
     // Faults too: their random streams are seeded, and a dropped packet is still captured.
@@ -413,7 +403,7 @@ TEST(HcasimPcap, TwoRunsGiveIdenticalCapturesAndCaptureChangesNothing) {
     EXPECT_EQ(ja["config"], jn["config"]);
 }
 
-TEST(HcasimPcap, SwitchTopologyHasOneFilePerCable) {
+TEST(HcasimPcap, switch_topology_has_one_file_per_cable) {
     REQUIRE_TSHARK();
     const std::string dir = fresh_dir("switch");
     const nlohmann::json j = run_captured(
@@ -442,7 +432,7 @@ TEST(HcasimPcap, SwitchTopologyHasOneFilePerCable) {
     }
 }
 
-TEST(HcasimPcap, Errors) {
+TEST(HcasimPcap, errors) {
     result r = run_hcasim("--workload write_bw --iters 2 --pcap /dev/null/x", "pcap");
     EXPECT_EQ(r.code, 2);
     EXPECT_EQ(r.err, "hcasim: error: --pcap: cannot create directory '/dev/null/x': Not a directory\n");

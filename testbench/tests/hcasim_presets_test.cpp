@@ -30,6 +30,7 @@ namespace {
 const std::vector<std::string> presets = {"fdr-cx3", "edr-cx4-gen3x16", "edr-cx5",         "edr-cx5-gen3x8",
                                           "hdr-cx6", "ndr-cx7",         "two-nodes-switch"};
 
+using hcasim::test::have_python3;
 using hcasim::test::result;
 using hcasim::test::slurp;
 
@@ -42,14 +43,11 @@ result run(const std::string& args) { return hcasim::test::run_hcasim(args, "pre
 
 /// Runs hcasim with `args` plus --stats-json; fails the test unless it exits 0 with nothing on stderr.
 nlohmann::json run_json(const std::string& args) {
-    const std::string path = temp_path("presets_json");
-    std::remove(path.c_str());
-    const result r = run(args + " --stats-json '" + path + "'");
+    nlohmann::json j;
+    const result r = hcasim::test::run_hcasim_stats(args, "presets", &j);
     EXPECT_EQ(r.code, 0) << args << ": " << r.err;
     EXPECT_EQ(r.err, "") << args;
-    const std::string text = slurp(path);
-    std::remove(path.c_str());
-    return text.empty() ? nlohmann::json() : nlohmann::json::parse(text);
+    return j;
 }
 
 std::string trim(const std::string& s) {
@@ -157,7 +155,7 @@ unsigned cfg_u(const nlohmann::json& j, const std::string& key) { return unsigne
 
 // 1 MiB RDMA WRITEs stream at min(link goodput, PCIe write bound of the responder's 4 KiB packet
 // writes) within 0.5% (start-up and the last ACK), and never above it.
-TEST_P(HcasimPreset, write_bw_1MiB_is_the_lesser_of_link_goodput_and_pcie_write_bound) {
+TEST_P(HcasimPreset, write_bw_1mib_is_the_lesser_of_link_goodput_and_pcie_write_bound) {
     const nlohmann::json j =
         run_json("--config " + preset_path(GetParam()) + " --workload write_bw --size 1M --iters 200");
     ASSERT_TRUE(j.contains("results"));
@@ -172,7 +170,7 @@ TEST_P(HcasimPreset, write_bw_1MiB_is_the_lesser_of_link_goodput_and_pcie_write_
 
 // 1 MiB RDMA READs: the responder reads host memory, the requester writes it, the responses carry
 // an AETH in their first and last packets: min(link goodput, PCIe read, PCIe write) within 0.5%.
-TEST_P(HcasimPreset, read_bw_1MiB_is_the_lesser_of_link_goodput_and_pcie_bounds) {
+TEST_P(HcasimPreset, read_bw_1mib_is_the_lesser_of_link_goodput_and_pcie_bounds) {
     const nlohmann::json j =
         run_json("--config " + preset_path(GetParam()) + " --workload read_bw --size 1M --iters 200");
     ASSERT_TRUE(j.contains("results"));
@@ -206,10 +204,6 @@ TEST_P(HcasimPreset, pipeline_latency_cycles_add_exactly_their_time) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, HcasimPreset, ::testing::ValuesIn(presets), param_name);
-
-namespace {
-bool have_python3() { return std::system("command -v python3 >/dev/null 2>&1") == 0; }
-}  // namespace
 
 TEST(HcasimCalibration, docs_calibration_md_is_current_and_fit_points_within_tolerance) {
     if (!have_python3()) GTEST_SKIP() << "python3 not found; cannot run scripts/calibration.py";

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "testbench/workloads.h"
+#include "testbench/workloads/workloads.h"
 
 namespace {
 
@@ -240,13 +240,7 @@ namespace {
 
 /// Runs hcasim with `args` plus --stats-json; the JSON is null if the file was not written.
 result run_json(const std::string& args, nlohmann::json* j) {
-    const std::string path = ::testing::TempDir() + "verify_" + std::to_string(getpid()) + ".json";
-    std::remove(path.c_str());
-    const result r = run(args + " --stats-json '" + path + "'");
-    const std::string text = slurp(path);
-    *j = text.empty() ? nlohmann::json() : nlohmann::json::parse(text);
-    std::remove(path.c_str());
-    return r;
+    return hcasim::test::run_hcasim_stats(args, "program", j);
 }
 
 /// The table without its title line (which names the seed).

@@ -2,6 +2,7 @@
 // stdout and stderr. HCASIM_BIN and HCASIM_SOURCE_DIR come from testbench/tests/CMakeLists.txt.
 #pragma once
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -13,6 +14,8 @@
 #include <vector>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "testbench/tests/fixtures.h"
 
 // A write error found after the simulation has run ends the program through an exception from
 // sc_main (exit status 2). Under AddressSanitizer that throw can abort on a false
@@ -33,14 +36,6 @@ struct result {
     int code = -1;  ///< exit status (-1: killed by a signal)
     std::string out, err;
 };
-
-/// The whole file (empty if it cannot be read).
-inline std::string slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
 
 /// A new empty directory under the test temp dir, named after `name` and the process.
 inline std::string empty_dir(const std::string& name) {
@@ -74,6 +69,19 @@ inline result run_hcasim(const std::string& args, const std::string& tag, const 
     r.err = slurp(err);
     std::remove(out.c_str());
     std::remove(err.c_str());
+    return r;
+}
+
+/// Runs hcasim with `args` plus --stats-json to a temporary file named after `tag` and the
+/// process; `*stats` gets what it wrote (null if nothing), and the file is removed.
+inline result run_hcasim_stats(const std::string& args, const std::string& tag, nlohmann::json* stats) {
+    const std::string path =
+        ::testing::TempDir() + "hcasim_stats_" + tag + "_" + std::to_string(getpid()) + ".json";
+    std::remove(path.c_str());
+    const result r = run_hcasim(args + " --stats-json '" + path + "'", tag);
+    const std::string text = slurp(path);
+    *stats = text.empty() ? nlohmann::json() : nlohmann::json::parse(text);
+    std::remove(path.c_str());
     return r;
 }
 

@@ -7,8 +7,10 @@
 
 #include "model/core/param.h"
 #include "model/core/stats.h"
+#include "testbench/tests/fixtures.h"
 
 using namespace hcasim;
+using hcasim::test::error_of;
 
 namespace {
 
@@ -17,18 +19,6 @@ std::string write_file(const std::string& name, const std::string& text) {
     const std::string path = ::testing::TempDir() + "param_test_" + name;
     std::ofstream(path) << text;
     return path;
-}
-
-/// Runs `f`, expects config_error, returns its message.
-template <typename F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const config_error& e) {
-        return e.what();
-    }
-    ADD_FAILURE() << "expected config_error";
-    return {};
 }
 
 class Param : public ::testing::Test {
@@ -54,14 +44,14 @@ struct node_unit : sc_core::sc_module {
 // libsystemc references sc_main; gtest_main provides main().
 extern "C" int sc_main(int, char*[]) { return 0; }
 
-TEST_F(Param, DefaultWhenUnset) {
+TEST_F(Param, default_when_unset) {
     param<unsigned> p("pcie.lanes", 8, "", "lanes");
     EXPECT_EQ(p.key(), "pcie.lanes");
     EXPECT_EQ(p.get(), 8u);
     EXPECT_EQ(p.str(), "8");
 }
 
-TEST_F(Param, IniSectionsAndComments) {
+TEST_F(Param, ini_sections_and_comments) {
     const auto path = write_file("sections.ini",
                                  "# leading comment\n"
                                  "; another comment\n"
@@ -90,7 +80,7 @@ TEST_F(Param, IniSectionsAndComments) {
     EXPECT_NO_THROW(b.check_unused());
 }
 
-TEST_F(Param, BoolSpellings) {
+TEST_F(Param, bool_spellings) {
     const char* yes[] = {"true", "1", "yes", "on", "TRUE"};
     const char* no[] = {"false", "0", "no", "off"};
     for (const char* v : yes) {
@@ -105,7 +95,7 @@ TEST_F(Param, BoolSpellings) {
     }
 }
 
-TEST_F(Param, IntegerParsing) {
+TEST_F(Param, integer_parsing) {
     b.set_override("a=-12");
     b.set_override("b=0x10");
     b.set_override("c=18446744073709551615");
@@ -116,7 +106,7 @@ TEST_F(Param, IntegerParsing) {
     EXPECT_EQ(param<int64_t>("d", 0, "", "h").get(), -8);
 }
 
-TEST_F(Param, SetOverridesLaterConfig) {
+TEST_F(Param, set_overrides_later_config) {
     const auto path = write_file("over.ini", "[pcie]\nlanes = 8\n");
     b.load_ini(path);
     b.set_override("pcie.lanes=2");
@@ -124,14 +114,14 @@ TEST_F(Param, SetOverridesLaterConfig) {
     EXPECT_EQ(lanes.get(), 2u);
 }
 
-TEST_F(Param, LaterConfigFileWins) {
+TEST_F(Param, later_config_file_wins) {
     b.load_ini(write_file("first.ini", "x = 1\n"));
     b.load_ini(write_file("second.ini", "x = 2\n"));
     EXPECT_EQ(param<int>("x", 0, "", "h").get(), 2);
     EXPECT_NO_THROW(b.check_unused());
 }
 
-TEST_F(Param, NodePrefixOverride) {
+TEST_F(Param, node_prefix_override) {
     b.load_ini(write_file("nodes.ini", "[node1.pcie]\nlanes = 8\n"));
     b.load_ini(write_file("generic.ini", "[pcie]\nlanes = 16\n"));
     param<unsigned> n0("node0.pcie.lanes", 1, "", "h");
@@ -143,7 +133,7 @@ TEST_F(Param, NodePrefixOverride) {
     EXPECT_NO_THROW(b.check_unused());
 }
 
-TEST_F(Param, GenericKeyOnlyStripsNodePrefix) {
+TEST_F(Param, generic_key_only_strips_node_prefix) {
     param<int> a("hca.port.x", 0, "", "h");
     param<int> c("nodeA.port.x", 0, "", "h");
     param<int> d("node12.port.x", 0, "", "h");
@@ -152,7 +142,7 @@ TEST_F(Param, GenericKeyOnlyStripsNodePrefix) {
     EXPECT_EQ(d.generic_key(), "port.x");
 }
 
-TEST_F(Param, UnknownKeyNamesFileAndLine) {
+TEST_F(Param, unknown_key_names_file_and_line) {
     const auto path = write_file("unknown.ini", "[pcie]\nlanes = 4\n\nlaness = 4\n");
     b.load_ini(path);
     param<unsigned> lanes("pcie.lanes", 1, "", "h");
@@ -160,7 +150,7 @@ TEST_F(Param, UnknownKeyNamesFileAndLine) {
               "unknown configuration key 'pcie.laness' (" + path + ":4)");
 }
 
-TEST_F(Param, UnknownKeyThatEndsOneParamsKeyNamesThatKey) {
+TEST_F(Param, unknown_key_that_ends_one_params_key_names_that_key) {
     b.set_override("pkey_checker.impl=rtl");
     param<std::string> impl0("node0.hca.pkey_checker.impl", "tlm", "", "h");
     param<std::string> impl1("node1.hca.pkey_checker.impl", "tlm", "", "h");
@@ -180,12 +170,12 @@ TEST_F(Param, UnknownKeyThatEndsOneParamsKeyNamesThatKey) {
     EXPECT_EQ(error_of([&] { b.check_unused(); }), "unknown configuration key 'mode' (--set)");
 }
 
-TEST_F(Param, UnknownSetKey) {
+TEST_F(Param, unknown_set_key) {
     b.set_override("nope=1");
     EXPECT_EQ(error_of([&] { b.check_unused(); }), "unknown configuration key 'nope' (--set)");
 }
 
-TEST_F(Param, BadTypeNamesKeyAndOrigin) {
+TEST_F(Param, bad_type_names_key_and_origin) {
     const auto path = write_file("badtype.ini", "[pcie]\n\nlanes = four\n");
     b.load_ini(path);
     const auto msg = error_of([&] { param<unsigned> p("node0.pcie.lanes", 1, "", "h"); });
@@ -193,7 +183,7 @@ TEST_F(Param, BadTypeNamesKeyAndOrigin) {
                        ":3): expected non-negative integer in [0,4294967295]");
 }
 
-TEST_F(Param, TrailingGarbageAndNegativeUnsignedRejected) {
+TEST_F(Param, trailing_garbage_and_negative_unsigned_rejected) {
     b.set_override("a=12x");
     b.set_override("b=-1");
     b.set_override("c=1.5.2");
@@ -210,7 +200,7 @@ TEST_F(Param, TrailingGarbageAndNegativeUnsignedRejected) {
               std::string::npos);
 }
 
-TEST_F(Param, RangeCheckedAfterConstruction) {
+TEST_F(Param, range_checked_after_construction) {
     const auto path = write_file("range.ini", "[node0.pcie]\n\n\nlanes = 32\n");
     b.load_ini(path);
     param<unsigned> p("node0.pcie.lanes", 4, "", "h");  // range() not yet applied: accepted
@@ -219,7 +209,7 @@ TEST_F(Param, RangeCheckedAfterConstruction) {
               "bad value '32' for key 'node0.pcie.lanes' (" + path + ":4): expected integer in [1,16]");
 }
 
-TEST_F(Param, RangeInsideAccepted) {
+TEST_F(Param, range_inside_accepted) {
     b.set_override("pcie.lanes=16");
     param<unsigned> p("pcie.lanes", 4, "", "h");
     EXPECT_NO_THROW(p.range(1, 16));
@@ -229,7 +219,7 @@ TEST_F(Param, RangeInsideAccepted) {
               "bad value '0.5' for key 'ratio' (default): expected number in [1,2]");
 }
 
-TEST_F(Param, ChoicesChecked) {
+TEST_F(Param, choices_checked) {
     b.set_override("hca.mode=fast");
     const auto msg = error_of([] { param<std::string> p("hca.mode", "lt", "", "h", {"lt", "at"}); });
     EXPECT_EQ(msg, "bad value 'fast' for key 'hca.mode' (--set): expected one of lt|at");
@@ -239,12 +229,12 @@ TEST_F(Param, ChoicesChecked) {
     EXPECT_EQ(ok.get(), "at");
 }
 
-TEST_F(Param, MissingFileNamed) {
+TEST_F(Param, missing_file_named) {
     EXPECT_EQ(error_of([&] { b.load_ini("/nonexistent/dir/x.ini"); }),
               "cannot open configuration file '/nonexistent/dir/x.ini': No such file or directory");
 }
 
-TEST_F(Param, MalformedLineNamesFileAndLine) {
+TEST_F(Param, malformed_line_names_file_and_line) {
     const auto path = write_file("malformed.ini", "[pcie]\nlanes = 4\njunk line\n");
     EXPECT_EQ(error_of([&] { b.load_ini(path); }),
               path + ":3: expected 'key = value' or '[section]', got 'junk line'");
@@ -254,12 +244,12 @@ TEST_F(Param, MalformedLineNamesFileAndLine) {
     EXPECT_EQ(error_of([&] { b.load_ini(path3); }), path3 + ":1: bad key 'a b'");
 }
 
-TEST_F(Param, MalformedSet) {
+TEST_F(Param, malformed_set) {
     EXPECT_EQ(error_of([&] { b.set_override("pcie.lanes"); }), "--set 'pcie.lanes': expected key=value");
     EXPECT_EQ(error_of([&] { b.set_override("=3"); }), "--set '=3': expected key=value");
 }
 
-TEST_F(Param, HelpListsEachGenericKeyOnce) {
+TEST_F(Param, help_lists_each_generic_key_once) {
     param<unsigned> n0("node0.pcie.lanes", 4, "", "PCIe link width");
     param<unsigned> n1("node1.pcie.lanes", 4, "", "PCIe link width");
     param<uint64_t> lat("node0.pcie.latency_ns", 150, "ns", "one-way link latency");
@@ -284,7 +274,7 @@ TEST_F(Param, HelpListsEachGenericKeyOnce) {
     EXPECT_EQ(b.params().size(), 5u);
 }
 
-TEST_F(Param, UndeclaredOnDestruction) {
+TEST_F(Param, undeclared_on_destruction) {
     {
         param<int> p("x", 1, "", "h");
         EXPECT_EQ(b.params().size(), 1u);
@@ -292,7 +282,7 @@ TEST_F(Param, UndeclaredOnDestruction) {
     EXPECT_TRUE(b.params().empty());
 }
 
-TEST_F(Param, CountersRegisterAndSum) {
+TEST_F(Param, counters_register_and_sum) {
     auto& reg = stats_registry::instance();
     const auto before = reg.counters().size();
     counter a("node0.port.tx_packets", "sent");
@@ -317,7 +307,7 @@ TEST_F(Param, CountersRegisterAndSum) {
 
 // Params and counters declared inside sc_modules take the hierarchical name as key prefix.
 // Only elaboration happens (no sc_start), so this coexists with the other tests in one process.
-TEST_F(Param, ModuleScopedKeys) {
+TEST_F(Param, module_scoped_keys) {
     b.set_override("pcie.lanes=16");
     b.set_override("node1.pcie.lanes=8");
     node_unit n0("node0");
@@ -338,7 +328,7 @@ TEST_F(Param, ModuleScopedKeys) {
 
 // `linkN.X` sets param X of node N's link (`nodeN.link.X`): between `nodeN.link.X` and
 // `link.X`, whatever order the values were given in.
-TEST_F(Param, LinkPrefixBetweenNodeAndGeneric) {
+TEST_F(Param, link_prefix_between_node_and_generic) {
     b.set_override("node1.link.drop_rate=0.3");
     b.set_override("link1.drop_rate=0.2");
     b.set_override("link.drop_rate=0.1");
@@ -367,7 +357,7 @@ TEST_F(Param, LinkPrefixBetweenNodeAndGeneric) {
     EXPECT_DOUBLE_EQ(param<double>("node1.link.drop_rate", 0, "", "h").get(), 0.3);
 }
 
-TEST_F(Param, LinkPrefixOnlyForNodeLinks) {
+TEST_F(Param, link_prefix_only_for_node_links) {
     b.set_override("link1.drop_rate=0.2");
     b.set_override("link1.bogus=1");
     b.set_override("link7.drop_rate=0.5");
@@ -385,7 +375,7 @@ TEST_F(Param, LinkPrefixOnlyForNodeLinks) {
     EXPECT_EQ(error_of([&] { b.check_unused(); }), "unknown configuration key 'link7.drop_rate' (--set)");
 }
 
-TEST_F(Param, LinkPrefixValueRangeNamesKeyAndOrigin) {
+TEST_F(Param, link_prefix_value_range_names_key_and_origin) {
     b.set_override("link1.drop_rate=1.5");
     param<double> d("node1.link.drop_rate", 0, "", "h");
     EXPECT_EQ(error_of([&] { d.range(0, 1); }),

@@ -223,7 +223,7 @@ SIM_TEST(PcieLink, bandwidth_gen4_x16_matches_table) {
 
 // --- latency and data -----------------------------------------------------------------------
 
-SIM_TEST(PcieLink, dma_read_round_trip_64B_gen3_x8) {
+SIM_TEST(PcieLink, dma_read_round_trip_64b_gen3_x8) {
     set("pcie.generation", "3");
     set("pcie.lanes", "8");
     bench b("node0", [](bench& t) {

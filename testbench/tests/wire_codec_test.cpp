@@ -540,7 +540,7 @@ TEST(WireCodec, aeth_syndrome_helpers) {
 // Known packets with verified ICRC/VCRC
 // =====================================================================================
 
-TEST(WireCodec, known_packet_rc_rdma_write_first_256B_header_bytes_and_crcs) {
+TEST(WireCodec, known_packet_rc_rdma_write_first_256b_header_bytes_and_crcs) {
     headers h = write_first_headers();
     const std::vector<uint8_t> pkt = build(h, write_first_payload());
     ASSERT_EQ(pkt.size(), 36u + 256 + 4 + 2);

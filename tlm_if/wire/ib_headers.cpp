@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 
 namespace hcasim::wire {
@@ -576,5 +577,24 @@ uint8_t aeth_rnr_nak(uint8_t timer) { return static_cast<uint8_t>(0x20 | (timer 
 uint8_t aeth_nak(uint8_t code) { return static_cast<uint8_t>(0x60 | (code & 0x1F)); }
 aeth_type aeth_type_of(uint8_t syndrome) { return static_cast<aeth_type>((syndrome >> 5) & 0x3); }
 uint8_t aeth_value_of(uint8_t syndrome) { return syndrome & 0x1F; }
+
+std::string describe_packet(const uint8_t* pkt, size_t len) {
+    char out[160];
+    if (len < LRH_BYTES) {
+        std::snprintf(out, sizeof out, "a %zu-byte fragment", len);
+        return out;
+    }
+    const lrh l = decode_lrh(pkt);
+    int n = std::snprintf(out, sizeof out, "SLID 0x%x DLID 0x%x SL %u", unsigned(l.slid), unsigned(l.dlid),
+                          unsigned(l.sl));
+    const size_t bth_at = LRH_BYTES + (l.next == lnh::iba_global ? GRH_BYTES : 0);
+    if ((l.next == lnh::iba_local || l.next == lnh::iba_global) && len >= bth_at + BTH_BYTES) {
+        const bth b = decode_bth(pkt + bth_at);
+        n += std::snprintf(out + n, sizeof out - size_t(n), " opcode 0x%02x QP 0x%x PSN %u",
+                           unsigned(b.opcode), unsigned(b.dest_qp), unsigned(b.psn));
+    }
+    std::snprintf(out + n, sizeof out - size_t(n), " (%zu bytes)", len);
+    return out;
+}
 
 }  // namespace hcasim::wire

@@ -28,6 +28,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace hcasim::wire {
 
@@ -358,6 +359,10 @@ enum class parse_status {
 parse_status parse_packet(const uint8_t* pkt, size_t len, headers& h, size_t& payload_offset,
                           size_t& payload_len, bool check_crcs = true);
 const char* to_string(parse_status s);
+
+/// One line naming a packet for logs: "SLID 0x1 DLID 0x2 SL 0 opcode 0x0a QP 0x11 PSN 42 (64 bytes)",
+/// from its LRH and (for IBA transport packets long enough) BTH; checks nothing else.
+std::string describe_packet(const uint8_t* pkt, size_t len);
 
 /// Invariant CRC (IBA 7.8.1) over pkt[0..len_before_icrc) (LRH through pad).
 /// Algorithm: CRC-32 with the Ethernet polynomial 0x04C11DB7, reflected, init 0xFFFFFFFF,

@@ -15,7 +15,7 @@
 
 #include "model/core/param.h"
 #include "model/core/timeline.h"
-#include "testbench/report.h"
+#include "testbench/cli/report.h"
 
 namespace hcasim {
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 //
 // fake_sysfs.cpp - see fake_sysfs.h for the tree layout and file formats.
-#include "fake_sysfs.h"
+#include "testbench/serve/fake_sysfs.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "testbench/verbs_trace.h"
+#include "testbench/replay/verbs_trace.h"
 
 #include <systemc>
 

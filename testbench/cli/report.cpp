@@ -357,36 +357,39 @@ private:
     std::string dir_, tmp_;
 };
 
-}  // namespace
+/// One point of a series: x and up to three values (bandwidth: Gb/s, Mpps; latency: typical,
+/// min, p99).
+struct point {
+    double x, a, b, c;
+};
+struct series {
+    std::string label;
+    std::vector<point> pts;
+};
+/// Per series label, each unit's utilisation by message size.
+using util_series =
+    std::pair<std::string, std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>>>;
 
-std::vector<std::string> write_report(const std::string& dir, const ojson& runs, std::string& warning) {
-    warning.clear();
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec || !std::filesystem::is_directory(dir))
-        throw config_error("--report: cannot create directory '" + dir + "'" +
-                           (ec ? ": " + ec.message() : ""));
-
-    // One row per (run, result); series keyed in first-appearance order.
-    struct point {
-        double x, a, b, c;
-    };
-    struct series {
-        std::string label;
-        std::vector<point> pts;
-    };
+/// What the report shows: the CSV, and the plots' series keyed in first-appearance order.
+struct report_data {
     std::vector<series> bw, lat, by_qps;
-    std::vector<
-        std::pair<std::string, std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>>>>
-        util;
+    std::vector<util_series> util;
+    std::vector<unsigned> qps_seen;
+    std::ostringstream csv;
+};
+
+/// One row per (run, result): the CSV line and the points of the plots' series.
+void collect(const ojson& runs, report_data& d) {
+    std::vector<series>&bw = d.bw, &lat = d.lat, &by_qps = d.by_qps;
+    std::vector<util_series>& util = d.util;
+    std::vector<unsigned>& qps_seen = d.qps_seen;
+    std::ostringstream& csv = d.csv;
     auto find = [](std::vector<series>& v, const std::string& label) -> series& {
         for (auto& s : v)
             if (s.label == label) return s;
         v.push_back({label, {}});
         return v.back();
     };
-    std::vector<unsigned> qps_seen;
-    std::ostringstream csv;
     csv << "workload,qps,size_bytes,iters,bw_gbps,msg_rate_mpps,lat_typical_us,lat_min_us,lat_p99_us,lat_avg_"
            "us,"
            "lat_max_us\n";
@@ -434,27 +437,42 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
             }
         }
     }
+}
 
-    // The gnuplot script: data inline, one PNG per figure that has data.
-    std::vector<std::string> pngs;
+/// The gnuplot script: data inline, one PNG per figure that has data (their names in `pngs`).
+class gnuplot_script {
+public:
     std::ostringstream gp;
-    gp << "# hcasim --report: regenerate the plots with `gnuplot plots.gp` in this directory.\n"
-          "set terminal pngcairo size 960,600 noenhanced font ',11'\n"
-          "set grid\nset key outside right top\nset style data linespoints\nset pointsize 0.8\n";
-    int block = 0;
-    auto size_axis = [&gp] {
+    std::vector<std::string> pngs;
+
+    gnuplot_script() {
+        gp << "# hcasim --report: regenerate the plots with `gnuplot plots.gp` in this directory.\n"
+              "set terminal pngcairo size 960,600 noenhanced font ',11'\n"
+              "set grid\nset key outside right top\nset style data linespoints\nset pointsize 0.8\n";
+    }
+    void size_axis() {
         gp << "set logscale x 2\nset xlabel 'message size (bytes)'\n"
               "set format x '%.0b%B'\nunset logscale y\nset yrange [0:*]\n";
-    };
-    auto plot = [&](const std::string& png, const std::string& title, const std::string& ylabel,
-                    const std::vector<series>& ss, int col, bool logx_size) {
+    }
+    /// Writes `rows` as the next datablock; returns its name.
+    std::string block(const std::vector<std::vector<double>>& rows) {
+        std::string name = "d" + std::to_string(block_++);
+        datablock(gp, name, rows);
+        return name;
+    }
+    /// One datablock per series of columns x, a, b, c.
+    std::vector<std::string> blocks(const std::vector<series>& ss) {
         std::vector<std::string> names;
         for (const auto& s : ss) {
             std::vector<std::vector<double>> rows;
             for (const auto& p : s.pts) rows.push_back({p.x, p.a, p.b, p.c});
-            names.push_back("d" + std::to_string(block++));
-            datablock(gp, names.back(), rows);
+            names.push_back(block(rows));
         }
+        return names;
+    }
+    void plot(const std::string& png, const std::string& title, const std::string& ylabel,
+              const std::vector<series>& ss, int col, bool logx_size) {
+        const std::vector<std::string> names = blocks(ss);
         gp << "set output " << quoted(png) << "\nset title " << quoted(title) << "\nset ylabel "
            << quoted(ylabel) << "\n";
         if (logx_size) size_axis();
@@ -464,20 +482,10 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
                << quoted(ss[k].label);
         gp << "\n";
         pngs.push_back(png);
-    };
-    if (!bw.empty()) {
-        plot("bandwidth.png", "Bandwidth vs message size (simulated)", "Gb/s", bw, 2, true);
-        plot("msg_rate.png", "Message rate vs message size (simulated)", "Mpps", bw, 3, true);
     }
-    if (!lat.empty()) {
-        // Typical with min .. p99 as the error bar.
-        std::vector<std::string> names;
-        for (const auto& s : lat) {
-            std::vector<std::vector<double>> rows;
-            for (const auto& p : s.pts) rows.push_back({p.x, p.a, p.b, p.c});
-            names.push_back("d" + std::to_string(block++));
-            datablock(gp, names.back(), rows);
-        }
+    /// Typical with min .. p99 as the error bar.
+    void latency(const std::vector<series>& lat) {
+        const std::vector<std::string> names = blocks(lat);
         gp << "set output 'latency.png'\nset title 'Latency vs message size (simulated; typical, bars "
               "min..p99)'\n"
               "set ylabel 'microseconds'\n";
@@ -489,14 +497,13 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
         gp << "\n";
         pngs.push_back("latency.png");
     }
-    if (qps_seen.size() > 1 && !by_qps.empty()) {
+    void by_qps(const std::vector<series>& by_qps) {
         gp << "set logscale x 2\nset xlabel 'queue pairs'\nset format x '%g'\nset yrange [0:*]\n";
         std::vector<std::string> names;
         for (const auto& s : by_qps) {
             std::vector<std::vector<double>> rows;
             for (const auto& p : s.pts) rows.push_back({p.x, p.a, p.b});
-            names.push_back("d" + std::to_string(block++));
-            datablock(gp, names.back(), rows);
+            names.push_back(block(rows));
         }
         gp << "set output 'qps.png'\nset title 'Throughput vs queue pairs (simulated)'\n"
               "set ylabel 'Mpps'\nset y2label 'Gb/s'\nset ytics nomirror\nset y2tics\nset y2range "
@@ -508,39 +515,66 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
         gp << "\nunset y2label\nunset y2tics\nset ytics mirror\n";
         pngs.push_back("qps.png");
     }
-    for (size_t u = 0; u < util.size(); ++u) {
-        std::string png = "utilisation_" + std::to_string(u) + ".png";
-        if (util.size() == 1) png = "utilisation.png";
-        std::vector<std::string> names;
-        for (const auto& [unit, pts] : util[u].second) {
-            std::vector<std::vector<double>> rows;
-            for (const auto& [x, y] : pts) rows.push_back({x, 100.0 * y});
-            names.push_back("d" + std::to_string(block++));
-            datablock(gp, names.back(), rows);
+    void utilisation(const std::vector<util_series>& util) {
+        for (size_t u = 0; u < util.size(); ++u) {
+            std::string png = "utilisation_" + std::to_string(u) + ".png";
+            if (util.size() == 1) png = "utilisation.png";
+            std::vector<std::string> names;
+            for (const auto& [unit, pts] : util[u].second) {
+                std::vector<std::vector<double>> rows;
+                for (const auto& [x, y] : pts) rows.push_back({x, 100.0 * y});
+                names.push_back(block(rows));
+            }
+            gp << "set output " << quoted(png) << "\nset title "
+               << quoted(
+                      "Unit utilisation (busy % of the measured "
+                      "interval), " +
+                      util[u].first)
+               << "\nset ylabel 'busy %'\n";
+            size_axis();
+            gp << "set yrange [0:105]\nplot ";
+            for (size_t k = 0; k < names.size(); ++k)
+                gp << (k ? ", \\\n     " : "") << "$" << names[k] << " using 1:2 title "
+                   << quoted(util[u].second[k].first);
+            gp << "\n";
+            pngs.push_back(png);
         }
-        gp << "set output " << quoted(png) << "\nset title "
-           << quoted(
-                  "Unit utilisation (busy % of the measured "
-                  "interval), " +
-                  util[u].first)
-           << "\nset ylabel 'busy %'\n";
-        size_axis();
-        gp << "set yrange [0:105]\nplot ";
-        for (size_t k = 0; k < names.size(); ++k)
-            gp << (k ? ", \\\n     " : "") << "$" << names[k] << " using 1:2 title "
-               << quoted(util[u].second[k].first);
-        gp << "\n";
-        pngs.push_back(png);
     }
+
+private:
+    int block_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::string> write_report(const std::string& dir, const ojson& runs, std::string& warning) {
+    warning.clear();
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec || !std::filesystem::is_directory(dir))
+        throw config_error("--report: cannot create directory '" + dir + "'" +
+                           (ec ? ": " + ec.message() : ""));
+    report_data d;
+    collect(runs, d);
+    gnuplot_script script;
+    if (!d.bw.empty()) {
+        script.plot("bandwidth.png", "Bandwidth vs message size (simulated)", "Gb/s", d.bw, 2, true);
+        script.plot("msg_rate.png", "Message rate vs message size (simulated)", "Mpps", d.bw, 3, true);
+    }
+    if (!d.lat.empty()) script.latency(d.lat);
+    if (d.qps_seen.size() > 1 && !d.by_qps.empty()) script.by_qps(d.by_qps);
+    script.utilisation(d.util);
+    std::vector<std::string>& pngs = script.pngs;
+    const std::string gp = script.gp.str();
 
     // Every file whole before any replaces its old copy; the plots are drawn aside first.
     output_file json_file(dir + "/results.json", "--report"), csv_file(dir + "/results.csv", "--report"),
         gp_file(dir + "/plots.gp", "--report");
     json_file.write(ojson{{"runs", runs}}.dump(2) + "\n");
-    csv_file.write(csv.str());
-    gp_file.write(gp.str());
+    csv_file.write(d.csv.str());
+    gp_file.write(gp);
     for (output_file* f : {&json_file, &csv_file, &gp_file}) f->finish();
-    const plot_dir plots(dir, gp.str(), pngs, warning);
+    const plot_dir plots(dir, gp, pngs, warning);
     if (!warning.empty()) pngs.clear();
     for (output_file* f : {&json_file, &csv_file, &gp_file}) f->commit();
     for (const std::string& png : pngs) plots.move(png);

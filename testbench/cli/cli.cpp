@@ -87,20 +87,39 @@ std::vector<uint64_t> parse_list(const std::string& text, const char* what, cons
 
 }  // namespace
 
+namespace {
+
+/// The --workload names, in help order, and their transports (datagram workloads send each
+/// message as one packet).
+struct workload_entry {
+    const char* name;
+    transport tr;
+};
+const workload_entry workload_table[] = {
+    {"write_lat", transport::rc},    {"send_lat", transport::rc},    {"read_lat", transport::rc},
+    {"atomic_lat", transport::rc},   {"write_bw", transport::rc},    {"send_bw", transport::rc},
+    {"read_bw", transport::rc},      {"atomic_rate", transport::rc}, {"ud_send_lat", transport::ud},
+    {"ud_send_bw", transport::ud},   {"uc_write_bw", transport::uc}, {"mcast_bw", transport::ud},
+    {"srq_bw", transport::rc},       {"ud_srq_bw", transport::ud},   {"mr_scale", transport::rc},
+    {"qp_scale", transport::rc},     {"dma_read_bw", transport::rc}, {"dma_write_bw", transport::rc},
+    {"attack_suite", transport::rc},
+};
+
+}  // namespace
+
 const std::vector<std::string>& workload_names() {
-    static const std::vector<std::string> names = {
-        "write_lat",   "send_lat",    "read_lat",    "atomic_lat",   "write_bw",    "send_bw", "read_bw",
-        "atomic_rate", "ud_send_lat", "ud_send_bw",  "uc_write_bw",  "mcast_bw",    "srq_bw",  "ud_srq_bw",
-        "mr_scale",    "qp_scale",    "dma_read_bw", "dma_write_bw", "attack_suite"};
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> v;
+        for (const workload_entry& e : workload_table) v.push_back(e.name);
+        return v;
+    }();
     return names;
 }
 
 transport transport_of(const std::string& workload) {
-    if (workload == "ud_send_lat" || workload == "ud_send_bw" || workload == "mcast_bw" ||
-        workload == "ud_srq_bw")
-        return transport::ud;
-    if (workload == "uc_write_bw") return transport::uc;
-    return transport::rc;
+    for (const workload_entry& e : workload_table)
+        if (workload == e.name) return e.tr;
+    return transport::rc;  // the demo
 }
 
 std::string workload_list() {
@@ -120,8 +139,10 @@ std::vector<uint64_t> parse_counts(const std::string& text, const char* what) {
     return out;
 }
 
-run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out) {
-    po::options_description desc("Usage: hcasim [options]\nOptions", 110);
+namespace {
+
+/// The options, their arguments and help lines.
+void describe_options(po::options_description& desc) {
     const std::string workload_help =
         "write_lat|send_lat|read_lat|atomic_lat, write_bw|send_bw|read_bw|atomic_rate (RC), "
         "ud_send_lat|ud_send_bw (UD), mcast_bw (UD multicast, node0 to every other node), uc_write_bw (UC), "
@@ -169,91 +190,42 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         ("mrs", po::value<std::string>(), "mr_scale: memory region counts to sweep, --size syntax (default 1,16,256,1K,4K,16K,64K; "
                                           "same as --set workload.mrs=LIST)");
     // clang-format on
+}
 
-    po::variables_map vm;
-    const po::positional_options_description no_positionals;  // stray words are errors
-    try {
-        po::store(po::command_line_parser(argc, const_cast<char**>(argv))
-                      .options(desc)
-                      .positional(no_positionals)
-                      .run(),
-                  vm);
-        po::notify(vm);
-    } catch (const po::error& e) {
-        throw config_error(std::string("command line: ") + e.what() + " (see --help)");
-    }
-
-    run_options o;
-    o.help = vm.count("help") > 0;
-    o.help_config = vm.count("help-config") > 0;
-    if (o.help) help_out << desc << "\n";
-    if (vm.count("config")) o.configs = vm["config"].as<std::vector<std::string>>();
-    if (vm.count("set")) o.sets = vm["set"].as<std::vector<std::string>>();
-    if (vm.count("workload")) {
-        o.workload = vm["workload"].as<std::string>();
-        const auto& names = workload_names();
-        if (std::find(names.begin(), names.end(), o.workload) == names.end())
-            throw config_error("--workload: unknown workload '" + o.workload + "' (expected " +
-                               workload_list() + ")");
-    }
-    if (vm.count("size")) {
-        o.sizes = parse_sizes(vm["size"].as<std::string>());
-        o.sizes_given = true;
-    }
-    if (vm.count("sweep")) {
-        bool size_swept = false;
-        for (const std::string& s : vm["sweep"].as<std::vector<std::string>>()) {
-            const auto eq = s.find('=');
-            if (eq == std::string::npos)
-                throw config_error("--sweep: expected size=LIST or qps=LIST, got '" + s + "'");
-            const std::string dim = s.substr(0, eq);
-            std::string list = s.substr(eq + 1);
-            for (size_t p; (p = list.find("..")) != std::string::npos;) list.replace(p, 2, "-");
-            if (dim == "size") {
-                if (o.sizes_given || size_swept)
-                    throw config_error(
-                        "--sweep size=...: the sizes are already given (--size or another --sweep size)");
-                o.sizes = parse_list(list, "--sweep size", "size");
-                o.sizes_given = size_swept = true;
-            } else if (dim == "qps") {
-                if (vm.count("qps") || !o.sweep_qps.empty())
-                    throw config_error(
-                        "--sweep qps=...: the QP count is already given (--qps or another --sweep qps)");
-                for (uint64_t n : parse_list(list, "--sweep qps", "QP count")) {
-                    if (n == 0 || n > max_qps_option)
-                        throw config_error("--sweep qps: " + std::to_string(n) + " QPs (expected 1 to " +
-                                           std::to_string(max_qps_option) + ")");
-                    o.sweep_qps.push_back(unsigned(n));
-                }
-            } else {
-                throw config_error("--sweep: unknown dimension '" + dim + "' (expected size or qps)");
+/// --sweep size=LIST and qps=LIST (one per dimension).
+void parse_sweep(const po::variables_map& vm, run_options& o) {
+    bool size_swept = false;
+    for (const std::string& s : vm["sweep"].as<std::vector<std::string>>()) {
+        const auto eq = s.find('=');
+        if (eq == std::string::npos)
+            throw config_error("--sweep: expected size=LIST or qps=LIST, got '" + s + "'");
+        const std::string dim = s.substr(0, eq);
+        std::string list = s.substr(eq + 1);
+        for (size_t p; (p = list.find("..")) != std::string::npos;) list.replace(p, 2, "-");
+        if (dim == "size") {
+            if (o.sizes_given || size_swept)
+                throw config_error(
+                    "--sweep size=...: the sizes are already given (--size or another --sweep size)");
+            o.sizes = parse_list(list, "--sweep size", "size");
+            o.sizes_given = size_swept = true;
+        } else if (dim == "qps") {
+            if (vm.count("qps") || !o.sweep_qps.empty())
+                throw config_error(
+                    "--sweep qps=...: the QP count is already given (--qps or another --sweep qps)");
+            for (uint64_t n : parse_list(list, "--sweep qps", "QP count")) {
+                if (n == 0 || n > max_qps_option)
+                    throw config_error("--sweep qps: " + std::to_string(n) + " QPs (expected 1 to " +
+                                       std::to_string(max_qps_option) + ")");
+                o.sweep_qps.push_back(unsigned(n));
             }
+        } else {
+            throw config_error("--sweep: unknown dimension '" + dim + "' (expected size or qps)");
         }
     }
-    if (vm.count("report")) {
-        o.report_dir = vm["report"].as<std::string>();
-        if (o.report_dir.empty()) throw config_error("--report: expected a directory");
-    }
-    o.speed = vm.count("speed") > 0;
-    if (vm.count("bench-events")) {
-        o.bench_events =
-            option_uint("bench-events", vm["bench-events"].as<std::string>(), 1, uint64_t(1) << 40);
-        if (vm.count("workload") || o.speed || vm.count("report") || vm.count("sweep"))
-            throw config_error(
-                "--bench-events runs only the SystemC event benchmark (no --workload, --speed, --sweep "
-                "or --report)");
-    }
-    if (o.speed && !o.sweep_qps.empty())
-        throw config_error("--speed measures one run; with --sweep qps run each QP count on its own");
-    if (vm.count("iters")) {
-        o.iters = option_uint("iters", vm["iters"].as<std::string>(), 1, max_iters);
-        o.iters_given = true;
-    }
-    if (vm.count("qps")) {
-        o.qps = static_cast<unsigned>(option_uint("qps", vm["qps"].as<std::string>(), 1, max_qps_option));
-        o.qps_given = true;
-    }
-    // Options the workload would ignore are refused, naming both.
+}
+
+/// Options the workload would ignore are refused, naming both (or warned about).
+void refuse_ignored_options(const po::variables_map& vm, run_options& o) {
     const bool latency = o.workload.size() > 4 && o.workload.compare(o.workload.size() - 4, 4, "_lat") == 0;
     const bool pcie = o.workload.rfind("dma_", 0) == 0;
     if ((vm.count("qps") || !o.sweep_qps.empty()) && (latency || pcie))
@@ -270,13 +242,11 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         o.warnings.push_back(
             "--verify: dma_read_bw discards the data it reads: only its transfers' completions are "
             "checked");
-    if (vm.count("mtu")) {
-        const std::string t = vm["mtu"].as<std::string>();
-        const auto v = to_uint(t);
-        if (!v || (*v != 256 && *v != 512 && *v != 1024 && *v != 2048 && *v != 4096))
-            throw config_error("--mtu: expected 256|512|1024|2048|4096, got '" + t + "'");
-        o.mtu = static_cast<unsigned>(*v);
-    }
+}
+
+/// The output files and directories (--stats-json, --record, --timeline and its filters,
+/// --waves, --pcap), refused where the run cannot write them.
+void parse_outputs(const po::variables_map& vm, run_options& o) {
     if (vm.count("stats-json")) {
         o.stats_json = vm["stats-json"].as<std::string>();
         if (o.stats_json.empty()) throw config_error("--stats-json: expected a file name");
@@ -325,25 +295,16 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
                 "--pcap: " + (o.workload.empty() ? std::string("--bench-events") : o.workload) +
                 " sends nothing over an InfiniBand cable (nothing to capture)");
     }
-    if (vm.count("seed"))
-        o.seed = option_uint("seed", vm["seed"].as<std::string>(), 0, std::numeric_limits<uint64_t>::max());
-    o.verify = vm.count("verify") > 0;
+}
+
+/// The sizes the workload can send: mr_scale's default sizes, no zero-length mr_scale WRITE,
+/// UD's one packet, the atomics' 8 bytes.
+void check_sizes(run_options& o) {
     const bool atomic = o.workload == "atomic_lat" || o.workload == "atomic_rate";
-    if (vm.count("atomic")) {
-        o.atomic = vm["atomic"].as<std::string>();
-        if (o.atomic != "fetch_add" && o.atomic != "cmp_swap")
-            throw config_error("--atomic: expected fetch_add|cmp_swap, got '" + o.atomic + "'");
-        if (!atomic) throw config_error("--atomic: only atomic_lat and atomic_rate take an atomic operation");
-    }
     const bool mr_scale = o.workload == "mr_scale";
-    if (vm.count("mrs")) {
-        if (!mr_scale) throw config_error("--mrs: only mr_scale takes memory region counts");
-        o.mrs_text = vm["mrs"].as<std::string>();
-        o.mrs = parse_counts(o.mrs_text, "--mrs");
-    }
     if (mr_scale) {
         if (!o.sizes_given) {
-            o.sizes = {64, 4096};  // a small and a page-sized message (main.cpp takes them as given)
+            o.sizes = {64, 4096};  // a small and a page-sized message (make_spec takes them as given)
             o.sizes_given = true;
         }
         for (uint64_t size : o.sizes)
@@ -365,6 +326,93 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
             if (size != 8)
                 throw config_error("--size: " + o.workload + " moves 8 bytes (64-bit atomics), got " +
                                    std::to_string(size));
+}
+
+}  // namespace
+
+run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out) {
+    po::options_description desc("Usage: hcasim [options]\nOptions", 110);
+    describe_options(desc);
+    po::variables_map vm;
+    const po::positional_options_description no_positionals;  // stray words are errors
+    try {
+        po::store(po::command_line_parser(argc, const_cast<char**>(argv))
+                      .options(desc)
+                      .positional(no_positionals)
+                      .run(),
+                  vm);
+        po::notify(vm);
+    } catch (const po::error& e) {
+        throw config_error(std::string("command line: ") + e.what() + " (see --help)");
+    }
+
+    run_options o;
+    o.help = vm.count("help") > 0;
+    o.help_config = vm.count("help-config") > 0;
+    if (o.help) help_out << desc << "\n";
+    if (vm.count("config")) o.configs = vm["config"].as<std::vector<std::string>>();
+    if (vm.count("set")) o.sets = vm["set"].as<std::vector<std::string>>();
+    if (vm.count("workload")) {
+        o.workload = vm["workload"].as<std::string>();
+        const auto& names = workload_names();
+        if (std::find(names.begin(), names.end(), o.workload) == names.end())
+            throw config_error("--workload: unknown workload '" + o.workload + "' (expected " +
+                               workload_list() + ")");
+    }
+    if (vm.count("size")) {
+        o.sizes = parse_sizes(vm["size"].as<std::string>());
+        o.sizes_given = true;
+    }
+    if (vm.count("sweep")) parse_sweep(vm, o);
+    if (vm.count("report")) {
+        o.report_dir = vm["report"].as<std::string>();
+        if (o.report_dir.empty()) throw config_error("--report: expected a directory");
+    }
+    o.speed = vm.count("speed") > 0;
+    if (vm.count("bench-events")) {
+        o.bench_events =
+            option_uint("bench-events", vm["bench-events"].as<std::string>(), 1, uint64_t(1) << 40);
+        if (vm.count("workload") || o.speed || vm.count("report") || vm.count("sweep"))
+            throw config_error(
+                "--bench-events runs only the SystemC event benchmark (no --workload, --speed, --sweep "
+                "or --report)");
+    }
+    if (o.speed && !o.sweep_qps.empty())
+        throw config_error("--speed measures one run; with --sweep qps run each QP count on its own");
+    if (vm.count("iters")) {
+        o.iters = option_uint("iters", vm["iters"].as<std::string>(), 1, max_iters);
+        o.iters_given = true;
+    }
+    if (vm.count("qps")) {
+        o.qps = static_cast<unsigned>(option_uint("qps", vm["qps"].as<std::string>(), 1, max_qps_option));
+        o.qps_given = true;
+    }
+    refuse_ignored_options(vm, o);
+    if (vm.count("mtu")) {
+        const std::string t = vm["mtu"].as<std::string>();
+        const auto v = to_uint(t);
+        if (!v || (*v != 256 && *v != 512 && *v != 1024 && *v != 2048 && *v != 4096))
+            throw config_error("--mtu: expected 256|512|1024|2048|4096, got '" + t + "'");
+        o.mtu = static_cast<unsigned>(*v);
+    }
+    parse_outputs(vm, o);
+    if (vm.count("seed"))
+        o.seed = option_uint("seed", vm["seed"].as<std::string>(), 0, std::numeric_limits<uint64_t>::max());
+    o.verify = vm.count("verify") > 0;
+    const bool atomic = o.workload == "atomic_lat" || o.workload == "atomic_rate";
+    if (vm.count("atomic")) {
+        o.atomic = vm["atomic"].as<std::string>();
+        if (o.atomic != "fetch_add" && o.atomic != "cmp_swap")
+            throw config_error("--atomic: expected fetch_add|cmp_swap, got '" + o.atomic + "'");
+        if (!atomic) throw config_error("--atomic: only atomic_lat and atomic_rate take an atomic operation");
+    }
+    const bool mr_scale = o.workload == "mr_scale";
+    if (vm.count("mrs")) {
+        if (!mr_scale) throw config_error("--mrs: only mr_scale takes memory region counts");
+        o.mrs_text = vm["mrs"].as<std::string>();
+        o.mrs = parse_counts(o.mrs_text, "--mrs");
+    }
+    check_sizes(o);
     return o;
 }
 

@@ -1,0 +1,27 @@
+// Internal to testbench/cli: the pieces of the default command that run.cpp, sweep.cpp and
+// speed.cpp share.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+
+#include "testbench/cli/cli.h"
+
+namespace hcasim::cli {
+
+/// One run of the workload (one elaboration): prints its table(s), writes --stats-json, returns
+/// the exit status and (if `json` is given) the stats JSON (run.cpp).
+int run_once(const run_options& opts, nlohmann::ordered_json* json);
+/// Writes the --report directory; prints where (and a warning if no plot could be drawn) (run.cpp).
+void report(const run_options& o, const nlohmann::ordered_json& runs);
+
+/// --sweep qps=LIST: one run per QP count (sweep.cpp).
+int run_qps_sweep(const run_options& o);
+/// --workload qp_scale (sweep.cpp).
+int run_qp_scale(run_options o);
+
+/// --bench-events: the raw SystemC timed-event rate of this machine (speed.cpp).
+int bench_events(uint64_t n);
+/// --speed: the simulator's speed for the run just done (speed.cpp).
+void print_speed(const nlohmann::ordered_json& j);
+
+}  // namespace hcasim::cli

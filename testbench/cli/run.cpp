@@ -1,0 +1,219 @@
+// The default command: from the parsed options to a run spec, the run (or the sweep, qp_scale,
+// the attack suite, --bench-events), its outputs and the exit status.
+#include <systemc>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+
+#include "model/core/output_file.h"
+#include "model/core/param.h"
+#include "testbench/attack/attack_suite.h"
+#include "testbench/cli/commands.h"
+#include "testbench/cli/report.h"
+#include "testbench/cli/run.h"
+#include "testbench/workloads/workloads.h"
+
+namespace hcasim {
+
+namespace cli {
+
+namespace {
+
+std::vector<uint64_t> sweep(uint64_t lo, uint64_t hi) {
+    std::vector<uint64_t> v;
+    for (uint64_t s = lo; s <= hi; s *= 2) v.push_back(s);
+    return v;
+}
+
+run_spec make_spec(const run_options& o) {
+    // IBA: a message is at most 2^31 bytes.
+    for (uint64_t size : o.sizes)
+        if (size > (uint64_t(1) << 31))
+            throw config_error("--size: " + std::to_string(size) +
+                               " bytes exceeds the largest message (2147483648 bytes, 2^31)");
+    // A zero-byte message carries no flag byte for write_lat to poll, and DMA transfers move data.
+    const bool needs_bytes = o.workload.empty() || o.workload == "write_lat" || is_pcie_workload(o.workload);
+    for (uint64_t size : o.sizes)
+        if (size == 0 && needs_bytes)
+            throw config_error("--size: " + (o.workload.empty() ? std::string("the demo") : o.workload) +
+                               " needs messages of at least 1 byte");
+    run_spec spec;
+    // srq_bw, ud_srq_bw: many QPs share one SRQ; 16 unless --qps says otherwise.
+    spec.qps = is_srq_workload(o.workload) && !o.qps_given ? 16 : o.qps;
+    spec.mtu = o.mtu;
+    spec.seed = o.seed;
+    spec.verify = o.verify;
+    spec.atomic = o.atomic;
+    spec.record = o.record;
+    spec.timeline = o.timeline;
+    spec.timeline_only = o.timeline_only;
+    spec.pcap_dir = o.pcap_dir;
+    if (o.workload.empty()) {
+        // The demo: latency and bandwidth from 2 B to 1 MiB, as `perftest -a` would sweep.
+        const auto sizes = o.sizes_given ? o.sizes : sweep(2, 1u << 20);
+        spec.phases.push_back({"write_lat", sizes, o.iters_given ? o.iters : 1000});
+        spec.phases.push_back({"write_bw", sizes, o.iters_given ? o.iters : 1000});
+        return spec;
+    }
+    phase_spec p;
+    p.workload = o.workload;
+    const bool lat = o.workload == "write_lat" || o.workload == "send_lat" || o.workload == "read_lat" ||
+                     o.workload == "ud_send_lat";
+    const bool atomic = o.workload == "atomic_lat" || o.workload == "atomic_rate";
+    // perftest defaults: 2 B for latency, 64 KiB for bandwidth (UD: the MTU, perftest's "Max msg
+    // size in UD is MTU"); atomics move 8 bytes.
+    const uint64_t bw_default = transport_of(o.workload) == transport::ud ? o.mtu : 65536u;
+    p.sizes = o.sizes_given ? o.sizes : std::vector<uint64_t>{atomic ? 8u : lat ? 2u : bw_default};
+    p.iters = o.iters;
+    spec.phases.push_back(p);
+    return spec;
+}
+
+void print_help_config(std::ostream& os, const std::vector<param_info>& params) {
+    os << "Parameters (set with --config FILE or --set key=value; prefix nodeN. for one node, linkN. for one "
+          "cable).\n"
+          "Switch parameters (fabric.switch.*) exist when the fabric has a switch: add\n"
+          "--set fabric.topology=switch to list them.\n";
+    for (const param_info& p : params) {
+        os << "  " << std::left << std::setw(42) << p.key << " " << std::setw(7) << p.type << " default "
+           << std::setw(10) << p.def << (p.unit.empty() ? "" : " [" + p.unit + "]") << "\n      " << p.help;
+        if (!p.choices.empty()) os << " (" << p.choices << ")";
+        if (!p.range.empty()) os << " (allowed " << p.range << ")";
+        os << "\n";
+    }
+}
+
+/// --workload attack_suite: one line per case and the summary; 0 if every case was rejected as
+/// expected and no target byte changed, else 1. --verify is accepted (the suite always checks).
+int run_attack_suite(const run_options& o) {
+    if (o.sizes_given || o.iters_given || !o.stats_json.empty() || !o.report_dir.empty() ||
+        !o.sweep_qps.empty())
+        throw config_error(
+            "attack_suite takes no --size, --iters, --sweep, --report or --stats-json (it runs a fixed "
+            "table of cases)");
+    apply_config(o);
+    attack::suite_options so;
+    so.seed = o.seed;
+    if (o.help_config) {
+        std::vector<param_info> params;
+        attack::run_suite(so, &params);
+        print_help_config(std::cout, params);
+        return 0;
+    }
+    const attack::suite_result r = attack::run_suite(so);
+    attack::print(std::cout, r);
+    if (!r.error.empty()) std::cerr << "hcasim: run failed: attack_suite: " << r.error << "\n";
+    return r.ok() ? 0 : 1;
+}
+
+/// The files a run writes, checked before it runs (output_file::check): the run must not be
+/// lost to a path that cannot be written. --pcap's files are opened before the simulation.
+void check_outputs(const run_options& o) {
+    if (!o.stats_json.empty()) output_file::check(o.stats_json, "--stats-json");
+    if (!o.record.empty()) output_file::check(o.record, "--record");
+    if (!o.timeline.empty()) output_file::check(o.timeline, "--timeline");
+    if (!o.report_dir.empty())
+        for (const char* f : {"results.csv", "results.json", "plots.gp"})
+            output_file::check(o.report_dir + "/" + f, "--report");
+}
+
+}  // namespace
+
+/// Writes the --report directory; prints where (and a warning if no plot could be drawn).
+void report(const run_options& o, const nlohmann::ordered_json& runs) {
+    std::string warning;
+    const std::vector<std::string> pngs = write_report(o.report_dir, runs, warning);
+    std::cout << " report: " << o.report_dir << "/results.csv, results.json";
+    for (const std::string& p : pngs) std::cout << ", " << p;
+    std::cout << "\n";
+    if (!warning.empty()) std::cerr << "hcasim: warning: --report: no plots: " << warning << "\n";
+}
+
+/// One run of the workload (one elaboration): prints its table(s), writes --stats-json, returns
+/// the exit status and (if `json` is given) the stats JSON.
+int run_once(const run_options& opts, nlohmann::ordered_json* json) {
+    const run_spec spec = make_spec(opts);
+    bool two_node = false;
+    for (const phase_spec& p : spec.phases) two_node |= !is_pcie_workload(p.workload);
+    if (two_node) apply_seed(opts);  // first, so that the configuration's link.seed wins
+    apply_config(opts);
+    if (opts.help_config) {
+        std::vector<param_info> params;
+        run(spec, &params);
+        print_help_config(std::cout, params);
+        return 0;
+    }
+    std::string failure;
+    std::vector<run_report> reports = run(spec, nullptr, &failure);
+    if (!failure.empty()) {
+        std::cerr << "hcasim: run failed: " << failure << "\n";
+        return 1;
+    }
+    for (run_report& r : reports) r.qps = spec.qps;
+    for (const run_report& r : reports) print_table(std::cout, r);
+    if (!opts.stats_json.empty()) write_json(opts.stats_json, reports);
+    if (json) *json = to_json(reports);
+    for (const run_report& r : reports)
+        if (!r.verify_failure.empty()) {
+            std::cerr << "hcasim: run failed: verify: " << r.verify_failure << "\n";
+            return 1;
+        }
+    return 0;
+}
+
+namespace {
+
+/// The run the options select, once parsed: its exit status.
+int run_command(const run_options& opts) {
+    if (opts.help) return 0;
+    for (const std::string& w : opts.warnings) std::cerr << "hcasim: warning: " << w << "\n";
+    if (opts.workload == "attack_suite") return run_attack_suite(opts);
+    if (opts.bench_events) return bench_events(opts.bench_events);
+    if (!opts.report_dir.empty()) {
+        // Before the run: a directory that cannot be made fails at once (and no exception is
+        // thrown after the simulation, see run()).
+        std::error_code ec;
+        std::filesystem::create_directories(opts.report_dir, ec);
+        if (ec || !std::filesystem::is_directory(opts.report_dir))
+            throw config_error("--report: cannot create directory '" + opts.report_dir + "'" +
+                               (ec ? ": " + ec.message() : ""));
+    }
+    if (!opts.help_config) check_outputs(opts);
+    if (opts.workload == "qp_scale") {
+        if (opts.speed) throw config_error("--speed measures one run; qp_scale runs one process per point");
+        return run_qp_scale(opts);
+    }
+    if (!opts.sweep_qps.empty() && !opts.help_config) return run_qps_sweep(opts);
+    nlohmann::ordered_json json;
+    const int rc = run_once(opts, opts.report_dir.empty() && !opts.speed ? nullptr : &json);
+    if (rc == 0 && opts.speed && !opts.help_config) print_speed(json);
+    if (rc == 0 && !opts.report_dir.empty() && !opts.help_config)
+        report(opts, nlohmann::ordered_json::array({json}));
+    return rc;
+}
+
+}  // namespace
+
+}  // namespace cli
+
+int run_main(int argc, char* argv[]) {
+    try {
+        return cli::run_command(parse_cli(argc, argv, std::cout));
+    } catch (const config_error& e) {
+        std::cerr << "hcasim: error: " << e.what() << "\n";
+        return 2;
+    } catch (const workload_error& e) {
+        std::cerr << "hcasim: run failed: " << e.what() << "\n";
+        return 1;
+    } catch (const sc_core::sc_report& e) {
+        std::cerr << "hcasim: simulation error: " << e.what() << "\n";
+        return 1;
+    } catch (const std::exception& e) {
+        std::cerr << "hcasim: error: " << e.what() << "\n";
+        return 1;
+    }
+}
+
+}  // namespace hcasim

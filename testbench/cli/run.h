@@ -1,0 +1,11 @@
+// The default command of the hcasim executable: one run of a workload (or the demo), a
+// multi-process sweep, qp_scale or the attack suite, as the options select.
+#pragma once
+
+namespace hcasim {
+
+/// `hcasim [options]`: parses the options, runs, prints; returns the exit status (2: bad
+/// input, 1: the run failed).
+int run_main(int argc, char* argv[]);
+
+}  // namespace hcasim

@@ -1,0 +1,169 @@
+// Multi-process runs: --sweep qps=LIST and qp_scale run each point in a child process
+// (SystemC elaborates once per process) and gather the children's stats JSON.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "model/core/param.h"
+#include "testbench/cli/commands.h"
+#include "testbench/cli/report.h"
+#include "testbench/workloads/workloads.h"
+
+namespace hcasim::cli {
+
+namespace {
+
+/// One point of a multi-process sweep: a workload at a QP count.
+struct sweep_point {
+    std::string workload;
+    unsigned qps;
+};
+
+/// Runs each point in a child process (SystemC elaborates once per process), in order, each
+/// child's table on our stdout under `== <label>`; returns the children's stats JSON in `runs`,
+/// or a nonzero exit status (the first failing child's).
+int run_children(const run_options& o, const std::vector<sweep_point>& points, const char* what,
+                 nlohmann::ordered_json& runs) {
+    char dir_template[] = "/tmp/hcasim-sweep-XXXXXX";
+    if (!mkdtemp(dir_template))
+        throw config_error(std::string(what) + ": cannot create a temporary directory");
+    const std::string tmp = dir_template;
+    runs = nlohmann::ordered_json::array();
+    int status = 0;
+    for (size_t k = 0; k < points.size(); ++k) {
+        const sweep_point& pt = points[k];
+        const std::string path = tmp + "/run" + std::to_string(k) + ".json";
+        const std::string label = std::string(what) + (o.workload == pt.workload ? "" : " " + pt.workload) +
+                                  " qps=" + std::to_string(pt.qps);
+        std::cout << "== " << label << "\n";
+        std::cout.flush();
+        std::fflush(nullptr);
+        const pid_t pid = fork();
+        if (pid < 0) {
+            status = 1;
+            std::cerr << "hcasim: run failed: " << label << ": fork failed\n";
+            break;
+        }
+        if (pid == 0) {
+            run_options c = o;
+            c.workload = pt.workload;
+            c.sweep_qps.clear();
+            c.report_dir.clear();
+            c.qps = pt.qps;
+            c.qps_given = true;
+            c.stats_json = path;
+            int rc = 1;
+            try {
+                rc = run_once(c, nullptr);
+            } catch (const config_error& e) {
+                std::cerr << "hcasim: error: " << e.what() << "\n";
+                rc = 2;
+            } catch (const workload_error& e) {
+                std::cerr << "hcasim: run failed: " << e.what() << "\n";
+            } catch (const std::exception& e) {
+                std::cerr << "hcasim: error: " << e.what() << "\n";
+            }
+            std::cout.flush();
+            std::fflush(nullptr);
+            _exit(rc);
+        }
+        int ws = 0;
+        waitpid(pid, &ws, 0);
+        const int rc = WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;
+        if (rc != 0) {
+            if (!WIFEXITED(ws))
+                std::cerr << "hcasim: run failed: " << label << ": the run was killed (signal "
+                          << WTERMSIG(ws) << ")\n";
+            status = rc;
+            break;
+        }
+        std::ifstream in(path);
+        nlohmann::ordered_json j;
+        try {
+            in >> j;
+        } catch (const std::exception& e) {
+            std::cerr << "hcasim: run failed: " << label << ": unreadable results (" << e.what() << ")\n";
+            status = 1;
+            break;
+        }
+        runs.push_back(std::move(j));
+    }
+    std::filesystem::remove_all(tmp);
+    return status;
+}
+
+}  // namespace
+
+/// --sweep qps=LIST: one run per QP count.
+int run_qps_sweep(const run_options& o) {
+    if (is_pcie_workload(o.workload))
+        throw config_error("--sweep qps: " + o.workload + " moves data over PCIe only and has no QPs");
+    std::vector<sweep_point> points;
+    for (unsigned q : o.sweep_qps) points.push_back({o.workload, q});
+    nlohmann::ordered_json runs;
+    if (const int st = run_children(o, points, "--sweep", runs)) return st;
+    if (!o.stats_json.empty())
+        write_json_file(o.stats_json, nlohmann::ordered_json{{"sweep", "qps"}, {"runs", runs}});
+    if (!o.report_dir.empty()) report(o, runs);
+    return 0;
+}
+
+/// --workload qp_scale: write_bw and read_bw (64 B unless --size) at 1, 4, 16 ... 16384 QPs
+/// (or --sweep qps), one process per point; each child's HCAs hold the QPs (hca.max_qps is set
+/// to the next power of two of QPs + 16 unless the configuration sets it). Then one summary
+/// table: message rate per QP count.
+int run_qp_scale(run_options o) {
+    if (o.qps_given)
+        throw config_error("qp_scale sweeps the QP count: give the counts with --sweep qps=LIST, not --qps");
+    const std::vector<unsigned> counts =
+        o.sweep_qps.empty() ? std::vector<unsigned>{1, 4, 16, 64, 256, 1024, 4096, 16384} : o.sweep_qps;
+    if (!o.sizes_given) o.sizes = {64};
+    if (!o.iters_given) o.iters = 20000;
+    o.sizes_given = o.iters_given = true;
+    // Does the configuration (a preset's QP budget, a --set) fix hca.max_qps? Then it stands.
+    apply_config(o);
+    const bool max_qps_set = broker::instance().lookup("node0.hca.max_qps").has_value() ||
+                             broker::instance().lookup("node1.hca.max_qps").has_value();
+    broker::instance().reset();  // each child loads the configuration itself
+    std::vector<sweep_point> points;
+    for (const char* w : {"write_bw", "read_bw"})
+        for (unsigned q : counts) points.push_back({w, q});
+    nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+    for (const sweep_point& pt : points) {
+        run_options c = o;
+        if (!max_qps_set) {
+            uint64_t need = 1024;
+            while (need < uint64_t(pt.qps) + 16) need *= 2;
+            c.sets.insert(c.sets.begin(), "hca.max_qps=" + std::to_string(need));
+        }
+        nlohmann::ordered_json one;
+        if (const int st = run_children(c, {pt}, "qp_scale", one)) return st;
+        runs.push_back(one[0]);
+    }
+    // Summary: Mpps of each workload per QP count (first size).
+    std::printf("---------------------------------------------------------------------------------------\n");
+    std::printf(" qp_scale: message rate [Mpps] at %llu B vs QPs\n",
+                static_cast<unsigned long long>(o.sizes.front()));
+    std::printf(" %-8s %-14s %s\n", "#QPs", "write_bw", "read_bw");
+    for (unsigned q : counts) {
+        double mpps[2] = {0, 0};
+        for (const auto& r : runs)
+            if (r["qps"].get<unsigned>() == q) {
+                const int k = r["workload"] == "write_bw" ? 0 : 1;
+                mpps[k] = r["results"][0]["msg_rate_mpps"].get<double>();
+            }
+        std::printf(" %-8u %-14.3f %.3f\n", q, mpps[0], mpps[1]);
+    }
+    std::printf("---------------------------------------------------------------------------------------\n");
+    if (!o.stats_json.empty())
+        write_json_file(o.stats_json, nlohmann::ordered_json{{"workload", "qp_scale"}, {"runs", runs}});
+    if (!o.report_dir.empty()) report(o, runs);
+    return 0;
+}
+
+}  // namespace hcasim::cli
