@@ -276,6 +276,9 @@ void pkey_checker::qkey_violation() {
 
 void pkey_checker::count_violation(const rx_packet& p, uint16_t local_key) {
     ++violations;
+    HCASIM_LOG(log_, info,
+               "drops a packet for QP 0x" << std::hex << p.h.b.dest_qp << " from SLID 0x" << p.h.l.slid
+                                          << ": P_Key 0x" << p.h.b.pkey << " does not match 0x" << local_key);
     if (pkey_viol_ != 0xFFFF) ++pkey_viol_;
     if (violation_sink_) violation_sink_->bad_pkey(p, local_key);
 }

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "model/core/log.h"
 #include "model/core/param.h"
 #include "model/core/stats.h"
 #include "model/hca/pkey_checker_rtl.h"
@@ -74,6 +75,7 @@ public:
     param<std::string> waves;        ///< FST file of the RTL's pins ("": none)
 
     counter checked, violations, qkey_violations;
+    module_log log_;  ///< info: every packet dropped for a P_Key violation
     counter rtl_checks, rtl_cycles, rtl_compared, divergences;
 
     /// QPNs of the management QPs (IBA 10.9.8).

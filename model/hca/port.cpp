@@ -262,8 +262,10 @@ void port::rx_process() {
             // Neither one of our unicast LIDs, nor multicast (0xC000-0xFFFE), nor permissive
             // (0xFFFF): not for this port (LID 0 is reserved and never valid).
             ++rx_bad_dlid;
+            HCASIM_LOG(log_, info, "drops a packet for DLID 0x" << std::hex << dlid << ": not this port's");
         } else if (st == wire::parse_status::ok) {
             ++rx_packets;
+            HCASIM_LOG(log_, debug, "receives " << wire::describe_packet(s.data, s.len));
             p.payload = s.data + off;
             p.payload_len = uint32_t(plen);
             p.wire_len = s.len;
@@ -286,10 +288,14 @@ void port::rx_process() {
             loan_.buffer = nullptr;
         } else if (st == wire::parse_status::bad_vcrc) {
             ++rx_bad_vcrc;
+            HCASIM_LOG(log_, info, "drops " << wire::describe_packet(s.data, s.len) << ": bad VCRC");
         } else if (st == wire::parse_status::bad_icrc) {
             ++rx_bad_icrc;
+            HCASIM_LOG(log_, info, "drops " << wire::describe_packet(s.data, s.len) << ": bad ICRC");
         } else {
             ++rx_malformed;
+            HCASIM_LOG(log_, info,
+                       "drops " << wire::describe_packet(s.data, s.len) << ": " << wire::to_string(st));
         }
         rx_free_.push_back(&s);
         rx_head_ = (rx_head_ + 1) % rx_ring_.size();

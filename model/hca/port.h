@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/core/log.h"
 #include "model/core/param.h"
 #include "model/core/timeline.h"
 #include "model/core/stats.h"
@@ -42,6 +43,8 @@ public:
     param<double> loopback_ns;          ///< loopback path: last bit looped back to the receive pipeline
     param<bool> lazy_crc;               ///< seal (ICRC, VCRC) only when the wire bytes are needed
 
+    module_log
+        log_;  ///< info: packets dropped on receive (CRC, malformed, DLID); debug: every packet received
     counter tx_packets, tx_bytes, rx_packets, rx_bytes, tx_busy_ps;
     counter rx_bad_vcrc, rx_bad_icrc, rx_malformed, rx_queue_grows, rx_bad_dlid;
     counter loopback_packets, loopback_bytes;

@@ -51,6 +51,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/core/log.h"
 #include "model/core/param.h"
 #include "model/core/ring.h"
 #include "model/core/unit_clock.h"
@@ -105,6 +106,8 @@ public:
     param<double> ack_coalesce_ns;        ///< responder: a held-back ACK goes out after this long
     param<unsigned> rq_prefetch;          ///< receive WQEs read ahead per QP (on-chip)
 
+    /// info: retransmissions, timeouts, NAKs sent, errors; debug: every packet sent and received.
+    module_log log_;
     counter tx_packets, tx_payload_bytes, rx_packets, rx_payload_bytes, acks_sent, naks_sent, acks_received,
         naks_received, rnr_naks_sent, duplicates, seq_errors, dropped_bad_qp, retransmits, timeouts,
         read_requests, read_responses_sent, read_responses_received, atomics_executed, atomic_replays,

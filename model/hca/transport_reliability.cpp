@@ -57,6 +57,9 @@ void transport_engine::handle_response(qp& q, const rx_packet& p) {
             ++acks_received;
         else
             ++naks_received;
+        HCASIM_LOG(log_, debug,
+                   "QP 0x" << std::hex << q.qpn << std::dec << ": " << (is_ack ? "ACK" : "NAK") << " PSN "
+                           << psn << " syndrome 0x" << std::hex << unsigned(p.h.a.syndrome));
         // Only a PSN we sent and that is not acknowledged yet means anything; an older one is
         // a duplicate or stale response.
         const uint32_t oldest = q.req.window.size() ? q.req.window.front().first_psn
@@ -241,6 +244,9 @@ void transport_engine::service_timers(qp& q, const sc_time& now) {
                     (q.state == hw::QPS_RTS || q.state == hw::QPS_SQD)) {
                     // Local ACK timeout: resend from the first PSN not acknowledged.
                     ++timeouts;
+                    HCASIM_LOG(log_, info,
+                               "QP 0x" << std::hex << qpn << std::dec << ": local ACK timeout, "
+                                       << q.req.retries_left << " retries left");
                     uint32_t from =
                         !q.req.window.empty() ? q.req.window.front().first_psn : q.req.cur_first_psn;
                     const uint32_t end =
@@ -412,6 +418,9 @@ void transport_engine::rewind(qp& q, uint32_t psn, const sc_time& wait) {
         return;
     }
     ++retransmits;
+    HCASIM_LOG(log_, info,
+               "QP 0x" << std::hex << q.qpn << std::dec << ": go back to PSN " << first << " (WQE " << from
+                       << ")" << (wait != SC_ZERO_TIME ? ", after an RNR wait" : ""));
     q.req.resend_pending = true;
     q.req.sq_psn = first;
     q.req.resume = psn != first;
@@ -429,6 +438,9 @@ void transport_engine::rewind(qp& q, uint32_t psn, const sc_time& wait) {
 }
 
 void transport_engine::fail_head(qp& q, uint8_t status, sc_time& delay, uint8_t syndrome) {
+    HCASIM_LOG(log_, info,
+               "QP 0x" << std::hex << q.qpn << std::dec << ": the oldest request fails with status "
+                       << unsigned(status) << "; the QP goes to Error");
     if (!q.req.window.empty())
         pop_window(q, status, delay, syndrome);
     else if (q.req.queue.count)

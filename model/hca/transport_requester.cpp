@@ -354,6 +354,7 @@ bool transport_engine::send_packet(qp& q) {
     const uint32_t pad = (4 - n % 4) % 4;
     std::memset(tx_pkt_->bytes + hdr + n, 0, pad);
     sc_time sent = port_->transmit(tx_pkt_, uint32_t(hdr + n + pad), ready);
+    HCASIM_LOG(log_, debug, "sends " << wire::describe_packet(tx_pkt_->bytes, hdr + n + pad));
     q.req.resend_pending = false;
     ++tx_packets;
     tx_payload_bytes += n;
@@ -536,6 +537,9 @@ void transport_engine::requester_error(qp& q, uint8_t status, const send_wqe& w,
                                        uint8_t syndrome) {
     // Everything sent before this WQE is still awaiting its ACK; IBA orders completions, so
     // those are flushed behind this error (the QP is in Error: their fate is unknown).
+    HCASIM_LOG(log_, info,
+               "QP 0x" << std::hex << q.qpn << std::dec << ": WQE " << w.wqe_index << " fails with status "
+                       << unsigned(status));
     const inflight f{
         w.wr_id, q.req.sq_psn, q.req.sq_psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
     retire_head(q);

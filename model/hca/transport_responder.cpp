@@ -33,6 +33,9 @@ constexpr size_t RESP_SLOTS = 2 * MAX_RD_ATOMIC + 2;
 // ---------------------------------------------------------------- a packet in
 
 void transport_engine::receive(const rx_packet& p) {
+    HCASIM_LOG(log_, debug,
+               "receives opcode 0x" << std::hex << unsigned(p.h.b.opcode) << " for QP 0x" << p.h.b.dest_qp
+                                    << std::dec << " PSN " << p.h.b.psn << " (" << p.wire_len << " bytes)");
     // The packet's receive buffer is on offer to the DMA writes of its payload for this call.
     struct lend {
         buffer_loan_ext*& at;
@@ -359,11 +362,16 @@ void transport_engine::send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_
 
 void transport_engine::nak(qp& q, uint8_t code, uint32_t psn, const sc_time& ready) {
     ++naks_sent;
+    HCASIM_LOG(
+        log_, info,
+        "QP 0x" << std::hex << q.qpn << std::dec << ": NAK code " << unsigned(code) << " at PSN " << psn);
     respond(q, wire::aeth_nak(code), psn, ready);
 }
 
 void transport_engine::rnr_nak(qp& q, uint32_t psn, const sc_time& ready) {
     ++rnr_naks_sent;
+    HCASIM_LOG(log_, info,
+               "QP 0x" << std::hex << q.qpn << std::dec << ": RNR NAK at PSN " << psn << " (no receive WQE)");
     // The requester resends from this PSN after the timer; the packets it sent meanwhile are
     // out of sequence and dropped without a further NAK.
     q.rsp.nak_pending = true;
@@ -374,6 +382,9 @@ void transport_engine::responder_error(qp& q, uint8_t nak_code, uint32_t psn, sc
     // The NAK goes out at once (queued responses die with the QP), then the QP enters Error.
     // An error no receive completion reports raises an affiliated event (IBA 10.10.3.1).
     ++naks_sent;
+    HCASIM_LOG(log_, info,
+               "QP 0x" << std::hex << q.qpn << std::dec << ": NAK code " << unsigned(nak_code) << " at PSN "
+                       << psn << "; the QP goes to Error");
     q.rsp.resp.clear();
     send_ack(q, wire::aeth_nak(nak_code), psn, delay);
     post_event(q, nak_code == wire::nak::REMOTE_ACCESS_ERROR ? hw::EQE_QP_ACCESS_ERR : hw::EQE_QP_REQ_ERR,

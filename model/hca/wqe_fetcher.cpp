@@ -240,6 +240,11 @@ void wqe_fetcher::fetch_loop() {
             }
             if (wqe_.malformed) ++malformed;
             ++wqes_fetched;
+            HCASIM_LOG(log_, debug,
+                       "QP 0x" << std::hex << qpn << std::dec << ": WQE " << wqe_.wqe_index
+                               << (wqe_.fetch_error ? " unreadable (ring outside host memory)"
+                                   : wqe_.malformed ? " malformed"
+                                                    : " fetched"));
             ++q.fetched;
             engine_->push_send(qpn, wqe_);
         }

@@ -10,6 +10,7 @@
 
 #include <vector>
 
+#include "model/core/log.h"
 #include "model/core/param.h"
 #include "model/core/unit_clock.h"
 #include "model/core/stats.h"
@@ -86,6 +87,7 @@ public:
     param<unsigned> parse_cycles;  ///< cycles to parse one WQE
     param<unsigned> srq_prefetch;  ///< receive WQEs read ahead per SRQ (on-chip)
 
+    module_log log_;  ///< debug: every send WQE fetched (malformed, unreadable)
     counter doorbells, inline_wqes, fetches, wqes_fetched, bytes_fetched, recv_fetches, malformed, qpc_reads,
         srq_doorbells, srq_taken, srq_empty, srq_limit_events, srq_errors, busy_ps;
 
