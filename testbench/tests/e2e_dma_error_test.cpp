@@ -1,6 +1,7 @@
-// DMA failures the HCA cannot ignore: a region whose translation table (MTT) points outside
-// host memory, as a driver bug or a hostile client could leave it. Every DMA result is
-// checked ([[nodiscard]] on dma_port): the failing access fails the operation that made it.
+// DMA failures: a region whose translation table (MTT) points outside host memory, as a driver
+// bug or a hostile client could leave it. Every DMA result is checked ([[nodiscard]] on
+// dma_port): a read that fails fails the operation that made it; a write is posted on PCIe and
+// its failure never reaches the HCA (the host's PCIe link counts it).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -11,6 +12,9 @@
 using namespace hcasim;
 using namespace hcasim::test;
 using namespace hcasim::verbs;
+
+// libsystemc references sc_main; gtest_main provides main().
+extern "C" int sc_main(int, char*[]) { return 0; }
 
 namespace {
 
@@ -39,14 +43,17 @@ void point_outside_memory(rc_harness& h, unsigned node, ibv_mr* mr) {
 
 }  // namespace
 
-SIM_TEST(DmaError, a_write_whose_target_pages_are_outside_host_memory_naks_remote_operational_error) {
+SIM_TEST(DmaError, a_write_whose_target_pages_are_outside_host_memory_is_lost_on_pcie_unknown_to_the_hca) {
+    // DMA writes are posted (PCIe): no completion tells the HCA that host memory refused one,
+    // so the WRITE succeeds as on real hardware; the host's PCIe link counts the refusal.
     rc_harness h;
     h.run([](rc_harness& h) {
         bufs b = make_bufs(h, 8192);
         point_outside_memory(h, 1, b.dmr);
         const ibv_wc wc = write_wc(h, {b.src, 8192, b.smr->lkey}, b.dst, b.dmr->rkey, "WRITE");
-        EXPECT_EQ(wc.status, IBV_WC_REM_OP_ERR);
-        EXPECT_EQ(query_state(h.s[1].qp), IBV_QPS_ERR);  // the responder's QP is in error too
+        EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(rc_harness::counter_value("node1.pcie.dma_write_errors"), 2u);  // one per 4 KiB page
+        EXPECT_EQ(rc_harness::counter_value("node0.pcie.dma_write_errors"), 0u);
     });
 }
 
@@ -70,20 +77,5 @@ SIM_TEST(DmaError, a_read_of_pages_outside_the_responders_host_memory_naks_remot
         point_outside_memory(h, 1, b.dmr);
         const ibv_wc wc = read_wc(h, {b.src, 4096, b.smr->lkey}, b.dst, b.dmr->rkey, "READ");
         EXPECT_EQ(wc.status, IBV_WC_REM_OP_ERR);
-    });
-}
-
-SIM_TEST(DmaError, a_send_scattered_into_pages_outside_host_memory_fails_the_receive_and_the_send) {
-    rc_harness h;
-    h.run([](rc_harness& h) {
-        bufs b = make_bufs(h, 4096);
-        point_outside_memory(h, 1, b.dmr);
-        ASSERT_EQ(post_recv_on(h.s[1].qp, b.dst, 4096, b.dmr->lkey, 9), 0);
-        ASSERT_EQ(h.post_send(0, IBV_WR_SEND, {{b.src, 4096, b.smr->lkey}}, 3, IBV_SEND_SIGNALED), 0);
-        const ibv_wc recv = one_wc(h, h.s[1].rcq, "receive");
-        EXPECT_EQ(recv.status, IBV_WC_LOC_QP_OP_ERR);
-        EXPECT_EQ(recv.wr_id, 9u);
-        const ibv_wc send = one_wc(h, h.s[0].scq, "send");
-        EXPECT_EQ(send.status, IBV_WC_REM_OP_ERR);
     });
 }
