@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 
+#include "model/core/log.h"
 #include "model/core/param.h"
 
 namespace po = boost::program_options;
@@ -156,6 +157,7 @@ void describe_options(po::options_description& desc) {
         ("help-config", "list every configuration key with type, unit, default and help, and exit")
         ("config,c", po::value<std::vector<std::string>>()->composing(), "load an INI configuration file (repeatable; later files win)")
         ("set,s", po::value<std::vector<std::string>>()->composing(), "override one key: --set node1.pcie.lanes=8 (repeatable; beats --config)")
+        ("log", po::value<std::vector<std::string>>()->composing(), "log a module's decisions to standard error, e.g. --log node0.hca.transport_engine=debug; MODULE may be a glob and without nodeN names every node; LEVEL off|info|debug (repeatable; docs/usage.md)")
         ("workload,w", po::value<std::string>(), workload_help.c_str())
         ("size", po::value<std::string>(), "message sizes: N, N,M,..., A-B (powers of two); K/M/G suffixes, e.g. 2-8M")
         ("iters,n", po::value<std::string>(), "iterations per size (default 1000)")
@@ -352,6 +354,7 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     if (o.help) help_out << desc << "\n";
     if (vm.count("config")) o.configs = vm["config"].as<std::vector<std::string>>();
     if (vm.count("set")) o.sets = vm["set"].as<std::vector<std::string>>();
+    if (vm.count("log")) o.logs = vm["log"].as<std::vector<std::string>>();
     if (vm.count("workload")) {
         o.workload = vm["workload"].as<std::string>();
         const auto& names = workload_names();
@@ -426,6 +429,7 @@ void apply_config(const run_options& opts) {
     if (!opts.mrs_text.empty()) b.set("workload.mrs", opts.mrs_text, "--mrs");
     if (!opts.waves.empty()) b.set("hca.pkey_checker.waves", opts.waves, "--waves");
     for (const auto& s : opts.sets) b.set_override(s);
+    for (const auto& l : opts.logs) log_settings::instance().set(l);
 }
 
 }  // namespace hcasim

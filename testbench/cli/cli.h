@@ -13,6 +13,7 @@ namespace hcasim {
 struct run_options {
     std::vector<std::string> configs;  ///< --config files, in command-line order
     std::vector<std::string> sets;     ///< --set key=value overrides, in order (applied after configs)
+    std::vector<std::string> logs;     ///< --log MODULE=LEVEL settings, in order
     std::string workload;              ///< one of workload_names(); empty = demo
     std::vector<uint64_t> sizes;       ///< message sizes in bytes (--size); empty unless given
     uint64_t iters = 1000;             ///< iterations per size (--iters)

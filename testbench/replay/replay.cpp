@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "model/core/log.h"
 #include "model/core/param.h"
 #include "model/core/stats.h"
 #include "model/core/text_file.h"
@@ -68,6 +69,7 @@ int parse_options(int argc, const char* const* argv, replay_options* o) {
         ("timeline-nodes", po::value<std::string>(), "--timeline keeps only these nodes, e.g. 0,1")
         ("config,c", po::value<std::vector<std::string>>()->composing(), "load an INI file after the trace's configuration")
         ("set,s", po::value<std::vector<std::string>>()->composing(), "override one key after the trace's configuration")
+        ("log", po::value<std::vector<std::string>>()->composing(), "log a module's decisions to standard error, e.g. --log node0.hca.transport_engine=debug; MODULE may be a glob and without nodeN names every node; LEVEL off|info|debug (repeatable; docs/usage.md)")
         ("file", po::value<std::string>(), "the trace");
     // clang-format on
     po::positional_options_description pos;
@@ -197,6 +199,8 @@ int replay_main(int argc, const char* const* argv) {
             for (const auto& f : vm["config"].as<std::vector<std::string>>()) b.load_ini(f);
         if (vm.count("set"))
             for (const auto& s : vm["set"].as<std::vector<std::string>>()) b.set_override(s);
+        if (vm.count("log"))
+            for (const auto& l : vm["log"].as<std::vector<std::string>>()) log_settings::instance().set(l);
         m = std::make_unique<machine>();
         if (m->size() != t.nodes)
             throw trace_error(path + ": the trace has " + std::to_string(t.nodes) +

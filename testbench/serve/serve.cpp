@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "model/core/log.h"
 #include "model/core/param.h"
 #include "model/core/stats.h"
 #include "model/system/fabric.h"
@@ -163,12 +164,14 @@ int parse_options(int argc, char* argv[], serve_options* o) {
         "write a sysfs tree describing the HCAs under this directory (for libibverbs' SYSFS_PATH)")(
         "config", po::value<std::vector<std::string>>()->composing(), "INI file of parameters (repeatable)")(
         "set", po::value<std::vector<std::string>>()->composing(),
-        "key=value parameter override (repeatable)")("quantum-ns",
-                                                     po::value<double>()->default_value(10000.0),
-                                                     "longest gap between two events the simulation runs "
-                                                     "through at full speed; across longer gaps simulated "
-                                                     "time advances no faster than wall-clock time")(
-        "verbose,v", "log every client's requests and events to stderr");
+        "key=value parameter override (repeatable)")(
+        "log", po::value<std::vector<std::string>>()->composing(),
+        "log a module's decisions to standard error: MODULE=off|info|debug (repeatable; docs/usage.md)")(
+        "quantum-ns", po::value<double>()->default_value(10000.0),
+        "longest gap between two events the simulation runs "
+        "through at full speed; across longer gaps simulated "
+        "time advances no faster than wall-clock time")("verbose,v",
+                                                        "log every client's requests and events to stderr");
     po::variables_map& vm = o->vm;
     try {
         po::store(po::command_line_parser(argc - 1, argv + 1).options(od).run(), vm);
@@ -346,6 +349,8 @@ int serve_main(int argc, char* argv[]) {
             for (const auto& f : vm["config"].as<std::vector<std::string>>()) b.load_ini(f);
         if (vm.count("set"))
             for (const auto& s : vm["set"].as<std::vector<std::string>>()) b.set_override(s);
+        if (vm.count("log"))
+            for (const auto& l : vm["log"].as<std::vector<std::string>>()) log_settings::instance().set(l);
         m = std::make_unique<machine>();
         srv = std::make_unique<server>("serve", *m, vm.count("verbose") > 0, limits);
         b.check_unused();
