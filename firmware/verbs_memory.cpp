@@ -68,13 +68,13 @@ int build_va_translation(ibv_context* ctx, uint64_t addr, uint64_t length, uint6
     std::vector<uint64_t> pages;
     if (int e = ctx->as->pin(addr, length, &pages)) return e;  // C10-52.2.1
     if (!drv.alloc_mtt(pages.size(), first)) {
-        ctx->as->unpin(addr, length);
+        (void)ctx->as->unpin(addr, length);  // cannot fail: the pin just above succeeded
         return ENOMEM;
     }
     hw::cmd_status st = write_mtt(drv, *first, pages);
     if (st != hw::CMD_OK) {
         drv.free_mtt(*first, pages.size());
-        ctx->as->unpin(addr, length);
+        (void)ctx->as->unpin(addr, length);  // cannot fail: the pin just above succeeded
         return fw::cmd_errno(st);
     }
     *n = pages.size();
@@ -84,7 +84,8 @@ int build_va_translation(ibv_context* ctx, uint64_t addr, uint64_t length, uint6
 /// Drops an MR's use of its MTT run: the last user frees it and unpins its pages.
 void drop_translation(hca_driver& drv, fw::address_space* as, uint64_t first, uint64_t n, uint64_t pin_addr,
                       uint64_t pin_len) {
-    if (drv.release_mtt(first, n) && as && pin_len) as->unpin(pin_addr, pin_len);
+    // Cannot fail: the registration pinned exactly this range, and only its last user unpins it.
+    if (drv.release_mtt(first, n) && as && pin_len) (void)as->unpin(pin_addr, pin_len);
 }
 
 /// MPT entry of a Valid memory region.
@@ -290,8 +291,9 @@ ibv_mr* ibv_reg_shared_mr(ibv_mr* src, ibv_pd* pd, int access, uint64_t iova) {
             st = drv.exec(hw::CMD_CREATE_MPT, src->handle, hw::MPT_MODIFY, &held, sizeof held);
         }
         if (st != hw::CMD_OK) {
-            drv.exec(hw::CMD_DESTROY_MPT, index, 0, nullptr, 0);
-            drv.free_mpt(index);
+            // The index goes back only once the HCA dropped the new entry: a later region must not
+            // get an index the HCA still holds Valid.
+            if (drv.exec(hw::CMD_DESTROY_MPT, index, 0, nullptr, 0) == hw::CMD_OK) drv.free_mpt(index);
             return fail<ibv_mr>(st == hw::CMD_BAD_STATE ? EBUSY : fw::cmd_errno(st));
         }
         src->hw_mpt = held;
@@ -519,7 +521,7 @@ int ibv_unmap_pages(ibv_context* ctx, uint64_t va, size_t len) {
     if (!ctx) return EINVAL;
     auto it = std::find(ctx->mapped.begin(), ctx->mapped.end(), std::make_pair(va, uint64_t(len)));
     if (it == ctx->mapped.end()) return EINVAL;
-    ctx->as->unpin(va, len);
+    (void)ctx->as->unpin(va, len);  // cannot fail: ibv_map_pages pinned exactly this range
     ctx->mapped.erase(it);
     return 0;
 }
