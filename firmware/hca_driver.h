@@ -47,7 +47,7 @@ public:
     /// Numbers first .. first + count - 1.
     id_allocator(uint32_t first, uint32_t count) : first_(first), used_(count, false) {}
     /// Lowest free number; false when exhausted.
-    bool alloc(uint32_t* id);
+    [[nodiscard]] bool alloc(uint32_t* id);
     /// Returns a number; ignores numbers not allocated.
     void free(uint32_t id);
     /// True if id is allocated.
@@ -68,7 +68,7 @@ public:
     /// Units [first, first + count).
     range_allocator(uint64_t first, uint64_t count) { free_[first] = count; }
     /// Lowest free run of n units; false when none fits.
-    bool alloc(uint64_t n, uint64_t* first);
+    [[nodiscard]] bool alloc(uint64_t n, uint64_t* first);
     /// Returns a run (coalesced with its neighbours).
     void free(uint64_t first, uint64_t n);
 
@@ -86,7 +86,7 @@ public:
     hca_driver& operator=(const hca_driver&) = delete;
 
     /// QUERY_HCA, table allocation, INIT_HCA, QUERY_PORT, CREATE_EQ, MSI setup; 0 or errno.
-    int init();
+    [[nodiscard]] int init();
     /// True once init() succeeded.
     bool initialized() const { return initialized_; }
     /// The user-space view of a driver that runs elsewhere (a libibverbs provider talking to
@@ -103,8 +103,8 @@ public:
     const std::string& last_error() const { return last_error_; }
 
     /// Runs one command through the mailbox; returns the HCA status, CMD_TIMEOUT or CMD_FATAL.
-    hw::cmd_status exec(uint16_t opcode, uint32_t in_mod, uint32_t op_mod, const void* in, size_t in_len,
-                        void* out = nullptr, size_t out_len = 0);
+    [[nodiscard]] hw::cmd_status exec(uint16_t opcode, uint32_t in_mod, uint32_t op_mod, const void* in,
+                                      size_t in_len, void* out = nullptr, size_t out_len = 0);
     /// Commands issued so far.
     uint64_t commands_issued() const { return commands_; }
 
@@ -113,7 +113,7 @@ public:
     /// Port attributes from QUERY_PORT at init (port 1..phys_port_cnt), nullptr if out of range.
     const hw::port_info* port(uint8_t port_num) const;
     /// Re-reads one port's attributes; 0 or errno.
-    int refresh_port(uint8_t port_num);
+    [[nodiscard]] int refresh_port(uint8_t port_num);
     /// The options the driver runs with.
     const driver_options& options() const { return opts_; }
     /// The bus and the OS.
@@ -129,41 +129,41 @@ public:
 
     /// Resource numbers (0 reserved for PDN, CQN, MPT index and UAR; QPNs start at
     /// FIRST_CONSUMER_QPN).
-    bool alloc_pdn(uint32_t* n) { return pdn_.alloc(n); }
+    [[nodiscard]] bool alloc_pdn(uint32_t* n) { return pdn_.alloc(n); }
     void free_pdn(uint32_t n) { pdn_.free(n); }
-    bool alloc_cqn(uint32_t* n) { return cqn_.alloc(n); }
+    [[nodiscard]] bool alloc_cqn(uint32_t* n) { return cqn_.alloc(n); }
     void free_cqn(uint32_t n) { cqn_.free(n); }
-    bool alloc_srqn(uint32_t* n) { return srqn_.alloc(n); }
+    [[nodiscard]] bool alloc_srqn(uint32_t* n) { return srqn_.alloc(n); }
     void free_srqn(uint32_t n) { srqn_.free(n); }
-    bool alloc_qpn(uint32_t* n) { return qpn_.alloc(n); }
+    [[nodiscard]] bool alloc_qpn(uint32_t* n) { return qpn_.alloc(n); }
     void free_qpn(uint32_t n) { qpn_.free(n); }
     /// The special QPNs 0 (SMI) and 1 (GSI), reserved by the driver: claims one; false if it is
     /// taken already.
-    bool claim_special_qpn(uint32_t n) {
+    [[nodiscard]] bool claim_special_qpn(uint32_t n) {
         if (n >= FIRST_CONSUMER_QPN || special_qpn_used_[n]) return false;
         return special_qpn_used_[n] = true;
     }
     void release_special_qpn(uint32_t n) {
         if (n < FIRST_CONSUMER_QPN) special_qpn_used_[n] = false;
     }
-    bool alloc_uar(uint32_t* n) { return uar_.alloc(n); }
+    [[nodiscard]] bool alloc_uar(uint32_t* n) { return uar_.alloc(n); }
     void free_uar(uint32_t n) { uar_.free(n); }
     /// MPT index plus the key byte for this use of it (changes on every reuse of the index).
     /// Index 0 is never allocated: the reserved L_Key (hw::RESERVED_LKEY) names it.
-    bool alloc_mpt(uint32_t* index, uint8_t* key_byte);
+    [[nodiscard]] bool alloc_mpt(uint32_t* index, uint8_t* key_byte);
     void free_mpt(uint32_t index) { mpt_.free(index); }
     /// A fresh CI-owned key byte for an allocated index (Reregister MR).
     uint8_t next_key_byte(uint32_t index);
     /// MPT indexes still free.
     uint32_t free_mpts() const { return mpt_.available(); }
     /// Memory windows (counted against caps.max_mw; they also take an MPT index).
-    bool reserve_mw();
+    [[nodiscard]] bool reserve_mw();
     void release_mw() {
         if (mws_) --mws_;
     }
     uint32_t mws() const { return mws_; }
     /// MTT run of n entries, with one user.
-    bool alloc_mtt(uint64_t n, uint64_t* first) { return mtt_.alloc(n, first); }
+    [[nodiscard]] bool alloc_mtt(uint64_t n, uint64_t* first) { return mtt_.alloc(n, first); }
     /// Returns a run regardless of its users.
     void free_mtt(uint64_t first, uint64_t n) { mtt_.free(first, n); }
     /// One more user of the run starting at first (Register Shared MR).

@@ -20,11 +20,11 @@ public:
     host_os(host_bus& bus, uint64_t phys_base, uint64_t phys_bytes);
 
     /// Physically contiguous, zeroed allocation (rings, tables, mailboxes); false when out of memory.
-    bool alloc_contiguous(size_t bytes, size_t align, uint64_t* pa);
+    [[nodiscard]] bool alloc_contiguous(size_t bytes, size_t align, uint64_t* pa);
     /// Frees an allocation made by alloc_contiguous or alloc_page (by its first physical address).
     void free(uint64_t pa);
     /// One zeroed page taken from the top of the range downwards (process backing pages).
-    bool alloc_page(uint64_t* pa);
+    [[nodiscard]] bool alloc_page(uint64_t* pa);
 
     /// Pages not allocated.
     size_t free_pages() const;
@@ -51,22 +51,22 @@ public:
     address_space& operator=(const address_space&) = delete;
 
     /// Allocates `bytes` of zeroed virtual memory (page-backed one page at a time); 0 on failure.
-    uint64_t alloc(size_t bytes, size_t align = 64);
+    [[nodiscard]] uint64_t alloc(size_t bytes, size_t align = 64);
     /// Virtual-to-physical translation; false if va is unmapped.
-    bool translate(uint64_t va, uint64_t* pa) const;
+    [[nodiscard]] bool translate(uint64_t va, uint64_t* pa) const;
     /// CPU load of n bytes at va (split by page); false if any page is unmapped.
-    bool read(uint64_t va, void* dst, size_t n) const;
+    [[nodiscard]] bool read(uint64_t va, void* dst, size_t n) const;
     /// CPU store of n bytes at va (split by page); false if any page is unmapped.
-    bool write(uint64_t va, const void* src, size_t n);
+    [[nodiscard]] bool write(uint64_t va, const void* src, size_t n);
     /// Fills n bytes at va with (seed + i) & 0xFF, charging memcpy_64b per 64 bytes.
-    bool fill(uint64_t va, size_t n, uint8_t seed);
+    [[nodiscard]] bool fill(uint64_t va, size_t n, uint8_t seed);
     /// Fills n bytes at va with one byte value, charging memcpy_64b per 64 bytes.
-    bool fill_byte(uint64_t va, size_t n, uint8_t value);
+    [[nodiscard]] bool fill_byte(uint64_t va, size_t n, uint8_t value);
     /// Pins the pages covering [va, va+len) and returns their physical addresses in order;
     /// EFAULT (nothing pinned) if any page is unmapped, EINVAL if len is 0.
-    int pin(uint64_t va, uint64_t len, std::vector<uint64_t>* page_pas);
+    [[nodiscard]] int pin(uint64_t va, uint64_t len, std::vector<uint64_t>* page_pas);
     /// Drops one pin from each page of [va, va+len); EINVAL if a page was not pinned.
-    int unpin(uint64_t va, uint64_t len);
+    [[nodiscard]] int unpin(uint64_t va, uint64_t len);
     /// Pin count of the page holding va (0 if unmapped).
     uint32_t pin_count(uint64_t va) const;
     /// Bus of the OS (for cost accounting).
@@ -78,10 +78,10 @@ public:
     /// the address space then owns (frees with itself or unmap_run): how `hcasim serve` mirrors
     /// a client's buffers that its libibverbs provider moved into simulated host memory.
     /// EINVAL for a misaligned or empty range, EEXIST if a page is mapped already.
-    int map_run(uint64_t va, uint64_t pa, uint64_t pages);
+    [[nodiscard]] int map_run(uint64_t va, uint64_t pa, uint64_t pages);
     /// Unmaps a run made by map_run (the same va and pages) and frees its memory; EINVAL if it
     /// is not one, EBUSY while a page is pinned.
-    int unmap_run(uint64_t va, uint64_t pages);
+    [[nodiscard]] int unmap_run(uint64_t va, uint64_t pages);
 
     /// A privileged (kernel-mode) process: may create the special QPs QP0 and QP1 (C10-13).
     bool privileged = false;

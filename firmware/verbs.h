@@ -510,6 +510,7 @@ struct ibv_wc {
     uint8_t sl, dlid_path_bits;
 };
 
+// ---- device (verbs_device.cpp)
 /// Opens the device for one process (runs driver init on first use); nullptr + errno on failure.
 ibv_context* ibv_open_device(fw::hca_driver& drv, fw::address_space& as);
 /// Closes a context; EBUSY while it still owns objects or from inside its own async event handler.
@@ -528,11 +529,13 @@ int ibv_query_pkey(ibv_context* ctx, uint8_t port_num, int index, uint16_t* pkey
 /// C10-2: no verb writes a GID). EINVAL for a bad port or an index >= gid_tbl_len.
 int ibv_query_gid(ibv_context* ctx, uint8_t port_num, int index, ibv_gid* gid);
 
+// ---- protection domains (verbs_device.cpp)
 /// Allocates a protection domain.
 ibv_pd* ibv_alloc_pd(ibv_context* ctx);
 /// Frees a PD; EBUSY while a QP, SRQ, MR, MW or AH uses it (C10-11.2.1, C10-11.2.2).
 int ibv_dealloc_pd(ibv_pd* pd);
 
+// ---- memory regions (verbs_memory.cpp)
 /// Registers [addr, addr+length) of the process: pins, writes the MTT, creates the MPT (key byte
 /// chosen by the driver). IBV_ACCESS_ZERO_BASED: the region is addressed from 0 (EINVAL without
 /// the HCA's ZBVA support). All or nothing (C10-45).
@@ -574,6 +577,7 @@ int ibv_map_pages(ibv_context* ctx, uint64_t va, size_t len, std::vector<uint64_
 /// Unpins a range mapped by ibv_map_pages (the same va and len); EINVAL if there is none.
 int ibv_unmap_pages(ibv_context* ctx, uint64_t va, size_t len);
 
+// ---- memory windows (verbs_memory.cpp)
 /// Allocates a memory window (state Free). Type 2 is 2A or 2B as the HCA implements; EINVAL for a
 /// type the HCA does not support.
 ibv_mw* ibv_alloc_mw(ibv_pd* pd, ibv_mw_type type);
@@ -584,10 +588,19 @@ int ibv_dealloc_mw(ibv_mw* mw);
 /// unbinds. Completion (and the HCA's checks) comes on the send CQ as IBV_WC_BIND_MW.
 int ibv_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind);
 
+// ---- address handles and multicast groups (verbs_ah.cpp)
 /// Creates an address handle for UD sends.
 ibv_ah* ibv_create_ah(ibv_pd* pd, const ibv_ah_attr* attr);
 int ibv_destroy_ah(ibv_ah* ah);
+/// Attaches a UD QP to the multicast group (MGID `gid`, MLID `lid`), o10-34: EINVAL for another
+/// QP type, a GID that is not multicast (first byte 0xFF) or a LID outside 0xC000..0xFFFE;
+/// ENOMEM when the group or the HCA's table is full (QUERY_HCA max_mcast_*); attaching twice is
+/// no error. While attached the QP cannot be destroyed (EBUSY, o10-2.2.3).
+int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid);
+/// Detaches the QP from the group; EINVAL if it is not attached to it.
+int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid);
 
+// ---- completion queues and completion events (verbs_cq.cpp)
 /// Completion event channel (served from the driver's event queue).
 ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx);
 int ibv_destroy_comp_channel(ibv_comp_channel* ch);
@@ -635,6 +648,7 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned nevents);
 /// Processes the EQ first when it holds an entry; EIO on a CQ in error with nothing left to poll.
 int ibv_wait_cq(ibv_cq* cq, uint64_t timeout_ns);
 
+// ---- asynchronous events (verbs_device.cpp)
 /// Waits for the next asynchronous event of the context (timeout_ns 0: forever; ETIMEDOUT on
 /// timeout), processing the EQ. EINVAL once the queue is empty while a handler is registered
 /// (new events go to the handler).
@@ -649,6 +663,7 @@ void ibv_ack_async_event(ibv_async_event* event);
 /// queued, at the end of the process_eq that consumed them (see docs/firmware.md).
 int ibv_set_async_event_handler(ibv_context* ctx, std::function<void(const ibv_async_event&)> handler);
 
+// ---- shared receive queues (verbs_srq.cpp)
 /// Creates a shared receive queue (IBA 10.2.9.2) in the PD (o10-2.2.1): attr.max_wr /
 /// attr.max_sge are updated with the actual capacities (>= the requested). EINVAL for a
 /// request above the device's max_srq_wr / max_srq_sge, a nonzero srq_limit, or an HCA without
@@ -671,6 +686,7 @@ int ibv_destroy_srq(ibv_srq* srq);
 /// many SGEs. Accepted in any SRQ or QP state (o10-51.2.1); an SRQ in error keeps them unused.
 int ibv_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 
+// ---- queue pairs (verbs_qp.cpp)
 /// Creates a QP in Reset (C10-20); cap is updated with the actual capacities. create_flags
 /// (hcasim) enable Fast Register WRs / the reserved L_Key (EINVAL if the HCA lacks them).
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init_attr);
@@ -682,13 +698,6 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr*
 /// EBUSY (QP kept) while type 2A windows are bound to it (o10-37.2.29; so is modify to Reset) or
 /// while it is attached to a multicast group (o10-2.2.3).
 int ibv_destroy_qp(ibv_qp* qp);
-/// Attaches a UD QP to the multicast group (MGID `gid`, MLID `lid`), o10-34: EINVAL for another
-/// QP type, a GID that is not multicast (first byte 0xFF) or a LID outside 0xC000..0xFFFE;
-/// ENOMEM when the group or the HCA's table is full (QUERY_HCA max_mcast_*); attaching twice is
-/// no error. While attached the QP cannot be destroyed (EBUSY, o10-2.2.3).
-int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid);
-/// Detaches the QP from the group; EINVAL if it is not attached to it.
-int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid);
 /// Posts a list of send WRs; on an immediate error *bad_wr is the failing WR and it and later
 /// WRs are not posted (C10-136); earlier ones are. Memory management WRs: IBV_WR_LOCAL_INV
 /// (RC/UC), IBV_WR_SEND_WITH_INV (RC), IBV_WR_BIND_MW (type 2 windows, RC/UC; EINVAL for a type
@@ -700,7 +709,6 @@ int ibv_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
 /// Posts a list of receive WRs (same error convention). EINVAL for a QP attached to an SRQ
 /// (o10-51.2.2: post to the SRQ).
 int ibv_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
-
 /// Size of the largest send WQE of a QP with these caps (bytes, 16-byte multiple).
 uint32_t send_wqe_max_bytes(ibv_qp_type t, uint32_t max_send_sge, uint32_t max_inline);
 

@@ -56,14 +56,14 @@ public:
 
     /// One request/reply exchange. `fd_out` (>= 0) rides along; a descriptor in the reply is
     /// stored in *fd_in (if given). Returns the server's status (0 or errno), EIO once the server is gone (dead()).
-    int call(const void* req, size_t n, void* rep = nullptr, size_t rep_n = 0, int fd_out = -1,
-             int* fd_in = nullptr);
+    [[nodiscard]] int call(const void* req, size_t n, void* rep = nullptr, size_t rep_n = 0, int fd_out = -1,
+                           int* fd_in = nullptr);
     template <class Req>
-    int call(const Req& req) {
+    [[nodiscard]] int call(const Req& req) {
         return call(&req, sizeof req);
     }
     template <class Req, class Rep>
-    int call(const Req& req, Rep* rep) {
+    [[nodiscard]] int call(const Req& req, Rep* rep) {
         return call(&req, sizeof req, rep, sizeof *rep);
     }
     /// A one-way message (a doorbell).
@@ -85,7 +85,7 @@ public:
     /// are, with their contents, now backed by the node's shared memory file), one reference
     /// per call; 0 or errno (EFAULT: a page is not mapped; EBUSY: another context of this
     /// process registered some of these pages, which live in its node's memory now).
-    int share_range(uint64_t addr, uint64_t len);
+    [[nodiscard]] int share_range(uint64_t addr, uint64_t len);
     /// Drops the references share_range(addr, len) took; runs nobody uses go back to private
     /// memory (contents kept) and their simulated memory is freed.
     void unshare_range(uint64_t addr, uint64_t len);
@@ -106,7 +106,7 @@ private:
         uint64_t pa;
         uint32_t refs;
     };
-    int map_run(uint64_t va, uint64_t pages);
+    [[nodiscard]] int map_run(uint64_t va, uint64_t pages);
     /// Marks the server gone; the first call queues IBV_EVENT_DEVICE_FATAL.
     void lost();
     /// Waits for the connection to hang up (the server's end closed); then lost(). Ends early

@@ -192,7 +192,7 @@ void port_bench::setup() {
         r.va = sw_->as.alloc(len, 4096);
         if (!r.va) fail("out of memory");
         const std::vector<uint8_t> v = fill_pattern(len, seed);
-        sw_->as.write(r.va, v.data(), len);
+        if (!sw_->as.write(r.va, v.data(), len)) fail("cannot fill a region: not mapped");
         r.mr = ibv_reg_mr(pd_, r.va, len, access);
         if (!r.mr) fail("ibv_reg_mr failed, errno " + std::to_string(errno));
     };

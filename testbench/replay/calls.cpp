@@ -102,19 +102,21 @@ void replayer::call_fill(const step& s, unsigned node, json&) {
     const uint64_t off = j.value("offset", uint64_t(0));
     const uint64_t len = j.value("len", b.second > off ? b.second - off : 0);
     const uint64_t va = b.first + off;
+    bool mapped;
     if (j.contains("hex")) {
         std::vector<uint8_t> bytes;
         trace::unhex(j["hex"], &bytes);  // checked when the trace was read
-        sw.as.write(va, bytes.data(), bytes.size());
+        mapped = sw.as.write(va, bytes.data(), bytes.size());
     } else if (j.contains("byte")) {
-        sw.as.fill_byte(va, len, j["byte"].get<uint8_t>());
+        mapped = sw.as.fill_byte(va, len, j["byte"].get<uint8_t>());
     } else if (j.contains("key")) {
         std::vector<uint8_t> bytes(len);
         verify::fill(j["key"].get<uint64_t>(), bytes.data(), len);
-        sw.as.write(va, bytes.data(), len);
+        mapped = sw.as.write(va, bytes.data(), len);
     } else {
-        sw.as.fill(va, len, uint8_t(j.value("seed", 0u)));
+        mapped = sw.as.fill(va, len, uint8_t(j.value("seed", 0u)));
     }
+    if (!mapped) throw std::runtime_error("the range it fills runs past its buffer into unmapped memory");
 }
 
 void replayer::call_wait_byte(const step& s, unsigned node, json& out) {
@@ -124,11 +126,11 @@ void replayer::call_wait_byte(const step& s, unsigned node, json& out) {
     const uint64_t va = o.buf[j["buf"].get<std::string>()].first + j.value("offset", uint64_t(0));
     const uint8_t v = j.value("value", uint8_t(0));
     uint64_t pa = 0;
-    sw.as.translate(va, &pa);
+    if (!sw.as.translate(va, &pa)) throw std::runtime_error("the byte it waits for is not mapped");
     int r = 0;
     for (;;) {
         uint8_t b = 0;
-        sw.as.read(va, &b, 1);
+        (void)sw.as.read(va, &b, 1);  // cannot fail: translated just above
         if (b == v) break;
         if (!m_.at(node).cpu.wait_write(pa, 1, j.value("timeout_ns", uint64_t(10'000'000)))) {
             r = -1;

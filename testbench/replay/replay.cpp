@@ -259,7 +259,10 @@ int replay_main(int argc, const char* const* argv) {
         for (const counter* c : stats_registry::instance().counters())
             if (c->value()) counters[c->key()] = c->value();
         const trace::json memory = rec->end(
-            [&](unsigned node, uint64_t va, uint8_t* dst, uint64_t n) { app->sw(node).as.read(va, dst, n); },
+            [&](unsigned node, uint64_t va, uint8_t* dst, uint64_t n) {
+                // The trace's own buffers: allocated by the replay, mapped until it ends.
+                (void)app->sw(node).as.read(va, dst, n);
+            },
             counters);
         app->compare_end(memory);
     } catch (const config_error& e) {

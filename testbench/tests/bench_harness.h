@@ -321,7 +321,7 @@ public:
     /// Physical address of va on node i (0 if unmapped).
     uint64_t pa_of(unsigned i, uint64_t va) {
         uint64_t pa = 0;
-        sw_[i]->as.translate(va, &pa);
+        (void)sw_[i]->as.translate(va, &pa);  // unmapped: pa stays 0, as documented
         return pa;
     }
 

@@ -66,8 +66,8 @@ TEST(HostOs, read_write_split_across_pages) {
     uint64_t at = va + PAGE_BYTES - 100;
     ASSERT_TRUE(as.write(at, src.data(), src.size()));
     uint64_t pa_lo, pa_hi;
-    as.translate(at, &pa_lo);
-    as.translate(va + PAGE_BYTES, &pa_hi);
+    ASSERT_TRUE(as.translate(at, &pa_lo));
+    ASSERT_TRUE(as.translate(va + PAGE_BYTES, &pa_hi));
     EXPECT_EQ(*bus.at(pa_lo, 1), src[0]);
     EXPECT_EQ(*bus.at(pa_lo + 99, 1), src[99]);
     EXPECT_EQ(*bus.at(pa_hi, 1), src[100]);
@@ -84,7 +84,7 @@ TEST(HostOs, fill_charges_copy_cost) {
     ASSERT_TRUE(as.fill(va, 300, 5));
     EXPECT_EQ(bus.cost[int(cpu_op::memcpy_64b)], 5u);
     uint8_t b[3];
-    as.read(va + 254, b, 3);
+    ASSERT_TRUE(as.read(va + 254, b, 3));
     EXPECT_EQ(b[0], uint8_t(5 + 254));
     EXPECT_EQ(b[2], uint8_t(5 + 256));
 }
@@ -98,7 +98,7 @@ TEST(HostOs, pin_counts_and_errors) {
     ASSERT_EQ(as.pin(va + 10, PAGE_BYTES, &pas), 0);
     ASSERT_EQ(pas.size(), 2u);
     uint64_t p;
-    as.translate(va, &p);
+    ASSERT_TRUE(as.translate(va, &p));
     EXPECT_EQ(pas[0], p);
     EXPECT_EQ(as.pin_count(va), 1u);
     EXPECT_EQ(as.pin(va, 3 * PAGE_BYTES, &pas), EFAULT);

@@ -28,7 +28,7 @@ struct env : test::fw_env {
     uint64_t slot_pa(ibv_qp* q, uint32_t i) { return q->sq.pa + (uint64_t(i) << q->sq.log_stride); }
     ibv_mr* buffer(size_t n, uint64_t* va) {
         *va = as.alloc(n);
-        as.fill(*va, n, 1);
+        EXPECT_TRUE(as.fill(*va, n, 1));
         return ibv_reg_mr(pd, *va, n, IBV_ACCESS_LOCAL_WRITE);
     }
 };
@@ -408,7 +408,7 @@ TEST(Wqe, inline_send_through_inline_window) {
     ibv_qp* q = e.qp(IBV_QPT_RC, 8, 1, 64);
     e.bring(q, IBV_QPS_RTS);
     uint64_t va = e.as.alloc(64);
-    e.as.fill(va, 40, 0x30);
+    ASSERT_TRUE(e.as.fill(va, 40, 0x30));
     ibv_sge sg{va, 40, 0};
     ibv_send_wr w{};
     w.wr_id = 9;
@@ -606,7 +606,7 @@ TEST(Mr, reg_mr_writes_mtt_and_mpt) {
     EXPECT_EQ(h.first_index, mr->mtt_first);
     for (uint32_t i = 0; i < 3; ++i) {
         uint64_t pa, v;
-        e.as.translate(va + i * 4096, &pa);
+        ASSERT_TRUE(e.as.translate(va + i * 4096, &pa));
         std::memcpy(&v, mtts[0].in.data() + 16 + 8 * i, 8);
         EXPECT_EQ(v, pa | hw::MTT_PRESENT) << i;
         EXPECT_EQ(e.as.pin_count(va + i * 4096), 1u);

@@ -250,7 +250,8 @@ void perftest::alloc_buffers(unsigned i, const std::string& node, int access) {
                    {{"len", s.buf_bytes}, {"align", 4096}, {"ret", rec_->add_buffer(i, s.buf, s.buf_bytes)}},
                    t0);
     t0 = sc_time_stamp();
-    sw.as.fill(s.buf, area_, uint8_t(0x40 + i));
+    // The buffer fits host memory (checked with the options), so this fails only if alloc did.
+    if (!sw.as.fill(s.buf, area_, uint8_t(0x40 + i))) fail(node + ": its buffer is not mapped");
     if (rec_) rec_->call(i, "fill", {{"buf", "buf0"}, {"len", area_}, {"seed", 0x40 + i}}, t0);
     t0 = sc_time_stamp();
     s.mr = ibv_reg_mr(s.pd, s.buf, s.buf_bytes, access);

@@ -1,0 +1,698 @@
+// Verbs on queue pairs: create / modify / query / destroy, then the send queue (checking a WR,
+// building its WQE, the doorbell) and the receive queue.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "firmware/qp_state_machine.h"
+#include "firmware/verbs.h"
+#include "firmware/verbs_internal.h"
+
+namespace hcasim::verbs {
+
+using fw::hca_driver;
+using namespace detail;
+
+// ---------------------------------------------------------------- QP
+
+namespace {
+
+constexpr uint32_t MAX_WQE_BYTES = 255 * 16;  // ds_count is 8 bits of 16-byte units
+
+hw::qp_context initial_context(const ibv_qp* qp) {
+    // C10-21: the attributes a QP has on creation and after any transition to Reset.
+    hw::qp_context c{};
+    c.qpn = qp->qp_num;
+    c.state = hw::QPS_RESET;
+    c.transport = uint8_t(qp->qp_type);
+    c.mtu = hw::MTU_256;
+    c.port = 1;
+    c.pd = qp->pd->handle;
+    c.send_cqn = qp->send_cq->handle;
+    c.recv_cqn = qp->recv_cq->handle;
+    c.sq_base = qp->sq.pa;
+    c.rq_base = qp->rq.pa;
+    c.sq_log_size = qp->sq.log_size;
+    c.sq_log_stride = qp->sq.log_stride;
+    c.rq_log_size = qp->rq.log_size;
+    c.rq_log_stride = qp->rq.log_stride;
+    c.uar = qp->context->uar;
+    c.sig_all = qp->sq_sig_all ? 1 : 0;
+    c.max_send_wr = qp->sq.max_wr;
+    c.max_recv_wr = qp->rq.max_wr;
+    c.srqn = qp->srq ? qp->srq->handle + 1 : 0;
+    c.mm_flags = uint8_t(((qp->create_flags & IBV_QP_CREATE_FAST_REG) ? hw::QP_MM_FAST_REG : 0) |
+                         ((qp->create_flags & IBV_QP_CREATE_RESERVED_LKEY) ? hw::QP_MM_RESERVED_LKEY : 0));
+    return c;
+}
+
+ibv_qp_attr initial_attr(const ibv_qp* qp) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RESET;
+    a.cur_qp_state = IBV_QPS_RESET;
+    a.path_mtu = IBV_MTU_256;
+    a.port_num = 1;
+    a.cap = {qp->sq.max_wr, qp->rq.max_wr, qp->sq.max_sge, qp->rq.max_sge, qp->max_inline_data};
+    return a;
+}
+
+void reset_queues(ibv_qp* qp) {
+    qp->sq.producer = qp->sq.completed = 0;
+    qp->rq.producer = qp->rq.completed = 0;
+}
+
+void on_qp_event(ibv_qp* qp, const hw::eqe& e) {
+    ibv_async_event ev{};
+    if (event_type_of(e, &ev.event_type)) {
+        ev.element.qp = qp;
+        queue_event(qp->context, ev);
+    }
+    switch (e.type) {
+    case hw::EQE_QP_FATAL:
+    case hw::EQE_QP_REQ_ERR:
+    case hw::EQE_QP_ACCESS_ERR:
+        qp->state = IBV_QPS_ERR;  // the HCA moved the QP to Error on its own
+        qp->hw_ctx.state = hw::QPS_ERR;
+        break;
+    case hw::EQE_SQ_DRAINED:
+        qp->attr.sq_draining = 0;
+        qp->hw_ctx.sq_draining = 0;
+        break;
+    default: break;
+    }
+}
+
+bool transport_supported(const hw::hca_caps& caps, ibv_qp_type t) {
+    switch (t) {
+    case IBV_QPT_RC: return caps.flags & hw::CAP_RC;
+    case IBV_QPT_UC: return caps.flags & hw::CAP_UC;
+    case IBV_QPT_UD: return caps.flags & hw::CAP_UD;
+    case IBV_QPT_SMI:
+    case IBV_QPT_GSI: return false;  // ibv_create_qp runs them as UD
+    }
+    return false;
+}
+
+}  // namespace
+
+uint32_t send_wqe_max_bytes(ibv_qp_type t, uint32_t max_send_sge, uint32_t max_inline) {
+    uint32_t addr = t == IBV_QPT_UD   ? sizeof(hw::wqe_ud_seg)
+                    : t == IBV_QPT_RC ? sizeof(hw::wqe_raddr_seg) + sizeof(hw::wqe_atomic_seg)
+                                      : sizeof(hw::wqe_raddr_seg);
+    uint32_t data = std::max<uint32_t>(max_send_sge * sizeof(hw::wqe_data_seg),
+                                       max_inline ? hw::align16(sizeof(hw::wqe_inline_seg) + max_inline) : 0);
+    uint32_t bytes = sizeof(hw::wqe_ctrl_seg) + addr + data;
+    // Connected QPs also carry memory management WQEs (bind 32 B, fast register 48 B segment).
+    if (t != IBV_QPT_UD)
+        bytes = std::max<uint32_t>(bytes, sizeof(hw::wqe_ctrl_seg) + std::max(sizeof(hw::wqe_bind_seg),
+                                                                              sizeof(hw::wqe_fast_reg_seg)));
+    return bytes;
+}
+
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
+    if (!pd || !ia) return fail<ibv_qp>(EINVAL);
+    ibv_context* ctx = pd->context;
+    hca_driver& drv = *ctx->driver;
+    const hw::hca_caps& caps = drv.caps();
+    verb_cost(ctx);
+    if (!ia->send_cq || !ia->recv_cq || ia->send_cq->context != ctx || ia->recv_cq->context != ctx)
+        return fail<ibv_qp>(EINVAL);
+    // The special QPs: privileged consumers only (C10-13); the hardware runs them as UD QPs.
+    const bool special = ia->qp_type == IBV_QPT_SMI || ia->qp_type == IBV_QPT_GSI;
+    // IBA 10.2.9.1: RC, UC and UD QPs may take their receive WQEs from an SRQ of the context.
+    if (ia->srq && (ia->srq->context != ctx || special)) return fail<ibv_qp>(EINVAL);
+    if (special && !ctx->as->privileged) return fail<ibv_qp>(EPERM);
+    // IBA 10.2.4.5: SMI and GSI QPs may share a CQ with each other, but not with other QPs.
+    for (const ibv_cq* cq : {ia->send_cq, ia->recv_cq})
+        if (special ? cq->refs > cq->special_refs : cq->special_refs > 0) return fail<ibv_qp>(EINVAL);
+    const ibv_qp_type hw_type = special ? IBV_QPT_UD : ia->qp_type;
+    if (!transport_supported(caps, hw_type)) return fail<ibv_qp>(EINVAL);
+    // IBA 10.6.4.3.2: fast register and the reserved L_Key are enabled when the QP is created.
+    if (ia->create_flags & ~uint32_t(IBV_QP_CREATE_FAST_REG | IBV_QP_CREATE_RESERVED_LKEY))
+        return fail<ibv_qp>(EINVAL);
+    if ((ia->create_flags & IBV_QP_CREATE_FAST_REG) && !(caps.flags & hw::CAP_SEND_INV))
+        return fail<ibv_qp>(EINVAL);
+    if ((ia->create_flags & IBV_QP_CREATE_RESERVED_LKEY) && !(caps.flags & hw::CAP_RESERVED_LKEY))
+        return fail<ibv_qp>(EINVAL);
+    ibv_qp_cap& cap = ia->cap;
+    uint32_t max_inline =
+        (caps.flags & hw::CAP_INLINE) ? std::min<uint32_t>(caps.max_inline, hw::INLINE_LEN_MASK) : 0;
+    if (ia->srq) cap.max_recv_wr = cap.max_recv_sge = 0;  // the SRQ's capacities apply
+    if (cap.max_send_wr > caps.max_qp_wr || cap.max_recv_wr > caps.max_qp_wr ||
+        cap.max_send_sge > caps.max_sge || cap.max_recv_sge > caps.max_sge ||
+        cap.max_inline_data > max_inline)
+        return fail<ibv_qp>(EINVAL);
+    uint32_t wqe_max = send_wqe_max_bytes(hw_type, cap.max_send_sge, cap.max_inline_data);
+    if (wqe_max > MAX_WQE_BYTES) return fail<ibv_qp>(EINVAL);
+
+    auto* qp = new ibv_qp{};
+    qp->context = ctx;
+    qp->qp_context = ia->qp_context;
+    qp->pd = pd;
+    qp->send_cq = ia->send_cq;
+    qp->recv_cq = ia->recv_cq;
+    qp->state = IBV_QPS_RESET;  // C10-20
+    qp->qp_type = hw_type;      // QP0/QP1 are told apart by their QPN
+    qp->sq_sig_all = ia->sq_sig_all;
+    qp->create_flags = ia->create_flags;
+    qp->srq = ia->srq;
+    qp->max_inline_data = cap.max_inline_data;
+    qp->sq.log_size = log2_ceil(std::max<uint32_t>(cap.max_send_wr, 1));
+    qp->sq.log_stride = log2_ceil(std::max<uint32_t>(wqe_max, hw::WQE_BASIC_BLOCK));
+    qp->sq.max_wr = cap.max_send_wr ? 1u << qp->sq.log_size : 0;
+    qp->sq.max_sge = cap.max_send_sge;
+    qp->rq.log_size = log2_ceil(std::max<uint32_t>(cap.max_recv_wr, 1));
+    qp->rq.log_stride = log2_ceil(
+        std::max<uint32_t>(sizeof(hw::wqe_recv_header) + cap.max_recv_sge * sizeof(hw::wqe_data_seg), 16));
+    qp->rq.max_wr = cap.max_recv_wr ? 1u << qp->rq.log_size : 0;
+    qp->rq.max_sge = cap.max_recv_sge;
+    bool claimed = false;
+    auto undo = [&](int e) {
+        if (qp->sq.pa) drv.os().free(qp->sq.pa);
+        if (qp->rq.pa) drv.os().free(qp->rq.pa);
+        if (special && claimed)
+            drv.release_special_qpn(qp->qp_num);
+        else if (qp->qp_num)
+            drv.free_qpn(qp->qp_num);
+        delete qp;
+        return fail<ibv_qp>(e);
+    };
+    if (special) {
+        // Fixed QPNs the driver reserves: QP0 (SMI) and QP1 (GSI), one of each per port.
+        qp->qp_num = uint32_t(ia->qp_type);
+        if (!(claimed = drv.claim_special_qpn(qp->qp_num))) return undo(EBUSY);
+    }
+    if (!drv.os().alloc_contiguous(size_t(1) << (qp->sq.log_size + qp->sq.log_stride), fw::PAGE_BYTES,
+                                   &qp->sq.pa) ||
+        !drv.os().alloc_contiguous(size_t(1) << (qp->rq.log_size + qp->rq.log_stride), fw::PAGE_BYTES,
+                                   &qp->rq.pa) ||
+        (!special && !drv.alloc_qpn(&qp->qp_num)))
+        return undo(ENOMEM);
+    qp->hw_ctx = initial_context(qp);
+    qp->attr = initial_attr(qp);
+    hw::cmd_status st = drv.exec(hw::CMD_CREATE_QP, qp->qp_num, 0, &qp->hw_ctx, sizeof qp->hw_ctx);
+    if (st != hw::CMD_OK) return undo(fw::cmd_errno(st));
+    cap.max_send_wr = qp->sq.max_wr;
+    cap.max_recv_wr = qp->rq.max_wr;
+    ++pd->refs;
+    ++qp->send_cq->refs;
+    ++qp->recv_cq->refs;
+    if (qp->srq) ++qp->srq->refs;
+    if (special) {
+        ++qp->send_cq->special_refs;
+        ++qp->recv_cq->special_refs;
+    }
+    ++ctx->qps;
+    drv.set_qp_user(qp->qp_num, qp);
+    drv.set_qp_event_handler(qp->qp_num, [qp](const hw::eqe& e) { on_qp_event(qp, e); });
+    return qp;
+}
+
+int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+    if (!qp || !attr) return EINVAL;
+    ibv_context* ctx = qp->context;
+    hca_driver& drv = *ctx->driver;
+    const hw::hca_caps& caps = drv.caps();
+    verb_cost(ctx);
+    uint32_t mask = uint32_t(attr_mask);
+    ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : qp->state;
+    ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+    if (cur > IBV_QPS_ERR || next > IBV_QPS_ERR) return EINVAL;
+    if (fw::check_transition(hw::qp_transport(qp->qp_type), hw::qp_state(cur), hw::qp_state(next), mask))
+        return EINVAL;
+    // IBA 10.3.1.5: SQD -> SQD may change attributes only once the drain is over (the HCA's
+    // sq_draining, read back by QUERY_QP); SQD -> RTS and -> Error are allowed while draining.
+    if (cur == IBV_QPS_SQD && next == IBV_QPS_SQD && (mask & ~uint32_t(IBV_QP_STATE | IBV_QP_CUR_STATE))) {
+        hw::qp_context q{};
+        if (drv.exec(hw::CMD_QUERY_QP, qp->qp_num, 0, nullptr, 0, &q, sizeof q) == hw::CMD_OK &&
+            q.sq_draining)
+            return EBUSY;
+    }
+
+    // Value checks (immediate errors, the QP is left unchanged).
+    uint8_t port_num = (mask & IBV_QP_PORT) ? attr->port_num : qp->hw_ctx.port;
+    const hw::port_info* pi = drv.port(port_num);
+    if (!pi) return EINVAL;
+    if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index >= pi->pkey_table_len) return EINVAL;
+    if ((mask & IBV_QP_PATH_MTU) && (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096 ||
+                                     uint8_t(attr->path_mtu) > pi->max_mtu))
+        return EINVAL;
+    if ((mask & IBV_QP_ACCESS_FLAGS) &&
+        ((attr->qp_access_flags & ~0xFu) ||
+         ((attr->qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC) && !(caps.flags & hw::CAP_ATOMIC))))
+        return EINVAL;
+    if ((mask & IBV_QP_AV) && check_ah_attr(ctx, attr->ah_attr)) return EINVAL;
+    if ((mask & IBV_QP_TIMEOUT) && attr->timeout > 31) return EINVAL;
+    if ((mask & IBV_QP_RETRY_CNT) && attr->retry_cnt > 7) return EINVAL;
+    if ((mask & IBV_QP_RNR_RETRY) && attr->rnr_retry > 7) return EINVAL;
+    if ((mask & IBV_QP_MIN_RNR_TIMER) && attr->min_rnr_timer > 31) return EINVAL;
+    if ((mask & IBV_QP_RQ_PSN) && attr->rq_psn > 0xFFFFFFu) return EINVAL;
+    if ((mask & IBV_QP_SQ_PSN) && attr->sq_psn > 0xFFFFFFu) return EINVAL;
+    if ((mask & IBV_QP_DEST_QPN) && attr->dest_qp_num > 0xFFFFFFu) return EINVAL;
+    if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > caps.max_qp_init_rd_atom) return EINVAL;
+    if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > caps.max_qp_rd_atom) return EINVAL;
+    // No alternate path fields in qp_context: APM attributes are refused.
+    if ((mask & (IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE)) && !(caps.flags & hw::CAP_APM)) return EINVAL;
+    if (mask & (IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE)) return EOPNOTSUPP;
+
+    hw::qp_context c = next == IBV_QPS_RESET ? initial_context(qp) : qp->hw_ctx;
+    if (next != IBV_QPS_RESET) {
+        if (mask & IBV_QP_PORT) c.port = attr->port_num;
+        if (mask & IBV_QP_PKEY_INDEX) c.pkey_index = attr->pkey_index;
+        if (mask & IBV_QP_ACCESS_FLAGS) c.access = attr->qp_access_flags;
+        if (mask & IBV_QP_QKEY) c.qkey = attr->qkey;
+        // The special QPs' Q_Keys are fixed: 0 for QP0 (SMPs), 0x80010000 for QP1 (GSI).
+        if (qp->qp_num < fw::FIRST_CONSUMER_QPN) c.qkey = qp->qp_num == 1 ? 0x80010000u : 0;
+        if (mask & IBV_QP_PATH_MTU) c.mtu = uint8_t(attr->path_mtu);
+        if (qp->qp_type == IBV_QPT_UD && cur == IBV_QPS_RESET) c.mtu = pi->active_mtu;  // UD: port MTU
+        if (mask & IBV_QP_AV) {
+            const ibv_ah_attr& a = attr->ah_attr;
+            c.dlid = a.dlid;
+            c.sl = a.sl;
+            c.src_path_bits = a.src_path_bits;
+            c.grh = a.is_global ? 1 : 0;
+            c.sgid_index = a.grh.sgid_index;
+            c.hop_limit = a.grh.hop_limit;
+            c.tclass = a.grh.traffic_class;
+            c.flow_label = a.grh.flow_label;
+            std::memcpy(c.dgid, a.grh.dgid.raw, 16);
+        }
+        if (mask & IBV_QP_DEST_QPN) c.dest_qpn = attr->dest_qp_num;
+        if (mask & IBV_QP_RQ_PSN) c.rq_psn = attr->rq_psn;
+        if (mask & IBV_QP_SQ_PSN) c.sq_psn = attr->sq_psn;
+        if (mask & IBV_QP_MAX_QP_RD_ATOMIC) c.max_rd_atomic = attr->max_rd_atomic;
+        if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) c.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+        if (mask & IBV_QP_MIN_RNR_TIMER) c.min_rnr_timer = attr->min_rnr_timer;
+        if (mask & IBV_QP_TIMEOUT) c.timeout = attr->timeout;
+        if (mask & IBV_QP_RETRY_CNT) c.retry_cnt = attr->retry_cnt;
+        if (mask & IBV_QP_RNR_RETRY) c.rnr_retry = attr->rnr_retry;
+        c.sq_draining =
+            (next == IBV_QPS_SQD && cur != IBV_QPS_SQD) ? 1 : (next == IBV_QPS_SQD ? c.sq_draining : 0);
+        if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) c.sqd_notify = attr->en_sqd_async_notify ? 1 : 0;
+    }
+    c.state = uint8_t(next);
+    hw::modify_qp_in mi{};
+    mi.attr_mask = mask;
+    mi.cur_state = uint8_t(cur);
+    mi.ctx = c;
+    hw::cmd_status st = drv.exec(hw::CMD_MODIFY_QP, qp->qp_num, uint32_t(next), &mi, sizeof mi);
+    // o10-37.2.29: no Reset while type 2A windows are bound to the QP (it stays as it was).
+    if (st == hw::CMD_BAD_STATE && next == IBV_QPS_RESET) return EBUSY;
+    if (st != hw::CMD_OK) return fw::cmd_errno(st);
+
+    qp->hw_ctx = c;
+    qp->state = next;
+    if (next == IBV_QPS_RESET) {
+        reset_queues(qp);  // software queue state restarts with the HCA's
+        qp->attr = initial_attr(qp);
+        return 0;
+    }
+    ibv_qp_attr& a = qp->attr;
+    if (mask & IBV_QP_PORT) a.port_num = attr->port_num;
+    if (mask & IBV_QP_PKEY_INDEX) a.pkey_index = attr->pkey_index;
+    if (mask & IBV_QP_ACCESS_FLAGS) a.qp_access_flags = attr->qp_access_flags;
+    if (mask & IBV_QP_QKEY) a.qkey = attr->qkey;
+    if (qp->qp_num < fw::FIRST_CONSUMER_QPN) a.qkey = c.qkey;  // fixed Q_Keys of QP0/QP1
+    if (mask & IBV_QP_PATH_MTU) a.path_mtu = attr->path_mtu;
+    if (mask & IBV_QP_AV) a.ah_attr = attr->ah_attr;
+    if (mask & IBV_QP_DEST_QPN) a.dest_qp_num = attr->dest_qp_num;
+    if (mask & IBV_QP_RQ_PSN) a.rq_psn = attr->rq_psn;
+    if (mask & IBV_QP_SQ_PSN) a.sq_psn = attr->sq_psn;
+    if (mask & IBV_QP_MAX_QP_RD_ATOMIC) a.max_rd_atomic = attr->max_rd_atomic;
+    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) a.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+    if (mask & IBV_QP_MIN_RNR_TIMER) a.min_rnr_timer = attr->min_rnr_timer;
+    if (mask & IBV_QP_TIMEOUT) a.timeout = attr->timeout;
+    if (mask & IBV_QP_RETRY_CNT) a.retry_cnt = attr->retry_cnt;
+    if (mask & IBV_QP_RNR_RETRY) a.rnr_retry = attr->rnr_retry;
+    if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) a.en_sqd_async_notify = attr->en_sqd_async_notify;
+    a.sq_draining = c.sq_draining;
+    a.qp_state = a.cur_qp_state = next;
+    return 0;
+}
+
+int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int /*attr_mask*/, ibv_qp_init_attr* init_attr) {
+    if (!qp || !attr) return EINVAL;
+    verb_cost(qp->context);
+    hw::qp_context c{};
+    hw::cmd_status st = qp->context->driver->exec(hw::CMD_QUERY_QP, qp->qp_num, 0, nullptr, 0, &c, sizeof c);
+    if (st != hw::CMD_OK) return fw::cmd_errno(st);
+    if (c.state <= hw::QPS_ERR) {
+        qp->state = ibv_qp_state(c.state);  // the HCA may have moved it (SQEr, Error, drained)
+        qp->hw_ctx.state = c.state;
+        qp->hw_ctx.sq_draining = c.sq_draining;
+        qp->attr.sq_draining = c.sq_draining;
+    }
+    *attr = qp->attr;
+    attr->qp_state = attr->cur_qp_state = qp->state;
+    attr->cap = {qp->sq.max_wr, qp->rq.max_wr, qp->sq.max_sge, qp->rq.max_sge, qp->max_inline_data};
+    if (init_attr) {
+        *init_attr = ibv_qp_init_attr{};
+        init_attr->qp_context = qp->qp_context;
+        init_attr->send_cq = qp->send_cq;
+        init_attr->recv_cq = qp->recv_cq;
+        init_attr->cap = attr->cap;
+        init_attr->qp_type = qp->qp_num < fw::FIRST_CONSUMER_QPN ? ibv_qp_type(qp->qp_num) : qp->qp_type;
+        init_attr->sq_sig_all = qp->sq_sig_all;
+        init_attr->create_flags = qp->create_flags;
+        init_attr->srq = qp->srq;
+    }
+    return 0;
+}
+
+int ibv_destroy_qp(ibv_qp* qp) {
+    if (!qp) return EINVAL;
+    ibv_context* ctx = qp->context;
+    hca_driver& drv = *ctx->driver;
+    verb_cost(ctx);
+    hw::cmd_status st = drv.exec(hw::CMD_DESTROY_QP, qp->qp_num, 0, nullptr, 0);
+    if (st == hw::CMD_BAD_STATE) return EBUSY;  // o10-37.2.29: type 2A windows bound; the QP stays
+    if (st != hw::CMD_OK) return fw::cmd_errno(st);
+    // Unacknowledged events are not waited for (libibverbs would block): queued ones are dropped
+    // and none is delivered for this QP afterwards.
+    drv.clear_qp_event_handler(qp->qp_num);
+    drop_events(ctx, qp, object_kind::qp);
+    drv.set_qp_user(qp->qp_num, nullptr);
+    if (qp->qp_num < fw::FIRST_CONSUMER_QPN)
+        drv.release_special_qpn(qp->qp_num);
+    else
+        drv.free_qpn(qp->qp_num);
+    drv.os().free(qp->sq.pa);
+    drv.os().free(qp->rq.pa);
+    --qp->pd->refs;
+    --qp->send_cq->refs;
+    --qp->recv_cq->refs;
+    if (qp->srq) --qp->srq->refs;
+    if (qp->qp_num < 2) {  // QP0 / QP1
+        --qp->send_cq->special_refs;
+        --qp->recv_cq->special_refs;
+    }
+    --ctx->qps;
+    delete qp;
+    return 0;
+}
+
+// ---------------------------------------------------------------- send queue
+
+namespace detail {
+
+/// Whether the send queue takes a WQE now (state, room); 0 or errno.
+int check_sq_post(const ibv_qp* qp) {
+    // C10-22, C10-25, C10-29, C10-96: no send posts before RTS.
+    if (qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_INIT || qp->state == IBV_QPS_RTR) return EINVAL;
+    if (qp->sq.producer - qp->sq.completed >= qp->sq.max_wr) return ENOMEM;
+    return 0;
+}
+
+/// Control segment of the next send WQE of qp.
+hw::wqe_ctrl_seg make_ctrl(const ibv_qp* qp, uint8_t opcode, unsigned send_flags, uint64_t wr_id) {
+    hw::wqe_ctrl_seg ctrl{};
+    ctrl.opcode = opcode;
+    if (qp->sq_sig_all || (send_flags & IBV_SEND_SIGNALED)) ctrl.flags |= hw::WQE_FLAG_SIGNALED;
+    if (send_flags & IBV_SEND_FENCE) ctrl.flags |= hw::WQE_FLAG_FENCE;
+    ctrl.qpn = qp->qp_num;
+    ctrl.wqe_index = uint16_t(qp->sq.producer);
+    ctrl.wr_id = wr_id;
+    return ctrl;
+}
+
+/// Sets ds_count of the WQE in buf from its size; returns the size rounded to 16 bytes.
+uint32_t finish_wqe(uint8_t* buf, uint32_t off) {
+    off = hw::align16(off);
+    buf[offsetof(hw::wqe_ctrl_seg, ds_count)] = uint8_t(off / 16);
+    return off;
+}
+
+}  // namespace detail
+
+namespace {
+
+/// WQE opcode for a send WR on a transport, or -1 if the transport cannot carry it.
+int wqe_opcode_for(const hw::hca_caps& caps, ibv_qp_type t, ibv_wr_opcode op) {
+    switch (op) {
+    case IBV_WR_SEND: return hw::WQE_OP_SEND;
+    case IBV_WR_SEND_WITH_IMM: return hw::WQE_OP_SEND_IMM;
+    case IBV_WR_RDMA_WRITE: return t == IBV_QPT_UD ? -1 : hw::WQE_OP_RDMA_WRITE;  // C10-84
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return t == IBV_QPT_UD ? -1 : hw::WQE_OP_RDMA_WRITE_IMM;
+    case IBV_WR_RDMA_READ:  // C10-83: RC only
+        return t == IBV_QPT_RC && (caps.flags & hw::CAP_RDMA_READ) ? hw::WQE_OP_RDMA_READ : -1;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:  // o10-46: atomics on RC only
+        return t == IBV_QPT_RC && (caps.flags & hw::CAP_ATOMIC) ? hw::WQE_OP_CMP_SWAP : -1;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        return t == IBV_QPT_RC && (caps.flags & hw::CAP_ATOMIC) ? hw::WQE_OP_FETCH_ADD : -1;
+    case IBV_WR_SEND_WITH_INV:  // o10-38.2.1: on RC
+        return t == IBV_QPT_RC && (caps.flags & hw::CAP_SEND_INV) ? hw::WQE_OP_SEND_INV : -1;
+    case IBV_WR_LOCAL_INV:  // 10.7.2.5: RC, UC (RD, XRC)
+        return t != IBV_QPT_UD && (caps.flags & hw::CAP_SEND_INV) ? hw::WQE_OP_LOCAL_INV : -1;
+    case IBV_WR_BIND_MW:  // C10-89: RC and UC
+        return t != IBV_QPT_UD && (caps.flags & hw::CAP_MW) ? hw::WQE_OP_BIND_MW : -1;
+    case IBV_WR_FAST_REG_MR:  // RC only in hcasim (10.7.2.6 would also allow UC)
+        return t == IBV_QPT_RC && (caps.flags & hw::CAP_SEND_INV) ? hw::WQE_OP_FAST_REG : -1;
+    default: return -1;
+    }
+}
+
+/// Memory management WRs: no data, one segment of their own (or none).
+bool is_mem_mgmt(ibv_wr_opcode op) {
+    return op == IBV_WR_LOCAL_INV || op == IBV_WR_BIND_MW || op == IBV_WR_FAST_REG_MR;
+}
+
+bool is_atomic(ibv_wr_opcode op) {
+    return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+bool has_raddr(ibv_wr_opcode op) {
+    return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ ||
+           is_atomic(op);
+}
+
+void put_data_seg(uint8_t* buf, uint32_t* off, const ibv_sge& s) {
+    hw::wqe_data_seg d{};
+    d.byte_count = s.length == MAX_MSG_BYTES ? 0 : s.length;  // 0 encodes 2^31
+    d.lkey = s.lkey;
+    d.addr = s.addr;
+    put(buf, off, d);
+}
+
+/// Checks one send WR (immediate errors); returns 0 or errno.
+int check_send_wr(ibv_qp* qp, const ibv_send_wr* wr, uint64_t* total) {
+    const hw::hca_caps& caps = qp->context->driver->caps();
+    if (int e = check_sq_post(qp)) return e;
+    *total = 0;
+    if (wqe_opcode_for(caps, qp->qp_type, wr->opcode) < 0) return EINVAL;
+    if (is_mem_mgmt(wr->opcode)) return check_mem_mgmt_wr(qp, wr);  // their SGEs are ignored
+    if (wr->num_sge < 0 || uint32_t(wr->num_sge) > qp->sq.max_sge) return EINVAL;
+    if (wr->num_sge > 0 && !wr->sg_list) return EINVAL;
+    for (int i = 0; i < wr->num_sge; ++i) *total += wr->sg_list[i].length;
+    if (*total > MAX_MSG_BYTES) return EINVAL;  // C10-93
+    if (wr->send_flags & IBV_SEND_INLINE) {
+        if (wr->opcode == IBV_WR_RDMA_READ || is_atomic(wr->opcode)) return EINVAL;
+        if (*total > qp->max_inline_data) return EINVAL;
+    }
+    if (is_atomic(wr->opcode)) {
+        if (wr->wr.atomic.remote_addr & 7) return EINVAL;  // o10-43
+        if (*total != 8) return EINVAL;
+    }
+    if (qp->qp_type == IBV_QPT_UD) {
+        const ibv_ah* ah = wr->wr.ud.ah;
+        if (!ah) return EINVAL;
+        if (ah->pd != qp->pd) return EINVAL;                                           // C10-10
+        if (ah->attr.port_num && ah->attr.port_num != qp->hw_ctx.port) return EINVAL;  // o10-2.1.1
+        if (wr->wr.ud.remote_qpn > 0xFFFFFFu) return EINVAL;
+    }
+    return 0;
+}
+
+/// Builds a send WQE into buf; returns its size in bytes (16-byte multiple) or 0 on EFAULT.
+uint32_t build_send_wqe(ibv_qp* qp, const ibv_send_wr* wr, uint64_t total, uint8_t* buf) {
+    const hw::hca_caps& caps = qp->context->driver->caps();
+    uint8_t opcode = uint8_t(wqe_opcode_for(caps, qp->qp_type, wr->opcode));
+    switch (wr->opcode) {
+    case IBV_WR_BIND_MW:
+        return build_bind_wqe(qp, wr->wr_id, wr->send_flags, wr->bind_mw.mw->rkey, bind_wr_key(wr),
+                              wr->bind_mw.bind_info, 0, buf);
+    case IBV_WR_FAST_REG_MR: return build_fast_reg_wqe(qp, wr, buf);
+    case IBV_WR_LOCAL_INV: {
+        uint32_t off = 0;
+        hw::wqe_ctrl_seg ctrl = make_ctrl(qp, opcode, wr->send_flags, wr->wr_id);
+        ctrl.imm = wr->invalidate_rkey;
+        put(buf, &off, ctrl);
+        return finish_wqe(buf, off);
+    }
+    default: break;
+    }
+    uint32_t off = 0;
+    hw::wqe_ctrl_seg ctrl = make_ctrl(qp, opcode, wr->send_flags, wr->wr_id);
+    if (wr->send_flags & IBV_SEND_SOLICITED) ctrl.flags |= hw::WQE_FLAG_SOLICITED;
+    bool inl = wr->send_flags & IBV_SEND_INLINE;
+    if (inl) ctrl.flags |= hw::WQE_FLAG_INLINE;
+    ctrl.imm = wr->opcode == IBV_WR_SEND_WITH_INV ? wr->invalidate_rkey : wr->imm_data;
+    put(buf, &off, ctrl);
+    if (has_raddr(wr->opcode)) {
+        hw::wqe_raddr_seg r{};
+        r.remote_va = is_atomic(wr->opcode) ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
+        r.rkey = is_atomic(wr->opcode) ? wr->wr.atomic.rkey : wr->wr.rdma.rkey;
+        put(buf, &off, r);
+    }
+    if (is_atomic(wr->opcode)) {
+        hw::wqe_atomic_seg a{};
+        if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+            a.swap_add = wr->wr.atomic.swap;
+            a.compare = wr->wr.atomic.compare_add;
+        } else {
+            a.swap_add = wr->wr.atomic.compare_add;
+        }
+        put(buf, &off, a);
+    }
+    if (qp->qp_type == IBV_QPT_UD) {
+        const ibv_ah_attr& ah = wr->wr.ud.ah->attr;
+        hw::wqe_ud_seg u{};
+        u.dest_qpn = wr->wr.ud.remote_qpn;
+        // C10-15: a Q_Key with the high-order bit set means the QP's own Q_Key; the HCA applies
+        // that rule when it sends (so a Modify QP between post and send takes effect).
+        u.qkey = wr->wr.ud.remote_qkey;
+        u.dlid = ah.dlid;
+        u.sl = ah.sl;
+        u.src_path_bits = ah.src_path_bits;
+        u.grh = ah.is_global ? 1 : 0;
+        u.sgid_index = ah.grh.sgid_index;
+        u.hop_limit = ah.grh.hop_limit;
+        u.tclass = ah.grh.traffic_class;
+        u.flow_label = ah.grh.flow_label & 0xFFFFFu;
+        std::memcpy(u.dgid, ah.grh.dgid.raw, 16);
+        put(buf, &off, u);
+    }
+    if (inl) {
+        hw::wqe_inline_seg h{hw::INLINE_SEG_FLAG | uint32_t(total)};
+        uint32_t start = off;
+        put(buf, &off, h);
+        fw::address_space& as = *qp->context->as;
+        for (int i = 0; i < wr->num_sge; ++i) {
+            const ibv_sge& s = wr->sg_list[i];
+            if (s.length && !as.read(s.addr, buf + off, s.length)) return 0;
+            off += s.length;
+        }
+        off = start + hw::align16(off - start);
+        qp->context->driver->bus().cpu_cost(cpu_op::memcpy_64b, uint32_t((total + 63) / 64));
+    } else {
+        for (int i = 0; i < wr->num_sge; ++i)
+            if (wr->sg_list[i].length) put_data_seg(buf, &off, wr->sg_list[i]);  // zero length: no segment
+    }
+    return finish_wqe(buf, off);
+}
+
+}  // namespace
+
+namespace detail {
+
+/// Writes a built WQE into the next send slot.
+void put_send_wqe(ibv_qp* qp, const uint8_t* buf, uint32_t bytes) {
+    host_bus& bus = qp->context->driver->bus();
+    uint64_t slot =
+        qp->sq.pa + (uint64_t(qp->sq.producer & ((1u << qp->sq.log_size) - 1)) << qp->sq.log_stride);
+    // The HCA reads the slot only after the doorbell: the store need not wait for the costs
+    // charged so far, which the doorbell's MMIO write waits for in one go.
+    bus.mem_write_early(slot, buf, bytes);
+    bus.cpu_cost_deferred(cpu_op::build_wqe);
+    ++qp->sq.producer;
+}
+
+/// Tells the HCA about `posted` (>= 1) new send WQEs, the last of which is last[0, last_bytes).
+void ring_send(ibv_qp* qp, uint32_t posted, const uint8_t* last, uint32_t last_bytes) {
+    ibv_context* ctx = qp->context;
+    uint32_t window = (last_bytes + hw::WQE_BASIC_BLOCK - 1) & ~(hw::WQE_BASIC_BLOCK - 1);
+    if (ctx->driver->options().use_inline_window && posted == 1 && window <= hw::INLINE_WINDOW_BYTES) {
+        // The window write is the doorbell for this WQE (producer = wqe_index + 1).
+        ctx->driver->bus().mmio_write(hca_driver::uar_offset(ctx->uar, hw::UAR_INLINE_WQE), last, window);
+    } else {
+        mmio64(ctx, hw::UAR_SQ_DOORBELL, hw::sq_doorbell(qp->qp_num, uint16_t(qp->sq.producer)));
+    }
+}
+
+}  // namespace detail
+
+int ibv_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+    if (bad_wr) *bad_wr = nullptr;
+    if (!qp) return EINVAL;
+    host_bus& bus = qp->context->driver->bus();
+    bus.cpu_cost_deferred(cpu_op::verb_call);  // waited for with the doorbell (or before returning)
+    uint8_t buf[4096];
+    uint32_t posted = 0, last_bytes = 0;
+    int err = 0;
+    for (; wr; wr = wr->next) {
+        uint64_t total = 0;
+        err = check_send_wr(qp, wr, &total);
+        uint32_t bytes = 0;
+        if (!err) {
+            std::memset(buf, 0, 1u << qp->sq.log_stride);
+            bytes = build_send_wqe(qp, wr, total, buf);
+            if (!bytes) err = EFAULT;  // inline source not mapped
+        }
+        if (err) {
+            if (bad_wr) *bad_wr = wr;  // C10-136: this WR and the rest are not placed on the queue
+            break;
+        }
+        put_send_wqe(qp, buf, bytes);
+        after_post(wr);
+        ++posted;
+        last_bytes = bytes;
+    }
+    if (posted) ring_send(qp, posted, buf, last_bytes);
+    bus.cpu_settle();
+    return err;
+}
+
+// ---------------------------------------------------------------- receive queue
+
+namespace detail {
+
+/// Writes a receive WQE for `wr` at the ring's producer slot (a QP's receive queue or an SRQ)
+/// and advances the producer; `buf` is scratch for the WQE image.
+void put_recv_wqe(host_bus& bus, ibv_wq_ring& r, const ibv_recv_wr& wr, uint8_t* buf) {
+    uint32_t off = sizeof(hw::wqe_recv_header);
+    uint16_t nseg = 0;
+    for (int i = 0; i < wr.num_sge; ++i) {
+        if (!wr.sg_list[i].length) continue;  // zero length cannot be encoded (0 means 2^31)
+        put_data_seg(buf, &off, wr.sg_list[i]);
+        ++nseg;
+    }
+    hw::wqe_recv_header h{};
+    h.wr_id = wr.wr_id;
+    h.num_sge = nseg;
+    h.wqe_index = uint16_t(r.producer);
+    std::memcpy(buf, &h, sizeof h);
+    bus.mem_write(r.pa + (uint64_t(r.producer & ((1u << r.log_size) - 1)) << r.log_stride), buf, off);
+    bus.cpu_cost(cpu_op::build_recv_wqe);
+    ++r.producer;
+}
+
+}  // namespace detail
+
+int ibv_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    if (bad_wr) *bad_wr = nullptr;
+    if (!qp) return EINVAL;
+    ibv_context* ctx = qp->context;
+    host_bus& bus = ctx->driver->bus();
+    bus.cpu_cost(cpu_op::verb_call);
+    uint8_t buf[4096];
+    uint32_t posted = 0;
+    int err = 0;
+    for (; wr; wr = wr->next) {
+        // C10-22, C10-97.2.1: receive posts are refused only in Reset; o10-51.2.2: never on a
+        // QP attached to an SRQ.
+        if (qp->srq || qp->state == IBV_QPS_RESET)
+            err = EINVAL;
+        else if (qp->rq.producer - qp->rq.completed >= qp->rq.max_wr)
+            err = ENOMEM;
+        else if (wr->num_sge < 0 || uint32_t(wr->num_sge) > qp->rq.max_sge || (wr->num_sge && !wr->sg_list))
+            err = EINVAL;
+        if (err) {
+            if (bad_wr) *bad_wr = wr;
+            break;
+        }
+        put_recv_wqe(bus, qp->rq, *wr, buf);
+        ++posted;
+    }
+    if (posted) mmio64(ctx, hw::UAR_RQ_DOORBELL, hw::rq_doorbell(qp->qp_num, uint16_t(qp->rq.producer)));
+    return err;
+}
+
+}  // namespace hcasim::verbs
