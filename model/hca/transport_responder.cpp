@@ -360,11 +360,23 @@ void transport_engine::send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_
     if (wire::aeth_type_of(syndrome) == wire::aeth_type::ack) ++acks_sent;
 }
 
+namespace {
+/// The NAK codes' names (IBA 9.7.5.2.4), for log lines.
+const char* nak_name(uint8_t code) {
+    switch (code) {
+    case wire::nak::PSN_SEQUENCE_ERROR: return "PSN sequence error";
+    case wire::nak::INVALID_REQUEST: return "invalid request";
+    case wire::nak::REMOTE_ACCESS_ERROR: return "remote access error";
+    case wire::nak::REMOTE_OPERATIONAL_ERROR: return "remote operational error";
+    default: return "reserved code";
+    }
+}
+}  // namespace
+
 void transport_engine::nak(qp& q, uint8_t code, uint32_t psn, const sc_time& ready) {
     ++naks_sent;
-    HCASIM_LOG(
-        log_, info,
-        "QP 0x" << std::hex << q.qpn << std::dec << ": NAK code " << unsigned(code) << " at PSN " << psn);
+    HCASIM_LOG(log_, info,
+               "QP 0x" << std::hex << q.qpn << std::dec << ": NAK (" << nak_name(code) << ") at PSN " << psn);
     respond(q, wire::aeth_nak(code), psn, ready);
 }
 
@@ -383,8 +395,8 @@ void transport_engine::responder_error(qp& q, uint8_t nak_code, uint32_t psn, sc
     // An error no receive completion reports raises an affiliated event (IBA 10.10.3.1).
     ++naks_sent;
     HCASIM_LOG(log_, info,
-               "QP 0x" << std::hex << q.qpn << std::dec << ": NAK code " << unsigned(nak_code) << " at PSN "
-                       << psn << "; the QP goes to Error");
+               "QP 0x" << std::hex << q.qpn << std::dec << ": NAK (" << nak_name(nak_code) << ")"
+                       << " at PSN " << psn << "; the QP goes to Error");
     q.rsp.resp.clear();
     send_ack(q, wire::aeth_nak(nak_code), psn, delay);
     post_event(q, nak_code == wire::nak::REMOTE_ACCESS_ERROR ? hw::EQE_QP_ACCESS_ERR : hw::EQE_QP_REQ_ERR,
