@@ -372,6 +372,10 @@ private:
     void rnr_nak(qp& q, uint32_t psn, const sc_core::sc_time& ready);
     /// Responder-detected error: NAK, affiliated event, Error.
     void responder_error(qp& q, uint8_t nak_code, uint32_t psn, sc_core::sc_time& delay);
+    /// A message that took a receive WQE fails: NAK `nak_code` now, the WQE completes with
+    /// `status`, the QP enters Error.
+    void receive_wqe_error(qp& q, uint8_t nak_code, uint8_t opcode, uint8_t status, uint32_t byte_len,
+                           uint8_t syndrome, uint32_t psn, sc_core::sc_time& delay);
     bool take_recv_wqe(qp& q, sc_core::sc_time& delay);
     /// The receive WQE at `index` (prefetched copy or a fetch now).
     void recv_at(qp& q, uint16_t index, recv_wqe& out, sc_core::sc_time& delay);

@@ -188,16 +188,10 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
         if (!scatter(q, p.payload, p.payload_len, delay, status, syndrome)) {
             // The receive WQE reports it (LOC_LEN: too small; LOC_PROT / LOC_QP_OP): the
             // requester learns Invalid Request or Remote Operational Error.
-            ++naks_sent;
-            q.rsp.resp.clear();
-            send_ack(q,
-                     wire::aeth_nak(status == hw::CQE_LOC_LEN_ERR ? wire::nak::INVALID_REQUEST
-                                                                  : wire::nak::REMOTE_OPERATIONAL_ERROR),
-                     psn, delay);
-            q.rsp.have_rwqe = false;
-            recv_completion(q, hw::CQE_OP_RECV, status, uint32_t(q.rsp.recv_offset), 0, 0, false, delay,
-                            syndrome);
-            enter_error(q, delay);
+            receive_wqe_error(q,
+                              status == hw::CQE_LOC_LEN_ERR ? wire::nak::INVALID_REQUEST
+                                                            : wire::nak::REMOTE_OPERATIONAL_ERROR,
+                              hw::CQE_OP_RECV, status, uint32_t(q.rsp.recv_offset), syndrome, psn, delay);
             return;
         }
         if (last && probe_) probe_->mark(path_probe::data_placed, sim_now() + delay);
@@ -261,13 +255,8 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
             if (imm) {
                 // The WRITE with immediate took a receive WQE: it reports the violation
                 // (Local Access Error) and the requester learns Remote Access Error.
-                ++naks_sent;
-                q.rsp.resp.clear();
-                send_ack(q, wire::aeth_nak(wire::nak::REMOTE_ACCESS_ERROR), psn, delay);
-                q.rsp.have_rwqe = false;
-                recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_LOC_ACCESS_ERR, 0, 0, 0, false,
-                                delay);
-                enter_error(q, delay);
+                receive_wqe_error(q, wire::nak::REMOTE_ACCESS_ERROR, hw::CQE_OP_RECV_RDMA_WITH_IMM,
+                                  hw::CQE_LOC_ACCESS_ERR, 0, 0, psn, delay);
                 return;
             }
             responder_error(q, wire::nak::REMOTE_ACCESS_ERROR, psn, delay);
@@ -277,13 +266,8 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
             // The page's translation points outside host memory (PCIe access error): the
             // requester learns Remote Operational Error.
             if (imm) {
-                ++naks_sent;
-                q.rsp.resp.clear();
-                send_ack(q, wire::aeth_nak(wire::nak::REMOTE_OPERATIONAL_ERROR), psn, delay);
-                q.rsp.have_rwqe = false;
-                recv_completion(q, hw::CQE_OP_RECV_RDMA_WITH_IMM, hw::CQE_LOC_QP_OP_ERR, 0, 0, 0, false,
-                                delay);
-                enter_error(q, delay);
+                receive_wqe_error(q, wire::nak::REMOTE_OPERATIONAL_ERROR, hw::CQE_OP_RECV_RDMA_WITH_IMM,
+                                  hw::CQE_LOC_QP_OP_ERR, 0, 0, psn, delay);
                 return;
             }
             responder_error(q, wire::nak::REMOTE_OPERATIONAL_ERROR, psn, delay);
@@ -388,6 +372,18 @@ void transport_engine::rnr_nak(qp& q, uint32_t psn, const sc_time& ready) {
     // out of sequence and dropped without a further NAK.
     q.rsp.nak_pending = true;
     respond(q, wire::aeth_rnr_nak(q.min_rnr_timer), psn, ready);
+}
+
+void transport_engine::receive_wqe_error(qp& q, uint8_t nak_code, uint8_t opcode, uint8_t status,
+                                         uint32_t byte_len, uint8_t syndrome, uint32_t psn, sc_time& delay) {
+    // The NAK goes out at once (queued responses die with the QP), the receive WQE the message
+    // took completes in error, then the QP enters Error.
+    ++naks_sent;
+    q.rsp.resp.clear();
+    send_ack(q, wire::aeth_nak(nak_code), psn, delay);
+    q.rsp.have_rwqe = false;
+    recv_completion(q, opcode, status, byte_len, 0, 0, false, delay, syndrome);
+    enter_error(q, delay);
 }
 
 void transport_engine::responder_error(qp& q, uint8_t nak_code, uint32_t psn, sc_time& delay) {
