@@ -79,6 +79,7 @@ void fault_injector::carry_faulty(tlm::tlm_generic_payload& gp, sc_time& delay,
         HCASIM_LOG(log_, info,
                    "drops " << wire::describe_packet(gp.get_data_ptr(), gp.get_data_length())
                             << ": the link is down");
+        lost(gp.get_data_ptr(), gp.get_data_length(), arrival);
         return;
     }
     // Draws in a fixed order, each only if its rate is set: drop, duplicate, hold, bit errors.
@@ -87,6 +88,7 @@ void fault_injector::carry_faulty(tlm::tlm_generic_payload& gp, sc_time& delay,
         HCASIM_LOG(
             log_, info,
             "drops " << wire::describe_packet(gp.get_data_ptr(), gp.get_data_length()) << " (drop_rate)");
+        lost(gp.get_data_ptr(), gp.get_data_length(), arrival);
         return;
     }
     const bool twice = s_.dup_rate > 0 && uniform() < s_.dup_rate;
@@ -144,12 +146,18 @@ void fault_injector::carry_faulty(tlm::tlm_generic_payload& gp, sc_time& delay,
     }
 }
 
+void fault_injector::lost(const uint8_t* bytes, uint32_t len, const sc_time& arrival) {
+    if (credits_ && len && (bytes[0] >> 4) != VL15)
+        credits_->restore(bytes[0] >> 4, credit_blocks(len), arrival + credit_delay_);
+}
+
 void fault_injector::deliver_held(const sc_time& arrival, tlm::tlm_fw_transport_if<>& to) {
     holding_ = false;
     if (down_ && arrival >= down_at_) {
         ++dropped_down;
         HCASIM_LOG(log_, info,
                    "drops " << wire::describe_packet(held_->bytes, held_->len) << ": the link is down");
+        lost(held_->bytes, held_->len, arrival);
         return;
     }
     held_gp_.set_address(0);

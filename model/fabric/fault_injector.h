@@ -18,6 +18,7 @@
 
 #include "model/core/log.h"
 #include "model/core/stats.h"
+#include "model/fabric/credits.h"
 #include "model/fabric/packet.h"
 
 namespace hcasim {
@@ -62,6 +63,13 @@ public:
         }
         carry_faulty(gp, delay, to);
     }
+    /// Flow control: a packet lost here gives its blocks back to `sender` (the counter it
+    /// took them from) `credit_delay` after it would have arrived, as the receiver's next
+    /// FC packet resynchronises (IBA 7.9.4).
+    void resync_credits(credit_counter* sender, const sc_core::sc_time& credit_delay) {
+        credits_ = sender;
+        credit_delay_ = credit_delay;
+    }
     /// Whether a packet is held back (reorder) and not yet delivered.
     bool holding() const { return holding_; }
     /// Delivers the held packet if its hold time has run out (else re-arms `wake`).
@@ -78,6 +86,10 @@ public:
 
 private:
     void carry_faulty(tlm::tlm_generic_payload& gp, sc_core::sc_time& delay, tlm::tlm_fw_transport_if<>& to);
+    /// A packet of `len` bytes starting with `bytes` is lost; it would have arrived at `arrival`.
+    void lost(const uint8_t* bytes, uint32_t len, const sc_core::sc_time& arrival);
+    credit_counter* credits_ = nullptr;
+    sc_core::sc_time credit_delay_;
     /// Delivers the held packet with its last bit at `arrival` (absolute, >= now).
     void deliver_held(const sc_core::sc_time& arrival, tlm::tlm_fw_transport_if<>& to);
     /// Uniform in [0, 1), 53 bits.

@@ -1,5 +1,6 @@
 #include "model/fabric/ib_switch.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -11,24 +12,96 @@ namespace hcasim {
 
 using namespace sc_core;
 
-ib_switch::ib_switch(const sc_module_name& name, unsigned ports)
+switch_params::switch_params()
+    : radix("switch.radix", 36, "ports",
+            "ports per switch (Switch-IB 2 and SwitchX have 36; the `switch` topology needs nodes + 1 with "
+            "its subnet manager)",
+            {1, 254}),
+      latency_ns("switch.latency_ns", 90.0, "ns",
+                 "hop latency, cut-through: first bit in to first bit out (Switch-IB 2 class, ~90 ns "
+                 "[unverified: product-brief figure, fabric.md §2])",
+                 {0, 1e6}),
+      vl_buffer_bytes("switch.vl_buffer_bytes", 65536, "bytes",
+                      "input buffer per port per data VL: the credits (64-byte blocks) of the sender "
+                      "feeding the port; at least one largest packet [unverified]",
+                      {4224, 1u << 24}),
+      vl15_buffer_packets("switch.vl15_buffer_packets", 4, "packets",
+                          "input buffer of VL15 per port (not flow controlled: full drops, VL15Dropped)",
+                          {1, 65536}),
+      data_vls("switch.data_vls", 1, "VLs",
+               "data VLs of every switch port (1, 2, 4, 8 or 15); a link runs min(both ends)", {1, 15}),
+      sl2vl("switch.sl2vl", "", "",
+            "SL-to-VL table of every switch output: 16 comma-separated VLs (15 drops the SL); empty: SL mod "
+            "the port's data VLs"),
+      vlarb_high(
+          "switch.vlarb_high", "", "",
+          "high-priority VL arbitration table of every switch output: VL:WEIGHT,... (weight in 64-byte "
+          "blocks, 0..255, at most 64 entries)"),
+      vlarb_low(
+          "switch.vlarb_low", "", "",
+          "low-priority VL arbitration table; with both tables empty every data VL gets weight 255 here"),
+      vlarb_high_limit("switch.vlarb_high_limit", 0, "4 KiB",
+                       "LimitOfHighPriority: high-priority bytes (in 4096-byte units) sent before a waiting "
+                       "low-priority packet gets a turn; 255 unbounded",
+                       {0, 255}),
+      deadlock_timeout_us("switch.deadlock_timeout_us", 1000.0, "us",
+                          "a switch output that waits this long for credit while nothing in its switch moves "
+                          "is checked for a credit loop (deadlock: the run stops naming the cycle)",
+                          {0.001, 1e9}) {
+    const unsigned v = data_vls;
+    if (v != 1 && v != 2 && v != 4 && v != 8 && v != 15)
+        throw config_error("bad value '" + std::to_string(v) + "' for key '" + data_vls.key() +
+                           "': expected one of 1, 2, 4, 8, 15 (PortInfo VLCap)");
+}
+
+struct ib_switch::queued {
+    packet* pkt = nullptr;  // from packet_pool (taken at first use)
+    uint32_t len = 0, blocks = 0;
+    sc_time first, last;                 // first and last bit at the input
+    crc_state crc = crc_state::unknown;  // crc_intact_ext of the packet as it came in
+    uint16_t dlid = 0;
+    uint8_t sl = 0;
+    uint8_t out = 0;      // unicast: output port index; multicast: unused
+    uint16_t copies = 0;  // outputs still to send it
+};
+
+ib_switch::out_port::out_port(const std::string& prefix)
+    : faults(prefix),
+      PortXmitData((prefix + "PortXmitData").c_str(), "4-byte words sent (IBA PortXmitData)"),
+      PortXmitPkts((prefix + "PortXmitPkts").c_str(), "packets sent (IBA PortXmitPkts)"),
+      PortRcvData((prefix + "PortRcvData").c_str(), "4-byte words received (IBA PortRcvData)"),
+      PortRcvPkts((prefix + "PortRcvPkts").c_str(), "packets received (IBA PortRcvPkts)"),
+      PortXmitWait((prefix + "PortXmitWait").c_str(),
+                   "ns a ready packet waited for credit (IBA PortXmitWait; a tick is 1 ns here)"),
+      PortXmitDiscards((prefix + "PortXmitDiscards").c_str(),
+                       "packets discarded: no route, or the SL maps to VL15 (IBA PortXmitDiscards)"),
+      VL15Dropped((prefix + "VL15Dropped").c_str(),
+                  "SMPs dropped: VL15 input buffer full (IBA VL15Dropped)") {}
+
+ib_switch::ib_switch(const sc_module_name& name, unsigned ports, const switch_params& p)
     : sc_module(name),
       in("in"),
       out("out"),
-      latency_ns("latency_ns", 90.0, "ns", "forwarding latency from input to output (cut-through)", {0, 1e6}),
-      queue_packets("queue_packets", 256, "packets", "output queue depth per port", {1, 65536}),
       forwarded("forwarded", "packets forwarded"),
       dropped_no_route("dropped_no_route", "packets dropped: no port for the DLID"),
-      dropped_queue_full("dropped_queue_full", "packets dropped: output queue full"),
       mcast_replicas("mcast_replicas", "copies of multicast packets queued on member ports"),
-      lid_to_port_(65536, -1),
+      overruns("overruns",
+               "packets that arrived without room in their input VL buffer (a sender broke "
+               "flow control; kept, never dropped)"),
+      p_(p),
+      lft_(0xC000, 0xFF),
       mft_(0xFFFF - 0xC000) {
-    for (unsigned p = 0; p < ports; ++p)  // now, so the counters are named under this module
-        ports_.push_back(std::make_unique<out_port>("out" + std::to_string(p) + "."));
+    latency_ = ns_time(p.latency_ns.get());
+    for (unsigned i = 0; i < ports; ++i)  // now, so the counters are named under this module
+        ports_.push_back(std::make_unique<out_port>("out" + std::to_string(i) + "."));
+    inputs_.resize(ports);
     active_.assign((ports + 63) / 64, 0);
     in.register_b_transport(this, &ib_switch::b_transport);
     SC_METHOD(forward);
-    sensitive << wake_;
+    sensitive << wake_ << credit_wake_;
+    dont_initialize();
+    SC_METHOD(watch);
+    sensitive << watch_ev_;
     dont_initialize();
     gp_.set_command(tlm::TLM_WRITE_COMMAND);
     handoff_ = new packet_handoff_ext;
@@ -36,159 +109,359 @@ ib_switch::ib_switch(const sc_module_name& name, unsigned ports)
 }
 
 ib_switch::~ib_switch() {
-    for (auto& o : ports_)
-        for (auto& s : o->pool) packet_pool::give(s->pkt);
+    for (auto& q : pool_) packet_pool::give(q->pkt);
 }
 
-void ib_switch::set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_time& propagation,
-                          const fault_settings& faults, uint8_t lmc) {
-    if (p >= ports_.size()) SC_REPORT_ERROR(name(), ("set_route: no port " + std::to_string(p)).c_str());
-    out_port& o = *ports_[p];
+void ib_switch::bind_port(unsigned p, tlm::tlm_base_initiator_socket<>& from,
+                          tlm::tlm_base_target_socket<>& to) {
+    if (p < 1 || p > ports_.size())
+        throw config_error(std::string(name()) + ": no port " + std::to_string(p) + " (ports 1.." +
+                           std::to_string(ports_.size()) + ")");
+    from.bind(in);
+    sock_to_port_.push_back(int(p - 1));
+    out.bind(to);
+    ports_[p - 1]->sock = int(sock_to_port_.size()) - 1;
+}
+
+void ib_switch::set_link(unsigned p, double rate_gbps, const sc_time& propagation,
+                         const fault_settings& faults, unsigned vls, uint32_t far_buffer_bytes,
+                         credit_counter* upstream, const sc_time& credit_delay) {
+    out_port& o = *ports_.at(p - 1);
+    o.linked = true;
     o.faults.configure(faults, fault_direction::to_node, &wake_);
+    o.faults.resync_credits(&o.credits, credit_delay);
     o.ps_per_byte = 8000.0 / rate_gbps;
     o.propagation = propagation;
-    if (o.ring.empty()) {
-        o.ring.assign(queue_packets, nullptr);
-        for (size_t i = 0; i < o.ring.size(); ++i) {
-            o.pool.push_back(std::make_unique<slot>());
-            o.free.push_back(o.pool.back().get());
-        }
-    }
-    for (uint32_t k = 0; k < (1u << (lmc & 7)) && lid + k < lid_to_port_.size(); ++k)
-        lid_to_port_[lid + k] = int(p);
+    o.vls = vls;
+    const std::vector<unsigned> t = parse_sl2vl(p_.sl2vl, p_.sl2vl.key(), vls);
+    for (unsigned sl = 0; sl < 16; ++sl) o.sl2vl[sl] = uint8_t(t[sl]);
+    o.arb.configure(parse_vlarb(p_.vlarb_high, p_.vlarb_high.key(), vls),
+                    parse_vlarb(p_.vlarb_low, p_.vlarb_low.key(), vls), p_.vlarb_high_limit, vls);
+    o.credits.configure(vls, far_buffer_bytes);
+    o.credits.notify_to(credit_wake_);
+    in_port& i = inputs_.at(p - 1);
+    i.upstream = upstream;
+    i.credit_delay = credit_delay;
+    i.ps_per_byte = o.ps_per_byte;
+}
+
+void ib_switch::set_lft(std::vector<uint8_t> lft) {
+    lft.resize(0xC000, 0xFF);
+    lft_ = std::move(lft);
+}
+
+void ib_switch::set_lft_entry(uint16_t lid, uint8_t port) {
+    if (lid < lft_.size()) lft_[lid] = port;
 }
 
 void ib_switch::capture_to(unsigned p, wire_capture* w, unsigned dir) {
-    if (p >= ports_.size()) SC_REPORT_ERROR(name(), ("capture_to: no port " + std::to_string(p)).c_str());
-    ports_[p]->capture = w;
-    ports_[p]->capture_dir = dir;
+    ports_.at(p - 1)->capture = w;
+    ports_[p - 1]->capture_dir = dir;
 }
 
 void ib_switch::join_mcast(uint16_t mlid, unsigned p) {
-    if (mlid < 0xC000 || mlid == 0xFFFF || p >= ports_.size()) return;
+    if (mlid < 0xC000 || mlid == 0xFFFF || p < 1 || p > ports_.size()) return;
     std::vector<uint16_t>& g = mft_[mlid - 0xC000];
     if (g.empty()) g.assign(ports_.size(), 0);
-    ++g[p];
+    ++g[p - 1];
 }
 
 void ib_switch::leave_mcast(uint16_t mlid, unsigned p) {
-    if (mlid < 0xC000 || mlid == 0xFFFF || p >= ports_.size()) return;
+    if (mlid < 0xC000 || mlid == 0xFFFF || p < 1 || p > ports_.size()) return;
     std::vector<uint16_t>& g = mft_[mlid - 0xC000];
-    if (!g.empty() && g[p]) --g[p];
+    if (!g.empty() && g[p - 1]) --g[p - 1];
 }
 
-bool ib_switch::enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_time& delay, crc_state crc,
-                        packet** handoff) {
-    out_port& o = *ports_[p];
-    if (o.count == o.ring.size()) {
-        ++dropped_queue_full;
-        HCASIM_LOG(log_, info,
-                   "drops " << wire::describe_packet(data, len) << ": port " << p << "'s queue is full");
-        return false;
-    }
-    slot*& at = o.ring[(o.head + o.count) % o.ring.size()];
-    at = o.free.back();
-    o.free.pop_back();
-    slot& s = *at;
-    s.at = sc_time_stamp() + delay + ns_time(latency_ns.get());
-    s.crc = crc;
-    if (handoff) {
-        std::swap(s.pkt, *handoff);  // the sender gets this slot's free buffer
-        if (!*handoff) *handoff = packet_pool::take();
-    } else {
-        if (!s.pkt) s.pkt = packet_pool::take();
-        copy_bytes(s.pkt->bytes, data, len);
-    }
-    s.pkt->len = len;
-    ++o.count;
-    active_[p / 64] |= uint64_t(1) << (p % 64);
-    wake_.notify(s.at - sc_time_stamp());
-    return true;
+bool ib_switch::credit_starved(unsigned p, sc_time* since) const {
+    const out_port& o = *ports_.at(p - 1);
+    if (o.starved && since) *since = o.starved_since;
+    return o.starved;
+}
+
+unsigned ib_switch::head_wants(unsigned p) const {
+    const in_port& i = inputs_.at(p - 1);
+    for (unsigned v = 0; v < MAX_DATA_VLS; ++v)
+        if (!i.vl[v].empty() && i.vl[v].front()->dlid < 0xC000) return i.vl[v].front()->out + 1u;
+    return 0;
+}
+
+void ib_switch::drop(const uint8_t* bytes, uint32_t len, unsigned in, const char* why) {
+    ++dropped_no_route;
+    ++ports_[in]->PortXmitDiscards;
+    HCASIM_LOG(log_, info,
+               "drops " << wire::describe_packet(bytes, len) << " from port " << in + 1 << ": " << why);
 }
 
 void ib_switch::b_transport(int id, tlm::tlm_generic_payload& gp, sc_time& delay) {
     gp.set_response_status(tlm::TLM_OK_RESPONSE);
+    const unsigned i = unsigned(sock_to_port_.at(size_t(id)));
+    in_port& in = inputs_[i];
+    out_port& self = *ports_[i];
     const uint32_t len = gp.get_data_length();
+    const uint8_t* bytes = gp.get_data_ptr();
+    ++self.PortRcvPkts;
+    self.PortRcvData += len / 4;
+    const sc_time last = sc_time_stamp() + delay;
+    const unsigned vl = len ? bytes[0] >> 4 : 0;
+    // A packet the switch does not keep gives its credit back as it arrives.
+    auto give_back = [&] {
+        if (vl != VL15 && in.upstream) in.upstream->restore(vl, credit_blocks(len), last + in.credit_delay);
+    };
     if (len < wire::LRH_BYTES || len > MAX_PACKET_BYTES) {
         ++dropped_no_route;
-        HCASIM_LOG(log_, info, "drops a " << len << "-byte packet from port " << id << ": no valid LRH");
+        HCASIM_LOG(log_, info, "drops a " << len << "-byte packet from port " << i + 1 << ": no valid LRH");
+        give_back();
         return;
     }
-    const wire::lrh l = wire::decode_lrh(gp.get_data_ptr());
+    if (vl == VL15 && in.vl[VL15].size() >= p_.vl15_buffer_packets) {
+        ++self.VL15Dropped;
+        HCASIM_LOG(
+            log_, info,
+            "drops " << wire::describe_packet(bytes, len) << ": VL15 buffer of port " << i + 1 << " full");
+        return;
+    }
+    const wire::lrh l = wire::decode_lrh(bytes);
+    queued* q;
     if (l.dlid >= 0xC000 && l.dlid != 0xFFFF) {
-        // Multicast: a copy to every member port but the input (the sender's own HCA delivers
-        // to its attached QPs itself).
-        const std::vector<uint16_t>& g = mft_[l.dlid - 0xC000];
-        unsigned copies = 0;
-        for (unsigned p = 0; p < g.size(); ++p) {
-            if (!g[p] || int(p) == id || ports_[p]->ring.empty()) continue;
-            if (enqueue(p, gp.get_data_ptr(), len, delay, crc_state_of(gp))) ++copies;
+        if (mft_[l.dlid - 0xC000].empty()) {
+            drop(bytes, len, i, "no such multicast group");
+            give_back();
+            return;
         }
-        if (!copies && g.empty()) {
-            ++dropped_no_route;
-            HCASIM_LOG(
-                log_, info,
-                "drops " << wire::describe_packet(gp.get_data_ptr(), len) << ": no such multicast group");
+    } else {
+        const uint8_t o = l.dlid < lft_.size() ? lft_[l.dlid] : 0xFF;
+        if (o == 0xFF || o == 0 || o > ports_.size() || !ports_[o - 1]->linked) {
+            drop(bytes, len, i, "no route to the DLID");
+            give_back();
+            return;
         }
-        mcast_replicas += copies;
-        return;
+        if (vl != VL15 && ports_[o - 1]->sl2vl[l.sl] == VL15) {
+            drop(bytes, len, i, "its SL maps to VL15 (dropped by the SL-to-VL table)");
+            give_back();
+            return;
+        }
     }
-    const int p = lid_to_port_[l.dlid];
-    if (p < 0 || size_t(p) >= ports_.size() || ports_[p]->ring.empty()) {
-        ++dropped_no_route;
-        HCASIM_LOG(log_, info,
-                   "drops " << wire::describe_packet(gp.get_data_ptr(), len) << ": no route to the DLID");
-        return;
+    if (free_.empty()) {
+        pool_.push_back(std::make_unique<queued>());
+        free_.push_back(pool_.back().get());
     }
-    enqueue(unsigned(p), gp.get_data_ptr(), len, delay, crc_state_of(gp), offered_buffer(gp));
+    q = free_.back();
+    free_.pop_back();
+    q->len = len;
+    q->blocks = credit_blocks(len);
+    q->last = last;
+    const sc_time ser = ps_time(double(len) * in.ps_per_byte);
+    q->first = last > ser ? last - ser : SC_ZERO_TIME;
+    q->crc = crc_state_of(gp);
+    q->dlid = l.dlid;
+    q->sl = l.sl;
+    q->out = l.dlid < 0xC000 ? uint8_t(lft_[l.dlid] - 1) : 0;
+    packet** handoff = l.dlid < 0xC000 ? offered_buffer(gp) : nullptr;
+    if (handoff) {
+        std::swap(q->pkt, *handoff);  // the sender gets this entry's free buffer
+        if (!*handoff) *handoff = packet_pool::take();
+    } else {
+        if (!q->pkt) q->pkt = packet_pool::take();
+        copy_bytes(q->pkt->bytes, bytes, len);
+    }
+    q->pkt->len = len;
+    std::deque<queued*>& fifo = in.vl[vl];
+    fifo.push_back(q);
+    ++held_;
+    if (fifo.size() == 1) post_head(i, vl, SC_ZERO_TIME);
 }
 
-// Each output serialises its queue in order; a packet starts when it is ready and the output
-// is free. Arrival order per input is time order, and outputs are served independently. The
-// cable toward the node then applies its faults; a packet it holds back is due on wake_ too.
+void ib_switch::post_head(unsigned i, unsigned v, const sc_time& after) {
+    queued& q = *inputs_[i].vl[v].front();
+    auto ask = [&](unsigned o) {
+        out_port& op = *ports_[o];
+        const sc_time ser = ps_time(double(q.len) * op.ps_per_byte);
+        // Cut-through: latency after the first bit, but the tail must not outrun the input.
+        sc_time ready = q.first + latency_;
+        if (q.last + latency_ > ready + ser) ready = q.last + latency_ - ser;
+        if (after > ready) ready = after;
+        add_request(o, request{ready, uint16_t(i), uint8_t(v), uint8_t(v == VL15 ? VL15 : op.sl2vl[q.sl])});
+        ++q.copies;
+    };
+    q.copies = 0;
+    if (q.dlid >= 0xC000 && q.dlid != 0xFFFF) {
+        // Multicast: a copy to every member port but the input (the sender's own HCA delivers
+        // to its attached QPs itself), on the members at the time it heads its buffer.
+        const std::vector<uint16_t>& g = mft_[q.dlid - 0xC000];
+        for (unsigned o = 0; o < g.size(); ++o)
+            if (g[o] && o != i && ports_[o]->linked && ports_[o]->sl2vl[q.sl] != VL15) ask(o);
+        mcast_replicas += q.copies;
+        if (!q.copies) {
+            // No member to send to: it leaves the buffer now.
+            inputs_[i].vl[v].pop_front();
+            --held_;
+            if (v != VL15 && inputs_[i].upstream)
+                inputs_[i].upstream->restore(v, q.blocks,
+                                             (after > q.last ? after : q.last) + inputs_[i].credit_delay);
+            free_.push_back(&q);
+            if (!inputs_[i].vl[v].empty()) post_head(i, v, after);
+        }
+        return;
+    }
+    ask(q.out);
+}
+
+void ib_switch::add_request(unsigned o, const request& r) {
+    std::deque<request>& d = ports_[o]->req[r.vl];
+    d.push_back(r);
+    for (size_t k = d.size() - 1; k > 0 && d[k - 1].ready > r.ready; --k) std::swap(d[k - 1], d[k]);
+    ports_[o]->req_mask |= 1u << r.vl;
+    active_[o / 64] |= uint64_t(1) << (o % 64);
+    const sc_time now = sc_time_stamp();
+    wake_.notify(r.ready > now ? r.ready - now : SC_ZERO_TIME);
+}
+
+// Each output with requests is served when it is free; a packet waiting for its tail, for
+// credit of a known time or for the output wakes the switch then; one waiting for credit
+// of unknown time wakes it when the receiver frees blocks (credit_wake_).
 void ib_switch::forward() {
     const sc_time now = sc_time_stamp();
     sc_time next = SC_ZERO_TIME;
     bool have_next = false;
-    // The ports in active_, in increasing order; a port marked while an earlier one forwards
-    // (a subnet manager answering at once) is still visited, as in a scan of every port.
-    for (unsigned p = 0; p < ports_.size(); ++p) {
-        const uint64_t later = active_[p / 64] >> (p % 64);
+    for (unsigned o = 0; o < ports_.size(); ++o) {
+        const uint64_t later = active_[o / 64] >> (o % 64);
         if (!later) {
-            p |= 63;  // nothing more in this word
+            o |= 63;  // nothing more in this word
             continue;
         }
-        p += unsigned(__builtin_ctzll(later));
-        out_port& o = *ports_[p];
-        if (o.faults.holding()) o.faults.release(*out[p]);
-        while (o.count && o.ring[o.head]->at <= now) {
-            slot& s = *o.ring[o.head];
-            sc_time start = o.free_at > now ? o.free_at : now;
-            const uint32_t len = s.pkt->len;
-            o.free_at = start + ps_time(double(len) * o.ps_per_byte);
-            if (o.capture) o.capture->record(o.capture_dir, start, s.pkt->bytes, len, s.crc);
-            gp_.set_data_ptr(s.pkt->bytes);
-            gp_.set_data_length(len);
-            gp_.set_streaming_width(len);
-            gp_.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
-            set_crc_state(gp_, s.crc);
-            sc_time delay = o.free_at - now + o.propagation;
-            handoff_->pkt = s.pkt;
-            o.faults.carry(gp_, delay, *out[p]);
-            s.pkt = handoff_->pkt;  // the receiver's free buffer if it took this one
-            handoff_->pkt = nullptr;
-            ++forwarded;
-            o.free.push_back(&s);
-            o.head = (o.head + 1) % o.ring.size();
-            --o.count;
-        }
-        if (o.count && (!have_next || o.ring[o.head]->at < next)) {
-            next = o.ring[o.head]->at;
+        o += unsigned(__builtin_ctzll(later));
+        out_port& op = *ports_[o];
+        if (op.faults.holding()) op.faults.release(*out[unsigned(op.sock)]);
+        const sc_time t = serve(o, now);
+        if (t != SC_ZERO_TIME && (!have_next || t < next)) {
+            next = t;
             have_next = true;
         }
-        if (!o.count && !o.faults.holding()) active_[p / 64] &= ~(uint64_t(1) << (p % 64));
+        if (!op.req_mask && !op.faults.holding()) active_[o / 64] &= ~(uint64_t(1) << (o % 64));
     }
     if (have_next) wake_.notify(next - now);
+}
+
+sc_time ib_switch::serve(unsigned oi, const sc_time& now) {
+    out_port& o = *ports_[oi];
+    while (o.req_mask) {
+        if (o.free_at > now) return o.free_at;
+        uint32_t eligible = 0;
+        bool starved = false, unknown = false;
+        sc_time soonest = SC_ZERO_TIME;
+        for (uint32_t m = o.req_mask; m; m &= m - 1) {
+            const unsigned v = unsigned(__builtin_ctz(m));
+            const request& r = o.req[v].front();
+            sc_time t = r.ready;
+            if (t <= now) {
+                if (v == VL15) {
+                    eligible |= 1u << v;
+                    continue;
+                }
+                t = now;
+                if (!o.credits.earliest(v, inputs_[r.in].vl[r.in_vl].front()->blocks, t)) {
+                    starved = unknown = true;
+                    continue;
+                }
+                if (t <= now) {
+                    eligible |= 1u << v;
+                    continue;
+                }
+                starved = true;
+            }
+            if (soonest == SC_ZERO_TIME || t < soonest) soonest = t;
+        }
+        if (!eligible) {
+            if (starved && !o.starved) {
+                o.starved = true;
+                o.starved_since = now;
+            }
+            if (unknown) {
+                o.credits.wait_for_credit();
+                if (!watching_) {
+                    watching_ = true;
+                    watch_ev_.notify(ns_time(p_.deadlock_timeout_us.get() * 1000.0));
+                }
+            }
+            return soonest;
+        }
+        const unsigned v = (eligible >> VL15 & 1) ? VL15 : unsigned(o.arb.pick(eligible));
+        send(oi, v, now);
+    }
+    return SC_ZERO_TIME;
+}
+
+void ib_switch::send(unsigned oi, unsigned v, const sc_time& now) {
+    out_port& o = *ports_[oi];
+    const request r = o.req[v].front();
+    o.req[v].pop_front();
+    if (o.req[v].empty()) o.req_mask &= ~(1u << v);
+    in_port& in = inputs_[r.in];
+    queued& q = *in.vl[r.in_vl].front();
+    packet& pkt = *q.pkt;
+    const uint32_t len = q.len;
+    if (o.starved) {
+        o.PortXmitWait += uint64_t((now - o.starved_since) / ns_time(1.0));
+        o.starved = false;
+    }
+    if ((pkt.bytes[0] >> 4) != v) {
+        // The VL is rewritten hop by hop; the VCRC covers it.
+        pkt.bytes[0] = uint8_t(v << 4 | (pkt.bytes[0] & 0x0F));
+        if (q.crc == crc_state::sealed && len >= 2) {
+            const uint16_t c = wire::vcrc(pkt.bytes, len - 2);
+            pkt.bytes[len - 2] = uint8_t(c);
+            pkt.bytes[len - 1] = uint8_t(c >> 8);
+        }
+    }
+    const sc_time end = now + ps_time(double(len) * o.ps_per_byte);
+    if (v != VL15) {
+        o.credits.take(v, q.blocks, now);
+        if (r.in_vl != VL15) o.arb.sent(v, q.blocks);
+    }
+    o.free_at = end;
+    ++forwarded;
+    ++o.PortXmitPkts;
+    o.PortXmitData += len / 4;
+    if (o.capture) o.capture->record(o.capture_dir, now, pkt.bytes, len, q.crc);
+    gp_.set_data_ptr(pkt.bytes);
+    gp_.set_data_length(len);
+    gp_.set_streaming_width(len);
+    gp_.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+    set_crc_state(gp_, q.crc);
+    sc_time delay = end - now + o.propagation;
+    const bool last_copy = --q.copies == 0;
+    handoff_->pkt = last_copy ? q.pkt : nullptr;  // the last copy may go in its buffer
+    o.faults.carry(gp_, delay, *out[unsigned(o.sock)]);
+    if (last_copy) q.pkt = handoff_->pkt;  // the receiver's free buffer if it took this one
+    handoff_->pkt = nullptr;
+    last_progress_ = now;
+    if (!last_copy) return;
+    // The packet has left the input buffer once its last bit is out: credit goes back.
+    in.vl[r.in_vl].pop_front();
+    --held_;
+    if (r.in_vl != VL15 && in.upstream) in.upstream->restore(r.in_vl, q.blocks, end + in.credit_delay);
+    free_.push_back(&q);
+    if (!in.vl[r.in_vl].empty()) post_head(r.in, r.in_vl, end);
+}
+
+void ib_switch::watch() {
+    watching_ = false;
+    const sc_time now = sc_time_stamp();
+    const sc_time limit = ns_time(p_.deadlock_timeout_us.get() * 1000.0);
+    bool any = false;
+    for (unsigned o = 0; o < ports_.size(); ++o) {
+        out_port& op = *ports_[o];
+        if (!op.starved) continue;
+        any = true;
+        if (now - op.starved_since >= limit && now - last_progress_ >= limit && on_stall_) {
+            on_stall_(*this, o + 1);
+            return;
+        }
+    }
+    if (any) {
+        watching_ = true;
+        watch_ev_.notify(limit);
+    }
 }
 
 }  // namespace hcasim

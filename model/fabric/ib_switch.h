@@ -1,51 +1,86 @@
-// InfiniBand switch: forwards packets by destination LID (linear forwarding table: LID n goes
-// out of the port the node with LID n is cabled to; a multicast LID, 0xC000..0xFFFE, goes out of
-// every port that joined its group except the one it came in on), with a fixed cut-through latency and one
-// serialising output queue per port. A unicast packet offered with its sender's buffer
-// (packet_handoff_ext) is queued in that buffer, and passed on the same way: through the switch,
-// as back to back, no byte is copied. A packet that finds its output queue full is dropped
-// and counted (credit-based flow control arrives with the timing issue). What an output sends
-// toward node N passes through that node's cable faults (link.* fault parameters of node N,
-// given by set_route), counted per output as `out<N>.dropped` etc.
+// InfiniBand switch: input-buffered, credit-based, cut-through. Each input port has a buffer
+// per data VL (`fabric.switch.vl_buffer_bytes`, whose 64-byte blocks are the credits of the
+// sender at the far end of the cable) and a small VL15 buffer that drops when full. The packet
+// at the head of an input VL asks for the output its DLID maps to (linear forwarding table;
+// a multicast DLID, 0xC000..0xFFFE, asks every member port of its group but the input), on the
+// output VL the SL-to-VL table gives. Each output, when it is free, lets its VL arbiter
+// (vl_arbiter.h; VL15 first) pick among the VLs whose oldest request is ready and whose
+// receiver has room for the whole packet, and sends it: cut-through, it may start `latency_ns`
+// after the packet's first bit arrived (no earlier than its tail allows at the output's rate).
+// When the last bit has left, the input buffer's blocks go back to the sender (an FC packet).
+// Nothing is dropped on a data VL for lack of room. A unicast packet offered with its sender's
+// buffer (packet_handoff_ext) stays in that buffer through the switch, as back to back. What
+// an output sends toward node N passes through that node's cable faults (`out<N>.dropped` ...).
+//
+// Every switch of the fabric reads its parameters from one switch_params (`fabric.switch.*`);
+// counters are per switch (`fabric.switch.forwarded`, per port `fabric.switch.out<i>.*` where
+// i is the port number minus 1, in a fat tree `fabric.leaf0.out<i>.*`).
 #pragma once
 #include <systemc>
 #include <tlm>
-#include "tlm_if/tlm_ext.h"
 #include <tlm_utils/multi_passthrough_initiator_socket.h>
 #include <tlm_utils/multi_passthrough_target_socket.h>
 
+#include <deque>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "model/core/log.h"
 #include "model/core/param.h"
 #include "model/core/stats.h"
-#include "model/core/log.h"
+#include "model/fabric/credits.h"
 #include "model/fabric/fault_injector.h"
 #include "model/fabric/packet.h"
+#include "model/fabric/vl_arbiter.h"
 #include "model/fabric/wire_capture.h"
+#include "tlm_if/tlm_ext.h"
 
 namespace hcasim {
 
+/// The parameters every switch of the fabric shares (`fabric.switch.*`); a member of the
+/// fabric module.
+struct switch_params {
+    switch_params();
+    param<unsigned> radix;            ///< ports per switch (1..254)
+    param<double> latency_ns;         ///< cut-through: first bit in to first bit out
+    param<unsigned> vl_buffer_bytes;  ///< input buffer per port per data VL
+    param<unsigned> vl15_buffer_packets;
+    param<unsigned> data_vls;  ///< data VLs the switch's ports support (1, 2, 4, 8, 15)
+    param<std::string> sl2vl, vlarb_high, vlarb_low;
+    param<unsigned> vlarb_high_limit;
+    param<double> deadlock_timeout_us;  ///< no progress with packets held this long: deadlock
+};
+
 class ib_switch : public sc_core::sc_module {
 public:
-    tlm_utils::multi_passthrough_target_socket<ib_switch> in;      ///< one per switch port, from node links
-    tlm_utils::multi_passthrough_initiator_socket<ib_switch> out;  ///< one per switch port, to node ports
+    tlm_utils::multi_passthrough_target_socket<ib_switch> in;      ///< bound with bind_port()
+    tlm_utils::multi_passthrough_initiator_socket<ib_switch> out;  ///< bound with bind_port()
 
-    param<double> latency_ns;       ///< input to output forwarding latency
-    param<unsigned> queue_packets;  ///< output queue depth per port
-
-    counter forwarded, dropped_no_route, dropped_queue_full, mcast_replicas;
-    module_log log_;  ///< info: every packet dropped (no route, output queue full)
+    counter forwarded, dropped_no_route, mcast_replicas, overruns;
+    module_log log_;  ///< info: every packet dropped (no route, VL15 full)
 
     SC_HAS_PROCESS(ib_switch);
-    /// A switch with `ports` ports (0 .. ports-1).
-    ib_switch(const sc_core::sc_module_name& name, unsigned ports);
+    /// A switch with ports 1..ports (IBA numbering).
+    ib_switch(const sc_core::sc_module_name& name, unsigned ports, const switch_params& p);
+    ~ib_switch() override;
+    unsigned ports() const { return unsigned(ports_.size()); }
 
-    /// Port `p` leads to the node with this LID at this data rate and propagation delay, over
-    /// a cable with these fault settings (applied to what the port sends). With LID mask count
-    /// `lmc` the node owns the 2^lmc LIDs from `lid` (C10-3), all routed to `p`.
-    void set_route(unsigned p, uint16_t lid, double rate_gbps, const sc_core::sc_time& propagation,
-                   const fault_settings& faults, uint8_t lmc = 0);
+    /// Cables port `p`: `from` sends into it, it sends into `to`.
+    void bind_port(unsigned p, tlm::tlm_base_initiator_socket<>& from, tlm::tlm_base_target_socket<>& to);
+    /// Port `p`'s link: data rate, propagation, the cable's faults toward the far end,
+    /// operational data VLs, the far end's receive buffer per VL, and the sender at the far end
+    /// (credits this port's input buffer gives back), `credit_delay` after freeing.
+    void set_link(unsigned p, double rate_gbps, const sc_core::sc_time& propagation,
+                  const fault_settings& faults, unsigned vls, uint32_t far_buffer_bytes,
+                  credit_counter* upstream, const sc_core::sc_time& credit_delay);
+    /// What port `p` may send: the far end's buffers (the far end's receiver restores them).
+    credit_counter& out_credits(unsigned p) { return ports_.at(p - 1)->credits; }
+    /// The linear forwarding table: lft[lid] = output port, 0xFF none (as the SM programs it).
+    void set_lft(std::vector<uint8_t> lft);
+    void set_lft_entry(uint16_t lid, uint8_t port);
+    uint8_t lft_entry(uint16_t lid) const { return lid < lft_.size() ? lft_[lid] : 0xFF; }
     /// Multicast forwarding table: port `p` joins / leaves the group of `mlid` (joins are
     /// counted per port: a port stays a member until it left as often as it joined).
     void join_mcast(uint16_t mlid, unsigned p);
@@ -53,50 +88,82 @@ public:
     /// --pcap: records what port `p` sends into `w` as direction `dir`, before the cable's
     /// faults, at the time its first bit leaves the port. nullptr: no capture (the default).
     void capture_to(unsigned p, wire_capture* w, unsigned dir);
-    /// Fault injection on what port `p` sends (counters `out<p>.dropped` ...).
-    const fault_injector& faults(unsigned p) const { return ports_.at(p)->faults; }
+    /// Fault injection on what port `p` sends (counters `out<p-1>.dropped` ...).
+    const fault_injector& faults(unsigned p) const { return ports_.at(p - 1)->faults; }
+
+    /// Deadlock watch: called when an output has waited for credit, with packets ready, for
+    /// deadlock_timeout_us and nothing moved in this switch meanwhile.
+    void on_stall(std::function<void(ib_switch&, unsigned port)> f) { on_stall_ = std::move(f); }
+    /// Whether output `p` is waiting for credit with a packet ready, and for how long.
+    bool credit_starved(unsigned p, sc_core::sc_time* since = nullptr) const;
+    /// The output the packet at the head of input `p` (first starved VL) waits for; 0: none.
+    unsigned head_wants(unsigned p) const;
+    /// Packets held in the input buffers.
+    uint64_t held_packets() const { return held_; }
 
 private:
-    void b_transport(int id, tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
-    void forward();
-    /// Queues the packet on output `p` (false: the queue is full): in the sender's buffer if
-    /// `handoff` offers it (a free one goes back in exchange), else a copy.
-    /// `crc`: what the input payload's crc_intact_ext said (the queued packet passes it on).
-    bool enqueue(unsigned p, const uint8_t* data, uint32_t len, const sc_core::sc_time& delay, crc_state crc,
-                 packet** handoff = nullptr);
-
-    struct slot {
-        sc_core::sc_time at;                 // when the packet is ready to leave (arrival + latency)
-        crc_state crc = crc_state::unknown;  // crc_intact_ext of the packet as it came in
-        packet* pkt = nullptr;               // from packet_pool (taken at first use)
+    struct queued;
+    struct request {
+        sc_core::sc_time ready;  // when it may start at this output
+        uint16_t in;             // input port index (0-based)
+        uint8_t in_vl;           // the input buffer it heads
+        uint8_t vl;              // the output VL
+    };
+    struct in_port {
+        std::array<std::deque<queued*>, 16> vl;  // index 15: VL15
+        credit_counter* upstream = nullptr;
+        sc_core::sc_time credit_delay;
+        double ps_per_byte = 80.0;
     };
     struct out_port {
-        explicit out_port(const std::string& prefix) : faults(prefix) {}
+        explicit out_port(const std::string& prefix);
         fault_injector faults;
+        counter PortXmitData, PortXmitPkts, PortRcvData, PortRcvPkts, PortXmitWait, PortXmitDiscards,
+            VL15Dropped;
         wire_capture* capture = nullptr;  // --pcap
         unsigned capture_dir = 1;
         double ps_per_byte = 80.0;
         sc_core::sc_time propagation, free_at;
-        // The output queue: `count` slots from `head` (empty ring: the port has no route). The
-        // ring holds pointers into `pool`; free slots wait on `free`, a stack, so the next
-        // packet goes into the slot released last, its buffer still in the cache.
-        std::vector<slot*> ring, free;
-        std::vector<std::unique_ptr<slot>> pool;
-        size_t head = 0, count = 0;
+        bool linked = false;
+        int sock = -1;  // index in `out`
+        unsigned vls = 1;
+        std::array<uint8_t, 16> sl2vl{};
+        vl_arbiter arb;
+        credit_counter credits;
+        std::array<std::deque<request>, 16> req;  // per output VL, by ready time
+        uint32_t req_mask = 0;
+        bool starved = false;  // waiting for credit with a request ready
+        sc_core::sc_time starved_since;
     };
-    std::vector<std::unique_ptr<out_port>> ports_;
-    // One bit per port with queued packets or a packet its cable holds back: forward() visits
-    // only these (in port order, as a scan of all ports would).
-    std::vector<uint64_t> active_;
-    std::vector<int> lid_to_port_;  // linear forwarding table
-    std::vector<std::vector<uint16_t>>
-        mft_;  // multicast: per MLID - 0xC000, joins per port (empty: no group)
-    sc_core::sc_event wake_;
-    tlm::tlm_generic_payload gp_;
-    packet_handoff_ext* handoff_ = nullptr;  // on gp_ (which owns it): the slot's buffer on offer
 
-public:
-    ~ib_switch() override;
+    void b_transport(int id, tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
+    void forward();
+    void watch();
+    /// Serves output `o` at `now`; returns the next time it needs a look (SC_ZERO_TIME: none).
+    sc_core::sc_time serve(unsigned o, const sc_core::sc_time& now);
+    void send(unsigned o, unsigned vl, const sc_core::sc_time& now);
+    /// The head of input `i` VL `v` asks for its output(s), no earlier than `after`.
+    void post_head(unsigned i, unsigned v, const sc_core::sc_time& after);
+    void add_request(unsigned o, const request& r);
+    void drop(const uint8_t* bytes, uint32_t len, unsigned in, const char* why);
+
+    const switch_params& p_;
+    sc_core::sc_time latency_;
+    std::vector<std::unique_ptr<out_port>> ports_;
+    std::vector<in_port> inputs_;
+    std::vector<int> sock_to_port_;  // `in` socket index -> port index
+    std::vector<uint64_t> active_;   // bit per output with requests or a held reorder
+    std::vector<uint8_t> lft_;
+    std::vector<std::vector<uint16_t>> mft_;  // per MLID - 0xC000, joins per port index
+    std::vector<queued*> free_;               // spare queue entries
+    std::vector<std::unique_ptr<queued>> pool_;
+    uint64_t held_ = 0;
+    sc_core::sc_event wake_, credit_wake_, watch_ev_;
+    sc_core::sc_time last_progress_;
+    bool watching_ = false;
+    std::function<void(ib_switch&, unsigned)> on_stall_;
+    tlm::tlm_generic_payload gp_;
+    packet_handoff_ext* handoff_ = nullptr;  // on gp_ (which owns it): the buffer on offer
 };
 
 }  // namespace hcasim

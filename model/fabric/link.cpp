@@ -28,6 +28,10 @@ link::link(const sc_core::sc_module_name& name)
       width("width", 4, "lanes", "link width in lanes (1, 4, 8 or 12)"),
       propagation_ns("propagation_ns", 10.0, "ns", "cable propagation delay (about 5 ns per metre)",
                      {0, 1e9}),
+      data_vls("data_vls", 1, "VLs",
+               "data VLs of the HCA port on this cable (PortInfo VLCap: 1, 2, 4, 8 or 15; VL15 is extra); "
+               "the link runs the lower of both ends",
+               {1, 15}),
       drop_rate("drop_rate", 0.0, "", "fault: probability a packet is lost (both directions of the cable)",
                 {0, 1}),
       bit_error_rate("bit_error_rate", 0.0, "per bit",
@@ -45,6 +49,9 @@ link::link(const sc_core::sc_module_name& name)
     if (width != 1 && width != 4 && width != 8 && width != 12)
         throw config_error("bad value '" + std::to_string(width.get()) + "' for key '" + width.key() +
                            "': expected one of 1, 4, 8, 12");
+    if (data_vls != 1 && data_vls != 2 && data_vls != 4 && data_vls != 8 && data_vls != 15)
+        throw config_error("bad value '" + std::to_string(data_vls.get()) + "' for key '" + data_vls.key() +
+                           "': expected one of 1, 2, 4, 8, 15 (PortInfo VLCap)");
     prop_ = sc_core::sc_time(propagation_ns.get(), sc_core::SC_NS);
     fault_settings f;
     f.drop_rate = drop_rate;

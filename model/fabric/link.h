@@ -27,6 +27,7 @@ public:
     param<std::string> speed;       ///< sdr|ddr|qdr|fdr|edr|hdr|ndr
     param<unsigned> width;          ///< lanes: 1, 4, 8, 12
     param<double> propagation_ns;   ///< cable propagation delay
+    param<unsigned> data_vls;       ///< data VLs of the port (1, 2, 4, 8, 15); a link runs min(both ends)
     param<double> drop_rate;        ///< probability a packet is lost
     param<double> bit_error_rate;   ///< probability each bit is flipped
     param<double> dup_rate;         ///< probability a packet is delivered twice

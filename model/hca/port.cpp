@@ -2,6 +2,7 @@
 
 #include "model/core/bytes.h"
 #include "model/core/sim_time.h"
+#include "model/fabric/vl_arbiter.h"
 
 #include <cstring>
 #include <utility>
@@ -34,6 +35,17 @@ port::port(const sc_module_name& name)
       lazy_crc("lazy_crc", true, "",
                "compute a packet's ICRC and VCRC only when something needs the exact wire bytes (bit-error "
                "injection, a subnet manager's record); false: at every transmit (same results, slower)"),
+      vl_buffer_bytes("vl_buffer_bytes", 65536, "bytes",
+                      "receive buffer per data VL (the sender's credits: 64-byte blocks); at least one "
+                      "largest packet (4224 bytes) [unverified: vendors do not publish it]",
+                      {4224, 1u << 24}),
+      vl15_buffer_packets("vl15_buffer_packets", 4, "packets",
+                          "receive buffer of VL15 (SMPs; not flow controlled: a full buffer drops and "
+                          "counts VL15Dropped) [unverified]",
+                          {1, 65536}),
+      sl2vl("sl2vl", "", "",
+            "SL-to-VL mapping table: 16 comma-separated VLs for SL 0..15 (15: drop the SL); empty: SL mod "
+            "the link's data VLs"),
       tx_packets("tx_packets", "packets transmitted"),
       tx_bytes("tx_bytes", "bytes transmitted (LRH through VCRC)"),
       rx_packets("rx_packets", "packets received and passed on"),
@@ -50,7 +62,18 @@ port::port(const sc_module_name& name)
       loopback_bytes("loopback_bytes", "bytes looped back (LRH through VCRC)"),
       tx_queue_peak("tx_queue_peak",
                     "most packets waiting for the wire serialiser at once (at most tx_queue_packets)"),
-      rx_queue_peak("rx_queue_peak", "most packets in the receive buffer at once") {
+      rx_queue_peak("rx_queue_peak", "most packets in the receive buffer at once"),
+      PortXmitData("PortXmitData", "4-byte words transmitted, LRH through VCRC, all VLs (IBA PortXmitData)"),
+      PortRcvData("PortRcvData", "4-byte words received, LRH through VCRC, all VLs (IBA PortRcvData)"),
+      PortXmitPkts("PortXmitPkts", "packets transmitted, all VLs (IBA PortXmitPkts)"),
+      PortRcvPkts("PortRcvPkts", "packets received, with errors too (IBA PortRcvPkts)"),
+      PortXmitWait("PortXmitWait",
+                   "ns a packet was ready but waited for credit (IBA PortXmitWait; a tick is 1 ns here)"),
+      PortXmitDiscards("PortXmitDiscards", "packets discarded on transmit: SL mapped to VL15 (IBA)"),
+      PortRcvErrors("PortRcvErrors", "packets received with errors: CRC, malformed (IBA PortRcvErrors)"),
+      VL15Dropped("VL15Dropped", "SMPs dropped: the VL15 receive buffer was full (IBA VL15Dropped)"),
+      fc_packets("fc_packets",
+                 "flow-control packets sent (one per data packet that leaves the receive buffer)") {
     rx_pipeline_ = sc_time(rx_pipeline_ns.get(), SC_NS);
     lazy_crc_ = lazy_crc.get();
     loopback_ = sc_time(loopback_ns.get(), SC_NS);
@@ -66,6 +89,9 @@ port::port(const sc_module_name& name)
     SC_METHOD(rx_process);
     sensitive << rx_event_;
     dont_initialize();
+    SC_METHOD(send_held);
+    sensitive << held_event_;
+    dont_initialize();
     tx_gp_.set_command(tlm::TLM_WRITE_COMMAND);
     handoff_ = new packet_handoff_ext;
     loan_.give_back = &port::give_back_loan;
@@ -74,6 +100,13 @@ port::port(const sc_module_name& name)
 
 port::~port() {
     for (auto& s : rx_pool_) packet_pool::give(s->pkt);
+    for (size_t i = held_head_; i < held_.size(); ++i) packet_pool::give(held_[i].pkt);
+}
+
+void port::set_flow_control(unsigned vls, uint32_t far_buffer_bytes) {
+    if (far_buffer_bytes) tx_credits_.configure(vls, far_buffer_bytes);
+    const std::vector<unsigned> table = parse_sl2vl(sl2vl.get(), sl2vl.key(), vls);
+    for (unsigned sl = 0; sl < 16; ++sl) sl2vl_[sl] = uint8_t(table[sl]);
 }
 
 void port::give_back_loan(void* buffer) { packet_pool::give(static_cast<packet*>(buffer)); }
@@ -106,14 +139,28 @@ void port::departures::push(const sc_time& start, const sc_time& now) {
     ++count;
 }
 
-sc_time port::tx_backpressure() {
+sc_time port::tx_backpressure(uint8_t sl) {
     // The engine does not know which serialiser its next packet takes: it waits for both.
     const sc_time now = sim_now();
+    if (held_head_ < held_.size()) return sc_max_time();  // packets wait for credit already
     const sc_time w = wire_q_.wait(now), l = loop_q_.wait(now);
+    const unsigned vl = sl2vl_[sl & 15];
+    if (tx_credits_.limited() && vl != VL15) {
+        // Credit for the largest packet by the time the wire is free (the packet takes its
+        // actual size when it is sent).
+        sc_time t = wire_free_ > now ? wire_free_ : now;
+        if (!tx_credits_.earliest(vl, credit_blocks(MAX_PACKET_BYTES), t)) return sc_max_time();
+    }
     return w > l ? w : l;
 }
 
 sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& ready) {
+    // The VL of the packet's SL on this link (hop by hop, IBA 7.6.5); an SMP keeps VL15.
+    unsigned vl = pkt.bytes[0] >> 4;
+    if (vl != VL15) {
+        vl = sl2vl_[pkt.bytes[1] >> 4];
+        pkt.bytes[0] = uint8_t(vl << 4 | (pkt.bytes[0] & 0x0F));
+    }
     // ICRC and VCRC: computed now, or (lazy_crc) only by whoever needs the exact wire bytes.
     pkt.len = lazy_crc_ ? len_before_icrc + uint32_t(wire::ICRC_BYTES + wire::VCRC_BYTES)
                         : uint32_t(wire::seal_packet(pkt.bytes, len_before_icrc));
@@ -140,15 +187,72 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
         // (the switch sends no copy back to the port it came from); then it goes on the wire.
         loop_back();
     }
+    if (vl == VL15 && (pkt.bytes[0] >> 4) != VL15) {  // the SL2VL table drops this SL
+        ++PortXmitDiscards;
+        return serialise;
+    }
     sc_time start = now + ready;
     if (wire_free_ > start) start = wire_free_;
-    wire_free_ = start + serialise;
-    tx_busy_ps += ps_count(serialise);
+    if (vl != VL15 && tx_credits_.limited()) {
+        const sc_time want = start;
+        if (held_head_ < held_.size() || !tx_credits_.earliest(vl, credit_blocks(pkt.len), start)) {
+            // No credit is known to come yet: the packet waits in the port (in order) and goes
+            // when the far end frees room. The caller gets the time it would leave without the
+            // wait (it held off with tx_backpressure(); only ACKs and SMPs get here).
+            packet* copy = packet_pool::take();
+            copy_bytes(copy->bytes, pkt.bytes, pkt.len);
+            copy->len = pkt.len;
+            held_.push_back(held_packet{copy, want, vl});
+            if (held_.size() - held_head_ == 1) held_event_.notify(SC_ZERO_TIME);
+            return want + serialise - now;
+        }
+        xmit_wait_ps_ += ps_count(start - want);
+        tx_credits_.take(vl, credit_blocks(pkt.len), start);
+    }
+    wire_out(pkt, start);
+    return wire_free_ - now;
+}
+
+void port::send_held() {
+    const sc_time now = sim_now();
+    while (held_head_ < held_.size()) {
+        held_packet& h = held_[held_head_];
+        sc_time start = h.ready > now ? h.ready : now;
+        if (wire_free_ > start) start = wire_free_;
+        const sc_time want = start;
+        if (!tx_credits_.earliest(h.vl, credit_blocks(h.pkt->len), start)) {
+            next_trigger(tx_credits_.wait_for_credit());
+            return;
+        }
+        xmit_wait_ps_ += ps_count(start - want);
+        tx_credits_.take(h.vl, credit_blocks(h.pkt->len), start);
+        handoff_->pkt = h.pkt;
+        wire_out(*h.pkt, start);
+        packet_pool::give(handoff_->pkt);  // this one, or the receiver's free one in exchange
+        handoff_->pkt = nullptr;
+        ++held_head_;
+    }
+    held_.clear();
+    held_head_ = 0;
+    tx_unblocked_.notify(SC_ZERO_TIME);
+    next_trigger(held_event_);
+}
+
+void port::wire_out(packet& pkt, const sc_time& start) {
+    const sc_time now = sim_now();
+    wire_free_ = start + ps_time(double(pkt.len) * ps_per_byte_);
+    tx_busy_ps += ps_count(wire_free_ - start);
     // Remember when this packet leaves the queue, for backpressure.
     wire_q_.push(start, now);
     if (wire_q_.count > tx_queue_peak.value()) tx_queue_peak += wire_q_.count - tx_queue_peak.value();
     ++tx_packets;
     tx_bytes += pkt.len;
+    ++PortXmitPkts;
+    PortXmitData += pkt.len / 4;
+    if (xmit_wait_ps_ >= 1000) {
+        PortXmitWait += xmit_wait_ps_ / 1000;
+        xmit_wait_ps_ %= 1000;
+    }
     if (tl_) {
         const wire::lrh l = wire::decode_lrh(pkt.bytes);
         const wire::bth b = wire::decode_bth(pkt.bytes + 8 + (l.next == wire::lnh::iba_global ? 40 : 0));
@@ -165,9 +269,7 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
     // The receiver may trust the CRCs while nothing alters the bytes (crc_intact_ext).
     set_crc_state(tx_gp_, lazy_crc_ ? crc_state::unsealed : crc_state::sealed);
     sc_time delay = wire_free_ - now;  // last bit on the wire (store and forward)
-    const sc_time done = delay;
     tx->b_transport(tx_gp_, delay);
-    return done;
 }
 
 sc_time port::transmit(packet*& pkt, uint32_t len_before_icrc, const sc_time& ready) {
@@ -180,8 +282,27 @@ sc_time port::transmit(packet*& pkt, uint32_t len_before_icrc, const sc_time& re
 
 void port::rx_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
     gp.set_response_status(tlm::TLM_OK_RESPONSE);
-    enqueue_rx(gp.get_data_ptr(), gp.get_data_length(), sim_now() + delay + rx_pipeline_,
-               crc_state_of(gp) != crc_state::unknown, offered_buffer(gp));
+    const uint32_t len = gp.get_data_length();
+    const sc_time arrival = sim_now() + delay + rx_pipeline_;
+    ++PortRcvPkts;
+    PortRcvData += len / 4;
+    const unsigned vl = len ? gp.get_data_ptr()[0] >> 4 : 0;
+    if (vl == VL15) {
+        // Not flow controlled: a full VL15 buffer drops the SMP.
+        if (rx_vl15_ >= vl15_buffer_packets) {
+            ++VL15Dropped;
+            HCASIM_LOG(log_, info,
+                       "drops " << wire::describe_packet(gp.get_data_ptr(), len) << ": VL15 buffer full");
+            return;
+        }
+        ++rx_vl15_;
+    } else if (upstream_) {
+        // The packet leaves the receive buffer when it enters the pipeline's last stage (the
+        // P_Key checker, at `arrival`): an FC packet takes its credit back to the sender.
+        upstream_->restore(vl, credit_blocks(len), arrival + credit_delay_);
+        ++fc_packets;
+    }
+    enqueue_rx(gp.get_data_ptr(), len, arrival, crc_state_of(gp) != crc_state::unknown, offered_buffer(gp));
 }
 
 void port::enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_time& arrival, bool intact,
@@ -253,6 +374,7 @@ void port::rx_process() {
     const sc_time now = sim_now();
     while (rx_count_ && rx_ring_[rx_head_]->arrival <= now) {
         rx_slot& s = *rx_ring_[rx_head_];
+        if (s.len && (s.data[0] >> 4) == VL15 && rx_vl15_) --rx_vl15_;
         rx_packet p;
         size_t off = 0, plen = 0;
         const wire::parse_status st = wire::parse_packet(s.data, s.len, p.h, off, plen, !s.intact);
@@ -287,12 +409,15 @@ void port::rx_process() {
                 s.pkt = nullptr;          // (the slot takes another when it needs one)
             loan_.buffer = nullptr;
         } else if (st == wire::parse_status::bad_vcrc) {
+            ++PortRcvErrors;
             ++rx_bad_vcrc;
             HCASIM_LOG(log_, info, "drops " << wire::describe_packet(s.data, s.len) << ": bad VCRC");
         } else if (st == wire::parse_status::bad_icrc) {
+            ++PortRcvErrors;
             ++rx_bad_icrc;
             HCASIM_LOG(log_, info, "drops " << wire::describe_packet(s.data, s.len) << ": bad ICRC");
         } else {
+            ++PortRcvErrors;
             ++rx_malformed;
             HCASIM_LOG(log_, info,
                        "drops " << wire::describe_packet(s.data, s.len) << ": " << wire::to_string(st));

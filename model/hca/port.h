@@ -11,13 +11,16 @@
 #include <tlm_utils/simple_initiator_socket.h>
 #include <tlm_utils/simple_target_socket.h>
 
+#include <array>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/core/log.h"
 #include "model/core/param.h"
 #include "model/core/timeline.h"
 #include "model/core/stats.h"
+#include "model/fabric/credits.h"
 #include "model/fabric/packet.h"
 #include "model/hca/rx_packet.h"
 
@@ -29,19 +32,31 @@ public:
     virtual ~packet_tx() = default;
     virtual sc_core::sc_time transmit(packet*& pkt, uint32_t len_before_icrc,
                                       const sc_core::sc_time& ready) = 0;
-    virtual sc_core::sc_time tx_backpressure() = 0;
+    /// How long before the next packet of a QP on service level `sl` may be handed over:
+    /// zero if now, sc_max_time() (tx_blocked()) if the port waits for credit of unknown arrival (then wait on
+    /// tx_unblocked()).
+    virtual sc_core::sc_time tx_backpressure(uint8_t sl) = 0;
+    virtual const sc_core::sc_event& tx_unblocked() = 0;
 };
+
+/// tx_backpressure() answers this when no credit is known to come: wait for tx_unblocked().
+inline bool tx_blocked(const sc_core::sc_time& backpressure) {
+    return backpressure == sc_core::sc_max_time();
+}
 
 class port final : public sc_core::sc_module, public packet_tx {
 public:
     tlm_utils::simple_initiator_socket<port> tx;  ///< to this node's link
     tlm_utils::simple_target_socket<port> rx;     ///< from the far end
 
-    param<unsigned> tx_queue_packets;   ///< packets that may wait for the wire (as many for the loopback)
-    param<unsigned> rx_buffer_packets;  ///< initial depth of the arrival queue (it doubles when full)
-    param<double> rx_pipeline_ns;       ///< from last bit in to the packet reaching the P_Key checker
-    param<double> loopback_ns;          ///< loopback path: last bit looped back to the receive pipeline
-    param<bool> lazy_crc;               ///< seal (ICRC, VCRC) only when the wire bytes are needed
+    param<unsigned> tx_queue_packets;     ///< packets that may wait for the wire (as many for the loopback)
+    param<unsigned> rx_buffer_packets;    ///< initial depth of the arrival queue (it doubles when full)
+    param<double> rx_pipeline_ns;         ///< from last bit in to the packet reaching the P_Key checker
+    param<double> loopback_ns;            ///< loopback path: last bit looped back to the receive pipeline
+    param<bool> lazy_crc;                 ///< seal (ICRC, VCRC) only when the wire bytes are needed
+    param<unsigned> vl_buffer_bytes;      ///< receive buffer per data VL (credits of the far end)
+    param<unsigned> vl15_buffer_packets;  ///< receive buffer of VL15 (management), not flow controlled
+    param<std::string> sl2vl;             ///< SL-to-VL mapping table (16 VLs); "" = SL mod data VLs
 
     module_log
         log_;  ///< info: packets dropped on receive (CRC, malformed, DLID); debug: every packet received
@@ -49,6 +64,10 @@ public:
     counter rx_bad_vcrc, rx_bad_icrc, rx_malformed, rx_queue_grows, rx_bad_dlid;
     counter loopback_packets, loopback_bytes;
     counter tx_queue_peak, rx_queue_peak;  ///< most packets queued at once (transmit, receive)
+    /// IBA port counters (PortCountersExtended widths: 64 bits; data in 4-byte words).
+    counter PortXmitData, PortRcvData, PortXmitPkts, PortRcvPkts, PortXmitWait, PortXmitDiscards;
+    counter PortRcvErrors, VL15Dropped;
+    counter fc_packets;  ///< flow-control packets sent (one per data packet leaving the buffer)
 
     SC_HAS_PROCESS(port);
     explicit port(const sc_core::sc_module_name& name);
@@ -66,6 +85,19 @@ public:
     bool is_own_lid(uint16_t dlid) const {
         return lid_ != 0 && dlid < wire::MULTICAST_LID_BASE && uint16_t(dlid - lid_) < (1u << lmc_);
     }
+    /// Flow control: `vls` operational data VLs on this link (the SL-to-VL table maps onto
+    /// them); the far end's receive buffers hold `far_buffer_bytes` per VL (0: no flow control).
+    void set_flow_control(unsigned vls, uint32_t far_buffer_bytes);
+    /// What this port receives gives credit back to `upstream` (the far end's sender)
+    /// `credit_delay` after the packet leaves the receive buffer (an FC packet's
+    /// serialisation and the cable's propagation).
+    void give_credit_to(credit_counter* upstream, const sc_core::sc_time& credit_delay) {
+        upstream_ = upstream;
+        credit_delay_ = credit_delay;
+    }
+    credit_counter& tx_credits() { return tx_credits_; }
+    /// The operational VL of service level `sl` (VL15: the SL is dropped, per the SL2VL table).
+    unsigned vl_of(uint8_t sl) const { return sl2vl_[sl & 15]; }
     /// Where received packets go.
     void bind_receiver(rx_sink& sink) { sink_ = &sink; }
 
@@ -83,7 +115,10 @@ public:
 
     /// How long a sender must wait before the transmit queues (wire and loopback) have room
     /// (zero if they have).
-    sc_core::sc_time tx_backpressure() override;
+    sc_core::sc_time tx_backpressure(uint8_t sl) override;
+    const sc_core::sc_event& tx_unblocked() override {
+        return held_head_ < held_.size() ? tx_unblocked_ : tx_credits_.wait_for_credit();
+    }
 
     /// --timeline: a span per packet serialised onto the wire and per packet through the
     /// receive pipeline, on tracks of node `node`.
@@ -104,6 +139,10 @@ private:
     void enqueue_rx(const uint8_t* bytes, uint32_t len, const sc_core::sc_time& arrival, bool intact,
                     packet** handoff = nullptr);
     void rx_process();
+    /// Puts a sealed packet on the wire at `start` (absolute): counters, timeline, the cable.
+    void wire_out(packet& pkt, const sc_core::sc_time& start);
+    /// Sends the packets held for credit, in order, as credit comes back.
+    void send_held();
 
     /// Start times of the packets waiting for one serialiser (wire or loopback), a ring of
     /// tx_queue_packets entries in start order: the transmit queue's occupancy.
@@ -136,6 +175,22 @@ private:
     uint16_t lid_ = 0;  // 0: no LID assigned yet
     uint8_t lmc_ = 0;
     sc_core::sc_time wire_free_, loop_free_;
+    // Flow control: the far end's buffers (what this port may send), where what it receives
+    // gives credit back, and the packets waiting for credit (buffers from packet_pool).
+    credit_counter tx_credits_;
+    credit_counter* upstream_ = nullptr;
+    sc_core::sc_time credit_delay_;
+    std::array<uint8_t, 16> sl2vl_{};
+    struct held_packet {
+        packet* pkt;
+        sc_core::sc_time ready;  // absolute
+        unsigned vl;
+    };
+    std::vector<held_packet> held_;
+    size_t held_head_ = 0;
+    sc_core::sc_event tx_unblocked_, held_event_;
+    unsigned rx_vl15_ = 0;  // VL15 packets in the receive buffer
+    uint64_t xmit_wait_ps_ = 0;
     sc_core::sc_time loopback_;
     departures wire_q_, loop_q_;
     // Receive buffer: rx_count_ slots from rx_head_ in arrival order (wire and loopback

@@ -119,6 +119,8 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
                          "ps the requester waited for a WQE's fetch with no other QP to serve"),
       stall_port_ps("stall_port_ps",
                     "ps the requester waited for room in the port's transmit queue (backpressure)"),
+      stall_credit("stall_credit",
+                   "times the requester or responder waited for link credit (the far end's VL buffer full)"),
       state_qps("state_qps", "QPs that exist at the end of the run"),
       state_bytes("state_bytes",
                   "bytes of model state of the existing QPs at the end of the run (records and their rings)"),

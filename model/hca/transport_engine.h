@@ -115,7 +115,7 @@ public:
         qkey_violations, ud_oversize, mcast_deliveries, mcast_dropped, wq_catastrophic, srq_events,
         tx_busy_ps, rx_busy_ps, resp_busy_ps, qpc_hits, qpc_misses, qpc_evictions, qpc_miss_waits,
         wqe_buffer_stalls, wqe_buffer_peak, stall_window, stall_rd_atomic, stall_fence, stall_wqe_fetch,
-        stall_wqe_fetch_ps, stall_port_ps, state_qps, state_bytes, state_slot_bytes;
+        stall_wqe_fetch_ps, stall_port_ps, stall_credit, state_qps, state_bytes, state_slot_bytes;
 
     SC_HAS_PROCESS(transport_engine);
     transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock,

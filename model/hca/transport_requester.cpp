@@ -170,7 +170,14 @@ void transport_engine::requester_method() {
                 park(q, wqe_ready);
                 continue;
             }
-            sc_time bp = port_->tx_backpressure();
+            sc_time bp = port_->tx_backpressure(qps_[qpn].sl);
+            if (tx_blocked(bp)) {
+                // Waiting for link credit (the far end's buffer is full).
+                ++stall_credit;
+                resume_qpn_ = qpn;
+                next_trigger(port_->tx_unblocked());
+                return;
+            }
             if (bp != SC_ZERO_TIME) stall_port_ps += uint64_t(bp / one_ps_);
             if (wqe_ready > now && wqe_ready - now > bp) {
                 stall_wqe_fetch_ps += uint64_t((wqe_ready - now - bp) / one_ps_);

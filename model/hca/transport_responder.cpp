@@ -773,10 +773,15 @@ void transport_engine::response_method() {
                 if (q.valid) q.rsp.resp.clear();
                 continue;
             }
-            const sc_time bp = port_->tx_backpressure();
+            const sc_time bp = port_->tx_backpressure(q.sl);
             if (bp != SC_ZERO_TIME) {
                 resume_resp_qpn_ = qpn;
-                next_trigger(bp);
+                if (tx_blocked(bp)) {
+                    ++stall_credit;
+                    next_trigger(port_->tx_unblocked());
+                } else {
+                    next_trigger(bp);
+                }
                 return;
             }
         }

@@ -21,6 +21,7 @@ public:
     param<std::string> topology;  ///< auto|back_to_back|switch
     param<unsigned> lmc;          ///< LID mask count of every port (0..7), as OpenSM's `lmc`
     param<bool> subnet_manager;   ///< switch topology: a subnet manager on an extra switch port
+    switch_params switch_config;  ///< fabric.switch.*: every switch's parameters
 
     std::unique_ptr<ib_switch> sw;               ///< "fabric.switch" when the topology has one
     std::unique_ptr<hcasim::subnet_manager> sm;  ///< "fabric.sm": on switch port `nodes`, LID nodes + 1

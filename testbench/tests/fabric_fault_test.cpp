@@ -466,7 +466,7 @@ SIM_TEST(FabricFault, switch_applies_link_n_faults_toward_node_n) {
     EXPECT_EQ(count("fabric.switch.out1.dropped"), 30u);
     EXPECT_EQ(count("fabric.switch.out0.dropped"), 0u);
     EXPECT_EQ(count("node1.link.dropped"), 0u);  // node1 itself sent nothing
-    EXPECT_EQ(b.m->net.sw->faults(1).settings().drop_rate, 1.0);
+    EXPECT_EQ(b.m->net.sw->faults(2).settings().drop_rate, 1.0);
 }
 
 SIM_TEST(FabricFault, switch_duplicates_and_reorders_toward_node_n) {
@@ -483,9 +483,9 @@ SIM_TEST(FabricFault, switch_releases_a_lone_held_packet_after_the_hold) {
     bench b({{"fabric.nodes", "3"}, {"link1.reorder_rate", "1"}, {"link1.reorder_hold_ns", "500"}}, 0, 1, 1);
     b.run(3000);
     ASSERT_EQ(b.rec.got.size(), 1u);
-    // Through the switch: node0 serialises, cable, switch latency 90 ns, switch serialises
-    // again, cable; then held 500 ns.
-    EXPECT_EQ(b.rec.got[0].at, sc_time(kSerNs + kPropNs + 90 + kSerNs + kPropNs + kRxPipeNs + 500, SC_NS));
+    // Through the switch: the first bit crosses the cable, the switch starts sending it 90 ns
+    // later (cut-through) and serialises it, cable; then held 500 ns.
+    EXPECT_EQ(b.rec.got[0].at, sc_time(kPropNs + 90 + kSerNs + kPropNs + kRxPipeNs + 500, SC_NS));
     EXPECT_EQ(count("fabric.switch.out1.reorder_timeouts"), 1u);
 }
 
@@ -502,8 +502,8 @@ SIM_TEST(FabricFault, switch_bit_errors_toward_node_are_caught) {
 }
 
 SIM_TEST(FabricFault, switch_link_down_toward_node) {
-    // Through the switch packet i reaches node1 at i x 100 + 22.56 + 10 + 90 + 22.56 + 10.
-    bench b({{"fabric.nodes", "3"}, {"link1.down_at_ns", "455.12"}}, 0, 1, 8);
+    // Through the switch (cut-through) packet i reaches node1 at i x 100 + 10 + 90 + 22.56 + 10.
+    bench b({{"fabric.nodes", "3"}, {"link1.down_at_ns", "432.56"}}, 0, 1, 8);
     b.run(8 * kGapNs + 1000);
     EXPECT_EQ(b.rec.psns(), (std::vector<uint32_t>{0, 1, 2}));
     EXPECT_EQ(count("fabric.switch.out1.dropped_down"), 5u);
@@ -526,7 +526,7 @@ SIM_TEST(FabricFault, the_senders_buffer_reaches_the_receiver_itself_back_to_bac
                 EXPECT_EQ(b.rec.got[i].psn, i);
                 EXPECT_EQ(b.rec.got[i].payload, b.tx->sent[i]->bytes + hdr)
                     << "packet " << i << " was copied";
-                EXPECT_EQ(b.rec.got[i].at, sw ? seen_at(i, 90 + kSerNs + kPropNs) : seen_at(i));
+                EXPECT_EQ(b.rec.got[i].at, sw ? seen_at(i, 90 + kPropNs) : seen_at(i));
             }
             if (sw) {
                 EXPECT_EQ(count("fabric.switch.forwarded"), 20u);
@@ -554,9 +554,9 @@ SIM_TEST(FabricFault,
                     EXPECT_EQ(b.rec.got[i].psn, i);
                     EXPECT_EQ(b.rec.got[i].payload == b.tx->sent[i]->bytes + hdr, !in_slot)
                         << payload << " B, packet " << i;
-                    EXPECT_EQ(b.rec.got[i].at,
-                              sc_time(i * kGapNs + ser + kPropNs + (sw ? 90 + ser + kPropNs : 0) + kRxPipeNs,
-                                      SC_NS));
+                    EXPECT_EQ(
+                        b.rec.got[i].at,
+                        sc_time(i * kGapNs + ser + kPropNs + (sw ? 90 + kPropNs : 0) + kRxPipeNs, SC_NS));
                     if (in_slot && !sw) {  // back to back the sender built every packet in the same buffer
                         EXPECT_EQ(b.tx->sent[i], b.tx->sent[0]);
                     }

@@ -110,7 +110,9 @@ struct fake_port final : packet_tx {
         packets.push_back(std::move(s));
         return ready + sc_time(10, SC_NS);
     }
-    sc_time tx_backpressure() override { return sc_core::SC_ZERO_TIME; }
+    sc_time tx_backpressure(uint8_t) override { return sc_core::SC_ZERO_TIME; }
+    const sc_core::sc_event& tx_unblocked() override { return never_; }
+    sc_core::sc_event never_;
 };
 
 struct fake_pkeys final : partition_keys {
