@@ -510,6 +510,7 @@ topology read_ibnetdiscover(const std::string& path) {
         topo_end peer;
         std::size_t line = 0;      ///< the first line that cabled it
         std::size_t own_line = 0;  ///< the line of its node's block that lists it
+        bool by_far_end = false;   ///< `line` is in the far end's block
     };
     std::vector<std::vector<port_state>> ports(f.nodes.size());
     for (unsigned i = 0; i < f.nodes.size(); ++i) ports[i].resize(f.nodes[i].ports + 1);
@@ -540,16 +541,18 @@ topology read_ibnetdiscover(const std::string& path) {
                                   : far.peer.connected() && !(far.peer == want_far)  ? &far
                                                                                      : nullptr;
         if (other) {
-            const unsigned on = unsigned(other == &mine ? l.from : b),
-                           op = other == &mine ? l.port : l.peer_port;
+            // As that line reads: from the node whose block it is in.
+            std::string there = cable(unsigned(other == &mine ? l.from : b),
+                                      other == &mine ? l.port : l.peer_port),
+                        peer = cable(unsigned(other->peer.node), other->peer.port);
+            if (other->by_far_end) std::swap(there, peer);
             throw config_error(at(l.line) + "mismatched link: " + cable(l.from, l.port) + " to " +
                                cable(b, l.peer_port) + " here, but line " + std::to_string(other->line) +
-                               " cables " + cable(on, op) + " to " +
-                               cable(unsigned(other->peer.node), other->peer.port));
+                               " cables " + there + " to " + peer);
         }
         if (!mine.peer.connected()) {
             mine.peer = want_mine, mine.line = l.line;
-            ports[b][l.peer_port].peer = want_far, ports[b][l.peer_port].line = l.line;
+            ports[b][l.peer_port] = port_state{want_far, l.line, ports[b][l.peer_port].own_line, true};
         }
     }
 

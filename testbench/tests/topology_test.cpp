@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -400,4 +401,157 @@ TEST(Ibnetdiscover, the_example_topologies_are_what_the_writer_prints_for_them) 
         EXPECT_EQ(on_disk.str(), written.str()) << file;
         EXPECT_TRUE(read_ibnetdiscover(path) == *t) << file;
     }
+}
+
+// ---- Bad input: every error names the file, the line and what is wrong ----
+
+namespace {
+
+// A valid fabric: one switch, two CAs (line numbers matter to the tests below).
+const std::vector<std::string> SMALL = {
+    "# a small fabric",                                                                    // 1
+    "Switch\t8 \"S-e41d2d0300000001\"\t\t# \"sw\" enhanced port 0 lid 3 lmc 0",            // 2
+    "[1]\t\"H-0002c90300000010\"[1](2c90300000011) \t\t# \"node0\" lid 1 4xEDR",           // 3
+    "[2]\t\"H-0002c90300000020\"[1](2c90300000021) \t\t# \"node1\" lid 2 4xEDR",           // 4
+    "",                                                                                    // 5
+    "Ca\t1 \"H-0002c90300000010\"\t\t# \"node0\"",                                         // 6
+    "[1](2c90300000011) \t\"S-e41d2d0300000001\"[1]\t\t# lid 1 lmc 0 \"sw\" lid 3 4xEDR",  // 7
+    "",                                                                                    // 8
+    "Ca\t1 \"H-0002c90300000020\"\t\t# \"node1\"",                                         // 9
+    "[1](2c90300000021) \t\"S-e41d2d0300000001\"[2]\t\t# lid 2 lmc 0 \"sw\" lid 3 4xEDR",  // 10
+};
+
+/// SMALL with lines replaced (line number, 1-based -> text, several lines if it has '\n'),
+/// written to a file; the error reading it, with the file's path replaced by "F".
+std::string error_with_lines(const std::map<unsigned, std::string>& changed) {
+    std::string file;
+    for (unsigned i = 0; i < SMALL.size(); ++i)
+        file += (changed.count(i + 1) ? changed.at(i + 1) : SMALL[i]) + "\n";
+    const std::string path = write_file("bad", file);
+    std::string e = error_of([&] { read_ibnetdiscover(path); });
+    if (e.compare(0, path.size(), path) == 0) e.replace(0, path.size(), "F");
+    return e;
+}
+std::string error_with_line(unsigned n, const std::string& text) { return error_with_lines({{n, text}}); }
+
+}  // namespace
+
+TEST(IbnetdiscoverBadInput, the_small_fabric_the_cases_start_from_is_valid) {
+    std::string file;
+    for (const std::string& l : SMALL) file += l + "\n";
+    const topology t = read_ibnetdiscover(write_file("small", file));
+    EXPECT_EQ(t.hosts(), 2u);
+    EXPECT_EQ(far(t, "sw", 2), "node1/1");
+}
+
+TEST(IbnetdiscoverBadInput, syntax_errors_name_the_line_and_what_was_expected) {
+    EXPECT_EQ(error_with_line(4, "[2]\t\"H-0002c90300000020\"[x]"),
+              "F:4: syntax error: expected the peer's port number, found 'x]'");
+    EXPECT_EQ(
+        error_with_line(4, "[2]\tH-0002c90300000020[1]"),
+        "F:4: syntax error: expected a node id \"S-<GUID>\" or \"H-<GUID>\", found 'H-0002c90300000020[1]'");
+    EXPECT_EQ(error_with_line(6, "Ca\t\"H-0002c90300000010\""),
+              "F:6: syntax error: expected the node's port count, found '\"H-0002c90300000010\"'");
+    EXPECT_EQ(error_with_line(6, "Swich\t8 \"S-e41d2d0300000009\""),
+              "F:6: syntax error: expected a node header (Switch, Ca), a link line ([port] "
+              "\"S-<GUID>\"[port]), an id "
+              "line (vendid=, caguid=, ...) or a # comment, found 'Swich\t8 \"S-e41d2d0300000009\"'");
+    EXPECT_EQ(error_with_line(7, "[1]\t\"S-e41d2d0300000001\"[1]"),
+              "F:7: syntax error: expected the port GUID in parentheses after a CA's port, found "
+              "'\t\"S-e41d2d0300000001\"[1]'");
+    EXPECT_EQ(error_with_line(3, "[1]\t\"H-0002c90300000010\"[1] trailing"),
+              "F:3: syntax error: expected a # comment or the end of the line, found 'trailing'");
+    EXPECT_EQ(error_with_line(1, "vendid=2c9"),
+              "F:1: syntax error: expected a hexadecimal value 0x..., found '2c9'");
+    EXPECT_EQ(error_with_line(6, "Ca\t1 \"S-0002c90300000010\"\t\t# \"node0\""),
+              "F:6: Ca header with the id of a switch (\"S-...\")");
+    EXPECT_EQ(error_with_line(1, "[1]\t\"H-0002c90300000010\"[1]"),
+              "F:1: a link line before any Switch or Ca header");
+    EXPECT_EQ(error_with_line(4, "[0]\t\"H-0002c90300000020\"[1]"), "F:4: a port number 0: ports are 1..254");
+}
+
+TEST(IbnetdiscoverBadInput, routers_are_refused) {
+    EXPECT_EQ(error_with_line(9, "Rt\t1 \"R-0002c90300000020\"\t\t# \"router\""),
+              "F:9: a router (Rt): hcasim models switches and CAs only");
+    EXPECT_EQ(error_with_line(4, "[2]\t\"R-0002c90300000020\"[1]"),
+              "F:4: a link to a router (\"R-...\"): hcasim models switches and CAs only");
+}
+
+TEST(IbnetdiscoverBadInput, a_dangling_link_names_the_guid_nobody_declares) {
+    EXPECT_EQ(error_with_line(4, "[2]\t\"H-0002c90300000030\"[1](2c90300000031) \t\t# \"node9\" lid 2 4xEDR"),
+              "F:4: dangling link: \"H-0002c90300000030\" port 1 is not a node of the file");
+    EXPECT_EQ(error_with_line(3, "[1]\t\"S-0002c90300000010\"[1]"),
+              "F:3: link to \"S-0002c90300000010\", but line 6 declares that GUID as \"H-0002c90300000010\"");
+}
+
+TEST(IbnetdiscoverBadInput, a_mismatched_link_names_both_lines) {
+    EXPECT_EQ(error_with_line(10, "[1](2c90300000021) \t\"S-e41d2d0300000001\"[3]"),
+              "F:10: mismatched link: \"H-0002c90300000020\"[1] to \"S-e41d2d0300000001\"[3] here, but line "
+              "4 cables "
+              "\"S-e41d2d0300000001\"[2] to \"H-0002c90300000020\"[1]");
+    // The far end's port is taken by another cable.
+    EXPECT_EQ(error_with_line(4, "[2]\t\"H-0002c90300000010\"[1](2c90300000011)"),
+              "F:4: mismatched link: \"S-e41d2d0300000001\"[2] to \"H-0002c90300000010\"[1] here, but line 3 "
+              "cables "
+              "\"S-e41d2d0300000001\"[1] to \"H-0002c90300000010\"[1]");
+    EXPECT_EQ(error_with_line(4, "[1]\t\"H-0002c90300000010\"[1](2c90300000011)"),
+              "F:4: port 1 of \"S-e41d2d0300000001\" listed twice (also line 3)");
+}
+
+TEST(IbnetdiscoverBadInput, a_duplicate_guid_names_both_lines) {
+    EXPECT_EQ(error_with_line(9, "Ca\t1 \"H-0002c90300000010\"\t\t# \"node1\""),
+              "F:9: duplicate GUID 0x2c90300000010 (also declared at line 6)");
+}
+
+TEST(IbnetdiscoverBadInput, a_port_beyond_the_nodes_count_is_refused) {
+    EXPECT_EQ(error_with_line(4, "[9]\t\"H-0002c90300000020\"[1](2c90300000021)"),
+              "F:4: port 9 is beyond the port count 8 of \"S-e41d2d0300000001\" (line 2)");
+    EXPECT_EQ(error_with_line(4, "[2]\t\"H-0002c90300000020\"[2](2c90300000022)"),
+              "F:4: port 2 is beyond the port count 1 of \"H-0002c90300000020\" (line 9)");
+}
+
+TEST(IbnetdiscoverBadInput, a_node_the_sm_cannot_reach_is_named) {
+    EXPECT_EQ(error_with_lines({{4, ""}, {10, ""}}),
+              "F:9: \"H-0002c90300000020\" (\"node1\") is not connected to \"S-e41d2d0300000001\" (\"sw\") "
+              "(line 2): the "
+              "fabric must be one piece");
+    // A link listed on one side only is a cable.
+    EXPECT_EQ(read_ibnetdiscover(write_file("one_sided", SMALL[1] + "\n" + SMALL[5] + "\n" + SMALL[6] + "\n"))
+                  .nodes[0]
+                  .peer[1]
+                  .node,
+              1);
+}
+
+TEST(IbnetdiscoverBadInput, a_ca_with_two_cabled_ports_is_refused) {
+    EXPECT_EQ(error_with_lines({{9, "Ca\t2 \"H-0002c90300000020\"\t\t# \"node1\""},
+                                {10,
+                                 "[1](2c90300000021) \t\"S-e41d2d0300000001\"[2]\n"
+                                 "[2](2c90300000022) \t\"S-e41d2d0300000001\"[5]"}}),
+              "F:11: \"H-0002c90300000020\" (\"node1\") has port 2 cabled as well as port 1: hcasim's HCAs "
+              "have one "
+              "port, port 1");
+    EXPECT_EQ(
+        error_with_lines({{4, ""},
+                          {9, "Ca\t2 \"H-0002c90300000020\"\t\t# \"node1\""},
+                          {10, "[2](2c90300000022) \t\"S-e41d2d0300000001\"[2]"}}),
+        "F:10: \"H-0002c90300000020\" (\"node1\") has port 2 cabled: hcasim's HCAs have one port, port 1");
+}
+
+TEST(IbnetdiscoverBadInput, a_file_without_a_host_is_refused) {
+    const std::string path = write_file("nohost", "Switch\t8 \"S-e41d2d0300000001\"\n\n");
+    EXPECT_EQ(error_of([&] { read_ibnetdiscover(path); }),
+              path + ":2: no host: the file has no CA (other than the subnet manager)");
+}
+
+TEST(IbnetdiscoverBadInput, an_unreadable_file_is_named) {
+    const std::string path = ::testing::TempDir() + "topology_test_missing";
+    EXPECT_EQ(error_of([&] { read_ibnetdiscover(path); }),
+              "cannot open topology file '" + path + "': No such file or directory");
+}
+
+TEST(IbnetdiscoverBadInput, endports_with_different_lmcs_are_refused) {
+    EXPECT_EQ(error_with_line(
+                  10, "[1](2c90300000021) \t\"S-e41d2d0300000001\"[2]\t\t# lid 2 lmc 1 \"sw\" lid 3 4xEDR"),
+              "F:10: lmc 1 differs from lmc 0 at line 7 (hcasim gives every endport the same LMC)");
 }
