@@ -367,6 +367,23 @@ long word_value(const std::string& text, const std::string& key) {
     return -1;
 }
 
+/// Hops from the nearest of `sources` to every node (breadth first); -1: unreachable.
+std::vector<int> hops(const topology& t, const std::vector<unsigned>& sources) {
+    std::vector<int> dist(t.nodes.size(), -1);
+    std::deque<unsigned> todo(sources.begin(), sources.end());
+    for (unsigned s : sources) dist[s] = 0;
+    while (!todo.empty()) {
+        const unsigned n = todo.front();
+        todo.pop_front();
+        for (const topo_end& e : t.nodes[n].peer)
+            if (e.connected() && dist[unsigned(e.node)] < 0) {
+                dist[unsigned(e.node)] = dist[n] + 1;
+                todo.push_back(unsigned(e.node));
+            }
+    }
+    return dist;
+}
+
 /// The file's content before any check across lines.
 struct parsed_file {
     std::vector<declared> nodes;
@@ -481,7 +498,7 @@ parsed_file parse(const std::string& path) {
             bool header = false;
             for (const char* type : {"Switch", "Ca", "Hca", "Rt"}) {
                 const std::string t = type;
-                if (lp.accept(t) && (lp.peek(' ') || lp.peek('\t'))) {
+                if (lp.accept(t + " ") || lp.accept(t + "\t")) {
                     parse_header(lp, t == "Hca" ? "Ca" : t, f, n);
                     header = true;
                     break;
@@ -579,25 +596,6 @@ topology read_ibnetdiscover(const std::string& path) {
     if (host_decl.empty())
         throw config_error(at(f.last_line) + "no host: the file has no CA (other than the subnet manager)");
 
-    // Connected: every node reachable from the file's first.
-    std::vector<bool> seen(f.nodes.size());
-    std::deque<unsigned> todo{0};
-    seen[0] = true;
-    while (!todo.empty()) {
-        const unsigned n = todo.front();
-        todo.pop_front();
-        for (const port_state& ps : ports[n])
-            if (ps.peer.connected() && !seen[unsigned(ps.peer.node)]) {
-                seen[unsigned(ps.peer.node)] = true;
-                todo.push_back(unsigned(ps.peer.node));
-            }
-    }
-    for (unsigned i = 0; i < f.nodes.size(); ++i)
-        if (!seen[i])
-            throw config_error(at(f.nodes[i].line) + named(i) + " is not connected to " + named(0) +
-                               " (line " + std::to_string(f.nodes[0].line) +
-                               "): the fabric must be one piece");
-
     // The topology in canonical order: switches, hosts, SM.
     std::vector<unsigned> order;
     for (unsigned i = 0; i < f.nodes.size(); ++i)
@@ -628,21 +626,19 @@ topology read_ibnetdiscover(const std::string& path) {
     }
     t.lmc = f.lmc < 0 ? 0 : unsigned(f.lmc);
 
-    // A switch's level: hops to the nearest CA - 1 (breadth first from all CAs at once).
-    std::vector<int> dist(t.nodes.size(), -1);
-    todo.clear();
+    // Connected: every node reachable from the file's first.
+    const std::vector<int> from_first = hops(t, {unsigned(node_of[0])});
+    for (unsigned i = 0; i < f.nodes.size(); ++i)
+        if (from_first[unsigned(node_of[i])] < 0)
+            throw config_error(at(f.nodes[i].line) + named(i) + " is not connected to " + named(0) +
+                               " (line " + std::to_string(f.nodes[0].line) +
+                               "): the fabric must be one piece");
+    // A switch's level: hops to the nearest CA - 1.
+    std::vector<unsigned> cas;
     for (unsigned i = 0; i < t.nodes.size(); ++i)
-        if (!t.nodes[i].is_switch()) dist[i] = 0, todo.push_back(i);
-    while (!todo.empty()) {
-        const unsigned n = todo.front();
-        todo.pop_front();
-        for (const topo_end& e : t.nodes[n].peer)
-            if (e.connected() && dist[unsigned(e.node)] < 0) {
-                dist[unsigned(e.node)] = dist[n] + 1;
-                todo.push_back(unsigned(e.node));
-            }
-    }
-    for (unsigned s : t.switches()) t.nodes[s].level = unsigned(dist[s] - 1);
+        if (!t.nodes[i].is_switch()) cas.push_back(i);
+    const std::vector<int> from_cas = hops(t, cas);
+    for (unsigned sw : t.switches()) t.nodes[sw].level = unsigned(from_cas[sw] - 1);
     return t;
 }
 
