@@ -1,6 +1,7 @@
 // The fabric's graph (model/system/topology.h): the built shapes cable by cable, LIDs, and
 // ibnetdiscover's format read and written, with every bad input named by file and line.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -19,8 +20,9 @@ extern "C" int sc_main(int, char*[]) { return 0; }
 
 namespace {
 
+/// Writes `text` to a temp file of this process (ctest runs the tests in parallel).
 std::string write_file(const std::string& name, const std::string& text) {
-    const std::string path = ::testing::TempDir() + "topology_test_" + name;
+    const std::string path = ::testing::TempDir() + "topology_test_" + std::to_string(getpid()) + "_" + name;
     std::ofstream(path) << text;
     return path;
 }
