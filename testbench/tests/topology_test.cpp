@@ -147,27 +147,30 @@ TEST(FatTree, three_levels_are_cabled_port_by_port_as_documented) {
 }
 
 TEST(FatTree, oversubscription_sets_the_leaves_down_to_up_ports) {
-    auto down_up = [](double o) {
-        const topology t = make_fat_tree(1, 2, 36, o, false);
-        unsigned down = 0, up = 0;
-        for (const topo_end& e : t.nodes[0].peer)
-            if (e.connected()) ++(t.nodes[unsigned(e.node)].is_switch() ? up : down);
-        unsigned last_down = 0;  // the up ports follow the d down ports
-        for (unsigned p = 1; p <= 36; ++p)
-            if (t.nodes[0].peer[p].connected() && !t.nodes[unsigned(t.nodes[0].peer[p].node)].is_switch())
-                last_down = p;
-        return std::to_string(down) + "+" + std::to_string(up) + " first up port " +
-               std::to_string(t.nodes[0].peer.size() - up) + " spines " +
-               std::to_string(t.switches().size() - 1) + (last_down == 1 ? "" : " bad");
+    auto leaf0 = [](double o) {  // a full first leaf of radix 36
+        const topology t = make_fat_tree(100, 2, 36, o, false);
+        unsigned down = 0, up = 0, first_up = 0, unused = 0;
+        for (unsigned p = 1; p <= 36; ++p) {
+            const topo_end e = t.nodes[0].peer[p];
+            if (!e.connected())
+                ++unused;
+            else if (t.nodes[unsigned(e.node)].is_switch())
+                first_up = up++ ? first_up : p;
+            else
+                ++down;
+        }
+        return "down " + std::to_string(down) + " up " + std::to_string(up) + " from port " +
+               std::to_string(first_up) + " unused " + std::to_string(unused);
     };
-    EXPECT_EQ(down_up(1), "1+18 first up port 19 spines 18");
-    EXPECT_EQ(down_up(2), "1+12 first up port 25 spines 12");
-    EXPECT_EQ(down_up(1.5), "1+14 first up port 23 spines 14");  // 21 down (1.5 * 14), port 36 unused
-    // The down port count shows in how many hosts a leaf takes: 25 hosts at 2:1 fill one leaf and one more.
+    EXPECT_EQ(leaf0(1), "down 18 up 18 from port 19 unused 0");
+    EXPECT_EQ(leaf0(2), "down 24 up 12 from port 25 unused 0");
+    EXPECT_EQ(leaf0(3), "down 27 up 9 from port 28 unused 0");
+    EXPECT_EQ(leaf0(1.5), "down 21 up 14 from port 22 unused 1");  // 21 = 1.5 x 14; port 36 unused
     const topology t = make_fat_tree(25, 2, 36, 2, false);
     EXPECT_EQ(far(t, "leaf0", 24), "node23/1");
     EXPECT_EQ(far(t, "leaf0", 25), "spine0/1");
     EXPECT_EQ(far(t, "leaf1", 1), "node24/1");
+    EXPECT_EQ(t.switches().size(), 2u + 12u);
 }
 
 TEST(FatTree, a_radix_too_small_or_an_impossible_shape_is_refused_naming_the_keys) {
@@ -556,4 +559,10 @@ TEST(IbnetdiscoverBadInput, endports_with_different_lmcs_are_refused) {
     EXPECT_EQ(error_with_line(
                   10, "[1](2c90300000021) \t\"S-e41d2d0300000001\"[2]\t\t# lid 2 lmc 1 \"sw\" lid 3 4xEDR"),
               "F:10: lmc 1 differs from lmc 0 at line 7 (hcasim gives every endport the same LMC)");
+}
+
+TEST(IbnetdiscoverBadInput, a_second_subnet_manager_is_refused) {
+    EXPECT_EQ(error_with_lines({{6, "Ca\t1 \"H-0002c90300000010\"\t\t# \"subnet manager\""},
+                                {9, "Ca\t1 \"H-0002c90300000020\"\t\t# \"subnet manager\""}}),
+              "F:9: a second \"subnet manager\" CA (the first at line 6)");
 }
