@@ -60,8 +60,11 @@ unsigned add_switch(topology& t, unsigned radix, const std::string& desc, unsign
     return n;
 }
 
-void require_hosts(unsigned hosts) {
+void require_hosts_and_radix(unsigned hosts, unsigned radix) {
     if (hosts == 0) throw config_error("fabric.nodes=0: a fabric needs at least one host");
+    if (radix > MAX_PORT)
+        throw config_error("fabric.switch.radix=" + std::to_string(radix) + ": a switch has at most " +
+                           std::to_string(MAX_PORT) + " ports");
 }
 
 }  // namespace
@@ -121,7 +124,7 @@ topology make_back_to_back() {
 }
 
 topology make_single_switch(unsigned hosts, unsigned radix, bool with_sm) {
-    require_hosts(hosts);
+    require_hosts_and_radix(hosts, radix);
     const unsigned endports = hosts + (with_sm ? 1 : 0);
     if (endports > radix)
         throw config_error("fabric.nodes=" + std::to_string(hosts) + (with_sm ? " (+1 subnet manager)" : "") +
@@ -136,7 +139,7 @@ topology make_single_switch(unsigned hosts, unsigned radix, bool with_sm) {
 
 topology make_fat_tree(unsigned hosts, unsigned levels, unsigned radix, double oversubscription,
                        bool with_sm) {
-    require_hosts(hosts);
+    require_hosts_and_radix(hosts, radix);
     const std::string shape = "a " + std::to_string(levels) +
                               "-level fat tree (fabric.fat_tree.levels) of radix " + std::to_string(radix) +
                               " (fabric.switch.radix) with oversubscription " + ratio(oversubscription) +

@@ -101,6 +101,8 @@ TEST(Topology, single_switch_refuses_more_hosts_than_the_radix) {
               "fabric.nodes=9 do not fit on one switch of fabric.switch.radix=8 ports");
     EXPECT_EQ(error_of([] { make_single_switch(0, 8, false); }),
               "fabric.nodes=0: a fabric needs at least one host");
+    EXPECT_EQ(error_of([] { make_single_switch(2, 255, false); }),
+              "fabric.switch.radix=255: a switch has at most 254 ports");
 }
 
 TEST(FatTree, two_levels_are_cabled_port_by_port_as_documented) {
