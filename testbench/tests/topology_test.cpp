@@ -207,6 +207,9 @@ TEST(FatTree, a_thousand_hosts_build_on_three_levels_of_radix_32_and_36) {
     EXPECT_EQ(t36.switches().size(), 57u + 72u + 324u);
     EXPECT_EQ(t36.hosts(), 1024u);
     EXPECT_EQ(far(t36, "node1023", 1), "leaf56/16");
+    topology with_lids = t36;
+    assign_lids(with_lids, 0);
+    EXPECT_TRUE(round_trip(with_lids, "rt1024") == with_lids);
     const topology t32 = make_fat_tree(8191, 3, 32, 1, true);  // 32^3 / 4 = 8192 endports
     EXPECT_EQ(t32.switches().size(), 512u + 512u + 256u);
     EXPECT_EQ(far(t32, "subnet manager", 1), "leaf511/16");
