@@ -43,7 +43,8 @@ struct topology {
     unsigned hosts() const { return unsigned(host_node.size()); }
     /// Adds a node with `ports` unconnected ports; returns its index.
     unsigned add(topo_node::kind type, unsigned ports, std::string desc, uint64_t guid);
-    /// Cables port `pa` of node `a` to port `pb` of node `b` (both must be free).
+    /// Cables port `pa` of node `a` to port `pb` of node `b` (both must exist and be free, else
+    /// std::invalid_argument: a caller's bug, not a user's).
     void connect(unsigned a, unsigned pa, unsigned b, unsigned pb);
     /// The node indices of the switches, in node order.
     std::vector<unsigned> switches() const;
