@@ -157,6 +157,11 @@ void expect_shifts_contention_free(const topology& t, const routing_tables& r) {
     }
 }
 
+/// The tables of nodes 0, 1, ... (the switches, built first) are `want`.
+void expect_lfts(const routing_tables& r, const std::vector<std::vector<uint8_t>>& want) {
+    for (unsigned n = 0; n < want.size(); ++n) EXPECT_EQ(r.lft[n], want[n]) << r.engine << " node " << n;
+}
+
 }  // namespace
 
 TEST(Routing, single_switch_routes_each_lid_to_its_port_and_its_own_lid_to_port0) {
@@ -193,37 +198,34 @@ TEST(Routing, minhop_on_a_two_level_fat_tree_balances_lids_over_the_spines) {
     topology& t = two_by_two(f, 0);
     routing_tables r = route(t, "minhop");
     // leaf0: node2 and node3 over spine0 and spine1 (fewest LIDs so far, then lowest port);
-    // switch LIDs are routed but not counted.
-    EXPECT_EQ(r.lft[0], (std::vector<uint8_t>{X, 1, 2, 3, 4, 0, 3, 3, 4}));
-    EXPECT_EQ(r.lft[1], (std::vector<uint8_t>{X, 3, 4, 1, 2, 3, 0, 3, 4}));
-    // spine0 reaches spine1 (LID 8) through leaf0: both ports carry 2 LIDs, the lower wins.
-    EXPECT_EQ(r.lft[2], (std::vector<uint8_t>{X, 1, 1, 2, 2, 1, 2, 0, 1}));
-    EXPECT_EQ(r.lft[3], (std::vector<uint8_t>{X, 1, 1, 2, 2, 1, 2, 1, 0}));
+    // switch LIDs are routed but not counted. spine0 reaches spine1 (LID 8) through leaf0:
+    // both ports carry 2 LIDs, the lower wins.
+    expect_lfts(r, {{X, 1, 2, 3, 4, 0, 3, 3, 4},
+                    {X, 3, 4, 1, 2, 3, 0, 3, 4},
+                    {X, 1, 1, 2, 2, 1, 2, 0, 1},
+                    {X, 1, 1, 2, 2, 1, 2, 1, 0}});
     EXPECT_TRUE(dependency_cycle(t, r).empty());
 }
 
 TEST(Routing, updn_on_a_two_level_fat_tree_leaves_spine_to_spine_unrouted) {
     fabric f;
-    topology& t = two_by_two(f, 0);
-    routing_tables r = route(t, "updn");
-    EXPECT_EQ(r.lft[0], (std::vector<uint8_t>{X, 1, 2, 3, 4, 0, 3, 3, 4}));
-    EXPECT_EQ(r.lft[1], (std::vector<uint8_t>{X, 3, 4, 1, 2, 3, 0, 3, 4}));
     // The spines are the roots: one spine to the other would go down, then up (as OpenSM).
-    EXPECT_EQ(r.lft[2], (std::vector<uint8_t>{X, 1, 1, 2, 2, 1, 2, 0, X}));
-    EXPECT_EQ(r.lft[3], (std::vector<uint8_t>{X, 1, 1, 2, 2, 1, 2, X, 0}));
+    expect_lfts(route(two_by_two(f, 0), "updn"), {{X, 1, 2, 3, 4, 0, 3, 3, 4},
+                                                  {X, 3, 4, 1, 2, 3, 0, 3, 4},
+                                                  {X, 1, 1, 2, 2, 1, 2, 0, X},
+                                                  {X, 1, 1, 2, 2, 1, 2, X, 0}});
 }
 
 TEST(Routing, ftree_on_a_two_level_fat_tree_climbs_by_destination_index) {
     fabric f;
-    topology& t = two_by_two(f, 0);
-    routing_tables r = route(t, "ftree");
+    routing_tables r = route(two_by_two(f, 0), "ftree");
     EXPECT_EQ(r.engine, "ftree");
     // Destination index i (node0..3 0..3, then leaf0 4, leaf1 5, ...) goes down from spine
     // i mod 2; every other leaf climbs to that spine.
-    EXPECT_EQ(r.lft[0], (std::vector<uint8_t>{X, 1, 2, 3, 4, 0, 4, 3, 4}));
-    EXPECT_EQ(r.lft[1], (std::vector<uint8_t>{X, 3, 4, 1, 2, 3, 0, 3, 4}));
-    EXPECT_EQ(r.lft[2], (std::vector<uint8_t>{X, 1, 1, 2, 2, 1, 2, 0, X}));
-    EXPECT_EQ(r.lft[3], (std::vector<uint8_t>{X, 1, 1, 2, 2, 1, 2, X, 0}));
+    expect_lfts(r, {{X, 1, 2, 3, 4, 0, 4, 3, 4},
+                    {X, 3, 4, 1, 2, 3, 0, 3, 4},
+                    {X, 1, 1, 2, 2, 1, 2, 0, X},
+                    {X, 1, 1, 2, 2, 1, 2, X, 0}});
 }
 
 TEST(Routing, lmc1_spreads_the_two_lids_of_each_endport_over_both_spines) {
