@@ -83,15 +83,17 @@ topology& two_by_two(fabric& f, unsigned lmc) {
 }
 
 /// A fat tree of `leaves` leaves with `down` hosts each under `spines` spines, every leaf
-/// cabled once to every spine (leaf ports 1..down hosts, down+1.. spines).
+/// cabled once to every spine (leaf ports 1..down hosts, down+1.. spines), and the SM on one
+/// more port of leaf0.
 topology& fat_tree(fabric& f, unsigned leaves, unsigned spines, unsigned down) {
     std::vector<unsigned> l, s;
-    for (unsigned i = 0; i < leaves; ++i) l.push_back(f.sw("leaf" + std::to_string(i), down + spines));
+    for (unsigned i = 0; i < leaves; ++i) l.push_back(f.sw("leaf" + std::to_string(i), down + spines + !i));
     for (unsigned j = 0; j < spines; ++j) s.push_back(f.sw("spine" + std::to_string(j), leaves));
     for (unsigned i = 0; i < leaves; ++i)
         for (unsigned j = 0; j < spines; ++j) f.cable(l[i], down + 1 + j, s[j], i + 1);
     for (unsigned i = 0; i < leaves; ++i)
         for (unsigned p = 1; p <= down; ++p) f.host(l[i], p);
+    f.sm(l[0], down + spines + 1);
     return f.lids(0);
 }
 
@@ -261,7 +263,7 @@ TEST(Routing, updn_on_a_ring_of_4_has_no_dependency_cycle_and_routes_every_pair)
 
 TEST(Routing, ftree_shift_permutation_is_contention_free_and_cycle_free) {
     fabric f;
-    topology& t = fat_tree(f, 4, 4, 4);  // 16 hosts, full bisection
+    topology& t = fat_tree(f, 4, 4, 4);  // 16 hosts, full bisection, and the SM after them
     routing_tables r = route(t, "ftree");
     EXPECT_TRUE(dependency_cycle(t, r).empty());
     expect_shifts_contention_free(t, r);
@@ -275,11 +277,13 @@ TEST(Routing, ftree_shift_permutation_on_a_three_level_fat_tree_is_contention_fr
     expect_shifts_contention_free(t, r);
 }
 
-TEST(Routing, minhop_and_updn_on_a_fat_tree_reach_every_host) {
+TEST(Routing, every_engine_on_a_fat_tree_reaches_every_host_and_the_sm) {
     fabric f;
     topology& t = fat_tree(f, 4, 2, 3);
-    for (const char* engine : {"minhop", "updn"}) {
+    for (const char* engine : {"minhop", "updn", "ftree"}) {
         routing_tables r = route(t, engine);
+        for (unsigned s = 0; s < 6; ++s)  // 4 leaves, 2 spines
+            EXPECT_NE(r.lft[s][t.nodes[unsigned(t.sm_node)].lid], X) << engine << " " << t.nodes[s].desc;
         EXPECT_TRUE(dependency_cycle(t, r).empty()) << engine;
         for (unsigned s = 0; s < t.hosts(); ++s)
             for (unsigned d = 0; d < t.hosts(); ++d)
