@@ -7,6 +7,7 @@
 #include <deque>
 #include <limits>
 #include <tuple>
+#include <utility>
 
 #include "model/core/param.h"
 
@@ -75,11 +76,9 @@ struct view {
         return t.nodes[e.node].desc + " (LID " + std::to_string(t.nodes[e.node].lid) + ")";
     }
     [[noreturn]] void fail(const std::string& what) const { throw config_error(key + ": " + what); }
-    /// Hop counts from every node to switch `to` over switch-to-switch links (BFS).
-    std::vector<int> distances(unsigned to) const {
-        std::vector<int> d(t.nodes.size(), UNREACHED);
-        std::deque<unsigned> q{to};
-        d[to] = 0;
+    /// Breadth first over switch-to-switch links from the switches in `q` (their `d` set):
+    /// every other switch's `d` becomes the hops from the nearest of them.
+    void spread(std::vector<int>& d, std::deque<unsigned> q) const {
         while (!q.empty()) {
             unsigned x = q.front();
             q.pop_front();
@@ -89,6 +88,12 @@ struct view {
                     q.push_back(peer(x, p));
                 }
         }
+    }
+    /// Hop counts from every switch to switch `to`.
+    std::vector<int> distances(unsigned to) const {
+        std::vector<int> d(t.nodes.size(), UNREACHED);
+        d[to] = 0;
+        spread(d, {to});
         return d;
     }
 };
@@ -201,30 +206,21 @@ std::vector<candidates> updn_candidates(const view& v) {
     for (const endport& e : v.eps)
         if (!e.is_switch && e.sw >= 0 && (!hosts || !t.nodes[e.node].is_sm))
             ca_switches.push_back(unsigned(e.sw));
-    // Multi-source BFS: each switch's distance to the nearest CA's switch.
+    // Each switch's distance to the nearest CA's switch.
     std::vector<int> to_ca(t.nodes.size(), UNREACHED);
     std::deque<unsigned> q;
     for (unsigned s : ca_switches)
         if (to_ca[s] == UNREACHED) to_ca[s] = 0, q.push_back(s);
-    auto bfs = [&](std::vector<int>& d) {
-        while (!q.empty()) {
-            unsigned x = q.front();
-            q.pop_front();
-            for (unsigned p = 1; p <= t.nodes[x].ports(); ++p)
-                if (v.sw_link(x, p) && d[v.peer(x, p)] == UNREACHED) {
-                    d[v.peer(x, p)] = d[x] + 1;
-                    q.push_back(v.peer(x, p));
-                }
-        }
-    };
-    bfs(to_ca);
+    v.spread(to_ca, std::move(q));
     int farthest = -1;
     for (unsigned s : v.sws)
         if (to_ca[s] != UNREACHED) farthest = std::max(farthest, to_ca[s]);
     std::vector<int> rank(t.nodes.size(), UNREACHED);
+    q.clear();
     for (unsigned s : v.sws)
         if (to_ca[s] == farthest || (farthest < 0 && s == v.sws.front())) rank[s] = 0, q.push_back(s);
-    bfs(rank);
+    v.spread(rank, q);
+    q.clear();
     auto key = [&](unsigned s) { return std::make_tuple(rank[s], t.nodes[s].guid, s); };
     auto up = [&](unsigned from, unsigned to) { return key(to) < key(from); };
     std::vector<unsigned> by_key = v.sws;
@@ -290,13 +286,8 @@ routing_tables route_ftree(const view& v) {
         if (!e.is_switch && !t.nodes[e.node].is_sm && e.sw >= 0 && level[unsigned(e.sw)] == UNREACHED)
             level[unsigned(e.sw)] = 0, q.push_back(unsigned(e.sw));
     if (q.empty()) v.fail(not_ft + "no host is cabled to a switch");
-    while (!q.empty()) {
-        unsigned x = q.front();
-        q.pop_front();
-        for (unsigned p = 1; p <= t.nodes[x].ports(); ++p)
-            if (v.sw_link(x, p) && level[v.peer(x, p)] == UNREACHED)
-                level[v.peer(x, p)] = level[x] + 1, q.push_back(v.peer(x, p));
-    }
+    v.spread(level, q);
+    q.clear();
     int top = 0;
     std::vector<std::vector<uint8_t>> ups(t.nodes.size()), downs(t.nodes.size());
     for (unsigned s : v.sws) {
