@@ -194,32 +194,38 @@ std::vector<candidates> minhop_candidates(const view& v) {
     return per;
 }
 
-/// updn: switches ranked by BFS distance from the roots, the switches farthest from any host
-/// (from any CA when there is no host); a link is "up" towards the smaller (rank, GUID, node)
-/// key. A switch from which the target is reachable by down links only sends down (the
-/// fewest hops); any other switch sends up, on the fewest hops of a legal path (up*, then
-/// down*). No route turns from down to up, so the channel dependencies cannot form a cycle.
-std::vector<candidates> updn_candidates(const view& v) {
+/// updn's roots: the switches farthest from any host (from any CA when there is no host).
+std::vector<unsigned> updn_roots(const view& v) {
     const topology& t = v.t;
-    std::vector<unsigned> ca_switches;
     bool hosts = t.hosts() > 0;
-    for (const endport& e : v.eps)
-        if (!e.is_switch && e.sw >= 0 && (!hosts || !t.nodes[e.node].is_sm))
-            ca_switches.push_back(unsigned(e.sw));
-    // Each switch's distance to the nearest CA's switch.
-    std::vector<int> to_ca(t.nodes.size(), UNREACHED);
+    std::vector<int> to_ca(t.nodes.size(), UNREACHED);  // hops to the nearest CA's switch
     std::deque<unsigned> q;
-    for (unsigned s : ca_switches)
-        if (to_ca[s] == UNREACHED) to_ca[s] = 0, q.push_back(s);
+    for (const endport& e : v.eps)
+        if (!e.is_switch && e.sw >= 0 && (!hosts || !t.nodes[e.node].is_sm) &&
+            to_ca[unsigned(e.sw)] == UNREACHED)
+            to_ca[unsigned(e.sw)] = 0, q.push_back(unsigned(e.sw));
     v.spread(to_ca, std::move(q));
     int farthest = -1;
     for (unsigned s : v.sws)
         if (to_ca[s] != UNREACHED) farthest = std::max(farthest, to_ca[s]);
-    std::vector<int> rank(t.nodes.size(), UNREACHED);
-    q.clear();
+    std::vector<unsigned> roots;
     for (unsigned s : v.sws)
-        if (to_ca[s] == farthest || (farthest < 0 && s == v.sws.front())) rank[s] = 0, q.push_back(s);
-    v.spread(rank, q);
+        if (to_ca[s] == farthest) roots.push_back(s);
+    if (roots.empty()) roots.push_back(v.sws.front());
+    return roots;
+}
+
+/// updn from `roots`: switches ranked by BFS distance from them; a link is "up" towards the
+/// smaller (rank, GUID, node) key. A switch from which the target is reachable by down links
+/// only sends down (the fewest hops); any other switch sends up, on the fewest hops of a legal
+/// path (up*, then down*). No route turns from down to up, so the channel dependencies cannot
+/// form a cycle.
+std::vector<candidates> updn_from(const view& v, const std::vector<unsigned>& roots) {
+    const topology& t = v.t;
+    std::vector<int> rank(t.nodes.size(), UNREACHED);
+    std::deque<unsigned> q;
+    for (unsigned s : roots) rank[s] = 0, q.push_back(s);
+    v.spread(rank, std::move(q));
     q.clear();
     auto key = [&](unsigned s) { return std::make_tuple(rank[s], t.nodes[s].guid, s); };
     auto up = [&](unsigned from, unsigned to) { return key(to) < key(from); };
@@ -262,6 +268,26 @@ std::vector<candidates> updn_candidates(const view& v) {
                     c[s].push_back(uint8_t(p));
             }
         }
+    }
+    return per;
+}
+
+/// updn: from the detected roots; if they leave a switch without a legal route to some
+/// switch with CAs (roots whose down links do not reach everything), from the one of them with
+/// the smallest GUID instead: every switch climbs to a single root, which reaches every switch
+/// going down.
+std::vector<candidates> updn_candidates(const view& v) {
+    std::vector<unsigned> roots = updn_roots(v);
+    std::vector<candidates> per = updn_from(v, roots);
+    for (const endport& e : v.eps) {
+        if (e.is_switch || e.sw < 0 || roots.size() < 2) continue;
+        for (unsigned s : v.sws)
+            if (s != unsigned(e.sw) && per[unsigned(e.sw)][s].empty()) {
+                auto guid = [&](unsigned n) { return std::make_pair(v.t.nodes[n].guid, n); };
+                unsigned one = *std::min_element(roots.begin(), roots.end(),
+                                                 [&](unsigned a, unsigned b) { return guid(a) < guid(b); });
+                return updn_from(v, {one});
+            }
     }
     return per;
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -259,6 +260,31 @@ TEST(Routing, updn_on_a_ring_of_4_has_no_dependency_cycle_and_routes_every_pair)
             if (s != d) {
                 EXPECT_LE(path(t, r, s, d).size(), 3u) << "node" << s << " -> node" << d;
             }
+}
+
+TEST(Routing, updn_is_deadlock_free_on_irregular_fabrics) {
+    std::mt19937 rng(29);  // mt19937's sequence is fixed by the standard
+    for (unsigned trial = 0; trial < 30; ++trial) {
+        fabric f;
+        unsigned n = 4 + rng() % 7, ports = 8;
+        std::vector<unsigned> free(n, 1);  // next free port of each switch
+        for (unsigned i = 0; i < n; ++i) f.sw("sw" + std::to_string(i), ports);
+        auto link = [&](unsigned a, unsigned b) {
+            if (a == b || free[a] > ports - 1 || free[b] > ports - 1) return;
+            f.cable(a, free[a]++, b, free[b]++);
+        };
+        for (unsigned i = 1; i < n; ++i) link(i, rng() % i);  // a random spanning tree
+        for (unsigned extra = rng() % (2 * n); extra > 0; --extra) link(rng() % n, rng() % n);
+        for (unsigned i = 0; i < n; ++i)
+            if (rng() % 3) f.host(i, free[i]++);
+        if (f.t.hosts() < 2) f.host(0, free[0]++), f.host(n - 1, free[n - 1]++);
+        topology& t = f.lids(0);
+        routing_tables r = route(t, "updn");
+        EXPECT_EQ(describe_channels(t, dependency_cycle(t, r)), "") << "trial " << trial;
+        for (unsigned s = 0; s < t.hosts(); ++s)
+            for (unsigned d = 0; d < t.hosts(); ++d)
+                if (s != d) path(t, r, s, d);
+    }
 }
 
 TEST(Routing, ftree_shift_permutation_is_contention_free_and_cycle_free) {
