@@ -160,6 +160,31 @@ void expect_shifts_contention_free(const topology& t, const routing_tables& r) {
     }
 }
 
+/// A random connected fabric of 4 to 10 switches (a random spanning tree plus random extra
+/// links) with a host on about two switches in three.
+topology& irregular(fabric& f, std::mt19937& rng) {
+    unsigned n = 4 + rng() % 7, ports = 8;
+    std::vector<unsigned> free(n, 1);  // next free port of each switch
+    for (unsigned i = 0; i < n; ++i) f.sw("sw" + std::to_string(i), ports);
+    auto link = [&](unsigned a, unsigned b) {
+        if (a == b || free[a] > ports - 1 || free[b] > ports - 1) return;
+        f.cable(a, free[a]++, b, free[b]++);
+    };
+    for (unsigned i = 1; i < n; ++i) link(i, rng() % i);
+    for (unsigned extra = rng() % (2 * n); extra > 0; --extra) link(rng() % n, rng() % n);
+    for (unsigned i = 0; i < n; ++i)
+        if (rng() % 3) f.host(i, free[i]++);
+    if (f.t.hosts() < 2) f.host(0, free[0]++), f.host(n - 1, free[n - 1]++);
+    return f.lids(0);
+}
+
+/// Every host reaches every other (path() fails the test otherwise).
+void expect_all_pairs_routed(const topology& t, const routing_tables& r) {
+    for (unsigned s = 0; s < t.hosts(); ++s)
+        for (unsigned d = 0; d < t.hosts(); ++d)
+            if (s != d) path(t, r, s, d);
+}
+
 /// The tables of nodes 0, 1, ... (the switches, built first) are `want`.
 void expect_lfts(const routing_tables& r, const std::vector<std::vector<uint8_t>>& want) {
     for (unsigned n = 0; n < want.size(); ++n) EXPECT_EQ(r.lft[n], want[n]) << r.engine << " node " << n;
@@ -266,24 +291,48 @@ TEST(Routing, updn_is_deadlock_free_on_irregular_fabrics) {
     std::mt19937 rng(29);  // mt19937's sequence is fixed by the standard
     for (unsigned trial = 0; trial < 30; ++trial) {
         fabric f;
-        unsigned n = 4 + rng() % 7, ports = 8;
-        std::vector<unsigned> free(n, 1);  // next free port of each switch
-        for (unsigned i = 0; i < n; ++i) f.sw("sw" + std::to_string(i), ports);
-        auto link = [&](unsigned a, unsigned b) {
-            if (a == b || free[a] > ports - 1 || free[b] > ports - 1) return;
-            f.cable(a, free[a]++, b, free[b]++);
-        };
-        for (unsigned i = 1; i < n; ++i) link(i, rng() % i);  // a random spanning tree
-        for (unsigned extra = rng() % (2 * n); extra > 0; --extra) link(rng() % n, rng() % n);
-        for (unsigned i = 0; i < n; ++i)
-            if (rng() % 3) f.host(i, free[i]++);
-        if (f.t.hosts() < 2) f.host(0, free[0]++), f.host(n - 1, free[n - 1]++);
-        topology& t = f.lids(0);
+        topology& t = irregular(f, rng);
         routing_tables r = route(t, "updn");
         EXPECT_EQ(describe_channels(t, dependency_cycle(t, r)), "") << "trial " << trial;
-        for (unsigned s = 0; s < t.hosts(); ++s)
-            for (unsigned d = 0; d < t.hosts(); ++d)
-                if (s != d) path(t, r, s, d);
+        expect_all_pairs_routed(t, r);
+    }
+}
+
+TEST(Routing, ftree_on_irregular_fabrics_routes_without_cycles_or_says_why_not) {
+    std::mt19937 rng(2929);
+    for (unsigned trial = 0; trial < 30; ++trial) {
+        fabric f;
+        topology& t = irregular(f, rng);
+        routing_tables r;
+        try {
+            r = route(t, "ftree");
+        } catch (const config_error& e) {
+            EXPECT_EQ(std::string(e.what()).rfind("fabric.routing=ftree: not a fat tree: ", 0), 0u)
+                << e.what();
+            continue;
+        }
+        EXPECT_EQ(describe_channels(t, dependency_cycle(t, r)), "") << "trial " << trial;
+        expect_all_pairs_routed(t, r);
+    }
+}
+
+TEST(Routing, ftree_on_fat_trees_of_many_shapes_routes_every_pair_without_cycles) {
+    for (unsigned leaves = 2; leaves <= 5; ++leaves)
+        for (unsigned spines = 1; spines <= 4; ++spines)
+            for (unsigned down = 1; down <= 4; ++down) {
+                fabric f;
+                topology& t = fat_tree(f, leaves, spines, down);
+                routing_tables r = route(t, "ftree");
+                EXPECT_EQ(describe_channels(t, dependency_cycle(t, r)), "")
+                    << leaves << "x" << spines << "x" << down;
+                expect_all_pairs_routed(t, r);
+            }
+    for (unsigned k = 2; k <= 3; ++k) {
+        fabric f;
+        topology& t = three_level(f, k);
+        routing_tables r = route(t, "ftree");
+        EXPECT_EQ(describe_channels(t, dependency_cycle(t, r)), "") << k << "-ary 3-tree";
+        expect_all_pairs_routed(t, r);
     }
 }
 
