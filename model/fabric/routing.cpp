@@ -521,6 +521,26 @@ std::vector<std::pair<unsigned, unsigned>> dependency_cycle(const topology& t, c
     return out;
 }
 
+route_trace trace_route(const topology& t, const routing_tables& r, unsigned src, uint16_t dlid) {
+    route_trace out;
+    if (t.nodes[src].ports() < 1 || !t.nodes[src].peer[1].connected()) return out;
+    unsigned n = unsigned(t.nodes[src].peer[1].node);
+    while (t.nodes[n].is_switch()) {
+        if (n >= r.lft.size() || dlid >= r.lft[n].size()) return out;
+        unsigned p = r.lft[n][dlid];
+        if (p == 0) {
+            out.delivered_to = int(n);
+            return out;
+        }
+        if (p > t.nodes[n].ports() || !t.nodes[n].peer[p].connected() || out.channels.size() > t.nodes.size())
+            return out;  // no route, or going round a loop
+        out.channels.emplace_back(n, p);
+        n = unsigned(t.nodes[n].peer[p].node);
+    }
+    out.delivered_to = int(n);
+    return out;
+}
+
 std::string describe_channels(const topology& t, const std::vector<std::pair<unsigned, unsigned>>& ch) {
     std::string s;
     for (auto& [node, port] : ch) {

@@ -33,6 +33,16 @@ routing_tables route(const topology& t, const std::string& engine);
 /// (the routing cannot deadlock).
 std::vector<std::pair<unsigned, unsigned>> dependency_cycle(const topology& t, const routing_tables& r);
 
+/// The way a packet from node `src` (a CA) to `dlid` goes: the switch output ports (switch
+/// node, port) it leaves through, in order, and the node that receives it (the CA, or the
+/// switch itself for a switch's LID at port 0); -1 if none does (no route, a loop, or `src`
+/// not cabled to a switch).
+struct route_trace {
+    std::vector<std::pair<unsigned, unsigned>> channels;
+    int delivered_to = -1;
+};
+route_trace trace_route(const topology& t, const routing_tables& r, unsigned src, uint16_t dlid);
+
 /// "leaf1/p3 -> spine0/p5 -> ..." for messages (desc of the node and its port).
 std::string describe_channels(const topology& t, const std::vector<std::pair<unsigned, unsigned>>& ch);
 

@@ -126,24 +126,14 @@ topology& ring4(fabric& f) {
     return f.lids(0);
 }
 
-/// The channels (switch, output port) a packet from host `src` to `lid` takes; fails the
-/// test unless it arrives at the node that owns `lid`.
+/// The channels (switch, output port) from host `src` to host `dst`; fails the test unless
+/// the packet arrives at `dst`.
 std::vector<std::pair<unsigned, unsigned>> path(const topology& t, const routing_tables& r, unsigned src,
                                                 unsigned dst) {
-    std::vector<std::pair<unsigned, unsigned>> out;
-    unsigned lid = t.nodes[t.host_node[dst]].lid;
-    unsigned n = unsigned(t.nodes[t.host_node[src]].peer[1].node);
-    for (unsigned hops = 0; t.nodes[n].is_switch(); ++hops) {
-        unsigned p = r.lft[n][lid];
-        if (hops > t.nodes.size() || p == X || p == 0) {
-            ADD_FAILURE() << "node" << src << " -> node" << dst << " stops at " << t.nodes[n].desc;
-            return out;
-        }
-        out.emplace_back(n, p);
-        n = unsigned(t.nodes[n].peer[p].node);
-    }
-    EXPECT_EQ(n, t.host_node[dst]) << "node" << src << " -> node" << dst;
-    return out;
+    route_trace tr = trace_route(t, r, t.host_node[src], t.nodes[t.host_node[dst]].lid);
+    EXPECT_EQ(tr.delivered_to, int(t.host_node[dst]))
+        << "node" << src << " -> node" << dst << ": " << describe_channels(t, tr.channels);
+    return tr.channels;
 }
 
 /// Fails the test unless every shift permutation (host s to s + k) puts at most one flow on
@@ -219,6 +209,23 @@ TEST(Routing, two_switches_in_a_line_route_across_the_link) {
         EXPECT_EQ(r.lft[a], (std::vector<uint8_t>{X, 1, 2, 3, 3, 0, 3})) << engine;
         EXPECT_EQ(r.lft[b], (std::vector<uint8_t>{X, 3, 3, 1, 2, 3, 0})) << engine;
     }
+}
+
+TEST(Routing, trace_route_reaches_a_switch_lid_and_reports_dead_ends_and_loops) {
+    fabric f;
+    topology& t = two_by_two(f, 0);  // leaf0 0, leaf1 1, spine0 2, spine1 3; node0 LID 1, node2 LID 3
+    routing_tables r = route(t, "minhop");
+    route_trace to_spine1 = trace_route(t, r, t.host_node[0], 8);
+    EXPECT_EQ(to_spine1.delivered_to, 3);
+    EXPECT_EQ(describe_channels(t, to_spine1.channels), "leaf0/p4");
+    EXPECT_EQ(describe_channels(t, trace_route(t, r, t.host_node[0], 3).channels),
+              "leaf0/p3 -> spine0/p2 -> leaf1/p1");
+    r.lft[2][3] = X;  // spine0 loses node2
+    EXPECT_EQ(trace_route(t, r, t.host_node[0], 3).delivered_to, -1);
+    r.lft[2][3] = 1;  // spine0 sends node2 back to leaf0, which sends it up again
+    route_trace loop = trace_route(t, r, t.host_node[0], 3);
+    EXPECT_EQ(loop.delivered_to, -1);
+    EXPECT_EQ(describe_channels(t, dependency_cycle(t, r)), "leaf0/p3 -> spine0/p1");
 }
 
 TEST(Routing, minhop_on_a_two_level_fat_tree_balances_lids_over_the_spines) {
