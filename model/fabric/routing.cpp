@@ -216,10 +216,9 @@ std::vector<unsigned> updn_roots(const view& v) {
 }
 
 /// updn from `roots`: switches ranked by BFS distance from them; a link is "up" towards the
-/// smaller (rank, GUID, node) key. A switch from which the target is reachable by down links
-/// only sends down (the fewest hops); any other switch sends up, on the fewest hops of a legal
-/// path (up*, then down*). No route turns from down to up, so the channel dependencies cannot
-/// form a cycle.
+/// smaller (rank, GUID, node) key; ports on the shortest legal paths (up*, then down*) that a
+/// per-destination table can follow. No route turns from down to up, so the channel
+/// dependencies cannot form a cycle.
 std::vector<candidates> updn_from(const view& v, const std::vector<unsigned>& roots) {
     const topology& t = v.t;
     std::vector<int> rank(t.nodes.size(), UNREACHED);
@@ -247,25 +246,35 @@ std::vector<candidates> updn_from(const view& v, const std::vector<unsigned>& ro
                 if (up(x, s) && down[s] == UNREACHED) down[s] = down[x] + 1, q.push_back(s);
             }
         }
-        // cost[s]: hops of the route from s: down[s], else one up link plus the cost there
-        // (up links lead to smaller keys: computed first in key order).
-        std::vector<int> cost = down;
-        for (unsigned s : by_key) {
-            if (cost[s] != UNREACHED) continue;
-            for (unsigned p = 1; p <= t.nodes[s].ports(); ++p)
-                if (v.sw_link(s, p) && up(s, v.peer(s, p)) && cost[v.peer(s, p)] != UNREACHED)
-                    cost[s] = std::min(cost[s], cost[v.peer(s, p)] + 1);
-        }
+        // cost[s]: hops of the route from s. A switch goes down (the fewest hops) if that is no
+        // longer than climbing first; else it climbs, on the fewest hops of a legal route (up
+        // links lead to smaller keys: computed first in key order). A switch that a route
+        // enters going down must go on down, however long that is (`held`); holding one can
+        // lengthen others' climbs and turn them down, so repeat until nothing changes.
+        std::vector<bool> held(t.nodes.size(), false);
         candidates& c = per[a];
-        c.assign(t.nodes.size(), {});
-        for (unsigned s : v.sws) {
-            if (s == a || cost[s] == UNREACHED) continue;
-            bool going_down = down[s] != UNREACHED;
-            for (unsigned p = 1; p <= t.nodes[s].ports(); ++p) {
-                if (!v.sw_link(s, p)) continue;
-                unsigned n = v.peer(s, p);
-                if (going_down ? (!up(s, n) && down[n] == down[s] - 1) : (up(s, n) && cost[n] == cost[s] - 1))
+        for (bool changed = true; changed;) {
+            changed = false;
+            std::vector<int> cost = down;
+            for (unsigned s : by_key) {
+                if (held[s]) continue;
+                for (unsigned p = 1; p <= t.nodes[s].ports(); ++p)
+                    if (v.sw_link(s, p) && up(s, v.peer(s, p)) && cost[v.peer(s, p)] != UNREACHED)
+                        cost[s] = std::min(cost[s], cost[v.peer(s, p)] + 1);
+            }
+            c.assign(t.nodes.size(), {});
+            for (unsigned s : v.sws) {
+                if (s == a || cost[s] == UNREACHED) continue;
+                bool going_down = cost[s] == down[s];
+                for (unsigned p = 1; p <= t.nodes[s].ports(); ++p) {
+                    if (!v.sw_link(s, p)) continue;
+                    unsigned n = v.peer(s, p);
+                    if (going_down ? (up(s, n) || down[n] != down[s] - 1)
+                                   : (!up(s, n) || cost[n] != cost[s] - 1))
+                        continue;
                     c[s].push_back(uint8_t(p));
+                    if (going_down && !held[n]) held[n] = true, changed |= cost[n] != down[n];
+                }
             }
         }
     }

@@ -296,7 +296,7 @@ TEST(Routing, updn_on_a_ring_of_4_has_no_dependency_cycle_and_routes_every_pair)
 
 TEST(Routing, updn_is_deadlock_free_on_irregular_fabrics) {
     std::mt19937 rng(29);  // mt19937's sequence is fixed by the standard
-    for (unsigned trial = 0; trial < 30; ++trial) {
+    for (unsigned trial = 0; trial < 100; ++trial) {
         fabric f;
         topology& t = irregular(f, rng);
         routing_tables r = route(t, "updn");
