@@ -448,7 +448,9 @@ routing_tables route(const topology& t, const std::string& engine) {
     view v(t, engine);
     check_cabled(v);
     routing_tables r;
-    if (engine == "ftree")
+    if (v.sws.empty())  // back to back: nothing to route
+        r.lft.assign(t.nodes.size(), {});
+    else if (engine == "ftree")
         r = route_ftree(v);
     else
         r = balance(v, engine == "minhop" ? minhop_candidates(v) : updn_candidates(v));

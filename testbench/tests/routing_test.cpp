@@ -27,11 +27,16 @@ constexpr uint8_t X = routing_tables::NO_PATH;
 struct fabric {
     topology t;
     unsigned sw(const std::string& desc, unsigned ports) { return add(topo_node::kind::sw, ports, desc); }
-    /// A host (nodeN) on port `port` of switch `s`.
-    unsigned host(unsigned s, unsigned port) {
+    /// A host (nodeN), not cabled yet.
+    unsigned hca() {
         unsigned h = add(topo_node::kind::hca, 1, "node" + std::to_string(t.hosts()));
         t.nodes[h].host = t.hosts();
         t.host_node.push_back(h);
+        return h;
+    }
+    /// A host on port `port` of switch `s`.
+    unsigned host(unsigned s, unsigned port) {
+        unsigned h = hca();
         cable(s, port, h, 1);
         return h;
     }
@@ -194,6 +199,18 @@ TEST(Routing, single_switch_routes_each_lid_to_its_port_and_its_own_lid_to_port0
         EXPECT_EQ(r.engine, engine);
         EXPECT_EQ(r.lft[s], (std::vector<uint8_t>{X, 1, 2, 3, 0})) << engine;
         EXPECT_TRUE(r.lft[t.host_node[0]].empty()) << "HCAs have no table";
+        EXPECT_TRUE(dependency_cycle(t, r).empty());
+    }
+}
+
+TEST(Routing, back_to_back_hosts_need_no_tables) {
+    fabric f;
+    unsigned a = f.hca(), b = f.hca();
+    f.cable(a, 1, b, 1);
+    topology& t = f.lids(0);
+    for (const char* engine : {"minhop", "updn", "ftree"}) {
+        routing_tables r = route(t, engine);
+        EXPECT_EQ(r.lft, (std::vector<std::vector<uint8_t>>(2))) << engine;
         EXPECT_TRUE(dependency_cycle(t, r).empty());
     }
 }
