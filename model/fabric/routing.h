@@ -34,9 +34,9 @@ routing_tables route(const topology& t, const std::string& engine);
 std::vector<std::pair<unsigned, unsigned>> dependency_cycle(const topology& t, const routing_tables& r);
 
 /// The way a packet from node `src` (a CA) to `dlid` goes: the switch output ports (switch
-/// node, port) it leaves through, in order, and the node that receives it (the CA, or the
-/// switch itself for a switch's LID at port 0); -1 if none does (no route, a loop, or `src`
-/// not cabled to a switch).
+/// node, port) it leaves through, in order, and the node that receives it (a CA, or a switch
+/// for its own LID at port 0; back to back, the peer); -1 if none does (no route, a loop, or
+/// `src` not cabled).
 struct route_trace {
     std::vector<std::pair<unsigned, unsigned>> channels;
     int delivered_to = -1;
