@@ -435,4 +435,25 @@ TEST(Routing, ftree_refuses_lmc_and_fabrics_that_are_not_fat_trees) {
     EXPECT_EQ(
         error_of([&] { route(t4, "ftree"); }),
         "fabric.routing=ftree: not a fat tree: leaf1 has 1 up ports to switches, leaf0 has 2 (both level 0)");
+    fabric f5;  // a core above spine1 only
+    topology& t5 = two_by_two(f5, 0);
+    t5.nodes[3].peer.resize(4);
+    unsigned core = f5.sw("core", 1);
+    f5.cable(3, 3, core, 1);
+    f5.lids(0);
+    EXPECT_EQ(error_of([&] { route(t5, "ftree"); }),
+              "fabric.routing=ftree: not a fat tree: spine0 has no up ports below the top level");
+}
+
+TEST(Routing, a_switch_cabled_to_nothing_is_refused_by_name) {
+    fabric f;
+    topology& t = two_by_two(f, 0);
+    f.sw("spare", 4);
+    f.lids(0);
+    EXPECT_EQ(error_of([&] { route(t, "minhop"); }),
+              "fabric.routing=minhop: no path from switch spare to node0 (LID 1)");
+    EXPECT_EQ(error_of([&] { route(t, "updn"); }),
+              "fabric.routing=updn: no path from switch spare to node0 (LID 1)");
+    EXPECT_EQ(error_of([&] { route(t, "ftree"); }),
+              "fabric.routing=ftree: not a fat tree: switch spare is not connected to a leaf");
 }
