@@ -376,13 +376,17 @@ TEST(Routing, ftree_shift_permutation_on_a_three_level_fat_tree_is_contention_fr
     expect_shifts_contention_free(t, r);
 }
 
-TEST(Routing, every_engine_on_a_fat_tree_reaches_every_host_and_the_sm) {
+TEST(Routing, every_engine_on_a_fat_tree_reaches_every_host_and_the_sm_and_the_sm_every_switch) {
     fabric f;
     topology& t = fat_tree(f, 4, 2, 3);
+    unsigned sm = unsigned(t.sm_node);
     for (const char* engine : {"minhop", "updn", "ftree"}) {
         routing_tables r = route(t, engine);
-        for (unsigned s = 0; s < 6; ++s)  // 4 leaves, 2 spines
-            EXPECT_NE(r.lft[s][t.nodes[unsigned(t.sm_node)].lid], X) << engine << " " << t.nodes[s].desc;
+        for (unsigned s = 0; s < 6; ++s) {  // 4 leaves, 2 spines
+            EXPECT_NE(r.lft[s][t.nodes[sm].lid], X) << engine << " " << t.nodes[s].desc;
+            EXPECT_EQ(trace_route(t, r, sm, t.nodes[s].lid).delivered_to, int(s))
+                << engine << " " << t.nodes[s].desc;
+        }
         EXPECT_TRUE(dependency_cycle(t, r).empty()) << engine;
         for (unsigned s = 0; s < t.hosts(); ++s)
             for (unsigned d = 0; d < t.hosts(); ++d)
