@@ -27,8 +27,9 @@ struct endport {
 };
 
 /// The graph as the engines see it: switches, and endports in OpenSM's routing order
-/// (ucast_mgr_build_lfts: the CAs of the switches with the most CA links first, each switch's
-/// CAs in port order; then the switches' own LIDs in node order).
+/// (ucast_mgr_build_lfts: the CAs of the switches with the most CA links first, ties in GUID
+/// order, each switch's CAs in port order; then the other endports, the switches' own LIDs,
+/// in port GUID order).
 struct view {
     const topology& t;
     std::string key;            ///< "fabric.routing=minhop", the prefix of errors
@@ -43,8 +44,17 @@ struct view {
             unsigned lids = nd.is_switch() ? 1u : 1u << t.lmc;
             lid_end = std::max(lid_end, unsigned(nd.lid) + lids);
         }
+        // Port GUIDs: a switch's port 0 has the node GUID, an HCA's port p node GUID + p.
+        auto port_guid = [&](unsigned n) {
+            return std::make_pair(t.nodes[n].guid + !t.nodes[n].is_switch(), n);
+        };
+        std::vector<unsigned> by_guid(t.nodes.size());
+        for (unsigned n = 0; n < by_guid.size(); ++n) by_guid[n] = n;
+        std::sort(by_guid.begin(), by_guid.end(),
+                  [&](unsigned a, unsigned b) { return port_guid(a) < port_guid(b); });
         std::vector<std::pair<unsigned, unsigned>> load;  // (CA links, switch)
-        for (unsigned s : sws) {
+        for (unsigned s : by_guid) {
+            if (!t.nodes[s].is_switch()) continue;
             unsigned cas = 0;
             for (unsigned p = 1; p <= t.nodes[s].ports(); ++p)
                 if (is_ca(t.nodes[s].peer[p])) ++cas;
@@ -59,7 +69,7 @@ struct view {
                 listed[unsigned(e.node)] = true;
                 eps.push_back({unsigned(e.node), 1u << t.lmc, int(s), p, false});
             }
-        for (unsigned n = 0; n < t.nodes.size(); ++n) {
+        for (unsigned n : by_guid) {
             if (t.nodes[n].is_switch())
                 eps.push_back({n, 1, int(n), 0, true});
             else if (!listed[n])
