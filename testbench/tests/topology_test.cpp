@@ -1,4 +1,4 @@
-// The fabric's graph (model/system/topology.h): the built shapes cable by cable, LIDs, and
+// The fabric's graph (model/fabric/topology.h): the built shapes cable by cable, LIDs, and
 // ibnetdiscover's format read and written, with every bad input named by file and line.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model/system/topology.h"
+#include "model/fabric/topology.h"
 #include "testbench/tests/fixtures.h"
 
 using namespace hcasim;

@@ -1,7 +1,7 @@
 // The fabric's graph: the built shapes, LID assignment and ibnetdiscover's text format; see
 // topology.h. The format is what rdma-core's infiniband-diags/ibnetdiscover.c prints
 // (../shared/reference/fabric.md §5.1).
-#include "model/system/topology.h"
+#include "model/fabric/topology.h"
 
 #include <algorithm>
 #include <cctype>
