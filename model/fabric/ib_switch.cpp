@@ -123,6 +123,19 @@ void ib_switch::bind_port(unsigned p, tlm::tlm_base_initiator_socket<>& from,
     ports_[p - 1]->sock = int(sock_to_port_.size()) - 1;
 }
 
+void ib_switch::bind_switch(unsigned p, ib_switch& peer, unsigned pp) {
+    if (p < 1 || p > ports_.size() || pp < 1 || pp > peer.ports_.size())
+        throw config_error(std::string(name()) + ": cannot cable port " + std::to_string(p) + " to " +
+                           peer.name() + " port " + std::to_string(pp));
+    // Each switch binds its `in` and `out` in pairs, so a port's two sockets share an index.
+    peer.out.bind(in);
+    sock_to_port_.push_back(int(p - 1));
+    out.bind(peer.in);
+    ports_[p - 1]->sock = int(sock_to_port_.size()) - 1;
+    peer.sock_to_port_.push_back(int(pp - 1));
+    peer.ports_[pp - 1]->sock = int(peer.sock_to_port_.size()) - 1;
+}
+
 void ib_switch::set_link(unsigned p, double rate_gbps, const sc_time& propagation,
                          const fault_settings& faults, unsigned vls, uint32_t far_buffer_bytes,
                          credit_counter* upstream, const sc_time& credit_delay) {
@@ -137,7 +150,7 @@ void ib_switch::set_link(unsigned p, double rate_gbps, const sc_time& propagatio
     for (unsigned sl = 0; sl < 16; ++sl) o.sl2vl[sl] = uint8_t(t[sl]);
     o.arb.configure(parse_vlarb(p_.vlarb_high, p_.vlarb_high.key(), vls),
                     parse_vlarb(p_.vlarb_low, p_.vlarb_low.key(), vls), p_.vlarb_high_limit, vls);
-    o.credits.configure(vls, far_buffer_bytes);
+    if (far_buffer_bytes) o.credits.configure(vls, far_buffer_bytes);
     o.credits.notify_to(credit_wake_);
     in_port& i = inputs_.at(p - 1);
     i.upstream = upstream;
@@ -159,17 +172,14 @@ void ib_switch::capture_to(unsigned p, wire_capture* w, unsigned dir) {
     ports_[p - 1]->capture_dir = dir;
 }
 
-void ib_switch::join_mcast(uint16_t mlid, unsigned p) {
+void ib_switch::set_mcast(uint16_t mlid, unsigned p, bool member) {
     if (mlid < 0xC000 || mlid == 0xFFFF || p < 1 || p > ports_.size()) return;
     std::vector<uint16_t>& g = mft_[mlid - 0xC000];
-    if (g.empty()) g.assign(ports_.size(), 0);
-    ++g[p - 1];
-}
-
-void ib_switch::leave_mcast(uint16_t mlid, unsigned p) {
-    if (mlid < 0xC000 || mlid == 0xFFFF || p < 1 || p > ports_.size()) return;
-    std::vector<uint16_t>& g = mft_[mlid - 0xC000];
-    if (!g.empty() && g[p - 1]) --g[p - 1];
+    if (g.empty()) {
+        if (!member) return;
+        g.assign(ports_.size(), 0);
+    }
+    g[p - 1] = member;
 }
 
 bool ib_switch::credit_starved(unsigned p, sc_time* since) const {

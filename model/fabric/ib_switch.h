@@ -69,6 +69,8 @@ public:
 
     /// Cables port `p`: `from` sends into it, it sends into `to`.
     void bind_port(unsigned p, tlm::tlm_base_initiator_socket<>& from, tlm::tlm_base_target_socket<>& to);
+    /// Cables port `p` to port `pp` of switch `peer`.
+    void bind_switch(unsigned p, ib_switch& peer, unsigned pp);
     /// Port `p`'s link: data rate, propagation, the cable's faults toward the far end,
     /// operational data VLs, the far end's receive buffer per VL, and the sender at the far end
     /// (credits this port's input buffer gives back), `credit_delay` after freeing.
@@ -81,10 +83,9 @@ public:
     void set_lft(std::vector<uint8_t> lft);
     void set_lft_entry(uint16_t lid, uint8_t port);
     uint8_t lft_entry(uint16_t lid) const { return lid < lft_.size() ? lft_[lid] : 0xFF; }
-    /// Multicast forwarding table: port `p` joins / leaves the group of `mlid` (joins are
-    /// counted per port: a port stays a member until it left as often as it joined).
-    void join_mcast(uint16_t mlid, unsigned p);
-    void leave_mcast(uint16_t mlid, unsigned p);
+    /// Multicast forwarding table: port `p` is in the group of `mlid` or not (as the SM
+    /// programs it).
+    void set_mcast(uint16_t mlid, unsigned p, bool member);
     /// --pcap: records what port `p` sends into `w` as direction `dir`, before the cable's
     /// faults, at the time its first bit leaves the port. nullptr: no capture (the default).
     void capture_to(unsigned p, wire_capture* w, unsigned dir);

@@ -2,43 +2,14 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <ostream>
 
 #include "model/core/sim_time.h"
 
 namespace hcasim {
 
 using namespace sc_core;
-
-fabric::fabric(sc_module_name name)
-    : sc_module(name),
-      nodes("nodes", 2, "hosts", "number of nodes (hosts with one HCA each)", {1, 1024}),
-      topology("topology", "auto", "", "auto: back to back for 2 nodes, else one switch",
-               {"auto", "back_to_back", "switch"}),
-      lmc("lmc", 0, "bits",
-          "LID mask count of every port (C10-3): node i's base LID is (i+1)*2^lmc and it owns 2^lmc LIDs",
-          {0, 7}),
-      subnet_manager(
-          "subnet_manager", true, "",
-          "switch topology: attach a subnet manager (LID (nodes + 1) * 2^lmc) to an extra switch port") {
-    // Unicast LIDs end at 0xBFFF: the last node's range must fit.
-    if (uint32_t(nodes.get() + 1) << lmc.get() > 0xC000u)
-        throw config_error("fabric.lmc=" + std::to_string(lmc.get()) + " with fabric.nodes=" +
-                           std::to_string(nodes.get()) + ": the LIDs of " + std::to_string(nodes.get()) +
-                           " nodes of 2^lmc LIDs each pass the last unicast LID (0xBFFF)");
-    if (topology.get() == "back_to_back" && nodes != 2)
-        throw config_error("fabric.topology=back_to_back needs fabric.nodes=2 (have " +
-                           std::to_string(nodes.get()) + ")");
-    if (topology.get() == "switch" || (topology.get() == "auto" && nodes != 2)) {
-        const unsigned need = nodes + (subnet_manager ? 1 : 0);
-        if (need > switch_config.radix)
-            throw config_error(
-                "fabric.topology=switch with fabric.nodes=" + std::to_string(nodes.get()) +
-                (subnet_manager ? " and its subnet manager" : "") + " needs " + std::to_string(need) +
-                " switch ports, but fabric.switch.radix=" + std::to_string(switch_config.radix.get()));
-        sw = std::make_unique<ib_switch>("switch", switch_config.radix, switch_config);
-        if (subnet_manager) sm = std::make_unique<hcasim::subnet_manager>("sm");
-    }
-}
 
 namespace {
 /// A flow-control packet's serialisation (6 bytes) at `rate_gbps`: part of every credit return.
@@ -55,90 +26,330 @@ void connect_credits(node& tx, node& rx, unsigned vls) {
     r.give_credit_to(&t.tx_credits(), credit_delay);
     tx.cable.faults.resync_credits(&t.tx_credits(), credit_delay);
 }
+
+std::string speed_name(unsigned code) {
+    static const char* const names[] = {"SDR", "DDR", "QDR", "FDR", "EDR", "HDR", "NDR"};
+    return code < 7 ? names[code] : "EDR";
+}
 }  // namespace
 
+fabric::fabric(sc_module_name name)
+    : sc_module(name),
+      nodes("nodes", 2, "hosts", "number of nodes (hosts with one HCA each); a topology file gives its own",
+            {1, 16384}),
+      topology("topology", "auto", "",
+               "auto: back to back for 2 nodes, one switch while nodes + 1 fit its radix, else a fat tree; "
+               "file: fabric.topology_file",
+               {"auto", "back_to_back", "switch", "fat_tree", "file"}),
+      topology_file("topology_file", "", "",
+                    "fabric.topology=file: the fabric in the format ibnetdiscover prints"),
+      fat_tree_levels("fat_tree.levels", 2, "levels",
+                      "fat tree: switch levels (2 leaf/spine, 3 leaf/spine/core)", {2, 3}),
+      fat_tree_oversubscription("fat_tree.oversubscription", 1.0, "",
+                                "fat tree: down:up ports of a leaf (1 full bisection, 2 is 2:1)", {1, 64}),
+      routing("routing", "minhop", "", "the subnet manager's routing engine, as OpenSM's",
+              {"minhop", "updn", "ftree"}),
+      lmc("lmc", 0, "bits",
+          "LID mask count of every port (C10-3): node i's base LID is (i+1)*2^lmc and it owns 2^lmc LIDs",
+          {0, 7}),
+      subnet_manager("subnet_manager", true, "",
+                     "attach a subnet manager (LID (nodes + 1) * 2^lmc) to the first free port of the first "
+                     "switch") {
+    // The graph, its LIDs and its routes: everything that can be wrong fails here, before
+    // any node is built.
+    std::string kind = topology.get();
+    const unsigned radix = switch_config.radix;
+    if (kind == "auto")
+        kind = nodes == 2                                    ? "back_to_back"
+               : nodes + (subnet_manager ? 1u : 0u) <= radix ? "switch"
+                                                             : "fat_tree";
+    if (kind == "back_to_back") {
+        if (nodes != 2)
+            throw config_error("fabric.topology=back_to_back needs fabric.nodes=2 (have " +
+                               std::to_string(nodes.get()) + ")");
+        graph = make_back_to_back();
+    } else if (kind == "switch") {
+        graph = make_single_switch(nodes, radix, subnet_manager);
+    } else if (kind == "fat_tree") {
+        graph = make_fat_tree(nodes, fat_tree_levels, radix, fat_tree_oversubscription, subnet_manager);
+    } else {
+        if (topology_file.get().empty())
+            throw config_error(
+                "fabric.topology=file needs fabric.topology_file=FILE (an ibnetdiscover file)");
+        graph = read_ibnetdiscover(topology_file);
+        if (subnet_manager && graph.sm_node < 0 && !graph.switches().empty()) {
+            // Attach the SM to the first free port of the first switch that has one.
+            for (unsigned s : graph.switches()) {
+                const topo_node& n = graph.nodes[s];
+                unsigned p = 1;
+                while (p <= n.ports() && n.peer[p].connected()) ++p;
+                if (p > n.ports()) continue;
+                const unsigned e = graph.add(topo_node::kind::hca, 1, "subnet manager",
+                                             0x0002c90300000000ull + (uint64_t(graph.hosts() + 1) << 4));
+                graph.nodes[e].is_sm = true;
+                graph.connect(e, 1, s, p);
+                graph.sm_node = int(e);
+                break;
+            }
+            if (graph.sm_node < 0)
+                throw config_error("fabric.topology_file=" + topology_file.get() +
+                                   ": no switch has a free port for the subnet manager (set "
+                                   "fabric.subnet_manager=false)");
+        }
+    }
+    // Unicast LIDs end at 0xBFFF: the last endport's range must fit.
+    if (uint32_t(graph.hosts() + 1) << lmc.get() > 0xC000u)
+        throw config_error("fabric.lmc=" + std::to_string(lmc.get()) + " with fabric.nodes=" +
+                           std::to_string(graph.hosts()) + ": the LIDs of " + std::to_string(graph.hosts()) +
+                           " nodes of 2^lmc LIDs each pass the last unicast LID (0xBFFF)");
+    assign_lids(graph, lmc);
+    for (const topo_node& n : graph.nodes)
+        if (n.is_switch() && n.ports() > 254)
+            throw config_error("switch '" + n.desc + "' has " + std::to_string(n.ports()) +
+                               " ports; a switch has at most 254");
+    if (!graph.switches().empty()) {
+        routes = route(graph, routing);
+        const std::vector<std::pair<unsigned, unsigned>> cycle = dependency_cycle(graph, routes);
+        if (!cycle.empty())
+            SC_REPORT_INFO(this->name(), ("fabric.routing=" + routing.get() +
+                                          " can deadlock on this fabric (a cycle of channels: " +
+                                          describe_channels(graph, cycle) + ")")
+                                             .c_str());
+    }
+    switch_index_.assign(graph.nodes.size(), -1);
+    const std::vector<unsigned> sws = graph.switches();
+    for (unsigned s : sws) {
+        switch_index_[s] = int(switches.size());
+        // One switch keeps today's name (counters fabric.switch.*); a fabric of them their own.
+        const std::string n = sws.size() == 1 ? "switch" : graph.nodes[s].desc;
+        switches.push_back(std::make_unique<ib_switch>(n.c_str(), graph.nodes[s].ports(), switch_config));
+    }
+    if (!switches.empty()) sw = switches.front().get();
+    if (subnet_manager && graph.sm_node >= 0) sm = std::make_unique<hcasim::subnet_manager>("sm");
+}
+
 machine::machine() {
-    for (unsigned i = 0; i < net.nodes; ++i) {
+    const topology& g = net.graph;
+    for (unsigned i = 0; i < g.hosts(); ++i) {
         hosts.push_back(std::make_unique<node>(("node" + std::to_string(i)).c_str(), i));
         hosts.back()->set_lmc(uint8_t(net.lmc.get()));  // LMC-aligned base LIDs, as the SM assigns
     }
-    if (!net.has_switch()) {
-        node& a = *hosts[0];
-        node& b = *hosts[1];
-        // Link negotiation: both ends run at the lower of the two capabilities.
-        const double rate = std::min(a.cable.data_rate_gbps(), b.cable.data_rate_gbps());
-        const unsigned width = std::min(a.cable.width.get(), b.cable.width.get());
-        const unsigned speed = std::min(a.cable.speed_code(), b.cable.speed_code());
-        a.cable.out.bind(b.adapter.port0.rx);
-        b.cable.out.bind(a.adapter.port0.rx);
-        a.adapter.set_link(rate, width, speed, a.lid(), a.lmc());
-        b.adapter.set_link(rate, width, speed, b.lid(), b.lmc());
-        // Flow control: each port's credits are the other's receive buffers.
-        const unsigned vls = std::min(a.cable.data_vls.get(), b.cable.data_vls.get());
-        connect_credits(a, b, vls);
-        connect_credits(b, a, vls);
-        // A dead direction takes the link down: both ports see it (IBA link training fails).
-        const double da = a.cable.down_at_ns, db = b.cable.down_at_ns;
-        if (da >= 0 || db >= 0) {
-            const double at = da < 0 ? db : db < 0 ? da : std::min(da, db);
-            a.adapter.link_down_at(sc_time(at, SC_NS));
-            b.adapter.link_down_at(sc_time(at, SC_NS));
+    mcast_members_.resize(0xFFFF - 0xC000);
+    for (unsigned a = 0; a < g.nodes.size(); ++a)
+        for (unsigned pa = 1; pa <= g.nodes[a].ports(); ++pa) {
+            const topo_end& e = g.nodes[a].peer[pa];
+            if (e.connected() && (unsigned(e.node) > a || (unsigned(e.node) == a && e.port > pa)))
+                cable(a, pa, unsigned(e.node), e.port);
         }
-        return;
+    // The SM's routes, as it programs them (SubnSet(LinearForwardingTable), one SMP per 64
+    // LIDs at setup: no simulated time is spent on them here).
+    for (unsigned s : g.switches()) {
+        ib_switch& sw = net.switch_at(s);
+        sw.set_lft(net.routes.lft[s]);
+        sw.on_stall([this, s](ib_switch&, unsigned port) { check_deadlock(s, port); });
     }
-    ib_switch& sw = *net.sw;
-    std::vector<uint8_t> lft(0xC000, 0xFF);
-    for (unsigned i = 0; i < hosts.size(); ++i) {
-        node& n = *hosts[i];
-        const unsigned p = i + 1;
-        sw.bind_port(p, n.cable.out, n.adapter.port0.rx);
-        const double rate = n.cable.data_rate_gbps();
-        n.adapter.set_link(rate, n.cable.width, n.cable.speed_code(), n.lid(), n.lmc());
-        // The switch's output toward node i is the other direction of node i's cable.
-        const sc_time prop(n.cable.propagation_ns.get(), SC_NS);
-        const unsigned vls = std::min(n.cable.data_vls.get(), net.switch_config.data_vls.get());
-        const sc_time credit_delay = fc_packet_time(rate) + prop;
-        sw.set_link(p, rate, prop, n.cable.fault_config(), vls, n.adapter.port0.vl_buffer_bytes,
-                    &n.adapter.port0.tx_credits(), credit_delay);
-        n.adapter.port0.set_flow_control(vls, net.switch_config.vl_buffer_bytes);
-        n.adapter.port0.give_credit_to(&sw.out_credits(p), credit_delay);
-        n.cable.faults.resync_credits(&n.adapter.port0.tx_credits(), credit_delay);
-        for (uint32_t k = 0; k < (1u << n.lmc()); ++k) lft[n.lid() + k] = uint8_t(p);
-        if (n.cable.down_at_ns >= 0) n.adapter.link_down_at(sc_time(n.cable.down_at_ns.get(), SC_NS));
-        // Multicast membership: when the HCA's first QP joins a group (or its last leaves), the
-        // switch port toward it joins (leaves) the group's forwarding entry. This stands in for
-        // the subnet administrator's MCMemberRecord join and the SM programming the switch.
-        ib_switch* swp = net.sw.get();
-        n.adapter.mcast.on_change([swp, p](uint16_t mlid, bool joined) {
-            if (joined)
-                swp->join_mcast(mlid, p);
-            else
-                swp->leave_mcast(mlid, p);
-        });
+    // A spanning tree of the switches (breadth first from the first one), for multicast.
+    tree_parent_port_.assign(g.nodes.size(), -1);
+    if (net.has_switch()) {
+        std::vector<bool> seen(g.nodes.size(), false);
+        std::vector<unsigned> todo{g.switches().front()};
+        seen[todo[0]] = true;
+        for (size_t k = 0; k < todo.size(); ++k) {
+            const topo_node& n = g.nodes[todo[k]];
+            for (unsigned p = 1; p <= n.ports(); ++p) {
+                const topo_end& e = n.peer[p];
+                if (!e.connected() || seen[unsigned(e.node)] || !g.nodes[unsigned(e.node)].is_switch())
+                    continue;
+                seen[unsigned(e.node)] = true;
+                tree_parent_port_[unsigned(e.node)] = int(e.port);
+                todo.push_back(unsigned(e.node));
+            }
+        }
+        for (unsigned i = 0; i < hosts.size(); ++i)
+            // Multicast membership: when the HCA's first QP joins a group (or its last leaves),
+            // the switches' forwarding entries follow. This stands in for the subnet
+            // administrator's MCMemberRecord join and the SM programming the switches.
+            hosts[i]->adapter.mcast.on_change([this, i](uint16_t mlid, bool joined) {
+                if (mlid < 0xC000 || mlid == 0xFFFF) return;
+                std::vector<unsigned>& m = mcast_members_[mlid - 0xC000];
+                if (m.empty()) m.assign(hosts.size(), 0);
+                if (joined)
+                    ++m[i];
+                else if (m[i])
+                    --m[i];
+                update_mcast(mlid);
+            });
     }
     if (net.has_sm()) {
-        // The subnet manager: the switch's last port, the LMC-aligned LID after the nodes'
-        // ((nodes + 1) * 2^lmc); every port knows it as its master SM (PortInfo MasterSMLID:
-        // where traps go).
-        subnet_manager& sm = *net.sm;
-        const unsigned p = unsigned(hosts.size());
-        const uint32_t sm_base = uint32_t(p + 1) << net.lmc.get();
-        if (sm_base > 0xBFFFu)
-            throw config_error("fabric.lmc=" + std::to_string(net.lmc.get()) + " with fabric.nodes=" +
-                               std::to_string(p) + ": no unicast LID is left for the subnet manager");
-        const uint16_t sm_lid = uint16_t(sm_base);
-        sw.bind_port(p + 1, sm.tx, sm.rx);
-        // The SM sends and receives SMPs only (VL15): no credits either way.
-        sw.set_link(p + 1, sm.rate_gbps, sc_time(sm.propagation_ns.get(), SC_NS), fault_settings{}, 1, 0,
-                    nullptr, SC_ZERO_TIME);
-        lft[sm_lid] = uint8_t(p + 1);
+        // The subnet manager's endport; every port knows it as its master SM (PortInfo
+        // MasterSMLID: where traps go).
+        hcasim::subnet_manager& sm = *net.sm;
+        const uint16_t sm_lid = g.nodes[unsigned(g.sm_node)].lid;
         sm.set_lid(sm_lid);
         for (unsigned i = 0; i < hosts.size(); ++i) {
             sm.add_node(i, hosts[i]->lid());
             hosts[i]->adapter.set_sm_lid(sm_lid);
         }
     }
-    sw.set_lft(std::move(lft));
+}
+
+void machine::cable(unsigned a, unsigned pa, unsigned b, unsigned pb) {
+    const topology& g = net.graph;
+    const topo_node& na = g.nodes[a];
+    const topo_node& nb = g.nodes[b];
+    if (!na.is_switch() && !nb.is_switch()) {
+        // Back to back: link negotiation, both ends run at the lower of the two capabilities.
+        node& x = *hosts.at(na.host);
+        node& y = *hosts.at(nb.host);
+        const double rate = std::min(x.cable.data_rate_gbps(), y.cable.data_rate_gbps());
+        const unsigned width = std::min(x.cable.width.get(), y.cable.width.get());
+        const unsigned speed = std::min(x.cable.speed_code(), y.cable.speed_code());
+        x.cable.out.bind(y.adapter.port0.rx);
+        y.cable.out.bind(x.adapter.port0.rx);
+        x.adapter.set_link(rate, width, speed, x.lid(), x.lmc());
+        y.adapter.set_link(rate, width, speed, y.lid(), y.lmc());
+        // Flow control: each port's credits are the other's receive buffers.
+        const unsigned vls = std::min(x.cable.data_vls.get(), y.cable.data_vls.get());
+        connect_credits(x, y, vls);
+        connect_credits(y, x, vls);
+        // A dead direction takes the link down: both ports see it (IBA link training fails).
+        const double dx = x.cable.down_at_ns, dy = y.cable.down_at_ns;
+        if (dx >= 0 || dy >= 0) {
+            const double at = dx < 0 ? dy : dy < 0 ? dx : std::min(dx, dy);
+            x.adapter.link_down_at(sc_time(at, SC_NS));
+            y.adapter.link_down_at(sc_time(at, SC_NS));
+        }
+        return;
+    }
+    if (!na.is_switch()) {
+        cable(b, pb, a, pa);
+        return;
+    }
+    ib_switch& sw = net.switch_at(a);
+    const switch_params& sp = net.switch_config;
+    if (nb.is_switch()) {
+        // Between switches: node 0's link speed, width and propagation (the fabric's cables).
+        ib_switch& peer = net.switch_at(b);
+        const link& c = hosts.at(0)->cable;
+        const double rate = c.data_rate_gbps();
+        const sc_time prop(c.propagation_ns.get(), SC_NS);
+        const sc_time credit_delay = fc_packet_time(rate) + prop;
+        const unsigned vls = sp.data_vls;
+        sw.bind_switch(pa, peer, pb);
+        sw.set_link(pa, rate, prop, fault_settings{}, vls, sp.vl_buffer_bytes, &peer.out_credits(pb),
+                    credit_delay);
+        peer.set_link(pb, rate, prop, fault_settings{}, vls, sp.vl_buffer_bytes, &sw.out_credits(pa),
+                      credit_delay);
+        return;
+    }
+    if (nb.is_sm) {
+        if (!net.has_sm()) return;
+        hcasim::subnet_manager& sm = *net.sm;
+        sw.bind_port(pa, sm.tx, sm.rx);
+        // The SM sends and receives SMPs only (VL15): no credits either way.
+        sw.set_link(pa, sm.rate_gbps, sc_time(sm.propagation_ns.get(), SC_NS), fault_settings{}, 1, 0,
+                    nullptr, SC_ZERO_TIME);
+        return;
+    }
+    node& n = *hosts.at(nb.host);
+    sw.bind_port(pa, n.cable.out, n.adapter.port0.rx);
+    const double rate = n.cable.data_rate_gbps();
+    n.adapter.set_link(rate, n.cable.width, n.cable.speed_code(), n.lid(), n.lmc());
+    // The switch's output toward the node is the other direction of the node's cable.
+    const sc_time prop(n.cable.propagation_ns.get(), SC_NS);
+    const unsigned vls = std::min(n.cable.data_vls.get(), sp.data_vls.get());
+    const sc_time credit_delay = fc_packet_time(rate) + prop;
+    sw.set_link(pa, rate, prop, n.cable.fault_config(), vls, n.adapter.port0.vl_buffer_bytes,
+                &n.adapter.port0.tx_credits(), credit_delay);
+    n.adapter.port0.set_flow_control(vls, sp.vl_buffer_bytes);
+    n.adapter.port0.give_credit_to(&sw.out_credits(pa), credit_delay);
+    n.cable.faults.resync_credits(&n.adapter.port0.tx_credits(), credit_delay);
+    if (n.cable.down_at_ns >= 0) n.adapter.link_down_at(sc_time(n.cable.down_at_ns.get(), SC_NS));
+}
+
+void machine::update_mcast(uint16_t mlid) {
+    const topology& g = net.graph;
+    const std::vector<unsigned>& m = mcast_members_[mlid - 0xC000];
+    // The switches breadth first from the tree's root (children after their parents).
+    std::vector<unsigned> order{g.switches().front()};
+    for (size_t k = 0; k < order.size(); ++k)
+        for (unsigned p = 1; p <= g.nodes[order[k]].ports(); ++p) {
+            const topo_end& e = g.nodes[order[k]].peer[p];
+            if (e.connected() && g.nodes[unsigned(e.node)].is_switch() &&
+                tree_parent_port_[unsigned(e.node)] == int(e.port) && unsigned(e.node) != order.front())
+                order.push_back(unsigned(e.node));
+        }
+    auto member = [&](const topo_node& n) { return !n.is_switch() && !n.is_sm && m[n.host] > 0; };
+    auto child = [&](const topo_end& e) {
+        return g.nodes[unsigned(e.node)].is_switch() && tree_parent_port_[unsigned(e.node)] == int(e.port);
+    };
+    // Members in each switch's subtree, leaves first.
+    std::vector<unsigned> below(g.nodes.size(), 0);
+    for (size_t k = order.size(); k-- > 0;) {
+        const unsigned s = order[k];
+        for (unsigned p = 1; p <= g.nodes[s].ports(); ++p) {
+            const topo_end& e = g.nodes[s].peer[p];
+            if (!e.connected()) continue;
+            if (member(g.nodes[unsigned(e.node)]))
+                ++below[s];
+            else if (child(e))
+                below[s] += below[unsigned(e.node)];
+        }
+    }
+    const unsigned total = below[order.front()];
+    // A port joins the group if a member lies beyond it: its host, a child subtree with
+    // members, or (toward the root) members outside this switch's subtree.
+    for (unsigned s : order) {
+        ib_switch& sw = net.switch_at(s);
+        for (unsigned p = 1; p <= g.nodes[s].ports(); ++p) {
+            const topo_end& e = g.nodes[s].peer[p];
+            bool on = false;
+            if (e.connected()) {
+                if (member(g.nodes[unsigned(e.node)]))
+                    on = true;
+                else if (child(e))
+                    on = below[unsigned(e.node)] > 0;
+                else if (tree_parent_port_[s] == int(p))
+                    on = below[s] > 0 && total > below[s];
+            }
+            sw.set_mcast(mlid, p, on);
+        }
+    }
+}
+
+void machine::check_deadlock(unsigned sw_node, unsigned port) {
+    const topology& g = net.graph;
+    std::vector<std::pair<unsigned, unsigned>> path;
+    std::map<std::pair<unsigned, unsigned>, size_t> at;
+    std::pair<unsigned, unsigned> cur{sw_node, port};
+    for (;;) {
+        if (const auto it = at.find(cur); it != at.end()) {
+            path.erase(path.begin(), path.begin() + std::ptrdiff_t(it->second));
+            break;
+        }
+        if (!net.switch_at(cur.first).credit_starved(cur.second)) return;  // it moves: no deadlock
+        at[cur] = path.size();
+        path.push_back(cur);
+        const topo_end& e = g.nodes[cur.first].peer[cur.second];
+        if (!e.connected() || !g.nodes[unsigned(e.node)].is_switch()) return;  // an HCA always drains
+        const unsigned next = net.switch_at(unsigned(e.node)).head_wants(e.port);
+        if (!next) return;
+        cur = {unsigned(e.node), next};
+    }
+    uint64_t held = 0;
+    for (const auto& s : net.switches) held += s->held_packets();
+    fabric_error_ = "fabric deadlock: " + std::to_string(held) +
+                    " packets held in switches and no progress for fabric.switch.deadlock_timeout_us=" +
+                    net.switch_config.deadlock_timeout_us.str() + " us at " +
+                    std::to_string(sc_time_stamp().to_seconds() * 1e6) +
+                    " us; switch outputs waiting for credit in a cycle (fabric.routing=" + net.routing.get() +
+                    "): " + describe_channels(g, path);
+    sc_stop();
+}
+
+void machine::write_topology(std::ostream& out) const {
+    const link& c = hosts.at(0)->cable;
+    write_ibnetdiscover(net.graph, out, std::to_string(c.width.get()) + "x" + speed_name(c.speed_code()));
 }
 
 void machine::capture_to(const std::string& dir) {
@@ -157,15 +368,20 @@ void machine::capture_to(const std::string& dir) {
         hosts[1]->cable.capture_to(w, 1, hosts[1]->adapter.port0.rate_gbps());
         return;
     }
+    // Each endport's cable: direction 0 what it sends, 1 what its switch sends it. Cables
+    // between switches are not captured.
+    const topology& g = net.graph;
     for (unsigned i = 0; i < hosts.size(); ++i) {
         wire_capture* w = open("link" + std::to_string(i) + ".pcap");
         hosts[i]->cable.capture_to(w, 0, hosts[i]->adapter.port0.rate_gbps());
-        net.sw->capture_to(i + 1, w, 1);
+        const topo_end& e = g.nodes[g.host_node[i]].peer[1];
+        net.switch_at(unsigned(e.node)).capture_to(e.port, w, 1);
     }
     if (net.has_sm()) {
         wire_capture* w = open("link_sm.pcap");
         net.sm->capture_to(w);
-        net.sw->capture_to(unsigned(hosts.size()) + 1, w, 1);
+        const topo_end& e = g.nodes[unsigned(g.sm_node)].peer[1];
+        net.switch_at(unsigned(e.node)).capture_to(e.port, w, 1);
     }
 }
 

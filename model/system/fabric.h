@@ -1,5 +1,8 @@
-// The whole machine: the fabric (topology parameters, the switch if any) and N nodes, back to
-// back (2 nodes) or on one switch, as configured.
+// The whole machine: the fabric (its graph built from the topology parameters or read from a
+// file, the switches, the subnet manager and its routing) and N nodes, cabled as the graph
+// says. Everything that can be wrong with the fabric (a radix too small, a bad topology file,
+// a routing that cannot reach a node) fails while the fabric module is constructed, before a
+// node is allocated.
 #pragma once
 #include <systemc>
 
@@ -9,7 +12,9 @@
 
 #include "model/core/param.h"
 #include "model/fabric/ib_switch.h"
+#include "model/fabric/routing.h"
 #include "model/fabric/subnet_manager.h"
+#include "model/fabric/topology.h"
 #include "model/fabric/wire_capture.h"
 #include "model/system/node.h"
 
@@ -17,22 +22,42 @@ namespace hcasim {
 
 class fabric : public sc_core::sc_module {
 public:
-    param<unsigned> nodes;        ///< number of hosts
-    param<std::string> topology;  ///< auto|back_to_back|switch
-    param<unsigned> lmc;          ///< LID mask count of every port (0..7), as OpenSM's `lmc`
-    param<bool> subnet_manager;   ///< switch topology: a subnet manager on an extra switch port
+    param<unsigned> nodes;             ///< number of hosts (a topology file gives its own)
+    param<std::string> topology;       ///< auto|back_to_back|switch|fat_tree|file
+    param<std::string> topology_file;  ///< fabric.topology=file: an ibnetdiscover file
+    param<unsigned> fat_tree_levels;   ///< fabric.fat_tree.levels: 2 or 3
+    param<double> fat_tree_oversubscription;
+    param<std::string> routing;   ///< minhop|updn|ftree (OpenSM's engine names)
+    param<unsigned> lmc;          ///< LID mask count of every endport (0..7), as OpenSM's `lmc`
+    param<bool> subnet_manager;   ///< attach the subnet manager's endport to the first switch
     switch_params switch_config;  ///< fabric.switch.*: every switch's parameters
 
-    std::unique_ptr<ib_switch> sw;               ///< "fabric.switch" when the topology has one
-    std::unique_ptr<hcasim::subnet_manager> sm;  ///< "fabric.sm": on switch port `nodes`, LID nodes + 1
+    hcasim::topology graph;                            ///< the fabric's graph, with the LIDs the SM assigned
+    routing_tables routes;                             ///< the forwarding tables the SM programs
+    std::vector<std::unique_ptr<ib_switch>> switches;  ///< in graph node order of the switches
+    ib_switch* sw = nullptr;                           ///< the first switch (nullptr back to back)
+    std::unique_ptr<hcasim::subnet_manager> sm;        ///< "fabric.sm"
 
     explicit fabric(sc_core::sc_module_name name = "fabric");
-    bool has_switch() const { return bool(sw); }
+    bool has_switch() const { return sw != nullptr; }
     bool has_sm() const { return bool(sm); }
+    unsigned hosts() const { return graph.hosts(); }
+    /// The switch host `i` is cabled to, and its port there (`port`); nullptr back to back.
+    ib_switch* switch_toward(unsigned i, unsigned* port) {
+        const topo_end& e = graph.nodes[graph.host_node.at(i)].peer[1];
+        if (!graph.nodes[unsigned(e.node)].is_switch()) return nullptr;
+        *port = e.port;
+        return &switch_at(unsigned(e.node));
+    }
+    /// The switch of graph node `n`.
+    ib_switch& switch_at(unsigned n) { return *switches[switch_index_.at(n)]; }
+
+private:
+    std::vector<int> switch_index_;  // graph node -> index in `switches` (-1: not a switch)
 };
 
 /// Builds the fabric module and the nodes "node0".."nodeN-1" (top-level modules, so their
-/// parameters are `node0.pcie.lanes` etc.) and cables them.
+/// parameters are `node0.pcie.lanes` etc.) and cables them as the fabric's graph says.
 class machine {
 public:
     machine();
@@ -53,8 +78,24 @@ public:
     /// The open captures, in file order.
     const std::vector<std::unique_ptr<wire_capture>>& captures() const { return captures_; }
 
+    /// --dump-topology: the fabric's graph in ibnetdiscover's format.
+    void write_topology(std::ostream& out) const;
+    /// Empty, or why the fabric stopped the simulation (a credit loop: the cycle of ports).
+    const std::string& fabric_error() const { return fabric_error_; }
+
 private:
+    /// Cables graph node `a` port `pa` to graph node `b` port `pb` (one of them a switch).
+    void cable(unsigned a, unsigned pa, unsigned b, unsigned pb);
+    /// A switch output waited for credit with nothing moving: follow the credit waits from it;
+    /// a loop back to it is a deadlock (the run stops naming the cycle).
+    void check_deadlock(unsigned sw_node, unsigned port);
+    /// Recomputes the multicast forwarding of `mlid` on every switch (a spanning tree of the
+    /// switches reaching the member hosts).
+    void update_mcast(uint16_t mlid);
     std::vector<std::unique_ptr<wire_capture>> captures_;
+    std::vector<std::vector<unsigned>> mcast_members_;  // per MLID - 0xC000: joins per host
+    std::vector<int> tree_parent_port_;  // per graph node (switch): port toward the tree root; -1 root
+    std::string fabric_error_;
 };
 
 }  // namespace hcasim

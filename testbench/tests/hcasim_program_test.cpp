@@ -581,7 +581,7 @@ TEST(HcasimProgram, a_dead_link_is_named_in_the_error_with_the_time_it_went_down
     EXPECT_EQ(s.code, 1);
     EXPECT_NE(s.err.find("completion error IBV_WC_RETRY_EXC_ERR (status 12)"), std::string::npos) << s.err;
     EXPECT_NE(
-        s.err.find("; cable link1 (node1.port1 <-> switch port 1) went down at 150.000 us simulated time ("),
+        s.err.find("; cable link1 (node1.port1 <-> switch port 2) went down at 150.000 us simulated time ("),
         std::string::npos)
         << s.err;
     EXPECT_EQ(s.err.find("link0"), std::string::npos) << s.err;

@@ -412,12 +412,13 @@ std::string perftest::completion_error(const std::string& node, const ibv_wc& wc
 /// empty if no cable lost anything. Read from the cables' counters and settings (what
 /// `--stats-json` shows): which cable a QP's packets took is not asked of the engine.
 std::string perftest::cable_faults() const {
-    const bool sw = m_.net.has_switch();
     std::string down, lossy;
     char line[160];
     for (unsigned n = 0; n < m_.size(); ++n) {
         // Link N: node N's transmit direction and, through a switch, the switch's output to it.
-        const fault_injector* dirs[2] = {&m_.at(n).cable.faults, sw ? &m_.net.sw->faults(n) : nullptr};
+        unsigned sp = 0;
+        const ib_switch* sw = m_.net.switch_toward(n, &sp);
+        const fault_injector* dirs[2] = {&m_.at(n).cable.faults, sw ? &sw->faults(sp) : nullptr};
         uint64_t lost_down = 0, dropped = 0;
         for (const fault_injector* f : dirs)
             if (f) {
@@ -428,7 +429,7 @@ std::string perftest::cable_faults() const {
         const fault_settings& st = dirs[0]->settings();
         const std::string name =
             "; cable link" + std::to_string(n) + " (node" + std::to_string(n) + ".port1 <-> " +
-            (sw ? "switch port " + std::to_string(n) : "node" + std::to_string(1 - n) + ".port1") + ")";
+            (sw ? "switch port " + std::to_string(sp) : "node" + std::to_string(1 - n) + ".port1") + ")";
         if (lost_down) {
             std::snprintf(line, sizeof line, " went down at %.3f us simulated time (%llu packet%s lost)",
                           st.down_at_ns / 1000.0, static_cast<unsigned long long>(lost_down),
