@@ -3,7 +3,8 @@
 // the room by family: base.cpp (construction, setup, posting and polling, the bandwidth loop,
 // the registry), verify.cpp (--verify), rc.cpp (RC and UC: latency, bandwidth streams),
 // ud.cpp (UD, multicast, the end-of-stream markers), srq.cpp (shared receive queue) and
-// scaling.cpp (mr_scale and the PCIe bench of dma_*_bw); run.cpp elaborates and runs.
+// scaling.cpp (mr_scale and the PCIe bench of dma_*_bw); run.cpp elaborates and runs. The
+// many-node workloads (incast, alltoall, ...) are an application of their own (many.h, many.cpp).
 #pragma once
 #include <systemc>
 
@@ -38,6 +39,8 @@ public:
     param<double> drain_us;
     param<unsigned> post_list;
     param<std::string> atomic_word;
+    param<std::string> transport;
+    param<double> hotspot_fraction;
 
     explicit workload_params(sc_module_name name = "workload")
         : sc_module(name),
@@ -69,7 +72,15 @@ public:
           atomic_word("atomic_word", "per_qp", "",
                       "atomic_rate with --qps N: per_qp gives each QP its own remote word; shared aims every "
                       "QP at one word (the responder serialises them: a same-address rate)",
-                      {"per_qp", "shared"}) {}
+                      {"per_qp", "shared"}),
+          transport("transport", "rc", "",
+                    "the QPs' transport in the many-node workloads (incast, alltoall, permutation, "
+                    "uniform_random, bisection, hotspot); the others name theirs",
+                    {"rc", "uc", "ud"}),
+          hotspot_fraction("hotspot_fraction", 0.5, "",
+                           "hotspot: the fraction of each sender's hotspot flow that goes to the hot node "
+                           "(node0); the rest goes to the other non-hot nodes",
+                           {0, 1}) {}
 };
 
 inline unsigned ceil_log2(uint64_t v) {
