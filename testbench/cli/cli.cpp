@@ -96,17 +96,20 @@ struct workload_entry {
     const char* name;
     transport tr;
 };
+// clang-format off
 const workload_entry workload_table[] = {
-    {"write_lat", transport::rc},    {"send_lat", transport::rc},       {"read_lat", transport::rc},
-    {"atomic_lat", transport::rc},   {"write_bw", transport::rc},       {"send_bw", transport::rc},
-    {"read_bw", transport::rc},      {"atomic_rate", transport::rc},    {"ud_send_lat", transport::ud},
-    {"ud_send_bw", transport::ud},   {"uc_write_bw", transport::uc},    {"mcast_bw", transport::ud},
-    {"srq_bw", transport::rc},       {"ud_srq_bw", transport::ud},      {"mr_scale", transport::rc},
-    {"qp_scale", transport::rc},     {"dma_read_bw", transport::rc},    {"dma_write_bw", transport::rc},
-    {"attack_suite", transport::rc}, {"incast", transport::rc},         {"alltoall", transport::rc},
-    {"permutation", transport::rc},  {"uniform_random", transport::rc}, {"bisection", transport::rc},
-    {"hotspot", transport::rc},
+    {"write_lat", transport::rc},    {"send_lat", transport::rc},    {"read_lat", transport::rc},
+    {"atomic_lat", transport::rc},   {"write_bw", transport::rc},    {"send_bw", transport::rc},
+    {"read_bw", transport::rc},      {"atomic_rate", transport::rc}, {"ud_send_lat", transport::ud},
+    {"ud_send_bw", transport::ud},   {"uc_write_bw", transport::uc}, {"mcast_bw", transport::ud},
+    {"srq_bw", transport::rc},       {"ud_srq_bw", transport::ud},   {"mr_scale", transport::rc},
+    {"qp_scale", transport::rc},     {"dma_read_bw", transport::rc}, {"dma_write_bw", transport::rc},
+    {"attack_suite", transport::rc},
+    // The many-node workloads (workload.transport picks theirs: RC unless it says UC or UD).
+    {"incast", transport::rc}, {"alltoall", transport::rc}, {"permutation", transport::rc},
+    {"uniform_random", transport::rc}, {"bisection", transport::rc}, {"hotspot", transport::rc},
 };
+// clang-format on
 
 }  // namespace
 
