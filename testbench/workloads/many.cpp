@@ -182,9 +182,6 @@ void many_node::check() const {
         throw config_error(
             "--size " + std::to_string(size_) + ": " + workload_ +
             " keeps a send and a receive area of this size per node, more than its host memory");
-    if (iters_ > 0xFFFFFFFFull)
-        throw config_error(
-            "--iters: at most 4294967295 messages per flow (a message's number travels as immediate data)");
 }
 
 /// A new connection from src to dst for flow f.
