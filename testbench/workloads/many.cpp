@@ -156,7 +156,8 @@ many_node::many_node(sc_module_name name, machine& m, const run_spec& spec, cons
     bar_.parties = nn_;
     senders_left_ = nn_;
     for (unsigned i = 0; i < nn_; ++i)
-        procs_.push_back(std::make_unique<proc>(("node" + std::to_string(i)).c_str(), *this, i));
+        procs_.push_back(std::make_unique<node_process<many_node>>(("node" + std::to_string(i)).c_str(),
+                                                                   *this, &many_node::run_node, i));
 }
 
 many_node::~many_node() = default;

@@ -71,16 +71,6 @@ private:
         uint64_t expected = 0, received = 0;           ///< UC, UD: messages to receive, received
         bool sent_all = false;
     };
-    /// The node process of node i.
-    struct proc : sc_module {
-        SC_HAS_PROCESS(proc);
-        proc(sc_module_name n, many_node& app, unsigned i) : sc_module(n), app_(app), i_(i) {
-            SC_THREAD(main);
-        }
-        void main() { app_.run_node(i_); }
-        many_node& app_;
-        unsigned i_;
-    };
 
     void plan();
     uint32_t connect(unsigned src, unsigned dst, uint32_t f);
@@ -109,7 +99,7 @@ private:
     unsigned nn_ = 0, nq_ = 1;
     uint64_t size_ = 0, iters_ = 0;
     std::vector<std::unique_ptr<host_software>> sw_;
-    std::vector<std::unique_ptr<proc>> procs_;
+    std::vector<std::unique_ptr<node_process<many_node>>> procs_;
     std::vector<host> hosts_;
     std::vector<flow> flows_;
     std::vector<connection> conns_;
