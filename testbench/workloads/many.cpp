@@ -263,7 +263,7 @@ void many_node::plan() {
         hosts_[conns_[c].dst].in.push_back(c);
     }
     for (uint32_t f = 0; f < flows_.size(); ++f) {
-        hosts_[flows_[f].src].flows.push_back(f);
+        hosts_[flows_[f].src].pending.push_back(f);
         flows_[f].post_ns.assign(iters_, 0);
     }
     outstanding_.assign(conns_.size() * nq_, 0);
@@ -430,12 +430,14 @@ void many_node::run_node(unsigned i) {
 }
 
 /// Posts node i's next messages, one per flow in turn, while their QPs have room; true if any.
+/// Flows with nothing left to post leave `pending`, so a node that has posted everything pays
+/// nothing here.
 bool many_node::post_some(unsigned i) {
     host& h = hosts_[i];
     bool any = false;
     for (bool more = true; more;) {
         more = false;
-        for (uint32_t fi : h.flows) {
+        for (uint32_t fi : h.pending) {
             flow& f = flows_[fi];
             if (f.posted == f.post_ns.size()) continue;
             const uint64_t next = f.posted;
@@ -467,9 +469,15 @@ bool many_node::post_some(unsigned i) {
                 fail("node" + std::to_string(i) + ": ibv_post_send failed (" + std::to_string(rc) + ")");
             ++c->sent;
             ++outstanding_[cid * nq_ + q];
+            ++h.in_flight;
             any = more = true;
         }
     }
+    if (any)
+        h.pending.erase(
+            std::remove_if(h.pending.begin(), h.pending.end(),
+                           [&](uint32_t fi) { return flows_[fi].posted == flows_[fi].post_ns.size(); }),
+            h.pending.end());
     return any;
 }
 
@@ -509,6 +517,7 @@ void many_node::take(unsigned i, const ibv_wc& wc) {
     unsigned q = 0;  // the connection's QP the completion names
     while (q < nq_ && conns_[c].tx[q]->qp_num != wc.qp_num) ++q;
     --outstanding_[c * nq_ + q];
+    --hosts_[i].in_flight;
     if (tr_ == transport::rc) complete(f, m, now_ns(i));
 }
 
@@ -528,15 +537,9 @@ void many_node::traffic(unsigned i) {
         if (n < 0) fail(node + ": ibv_poll_cq failed");
         for (int k = 0; k < n; ++k) take(i, wcs[k]);
         progressed |= n > 0;
-        if (!h.sent_all) {
-            bool all = true;
-            for (uint32_t f : h.flows) all &= flows_[f].posted == flows_[f].post_ns.size();
-            for (uint32_t c : h.out)
-                for (unsigned q = 0; q < nq_; ++q) all &= outstanding_[c * nq_ + q] == 0;
-            if (all) {
-                h.sent_all = true;
-                if (--senders_left_ == 0) all_sent_ns_ = now_ns(i);
-            }
+        if (!h.sent_all && h.pending.empty() && h.in_flight == 0) {
+            h.sent_all = true;
+            if (--senders_left_ == 0) all_sent_ns_ = now_ns(i);
         }
         receiving &= h.received < h.expected;
         if (h.sent_all && !receiving) return;

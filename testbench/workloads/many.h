@@ -66,9 +66,10 @@ private:
         ibv_cq* cq = nullptr;           ///< every QP of the node completes here (one loop takes both sides)
         uint64_t buf = 0, area = 0;     ///< send area at buf, receive area at buf + area
         std::vector<uint32_t> out, in;  ///< connections it sends on, receives on
-        std::vector<uint32_t> flows;    ///< flows it sends
+        std::vector<uint32_t> pending;  ///< flows it sends that have messages to post
         std::unordered_map<uint32_t, uint32_t> rx_qp;  ///< QP number -> connection * qps + QP
         uint64_t expected = 0, received = 0;           ///< UC, UD: messages to receive, received
+        uint64_t in_flight = 0;                        ///< send WRs posted and not completed
         bool sent_all = false;
     };
 
