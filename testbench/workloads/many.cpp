@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 
@@ -419,6 +420,7 @@ void many_node::run_node(unsigned i) {
         drops0_ = data_vl_drops();
         packets0_ = stats_registry::instance().sum("port.tx_packets");
         t0_ns_ = now_ns(0);
+        wall0_ = std::chrono::steady_clock::now();  // --speed only; never reaches the model
     }
     bar_.arrive();
     traffic(i);
@@ -634,6 +636,7 @@ void many_node::report() {
     rep.seed = spec_.seed;
     rep.results.push_back(std::move(row));
     rep.sim_time_ns = end - t0_ns_;
+    rep.traffic_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0_).count();
     rep.wire_packets = stats_registry::instance().sum("port.tx_packets") - packets0_;
     out_.push_back(std::move(rep));
 }

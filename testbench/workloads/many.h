@@ -3,6 +3,7 @@
 // its own (as mcast_bw's receivers do): it sends its flows and takes what the others send it.
 // Results are in simulated time; docs/fabric.md ("Many-node workloads") describes them.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -109,6 +110,7 @@ private:
     std::vector<double> mct_us_;                 ///< every completed message's completion time
     std::vector<std::pair<std::string, uint64_t>> drops0_;  ///< drop counters at the start
     uint64_t t0_ns_ = 0;                                    ///< the common start (every node set up)
+    std::chrono::steady_clock::time_point wall0_;           ///< host time at the start (--speed)
     uint64_t packets0_ = 0;                                 ///< wire packets at the start
     unsigned senders_left_ = 0;                             ///< nodes still sending
     uint64_t all_sent_ns_ = 0;                              ///< when the last node's last send completed
