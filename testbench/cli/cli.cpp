@@ -96,6 +96,7 @@ struct workload_entry {
     const char* name;
     transport tr;
 };
+// clang-format off
 const workload_entry workload_table[] = {
     {"write_lat", transport::rc},    {"send_lat", transport::rc},    {"read_lat", transport::rc},
     {"atomic_lat", transport::rc},   {"write_bw", transport::rc},    {"send_bw", transport::rc},
@@ -104,7 +105,11 @@ const workload_entry workload_table[] = {
     {"srq_bw", transport::rc},       {"ud_srq_bw", transport::ud},   {"mr_scale", transport::rc},
     {"qp_scale", transport::rc},     {"dma_read_bw", transport::rc}, {"dma_write_bw", transport::rc},
     {"attack_suite", transport::rc},
+    // The many-node workloads (workload.transport picks theirs: RC unless it says UC or UD).
+    {"incast", transport::rc}, {"alltoall", transport::rc}, {"permutation", transport::rc},
+    {"uniform_random", transport::rc}, {"bisection", transport::rc}, {"hotspot", transport::rc},
 };
+// clang-format on
 
 }  // namespace
 
@@ -149,8 +154,9 @@ void describe_options(po::options_description& desc) {
         "ud_send_lat|ud_send_bw (UD), mcast_bw (UD multicast, node0 to every other node), uc_write_bw (UC), "
         "srq_bw|ud_srq_bw (SEND over --qps QPs into one shared receive queue, RC|UD), mr_scale, "
         "qp_scale (64 B write_bw and read_bw at 1..16K QPs, one process per point), "
-        "dma_read_bw|dma_write_bw, attack_suite (protection attack cases, docs/attack-suite.md) (default: "
-        "demo)";
+        "dma_read_bw|dma_write_bw, attack_suite (protection attack cases, docs/attack-suite.md), "
+        "incast|alltoall|permutation|uniform_random|bisection|hotspot (every node of the fabric, "
+        "docs/fabric.md) (default: demo)";
     // clang-format off
     desc.add_options()
         ("help,h", "print this help and exit")

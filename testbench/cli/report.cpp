@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
@@ -50,6 +52,68 @@ void print_row(std::ostream& os, const size_result& s) {
     os << line << "\n";
 }
 
+/// "name value, name value" (values as integers).
+std::string counts(const std::vector<std::pair<std::string, uint64_t>>& v) {
+    std::string s;
+    for (const auto& [k, n] : v) s += (s.empty() ? "" : ", ") + k + " " + std::to_string(n);
+    return s;
+}
+
+/// A node's name, or "any" for a flow whose messages each go their own way (dst -1).
+std::string node_name(int n) { return n < 0 ? std::string("any") : "node" + std::to_string(n); }
+
+/// The many-node figures of one row (incast, alltoall, ...).
+void print_fabric(std::ostream& os, const std::string& workload, const size_result& s) {
+    const fabric_result& f = *s.fabric;
+    char line[256];
+    double lo = 0, hi = 0;
+    for (size_t k = 0; k < f.flows.size(); ++k) {
+        lo = k ? std::min(lo, f.flows[k].gbps) : f.flows[k].gbps;
+        hi = k ? std::max(hi, f.flows[k].gbps) : f.flows[k].gbps;
+    }
+    std::string tr = f.transport;
+    for (char& c : tr) c = char(std::toupper(static_cast<unsigned char>(c)));
+    os << " " << workload << ": " << f.flows.size() << (f.flows.size() == 1 ? " flow" : " flows") << " over "
+       << tr << ", " << f.nodes << " nodes, " << f.messages << " of " << f.messages + f.lost
+       << " messages completed, " << f.lost << " lost\n";
+    std::snprintf(line, sizeof line,
+                  " aggregate %.2f Gb/s (link %.2f Gb/s); per flow min %.2f, max %.2f Gb/s; Jain's fairness "
+                  "index %.4f\n",
+                  f.aggregate_gbps, f.link_gbps, lo, hi, f.jain);
+    os << line;
+    if (f.victim_gbps > 0) {
+        std::snprintf(line, sizeof line, " victim flows (never to the hot node0): %.2f Gb/s together\n",
+                      f.victim_gbps);
+        os << line;
+    }
+    os << " received per node, Gb/s:";
+    for (size_t n = 0; n < f.node_rx_gbps.size(); ++n) {
+        std::snprintf(line, sizeof line, "%s node%zu %.2f", n ? "," : "", n, f.node_rx_gbps[n]);
+        os << line;
+    }
+    std::snprintf(line, sizeof line, "\n message completion time, us: p50 %.3f, p99 %.3f, max %.3f\n",
+                  f.mct_p50_us, f.mct_p99_us, f.mct_max_us);
+    os << line;
+    os << " packets dropped: " << f.dropped << " (" << counts(f.drops) << ")\n";
+    os << " congestion tree (most PortXmitWait): "
+       << (f.xmit_wait.empty() ? std::string("no PortXmitWait counter in this model") : counts(f.xmit_wait))
+       << "\n";
+    os << " congestion control: "
+       << (f.cc.empty() ? std::string("no congestion control counter in this model") : counts(f.cc)) << "\n";
+    if (f.flows.size() > 64) {
+        os << " per-flow throughput: " << f.flows.size() << " flows, see --stats-json\n";
+        return;
+    }
+    os << " flow   src     dst     messages  Gb/s\n";
+    for (size_t k = 0; k < f.flows.size(); ++k) {
+        const flow_result& fl = f.flows[k];
+        std::snprintf(line, sizeof line, " %-6zu %-7s %-7s %-9llu %.2f%s\n", k,
+                      node_name(int(fl.src)).c_str(), node_name(fl.dst).c_str(),
+                      static_cast<unsigned long long>(fl.messages), fl.gbps, fl.victim ? " (victim)" : "");
+        os << line;
+    }
+}
+
 }  // namespace
 
 void print_table(std::ostream& os, const run_report& r) {
@@ -67,6 +131,8 @@ void print_table(std::ostream& os, const run_report& r) {
     }
     os << rule << "\n";
     os << " simulated time " << r.sim_time_ns << " ns, " << r.wire_packets << " wire packets\n";
+    for (const auto& s : r.results)
+        if (s.fabric) print_fabric(os, r.workload, s);
     // Datagrams that never arrived: one line, only if there were any (UD does not retransmit).
     uint64_t sent = 0, lost = 0, delivered = 0;
     unsigned receivers = 0;
@@ -146,6 +212,44 @@ void write_json_file(const std::string& path, const nlohmann::ordered_json& j, c
     out.commit();
 }
 
+namespace {
+
+/// A list of (name, count) as a JSON object.
+nlohmann::ordered_json count_object(const std::vector<std::pair<std::string, uint64_t>>& v) {
+    nlohmann::ordered_json o = nlohmann::ordered_json::object();
+    for (const auto& [k, n] : v) o[k] = n;
+    return o;
+}
+
+/// A row's many-node figures (JSON "fabric").
+nlohmann::ordered_json fabric_json(const fabric_result& f) {
+    using json = nlohmann::ordered_json;
+    json flows = json::array();
+    for (const flow_result& fl : f.flows) {
+        json e = {{"src", fl.src},   {"dst", fl.dst},     {"messages", fl.messages},
+                  {"lost", fl.lost}, {"bytes", fl.bytes}, {"gbps", fl.gbps}};
+        if (fl.victim) e["victim"] = true;
+        flows.push_back(std::move(e));
+    }
+    return {{"transport", f.transport},
+            {"nodes", f.nodes},
+            {"messages", f.messages},
+            {"lost", f.lost},
+            {"aggregate_gbps", f.aggregate_gbps},
+            {"victim_gbps", f.victim_gbps},
+            {"jain", f.jain},
+            {"link_gbps", f.link_gbps},
+            {"node_rx_gbps", f.node_rx_gbps},
+            {"mct_us", {{"p50", f.mct_p50_us}, {"p99", f.mct_p99_us}, {"max", f.mct_max_us}}},
+            {"dropped", f.dropped},
+            {"drops", count_object(f.drops)},
+            {"port_xmit_wait", count_object(f.xmit_wait)},
+            {"cc", count_object(f.cc)},
+            {"flows", std::move(flows)}};
+}
+
+}  // namespace
+
 nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
     using json = nlohmann::ordered_json;
     const run_report& r = reports.front();
@@ -186,6 +290,7 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
                 for (const auto& [stage, us] : s.breakdown) b[stage] = us;
                 e["breakdown_us"] = std::move(b);
             }
+            if (s.fabric) e["fabric"] = fabric_json(*s.fabric);
             if (!s.util.empty()) {
                 json u = json::object();
                 for (const auto& [unit, frac] : s.util) u[unit] = frac;
@@ -376,7 +481,28 @@ struct report_data {
     std::vector<util_series> util;
     std::vector<unsigned> qps_seen;
     std::ostringstream csv;
+    std::ostringstream flows_csv;  ///< many-node runs: one row per flow (empty: none ran)
+    std::vector<series> flows;     ///< per (run, size): x flow number, a its Gb/s
 };
+
+/// Many-node rows: each flow's throughput into the flows CSV and a series of the flows plot.
+void collect_flows(const std::string& workload, unsigned qps, const ojson& r, report_data& d) {
+    if (d.flows_csv.tellp() == 0)
+        d.flows_csv << "workload,qps,size_bytes,flow,src,dst,victim,messages,lost,gbps\n";
+    series s{workload + ", " + std::to_string(r.at("size_bytes").get<uint64_t>()) + " B, " +
+                 std::to_string(qps) + (qps == 1 ? " QP" : " QPs") + " per pair",
+             {}};
+    const ojson& flows = r.at("fabric").at("flows");
+    for (size_t k = 0; k < flows.size(); ++k) {
+        const ojson& f = flows[k];
+        d.flows_csv << workload << "," << qps << "," << r.at("size_bytes").get<uint64_t>() << "," << k << ","
+                    << f.at("src").get<int>() << "," << f.at("dst").get<int>() << ","
+                    << (f.value("victim", false) ? 1 : 0) << "," << f.at("messages").get<uint64_t>() << ","
+                    << f.at("lost").get<uint64_t>() << "," << num(f.at("gbps").get<double>()) << "\n";
+        s.pts.push_back({double(k), f.at("gbps").get<double>(), 0, 0});
+    }
+    d.flows.push_back(std::move(s));
+}
 
 /// One row per (run, result): the CSV line and the points of the plots' series.
 void collect(const ojson& runs, report_data& d) {
@@ -412,6 +538,7 @@ void collect(const ojson& runs, report_data& d) {
                                     r["lat_p99_us"].get<double>()});
                 continue;
             }
+            if (r.contains("fabric")) collect_flows(w, qps, r, d);
             const double gbps = r.at("bw_gbps").get<double>(), mpps = r.at("msg_rate_mpps").get<double>();
             csv << "," << num(gbps) << "," << num(mpps) << ",,,,,\n";
             find(bw, series_label(w, qps)).pts.push_back({size, gbps, mpps, 0});
@@ -564,6 +691,13 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
     if (!d.lat.empty()) script.latency(d.lat);
     if (d.qps_seen.size() > 1 && !d.by_qps.empty()) script.by_qps(d.by_qps);
     script.utilisation(d.util);
+    if (!d.flows.empty()) {
+        script.gp
+            << "unset logscale x\nset xlabel 'flow'\nset format x '%g'\nset yrange [0:*]\n"
+               "set style data boxes\nset style fill solid 0.6\nset boxwidth 0.8\nset offsets 1,1,0,0\n";
+        script.plot("flows.png", "Per-flow throughput (simulated)", "Gb/s", d.flows, 2, false);
+        script.gp << "set style data linespoints\nset offsets 0,0,0,0\n";
+    }
     std::vector<std::string>& pngs = script.pngs;
     const std::string gp = script.gp.str();
 
@@ -573,10 +707,17 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
     json_file.write(ojson{{"runs", runs}}.dump(2) + "\n");
     csv_file.write(d.csv.str());
     gp_file.write(gp);
-    for (output_file* f : {&json_file, &csv_file, &gp_file}) f->finish();
+    std::vector<output_file*> files = {&json_file, &csv_file, &gp_file};
+    std::unique_ptr<output_file> flows_file;
+    if (!d.flows.empty()) {
+        flows_file = std::make_unique<output_file>(dir + "/flows.csv", "--report");
+        flows_file->write(d.flows_csv.str());
+        files.push_back(flows_file.get());
+    }
+    for (output_file* f : files) f->finish();
     const plot_dir plots(dir, gp, pngs, warning);
     if (!warning.empty()) pngs.clear();
-    for (output_file* f : {&json_file, &csv_file, &gp_file}) f->commit();
+    for (output_file* f : files) f->commit();
     for (const std::string& png : pngs) plots.move(png);
     return pngs;
 }

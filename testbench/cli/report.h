@@ -2,12 +2,46 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace hcasim {
+
+/// One flow of a many-node workload (incast, alltoall, ...): the messages one node sends on its
+/// QPs towards one node (dst), or towards a destination drawn per message (dst -1).
+struct flow_result {
+    unsigned src = 0;
+    int dst = -1;           ///< destination node; -1: each message its own (uniform_random, hotspot)
+    bool victim = false;    ///< hotspot: a victim flow (never touches the hot node)
+    uint64_t messages = 0;  ///< messages completed (RC: acknowledged; UC, UD: received)
+    uint64_t lost = 0;      ///< UC, UD: messages sent that never arrived
+    uint64_t bytes = 0;     ///< payload bytes of the completed messages
+    double gbps = 0;        ///< bytes / (the flow's last completion - the common start), Gb/s
+};
+
+/// What a many-node workload reports beside its row (docs/fabric.md, "Many-node workloads").
+struct fabric_result {
+    std::string transport;           ///< rc|uc|ud (workload.transport)
+    unsigned nodes = 0;              ///< nodes taking part (fabric.nodes)
+    std::vector<flow_result> flows;  ///< in flow order
+    double aggregate_gbps = 0;       ///< every flow's bytes / (the last completion - the start)
+    double victim_gbps = 0;          ///< hotspot: the victim flows' bytes over the same interval
+    double jain = 0;                 ///< Jain's fairness index over the flows' throughputs
+    double mct_p50_us = 0, mct_p99_us = 0, mct_max_us = 0;  ///< message completion time
+    std::vector<double> node_rx_gbps;                       ///< per node: payload it received / the interval
+    double link_gbps = 0;                                   ///< node0's port data rate
+    uint64_t messages = 0, lost = 0;                        ///< over every flow
+    /// Packets dropped during the run by kind (the switch's and the ports' drop counters, summed
+    /// over their instances), and their sum: on a lossless fabric 0.
+    std::vector<std::pair<std::string, uint64_t>> drops;
+    uint64_t dropped = 0;
+    /// The congestion picture, from counters when the model has them (empty otherwise): the ports
+    /// with the most PortXmitWait, and congestion control activity.
+    std::vector<std::pair<std::string, uint64_t>> xmit_wait, cc;
+};
 
 /// One row: one message size of a latency or bandwidth workload.
 struct size_result {
@@ -46,6 +80,8 @@ struct size_result {
     /// directions of the traced round trip; the stages sum to about the reported latency);
     /// JSON "breakdown_us", a line under the table.
     std::vector<std::pair<std::string, double>> breakdown;
+    /// Many-node workloads (incast, alltoall, ...): flows, fairness, drops; JSON "fabric".
+    std::optional<fabric_result> fabric;
 };
 
 /// Everything a run reports.
@@ -81,10 +117,11 @@ void write_json_file(const std::string& path, const nlohmann::ordered_json& j,
 
 /// --report DIR: `runs` is an array of stats JSON objects (to_json), one per run of a sweep.
 /// Writes DIR/results.csv (one row per workload, QP count and size), DIR/results.json ({"runs":
-/// runs}) and, with gnuplot, DIR/plots.gp and the PNG plots that have data: bandwidth.png and
+/// runs}), DIR/flows.csv when a many-node workload ran (one row per flow: its throughput) and, with gnuplot, DIR/plots.gp and the PNG plots that have data: bandwidth.png and
 /// msg_rate.png (bandwidth rows vs size), latency.png (latency rows vs size), qps.png
-/// (bandwidth and message rate vs QPs, when the runs differ in QPs) and utilisation.png (the
-/// units' busy fractions of each bandwidth row). Returns the PNG files written; `warning` is set
+/// (bandwidth and message rate vs QPs, when the runs differ in QPs), utilisation.png (the
+/// units' busy fractions of each bandwidth row) and flows.png (per-flow throughput of the
+/// many-node runs). Returns the PNG files written; `warning` is set
 /// (and nothing plotted) when gnuplot is not installed or fails. Throws config_error when DIR
 /// cannot be created or written.
 std::vector<std::string> write_report(const std::string& dir, const nlohmann::ordered_json& runs,

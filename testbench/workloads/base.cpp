@@ -93,7 +93,8 @@ perftest::perftest(sc_module_name name, machine& m, const run_spec& spec, const 
     SC_THREAD(client);
     SC_THREAD(server);
     for (unsigned i = 2; i < nn_; ++i)  // mcast_bw: the other receivers
-        receivers_.push_back(std::make_unique<receiver>(("receiver" + std::to_string(i)).c_str(), *this, i));
+        receivers_.push_back(std::make_unique<node_process<perftest>>(
+            ("receiver" + std::to_string(i)).c_str(), *this, &perftest::run_side, i));
 }
 
 /// The units' busy counters of node0 and node1, read around each bandwidth size.

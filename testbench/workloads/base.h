@@ -3,7 +3,8 @@
 // the room by family: base.cpp (construction, setup, posting and polling, the bandwidth loop,
 // the registry), verify.cpp (--verify), rc.cpp (RC and UC: latency, bandwidth streams),
 // ud.cpp (UD, multicast, the end-of-stream markers), srq.cpp (shared receive queue) and
-// scaling.cpp (mr_scale and the PCIe bench of dma_*_bw); run.cpp elaborates and runs.
+// scaling.cpp (mr_scale and the PCIe bench of dma_*_bw); run.cpp elaborates and runs. The
+// many-node workloads (incast, alltoall, ...) are an application of their own (many.h, many.cpp).
 #pragma once
 #include <systemc>
 
@@ -38,6 +39,8 @@ public:
     param<double> drain_us;
     param<unsigned> post_list;
     param<std::string> atomic_word;
+    param<std::string> transport;
+    param<double> hotspot_fraction;
 
     explicit workload_params(sc_module_name name = "workload")
         : sc_module(name),
@@ -69,7 +72,15 @@ public:
           atomic_word("atomic_word", "per_qp", "",
                       "atomic_rate with --qps N: per_qp gives each QP its own remote word; shared aims every "
                       "QP at one word (the responder serialises them: a same-address rate)",
-                      {"per_qp", "shared"}) {}
+                      {"per_qp", "shared"}),
+          transport("transport", "rc", "",
+                    "the QPs' transport in the many-node workloads (incast, alltoall, permutation, "
+                    "uniform_random, bisection, hotspot); the others name theirs",
+                    {"rc", "uc", "ud"}),
+          hotspot_fraction("hotspot_fraction", 0.5, "",
+                           "hotspot: the fraction of each sender's hotspot flow that goes to the hot node "
+                           "(node0); the rest goes to the other non-hot nodes",
+                           {0, 1}) {}
 };
 
 inline unsigned ceil_log2(uint64_t v) {
@@ -116,6 +127,21 @@ struct barrier {
         }
         while (generation == g) wait(ev);
     }
+};
+
+/// A simulated process of its own for node i of an application: runs (app.*run)(i) (mcast_bw's
+/// receivers, every node of a many-node workload).
+template <class App>
+struct node_process : sc_module {
+    SC_HAS_PROCESS(node_process);
+    node_process(sc_module_name n, App& app, void (App::*run)(unsigned), unsigned i)
+        : sc_module(n), app_(app), run_(run), i_(i) {
+        SC_THREAD(main);
+    }
+    void main() { (app_.*run_)(i_); }
+    App& app_;
+    void (App::*run_)(unsigned);
+    unsigned i_;
 };
 
 /// What a phase does on the wire.
@@ -176,17 +202,6 @@ private:
     static constexpr uint64_t no_time = ~uint64_t(0);
     static constexpr uint16_t mcast_mlid = 0xC001;   ///< mcast_bw: MLID of QP 0's group (QP q: + q)
     static constexpr uint32_t mcast_qpn = 0xFFFFFF;  ///< multicast destination QPN (o10-35)
-
-    /// mcast_bw: the process of receiver i >= 2 (node1's is `server`).
-    struct receiver : sc_module {
-        SC_HAS_PROCESS(receiver);
-        receiver(sc_module_name n, perftest& app, unsigned i) : sc_module(n), app_(app), i_(i) {
-            SC_THREAD(main);
-        }
-        void main() { app_.run_side(i_); }
-        perftest& app_;
-        unsigned i_;
-    };
 
     /// Where a UD QP sends: the datagram fields of each send WR.
     struct ud_dest {
@@ -442,8 +457,8 @@ private:
     std::vector<std::unique_ptr<host_software>> sw_;  ///< one per node taking part (nn_)
     std::vector<side> side_;
     std::vector<peer_info> info_;
-    std::vector<std::unique_ptr<receiver>> receivers_;  ///< mcast_bw: processes of nodes 2 ..
-    unsigned nn_ = 2;                                   ///< nodes taking part: 2, or every node (mcast_bw)
+    std::vector<std::unique_ptr<node_process<perftest>>> receivers_;  ///< mcast_bw: processes of nodes 2 ..
+    unsigned nn_ = 2;                 ///< nodes taking part: 2, or every node (mcast_bw)
     bool mcast_ = false;              ///< mcast_bw: node0 sends to groups every other node joined
     bool srq_ = false;                ///< srq_bw, ud_srq_bw: node1's QPs share one SRQ
     uint64_t ud_srq_need_ = 0;        ///< ud_srq_bw: SRQ WRs for a whole size and its markers

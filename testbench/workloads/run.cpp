@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "testbench/workloads/base.h"
+#include "testbench/workloads/many.h"
 
 namespace hcasim {
 
@@ -98,17 +98,17 @@ void close_captures(machine& m) {
 }
 
 /// Why the simulation did not complete the run ("" if it did): a co-simulation divergence, the
-/// application's error, or phases without reports.
-std::string run_failure(machine* m, const perftest* app, size_t reports, size_t phases) {
+/// application's error (`app_error`), or phases without reports.
+std::string run_failure(machine* m, const std::string& app_error, size_t reports, size_t phases) {
     if (m)
         for (size_t i = 0; i < m->size(); ++i)
             if (const std::string& d = m->at(unsigned(i)).adapter.pkeys.divergence(); !d.empty())
                 return "co-simulation divergence (hca.pkey_checker.impl=both):\n" + d;
-    if (app && !app->error.empty()) {
+    if (!app_error.empty()) {
         if (std::getenv("HCASIM_DUMP_COUNTERS"))
             for (const counter* c : stats_registry::instance().counters())
                 if (c->value()) std::cerr << c->key() << " = " << c->value() << "\n";
-        return app->error;
+        return app_error;
     }
     if (reports != phases) return "simulation ended before every phase completed";
     return "";
@@ -123,9 +123,13 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
     const std::vector<uint64_t> mrs = mr_sweep(spec, wp);
     std::unique_ptr<machine> m;
     std::unique_ptr<perftest> app;
+    std::unique_ptr<many_node> many;  // incast, alltoall, ...: every node of the fabric
     std::unique_ptr<sc_module> bench;
     if (pcie_only) {
         bench = make_pcie_bench("node0", spec, wp, reports);
+    } else if (is_many_node_workload(spec.phases.front().workload)) {
+        m = std::make_unique<machine>();
+        many = std::make_unique<many_node>("many", *m, spec, wp, reports);
     } else {
         m = std::make_unique<machine>();
         if (m->size() < 2) throw workload_error("two-node workloads need fabric.nodes >= 2");
@@ -148,7 +152,8 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
     }
     if (m && !m->captures().empty()) close_captures(*m);
     if (tl) tl->close();
-    if (const std::string why = run_failure(m.get(), app.get(), reports.size(), spec.phases.size());
+    const std::string app_error = app ? app->error : many ? many->error : std::string();
+    if (const std::string why = run_failure(m.get(), app_error, reports.size(), spec.phases.size());
         !why.empty()) {
         if (!failure) throw workload_error(why);
         *failure = why;

@@ -8,6 +8,8 @@
 // follow perftest (calibration.md): *_lat ping-pongs report half the round trip, read_lat/atomic_lat
 // the whole round trip of one READ / atomic (typical = median); *_bw stream with a transmit depth
 // and report bytes / time, atomic_rate the message rate. --verify checks the data and completions.
+// The many-node workloads (incast, alltoall, permutation, uniform_random, bisection, hotspot) run
+// flows between every node of the fabric (many.h; docs/fabric.md).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -46,6 +48,9 @@ struct workload_error : std::runtime_error {
 bool is_pcie_workload(const std::string& name);
 /// srq_bw (RC) and ud_srq_bw (UD): node1's receiving QPs share one shared receive queue.
 bool is_srq_workload(const std::string& name);
+/// incast, alltoall, permutation, uniform_random, bisection, hotspot: every node of the fabric
+/// runs its part (many.h).
+bool is_many_node_workload(const std::string& name);
 
 /// --verify. Every message (or, in bandwidth workloads, every QP's buffer) carries data derived
 /// from (seed, node, QP, phase and size, message), so a byte from another message, QP, size or
