@@ -416,5 +416,28 @@ TEST(CongestionControl, parse_cnp_refuses_other_packets) {
     EXPECT_EQ(parse_cnp(pkt, n, d), parse_status::bad_pkt_len);
 }
 
+TEST(CongestionControl, mark_fecn_sets_the_bth_bit_and_keeps_both_crcs_valid) {
+    using namespace hcasim::wire;
+    headers h;
+    h.b.opcode = op::RC_SEND_ONLY;
+    h.b.dest_qp = 0x99;
+    uint8_t pkt[128] = {};
+    const size_t hdr = encode_headers(h, 64, pkt);
+    const size_t n = seal_packet(pkt, hdr + 64);
+    const std::vector<uint8_t> icrc_before(pkt + n - 6, pkt + n - 2);
+    ASSERT_TRUE(mark_fecn(pkt, n));
+    EXPECT_EQ(pkt[LRH_BYTES + 4], 0x80);
+    EXPECT_EQ(std::vector<uint8_t>(pkt + n - 6, pkt + n - 2), icrc_before);
+    headers d;
+    size_t off = 0, len = 0;
+    ASSERT_EQ(parse_packet(pkt, n, d, off, len), parse_status::ok);  // CRCs checked
+    EXPECT_TRUE(d.b.fecn);
+    EXPECT_FALSE(d.b.becn);
+    EXPECT_EQ(d.b.dest_qp, 0x99u);
+    EXPECT_FALSE(mark_fecn(pkt, n - 1));  // shorter than PktLen says
+    pkt[1] &= 0xFC;                       // LNH raw: no BTH to mark
+    EXPECT_FALSE(mark_fecn(pkt, n));
+}
+
 // libsystemc references sc_main; gtest_main provides main().
 extern "C" int sc_main(int, char*[]) { return 0; }

@@ -589,6 +589,18 @@ parse_status parse_packet(const uint8_t* pkt, size_t len, headers& h, size_t& pa
     return parse_status::ok;
 }
 
+bool mark_fecn(uint8_t* pkt, size_t len) {
+    if (pkt == nullptr || len < LRH_BYTES) return false;
+    const lrh l = decode_lrh(pkt);
+    if (l.next != lnh::iba_local && l.next != lnh::iba_global) return false;
+    const size_t wire_len = static_cast<size_t>(l.pkt_len_words) * 4;
+    const size_t bth_off = LRH_BYTES + (l.next == lnh::iba_global ? GRH_BYTES : 0);
+    if (wire_len < bth_off + BTH_BYTES || len < wire_len + VCRC_BYTES) return false;
+    pkt[bth_off + 4] |= 0x80;
+    put_le16(pkt + wire_len, vcrc(pkt, wire_len));
+    return true;
+}
+
 size_t encode_cnp(headers& h, uint8_t* out) {
     h.b.opcode = op::CNP;
     h.b.becn = true;

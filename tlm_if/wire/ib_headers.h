@@ -364,6 +364,11 @@ parse_status parse_packet(const uint8_t* pkt, size_t len, headers& h, size_t& pa
                           size_t& payload_len, bool check_crcs = true);
 const char* to_string(parse_status s);
 
+/// Sets FECN in the BTH of a sealed packet pkt[0..len) as a switch does, and recomputes its
+/// VCRC (FECN lies in a variant byte the ICRC masks, so the ICRC stays valid). False, and pkt
+/// unchanged, if the LRH announces no IBA transport header or len is shorter than PktLen says.
+bool mark_fecn(uint8_t* pkt, size_t len);
+
 /// A CNP on the wire: LRH (+GRH) + BTH + ICRC + VCRC, no payload (PktLen 6 words local, 16
 /// global), as Linux hfi1's return_cnp() builds it.
 constexpr size_t CNP_BYTES = LRH_BYTES + BTH_BYTES + ICRC_BYTES + VCRC_BYTES;
