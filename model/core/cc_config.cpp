@@ -89,10 +89,10 @@ std::bitset<256> parse_port_mask(const std::string& key, const std::string& text
     }
     for (const std::string& it : items_of(text)) {
         const size_t dash = it.find('-');
+        const std::string first = dash == std::string::npos ? it : trim(it.substr(0, dash));
+        const std::string last = dash == std::string::npos ? it : trim(it.substr(dash + 1));
         unsigned lo = 0, hi = 0;
-        const bool ok = dash == std::string::npos ? number(it, 254, lo) && (hi = lo, true)
-                                                  : number(trim(it.substr(0, dash)), 254, lo) &&
-                                                        number(trim(it.substr(dash + 1)), 254, hi);
+        const bool ok = number(first, 254, lo) && number(last, 254, hi);
         if (!ok) throw config_error(key + ": '" + it + "': expected a port 0-254 or a range A-B");
         if (hi < lo) throw config_error(key + ": '" + it + "': range ends before it starts");
         for (unsigned p = lo; p <= hi; ++p) mask.set(p);

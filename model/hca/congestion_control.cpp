@@ -33,6 +33,7 @@ void ca_congestion_control::advance(flow_state& f, uint64_t now_ps) const {
     if (!f.timer_running || now_ps < f.next_expiry_ps) return;
     const ca_cong_entry& e = s_.entry[f.sl];
     const uint64_t period = uint64_t(e.ccti_timer) * CCTI_TIMER_UNIT_PS;
+    if (period == 0) return;  // the QP moved to an SL whose timer is off
     const uint64_t expiries = (now_ps - f.next_expiry_ps) / period + 1;
     const uint64_t room = f.ccti > e.ccti_min ? f.ccti - e.ccti_min : 0;
     if (expiries >= room) {  // down to the floor: the timer stops there
@@ -68,7 +69,7 @@ void ca_congestion_control::on_becn(uint32_t qpn, uint8_t sl, uint64_t now_ps) {
 
 uint64_t ca_congestion_control::injection_delay_ps(uint32_t qpn, uint8_t sl, uint64_t now_ps,
                                                    uint64_t t_pkt_ps) {
-    if (!s_.enable) return 0;
+    if (!s_.enable || s_.cct.empty()) return 0;
     const size_t index = std::min<size_t>(ccti_at(qpn, sl, now_ps), s_.cct.size() - 1);
     return cct_delay_ps(s_.cct[index], t_pkt_ps);
 }

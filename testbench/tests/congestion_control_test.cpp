@@ -123,6 +123,15 @@ TEST(CongestionControl, ccti_timer_zero_never_lowers_the_ccti) {
     EXPECT_EQ(cc.ccti_at(3, 0, 1'000'000 * PERIOD_2), 2);
 }
 
+TEST(CongestionControl, a_qp_moved_to_an_sl_with_the_timer_off_keeps_its_ccti) {
+    ca_cc_settings s = ca(2, 4, 0, 20, default_cct());
+    s.entry[3].ccti_timer = 0;
+    ca_congestion_control cc(s);
+    cc.on_becn(0x20, 1, 0);  // timer running on SL 1's period
+    EXPECT_EQ(cc.ccti_at(0x20, 3, 10 * PERIOD_2), 4);
+    EXPECT_EQ(cc.ccti_at(0x20, 1, 10 * PERIOD_2), 0);
+}
+
 TEST(CongestionControl, qp_based_flows_are_qps_and_sl_based_flows_are_sls_with_their_sls_entry) {
     ca_cc_settings s = ca(0, 1, 0, 20, default_cct());
     s.entry[2].ccti_increase = 5;
