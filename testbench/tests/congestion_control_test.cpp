@@ -115,6 +115,9 @@ TEST(CongestionControl, becn_while_the_timer_runs_keeps_its_phase) {
     EXPECT_EQ(cc.ccti_at(3, 0, PERIOD_2 - 1), 8);
     EXPECT_EQ(cc.ccti_at(3, 0, PERIOD_2), 7);
     EXPECT_EQ(cc.ccti_at(3, 0, 2 * PERIOD_2), 6);
+    cc.on_becn(3, 0, 3 * PERIOD_2);  // at an expiry: the expiry first (5), then the BECN (9)
+    EXPECT_EQ(cc.ccti_at(3, 0, 3 * PERIOD_2), 9);
+    EXPECT_EQ(cc.ccti_at(3, 0, 4 * PERIOD_2), 8);
 }
 
 TEST(CongestionControl, ccti_timer_zero_never_lowers_the_ccti) {

@@ -17,6 +17,7 @@
 //   AtomicAckETH (8 B) OrigRemData(64)
 //   ImmDt (4 B), IETH (4 B, R_Key): plain big-endian 32-bit values
 //   ICRC (4 B), VCRC (2 B): see icrc() / vcrc() below for the exact algorithm and byte order.
+//   CNP (IBA Annex A10): LRH (+GRH) + BTH with opcode 0x80 and BECN, no payload (encode_cnp).
 // The same layouts are used by Wireshark's packet-infiniband.c and by Linux
 // include/rdma/ib_hdrs.h / drivers/infiniband/sw/rxe; packets produced here decode field
 // for field in Wireshark's "infiniband" dissector (tshark 4.0: pcap link type mapped via
