@@ -333,6 +333,75 @@ static_assert(!LAYOUTS[0xFF].valid && LAYOUTS[0xFF].eth == 0, "undefined opcodes
 opcode_layout layout_of(uint8_t opcode) { return LAYOUTS[opcode]; }
 
 // ------------------------------------------------------------------ packets
+namespace {
+
+// LRH (+GRH) + BTH of a packet of `words` 4-byte words (LRH through ICRC) with `pad` pad
+// bytes, first filling the length fields, LNH and PadCnt from them; returns the bytes written.
+size_t encode_base(headers& h, size_t words, size_t pad, uint8_t* out) {
+    h.l.pkt_len_words = static_cast<uint16_t>(words);
+    h.l.next = h.has_grh ? lnh::iba_global : lnh::iba_local;
+    h.b.pad_count = static_cast<uint8_t>(pad);
+    if (h.has_grh) h.g.pay_len = static_cast<uint16_t>(words * 4 - LRH_BYTES - GRH_BYTES);
+    encode(h.l, out);
+    size_t n = LRH_BYTES;
+    if (h.has_grh) {
+        encode(h.g, out + n);
+        n += GRH_BYTES;
+    }
+    encode(h.b, out + n);
+    return n + BTH_BYTES;
+}
+
+// What every IBA packet passes before its opcode matters (parse_packet, parse_cnp).
+struct frame {
+    lrh l;
+    bool has_grh = false;
+    size_t bth_off = 0;   // where the BTH starts
+    size_t wire_len = 0;  // LRH through ICRC, from PktLen
+    bth b;
+};
+
+// Checks, in this order: length/LRH, PktLen vs len, VCRC, GRH, BTH TVer.
+parse_status parse_frame(const uint8_t* pkt, size_t len, bool check_crcs, frame& f) {
+    if (pkt == nullptr || len < LRH_BYTES) return parse_status::truncated;
+    f.l = decode_lrh(pkt);
+    if (f.l.lver != 0) return parse_status::bad_lver;
+    if (f.l.next != lnh::iba_local && f.l.next != lnh::iba_global) return parse_status::bad_lnh;
+    f.has_grh = f.l.next == lnh::iba_global;
+
+    f.wire_len = static_cast<size_t>(f.l.pkt_len_words) * 4;
+    f.bth_off = LRH_BYTES + (f.has_grh ? GRH_BYTES : 0);
+    if (f.wire_len < f.bth_off + BTH_BYTES + ICRC_BYTES) return parse_status::bad_pkt_len;
+    if (len < f.wire_len + VCRC_BYTES) return parse_status::truncated;
+    if (len > f.wire_len + VCRC_BYTES) return parse_status::bad_pkt_len;
+
+    if (check_crcs && get_le16(pkt + f.wire_len) != vcrc(pkt, f.wire_len)) return parse_status::bad_vcrc;
+
+    if (f.has_grh) {
+        const grh g = decode_grh(pkt + LRH_BYTES);
+        if (g.ip_ver != 6 || g.next_hdr != GRH_NEXT_HDR_IBA) return parse_status::bad_lnh;
+        if (g.pay_len != f.wire_len - LRH_BYTES - GRH_BYTES) return parse_status::bad_pkt_len;
+    }
+    f.b = decode_bth(pkt + f.bth_off);
+    if (f.b.tver != 0) return parse_status::bad_tver;
+    return parse_status::ok;
+}
+
+bool icrc_ok(const uint8_t* pkt, size_t wire_len) {
+    return get_le32(pkt + wire_len - ICRC_BYTES) == icrc(pkt, wire_len - ICRC_BYTES);
+}
+
+// Fills the LRH, GRH and BTH of `h` from a frame that parsed, the other headers at their defaults.
+void set_base(headers& h, const uint8_t* pkt, const frame& f) {
+    h = BLANK_HEADERS;
+    h.l = f.l;
+    h.has_grh = f.has_grh;
+    if (f.has_grh) h.g = decode_grh(pkt + LRH_BYTES);
+    h.b = f.b;
+}
+
+}  // namespace
+
 size_t header_bytes(const headers& h) {
     const opcode_layout& l = LAYOUTS[h.b.opcode];
     if (!l.valid) return 0;
@@ -355,20 +424,7 @@ size_t encode_headers(headers& h, size_t payload_len, uint8_t* out) {
     const size_t words = (hdr + payload_len + pad + ICRC_BYTES) / 4;
     if (payload_len > MAX_PKT_LEN_WORDS * 4 || words > MAX_PKT_LEN_WORDS) return 0;
 
-    h.l.pkt_len_words = static_cast<uint16_t>(words);
-    h.l.next = h.has_grh ? lnh::iba_global : lnh::iba_local;
-    h.b.pad_count = static_cast<uint8_t>(pad);
-    if (h.has_grh) h.g.pay_len = static_cast<uint16_t>(words * 4 - LRH_BYTES - GRH_BYTES);
-
-    uint8_t* p = out;
-    encode(h.l, p);
-    p += LRH_BYTES;
-    if (h.has_grh) {
-        encode(h.g, p);
-        p += GRH_BYTES;
-    }
-    encode(h.b, p);
-    p += BTH_BYTES;
+    uint8_t* p = out + encode_base(h, words, pad, out);
     if (l.rdeth) {
         encode(h.rd, p);
         p += RDETH_BYTES;
@@ -477,47 +533,24 @@ parse_status parse_packet(const uint8_t* pkt, size_t len, headers& h, size_t& pa
                           size_t& payload_len, bool check_crcs) {
     payload_offset = 0;
     payload_len = 0;
-    if (pkt == nullptr || len < LRH_BYTES) return parse_status::truncated;
-
     // Decoded into locals and validated; `h` is written only for a packet that parses.
-    const lrh l = decode_lrh(pkt);
-    if (l.lver != 0) return parse_status::bad_lver;
-    if (l.next != lnh::iba_local && l.next != lnh::iba_global) return parse_status::bad_lnh;
-    const bool has_grh = l.next == lnh::iba_global;
-
-    const size_t wire_len = static_cast<size_t>(l.pkt_len_words) * 4;  // LRH..ICRC
-    const size_t bth_off = LRH_BYTES + (has_grh ? GRH_BYTES : 0);
-    if (wire_len < bth_off + BTH_BYTES + ICRC_BYTES) return parse_status::bad_pkt_len;
-    if (len < wire_len + VCRC_BYTES) return parse_status::truncated;
-    if (len > wire_len + VCRC_BYTES) return parse_status::bad_pkt_len;
-
-    if (check_crcs && get_le16(pkt + wire_len) != vcrc(pkt, wire_len)) return parse_status::bad_vcrc;
-
-    if (has_grh) {
-        const grh g = decode_grh(pkt + LRH_BYTES);
-        if (g.ip_ver != 6 || g.next_hdr != GRH_NEXT_HDR_IBA) return parse_status::bad_lnh;
-        if (g.pay_len != wire_len - LRH_BYTES - GRH_BYTES) return parse_status::bad_pkt_len;
-    }
-
-    const bth b = decode_bth(pkt + bth_off);
-    if (b.tver != 0) return parse_status::bad_tver;
+    frame f;
+    const parse_status st = parse_frame(pkt, len, check_crcs, f);
+    if (st != parse_status::ok) return st;
+    const bth& b = f.b;
     const opcode_layout& lay = LAYOUTS[b.opcode];
     if (!lay.valid) return parse_status::bad_opcode;
 
+    const size_t bth_off = f.bth_off;
     const size_t hdr_end = bth_off + BTH_BYTES + lay.eth;
-    if (hdr_end + ICRC_BYTES > wire_len) return parse_status::bad_pkt_len;
-    const size_t body = wire_len - ICRC_BYTES - hdr_end;  // payload + pad
+    if (hdr_end + ICRC_BYTES > f.wire_len) return parse_status::bad_pkt_len;
+    const size_t body = f.wire_len - ICRC_BYTES - hdr_end;  // payload + pad
     if (body < b.pad_count) return parse_status::bad_pkt_len;
     if (!lay.payload && body != 0) return parse_status::bad_pkt_len;
 
-    if (check_crcs && get_le32(pkt + wire_len - ICRC_BYTES) != icrc(pkt, wire_len - ICRC_BYTES))
-        return parse_status::bad_icrc;
+    if (check_crcs && !icrc_ok(pkt, f.wire_len)) return parse_status::bad_icrc;
 
-    h = BLANK_HEADERS;  // headers the opcode does not name read as their defaults
-    h.l = l;
-    h.has_grh = has_grh;
-    if (has_grh) h.g = decode_grh(pkt + LRH_BYTES);
-    h.b = b;
+    set_base(h, pkt, f);
     const uint8_t* p = pkt + bth_off + BTH_BYTES;
     if (lay.rdeth) {
         h.rd = decode_rdeth(p);
@@ -553,6 +586,45 @@ parse_status parse_packet(const uint8_t* pkt, size_t len, headers& h, size_t& pa
     }
     payload_offset = hdr_end;
     payload_len = body - b.pad_count;
+    return parse_status::ok;
+}
+
+bool mark_fecn(uint8_t* pkt, size_t len) {
+    if (pkt == nullptr || len < LRH_BYTES) return false;
+    const lrh l = decode_lrh(pkt);
+    if (l.next != lnh::iba_local && l.next != lnh::iba_global) return false;
+    const size_t wire_len = static_cast<size_t>(l.pkt_len_words) * 4;
+    const size_t bth_off = LRH_BYTES + (l.next == lnh::iba_global ? GRH_BYTES : 0);
+    if (wire_len < bth_off + BTH_BYTES || len < wire_len + VCRC_BYTES) return false;
+    pkt[bth_off + 4] |= 0x80;
+    put_le16(pkt + wire_len, vcrc(pkt, wire_len));
+    return true;
+}
+
+size_t encode_cnp(headers& h, uint8_t* out) {
+    h.b.opcode = op::CNP;
+    h.b.becn = true;
+    h.b.psn = 0;
+    const size_t hdr = LRH_BYTES + (h.has_grh ? GRH_BYTES : 0) + BTH_BYTES;
+    return seal_packet(out, encode_base(h, (hdr + ICRC_BYTES) / 4, 0, out));
+}
+
+bool is_cnp(const uint8_t* pkt, size_t len) {
+    if (pkt == nullptr || len < LRH_BYTES) return false;
+    const lnh next = static_cast<lnh>(pkt[1] & 0x3);
+    const size_t bth_off = LRH_BYTES + (next == lnh::iba_global ? GRH_BYTES : 0);
+    return (next == lnh::iba_local || next == lnh::iba_global) && len > bth_off && pkt[bth_off] == op::CNP;
+}
+
+parse_status parse_cnp(const uint8_t* pkt, size_t len, headers& h, bool check_crcs) {
+    frame f;
+    const parse_status st = parse_frame(pkt, len, check_crcs, f);
+    if (st != parse_status::ok) return st;
+    if (f.b.opcode != op::CNP) return parse_status::bad_opcode;
+    if (f.wire_len != f.bth_off + BTH_BYTES + ICRC_BYTES || f.b.pad_count != 0)
+        return parse_status::bad_pkt_len;
+    if (check_crcs && !icrc_ok(pkt, f.wire_len)) return parse_status::bad_icrc;
+    set_base(h, pkt, f);
     return parse_status::ok;
 }
 

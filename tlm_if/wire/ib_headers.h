@@ -17,6 +17,7 @@
 //   AtomicAckETH (8 B) OrigRemData(64)
 //   ImmDt (4 B), IETH (4 B, R_Key): plain big-endian 32-bit values
 //   ICRC (4 B), VCRC (2 B): see icrc() / vcrc() below for the exact algorithm and byte order.
+//   CNP (IBA Annex A10): LRH (+GRH) + BTH with opcode 0x80 and BECN, no payload (encode_cnp).
 // The same layouts are used by Wireshark's packet-infiniband.c and by Linux
 // include/rdma/ib_hdrs.h / drivers/infiniband/sw/rxe; packets produced here decode field
 // for field in Wireshark's "infiniband" dissector (tshark 4.0: pcap link type mapped via
@@ -275,6 +276,10 @@ constexpr uint8_t RD_RESYNC = RD | RESYNC;
 // Unreliable Datagram
 constexpr uint8_t UD_SEND_ONLY = UD | SEND_ONLY;          // 0x64
 constexpr uint8_t UD_SEND_ONLY_IMM = UD | SEND_ONLY_IMM;  // 0x65
+
+/// Congestion Notification Packet (IBA Annex A10.3.2; Linux IB_OPCODE_CNP). Not a transport
+/// opcode: layout_of() and parse_packet() reject it; encode_cnp() / parse_cnp() handle it.
+constexpr uint8_t CNP = 0x80;
 }  // namespace op
 
 /// Which extension headers an opcode carries (wire order after BTH: RDETH, DETH,
@@ -359,6 +364,28 @@ enum class parse_status {
 parse_status parse_packet(const uint8_t* pkt, size_t len, headers& h, size_t& payload_offset,
                           size_t& payload_len, bool check_crcs = true);
 const char* to_string(parse_status s);
+
+/// Sets FECN in the BTH of a sealed packet pkt[0..len) as a switch does, and recomputes its
+/// VCRC (FECN lies in a variant byte the ICRC masks, so the ICRC stays valid). False, and pkt
+/// unchanged, if the LRH announces no IBA transport header or len is shorter than PktLen says.
+bool mark_fecn(uint8_t* pkt, size_t len);
+
+/// A CNP on the wire: LRH (+GRH) + BTH + ICRC + VCRC, no payload (PktLen 6 words local, 16
+/// global), as Linux hfi1's return_cnp() builds it.
+constexpr size_t CNP_BYTES = LRH_BYTES + BTH_BYTES + ICRC_BYTES + VCRC_BYTES;
+
+/// Writes a whole, sealed CNP from h.l (SL, VL, LIDs), h.has_grh / h.g and h.b (P_Key; DestQP =
+/// the QP that sent the FECN-marked packet) into out, first setting h.b.opcode = op::CNP,
+/// BECN = 1, PSN = 0 and the length fields. Returns the bytes written: CNP_BYTES, or
+/// CNP_BYTES + GRH_BYTES with a GRH. No heap allocation.
+size_t encode_cnp(headers& h, uint8_t* out);
+/// True if pkt's LRH announces an IBA transport header and its BTH opcode is op::CNP (checks
+/// nothing else): which of parse_packet / parse_cnp to call.
+bool is_cnp(const uint8_t* pkt, size_t len);
+/// Full parse of a CNP with parse_packet's checks (LRH, PktLen, VCRC, GRH, TVer, then opcode
+/// op::CNP else bad_opcode, no payload or pad else bad_pkt_len, ICRC). On ok, h holds the LRH,
+/// GRH and BTH, every other header at its default.
+parse_status parse_cnp(const uint8_t* pkt, size_t len, headers& h, bool check_crcs = true);
 
 /// One line naming a packet for logs: "SLID 0x1 DLID 0x2 SL 0 opcode 0x0a QP 0x11 PSN 42 (64 bytes)",
 /// from its LRH and (for IBA transport packets long enough) BTH; checks nothing else.
