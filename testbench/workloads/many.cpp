@@ -44,7 +44,7 @@ const char* transport_name(transport t) {
 }
 
 /// Which counters count a packet dropped on a data VL, by kind (the kind is what the report
-/// shows, summed over every instance): the switch's (output queue full, no route), the
+/// shows, summed over every instance): the switches' (no route; credits never drop), the
 /// cables' (link.drop_rate, a link down; both directions) and the ports' (bad CRCs, malformed,
 /// wrong DLID). Extend this table as the fabric gains drop counters.
 struct drop_kind {
@@ -53,12 +53,11 @@ struct drop_kind {
     const char* within;  ///< and contains this
 };
 const drop_kind drop_kinds[] = {
-    {"switch.dropped_queue_full", ".dropped_queue_full", "switch"},
-    {"switch.dropped_no_route", ".dropped_no_route", "switch"},
+    {"switch.dropped_no_route", ".dropped_no_route", "fabric."},
     {"link.dropped", ".link.dropped", ""},
-    {"link.dropped", ".dropped", "switch.out"},
+    {"link.dropped", ".dropped", "fabric."},
     {"link.dropped_down", ".link.dropped_down", ""},
-    {"link.dropped_down", ".dropped_down", "switch.out"},
+    {"link.dropped_down", ".dropped_down", "fabric."},
     {"port.rx_bad_vcrc", ".port.rx_bad_vcrc", ""},
     {"port.rx_bad_icrc", ".port.rx_bad_icrc", ""},
     {"port.rx_malformed", ".port.rx_malformed", ""},
