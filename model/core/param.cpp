@@ -318,6 +318,14 @@ void broker::check_unused() const {
             }
             std::string hint;
             if (candidates.size() == 1) hint = "; did you mean '" + *candidates.begin() + "'?";
+            // Keys that existed once: say what replaced them (old configs and trace headers).
+            static const std::pair<const char*, const char*> retired[] = {
+                {"switch.queue_packets",
+                 "; it was removed when switches became credit-based (issue 29): a switch never drops for "
+                 "lack of room, its input buffers are fabric.switch.vl_buffer_bytes"},
+            };
+            for (const auto& [key, why] : retired)
+                if (rest == key || rest == std::string("fabric.") + key) hint = why;
             throw config_error("unknown configuration key '" + e.key + "' (" + e.origin + ")" + hint);
         }
     log_settings::instance().check_unused();

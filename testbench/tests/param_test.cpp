@@ -170,6 +170,14 @@ TEST_F(Param, unknown_key_that_ends_one_params_key_names_that_key) {
     EXPECT_EQ(error_of([&] { b.check_unused(); }), "unknown configuration key 'mode' (--set)");
 }
 
+TEST_F(Param, a_retired_key_says_what_replaced_it) {
+    b.set_override("fabric.switch.queue_packets=256");
+    EXPECT_EQ(error_of([&] { b.check_unused(); }),
+              "unknown configuration key 'fabric.switch.queue_packets' (--set); it was removed when switches "
+              "became credit-based (issue 29): a switch never drops for lack of room, its input buffers are "
+              "fabric.switch.vl_buffer_bytes");
+}
+
 TEST_F(Param, unknown_set_key) {
     b.set_override("nope=1");
     EXPECT_EQ(error_of([&] { b.check_unused(); }), "unknown configuration key 'nope' (--set)");
