@@ -149,7 +149,15 @@ sc_time port::tx_backpressure(uint8_t sl) {
         // Credit for the largest packet by the time the wire is free (the packet takes its
         // actual size when it is sent).
         sc_time t = wire_free_ > now ? wire_free_ : now;
-        if (!tx_credits_.earliest(vl, credit_blocks(MAX_PACKET_BYTES), t)) return sc_max_time();
+        if (!tx_credits_.earliest(vl, credit_blocks(MAX_PACKET_BYTES), t)) {
+            // The engine holds its packet back: the port waits for credit from now on
+            // (PortXmitWait counts it when the packet goes).
+            if (!credit_blocked_) {
+                credit_blocked_ = true;
+                blocked_since_ = now;
+            }
+            return sc_max_time();
+        }
     }
     return w > l ? w : l;
 }
@@ -207,6 +215,13 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
             return want + serialise - now;
         }
         xmit_wait_ps_ += ps_count(start - want);
+        if (credit_blocked_) {
+            // Waiting since the engine was held back: until the credit for this packet came.
+            sc_time came = blocked_since_;
+            if (tx_credits_.earliest(vl, credit_blocks(pkt.len), came) && came > blocked_since_)
+                xmit_wait_ps_ += ps_count((came < want ? came : want) - blocked_since_);
+            credit_blocked_ = false;
+        }
         tx_credits_.take(vl, credit_blocks(pkt.len), start);
     }
     wire_out(pkt, start);

@@ -191,6 +191,8 @@ private:
     sc_core::sc_event tx_unblocked_, held_event_;
     unsigned rx_vl15_ = 0;  // VL15 packets in the receive buffer
     uint64_t xmit_wait_ps_ = 0;
+    bool credit_blocked_ = false;  // tx_backpressure() held the engine back for credit
+    sc_core::sc_time blocked_since_;
     sc_core::sc_time loopback_;
     departures wire_q_, loop_q_;
     // Receive buffer: rx_count_ slots from rx_head_ in arrival order (wire and loopback
