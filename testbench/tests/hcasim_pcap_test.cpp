@@ -432,6 +432,43 @@ TEST(HcasimPcap, switch_topology_has_one_file_per_cable) {
     }
 }
 
+// C10-118: switches never alter a packet's P_Key. Through a two-level fat tree (leaf, spine,
+// leaf) whose switches map SL 0 to VL 1 (the HCA ports send it on VL 0): every hop rewrites
+// the LRH's VL and so the VCRC (checked by read_capture), and nothing else; the P_Key, the
+// SL, the addresses and the payload reach node1 as node0 sent them.
+TEST(HcasimPcap, C10_118_switches_never_alter_a_packets_pkey) {
+    const std::string dir = fresh_dir("c10_118");
+    const nlohmann::json j = run_captured(
+        "--workload write_bw --size 4K --iters 10 --set fabric.topology=fat_tree --set fabric.nodes=2 "
+        "--set fabric.switch.radix=2 --set fabric.subnet_manager=false --set link.data_vls=2 "
+        "--set fabric.switch.data_vls=2 --set fabric.switch.sl2vl=1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0 "
+        "--set hca.port.lazy_crc=false",
+        dir);
+    ASSERT_FALSE(j.is_null());
+    EXPECT_EQ(j["counters"]["fabric.spine0.forwarded"], 20u) << "10 WRITEs and 10 ACKs cross the spine";
+    std::vector<const frame*> from0, to1;
+    const std::vector<frame> c0 = read_capture(dir + "/link0.pcap");
+    const std::vector<frame> c1 = read_capture(dir + "/link1.pcap");
+    for (const frame& f : c0)
+        if (f.dir == 0) from0.push_back(&f);
+    for (const frame& f : c1)
+        if (f.dir == 1) to1.push_back(&f);
+    ASSERT_EQ(from0.size(), 10u);
+    ASSERT_EQ(to1.size(), from0.size());
+    for (size_t i = 0; i < from0.size(); ++i) {
+        EXPECT_EQ(from0[i]->h.l.vl, 0) << "packet " << i;
+        EXPECT_EQ(to1[i]->h.l.vl, 1) << "packet " << i << ": the last switch's SL-to-VL table";
+        EXPECT_EQ(to1[i]->h.b.pkey, from0[i]->h.b.pkey) << "packet " << i;
+        EXPECT_EQ(to1[i]->h.l.sl, from0[i]->h.l.sl) << "packet " << i;
+        // Past the VL nibble every byte but the VCRC is the same.
+        const std::vector<uint8_t>& a = from0[i]->bytes;
+        const std::vector<uint8_t>& b = to1[i]->bytes;
+        ASSERT_EQ(a.size(), b.size());
+        EXPECT_TRUE(std::equal(a.begin() + 1, a.end() - 2, b.begin() + 1)) << "packet " << i;
+        EXPECT_EQ(a[0] & 0x0F, b[0] & 0x0F);
+    }
+}
+
 TEST(HcasimPcap, errors) {
     result r = run_hcasim("--workload write_bw --iters 2 --pcap /dev/null/x", "pcap");
     EXPECT_EQ(r.code, 2);
