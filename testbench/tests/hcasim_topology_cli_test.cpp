@@ -4,8 +4,10 @@
 // a routing that cannot route exit 2 naming the culprit before anything is simulated.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 
 #include "testbench/tests/hcasim_run.h"
@@ -66,7 +68,67 @@ void refused_before_the_run(const std::string& dir, const std::string& file, con
     EXPECT_FALSE(std::filesystem::exists(dump));
 }
 
+/// A ring of four 4-port switches sw0..sw3 with two hosts each (ports 1, 2), port 3 cabled to
+/// the next switch's port 4, no free port (run with fabric.subnet_manager=false): minhop's
+/// tables on it have a credit loop (routing_test.cpp's ring). Written to `dir`; its path.
+std::string write_ring(const std::string& dir) {
+    auto sw = [](unsigned s) {
+        char g[24];
+        std::snprintf(g, sizeof g, "e41d2d03000000%02x", s + 1);
+        return std::string(g);
+    };
+    auto host = [](unsigned h) {
+        char g[24];
+        std::snprintf(g, sizeof g, "0002c903000000%02x", (h + 1) << 4);
+        return std::string(g);
+    };
+    std::string t;
+    for (unsigned s = 0; s < 4; ++s) {
+        t += "Switch\t4 \"S-" + sw(s) + "\"\t\t# \"sw" + std::to_string(s) +
+             "\" enhanced port 0 lid 0 lmc 0\n";
+        for (unsigned p = 1; p <= 2; ++p)
+            t += "[" + std::to_string(p) + "]\t\"H-" + host(2 * s + p - 1) + "\"[1]\n";
+        t += "[3]\t\"S-" + sw((s + 1) % 4) + "\"[4]\n\n";
+    }
+    for (unsigned h = 0; h < 8; ++h)
+        t += "Ca\t1 \"H-" + host(h) + "\"\t\t# \"node" + std::to_string(h) + "\"\n[1](" +
+             host(h).substr(3, 12) + "1) \t\"S-" + sw(h / 2) + "\"[" + std::to_string(h % 2 + 1) + "]\n";
+    const std::string path = dir + "/ring.topo";
+    std::ofstream(path) << t;
+    return path;
+}
+
+/// An alltoall on that ring with one packet of buffer per VL, with `routing`.
+result alltoall_on_the_ring(const std::string& dir, const std::string& routing) {
+    return run("--workload alltoall --size 4K --iters 100 " + from_file(write_ring(dir)) +
+               " --set fabric.subnet_manager=false --set fabric.switch.vl_buffer_bytes=4224"
+               " --set hca.port.vl_buffer_bytes=4224 --set fabric.routing=" +
+               routing);
+}
+
 }  // namespace
+
+TEST(HcasimTopologyCli, minhop_on_a_ring_deadlocks_and_the_run_fails_naming_the_cycle_of_ports) {
+    const result r = alltoall_on_the_ring(hcasim::test::empty_dir("topo_cli_ring_minhop"), "minhop");
+    EXPECT_EQ(r.code, 1) << r.err;
+    // Stopped once the cycle held still for the timeout, naming the four anticlockwise channels.
+    EXPECT_TRUE(std::regex_match(
+        r.err,
+        std::regex("hcasim: run failed: fabric deadlock: [0-9]+ packets held in switches and no progress "
+                   "for fabric.switch.deadlock_timeout_us=1000 us at [0-9.]+ us; switch outputs waiting "
+                   "for credit in a cycle \\(fabric.routing=minhop\\): sw0/p4 -> sw3/p4 -> sw2/p4 -> "
+                   "sw1/p4\n")))
+        << r.err;
+    EXPECT_EQ(r.out.find("messages completed"), std::string::npos) << "no report of a run that hung";
+}
+
+TEST(HcasimTopologyCli, updn_on_the_same_ring_completes_every_message) {
+    const result r = alltoall_on_the_ring(hcasim::test::empty_dir("topo_cli_ring_updn"), "updn");
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find(" alltoall: 56 flows over RC, 8 nodes, 5600 of 5600 messages completed, 0 lost"),
+              std::string::npos)
+        << r.out;
+}
 
 TEST(HcasimTopologyCli, a_dumped_fat_tree_read_back_dumps_byte_identical) {
     const std::string dir = hcasim::test::empty_dir("topo_cli_dump");
