@@ -192,6 +192,9 @@ void describe_options(po::options_description& desc) {
         ("pcap", po::value<std::string>(), "write one wire capture per cable to DIR/link<N>.pcap (and DIR/link_sm.pcap), "
                                            "every packet from LRH through VCRC with its simulated time, for "
                                            "Wireshark/tshark (docs/traces.md)")
+        ("dump-topology", po::value<std::string>(), "write the configured fabric (switches, hosts, cables, LIDs) to FILE in the "
+                                                    "format ibnetdiscover prints, and exit without running the workload; "
+                                                    "fabric.topology=file reads it back (docs/fabric.md)")
         ("seed", po::value<std::string>(), "run seed (default 1); also seeds link fault injection (link.seed)")
         ("verify", "check every destination byte and completion; exit 1 on the first mismatch")
         ("atomic", po::value<std::string>(), "atomic_lat/atomic_rate operation: fetch_add|cmp_swap (default fetch_add)")
@@ -252,6 +255,26 @@ void refuse_ignored_options(const po::variables_map& vm, run_options& o) {
             "checked");
 }
 
+/// --dump-topology FILE: the fabric the other options configure, written instead of a run. A
+/// workload given is elaborated (its keys checked) but not run; what only a run produces is
+/// refused rather than silently not written.
+void parse_dump_topology(const po::variables_map& vm, run_options& o) {
+    o.dump_topology = vm["dump-topology"].as<std::string>();
+    if (o.dump_topology.empty()) throw config_error("--dump-topology: expected a file name");
+    if (o.workload == "attack_suite" || o.workload == "qp_scale" || o.workload.rfind("dma_", 0) == 0)
+        throw config_error("--dump-topology: " + o.workload +
+                           (o.workload.rfind("dma_", 0) == 0
+                                ? " runs the PCIe link alone (no fabric)"
+                                : " builds machines of its own (write the fabric "
+                                  "without --workload)"));
+    for (const char* run_only :
+         {"stats-json", "report", "record", "timeline", "pcap", "speed", "sweep", "bench-events", "verify"})
+        if (vm.count(run_only))
+            throw config_error(
+                std::string("--dump-topology writes the fabric and exits without running: --") + run_only +
+                " has nothing to do");
+}
+
 /// The output files and directories (--stats-json, --record, --timeline and its filters,
 /// --waves, --pcap), refused where the run cannot write them.
 void parse_outputs(const po::variables_map& vm, run_options& o) {
@@ -291,6 +314,7 @@ void parse_outputs(const po::variables_map& vm, run_options& o) {
             throw config_error("--waves: '" + o.waves +
                                "': hcasim writes FST (GTKWave opens it); name the file .fst");
     }
+    if (vm.count("dump-topology")) parse_dump_topology(vm, o);
     if (vm.count("pcap")) {
         o.pcap_dir = vm["pcap"].as<std::string>();
         if (o.pcap_dir.empty()) throw config_error("--pcap: expected a directory");

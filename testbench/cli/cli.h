@@ -40,6 +40,7 @@ struct run_options {
     timeline_filter timeline_only;  ///< --timeline-window, --timeline-nodes: what the timeline keeps
     std::string waves;              ///< --waves FILE: FST of the P_Key checker RTL's pins; empty = none
     std::string pcap_dir;           ///< --pcap DIR: one wire capture per cable (docs/traces.md); empty = none
+    std::string dump_topology;      ///< --dump-topology FILE: write the fabric and exit; empty = none
     std::vector<std::string>
         warnings;  ///< options given that the workload uses only in part (printed, not fatal)
 };

@@ -96,7 +96,7 @@ void print_fabric(std::ostream& os, const std::string& workload, const size_resu
     os << line;
     os << " packets dropped: " << f.dropped << " (" << counts(f.drops) << ")\n";
     os << " congestion tree (most PortXmitWait): "
-       << (f.xmit_wait.empty() ? std::string("no PortXmitWait counter in this model") : counts(f.xmit_wait))
+       << (f.xmit_wait.empty() ? std::string("none (no port waited for credit)") : counts(f.xmit_wait))
        << "\n";
     os << " congestion control: "
        << (f.cc.empty() ? std::string("no congestion control counter in this model") : counts(f.cc)) << "\n";

@@ -50,6 +50,8 @@ run_spec make_spec(const run_options& o) {
     spec.timeline = o.timeline;
     spec.timeline_only = o.timeline_only;
     spec.pcap_dir = o.pcap_dir;
+    spec.dump_topology = o.dump_topology;
+    if (o.workload.empty() && !o.dump_topology.empty()) return spec;  // the fabric alone, no phase
     if (o.workload.empty()) {
         // The demo: latency and bandwidth from 2 B to 1 MiB, as `perftest -a` would sweep.
         const auto sizes = o.sizes_given ? o.sizes : sweep(2, 1u << 20);
@@ -73,9 +75,7 @@ run_spec make_spec(const run_options& o) {
 
 void print_help_config(std::ostream& os, const std::vector<param_info>& params) {
     os << "Parameters (set with --config FILE or --set key=value; prefix nodeN. for one node, linkN. for one "
-          "cable).\n"
-          "Switch parameters (fabric.switch.*) exist when the fabric has a switch: add\n"
-          "--set fabric.topology=switch to list them.\n";
+          "cable).\n";
     for (const param_info& p : params) {
         os << "  " << std::left << std::setw(42) << p.key << " " << std::setw(7) << p.type << " default "
            << std::setw(10) << p.def << (p.unit.empty() ? "" : " [" + p.unit + "]") << "\n      " << p.help;
@@ -112,6 +112,7 @@ int run_attack_suite(const run_options& o) {
 /// lost to a path that cannot be written. --pcap's files are opened before the simulation.
 void check_outputs(const run_options& o) {
     if (!o.stats_json.empty()) output_file::check(o.stats_json, "--stats-json");
+    if (!o.dump_topology.empty()) output_file::check(o.dump_topology, "--dump-topology");
     if (!o.record.empty()) output_file::check(o.record, "--record");
     if (!o.timeline.empty()) output_file::check(o.timeline, "--timeline");
     if (!o.report_dir.empty())
@@ -147,6 +148,7 @@ int run_once(const run_options& opts, nlohmann::ordered_json* json) {
     }
     std::string failure;
     std::vector<run_report> reports = run(spec, nullptr, &failure);
+    if (!spec.dump_topology.empty()) return 0;  // written; nothing ran
     if (!failure.empty()) {
         std::cerr << "hcasim: run failed: " << failure << "\n";
         return 1;

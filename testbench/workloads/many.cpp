@@ -87,9 +87,9 @@ std::vector<std::pair<std::string, uint64_t>> data_vl_drops() {
     return v;
 }
 
-/// The congestion tree: the ports with the most PortXmitWait (counters named *xmit_wait), most
-/// first, at most `top`. Empty while the model has no such counter: the fabric's credits add
-/// them (issue 29's link layer), and this is where the report reads them.
+/// The congestion tree: the ports with the most PortXmitWait (counters named *xmit_wait or
+/// *XmitWait: the HCA ports' and every switch output's), most first, at most `top`; only
+/// non-zero ones, so empty when no port waited for credit.
 std::vector<std::pair<std::string, uint64_t>> congestion_tree(size_t top) {
     std::vector<std::pair<std::string, uint64_t>> v;
     for (const counter* c : stats_registry::instance().counters())

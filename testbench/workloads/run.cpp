@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 
+#include "model/core/output_file.h"
 #include "testbench/workloads/many.h"
 
 namespace hcasim {
@@ -97,9 +99,20 @@ void close_captures(machine& m) {
     std::cout << "\n";
 }
 
-/// Why the simulation did not complete the run ("" if it did): a co-simulation divergence, the
-/// application's error (`app_error`), or phases without reports.
+/// --dump-topology: the fabric in ibnetdiscover's format, written whole or not at all.
+void write_topology_file(const machine& m, const std::string& path) {
+    std::ostringstream text;
+    m.write_topology(text);
+    output_file out(path, "--dump-topology");
+    out.write(text.str());
+    out.commit();
+}
+
+/// Why the simulation did not complete the run ("" if it did): a fabric deadlock (the cycle of
+/// ports), a co-simulation divergence, the application's error (`app_error`), or phases without
+/// reports.
 std::string run_failure(machine* m, const std::string& app_error, size_t reports, size_t phases) {
+    if (m && !m->fabric_error().empty()) return m->fabric_error();  // a credit loop stopped the run
     if (m)
         for (size_t i = 0; i < m->size(); ++i)
             if (const std::string& d = m->at(unsigned(i)).adapter.pkeys.divergence(); !d.empty())
@@ -127,6 +140,8 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
     std::unique_ptr<sc_module> bench;
     if (pcie_only) {
         bench = make_pcie_bench("node0", spec, wp, reports);
+    } else if (spec.phases.empty()) {
+        m = std::make_unique<machine>();  // --dump-topology without a workload: the fabric alone
     } else if (is_many_node_workload(spec.phases.front().workload)) {
         m = std::make_unique<machine>();
         many = std::make_unique<many_node>("many", *m, spec, wp, reports);
@@ -140,6 +155,10 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
         return reports;
     }
     broker::instance().check_unused();
+    if (!spec.dump_topology.empty()) {
+        write_topology_file(*m, spec.dump_topology);
+        return reports;
+    }
     std::unique_ptr<timeline> tl = attach_timeline(spec, m.get());
     std::unique_ptr<trace::recorder> rec = attach_recorder(spec, m.get(), app.get());
     if (m) check_waves_open_captures(spec, *m);

@@ -38,6 +38,9 @@ struct run_spec {
     std::string timeline;              ///< --timeline: write a Chrome trace-event timeline here ("": none)
     timeline_filter timeline_only;     ///< --timeline-window, --timeline-nodes: what the timeline keeps
     std::string pcap_dir;              ///< --pcap: capture every cable into this directory; empty = none
+    /// --dump-topology: elaborate, write the fabric here (ibnetdiscover's format) and return
+    /// without simulating; empty = none. No phases: the machine alone, without a workload.
+    std::string dump_topology;
 };
 
 /// A run that could not complete (a completion error, a stall); the message says which.

@@ -1,0 +1,35 @@
+// The credit round trip docs/fabric.md ("Link layer") works through: back to back at EDR, a
+// receive buffer of one 4 KiB WRITE packet lets one packet go per round trip (serialisation,
+// propagation, receive pipeline, the FC packet's 6 bytes, propagation back), and the sender's
+// PortXmitWait is the rest of each round trip, to the nanosecond.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "testbench/tests/hcasim_run.h"
+
+TEST(HcasimLinkLayer, a_one_packet_receive_buffer_sends_one_packet_per_credit_round_trip) {
+    nlohmann::json stats;
+    const hcasim::test::result r = hcasim::test::run_hcasim_stats(
+        "--workload write_bw --size 4K --iters 1000 --set hca.port.vl_buffer_bytes=4224", "link_layer",
+        &stats);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const nlohmann::json& c = stats["counters"];
+    // 1000 RDMA WRITE ONLY packets of 4138 bytes (LRH 8, BTH 12, RETH 16, 4096, ICRC 4, VCRC 2).
+    EXPECT_EQ(c["node0.hca.port.PortXmitPkts"], 1000);
+    EXPECT_EQ(c["node0.hca.port.PortXmitData"], 1000 * (4138 / 4));
+    EXPECT_EQ(c["node1.hca.port.fc_packets"], 1000);
+    // Round trip 331.04 (4138 x 8 / 100 Gb/s) + 10 + 20 + 0.48 (6 bytes) + 10 = 371.52 ns; every
+    // packet after the first waits 371.52 - 331.04 = 40.48 ns: 999 x 40.48 = 40439.52 ns.
+    EXPECT_EQ(c["node0.hca.port.PortXmitWait"], 40439);
+    EXPECT_NE(r.out.find(" 4096       1000         87.63 "), std::string::npos) << r.out;
+}
+
+TEST(HcasimLinkLayer, the_default_receive_buffer_covers_the_round_trip_and_nothing_waits) {
+    nlohmann::json stats;
+    const hcasim::test::result r =
+        hcasim::test::run_hcasim_stats("--workload write_bw --size 4K --iters 1000", "link_layer", &stats);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(stats["counters"]["node0.hca.port.PortXmitWait"], 0);
+    EXPECT_NE(r.out.find(" 4096       1000         98.25 "), std::string::npos) << r.out;
+}
