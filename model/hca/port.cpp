@@ -157,7 +157,8 @@ sc_time port::tx_backpressure(uint8_t sl) {
 sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& ready) {
     // The VL of the packet's SL on this link (hop by hop, IBA 7.6.5); an SMP keeps VL15.
     unsigned vl = pkt.bytes[0] >> 4;
-    if (vl != VL15) {
+    const bool smp = vl == VL15;
+    if (!smp) {
         vl = sl2vl_[pkt.bytes[1] >> 4];
         pkt.bytes[0] = uint8_t(vl << 4 | (pkt.bytes[0] & 0x0F));
     }
@@ -187,7 +188,7 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
         // (the switch sends no copy back to the port it came from); then it goes on the wire.
         loop_back();
     }
-    if (vl == VL15 && (pkt.bytes[0] >> 4) != VL15) {  // the SL2VL table drops this SL
+    if (vl == VL15 && !smp) {  // the SL2VL table drops this SL
         ++PortXmitDiscards;
         return serialise;
     }
