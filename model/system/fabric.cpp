@@ -320,6 +320,7 @@ void machine::update_mcast(uint16_t mlid) {
 }
 
 void machine::check_deadlock(unsigned sw_node, unsigned port) {
+    if (!fabric_error_.empty()) return;  // another switch of the loop found it first
     const topology& g = net.graph;
     std::vector<std::pair<unsigned, unsigned>> path;
     std::map<std::pair<unsigned, unsigned>, size_t> at;

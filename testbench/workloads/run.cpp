@@ -97,9 +97,11 @@ void close_captures(machine& m) {
     std::cout << "\n";
 }
 
-/// Why the simulation did not complete the run ("" if it did): a co-simulation divergence, the
-/// application's error (`app_error`), or phases without reports.
+/// Why the simulation did not complete the run ("" if it did): a fabric that stopped it (a
+/// credit loop), a co-simulation divergence, the application's error (`app_error`), or phases
+/// without reports.
 std::string run_failure(machine* m, const std::string& app_error, size_t reports, size_t phases) {
+    if (m && !m->fabric_error().empty()) return m->fabric_error();
     if (m)
         for (size_t i = 0; i < m->size(); ++i)
             if (const std::string& d = m->at(unsigned(i)).adapter.pkeys.divergence(); !d.empty())
