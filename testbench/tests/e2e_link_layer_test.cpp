@@ -422,12 +422,12 @@ SIM_TEST(Deadlock, minhop_on_a_ring_stops_the_run_naming_the_cycle_of_ports) {
     EXPECT_EQ(describe_channels(b.m->net.graph, dependency_cycle(b.m->net.graph, b.m->net.routes)),
               "switch0/p4 -> switch3/p4 -> switch2/p4 -> switch1/p4");
     // ... is the loop the run stopped in, 5 us after the last packet moved, named from the
-    // output whose watch fired.
+    // first output whose watch found it.
     EXPECT_EQ(
         b.m->fabric_error(),
         "fabric deadlock: 12 packets held in switches and no progress for "
         "fabric.switch.deadlock_timeout_us=5 us at 360.429760 us; switch outputs waiting for credit in a "
-        "cycle (fabric.routing=minhop): switch2/p4 -> switch1/p4 -> switch0/p4 -> switch3/p4");
+        "cycle (fabric.routing=minhop): switch1/p4 -> switch0/p4 -> switch3/p4 -> switch2/p4");
     EXPECT_EQ(sc_time_stamp(), sc_time(360429.760, SC_NS));
     EXPECT_LT(b.received(), 16u * 400u);
 }
