@@ -290,13 +290,17 @@ void port::rx_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
     const unsigned vl = len ? gp.get_data_ptr()[0] >> 4 : 0;
     if (vl == VL15) {
         // Not flow controlled: a full VL15 buffer drops the SMP.
-        if (rx_vl15_ >= vl15_buffer_packets) {
+        // The packets handed over ahead of time count only while they are in the buffer.
+        const sc_time last = sim_now() + delay, ser = ps_time(double(len) * ps_per_byte_);
+        const sc_time first = last > ser ? last - ser : SC_ZERO_TIME;
+        while (!vl15_leaves_.empty() && vl15_leaves_.front() <= first) vl15_leaves_.pop_front();
+        if (vl15_leaves_.size() >= vl15_buffer_packets) {
             ++VL15Dropped;
             HCASIM_LOG(log_, info,
                        "drops " << wire::describe_packet(gp.get_data_ptr(), len) << ": VL15 buffer full");
             return;
         }
-        ++rx_vl15_;
+        vl15_leaves_.push_back(arrival);
     } else if (upstream_) {
         // The packet leaves the receive buffer when it enters the pipeline's last stage (the
         // P_Key checker, at `arrival`): an FC packet takes its credit back to the sender.
@@ -375,7 +379,6 @@ void port::rx_process() {
     const sc_time now = sim_now();
     while (rx_count_ && rx_ring_[rx_head_]->arrival <= now) {
         rx_slot& s = *rx_ring_[rx_head_];
-        if (s.len && (s.data[0] >> 4) == VL15 && rx_vl15_) --rx_vl15_;
         rx_packet p;
         size_t off = 0, plen = 0;
         const wire::parse_status st = wire::parse_packet(s.data, s.len, p.h, off, plen, !s.intact);

@@ -117,6 +117,9 @@ uint64_t count(const std::string& key) {
     return c ? c->value() : 0;
 }
 
+/// Packets node1's port took in (PortRcvPkts counts every packet that came in, kept or not).
+uint64_t vl15_kept() { return count("node1.hca.port.PortRcvPkts") - count("node1.hca.port.VL15Dropped"); }
+
 /// A machine with `keys`, a recorder on node `to`, and one stream per entry of `from`
 /// ({node, SL}), each of `n` packets to node `to`.
 struct bench {
@@ -126,7 +129,7 @@ struct bench {
         int to = -1;  ///< the stream's destination node; -1: the bench's
     };
     bench(const std::vector<std::pair<std::string, std::string>>& keys, std::vector<src> from, unsigned to,
-          unsigned n, bool vl15 = false) {
+          unsigned n, bool vl15 = false, uint32_t payload = kPayload) {
         for (const auto& kv : keys) broker::instance().set(kv.first, kv.second, "test");
         m = std::make_unique<machine>();
         m->at(to).adapter.port0.bind_receiver(rec);
@@ -134,7 +137,7 @@ struct bench {
             const unsigned dst = s.to < 0 ? to : unsigned(s.to);
             tx.push_back(std::make_unique<stream>(
                 ("stream" + std::to_string(s.node) + "_" + std::to_string(dst)).c_str(),
-                m->at(s.node).adapter.port0, m->at(s.node).lid(), m->at(dst).lid(), n, s.sl, vl15));
+                m->at(s.node).adapter.port0, m->at(s.node).lid(), m->at(dst).lid(), n, s.sl, vl15, payload));
         }
         broker::instance().check_unused();
     }
@@ -439,4 +442,26 @@ SIM_TEST(Deadlock, updn_on_a_ring_delivers_the_same_traffic) {
     EXPECT_EQ(b.m->fabric_error(), "");
     for (const auto& t : b.tx) EXPECT_TRUE(t->done);
     EXPECT_EQ(b.received(), 16u * 400u);
+}
+
+// VL15 is not flow controlled: an SMP that finds the VL15 receive buffer full is dropped and
+// counted (VL15Dropped). An SMP holds its place from its first bit in until it enters the
+// receive pipeline's last stage, as a data packet holds its credits: 90-byte packets (64-byte
+// payload) back to back start every 7.2 ns and each stays 7.2 + 20 ns, so the packets at 4
+// places and fewer overlap 3 earlier ones at their first bit. A buffer of 1 keeps packets 0, 4,
+// 8 of 10 and drops 7; the default 4 keeps all 10.
+SIM_TEST(PortCounters, vl15_dropped_counts_smps_that_find_the_vl15_buffer_full) {
+    bench b({{"hca.port.vl15_buffer_packets", "1"}}, {{0, 0}}, 1, 10, true, 64);
+    b.run(2000);
+    EXPECT_EQ(count("node1.hca.port.PortRcvPkts"), 10u);
+    EXPECT_EQ(count("node1.hca.port.VL15Dropped"), 7u);
+    EXPECT_EQ(vl15_kept(), 3u);
+    EXPECT_EQ(count("node0.hca.port.PortXmitWait"), 0u);  // never waits for credit
+}
+
+SIM_TEST(PortCounters, vl15_smps_back_to_back_fit_a_buffer_of_4) {
+    bench b({}, {{0, 0}}, 1, 10, true, 64);
+    b.run(2000);
+    EXPECT_EQ(count("node1.hca.port.PortRcvPkts"), 10u);
+    EXPECT_EQ(count("node1.hca.port.VL15Dropped"), 0u);
 }
