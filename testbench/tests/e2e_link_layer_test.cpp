@@ -2,7 +2,8 @@
 // throttles a stream to the rate its credit round trip predicts, back to back and through a
 // switch; VL arbitration splits an output by its table's weights; the SL-to-VL tables set the
 // LRH's VL hop by hop and discard an SL mapped to VL15; the IBA port counters count what was
-// sent. A test module sends raw RC SEND ONLY packets from a node's port as fast as the port
+// sent, and VL15Dropped the SMPs a full VL15 buffer drops; min-hop on a ring of switches
+// deadlocks and the run stops naming the cycle, up/down delivers. A test module sends raw RC SEND ONLY packets from a node's port as fast as the port
 // takes them (tx_backpressure, as the transport engine does), and a recorder bound as the far
 // port's receiver logs what it accepts.
 #include <gtest/gtest.h>
