@@ -165,7 +165,8 @@ sc_time port::tx_backpressure(uint8_t sl) {
 sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& ready) {
     // The VL of the packet's SL on this link (hop by hop, IBA 7.6.5); an SMP keeps VL15.
     unsigned vl = pkt.bytes[0] >> 4;
-    if (vl != VL15) {
+    const bool smp = vl == VL15;
+    if (!smp) {
         vl = sl2vl_[pkt.bytes[1] >> 4];
         pkt.bytes[0] = uint8_t(vl << 4 | (pkt.bytes[0] & 0x0F));
     }
@@ -195,7 +196,7 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
         // (the switch sends no copy back to the port it came from); then it goes on the wire.
         loop_back();
     }
-    if (vl == VL15 && (pkt.bytes[0] >> 4) != VL15) {  // the SL2VL table drops this SL
+    if (vl == VL15 && !smp) {  // the SL2VL table drops this SL
         ++PortXmitDiscards;
         return serialise;
     }
@@ -304,13 +305,17 @@ void port::rx_b_transport(tlm::tlm_generic_payload& gp, sc_time& delay) {
     const unsigned vl = len ? gp.get_data_ptr()[0] >> 4 : 0;
     if (vl == VL15) {
         // Not flow controlled: a full VL15 buffer drops the SMP.
-        if (rx_vl15_ >= vl15_buffer_packets) {
+        // The packets handed over ahead of time count only while they are in the buffer.
+        const sc_time last = sim_now() + delay, ser = ps_time(double(len) * ps_per_byte_);
+        const sc_time first = last > ser ? last - ser : SC_ZERO_TIME;
+        while (!vl15_leaves_.empty() && vl15_leaves_.front() <= first) vl15_leaves_.pop_front();
+        if (vl15_leaves_.size() >= vl15_buffer_packets) {
             ++VL15Dropped;
             HCASIM_LOG(log_, info,
                        "drops " << wire::describe_packet(gp.get_data_ptr(), len) << ": VL15 buffer full");
             return;
         }
-        ++rx_vl15_;
+        vl15_leaves_.push_back(arrival);
     } else if (upstream_) {
         // The packet leaves the receive buffer when it enters the pipeline's last stage (the
         // P_Key checker, at `arrival`): an FC packet takes its credit back to the sender.
@@ -389,7 +394,6 @@ void port::rx_process() {
     const sc_time now = sim_now();
     while (rx_count_ && rx_ring_[rx_head_]->arrival <= now) {
         rx_slot& s = *rx_ring_[rx_head_];
-        if (s.len && (s.data[0] >> 4) == VL15 && rx_vl15_) --rx_vl15_;
         rx_packet p;
         size_t off = 0, plen = 0;
         const wire::parse_status st = wire::parse_packet(s.data, s.len, p.h, off, plen, !s.intact);

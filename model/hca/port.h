@@ -12,6 +12,7 @@
 #include <tlm_utils/simple_target_socket.h>
 
 #include <array>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -189,7 +190,9 @@ private:
     std::vector<held_packet> held_;
     size_t held_head_ = 0;
     sc_core::sc_event tx_unblocked_, held_event_;
-    unsigned rx_vl15_ = 0;  // VL15 packets in the receive buffer
+    // When each VL15 packet in the receive buffer leaves it (enters the pipeline's last stage),
+    // in arrival order: a packet holds its place from its first bit in until then.
+    std::deque<sc_core::sc_time> vl15_leaves_;
     uint64_t xmit_wait_ps_ = 0;
     bool credit_blocked_ = false;  // tx_backpressure() held the engine back for credit
     sc_core::sc_time blocked_since_;

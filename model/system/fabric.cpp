@@ -246,9 +246,11 @@ void machine::cable(unsigned a, unsigned pa, unsigned b, unsigned pb) {
         if (!net.has_sm()) return;
         hcasim::subnet_manager& sm = *net.sm;
         sw.bind_port(pa, sm.tx, sm.rx);
-        // The SM sends and receives SMPs only (VL15): no credits either way.
-        sw.set_link(pa, sm.rate_gbps, sc_time(sm.propagation_ns.get(), SC_NS), fault_settings{}, 1, 0,
-                    nullptr, SC_ZERO_TIME);
+        // The SM sends and receives SMPs only (VL15): no credits either way. Its port has the
+        // switch's data VLs, so the switch's SL2VL and VL arbitration tables fit it as they fit
+        // every other port.
+        sw.set_link(pa, sm.rate_gbps, sc_time(sm.propagation_ns.get(), SC_NS), fault_settings{}, sp.data_vls,
+                    0, nullptr, SC_ZERO_TIME);
         return;
     }
     node& n = *hosts.at(nb.host);
@@ -318,6 +320,7 @@ void machine::update_mcast(uint16_t mlid) {
 }
 
 void machine::check_deadlock(unsigned sw_node, unsigned port) {
+    if (!fabric_error_.empty()) return;  // another switch of the loop found it first
     const topology& g = net.graph;
     std::vector<std::pair<unsigned, unsigned>> path;
     std::map<std::pair<unsigned, unsigned>, size_t> at;
