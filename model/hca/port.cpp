@@ -150,11 +150,11 @@ sc_time port::tx_backpressure(uint8_t sl) {
         // actual size when it is sent).
         sc_time t = wire_free_ > now ? wire_free_ : now;
         if (!tx_credits_.earliest(vl, credit_blocks(MAX_PACKET_BYTES), t)) {
-            // The engine holds its packet back: the port waits for credit from now on
-            // (PortXmitWait counts it when the packet goes).
+            // The engine holds its packet back: once the packets already on their way have
+            // left, the port waits for credit (PortXmitWait counts it when the packet goes).
             if (!credit_blocked_) {
                 credit_blocked_ = true;
-                blocked_since_ = now;
+                blocked_since_ = wire_free_ > now ? wire_free_ : now;  // the wire goes idle then
             }
             return sc_max_time();
         }

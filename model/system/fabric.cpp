@@ -339,6 +339,8 @@ void machine::check_deadlock(unsigned sw_node, unsigned port) {
         if (!next) return;
         cur = {unsigned(e.node), next};
     }
+    // Named from its smallest channel, as the routing's static check names a cycle.
+    std::rotate(path.begin(), std::min_element(path.begin(), path.end()), path.end());
     uint64_t held = 0;
     for (const auto& s : net.switches) held += s->held_packets();
     fabric_error_ = "fabric deadlock: " + std::to_string(held) +

@@ -431,7 +431,7 @@ SIM_TEST(Deadlock, minhop_on_a_ring_stops_the_run_naming_the_cycle_of_ports) {
         b.m->fabric_error(),
         "fabric deadlock: 12 packets held in switches and no progress for "
         "fabric.switch.deadlock_timeout_us=5 us at 360.429760 us; switch outputs waiting for credit in a "
-        "cycle (fabric.routing=minhop): switch1/p4 -> switch0/p4 -> switch3/p4 -> switch2/p4");
+        "cycle (fabric.routing=minhop): switch0/p4 -> switch3/p4 -> switch2/p4 -> switch1/p4");
     EXPECT_EQ(sc_time_stamp(), sc_time(360429.760, SC_NS));
     EXPECT_LT(b.received(), 16u * 400u);
 }
