@@ -98,12 +98,14 @@ void close_captures(machine& m) {
 }
 
 /// Why the simulation did not complete the run ("" if it did): a co-simulation divergence, the
-/// application's error (`app_error`), or phases without reports.
+/// fabric's stop (machine::fabric_error), the application's error (`app_error`), or phases
+/// without reports.
 std::string run_failure(machine* m, const std::string& app_error, size_t reports, size_t phases) {
     if (m)
         for (size_t i = 0; i < m->size(); ++i)
             if (const std::string& d = m->at(unsigned(i)).adapter.pkeys.divergence(); !d.empty())
                 return "co-simulation divergence (hca.pkey_checker.impl=both):\n" + d;
+    if (m && !m->fabric_error().empty()) return m->fabric_error();  // a deadlock, a failed SM sweep
     if (!app_error.empty()) {
         if (std::getenv("HCASIM_DUMP_COUNTERS"))
             for (const counter* c : stats_registry::instance().counters())
