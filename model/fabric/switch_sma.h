@@ -33,7 +33,9 @@ public:
     void receive(unsigned in, const uint8_t* bytes, uint32_t len, crc_state crc, const sc_core::sc_time& at);
 
     uint16_t lid() const { return lid_; }
+    /// SwitchInfo LinearFDBTop: as the SM last set it (fabric.sm.program=direct: the machine).
     uint16_t linear_fdb_top() const { return fdb_top_; }
+    void set_linear_fdb_top(uint16_t top) { fdb_top_ = top; }
     /// What the agent did: SMPs answered (GetResp sent), directed-route SMPs passed on, and
     /// packets dropped (no SMP, an invalid path, a port that is down).
     uint64_t answered = 0, passed_on = 0, dropped = 0;

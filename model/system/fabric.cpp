@@ -165,8 +165,10 @@ machine::machine() {
                 sw.set_sl2vl(p, sl2vl);
                 sw.set_vlarb(p, {}, {});
             }
-        else
+        else {
             sw.set_lft(net.routes.lft[s]);
+            net.agent_at(s).set_linear_fdb_top(subnet_manager::fdb_top(net.routes.lft[s]));
+        }
         sw.on_stall([this, s](ib_switch&, unsigned port) { check_deadlock(s, port); });
     }
     if (by_smp)

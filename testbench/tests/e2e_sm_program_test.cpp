@@ -118,6 +118,9 @@ SIM_TEST(SmProgram, direct_mode_writes_the_tables_at_elaboration_and_sends_no_sm
     fat_tree("direct");
     machine m;
     expect_tables_of_the_engine(m);
+    for (unsigned s : m.net.graph.switches())
+        EXPECT_EQ(m.net.agent_at(s).linear_fdb_top(), top_of(m.net.routes.lft[s]))
+            << m.net.graph.nodes[s].desc;
     EXPECT_TRUE(m.net.sm->programmed());
     sc_start();
     EXPECT_EQ(m.net.sm->smps_sent.value(), 0u);
