@@ -6,6 +6,7 @@
 
 #include "model/core/bytes.h"
 #include "model/core/sim_time.h"
+#include "model/fabric/switch_sma.h"
 #include "tlm_if/wire/ib_headers.h"
 
 namespace hcasim {
@@ -94,7 +95,7 @@ ib_switch::ib_switch(const sc_module_name& name, unsigned ports, const switch_pa
     latency_ = ns_time(p.latency_ns.get());
     for (unsigned i = 0; i < ports; ++i)  // now, so the counters are named under this module
         ports_.push_back(std::make_unique<out_port>("out" + std::to_string(i) + "."));
-    inputs_.resize(ports);
+    inputs_.resize(ports + 1);  // and port 0's (what its agent sends)
     active_.assign((ports + 63) / 64, 0);
     in.register_b_transport(this, &ib_switch::b_transport);
     SC_METHOD(forward);
@@ -156,6 +157,36 @@ void ib_switch::set_link(unsigned p, double rate_gbps, const sc_time& propagatio
     i.upstream = upstream;
     i.credit_delay = credit_delay;
     i.ps_per_byte = o.ps_per_byte;
+}
+
+void ib_switch::set_vlarb(unsigned p, std::vector<vlarb_entry> high, std::vector<vlarb_entry> low) {
+    out_port& o = *ports_.at(p - 1);
+    o.arb.configure(std::move(high), std::move(low), p_.vlarb_high_limit, o.vls);
+}
+
+bool ib_switch::send_from_port0(unsigned p, const uint8_t* bytes, uint32_t len, const sc_time& at) {
+    if (!linked(p) || len > MAX_PACKET_BYTES) return false;
+    if (free_.empty()) {
+        pool_.push_back(std::make_unique<queued>());
+        free_.push_back(pool_.back().get());
+    }
+    queued* q = free_.back();
+    free_.pop_back();
+    if (!q->pkt) q->pkt = packet_pool::take();
+    copy_bytes(q->pkt->bytes, bytes, len);
+    q->pkt->len = q->len = len;
+    q->blocks = credit_blocks(len);
+    q->first = q->last = at;
+    q->crc = crc_state::sealed;
+    q->dlid = wire::PERMISSIVE_LID;  // unicast to q->out whatever the LRH says
+    q->sl = 0;
+    q->out = uint8_t(p - 1);
+    const unsigned i = unsigned(inputs_.size()) - 1;
+    std::deque<queued*>& fifo = inputs_[i].vl[VL15];
+    fifo.push_back(q);
+    ++held_;
+    if (fifo.size() == 1) post_head(i, VL15, SC_ZERO_TIME);
+    return true;
 }
 
 void ib_switch::set_lft(std::vector<uint8_t> lft) {
@@ -231,6 +262,10 @@ void ib_switch::b_transport(int id, tlm::tlm_generic_payload& gp, sc_time& delay
         return;
     }
     const wire::lrh l = wire::decode_lrh(bytes);
+    if (vl == VL15 && agent_ && (l.dlid == wire::PERMISSIVE_LID || l.dlid == agent_lid_)) {
+        agent_->receive(i + 1, bytes, len, crc_state_of(gp), last);  // port 0's
+        return;
+    }
     queued* q;
     if (l.dlid >= 0xC000 && l.dlid != 0xFFFF) {
         if (mft_[l.dlid - 0xC000].empty()) {

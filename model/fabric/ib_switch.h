@@ -39,6 +39,8 @@
 
 namespace hcasim {
 
+class switch_sma;
+
 /// The parameters every switch of the fabric shares (`fabric.switch.*`); a member of the
 /// fabric module.
 struct switch_params {
@@ -86,6 +88,23 @@ public:
     /// Multicast forwarding table: port `p` is in the group of `mlid` or not (as the SM
     /// programs it).
     void set_mcast(uint16_t mlid, unsigned p, bool member);
+    /// Port 0, the management port: VL15 packets for LID `lid` or the permissive LID go to
+    /// `agent` (switch_sma.h) instead of the forwarding tables.
+    void attach_agent(switch_sma* agent, uint16_t lid) {
+        agent_ = agent;
+        agent_lid_ = lid;
+    }
+    /// Port 0 sends a sealed VL15 packet out of port `p`, leaving no earlier than `at` plus
+    /// the hop latency; false if port p is not cabled.
+    bool send_from_port0(unsigned p, const uint8_t* bytes, uint32_t len, const sc_core::sc_time& at);
+    bool linked(unsigned p) const { return p >= 1 && p <= ports_.size() && ports_[p - 1]->linked; }
+    /// Output `p`'s operational data VLs, SL-to-VL table and VL arbitration tables (as the SM
+    /// programs them; set_link sets them from fabric.switch.* at link-up).
+    unsigned data_vls(unsigned p) const { return ports_.at(p - 1)->vls; }
+    const std::array<uint8_t, 16>& sl2vl(unsigned p) const { return ports_.at(p - 1)->sl2vl; }
+    void set_sl2vl(unsigned p, const std::array<uint8_t, 16>& t) { ports_.at(p - 1)->sl2vl = t; }
+    const vl_arbiter& arbiter(unsigned p) const { return ports_.at(p - 1)->arb; }
+    void set_vlarb(unsigned p, std::vector<vlarb_entry> high, std::vector<vlarb_entry> low);
     /// --pcap: records what port `p` sends into `w` as direction `dir`, before the cable's
     /// faults, at the time its first bit leaves the port. nullptr: no capture (the default).
     void capture_to(unsigned p, wire_capture* w, unsigned dir);
@@ -165,6 +184,8 @@ private:
     std::function<void(ib_switch&, unsigned)> on_stall_;
     tlm::tlm_generic_payload gp_;
     packet_handoff_ext* handoff_ = nullptr;  // on gp_ (which owns it): the buffer on offer
+    switch_sma* agent_ = nullptr;            // port 0's agent; its packets queue in inputs_.back()
+    uint16_t agent_lid_ = 0;
 };
 
 }  // namespace hcasim

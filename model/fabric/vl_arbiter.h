@@ -35,6 +35,9 @@ public:
     /// call sent() with the packet's blocks.
     int pick(uint32_t eligible, bool low_waiting_hint = true);
     void sent(unsigned vl, uint32_t blocks);
+    /// The tables in use (the low one filled in when both were configured empty).
+    const std::vector<vlarb_entry>& high_table() const { return high_.e; }
+    const std::vector<vlarb_entry>& low_table() const { return low_.e; }
 
 private:
     struct table {

@@ -54,7 +54,12 @@ fabric::fabric(sc_module_name name)
           {0, 7}),
       subnet_manager("subnet_manager", true, "",
                      "attach a subnet manager (LID (nodes + 1) * 2^lmc) to the first free port of the first "
-                     "switch") {
+                     "switch"),
+      sma_process_ns("switch.sma_process_ns", 1000.0, "ns",
+                     "a switch's subnet management agent: an SMP for the switch (answered) or passing "
+                     "through it on a directed route leaves this long after its last bit arrived, plus "
+                     "the hop latency [unverified: switch management runs in firmware, microseconds]",
+                     {0, 1e9}) {
     // The graph, its LIDs and its routes: everything that can be wrong fails here, before
     // any node is built.
     std::string kind = topology.get();
@@ -123,6 +128,9 @@ fabric::fabric(sc_module_name name)
         // One switch keeps today's name (counters fabric.switch.*); a fabric of them their own.
         const std::string n = sws.size() == 1 ? "switch" : graph.nodes[s].desc;
         switches.push_back(std::make_unique<ib_switch>(n.c_str(), graph.nodes[s].ports(), switch_config));
+        agents.push_back(std::make_unique<switch_sma>(*switches.back(), graph.nodes[s].lid,
+                                                      graph.nodes[s].guid, ns_time(sma_process_ns.get())));
+        switches.back()->attach_agent(agents.back().get(), graph.nodes[s].lid);
     }
     if (!switches.empty()) sw = switches.front().get();
     if (subnet_manager && graph.sm_node >= 0) sm = std::make_unique<hcasim::subnet_manager>("sm");
@@ -141,13 +149,33 @@ machine::machine() {
             if (e.connected() && (unsigned(e.node) > a || (unsigned(e.node) == a && e.port > pa)))
                 cable(a, pa, unsigned(e.node), e.port);
         }
-    // The SM's routes, as it programs them (SubnSet(LinearForwardingTable), one SMP per 64
-    // LIDs at setup: no simulated time is spent on them here).
+    // The SM's routes. fabric.sm.program=direct: written here, as the SM's
+    // SubnSet(LinearForwardingTable) would (no simulated time). smp: the switches start with
+    // empty forwarding tables and the link-up VL tables (SL mod VLs, every VL weight 255),
+    // and the SM's sweep programs them with SMPs before any application sends.
+    const bool by_smp = net.has_sm() && net.sm->program.get() == "smp";
     for (unsigned s : g.switches()) {
         ib_switch& sw = net.switch_at(s);
-        sw.set_lft(net.routes.lft[s]);
+        if (by_smp)
+            for (unsigned p = 1; p <= sw.ports(); ++p) {
+                if (!sw.linked(p)) continue;
+                const std::vector<unsigned> t = parse_sl2vl("", "", sw.data_vls(p));
+                std::array<uint8_t, 16> sl2vl{};
+                std::copy(t.begin(), t.end(), sl2vl.begin());
+                sw.set_sl2vl(p, sl2vl);
+                sw.set_vlarb(p, {}, {});
+            }
+        else {
+            sw.set_lft(net.routes.lft[s]);
+            net.agent_at(s).set_linear_fdb_top(subnet_manager::fdb_top(net.routes.lft[s]));
+        }
         sw.on_stall([this, s](ib_switch&, unsigned port) { check_deadlock(s, port); });
     }
+    if (by_smp)
+        net.sm->plan_sweep(sweep_plan(), [this](const std::string& why) {
+            fabric_error_ = why;
+            sc_stop();
+        });
     // A spanning tree of the switches (breadth first from the first one), for multicast.
     tree_parent_port_.assign(g.nodes.size(), -1);
     if (net.has_switch()) {
@@ -191,6 +219,61 @@ machine::machine() {
             hosts[i]->adapter.set_sm_lid(sm_lid);
         }
     }
+}
+
+std::vector<subnet_manager::switch_plan> machine::sweep_plan() {
+    const topology& g = net.graph;
+    const switch_params& sp = net.switch_config;
+    std::vector<std::vector<uint8_t>> path(g.nodes.size());
+    std::vector<bool> seen(g.nodes.size(), false);
+    std::vector<unsigned> order;
+    const topo_end& first = g.nodes[unsigned(g.sm_node)].peer[1];
+    path[unsigned(first.node)] = {1};  // out of the SM's port 1
+    seen[unsigned(first.node)] = true;
+    order.push_back(unsigned(first.node));
+    for (size_t k = 0; k < order.size(); ++k) {
+        const topo_node& n = g.nodes[order[k]];
+        for (unsigned p = 1; p <= n.ports(); ++p) {
+            const topo_end& e = n.peer[p];
+            if (!e.connected() || seen[unsigned(e.node)] || !g.nodes[unsigned(e.node)].is_switch()) continue;
+            seen[unsigned(e.node)] = true;
+            path[unsigned(e.node)] = path[order[k]];
+            path[unsigned(e.node)].push_back(uint8_t(p));
+            order.push_back(unsigned(e.node));
+        }
+    }
+    std::vector<subnet_manager::switch_plan> plans;
+    for (unsigned s : g.switches()) {
+        if (!seen[s])
+            throw config_error(
+                "fabric.sm.program=smp: no path of switches from the subnet manager to switch '" +
+                g.nodes[s].desc + "'");
+        if (path[s].size() > wire::SMP_MAX_HOPS)
+            throw config_error("fabric.sm.program=smp: switch '" + g.nodes[s].desc + "' is " +
+                               std::to_string(path[s].size()) +
+                               " hops from the subnet manager; a directed route has at most 63");
+        subnet_manager::switch_plan p;
+        p.name = g.nodes[s].desc;
+        p.guid = g.nodes[s].guid;
+        p.path = path[s];
+        p.lft = net.routes.lft[s];
+        const ib_switch& sw = net.switch_at(s);
+        for (unsigned port = 1; port <= sw.ports(); ++port) {
+            if (!sw.linked(port)) continue;
+            const unsigned vls = sw.data_vls(port);
+            if (!sp.sl2vl.get().empty()) {
+                const std::vector<unsigned> t = parse_sl2vl(sp.sl2vl, sp.sl2vl.key(), vls);
+                std::array<uint8_t, 16> a{};
+                std::copy(t.begin(), t.end(), a.begin());
+                p.sl2vl.emplace_back(port, a);
+            }
+            if (!sp.vlarb_high.get().empty() || !sp.vlarb_low.get().empty())
+                p.vlarb.push_back({port, parse_vlarb(sp.vlarb_high, sp.vlarb_high.key(), vls),
+                                   parse_vlarb(sp.vlarb_low, sp.vlarb_low.key(), vls)});
+        }
+        plans.push_back(std::move(p));
+    }
+    return plans;
 }
 
 void machine::cable(unsigned a, unsigned pa, unsigned b, unsigned pb) {

@@ -14,6 +14,7 @@
 #include "model/fabric/ib_switch.h"
 #include "model/fabric/routing.h"
 #include "model/fabric/subnet_manager.h"
+#include "model/fabric/switch_sma.h"
 #include "model/fabric/topology.h"
 #include "model/fabric/wire_capture.h"
 #include "model/system/node.h"
@@ -27,14 +28,16 @@ public:
     param<std::string> topology_file;  ///< fabric.topology=file: an ibnetdiscover file
     param<unsigned> fat_tree_levels;   ///< fabric.fat_tree.levels: 2 or 3
     param<double> fat_tree_oversubscription;
-    param<std::string> routing;   ///< minhop|updn|ftree (OpenSM's engine names)
-    param<unsigned> lmc;          ///< LID mask count of every endport (0..7), as OpenSM's `lmc`
-    param<bool> subnet_manager;   ///< attach the subnet manager's endport to the first switch
-    switch_params switch_config;  ///< fabric.switch.*: every switch's parameters
+    param<std::string> routing;    ///< minhop|updn|ftree (OpenSM's engine names)
+    param<unsigned> lmc;           ///< LID mask count of every endport (0..7), as OpenSM's `lmc`
+    param<bool> subnet_manager;    ///< attach the subnet manager's endport to the first switch
+    param<double> sma_process_ns;  ///< fabric.switch.sma_process_ns: a switch agent's time per SMP
+    switch_params switch_config;   ///< fabric.switch.*: every switch's parameters
 
     hcasim::topology graph;                            ///< the fabric's graph, with the LIDs the SM assigned
     routing_tables routes;                             ///< the forwarding tables the SM programs
     std::vector<std::unique_ptr<ib_switch>> switches;  ///< in graph node order of the switches
+    std::vector<std::unique_ptr<switch_sma>> agents;   ///< each switch's agent (port 0), same order
     ib_switch* sw = nullptr;                           ///< the first switch (nullptr back to back)
     std::unique_ptr<hcasim::subnet_manager> sm;        ///< "fabric.sm"
 
@@ -49,8 +52,9 @@ public:
         *port = e.port;
         return &switch_at(unsigned(e.node));
     }
-    /// The switch of graph node `n`.
+    /// The switch of graph node `n`, and its agent.
     ib_switch& switch_at(unsigned n) { return *switches[switch_index_.at(n)]; }
+    switch_sma& agent_at(unsigned n) { return *agents[switch_index_.at(n)]; }
 
 private:
     std::vector<int> switch_index_;  // graph node -> index in `switches` (-1: not a switch)
@@ -80,8 +84,18 @@ public:
 
     /// --dump-topology: the fabric's graph in ibnetdiscover's format.
     void write_topology(std::ostream& out) const;
-    /// Empty, or why the fabric stopped the simulation (a credit loop: the cycle of ports).
+    /// Empty, or why the fabric stopped the simulation (a credit loop: the cycle of ports, a
+    /// subnet manager's sweep that failed).
     const std::string& fabric_error() const { return fabric_error_; }
+    /// From an SC_THREAD, before an application sends: returns once the subnet manager has
+    /// programmed the switches (fabric.sm.program=smp); at once otherwise.
+    void wait_programmed() {
+        if (net.has_sm()) net.sm->wait_programmed();
+    }
+    /// fabric.sm.program=smp: what the SM programs into each switch (directed routes breadth
+    /// first from the SM's switch, the routing engine's tables, the configured SL-to-VL and VL
+    /// arbitration tables), in graph order of the switches.
+    std::vector<subnet_manager::switch_plan> sweep_plan();
 
 private:
     /// Cables graph node `a` port `pa` to graph node `b` port `pb` (one of them a switch).

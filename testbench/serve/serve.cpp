@@ -376,9 +376,16 @@ int serve_main(int argc, char* argv[]) {
         if (dt < quantum) dt = quantum;
         sc_start(dt, SC_EXIT_ON_STARVATION);
     };
-    // Boot: every driver up, every port active.
+    // Boot: every driver up, every port active, and (fabric.sm.program=smp) the switches
+    // programmed by the subnet manager before any application may send.
     sc_start(SC_ZERO_TIME);
-    while (!srv->all_up() && srv->boot_error().empty() && sc_pending_activity()) boot_slice();
+    auto booting = [&] { return !srv->all_up() || (m->net.has_sm() && !m->net.sm->programmed()); };
+    while (booting() && srv->boot_error().empty() && m->fabric_error().empty() && sc_pending_activity())
+        boot_slice();
+    if (!m->fabric_error().empty()) {
+        std::cerr << "hcasim: error: serve: " << m->fabric_error() << "\n";
+        return 1;
+    }
     if (!srv->all_up()) {
         const std::string e = srv->boot_error();
         std::cerr << "hcasim: error: serve: " << (e.empty() ? "the HCAs did not come up" : e) << "\n";

@@ -3,6 +3,7 @@
 // the Trap 257 Notice (14.2.5.1, 14.3.8) and the SMP packet (VL15, QP0, P_Key 0xFFFF, Q_Key 0).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "tlm_if/wire/mad.h"
@@ -199,3 +200,148 @@ TEST(WireMad, smp_packet_is_ud_send_only_on_vl15_to_qp0_with_pkey_ffff_and_qkey_
 
 // libsystemc (linked through tlm_if) needs the symbol; gtest_main provides main().
 extern "C" int sc_main(int, char*[]) { return 0; }  // SystemC declares it extern "C"
+
+TEST(WireMad, directed_route_smp_carries_d_bit_hops_dr_lids_and_both_paths_at_their_offsets) {
+    smp s;
+    s.h.mgmt_class = MGMT_CLASS_SUBN_DIRECTED_ROUTE;
+    s.h.method = MAD_METHOD_GET_RESP;
+    s.h.status = SMP_DIRECTION | MAD_STATUS_INVALID_FIELD;
+    s.set_hops(2, 3);
+    s.h.attr_id = SMP_ATTR_LINEAR_FDB;
+    s.dr_slid = 0xFFFF;
+    s.dr_dlid = 0x1234;
+    s.initial_path[1] = 1;
+    s.initial_path[2] = 7;
+    s.initial_path[3] = 36;
+    s.return_path[1] = 5;
+    s.return_path[2] = 9;
+    s.data[0] = 0xAB;
+    const auto b = bytes_of(s);
+    EXPECT_EQ(b[1], 0x81) << "MgmtClass: SubnMgmt, directed route";
+    EXPECT_EQ(b[4], 0x80) << "D bit: status bit 15";
+    EXPECT_EQ(b[5], 0x1C) << "Status";
+    EXPECT_EQ(b[6], 2) << "HopPointer";
+    EXPECT_EQ(b[7], 3) << "HopCount";
+    EXPECT_EQ(b[17], 0x19) << "AttributeID LinearForwardingTable";
+    EXPECT_EQ(b[32], 0xFF);
+    EXPECT_EQ(b[33], 0xFF) << "DrSLID";
+    EXPECT_EQ(b[34], 0x12);
+    EXPECT_EQ(b[35], 0x34) << "DrDLID";
+    for (int i = 36; i < 64; ++i) EXPECT_EQ(b[i], 0) << "reserved byte " << i;
+    EXPECT_EQ(b[64], 0xAB) << "SMP data";
+    EXPECT_EQ(b[128], 0) << "InitialPath[0] unused";
+    EXPECT_EQ(b[129], 1);
+    EXPECT_EQ(b[130], 7);
+    EXPECT_EQ(b[131], 36) << "InitialPath";
+    EXPECT_EQ(b[193], 5);
+    EXPECT_EQ(b[194], 9) << "ReturnPath";
+    EXPECT_EQ(b[255], 0);
+
+    const smp d = decode_smp(b.data());
+    EXPECT_TRUE(d.directed());
+    EXPECT_TRUE(d.returning());
+    EXPECT_EQ(d.hop_pointer(), 2);
+    EXPECT_EQ(d.hop_count(), 3);
+    EXPECT_EQ(d.dr_slid, 0xFFFF);
+    EXPECT_EQ(d.dr_dlid, 0x1234);
+    EXPECT_EQ(d.initial_path, s.initial_path);
+    EXPECT_EQ(d.return_path, s.return_path);
+
+    // A LID-routed SMP keeps bytes 32-63 and 128-255 reserved whatever the DR fields hold.
+    s.h.mgmt_class = MGMT_CLASS_SUBN_LID_ROUTED;
+    const auto lr = bytes_of(s);
+    for (int i = 32; i < 64; ++i) EXPECT_EQ(lr[i], 0) << "LID routed, reserved byte " << i;
+    for (int i = 128; i < 256; ++i) EXPECT_EQ(lr[i], 0) << "LID routed, reserved byte " << i;
+}
+
+TEST(WireMad, linear_forwarding_table_block_is_64_ports_one_byte_per_lid) {
+    uint8_t ports[LFT_LIDS_PER_BLOCK];
+    for (unsigned i = 0; i < LFT_LIDS_PER_BLOCK; ++i) ports[i] = uint8_t(i % 5 == 0 ? 0xFF : i);
+    smp s;
+    encode_lft_block(ports, s.data.data());
+    const auto b = bytes_of(s);
+    for (unsigned i = 0; i < LFT_LIDS_PER_BLOCK; ++i) EXPECT_EQ(b[64 + i], ports[i]) << "LID 64b + " << i;
+    uint8_t back[LFT_LIDS_PER_BLOCK] = {};
+    decode_lft_block(decode_smp(b.data()).data.data(), back);
+    for (unsigned i = 0; i < LFT_LIDS_PER_BLOCK; ++i) EXPECT_EQ(back[i], ports[i]) << i;
+}
+
+TEST(WireMad, sl2vl_table_packs_two_sls_per_byte_sl0_in_the_high_nibble) {
+    const uint8_t vls[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    uint8_t d[SMP_DATA_BYTES];
+    std::fill(d, d + SMP_DATA_BYTES, 0xEE);
+    encode_sl2vl(vls, d);
+    const uint8_t want[8] = {0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF};
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(d[i], want[i]) << "byte " << i;
+    for (int i = 8; i < 64; ++i) EXPECT_EQ(d[i], 0) << "reserved byte " << i;
+    uint8_t back[16] = {};
+    decode_sl2vl(d, back);
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(back[i], vls[i]) << "SL " << i;
+}
+
+TEST(WireMad, vlarb_block_is_32_vl_weight_pairs_vl_in_the_low_nibble) {
+    vlarb_pair e[VLARB_ENTRIES_PER_BLOCK];
+    for (unsigned i = 0; i < VLARB_ENTRIES_PER_BLOCK; ++i) e[i] = {uint8_t(i % 15), uint8_t(4 * i)};
+    uint8_t d[SMP_DATA_BYTES] = {};
+    encode_vlarb_block(e, d);
+    EXPECT_EQ(d[0], 0);
+    EXPECT_EQ(d[1], 0);
+    EXPECT_EQ(d[2], 1);
+    EXPECT_EQ(d[3], 4);
+    EXPECT_EQ(d[62], 31 % 15);
+    EXPECT_EQ(d[63], 124);
+    d[2] = 0xF1;  // the upper 4 bits are reserved
+    vlarb_pair back[VLARB_ENTRIES_PER_BLOCK];
+    decode_vlarb_block(d, back);
+    EXPECT_EQ(back[1].vl, 1);
+    EXPECT_EQ(back[1].weight, 4);
+    EXPECT_EQ(back[31].weight, 124);
+}
+
+TEST(WireMad, node_info_and_switch_info_fields_sit_at_their_offsets) {
+    node_info n;
+    n.num_ports = 36;
+    n.system_image_guid = 0x0102030405060708ull;
+    n.node_guid = 0x1112131415161718ull;
+    n.port_guid = 0x2122232425262728ull;
+    n.partition_cap = 0x0080;
+    n.local_port = 0;
+    n.vendor_id = 0x0002C9;
+    uint8_t d[SMP_DATA_BYTES];
+    encode(n, d);
+    EXPECT_EQ(d[0], 1);
+    EXPECT_EQ(d[1], 1);
+    EXPECT_EQ(d[2], NODE_TYPE_SWITCH);
+    EXPECT_EQ(d[3], 36);
+    EXPECT_EQ(d[4], 0x01);
+    EXPECT_EQ(d[12], 0x11);
+    EXPECT_EQ(d[19], 0x18);
+    EXPECT_EQ(d[20], 0x21);
+    EXPECT_EQ(d[29], 0x80);
+    EXPECT_EQ(d[36], 0) << "LocalPortNum";
+    EXPECT_EQ(d[37], 0x00);
+    EXPECT_EQ(d[38], 0x02);
+    EXPECT_EQ(d[39], 0xC9) << "VendorID";
+    const node_info nb = decode_node_info(d);
+    EXPECT_EQ(nb.node_guid, n.node_guid);
+    EXPECT_EQ(nb.num_ports, 36);
+    EXPECT_EQ(nb.vendor_id, 0x0002C9u);
+
+    switch_info s;
+    s.linear_fdb_cap = 0xC000;
+    s.mcast_fdb_cap = 0x3FFF;
+    s.linear_fdb_top = 0x0041;
+    s.lids_per_port = 1;
+    s.enhanced_port0 = true;
+    encode(s, d);
+    EXPECT_EQ(d[0], 0xC0);
+    EXPECT_EQ(d[1], 0x00) << "LinearFDBCap";
+    EXPECT_EQ(d[4], 0x3F);
+    EXPECT_EQ(d[6], 0x00);
+    EXPECT_EQ(d[7], 0x41) << "LinearFDBTop";
+    EXPECT_EQ(d[13], 1) << "LIDsPerPort";
+    EXPECT_EQ(d[16], 0x08) << "EnhancedPort0";
+    const switch_info sb = decode_switch_info(d);
+    EXPECT_EQ(sb.linear_fdb_top, 0x41);
+    EXPECT_TRUE(sb.enhanced_port0);
+}

@@ -601,6 +601,7 @@ void perftest::take_util(size_result& r, const std::vector<uint64_t>& before, ui
 
 void perftest::run_side(unsigned i) {
     setup(i);
+    m_.wait_programmed();  // fabric.sm.program=smp: no traffic before the SM's sweep
     bar_.arrive();
     uint64_t step = 0;  // numbers the sizes of the whole run (--verify data keys)
     for (const phase_spec& ph : spec_.phases) {

@@ -389,6 +389,7 @@ void many_node::post_recv(unsigned i, uint32_t slot) {
 
 void many_node::run_node(unsigned i) {
     setup(i);
+    m_.wait_programmed();  // fabric.sm.program=smp: no traffic before the SM's sweep
     // The out-of-band exchange: every node's QPs exist before any is connected.
     if (++ready_ == nn_) exchanged_.notify(SC_ZERO_TIME);
     while (ready_ < nn_) wait(exchanged_);

@@ -108,11 +108,11 @@ void write_topology_file(const machine& m, const std::string& path) {
     out.commit();
 }
 
-/// Why the simulation did not complete the run ("" if it did): a fabric deadlock (the cycle of
-/// ports), a co-simulation divergence, the application's error (`app_error`), or phases without
-/// reports.
+/// Why the simulation did not complete the run ("" if it did): the fabric's stop
+/// (machine::fabric_error: a deadlock's cycle of ports, a failed SM sweep), a co-simulation
+/// divergence, the application's error (`app_error`), or phases without reports.
 std::string run_failure(machine* m, const std::string& app_error, size_t reports, size_t phases) {
-    if (m && !m->fabric_error().empty()) return m->fabric_error();  // a credit loop stopped the run
+    if (m && !m->fabric_error().empty()) return m->fabric_error();  // a deadlock, a failed SM sweep
     if (m)
         for (size_t i = 0; i < m->size(); ++i)
             if (const std::string& d = m->at(unsigned(i)).adapter.pkeys.divergence(); !d.empty())

@@ -17,6 +17,11 @@ void encode(const smp& s, uint8_t* out) {
     put_be32(out + 20, s.h.attr_mod);
     put_be64(out + 24, s.m_key);
     std::memcpy(out + SMP_DATA_OFFSET, s.data.data(), SMP_DATA_BYTES);
+    if (!s.directed()) return;
+    put_be16(out + 32, s.dr_slid);
+    put_be16(out + 34, s.dr_dlid);
+    std::memcpy(out + 128, s.initial_path.data(), 64);
+    std::memcpy(out + 192, s.return_path.data(), 64);
 }
 
 mad_header decode_mad_header(const uint8_t* in) {
@@ -38,7 +43,99 @@ smp decode_smp(const uint8_t* in) {
     s.h = decode_mad_header(in);
     s.m_key = get_be64(in + 24);
     std::memcpy(s.data.data(), in + SMP_DATA_OFFSET, SMP_DATA_BYTES);
+    if (!s.directed()) return s;
+    s.dr_slid = get_be16(in + 32);
+    s.dr_dlid = get_be16(in + 34);
+    std::memcpy(s.initial_path.data(), in + 128, 64);
+    std::memcpy(s.return_path.data(), in + 192, 64);
     return s;
+}
+
+void encode(const node_info& n, uint8_t* d) {
+    std::memset(d, 0, SMP_DATA_BYTES);
+    d[0] = n.base_version;
+    d[1] = n.class_version;
+    d[2] = n.node_type;
+    d[3] = n.num_ports;
+    put_be64(d + 4, n.system_image_guid);
+    put_be64(d + 12, n.node_guid);
+    put_be64(d + 20, n.port_guid);
+    put_be16(d + 28, n.partition_cap);
+    put_be16(d + 30, n.device_id);
+    put_be32(d + 32, n.revision);
+    put_be32(d + 36, uint32_t(n.local_port) << 24 | (n.vendor_id & 0xFFFFFF));
+}
+
+node_info decode_node_info(const uint8_t* d) {
+    node_info n;
+    n.base_version = d[0];
+    n.class_version = d[1];
+    n.node_type = d[2];
+    n.num_ports = d[3];
+    n.system_image_guid = get_be64(d + 4);
+    n.node_guid = get_be64(d + 12);
+    n.port_guid = get_be64(d + 20);
+    n.partition_cap = get_be16(d + 28);
+    n.device_id = get_be16(d + 30);
+    n.revision = get_be32(d + 32);
+    n.local_port = d[36];
+    n.vendor_id = get_be32(d + 36) & 0xFFFFFF;
+    return n;
+}
+
+void encode(const switch_info& s, uint8_t* d) {
+    std::memset(d, 0, SMP_DATA_BYTES);
+    put_be16(d + 0, s.linear_fdb_cap);
+    put_be16(d + 2, s.random_fdb_cap);
+    put_be16(d + 4, s.mcast_fdb_cap);
+    put_be16(d + 6, s.linear_fdb_top);
+    d[8] = s.default_port;
+    put_be16(d + 12, s.lids_per_port);
+    put_be16(d + 14, s.partition_enforcement_cap);
+    d[16] = s.enhanced_port0 ? 0x08 : 0;
+}
+
+switch_info decode_switch_info(const uint8_t* d) {
+    switch_info s;
+    s.linear_fdb_cap = get_be16(d + 0);
+    s.random_fdb_cap = get_be16(d + 2);
+    s.mcast_fdb_cap = get_be16(d + 4);
+    s.linear_fdb_top = get_be16(d + 6);
+    s.default_port = d[8];
+    s.lids_per_port = get_be16(d + 12);
+    s.partition_enforcement_cap = get_be16(d + 14);
+    s.enhanced_port0 = (d[16] & 0x08) != 0;
+    return s;
+}
+
+void encode_lft_block(const uint8_t* ports, uint8_t* data) { std::memcpy(data, ports, LFT_LIDS_PER_BLOCK); }
+
+void decode_lft_block(const uint8_t* data, uint8_t* ports) { std::memcpy(ports, data, LFT_LIDS_PER_BLOCK); }
+
+void encode_sl2vl(const uint8_t* vls, uint8_t* data) {
+    std::memset(data, 0, SMP_DATA_BYTES);
+    for (unsigned i = 0; i < 8; ++i) data[i] = uint8_t((vls[2 * i] & 0xF) << 4 | (vls[2 * i + 1] & 0xF));
+}
+
+void decode_sl2vl(const uint8_t* data, uint8_t* vls) {
+    for (unsigned i = 0; i < 8; ++i) {
+        vls[2 * i] = data[i] >> 4;
+        vls[2 * i + 1] = data[i] & 0xF;
+    }
+}
+
+void encode_vlarb_block(const vlarb_pair* e, uint8_t* data) {
+    for (unsigned i = 0; i < VLARB_ENTRIES_PER_BLOCK; ++i) {
+        data[2 * i] = e[i].vl & 0xF;
+        data[2 * i + 1] = e[i].weight;
+    }
+}
+
+void decode_vlarb_block(const uint8_t* data, vlarb_pair* e) {
+    for (unsigned i = 0; i < VLARB_ENTRIES_PER_BLOCK; ++i) {
+        e[i].vl = data[2 * i] & 0xF;
+        e[i].weight = data[2 * i + 1];
+    }
 }
 
 void encode_pkey_block(const uint16_t* keys, uint8_t* data) {

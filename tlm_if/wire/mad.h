@@ -8,6 +8,26 @@
 //   6-7 ClassSpecific (directed route: hop pointer, hop count) | 8-15 TransactionID |
 //   16-17 AttributeID | 18-19 reserved | 20-23 AttributeModifier | 24.. class data
 // LID-routed SMP: 24-31 M_Key | 32-63 reserved | 64-127 SMP data (64 B) | 128-255 reserved
+// Directed-route SMP (class 0x81, 14.2.1.2): Status bit 15 is D (direction, 1 on the way
+//   back), byte 6 HopPointer, byte 7 HopCount | 24-31 M_Key | 32-33 DrSLID | 34-35 DrDLID |
+//   36-63 reserved | 64-127 SMP data | 128-191 InitialPath | 192-255 ReturnPath (byte i: the
+//   port of hop i; byte 0 unused).
+// Switch attributes in the SMP data (14.2.5):
+//   NodeInfo (0x0011): 0 BaseVersion | 1 ClassVersion | 2 NodeType (1 CA, 2 switch) |
+//     3 NumPorts | 4-11 SystemImageGUID | 12-19 NodeGUID | 20-27 PortGUID | 28-29 PartitionCap |
+//     30-31 DeviceID | 32-35 Revision | 36 LocalPortNum | 37-39 VendorID.
+//   SwitchInfo (0x0012): 0-1 LinearFDBCap | 2-3 RandomFDBCap | 4-5 MulticastFDBCap |
+//     6-7 LinearFDBTop | 8 DefaultPort | 9 DefaultMulticastPrimaryPort | 10 ..NotPrimaryPort |
+//     11 LifeTimeValue(5) PortStateChange(1) OptimizedSLtoVLMappingProgramming(2) |
+//     12-13 LIDsPerPort | 14-15 PartitionEnforcementCap | 16 InboundEnforcementCap(1)
+//     OutboundEnforcementCap(1) FilterRawInboundCap(1) FilterRawOutboundCap(1) EnhancedPort0(1).
+//   SLtoVLMappingTable (0x0017): 16 4-bit VLs, SL 2i in the high nibble of byte i; on a switch
+//     the attribute modifier is input port << 8 | output port.
+//   VLArbitrationTable (0x0018): 32 entries of (reserved(4) VL(4), Weight(8)); the attribute
+//     modifier is block << 16 | port, block 1/2 the low table's entries 0-31/32-63, 3/4 the
+//     high table's.
+//   LinearForwardingTable (0x0019): 64 output ports, one byte per LID; the attribute modifier is
+//     the block (LIDs 64 x block .. 64 x block + 63).
 // P_KeyTable (attribute 0x0016): 32 P_Keys, 2 bytes each, in the SMP data; the attribute
 //   modifier is the block number (entries 32 x block .. 32 x block + 31).
 // Notice (attribute 0x0002) in the SMP data (its first 64 bytes; IssuerGID does not fit):
@@ -52,8 +72,21 @@ constexpr uint16_t MAD_STATUS_UNSUPPORTED_ATTRIBUTE = 0x000C;
 constexpr uint16_t MAD_STATUS_INVALID_FIELD = 0x001C;
 
 constexpr uint16_t SMP_ATTR_NOTICE = 0x0002;
+constexpr uint16_t SMP_ATTR_NODE_INFO = 0x0011;
+constexpr uint16_t SMP_ATTR_SWITCH_INFO = 0x0012;
 constexpr uint16_t SMP_ATTR_PKEY_TABLE = 0x0016;
+constexpr uint16_t SMP_ATTR_SL2VL_TABLE = 0x0017;
+constexpr uint16_t SMP_ATTR_VLARB_TABLE = 0x0018;
+constexpr uint16_t SMP_ATTR_LINEAR_FDB = 0x0019;
 constexpr unsigned PKEYS_PER_BLOCK = 32;
+constexpr unsigned LFT_LIDS_PER_BLOCK = 64;
+constexpr unsigned VLARB_ENTRIES_PER_BLOCK = 32;
+
+/// Directed route: the D bit of the Status field, the longest path (IBA C14-6: HopCount 0..63).
+constexpr uint16_t SMP_DIRECTION = 0x8000;
+constexpr unsigned SMP_MAX_HOPS = 63;
+constexpr uint8_t NODE_TYPE_CA = 1;
+constexpr uint8_t NODE_TYPE_SWITCH = 2;
 
 constexpr uint16_t TRAP_BAD_PKEY = 257;
 constexpr uint8_t NOTICE_TYPE_SECURITY = 2;
@@ -78,11 +111,23 @@ struct mad_header {
     uint32_t attr_mod = 0;
 };
 
-/// A LID-routed SMP.
+/// An SMP, LID routed or directed route (mgmt_class 0x81: the fields below the data are on
+/// the wire only then).
 struct smp {
     mad_header h;
     uint64_t m_key = 0;
     std::array<uint8_t, SMP_DATA_BYTES> data{};
+    uint16_t dr_slid = PERMISSIVE_LID;
+    uint16_t dr_dlid = PERMISSIVE_LID;
+    std::array<uint8_t, 64> initial_path{};
+    std::array<uint8_t, 64> return_path{};
+
+    bool directed() const { return h.mgmt_class == MGMT_CLASS_SUBN_DIRECTED_ROUTE; }
+    uint8_t hop_pointer() const { return uint8_t(h.class_specific >> 8); }
+    uint8_t hop_count() const { return uint8_t(h.class_specific); }
+    void set_hops(uint8_t pointer, uint8_t count) { h.class_specific = uint16_t(pointer << 8 | count); }
+    /// D: the SMP goes back along the return path.
+    bool returning() const { return (h.status & SMP_DIRECTION) != 0; }
 };
 
 /// Writes the 256-byte MAD (reserved bytes zero).
@@ -99,6 +144,44 @@ inline bool is_subn_mgmt(const uint8_t* payload, size_t len) {
 /// P_KeyTable block <-> SMP data (32 big-endian P_Keys).
 void encode_pkey_block(const uint16_t* keys, uint8_t* data);
 void decode_pkey_block(const uint8_t* data, uint16_t* keys);
+
+/// NodeInfo (the fields a switch or CA reports).
+struct node_info {
+    uint8_t base_version = MAD_BASE_VERSION;
+    uint8_t class_version = SMP_CLASS_VERSION;
+    uint8_t node_type = NODE_TYPE_SWITCH;
+    uint8_t num_ports = 0;
+    uint64_t system_image_guid = 0, node_guid = 0, port_guid = 0;
+    uint16_t partition_cap = 0, device_id = 0;
+    uint32_t revision = 0;
+    uint8_t local_port = 0;
+    uint32_t vendor_id = 0;  ///< 24 bits
+};
+void encode(const node_info& n, uint8_t* data);
+node_info decode_node_info(const uint8_t* data);
+
+/// SwitchInfo (the fields this model reports or sets; the rest are zero).
+struct switch_info {
+    uint16_t linear_fdb_cap = 0, random_fdb_cap = 0, mcast_fdb_cap = 0, linear_fdb_top = 0;
+    uint8_t default_port = 0;
+    uint16_t lids_per_port = 0, partition_enforcement_cap = 0;
+    bool enhanced_port0 = false;
+};
+void encode(const switch_info& s, uint8_t* data);
+switch_info decode_switch_info(const uint8_t* data);
+
+/// LinearForwardingTable block <-> SMP data (64 ports, one byte per LID).
+void encode_lft_block(const uint8_t* ports, uint8_t* data);
+void decode_lft_block(const uint8_t* data, uint8_t* ports);
+/// SLtoVLMappingTable <-> SMP data (16 VLs, two per byte, SL 0 in the high nibble of byte 0).
+void encode_sl2vl(const uint8_t* vls, uint8_t* data);
+void decode_sl2vl(const uint8_t* data, uint8_t* vls);
+/// VLArbitrationTable block <-> SMP data: 32 (VL, weight) pairs.
+struct vlarb_pair {
+    uint8_t vl = 0, weight = 0;
+};
+void encode_vlarb_block(const vlarb_pair* e, uint8_t* data);
+void decode_vlarb_block(const uint8_t* data, vlarb_pair* e);
 
 /// Trap 257 (Bad P_Key) as a generic security Notice from a CA.
 struct notice_bad_pkey {
@@ -117,7 +200,7 @@ void encode(const notice_bad_pkey& n, uint8_t* data);
 /// False unless the data is a generic security notice from a CA with trap number 257.
 bool decode_notice_bad_pkey(const uint8_t* data, notice_bad_pkey& n);
 
-/// The one packet shape of subnet management here: LRH (VL15, LNH local), BTH UD SEND ONLY
+/// The one packet shape of subnet management here (LID routed and directed route): LRH (VL15, LNH local), BTH UD SEND ONLY
 /// (P_Key 0xFFFF, DestQP 0), DETH (Q_Key 0, SrcQP 0) and the 256-byte MAD. Writes the packet
 /// up to the ICRC into `out` and returns that length (seal_packet appends ICRC and VCRC).
 size_t encode_smp_packet(uint16_t dlid, uint16_t slid, uint8_t sl, const smp& s, uint8_t* out);
