@@ -28,8 +28,7 @@ bool transport_engine::cc_receive(qp& q, const rx_packet& p) {
         cc_->ca.on_becn(q.qpn, q.sl, now);
         ++cc_->becn_received;
         if (cnp) ++cc_->cnp_received;
-        const uint16_t ccti = cc_->ca.ccti_at(q.qpn, q.sl, now);
-        if (ccti > cc_->ccti_max.value()) cc_->ccti_max += ccti - cc_->ccti_max.value();
+        cc_->note_ccti(cc_->ca.ccti_at(q.qpn, q.sl, now));
     }
     if (cnp || !p.h.b.fecn) return cnp;
     ++cc_->fecn_received;
@@ -78,13 +77,19 @@ bool transport_engine::cc_hold(qp& q) {
     return true;
 }
 
-void transport_engine::cc_space(qp& q, const sc_time& sent, uint32_t len_before_icrc) {
+void transport_engine::cc_space(qp& q, const sc_time& sent, const sc_time& lead, uint32_t len_before_icrc) {
     const uint32_t wire_len = len_before_icrc + uint32_t(wire::ICRC_BYTES + wire::VCRC_BYTES);
     const uint64_t t_pkt = ps_count(ps_time(double(wire_len) * cc_->ps_per_byte));
-    const uint64_t gap = cc_->ca.injection_delay_ps(q.qpn, q.sl, ps_count(sim_now()), t_pkt);
+    const uint64_t now = ps_count(sim_now());
+    const uint64_t gap = cc_->ca.injection_delay_ps(q.qpn, q.sl, now, t_pkt);
+    cc_->note_ccti(cc_->ca.ccti_at(q.qpn, q.sl, now));  // a flow starts at CCTI_Min
     if (!gap) return;
-    // The flow's next packet starts no sooner than `gap` after this one's last bit.
-    const sc_time until = sim_now() + sent + ps_time(double(gap));
+    // The flow's next packet starts `gap` after this one's last bit: it is picked `lead`
+    // earlier, the time this one needed from the requester to the wire (a wait for the wire
+    // behind other packets is not counted: the next one would wait too).
+    const sc_time next_start = sim_now() + sent + ps_time(double(gap));
+    if (next_start <= sim_now() + lead) return;
+    const sc_time until = next_start - lead;
     if (cc_->ca.settings().sl_based) cc_->sl_free[q.sl & 15] = until;
     park(q, until);
 }

@@ -497,6 +497,9 @@ private:
         counter fecn_received, becn_sent, cnp_sent, cnp_received, becn_received, ccti_max;
         std::array<sc_core::sc_time, 16> sl_free{};  // SL-based flows: when the SL's next packet may start
         double ps_per_byte = 80.0;                   // the port's rate
+        void note_ccti(uint16_t ccti) {
+            if (ccti > ccti_max.value()) ccti_max += ccti - ccti_max.value();
+        }
     };
     std::unique_ptr<cc_unit> cc_;  // nullptr: congestion control off
     /// A packet for QP `q` arrives: FECN answered, BECN acted on. True if it was a CNP (nothing
@@ -508,9 +511,12 @@ private:
     bool cc_take_becn(qp& q);
     /// Requester: SL-based flows: parks `q` if its SL's next packet may not start yet.
     bool cc_hold(qp& q);
-    /// Requester: a packet of `len_before_icrc` bytes of `q` went out, its last bit `sent`
-    /// from now: its flow waits the CCT entry's injection delay after it.
-    void cc_space(qp& q, const sc_core::sc_time& sent, uint32_t len_before_icrc);
+    /// Requester: a packet of `len_before_icrc` bytes of `q` was handed to the port `lead`
+    /// before it could start (pipeline, payload read), its last bit `sent` from now: the QP
+    /// is parked so that its next packet, through the same pipeline, starts no sooner than the
+    /// CCT entry's injection delay after this one's last bit.
+    void cc_space(qp& q, const sc_core::sc_time& sent, const sc_core::sc_time& lead,
+                  uint32_t len_before_icrc);
 
     // QP errors (transport_engine.cpp)
     void enter_error(qp& q, sc_core::sc_time& delay);
