@@ -79,7 +79,11 @@ ib_switch::out_port::out_port(const std::string& prefix)
       VL15Dropped((prefix + "VL15Dropped").c_str(),
                   "SMPs dropped: VL15 input buffer full (IBA VL15Dropped)") {}
 
-ib_switch::ib_switch(const sc_module_name& name, unsigned ports, const switch_params& p)
+ib_switch::cc_state::cc_state(const cc_config& c, unsigned ports)
+    : marking(cc_switch_settings::from(c), ports + 1, 16),  // by IBA port number (Victim_Mask's bits)
+      fecn_marked("fecn_marked", "packets this switch sent with FECN set (congestion control)") {}
+
+ib_switch::ib_switch(const sc_module_name& name, unsigned ports, const switch_params& p, const cc_config* cc)
     : sc_module(name),
       in("in"),
       out("out"),
@@ -96,6 +100,7 @@ ib_switch::ib_switch(const sc_module_name& name, unsigned ports, const switch_pa
     for (unsigned i = 0; i < ports; ++i)  // now, so the counters are named under this module
         ports_.push_back(std::make_unique<out_port>("out" + std::to_string(i) + "."));
     inputs_.resize(ports + 1);  // and port 0's (what its agent sends)
+    if (cc && cc->enable) cc_ = std::make_unique<cc_state>(*cc, ports);
     active_.assign((ports + 63) / 64, 0);
     in.register_b_transport(this, &ib_switch::b_transport);
     SC_METHOD(forward);
@@ -354,6 +359,7 @@ void ib_switch::post_head(unsigned i, unsigned v, const sc_time& after) {
 void ib_switch::add_request(unsigned o, const request& r) {
     std::deque<request>& d = ports_[o]->req[r.vl];
     d.push_back(r);
+    if (cc_ && r.vl != VL15) ports_[o]->req_bytes[r.vl] += inputs_[r.in].vl[r.in_vl].front()->len;
     for (size_t k = d.size() - 1; k > 0 && d[k - 1].ready > r.ready; --k) std::swap(d[k - 1], d[k]);
     ports_[o]->req_mask |= 1u << r.vl;
     active_[o / 64] |= uint64_t(1) << (o % 64);
@@ -445,6 +451,7 @@ void ib_switch::send(unsigned oi, unsigned v, const sc_time& now) {
     queued& q = *in.vl[r.in_vl].front();
     packet& pkt = *q.pkt;
     const uint32_t len = q.len;
+    const bool waited = o.starved;  // it waited for credit: a victim of congestion downstream
     if (o.starved) {
         o.PortXmitWait += uint64_t((now - o.starved_since) / ns_time(1.0));
         o.starved = false;
@@ -458,6 +465,7 @@ void ib_switch::send(unsigned oi, unsigned v, const sc_time& now) {
             pkt.bytes[len - 1] = uint8_t(c >> 8);
         }
     }
+    if (cc_ && v != VL15) cc_mark(oi, v, pkt, len, q.crc, waited);
     const sc_time end = now + ps_time(double(len) * o.ps_per_byte);
     if (v != VL15) {
         o.credits.take(v, q.blocks, now);
@@ -487,6 +495,28 @@ void ib_switch::send(unsigned oi, unsigned v, const sc_time& now) {
     if (r.in_vl != VL15 && in.upstream) in.upstream->restore(r.in_vl, q.blocks, end + in.credit_delay);
     free_.push_back(&q);
     if (!in.vl[r.in_vl].empty()) post_head(r.in, r.in_vl, end);
+}
+
+void ib_switch::cc_mark(unsigned oi, unsigned v, packet& pkt, uint32_t len, crc_state crc, bool victim) {
+    out_port& o = *ports_[oi];
+    o.req_bytes[v] -= len;  // this packet is not counted in its own queue
+    const unsigned lnh = pkt.bytes[1] & 3;
+    if (lnh != unsigned(wire::lnh::iba_local) && lnh != unsigned(wire::lnh::iba_global)) return;  // no BTH
+    if (!cc_->marking.decide(oi + 1, v, cc_output_vl{o.req_bytes[v], p_.vl_buffer_bytes, victim}, len))
+        return;
+    ++cc_->fecn_marked;
+    // FECN lies in the BTH byte the ICRC masks: only the VCRC changes. Bytes whose CRCs nobody
+    // computed yet (lazy) are sealed later over the marked bytes; bytes of unknown state get a
+    // new VCRC only if theirs was right (a corrupted packet stays corrupted).
+    const size_t bth = wire::LRH_BYTES + (lnh == unsigned(wire::lnh::iba_global) ? wire::GRH_BYTES : 0);
+    const bool reseal =
+        crc == crc_state::sealed ||
+        (crc == crc_state::unknown && len >= 2 &&
+         wire::vcrc(pkt.bytes, len - 2) == uint16_t(pkt.bytes[len - 2] | pkt.bytes[len - 1] << 8));
+    if (reseal)
+        wire::mark_fecn(pkt.bytes, len);
+    else if (len > bth + 4)
+        pkt.bytes[bth + 4] |= 0x80;
 }
 
 void ib_switch::watch() {

@@ -15,6 +15,11 @@
 // Every switch of the fabric reads its parameters from one switch_params (`fabric.switch.*`);
 // counters are per switch (`fabric.switch.forwarded`, per port `fabric.switch.out<i>.*` where
 // i is the port number minus 1, in a fat tree `fabric.leaf0.out<i>.*`).
+//
+// Congestion control (fabric.cc.enable, docs/fabric.md "Congestion control"): when an output
+// sends a data packet, the marker of that (output, VL) decides from the bytes of the requests
+// waiting for the output VL (the heads of input buffers routed there) and whether the output
+// had to wait for credit (a victim) or not (a root); a marked packet leaves with FECN set.
 #pragma once
 #include <systemc>
 #include <tlm>
@@ -30,6 +35,7 @@
 #include "model/core/log.h"
 #include "model/core/param.h"
 #include "model/core/stats.h"
+#include "model/fabric/cc_marking.h"
 #include "model/fabric/credits.h"
 #include "model/fabric/fault_injector.h"
 #include "model/fabric/packet.h"
@@ -64,8 +70,10 @@ public:
     module_log log_;  ///< info: every packet dropped (no route, VL15 full)
 
     SC_HAS_PROCESS(ib_switch);
-    /// A switch with ports 1..ports (IBA numbering).
-    ib_switch(const sc_core::sc_module_name& name, unsigned ports, const switch_params& p);
+    /// A switch with ports 1..ports (IBA numbering). `cc`: the fabric's congestion control
+    /// settings (validated); nullptr or not enabled: no marking, no CC counters.
+    ib_switch(const sc_core::sc_module_name& name, unsigned ports, const switch_params& p,
+              const cc_config* cc = nullptr);
     ~ib_switch() override;
     unsigned ports() const { return unsigned(ports_.size()); }
 
@@ -120,6 +128,8 @@ public:
     unsigned head_wants(unsigned p) const;
     /// Packets held in the input buffers.
     uint64_t held_packets() const { return held_; }
+    /// Congestion control's FECN markers (nullptr: CC off).
+    const cc_switch_marking* cc_marking() const { return cc_ ? &cc_->marking : nullptr; }
 
 private:
     struct queued;
@@ -154,6 +164,13 @@ private:
         uint32_t req_mask = 0;
         bool starved = false;  // waiting for credit with a request ready
         sc_core::sc_time starved_since;
+        std::array<uint64_t, 16> req_bytes{};  // CC: bytes of the requests per output VL
+    };
+    /// Congestion control, when enabled: the markers and the switch's counter.
+    struct cc_state {
+        cc_state(const cc_config& c, unsigned ports);
+        cc_switch_marking marking;
+        counter fecn_marked;
     };
 
     void b_transport(int id, tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
@@ -165,9 +182,13 @@ private:
     /// The head of input `i` VL `v` asks for its output(s), no earlier than `after`.
     void post_head(unsigned i, unsigned v, const sc_core::sc_time& after);
     void add_request(unsigned o, const request& r);
+    /// CC: the request for output `o` VL `v` of `len` bytes leaves the queue (it is being
+    /// sent); the marker decides and FECN is set on `pkt` (whose CRCs are in state `crc`).
+    void cc_mark(unsigned o, unsigned v, packet& pkt, uint32_t len, crc_state crc, bool victim);
     void drop(const uint8_t* bytes, uint32_t len, unsigned in, const char* why);
 
     const switch_params& p_;
+    std::unique_ptr<cc_state> cc_;  // nullptr: congestion control off
     sc_core::sc_time latency_;
     std::vector<std::unique_ptr<out_port>> ports_;
     std::vector<in_port> inputs_;

@@ -6,7 +6,7 @@ namespace hcasim {
 
 using namespace sc_core;
 
-hca::hca(const sc_module_name& name, unsigned node_index)
+hca::hca(const sc_module_name& name, unsigned node_index, const cc_config* cc)
     : sc_module(name),
       clock_mhz("clock_mhz", 800.0, "MHz",
                 "core clock of the HCA units (a unit's own clock_mhz, when not 0, overrides it)",
@@ -34,7 +34,7 @@ hca::hca(const sc_module_name& name, unsigned node_index)
       doorbell("doorbell_unit", clock_),
       commands("command_unit", clock_, id_, max_qps, max_cqs),
       fetcher("wqe_fetcher", clock_, max_qps, max_srqs),
-      engine("transport_engine", clock_, max_qps),
+      engine("transport_engine", clock_, max_qps, cc),
       translation("translation_unit", clock_),
       cqs("cq_writer", clock_, max_cqs, 16),
       pkeys("pkey_checker", max_qps, clock_),
@@ -142,6 +142,7 @@ void hca::set_link(double rate_gbps, unsigned width, unsigned speed_code, uint16
     port0.set_lid(lid, lmc);
     engine.set_lid(lid);
     engine.set_lmc(lmc);
+    engine.set_rate_gbps(rate_gbps);
     agent.set_lid(lid);
     id_.port.lid = lid;
     id_.port.lmc = lmc;

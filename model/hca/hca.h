@@ -59,7 +59,8 @@ public:
     port port0;
 
     SC_HAS_PROCESS(hca);
-    hca(const sc_core::sc_module_name& name, unsigned node_index);
+    /// `cc`: the fabric's congestion control settings (nullptr: off).
+    hca(const sc_core::sc_module_name& name, unsigned node_index, const cc_config* cc = nullptr);
 
     /// The port's cable goes down at simulated time `at`: from then QUERY_PORT reports the
     /// port Down and an EQE_PORT_CHANGE (EQE_PORT_DOWN) is raised.

@@ -396,7 +396,13 @@ void port::rx_process() {
         rx_slot& s = *rx_ring_[rx_head_];
         rx_packet p;
         size_t off = 0, plen = 0;
-        const wire::parse_status st = wire::parse_packet(s.data, s.len, p.h, off, plen, !s.intact);
+        wire::parse_status st = wire::parse_packet(s.data, s.len, p.h, off, plen, !s.intact);
+        if (st == wire::parse_status::bad_opcode && wire::is_cnp(s.data, s.len)) {
+            // A congestion notification (not a transport opcode): headers only, for the engine.
+            st = wire::parse_cnp(s.data, s.len, p.h, !s.intact);
+            off = s.len;
+            plen = 0;
+        }
         rx_bytes += s.len;
         const uint16_t dlid = p.h.l.dlid;
         if (st == wire::parse_status::ok && !is_own_lid(dlid) && dlid < wire::MULTICAST_LID_BASE) {

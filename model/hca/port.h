@@ -1,9 +1,10 @@
 // HCA port: serialises transmitted packets at the active link rate (computing ICRC and VCRC)
 // and receives packets from the link (checking VCRC and ICRC, decoding headers, checking the
-// DLID) for the P_Key checker. A packet addressed to this port's own unicast LIDs never reaches
-// the link: it loops back into the receive path (C10-6). Timing is analytic: each packet
-// occupies the wire (or the loopback path) from max(ready, free) for len x 8 / rate; no process
-// runs per packet on transmit.
+// DLID) for the P_Key checker; a congestion notification (CNP, opcode 0x80, not a transport
+// opcode) is parsed with wire::parse_cnp and passed on the same way. A packet addressed to this
+// port's own unicast LIDs never reaches the link: it loops back into the receive path (C10-6).
+// Timing is analytic: each packet occupies the wire (or the loopback path) from max(ready,
+// free) for len x 8 / rate; no process runs per packet on transmit.
 #pragma once
 #include <systemc>
 #include <tlm>

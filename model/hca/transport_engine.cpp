@@ -27,7 +27,8 @@ namespace hcasim {
 using namespace sc_core;
 namespace op = wire::op;
 
-transport_engine::transport_engine(const sc_module_name& name, const sc_time& hca_clock, unsigned max_qps)
+transport_engine::transport_engine(const sc_module_name& name, const sc_time& hca_clock, unsigned max_qps,
+                                   const cc_config* cc)
     : sc_module(name),
       dma("dma"),
       qpc_dma("qpc_dma"),
@@ -159,6 +160,7 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     sensitive << timer_now_ev_;
     for (sc_event& e : timer_ev_) sensitive << e;
     dont_initialize();
+    if (cc && cc->enable) cc_ = std::make_unique<cc_unit>(*cc);  // its counters named here
     tx_pkt_ = packet_pool::take();
     ack_pkt_ = packet_pool::take();
     resp_pkt_ = packet_pool::take();

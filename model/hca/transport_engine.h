@@ -25,6 +25,12 @@
 // (or are left alone); a Q_Key mismatch drops the datagram silently (C10-14). UC and UD send
 // errors move the QP to SQEr: only the send queue is flushed, receiving goes on (C10-38..40).
 //
+// Congestion control (IBA Annex A10, fabric.cc.enable; transport_cc.cpp): a packet that
+// arrives with FECN is answered with BECN (RC: in an ACK sent at once for it, or the next
+// response of the QP; UC and UD: a CNP to its sender); a BECN or a CNP raises the flow's CCT
+// index, and after each packet of a flow its next one waits for the injection delay that index
+// asks for (the requester parks the QP: no process per QP).
+//
 // One requester method and one response method serve all QPs round robin at packet
 // granularity; the receive side runs in the port's receive method; one timer method serves
 // every QP's deadlines. No process per QP.
@@ -51,6 +57,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/core/cc_config.h"
 #include "model/core/log.h"
 #include "model/core/param.h"
 #include "model/core/ring.h"
@@ -58,6 +65,7 @@
 #include "model/core/path_probe.h"
 #include "model/core/stats.h"
 #include "model/fabric/packet.h"
+#include "model/hca/congestion_control.h"
 #include "model/hca/deadline_heap.h"
 #include "model/hca/dma_port.h"
 #include "model/hca/onchip_cache.h"
@@ -118,8 +126,10 @@ public:
         stall_wqe_fetch_ps, stall_port_ps, stall_credit, state_qps, state_bytes, state_slot_bytes;
 
     SC_HAS_PROCESS(transport_engine);
-    transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock,
-                     unsigned max_qps);
+    /// `cc`: the fabric's congestion control settings (validated); nullptr or not enabled: no
+    /// congestion control and no CC counters.
+    transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock, unsigned max_qps,
+                     const cc_config* cc = nullptr);
     ~transport_engine() override;
 
     void bind(wqe_source& f, address_translation& t, completion_sink& c, packet_tx& p, partition_keys& k) {
@@ -137,6 +147,13 @@ public:
     void bind_mcast(mcast_lookup& m) { mcast_ = &m; }
     /// The port's LID (source LID of every packet sent).
     void set_lid(uint16_t lid) { lid_ = lid; }
+    /// The port's active rate: congestion control's injection delay scales with a packet's
+    /// serialisation time.
+    void set_rate_gbps(double gbps) {
+        if (cc_) cc_->ps_per_byte = 8000.0 / gbps;
+    }
+    /// Congestion control's flows (CCT index per QP or SL) at this HCA; nullptr: CC off.
+    ca_congestion_control* congestion_control() { return cc_ ? &cc_->ca : nullptr; }
     /// The port's LMC (UD source path bits, C10-3) and GID (index 0: the source GID of a GRH).
     void set_lmc(uint8_t lmc) { lmc_ = uint8_t(lmc & 7); }
     void set_gid(const uint8_t (&gid)[16]) { std::copy(gid, gid + 16, gid_); }
@@ -250,6 +267,7 @@ private:
         bool in_send = false, in_write = false, nak_pending = false, comm_est = false;
         bool have_rwqe = false;
         bool uc_drop = false;            // UC: dropping the rest of a message (up to its next FIRST/ONLY)
+        bool becn_owed = false;          // CC: a request came with FECN; the next response carries BECN
         std::unique_ptr<recv_wqe> rwqe;  // the receive WQE in use (allocated at the QP's first receive)
         std::vector<recv_wqe>
             rq_cache;  // prefetched receive WQEs, by index mod size (allocated at the first post)
@@ -470,6 +488,35 @@ private:
     void build_ud_headers(const qp& q, const send_wqe& w, wire::headers& h, uint8_t opcode) const;
     /// UC/UD send error: SQEr, the send queue flushed, the receive queue untouched (C10-38..40).
     void enter_sqe(qp& q, sc_core::sc_time& delay);
+
+    // congestion control (transport_cc.cpp)
+    /// Congestion control, when enabled: the flows' CCT indexes and the counters.
+    struct cc_unit {
+        explicit cc_unit(const cc_config& c);
+        ca_congestion_control ca;
+        counter fecn_received, becn_sent, cnp_sent, cnp_received, becn_received, ccti_max;
+        std::array<sc_core::sc_time, 16> sl_free{};  // SL-based flows: when the SL's next packet may start
+        double ps_per_byte = 80.0;                   // the port's rate
+        void note_ccti(uint16_t ccti) {
+            if (ccti > ccti_max.value()) ccti_max += ccti - ccti_max.value();
+        }
+    };
+    std::unique_ptr<cc_unit> cc_;  // nullptr: congestion control off
+    /// A packet for QP `q` arrives: FECN answered, BECN acted on. True if it was a CNP (nothing
+    /// more to do with it).
+    bool cc_receive(qp& q, const rx_packet& p);
+    /// UC/UD: a CNP back to the sender of `p` (QP `dest_qp` at its SLID).
+    void cc_send_cnp(const rx_packet& p, uint32_t dest_qp);
+    /// Responder: whether the response being built carries BECN (and it is owed no longer).
+    bool cc_take_becn(qp& q);
+    /// Requester: SL-based flows: parks `q` if its SL's next packet may not start yet.
+    bool cc_hold(qp& q);
+    /// Requester: a packet of `len_before_icrc` bytes of `q` was handed to the port `lead`
+    /// before it could start (pipeline, payload read), its last bit `sent` from now: the QP
+    /// is parked so that its next packet, through the same pipeline, starts no sooner than the
+    /// CCT entry's injection delay after this one's last bit.
+    void cc_space(qp& q, const sc_core::sc_time& sent, const sc_core::sc_time& lead,
+                  uint32_t len_before_icrc);
 
     // QP errors (transport_engine.cpp)
     void enter_error(qp& q, sc_core::sc_time& delay);

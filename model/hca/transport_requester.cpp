@@ -161,7 +161,8 @@ void transport_engine::requester_method() {
             }
             if (!may_send(q)) continue;
             if (q.req.paused_until > sim_now())
-                continue;  // timer_method() makes it ready when the RNR wait is over
+                continue;                     // timer_method() makes it ready when the RNR wait is over
+            if (cc_ && cc_hold(q)) continue;  // its SL's injection delay: parked
             const sc_time now = sim_now();
             const sc_time& wqe_ready = head_wqe(q).ready;
             if (wqe_ready > now && !ready_.empty()) {
@@ -361,6 +362,7 @@ bool transport_engine::send_packet(qp& q) {
     const uint32_t pad = (4 - n % 4) % 4;
     std::memset(tx_pkt_->bytes + hdr + n, 0, pad);
     sc_time sent = port_->transmit(tx_pkt_, uint32_t(hdr + n + pad), ready);
+    if (cc_) cc_space(q, sent, ready, uint32_t(hdr + n + pad));
     HCASIM_LOG(log_, debug, "sends " << wire::describe_packet(tx_pkt_->bytes, hdr + n + pad));
     q.req.resend_pending = false;
     ++tx_packets;
@@ -463,6 +465,7 @@ bool transport_engine::send_read_or_atomic(qp& q, send_wqe& w, sc_time& delay) {
     const size_t hdr = wire::encode_headers(h, 0, tx_pkt_->bytes);
     if (probe_) probe_->mark(path_probe::wqe_start, sim_now());
     const sc_time sent = port_->transmit(tx_pkt_, uint32_t(hdr), delay);
+    if (cc_) cc_space(q, sent, delay, uint32_t(hdr));
     if (probe_) probe_->mark(path_probe::wire_end, sim_now() + sent);
     q.req.resend_pending = false;
     ++tx_packets;

@@ -51,6 +51,7 @@ void transport_engine::receive(const rx_packet& p) {
         return;
     }
     qp& q = qps_[qpn];
+    if (cc_ && cc_receive(q, p)) return;  // a CNP: it only slows the QP's flow
     const uint8_t tr = p.h.b.opcode & op::TRANSPORT_MASK;
     if ((q.transport == hw::QPT_UC && tr == op::UC) || (q.transport == hw::QPT_UD && tr == op::UD)) {
         // UC and UD receive in RTR, RTS, SQD and SQEr (C10-38); Reset, Init and Error drop.
@@ -303,8 +304,10 @@ bool transport_engine::write_segs(const phys_seg* segs, unsigned nsegs, const ui
 // ---------------------------------------------------------------- ACKs and NAKs
 
 void transport_engine::acknowledge(qp& q, uint32_t psn, bool ack_req, const sc_time& ready) {
-    if (!ack_req) return;
-    if (ack_coalesce <= 1 || ++q.rsp.acks_owed >= ack_coalesce) {
+    // CC: a request with FECN is acknowledged at once, whether it asked or not (Linux hfi1
+    // sends the ACK carrying BECN without coalescing it).
+    if (!ack_req && !q.rsp.becn_owed) return;
+    if (q.rsp.becn_owed || ack_coalesce <= 1 || ++q.rsp.acks_owed >= ack_coalesce) {
         respond(q, wire::aeth_ack(31), psn, ready);
         return;
     }
@@ -339,6 +342,7 @@ void transport_engine::send_ack(qp& q, uint8_t syndrome, uint32_t psn, const sc_
     h.l.dlid = q.rsp.slid ? q.rsp.slid : q.dlid;
     h.a.syndrome = syndrome;
     h.a.msn = q.rsp.msn & PSN_MASK;
+    h.b.becn = cc_take_becn(q);
     const size_t hdr = wire::encode_headers(h, 0, ack_pkt_->bytes);
     port_->transmit(ack_pkt_, uint32_t(hdr), ready);
     if (wire::aeth_type_of(syndrome) == wire::aeth_type::ack) ++acks_sent;
@@ -815,6 +819,7 @@ void transport_engine::send_response(qp& q) {
         h.a.syndrome = wire::aeth_ack(31);
         h.a.msn = j.msn;
         h.aae.orig_data = j.orig;
+        h.b.becn = cc_take_becn(q);
         const size_t hdr = wire::encode_headers(h, 0, resp_pkt_->bytes);
         const sc_time sent = port_->transmit(resp_pkt_, uint32_t(hdr), delay);
         if (probe_) probe_->mark(path_probe::resp_sent, sim_now() + sent);
@@ -834,6 +839,7 @@ void transport_engine::send_response(qp& q) {
     h.l.dlid = q.rsp.slid ? q.rsp.slid : q.dlid;
     h.a.syndrome = wire::aeth_ack(31);
     h.a.msn = j.msn;
+    h.b.becn = cc_take_becn(q);
     const size_t hdr = wire::encode_headers(h, n, resp_pkt_->bytes);
     sc_time ready = delay;
     if (n) {

@@ -62,6 +62,7 @@ fabric::fabric(sc_module_name name)
                      {0, 1e9}) {
     // The graph, its LIDs and its routes: everything that can be wrong fails here, before
     // any node is built.
+    cc = cc_keys.config();
     std::string kind = topology.get();
     const unsigned radix = switch_config.radix;
     if (kind == "auto")
@@ -127,7 +128,8 @@ fabric::fabric(sc_module_name name)
         switch_index_[s] = int(switches.size());
         // One switch keeps today's name (counters fabric.switch.*); a fabric of them their own.
         const std::string n = sws.size() == 1 ? "switch" : graph.nodes[s].desc;
-        switches.push_back(std::make_unique<ib_switch>(n.c_str(), graph.nodes[s].ports(), switch_config));
+        switches.push_back(
+            std::make_unique<ib_switch>(n.c_str(), graph.nodes[s].ports(), switch_config, &cc));
         agents.push_back(std::make_unique<switch_sma>(*switches.back(), graph.nodes[s].lid,
                                                       graph.nodes[s].guid, ns_time(sma_process_ns.get())));
         switches.back()->attach_agent(agents.back().get(), graph.nodes[s].lid);
@@ -139,7 +141,7 @@ fabric::fabric(sc_module_name name)
 machine::machine() {
     const topology& g = net.graph;
     for (unsigned i = 0; i < g.hosts(); ++i) {
-        hosts.push_back(std::make_unique<node>(("node" + std::to_string(i)).c_str(), i));
+        hosts.push_back(std::make_unique<node>(("node" + std::to_string(i)).c_str(), i, &net.cc));
         hosts.back()->set_lmc(uint8_t(net.lmc.get()));  // LMC-aligned base LIDs, as the SM assigns
     }
     mcast_members_.resize(0xFFFF - 0xC000);

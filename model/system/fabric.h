@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "model/core/cc_config.h"
 #include "model/core/param.h"
+#include "model/fabric/cc_params.h"
 #include "model/fabric/ib_switch.h"
 #include "model/fabric/routing.h"
 #include "model/fabric/subnet_manager.h"
@@ -33,6 +35,8 @@ public:
     param<bool> subnet_manager;    ///< attach the subnet manager's endport to the first switch
     param<double> sma_process_ns;  ///< fabric.switch.sma_process_ns: a switch agent's time per SMP
     switch_params switch_config;   ///< fabric.switch.*: every switch's parameters
+    cc_params cc_keys;             ///< fabric.cc.*: congestion control
+    cc_config cc;                  ///< cc_keys, validated: every switch and HCA is built with it
 
     hcasim::topology graph;                            ///< the fabric's graph, with the LIDs the SM assigned
     routing_tables routes;                             ///< the forwarding tables the SM programs

@@ -2,12 +2,12 @@
 
 namespace hcasim {
 
-node::node(const sc_core::sc_module_name& name, unsigned index)
+node::node(const sc_core::sc_module_name& name, unsigned index, const cc_config* cc)
     : sc_module(name),
       memory("memory"),
       cpu("cpu", memory),
       pcie("pcie"),
-      adapter("hca", index),
+      adapter("hca", index, cc),
       cable("link"),
       index_(index) {
     cpu.mem.bind(memory.cpu);

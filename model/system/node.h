@@ -18,7 +18,8 @@ public:
     hca adapter;
     link cable;  ///< this node's transmit direction; its speed/width are the port's capability
 
-    node(const sc_core::sc_module_name& name, unsigned index);
+    /// `cc`: the fabric's congestion control settings for the HCA (nullptr: off).
+    node(const sc_core::sc_module_name& name, unsigned index, const cc_config* cc = nullptr);
 
     unsigned index() const { return index_; }
     /// Base LID of this node's port: (index + 1) * 2^LMC (fabric.lmc), index + 1 with LMC 0.

@@ -101,8 +101,9 @@ std::vector<std::pair<std::string, uint64_t>> congestion_tree(size_t top) {
 }
 
 /// Congestion control activity (IBA Annex A10): FECN marked, BECN received, CCTI, summed per
-/// counter name over the instances (counters named *fecn*, *becn*, *ccti*). Empty while the
-/// model has no congestion control: that work adds the counters, this reports them.
+/// counter name over the instances (counters named *fecn*, *becn*, *ccti*; one named *max* is
+/// the highest instance's value instead). Empty with congestion control off: its counters exist
+/// only when fabric.cc.enable is set.
 std::vector<std::pair<std::string, uint64_t>> cc_activity() {
     std::vector<std::pair<std::string, uint64_t>> v;
     for (const counter* c : stats_registry::instance().counters()) {
@@ -118,6 +119,8 @@ std::vector<std::pair<std::string, uint64_t>> cc_activity() {
         auto it = std::find_if(v.begin(), v.end(), [&](const auto& e) { return e.first == name; });
         if (it == v.end())
             v.push_back({name, c->value()});
+        else if (lower.find("max") != std::string::npos)
+            it->second = std::max(it->second, c->value());
         else
             it->second += c->value();
     }
