@@ -103,7 +103,7 @@ fi
 read -r wall rss < "$tmp/time"
 echo "  1,024 nodes: permutation 4 KiB, --iters 114 (1,024 flows; about 1 ms: the slowest flows share links)"
 grep -E '^ simulated time|^ permutation:|^ speed: [0-9]' "$tmp/ft.txt" | sed 's/^ /  /'
-echo "  wall_s             $wall (build, setup and traffic)"
+echo "  wall_s             $wall (build, setup, traffic and exit: the exit alone takes minutes, docs/calibration.md)"
 echo "  max RSS            ${rss} KiB, $((rss / 1024)) KiB per node"
 
 echo "== RTL co-simulation (issue 8): 64 B WRITEs, 200000, each node's P_Key checker as TLM, RTL, both"
