@@ -102,7 +102,7 @@ fi
     --speed > "$tmp/ft.txt"
 read -r wall rss < "$tmp/time"
 echo "  1,024 nodes: permutation 4 KiB, --iters 114 (1,024 flows; about 1 ms: the slowest flows share links)"
-grep -E '^ simulated time|^ permutation:|^ speed: [0-9]' "$tmp/ft.txt" | sed 's/^ /  /'
+grep -E '^ simulated time|^ permutation:|^ speed: ([0-9]|max RSS)' "$tmp/ft.txt" | sed 's/^ /  /'
 echo "  wall_s             $wall (build, setup, traffic and exit: the exit alone takes minutes, docs/calibration.md)"
 echo "  max RSS            ${rss} KiB, $((rss / 1024)) KiB per node"
 
