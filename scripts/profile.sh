@@ -10,6 +10,8 @@
 # Usage: scripts/profile.sh [--bin PATH] [--top K] [hcasim arguments...]
 #   default arguments: --workload write_bw --size 4096 --iters 20000
 #   e.g. scripts/profile.sh --workload write_bw --size 64 --iters 20000
+#        scripts/profile.sh --workload alltoall --size 4K --iters 20 --set fabric.topology=fat_tree \
+#            --set fabric.nodes=64 --set fabric.switch.radix=16   (any hcasim arguments pass through)
 # The binary should carry symbols for readable function names: configure the build with
 # -DCMAKE_CXX_FLAGS=-g (same code as without it). Needs valgrind (callgrind_annotate).
 set -euo pipefail
