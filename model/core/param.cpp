@@ -287,14 +287,28 @@ std::optional<std::string> broker::lookup(const std::string& full, std::string* 
     return hit->value;
 }
 
-void broker::declare(param_base* p) { params_.push_back(p); }
+void broker::declare(param_base* p) {
+    where_[p] = params_.size();
+    params_.push_back(p);
+}
 
 void broker::undeclare(param_base* p) {
-    for (auto it = params_.begin(); it != params_.end(); ++it)
-        if (*it == p) {
-            params_.erase(it);
-            return;
+    const auto it = where_.find(p);
+    if (it == where_.end()) return;
+    params_[it->second] = nullptr;
+    where_.erase(it);
+    if (++holes_ > params_.size() / 2) compact();
+}
+
+void broker::compact() const {
+    size_t n = 0;
+    for (param_base* p : params_)
+        if (p) {
+            where_[p] = n;
+            params_[n++] = p;
         }
+    params_.resize(n);
+    holes_ = 0;
 }
 
 void broker::check_unused() const {
@@ -311,7 +325,7 @@ void broker::check_unused() const {
             }
             std::set<std::string> candidates;
             const std::string tail = "." + rest;
-            for (const param_base* p : params_) {
+            for (const param_base* p : params()) {
                 const std::string g = p->generic_key();
                 if (g.size() > tail.size() && g.compare(g.size() - tail.size(), tail.size(), tail) == 0)
                     candidates.insert(prefix + g);
@@ -333,7 +347,7 @@ void broker::check_unused() const {
 
 std::vector<param_info> broker::help() const {
     std::map<std::string, param_info> by_key;  // sorted by generic key, first declaration wins
-    for (const param_base* p : params_) by_key.emplace(p->generic_key(), p->info());
+    for (const param_base* p : params()) by_key.emplace(p->generic_key(), p->info());
     std::vector<param_info> out;
     out.reserve(by_key.size());
     for (auto& kv : by_key) out.push_back(kv.second);
@@ -343,6 +357,8 @@ std::vector<param_info> broker::help() const {
 void broker::reset() {
     entries_.clear();
     params_.clear();
+    where_.clear();
+    holes_ = 0;
     log_settings::instance().reset();
 }
 

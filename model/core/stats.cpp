@@ -10,19 +10,33 @@ stats_registry& stats_registry::instance() {
     return r;
 }
 
-void stats_registry::declare(counter* c) { counters_.push_back(c); }
+void stats_registry::declare(counter* c) {
+    where_[c] = counters_.size();
+    counters_.push_back(c);
+}
 
 void stats_registry::undeclare(counter* c) {
-    for (auto it = counters_.begin(); it != counters_.end(); ++it)
-        if (*it == c) {
-            counters_.erase(it);
-            return;
+    const auto it = where_.find(c);
+    if (it == where_.end()) return;
+    counters_[it->second] = nullptr;
+    where_.erase(it);
+    if (++holes_ > counters_.size() / 2) compact();
+}
+
+void stats_registry::compact() const {
+    size_t n = 0;
+    for (counter* c : counters_)
+        if (c) {
+            where_[c] = n;
+            counters_[n++] = c;
         }
+    counters_.resize(n);
+    holes_ = 0;
 }
 
 uint64_t stats_registry::sum(const std::string& suffix) const {
     uint64_t total = 0;
-    for (const counter* c : counters_) {
+    for (const counter* c : counters()) {
         const std::string& k = c->key();
         const bool match =
             k == suffix || (k.size() > suffix.size() && k[k.size() - suffix.size() - 1] == '.' &&
@@ -33,7 +47,7 @@ uint64_t stats_registry::sum(const std::string& suffix) const {
 }
 
 const counter* stats_registry::find(const std::string& key) const {
-    for (const counter* c : counters_)
+    for (const counter* c : counters())
         if (c->key() == key) return c;
     return nullptr;
 }
