@@ -287,29 +287,9 @@ std::optional<std::string> broker::lookup(const std::string& full, std::string* 
     return hit->value;
 }
 
-void broker::declare(param_base* p) {
-    where_[p] = params_.size();
-    params_.push_back(p);
-}
+void broker::declare(param_base* p) { params_.add(p); }
 
-void broker::undeclare(param_base* p) {
-    const auto it = where_.find(p);
-    if (it == where_.end()) return;
-    params_[it->second] = nullptr;
-    where_.erase(it);
-    if (++holes_ > params_.size() / 2) compact();
-}
-
-void broker::compact() const {
-    size_t n = 0;
-    for (param_base* p : params_)
-        if (p) {
-            where_[p] = n;
-            params_[n++] = p;
-        }
-    params_.resize(n);
-    holes_ = 0;
-}
+void broker::undeclare(param_base* p) { params_.remove(p); }
 
 void broker::check_unused() const {
     for (const auto& e : entries_)
@@ -357,8 +337,6 @@ std::vector<param_info> broker::help() const {
 void broker::reset() {
     entries_.clear();
     params_.clear();
-    where_.clear();
-    holes_ = 0;
     log_settings::instance().reset();
 }
 

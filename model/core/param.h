@@ -14,8 +14,9 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
-#include <unordered_map>
 #include <vector>
+
+#include "model/core/registry.h"
 
 namespace hcasim {
 
@@ -81,10 +82,7 @@ public:
     /// "config" object of the stats JSON.
     void declare(param_base* p);
     void undeclare(param_base* p);
-    const std::vector<param_base*>& params() const {
-        if (holes_) compact();
-        return params_;
-    }
+    const std::vector<param_base*>& params() const { return params_.items(); }
 
     /// Throws config_error for the first key set but never consumed by a param:
     /// "unknown configuration key 'x' (file.ini:12)"; then the same for --log patterns
@@ -101,11 +99,7 @@ private:
         mutable bool used = false;
     };
     std::vector<entry> entries_;
-    /// Undeclared params' slots are nulled, not erased (destroying a big machine stays linear).
-    void compact() const;
-    mutable std::vector<param_base*> params_;
-    mutable std::unordered_map<const param_base*, size_t> where_;  // param -> its slot
-    mutable size_t holes_ = 0;
+    slot_registry<param_base> params_;
 };
 
 /// Untyped part of a param.

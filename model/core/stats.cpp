@@ -10,29 +10,9 @@ stats_registry& stats_registry::instance() {
     return r;
 }
 
-void stats_registry::declare(counter* c) {
-    where_[c] = counters_.size();
-    counters_.push_back(c);
-}
+void stats_registry::declare(counter* c) { counters_.add(c); }
 
-void stats_registry::undeclare(counter* c) {
-    const auto it = where_.find(c);
-    if (it == where_.end()) return;
-    counters_[it->second] = nullptr;
-    where_.erase(it);
-    if (++holes_ > counters_.size() / 2) compact();
-}
-
-void stats_registry::compact() const {
-    size_t n = 0;
-    for (counter* c : counters_)
-        if (c) {
-            where_[c] = n;
-            counters_[n++] = c;
-        }
-    counters_.resize(n);
-    holes_ = 0;
-}
+void stats_registry::undeclare(counter* c) { counters_.remove(c); }
 
 uint64_t stats_registry::sum(const std::string& suffix) const {
     uint64_t total = 0;

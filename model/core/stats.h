@@ -3,8 +3,9 @@
 #pragma once
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
+
+#include "model/core/registry.h"
 
 namespace hcasim {
 
@@ -17,22 +18,14 @@ public:
     void declare(counter* c);
     void undeclare(counter* c);
     /// All counters, in declaration order (deterministic).
-    const std::vector<counter*>& counters() const {
-        if (holes_) compact();
-        return counters_;
-    }
+    const std::vector<counter*>& counters() const { return counters_.items(); }
     /// Sum of every counter whose key ends with `.suffix` (e.g. "port.tx_packets").
     uint64_t sum(const std::string& suffix) const;
     /// The counter with this exact key, or nullptr.
     const counter* find(const std::string& key) const;
 
 private:
-    /// Drops the slots of undeclared counters (they are nulled, not erased, so that destroying a
-    /// machine of a thousand nodes is linear, not quadratic).
-    void compact() const;
-    mutable std::vector<counter*> counters_;
-    mutable std::unordered_map<const counter*, size_t> where_;  // counter -> its slot
-    mutable size_t holes_ = 0;
+    slot_registry<counter> counters_;
 };
 
 class counter {
