@@ -13,6 +13,9 @@
 
 #include "testbench/tests/hcasim_run.h"
 
+// Linked with the model (SystemC) for hcasim_run.h; the tests run the hcasim binary.
+extern "C" int sc_main(int, char*[]) { return 0; }
+
 namespace {
 
 using hcasim::test::result;

@@ -8,6 +8,9 @@
 
 #include "testbench/tests/hcasim_run.h"
 
+// Linked with the model (SystemC) for hcasim_run.h; the tests run the hcasim binary.
+extern "C" int sc_main(int, char*[]) { return 0; }
+
 TEST(HcasimLinkLayer, a_one_packet_receive_buffer_sends_one_packet_per_credit_round_trip) {
     nlohmann::json stats;
     const hcasim::test::result r = hcasim::test::run_hcasim_stats(
