@@ -69,6 +69,14 @@ struct frame {
     size_t payload_len = 0;
 };
 
+/// The frames of a capture that went in direction `dir` (0: what the node sent), in order.
+std::vector<const frame*> in_direction(const std::vector<frame>& frames, unsigned dir) {
+    std::vector<const frame*> v;
+    for (const frame& f : frames)
+        if (f.dir == dir) v.push_back(&f);
+    return v;
+}
+
 /// Reads a capture, checking the pcap and ERF framing, the time order and every packet's CRCs.
 std::vector<frame> read_capture(const std::string& path) {
     std::vector<frame> frames;
@@ -419,11 +427,7 @@ TEST(HcasimPcap, switch_topology_has_one_file_per_cable) {
     EXPECT_EQ(problems(dir + "/link1.pcap", ""), "");
     expect_same_decoding(dir + "/link1.pcap", c1, tshark_fields(dir + "/link1.pcap"));
     // What node0 sends on its cable the switch sends on node1's, unchanged and later.
-    std::vector<const frame*> from0, to1;
-    for (const frame& f : c0)
-        if (f.dir == 0) from0.push_back(&f);
-    for (const frame& f : c1)
-        if (f.dir == 1) to1.push_back(&f);
+    const std::vector<const frame*> from0 = in_direction(c0, 0), to1 = in_direction(c1, 1);
     ASSERT_EQ(from0.size(), 10u);
     ASSERT_EQ(to1.size(), from0.size());
     for (size_t i = 0; i < from0.size(); ++i) {
@@ -446,13 +450,9 @@ TEST(HcasimPcap, C10_118_switches_never_alter_a_packets_pkey) {
         dir);
     ASSERT_FALSE(j.is_null());
     EXPECT_EQ(j["counters"]["fabric.spine0.forwarded"], 20u) << "10 WRITEs and 10 ACKs cross the spine";
-    std::vector<const frame*> from0, to1;
     const std::vector<frame> c0 = read_capture(dir + "/link0.pcap");
     const std::vector<frame> c1 = read_capture(dir + "/link1.pcap");
-    for (const frame& f : c0)
-        if (f.dir == 0) from0.push_back(&f);
-    for (const frame& f : c1)
-        if (f.dir == 1) to1.push_back(&f);
+    const std::vector<const frame*> from0 = in_direction(c0, 0), to1 = in_direction(c1, 1);
     ASSERT_EQ(from0.size(), 10u);
     ASSERT_EQ(to1.size(), from0.size());
     for (size_t i = 0; i < from0.size(); ++i) {
