@@ -64,6 +64,7 @@ struct ib_switch::queued {
     uint8_t sl = 0;
     uint8_t out = 0;      // unicast: output port index; multicast: unused
     uint16_t copies = 0;  // outputs still to send it
+    sc_time gone;         // multicast: when the copies sent so far have left
 };
 
 ib_switch::out_port::out_port(const std::string& prefix)
@@ -334,6 +335,7 @@ void ib_switch::post_head(unsigned i, unsigned v, const sc_time& after) {
         ++q.copies;
     };
     q.copies = 0;
+    q.gone = SC_ZERO_TIME;
     if (q.dlid >= 0xC000 && q.dlid != 0xFFFF) {
         // Multicast: a copy to every member port but the input (the sender's own HCA delivers
         // to its attached QPs itself), on the members at the time it heads its buffer.
@@ -360,7 +362,10 @@ void ib_switch::add_request(unsigned o, const request& r) {
     std::deque<request>& d = ports_[o]->req[r.vl];
     d.push_back(r);
     if (cc_ && r.vl != VL15) ports_[o]->req_bytes[r.vl] += inputs_[r.in].vl[r.in_vl].front()->len;
-    for (size_t k = d.size() - 1; k > 0 && d[k - 1].ready > r.ready; --k) std::swap(d[k - 1], d[k]);
+    auto after = [](const request& a, const request& b) {
+        return a.ready != b.ready ? a.ready > b.ready : a.in != b.in ? a.in > b.in : a.in_vl > b.in_vl;
+    };
+    for (size_t k = d.size() - 1; k > 0 && after(d[k - 1], r); --k) std::swap(d[k - 1], d[k]);
     ports_[o]->req_mask |= 1u << r.vl;
     active_[o / 64] |= uint64_t(1) << (o % 64);
     const sc_time now = sc_time_stamp();
@@ -483,6 +488,7 @@ void ib_switch::send(unsigned oi, unsigned v, const sc_time& now) {
     set_crc_state(gp_, q.crc);
     sc_time delay = end - now + o.propagation;
     const bool last_copy = --q.copies == 0;
+    if (end > q.gone) q.gone = end;               // the buffer is free when every copy has left
     handoff_->pkt = last_copy ? q.pkt : nullptr;  // the last copy may go in its buffer
     o.faults.carry(gp_, delay, *out[unsigned(o.sock)]);
     if (last_copy) q.pkt = handoff_->pkt;  // the receiver's free buffer if it took this one
@@ -492,9 +498,9 @@ void ib_switch::send(unsigned oi, unsigned v, const sc_time& now) {
     // The packet has left the input buffer once its last bit is out: credit goes back.
     in.vl[r.in_vl].pop_front();
     --held_;
-    if (r.in_vl != VL15 && in.upstream) in.upstream->restore(r.in_vl, q.blocks, end + in.credit_delay);
+    if (r.in_vl != VL15 && in.upstream) in.upstream->restore(r.in_vl, q.blocks, q.gone + in.credit_delay);
     free_.push_back(&q);
-    if (!in.vl[r.in_vl].empty()) post_head(r.in, r.in_vl, end);
+    if (!in.vl[r.in_vl].empty()) post_head(r.in, r.in_vl, q.gone);
 }
 
 void ib_switch::cc_mark(unsigned oi, unsigned v, packet& pkt, uint32_t len, crc_state crc, bool victim) {

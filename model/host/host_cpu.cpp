@@ -29,7 +29,29 @@ host_cpu::host_cpu(const sc_module_name& name, host_memory& memory)
       mmio_writes("mmio_writes", "posted MMIO writes issued"),
       mmio_reads("mmio_reads", "MMIO reads issued"),
       waits("waits", "times software slept on a watched address"),
-      memory_(memory) {}
+      memory_(memory) {
+    SC_METHOD(tick_method);
+    sensitive << tick_;
+    dont_initialize();
+}
+
+void host_cpu::arm_tick(const sc_time& t) {
+    const sc_time now = sim_now();
+    if (tick_at_ > now && tick_at_ <= t) return;  // armed for then or earlier
+    tick_.notify(t - now);
+    tick_at_ = t;
+}
+
+void host_cpu::tick_method() {
+    const sc_time now = sim_now();
+    sc_time next = SC_ZERO_TIME;
+    for (const waiter& w : waiters_)
+        if (w.deadline <= now)
+            w.ev->notify();  // the waiter runs in this evaluation phase, as at a timeout
+        else if (next == SC_ZERO_TIME || w.deadline < next)
+            next = w.deadline;
+    if (next != SC_ZERO_TIME) arm_tick(next);
+}
 
 // CPU loads and stores are coherent with DMA and take no simulated time themselves: their
 // cost is charged through cpu_cost() by the software that knows what it is doing.
@@ -139,25 +161,19 @@ bool host_cpu::wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) {
     if (timeout_ns == 0) {
         wait(ev);
     } else {
-        // The timeout is waited for in growing steps (10 us, 20 us, 40 us, ...) up to the
-        // deadline rather than in one: the kernel keeps a cancelled timed notification in its
-        // event queue until its time comes, so a long timeout (seconds) cut short by the write,
-        // which is the usual case, would leave one dead entry per call for the rest of the run
-        // and slow every later event. A step cut short leaves one that expires soon. Between
-        // steps the process only looks whether the write came (in this very delta cycle too:
-        // triggered()) and waits again, so it still wakes when the write comes or at the deadline.
+        // The deadline is kept in waiters_ (tick_method wakes the waiter then), not as a
+        // timeout of this wait: see waiters_.
         const sc_time start = sim_now();
         const sc_time timeout(double(timeout_ns), SC_NS);
-        const sc_time deadline = start + timeout;
-        sc_time step = ns_time(10000.0);
-        for (;;) {
-            const sc_time now = sim_now();
-            const sc_time until = deadline - now < step ? deadline : now + step;
-            wait(until - now, ev);
-            if (sim_now() < until || ev.triggered() || until == deadline)
-                break;  // the write came, or the deadline
-            step += step;
-        }
+        waiters_.push_back(waiter{&ev, start + timeout});
+        arm_tick(start + timeout);
+        wait(ev);
+        for (size_t i = 0; i < waiters_.size(); ++i)
+            if (waiters_[i].ev == &ev) {
+                waiters_[i] = waiters_.back();
+                waiters_.pop_back();
+                break;
+            }
         woke = sim_now() - start < timeout;
     }
     memory_.unwatch(h);

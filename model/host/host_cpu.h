@@ -30,6 +30,7 @@ public:
 
     counter mmio_writes, mmio_reads, waits;
 
+    SC_HAS_PROCESS(host_cpu);
     /// `memory` is the coherent memory whose writes wake spinning software (watches).
     host_cpu(const sc_core::sc_module_name& name, host_memory& memory);
 
@@ -52,6 +53,18 @@ private:
     sc_core::sc_time deferred_;  // cpu_cost_deferred charges not yet waited for
     host_memory& memory_;
     sc_core::sc_event watch_ev_;
+    // wait_write's timeouts, without a timed notification per wait (the kernel keeps a
+    // cancelled one queued until its time, and most waits end by their write): the waiters
+    // with a deadline, and one event armed at the earliest (tick_at_) that wakes those due.
+    struct waiter {
+        sc_core::sc_event* ev;
+        sc_core::sc_time deadline;
+    };
+    std::vector<waiter> waiters_;
+    sc_core::sc_event tick_;
+    sc_core::sc_time tick_at_;  // tick_ is armed for this time if it lies ahead
+    void tick_method();
+    void arm_tick(const sc_core::sc_time& t);
     tlm::tlm_generic_payload mmio_gp_;  // mmio_write's payload, while no store is in flight
     bool mmio_gp_busy_ = false;
 };

@@ -51,7 +51,7 @@ host_memory::host_memory(const sc_module_name& name)
     cpu.register_b_transport(this, &host_memory::b_transport);
     dma.register_b_transport(this, &host_memory::dma_b_transport);
     SC_METHOD(landing_method);
-    sensitive << landing_ev_;
+    sensitive << landing_ev_ << backstop_ev_;
     dont_initialize();
 }
 
@@ -226,7 +226,7 @@ void host_memory::post(uint64_t addr, const uint8_t* src, uint32_t len, const sc
     if (posted_at(i).timed) {
         ++posted_timed_;
         arm_landing();
-    } else if (!landing_armed_) {
+    } else if (!backstop_armed_) {
         arm_landing();
     }
 }
@@ -333,25 +333,29 @@ void host_memory::arm_landing() {
     // A timed write lands at its time. Untimed ones land at the next access; a backstop event
     // some time after the oldest lands them if no access comes (so that they are in memory
     // when the simulation runs out of events, and the ring stays short).
-    sc_time t;
+    const sc_time& now = sim_now();
     if (posted_timed_) {
         size_t i = 0;
         while (posted_at(i).done || !posted_at(i).timed) ++i;
-        t = posted_at(i).at;
-    } else if (posted_count_) {
-        t = posted_[posted_head_].at + sc_time(backstop_ns, SC_NS);
-    } else {
-        return;
+        const sc_time& t = posted_at(i).at;
+        if (!landing_armed_ || t < landing_armed_at_) {  // else it fires first; arms again then
+            landing_ev_.notify(t > now ? t - now : SC_ZERO_TIME);
+            landing_armed_ = true;
+            landing_armed_at_ = t;
+        }
     }
-    if (landing_armed_ && landing_armed_at_ <= t) return;  // fires first; arms again then
-    const sc_time& now = sim_now();
-    landing_ev_.notify(t > now ? t - now : SC_ZERO_TIME);
-    landing_armed_ = true;
-    landing_armed_at_ = t;
+    if (posted_count_ && !backstop_armed_) {
+        const sc_time t = posted_[posted_head_].at + sc_time(backstop_ns, SC_NS);
+        backstop_ev_.notify(t > now ? t - now : SC_ZERO_TIME);
+        backstop_armed_ = true;
+        backstop_at_ = t;
+    }
 }
 
 void host_memory::landing_method() {
-    landing_armed_ = false;
+    const sc_time& now = sim_now();
+    if (landing_armed_ && landing_armed_at_ <= now) landing_armed_ = false;
+    if (backstop_armed_ && backstop_at_ <= now) backstop_armed_ = false;
     land_due();
     arm_landing();
 }

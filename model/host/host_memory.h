@@ -146,9 +146,13 @@ private:
     std::vector<posted_write> posted_ = std::vector<posted_write>(16);  // power of two
     size_t posted_head_ = 0, posted_count_ = 0, posted_timed_ = 0;
     bool eager_ = false;  // shared memory or a DMI pointer out: every posted write is timed
-    sc_core::sc_event landing_ev_;
+    // Two events, so that neither is cancelled in the usual course (the kernel keeps a
+    // cancelled timed notification in its queue until its time): landing_ev_ at the earliest
+    // timed write, backstop_ev_ some time after the oldest write, armed again when it fires.
+    sc_core::sc_event landing_ev_, backstop_ev_;
     sc_core::sc_time landing_armed_at_;  // when landing_ev_ fires, if landing_armed_
-    bool landing_armed_ = false;
+    sc_core::sc_time backstop_at_;       // when backstop_ev_ fires, if backstop_armed_
+    bool landing_armed_ = false, backstop_armed_ = false;
     /// Pending writes per 4 KiB page, counted exactly in an open-addressing table (linear
     /// probing, backward-shift deletion, doubling at half full): a DMA read whose pages count
     /// none overlaps no pending write and need not scan them. (A hashed counting filter let
