@@ -1,8 +1,9 @@
 // Congestion control (IBA Annex A10, fabric.cc.*) through the hcasim CLI: in the hotspot
-// workload it lifts the victim flows' throughput (RC: BECN in ACKs; UD: CNPs), its counters
-// add up along the loop (marked = received, BECNs sent = acted on), a CCT entry at CCTI_Min
-// spaces a stream by exactly the injection delay it asks for, it is off by default with no CC
-// counters at all, and bad fabric.cc.* values exit 2 naming the key.
+// workload it lifts the victim flows' throughput on one switch (RC: BECN in ACKs; UD: CNPs)
+// and on a two-level fat tree, its counters add up along the loop (marked = received, BECNs
+// sent = acted on), a CCT entry at CCTI_Min spaces a stream by exactly the injection delay it
+// asks for, it is off by default with no CC counters at all, and bad fabric.cc.* values exit
+// 2 naming the key.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -112,12 +113,13 @@ TEST(HcasimCongestionControl, answers_fecn_on_ud_with_a_cnp_per_marked_packet_an
 TEST(HcasimCongestionControl, lifts_the_victim_flows_throughput_in_the_hotspot_workload_on_a_fat_tree) {
     // 16 nodes under 4 leaves of radix-8 switches (4 down, 4 up) and 4 spines; min-hop takes
     // LIDs 1, 5, 9, 13 (node0, 4, 8, 12) through spine0, so every leaf's uplink to spine0
-    // carries the remote hot packets. The root is leaf0's port to node0: at most 4 inputs feed
-    // it (node1..3 and spine0), so at most 3 other 4 KiB heads wait there (12 KiB): Threshold 14
-    // (more than 8 KiB) marks, 12 (more than 16 KiB) never does. 300 messages per flow: each
-    // hot QP's CCTI needs about 100 us to climb to the rate its share of node0 allows.
+    // carries the remote hot packets. The root is leaf0's port to node0: 4 inputs feed it
+    // (node1..3 and spine0), so at most 3 other 4 KiB heads wait there (12 KiB): Threshold 14
+    // (more than 8 KiB) marks, 12 (more than 16 KiB) never does. 1000 messages per flow: the
+    // first few hundred microseconds go into raising the hot flows' CCTIs (over 300 messages
+    // the victims' gain is x1.47, docs/fabric.md).
     const std::string tree =
-        "--workload hotspot --size 4K --iters 300 --set fabric.nodes=16 "
+        "--workload hotspot --size 4K --iters 1000 --set fabric.nodes=16 "
         "--set fabric.topology=fat_tree --set fabric.switch.radix=8";
     const std::string cc = " --set fabric.cc.enable=true --set fabric.cc.ccti_increase=4";
     const json off = stats_of(tree);
@@ -127,26 +129,26 @@ TEST(HcasimCongestionControl, lifts_the_victim_flows_throughput_in_the_hotspot_w
     const json& f0 = off["results"][0]["fabric"];
     const json& f1 = on["results"][0]["fabric"];
     for (const json* f : {&f0, &f1}) {
-        EXPECT_EQ((*f)["messages"], 30 * 300);
+        EXPECT_EQ((*f)["messages"], 30 * 1000);
         EXPECT_EQ((*f)["dropped"], 0);
     }
     const double before = victim_mean_gbps(f0, 15), after = victim_mean_gbps(f1, 15);
-    // Measured: 16.00 Gb/s without, 23.50 with (x1.47).
-    EXPECT_GT(after, 1.3 * before) << "victims " << before << " -> " << after << " Gb/s";
-    // Each victim whose path avoids the tree gains (measured x1.34 to x1.72). node7->node8 and
-    // node11->node12 climb their leaf's uplink to spine0 behind the hot packets and are marked
-    // there with them: they share the tree's branch, and CC does not lift them.
+    // Measured: 16.28 Gb/s without, 36.85 with (x2.26; 35.68 with no hot traffic at all).
+    EXPECT_GT(after, 1.8 * before) << "victims " << before << " -> " << after << " Gb/s";
+    // No victim loses. Each one whose path avoids the tree gains at least x1.4 (measured x1.55
+    // to x2.99); node7->node8 and node11->node12 climb their leaf's uplink to spine0 behind
+    // the hot packets and are marked there with them (measured x1.15, x1.17).
     auto gbps = [](const json& fabric, int src) {
         for (const json& f : fabric["flows"])
             if (f.value("victim", false) && f["src"] == src) return f["gbps"].get<double>();
         return 0.0;
     };
     for (int src = 1; src <= 15; ++src) {
-        if (src == 7 || src == 11) continue;
-        EXPECT_GT(gbps(f1, src), 1.2 * gbps(f0, src)) << "victim flow from node" << src;
+        const double gain = (src == 7 || src == 11) ? 1.0 : 1.4;
+        EXPECT_GT(gbps(f1, src), gain * gbps(f0, src)) << "victim flow from node" << src;
     }
-    // The root (leaf0) and its branch (spine0) mark; a packet may be marked at both, so a
-    // destination sees at most as many FECNs as were set; every BECN is acted on.
+    // The root (leaf0) and its branch (spine0) mark; a packet may be marked at both, so the
+    // destinations see at most as many FECNs as were set; every BECN is acted on.
     EXPECT_GT(on["counters"]["fabric.leaf0.fecn_marked"].get<uint64_t>(), 0u);
     EXPECT_GT(on["counters"]["fabric.spine0.fecn_marked"].get<uint64_t>(), 0u);
     EXPECT_LE(counter_sum(on, "fecn_received"), counter_sum(on, "fecn_marked"));
