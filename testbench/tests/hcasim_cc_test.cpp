@@ -147,11 +147,20 @@ TEST(HcasimCongestionControl, lifts_the_victim_flows_throughput_in_the_hotspot_w
         const double gain = (src == 7 || src == 11) ? 1.0 : 1.4;
         EXPECT_GT(gbps(f1, src), gain * gbps(f0, src)) << "victim flow from node" << src;
     }
-    // The root (leaf0) and its branch (spine0) mark; a packet may be marked at both, so the
-    // destinations see at most as many FECNs as were set; every BECN is acted on.
-    EXPECT_GT(on["counters"]["fabric.leaf0.fecn_marked"].get<uint64_t>(), 0u);
-    EXPECT_GT(on["counters"]["fabric.spine0.fecn_marked"].get<uint64_t>(), 0u);
-    EXPECT_LE(counter_sum(on, "fecn_received"), counter_sum(on, "fecn_marked"));
+    // Most marks are set on the tree: the root (leaf0 port 1), its branch (spine0 port 1) and
+    // the leaves' uplinks to spine0 (measured 5,770 of 6,074). A packet may be marked at more
+    // than one of them, so the destinations see at most as many FECNs as were set.
+    const json& c = on["counters"];
+    auto marked = [&](const std::string& port) {
+        return c.value("fabric." + port + ".fecn_marked", uint64_t(0));
+    };
+    const uint64_t all = counter_sum(on, "fecn_marked");
+    EXPECT_GT(marked("leaf0.out0"), 0u);
+    EXPECT_GT(marked("spine0.out0"), 0u);
+    const uint64_t tree_marks = marked("leaf0.out0") + marked("spine0.out0") + marked("leaf1.out4") +
+                                marked("leaf2.out4") + marked("leaf3.out4");
+    EXPECT_GT(tree_marks, all * 9 / 10) << tree_marks << " of " << all;
+    EXPECT_LE(counter_sum(on, "fecn_received"), all);
     EXPECT_GT(counter_sum(on, "becn_sent"), 0u);
     EXPECT_EQ(counter_sum(on, "becn_sent"), counter_sum(on, "becn_received"));
     // Threshold 12 asks for more than the root's inputs can queue: nothing is marked, and the
