@@ -81,8 +81,12 @@ ib_switch::out_port::out_port(const std::string& prefix)
                   "SMPs dropped: VL15 input buffer full (IBA VL15Dropped)") {}
 
 ib_switch::cc_state::cc_state(const cc_config& c, unsigned ports)
-    : marking(cc_switch_settings::from(c), ports + 1, 16),  // by IBA port number (Victim_Mask's bits)
-      fecn_marked("fecn_marked", "packets this switch sent with FECN set (congestion control)") {}
+    : marking(cc_switch_settings::from(c), ports + 1, 16) {  // by IBA port number (Victim_Mask's bits)
+    for (unsigned i = 0; i < ports; ++i)
+        fecn_marked.push_back(
+            std::make_unique<counter>(("out" + std::to_string(i) + ".fecn_marked").c_str(),
+                                      "packets this output sent with FECN set (congestion control)"));
+}
 
 ib_switch::ib_switch(const sc_module_name& name, unsigned ports, const switch_params& p, const cc_config* cc)
     : sc_module(name),
@@ -510,7 +514,7 @@ void ib_switch::cc_mark(unsigned oi, unsigned v, packet& pkt, uint32_t len, crc_
     if (lnh != unsigned(wire::lnh::iba_local) && lnh != unsigned(wire::lnh::iba_global)) return;  // no BTH
     if (!cc_->marking.decide(oi + 1, v, cc_output_vl{o.req_bytes[v], p_.vl_buffer_bytes, victim}, len))
         return;
-    ++cc_->fecn_marked;
+    ++*cc_->fecn_marked[oi];
     // FECN lies in the BTH byte the ICRC masks: only the VCRC changes. Bytes whose CRCs nobody
     // computed yet (lazy) are sealed later over the marked bytes; bytes of unknown state get a
     // new VCRC only if theirs was right (a corrupted packet stays corrupted).

@@ -166,11 +166,11 @@ private:
         sc_core::sc_time starved_since;
         std::array<uint64_t, 16> req_bytes{};  // CC: bytes of the requests per output VL
     };
-    /// Congestion control, when enabled: the markers and the switch's counter.
+    /// Congestion control, when enabled: the markers and a counter per output.
     struct cc_state {
         cc_state(const cc_config& c, unsigned ports);
         cc_switch_marking marking;
-        counter fecn_marked;
+        std::vector<std::unique_ptr<counter>> fecn_marked;  // out<i>.fecn_marked
     };
 
     void b_transport(int id, tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
