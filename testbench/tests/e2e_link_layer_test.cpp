@@ -137,7 +137,8 @@ struct bench {
         for (const src& s : from) {
             const unsigned dst = s.to < 0 ? to : unsigned(s.to);
             tx.push_back(std::make_unique<stream>(
-                ("stream" + std::to_string(s.node) + "_" + std::to_string(dst)).c_str(),
+                ("stream" + std::to_string(s.node) + "_" + std::to_string(dst) + "_sl" + std::to_string(s.sl))
+                    .c_str(),
                 m->at(s.node).adapter.port0, m->at(s.node).lid(), m->at(dst).lid(), n, s.sl, vl15, payload));
         }
         broker::instance().check_unused();
@@ -288,6 +289,79 @@ SIM_TEST(VlArbitration, the_limit_of_high_priority_lets_a_low_packet_through) {
     std::string pattern;
     for (int k = 0; k < 50; ++k) pattern += "110";
     EXPECT_EQ(vl_sequence(b.rec, 150), pattern);
+}
+
+namespace {
+
+/// Back to back with two data VLs; node0 sends on `sl_a` and `sl_b` at once (two streams, each
+/// as fast as its VL's queue takes packets), with node0's port keys `keys`.
+std::vector<std::pair<std::string, std::string>> hca_two_vls(
+    std::vector<std::pair<std::string, std::string>> keys) {
+    keys.push_back({"link.data_vls", "2"});
+    return keys;
+}
+
+/// Bytes node1 received from SL `sl` among its first `n` packets.
+uint64_t sl_bytes(const recorder& r, unsigned sl, size_t n) {
+    uint64_t b = 0;
+    for (size_t k = 0; k < n && k < r.got.size(); ++k) b += r.got[k].sl == sl ? r.got[k].wire_len : 0;
+    return b;
+}
+
+}  // namespace
+
+// The HCA port arbitrates between its VLs as a switch output does (IBA 7.6.9: every port that
+// transmits has VL arbitration tables): one node, two flows on SL0 (VL0) and SL1 (VL1), low
+// weights 64 and 192 blocks: 1 packet of every 4 on VL0 while both are backlogged.
+SIM_TEST(HcaVlArbitration, hca_port_weights_1_to_3_give_25_and_75_percent_of_its_link) {
+    bench b(hca_two_vls({{"hca.port.vlarb_low", "0:64,1:192"}}), {{0, 0}, {0, 1}}, 1, 200);
+    b.run(400000);
+    ASSERT_EQ(b.rec.got.size(), 400u);
+    const double v0 = double(vl_bytes(b.rec, 0, 200)), v1 = double(vl_bytes(b.rec, 1, 200));
+    EXPECT_NEAR(v0 / (v0 + v1), 0.25, 0.01) << vl_sequence(b.rec, 200);
+    EXPECT_NEAR(v1 / (v0 + v1), 0.75, 0.01);
+    // Exactly: VL0, then VL1 three times (192 -> 127 -> 62 -> -3), over and over.
+    std::string pattern;
+    for (int k = 0; k < 50; ++k) pattern += "0111";
+    EXPECT_EQ(vl_sequence(b.rec, 200), pattern);
+    // The wire never idles: packet k arrives at k x 329.76 + 329.76 + 10 + 20.
+    b.expect_arrivals(kSerNs + kPropNs + kRxPipeNs, kSerNs, 400);
+}
+
+// The table picks the VL the weights apply to: SL5 maps to VL1 (weight 192), SL2 to VL0 (64).
+SIM_TEST(HcaVlArbitration, the_hca_sl2vl_table_chooses_the_vl_whose_weight_an_sl_gets) {
+    bench b(hca_two_vls({{"hca.port.sl2vl", "0,0,0,0,0,1,0,0,0,0,0,0,0,0,0,0"},
+                         {"hca.port.vlarb_low", "0:64,1:192"}}),
+            {{0, 2}, {0, 5}}, 1, 200);
+    b.run(400000);
+    ASSERT_EQ(b.rec.got.size(), 400u);
+    for (const recorder::rx& r : b.rec.got) EXPECT_EQ(r.vl, r.sl == 5 ? 1 : 0) << "SL " << unsigned(r.sl);
+    const double s2 = double(sl_bytes(b.rec, 2, 200)), s5 = double(sl_bytes(b.rec, 5, 200));
+    EXPECT_NEAR(s5 / (s2 + s5), 0.75, 0.01);
+}
+
+// An unbounded high-priority VL on the HCA port goes first while it has packets.
+SIM_TEST(HcaVlArbitration, an_unbounded_high_priority_vl_of_the_hca_port_goes_first) {
+    bench b(hca_two_vls({{"hca.port.vlarb_high", "1:255"},
+                         {"hca.port.vlarb_low", "0:255"},
+                         {"hca.port.vlarb_high_limit", "255"}}),
+            {{0, 0}, {0, 1}}, 1, 100);
+    b.run(200000);
+    ASSERT_EQ(b.rec.got.size(), 200u);
+    EXPECT_EQ(vl_sequence(b.rec, 200), std::string(100, '1') + std::string(100, '0'));
+}
+
+// A VL with no credit (the far end's VL1 buffer stays full, as behind a stalled receiver)
+// does not stop the flow on VL0: its 40 packets leave back to back at the wire's rate while
+// VL1's 40 wait in their queue (which holds them all: both streams hand every packet over).
+SIM_TEST(HcaVlArbitration, a_vl_without_credit_does_not_stop_a_flow_on_another_vl) {
+    bench b(hca_two_vls({}), {{0, 1}, {0, 0}}, 1, 40);
+    credit_counter& c = b.m->at(0).adapter.port0.tx_credits();
+    c.take(1, c.capacity_blocks(), SC_ZERO_TIME);  // VL1's buffer at node1 is full, and stays so
+    b.run(40000);
+    b.expect_arrivals(kSerNs + kPropNs + kRxPipeNs, kSerNs, 40);
+    for (const recorder::rx& r : b.rec.got) EXPECT_EQ(r.vl, 0);
+    EXPECT_EQ(count("node0.hca.port.PortXmitPkts"), 40u);
 }
 
 namespace {
