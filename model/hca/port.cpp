@@ -124,10 +124,11 @@ void port::set_flow_control(unsigned vls, uint32_t far_buffer_bytes) {
     for (unsigned sl = 0; sl < 16; ++sl) sl2vl_[sl] = uint8_t(table[sl]);
     std::vector<vlarb_entry> high = parse_vlarb(vlarb_high, vlarb_high.key(), vls),
                              low = parse_vlarb(vlarb_low, vlarb_low.key(), vls);
-    // One data VL: packets go in the engine's order (nothing to arbitrate between).
+    // One data VL: packets go in the engine's order (nothing to arbitrate between); the tables
+    // are kept for the SMA.
+    vls_ = vls;
     arbitrated_ = vls > 1;
-    if (!arbitrated_) return;
-    if (!high.empty() || !low.empty()) {
+    if (arbitrated_ && (!high.empty() || !low.empty())) {
         // A VL the SL-to-VL table uses but neither table weighs would never send (IBA 7.6.9).
         uint32_t weighed = 0;
         for (const std::vector<vlarb_entry>* t : {&high, &low})
@@ -142,11 +143,11 @@ void port::set_flow_control(unsigned vls, uint32_t far_buffer_bytes) {
                                    "table, so its packets would never be sent");
     }
     arb_.configure(std::move(high), std::move(low), vlarb_high_limit, vls);
-    tx_credits_.notify_to(arb_event_);  // only arbitrate() waits for credit
+    if (arbitrated_) tx_credits_.notify_to(arb_event_);  // only arbitrate() waits for credit
 }
 
 void port::set_vlarb(std::vector<vlarb_entry> high, std::vector<vlarb_entry> low) {
-    arb_.configure(std::move(high), std::move(low), vlarb_high_limit, tx_credits_.vls());
+    arb_.configure(std::move(high), std::move(low), vlarb_high_limit, vls_);
 }
 
 void port::give_back_loan(void* buffer) { packet_pool::give(static_cast<packet*>(buffer)); }

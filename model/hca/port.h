@@ -118,6 +118,7 @@ public:
     /// VL arbitration (more than one data VL): the arbiter, and new tables (the SMA's
     /// Set(VLArbitrationTable); empty: the defaults of vl_arbiter::configure).
     bool arbitrated() const { return arbitrated_; }
+    unsigned data_vls() const { return vls_; }  ///< operational data VLs of the link
     const vl_arbiter& arbiter() const { return arb_; }
     void set_vlarb(std::vector<vlarb_entry> high, std::vector<vlarb_entry> low);
     /// Where received packets go.
@@ -227,6 +228,7 @@ private:
         uint32_t blocks;
     };
     bool arbitrated_ = false;
+    unsigned vls_ = 1;
     vl_arbiter arb_;
     std::array<ring<queued>, MAX_TX_LANES> vlq_;
     uint32_t queued_vls_ = 0;      // VLs with a packet queued
