@@ -35,6 +35,13 @@ void fat_tree(const std::string& program) {
     broker::instance().set("fabric.sm.program", program, "test");
 }
 
+/// fat_tree("smp") with two data VLs on every link.
+void fat_tree_two_vls() {
+    fat_tree("smp");
+    broker::instance().set("link.data_vls", "2", "test");
+    broker::instance().set("fabric.switch.data_vls", "2", "test");
+}
+
 /// The highest LID switch node `s` routes, and the SMPs the sweep sends it: NodeInfo, one
 /// LinearForwardingTable block per 64 LIDs up to that LID, SwitchInfo.
 unsigned top_of(const std::vector<uint8_t>& lft) {
@@ -128,9 +135,7 @@ SIM_TEST(SmProgram, direct_mode_writes_the_tables_at_elaboration_and_sends_no_sm
 }
 
 SIM_TEST(SmProgram, smp_sweep_programs_the_configured_sl2vl_and_vlarb_tables_of_every_switch_port) {
-    fat_tree("smp");
-    broker::instance().set("link.data_vls", "2", "test");
-    broker::instance().set("fabric.switch.data_vls", "2", "test");
+    fat_tree_two_vls();
     // VL 0 only: the SM's switch port has one data VL, and every port takes the same keys.
     broker::instance().set("fabric.switch.sl2vl", "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,15", "test");
     broker::instance().set("fabric.switch.vlarb_high", "0:3", "test");
@@ -225,9 +230,7 @@ SIM_TEST(SmProgram, switch_agent_answers_directed_route_and_lid_routed_gets_of_i
 // HCA's agent: SubnSet(SLtoVLMappingTable), SubnSet(VLArbitrationTable) blocks 3 (the high
 // table, empty) and 1 (the low one).
 SIM_TEST(SmProgram, smp_sweep_programs_the_configured_sl2vl_and_vlarb_tables_of_every_hca_port) {
-    fat_tree("smp");
-    broker::instance().set("link.data_vls", "2", "test");
-    broker::instance().set("fabric.switch.data_vls", "2", "test");
+    fat_tree_two_vls();
     broker::instance().set("hca.port.sl2vl", "1,1,0,0,0,0,0,0,0,0,0,0,0,0,0,15", "test");
     broker::instance().set("hca.port.vlarb_low", "0:64,1:192", "test");
     machine m;
