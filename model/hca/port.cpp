@@ -20,9 +20,11 @@ port::port(const sc_module_name& name)
     : sc_module(name),
       tx("tx"),
       rx("rx"),
-      tx_queue_packets("tx_queue_packets", 128, "packets",
-                       "transmit queue depth (packets waiting for the wire; as many for the loopback path)",
-                       {1, 65536}),
+      tx_queue_packets(
+          "tx_queue_packets", 128, "packets",
+          "transmit queue depth (packets waiting for the wire, per data VL when the link has more than "
+          "one; as many for the loopback path)",
+          {1, 65536}),
       rx_buffer_packets(
           "rx_buffer_packets", 256, "packets",
           "initial depth of the arrival queue (packets scheduled towards the port; it doubles when full)",
