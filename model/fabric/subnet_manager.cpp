@@ -92,7 +92,8 @@ uint16_t subnet_manager::fdb_top(const std::vector<uint8_t>& lft) {
 }
 
 unsigned subnet_manager::smps_for(const switch_plan& p) {
-    unsigned n = 2 + fdb_top(p.lft) / wire::LFT_LIDS_PER_BLOCK + 1;  // NodeInfo, SwitchInfo, LFT blocks
+    // NodeInfo, SwitchInfo, LFT blocks (a switch); then the tables.
+    unsigned n = p.node >= 0 ? 0 : 2 + fdb_top(p.lft) / wire::LFT_LIDS_PER_BLOCK + 1;
     n += unsigned(p.sl2vl.size());
     for (const auto& v : p.vlarb) n += v.high.size() > wire::VLARB_ENTRIES_PER_BLOCK ? 2 : 1;
     for (const auto& v : p.vlarb) n += v.low.size() > wire::VLARB_ENTRIES_PER_BLOCK ? 2 : 1;
@@ -122,9 +123,12 @@ void subnet_manager::wait_programmed() {
 
 std::string subnet_manager::program_switches(const std::vector<switch_plan>& plans) {
     for (const switch_plan& p : plans) {
+        const bool hca = p.node >= 0;
         std::string route;
         for (uint8_t port : p.path) route += (route.empty() ? "" : ",") + std::to_string(port);
-        const std::string where = "subnet manager: switch '" + p.name + "' (directed route " + route + ")";
+        const std::string where =
+            hca ? "subnet manager: HCA '" + p.name + "' (LID routed)"
+                : "subnet manager: switch '" + p.name + "' (directed route " + route + ")";
         // One SMP and its GetResp (in `got`); the response's data must echo what was set.
         wire::smp got;
         auto smp_to = [&](uint8_t method, uint16_t attr, uint32_t mod, const uint8_t* data,
@@ -134,7 +138,7 @@ std::string subnet_manager::program_switches(const std::vector<switch_plan>& pla
             req.h.attr_id = attr;
             req.h.attr_mod = mod;
             if (data) std::copy(data, data + wire::SMP_DATA_BYTES, req.data.begin());
-            const int st = transact_dr(p.path, req, &resp);
+            const int st = hca ? transact(unsigned(p.node), req, &resp) : transact_dr(p.path, req, &resp);
             if (st < 0) return where + ": no GetResp to " + what + " in fabric.sm.response_timeout_us";
             if (st != wire::MAD_STATUS_OK)
                 return where + ": " + what + " answered with MAD status " + std::to_string(st);
@@ -143,32 +147,34 @@ std::string subnet_manager::program_switches(const std::vector<switch_plan>& pla
             got = resp;
             return "";
         };
-        std::string e =
-            smp_to(wire::MAD_METHOD_GET, wire::SMP_ATTR_NODE_INFO, 0, nullptr, "SubnGet(NodeInfo)");
-        if (!e.empty()) return e;
-        const wire::node_info n = wire::decode_node_info(got.data.data());
-        if (n.node_type != wire::NODE_TYPE_SWITCH || n.node_guid != p.guid)
-            return where + ": NodeInfo shows node type " + std::to_string(n.node_type) + ", another node";
+        std::string e;
         std::array<uint8_t, wire::SMP_DATA_BYTES> d{};
-        const uint16_t top = fdb_top(p.lft);
-        for (unsigned b = 0; b <= top / wire::LFT_LIDS_PER_BLOCK; ++b) {
-            for (unsigned k = 0; k < wire::LFT_LIDS_PER_BLOCK; ++k) {
-                const size_t lid = b * wire::LFT_LIDS_PER_BLOCK + k;
-                d[k] = lid < p.lft.size() ? p.lft[lid] : 0xFF;
-            }
-            e = smp_to(wire::MAD_METHOD_SET, wire::SMP_ATTR_LINEAR_FDB, b, d.data(),
-                       ("SubnSet(LinearForwardingTable) block " + std::to_string(b)).c_str());
+        if (!hca) {  // an HCA's agent knows its VL tables only
+            e = smp_to(wire::MAD_METHOD_GET, wire::SMP_ATTR_NODE_INFO, 0, nullptr, "SubnGet(NodeInfo)");
             if (!e.empty()) return e;
+            const wire::node_info n = wire::decode_node_info(got.data.data());
+            if (n.node_type != wire::NODE_TYPE_SWITCH || n.node_guid != p.guid)
+                return where + ": NodeInfo shows node type " + std::to_string(n.node_type) + ", another node";
+            const uint16_t top = fdb_top(p.lft);
+            for (unsigned b = 0; b <= top / wire::LFT_LIDS_PER_BLOCK; ++b) {
+                for (unsigned k = 0; k < wire::LFT_LIDS_PER_BLOCK; ++k) {
+                    const size_t lid = b * wire::LFT_LIDS_PER_BLOCK + k;
+                    d[k] = lid < p.lft.size() ? p.lft[lid] : 0xFF;
+                }
+                e = smp_to(wire::MAD_METHOD_SET, wire::SMP_ATTR_LINEAR_FDB, b, d.data(),
+                           ("SubnSet(LinearForwardingTable) block " + std::to_string(b)).c_str());
+                if (!e.empty()) return e;
+            }
+            wire::switch_info si;
+            si.linear_fdb_top = top;
+            wire::smp req, resp;
+            req.h.method = wire::MAD_METHOD_SET;
+            req.h.attr_id = wire::SMP_ATTR_SWITCH_INFO;
+            wire::encode(si, req.data.data());
+            const int st = transact_dr(p.path, req, &resp);
+            if (st != wire::MAD_STATUS_OK || wire::decode_switch_info(resp.data.data()).linear_fdb_top != top)
+                return where + ": SubnSet(SwitchInfo) with LinearFDBTop " + std::to_string(top) + " failed";
         }
-        wire::switch_info si;
-        si.linear_fdb_top = top;
-        wire::smp req, resp;
-        req.h.method = wire::MAD_METHOD_SET;
-        req.h.attr_id = wire::SMP_ATTR_SWITCH_INFO;
-        wire::encode(si, req.data.data());
-        const int st = transact_dr(p.path, req, &resp);
-        if (st != wire::MAD_STATUS_OK || wire::decode_switch_info(resp.data.data()).linear_fdb_top != top)
-            return where + ": SubnSet(SwitchInfo) with LinearFDBTop " + std::to_string(top) + " failed";
         for (const auto& [port, t] : p.sl2vl) {
             wire::encode_sl2vl(t.data(), d.data());
             e = smp_to(wire::MAD_METHOD_SET, wire::SMP_ATTR_SL2VL_TABLE, port, d.data(),

@@ -8,7 +8,8 @@
 // at the start of simulated time a thread sends every switch directed-route SMPs through the
 // switches' agents (switch_sma.h): SubnGet(NodeInfo), SubnSet(LinearForwardingTable) of each
 // block in use, SubnSet(SwitchInfo) with LinearFDBTop, and the configured SL-to-VL and VL
-// arbitration tables (program_switches). With `program` = direct the machine writes the
+// arbitration tables (program_switches), then LID routed the configured VL tables of the HCA
+// ports (their agents, sma.h). With `program` = direct the machine writes the
 // tables at elaboration and no SMP is sent.
 //
 // The blocking calls (set_pkey, get_pkey_block, transact, transact_dr, program_switches) wait
@@ -62,8 +63,11 @@ public:
     explicit subnet_manager(const sc_core::sc_module_name& name);
 
     /// One switch as the SM programs it.
+    /// A switch, or (node >= 0) an HCA port, whose configured VL tables alone are set, LID
+    /// routed once the switches are programmed (the plans of HCAs come after the switches').
     struct switch_plan {
         std::string name;           ///< for messages
+        int node = -1;              ///< an HCA: the node number its LID is known by (add_node)
         uint64_t guid = 0;          ///< the NodeGUID its NodeInfo must report
         std::vector<uint8_t> path;  ///< directed route: the port each hop leaves by ([0]: the SM's, 1)
         std::vector<uint8_t> lft;   ///< the routing engine's table: lft[lid] = port, 0xFF none

@@ -166,32 +166,15 @@ void switch_sma::sl2vl_table(wire::smp& s, bool set) {
 }
 
 void switch_sma::vlarb_block(wire::smp& s, bool set) {
-    // Modifier block << 16 | output port; blocks 1, 2: the low table's entries 0-31, 32-63;
-    // 3, 4: the high table's.
+    // Modifier block << 16 | output port.
     const unsigned block = s.h.attr_mod >> 16, out = s.h.attr_mod & 0xFFFF;
-    if (block < 1 || block > 4 || !sw_.linked(out)) {
+    std::vector<vlarb_entry> high, low;
+    if (!sw_.linked(out) || !vlarb_smp_block(sw_.arbiter(out), block, set, s.data.data(), high, low)) {
         s.data.fill(0);
         s.h.status |= wire::MAD_STATUS_INVALID_FIELD;
         return;
     }
-    const vl_arbiter& a = sw_.arbiter(out);
-    std::vector<vlarb_entry> tables[2] = {a.low_table(), a.high_table()};
-    std::vector<vlarb_entry>& t = tables[block >= 3];
-    const size_t first = (block - 1) % 2 * wire::VLARB_ENTRIES_PER_BLOCK;
-    wire::vlarb_pair e[wire::VLARB_ENTRIES_PER_BLOCK];
-    if (set) {
-        wire::decode_vlarb_block(s.data.data(), e);
-        t.resize(std::max(t.size(), first + wire::VLARB_ENTRIES_PER_BLOCK));
-        for (unsigned k = 0; k < wire::VLARB_ENTRIES_PER_BLOCK; ++k) t[first + k] = {e[k].vl, e[k].weight};
-        // Entries of weight 0 at the end are no entries; with both tables empty the port
-        // takes the model's default (every data VL weight 255, vl_arbiter.h).
-        while (!t.empty() && t.back().weight == 0) t.pop_back();
-        sw_.set_vlarb(out, tables[1], tables[0]);
-    }
-    for (unsigned k = 0; k < wire::VLARB_ENTRIES_PER_BLOCK; ++k)
-        e[k] = first + k < t.size() ? wire::vlarb_pair{uint8_t(t[first + k].vl), uint8_t(t[first + k].weight)}
-                                    : wire::vlarb_pair{};
-    wire::encode_vlarb_block(e, s.data.data());
+    if (set) sw_.set_vlarb(out, std::move(high), std::move(low));
 }
 
 void switch_sma::send(unsigned out, uint16_t dlid, const wire::smp& s, const sc_time& at) {

@@ -1,8 +1,10 @@
 #include "model/fabric/vl_arbiter.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "model/core/param.h"
+#include "tlm_if/wire/mad.h"
 
 namespace hcasim {
 
@@ -66,6 +68,28 @@ std::vector<vlarb_entry> parse_vlarb(const std::string& text, const std::string&
         throw config_error("bad value for key '" + key + "': " + std::to_string(out.size()) +
                            " entries, a VL arbitration table has at most 64");
     return out;
+}
+
+bool vlarb_smp_block(const vl_arbiter& arb, unsigned block, bool set, uint8_t* data,
+                     std::vector<vlarb_entry>& high, std::vector<vlarb_entry>& low) {
+    if (block < 1 || block > 4) return false;
+    high = arb.high_table();
+    low = arb.low_table();
+    std::vector<vlarb_entry>& t = block >= 3 ? high : low;
+    const size_t first = (block - 1) % 2 * wire::VLARB_ENTRIES_PER_BLOCK;
+    wire::vlarb_pair e[wire::VLARB_ENTRIES_PER_BLOCK];
+    if (set) {
+        wire::decode_vlarb_block(data, e);
+        t.resize(std::max(t.size(), first + wire::VLARB_ENTRIES_PER_BLOCK));
+        for (unsigned k = 0; k < wire::VLARB_ENTRIES_PER_BLOCK; ++k) t[first + k] = {e[k].vl, e[k].weight};
+        // With both tables empty the port takes the model's default (every data VL weight 255).
+        while (!t.empty() && t.back().weight == 0) t.pop_back();
+    }
+    for (unsigned k = 0; k < wire::VLARB_ENTRIES_PER_BLOCK; ++k)
+        e[k] = first + k < t.size() ? wire::vlarb_pair{uint8_t(t[first + k].vl), uint8_t(t[first + k].weight)}
+                                    : wire::vlarb_pair{};
+    wire::encode_vlarb_block(e, data);
+    return true;
 }
 
 void vl_arbiter::configure(std::vector<vlarb_entry> high, std::vector<vlarb_entry> low, unsigned high_limit,

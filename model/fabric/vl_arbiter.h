@@ -25,6 +25,15 @@ struct vlarb_entry {
 /// weights 0..255); empty: no entries. Throws config_error naming `key`.
 std::vector<vlarb_entry> parse_vlarb(const std::string& text, const std::string& key, unsigned vls);
 
+class vl_arbiter;
+/// SubnGet/SubnSet(VLArbitrationTable) on `arb`'s tables, block `block` (1, 2: the low table's
+/// entries 0-31, 32-63; 3, 4: the high table's). A Set takes the block's 32 (VL, weight) pairs
+/// from `data` (entries of weight 0 at a table's end are no entries) and gives the port's new
+/// tables in `high` and `low`, for configure(); either way `data` then holds the block as the
+/// tables have it. False (nothing done): no such block.
+bool vlarb_smp_block(const vl_arbiter& arb, unsigned block, bool set, uint8_t* data,
+                     std::vector<vlarb_entry>& high, std::vector<vlarb_entry>& low);
+
 class vl_arbiter {
 public:
     /// Tables as parsed; an empty low and high table gives every VL weight 255 in the low

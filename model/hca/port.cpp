@@ -20,9 +20,11 @@ port::port(const sc_module_name& name)
     : sc_module(name),
       tx("tx"),
       rx("rx"),
-      tx_queue_packets("tx_queue_packets", 128, "packets",
-                       "transmit queue depth (packets waiting for the wire; as many for the loopback path)",
-                       {1, 65536}),
+      tx_queue_packets(
+          "tx_queue_packets", 128, "packets",
+          "transmit queue depth (packets waiting for the wire, per data VL when the link has more than "
+          "one; as many for the loopback path)",
+          {1, 65536}),
       rx_buffer_packets(
           "rx_buffer_packets", 256, "packets",
           "initial depth of the arrival queue (packets scheduled towards the port; it doubles when full)",
@@ -46,6 +48,16 @@ port::port(const sc_module_name& name)
       sl2vl("sl2vl", "", "",
             "SL-to-VL mapping table: 16 comma-separated VLs for SL 0..15 (15: drop the SL); empty: SL mod "
             "the link's data VLs"),
+      vlarb_high("vlarb_high", "", "",
+                 "high-priority VL arbitration table of the port's output (with more than one data VL): "
+                 "VL:WEIGHT,... (weight in 64-byte blocks, 0..255, at most 64 entries)"),
+      vlarb_low(
+          "vlarb_low", "", "",
+          "low-priority VL arbitration table; with both tables empty every data VL gets weight 255 here"),
+      vlarb_high_limit("vlarb_high_limit", 0, "4 KiB",
+                       "LimitOfHighPriority: high-priority bytes (in 4096-byte units) sent before a waiting "
+                       "low-priority packet gets a turn; 255 unbounded",
+                       {0, 255}),
       tx_packets("tx_packets", "packets transmitted"),
       tx_bytes("tx_bytes", "bytes transmitted (LRH through VCRC)"),
       rx_packets("rx_packets", "packets received and passed on"),
@@ -92,6 +104,9 @@ port::port(const sc_module_name& name)
     SC_METHOD(send_held);
     sensitive << held_event_;
     dont_initialize();
+    SC_METHOD(arbitrate);
+    sensitive << arb_event_;
+    dont_initialize();
     tx_gp_.set_command(tlm::TLM_WRITE_COMMAND);
     handoff_ = new packet_handoff_ext;
     loan_.give_back = &port::give_back_loan;
@@ -101,12 +116,40 @@ port::port(const sc_module_name& name)
 port::~port() {
     for (auto& s : rx_pool_) packet_pool::give(s->pkt);
     for (size_t i = held_head_; i < held_.size(); ++i) packet_pool::give(held_[i].pkt);
+    for (ring<queued>& q : vlq_)
+        for (; !q.empty(); q.pop_front()) packet_pool::give(q.front().pkt);
 }
 
 void port::set_flow_control(unsigned vls, uint32_t far_buffer_bytes) {
     if (far_buffer_bytes) tx_credits_.configure(vls, far_buffer_bytes);
     const std::vector<unsigned> table = parse_sl2vl(sl2vl.get(), sl2vl.key(), vls);
     for (unsigned sl = 0; sl < 16; ++sl) sl2vl_[sl] = uint8_t(table[sl]);
+    std::vector<vlarb_entry> high = parse_vlarb(vlarb_high, vlarb_high.key(), vls),
+                             low = parse_vlarb(vlarb_low, vlarb_low.key(), vls);
+    // One data VL: packets go in the engine's order (nothing to arbitrate between); the tables
+    // are kept for the SMA.
+    vls_ = vls;
+    arbitrated_ = vls > 1;
+    if (arbitrated_ && (!high.empty() || !low.empty())) {
+        // A VL the SL-to-VL table uses but neither table weighs would never send (IBA 7.6.9).
+        uint32_t weighed = 0;
+        for (const std::vector<vlarb_entry>* t : {&high, &low})
+            for (const vlarb_entry& e : *t)
+                if (e.weight) weighed |= 1u << e.vl;
+        for (unsigned sl = 0; sl < 16; ++sl)
+            if (sl2vl_[sl] != VL15 && !(weighed >> sl2vl_[sl] & 1))
+                throw config_error("bad value for keys '" + vlarb_high.key() + "' and '" + vlarb_low.key() +
+                                   "': VL " + std::to_string(sl2vl_[sl]) + " (SL " + std::to_string(sl) +
+                                   ", " + sl2vl.key() +
+                                   ") has no entry with a weight above 0 in either "
+                                   "table, so its packets would never be sent");
+    }
+    arb_.configure(std::move(high), std::move(low), vlarb_high_limit, vls);
+    if (arbitrated_) tx_credits_.notify_to(arb_event_);  // only arbitrate() waits for credit
+}
+
+void port::set_vlarb(std::vector<vlarb_entry> high, std::vector<vlarb_entry> low) {
+    arb_.configure(std::move(high), std::move(low), vlarb_high_limit, vls_);
 }
 
 void port::give_back_loan(void* buffer) { packet_pool::give(static_cast<packet*>(buffer)); }
@@ -143,8 +186,15 @@ sc_time port::tx_backpressure(uint8_t sl) {
     // The engine does not know which serialiser its next packet takes: it waits for both.
     const sc_time now = sim_now();
     if (held_head_ < held_.size()) return sc_max_time();  // packets wait for credit already
-    const sc_time w = wire_q_.wait(now), l = loop_q_.wait(now);
     const unsigned vl = sl2vl_[sl & 15];
+    if (arbitrated_) {
+        // Room in the VL's queue (the arbiter decides when it empties; credit is its concern).
+        const sc_time l = loop_q_.wait(now);
+        if (vl == VL15 || vlq_[vl].size() < tx_queue_packets) return l;
+        full_waited_ |= 1u << vl;
+        return sc_max_time();
+    }
+    const sc_time w = wire_q_.wait(now), l = loop_q_.wait(now);
     if (tx_credits_.limited() && vl != VL15) {
         // Credit for the largest packet by the time the wire is free (the packet takes its
         // actual size when it is sent).
@@ -200,6 +250,7 @@ sc_time port::transmit(packet& pkt, uint32_t len_before_icrc, const sc_time& rea
         ++PortXmitDiscards;
         return serialise;
     }
+    if (arbitrated_) return enqueue_vl(pkt, vl, now + ready, serialise);
     sc_time start = now + ready;
     if (wire_free_ > start) start = wire_free_;
     if (vl != VL15 && tx_credits_.limited()) {
@@ -252,6 +303,93 @@ void port::send_held() {
     held_head_ = 0;
     tx_unblocked_.notify(SC_ZERO_TIME);
     next_trigger(held_event_);
+}
+
+sc_time port::enqueue_vl(packet& pkt, unsigned vl, const sc_time& ready_at, const sc_time& serialise) {
+    ring<queued>& q = vlq_[vl];
+    if (q.full()) q.grow(q.slots() ? q.slots() * 2 : 8);  // allocates only while the queue deepens
+    packet* held;
+    if (handoff_->pkt == &pkt) {  // the caller's pool buffer: keep it, give it a free one
+        held = handoff_->pkt;
+        handoff_->pkt = packet_pool::take();
+    } else {
+        held = packet_pool::take();
+        copy_bytes(held->bytes, pkt.bytes, pkt.len);
+        held->len = pkt.len;
+    }
+    q.push_back(queued{held, ready_at, credit_blocks(pkt.len)});
+    queued_vls_ |= 1u << vl;
+    const sc_time now = sim_now();
+    const sc_time start = ready_at > wire_free_ ? ready_at : wire_free_;
+    if (!arb_until_wire_) arb_event_.notify(start - now);  // an earlier notification replaces a later one
+    return start + serialise - now;
+}
+
+void port::arbitrate() {
+    const sc_time now = sim_now();
+    arb_until_wire_ = false;
+    if (wire_free_ > now) {
+        arb_until_wire_ = true;
+        next_trigger(wire_free_ - now);
+        return;
+    }
+    // Eligible: the head packet is ready and the far end has room for all of it now.
+    uint32_t eligible = 0;
+    bool starved = false, unknown = false;  // a ready head lacks credit; no return known for one
+    sc_time next = sc_max_time();           // the earliest a head becomes eligible, as known now
+    for (uint32_t m = queued_vls_; m; m &= m - 1) {
+        const unsigned vl = unsigned(__builtin_ctz(m));
+        const queued& h = vlq_[vl].front();
+        sc_time t = h.ready > now ? h.ready : now;
+        if (vl != VL15 && !tx_credits_.earliest(vl, h.blocks, t)) {
+            starved |= h.ready <= now;
+            unknown = true;
+            continue;
+        }
+        if (t > now) {
+            starved |= h.ready <= now;
+            if (t < next) next = t;
+            continue;
+        }
+        eligible |= 1u << vl;
+    }
+    const int pick = !eligible ? -1 : (eligible >> VL15 & 1) ? int(VL15) : arb_.pick(eligible);
+    if (pick < 0) {
+        // PortXmitWait: the wire idles while a ready packet waits for credit.
+        if (starved && !credit_blocked_) {
+            credit_blocked_ = true;
+            blocked_since_ = now;
+        }
+        if (unknown) tx_credits_.wait_for_credit();  // restore() notifies arb_event_
+        if (next != sc_max_time())
+            next_trigger(next - now, arb_event_);
+        else
+            next_trigger(arb_event_);
+        return;
+    }
+    const unsigned v = unsigned(pick);
+    ring<queued>& q = vlq_[v];
+    const queued h = q.front();
+    q.pop_front();
+    if (q.empty()) queued_vls_ &= ~(1u << v);
+    if (v != VL15) {
+        tx_credits_.take(v, h.blocks, now);
+        arb_.sent(v, h.blocks);
+    }
+    if (credit_blocked_) {
+        xmit_wait_ps_ += ps_count(now - blocked_since_);
+        credit_blocked_ = false;
+    }
+    handoff_->pkt = h.pkt;
+    wire_out(*h.pkt, now);
+    packet_pool::give(handoff_->pkt);  // this one, or the receiver's free one in exchange
+    handoff_->pkt = nullptr;
+    if ((full_waited_ >> v & 1) && q.size() < tx_queue_packets) {
+        full_waited_ &= ~(1u << v);
+        tx_unblocked_.notify(SC_ZERO_TIME);
+    }
+    arb_until_wire_ = true;  // the next decision when this packet's last bit is out
+    next_trigger(wire_free_ - now);
 }
 
 void port::wire_out(packet& pkt, const sc_time& start) {

@@ -20,10 +20,12 @@
 
 #include "model/core/log.h"
 #include "model/core/param.h"
+#include "model/core/ring.h"
 #include "model/core/timeline.h"
 #include "model/core/stats.h"
 #include "model/fabric/credits.h"
 #include "model/fabric/packet.h"
+#include "model/fabric/vl_arbiter.h"
 #include "model/hca/rx_packet.h"
 
 namespace hcasim {
@@ -39,7 +41,15 @@ public:
     /// tx_unblocked()).
     virtual sc_core::sc_time tx_backpressure(uint8_t sl) = 0;
     virtual const sc_core::sc_event& tx_unblocked() = 0;
+    /// Senders on different lanes are held back independently: a QP whose lane is blocked
+    /// waits while QPs on other lanes send. A port that sends in order has one lane (lane 0
+    /// for every SL); one with VL arbitration a lane per VL.
+    virtual unsigned tx_lanes() const { return 1; }
+    virtual unsigned tx_lane(uint8_t /*sl*/) const { return 0; }
 };
+
+/// Most lanes a packet_tx has (data VLs 0..14 and VL15).
+constexpr unsigned MAX_TX_LANES = 16;
 
 /// tx_backpressure() answers this when no credit is known to come: wait for tx_unblocked().
 inline bool tx_blocked(const sc_core::sc_time& backpressure) {
@@ -59,6 +69,8 @@ public:
     param<unsigned> vl_buffer_bytes;      ///< receive buffer per data VL (credits of the far end)
     param<unsigned> vl15_buffer_packets;  ///< receive buffer of VL15 (management), not flow controlled
     param<std::string> sl2vl;             ///< SL-to-VL mapping table (16 VLs); "" = SL mod data VLs
+    param<std::string> vlarb_high, vlarb_low;  ///< VL arbitration tables (VL:WEIGHT,...)
+    param<unsigned> vlarb_high_limit;          ///< LimitOfHighPriority (4 KiB units; 255 unbounded)
 
     module_log
         log_;  ///< info: packets dropped on receive (CRC, malformed, DLID); debug: every packet received
@@ -100,6 +112,15 @@ public:
     credit_counter& tx_credits() { return tx_credits_; }
     /// The operational VL of service level `sl` (VL15: the SL is dropped, per the SL2VL table).
     unsigned vl_of(uint8_t sl) const { return sl2vl_[sl & 15]; }
+    /// The SL-to-VL table in use, and a new one (as the SMA's Set(SL2VLMappingTable) gives it).
+    const std::array<uint8_t, 16>& sl2vl_table() const { return sl2vl_; }
+    void set_sl2vl(const std::array<uint8_t, 16>& t) { sl2vl_ = t; }
+    /// VL arbitration (more than one data VL): the arbiter, and new tables (the SMA's
+    /// Set(VLArbitrationTable); empty: the defaults of vl_arbiter::configure).
+    bool arbitrated() const { return arbitrated_; }
+    unsigned data_vls() const { return vls_; }  ///< operational data VLs of the link
+    const vl_arbiter& arbiter() const { return arb_; }
+    void set_vlarb(std::vector<vlarb_entry> high, std::vector<vlarb_entry> low);
     /// Where received packets go.
     void bind_receiver(rx_sink& sink) { sink_ = &sink; }
 
@@ -119,8 +140,10 @@ public:
     /// (zero if they have).
     sc_core::sc_time tx_backpressure(uint8_t sl) override;
     const sc_core::sc_event& tx_unblocked() override {
-        return held_head_ < held_.size() ? tx_unblocked_ : tx_credits_.wait_for_credit();
+        return arbitrated_ || held_head_ < held_.size() ? tx_unblocked_ : tx_credits_.wait_for_credit();
     }
+    unsigned tx_lanes() const override { return arbitrated_ ? MAX_TX_LANES : 1; }
+    unsigned tx_lane(uint8_t sl) const override { return arbitrated_ ? sl2vl_[sl & 15] : 0; }
 
     /// --timeline: a span per packet serialised onto the wire and per packet through the
     /// receive pipeline, on tracks of node `node`.
@@ -145,6 +168,13 @@ private:
     void wire_out(packet& pkt, const sc_core::sc_time& start);
     /// Sends the packets held for credit, in order, as credit comes back.
     void send_held();
+    /// VL arbitration: queues a packet on its VL (taking the caller's buffer when it came
+    /// through the packet* transmit); returns when it would leave if it went next.
+    sc_core::sc_time enqueue_vl(packet& pkt, unsigned vl, const sc_core::sc_time& ready_at,
+                                const sc_core::sc_time& serialise);
+    /// SC_METHOD: when the wire is free, the VL arbiter picks among the VLs whose head packet
+    /// is ready and has credit (VL15 first) and puts it on the wire.
+    void arbitrate();
 
     /// Start times of the packets waiting for one serialiser (wire or loopback), a ring of
     /// tx_queue_packets entries in start order: the transmit queue's occupancy.
@@ -190,6 +220,21 @@ private:
     };
     std::vector<held_packet> held_;
     size_t held_head_ = 0;
+    // VL arbitration (more than one data VL): a queue per VL (VL15 at 15), each holding up to
+    // tx_queue_packets packets that asked (ACKs and SMPs, which do not ask, may go past it).
+    struct queued {
+        packet* pkt;
+        sc_core::sc_time ready;  // absolute
+        uint32_t blocks;
+    };
+    bool arbitrated_ = false;
+    unsigned vls_ = 1;
+    vl_arbiter arb_;
+    std::array<ring<queued>, MAX_TX_LANES> vlq_;
+    uint32_t queued_vls_ = 0;      // VLs with a packet queued
+    uint32_t full_waited_ = 0;     // VLs whose full queue held a sender back
+    bool arb_until_wire_ = false;  // arbitrate() waits for the wire only: a new packet needs no wake-up
+    sc_core::sc_event arb_event_;
     sc_core::sc_event tx_unblocked_, held_event_;
     // When each VL15 packet in the receive buffer leaves it (enters the pipeline's last stage),
     // in arrival order: a packet holds its place from its first bit in until then.

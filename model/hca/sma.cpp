@@ -1,6 +1,7 @@
 #include "model/hca/sma.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "model/hca/port.h"
@@ -62,6 +63,10 @@ void sma::receive(const rx_packet& p) {
         respond(p, s, wire::MAD_STATUS_BAD_VERSION);
         return;
     }
+    if (s.h.attr_id == wire::SMP_ATTR_SL2VL_TABLE || s.h.attr_id == wire::SMP_ATTR_VLARB_TABLE) {
+        respond(p, s, vl_tables(s, s.h.method == wire::MAD_METHOD_SET));
+        return;
+    }
     if (s.h.attr_id != wire::SMP_ATTR_PKEY_TABLE) {
         s.data.fill(0);
         respond(p, s, wire::MAD_STATUS_UNSUPPORTED_ATTRIBUTE);
@@ -89,6 +94,37 @@ void sma::receive(const rx_packet& p) {
         keys[i] = first + i < entries ? pkeys_->pkey(first + i) : 0;
     wire::encode_pkey_block(keys, s.data.data());
     respond(p, s, wire::MAD_STATUS_OK);
+}
+
+uint16_t sma::vl_tables(wire::smp& s, bool set) {
+    // A CA port has one table of each: the modifier's port field is 0 or the port (1).
+    if (s.h.attr_id == wire::SMP_ATTR_SL2VL_TABLE) {
+        uint16_t status = wire::MAD_STATUS_OK;
+        if (s.h.attr_mod > 1) {
+            s.data.fill(0);
+            return wire::MAD_STATUS_INVALID_FIELD;
+        }
+        std::array<uint8_t, 16> t{};
+        if (set) {
+            wire::decode_sl2vl(s.data.data(), t.data());
+            const unsigned vls = port_->data_vls();
+            if (std::any_of(t.begin(), t.end(), [vls](uint8_t v) { return v >= vls && v != 15; }))
+                status = wire::MAD_STATUS_INVALID_FIELD;  // not a data VL of the link: not applied
+            else
+                port_->set_sl2vl(t);
+        }
+        wire::encode_sl2vl(port_->sl2vl_table().data(), s.data.data());
+        return status;
+    }
+    // VLArbitrationTable: the modifier is block << 16 | port.
+    std::vector<vlarb_entry> high, low;
+    if ((s.h.attr_mod & 0xFFFF) > 1 ||
+        !vlarb_smp_block(port_->arbiter(), s.h.attr_mod >> 16, set, s.data.data(), high, low)) {
+        s.data.fill(0);
+        return wire::MAD_STATUS_INVALID_FIELD;
+    }
+    if (set) port_->set_vlarb(std::move(high), std::move(low));
+    return wire::MAD_STATUS_OK;
 }
 
 void sma::bad_pkey(const rx_packet& p, uint16_t local_key) {

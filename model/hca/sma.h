@@ -1,7 +1,8 @@
 // Subnet management agent (SMA) of the HCA's port, below the verbs (IBA 14.2): it consumes the
 // subnet management packets that arrive at QP0 (the P_Key checker hands it every UD SEND to
 // QP0 carrying a SubnMgmt MAD, C10-12), answers SubnGet/SubnSet(P_KeyTable) with a GetResp
-// through the port (C10-128) after writing the P_Key checker's table (C10-129), and sends
+// through the port (C10-128) after writing the P_Key checker's table (C10-129), answers
+// SubnGet/SubnSet(SLtoVLMappingTable, VLArbitrationTable) on the port's tables, and sends
 // Bad P_Key traps (Trap 257) to the subnet manager's LID for P_Key violations the checker
 // reports (o10-55.1.1), at most one per 4.096 us x 2^subnet_timeout, a newer violation
 // replacing the data of a trap still waiting (o10-56). LID-routed SMPs only; M_Keys are not
@@ -55,6 +56,8 @@ public:
 private:
     void send_trap();
     void respond(const rx_packet& p, wire::smp& s, uint16_t status);
+    /// SLtoVLMappingTable or VLArbitrationTable of the port: the SMP's data and the status.
+    uint16_t vl_tables(wire::smp& s, bool set);
 
     pkey_checker* pkeys_ = nullptr;
     port* port_ = nullptr;

@@ -156,6 +156,9 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     SC_METHOD(response_method);
     sensitive << resp_work_;
     dont_initialize();
+    SC_METHOD(lane_method);
+    sensitive << lane_kick_;
+    dont_initialize();
     SC_METHOD(timer_method);
     sensitive << timer_now_ev_;
     for (sc_event& e : timer_ev_) sensitive << e;

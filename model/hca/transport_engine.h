@@ -54,6 +54,7 @@
 #include <systemc>
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -69,6 +70,7 @@
 #include "model/hca/deadline_heap.h"
 #include "model/hca/dma_port.h"
 #include "model/hca/onchip_cache.h"
+#include "model/hca/port.h"
 #include "model/hca/qp_control.h"
 #include "model/hca/rx_packet.h"
 #include "model/hca/send_queue_sink.h"
@@ -342,6 +344,21 @@ private:
 
     // requester (transport_requester.cpp)
     void make_tx_ready(uint32_t qpn);
+    /// QPs held back because their port lane (VL) has no room while QPs on other lanes go on
+    /// (a port with VL arbitration: packet_tx::tx_lanes() > 1), per lane in arrival order. A
+    /// waiting QP stays marked as listed (tx_ready, resp_ready): it is in no ready FIFO meanwhile.
+    struct lane_waits {
+        uint32_t lanes = 0;  // lanes with waiters
+        std::array<ring<uint32_t>, MAX_TX_LANES> qpns;
+        std::array<uint8_t, MAX_TX_LANES> sl{};  // an SL of each lane, to ask the port with
+        bool holds(unsigned lane) const { return lanes >> lane & 1; }
+    };
+    /// The QP waits for its lane (behind the QPs waiting there already).
+    void wait_lane(lane_waits& w, const qp& q);
+    /// Moves the waiters of every lane the port no longer blocks to `ready`; true if any.
+    bool release_lanes(lane_waits& w, ring<uint32_t>& ready);
+    /// SC_METHOD: wakes the lanes' waiters when the port has room for them again.
+    void lane_method();
     /// SC_METHOD: sends packets of ready QPs round robin, one per initiation interval, until it
     /// must wait (for work, the port, a WQE); it waits with next_trigger().
     void requester_method();
@@ -591,8 +608,10 @@ private:
     uint64_t qpc_base_ = 0;
     std::vector<sc_core::sc_time> miss_free_;  // when each miss slot is free again
     ring<uint32_t> ready_, resp_ready_;        // QPNs with a packet to send, a response to send
-    uint32_t resume_qpn_ = NIL;       // the QP the requester waited for (port backpressure or its WQE)
-    uint32_t resume_resp_qpn_ = NIL;  // the QP the response method waited for (port backpressure)
+    uint32_t resume_qpn_ = NIL;         // the QP the requester waited for (port backpressure or its WQE)
+    uint32_t resume_resp_qpn_ = NIL;    // the QP the response method waited for (port backpressure)
+    lane_waits tx_lanes_, resp_lanes_;  // QPs whose port lane is blocked (requester, responses)
+    sc_core::sc_event lane_kick_;       // the first QP waits for a lane
     // End of the initiation interval after the last packet when the requester went to wait
     // for work instead of for the interval; zero when over.
     sc_core::sc_time tx_free_at_;

@@ -171,10 +171,19 @@ void transport_engine::requester_method() {
                 park(q, wqe_ready);
                 continue;
             }
+            if (tx_lanes_.lanes && tx_lanes_.holds(port_->tx_lane(q.sl))) {
+                wait_lane(tx_lanes_, q);  // behind the QPs already waiting for its VL
+                continue;
+            }
             sc_time bp = port_->tx_backpressure(qps_[qpn].sl);
             if (tx_blocked(bp)) {
-                // Waiting for link credit (the far end's buffer is full).
+                // Waiting for link credit (the far end's buffer is full), or with VL
+                // arbitration for room in the VL's queue: then only this QP's VL waits.
                 ++stall_credit;
+                if (port_->tx_lanes() > 1) {
+                    wait_lane(tx_lanes_, q);
+                    continue;
+                }
                 resume_qpn_ = qpn;
                 next_trigger(port_->tx_unblocked());
                 return;
@@ -221,6 +230,43 @@ void transport_engine::requester_method() {
             return;
         }
     }
+}
+
+void transport_engine::wait_lane(lane_waits& w, const qp& q) {
+    const unsigned lane = port_->tx_lane(q.sl);
+    ring<uint32_t>& l = w.qpns[lane];
+    if (l.full()) l.grow(l.slots() ? l.slots() * 2 : 8);  // allocates only while the list deepens
+    l.push_back(q.qpn);
+    w.sl[lane] = q.sl;
+    if (!(tx_lanes_.lanes | resp_lanes_.lanes)) lane_kick_.notify(SC_ZERO_TIME);
+    w.lanes |= 1u << lane;
+    // Still listed (tx_ready or resp_ready stays set): make_*_ready() does not queue it twice.
+    qp& listed = qps_[q.qpn];
+    if (&w == &tx_lanes_)
+        listed.tx_ready = true;
+    else
+        listed.resp_ready = true;
+}
+
+bool transport_engine::release_lanes(lane_waits& w, ring<uint32_t>& ready) {
+    bool any = false;
+    for (uint32_t m = w.lanes; m; m &= m - 1) {
+        const unsigned lane = unsigned(__builtin_ctz(m));
+        if (tx_blocked(port_->tx_backpressure(w.sl[lane]))) continue;
+        for (ring<uint32_t>& l = w.qpns[lane]; !l.empty(); l.pop_front()) ready.push_back(l.front());
+        w.lanes &= ~(1u << lane);
+        any = true;
+    }
+    return any;
+}
+
+void transport_engine::lane_method() {
+    if (release_lanes(tx_lanes_, ready_) && !requester_running_) tx_work_.notify(SC_ZERO_TIME);
+    if (release_lanes(resp_lanes_, resp_ready_)) resp_work_.notify(SC_ZERO_TIME);
+    if (tx_lanes_.lanes | resp_lanes_.lanes)
+        next_trigger(port_->tx_unblocked());
+    else
+        next_trigger(lane_kick_);
 }
 
 bool transport_engine::may_send(const qp& q) const {

@@ -777,8 +777,17 @@ void transport_engine::response_method() {
                 if (q.valid) q.rsp.resp.clear();
                 continue;
             }
+            if (resp_lanes_.lanes && resp_lanes_.holds(port_->tx_lane(q.sl))) {
+                wait_lane(resp_lanes_, q);  // behind the QPs already waiting for its VL
+                continue;
+            }
             const sc_time bp = port_->tx_backpressure(q.sl);
             if (bp != SC_ZERO_TIME) {
+                if (tx_blocked(bp) && port_->tx_lanes() > 1) {  // only this QP's VL waits
+                    ++stall_credit;
+                    wait_lane(resp_lanes_, q);
+                    continue;
+                }
                 resume_resp_qpn_ = qpn;
                 if (tx_blocked(bp)) {
                     ++stall_credit;

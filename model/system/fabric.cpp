@@ -31,6 +31,28 @@ std::string speed_name(unsigned code) {
     static const char* const names[] = {"SDR", "DDR", "QDR", "FDR", "EDR", "HDR", "NDR"};
     return code < 7 ? names[code] : "EDR";
 }
+/// The SL-to-VL table of a port of `vls` data VLs before the SM sets one: SL mod `vls`.
+std::array<uint8_t, 16> link_up_sl2vl(unsigned vls) {
+    const std::vector<unsigned> t = parse_sl2vl("", "", vls);
+    std::array<uint8_t, 16> a{};
+    std::copy(t.begin(), t.end(), a.begin());
+    return a;
+}
+
+/// Adds the VL tables configured by `k` (a switch's or HCA port's sl2vl, vlarb_high, vlarb_low
+/// keys) for output `out` of `vls` data VLs to the SM's plan `p`; nothing for unset keys.
+template <class Keys>
+void plan_vl_tables(subnet_manager::switch_plan& p, unsigned out, const Keys& k, unsigned vls) {
+    if (!k.sl2vl.get().empty()) {
+        const std::vector<unsigned> t = parse_sl2vl(k.sl2vl, k.sl2vl.key(), vls);
+        std::array<uint8_t, 16> a{};
+        std::copy(t.begin(), t.end(), a.begin());
+        p.sl2vl.emplace_back(out, a);
+    }
+    if (!k.vlarb_high.get().empty() || !k.vlarb_low.get().empty())
+        p.vlarb.push_back({out, parse_vlarb(k.vlarb_high, k.vlarb_high.key(), vls),
+                           parse_vlarb(k.vlarb_low, k.vlarb_low.key(), vls)});
+}
 }  // namespace
 
 fabric::fabric(sc_module_name name)
@@ -161,10 +183,7 @@ machine::machine() {
         if (by_smp)
             for (unsigned p = 1; p <= sw.ports(); ++p) {
                 if (!sw.linked(p)) continue;
-                const std::vector<unsigned> t = parse_sl2vl("", "", sw.data_vls(p));
-                std::array<uint8_t, 16> sl2vl{};
-                std::copy(t.begin(), t.end(), sl2vl.begin());
-                sw.set_sl2vl(p, sl2vl);
+                sw.set_sl2vl(p, link_up_sl2vl(sw.data_vls(p)));
                 sw.set_vlarb(p, {}, {});
             }
         else {
@@ -173,6 +192,11 @@ machine::machine() {
         }
         sw.on_stall([this, s](ib_switch&, unsigned port) { check_deadlock(s, port); });
     }
+    if (by_smp)
+        for (auto& h : hosts) {  // the HCA ports' link-up VL tables too, until the SM's sweep
+            h->adapter.port0.set_sl2vl(link_up_sl2vl(h->adapter.port0.data_vls()));
+            h->adapter.port0.set_vlarb({}, {});
+        }
     if (by_smp)
         net.sm->plan_sweep(sweep_plan(), [this](const std::string& why) {
             fabric_error_ = why;
@@ -262,18 +286,18 @@ std::vector<subnet_manager::switch_plan> machine::sweep_plan() {
         const ib_switch& sw = net.switch_at(s);
         for (unsigned port = 1; port <= sw.ports(); ++port) {
             if (!sw.linked(port)) continue;
-            const unsigned vls = sw.data_vls(port);
-            if (!sp.sl2vl.get().empty()) {
-                const std::vector<unsigned> t = parse_sl2vl(sp.sl2vl, sp.sl2vl.key(), vls);
-                std::array<uint8_t, 16> a{};
-                std::copy(t.begin(), t.end(), a.begin());
-                p.sl2vl.emplace_back(port, a);
-            }
-            if (!sp.vlarb_high.get().empty() || !sp.vlarb_low.get().empty())
-                p.vlarb.push_back({port, parse_vlarb(sp.vlarb_high, sp.vlarb_high.key(), vls),
-                                   parse_vlarb(sp.vlarb_low, sp.vlarb_low.key(), vls)});
+            plan_vl_tables(p, port, sp, sw.data_vls(port));
         }
         plans.push_back(std::move(p));
+    }
+    // The HCA ports with configured VL tables, LID routed once the switches route.
+    for (unsigned i = 0; i < hosts.size(); ++i) {
+        const port& pt = hosts[i]->adapter.port0;
+        subnet_manager::switch_plan p;
+        p.name = "node" + std::to_string(i);
+        p.node = int(i);
+        plan_vl_tables(p, 1, pt, pt.data_vls());
+        if (!p.sl2vl.empty() || !p.vlarb.empty()) plans.push_back(std::move(p));
     }
     return plans;
 }

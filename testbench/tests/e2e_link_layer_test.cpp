@@ -137,7 +137,8 @@ struct bench {
         for (const src& s : from) {
             const unsigned dst = s.to < 0 ? to : unsigned(s.to);
             tx.push_back(std::make_unique<stream>(
-                ("stream" + std::to_string(s.node) + "_" + std::to_string(dst)).c_str(),
+                ("stream" + std::to_string(s.node) + "_" + std::to_string(dst) + "_sl" + std::to_string(s.sl))
+                    .c_str(),
                 m->at(s.node).adapter.port0, m->at(s.node).lid(), m->at(dst).lid(), n, s.sl, vl15, payload));
         }
         broker::instance().check_unused();
@@ -246,6 +247,27 @@ std::string vl_sequence(const recorder& r, size_t n) {
     return s;
 }
 
+/// Node1 got 400 packets, and VL0 carried 25% and VL1 75% of the bytes of the first 200, within 1%.
+void expect_25_and_75_percent(const recorder& r) {
+    ASSERT_EQ(r.got.size(), 400u);
+    const double v0 = double(vl_bytes(r, 0, 200)), v1 = double(vl_bytes(r, 1, 200));
+    EXPECT_NEAR(v0 / (v0 + v1), 0.25, 0.01) << vl_sequence(r, 200);
+    EXPECT_NEAR(v1 / (v0 + v1), 0.75, 0.01);
+}
+
+/// VL1 in the high-priority table with LimitOfHighPriority 255 (unbounded), VL0 in the low one:
+/// the keys of `port` (fabric.switch or hca.port).
+std::vector<std::pair<std::string, std::string>> unbounded_high_vl1(const std::string& port) {
+    return {
+        {port + ".vlarb_high", "1:255"}, {port + ".vlarb_low", "0:255"}, {port + ".vlarb_high_limit", "255"}};
+}
+
+/// Node1 got 100 packets on each VL, every VL1 packet before any VL0 packet.
+void expect_all_of_vl1_first(const recorder& r) {
+    ASSERT_EQ(r.got.size(), 200u);
+    EXPECT_EQ(vl_sequence(r, 200), std::string(100, '1') + std::string(100, '0'));
+}
+
 }  // namespace
 
 // Low-priority weights 64 and 192 blocks: a 65-block packet uses up VL0's entry, VL1's sends
@@ -255,10 +277,7 @@ std::string vl_sequence(const recorder& r, size_t n) {
 SIM_TEST(VlArbitration, low_priority_weights_1_to_3_give_25_and_75_percent_of_the_link) {
     bench b(two_vls({{"fabric.switch.vlarb_low", "0:64,1:192"}}), {{0, 0}, {2, 1}}, 1, 200);
     b.run(400000);
-    ASSERT_EQ(b.rec.got.size(), 400u);
-    const double v0 = double(vl_bytes(b.rec, 0, 200)), v1 = double(vl_bytes(b.rec, 1, 200));
-    EXPECT_NEAR(v0 / (v0 + v1), 0.25, 0.01) << vl_sequence(b.rec, 200);
-    EXPECT_NEAR(v1 / (v0 + v1), 0.75, 0.01);
+    expect_25_and_75_percent(b.rec);
     // The switch's output to node1 carried all of it, at the link's full rate.
     EXPECT_EQ(count("fabric.switch.out1.PortXmitPkts"), 400u);
 }
@@ -266,13 +285,9 @@ SIM_TEST(VlArbitration, low_priority_weights_1_to_3_give_25_and_75_percent_of_th
 // A high-priority VL with LimitOfHighPriority 255 (unbounded) takes the output while it has
 // packets: node1 gets every VL1 packet before any VL0 packet.
 SIM_TEST(VlArbitration, an_unbounded_high_priority_vl_goes_first) {
-    bench b(two_vls({{"fabric.switch.vlarb_high", "1:255"},
-                     {"fabric.switch.vlarb_low", "0:255"},
-                     {"fabric.switch.vlarb_high_limit", "255"}}),
-            {{0, 0}, {2, 1}}, 1, 100);
+    bench b(two_vls(unbounded_high_vl1("fabric.switch")), {{0, 0}, {2, 1}}, 1, 100);
     b.run(200000);
-    ASSERT_EQ(b.rec.got.size(), 200u);
-    EXPECT_EQ(vl_sequence(b.rec, 200), std::string(100, '1') + std::string(100, '0'));
+    expect_all_of_vl1_first(b.rec);
 }
 
 // LimitOfHighPriority 2: 2 x 4096 bytes = 128 blocks of high-priority packets may go before a
@@ -288,6 +303,63 @@ SIM_TEST(VlArbitration, the_limit_of_high_priority_lets_a_low_packet_through) {
     std::string pattern;
     for (int k = 0; k < 50; ++k) pattern += "110";
     EXPECT_EQ(vl_sequence(b.rec, 150), pattern);
+}
+
+namespace {
+
+/// `keys` and two data VLs back to back (each stream from node0 as fast as its VL's queue
+/// takes packets).
+std::vector<std::pair<std::string, std::string>> hca_two_vls(
+    std::vector<std::pair<std::string, std::string>> keys) {
+    keys.push_back({"link.data_vls", "2"});
+    return keys;
+}
+
+}  // namespace
+
+// The HCA port arbitrates between its VLs as a switch output does (IBA 7.6.9: every port that
+// transmits has VL arbitration tables): one node, two flows on SL0 (VL0) and SL1 (VL1), low
+// weights 64 and 192 blocks: 1 packet of every 4 on VL0 while both are backlogged.
+SIM_TEST(HcaVlArbitration, hca_port_weights_1_to_3_give_25_and_75_percent_of_its_link) {
+    bench b(hca_two_vls({{"hca.port.vlarb_low", "0:64,1:192"}}), {{0, 0}, {0, 1}}, 1, 200);
+    b.run(400000);
+    expect_25_and_75_percent(b.rec);
+    // Exactly: VL0, then VL1 three times (192 -> 127 -> 62 -> -3), over and over.
+    std::string pattern;
+    for (int k = 0; k < 50; ++k) pattern += "0111";
+    EXPECT_EQ(vl_sequence(b.rec, 200), pattern);
+    // The wire never idles: packet k arrives at k x 329.76 + 329.76 + 10 + 20.
+    b.expect_arrivals(kSerNs + kPropNs + kRxPipeNs, kSerNs, 400);
+}
+
+// The table picks the VL the weights apply to: SL5 maps to VL1 (weight 192), SL2 to VL0 (64).
+SIM_TEST(HcaVlArbitration, the_hca_sl2vl_table_chooses_the_vl_whose_weight_an_sl_gets) {
+    bench b(hca_two_vls({{"hca.port.sl2vl", "0,0,0,0,0,1,0,0,0,0,0,0,0,0,0,0"},
+                         {"hca.port.vlarb_low", "0:64,1:192"}}),
+            {{0, 2}, {0, 5}}, 1, 200);
+    b.run(400000);
+    for (const recorder::rx& r : b.rec.got) EXPECT_EQ(r.vl, r.sl == 5 ? 1 : 0) << "SL " << unsigned(r.sl);
+    expect_25_and_75_percent(b.rec);  // SL2 25%, SL5 75%
+}
+
+// An unbounded high-priority VL on the HCA port goes first while it has packets.
+SIM_TEST(HcaVlArbitration, an_unbounded_high_priority_vl_of_the_hca_port_goes_first) {
+    bench b(hca_two_vls(unbounded_high_vl1("hca.port")), {{0, 0}, {0, 1}}, 1, 100);
+    b.run(200000);
+    expect_all_of_vl1_first(b.rec);
+}
+
+// A VL with no credit (the far end's VL1 buffer stays full, as behind a stalled receiver)
+// does not stop the flow on VL0: its 40 packets leave back to back at the wire's rate while
+// VL1's 40 wait in their queue (which holds them all: both streams hand every packet over).
+SIM_TEST(HcaVlArbitration, a_vl_without_credit_does_not_stop_a_flow_on_another_vl) {
+    bench b(hca_two_vls({}), {{0, 1}, {0, 0}}, 1, 40);
+    credit_counter& c = b.m->at(0).adapter.port0.tx_credits();
+    c.take(1, c.capacity_blocks(), SC_ZERO_TIME);  // VL1's buffer at node1 is full, and stays so
+    b.run(40000);
+    b.expect_arrivals(kSerNs + kPropNs + kRxPipeNs, kSerNs, 40);
+    for (const recorder::rx& r : b.rec.got) EXPECT_EQ(r.vl, 0);
+    EXPECT_EQ(count("node0.hca.port.PortXmitPkts"), 40u);
 }
 
 namespace {

@@ -35,6 +35,13 @@ void fat_tree(const std::string& program) {
     broker::instance().set("fabric.sm.program", program, "test");
 }
 
+/// fat_tree("smp") with two data VLs on every link.
+void fat_tree_two_vls() {
+    fat_tree("smp");
+    broker::instance().set("link.data_vls", "2", "test");
+    broker::instance().set("fabric.switch.data_vls", "2", "test");
+}
+
 /// The highest LID switch node `s` routes, and the SMPs the sweep sends it: NodeInfo, one
 /// LinearForwardingTable block per 64 LIDs up to that LID, SwitchInfo.
 unsigned top_of(const std::vector<uint8_t>& lft) {
@@ -128,9 +135,7 @@ SIM_TEST(SmProgram, direct_mode_writes_the_tables_at_elaboration_and_sends_no_sm
 }
 
 SIM_TEST(SmProgram, smp_sweep_programs_the_configured_sl2vl_and_vlarb_tables_of_every_switch_port) {
-    fat_tree("smp");
-    broker::instance().set("link.data_vls", "2", "test");
-    broker::instance().set("fabric.switch.data_vls", "2", "test");
+    fat_tree_two_vls();
     // VL 0 only: the SM's switch port has one data VL, and every port takes the same keys.
     broker::instance().set("fabric.switch.sl2vl", "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,15", "test");
     broker::instance().set("fabric.switch.vlarb_high", "0:3", "test");
@@ -217,4 +222,41 @@ SIM_TEST(SmProgram, switch_agent_answers_directed_route_and_lid_routed_gets_of_i
     EXPECT_EQ(got_lr.data, got_dr.data);
     EXPECT_EQ(bad, -1);
     EXPECT_EQ(sm.timeouts.value(), 1u);
+}
+
+// The sweep programs the HCA ports too (IBA ch. 7: a CA port has an SL-to-VL table and VL
+// arbitration tables): they start with the link-up tables (SL mod VLs, every VL weight 255)
+// and, once the switches route, the SM sets the configured ones by LID-routed SMPs through each
+// HCA's agent: SubnSet(SLtoVLMappingTable), SubnSet(VLArbitrationTable) blocks 3 (the high
+// table, empty) and 1 (the low one).
+SIM_TEST(SmProgram, smp_sweep_programs_the_configured_sl2vl_and_vlarb_tables_of_every_hca_port) {
+    fat_tree_two_vls();
+    broker::instance().set("hca.port.sl2vl", "1,1,0,0,0,0,0,0,0,0,0,0,0,0,0,15", "test");
+    broker::instance().set("hca.port.vlarb_low", "0:64,1:192", "test");
+    machine m;
+    subnet_manager& sm = *m.net.sm;
+    const std::array<uint8_t, 16> link_up = {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1};
+    for (unsigned i = 0; i < 6; ++i) {
+        EXPECT_EQ(m.at(i).adapter.port0.sl2vl_table(), link_up) << "node" << i;
+        EXPECT_EQ(m.at(i).adapter.port0.arbiter().low_table().size(), 2u);
+        EXPECT_EQ(m.at(i).adapter.port0.arbiter().low_table()[1].weight, 255u);
+    }
+    sc_start();
+    ASSERT_TRUE(sm.programmed()) << m.fabric_error();
+    const std::array<uint8_t, 16> want = {1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15};
+    for (unsigned i = 0; i < 6; ++i) {
+        const port& p = m.at(i).adapter.port0;
+        EXPECT_EQ(p.sl2vl_table(), want) << "node" << i;
+        const auto& lo = p.arbiter().low_table();
+        ASSERT_EQ(lo.size(), 2u) << "node" << i;
+        EXPECT_EQ(lo[0].vl, 0u);
+        EXPECT_EQ(lo[0].weight, 64u);
+        EXPECT_EQ(lo[1].vl, 1u);
+        EXPECT_EQ(lo[1].weight, 192u);
+        EXPECT_TRUE(p.arbiter().high_table().empty());
+    }
+    uint64_t switch_smps = 0;
+    for (unsigned s : m.net.graph.switches()) switch_smps += 2 + top_of(m.net.routes.lft[s]) / 64 + 1;
+    EXPECT_EQ(sm.smps_sent.value(), switch_smps + 6 * 3);
+    EXPECT_EQ(sm.timeouts.value(), 0u);
 }

@@ -549,3 +549,60 @@ SIM_TEST(E2eTrap, o10_55_1_1_multicast_limited_limited_mismatch_sends_no_trap) {
         EXPECT_EQ(ctr(1, "sma.traps_suppressed"), 1u);
     });
 }
+
+// IBA ch. 7: every port that transmits, CA ports too, has an SL-to-VL table and VL arbitration
+// tables, which the SM sets with SMPs. The HCA's agent applies SubnSet(SLtoVLMappingTable) and
+// SubnSet(VLArbitrationTable) to its port (the arbiter takes the new table) and answers each
+// with the table as it now is; a VL the link lacks, or a block other than 1..4, is refused
+// (InvalidField) and changes nothing.
+SIM_TEST(E2eSmVlTables, subnset_of_the_sl2vl_and_vlarb_tables_programs_the_hca_port) {
+    rc_config c = switched();
+    c.keys.push_back({"link.data_vls", "2"});
+    c.keys.push_back({"fabric.switch.data_vls", "2"});
+    rc_harness h(c);
+    h.run([](rc_harness& h) {
+        subnet_manager& m = sm(h);
+        port& p = h.mach().at(1).adapter.port0;
+        EXPECT_EQ(p.sl2vl_table()[1], 1) << "link-up table: SL mod 2";
+        wire::smp req, r;
+        req.h.method = wire::MAD_METHOD_SET;
+        req.h.attr_id = wire::SMP_ATTR_SL2VL_TABLE;
+        const std::array<uint8_t, 16> want = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15};
+        wire::encode_sl2vl(want.data(), req.data.data());
+        EXPECT_EQ(m.transact(1, req, &r), wire::MAD_STATUS_OK);
+        EXPECT_EQ(p.sl2vl_table(), want);
+        std::array<uint8_t, 16> got{};
+        wire::decode_sl2vl(r.data.data(), got.data());
+        EXPECT_EQ(got, want) << "the GetResp carries the table";
+        std::array<uint8_t, 16> bad = want;
+        bad[3] = 2;  // VL 2 on a link of two data VLs
+        wire::encode_sl2vl(bad.data(), req.data.data());
+        EXPECT_EQ(m.transact(1, req, &r), wire::MAD_STATUS_INVALID_FIELD);
+        EXPECT_EQ(p.sl2vl_table(), want);
+
+        req.h.attr_id = wire::SMP_ATTR_VLARB_TABLE;
+        req.h.attr_mod = 1u << 16 | 1;  // the low table's entries 0-31, port 1
+        wire::vlarb_pair low[wire::VLARB_ENTRIES_PER_BLOCK] = {{0, 64}, {1, 192}};
+        req.data.fill(0);
+        wire::encode_vlarb_block(low, req.data.data());
+        EXPECT_EQ(m.transact(1, req, &r), wire::MAD_STATUS_OK);
+        const std::vector<vlarb_entry>& t = p.arbiter().low_table();
+        ASSERT_EQ(t.size(), 2u);
+        EXPECT_EQ(t[0].vl, 0u);
+        EXPECT_EQ(t[0].weight, 64u);
+        EXPECT_EQ(t[1].vl, 1u);
+        EXPECT_EQ(t[1].weight, 192u);
+        EXPECT_TRUE(p.arbiter().high_table().empty());
+        req.h.attr_mod = 5u << 16 | 1;
+        EXPECT_EQ(m.transact(1, req, &r), wire::MAD_STATUS_INVALID_FIELD);
+        req.h.method = wire::MAD_METHOD_GET;
+        req.h.attr_mod = 1u << 16;
+        EXPECT_EQ(m.transact(1, req, &r), wire::MAD_STATUS_OK);
+        wire::vlarb_pair back[wire::VLARB_ENTRIES_PER_BLOCK];
+        wire::decode_vlarb_block(r.data.data(), back);
+        EXPECT_EQ(back[1].vl, 1);
+        EXPECT_EQ(back[1].weight, 192);
+        EXPECT_EQ(ctr(1, "sma.get_responses"), 5u);
+        EXPECT_EQ(m.timeouts.value(), 0u);
+    });
+}

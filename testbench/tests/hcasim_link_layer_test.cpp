@@ -36,3 +36,28 @@ TEST(HcasimLinkLayer, the_default_receive_buffer_covers_the_round_trip_and_nothi
     EXPECT_EQ(stats["counters"]["node0.hca.port.PortXmitWait"], 0);
     EXPECT_NE(r.out.find(" 4096       1000         98.25 "), std::string::npos) << r.out;
 }
+
+// The HCA port's VL arbitration tables are checked against its link: a VL the link does not
+// have, and a VL an SL maps to that neither table weighs (it would never send), are refused
+// naming the keys, before anything runs.
+TEST(HcasimLinkLayer, an_hca_vlarb_table_naming_a_vl_the_link_lacks_is_refused_naming_the_key) {
+    const hcasim::test::result r = hcasim::test::run_hcasim(
+        "--workload write_bw --set link.data_vls=2 --set hca.port.vlarb_low=0:64,2:192", "hca_vlarb");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("hcasim: error: bad value '0:64,2:192' for key 'node0.hca.port.vlarb_low': VL 2 is "
+                         "not a data VL of the link (0..1)"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out, "");
+}
+
+TEST(HcasimLinkLayer, an_hca_vl_without_weight_in_either_vlarb_table_is_refused_naming_the_keys) {
+    const hcasim::test::result r = hcasim::test::run_hcasim(
+        "--workload write_bw --set link.data_vls=2 --set hca.port.vlarb_high=0:10", "hca_vlarb");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("hcasim: error: bad value for keys 'node0.hca.port.vlarb_high' and "
+                         "'node0.hca.port.vlarb_low': VL 1 (SL 1, node0.hca.port.sl2vl) has no entry with a "
+                         "weight above 0 in either table, so its packets would never be sent"),
+              std::string::npos)
+        << r.err;
+}

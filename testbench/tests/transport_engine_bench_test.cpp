@@ -90,8 +90,12 @@ struct fake_cq final : completion_sink {
     void post_event(uint8_t type, uint32_t, sc_time&, uint8_t) override { events.push_back(type); }
 };
 
-/// The port: seals and parses each packet as the wire would carry it; never backpressures.
+/// The port: seals and parses each packet as the wire would carry it; backpressures only the
+/// SLs of the `blocked` lanes when it has a lane per SL (`lanes` > 1: as with VL arbitration).
 struct fake_port final : packet_tx {
+    unsigned lanes = 1;
+    uint32_t blocked = 0;  // lanes with no room
+    sc_core::sc_event unblocked;
     struct sent {
         sc_time at;     ///< when transmit() was called
         sc_time ready;  ///< when the packet is ready at the port (at + the ready offset)
@@ -110,9 +114,12 @@ struct fake_port final : packet_tx {
         packets.push_back(std::move(s));
         return ready + sc_time(10, SC_NS);
     }
-    sc_time tx_backpressure(uint8_t) override { return sc_core::SC_ZERO_TIME; }
-    const sc_core::sc_event& tx_unblocked() override { return never_; }
-    sc_core::sc_event never_;
+    sc_time tx_backpressure(uint8_t sl) override {
+        return blocked >> tx_lane(sl) & 1 ? sc_core::sc_max_time() : sc_core::SC_ZERO_TIME;
+    }
+    const sc_core::sc_event& tx_unblocked() override { return unblocked; }
+    unsigned tx_lanes() const override { return lanes; }
+    unsigned tx_lane(uint8_t sl) const override { return lanes > 1 ? sl : 0; }
 };
 
 struct fake_pkeys final : partition_keys {
@@ -140,10 +147,11 @@ struct bench : sc_core::sc_module {
         for (uint32_t i = 0; i < 2500; ++i) mem.put(kSrc + i, uint8_t(i * 7));
     }
 
-    /// RC QP kQpn in RTS, path MTU 1024, connected to kDestQpn at kDlid.
-    void create_qp() {
+    /// RC QP `qpn` (kQpn) in RTS on service level `sl`, path MTU 1024, connected to kDestQpn at kDlid.
+    void create_qp(uint32_t qpn = kQpn, uint8_t sl = 0) {
         hw::qp_context c{};
-        c.qpn = kQpn;
+        c.qpn = qpn;
+        c.sl = sl;
         c.state = hw::QPS_RTS;
         c.transport = hw::QPT_RC;
         c.mtu = hw::MTU_1024;
@@ -246,6 +254,34 @@ SIM_TEST(TransportEngineBench, rdma_write_is_segmented_into_mtu_packets_with_bth
     ASSERT_EQ(b.fetcher.credits.size(), 1u);
     EXPECT_EQ(b.fetcher.credits[0], std::make_pair(sc_time(20, SC_NS), kQpn));
     EXPECT_TRUE(b.cq.cqes.empty()) << "completed before its ACK";
+}
+
+// With a port lane per VL (VL arbitration), a QP whose lane has no room waits alone: kQpn on
+// SL1 (lane 1 blocked) takes its turn first, and the QP on SL0 sends its three packets one per
+// initiation interval meanwhile; when lane 1 has room again at 1 us, kQpn sends its three.
+SIM_TEST(TransportEngineBench, a_qp_whose_vl_is_blocked_waits_while_a_qp_on_another_vl_sends) {
+    bench b;
+    b.port.lanes = 2;
+    b.port.blocked = 1u << 1;
+    b.create_qp(kQpn, 1);
+    b.create_qp(kQpn + 1, 0);
+    run_bench([&] {
+        b.te.push_send(kQpn, bench::write_wqe());
+        b.te.push_send(kQpn + 1, bench::write_wqe());
+        sc_core::wait(1, sc_core::SC_US);
+        b.port.blocked = 0;
+        b.port.unblocked.notify(sc_core::SC_ZERO_TIME);
+        sc_core::wait(1, sc_core::SC_US);
+    });
+    ASSERT_EQ(b.port.packets.size(), 6u);
+    const double at_ns[6] = {0, 10, 20, 1000, 1010, 1020};
+    for (unsigned i = 0; i < 6; ++i) {
+        SCOPED_TRACE("packet " + std::to_string(i));
+        EXPECT_EQ(b.port.packets[i].h.l.sl, i < 3 ? 0 : 1);
+        EXPECT_EQ(b.port.packets[i].at, sc_time(at_ns[i], SC_NS));
+        EXPECT_EQ(b.port.packets[i].h.b.psn, kSqPsn + i % 3);
+    }
+    EXPECT_EQ(b.te.stall_credit.value(), 1u);  // kQpn, once
 }
 
 SIM_TEST(TransportEngineBench, ack_of_the_last_psn_completes_the_write_at_the_cq_writer) {
