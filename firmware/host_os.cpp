@@ -67,7 +67,35 @@ bool host_os::alloc_page(uint64_t* pa) {
     return false;
 }
 
+bool host_os::alloc_ring(size_t bytes, uint64_t* pa) {
+    if (bytes >= PAGE_BYTES) return alloc_contiguous(bytes, PAGE_BYTES, pa);
+    uint8_t log = 0;
+    while ((size_t(1) << log) < bytes) ++log;
+    std::set<uint64_t>& blocks = pool_free_[log];
+    if (blocks.empty()) {
+        uint64_t page = 0;
+        if (!alloc_contiguous(PAGE_BYTES, PAGE_BYTES, &page)) return false;
+        pool_pages_[page].log = log;
+        for (uint64_t b = page; b < page + PAGE_BYTES; b += uint64_t(1) << log) blocks.insert(b);
+    }
+    *pa = *blocks.begin();
+    blocks.erase(blocks.begin());
+    ++pool_pages_[*pa & ~(PAGE_BYTES - 1)].used;
+    zero(*pa, size_t(1) << log);
+    return true;
+}
+
 void host_os::free(uint64_t pa) {
+    const auto pool = pool_pages_.find(pa & ~(PAGE_BYTES - 1));
+    if (pool != pool_pages_.end()) {
+        std::set<uint64_t>& blocks = pool_free_[pool->second.log];
+        blocks.insert(pa);
+        if (--pool->second.used) return;
+        // Its last block: the page goes back.
+        blocks.erase(blocks.lower_bound(pool->first), blocks.lower_bound(pool->first + PAGE_BYTES));
+        pa = pool->first;
+        pool_pages_.erase(pool);
+    }
     auto it = allocs_.find(pa);
     if (it == allocs_.end()) return;
     size_t first = (pa - base_) >> PAGE_SHIFT;

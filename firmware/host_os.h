@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <vector>
 #include "tlm_if/host_bus.h"
 
@@ -21,7 +22,13 @@ public:
 
     /// Physically contiguous, zeroed allocation (rings, tables, mailboxes); false when out of memory.
     [[nodiscard]] bool alloc_contiguous(size_t bytes, size_t align, uint64_t* pa);
-    /// Frees an allocation made by alloc_contiguous or alloc_page (by its first physical address).
+    /// A queue's ring: below a page, a zeroed block of the next power of two from pages shared
+    /// by blocks of that size and aligned to it (as Linux's dma_pool), so a small queue does
+    /// not take a page of its own (a node with thousands of QPs holds thousands of few-entry
+    /// rings); from a page up, alloc_contiguous page aligned. False when out of memory.
+    [[nodiscard]] bool alloc_ring(size_t bytes, uint64_t* pa);
+    /// Frees an allocation made by alloc_contiguous, alloc_ring or alloc_page (by its first
+    /// physical address). A pool page goes back when its last block does.
     void free(uint64_t pa);
     /// One zeroed page taken from the top of the range downwards (process backing pages).
     [[nodiscard]] bool alloc_page(uint64_t* pa);
@@ -39,6 +46,14 @@ private:
     size_t low_free_ = 0;                ///< no page below this index is free
     size_t top_free_ = SIZE_MAX;         ///< no page at or above this index is free
     std::map<uint64_t, size_t> allocs_;  ///< first pa -> pages
+    /// alloc_ring's pool pages: blocks of 1 << log bytes, `used` of them allocated.
+    struct pool_page {
+        uint8_t log = 0;
+        uint16_t used = 0;
+    };
+    std::map<uint64_t, pool_page> pool_pages_;    ///< page pa -> its blocks
+    std::vector<std::set<uint64_t>> pool_free_ =  ///< per log2 block size: free blocks, lowest first
+        std::vector<std::set<uint64_t>>(PAGE_SHIFT);
 };
 
 /// Virtual address space of one simulated process.
