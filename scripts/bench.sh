@@ -74,7 +74,7 @@ echo "== Fabric (issue 29): credit-based links on every cable (the default). Ins
 echo "   (scripts/profile.sh, callgrind; deterministic) of the 2-node 4 KiB stream and of alltoall 4 KiB on a"
 echo "   64-node 2-level fat tree (radix 16: 9 leaves, 8 spines); then a 1,024-node 3-level fat tree"
 echo "   (radix 32: 65 leaves, 80 spines, 256 cores) running permutation for about 1 ms of simulated time and"
-echo "   alltoall with 2 messages per flow (1,023 RC QPs out and in per node; about 25 minutes)"
+echo "   alltoall with 2 messages per flow (1,023 RC QPs out and in per node; 6 to 17 minutes)"
 ft64=(--workload alltoall --size 4K --iters 20 --set fabric.topology=fat_tree --set fabric.nodes=64
       --set fabric.switch.radix=16)
 if command -v valgrind > /dev/null; then
