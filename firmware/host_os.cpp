@@ -9,7 +9,7 @@ namespace hcasim::fw {
 host_os::host_os(host_bus& bus, uint64_t phys_base, uint64_t phys_bytes) : bus_(bus) {
     base_ = (phys_base + PAGE_BYTES - 1) & ~(PAGE_BYTES - 1);
     uint64_t end = (phys_base + phys_bytes) & ~(PAGE_BYTES - 1);
-    used_.assign(end > base_ ? (end - base_) >> PAGE_SHIFT : 0, false);
+    used_.assign(end > base_ ? (end - base_) >> PAGE_SHIFT : 0);
 }
 
 void host_os::zero(uint64_t pa, size_t bytes) {
@@ -40,7 +40,7 @@ bool host_os::alloc_contiguous(size_t bytes, size_t align, uint64_t* pa) {
         size_t i = 0;
         while (i < pages && !used_[first + i]) ++i;
         if (i == pages) {
-            for (size_t k = 0; k < pages; ++k) used_[first + k] = true;
+            for (size_t k = 0; k < pages; ++k) used_.set(first + k, true);
             allocs_[addr] = pages;
             zero(addr, pages << PAGE_SHIFT);
             *pa = addr;
@@ -56,7 +56,7 @@ bool host_os::alloc_page(uint64_t* pa) {
     if (top_free_ > used_.size()) top_free_ = used_.size();
     for (size_t i = top_free_; i-- > 0;) {
         if (used_[i]) continue;
-        used_[i] = true;
+        used_.set(i, true);
         top_free_ = i;
         uint64_t addr = base_ + (uint64_t(i) << PAGE_SHIFT);
         allocs_[addr] = 1;
@@ -67,17 +67,45 @@ bool host_os::alloc_page(uint64_t* pa) {
     return false;
 }
 
+bool host_os::alloc_ring(size_t bytes, uint64_t* pa) {
+    if (bytes >= PAGE_BYTES) return alloc_contiguous(bytes, PAGE_BYTES, pa);
+    uint8_t log = 0;
+    while ((size_t(1) << log) < bytes) ++log;
+    std::set<uint64_t>& blocks = pool_free_[log];
+    if (blocks.empty()) {
+        uint64_t page = 0;
+        if (!alloc_contiguous(PAGE_BYTES, PAGE_BYTES, &page)) return false;
+        pool_pages_[page].log = log;
+        for (uint64_t b = page; b < page + PAGE_BYTES; b += uint64_t(1) << log) blocks.insert(b);
+    }
+    *pa = *blocks.begin();
+    blocks.erase(blocks.begin());
+    ++pool_pages_[*pa & ~(PAGE_BYTES - 1)].used;
+    zero(*pa, size_t(1) << log);
+    return true;
+}
+
 void host_os::free(uint64_t pa) {
+    const auto pool = pool_pages_.find(pa & ~(PAGE_BYTES - 1));
+    if (pool != pool_pages_.end()) {
+        std::set<uint64_t>& blocks = pool_free_[pool->second.log];
+        blocks.insert(pa);
+        if (--pool->second.used) return;
+        // Its last block: the page goes back.
+        blocks.erase(blocks.lower_bound(pool->first), blocks.lower_bound(pool->first + PAGE_BYTES));
+        pa = pool->first;
+        pool_pages_.erase(pool);
+    }
     auto it = allocs_.find(pa);
     if (it == allocs_.end()) return;
     size_t first = (pa - base_) >> PAGE_SHIFT;
-    for (size_t k = 0; k < it->second; ++k) used_[first + k] = false;
+    for (size_t k = 0; k < it->second; ++k) used_.set(first + k, false);
     low_free_ = std::min(low_free_, first);
     if (top_free_ != SIZE_MAX) top_free_ = std::max(top_free_, first + it->second);
     allocs_.erase(it);
 }
 
-size_t host_os::free_pages() const { return size_t(std::count(used_.begin(), used_.end(), false)); }
+size_t host_os::free_pages() const { return used_.size() - used_.count(); }
 
 address_space::address_space(host_os& os, uint64_t va_base) : os_(os), next_va_(va_base) {}
 

@@ -3,7 +3,10 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <bitset>
 #include <map>
+#include <memory>
+#include <set>
 #include <vector>
 #include "tlm_if/host_bus.h"
 
@@ -21,7 +24,13 @@ public:
 
     /// Physically contiguous, zeroed allocation (rings, tables, mailboxes); false when out of memory.
     [[nodiscard]] bool alloc_contiguous(size_t bytes, size_t align, uint64_t* pa);
-    /// Frees an allocation made by alloc_contiguous or alloc_page (by its first physical address).
+    /// A queue's ring: below a page, a zeroed block of the next power of two from pages shared
+    /// by blocks of that size and aligned to it (as Linux's dma_pool), so a small queue does
+    /// not take a page of its own (a node with thousands of QPs holds thousands of few-entry
+    /// rings); from a page up, alloc_contiguous page aligned. False when out of memory.
+    [[nodiscard]] bool alloc_ring(size_t bytes, uint64_t* pa);
+    /// Frees an allocation made by alloc_contiguous, alloc_ring or alloc_page (by its first
+    /// physical address). A pool page goes back when its last block does.
     void free(uint64_t pa);
     /// One zeroed page taken from the top of the range downwards (process backing pages).
     [[nodiscard]] bool alloc_page(uint64_t* pa);
@@ -35,10 +44,46 @@ private:
     void zero(uint64_t pa, size_t bytes);
     host_bus& bus_;
     uint64_t base_;
-    std::vector<bool> used_;             ///< one flag per page
+    /// One flag per page in chunks of 32,768 pages, a chunk allocated when a page of it is
+    /// first taken: the 16 GiB a node manages cost no bitmap where nothing was ever allocated
+    /// (a 1,024-node fabric saved 512 MiB).
+    class page_flags {
+    public:
+        void assign(size_t pages) {
+            size_ = pages;
+            chunks_.clear();
+            chunks_.resize((pages + chunk - 1) / chunk);
+        }
+        size_t size() const { return size_; }
+        size_t count() const { return set_; }  ///< flags set
+        bool operator[](size_t i) const {
+            const auto& c = chunks_[i / chunk];
+            return c && c->test(i % chunk);
+        }
+        void set(size_t i, bool v) {
+            auto& c = chunks_[i / chunk];
+            if (!c) c = std::make_unique<std::bitset<chunk>>();
+            if (c->test(i % chunk) != v) set_ += v ? 1 : size_t(-1);
+            c->set(i % chunk, v);
+        }
+
+    private:
+        static constexpr size_t chunk = 32768;
+        std::vector<std::unique_ptr<std::bitset<chunk>>> chunks_;
+        size_t size_ = 0, set_ = 0;
+    };
+    page_flags used_;                    ///< one flag per page
     size_t low_free_ = 0;                ///< no page below this index is free
     size_t top_free_ = SIZE_MAX;         ///< no page at or above this index is free
     std::map<uint64_t, size_t> allocs_;  ///< first pa -> pages
+    /// alloc_ring's pool pages: blocks of 1 << log bytes, `used` of them allocated.
+    struct pool_page {
+        uint8_t log = 0;
+        uint16_t used = 0;
+    };
+    std::map<uint64_t, pool_page> pool_pages_;    ///< page pa -> its blocks
+    std::vector<std::set<uint64_t>> pool_free_ =  ///< per log2 block size: free blocks, lowest first
+        std::vector<std::set<uint64_t>>(PAGE_SHIFT);
 };
 
 /// Virtual address space of one simulated process.

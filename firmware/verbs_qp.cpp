@@ -182,10 +182,8 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
         qp->qp_num = uint32_t(ia->qp_type);
         if (!(claimed = drv.claim_special_qpn(qp->qp_num))) return undo(EBUSY);
     }
-    if (!drv.os().alloc_contiguous(size_t(1) << (qp->sq.log_size + qp->sq.log_stride), fw::PAGE_BYTES,
-                                   &qp->sq.pa) ||
-        !drv.os().alloc_contiguous(size_t(1) << (qp->rq.log_size + qp->rq.log_stride), fw::PAGE_BYTES,
-                                   &qp->rq.pa) ||
+    if (!drv.os().alloc_ring(size_t(1) << (qp->sq.log_size + qp->sq.log_stride), &qp->sq.pa) ||
+        !drv.os().alloc_ring(size_t(1) << (qp->rq.log_size + qp->rq.log_stride), &qp->rq.pa) ||
         (!special && !drv.alloc_qpn(&qp->qp_num)))
         return undo(ENOMEM);
     qp->hw_ctx = initial_context(qp);

@@ -4,6 +4,7 @@
 // a READ or atomic awaits its response (its local SGEs receive the data).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/hca/work_request.h"
@@ -20,34 +21,36 @@ struct wqe_list {
 class wqe_buffer {
 public:
     static constexpr uint32_t NIL = wqe_list::NIL;
-    /// `entries` free entries.
+    /// `entries` free entries. Their storage grows as they are first taken (in the order the
+    /// free list would hand them out), so a node whose QPs keep few WQEs on chip does not hold
+    /// all of them (2,048 entries of 720 bytes per HCA by default).
     void resize(uint32_t entries) {
-        wqe_.resize(entries);
-        next_.resize(entries);
-        for (uint32_t e = 0; e < entries; ++e) next_[e] = e + 1 < entries ? e + 1 : NIL;
-        free_head_ = 0;
-        free_count_ = entries;
+        chunks_.clear();
+        next_.clear();
+        free_head_ = NIL;
+        capacity_ = entries;
+        used_ = 0;
     }
-    send_wqe& operator[](uint32_t e) { return wqe_[e]; }
-    const send_wqe& operator[](uint32_t e) const { return wqe_[e]; }
-    uint32_t free_count() const { return free_count_; }
+    send_wqe& operator[](uint32_t e) { return chunks_[e / chunk][e % chunk]; }
+    const send_wqe& operator[](uint32_t e) const { return chunks_[e / chunk][e % chunk]; }
+    uint32_t free_count() const { return capacity_ - used_; }
     /// Entries in use.
-    uint64_t used() const { return wqe_.size() - free_count_; }
+    uint64_t used() const { return used_; }
 
     /// Copies `w` into a free entry at the end of the list.
     void append(wqe_list& l, const send_wqe& w) {
-        if (free_head_ == NIL) {
-            // Only if the fetcher overran its credit: the buffer grows rather than lose a WQE.
-            const uint32_t e = uint32_t(wqe_.size());
-            wqe_.emplace_back();
+        // Only if the fetcher overran its credit: the buffer grows rather than lose a WQE.
+        if (used_ == capacity_) ++capacity_;
+        uint32_t e = free_head_;
+        if (e == NIL) {  // no entry freed so far: the next never used
+            e = uint32_t(next_.size());
+            if (e % chunk == 0) chunks_.push_back(std::make_unique<send_wqe[]>(chunk));
             next_.push_back(NIL);
-            free_head_ = e;
-            ++free_count_;
+        } else {
+            free_head_ = next_[e];
         }
-        const uint32_t e = free_head_;
-        free_head_ = next_[e];
-        --free_count_;
-        wqe_[e].assign_used(w);
+        ++used_;
+        (*this)[e].assign_used(w);
         next_[e] = NIL;
         if (l.tail == NIL)
             l.head = e;
@@ -68,13 +71,17 @@ public:
     void release(uint32_t e) {
         next_[e] = free_head_;
         free_head_ = e;
-        ++free_count_;
+        --used_;
     }
 
 private:
-    std::vector<send_wqe> wqe_;
+    // The entries taken at least once, in chunks that never move (a reference to an entry
+    // outlives the buffer's growth).
+    static constexpr uint32_t chunk = 64;
+    std::vector<std::unique_ptr<send_wqe[]>> chunks_;
     std::vector<uint32_t> next_;  // next entry of a QP's list or of the free list
-    uint32_t free_head_ = NIL, free_count_ = 0;
+    uint32_t free_head_ = NIL;    // entries freed, most recent first (then those never taken)
+    uint32_t capacity_ = 0, used_ = 0;
 };
 
 }  // namespace hcasim

@@ -40,7 +40,8 @@ host_memory::host_memory(const sc_module_name& name)
       bytes_read("bytes_read", "bytes read by b_transport"),
       bytes_written("bytes_written", "bytes written by b_transport"),
       atomics("atomics", "atomic operations executed"),
-      pages("pages", "4 KiB pages of simulated host memory backed so far (allocated on first touch)") {
+      pages("pages",
+            "4 KiB pages of simulated host memory backed so far (on the first write of a non-zero byte)") {
     latency_ = sc_time(access_latency_ns, SC_NS);
     const uint64_t chunk_span = uint64_t(1) << (page_bits + chunk_bits);
     top_.resize((size_bytes.get() + chunk_span - 1) / chunk_span);
@@ -116,7 +117,15 @@ void host_memory::copy_in(uint64_t addr, const uint8_t* src, uint64_t n) {
     while (n) {
         const uint64_t off = addr & (page_size - 1);
         const uint64_t len = std::min(n, page_size - off);
-        uint8_t* dst = get_page(addr) + off;
+        uint8_t* page = find_page(addr);
+        static const uint8_t zeros[page_size] = {};
+        if (!page && std::memcmp(src, zeros, len) == 0) {
+            addr += len;  // zeros into a page never written: it reads as zero already
+            src += len;
+            n -= len;
+            continue;
+        }
+        uint8_t* dst = (page ? page : get_page(addr)) + off;
         if (shared_base_ && len == n) {
             // Other processes poll this memory: the last byte (a CQE's owner byte) lands last.
             copy_bytes(dst, src, len - 1);

@@ -16,7 +16,9 @@
 namespace hcasim {
 
 /// Sparse physical memory of `size_bytes`, allocated lazily in 4 KiB pages through a two-level
-/// table (no map lookup per access). Unwritten memory reads as zero. Serves b_transport, DMI
+/// table (no map lookup per access). Unwritten memory reads as zero, so a write of zeros into a
+/// page never written backs nothing (the OS zeroing every ring and table it hands out costs no
+/// memory until they are used: a million QPs' rings, most never posted to). Serves b_transport, DMI
 /// (per page) and debug transport on two sockets, executes atomic_ext payloads indivisibly, and
 /// lets spinning software sleep on write watches instead of polling.
 ///

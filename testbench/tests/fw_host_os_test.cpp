@@ -36,6 +36,37 @@ TEST(HostOs, contiguous_allocations_are_aligned_zeroed_and_reusable) {
     EXPECT_FALSE(os.alloc_contiguous(BYTES, 4096, &huge));
 }
 
+TEST(HostOs, small_rings_share_a_page_aligned_to_their_size_and_the_page_returns_with_the_last) {
+    test::fake_hca_bus bus(BASE, BYTES);
+    host_os os(bus, BASE, BYTES);
+    const size_t total = os.free_pages();
+    uint64_t a, b, c, big;
+    ASSERT_TRUE(os.alloc_ring(128, &a));  // a 2-entry send queue of 64-byte WQEs
+    ASSERT_TRUE(os.alloc_ring(100, &b));  // rounded up to 128
+    ASSERT_TRUE(os.alloc_ring(16, &c));   // a 1-entry receive queue: a page of 16-byte blocks
+    ASSERT_TRUE(os.alloc_ring(8192, &big));
+    EXPECT_EQ(a, BASE);
+    EXPECT_EQ(b, BASE + 128);
+    EXPECT_EQ(c, BASE + PAGE_BYTES);
+    EXPECT_EQ(big, BASE + 2 * PAGE_BYTES);  // a page and more: pages of its own, page aligned
+    EXPECT_EQ(os.free_pages(), total - 4);
+    *bus.at(b + 5, 1) = 0xAB;
+    os.free(b);
+    uint64_t d;
+    ASSERT_TRUE(os.alloc_ring(128, &d));
+    EXPECT_EQ(d, b);                  // the freed block, lowest first
+    EXPECT_EQ(*bus.at(d + 5, 1), 0);  // zeroed again
+    os.free(a);
+    os.free(d);
+    EXPECT_EQ(os.free_pages(), total - 3);  // the 128-byte blocks' page went back with its last
+    os.free(c);
+    os.free(big);
+    EXPECT_EQ(os.free_pages(), total);
+    uint64_t e;
+    ASSERT_TRUE(os.alloc_ring(64, &e));
+    EXPECT_EQ(e, BASE);  // a page freed by its last block is a page like any other
+}
+
 TEST(HostOs, process_pages_are_not_physically_contiguous) {
     test::fake_hca_bus bus(BASE, BYTES);
     host_os os(bus, BASE, BYTES);

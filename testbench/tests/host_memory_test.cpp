@@ -105,6 +105,30 @@ SIM_TEST(HostMemory, sparse_pages_zero_fill_and_page_crossing) {
     EXPECT_EQ(m.bytes_written.value(), 4u);
 }
 
+SIM_TEST(HostMemory, zeros_written_into_a_page_never_written_back_nothing) {
+    bench b("node0");
+    sc_start(SC_ZERO_TIME);
+    host_memory& m = b.mem;
+    std::vector<uint8_t> zeros(3 * 4096, 0);
+    m.write(0x10000, zeros.data(), zeros.size());  // an OS zeroing a ring it hands out
+    EXPECT_EQ(m.allocated_pages(), 0u);
+    const uint8_t one = 1;
+    m.write(0x11000 + 7, &one, 1);
+    EXPECT_EQ(m.allocated_pages(), 1u);
+    m.write(0x11000, zeros.data(), 4096);  // zeros into a backed page land like any bytes
+    uint8_t r = 0xee;
+    m.read(0x11000 + 7, &r, 1);
+    EXPECT_EQ(r, 0);
+    EXPECT_EQ(m.allocated_pages(), 1u);
+    // A write that starts in zeros and ends in a non-zero byte backs only the page it reaches.
+    std::vector<uint8_t> tail(2 * 4096, 0);
+    tail.back() = 9;
+    m.write(0x20000, tail.data(), tail.size());
+    EXPECT_EQ(m.allocated_pages(), 2u);
+    m.read(0x20000 + 2 * 4096 - 1, &r, 1);
+    EXPECT_EQ(r, 9);
+}
+
 namespace {
 /// Touches 1,100 pages (three slabs) in a scattered order, one distinct pattern each, and
 /// reads them back; returns the host address of the first page touched.
@@ -112,14 +136,14 @@ uintptr_t fill_and_check_scattered_pages(host_memory& m) {
     std::vector<uint64_t> addrs;
     for (uint64_t i = 0; i < 1100; ++i) addrs.push_back(((i * 7919) % 1100) * 0x10000 + (i % 4096));
     for (uint64_t i = 0; i < addrs.size(); ++i) {
-        const uint64_t v = addrs[i] * 0x9E3779B97F4A7C15ull;
+        const uint64_t v = (addrs[i] + 1) * 0x9E3779B97F4A7C15ull;  // never 0: zeros back no page
         m.write(addrs[i], &v, sizeof v);
     }
     EXPECT_EQ(m.allocated_pages(), 1100u);  // 8 bytes at in-page offsets below 4089: one page each
     for (uint64_t a : addrs) {
         uint64_t v = 0, z = 1;
         m.read(a, &v, sizeof v);
-        EXPECT_EQ(v, a * 0x9E3779B97F4A7C15ull);
+        EXPECT_EQ(v, (a + 1) * 0x9E3779B97F4A7C15ull);
         m.read(a + 0x8000, &z, sizeof z);  // pages never written read as zero
         EXPECT_EQ(z, 0u);
     }
