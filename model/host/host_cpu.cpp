@@ -35,13 +35,6 @@ host_cpu::host_cpu(const sc_module_name& name, host_memory& memory)
     dont_initialize();
 }
 
-void host_cpu::arm_tick(const sc_time& t) {
-    const sc_time now = sim_now();
-    if (tick_at_ > now && tick_at_ <= t) return;  // armed for then or earlier
-    tick_.notify(t - now);
-    tick_at_ = t;
-}
-
 void host_cpu::tick_method() {
     const sc_time now = sim_now();
     sc_time next = SC_ZERO_TIME;
@@ -51,6 +44,18 @@ void host_cpu::tick_method() {
         else if (next == SC_ZERO_TIME || w.deadline < next)
             next = w.deadline;
     if (next != SC_ZERO_TIME) arm_tick(next);
+}
+
+void host_cpu::arm_tick(const sc_time& deadline) {
+    // In steps of at most tick_step_ns: once its waiters have gone, the tick fires at most one
+    // step later and stops (a simulation that waits for nothing has nothing pending: `hcasim
+    // serve` sleeps then).
+    const sc_time now = sim_now();
+    const sc_time step = now + ns_time(tick_step_ns);
+    const sc_time t = deadline < step ? deadline : step;
+    if (tick_at_ > now && tick_at_ <= t) return;  // armed for then or earlier
+    tick_.notify(t - now);
+    tick_at_ = t;
 }
 
 // CPU loads and stores are coherent with DMA and take no simulated time themselves: their

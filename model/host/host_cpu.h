@@ -63,8 +63,9 @@ private:
     std::vector<waiter> waiters_;
     sc_core::sc_event tick_;
     sc_core::sc_time tick_at_;  // tick_ is armed for this time if it lies ahead
+    static constexpr double tick_step_ns = 10000.0;
     void tick_method();
-    void arm_tick(const sc_core::sc_time& t);
+    void arm_tick(const sc_core::sc_time& deadline);
     tlm::tlm_generic_payload mmio_gp_;  // mmio_write's payload, while no store is in flight
     bool mmio_gp_busy_ = false;
 };
