@@ -148,7 +148,11 @@ int run_once(const run_options& given, nlohmann::ordered_json* json) {
     if (opts.workload == "msg_rate") {
         msg_rate = std::make_unique<workloads::msg_rate_op>();
         opts.workload = msg_rate->bandwidth_workload();
-        check_sizes(opts);  // ud_send: one datagram per message
+        try {
+            check_sizes(opts);  // ud_send: one datagram per message
+        } catch (const config_error& e) {
+            throw config_error(std::string(e.what()) + " (msg_rate, workload.op=" + msg_rate->op() + ")");
+        }
         spec = make_spec(opts);
     }
     if (opts.help_config) {
