@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <string>
 
 #include "testbench/tests/hcasim_run.h"
@@ -92,8 +94,9 @@ TEST(HcasimMsgRate, any_size_and_the_default_write) {
 
 TEST(HcasimMsgRate, sweep_qps_1_2_produces_two_rows) {
     nlohmann::json j;
-    const result r =
-        hcasim::test::run_hcasim_stats("--workload msg_rate --iters 1000 --sweep qps=1,2", "msg_rate", &j);
+    const std::string dir = hcasim::test::empty_dir("msg_rate_report");
+    const result r = hcasim::test::run_hcasim_stats(
+        "--workload msg_rate --iters 1000 --sweep qps=1,2 --report '" + dir + "'", "msg_rate", &j);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find("== --sweep qps=1\n"), std::string::npos);
     EXPECT_NE(r.out.find("== --sweep qps=2\n"), std::string::npos);
@@ -104,6 +107,14 @@ TEST(HcasimMsgRate, sweep_qps_1_2_produces_two_rows) {
         ASSERT_EQ(j["runs"][k]["results"].size(), 1u);
         EXPECT_EQ(j["runs"][k]["results"][0]["messages"].get<uint64_t>(), 1000u);
     }
+    // The report: one CSV row per QP count, the rate against QPs plotted.
+    const std::string csv = hcasim::test::slurp(dir + "/results.csv");
+    EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;
+    EXPECT_NE(csv.find("\nmsg_rate,1,64,1000,"), std::string::npos) << csv;
+    EXPECT_NE(csv.find("\nmsg_rate,2,64,1000,"), std::string::npos) << csv;
+    if (r.err.find("no plots") == std::string::npos)  // gnuplot installed
+        EXPECT_NE(hcasim::test::slurp(dir + "/plots.gp").find("set output 'qps.png'"), std::string::npos);
+    std::filesystem::remove_all(dir);
 }
 
 TEST(HcasimMsgRate, bad_op_name_exits_2_naming_the_key) {
