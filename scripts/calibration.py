@@ -34,12 +34,13 @@ DOC = ROOT / "docs" / "calibration.md"
 DEFAULT_HCASIM = ROOT / "build" / "release" / "testbench" / "hcasim"
 
 # Preset files in the order the tables list them.
-PRESETS = ["fdr-cx3", "edr-cx4-gen3x16", "edr-cx5", "edr-cx5-gen3x8", "hdr-cx6", "ndr-cx7", "two-nodes-switch"]
+PRESETS = ["fdr-cx3", "fdr-cib", "edr-cx4-gen3x16", "edr-cx5", "edr-cx5-gen3x8", "hdr-cx6", "ndr-cx7", "two-nodes-switch"]
 
 # Configurations of the predictions table: label, preset files loaded in order.
 CONFIGS = [
     ("defaults (no preset)", []),
     ("`fdr-cx3.ini`", ["fdr-cx3"]),
+    ("`fdr-cib.ini`", ["fdr-cib"]),
     ("`edr-cx4-gen3x16.ini`", ["edr-cx4-gen3x16"]),
     ("`edr-cx5.ini`", ["edr-cx5"]),
     ("`edr-cx5-gen3x8.ini`", ["edr-cx5-gen3x8"]),

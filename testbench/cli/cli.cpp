@@ -10,6 +10,7 @@
 
 #include "model/core/log.h"
 #include "model/core/param.h"
+#include "testbench/workloads/msg_rate.h"
 
 namespace po = boost::program_options;
 
@@ -105,6 +106,8 @@ const workload_entry workload_table[] = {
     {"srq_bw", transport::rc},       {"ud_srq_bw", transport::ud},   {"mr_scale", transport::rc},
     {"qp_scale", transport::rc},     {"dma_read_bw", transport::rc}, {"dma_write_bw", transport::rc},
     {"attack_suite", transport::rc},
+    // workload.op picks the bandwidth workload it runs (and its transport): write_bw by default.
+    {"msg_rate", transport::rc},
     // The many-node workloads (workload.transport picks theirs: RC unless it says UC or UD).
     {"incast", transport::rc}, {"alltoall", transport::rc}, {"permutation", transport::rc},
     {"uniform_random", transport::rc}, {"bisection", transport::rc}, {"hotspot", transport::rc},
@@ -121,6 +124,8 @@ const std::vector<std::string>& workload_names() {
     }();
     return names;
 }
+
+bool threads_workload(const std::string&) { return false; }
 
 transport transport_of(const std::string& workload) {
     for (const workload_entry& e : workload_table)
@@ -154,6 +159,7 @@ void describe_options(po::options_description& desc) {
         "ud_send_lat|ud_send_bw (UD), mcast_bw (UD multicast, node0 to every other node), uc_write_bw (UC), "
         "srq_bw|ud_srq_bw (SEND over --qps QPs into one shared receive queue, RC|UD), mr_scale, "
         "qp_scale (64 B write_bw and read_bw at 1..16K QPs, one process per point), "
+        "msg_rate (64 B message rate of workload.op=write|read|send|ud_send; --qps, --sweep qps), "
         "dma_read_bw|dma_write_bw, attack_suite (protection attack cases, docs/attack-suite.md), "
         "incast|alltoall|permutation|uniform_random|bisection|hotspot (every node of the fabric, "
         "docs/fabric.md) (default: demo)";
@@ -171,8 +177,9 @@ void describe_options(po::options_description& desc) {
         ("mtu,m", po::value<std::string>(), "path MTU: 256|512|1024|2048|4096 (default 4096); UD: the largest message")
         ("stats-json", po::value<std::string>(), "write results, counters and configuration as JSON to FILE")
         ("sweep", po::value<std::vector<std::string>>()->composing(),
-         "sweep a dimension: size=LIST (the same as --size) or qps=LIST (one run per QP count); LIST as --size, "
-         "A..B or A-B for powers of two, e.g. size=2..8M, qps=1..16K (repeatable, one per dimension)")
+         "sweep a dimension: size=LIST (the same as --size), qps=LIST (one run per QP count) or threads=LIST "
+         "(one run per --threads count, once the workloads take it); LIST as --size, A..B or A-B for powers of "
+         "two, e.g. size=2..8M, qps=1..16K (repeatable, one per dimension)")
         ("report", po::value<std::string>(), "write DIR/results.csv, DIR/results.json and PNG plots (gnuplot) of the run")
         ("speed", "after the run, print the simulator's speed: wire packets per wall second, slowdown, and cost per "
                   "packet in SystemC timed-event equivalents (measured by --bench-events in a child process)")
@@ -203,13 +210,31 @@ void describe_options(po::options_description& desc) {
     // clang-format on
 }
 
-/// --sweep size=LIST and qps=LIST (one per dimension).
+/// --sweep threads=LIST: the thread counts, for a workload that takes --threads. No workload
+/// takes --threads yet (issue 30's application threads): until one does, this refuses the sweep
+/// naming the option; the hook is threads_workload() and run_options::sweep_threads.
+void parse_threads_sweep(const std::string& list, run_options& o) {
+    if (!o.sweep_qps.empty() || !o.sweep_threads.empty())
+        throw config_error(
+            "--sweep threads=...: one dimension per run (another --sweep qps or threads is given)");
+    for (uint64_t n : parse_list(list, "--sweep threads", "thread count")) {
+        if (n == 0 || n > max_threads_option)
+            throw config_error("--sweep threads: " + std::to_string(n) + " threads (expected 1 to " +
+                               std::to_string(max_threads_option) + ")");
+        o.sweep_threads.push_back(unsigned(n));
+    }
+    if (!threads_workload(o.workload))
+        throw config_error("--sweep threads: " + (o.workload.empty() ? std::string("the demo") : o.workload) +
+                           " does not take --threads (no workload does yet: issue 30's application threads)");
+}
+
+/// --sweep size=LIST, qps=LIST and threads=LIST (one per dimension; qps and threads not together).
 void parse_sweep(const po::variables_map& vm, run_options& o) {
     bool size_swept = false;
     for (const std::string& s : vm["sweep"].as<std::vector<std::string>>()) {
         const auto eq = s.find('=');
         if (eq == std::string::npos)
-            throw config_error("--sweep: expected size=LIST or qps=LIST, got '" + s + "'");
+            throw config_error("--sweep: expected size=LIST, qps=LIST or threads=LIST, got '" + s + "'");
         const std::string dim = s.substr(0, eq);
         std::string list = s.substr(eq + 1);
         for (size_t p; (p = list.find("..")) != std::string::npos;) list.replace(p, 2, "-");
@@ -223,14 +248,18 @@ void parse_sweep(const po::variables_map& vm, run_options& o) {
             if (vm.count("qps") || !o.sweep_qps.empty())
                 throw config_error(
                     "--sweep qps=...: the QP count is already given (--qps or another --sweep qps)");
+            if (!o.sweep_threads.empty())
+                throw config_error("--sweep qps=...: one dimension per run (--sweep threads is given)");
             for (uint64_t n : parse_list(list, "--sweep qps", "QP count")) {
                 if (n == 0 || n > max_qps_option)
                     throw config_error("--sweep qps: " + std::to_string(n) + " QPs (expected 1 to " +
                                        std::to_string(max_qps_option) + ")");
                 o.sweep_qps.push_back(unsigned(n));
             }
+        } else if (dim == "threads") {
+            parse_threads_sweep(list, o);
         } else {
-            throw config_error("--sweep: unknown dimension '" + dim + "' (expected size or qps)");
+            throw config_error("--sweep: unknown dimension '" + dim + "' (expected size, qps or threads)");
         }
     }
 }
@@ -329,8 +358,8 @@ void parse_outputs(const po::variables_map& vm, run_options& o) {
     }
 }
 
-/// The sizes the workload can send: mr_scale's default sizes, no zero-length mr_scale WRITE,
-/// UD's one packet, the atomics' 8 bytes.
+}  // namespace
+
 void check_sizes(run_options& o) {
     const bool atomic = o.workload == "atomic_lat" || o.workload == "atomic_rate";
     const bool mr_scale = o.workload == "mr_scale";
@@ -359,8 +388,6 @@ void check_sizes(run_options& o) {
                 throw config_error("--size: " + o.workload + " moves 8 bytes (64-bit atomics), got " +
                                    std::to_string(size));
 }
-
-}  // namespace
 
 run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out) {
     po::options_description desc("Usage: hcasim [options]\nOptions", 110);
@@ -444,6 +471,12 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         if (!mr_scale) throw config_error("--mrs: only mr_scale takes memory region counts");
         o.mrs_text = vm["mrs"].as<std::string>();
         o.mrs = parse_counts(o.mrs_text, "--mrs");
+    }
+    if (o.workload == "msg_rate") {
+        // Small messages, and enough of them that the stream's start and drain hardly count.
+        if (!o.sizes_given) o.sizes = {workloads::msg_rate_default_size};
+        if (!o.iters_given) o.iters = workloads::msg_rate_default_iters;
+        o.sizes_given = o.iters_given = true;
     }
     check_sizes(o);
     return o;

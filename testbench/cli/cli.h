@@ -32,7 +32,9 @@ struct run_options {
     bool iters_given = false;          ///< --iters was on the command line
     bool qps_given = false;            ///< --qps was on the command line (srq_bw's default is 16)
     std::vector<unsigned> sweep_qps;   ///< --sweep qps=LIST: one run (a child process) per QP count
-    std::string report_dir;            ///< --report DIR: CSV, JSON and PNG plots of the run(s); empty = none
+    std::vector<unsigned>
+        sweep_threads;          ///< --sweep threads=LIST: one run per thread count (threads_workload)
+    std::string report_dir;     ///< --report DIR: CSV, JSON and PNG plots of the run(s); empty = none
     bool speed = false;         ///< --speed: print the simulator's speed after the run (not deterministic)
     uint64_t bench_events = 0;  ///< --bench-events N: only measure the SystemC timed-event rate
     std::string record;         ///< --record FILE: verbs-level trace of the run; empty = none
@@ -48,11 +50,22 @@ struct run_options {
 /// Largest --qps (and --sweep qps count): the largest hca.max_qps, 2^24, less the QPs the
 /// firmware keeps and the margin a run's hca.max_qps leaves (cli/sweep.cpp's qp_scale, workloads/).
 constexpr unsigned max_qps_option = (1u << 24) - 16;
+/// Largest --sweep threads count (application threads of one node).
+constexpr unsigned max_threads_option = 1024;
 /// Largest --iters: a latency run keeps one sample per iteration (80 MB at this count).
 constexpr uint64_t max_iters = 10000000;
 
 /// Parses argv. Prints usage to `help_out` on --help. Throws config_error (one line) on bad input.
 run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out);
+
+/// The sizes the workload can send: mr_scale's default sizes, no zero-length mr_scale WRITE,
+/// UD's one packet, the atomics' 8 bytes. msg_rate checks them again once workload.op has
+/// named its workload. Throws config_error.
+void check_sizes(run_options& o);
+
+/// Whether `workload` runs --threads application threads (--sweep threads needs it). None does
+/// yet: the bandwidth workloads and msg_rate will once issue 30's threads land.
+bool threads_workload(const std::string& workload);
 
 /// Parses a --size argument: `N`, `N,M,...`, `A-B` (powers of two from A to B), K/M/G suffixes
 /// (binary: 4K = 4096), e.g. "2-8M" or "64,4K". Throws config_error.

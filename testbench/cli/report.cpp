@@ -27,12 +27,21 @@ namespace hcasim {
 
 namespace {
 
+/// The interval a bandwidth row's rate was measured over: its messages over its rate. The
+/// streams time whole nanoseconds, so this recovers their interval exactly.
+uint64_t stream_interval_ns(const size_result& s) {
+    return s.msg_rate_mpps > 0 ? uint64_t(std::llround(double(s.iters) * 1000.0 / s.msg_rate_mpps)) : 0;
+}
+
 const char* const rule =
     "---------------------------------------------------------------------------------------";
 
-void print_header(std::ostream& os, bool latency) {
+void print_header(std::ostream& os, bool latency, bool msg_rate) {
     char line[256];
-    if (latency)
+    if (msg_rate)
+        std::snprintf(line, sizeof line, " %-10s %-12s %-16s %-20s %s", "#bytes", "#messages",
+                      "MsgRate[Mpps]", "BW average[Gb/sec]", "interval[ns]");
+    else if (latency)
         std::snprintf(line, sizeof line, " %-10s %-12s %-14s %-14s %-17s %-14s %s", "#bytes", "#iterations",
                       "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "99% percentile[usec]");
     else
@@ -41,9 +50,13 @@ void print_header(std::ostream& os, bool latency) {
     os << line << "\n";
 }
 
-void print_row(std::ostream& os, const size_result& s) {
+void print_row(std::ostream& os, const size_result& s, bool msg_rate) {
     char line[256];
-    if (s.latency)
+    if (msg_rate)
+        std::snprintf(line, sizeof line, " %-10llu %-12llu %-16.6f %-20.2f %llu",
+                      static_cast<unsigned long long>(s.size_bytes), static_cast<unsigned long long>(s.iters),
+                      s.msg_rate_mpps, s.bw_gbps, static_cast<unsigned long long>(stream_interval_ns(s)));
+    else if (s.latency)
         std::snprintf(line, sizeof line, " %-10llu %-12llu %-14.2f %-14.2f %-17.2f %-14.2f %.2f",
                       static_cast<unsigned long long>(s.size_bytes), static_cast<unsigned long long>(s.iters),
                       s.lat_min_us, s.lat_max_us, s.lat_typical_us, s.lat_avg_us, s.lat_p99_us);
@@ -120,16 +133,19 @@ void print_fabric(std::ostream& os, const std::string& workload, const size_resu
 
 void print_table(std::ostream& os, const run_report& r) {
     os << rule << "\n";
-    os << " hcasim " << (r.workload.empty() ? "demo" : r.workload) << " (seed " << r.seed << ")\n";
-    os << rule << "\n";
+    os << " hcasim " << (r.workload.empty() ? "demo" : r.workload) << " (seed " << r.seed << ")";
+    if (!r.op.empty())
+        os << ": " << r.op << " (as " << r.op_workload << "), " << r.qps << (r.qps == 1 ? " QP" : " QPs");
+    os << "\n" << rule << "\n";
+    const bool msg_rate = !r.op.empty();
     bool have_header = false, header_latency = false;
     for (const auto& s : r.results) {
         if (!have_header || header_latency != s.latency) {
-            print_header(os, s.latency);
+            print_header(os, s.latency, msg_rate);
             have_header = true;
             header_latency = s.latency;
         }
-        print_row(os, s);
+        print_row(os, s, msg_rate);
     }
     os << rule << "\n";
     os << " simulated time " << r.sim_time_ns << " ns, " << r.wire_packets << " wire packets\n";
@@ -279,6 +295,10 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
     j["workload"] = reports.size() == 1 ? r.workload : std::string("demo");
     j["seed"] = r.seed;
     j["qps"] = r.qps;
+    if (!r.op.empty()) {
+        j["op"] = r.op;
+        j["bandwidth_workload"] = r.op_workload;
+    }
     json results = json::array();
     for (const run_report& rep : reports)
         for (const auto& s : rep.results) {
@@ -295,6 +315,10 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
             } else {
                 e["bw_gbps"] = s.bw_gbps;
                 e["msg_rate_mpps"] = s.msg_rate_mpps;
+                if (!r.op.empty()) {  // msg_rate: the figures the rate is made of
+                    e["messages"] = s.iters;
+                    e["interval_ns"] = stream_interval_ns(s);
+                }
             }
             if (s.datagrams) e["datagrams_lost"] = s.datagrams_lost;
             if (s.receivers) {

@@ -94,6 +94,8 @@ struct run_report {
     uint64_t wire_packets = 0;         ///< packets that crossed the fabric
     uint64_t seed = 0;                 ///< run seed
     unsigned qps = 1;                  ///< queue pairs of the run (--qps)
+    std::string op;                    ///< msg_rate: workload.op (write|read|send|ud_send); empty otherwise
+    std::string op_workload;           ///< msg_rate: the bandwidth workload that ran it (write_bw, ...)
     std::string verify_failure;  ///< --verify: the first mismatch or bad completion, in words; empty = none
     /// Every counter and every parameter at the end of the run (captured before the model is
     /// torn down). Empty: write_json reads the live registries instead.

@@ -13,6 +13,7 @@
 #include "testbench/cli/commands.h"
 #include "testbench/cli/report.h"
 #include "testbench/cli/run.h"
+#include "testbench/workloads/msg_rate.h"
 #include "testbench/workloads/workloads.h"
 
 namespace hcasim {
@@ -134,12 +135,26 @@ void report(const run_options& o, const nlohmann::ordered_json& runs) {
 
 /// One run of the workload (one elaboration): prints its table(s), writes --stats-json, returns
 /// the exit status and (if `json` is given) the stats JSON.
-int run_once(const run_options& opts, nlohmann::ordered_json* json) {
-    const run_spec spec = make_spec(opts);
+int run_once(const run_options& given, nlohmann::ordered_json* json) {
+    run_options opts = given;
+    run_spec spec = make_spec(opts);
     bool two_node = false;
     for (const phase_spec& p : spec.phases) two_node |= !is_pcie_workload(p.workload);
     if (two_node) apply_seed(opts);  // first, so that the configuration's link.seed wins
     apply_config(opts);
+    // msg_rate: workload.op (read now the configuration is loaded) names the bandwidth workload
+    // that runs; the key stays declared through the run (its stats JSON lists it).
+    std::unique_ptr<workloads::msg_rate_op> msg_rate;
+    if (opts.workload == "msg_rate") {
+        msg_rate = std::make_unique<workloads::msg_rate_op>();
+        opts.workload = msg_rate->bandwidth_workload();
+        try {
+            check_sizes(opts);  // ud_send: one datagram per message
+        } catch (const config_error& e) {
+            throw config_error(std::string(e.what()) + " (msg_rate, workload.op=" + msg_rate->op() + ")");
+        }
+        spec = make_spec(opts);
+    }
     if (opts.help_config) {
         std::vector<param_info> params;
         run(spec, &params);
@@ -153,7 +168,14 @@ int run_once(const run_options& opts, nlohmann::ordered_json* json) {
         std::cerr << "hcasim: run failed: " << failure << "\n";
         return 1;
     }
-    for (run_report& r : reports) r.qps = spec.qps;
+    for (run_report& r : reports) {
+        r.qps = spec.qps;
+        if (msg_rate) {
+            r.workload = "msg_rate";
+            r.op = msg_rate->op();
+            r.op_workload = opts.workload;
+        }
+    }
     for (const run_report& r : reports) print_table(std::cout, r);
     if (!opts.stats_json.empty()) write_json(opts.stats_json, reports);
     if (json) *json = to_json(reports);

@@ -27,8 +27,8 @@
 namespace {
 
 /// Every preset file, in the order of docs/calibration.md (a new file must be added here).
-const std::vector<std::string> presets = {"fdr-cx3", "edr-cx4-gen3x16", "edr-cx5",         "edr-cx5-gen3x8",
-                                          "hdr-cx6", "ndr-cx7",         "two-nodes-switch"};
+const std::vector<std::string> presets = {"fdr-cx3",        "fdr-cib", "edr-cx4-gen3x16", "edr-cx5",
+                                          "edr-cx5-gen3x8", "hdr-cx6", "ndr-cx7",         "two-nodes-switch"};
 
 using hcasim::test::have_python3;
 using hcasim::test::result;

@@ -160,9 +160,9 @@ TEST(HcasimReport, bad_sweeps_and_report_paths_are_one_line_errors) {
     };
     const bad cases[] = {
         {"--workload write_bw --sweep iters=1..4",
-         "hcasim: error: --sweep: unknown dimension 'iters' (expected size or qps)\n"},
+         "hcasim: error: --sweep: unknown dimension 'iters' (expected size, qps or threads)\n"},
         {"--workload write_bw --sweep size",
-         "hcasim: error: --sweep: expected size=LIST or qps=LIST, got 'size'\n"},
+         "hcasim: error: --sweep: expected size=LIST, qps=LIST or threads=LIST, got 'size'\n"},
         {"--workload write_bw --size 64 --sweep size=2..8",
          "hcasim: error: --sweep size=...: the sizes are already given (--size or another --sweep size)\n"},
         {"--workload write_bw --qps 2 --sweep qps=1..4",
