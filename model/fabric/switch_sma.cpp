@@ -143,8 +143,8 @@ void switch_sma::lft_block(wire::smp& s, bool set) {
 }
 
 void switch_sma::sl2vl_table(wire::smp& s, bool set) {
-    // A switch: modifier input port << 8 | output port. The model keeps one table per output
-    // (every input shares it), so a Set of (in, out) writes output out's.
+    // A switch: modifier input port << 8 | output port, one table per pair (input 0: the
+    // management port).
     const unsigned out = s.h.attr_mod & 0xFF, in = s.h.attr_mod >> 8 & 0xFF;
     if (out < 1 || out > sw_.ports() || in > sw_.ports() || (s.h.attr_mod >> 16) || !sw_.linked(out)) {
         s.data.fill(0);
@@ -160,9 +160,9 @@ void switch_sma::sl2vl_table(wire::smp& s, bool set) {
                 set = false;
                 break;
             }
-        if (set) sw_.set_sl2vl(out, t);
+        if (set) sw_.set_sl2vl(in, out, t);
     }
-    wire::encode_sl2vl(sw_.sl2vl(out).data(), s.data.data());
+    wire::encode_sl2vl(sw_.sl2vl(in, out).data(), s.data.data());
 }
 
 void switch_sma::vlarb_block(wire::smp& s, bool set) {
