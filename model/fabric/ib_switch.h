@@ -97,6 +97,11 @@ public:
     /// Multicast forwarding table: port `p` is in the group of `mlid` or not (as the SM
     /// programs it).
     void set_mcast(uint16_t mlid, unsigned p, bool member);
+    bool mcast_member(uint16_t mlid, unsigned p) const {
+        if (mlid < 0xC000 || mlid == 0xFFFF || p < 1 || p > ports_.size()) return false;
+        const std::vector<uint16_t>& g = mft_[mlid - 0xC000];
+        return !g.empty() && g[p - 1];
+    }
     /// Port 0, the management port: VL15 packets for LID `lid` or the permissive LID go to
     /// `agent` (switch_sma.h) instead of the forwarding tables.
     void attach_agent(switch_sma* agent, uint16_t lid) {

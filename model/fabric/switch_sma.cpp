@@ -115,6 +115,7 @@ void switch_sma::process(wire::smp& s) {
         return;
     }
     case wire::SMP_ATTR_LINEAR_FDB: return lft_block(s, set);
+    case wire::SMP_ATTR_MCAST_FDB: return mft_block(s, set);
     case wire::SMP_ATTR_SL2VL_TABLE: return sl2vl_table(s, set);
     case wire::SMP_ATTR_VLARB_TABLE: return vlarb_block(s, set);
     default: break;
@@ -140,6 +141,31 @@ void switch_sma::lft_block(wire::smp& s, bool set) {
     }
     for (unsigned k = 0; k < wire::LFT_LIDS_PER_BLOCK; ++k) ports[k] = sw_.lft_entry(uint16_t(first + k));
     wire::encode_lft_block(ports, s.data.data());
+}
+
+void switch_sma::mft_block(wire::smp& s, bool set) {
+    // Modifier: position (the 16-port slice) << 28 | block (MLIDs 0xC000 + 32 block ..); the
+    // data: 32 big-endian port masks. Port 0 (bit 0 of position 0) is not a member here.
+    const unsigned block = s.h.attr_mod & 0x1FF, position = s.h.attr_mod >> 28;
+    if ((s.h.attr_mod & 0x0FFFFE00) || position * wire::MFT_PORTS_PER_MASK > sw_.ports()) {
+        s.data.fill(0);
+        s.h.status |= wire::MAD_STATUS_INVALID_FIELD;
+        return;
+    }
+    for (unsigned k = 0; k < wire::MFT_MLIDS_PER_BLOCK; ++k) {
+        const uint16_t mlid = uint16_t(0xC000 + block * wire::MFT_MLIDS_PER_BLOCK + k);
+        const unsigned want = unsigned(s.data[2 * k] << 8 | s.data[2 * k + 1]);
+        unsigned mask = 0;  // the members as they are now
+        for (unsigned j = 0; j < wire::MFT_PORTS_PER_MASK; ++j) {
+            const unsigned p = position * wire::MFT_PORTS_PER_MASK + j;
+            if (p == 0 || p > sw_.ports()) continue;
+            if (set) sw_.set_mcast(mlid, p, want >> j & 1);
+            mask |= unsigned(sw_.mcast_member(mlid, p)) << j;
+        }
+        s.data[2 * k] = uint8_t(mask >> 8);
+        s.data[2 * k + 1] = uint8_t(mask);
+    }
+    std::fill(s.data.begin() + 2 * wire::MFT_MLIDS_PER_BLOCK, s.data.end(), 0);
 }
 
 void switch_sma::sl2vl_table(wire::smp& s, bool set) {

@@ -273,6 +273,49 @@ SIM_TEST(SmProgram, switch_agent_get_returns_what_set_wrote_for_an_input_output_
     EXPECT_EQ(bad, wire::MAD_STATUS_INVALID_FIELD);
 }
 
+// MulticastForwardingTable (0x1B) through a switch's agent: a block is 32 MLIDs of 16-bit port
+// masks, the modifier's position (bits 31:28) selecting the 16-port slice. A Set of MLID
+// 0xC001's mask (ports 2 and 3, plus port 0 and a port 9 the radix-4 switch lacks) makes ports
+// 2 and 3 members and the GetResp shows just those; a position past the switch's ports is
+// refused.
+SIM_TEST(SmProgram, switch_agent_sets_and_gets_multicast_forwarding_table_blocks) {
+    fat_tree("direct");
+    machine m;
+    subnet_manager& sm = *m.net.sm;
+    const std::vector<uint8_t> path = m.sweep_plan().front().path;  // the SM's leaf
+    ib_switch& leaf = m.net.switch_at(m.net.graph.switches().front());
+    int set = -2, get = -2, bad = -2;
+    wire::smp got;
+    test_thread t("t", [&] {
+        wire::smp req;
+        req.h.method = wire::MAD_METHOD_SET;
+        req.h.attr_id = wire::SMP_ATTR_MCAST_FDB;
+        req.h.attr_mod = 0;  // position 0, block 0: MLIDs 0xC000..0xC01F
+        req.data[2] = 0x02;  // MLID 0xC001: port 9
+        req.data[3] = 0x0D;  // ports 3, 2 and 0
+        set = sm.transact_dr(path, req);
+        req.h.method = wire::MAD_METHOD_GET;
+        req.data.fill(0);
+        get = sm.transact_dr(path, req, &got);
+        req.h.attr_mod = 1u << 28;  // ports 16..31
+        bad = sm.transact_dr(path, req);
+    });
+    sc_start();
+    EXPECT_EQ(set, wire::MAD_STATUS_OK);
+    EXPECT_EQ(get, wire::MAD_STATUS_OK);
+    EXPECT_EQ(got.data[2], 0x00);
+    EXPECT_EQ(got.data[3], 0x0C);
+    for (unsigned k = 0; k < 64; ++k) {
+        if (k == 3) continue;
+        EXPECT_EQ(got.data[k], 0) << "byte " << k;
+    }
+    EXPECT_FALSE(leaf.mcast_member(0xC001, 1));
+    EXPECT_TRUE(leaf.mcast_member(0xC001, 2));
+    EXPECT_TRUE(leaf.mcast_member(0xC001, 3));
+    EXPECT_FALSE(leaf.mcast_member(0xC000, 2));
+    EXPECT_EQ(bad, wire::MAD_STATUS_INVALID_FIELD);
+}
+
 // The sweep programs the HCA ports too (IBA ch. 7: a CA port has an SL-to-VL table and VL
 // arbitration tables): they start with the link-up tables (SL mod VLs, every VL weight 255)
 // and, once the switches route, the SM sets the configured ones by LID-routed SMPs through each
