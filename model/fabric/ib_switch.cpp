@@ -32,7 +32,8 @@ switch_params::switch_params()
       data_vls("switch.data_vls", 1, "VLs",
                "data VLs of every switch port (1, 2, 4, 8 or 15); a link runs min(both ends)", {1, 15}),
       sl2vl("switch.sl2vl", "", "",
-            "SL-to-VL table of every switch output: 16 comma-separated VLs (15 drops the SL); empty: SL mod "
+            "SL-to-VL table of every (input, output) port pair of every switch: 16 comma-separated VLs (15 "
+            "drops the SL); empty: SL mod "
             "the port's data VLs"),
       vlarb_high(
           "switch.vlarb_high", "", "",
@@ -114,6 +115,9 @@ ib_switch::ib_switch(const sc_module_name& name, unsigned ports, const switch_pa
     SC_METHOD(watch);
     sensitive << watch_ev_;
     dont_initialize();
+    SC_METHOD(vl15_arrive);
+    sensitive << vl15_ev_;
+    dont_initialize();
     gp_.set_command(tlm::TLM_WRITE_COMMAND);
     handoff_ = new packet_handoff_ext;
     gp_.set_extension(handoff_);
@@ -158,7 +162,9 @@ void ib_switch::set_link(unsigned p, double rate_gbps, const sc_time& propagatio
     o.propagation = propagation;
     o.vls = vls;
     const std::vector<unsigned> t = parse_sl2vl(p_.sl2vl, p_.sl2vl.key(), vls);
-    for (unsigned sl = 0; sl < 16; ++sl) o.sl2vl[sl] = uint8_t(t[sl]);
+    std::array<uint8_t, 16> a{};
+    for (unsigned sl = 0; sl < 16; ++sl) a[sl] = uint8_t(t[sl]);
+    set_sl2vl(p, a);
     o.arb.configure(parse_vlarb(p_.vlarb_high, p_.vlarb_high.key(), vls),
                     parse_vlarb(p_.vlarb_low, p_.vlarb_low.key(), vls), p_.vlarb_high_limit, vls);
     if (far_buffer_bytes) o.credits.configure(vls, far_buffer_bytes);
@@ -169,19 +175,59 @@ void ib_switch::set_link(unsigned p, double rate_gbps, const sc_time& propagatio
     i.ps_per_byte = o.ps_per_byte;
 }
 
+const std::array<uint8_t, 16>& ib_switch::sl2vl(unsigned in, unsigned out) const {
+    const out_port& o = *ports_.at(out - 1);
+    const unsigned i = in ? in - 1 : ports();  // port 0's input is the last
+    return o.sl2vl[o.sl2vl_in.empty() ? 0 : o.sl2vl_in.at(i)];
+}
+
+void ib_switch::set_sl2vl(unsigned p, const std::array<uint8_t, 16>& t) {
+    out_port& o = *ports_.at(p - 1);
+    o.sl2vl.assign(1, t);
+    o.sl2vl_in.clear();
+}
+
+void ib_switch::set_sl2vl(unsigned in, unsigned out, const std::array<uint8_t, 16>& t) {
+    out_port& o = *ports_.at(out - 1);
+    const unsigned i = in ? in - 1 : ports();
+    if (i > ports()) throw std::out_of_range("ib_switch::set_sl2vl: no input port " + std::to_string(in));
+    if (o.sl2vl_in.empty()) o.sl2vl_in.assign(ports() + 1, 0);
+    // A table equal to one held is shared; else the slot of a table no input uses any more,
+    // else a new one (at most one per input besides [0]: the index fits a byte).
+    std::vector<bool> used(o.sl2vl.size(), false);
+    for (unsigned k = 0; k < o.sl2vl_in.size(); ++k)
+        if (k != i) used[o.sl2vl_in[k]] = true;
+    used[0] = true;
+    size_t slot = o.sl2vl.size();
+    for (size_t k = 0; k < o.sl2vl.size(); ++k)
+        if (o.sl2vl[k] == t) {
+            slot = k;
+            break;
+        } else if (!used[k] && slot == o.sl2vl.size())
+            slot = k;
+    if (slot == o.sl2vl.size()) o.sl2vl.push_back(t);
+    o.sl2vl[slot] = t;
+    o.sl2vl_in[i] = uint8_t(slot);
+}
+
 void ib_switch::set_vlarb(unsigned p, std::vector<vlarb_entry> high, std::vector<vlarb_entry> low) {
     out_port& o = *ports_.at(p - 1);
     o.arb.configure(std::move(high), std::move(low), p_.vlarb_high_limit, o.vls);
 }
 
-bool ib_switch::send_from_port0(unsigned p, const uint8_t* bytes, uint32_t len, const sc_time& at) {
-    if (!linked(p) || len > MAX_PACKET_BYTES) return false;
+ib_switch::queued* ib_switch::take_queued() {
     if (free_.empty()) {
         pool_.push_back(std::make_unique<queued>());
         free_.push_back(pool_.back().get());
     }
     queued* q = free_.back();
     free_.pop_back();
+    return q;
+}
+
+bool ib_switch::send_from_port0(unsigned p, const uint8_t* bytes, uint32_t len, const sc_time& at) {
+    if (!linked(p) || len > MAX_PACKET_BYTES) return false;
+    queued* q = take_queued();
     if (!q->pkt) q->pkt = packet_pool::take();
     copy_bytes(q->pkt->bytes, bytes, len);
     q->pkt->len = q->len = len;
@@ -264,44 +310,12 @@ void ib_switch::b_transport(int id, tlm::tlm_generic_payload& gp, sc_time& delay
         give_back();
         return;
     }
-    if (vl == VL15 && in.vl[VL15].size() >= p_.vl15_buffer_packets) {
-        ++self.VL15Dropped;
-        HCASIM_LOG(
-            log_, info,
-            "drops " << wire::describe_packet(bytes, len) << ": VL15 buffer of port " << i + 1 << " full");
-        return;
-    }
     const wire::lrh l = wire::decode_lrh(bytes);
-    if (vl == VL15 && agent_ && (l.dlid == wire::PERMISSIVE_LID || l.dlid == agent_lid_)) {
-        agent_->receive(i + 1, bytes, len, crc_state_of(gp), last);  // port 0's
+    if (vl != VL15 && !routable(i, bytes, len, l, vl)) {
+        give_back();
         return;
     }
-    queued* q;
-    if (l.dlid >= 0xC000 && l.dlid != 0xFFFF) {
-        if (mft_[l.dlid - 0xC000].empty()) {
-            drop(bytes, len, i, "no such multicast group");
-            give_back();
-            return;
-        }
-    } else {
-        const uint8_t o = l.dlid < lft_.size() ? lft_[l.dlid] : 0xFF;
-        if (o == 0xFF || o == 0 || o > ports_.size() || !ports_[o - 1]->linked) {
-            drop(bytes, len, i, "no route to the DLID");
-            give_back();
-            return;
-        }
-        if (vl != VL15 && ports_[o - 1]->sl2vl[l.sl] == VL15) {
-            drop(bytes, len, i, "its SL maps to VL15 (dropped by the SL-to-VL table)");
-            give_back();
-            return;
-        }
-    }
-    if (free_.empty()) {
-        pool_.push_back(std::make_unique<queued>());
-        free_.push_back(pool_.back().get());
-    }
-    q = free_.back();
-    free_.pop_back();
+    queued* q = take_queued();
     q->len = len;
     q->blocks = credit_blocks(len);
     q->last = last;
@@ -311,6 +325,20 @@ void ib_switch::b_transport(int id, tlm::tlm_generic_payload& gp, sc_time& delay
     q->dlid = l.dlid;
     q->sl = l.sl;
     q->out = l.dlid < 0xC000 ? uint8_t(lft_[l.dlid] - 1) : 0;
+    if (vl == VL15) {
+        // Not flow controlled: whether the VL15 buffer has room is decided when the first bit
+        // arrives (vl15_arrive), as a data packet's room was when its sender took credit.
+        if (!q->pkt) q->pkt = packet_pool::take();
+        copy_bytes(q->pkt->bytes, bytes, len);
+        q->pkt->len = len;
+        size_t k = vl15_pending_.size();
+        vl15_pending_.push_back({q->first, q, uint16_t(i)});
+        for (; k > 0 && vl15_pending_[k - 1].first > q->first; --k)
+            std::swap(vl15_pending_[k - 1], vl15_pending_[k]);
+        const sc_time now = sc_time_stamp();
+        vl15_ev_.notify(vl15_pending_.front().first > now ? vl15_pending_.front().first - now : SC_ZERO_TIME);
+        return;
+    }
     packet** handoff = l.dlid < 0xC000 ? offered_buffer(gp) : nullptr;
     if (handoff) {
         std::swap(q->pkt, *handoff);  // the sender gets this entry's free buffer
@@ -326,6 +354,64 @@ void ib_switch::b_transport(int id, tlm::tlm_generic_payload& gp, sc_time& delay
     if (fifo.size() == 1) post_head(i, vl, SC_ZERO_TIME);
 }
 
+bool ib_switch::routable(unsigned i, const uint8_t* bytes, uint32_t len, const wire::lrh& l, unsigned vl) {
+    if (l.dlid >= 0xC000 && l.dlid != 0xFFFF) {
+        if (!mft_[l.dlid - 0xC000].empty()) return true;
+        drop(bytes, len, i, "no such multicast group");
+        return false;
+    }
+    const uint8_t o = l.dlid < lft_.size() ? lft_[l.dlid] : 0xFF;
+    if (o == 0xFF || o == 0 || o > ports_.size() || !ports_[o - 1]->linked) {
+        drop(bytes, len, i, "no route to the DLID");
+        return false;
+    }
+    if (vl != VL15 && ports_[o - 1]->sl2vl_for(i)[l.sl] == VL15) {
+        drop(bytes, len, i, "its SL maps to VL15 (dropped by the SL-to-VL table)");
+        return false;
+    }
+    return true;
+}
+
+// An SMP holds its input's VL15 buffer from its first bit in until its last bit has left the
+// output (or, for port 0, until the agent is done with it): the buffer is full when that many
+// are held as the next one's first bit arrives.
+void ib_switch::vl15_arrive() {
+    const sc_time now = sc_time_stamp();
+    while (!vl15_pending_.empty() && vl15_pending_.front().first <= now) {
+        const vl15_pending a = vl15_pending_.front();
+        vl15_pending_.pop_front();
+        queued* q = a.q;
+        in_port& in = inputs_[a.in];
+        std::vector<sc_time>& busy = in.vl15_busy;
+        busy.erase(std::remove_if(busy.begin(), busy.end(), [&](const sc_time& t) { return t <= now; }),
+                   busy.end());
+        const uint8_t* bytes = q->pkt->bytes;
+        if (in.vl[VL15].size() + busy.size() >= p_.vl15_buffer_packets) {
+            ++ports_[a.in]->VL15Dropped;
+            HCASIM_LOG(log_, info,
+                       "drops " << wire::describe_packet(bytes, q->len) << ": VL15 buffer of port "
+                                << a.in + 1 << " full");
+            free_.push_back(q);
+            continue;
+        }
+        const wire::lrh l = wire::decode_lrh(bytes);
+        if (agent_ && (l.dlid == wire::PERMISSIVE_LID || l.dlid == agent_lid_)) {
+            busy.push_back(q->last + agent_->process_time());
+            agent_->receive(a.in + 1u, bytes, q->len, q->crc, q->last);  // port 0's
+            free_.push_back(q);
+            continue;
+        }
+        if (!routable(a.in, bytes, q->len, l, VL15)) {
+            free_.push_back(q);
+            continue;
+        }
+        in.vl[VL15].push_back(q);
+        ++held_;
+        if (in.vl[VL15].size() == 1) post_head(a.in, VL15, SC_ZERO_TIME);
+    }
+    if (!vl15_pending_.empty()) vl15_ev_.notify(vl15_pending_.front().first - now);
+}
+
 void ib_switch::post_head(unsigned i, unsigned v, const sc_time& after) {
     queued& q = *inputs_[i].vl[v].front();
     auto ask = [&](unsigned o) {
@@ -335,7 +421,8 @@ void ib_switch::post_head(unsigned i, unsigned v, const sc_time& after) {
         sc_time ready = q.first + latency_;
         if (q.last + latency_ > ready + ser) ready = q.last + latency_ - ser;
         if (after > ready) ready = after;
-        add_request(o, request{ready, uint16_t(i), uint8_t(v), uint8_t(v == VL15 ? VL15 : op.sl2vl[q.sl])});
+        add_request(
+            o, request{ready, uint16_t(i), uint8_t(v), uint8_t(v == VL15 ? VL15 : op.sl2vl_for(i)[q.sl])});
         ++q.copies;
     };
     q.copies = 0;
@@ -345,7 +432,7 @@ void ib_switch::post_head(unsigned i, unsigned v, const sc_time& after) {
         // to its attached QPs itself), on the members at the time it heads its buffer.
         const std::vector<uint16_t>& g = mft_[q.dlid - 0xC000];
         for (unsigned o = 0; o < g.size(); ++o)
-            if (g[o] && o != i && ports_[o]->linked && ports_[o]->sl2vl[q.sl] != VL15) ask(o);
+            if (g[o] && o != i && ports_[o]->linked && ports_[o]->sl2vl_for(i)[q.sl] != VL15) ask(o);
         mcast_replicas += q.copies;
         if (!q.copies) {
             // No member to send to: it leaves the buffer now.
@@ -503,6 +590,7 @@ void ib_switch::send(unsigned oi, unsigned v, const sc_time& now) {
     in.vl[r.in_vl].pop_front();
     --held_;
     if (r.in_vl != VL15 && in.upstream) in.upstream->restore(r.in_vl, q.blocks, q.gone + in.credit_delay);
+    if (r.in_vl == VL15 && r.in < ports_.size()) in.vl15_busy.push_back(q.gone);
     free_.push_back(&q);
     if (!in.vl[r.in_vl].empty()) post_head(r.in, r.in_vl, q.gone);
 }

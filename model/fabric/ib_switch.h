@@ -42,6 +42,7 @@
 #include "model/fabric/vl_arbiter.h"
 #include "model/fabric/wire_capture.h"
 #include "tlm_if/tlm_ext.h"
+#include "tlm_if/wire/ib_headers.h"
 
 namespace hcasim {
 
@@ -96,6 +97,11 @@ public:
     /// Multicast forwarding table: port `p` is in the group of `mlid` or not (as the SM
     /// programs it).
     void set_mcast(uint16_t mlid, unsigned p, bool member);
+    bool mcast_member(uint16_t mlid, unsigned p) const {
+        if (mlid < 0xC000 || mlid == 0xFFFF || p < 1 || p > ports_.size()) return false;
+        const std::vector<uint16_t>& g = mft_[mlid - 0xC000];
+        return !g.empty() && g[p - 1];
+    }
     /// Port 0, the management port: VL15 packets for LID `lid` or the permissive LID go to
     /// `agent` (switch_sma.h) instead of the forwarding tables.
     void attach_agent(switch_sma* agent, uint16_t lid) {
@@ -106,11 +112,18 @@ public:
     /// the hop latency; false if port p is not cabled.
     bool send_from_port0(unsigned p, const uint8_t* bytes, uint32_t len, const sc_core::sc_time& at);
     bool linked(unsigned p) const { return p >= 1 && p <= ports_.size() && ports_[p - 1]->linked; }
-    /// Output `p`'s operational data VLs, SL-to-VL table and VL arbitration tables (as the SM
+    /// Output `p`'s operational data VLs, SL-to-VL tables and VL arbitration tables (as the SM
     /// programs them; set_link sets them from fabric.switch.* at link-up).
     unsigned data_vls(unsigned p) const { return ports_.at(p - 1)->vls; }
-    const std::array<uint8_t, 16>& sl2vl(unsigned p) const { return ports_.at(p - 1)->sl2vl; }
-    void set_sl2vl(unsigned p, const std::array<uint8_t, 16>& t) { ports_.at(p - 1)->sl2vl = t; }
+    /// The SL-to-VL table of packets from input port `in` (0: the management port) to output
+    /// `out` (IBA: one per (input, output) pair).
+    const std::array<uint8_t, 16>& sl2vl(unsigned in, unsigned out) const;
+    /// The table every input of output `p` uses unless one of its own was set.
+    const std::array<uint8_t, 16>& sl2vl(unsigned p) const { return ports_.at(p - 1)->sl2vl.front(); }
+    /// Sets the table of every input of output `p` (drops the inputs' own).
+    void set_sl2vl(unsigned p, const std::array<uint8_t, 16>& t);
+    /// Sets the table of input `in` (0: the management port) to output `out` only.
+    void set_sl2vl(unsigned in, unsigned out, const std::array<uint8_t, 16>& t);
     const vl_arbiter& arbiter(unsigned p) const { return ports_.at(p - 1)->arb; }
     void set_vlarb(unsigned p, std::vector<vlarb_entry> high, std::vector<vlarb_entry> low);
     /// --pcap: records what port `p` sends into `w` as direction `dir`, before the cable's
@@ -140,7 +153,8 @@ private:
         uint8_t vl;              // the output VL
     };
     struct in_port {
-        std::array<std::deque<queued*>, 16> vl;  // index 15: VL15
+        std::array<std::deque<queued*>, 16> vl;   // index 15: VL15
+        std::vector<sc_core::sc_time> vl15_busy;  // SMPs out of `vl` still held: until when
         credit_counter* upstream = nullptr;
         sc_core::sc_time credit_delay;
         double ps_per_byte = 80.0;
@@ -157,7 +171,13 @@ private:
         bool linked = false;
         int sock = -1;  // index in `out`
         unsigned vls = 1;
-        std::array<uint8_t, 16> sl2vl{};
+        // SL-to-VL tables: [0] every input's unless sl2vl_in (empty: none of its own) gives
+        // the input (by index, port 0's last) another entry. Compact at radix 254.
+        std::vector<std::array<uint8_t, 16>> sl2vl{1};
+        std::vector<uint8_t> sl2vl_in;
+        const uint8_t* sl2vl_for(unsigned in) const {
+            return sl2vl[sl2vl_in.empty() ? 0 : sl2vl_in[in]].data();
+        }
         vl_arbiter arb;
         credit_counter credits;
         std::array<std::deque<request>, 16> req;  // per output VL, by ready time
@@ -174,6 +194,11 @@ private:
     };
 
     void b_transport(int id, tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
+    /// A VL15 packet's first bit arrives: kept if input `i`'s VL15 buffer has room then.
+    void vl15_arrive();
+    /// Whether input `i` can forward a packet to `l`'s DLID (else dropped and counted).
+    bool routable(unsigned i, const uint8_t* bytes, uint32_t len, const wire::lrh& l, unsigned vl);
+    queued* take_queued();
     void forward();
     void watch();
     /// Serves output `o` at `now`; returns the next time it needs a look (SC_ZERO_TIME: none).
@@ -205,7 +230,15 @@ private:
     std::function<void(ib_switch&, unsigned)> on_stall_;
     tlm::tlm_generic_payload gp_;
     packet_handoff_ext* handoff_ = nullptr;  // on gp_ (which owns it): the buffer on offer
-    switch_sma* agent_ = nullptr;            // port 0's agent; its packets queue in inputs_.back()
+    // VL15 packets on their way in, decided at their first bit's arrival (by `first`).
+    struct vl15_pending {
+        sc_core::sc_time first;
+        queued* q;
+        uint16_t in;
+    };
+    std::deque<vl15_pending> vl15_pending_;
+    sc_core::sc_event vl15_ev_;
+    switch_sma* agent_ = nullptr;  // port 0's agent; its packets queue in inputs_.back()
     uint16_t agent_lid_ = 0;
 };
 

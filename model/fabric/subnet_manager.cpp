@@ -175,10 +175,12 @@ std::string subnet_manager::program_switches(const std::vector<switch_plan>& pla
             if (st != wire::MAD_STATUS_OK || wire::decode_switch_info(resp.data.data()).linear_fdb_top != top)
                 return where + ": SubnSet(SwitchInfo) with LinearFDBTop " + std::to_string(top) + " failed";
         }
-        for (const auto& [port, t] : p.sl2vl) {
-            wire::encode_sl2vl(t.data(), d.data());
-            e = smp_to(wire::MAD_METHOD_SET, wire::SMP_ATTR_SL2VL_TABLE, port, d.data(),
-                       ("SubnSet(SLtoVLMappingTable) of port " + std::to_string(port)).c_str());
+        for (const auto& t : p.sl2vl) {
+            wire::encode_sl2vl(t.table.data(), d.data());
+            e = smp_to(wire::MAD_METHOD_SET, wire::SMP_ATTR_SL2VL_TABLE, t.in << 8 | t.out, d.data(),
+                       ("SubnSet(SLtoVLMappingTable) of port " + std::to_string(t.out) +
+                        (hca ? "" : " from port " + std::to_string(t.in)))
+                           .c_str());
             if (!e.empty()) return e;
         }
         // The high table first: the low one set empty with the high one still empty would

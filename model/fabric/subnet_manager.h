@@ -75,8 +75,14 @@ public:
             unsigned port = 0;
             std::vector<vlarb_entry> high, low;
         };
-        std::vector<std::pair<unsigned, std::array<uint8_t, 16>>> sl2vl;  ///< configured: (output, table)
-        std::vector<port_vlarb> vlarb;                                    ///< configured tables
+        /// A configured SL-to-VL table: of (input, output) on a switch (IBA: one per pair), of
+        /// port `out` (input 0) on an HCA.
+        struct port_sl2vl {
+            unsigned in = 0, out = 0;
+            std::array<uint8_t, 16> table{};
+        };
+        std::vector<port_sl2vl> sl2vl;
+        std::vector<port_vlarb> vlarb;  ///< configured tables
     };
     /// The blocks of `lft` in use: up to LinearFDBTop, the highest LID with a route.
     static uint16_t fdb_top(const std::vector<uint8_t>& lft);
@@ -89,7 +95,7 @@ public:
     /// Programs each switch of `plans` with directed-route SMPs, waiting for each GetResp:
     /// SubnGet(NodeInfo) (the path must reach a switch of that GUID), SubnSet(LinearForwarding-
     /// Table) of blocks 0 .. LinearFDBTop / 64, SubnSet(SwitchInfo) with LinearFDBTop,
-    /// SubnSet(SLtoVLMappingTable) per configured output and SubnSet(VLArbitrationTable) of the
+    /// SubnSet(SLtoVLMappingTable) per configured (input, output) pair and SubnSet(VLArbitrationTable) of the
     /// high then the low table's blocks. Returns an empty string or what failed.
     std::string program_switches(const std::vector<switch_plan>& plans);
     /// From an SC_THREAD: returns when the switches are programmed (at once with program=direct).

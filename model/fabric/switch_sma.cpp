@@ -115,6 +115,7 @@ void switch_sma::process(wire::smp& s) {
         return;
     }
     case wire::SMP_ATTR_LINEAR_FDB: return lft_block(s, set);
+    case wire::SMP_ATTR_MCAST_FDB: return mft_block(s, set);
     case wire::SMP_ATTR_SL2VL_TABLE: return sl2vl_table(s, set);
     case wire::SMP_ATTR_VLARB_TABLE: return vlarb_block(s, set);
     default: break;
@@ -142,9 +143,34 @@ void switch_sma::lft_block(wire::smp& s, bool set) {
     wire::encode_lft_block(ports, s.data.data());
 }
 
+void switch_sma::mft_block(wire::smp& s, bool set) {
+    // Modifier: position (the 16-port slice) << 28 | block (MLIDs 0xC000 + 32 block ..); the
+    // data: 32 big-endian port masks. Port 0 (bit 0 of position 0) is not a member here.
+    const unsigned block = s.h.attr_mod & 0x1FF, position = s.h.attr_mod >> 28;
+    if ((s.h.attr_mod & 0x0FFFFE00) || position * wire::MFT_PORTS_PER_MASK > sw_.ports()) {
+        s.data.fill(0);
+        s.h.status |= wire::MAD_STATUS_INVALID_FIELD;
+        return;
+    }
+    for (unsigned k = 0; k < wire::MFT_MLIDS_PER_BLOCK; ++k) {
+        const uint16_t mlid = uint16_t(0xC000 + block * wire::MFT_MLIDS_PER_BLOCK + k);
+        const unsigned want = unsigned(s.data[2 * k] << 8 | s.data[2 * k + 1]);
+        unsigned mask = 0;  // the members as they are now
+        for (unsigned j = 0; j < wire::MFT_PORTS_PER_MASK; ++j) {
+            const unsigned p = position * wire::MFT_PORTS_PER_MASK + j;
+            if (p == 0 || p > sw_.ports()) continue;
+            if (set) sw_.set_mcast(mlid, p, want >> j & 1);
+            mask |= unsigned(sw_.mcast_member(mlid, p)) << j;
+        }
+        s.data[2 * k] = uint8_t(mask >> 8);
+        s.data[2 * k + 1] = uint8_t(mask);
+    }
+    std::fill(s.data.begin() + 2 * wire::MFT_MLIDS_PER_BLOCK, s.data.end(), 0);
+}
+
 void switch_sma::sl2vl_table(wire::smp& s, bool set) {
-    // A switch: modifier input port << 8 | output port. The model keeps one table per output
-    // (every input shares it), so a Set of (in, out) writes output out's.
+    // A switch: modifier input port << 8 | output port, one table per pair (input 0: the
+    // management port).
     const unsigned out = s.h.attr_mod & 0xFF, in = s.h.attr_mod >> 8 & 0xFF;
     if (out < 1 || out > sw_.ports() || in > sw_.ports() || (s.h.attr_mod >> 16) || !sw_.linked(out)) {
         s.data.fill(0);
@@ -160,9 +186,9 @@ void switch_sma::sl2vl_table(wire::smp& s, bool set) {
                 set = false;
                 break;
             }
-        if (set) sw_.set_sl2vl(out, t);
+        if (set) sw_.set_sl2vl(in, out, t);
     }
-    wire::encode_sl2vl(sw_.sl2vl(out).data(), s.data.data());
+    wire::encode_sl2vl(sw_.sl2vl(in, out).data(), s.data.data());
 }
 
 void switch_sma::vlarb_block(wire::smp& s, bool set) {

@@ -1,7 +1,9 @@
 // Subnet management agent of a switch (IBA 14.2), behind its management port 0: it gets the
 // VL15 packets the switch receives for its own LID (LID-routed SMPs) or for the permissive LID
 // (directed-route SMPs, class 0x81), and answers SubnGet/SubnSet of NodeInfo, SwitchInfo
-// (LinearFDBTop), LinearForwardingTable (64 LIDs per block), SLtoVLMappingTable and
+// (LinearFDBTop), LinearForwardingTable (64 LIDs per block), MulticastForwardingTable (32 MLIDs
+// x 16 port-mask bits per block, the port slice in the modifier's position), SLtoVLMappingTable (per input and
+// output port, modifier in << 8 | out) and
 // VLArbitrationTable by writing the switch's tables, with a GetResp sent back the way the
 // request came. Directed route as IBA 14.2.2 (C14-9, C14-13): an outgoing SMP (D = 0) with
 // HopPointer < HopCount has the port it came in on written into its ReturnPath and leaves by
@@ -33,6 +35,9 @@ public:
     void receive(unsigned in, const uint8_t* bytes, uint32_t len, crc_state crc, const sc_core::sc_time& at);
 
     uint16_t lid() const { return lid_; }
+    /// How long after its last bit an SMP the agent takes leaves it (it holds its input's VL15
+    /// buffer until then).
+    const sc_core::sc_time& process_time() const { return process_; }
     /// SwitchInfo LinearFDBTop: as the SM last set it (fabric.sm.program=direct: the machine).
     uint16_t linear_fdb_top() const { return fdb_top_; }
     void set_linear_fdb_top(uint16_t top) { fdb_top_ = top; }
@@ -45,6 +50,7 @@ private:
     void process(wire::smp& s);
     void lft_block(wire::smp& s, bool set);
     void sl2vl_table(wire::smp& s, bool set);
+    void mft_block(wire::smp& s, bool set);
     void vlarb_block(wire::smp& s, bool set);
     /// Sends `s` out of port `out` with the LRH DLID `dlid`.
     void send(unsigned out, uint16_t dlid, const wire::smp& s, const sc_core::sc_time& at);

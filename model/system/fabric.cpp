@@ -40,14 +40,17 @@ std::array<uint8_t, 16> link_up_sl2vl(unsigned vls) {
 }
 
 /// Adds the VL tables configured by `k` (a switch's or HCA port's sl2vl, vlarb_high, vlarb_low
-/// keys) for output `out` of `vls` data VLs to the SM's plan `p`; nothing for unset keys.
+/// keys) for output `out` of `vls` data VLs to the SM's plan `p`, the SL-to-VL table for each
+/// input of `ins` (a switch: every linked port, as OpenSM sets each pair; an HCA: {0});
+/// nothing for unset keys.
 template <class Keys>
-void plan_vl_tables(subnet_manager::switch_plan& p, unsigned out, const Keys& k, unsigned vls) {
+void plan_vl_tables(subnet_manager::switch_plan& p, const std::vector<unsigned>& ins, unsigned out,
+                    const Keys& k, unsigned vls) {
     if (!k.sl2vl.get().empty()) {
         const std::vector<unsigned> t = parse_sl2vl(k.sl2vl, k.sl2vl.key(), vls);
         std::array<uint8_t, 16> a{};
         std::copy(t.begin(), t.end(), a.begin());
-        p.sl2vl.emplace_back(out, a);
+        for (unsigned in : ins) p.sl2vl.push_back({in, out, a});
     }
     if (!k.vlarb_high.get().empty() || !k.vlarb_low.get().empty())
         p.vlarb.push_back({out, parse_vlarb(k.vlarb_high, k.vlarb_high.key(), vls),
@@ -81,7 +84,21 @@ fabric::fabric(sc_module_name name)
                      "a switch's subnet management agent: an SMP for the switch (answered) or passing "
                      "through it on a directed route leaves this long after its last bit arrived, plus "
                      "the hop latency [unverified: switch management runs in firmware, microseconds]",
-                     {0, 1e9}) {
+                     {0, 1e9}),
+      isl_rate_gbps(
+          "isl.rate_gbps", 0.0, "Gb/s",
+          "data rate of every cable between two switches; 0: node 0's link (link.speed x link.width)",
+          {0, 10000}),
+      isl_propagation_ns("isl.propagation_ns", -1.0, "ns",
+                         "propagation delay of every cable between two switches; -1: node 0's "
+                         "link.propagation_ns",
+                         {-1, 1e6}) {
+    if (isl_rate_gbps > 0 && isl_rate_gbps < 0.1)
+        throw config_error("bad value '" + isl_rate_gbps.str() + "' for key '" + isl_rate_gbps.key() +
+                           "': expected 0 (node 0's link) or 0.1..10000 Gb/s");
+    if (isl_propagation_ns < 0 && isl_propagation_ns != -1)
+        throw config_error("bad value '" + isl_propagation_ns.str() + "' for key '" +
+                           isl_propagation_ns.key() + "': expected -1 (node 0's link) or 0..1e6 ns");
     // The graph, its LIDs and its routes: everything that can be wrong fails here, before
     // any node is built.
     cc = cc_keys.config();
@@ -284,10 +301,10 @@ std::vector<subnet_manager::switch_plan> machine::sweep_plan() {
         p.path = path[s];
         p.lft = net.routes.lft[s];
         const ib_switch& sw = net.switch_at(s);
-        for (unsigned port = 1; port <= sw.ports(); ++port) {
-            if (!sw.linked(port)) continue;
-            plan_vl_tables(p, port, sp, sw.data_vls(port));
-        }
+        std::vector<unsigned> ins;
+        for (unsigned port = 1; port <= sw.ports(); ++port)
+            if (sw.linked(port)) ins.push_back(port);
+        for (unsigned port : ins) plan_vl_tables(p, ins, port, sp, sw.data_vls(port));
         plans.push_back(std::move(p));
     }
     // The HCA ports with configured VL tables, LID routed once the switches route.
@@ -296,7 +313,7 @@ std::vector<subnet_manager::switch_plan> machine::sweep_plan() {
         subnet_manager::switch_plan p;
         p.name = "node" + std::to_string(i);
         p.node = int(i);
-        plan_vl_tables(p, 1, pt, pt.data_vls());
+        plan_vl_tables(p, {0}, 1, pt, pt.data_vls());
         if (!p.sl2vl.empty() || !p.vlarb.empty()) plans.push_back(std::move(p));
     }
     return plans;
@@ -337,11 +354,13 @@ void machine::cable(unsigned a, unsigned pa, unsigned b, unsigned pb) {
     ib_switch& sw = net.switch_at(a);
     const switch_params& sp = net.switch_config;
     if (nb.is_switch()) {
-        // Between switches: node 0's link speed, width and propagation (the fabric's cables).
+        // Between switches: fabric.isl.*, by default node 0's link rate and propagation. No
+        // faults (the cable fault keys are a node's).
         ib_switch& peer = net.switch_at(b);
         const link& c = hosts.at(0)->cable;
-        const double rate = c.data_rate_gbps();
-        const sc_time prop(c.propagation_ns.get(), SC_NS);
+        const double rate = net.isl_rate_gbps > 0 ? net.isl_rate_gbps.get() : c.data_rate_gbps();
+        const sc_time prop(
+            net.isl_propagation_ns >= 0 ? net.isl_propagation_ns.get() : c.propagation_ns.get(), SC_NS);
         const sc_time credit_delay = fc_packet_time(rate) + prop;
         const unsigned vls = sp.data_vls;
         sw.bind_switch(pa, peer, pb);

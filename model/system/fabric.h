@@ -30,13 +30,15 @@ public:
     param<std::string> topology_file;  ///< fabric.topology=file: an ibnetdiscover file
     param<unsigned> fat_tree_levels;   ///< fabric.fat_tree.levels: 2 or 3
     param<double> fat_tree_oversubscription;
-    param<std::string> routing;    ///< minhop|updn|ftree (OpenSM's engine names)
-    param<unsigned> lmc;           ///< LID mask count of every endport (0..7), as OpenSM's `lmc`
-    param<bool> subnet_manager;    ///< attach the subnet manager's endport to the first switch
-    param<double> sma_process_ns;  ///< fabric.switch.sma_process_ns: a switch agent's time per SMP
-    switch_params switch_config;   ///< fabric.switch.*: every switch's parameters
-    cc_params cc_keys;             ///< fabric.cc.*: congestion control
-    cc_config cc;                  ///< cc_keys, validated: every switch and HCA is built with it
+    param<std::string> routing;        ///< minhop|updn|ftree (OpenSM's engine names)
+    param<unsigned> lmc;               ///< LID mask count of every endport (0..7), as OpenSM's `lmc`
+    param<bool> subnet_manager;        ///< attach the subnet manager's endport to the first switch
+    param<double> sma_process_ns;      ///< fabric.switch.sma_process_ns: a switch agent's time per SMP
+    param<double> isl_rate_gbps;       ///< fabric.isl.rate_gbps: cables between switches; 0: node 0's link
+    param<double> isl_propagation_ns;  ///< fabric.isl.propagation_ns; -1: node 0's link
+    switch_params switch_config;       ///< fabric.switch.*: every switch's parameters
+    cc_params cc_keys;                 ///< fabric.cc.*: congestion control
+    cc_config cc;                      ///< cc_keys, validated: every switch and HCA is built with it
 
     hcasim::topology graph;                            ///< the fabric's graph, with the LIDs the SM assigned
     routing_tables routes;                             ///< the forwarding tables the SM programs

@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -220,6 +221,39 @@ SIM_TEST(LinkLayer, a_buffer_of_many_packets_does_not_throttle_through_a_switch)
     b.expect_arrivals(kPropNs + kSwitchNs + kSerNs + kPropNs + kRxPipeNs, kSerNs, 40);
     EXPECT_EQ(count("node0.hca.port.PortXmitWait"), 0u);
     EXPECT_EQ(count("fabric.switch.out1.PortXmitWait"), 0u);
+}
+
+// Cables between switches (fabric.isl.*). A two-level fat tree of 6 nodes on radix-4 switches:
+// node0 reaches node5 over leaf, spine, leaf (two inter-switch cables). By default they are
+// node 0's link: each hop cuts through 90 ns after the first bit, so the packet's last bit is
+// at node5 after 4 cables (10 ns each), 3 switches and one serialisation, then the pipeline.
+std::vector<std::pair<std::string, std::string>> isl_fat_tree(
+    std::vector<std::pair<std::string, std::string>> keys) {
+    keys.insert(keys.end(),
+                {{"fabric.nodes", "6"}, {"fabric.topology", "fat_tree"}, {"fabric.switch.radix", "4"}});
+    return keys;
+}
+
+SIM_TEST(InterSwitchLinks, by_default_cables_between_switches_run_as_node0s_link) {
+    bench b(isl_fat_tree({}), {{0, 0}}, 5, 1);
+    b.run(5000);
+    b.expect_arrivals(4 * kPropNs + 3 * kSwitchNs + kSerNs + kRxPipeNs, 0, 1);
+}
+
+// At 50 Gb/s and 110 ns between switches: the first leaf starts 90 ns after the first bit
+// (its tail, 659.52 ns at 50 Gb/s, cannot outrun the input) and the spine too; the last leaf
+// must wait until its 100 Gb/s output cannot outrun the slow input: it sends the last bit 90 ns
+// after the last bit came in. Last bit at the last leaf: 10 + 90 + 110 + 90 + 110 + 659.52;
+// at node5 90 + 10 later, then the pipeline: 329.76 (the slower serialisation) + 200 (the
+// longer cables) later than by default.
+SIM_TEST(InterSwitchLinks,
+         isl_rate_and_propagation_change_the_latency_across_switches_by_the_predicted_amount) {
+    bench b(isl_fat_tree({{"fabric.isl.rate_gbps", "50"}, {"fabric.isl.propagation_ns", "110"}}), {{0, 0}}, 5,
+            1);
+    b.run(5000);
+    const double isl_ser = kWireBytes * 0.16;
+    b.expect_arrivals(10 + 90 + 110 + 90 + 110 + isl_ser + 90 + 10 + kRxPipeNs, 0, 1);
+    b.expect_arrivals(4 * kPropNs + 3 * kSwitchNs + kSerNs + kRxPipeNs + (isl_ser - kSerNs) + 200, 0, 1);
 }
 
 namespace {
@@ -437,6 +471,36 @@ SIM_TEST(Sl2Vl, an_sl_mapped_to_vl15_by_a_switch_is_discarded_and_counted) {
     EXPECT_EQ(count("fabric.switch.out1.PortXmitPkts"), 0u);
 }
 
+// A switch has an SL-to-VL table per (input, output) pair: with node2's input to node1's output
+// mapping SL3 to VL1, node2's packets leave toward node1 on VL1 while node0's, by the table all
+// other inputs share (SL3 to VL0), leave on VL0.
+SIM_TEST(Sl2Vl, an_input_output_specific_entry_sends_one_inputs_sl_to_another_vl) {
+    bench b(sl2vl_keys(), {{0, 3}, {2, 3}}, 1, 5);
+    ib_switch& sw = *b.m->net.switches.front();
+    const unsigned to1 = sw.lft_entry(b.m->at(1).lid()), from2 = sw.lft_entry(b.m->at(2).lid());
+    std::array<uint8_t, 16> t = sw.sl2vl(to1);
+    ASSERT_EQ(t[3], 0);
+    t[3] = 1;
+    sw.set_sl2vl(from2, to1, t);
+    EXPECT_EQ(sw.sl2vl(from2, to1)[3], 1);
+    EXPECT_EQ(sw.sl2vl(sw.lft_entry(b.m->at(0).lid()), to1)[3], 0);
+    b.run(20000);
+    ASSERT_EQ(b.rec.got.size(), 10u);
+    unsigned from0 = 0, from2n = 0;
+    for (const recorder::rx& r : b.rec.got) {
+        EXPECT_EQ(r.sl, 3);
+        if (r.slid == b.m->at(0).lid()) {
+            ++from0;
+            EXPECT_EQ(r.vl, 0) << "from node0";
+        } else {
+            ++from2n;
+            EXPECT_EQ(r.vl, 1) << "from node2";
+        }
+    }
+    EXPECT_EQ(from0, 5u);
+    EXPECT_EQ(from2n, 5u);
+}
+
 // PortXmitData and PortRcvData count data octets divided by 4 (reference fabric.md §6): a
 // packet's LRH through ICRC, 4120 bytes = 1030 words (its 2-byte VCRC does not make a word), at
 // every port on the way; PortXmitPkts and PortRcvPkts count the packets.
@@ -530,6 +594,24 @@ SIM_TEST(PortCounters, vl15_dropped_counts_smps_that_find_the_vl15_buffer_full) 
     EXPECT_EQ(count("node1.hca.port.VL15Dropped"), 7u);
     EXPECT_EQ(vl15_kept(), 3u);
     EXPECT_EQ(count("node0.hca.port.PortXmitWait"), 0u);  // never waits for credit
+}
+
+// A switch's VL15 buffer follows arrival too: an SMP for the switch's own agent holds its
+// input's VL15 buffer from its first bit in until the agent is done with it (its last bit +
+// fabric.switch.sma_process_ns, 50 here). 16 SMPs of 90 bytes back to back into the default
+// buffer of 4: SMP k's first bit arrives at 10 + 7.2k and it is held until 67.2 + 7.2k, so 0-3
+// are kept, 4-7 find 4 held and are dropped, 8 arrives (67.6) just after 0 left (67.2) and 8-11
+// are kept, 12-15 dropped: exactly the excess, decided at arrival.
+SIM_TEST(PortCounters, a_vl15_burst_beyond_the_switch_buffer_drops_exactly_the_excess_at_arrival) {
+    bench b({{"fabric.nodes", "3"}, {"fabric.switch.sma_process_ns", "50"}}, {}, 1, 0);
+    const uint16_t sw_lid = b.m->net.agents.front()->lid();
+    stream s("smps", b.m->at(0).adapter.port0, b.m->at(0).lid(), sw_lid, 16, 0, true, 64);
+    b.run(2000);
+    EXPECT_TRUE(s.done);
+    EXPECT_EQ(count("fabric.switch.out0.PortRcvPkts"), 16u);
+    EXPECT_EQ(count("fabric.switch.out0.VL15Dropped"), 8u);
+    // The kept ones reach the agent (which drops them: RC SENDs, no SMPs).
+    EXPECT_EQ(b.m->net.agents.front()->dropped, 8u);
 }
 
 SIM_TEST(PortCounters, vl15_smps_back_to_back_fit_a_buffer_of_4) {

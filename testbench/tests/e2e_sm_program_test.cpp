@@ -158,7 +158,10 @@ SIM_TEST(SmProgram, smp_sweep_programs_the_configured_sl2vl_and_vlarb_tables_of_
         for (unsigned p = 1; p <= sw.ports(); ++p) {
             if (!sw.linked(p)) continue;
             ++linked;
-            EXPECT_EQ(sw.sl2vl(p), want) << sw.name() << " port " << p;
+            for (unsigned in = 1; in <= sw.ports(); ++in) {
+                if (!sw.linked(in)) continue;
+                EXPECT_EQ(sw.sl2vl(in, p), want) << sw.name() << " " << in << " to " << p;
+            }
             const auto& hi = sw.arbiter(p).high_table();
             const auto& lo = sw.arbiter(p).low_table();
             ASSERT_EQ(hi.size(), 1u) << sw.name() << " port " << p;
@@ -168,8 +171,9 @@ SIM_TEST(SmProgram, smp_sweep_programs_the_configured_sl2vl_and_vlarb_tables_of_
             EXPECT_EQ(lo[0].vl, 0u);
             EXPECT_EQ(lo[0].weight, 1u);
         }
-        // NodeInfo, LFT blocks, SwitchInfo; per port one SL2VL and two VLArb blocks.
-        expected += 2 + top_of(m.net.routes.lft[s]) / 64 + 1 + 3 * linked;
+        // NodeInfo, LFT blocks, SwitchInfo; one SL2VL per (input, output) pair of linked ports
+        // (as OpenSM sets them) and two VLArb blocks per port.
+        expected += 2 + top_of(m.net.routes.lft[s]) / 64 + 1 + linked * linked + 2 * linked;
     }
     EXPECT_EQ(sm.smps_sent.value(), expected);
     EXPECT_EQ(sm.timeouts.value(), 0u);
@@ -222,6 +226,94 @@ SIM_TEST(SmProgram, switch_agent_answers_directed_route_and_lid_routed_gets_of_i
     EXPECT_EQ(got_lr.data, got_dr.data);
     EXPECT_EQ(bad, -1);
     EXPECT_EQ(sm.timeouts.value(), 1u);
+}
+
+// A switch's SLtoVLMappingTable is one per (input, output) pair, the modifier input << 8 |
+// output: a Get returns what a Set of that pair wrote, another input to the same output keeps
+// the table all inputs share, and a pair of ports the switch lacks is refused.
+SIM_TEST(SmProgram, switch_agent_get_returns_what_set_wrote_for_an_input_output_pair) {
+    fat_tree("direct");
+    broker::instance().set("link.data_vls", "2", "test");
+    broker::instance().set("fabric.switch.data_vls", "2", "test");
+    machine m;
+    subnet_manager& sm = *m.net.sm;
+    const std::vector<subnet_manager::switch_plan> plans = m.sweep_plan();
+    const std::vector<uint8_t> path = plans.front().path;  // the SM's leaf
+    ib_switch& leaf = m.net.switch_at(m.net.graph.switches().front());
+    ASSERT_EQ(m.net.graph.nodes[m.net.graph.switches().front()].guid, plans.front().guid);
+    const std::array<uint8_t, 16> mine = {1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0, 15, 1};
+    int set = -2, get = -2, other = -2, bad = -2;
+    std::array<uint8_t, 16> got{}, got_other{};
+    test_thread t("t", [&] {
+        auto sl2vl = [&](uint8_t method, uint32_t mod, std::array<uint8_t, 16>* table) {
+            wire::smp req, resp;
+            req.h.method = method;
+            req.h.attr_id = wire::SMP_ATTR_SL2VL_TABLE;
+            req.h.attr_mod = mod;
+            if (method == wire::MAD_METHOD_SET) wire::encode_sl2vl(mine.data(), req.data.data());
+            const int st = sm.transact_dr(path, req, &resp);
+            if (table) wire::decode_sl2vl(resp.data.data(), table->data());
+            return st;
+        };
+        set = sl2vl(wire::MAD_METHOD_SET, 2u << 8 | 3u, nullptr);
+        get = sl2vl(wire::MAD_METHOD_GET, 2u << 8 | 3u, &got);
+        other = sl2vl(wire::MAD_METHOD_GET, 1u << 8 | 3u, &got_other);
+        bad = sl2vl(wire::MAD_METHOD_GET, 9u << 8 | 3u, nullptr);
+    });
+    sc_start();
+    EXPECT_EQ(set, wire::MAD_STATUS_OK);
+    EXPECT_EQ(get, wire::MAD_STATUS_OK);
+    EXPECT_EQ(got, mine);
+    EXPECT_EQ(leaf.sl2vl(2, 3), mine);
+    EXPECT_EQ(other, wire::MAD_STATUS_OK);
+    const std::array<uint8_t, 16> link_up = {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1};
+    EXPECT_EQ(got_other, link_up);
+    EXPECT_EQ(leaf.sl2vl(1, 3), link_up);
+    EXPECT_EQ(leaf.sl2vl(3), link_up);
+    EXPECT_EQ(bad, wire::MAD_STATUS_INVALID_FIELD);
+}
+
+// MulticastForwardingTable (0x1B) through a switch's agent: a block is 32 MLIDs of 16-bit port
+// masks, the modifier's position (bits 31:28) selecting the 16-port slice. A Set of MLID
+// 0xC001's mask (ports 2 and 3, plus port 0 and a port 9 the radix-4 switch lacks) makes ports
+// 2 and 3 members and the GetResp shows just those; a position past the switch's ports is
+// refused.
+SIM_TEST(SmProgram, switch_agent_sets_and_gets_multicast_forwarding_table_blocks) {
+    fat_tree("direct");
+    machine m;
+    subnet_manager& sm = *m.net.sm;
+    const std::vector<uint8_t> path = m.sweep_plan().front().path;  // the SM's leaf
+    ib_switch& leaf = m.net.switch_at(m.net.graph.switches().front());
+    int set = -2, get = -2, bad = -2;
+    wire::smp got;
+    test_thread t("t", [&] {
+        wire::smp req;
+        req.h.method = wire::MAD_METHOD_SET;
+        req.h.attr_id = wire::SMP_ATTR_MCAST_FDB;
+        req.h.attr_mod = 0;  // position 0, block 0: MLIDs 0xC000..0xC01F
+        req.data[2] = 0x02;  // MLID 0xC001: port 9
+        req.data[3] = 0x0D;  // ports 3, 2 and 0
+        set = sm.transact_dr(path, req);
+        req.h.method = wire::MAD_METHOD_GET;
+        req.data.fill(0);
+        get = sm.transact_dr(path, req, &got);
+        req.h.attr_mod = 1u << 28;  // ports 16..31
+        bad = sm.transact_dr(path, req);
+    });
+    sc_start();
+    EXPECT_EQ(set, wire::MAD_STATUS_OK);
+    EXPECT_EQ(get, wire::MAD_STATUS_OK);
+    EXPECT_EQ(got.data[2], 0x00);
+    EXPECT_EQ(got.data[3], 0x0C);
+    for (unsigned k = 0; k < 64; ++k) {
+        if (k == 3) continue;
+        EXPECT_EQ(got.data[k], 0) << "byte " << k;
+    }
+    EXPECT_FALSE(leaf.mcast_member(0xC001, 1));
+    EXPECT_TRUE(leaf.mcast_member(0xC001, 2));
+    EXPECT_TRUE(leaf.mcast_member(0xC001, 3));
+    EXPECT_FALSE(leaf.mcast_member(0xC000, 2));
+    EXPECT_EQ(bad, wire::MAD_STATUS_INVALID_FIELD);
 }
 
 // The sweep programs the HCA ports too (IBA ch. 7: a CA port has an SL-to-VL table and VL

@@ -61,3 +61,17 @@ TEST(HcasimLinkLayer, an_hca_vl_without_weight_in_either_vlarb_table_is_refused_
               std::string::npos)
         << r.err;
 }
+
+// fabric.isl.propagation_ns takes -1 (node 0's link) or 0..1e6; anything else is refused naming
+// the key before anything runs.
+TEST(HcasimLinkLayer, a_negative_isl_propagation_other_than_minus_one_is_refused_naming_the_key) {
+    const hcasim::test::result r = hcasim::test::run_hcasim(
+        "--workload write_bw --set fabric.nodes=3 --set fabric.isl.propagation_ns=-0.5", "isl");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(
+        r.err.find("hcasim: error: bad value '-0.5' for key 'fabric.isl.propagation_ns': expected -1 (node "
+                   "0's link) or 0..1e6 ns"),
+        std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out, "");
+}

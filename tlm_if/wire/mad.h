@@ -78,6 +78,11 @@ constexpr uint16_t SMP_ATTR_PKEY_TABLE = 0x0016;
 constexpr uint16_t SMP_ATTR_SL2VL_TABLE = 0x0017;
 constexpr uint16_t SMP_ATTR_VLARB_TABLE = 0x0018;
 constexpr uint16_t SMP_ATTR_LINEAR_FDB = 0x0019;
+constexpr uint16_t SMP_ATTR_MCAST_FDB = 0x001B;
+/// MulticastForwardingTable: a block is 32 MLIDs (modifier bits 8:0), each a 16-bit port mask
+/// of the 16 ports the position (modifier bits 31:28) selects: position p, bit j is port 16p + j.
+constexpr unsigned MFT_MLIDS_PER_BLOCK = 32;
+constexpr unsigned MFT_PORTS_PER_MASK = 16;
 constexpr unsigned PKEYS_PER_BLOCK = 32;
 constexpr unsigned LFT_LIDS_PER_BLOCK = 64;
 constexpr unsigned VLARB_ENTRIES_PER_BLOCK = 32;
