@@ -50,6 +50,18 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
       packet_cycles("packet_cycles", 8, "cycles", "requester initiation interval per packet", {0, 1000000}),
       rx_cycles("rx_cycles", 8, "cycles", "responder initiation interval per packet (requests and responses)",
                 {0, 1000000}),
+      wqe_cycles("wqe_cycles", 0, "cycles",
+                 "send unit cycles per WQE: one QP's WQEs run in order on one unit (0: no per-WQE limit)",
+                 {0, 1000000}),
+      send_units("send_units", 1, "units",
+                 "send units working on WQEs at once; a QP uses unit qpn mod send_units", {1, 4096}),
+      recv_units("recv_units", 0, "units",
+                 "receive units; a QP's request packets use unit qpn mod recv_units (0: one unit per QP)",
+                 {0, 4096}),
+      read_cycles("read_cycles", 0, "cycles",
+                  "receive unit cycles per inbound READ request, beyond rx_cycles", {0, 1000000}),
+      atomic_cycles("atomic_cycles", 0, "cycles", "receive unit cycles per inbound atomic, beyond rx_cycles",
+                    {0, 1000000}),
       tx_latency_cycles("tx_latency_cycles", 64, "cycles",
                         "requester pipeline latency from a WQE on chip to its packet at the port",
                         {0, 1000000}),
@@ -147,6 +159,11 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
     rx_time_ = clock * double(rx_cycles.get());
     packet_ps_ = uint64_t(packet_time_ / sc_time(1, SC_PS) + 0.5);
     rx_ps_ = uint64_t(rx_time_ / sc_time(1, SC_PS) + 0.5);
+    wqe_time_ = clock * double(wqe_cycles.get());
+    read_time_ = clock * double(read_cycles.get());
+    atomic_time_ = clock * double(atomic_cycles.get());
+    send_free_.assign(send_units, SC_ZERO_TIME);
+    recv_free_.assign(recv_units, SC_ZERO_TIME);
     tx_latency_ = clock * double(tx_latency_cycles.get());
     rx_latency_ = clock * double(rx_latency_cycles.get());
     coalesce_time_ = sc_time(ack_coalesce_ns.get(), SC_NS);

@@ -109,6 +109,11 @@ public:
     param<unsigned> wqe_buffer_entries;   ///< parsed WQEs on chip, shared by all QPs
     param<unsigned> packet_cycles;        ///< requester initiation interval per packet
     param<unsigned> rx_cycles;            ///< responder initiation interval per packet
+    param<unsigned> wqe_cycles;           ///< send unit cycles per WQE (0: no per-WQE limit)
+    param<unsigned> send_units;           ///< send units: QPs whose WQEs are started at once
+    param<unsigned> recv_units;           ///< receive units (0: one per QP)
+    param<unsigned> read_cycles;          ///< receive unit cycles per inbound READ request, beyond rx_cycles
+    param<unsigned> atomic_cycles;        ///< receive unit cycles per inbound atomic, beyond rx_cycles
     param<unsigned> tx_latency_cycles;    ///< requester pipeline latency: WQE on chip to packet at the port
     param<unsigned> rx_latency_cycles;    ///< responder pipeline latency: packet in to its first DMA
     param<unsigned> ack_req_interval;     ///< request an ACK at least every N packets
@@ -386,8 +391,9 @@ private:
     /// During receive(): the packet's buffer, on offer to the DMA writes of its payload
     /// (rx_packet::loan); a write of other bytes is not in it and copies as usual.
     buffer_loan_ext* rx_loan_ = nullptr;
-    /// Delay until the responder starts on a packet of this QP (its initiation interval and latency).
-    sc_core::sc_time responder_start(qp& q);
+    /// Delay until the responder starts on a packet of this QP (its receive unit's initiation
+    /// interval and latency); the unit is then busy rx_cycles plus `work` (READ, atomic).
+    sc_core::sc_time responder_start(qp& q, const sc_core::sc_time& work = sc_core::SC_ZERO_TIME);
     /// What a request opcode's low five bits say (the same for RC and UC).
     struct request_kind {
         bool send_first = false, send_cont = false, inv = false, write_first = false, write_cont = false,
@@ -640,6 +646,16 @@ private:
     size_t atomic_next_ = 0;
     deadline_heap deadlines_;  // every QP's earliest deadline
     sc_core::sc_time packet_time_, rx_time_, tx_latency_, rx_latency_, coalesce_time_;
+    // Processing units (docs/architecture.md, "Processing units"): a QP is bound to send unit
+    // and receive unit qpn mod their number; each unit is the time it is free again.
+    sc_core::sc_time wqe_time_, read_time_, atomic_time_;
+    std::vector<sc_core::sc_time> send_free_;  // when each send unit may start its next WQE
+    std::vector<sc_core::sc_time> recv_free_;  // when each receive unit is free; empty: per QP (resp_free)
+    /// The head WQE of `q` has not started and its send unit is busy until after `at`.
+    bool send_unit_busy(const qp& q, const sc_core::sc_time& at) const {
+        return wqe_time_ != sc_core::SC_ZERO_TIME && q.req.cur_offset == 0 &&
+               send_free_[q.qpn % send_free_.size()] > at;
+    }
     uint64_t packet_ps_ = 0, rx_ps_ = 0;                // the same in ps, for the busy counters
     const sc_core::sc_time one_ps_{1, sc_core::SC_PS};  // per-packet stall counters divide by it
     // From packet_pool: the port may hand a buffer to the receiver and return another.

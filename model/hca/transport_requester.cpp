@@ -164,6 +164,12 @@ void transport_engine::requester_method() {
                 continue;                     // timer_method() makes it ready when the RNR wait is over
             if (cc_ && cc_hold(q)) continue;  // its SL's injection delay: parked
             const sc_time now = sim_now();
+            if (send_unit_busy(q, now)) {
+                // A WQE starts when its QP's send unit has finished the unit's previous WQE;
+                // QPs on other units go on meanwhile.
+                park(q, send_free_[qpn % send_free_.size()]);
+                continue;
+            }
             const sc_time& wqe_ready = head_wqe(q).ready;
             if (wqe_ready > now && !ready_.empty()) {
                 // Its WQE's fetch is still in flight: serve the other QPs meanwhile.
@@ -214,7 +220,9 @@ void transport_engine::requester_method() {
         }
         // A QP that must wait for a response (window, READ/atomic limit, fence) leaves the
         // round robin; the response that frees it puts it back.
+        const bool starts = wqe_time_ != SC_ZERO_TIME && q.req.cur_offset == 0;
         if (!send_packet(q)) continue;
+        if (starts) send_free_[qpn % send_free_.size()] = sim_now() + wqe_time_;  // its unit's WQE time
         if (q.valid && q.req.queue.count && may_send(q)) make_tx_ready(qpn);
         tx_busy_ps += packet_ps_;
         if (packet_time_ != SC_ZERO_TIME) {

@@ -103,13 +103,14 @@ void transport_engine::receive(const rx_packet& p) {
 
 // ---------------------------------------------------------------- RC requests: PSN check, placement, ACK
 
-sc_time transport_engine::responder_start(qp& q) {
-    // A packet's work starts rx_latency after it arrives, and no sooner than rx_cycles after
-    // the QP's previous one.
+sc_time transport_engine::responder_start(qp& q, const sc_time& work) {
+    // A packet's work starts rx_latency after it arrives, and no sooner than its receive unit
+    // is free: rx_cycles (and a READ's or atomic's own cycles) after the unit's previous packet.
     const sc_time now = sim_now();
-    sc_time delay = q.rsp.resp_free > now ? q.rsp.resp_free - now : SC_ZERO_TIME;
+    sc_time& free = recv_free_.empty() ? q.rsp.resp_free : recv_free_[q.qpn % recv_free_.size()];
+    sc_time delay = free > now ? free - now : SC_ZERO_TIME;
     delay = qp_context(q.qpn, delay);
-    q.rsp.resp_free = now + delay + rx_time_;
+    free = now + delay + rx_time_ + work;
     rx_busy_ps += rx_ps_;
     return delay + rx_latency_;
 }
@@ -141,7 +142,7 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
     const request_kind k = request_kind_of(code);
     if (probe_)  // the breakdown follows the message's last packet
         probe_->mark(path_probe::rx_engine, sim_now(), k.last || k.read || k.atomic);
-    sc_time delay = responder_start(q);
+    sc_time delay = responder_start(q, k.read ? read_time_ : k.atomic ? atomic_time_ : SC_ZERO_TIME);
     const uint32_t psn = p.h.b.psn;
     q.rsp.slid = p.h.l.slid;
 

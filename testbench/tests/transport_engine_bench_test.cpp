@@ -148,7 +148,7 @@ struct bench : sc_core::sc_module {
     }
 
     /// RC QP `qpn` (kQpn) in RTS on service level `sl`, path MTU 1024, connected to kDestQpn at kDlid.
-    void create_qp(uint32_t qpn = kQpn, uint8_t sl = 0) {
+    void create_qp(uint32_t qpn = kQpn, uint8_t sl = 0, uint32_t access = hw::ACCESS_REMOTE_WRITE) {
         hw::qp_context c{};
         c.qpn = qpn;
         c.sl = sl;
@@ -166,7 +166,7 @@ struct bench : sc_core::sc_module {
         c.rnr_retry = 7;
         c.timeout = 14;  // 67 ms: never in these benches
         c.max_rd_atomic = c.max_dest_rd_atomic = 4;
-        c.access = hw::ACCESS_REMOTE_WRITE;
+        c.access = access;
         sc_time delay = sc_core::SC_ZERO_TIME;
         te.load_qp(c, hw::QP_ATTR_SQ_PSN | hw::QP_ATTR_RQ_PSN, delay);
     }
@@ -388,4 +388,177 @@ SIM_TEST(TransportEngineBench, request_beyond_the_expected_psn_gets_a_sequence_e
     EXPECT_EQ(n.at, sc_time(50, SC_NS));
     EXPECT_EQ(n.ready, sc_time(130, SC_NS));  // after the receive pipeline (rx_latency_cycles 64)
     EXPECT_EQ(b.te.seq_errors.value(), 1u);
+}
+
+// ---------------------------------------------------------------- processing units
+
+namespace {
+
+/// A signaled 64-byte RDMA WRITE from kSrc, the `index`-th of its QP (remote address by index).
+send_wqe small_write(uint16_t index) {
+    send_wqe w = bench::write_wqe();
+    w.wr_id = index;
+    w.wqe_index = index;
+    w.remote_va = 0x90000 + 64u * index;
+    w.sg[0].len = w.length = 64;
+    return w;
+}
+
+/// Runs `wqes` 64-byte WRITEs on each of `qps` QPs (kQpn, kQpn + 1, ...), all handed over at 0,
+/// with `settings` (key=value of the engine) and returns the bench's packets.
+std::vector<fake_port::sent> run_writes(unsigned qps, unsigned wqes,
+                                        std::initializer_list<std::pair<const char*, const char*>> settings) {
+    for (const auto& [key, value] : settings)
+        broker::instance().set(std::string("transport_engine.") + key, value, "test");
+    bench b;
+    for (unsigned i = 0; i < qps; ++i) b.create_qp(kQpn + i);
+    run_bench([&] {
+        for (uint16_t k = 0; k < wqes; ++k)
+            for (unsigned i = 0; i < qps; ++i) b.te.push_send(kQpn + i, small_write(k));
+        sc_core::wait(5, sc_core::SC_US);
+    });
+    return b.port.packets;
+}
+
+}  // namespace
+
+// wqe_cycles 80 at 800 MHz: 100 ns per WQE on the QP's send unit, so one QP's 64-byte WRITEs
+// start every 100 ns (10 M WQEs/s = clock / wqe_cycles) though the requester could send one
+// every packet_cycles (10 ns); each WQE's packet in order.
+SIM_TEST(TransportEngineBench, one_qp_reaches_exactly_clock_over_wqe_cycles_with_its_wqes_in_order) {
+    const std::vector<fake_port::sent> p = run_writes(1, 8, {{"wqe_cycles", "80"}});
+    ASSERT_EQ(p.size(), 8u);
+    for (unsigned k = 0; k < 8; ++k) {
+        SCOPED_TRACE("WQE " + std::to_string(k));
+        EXPECT_EQ(p[k].at, sc_time(100 * k, SC_NS));
+        EXPECT_EQ(p[k].h.b.opcode, op::RC_RDMA_WRITE_ONLY);
+        EXPECT_EQ(p[k].h.b.psn, kSqPsn + k);
+        EXPECT_EQ(p[k].h.r.va, 0x90000u + 64 * k);  // the WQEs' order
+    }
+}
+
+// Without wqe_cycles (the default) the same QP is limited by packet_cycles alone: 10 ns apart.
+SIM_TEST(TransportEngineBench, without_wqe_cycles_one_qp_sends_one_packet_per_packet_cycles) {
+    const std::vector<fake_port::sent> p = run_writes(1, 8, {});
+    ASSERT_EQ(p.size(), 8u);
+    for (unsigned k = 0; k < 8; ++k) EXPECT_EQ(p[k].at, sc_time(10 * k, SC_NS)) << "WQE " << k;
+}
+
+// Four QPs on four send units (QPNs 2..5 mod 4: units 2, 3, 0, 1) run in parallel: each QP
+// still starts a WQE every 100 ns, so together they send four times one QP's rate; the
+// requester interleaves them one packet_cycles (10 ns) apart.
+SIM_TEST(TransportEngineBench, four_send_units_give_four_qps_four_times_one_qps_rate) {
+    const std::vector<fake_port::sent> p = run_writes(4, 8, {{"wqe_cycles", "80"}, {"send_units", "4"}});
+    ASSERT_EQ(p.size(), 32u);
+    for (unsigned n = 0; n < 32; ++n) {
+        SCOPED_TRACE("packet " + std::to_string(n));
+        const unsigned k = n / 4, i = n % 4;
+        EXPECT_EQ(p[n].h.b.dest_qp, kDestQpn);
+        EXPECT_EQ(p[n].h.b.psn, kSqPsn + k);
+        EXPECT_EQ(p[n].at, sc_time(100 * k + 10 * i, SC_NS));
+    }
+    EXPECT_EQ(p.back().at, sc_time(730, SC_NS));  // 32 WQEs in 740 ns: 4 x 10 M WQEs/s
+}
+
+// The same four QPs on one send unit share it: one WQE every 100 ns in all.
+SIM_TEST(TransportEngineBench, qps_on_one_send_unit_share_its_rate) {
+    const std::vector<fake_port::sent> p = run_writes(4, 8, {{"wqe_cycles", "80"}, {"send_units", "1"}});
+    ASSERT_EQ(p.size(), 32u);
+    for (unsigned n = 0; n < 32; ++n) {
+        SCOPED_TRACE("packet " + std::to_string(n));
+        EXPECT_EQ(p[n].at, sc_time(100 * n, SC_NS));
+        EXPECT_EQ(p[n].h.b.psn, kSqPsn + n / 4);  // round robin, each QP's WQEs in order
+    }
+}
+
+namespace {
+
+/// An 8-byte RDMA WRITE ONLY to `qpn` at `va`, PSN `psn`.
+rx_packet write_only(uint32_t qpn, uint32_t psn, uint64_t va) {
+    static const uint8_t data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    rx_packet p = bench::from_peer(op::RC_RDMA_WRITE_ONLY, psn);
+    p.h.b.dest_qp = qpn;
+    p.h.r = {va, 0x22, 8};
+    p.payload = data;
+    p.payload_len = 8;
+    p.wire_len = 50;
+    return p;
+}
+
+/// When the bench's host memory was written at `addr` (placement of a WRITE).
+sc_time placed_at(const bench& b, uint64_t addr) {
+    for (const recording_memory::access& a : b.mem.log)
+        if (a.write && a.addr == addr) return a.at;
+    ADD_FAILURE() << "nothing placed at " << addr;
+    return sc_core::SC_ZERO_TIME;
+}
+
+/// Two QPs each receive a WRITE at 50 ns; returns when each was placed.
+std::pair<sc_time, sc_time> two_qps_receive(const char* recv_units) {
+    if (recv_units) broker::instance().set("transport_engine.recv_units", recv_units, "test");
+    bench b;
+    b.create_qp(kQpn);
+    b.create_qp(kQpn + 2);
+    run_bench([&] {
+        sc_core::wait(50, SC_NS);
+        b.te.receive(write_only(kQpn, kRqPsn, 0x90000));
+        b.te.receive(write_only(kQpn + 2, kRqPsn, 0xA0000));
+        sc_core::wait(1, sc_core::SC_US);
+    });
+    return {placed_at(b, 0x90000), placed_at(b, 0xA0000)};
+}
+
+/// A READ (`read`) or an atomic, then a WRITE, both at 50 ns on kQpn, with `key` = `cycles`;
+/// returns when the WRITE was placed.
+sc_time write_after(bool read, const char* key, const char* cycles) {
+    broker::instance().set(std::string("transport_engine.") + key, cycles, "test");
+    bench b;
+    b.create_qp(kQpn, 0, hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_READ | hw::ACCESS_REMOTE_ATOMIC);
+    run_bench([&] {
+        sc_core::wait(50, SC_NS);
+        rx_packet r = bench::from_peer(read ? op::RC_RDMA_READ_REQUEST : op::RC_FETCH_ADD, kRqPsn);
+        if (read)
+            r.h.r = {0x70000, 0x22, 8};
+        else
+            r.h.ae = {0x70000, 0x22, 1, 0};
+        r.wire_len = 50;
+        b.te.receive(r);
+        b.te.receive(write_only(kQpn, kRqPsn + 1, 0x90000));
+        sc_core::wait(2, sc_core::SC_US);
+    });
+    return placed_at(b, 0x90000);
+}
+
+}  // namespace
+
+// recv_units 0 (the default): each QP has a receive unit of its own, so two QPs' WRITEs that
+// arrive together are placed together, after the receive pipeline (80 ns) and translation (5 ns).
+SIM_TEST(TransportEngineBench, by_default_each_qp_has_its_own_receive_unit) {
+    const auto [a, b] = two_qps_receive(nullptr);
+    EXPECT_EQ(a, sc_time(135, SC_NS));
+    EXPECT_EQ(b, sc_time(135, SC_NS));
+}
+
+// recv_units 2: QPNs 2 and 4 are both on unit 0, which takes the second packet rx_cycles
+// (8 = 10 ns) after the first.
+SIM_TEST(TransportEngineBench, qps_on_one_receive_unit_take_turns_rx_cycles_apart) {
+    const auto [a, b] = two_qps_receive("2");
+    EXPECT_EQ(a, sc_time(135, SC_NS));
+    EXPECT_EQ(b, sc_time(145, SC_NS));
+}
+
+// read_cycles 72: an inbound READ holds its QP's receive unit rx_cycles + 72 = 80 cycles
+// (100 ns), so the WRITE behind it starts 100 ns after it instead of 10.
+SIM_TEST(TransportEngineBench, an_inbound_read_holds_its_receive_unit_for_read_cycles) {
+    EXPECT_EQ(write_after(true, "read_cycles", "72"), sc_time(235, SC_NS));
+}
+
+// atomic_cycles 152: an inbound atomic holds the unit 8 + 152 = 160 cycles (200 ns).
+SIM_TEST(TransportEngineBench, an_inbound_atomic_holds_its_receive_unit_for_atomic_cycles) {
+    EXPECT_EQ(write_after(false, "atomic_cycles", "152"), sc_time(335, SC_NS));
+}
+
+// Without them a READ holds the unit rx_cycles only: the WRITE starts 10 ns after it.
+SIM_TEST(TransportEngineBench, without_read_cycles_a_write_follows_a_read_by_rx_cycles) {
+    EXPECT_EQ(write_after(true, "read_cycles", "0"), sc_time(145, SC_NS));
 }
