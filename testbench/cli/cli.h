@@ -18,6 +18,7 @@ struct run_options {
     std::vector<uint64_t> sizes;       ///< message sizes in bytes (--size); empty unless given
     uint64_t iters = 1000;             ///< iterations per size (--iters)
     unsigned qps = 1;                  ///< queue pairs (--qps)
+    unsigned threads = 1;              ///< node0's application threads (--threads)
     unsigned mtu = 4096;               ///< path MTU in bytes (--mtu)
     std::string stats_json;            ///< --stats-json output path; empty = none
     uint64_t seed = 1;                 ///< run seed (--seed); also link fault injection's (link.seed)
