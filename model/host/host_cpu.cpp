@@ -26,6 +26,10 @@ host_cpu::host_cpu(const sc_module_name& name, host_memory& memory)
           "wake_ns", 30.0, "ns",
           "delay from a watched write landing in memory to the spinning CPU seeing it (cache-line transfer)",
           {0, 1e6}),
+      cores("cores", 1, "cores",
+            "cores of the host: application threads that run at once, each charging its own CPU costs "
+            "(a workload's --threads may not exceed it)",
+            {1, 4096}),
       mmio_writes("mmio_writes", "posted MMIO writes issued"),
       mmio_reads("mmio_reads", "MMIO reads issued"),
       waits("waits", "times software slept on a watched address"),
@@ -71,11 +75,21 @@ void host_cpu::mem_write(uint64_t pa, const void* src, size_t n) {
 
 void host_cpu::mem_write_early(uint64_t pa, const void* src, size_t n) { memory_.write(pa, src, n); }
 
+sc_time& host_cpu::deferred() const {
+    const sc_process_b* p = sc_get_current_process_b();
+    if (last_ < deferred_.size() && deferred_[last_].proc == p) return deferred_[last_].t;
+    for (last_ = 0; last_ < deferred_.size(); ++last_)
+        if (deferred_[last_].proc == p) return deferred_[last_].t;
+    deferred_.push_back(deferred_time{p, SC_ZERO_TIME});
+    return deferred_[last_].t;
+}
+
 void host_cpu::settle() {
-    if (deferred_ != SC_ZERO_TIME) {
-        const sc_time d = deferred_;
-        deferred_ = SC_ZERO_TIME;
-        wait(d);
+    sc_time& d = deferred();
+    if (d != SC_ZERO_TIME) {
+        const sc_time t = d;
+        d = SC_ZERO_TIME;
+        wait(t);
     }
 }
 
@@ -83,8 +97,9 @@ void host_cpu::mmio_write(uint64_t bar_offset, const void* src, size_t n) {
     // Posted: the store leaves the CPU after mmio_issue_ns; its flight through the PCIe link is
     // carried by the annotated delay, which the doorbell unit turns into its arrival time.
     // (Deferred CPU costs are waited for in the same wait.)
-    const sc_time issue = deferred_ + ns_time(mmio_issue_ns.get());
-    deferred_ = SC_ZERO_TIME;
+    sc_time& d = deferred();
+    const sc_time issue = d + ns_time(mmio_issue_ns.get());
+    d = SC_ZERO_TIME;
     wait(issue);
     // The CPU's payload is reused (constructing and destroying one per store cost more than
     // the rest of the store); a second process storing while the first is stalled in
@@ -153,7 +168,7 @@ void host_cpu::cpu_cost(cpu_op op, uint32_t count) {
 
 void host_cpu::cpu_cost_deferred(cpu_op op, uint32_t count) {
     const double ns = cost_ns(op, count);
-    if (ns > 0) deferred_ += ns_time(ns);
+    if (ns > 0) deferred() += ns_time(ns);
 }
 
 bool host_cpu::wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) {
@@ -186,7 +201,7 @@ bool host_cpu::wait_write(uint64_t pa, size_t n, uint64_t timeout_ns) {
     return woke;
 }
 
-uint64_t host_cpu::now_ns() const { return uint64_t((sim_now() + deferred_).to_seconds() * 1e9 + 0.5); }
+uint64_t host_cpu::now_ns() const { return uint64_t((sim_now() + deferred()).to_seconds() * 1e9 + 0.5); }
 
 void host_cpu::sleep_ns(uint64_t ns) {
     settle();

@@ -14,7 +14,10 @@ namespace hcasim {
 /// The CPU side of one node. Loads/stores reach host memory through `mem` (DMI when granted),
 /// MMIO reaches the HCA's BAR0 through `mmio` (into the PCIe link's downstream port).
 /// Applications are SystemC processes that call the firmware, which calls this host_bus from
-/// the application's process; every cost is a parameter charged with wait().
+/// the application's process; every cost is a parameter charged with wait() in the calling
+/// process. Each process is one application thread on a core of its own (`cores` of them): its
+/// deferred costs are its own, so two threads' CPU work overlaps in simulated time, while what
+/// they share (the PCIe link, the HCA, memory) contends there.
 class host_cpu : public sc_core::sc_module, public host_bus {
 public:
     tlm_utils::simple_initiator_socket<host_cpu> mem;   ///< to host_memory.cpu
@@ -27,6 +30,7 @@ public:
     param<double> memcpy_64b_ns;      ///< cost of copying 64 bytes
     param<double> mmio_issue_ns;      ///< CPU cost of issuing one posted MMIO store
     param<double> wake_ns;            ///< delay from a watched write landing to the spinning CPU seeing it
+    param<unsigned> cores;            ///< application threads that run at once (workloads' --threads)
 
     counter mmio_writes, mmio_reads, waits;
 
@@ -50,7 +54,16 @@ private:
     /// Waits for the deferred costs (before any bus access).
     void settle();
     double cost_ns(cpu_op op, uint32_t count) const;
-    sc_core::sc_time deferred_;  // cpu_cost_deferred charges not yet waited for
+    /// The calling process's cpu_cost_deferred charges not yet waited for.
+    sc_core::sc_time& deferred() const;
+    // Deferred charges per process (a thread's costs are its own); the last one looked up
+    // first, as one process usually makes many calls in a row.
+    struct deferred_time {
+        const sc_core::sc_process_b* proc;
+        sc_core::sc_time t;
+    };
+    mutable std::vector<deferred_time> deferred_;  // (now_ns, a const query, may add the entry)
+    mutable size_t last_ = 0;
     host_memory& memory_;
     sc_core::sc_event watch_ev_;
     // wait_write's timeouts, without a timed notification per wait (the kernel keeps a

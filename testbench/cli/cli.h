@@ -18,6 +18,7 @@ struct run_options {
     std::vector<uint64_t> sizes;       ///< message sizes in bytes (--size); empty unless given
     uint64_t iters = 1000;             ///< iterations per size (--iters)
     unsigned qps = 1;                  ///< queue pairs (--qps)
+    unsigned threads = 1;              ///< node0's application threads (--threads)
     unsigned mtu = 4096;               ///< path MTU in bytes (--mtu)
     std::string stats_json;            ///< --stats-json output path; empty = none
     uint64_t seed = 1;                 ///< run seed (--seed); also link fault injection's (link.seed)
@@ -63,8 +64,8 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
 /// named its workload. Throws config_error.
 void check_sizes(run_options& o);
 
-/// Whether `workload` runs --threads application threads (--sweep threads needs it). None does
-/// yet: the bandwidth workloads and msg_rate will once issue 30's threads land.
+/// Whether --sweep threads runs `workload` once per thread count. None yet: --threads works
+/// for the bandwidth workloads and msg_rate, but the sweep's children carry a QP count only.
 bool threads_workload(const std::string& workload);
 
 /// Parses a --size argument: `N`, `N,M,...`, `A-B` (powers of two from A to B), K/M/G suffixes

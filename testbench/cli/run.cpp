@@ -43,6 +43,7 @@ run_spec make_spec(const run_options& o) {
     run_spec spec;
     // srq_bw, ud_srq_bw: many QPs share one SRQ; 16 unless --qps says otherwise.
     spec.qps = is_srq_workload(o.workload) && !o.qps_given ? 16 : o.qps;
+    spec.threads = o.threads;
     spec.mtu = o.mtu;
     spec.seed = o.seed;
     spec.verify = o.verify;

@@ -140,12 +140,12 @@ TEST(HcasimMsgRate, ud_send_larger_than_the_mtu_exits_2_naming_the_op) {
               "message as one UD datagram (msg_rate, workload.op=ud_send)\n");
 }
 
-TEST(HcasimMsgRate, sweep_threads_exits_2_until_a_workload_takes_threads) {
+TEST(HcasimMsgRate, sweep_threads_exits_2_until_the_sweep_runs_thread_counts) {
     const result r = run("--workload msg_rate --sweep threads=1,2");
     EXPECT_EQ(r.code, 2);
     EXPECT_EQ(r.err,
-              "hcasim: error: --sweep threads: msg_rate does not take --threads (no workload does yet: issue "
-              "30's application threads)\n");
+              "hcasim: error: --sweep threads: msg_rate cannot sweep --threads yet (run --threads N once per "
+              "count)\n");
     const result both = run("--workload msg_rate --sweep qps=1,2 --sweep threads=1,2");
     EXPECT_EQ(both.code, 2);
     EXPECT_EQ(both.err,

@@ -128,6 +128,14 @@ void perftest::size_buffers() {
         needs_recv_ |= k == op_kind::send;
     }
     nq_ = spec_.qps;
+    nt_ = spec_.threads;
+    const unsigned cores = m_.at(0).cpu.cores;
+    if (nt_ > cores)
+        throw config_error("--threads " + std::to_string(nt_) + ": more than node0.cpu.cores (" +
+                           std::to_string(cores) + "); each application thread runs on a core of its own");
+    if (nt_ > nq_)
+        throw config_error("--threads " + std::to_string(nt_) + " with --qps " + std::to_string(nq_) +
+                           ": each application thread needs a QP of its own");
     tr_ = spec_.phases.empty() ? transport::rc : transport_of(spec_.phases.front().workload);
     area_ = std::max<uint64_t>(max_size, 4096);
     if (needs_atomic_)  // atomic_rate: one 8-byte fetched-value slot per outstanding atomic
@@ -290,6 +298,17 @@ void perftest::create_cqs(unsigned i, const std::string& node, unsigned rcq_entr
         rec_->call(i, "create_cq", {{"cqe", rcq_entries}, {"ret", rec_->add(i, s.rcq, "cq")}}, t1);
     }
     if (!s.scq || !s.rcq) fail(node + ": CQ creation failed");
+    if (i == 0 && nt_ > 1) {
+        // Each application thread polls a send CQ of its own.
+        s.thread_cqs.push_back(s.scq);
+        for (unsigned t = 1; t < nt_; ++t) {
+            const sc_time tc = sc_time_stamp();
+            ibv_cq* cq = ibv_create_cq(s.ctx, int(scq_entries));
+            if (!cq) fail(node + ": CQ creation failed");
+            if (rec_) rec_->call(i, "create_cq", {{"cqe", scq_entries}, {"ret", rec_->add(i, cq, "cq")}}, tc);
+            s.thread_cqs.push_back(cq);
+        }
+    }
 }
 
 /// Node i's --qps QPs of the run's transport (srq_*: attached to the SRQ).
@@ -297,7 +316,7 @@ void perftest::create_qps(unsigned i, const std::string& node) {
     side& s = side_[i];
     for (unsigned q = 0; q < nq_; ++q) {
         ibv_qp_init_attr a{};
-        a.send_cq = s.scq;
+        a.send_cq = send_cq(i, q);
         a.recv_cq = s.rcq;
         a.qp_type = tr_ == transport::ud ? IBV_QPT_UD : tr_ == transport::uc ? IBV_QPT_UC : IBV_QPT_RC;
         a.cap.max_send_wr = wp_.tx_depth;
@@ -314,7 +333,7 @@ void perftest::create_qps(unsigned i, const std::string& node) {
             rec_->add_qp(i, qp, name);
             trace::json f = {{"pd", "pd0"},
                              {"type", trace::qp_type_name(a.qp_type)},
-                             {"send_cq", rec_->name_of(i, s.scq)},
+                             {"send_cq", rec_->name_of(i, a.send_cq)},
                              {"recv_cq", rec_->name_of(i, s.rcq)}};
             if (s.srq) f["srq"] = rec_->name_of(i, s.srq);
             f["cap"] = {{"max_send_wr", a.cap.max_send_wr},

@@ -216,6 +216,7 @@ private:
         ibv_mr* mr = nullptr;
         ibv_cq* scq = nullptr;
         ibv_cq* rcq = nullptr;
+        std::vector<ibv_cq*> thread_cqs;  ///< node0 with --threads > 1: thread t's send CQ (0: scq)
         std::vector<ibv_qp*> qps;
         std::vector<uint64_t> rq_posted,
             rq_done;  ///< receive WRs posted / completed per QP (wr_id = sequence)
@@ -312,6 +313,10 @@ private:
     uint64_t payload_off() const { return tr_ == transport::ud ? grh_bytes : 0; }
     /// byte_len of a receive completion of a `size`-byte message (UD counts the GRH area).
     uint64_t recv_len(uint64_t size) const { return size + payload_off(); }
+    /// The send CQ of node i's QP q: with --threads, its thread's (node0's QP q is on thread q mod threads).
+    ibv_cq* send_cq(unsigned i, unsigned q) const {
+        return side_[i].thread_cqs.empty() ? side_[i].scq : side_[i].thread_cqs[q % nt_];
+    }
     uint64_t quota_of(const phase_spec& ph, unsigned q) const {
         return ph.iters / nq_ + (q < ph.iters % nq_ ? 1 : 0);
     }
@@ -404,6 +409,7 @@ private:
     static std::vector<sc_time> partition(std::initializer_list<sc_time> t);
     void take_round_trip(size_result& r, op_kind op, const path_probe& p0, const path_probe& p1);
     void stream(unsigned i, const phase_spec& ph, op_kind op, bw_size& b, run_report& rep);
+    void stream_thread(unsigned i, unsigned t, const phase_spec& ph, op_kind op, bw_size& b);
     void post_message(unsigned i, unsigned q, uint64_t m, bool sig, op_kind op, bw_size& b);
     void take_send_completion(const phase_spec& ph, op_kind op, bw_size& b, stream_state& st,
                               const ibv_wc& wc);
@@ -472,9 +478,10 @@ private:
     sc_event exchanged_;
     barrier bar_;
     unsigned nq_ = 1;
-    uint64_t area_ = 4096;              ///< bytes of one send or receive area
-    transport tr_ = transport::rc;      ///< the QPs' transport (every phase's)
-    uint64_t ud_rq_need_ = 0;           ///< ud_send_bw: receives node1 needs per QP (0: rx_depth will do)
+    unsigned nt_ = 1;               ///< node0's application threads (--threads), each a process of its own
+    uint64_t area_ = 4096;          ///< bytes of one send or receive area
+    transport tr_ = transport::rc;  ///< the QPs' transport (every phase's)
+    uint64_t ud_rq_need_ = 0;       ///< ud_send_bw: receives node1 needs per QP (0: rx_depth will do)
     uint64_t stream_end_ns_ = no_time;  ///< UC/UD bandwidth: when the client's markers were on the wire
     sc_event stream_end_;               ///< notified then
     std::vector<std::vector<uint64_t>>

@@ -2,6 +2,7 @@
 // UC (uc_write_bw): connecting an RC QP, the ping-pong latency phase (ud_send_lat runs it too)
 // with its latency breakdown, and the bandwidth stream the client runs in every bandwidth
 // workload: post round robin over the QPs within the transmit depth, take the completions.
+#define SC_INCLUDE_DYNAMIC_PROCESSES  // sc_spawn: --threads
 #include <algorithm>
 
 #include "testbench/workloads/base.h"
@@ -357,20 +358,10 @@ void perftest::take_round_trip(size_result& r, op_kind op, const path_probe& p0,
     for (int k = 0; k < 8; ++k) r.breakdown.push_back({names[k], d[size_t(k)].to_seconds() * 1e6});
 }
 
-/// The client's timed stream of one bandwidth size: WR n goes to QP n mod --qps, each QP with at
-/// most tx_depth outstanding; then the size's row, and (UC, UD) the end-of-stream markers.
+/// The client's timed stream of one bandwidth size: each application thread (--threads, a
+/// process of its own on a core of its own) runs stream_thread over its QPs; then the size's
+/// row, and (UC, UD) the end-of-stream markers.
 void perftest::stream(unsigned i, const phase_spec& ph, op_kind op, bw_size& b, run_report& rep) {
-    side& s = side_[i];
-    const unsigned depth = wp_.tx_depth;
-    stream_state st;
-    st.cq_mod = std::min<unsigned>(wp_.cq_mod, depth);
-    st.want_op = op == op_kind::write  ? IBV_WC_RDMA_WRITE
-                 : op == op_kind::send ? IBV_WC_SEND
-                 : op == op_kind::read ? IBV_WC_RDMA_READ
-                 : b.cas               ? IBV_WC_COMP_SWAP
-                                       : IBV_WC_FETCH_ADD;
-    st.posted.assign(nq_, 0);
-    st.completed.assign(nq_, 0);
     if (wp_.post_list > 1) {
         lists_.assign(nq_, pending_list{});
         for (pending_list& l : lists_) {
@@ -378,32 +369,27 @@ void perftest::stream(unsigned i, const phase_spec& ph, op_kind op, bw_size& b, 
             l.sges.reserve(wp_.post_list);
         }
     }
+    if (nt_ > 1) bus(i).cpu_settle();  // the threads start from this process's time
     const std::vector<uint64_t> busy0 = busy_counts();
     const uint64_t t0 = bus(i).now_ns();
-    while (st.total_completed < ph.iters) {
-        // WR n goes to QP n mod nq; each QP signals every cq_mod-th WR and its last.
-        bool progress = false;
-        while (st.total_posted < ph.iters) {
-            const unsigned q = unsigned(st.total_posted % nq_);
-            if (st.posted[q] - st.completed[q] >= depth) break;
-            const uint64_t m = st.posted[q];
-            const bool sig = (m + 1) % st.cq_mod == 0 || m + 1 == quota_of(ph, q);
-            post_message(i, q, m, sig, op, b);
-            ++st.posted[q];
-            ++st.total_posted;
-            progress = true;
-        }
-        // Lists not full when the QPs ran out of credit (or work): posted now.
-        for (unsigned q = 0; q < lists_.size(); ++q) flush_list(i, q);
-        ibv_wc wcs[16];
-        int n = ibv_poll_cq(s.scq, 16, wcs);
-        if (n < 0) fail("node0: ibv_poll_cq failed");
-        record_poll(i, s.scq, wcs, n);
-        for (int k = 0; k < n; ++k) take_send_completion(ph, op, b, st, wcs[k]);
-        if (n == 0 && !progress && ibv_wait_cq(s.scq, timeout_ns()) != 0)
-            fail("node0: bandwidth test stalled (no completion within workload.timeout_us)" + cable_faults());
+    uint64_t t1 = 0;
+    if (nt_ == 1) {
+        stream_thread(i, 0, ph, op, b);
+        t1 = bus(i).now_ns();
+    } else {
+        unsigned running = nt_;
+        sc_event done;
+        for (unsigned t = 0; t < nt_; ++t)
+            sc_spawn(
+                [this, i, t, &ph, op, &b, &running, &done, &t1] {
+                    stream_thread(i, t, ph, op, b);
+                    bus(i).cpu_settle();
+                    t1 = std::max(t1, bus(i).now_ns());
+                    if (--running == 0) done.notify(SC_ZERO_TIME);
+                },
+                sc_gen_unique_name("thread"));
+        wait(done);
     }
-    const uint64_t t1 = bus(i).now_ns();
     lists_.clear();
     size_result r;
     r.size_bytes = b.size;
@@ -414,6 +400,49 @@ void perftest::stream(unsigned i, const phase_spec& ph, op_kind op, bw_size& b, 
     take_util(r, busy0, t1 - t0);
     rep.results.push_back(r);
     if (tr_ != transport::rc) send_markers(ph, b.size);
+}
+
+/// Application thread t's stream: its QPs are t, t + threads, ... (QP q's quota of the size's
+/// messages each); its WR n goes to its QP n mod (its QP count), each QP with at most tx_depth
+/// outstanding, and it polls its own send CQ.
+void perftest::stream_thread(unsigned i, unsigned t, const phase_spec& ph, op_kind op, bw_size& b) {
+    const unsigned depth = wp_.tx_depth;
+    ibv_cq* cq = send_cq(i, t);
+    stream_state st;
+    st.cq_mod = std::min<unsigned>(wp_.cq_mod, depth);
+    st.want_op = op == op_kind::write  ? IBV_WC_RDMA_WRITE
+                 : op == op_kind::send ? IBV_WC_SEND
+                 : op == op_kind::read ? IBV_WC_RDMA_READ
+                 : b.cas               ? IBV_WC_COMP_SWAP
+                                       : IBV_WC_FETCH_ADD;
+    st.posted.assign(nq_, 0);
+    st.completed.assign(nq_, 0);
+    const unsigned nql = (nq_ - t + nt_ - 1) / nt_;  // this thread's QPs
+    uint64_t total = 0;
+    for (unsigned q = t; q < nq_; q += nt_) total += quota_of(ph, q);
+    while (st.total_completed < total) {
+        // Each QP signals every cq_mod-th WR and its last.
+        bool progress = false;
+        while (st.total_posted < total) {
+            const unsigned q = t + unsigned(st.total_posted % nql) * nt_;
+            if (st.posted[q] - st.completed[q] >= depth) break;
+            const uint64_t m = st.posted[q];
+            const bool sig = (m + 1) % st.cq_mod == 0 || m + 1 == quota_of(ph, q);
+            post_message(i, q, m, sig, op, b);
+            ++st.posted[q];
+            ++st.total_posted;
+            progress = true;
+        }
+        // Lists not full when the QPs ran out of credit (or work): posted now.
+        for (unsigned q = t; q < lists_.size(); q += nt_) flush_list(i, q);
+        ibv_wc wcs[16];
+        int n = ibv_poll_cq(cq, 16, wcs);
+        if (n < 0) fail("node0: ibv_poll_cq failed");
+        record_poll(i, cq, wcs, n);
+        for (int k = 0; k < n; ++k) take_send_completion(ph, op, b, st, wcs[k]);
+        if (n == 0 && !progress && ibv_wait_cq(cq, timeout_ns()) != 0)
+            fail("node0: bandwidth test stalled (no completion within workload.timeout_us)" + cable_faults());
+    }
 }
 
 /// Posts message m of QP q (WR n of the stream), signaled or not.

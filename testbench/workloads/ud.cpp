@@ -135,20 +135,21 @@ void perftest::post_marker(unsigned q, uint64_t wr_id) {
 /// lost. Then tells the server (out of band) that the markers are on the wire.
 void perftest::send_markers(const phase_spec& ph, uint64_t size) {
     const bool v = spec_.verify;
-    unsigned n = 0;
+    std::vector<unsigned> n(nt_, 0);  // markers per thread (each completes on its thread's CQ)
     for (unsigned q = 0; q < nq_; ++q)
         if (quota_of(ph, q) > 0) {
             post_marker(q, (uint64_t(q) << 48) | quota_of(ph, q));
-            ++n;
+            ++n[q % nt_];
         }
-    for (unsigned k = 0; k < n; ++k) {
-        const ibv_wc wc = poll_one(0, side_[0].scq);
-        const unsigned q = std::min(unsigned(wc.wr_id >> 48), nq_ - 1);
-        if (v)  // the QPs' markers complete in any order
-            check_send_wc(at(ph, size, 0, q, quota_of(ph, q), "marker completion"), wc,
-                          tr_ == transport::ud ? IBV_WC_SEND : IBV_WC_RDMA_WRITE,
-                          (uint64_t(q) << 48) | quota_of(ph, q));
-    }
+    for (unsigned t = 0; t < nt_; ++t)
+        for (unsigned k = 0; k < n[t]; ++k) {
+            const ibv_wc wc = poll_one(0, send_cq(0, t));
+            const unsigned q = std::min(unsigned(wc.wr_id >> 48), nq_ - 1);
+            if (v)  // the QPs' markers complete in any order
+                check_send_wc(at(ph, size, 0, q, quota_of(ph, q), "marker completion"), wc,
+                              tr_ == transport::ud ? IBV_WC_SEND : IBV_WC_RDMA_WRITE,
+                              (uint64_t(q) << 48) | quota_of(ph, q));
+        }
     stream_end_ns_ = bus(0).now_ns();
     stream_end_.notify(SC_ZERO_TIME);
 }

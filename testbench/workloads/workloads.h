@@ -30,7 +30,8 @@ struct phase_spec {
 struct run_spec {
     std::vector<phase_spec> phases;  ///< run one after the other in one simulation
     unsigned qps = 1;                ///< QPs used by bandwidth workloads (round robin)
-    unsigned mtu = 4096;             ///< path MTU, bytes
+    unsigned threads = 1;  ///< bandwidth workloads: node0's application threads (QP q: q mod threads)
+    unsigned mtu = 4096;   ///< path MTU, bytes
     uint64_t seed = 1;
     bool verify = false;               ///< --verify: check every destination byte and completion
     std::string atomic = "fetch_add";  ///< atomic_lat/atomic_rate operation: fetch_add|cmp_swap
