@@ -95,13 +95,14 @@ TEST(Cli, bad_sizes) {
 }
 
 TEST(Cli, bad_options) {
-    EXPECT_EQ(error_of([] {
-                  parse({"--workload", "rd_send_lat"});
-              }),
-              "--workload: unknown workload 'rd_send_lat' (expected write_lat|send_lat|read_lat|atomic_lat|"
-              "write_bw|send_bw|read_bw|atomic_rate|ud_send_lat|ud_send_bw|uc_write_bw|mcast_bw|srq_bw|ud_"
-              "srq_bw|mr_scale|qp_scale|dma_read_bw|"
-              "dma_write_bw|attack_suite|msg_rate|incast|alltoall|permutation|uniform_random|bisection|hotspot)");
+    EXPECT_EQ(
+        error_of([] {
+            parse({"--workload", "rd_send_lat"});
+        }),
+        "--workload: unknown workload 'rd_send_lat' (expected write_lat|send_lat|read_lat|atomic_lat|"
+        "write_bw|send_bw|read_bw|atomic_rate|ud_send_lat|ud_send_bw|uc_write_bw|mcast_bw|srq_bw|ud_"
+        "srq_bw|mr_scale|qp_scale|dma_read_bw|"
+        "dma_write_bw|attack_suite|msg_rate|incast|alltoall|permutation|uniform_random|bisection|hotspot)");
     EXPECT_EQ(error_of([] {
                   parse({"--mtu", "1500"});
               }),
