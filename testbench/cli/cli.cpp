@@ -483,13 +483,28 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         o.mrs = parse_counts(o.mrs_text, "--mrs");
     }
     if (o.workload == "msg_rate") {
-        // Small messages, and enough of them that the stream's start and drain hardly count.
+        // Small messages; the default --iters depends on the QP count (run_once).
         if (!o.sizes_given) o.sizes = {workloads::msg_rate_default_size};
-        if (!o.iters_given) o.iters = workloads::msg_rate_default_iters;
-        o.sizes_given = o.iters_given = true;
+        o.sizes_given = true;
     }
     check_sizes(o);
     return o;
+}
+
+bool iters_per_qp(const std::string& workload) {
+    const bool latency = workload.size() > 4 && workload.compare(workload.size() - 4, 4, "_lat") == 0;
+    return !latency && !is_pcie_workload(workload) && !is_many_node_workload(workload) &&
+           workload != "attack_suite";
+}
+
+uint64_t phase_messages(const std::string& workload, uint64_t iters, unsigned qps) {
+    if (!iters_per_qp(workload) || qps <= 1) return iters;
+    if (iters > max_iters / qps)
+        throw config_error("--iters " + std::to_string(iters) + " with --qps " + std::to_string(qps) + ": " +
+                           std::to_string(iters * qps) +
+                           " messages per size (--iters counts per QP) exceed the largest total, " +
+                           std::to_string(max_iters));
+    return iters * qps;
 }
 
 void apply_seed(const run_options& opts) {

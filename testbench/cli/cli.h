@@ -53,8 +53,18 @@ struct run_options {
 constexpr unsigned max_qps_option = (1u << 24) - 16;
 /// Largest --sweep threads count (application threads of one node).
 constexpr unsigned max_threads_option = 1024;
-/// Largest --iters: a latency run keeps one sample per iteration (80 MB at this count).
+/// Largest --iters: a latency run keeps one sample per iteration (80 MB at this count). A
+/// bandwidth size's messages over every QP (--iters x --qps) are bounded by it too.
 constexpr uint64_t max_iters = 10000000;
+
+/// Whether --iters counts per QP in `workload`, as perftest's -n does with -q (since issue 30):
+/// the two-node bandwidth workloads, msg_rate, qp_scale, mr_scale and the demo's write_bw. A
+/// latency workload has one QP, the dma_* workloads none; the many-node workloads count per flow.
+bool iters_per_qp(const std::string& workload);
+/// The messages of one size of `workload` with `iters` per QP over `qps` QPs: iters x qps where
+/// --iters counts per QP, else iters. Throws config_error naming --iters and --qps when that
+/// exceeds max_iters.
+uint64_t phase_messages(const std::string& workload, uint64_t iters, unsigned qps);
 
 /// Parses argv. Prints usage to `help_out` on --help. Throws config_error (one line) on bad input.
 run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out);

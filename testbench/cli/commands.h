@@ -14,6 +14,10 @@ int run_once(const run_options& opts, nlohmann::ordered_json* json);
 /// Writes the --report directory; prints where (and a warning if no plot could be drawn) (run.cpp).
 void report(const run_options& o, const nlohmann::ordered_json& runs);
 
+/// --iters of a run at `qps` QPs (per QP): as given, else msg_rate's and qp_scale's default
+/// (workloads::default_iters) or 1000 (run.cpp).
+uint64_t iters_at(const run_options& o, unsigned qps);
+
 /// --sweep qps=LIST: one run per QP count (sweep.cpp).
 int run_qps_sweep(const run_options& o);
 /// --workload qp_scale (sweep.cpp).

@@ -30,7 +30,7 @@ namespace {
 /// The interval a bandwidth row's rate was measured over: its messages over its rate. The
 /// streams time whole nanoseconds, so this recovers their interval exactly.
 uint64_t stream_interval_ns(const size_result& s) {
-    return s.msg_rate_mpps > 0 ? uint64_t(std::llround(double(s.iters) * 1000.0 / s.msg_rate_mpps)) : 0;
+    return s.msg_rate_mpps > 0 ? uint64_t(std::llround(double(s.messages) * 1000.0 / s.msg_rate_mpps)) : 0;
 }
 
 const char* const rule =
@@ -45,8 +45,8 @@ void print_header(std::ostream& os, bool latency, bool msg_rate) {
         std::snprintf(line, sizeof line, " %-10s %-12s %-14s %-14s %-17s %-14s %s", "#bytes", "#iterations",
                       "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "99% percentile[usec]");
     else
-        std::snprintf(line, sizeof line, " %-10s %-12s %-20s %s", "#bytes", "#iterations",
-                      "BW average[Gb/sec]", "MsgRate[Mpps]");
+        std::snprintf(line, sizeof line, " %-10s %-12s %-20s %-16s %s", "#bytes", "#iterations",
+                      "BW average[Gb/sec]", "MsgRate[Mpps]", "#messages");  // iterations per QP
     os << line << "\n";
 }
 
@@ -54,16 +54,17 @@ void print_row(std::ostream& os, const size_result& s, bool msg_rate) {
     char line[256];
     if (msg_rate)
         std::snprintf(line, sizeof line, " %-10llu %-12llu %-16.6f %-20.2f %llu",
-                      static_cast<unsigned long long>(s.size_bytes), static_cast<unsigned long long>(s.iters),
-                      s.msg_rate_mpps, s.bw_gbps, static_cast<unsigned long long>(stream_interval_ns(s)));
+                      static_cast<unsigned long long>(s.size_bytes),
+                      static_cast<unsigned long long>(s.messages), s.msg_rate_mpps, s.bw_gbps,
+                      static_cast<unsigned long long>(stream_interval_ns(s)));
     else if (s.latency)
         std::snprintf(line, sizeof line, " %-10llu %-12llu %-14.2f %-14.2f %-17.2f %-14.2f %.2f",
                       static_cast<unsigned long long>(s.size_bytes), static_cast<unsigned long long>(s.iters),
                       s.lat_min_us, s.lat_max_us, s.lat_typical_us, s.lat_avg_us, s.lat_p99_us);
     else
-        std::snprintf(line, sizeof line, " %-10llu %-12llu %-20.2f %.6f",
+        std::snprintf(line, sizeof line, " %-10llu %-12llu %-20.2f %-16.6f %llu",
                       static_cast<unsigned long long>(s.size_bytes), static_cast<unsigned long long>(s.iters),
-                      s.bw_gbps, s.msg_rate_mpps);
+                      s.bw_gbps, s.msg_rate_mpps, static_cast<unsigned long long>(s.messages));
     os << line << "\n";
 }
 
@@ -306,6 +307,7 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
             if (reports.size() > 1) e["workload"] = rep.workload;
             e["size_bytes"] = s.size_bytes;
             e["iters"] = s.iters;
+            if (!s.latency) e["messages"] = s.messages;  // over every QP (flow): iters x QPs
             if (s.latency) {
                 e["lat_typical_us"] = s.lat_typical_us;
                 e["lat_min_us"] = s.lat_min_us;
@@ -315,10 +317,7 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
             } else {
                 e["bw_gbps"] = s.bw_gbps;
                 e["msg_rate_mpps"] = s.msg_rate_mpps;
-                if (!r.op.empty()) {  // msg_rate: the figures the rate is made of
-                    e["messages"] = s.iters;
-                    e["interval_ns"] = stream_interval_ns(s);
-                }
+                if (!r.op.empty()) e["interval_ns"] = stream_interval_ns(s);  // msg_rate: messages / rate
             }
             if (s.datagrams) e["datagrams_lost"] = s.datagrams_lost;
             if (s.receivers) {

@@ -46,7 +46,8 @@ struct fabric_result {
 /// One row: one message size of a latency or bandwidth workload.
 struct size_result {
     uint64_t size_bytes = 0;     ///< message size
-    uint64_t iters = 0;          ///< iterations measured
+    uint64_t iters = 0;          ///< iterations measured: bandwidth rows per QP (--iters), many-node per flow
+    uint64_t messages = 0;       ///< bandwidth rows: messages of the size over every QP or flow (0: iters)
     bool latency = false;        ///< latency row (lat_* valid) or bandwidth row (bw/msg_rate valid)
     double bw_gbps = 0;          ///< average bandwidth, Gb/s (10^9 bit/s)
     double msg_rate_mpps = 0;    ///< messages per simulated microsecond (Mpps)

@@ -58,7 +58,8 @@ run_spec make_spec(const run_options& o) {
         // The demo: latency and bandwidth from 2 B to 1 MiB, as `perftest -a` would sweep.
         const auto sizes = o.sizes_given ? o.sizes : sweep(2, 1u << 20);
         spec.phases.push_back({"write_lat", sizes, o.iters_given ? o.iters : 1000});
-        spec.phases.push_back({"write_bw", sizes, o.iters_given ? o.iters : 1000});
+        spec.phases.push_back(
+            {"write_bw", sizes, phase_messages("write_bw", o.iters_given ? o.iters : 1000, spec.qps)});
         return spec;
     }
     phase_spec p;
@@ -70,7 +71,8 @@ run_spec make_spec(const run_options& o) {
     // size in UD is MTU"); atomics move 8 bytes.
     const uint64_t bw_default = transport_of(o.workload) == transport::ud ? o.mtu : 65536u;
     p.sizes = o.sizes_given ? o.sizes : std::vector<uint64_t>{atomic ? 8u : lat ? 2u : bw_default};
-    p.iters = o.iters;
+    // A bandwidth phase's messages per size: --iters per QP, as perftest's -n with -q.
+    p.iters = phase_messages(o.workload, o.iters, spec.qps);
     spec.phases.push_back(p);
     return spec;
 }
@@ -134,10 +136,16 @@ void report(const run_options& o, const nlohmann::ordered_json& runs) {
     if (!warning.empty()) std::cerr << "hcasim: warning: --report: no plots: " << warning << "\n";
 }
 
+uint64_t iters_at(const run_options& o, unsigned qps) {
+    const bool own_default = o.workload == "msg_rate" || o.workload == "qp_scale";
+    return o.iters_given || !own_default ? o.iters : workloads::default_iters(qps);
+}
+
 /// One run of the workload (one elaboration): prints its table(s), writes --stats-json, returns
 /// the exit status and (if `json` is given) the stats JSON.
 int run_once(const run_options& given, nlohmann::ordered_json* json) {
     run_options opts = given;
+    opts.iters = iters_at(opts, opts.qps);  // msg_rate: its default at this QP count
     run_spec spec = make_spec(opts);
     bool two_node = false;
     for (const phase_spec& p : spec.phases) two_node |= !is_pcie_workload(p.workload);

@@ -104,7 +104,10 @@ int run_qps_sweep(const run_options& o) {
     if (is_pcie_workload(o.workload))
         throw config_error("--sweep qps: " + o.workload + " moves data over PCIe only and has no QPs");
     std::vector<sweep_point> points;
-    for (unsigned q : o.sweep_qps) points.push_back({o.workload, q});
+    for (unsigned q : o.sweep_qps) {
+        phase_messages(o.workload, iters_at(o, q), q);  // each point's total fits, before any runs
+        points.push_back({o.workload, q});
+    }
     nlohmann::ordered_json runs;
     if (const int st = run_children(o, points, "--sweep", runs)) return st;
     if (!o.stats_json.empty())
@@ -123,8 +126,9 @@ int run_qp_scale(run_options o) {
     const std::vector<unsigned> counts =
         o.sweep_qps.empty() ? std::vector<unsigned>{1, 4, 16, 64, 256, 1024, 4096, 16384} : o.sweep_qps;
     if (!o.sizes_given) o.sizes = {64};
-    if (!o.iters_given) o.iters = 20000;
-    o.sizes_given = o.iters_given = true;
+    o.sizes_given = true;
+    for (unsigned q : counts)
+        phase_messages("write_bw", iters_at(o, q), q);  // every point fits, before any runs
     // Does the configuration (a preset's QP budget, a --set) fix hca.max_qps? Then it stands.
     apply_config(o);
     const bool max_qps_set = broker::instance().lookup("node0.hca.max_qps").has_value() ||
@@ -136,6 +140,7 @@ int run_qp_scale(run_options o) {
     nlohmann::ordered_json runs = nlohmann::ordered_json::array();
     for (const sweep_point& pt : points) {
         run_options c = o;
+        c.iters = iters_at(o, pt.qps);
         if (!max_qps_set) {
             uint64_t need = 1024;
             while (need < uint64_t(pt.qps) + 16) need *= 2;

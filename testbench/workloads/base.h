@@ -93,7 +93,7 @@ inline unsigned ceil_log2(uint64_t v) {
 struct mr_point {
     uint64_t mrs = 0;          ///< regions per node (N)
     uint64_t size = 0;         ///< message size, bytes
-    uint64_t iters = 0;        ///< WRITEs timed: max(--iters, 4 N)
+    uint64_t iters = 0;        ///< WRITEs timed: max(--iters x --qps, 4 N)
     double bw_gbps = 0;        ///< average bandwidth, Gb/s
     double msg_rate_mpps = 0;  ///< messages per simulated microsecond
     double mpt_hit_rate =

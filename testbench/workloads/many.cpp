@@ -630,7 +630,8 @@ void many_node::report() {
 
     size_result row;
     row.size_bytes = size_;
-    row.iters = iters_;
+    row.iters = iters_;  // per flow
+    row.messages = iters_ * flows_.size();
     row.bw_gbps = fr.aggregate_gbps;
     row.msg_rate_mpps = span > 0 ? double(fr.messages) * 1000.0 / span : 0.0;
     row.fabric = std::move(fr);

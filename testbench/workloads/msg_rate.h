@@ -3,6 +3,7 @@
 // read_bw, send_bw or ud_send_bw, with their --qps, workload.post_list and, once they take it,
 // --threads), and the report puts the message rate first (docs/usage.md, "msg_rate").
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "model/core/param.h"
@@ -24,9 +25,19 @@ private:
     param<std::string> op_;
 };
 
-/// msg_rate's default message size (bytes) and iteration count: 64 B, and enough messages that
-/// the stream's start and drain are a small part of the measured interval.
+/// msg_rate's default message size (bytes).
 constexpr uint64_t msg_rate_default_size = 64;
-constexpr uint64_t msg_rate_default_iters = 20000;
+/// msg_rate's and qp_scale's --iters (per QP) unless given: about 20,000 messages over the QPs,
+/// enough that the stream's start and drain are a small part of the measured interval, and at
+/// least 4 on every QP (each QP's context is used more than once): max(4, ceil(20000 / qps)).
+/// A run's length stays about the same from 1 to 5,000 QPs (20,000 to 20,480 messages); past
+/// that the 4 per QP make it grow (65,536 messages at 16,384 QPs).
+constexpr uint64_t default_messages = 20000;
+constexpr uint64_t default_min_iters = 4;
+inline uint64_t default_iters(unsigned qps) {
+    const uint64_t q = qps ? qps : 1;
+    const uint64_t per_qp = (default_messages + q - 1) / q;
+    return per_qp > default_min_iters ? per_qp : default_min_iters;
+}
 
 }  // namespace hcasim::workloads

@@ -393,7 +393,8 @@ void perftest::stream(unsigned i, const phase_spec& ph, op_kind op, bw_size& b, 
     lists_.clear();
     size_result r;
     r.size_bytes = b.size;
-    r.iters = ph.iters;
+    r.iters = quota_of(ph, 0);  // per QP (--iters); QP 0's share is the largest
+    r.messages = ph.iters;
     const double secs = double(t1 - t0) * 1e-9;
     r.bw_gbps = secs > 0 ? double(b.size) * double(ph.iters) * 8.0 / secs / 1e9 : 0;
     r.msg_rate_mpps = secs > 0 ? double(ph.iters) / secs / 1e6 : 0;

@@ -31,7 +31,7 @@ void size_mpt_tables(uint64_t max_regions) {
 /// mr_scale's table: perftest's bandwidth columns with N and the hit rates.
 void print_mr_table(std::ostream& os, const std::vector<mr_point>& points) {
     char line[256];
-    std::snprintf(line, sizeof line, " %-9s %-10s %-12s %-20s %-15s %-9s %s", "#mrs", "#bytes", "#iterations",
+    std::snprintf(line, sizeof line, " %-9s %-10s %-12s %-20s %-15s %-9s %s", "#mrs", "#bytes", "#messages",
                   "BW average[Gb/sec]", "MsgRate[Mpps]", "MPT hit", "MTT hit");
     os << " hcasim mr_scale: memory regions per node (message n uses region n mod #mrs on both nodes); hit\n"
           " rates are both nodes' translation units over the timed WRITEs, after a pass over every region\n"
@@ -56,7 +56,7 @@ void print_mr_table(std::ostream& os, const std::vector<mr_point>& points) {
 // n mod N to node1's region n mod N (L_Key and R_Key rotate), on QP n mod --qps, with the
 // transmit depth of write_bw. Each size registers max(N) regions of the size rounded up to a
 // page, once; each N of the sweep uses the first N of them. A pass over the N regions warms
-// the translation caches, then max(iters, 4 N) WRITEs are timed and the translation units'
+// the translation caches, then max(iters, 4 N) WRITEs are timed (iters: --iters x --qps) and the translation units'
 // counters of both nodes are read around them.
 
 /// Sizes the driver's MPT and MTT tables for the largest N and finds the counters.
@@ -244,7 +244,8 @@ void perftest::mr_point_run(const phase_spec& ph, uint64_t size, uint64_t nr, ui
     }
     size_result r;
     r.size_bytes = size;
-    r.iters = iters;
+    r.iters = (iters + nq_ - 1) / nq_;  // per QP, as the other bandwidth rows
+    r.messages = iters;
     const double secs = double(t1 - t0) * 1e-9;
     r.bw_gbps = secs > 0 ? double(size) * double(iters) * 8.0 / secs / 1e9 : 0;
     r.msg_rate_mpps = secs > 0 ? double(iters) / secs / 1e6 : 0;
@@ -352,7 +353,7 @@ private:
                 wait(dma.done_event());
                 size_result r;
                 r.size_bytes = size;
-                r.iters = ph.iters;
+                r.iters = r.messages = ph.iters;  // no QPs: the transfers
                 r.bw_gbps = dma.bandwidth_gbps();
                 const double secs = (dma.last_completion() - dma.first_issue()).to_seconds();
                 r.msg_rate_mpps = secs > 0 ? double(ph.iters) / secs / 1e6 : 0;
