@@ -11,6 +11,7 @@
 #include "testbench/cli/cli.h"
 #include "testbench/cli/report.h"
 #include "testbench/tests/fixtures.h"
+#include "testbench/workloads/msg_rate.h"
 
 using namespace hcasim;
 using hcasim::test::error_of;
@@ -122,6 +123,31 @@ TEST(Cli, bad_options) {
     EXPECT_NE(error_of([] { parse({"--qps", "1", "--qps", "2"}); }).find("--qps"), std::string::npos);
 }
 
+TEST(Cli, iters_count_per_qp_in_bandwidth_workloads_and_per_flow_in_many_node_ones) {
+    EXPECT_EQ(phase_messages("write_bw", 100, 4), 400u);
+    EXPECT_EQ(phase_messages("srq_bw", 20, 16), 320u);
+    EXPECT_EQ(phase_messages("msg_rate", 1000, 3), 3000u);
+    EXPECT_EQ(phase_messages("mr_scale", 200, 3), 600u);
+    EXPECT_EQ(phase_messages("alltoall", 30, 2), 30u);  // per flow, whatever its QPs
+    EXPECT_EQ(phase_messages("write_lat", 100, 1), 100u);
+    EXPECT_EQ(phase_messages("dma_read_bw", 100, 1), 100u);
+    EXPECT_EQ(phase_messages("write_bw", max_iters, 1), max_iters);
+    EXPECT_EQ(phase_messages("write_bw", max_iters / 4, 4), max_iters);
+    EXPECT_EQ(error_of([] { phase_messages("write_bw", max_iters / 4 + 1, 4); }),
+              "--iters 2500001 with --qps 4: 10000004 messages per size (--iters counts per QP) exceed the "
+              "largest total, 10000000");
+}
+
+TEST(Cli, msg_rate_and_qp_scale_default_iters_keep_about_20000_messages_and_4_per_qp) {
+    using hcasim::workloads::default_iters;
+    EXPECT_EQ(default_iters(1), 20000u);
+    EXPECT_EQ(default_iters(3), 6667u);  // 20,001 messages
+    EXPECT_EQ(default_iters(64), 313u);
+    EXPECT_EQ(default_iters(1024), 20u);
+    EXPECT_EQ(default_iters(5000), 4u);
+    EXPECT_EQ(default_iters(8192), 4u);  // 32,768 messages: each QP's context used 4 times
+}
+
 TEST(Cli, uc_and_ud_workloads) {
     EXPECT_EQ(transport_of("ud_send_lat"), transport::ud);
     EXPECT_EQ(transport_of("ud_send_bw"), transport::ud);
@@ -226,13 +252,16 @@ TEST(Report, table_latency_and_bandwidth) {
     size_result s;
     s.size_bytes = 65536;
     s.iters = 5000;
+    s.messages = 20000;  // 4 QPs
     s.bw_gbps = 97.61;
     s.msg_rate_mpps = 0.186175;
     bw.results.push_back(s);
     std::ostringstream os2;
     print_table(os2, bw);
-    EXPECT_NE(os2.str().find("BW average[Gb/sec]"), std::string::npos);
-    EXPECT_NE(os2.str().find("MsgRate[Mpps]"), std::string::npos);
+    EXPECT_NE(os2.str().find("\n #bytes     #iterations  BW average[Gb/sec]   MsgRate[Mpps]    #messages\n"
+                             " 65536      5000         97.61                0.186175         20000\n"),
+              std::string::npos)
+        << os2.str();
     EXPECT_NE(os2.str().find("97.61"), std::string::npos);
     EXPECT_NE(os2.str().find("0.186175"), std::string::npos);
 }
@@ -285,6 +314,7 @@ TEST(Report, json_layout) {
     size_result s;
     s.size_bytes = 4096;
     s.iters = 100;
+    s.messages = 200;
     s.bw_gbps = 50;
     s.msg_rate_mpps = 1.5;
     r.results.push_back(s);
@@ -301,8 +331,10 @@ TEST(Report, json_layout) {
     EXPECT_EQ(j["workload"], "send_bw");
     EXPECT_EQ(j["seed"], 3);
     ASSERT_EQ(j["results"].size(), 2u);
-    EXPECT_EQ(j["results"][0].size(), 4u);
+    EXPECT_EQ(j["results"][0].size(), 5u);
     EXPECT_EQ(j["results"][0]["size_bytes"], 4096);
+    EXPECT_EQ(j["results"][0]["iters"], 100);
+    EXPECT_EQ(j["results"][0]["messages"], 200);  // a bandwidth row: over every QP
     EXPECT_EQ(j["results"][0]["bw_gbps"], 50.0);
     EXPECT_EQ(j["results"][0]["msg_rate_mpps"], 1.5);
     EXPECT_EQ(j["results"][1].size(), 7u);

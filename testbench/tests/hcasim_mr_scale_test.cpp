@@ -95,14 +95,16 @@ TEST(HcasimMrScale, mpt_hit_rate_and_message_rate_fall_when_regions_outnumber_th
 }
 
 TEST(HcasimMrScale, verify_checks_every_destination_region) {
-    // Three QPs, region sizes of one and two pages (the regions are registered again).
-    const result r = run("--workload mr_scale --mrs 1,5,300 --size 64,4K,5000 --qps 3 --iters 200 --verify");
+    // Three QPs of 67 WRITEs each (201, at least 4 per region), region sizes of one and two pages
+    // (the regions are registered again).
+    const result r = run("--workload mr_scale --mrs 1,5,300 --size 64,4K,5000 --qps 3 --iters 67 --verify");
     ASSERT_EQ(r.code, 0) << r.err << r.out;
     const std::vector<row> rows = table(r.out);
     ASSERT_EQ(rows.size(), 9u) << r.out;
     EXPECT_EQ(rows[8].mrs, 300u);
     EXPECT_EQ(rows[8].size, 5000u);
-    EXPECT_EQ(rows[8].iters, 1200u);
+    EXPECT_EQ(rows[0].iters, 201u);   // the table's #messages: --iters x --qps
+    EXPECT_EQ(rows[8].iters, 1200u);  // 4 x 300 regions
     // Destination bytes: 1 + 5 + 300 regions per size, plus 8 guard bytes where the page has room.
     const uint64_t regions = 1 + 5 + 300;
     const uint64_t bytes = regions * (64 + 8) + regions * 4096 + regions * (5000 + 8);

@@ -21,11 +21,12 @@ using hcasim::test::result;
 
 result run(const std::string& args) { return hcasim::test::run_hcasim(args, "msg_rate"); }
 
-/// A msg_rate run of `op` over 3 QPs, 3000 messages; fails the test unless it exits 0 cleanly.
+/// A msg_rate run of `op` over 3 QPs, 1000 messages each (--iters counts per QP): 3000 in all;
+/// fails the test unless it exits 0 cleanly.
 nlohmann::json run_op(const std::string& op) {
     nlohmann::json j;
     const result r = hcasim::test::run_hcasim_stats(
-        "--workload msg_rate --set workload.op=" + op + " --qps 3 --iters 3000", "msg_rate", &j);
+        "--workload msg_rate --set workload.op=" + op + " --qps 3 --iters 1000", "msg_rate", &j);
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.err, "");
     EXPECT_NE(r.out.find(" hcasim msg_rate (seed 1): " + op + " (as " + op + "_bw), 3 QPs\n"),
@@ -45,6 +46,7 @@ void expect_consistent_row(const nlohmann::json& j, const std::string& op) {
     EXPECT_EQ(j["config"]["workload.op"], op);
     const auto& row = j["results"][0];
     EXPECT_EQ(row["size_bytes"].get<uint64_t>(), 64u);
+    EXPECT_EQ(row["iters"].get<uint64_t>(), 1000u);
     EXPECT_EQ(row["messages"].get<uint64_t>(), 3000u);
     const uint64_t interval = row["interval_ns"].get<uint64_t>();
     const double mpps = row["msg_rate_mpps"].get<double>();
@@ -96,7 +98,7 @@ TEST(HcasimMsgRate, sweep_qps_1_2_produces_two_rows) {
     nlohmann::json j;
     const std::string dir = hcasim::test::empty_dir("msg_rate_report");
     const result r = hcasim::test::run_hcasim_stats(
-        "--workload msg_rate --iters 1000 --sweep qps=1,2 --report '" + dir + "'", "msg_rate", &j);
+        "--workload msg_rate --iters 500 --sweep qps=1,2 --report '" + dir + "'", "msg_rate", &j);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find("== --sweep qps=1\n"), std::string::npos);
     EXPECT_NE(r.out.find("== --sweep qps=2\n"), std::string::npos);
@@ -105,13 +107,15 @@ TEST(HcasimMsgRate, sweep_qps_1_2_produces_two_rows) {
         EXPECT_EQ(j["runs"][k]["workload"], "msg_rate");
         EXPECT_EQ(j["runs"][k]["qps"].get<unsigned>(), k + 1);
         ASSERT_EQ(j["runs"][k]["results"].size(), 1u);
-        EXPECT_EQ(j["runs"][k]["results"][0]["messages"].get<uint64_t>(), 1000u);
+        // Each point: --iters per QP.
+        EXPECT_EQ(j["runs"][k]["results"][0]["iters"].get<uint64_t>(), 500u);
+        EXPECT_EQ(j["runs"][k]["results"][0]["messages"].get<uint64_t>(), 500u * (k + 1));
     }
     // The report: one CSV row per QP count, the rate against QPs plotted.
     const std::string csv = hcasim::test::slurp(dir + "/results.csv");
     EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;
-    EXPECT_NE(csv.find("\nmsg_rate,1,64,1000,"), std::string::npos) << csv;
-    EXPECT_NE(csv.find("\nmsg_rate,2,64,1000,"), std::string::npos) << csv;
+    EXPECT_NE(csv.find("\nmsg_rate,1,64,500,"), std::string::npos) << csv;
+    EXPECT_NE(csv.find("\nmsg_rate,2,64,500,"), std::string::npos) << csv;
     if (r.err.find("no plots") == std::string::npos)  // gnuplot installed
         EXPECT_NE(hcasim::test::slurp(dir + "/plots.gp").find("set output 'qps.png'"), std::string::npos);
     std::filesystem::remove_all(dir);

@@ -204,7 +204,7 @@ TEST(HcasimProgram, latency_json_has_latency_fields) {
 }
 
 TEST(HcasimProgram, same_config_and_seed_give_byte_identical_output) {
-    const std::string args = "--workload send_bw --size 2,4K --iters 200 --qps 2 --seed 7";
+    const std::string args = "--workload send_bw --size 2,4K --iters 100 --qps 2 --seed 7";
     const result a = run(args), b = run(args);
     ASSERT_EQ(a.code, 0) << a.err;
     EXPECT_EQ(a.out, b.out);
@@ -274,8 +274,8 @@ void expect_verified(const nlohmann::json& j, const std::string& what) {
 TEST(HcasimProgram, verify_checks_write_send_and_dma_write_workloads) {
     for (const std::string args :
          {"--workload write_lat --size 2,4K --iters 50", "--workload send_lat --size 2,4K,4100 --iters 50",
-          "--workload write_bw --size 4K,64K --iters 200 --qps 2",
-          "--workload send_bw --size 2,64K --iters 200 --qps 3",
+          "--workload write_bw --size 4K,64K --iters 100 --qps 2",
+          "--workload send_bw --size 2,64K --iters 67 --qps 3",
           "--workload dma_write_bw --size 64,4K --iters 500"}) {
         nlohmann::json j;
         const result r = run_json(args + " --verify", &j);
@@ -301,7 +301,7 @@ TEST(HcasimProgram, verify_reports_dma_read_data_as_not_applicable) {
 }
 
 TEST(HcasimProgram, verify_does_not_change_the_figures) {
-    for (const std::string args : {"--workload write_bw --size 2,64K --iters 300 --qps 2",
+    for (const std::string args : {"--workload write_bw --size 2,64K --iters 150 --qps 2",
                                    "--workload send_lat --size 2,8K --iters 100", "--iters 20 --size 2,1M"}) {
         const result plain = run(args), verified = run(args + " --verify");
         ASSERT_EQ(plain.code, 0) << plain.err;
@@ -416,7 +416,7 @@ TEST(HcasimProgram, read_and_atomic_workloads_print_sane_figures) {
     for (const char* f : {"lat_typical_us", "lat_min_us", "lat_p99_us", "lat_max_us", "lat_avg_us"})
         EXPECT_GT(a[f].get<double>(), 0.0) << f;
     EXPECT_GT(a["lat_typical_us"].get<double>(), w["results"][0]["lat_typical_us"].get<double>());
-    const result rate = run_json("--workload atomic_rate --iters 1000 --qps 2 --atomic cmp_swap", &ar);
+    const result rate = run_json("--workload atomic_rate --iters 500 --qps 2 --atomic cmp_swap", &ar);
     ASSERT_EQ(rate.code, 0) << rate.err;
     EXPECT_EQ(ar["results"][0]["size_bytes"], 8);
     EXPECT_GT(ar["results"][0]["msg_rate_mpps"].get<double>(), 0.1);
@@ -425,9 +425,8 @@ TEST(HcasimProgram, read_and_atomic_workloads_print_sane_figures) {
 TEST(HcasimProgram, verify_checks_read_and_atomic_workloads) {
     for (const std::string args :
          {"--workload read_lat --size 2,4K --iters 50",
-          "--workload read_bw --size 4K,64K --iters 300 --qps 2", "--workload atomic_lat --iters 100",
-          "--workload atomic_lat --iters 100 --atomic cmp_swap",
-          "--workload atomic_rate --iters 1000 --qps 3",
+          "--workload read_bw --size 4K,64K --iters 150 --qps 2", "--workload atomic_lat --iters 100",
+          "--workload atomic_lat --iters 100 --atomic cmp_swap", "--workload atomic_rate --iters 333 --qps 3",
           "--workload atomic_rate --iters 1000 --atomic cmp_swap"}) {
         nlohmann::json j;
         const result r = run_json(args + " --verify", &j);
@@ -481,24 +480,25 @@ TEST(HcasimProgram, atomic_rate_on_a_shared_word_is_serialised_whatever_the_qp_c
     // atomic on a word after the previous one's read-modify-write at host memory).
     nlohmann::json one, four, sixteen, own;
     ASSERT_EQ(run_json("--workload atomic_rate --iters 2000" + shared, &one).code, 0);
-    ASSERT_EQ(run_json("--workload atomic_rate --iters 2000 --qps 4" + shared, &four).code, 0);
-    ASSERT_EQ(run_json("--workload atomic_rate --iters 2000 --qps 16" + shared, &sixteen).code, 0);
-    ASSERT_EQ(run_json("--workload atomic_rate --iters 2000 --qps 4", &own).code, 0);
+    ASSERT_EQ(run_json("--workload atomic_rate --iters 500 --qps 4" + shared, &four).code, 0);
+    ASSERT_EQ(run_json("--workload atomic_rate --iters 125 --qps 16" + shared, &sixteen).code, 0);
+    ASSERT_EQ(run_json("--workload atomic_rate --iters 500 --qps 4", &own).code, 0);
     const double r1 = one["results"][0]["msg_rate_mpps"], r4 = four["results"][0]["msg_rate_mpps"],
                  r16 = sixteen["results"][0]["msg_rate_mpps"], own4 = own["results"][0]["msg_rate_mpps"];
     EXPECT_NEAR(r4, r1, 0.02 * r1);
     EXPECT_NEAR(r16, r1, 0.02 * r1);
     EXPECT_GT(own4, 2 * r4);  // a word per QP: four serialisations overlap
     EXPECT_EQ(four["config"]["workload.atomic_word"], "shared");
-    // --verify: the fetched values of all QPs form one serial execution, both operations.
+    // --verify: the fetched values of all QPs form one serial execution, both operations
+    // (3 x 333 atomics, 8 bytes each, and the word).
     for (const std::string op : {"fetch_add", "cmp_swap"}) {
         nlohmann::json j;
         const std::string args =
-            "--workload atomic_rate --iters 1000 --qps 3 --atomic " + op + shared + " --verify";
+            "--workload atomic_rate --iters 333 --qps 3 --atomic " + op + shared + " --verify";
         const result r = run_json(args, &j);
         ASSERT_EQ(r.code, 0) << args << ": " << r.err;
         expect_verified(j, args);
-        EXPECT_EQ(j["results"][0]["verify"]["bytes_checked"], 1001 * 8) << args;
+        EXPECT_EQ(j["results"][0]["verify"]["bytes_checked"], (3 * 333 + 1) * 8) << args;
     }
     const result bad = run("--workload atomic_rate --set workload.atomic_word=one");
     EXPECT_EQ(bad.code, 2);
@@ -535,7 +535,8 @@ TEST(HcasimProgram, verify_passes_under_packet_loss) {
                                 "read_bw", "atomic_rate"}) {
         nlohmann::json j;
         const bool lat = w.compare(w.size() - 4, 4, "_lat") == 0;  // a latency workload times one QP
-        const result r = run_json("--workload " + w + " --iters 300" + (lat ? "" : " --qps 2") +
+        // 300 messages: --iters counts per QP.
+        const result r = run_json("--workload " + w + (lat ? " --iters 300" : " --iters 150 --qps 2") +
                                       " --verify --set link.drop_rate=0.01",
                                   &j);
         ASSERT_EQ(r.code, 0) << w << ": " << r.err;
@@ -652,7 +653,8 @@ TEST(HcasimProgram, verify_passes_under_reordering_and_duplication_for_every_rc_
 
 namespace {
 
-/// The row of `size` in a table: its numbers after #bytes and #iterations.
+/// The row of `size` in a table: its numbers after #bytes and #iterations (bandwidth: Gb/s, Mpps,
+/// #messages).
 std::vector<double> row_of(const std::string& out, uint64_t size) {
     std::istringstream in(out);
     std::string line;
@@ -688,16 +690,18 @@ TEST(HcasimProgram, ud_and_uc_workloads_print_perftest_tables) {
     EXPECT_NE(lat.out.find(" 2          50 "), std::string::npos) << lat.out;
     EXPECT_EQ(lat.out.find("lost"), std::string::npos) << lat.out;
 
+    // 200 messages per size either way (--iters counts per QP).
     for (const std::string args : {"--workload ud_send_bw --size 64,4K --iters 200",
                                    "--workload uc_write_bw --size 64,4K,64K --iters 100 --qps 2"}) {
         const result bw = run(args);
         ASSERT_EQ(bw.code, 0) << args << ": " << bw.err;
-        EXPECT_NE(bw.out.find(" #bytes     #iterations  BW average[Gb/sec]   MsgRate[Mpps]\n"),
+        EXPECT_NE(bw.out.find(" #bytes     #iterations  BW average[Gb/sec]   MsgRate[Mpps]    #messages\n"),
                   std::string::npos)
             << bw.out;
         for (uint64_t size : {64u, 4096u}) {
             const auto r = row_of(bw.out, size);
-            ASSERT_EQ(r.size(), 2u) << args << " " << size << "\n" << bw.out;
+            ASSERT_EQ(r.size(), 3u) << args << " " << size << "\n" << bw.out;
+            EXPECT_EQ(r[2], 200.0) << args;
             EXPECT_GT(r[0], 0.0);
             EXPECT_GT(r[1], 0.0);
             EXPECT_NEAR(r[0], double(size) * 8 * r[1] / 1000.0, 0.01 + r[0] * 0.001) << "Gb/s = bytes x Mpps";
@@ -706,12 +710,12 @@ TEST(HcasimProgram, ud_and_uc_workloads_print_perftest_tables) {
     }
     // 4 KiB datagrams: LRH, BTH, DETH, ICRC, VCRC (34 bytes) per 4096 bound EDR at 99.18 Gb/s.
     const auto ud4k = row_of(run("--workload ud_send_bw --size 4K --iters 200").out, 4096);
-    ASSERT_EQ(ud4k.size(), 2u);
+    ASSERT_EQ(ud4k.size(), 3u);
     EXPECT_GT(ud4k[0], 90.0);
     EXPECT_LT(ud4k[0], 99.18);
     // UD's default size is the MTU (perftest: "Max msg size in UD is MTU"), UC's 64 KiB.
-    EXPECT_EQ(row_of(run("--workload ud_send_bw --iters 20 --mtu 1024").out, 1024).size(), 2u);
-    EXPECT_EQ(row_of(run("--workload uc_write_bw --iters 20").out, 65536).size(), 2u);
+    EXPECT_EQ(row_of(run("--workload ud_send_bw --iters 20 --mtu 1024").out, 1024).size(), 3u);
+    EXPECT_EQ(row_of(run("--workload uc_write_bw --iters 20").out, 65536).size(), 3u);
 }
 
 TEST(HcasimProgram, ud_size_above_the_mtu_is_refused_at_start_up) {
@@ -735,9 +739,9 @@ TEST(HcasimProgram, ud_size_above_the_mtu_is_refused_at_start_up) {
 
 TEST(HcasimProgram, verify_checks_the_ud_and_uc_workloads) {
     for (const std::string args : {"--workload ud_send_lat --size 0,2,4K --iters 50",
-                                   "--workload ud_send_bw --size 2,4K --iters 300 --qps 3",
+                                   "--workload ud_send_bw --size 2,4K --iters 100 --qps 3",
                                    "--workload ud_send_bw --size 1K --mtu 1024 --iters 100",
-                                   "--workload uc_write_bw --size 64,64K --iters 200 --qps 2",
+                                   "--workload uc_write_bw --size 64,64K --iters 100 --qps 2",
                                    "--workload uc_write_bw --size 8K --mtu 1024 --iters 50"}) {
         nlohmann::json j;
         const result r = run_json(args + " --verify", &j);
@@ -758,12 +762,12 @@ TEST(HcasimProgram, verify_checks_the_ud_and_uc_workloads) {
     ASSERT_EQ(run_json("--workload ud_send_lat --size 2,4K --iters 50 --verify", &j).code, 0);
     EXPECT_EQ(j["results"][0]["verify"]["bytes_checked"], 50 * 2 * 2);
     EXPECT_EQ(j["results"][1]["verify"]["bytes_checked"], 50 * 4096 * 2);
-    // ud_send_bw: every datagram at its receive completion, and each QP's buffer at the end.
-    ASSERT_EQ(run_json("--workload ud_send_bw --size 4K --iters 300 --qps 3 --verify", &j).code, 0);
+    // ud_send_bw: every datagram (3 QPs x 100) at its receive completion, and each QP's buffer at the end.
+    ASSERT_EQ(run_json("--workload ud_send_bw --size 4K --iters 100 --qps 3 --verify", &j).code, 0);
     EXPECT_EQ(j["results"][0]["verify"]["bytes_checked"], (300 + 3) * 4096);
     EXPECT_EQ(j["results"][0]["datagrams_lost"], 0);
     // uc_write_bw: each QP's destination once its end-of-stream marker is in.
-    ASSERT_EQ(run_json("--workload uc_write_bw --size 64K --iters 200 --qps 2 --verify", &j).code, 0);
+    ASSERT_EQ(run_json("--workload uc_write_bw --size 64K --iters 100 --qps 2 --verify", &j).code, 0);
     EXPECT_EQ(j["results"][0]["verify"]["bytes_checked"], 2 * 65536);
     // One 1 MiB WRITE: its send completion comes before the data lands; the marker waits for it.
     ASSERT_EQ(run_json("--workload uc_write_bw --size 1M --iters 1 --verify", &j).code, 0);
@@ -773,7 +777,7 @@ TEST(HcasimProgram, verify_checks_the_ud_and_uc_workloads) {
 TEST(HcasimProgram, ud_send_bw_posts_a_receive_for_every_datagram) {
     // Far beyond workload.rx_depth (512), faster than node1 takes them: none is dropped.
     nlohmann::json j;
-    const result r = run_json("--workload ud_send_bw --size 64 --iters 3000 --qps 2 --verify", &j);
+    const result r = run_json("--workload ud_send_bw --size 64 --iters 1500 --qps 2 --verify", &j);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(j["results"][0]["datagrams_lost"], 0);
     EXPECT_EQ(j["counters"]["node1.hca.transport_engine.ud_dropped"], 0);
@@ -782,7 +786,7 @@ TEST(HcasimProgram, ud_send_bw_posts_a_receive_for_every_datagram) {
     // A device whose queues hold only 512: the receives run out, and what the HCA dropped for
     // want of a receive WQE is what the workload reports lost.
     const result small =
-        run_json("--workload ud_send_bw --size 64 --iters 3000 --qps 2 --set hca.max_qp_wr=512", &j);
+        run_json("--workload ud_send_bw --size 64 --iters 1500 --qps 2 --set hca.max_qp_wr=512", &j);
     ASSERT_EQ(small.code, 0) << small.err;
     EXPECT_GT(j["results"][0]["datagrams_lost"].get<uint64_t>(), 0u);
     EXPECT_EQ(j["results"][0]["datagrams_lost"], j["counters"]["node1.hca.transport_engine.ud_dropped"]);
@@ -816,8 +820,8 @@ TEST(HcasimProgram, lost_datagrams_are_reported_and_fail_verify) {
 
 TEST(HcasimProgram, ud_and_uc_figures_are_deterministic_and_verify_does_not_change_them) {
     for (const std::string args : {"--workload ud_send_lat --size 2,1K --iters 100 --seed 5",
-                                   "--workload ud_send_bw --size 64,4K --iters 300 --qps 2 --seed 5",
-                                   "--workload uc_write_bw --size 64,64K --iters 200 --qps 2 --seed 5"}) {
+                                   "--workload ud_send_bw --size 64,4K --iters 150 --qps 2 --seed 5",
+                                   "--workload uc_write_bw --size 64,64K --iters 100 --qps 2 --seed 5"}) {
         const result a = run(args), b = run(args), verified = run(args + " --verify");
         ASSERT_EQ(a.code, 0) << args << ": " << a.err;
         ASSERT_EQ(verified.code, 0) << args << ": " << verified.err;
@@ -832,11 +836,12 @@ TEST(HcasimProgram, mcast_bw_prints_the_senders_table_and_the_receivers_counts) 
     const result r = run_json("--workload mcast_bw --size 64,4K --iters 200", &j);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find(" hcasim mcast_bw (seed 1)\n"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find(" #bytes     #iterations  BW average[Gb/sec]   MsgRate[Mpps]\n"), std::string::npos)
+    EXPECT_NE(r.out.find(" #bytes     #iterations  BW average[Gb/sec]   MsgRate[Mpps]    #messages\n"),
+              std::string::npos)
         << r.out;
     for (uint64_t size : {64u, 4096u}) {
         const auto row = row_of(r.out, size);
-        ASSERT_EQ(row.size(), 2u) << size << "\n" << r.out;
+        ASSERT_EQ(row.size(), 3u) << size << "\n" << r.out;
         EXPECT_GT(row[0], 0.0);
         EXPECT_NEAR(row[0], double(size) * 8 * row[1] / 1000.0, 0.01 + row[0] * 0.001)
             << "Gb/s = bytes x Mpps";
@@ -853,14 +858,15 @@ TEST(HcasimProgram, mcast_bw_prints_the_senders_table_and_the_receivers_counts) 
     EXPECT_EQ(j["counters"]["node1.hca.transport_engine.mcast_deliveries"],
               2 * (200 + 1));  // and the markers
     // The default size is the MTU, as ud_send_bw's.
-    EXPECT_EQ(row_of(run("--workload mcast_bw --iters 20 --mtu 1024").out, 1024).size(), 2u);
+    EXPECT_EQ(row_of(run("--workload mcast_bw --iters 20 --mtu 1024").out, 1024).size(), 3u);
 }
 
 TEST(HcasimProgram, mcast_bw_verify_checks_every_byte_at_every_receiver) {
     for (const std::string nodes : {"", " --set fabric.nodes=4"}) {
         const unsigned receivers = nodes.empty() ? 1 : 3;
         nlohmann::json j;
-        const std::string args = "--workload mcast_bw --size 2,4K --iters 300 --qps 2 --verify" + nodes;
+        // 2 QPs (groups) x 150 datagrams.
+        const std::string args = "--workload mcast_bw --size 2,4K --iters 150 --qps 2 --verify" + nodes;
         const result r = run_json(args, &j);
         ASSERT_EQ(r.code, 0) << args << ": " << r.err;
         ASSERT_EQ(j["results"].size(), 2u) << args;
@@ -911,7 +917,7 @@ TEST(HcasimProgram, mcast_bw_counts_what_each_receiver_lost_and_fails_verify) {
 }
 
 TEST(HcasimProgram, mcast_bw_is_deterministic_and_verify_does_not_change_its_figures) {
-    for (const std::string args : {"--workload mcast_bw --size 64,4K --iters 300 --qps 2 --seed 5",
+    for (const std::string args : {"--workload mcast_bw --size 64,4K --iters 150 --qps 2 --seed 5",
                                    "--workload mcast_bw --size 64 --iters 200 --set fabric.nodes=4"}) {
         const result a = run(args), b = run(args), verified = run(args + " --verify");
         ASSERT_EQ(a.code, 0) << args << ": " << a.err;

@@ -23,11 +23,13 @@ struct point {
     uint64_t misses0 = 0, misses1 = 0, qpc_bytes0 = 0, state_qps = 0, state_bytes = 0;
 };
 
-/// One write_bw run with `qps` QPs and a 16-entry, 4-way QP context cache.
+/// One write_bw run of 4096 messages over `qps` QPs (a power of two up to 4096; --iters counts per
+/// QP) and a 16-entry, 4-way QP context cache.
 point run_point(unsigned qps, const std::string& extra = "") {
     const std::string json_path = ::testing::TempDir() + "qpc_" + std::to_string(getpid()) + ".json";
     const result r = hcasim::test::run_hcasim(
-        "--workload write_bw --size 64 --iters 4096 --qps " + std::to_string(qps) +
+        "--workload write_bw --size 64 --iters " + std::to_string(4096 / qps) + " --qps " +
+            std::to_string(qps) +
             " --set hca.transport_engine.qpc_cache_entries=16 --set hca.transport_engine.qpc_cache_ways=4 " +
             extra + " --stats-json '" + json_path + "'",
         "qpc");

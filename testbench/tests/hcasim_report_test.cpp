@@ -117,7 +117,7 @@ TEST(HcasimReport, latency_sweep_plots_latency) {
 TEST(HcasimReport, qps_sweep_runs_each_count_in_order_and_merges_the_results) {
     const std::string dir = fresh_dir("qps");
     const std::string json = dir + ".json";
-    const result r = run("--workload write_bw --size 64 --iters 300 --sweep qps=1..4 --report '" + dir +
+    const result r = run("--workload write_bw --size 64 --iters 100 --sweep qps=1..4 --report '" + dir +
                          "' --stats-json '" + json + "'");
     ASSERT_EQ(r.code, 0) << r.err;
     const size_t a = r.out.find("== --sweep qps=1\n"), b = r.out.find("== --sweep qps=2\n"),
@@ -134,6 +134,9 @@ TEST(HcasimReport, qps_sweep_runs_each_count_in_order_and_merges_the_results) {
         EXPECT_EQ(j["runs"][k]["qps"], 1u << k);
         EXPECT_EQ(j["runs"][k]["workload"], "write_bw");
         EXPECT_EQ(j["runs"][k]["results"][0]["size_bytes"], 64);
+        // Each point: --iters per QP.
+        EXPECT_EQ(j["runs"][k]["results"][0]["iters"], 100);
+        EXPECT_EQ(j["runs"][k]["results"][0]["messages"], 100u << k);
     }
     const auto csv = lines(slurp(dir + "/results.csv"));
     ASSERT_EQ(csv.size(), 4u);
@@ -280,7 +283,7 @@ TEST(HcasimSpeed, lazy_crcs_change_nothing_but_speed) {
 TEST(HcasimSpeed, huge_pages_change_nothing_but_speed) {
     // memory.huge_pages (default true) backs simulated host memory with 2 MiB aligned slabs that
     // ask for transparent huge pages; the bytes, the table and every counter are the same.
-    const std::string common = "--workload write_bw --size 64,4K --qps 64 --iters 1000 --verify";
+    const std::string common = "--workload write_bw --size 64,4K --qps 64 --iters 16 --verify";
     const std::string ja = ::testing::TempDir() + "huge_a.json", jb = ::testing::TempDir() + "huge_b.json";
     const result a = run(common + " --stats-json '" + ja + "'");
     const result b = run(common + " --set memory.huge_pages=false --stats-json '" + jb + "'");
@@ -297,7 +300,7 @@ TEST(HcasimSpeed, huge_pages_change_nothing_but_speed) {
 
 TEST(HcasimQpScale, write_and_read_at_each_qp_count_with_a_summary_and_report) {
     const std::string dir = fresh_dir("qpscale");
-    const result r = run("--workload qp_scale --sweep qps=1,4 --iters 200 --report '" + dir + "'");
+    const result r = run("--workload qp_scale --sweep qps=1,4 --iters 100 --report '" + dir + "'");
     ASSERT_EQ(r.code, 0) << r.err;
     // Four child runs, in order: write_bw at 1 and 4 QPs, then read_bw.
     size_t at = 0;
@@ -314,6 +317,8 @@ TEST(HcasimQpScale, write_and_read_at_each_qp_count_with_a_summary_and_report) {
     EXPECT_EQ(j["runs"][3]["workload"], "read_bw");
     EXPECT_EQ(j["runs"][3]["qps"], 4);
     EXPECT_EQ(j["runs"][3]["results"][0]["size_bytes"], 64);
+    EXPECT_EQ(j["runs"][3]["results"][0]["iters"], 100);  // per QP
+    EXPECT_EQ(j["runs"][3]["results"][0]["messages"], 400);
     EXPECT_TRUE(is_png(dir + "/qps.png"));
     std::filesystem::remove_all(dir);
     const result q = run("--workload qp_scale --qps 4");

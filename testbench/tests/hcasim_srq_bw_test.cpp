@@ -22,7 +22,7 @@ using hcasim::test::slurp;
 /// Runs hcasim with `args` (shell words), capturing stdout and stderr.
 result run(const std::string& args) { return hcasim::test::run_hcasim(args, "srq"); }
 
-/// One bandwidth row: #bytes #iterations Gb/s Mpps.
+/// One bandwidth row: #bytes #iterations (per QP) Gb/s Mpps.
 struct row {
     uint64_t size = 0, iters = 0;
     double bw = 0, mpps = 0;
@@ -52,39 +52,42 @@ bool has(const std::string& out, const std::string& s) { return out.find(s) != s
 
 TEST(HcasimSrqBw, prints_the_send_bw_table_and_one_srq_line_per_size) {
     const std::string json_path = ::testing::TempDir() + "srq_" + std::to_string(getpid()) + ".json";
-    const result r = run("--workload srq_bw --size 64,4K --iters 300 --stats-json '" + json_path + "'");
+    // 16 QPs (the default) of 20 SENDs each (--iters counts per QP): 320 per size.
+    const result r = run("--workload srq_bw --size 64,4K --iters 20 --stats-json '" + json_path + "'");
     ASSERT_EQ(r.code, 0) << r.err << r.out;
     EXPECT_TRUE(has(r.out, " hcasim srq_bw (seed 1)\n")) << r.out;
     const std::vector<row> v = rows(r.out);
     ASSERT_EQ(v.size(), 2u) << r.out;
     EXPECT_EQ(v[0].size, 64u);
     EXPECT_EQ(v[1].size, 4096u);
-    EXPECT_EQ(v[1].iters, 300u);
+    EXPECT_EQ(v[1].iters, 20u);
     // 4 KiB SENDs fill the EDR link as send_bw's do (100 x 4096/4122 Gb/s less the pipeline fill).
     EXPECT_GT(v[1].bw, 80.0) << r.out;
     EXPECT_LT(v[1].bw, 99.5) << r.out;
     EXPECT_GT(v[0].mpps, 0.0);
     // The default: 16 QPs on one SRQ, one WQE per message, the SRQ never found empty.
-    EXPECT_TRUE(has(r.out, " SRQ 64 B: 16 QPs, 300 WQEs taken, 0 RNR NAKs sent, empty 0 times\n")) << r.out;
-    EXPECT_TRUE(has(r.out, " SRQ 4096 B: 16 QPs, 300 WQEs taken, 0 RNR NAKs sent, empty 0 times\n")) << r.out;
+    EXPECT_TRUE(has(r.out, " SRQ 64 B: 16 QPs, 320 WQEs taken, 0 RNR NAKs sent, empty 0 times\n")) << r.out;
+    EXPECT_TRUE(has(r.out, " SRQ 4096 B: 16 QPs, 320 WQEs taken, 0 RNR NAKs sent, empty 0 times\n")) << r.out;
 
     const nlohmann::json j = nlohmann::json::parse(slurp(json_path));
     std::remove(json_path.c_str());
     EXPECT_EQ(j["workload"], "srq_bw");
     ASSERT_EQ(j["results"].size(), 2u);
     EXPECT_EQ(j["results"][1]["srq"]["qps"], 16);
-    EXPECT_EQ(j["results"][1]["srq"]["wqes_taken"], 300);
+    EXPECT_EQ(j["results"][1]["iters"], 20);
+    EXPECT_EQ(j["results"][1]["messages"], 320);
+    EXPECT_EQ(j["results"][1]["srq"]["wqes_taken"], 320);
     EXPECT_EQ(j["results"][1]["srq"]["rnr_naks_sent"], 0);
     EXPECT_EQ(j["results"][1]["srq"]["empty"], 0);
     EXPECT_NEAR(j["results"][1]["bw_gbps"].get<double>(), v[1].bw, 0.01);
     // Every message took one SRQ WQE; nothing came from a QP's own receive queue.
-    EXPECT_EQ(j["counters"]["node1.hca.wqe_fetcher.srq_taken"], 600);
-    EXPECT_EQ(j["counters"]["node1.hca.transport_engine.recv_completions"], 600);
+    EXPECT_EQ(j["counters"]["node1.hca.wqe_fetcher.srq_taken"], 640);
+    EXPECT_EQ(j["counters"]["node1.hca.transport_engine.recv_completions"], 640);
 }
 
 TEST(HcasimSrqBw, verify_checks_every_payload_in_the_shared_buffers) {
-    // --qps 5: the QPs' messages interleave on the SRQ; 0 B SENDs take a WQE too.
-    const result r = run("--workload srq_bw --size 0,64,4K,64K --iters 200 --qps 5 --verify");
+    // --qps 5 of 40 SENDs each: the QPs' messages interleave on the SRQ; 0 B SENDs take a WQE too.
+    const result r = run("--workload srq_bw --size 0,64,4K,64K --iters 40 --qps 5 --verify");
     ASSERT_EQ(r.code, 0) << r.err << r.out;
     EXPECT_TRUE(has(r.out, " SRQ 65536 B: 5 QPs, 200 WQEs taken, 0 RNR NAKs sent, empty 0 times\n")) << r.out;
     const uint64_t bytes = 200ull * (0 + 64 + 4096 + 65536);
@@ -94,7 +97,7 @@ TEST(HcasimSrqBw, verify_checks_every_payload_in_the_shared_buffers) {
 }
 
 TEST(HcasimSrqBw, verify_does_not_change_the_figures_and_runs_are_deterministic) {
-    const std::string args = "--workload srq_bw --size 64,4K --iters 200 --qps 3 --seed 7";
+    const std::string args = "--workload srq_bw --size 64,4K --iters 67 --qps 3 --seed 7";
     const result a = run(args), b = run(args), v = run(args + " --verify");
     ASSERT_EQ(a.code, 0) << a.err;
     ASSERT_EQ(v.code, 0) << v.err;
@@ -108,11 +111,11 @@ TEST(HcasimSrqBw, verify_does_not_change_the_figures_and_runs_are_deterministic)
 }
 
 TEST(HcasimSrqBw, ud_srq_bw_takes_a_wqe_per_datagram_and_marker) {
-    const result r = run("--workload ud_srq_bw --size 64,4K --iters 200 --qps 4 --verify");
+    const result r = run("--workload ud_srq_bw --size 64,4K --iters 50 --qps 4 --verify");
     ASSERT_EQ(r.code, 0) << r.err << r.out;
     EXPECT_TRUE(has(r.out, " hcasim ud_srq_bw (seed 1)\n")) << r.out;
     ASSERT_EQ(rows(r.out).size(), 2u) << r.out;
-    // 200 datagrams and one end-of-stream marker per QP.
+    // 4 x 50 datagrams and one end-of-stream marker per QP.
     EXPECT_TRUE(has(r.out, " SRQ 4096 B: 4 QPs, 204 WQEs taken, 0 RNR NAKs sent, empty 0 times\n")) << r.out;
     EXPECT_TRUE(has(r.out, " verify: " + std::to_string(200 * (64 + 4096)) +
                                " bytes checked, 0 mismatches, 0 bad completions\n"))
@@ -120,7 +123,7 @@ TEST(HcasimSrqBw, ud_srq_bw_takes_a_wqe_per_datagram_and_marker) {
 }
 
 TEST(HcasimSrqBw, a_lost_datagram_fails_verify) {
-    const result r = run("--workload ud_srq_bw --size 64 --iters 400 --set link.drop_rate=0.05 --verify");
+    const result r = run("--workload ud_srq_bw --size 64 --iters 25 --set link.drop_rate=0.05 --verify");
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_EQ(r.err.rfind("hcasim: run failed: verify: ud_srq_bw 64 B, node1 QP ", 0), 0u) << r.err;
     EXPECT_TRUE(has(r.err, "datagrams lost (UD does not retransmit)")) << r.err;

@@ -38,13 +38,13 @@ double mpps(const std::string& args, const std::string& tag) {
 TEST(HcasimThreads, two_threads_with_their_own_qps_give_twice_one_threads_cpu_bound_message_rate) {
     const double one = mpps("--workload write_bw --size 64 --iters 1000 --qps 1", "threads_one");
     const double two = mpps(
-        "--workload write_bw --size 64 --iters 2000 --qps 2 --threads 2 --set cpu.cores=2", "threads_two");
+        "--workload write_bw --size 64 --iters 1000 --qps 2 --threads 2 --set cpu.cores=2", "threads_two");
     ASSERT_GT(one, 0);
     EXPECT_LE(two, 2 * one * (1 + 1e-9));
     EXPECT_GE(two, 2 * one * 0.98);
     // One thread driving both QPs is bound by its one core: no faster than one QP alone by more
     // than the poll it saves.
-    const double one_two_qps = mpps("--workload write_bw --size 64 --iters 2000 --qps 2", "threads_one_two");
+    const double one_two_qps = mpps("--workload write_bw --size 64 --iters 1000 --qps 2", "threads_one_two");
     EXPECT_LT(one_two_qps, 1.1 * one);
 }
 
@@ -53,7 +53,7 @@ TEST(HcasimThreads, two_threads_with_their_own_qps_give_twice_one_threads_cpu_bo
 TEST(HcasimThreads, three_threads_spread_four_qps_two_one_one) {
     const std::string path = ::testing::TempDir() + "threads_spread_" + std::to_string(getpid()) + ".jsonl";
     const result r = hcasim::test::run_hcasim(
-        "--workload write_bw --size 64 --iters 400 --qps 4 --threads 3 "
+        "--workload write_bw --size 64 --iters 100 --qps 4 --threads 3 "
         "--set cpu.cores=3 --verify --record '" +
             path + "'",
         "threads_spread");

@@ -155,10 +155,10 @@ std::vector<span_ps> spans(const std::string& path, std::vector<span_ps>* instan
 }  // namespace
 
 TEST(HcasimTimeline, spans_nest_on_every_track_although_pcie_transactions_overlap) {
-    // 16 QPs of 64 KiB WRITEs: many DMA reads and posted writes outstanding at once.
+    // 16 QPs of 4 64 KiB WRITEs each: many DMA reads and posted writes outstanding at once.
     const std::string f = ::testing::TempDir() + "timeline_nest_" + std::to_string(getpid()) + ".json";
     const result r =
-        run_hcasim("--workload write_bw --size 64K --qps 16 --iters 64 --timeline '" + f + "'", "nest");
+        run_hcasim("--workload write_bw --size 64K --qps 16 --iters 4 --timeline '" + f + "'", "nest");
     ASSERT_EQ(r.code, 0) << r.err;
     const std::vector<span_ps> v = spans(f);
     std::remove(f.c_str());
@@ -208,7 +208,7 @@ TEST(HcasimTimeline, spans_nest_on_every_track_although_pcie_transactions_overla
 TEST(HcasimTimeline, window_and_node_filter_keep_only_the_events_that_overlap_them) {
     const std::string f = ::testing::TempDir() + "timeline_all_" + std::to_string(getpid()) + ".json";
     const std::string w = ::testing::TempDir() + "timeline_window_" + std::to_string(getpid()) + ".json";
-    const std::string run = "--workload write_bw --size 8K --qps 4 --iters 40 --timeline ";
+    const std::string run = "--workload write_bw --size 8K --qps 4 --iters 10 --timeline ";
     ASSERT_EQ(run_hcasim(run + "'" + f + "'", "all").code, 0);
     const result r =
         run_hcasim(run + "'" + w + "' --timeline-window 25000:35000 --timeline-nodes 1", "window");

@@ -15,11 +15,13 @@ namespace {
 
 using hcasim::test::result;
 
-/// write_bw 64 B with wqe_cycles 80 and `extra`; the message rate in Mpps from the report.
-double write_mpps(const std::string& extra) {
-    const result r = hcasim::test::run_hcasim(
-        "--workload write_bw --size 64 --iters 20000 --set hca.transport_engine.wqe_cycles=80 " + extra,
-        "units");
+/// write_bw 64 B, 20,000 messages over `qps` QPs (--iters counts per QP), with wqe_cycles 80
+/// and `extra`; the message rate in Mpps from the report.
+double write_mpps(unsigned qps, const std::string& extra = "") {
+    const result r = hcasim::test::run_hcasim("--workload write_bw --size 64 --qps " + std::to_string(qps) +
+                                                  " --iters " + std::to_string(20000 / qps) +
+                                                  " --set hca.transport_engine.wqe_cycles=80 " + extra,
+                                              "units");
     EXPECT_EQ(r.code, 0) << r.err;
     const size_t at = r.out.find("\n 64 ");
     if (at == std::string::npos) {
@@ -35,14 +37,14 @@ double write_mpps(const std::string& extra) {
 }  // namespace
 
 TEST(HcasimUnits, one_qp_stays_below_clock_over_wqe_cycles) {
-    const double one = write_mpps("");
+    const double one = write_mpps(1);
     EXPECT_LE(one, 10.0);  // 800 MHz / 80 cycles
     EXPECT_GT(one, 9.95);  // the rest is the first WQE's start-up
-    EXPECT_EQ(write_mpps("--qps 2"), one) << "two QPs on one send unit share it";
+    EXPECT_EQ(write_mpps(2), one) << "two QPs on one send unit share it";
 }
 
 TEST(HcasimUnits, two_send_units_give_two_qps_twice_one_units_rate) {
-    const double two = write_mpps("--qps 2 --set hca.transport_engine.send_units=2");
+    const double two = write_mpps(2, "--set hca.transport_engine.send_units=2");
     EXPECT_LE(two, 20.0);
     EXPECT_GT(two, 19.9);
 }
