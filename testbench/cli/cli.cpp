@@ -173,7 +173,8 @@ void describe_options(po::options_description& desc) {
         ("log", po::value<std::vector<std::string>>()->composing(), "log a module's decisions to standard error, e.g. --log node0.hca.transport_engine=debug; MODULE may be a glob and without nodeN names every node; LEVEL off|info|debug (repeatable; docs/usage.md)")
         ("workload,w", po::value<std::string>(), workload_help.c_str())
         ("size", po::value<std::string>(), "message sizes: N, N,M,..., A-B (powers of two); K/M/G suffixes, e.g. 2-8M")
-        ("iters,n", po::value<std::string>(), "iterations per size (default 1000)")
+        ("iters,n", po::value<std::string>(), "iterations per size (default 1000); bandwidth workloads: per QP, as "
+                                              "perftest's -n with -q (since issue 30); many-node workloads: per flow")
         ("qps,q", po::value<std::string>(), "number of queue pairs (default 1; srq_bw, ud_srq_bw: 16)")
         ("threads", po::value<std::string>(), "bandwidth workloads: the client's application threads (default 1), each "
                                               "on a core of its own (at most cpu.cores) with its own CQ; QP q runs on "

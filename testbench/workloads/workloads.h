@@ -24,7 +24,10 @@ namespace hcasim {
 struct phase_spec {
     std::string workload;         ///< a name of workload_names() (cli.h)
     std::vector<uint64_t> sizes;  ///< message sizes, bytes
-    uint64_t iters = 1000;        ///< iterations per size
+    /// Iterations per size: a latency phase's ping-pongs; a bandwidth phase's messages over every
+    /// QP (the CLI gives --iters x --qps: --iters counts per QP), QP q sending its share
+    /// (perftest::quota_of); a many-node phase's messages per flow.
+    uint64_t iters = 1000;
 };
 
 struct run_spec {
