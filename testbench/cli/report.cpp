@@ -135,8 +135,10 @@ void print_fabric(std::ostream& os, const std::string& workload, const size_resu
 void print_table(std::ostream& os, const run_report& r) {
     os << rule << "\n";
     os << " hcasim " << (r.workload.empty() ? "demo" : r.workload) << " (seed " << r.seed << ")";
-    if (!r.op.empty())
+    if (!r.op.empty()) {
         os << ": " << r.op << " (as " << r.op_workload << "), " << r.qps << (r.qps == 1 ? " QP" : " QPs");
+        if (!r.results.empty()) os << " x " << r.results.front().iters << " iterations";  // --iters: per QP
+    }
     os << "\n" << rule << "\n";
     const bool msg_rate = !r.op.empty();
     bool have_header = false, header_latency = false;

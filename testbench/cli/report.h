@@ -63,7 +63,7 @@ struct size_result {
     uint64_t bad_completions =
         0;                   ///< completions with a wrong opcode, byte_len, wr_id, QP or order (DMA: errors)
     bool datagrams = false;  ///< unreliable messages the receiver counts (ud_send_bw): datagrams_* valid
-    uint64_t datagrams_sent = 0;       ///< messages the client sent (the figures' iterations)
+    uint64_t datagrams_sent = 0;       ///< messages the client sent (the figures' messages, every QP's)
     uint64_t datagrams_lost = 0;       ///< of those, messages the server never received (no retransmission);
                                        ///< mcast_bw: summed over the receivers
     uint64_t datagrams_delivered = 0;  ///< datagrams the receivers took (mcast_bw: all receivers together)

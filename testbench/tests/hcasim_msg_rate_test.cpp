@@ -29,8 +29,9 @@ nlohmann::json run_op(const std::string& op) {
         "--workload msg_rate --set workload.op=" + op + " --qps 3 --iters 1000", "msg_rate", &j);
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.err, "");
-    EXPECT_NE(r.out.find(" hcasim msg_rate (seed 1): " + op + " (as " + op + "_bw), 3 QPs\n"),
-              std::string::npos)
+    EXPECT_NE(
+        r.out.find(" hcasim msg_rate (seed 1): " + op + " (as " + op + "_bw), 3 QPs x 1000 iterations\n"),
+        std::string::npos)
         << r.out;
     EXPECT_NE(r.out.find(" #bytes     #messages    MsgRate[Mpps]"), std::string::npos) << r.out;
     return j;
