@@ -110,6 +110,12 @@ int run_children(const run_options& o, const std::vector<sweep_point>& points, c
 int run_qps_sweep(const run_options& o) {
     if (is_pcie_workload(o.workload))
         throw config_error("--sweep qps: " + o.workload + " moves data over PCIe only and has no QPs");
+    // Refused before any point runs, as a thread sweep's counts are.
+    const unsigned fewest = *std::min_element(o.sweep_qps.begin(), o.sweep_qps.end());
+    if (o.threads > fewest)
+        throw config_error("--sweep qps: " + std::to_string(fewest) + (fewest == 1 ? " QP" : " QPs") +
+                           " with --threads " + std::to_string(o.threads) +
+                           ": each application thread needs a QP of its own");
     std::vector<sweep_point> points;
     for (unsigned q : o.sweep_qps) points.push_back({o.workload, q});
     nlohmann::ordered_json runs;

@@ -140,6 +140,15 @@ TEST(HcasimThreadsSweep, a_sweep_value_above_qps_exits_2_naming_both) {
     EXPECT_EQ(r.out, "");
 }
 
+TEST(HcasimThreadsSweep, a_qps_sweep_below_threads_exits_2_before_any_point_runs) {
+    const result r = run("--workload write_bw --size 64 --threads 2 --set cpu.cores=2 --sweep qps=4,1");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err,
+              "hcasim: error: --sweep qps: 1 QP with --threads 2: each application thread needs a QP of its "
+              "own\n");
+    EXPECT_EQ(r.out, "");
+}
+
 TEST(HcasimThreadsSweep, sweep_threads_with_threads_given_exits_2) {
     const result r = run("--workload write_bw --threads 2 --sweep threads=1,2");
     EXPECT_EQ(r.code, 2);
