@@ -26,7 +26,7 @@ host_cpu::host_cpu(const sc_module_name& name, host_memory& memory)
           "wake_ns", 30.0, "ns",
           "delay from a watched write landing in memory to the spinning CPU seeing it (cache-line transfer)",
           {0, 1e6}),
-      cores("cores", 1, "cores",
+      cores("cores", default_cores, "cores",
             "cores of the host: application threads that run at once, each charging its own CPU costs "
             "(a workload's --threads may not exceed it)",
             {1, 4096}),

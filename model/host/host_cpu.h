@@ -31,6 +31,7 @@ public:
     param<double> mmio_issue_ns;      ///< CPU cost of issuing one posted MMIO store
     param<double> wake_ns;            ///< delay from a watched write landing to the spinning CPU seeing it
     param<unsigned> cores;            ///< application threads that run at once (workloads' --threads)
+    static constexpr unsigned default_cores = 1;  ///< cores unless configured
 
     counter mmio_writes, mmio_reads, waits;
 

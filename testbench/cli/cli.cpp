@@ -126,7 +126,11 @@ const std::vector<std::string>& workload_names() {
     return names;
 }
 
-bool threads_workload(const std::string&) { return false; }
+bool threads_workload(const std::string& w) {
+    const bool latency = w.size() > 4 && w.compare(w.size() - 4, 4, "_lat") == 0;
+    return !w.empty() && !latency && !is_pcie_workload(w) && w != "mr_scale" && w != "attack_suite" &&
+           w != "qp_scale" && !is_many_node_workload(w);
+}
 
 transport transport_of(const std::string& workload) {
     for (const workload_entry& e : workload_table)
@@ -183,8 +187,8 @@ void describe_options(po::options_description& desc) {
         ("stats-json", po::value<std::string>(), "write results, counters and configuration as JSON to FILE")
         ("sweep", po::value<std::vector<std::string>>()->composing(),
          "sweep a dimension: size=LIST (the same as --size), qps=LIST (one run per QP count) or threads=LIST "
-         "(one run per --threads count, once the workloads take it); LIST as --size, A..B or A-B for powers of "
-         "two, e.g. size=2..8M, qps=1..16K (repeatable, one per dimension)")
+         "(one run per --threads count, each with --qps QPs or one per thread); LIST as --size, A..B or A-B for "
+         "powers of two, e.g. size=2..8M, qps=1..16K (repeatable, one per dimension)")
         ("report", po::value<std::string>(), "write DIR/results.csv, DIR/results.json and PNG plots (gnuplot) of the run")
         ("speed", "after the run, print the simulator's speed: wire packets per wall second, slowdown, and cost per "
                   "packet in SystemC timed-event equivalents (measured by --bench-events in a child process)")
@@ -215,22 +219,25 @@ void describe_options(po::options_description& desc) {
     // clang-format on
 }
 
-/// --sweep threads=LIST: the thread counts. The sweep does not run one child per count yet
-/// (sweep.cpp's points carry a QP count only): until it does, this refuses the sweep naming
-/// the option; the hook is threads_workload() and run_options::sweep_threads.
-void parse_threads_sweep(const std::string& list, run_options& o) {
+/// --sweep threads=LIST: the thread counts (sweep.cpp runs one child per count).
+void parse_threads_sweep(const std::string& list, bool threads_given, run_options& o) {
     if (!o.sweep_qps.empty() || !o.sweep_threads.empty())
         throw config_error(
             "--sweep threads=...: one dimension per run (another --sweep qps or threads is given)");
+    if (threads_given)
+        throw config_error("--sweep threads=...: the thread count is already given (--threads)");
     for (uint64_t n : parse_list(list, "--sweep threads", "thread count")) {
         if (n == 0 || n > max_threads_option)
             throw config_error("--sweep threads: " + std::to_string(n) + " threads (expected 1 to " +
                                std::to_string(max_threads_option) + ")");
         o.sweep_threads.push_back(unsigned(n));
     }
+    if (o.workload.empty())
+        throw config_error(
+            "--sweep threads: give a bandwidth workload (the demo runs write_lat and write_bw)");
     if (!threads_workload(o.workload))
-        throw config_error("--sweep threads: " + (o.workload.empty() ? std::string("the demo") : o.workload) +
-                           " cannot sweep --threads yet (run --threads N once per count)");
+        throw config_error("--sweep threads: " + o.workload +
+                           " runs one application thread per node; the bandwidth workloads take --threads");
 }
 
 /// --sweep size=LIST, qps=LIST and threads=LIST (one per dimension; qps and threads not together).
@@ -262,7 +269,7 @@ void parse_sweep(const po::variables_map& vm, run_options& o) {
                 o.sweep_qps.push_back(unsigned(n));
             }
         } else if (dim == "threads") {
-            parse_threads_sweep(list, o);
+            parse_threads_sweep(list, vm.count("threads") > 0, o);
         } else {
             throw config_error("--sweep: unknown dimension '" + dim + "' (expected size, qps or threads)");
         }
@@ -278,8 +285,7 @@ void refuse_ignored_options(const po::variables_map& vm, run_options& o) {
             std::string(vm.count("qps") ? "--qps" : "--sweep qps") + ": " + o.workload +
             (pcie ? " moves data over PCIe only and has no QPs"
                   : " times one QP (as perftest's latency tests); the bandwidth workloads take --qps"));
-    if (vm.count("threads") && (latency || pcie || o.workload == "mr_scale" || o.workload == "attack_suite" ||
-                                o.workload == "qp_scale" || is_many_node_workload(o.workload)))
+    if (vm.count("threads") && !o.workload.empty() && !threads_workload(o.workload))
         throw config_error("--threads: " + o.workload +
                            " runs one application thread per node; the bandwidth workloads take --threads");
     if (vm.count("mtu") && pcie)
@@ -330,14 +336,19 @@ void parse_outputs(const po::variables_map& vm, run_options& o) {
                 throw config_error("--record: " + o.workload +
                                    " cannot be recorded (traces/README.md lists the "
                                    "workloads that can)");
-        if (!o.sweep_qps.empty()) throw config_error("--record records one run; --sweep qps makes several");
+        if (!o.sweep_qps.empty() || !o.sweep_threads.empty())
+            throw config_error(std::string("--record records one run; --sweep ") +
+                               (o.sweep_qps.empty() ? "threads" : "qps") + " makes several");
     }
     if (vm.count("timeline")) {
         o.timeline = vm["timeline"].as<std::string>();
         if (o.timeline.empty()) throw config_error("--timeline: expected a file name");
-        if (!o.sweep_qps.empty() || o.workload == "qp_scale" || o.workload == "attack_suite")
+        if (!o.sweep_qps.empty() || !o.sweep_threads.empty() || o.workload == "qp_scale" ||
+            o.workload == "attack_suite")
             throw config_error("--timeline records one run; " +
-                               std::string(o.workload == "attack_suite" ? "attack_suite" : "a QP sweep") +
+                               std::string(o.workload == "attack_suite" ? "attack_suite"
+                                           : o.sweep_threads.empty()    ? "a QP sweep"
+                                                                        : "a thread sweep") +
                                " makes several");
     }
     auto given = [&vm](const char* option) {
@@ -360,6 +371,10 @@ void parse_outputs(const po::variables_map& vm, run_options& o) {
             throw config_error(
                 "--pcap captures one simulation; qp_scale and --sweep qps run one per point (run each "
                 "QP count on its own)");
+        if (!o.sweep_threads.empty())
+            throw config_error(
+                "--pcap captures one simulation; --sweep threads runs one per point (run each thread count "
+                "on its own)");
         if (o.workload == "attack_suite" || o.workload.rfind("dma_", 0) == 0 || vm.count("bench-events"))
             throw config_error(
                 "--pcap: " + (o.workload.empty() ? std::string("--bench-events") : o.workload) +
@@ -446,8 +461,11 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
                 "--bench-events runs only the SystemC event benchmark (no --workload, --speed, --sweep "
                 "or --report)");
     }
-    if (o.speed && !o.sweep_qps.empty())
-        throw config_error("--speed measures one run; with --sweep qps run each QP count on its own");
+    if (o.speed && (!o.sweep_qps.empty() || !o.sweep_threads.empty()))
+        throw config_error(
+            o.sweep_qps.empty()
+                ? "--speed measures one run; with --sweep threads run each thread count on its own"
+                : "--speed measures one run; with --sweep qps run each QP count on its own");
     if (vm.count("iters")) {
         o.iters = option_uint("iters", vm["iters"].as<std::string>(), 1, max_iters);
         o.iters_given = true;

@@ -34,7 +34,7 @@ struct run_options {
     bool qps_given = false;            ///< --qps was on the command line (srq_bw's default is 16)
     std::vector<unsigned> sweep_qps;   ///< --sweep qps=LIST: one run (a child process) per QP count
     std::vector<unsigned>
-        sweep_threads;          ///< --sweep threads=LIST: one run per thread count (threads_workload)
+        sweep_threads;          ///< --sweep threads=LIST: one run (a child process) per thread count
     std::string report_dir;     ///< --report DIR: CSV, JSON and PNG plots of the run(s); empty = none
     bool speed = false;         ///< --speed: print the simulator's speed after the run (not deterministic)
     uint64_t bench_events = 0;  ///< --bench-events N: only measure the SystemC timed-event rate
@@ -74,8 +74,9 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
 /// named its workload. Throws config_error.
 void check_sizes(run_options& o);
 
-/// Whether --sweep threads runs `workload` once per thread count. None yet: --threads works
-/// for the bandwidth workloads and msg_rate, but the sweep's children carry a QP count only.
+/// Whether `workload` takes --threads (and --sweep threads): the two-node bandwidth workloads
+/// and msg_rate; not the latency, PCIe, mr_scale, qp_scale, attack_suite and many-node ones, nor
+/// the demo.
 bool threads_workload(const std::string& workload);
 
 /// Parses a --size argument: `N`, `N,M,...`, `A-B` (powers of two from A to B), K/M/G suffixes

@@ -20,6 +20,8 @@ uint64_t iters_at(const run_options& o, unsigned qps);
 
 /// --sweep qps=LIST: one run per QP count (sweep.cpp).
 int run_qps_sweep(const run_options& o);
+/// --sweep threads=LIST: one run per thread count (sweep.cpp).
+int run_threads_sweep(const run_options& o);
 /// --workload qp_scale (sweep.cpp).
 int run_qp_scale(run_options o);
 

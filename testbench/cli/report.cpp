@@ -130,7 +130,36 @@ void print_fabric(std::ostream& os, const std::string& workload, const size_resu
     }
 }
 
+double thread_messages(const thread_result& t) { return double(t.messages); }
+double thread_mpps(const thread_result& t) { return t.msg_rate_mpps; }
+
+/// --threads N > 1: one line per bandwidth row, the spread of the threads' own figures.
+void print_threads(std::ostream& os, const size_result& s) {
+    const spread m = thread_spread(s.threads, thread_messages), p = thread_spread(s.threads, thread_mpps);
+    uint64_t sum = 0;
+    for (const thread_result& t : s.threads) sum += t.messages;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  " threads %llu B: %zu threads, messages %llu (per thread min %.0f, mean %.1f, max %.0f); "
+                  "Mpps per thread min %.3f, mean %.3f, max %.3f\n",
+                  static_cast<unsigned long long>(s.size_bytes), s.threads.size(),
+                  static_cast<unsigned long long>(sum), m.min, m.mean, m.max, p.min, p.mean, p.max);
+    os << line;
+}
+
 }  // namespace
+
+spread thread_spread(const std::vector<thread_result>& threads, double (*field)(const thread_result&)) {
+    spread s;
+    for (size_t k = 0; k < threads.size(); ++k) {
+        const double v = field(threads[k]);
+        s.min = k ? std::min(s.min, v) : v;
+        s.max = k ? std::max(s.max, v) : v;
+        s.mean += v;
+    }
+    if (!threads.empty()) s.mean /= double(threads.size());
+    return s;
+}
 
 void print_table(std::ostream& os, const run_report& r) {
     os << rule << "\n";
@@ -154,6 +183,8 @@ void print_table(std::ostream& os, const run_report& r) {
     os << " simulated time " << r.sim_time_ns << " ns, " << r.wire_packets << " wire packets\n";
     for (const auto& s : r.results)
         if (s.fabric) print_fabric(os, r.workload, s);
+    for (const auto& s : r.results)
+        if (!s.threads.empty()) print_threads(os, s);
     // Datagrams that never arrived: one line, only if there were any (UD does not retransmit).
     uint64_t sent = 0, lost = 0, delivered = 0;
     unsigned receivers = 0;
@@ -289,6 +320,30 @@ nlohmann::ordered_json fabric_json(const fabric_result& f) {
             {"flows", std::move(flows)}};
 }
 
+/// A row's per-thread figures (JSON "threads") and their spread ("thread_spread").
+nlohmann::ordered_json threads_json(const std::vector<thread_result>& threads) {
+    using json = nlohmann::ordered_json;
+    json a = json::array();
+    for (const thread_result& t : threads)
+        a.push_back({{"thread", t.thread},
+                     {"qps", t.qps},
+                     {"messages", t.messages},
+                     {"active_ns", t.active_ns},
+                     {"msg_rate_mpps", t.msg_rate_mpps}});
+    return a;
+}
+
+/// The spread of the threads' messages and message rates (JSON "thread_spread").
+nlohmann::ordered_json spread_json(const std::vector<thread_result>& threads) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    for (const auto& [name, field] :
+         {std::pair{"messages", &thread_messages}, std::pair{"msg_rate_mpps", &thread_mpps}}) {
+        const spread s = thread_spread(threads, field);
+        j[name] = {{"min", s.min}, {"mean", s.mean}, {"max", s.max}};
+    }
+    return j;
+}
+
 }  // namespace
 
 nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
@@ -298,6 +353,7 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
     j["workload"] = reports.size() == 1 ? r.workload : std::string("demo");
     j["seed"] = r.seed;
     j["qps"] = r.qps;
+    if (r.threads > 1) j["threads"] = r.threads;
     if (!r.op.empty()) {
         j["op"] = r.op;
         j["bandwidth_workload"] = r.op_workload;
@@ -338,6 +394,10 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
                 e["breakdown_us"] = std::move(b);
             }
             if (s.fabric) e["fabric"] = fabric_json(*s.fabric);
+            if (!s.threads.empty()) {
+                e["threads"] = threads_json(s.threads);
+                e["thread_spread"] = spread_json(s.threads);
+            }
             if (!s.util.empty()) {
                 json u = json::object();
                 for (const auto& [unit, frac] : s.util) u[unit] = frac;
@@ -525,9 +585,9 @@ using util_series =
 
 /// What the report shows: the CSV, and the plots' series keyed in first-appearance order.
 struct report_data {
-    std::vector<series> bw, lat, by_qps;
+    std::vector<series> bw, lat, by_qps, by_threads;
     std::vector<util_series> util;
-    std::vector<unsigned> qps_seen;
+    std::vector<unsigned> qps_seen, threads_seen;
     std::ostringstream csv;
     std::ostringstream flows_csv;  ///< many-node runs: one row per flow (empty: none ran)
     std::vector<series> flows;     ///< per (run, size): x flow number, a its Gb/s
@@ -554,7 +614,7 @@ void collect_flows(const std::string& workload, unsigned qps, const ojson& r, re
 
 /// One row per (run, result): the CSV line and the points of the plots' series.
 void collect(const ojson& runs, report_data& d) {
-    std::vector<series>&bw = d.bw, &lat = d.lat, &by_qps = d.by_qps;
+    std::vector<series>&bw = d.bw, &lat = d.lat, &by_qps = d.by_qps, &by_threads = d.by_threads;
     std::vector<util_series>& util = d.util;
     std::vector<unsigned>& qps_seen = d.qps_seen;
     std::ostringstream& csv = d.csv;
@@ -566,10 +626,12 @@ void collect(const ojson& runs, report_data& d) {
     };
     csv << "workload,qps,size_bytes,iters,bw_gbps,msg_rate_mpps,lat_typical_us,lat_min_us,lat_p99_us,lat_avg_"
            "us,"
-           "lat_max_us\n";
+           "lat_max_us,threads\n";
     for (const ojson& run : runs) {
-        const unsigned qps = run.value("qps", 1u);
+        const unsigned qps = run.value("qps", 1u), threads = run.value("threads", 1u);
         if (std::find(qps_seen.begin(), qps_seen.end(), qps) == qps_seen.end()) qps_seen.push_back(qps);
+        if (std::find(d.threads_seen.begin(), d.threads_seen.end(), threads) == d.threads_seen.end())
+            d.threads_seen.push_back(threads);
         const std::string run_workload = run.value("workload", std::string("demo"));
         for (const ojson& r : run.at("results")) {
             const std::string w = r.value("workload", run_workload);
@@ -580,7 +642,7 @@ void collect(const ojson& runs, report_data& d) {
             if (latency) {
                 csv << ",,," << num(r["lat_typical_us"]) << "," << num(r["lat_min_us"]) << ","
                     << num(r["lat_p99_us"]) << "," << num(r["lat_avg_us"]) << "," << num(r["lat_max_us"])
-                    << "\n";
+                    << "," << threads << "\n";
                 find(lat, series_label(w, qps))
                     .pts.push_back({size, r["lat_typical_us"].get<double>(), r["lat_min_us"].get<double>(),
                                     r["lat_p99_us"].get<double>()});
@@ -588,10 +650,11 @@ void collect(const ojson& runs, report_data& d) {
             }
             if (r.contains("fabric")) collect_flows(w, qps, r, d);
             const double gbps = r.at("bw_gbps").get<double>(), mpps = r.at("msg_rate_mpps").get<double>();
-            csv << "," << num(gbps) << "," << num(mpps) << ",,,,,\n";
+            csv << "," << num(gbps) << "," << num(mpps) << ",,,,,," << threads << "\n";
             find(bw, series_label(w, qps)).pts.push_back({size, gbps, mpps, 0});
-            find(by_qps, w + ", " + std::to_string(r.at("size_bytes").get<uint64_t>()) + " B")
-                .pts.push_back({double(qps), gbps, mpps, 0});
+            const std::string by_size = w + ", " + std::to_string(r.at("size_bytes").get<uint64_t>()) + " B";
+            find(by_qps, by_size).pts.push_back({double(qps), gbps, mpps, 0});
+            find(by_threads, by_size).pts.push_back({double(threads), gbps, mpps, 0});
             if (r.contains("util")) {
                 const std::string label = series_label(w, qps);
                 auto it =
@@ -672,23 +735,26 @@ public:
         gp << "\n";
         pngs.push_back("latency.png");
     }
-    void by_qps(const std::vector<series>& by_qps) {
-        gp << "set logscale x 2\nset xlabel 'queue pairs'\nset format x '%g'\nset yrange [0:*]\n";
+    /// Message rate (and bandwidth on the right axis) against a count: qps.png against queue
+    /// pairs, threads.png against application threads (`what` names the axis and the title).
+    void by_count(const std::string& png, const std::string& what, const std::vector<series>& by) {
+        gp << "set logscale x 2\nset xlabel " << quoted(what) << "\nset format x '%g'\nset yrange [0:*]\n";
         std::vector<std::string> names;
-        for (const auto& s : by_qps) {
+        for (const auto& s : by) {
             std::vector<std::vector<double>> rows;
             for (const auto& p : s.pts) rows.push_back({p.x, p.a, p.b});
             names.push_back(block(rows));
         }
-        gp << "set output 'qps.png'\nset title 'Throughput vs queue pairs (simulated)'\n"
-              "set ylabel 'Mpps'\nset y2label 'Gb/s'\nset ytics nomirror\nset y2tics\nset y2range "
+        gp << "set output " << quoted(png) << "\nset title "
+           << quoted("Throughput vs " + what + " (simulated)")
+           << "\nset ylabel 'Mpps'\nset y2label 'Gb/s'\nset ytics nomirror\nset y2tics\nset y2range "
               "[0:*]\nplot ";
-        for (size_t k = 0; k < by_qps.size(); ++k)
+        for (size_t k = 0; k < by.size(); ++k)
             gp << (k ? ", \\\n     " : "") << "$" << names[k] << " using 1:3 title "
-               << quoted(by_qps[k].label + " Mpps") << ", $" << names[k]
-               << " using 1:2 axes x1y2 dashtype 2 title " << quoted(by_qps[k].label + " Gb/s");
+               << quoted(by[k].label + " Mpps") << ", $" << names[k]
+               << " using 1:2 axes x1y2 dashtype 2 title " << quoted(by[k].label + " Gb/s");
         gp << "\nunset y2label\nunset y2tics\nset ytics mirror\n";
-        pngs.push_back("qps.png");
+        pngs.push_back(png);
     }
     void utilisation(const std::vector<util_series>& util) {
         for (size_t u = 0; u < util.size(); ++u) {
@@ -737,7 +803,12 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
         script.plot("msg_rate.png", "Message rate vs message size (simulated)", "Mpps", d.bw, 3, true);
     }
     if (!d.lat.empty()) script.latency(d.lat);
-    if (d.qps_seen.size() > 1 && !d.by_qps.empty()) script.by_qps(d.by_qps);
+    // A thread sweep (whose QPs follow the thread count unless --qps fixes them) plots against
+    // threads; runs that differ in QPs alone, against QPs.
+    if (d.threads_seen.size() > 1 && !d.by_threads.empty())
+        script.by_count("threads.png", "application threads", d.by_threads);
+    else if (d.qps_seen.size() > 1 && !d.by_qps.empty())
+        script.by_count("qps.png", "queue pairs", d.by_qps);
     script.utilisation(d.util);
     if (!d.flows.empty()) {
         script.gp

@@ -43,6 +43,22 @@ struct fabric_result {
     std::vector<std::pair<std::string, uint64_t>> xmit_wait, cc;
 };
 
+/// --threads N > 1: what one application thread of a bandwidth row did, from its own completions.
+struct thread_result {
+    unsigned thread = 0;       ///< thread t (its QPs are t, t + N, ...)
+    unsigned qps = 0;          ///< its QPs
+    uint64_t messages = 0;     ///< messages its send completions completed
+    uint64_t active_ns = 0;    ///< its own start to its last completion
+    double msg_rate_mpps = 0;  ///< messages / active_ns
+};
+
+/// Smallest, mean and largest of a figure over a row's threads.
+struct spread {
+    double min = 0, mean = 0, max = 0;
+};
+/// The spread of `field` over `threads` (all 0 if none).
+spread thread_spread(const std::vector<thread_result>& threads, double (*field)(const thread_result&));
+
 /// One row: one message size of a latency or bandwidth workload.
 struct size_result {
     uint64_t size_bytes = 0;     ///< message size
@@ -83,6 +99,9 @@ struct size_result {
     std::vector<std::pair<std::string, double>> breakdown;
     /// Many-node workloads (incast, alltoall, ...): flows, fairness, drops; JSON "fabric".
     std::optional<fabric_result> fabric;
+    /// Bandwidth rows with --threads N > 1: each thread's figures (JSON "threads", a line under
+    /// the table); empty otherwise.
+    std::vector<thread_result> threads;
 };
 
 /// Everything a run reports.
@@ -95,6 +114,7 @@ struct run_report {
     uint64_t wire_packets = 0;         ///< packets that crossed the fabric
     uint64_t seed = 0;                 ///< run seed
     unsigned qps = 1;                  ///< queue pairs of the run (--qps)
+    unsigned threads = 1;              ///< node0's application threads (--threads; JSON only when > 1)
     std::string op;                    ///< msg_rate: workload.op (write|read|send|ud_send); empty otherwise
     std::string op_workload;           ///< msg_rate: the bandwidth workload that ran it (write_bw, ...)
     std::string verify_failure;  ///< --verify: the first mismatch or bad completion, in words; empty = none
@@ -119,10 +139,12 @@ void write_json_file(const std::string& path, const nlohmann::ordered_json& j,
                      const char* what = "--stats-json");
 
 /// --report DIR: `runs` is an array of stats JSON objects (to_json), one per run of a sweep.
-/// Writes DIR/results.csv (one row per workload, QP count and size), DIR/results.json ({"runs":
-/// runs}), DIR/flows.csv when a many-node workload ran (one row per flow: its throughput) and, with gnuplot, DIR/plots.gp and the PNG plots that have data: bandwidth.png and
-/// msg_rate.png (bandwidth rows vs size), latency.png (latency rows vs size), qps.png
-/// (bandwidth and message rate vs QPs, when the runs differ in QPs), utilisation.png (the
+/// Writes DIR/results.csv (one row per workload, QP count and size; its last column the run's
+/// threads), DIR/results.json ({"runs": runs}), DIR/flows.csv when a many-node workload ran (one
+/// row per flow: its throughput) and, with gnuplot, DIR/plots.gp and the PNG plots that have
+/// data: bandwidth.png and msg_rate.png (bandwidth rows vs size), latency.png (latency rows vs
+/// size), threads.png (message rate and bandwidth vs application threads, when the runs differ
+/// in threads) or else qps.png (the same vs QPs, when they differ in QPs), utilisation.png (the
 /// units' busy fractions of each bandwidth row) and flows.png (per-flow throughput of the
 /// many-node runs). Returns the PNG files written; `warning` is set
 /// (and nothing plotted) when gnuplot is not installed or fails. Throws config_error when DIR

@@ -179,6 +179,7 @@ int run_once(const run_options& given, nlohmann::ordered_json* json) {
     }
     for (run_report& r : reports) {
         r.qps = spec.qps;
+        r.threads = spec.threads;
         if (msg_rate) {
             r.workload = "msg_rate";
             r.op = msg_rate->op();
@@ -219,6 +220,7 @@ int run_command(const run_options& opts) {
         return run_qp_scale(opts);
     }
     if (!opts.sweep_qps.empty() && !opts.help_config) return run_qps_sweep(opts);
+    if (!opts.sweep_threads.empty() && !opts.help_config) return run_threads_sweep(opts);
     nlohmann::ordered_json json;
     const int rc = run_once(opts, opts.report_dir.empty() && !opts.speed ? nullptr : &json);
     if (rc == 0 && opts.speed && !opts.help_config) print_speed(json);

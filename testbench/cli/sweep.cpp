@@ -1,8 +1,9 @@
-// Multi-process runs: --sweep qps=LIST and qp_scale run each point in a child process
-// (SystemC elaborates once per process) and gather the children's stats JSON.
+// Multi-process runs: --sweep qps=LIST, --sweep threads=LIST and qp_scale run each point in a
+// child process (SystemC elaborates once per process) and gather the children's stats JSON.
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <iostream>
 
 #include "model/core/param.h"
+#include "model/host/host_cpu.h"
 #include "testbench/cli/commands.h"
 #include "testbench/cli/report.h"
 #include "testbench/workloads/workloads.h"
@@ -18,10 +20,12 @@ namespace hcasim::cli {
 
 namespace {
 
-/// One point of a multi-process sweep: a workload at a QP count.
+/// One point of a multi-process sweep: a workload at a QP count (and, in a thread sweep, a
+/// thread count).
 struct sweep_point {
     std::string workload;
     unsigned qps;
+    unsigned threads = 0;  ///< --sweep threads: the point's --threads (0: as given)
 };
 
 /// Runs each point in a child process (SystemC elaborates once per process), in order, each
@@ -38,8 +42,9 @@ int run_children(const run_options& o, const std::vector<sweep_point>& points, c
     for (size_t k = 0; k < points.size(); ++k) {
         const sweep_point& pt = points[k];
         const std::string path = tmp + "/run" + std::to_string(k) + ".json";
-        const std::string label = std::string(what) + (o.workload == pt.workload ? "" : " " + pt.workload) +
-                                  " qps=" + std::to_string(pt.qps);
+        const std::string label =
+            std::string(what) + (o.workload == pt.workload ? "" : " " + pt.workload) +
+            (pt.threads ? " threads=" + std::to_string(pt.threads) : " qps=" + std::to_string(pt.qps));
         std::cout << "== " << label << "\n";
         std::cout.flush();
         std::fflush(nullptr);
@@ -53,6 +58,8 @@ int run_children(const run_options& o, const std::vector<sweep_point>& points, c
             run_options c = o;
             c.workload = pt.workload;
             c.sweep_qps.clear();
+            c.sweep_threads.clear();
+            if (pt.threads) c.threads = pt.threads;
             c.report_dir.clear();
             c.qps = pt.qps;
             c.qps_given = true;
@@ -103,6 +110,12 @@ int run_children(const run_options& o, const std::vector<sweep_point>& points, c
 int run_qps_sweep(const run_options& o) {
     if (is_pcie_workload(o.workload))
         throw config_error("--sweep qps: " + o.workload + " moves data over PCIe only and has no QPs");
+    // Refused before any point runs, as a thread sweep's counts are.
+    const unsigned fewest = *std::min_element(o.sweep_qps.begin(), o.sweep_qps.end());
+    if (o.threads > fewest)
+        throw config_error("--sweep qps: " + std::to_string(fewest) + (fewest == 1 ? " QP" : " QPs") +
+                           " with --threads " + std::to_string(o.threads) +
+                           ": each application thread needs a QP of its own");
     std::vector<sweep_point> points;
     for (unsigned q : o.sweep_qps) {
         phase_messages(o.workload, iters_at(o, q), q);  // each point's total fits, before any runs
@@ -112,6 +125,52 @@ int run_qps_sweep(const run_options& o) {
     if (const int st = run_children(o, points, "--sweep", runs)) return st;
     if (!o.stats_json.empty())
         write_json_file(o.stats_json, nlohmann::ordered_json{{"sweep", "qps"}, {"runs", runs}});
+    if (!o.report_dir.empty()) report(o, runs);
+    return 0;
+}
+
+/// --sweep threads=LIST: one run per thread count, each with --qps QPs or, without --qps, a QP
+/// per thread (perftest's processes each have their own; srq_bw, ud_srq_bw: at least their 16).
+/// node0's cpu.cores is the host's and is not raised: the largest count above it, or above
+/// --qps, is refused before any point runs. Then a summary: message rate per thread count.
+int run_threads_sweep(const run_options& o) {
+    const unsigned most = *std::max_element(o.sweep_threads.begin(), o.sweep_threads.end());
+    if (o.qps_given && o.qps < most)
+        throw config_error("--sweep threads: " + std::to_string(most) + " threads with --qps " +
+                           std::to_string(o.qps) + ": each application thread needs a QP of its own");
+    // The configuration's node0.cpu.cores (a value that is not a count is left for the child to
+    // refuse, naming where it was set).
+    apply_config(o);
+    const std::optional<std::string> set = broker::instance().lookup("node0.cpu.cores");
+    broker::instance().reset();  // each child loads the configuration itself
+    char* end = nullptr;
+    const unsigned long cores = set ? std::strtoul(set->c_str(), &end, 10) : host_cpu::default_cores;
+    if ((!set || (end != set->c_str() && *end == '\0')) && most > cores)
+        throw config_error("--sweep threads: " + std::to_string(most) +
+                           " threads: more than node0.cpu.cores (" + std::to_string(cores) +
+                           "); each application thread runs on a core of its own (--set cpu.cores=" +
+                           std::to_string(most) + ")");
+    std::vector<sweep_point> points;
+    for (unsigned t : o.sweep_threads)
+        points.push_back({o.workload,
+                          o.qps_given                   ? o.qps
+                          : is_srq_workload(o.workload) ? std::max(16u, t)
+                                                        : t,
+                          t});
+    nlohmann::ordered_json runs;
+    if (const int st = run_children(o, points, "--sweep", runs)) return st;
+    std::printf("---------------------------------------------------------------------------------------\n");
+    std::printf(" --sweep threads: message rate per application thread count\n");
+    std::printf(" %-10s %-8s %-10s %-16s %s\n", "#threads", "#QPs", "#bytes", "MsgRate[Mpps]",
+                "BW average[Gb/sec]");
+    for (size_t k = 0; k < runs.size(); ++k)
+        for (const auto& r : runs[k]["results"])
+            std::printf(" %-10u %-8u %-10llu %-16.6f %.2f\n", points[k].threads, points[k].qps,
+                        static_cast<unsigned long long>(r["size_bytes"].get<uint64_t>()),
+                        r["msg_rate_mpps"].get<double>(), r["bw_gbps"].get<double>());
+    std::printf("---------------------------------------------------------------------------------------\n");
+    if (!o.stats_json.empty())
+        write_json_file(o.stats_json, nlohmann::ordered_json{{"sweep", "threads"}, {"runs", runs}});
     if (!o.report_dir.empty()) report(o, runs);
     return 0;
 }

@@ -1,9 +1,9 @@
 // hcasim --workload msg_rate: the message rate of 64 B messages (any --size) of workload.op
 // (write, read, send, ud_send), run as the matching bandwidth workload. The report's message
 // count is the messages the HCA sent (its counters), its rate is that count over the measured
-// interval, which lies within the run's simulated time; --sweep qps gives a row per count; a bad
-// operation, the key without msg_rate, an oversized datagram and --sweep threads (no workload
-// takes --threads yet) are one-line errors with exit status 2.
+// interval, which lies within the run's simulated time; --sweep qps gives a row per count
+// (--sweep threads: hcasim_threads_sweep_test.cpp); a bad operation, the key without msg_rate, an
+// oversized datagram and two swept dimensions are one-line errors with exit status 2.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -145,12 +145,7 @@ TEST(HcasimMsgRate, ud_send_larger_than_the_mtu_exits_2_naming_the_op) {
               "message as one UD datagram (msg_rate, workload.op=ud_send)\n");
 }
 
-TEST(HcasimMsgRate, sweep_threads_exits_2_until_the_sweep_runs_thread_counts) {
-    const result r = run("--workload msg_rate --sweep threads=1,2");
-    EXPECT_EQ(r.code, 2);
-    EXPECT_EQ(r.err,
-              "hcasim: error: --sweep threads: msg_rate cannot sweep --threads yet (run --threads N once per "
-              "count)\n");
+TEST(HcasimMsgRate, sweep_qps_and_sweep_threads_together_exit_2) {
     const result both = run("--workload msg_rate --sweep qps=1,2 --sweep threads=1,2");
     EXPECT_EQ(both.code, 2);
     EXPECT_EQ(both.err,

@@ -71,17 +71,18 @@ TEST(HcasimReport, size_sweep_writes_csv_json_and_bandwidth_plots_with_utilisati
     EXPECT_EQ(
         csv[0],
         "workload,qps,size_bytes,iters,bw_gbps,msg_rate_mpps,lat_typical_us,lat_min_us,lat_p99_us,lat_avg_us,"
-        "lat_max_us");
+        "lat_max_us,threads");
     uint64_t size = 64;
     for (size_t k = 1; k < csv.size(); ++k, size *= 2) {
         const auto f = split(csv[k], ',');
-        ASSERT_EQ(f.size(), 11u) << csv[k];
+        ASSERT_EQ(f.size(), 12u) << csv[k];
         EXPECT_EQ(f[0], "write_bw");
         EXPECT_EQ(f[1], "1");
         EXPECT_EQ(f[2], std::to_string(size));
         EXPECT_EQ(f[3], "200");
         EXPECT_GT(std::stod(f[4]), 0.0);
         EXPECT_TRUE(f[6].empty()) << "no latency on a bandwidth row";
+        EXPECT_EQ(f[11], "1") << "one application thread";
     }
     const auto j = nlohmann::json::parse(slurp(dir + "/results.json"));
     ASSERT_EQ(j["runs"].size(), 1u);

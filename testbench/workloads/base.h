@@ -317,6 +317,8 @@ private:
     ibv_cq* send_cq(unsigned i, unsigned q) const {
         return side_[i].thread_cqs.empty() ? side_[i].scq : side_[i].thread_cqs[q % nt_];
     }
+    /// Node0's application thread t's QPs (t, t + threads, ...).
+    unsigned qps_of_thread(unsigned t) const { return (nq_ - t + nt_ - 1) / nt_; }
     uint64_t quota_of(const phase_spec& ph, unsigned q) const {
         return ph.iters / nq_ + (q < ph.iters % nq_ ? 1 : 0);
     }
@@ -409,7 +411,7 @@ private:
     static std::vector<sc_time> partition(std::initializer_list<sc_time> t);
     void take_round_trip(size_result& r, op_kind op, const path_probe& p0, const path_probe& p1);
     void stream(unsigned i, const phase_spec& ph, op_kind op, bw_size& b, run_report& rep);
-    void stream_thread(unsigned i, unsigned t, const phase_spec& ph, op_kind op, bw_size& b);
+    uint64_t stream_thread(unsigned i, unsigned t, const phase_spec& ph, op_kind op, bw_size& b);
     void post_message(unsigned i, unsigned q, uint64_t m, bool sig, op_kind op, bw_size& b);
     void take_send_completion(const phase_spec& ph, op_kind op, bw_size& b, stream_state& st,
                               const ibv_wc& wc);

@@ -373,25 +373,36 @@ void perftest::stream(unsigned i, const phase_spec& ph, op_kind op, bw_size& b, 
     const std::vector<uint64_t> busy0 = busy_counts();
     const uint64_t t0 = bus(i).now_ns();
     uint64_t t1 = 0;
+    size_result r;
     if (nt_ == 1) {
         stream_thread(i, 0, ph, op, b);
         t1 = bus(i).now_ns();
     } else {
+        // Each thread's own figures: the messages its completions completed, over its own
+        // start to its last completion (the row's interval ends at the last thread's).
+        r.threads.resize(nt_);
         unsigned running = nt_;
         sc_event done;
         for (unsigned t = 0; t < nt_; ++t)
             sc_spawn(
-                [this, i, t, &ph, op, &b, &running, &done, &t1] {
-                    stream_thread(i, t, ph, op, b);
+                [this, i, t, &ph, op, &b, &running, &done, &t1, &r] {
+                    const uint64_t start = bus(i).now_ns();
+                    const uint64_t messages = stream_thread(i, t, ph, op, b);
                     bus(i).cpu_settle();
-                    t1 = std::max(t1, bus(i).now_ns());
+                    const uint64_t end = bus(i).now_ns();
+                    t1 = std::max(t1, end);
+                    thread_result& tr = r.threads[t];
+                    tr.thread = t;
+                    tr.qps = qps_of_thread(t);
+                    tr.messages = messages;
+                    tr.active_ns = end - start;
+                    tr.msg_rate_mpps = end > start ? double(messages) * 1e3 / double(end - start) : 0;
                     if (--running == 0) done.notify(SC_ZERO_TIME);
                 },
                 sc_gen_unique_name("thread"));
         wait(done);
     }
     lists_.clear();
-    size_result r;
     r.size_bytes = b.size;
     r.iters = quota_of(ph, 0);  // per QP (--iters); QP 0's share is the largest
     r.messages = ph.iters;
@@ -405,8 +416,8 @@ void perftest::stream(unsigned i, const phase_spec& ph, op_kind op, bw_size& b, 
 
 /// Application thread t's stream: its QPs are t, t + threads, ... (QP q's quota of the size's
 /// messages each); its WR n goes to its QP n mod (its QP count), each QP with at most tx_depth
-/// outstanding, and it polls its own send CQ.
-void perftest::stream_thread(unsigned i, unsigned t, const phase_spec& ph, op_kind op, bw_size& b) {
+/// outstanding, and it polls its own send CQ. Returns the messages its completions completed.
+uint64_t perftest::stream_thread(unsigned i, unsigned t, const phase_spec& ph, op_kind op, bw_size& b) {
     const unsigned depth = wp_.tx_depth;
     ibv_cq* cq = send_cq(i, t);
     stream_state st;
@@ -418,7 +429,7 @@ void perftest::stream_thread(unsigned i, unsigned t, const phase_spec& ph, op_ki
                                        : IBV_WC_FETCH_ADD;
     st.posted.assign(nq_, 0);
     st.completed.assign(nq_, 0);
-    const unsigned nql = (nq_ - t + nt_ - 1) / nt_;  // this thread's QPs
+    const unsigned nql = qps_of_thread(t);
     uint64_t total = 0;
     for (unsigned q = t; q < nq_; q += nt_) total += quota_of(ph, q);
     while (st.total_completed < total) {
@@ -444,6 +455,7 @@ void perftest::stream_thread(unsigned i, unsigned t, const phase_spec& ph, op_ki
         if (n == 0 && !progress && ibv_wait_cq(cq, timeout_ns()) != 0)
             fail("node0: bandwidth test stalled (no completion within workload.timeout_us)" + cable_faults());
     }
+    return st.total_completed;
 }
 
 /// Posts message m of QP q (WR n of the stream), signaled or not.
