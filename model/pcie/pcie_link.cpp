@@ -359,11 +359,19 @@ void pcie_link::downstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& de
     switch (gp.get_command()) {
     case tlm::TLM_WRITE_COMMAND: {
         // A CPU store sequence leaves through its write-combining buffer one line per TLP
-        // (mlx5's BlueFlame copy writes a WQE in 64-byte chunks): a 128-byte WQE is two TLPs.
+        // (mlx5's BlueFlame copy writes a WQE in 64-byte chunks): a 128-byte WQE is two TLPs,
+        // each booked on its own, in order, so other cores' TLPs can fill the gaps between them.
         const unsigned chunk = wc_chunk_bytes && wc_chunk_bytes < mps ? unsigned(wc_chunk_bytes) : mps;
         const uint64_t tlps = std::max<uint64_t>(1, (n + chunk - 1) / chunk);
         const uint64_t bytes = n + tlps * write_overhead_bytes;
-        const sc_time end = occupy(down_free_, now, at, bytes);
+        sc_time end = at;
+        if (chunk < mps) {
+            for (uint64_t i = 1; i < tlps; ++i)
+                end = occupy(down_free_, now, end, chunk + write_overhead_bytes);
+            end = occupy(down_free_, now, end, bytes - (tlps - 1) * (chunk + write_overhead_bytes));
+        } else {
+            end = occupy(down_free_, now, at, bytes);
+        }
         sc_time d = end + mmio_latency_ - now;
         downstream_out->b_transport(gp, d);
         downstream_tlps += tlps;
