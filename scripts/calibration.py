@@ -223,8 +223,8 @@ READ64 = ["--workload", "msg_rate", "--set", "workload.op=read", "--size", "64"]
 
 def msg_points(run):
     """Rows as points() plus run (the command line's arguments after --config configs/fdr-cib.ini)
-    and src. --iters: 20,000 messages at 1 and 4 QPs, 16,000 at 16 and 64 QPs (within 1% of
-    64,000 there)."""
+    and src. --iters is the total over the QPs: 20,000 messages at 1, 4 and 8 QPs, 64,000 at 16
+    and 64 QPs (when --iters counts per QP, the same totals are 20000, 5000, 2500, 4000 and 1000)."""
     rows = []
 
     def add(figure, src, target, args, kind, tol, param, unit="Mops"):
@@ -236,20 +236,20 @@ def msg_points(run):
         "`hca.transport_engine.wqe_cycles` = 80")
     add("the same, 4 QPs", KALIA, 32.2, UD60 + ["--qps", "4", "--iters", "20000"], "fit", 0.02,
         "`cpu.build_wqe_ns` = 9")
-    add("UD SEND, many cores, WQE by MMIO", KALIA, 80.0, UD60 + ["--qps", "16", "--iters", "16000"] + MANY,
+    add("UD SEND, many cores, WQE by MMIO", KALIA, 80.0, UD60 + ["--qps", "16", "--iters", "64000"] + MANY,
         "predicted", None, "none")
     add("the same with the hardware's 128 B WQE (44 B inline)", KALIA, 80.0,
-        UD60[:4] + ["--size", "44", "--set", "workload.inline_bytes=44", "--qps", "16", "--iters", "16000"] + MANY,
+        UD60[:4] + ["--size", "44", "--set", "workload.inline_bytes=44", "--qps", "16", "--iters", "64000"] + MANY,
         "predicted", None, "none")
     add("UD SEND, many cores, doorbell batching of 16", KALIA, 101.6,
-        UD60 + ["--qps", "16", "--iters", "16000", "--set", "workload.post_list=16"] + MANY, "predicted", None, "none")
+        UD60 + ["--qps", "16", "--iters", "64000", "--set", "workload.post_list=16"] + MANY, "predicted", None, "none")
     add("inbound RDMA READ, 64 B, many clients (one client node, 16 threads)", KALIA, 121.6,
-        READ64 + ["--qps", "16", "--iters", "16000"] + MANY, "predicted", None, "none")
+        READ64 + ["--qps", "16", "--iters", "64000"] + MANY, "predicted", None, "none")
     add("atomics on one 8 B address", KALIA, 2.24,
         ["--workload", "atomic_rate", "--qps", "8", "--iters", "20000", "--set", "workload.atomic_word=shared"],
         "predicted", None, "none")
     add("atomics spread over >= 4096 addresses (64 here: one per QP)", KALIA, 52.0,
-        ["--workload", "atomic_rate", "--qps", "64", "--iters", "16000"] + MANY, "predicted", None, "none")
+        ["--workload", "atomic_rate", "--qps", "64", "--iters", "64000"] + MANY, "predicted", None, "none")
     add("one thread, outbound 64 B RC READs, 1 QP", "efficient/fasst dct-bench README", 10.7,
         READ64 + ["--qps", "1", "--iters", "20000"], "predicted", None, "none")
     return rows
