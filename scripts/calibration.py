@@ -4,7 +4,7 @@
     python3 scripts/calibration.py [--hcasim PATH]            # rewrite the tables in the doc
     python3 scripts/calibration.py --check [--hcasim PATH]    # exit 1 if the doc is stale
 
-Three blocks of docs/calibration.md sit between `<!-- BEGIN calibration.py NAME -->` and
+Four blocks of docs/calibration.md sit between `<!-- BEGIN calibration.py NAME -->` and
 `<!-- END calibration.py NAME -->` markers:
 
 - `parameters`: every key each preset in configs/ sets, its value and the source written after
@@ -14,8 +14,11 @@ Three blocks of docs/calibration.md sit between `<!-- BEGIN calibration.py NAME 
   implements the published formula) or is a prediction, and the tolerance fit and physics
   points must meet.
 - `predictions`: the key outputs of every preset (latencies, bandwidths, atomic rate).
+- `msgrate`: the message-rate points of issue 30 (Kalia et al., ATC 2016, Connect-IB) on
+  `fdr-cib.ini`: each point's run, the model's figure, its error, and the parameter fit to it
+  (fit points must meet their tolerance) or "prediction".
 
---check regenerates all three and fails if any number differs from the documented one by more
+--check regenerates all four and fails if any number differs from the documented one by more
 than --tolerance (relative, default 2%; error percentages: that many percentage points), if any
 text differs, or if a fit or physics point misses its target by more than its tolerance.
 Python 3 standard library only; runs the built hcasim (Release build: about 15 s on one core).
@@ -191,16 +194,73 @@ def points_block(rows):
     out = ["| # | class and preset | figure | target | model | error | kind | tolerance | parameter set to meet it |",
            "|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(rows, 1):
-        err = point_error(r)
-        err_text = "in range" if r["lo"] != r["hi"] and err == 0 else f"{err * 100:+.2f}%".replace("-0.00%", "+0.00%")
-        if r["tol"] is None:
-            tol = "none (prediction)"
-        elif r["tol"] == 0:
-            tol = "in range"
-        else:
-            tol = f"±{r['tol'] * 100:g}%"
         out.append(f"| {i} | {r['cls']} | {r['figure']} | {r['target']} | {fmt_model(r['model'], r['unit'])} | "
-                   f"{err_text} | {r['kind']} | {tol} | {r['param']} |")
+                   f"{error_text(r)} | {r['kind']} | {tolerance_text(r)} | {r['param']} |")
+    return out
+
+
+def error_text(r):
+    err = point_error(r)
+    return "in range" if r["lo"] != r["hi"] and err == 0 else f"{err * 100:+.2f}%".replace("-0.00%", "+0.00%")
+
+
+def tolerance_text(r):
+    if r["tol"] is None:
+        return "none (prediction)"
+    return "in range" if r["tol"] == 0 else f"±{r['tol'] * 100:g}%"
+
+
+# ------------------------------------------------------------------------------ message rate (issue 30)
+
+# Points 3-5 and 7 run many cores (--threads, each thread on its own core and QPs) and both
+# Connect-IB ports' wire capacity as one 8x port (the model has one port per HCA; one FDR 4x
+# port carries at most 72.5 M 60-byte UD SENDs/s, below points 3-5).
+KALIA = "Kalia ATC 2016"
+MANY = ["--threads", "16", "--set", "cpu.cores=16", "--set", "link.width=8"]
+UD60 = ["--workload", "msg_rate", "--set", "workload.op=ud_send", "--size", "60", "--set", "workload.inline_bytes=60"]
+READ64 = ["--workload", "msg_rate", "--set", "workload.op=read", "--size", "64"]
+
+
+def msg_points(run):
+    """Rows as points() plus run (the command line's arguments after --config configs/fdr-cib.ini)
+    and src. --iters counts per QP: 20,000 messages in all at 1, 4 and 8 QPs, 64,000 at 16 and 64 QPs."""
+    rows = []
+
+    def add(figure, src, target, args, kind, tol, param, unit="Mops"):
+        model = run.one(["fdr-cib"], args, "msg_rate_mpps")
+        rows.append(dict(cls="", figure=figure, src=src, target=f"{target} {unit}", lo=target, hi=target, unit=unit,
+                         model=model, kind=kind, tol=tol, param=param, run=" ".join(args)))
+
+    add("60 B UD SEND, one core, 1 QP", KALIA, 10.0, UD60 + ["--qps", "1", "--iters", "20000"], "fit", 0.02,
+        "`hca.transport_engine.wqe_cycles` = 80")
+    add("the same, 4 QPs", KALIA, 32.2, UD60 + ["--qps", "4", "--iters", "5000"], "fit", 0.02,
+        "`cpu.build_wqe_ns` = 9")
+    add("UD SEND, many cores, WQE by MMIO", KALIA, 80.0, UD60 + ["--qps", "16", "--iters", "4000"] + MANY,
+        "predicted", None, "none")
+    add("the same with the hardware's 128 B WQE (44 B inline)", KALIA, 80.0,
+        UD60[:4] + ["--size", "44", "--set", "workload.inline_bytes=44", "--qps", "16", "--iters", "4000"] + MANY,
+        "predicted", None, "none")
+    add("UD SEND, many cores, doorbell batching of 16", KALIA, 101.6,
+        UD60 + ["--qps", "16", "--iters", "4000", "--set", "workload.post_list=16"] + MANY, "predicted", None, "none")
+    add("inbound RDMA READ, 64 B, many clients (one client node, 16 threads)", KALIA, 121.6,
+        READ64 + ["--qps", "16", "--iters", "4000"] + MANY, "predicted", None, "none")
+    add("atomics on one 8 B address", KALIA, 2.24,
+        ["--workload", "atomic_rate", "--qps", "8", "--iters", "2500", "--set", "workload.atomic_word=shared"],
+        "predicted", None, "none")
+    add("atomics spread over >= 4096 addresses (64 here: one per QP)", KALIA, 52.0,
+        ["--workload", "atomic_rate", "--qps", "64", "--iters", "1000"] + MANY, "predicted", None, "none")
+    add("one thread, outbound 64 B RC READs, 1 QP", "efficient/fasst dct-bench README", 10.7,
+        READ64 + ["--qps", "1", "--iters", "20000"], "predicted", None, "none")
+    return rows
+
+
+def msgrate_block(rows):
+    out = ["| # | point (Connect-IB, Gen3 x16) | source | target | `hcasim --config configs/fdr-cib.ini` ... | model "
+           "| error | kind | tolerance | parameter fit |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for i, r in enumerate(rows, 1):
+        out.append(f"| {i} | {r['figure']} | {r['src']} | {r['target']} | `{r['run']}` | {fmt_model(r['model'], r['unit'])}"
+                   f" | {error_text(r)} | {r['kind']} | {tolerance_text(r)} | {r['param']} |")
     return out
 
 
@@ -309,12 +369,14 @@ def main():
 
     run = Runner(args.hcasim)
     point_rows = points(run)
+    msg_rows = msg_points(run)
     blocks = [("parameters", parameters_block(), None),
               ("points", points_block(point_rows), args.tolerance),
-              ("predictions", predictions_block(predictions(run)), args.tolerance)]
+              ("predictions", predictions_block(predictions(run)), args.tolerance),
+              ("msgrate", msgrate_block(msg_rows), args.tolerance)]
 
     problems = []
-    for r in point_rows:
+    for r in point_rows + msg_rows:
         if r["tol"] is not None and abs(point_error(r)) > r["tol"]:
             problems.append(f"calibration point '{r['figure']}' ({r['cls']}): model {fmt_model(r['model'], r['unit'])}"
                             f" against {r['target']}, error {point_error(r) * 100:+.2f}% beyond its tolerance")

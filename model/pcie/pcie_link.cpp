@@ -147,6 +147,11 @@ pcie_link::pcie_link(const sc_module_name& name)
                        "host memory (flight to the root complex, the same path as mmio_latency_ns, "
                        "and the memory write)",
                        {0.0, 1e6}),
+      wc_chunk_bytes("wc_chunk_bytes", 0, "bytes",
+                     "largest TLP one CPU MMIO write becomes: a write-combining buffer flushes one "
+                     "TLP per line (64 on x86); 0: up to Max_Payload_Size (one TLP for the 256-byte "
+                     "inline window)",
+                     {0, 4096}),
       upstream_tlps("upstream_tlps", "TLPs sent device to host"),
       upstream_bytes("upstream_bytes", "TLP bytes (with headers and framing) sent device to host"),
       downstream_tlps("downstream_tlps", "TLPs sent host to device"),
@@ -167,6 +172,7 @@ pcie_link::pcie_link(const sc_module_name& name)
     check_power_of_two(lanes);
     check_power_of_two(mps_bytes);
     check_power_of_two(mrrs_bytes);
+    if (wc_chunk_bytes) check_power_of_two(wc_chunk_bytes);
 
     tlp_gbps_ = tlp_gbps(generation, lanes, mps_bytes);
     sc_assert(tlp_gbps_ > 0.0);
@@ -352,8 +358,20 @@ void pcie_link::downstream_b_transport(tlm::tlm_generic_payload& gp, sc_time& de
 
     switch (gp.get_command()) {
     case tlm::TLM_WRITE_COMMAND: {
+        // A CPU store sequence leaves through its write-combining buffer one line per TLP
+        // (mlx5's BlueFlame copy writes a WQE in 64-byte chunks): a 128-byte WQE is two TLPs,
+        // each booked on its own, in order, so other cores' TLPs can fill the gaps between them.
+        const unsigned chunk = wc_chunk_bytes && wc_chunk_bytes < mps ? unsigned(wc_chunk_bytes) : mps;
+        const uint64_t tlps = std::max<uint64_t>(1, (n + chunk - 1) / chunk);
         const uint64_t bytes = n + tlps * write_overhead_bytes;
-        const sc_time end = occupy(down_free_, now, at, bytes);
+        sc_time end = at;
+        if (chunk < mps) {
+            for (uint64_t i = 1; i < tlps; ++i)
+                end = occupy(down_free_, now, end, chunk + write_overhead_bytes);
+            end = occupy(down_free_, now, end, bytes - (tlps - 1) * (chunk + write_overhead_bytes));
+        } else {
+            end = occupy(down_free_, now, at, bytes);
+        }
         sc_time d = end + mmio_latency_ - now;
         downstream_out->b_transport(gp, d);
         downstream_tlps += tlps;

@@ -29,7 +29,8 @@ namespace hcasim {
 ///   read_latency_ns; returns when the last completion has crossed.
 /// - Atomic (atomic_ext): 40-B request upstream, 28-B completion downstream, one tag.
 /// - MMIO (downstream_in, BAR offset addresses): write = payload + 24 B downstream then
-///   mmio_latency_ns; read = 24-B request down, mmio_latency_ns, target, completion
+///   mmio_latency_ns, in TLPs of at most wc_chunk_bytes (the CPU's write-combining buffer) when set;
+///   read = 24-B request down, mmio_latency_ns, target, completion
 ///   (payload + 20 B) up, mmio_latency_ns.
 class pcie_link : public sc_core::sc_module {
 public:
@@ -46,6 +47,7 @@ public:
     param<unsigned> read_tags;
     param<double> mmio_latency_ns;
     param<double> write_latency_ns;
+    param<unsigned> wc_chunk_bytes;  ///< largest TLP of one CPU MMIO write (write combining); 0: MPS
 
     counter upstream_tlps, upstream_bytes, downstream_tlps, downstream_bytes, upstream_busy_ps,
         downstream_busy_ps;

@@ -378,6 +378,27 @@ SIM_TEST(PcieLink, concurrent_reads_take_upstream_from_writes) {
 
 // --- MMIO and atomics ------------------------------------------------------------------------
 
+SIM_TEST(PcieLink, an_mmio_write_leaves_as_one_tlp_per_write_combining_chunk) {
+    // 192 bytes through a 64-byte write-combining buffer: three 88-byte TLPs back to back (one
+    // 216-byte TLP without wc_chunk_bytes), then the MMIO latency.
+    set("pcie.generation", "3");
+    set("pcie.lanes", "16");
+    set("pcie.wc_chunk_bytes", "64");
+    bench b("node0", [](bench& t) {
+        wait(1, SC_US);
+        uint8_t wqe[192] = {};
+        sc_time d = SC_ZERO_TIME;
+        ASSERT_EQ(t.bar_access_(tlm::TLM_WRITE_COMMAND, 0x800, wqe, sizeof wqe, d), tlm::TLM_OK_RESPONSE);
+        const sc_time arrive = sc_time(1, SC_US) + 3 * t.pcie.tlp_time(64 + 24) + sc_time(200, SC_NS);
+        ASSERT_EQ(t.bar_log.size(), 1u);
+        EXPECT_EQ(t.bar_log[0].at, arrive);
+        EXPECT_EQ(t.pcie.downstream_tlps.value(), 3u);
+        EXPECT_EQ(t.pcie.downstream_bytes.value(), 3u * (64 + 24));
+        EXPECT_EQ(t.pcie.mmio_writes.value(), 1u);
+    });
+    sc_start();
+}
+
 SIM_TEST(PcieLink, mmio_reaches_device_with_defined_latency) {
     set("pcie.generation", "3");
     set("pcie.lanes", "8");
