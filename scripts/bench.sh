@@ -197,6 +197,27 @@ sed -n '/^ #mrs /,/^---/p' "$tmp/mrs.txt" | sed '$d'
 read -r wall rss < "$tmp/time"
 echo "wall_s             $wall (about half of it allocates and registers the 2 x 64K regions)"
 
+echo "== Message rate (issue 30): Connect-IB (configs/fdr-cib.ini), 60 B inline UD SEND, one QP per"
+echo "   application thread, each on its own core (--sweep threads; link.width=8 stands in for its two ports)"
+cib=(--config configs/fdr-cib.ini --workload msg_rate --set workload.op=ud_send --size 60
+     --set workload.inline_bytes=60 --set cpu.cores=16 --set link.width=8)
+"$bin" "${cib[@]}" --sweep threads=1,2,4,8,16 | sed -n '/^ #threads /,/^---/p' | sed '$d'
+echo "  16 threads, doorbell batching of 16 (one MMIO per list, the HCA fetches the WQEs):"
+"$bin" "${cib[@]}" --threads 16 --qps 16 --iters 4000 --set workload.post_list=16 --stats-json "$tmp/mr.json" > /dev/null
+echo "  msg_rate_mpps      $(field "$tmp/mr.json" "round(d['results'][0]['msg_rate_mpps'], 2)")"
+echo "  (points, fits and errors: python3 scripts/calibration.py, docs/calibration.md 'Message rate (issue 30)')"
+if command -v valgrind > /dev/null; then
+    t1=$(ipp --workload write_bw --size 64 --iters 20000)
+    t16=$(ipp --workload write_bw --size 64 --qps 16 --threads 16 --set cpu.cores=16 --iters 1250)
+    python3 - "$t1" "$t16" <<'PY'
+import sys
+t1, t16 = map(int, sys.argv[1:])
+print(f"  64 B write_bw, 1 thread   {t1} instructions per wire packet")
+print(f"  64 B write_bw, 16 threads {t16} instructions per wire packet, {t16 / t1:.3f} x one thread: "
+      f"target at most 1.25: {'met' if t16 <= 1.25 * t1 else 'not met'}")
+PY
+fi
+
 echo "== libibverbs applications on hcasim serve (issue 10; docs/libibverbs.md): wall time is the"
 echo "   application's own figure, simulated time and packets the server's closing line"
 if [ -x build/release/provider/libhcasim-rdmav34.so ] || [ -e build/release/provider/libhcasim-rdmav34.so ]; then
