@@ -54,6 +54,8 @@ translation_unit::translation_unit(const sc_module_name& name, const sc_time& hc
                        {"lru", "fifo", "random"}),
       mtt_cache_policy("mtt_cache_policy", "lru", "", "MTT cache replacement: lru, fifo or random",
                        {"lru", "fifo", "random"}),
+      mpt_cache_index("mpt_cache_index", "mod", "", cache_index_help, {"mod", "hash"}),
+      mtt_cache_index("mtt_cache_index", "mod", "", cache_index_help, {"mod", "hash"}),
       lookup_cycles("lookup_cycles", 4, "cycles", "pipeline cycles of a lookup that hits in the caches",
                     {0, 100000}),
       mm_op_cycles("mm_op_cycles", 16, "cycles",
@@ -72,8 +74,8 @@ translation_unit::translation_unit(const sc_module_name& name, const sc_time& hc
       mpt_cache_(1, 1),
       mtt_cache_(1, 1) {
     const sc_time clock = unit_period(clock_mhz, hca_clock);
-    mpt_cache_.configure(mpt_cache_entries, mpt_cache_ways, mpt_cache_policy);
-    mtt_cache_.configure(mtt_cache_lines, mtt_cache_ways, mtt_cache_policy);
+    mpt_cache_.configure(mpt_cache_entries, mpt_cache_ways, mpt_cache_policy, mpt_cache_index);
+    mtt_cache_.configure(mtt_cache_lines, mtt_cache_ways, mtt_cache_policy, mtt_cache_index);
     hit_time_ = clock * double(lookup_cycles.get());
     mm_time_ = clock * double(mm_op_cycles.get());
     page_list_.resize(MAX_FAST_REG_PAGES);

@@ -104,6 +104,8 @@ public:
     param<unsigned> mtt_cache_ways;       ///< MTT cache associativity
     param<std::string> mpt_cache_policy;  ///< lru|fifo|random
     param<std::string> mtt_cache_policy;  ///< lru|fifo|random
+    param<std::string> mpt_cache_index;   ///< mod|hash: how an MPT index picks its set
+    param<std::string> mtt_cache_index;   ///< mod|hash: how an MTT line picks its set
     param<unsigned> lookup_cycles;        ///< pipeline cycles of a lookup that hits
     param<unsigned> mm_op_cycles;         ///< pipeline cycles of a bind / invalidate / fast register
 
