@@ -3,10 +3,9 @@
 // the lines hold; a miss is served by the owner (a DMA read of the host-memory table).
 // Replacement: least recently used, first in first out, or random (a per-cache xorshift
 // generator with a fixed seed, so runs are deterministic). Set index: the tag mod the number of
-// sets (consecutive tags never conflict before the cache is full), or an H3 hash of the tag
-// (an XOR of fixed random words, one per set tag bit: Carter & Wegman's H3 class, the hash
-// hardware caches use for randomised set indexing), under which tags conflict in a set before
-// the cache is full, as with any hashed index.
+// sets (consecutive tags never conflict before the cache is full), or a randomising hash of
+// the tag, under which tags conflict in a set before the cache is full (balls into bins: with
+// N tags in S sets of W ways, the sets that draw more than W thrash while others have room).
 // Fixed storage after construction: no allocation on lookups.
 #pragma once
 #include <algorithm>
@@ -23,7 +22,7 @@
 namespace hcasim {
 
 enum class replacement : uint8_t { lru, fifo, random };
-/// How a tag picks its set: tag mod sets, or an H3 hash of the tag mod sets.
+/// How a tag picks its set: tag mod sets, or index_hash(tag) mod sets.
 enum class set_index : uint8_t { mod, hash };
 
 /// Allowed sizes of a cache: its unit's `*_entries` (or `*_lines`) and `*_ways` parameters.
@@ -32,8 +31,8 @@ inline bounds<unsigned> cache_ways_bounds() { return {1, 64}; }
 
 /// The description of every cache's `*_index` parameter (default "mod", choices mod and hash).
 inline constexpr const char* cache_index_help =
-    "set index: mod (tag mod sets: consecutive tags fill every set before any conflicts) or hash (an H3 hash "
-    "of the tag: tags conflict in a set before the cache is full)";
+    "set index: mod (tag mod sets: consecutive tags fill every set before any conflicts) or hash (a "
+    "randomising hash of the tag: tags conflict in a set before the cache is full)";
 
 /// "lru" | "fifo" | "random" (the choices of every *_cache_policy parameter).
 inline replacement replacement_of(const std::string& s) {
@@ -50,32 +49,16 @@ inline set_index set_index_of(const std::string& s) {
     throw std::invalid_argument("cache set index '" + s + "' is not mod or hash");
 }
 
-/// The H3 hash of a 32-bit tag: the XOR of one fixed word per set bit, looked up a byte at a
-/// time. The words come from a fixed-seed generator, so every run and every cache agree.
-inline uint32_t h3_hash(uint32_t tag) {
-    struct table {
-        uint32_t w[4][256];
-        table() {
-            uint64_t x = 0x243F6A8885A308D3ull;  // splitmix64 from a fixed seed
-            uint32_t bit[32];
-            for (uint32_t& b : bit) {
-                x += 0x9E3779B97F4A7C15ull;
-                uint64_t z = x;
-                z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-                z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-                b = uint32_t(z ^ (z >> 31));
-            }
-            for (unsigned k = 0; k < 4; ++k)
-                for (unsigned v = 0; v < 256; ++v) {
-                    uint32_t h = 0;
-                    for (unsigned i = 0; i < 8; ++i)
-                        if (v >> i & 1) h ^= bit[8 * k + i];
-                    w[k][v] = h;
-                }
-        }
-    };
-    static const table t;
-    return t.w[0][tag & 0xFF] ^ t.w[1][tag >> 8 & 0xFF] ^ t.w[2][tag >> 16 & 0xFF] ^ t.w[3][tag >> 24];
+/// The set-index hash of a tag: murmur3's 32-bit finalizer, a bijection that scatters
+/// consecutive tags like a random function. (A linear XOR hash, the H3 class, would not do:
+/// it maps an aligned run of consecutive tags onto the sets as evenly as mod does.)
+inline uint32_t index_hash(uint32_t tag) {
+    tag ^= tag >> 16;
+    tag *= 0x85EBCA6Bu;
+    tag ^= tag >> 13;
+    tag *= 0xC2B2AE35u;
+    tag ^= tag >> 16;
+    return tag;
 }
 
 /// Tag-only caches (the QP and CQ context caches decide timing; the state itself is kept by
@@ -203,7 +186,7 @@ private:
         void operator()(way* p) const { ::operator delete[](p, std::align_val_t(64)); }
     };
     size_t first_of(uint64_t tag) const {
-        const uint64_t key = index_ == set_index::hash ? h3_hash(uint32_t(tag)) : tag;
+        const uint64_t key = index_ == set_index::hash ? index_hash(uint32_t(tag)) : tag;
         return size_t(key % sets_) * ways_;
     }
     Line* line_at(size_t i) {
