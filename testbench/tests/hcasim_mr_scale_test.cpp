@@ -94,6 +94,23 @@ TEST(HcasimMrScale, mpt_hit_rate_and_message_rate_fall_when_regions_outnumber_th
     EXPECT_GE(j["counters"]["node1.hca.translation_unit.mpt_misses"].get<uint64_t>(), 4u * 4096u);
 }
 
+TEST(HcasimMrScale, mpt_misses_begin_before_the_mpt_cache_is_full_when_region_indexes_conflict) {
+    // 48 regions in a 64-entry, 4-way MPT cache (16 sets): index mod 16 gives every set 3, so
+    // every lookup hits; a hashed index gives some sets more than 4 and they thrash. Each miss
+    // holds the in-order translation unit for a DMA read: the rate falls far below the cache size.
+    const std::string args = "--workload mr_scale --mrs 32,48 --size 64 --iters 2000 " + small_caches;
+    const result mod = run(args), hash = run(args + " --set hca.translation_unit.mpt_cache_index=hash");
+    ASSERT_EQ(mod.code, 0) << mod.err;
+    ASSERT_EQ(hash.code, 0) << hash.err;
+    const std::vector<row> m = table(mod.out), h = table(hash.out);
+    ASSERT_EQ(m.size(), 2u) << mod.out;
+    ASSERT_EQ(h.size(), 2u) << hash.out;
+    EXPECT_EQ(m[1].mpt_hit, 1.0);
+    EXPECT_GT(h[1].mpt_hit, 0.0) << "only the regions of the overfull sets miss";
+    EXPECT_LT(h[1].mpt_hit, 0.9);
+    EXPECT_LT(h[1].mpps, 0.5 * m[1].mpps);
+}
+
 TEST(HcasimMrScale, verify_checks_every_destination_region) {
     // Three QPs, region sizes of one and two pages (the regions are registered again).
     const result r = run("--workload mr_scale --mrs 1,5,300 --size 64,4K,5000 --qps 3 --iters 200 --verify");
