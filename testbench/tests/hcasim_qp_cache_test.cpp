@@ -157,4 +157,11 @@ TEST(HcasimQpCache, bad_cache_geometry_is_a_one_line_error) {
         "--workload write_bw --size 64 --iters 10 --set hca.cq_writer.cqc_cache_policy=mru", "qpc_bad");
     EXPECT_NE(p.code, 0);
     EXPECT_NE(p.err.find("cqc_cache_policy"), std::string::npos) << p.err;
+    const result x = hcasim::test::run_hcasim(
+        "--workload write_bw --size 64 --iters 10 --set hca.transport_engine.qpc_cache_index=xor", "qpc_bad");
+    EXPECT_EQ(x.code, 2);
+    EXPECT_NE(x.err.find("bad value 'xor' for key 'node0.hca.transport_engine.qpc_cache_index' (--set): "
+                         "expected one of mod|hash"),
+              std::string::npos)
+        << x.err;
 }
