@@ -22,6 +22,7 @@ cq_writer::cq_writer(const sc_module_name& name, const sc_time& hca_clock, unsig
       cqc_cache_ways("cqc_cache_ways", 4, "ways", "CQ context cache associativity", cache_ways_bounds()),
       cqc_cache_policy("cqc_cache_policy", "lru", "", "CQ context cache replacement: lru, fifo or random",
                        {"lru", "fifo", "random"}),
+      cqc_cache_index("cqc_cache_index", "mod", "", cache_index_help, {"mod", "hash"}),
       cqes("cqes", "CQEs written"),
       events("events", "EQEs written (completion and asynchronous events)"),
       overruns("overruns", "completions lost to a full CQ (CQ overrun)"),
@@ -35,7 +36,7 @@ cq_writer::cq_writer(const sc_module_name& name, const sc_time& hca_clock, unsig
       cqc_cache_(1, 1),
       eqs_(max_eqs) {
     const sc_time clock = unit_period(clock_mhz, hca_clock);
-    cqc_cache_.configure(cqc_cache_entries, cqc_cache_ways, cqc_cache_policy);
+    cqc_cache_.configure(cqc_cache_entries, cqc_cache_ways, cqc_cache_policy, cqc_cache_index);
     format_time_ = clock * double(write_cycles.get());
     format_ps_ = uint64_t(format_time_ / sc_time(1, SC_PS) + 0.5);
 }

@@ -68,6 +68,7 @@ public:
     param<unsigned> cqc_cache_entries;    ///< CQ contexts on chip
     param<unsigned> cqc_cache_ways;       ///< CQ context cache associativity
     param<std::string> cqc_cache_policy;  ///< lru|fifo|random
+    param<std::string> cqc_cache_index;   ///< mod|hash: how a CQN picks its set
 
     counter cqes, events, overruns, msi_writes, resizes, resize_moved, busy_ps, cqc_hits, cqc_misses;
     module_log log_;  ///< info: CQ errors, EQEs and MSIs that could not be written

@@ -2,7 +2,10 @@
 // transport engine's QP contexts and the CQ writer's CQ contexts. Tags are the table indices
 // the lines hold; a miss is served by the owner (a DMA read of the host-memory table).
 // Replacement: least recently used, first in first out, or random (a per-cache xorshift
-// generator with a fixed seed, so runs are deterministic).
+// generator with a fixed seed, so runs are deterministic). Set index: the tag mod the number of
+// sets (consecutive tags never conflict before the cache is full), or a randomising hash of
+// the tag, under which tags conflict in a set before the cache is full (balls into bins: with
+// N tags in S sets of W ways, the sets that draw more than W thrash while others have room).
 // Fixed storage after construction: no allocation on lookups.
 #pragma once
 #include <algorithm>
@@ -19,10 +22,17 @@
 namespace hcasim {
 
 enum class replacement : uint8_t { lru, fifo, random };
+/// How a tag picks its set: tag mod sets, or index_hash(tag) mod sets.
+enum class set_index : uint8_t { mod, hash };
 
 /// Allowed sizes of a cache: its unit's `*_entries` (or `*_lines`) and `*_ways` parameters.
 inline bounds<unsigned> cache_entries_bounds() { return {1, 1u << 24}; }
 inline bounds<unsigned> cache_ways_bounds() { return {1, 64}; }
+
+/// The description of every cache's `*_index` parameter (default "mod", choices mod and hash).
+inline constexpr const char* cache_index_help =
+    "set index: mod (tag mod sets: consecutive tags fill every set before any conflicts) or hash (a "
+    "randomising hash of the tag: tags conflict in a set before the cache is full)";
 
 /// "lru" | "fifo" | "random" (the choices of every *_cache_policy parameter).
 inline replacement replacement_of(const std::string& s) {
@@ -30,6 +40,25 @@ inline replacement replacement_of(const std::string& s) {
     if (s == "random") return replacement::random;
     if (s == "lru") return replacement::lru;
     throw std::invalid_argument("cache replacement policy '" + s + "' is not lru, fifo or random");
+}
+
+/// "mod" | "hash" (the choices of every *_cache_index parameter).
+inline set_index set_index_of(const std::string& s) {
+    if (s == "mod") return set_index::mod;
+    if (s == "hash") return set_index::hash;
+    throw std::invalid_argument("cache set index '" + s + "' is not mod or hash");
+}
+
+/// The set-index hash of a tag: murmur3's 32-bit finalizer, a bijection that scatters
+/// consecutive tags like a random function. (A linear XOR hash, the H3 class, would not do:
+/// it maps an aligned run of consecutive tags onto the sets as evenly as mod does.)
+inline uint32_t index_hash(uint32_t tag) {
+    tag ^= tag >> 16;
+    tag *= 0x85EBCA6Bu;
+    tag ^= tag >> 13;
+    tag *= 0xC2B2AE35u;
+    tag ^= tag >> 16;
+    return tag;
 }
 
 /// Tag-only caches (the QP and CQ context caches decide timing; the state itself is kept by
@@ -40,16 +69,19 @@ template <class Line>
 class onchip_cache {
 public:
     /// `entries` lines in sets of `ways` (entries must be a multiple of ways; ways >= 1).
-    onchip_cache(unsigned entries, unsigned ways, replacement policy = replacement::lru) {
-        resize(entries, ways, policy);
+    onchip_cache(unsigned entries, unsigned ways, replacement policy = replacement::lru,
+                 set_index index = set_index::mod) {
+        resize(entries, ways, policy, index);
     }
 
-    void resize(unsigned entries, unsigned ways, replacement policy = replacement::lru) {
+    void resize(unsigned entries, unsigned ways, replacement policy = replacement::lru,
+                set_index index = set_index::mod) {
         if (ways == 0 || entries == 0 || entries % ways)
             throw std::invalid_argument("on-chip cache: entries must be a positive multiple of ways");
         ways_ = ways;
         sets_ = entries / ways;
         policy_ = policy;
+        index_ = index;
         entries_ = entries;
         // 64-byte aligned: a set of 8 ways is one host cache line (16K-QP runs touch a cold set
         // per lookup).
@@ -59,24 +91,25 @@ public:
         clock_ = 0;
         rng_ = 0x9E3779B97F4A7C15ull;
     }
-    /// Sizes the cache from its unit's three parameters (`*_entries` or `*_lines`, `*_ways`,
-    /// `*_policy`, declared with cache_entries_bounds() and cache_ways_bounds()): entries a
-    /// multiple of ways, else a config_error naming both.
+    /// Sizes the cache from its unit's parameters (`*_entries` or `*_lines`, `*_ways`,
+    /// `*_policy`, `*_index`, declared with cache_entries_bounds() and cache_ways_bounds()):
+    /// entries a multiple of ways, else a config_error naming both.
     void configure(const param<unsigned>& entries, const param<unsigned>& ways,
-                   const param<std::string>& policy) {
+                   const param<std::string>& policy, const param<std::string>& index) {
         if (entries % ways) {
             const std::string& w = ways.key();
             throw config_error(entries.key() + ": " + std::to_string(entries.get()) +
                                " is not a multiple of " + w.substr(w.rfind('.') + 1) + " (" +
                                std::to_string(ways.get()) + ")");
         }
-        resize(entries, ways, replacement_of(policy));
+        resize(entries, ways, replacement_of(policy), set_index_of(index));
     }
     unsigned entries() const { return entries_; }
     /// Tests: moves the use clock forward to `to` (to reach its 32-bit wrap quickly).
     void advance_clock_for_test(uint32_t to) { clock_ = std::max(clock_, to); }
     unsigned ways() const { return ways_; }
     replacement policy() const { return policy_; }
+    set_index index() const { return index_; }
 
     /// The line holding `tag`, or nullptr (a miss). Under LRU a hit becomes the most recently used.
     Line* find(uint64_t tag) {
@@ -152,7 +185,10 @@ private:
     struct aligned_delete {
         void operator()(way* p) const { ::operator delete[](p, std::align_val_t(64)); }
     };
-    size_t first_of(uint64_t tag) const { return size_t(tag % sets_) * ways_; }
+    size_t first_of(uint64_t tag) const {
+        const uint64_t key = index_ == set_index::hash ? index_hash(uint32_t(tag)) : tag;
+        return size_t(key % sets_) * ways_;
+    }
     Line* line_at(size_t i) {
         if constexpr (std::is_empty_v<Line>) {
             (void)i;
@@ -183,6 +219,7 @@ private:
     Line no_line_{};
     unsigned entries_ = 0, ways_ = 1, sets_ = 1;
     replacement policy_ = replacement::lru;
+    set_index index_ = set_index::mod;
     uint32_t clock_ = 0;
     uint64_t rng_ = 0;
 };

@@ -54,11 +54,17 @@ translation_unit::translation_unit(const sc_module_name& name, const sc_time& hc
                        {"lru", "fifo", "random"}),
       mtt_cache_policy("mtt_cache_policy", "lru", "", "MTT cache replacement: lru, fifo or random",
                        {"lru", "fifo", "random"}),
+      mpt_cache_index("mpt_cache_index", "mod", "", cache_index_help, {"mod", "hash"}),
+      mtt_cache_index("mtt_cache_index", "mod", "", cache_index_help, {"mod", "hash"}),
       lookup_cycles("lookup_cycles", 4, "cycles", "pipeline cycles of a lookup that hits in the caches",
                     {0, 100000}),
       mm_op_cycles("mm_op_cycles", 16, "cycles",
                    "pipeline cycles of a memory management operation (bind, invalidate, fast register)",
                    {0, 100000}),
+      miss_slots("miss_slots", 0, "misses",
+                 "MPT/MTT misses outstanding at once; later lookups go on through the pipeline and results "
+                 "leave in order (0: in order, a miss holds the unit until its entry has arrived)",
+                 {0, 256}),
       lookups("lookups", "translations requested (zero-length ones excluded)"),
       mpt_hits("mpt_hits", "MPT cache hits"),
       mpt_misses("mpt_misses", "MPT cache misses (DMA reads of 128-byte MPT entries)"),
@@ -72,10 +78,11 @@ translation_unit::translation_unit(const sc_module_name& name, const sc_time& hc
       mpt_cache_(1, 1),
       mtt_cache_(1, 1) {
     const sc_time clock = unit_period(clock_mhz, hca_clock);
-    mpt_cache_.configure(mpt_cache_entries, mpt_cache_ways, mpt_cache_policy);
-    mtt_cache_.configure(mtt_cache_lines, mtt_cache_ways, mtt_cache_policy);
+    mpt_cache_.configure(mpt_cache_entries, mpt_cache_ways, mpt_cache_policy, mpt_cache_index);
+    mtt_cache_.configure(mtt_cache_lines, mtt_cache_ways, mtt_cache_policy, mtt_cache_index);
     hit_time_ = clock * double(lookup_cycles.get());
     mm_time_ = clock * double(mm_op_cycles.get());
+    miss_free_.assign(miss_slots, SC_ZERO_TIME);
     page_list_.resize(MAX_FAST_REG_PAGES);
 }
 
@@ -93,8 +100,15 @@ void translation_unit::set_tables(uint64_t mpt_base, uint32_t num_mpts, uint64_t
 // ---------------------------------------------------------------- tables and caches
 
 void translation_unit::busy_wait(sc_time& delay) {
-    const sc_time now = sim_now() + delay;
-    if (now < free_at_) delay += free_at_ - now;
+    const sc_time now = sim_now() + delay, free = std::max(free_at_, done_at_);
+    if (now < free) delay += free - now;
+}
+
+sc_time* translation_unit::miss_slot(sc_time& delay) {
+    if (miss_free_.empty()) return nullptr;
+    sc_time* slot = &*std::min_element(miss_free_.begin(), miss_free_.end());
+    if (*slot > sim_now() + delay) delay = *slot - sim_now();
+    return slot;
 }
 
 void translation_unit::busy_until(const sc_time& delay) {
@@ -111,7 +125,10 @@ bool translation_unit::mpt(uint32_t index, hw::mpt_entry& out, sc_time& delay) {
     }
     ++mpt_misses;
     hw::mpt_entry e;
-    if (!dma.read(mpt_base_ + uint64_t(index) * sizeof(hw::mpt_entry), &e, sizeof e, delay)) return false;
+    sc_time* slot = miss_slot(delay);
+    const bool read = dma.read(mpt_base_ + uint64_t(index) * sizeof(hw::mpt_entry), &e, sizeof e, delay);
+    if (slot) *slot = sim_now() + delay;
+    if (!read) return false;
     mpt_cache_.insert(index) = e;
     out = e;
     return true;
@@ -127,7 +144,10 @@ bool translation_unit::mtt(uint64_t index, uint64_t& value, sc_time& delay) {
     }
     ++mtt_misses;
     mtt_line l;
-    if (!dma.read(mtt_base_ + line * 8 * sizeof(hw::mtt_entry), l.v, sizeof l.v, delay)) return false;
+    sc_time* slot = miss_slot(delay);
+    const bool read = dma.read(mtt_base_ + line * 8 * sizeof(hw::mtt_entry), l.v, sizeof l.v, delay);
+    if (slot) *slot = sim_now() + delay;
+    if (!read) return false;
     mtt_cache_.insert(line) = l;
     value = l.v[index % 8];
     return true;
@@ -175,10 +195,23 @@ xlate_status translation_unit::resolve(uint32_t key, const xlate_owner& who, uin
     nsegs = 0;
     if (len == 0) return xlate_status::ok;  // C10-54.1.1: a zero-length segment is not checked at all
     ++lookups;
-    busy_wait(delay);
+    const bool in_order = miss_free_.empty();
+    if (in_order)
+        busy_wait(delay);
+    else if (sim_now() + delay < free_at_)
+        delay = free_at_ - sim_now();  // only the pipeline: misses of earlier lookups overlap
+    const sc_time start = delay;
     delay += hit_time_;
     const xlate_status s = lookup(key, who, va, len, access, segs, max_segs, nsegs, delay, walk);
-    busy_until(delay);
+    if (in_order) {
+        busy_until(delay);
+    } else {
+        // The pipeline takes the next lookup after this one's cycles; results leave in order,
+        // so a hit behind a miss waits for it (and nothing is placed ahead of an earlier lookup).
+        busy_until(start + hit_time_);
+        done_at_ = std::max(done_at_, sim_now() + delay);
+        delay = done_at_ - sim_now();
+    }
     if (s != xlate_status::ok) ++faults;
     return s;
 }

@@ -104,8 +104,11 @@ public:
     param<unsigned> mtt_cache_ways;       ///< MTT cache associativity
     param<std::string> mpt_cache_policy;  ///< lru|fifo|random
     param<std::string> mtt_cache_policy;  ///< lru|fifo|random
+    param<std::string> mpt_cache_index;   ///< mod|hash: how an MPT index picks its set
+    param<std::string> mtt_cache_index;   ///< mod|hash: how an MTT line picks its set
     param<unsigned> lookup_cycles;        ///< pipeline cycles of a lookup that hits
     param<unsigned> mm_op_cycles;         ///< pipeline cycles of a bind / invalidate / fast register
+    param<unsigned> miss_slots;           ///< MPT/MTT misses outstanding at once (0: in order)
 
     counter lookups, mpt_hits, mpt_misses, mtt_hits, mtt_misses, faults, binds, invalidates, fast_registers,
         mm_op_errors;
@@ -172,11 +175,14 @@ private:
                              unsigned max_segs, unsigned& nsegs, sc_core::sc_time& delay, bool walk);
     xlate_status mm_done(xlate_status s, sc_core::sc_time& delay);
     void unbind(const hw::mpt_entry& mw, sc_core::sc_time& delay);
-    /// The unit is in order: a lookup starts when the previous one (and its misses) finished.
+    /// In order (miss_slots 0): a lookup starts when the previous one (and its misses) finished.
+    /// Memory management operations always wait for every earlier lookup's result.
     void busy_wait(sc_core::sc_time& delay);
     void busy_until(const sc_core::sc_time& delay);
     bool mpt(uint32_t index, hw::mpt_entry& out, sc_core::sc_time& delay);
     bool mtt(uint64_t index, uint64_t& value, sc_core::sc_time& delay);
+    /// With miss slots: the slot free soonest, `delay` moved to when it is (nullptr: in order).
+    sc_core::sc_time* miss_slot(sc_core::sc_time& delay);
 
     struct mtt_line {
         uint64_t v[8] = {};
@@ -187,7 +193,9 @@ private:
     uint64_t mpt_base_ = 0, mtt_base_ = 0, num_mtts_ = 0;
     uint32_t num_mpts_ = 0;
     sc_core::sc_time hit_time_, mm_time_, free_at_;
-    std::vector<uint64_t> page_list_;  ///< fast register scratch (sized once)
+    sc_core::sc_time done_at_;                 // with miss slots: when the last lookup's result is out
+    std::vector<sc_core::sc_time> miss_free_;  // with miss slots: when each is free again
+    std::vector<uint64_t> page_list_;          ///< fast register scratch (sized once)
 };
 
 }  // namespace hcasim

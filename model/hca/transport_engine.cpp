@@ -40,6 +40,7 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
       qpc_cache_ways("qpc_cache_ways", 8, "ways", "QP context cache associativity", cache_ways_bounds()),
       qpc_cache_policy("qpc_cache_policy", "lru", "", "QP context cache replacement: lru, fifo or random",
                        {"lru", "fifo", "random"}),
+      qpc_cache_index("qpc_cache_index", "mod", "", cache_index_help, {"mod", "hash"}),
       qpc_miss_slots("qpc_miss_slots", 8, "misses", "QP context cache misses outstanding at once (more wait)",
                      {1, 256}),
       wqe_queue_depth("wqe_queue_depth", 32, "WQEs", "parsed WQEs queued per QP ahead of the requester",
@@ -58,6 +59,10 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
       recv_units("recv_units", 0, "units",
                  "receive units; a QP's request packets use unit qpn mod recv_units (0: one unit per QP)",
                  {0, 4096}),
+      qpc_miss_stalls_unit("qpc_miss_stalls_unit", true, "",
+                           "a QP context miss at the requester holds the QP's send unit until the context "
+                           "has arrived (with wqe_cycles > 0; receive units always wait for it); false: the "
+                           "unit starts other QPs' WQEs meanwhile"),
       read_cycles("read_cycles", 0, "cycles",
                   "receive unit cycles per inbound READ request, beyond rx_cycles", {0, 1000000}),
       atomic_cycles("atomic_cycles", 0, "cycles", "receive unit cycles per inbound atomic, beyond rx_cycles",
@@ -148,7 +153,7 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
       deadlines_(max_qps) {
     const sc_time clock = unit_period(clock_mhz, hca_clock);
     wqe_buffer_.resize(wqe_buffer_entries);
-    qpc_cache_.configure(qpc_cache_entries, qpc_cache_ways, qpc_cache_policy);
+    qpc_cache_.configure(qpc_cache_entries, qpc_cache_ways, qpc_cache_policy, qpc_cache_index);
     miss_free_.assign(qpc_miss_slots, SC_ZERO_TIME);
     // The read-ahead is indexed by the 16-bit WQE counter mod its depth: a power of two keeps
     // that mapping one-to-one across the counter's wrap.

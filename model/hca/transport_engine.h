@@ -104,6 +104,7 @@ public:
     param<unsigned> qpc_cache_entries;    ///< QP contexts on chip
     param<unsigned> qpc_cache_ways;       ///< QP context cache associativity
     param<std::string> qpc_cache_policy;  ///< lru|fifo|random
+    param<std::string> qpc_cache_index;   ///< mod|hash: how a QPN picks its set
     param<unsigned> qpc_miss_slots;       ///< QP context misses outstanding at once
     param<unsigned> wqe_queue_depth;      ///< parsed WQEs queued per QP (fetch-ahead)
     param<unsigned> wqe_buffer_entries;   ///< parsed WQEs on chip, shared by all QPs
@@ -112,14 +113,15 @@ public:
     param<unsigned> wqe_cycles;           ///< send unit cycles per WQE (0: no per-WQE limit)
     param<unsigned> send_units;           ///< send units: QPs whose WQEs are started at once
     param<unsigned> recv_units;           ///< receive units (0: one per QP)
-    param<unsigned> read_cycles;          ///< receive unit cycles per inbound READ request, beyond rx_cycles
-    param<unsigned> atomic_cycles;        ///< receive unit cycles per inbound atomic, beyond rx_cycles
-    param<unsigned> tx_latency_cycles;    ///< requester pipeline latency: WQE on chip to packet at the port
-    param<unsigned> rx_latency_cycles;    ///< responder pipeline latency: packet in to its first DMA
-    param<unsigned> ack_req_interval;     ///< request an ACK at least every N packets
-    param<unsigned> ack_coalesce;         ///< responder: one ACK per N acknowledge-requesting packets
-    param<double> ack_coalesce_ns;        ///< responder: a held-back ACK goes out after this long
-    param<unsigned> rq_prefetch;          ///< receive WQEs read ahead per QP (on-chip)
+    param<bool> qpc_miss_stalls_unit;   ///< a requester QPC miss holds the QP's send unit until it is filled
+    param<unsigned> read_cycles;        ///< receive unit cycles per inbound READ request, beyond rx_cycles
+    param<unsigned> atomic_cycles;      ///< receive unit cycles per inbound atomic, beyond rx_cycles
+    param<unsigned> tx_latency_cycles;  ///< requester pipeline latency: WQE on chip to packet at the port
+    param<unsigned> rx_latency_cycles;  ///< responder pipeline latency: packet in to its first DMA
+    param<unsigned> ack_req_interval;   ///< request an ACK at least every N packets
+    param<unsigned> ack_coalesce;       ///< responder: one ACK per N acknowledge-requesting packets
+    param<double> ack_coalesce_ns;      ///< responder: a held-back ACK goes out after this long
+    param<unsigned> rq_prefetch;        ///< receive WQEs read ahead per QP (on-chip)
 
     /// info: retransmissions, timeouts, NAKs sent, errors; debug: every packet sent and received.
     module_log log_;

@@ -214,6 +214,11 @@ void transport_engine::requester_method() {
             const sc_time ctx = qp_context(qpn, SC_ZERO_TIME);
             if (ctx != SC_ZERO_TIME) {
                 q.ctx_filled = true;
+                // A unit starting the QP's WQE waits with it for the context (as receive units do).
+                if (wqe_time_ != SC_ZERO_TIME && q.req.cur_offset == 0 && qpc_miss_stalls_unit) {
+                    sc_time& unit = send_free_[qpn % send_free_.size()];
+                    unit = std::max(unit, sim_now() + ctx);
+                }
                 park(q, sim_now() + ctx);
                 continue;
             }

@@ -1134,3 +1134,28 @@ SIM_TEST(HcaDoorbell, sq_rq_cq_and_inline_doorbells_are_decoded) {
         EXPECT_EQ(c("dropped"), drop0);
     });
 }
+
+TEST(HcaOnchipCache, a_hashed_index_conflicts_before_the_cache_is_full_and_mod_does_not) {
+    // 256 entries in 8 ways (32 sets), 128 consecutive tags: half the capacity. Tag mod 32
+    // puts 4 tags in every set; the hash spreads them unevenly, and every tag beyond a set's
+    // 8 ways evicts one: exactly the overflow of the hash's own set counts.
+    onchip_cache<no_line> mod(256, 8), hashed(256, 8, replacement::lru, set_index::hash);
+    unsigned per_set[32] = {};
+    unsigned mod_evictions = 0, hash_evictions = 0;
+    for (uint64_t t = 0; t < 128; ++t) {
+        bool e = false;
+        mod.insert(t, &e);
+        mod_evictions += e;
+        hashed.insert(t, &e);
+        hash_evictions += e;
+        ++per_set[index_hash(uint32_t(t)) % 32];
+    }
+    unsigned overflow = 0;
+    for (unsigned n : per_set) overflow += n > 8 ? n - 8 : 0;
+    EXPECT_EQ(mod_evictions, 0u);
+    EXPECT_GT(overflow, 0u) << "128 tags hashed into 32 sets: some set gets more than 8";
+    EXPECT_EQ(hash_evictions, overflow);
+    for (uint64_t t = 0; t < 128; ++t) EXPECT_TRUE(mod.contains(t)) << t;
+    EXPECT_EQ(set_index_of("hash"), set_index::hash);
+    EXPECT_THROW(set_index_of("xor"), std::invalid_argument);
+}

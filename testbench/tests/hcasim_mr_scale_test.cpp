@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,6 +56,22 @@ std::vector<row> table(const std::string& out) {
 const std::string small_caches =
     "--set hca.translation_unit.mpt_cache_entries=64 --set hca.translation_unit.mtt_cache_lines=64";
 
+/// The tables of two mr_scale runs with 64 B WRITEs, the small caches and `args`, the second
+/// with `change` too: both must succeed with `n` rows (else a test failure and no rows).
+std::pair<std::vector<row>, std::vector<row>> with_and_without(const std::string& args,
+                                                               const std::string& change, size_t n) {
+    std::vector<row> rows[2];
+    for (int i = 0; i < 2; ++i) {
+        const result r = run("--workload mr_scale --size 64 --iters 2000 " + small_caches + " " + args +
+                             (i ? " " + change : ""));
+        EXPECT_EQ(r.code, 0) << r.err;
+        rows[i] = table(r.out);
+        EXPECT_EQ(rows[i].size(), n) << r.out;
+        if (r.code != 0 || rows[i].size() != n) rows[i].clear();
+    }
+    return {rows[0], rows[1]};
+}
+
 }  // namespace
 
 TEST(HcasimMrScale, mpt_hit_rate_and_message_rate_fall_when_regions_outnumber_the_cache) {
@@ -92,6 +109,34 @@ TEST(HcasimMrScale, mpt_hit_rate_and_message_rate_fall_when_regions_outnumber_th
     // The counters agree: at 4K regions at least one MPT miss per WRITE on each node.
     EXPECT_GE(j["counters"]["node0.hca.translation_unit.mpt_misses"].get<uint64_t>(), 4u * 4096u);
     EXPECT_GE(j["counters"]["node1.hca.translation_unit.mpt_misses"].get<uint64_t>(), 4u * 4096u);
+}
+
+TEST(HcasimMrScale, mpt_misses_begin_before_the_mpt_cache_is_full_when_region_indexes_conflict) {
+    // 48 regions in a 64-entry, 4-way MPT cache (16 sets): index mod 16 gives every set 3, so
+    // every lookup hits; a hashed index gives some sets more than 4 and they thrash. Each miss
+    // holds the in-order translation unit for a DMA read: the rate falls far below the cache size.
+    const auto [m, h] = with_and_without("--mrs 32,48", "--set hca.translation_unit.mpt_cache_index=hash", 2);
+    ASSERT_EQ(m.size() + h.size(), 4u);
+    EXPECT_EQ(m[1].mpt_hit, 1.0);
+    EXPECT_GT(h[1].mpt_hit, 0.0) << "only the regions of the overfull sets miss";
+    EXPECT_LT(h[1].mpt_hit, 0.9);
+    EXPECT_LT(h[1].mpps, 0.5 * m[1].mpps);
+}
+
+TEST(HcasimMrScale, mpt_misses_overlap_with_miss_slots_and_the_cliff_is_shallower) {
+    // 128 regions through 64 MPT entries: every WRITE misses on both nodes. In order, each
+    // miss holds the unit for a DMA read round trip (~550 ns: under 2 Mpps); with 8 miss slots
+    // 8 reads overlap and later lookups go on, so the same misses cost far less time.
+    const auto [a, b] = with_and_without("--mrs 128", "--set hca.translation_unit.miss_slots=8", 1);
+    ASSERT_EQ(a.size() + b.size(), 2u);
+    EXPECT_EQ(a[0].mpt_hit, 0.0);
+    EXPECT_EQ(b[0].mpt_hit, 0.0);
+    EXPECT_LT(a[0].mpps, 2.0);
+    EXPECT_GT(b[0].mpps, 4 * a[0].mpps);
+    // Results leave the unit in order: every destination region still holds its bytes.
+    const result v = run("--workload mr_scale --mrs 1,5,300 --size 64,4K,5000 --qps 3 --iters 200 --verify " +
+                         small_caches + " --set hca.translation_unit.miss_slots=8");
+    EXPECT_EQ(v.code, 0) << v.err << v.out;
 }
 
 TEST(HcasimMrScale, verify_checks_every_destination_region) {
