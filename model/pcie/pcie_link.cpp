@@ -147,7 +147,7 @@ pcie_link::pcie_link(const sc_module_name& name)
                        "host memory (flight to the root complex, the same path as mmio_latency_ns, "
                        "and the memory write)",
                        {0.0, 1e6}),
-      wc_chunk_bytes("wc_chunk_bytes", 0, "bytes",
+      wc_chunk_bytes("wc_chunk_bytes", 64, "bytes",
                      "largest TLP one CPU MMIO write becomes: a write-combining buffer flushes one "
                      "TLP per line (64 on x86); 0: up to Max_Payload_Size (one TLP for the 256-byte "
                      "inline window)",
