@@ -117,8 +117,9 @@ TEST(HcasimMsgRate, sweep_qps_1_2_produces_two_rows) {
     EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;
     EXPECT_NE(csv.find("\nmsg_rate,1,64,500,"), std::string::npos) << csv;
     EXPECT_NE(csv.find("\nmsg_rate,2,64,500,"), std::string::npos) << csv;
-    if (r.err.find("no plots") == std::string::npos)  // gnuplot installed
+    if (r.err.find("no plots") == std::string::npos) {  // gnuplot installed
         EXPECT_NE(hcasim::test::slurp(dir + "/plots.gp").find("set output 'qps.png'"), std::string::npos);
+    }
     std::filesystem::remove_all(dir);
 }
 
