@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -248,14 +247,15 @@ int parse_options(int argc, char* argv[], compare_options& o) {
     desc.add_options()
         ("help,h", "print this help and exit")
         ("tolerance", po::value<std::string>(), "largest relative change that passes, e.g. 2% or 2 (default 0%: exact)")
-        ("only-results", "compare the result figures only (not the counters)")
-        ("file", po::value<std::vector<std::string>>(), "the two stats JSON files");
+        ("only-results", "compare the result figures only (not the counters)");
     // clang-format on
+    po::options_description all;  // the files are positional, not an option of the help
+    all.add(desc).add_options()("file", po::value<std::vector<std::string>>());
     po::positional_options_description pos;
     pos.add("file", -1);
     po::variables_map vm;
     try {
-        po::store(po::command_line_parser(argc - 1, argv + 1).options(desc).positional(pos).run(), vm);
+        po::store(po::command_line_parser(argc - 1, argv + 1).options(all).positional(pos).run(), vm);
         po::notify(vm);
     } catch (const po::error& e) {
         throw compare_error(std::string(e.what()) + " (see hcasim compare --help)");
@@ -331,7 +331,7 @@ int compare(const stats_file& a, const stats_file& b, const compare_options& o) 
     // Results: every figure of each row's own (the table's), the nested ones (util, breakdown_us,
     // fabric, threads, ...) when they differ; the run's simulated time and wire packets.
     std::vector<line> results;
-    size_t figures = 0;
+    size_t figures = 0, results_one_file = 0;  // figures of one file only (--verify in one run, ...)
     for (size_t k = 0; k < a.runs.size(); ++k) {
         const json &ra = a.runs[k], &rb = b.runs[k];
         const std::string prefix = sweep ? run_label(ra) + " " : "";
@@ -340,14 +340,17 @@ int compare(const stats_file& a, const stats_file& b, const compare_options& o) 
             flatten(xa, "", fa);
             flatten(xb, "", fb);
             std::map<std::string, double> mb(fb.begin(), fb.end());
+            size_t in_a_only = 0;
             for (const auto& [name, va] : fa) {
                 const auto it = mb.find(name);
+                in_a_only += it == mb.end();
                 if (it == mb.end() || name == "size_bytes") continue;
                 ++figures;
                 const bool top = all_top && xa.contains(name) && !xa[name].is_structured();
                 if (top || va != it->second)
                     results.push_back({row, name, va, it->second, beyond(va, it->second)});
             }
+            results_one_file += in_a_only + (fb.size() - (fa.size() - in_a_only));  // ... and in B only
         };
         for (size_t r = 0; r < ra["results"].size(); ++r) {
             const json& row = ra["results"][r];  // in a sweep the run's label names its workload
@@ -363,6 +366,8 @@ int compare(const stats_file& a, const stats_file& b, const compare_options& o) 
     }
     std::cout << "results (A, B, change (B - A) / A; beyond: outside the tolerance):\n";
     print_lines(results, true);
+    if (results_one_file)
+        std::cout << " (" << count(results_one_file, "figure") << " in one file only, not compared)\n";
     // Counters: those that differ, the largest change first.
     std::vector<line> counters;
     size_t compared_counters = 0, only_one = 0;
