@@ -226,3 +226,13 @@ TEST_F(HcasimCompare, bad_tolerance_or_one_file_exits_2) {
               "hcasim: error: compare: expected two stats JSON files, got 1 (hcasim compare A.json B.json "
               "[--tolerance P%])\n");
 }
+
+TEST_F(HcasimCompare, figures_of_one_file_only_are_counted_not_compared) {
+    const std::string plain = stats("--workload write_bw --size 64 --iters 50", "plain"),
+                      verified = stats("--workload write_bw --size 64 --iters 50 --verify", "verified");
+    const result r = compare("'" + plain + "' '" + verified + "'");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    // verify.bytes_checked, verify.mismatches, verify.bad_completions
+    EXPECT_NE(r.out.find("\n (3 figures in one file only, not compared)\n"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("verify."), std::string::npos) << r.out;
+}
