@@ -1,9 +1,10 @@
-// hcasim: the subcommands (replay, serve) or, by default, a run of a workload (testbench/cli/run.cpp).
+// hcasim: the subcommands (compare, replay, serve) or, by default, a run of a workload (testbench/cli/run.cpp).
 #include <systemc>
 
 #include <cstdlib>
 #include <string>
 
+#include "testbench/cli/commands.h"
 #include "testbench/cli/run.h"
 #include "testbench/replay/replay.h"
 #include "testbench/serve/serve.h"
@@ -22,6 +23,7 @@ struct subcommand {
     int (*main)(int argc, char* argv[]);
 };
 const subcommand subcommands[] = {
+    {"compare", cli::compare_main},
     {"replay", [](int argc, char* argv[]) { return replay_main(argc, argv); }},
     {"serve", [](int argc, char* argv[]) { return serve_main(argc, argv); }},
 };

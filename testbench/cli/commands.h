@@ -25,6 +25,10 @@ int run_threads_sweep(const run_options& o);
 /// --workload qp_scale (sweep.cpp).
 int run_qp_scale(run_options o);
 
+/// `hcasim compare A.json B.json [--tolerance P%]`: two stats JSON files side by side; 0 within
+/// the tolerance, 1 beyond it, 2 bad or incomparable files (compare.cpp).
+int compare_main(int argc, char* argv[]);
+
 /// --bench-events: the raw SystemC timed-event rate of this machine (speed.cpp).
 int bench_events(uint64_t n);
 /// --speed: the simulator's speed for the run just done (speed.cpp).
