@@ -10,6 +10,7 @@
 
 #include "model/core/log.h"
 #include "model/core/param.h"
+#include "testbench/cli/presets.h"
 #include "testbench/workloads/msg_rate.h"
 #include "testbench/workloads/workloads.h"
 
@@ -172,7 +173,10 @@ void describe_options(po::options_description& desc) {
     desc.add_options()
         ("help,h", "print this help and exit")
         ("help-config", "list every configuration key with type, unit, default and help, and exit")
-        ("config,c", po::value<std::vector<std::string>>()->composing(), "load an INI configuration file (repeatable; later files win)")
+        ("version", "print the version (hcasim VERSION) and exit")
+        ("list-presets", "list the presets --config finds by name, one line each, and exit")
+        ("config,c", po::value<std::vector<std::string>>()->composing(), "load an INI configuration file, or a preset by name "
+                                                                         "(--config hdr-cx6; --list-presets) (repeatable; later files win)")
         ("set,s", po::value<std::vector<std::string>>()->composing(), "override one key: --set node1.pcie.lanes=8 (repeatable; beats --config)")
         ("log", po::value<std::vector<std::string>>()->composing(), "log a module's decisions to standard error, e.g. --log node0.hca.transport_engine=debug; MODULE may be a glob and without nodeN names every node; LEVEL off|info|debug (repeatable; docs/usage.md)")
         ("workload,w", po::value<std::string>(), workload_help.c_str())
@@ -432,6 +436,8 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     run_options o;
     o.help = vm.count("help") > 0;
     o.help_config = vm.count("help-config") > 0;
+    o.version = vm.count("version") > 0;
+    o.list_presets = vm.count("list-presets") > 0;
     if (o.help) help_out << desc << "\n";
     if (vm.count("config")) o.configs = vm["config"].as<std::vector<std::string>>();
     if (vm.count("set")) o.sets = vm["set"].as<std::vector<std::string>>();
@@ -532,7 +538,7 @@ void apply_seed(const run_options& opts) {
 
 void apply_config(const run_options& opts) {
     broker& b = broker::instance();
-    for (const auto& path : opts.configs) b.load_ini(path);
+    for (const auto& path : opts.configs) b.load_ini(resolve_config(path));
     if (!opts.mrs_text.empty()) b.set("workload.mrs", opts.mrs_text, "--mrs");
     if (!opts.waves.empty()) b.set("hca.pkey_checker.waves", opts.waves, "--waves");
     for (const auto& s : opts.sets) b.set_override(s);
