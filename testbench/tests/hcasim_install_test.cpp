@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "testbench/cli/cli.h"
+#include "testbench/cli/presets.h"
 #include "testbench/tests/hcasim_run.h"
 
 // The test links testbench_lib (for workload_names()), which needs a SystemC entry point.
@@ -201,6 +202,73 @@ TEST(Install, man_page_is_generated_when_help2man_was_found) {
     const std::string page = slurp(HCASIM_MAN_PAGE);
     EXPECT_NE(page.find(".TH HCASIM"), std::string::npos);
     EXPECT_NE(page.find("list\\-presets"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+/// hcasim --help as parse_cli prints it.
+std::string help_text() {
+    std::ostringstream out;
+    const char* argv[] = {"hcasim", "--help"};
+    EXPECT_TRUE(hcasim::parse_cli(2, argv, out).help);
+    return out.str();
+}
+
+TEST(Help, groups_options_into_workloads_configuration_outputs_and_information) {
+    const std::string h = help_text();
+    // Each group's caption, in order, and one of its options between it and the next caption.
+    const std::vector<std::pair<std::string, std::string>> groups = {
+        {"\nWorkloads:\n", "--workload"},
+        {"\nConfiguration:\n", "--config"},
+        {"\nOutputs:\n", "--stats-json"},
+        {"\nInformation:\n", "--list-presets"},
+        {"\nExamples:\n", "hcasim --config hdr-cx6"}};
+    size_t at = 0;
+    for (size_t i = 0; i < groups.size(); ++i) {
+        const size_t caption = h.find(groups[i].first);
+        ASSERT_NE(caption, std::string::npos) << groups[i].first;
+        EXPECT_GT(caption, at) << groups[i].first << " out of order";
+        const size_t next = i + 1 < groups.size() ? h.find(groups[i + 1].first) : h.size();
+        const size_t option = h.find(groups[i].second, caption);
+        EXPECT_LT(option, next) << groups[i].second << " not under " << groups[i].first;
+        at = caption;
+    }
+}
+
+TEST(Help, names_the_subcommands_serve_replay_and_compare) {
+    const std::string h = help_text();
+    EXPECT_EQ(
+        h.rfind(
+            "Usage: hcasim [options]\n  or:  hcasim serve [options]\n  or:  hcasim replay FILE [options]\n"
+            "  or:  hcasim compare A.json B.json [--tolerance P%]\n",
+            0),
+        0u)
+        << h;
+    for (const char* sub : {"\n  serve      ", "\n  replay     ", "\n  compare    "})
+        EXPECT_NE(h.find(sub), std::string::npos) << sub;
+}
+
+TEST(Help, every_example_run_parses_and_names_existing_presets) {
+    const std::string h = help_text();
+    std::istringstream lines(h.substr(h.find("\nExamples:\n")));
+    std::string line;
+    int runs = 0;
+    while (std::getline(lines, line)) {
+        if (line.rfind("  hcasim --", 0) != 0) continue;  // subcommands have parsers of their own
+        std::istringstream words(line);
+        std::vector<std::string> args{std::istream_iterator<std::string>(words),
+                                      std::istream_iterator<std::string>()};
+        std::vector<const char*> argv;
+        for (const std::string& a : args) argv.push_back(a.c_str());
+        std::ostringstream out;
+        hcasim::run_options o;
+        EXPECT_NO_THROW(o = hcasim::parse_cli(int(argv.size()), argv.data(), out)) << line;
+        for (const std::string& c : o.configs) EXPECT_NO_THROW(hcasim::resolve_config(c)) << line;
+        ++runs;
+    }
+    EXPECT_GE(runs, 5);
 }
 
 }  // namespace
