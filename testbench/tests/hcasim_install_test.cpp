@@ -272,3 +272,26 @@ TEST(Help, every_example_run_parses_and_names_existing_presets) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Install, replay_and_serve_find_presets_by_name_too) {
+    const std::string trace = source + "/traces/regression/err_immediate.jsonl";
+    const result ok = run_hcasim("replay --config edr-cx5 '" + trace + "'", "install", "", "/tmp");
+    EXPECT_EQ(ok.code, 0) << ok.err;
+    EXPECT_NE(ok.out.find("equal to the recording"), std::string::npos) << ok.out;
+    const result bad = run_hcasim("replay --config nosuch '" + trace + "'", "install", "", "/tmp");
+    EXPECT_EQ(bad.code, 2);
+    EXPECT_NE(bad.err.find("--config 'nosuch': no such file and no such preset (presets in "),
+              std::string::npos)
+        << bad.err;
+    const std::string sock = hcasim::test::empty_dir("install_serve") + "/s.sock";
+    const result serve = run_hcasim("serve --config nosuch --socket '" + sock + "'", "install", "", "/tmp");
+    EXPECT_EQ(serve.code, 2);
+    EXPECT_NE(serve.err.find(
+                  "hcasim: error: serve: --config 'nosuch': no such file and no such preset (presets in "),
+              std::string::npos)
+        << serve.err;
+}
+
+}  // namespace
