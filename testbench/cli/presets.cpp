@@ -73,6 +73,7 @@ void list_presets(std::ostream& os) {
             const size_t b = line.find_first_not_of("# \t\r");
             if (b != std::string::npos) what = line.substr(b);
         }
+        if (!what.empty() && what.back() == ',') what.pop_back();  // a sentence that goes on below
         os << std::left << std::setw(18) << name << " " << what << "\n";
     }
 }

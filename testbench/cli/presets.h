@@ -21,7 +21,8 @@ std::vector<std::string> preset_names();
 /// preset, listing the presets.
 std::string resolve_config(const std::string& arg);
 
-/// --list-presets: one line per preset, its name and the first line of its header comment.
+/// --list-presets: one line per preset, its name and the first line of its header comment
+/// (without a trailing comma).
 void list_presets(std::ostream& os);
 
 }  // namespace hcasim

@@ -38,12 +38,13 @@ std::vector<std::string> preset_files() {
     return v;
 }
 
-/// The first comment line of a preset with text, without its '#'.
+/// The first comment line of a preset with text, without its '#' and a trailing comma.
 std::string first_comment(const std::string& name) {
     std::ifstream in(source + "/configs/" + name + ".ini");
     std::string line;
     while (std::getline(in, line))
-        if (line.size() > 2 && line[0] == '#') return line.substr(2);
+        if (line.size() > 2 && line[0] == '#')
+            return line.back() == ',' ? line.substr(2, line.size() - 3) : line.substr(2);
     return "";
 }
 
@@ -124,6 +125,11 @@ TEST(Install, list_presets_lists_every_configs_ini_with_its_first_comment_line) 
     EXPECT_GE(preset_files().size(), 8u);
     EXPECT_NE(r.out.find("hdr-cx6            ConnectX-6 class HCA: HDR InfiniBand 4x on PCIe Gen4 x16"),
               std::string::npos);
+    EXPECT_NE(
+        r.out.find("fdr-cib            Connect-IB class HCA: FDR InfiniBand 4x on PCIe Gen3 x16 (issue 30's "
+                   "message-rate preset)\n"),
+        std::string::npos)
+        << r.out;
 }
 
 TEST(Install, bash_completion_lists_every_workload) {
