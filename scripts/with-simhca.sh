@@ -20,7 +20,9 @@
 #   --nice N            the applications' nice value (default 10): programs that busy-poll (the
 #                       pingpongs, perftest) would otherwise take the CPU from the simulation
 #                       they are waiting for when there are fewer cores than processes
-#   --build-dir DIR     where hcasim and the provider were built (default build/release)
+#   --build-dir DIR     where hcasim and the provider were built (default build/release; installed
+#                       by cmake --install as PREFIX/bin/hcasim-with-simhca: PREFIX's bin/hcasim and
+#                       lib/hcasim/libhcasim-rdmav34.so)
 #   --verbose           the server logs every client's requests and events
 #
 # Example (the server peer on hcasim0, the client on hcasim1):
@@ -31,6 +33,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build/release"
+build_given=""
 peer=""
 peer_delay=0.5
 timeout_s=300
@@ -45,10 +48,10 @@ while [ $# -gt 0 ]; do
     --set | --config) serve_args+=("$1" "$2"); shift 2 ;;
     --timeout) timeout_s="$2"; shift 2 ;;
     --nice) nice_n="$2"; shift 2 ;;
-    --build-dir) build="$(cd "$2" && pwd)"; shift 2 ;;
+    --build-dir) build="$(cd "$2" && pwd)"; build_given=1; shift 2 ;;
     --verbose) serve_args+=(--verbose); shift ;;
     --) shift; break ;;
-    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "with-simhca.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) break ;;
     esac
@@ -56,6 +59,11 @@ done
 [ $# -gt 0 ] || { echo "with-simhca.sh: no command given (see --help)" >&2; exit 2; }
 hcasim="$build/testbench/hcasim"
 provider="$build/provider/libhcasim-rdmav34.so"
+here="$(dirname "${BASH_SOURCE[0]}")"
+if [ -z "$build_given" ] && [ -x "$here/hcasim" ]; then  # installed beside the program
+    hcasim="$(cd "$here" && pwd)/hcasim"
+    provider="$(cd "$here/.." && pwd)/lib/hcasim/libhcasim-rdmav34.so"
+fi
 for f in "$hcasim" "$provider"; do
     [ -e "$f" ] || { echo "with-simhca.sh: $f is missing: build first (scripts/demo.sh), with libibverbs-dev installed" >&2; exit 2; }
 done

@@ -10,6 +10,7 @@
 
 #include "model/core/log.h"
 #include "model/core/param.h"
+#include "testbench/cli/presets.h"
 #include "testbench/workloads/msg_rate.h"
 #include "testbench/workloads/workloads.h"
 
@@ -157,7 +158,7 @@ std::vector<uint64_t> parse_counts(const std::string& text, const char* what) {
 
 namespace {
 
-/// The options, their arguments and help lines.
+/// The options in their groups (--help prints them in this order), their arguments and help lines.
 void describe_options(po::options_description& desc) {
     const std::string workload_help =
         "write_lat|send_lat|read_lat|atomic_lat, write_bw|send_bw|read_bw|atomic_rate (RC), "
@@ -168,13 +169,10 @@ void describe_options(po::options_description& desc) {
         "dma_read_bw|dma_write_bw, attack_suite (protection attack cases, docs/attack-suite.md), "
         "incast|alltoall|permutation|uniform_random|bisection|hotspot (every node of the fabric, "
         "docs/fabric.md) (default: demo)";
+    po::options_description workloads("Workloads", 110), configuration("Configuration", 110),
+        outputs("Outputs", 110), information("Information", 110);
     // clang-format off
-    desc.add_options()
-        ("help,h", "print this help and exit")
-        ("help-config", "list every configuration key with type, unit, default and help, and exit")
-        ("config,c", po::value<std::vector<std::string>>()->composing(), "load an INI configuration file (repeatable; later files win)")
-        ("set,s", po::value<std::vector<std::string>>()->composing(), "override one key: --set node1.pcie.lanes=8 (repeatable; beats --config)")
-        ("log", po::value<std::vector<std::string>>()->composing(), "log a module's decisions to standard error, e.g. --log node0.hca.transport_engine=debug; MODULE may be a glob and without nodeN names every node; LEVEL off|info|debug (repeatable; docs/usage.md)")
+    workloads.add_options()
         ("workload,w", po::value<std::string>(), workload_help.c_str())
         ("size", po::value<std::string>(), "message sizes: N, N,M,..., A-B (powers of two); K/M/G suffixes, e.g. 2-8M")
         ("iters,n", po::value<std::string>(), "iterations per size (default 1000); bandwidth workloads: per QP, as "
@@ -184,16 +182,23 @@ void describe_options(po::options_description& desc) {
                                               "on a core of its own (at most cpu.cores) with its own CQ; QP q runs on "
                                               "thread q mod N")
         ("mtu,m", po::value<std::string>(), "path MTU: 256|512|1024|2048|4096 (default 4096); UD: the largest message")
-        ("stats-json", po::value<std::string>(), "write results, counters and configuration as JSON to FILE")
+        ("seed", po::value<std::string>(), "run seed (default 1); also seeds link fault injection (link.seed)")
+        ("verify", "check every destination byte and completion; exit 1 on the first mismatch")
+        ("atomic", po::value<std::string>(), "atomic_lat/atomic_rate operation: fetch_add|cmp_swap (default fetch_add)")
+        ("mrs", po::value<std::string>(), "mr_scale: memory region counts to sweep, --size syntax (default 1,16,256,1K,4K,16K,64K; "
+                                          "same as --set workload.mrs=LIST)")
         ("sweep", po::value<std::vector<std::string>>()->composing(),
          "sweep a dimension: size=LIST (the same as --size), qps=LIST (one run per QP count) or threads=LIST "
          "(one run per --threads count, each with --qps QPs or one per thread); LIST as --size, A..B or A-B for "
-         "powers of two, e.g. size=2..8M, qps=1..16K (repeatable, one per dimension)")
+         "powers of two, e.g. size=2..8M, qps=1..16K (repeatable, one per dimension)");
+    configuration.add_options()
+        ("config,c", po::value<std::vector<std::string>>()->composing(), "load an INI configuration file, or a preset by name "
+                                                                         "(--config hdr-cx6; --list-presets) (repeatable; later files win)")
+        ("set,s", po::value<std::vector<std::string>>()->composing(), "override one key: --set node1.pcie.lanes=8 (repeatable; beats --config)")
+        ("log", po::value<std::vector<std::string>>()->composing(), "log a module's decisions to standard error, e.g. --log node0.hca.transport_engine=debug; MODULE may be a glob and without nodeN names every node; LEVEL off|info|debug (repeatable; docs/usage.md)");
+    outputs.add_options()
+        ("stats-json", po::value<std::string>(), "write results, counters and configuration as JSON to FILE")
         ("report", po::value<std::string>(), "write DIR/results.csv, DIR/results.json and PNG plots (gnuplot) of the run")
-        ("speed", "after the run, print the simulator's speed: wire packets per wall second, slowdown, and cost per "
-                  "packet in SystemC timed-event equivalents (measured by --bench-events in a child process)")
-        ("bench-events", po::value<std::string>(), "only measure this machine's raw SystemC timed-event rate over N events "
-                                                   "(one SC_METHOD re-notified 1 ns ahead) and print it")
         ("record", po::value<std::string>(), "write a verbs-level trace of the run to FILE (every verbs call, completion "
                                              "and event, memory digests; replay it with hcasim replay FILE; traces/README.md)")
         ("timeline", po::value<std::string>(), "write a timeline of the run to FILE as Chrome trace-event JSON (Perfetto, "
@@ -211,12 +216,17 @@ void describe_options(po::options_description& desc) {
         ("dump-topology", po::value<std::string>(), "write the configured fabric (switches, hosts, cables, LIDs) to FILE in the "
                                                     "format ibnetdiscover prints, and exit without running the workload; "
                                                     "fabric.topology=file reads it back (docs/fabric.md)")
-        ("seed", po::value<std::string>(), "run seed (default 1); also seeds link fault injection (link.seed)")
-        ("verify", "check every destination byte and completion; exit 1 on the first mismatch")
-        ("atomic", po::value<std::string>(), "atomic_lat/atomic_rate operation: fetch_add|cmp_swap (default fetch_add)")
-        ("mrs", po::value<std::string>(), "mr_scale: memory region counts to sweep, --size syntax (default 1,16,256,1K,4K,16K,64K; "
-                                          "same as --set workload.mrs=LIST)");
+        ("speed", "after the run, print the simulator's speed: wire packets per wall second, slowdown, and cost per "
+                  "packet in SystemC timed-event equivalents (measured by --bench-events in a child process)");
+    information.add_options()
+        ("help,h", "print this help and exit")
+        ("help-config", "list every configuration key with type, unit, default and help, and exit")
+        ("version", "print the version (hcasim VERSION) and exit")
+        ("list-presets", "list the presets --config finds by name, one line each, and exit")
+        ("bench-events", po::value<std::string>(), "only measure this machine's raw SystemC timed-event rate over N events "
+                                                   "(one SC_METHOD re-notified 1 ns ahead) and print it");
     // clang-format on
+    desc.add(workloads).add(configuration).add(outputs).add(information);
 }
 
 /// --sweep threads=LIST: the thread counts (sweep.cpp runs one child per count).
@@ -413,8 +423,45 @@ void check_sizes(run_options& o) {
                                    std::to_string(size));
 }
 
+namespace {
+
+/// --help: the commands first, the option groups (describe_options), then examples (in the
+/// layout help2man turns into SYNOPSIS, sections and tagged paragraphs of the man page).
+const char* const usage =
+    "Usage: hcasim [options]\n"
+    "  or:  hcasim serve [options]\n"
+    "  or:  hcasim replay FILE [options]\n"
+    "  or:  hcasim compare A.json B.json [--tolerance P%]\n\n"
+    "Subcommands (hcasim SUBCOMMAND --help lists its options):\n"
+    "  (none)     run a workload; without --workload the demo (write_lat and write_bw, 2 B to 1 MiB)\n"
+    "  serve      simulated HCAs for unmodified libibverbs programs (docs/libibverbs.md)\n"
+    "  replay     re-run a verbs-level trace and compare its outcome with the recording\n"
+    "  compare    two runs' stats JSON side by side with the relative change; exit 1 beyond --tolerance\n\n"
+    "Options, by group";
+const char* const examples =
+    "Examples:\n"
+    "  hcasim --config hdr-cx6 --workload write_bw --size 1M --iters 200\n"
+    "      RDMA WRITE bandwidth of 1 MiB messages with the ConnectX-6 class preset (--list-presets)\n"
+    "  hcasim --workload write_lat --size 2-4K --set pcie.lanes=8 --stats-json lat.json\n"
+    "      latency from 2 B to 4 KiB on a x8 PCIe link; results, counters and configuration as JSON\n"
+    "  hcasim --workload write_bw --sweep qps=1..16 --report bw-report\n"
+    "      one run per QP count (1, 2, 4, 8, 16), CSV, JSON and plots in bw-report/\n"
+    "  hcasim --workload send_bw --size 4K --verify --set link.drop_rate=0.01 --seed 3\n"
+    "      a lossy link: retransmission, every byte and completion checked\n"
+    "  hcasim --config edr-cx5 --config two-nodes-switch --workload read_lat --timeline t.json\n"
+    "      two presets combined (later files win); a Perfetto timeline of the run\n"
+    "  hcasim serve --config hdr-cx6 --socket /tmp/hca.sock --sysfs /tmp/hca-sysfs\n"
+    "      HCAs for libibverbs programs (scripts/with-simhca.sh sets up their environment)\n"
+    "  hcasim replay traces/regression/err_immediate.jsonl\n"
+    "      re-run a recorded trace; exit 1 on the first divergence\n"
+    "  hcasim compare base.json new.json --tolerance 2%\n"
+    "      exit 1 when a result or counter moved by more than 2% (a regression bench in CI)\n\n"
+    "Documentation: docs/usage.md (installed: share/doc/hcasim/docs/usage.md), hcasim --help-config\n";
+
+}  // namespace
+
 run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out) {
-    po::options_description desc("Usage: hcasim [options]\nOptions", 110);
+    po::options_description desc(usage, 110);
     describe_options(desc);
     po::variables_map vm;
     const po::positional_options_description no_positionals;  // stray words are errors
@@ -432,7 +479,9 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     run_options o;
     o.help = vm.count("help") > 0;
     o.help_config = vm.count("help-config") > 0;
-    if (o.help) help_out << desc << "\n";
+    o.version = vm.count("version") > 0;
+    o.list_presets = vm.count("list-presets") > 0;
+    if (o.help) help_out << desc << "\n" << examples;
     if (vm.count("config")) o.configs = vm["config"].as<std::vector<std::string>>();
     if (vm.count("set")) o.sets = vm["set"].as<std::vector<std::string>>();
     if (vm.count("log")) o.logs = vm["log"].as<std::vector<std::string>>();
@@ -532,7 +581,7 @@ void apply_seed(const run_options& opts) {
 
 void apply_config(const run_options& opts) {
     broker& b = broker::instance();
-    for (const auto& path : opts.configs) b.load_ini(path);
+    for (const auto& path : opts.configs) b.load_ini(resolve_config(path));
     if (!opts.mrs_text.empty()) b.set("workload.mrs", opts.mrs_text, "--mrs");
     if (!opts.waves.empty()) b.set("hca.pkey_checker.waves", opts.waves, "--waves");
     for (const auto& s : opts.sets) b.set_override(s);

@@ -11,7 +11,7 @@ namespace hcasim {
 
 /// Everything the command line selects. Configuration values stay text until params resolve them.
 struct run_options {
-    std::vector<std::string> configs;  ///< --config files, in command-line order
+    std::vector<std::string> configs;  ///< --config files or preset names, in order
     std::vector<std::string> sets;     ///< --set key=value overrides, in order (applied after configs)
     std::vector<std::string> logs;     ///< --log MODULE=LEVEL settings, in order
     std::string workload;              ///< one of workload_names(); empty = demo
@@ -28,6 +28,8 @@ struct run_options {
     std::string mrs_text;              ///< --mrs as given (apply_config sets workload.mrs to it)
     bool help = false;                 ///< --help given (usage already printed)
     bool help_config = false;          ///< --help-config given (print params after elaboration)
+    bool version = false;              ///< --version given (print it and exit)
+    bool list_presets = false;         ///< --list-presets given (print them and exit)
     bool sizes_given = false;          ///< --size was on the command line, or sizes holds the
                                        ///< workload's own default (mr_scale: 64,4K)
     bool iters_given = false;          ///< --iters was on the command line
@@ -89,8 +91,8 @@ std::vector<uint64_t> parse_counts(const std::string& text, const char* what = "
 /// Largest region count mr_scale takes (per node; each region is at least one 4 KiB page).
 constexpr uint64_t max_mr_scale_regions = uint64_t(1) << 20;
 
-/// Loads every --config into the broker in order, then --mrs (key workload.mrs), --waves (key
-/// hca.pkey_checker.waves), then every --set.
+/// Loads every --config (a file or a preset by name, resolve_config) into the broker in order,
+/// then --mrs (key workload.mrs), --waves (key hca.pkey_checker.waves), then every --set.
 void apply_config(const run_options& opts);
 
 /// Sets broker key `link.seed` to the run seed (origin "--seed"). Call before apply_config, so

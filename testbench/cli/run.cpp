@@ -11,6 +11,7 @@
 #include "model/core/param.h"
 #include "testbench/attack/attack_suite.h"
 #include "testbench/cli/commands.h"
+#include "testbench/cli/presets.h"
 #include "testbench/cli/report.h"
 #include "testbench/cli/run.h"
 #include "testbench/workloads/msg_rate.h"
@@ -202,6 +203,14 @@ namespace {
 /// The run the options select, once parsed: its exit status.
 int run_command(const run_options& opts) {
     if (opts.help) return 0;
+    if (opts.version) {
+        std::cout << "hcasim " << HCASIM_VERSION << "\n";
+        return 0;
+    }
+    if (opts.list_presets) {
+        list_presets(std::cout);
+        return 0;
+    }
     for (const std::string& w : opts.warnings) std::cerr << "hcasim: warning: " << w << "\n";
     if (opts.workload == "attack_suite") return run_attack_suite(opts);
     if (opts.bench_events) return bench_events(opts.bench_events);

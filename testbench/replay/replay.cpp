@@ -22,6 +22,7 @@
 #include "model/core/text_file.h"
 #include "model/core/timeline.h"
 #include "model/system/fabric.h"
+#include "testbench/cli/presets.h"
 #include "testbench/host_software.h"
 #include "testbench/replay/replayer.h"
 #include "testbench/replay/trace_file.h"
@@ -67,7 +68,7 @@ int parse_options(int argc, const char* const* argv, replay_options* o) {
         ("timeline", po::value<std::string>(), "also write the replay's timeline (Chrome trace-event JSON) to this file")
         ("timeline-window", po::value<std::string>(), "--timeline keeps only START_NS:END_NS of simulated time")
         ("timeline-nodes", po::value<std::string>(), "--timeline keeps only these nodes, e.g. 0,1")
-        ("config,c", po::value<std::vector<std::string>>()->composing(), "load an INI file after the trace's configuration")
+        ("config,c", po::value<std::vector<std::string>>()->composing(), "load an INI file (or a preset by name, as hcasim --config) after the trace's configuration")
         ("set,s", po::value<std::vector<std::string>>()->composing(), "override one key after the trace's configuration")
         ("log", po::value<std::vector<std::string>>()->composing(), "log a module's decisions to standard error, e.g. --log node0.hca.transport_engine=debug; MODULE may be a glob and without nodeN names every node; LEVEL off|info|debug (repeatable; docs/usage.md)")
         ("file", po::value<std::string>(), "the trace");
@@ -196,7 +197,7 @@ int replay_main(int argc, const char* const* argv) {
         if (!t.header.contains("config") || !t.header["config"].contains("fabric.nodes"))
             b.set("fabric.nodes", std::to_string(t.nodes), path + ":header");
         if (vm.count("config"))
-            for (const auto& f : vm["config"].as<std::vector<std::string>>()) b.load_ini(f);
+            for (const auto& f : vm["config"].as<std::vector<std::string>>()) b.load_ini(resolve_config(f));
         if (vm.count("set"))
             for (const auto& s : vm["set"].as<std::vector<std::string>>()) b.set_override(s);
         if (vm.count("log"))

@@ -41,6 +41,7 @@
 #include "model/system/fabric.h"
 #include "provider/fd_passing.h"
 #include "provider/protocol.h"
+#include "testbench/cli/presets.h"
 #include "testbench/serve/fake_sysfs.h"
 #include "testbench/serve/server.h"
 
@@ -162,7 +163,8 @@ int parse_options(int argc, char* argv[], serve_options* o) {
         "MiB of registered buffers one client process may have in simulated memory (more: EDQUOT)")(
         "sysfs", po::value<std::string>(),
         "write a sysfs tree describing the HCAs under this directory (for libibverbs' SYSFS_PATH)")(
-        "config", po::value<std::vector<std::string>>()->composing(), "INI file of parameters (repeatable)")(
+        "config", po::value<std::vector<std::string>>()->composing(),
+        "INI file of parameters, or a preset by name (hdr-cx6; hcasim --list-presets) (repeatable)")(
         "set", po::value<std::vector<std::string>>()->composing(),
         "key=value parameter override (repeatable)")(
         "log", po::value<std::vector<std::string>>()->composing(),
@@ -346,7 +348,7 @@ int serve_main(int argc, char* argv[]) {
     try {
         broker& b = broker::instance();
         if (vm.count("config"))
-            for (const auto& f : vm["config"].as<std::vector<std::string>>()) b.load_ini(f);
+            for (const auto& f : vm["config"].as<std::vector<std::string>>()) b.load_ini(resolve_config(f));
         if (vm.count("set"))
             for (const auto& s : vm["set"].as<std::vector<std::string>>()) b.set_override(s);
         if (vm.count("log"))

@@ -53,15 +53,16 @@ inline std::vector<std::string> dir_entries(const std::string& dir) {
     return v;
 }
 
-/// Runs hcasim with `args` (shell words) in the source directory, capturing stdout and stderr
-/// through temporary files named after `tag` and the process. `shell` runs first in the same
-/// shell (e.g. file_limit()).
-inline result run_hcasim(const std::string& args, const std::string& tag, const std::string& shell = "") {
+/// Runs hcasim with `args` (shell words) in the source directory (or `cwd`), capturing stdout and
+/// stderr through temporary files named after `tag` and the process. `shell` runs first in the
+/// same shell (e.g. file_limit()). `bin` is the program to run.
+inline result run_hcasim(const std::string& args, const std::string& tag, const std::string& shell = "",
+                         const std::string& cwd = HCASIM_SOURCE_DIR, const std::string& bin = HCASIM_BIN) {
     const std::string dir = ::testing::TempDir();
     const std::string id = tag + "_" + std::to_string(getpid());
     const std::string out = dir + "hcasim_out_" + id, err = dir + "hcasim_err_" + id;
-    const std::string cmd = shell + std::string("cd '") + HCASIM_SOURCE_DIR + "' && '" + HCASIM_BIN + "' " +
-                            args + " >'" + out + "' 2>'" + err + "'";
+    const std::string cmd =
+        shell + "cd '" + cwd + "' && '" + bin + "' " + args + " >'" + out + "' 2>'" + err + "'";
     const int status = std::system(cmd.c_str());
     result r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
