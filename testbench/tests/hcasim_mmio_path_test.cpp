@@ -54,7 +54,9 @@ void expect_tlp_bound(uint32_t payload, unsigned chunk) {
     const unsigned tlp = chunk ? chunk : kMps;
     const uint64_t tlps = (window + tlp - 1) / tlp;
     const uint64_t bytes = window + tlps * pcie_link::write_overhead_bytes;
-    if (chunk == 0) EXPECT_EQ(bytes, pcie_link::write_tlp_bytes(window, kMps));
+    if (chunk == 0) {
+        EXPECT_EQ(bytes, pcie_link::write_tlp_bytes(window, kMps));
+    }
     const double bound_mpps = pcie_link::tlp_gbps(kGen, kLanes, kMps) * 1e3 / 8.0 / double(bytes);
     const std::string p = std::to_string(payload);
     const nlohmann::json j = run_json(
