@@ -172,6 +172,7 @@ void describe_options(po::options_description& desc) {
     desc.add_options()
         ("help,h", "print this help and exit")
         ("help-config", "list every configuration key with type, unit, default and help, and exit")
+        ("help-stats", "list every counter of the stats JSON with its unit and meaning, and exit")
         ("config,c", po::value<std::vector<std::string>>()->composing(), "load an INI configuration file (repeatable; later files win)")
         ("set,s", po::value<std::vector<std::string>>()->composing(), "override one key: --set node1.pcie.lanes=8 (repeatable; beats --config)")
         ("log", po::value<std::vector<std::string>>()->composing(), "log a module's decisions to standard error, e.g. --log node0.hca.transport_engine=debug; MODULE may be a glob and without nodeN names every node; LEVEL off|info|debug (repeatable; docs/usage.md)")
@@ -432,6 +433,7 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     run_options o;
     o.help = vm.count("help") > 0;
     o.help_config = vm.count("help-config") > 0;
+    o.help_stats = vm.count("help-stats") > 0;
     if (o.help) help_out << desc << "\n";
     if (vm.count("config")) o.configs = vm["config"].as<std::vector<std::string>>();
     if (vm.count("set")) o.sets = vm["set"].as<std::vector<std::string>>();

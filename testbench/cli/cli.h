@@ -28,6 +28,7 @@ struct run_options {
     std::string mrs_text;              ///< --mrs as given (apply_config sets workload.mrs to it)
     bool help = false;                 ///< --help given (usage already printed)
     bool help_config = false;          ///< --help-config given (print params after elaboration)
+    bool help_stats = false;           ///< --help-stats given (print counters after elaboration)
     bool sizes_given = false;          ///< --size was on the command line, or sizes holds the
                                        ///< workload's own default (mr_scale: 64,4K)
     bool iters_given = false;          ///< --iters was on the command line
