@@ -47,6 +47,8 @@ struct run_options {
     std::string dump_topology;      ///< --dump-topology FILE: write the fabric and exit; empty = none
     std::vector<std::string>
         warnings;  ///< options given that the workload uses only in part (printed, not fatal)
+    std::vector<std::string> command_line;  ///< argv, for the stats JSON's "run" block
+    std::string date;                       ///< the run's date for that block (run_date), if --stats-json
 };
 
 /// Largest --qps (and --sweep qps count): the largest hca.max_qps, 2^24, less the QPs the

@@ -204,7 +204,8 @@ int run_once(const run_options& given, nlohmann::ordered_json* json) {
         }
     }
     for (const run_report& r : reports) print_table(std::cout, r);
-    if (!opts.stats_json.empty()) write_json(opts.stats_json, reports);
+    if (!opts.stats_json.empty())
+        write_json_file(opts.stats_json, with_run(to_json(reports), opts.command_line, opts.date));
     if (json) *json = to_json(reports);
     for (const run_report& r : reports)
         if (!r.verify_failure.empty()) {
@@ -252,7 +253,11 @@ int run_command(const run_options& opts) {
 
 int run_main(int argc, char* argv[]) {
     try {
-        return cli::run_command(parse_cli(argc, argv, std::cout));
+        run_options o = parse_cli(argc, argv, std::cout);
+        o.command_line.assign(argv, argv + argc);
+        if (!o.stats_json.empty())
+            o.date = run_date();  // when the run starts; a bad SOURCE_DATE_EPOCH stops it
+        return cli::run_command(o);
     } catch (const config_error& e) {
         std::cerr << "hcasim: error: " << e.what() << "\n";
         return 2;

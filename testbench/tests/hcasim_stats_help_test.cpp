@@ -6,6 +6,7 @@
 #include "testbench/tests/hcasim_run.h"
 #include <nlohmann/json.hpp>
 
+#include <ctime>
 #include <map>
 #include <regex>
 #include <set>
@@ -72,4 +73,102 @@ TEST(HcasimStatsHelp, every_counter_of_a_run_is_documented_and_every_documented_
         EXPECT_GT(in_run.size(), 100u) << args;
         EXPECT_EQ(in_run, documented) << args;
     }
+}
+
+namespace {
+
+/// Now as the stats JSON writes a date (ISO 8601 UTC): such strings sort as the times do.
+std::string utc_now() {
+    const std::time_t t = std::time(nullptr);
+    std::tm utc{};
+    gmtime_r(&t, &utc);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    return buf;
+}
+
+/// Runs hcasim with `args` and --stats-json to a file named after `tag` (the same path each
+/// time: the same command line), after `shell`; the file's text in `*text` ("" if none).
+result run_with_stats(const std::string& args, const std::string& tag, const std::string& shell,
+                      std::string* text) {
+    const std::string path = ::testing::TempDir() + "hcasim_stats_json_" + tag + ".json";
+    std::remove(path.c_str());
+    const result r = hcasim::test::run_hcasim(args + " --stats-json '" + path + "'", tag, shell);
+    *text = hcasim::test::slurp(path);
+    std::remove(path.c_str());
+    return r;
+}
+
+}  // namespace
+
+TEST(HcasimStatsJson, records_the_version_command_line_and_date_of_the_run) {
+    const std::string before = utc_now();
+    std::string text;
+    const result r = run_with_stats("--workload write_bw --size 4K --iters 20", "meta", "", &text);
+    const std::string after = utc_now();
+    ASSERT_EQ(r.code, 0) << r.err;
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
+    EXPECT_EQ(j.begin().key(), "run");  // first: what wrote the file
+    const auto& run = j.at("run");
+    EXPECT_TRUE(std::regex_match(run.at("version").get<std::string>(), std::regex(R"(\d+\.\d+\.\d+)")))
+        << run.dump();
+    const auto argv = run.at("command_line").get<std::vector<std::string>>();
+    ASSERT_EQ(argv.size(), 9u) << run.dump();
+    EXPECT_EQ(argv[0], HCASIM_BIN);
+    EXPECT_EQ(argv.back(), ::testing::TempDir() + "hcasim_stats_json_meta.json");
+    EXPECT_EQ(std::vector<std::string>(argv.begin() + 1, argv.end() - 1),
+              (std::vector<std::string>{"--workload", "write_bw", "--size", "4K", "--iters", "20",
+                                        "--stats-json"}));
+    const std::string date = run.at("date").get<std::string>();
+    EXPECT_TRUE(std::regex_match(date, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)"))) << date;
+    EXPECT_LE(before, date);
+    EXPECT_LE(date, after);
+}
+
+TEST(HcasimStatsJson, with_source_date_epoch_two_runs_differ_only_in_the_wall_clock_fields) {
+    const std::string shell = "export SOURCE_DATE_EPOCH=1700000000; ";
+    const std::string args = "--workload send_bw --size 2,4K --iters 50 --qps 2 --seed 7";
+    std::string a, b;
+    ASSERT_EQ(run_with_stats(args, "epoch", shell, &a).code, 0);
+    ASSERT_EQ(run_with_stats(args, "epoch", shell, &b).code, 0);
+    const auto ja = nlohmann::ordered_json::parse(a), jb = nlohmann::ordered_json::parse(b);
+    EXPECT_EQ(ja["run"]["date"], "2023-11-14T22:13:20Z");
+    EXPECT_EQ(ja["run"], jb["run"]);
+    // Byte for byte but for the three wall-clock figures.
+    const std::regex wall(R"re("(wall_s|traffic_wall_s|wire_packets_per_wall_s)": [0-9.e+-]+)re");
+    EXPECT_EQ(std::regex_replace(a, wall, "$1"), std::regex_replace(b, wall, "$1"));
+    EXPECT_NE(std::regex_replace(a, wall, "$1"), a) << "the wall-clock fields are there";
+    // Without it, the same holds of everything but the run block and those fields.
+    std::string c, d;
+    ASSERT_EQ(run_with_stats(args, "now1", "", &c).code, 0);
+    ASSERT_EQ(run_with_stats(args, "now2", "", &d).code, 0);
+    EXPECT_EQ(hcasim::test::deterministic_part(nlohmann::ordered_json::parse(c)).dump(2),
+              hcasim::test::deterministic_part(nlohmann::ordered_json::parse(d)).dump(2));
+    EXPECT_EQ(hcasim::test::deterministic_part(nlohmann::ordered_json::parse(c)).dump(2),
+              hcasim::test::deterministic_part(ja).dump(2));
+}
+
+TEST(HcasimStatsJson, a_source_date_epoch_that_is_no_number_of_seconds_is_refused_before_the_run) {
+    std::string text;
+    const result r = run_with_stats("--workload write_bw --size 4K --iters 20", "bad_epoch",
+                                    "export SOURCE_DATE_EPOCH=2023-11-14; ", &text);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err,
+              "hcasim: error: SOURCE_DATE_EPOCH: '2023-11-14' is not a whole number of seconds since "
+              "1970-01-01 (UTC)\n");
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(text, "");
+}
+
+TEST(HcasimStatsJson, a_qps_sweep_file_has_one_run_block_and_its_runs_none) {
+    std::string text;
+    const result r = run_with_stats("--workload write_bw --size 64 --iters 20 --sweep qps=1,2", "sweep",
+                                    "export SOURCE_DATE_EPOCH=0; ", &text);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
+    EXPECT_EQ(j.begin().key(), "run");
+    EXPECT_EQ(j["run"]["date"], "1970-01-01T00:00:00Z");
+    EXPECT_EQ(j["run"]["command_line"].back(), ::testing::TempDir() + "hcasim_stats_json_sweep.json");
+    ASSERT_EQ(j["runs"].size(), 2u);
+    for (const auto& run : j["runs"]) EXPECT_FALSE(run.contains("run")) << run.dump().substr(0, 200);
 }
