@@ -73,7 +73,6 @@ std::string counter::unit() const {
         return key_.size() > s.size() && key_.compare(key_.size() - s.size(), s.size(), s) == 0;
     };
     if (ends("_ps")) return "ps";
-    if (ends("_ns")) return "ns";
     const size_t dot = key_.rfind('.');
     if (ends("_bytes") || key_.compare(dot == std::string::npos ? 0 : dot + 1, 6, "bytes_") == 0)
         return "bytes";

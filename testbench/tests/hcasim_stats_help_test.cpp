@@ -75,6 +75,25 @@ TEST(HcasimStatsHelp, every_counter_of_a_run_is_documented_and_every_documented_
     }
 }
 
+TEST(HcasimStatsHelp, every_time_counter_is_in_ps_but_the_iba_port_counters_tick) {
+    for (const char* args : {"--help-stats", "--help-stats --set fabric.topology=switch"}) {
+        const result r = run(args);
+        ASSERT_EQ(r.code, 0) << r.err;
+        const auto m = listed(r.out);
+        ASSERT_GT(m.size(), 100u) << args;
+        EXPECT_EQ(m.at("nodeN.pcie.tag_stall_ps"), "ps");
+        const std::set<std::string> units = {"ps", "bytes", "cycles", "count", "4-byte words", "ns"};
+        for (const auto& [pattern, unit] : m) {
+            EXPECT_TRUE(units.count(unit)) << pattern << " [" << unit << "]";
+            EXPECT_FALSE(std::regex_search(pattern, std::regex("_(ns|us|ms|s)$"))) << pattern;
+            // IBA's PortXmitWait keeps its name and its tick (1 ns here).
+            if (unit == "ns") {
+                EXPECT_TRUE(std::regex_search(pattern, std::regex(R"(\.PortXmitWait$)"))) << pattern;
+            }
+        }
+    }
+}
+
 namespace {
 
 /// Now as the stats JSON writes a date (ISO 8601 UTC): such strings sort as the times do.
