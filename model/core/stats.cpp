@@ -74,8 +74,8 @@ std::string counter::unit() const {
     };
     if (ends("_ps")) return "ps";
     const size_t dot = key_.rfind('.');
-    if (ends("_bytes") || key_.compare(dot == std::string::npos ? 0 : dot + 1, 6, "bytes_") == 0)
-        return "bytes";
+    const std::string name = key_.substr(dot == std::string::npos ? 0 : dot + 1);
+    if (name == "bytes" || ends("_bytes") || name.compare(0, 6, "bytes_") == 0) return "bytes";
     if (ends("_cycles")) return "cycles";
     return unit_ ? unit_ : "count";
 }

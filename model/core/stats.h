@@ -71,7 +71,7 @@ public:
     const std::string& key() const { return key_; }
     const std::string& help() const { return help_; }
     /// What one step of the counter is. The name says it: "_ps" (simulated time: every time
-    /// counter is in ps, exact and whole), "_bytes" or "bytes_...", "_cycles" (of the unit's
+    /// counter is in ps, exact and whole), "bytes", "_bytes" or "bytes_...", "_cycles" (of the unit's
     /// clock); else the unit given at declaration (the IBA port counters': PortXmitWait's tick is
     /// 1 ns), else "count" (events or items).
     std::string unit() const;

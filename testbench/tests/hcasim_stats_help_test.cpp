@@ -57,10 +57,11 @@ TEST(HcasimStatsHelp, lists_a_known_counter_with_unit_and_description_and_exits_
 }
 
 TEST(HcasimStatsHelp, every_counter_of_a_run_is_documented_and_every_documented_one_is_in_the_run) {
-    // The two-node default and a switched fabric (its switch counters).
+    // The two-node default, a switched fabric (its switch counters) and the PCIe bench alone.
     for (const std::string& args : {std::string("--workload write_bw --size 4K --iters 50"),
                                     std::string("--workload write_bw --size 4K --iters 50 "
-                                                "--set fabric.topology=switch")}) {
+                                                "--set fabric.topology=switch"),
+                                    std::string("--workload dma_read_bw --size 4K --iters 50")}) {
         nlohmann::json stats;
         const result ran = hcasim::test::run_hcasim_stats(args, "stats_help_run", &stats);
         ASSERT_EQ(ran.code, 0) << args << ": " << ran.err;
@@ -70,7 +71,7 @@ TEST(HcasimStatsHelp, every_counter_of_a_run_is_documented_and_every_documented_
         ASSERT_EQ(help.code, 0) << args << ": " << help.err;
         std::set<std::string> documented;
         for (const auto& [pattern, unit] : listed(help.out)) documented.insert(pattern);
-        EXPECT_GT(in_run.size(), 100u) << args;
+        EXPECT_GT(in_run.size(), 10u) << args;
         EXPECT_EQ(in_run, documented) << args;
     }
 }
