@@ -48,6 +48,24 @@ std::string counter_pattern(const std::string& key) {
     return out.append(key, start, std::string::npos);
 }
 
+std::unordered_map<const counter*, uint64_t> stats_registry::snapshot() const {
+    std::unordered_map<const counter*, uint64_t> m;
+    m.reserve(counters().size());
+    for (const counter* c : counters()) m.emplace(c, c->value());
+    return m;
+}
+
+std::vector<std::pair<std::string, uint64_t>> stats_registry::changes_since(
+    const std::unordered_map<const counter*, uint64_t>& before) const {
+    std::vector<std::pair<std::string, uint64_t>> out;
+    for (const counter* c : counters()) {
+        const auto it = before.find(c);
+        const uint64_t was = it == before.end() ? 0 : it->second;
+        if (c->value() != was) out.emplace_back(c->key(), c->value() - was);
+    }
+    return out;
+}
+
 std::vector<counter_info> stats_registry::help() const {
     std::map<std::string, counter_info> by_pattern;
     for (const counter* c : counters()) {

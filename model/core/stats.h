@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "model/core/param.h"
@@ -42,6 +44,12 @@ public:
     uint64_t sum(const std::string& suffix) const;
     /// The counter with this exact key, or nullptr.
     const counter* find(const std::string& key) const;
+    /// Every counter's value now (the start of a measured phase; see changes_since).
+    std::unordered_map<const counter*, uint64_t> snapshot() const;
+    /// The counters that changed since `before` (a snapshot(); a counter declared since counts
+    /// from 0) and by how much, in declaration order.
+    std::vector<std::pair<std::string, uint64_t>> changes_since(
+        const std::unordered_map<const counter*, uint64_t>& before) const;
     /// Every counter once per pattern (counter_pattern), sorted; the first declared describes it.
     std::vector<counter_info> help() const;
 

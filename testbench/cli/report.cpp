@@ -465,6 +465,23 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
         for (const param_base* p : broker::instance().params()) pf.set(p->key(), p->str());
     }
     j["counters"] = std::move(counters);
+    // Summed over the phases, as sim_time_ns and wire_packets are.
+    std::vector<std::pair<std::string, uint64_t>> sums;
+    std::unordered_map<std::string, size_t> at;
+    for (const run_report& rep : reports)
+        for (const auto& [k, v] : rep.measured_counters) {
+            const auto [it, fresh] = at.emplace(k, sums.size());
+            if (fresh)
+                sums.emplace_back(k, v);
+            else
+                sums[it->second].second += v;
+        }
+    if (!sums.empty()) {
+        json measured = json::object();
+        object_filler mf(measured);
+        for (auto& [k, v] : sums) mf.set(k, v);
+        j["measured_counters"] = std::move(measured);
+    }
     j["config"] = std::move(config);
     return j;
 }

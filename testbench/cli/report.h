@@ -122,6 +122,10 @@ struct run_report {
     /// torn down). Empty: write_json reads the live registries instead.
     std::vector<std::pair<std::string, uint64_t>> counters;
     std::vector<std::pair<std::string, std::string>> config;
+    /// The counters that changed over this phase's measured part (the interval of sim_time_ns
+    /// and wire_packets: setup excluded) and by how much; empty where a workload does not
+    /// measure phases (dma_*, qp_scale).
+    std::vector<std::pair<std::string, uint64_t>> measured_counters;
 };
 
 /// Prints a perftest-like table. Deterministic: no wall-clock values.

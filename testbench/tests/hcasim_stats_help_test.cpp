@@ -192,3 +192,30 @@ TEST(HcasimStatsJson, a_qps_sweep_file_has_one_run_block_and_its_runs_none) {
     ASSERT_EQ(j["runs"].size(), 2u);
     for (const auto& run : j["runs"]) EXPECT_FALSE(run.contains("run")) << run.dump().substr(0, 200);
 }
+
+TEST(HcasimStatsJson, measured_counters_are_the_changes_over_the_measured_phases_setup_excluded) {
+    // One phase, and the demo's two (summed as sim.wire_packets is).
+    for (const char* args : {"--workload write_bw --size 4K --iters 100", "--size 2,4K --iters 50"}) {
+        nlohmann::json j;
+        const result r = hcasim::test::run_hcasim_stats(args, "measured", &j);
+        ASSERT_EQ(r.code, 0) << args << ": " << r.err;
+        const auto& m = j.at("measured_counters");
+        const auto& whole = j.at("counters");
+        uint64_t tx = 0;
+        for (const auto& [k, v] : m.items()) {
+            ASSERT_TRUE(whole.contains(k)) << k;
+            EXPECT_GT(v.get<uint64_t>(), 0u) << k << ": only counters that changed";
+            EXPECT_LE(v.get<uint64_t>(), whole[k].get<uint64_t>()) << k;
+            if (k.size() > 20 && k.compare(k.size() - 20, 20, ".hca.port.tx_packets") == 0)
+                tx += v.get<uint64_t>();
+        }
+        EXPECT_EQ(tx, j["sim"]["wire_packets"].get<uint64_t>()) << args;
+        // Setup's commands (CREATE_CQ, RST2INIT_QP, ...) are in the whole run's counters only.
+        EXPECT_GT(whole["node0.hca.command_unit.commands"].get<uint64_t>(), 0u);
+        EXPECT_FALSE(m.contains("node0.hca.command_unit.commands")) << args;
+        // The traffic is measured whole: every payload byte the requester sent.
+        EXPECT_EQ(m["node0.hca.transport_engine.tx_payload_bytes"],
+                  whole["node0.hca.transport_engine.tx_payload_bytes"])
+            << args;
+    }
+}
