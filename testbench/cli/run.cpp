@@ -90,9 +90,10 @@ void print_help_config(std::ostream& os, const std::vector<param_info>& params) 
 }
 
 void print_help_stats(std::ostream& os, const std::vector<counter_info>& counters) {
-    os << "Counters (the stats JSON's \"counters\", totals over the whole run; N stands for a node's, "
-          "switch's, port's or cable's number). Units: ps of simulated time, bytes, cycles of the unit's "
-          "clock, count (events or items).\n";
+    os << "Counters (the stats JSON's \"counters\", totals over the whole run, and \"measured_counters\", "
+          "their changes over the measured phases; N stands for a node's, switch's, port's or cable's "
+          "number). Units: ps of simulated time, bytes, cycles of the unit's clock, count (events or "
+          "items).\n";
     for (const counter_info& c : counters)
         os << "  " << std::left << std::setw(54) << c.pattern << " [" << c.unit << "]\n      " << c.help
            << "\n";
