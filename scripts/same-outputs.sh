@@ -2,8 +2,8 @@
 # Checks that two hcasim binaries produce byte-identical outputs: a refactor's proof of "no
 # behaviour change" (issue 28). Runs a matrix of runs (every workload family, a switch, a lossy
 # link, 2,048 QPs, --verify, --sweep, every output file) with each binary in a directory of its
-# own and compares stdout, exit status, stats JSON (wall-clock fields removed), timeline, verbs
-# trace, pcap and report CSV/JSON byte for byte.
+# own and compares stdout, exit status, stats JSON (wall-clock fields and "run" block removed),
+# timeline, verbs trace, pcap and report CSV/JSON byte for byte.
 #
 # Usage: scripts/same-outputs.sh BASE_BIN NEW_BIN [--keep DIR] [--only REGEX]
 #   BASE_BIN: e.g. a copy of build/release/testbench/hcasim built from the base commit
@@ -66,12 +66,14 @@ for t in "$root"/traces/regression/*.jsonl; do
     runs+=("replay_$(basename "$t" .jsonl)|replay $t --record r.trace --timeline t.json --pcap pcap")
 done
 
-# Removes the fields that measure the host's wall clock (they differ between any two runs).
+# Removes the fields that measure the host's wall clock (they differ between any two runs) and
+# the "run" block (version, command line with the binary's path, date).
 strip_wall() {
     python3 - "$1" <<'EOF'
 import json, sys
 p = sys.argv[1]
 d = json.load(open(p))
+d.pop("run", None)
 def walk(o):
     if isinstance(o, dict):
         return {k: walk(v) for k, v in o.items() if "wall" not in k}

@@ -70,12 +70,13 @@ struct ib_switch::queued {
 
 ib_switch::out_port::out_port(const std::string& prefix)
     : faults(prefix),
-      PortXmitData((prefix + "PortXmitData").c_str(), "4-byte words sent (IBA PortXmitData)"),
+      PortXmitData((prefix + "PortXmitData").c_str(), "4-byte words sent (IBA PortXmitData)", "4-byte words"),
       PortXmitPkts((prefix + "PortXmitPkts").c_str(), "packets sent (IBA PortXmitPkts)"),
-      PortRcvData((prefix + "PortRcvData").c_str(), "4-byte words received (IBA PortRcvData)"),
+      PortRcvData((prefix + "PortRcvData").c_str(), "4-byte words received (IBA PortRcvData)",
+                  "4-byte words"),
       PortRcvPkts((prefix + "PortRcvPkts").c_str(), "packets received (IBA PortRcvPkts)"),
       PortXmitWait((prefix + "PortXmitWait").c_str(),
-                   "ns a ready packet waited for credit (IBA PortXmitWait; a tick is 1 ns here)"),
+                   "ns a ready packet waited for credit (IBA PortXmitWait; a tick is 1 ns here)", "ns"),
       PortXmitDiscards((prefix + "PortXmitDiscards").c_str(),
                        "packets discarded: no route, or the SL maps to VL15 (IBA PortXmitDiscards)"),
       VL15Dropped((prefix + "VL15Dropped").c_str(),

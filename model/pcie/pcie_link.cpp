@@ -167,7 +167,7 @@ pcie_link::pcie_link(const sc_module_name& name)
       dma_write_bytes("dma_write_bytes", "payload bytes written by the device"),
       mmio_reads("mmio_reads", "MMIO reads from the host CPU"),
       mmio_writes("mmio_writes", "MMIO writes from the host CPU"),
-      tag_stall_ns("tag_stall_ns", "time read requests waited for a free tag, ns"),
+      tag_stall_ps("tag_stall_ps", "ps read requests waited for a free tag"),
       dma_write_errors("dma_write_errors", "posted DMA writes host memory refused") {
     check_power_of_two(lanes);
     check_power_of_two(mps_bytes);
@@ -245,10 +245,7 @@ sc_time pcie_link::calendar::book_anywhere(const sc_time& at, const sc_time& dur
 
 sc_time pcie_link::tag_stall(const sc_time& ready) {
     const sc_time& avail = tags_[tag_head_];
-    stall_total_ += avail - ready;
-    const uint64_t floor_ns = ns_floor(stall_total_);
-    tag_stall_ns += floor_ns - stall_floor_ns_;  // whole ns of the total so far
-    stall_floor_ns_ = floor_ns;
+    tag_stall_ps += ps_count(avail - ready);
     return avail;
 }
 

@@ -52,7 +52,7 @@ public:
     counter upstream_tlps, upstream_bytes, downstream_tlps, downstream_bytes, upstream_busy_ps,
         downstream_busy_ps;
     counter dma_reads, dma_writes, dma_atomics, dma_read_bytes, dma_write_bytes;
-    counter mmio_reads, mmio_writes, tag_stall_ns, dma_write_errors;
+    counter mmio_reads, mmio_writes, tag_stall_ps, dma_write_errors;
 
     // TLP sizes on the wire (framing 8 B incl. DLL sequence number and LCRC, no ECRC).
     static constexpr unsigned write_overhead_bytes = 24;       ///< 8 B framing + 4-DW header
@@ -193,8 +193,6 @@ private:
     calendar up_free_, down_free_;
     std::vector<sc_core::sc_time> tags_;  // release times, FIFO (completions cross in order)
     size_t tag_head_ = 0;
-    sc_core::sc_time stall_total_;
-    uint64_t stall_floor_ns_ = 0;  // ns_floor(stall_total_)
 };
 
 }  // namespace hcasim

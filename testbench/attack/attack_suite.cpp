@@ -119,13 +119,13 @@ const std::vector<case_info>& cases() {
     return c;
 }
 
-suite_result run_suite(const suite_options& opts, std::vector<param_info>* help_out) {
+suite_result run_suite(const suite_options& opts, elaboration_help* help_out) {
     auto m = std::make_unique<machine>();
     if (m->size() < 2) throw config_error("attack_suite needs fabric.nodes >= 2");
     suite_result res;
     auto app = std::make_unique<suite_app>("attack_suite", *m, opts, res);
     if (help_out) {
-        *help_out = broker::instance().help();
+        *help_out = {broker::instance().help(), stats_registry::instance().help()};
         return res;
     }
     broker::instance().check_unused();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "model/core/param.h"
+#include "model/core/stats.h"
 
 namespace hcasim::attack {
 
@@ -59,8 +60,9 @@ struct suite_options {
 
 /// Elaborates the configured machine (configuration already in the broker; at least two
 /// nodes), runs the suite in one simulation and returns what happened. Once per process.
-/// With `help_out`, elaborates, fills it with every parameter and returns without simulating.
-suite_result run_suite(const suite_options& opts = {}, std::vector<param_info>* help_out = nullptr);
+/// With `help_out`, elaborates, fills it with every parameter and counter and returns without
+/// simulating.
+suite_result run_suite(const suite_options& opts = {}, elaboration_help* help_out = nullptr);
 
 /// `PASS name` / `FAIL name: why` / `SKIP name: why` per case, then
 /// `N cases, R rejected, B bytes changed` (N = cases run).

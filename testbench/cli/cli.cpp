@@ -221,6 +221,7 @@ void describe_options(po::options_description& desc) {
     information.add_options()
         ("help,h", "print this help and exit")
         ("help-config", "list every configuration key with type, unit, default and help, and exit")
+        ("help-stats", "list every counter of the stats JSON with its unit and meaning, and exit")
         ("version", "print the version (hcasim VERSION) and exit")
         ("list-presets", "list the presets --config finds by name, one line each, and exit")
         ("bench-events", po::value<std::string>(), "only measure this machine's raw SystemC timed-event rate over N events "
@@ -481,6 +482,7 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     o.help_config = vm.count("help-config") > 0;
     o.version = vm.count("version") > 0;
     o.list_presets = vm.count("list-presets") > 0;
+    o.help_stats = vm.count("help-stats") > 0;
     if (o.help) help_out << desc << "\n" << examples;
     if (vm.count("config")) o.configs = vm["config"].as<std::vector<std::string>>();
     if (vm.count("set")) o.sets = vm["set"].as<std::vector<std::string>>();

@@ -30,6 +30,7 @@ struct run_options {
     bool help_config = false;          ///< --help-config given (print params after elaboration)
     bool version = false;              ///< --version given (print it and exit)
     bool list_presets = false;         ///< --list-presets given (print them and exit)
+    bool help_stats = false;           ///< --help-stats given (print counters after elaboration)
     bool sizes_given = false;          ///< --size was on the command line, or sizes holds the
                                        ///< workload's own default (mr_scale: 64,4K)
     bool iters_given = false;          ///< --iters was on the command line
@@ -48,6 +49,8 @@ struct run_options {
     std::string dump_topology;      ///< --dump-topology FILE: write the fabric and exit; empty = none
     std::vector<std::string>
         warnings;  ///< options given that the workload uses only in part (printed, not fatal)
+    std::vector<std::string> command_line;  ///< argv, for the stats JSON's "run" block
+    std::string date;                       ///< the run's date for that block (run_date), if --stats-json
 };
 
 /// Largest --qps (and --sweep qps count): the largest hca.max_qps, 2^24, less the QPs the

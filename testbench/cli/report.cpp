@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -258,6 +259,34 @@ void write_json(const std::string& path, const std::vector<run_report>& reports)
     write_json_file(path, to_json(reports));
 }
 
+std::string run_date() {
+    std::time_t t = std::time(nullptr);
+    if (const char* e = std::getenv("SOURCE_DATE_EPOCH")) {
+        const std::string s = e;
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(s.c_str(), &end, 10);
+        if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE ||
+            *end != '\0' || v > 253402300799LL)  // 9999-12-31T23:59:59Z
+            throw config_error("SOURCE_DATE_EPOCH: '" + s +
+                               "' is not a whole number of seconds since 1970-01-01 (UTC)");
+        t = std::time_t(v);
+    }
+    std::tm utc{};
+    gmtime_r(&t, &utc);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    return buf;
+}
+
+nlohmann::ordered_json with_run(nlohmann::ordered_json stats, const std::vector<std::string>& command_line,
+                                const std::string& date) {
+    nlohmann::ordered_json j;
+    j["run"] = {{"version", HCASIM_VERSION}, {"command_line", command_line}, {"date", date}};
+    for (auto& [k, v] : stats.items()) j[k] = std::move(v);
+    return j;
+}
+
 void write_json_file(const std::string& path, const nlohmann::ordered_json& j, const char* what) {
     output_file out(path, what);
     out.write(j.dump(2) + "\n");
@@ -436,6 +465,23 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
         for (const param_base* p : broker::instance().params()) pf.set(p->key(), p->str());
     }
     j["counters"] = std::move(counters);
+    // Summed over the phases, as sim_time_ns and wire_packets are.
+    std::vector<std::pair<std::string, uint64_t>> sums;
+    std::unordered_map<std::string, size_t> at;
+    for (const run_report& rep : reports)
+        for (const auto& [k, v] : rep.measured_counters) {
+            const auto [it, fresh] = at.emplace(k, sums.size());
+            if (fresh)
+                sums.emplace_back(k, v);
+            else
+                sums[it->second].second += v;
+        }
+    if (!sums.empty()) {
+        json measured = json::object();
+        object_filler mf(measured);
+        for (auto& [k, v] : sums) mf.set(k, v);
+        j["measured_counters"] = std::move(measured);
+    }
     j["config"] = std::move(config);
     return j;
 }

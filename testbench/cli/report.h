@@ -122,6 +122,10 @@ struct run_report {
     /// torn down). Empty: write_json reads the live registries instead.
     std::vector<std::pair<std::string, uint64_t>> counters;
     std::vector<std::pair<std::string, std::string>> config;
+    /// The counters that changed over this phase's measured part (the interval of sim_time_ns
+    /// and wire_packets: setup excluded) and by how much; empty where a workload does not
+    /// measure phases (dma_*, qp_scale).
+    std::vector<std::pair<std::string, uint64_t>> measured_counters;
 };
 
 /// Prints a perftest-like table. Deterministic: no wall-clock values.
@@ -133,6 +137,15 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports);
 /// Writes to_json to `path`. Throws config_error if the file cannot be written.
 void write_json(const std::string& path, const run_report& r);
 void write_json(const std::string& path, const std::vector<run_report>& reports);
+/// The date a stats JSON records: SOURCE_DATE_EPOCH (seconds since 1970, the reproducible-builds
+/// convention) if set, else now; ISO 8601 UTC, "2026-12-06T13:52:30Z". Throws config_error when
+/// SOURCE_DATE_EPOCH is not a whole number of seconds.
+std::string run_date();
+/// `stats` with {"run": {"version", "command_line", "date"}} first: what wrote the file, how
+/// and when (the only part, with the wall-clock figures, that two runs of one configuration
+/// and seed may differ in).
+nlohmann::ordered_json with_run(nlohmann::ordered_json stats, const std::vector<std::string>& command_line,
+                                const std::string& date);
 /// Writes a JSON value to `path` (2-space indent; an output_file: whole or not at all). Throws
 /// config_error "<what>: cannot write '<path>': <reason>" if it cannot be written.
 void write_json_file(const std::string& path, const nlohmann::ordered_json& j,

@@ -90,6 +90,26 @@ void print_help_config(std::ostream& os, const std::vector<param_info>& params) 
     }
 }
 
+void print_help_stats(std::ostream& os, const std::vector<counter_info>& counters) {
+    os << "Counters (the stats JSON's \"counters\", totals over the whole run, and \"measured_counters\", "
+          "their changes over the measured phases; N stands for a node's, switch's, port's or cable's "
+          "number). Units: ps of simulated time, bytes, cycles of the unit's clock, count (events or "
+          "items).\n";
+    for (const counter_info& c : counters)
+        os << "  " << std::left << std::setw(54) << c.pattern << " [" << c.unit << "]\n      " << c.help
+           << "\n";
+}
+
+/// --help-config, --help-stats: what the elaboration declared.
+int print_help(const run_options& o, const elaboration_help& h) {
+    if (o.help_config) print_help_config(std::cout, h.params);
+    if (o.help_stats) print_help_stats(std::cout, h.counters);
+    return 0;
+}
+
+/// Whether the run only elaborates and lists (--help-config, --help-stats).
+bool help_only(const run_options& o) { return o.help_config || o.help_stats; }
+
 /// --workload attack_suite: one line per case and the summary; 0 if every case was rejected as
 /// expected and no target byte changed, else 1. --verify is accepted (the suite always checks).
 int run_attack_suite(const run_options& o) {
@@ -101,11 +121,10 @@ int run_attack_suite(const run_options& o) {
     apply_config(o);
     attack::suite_options so;
     so.seed = o.seed;
-    if (o.help_config) {
-        std::vector<param_info> params;
-        attack::run_suite(so, &params);
-        print_help_config(std::cout, params);
-        return 0;
+    if (help_only(o)) {
+        elaboration_help h;
+        attack::run_suite(so, &h);
+        return print_help(o, h);
     }
     const attack::suite_result r = attack::run_suite(so);
     attack::print(std::cout, r);
@@ -165,11 +184,10 @@ int run_once(const run_options& given, nlohmann::ordered_json* json) {
         }
         spec = make_spec(opts);
     }
-    if (opts.help_config) {
-        std::vector<param_info> params;
-        run(spec, &params);
-        print_help_config(std::cout, params);
-        return 0;
+    if (help_only(opts)) {
+        elaboration_help h;
+        run(spec, &h);
+        return print_help(opts, h);
     }
     std::string failure;
     std::vector<run_report> reports = run(spec, nullptr, &failure);
@@ -188,7 +206,8 @@ int run_once(const run_options& given, nlohmann::ordered_json* json) {
         }
     }
     for (const run_report& r : reports) print_table(std::cout, r);
-    if (!opts.stats_json.empty()) write_json(opts.stats_json, reports);
+    if (!opts.stats_json.empty())
+        write_json_file(opts.stats_json, with_run(to_json(reports), opts.command_line, opts.date));
     if (json) *json = to_json(reports);
     for (const run_report& r : reports)
         if (!r.verify_failure.empty()) {
@@ -223,17 +242,17 @@ int run_command(const run_options& opts) {
             throw config_error("--report: cannot create directory '" + opts.report_dir + "'" +
                                (ec ? ": " + ec.message() : ""));
     }
-    if (!opts.help_config) check_outputs(opts);
+    if (!help_only(opts)) check_outputs(opts);
     if (opts.workload == "qp_scale") {
         if (opts.speed) throw config_error("--speed measures one run; qp_scale runs one process per point");
         return run_qp_scale(opts);
     }
-    if (!opts.sweep_qps.empty() && !opts.help_config) return run_qps_sweep(opts);
-    if (!opts.sweep_threads.empty() && !opts.help_config) return run_threads_sweep(opts);
+    if (!opts.sweep_qps.empty() && !help_only(opts)) return run_qps_sweep(opts);
+    if (!opts.sweep_threads.empty() && !help_only(opts)) return run_threads_sweep(opts);
     nlohmann::ordered_json json;
     const int rc = run_once(opts, opts.report_dir.empty() && !opts.speed ? nullptr : &json);
-    if (rc == 0 && opts.speed && !opts.help_config) print_speed(json);
-    if (rc == 0 && !opts.report_dir.empty() && !opts.help_config)
+    if (rc == 0 && opts.speed && !help_only(opts)) print_speed(json);
+    if (rc == 0 && !opts.report_dir.empty() && !help_only(opts))
         report(opts, nlohmann::ordered_json::array({json}));
     return rc;
 }
@@ -244,7 +263,11 @@ int run_command(const run_options& opts) {
 
 int run_main(int argc, char* argv[]) {
     try {
-        return cli::run_command(parse_cli(argc, argv, std::cout));
+        run_options o = parse_cli(argc, argv, std::cout);
+        o.command_line.assign(argv, argv + argc);
+        if (!o.stats_json.empty())
+            o.date = run_date();  // when the run starts; a bad SOURCE_DATE_EPOCH stops it
+        return cli::run_command(o);
     } catch (const config_error& e) {
         std::cerr << "hcasim: error: " << e.what() << "\n";
         return 2;

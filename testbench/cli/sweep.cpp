@@ -98,6 +98,7 @@ int run_children(const run_options& o, const std::vector<sweep_point>& points, c
             status = 1;
             break;
         }
+        j.erase("run");  // the merged file's own "run" block says it once
         runs.push_back(std::move(j));
     }
     std::filesystem::remove_all(tmp);
@@ -124,7 +125,8 @@ int run_qps_sweep(const run_options& o) {
     nlohmann::ordered_json runs;
     if (const int st = run_children(o, points, "--sweep", runs)) return st;
     if (!o.stats_json.empty())
-        write_json_file(o.stats_json, nlohmann::ordered_json{{"sweep", "qps"}, {"runs", runs}});
+        write_json_file(o.stats_json, with_run(nlohmann::ordered_json{{"sweep", "qps"}, {"runs", runs}},
+                                               o.command_line, o.date));
     if (!o.report_dir.empty()) report(o, runs);
     return 0;
 }
@@ -170,7 +172,8 @@ int run_threads_sweep(const run_options& o) {
                         r["msg_rate_mpps"].get<double>(), r["bw_gbps"].get<double>());
     std::printf("---------------------------------------------------------------------------------------\n");
     if (!o.stats_json.empty())
-        write_json_file(o.stats_json, nlohmann::ordered_json{{"sweep", "threads"}, {"runs", runs}});
+        write_json_file(o.stats_json, with_run(nlohmann::ordered_json{{"sweep", "threads"}, {"runs", runs}},
+                                               o.command_line, o.date));
     if (!o.report_dir.empty()) report(o, runs);
     return 0;
 }
@@ -225,7 +228,9 @@ int run_qp_scale(run_options o) {
     }
     std::printf("---------------------------------------------------------------------------------------\n");
     if (!o.stats_json.empty())
-        write_json_file(o.stats_json, nlohmann::ordered_json{{"workload", "qp_scale"}, {"runs", runs}});
+        write_json_file(o.stats_json,
+                        with_run(nlohmann::ordered_json{{"workload", "qp_scale"}, {"runs", runs}},
+                                 o.command_line, o.date));
     if (!o.report_dir.empty()) report(o, runs);
     return 0;
 }

@@ -86,6 +86,16 @@ inline result run_hcasim_stats(const std::string& args, const std::string& tag, 
     return r;
 }
 
+/// A stats JSON without what two runs of one configuration and seed may differ in
+/// (docs/usage.md#outputs): the "run" block (command line, date) and the wall-clock figures of
+/// "sim". `J`: nlohmann::json, or ordered_json to compare the order of keys too.
+template <class J>
+J deterministic_part(J stats) {
+    stats.erase("run");
+    for (const char* k : {"wall_s", "traffic_wall_s", "wire_packets_per_wall_s"}) stats["sim"].erase(k);
+    return stats;
+}
+
 /// A shell prefix for run_hcasim that makes every file hcasim writes fail with EFBIG ("File
 /// too large") past `kib` KiB: a full disk that needs no mount (SIGXFSZ ignored, so the write
 /// fails instead of killing the program).

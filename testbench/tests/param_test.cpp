@@ -313,6 +313,39 @@ TEST_F(Param, counters_register_and_sum) {
     EXPECT_EQ(static_cast<uint64_t>(a), 5u);
 }
 
+TEST_F(Param, counter_help_lists_each_pattern_once_with_unit_from_the_name_or_declaration) {
+    EXPECT_EQ(counter_pattern("node12.hca.port.tx_packets"), "nodeN.hca.port.tx_packets");
+    EXPECT_EQ(counter_pattern("fabric.switch3.out12.PortXmitData"), "fabric.switchN.outN.PortXmitData");
+    EXPECT_EQ(counter_pattern("tx_packets"), "tx_packets");
+    counter a("node0.port.tx_busy_ps", "ps busy");
+    counter c("node1.port.tx_busy_ps", "ps busy (second node)");
+    counter d("node0.memory.bytes_read", "bytes read");
+    counter e("node0.dma.payload_bytes", "payload");
+    counter i("node0.dma.bytes", "bytes moved");
+    counter f("node0.rtl.rtl_cycles", "RTL clock cycles");
+    counter g("node0.port.PortXmitData", "4-byte words sent", "4-byte words");
+    counter h("node0.port.packets", "packets");
+    std::vector<counter_info> mine;
+    for (const counter_info& i : stats_registry::instance().help())
+        if (i.pattern.compare(0, 6, "nodeN.") == 0) mine.push_back(i);
+    ASSERT_EQ(mine.size(), 7u);  // sorted by pattern, node1's tx_busy_ps folded into node0's
+    EXPECT_EQ(mine[0].pattern, "nodeN.dma.bytes");
+    EXPECT_EQ(mine[0].unit, "bytes");
+    EXPECT_EQ(mine[1].pattern, "nodeN.dma.payload_bytes");
+    EXPECT_EQ(mine[1].unit, "bytes");
+    EXPECT_EQ(mine[2].pattern, "nodeN.memory.bytes_read");
+    EXPECT_EQ(mine[2].unit, "bytes");
+    EXPECT_EQ(mine[3].pattern, "nodeN.port.PortXmitData");
+    EXPECT_EQ(mine[3].unit, "4-byte words");
+    EXPECT_EQ(mine[4].pattern, "nodeN.port.packets");
+    EXPECT_EQ(mine[4].unit, "count");
+    EXPECT_EQ(mine[5].pattern, "nodeN.port.tx_busy_ps");
+    EXPECT_EQ(mine[5].unit, "ps");
+    EXPECT_EQ(mine[5].help, "ps busy");  // the first declared describes the pattern
+    EXPECT_EQ(mine[6].pattern, "nodeN.rtl.rtl_cycles");
+    EXPECT_EQ(mine[6].unit, "cycles");
+}
+
 // Params and counters declared inside sc_modules take the hierarchical name as key prefix.
 // Only elaboration happens (no sc_start), so this coexists with the other tests in one process.
 TEST_F(Param, module_scoped_keys) {

@@ -629,6 +629,8 @@ void perftest::run_side(unsigned i) {
         rep.seed = spec_.seed;
         const uint64_t t0 = bus(i).now_ns();
         const uint64_t p0 = stats_registry::instance().sum("port.tx_packets");
+        std::unordered_map<const counter*, uint64_t> c0;
+        if (i == 0) c0 = stats_registry::instance().snapshot();
         const auto wall0 = std::chrono::steady_clock::now();  // --speed only; never reaches the model
         const phase_entry& e = phase_of(ph.workload);
         (this->*e.run)(i, ph, step, e.op, rep);
@@ -637,6 +639,7 @@ void perftest::run_side(unsigned i) {
         rep.wire_packets = stats_registry::instance().sum("port.tx_packets") - p0;
         rep.traffic_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
         if (i == 0) {
+            rep.measured_counters = stats_registry::instance().changes_since(c0);
             rep.verify_failure = chk_.first_failure;
             chk_.first_failure.clear();
             out_.push_back(rep);

@@ -422,6 +422,7 @@ void many_node::run_node(unsigned i) {
     if (i == 0) {
         drops0_ = data_vl_drops();
         packets0_ = stats_registry::instance().sum("port.tx_packets");
+        counters0_ = stats_registry::instance().snapshot();
         t0_ns_ = now_ns(0);
         wall0_ = std::chrono::steady_clock::now();  // --speed only; never reaches the model
     }
@@ -642,6 +643,7 @@ void many_node::report() {
     rep.sim_time_ns = end - t0_ns_;
     rep.traffic_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0_).count();
     rep.wire_packets = stats_registry::instance().sum("port.tx_packets") - packets0_;
+    rep.measured_counters = stats_registry::instance().changes_since(counters0_);
     out_.push_back(std::move(rep));
 }
 

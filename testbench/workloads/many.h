@@ -108,12 +108,13 @@ private:
     std::vector<unsigned> outstanding_;          ///< per connection * qps + QP: send WRs not completed
     std::vector<uint64_t> rx_posted_, rx_done_;  ///< per connection * qps + QP (UC, UD)
     std::vector<double> mct_us_;                 ///< every completed message's completion time
-    std::vector<std::pair<std::string, uint64_t>> drops0_;  ///< drop counters at the start
-    uint64_t t0_ns_ = 0;                                    ///< the common start (every node set up)
-    std::chrono::steady_clock::time_point wall0_;           ///< host time at the start (--speed)
-    uint64_t packets0_ = 0;                                 ///< wire packets at the start
-    unsigned senders_left_ = 0;                             ///< nodes still sending
-    uint64_t all_sent_ns_ = 0;                              ///< when the last node's last send completed
+    std::vector<std::pair<std::string, uint64_t>> drops0_;    ///< drop counters at the start
+    uint64_t t0_ns_ = 0;                                      ///< the common start (every node set up)
+    std::chrono::steady_clock::time_point wall0_;             ///< host time at the start (--speed)
+    uint64_t packets0_ = 0;                                   ///< wire packets at the start
+    std::unordered_map<const counter*, uint64_t> counters0_;  ///< every counter at the start
+    unsigned senders_left_ = 0;                               ///< nodes still sending
+    uint64_t all_sent_ns_ = 0;                                ///< when the last node's last send completed
     barrier bar_;
     sc_event exchanged_;
     unsigned ready_ = 0;

@@ -129,7 +129,7 @@ std::string run_failure(machine* m, const std::string& app_error, size_t reports
 
 }  // namespace
 
-std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_out, std::string* failure) {
+std::vector<run_report> run(const run_spec& spec, elaboration_help* help_out, std::string* failure) {
     std::vector<run_report> reports;
     const bool pcie_only = pcie_only_run(spec);
     workload_params wp;
@@ -151,7 +151,7 @@ std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_
         app = std::make_unique<perftest>("perftest", *m, spec, wp, reports, mrs);
     }
     if (help_out) {
-        *help_out = broker::instance().help();
+        *help_out = {broker::instance().help(), stats_registry::instance().help()};
         return reports;
     }
     broker::instance().check_unused();

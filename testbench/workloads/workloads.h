@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/core/param.h"
+#include "model/core/stats.h"
 #include "model/core/timeline.h"
 #include "testbench/cli/report.h"
 
@@ -127,12 +128,12 @@ private:
 
 /// Elaborates the configured machine, runs every phase, and returns one report per phase.
 /// Configuration must already be in the broker. Must be called once per process.
-/// If `help_out` is given, elaborates, fills it with every parameter (for --help-config) and
-/// returns without simulating.
+/// If `help_out` is given, elaborates, fills it with every parameter and counter (for
+/// --help-config, --help-stats) and returns without simulating.
 /// `failure`: when given, a failure after the simulation started is returned there (and the
 /// reports so far) instead of thrown: an exception thrown after SystemC's coroutines ran upsets
 /// AddressSanitizer's stack bookkeeping (a false stack-buffer-overflow report).
-std::vector<run_report> run(const run_spec& spec, std::vector<param_info>* help_out = nullptr,
+std::vector<run_report> run(const run_spec& spec, elaboration_help* help_out = nullptr,
                             std::string* failure = nullptr);
 
 }  // namespace hcasim
