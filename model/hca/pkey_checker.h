@@ -88,6 +88,8 @@ public:
 
     /// True when the RTL checks the packets (impl rtl or both).
     bool rtl_active() const { return bool(rtl_); }
+    /// True when the TLM model and the RTL check every packet side by side (impl=both).
+    bool compares() const { return compare_; }
     /// impl=both: the report of the first disagreement between the TLM model and the RTL
     /// ("" while they agree). The simulation was stopped when it was made.
     const std::string& divergence() const { return divergence_; }

@@ -105,3 +105,26 @@ TEST(HcasimCosim, what_cannot_work_is_a_one_line_error) {
     EXPECT_NE(r.err.find("tlm|rtl|both"), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
+
+TEST(HcasimCosim, both_ends_with_one_line_of_verdicts_compared_and_divergences) {
+    const std::string run = "--workload send_bw --size 64 --iters 200";
+    result r;
+    const nlohmann::json j = run_json(run + " --set hca.pkey_checker.impl=both", "both_line", &r);
+    ASSERT_FALSE(j.is_null());
+    const uint64_t compared =
+        ctr(j, "node0.hca.pkey_checker.rtl_compared") + ctr(j, "node1.hca.pkey_checker.rtl_compared");
+    EXPECT_GT(compared, 0u);
+    EXPECT_NE(r.out.find(" co-simulation (hca.pkey_checker.impl=both on node0, node1): " +
+                         std::to_string(compared) + " verdicts compared, 0 divergences\n"),
+              std::string::npos)
+        << r.out;
+    // One node side by side names that node alone; the TLM model or the RTL alone compare nothing.
+    const result one = run_hcasim(run + " --set node1.hca.pkey_checker.impl=both", "both_one");
+    EXPECT_EQ(one.code, 0) << one.err;
+    EXPECT_NE(one.out.find("impl=both on node1): "), std::string::npos) << one.out;
+    for (const char* impl : {"tlm", "rtl"}) {
+        const result none = run_hcasim(run + " --set hca.pkey_checker.impl=" + impl, "both_none");
+        EXPECT_EQ(none.code, 0) << none.err;
+        EXPECT_EQ(none.out.find("co-simulation"), std::string::npos) << impl << "\n" << none.out;
+    }
+}

@@ -108,6 +108,24 @@ void write_topology_file(const machine& m, const std::string& path) {
     out.commit();
 }
 
+/// impl=both: one closing line on stdout, whether the run completed or stopped at a divergence:
+/// the verdicts compared and the divergences over every node that ran the two side by side.
+void print_cosim_summary(std::ostream& os, machine& m) {
+    uint64_t compared = 0, divergences = 0;
+    std::string nodes;
+    for (size_t i = 0; i < m.size(); ++i) {
+        const pkey_checker& c = m.at(unsigned(i)).adapter.pkeys;
+        if (!c.compares()) continue;
+        compared += c.rtl_compared.value();
+        divergences += c.divergences.value();
+        nodes += (nodes.empty() ? "node" : ", node") + std::to_string(i);
+    }
+    if (nodes.empty()) return;
+    os << " co-simulation (hca.pkey_checker.impl=both on " << nodes << "): " << compared
+       << " verdicts compared, " << divergences << (divergences == 1 ? " divergence" : " divergences")
+       << "\n";
+}
+
 /// Why the simulation did not complete the run ("" if it did): the fabric's stop
 /// (machine::fabric_error: a deadlock's cycle of ports, a failed SM sweep), a co-simulation
 /// divergence, the application's error (`app_error`), or phases without reports.
@@ -171,6 +189,7 @@ std::vector<run_report> run(const run_spec& spec, elaboration_help* help_out, st
     }
     if (m && !m->captures().empty()) close_captures(*m);
     if (tl) tl->close();
+    if (m) print_cosim_summary(std::cout, *m);
     const std::string app_error = app ? app->error : many ? many->error : std::string();
     if (const std::string why = run_failure(m.get(), app_error, reports.size(), spec.phases.size());
         !why.empty()) {
