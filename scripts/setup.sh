@@ -8,8 +8,8 @@
 HCASIM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # Debian bookworm packages: SystemC 2.3.4 (pkg-config only), Verilator 5.006, Boost
-# program_options, GoogleTest, nlohmann/json, gnuplot (hcasim --report's plots), tshark (the
-# tests dissect hcasim --pcap captures with it; DEBIAN_FRONTEND=noninteractive answers
+# program_options, GoogleTest, nlohmann/json, gnuplot (hcasim --report's plots), help2man (the
+# man pages), tshark (the tests dissect hcasim --pcap captures with it; DEBIAN_FRONTEND=noninteractive answers
 # wireshark-common's capture-permission question with its default), libibverbs with the
 # programs the provider's tests run (docs/libibverbs.md: ibv_*_pingpong, perftest, the pyverbs
 # tests), and the toolchain.
@@ -28,6 +28,7 @@ HCASIM_PACKAGES=(
     make
     time
     gnuplot-nox
+    help2man
     tshark
     libibverbs-dev
     ibverbs-providers

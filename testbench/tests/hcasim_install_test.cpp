@@ -181,7 +181,9 @@ TEST(Install, installed_hcasim_runs_a_preset_by_name_from_tmp) {
                                       "share/bash-completion/completions/hcasim"};
     if (fs::exists(std::string(HCASIM_BUILD_DIR) + "/provider/libhcasim-rdmav34.so"))
         files.push_back("lib/hcasim/libhcasim-rdmav34.so");
-    if (!std::string(HCASIM_MAN_PAGE).empty()) files.push_back("share/man/man1/hcasim.1");
+    if (!std::string(HCASIM_MAN_PAGE).empty())
+        for (const char* page : {"hcasim.1", "hcasim-serve.1", "hcasim-replay.1"})
+            files.push_back(std::string("share/man/man1/") + page);
     for (const std::string& f : files) EXPECT_TRUE(fs::is_regular_file(prefix + "/" + f)) << f;
 
     const std::string bin = prefix + "/bin/hcasim";
@@ -208,6 +210,19 @@ TEST(Install, man_page_is_generated_when_help2man_was_found) {
     const std::string page = slurp(HCASIM_MAN_PAGE);
     EXPECT_NE(page.find(".TH HCASIM"), std::string::npos);
     EXPECT_NE(page.find("list\\-presets"), std::string::npos);
+}
+
+TEST(Install, serve_and_replay_have_man_pages_of_their_own) {
+    if (std::string(HCASIM_MAN_PAGE).empty()) GTEST_SKIP() << "help2man was not found at configure time";
+    const std::string dir = fs::path(HCASIM_MAN_PAGE).parent_path().string();
+    // Each page is titled after its subcommand and describes that subcommand's own options.
+    const std::string serve = slurp(dir + "/hcasim-serve.1");
+    EXPECT_NE(serve.find(".TH HCASIM-SERVE \"1\""), std::string::npos) << serve.substr(0, 200);
+    EXPECT_NE(serve.find("hcasim serve \\- simulated HCAs"), std::string::npos);
+    EXPECT_NE(serve.find("\\-\\-socket"), std::string::npos);
+    const std::string replay = slurp(dir + "/hcasim-replay.1");
+    EXPECT_NE(replay.find(".TH HCASIM-REPLAY \"1\""), std::string::npos) << replay.substr(0, 200);
+    EXPECT_NE(replay.find("\\-\\-timing"), std::string::npos);
 }
 
 }  // namespace
