@@ -104,6 +104,11 @@ stats_file load(const std::string& path) {
                            : j.contains("workload") ? j["workload"]
                                                     : json("runs");
         f.kind = kind.is_string() ? kind.get<std::string>() : kind.dump();
+        if (kind.is_array()) {  // a sweep's keys: "qps", "pcie.lanes x qps"
+            f.kind.clear();
+            for (const json& k : kind)
+                f.kind += (f.kind.empty() ? "" : " x ") + (k.is_string() ? k.get<std::string>() : k.dump());
+        }
         for (const json& r : j["runs"]) f.runs.push_back(r);
     } else
         f.runs.push_back(j);
