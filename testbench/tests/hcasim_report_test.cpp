@@ -38,23 +38,8 @@ bool is_png(const std::string& path) {
     return b.size() > 1000 && b.compare(0, 8, std::string("\x89PNG\r\n\x1a\n", 8)) == 0;
 }
 
-std::vector<std::string> lines(const std::string& text) {
-    std::vector<std::string> v;
-    std::istringstream in(text);
-    for (std::string l; std::getline(in, l);) v.push_back(l);
-    return v;
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-    std::vector<std::string> v(1);
-    for (char c : s) {
-        if (c == sep)
-            v.emplace_back();
-        else
-            v.back() += c;
-    }
-    return v;
-}
+std::vector<std::string> lines(const std::string& text) { return hcasim::test::lines_of(text); }
+std::vector<std::string> split(const std::string& s, char sep) { return hcasim::test::split_fields(s, sep); }
 
 }  // namespace
 

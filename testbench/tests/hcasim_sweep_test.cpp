@@ -26,23 +26,8 @@ result run(const std::string& args, const std::string& shell = "") {
     return hcasim::test::run_hcasim(args, "sweep", shell);
 }
 
-std::vector<std::string> lines(const std::string& text) {
-    std::vector<std::string> v;
-    std::istringstream in(text);
-    for (std::string l; std::getline(in, l);) v.push_back(l);
-    return v;
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-    std::vector<std::string> v(1);
-    for (char c : s) {
-        if (c == sep)
-            v.emplace_back();
-        else
-            v.back() += c;
-    }
-    return v;
-}
+std::vector<std::string> lines(const std::string& text) { return hcasim::test::lines_of(text); }
+std::vector<std::string> split(const std::string& s, char sep) { return hcasim::test::split_fields(s, sep); }
 
 /// A merged sweep JSON without what two runs of one configuration may differ in: the "run"
 /// block and each run's wall-clock figures.
