@@ -57,6 +57,10 @@ std::string run_label(const json& run, bool counts = true) {
     if (!counts) return s;
     s += " qps=" + std::to_string(run.value("qps", 1u));
     if (run.contains("threads")) s += " threads=" + std::to_string(run.value("threads", 1u));
+    if (run.contains("point") && run["point"].is_object())  // a sweep's configuration keys
+        for (const auto& [k, v] : run["point"].items())
+            if (k != "qps" && k != "threads")
+                s += " " + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
     return s;
 }
 

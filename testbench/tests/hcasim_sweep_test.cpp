@@ -257,3 +257,20 @@ TEST(HcasimSweep, replace_removes_a_stale_latency_png) {
     if (plots) EXPECT_TRUE(std::filesystem::exists(dir + "/bandwidth.png"));
     std::filesystem::remove_all(dir);
 }
+
+TEST(HcasimSweep, compare_pairs_config_sweeps_point_by_point_and_refuses_other_points) {
+    const std::string a = ::testing::TempDir() + "sweep_cmp_a_" + std::to_string(getpid()) + ".json",
+                      b = ::testing::TempDir() + "sweep_cmp_b_" + std::to_string(getpid()) + ".json";
+    const std::string args = "--workload write_bw --size 64 --iters 10 --sweep pcie.lanes=";
+    ASSERT_EQ(run(args + "8,16 --stats-json '" + a + "'").code, 0);
+    ASSERT_EQ(run(args + "8,4 --stats-json '" + b + "'").code, 0);
+    const result same = run("compare '" + a + "' '" + a + "'");
+    EXPECT_EQ(same.code, 0) << same.err;
+    EXPECT_NE(same.out.find(" write_bw qps=1 pcie.lanes=16 64 B "), std::string::npos) << same.out;
+    const result other = run("compare '" + a + "' '" + b + "'");
+    EXPECT_EQ(other.code, 2);
+    EXPECT_EQ(other.err, "hcasim: error: compare: cannot compare '" + a + "' with '" + b + "': run 2: '" + a +
+                             "' ran write_bw qps=1 pcie.lanes=16, '" + b + "' write_bw qps=1 pcie.lanes=4\n");
+    std::remove(a.c_str());
+    std::remove(b.c_str());
+}
