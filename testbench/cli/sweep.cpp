@@ -222,9 +222,13 @@ int run_children(const run_options& o, const std::vector<sweep_point>& points, c
     print_ready();
     progress.clear();
     if (status != 0) {
-        if (failed < points.size())
+        const size_t not_run = points.size() - next;
+        if (failed < points.size() && WIFEXITED(kids[failed].status))  // (a signal is named above)
             std::cerr << "hcasim: run failed: " << points[failed].label << ": exit status " << status
-                      << (next < points.size() ? " (the points after it were not run)" : "") << "\n";
+                      << (not_run ? "; " + std::to_string(not_run) + (not_run == 1 ? " point" : " points") +
+                                        " not run"
+                                  : "")
+                      << "\n";
         return status;
     }
     runs = ojson::array();
