@@ -273,8 +273,18 @@ std::vector<std::string> config_sweep_values(const std::string& key, const std::
         if (item.empty())
             throw config_error(what + "=" + list + ": an empty value (expected a comma-separated list)");
         const auto dots = item.find("..");
+        const auto whole = [](const std::string& end) {  // N with an optional K/M/G suffix
+            const size_t digits = end.find_first_not_of("0123456789");
+            return !end.empty() && digits != 0 &&
+                   (digits == std::string::npos ||
+                    (digits + 1 == end.size() &&
+                     std::string("KkMmGg").find(end[digits]) != std::string::npos));
+        };
         if (dots == std::string::npos) {
             values.push_back(item);
+        } else if (!whole(item.substr(0, dots)) || !whole(item.substr(dots + 2))) {
+            throw config_error(what + "=" + list + ": '" + item +
+                               "': A..B takes whole numbers (the powers of two from A to B)");
         } else {
             for (uint64_t v :
                  parse_list(item.substr(0, dots) + "-" + item.substr(dots + 2), what.c_str(), "value"))

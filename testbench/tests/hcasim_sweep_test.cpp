@@ -86,6 +86,10 @@ TEST(HcasimSweep, an_empty_list_an_empty_value_and_a_key_swept_twice_exit_2) {
          "hcasim: error: --sweep pcie.lanes=8,,16: an empty value (expected a comma-separated list)\n"},
         {"--sweep pcie.lanes=8 --sweep link.width=1 --sweep pcie.lanes=16",
          "hcasim: error: --sweep pcie.lanes: swept twice (one --sweep per key)\n"},
+        {"--sweep link.drop_rate=0,0.1..0.5",
+         "hcasim: error: --sweep link.drop_rate=0,0.1..0.5: '0.1..0.5': A..B takes whole numbers (the powers "
+         "of "
+         "two from A to B)\n"},
         {"--sweep =4",
          "hcasim: error: --sweep: expected KEY=LIST (size, qps, threads or a configuration key), "
          "got '=4'\n"},
@@ -271,4 +275,13 @@ TEST(HcasimSweep, compare_pairs_config_sweeps_point_by_point_and_refuses_other_p
                              "' ran write_bw qps=1 pcie.lanes=16, '" + b + "' write_bw qps=1 pcie.lanes=4\n");
     std::remove(a.c_str());
     std::remove(b.c_str());
+}
+
+TEST(HcasimSweep, a_range_of_whole_numbers_sweeps_the_powers_of_two) {
+    const result r = run("--workload write_bw --size 64 --iters 10 --sweep pcie.lanes=4..16");
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::string labels;
+    for (const std::string& l : lines(r.out))
+        if (l.rfind("== ", 0) == 0) labels += l + "\n";
+    EXPECT_EQ(labels, "== --sweep pcie.lanes=4\n== --sweep pcie.lanes=8\n== --sweep pcie.lanes=16\n");
 }
