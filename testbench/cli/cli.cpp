@@ -191,8 +191,8 @@ void describe_options(po::options_description& desc) {
          "sweep a dimension: size=LIST (the same as --size), qps=LIST (one run per QP count), threads=LIST "
          "(one run per --threads count, each with --qps QPs or one per thread) or KEY=LIST for any configuration "
          "key (one run per value, applied as a --set after the others; nodeN./linkN. prefixes as --set), e.g. "
-         "size=2..8M, qps=1..16K, pcie.lanes=4,8,16, link.width=1,4; size and qps LISTs as --size, A..B for "
-         "powers of two. Repeatable, one per dimension: several give their cross product, the first "
+         "size=2..8M, qps=1..16K, pcie.lanes=4,8,16, link.width=1,4; LIST: comma-separated, A..B the powers of "
+         "two from A to B (size, qps, threads: K/M/G suffixes as --size). Repeatable, one per dimension: several give their cross product, the first "
          "outermost")
         ("jobs,j", po::value<std::string>(), "run up to N points of a sweep (and qp_scale) at once, each in its own "
                                              "process (default: the online cores); the output is the same for any N");
