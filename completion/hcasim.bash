@@ -38,8 +38,12 @@ _hcasim() {
         mapfile -t COMPREPLY < <(compgen -W "256 512 1024 2048 4096" -- "$cur")
         return ;;
     --sweep)
+        # size, qps, threads or any configuration key (--help-config)
         compopt -o nospace 2>/dev/null
-        mapfile -t COMPREPLY < <(compgen -W "size= qps= threads=" -- "$cur")
+        mapfile -t COMPREPLY < <(compgen -W "size= qps= threads= $("$prog" --help-config 2>/dev/null | awk '/^  [a-z]/ {print $1 "="}')" -- "$cur")
+        return ;;
+    -j | --jobs)
+        mapfile -t COMPREPLY < <(compgen -W "1 2 4 8 $(nproc 2>/dev/null)" -- "$cur")
         return ;;
     --stats-json | --record | --timeline | --waves | --dump-topology | --report | --pcap)
         mapfile -t COMPREPLY < <(compgen -f -- "$cur")

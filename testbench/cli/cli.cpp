@@ -188,9 +188,14 @@ void describe_options(po::options_description& desc) {
         ("mrs", po::value<std::string>(), "mr_scale: memory region counts to sweep, --size syntax (default 1,16,256,1K,4K,16K,64K; "
                                           "same as --set workload.mrs=LIST)")
         ("sweep", po::value<std::vector<std::string>>()->composing(),
-         "sweep a dimension: size=LIST (the same as --size), qps=LIST (one run per QP count) or threads=LIST "
-         "(one run per --threads count, each with --qps QPs or one per thread); LIST as --size, A..B or A-B for "
-         "powers of two, e.g. size=2..8M, qps=1..16K (repeatable, one per dimension)");
+         "sweep a dimension: size=LIST (the same as --size), qps=LIST (one run per QP count), threads=LIST "
+         "(one run per --threads count, each with --qps QPs or one per thread) or KEY=LIST for any configuration "
+         "key (one run per value, applied as a --set after the others; nodeN./linkN. prefixes as --set), e.g. "
+         "size=2..8M, qps=1..16K, pcie.lanes=4,8,16, link.width=1,4; LIST: comma-separated, A..B the powers of "
+         "two from A to B (size, qps, threads: K/M/G suffixes as --size). Repeatable, one per dimension: several give their cross product, the first "
+         "outermost")
+        ("jobs,j", po::value<std::string>(), "run up to N points of a sweep (and qp_scale) at once, each in its own "
+                                             "process (default: the online cores); the output is the same for any N");
     configuration.add_options()
         ("config,c", po::value<std::vector<std::string>>()->composing(), "load an INI configuration file, or a preset by name "
                                                                          "(--config hdr-cx6; --list-presets) (repeatable; later files win)")
@@ -198,7 +203,10 @@ void describe_options(po::options_description& desc) {
         ("log", po::value<std::vector<std::string>>()->composing(), "log a module's decisions to standard error, e.g. --log node0.hca.transport_engine=debug; MODULE may be a glob and without nodeN names every node; LEVEL off|info|debug (repeatable; docs/usage.md)");
     outputs.add_options()
         ("stats-json", po::value<std::string>(), "write results, counters and configuration as JSON to FILE")
-        ("report", po::value<std::string>(), "write DIR/results.csv, DIR/results.json and PNG plots (gnuplot) of the run")
+        ("report", po::value<std::string>(), "write DIR/results.csv, DIR/results.json and PNG plots (gnuplot) of the run; "
+                                             "DIR must be new or empty unless --replace")
+        ("replace", "--report DIR may hold an earlier report: its files are replaced and the report files the "
+                    "new one does not write (a stale plot) removed; other files in DIR are still refused")
         ("record", po::value<std::string>(), "write a verbs-level trace of the run to FILE (every verbs call, completion "
                                              "and event, memory digests; replay it with hcasim replay FILE; traces/README.md)")
         ("timeline", po::value<std::string>(), "write a timeline of the run to FILE as Chrome trace-event JSON (Perfetto, "
@@ -251,15 +259,69 @@ void parse_threads_sweep(const std::string& list, bool threads_given, run_option
                            " runs one application thread per node; the bandwidth workloads take --threads");
 }
 
-/// --sweep size=LIST, qps=LIST and threads=LIST (one per dimension; qps and threads not together).
+/// --sweep KEY=LIST for a configuration key: the values as given (A..B with whole-number ends:
+/// the powers of two from A to B, as --size). The keys and values are checked against the
+/// declared parameters before any point runs (sweep.cpp).
+std::vector<std::string> config_sweep_values(const std::string& key, const std::string& list) {
+    const std::string what = "--sweep " + key;
+    std::vector<std::string> values;
+    std::size_t start = 0;
+    while (true) {
+        const auto comma = list.find(',', start);
+        const std::string item =
+            list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (item.empty())
+            throw config_error(what + "=" + list + ": an empty value (expected a comma-separated list)");
+        const auto dots = item.find("..");
+        const auto whole = [](const std::string& end) {  // N with an optional K/M/G suffix
+            const size_t digits = end.find_first_not_of("0123456789");
+            return !end.empty() && digits != 0 &&
+                   (digits == std::string::npos ||
+                    (digits + 1 == end.size() &&
+                     std::string("KkMmGg").find(end[digits]) != std::string::npos));
+        };
+        if (dots == std::string::npos) {
+            values.push_back(item);
+        } else if (!whole(item.substr(0, dots)) || !whole(item.substr(dots + 2))) {
+            throw config_error(what + "=" + list + ": '" + item +
+                               "': A..B takes whole numbers (the powers of two from A to B)");
+        } else {
+            for (uint64_t v :
+                 parse_list(item.substr(0, dots) + "-" + item.substr(dots + 2), what.c_str(), "value"))
+                values.push_back(std::to_string(v));
+        }
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return values;
+}
+
+/// The values of a count sweep (qps, threads) as text, for the general sweep.
+std::vector<std::string> as_text(const std::vector<unsigned>& counts) {
+    std::vector<std::string> v;
+    for (unsigned n : counts) v.push_back(std::to_string(n));
+    return v;
+}
+
+/// --sweep size=LIST, qps=LIST, threads=LIST and KEY=LIST (one per dimension; qps and threads
+/// not together). Every dimension but size goes into o.sweeps, in order.
 void parse_sweep(const po::variables_map& vm, run_options& o) {
     bool size_swept = false;
     for (const std::string& s : vm["sweep"].as<std::vector<std::string>>()) {
         const auto eq = s.find('=');
-        if (eq == std::string::npos)
-            throw config_error("--sweep: expected size=LIST, qps=LIST or threads=LIST, got '" + s + "'");
+        if (eq == std::string::npos || eq == 0)
+            throw config_error(
+                "--sweep: expected KEY=LIST (size, qps, threads or a configuration key), got '" + s + "'");
         const std::string dim = s.substr(0, eq);
         std::string list = s.substr(eq + 1);
+        if (list.empty()) throw config_error("--sweep " + dim + "=: an empty list");
+        for (const sweep_dimension& d : o.sweeps)
+            if (d.key == dim && dim != "qps" && dim != "threads")
+                throw config_error("--sweep " + dim + ": swept twice (one --sweep per key)");
+        if (dim != "size" && dim != "qps" && dim != "threads") {
+            o.sweeps.push_back({dim, config_sweep_values(dim, list)});
+            continue;
+        }
         for (size_t p; (p = list.find("..")) != std::string::npos;) list.replace(p, 2, "-");
         if (dim == "size") {
             if (o.sizes_given || size_swept)
@@ -279,13 +341,17 @@ void parse_sweep(const po::variables_map& vm, run_options& o) {
                                        std::to_string(max_qps_option) + ")");
                 o.sweep_qps.push_back(unsigned(n));
             }
-        } else if (dim == "threads") {
-            parse_threads_sweep(list, vm.count("threads") > 0, o);
+            o.sweeps.push_back({dim, as_text(o.sweep_qps)});
         } else {
-            throw config_error("--sweep: unknown dimension '" + dim + "' (expected size, qps or threads)");
+            parse_threads_sweep(list, vm.count("threads") > 0, o);
+            o.sweeps.push_back({dim, as_text(o.sweep_threads)});
         }
     }
 }
+
+/// The first dimension of a multi-process sweep, for the refusals of one-run options: "qps",
+/// "threads" or the configuration key.
+std::string swept(const run_options& o) { return o.sweeps.empty() ? "" : o.sweeps.front().key; }
 
 /// Options the workload would ignore are refused, naming both (or warned about).
 void refuse_ignored_options(const po::variables_map& vm, run_options& o) {
@@ -347,19 +413,18 @@ void parse_outputs(const po::variables_map& vm, run_options& o) {
                 throw config_error("--record: " + o.workload +
                                    " cannot be recorded (traces/README.md lists the "
                                    "workloads that can)");
-        if (!o.sweep_qps.empty() || !o.sweep_threads.empty())
-            throw config_error(std::string("--record records one run; --sweep ") +
-                               (o.sweep_qps.empty() ? "threads" : "qps") + " makes several");
+        if (!o.sweeps.empty())
+            throw config_error("--record records one run; --sweep " + swept(o) + " makes several");
     }
     if (vm.count("timeline")) {
         o.timeline = vm["timeline"].as<std::string>();
         if (o.timeline.empty()) throw config_error("--timeline: expected a file name");
-        if (!o.sweep_qps.empty() || !o.sweep_threads.empty() || o.workload == "qp_scale" ||
-            o.workload == "attack_suite")
+        if (!o.sweeps.empty() || o.workload == "qp_scale" || o.workload == "attack_suite")
             throw config_error("--timeline records one run; " +
-                               std::string(o.workload == "attack_suite" ? "attack_suite"
-                                           : o.sweep_threads.empty()    ? "a QP sweep"
-                                                                        : "a thread sweep") +
+                               std::string(o.workload == "attack_suite"            ? "attack_suite"
+                                           : swept(o) == "threads"                 ? "a thread sweep"
+                                           : swept(o).empty() || swept(o) == "qps" ? "a QP sweep"
+                                                                                   : "--sweep " + swept(o)) +
                                " makes several");
     }
     auto given = [&vm](const char* option) {
@@ -386,6 +451,9 @@ void parse_outputs(const po::variables_map& vm, run_options& o) {
             throw config_error(
                 "--pcap captures one simulation; --sweep threads runs one per point (run each thread count "
                 "on its own)");
+        if (!o.sweeps.empty())
+            throw config_error("--pcap captures one simulation; --sweep " + swept(o) +
+                               " runs one per point (run each value on its own)");
         if (o.workload == "attack_suite" || o.workload.rfind("dma_", 0) == 0 || vm.count("bench-events"))
             throw config_error(
                 "--pcap: " + (o.workload.empty() ? std::string("--bench-events") : o.workload) +
@@ -447,6 +515,9 @@ const char* const examples =
     "      latency from 2 B to 4 KiB on a x8 PCIe link; results, counters and configuration as JSON\n"
     "  hcasim --workload write_bw --sweep qps=1..16 --report bw-report\n"
     "      one run per QP count (1, 2, 4, 8, 16), CSV, JSON and plots in bw-report/\n"
+    "  hcasim --workload write_bw --size 64K --sweep pcie.lanes=4,8,16 --sweep link.width=1,4 --report "
+    "lanes\n"
+    "      the cross product of two configuration keys (6 points, run in parallel: --jobs)\n"
     "  hcasim --workload send_bw --size 4K --verify --set link.drop_rate=0.01 --seed 3\n"
     "      a lossy link: retransmission, every byte and completion checked\n"
     "  hcasim --config edr-cx5 --config two-nodes-switch --workload read_lat --timeline t.json\n"
@@ -503,6 +574,16 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
         o.report_dir = vm["report"].as<std::string>();
         if (o.report_dir.empty()) throw config_error("--report: expected a directory");
     }
+    o.replace = vm.count("replace") > 0;
+    if (o.replace && o.report_dir.empty())
+        throw config_error("--replace replaces an earlier --report DIR: give --report DIR");
+    if (vm.count("jobs")) {
+        o.jobs = unsigned(option_uint("jobs", vm["jobs"].as<std::string>(), 1, 1024));
+        if (o.sweeps.empty() && o.workload != "qp_scale")
+            throw config_error(
+                "--jobs runs the points of a --sweep qps, threads or KEY (or qp_scale) at once; this run has "
+                "one point");
+    }
     o.speed = vm.count("speed") > 0;
     if (vm.count("bench-events")) {
         o.bench_events =
@@ -512,11 +593,14 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
                 "--bench-events runs only the SystemC event benchmark (no --workload, --speed, --sweep "
                 "or --report)");
     }
-    if (o.speed && (!o.sweep_qps.empty() || !o.sweep_threads.empty()))
-        throw config_error(
-            o.sweep_qps.empty()
-                ? "--speed measures one run; with --sweep threads run each thread count on its own"
-                : "--speed measures one run; with --sweep qps run each QP count on its own");
+    if (o.speed && !o.sweeps.empty())
+        throw config_error(swept(o) == "qps" ? "--speed measures one run; with --sweep qps run each QP count "
+                                               "on its own"
+                           : swept(o) == "threads"
+                               ? "--speed measures one run; with --sweep threads run each "
+                                 "thread count on its own"
+                               : "--speed measures one run; with --sweep " + swept(o) +
+                                     " run each value on its own");
     if (vm.count("iters")) {
         o.iters = option_uint("iters", vm["iters"].as<std::string>(), 1, max_iters);
         o.iters_given = true;
@@ -587,6 +671,7 @@ void apply_config(const run_options& opts) {
     if (!opts.mrs_text.empty()) b.set("workload.mrs", opts.mrs_text, "--mrs");
     if (!opts.waves.empty()) b.set("hca.pkey_checker.waves", opts.waves, "--waves");
     for (const auto& s : opts.sets) b.set_override(s);
+    for (const auto& [key, value] : opts.point) b.set(key, value, "--sweep");
     for (const auto& l : opts.logs) log_settings::instance().set(l);
 }
 

@@ -3,11 +3,18 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/core/timeline.h"
 
 namespace hcasim {
+
+/// One --sweep other than size: `qps`, `threads` or a configuration key, and its values.
+struct sweep_dimension {
+    std::string key;
+    std::vector<std::string> values;
+};
 
 /// Everything the command line selects. Configuration values stay text until params resolve them.
 struct run_options {
@@ -37,8 +44,16 @@ struct run_options {
     bool qps_given = false;            ///< --qps was on the command line (srq_bw's default is 16)
     std::vector<unsigned> sweep_qps;   ///< --sweep qps=LIST: one run (a child process) per QP count
     std::vector<unsigned>
-        sweep_threads;          ///< --sweep threads=LIST: one run (a child process) per thread count
+        sweep_threads;  ///< --sweep threads=LIST: one run (a child process) per thread count
+    /// Every --sweep but size, in command-line order (the first outermost): qps, threads or a
+    /// configuration key, each with its values as text. Their cross product gives the points.
+    std::vector<sweep_dimension> sweeps;
+    /// A sweep point's configuration values (key, value), applied after every --set (origin
+    /// "--sweep"); empty outside a point's child process.
+    std::vector<std::pair<std::string, std::string>> point;
+    unsigned jobs = 0;          ///< --jobs N: points run at once (0: not given, the online cores)
     std::string report_dir;     ///< --report DIR: CSV, JSON and PNG plots of the run(s); empty = none
+    bool replace = false;       ///< --replace: --report DIR may hold an earlier report (replaced)
     bool speed = false;         ///< --speed: print the simulator's speed after the run (not deterministic)
     uint64_t bench_events = 0;  ///< --bench-events N: only measure the SystemC timed-event rate
     std::string record;         ///< --record FILE: verbs-level trace of the run; empty = none

@@ -18,10 +18,9 @@ void report(const run_options& o, const nlohmann::ordered_json& runs);
 /// (workloads::default_iters) or 1000 (run.cpp).
 uint64_t iters_at(const run_options& o, unsigned qps);
 
-/// --sweep qps=LIST: one run per QP count (sweep.cpp).
-int run_qps_sweep(const run_options& o);
-/// --sweep threads=LIST: one run per thread count (sweep.cpp).
-int run_threads_sweep(const run_options& o);
+/// --sweep qps=LIST, threads=LIST, KEY=LIST: one run per point of their cross product, up to
+/// --jobs at once (sweep.cpp).
+int run_sweep(const run_options& o);
 /// --workload qp_scale (sweep.cpp).
 int run_qp_scale(run_options o);
 

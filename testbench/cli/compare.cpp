@@ -57,6 +57,10 @@ std::string run_label(const json& run, bool counts = true) {
     if (!counts) return s;
     s += " qps=" + std::to_string(run.value("qps", 1u));
     if (run.contains("threads")) s += " threads=" + std::to_string(run.value("threads", 1u));
+    if (run.contains("point") && run["point"].is_object())  // a sweep's configuration keys
+        for (const auto& [k, v] : run["point"].items())
+            if (k != "qps" && k != "threads")
+                s += " " + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
     return s;
 }
 
@@ -104,6 +108,11 @@ stats_file load(const std::string& path) {
                            : j.contains("workload") ? j["workload"]
                                                     : json("runs");
         f.kind = kind.is_string() ? kind.get<std::string>() : kind.dump();
+        if (kind.is_array()) {  // a sweep's keys: "qps", "pcie.lanes x qps"
+            f.kind.clear();
+            for (const json& k : kind)
+                f.kind += (f.kind.empty() ? "" : " x ") + (k.is_string() ? k.get<std::string>() : k.dump());
+        }
         for (const json& r : j["runs"]) f.runs.push_back(r);
     } else
         f.runs.push_back(j);

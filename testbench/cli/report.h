@@ -165,6 +165,10 @@ void write_json_file(const std::string& path, const nlohmann::ordered_json& j,
 std::vector<std::string> write_report(const std::string& dir, const nlohmann::ordered_json& runs,
                                       std::string& warning);
 
+/// Whether a file named `name` is one a --report directory holds: results.json, results.csv,
+/// flows.csv, plots.gp or a PNG plot (--report --replace replaces these and refuses others).
+bool report_file(const std::string& name);
+
 /// Latency row from per-iteration samples (microseconds): typical = median, p99 nearest rank.
 size_result latency_stats(uint64_t size, const std::vector<double>& samples_us);
 

@@ -169,6 +169,31 @@ void collect_flows(const std::string& workload, unsigned qps, const ojson& r, re
     d.flows.push_back(std::move(s));
 }
 
+/// A CSV field, quoted (RFC 4180) when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+}
+
+/// The swept keys of a sweep's runs (their "point"), in --sweep order; none for other runs.
+std::vector<std::string> swept_keys(const ojson& runs) {
+    std::vector<std::string> keys;
+    if (!runs.empty() && runs[0].contains("point"))
+        for (const auto& [k, v] : runs[0]["point"].items()) keys.push_back(k);
+    return keys;
+}
+
+/// The CSV's last columns of a run's rows: its label (the --config names and --set overrides)
+/// and its value of each swept configuration key (qps and threads have columns of their own).
+std::string csv_tail(const ojson& run, const std::vector<std::string>& keys) {
+    std::string t = "," + csv_field(run.value("label", std::string("default")));
+    for (const std::string& k : keys)
+        if (k != "qps" && k != "threads") t += "," + csv_field(run.at("point").value(k, std::string()));
+    return t;
+}
+
 /// One row per (run, result): the CSV line and the points of the plots' series.
 void collect(const ojson& runs, report_data& d) {
     std::vector<series>&bw = d.bw, &lat = d.lat, &by_qps = d.by_qps, &by_threads = d.by_threads;
@@ -181,15 +206,20 @@ void collect(const ojson& runs, report_data& d) {
         v.push_back({label, {}});
         return v.back();
     };
+    const std::vector<std::string> keys = swept_keys(runs);
     csv << "workload,qps,size_bytes,iters,bw_gbps,msg_rate_mpps,lat_typical_us,lat_min_us,lat_p99_us,lat_avg_"
            "us,"
-           "lat_max_us,threads\n";
+           "lat_max_us,threads,label";
+    for (const std::string& k : keys)
+        if (k != "qps" && k != "threads") csv << "," << csv_field(k);
+    csv << "\n";
     for (const ojson& run : runs) {
         const unsigned qps = run.value("qps", 1u), threads = run.value("threads", 1u);
         if (std::find(qps_seen.begin(), qps_seen.end(), qps) == qps_seen.end()) qps_seen.push_back(qps);
         if (std::find(d.threads_seen.begin(), d.threads_seen.end(), threads) == d.threads_seen.end())
             d.threads_seen.push_back(threads);
         const std::string run_workload = run.value("workload", std::string("demo"));
+        const std::string tail = csv_tail(run, keys);
         for (const ojson& r : run.at("results")) {
             const std::string w = r.value("workload", run_workload);
             const double size = r.at("size_bytes").get<double>();
@@ -199,7 +229,7 @@ void collect(const ojson& runs, report_data& d) {
             if (latency) {
                 csv << ",,," << num(r["lat_typical_us"]) << "," << num(r["lat_min_us"]) << ","
                     << num(r["lat_p99_us"]) << "," << num(r["lat_avg_us"]) << "," << num(r["lat_max_us"])
-                    << "," << threads << "\n";
+                    << "," << threads << tail << "\n";
                 find(lat, series_label(w, qps))
                     .pts.push_back({size, r["lat_typical_us"].get<double>(), r["lat_min_us"].get<double>(),
                                     r["lat_p99_us"].get<double>()});
@@ -207,7 +237,7 @@ void collect(const ojson& runs, report_data& d) {
             }
             if (r.contains("fabric")) collect_flows(w, qps, r, d);
             const double gbps = r.at("bw_gbps").get<double>(), mpps = r.at("msg_rate_mpps").get<double>();
-            csv << "," << num(gbps) << "," << num(mpps) << ",,,,,," << threads << "\n";
+            csv << "," << num(gbps) << "," << num(mpps) << ",,,,,," << threads << tail << "\n";
             find(bw, series_label(w, qps)).pts.push_back({size, gbps, mpps, 0});
             const std::string by_size = w + ", " + std::to_string(r.at("size_bytes").get<uint64_t>()) + " B";
             find(by_qps, by_size).pts.push_back({double(qps), gbps, mpps, 0});
@@ -380,7 +410,10 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
     // Every file whole before any replaces its old copy; the plots are drawn aside first.
     output_file json_file(dir + "/results.json", "--report"), csv_file(dir + "/results.csv", "--report"),
         gp_file(dir + "/plots.gp", "--report");
-    json_file.write(ojson{{"runs", runs}}.dump(2) + "\n");
+    ojson results = ojson::object();
+    if (const std::vector<std::string> keys = swept_keys(runs); !keys.empty()) results["sweep"] = keys;
+    results["runs"] = runs;
+    json_file.write(results.dump(2) + "\n");
     csv_file.write(d.csv.str());
     gp_file.write(gp);
     std::vector<output_file*> files = {&json_file, &csv_file, &gp_file};
@@ -395,7 +428,28 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
     if (!warning.empty()) pngs.clear();
     for (output_file* f : files) f->commit();
     for (const std::string& png : pngs) plots.move(png);
+    // An earlier report's files this one did not write again (--replace: a stale plot) go.
+    std::vector<std::string> written = {"results.json", "results.csv", "plots.gp"};
+    if (flows_file) written.push_back("flows.csv");
+    written.insert(written.end(), pngs.begin(), pngs.end());
+    std::vector<std::filesystem::path> stale;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (report_file(name) && std::find(written.begin(), written.end(), name) == written.end())
+            stale.push_back(it->path());
+    }
+    for (const auto& path : stale)
+        if (std::filesystem::is_regular_file(path, ec)) std::filesystem::remove(path, ec);
     return pngs;
+}
+
+bool report_file(const std::string& name) {
+    const auto ends = [&name](const char* tail) {
+        const std::string t = tail;
+        return name.size() > t.size() && name.compare(name.size() - t.size(), t.size(), t) == 0;
+    };
+    return name == "results.json" || name == "results.csv" || name == "flows.csv" || name == "plots.gp" ||
+           (ends(".png") && name[0] != '.');
 }
 
 }  // namespace hcasim

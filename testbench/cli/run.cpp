@@ -2,6 +2,7 @@
 // the attack suite, --bench-events), its outputs and the exit status.
 #include <systemc>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iomanip>
@@ -113,8 +114,7 @@ bool help_only(const run_options& o) { return o.help_config || o.help_stats; }
 /// --workload attack_suite: one line per case and the summary; 0 if every case was rejected as
 /// expected and no target byte changed, else 1. --verify is accepted (the suite always checks).
 int run_attack_suite(const run_options& o) {
-    if (o.sizes_given || o.iters_given || !o.stats_json.empty() || !o.report_dir.empty() ||
-        !o.sweep_qps.empty())
+    if (o.sizes_given || o.iters_given || !o.stats_json.empty() || !o.report_dir.empty() || !o.sweeps.empty())
         throw config_error(
             "attack_suite takes no --size, --iters, --sweep, --report or --stats-json (it runs a fixed "
             "table of cases)");
@@ -144,12 +144,40 @@ void check_outputs(const run_options& o) {
             output_file::check(o.report_dir + "/" + f, "--report");
 }
 
+/// --report DIR, before the run: a directory that holds anything is refused, unless --replace
+/// is given and it holds only the files a report writes (report_file), which the new report
+/// replaces (write_report removes those it does not write again).
+void check_report_dir(const std::string& dir, bool replace) {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+        names.push_back(it->path().filename().string());
+    if (ec) throw config_error("--report: cannot read directory '" + dir + "': " + ec.message());
+    if (names.empty()) return;
+    std::sort(names.begin(), names.end());
+    if (!replace)
+        throw config_error("--report: '" + dir + "' is not empty (" + names.front() +
+                           (names.size() > 1 ? " and " + std::to_string(names.size() - 1) + " more" : "") +
+                           "); give a new or empty directory, or --replace to replace the report in it");
+    for (const std::string& n : names)
+        if (!report_file(n) || !std::filesystem::is_regular_file(dir + "/" + n))
+            throw config_error("--report --replace: '" + dir + "/" + n +
+                               "' is not a file a report writes (results.*, flows.csv, plots.gp, *.png): "
+                               "remove it or give another directory");
+}
+
 }  // namespace
 
 /// Writes the --report directory; prints where (and a warning if no plot could be drawn).
+/// Each run carries the configuration's label (its CSV's label column).
 void report(const run_options& o, const nlohmann::ordered_json& runs) {
+    std::string label;  // the --config names and --set overrides: "hdr-cx6 pcie.lanes=8"
+    for (const std::string& c : o.configs) label += (label.empty() ? "" : " ") + c;
+    for (const std::string& s : o.sets) label += (label.empty() ? "" : " ") + s;
+    nlohmann::ordered_json labelled = runs;
+    for (auto& run : labelled) run["label"] = label.empty() ? "default" : label;
     std::string warning;
-    const std::vector<std::string> pngs = write_report(o.report_dir, runs, warning);
+    const std::vector<std::string> pngs = write_report(o.report_dir, labelled, warning);
     std::cout << " report: " << o.report_dir << "/results.csv, results.json";
     for (const std::string& p : pngs) std::cout << ", " << p;
     std::cout << "\n";
@@ -241,14 +269,14 @@ int run_command(const run_options& opts) {
         if (ec || !std::filesystem::is_directory(opts.report_dir))
             throw config_error("--report: cannot create directory '" + opts.report_dir + "'" +
                                (ec ? ": " + ec.message() : ""));
+        check_report_dir(opts.report_dir, opts.replace);
     }
     if (!help_only(opts)) check_outputs(opts);
     if (opts.workload == "qp_scale") {
         if (opts.speed) throw config_error("--speed measures one run; qp_scale runs one process per point");
         return run_qp_scale(opts);
     }
-    if (!opts.sweep_qps.empty() && !help_only(opts)) return run_qps_sweep(opts);
-    if (!opts.sweep_threads.empty() && !help_only(opts)) return run_threads_sweep(opts);
+    if (!opts.sweeps.empty() && !help_only(opts)) return run_sweep(opts);
     nlohmann::ordered_json json;
     const int rc = run_once(opts, opts.report_dir.empty() && !opts.speed ? nullptr : &json);
     if (rc == 0 && opts.speed && !help_only(opts)) print_speed(json);

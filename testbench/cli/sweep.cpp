@@ -1,18 +1,24 @@
-// Multi-process runs: --sweep qps=LIST, --sweep threads=LIST and qp_scale run each point in a
-// child process (SystemC elaborates once per process) and gather the children's stats JSON.
+// Multi-process runs: --sweep qps=LIST, threads=LIST, KEY=LIST (their cross product) and
+// qp_scale run each point in a child process (SystemC elaborates once per process), up to --jobs
+// at once, and gather the children's stats JSON.
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
+#include <sstream>
 
 #include "model/core/param.h"
 #include "model/host/host_cpu.h"
 #include "testbench/cli/commands.h"
+#include "testbench/cli/progress.h"
 #include "testbench/cli/report.h"
 #include "testbench/workloads/workloads.h"
 
@@ -20,160 +26,379 @@ namespace hcasim::cli {
 
 namespace {
 
-/// One point of a multi-process sweep: a workload at a QP count (and, in a thread sweep, a
-/// thread count).
+using ojson = nlohmann::ordered_json;
+using key_values = std::vector<std::pair<std::string, std::string>>;
+
+/// One point of a multi-process run: a workload at a QP count (and, in a thread sweep, a
+/// thread count), with the swept configuration values.
 struct sweep_point {
     std::string workload;
-    unsigned qps;
-    unsigned threads = 0;  ///< --sweep threads: the point's --threads (0: as given)
+    unsigned qps = 0;               ///< the point's --qps (0: as given)
+    unsigned threads = 0;           ///< --sweep threads: the point's --threads (0: as given)
+    key_values values;              ///< the swept configuration keys' values, applied after every --set
+    std::string first_set;          ///< qp_scale: hca.max_qps=N, before the other --sets ("": none)
+    uint64_t iters = 0;             ///< qp_scale: the point's --iters (0: as given)
+    ojson point = ojson::object();  ///< the swept values by key (the stats JSON's "point")
+    std::string label;              ///< the line `== <label>` above its output
 };
 
-/// Runs each point in a child process (SystemC elaborates once per process), in order, each
-/// child's table on our stdout under `== <label>`; returns the children's stats JSON in `runs`,
-/// or a nonzero exit status (the first failing child's).
-int run_children(const run_options& o, const std::vector<sweep_point>& points, const char* what,
-                 nlohmann::ordered_json& runs) {
-    char dir_template[] = "/tmp/hcasim-sweep-XXXXXX";
-    if (!mkdtemp(dir_template))
-        throw config_error(std::string(what) + ": cannot create a temporary directory");
-    const std::string tmp = dir_template;
-    runs = nlohmann::ordered_json::array();
+/// The options of a point's child process.
+run_options point_options(const run_options& o, const sweep_point& pt) {
+    run_options c = o;
+    c.workload = pt.workload;
+    c.sweep_qps.clear();
+    c.sweep_threads.clear();
+    c.sweeps.clear();
+    c.report_dir.clear();
+    if (pt.threads) c.threads = pt.threads;
+    if (pt.qps) {
+        c.qps = pt.qps;
+        c.qps_given = true;
+    }
+    if (pt.iters) c.iters = pt.iters;
+    if (!pt.first_set.empty()) c.sets.insert(c.sets.begin(), pt.first_set);
+    c.point = pt.values;
+    return c;
+}
+
+/// In a child process: stdout and stderr to the files `out` and `err` (the parent prints them
+/// in point order), no progress display of its own (the parent shows the sweep's).
+void redirect(const std::string& out, const std::string& err) {
+    const int fo = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fo < 0 || fe < 0) _exit(1);
+    dup2(fo, STDOUT_FILENO);
+    dup2(fe, STDERR_FILENO);
+    close(fo);
+    close(fe);
+    setenv("HCASIM_PROGRESS", "0", 1);
+}
+
+/// In a child process: `body`'s exit status, errors printed as run_main prints them.
+template <class F>
+[[noreturn]] void child_exit(F body) {
+    int rc = 1;
+    try {
+        rc = body();
+    } catch (const config_error& e) {
+        std::cerr << "hcasim: error: " << e.what() << "\n";
+        rc = 2;
+    } catch (const workload_error& e) {
+        std::cerr << "hcasim: run failed: " << e.what() << "\n";
+    } catch (const std::exception& e) {
+        std::cerr << "hcasim: error: " << e.what() << "\n";
+    }
+    std::cout.flush();
+    std::fflush(nullptr);
+    _exit(rc);
+}
+
+/// A file's contents ("" if it cannot be read).
+std::string contents(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+/// A temporary directory for the children's files, removed with this object.
+class scratch_dir {
+public:
+    explicit scratch_dir(const char* what) {
+        char dir_template[] = "/tmp/hcasim-sweep-XXXXXX";
+        if (!mkdtemp(dir_template))
+            throw config_error(std::string(what) + ": cannot create a temporary directory");
+        path_ = dir_template;
+    }
+    ~scratch_dir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+    scratch_dir(const scratch_dir&) = delete;
+    scratch_dir& operator=(const scratch_dir&) = delete;
+    std::string file(const char* name, size_t k) const { return path_ + "/" + name + std::to_string(k); }
+
+private:
+    std::string path_;
+};
+
+/// The points run at once: --jobs, else the online cores.
+unsigned jobs_of(const run_options& o) {
+    if (o.jobs) return o.jobs;
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? unsigned(n) : 1u;
+}
+
+/// Runs each point in a child process (SystemC elaborates once per process), up to --jobs at
+/// once. Each child's output is captured and printed in point order under `== <label>`, so
+/// the output is the same for any --jobs. A failing point: the points already started finish,
+/// no other starts; returns its exit status (the first failing point's) after naming it.
+/// Otherwise 0 and the children's stats JSON in `runs` (with their "point" if `with_point`).
+int run_children(const run_options& o, const std::vector<sweep_point>& points, const char* what, ojson& runs,
+                 bool with_point = false) {
+    const scratch_dir tmp(what);
+    struct child {
+        pid_t pid = 0;
+        int status = 0;  ///< waitpid's
+        bool done = false;
+    };
+    std::vector<child> kids(points.size());
+    const unsigned jobs = jobs_of(o);
+    size_t next = 0, printed = 0, finished = 0;
+    unsigned running = 0;
     int status = 0;
-    for (size_t k = 0; k < points.size(); ++k) {
-        const sweep_point& pt = points[k];
-        const std::string path = tmp + "/run" + std::to_string(k) + ".json";
-        const std::string label =
-            std::string(what) + (o.workload == pt.workload ? "" : " " + pt.workload) +
-            (pt.threads ? " threads=" + std::to_string(pt.threads) : " qps=" + std::to_string(pt.qps));
-        std::cout << "== " << label << "\n";
-        std::cout.flush();
-        std::fflush(nullptr);
-        const pid_t pid = fork();
-        if (pid < 0) {
-            status = 1;
-            std::cerr << "hcasim: run failed: " << label << ": fork failed\n";
-            break;
+    size_t failed = points.size();
+    progress_line progress;
+    // The finished points from the first not yet printed on, in order.
+    auto print_ready = [&] {
+        for (; printed < next && kids[printed].done; ++printed) {
+            progress.clear();
+            std::cout << "== " << points[printed].label << "\n" << contents(tmp.file("out", printed));
+            std::cout.flush();
+            std::cerr << contents(tmp.file("err", printed));
+            const int ws = kids[printed].status;
+            if (!WIFEXITED(ws))
+                std::cerr << "hcasim: run failed: " << points[printed].label
+                          << ": the run was killed (signal " << WTERMSIG(ws) << ")\n";
+            std::cerr.flush();
         }
-        if (pid == 0) {
-            run_options c = o;
-            c.workload = pt.workload;
-            c.sweep_qps.clear();
-            c.sweep_threads.clear();
-            if (pt.threads) c.threads = pt.threads;
-            c.report_dir.clear();
-            c.qps = pt.qps;
-            c.qps_given = true;
-            c.stats_json = path;
-            int rc = 1;
-            try {
-                rc = run_once(c, nullptr);
-            } catch (const config_error& e) {
-                std::cerr << "hcasim: error: " << e.what() << "\n";
-                rc = 2;
-            } catch (const workload_error& e) {
-                std::cerr << "hcasim: run failed: " << e.what() << "\n";
-            } catch (const std::exception& e) {
-                std::cerr << "hcasim: error: " << e.what() << "\n";
-            }
+    };
+    // "sweep: 3/8 points done, ~12 s left" (on a terminal).
+    const std::string name = what == std::string("--sweep") ? "sweep" : what;
+    auto show_progress = [&] {
+        const std::string left = progress.time_left(double(finished) / double(points.size()));
+        progress.show(name + ": " + std::to_string(finished) + "/" + std::to_string(points.size()) +
+                          " points done" + (left.empty() ? "" : ", " + left),
+                      true);
+    };
+    show_progress();
+    while (running > 0 || (status == 0 && next < points.size())) {
+        while (status == 0 && next < points.size() && running < jobs) {
+            const size_t k = next;
+            const run_options c = point_options(o, points[k]);
             std::cout.flush();
             std::fflush(nullptr);
-            _exit(rc);
+            const pid_t pid = fork();
+            if (pid < 0) {
+                std::cerr << "hcasim: run failed: " << points[k].label << ": fork failed\n";
+                status = 1;
+                break;
+            }
+            if (pid == 0) {
+                redirect(tmp.file("out", k), tmp.file("err", k));
+                child_exit([&] {
+                    run_options one = c;
+                    one.stats_json = tmp.file("run", k);
+                    return run_once(one, nullptr);
+                });
+            }
+            kids[k].pid = pid;
+            ++next;
+            ++running;
         }
+        if (running == 0) break;
         int ws = 0;
-        waitpid(pid, &ws, 0);
-        const int rc = WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;
-        if (rc != 0) {
-            if (!WIFEXITED(ws))
-                std::cerr << "hcasim: run failed: " << label << ": the run was killed (signal "
-                          << WTERMSIG(ws) << ")\n";
-            status = rc;
+        const pid_t pid = waitpid(-1, &ws, 0);
+        if (pid < 0) {
+            if (errno == EINTR) continue;
             break;
         }
-        std::ifstream in(path);
-        nlohmann::ordered_json j;
+        const auto it = std::find_if(kids.begin(), kids.begin() + long(next),
+                                     [pid](const child& c) { return c.pid == pid && !c.done; });
+        if (it == kids.begin() + long(next)) continue;  // not a point's process
+        it->done = true;
+        it->status = ws;
+        --running;
+        ++finished;
+        const size_t k = size_t(it - kids.begin());
+        const int rc = WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;
+        if (rc != 0 && k < failed) {
+            failed = k;
+            status = rc;
+        }
+        print_ready();
+        show_progress();
+    }
+    print_ready();
+    progress.clear();
+    if (status != 0) {
+        const size_t not_run = points.size() - next;
+        if (failed < points.size() && WIFEXITED(kids[failed].status))  // (a signal is named above)
+            std::cerr << "hcasim: run failed: " << points[failed].label << ": exit status " << status
+                      << (not_run ? "; " + std::to_string(not_run) + (not_run == 1 ? " point" : " points") +
+                                        " not run"
+                                  : "")
+                      << "\n";
+        return status;
+    }
+    runs = ojson::array();
+    for (size_t k = 0; k < points.size(); ++k) {
+        std::ifstream in(tmp.file("run", k));
+        ojson j;
         try {
             in >> j;
         } catch (const std::exception& e) {
-            std::cerr << "hcasim: run failed: " << label << ": unreadable results (" << e.what() << ")\n";
-            status = 1;
-            break;
+            std::cerr << "hcasim: run failed: " << points[k].label << ": unreadable results (" << e.what()
+                      << ")\n";
+            return 1;
         }
         j.erase("run");  // the merged file's own "run" block says it once
+        if (with_point) {
+            ojson r{{"point", points[k].point}};
+            for (auto& [key, v] : j.items()) r[key] = std::move(v);
+            j = std::move(r);
+        }
         runs.push_back(std::move(j));
     }
-    std::filesystem::remove_all(tmp);
-    return status;
+    return 0;
 }
 
-}  // namespace
+/// Every point's value of each swept configuration key, checked before any point runs: each
+/// distinct combination elaborates once in a child process (the --help-config path, nothing
+/// simulated) with its values set, so a value the parameter refuses and a key no parameter
+/// declares (broker::check_unused) are found as the point's run would find them.
+void check_config_points(const run_options& o, const std::vector<sweep_point>& points) {
+    std::set<key_values> seen;
+    const scratch_dir tmp("--sweep");
+    for (const sweep_point& pt : points) {
+        if (pt.values.empty() || !seen.insert(pt.values).second) continue;
+        run_options c = point_options(o, pt);
+        c.help_config = true;
+        c.help_stats = false;
+        c.stats_json.clear();
+        std::cout.flush();
+        std::fflush(nullptr);
+        const pid_t pid = fork();
+        if (pid < 0) throw config_error("--sweep: fork failed");
+        if (pid == 0) {
+            redirect("/dev/null", tmp.file("check", 0));
+            child_exit([&] {
+                if (const int rc = run_once(c, nullptr)) return rc;
+                broker::instance().check_unused();
+                return 0;
+            });
+        }
+        int ws = 0;
+        waitpid(pid, &ws, 0);
+        if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) continue;
+        std::string why = contents(tmp.file("check", 0));
+        const std::string prefix = "hcasim: error: ";
+        if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+        if (const auto nl = why.find('\n'); nl != std::string::npos) why.erase(nl);
+        if (why.rfind("unknown configuration key", 0) == 0)
+            why += "; --sweep takes size, qps, threads or a key hcasim --help-config lists";
+        std::string values;
+        for (const auto& [k, v] : pt.values) values += (values.empty() ? "" : " ") + k + "=" + v;
+        throw config_error("--sweep " + values + ": " + (why.empty() ? "the configuration fails" : why));
+    }
+}
 
-/// --sweep qps=LIST: one run per QP count.
-int run_qps_sweep(const run_options& o) {
+/// The cross product of o.sweeps (the first outermost), each point with its label.
+std::vector<sweep_point> sweep_points(const run_options& o) {
+    std::vector<sweep_point> points(1);
+    for (const sweep_dimension& d : o.sweeps) {
+        std::vector<sweep_point> product;
+        for (const sweep_point& p : points)
+            for (const std::string& v : d.values) {
+                sweep_point q = p;
+                q.point[d.key] = v;
+                if (d.key == "qps")
+                    q.qps = unsigned(std::stoul(v));
+                else if (d.key == "threads")
+                    q.threads = unsigned(std::stoul(v));
+                else
+                    q.values.emplace_back(d.key, v);
+                product.push_back(std::move(q));
+            }
+        points = std::move(product);
+    }
+    for (sweep_point& p : points) {
+        p.workload = o.workload;
+        // A thread sweep's point has --qps QPs or, without it, a QP per thread (perftest's
+        // processes each have their own; srq_bw, ud_srq_bw: at least their 16).
+        if (p.threads && !p.qps)
+            p.qps = o.qps_given ? o.qps : is_srq_workload(o.workload) ? std::max(16u, p.threads) : p.threads;
+        p.label = "--sweep";
+        for (const auto& [k, v] : p.point.items()) p.label += " " + k + "=" + v.get<std::string>();
+    }
+    return points;
+}
+
+/// --sweep qps: refused before any point runs where the workload has no QPs, a count is below
+/// --threads or a point's messages exceed the largest total.
+void check_qps_sweep(const run_options& o) {
     if (is_pcie_workload(o.workload))
         throw config_error("--sweep qps: " + o.workload + " moves data over PCIe only and has no QPs");
-    // Refused before any point runs, as a thread sweep's counts are.
     const unsigned fewest = *std::min_element(o.sweep_qps.begin(), o.sweep_qps.end());
     if (o.threads > fewest)
         throw config_error("--sweep qps: " + std::to_string(fewest) + (fewest == 1 ? " QP" : " QPs") +
                            " with --threads " + std::to_string(o.threads) +
                            ": each application thread needs a QP of its own");
-    std::vector<sweep_point> points;
-    for (unsigned q : o.sweep_qps) {
-        phase_messages(o.workload, iters_at(o, q), q);  // each point's total fits, before any runs
-        points.push_back({o.workload, q});
-    }
-    nlohmann::ordered_json runs;
-    if (const int st = run_children(o, points, "--sweep", runs)) return st;
-    if (!o.stats_json.empty())
-        write_json_file(o.stats_json, with_run(nlohmann::ordered_json{{"sweep", "qps"}, {"runs", runs}},
-                                               o.command_line, o.date));
-    if (!o.report_dir.empty()) report(o, runs);
-    return 0;
+    for (unsigned q : o.sweep_qps) phase_messages(o.workload, iters_at(o, q), q);
 }
 
-/// --sweep threads=LIST: one run per thread count, each with --qps QPs or, without --qps, a QP
-/// per thread (perftest's processes each have their own; srq_bw, ud_srq_bw: at least their 16).
-/// node0's cpu.cores is the host's and is not raised: the largest count above it, or above
-/// --qps, is refused before any point runs. Then a summary: message rate per thread count.
-int run_threads_sweep(const run_options& o) {
+/// --sweep threads: the largest count above --qps, or above a point's node0 cpu.cores (the
+/// host's, not raised), is refused before any point runs.
+void check_threads_sweep(const run_options& o, const std::vector<sweep_point>& points) {
     const unsigned most = *std::max_element(o.sweep_threads.begin(), o.sweep_threads.end());
     if (o.qps_given && o.qps < most)
         throw config_error("--sweep threads: " + std::to_string(most) + " threads with --qps " +
                            std::to_string(o.qps) + ": each application thread needs a QP of its own");
-    // The configuration's node0.cpu.cores (a value that is not a count is left for the child to
-    // refuse, naming where it was set).
-    apply_config(o);
-    const std::optional<std::string> set = broker::instance().lookup("node0.cpu.cores");
-    broker::instance().reset();  // each child loads the configuration itself
-    char* end = nullptr;
-    const unsigned long cores = set ? std::strtoul(set->c_str(), &end, 10) : host_cpu::default_cores;
-    if ((!set || (end != set->c_str() && *end == '\0')) && most > cores)
-        throw config_error("--sweep threads: " + std::to_string(most) +
-                           " threads: more than node0.cpu.cores (" + std::to_string(cores) +
-                           "); each application thread runs on a core of its own (--set cpu.cores=" +
-                           std::to_string(most) + ")");
-    std::vector<sweep_point> points;
-    for (unsigned t : o.sweep_threads)
-        points.push_back({o.workload,
-                          o.qps_given                   ? o.qps
-                          : is_srq_workload(o.workload) ? std::max(16u, t)
-                                                        : t,
-                          t});
-    nlohmann::ordered_json runs;
-    if (const int st = run_children(o, points, "--sweep", runs)) return st;
+    std::set<key_values> seen;
+    for (const sweep_point& pt : points) {
+        if (!seen.insert(pt.values).second) continue;
+        // The point's configuration's node0.cpu.cores (a value that is not a count is left for
+        // the child to refuse, naming where it was set).
+        run_options c = o;
+        c.point = pt.values;
+        apply_config(c);
+        const std::optional<std::string> set = broker::instance().lookup("node0.cpu.cores");
+        broker::instance().reset();  // each child loads the configuration itself
+        char* end = nullptr;
+        const unsigned long cores = set ? std::strtoul(set->c_str(), &end, 10) : host_cpu::default_cores;
+        if ((!set || (end != set->c_str() && *end == '\0')) && most > cores)
+            throw config_error("--sweep threads: " + std::to_string(most) +
+                               " threads: more than node0.cpu.cores (" + std::to_string(cores) +
+                               "); each application thread runs on a core of its own (--set cpu.cores=" +
+                               std::to_string(most) + ")");
+    }
+}
+
+/// --sweep threads: message rate per thread count (and the point's other swept values).
+void print_threads_summary(const std::vector<sweep_point>& points, const ojson& runs) {
     std::printf("---------------------------------------------------------------------------------------\n");
     std::printf(" --sweep threads: message rate per application thread count\n");
     std::printf(" %-10s %-8s %-10s %-16s %s\n", "#threads", "#QPs", "#bytes", "MsgRate[Mpps]",
                 "BW average[Gb/sec]");
-    for (size_t k = 0; k < runs.size(); ++k)
+    for (size_t k = 0; k < runs.size(); ++k) {
+        std::string others;  // the point's values of the other swept keys
+        for (const auto& [key, v] : points[k].point.items())
+            if (key != "threads") others += "  " + key + "=" + v.get<std::string>();
         for (const auto& r : runs[k]["results"])
-            std::printf(" %-10u %-8u %-10llu %-16.6f %.2f\n", points[k].threads, points[k].qps,
+            std::printf(" %-10u %-8u %-10llu %-16.6f %.2f%s\n", points[k].threads, points[k].qps,
                         static_cast<unsigned long long>(r["size_bytes"].get<uint64_t>()),
-                        r["msg_rate_mpps"].get<double>(), r["bw_gbps"].get<double>());
+                        r["msg_rate_mpps"].get<double>(), r["bw_gbps"].get<double>(), others.c_str());
+    }
     std::printf("---------------------------------------------------------------------------------------\n");
-    if (!o.stats_json.empty())
-        write_json_file(o.stats_json, with_run(nlohmann::ordered_json{{"sweep", "threads"}, {"runs", runs}},
-                                               o.command_line, o.date));
+}
+
+}  // namespace
+
+/// --sweep qps=LIST, threads=LIST, KEY=LIST: one run per point of their cross product.
+int run_sweep(const run_options& o) {
+    if (!o.sweep_qps.empty()) check_qps_sweep(o);
+    const std::vector<sweep_point> points = sweep_points(o);
+    if (!o.sweep_threads.empty()) check_threads_sweep(o, points);
+    check_config_points(o, points);
+    ojson runs;
+    if (const int st = run_children(o, points, "--sweep", runs, true)) return st;
+    if (!o.sweep_threads.empty()) print_threads_summary(points, runs);
+    if (!o.stats_json.empty()) {
+        ojson keys = ojson::array();
+        for (const sweep_dimension& d : o.sweeps) keys.push_back(d.key);
+        write_json_file(o.stats_json,
+                        with_run(ojson{{"sweep", keys}, {"runs", runs}}, o.command_line, o.date));
+    }
     if (!o.report_dir.empty()) report(o, runs);
     return 0;
 }
@@ -185,6 +410,9 @@ int run_threads_sweep(const run_options& o) {
 int run_qp_scale(run_options o) {
     if (o.qps_given)
         throw config_error("qp_scale sweeps the QP count: give the counts with --sweep qps=LIST, not --qps");
+    for (const sweep_dimension& d : o.sweeps)
+        if (d.key != "qps")
+            throw config_error("--sweep " + d.key + ": qp_scale sweeps the QP count only (--sweep qps=LIST)");
     const std::vector<unsigned> counts =
         o.sweep_qps.empty() ? std::vector<unsigned>{1, 4, 16, 64, 256, 1024, 4096, 16384} : o.sweep_qps;
     if (!o.sizes_given) o.sizes = {64};
@@ -198,20 +426,21 @@ int run_qp_scale(run_options o) {
     broker::instance().reset();  // each child loads the configuration itself
     std::vector<sweep_point> points;
     for (const char* w : {"write_bw", "read_bw"})
-        for (unsigned q : counts) points.push_back({w, q});
-    nlohmann::ordered_json runs = nlohmann::ordered_json::array();
-    for (const sweep_point& pt : points) {
-        run_options c = o;
-        c.iters = iters_at(o, pt.qps);
-        if (!max_qps_set) {
-            uint64_t need = 1024;
-            while (need < uint64_t(pt.qps) + 16) need *= 2;
-            c.sets.insert(c.sets.begin(), "hca.max_qps=" + std::to_string(need));
+        for (unsigned q : counts) {
+            sweep_point pt;
+            pt.workload = w;
+            pt.qps = q;
+            pt.iters = iters_at(o, q);
+            if (!max_qps_set) {
+                uint64_t need = 1024;
+                while (need < uint64_t(q) + 16) need *= 2;
+                pt.first_set = "hca.max_qps=" + std::to_string(need);
+            }
+            pt.label = std::string("qp_scale ") + w + " qps=" + std::to_string(q);
+            points.push_back(std::move(pt));
         }
-        nlohmann::ordered_json one;
-        if (const int st = run_children(c, {pt}, "qp_scale", one)) return st;
-        runs.push_back(one[0]);
-    }
+    ojson runs;
+    if (const int st = run_children(o, points, "qp_scale", runs)) return st;
     // Summary: Mpps of each workload per QP count (first size).
     std::printf("---------------------------------------------------------------------------------------\n");
     std::printf(" qp_scale: message rate [Mpps] at %llu B vs QPs\n",

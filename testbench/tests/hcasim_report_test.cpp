@@ -38,23 +38,8 @@ bool is_png(const std::string& path) {
     return b.size() > 1000 && b.compare(0, 8, std::string("\x89PNG\r\n\x1a\n", 8)) == 0;
 }
 
-std::vector<std::string> lines(const std::string& text) {
-    std::vector<std::string> v;
-    std::istringstream in(text);
-    for (std::string l; std::getline(in, l);) v.push_back(l);
-    return v;
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-    std::vector<std::string> v(1);
-    for (char c : s) {
-        if (c == sep)
-            v.emplace_back();
-        else
-            v.back() += c;
-    }
-    return v;
-}
+std::vector<std::string> lines(const std::string& text) { return hcasim::test::lines_of(text); }
+std::vector<std::string> split(const std::string& s, char sep) { return hcasim::test::split_fields(s, sep); }
 
 }  // namespace
 
@@ -71,11 +56,11 @@ TEST(HcasimReport, size_sweep_writes_csv_json_and_bandwidth_plots_with_utilisati
     EXPECT_EQ(
         csv[0],
         "workload,qps,size_bytes,iters,bw_gbps,msg_rate_mpps,lat_typical_us,lat_min_us,lat_p99_us,lat_avg_us,"
-        "lat_max_us,threads");
+        "lat_max_us,threads,label");
     uint64_t size = 64;
     for (size_t k = 1; k < csv.size(); ++k, size *= 2) {
         const auto f = split(csv[k], ',');
-        ASSERT_EQ(f.size(), 12u) << csv[k];
+        ASSERT_EQ(f.size(), 13u) << csv[k];
         EXPECT_EQ(f[0], "write_bw");
         EXPECT_EQ(f[1], "1");
         EXPECT_EQ(f[2], std::to_string(size));
@@ -83,6 +68,7 @@ TEST(HcasimReport, size_sweep_writes_csv_json_and_bandwidth_plots_with_utilisati
         EXPECT_GT(std::stod(f[4]), 0.0);
         EXPECT_TRUE(f[6].empty()) << "no latency on a bandwidth row";
         EXPECT_EQ(f[11], "1") << "one application thread";
+        EXPECT_EQ(f[12], "default") << "no --config, no --set";
     }
     const auto j = nlohmann::json::parse(slurp(dir + "/results.json"));
     ASSERT_EQ(j["runs"].size(), 1u);
@@ -129,7 +115,8 @@ TEST(HcasimReport, qps_sweep_runs_each_count_in_order_and_merges_the_results) {
     EXPECT_LT(a, b);
     EXPECT_LT(b, c);
     const auto j = nlohmann::json::parse(slurp(json));
-    EXPECT_EQ(j["sweep"], "qps");
+    EXPECT_EQ(j["sweep"], nlohmann::json::array({"qps"}));
+    EXPECT_EQ(j["runs"][2]["point"], nlohmann::json({{"qps", "4"}}));
     ASSERT_EQ(j["runs"].size(), 3u);
     for (size_t k = 0; k < 3; ++k) {
         EXPECT_EQ(j["runs"][k]["qps"], 1u << k);
@@ -164,9 +151,12 @@ TEST(HcasimReport, bad_sweeps_and_report_paths_are_one_line_errors) {
     };
     const bad cases[] = {
         {"--workload write_bw --sweep iters=1..4",
-         "hcasim: error: --sweep: unknown dimension 'iters' (expected size, qps or threads)\n"},
+         "hcasim: error: --sweep iters=1: unknown configuration key 'iters' (--sweep); --sweep takes size, "
+         "qps, "
+         "threads or a key hcasim --help-config lists\n"},
         {"--workload write_bw --sweep size",
-         "hcasim: error: --sweep: expected size=LIST, qps=LIST or threads=LIST, got 'size'\n"},
+         "hcasim: error: --sweep: expected KEY=LIST (size, qps, threads or a configuration key), got "
+         "'size'\n"},
         {"--workload write_bw --size 64 --sweep size=2..8",
          "hcasim: error: --sweep size=...: the sizes are already given (--size or another --sweep size)\n"},
         {"--workload write_bw --qps 2 --sweep qps=1..4",
@@ -193,14 +183,16 @@ TEST(HcasimReport, bad_sweeps_and_report_paths_are_one_line_errors) {
         << d.err;
 }
 
-// Issue 27: the report's files are written whole or not at all; the old ones stay.
+// Issue 27: the report's files are written whole or not at all; the old ones stay (--replace:
+// the directory holds an earlier report).
 TEST(HcasimReport, report_on_a_full_disk_leaves_no_truncated_file_and_exits_2) {
     HCASIM_SKIP_WHERE_ASAN_MISREADS_A_THROW_AFTER_THE_RUN();
     const std::string d = hcasim::test::empty_dir("hcasim_report_disk");
     const std::vector<std::string> names = {"bandwidth.png", "msg_rate.png", "plots.gp",
                                             "results.csv",   "results.json", "utilisation.png"};
     for (const std::string& n : names) std::ofstream(d + "/" + n) << "old " << n;
-    const std::string args = "--workload write_bw --sweep size=64..4K --iters 20 --report '" + d + "'";
+    const std::string args =
+        "--workload write_bw --sweep size=64..4K --iters 20 --replace --report '" + d + "'";
     // Files stop growing at 16 KiB: results.json (the runs' counters and configuration, 32 KB) is larger.
     const result r = hcasim::test::run_hcasim(args, "report", hcasim::test::file_limit(16));
     EXPECT_EQ(r.code, 2);

@@ -53,6 +53,26 @@ inline std::vector<std::string> dir_entries(const std::string& dir) {
     return v;
 }
 
+/// The lines of `text` (without their line breaks).
+inline std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> v;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) v.push_back(l);
+    return v;
+}
+
+/// `s` split at every `sep` (a CSV line without quoted fields: its fields).
+inline std::vector<std::string> split_fields(const std::string& s, char sep) {
+    std::vector<std::string> v(1);
+    for (char c : s) {
+        if (c == sep)
+            v.emplace_back();
+        else
+            v.back() += c;
+    }
+    return v;
+}
+
 /// Runs hcasim with `args` (shell words) in the source directory (or `cwd`), capturing stdout and
 /// stderr through temporary files named after `tag` and the process. `shell` runs first in the
 /// same shell (e.g. file_limit()). `bin` is the program to run.

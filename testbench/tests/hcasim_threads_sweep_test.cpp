@@ -45,7 +45,7 @@ TEST(HcasimThreadsSweep,
     EXPECT_LT(a, b);
     EXPECT_NE(r.out.find(" --sweep threads: message rate per application thread count\n"), std::string::npos)
         << r.out;
-    EXPECT_EQ(j["sweep"], "threads");
+    EXPECT_EQ(j["sweep"], nlohmann::json::array({"threads"}));
     ASSERT_EQ(j["runs"].size(), 2u);
     // Without --qps each thread gets a QP of its own; one thread has no per-thread figures.
     EXPECT_EQ(j["runs"][0]["qps"], 1);
@@ -58,14 +58,14 @@ TEST(HcasimThreadsSweep,
     const double two = j["runs"][1]["results"][0]["msg_rate_mpps"].get<double>();
     ASSERT_GT(one, 0);
     EXPECT_GT(two, 1.5 * one);
-    // The report: a CSV row per point (the thread count last), the rate plotted against threads
+    // The report: a CSV row per point (the thread count, then the label), the rate plotted against threads
     // (not against QPs, which only follow the threads here).
     const std::string csv = slurp(dir + "/results.csv");
     EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;
-    EXPECT_EQ(std::count(csv.begin(), csv.end(), ','), 3 * 11) << "12 fields a line: " << csv;
+    EXPECT_EQ(std::count(csv.begin(), csv.end(), ','), 3 * 12) << "13 fields a line: " << csv;
     EXPECT_NE(csv.find("\nmsg_rate,1,64,"), std::string::npos) << csv;
-    EXPECT_NE(csv.find(",1\nmsg_rate,2,64,"), std::string::npos) << csv;
-    EXPECT_EQ(csv.substr(csv.size() - 3), ",2\n") << csv;
+    EXPECT_NE(csv.find(",1,cpu.cores=2\nmsg_rate,2,64,"), std::string::npos) << csv;
+    EXPECT_EQ(csv.substr(csv.size() - 15), ",2,cpu.cores=2\n") << csv;
     EXPECT_NE(r.out.find(", threads.png"), std::string::npos) << r.out;
     EXPECT_TRUE(is_png(dir + "/threads.png"));
     EXPECT_FALSE(std::filesystem::exists(dir + "/qps.png"));
