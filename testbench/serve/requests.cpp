@@ -333,6 +333,7 @@ void server::handle_create_cq(connection& c, kernel_node&, uint32_t op, message&
     const uint64_t id = c.next_id++;
     c.cqs[id] = cq;
     c.user[cq] = r->user_handle;
+    ops_.watch_cq(c.node, cq);
     if (chan >= 0) c.channel[cq] = chan;  // non-blocking: own_pipe
     return reply_with(c, 0, cq_reply(id, cq));
 }
@@ -351,6 +352,7 @@ void server::handle_resize_cq(connection& c, kernel_node&, uint32_t op, message&
     if (!cq) return malformed(c, op);
     cq->consumer = r->consumer;
     const int e = verbs::ibv_resize_cq(cq, r->cqe);
+    if (!e) ops_.watch_cq(c.node, cq);  // its new ring
     return reply_with(c, e, cq_reply(r->id, cq));
 }
 
@@ -371,6 +373,7 @@ void server::handle_create_qp(connection& c, kernel_node&, uint32_t op, message&
     const uint64_t id = c.next_id++;
     c.qps[id] = qp;
     c.user[qp] = r->user_handle;
+    ops_.add_qp(c.node, c.pid, qp);
     return reply_with(c, 0, qp_reply(id, qp));
 }
 
@@ -381,6 +384,7 @@ void server::handle_modify_qp(connection& c, kernel_node&, uint32_t op, message&
     set_counts(qp, r->counts);
     verbs::ibv_qp_attr a = r->attr;
     const int e = verbs::ibv_modify_qp(qp, &a, r->mask);
+    ops_.sync_qp(c.node, qp);
     return reply_with(c, e, qp_reply(r->id, qp));
 }
 
@@ -419,6 +423,7 @@ void server::handle_create_srq(connection& c, kernel_node&, uint32_t op, message
     const uint64_t id = c.next_id++;
     c.srqs[id] = s;
     c.user[s] = r->user_handle;
+    ops_.add_srq(c.node, s);
     sp::srq_rep rep = srq_reply(id, s);
     rep.attr = ia.attr;
     return reply_with(c, 0, rep);
@@ -467,6 +472,7 @@ void server::set_counts(verbs::ibv_qp* qp, const sp::ring_counts& n) {
 }
 
 void server::forget_cq(connection& c, uint64_t id, verbs::ibv_cq* cq) {
+    ops_.unwatch_cq(cq);
     auto it = c.channel.find(cq);
     if (it != c.channel.end()) {
         close(it->second);

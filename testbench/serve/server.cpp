@@ -62,7 +62,7 @@ bool uar_write_ok(uint64_t in_page, uint32_t bytes) {
 }  // namespace
 
 server::server(sc_module_name n, machine& m, bool verbose, const client_limits& limits)
-    : sc_module(n), m_(m), verbose_(verbose), limits_(limits) {
+    : sc_module(n), m_(m), verbose_(verbose), limits_(limits), ops_(m) {
     fw::driver_options opts;
     opts.rereg_keeps_keys = true;  // ibv_rereg_mr as libibverbs applications know it
     for (unsigned i = 0; i < m.size(); ++i) {
@@ -387,6 +387,7 @@ void server::mmio_write(connection& c, const message& m) {
     kernel_node& k = *kernel_[c.node];
     ++doorbells_;
     ++c.doorbells;
+    ops_.doorbell(c.node, r->offset - lo, r->data, r->bytes, sc_time_stamp());
     k.lock->lock();
     try {  // whatever the model says of a write, it ends no more than the write
         k.sw->driver.bus().mmio_write(r->offset, r->data, r->bytes);
@@ -400,6 +401,7 @@ void server::teardown(connection& c) {
     for (auto& [id, qp] : c.qps) verbs::ibv_destroy_qp(qp);
     for (auto& [id, s] : c.srqs) verbs::ibv_destroy_srq(s);
     for (auto& [id, cq] : c.cqs) {
+        ops_.unwatch_cq(cq);
         verbs::ibv_destroy_cq(cq);
         if (c.channel.count(cq)) close(c.channel[cq]);
     }

@@ -17,6 +17,7 @@
 #include "provider/protocol.h"
 #include "testbench/host_software.h"
 #include "testbench/serve/fake_sysfs.h"
+#include "testbench/serve/op_latency.h"
 
 namespace hcasim::serve {
 
@@ -111,6 +112,8 @@ public:
     size_t clients() const { return conns_.size(); }
     uint64_t served_requests() const { return requests_; }
     uint64_t served_doorbells() const { return doorbells_; }
+    /// The model's latency of the clients' operations (--stats-json, the closing summary).
+    const op_latency& operations() const { return ops_; }
 
 private:
     machine& m_;
@@ -121,6 +124,7 @@ private:
     unsigned next_conn_ = 1;
     std::vector<std::vector<uint8_t>> spare_;  // message buffers to reuse
     uint64_t requests_ = 0, doorbells_ = 0;
+    op_latency ops_;
 
     // ------------------------------------------------------------------ boot and interrupts
 
