@@ -12,11 +12,12 @@ namespace hcasim::serve {
 
 using namespace sc_core;
 
-void op_latency::distribution::add(double us) {
-    min = count ? std::min(min, us) : us;
-    max = count ? std::max(max, us) : us;
-    sum += us;
+void op_latency::distribution::add(uint64_t ps) {
+    min_ps = count ? std::min(min_ps, ps) : ps;
+    max_ps = count ? std::max(max_ps, ps) : ps;
+    sum_ps += ps;
     ++count;
+    const double us = double(ps) / 1e6;
     if (reservoir.size() < RESERVOIR) {
         reservoir.push_back(us);
         return;
@@ -156,7 +157,7 @@ void op_latency::completed(unsigned node, const hw::cqe& e, uint64_t now_ps) {
         ++unmatched_;  // a WQE posted before the server knew its queue, or a stale counter
         return;
     }
-    q.ops[e.opcode].add(double(now_ps - posted->second) / 1e6);
+    q.ops[e.opcode].add(now_ps - posted->second);
 }
 
 nlohmann::ordered_json op_latency::to_json() const {
@@ -170,11 +171,11 @@ nlohmann::ordered_json op_latency::to_json() const {
                            {"qp_num", q->qp_num},
                            {"opcode", trace::wc_opcode_name(opcode)},
                            {"count", d.count},
-                           {"lat_min_us", d.min},
+                           {"lat_min_us", double(d.min_ps) / 1e6},
                            {"lat_median_us", s.lat_typical_us},
                            {"lat_p99_us", s.lat_p99_us},
-                           {"lat_max_us", d.max},
-                           {"lat_avg_us", d.sum / double(d.count)},
+                           {"lat_max_us", double(d.max_ps) / 1e6},
+                           {"lat_avg_us", double(d.sum_ps) / double(d.count) / 1e6},
                            {"exact", d.count <= RESERVOIR}});
         }
     return {{"ops", ops}, {"error_completions", error_completions_}, {"unmatched", unmatched_}};

@@ -58,10 +58,10 @@ private:
     /// Latencies of one (QP, opcode), microseconds.
     struct distribution {
         uint64_t count = 0;
-        double min = 0, max = 0, sum = 0;
-        std::vector<double> reservoir;
+        uint64_t min_ps = 0, max_ps = 0, sum_ps = 0;  // integers: the mean of equal samples is theirs
+        std::vector<double> reservoir;                // us
         uint64_t rng = 0x9E3779B97F4A7C15ull;
-        void add(double us);
+        void add(uint64_t ps);
     };
     /// A work queue's post times, one per ring slot: {WQE counter, simulated ps}.
     struct work_queue {
