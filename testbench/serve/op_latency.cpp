@@ -100,6 +100,7 @@ void op_latency::watch_cq(unsigned node, const verbs::ibv_cq* cq) {
     } else {
         w = std::make_shared<cq_watch>();
         w->node = node;
+        w->cq = cq;
         sc_spawn(
             [this, w] {
                 for (;;) {
@@ -133,6 +134,7 @@ void op_latency::scan(cq_watch& w) {
         mem.read(w.pa + (w.seen & mask) * sizeof e, &e, sizeof e);
         if ((e.owner & hw::CQE_OWNER_BIT) != hw::cqe_owner_for(w.seen, w.log_size)) return;
         ++w.seen;
+        if (on_cqe) on_cqe(w.node, w.cq, e);
         completed(w.node, e, sc_time_stamp().value());
     }
 }

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -47,6 +48,9 @@ public:
     void watch_cq(unsigned node, const verbs::ibv_cq* cq);
     /// Stops watching a CQ (before or after it is destroyed: `cq` is not read).
     void unwatch_cq(const verbs::ibv_cq* cq);
+
+    /// Called for every CQE that lands on a watched CQ (--record), with the CQ (verbs::ibv_cq*).
+    std::function<void(unsigned node, const void* cq, const hw::cqe& e)> on_cqe;
 
     /// {"ops": [{"pid", "node", "qp_num", "opcode", "count", "lat_min_us", "lat_median_us",
     /// "lat_p99_us", "lat_max_us", "lat_avg_us", "exact"}], "error_completions", "unmatched"}.
@@ -82,6 +86,7 @@ private:
     };
     struct cq_watch {
         unsigned node = 0;
+        const void* cq = nullptr;
         uint64_t pa = 0;
         uint8_t log_size = 0;
         uint64_t seen = 0;  // CQEs read so far

@@ -186,6 +186,8 @@ int parse_options(int argc, char* argv[], serve_options* o) {
         "latency of the clients' operations per QP and opcode")(
         "pcap", po::value<std::string>(), "capture every cable into this directory (docs/traces.md)")(
         "timeline", po::value<std::string>(), "write a Chrome trace-event timeline here (traces/README.md)")(
+        "record", po::value<std::string>(),
+        "write the clients' verbs as a trace for hcasim replay here (traces/README.md; RC and UC)")(
         "timeline-window", po::value<std::string>(),
         "--timeline keeps only START_NS:END_NS of simulated time")(
         "timeline-nodes", po::value<std::string>(), "--timeline keeps only these nodes, e.g. 0,1")(
@@ -232,6 +234,7 @@ int parse_options(int argc, char* argv[], serve_options* o) {
             output_file::check(o->stats_json = vm["stats-json"].as<std::string>(), "--stats-json");
         if (vm.count("timeline"))
             output_file::check(out.timeline = vm["timeline"].as<std::string>(), "--timeline");
+        if (vm.count("record")) output_file::check(out.record = vm["record"].as<std::string>(), "--record");
         if (vm.count("pcap") && (out.pcap_dir = vm["pcap"].as<std::string>()).empty())
             throw config_error("--pcap: expected a directory");
         o->command_line.assign(argv, argv + argc);
@@ -398,6 +401,7 @@ int serve_main(int argc, char* argv[]) {
     std::unique_ptr<machine> m;
     std::unique_ptr<server> srv;
     std::unique_ptr<timeline> tl;
+    std::unique_ptr<serve::recording> rec;
     try {
         broker& b = broker::instance();
         if (vm.count("config"))
@@ -410,6 +414,10 @@ int serve_main(int argc, char* argv[]) {
         srv = std::make_unique<server>("serve", *m, vm.count("verbose") > 0, limits);
         b.check_unused();
         tl = attach_timeline(o.outputs, m.get());
+        if (!o.outputs.record.empty()) {
+            rec = std::make_unique<serve::recording>(o.outputs.record, *m);
+            srv->set_recording(rec.get());
+        }
         if (!o.outputs.pcap_dir.empty()) m->capture_to(o.outputs.pcap_dir);
     } catch (const config_error& e) {
         std::cerr << "hcasim: error: serve: " << e.what() << "\n";
@@ -475,6 +483,7 @@ int serve_main(int argc, char* argv[]) {
     try {
         if (!m->captures().empty()) close_captures(*m);
         if (tl) tl->close();
+        if (rec) srv->end_recording();
         if (!o.stats_json.empty())
             write_stats_json(o, srv.get(),
                              std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());

@@ -75,6 +75,16 @@ server::server(sc_module_name n, machine& m, bool verbose, const client_limits& 
     for (unsigned i = 0; i < m.size(); ++i) {
         sc_spawn([this, i] { boot(i); }, sc_gen_unique_name("boot"));
     }
+    ops_.on_cqe = [this](unsigned node, const void* cq, const hw::cqe& e) {
+        if (rec_) rec_->completion(node, cq, e);
+    };
+}
+
+void server::end_recording() {
+    for (const auto& c : conns_)
+        if (c->ctx)
+            for (auto& [id, mr] : c->mrs) rec_->keep_contents(c->node, mr, *c->as);
+    rec_->end();
 }
 
 bool server::all_up() const {
@@ -270,6 +280,7 @@ void server::on_async_event(connection& c, const verbs::ibv_async_event& e) {
     default: r.element = c.user.count(e.element.qp) ? c.user[e.element.qp] : 0; break;
     }
     log(c, "async event " + std::to_string(r.event_type));
+    if (rec_) rec_->event(c.node, e);
     post_record(c, c.async_fd, &r, sizeof r);
 }
 
@@ -388,6 +399,7 @@ void server::mmio_write(connection& c, const message& m) {
     ++doorbells_;
     ++c.doorbells;
     ops_.doorbell(c.node, r->offset - lo, r->data, r->bytes, sc_time_stamp());
+    if (rec_) rec_->doorbell(c.node, *c.as, r->offset - lo, r->data, r->bytes);
     k.lock->lock();
     try {  // whatever the model says of a write, it ends no more than the write
         k.sw->driver.bus().mmio_write(r->offset, r->data, r->bytes);
@@ -406,7 +418,10 @@ void server::teardown(connection& c) {
         if (c.channel.count(cq)) close(c.channel[cq]);
     }
     for (auto& [id, mw] : c.mws) verbs::ibv_dealloc_mw(mw);
-    for (auto& [id, mr] : c.mrs) verbs::ibv_dereg_mr(mr);
+    for (auto& [id, mr] : c.mrs) {
+        if (rec_) rec_->keep_contents(c.node, mr, *c.as);
+        verbs::ibv_dereg_mr(mr);
+    }
     for (auto& [id, pd] : c.pds) verbs::ibv_dealloc_pd(pd);
     c.qps.clear();
     c.srqs.clear();

@@ -18,6 +18,7 @@
 #include "testbench/host_software.h"
 #include "testbench/serve/fake_sysfs.h"
 #include "testbench/serve/op_latency.h"
+#include "testbench/serve/recording.h"
 
 namespace hcasim::serve {
 
@@ -114,6 +115,11 @@ public:
     uint64_t served_doorbells() const { return doorbells_; }
     /// The model's latency of the clients' operations (--stats-json, the closing summary).
     const op_latency& operations() const { return ops_; }
+    /// --record: the clients' verbs go to `r` from now on (null: none).
+    void set_recording(recording* r) { rec_ = r; }
+    /// --record, when the server stops: the contents of the regions still registered, then the
+    /// end record; writes the file (throws config_error).
+    void end_recording();
 
 private:
     machine& m_;
@@ -125,6 +131,7 @@ private:
     std::vector<std::vector<uint8_t>> spare_;  // message buffers to reuse
     uint64_t requests_ = 0, doorbells_ = 0;
     op_latency ops_;
+    recording* rec_ = nullptr;
 
     // ------------------------------------------------------------------ boot and interrupts
 
