@@ -708,6 +708,7 @@ TEST(Serve, unwritable_output_paths_exit_2_before_the_server_listens) {
     const std::vector<refusal> cases = {
         {"--stats-json", missing, "--stats-json: cannot write '" + missing + "'"},
         {"--timeline", missing, "--timeline: cannot write '" + missing + "'"},
+        {"--record", missing, "--record: cannot write '" + missing + "'"},
         {"--pcap", dir + "/file/caps", "--pcap: cannot create directory '" + dir + "/file/caps'"},
     };
     for (const refusal& c : cases) {

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""`hcasim serve --stats-json --pcap --timeline` under ibv_rc_pingpong (docs/libibverbs.md).
+"""`hcasim serve --stats-json --pcap --timeline --record` under ibv_rc_pingpong (docs/libibverbs.md).
 
 Starts the server with the outputs, runs an ibv_rc_pingpong pair of ITERS iterations through the
 provider, stops the server with SIGTERM and checks what it wrote: the stats JSON's "run" block,
 counters and config, an ops entry per QP and opcode (SEND and RECV on both nodes, ITERS each,
-with simulated latencies), the wire capture's packets, the timeline's JSON, and the closing
-summary. Usage: serve_outputs.py HCASIM PROVIDER_SO PORT. Exit 0: passed, 1: failed, 77: no
+with simulated latencies), the wire capture's packets, the timeline's JSON, the closing
+summary, and that `hcasim replay` replays the recorded trace with the same outcome. Usage: serve_outputs.py HCASIM PROVIDER_SO PORT. Exit 0: passed, 1: failed, 77: no
 /dev/infiniband nodes (skipped).
 """
 import json
@@ -49,10 +49,11 @@ def main():
         print("no /dev/infiniband/uverbs0..1 (scripts/with-simhca.sh says how to make them): skipped")
         sys.exit(77)
     tmp = tempfile.mkdtemp(prefix="serve_outputs.")
-    sock, stats, caps, tl = (os.path.join(tmp, f) for f in ("hcasim.sock", "stats.json", "caps", "tl.json"))
+    sock, stats, caps, tl, rec = (os.path.join(tmp, f)
+                                  for f in ("hcasim.sock", "stats.json", "caps", "tl.json", "rec.jsonl"))
     out = open(os.path.join(tmp, "serve.out"), "w+")
     server = subprocess.Popen([hcasim, "serve", "--socket", sock, "--sysfs", os.path.join(tmp, "sysfs"),
-                               "--stats-json", stats, "--pcap", caps, "--timeline", tl],
+                               "--stats-json", stats, "--pcap", caps, "--timeline", tl, "--record", rec],
                               stdout=out, stderr=subprocess.STDOUT)
     try:
         for _ in range(600):
@@ -121,7 +122,12 @@ def main():
         for name in ("doorbell", "completion"):
             if name not in names:
                 fail("the timeline has no '%s' event" % name)
+        replay = subprocess.run([hcasim, "replay", rec], capture_output=True, text=True, timeout=300)
+        calls = sum(1 for line in open(rec) if '"call":"post_send"' in line)
+        if replay.returncode != 0 or "equal to the recording" not in replay.stdout or calls != 2 * ITERS:
+            fail("the record (%d post_send calls) does not replay equal" % calls, replay.stdout, replay.stderr)
         print(log)
+        print(replay.stdout)
         print("passed")
     finally:
         if server.poll() is None:
