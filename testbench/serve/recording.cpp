@@ -314,15 +314,20 @@ void recording::doorbell(unsigned node, const fw::address_space& as, uint64_t in
 }
 
 void recording::completion(unsigned node, const void* cq, const hw::cqe& e) {
-    verbs::ibv_wc w{};
-    w.wr_id = e.wr_id;
-    w.status = verbs::ibv_wc_status(e.status);
-    w.opcode = verbs::ibv_wc_opcode(e.opcode);
-    w.byte_len = e.byte_len;
-    w.imm_data = e.imm;
-    w.qp_num = e.qpn;
-    w.src_qp = e.src_qp;
-    w.wc_flags = e.flags;
+    // The fields a trace's completion holds (ibv_poll_cq fills the same from the CQE).
+    const verbs::ibv_wc w{e.wr_id,
+                          verbs::ibv_wc_status(e.status),
+                          verbs::ibv_wc_opcode(e.opcode),
+                          0,
+                          e.byte_len,
+                          e.imm,
+                          e.qpn,
+                          e.src_qp,
+                          e.flags,
+                          0,
+                          0,
+                          0,
+                          0};
     rec_.call(node, "poll_cq",
               {{"cq", rec_.name_of(node, cq)}, {"ret", 1}, {"wc", json::array({rec_.wc(node, w)})}});
 }
