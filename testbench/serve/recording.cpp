@@ -36,6 +36,9 @@ bool wr_opcode_of_wqe(uint8_t op, verbs::ibv_wr_opcode* out) {
 /// The buffer a node's inline sends are said to come from (a trace's SGEs name a region).
 constexpr uint64_t INLINE_VA = ~uint64_t(0) - 4095;
 constexpr uint32_t INLINE_BYTES = hw::INLINE_LEN_MASK + 1;
+/// The largest `fill` written: its line (two hex digits a byte) stays under the 16 MiB a replay
+/// reads.
+constexpr uint64_t MAX_FILL_BYTES = uint64_t(4) << 20;
 
 }  // namespace
 
@@ -53,9 +56,12 @@ void recording::reg_mr(unsigned node, const verbs::ibv_pd* pd, const verbs::ibv_
                        const fw::address_space& as, uint64_t va, uint64_t len, unsigned access) {
     const std::string buf = rec_.add_buffer(node, va, len);
     rec_.call(node, "alloc", {{"len", len}, {"align", 4096}, {"ret", buf}});
-    std::vector<uint8_t> bytes(len);
-    if (as.read(va, bytes.data(), len))
+    if (len > MAX_FILL_BYTES) {
+        rec_.comment("# node" + std::to_string(node) + " " + buf + ": " + std::to_string(len) +
+                     " bytes, too many to fill: its contents are left out");
+    } else if (std::vector<uint8_t> bytes(len); as.read(va, bytes.data(), len)) {
         rec_.call(node, "fill", {{"buf", buf}, {"hex", trace::hex(bytes.data(), bytes.size())}});
+    }
     const std::string name = rec_.add(node, mr, "mr");
     rec_.add_mr(node, mr, name);
     buffer_of_[{node, name}] = buf;
@@ -139,7 +145,7 @@ std::vector<uint8_t> recording::read_ring(unsigned node, const verbs::ibv_wq_rin
 
 void recording::fill(unsigned node, const fw::address_space& as, const verbs::ibv_sge& s) {
     const json sg = rec_.sge(node, s);
-    if (!sg.contains("mr") || s.length == 0) return;  // a raw SGE: no buffer to fill
+    if (!sg.contains("mr") || s.length == 0 || s.length > MAX_FILL_BYTES) return;  // a raw SGE: no buffer
     std::vector<uint8_t> bytes(s.length);
     if (!as.read(s.addr, bytes.data(), bytes.size())) return;
     // The buffer under the region starts where the region does.
