@@ -222,6 +222,7 @@ void server::handle_alloc_pd(connection& c, kernel_node&, uint32_t op, message& 
     if (!pd) return reply_status(c, errno ? errno : ENOMEM);
     const uint64_t id = c.next_id++;
     c.pds[id] = pd;
+    if (rec_) rec_->alloc_pd(c.node, pd);
     return reply_with(c, 0, id);
 }
 
@@ -273,12 +274,19 @@ void server::handle_reg_mr(connection& c, kernel_node&, uint32_t op, message& m)
     if (!mr) return reply_status(c, errno ? errno : EINVAL);
     const uint64_t id = c.next_id++;
     c.mrs[id] = mr;
+    if (rec_) rec_->reg_mr(c.node, pd, mr, *c.as, r->va, r->length, r->access);
     return reply_with(c, 0, sp::reg_mr_rep{id, mr->lkey, mr->rkey});
 }
 
 void server::handle_dereg_mr(connection& c, kernel_node&, uint32_t op, message& m) {
     const int e = destroy_named(
-        m, c.mrs, [](verbs::ibv_mr* mr) { return verbs::ibv_dereg_mr(mr); },
+        m, c.mrs,
+        [&](verbs::ibv_mr* mr) {
+            if (rec_) rec_->keep_contents(c.node, mr, *c.as);  // for the trace's end record
+            const int e = verbs::ibv_dereg_mr(mr);
+            if (rec_) rec_->dereg_mr(c.node, mr, e);  // mr only names it (freed on success)
+            return e;
+        },
         [&](uint64_t id, verbs::ibv_mr*) { c.mrs.erase(id); });
     if (e < 0) return malformed(c, op);
     return reply_status(c, e);
@@ -333,6 +341,8 @@ void server::handle_create_cq(connection& c, kernel_node&, uint32_t op, message&
     const uint64_t id = c.next_id++;
     c.cqs[id] = cq;
     c.user[cq] = r->user_handle;
+    ops_.watch_cq(c.node, cq);
+    if (rec_) rec_->create_cq(c.node, cq, r->cqe);
     if (chan >= 0) c.channel[cq] = chan;  // non-blocking: own_pipe
     return reply_with(c, 0, cq_reply(id, cq));
 }
@@ -351,6 +361,7 @@ void server::handle_resize_cq(connection& c, kernel_node&, uint32_t op, message&
     if (!cq) return malformed(c, op);
     cq->consumer = r->consumer;
     const int e = verbs::ibv_resize_cq(cq, r->cqe);
+    if (!e) ops_.watch_cq(c.node, cq);  // its new ring
     return reply_with(c, e, cq_reply(r->id, cq));
 }
 
@@ -371,6 +382,8 @@ void server::handle_create_qp(connection& c, kernel_node&, uint32_t op, message&
     const uint64_t id = c.next_id++;
     c.qps[id] = qp;
     c.user[qp] = r->user_handle;
+    ops_.add_qp(c.node, c.pid, qp);
+    if (rec_) rec_->create_qp(c.node, pd, qp, *r);
     return reply_with(c, 0, qp_reply(id, qp));
 }
 
@@ -381,6 +394,8 @@ void server::handle_modify_qp(connection& c, kernel_node&, uint32_t op, message&
     set_counts(qp, r->counts);
     verbs::ibv_qp_attr a = r->attr;
     const int e = verbs::ibv_modify_qp(qp, &a, r->mask);
+    ops_.sync_qp(c.node, qp);
+    if (rec_) rec_->modify_qp(c.node, qp, r->attr, r->mask, e);
     return reply_with(c, e, qp_reply(r->id, qp));
 }
 
@@ -399,7 +414,12 @@ void server::handle_query_qp(connection& c, kernel_node&, uint32_t op, message& 
 
 void server::handle_destroy_qp(connection& c, kernel_node&, uint32_t op, message& m) {
     const int e = destroy_named(
-        m, c.qps, [](verbs::ibv_qp* qp) { return verbs::ibv_destroy_qp(qp); },
+        m, c.qps,
+        [&](verbs::ibv_qp* qp) {
+            const int e = verbs::ibv_destroy_qp(qp);
+            if (rec_) rec_->destroy_qp(c.node, qp, e);  // qp only names it (freed on success)
+            return e;
+        },
         [&](uint64_t id, verbs::ibv_qp* qp) {
             c.qps.erase(id);
             c.user.erase(qp);
@@ -419,6 +439,8 @@ void server::handle_create_srq(connection& c, kernel_node&, uint32_t op, message
     const uint64_t id = c.next_id++;
     c.srqs[id] = s;
     c.user[s] = r->user_handle;
+    ops_.add_srq(c.node, s);
+    if (rec_) rec_->create_srq(c.node, pd, s, r->attr);
     sp::srq_rep rep = srq_reply(id, s);
     rep.attr = ia.attr;
     return reply_with(c, 0, rep);
@@ -467,6 +489,7 @@ void server::set_counts(verbs::ibv_qp* qp, const sp::ring_counts& n) {
 }
 
 void server::forget_cq(connection& c, uint64_t id, verbs::ibv_cq* cq) {
+    ops_.unwatch_cq(cq);
     auto it = c.channel.find(cq);
     if (it != c.channel.end()) {
         close(it->second);

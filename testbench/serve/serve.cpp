@@ -36,14 +36,17 @@
 #include <vector>
 
 #include "model/core/log.h"
+#include "model/core/output_file.h"
 #include "model/core/param.h"
 #include "model/core/stats.h"
 #include "model/system/fabric.h"
 #include "provider/fd_passing.h"
 #include "provider/protocol.h"
 #include "testbench/cli/presets.h"
+#include "testbench/cli/report.h"
 #include "testbench/serve/fake_sysfs.h"
 #include "testbench/serve/server.h"
+#include "testbench/workloads/workloads.h"
 
 namespace hcasim {
 
@@ -143,6 +146,10 @@ struct serve_options {
     std::string socket;
     client_limits limits;
     double quantum_ns = 0;
+    std::string stats_json;  // --stats-json: written when the server stops ("": none)
+    run_spec outputs;        // --pcap, --timeline (+ window, nodes): as the default command's
+    std::vector<std::string> command_line;
+    std::string date;      // when the server started, for the stats JSON
     po::variables_map vm;  // --config, --set, --verbose, --sysfs
 };
 
@@ -172,8 +179,19 @@ int parse_options(int argc, char* argv[], serve_options* o) {
         "quantum-ns", po::value<double>()->default_value(10000.0),
         "longest gap between two events the simulation runs "
         "through at full speed; across longer gaps simulated "
-        "time advances no faster than wall-clock time")("verbose,v",
-                                                        "log every client's requests and events to stderr");
+        "time advances no faster than wall-clock time")(
+        "stats-json", po::value<std::string>(),
+        "when the server stops, write the statistics here: "
+        "every counter, the configuration, and the model's "
+        "latency of the clients' operations per QP and opcode")(
+        "pcap", po::value<std::string>(), "capture every cable into this directory (docs/traces.md)")(
+        "timeline", po::value<std::string>(), "write a Chrome trace-event timeline here (traces/README.md)")(
+        "record", po::value<std::string>(),
+        "write the clients' verbs as a trace for hcasim replay here (traces/README.md; RC and UC)")(
+        "timeline-window", po::value<std::string>(),
+        "--timeline keeps only START_NS:END_NS of simulated time")(
+        "timeline-nodes", po::value<std::string>(), "--timeline keeps only these nodes, e.g. 0,1")(
+        "verbose,v", "log every client's requests and events to stderr");
     po::variables_map& vm = o->vm;
     try {
         po::store(po::command_line_parser(argc - 1, argv + 1).options(od).run(), vm);
@@ -205,6 +223,26 @@ int parse_options(int argc, char* argv[], serve_options* o) {
     }
     limits.mapped_bytes = mib << 20;
     o->socket = vm["socket"].as<std::string>();
+    // The output files are checked before the boot: the statistics of a long session must not be
+    // lost to a path that cannot be written.
+    try {
+        auto given = [&](const char* k) { return vm.count(k) ? &vm[k].as<std::string>() : nullptr; };
+        run_spec& out = o->outputs;
+        out.timeline_only =
+            timeline_filter::parse(given("timeline-window"), given("timeline-nodes"), vm.count("timeline"));
+        if (vm.count("stats-json"))
+            output_file::check(o->stats_json = vm["stats-json"].as<std::string>(), "--stats-json");
+        if (vm.count("timeline"))
+            output_file::check(out.timeline = vm["timeline"].as<std::string>(), "--timeline");
+        if (vm.count("record")) output_file::check(out.record = vm["record"].as<std::string>(), "--record");
+        if (vm.count("pcap") && (out.pcap_dir = vm["pcap"].as<std::string>()).empty())
+            throw config_error("--pcap: expected a directory");
+        o->command_line.assign(argv, argv + argc);
+        if (!o->stats_json.empty()) o->date = run_date();
+    } catch (const config_error& e) {
+        std::cerr << "hcasim: error: serve: " << e.what() << "\n";
+        return 2;
+    }
     return -1;
 }
 
@@ -311,7 +349,8 @@ void serve_clients(server* srv, int sfd, int lfd, const sc_time& quantum) {
     }
 }
 
-/// The closing lines: what the simulation did, in total and per node.
+/// The closing lines: what the simulation did, in total and per node, and the clients'
+/// operations.
 void print_statistics(const machine* m, const server* srv) {
     const stats_registry& st = stats_registry::instance();
     std::printf(
@@ -329,6 +368,22 @@ void print_statistics(const machine* m, const server* srv) {
                     v("port.tx_packets"), v("port.tx_bytes"), v("port.rx_packets"), v("cq_writer.cqes"),
                     v("doorbell_unit.writes"));
     }
+    srv->operations().print_summary(stdout);
+}
+
+/// --stats-json: the default command's stats JSON (the "run" block, "sim", "counters",
+/// "config"; no "results") with the server's own figures and the clients' operations.
+void write_stats_json(const serve_options& o, const server* srv, double wall_s) {
+    run_report r;
+    r.workload = "serve";
+    r.sim_time_ns = uint64_t(sc_time_stamp().to_seconds() * 1e9);
+    r.wall_s = wall_s;
+    r.wire_packets = stats_registry::instance().sum("port.tx_packets");
+    nlohmann::ordered_json j = to_json({r});
+    for (const char* k : {"seed", "qps", "results"}) j.erase(k);  // a workload's, not the server's
+    j["serve"] = {{"requests", srv->served_requests()}, {"doorbells", srv->served_doorbells()}};
+    j["clients"] = srv->operations().to_json();
+    write_json_file(o.stats_json, with_run(std::move(j), o.command_line, o.date));
 }
 
 }  // namespace
@@ -345,6 +400,8 @@ int serve_main(int argc, char* argv[]) {
     }
     std::unique_ptr<machine> m;
     std::unique_ptr<server> srv;
+    std::unique_ptr<timeline> tl;
+    std::unique_ptr<serve::recording> rec;
     try {
         broker& b = broker::instance();
         if (vm.count("config"))
@@ -356,6 +413,12 @@ int serve_main(int argc, char* argv[]) {
         m = std::make_unique<machine>();
         srv = std::make_unique<server>("serve", *m, vm.count("verbose") > 0, limits);
         b.check_unused();
+        tl = attach_timeline(o.outputs, m.get());
+        if (!o.outputs.record.empty()) {
+            rec = std::make_unique<serve::recording>(o.outputs.record, *m);
+            srv->set_recording(rec.get());
+        }
+        if (!o.outputs.pcap_dir.empty()) m->capture_to(o.outputs.pcap_dir);
     } catch (const config_error& e) {
         std::cerr << "hcasim: error: serve: " << e.what() << "\n";
         return 2;
@@ -411,11 +474,24 @@ int serve_main(int argc, char* argv[]) {
                 m->size(), m->size() - 1, sock_path.c_str(), sc_time_stamp().to_seconds() * 1e9);
     std::fflush(stdout);
 
+    const auto wall0 = std::chrono::steady_clock::now();
     serve_clients(srv.get(), sfd, lfd, quantum);
     close(lfd);
     struct stat sock_st {};  // the socket file, unless someone has put another there meanwhile
     if (lstat(sock_path.c_str(), &sock_st) == 0 && sock_st.st_ino == sock_ino) unlink(sock_path.c_str());
     print_statistics(m.get(), srv.get());
+    try {
+        if (!m->captures().empty()) close_captures(*m);
+        if (tl) tl->close();
+        if (rec) srv->end_recording();
+        if (!o.stats_json.empty())
+            write_stats_json(o, srv.get(),
+                             std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());
+    } catch (const config_error& e) {
+        std::cerr << "hcasim: error: serve: " << e.what() << "\n";
+        return 2;
+    }
+    std::cout.flush();
     return 0;
 }
 

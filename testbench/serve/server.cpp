@@ -62,7 +62,7 @@ bool uar_write_ok(uint64_t in_page, uint32_t bytes) {
 }  // namespace
 
 server::server(sc_module_name n, machine& m, bool verbose, const client_limits& limits)
-    : sc_module(n), m_(m), verbose_(verbose), limits_(limits) {
+    : sc_module(n), m_(m), verbose_(verbose), limits_(limits), ops_(m) {
     fw::driver_options opts;
     opts.rereg_keeps_keys = true;  // ibv_rereg_mr as libibverbs applications know it
     for (unsigned i = 0; i < m.size(); ++i) {
@@ -75,6 +75,16 @@ server::server(sc_module_name n, machine& m, bool verbose, const client_limits& 
     for (unsigned i = 0; i < m.size(); ++i) {
         sc_spawn([this, i] { boot(i); }, sc_gen_unique_name("boot"));
     }
+    ops_.on_cqe = [this](unsigned node, const void* cq, const hw::cqe& e) {
+        if (rec_) rec_->completion(node, cq, e);
+    };
+}
+
+void server::end_recording() {
+    for (const auto& c : conns_)
+        if (c->ctx)
+            for (auto& [id, mr] : c->mrs) rec_->keep_contents(c->node, mr, *c->as);
+    rec_->end();
 }
 
 bool server::all_up() const {
@@ -270,6 +280,7 @@ void server::on_async_event(connection& c, const verbs::ibv_async_event& e) {
     default: r.element = c.user.count(e.element.qp) ? c.user[e.element.qp] : 0; break;
     }
     log(c, "async event " + std::to_string(r.event_type));
+    if (rec_) rec_->event(c.node, e);
     post_record(c, c.async_fd, &r, sizeof r);
 }
 
@@ -387,6 +398,8 @@ void server::mmio_write(connection& c, const message& m) {
     kernel_node& k = *kernel_[c.node];
     ++doorbells_;
     ++c.doorbells;
+    ops_.doorbell(c.node, r->offset - lo, r->data, r->bytes, sc_time_stamp());
+    if (rec_) rec_->doorbell(c.node, *c.as, r->offset - lo, r->data, r->bytes);
     k.lock->lock();
     try {  // whatever the model says of a write, it ends no more than the write
         k.sw->driver.bus().mmio_write(r->offset, r->data, r->bytes);
@@ -400,11 +413,15 @@ void server::teardown(connection& c) {
     for (auto& [id, qp] : c.qps) verbs::ibv_destroy_qp(qp);
     for (auto& [id, s] : c.srqs) verbs::ibv_destroy_srq(s);
     for (auto& [id, cq] : c.cqs) {
+        ops_.unwatch_cq(cq);
         verbs::ibv_destroy_cq(cq);
         if (c.channel.count(cq)) close(c.channel[cq]);
     }
     for (auto& [id, mw] : c.mws) verbs::ibv_dealloc_mw(mw);
-    for (auto& [id, mr] : c.mrs) verbs::ibv_dereg_mr(mr);
+    for (auto& [id, mr] : c.mrs) {
+        if (rec_) rec_->keep_contents(c.node, mr, *c.as);
+        verbs::ibv_dereg_mr(mr);
+    }
     for (auto& [id, pd] : c.pds) verbs::ibv_dealloc_pd(pd);
     c.qps.clear();
     c.srqs.clear();

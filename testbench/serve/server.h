@@ -17,6 +17,8 @@
 #include "provider/protocol.h"
 #include "testbench/host_software.h"
 #include "testbench/serve/fake_sysfs.h"
+#include "testbench/serve/op_latency.h"
+#include "testbench/serve/recording.h"
 
 namespace hcasim::serve {
 
@@ -111,6 +113,13 @@ public:
     size_t clients() const { return conns_.size(); }
     uint64_t served_requests() const { return requests_; }
     uint64_t served_doorbells() const { return doorbells_; }
+    /// The model's latency of the clients' operations (--stats-json, the closing summary).
+    const op_latency& operations() const { return ops_; }
+    /// --record: the clients' verbs go to `r` from now on (null: none).
+    void set_recording(recording* r) { rec_ = r; }
+    /// --record, when the server stops: the contents of the regions still registered, then the
+    /// end record; writes the file (throws config_error).
+    void end_recording();
 
 private:
     machine& m_;
@@ -121,6 +130,8 @@ private:
     unsigned next_conn_ = 1;
     std::vector<std::vector<uint8_t>> spare_;  // message buffers to reuse
     uint64_t requests_ = 0, doorbells_ = 0;
+    op_latency ops_;
+    recording* rec_ = nullptr;
 
     // ------------------------------------------------------------------ boot and interrupts
 

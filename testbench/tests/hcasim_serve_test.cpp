@@ -696,3 +696,28 @@ TEST(Serve, memory_size_bytes_too_small_for_the_host_software_is_refused_at_star
     EXPECT_NE(access((dir + "/s.sock").c_str(), F_OK), 0) << "no socket is left behind";
     std::system(("rm -rf '" + dir + "'").c_str());
 }
+
+TEST(Serve, unwritable_output_paths_exit_2_before_the_server_listens) {
+    const std::string dir = ::testing::TempDir() + "serve_outputs_" + std::to_string(getpid());
+    std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "' && touch '" + dir + "/file'").c_str());
+    const std::string sock = dir + "/s.sock", missing = dir + "/no/such/dir/out.json";
+    struct refusal {
+        std::string option, path, message;
+    };
+    // A path under a directory that does not exist, and a --pcap directory under a plain file.
+    const std::vector<refusal> cases = {
+        {"--stats-json", missing, "--stats-json: cannot write '" + missing + "'"},
+        {"--timeline", missing, "--timeline: cannot write '" + missing + "'"},
+        {"--record", missing, "--record: cannot write '" + missing + "'"},
+        {"--pcap", dir + "/file/caps", "--pcap: cannot create directory '" + dir + "/file/caps'"},
+    };
+    for (const refusal& c : cases) {
+        const auto r = hcasim::test::run_hcasim(
+            "serve --socket '" + sock + "' " + c.option + " '" + c.path + "'", "serve_outputs");
+        EXPECT_EQ(r.code, 2) << c.option << "\n" << r.out << r.err;
+        EXPECT_EQ(r.err.rfind("hcasim: error: serve: " + c.message, 0), 0u) << r.err;
+        EXPECT_EQ(r.out.find("ready at"), std::string::npos) << c.option << ": " << r.out;
+        EXPECT_NE(access(sock.c_str(), F_OK), 0) << c.option << ": the server never listened";
+    }
+    std::system(("rm -rf '" + dir + "'").c_str());
+}

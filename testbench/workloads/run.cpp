@@ -43,7 +43,8 @@ std::vector<uint64_t> mr_sweep(const run_spec& spec, const workload_params& wp) 
     return mrs;
 }
 
-/// --timeline: every node's HCA and PCIe link write to it (null without the option).
+}  // namespace
+
 std::unique_ptr<timeline> attach_timeline(const run_spec& spec, machine* m) {
     if (spec.timeline.empty()) return nullptr;
     if (!m)
@@ -57,6 +58,8 @@ std::unique_ptr<timeline> attach_timeline(const run_spec& spec, machine* m) {
     }
     return tl;
 }
+
+namespace {
 
 /// --record: the application's verbs calls go to the trace (null without the option).
 std::unique_ptr<trace::recorder> attach_recorder(const run_spec& spec, machine* m, perftest* app) {
@@ -91,13 +94,16 @@ void end_recording(trace::recorder& rec, perftest& app) {
             counters);
 }
 
-/// --pcap, after the simulation: closes the captures and says where they are.
+}  // namespace
+
 void close_captures(machine& m) {
     if (const std::string e = m.close_captures(); !e.empty()) throw config_error(e);
     std::cout << " pcap:";
     for (const auto& c : m.captures()) std::cout << " " << c->path() << " (" << c->packets() << " packets)";
     std::cout << "\n";
 }
+
+namespace {
 
 /// --dump-topology: the fabric in ibnetdiscover's format, written whole or not at all.
 void write_topology_file(const machine& m, const std::string& path) {

@@ -12,6 +12,7 @@
 // flows between every node of the fabric (many.h; docs/fabric.md).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@
 #include "testbench/cli/report.h"
 
 namespace hcasim {
+
+class machine;
 
 struct phase_spec {
     std::string workload;         ///< a name of workload_names() (cli.h)
@@ -125,6 +128,13 @@ private:
 };
 
 }  // namespace verify
+
+/// --timeline (spec.timeline): every node's HCA and PCIe link write to it (null without the
+/// option). run() and `hcasim serve` attach it before simulating.
+std::unique_ptr<timeline> attach_timeline(const run_spec& spec, machine* m);
+/// --pcap, after the simulation: closes the captures (machine::capture_to) and prints where they
+/// are on stdout. Throws config_error on a write error.
+void close_captures(machine& m);
 
 /// Elaborates the configured machine, runs every phase, and returns one report per phase.
 /// Configuration must already be in the broker. Must be called once per process.
