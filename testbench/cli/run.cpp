@@ -95,10 +95,10 @@ void print_help_config(std::ostream& os, const std::vector<param_info>& params) 
 }
 
 void print_help_stats(std::ostream& os, const std::vector<counter_info>& counters) {
-    os << "Counters (the stats JSON's \"counters\", totals over the whole run, and \"measured_counters\", "
-          "their changes over the measured phases; N stands for a node's, switch's, port's or cable's "
-          "number). Units: ps of simulated time, bytes, cycles of the unit's clock, count (events or "
-          "items).\n";
+    os << "Counters (the stats JSON's \"counters\", totals over the whole run; \"measured_counters\", "
+          "their changes over the measured phases; and each result's \"counters\", their changes while "
+          "that size was measured; N stands for a node's, switch's, port's or cable's number). Units: ps "
+          "of simulated time, bytes, cycles of the unit's clock, count (events or items).\n";
     for (const counter_info& c : counters)
         os << "  " << std::left << std::setw(54) << c.pattern << " [" << c.unit << "]\n      " << c.help
            << "\n";
@@ -226,7 +226,8 @@ public:
                       static_cast<unsigned long long>(p.done), static_cast<unsigned long long>(p.total),
                       p.unit, sim_text(p.sim_ns).c_str());
         const std::string left = line_->time_left(p.fraction);
-        line_->show(left.empty() ? std::string(b) : std::string(b) + ", " + left);
+        line_->show(left.empty() ? std::string(b) : std::string(b) + ", " + left,
+                    p.done == 0);  // a size's start at once
     }
 
 private:
