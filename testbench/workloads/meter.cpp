@@ -12,9 +12,12 @@ run_meter::run_meter(const run_spec& spec) : obs_(spec.observer), spec_(spec) {
     double all = 0;
     for (const phase_spec& p : spec.phases) {
         cost_.emplace_back();
+        // A *_lat iteration is a round trip: two messages (ping and pong, request and response).
+        const size_t n = p.workload.size();
+        const double messages = n > 4 && p.workload.compare(n - 4, 4, "_lat") == 0 ? 2 : 1;
         for (uint64_t s : p.sizes) {
             const double packets = double((s + spec.mtu - 1) / spec.mtu);
-            cost_.back().push_back(double(p.iters) * (std::max(packets, 1.0) + message_packets));
+            cost_.back().push_back(double(p.iters) * messages * (std::max(packets, 1.0) + message_packets));
             all += cost_.back().back();
         }
     }

@@ -13,7 +13,8 @@ namespace hcasim::workloads {
 class run_meter {
 public:
     /// The run's work per size is estimated from its messages and their packets (a message
-    /// costs the host about as much as a few packets: doorbell, WQE, completion).
+    /// costs the host about as much as a few packets: doorbell, WQE, completion); the estimate
+    /// of the time left follows from it.
     explicit run_meter(const run_spec& spec);
 
     /// Phase `phase` of the spec starts measuring (`rep` holds its workload and seed).
