@@ -51,10 +51,11 @@ public:
     virtual ~run_observer() = default;
     /// A phase starts measuring: its report holds the workload and the seed.
     virtual void phase_begin(const run_report&) {}
-    /// A size's row is complete: `s` is the last of `r.results`.
-    virtual void row(const run_report& r, const size_result& s) { (void)r, (void)s; }
+    /// A size's row is complete (the second argument, the last of the report's results).
+    virtual void row(const run_report&, const size_result&) {}
     /// The phase's report is complete (simulated time, wire packets, measured counters).
     virtual void phase_end(const run_report&) {}
+    /// Where the run is: at each size's start and after every percent of its total.
     virtual void progress(const run_progress&) {}
 };
 
