@@ -363,8 +363,12 @@ int compare(const stats_file& a, const stats_file& b, const compare_options& o) 
         };
         for (size_t r = 0; r < ra["results"].size(); ++r) {
             const json& row = ra["results"][r];  // in a sweep the run's label names its workload
-            add(prefix + (sweep && !row.contains("workload") ? size_label(row) : row_key(ra, row)), row,
-                rb["results"][r], true);
+            // A size's counters are no result figures: the run's counters (below) are compared.
+            json xa = row, xb = rb["results"][r];
+            xa.erase("counters");
+            xb.erase("counters");
+            add(prefix + (sweep && !row.contains("workload") ? size_label(row) : row_key(ra, row)), xa, xb,
+                true);
         }
         json sa = json::object(), sb = json::object();  // wall_s and the like differ from run to run
         for (const char* s : {"sim_time_ns", "wire_packets"}) {

@@ -1,6 +1,7 @@
 // See progress.h.
 #include "testbench/cli/progress.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -26,8 +27,13 @@ void progress_line::show(const std::string& text, bool now) {
     const auto t = std::chrono::steady_clock::now();
     if (!now && t - last_ < std::chrono::milliseconds(200)) return;
     last_ = t;
+    // Narrower than the terminal: a line that wrapped would not be redrawn in place.
+    std::string line = text;
+    winsize ws{};
+    if (ioctl(fileno(out_), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && line.size() >= ws.ws_col)
+        line.resize(ws.ws_col - 1u);
     // Carriage return, the text, then erase to the end of the line (ECMA-48 EL).
-    std::fprintf(out_, "\r%s\x1b[K", text.c_str());
+    std::fprintf(out_, "\r%s\x1b[K", line.c_str());
     std::fflush(out_);
     drawn_ = true;
 }

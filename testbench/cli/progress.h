@@ -18,7 +18,8 @@ public:
     progress_line& operator=(const progress_line&) = delete;
 
     bool shown() const { return shown_; }
-    /// Redraws the line with `text`, at most every 200 ms of wall time unless `now`.
+    /// Redraws the line with `text` (cut to the terminal's width), at most every 200 ms of wall
+    /// time unless `now`.
     void show(const std::string& text, bool now = false);
     /// Erases the line (call before printing anything else to the terminal).
     void clear();

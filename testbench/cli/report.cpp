@@ -1,7 +1,6 @@
 // Run report output; see report.h.
 #include "report.h"
 
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -158,23 +157,42 @@ spread thread_spread(const std::vector<thread_result>& threads, double (*field)(
 }
 
 void print_table(std::ostream& os, const run_report& r) {
-    os << rule << "\n";
-    os << " hcasim " << (r.workload.empty() ? "demo" : r.workload) << " (seed " << r.seed << ")";
+    table_printer t(os);
+    t.begin(r);
+    for (const auto& s : r.results) t.row(r, s);
+    t.end(r);
+}
+
+void table_printer::begin(const run_report& r) {
+    if (r.op.empty()) title(r);  // msg_rate's title names the iterations: it waits for the first row
+}
+
+void table_printer::title(const run_report& r) {
+    if (titled_) return;
+    titled_ = true;
+    os_ << rule << "\n";
+    os_ << " hcasim " << (r.workload.empty() ? "demo" : r.workload) << " (seed " << r.seed << ")";
     if (!r.op.empty()) {
-        os << ": " << r.op << " (as " << r.op_workload << "), " << r.qps << (r.qps == 1 ? " QP" : " QPs");
-        if (!r.results.empty()) os << " x " << r.results.front().iters << " iterations";  // --iters: per QP
+        os_ << ": " << r.op << " (as " << r.op_workload << "), " << r.qps << (r.qps == 1 ? " QP" : " QPs");
+        if (!r.results.empty()) os_ << " x " << r.results.front().iters << " iterations";  // --iters: per QP
     }
-    os << "\n" << rule << "\n";
+    os_ << "\n" << rule << "\n";
+}
+
+void table_printer::row(const run_report& r, const size_result& s) {
+    title(r);
     const bool msg_rate = !r.op.empty();
-    bool have_header = false, header_latency = false;
-    for (const auto& s : r.results) {
-        if (!have_header || header_latency != s.latency) {
-            print_header(os, s.latency, msg_rate);
-            have_header = true;
-            header_latency = s.latency;
-        }
-        print_row(os, s, msg_rate);
+    if (!have_header_ || header_latency_ != s.latency) {
+        print_header(os_, s.latency, msg_rate);
+        have_header_ = true;
+        header_latency_ = s.latency;
     }
+    print_row(os_, s, msg_rate);
+}
+
+void table_printer::end(const run_report& r) {
+    title(r);
+    std::ostream& os = os_;
     os << rule << "\n";
     os << " simulated time " << r.sim_time_ns << " ns, " << r.wire_packets << " wire packets\n";
     for (const auto& s : r.results)
@@ -434,6 +452,8 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
                 if (!s.verify_data) v["applicable"] = false;
                 e["verify"] = std::move(v);
             }
+            // What changed while this size was measured (its share of measured_counters).
+            if (!s.counters.empty()) e["counters"] = count_object(s.counters);
             results.push_back(std::move(e));
         }
     j["results"] = std::move(results);

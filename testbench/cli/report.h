@@ -102,6 +102,10 @@ struct size_result {
     /// Bandwidth rows with --threads N > 1: each thread's figures (JSON "threads", a line under
     /// the table); empty otherwise.
     std::vector<thread_result> threads;
+    /// The counters that changed while this size was measured and by how much (JSON "counters");
+    /// over a phase's sizes they sum to its run_report::measured_counters. Empty where a
+    /// workload does not measure phases (dma_*, mr_scale).
+    std::vector<std::pair<std::string, uint64_t>> counters;
 };
 
 /// Everything a run reports.
@@ -130,6 +134,24 @@ struct run_report {
 
 /// Prints a perftest-like table. Deterministic: no wall-clock values.
 void print_table(std::ostream& os, const run_report& r);
+
+/// print_table a piece at a time, as a run measures it: begin() when the phase starts (the
+/// title; msg_rate's names its iterations and waits for the first row), row() for each size
+/// (with a column header when the kind of row changes), end() once the report is complete
+/// (simulated time and the lines under the table). Together they print what print_table does.
+class table_printer {
+public:
+    explicit table_printer(std::ostream& os) : os_(os) {}
+    void begin(const run_report& r);
+    /// `s` is a row of `r` (its last so far, when streaming).
+    void row(const run_report& r, const size_result& s);
+    void end(const run_report& r);
+
+private:
+    void title(const run_report& r);
+    std::ostream& os_;
+    bool titled_ = false, have_header_ = false, header_latency_ = false;
+};
 
 /// The stats JSON of a run (results, sim summary, every counter, every param). Several phases of
 /// one run (the demo): "workload" is "demo" and each result names its workload.

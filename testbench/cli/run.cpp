@@ -3,16 +3,20 @@
 #include <systemc>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 
 #include "model/core/output_file.h"
 #include "model/core/param.h"
 #include "testbench/attack/attack_suite.h"
 #include "testbench/cli/commands.h"
 #include "testbench/cli/presets.h"
+#include "testbench/cli/progress.h"
 #include "testbench/cli/report.h"
 #include "testbench/cli/run.h"
 #include "testbench/workloads/msg_rate.h"
@@ -92,10 +96,10 @@ void print_help_config(std::ostream& os, const std::vector<param_info>& params) 
 }
 
 void print_help_stats(std::ostream& os, const std::vector<counter_info>& counters) {
-    os << "Counters (the stats JSON's \"counters\", totals over the whole run, and \"measured_counters\", "
-          "their changes over the measured phases; N stands for a node's, switch's, port's or cable's "
-          "number). Units: ps of simulated time, bytes, cycles of the unit's clock, count (events or "
-          "items).\n";
+    os << "Counters (the stats JSON's \"counters\", totals over the whole run; \"measured_counters\", "
+          "their changes over the measured phases; and each result's \"counters\", their changes while "
+          "that size was measured; N stands for a node's, switch's, port's or cable's number). Units: ps "
+          "of simulated time, bytes, cycles of the unit's clock, count (events or items).\n";
     for (const counter_info& c : counters)
         os << "  " << std::left << std::setw(54) << c.pattern << " [" << c.unit << "]\n      " << c.help
            << "\n";
@@ -189,8 +193,87 @@ uint64_t iters_at(const run_options& o, unsigned qps) {
     return o.iters_given || !own_default ? o.iters : workloads::default_iters(qps);
 }
 
-/// One run of the workload (one elaboration): prints its table(s), writes --stats-json, returns
-/// the exit status and (if `json` is given) the stats JSON.
+namespace {
+
+/// "2 B", "64 KiB", "1 MiB", "1536 B".
+std::string size_text(uint64_t b) {
+    if (b >= (uint64_t(1) << 20) && b % (uint64_t(1) << 20) == 0) return std::to_string(b >> 20) + " MiB";
+    if (b >= 1024 && b % 1024 == 0) return std::to_string(b >> 10) + " KiB";
+    return std::to_string(b) + " B";
+}
+
+/// "412 ns", "1.23 us", "1.23 ms", "1.23 s".
+std::string sim_text(uint64_t ns) {
+    char b[32];
+    if (ns < 1000)
+        std::snprintf(b, sizeof b, "%llu ns", static_cast<unsigned long long>(ns));
+    else if (ns < 1000000)
+        std::snprintf(b, sizeof b, "%.2f us", double(ns) / 1e3);
+    else if (ns < 1000000000)
+        std::snprintf(b, sizeof b, "%.2f ms", double(ns) / 1e6);
+    else
+        std::snprintf(b, sizeof b, "%.2f s", double(ns) / 1e9);
+    return b;
+}
+
+/// What a run shows while it runs: each phase's table on stdout as it is measured, and on a
+/// terminal the progress line on stderr (cleared before anything else is printed).
+class live_output : public run_observer {
+public:
+    /// `label` completes a report as the run's tables show it (run_once's QPs, msg_rate).
+    explicit live_output(std::function<void(run_report&)> label) : label_(std::move(label)) {}
+    /// Phases whose table is printed whole.
+    size_t printed() const { return printed_; }
+    void clear() {
+        if (line_) line_->clear();
+    }
+
+    void phase_begin(const run_report& r) override {
+        if (!line_) line_.emplace();  // the estimate counts from the first phase (elaboration excluded)
+        line_->clear();
+        table_.emplace(std::cout);
+        table_->begin(labelled(r));
+        std::cout.flush();
+    }
+    void row(const run_report& r, const size_result& s) override {
+        clear();
+        table_->row(labelled(r), s);
+        std::cout.flush();
+    }
+    void phase_end(const run_report& r) override {
+        clear();
+        table_->end(labelled(r));
+        std::cout.flush();
+        ++printed_;
+    }
+    void progress(const run_progress& p) override {
+        if (!line_ || !line_->shown()) return;
+        char b[160];
+        std::snprintf(b, sizeof b, "%s %s (%zu/%zu sizes): %llu/%llu %s, sim %s", p.workload.c_str(),
+                      size_text(p.size).c_str(), p.size_index + 1, p.sizes,
+                      static_cast<unsigned long long>(p.done), static_cast<unsigned long long>(p.total),
+                      p.unit, sim_text(p.sim_ns).c_str());
+        const std::string left = line_->time_left(p.fraction);
+        line_->show(left.empty() ? std::string(b) : std::string(b) + ", " + left,
+                    p.done == 0);  // a size's start at once
+    }
+
+private:
+    run_report labelled(const run_report& r) const {
+        run_report c = r;
+        label_(c);
+        return c;
+    }
+    std::function<void(run_report&)> label_;
+    std::optional<progress_line> line_;
+    std::optional<table_printer> table_;
+    size_t printed_ = 0;
+};
+
+}  // namespace
+
+/// One run of the workload (one elaboration): prints its table(s) as they are measured, writes
+/// --stats-json, returns the exit status and (if `json` is given) the stats JSON.
 int run_once(const run_options& given, nlohmann::ordered_json* json) {
     run_options opts = given;
     opts.iters = iters_at(opts, opts.qps);  // msg_rate: its default at this QP count
@@ -217,14 +300,7 @@ int run_once(const run_options& given, nlohmann::ordered_json* json) {
         run(spec, &h);
         return print_help(opts, h);
     }
-    std::string failure;
-    std::vector<run_report> reports = run(spec, nullptr, &failure);
-    if (!spec.dump_topology.empty()) return 0;  // written; nothing ran
-    if (!failure.empty()) {
-        std::cerr << "hcasim: run failed: " << failure << "\n";
-        return 1;
-    }
-    for (run_report& r : reports) {
+    const auto label = [&](run_report& r) {
         r.qps = spec.qps;
         r.threads = spec.threads;
         if (msg_rate) {
@@ -232,8 +308,20 @@ int run_once(const run_options& given, nlohmann::ordered_json* json) {
             r.op = msg_rate->op();
             r.op_workload = opts.workload;
         }
+    };
+    live_output live(label);
+    spec.observer = &live;
+    std::string failure;
+    std::vector<run_report> reports = run(spec, nullptr, &failure);
+    live.clear();
+    if (!spec.dump_topology.empty()) return 0;  // written; nothing ran
+    if (!failure.empty()) {
+        std::cerr << "hcasim: run failed: " << failure << "\n";
+        return 1;
     }
-    for (const run_report& r : reports) print_table(std::cout, r);
+    for (run_report& r : reports) label(r);
+    // The tables not printed as measured (mr_scale's, after its own).
+    for (size_t k = live.printed(); k < reports.size(); ++k) print_table(std::cout, reports[k]);
     if (!opts.stats_json.empty())
         write_json_file(opts.stats_json, with_run(to_json(reports), opts.command_line, opts.date));
     if (json) *json = to_json(reports);

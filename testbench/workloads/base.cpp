@@ -72,7 +72,7 @@ bool perftest::is_latency(const std::string& workload) {
 
 perftest::perftest(sc_module_name name, machine& m, const run_spec& spec, const workload_params& wp,
                    std::vector<run_report>& out, const std::vector<uint64_t>& mrs)
-    : sc_module(name), m_(m), spec_(spec), wp_(wp), out_(out), mrs_(mrs) {
+    : sc_module(name), m_(m), spec_(spec), wp_(wp), out_(out), mrs_(mrs), meter_(spec) {
     fw::driver_options opts;
     // The driver's QP table holds the run's QPs (and the special QPs and a few spare).
     opts.log_num_qps = uint8_t(std::max<unsigned>(opts.log_num_qps, ceil_log2(uint64_t(spec.qps) + 16)));
@@ -623,7 +623,8 @@ void perftest::run_side(unsigned i) {
     m_.wait_programmed();  // fabric.sm.program=smp: no traffic before the SM's sweep
     bar_.arrive();
     uint64_t step = 0;  // numbers the sizes of the whole run (--verify data keys)
-    for (const phase_spec& ph : spec_.phases) {
+    for (size_t phase = 0; phase < spec_.phases.size(); ++phase) {
+        const phase_spec& ph = spec_.phases[phase];
         run_report rep;
         rep.workload = ph.workload;
         rep.seed = spec_.seed;
@@ -633,6 +634,9 @@ void perftest::run_side(unsigned i) {
         if (i == 0) c0 = stats_registry::instance().snapshot();
         const auto wall0 = std::chrono::steady_clock::now();  // --speed only; never reaches the model
         const phase_entry& e = phase_of(ph.workload);
+        // The client tells the observer; mr_scale prints its own table first, after the run.
+        const bool told = i == 0 && e.run != &perftest::mr_phase;
+        if (told) meter_.phase_begin(phase, rep);
         (this->*e.run)(i, ph, step, e.op, rep);
         step += ph.sizes.size() * (e.run == &perftest::mr_phase ? mrs_.size() : 1);  // mr_scale: per N
         rep.sim_time_ns = bus(i).now_ns() - t0;
@@ -642,6 +646,7 @@ void perftest::run_side(unsigned i) {
             rep.measured_counters = stats_registry::instance().changes_since(c0);
             rep.verify_failure = chk_.first_failure;
             chk_.first_failure.clear();
+            if (told) meter_.phase_end(rep);
             out_.push_back(rep);
         }
     }
@@ -659,6 +664,10 @@ void perftest::bw_phase(unsigned i, const phase_spec& ph, uint64_t step0, op_kin
     for (size_t si = 0; si < ph.sizes.size(); ++si) {
         const uint64_t size = ph.sizes[si];
         const uint64_t step = step0 + si;
+        if (client) {
+            meter_.size_begin(si, ph.iters, "messages", true);
+            stream_done_ = 0;
+        }
         bw_size b;
         if (client) b = bw_size_start(ph, size, step, op);
         bar_.arrive();
@@ -678,6 +687,7 @@ void perftest::bw_phase(unsigned i, const phase_spec& ph, uint64_t step0, op_kin
             if (spec_.verify) take_counts(rep.results.back());
         }
         bar_.arrive();
+        if (client) meter_.row(rep);  // the size ends here: the next one's counters start
     }
 }
 

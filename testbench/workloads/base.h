@@ -19,6 +19,7 @@
 #include "testbench/cli/cli.h"
 #include "testbench/host_software.h"
 #include "testbench/replay/verbs_trace.h"
+#include "testbench/workloads/meter.h"
 #include "testbench/workloads/workloads.h"
 
 namespace hcasim::workloads {
@@ -505,6 +506,8 @@ private:
     uint64_t region_stride_ = 0;  ///< the largest region of the run (slot size)
     region_set regions_[2];
     const counter* tu_[2][4] = {};  ///< node i's translation_unit.{mpt_hits,mpt_misses,mtt_hits,mtt_misses}
+    run_meter meter_;               ///< the client's rows and progress to spec_.observer
+    uint64_t stream_done_ = 0;      ///< messages the current bandwidth size's completions completed
 };
 
 }  // namespace hcasim::workloads

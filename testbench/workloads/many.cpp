@@ -131,7 +131,7 @@ std::vector<std::pair<std::string, uint64_t>> cc_activity() {
 
 many_node::many_node(sc_module_name name, machine& m, const run_spec& spec, const workload_params& wp,
                      std::vector<run_report>& out)
-    : sc_module(name), m_(m), spec_(spec), wp_(wp), out_(out) {
+    : sc_module(name), m_(m), spec_(spec), wp_(wp), out_(out), meter_(spec) {
     const phase_spec& ph = spec.phases.front();
     workload_ = ph.workload;
     const std::string& t = wp.transport.get();
@@ -425,6 +425,11 @@ void many_node::run_node(unsigned i) {
         counters0_ = stats_registry::instance().snapshot();
         t0_ns_ = now_ns(0);
         wall0_ = std::chrono::steady_clock::now();  // --speed only; never reaches the model
+        run_report rep;
+        rep.workload = workload_;
+        rep.seed = spec_.seed;
+        meter_.phase_begin(0, rep);
+        meter_.size_begin(0, iters_ * flows_.size(), "messages", false);  // its counters: the phase's
     }
     bar_.arrive();
     traffic(i);
@@ -494,6 +499,7 @@ void many_node::complete(uint32_t f, uint64_t m, uint64_t now) {
     ++fl.done;
     fl.end_ns = std::max(fl.end_ns, now);
     mct_us_.push_back(to_us(now - fl.post_ns[m]));
+    meter_.step(++completed_);
 }
 
 /// One completion of node i's CQ.
@@ -644,6 +650,9 @@ void many_node::report() {
     rep.traffic_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0_).count();
     rep.wire_packets = stats_registry::instance().sum("port.tx_packets") - packets0_;
     rep.measured_counters = stats_registry::instance().changes_since(counters0_);
+    rep.results.back().counters = rep.measured_counters;  // one size: the whole phase
+    meter_.row(rep);
+    meter_.phase_end(rep);
     out_.push_back(std::move(rep));
 }
 

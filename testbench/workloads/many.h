@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "testbench/workloads/base.h"
+#include "testbench/workloads/meter.h"
 
 namespace hcasim::workloads {
 
@@ -118,6 +119,8 @@ private:
     barrier bar_;
     sc_event exchanged_;
     unsigned ready_ = 0;
+    run_meter meter_;         ///< node0's row and the progress to spec_.observer
+    uint64_t completed_ = 0;  ///< messages completed so far, over every flow
 };
 
 }  // namespace hcasim::workloads

@@ -51,6 +51,7 @@ void perftest::lat_phase(unsigned i, const phase_spec& ph, uint64_t step0, op_ki
     const bool client = i == 0;
     const bool v = spec_.verify;
     for (size_t si = 0; si < ph.sizes.size(); ++si) {
+        if (client) meter_.size_begin(si, ph.iters, "iters", true);
         lat_size l;
         l.size = ph.sizes[si];
         l.step = step0 + si;
@@ -74,9 +75,10 @@ void perftest::lat_phase(unsigned i, const phase_spec& ph, uint64_t step0, op_ki
             x.it = it;
             x.flag = uint8_t(1 + (it % 254));
             x.traced = it == ph.iters / 2;
-            if (client)
+            if (client) {
                 ping(i, ph, op, l, x);
-            else if (op == op_kind::write)
+                meter_.step(it + 1);
+            } else if (op == op_kind::write)
                 pong_write(i, ph, l, x);
             else if (op == op_kind::send)
                 pong_send(i, ph, l, x);
@@ -94,6 +96,7 @@ void perftest::lat_phase(unsigned i, const phase_spec& ph, uint64_t step0, op_ki
             rep.results.push_back(r);
         }
         bar_.arrive();
+        if (client) meter_.row(rep);  // the size ends here: the next one's counters start
     }
 }
 
@@ -518,6 +521,8 @@ void perftest::take_send_completion(const phase_spec& ph, op_kind op, bw_size& b
     }
     st.total_completed += idx + 1 - first;
     completed[q] = idx + 1;
+    stream_done_ += idx + 1 - first;  // every thread's, for the progress
+    meter_.step(stream_done_);
     if (!v) return;
     // Known complete, and not yet overwritten by a later message: check now.
     // (UC: the completion only says the WRITE is on the wire; checked after

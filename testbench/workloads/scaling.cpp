@@ -285,7 +285,8 @@ public:
           cpu_mem_stub("cpu_mem_stub"),
           spec_(spec),
           wp_(wp),
-          out_(out) {
+          out_(out),
+          meter_(spec) {
         pcie.upstream_out.bind(memory.dma);
         dma.out.bind(pcie.upstream_in);
         cpu_stub.bind(pcie.downstream_in);
@@ -333,14 +334,18 @@ private:
         }
     }
     void run() {
-        for (const phase_spec& ph : spec_.phases) {
+        for (size_t p = 0; p < spec_.phases.size(); ++p) {
+            const phase_spec& ph = spec_.phases[p];
             run_report rep;
             rep.workload = ph.workload;
             rep.seed = spec_.seed;
+            meter_.phase_begin(p, rep);
             const sc_time t0 = sc_time_stamp();
             sc_time drained = SC_ZERO_TIME;
             const bool write = ph.workload == "dma_write_bw";
-            for (uint64_t size : ph.sizes) {
+            for (size_t si = 0; si < ph.sizes.size(); ++si) {
+                const uint64_t size = ph.sizes[si];
+                meter_.size_begin(si, ph.iters, "transfers", false);
                 // The transfers cycle through [base, base + span) (dma_traffic_gen::run).
                 const uint64_t window = std::max(size, dma.window_bytes.get() / size * size);
                 const uint64_t span = ph.iters >= window / size ? window : size * ph.iters;
@@ -386,8 +391,10 @@ private:
                     if (r.mismatches && rep.verify_failure.empty()) rep.verify_failure = first_mismatch_;
                 }
                 rep.results.push_back(r);
+                meter_.row(rep);
             }
             rep.sim_time_ns = uint64_t((sc_time_stamp() - t0 - drained).to_seconds() * 1e9 + 0.5);
+            meter_.phase_end(rep);
             out_.push_back(rep);
         }
         sc_stop();
@@ -396,6 +403,7 @@ private:
     const workload_params& wp_;
     std::vector<run_report>& out_;
     std::string first_mismatch_;
+    run_meter meter_;  ///< the rows to spec_.observer
 };
 
 }  // namespace

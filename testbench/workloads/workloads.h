@@ -34,6 +34,34 @@ struct phase_spec {
     uint64_t iters = 1000;
 };
 
+/// Where a run is, for a progress display (run_observer::progress).
+struct run_progress {
+    std::string workload;          ///< the phase's
+    size_t size_index = 0;         ///< the size being measured, 0-based, of the phase's `sizes`
+    size_t sizes = 0;              ///< sizes of the phase
+    uint64_t size = 0;             ///< its message size, bytes
+    uint64_t done = 0, total = 0;  ///< iterations (latency) or messages (bandwidth) of the size done, of
+    const char* unit = "iters";    ///< what done and total count: "iters", "messages" or "transfers"
+    uint64_t sim_ns = 0;           ///< simulated time now
+    double fraction = 0;           ///< of the whole run's work done, an estimate (0 .. 1)
+};
+
+/// Told what a run measures as it measures it (the CLI prints each row at once and, on a
+/// terminal, a progress line). Called from the simulation's own thread, from the runner's loops
+/// (a size's start and end, every so many iterations or completions): never per packet.
+class run_observer {
+public:
+    virtual ~run_observer() = default;
+    /// A phase starts measuring: its report holds the workload and the seed.
+    virtual void phase_begin(const run_report&) {}
+    /// A size's row is complete (the second argument, the last of the report's results).
+    virtual void row(const run_report&, const size_result&) {}
+    /// The phase's report is complete (simulated time, wire packets, measured counters).
+    virtual void phase_end(const run_report&) {}
+    /// Where the run is: at each size's start and after every percent of its total.
+    virtual void progress(const run_progress&) {}
+};
+
 struct run_spec {
     std::vector<phase_spec> phases;  ///< run one after the other in one simulation
     unsigned qps = 1;                ///< QPs used by bandwidth workloads (round robin)
@@ -49,6 +77,9 @@ struct run_spec {
     /// --dump-topology: elaborate, write the fabric here (ibnetdiscover's format) and return
     /// without simulating; empty = none. No phases: the machine alone, without a workload.
     std::string dump_topology;
+    /// Hears each phase, row and the progress as the run measures them (null: nobody). mr_scale
+    /// prints its own table after the run, its phase's table after it: the observer hears neither.
+    run_observer* observer = nullptr;
 };
 
 /// A run that could not complete (a completion error, a stall); the message says which.
