@@ -61,17 +61,20 @@ spread thread_spread(const std::vector<thread_result>& threads, double (*field)(
 
 /// One row: one message size of a latency or bandwidth workload.
 struct size_result {
-    uint64_t size_bytes = 0;     ///< message size
-    uint64_t iters = 0;          ///< iterations measured: bandwidth rows per QP (--iters), many-node per flow
-    uint64_t messages = 0;       ///< bandwidth rows: messages of the size over every QP or flow (0: iters)
-    bool latency = false;        ///< latency row (lat_* valid) or bandwidth row (bw/msg_rate valid)
-    double bw_gbps = 0;          ///< average bandwidth, Gb/s (10^9 bit/s)
-    double msg_rate_mpps = 0;    ///< messages per simulated microsecond (Mpps)
-    double lat_typical_us = 0;   ///< median latency, like perftest's t_typical
-    double lat_min_us = 0;       ///< minimum latency
-    double lat_p99_us = 0;       ///< 99th percentile (nearest rank)
-    double lat_max_us = 0;       ///< maximum latency
-    double lat_avg_us = 0;       ///< mean latency
+    uint64_t size_bytes = 0;    ///< message size
+    uint64_t iters = 0;         ///< iterations measured: bandwidth rows per QP (--iters), many-node per flow
+    uint64_t messages = 0;      ///< bandwidth rows: messages of the size over every QP or flow (0: iters)
+    bool latency = false;       ///< latency row (lat_* valid) or bandwidth row (bw/msg_rate valid)
+    double bw_gbps = 0;         ///< average bandwidth, Gb/s (10^9 bit/s)
+    double msg_rate_mpps = 0;   ///< messages per simulated microsecond (Mpps)
+    double lat_typical_us = 0;  ///< median latency, like perftest's t_typical
+    double lat_min_us = 0;      ///< minimum latency
+    double lat_p99_us = 0;      ///< 99th percentile (nearest rank)
+    double lat_max_us = 0;      ///< maximum latency
+    double lat_avg_us = 0;      ///< mean latency
+    /// The latency distribution: the latency at each of lat_cdf_quantiles() (nearest rank);
+    /// JSON "lat_cdf_us". Empty without samples.
+    std::vector<double> lat_cdf_us;
     bool verified = false;       ///< --verify ran on this row (JSON "verify" object)
     bool verify_data = true;     ///< the workload's data could be checked (false: dma_read_bw)
     uint64_t bytes_checked = 0;  ///< destination bytes (and atomic results) compared with the expected data
@@ -165,7 +168,17 @@ void write_json_file(const std::string& path, const nlohmann::ordered_json& j,
 std::vector<std::string> write_report(const std::string& dir, const nlohmann::ordered_json& runs,
                                       std::string& warning);
 
-/// Latency row from per-iteration samples (microseconds): typical = median, p99 nearest rank.
+/// A quantile as a fraction num / den (exact: ranks are computed in integers).
+struct quantile {
+    unsigned num, den;
+    double value() const { return double(num) / double(den); }
+};
+/// The quantiles of a latency row's distribution (lat_cdf_us): 0 (the minimum), 0.01, 0.02, ...,
+/// 0.99, 0.999 and 1 (the maximum).
+const std::vector<quantile>& lat_cdf_quantiles();
+
+/// Latency row from per-iteration samples (microseconds): typical = median, p99 nearest rank,
+/// the distribution at lat_cdf_quantiles() (nearest rank).
 size_result latency_stats(uint64_t size, const std::vector<double>& samples_us);
 
 }  // namespace hcasim
