@@ -72,8 +72,11 @@ std::string run_gnuplot(const std::string& dir, std::string& said) {
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
         return "gnuplot not found (install Debian's gnuplot-nox)";
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        std::string why = said.substr(0, said.find_first_of('\n', said.find_first_not_of("\n")));
-        why.erase(0, why.find_first_not_of(" \n"));
+        // gnuplot echoes the failing command, then says what is wrong: '"plots.gp" line N: ...'.
+        std::string why, line;
+        std::istringstream lines(said);
+        while (why.empty() && std::getline(lines, line))
+            if (line.rfind("\"plots.gp\" line ", 0) == 0) why = line;
         return "gnuplot failed on plots.gp (exit status " + std::to_string(WEXITSTATUS(status)) + ")" +
                (why.empty() ? "" : ": " + why);
     }
@@ -294,14 +297,27 @@ std::string series_label(const std::string& workload, unsigned qps, unsigned thr
            (threads > 1 ? ", " + std::to_string(threads) + " threads" : "") + (own.empty() ? "" : ", " + own);
 }
 
+/// A message size as the command line writes it: 512, 4K, 1M.
+std::string size_text(double x) {
+    const auto s = static_cast<uint64_t>(std::llround(x));
+    if (s >= (1u << 20) && s % (1u << 20) == 0) return std::to_string(s >> 20) + "M";
+    if (s >= 1024 && s % 1024 == 0) return std::to_string(s >> 10) + "K";
+    return std::to_string(s);
+}
+
+/// A message size in words: "64 B", "4 KiB", "1 MiB".
+std::string bytes_text(double x) {
+    const std::string t = size_text(x);
+    return t.back() == 'K' || t.back() == 'M' ? t.substr(0, t.size() - 1) + " " + t.back() + "iB" : t + " B";
+}
+
 /// Many-node rows: each flow's throughput into the flows CSV and a series of the flows plot.
 void collect_flows(const std::string& workload, unsigned qps, const std::string& own, const ojson& r,
                    report_data& d) {
     if (d.flows_csv.tellp() == 0)
         d.flows_csv << "workload,qps,size_bytes,flow,src,dst,victim,messages,lost,gbps\n";
-    series s{workload + ", " + std::to_string(r.at("size_bytes").get<uint64_t>()) + " B, " +
-                 std::to_string(qps) + (qps == 1 ? " QP" : " QPs") + " per pair" +
-                 (own.empty() ? "" : ", " + own),
+    series s{workload + ", " + bytes_text(r.at("size_bytes").get<double>()) + ", " + std::to_string(qps) +
+                 (qps == 1 ? " QP" : " QPs") + " per pair" + (own.empty() ? "" : ", " + own),
              {}};
     const ojson& flows = r.at("fabric").at("flows");
     for (size_t k = 0; k < flows.size(); ++k) {
@@ -385,8 +401,7 @@ void collect(const ojson& runs, const report_context& ctx, report_data& d) {
             const double gbps = r.at("bw_gbps").get<double>(), mpps = r.at("msg_rate_mpps").get<double>();
             csv << "," << num(gbps) << "," << num(mpps) << ",,,,,," << threads << "\n";
             find(bw, label).pts.push_back({size, gbps, mpps, 0});
-            const std::string by_size = w + ", " + std::to_string(r.at("size_bytes").get<uint64_t>()) + " B" +
-                                        (own.empty() ? "" : ", " + own);
+            const std::string by_size = w + ", " + bytes_text(size) + (own.empty() ? "" : ", " + own);
             find(by_qps, by_size).pts.push_back({double(qps), gbps, mpps, 0});
             find(by_threads, by_size).pts.push_back({double(threads), gbps, mpps, 0});
             if (r.contains("util")) {
@@ -408,14 +423,6 @@ void collect(const ojson& runs, const report_context& ctx, report_data& d) {
             }
         }
     }
-}
-
-/// A message size as the command line writes it: 512, 4K, 1M.
-std::string size_text(double x) {
-    const auto s = static_cast<uint64_t>(std::llround(x));
-    if (s >= (1u << 20) && s % (1u << 20) == 0) return std::to_string(s >> 20) + "M";
-    if (s >= 1024 && s % 1024 == 0) return std::to_string(s >> 10) + "K";
-    return std::to_string(s);
 }
 
 /// A gnuplot string in double quotes: "\n" starts a second line.
@@ -454,8 +461,8 @@ std::string palette() {
     return gp.str();
 }
 
-/// Tics of a log axis over [lo, hi]: 1, 2 and 5 times the powers of ten labelled (also 1.5, 3
-/// and 7 where the range holds fewer than four of those), the other integer multiples minor.
+/// Tics of a log axis over [lo, hi]: 1, 1.5, 2, 3, 5 and 7 times the powers of ten labelled (over
+/// more than 2.5 decades 1, 2 and 5 only), the other integer multiples minor.
 std::string log_tics(double lo, double hi) {
     const int first = int(std::floor(std::log10(lo))), last = int(std::ceil(std::log10(hi)));
     auto tics = [&](const std::vector<double>& major, int& labelled) {
@@ -474,7 +481,7 @@ std::string log_tics(double lo, double hi) {
     };
     int labelled = 0;
     const std::string coarse = tics({1, 2, 5}, labelled);
-    return labelled >= 4 ? coarse : tics({1, 1.5, 2, 3, 5, 7}, labelled);
+    return labelled >= 4 && hi / lo > std::pow(10.0, 2.5) ? coarse : tics({1, 1.5, 2, 3, 5, 7}, labelled);
 }
 
 /// The gnuplot script: data inline, one PNG per figure that has data (their names in `pngs`).
@@ -543,10 +550,20 @@ public:
         } else
             gp << "set " << axis << "range [0:" << num(hi > 0 ? hi * 1.15 : 1) << "]\n";
     }
-    void plot(const std::string& png, const std::string& title, const std::string& ylabel,
+    /// One value per series against size (column `col` of the series' points: 2 a, 3 b); one
+    /// size only: a bar per series.
+    void plot(const std::string& png, const std::string& what, const std::string& ylabel,
               const std::vector<series>& ss, int col) {
+        if (const double size = single_size(ss)) {
+            std::vector<bar> items;
+            for (size_t k = 0; k < ss.size(); ++k)
+                items.push_back({ss[k].label, col == 2 ? ss[k].pts[0].a : ss[k].pts[0].b, k % style_count});
+            figure(png, what + ", " + bytes_text(size) + " messages");
+            bars(items, ylabel, 0);
+            return;
+        }
         const std::vector<std::string> names = blocks(ss);
-        figure(png, title);
+        figure(png, what + " vs message size");
         gp << "set ylabel " << quoted(ylabel) << "\nset yrange [0:*]\n";
         size_axis(ss);
         gp << "plot ";
@@ -556,8 +573,16 @@ public:
         gp << "\n";
     }
     /// Typical with min .. p99 as the error bar, on a log axis when the sizes span a range of
-    /// latencies (2 B .. 1 MiB: 0.7 .. 90 us).
+    /// latencies (2 B .. 1 MiB: 0.7 .. 90 us); one size only: a bar per series.
     void latency(const std::vector<series>& lat) {
+        if (const double size = single_size(lat)) {
+            std::vector<bar> items;
+            for (size_t k = 0; k < lat.size(); ++k)
+                items.push_back({lat[k].label, lat[k].pts[0].a, k % style_count});
+            figure("latency.png", "Latency (typical), " + bytes_text(size) + " messages");
+            bars(items, "microseconds", 0);
+            return;
+        }
         const std::vector<std::string> names = blocks(lat);
         double lo = 0, hi = 0;
         for (const auto& s : lat)
@@ -605,40 +630,54 @@ public:
     void utilisation(const std::vector<util_series>& util) {
         for (size_t u = 0; u < util.size(); ++u) {
             const auto& units = util[u].second;
-            std::vector<std::string> names, kinds, nodes;
-            std::vector<double> xs;
+            // "node0 link tx": node "node0", kind " link tx".
+            std::vector<std::pair<std::string, std::string>> split;
+            std::vector<std::string> kinds, nodes;
             for (const auto& [unit, pts] : units) {
-                std::vector<std::vector<double>> rows;
-                for (const auto& [x, y] : pts) {
-                    rows.push_back({x, 100.0 * y});
-                    xs.push_back(x);
-                }
-                names.push_back(block(rows));
                 const size_t sp = unit.find(' ');
-                const std::string node = unit.substr(0, sp),
-                                  kind = sp == std::string::npos ? "" : unit.substr(sp);
-                if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
-                if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+                split.push_back({unit.substr(0, sp), sp == std::string::npos ? "" : unit.substr(sp)});
+                if (std::find(kinds.begin(), kinds.end(), split.back().second) == kinds.end())
+                    kinds.push_back(split.back().second);
+                if (std::find(nodes.begin(), nodes.end(), split.back().first) == nodes.end())
+                    nodes.push_back(split.back().first);
             }
             const bool by_node = kinds.size() <= style_colours && nodes.size() <= 3;
-            figure(util.size() == 1 ? "utilisation.png" : "utilisation_" + std::to_string(u) + ".png",
-                   "Unit utilisation (busy % of the measured interval), " + util[u].first);
+            std::vector<size_t> lt;
+            for (size_t k = 0; k < units.size(); ++k)
+                lt.push_back(
+                    by_node
+                        ? size_t(std::find(nodes.begin(), nodes.end(), split[k].first) - nodes.begin()) *
+                                  style_colours +
+                              size_t(std::find(kinds.begin(), kinds.end(), split[k].second) - kinds.begin())
+                        : k % style_count);
+            const std::string png =
+                util.size() == 1 ? "utilisation.png" : "utilisation_" + std::to_string(u) + ".png";
+            const std::string title = "Unit utilisation (busy % of the measured interval), " + util[u].first;
+            std::vector<double> xs;
+            for (const auto& [unit, pts] : units)
+                for (const auto& p : pts) xs.push_back(p.first);
+            std::sort(xs.begin(), xs.end());
+            if (!xs.empty() && xs.front() == xs.back()) {  // one size: a bar per unit
+                std::vector<bar> items;
+                for (size_t k = 0; k < units.size(); ++k)
+                    items.push_back({units[k].first, 100.0 * units[k].second.front().second, lt[k]});
+                figure(png, title + ", " + bytes_text(xs.front()) + " messages");
+                bars(items, "busy %", 105);
+                continue;
+            }
+            std::vector<std::string> names;
+            for (const auto& [unit, pts] : units) {
+                std::vector<std::vector<double>> rows;
+                for (const auto& [x, y] : pts) rows.push_back({x, 100.0 * y});
+                names.push_back(block(rows));
+            }
+            figure(png, title);
             gp << "set ylabel 'busy %'\n";
             log2_axis(xs, "message size (bytes)", true);
             gp << "set yrange [0:105]\nplot ";
-            for (size_t k = 0; k < names.size(); ++k) {
-                const std::string& unit = units[k].first;
-                const size_t sp = unit.find(' ');
-                const std::string node = unit.substr(0, sp),
-                                  kind = sp == std::string::npos ? "" : unit.substr(sp);
-                const size_t lt =
-                    by_node ? size_t(std::find(nodes.begin(), nodes.end(), node) - nodes.begin()) *
-                                      style_colours +
-                                  size_t(std::find(kinds.begin(), kinds.end(), kind) - kinds.begin())
-                            : k % style_count;
-                gp << (k ? ", \\\n     " : "") << "$" << names[k] << " using 1:2 lt " << lt + 1 << " title "
-                   << quoted(unit);
-            }
+            for (size_t k = 0; k < names.size(); ++k)
+                gp << (k ? ", \\\n     " : "") << "$" << names[k] << " using 1:2 lt " << lt[k] + 1
+                   << " title " << quoted(units[k].first);
             gp << "\n";
         }
     }
@@ -689,8 +728,8 @@ public:
                   "unset key\nset tmargin at screen 0.86\nset bmargin at screen 0.3\n";
             // Left: microseconds, the small sizes.
             gp << "set lmargin at screen 0.07\nset rmargin at screen 0.47\nset ylabel 'microseconds'\n"
-                  "set title 'sizes up to 4x the smallest latency'\nset yrange [0:*]\nset xrange [-0.6:"
-               << num(double(small_rows.size()) - 0.4) << "]\n"
+                  "set title 'sizes up to 4x the smallest latency'\nset yrange [0:*]\nset xrange "
+               << bar_range(small_rows.size()) << "\n"
                << (small_rows.size() > 10 ? "set xtics rotate by 90 right\n" : "") << "plot ";
             for (size_t s = 0; s < stages; ++s)
                 gp << (s ? ", \\\n     " : "") << "$" << names[0] << " using " << s + 2
@@ -698,8 +737,8 @@ public:
             // Right: each stage's share of every size's latency, the total above the bar.
             gp << "\nset lmargin at screen 0.56\nset rmargin at screen 0.97\nset ylabel '% of the latency'\n"
                   "set title 'every size: share of its latency (total us above)'\nset yrange [0:115]\n"
-                  "set ytics 0,20,100\nset xrange [-0.6:"
-               << num(double(all_rows.size()) - 0.4) << "]\n"
+                  "set ytics 0,20,100\nset xrange "
+               << bar_range(all_rows.size()) << "\n"
                << (all_rows.size() > 10 ? "set xtics rotate by 90 right\n" : "set xtics norotate\n")
                << "plot ";
             for (size_t s = 0; s < stages; ++s)
@@ -763,7 +802,7 @@ public:
             }
             gp << "plot ";
             for (size_t k = 0; k < l.cdf.size(); ++k)
-                gp << (k ? ", \\\n     " : "") << "$" << name << " using " << k + 3 << ":2 with lines lt "
+                gp << (k ? ", \\\n     " : "") << "$" << name << " using " << k + 3 << ":2 with steps lt "
                    << k % style_count + 1 << " title " << quoted(size_text(l.cdf[k].first));
             gp << "\n";
         }
@@ -779,7 +818,7 @@ public:
         figure("flows.png", "Per-flow throughput (source>destination node; * a destination per message)");
         gp << "set xlabel 'flow'\nset ylabel 'Gb/s'\nset yrange [0:*]\nset style fill solid 0.6 border -1\n"
               "set boxwidth "
-           << num(width) << "\nset grid noxtics ytics\nset xrange [-0.6:" << num(double(n) - 0.4) << "]\n"
+           << num(width) << "\nset grid noxtics ytics\nset xrange " << bar_range(n) << "\n"
            << (n > 16 ? "set xtics rotate by 90 right (" : "set xtics (");
         for (size_t k = 0; k < n; ++k) {
             const point& p = widest->pts[k];
@@ -795,6 +834,47 @@ public:
     }
 
 private:
+    struct bar {
+        std::string label;
+        double value;
+        size_t style;  ///< linetype - 1
+    };
+    /// The x range of `n` bars at 0 .. n - 1, as wide as three at least (a lone bar not a wall).
+    static std::string bar_range(size_t n) {
+        const double pad = n < 3 ? double(3 - n) / 2 : 0;
+        return "[" + num(-0.6 - pad) + ":" + num(double(n) - 0.4 + pad) + "]";
+    }
+    /// The one size every series' points are at; 0: none or several.
+    static double single_size(const std::vector<series>& ss) {
+        double size = 0;
+        for (const auto& s : ss)
+            for (const auto& p : s.pts) {
+                if (size != 0 && p.x != size) return 0;
+                size = p.x;
+            }
+        return size;
+    }
+    /// A bar per item, its value above it, its label below (slanted when there are many);
+    /// `ymax` 0: a little above the largest value.
+    void bars(const std::vector<bar>& items, const std::string& ylabel, double ymax) {
+        std::vector<std::vector<double>> rows;
+        double top = 0;
+        for (size_t k = 0; k < items.size(); ++k) {
+            rows.push_back({double(k), items[k].value, double(items[k].style + 1)});
+            top = std::max(top, items[k].value);
+        }
+        const std::string name = block(rows);
+        gp << "set ylabel " << quoted(ylabel) << "\nset yrange [0:"
+           << num(ymax > 0  ? ymax
+                  : top > 0 ? top * 1.15
+                            : 1)
+           << "]\nset xrange " << bar_range(items.size())
+           << "\nset style fill solid 0.7 border -1\nset boxwidth 0.7\nset grid noxtics ytics\nunset key\n"
+           << (items.size() > 4 ? "set xtics rotate by 30 right (" : "set xtics (");
+        for (size_t k = 0; k < items.size(); ++k) gp << (k ? ", " : "") << quoted(items[k].label) << " " << k;
+        gp << ")\nplot $" << name << " using 1:2:3 with boxes lc variable, $" << name
+           << " using 1:2:(sprintf('%.3g', $2)) with labels offset 0,0.7\n";
+    }
     /// One datablock per series of columns x, a, b, c.
     std::vector<std::string> blocks(const std::vector<series>& ss) {
         std::vector<std::string> names;
@@ -823,8 +903,8 @@ std::vector<std::string> write_report(const std::string& dir, const ojson& runs,
     collect(runs, ctx, d);
     gnuplot_script script(ctx.common);
     if (!d.bw.empty()) {
-        script.plot("bandwidth.png", "Bandwidth vs message size", "Gb/s", d.bw, 2);
-        script.plot("msg_rate.png", "Message rate vs message size", "Mpps", d.bw, 3);
+        script.plot("bandwidth.png", "Bandwidth", "Gb/s", d.bw, 2);
+        script.plot("msg_rate.png", "Message rate", "Mpps", d.bw, 3);
     }
     if (!d.lat.empty()) script.latency(d.lat);
     script.breakdown(d.lat_details);
