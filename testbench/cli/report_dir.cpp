@@ -708,7 +708,7 @@ public:
             }
             std::string names[2];
             for (int pass = 0; pass < 2; ++pass) {
-                names[pass] = "b" + std::to_string(block_++);
+                names[pass] = "breakdown" + std::to_string(n) + (pass ? "" : "_small");
                 gp << "$" << names[pass] << " << EOD\n";
                 for (size_t k : pass ? all_rows : small_rows) {
                     gp << size_text(l.breakdown[k].first);

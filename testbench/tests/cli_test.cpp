@@ -357,8 +357,9 @@ TEST(Report, json_layout) {
     EXPECT_EQ(j["results"][0]["messages"], 200);  // a bandwidth row: over every QP
     EXPECT_EQ(j["results"][0]["bw_gbps"], 50.0);
     EXPECT_EQ(j["results"][0]["msg_rate_mpps"], 1.5);
-    EXPECT_EQ(j["results"][1].size(), 7u);
+    EXPECT_EQ(j["results"][1].size(), 8u);
     EXPECT_EQ(j["results"][1]["lat_max_us"], 2.0);
+    EXPECT_EQ(j["results"][1]["lat_cdf_us"].size(), 102u);  // the distribution at lat_cdf_quantiles()
     EXPECT_FALSE(j["results"][1].contains("bw_gbps"));
     EXPECT_EQ(j["sim"]["sim_time_ns"], 1000);
     EXPECT_EQ(j["sim"]["wire_packets"], 10);
