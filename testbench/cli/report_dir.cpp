@@ -188,7 +188,7 @@ std::string config_value(const ojson& config, const std::string& key) {
 
 /// What a run's plots are of, in parts a title or legend joins: the presets and --set
 /// overrides of its command line (when it records one), node0's link and PCIe (and any node's
-/// that differ), the fabric's size, the seed and the iterations.
+/// that differ), the fabric's size.
 std::vector<std::string> run_context(const ojson& run) {
     std::vector<std::string> parts, sets;
     std::string presets;
@@ -231,8 +231,14 @@ std::vector<std::string> run_context(const ojson& run) {
         parts.push_back(nodes + " nodes" + (topology.empty() || topology == "auto" ? "" : " " + topology));
     }
     for (const std::string& kv : sets) parts.push_back(kv);
+    return parts;
+}
+
+/// What a title says of a run beyond its setup (run_context) but a legend does not: the seed and
+/// the iterations (when every row ran the same number).
+std::vector<std::string> run_extras(const ojson& run) {
+    std::vector<std::string> parts;
     if (run.contains("seed")) parts.push_back("seed " + run["seed"].dump());
-    // The iterations, when every row ran the same number.
     uint64_t iters = 0;
     bool same = true;
     if (run.contains("results") && run["results"].is_array())
@@ -267,25 +273,27 @@ struct report_context {
     std::vector<std::string> per_run;
 };
 report_context context_of(const ojson& runs) {
-    std::vector<std::vector<std::string>> parts;
-    for (const ojson& run : runs) parts.push_back(run_context(run));
+    std::vector<std::vector<std::string>> parts, extras;
+    for (const ojson& run : runs) {
+        parts.push_back(run_context(run));
+        extras.push_back(run_extras(run));
+    }
     report_context c;
-    auto shared = [&](const std::string& p) {
-        for (const auto& q : parts)
+    auto shared = [](const std::vector<std::vector<std::string>>& all, const std::string& p) {
+        for (const auto& q : all)
             if (std::find(q.begin(), q.end(), p) == q.end()) return false;
         return true;
     };
-    if (!parts.empty())
-        for (const std::string& p : parts.front())
-            if (shared(p)) c.common += (c.common.empty() ? "" : ", ") + p;
-    size_t k = 0;
-    for (const ojson& run : runs) {
-        std::string own = point_text(run);
+    for (const auto* all : {&parts, &extras})
+        if (!all->empty())
+            for (const std::string& p : all->front())
+                if (shared(*all, p)) c.common += (c.common.empty() ? "" : ", ") + p;
+    for (size_t k = 0; k < parts.size(); ++k) {
+        std::string own = point_text(runs[k]);
         if (own.empty())
             for (const std::string& p : parts[k])
-                if (!shared(p)) own += (own.empty() ? "" : ", ") + p;
+                if (!shared(parts, p)) own += (own.empty() ? "" : ", ") + p;
         c.per_run.push_back(own);
-        ++k;
     }
     return c;
 }
@@ -662,7 +670,7 @@ public:
                 for (size_t k = 0; k < units.size(); ++k)
                     items.push_back({units[k].first, 100.0 * units[k].second.front().second, lt[k]});
                 figure(png, title + ", " + bytes_text(xs.front()) + " messages");
-                bars(items, "busy %", 105);
+                bars(items, "busy %", 105, "%.1f");
                 continue;
             }
             std::vector<std::string> names;
@@ -816,7 +824,8 @@ public:
         const size_t n = widest->pts.size(), every = (n + 31) / 32;
         const double width = 0.8 / double(fs.size());
         figure("flows.png", "Per-flow throughput (source>destination node; * a destination per message)");
-        gp << "set xlabel 'flow'\nset ylabel 'Gb/s'\nset yrange [0:*]\nset style fill solid 0.6 border -1\n"
+        gp << "set key below\nset xlabel 'flow'\nset ylabel 'Gb/s'\nset yrange [0:*]\nset style fill solid "
+              "0.6 border -1\n"
               "set boxwidth "
            << num(width) << "\nset grid noxtics ytics\nset xrange " << bar_range(n) << "\n"
            << (n > 16 ? "set xtics rotate by 90 right (" : "set xtics (");
@@ -854,11 +863,14 @@ private:
             }
         return size;
     }
-    /// A bar per item, its value above it, its label below (slanted when there are many);
-    /// `ymax` 0: a little above the largest value.
-    void bars(const std::vector<bar>& items, const std::string& ylabel, double ymax) {
+    /// A bar per item, its value above it (printf `format`), its label below (slanted when they
+    /// would not fit side by side); `ymax` 0: a little above the largest value.
+    void bars(const std::vector<bar>& items, const std::string& ylabel, double ymax,
+              const char* format = "%.3g") {
         std::vector<std::vector<double>> rows;
         double top = 0;
+        size_t longest = 0;  // label, in characters: slanted when they would not fit side by side
+        for (const bar& b : items) longest = std::max(longest, b.label.size());
         for (size_t k = 0; k < items.size(); ++k) {
             rows.push_back({double(k), items[k].value, double(items[k].style + 1)});
             top = std::max(top, items[k].value);
@@ -870,10 +882,10 @@ private:
                             : 1)
            << "]\nset xrange " << bar_range(items.size())
            << "\nset style fill solid 0.7 border -1\nset boxwidth 0.7\nset grid noxtics ytics\nunset key\n"
-           << (items.size() > 4 ? "set xtics rotate by 30 right (" : "set xtics (");
+           << (items.size() * longest > 90 ? "set xtics rotate by 30 right (" : "set xtics (");
         for (size_t k = 0; k < items.size(); ++k) gp << (k ? ", " : "") << quoted(items[k].label) << " " << k;
         gp << ")\nplot $" << name << " using 1:2:3 with boxes lc variable, $" << name
-           << " using 1:2:(sprintf('%.3g', $2)) with labels offset 0,0.7\n";
+           << " using 1:2:(sprintf('" << format << "', $2)) with labels offset 0,0.7\n";
     }
     /// One datablock per series of columns x, a, b, c.
     std::vector<std::string> blocks(const std::vector<series>& ss) {
