@@ -159,12 +159,15 @@ void write_json_file(const std::string& path, const nlohmann::ordered_json& j,
 /// threads), DIR/results.json ({"runs": runs}), DIR/flows.csv when a many-node workload ran (one
 /// row per flow: its throughput) and, with gnuplot, DIR/plots.gp and the PNG plots that have
 /// data: bandwidth.png and msg_rate.png (bandwidth rows vs size), latency.png (latency rows vs
-/// size), threads.png (message rate and bandwidth vs application threads, when the runs differ
-/// in threads) or else qps.png (the same vs QPs, when they differ in QPs), utilisation.png (the
-/// units' busy fractions of each bandwidth row) and flows.png (per-flow throughput of the
-/// many-node runs). Returns the PNG files written; `warning` is set
-/// (and nothing plotted) when gnuplot is not installed or fails. Throws config_error when DIR
-/// cannot be created or written.
+/// size, a log axis over a wide range), breakdown.png (the latency rows' breakdown_us stacked per
+/// size), latency_cdf.png (their lat_cdf_us), threads.png (message rate and bandwidth vs
+/// application threads, when the runs differ in threads) or else qps.png (the same vs QPs, when
+/// they differ in QPs), utilisation.png (the units' busy fractions of each bandwidth row) and
+/// flows.png (per-flow throughput of the many-node runs); several series of one kind number
+/// their plots (utilisation_0.png, ...), one size draws bars. Each title names the runs'
+/// configuration (docs/usage.md, "Sweeps and reports"). Returns the PNG files written; `warning`
+/// is set (and nothing plotted) when gnuplot is not installed or fails; what gnuplot warns of
+/// goes to stderr. Throws config_error when DIR cannot be created or written.
 std::vector<std::string> write_report(const std::string& dir, const nlohmann::ordered_json& runs,
                                       std::string& warning);
 
