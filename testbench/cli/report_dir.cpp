@@ -195,14 +195,20 @@ std::vector<std::string> run_context(const ojson& run) {
     const auto rb = run.find("run");
     const ojson cmd =
         rb != run.end() && rb->is_object() ? rb->value("command_line", ojson::array()) : ojson();
+    auto add = [&](const std::string& option, const std::string& v) {
+        if (option == "--config" || option == "-c")
+            presets += (presets.empty() ? "" : "+") + std::filesystem::path(v).stem().string();
+        else if (option == "--set" || option == "-s")
+            sets.push_back(v);
+    };
     if (cmd.is_array())
-        for (size_t k = 0; k + 1 < cmd.size(); ++k) {
-            if (!cmd[k].is_string() || !cmd[k + 1].is_string()) continue;
-            const std::string a = cmd[k].get<std::string>(), v = cmd[k + 1].get<std::string>();
-            if (a == "--config" || a == "-c")
-                presets += (presets.empty() ? "" : "+") + std::filesystem::path(v).stem().string();
-            else if (a == "--set" || a == "-s")
-                sets.push_back(v);
+        for (size_t k = 0; k < cmd.size(); ++k) {
+            if (!cmd[k].is_string()) continue;
+            const std::string a = cmd[k].get<std::string>();
+            if (const size_t eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos)
+                add(a.substr(0, eq), a.substr(eq + 1));  // --set=KEY=VALUE
+            else if (k + 1 < cmd.size() && cmd[k + 1].is_string())
+                add(a, cmd[k + 1].get<std::string>());
         }
     if (!presets.empty()) parts.push_back(presets);
     const auto cit = run.find("config");

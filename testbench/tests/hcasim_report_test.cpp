@@ -4,6 +4,7 @@
 // throughput vs QPs, unit utilisation). Deterministic; one-line errors for bad requests.
 #include <gtest/gtest.h>
 
+#include "testbench/cli/report.h"
 #include "testbench/tests/hcasim_run.h"
 #include <nlohmann/json.hpp>
 
@@ -432,6 +433,42 @@ TEST(HcasimReport, every_title_names_the_configuration_and_lines_differ_in_colou
     EXPECT_NE(util.find("lt 18 title 'node1 CQ writer'"), std::string::npos) << util;
     EXPECT_EQ(types[0].substr(15, 16), "lc rgb '#1f77b4'");
     EXPECT_EQ(types[10].substr(16, 16), "lc rgb '#1f77b4'");
+    std::filesystem::remove_all(dir);
+}
+
+TEST(HcasimReport, titles_name_the_presets_and_sets_a_run_records_and_legends_its_sweep_point) {
+    // Runs as a sweep merges them: each with its command line and its point (read when present).
+    auto run = [](int lanes) {
+        return nlohmann::ordered_json{
+            {"run", {{"command_line", {"hcasim", "--config", "configs/hdr-cx6.ini", "--set=cpu.cores=4"}}}},
+            {"point", {{"pcie.lanes", lanes}}},
+            {"workload", "write_bw"},
+            {"seed", 7},
+            {"qps", 1},
+            {"results",
+             {{{"size_bytes", 64},
+               {"iters", 10},
+               {"messages", 10},
+               {"bw_gbps", 1.5},
+               {"msg_rate_mpps", 2.5}}}},
+            {"config",
+             {{"node0.link.speed", "hdr"},
+              {"node0.link.width", "4"},
+              {"node0.pcie.generation", "4"},
+              {"node0.pcie.lanes", std::to_string(lanes)},
+              {"fabric.nodes", "2"}}}};
+    };
+    const std::string dir = fresh_dir("context");
+    std::string warning;
+    const auto pngs = hcasim::write_report(dir, nlohmann::ordered_json::array({run(8), run(16)}), warning);
+    EXPECT_EQ(warning, "");
+    EXPECT_EQ(pngs, (std::vector<std::string>{"bandwidth.png", "msg_rate.png"}));
+    const std::string gp = slurp(dir + "/plots.gp");
+    EXPECT_EQ(lines_starting(gp, "set title ")[0],
+              "set title \"Bandwidth, 64 B messages\\nhdr-cx6, HDR 4x, cpu.cores=4, seed 7, 10 iters\"");
+    EXPECT_NE(gp.find("set xtics ('write_bw, 1 QP, pcie.lanes=8' 0, 'write_bw, 1 QP, pcie.lanes=16' 1)"),
+              std::string::npos)
+        << gp;
     std::filesystem::remove_all(dir);
 }
 
