@@ -156,6 +156,7 @@ void check_comparable(const stats_file& a, const stats_file& b) {
 
 /// Every number under `v`, by path ("util.node0 link tx", "fabric.flows.3.gbps").
 void flatten(const json& v, const std::string& path, std::vector<std::pair<std::string, double>>& out) {
+    if (path == "lat_cdf_us") return;  // 102 quantiles, for the plots: lat_min/typical/p99/max compare them
     if (v.is_number())
         out.emplace_back(path, number(v));
     else if (v.is_object())

@@ -414,6 +414,7 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
                 e["lat_p99_us"] = s.lat_p99_us;
                 e["lat_max_us"] = s.lat_max_us;
                 e["lat_avg_us"] = s.lat_avg_us;
+                if (!s.lat_cdf_us.empty()) e["lat_cdf_us"] = s.lat_cdf_us;
             } else {
                 e["bw_gbps"] = s.bw_gbps;
                 e["msg_rate_mpps"] = s.msg_rate_mpps;
@@ -501,6 +502,17 @@ nlohmann::ordered_json to_json(const std::vector<run_report>& reports) {
     return j;
 }
 
+const std::vector<quantile>& lat_cdf_quantiles() {
+    static const std::vector<quantile> q = [] {
+        std::vector<quantile> v;
+        for (unsigned k = 0; k <= 99; ++k) v.push_back({k, 100});
+        v.push_back({999, 1000});
+        v.push_back({1, 1});
+        return v;
+    }();
+    return q;
+}
+
 size_result latency_stats(uint64_t size, const std::vector<double>& samples_us) {
     size_result s;
     s.size_bytes = size;
@@ -518,6 +530,10 @@ size_result latency_stats(uint64_t size, const std::vector<double>& samples_us) 
     double sum = 0;
     for (double x : v) sum += x;  // sorted order: deterministic summation
     s.lat_avg_us = sum / static_cast<double>(n);
+    for (const quantile& q : lat_cdf_quantiles()) {
+        const uint64_t rank = (uint64_t(q.num) * n + q.den - 1) / q.den;  // ceil(q n), at least 1
+        s.lat_cdf_us.push_back(v[std::max<uint64_t>(rank, 1) - 1]);
+    }
     return s;
 }
 

@@ -61,17 +61,20 @@ spread thread_spread(const std::vector<thread_result>& threads, double (*field)(
 
 /// One row: one message size of a latency or bandwidth workload.
 struct size_result {
-    uint64_t size_bytes = 0;     ///< message size
-    uint64_t iters = 0;          ///< iterations measured: bandwidth rows per QP (--iters), many-node per flow
-    uint64_t messages = 0;       ///< bandwidth rows: messages of the size over every QP or flow (0: iters)
-    bool latency = false;        ///< latency row (lat_* valid) or bandwidth row (bw/msg_rate valid)
-    double bw_gbps = 0;          ///< average bandwidth, Gb/s (10^9 bit/s)
-    double msg_rate_mpps = 0;    ///< messages per simulated microsecond (Mpps)
-    double lat_typical_us = 0;   ///< median latency, like perftest's t_typical
-    double lat_min_us = 0;       ///< minimum latency
-    double lat_p99_us = 0;       ///< 99th percentile (nearest rank)
-    double lat_max_us = 0;       ///< maximum latency
-    double lat_avg_us = 0;       ///< mean latency
+    uint64_t size_bytes = 0;    ///< message size
+    uint64_t iters = 0;         ///< iterations measured: bandwidth rows per QP (--iters), many-node per flow
+    uint64_t messages = 0;      ///< bandwidth rows: messages of the size over every QP or flow (0: iters)
+    bool latency = false;       ///< latency row (lat_* valid) or bandwidth row (bw/msg_rate valid)
+    double bw_gbps = 0;         ///< average bandwidth, Gb/s (10^9 bit/s)
+    double msg_rate_mpps = 0;   ///< messages per simulated microsecond (Mpps)
+    double lat_typical_us = 0;  ///< median latency, like perftest's t_typical
+    double lat_min_us = 0;      ///< minimum latency
+    double lat_p99_us = 0;      ///< 99th percentile (nearest rank)
+    double lat_max_us = 0;      ///< maximum latency
+    double lat_avg_us = 0;      ///< mean latency
+    /// The latency distribution: the latency at each of lat_cdf_quantiles() (nearest rank);
+    /// JSON "lat_cdf_us". Empty without samples.
+    std::vector<double> lat_cdf_us;
     bool verified = false;       ///< --verify ran on this row (JSON "verify" object)
     bool verify_data = true;     ///< the workload's data could be checked (false: dma_read_bw)
     uint64_t bytes_checked = 0;  ///< destination bytes (and atomic results) compared with the expected data
@@ -178,12 +181,15 @@ void write_json_file(const std::string& path, const nlohmann::ordered_json& j,
 /// threads), DIR/results.json ({"runs": runs}), DIR/flows.csv when a many-node workload ran (one
 /// row per flow: its throughput) and, with gnuplot, DIR/plots.gp and the PNG plots that have
 /// data: bandwidth.png and msg_rate.png (bandwidth rows vs size), latency.png (latency rows vs
-/// size), threads.png (message rate and bandwidth vs application threads, when the runs differ
-/// in threads) or else qps.png (the same vs QPs, when they differ in QPs), utilisation.png (the
-/// units' busy fractions of each bandwidth row) and flows.png (per-flow throughput of the
-/// many-node runs). Returns the PNG files written; `warning` is set
-/// (and nothing plotted) when gnuplot is not installed or fails. Throws config_error when DIR
-/// cannot be created or written.
+/// size, a log axis over a wide range), breakdown.png (the latency rows' breakdown_us stacked per
+/// size), latency_cdf.png (their lat_cdf_us), threads.png (message rate and bandwidth vs
+/// application threads, when the runs differ in threads) or else qps.png (the same vs QPs, when
+/// they differ in QPs), utilisation.png (the units' busy fractions of each bandwidth row) and
+/// flows.png (per-flow throughput of the many-node runs); several series of one kind number
+/// their plots (utilisation_0.png, ...), one size draws bars. Each title names the runs'
+/// configuration (docs/usage.md, "Sweeps and reports"). Returns the PNG files written; `warning`
+/// is set (and nothing plotted) when gnuplot is not installed or fails; what gnuplot warns of
+/// goes to stderr. Throws config_error when DIR cannot be created or written.
 std::vector<std::string> write_report(const std::string& dir, const nlohmann::ordered_json& runs,
                                       std::string& warning);
 
@@ -191,7 +197,17 @@ std::vector<std::string> write_report(const std::string& dir, const nlohmann::or
 /// flows.csv, plots.gp or a PNG plot (--report --replace replaces these and refuses others).
 bool report_file(const std::string& name);
 
-/// Latency row from per-iteration samples (microseconds): typical = median, p99 nearest rank.
+/// A quantile as a fraction num / den (exact: ranks are computed in integers).
+struct quantile {
+    unsigned num, den;
+    double value() const { return double(num) / double(den); }
+};
+/// The quantiles of a latency row's distribution (lat_cdf_us): 0 (the minimum), 0.01, 0.02, ...,
+/// 0.99, 0.999 and 1 (the maximum).
+const std::vector<quantile>& lat_cdf_quantiles();
+
+/// Latency row from per-iteration samples (microseconds): typical = median, p99 nearest rank,
+/// the distribution at lat_cdf_quantiles() (nearest rank).
 size_result latency_stats(uint64_t size, const std::vector<double>& samples_us);
 
 }  // namespace hcasim

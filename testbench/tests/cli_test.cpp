@@ -229,6 +229,26 @@ TEST(Report, latency_stats) {
     EXPECT_TRUE(none.latency);
 }
 
+TEST(Report, latency_stats_gives_the_distribution_at_every_percent_p99_9_and_the_maximum) {
+    std::vector<double> s;
+    for (int i = 2000; i >= 1; --i) s.push_back(i);  // 1..2000, unsorted
+    const auto r = latency_stats(64, s);
+    const auto& q = lat_cdf_quantiles();
+    ASSERT_EQ(q.size(), 102u);
+    ASSERT_EQ(r.lat_cdf_us.size(), q.size());
+    EXPECT_DOUBLE_EQ(r.lat_cdf_us[0], 1) << "quantile 0: the minimum";
+    EXPECT_DOUBLE_EQ(r.lat_cdf_us[1], 20) << "1%: nearest rank 20 of 2000";
+    EXPECT_DOUBLE_EQ(r.lat_cdf_us[7], 140) << "7% exactly (no 0.07 * n rounding up)";
+    EXPECT_DOUBLE_EQ(r.lat_cdf_us[50], 1000);
+    EXPECT_DOUBLE_EQ(r.lat_cdf_us[99], 1980);
+    EXPECT_DOUBLE_EQ(q[100].value(), 0.999);
+    EXPECT_DOUBLE_EQ(r.lat_cdf_us[100], 1998);
+    EXPECT_DOUBLE_EQ(r.lat_cdf_us[101], 2000) << "quantile 1: the maximum";
+    const auto one = latency_stats(8, {2.5});
+    EXPECT_EQ(one.lat_cdf_us, std::vector<double>(102, 2.5));
+    EXPECT_TRUE(latency_stats(8, {}).lat_cdf_us.empty());
+}
+
 TEST(Report, table_latency_and_bandwidth) {
     run_report r;
     r.workload = "write_lat";
@@ -337,8 +357,9 @@ TEST(Report, json_layout) {
     EXPECT_EQ(j["results"][0]["messages"], 200);  // a bandwidth row: over every QP
     EXPECT_EQ(j["results"][0]["bw_gbps"], 50.0);
     EXPECT_EQ(j["results"][0]["msg_rate_mpps"], 1.5);
-    EXPECT_EQ(j["results"][1].size(), 7u);
+    EXPECT_EQ(j["results"][1].size(), 8u);
     EXPECT_EQ(j["results"][1]["lat_max_us"], 2.0);
+    EXPECT_EQ(j["results"][1]["lat_cdf_us"].size(), 102u);  // the distribution at lat_cdf_quantiles()
     EXPECT_FALSE(j["results"][1].contains("bw_gbps"));
     EXPECT_EQ(j["sim"]["sim_time_ns"], 1000);
     EXPECT_EQ(j["sim"]["wire_packets"], 10);

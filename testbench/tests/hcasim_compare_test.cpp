@@ -236,3 +236,13 @@ TEST_F(HcasimCompare, figures_of_one_file_only_are_counted_not_compared) {
     EXPECT_NE(r.out.find("\n (3 figures in one file only, not compared)\n"), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("verify."), std::string::npos) << r.out;
 }
+
+TEST_F(HcasimCompare, latency_rows_compare_their_summary_figures_not_each_quantile_of_the_distribution) {
+    const std::string lat = "--workload write_lat --size 64 --iters 100";
+    const std::string a = stats(lat, "lat_a"), b = stats(lat + " --set pcie.lanes=8", "lat_b");
+    const result r = compare("'" + a + "' '" + b + "' --only-results");
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.out.find(" write_lat 64 B  lat_p99_us "), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("lat_cdf_us"), std::string::npos) << r.out;
+    EXPECT_EQ(json::parse(slurp(a))["results"][0]["lat_cdf_us"].size(), 102u);
+}

@@ -4,10 +4,14 @@
 // throughput vs QPs, unit utilisation). Deterministic; one-line errors for bad requests.
 #include <gtest/gtest.h>
 
+#include "testbench/cli/report.h"
 #include "testbench/tests/hcasim_run.h"
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -40,6 +44,41 @@ bool is_png(const std::string& path) {
 
 std::vector<std::string> lines(const std::string& text) { return hcasim::test::lines_of(text); }
 std::vector<std::string> split(const std::string& s, char sep) { return hcasim::test::split_fields(s, sep); }
+
+/// The rows of datablock `$name` in a gnuplot script (comment lines left out), each split at
+/// spaces; empty if there is no such block.
+std::vector<std::vector<std::string>> datablock(const std::string& gp, const std::string& name) {
+    std::vector<std::vector<std::string>> rows;
+    const size_t at = gp.find("$" + name + " << EOD\n");
+    if (at == std::string::npos) return rows;
+    std::istringstream in(gp.substr(gp.find('\n', at) + 1));
+    for (std::string l; std::getline(in, l) && l != "EOD";)
+        if (!l.empty() && l[0] != '#') rows.push_back(split(l, ' '));
+    return rows;
+}
+
+/// The script's lines that start with `prefix`.
+std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix) {
+    std::vector<std::string> v;
+    for (const std::string& l : lines(text))
+        if (l.rfind(prefix, 0) == 0) v.push_back(l);
+    return v;
+}
+
+/// Whether `text` says "warning" in any case.
+bool warns(std::string text) {
+    std::transform(text.begin(), text.end(), text.begin(), ::tolower);
+    return text.find("warning") != std::string::npos;
+}
+
+/// Runs gnuplot on DIR/plots.gp in DIR; its stderr.
+std::string gnuplot_stderr(const std::string& dir) {
+    const std::string err = dir + ".gnuplot_err";
+    EXPECT_EQ(std::system(("cd '" + dir + "' && gnuplot plots.gp 2>'" + err + "'").c_str()), 0);
+    const std::string said = slurp(err);
+    std::remove(err.c_str());
+    return said;
+}
 
 }  // namespace
 
@@ -223,6 +262,206 @@ TEST(HcasimReport, report_on_a_full_disk_leaves_no_truncated_file_and_exits_2) {
     EXPECT_EQ(nlohmann::json::parse(slurp(d + "/results.json"))["runs"].size(), 1u);
     EXPECT_EQ(hcasim::test::dir_entries(d), names);
     std::filesystem::remove_all(d);
+}
+
+// Issue 31: the latency plot on a log axis, the breakdown stacked per size and the
+// distribution (the stats JSON's lat_cdf_us) as plotted.
+TEST(HcasimReport, latency_plots_a_log_axis_a_stacked_breakdown_and_the_cdf_of_the_json_quantiles) {
+    const std::string dir = fresh_dir("latplots");
+    const result r = run("--workload write_lat --sweep size=2..64K --iters 200 --report '" + dir + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find(" report: " + dir +
+                         "/results.csv, results.json, latency.png, breakdown.png, latency_cdf.png\n"),
+              std::string::npos)
+        << r.out;
+    EXPECT_FALSE(warns(r.err)) << r.err;
+    for (const char* png : {"latency.png", "breakdown.png", "latency_cdf.png"})
+        EXPECT_TRUE(is_png(dir + "/" + png)) << png;
+    const std::string gp = slurp(dir + "/plots.gp");
+    // 0.7 .. 7 us: a log axis, 0.7 a labelled tic.
+    EXPECT_NE(gp.find("set logscale y 10\n"), std::string::npos);
+    EXPECT_NE(gp.find("'0.7' 0.7"), std::string::npos);
+    EXPECT_NE(gp.find("set style histogram rowstacked\n"), std::string::npos);
+
+    // Ordered: the breakdown's stages in the file's order.
+    const auto results = nlohmann::ordered_json::parse(slurp(dir + "/results.json"))["runs"][0]["results"];
+    ASSERT_EQ(results.size(), 16u);
+    // The distribution: 102 quantiles (0, 1% .. 99%, 99.9%, 1), non-decreasing from the minimum
+    // to the maximum; the plot's datablock holds the same values, one column per size.
+    const auto cdf = datablock(gp, "cdf0");
+    ASSERT_EQ(cdf.size(), 102u);
+    for (size_t k = 0; k < cdf.size(); ++k) {
+        ASSERT_EQ(cdf[k].size(), 2u + results.size()) << k;
+        EXPECT_DOUBLE_EQ(std::stod(cdf[k][0]), k < 100 ? k / 100.0 : k == 100 ? 0.999 : 1.0) << k;
+    }
+    for (size_t s = 0; s < results.size(); ++s) {
+        const auto& q = results[s]["lat_cdf_us"];
+        ASSERT_EQ(q.size(), 102u) << s;
+        EXPECT_EQ(q.front(), results[s]["lat_min_us"]);
+        EXPECT_EQ(q.back(), results[s]["lat_max_us"]);
+        for (size_t k = 0; k < q.size(); ++k) {
+            if (k) EXPECT_GE(q[k].get<double>(), q[k - 1].get<double>()) << s << " " << k;
+            EXPECT_NEAR(std::stod(cdf[k][2 + s]), q[k].get<double>(), 1e-6 * q[k].get<double>())
+                << s << " " << k;
+        }
+    }
+    // The breakdown: every size a row of its stages (the JSON's breakdown_us) and their sum.
+    const auto bars = datablock(gp, "breakdown0");  // every size ("breakdown0_small": the left panel's)
+    ASSERT_EQ(bars.size(), results.size()) << gp;
+    EXPECT_EQ(bars[0][0], "2");
+    EXPECT_EQ(bars[10][0], "2K");
+    for (size_t s = 0; s < results.size(); ++s) {
+        const auto& b = results[s]["breakdown_us"];
+        ASSERT_EQ(bars[s].size(), 2 + b.size());
+        double sum = 0;
+        size_t col = 1;
+        for (const auto& [stage, us] : b.items()) {
+            EXPECT_NEAR(std::stod(bars[s][col]), us.get<double>(), 1e-5) << stage;
+            sum += us.get<double>();
+            ++col;
+        }
+        EXPECT_NEAR(std::stod(bars[s].back()), sum, 1e-5);
+    }
+    EXPECT_EQ(gnuplot_stderr(dir), "");
+    std::filesystem::remove_all(dir);
+}
+
+TEST(HcasimReport, single_size_and_sweep_reports_plot_without_a_gnuplot_warning) {
+    struct report_case {
+        std::string args;
+        std::vector<std::string> pngs;
+    };
+    const report_case cases[] = {
+        {"--workload write_bw --size 4K --iters 100", {"bandwidth.png", "msg_rate.png", "utilisation.png"}},
+        {"--workload write_lat --size 64 --iters 100", {"latency.png", "breakdown.png", "latency_cdf.png"}},
+        {"--workload write_bw --size 64 --sweep qps=1,2 --iters 50",
+         {"bandwidth.png", "msg_rate.png", "qps.png", "utilisation_0.png", "utilisation_1.png"}},
+        {"--workload incast --size 4K --iters 50 --set fabric.nodes=4",
+         {"bandwidth.png", "msg_rate.png", "flows.png"}},
+    };
+    for (const report_case& c : cases) {
+        const std::string dir = fresh_dir("nowarn");
+        const result r = run(c.args + " --report '" + dir + "'");
+        ASSERT_EQ(r.code, 0) << c.args << "\n" << r.err;
+        EXPECT_FALSE(warns(r.err)) << c.args << "\n" << r.err;
+        std::string listed = " report: " + dir + "/results.csv, results.json";
+        for (const std::string& png : c.pngs) {
+            listed += ", " + png;
+            EXPECT_TRUE(is_png(dir + "/" + png)) << c.args << " " << png;
+        }
+        EXPECT_NE(r.out.find(listed + "\n"), std::string::npos) << r.out;
+        EXPECT_EQ(gnuplot_stderr(dir), "") << c.args;
+        // Every plot states its x range (one size: bars): none left to gnuplot to widen.
+        bool xrange = false;
+        for (const std::string& l : lines(slurp(dir + "/plots.gp"))) {
+            if (l.rfind("plot ", 0) == 0) {
+                EXPECT_TRUE(xrange) << c.args << ": " << l;
+                xrange = false;
+            }
+            xrange |= l.rfind("set xrange [", 0) == 0;
+        }
+        std::filesystem::remove_all(dir);
+    }
+}
+
+TEST(HcasimReport, gnuplots_warnings_reach_stderr_and_its_failure_names_the_line) {
+    // A gnuplot ahead of the real one on PATH that warns, then one that fails.
+    const std::string bin = hcasim::test::empty_dir("hcasim_report_fakebin"), dir = fresh_dir("fake");
+    const std::string fake = bin + "/gnuplot", path = "PATH='" + bin + "':\"$PATH\"; export PATH; ";
+    std::ofstream(fake) << "#!/bin/sh\necho '\"plots.gp\" line 7: warning: injected by the test' >&2\n"
+                           "PATH=\"${PATH#*:}\"; exec gnuplot \"$@\"\n";
+    std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+    const std::string args = "--workload write_bw --size 64 --iters 20 --report '" + dir + "'";
+    const result w = hcasim::test::run_hcasim(args, "report", path);
+    ASSERT_EQ(w.code, 0) << w.err;
+    EXPECT_EQ(w.err,
+              "hcasim: warning: --report: gnuplot: \"plots.gp\" line 7: warning: injected by the test\n");
+    EXPECT_TRUE(is_png(dir + "/bandwidth.png"));
+    std::ofstream(fake)
+        << "#!/bin/sh\necho 'set xrange [0:1]]' >&2\necho '\"plots.gp\" line 9: unexpected token' >&2\n"
+           "exit 1\n";
+    const std::string dir2 = fresh_dir("fake2");
+    const result f = hcasim::test::run_hcasim(
+        "--workload write_bw --size 64 --iters 20 --report '" + dir2 + "'", "report", path);
+    EXPECT_EQ(f.code, 0) << "the CSV and JSON are written";
+    EXPECT_EQ(f.err,
+              "hcasim: warning: --report: no plots: gnuplot failed on plots.gp (exit status 1): \"plots.gp\" "
+              "line 9: "
+              "unexpected token\n");
+    EXPECT_FALSE(std::filesystem::exists(dir2 + "/bandwidth.png"));
+    std::filesystem::remove_all(bin);
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(dir2);
+}
+
+TEST(HcasimReport, every_title_names_the_configuration_and_lines_differ_in_colour_dash_or_marker) {
+    const std::string dir = fresh_dir("titles");
+    const result r =
+        run("--config hdr-cx6 --workload write_bw --sweep size=64..256 --iters 50 --report '" + dir + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string gp = slurp(dir + "/plots.gp");
+    const auto outputs = lines_starting(gp, "set output "), titles = lines_starting(gp, "set title ");
+    ASSERT_EQ(outputs.size(), 3u);
+    ASSERT_EQ(titles.size(), outputs.size());
+    EXPECT_EQ(titles[0], "set title \"Bandwidth vs message size\\nHDR 4x, PCIe Gen4 x16, seed 1, 50 iters\"");
+    for (const std::string& t : titles)
+        EXPECT_NE(t.find("\\nHDR 4x, PCIe Gen4 x16, seed 1, 50 iters\""), std::string::npos) << t;
+    // 30 line types, no two alike in colour, dash and marker.
+    const auto types = lines_starting(gp, "set linetype ");
+    ASSERT_EQ(types.size(), 31u);
+    EXPECT_EQ(types.back(), "set linetype cycle 30");
+    std::vector<std::string> looks;
+    for (size_t k = 0; k < 30; ++k) {
+        const std::string prefix = "set linetype " + std::to_string(k + 1) + " ";
+        ASSERT_EQ(types[k].rfind(prefix, 0), 0u) << types[k];
+        looks.push_back(types[k].substr(prefix.size()));
+    }
+    std::sort(looks.begin(), looks.end());
+    EXPECT_EQ(std::unique(looks.begin(), looks.end()), looks.end());
+    // Utilisation: a unit keeps its line type's colour on both nodes (node1 10 types on).
+    const std::string util = gp.substr(gp.find("set output 'utilisation.png'"));
+    EXPECT_NE(util.find("lt 1 title 'node0 link tx'"), std::string::npos) << util;
+    EXPECT_NE(util.find("lt 11 title 'node1 link tx'"), std::string::npos) << util;
+    EXPECT_NE(util.find("lt 18 title 'node1 CQ writer'"), std::string::npos) << util;
+    EXPECT_EQ(types[0].substr(15, 16), "lc rgb '#1f77b4'");
+    EXPECT_EQ(types[10].substr(16, 16), "lc rgb '#1f77b4'");
+    std::filesystem::remove_all(dir);
+}
+
+TEST(HcasimReport, titles_name_the_presets_and_sets_a_run_records_and_legends_its_sweep_point) {
+    // Runs as a sweep merges them: each with its command line and its point (read when present).
+    auto run = [](int lanes) {
+        return nlohmann::ordered_json{
+            {"run", {{"command_line", {"hcasim", "--config", "configs/hdr-cx6.ini", "--set=cpu.cores=4"}}}},
+            {"point", {{"pcie.lanes", lanes}}},
+            {"workload", "write_bw"},
+            {"seed", 7},
+            {"qps", 1},
+            {"results",
+             {{{"size_bytes", 64},
+               {"iters", 10},
+               {"messages", 10},
+               {"bw_gbps", 1.5},
+               {"msg_rate_mpps", 2.5}}}},
+            {"config",
+             {{"node0.link.speed", "hdr"},
+              {"node0.link.width", "4"},
+              {"node0.pcie.generation", "4"},
+              {"node0.pcie.lanes", std::to_string(lanes)},
+              {"fabric.nodes", "2"}}}};
+    };
+    const std::string dir = fresh_dir("context");
+    std::string warning;
+    const auto pngs = hcasim::write_report(dir, nlohmann::ordered_json::array({run(8), run(16)}), warning);
+    EXPECT_EQ(warning, "");
+    EXPECT_EQ(pngs, (std::vector<std::string>{"bandwidth.png", "msg_rate.png"}));
+    const std::string gp = slurp(dir + "/plots.gp");
+    EXPECT_EQ(lines_starting(gp, "set title ")[0],
+              "set title \"Bandwidth, 64 B messages\\nhdr-cx6, HDR 4x, cpu.cores=4, seed 7, 10 iters\"");
+    EXPECT_NE(gp.find("set xtics ('write_bw, 1 QP, pcie.lanes=8' 0, 'write_bw, 1 QP, pcie.lanes=16' 1)"),
+              std::string::npos)
+        << gp;
+    std::filesystem::remove_all(dir);
 }
 
 TEST(HcasimSpeed, speed_prints_packets_per_second_slowdown_and_event_equivalents) {
