@@ -187,7 +187,7 @@ std::string config_value(const ojson& config, const std::string& key) {
 }
 
 /// What a run's plots are of, in parts a title or legend joins: the presets and --set
-/// overrides of its command line (when it records one), node0's link and PCIe (and any node's
+/// overrides of its command line (when it records one) or its label, node0's link and PCIe (and any node's
 /// that differ), the fabric's size.
 std::vector<std::string> run_context(const ojson& run) {
     std::vector<std::string> parts, sets;
@@ -201,6 +201,13 @@ std::vector<std::string> run_context(const ojson& run) {
         else if (option == "--set" || option == "-s")
             sets.push_back(v);
     };
+    // Without a command line (a report's runs), the run's label names them: the --config names
+    // and --set overrides, space-separated ("hdr-cx6 cpu.cores=4"; "default": none).
+    const std::string label = run.value("label", std::string());
+    if (!cmd.is_array() && !label.empty() && label != "default") {
+        std::istringstream words(label);
+        for (std::string w; words >> w;) add(w.find('=') == std::string::npos ? "--config" : "--set", w);
+    }
     if (cmd.is_array())
         for (size_t k = 0; k < cmd.size(); ++k) {
             if (!cmd[k].is_string()) continue;

@@ -403,9 +403,10 @@ TEST(HcasimReport, every_title_names_the_configuration_and_lines_differ_in_colou
     const auto outputs = lines_starting(gp, "set output "), titles = lines_starting(gp, "set title ");
     ASSERT_EQ(outputs.size(), 3u);
     ASSERT_EQ(titles.size(), outputs.size());
-    EXPECT_EQ(titles[0], "set title \"Bandwidth vs message size\\nHDR 4x, PCIe Gen4 x16, seed 1, 50 iters\"");
+    EXPECT_EQ(titles[0],
+              "set title \"Bandwidth vs message size\\nhdr-cx6, HDR 4x, PCIe Gen4 x16, seed 1, 50 iters\"");
     for (const std::string& t : titles)
-        EXPECT_NE(t.find("\\nHDR 4x, PCIe Gen4 x16, seed 1, 50 iters\""), std::string::npos) << t;
+        EXPECT_NE(t.find("\\nhdr-cx6, HDR 4x, PCIe Gen4 x16, seed 1, 50 iters\""), std::string::npos) << t;
     // 30 line types, no two alike in colour, dash and marker.
     const auto types = lines_starting(gp, "set linetype ");
     ASSERT_EQ(types.size(), 31u);
@@ -433,7 +434,7 @@ TEST(HcasimReport, titles_name_the_presets_and_sets_a_run_records_and_legends_it
     auto run = [](int lanes) {
         return nlohmann::ordered_json{
             {"run", {{"command_line", {"hcasim", "--config", "configs/hdr-cx6.ini", "--set=cpu.cores=4"}}}},
-            {"point", {{"pcie.lanes", lanes}}},
+            {"point", {{"pcie.lanes", std::to_string(lanes)}}},
             {"workload", "write_bw"},
             {"seed", 7},
             {"qps", 1},
@@ -461,6 +462,17 @@ TEST(HcasimReport, titles_name_the_presets_and_sets_a_run_records_and_legends_it
     EXPECT_NE(gp.find("set xtics ('write_bw, 1 QP, pcie.lanes=8' 0, 'write_bw, 1 QP, pcie.lanes=16' 1)"),
               std::string::npos)
         << gp;
+    // A report's runs record no command line: their label (--config names, --set overrides) names
+    // the configuration instead.
+    nlohmann::ordered_json labelled = run(8);
+    labelled.erase("run");
+    labelled.erase("point");
+    labelled["label"] = "hdr-cx6 cpu.cores=4";
+    std::filesystem::remove_all(dir);
+    hcasim::write_report(dir, nlohmann::ordered_json::array({labelled}), warning);
+    EXPECT_EQ(lines_starting(slurp(dir + "/plots.gp"), "set title ")[0],
+              "set title \"Bandwidth, 64 B messages\\nhdr-cx6, HDR 4x, PCIe Gen4 x8, cpu.cores=4, seed 7, 10 "
+              "iters\"");
     std::filesystem::remove_all(dir);
 }
 
