@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "model/core/output_file.h"
+#include "testbench/workloads/chaff.h"
 #include "testbench/workloads/many.h"
 
 namespace hcasim {
@@ -186,6 +187,7 @@ std::vector<run_report> run(const run_spec& spec, elaboration_help* help_out, st
     std::unique_ptr<timeline> tl = attach_timeline(spec, m.get());
     std::unique_ptr<trace::recorder> rec = attach_recorder(spec, m.get(), app.get());
     if (m) check_waves_open_captures(spec, *m);
+    const std::unique_ptr<chaff> perturb = chaff::from_env();  // a test aid (chaff.h); null unless set
     const auto wall0 = std::chrono::steady_clock::now();
     sc_start();
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
