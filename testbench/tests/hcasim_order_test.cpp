@@ -122,6 +122,25 @@ TEST(Order, two_node_send_lat_gives_identical_outputs_whatever_the_same_time_eve
     expect_order_independent("--workload send_lat", 3, false);
 }
 
+// DISABLED, a same-time race in node1's translation unit: its one lookup pipeline is taken in
+// call order (translation_unit.cpp, resolve -> busy_wait/busy_until). A READ request's R_Key check
+// (port.rx_process, transport_responder.cpp handle_read_request, xlate_->check) and a READ
+// response's translation (transport_engine.response_method, send_response, xlate_->translate)
+// can call it at one instant: whichever the kernel runs first goes first, the other one hit
+// time (5 ns) later. node1.pcie.tag_stall_ps differs (stdout and captures do not).
+TEST(Order, DISABLED_two_node_read_bw_gives_identical_outputs_whatever_the_same_time_event_order) {
+    expect_order_independent("--workload read_bw", 3, false);
+}
+
+// DISABLED, a same-time race in node0's requester: its round robin of QPs (`ready_`,
+// transport_requester.cpp make_tx_ready) is appended in call order, and at one instant the
+// requester_method re-queues the QP it just served while doorbell_unit.dispatch queues another
+// QP's new WQE (push_send): the kernel's order decides which sends first. The simulated time
+// (by 20 ns), link0.pcap and node0.pcie.tag_stall_ps differ.
+TEST(Order, DISABLED_two_node_srq_bw_gives_identical_outputs_whatever_the_same_time_event_order) {
+    expect_order_independent("--workload srq_bw", 3, false);
+}
+
 TEST(Order, a_chaff_seed_that_is_not_a_number_exits_2_naming_the_variable) {
     const result r = run_hcasim("--workload write_bw", "order_bad", "export HCASIM_CHAFF=12x; ");
     EXPECT_EQ(r.code, 2);
