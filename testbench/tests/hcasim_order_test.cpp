@@ -141,6 +141,14 @@ TEST(Order, DISABLED_two_node_srq_bw_gives_identical_outputs_whatever_the_same_t
     expect_order_independent("--workload srq_bw", 3, false);
 }
 
+// DISABLED, the requester race above on every node: with 64 KiB messages (16 packets each) a
+// node's requester_method re-queues the QP it just served at the instant doorbell_unit.dispatch
+// queues another QP (node0 at 180,970,561 ps: QP 2 and QP 3), and the node sends the other QP's
+// packet next; the run then differs in everything (stdout, stats JSON, every capture).
+TEST(Order, DISABLED_fat_tree_alltoall_64k_gives_identical_outputs_whatever_the_same_time_event_order) {
+    expect_order_independent("--workload alltoall --size 64K --iters 5" + FAT_TREE_16, 3, false);
+}
+
 TEST(Order, a_chaff_seed_that_is_not_a_number_exits_2_naming_the_variable) {
     const result r = run_hcasim("--workload write_bw", "order_bad", "export HCASIM_CHAFF=12x; ");
     EXPECT_EQ(r.code, 2);
