@@ -526,12 +526,14 @@ const char* const usage =
     "Usage: hcasim [options]\n"
     "  or:  hcasim serve [options]\n"
     "  or:  hcasim replay FILE [options]\n"
-    "  or:  hcasim compare A.json B.json [--tolerance P%]\n\n"
+    "  or:  hcasim compare A.json B.json [--tolerance P%]\n"
+    "  or:  hcasim sweep-merge OUT.json POINT.json...\n\n"
     "Subcommands (hcasim SUBCOMMAND --help lists its options):\n"
     "  (none)     run a workload; without --workload the demo (write_lat and write_bw, 2 B to 1 MiB)\n"
     "  serve      simulated HCAs for unmodified libibverbs programs (docs/libibverbs.md)\n"
     "  replay     re-run a verbs-level trace and compare its outcome with the recording\n"
-    "  compare    two runs' stats JSON side by side with the relative change; exit 1 beyond --tolerance\n\n"
+    "  compare    two runs' stats JSON side by side with the relative change; exit 1 beyond --tolerance\n"
+    "  sweep-merge  the --stats-json of a sweep's points run one at a time (--sweep-index) as the sweep's\n\n"
     "Options, by group";
 const char* const examples =
     "Examples:\n"
