@@ -66,20 +66,33 @@ ojson deterministic_sweep(const std::string& path) {
 
 }  // namespace
 
-TEST(HcasimMpiSweep, np_2_and_np_3_give_the_stdout_and_merged_json_of_one_process_with_jobs_1) {
+TEST(HcasimMpiSweep, np_2_and_np_3_give_the_stdout_merged_json_and_report_of_one_process_with_jobs_1) {
     SKIP_WITHOUT_MPI();
     const std::string dir = hcasim::test::empty_dir("mpi_sweep");
-    const result one = run(sweep + " --jobs 1 --stats-json " + dir + "/one.json", "mpi_one");
+    const result one =
+        run(sweep + " --jobs 1 --stats-json " + dir + "/one.json --report " + dir + "/one", "mpi_one");
     ASSERT_EQ(one.code, 0) << one.err;
     const ojson ref = deterministic_sweep(dir + "/one.json");
     ASSERT_EQ(ref["runs"].size(), 6u);
+    const std::vector<std::string> report = hcasim::test::dir_entries(dir + "/one");
     for (int n : {2, 3}) {
-        const std::string json = dir + "/np" + std::to_string(n) + ".json";
-        const result r = mpirun(n, sweep + " --stats-json " + json, "mpi_np");
+        const std::string out = dir + "/np" + std::to_string(n);
+        const result r = mpirun(n, sweep + " --stats-json " + out + ".json --report " + out, "mpi_np");
         ASSERT_EQ(r.code, 0) << "np " << n << ": " << r.err;
-        EXPECT_EQ(r.out, one.out) << "np " << n;
+        std::string expected = one.out;  // its last line names the report's directory
+        const std::string one_dir = dir + "/one/";
+        if (const size_t at = expected.find(one_dir); at != std::string::npos)
+            expected.replace(at, one_dir.size(), out + "/");
+        EXPECT_EQ(r.out, expected) << "np " << n;
         EXPECT_EQ(r.err, "") << "np " << n;
-        EXPECT_EQ(deterministic_sweep(json), ref) << "np " << n;
+        EXPECT_EQ(deterministic_sweep(out + ".json"), ref) << "np " << n;
+        // The report: every file byte for byte but results.json, whose runs hold wall-clock figures.
+        ASSERT_EQ(hcasim::test::dir_entries(out), report) << "np " << n;
+        for (const std::string& f : report)
+            if (f == "results.json")
+                EXPECT_EQ(deterministic_sweep(out + "/" + f), deterministic_sweep(dir + "/one/" + f));
+            else
+                EXPECT_EQ(slurp(out + "/" + f), slurp(dir + "/one/" + f)) << f << ", np " << n;
     }
     std::filesystem::remove_all(dir);
 }
