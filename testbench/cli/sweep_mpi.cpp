@@ -127,9 +127,13 @@ public:
           ranks_(ranks),
           outcomes_(points.size()),
           env_(point_environment()) {
+        // Where this rank's point processes leave their output ("" if it cannot be made: each of its
+        // points then fails, saying so on rank 0, since only rank 0 prints).
         char dir_template[] = "/tmp/hcasim-sweep-rank-XXXXXX";
-        if (!mkdtemp(dir_template)) throw config_error("--sweep: cannot create a temporary directory");
-        dir_ = dir_template;
+        if (mkdtemp(dir_template))
+            dir_ = dir_template;
+        else
+            no_dir_ = std::strerror(errno);
         // Processes at once: --jobs, else this node's cores shared by the node's ranks.
         MPI_Comm node;
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
@@ -143,7 +147,7 @@ public:
     }
     ~rank_runner() {
         std::error_code ec;
-        std::filesystem::remove_all(dir_, ec);
+        if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
     }
     rank_runner(const rank_runner&) = delete;
     rank_runner& operator=(const rank_runner&) = delete;
@@ -205,13 +209,16 @@ private:
         posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, file("err", k).c_str(),
                                          O_WRONLY | O_CREAT | O_TRUNC, 0600);
         pid_t pid = 0;
-        const int e = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), envp.data());
+        const int e =
+            dir_.empty() ? 0 : posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), envp.data());
         posix_spawn_file_actions_destroy(&fa);
-        if (e != 0) {
+        if (dir_.empty() || e != 0) {
+            const std::string why = dir_.empty()
+                                        ? "rank " + std::to_string(rank_) +
+                                              " cannot create a temporary directory in /tmp (" + no_dir_ + ")"
+                                        : "cannot start its process (" + std::string(std::strerror(e)) + ")";
             point_outcome r{true, 1 << 8, "== " + points_[k].label + "\n",
-                            "hcasim: run failed: " + points_[k].label + ": cannot start its process (" +
-                                std::strerror(e) + ")\n",
-                            ""};
+                            "hcasim: run failed: " + points_[k].label + ": " + why + "\n", ""};
             deliver(k, std::move(r));
             return;
         }
@@ -304,7 +311,7 @@ private:
     const int rank_, ranks_;
     std::vector<point_outcome> outcomes_;  ///< rank 0: every point's
     std::vector<std::string> env_;
-    std::string dir_;
+    std::string dir_, no_dir_;
     unsigned jobs_ = 1;
     std::vector<std::pair<pid_t, size_t>> running_;
     std::vector<bool> sent_control_;  ///< rank 0: the control message each rank got
@@ -334,13 +341,8 @@ int run_sweep_ranks(const run_options& o) {
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (status == 0) {
-        try {
-            rank_runner runner(o, points, rank, ranks);
-            status = runner.run();
-        } catch (const config_error& e) {
-            std::cerr << "hcasim: error: " << e.what() << "\n";
-            MPI_Abort(MPI_COMM_WORLD, 2);
-        }
+        rank_runner runner(o, points, rank, ranks);
+        status = runner.run();
     }
     MPI_Finalize();
     return status;
