@@ -350,14 +350,16 @@ int run_sweep_ranks(const run_options& o) {
 
 namespace {
 
-/// The ranks' common exit status, once rank 0 has said why: no rank ends (and has the launcher
-/// end the others) before rank 0 has printed. A sweep has met in MPI already.
+/// The ranks' common exit status when rank 0 did not reach the sweep (a refusal, bad options,
+/// --help): no rank ends (and has the launcher end the others) before rank 0 has said why. Its
+/// one collective is run_sweep_ranks' first, so ranks above 0 waiting there get rank 0's status.
+/// A sweep has met in MPI already.
 int settle(int status) {
     int started = 0;
     MPI_Initialized(&started);
     if (!started) {
         MPI_Init(nullptr, nullptr);
-        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
         MPI_Finalize();
     }
     return status;
@@ -419,7 +421,10 @@ int ranks_main(int argc, char* argv[], const launch& l) {
         std::cerr << "hcasim: error: " << ranks << why << "\n";
         return 2;
     }
-    return run_main(argc, argv);
+    if (l.rank == 0) return run_main(argc, argv);  // its checks of the outputs, then run_sweep_ranks
+    // The other ranks only run points: the outputs are rank 0's to check and write.
+    o.command_line.assign(argv, argv + argc);
+    return run_sweep_ranks(o);
 }
 
 }  // namespace
