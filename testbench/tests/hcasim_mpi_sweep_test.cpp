@@ -133,6 +133,27 @@ TEST(HcasimMpiSweep, mpirun_without_a_sweep_exits_2_on_every_rank_saying_partiti
     std::filesystem::remove_all(dir);
 }
 
+TEST(HcasimMpiSweep, an_output_rank_0_refuses_under_mpirun_exits_2_on_every_rank_said_once) {
+    SKIP_WITHOUT_MPI();
+    // Rank 0 checks the outputs (a --report directory that holds a file) before the sweep; the
+    // other ranks learn its status in the sweep's first collective rather than wait for points.
+    const std::string dir = hcasim::test::empty_dir("mpi_refused");
+    std::filesystem::create_directories(dir + "/report");
+    std::ofstream(dir + "/report/x") << "x";
+    const std::string args = sweep + " --report " + dir + "/report";
+    const result r = mpirun(3, args, "mpi_refused");
+    EXPECT_EQ(r.code, 2);
+    const std::string line =
+        "hcasim: error: --report: '" + dir +
+        "/report' is not empty (x); give a new or empty directory, or --replace to replace "
+        "the report in it\n";
+    const size_t at = r.err.find(line);
+    EXPECT_NE(at, std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find(line, at + 1), std::string::npos) << "said once, by rank 0: " << r.err;
+    EXPECT_EQ(rank_statuses(3, args, dir), (std::vector<std::string>{"2\n", "2\n", "2\n"}));
+    std::filesystem::remove_all(dir);
+}
+
 TEST(HcasimMpiSweep, sweep_index_out_of_range_or_without_a_sweep_exits_2) {
     const result r = run(sweep + " --sweep-index 6", "mpi_index");
     EXPECT_EQ(r.code, 2);
