@@ -45,15 +45,21 @@ _hcasim() {
     -j | --jobs)
         mapfile -t COMPREPLY < <(compgen -W "1 2 4 8 $(nproc 2>/dev/null)" -- "$cur")
         return ;;
+    --sweep-index)  # a point's index, from 0
+        mapfile -t COMPREPLY < <(compgen -W "0" -- "$cur")
+        return ;;
     --stats-json | --record | --timeline | --waves | --dump-topology | --report | --pcap)
         mapfile -t COMPREPLY < <(compgen -f -- "$cur")
         return ;;
     esac
     if [ "${COMP_CWORD}" -eq 1 ] && [[ "$cur" != -* ]]; then
-        mapfile -t COMPREPLY < <(compgen -W "serve replay compare" -- "$cur")
+        mapfile -t COMPREPLY < <(compgen -W "serve replay compare sweep-merge" -- "$cur")
         return
     fi
     case "$sub" in
+    sweep-merge)  # OUT.json POINT.json...
+        mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+        return ;;
     serve | replay | compare)
         [[ "$cur" == -* ]] &&
             mapfile -t COMPREPLY < <(compgen -W "$(_hcasim_options "$prog" "$sub")" -- "$cur")

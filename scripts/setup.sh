@@ -12,7 +12,8 @@ HCASIM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # man pages), tshark (the tests dissect hcasim --pcap captures with it; DEBIAN_FRONTEND=noninteractive answers
 # wireshark-common's capture-permission question with its default), libibverbs with the
 # programs the provider's tests run (docs/libibverbs.md: ibv_*_pingpong, perftest, the pyverbs
-# tests), and the toolchain.
+# tests), OpenMPI (libopenmpi-dev, openmpi-bin: sweeps spread over `mpirun` ranks; optional at
+# configure time, -DHCASIM_MPI=OFF builds without), and the toolchain.
 HCASIM_PACKAGES=(
     libsystemc-dev
     verilator
@@ -35,6 +36,8 @@ HCASIM_PACKAGES=(
     ibverbs-utils
     perftest
     python3-pyverbs
+    libopenmpi-dev
+    openmpi-bin
 )
 
 hcasim_log() { printf '[hcasim] %s\n' "$*" >&2; }

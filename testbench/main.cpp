@@ -1,4 +1,4 @@
-// hcasim: the subcommands (compare, replay, serve) or, by default, a run of a workload (testbench/cli/run.cpp).
+// hcasim: the subcommands (compare, replay, serve, sweep-merge) or, by default, a run of a workload (testbench/cli/run.cpp).
 #include <systemc>
 
 #include <cstdlib>
@@ -26,6 +26,7 @@ const subcommand subcommands[] = {
     {"compare", cli::compare_main},
     {"replay", [](int argc, char* argv[]) { return replay_main(argc, argv); }},
     {"serve", [](int argc, char* argv[]) { return serve_main(argc, argv); }},
+    {"sweep-merge", cli::sweep_merge_main},
 };
 
 }  // namespace
@@ -36,5 +37,5 @@ int sc_main(int argc, char* argv[]) {
     if (argc > 1)
         for (const subcommand& c : subcommands)
             if (std::string(argv[1]) == c.name) return c.main(argc, argv);
-    return run_main(argc, argv);
+    return cli::launched_main(argc, argv);  // run_main, unless mpirun started ranks it cannot use
 }

@@ -195,7 +195,10 @@ void describe_options(po::options_description& desc) {
          "two from A to B (size, qps, threads: K/M/G suffixes as --size). Repeatable, one per dimension: several give their cross product, the first "
          "outermost")
         ("jobs,j", po::value<std::string>(), "run up to N points of a sweep (and qp_scale) at once, each in its own "
-                                             "process (default: the online cores); the output is the same for any N");
+                                             "process (default: the online cores); the output is the same for any N")
+        ("sweep-index", po::value<std::string>(), "run only point K (0, 1, ... in the order the sweep prints them) of the "
+                                                  "--sweep, e.g. a Slurm array task's; its --stats-json is a point file "
+                                                  "that hcasim sweep-merge joins with the others (docs/usage.md)");
     configuration.add_options()
         ("config,c", po::value<std::vector<std::string>>()->composing(), "load an INI configuration file, or a preset by name "
                                                                          "(--config hdr-cx6; --list-presets) (repeatable; later files win)")
@@ -353,6 +356,29 @@ void parse_sweep(const po::variables_map& vm, run_options& o) {
 /// "threads" or the configuration key.
 std::string swept(const run_options& o) { return o.sweeps.empty() ? "" : o.sweeps.front().key; }
 
+/// --sweep-index K: one point of the sweep, K below its number of points; one process, no report.
+void parse_sweep_index(const po::variables_map& vm, run_options& o) {
+    if (o.sweeps.empty())
+        throw config_error(
+            o.workload == "qp_scale"
+                ? "--sweep-index: qp_scale's points cannot be run one at a time (run "
+                  "--workload write_bw --sweep qps=LIST)"
+                : "--sweep-index runs one point of a --sweep qps, threads or KEY: give the --sweep");
+    uint64_t points = 1;
+    for (const sweep_dimension& d : o.sweeps) points *= d.values.size();
+    const std::string text = vm["sweep-index"].as<std::string>();
+    const auto k = to_uint(text);
+    if (!k || *k >= points)
+        throw config_error(
+            "--sweep-index " + text + ": the sweep has " + std::to_string(points) +
+            (points == 1 ? " point (index 0)" : " points (index 0 to " + std::to_string(points - 1) + ")"));
+    for (const char* whole_sweep : {"jobs", "report"})
+        if (vm.count(whole_sweep))
+            throw config_error(std::string("--sweep-index runs one point in this process: --") + whole_sweep +
+                               " is for the whole sweep (hcasim sweep-merge joins the points' --stats-json)");
+    o.sweep_index = long(*k);
+}
+
 /// Options the workload would ignore are refused, naming both (or warned about).
 void refuse_ignored_options(const po::variables_map& vm, run_options& o) {
     const bool latency = o.workload.size() > 4 && o.workload.compare(o.workload.size() - 4, 4, "_lat") == 0;
@@ -500,12 +526,14 @@ const char* const usage =
     "Usage: hcasim [options]\n"
     "  or:  hcasim serve [options]\n"
     "  or:  hcasim replay FILE [options]\n"
-    "  or:  hcasim compare A.json B.json [--tolerance P%]\n\n"
+    "  or:  hcasim compare A.json B.json [--tolerance P%]\n"
+    "  or:  hcasim sweep-merge OUT.json POINT.json...\n\n"
     "Subcommands (hcasim SUBCOMMAND --help lists its options):\n"
     "  (none)     run a workload; without --workload the demo (write_lat and write_bw, 2 B to 1 MiB)\n"
     "  serve      simulated HCAs for unmodified libibverbs programs (docs/libibverbs.md)\n"
     "  replay     re-run a verbs-level trace and compare its outcome with the recording\n"
-    "  compare    two runs' stats JSON side by side with the relative change; exit 1 beyond --tolerance\n\n"
+    "  compare    two runs' stats JSON side by side with the relative change; exit 1 beyond --tolerance\n"
+    "  sweep-merge  the --stats-json of a sweep's points run one at a time (--sweep-index) as the sweep's\n\n"
     "Options, by group";
 const char* const examples =
     "Examples:\n"
@@ -537,18 +565,27 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
     describe_options(desc);
     po::variables_map vm;
     const po::positional_options_description no_positionals;  // stray words are errors
+    run_options o;
     try {
-        po::store(po::command_line_parser(argc, const_cast<char**>(argv))
-                      .options(desc)
-                      .positional(no_positionals)
-                      .run(),
-                  vm);
+        const po::parsed_options parsed = po::command_line_parser(argc, const_cast<char**>(argv))
+                                              .options(desc)
+                                              .positional(no_positionals)
+                                              .run();
+        po::store(parsed, vm);
         po::notify(vm);
+        for (const po::option& opt : parsed.options) {
+            static const char* const not_of_points[] = {"stats-json", "report", "replace", "jobs",
+                                                        "sweep-index"};
+            if (std::find(std::begin(not_of_points), std::end(not_of_points), opt.string_key) !=
+                std::end(not_of_points))
+                continue;
+            o.sweep_options.push_back("--" + opt.string_key +
+                                      (opt.value.empty() ? "" : "=" + opt.value.front()));
+        }
     } catch (const po::error& e) {
         throw config_error(std::string("command line: ") + e.what() + " (see --help)");
     }
 
-    run_options o;
     o.help = vm.count("help") > 0;
     o.help_config = vm.count("help-config") > 0;
     o.version = vm.count("version") > 0;
@@ -584,6 +621,7 @@ run_options parse_cli(int argc, const char* const* argv, std::ostream& help_out)
                 "--jobs runs the points of a --sweep qps, threads or KEY (or qp_scale) at once; this run has "
                 "one point");
     }
+    if (vm.count("sweep-index")) parse_sweep_index(vm, o);
     o.speed = vm.count("speed") > 0;
     if (vm.count("bench-events")) {
         o.bench_events =

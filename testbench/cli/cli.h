@@ -51,7 +51,14 @@ struct run_options {
     /// A sweep point's configuration values (key, value), applied after every --set (origin
     /// "--sweep"); empty outside a point's child process.
     std::vector<std::pair<std::string, std::string>> point;
-    unsigned jobs = 0;          ///< --jobs N: points run at once (0: not given, the online cores)
+    unsigned jobs = 0;  ///< --jobs N: points run at once (0: not given, the online cores)
+    /// --sweep-index K: run point K of the sweep only (a Slurm array task); -1: not given.
+    long sweep_index = -1;
+    /// The options that define a sweep's points, in command-line order and canonical form
+    /// (`--set=pcie.lanes=8`): every option given but --stats-json, --report, --replace, --jobs and
+    /// --sweep-index. A point file records them (hcasim sweep-merge checks and re-parses them) and
+    /// an MPI rank starts a point's process with them.
+    std::vector<std::string> sweep_options;
     std::string report_dir;     ///< --report DIR: CSV, JSON and PNG plots of the run(s); empty = none
     bool replace = false;       ///< --replace: --report DIR may hold an earlier report (replaced)
     bool speed = false;         ///< --speed: print the simulator's speed after the run (not deterministic)

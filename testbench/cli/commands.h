@@ -23,6 +23,12 @@ uint64_t iters_at(const run_options& o, unsigned qps);
 int run_sweep(const run_options& o);
 /// --workload qp_scale (sweep.cpp).
 int run_qp_scale(run_options o);
+/// The default command (run_main), or its refusal when mpirun started several ranks for
+/// something other than a sweep; ranks above 0 print nothing (sweep_mpi.cpp).
+int launched_main(int argc, char* argv[]);
+/// `hcasim sweep-merge OUT.json POINT.json...`: the merged stats JSON of a sweep's point files
+/// (--sweep-index); 2 naming a missing, unreadable or mismatched file (sweep_mpi.cpp).
+int sweep_merge_main(int argc, char* argv[]);
 
 /// `hcasim compare A.json B.json [--tolerance P%]`: two stats JSON files side by side; 0 within
 /// the tolerance, 1 beyond it, 2 bad or incomparable files (compare.cpp).

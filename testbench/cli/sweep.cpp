@@ -20,6 +20,7 @@
 #include "testbench/cli/commands.h"
 #include "testbench/cli/progress.h"
 #include "testbench/cli/report.h"
+#include "testbench/cli/sweep.h"
 #include "testbench/workloads/workloads.h"
 
 namespace hcasim::cli {
@@ -28,19 +29,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 using key_values = std::vector<std::pair<std::string, std::string>>;
-
-/// One point of a multi-process run: a workload at a QP count (and, in a thread sweep, a
-/// thread count), with the swept configuration values.
-struct sweep_point {
-    std::string workload;
-    unsigned qps = 0;               ///< the point's --qps (0: as given)
-    unsigned threads = 0;           ///< --sweep threads: the point's --threads (0: as given)
-    key_values values;              ///< the swept configuration keys' values, applied after every --set
-    std::string first_set;          ///< qp_scale: hca.max_qps=N, before the other --sets ("": none)
-    uint64_t iters = 0;             ///< qp_scale: the point's --iters (0: as given)
-    ojson point = ojson::object();  ///< the swept values by key (the stats JSON's "point")
-    std::string label;              ///< the line `== <label>` above its output
-};
 
 /// The options of a point's child process.
 run_options point_options(const run_options& o, const sweep_point& pt) {
@@ -133,36 +121,18 @@ unsigned jobs_of(const run_options& o) {
 /// once. Each child's output is captured and printed in point order under `== <label>`, so
 /// the output is the same for any --jobs. A failing point: the points already started finish,
 /// no other starts; returns its exit status (the first failing point's) after naming it.
-/// Otherwise 0 and the children's stats JSON in `runs` (with their "point" if `with_point`).
-int run_children(const run_options& o, const std::vector<sweep_point>& points, const char* what, ojson& runs,
-                 bool with_point = false) {
+/// Otherwise 0 and each point's outcome in `outcomes`.
+int run_children(const run_options& o, const std::vector<sweep_point>& points, const char* what,
+                 std::vector<point_outcome>& outcomes) {
     const scratch_dir tmp(what);
-    struct child {
-        pid_t pid = 0;
-        int status = 0;  ///< waitpid's
-        bool done = false;
-    };
-    std::vector<child> kids(points.size());
+    std::vector<pid_t> pids(points.size(), 0);
+    outcomes.assign(points.size(), point_outcome{});
     const unsigned jobs = jobs_of(o);
     size_t next = 0, printed = 0, finished = 0;
     unsigned running = 0;
-    int status = 0;
-    size_t failed = points.size();
+    bool failed = false;
+    int fork_failed = 0;
     progress_line progress;
-    // The finished points from the first not yet printed on, in order.
-    auto print_ready = [&] {
-        for (; printed < next && kids[printed].done; ++printed) {
-            progress.clear();
-            std::cout << "== " << points[printed].label << "\n" << contents(tmp.file("out", printed));
-            std::cout.flush();
-            std::cerr << contents(tmp.file("err", printed));
-            const int ws = kids[printed].status;
-            if (!WIFEXITED(ws))
-                std::cerr << "hcasim: run failed: " << points[printed].label
-                          << ": the run was killed (signal " << WTERMSIG(ws) << ")\n";
-            std::cerr.flush();
-        }
-    };
     // "sweep: 3/8 points done, ~12 s left" (on a terminal).
     const std::string name = what == std::string("--sweep") ? "sweep" : what;
     auto show_progress = [&] {
@@ -172,8 +142,8 @@ int run_children(const run_options& o, const std::vector<sweep_point>& points, c
                       true);
     };
     show_progress();
-    while (running > 0 || (status == 0 && next < points.size())) {
-        while (status == 0 && next < points.size() && running < jobs) {
+    while (running > 0 || (!failed && next < points.size())) {
+        while (!failed && next < points.size() && running < jobs) {
             const size_t k = next;
             const run_options c = point_options(o, points[k]);
             std::cout.flush();
@@ -181,7 +151,8 @@ int run_children(const run_options& o, const std::vector<sweep_point>& points, c
             const pid_t pid = fork();
             if (pid < 0) {
                 std::cerr << "hcasim: run failed: " << points[k].label << ": fork failed\n";
-                status = 1;
+                fork_failed = 1;
+                failed = true;
                 break;
             }
             if (pid == 0) {
@@ -192,7 +163,7 @@ int run_children(const run_options& o, const std::vector<sweep_point>& points, c
                     return run_once(one, nullptr);
                 });
             }
-            kids[k].pid = pid;
+            pids[k] = pid;
             ++next;
             ++running;
         }
@@ -203,54 +174,87 @@ int run_children(const run_options& o, const std::vector<sweep_point>& points, c
             if (errno == EINTR) continue;
             break;
         }
-        const auto it = std::find_if(kids.begin(), kids.begin() + long(next),
-                                     [pid](const child& c) { return c.pid == pid && !c.done; });
-        if (it == kids.begin() + long(next)) continue;  // not a point's process
-        it->done = true;
-        it->status = ws;
+        const auto it = std::find(pids.begin(), pids.begin() + long(next), pid);
+        const size_t k = size_t(it - pids.begin());
+        if (it == pids.begin() + long(next) || outcomes[k].done) continue;  // not a point's process
+        outcomes[k] = {true, ws, "== " + points[k].label + "\n" + contents(tmp.file("out", k)),
+                       contents(tmp.file("err", k)), contents(tmp.file("run", k))};
         --running;
         ++finished;
-        const size_t k = size_t(it - kids.begin());
-        const int rc = WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;
-        if (rc != 0 && k < failed) {
-            failed = k;
-            status = rc;
-        }
-        print_ready();
+        failed |= !WIFEXITED(ws) || WEXITSTATUS(ws) != 0;
+        progress.clear();
+        print_done_points(points, outcomes, printed);
         show_progress();
     }
-    print_ready();
     progress.clear();
-    if (status != 0) {
-        const size_t not_run = points.size() - next;
-        if (failed < points.size() && WIFEXITED(kids[failed].status))  // (a signal is named above)
-            std::cerr << "hcasim: run failed: " << points[failed].label << ": exit status " << status
-                      << (not_run ? "; " + std::to_string(not_run) + (not_run == 1 ? " point" : " points") +
-                                        " not run"
-                                  : "")
-                      << "\n";
-        return status;
+    print_done_points(points, outcomes, printed);
+    if (const int st = sweep_failure(points, outcomes)) return st;
+    return fork_failed;
+}
+
+}  // namespace
+
+void print_done_points(const std::vector<sweep_point>& points, const std::vector<point_outcome>& outcomes,
+                       size_t& printed) {
+    for (; printed < points.size() && outcomes[printed].done; ++printed) {
+        const point_outcome& r = outcomes[printed];
+        std::cout << r.out;
+        std::cout.flush();
+        std::cerr << r.err;
+        if (!WIFEXITED(r.wait_status))
+            std::cerr << "hcasim: run failed: " << points[printed].label << ": the run was killed (signal "
+                      << WTERMSIG(r.wait_status) << ")\n";
+        std::cerr.flush();
     }
+}
+
+int sweep_failure(const std::vector<sweep_point>& points, const std::vector<point_outcome>& outcomes) {
+    const auto failed = std::find_if(outcomes.begin(), outcomes.end(), [](const point_outcome& r) {
+        return r.done && (!WIFEXITED(r.wait_status) || WEXITSTATUS(r.wait_status) != 0);
+    });
+    if (failed == outcomes.end()) return 0;
+    if (!WIFEXITED(failed->wait_status)) return 1;  // named where it is printed
+    const int status = WEXITSTATUS(failed->wait_status);
+    const auto not_run = size_t(
+        std::count_if(outcomes.begin(), outcomes.end(), [](const point_outcome& r) { return !r.done; }));
+    std::cerr << "hcasim: run failed: " << points[size_t(failed - outcomes.begin())].label << ": exit status "
+              << status
+              << (not_run
+                      ? "; " + std::to_string(not_run) + (not_run == 1 ? " point" : " points") + " not run"
+                      : "")
+              << "\n";
+    return status;
+}
+
+const char* const point_file_keys[5] = {"sweep", "sweep_index", "sweep_points", "sweep_options", "point"};
+
+ojson point_run(const sweep_point& pt, const std::string& text) {
+    ojson j = ojson::parse(text);
+    j.erase("run");  // the merged file's own "run" block says it once
+    for (const char* k : point_file_keys) j.erase(k);
+    ojson r{{"point", pt.point}};
+    for (auto& [key, v] : j.items()) r[key] = std::move(v);
+    return r;
+}
+
+namespace {
+
+/// The points' stats JSON (with their "point" if `with_point`); false after naming an unreadable one.
+bool runs_of(const std::vector<sweep_point>& points, const std::vector<point_outcome>& outcomes,
+             bool with_point, ojson& runs) {
     runs = ojson::array();
     for (size_t k = 0; k < points.size(); ++k) {
-        std::ifstream in(tmp.file("run", k));
-        ojson j;
         try {
-            in >> j;
+            ojson j = point_run(points[k], outcomes[k].json);
+            if (!with_point) j.erase("point");
+            runs.push_back(std::move(j));
         } catch (const std::exception& e) {
             std::cerr << "hcasim: run failed: " << points[k].label << ": unreadable results (" << e.what()
                       << ")\n";
-            return 1;
+            return false;
         }
-        j.erase("run");  // the merged file's own "run" block says it once
-        if (with_point) {
-            ojson r{{"point", points[k].point}};
-            for (auto& [key, v] : j.items()) r[key] = std::move(v);
-            j = std::move(r);
-        }
-        runs.push_back(std::move(j));
     }
-    return 0;
+    return true;
 }
 
 /// Every point's value of each swept configuration key, checked before any point runs: each
@@ -293,7 +297,8 @@ void check_config_points(const run_options& o, const std::vector<sweep_point>& p
     }
 }
 
-/// The cross product of o.sweeps (the first outermost), each point with its label.
+}  // namespace
+
 std::vector<sweep_point> sweep_points(const run_options& o) {
     std::vector<sweep_point> points(1);
     for (const sweep_dimension& d : o.sweeps) {
@@ -323,6 +328,8 @@ std::vector<sweep_point> sweep_points(const run_options& o) {
     }
     return points;
 }
+
+namespace {
 
 /// --sweep qps: refused before any point runs where the workload has no QPs, a count is below
 /// --threads or a point's messages exceed the largest total.
@@ -382,25 +389,68 @@ void print_threads_summary(const std::vector<sweep_point>& points, const ojson& 
     std::printf("---------------------------------------------------------------------------------------\n");
 }
 
-}  // namespace
+/// The swept keys, in order (the merged JSON's "sweep").
+ojson sweep_keys(const run_options& o) {
+    ojson keys = ojson::array();
+    for (const sweep_dimension& d : o.sweeps) keys.push_back(d.key);
+    return keys;
+}
 
-/// --sweep qps=LIST, threads=LIST, KEY=LIST: one run per point of their cross product.
-int run_sweep(const run_options& o) {
+/// --sweep-index K: point K alone, in this process, under its `== <label>` line; its
+/// --stats-json is a point file: the run's stats JSON with the sweep's keys, K, the number of
+/// points, the options that define them and the point's values (hcasim sweep-merge).
+int run_sweep_point(const run_options& o) {
     if (!o.sweep_qps.empty()) check_qps_sweep(o);
     const std::vector<sweep_point> points = sweep_points(o);
     if (!o.sweep_threads.empty()) check_threads_sweep(o, points);
-    check_config_points(o, points);
-    ojson runs;
-    if (const int st = run_children(o, points, "--sweep", runs, true)) return st;
-    if (!o.sweep_threads.empty()) print_threads_summary(points, runs);
+    const size_t k = size_t(o.sweep_index);
+    std::cout << "== " << points[k].label << "\n";
+    run_options c = point_options(o, points[k]);
+    c.stats_json.clear();
+    ojson j;
+    if (const int rc = run_once(c, &j)) return rc;
     if (!o.stats_json.empty()) {
-        ojson keys = ojson::array();
-        for (const sweep_dimension& d : o.sweeps) keys.push_back(d.key);
-        write_json_file(o.stats_json,
-                        with_run(ojson{{"sweep", keys}, {"runs", runs}}, o.command_line, o.date));
+        ojson f{{"sweep", sweep_keys(o)},
+                {"sweep_index", k},
+                {"sweep_points", points.size()},
+                {"sweep_options", o.sweep_options},
+                {"point", points[k].point}};
+        for (auto& [key, v] : j.items()) f[key] = std::move(v);
+        write_json_file(o.stats_json, with_run(std::move(f), o.command_line, o.date));
     }
+    return 0;
+}
+
+}  // namespace
+
+void check_sweep(const run_options& o, const std::vector<sweep_point>& points) {
+    if (!o.sweep_qps.empty()) check_qps_sweep(o);
+    if (!o.sweep_threads.empty()) check_threads_sweep(o, points);
+    check_config_points(o, points);
+}
+
+int finish_sweep(const run_options& o, const std::vector<sweep_point>& points,
+                 const std::vector<point_outcome>& outcomes) {
+    ojson runs;
+    if (!runs_of(points, outcomes, true, runs)) return 1;
+    if (!o.sweep_threads.empty()) print_threads_summary(points, runs);
+    if (!o.stats_json.empty())
+        write_json_file(o.stats_json,
+                        with_run(ojson{{"sweep", sweep_keys(o)}, {"runs", runs}}, o.command_line, o.date));
     if (!o.report_dir.empty()) report(o, runs);
     return 0;
+}
+
+/// --sweep qps=LIST, threads=LIST, KEY=LIST: one run per point of their cross product (one
+/// point with --sweep-index; spread over the ranks under mpirun).
+int run_sweep(const run_options& o) {
+    if (o.sweep_index >= 0) return run_sweep_point(o);
+    if (launched().size > 1) return run_sweep_ranks(o);
+    const std::vector<sweep_point> points = sweep_points(o);
+    check_sweep(o, points);
+    std::vector<point_outcome> outcomes;
+    if (const int st = run_children(o, points, "--sweep", outcomes)) return st;
+    return finish_sweep(o, points, outcomes);
 }
 
 /// --workload qp_scale: write_bw and read_bw (64 B unless --size) at 1, 4, 16 ... 16384 QPs
@@ -439,8 +489,10 @@ int run_qp_scale(run_options o) {
             pt.label = std::string("qp_scale ") + w + " qps=" + std::to_string(q);
             points.push_back(std::move(pt));
         }
+    std::vector<point_outcome> outcomes;
+    if (const int st = run_children(o, points, "qp_scale", outcomes)) return st;
     ojson runs;
-    if (const int st = run_children(o, points, "qp_scale", runs)) return st;
+    if (!runs_of(points, outcomes, false, runs)) return 1;
     // Summary: Mpps of each workload per QP count (first size).
     std::printf("---------------------------------------------------------------------------------------\n");
     std::printf(" qp_scale: message rate [Mpps] at %llu B vs QPs\n",
