@@ -13,6 +13,8 @@
 
 #include "testbench/tests/hcasim_run.h"
 
+extern "C" int sc_main(int, char*[]) { return 0; }
+
 namespace {
 
 using hcasim::test::result;
