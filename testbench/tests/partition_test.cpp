@@ -92,6 +92,15 @@ void expect_cuts_consistent(const topology& t, const fabric_partition& p) {
         }
 }
 
+/// The switches' ranks, the hosts' ranks and the cuts are these (and agree with each other).
+void expect_partition(const topology& t, const fabric_partition& p, const std::string& switches,
+                      const std::string& hosts, const std::string& cut_list) {
+    EXPECT_EQ(switch_ranks(t, p), switches);
+    EXPECT_EQ(host_ranks(p), hosts);
+    EXPECT_EQ(cuts(t, p), cut_list);
+    expect_cuts_consistent(t, p);
+}
+
 }  // namespace
 
 TEST(FabricPartition, one_rank_puts_everything_on_rank_0_and_ignores_the_spec) {
@@ -113,31 +122,29 @@ TEST(FabricPartition, auto_on_the_16_node_fat_tree_over_2_ranks_splits_the_leave
     const fabric_partition p = make_partition(t, 2, "auto");
     EXPECT_EQ(p.ranks, 2u);
     // leaf4 holds only the SM: it goes with leaf3. Spines round robin.
-    EXPECT_EQ(switch_ranks(t, p),
-              "leaf0:0 leaf1:0 leaf2:1 leaf3:1 leaf4:1 spine0:0 spine1:1 spine2:0 spine3:1");
-    EXPECT_EQ(host_ranks(p), "0 0 0 0 0 0 0 0 1 1 1 1 1 1 1 1");
+    expect_partition(t, p, "leaf0:0 leaf1:0 leaf2:1 leaf3:1 leaf4:1 spine0:0 spine1:1 spine2:0 spine3:1",
+                     "0 0 0 0 0 0 0 0 1 1 1 1 1 1 1 1",
+                     "leaf0/6-spine1/1 leaf0/8-spine3/1 leaf1/6-spine1/2 leaf1/8-spine3/2 leaf2/5-spine0/3 "
+                     "leaf2/7-spine2/3 leaf3/5-spine0/4 leaf3/7-spine2/4 leaf4/5-spine0/5 leaf4/7-spine2/5");
     EXPECT_EQ(p.rank_of_host(7), 0u);
     EXPECT_EQ(p.rank_of_host(8), 1u);
     EXPECT_EQ(p.rank_of[unsigned(t.sm_node)], 1u);
     EXPECT_EQ(hosts_per_rank(p), (std::vector<unsigned>{8, 8}));
     // Each leaf reaches the two spines of the other rank: 10 of the 20 cables.
     EXPECT_EQ(p.cuts.size(), 10u);
-    EXPECT_EQ(cuts(t, p),
-              "leaf0/6-spine1/1 leaf0/8-spine3/1 leaf1/6-spine1/2 leaf1/8-spine3/2 leaf2/5-spine0/3 "
-              "leaf2/7-spine2/3 leaf3/5-spine0/4 leaf3/7-spine2/4 leaf4/5-spine0/5 leaf4/7-spine2/5");
-    expect_cuts_consistent(t, p);
 }
 
 TEST(FabricPartition, auto_on_the_16_node_fat_tree_over_3_ranks_gives_every_rank_a_contiguous_block) {
     const topology t = fat16();
     const fabric_partition p = make_partition(t, 3, "auto");
     // Weights 17, 17, 17, 17 + 5 (leaf4's SM): the middles of leaf1 and leaf2 fall in rank 1's third.
-    EXPECT_EQ(switch_ranks(t, p),
-              "leaf0:0 leaf1:1 leaf2:1 leaf3:2 leaf4:2 spine0:0 spine1:1 spine2:2 spine3:0");
-    EXPECT_EQ(host_ranks(p), "0 0 0 0 1 1 1 1 1 1 1 1 2 2 2 2");
+    expect_partition(t, p, "leaf0:0 leaf1:1 leaf2:1 leaf3:2 leaf4:2 spine0:0 spine1:1 spine2:2 spine3:0",
+                     "0 0 0 0 1 1 1 1 1 1 1 1 2 2 2 2",
+                     "leaf0/6-spine1/1 leaf0/7-spine2/1 leaf1/5-spine0/2 leaf1/7-spine2/2 leaf1/8-spine3/2 "
+                     "leaf2/5-spine0/3 leaf2/7-spine2/3 leaf2/8-spine3/3 leaf3/5-spine0/4 leaf3/6-spine1/4 "
+                     "leaf3/8-spine3/4 leaf4/5-spine0/5 leaf4/6-spine1/5 leaf4/8-spine3/5");
     EXPECT_EQ(hosts_per_rank(p), (std::vector<unsigned>{4, 8, 4}));
     EXPECT_EQ(p.cuts.size(), 14u);
-    expect_cuts_consistent(t, p);
 }
 
 TEST(FabricPartition, auto_on_the_256_node_fat_tree_over_2_ranks_balances_the_weight) {
@@ -167,13 +174,10 @@ TEST(FabricPartition, a_file_names_each_switch_by_description_quoted_name_or_gui
                                      "spine0 0\nspine1 0\nspine2 1\n"
                                      "0xe41d2d0300000009 1\n");  // spine3
     const fabric_partition p = make_partition(t, 2, f);
-    EXPECT_EQ(switch_ranks(t, p),
-              "leaf0:0 leaf1:1 leaf2:0 leaf3:1 leaf4:1 spine0:0 spine1:0 spine2:1 spine3:1");
-    EXPECT_EQ(host_ranks(p), "0 0 0 0 1 1 1 1 0 0 0 0 1 1 1 1");
-    EXPECT_EQ(cuts(t, p),
-              "leaf0/7-spine2/1 leaf0/8-spine3/1 leaf1/5-spine0/2 leaf1/6-spine1/2 leaf2/7-spine2/3 "
-              "leaf2/8-spine3/3 leaf3/5-spine0/4 leaf3/6-spine1/4 leaf4/5-spine0/5 leaf4/6-spine1/5");
-    expect_cuts_consistent(t, p);
+    expect_partition(t, p, "leaf0:0 leaf1:1 leaf2:0 leaf3:1 leaf4:1 spine0:0 spine1:0 spine2:1 spine3:1",
+                     "0 0 0 0 1 1 1 1 0 0 0 0 1 1 1 1",
+                     "leaf0/7-spine2/1 leaf0/8-spine3/1 leaf1/5-spine0/2 leaf1/6-spine1/2 leaf2/7-spine2/3 "
+                     "leaf2/8-spine3/3 leaf3/5-spine0/4 leaf3/6-spine1/4 leaf4/5-spine0/5 leaf4/6-spine1/5");
 }
 
 TEST(FabricPartition, write_partition_writes_the_auto_partition_as_a_file) {
