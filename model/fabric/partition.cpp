@@ -87,7 +87,10 @@ std::vector<unsigned> auto_ranks(const topology& t, unsigned ranks) {
         block_item& into = l[s].hosts > 0 || items.empty() ? pending : items.back();
         into.sw.push_back(s);
         into.weight += 1 + 4 * uint64_t(l[s].endports);
-        if (l[s].hosts > 0) items.push_back(std::move(pending)), pending = {};
+        if (l[s].hosts > 0) {
+            items.push_back(std::move(pending));
+            pending = {};
+        }
     }
     uint64_t total = 0;
     for (const block_item& it : items) total += it.weight;

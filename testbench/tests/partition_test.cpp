@@ -92,6 +92,25 @@ void expect_cuts_consistent(const topology& t, const fabric_partition& p) {
         }
 }
 
+/// Three leaves with `a`, `b` and `c` hosts under one spine, no SM.
+topology uneven(unsigned a, unsigned b, unsigned c) {
+    topology t;
+    const unsigned hosts[3] = {a, b, c};
+    for (unsigned l = 0; l < 3; ++l) t.add(topo_node::kind::sw, 16, "leaf" + std::to_string(l), 0x100 + l);
+    const unsigned spine = t.add(topo_node::kind::sw, 16, "spine0", 0x200);
+    for (unsigned l = 0; l < 3; ++l) {
+        t.connect(l, 16, spine, l + 1);
+        for (unsigned k = 0; k < hosts[l]; ++k) {
+            const unsigned h =
+                t.add(topo_node::kind::hca, 1, "node" + std::to_string(t.hosts()), 0x1000 + t.hosts());
+            t.nodes[h].host = t.hosts();
+            t.host_node.push_back(h);
+            t.connect(h, 1, l, k + 1);
+        }
+    }
+    return t;
+}
+
 /// The switches' ranks, the hosts' ranks and the cuts are these (and agree with each other).
 void expect_partition(const topology& t, const fabric_partition& p, const std::string& switches,
                       const std::string& hosts, const std::string& cut_list) {
@@ -159,6 +178,17 @@ TEST(FabricPartition, auto_on_the_256_node_fat_tree_over_2_ranks_balances_the_we
     EXPECT_EQ(hosts_per_rank(p), (std::vector<unsigned>{126, 130}));
     EXPECT_EQ(p.cuts.size(), 15u * 9);  // every leaf: 9 of its 18 spines on the other rank
     expect_cuts_consistent(t, p);
+}
+
+TEST(FabricPartition, auto_gives_every_rank_a_switch_when_one_switch_outweighs_the_rest) {
+    // Weights 41, 5, 5 of 51: leaf1's middle falls in rank 2's third, but rank 1 is not skipped.
+    const topology heavy_first = uneven(10, 1, 1);
+    expect_partition(heavy_first, make_partition(heavy_first, 3, "auto"), "leaf0:0 leaf1:1 leaf2:2 spine0:0",
+                     "0 0 0 0 0 0 0 0 0 0 1 2", "leaf1/16-spine0/2 leaf2/16-spine0/3");
+    // Weights 5, 5, 41: leaf1's middle falls in rank 0's third, but rank 1 needs it.
+    const topology heavy_last = uneven(1, 1, 10);
+    expect_partition(heavy_last, make_partition(heavy_last, 3, "auto"), "leaf0:0 leaf1:1 leaf2:2 spine0:0",
+                     "0 1 2 2 2 2 2 2 2 2 2 2", "leaf1/16-spine0/2 leaf2/16-spine0/3");
 }
 
 TEST(FabricPartition, a_file_names_each_switch_by_description_quoted_name_or_guid) {
