@@ -31,6 +31,10 @@ void credit_counter::fold(lane& l, const sc_time& t) {
 }
 
 void credit_counter::restore(unsigned vl, uint32_t blocks, const sc_time& at) {
+    if (fwd_) {
+        if (vl < MAX_DATA_VLS) fwd_->credit(fwd_link_, vl, blocks, at);
+        return;
+    }
     if (!limited_ || vl >= MAX_DATA_VLS) return;
     lane& l = lanes_[vl];
     // Receivers free in time order per VL almost always; keep the list sorted regardless.

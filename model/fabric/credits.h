@@ -29,6 +29,16 @@ inline uint32_t credit_blocks(uint32_t bytes) {
     return (bytes + CREDIT_BLOCK_BYTES - 1) / CREDIT_BLOCK_BYTES;
 }
 
+/// Where a credit_counter standing in for a cable's far end forwards what restore() is told
+/// (isl_channel: the credit reaches the sender at a canonical time).
+class credit_forward {
+public:
+    virtual void credit(uint32_t link, unsigned vl, uint32_t blocks, const sc_core::sc_time& at) = 0;
+
+protected:
+    ~credit_forward() = default;
+};
+
 class credit_counter {
 public:
     /// `vls` data VLs, each with a receive buffer of `buffer_bytes` at the far end (whole
@@ -79,6 +89,11 @@ public:
     }
     /// Notify `e` instead of the counter's own event (a switch waits for any of its outputs).
     void notify_to(sc_core::sc_event& e) { target_ = &e; }
+    /// A stand-in: restore() forwards to `f` as directed link `link` and keeps nothing.
+    void forward_to(credit_forward* f, uint32_t link) {
+        fwd_ = f;
+        fwd_link_ = link;
+    }
 
 private:
     struct ret {
@@ -93,6 +108,8 @@ private:
     void fold(lane& l, const sc_core::sc_time& t);
     sc_core::sc_event posted_;
     sc_core::sc_event* target_ = &posted_;
+    credit_forward* fwd_ = nullptr;
+    uint32_t fwd_link_ = 0;
     bool wanted_ = false;
     bool limited_ = false;
     unsigned vls_ = 1;

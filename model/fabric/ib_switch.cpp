@@ -128,28 +128,10 @@ ib_switch::~ib_switch() {
     for (auto& q : pool_) packet_pool::give(q->pkt);
 }
 
-void ib_switch::bind_port(unsigned p, tlm::tlm_base_initiator_socket<>& from,
-                          tlm::tlm_base_target_socket<>& to) {
+void ib_switch::check_port(unsigned p) const {
     if (p < 1 || p > ports_.size())
         throw config_error(std::string(name()) + ": no port " + std::to_string(p) + " (ports 1.." +
                            std::to_string(ports_.size()) + ")");
-    from.bind(in);
-    sock_to_port_.push_back(int(p - 1));
-    out.bind(to);
-    ports_[p - 1]->sock = int(sock_to_port_.size()) - 1;
-}
-
-void ib_switch::bind_switch(unsigned p, ib_switch& peer, unsigned pp) {
-    if (p < 1 || p > ports_.size() || pp < 1 || pp > peer.ports_.size())
-        throw config_error(std::string(name()) + ": cannot cable port " + std::to_string(p) + " to " +
-                           peer.name() + " port " + std::to_string(pp));
-    // Each switch binds its `in` and `out` in pairs, so a port's two sockets share an index.
-    peer.out.bind(in);
-    sock_to_port_.push_back(int(p - 1));
-    out.bind(peer.in);
-    ports_[p - 1]->sock = int(sock_to_port_.size()) - 1;
-    peer.sock_to_port_.push_back(int(pp - 1));
-    peer.ports_[pp - 1]->sock = int(peer.sock_to_port_.size()) - 1;
 }
 
 void ib_switch::set_link(unsigned p, double rate_gbps, const sc_time& propagation,
@@ -352,7 +334,9 @@ void ib_switch::b_transport(int id, tlm::tlm_generic_payload& gp, sc_time& delay
     std::deque<queued*>& fifo = in.vl[vl];
     fifo.push_back(q);
     ++held_;
-    if (fifo.size() == 1) post_head(i, vl, SC_ZERO_TIME);
+    // Never before the packet ahead of it in this buffer has left, whether that one is still
+    // queued (send() posts this one then) or left at this very instant.
+    if (fifo.size() == 1) post_head(i, vl, in.gone[vl]);
 }
 
 bool ib_switch::routable(unsigned i, const uint8_t* bytes, uint32_t len, const wire::lrh& l, unsigned vl) {
@@ -408,7 +392,7 @@ void ib_switch::vl15_arrive() {
         }
         in.vl[VL15].push_back(q);
         ++held_;
-        if (in.vl[VL15].size() == 1) post_head(a.in, VL15, SC_ZERO_TIME);
+        if (in.vl[VL15].size() == 1) post_head(a.in, VL15, in.gone[VL15]);
     }
     if (!vl15_pending_.empty()) vl15_ev_.notify(vl15_pending_.front().first - now);
 }
@@ -439,6 +423,7 @@ void ib_switch::post_head(unsigned i, unsigned v, const sc_time& after) {
             // No member to send to: it leaves the buffer now.
             inputs_[i].vl[v].pop_front();
             --held_;
+            inputs_[i].gone[v] = after > q.last ? after : q.last;
             if (v != VL15 && inputs_[i].upstream)
                 inputs_[i].upstream->restore(v, q.blocks,
                                              (after > q.last ? after : q.last) + inputs_[i].credit_delay);
@@ -590,6 +575,7 @@ void ib_switch::send(unsigned oi, unsigned v, const sc_time& now) {
     // The packet has left the input buffer once its last bit is out: credit goes back.
     in.vl[r.in_vl].pop_front();
     --held_;
+    in.gone[r.in_vl] = q.gone;
     if (r.in_vl != VL15 && in.upstream) in.upstream->restore(r.in_vl, q.blocks, q.gone + in.credit_delay);
     if (r.in_vl == VL15 && r.in < ports_.size()) in.vl15_busy.push_back(q.gone);
     free_.push_back(&q);

@@ -79,9 +79,18 @@ public:
     unsigned ports() const { return unsigned(ports_.size()); }
 
     /// Cables port `p`: `from` sends into it, it sends into `to`.
-    void bind_port(unsigned p, tlm::tlm_base_initiator_socket<>& from, tlm::tlm_base_target_socket<>& to);
-    /// Cables port `p` to port `pp` of switch `peer`.
-    void bind_switch(unsigned p, ib_switch& peer, unsigned pp);
+    void bind_port(unsigned p, tlm::tlm_base_initiator_socket<>& from, tlm::tlm_base_target_socket<>& to) {
+        bind_port_sockets(p, from, to);
+    }
+    /// The same for a channel's multi-sockets (isl_channel).
+    template <typename From, typename To>
+    void bind_port_sockets(unsigned p, From& from, To& to) {
+        check_port(p);
+        from.bind(in);
+        sock_to_port_.push_back(int(p - 1));
+        out.bind(to);
+        ports_[p - 1]->sock = int(sock_to_port_.size()) - 1;
+    }
     /// Port `p`'s link: data rate, propagation, the cable's faults toward the far end,
     /// operational data VLs, the far end's receive buffer per VL, and the sender at the far end
     /// (credits this port's input buffer gives back), `credit_delay` after freeing.
@@ -155,6 +164,7 @@ private:
     struct in_port {
         std::array<std::deque<queued*>, 16> vl;   // index 15: VL15
         std::vector<sc_core::sc_time> vl15_busy;  // SMPs out of `vl` still held: until when
+        std::array<sc_core::sc_time, 16> gone{};  // per VL: when the last packet to leave had left
         credit_counter* upstream = nullptr;
         sc_core::sc_time credit_delay;
         double ps_per_byte = 80.0;
@@ -193,6 +203,7 @@ private:
         std::vector<std::unique_ptr<counter>> fecn_marked;  // out<i>.fecn_marked
     };
 
+    void check_port(unsigned p) const;
     void b_transport(int id, tlm::tlm_generic_payload& gp, sc_core::sc_time& delay);
     /// A VL15 packet's first bit arrives: kept if input `i`'s VL15 buffer has room then.
     void vl15_arrive();

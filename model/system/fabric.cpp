@@ -174,6 +174,7 @@ fabric::fabric(sc_module_name name)
         switches.back()->attach_agent(agents.back().get(), graph.nodes[s].lid);
     }
     if (!switches.empty()) sw = switches.front().get();
+    if (switches.size() > 1) isl = std::make_unique<isl_channel>("isl");
     if (subnet_manager && graph.sm_node >= 0) sm = std::make_unique<hcasim::subnet_manager>("sm");
 }
 
@@ -361,13 +362,10 @@ void machine::cable(unsigned a, unsigned pa, unsigned b, unsigned pb) {
         const double rate = net.isl_rate_gbps > 0 ? net.isl_rate_gbps.get() : c.data_rate_gbps();
         const sc_time prop(
             net.isl_propagation_ns >= 0 ? net.isl_propagation_ns.get() : c.propagation_ns.get(), SC_NS);
-        const sc_time credit_delay = fc_packet_time(rate) + prop;
-        const unsigned vls = sp.data_vls;
-        sw.bind_switch(pa, peer, pb);
-        sw.set_link(pa, rate, prop, fault_settings{}, vls, sp.vl_buffer_bytes, &peer.out_credits(pb),
-                    credit_delay);
-        peer.set_link(pb, rate, prop, fault_settings{}, vls, sp.vl_buffer_bytes, &sw.out_credits(pa),
-                      credit_delay);
+        // Through the channel of every switch-to-switch cable: delivered at canonical times
+        // (isl_channel.h), the same in one process and split over several.
+        net.isl->cable(sw, pa, 0, peer, pb, 0, rate, prop, fc_packet_time(rate), sp.data_vls,
+                       sp.vl_buffer_bytes);
         return;
     }
     if (nb.is_sm) {

@@ -14,6 +14,7 @@
 #include "model/core/param.h"
 #include "model/fabric/cc_params.h"
 #include "model/fabric/ib_switch.h"
+#include "model/fabric/isl_channel.h"
 #include "model/fabric/routing.h"
 #include "model/fabric/subnet_manager.h"
 #include "model/fabric/switch_sma.h"
@@ -46,6 +47,7 @@ public:
     std::vector<std::unique_ptr<switch_sma>> agents;   ///< each switch's agent (port 0), same order
     ib_switch* sw = nullptr;                           ///< the first switch (nullptr back to back)
     std::unique_ptr<hcasim::subnet_manager> sm;        ///< "fabric.sm"
+    std::unique_ptr<isl_channel> isl;                  ///< every switch-to-switch cable (2+ switches)
 
     explicit fabric(sc_core::sc_module_name name = "fabric");
     bool has_switch() const { return sw != nullptr; }
