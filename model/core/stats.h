@@ -76,6 +76,8 @@ public:
     }
     uint64_t value() const { return value_; }
     operator uint64_t() const { return value_; }
+    /// Rank 0 of a partitioned run takes the value of the rank that simulated the unit.
+    void set(uint64_t v) { value_ = v; }
     const std::string& key() const { return key_; }
     const std::string& help() const { return help_; }
     /// What one step of the counter is. The name says it: "_ps" (simulated time: every time

@@ -58,7 +58,7 @@ void plan_vl_tables(subnet_manager::switch_plan& p, const std::vector<unsigned>&
 }
 }  // namespace
 
-fabric::fabric(sc_module_name name)
+fabric::fabric(sc_module_name name, unsigned ranks, unsigned rank)
     : sc_module(name),
       nodes("nodes", 2, "hosts", "number of nodes (hosts with one HCA each); a topology file gives its own",
             {1, 16384}),
@@ -92,7 +92,12 @@ fabric::fabric(sc_module_name name)
       isl_propagation_ns("isl.propagation_ns", -1.0, "ns",
                          "propagation delay of every cable between two switches; -1: node 0's "
                          "link.propagation_ns",
-                         {-1, 1e6}) {
+                         {-1, 1e6}),
+      partition("partition", "auto", "",
+                "a run over several processes (mpirun -np N): auto balances the nodes and cuts only "
+                "cables between switches, or a file names each switch's rank (docs/fabric.md, "
+                "Partitioned runs); ignored in one process"),
+      rank_(rank) {
     if (isl_rate_gbps > 0 && isl_rate_gbps < 0.1)
         throw config_error("bad value '" + isl_rate_gbps.str() + "' for key '" + isl_rate_gbps.key() +
                            "': expected 0 (node 0's link) or 0.1..10000 Gb/s");
@@ -161,6 +166,7 @@ fabric::fabric(sc_module_name name)
                                           describe_channels(graph, cycle) + ")")
                                              .c_str());
     }
+    part = make_partition(graph, ranks, partition.get());
     switch_index_.assign(graph.nodes.size(), -1);
     const std::vector<unsigned> sws = graph.switches();
     for (unsigned s : sws) {
@@ -174,11 +180,11 @@ fabric::fabric(sc_module_name name)
         switches.back()->attach_agent(agents.back().get(), graph.nodes[s].lid);
     }
     if (!switches.empty()) sw = switches.front().get();
-    if (switches.size() > 1) isl = std::make_unique<isl_channel>("isl");
+    if (switches.size() > 1) isl = std::make_unique<isl_channel>("isl", rank_);
     if (subnet_manager && graph.sm_node >= 0) sm = std::make_unique<hcasim::subnet_manager>("sm");
 }
 
-machine::machine() {
+machine::machine(unsigned rank, unsigned ranks) : net("fabric", ranks, rank) {
     const topology& g = net.graph;
     for (unsigned i = 0; i < g.hosts(); ++i) {
         hosts.push_back(std::make_unique<node>(("node" + std::to_string(i)).c_str(), i, &net.cc));
@@ -263,6 +269,23 @@ machine::machine() {
             hosts[i]->adapter.set_sm_lid(sm_lid);
         }
     }
+}
+
+unsigned machine::rank_of_key(const std::string& key) const {
+    const size_t dot = key.find('.');
+    const std::string first = key.substr(0, dot);
+    if (first.size() > 4 && first.compare(0, 4, "node") == 0 &&
+        first.find_first_not_of("0123456789", 4) == std::string::npos) {
+        const unsigned i = unsigned(std::stoul(first.substr(4)));
+        return i < hosts.size() ? net.part.rank_of_host(i) : 0;
+    }
+    if (first != "fabric" || dot == std::string::npos) return 0;
+    const std::string unit = key.substr(dot + 1, key.find('.', dot + 1) - dot - 1);
+    const topology& g = net.graph;
+    if (unit == "sm") return g.sm_node >= 0 ? net.part.rank_of[unsigned(g.sm_node)] : 0;
+    for (unsigned n = 0; n < g.nodes.size(); ++n)
+        if (g.nodes[n].is_switch() && g.nodes[n].desc == unit) return net.part.rank_of[n];
+    return 0;
 }
 
 std::vector<subnet_manager::switch_plan> machine::sweep_plan() {
@@ -364,8 +387,8 @@ void machine::cable(unsigned a, unsigned pa, unsigned b, unsigned pb) {
             net.isl_propagation_ns >= 0 ? net.isl_propagation_ns.get() : c.propagation_ns.get(), SC_NS);
         // Through the channel of every switch-to-switch cable: delivered at canonical times
         // (isl_channel.h), the same in one process and split over several.
-        net.isl->cable(sw, pa, 0, peer, pb, 0, rate, prop, fc_packet_time(rate), sp.data_vls,
-                       sp.vl_buffer_bytes);
+        net.isl->cable(sw, pa, net.part.rank_of[a], peer, pb, net.part.rank_of[b], rate, prop,
+                       fc_packet_time(rate), sp.data_vls, sp.vl_buffer_bytes);
         return;
     }
     if (nb.is_sm) {
@@ -501,14 +524,18 @@ void machine::capture_to(const std::string& dir) {
     }
     // Each endport's cable: direction 0 what it sends, 1 what its switch sends it. Cables
     // between switches are not captured.
+    // A partitioned run: each rank writes the captures of the cables it simulates.
     const topology& g = net.graph;
     for (unsigned i = 0; i < hosts.size(); ++i) {
+        if (!owns_host(i)) continue;
+        capture_order_.push_back(i);
         wire_capture* w = open("link" + std::to_string(i) + ".pcap");
         hosts[i]->cable.capture_to(w, 0, hosts[i]->adapter.port0.rate_gbps());
         const topo_end& e = g.nodes[g.host_node[i]].peer[1];
         net.switch_at(unsigned(e.node)).capture_to(e.port, w, 1);
     }
-    if (net.has_sm()) {
+    if (net.has_sm() && net.part.rank_of[unsigned(g.sm_node)] == net.rank()) {
+        capture_order_.push_back(unsigned(hosts.size()));
         wire_capture* w = open("link_sm.pcap");
         net.sm->capture_to(w);
         const topo_end& e = g.nodes[unsigned(g.sm_node)].peer[1];

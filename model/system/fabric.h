@@ -15,6 +15,7 @@
 #include "model/fabric/cc_params.h"
 #include "model/fabric/ib_switch.h"
 #include "model/fabric/isl_channel.h"
+#include "model/fabric/partition.h"
 #include "model/fabric/routing.h"
 #include "model/fabric/subnet_manager.h"
 #include "model/fabric/switch_sma.h"
@@ -37,6 +38,7 @@ public:
     param<double> sma_process_ns;      ///< fabric.switch.sma_process_ns: a switch agent's time per SMP
     param<double> isl_rate_gbps;       ///< fabric.isl.rate_gbps: cables between switches; 0: node 0's link
     param<double> isl_propagation_ns;  ///< fabric.isl.propagation_ns; -1: node 0's link
+    param<std::string> partition;      ///< fabric.partition: auto or a file (several ranks)
     switch_params switch_config;       ///< fabric.switch.*: every switch's parameters
     cc_params cc_keys;                 ///< fabric.cc.*: congestion control
     cc_config cc;                      ///< cc_keys, validated: every switch and HCA is built with it
@@ -49,7 +51,10 @@ public:
     std::unique_ptr<hcasim::subnet_manager> sm;        ///< "fabric.sm"
     std::unique_ptr<isl_channel> isl;                  ///< every switch-to-switch cable (2+ switches)
 
-    explicit fabric(sc_core::sc_module_name name = "fabric");
+    fabric_partition part;  ///< which rank simulates which switch and node
+    /// `ranks` processes simulate it together (partition), this one is `rank`.
+    explicit fabric(sc_core::sc_module_name name = "fabric", unsigned ranks = 1, unsigned rank = 0);
+    unsigned rank() const { return rank_; }
     bool has_switch() const { return sw != nullptr; }
     bool has_sm() const { return bool(sm); }
     unsigned hosts() const { return graph.hosts(); }
@@ -65,6 +70,7 @@ public:
     switch_sma& agent_at(unsigned n) { return *agents[switch_index_.at(n)]; }
 
 private:
+    unsigned rank_ = 0;
     std::vector<int> switch_index_;  // graph node -> index in `switches` (-1: not a switch)
 };
 
@@ -72,8 +78,17 @@ private:
 /// parameters are `node0.pcie.lanes` etc.) and cables them as the fabric's graph says.
 class machine {
 public:
-    machine();
+    /// One process (rank 0 of 1), or rank `rank` of `ranks` of a partitioned run: every rank
+    /// builds the whole machine and simulates the part fabric.partition gives it.
+    explicit machine(unsigned rank = 0, unsigned ranks = 1);
     fabric net;
+    /// Whether this rank simulates host `i`.
+    bool owns_host(unsigned i) const { return net.part.rank_of_host(i) == net.rank(); }
+    /// Host i's base LID.
+    uint16_t lid_of(unsigned i) const { return hosts.at(i)->lid(); }
+    /// The rank that simulates the unit a counter or parameter key belongs to ("node3.hca...",
+    /// "fabric.leaf2.out4...", "fabric.sm..."); rank 0 for the rest.
+    unsigned rank_of_key(const std::string& key) const;
     std::vector<std::unique_ptr<node>> hosts;
     node& at(unsigned i) { return *hosts.at(i); }
     size_t size() const { return hosts.size(); }
@@ -89,6 +104,9 @@ public:
     std::string close_captures();
     /// The open captures, in file order.
     const std::vector<std::unique_ptr<wire_capture>>& captures() const { return captures_; }
+    /// Each open capture's place among every cable's (node N: N, the SM's: hosts): a
+    /// partitioned run's ranks hold some of them each.
+    const std::vector<unsigned>& capture_order() const { return capture_order_; }
 
     /// --dump-topology: the fabric's graph in ibnetdiscover's format.
     void write_topology(std::ostream& out) const;
@@ -115,6 +133,7 @@ private:
     /// switches reaching the member hosts).
     void update_mcast(uint16_t mlid);
     std::vector<std::unique_ptr<wire_capture>> captures_;
+    std::vector<unsigned> capture_order_;
     std::vector<std::vector<unsigned>> mcast_members_;  // per MLID - 0xC000: joins per host
     std::vector<int> tree_parent_port_;  // per graph node (switch): port toward the tree root; -1 root
     std::string fabric_error_;

@@ -1,5 +1,6 @@
 // Command line of the hcasim executable: perftest-like workload options plus configuration.
 #pragma once
+#include "model/core/rank_comm.h"
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -72,6 +73,7 @@ struct run_options {
     std::vector<std::string>
         warnings;  ///< options given that the workload uses only in part (printed, not fatal)
     std::vector<std::string> command_line;  ///< argv, for the stats JSON's "run" block
+    rank_comm* comm = nullptr;              ///< mpirun -np N without a sweep: the partitioned run's ranks
     std::string date;                       ///< the run's date for that block (run_date), if --stats-json
 };
 

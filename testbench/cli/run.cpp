@@ -58,6 +58,7 @@ run_spec make_spec(const run_options& o) {
     spec.timeline = o.timeline;
     spec.timeline_only = o.timeline_only;
     spec.pcap_dir = o.pcap_dir;
+    spec.comm = o.comm;
     spec.dump_topology = o.dump_topology;
     if (o.workload.empty() && !o.dump_topology.empty()) return spec;  // the fabric alone, no phase
     if (o.workload.empty()) {
@@ -314,7 +315,8 @@ int run_once(const run_options& given, nlohmann::ordered_json* json) {
     std::string failure;
     std::vector<run_report> reports = run(spec, nullptr, &failure);
     live.clear();
-    if (!spec.dump_topology.empty()) return 0;  // written; nothing ran
+    if (spec.comm && spec.comm->rank() != 0) return failure.empty() ? 0 : 1;  // rank 0 writes the outputs
+    if (!spec.dump_topology.empty()) return 0;                                // written; nothing ran
     if (!failure.empty()) {
         std::cerr << "hcasim: run failed: " << failure << "\n";
         return 1;
@@ -349,6 +351,9 @@ int run_command(const run_options& opts) {
     for (const std::string& w : opts.warnings) std::cerr << "hcasim: warning: " << w << "\n";
     if (opts.workload == "attack_suite") return run_attack_suite(opts);
     if (opts.bench_events) return bench_events(opts.bench_events);
+    // A partitioned run: every rank checks the outputs (the same verdict on each, before they
+    // meet), rank 0 writes them.
+    const bool writes = !opts.comm || opts.comm->rank() == 0;
     if (!opts.report_dir.empty()) {
         // Before the run: a directory that cannot be made fails at once (and no exception is
         // thrown after the simulation, see run()).
@@ -368,7 +373,7 @@ int run_command(const run_options& opts) {
     nlohmann::ordered_json json;
     const int rc = run_once(opts, opts.report_dir.empty() && !opts.speed ? nullptr : &json);
     if (rc == 0 && opts.speed && !help_only(opts)) print_speed(json);
-    if (rc == 0 && !opts.report_dir.empty() && !help_only(opts))
+    if (rc == 0 && writes && !opts.report_dir.empty() && !help_only(opts))
         report(opts, nlohmann::ordered_json::array({json}));
     return rc;
 }
@@ -377,10 +382,11 @@ int run_command(const run_options& opts) {
 
 }  // namespace cli
 
-int run_main(int argc, char* argv[]) {
+int run_main(int argc, char* argv[], rank_comm* comm) {
     try {
         run_options o = parse_cli(argc, argv, std::cout);
         o.command_line.assign(argv, argv + argc);
+        o.comm = comm;
         if (!o.stats_json.empty())
             o.date = run_date();  // when the run starts; a bad SOURCE_DATE_EPOCH stops it
         return cli::run_command(o);

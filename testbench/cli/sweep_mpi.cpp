@@ -24,6 +24,7 @@
 
 #include "model/core/param.h"
 #include "testbench/cli/commands.h"
+#include "testbench/cli/mpi_comm.h"
 #include "testbench/cli/report.h"
 #include "testbench/cli/run.h"
 #include "testbench/cli/sweep.h"
@@ -348,6 +349,22 @@ int run_sweep_ranks(const run_options& o) {
     return status;
 }
 
+/// mpirun without a sweep: the fabric split over the ranks, each running the same command.
+int run_partitioned(int argc, char* argv[]) {
+    MPI_Init(nullptr, nullptr);
+    int status = 0;
+    {
+        mpi_comm comm;
+        status = run_main(argc, argv, &comm);
+        // Every rank ends with the worst status of any (rank 0's when it refused the options).
+        std::vector<uint64_t> v{uint64_t(255 - status)};
+        comm.min_all(v);
+        status = int(255 - v[0]);
+    }
+    MPI_Finalize();
+    return status;
+}
+
 namespace {
 
 /// The ranks' common exit status when rank 0 did not reach the sweep (a refusal, bad options,
@@ -368,6 +385,8 @@ int settle(int status) {
 }  // namespace
 
 #else
+
+int run_partitioned(int, char*[]) { return 2; }  // ranks_main refuses first
 
 int run_sweep_ranks(const run_options&) {
     throw config_error(
@@ -413,14 +432,11 @@ int ranks_main(int argc, char* argv[], const launch& l) {
         why =
             "qp_scale's points do not spread over ranks (run --workload write_bw --sweep qps=LIST under "
             "mpirun)";
-    else if (o.sweeps.empty())
-        why =
-            "partitioning the fabric over ranks is not implemented yet; sweeps (--sweep qps, threads or KEY) "
-            "spread their points over the ranks";
     if (why) {
         std::cerr << "hcasim: error: " << ranks << why << "\n";
         return 2;
     }
+    if (o.sweeps.empty()) return run_partitioned(argc, argv);
     if (l.rank == 0) return run_main(argc, argv);  // its checks of the outputs, then run_sweep_ranks
     // The other ranks only run points: the outputs are rank 0's to check and write.
     o.command_line.assign(argv, argv + argc);

@@ -42,6 +42,7 @@ public:
     param<std::string> atomic_word;
     param<std::string> transport;
     param<double> hotspot_fraction;
+    param<double> barrier_ns;
 
     explicit workload_params(sc_module_name name = "workload")
         : sc_module(name),
@@ -81,7 +82,12 @@ public:
           hotspot_fraction("hotspot_fraction", 0.5, "",
                            "hotspot: the fraction of each sender's hotspot flow that goes to the hot node "
                            "(node0); the rest goes to the other non-hot nodes",
-                           {0, 1}) {}
+                           {0, 1}),
+          barrier_ns("barrier_ns", 1000, "ns",
+                     "the many-node workloads' out-of-band exchanges (QP numbers and keys, the common "
+                     "start, the end; a TCP or MPI barrier between the hosts): from the last node's arrival "
+                     "to every node's release; a partitioned run needs at least its lookahead",
+                     {0.001, 1e9}) {}
 };
 
 inline unsigned ceil_log2(uint64_t v) {

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <stdexcept>
 
 #include "model/core/stats.h"
 
@@ -130,8 +132,8 @@ std::vector<std::pair<std::string, uint64_t>> cc_activity() {
 // ------------------------------------------------------------------ construction and the plan
 
 many_node::many_node(sc_module_name name, machine& m, const run_spec& spec, const workload_params& wp,
-                     std::vector<run_report>& out)
-    : sc_module(name), m_(m), spec_(spec), wp_(wp), out_(out), meter_(spec) {
+                     std::vector<run_report>& out, sim_driver& drv)
+    : sc_module(name), m_(m), spec_(spec), wp_(wp), out_(out), drv_(drv), meter_(spec) {
     const phase_spec& ph = spec.phases.front();
     workload_ = ph.workload;
     const std::string& t = wp.transport.get();
@@ -156,8 +158,16 @@ many_node::many_node(sc_module_name name, machine& m, const run_spec& spec, cons
     for (size_t e : ends) most = std::max(most, e);
     opts.log_num_qps = uint8_t(std::max<unsigned>(opts.log_num_qps, ceil_log2(uint64_t(most) + 16)));
     for (unsigned i = 0; i < nn_; ++i) sw_.push_back(std::make_unique<host_software>(m.at(i), opts));
-    bar_.parties = nn_;
     senders_left_ = nn_;
+    // The out-of-band exchanges (each a barrier of every node, workload.barrier_ns): the QPs'
+    // numbers and the buffers' keys; the common start; the end.
+    const sc_time oob(wp_.barrier_ns.get(), SC_NS);
+    exchange_ = drv_.barrier(nn_, oob, [this](const sim_driver::payloads& p) { take_exchange(p); });
+    start_ = drv_.barrier(nn_, oob, [this](const sim_driver::payloads&) { start_measuring(); });
+    end_ = drv_.barrier(nn_, oob, [this](const sim_driver::payloads&) {
+        ended_ = true;
+        drv_.stop();
+    });
     for (unsigned i = 0; i < nn_; ++i)
         procs_.push_back(std::make_unique<node_process<many_node>>(("node" + std::to_string(i)).c_str(),
                                                                    *this, &many_node::run_node, i));
@@ -357,7 +367,7 @@ void many_node::bring_up(unsigned i, ibv_qp* qp, unsigned peer, uint32_t peer_qp
     a.path_mtu = ibv_mtu(__builtin_ctz(spec_.mtu) - 7);
     a.dest_qp_num = peer_qpn;
     a.min_rnr_timer = 12;
-    a.ah_attr.dlid = m_.at(peer).lid();
+    a.ah_attr.dlid = m_.lid_of(peer);
     a.ah_attr.port_num = 1;
     const int path = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
     r |= ibv_modify_qp(
@@ -391,18 +401,18 @@ void many_node::post_recv(unsigned i, uint32_t slot) {
 // ------------------------------------------------------------------ the run of one node
 
 void many_node::run_node(unsigned i) {
+    if (!m_.owns_host(i)) return;  // another rank's
     setup(i);
     m_.wait_programmed();  // fabric.sm.program=smp: no traffic before the SM's sweep
     // The out-of-band exchange: every node's QPs exist before any is connected.
-    if (++ready_ == nn_) exchanged_.notify(SC_ZERO_TIME);
-    while (ready_ < nn_) wait(exchanged_);
+    drv_.arrive(exchange_, i, exchange_payload(i));
     host& h = hosts_[i];
     for (uint32_t c : h.out) {
         connection& k = conns_[c];
-        for (unsigned q = 0; q < nq_; ++q) bring_up(i, k.tx[q], k.dst, k.rx[q]->qp_num);
+        for (unsigned q = 0; q < nq_; ++q) bring_up(i, k.tx[q], k.dst, k.rx_qpn[q]);
         if (tr_ == transport::ud) {
             ibv_ah_attr a{};
-            a.dlid = m_.at(k.dst).lid();
+            a.dlid = m_.lid_of(k.dst);
             a.port_num = 1;
             k.ah = ibv_create_ah(h.pd, &a);
             if (!k.ah) fail("node" + std::to_string(i) + ": ibv_create_ah failed");
@@ -411,33 +421,156 @@ void many_node::run_node(unsigned i) {
     for (uint32_t c : h.in) {
         connection& k = conns_[c];
         for (unsigned q = 0; q < nq_; ++q) {
-            bring_up(i, k.rx[q], k.src, k.tx[q]->qp_num);
+            bring_up(i, k.rx[q], k.src, k.tx_qpn[q]);
             if (tr_ == transport::rc) continue;
             const uint64_t want = k.messages / nq_ + (q < k.messages % nq_ ? 1 : 0);
             h.expected += want;
             for (uint64_t n = 0; n < std::min<uint64_t>(want, wp_.rx_depth); ++n) post_recv(i, c * nq_ + q);
         }
     }
-    bar_.arrive();
-    if (i == 0) {
-        drops0_ = data_vl_drops();
-        packets0_ = stats_registry::instance().sum("port.tx_packets");
-        counters0_ = stats_registry::instance().snapshot();
-        t0_ns_ = now_ns(0);
-        wall0_ = std::chrono::steady_clock::now();  // --speed only; never reaches the model
-        run_report rep;
-        rep.workload = workload_;
-        rep.seed = spec_.seed;
-        meter_.phase_begin(0, rep);
-        meter_.size_begin(0, iters_ * flows_.size(), "messages", false);  // its counters: the phase's
-    }
-    bar_.arrive();
+    drv_.arrive(start_, i, {});
     traffic(i);
-    bar_.arrive();
-    if (i == 0) {
-        report();
-        sc_stop();
+    drv_.arrive(end_, i, {});
+}
+
+/// What node i tells the others: its buffer, its R_Key, its QPs' numbers (sending, receiving).
+std::vector<uint64_t> many_node::exchange_payload(unsigned i) const {
+    const host& h = hosts_[i];
+    std::vector<uint64_t> p{h.buf, h.area, h.mr->rkey};
+    for (uint32_t c : h.out)
+        for (const ibv_qp* qp : conns_[c].tx) p.push_back(qp->qp_num);
+    for (uint32_t c : h.in)
+        for (const ibv_qp* qp : conns_[c].rx) p.push_back(qp->qp_num);
+    return p;
+}
+
+/// Every node's exchange payload, in node order (on every rank, at the same instant).
+void many_node::take_exchange(const sim_driver::payloads& p) {
+    for (unsigned i = 0; i < nn_; ++i) {
+        host& h = hosts_[i];
+        const std::vector<uint64_t>& v = p.at(i);
+        if (v.size() != 3 + (h.out.size() + h.in.size()) * nq_)
+            throw std::logic_error("many_node: node" + std::to_string(i) +
+                                   "'s exchange does not fit its plan");
+        h.buf = v[0];
+        h.area = v[1];
+        h.rkey = uint32_t(v[2]);
+        size_t k = 3;
+        for (uint32_t c : h.out)
+            conns_[c].tx_qpn.assign(v.begin() + std::ptrdiff_t(k), v.begin() + std::ptrdiff_t(k + nq_)),
+                k += nq_;
+        for (uint32_t c : h.in)
+            conns_[c].rx_qpn.assign(v.begin() + std::ptrdiff_t(k), v.begin() + std::ptrdiff_t(k + nq_)),
+                k += nq_;
     }
+}
+
+/// The common start (every node connected), before anything happens at its instant: what the
+/// counters hold then is what the report subtracts.
+void many_node::start_measuring() {
+    drops0_ = data_vl_drops();
+    packets0_ = stats_registry::instance().sum("port.tx_packets");
+    counters0_ = stats_registry::instance().snapshot();
+    t0_ns_ = now_ns(0);
+    wall0_ = std::chrono::steady_clock::now();  // --speed only; never reaches the model
+    run_report rep;
+    rep.workload = workload_;
+    rep.seed = spec_.seed;
+    meter_.phase_begin(0, rep);
+    meter_.size_begin(0, iters_ * flows_.size(), "messages", false);  // its counters: the phase's
+}
+
+void many_node::finish() {
+    merge_ranks();
+    if (!error.empty() || !ended_) return;  // run() says why
+    if (!spec_.comm || spec_.comm->rank() == 0) report();
+}
+
+namespace {
+void put64(std::vector<uint8_t>& o, uint64_t v) {
+    for (unsigned i = 0; i < 8; ++i) o.push_back(uint8_t(v >> (8 * i)));
+}
+struct reader {
+    const std::vector<uint8_t>& in;
+    size_t at = 0;
+    uint64_t u64() {
+        if (in.size() - at < 8) throw std::runtime_error("many_node: a truncated result from another rank");
+        uint64_t v = 0;
+        for (unsigned i = 0; i < 8; ++i) v |= uint64_t(in[at + i]) << (8 * i);
+        at += 8;
+        return v;
+    }
+};
+}  // namespace
+
+/// A partitioned run: rank 0 takes every counter (now and at the start) from the rank that
+/// simulated its unit, every flow's completions from its sender's rank and every rank's
+/// completion times, so that report() sees what one process would have; the first error by
+/// rank is the run's.
+void many_node::merge_ranks() {
+    rank_comm* comm = spec_.comm;
+    if (!comm || comm->size() < 2) return;
+    const std::vector<counter*>& cs = stats_registry::instance().counters();
+    std::vector<uint8_t> mine;
+    put64(mine, cs.size());
+    for (const counter* c : cs) {
+        const auto it = counters0_.find(c);
+        put64(mine, c->value());
+        put64(mine, it == counters0_.end() ? 0 : it->second);
+    }
+    uint64_t owned = 0;
+    for (const flow& f : flows_) owned += m_.owns_host(f.src) ? 1 : 0;
+    put64(mine, owned);
+    for (uint32_t k = 0; k < flows_.size(); ++k)
+        if (m_.owns_host(flows_[k].src)) {
+            put64(mine, k);
+            put64(mine, flows_[k].done);
+            put64(mine, flows_[k].end_ns);
+        }
+    put64(mine, mct_us_.size());
+    for (double d : mct_us_) {
+        uint64_t bits;
+        std::memcpy(&bits, &d, 8);
+        put64(mine, bits);
+    }
+    put64(mine, error.size());
+    mine.insert(mine.end(), error.begin(), error.end());
+    const std::vector<std::vector<uint8_t>> all = comm->gather(mine);
+    if (comm->rank() != 0) return;
+    std::vector<std::vector<uint64_t>> now(all.size()), then(all.size());
+    mct_us_.clear();
+    for (size_t r = 0; r < all.size(); ++r) {
+        reader in{all[r]};
+        if (in.u64() != cs.size()) throw std::runtime_error("many_node: ranks declared different counters");
+        for (size_t k = 0; k < cs.size(); ++k) {
+            now[r].push_back(in.u64());
+            then[r].push_back(in.u64());
+        }
+        for (uint64_t n = in.u64(); n > 0; --n) {
+            flow& f = flows_.at(in.u64());
+            f.done = in.u64();
+            f.end_ns = in.u64();
+        }
+        for (uint64_t n = in.u64(); n > 0; --n) {
+            const uint64_t bits = in.u64();
+            double d;
+            std::memcpy(&d, &bits, 8);
+            mct_us_.push_back(d);
+        }
+        const uint64_t n = in.u64();
+        if (in.in.size() - in.at < n)
+            throw std::runtime_error("many_node: a truncated error from another rank");
+        if (error.empty() && n)
+            error.assign(in.in.begin() + std::ptrdiff_t(in.at), in.in.begin() + std::ptrdiff_t(in.at + n));
+    }
+    std::vector<unsigned> owner(cs.size());
+    for (size_t k = 0; k < cs.size(); ++k) owner[k] = m_.rank_of_key(cs[k]->key());
+    // The start as one process saw it, then the end.
+    for (size_t k = 0; k < cs.size(); ++k) cs[k]->set(then[owner[k]][k]);
+    drops0_ = data_vl_drops();
+    packets0_ = stats_registry::instance().sum("port.tx_packets");
+    counters0_ = stats_registry::instance().snapshot();
+    for (size_t k = 0; k < cs.size(); ++k) cs[k]->set(now[owner[k]][k]);
 }
 
 /// Posts node i's next messages, one per flow in turn, while their QPs have room; true if any.
@@ -466,12 +599,12 @@ bool many_node::post_some(unsigned i) {
             if (tr_ == transport::ud) {
                 wr.opcode = IBV_WR_SEND_WITH_IMM;
                 wr.wr.ud.ah = c->ah;
-                wr.wr.ud.remote_qpn = c->rx[q]->qp_num;
+                wr.wr.ud.remote_qpn = c->rx_qpn[q];
                 wr.wr.ud.remote_qkey = ud_qkey;
             } else {
                 wr.opcode = tr_ == transport::uc ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
                 wr.wr.rdma.remote_addr = hosts_[c->dst].buf + hosts_[c->dst].area;
-                wr.wr.rdma.rkey = hosts_[c->dst].mr->rkey;
+                wr.wr.rdma.rkey = hosts_[c->dst].rkey;
             }
             f.post_ns[next] = now_ns(i);
             ++f.posted;

@@ -12,6 +12,7 @@
 
 #include "testbench/workloads/base.h"
 #include "testbench/workloads/meter.h"
+#include "testbench/workloads/sim_driver.h"
 
 namespace hcasim::workloads {
 
@@ -30,9 +31,14 @@ public:
     SC_HAS_PROCESS(many_node);
     /// Plans the flows of the run's one phase; throws config_error (before the simulation) on a
     /// combination the workload cannot run, naming the key or option.
+    /// `drv` runs the simulation (its barriers stand for the out-of-band exchanges); in a
+    /// partitioned run this rank's processes are those of the nodes it simulates.
     many_node(sc_module_name name, machine& m, const run_spec& spec, const workload_params& wp,
-              std::vector<run_report>& out);
+              std::vector<run_report>& out, sim_driver& drv);
     ~many_node() override;
+    /// After drv.run(): the run's report (out), on rank 0 of a partitioned run from every
+    /// rank's counters and completions.
+    void finish();
 
     std::string error;  ///< why the run failed ("" if it did not)
 
@@ -55,10 +61,11 @@ private:
     struct connection {
         unsigned src = 0, dst = 0;
         uint32_t flow = 0;
-        uint64_t messages = 0;        ///< planned on this connection
-        uint64_t sent = 0;            ///< posted so far (the next message's QP)
-        std::vector<ibv_qp*> tx, rx;  ///< at src, at dst
-        ibv_ah* ah = nullptr;         ///< UD: src's address handle towards dst
+        uint64_t messages = 0;                 ///< planned on this connection
+        uint64_t sent = 0;                     ///< posted so far (the next message's QP)
+        std::vector<ibv_qp*> tx, rx;           ///< at src, at dst (on the rank that simulates it)
+        std::vector<uint32_t> tx_qpn, rx_qpn;  ///< their numbers, as the exchange told every node
+        ibv_ah* ah = nullptr;                  ///< UD: src's address handle towards dst
     };
     /// One node's verbs objects and counts.
     struct host {
@@ -67,6 +74,7 @@ private:
         ibv_mr* mr = nullptr;
         ibv_cq* cq = nullptr;           ///< every QP of the node completes here (one loop takes both sides)
         uint64_t buf = 0, area = 0;     ///< send area at buf, receive area at buf + area
+        uint32_t rkey = 0;              ///< of the MR over both areas
         std::vector<uint32_t> out, in;  ///< connections it sends on, receives on
         std::vector<uint32_t> pending;  ///< flows it sends that have messages to post
         std::unordered_map<uint32_t, uint32_t> rx_qp;  ///< QP number -> connection * qps + QP
@@ -89,6 +97,10 @@ private:
     void complete(uint32_t f, uint64_t m, uint64_t now);
     void traffic(unsigned i);
     void report();
+    std::vector<uint64_t> exchange_payload(unsigned i) const;
+    void take_exchange(const sim_driver::payloads& p);
+    void start_measuring();
+    void merge_ranks();
     uint64_t now_ns(unsigned i) { return m_.at(i).cpu.now_ns(); }
     uint64_t timeout_ns() const { return uint64_t(wp_.timeout_us.get() * 1000.0); }
     void fail(const std::string& why);
@@ -116,11 +128,11 @@ private:
     std::unordered_map<const counter*, uint64_t> counters0_;  ///< every counter at the start
     unsigned senders_left_ = 0;                               ///< nodes still sending
     uint64_t all_sent_ns_ = 0;                                ///< when the last node's last send completed
-    barrier bar_;
-    sc_event exchanged_;
-    unsigned ready_ = 0;
-    run_meter meter_;         ///< node0's row and the progress to spec_.observer
-    uint64_t completed_ = 0;  ///< messages completed so far, over every flow
+    sim_driver& drv_;
+    unsigned exchange_ = 0, start_ = 0, end_ = 0;  ///< drv_'s barriers
+    bool ended_ = false;                           ///< every node reached the end
+    run_meter meter_;                              ///< node0's row and the progress to spec_.observer
+    uint64_t completed_ = 0;                       ///< messages completed so far, over every flow
 };
 
 }  // namespace hcasim::workloads

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <sstream>
 
@@ -95,12 +96,88 @@ void end_recording(trace::recorder& rec, perftest& app) {
             counters);
 }
 
+/// A partitioned run: `step` (building this rank's part) on every rank, then every rank learns
+/// whether all succeeded, so none waits for one that stopped; this rank's error, or another's.
+void agree(rank_comm* comm, const std::function<void()>& step) {
+    if (!comm || comm->size() < 2) return step();
+    std::exception_ptr e;
+    try {
+        step();
+    } catch (...) {
+        e = std::current_exception();
+    }
+    std::vector<uint64_t> ok{e ? 0u : 1u};
+    comm->min_all(ok);
+    if (e) std::rethrow_exception(e);
+    if (!ok[0])
+        throw config_error("another rank could not build its part of the run (its error is on its stderr)");
+}
+
+/// A partitioned run's lookahead (the least propagation of a cut cable), after refusing what
+/// cannot be split; SC_ZERO_TIME in one process.
+sc_time check_partitioned(const run_spec& spec, machine& m, const workload_params& wp) {
+    if (!spec.comm || spec.comm->size() < 2) return SC_ZERO_TIME;
+    const std::string ranks = "mpirun -np " + std::to_string(spec.comm->size()) + ": ";
+    if (!m.net.isl || !m.net.isl->any_cut())
+        throw config_error(ranks + "the partition cuts no cable between switches");
+    const sc_time l = m.net.isl->min_cut_propagation();
+    if (l == SC_ZERO_TIME)
+        throw config_error(ranks +
+                           "a cut cable between switches has no latency (fabric.isl.propagation_ns=0): "
+                           "the ranks could not run ahead of each other");
+    if (sc_time(wp.barrier_ns.get(), SC_NS) < l)
+        throw config_error(ranks + "workload.barrier_ns=" + wp.barrier_ns.str() +
+                           " is below the lookahead (the cut cables' propagation, " + l.to_string() + ")");
+    if (wp.transport.get() != "rc")
+        throw config_error(ranks + "workload.transport=" + wp.transport.get() +
+                           ": a partitioned run carries RC only (UC and UD end on a drain every node sees)");
+    if (m.net.cc.enable)
+        throw config_error(ranks + "fabric.cc.enable: congestion control is not partitioned yet");
+    if (m.net.has_sm() && m.net.sm->program.get() == "smp")
+        throw config_error(ranks + "fabric.sm.program=smp: the SM's sweep is not partitioned yet");
+    if (!spec.timeline.empty()) throw config_error(ranks + "--timeline is not partitioned yet");
+    return l;
+}
+
 }  // namespace
 
-void close_captures(machine& m) {
-    if (const std::string e = m.close_captures(); !e.empty()) throw config_error(e);
+void close_captures(machine& m, rank_comm* comm) {
+    const std::string failed = m.close_captures();
+    if (!comm || comm->size() < 2) {
+        if (!failed.empty()) throw config_error(failed);
+        std::cout << " pcap:";
+        for (const auto& c : m.captures())
+            std::cout << " " << c->path() << " (" << c->packets() << " packets)";
+        std::cout << "\n";
+        return;
+    }
+    // A partitioned run: each rank wrote its cables' files; rank 0 names them all, in order.
+    std::ostringstream mine;
+    mine << (failed.empty() ? "" : "!" + failed + "\n");
+    for (size_t k = 0; k < m.captures().size(); ++k)
+        mine << m.capture_order()[k] << "\t " << m.captures()[k]->path() << " (" << m.captures()[k]->packets()
+             << " packets)\n";
+    const std::string text = mine.str();
+    const std::vector<std::vector<uint8_t>> all =
+        comm->gather(std::vector<uint8_t>(text.begin(), text.end()));
+    if (comm->rank() != 0) return;
+    std::vector<std::pair<unsigned, std::string>> files;
+    std::string error;
+    for (const std::vector<uint8_t>& r : all) {
+        std::istringstream in(std::string(r.begin(), r.end()));
+        for (std::string line; std::getline(in, line);) {
+            if (line[0] == '!') {
+                if (error.empty()) error = line.substr(1);
+                continue;
+            }
+            const size_t tab = line.find('\t');
+            files.emplace_back(unsigned(std::stoul(line.substr(0, tab))), line.substr(tab + 1));
+        }
+    }
+    if (!error.empty()) throw config_error(error);
+    std::sort(files.begin(), files.end());
     std::cout << " pcap:";
-    for (const auto& c : m.captures()) std::cout << " " << c->path() << " (" << c->packets() << " packets)";
+    for (const auto& f : files) std::cout << f.second;
     std::cout << "\n";
 }
 
@@ -161,15 +238,26 @@ std::vector<run_report> run(const run_spec& spec, elaboration_help* help_out, st
     const std::vector<uint64_t> mrs = mr_sweep(spec, wp);
     std::unique_ptr<machine> m;
     std::unique_ptr<perftest> app;
-    std::unique_ptr<many_node> many;  // incast, alltoall, ...: every node of the fabric
+    std::unique_ptr<sim_driver> driver;  // the many-node workloads' simulation (windows, barriers)
+    std::unique_ptr<many_node> many;     // incast, alltoall, ...: every node of the fabric
     std::unique_ptr<sc_module> bench;
     if (pcie_only) {
         bench = make_pcie_bench("node0", spec, wp, reports);
     } else if (spec.phases.empty()) {
         m = std::make_unique<machine>();  // --dump-topology without a workload: the fabric alone
     } else if (is_many_node_workload(spec.phases.front().workload)) {
-        m = std::make_unique<machine>();
-        many = std::make_unique<many_node>("many", *m, spec, wp, reports);
+        agree(spec.comm, [&] {
+            m = std::make_unique<machine>(spec.comm ? spec.comm->rank() : 0,
+                                          spec.comm ? spec.comm->size() : 1);
+            driver =
+                std::make_unique<sim_driver>(spec.comm, m->net.isl.get(), check_partitioned(spec, *m, wp));
+            many = std::make_unique<many_node>("many", *m, spec, wp, reports, *driver);
+        });
+    } else if (spec.comm && spec.comm->size() > 1) {
+        throw config_error("mpirun -np " + std::to_string(spec.comm->size()) + ": " +
+                           spec.phases.front().workload +
+                           " runs on two nodes; only the many-node workloads (incast, alltoall, permutation, "
+                           "uniform_random, bisection, hotspot) split the fabric over ranks");
     } else {
         m = std::make_unique<machine>();
         if (m->size() < 2) throw workload_error("two-node workloads need fabric.nodes >= 2");
@@ -186,21 +274,36 @@ std::vector<run_report> run(const run_spec& spec, elaboration_help* help_out, st
     }
     std::unique_ptr<timeline> tl = attach_timeline(spec, m.get());
     std::unique_ptr<trace::recorder> rec = attach_recorder(spec, m.get(), app.get());
-    if (m) check_waves_open_captures(spec, *m);
+    if (m) agree(spec.comm, [&] { check_waves_open_captures(spec, *m); });
     const std::unique_ptr<chaff> perturb = chaff::from_env();  // a test aid (chaff.h); null unless set
     const auto wall0 = std::chrono::steady_clock::now();
-    sc_start();
+    if (driver)
+        driver->run();
+    else
+        sc_start();
+    if (many) many->finish();
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     if (rec && app) {
         end_recording(*rec, *app);
         rec.reset();
     }
-    if (m && !m->captures().empty()) close_captures(*m);
+    if (m && !spec.pcap_dir.empty()) close_captures(*m, spec.comm);
     if (tl) tl->close();
     if (m) print_cosim_summary(std::cout, *m);
     const std::string app_error = app ? app->error : many ? many->error : std::string();
-    if (const std::string why = run_failure(m.get(), app_error, reports.size(), spec.phases.size());
-        !why.empty()) {
+    std::string why = run_failure(m.get(), app_error, reports.size(), spec.phases.size());
+    if (spec.comm && spec.comm->size() > 1) {
+        // Rank 0's verdict (it has every rank's report and errors) is every rank's.
+        std::vector<uint8_t> v(why.begin(), why.end());
+        spec.comm->broadcast(v);
+        why.assign(v.begin(), v.end());
+        if (spec.comm->rank() != 0) {
+            if (!why.empty() && !failure) throw workload_error(why);
+            if (failure) *failure = why;
+            return {};
+        }
+    }
+    if (!why.empty()) {
         if (!failure) throw workload_error(why);
         *failure = why;
         return reports;

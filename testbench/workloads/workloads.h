@@ -11,6 +11,7 @@
 // The many-node workloads (incast, alltoall, permutation, uniform_random, bisection, hotspot) run
 // flows between every node of the fabric (many.h; docs/fabric.md).
 #pragma once
+#include "model/core/rank_comm.h"
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -80,6 +81,9 @@ struct run_spec {
     /// Hears each phase, row and the progress as the run measures them (null: nobody). mr_scale
     /// prints its own table after the run, its phase's table after it: the observer hears neither.
     run_observer* observer = nullptr;
+    /// A partitioned run (mpirun -np N, docs/fabric.md "Partitioned runs"): the ranks; nullptr
+    /// in one process. Only rank 0 returns reports.
+    rank_comm* comm = nullptr;
 };
 
 /// A run that could not complete (a completion error, a stall); the message says which.
@@ -165,7 +169,7 @@ private:
 std::unique_ptr<timeline> attach_timeline(const run_spec& spec, machine* m);
 /// --pcap, after the simulation: closes the captures (machine::capture_to) and prints where they
 /// are on stdout. Throws config_error on a write error.
-void close_captures(machine& m);
+void close_captures(machine& m, rank_comm* comm = nullptr);
 
 /// Elaborates the configured machine, runs every phase, and returns one report per phase.
 /// Configuration must already be in the broker. Must be called once per process.
