@@ -115,15 +115,14 @@ TEST(HcasimMpiSweep, a_failing_point_under_mpirun_exits_with_its_status_on_every
     std::filesystem::remove_all(dir);
 }
 
-TEST(HcasimMpiSweep, mpirun_without_a_sweep_exits_2_on_every_rank_saying_partitioning_is_not_implemented) {
+TEST(HcasimMpiSweep, mpirun_with_a_two_node_workload_and_no_sweep_exits_2_on_every_rank_saying_so) {
     SKIP_WITHOUT_MPI();
     const result r = mpirun(3, "--workload write_bw --iters 10", "mpi_nosweep");
     EXPECT_EQ(r.code, 2);
     EXPECT_EQ(r.out, "");
     const std::string line =
-        "hcasim: error: mpirun -np 3: partitioning the fabric over ranks is not implemented yet; sweeps "
-        "(--sweep "
-        "qps, threads or KEY) spread their points over the ranks\n";
+        "hcasim: error: mpirun -np 3: write_bw runs on two nodes; only the many-node workloads (incast, "
+        "alltoall, permutation, uniform_random, bisection, hotspot) split the fabric over ranks\n";
     const size_t at = r.err.find(line);
     EXPECT_NE(at, std::string::npos) << r.err;
     EXPECT_EQ(r.err.find(line, at + 1), std::string::npos) << "said once, by rank 0: " << r.err;
@@ -253,5 +252,128 @@ TEST(HcasimMpiSweep, sweep_merge_with_a_missing_garbled_or_mismatched_file_exits
     EXPECT_EQ(w.code, 2);
     EXPECT_EQ(w.err, "hcasim: error: sweep-merge: '" + out +
                          "': not a point file of hcasim --sweep-index (no \"sweep_index\")\n");
+    std::filesystem::remove_all(dir);
+}
+
+// ------------------------------------------------------------------ the fabric over ranks
+
+namespace {
+
+// The 16-node fat tree of radix-8 switches (5 leaves, 4 spines), packets lost on every cable.
+const std::string fat_tree_16 =
+    " --set fabric.nodes=16 --set fabric.topology=fat_tree --set fabric.switch.radix=8 --size 4K"
+    " --set link.drop_rate=0.001";
+
+/// Stdout, the stats JSON without its run block and wall-clock figures, every capture's bytes.
+struct run_outputs {
+    std::string out;
+    ojson stats;
+    std::vector<std::pair<std::string, std::string>> pcaps;
+};
+
+/// Runs `args` in `dir` (so stdout names the same relative paths) with `np` ranks (0: one
+/// process, no mpirun).
+run_outputs run_outputs_of(int np, const std::string& args, const std::string& dir) {
+    std::filesystem::create_directories(dir);
+    const std::string all = args + " --stats-json stats.json --pcap pcap";
+    run_outputs o;
+    result r;
+#ifdef HCASIM_MPIEXEC
+    if (np > 0)
+        r = hcasim::test::run_hcasim("--oversubscribe -np " + std::to_string(np) + " '" + HCASIM_BIN + "' " + all,
+                                     "mpi_part", env, dir, HCASIM_MPIEXEC);
+    else
+#endif
+        r = hcasim::test::run_hcasim(all, "mpi_part", env, dir);
+    EXPECT_EQ(r.code, 0) << "np " << np << ": " << r.err;
+    o.out = r.out;
+    const std::string text = slurp(dir + "/stats.json");
+    EXPECT_FALSE(text.empty()) << dir;
+    if (!text.empty()) o.stats = hcasim::test::deterministic_part(ojson::parse(text));
+    for (const std::string& f : hcasim::test::dir_entries(dir + "/pcap"))
+        o.pcaps.emplace_back(f, slurp(dir + "/pcap/" + f));
+    return o;
+}
+
+void expect_same_outputs(const run_outputs& ref, const run_outputs& o, const std::string& what) {
+    EXPECT_EQ(o.out, ref.out) << what;
+    EXPECT_EQ(o.stats, ref.stats) << what;
+    ASSERT_EQ(o.pcaps.size(), ref.pcaps.size()) << what;
+    for (size_t k = 0; k < ref.pcaps.size(); ++k) {
+        EXPECT_EQ(o.pcaps[k].first, ref.pcaps[k].first) << what;
+        EXPECT_TRUE(o.pcaps[k].second == ref.pcaps[k].second) << what << ": " << ref.pcaps[k].first << " differs";
+    }
+}
+
+/// One process, then mpirun -np 1, 2 and 3: every output byte-identical.
+void expect_partition_independent(const std::string& args, const std::string& name) {
+    const std::string dir = hcasim::test::empty_dir(name);
+    const run_outputs ref = run_outputs_of(0, args, dir + "/one");
+    ASSERT_NE(ref.out.find("packets dropped: "), std::string::npos) << ref.out;
+    EXPECT_EQ(ref.out.find("packets dropped: 0 "), std::string::npos) << "the run must lose packets: " << ref.out;
+    EXPECT_EQ(ref.pcaps.size(), 17u);  // 16 nodes' cables and the SM's
+    for (int np : {1, 2, 3})
+        expect_same_outputs(ref, run_outputs_of(np, args, dir + "/np" + std::to_string(np)),
+                            "mpirun -np " + std::to_string(np));
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+
+TEST(HcasimMpiPartition, alltoall_under_loss_on_1_2_and_3_ranks_gives_the_outputs_of_one_process) {
+    SKIP_WITHOUT_MPI();
+    expect_partition_independent("--workload alltoall --iters 20" + fat_tree_16, "mpi_part_alltoall");
+}
+
+TEST(HcasimMpiPartition, incast_under_loss_on_1_2_and_3_ranks_gives_the_outputs_of_one_process) {
+    SKIP_WITHOUT_MPI();
+    expect_partition_independent("--workload incast --iters 100" + fat_tree_16, "mpi_part_incast");
+}
+
+TEST(HcasimMpiPartition, a_partition_file_that_cuts_elsewhere_gives_the_same_outputs) {
+    SKIP_WITHOUT_MPI();
+    const std::string dir = hcasim::test::empty_dir("mpi_part_file");
+    // Leaves alternate between the ranks (auto gives each a contiguous block), spines too.
+    std::ofstream(dir + "/part.txt") << "# interleaved\nleaf0 0\nleaf1 1\nleaf2 0\nleaf3 1\nleaf4 1\n"
+                                        "spine0 1\nspine1 1\nspine2 0\nspine3 0\n";
+    const std::string args = "--workload alltoall --iters 20" + fat_tree_16 + " --set fabric.partition=" + dir +
+                             "/part.txt";
+    const run_outputs ref = run_outputs_of(0, args, dir + "/one");
+    expect_same_outputs(ref, run_outputs_of(2, args, dir + "/np2"), "mpirun -np 2 with the file");
+    std::filesystem::remove_all(dir);
+}
+
+TEST(HcasimMpiPartition, a_partition_file_missing_a_switch_more_ranks_than_nodes_or_a_cut_without_latency_exit_2) {
+    SKIP_WITHOUT_MPI();
+    const std::string dir = hcasim::test::empty_dir("mpi_part_bad");
+    std::ofstream(dir + "/part.txt") << "leaf0 0\nleaf1 1\n";
+    const std::string args = "--workload alltoall --iters 2" + fat_tree_16;
+    const struct {
+        int np;
+        std::string extra, line;
+    } cases[] = {
+        {2, " --set fabric.partition=" + dir + "/part.txt",
+         "hcasim: error: " + dir + "/part.txt: does not cover the fabric: switch 'leaf2' (and 6 more) has no rank\n"},
+        {17, "",
+         "hcasim: error: fabric.partition: 17 ranks for 16 nodes: every rank simulates at least one node; run "
+         "with at most 16 ranks\n"},
+        {2, " --set fabric.isl.propagation_ns=0",
+         "hcasim: error: mpirun -np 2: a cut cable between switches has no latency (fabric.isl.propagation_ns=0): "
+         "the ranks could not run ahead of each other\n"},
+        {2, " --set workload.barrier_ns=5",
+         "hcasim: error: mpirun -np 2: workload.barrier_ns=5 is below the lookahead (the cut cables' "
+         "propagation, 10 ns)\n"},
+        {2, " --set workload.transport=ud",
+         "hcasim: error: mpirun -np 2: workload.transport=ud: a partitioned run carries RC only (UC and UD end "
+         "on a drain every node sees)\n"},
+    };
+    for (const auto& c : cases) {
+        const result r = mpirun(c.np, args + c.extra, "mpi_part_bad");
+        EXPECT_EQ(r.code, 2) << c.extra << ": " << r.err;
+        EXPECT_EQ(r.out, "") << c.extra;
+        const size_t at = r.err.find(c.line);
+        EXPECT_NE(at, std::string::npos) << c.extra << ": " << r.err;
+        EXPECT_EQ(r.err.find(c.line, at + 1), std::string::npos) << "said once, by rank 0: " << r.err;
+    }
     std::filesystem::remove_all(dir);
 }
