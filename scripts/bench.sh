@@ -115,6 +115,25 @@ grep -E '^ simulated time|^ alltoall:|^ speed: ([0-9]|max RSS)' "$tmp/a2a.txt" |
 echo "  wall_s             $wall (build, QP setup, traffic and exit)"
 echo "  max RSS            ${rss} KiB, $((rss / 1024)) KiB per node"
 
+echo "== Partitioned fabric (issue 32): a 256-node fat tree (radix 36: 15 leaves, 18 spines) alltoall 4 KiB,"
+echo "   --iters 4, in one process and under mpirun -np 2 (outputs identical; wall time and parallel efficiency)"
+if command -v mpirun > /dev/null; then
+    p256=(--workload alltoall --size 4K --iters 4 --set fabric.topology=fat_tree --set fabric.nodes=256)
+    /usr/bin/time -f "%e" -o "$tmp/t1" "$bin" "${p256[@]}" > "$tmp/p1.txt"
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 /usr/bin/time -f "%e" -o "$tmp/t2" \
+        mpirun --oversubscribe -np 2 "$bin" "${p256[@]}" > "$tmp/p2.txt" 2> "$tmp/p2.err"
+    cmp -s "$tmp/p1.txt" "$tmp/p2.txt" && same="identical" || same="DIFFERENT"
+    grep -E '^ simulated time' "$tmp/p1.txt" | sed 's/^ /  /'
+    grep -o 'partitioned over.*' "$tmp/p2.err" | sed 's/^/  /'
+    python3 - "$(cat "$tmp/t1")" "$(cat "$tmp/t2")" "$same" <<'PY'
+import sys
+t1, t2, same = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+print(f"  1 rank {t1:.1f} s, 2 ranks {t2:.1f} s: speed-up {t1 / t2:.2f}, parallel efficiency {t1 / (2 * t2):.0%}; stdout {same}")
+PY
+else
+    echo "  mpirun is not installed (openmpi-bin)"
+fi
+
 echo "== RTL co-simulation (issue 8): 64 B WRITEs, 200000, each node's P_Key checker as TLM, RTL, both"
 for impl in tlm rtl both; do
     "$bin" --workload write_bw --size 64 --iters 200000 --set hca.pkey_checker.impl="$impl" --speed |

@@ -118,7 +118,7 @@ TEST(FabricDeadlock, minhop_on_a_ring_exits_1_naming_the_cycle_of_ports) {
     EXPECT_EQ(
         r.err,
         "hcasim: run failed: fabric deadlock: 18 packets held in switches and no progress for "
-        "fabric.switch.deadlock_timeout_us=5 us at 102.419899 us; switch outputs waiting for credit in a "
+        "fabric.switch.deadlock_timeout_us=5 us at 104.419899 us; switch outputs waiting for credit in a "
         "cycle (fabric.routing=minhop): switch0/p4 -> switch3/p4 -> switch2/p4 -> switch1/p4\n");
     EXPECT_EQ(r.out.find("messages completed"), std::string::npos) << r.out;
 }

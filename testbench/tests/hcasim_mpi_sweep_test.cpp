@@ -280,8 +280,9 @@ run_outputs run_outputs_of(int np, const std::string& args, const std::string& d
     result r;
 #ifdef HCASIM_MPIEXEC
     if (np > 0)
-        r = hcasim::test::run_hcasim("--oversubscribe -np " + std::to_string(np) + " '" + HCASIM_BIN + "' " + all,
-                                     "mpi_part", env, dir, HCASIM_MPIEXEC);
+        r = hcasim::test::run_hcasim(
+            "--oversubscribe -np " + std::to_string(np) + " '" + HCASIM_BIN + "' " + all, "mpi_part", env,
+            dir, HCASIM_MPIEXEC);
     else
 #endif
         r = hcasim::test::run_hcasim(all, "mpi_part", env, dir);
@@ -301,7 +302,8 @@ void expect_same_outputs(const run_outputs& ref, const run_outputs& o, const std
     ASSERT_EQ(o.pcaps.size(), ref.pcaps.size()) << what;
     for (size_t k = 0; k < ref.pcaps.size(); ++k) {
         EXPECT_EQ(o.pcaps[k].first, ref.pcaps[k].first) << what;
-        EXPECT_TRUE(o.pcaps[k].second == ref.pcaps[k].second) << what << ": " << ref.pcaps[k].first << " differs";
+        EXPECT_TRUE(o.pcaps[k].second == ref.pcaps[k].second)
+            << what << ": " << ref.pcaps[k].first << " differs";
     }
 }
 
@@ -310,7 +312,8 @@ void expect_partition_independent(const std::string& args, const std::string& na
     const std::string dir = hcasim::test::empty_dir(name);
     const run_outputs ref = run_outputs_of(0, args, dir + "/one");
     ASSERT_NE(ref.out.find("packets dropped: "), std::string::npos) << ref.out;
-    EXPECT_EQ(ref.out.find("packets dropped: 0 "), std::string::npos) << "the run must lose packets: " << ref.out;
+    EXPECT_EQ(ref.out.find("packets dropped: 0 "), std::string::npos)
+        << "the run must lose packets: " << ref.out;
     EXPECT_EQ(ref.pcaps.size(), 17u);  // 16 nodes' cables and the SM's
     for (int np : {1, 2, 3})
         expect_same_outputs(ref, run_outputs_of(np, args, dir + "/np" + std::to_string(np)),
@@ -336,14 +339,15 @@ TEST(HcasimMpiPartition, a_partition_file_that_cuts_elsewhere_gives_the_same_out
     // Leaves alternate between the ranks (auto gives each a contiguous block), spines too.
     std::ofstream(dir + "/part.txt") << "# interleaved\nleaf0 0\nleaf1 1\nleaf2 0\nleaf3 1\nleaf4 1\n"
                                         "spine0 1\nspine1 1\nspine2 0\nspine3 0\n";
-    const std::string args = "--workload alltoall --iters 20" + fat_tree_16 + " --set fabric.partition=" + dir +
-                             "/part.txt";
+    const std::string args =
+        "--workload alltoall --iters 20" + fat_tree_16 + " --set fabric.partition=" + dir + "/part.txt";
     const run_outputs ref = run_outputs_of(0, args, dir + "/one");
     expect_same_outputs(ref, run_outputs_of(2, args, dir + "/np2"), "mpirun -np 2 with the file");
     std::filesystem::remove_all(dir);
 }
 
-TEST(HcasimMpiPartition, a_partition_file_missing_a_switch_more_ranks_than_nodes_or_a_cut_without_latency_exit_2) {
+TEST(HcasimMpiPartition,
+     a_partition_file_missing_a_switch_more_ranks_than_nodes_or_a_cut_without_latency_exit_2) {
     SKIP_WITHOUT_MPI();
     const std::string dir = hcasim::test::empty_dir("mpi_part_bad");
     std::ofstream(dir + "/part.txt") << "leaf0 0\nleaf1 1\n";
@@ -353,18 +357,22 @@ TEST(HcasimMpiPartition, a_partition_file_missing_a_switch_more_ranks_than_nodes
         std::string extra, line;
     } cases[] = {
         {2, " --set fabric.partition=" + dir + "/part.txt",
-         "hcasim: error: " + dir + "/part.txt: does not cover the fabric: switch 'leaf2' (and 6 more) has no rank\n"},
+         "hcasim: error: " + dir +
+             "/part.txt: does not cover the fabric: switch 'leaf2' (and 6 more) has no rank\n"},
         {17, "",
-         "hcasim: error: fabric.partition: 17 ranks for 16 nodes: every rank simulates at least one node; run "
+         "hcasim: error: fabric.partition: 17 ranks for 16 nodes: every rank simulates at least one node; "
+         "run "
          "with at most 16 ranks\n"},
         {2, " --set fabric.isl.propagation_ns=0",
-         "hcasim: error: mpirun -np 2: a cut cable between switches has no latency (fabric.isl.propagation_ns=0): "
+         "hcasim: error: mpirun -np 2: a cut cable between switches has no latency "
+         "(fabric.isl.propagation_ns=0): "
          "the ranks could not run ahead of each other\n"},
         {2, " --set workload.barrier_ns=5",
          "hcasim: error: mpirun -np 2: workload.barrier_ns=5 is below the lookahead (the cut cables' "
          "propagation, 10 ns)\n"},
         {2, " --set workload.transport=ud",
-         "hcasim: error: mpirun -np 2: workload.transport=ud: a partitioned run carries RC only (UC and UD end "
+         "hcasim: error: mpirun -np 2: workload.transport=ud: a partitioned run carries RC only (UC and UD "
+         "end "
          "on a drain every node sees)\n"},
     };
     for (const auto& c : cases) {

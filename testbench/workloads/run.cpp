@@ -281,6 +281,15 @@ std::vector<run_report> run(const run_spec& spec, elaboration_help* help_out, st
         driver->run();
     else
         sc_start();
+    if (driver && spec.comm && spec.comm->size() > 1 && spec.comm->rank() == 0) {
+        // On stderr: stdout stays that of one process.
+        const double all = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+        std::cerr << "hcasim: partitioned over " << spec.comm->size() << " ranks: lookahead "
+                  << m->net.isl->min_cut_propagation().to_string() << ", " << driver->windows()
+                  << " windows, " << driver->messages_in()
+                  << " bytes from the other ranks to rank 0, rank 0 synchronising "
+                  << int(100.0 * driver->sync_wall_s() / (all > 0 ? all : 1)) << "% of " << all << " s\n";
+    }
     if (many) many->finish();
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     if (rec && app) {
