@@ -99,9 +99,19 @@ void translation_unit::set_tables(uint64_t mpt_base, uint32_t num_mpts, uint64_t
 
 // ---------------------------------------------------------------- tables and caches
 
-void translation_unit::busy_wait(sc_time& delay) {
-    const sc_time now = sim_now() + delay, free = std::max(free_at_, done_at_);
-    if (now < free) delay += free - now;
+void translation_unit::busy_wait(sc_time& delay, bool results) {
+    const sc_time& now = sim_now();
+    if (now != batch_at_) {  // the first call of this instant: the unit as earlier instants left it
+        batch_at_ = now;
+        batch_free_ = free_at_;
+        batch_done_ = done_at_;
+        batch_busy_ = SC_ZERO_TIME;
+        batch_start_ = sc_max_time();
+    }
+    const sc_time t = now + delay, free = results ? std::max(batch_free_, batch_done_) : batch_free_;
+    if (t < free) delay += free - t;
+    started_ = now + delay;
+    batch_start_ = std::min(batch_start_, started_);
 }
 
 sc_time* translation_unit::miss_slot(sc_time& delay) {
@@ -112,8 +122,11 @@ sc_time* translation_unit::miss_slot(sc_time& delay) {
 }
 
 void translation_unit::busy_until(const sc_time& delay) {
-    const sc_time t = sim_now() + delay;
-    if (t > free_at_) free_at_ = t;
+    // The calls of one instant add up, in any order: the unit is free after the last to end,
+    // and not before it has spent their times one after the other from the first start.
+    const sc_time end = sim_now() + delay;
+    batch_busy_ += end - started_;
+    free_at_ = std::max({free_at_, end, batch_start_ + batch_busy_});
 }
 
 bool translation_unit::mpt(uint32_t index, hw::mpt_entry& out, sc_time& delay) {
@@ -196,10 +209,7 @@ xlate_status translation_unit::resolve(uint32_t key, const xlate_owner& who, uin
     if (len == 0) return xlate_status::ok;  // C10-54.1.1: a zero-length segment is not checked at all
     ++lookups;
     const bool in_order = miss_free_.empty();
-    if (in_order)
-        busy_wait(delay);
-    else if (sim_now() + delay < free_at_)
-        delay = free_at_ - sim_now();  // only the pipeline: misses of earlier lookups overlap
+    busy_wait(delay, in_order);  // with miss slots only the pipeline: misses of earlier lookups overlap
     const sc_time start = delay;
     delay += hit_time_;
     const xlate_status s = lookup(key, who, va, len, access, segs, max_segs, nsegs, delay, walk);
@@ -207,10 +217,12 @@ xlate_status translation_unit::resolve(uint32_t key, const xlate_owner& who, uin
         busy_until(delay);
     } else {
         // The pipeline takes the next lookup after this one's cycles; results leave in order,
-        // so a hit behind a miss waits for it (and nothing is placed ahead of an earlier lookup).
+        // so a hit behind a miss of an earlier instant waits for it (and nothing is placed ahead
+        // of an earlier lookup).
         busy_until(start + hit_time_);
-        done_at_ = std::max(done_at_, sim_now() + delay);
-        delay = done_at_ - sim_now();
+        const sc_time end = sim_now() + delay;
+        done_at_ = std::max(done_at_, end);
+        delay = std::max(batch_done_, end) - sim_now();
     }
     if (s != xlate_status::ok) ++faults;
     return s;

@@ -175,9 +175,16 @@ private:
                              unsigned max_segs, unsigned& nsegs, sc_core::sc_time& delay, bool walk);
     xlate_status mm_done(xlate_status s, sc_core::sc_time& delay);
     void unbind(const hw::mpt_entry& mw, sc_core::sc_time& delay);
-    /// In order (miss_slots 0): a lookup starts when the previous one (and its misses) finished.
-    /// Memory management operations always wait for every earlier lookup's result.
-    void busy_wait(sc_core::sc_time& delay);
+    /// Moves `delay` to when the unit takes a lookup or operation asked for at sim_now() + delay.
+    /// In order (miss_slots 0): a lookup starts when the previous one (and its misses) finished;
+    /// `results` false (miss slots): when the pipeline is free. Memory management operations
+    /// always wait for every earlier lookup's result.
+    /// The calls made at one simulated instant (a batch) wait only for those of earlier
+    /// instants, each as if it came first; the unit is then busy for all of them (busy_until).
+    /// SystemC runs one instant's callers in an order the model does not fix (docs/fabric.md,
+    /// "Same-time events"): served in call order, whichever came second waited for the first.
+    void busy_wait(sc_core::sc_time& delay, bool results = true);
+    /// The call busy_wait() took ends at sim_now() + delay.
     void busy_until(const sc_core::sc_time& delay);
     bool mpt(uint32_t index, hw::mpt_entry& out, sc_core::sc_time& delay);
     bool mtt(uint64_t index, uint64_t& value, sc_core::sc_time& delay);
@@ -193,9 +200,14 @@ private:
     uint64_t mpt_base_ = 0, mtt_base_ = 0, num_mtts_ = 0;
     uint32_t num_mpts_ = 0;
     sc_core::sc_time hit_time_, mm_time_, free_at_;
-    sc_core::sc_time done_at_;                 // with miss slots: when the last lookup's result is out
-    std::vector<sc_core::sc_time> miss_free_;  // with miss slots: when each is free again
-    std::vector<uint64_t> page_list_;          ///< fast register scratch (sized once)
+    sc_core::sc_time done_at_;                  // with miss slots: when the last lookup's result is out
+    sc_core::sc_time batch_at_;                 // the instant of the last call
+    sc_core::sc_time batch_free_, batch_done_;  // free_at_, done_at_ before that instant's first call
+    sc_core::sc_time batch_busy_;               // the time that instant's calls have taken
+    sc_core::sc_time batch_start_;              // the earliest start of that instant's calls
+    sc_core::sc_time started_;                  // when the unit took the last call
+    std::vector<sc_core::sc_time> miss_free_;   // with miss slots: when each is free again
+    std::vector<uint64_t> page_list_;           ///< fast register scratch (sized once)
 };
 
 }  // namespace hcasim

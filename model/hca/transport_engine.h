@@ -62,6 +62,7 @@
 #include "model/core/log.h"
 #include "model/core/param.h"
 #include "model/core/ring.h"
+#include "model/core/same_time_fifo.h"
 #include "model/core/unit_clock.h"
 #include "model/core/path_probe.h"
 #include "model/core/stats.h"
@@ -300,6 +301,9 @@ private:
     /// its size.)
     struct qp {
         bool valid = false, tx_ready = false, resp_ready = false;
+        // The number of the engine's last packet (requester) and response this QP sent: QPs
+        // queued at one instant take their turns by it (turn_order).
+        uint64_t tx_turn = 0, resp_turn = 0;
         bool ctx_filled = false;  // requester: a context miss was served; the next packet uses it
         uint8_t state = hw::QPS_RESET, transport = hw::QPT_RC, mtu = hw::MTU_4096, sl = 0;
         bool sig_all = false;
@@ -363,7 +367,7 @@ private:
     /// The QP waits for its lane (behind the QPs waiting there already).
     void wait_lane(lane_waits& w, const qp& q);
     /// Moves the waiters of every lane the port no longer blocks to `ready`; true if any.
-    bool release_lanes(lane_waits& w, ring<uint32_t>& ready);
+    bool release_lanes(lane_waits& w, same_time_fifo<uint32_t>& ready, uint64_t qp::*turn);
     /// SC_METHOD: wakes the lanes' waiters when the port has room for them again.
     void lane_method();
     /// SC_METHOD: sends packets of ready QPs round robin, one per initiation interval, until it
@@ -615,7 +619,20 @@ private:
     onchip_cache<no_line> qpc_cache_;
     uint64_t qpc_base_ = 0;
     std::vector<sc_core::sc_time> miss_free_;  // when each miss slot is free again
-    ring<uint32_t> ready_, resp_ready_;        // QPNs with a packet to send, a response to send
+    // QPNs with a packet to send, a response to send; QPs queued at one instant by turn_order.
+    same_time_fifo<uint32_t> ready_, resp_ready_;
+    uint64_t tx_turns_ = 0, resp_turns_ = 0;  // packets, responses sent (numbering tx_turn, resp_turn)
+    /// The order of QPs queued at one instant (SystemC runs one instant's processes in an order
+    /// the model does not fix, docs/fabric.md "Same-time events"): the QP that sent (`turn`)
+    /// longest ago first, as a round robin would, then the lower QPN.
+    struct turn_order {
+        const qp_table& qps;
+        uint64_t qp::*turn;
+        bool operator()(uint32_t a, uint32_t b) const {
+            const uint64_t x = qps[a].*turn, y = qps[b].*turn;
+            return x != y ? x < y : a < b;
+        }
+    };
     uint32_t resume_qpn_ = NIL;         // the QP the requester waited for (port backpressure or its WQE)
     uint32_t resume_resp_qpn_ = NIL;    // the QP the response method waited for (port backpressure)
     lane_waits tx_lanes_, resp_lanes_;  // QPs whose port lane is blocked (requester, responses)

@@ -103,7 +103,7 @@ void transport_engine::make_tx_ready(uint32_t qpn) {
     qp& q = qps_[qpn];
     if (q.tx_ready) return;
     q.tx_ready = true;
-    ready_.push_back(qpn);
+    ready_.push_back(qpn, sim_now(), turn_order{qps_, &qp::tx_turn});
     if (!requester_running_)  // a running requester finds it in its queue
         tx_work_.notify(SC_ZERO_TIME);
 }
@@ -227,6 +227,7 @@ void transport_engine::requester_method() {
         // round robin; the response that frees it puts it back.
         const bool starts = wqe_time_ != SC_ZERO_TIME && q.req.cur_offset == 0;
         if (!send_packet(q)) continue;
+        q.tx_turn = ++tx_turns_;
         if (starts) send_free_[qpn % send_free_.size()] = sim_now() + wqe_time_;  // its unit's WQE time
         if (q.valid && q.req.queue.count && may_send(q)) make_tx_ready(qpn);
         tx_busy_ps += packet_ps_;
@@ -261,12 +262,15 @@ void transport_engine::wait_lane(lane_waits& w, const qp& q) {
         listed.resp_ready = true;
 }
 
-bool transport_engine::release_lanes(lane_waits& w, ring<uint32_t>& ready) {
+bool transport_engine::release_lanes(lane_waits& w, same_time_fifo<uint32_t>& ready, uint64_t qp::*turn) {
     bool any = false;
+    const sc_time& now = sim_now();
+    const turn_order order{qps_, turn};
     for (uint32_t m = w.lanes; m; m &= m - 1) {
         const unsigned lane = unsigned(__builtin_ctz(m));
         if (tx_blocked(port_->tx_backpressure(w.sl[lane]))) continue;
-        for (ring<uint32_t>& l = w.qpns[lane]; !l.empty(); l.pop_front()) ready.push_back(l.front());
+        for (ring<uint32_t>& l = w.qpns[lane]; !l.empty(); l.pop_front())
+            ready.push_back(l.front(), now, order);
         w.lanes &= ~(1u << lane);
         any = true;
     }
@@ -274,8 +278,8 @@ bool transport_engine::release_lanes(lane_waits& w, ring<uint32_t>& ready) {
 }
 
 void transport_engine::lane_method() {
-    if (release_lanes(tx_lanes_, ready_) && !requester_running_) tx_work_.notify(SC_ZERO_TIME);
-    if (release_lanes(resp_lanes_, resp_ready_)) resp_work_.notify(SC_ZERO_TIME);
+    if (release_lanes(tx_lanes_, ready_, &qp::tx_turn) && !requester_running_) tx_work_.notify(SC_ZERO_TIME);
+    if (release_lanes(resp_lanes_, resp_ready_, &qp::resp_turn)) resp_work_.notify(SC_ZERO_TIME);
     if (tx_lanes_.lanes | resp_lanes_.lanes)
         next_trigger(port_->tx_unblocked());
     else

@@ -749,7 +749,7 @@ void transport_engine::make_resp_ready(uint32_t qpn) {
     qp& q = qps_[qpn];
     if (q.resp_ready) return;
     q.resp_ready = true;
-    resp_ready_.push_back(qpn);
+    resp_ready_.push_back(qpn, sim_now(), turn_order{qps_, &qp::resp_turn});
     resp_work_.notify(SC_ZERO_TIME);
 }
 
@@ -801,6 +801,7 @@ void transport_engine::response_method() {
         }
         qp& q = qps_[qpn];
         send_response(q);
+        q.resp_turn = ++resp_turns_;
         if (q.valid && !q.rsp.resp.empty()) make_resp_ready(qpn);
         resp_busy_ps += rx_ps_;
         if (rx_time_ != SC_ZERO_TIME) {

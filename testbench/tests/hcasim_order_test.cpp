@@ -122,30 +122,28 @@ TEST(Order, two_node_send_lat_gives_identical_outputs_whatever_the_same_time_eve
     expect_order_independent("--workload send_lat", 3, false);
 }
 
-// DISABLED, a same-time race in node1's translation unit: its one lookup pipeline is taken in
-// call order (translation_unit.cpp, resolve -> busy_wait/busy_until). A READ request's R_Key check
-// (port.rx_process, transport_responder.cpp handle_read_request, xlate_->check) and a READ
-// response's translation (transport_engine.response_method, send_response, xlate_->translate)
-// can call it at one instant: whichever the kernel runs first goes first, the other one hit
-// time (5 ns) later. node1.pcie.tag_stall_ps differs (stdout and captures do not).
-TEST(Order, DISABLED_two_node_read_bw_gives_identical_outputs_whatever_the_same_time_event_order) {
+// node1's translation unit once took lookups in call order, and a READ request's R_Key check
+// (port.rx_process) and a READ response's translation (response_method) can come at one instant
+// (node1.pcie.tag_stall_ps differed); the calls of one instant now wait only for earlier instants.
+TEST(Order, two_node_read_bw_gives_identical_outputs_whatever_the_same_time_event_order) {
     expect_order_independent("--workload read_bw", 3, false);
 }
 
-// DISABLED, a same-time race in node0's requester: its round robin of QPs (`ready_`,
-// transport_requester.cpp make_tx_ready) is appended in call order, and at one instant the
-// requester_method re-queues the QP it just served while doorbell_unit.dispatch queues another
-// QP's new WQE (push_send): the kernel's order decides which sends first. The simulated time
-// (by 20 ns), link0.pcap and node0.pcie.tag_stall_ps differ.
-TEST(Order, DISABLED_two_node_srq_bw_gives_identical_outputs_whatever_the_same_time_event_order) {
+// node0's requester once took its round robin of QPs (`ready_`, make_tx_ready) in call order: at
+// one instant the requester_method re-queues the QP it just served while doorbell_unit.dispatch
+// queues another QP's new WQE (push_send). The QPs queued at one instant now take their turns by
+// turn_order (same_time_fifo).
+TEST(Order, two_node_srq_bw_gives_identical_outputs_whatever_the_same_time_event_order) {
     expect_order_independent("--workload srq_bw", 3, false);
 }
 
-// DISABLED, the requester race above on every node: with 64 KiB messages (16 packets each) a
-// node's requester_method re-queues the QP it just served at the instant doorbell_unit.dispatch
-// queues another QP (node0 at 180,970,561 ps: QP 2 and QP 3), and the node sends the other QP's
-// packet next; the run then differs in everything (stdout, stats JSON, every capture).
-TEST(Order, DISABLED_fat_tree_alltoall_64k_gives_identical_outputs_whatever_the_same_time_event_order) {
+TEST(Order, two_node_write_bw_on_4_qps_gives_identical_outputs_whatever_the_same_time_event_order) {
+    expect_order_independent("--workload write_bw --qps 4", 3, false);
+}
+
+// The requester race above on every node: with 64 KiB messages (16 packets each) node0 met it at
+// 180,970,561 ps (QP 2 re-queued, QP 3 rung), and every output differed.
+TEST(Order, fat_tree_alltoall_64k_gives_identical_outputs_whatever_the_same_time_event_order) {
     expect_order_independent("--workload alltoall --size 64K --iters 5" + FAT_TREE_16, 3, false);
 }
 
