@@ -252,6 +252,22 @@ void ib_switch::set_mcast(uint16_t mlid, unsigned p, bool member) {
     g[p - 1] = member;
 }
 
+sc_time ib_switch::earliest_departure(const sc_time& now) const {
+    sc_time t = sc_max_time();
+    for (const auto& op : ports_) {
+        const out_port& o = *op;
+        if (!o.req_mask) continue;
+        sc_time ready = sc_max_time();
+        for (unsigned v = 0; v < 16; ++v)
+            if ((o.req_mask >> v & 1) && o.req[v].front().ready < ready) ready = o.req[v].front().ready;
+        if (o.free_at > ready) ready = o.free_at;
+        if (ready < t) t = ready;
+    }
+    // An SMP on its way in asks for its output when its first bit arrives.
+    if (!vl15_pending_.empty() && vl15_pending_.front().first < t) t = vl15_pending_.front().first;
+    return t < now ? now : t;
+}
+
 bool ib_switch::credit_starved(unsigned p, sc_time* since) const {
     const out_port& o = *ports_.at(p - 1);
     if (o.starved && since) *since = o.starved_since;

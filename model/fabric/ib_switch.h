@@ -150,6 +150,12 @@ public:
     unsigned head_wants(unsigned p) const;
     /// Packets held in the input buffers.
     uint64_t held_packets() const { return held_; }
+    /// The earliest this switch may start sending a packet it holds (its requests' ready times,
+    /// its outputs' busy times; at least `now`); sc_max_time() when it holds none. A packet that
+    /// arrives later leaves no sooner than its first bit + latency_ns (lookahead of a partitioned
+    /// run, testbench/workloads/sim_driver.h).
+    sc_core::sc_time earliest_departure(const sc_core::sc_time& now) const;
+    sc_core::sc_time latency() const { return latency_; }
     /// Congestion control's FECN markers (nullptr: CC off).
     const cc_switch_marking* cc_marking() const { return cc_ ? &cc_->marking : nullptr; }
 

@@ -67,8 +67,13 @@ public:
     /// Messages from another rank (take_outbox's bytes): queued for delivery at their due times.
     /// Throws std::runtime_error on a malformed buffer (a bug, never user input).
     void inject(const std::vector<uint8_t>& in);
-    /// Messages queued or waiting in outboxes (0 once everything is delivered).
+    /// Messages queued for delivery here.
     size_t pending() const { return heap_.size(); }
+    /// When the next of them is due (sc_max_time(): none).
+    sc_core::sc_time next_due() const {
+        return heap_.empty() ? sc_core::sc_max_time()
+                             : sc_core::sc_time(double(heap_.front().due), sc_core::SC_PS);
+    }
 
     // credit_forward: a receiving switch freed blocks of directed link `link`'s input.
     void credit(uint32_t link, unsigned vl, uint32_t blocks, const sc_core::sc_time& at) override;

@@ -184,6 +184,20 @@ fabric::fabric(sc_module_name name, unsigned ranks, unsigned rank)
     if (subnet_manager && graph.sm_node >= 0) sm = std::make_unique<hcasim::subnet_manager>("sm");
 }
 
+sc_time fabric::cut_horizon(const sc_time& now, const sc_time& next) const {
+    if (!isl || !isl->any_cut()) return sc_max_time();
+    sc_time t = sc_max_time();
+    for (size_t k = 0; k < switches.size(); ++k) {
+        const sc_time d = switches[k]->earliest_departure(now);
+        if (d < t) t = d;
+    }
+    const sc_time lat = switches.front()->latency();
+    if (next != sc_max_time() && next + lat < t) t = next + lat;
+    // A packet the cables' queue delivers here may be dropped at once (its credit goes back then).
+    if (isl->next_due() < t) t = isl->next_due();
+    return t == sc_max_time() ? t : t + isl->min_cut_propagation();
+}
+
 machine::machine(unsigned rank, unsigned ranks) : net("fabric", ranks, rank) {
     const topology& g = net.graph;
     for (unsigned i = 0; i < g.hosts(); ++i) {

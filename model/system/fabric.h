@@ -55,6 +55,12 @@ public:
     /// `ranks` processes simulate it together (partition), this one is `rank`.
     explicit fabric(sc_core::sc_module_name name = "fabric", unsigned ranks = 1, unsigned rank = 0);
     unsigned rank() const { return rank_; }
+    /// A partitioned run: no message this rank sends on a cut cable is due before the returned
+    /// time, given that nothing of its happens before `next` (sc_max_time(): none). A packet
+    /// leaves a switch no sooner than its requests' ready times and its outputs' busy times,
+    /// one yet to reach a switch (from a host, from the cables' queue) no sooner than its first
+    /// bit + latency_ns, and a cut cable adds its propagation.
+    sc_core::sc_time cut_horizon(const sc_core::sc_time& now, const sc_core::sc_time& next) const;
     bool has_switch() const { return sw != nullptr; }
     bool has_sm() const { return bool(sm); }
     unsigned hosts() const { return graph.hosts(); }

@@ -250,7 +250,10 @@ std::vector<run_report> run(const run_spec& spec, elaboration_help* help_out, st
             m = std::make_unique<machine>(spec.comm ? spec.comm->rank() : 0,
                                           spec.comm ? spec.comm->size() : 1);
             driver =
-                std::make_unique<sim_driver>(spec.comm, m->net.isl.get(), check_partitioned(spec, *m, wp));
+                std::make_unique<sim_driver>(spec.comm, m->net.isl.get(), check_partitioned(spec, *m, wp),
+                                             [net = &m->net](const sc_time& now, const sc_time& next) {
+                                                 return net->cut_horizon(now, next);
+                                             });
             many = std::make_unique<many_node>("many", *m, spec, wp, reports, *driver);
         });
     } else if (spec.comm && spec.comm->size() > 1) {

@@ -32,8 +32,11 @@ uint64_t get(const std::vector<uint8_t>& in, size_t& at) {
 }
 }  // namespace
 
-sim_driver::sim_driver(rank_comm* comm, isl_channel* isl, const sc_time& lookahead)
-    : comm_(comm && comm->size() > 1 ? comm : nullptr), isl_(isl), lookahead_ps_(ps_of(lookahead)) {
+sim_driver::sim_driver(rank_comm* comm, isl_channel* isl, const sc_time& lookahead, horizon h)
+    : comm_(comm && comm->size() > 1 ? comm : nullptr),
+      isl_(isl),
+      horizon_(std::move(h)),
+      lookahead_ps_(ps_of(lookahead)) {
     if (comm_ && lookahead_ps_ == 0)
         throw std::logic_error("sim_driver: a partitioned run needs a lookahead above 0");
 }
@@ -139,18 +142,27 @@ void sim_driver::run() {
         if (stop_) break;
         // Before the first sc_start the kernel has not initialised its processes: it has work at 0.
         uint64_t next = stopped ? never : windows_ == 0 ? now : next_event_ps(now);
+        uint64_t reach = next == never ? never : next + lookahead_ps_;
         if (comm_) {
             const auto wall0 = std::chrono::steady_clock::now();
-            std::vector<uint64_t> v{next, stopped ? 0u : 1u};
+            uint64_t h = 0;
+            if (horizon_ && windows_ > 0) {
+                const sc_time t = horizon_(at_ps(now), next == never ? sc_max_time() : at_ps(next));
+                h = t == sc_max_time() ? never : ps_of(t);
+            }
+            std::vector<uint64_t> v{next, stopped ? 0u : 1u, h};
             comm_->min_all(v);
             next = v[0];
             stopped = v[1] == 0;
+            // Both bound when the first message can cross a cut: nothing happens before the
+            // least next event, and nothing a rank holds crosses before its horizon.
+            reach = next == never ? never : std::max(next + lookahead_ps_, v[2]);
             sync_wall_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
         }
         const uint64_t action = next_action_ps();
         if (stopped || (next == never && action == never)) break;
         uint64_t end = action;
-        if (comm_) end = std::min(end, next + lookahead_ps_);
+        if (comm_) end = std::min(end, reach);
         ++windows_;
         if (end == never)
             sc_start();

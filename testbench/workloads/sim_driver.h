@@ -2,8 +2,9 @@
 // its own SystemC kernel holding a part of the fabric, docs/fabric.md "Partitioned runs"), with
 // the same results either way:
 //
-// - Conservative windows: every rank simulates [now, g + L), g the least next event time over
-//   the ranks and L the lookahead (the least propagation of a cut cable); then the ranks swap
+// - Conservative windows: every rank simulates [now, max(g + L, h)), g the least next event time
+//   over the ranks, L the lookahead (the least propagation of a cut cable) and h the least of
+//   the ranks' horizons (what their switches hold cannot cross a cut sooner); then the ranks swap
 //   what crossed a cut (isl_channel's outboxes, due no sooner than L after they were sent, so
 //   never inside the window just run) and agree on the next g. One process: no windows.
 // - Barriers instead of zero-time coordination between the nodes' processes: a party arrives
@@ -32,10 +33,16 @@ public:
     /// One party's payload, every party's in party order.
     using payloads = std::vector<std::vector<uint64_t>>;
     using action = std::function<void(const payloads&)>;
+    /// This rank's horizon: no message it sends on a cut cable is due sooner, given its next
+    /// event time (fabric::cut_horizon).
+    using horizon =
+        std::function<sc_core::sc_time(const sc_core::sc_time& now, const sc_core::sc_time& next)>;
 
     /// `comm`: the ranks (nullptr: one process); `isl`: the fabric's switch-to-switch cables
     /// (nullptr: none); `lookahead`: their least cut propagation (> 0 with more than one rank).
-    sim_driver(rank_comm* comm, isl_channel* isl, const sc_core::sc_time& lookahead);
+    /// `horizon` (optional) widens a window past the least next event + lookahead when every
+    /// rank's horizon lies further.
+    sim_driver(rank_comm* comm, isl_channel* isl, const sc_core::sc_time& lookahead, horizon h = nullptr);
 
     /// A barrier of `parties` released `delay` after the last arrival, running `at_release`
     /// first; its index. Declare them in the same order on every rank, before run().
@@ -78,6 +85,7 @@ private:
 
     rank_comm* comm_;
     isl_channel* isl_;
+    horizon horizon_;
     uint64_t lookahead_ps_;
     std::vector<barrier_state> barriers_;
     std::vector<arrival> outgoing_;  // this rank's arrivals not yet sent to the others
