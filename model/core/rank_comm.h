@@ -14,8 +14,11 @@ public:
     virtual unsigned rank() const = 0;
     virtual unsigned size() const = 0;
     /// Sends `out[r]` to every rank r (out has size() entries; its own is ignored); returns what
-    /// each rank sent this one, by rank (its own entry empty).
-    virtual std::vector<std::vector<uint8_t>> exchange(const std::vector<std::vector<uint8_t>>& out) = 0;
+    /// each rank sent this one, by rank (its own entry empty). `least` becomes, element by
+    /// element, the least of every rank's (all the same length): one collective carries both
+    /// when no rank sends bytes, two otherwise.
+    virtual std::vector<std::vector<uint8_t>> exchange(const std::vector<std::vector<uint8_t>>& out,
+                                                       std::vector<uint64_t>& least) = 0;
     /// Element by element, the least of every rank's `v` (all the same length).
     virtual void min_all(std::vector<uint64_t>& v) = 0;
     /// Every rank's `mine`, by rank, on rank 0 (empty elsewhere).

@@ -133,6 +133,7 @@ void isl_channel::credit(uint32_t link, unsigned vl, uint32_t blocks, const sc_t
 
 void isl_channel::post(const message& m, unsigned to_rank) {
     if (to_rank != rank_) {
+        least_out_ = std::min(least_out_, m.due);
         std::vector<uint8_t>& o = outbox_[to_rank];
         const size_t at = o.size();
         o.resize(at + header_bytes);
@@ -160,6 +161,12 @@ void isl_channel::take_outbox(unsigned r, std::vector<uint8_t>& out) {
     if (r >= outbox_.size()) return;
     out.insert(out.end(), outbox_[r].begin(), outbox_[r].end());
     outbox_[r].clear();
+}
+
+sc_time isl_channel::take_least_outgoing_due() {
+    const uint64_t t = least_out_;
+    least_out_ = UINT64_MAX;
+    return t == UINT64_MAX ? sc_max_time() : at_ps(t);
 }
 
 void isl_channel::inject(const std::vector<uint8_t>& in) {

@@ -64,6 +64,9 @@ public:
     /// Partitioned runs: the messages bound for rank `r` since the last take (appended to
     /// `out`, cleared here): a flat byte string inject() reads on rank `r`.
     void take_outbox(unsigned r, std::vector<uint8_t>& out);
+    /// The least due time of the messages put in outboxes since the last call (sc_max_time():
+    /// none), and starts over.
+    sc_core::sc_time take_least_outgoing_due();
     /// Messages from another rank (take_outbox's bytes): queued for delivery at their due times.
     /// Throws std::runtime_error on a malformed buffer (a bug, never user input).
     void inject(const std::vector<uint8_t>& in);
@@ -124,6 +127,7 @@ private:
     tlm::tlm_generic_payload gp_;
     packet_handoff_ext* handoff_ = nullptr;
     unsigned cuts_ = 0;
+    uint64_t least_out_ = UINT64_MAX;  // ps
     sc_core::sc_time min_cut_;
 };
 

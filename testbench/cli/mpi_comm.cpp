@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace hcasim::cli {
@@ -29,10 +30,32 @@ mpi_comm::mpi_comm() {
     size_ = unsigned(n);
 }
 
-std::vector<std::vector<uint8_t>> mpi_comm::exchange(const std::vector<std::vector<uint8_t>>& out) {
+std::vector<std::vector<uint8_t>> mpi_comm::exchange(const std::vector<std::vector<uint8_t>>& out,
+                                                     std::vector<uint64_t>& least) {
+    // One MPI_Alltoall: to each rank, how many bytes follow, whether this rank sends any, and
+    // `least`; the bytes in an MPI_Alltoallv only when some rank sends some.
+    const size_t k = least.size() + 2;
+    std::vector<uint64_t> head(size_ * k), got(size_ * k);
+    bool sends = false;
+    for (unsigned r = 0; r < size_; ++r) {
+        head[r * k] = r == rank_ ? 0 : out.at(r).size();
+        sends |= head[r * k] > 0;
+    }
+    for (unsigned r = 0; r < size_; ++r) {
+        head[r * k + 1] = sends ? 1 : 0;
+        std::copy(least.begin(), least.end(), head.begin() + std::ptrdiff_t(r * k + 2));
+    }
+    MPI_Alltoall(head.data(), as_int(k), MPI_UINT64_T, got.data(), as_int(k), MPI_UINT64_T, MPI_COMM_WORLD);
+    bool any = false;
     std::vector<int> send_counts(size_), recv_counts(size_);
-    for (unsigned r = 0; r < size_; ++r) send_counts[r] = r == rank_ ? 0 : as_int(out.at(r).size());
-    MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    for (unsigned r = 0; r < size_; ++r) {
+        any |= got[r * k + 1] != 0;
+        send_counts[r] = as_int(head[r * k]);
+        recv_counts[r] = as_int(got[r * k]);
+        for (size_t i = 0; i < least.size(); ++i) least[i] = std::min(least[i], got[r * k + 2 + i]);
+    }
+    std::vector<std::vector<uint8_t>> in(size_);
+    if (!any) return in;
     std::vector<uint8_t> send, recv;
     for (unsigned r = 0; r < size_; ++r)
         if (r != rank_) send.insert(send.end(), out[r].begin(), out[r].end());
@@ -40,7 +63,6 @@ std::vector<std::vector<uint8_t>> mpi_comm::exchange(const std::vector<std::vect
     recv.resize(size_t(rd.back()) + size_t(recv_counts.back()));
     MPI_Alltoallv(send.data(), send_counts.data(), sd.data(), MPI_BYTE, recv.data(), recv_counts.data(),
                   rd.data(), MPI_BYTE, MPI_COMM_WORLD);
-    std::vector<std::vector<uint8_t>> in(size_);
     for (unsigned r = 0; r < size_; ++r)
         in[r].assign(recv.begin() + rd[r], recv.begin() + rd[r] + recv_counts[r]);
     return in;

@@ -10,7 +10,8 @@ public:
     mpi_comm();
     unsigned rank() const override { return rank_; }
     unsigned size() const override { return size_; }
-    std::vector<std::vector<uint8_t>> exchange(const std::vector<std::vector<uint8_t>>& out) override;
+    std::vector<std::vector<uint8_t>> exchange(const std::vector<std::vector<uint8_t>>& out,
+                                               std::vector<uint64_t>& least) override;
     void min_all(std::vector<uint64_t>& v) override;
     std::vector<std::vector<uint8_t>> gather(const std::vector<uint8_t>& mine) override;
     void broadcast(std::vector<uint8_t>& v) override;

@@ -12,6 +12,7 @@ namespace {
 constexpr uint64_t never = UINT64_MAX;
 uint64_t ps_of(const sc_time& t) { return uint64_t(t.value() / sc_time(1, SC_PS).value()); }
 sc_time at_ps(uint64_t ps) { return sc_time(double(ps), SC_PS); }
+uint64_t plus(uint64_t a, uint64_t b) { return a > never - b ? never : a + b; }
 
 /// When this rank's kernel has something to do next (`never`: nothing).
 uint64_t next_event_ps(uint64_t now) {
@@ -74,6 +75,13 @@ void sim_driver::arrive(unsigned b, unsigned party, std::vector<uint64_t> payloa
     wait(*barriers_[b].released);
 }
 
+uint64_t sim_driver::least_delay_ps() const {
+    uint64_t d = never;
+    for (const barrier_state& b : barriers_)
+        if (!b.done) d = std::min(d, ps_of(b.delay));
+    return d;
+}
+
 uint64_t sim_driver::next_action_ps() const {
     uint64_t t = never;
     for (const barrier_state& b : barriers_)
@@ -81,17 +89,20 @@ uint64_t sim_driver::next_action_ps() const {
     return t;
 }
 
-void sim_driver::run_actions(uint64_t now) {
+bool sim_driver::run_actions(uint64_t now) {
+    bool acted = false;
     for (barrier_state& b : barriers_) {
         if (b.done || b.release_ps > now) continue;
         if (b.release_ps < now) throw std::logic_error("sim_driver: a barrier released in the past");
         b.done = true;
         if (b.at_release) b.at_release(b.payload);
         b.released->notify(SC_ZERO_TIME);
+        acted = true;
     }
+    return acted;
 }
 
-void sim_driver::exchange() {
+void sim_driver::exchange(std::vector<uint64_t>& least) {
     const auto wall0 = std::chrono::steady_clock::now();
     const unsigned n = comm_->size(), me = comm_->rank();
     std::vector<uint8_t> arrivals;
@@ -109,7 +120,7 @@ void sim_driver::exchange() {
         out[r] = arrivals;
         if (isl_) isl_->take_outbox(r, out[r]);
     }
-    const std::vector<std::vector<uint8_t>> in = comm_->exchange(out);
+    const std::vector<std::vector<uint8_t>> in = comm_->exchange(out, least);
     for (unsigned r = 0; r < n; ++r) {
         if (r == me) continue;
         const std::vector<uint8_t>& m = in.at(r);
@@ -137,28 +148,41 @@ void sim_driver::run() {
     bool stopped = false;  // a process called sc_stop (an error): the kernel cannot go on
     for (;;) {
         const uint64_t now = ps_of(sc_time_stamp());
-        if (comm_) exchange();
-        if (!stopped) run_actions(now);
-        if (stop_) break;
         // Before the first sc_start the kernel has not initialised its processes: it has work at 0.
         uint64_t next = stopped ? never : windows_ == 0 ? now : next_event_ps(now);
-        uint64_t reach = next == never ? never : next + lookahead_ps_;
+        uint64_t reach = never;  // no message crosses a cut before
         if (comm_) {
-            const auto wall0 = std::chrono::steady_clock::now();
-            uint64_t h = 0;
+            // What this rank sends now is due no sooner than `due`, and what that causes on its
+            // rank crosses a cut again a lookahead later at the soonest.
+            uint64_t due = never, h = never;
+            if (isl_) {
+                const sc_time t = isl_->take_least_outgoing_due();
+                if (t != sc_max_time()) due = ps_of(t);
+            }
             if (horizon_ && windows_ > 0) {
                 const sc_time t = horizon_(at_ps(now), next == never ? sc_max_time() : at_ps(next));
-                h = t == sc_max_time() ? never : ps_of(t);
+                if (t != sc_max_time()) h = ps_of(t);
             }
-            std::vector<uint64_t> v{next, stopped ? 0u : 1u, h};
-            comm_->min_all(v);
-            next = v[0];
-            stopped = v[1] == 0;
+            std::vector<uint64_t> least{std::min(next, due), stopped ? 0u : 1u,
+                                        std::min(h, due == never ? never : due + lookahead_ps_)};
+            exchange(least);
+            next = least[0];
+            stopped = least[1] == 0;
             // Both bound when the first message can cross a cut: nothing happens before the
             // least next event, and nothing a rank holds crosses before its horizon.
-            reach = next == never ? never : std::max(next + lookahead_ps_, v[2]);
-            sync_wall_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+            // A party may arrive at a barrier from the next event on; its release, a barrier's delay
+            // later, must come at a window's end or later.
+            reach = next == never
+                        ? never
+                        : std::min(std::max(next + lookahead_ps_, least[2]), plus(next, least_delay_ps()));
         }
+        // Every rank runs the same actions at the same instant; the processes they release run
+        // at once, before what the horizons counted on.
+        if (!stopped && run_actions(now)) {
+            next = now;
+            reach = now + lookahead_ps_;
+        }
+        if (stop_) break;
         const uint64_t action = next_action_ps();
         if (stopped || (next == never && action == never)) break;
         uint64_t end = action;

@@ -80,8 +80,9 @@ private:
     };
     void record(const arrival& a);
     uint64_t next_action_ps() const;
-    void run_actions(uint64_t now_ps);
-    void exchange();
+    uint64_t least_delay_ps() const;
+    bool run_actions(uint64_t now_ps);
+    void exchange(std::vector<uint64_t>& least);
 
     rank_comm* comm_;
     isl_channel* isl_;
