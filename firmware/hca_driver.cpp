@@ -232,6 +232,7 @@ int hca_driver::init() {
     pdn_ = id_allocator(1, std::max<uint32_t>(caps_.max_pd, 2) - 1);
     cqn_ = id_allocator(1, num_cqs() - 1);
     srqn_ = id_allocator(0, num_srqs());
+    xrcdn_ = id_allocator(1, (caps_.flags & hw::CAP_XRC) ? MAX_XRCDS : 0);
     qpn_ = id_allocator(FIRST_CONSUMER_QPN, num_qps() - FIRST_CONSUMER_QPN);  // 0, 1: the special QPs
     uar_ = id_allocator(1, std::min<uint32_t>(std::max<uint32_t>(caps_.max_uar, 2), hw::MAX_UARS) - 1);
     mpt_ = id_allocator(1, std::min<uint32_t>(num_mpts(), 1u << 24) - 1);
@@ -462,6 +463,11 @@ void hca_driver::remove_event_client(const void* owner) {
 
 void hca_driver::set_qp_user(uint32_t qpn, void* p) {
     if (qpn < qp_users_.size()) qp_users_[qpn] = p;
+}
+
+void hca_driver::set_srq_user(uint32_t srqn, void* p) {
+    if (srqn >= srq_users_.size()) srq_users_.resize(size_t(srqn) + 1, nullptr);
+    srq_users_[srqn] = p;
 }
 
 }  // namespace hcasim::fw

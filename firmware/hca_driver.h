@@ -135,6 +135,8 @@ public:
     void free_cqn(uint32_t n) { cqn_.free(n); }
     [[nodiscard]] bool alloc_srqn(uint32_t* n) { return srqn_.alloc(n); }
     void free_srqn(uint32_t n) { srqn_.free(n); }
+    [[nodiscard]] bool alloc_xrcdn(uint32_t* n) { return xrcdn_.alloc(n); }
+    void free_xrcdn(uint32_t n) { xrcdn_.free(n); }
     [[nodiscard]] bool alloc_qpn(uint32_t* n) { return qpn_.alloc(n); }
     void free_qpn(uint32_t n) { qpn_.free(n); }
     /// The special QPNs 0 (SMI) and 1 (GSI), reserved by the driver: claims one; false if it is
@@ -234,6 +236,9 @@ public:
     /// Opaque per-QPN pointer used by the verbs layer to find a QP from a CQE.
     void set_qp_user(uint32_t qpn, void* p);
     void* qp_user(uint32_t qpn) const { return qpn < qp_users_.size() ? qp_users_[qpn] : nullptr; }
+    /// The same per SRQ number: an XRC SRQ's completions name it (their QP is the target's).
+    void set_srq_user(uint32_t srqn, void* p);
+    void* srq_user(uint32_t srqn) const { return srqn < srq_users_.size() ? srq_users_[srqn] : nullptr; }
 
 private:
     uint64_t mailbox_status_pa() const { return mailbox_pa_ + offsetof(hw::cmd_mailbox, status); }
@@ -255,7 +260,7 @@ private:
     uint64_t mailbox_pa_ = 0, qpc_pa_ = 0, cqc_pa_ = 0, eqc_pa_ = 0, mpt_pa_ = 0, mtt_pa_ = 0, srqc_pa_ = 0;
     uint64_t eq_pa_ = 0, msi_pa_ = 0;
     uint32_t eq_consumer_ = 0;
-    id_allocator pdn_, cqn_, qpn_, uar_, mpt_, srqn_;
+    id_allocator pdn_, cqn_, qpn_, uar_, mpt_, srqn_, xrcdn_;
     bool special_qpn_used_[FIRST_CONSUMER_QPN] = {};
     range_allocator mtt_;
     std::vector<uint8_t> key_gen_;
@@ -270,7 +275,11 @@ private:
     std::vector<hw::eqe> unclaimed_;
     uint64_t async_events_ = 0;
     std::vector<void*> qp_users_;
+    std::vector<void*> srq_users_;  ///< grown on demand (the user view knows no SRQ count)
 };
+
+/// XRC domain numbers the driver hands out (1 .. MAX_XRCDS; the HCA compares them only).
+constexpr uint32_t MAX_XRCDS = 1u << 16;
 
 /// errno equivalent of a command status (0 for CMD_OK).
 int cmd_errno(hw::cmd_status st);

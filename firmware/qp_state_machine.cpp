@@ -59,11 +59,25 @@ constexpr qp_transition_row TABLE[] = {
     {QPS_ERR, QPS_ERR, ALL, {0, 0, 0}, {0, 0, 0}},
 };
 
+/// XRC QPs follow the RC rows (IBA 10.2.10: "the same QP states as RC QPs") but for what they
+/// lack (the kernel's ib_modify_qp table): an initiator has no responder, so Init -> RTR does
+/// not require the responder's READ/atomic resources or RNR timer; a target has no requester,
+/// so RTR -> RTS requires only the timeout and the send PSN.
+void xrc_masks(hw::qp_transport t, hw::qp_state cur, hw::qp_state next, uint32_t& req, uint32_t& opt) {
+    uint32_t relaxed = 0;
+    if (t == hw::QPT_XRC_INI && cur == QPS_INIT && next == QPS_RTR) relaxed = DRD | RNRT;
+    if (t == hw::QPT_XRC_TGT && cur == QPS_RTR && next == QPS_RTS) relaxed = RTY | RNRR | QRD;
+    req &= ~relaxed;
+    opt |= relaxed;
+}
+
 }  // namespace
 
 int transport_slot(hw::qp_transport t) {
     switch (t) {
-    case hw::QPT_RC: return 0;
+    case hw::QPT_RC:
+    case hw::QPT_XRC_INI:
+    case hw::QPT_XRC_TGT: return 0;
     case hw::QPT_UC: return 1;
     case hw::QPT_UD: return 2;
     }
@@ -88,6 +102,7 @@ int check_transition(hw::qp_transport t, hw::qp_state cur, hw::qp_state next, ui
     if (!row) return EINVAL;
     int slot = transport_slot(t);
     uint32_t req = row->required[slot], opt = row->optional[slot];
+    xrc_masks(t, cur, next, req, opt);
     if ((attr_mask & req) != req) return EINVAL;
     if (attr_mask & ~(req | opt | hw::QP_ATTR_STATE)) return EINVAL;
     return 0;
@@ -95,12 +110,18 @@ int check_transition(hw::qp_transport t, hw::qp_state cur, hw::qp_state next, ui
 
 uint32_t required_attrs(hw::qp_transport t, hw::qp_state cur, hw::qp_state next) {
     const qp_transition_row* row = find_transition(t, cur, next);
-    return row ? row->required[transport_slot(t)] : 0;
+    if (!row) return 0;
+    uint32_t req = row->required[transport_slot(t)], opt = row->optional[transport_slot(t)];
+    xrc_masks(t, cur, next, req, opt);
+    return req;
 }
 
 uint32_t optional_attrs(hw::qp_transport t, hw::qp_state cur, hw::qp_state next) {
     const qp_transition_row* row = find_transition(t, cur, next);
-    return row ? row->optional[transport_slot(t)] : 0;
+    if (!row) return 0;
+    uint32_t req = row->required[transport_slot(t)], opt = row->optional[transport_slot(t)];
+    xrc_masks(t, cur, next, req, opt);
+    return opt;
 }
 
 const char* qp_state_name(hw::qp_state s) {

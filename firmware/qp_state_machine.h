@@ -17,7 +17,7 @@ struct qp_transition_row {
     uint32_t optional[3];  ///< optional qp_attr_mask bits: RC, UC, UD
 };
 
-/// Index of a transport in qp_transition_row arrays (RC 0, UC 1, UD 2; -1 if unsupported).
+/// Index of a transport in qp_transition_row arrays (RC and XRC 0, UC 1, UD 2; -1 if unsupported).
 int transport_slot(hw::qp_transport t);
 /// The whole transition table (rows in a fixed order) and its row count.
 const qp_transition_row* qp_transition_table(size_t* rows);

@@ -19,7 +19,16 @@ namespace hcasim::verbs {
 
 /// IBV_QPT_SMI / IBV_QPT_GSI (the kernel's IB_QPT_SMI / IB_QPT_GSI): the special QPs QP0 and
 /// QP1, for privileged consumers only (C10-13); UD in hardware, fixed QPNs 0 and 1.
-enum ibv_qp_type { IBV_QPT_SMI = 0, IBV_QPT_GSI = 1, IBV_QPT_RC = 2, IBV_QPT_UC = 3, IBV_QPT_UD = 4 };
+/// IBV_QPT_XRC_SEND / IBV_QPT_XRC_RECV: XRC initiator and target QPs (IBA 10.2.10).
+enum ibv_qp_type {
+    IBV_QPT_SMI = 0,
+    IBV_QPT_GSI = 1,
+    IBV_QPT_RC = 2,
+    IBV_QPT_UC = 3,
+    IBV_QPT_UD = 4,
+    IBV_QPT_XRC_SEND = 9,
+    IBV_QPT_XRC_RECV = 10,
+};
 enum ibv_qp_state {
     IBV_QPS_RESET = 0,
     IBV_QPS_INIT,
@@ -129,7 +138,8 @@ enum ibv_device_cap_flags {
     IBV_DEVICE_UD_AV_PORT_ENFORCE = 1 << 6,
     IBV_DEVICE_MEM_MGT_EXTENSIONS = 1 << 21,
     IBV_DEVICE_MEM_WINDOW_TYPE_2A = 1 << 23,
-    IBV_DEVICE_MEM_WINDOW_TYPE_2B = 1 << 24
+    IBV_DEVICE_MEM_WINDOW_TYPE_2B = 1 << 24,
+    IBV_DEVICE_XRC = 1 << 20
 };
 /// Memory window types (libibverbs numbering).
 enum ibv_mw_type { IBV_MW_TYPE_1 = 1, IBV_MW_TYPE_2 = 2 };
@@ -240,6 +250,7 @@ struct ibv_qp;
 struct ibv_comp_channel;
 struct ibv_mw;
 struct ibv_srq;
+struct ibv_xrcd;
 
 /// One asynchronous event (ibv_get_async_event, or the handler of ibv_set_async_event_handler).
 struct ibv_async_event {
@@ -257,6 +268,12 @@ struct ibv_pd {
     ibv_context* context;
     uint32_t handle;  ///< PD number
     uint32_t refs;    ///< QPs, SRQs, MRs, MWs and AHs using it
+};
+/// XRC domain (IBA 10.2.10): XRC SRQs and XRC target QPs of one domain serve each other.
+struct ibv_xrcd {
+    ibv_context* context;
+    uint32_t handle;  ///< XRC domain number (nonzero)
+    uint32_t refs;    ///< XRC SRQs and XRC target QPs in it
 };
 /// Registered memory region (ibv_reg_mr, ibv_reg_phys_mr, ibv_reg_shared_mr, ibv_alloc_lkey).
 struct ibv_mr {
@@ -364,6 +381,7 @@ struct ibv_qp_init_attr {
     ibv_qp_type qp_type;
     int sq_sig_all;
     uint32_t create_flags = 0;  ///< hcasim: ibv_qp_create_flags
+    ibv_xrcd* xrcd = nullptr;   ///< IBV_QPT_XRC_RECV: its XRC domain (no PD, CQs or queues)
 };
 struct ibv_qp_attr {
     ibv_qp_state qp_state, cur_qp_state;
@@ -393,9 +411,14 @@ struct ibv_srq_attr {
     uint32_t max_sge;    ///< scatter entries per WR
     uint32_t srq_limit;  ///< the SRQ limit (0: not armed)
 };
+/// SRQ kinds (libibverbs ibv_srq_type).
+enum ibv_srq_type { IBV_SRQT_BASIC = 0, IBV_SRQT_XRC = 1 };
 struct ibv_srq_init_attr {
     void* srq_context;
     ibv_srq_attr attr;  ///< max_wr, max_sge requested (srq_limit must be 0 at create, as in libibverbs)
+    ibv_srq_type srq_type = IBV_SRQT_BASIC;
+    ibv_xrcd* xrcd = nullptr;  ///< IBV_SRQT_XRC: its XRC domain
+    ibv_cq* cq = nullptr;      ///< IBV_SRQT_XRC: the CQ of its receive completions
 };
 enum ibv_srq_attr_mask { IBV_SRQ_MAX_WR = 1 << 0, IBV_SRQ_LIMIT = 1 << 1 };
 /// Shared receive queue.
@@ -408,6 +431,8 @@ struct ibv_srq {
     uint32_t refs = 0;              ///< QPs attached
     uint32_t events_completed = 0;  ///< async events acknowledged
     bool error = false;             ///< an SRQ error was reported (10.2.9.5)
+    ibv_xrcd* xrcd = nullptr;       ///< XRC SRQ: its domain (nullptr: an ordinary SRQ)
+    ibv_cq* cq = nullptr;           ///< XRC SRQ: its CQ
 };
 /// Queue pair.
 struct ibv_qp {
@@ -427,6 +452,7 @@ struct ibv_qp {
     uint32_t events_completed;  ///< async events acknowledged
     uint32_t create_flags = 0;  ///< ibv_qp_create_flags given at creation
     ibv_srq* srq = nullptr;     ///< the SRQ its receive WQEs come from (rq is then unused)
+    ibv_xrcd* xrcd = nullptr;   ///< IBV_QPT_XRC_RECV: its domain (pd, send_cq, recv_cq are nullptr)
 };
 /// Device context of one process.
 struct ibv_context {
@@ -434,7 +460,7 @@ struct ibv_context {
     fw::address_space* as;
     uint32_t uar;  ///< this context's UAR page index
     uint32_t pds = 0, cqs = 0, qps = 0, mrs = 0, ahs = 0, channels = 0, mws = 0;
-    uint32_t srqs = 0;
+    uint32_t srqs = 0, xrcds = 0;
     std::vector<std::pair<uint64_t, uint64_t>> mapped;  ///< ibv_map_pages ranges (va, len), pinned
     std::deque<ibv_async_event> async_events;           ///< waiting for ibv_get_async_event, oldest first
     std::deque<ibv_async_event> handler_events;         ///< dispatched, not yet passed to the handler
@@ -460,6 +486,8 @@ struct ibv_send_wr {
     unsigned send_flags = 0;
     uint32_t imm_data = 0;         ///< network order in libibverbs; host order here
     uint32_t invalidate_rkey = 0;  ///< SEND_WITH_INV, LOCAL_INV: the key to invalidate
+    uint32_t xrc_remote_srqn =
+        0;  ///< IBV_QPT_XRC_SEND: the target's XRC SRQ (libibverbs qp_type.xrc.remote_srqn)
     struct {
         struct {
             uint64_t remote_addr;
@@ -664,7 +692,8 @@ void ibv_ack_async_event(ibv_async_event* event);
 int ibv_set_async_event_handler(ibv_context* ctx, std::function<void(const ibv_async_event&)> handler);
 
 // ---- shared receive queues (verbs_srq.cpp)
-/// Creates a shared receive queue (IBA 10.2.9.2) in the PD (o10-2.2.1): attr.max_wr /
+/// Creates a shared receive queue (IBA 10.2.9.2) in the PD (o10-2.2.1); with srq_type
+/// IBV_SRQT_XRC an XRC SRQ of attr->xrcd whose completions go to attr->cq. attr.max_wr /
 /// attr.max_sge are updated with the actual capacities (>= the requested). EINVAL for a
 /// request above the device's max_srq_wr / max_srq_sge, a nonzero srq_limit, or an HCA without
 /// SRQs; ENOMEM when none is left.
@@ -686,9 +715,21 @@ int ibv_destroy_srq(ibv_srq* srq);
 /// many SGEs. Accepted in any SRQ or QP state (o10-51.2.1); an SRQ in error keeps them unused.
 int ibv_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 
+// ---- XRC domains (verbs_srq.cpp)
+/// Opens a new XRC domain (IBA 10.2.10) in the context; EOPNOTSUPP without XRC, ENOMEM when none
+/// is left. (Sharing a domain between processes through a file is the provider's: hcasim serve
+/// keys domains by the file.)
+ibv_xrcd* ibv_open_xrcd(ibv_context* ctx);
+/// Closes an XRC domain: EBUSY (kept) while XRC SRQs or XRC target QPs are in it.
+int ibv_close_xrcd(ibv_xrcd* xrcd);
+/// The SRQ's number, which initiators name in their WRs (xrc_remote_srqn).
+int ibv_get_srq_num(ibv_srq* srq, uint32_t* srq_num);
+
 // ---- queue pairs (verbs_qp.cpp)
 /// Creates a QP in Reset (C10-20); cap is updated with the actual capacities. create_flags
 /// (hcasim) enable Fast Register WRs / the reserved L_Key (EINVAL if the HCA lacks them).
+/// IBV_QPT_XRC_SEND: a send queue only (recv_cq, srq and the receive caps unused).
+/// IBV_QPT_XRC_RECV: pd nullptr, init_attr->xrcd its domain; no queues, no CQs.
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init_attr);
 /// Modify QP: state machine check, value checks, CMD_MODIFY_QP.
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask);

@@ -178,9 +178,11 @@ int ibv_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
                 // outstanding WQE (stale, from before a Reset) retires nothing.
                 uint32_t delta = uint16_t(e.wqe_counter - uint16_t(qp->sq.completed)) + 1u;
                 if (delta <= qp->sq.producer - qp->sq.completed) qp->sq.completed += delta;
-            } else if (qp->srq) {
-                // o10-53.2.2: a polled SRQ completion frees room for one more post to the SRQ.
-                if (qp->srq->ring.completed < qp->srq->ring.producer) ++qp->srq->ring.completed;
+            } else if (ibv_srq* srq =
+                           e.xrc_srqn ? static_cast<ibv_srq*>(drv.srq_user(e.xrc_srqn - 1)) : qp->srq) {
+                // o10-53.2.2: a polled SRQ completion frees room for one more post to the SRQ (an
+                // XRC target's completion names the XRC SRQ its message used).
+                if (srq->ring.completed < srq->ring.producer) ++srq->ring.completed;
             } else if (qp->rq.completed < qp->rq.producer) {
                 ++qp->rq.completed;
             }

@@ -156,7 +156,8 @@ ibv_context* ibv_open_device(fw::hca_driver& drv, fw::address_space& as) {
 
 int ibv_close_device(ibv_context* ctx) {
     if (!ctx) return EINVAL;
-    if (ctx->pds || ctx->cqs || ctx->qps || ctx->srqs || ctx->mrs || ctx->mws || ctx->ahs || ctx->channels)
+    if (ctx->pds || ctx->cqs || ctx->qps || ctx->srqs || ctx->xrcds || ctx->mrs || ctx->mws || ctx->ahs ||
+        ctx->channels)
         return EBUSY;
     if (ctx->delivering) return EBUSY;  // called from its own async event handler
     // ibv_map_pages ranges; cannot fail: each was pinned by ibv_map_pages and is still listed.
@@ -189,7 +190,7 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
                           ((c.flags & hw::CAP_MW_TYPE2A) ? IBV_DEVICE_MEM_WINDOW_TYPE_2A : 0) |
                           ((c.flags & hw::CAP_MW_TYPE2B) ? IBV_DEVICE_MEM_WINDOW_TYPE_2B : 0) |
                           ((c.flags & hw::CAP_SRQ_RESIZE) ? IBV_DEVICE_SRQ_RESIZE : 0) |
-                          IBV_DEVICE_UD_AV_PORT_ENFORCE;
+                          ((c.flags & hw::CAP_XRC) ? IBV_DEVICE_XRC : 0) | IBV_DEVICE_UD_AV_PORT_ENFORCE;
     a->max_sge = a->max_sge_rd = int(c.max_sge);
     a->max_cq = int(std::min<uint32_t>(c.max_cq, ctx->driver->num_cqs() - 1));
     a->max_cqe = int(c.max_cqe);

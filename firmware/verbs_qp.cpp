@@ -27,9 +27,10 @@ hw::qp_context initial_context(const ibv_qp* qp) {
     c.transport = uint8_t(qp->qp_type);
     c.mtu = hw::MTU_256;
     c.port = 1;
-    c.pd = qp->pd->handle;
-    c.send_cqn = qp->send_cq->handle;
-    c.recv_cqn = qp->recv_cq->handle;
+    c.pd = qp->pd ? qp->pd->handle : 0;  // an XRC target has none: each message uses its SRQ's
+    c.send_cqn = qp->send_cq ? qp->send_cq->handle : 0;
+    c.recv_cqn = qp->recv_cq ? qp->recv_cq->handle : 0;
+    c.xrcd = qp->xrcd ? qp->xrcd->handle : 0;
     c.sq_base = qp->sq.pa;
     c.rq_base = qp->rq.pa;
     c.sq_log_size = qp->sq.log_size;
@@ -87,18 +88,58 @@ bool transport_supported(const hw::hca_caps& caps, ibv_qp_type t) {
     case IBV_QPT_RC: return caps.flags & hw::CAP_RC;
     case IBV_QPT_UC: return caps.flags & hw::CAP_UC;
     case IBV_QPT_UD: return caps.flags & hw::CAP_UD;
+    case IBV_QPT_XRC_SEND:
+    case IBV_QPT_XRC_RECV: return caps.flags & hw::CAP_XRC;
     case IBV_QPT_SMI:
     case IBV_QPT_GSI: return false;  // ibv_create_qp runs them as UD
     }
     return false;
 }
 
+/// IBV_QPT_XRC_RECV (IBA 10.2.10): a QP of an XRC domain with neither PD, CQs nor queues; its
+/// messages take their receive WQEs, PD and CQ from the XRC SRQs their XRCETHs name.
+ibv_qp* create_xrc_target(ibv_pd* pd, ibv_qp_init_attr* ia) {
+    ibv_xrcd* xrcd = ia->xrcd;
+    if (pd || !xrcd || ia->srq) return fail<ibv_qp>(EINVAL);
+    ibv_context* ctx = xrcd->context;
+    hca_driver& drv = *ctx->driver;
+    verb_cost(ctx);
+    if (!transport_supported(drv.caps(), IBV_QPT_XRC_RECV) || ia->create_flags) return fail<ibv_qp>(EINVAL);
+    auto* qp = new ibv_qp{};
+    qp->context = ctx;
+    qp->qp_context = ia->qp_context;
+    qp->state = IBV_QPS_RESET;
+    qp->qp_type = IBV_QPT_XRC_RECV;
+    qp->xrcd = xrcd;
+    qp->sq.log_stride = 6;  // no rings: the smallest strides the HCA accepts
+    qp->rq.log_stride = 4;
+    ia->cap = ibv_qp_cap{};
+    if (!drv.alloc_qpn(&qp->qp_num)) {
+        delete qp;
+        return fail<ibv_qp>(ENOMEM);
+    }
+    qp->hw_ctx = initial_context(qp);
+    qp->attr = initial_attr(qp);
+    hw::cmd_status st = drv.exec(hw::CMD_CREATE_QP, qp->qp_num, 0, &qp->hw_ctx, sizeof qp->hw_ctx);
+    if (st != hw::CMD_OK) {
+        drv.free_qpn(qp->qp_num);
+        delete qp;
+        return fail<ibv_qp>(fw::cmd_errno(st));
+    }
+    ++xrcd->refs;
+    ++ctx->qps;
+    drv.set_qp_user(qp->qp_num, qp);
+    drv.set_qp_event_handler(qp->qp_num, [qp](const hw::eqe& e) { on_qp_event(qp, e); });
+    return qp;
+}
+
 }  // namespace
 
 uint32_t send_wqe_max_bytes(ibv_qp_type t, uint32_t max_send_sge, uint32_t max_inline) {
-    uint32_t addr = t == IBV_QPT_UD   ? sizeof(hw::wqe_ud_seg)
-                    : t == IBV_QPT_RC ? sizeof(hw::wqe_raddr_seg) + sizeof(hw::wqe_atomic_seg)
-                                      : sizeof(hw::wqe_raddr_seg);
+    uint32_t addr = t == IBV_QPT_UD ? sizeof(hw::wqe_ud_seg)
+                    : t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND
+                        ? sizeof(hw::wqe_raddr_seg) + sizeof(hw::wqe_atomic_seg)
+                        : sizeof(hw::wqe_raddr_seg);
     uint32_t data = std::max<uint32_t>(max_send_sge * sizeof(hw::wqe_data_seg),
                                        max_inline ? hw::align16(sizeof(hw::wqe_inline_seg) + max_inline) : 0);
     uint32_t bytes = sizeof(hw::wqe_ctrl_seg) + addr + data;
@@ -110,11 +151,21 @@ uint32_t send_wqe_max_bytes(ibv_qp_type t, uint32_t max_send_sge, uint32_t max_i
 }
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
+    if (ia && ia->qp_type == IBV_QPT_XRC_RECV) return create_xrc_target(pd, ia);
     if (!pd || !ia) return fail<ibv_qp>(EINVAL);
     ibv_context* ctx = pd->context;
     hca_driver& drv = *ctx->driver;
     const hw::hca_caps& caps = drv.caps();
     verb_cost(ctx);
+    // IBA 10.2.10: an XRC initiator has no receive side (recv_cq optional, no SRQ, no receive queue).
+    const bool ini = ia->qp_type == IBV_QPT_XRC_SEND;
+    if (ini) {
+        if (ia->srq || ia->xrcd) return fail<ibv_qp>(EINVAL);
+        if (!ia->recv_cq) ia->recv_cq = ia->send_cq;
+        ia->cap.max_recv_wr = ia->cap.max_recv_sge = 0;
+    } else if (ia->xrcd) {
+        return fail<ibv_qp>(EINVAL);
+    }
     if (!ia->send_cq || !ia->recv_cq || ia->send_cq->context != ctx || ia->recv_cq->context != ctx)
         return fail<ibv_qp>(EINVAL);
     // The special QPs: privileged consumers only (C10-13); the hardware runs them as UD QPs.
@@ -353,6 +404,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int /*attr_mask*/, ibv_qp_init_a
         init_attr->sq_sig_all = qp->sq_sig_all;
         init_attr->create_flags = qp->create_flags;
         init_attr->srq = qp->srq;
+        init_attr->xrcd = qp->xrcd;
     }
     return 0;
 }
@@ -374,6 +426,12 @@ int ibv_destroy_qp(ibv_qp* qp) {
         drv.release_special_qpn(qp->qp_num);
     else
         drv.free_qpn(qp->qp_num);
+    if (qp->xrcd) {  // an XRC target: no queues, PD or CQs
+        --qp->xrcd->refs;
+        --ctx->qps;
+        delete qp;
+        return 0;
+    }
     drv.os().free(qp->sq.pa);
     drv.os().free(qp->rq.pa);
     --qp->pd->refs;
@@ -395,6 +453,7 @@ namespace detail {
 
 /// Whether the send queue takes a WQE now (state, room); 0 or errno.
 int check_sq_post(const ibv_qp* qp) {
+    if (qp->qp_type == IBV_QPT_XRC_RECV) return EINVAL;  // an XRC target has no send queue
     // C10-22, C10-25, C10-29, C10-96: no send posts before RTS.
     if (qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_INIT || qp->state == IBV_QPS_RTR) return EINVAL;
     if (qp->sq.producer - qp->sq.completed >= qp->sq.max_wr) return ENOMEM;
@@ -426,6 +485,7 @@ namespace {
 
 /// WQE opcode for a send WR on a transport, or -1 if the transport cannot carry it.
 int wqe_opcode_for(const hw::hca_caps& caps, ibv_qp_type t, ibv_wr_opcode op) {
+    if (t == IBV_QPT_XRC_SEND) t = IBV_QPT_RC;  // o10-39.1.1, o10-45.1.1: an initiator sends as RC
     switch (op) {
     case IBV_WR_SEND: return hw::WQE_OP_SEND;
     case IBV_WR_SEND_WITH_IMM: return hw::WQE_OP_SEND_IMM;
@@ -489,6 +549,7 @@ int check_send_wr(ibv_qp* qp, const ibv_send_wr* wr, uint64_t* total) {
         if (wr->wr.atomic.remote_addr & 7) return EINVAL;  // o10-43
         if (*total != 8) return EINVAL;
     }
+    if (qp->qp_type == IBV_QPT_XRC_SEND && wr->xrc_remote_srqn > 0xFFFFFFu) return EINVAL;
     if (qp->qp_type == IBV_QPT_UD) {
         const ibv_ah* ah = wr->wr.ud.ah;
         if (!ah) return EINVAL;
@@ -622,7 +683,11 @@ int ibv_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
         if (!err) {
             std::memset(buf, 0, 1u << qp->sq.log_stride);
             bytes = build_send_wqe(qp, wr, total, buf);
-            if (!bytes) err = EFAULT;  // inline source not mapped
+            if (!bytes) err = EFAULT;               // inline source not mapped
+            if (qp->qp_type == IBV_QPT_XRC_SEND) {  // the target's XRC SRQ (IBA 10.2.10)
+                const uint32_t srqn = wr->xrc_remote_srqn;
+                std::memcpy(buf + offsetof(hw::wqe_ctrl_seg, xrc_srqn), &srqn, sizeof srqn);
+            }
         }
         if (err) {
             if (bad_wr) *bad_wr = wr;  // C10-136: this WR and the rest are not placed on the queue
@@ -676,7 +741,8 @@ int ibv_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     for (; wr; wr = wr->next) {
         // C10-22, C10-97.2.1: receive posts are refused only in Reset; o10-51.2.2: never on a
         // QP attached to an SRQ.
-        if (qp->srq || qp->state == IBV_QPS_RESET)
+        if (qp->srq || qp->state == IBV_QPS_RESET || qp->qp_type == IBV_QPT_XRC_SEND ||
+            qp->qp_type == IBV_QPT_XRC_RECV)  // XRC: receive WRs go to XRC SRQs
             err = EINVAL;
         else if (qp->rq.producer - qp->rq.completed >= qp->rq.max_wr)
             err = ENOMEM;

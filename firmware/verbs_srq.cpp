@@ -40,6 +40,13 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* ia) {
     verb_cost(ctx);
     ibv_srq_attr& a = ia->attr;
     if (!(caps.flags & hw::CAP_SRQ)) return fail<ibv_srq>(EOPNOTSUPP);
+    const bool xrc = ia->srq_type == IBV_SRQT_XRC;
+    if (ia->srq_type != IBV_SRQT_BASIC && !xrc) return fail<ibv_srq>(EINVAL);
+    if (xrc && !(caps.flags & hw::CAP_XRC)) return fail<ibv_srq>(EOPNOTSUPP);
+    // An XRC SRQ: a domain and a CQ of this context (IBA 10.2.10: its completions go to its CQ).
+    if (xrc &&
+        (!ia->xrcd || !ia->cq || ia->xrcd->context != ctx || ia->cq->context != ctx || ia->cq->special_refs))
+        return fail<ibv_srq>(EINVAL);
     if (a.max_wr == 0 || a.max_wr > caps.max_srq_wr || a.max_sge > caps.max_srq_sge || a.srq_limit != 0)
         return fail<ibv_srq>(EINVAL);
     uint8_t log_size, log_stride;
@@ -49,6 +56,8 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* ia) {
     srq->context = ctx;
     srq->srq_context = ia->srq_context;
     srq->pd = pd;
+    srq->xrcd = xrc ? ia->xrcd : nullptr;
+    srq->cq = xrc ? ia->cq : nullptr;
     srq->ring.log_size = log_size;
     srq->ring.log_stride = log_stride;
     srq->ring.max_wr = capacity;
@@ -71,10 +80,19 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* ia) {
     c.base = srq->ring.pa;
     c.max_wr = capacity;
     c.uar = ctx->uar;
+    if (xrc) {
+        c.xrcd = srq->xrcd->handle;
+        c.cqn = srq->cq->handle;
+    }
     hw::cmd_status st = drv.exec(hw::CMD_CREATE_SRQ, srq->handle, 0, &c, sizeof c);
     if (st != hw::CMD_OK) return undo(fw::cmd_errno(st));
     a.max_wr = capacity;
     ++pd->refs;  // C10-11.2.2
+    if (xrc) {
+        ++srq->xrcd->refs;
+        ++srq->cq->refs;
+        drv.set_srq_user(srq->handle, srq);
+    }
     ++ctx->srqs;
     drv.set_srq_event_handler(srq->handle, [srq](const hw::eqe& e) { on_srq_event(srq, e); });
     return srq;
@@ -158,8 +176,41 @@ int ibv_destroy_srq(ibv_srq* srq) {
     drv.free_srqn(srq->handle);
     drv.os().free(srq->ring.pa);
     --srq->pd->refs;
+    if (srq->xrcd) {
+        --srq->xrcd->refs;
+        --srq->cq->refs;
+        drv.set_srq_user(srq->handle, nullptr);
+    }
     --ctx->srqs;
     delete srq;
+    return 0;
+}
+
+int ibv_get_srq_num(ibv_srq* srq, uint32_t* srq_num) {
+    if (!srq || !srq_num || !srq->xrcd) return EINVAL;  // only XRC SRQs are named by number
+    *srq_num = srq->handle;
+    return 0;
+}
+
+// ---------------------------------------------------------------- XRC domains
+
+ibv_xrcd* ibv_open_xrcd(ibv_context* ctx) {
+    if (!ctx) return fail<ibv_xrcd>(EINVAL);
+    verb_cost(ctx);
+    if (!(ctx->driver->caps().flags & hw::CAP_XRC)) return fail<ibv_xrcd>(EOPNOTSUPP);
+    uint32_t n;
+    if (!ctx->driver->alloc_xrcdn(&n)) return fail<ibv_xrcd>(ENOMEM);
+    ++ctx->xrcds;
+    return new ibv_xrcd{ctx, n, 0};
+}
+
+int ibv_close_xrcd(ibv_xrcd* xrcd) {
+    if (!xrcd) return EINVAL;
+    verb_cost(xrcd->context);
+    if (xrcd->refs) return EBUSY;  // its XRC SRQs and target QPs go first
+    xrcd->context->driver->free_xrcdn(xrcd->handle);
+    --xrcd->context->xrcds;
+    delete xrcd;
     return 0;
 }
 

@@ -25,6 +25,13 @@ enum qp_transport : uint8_t {
     QPT_RC = 2,  ///< reliable connected (libibverbs IBV_QPT_RC)
     QPT_UC = 3,  ///< unreliable connected
     QPT_UD = 4,  ///< unreliable datagram
+    /// XRC initiator (IBA 10.2.10; libibverbs IBV_QPT_XRC_SEND): an RC send queue whose every
+    /// message names the XRC SRQ it goes to at the target (the WQE's xrc_srqn, the XRCETH).
+    QPT_XRC_INI = 9,
+    /// XRC target (IBV_QPT_XRC_RECV): an RC responder in an XRC domain (`xrcd`) with no receive
+    /// queue of its own; each message takes its receive WQE from the XRC SRQ its XRCETH names,
+    /// which must be in the same domain, and uses that SRQ's PD (RDMA too) and CQ.
+    QPT_XRC_TGT = 10,
 };
 
 /// Path MTU codes (IBA: 1 = 256 ... 5 = 4096).
@@ -87,9 +94,12 @@ struct qp_context {
     uint32_t max_recv_wr;        ///< receive ring capacity in WQEs
     uint8_t sqd_notify;          ///< 1: raise EQE_SQ_DRAINED when an SQD drain completes
     uint8_t mm_flags;            ///< qp_mm_flags: memory management operations this QP may use
-    uint8_t rsvd1[134];          ///< reserved, zero
+    uint8_t rsvd1[2];            ///< reserved, zero
+    uint32_t xrcd;               ///< QPT_XRC_TGT: its XRC domain (number, nonzero)
+    uint8_t rsvd2[130];          ///< reserved, zero
 };
 static_assert(sizeof(qp_context) == 256);
+static_assert(offsetof(qp_context, xrcd) == 120);
 static_assert(offsetof(qp_context, sq_base) == 24 && offsetof(qp_context, dest_qpn) == 48 &&
               offsetof(qp_context, dgid) == 92);
 
@@ -136,11 +146,13 @@ struct srq_context {
     uint16_t consumer;  ///< HCA: WQEs taken so far (mod 2^16)
     uint32_t attached;  ///< HCA: QPs created with this SRQ and not destroyed
     uint32_t uar;       ///< UAR page whose UAR_SRQ_DOORBELL software rings
-    uint32_t rsvd[6];   ///< reserved, zero
+    uint32_t xrcd;      ///< XRC SRQ: its XRC domain (number, nonzero); 0: an ordinary SRQ
+    uint32_t cqn;       ///< XRC SRQ: the CQ of its receive completions (ordinary SRQs: the QP's)
+    uint32_t rsvd[4];   ///< reserved, zero
 };
 static_assert(sizeof(srq_context) == 64);
 static_assert(offsetof(srq_context, base) == 16 && offsetof(srq_context, producer) == 28 &&
-              offsetof(srq_context, attached) == 32);
+              offsetof(srq_context, attached) == 32 && offsetof(srq_context, xrcd) == 40);
 
 /// Event queue context (32 bytes).
 struct eq_context {

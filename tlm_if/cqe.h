@@ -86,12 +86,14 @@ struct cqe {
     uint8_t flags;           ///< cqe_flags
     uint8_t dlid_path_bits;  ///< destination LID path bits (receive)
     uint8_t vendor_err;      ///< vendor syndrome for error completions
-    uint8_t rsvd[27];        ///< reserved, zero
+    uint32_t xrc_srqn;       ///< receive on an XRC target QP: the XRC SRQ number + 1 (else 0)
+    uint8_t rsvd[23];        ///< reserved, zero
     uint8_t owner;           ///< CQE_OWNER_BIT, CQE_IS_SEND
 };
 static_assert(sizeof(cqe) == 64);
 static_assert(offsetof(cqe, byte_len) == 8 && offsetof(cqe, qpn) == 16 && offsetof(cqe, slid) == 24 &&
-              offsetof(cqe, opcode) == 30 && offsetof(cqe, status) == 31 && offsetof(cqe, owner) == 63);
+              offsetof(cqe, opcode) == 30 && offsetof(cqe, status) == 31 && offsetof(cqe, xrc_srqn) == 36 &&
+              offsetof(cqe, owner) == 63);
 
 /// Owner bit value the HCA writes for its N-th CQE on a CQ of 2^log_size entries.
 constexpr uint8_t cqe_owner_for(uint64_t n, uint32_t log_size) {

@@ -50,11 +50,12 @@ struct wqe_ctrl_seg {
     uint16_t rsvd1;      ///< reserved, zero
     uint32_t imm;        ///< immediate data (SEND/WRITE with immediate) or R_Key to invalidate
     uint64_t wr_id;      ///< work request ID, returned in the CQE
-    uint64_t rsvd2;      ///< reserved, zero
+    uint32_t xrc_srqn;   ///< XRC initiator QPs: the remote XRC SRQ the message goes to (XRCETH)
+    uint32_t rsvd2;      ///< reserved, zero
 };
 static_assert(sizeof(wqe_ctrl_seg) == 32);
 static_assert(offsetof(wqe_ctrl_seg, qpn) == 4 && offsetof(wqe_ctrl_seg, imm) == 12 &&
-              offsetof(wqe_ctrl_seg, wr_id) == 16);
+              offsetof(wqe_ctrl_seg, wr_id) == 16 && offsetof(wqe_ctrl_seg, xrc_srqn) == 24);
 
 /// Remote-address segment (RDMA WRITE/READ, atomics).
 struct wqe_raddr_seg {

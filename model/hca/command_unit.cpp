@@ -236,9 +236,13 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
             c.rq_log_stride < 4 || c.sq_log_size > 16 || c.rq_log_size > 16)
             return hw::CMD_BAD_PARAM;
         if (qp_state_[in_mod] != NO_QP) return hw::CMD_BAD_RESOURCE;
-        if (c.srqn &&
-            (!fetcher_->srq_valid(c.srqn - 1) || c.transport < hw::QPT_RC || c.transport > hw::QPT_UD))
-            return hw::CMD_BAD_RESOURCE;  // attached to an SRQ that does not exist
+        if (c.srqn && (!fetcher_->srq_valid(c.srqn - 1) || c.transport < hw::QPT_RC ||
+                       c.transport > hw::QPT_UD || fetcher_->srq_ctx(c.srqn - 1).xrcd))
+            return hw::CMD_BAD_RESOURCE;  // attached to an SRQ that does not exist (or an XRC SRQ)
+        const bool xrc = c.transport == hw::QPT_XRC_INI || c.transport == hw::QPT_XRC_TGT;
+        if (!(c.transport >= hw::QPT_RC && c.transport <= hw::QPT_UD) && !xrc) return hw::CMD_BAD_PARAM;
+        if (xrc && (!(id_.caps.flags & hw::CAP_XRC) || (c.transport == hw::QPT_XRC_TGT) != (c.xrcd != 0)))
+            return hw::CMD_BAD_PARAM;  // a target is in an XRC domain; nothing else names one
         c.qpn = in_mod;
         c.state = hw::QPS_RESET;
         if (!dma.write(tables_.qpc_base + in_mod * sizeof c, &c, sizeof c, delay)) return TABLE_ACCESS_FAILED;
@@ -301,7 +305,8 @@ uint8_t command_unit::srq_command(hw::cmd_mailbox& m, sc_time& delay) {
         std::memcpy(&c, m.in, sizeof c);
         if (fetcher_->srq_valid(srqn)) return hw::CMD_BAD_RESOURCE;
         if (c.log_size > 15 || c.log_stride < 4 || c.log_stride > MAX_SRQ_LOG_STRIDE || c.max_wr == 0 ||
-            c.max_wr >= (1u << c.log_size) || c.max_wr > id_.caps.max_srq_wr || c.limit > c.max_wr)
+            c.max_wr >= (1u << c.log_size) || c.max_wr > id_.caps.max_srq_wr || c.limit > c.max_wr ||
+            (c.xrcd && !(id_.caps.flags & hw::CAP_XRC)) || (!c.xrcd && c.cqn))
             return hw::CMD_BAD_PARAM;
         c.srqn = srqn;
         c.valid = 1;
@@ -417,7 +422,9 @@ uint8_t command_unit::modify_qp(uint32_t qpn, uint32_t new_state, const hw::modi
         if (c.port != 1 || c.pkey_index >= pkeys_->size() ||
             (new_state >= hw::QPS_RTR && hw::mtu_bytes(c.mtu) == 0))
             return hw::CMD_BAD_PARAM;
-        if (!cqw_->cq_valid(c.send_cqn) || !cqw_->cq_valid(c.recv_cqn)) return hw::CMD_BAD_RESOURCE;
+        // An XRC target has no CQs: its messages complete on their XRC SRQs' CQs.
+        if (c.transport != hw::QPT_XRC_TGT && (!cqw_->cq_valid(c.send_cqn) || !cqw_->cq_valid(c.recv_cqn)))
+            return hw::CMD_BAD_RESOURCE;
     }
     if (!dma.write(tables_.qpc_base + qpn * sizeof c, &c, sizeof c, delay)) return TABLE_ACCESS_FAILED;
     qp_state_[qpn] = uint8_t(new_state);

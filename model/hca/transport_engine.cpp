@@ -244,7 +244,12 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
         reset_qp(q, c.qpn);
         q.valid = true;
     }
-    q.transport = c.transport;
+    const bool xrc = c.transport == hw::QPT_XRC_INI || c.transport == hw::QPT_XRC_TGT;
+    q.transport = xrc ? uint8_t(hw::QPT_RC) : c.transport;
+    q.xrc = c.transport == hw::QPT_XRC_INI   ? qp::XRC_INI
+            : c.transport == hw::QPT_XRC_TGT ? qp::XRC_TGT
+                                             : qp::XRC_NONE;
+    q.xrcd = c.xrcd;
     q.mtu = c.mtu;
     q.sl = c.sl;
     q.sig_all = c.sig_all;
@@ -400,8 +405,9 @@ void transport_engine::enter_error(qp& q, sc_time& delay) {
     q.req.resend_pending = false;
     flush(q, delay);
     // IBA 10.3.1, 11.6.3.1: an SRQ-attached QP in Error takes no more WQEs from its SRQ; the one
-    // it held has completed (flushed) above.
-    if (q.srqn) post_event(q, hw::EQE_QP_LAST_WQE_REACHED, delay);
+    // it held has completed (flushed) above. (An XRC target is attached to no SRQ: each message
+    // names its own.)
+    if (q.srqn && q.xrc == qp::XRC_NONE) post_event(q, hw::EQE_QP_LAST_WQE_REACHED, delay);
 }
 
 void transport_engine::post_event(qp& q, uint8_t type, sc_time& delay) {

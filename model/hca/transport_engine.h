@@ -313,6 +313,11 @@ private:
         uint32_t srqn = 0;     // SRQ number + 1, or 0: receive WQEs come from the QP's own ring
         uint16_t dlid = 0, pkey = 0xFFFF, pkey_index = 0;
         uint32_t qkey = 0;  // UD: the QP's Q_Key (receive check; high-bit rule on send)
+        // XRC (IBA 10.2.10): an initiator or target QP runs as RC (transport QPT_RC) on the wire
+        // with the XRC transport bits; a target takes its SRQ (and with it the PD and the
+        // receive CQ) from each request's XRCETH, which must name an SRQ of its domain.
+        enum : uint8_t { XRC_NONE, XRC_INI, XRC_TGT } xrc = XRC_NONE;
+        uint32_t xrcd = 0;  // XRC_TGT: its XRC domain
         uint8_t retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 0, timeout = 0;
         uint8_t max_rd_atomic = 0, max_dest_rd_atomic = 0;
         requester_state req;
@@ -407,6 +412,10 @@ private:
     };
     static request_kind request_kind_of(uint8_t code);
     void handle_request(qp& q, const rx_packet& p);
+    /// XRC target: points the QP at the XRC SRQ the request's XRCETH names (its receive WQEs,
+    /// PD and CQ for this message); false, after an Invalid Request NAK, if the SRQ does not
+    /// exist, is not in the QP's XRC domain, or changes within a message.
+    bool xrc_target(qp& q, const rx_packet& p, sc_core::sc_time& delay);
     /// DMA-writes `data` to the segments; false if one write failed (a page outside host memory).
     [[nodiscard]] bool write_segs(const phys_seg* segs, unsigned nsegs, const uint8_t* data,
                                   sc_core::sc_time& delay);

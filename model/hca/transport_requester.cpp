@@ -455,6 +455,12 @@ void transport_engine::build_bth_lrh(const qp& q, wire::headers& h, uint8_t opco
     h.l.dlid = q.dlid;
     h.l.slid = lid_;
     h.b.opcode = opcode;
+    if (q.xrc != qp::XRC_NONE) {
+        // XRC: the RC operations under the XRC transport bits; a request names the target's
+        // XRC SRQ (the head WQE's: the one being sent).
+        h.b.opcode = uint8_t(op::XRC | (opcode & ~op::TRANSPORT_MASK));
+        if (q.xrc == qp::XRC_INI && q.req.queue.count) h.x.srqn = head_wqe(q).xrc_srqn;
+    }
     h.b.pkey = pkeys_->pkey(q.pkey_index);
     h.b.dest_qp = q.dest_qpn;
     h.b.psn = psn & PSN_MASK;

@@ -74,7 +74,7 @@ void transport_engine::receive(const rx_packet& p) {
         handle_uc(q, p);
         return;
     }
-    if (q.transport != hw::QPT_RC || tr != op::RC) {
+    if (q.transport != hw::QPT_RC || tr != (q.xrc != qp::XRC_NONE ? op::XRC : op::RC)) {
         ++dropped_bad_qp;
         return;
     }
@@ -82,12 +82,17 @@ void transport_engine::receive(const rx_packet& p) {
     if (code == op::ACKNOWLEDGE || code == op::ATOMIC_ACKNOWLEDGE || code == op::RDMA_READ_RESPONSE_FIRST ||
         code == op::RDMA_READ_RESPONSE_MIDDLE || code == op::RDMA_READ_RESPONSE_LAST ||
         code == op::RDMA_READ_RESPONSE_ONLY) {
+        if (q.xrc == qp::XRC_TGT) {  // a target has no send queue: nothing awaits a response
+            ++dropped_bad_qp;
+            return;
+        }
         handle_response(q, p);
         return;
     }
     // C10-23, C10-26, C10-41.2.1: requests to a QP in Reset, Init or Error are dropped; the
-    // responder works in RTR, RTS and SQD.
-    if (!(q.state == hw::QPS_RTR || q.state == hw::QPS_RTS || q.state == hw::QPS_SQD)) {
+    // responder works in RTR, RTS and SQD. An XRC initiator has no responder (IBA 10.2.10).
+    if (!(q.state == hw::QPS_RTR || q.state == hw::QPS_RTS || q.state == hw::QPS_SQD) ||
+        q.xrc == qp::XRC_INI) {
         ++dropped_bad_qp;
         return;
     }
@@ -160,6 +165,7 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
         return;
     }
     q.rsp.nak_pending = false;
+    if (q.xrc == qp::XRC_TGT && !xrc_target(q, p, delay)) return;
 
     const bool send_first = k.send_first, send_cont = k.send_cont, inv = k.inv, write_first = k.write_first,
                write_cont = k.write_cont, read = k.read, atomic = k.atomic, last = k.last, imm = k.imm;
@@ -388,7 +394,37 @@ void transport_engine::receive_wqe_error(qp& q, uint8_t nak_code, uint8_t opcode
     send_ack(q, wire::aeth_nak(nak_code), psn, delay);
     q.rsp.have_rwqe = false;
     recv_completion(q, opcode, status, byte_len, 0, 0, false, delay, syndrome);
+    if (q.xrc == qp::XRC_TGT) {
+        // o10-66.1.4: a completion error leaves an XRC target's state alone (the WQE was the
+        // SRQ's; the initiator learns of it from the NAK). The rest of the message is dropped:
+        // its PSNs are not expected, and the NAK is not repeated for them.
+        q.rsp.in_send = q.rsp.in_write = false;
+        q.rsp.recv_offset = 0;
+        q.rsp.nak_pending = true;
+        return;
+    }
     enter_error(q, delay);
+}
+
+bool transport_engine::xrc_target(qp& q, const rx_packet& p, sc_time& delay) {
+    const uint32_t srqn = p.h.x.srqn;
+    const xrc_srq t = fetcher_->xrc_srq_of(srqn);
+    // IBA 10.2.10: processed only if the SRQ is in the target's XRC domain; a message keeps the
+    // SRQ its first packet named (its receive WQE is that SRQ's).
+    const bool mid_message = q.rsp.in_send || q.rsp.in_write;
+    if (t.xrcd == 0 || t.xrcd != q.xrcd || (mid_message && q.srqn != srqn + 1)) {
+        HCASIM_LOG(log_, info,
+                   "XRC target QP 0x" << std::hex << q.qpn << ": XRCETH names SRQ 0x" << srqn << std::dec
+                                      << (t.xrcd == 0        ? ", not an XRC SRQ"
+                                          : t.xrcd != q.xrcd ? ", of another XRC domain"
+                                                             : ", not the SRQ of the message under way"));
+        responder_error(q, wire::nak::INVALID_REQUEST, p.h.b.psn, delay);
+        return false;
+    }
+    q.srqn = srqn + 1;
+    q.who.pd = q.recv_who.pd = t.pd;  // every access of the message checks the SRQ's PD
+    q.recv_cqn = t.cqn;
+    return true;
 }
 
 void transport_engine::responder_error(qp& q, uint8_t nak_code, uint32_t psn, sc_time& delay) {
@@ -544,6 +580,7 @@ void transport_engine::recv_completion(qp& q, uint8_t opcode, uint8_t status, ui
     e.imm = imm;
     e.flags = flags;
     e.qpn = q.qpn;
+    e.xrc_srqn = q.xrc == qp::XRC_TGT ? q.srqn : 0;
     e.src_qp = src ? src->src_qp : q.dest_qpn;
     e.slid = src ? src->slid : q.rsp.slid;
     e.sl = src ? src->sl : q.sl;

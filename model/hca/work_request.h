@@ -29,6 +29,7 @@ struct send_wqe {
     uint32_t imm = 0;
     uint64_t remote_va = 0;
     uint32_t rkey = 0;
+    uint32_t xrc_srqn = 0;  ///< XRC initiator: the target's XRC SRQ (XRCETH)
     uint64_t swap_add = 0, compare = 0;
     uint8_t num_sge = 0;
     bool malformed = false;    ///< the WQE failed parsing (completes with LOC_QP_OP_ERR)
@@ -53,6 +54,7 @@ struct send_wqe {
         imm = w.imm;
         remote_va = w.remote_va;
         rkey = w.rkey;
+        xrc_srqn = w.xrc_srqn;
         swap_add = w.swap_add;
         compare = w.compare;
         num_sge = w.num_sge;

@@ -325,6 +325,8 @@ void wqe_fetcher::create_srq(const hw::srq_context& c) {
     s.log_size = c.log_size;
     s.log_stride = c.log_stride;
     s.uar = c.uar;
+    s.xrcd = c.xrcd;
+    s.cqn = c.cqn;
     // Sized once per SRQ number (at its first create), not per message.
     cache.resize(srq_prefetch);
     ready.resize(srq_prefetch);
@@ -358,6 +360,8 @@ hw::srq_context wqe_fetcher::srq_ctx(uint32_t srqn) const {
     c.consumer = s.consumer;
     c.attached = s.attached;
     c.uar = s.uar;
+    c.xrcd = s.xrcd;
+    c.cqn = s.cqn;
     return c;
 }
 
@@ -477,6 +481,7 @@ void wqe_fetcher::parse_send(const uint8_t* p, uint32_t len, uint32_t qpn, uint8
     w.flags = c.flags;
     w.wqe_index = c.wqe_index;
     w.imm = c.imm;
+    w.xrc_srqn = c.xrc_srqn & 0xFFFFFF;
     const uint32_t wqe_len = uint32_t(c.ds_count) * 16;
     if ((c.qpn & 0xFFFFFF) != qpn || wqe_len < sizeof c || wqe_len > len) {
         w.malformed = true;

@@ -28,6 +28,9 @@ constexpr unsigned MAX_SRQ_LOG_STRIDE = 9;
 
 /// What the transport engine needs of the WQE fetcher: credits and rewinds of the send queue,
 /// receive WQEs (a QP's ring or an SRQ), the QP's state when the engine moves it to Error.
+struct xrc_srq {
+    uint32_t xrcd = 0, pd = 0, cqn = 0;
+};
 class wqe_source {
 public:
     virtual ~wqe_source() = default;
@@ -44,6 +47,8 @@ public:
     };
     virtual srq_outcome take_srq(uint32_t srqn, recv_wqe& out, sc_core::sc_time& delay) = 0;
     virtual uint32_t srq_pd(uint32_t srqn) const = 0;
+    /// An XRC SRQ's domain, PD and CQ; xrcd 0: no such SRQ, or not an XRC SRQ.
+    virtual xrc_srq xrc_srq_of(uint32_t srqn) const = 0;
     virtual uint64_t qp_state_bytes() const = 0;
 };
 
@@ -141,6 +146,9 @@ public:
     srq_outcome take_srq(uint32_t srqn, recv_wqe& out, sc_core::sc_time& delay) override;
     /// The SRQ's protection domain (receive SGEs of its QPs are checked against it, o10-37.2.12).
     uint32_t srq_pd(uint32_t srqn) const override { return srq_valid(srqn) ? srqs_[srqn].pd : 0; }
+    xrc_srq xrc_srq_of(uint32_t srqn) const override {
+        return srq_valid(srqn) ? xrc_srq{srqs_[srqn].xrcd, srqs_[srqn].pd, srqs_[srqn].cqn} : xrc_srq{};
+    }
 
     /// Bytes of per-QP state (the fetch records of every QP number).
     uint64_t qp_state_bytes() const override { return qps_.size() * (sizeof(qp_fetch) + sizeof(ready_[0])); }
@@ -171,6 +179,7 @@ private:
         bool valid = false, error = false;
         uint8_t log_size = 0, log_stride = 4;
         uint32_t srqn = 0, pd = 0, limit = 0, max_wr = 0, attached = 0, uar = 0;
+        uint32_t xrcd = 0, cqn = 0;  // XRC SRQ: its domain and CQ (xrcd 0: an ordinary SRQ)
         uint64_t base = 0;
         uint16_t producer = 0, consumer = 0;
         uint16_t fetched = 0;                 // next WQE to read ahead

@@ -81,7 +81,7 @@ size_t build_packet(const record& r, target_info& t, const mr_info* mrs, size_t 
     if (!(r.ctl & ctl::KEEP_TRANSPORT)) h.b.opcode = uint8_t(wire::op::RC | (h.b.opcode & 0x1F));
     const wire::opcode_layout lay = wire::layout_of(h.b.opcode);
     if (!lay.valid) return seal_body(r, out);  // reserved opcode: the parser's bad_opcode path
-    // Extension headers in wire order (IBA 9.2): RDETH, DETH, RETH | AtomicETH, AETH,
+    // Extension headers in wire order (IBA 9.2): RDETH, DETH, XRCETH, RETH | AtomicETH, AETH,
     // AtomicAckETH, ImmDt | IETH.
     if (lay.rdeth) {
         h.rd = wire::decode_rdeth(in + off);
@@ -90,6 +90,10 @@ size_t build_packet(const record& r, target_info& t, const mr_info* mrs, size_t 
     if (lay.deth) {
         h.d = wire::decode_deth(in + off);
         off += wire::DETH_BYTES;
+    }
+    if (lay.xrceth) {
+        h.x = wire::decode_xrceth(in + off);
+        off += wire::XRCETH_BYTES;
     }
     if (lay.reth) {
         h.r = wire::decode_reth(in + off);

@@ -46,6 +46,7 @@ struct fake_fetcher final : wqe_source {
     void set_state(uint32_t, uint8_t) override {}
     srq_outcome take_srq(uint32_t, recv_wqe&, sc_time&) override { return {}; }
     uint32_t srq_pd(uint32_t) const override { return 0; }
+    xrc_srq xrc_srq_of(uint32_t) const override { return {}; }
     uint64_t qp_state_bytes() const override { return 0; }
 };
 

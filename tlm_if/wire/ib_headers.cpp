@@ -229,6 +229,16 @@ rdeth decode_rdeth(const uint8_t* in) {
     return h;
 }
 
+void encode(const xrceth& h, uint8_t* out) {
+    out[0] = 0;
+    put_be24(out + 1, h.srqn & MASK24);
+}
+xrceth decode_xrceth(const uint8_t* in) {
+    xrceth h;
+    h.srqn = get_be24(in + 1);
+    return h;
+}
+
 // ------------------------------------------------------------------ opcode layouts
 // IBA 9.2 / Table "Header sequences by opcode"; cross-checked with Wireshark's
 // find_next_header_sequence() opcode tables and Linux rxe_opcode.c.
@@ -275,11 +285,13 @@ constexpr opcode_layout compute_layout(uint8_t opcode) {
 
     switch (transport) {
     case op::RC:
+    case op::XRC:
         if (common(code) || reliable(code)) {
             l.valid = true;
         } else if (code == op::SEND_LAST_INV || code == op::SEND_ONLY_INV) {
             l.valid = l.ieth = l.payload = true;
         }
+        l.xrceth = l.valid && transport == op::XRC && !is_response(code);
         break;
     case op::UC: l.valid = common(code); break;
     case op::RD:
@@ -304,6 +316,7 @@ constexpr opcode_layout compute_layout(uint8_t opcode) {
     size_t n = 0;
     if (l.rdeth) n += RDETH_BYTES;
     if (l.deth) n += DETH_BYTES;
+    if (l.xrceth) n += XRCETH_BYTES;
     if (l.reth) n += RETH_BYTES;
     if (l.atomic_eth) n += ATOMIC_ETH_BYTES;
     if (l.aeth) n += AETH_BYTES;
@@ -327,6 +340,9 @@ static_assert(LAYOUTS[0x04].valid && LAYOUTS[0x04].payload && LAYOUTS[0x04].eth 
 static_assert(LAYOUTS[0x0A].reth && LAYOUTS[0x0A].eth == RETH_BYTES, "RC RDMA WRITE ONLY: RETH");
 static_assert(LAYOUTS[0x53].eth == RDETH_BYTES + DETH_BYTES + ATOMIC_ETH_BYTES,
               "RD CmpSwap: the longest run");
+static_assert(LAYOUTS[0xAA].xrceth && LAYOUTS[0xAA].eth == XRCETH_BYTES + RETH_BYTES,
+              "XRC RDMA WRITE ONLY: XRCETH, RETH");
+static_assert(!LAYOUTS[0xB1].xrceth && LAYOUTS[0xB1].eth == AETH_BYTES, "XRC ACK: AETH only");
 static_assert(!LAYOUTS[0xFF].valid && LAYOUTS[0xFF].eth == 0, "undefined opcodes have no layout");
 }  // namespace
 
@@ -432,6 +448,10 @@ size_t encode_headers(headers& h, size_t payload_len, uint8_t* out) {
     if (l.deth) {
         encode(h.d, p);
         p += DETH_BYTES;
+    }
+    if (l.xrceth) {
+        encode(h.x, p);
+        p += XRCETH_BYTES;
     }
     if (l.reth) {
         encode(h.r, p);
@@ -559,6 +579,10 @@ parse_status parse_packet(const uint8_t* pkt, size_t len, headers& h, size_t& pa
     if (lay.deth) {
         h.d = decode_deth(p);
         p += DETH_BYTES;
+    }
+    if (lay.xrceth) {
+        h.x = decode_xrceth(p);
+        p += XRCETH_BYTES;
     }
     if (lay.reth) {
         h.r = decode_reth(p);

@@ -41,6 +41,7 @@ constexpr size_t GRH_BYTES = 40;
 constexpr size_t BTH_BYTES = 12;
 constexpr size_t RDETH_BYTES = 4;
 constexpr size_t DETH_BYTES = 8;
+constexpr size_t XRCETH_BYTES = 4;
 constexpr size_t RETH_BYTES = 16;
 constexpr size_t AETH_BYTES = 4;
 constexpr size_t ATOMIC_ETH_BYTES = 28;
@@ -141,6 +142,11 @@ struct atomic_ack_eth {
     uint64_t orig_data = 0;  ///< Original remote data returned by the atomic.
 };
 
+/// XRC Extended Transport Header (IBA 9.3.8), 4 bytes: the XRC SRQ a request goes to.
+struct xrceth {
+    uint32_t srqn = 0;  ///< XRC SRQ number, 24 bits.
+};
+
 /// Reliable Datagram Extended Transport Header (IBA 9.3.1), 4 bytes.
 struct rdeth {
     uint32_t ee_context = 0;  ///< End-to-end context, 24 bits.
@@ -168,6 +174,8 @@ void encode(const atomic_ack_eth& h, uint8_t* out);
 atomic_ack_eth decode_atomic_ack_eth(const uint8_t* in);
 void encode(const rdeth& h, uint8_t* out);
 rdeth decode_rdeth(const uint8_t* in);
+void encode(const xrceth& h, uint8_t* out);
+xrceth decode_xrceth(const uint8_t* in);
 
 /// Big-endian helpers (ImmDt and IETH are plain be32).
 void put_be16(uint8_t* out, uint16_t v);
@@ -182,7 +190,7 @@ uint64_t get_be64(const uint8_t* in);
 // ---------------------------------------------------------------------------------------
 namespace op {
 constexpr uint8_t TRANSPORT_MASK = 0xE0;
-constexpr uint8_t RC = 0x00, UC = 0x20, RD = 0x40, UD = 0x60;
+constexpr uint8_t RC = 0x00, UC = 0x20, RD = 0x40, UD = 0x60, XRC = 0xA0;
 
 // Operation codes (low 5 bits), shared by all transports that support them.
 constexpr uint8_t SEND_FIRST = 0x00;
@@ -273,6 +281,13 @@ constexpr uint8_t RD_COMPARE_SWAP = RD | COMPARE_SWAP;
 constexpr uint8_t RD_FETCH_ADD = RD | FETCH_ADD;
 constexpr uint8_t RD_RESYNC = RD | RESYNC;
 
+// Extended Reliable Connection (the RC operations; requests carry an XRCETH)
+constexpr uint8_t XRC_SEND_FIRST = XRC | SEND_FIRST;
+constexpr uint8_t XRC_SEND_ONLY = XRC | SEND_ONLY;
+constexpr uint8_t XRC_RDMA_WRITE_ONLY = XRC | RDMA_WRITE_ONLY;
+constexpr uint8_t XRC_RDMA_READ_REQUEST = XRC | RDMA_READ_REQUEST;
+constexpr uint8_t XRC_ACKNOWLEDGE = XRC | ACKNOWLEDGE;
+
 // Unreliable Datagram
 constexpr uint8_t UD_SEND_ONLY = UD | SEND_ONLY;          // 0x64
 constexpr uint8_t UD_SEND_ONLY_IMM = UD | SEND_ONLY_IMM;  // 0x65
@@ -282,12 +297,13 @@ constexpr uint8_t UD_SEND_ONLY_IMM = UD | SEND_ONLY_IMM;  // 0x65
 constexpr uint8_t CNP = 0x80;
 }  // namespace op
 
-/// Which extension headers an opcode carries (wire order after BTH: RDETH, DETH,
+/// Which extension headers an opcode carries (wire order after BTH: RDETH, DETH, XRCETH,
 /// RETH | AtomicETH, AETH, AtomicAckETH, ImmDt | IETH) and whether it carries payload.
 struct opcode_layout {
     bool valid = false;           ///< Opcode is defined by IBA (and supported here).
     bool rdeth = false;           ///< RDETH present (RD).
     bool deth = false;            ///< DETH present (RD requests, UD).
+    bool xrceth = false;          ///< XRCETH present (XRC requests).
     bool reth = false;            ///< RETH present.
     bool atomic_eth = false;      ///< AtomicETH present.
     bool aeth = false;            ///< AETH present.
@@ -319,6 +335,7 @@ struct headers {
     uint32_t immdt = 0;      ///< Immediate data (if layout.immdt).
     uint32_t ieth_rkey = 0;  ///< R_Key to invalidate (if layout.ieth).
     rdeth rd;                ///< RDETH (if layout.rdeth).
+    xrceth x;                ///< XRCETH (if layout.xrceth).
 };
 
 /// Every header at its default: `h = BLANK_HEADERS` resets a reused `headers` with one copy
