@@ -367,6 +367,32 @@ TEST(WireCodec, rdeth_round_trip_and_bytes) {
     EXPECT_EQ(decode_rdeth(expect).ee_context, 0xABCDEFu);
 }
 
+TEST(WireCodec, xrceth_is_8_reserved_bits_and_a_24_bit_srq_number) {
+    xrceth h;
+    h.srqn = 0x12345678;  // masked to 24 bits
+    const uint8_t expect[XRCETH_BYTES] = {0x00, 0x34, 0x56, 0x78};
+    uint8_t out[XRCETH_BYTES];
+    encode(h, out);
+    EXPECT_EQ(bytes(out), bytes(expect));
+    EXPECT_EQ(decode_xrceth(expect).srqn, 0x345678u);
+}
+
+TEST(WireCodec, xrc_rdma_write_only_round_trips_with_its_xrceth_before_the_reth) {
+    headers h;
+    h.b.opcode = op::XRC_RDMA_WRITE_ONLY;
+    h.b.dest_qp = 0x42;
+    h.x.srqn = 0xABCDE;
+    h.r.va = 0x1122334455667788ull;
+    h.r.rkey = 0x99;
+    h.r.dma_len = 8;
+    uint8_t pkt[128] = {};
+    const uint8_t payload[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    const size_t hdr = encode_headers(h, sizeof payload, pkt);
+    ASSERT_EQ(hdr, LRH_BYTES + BTH_BYTES + XRCETH_BYTES + RETH_BYTES);
+    EXPECT_EQ(get_be32(pkt + LRH_BYTES + BTH_BYTES), 0xABCDEu) << "XRCETH right after the BTH";
+    EXPECT_EQ(get_be64(pkt + LRH_BYTES + BTH_BYTES + XRCETH_BYTES), 0x1122334455667788ull);
+}
+
 TEST(WireCodec, immdt_and_ieth_are_plain_be32) {
     uint8_t out[4];
     put_be32(out, 0xCAFEF00D);
@@ -451,25 +477,99 @@ namespace {
 struct expected_layout {
     uint8_t opcode;
     const char*
-        seq;  // letters: R=RDETH D=DETH E=RETH T=AtomicETH A=AETH K=AtomicAckETH I=ImmDt V=IETH P=payload
+        seq;  // letters: R=RDETH D=DETH X=XRCETH E=RETH T=AtomicETH A=AETH K=AtomicAckETH I=ImmDt V=IETH P=payload
 };
 // IBA Vol 1 9.2 opcode table (cross-checked against Wireshark's header-sequence tables).
 const expected_layout EXPECTED[] = {
-    {0x00, "P"},   {0x01, "P"},   {0x02, "P"},    {0x03, "IP"},   {0x04, "P"},     {0x05, "IP"},
-    {0x06, "EP"},  {0x07, "P"},   {0x08, "P"},    {0x09, "IP"},   {0x0A, "EP"},    {0x0B, "EIP"},
-    {0x0C, "E"},   {0x0D, "AP"},  {0x0E, "P"},    {0x0F, "AP"},   {0x10, "AP"},    {0x11, "A"},
-    {0x12, "AK"},  {0x13, "T"},   {0x14, "T"},    {0x16, "VP"},   {0x17, "VP"},    {0x20, "P"},
-    {0x21, "P"},   {0x22, "P"},   {0x23, "IP"},   {0x24, "P"},    {0x25, "IP"},    {0x26, "EP"},
-    {0x27, "P"},   {0x28, "P"},   {0x29, "IP"},   {0x2A, "EP"},   {0x2B, "EIP"},   {0x40, "RDP"},
-    {0x41, "RDP"}, {0x42, "RDP"}, {0x43, "RDIP"}, {0x44, "RDP"},  {0x45, "RDIP"},  {0x46, "RDEP"},
-    {0x47, "RDP"}, {0x48, "RDP"}, {0x49, "RDIP"}, {0x4A, "RDEP"}, {0x4B, "RDEIP"}, {0x4C, "RDE"},
-    {0x4D, "RAP"}, {0x4E, "RP"},  {0x4F, "RAP"},  {0x50, "RAP"},  {0x51, "RA"},    {0x52, "RAK"},
-    {0x53, "RDT"}, {0x54, "RDT"}, {0x55, "RD"},   {0x64, "DP"},   {0x65, "DIP"},
+    {0x00, "P"},
+    {0x01, "P"},
+    {0x02, "P"},
+    {0x03, "IP"},
+    {0x04, "P"},
+    {0x05, "IP"},
+    {0x06, "EP"},
+    {0x07, "P"},
+    {0x08, "P"},
+    {0x09, "IP"},
+    {0x0A, "EP"},
+    {0x0B, "EIP"},
+    {0x0C, "E"},
+    {0x0D, "AP"},
+    {0x0E, "P"},
+    {0x0F, "AP"},
+    {0x10, "AP"},
+    {0x11, "A"},
+    {0x12, "AK"},
+    {0x13, "T"},
+    {0x14, "T"},
+    {0x16, "VP"},
+    {0x17, "VP"},
+    {0x20, "P"},
+    {0x21, "P"},
+    {0x22, "P"},
+    {0x23, "IP"},
+    {0x24, "P"},
+    {0x25, "IP"},
+    {0x26, "EP"},
+    {0x27, "P"},
+    {0x28, "P"},
+    {0x29, "IP"},
+    {0x2A, "EP"},
+    {0x2B, "EIP"},
+    {0x40, "RDP"},
+    {0x41, "RDP"},
+    {0x42, "RDP"},
+    {0x43, "RDIP"},
+    {0x44, "RDP"},
+    {0x45, "RDIP"},
+    {0x46, "RDEP"},
+    {0x47, "RDP"},
+    {0x48, "RDP"},
+    {0x49, "RDIP"},
+    {0x4A, "RDEP"},
+    {0x4B, "RDEIP"},
+    {0x4C, "RDE"},
+    {0x4D, "RAP"},
+    {0x4E, "RP"},
+    {0x4F, "RAP"},
+    {0x50, "RAP"},
+    {0x51, "RA"},
+    {0x52, "RAK"},
+    {0x53, "RDT"},
+    {0x54, "RDT"},
+    {0x55, "RD"},
+    {0x64, "DP"},
+    {0x65, "DIP"},
+    // XRC (IBA 9.2, 9.3.8): the RC operations; requests carry an XRCETH after the BTH.
+    {0xA0, "XP"},
+    {0xA1, "XP"},
+    {0xA2, "XP"},
+    {0xA3, "XIP"},
+    {0xA4, "XP"},
+    {0xA5, "XIP"},
+    {0xA6, "XEP"},
+    {0xA7, "XP"},
+    {0xA8, "XP"},
+    {0xA9, "XIP"},
+    {0xAA, "XEP"},
+    {0xAB, "XEIP"},
+    {0xAC, "XE"},
+    {0xAD, "AP"},
+    {0xAE, "P"},
+    {0xAF, "AP"},
+    {0xB0, "AP"},
+    {0xB1, "A"},
+    {0xB2, "AK"},
+    {0xB3, "XT"},
+    {0xB4, "XT"},
+    {0xB6, "XVP"},
+    {0xB7, "XVP"},
 };
 std::string seq_of(const opcode_layout& l) {
     std::string s;
     if (l.rdeth) s += 'R';
     if (l.deth) s += 'D';
+    if (l.xrceth) s += 'X';
     if (l.reth) s += 'E';
     if (l.atomic_eth) s += 'T';
     if (l.aeth) s += 'A';
