@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -62,6 +63,7 @@ void fill_device_attr(const fv::ibv_device_attr& f, ibv_device_attr* a) {
         {fv::IBV_DEVICE_MEM_WINDOW, IBV_DEVICE_MEM_WINDOW},
         {fv::IBV_DEVICE_MEM_WINDOW_TYPE_2A, IBV_DEVICE_MEM_WINDOW_TYPE_2A},
         {fv::IBV_DEVICE_MEM_WINDOW_TYPE_2B, IBV_DEVICE_MEM_WINDOW_TYPE_2B},
+        {fv::IBV_DEVICE_XRC, IBV_DEVICE_XRC},
     };
     a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_PORT_ACTIVE_EVENT |
                           IBV_DEVICE_SYS_IMAGE_GUID;
@@ -373,7 +375,8 @@ void convert_send(ibv_send_wr* wr, bool ud, std::vector<fv::ibv_send_wr>& out,
             f.wr.rdma.rkey = w->wr.rdma.rkey;
             break;
         }
-        if (ud) {  // the same union as rdma and atomic in libibverbs
+        f.xrc_remote_srqn = w->qp_type.xrc.remote_srqn;  // read by XRC initiators only
+        if (ud) {                                        // the same union as rdma and atomic in libibverbs
             f.wr.ud.ah = w->wr.ud.ah ? to(w->wr.ud.ah)->f : nullptr;
             f.wr.ud.remote_qpn = w->wr.ud.remote_qpn;
             f.wr.ud.remote_qkey = w->wr.ud.remote_qkey;
@@ -503,26 +506,107 @@ void adopt_srq(hc_srq* q, const sp::srq_rep& rep) {
     q->srq.handle = rep.srqn;
 }
 
-ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* ia) {
+/// An SRQ in `pd`; with `xrcd`, an XRC SRQ of that domain completing on `cq`.
+hc_srq* new_srq(ibv_pd* pd, ibv_srq_attr& attr, ibv_xrcd* xrcd, ibv_cq* cq) {
     session& s = sess(pd->context);
     auto* q = new hc_srq{};
     sp::create_srq_req r{};
     r.h.op = sp::CREATE_SRQ;
     r.pd = to(pd)->id;
     r.user_handle = uintptr_t(&q->srq);
-    r.attr = fv::ibv_srq_attr{ia->attr.max_wr, ia->attr.max_sge, ia->attr.srq_limit};
+    r.attr = fv::ibv_srq_attr{attr.max_wr, attr.max_sge, attr.srq_limit};
+    r.srq_type = xrcd ? fv::IBV_SRQT_XRC : fv::IBV_SRQT_BASIC;
+    r.xrcd = xrcd ? to(xrcd)->id : 0;
+    r.cq = xrcd ? to(cq)->id : 0;
     sp::srq_rep rep{};
     if (int e = s.call(r, &rep)) {
         delete q;
-        return fail<ibv_srq>(e);
+        return fail<hc_srq>(e);
     }
     q->id = rep.id;
     q->f.context = &s.ctx;
     q->f.pd = &to(pd)->f;
     adopt_srq(q, rep);
-    ia->attr.max_wr = rep.attr.max_wr;
-    ia->attr.max_sge = rep.attr.max_sge;
-    return &q->srq;
+    if (xrcd) {
+        std::lock_guard<std::mutex> g(s.data_lock);
+        q->f.xrcd = &to(xrcd)->f;
+        q->f.cq = &to(cq)->f;
+        ++q->f.xrcd->refs;
+        ++q->f.cq->refs;
+        s.driver.set_srq_user(rep.srqn, &q->f);  // its completions name it (poll_cq frees its slots)
+    }
+    attr.max_wr = rep.attr.max_wr;
+    attr.max_sge = rep.attr.max_sge;
+    return q;
+}
+
+ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* ia) {
+    hc_srq* q = new_srq(pd, ia->attr, nullptr, nullptr);
+    return q ? &q->srq : nullptr;
+}
+
+/// ibv_create_srq_ex with more than a PD (libibverbs sends a plain one to create_srq): an XRC SRQ.
+/// The provider fills the whole ibv_srq here (libibverbs' ibv_create_srq does it for create_srq).
+ibv_srq* create_srq_ex(ibv_context* c, ibv_srq_init_attr_ex* a) {
+    constexpr uint32_t known = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
+                               IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+    if (a->comp_mask & ~known) return fail<ibv_srq>(EINVAL);
+    if (a->comp_mask & IBV_SRQ_INIT_ATTR_TM) return fail<ibv_srq>(EOPNOTSUPP);  // no tag matching
+    const bool xrc = (a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a->srq_type == IBV_SRQT_XRC;
+    if ((a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a->srq_type != IBV_SRQT_BASIC && !xrc)
+        return fail<ibv_srq>(EOPNOTSUPP);
+    if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd || a->pd->context != c) return fail<ibv_srq>(EINVAL);
+    if (xrc && (!(a->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !(a->comp_mask & IBV_SRQ_INIT_ATTR_CQ) ||
+                !a->xrcd || !a->cq || a->xrcd->context != c || a->cq->context != c))
+        return fail<ibv_srq>(EINVAL);
+    hc_srq* q = new_srq(a->pd, a->attr, xrc ? a->xrcd : nullptr, xrc ? a->cq : nullptr);
+    if (!q) return nullptr;  // errno set
+    ibv_srq& l = q->srq;
+    l.context = c;
+    l.srq_context = a->srq_context;
+    l.pd = a->pd;
+    l.handle = uint32_t(q->id);
+    l.events_completed = 0;
+    pthread_mutex_init(&l.mutex, nullptr);
+    pthread_cond_init(&l.cond, nullptr);
+    return &l;
+}
+
+int get_srq_num(ibv_srq* srq, uint32_t* num) { return fv::ibv_get_srq_num(&to(srq)->f, num); }
+
+// ------------------------------------------------------------------------------ XRC domains
+
+/// ibv_open_xrcd: a new domain of this context. With a file (IBV_XRCD_INIT_ATTR_FD, fd >= 0) the
+/// kernel shares one domain among the processes that open the same file; hcasim does not share
+/// domains between processes (docs/libibverbs.md), so the file only has to be a valid descriptor.
+ibv_xrcd* open_xrcd(ibv_context* c, ibv_xrcd_init_attr* a) {
+    constexpr uint32_t known = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+    if (!a || (a->comp_mask & ~known)) return fail<ibv_xrcd>(EINVAL);
+    const int fd = (a->comp_mask & IBV_XRCD_INIT_ATTR_FD) ? a->fd : -1;
+    const int oflags = (a->comp_mask & IBV_XRCD_INIT_ATTR_OFLAGS) ? a->oflags : 0;
+    if (oflags & ~(O_CREAT | O_EXCL)) return fail<ibv_xrcd>(EINVAL);
+    struct stat st {};
+    if (fd >= 0 && fstat(fd, &st) != 0) return fail<ibv_xrcd>(EBADF);
+    if (fd >= 0 && !(oflags & O_CREAT)) return fail<ibv_xrcd>(EINVAL);  // no domain of that file to join
+    session& s = sess(c);
+    sp::open_xrcd_req r{};
+    r.h.op = sp::OPEN_XRCD;
+    r.oflags = oflags;
+    sp::xrcd_rep rep{};
+    if (int e = s.call(r, &rep)) return fail<ibv_xrcd>(e);
+    auto* x = new hc_xrcd{};
+    x->xrcd.context = c;
+    x->id = rep.id;
+    x->f = fv::ibv_xrcd{&s.ctx, rep.xrcdn, 0};
+    return &x->xrcd;
+}
+
+int close_xrcd(ibv_xrcd* xrcd) {
+    hc_xrcd* x = to(xrcd);
+    if (x->f.refs) return EBUSY;
+    if (int e = sess(xrcd->context).call(sp::u64_req{{sp::CLOSE_XRCD, 0}, x->id})) return e;
+    delete x;
+    return 0;
 }
 
 int srq_request(ibv_srq* srq, uint32_t op, ibv_srq_attr* attr, int mask) {
@@ -551,8 +635,15 @@ int query_srq(ibv_srq* srq, ibv_srq_attr* attr) { return srq_request(srq, sp::QU
 
 int destroy_srq(ibv_srq* srq) {
     hc_srq* q = to(srq);
+    session& s = sess(srq->context);
     if (q->f.refs) return EBUSY;
-    if (int e = sess(srq->context).call(sp::u64_req{{sp::DESTROY_SRQ, 0}, q->id})) return e;
+    if (int e = s.call(sp::u64_req{{sp::DESTROY_SRQ, 0}, q->id})) return e;
+    if (q->f.xrcd) {
+        std::lock_guard<std::mutex> g(s.data_lock);
+        --q->f.xrcd->refs;
+        --q->f.cq->refs;
+        s.driver.set_srq_user(q->f.handle, nullptr);
+    }
     delete q;
     return 0;
 }
@@ -568,21 +659,32 @@ void adopt_qp(hc_qp* q, const sp::qp_rep& rep) {
     q->f.rq = rep.rq;
 }
 
-ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
-    session& s = sess(pd->context);
-    if (!ia->send_cq || !ia->recv_cq) return fail<ibv_qp>(EINVAL);
+/// Creates a QP: in `pd` (RC, UC, UD, XRC initiator) or, pd nullptr, an XRC target of `xrcd`.
+ibv_qp* new_qp(ibv_context* c, ibv_pd* pd, ibv_xrcd* xrcd, ibv_qp_init_attr* ia) {
+    session& s = sess(c);
+    const bool tgt = ia->qp_type == IBV_QPT_XRC_RECV, ini = ia->qp_type == IBV_QPT_XRC_SEND;
+    // IBA 10.2.10: an initiator has no receive side (its receive CQ, SRQ and caps are unused);
+    // a target has neither PD nor CQs nor queues.
+    if (ini) {
+        ia->recv_cq = nullptr;
+        ia->srq = nullptr;
+    }
+    if (tgt ? !xrcd || pd : !pd || !ia->send_cq || (!ini && !ia->recv_cq)) return fail<ibv_qp>(EINVAL);
+    if (tgt) ia->send_cq = ia->recv_cq = nullptr, ia->srq = nullptr;
     auto* q = new hc_qp{};
     sp::create_qp_req r{};
     r.h.op = sp::CREATE_QP;
-    r.pd = to(pd)->id;
-    r.send_cq = to(ia->send_cq)->id;
-    r.recv_cq = to(ia->recv_cq)->id;
+    r.pd = pd ? to(pd)->id : 0;
+    r.xrcd = xrcd ? to(xrcd)->id : 0;
+    r.send_cq = ia->send_cq ? to(ia->send_cq)->id : 0;
+    r.recv_cq = ia->recv_cq ? to(ia->recv_cq)->id : 0;
     r.srq = ia->srq ? to(ia->srq)->id : 0;
     r.user_handle = uintptr_t(&q->qp);
     r.cap = from_lib(ia->cap);
     r.qp_type = ia->qp_type;
     r.sq_sig_all = ia->sq_sig_all;
-    // libibverbs' RC, UC, UD share the firmware's numbering; anything else is refused there.
+    // libibverbs' RC, UC, UD, XRC_SEND, XRC_RECV share the firmware's numbering; anything else
+    // is refused there.
     sp::qp_rep rep{};
     if (int e = s.call(r, &rep)) {
         delete q;
@@ -592,20 +694,26 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     fv::ibv_qp& f = q->f;
     f.context = &s.ctx;
     f.qp_context = ia->qp_context;
-    f.pd = &to(pd)->f;
-    f.send_cq = &to(ia->send_cq)->f;
-    f.recv_cq = &to(ia->recv_cq)->f;
+    f.pd = pd ? &to(pd)->f : nullptr;
+    f.send_cq = ia->send_cq ? &to(ia->send_cq)->f : nullptr;
+    f.recv_cq = ia->recv_cq ? &to(ia->recv_cq)->f : f.send_cq;  // an initiator: as the firmware has it
     f.srq = ia->srq ? &to(ia->srq)->f : nullptr;
+    f.xrcd = xrcd ? &to(xrcd)->f : nullptr;
     f.qp_type = fv::ibv_qp_type(ia->qp_type);
     f.sq_sig_all = ia->sq_sig_all;
     adopt_qp(q, rep);
-    ++f.send_cq->refs;
-    ++f.recv_cq->refs;
-    if (f.srq) ++f.srq->refs;
-    s.driver.set_qp_user(rep.qp_num, &f);
+    {
+        std::lock_guard<std::mutex> g(s.data_lock);
+        if (f.send_cq) ++f.send_cq->refs;
+        if (f.recv_cq) ++f.recv_cq->refs;
+        if (f.srq) ++f.srq->refs;
+        if (f.xrcd) ++f.xrcd->refs;
+        s.driver.set_qp_user(rep.qp_num, &f);
+    }
+    q->vqp_xrcd = xrcd;
     ia->cap = to_lib(rep.cap);
     ibv_qp& l = q->qp;
-    l.context = pd->context;
+    l.context = c;
     l.qp_context = ia->qp_context;
     l.pd = pd;
     l.send_cq = ia->send_cq;
@@ -620,6 +728,8 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     pthread_cond_init(&l.cond, nullptr);
     return &q->qp;
 }
+
+ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) { return new_qp(pd->context, pd, nullptr, ia); }
 
 /// Removes the completions of QP qpn from a CQ (what rdma-core's providers do when a QP is reset
 /// or destroyed: an application that restarts a QP does not poll the completions of its previous
@@ -656,8 +766,9 @@ void clean_cq(session& s, hc_cq* q, uint32_t qpn, fv::ibv_qp* qp) {
 }
 
 void clean_cqs(session& s, hc_qp* q) {
-    clean_cq(s, to(q->qp.recv_cq), q->f.qp_num, &q->f);
-    if (q->qp.send_cq != q->qp.recv_cq) clean_cq(s, to(q->qp.send_cq), q->f.qp_num, &q->f);
+    // An XRC target has no CQs (its completions are on its XRC SRQs' CQs and stay there).
+    if (q->qp.recv_cq) clean_cq(s, to(q->qp.recv_cq), q->f.qp_num, &q->f);
+    if (q->qp.send_cq && q->qp.send_cq != q->qp.recv_cq) clean_cq(s, to(q->qp.send_cq), q->f.qp_num, &q->f);
 }
 
 sp::ring_counts counts_of(const fv::ibv_qp& f) {
@@ -713,9 +824,10 @@ int destroy_qp(ibv_qp* qp) {
     std::lock_guard<std::mutex> g(s.data_lock);
     clean_cqs(s, q);
     s.driver.set_qp_user(q->f.qp_num, nullptr);
-    --q->f.send_cq->refs;
-    --q->f.recv_cq->refs;
+    if (q->f.send_cq) --q->f.send_cq->refs;
+    if (q->f.recv_cq) --q->f.recv_cq->refs;
     if (q->f.srq) --q->f.srq->refs;
+    if (q->f.xrcd) --q->f.xrcd->refs;
     pthread_mutex_destroy(&qp->mutex);
     pthread_cond_destroy(&qp->cond);
     delete q;
@@ -775,6 +887,10 @@ const verbs_context_ops context_ops = [] {
     o.create_cq = create_cq;
     o.create_qp = create_qp;
     o.create_srq = create_srq;
+    o.create_srq_ex = create_srq_ex;
+    o.get_srq_num = get_srq_num;
+    o.open_xrcd = open_xrcd;
+    o.close_xrcd = close_xrcd;
     o.dealloc_pd = dealloc_pd;
     o.dereg_mr = dereg_mr;
     o.destroy_ah = destroy_ah;
@@ -875,6 +991,9 @@ ibv_cq* create_cq_plain(ibv_context* c, int cqe, ibv_comp_channel* channel, int 
     return create_cq(c, cqe, channel, comp_vector);
 }
 ibv_qp* create_qp_plain(ibv_pd* pd, ibv_qp_init_attr* ia) { return create_qp(pd, ia); }
+ibv_qp* create_xrc_target(ibv_context* c, ibv_xrcd* xrcd, ibv_qp_init_attr* ia) {
+    return new_qp(c, nullptr, xrcd, ia);
+}
 
 }  // namespace hcasim::provider
 

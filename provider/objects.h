@@ -60,6 +60,12 @@ struct hc_srq {
     uint64_t id;
     fv::ibv_srq f;
 };
+/// An XRC domain (libibverbs' struct verbs_xrcd begins with the ibv_xrcd).
+struct hc_xrcd {
+    ibv_xrcd xrcd;
+    uint64_t id;
+    fv::ibv_xrcd f;
+};
 struct qp_ex_state;
 /// A QP, laid out as libibverbs' struct verbs_qp (the ibv_qp_ex union, comp_mask, xrcd):
 /// ibv_qp_to_qp_ex() tests comp_mask & VERBS_QP_EX. A QP made by ibv_create_qp_ex with
@@ -71,7 +77,7 @@ struct hc_qp {
         ibv_qp_ex qp_ex;
     };
     uint32_t vqp_comp_mask = 0;  ///< verbs_qp::comp_mask (VERBS_QP_EX = 2)
-    void* vqp_xrcd = nullptr;    ///< verbs_qp::xrcd (no XRC here)
+    void* vqp_xrcd = nullptr;    ///< verbs_qp::xrcd: an XRC target's domain (its ibv_xrcd)
     uint64_t id;
     fv::ibv_qp f;
     std::unique_ptr<qp_ex_state> ex;
@@ -109,6 +115,7 @@ inline hc_pd* to(ibv_pd* p) { return reinterpret_cast<hc_pd*>(p); }
 inline hc_cq* to(ibv_cq* p) { return reinterpret_cast<hc_cq*>(p); }
 inline hc_qp* to(ibv_qp* p) { return reinterpret_cast<hc_qp*>(p); }
 inline hc_srq* to(ibv_srq* p) { return reinterpret_cast<hc_srq*>(p); }
+inline hc_xrcd* to(ibv_xrcd* p) { return reinterpret_cast<hc_xrcd*>(p); }
 inline hc_ah* to(ibv_ah* p) { return reinterpret_cast<hc_ah*>(p); }
 inline hc_mw* to(ibv_mw* p) { return reinterpret_cast<hc_mw*>(p); }
 inline hc_mr* to(ibv_mr* p) { return reinterpret_cast<hc_mr*>(p); }
@@ -234,5 +241,7 @@ void add_extended_ops(verbs_context_ops& ops);
 /// The plain verbs (hcasim_provider.cpp) the extended ones build on.
 ibv_cq* create_cq_plain(ibv_context* c, int cqe, ibv_comp_channel* channel, int comp_vector);
 ibv_qp* create_qp_plain(ibv_pd* pd, ibv_qp_init_attr* ia);
+/// An XRC target QP of `xrcd` (ibv_create_qp_ex with IBV_QP_INIT_ATTR_XRCD).
+ibv_qp* create_xrc_target(ibv_context* c, ibv_xrcd* xrcd, ibv_qp_init_attr* ia);
 
 }  // namespace hcasim::provider

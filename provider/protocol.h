@@ -17,7 +17,7 @@
 namespace hcasim::serve_proto {
 
 /// Bumped on any layout change; OPEN fails with EPROTO on a mismatch.
-constexpr uint32_t VERSION = 1;
+constexpr uint32_t VERSION = 2;
 /// Largest message either way (the OPEN reply).
 constexpr uint32_t MAX_MESSAGE = 4096;
 /// Ports a device reports (the model's HCAs have one).
@@ -56,6 +56,8 @@ enum op : uint32_t {
     DEALLOC_MW,    ///< u64 id
     NEXT_KEY,      ///< u64 MPT index -> u8: the next key byte of a window's index (a bind posted here)
     REREG_MR,      ///< rereg_mr_req -> reg_mr_rep
+    OPEN_XRCD,     ///< open_xrcd_req -> xrcd_rep
+    CLOSE_XRCD,    ///< u64 id
 };
 
 /// Every request starts with this; every reply is a `reply` followed by its payload.
@@ -160,8 +162,10 @@ struct cq_rep {
 };
 struct create_qp_req {
     header h;
-    uint64_t pd, send_cq, recv_cq, srq;  ///< ids; srq 0: none
-    uint64_t user_handle;                ///< the application's struct ibv_qp *: what async events carry
+    uint64_t pd, send_cq, recv_cq,
+        srq;               ///< ids; srq 0: none; XRC target: pd, CQs 0; XRC initiator: recv_cq 0
+    uint64_t xrcd;         ///< XRC target: its domain's id (else 0)
+    uint64_t user_handle;  ///< the application's struct ibv_qp *: what async events carry
     verbs::ibv_qp_cap cap;
     int32_t qp_type;  ///< verbs::ibv_qp_type
     int32_t sq_sig_all;
@@ -200,6 +204,19 @@ struct create_srq_req {
     uint64_t pd;
     uint64_t user_handle;  ///< the application's struct ibv_srq *
     verbs::ibv_srq_attr attr;
+    int32_t srq_type;   ///< verbs::ibv_srq_type
+    uint64_t xrcd, cq;  ///< IBV_SRQT_XRC: the domain's and the CQ's ids
+};
+/// ibv_open_xrcd: with a file (fd >= 0 in the application), the file must exist or O_CREAT be
+/// given (the provider checks it with fstat); domains are not shared between processes.
+struct open_xrcd_req {
+    header h;
+    int32_t oflags;  ///< ibv_xrcd_init_attr::oflags
+    uint32_t rsvd;
+};
+struct xrcd_rep {
+    uint64_t id;
+    uint32_t xrcdn;
     uint32_t rsvd;
 };
 struct modify_srq_req {

@@ -203,7 +203,13 @@ void wr_local_inv(ibv_qp_ex* x, uint32_t rkey) {
 
 // Refused: TCP segmentation (no Ethernet), XRC (no XRC domains), 8-byte atomic writes.
 void wr_send_tso(ibv_qp_ex* x, void*, uint16_t, uint16_t) { note(*of(x)->ex, EOPNOTSUPP); }
-void wr_set_xrc_srqn(ibv_qp_ex* x, uint32_t) { note(*of(x)->ex, EOPNOTSUPP); }
+void wr_set_xrc_srqn(ibv_qp_ex* x, uint32_t remote_srqn) {
+    hc_qp* q = of(x);
+    entry* e = last(*q->ex);
+    if (!e) return;
+    if (q->qp.qp_type != IBV_QPT_XRC_SEND) return note(*q->ex, EINVAL);
+    e->wr.xrc_remote_srqn = remote_srqn;
+}
 void wr_atomic_write(ibv_qp_ex* x, uint32_t, uint64_t, const void*) { note(*of(x)->ex, EOPNOTSUPP); }
 
 void wr_set_ud_addr(ibv_qp_ex* x, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
@@ -346,7 +352,7 @@ uint64_t send_ops_for(const hw::hca_caps& caps, ibv_qp_type t) {
     ops |= IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
     if (caps.flags & hw::CAP_MW) ops |= IBV_QP_EX_WITH_BIND_MW;
     if (caps.flags & hw::CAP_SEND_INV) ops |= IBV_QP_EX_WITH_LOCAL_INV;
-    if (t != IBV_QPT_RC) return ops;  // UC
+    if (t != IBV_QPT_RC && t != IBV_QPT_XRC_SEND) return ops;  // UC
     if (caps.flags & hw::CAP_RDMA_READ) ops |= IBV_QP_EX_WITH_RDMA_READ;
     if (caps.flags & hw::CAP_ATOMIC)
         ops |= IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
@@ -388,19 +394,28 @@ ibv_qp* create_qp_ex(ibv_context* c, ibv_qp_init_attr_ex* a) {
                                IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
                                IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     if (a->comp_mask & ~known) return fail<ibv_qp>(EINVAL);
-    // No XRC domains, TSO, RSS (receive WQ indirection, hashing) or creation flags here.
-    constexpr uint32_t refused = IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_MAX_TSO_HEADER |
-                                 IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH;
+    // No TSO, RSS (receive WQ indirection, hashing) or creation flags here.
+    constexpr uint32_t refused =
+        IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH;
     if (a->comp_mask & refused) return fail<ibv_qp>(EOPNOTSUPP);
     if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) return fail<ibv_qp>(EOPNOTSUPP);
+    // The head of ibv_qp_init_attr_ex is an ibv_qp_init_attr (libibverbs casts it the same way).
+    auto* plain = reinterpret_cast<ibv_qp_init_attr*>(a);
+    if (a->qp_type == IBV_QPT_XRC_RECV) {  // an XRC target: a domain, no PD, no send queue
+        if (!(a->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !a->xrcd || a->xrcd->context != c ||
+            (a->comp_mask & (IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)))
+            return fail<ibv_qp>(EINVAL);
+        return create_xrc_target(c, a->xrcd, plain);
+    }
+    if (a->comp_mask & IBV_QP_INIT_ATTR_XRCD) return fail<ibv_qp>(EINVAL);  // only targets have one
     if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd || a->pd->context != c) return fail<ibv_qp>(EINVAL);
-    if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD)
+    if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD &&
+        a->qp_type != IBV_QPT_XRC_SEND)
         return fail<ibv_qp>(EOPNOTSUPP);
     const bool wr_api = a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     if (wr_api && (a->send_ops_flags & ~send_ops_for(sess(c).driver.caps(), a->qp_type)))
         return fail<ibv_qp>(EOPNOTSUPP);
-    // The head of ibv_qp_init_attr_ex is an ibv_qp_init_attr (libibverbs casts it the same way).
-    ibv_qp* qp = create_qp_plain(a->pd, reinterpret_cast<ibv_qp_init_attr*>(a));
+    ibv_qp* qp = create_qp_plain(a->pd, plain);
     if (!qp) return nullptr;  // errno set
     if (wr_api) install_wr_api(to(qp), a->send_ops_flags);
     return qp;

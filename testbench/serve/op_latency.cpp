@@ -150,8 +150,8 @@ void op_latency::completed(unsigned node, const hw::cqe& e, uint64_t now_ps) {
     work_queue* wq = &q.rq;
     if (e.owner & hw::CQE_IS_SEND) {
         wq = &q.sq;
-    } else if (q.srqn != UINT32_MAX) {
-        const auto s = srqs_.find({node, q.srqn});
+    } else if (e.xrc_srqn || q.srqn != UINT32_MAX) {  // an XRC target's CQE names its SRQ
+        const auto s = srqs_.find({node, e.xrc_srqn ? e.xrc_srqn - 1 : q.srqn});
         wq = s == srqs_.end() ? nullptr : &s->second;
     }
     const auto* posted = wq ? &wq->posted[e.wqe_counter & (wq->posted.size() - 1)] : nullptr;

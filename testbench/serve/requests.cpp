@@ -141,6 +141,8 @@ const std::map<uint32_t, server::handler>& server::handlers() {
         {sp::MODIFY_SRQ, &server::handle_srq_attr},
         {sp::QUERY_SRQ, &server::handle_srq_attr},
         {sp::DESTROY_SRQ, &server::handle_destroy_srq},
+        {sp::OPEN_XRCD, &server::handle_open_xrcd},
+        {sp::CLOSE_XRCD, &server::handle_close_xrcd},
         {sp::ATTACH_MCAST, &server::handle_mcast},
         {sp::DETACH_MCAST, &server::handle_mcast},
     };
@@ -368,12 +370,16 @@ void server::handle_resize_cq(connection& c, kernel_node&, uint32_t op, message&
 void server::handle_create_qp(connection& c, kernel_node&, uint32_t op, message& m) {
     const auto* r = request_as<sp::create_qp_req>(m);
     if (!r) return malformed(c, op);
-    verbs::ibv_pd* pd = lookup(c.pds, r->pd);
     verbs::ibv_qp_init_attr ia{};
+    if (r->qp_type == verbs::IBV_QPT_XRC_SEND || r->qp_type == verbs::IBV_QPT_XRC_RECV) {
+        if (xrc_unrecordable(c, op)) return;
+        return create_xrc_qp(c, op, *r);
+    }
+    verbs::ibv_pd* pd = lookup(c.pds, r->pd);
     ia.send_cq = lookup(c.cqs, r->send_cq);
     ia.recv_cq = lookup(c.cqs, r->recv_cq);
     ia.srq = r->srq ? lookup(c.srqs, r->srq) : nullptr;
-    if (!pd || !ia.send_cq || !ia.recv_cq || (r->srq && !ia.srq)) return malformed(c, op);
+    if (!pd || !ia.send_cq || !ia.recv_cq || (r->srq && !ia.srq) || r->xrcd) return malformed(c, op);
     ia.cap = r->cap;
     ia.qp_type = verbs::ibv_qp_type(r->qp_type);
     ia.sq_sig_all = r->sq_sig_all;
@@ -428,12 +434,70 @@ void server::handle_destroy_qp(connection& c, kernel_node&, uint32_t op, message
     return reply_status(c, e);
 }
 
+void server::create_xrc_qp(connection& c, uint32_t op, const sp::create_qp_req& r) {
+    // An initiator: a PD and a send CQ (the receive CQ is the send CQ's stand-in); a target: its
+    // domain only.
+    const bool tgt = r.qp_type == verbs::IBV_QPT_XRC_RECV;
+    verbs::ibv_pd* pd = tgt ? nullptr : lookup(c.pds, r.pd);
+    verbs::ibv_qp_init_attr ia{};
+    ia.send_cq = tgt ? nullptr : lookup(c.cqs, r.send_cq);
+    ia.recv_cq = ia.send_cq;
+    ia.xrcd = tgt ? lookup(c.xrcds, r.xrcd) : nullptr;
+    if ((tgt ? !ia.xrcd || r.pd || r.send_cq : !pd || !ia.send_cq || r.xrcd) || r.recv_cq || r.srq)
+        return malformed(c, op);
+    ia.cap = r.cap;
+    ia.qp_type = verbs::ibv_qp_type(r.qp_type);
+    ia.sq_sig_all = r.sq_sig_all;
+    verbs::ibv_qp* qp = verbs::ibv_create_qp(pd, &ia);
+    if (!qp) return reply_status(c, errno ? errno : EINVAL);
+    const uint64_t id = c.next_id++;
+    c.qps[id] = qp;
+    c.user[qp] = r.user_handle;
+    ops_.add_qp(c.node, c.pid, qp);
+    return reply_with(c, 0, qp_reply(id, qp));
+}
+
+bool server::xrc_unrecordable(connection& c, uint32_t op) {
+    if (!rec_) return false;
+    log(c, "request " + std::to_string(op) + " refused: --record does not record XRC yet");
+    reply_status(c, EOPNOTSUPP);
+    return true;
+}
+
+void server::handle_open_xrcd(connection& c, kernel_node&, uint32_t op, message& m) {
+    const auto* r = request_as<sp::open_xrcd_req>(m);
+    if (!r) return malformed(c, op);
+    if (xrc_unrecordable(c, op)) return;
+    verbs::ibv_xrcd* x = verbs::ibv_open_xrcd(c.ctx);
+    if (!x) return reply_status(c, errno ? errno : ENOMEM);
+    const uint64_t id = c.next_id++;
+    c.xrcds[id] = x;
+    return reply_with(c, 0, sp::xrcd_rep{id, x->handle, 0});
+}
+
+void server::handle_close_xrcd(connection& c, kernel_node&, uint32_t op, message& m) {
+    const int e = destroy_named(
+        m, c.xrcds, [](verbs::ibv_xrcd* x) { return verbs::ibv_close_xrcd(x); },
+        [&](uint64_t id, verbs::ibv_xrcd*) { c.xrcds.erase(id); });
+    if (e < 0) return malformed(c, op);
+    return reply_status(c, e);
+}
+
 void server::handle_create_srq(connection& c, kernel_node&, uint32_t op, message& m) {
     const auto* r = request_as<sp::create_srq_req>(m);
     verbs::ibv_pd* pd = r ? lookup(c.pds, r->pd) : nullptr;
     if (!pd) return malformed(c, op);
     verbs::ibv_srq_init_attr ia{};
     ia.attr = r->attr;
+    ia.srq_type = verbs::ibv_srq_type(r->srq_type);
+    if (ia.srq_type == verbs::IBV_SRQT_XRC) {
+        if (xrc_unrecordable(c, op)) return;
+        ia.xrcd = lookup(c.xrcds, r->xrcd);
+        ia.cq = lookup(c.cqs, r->cq);
+        if (!ia.xrcd || !ia.cq) return malformed(c, op);
+    } else if (r->xrcd || r->cq) {
+        return malformed(c, op);
+    }
     verbs::ibv_srq* s = verbs::ibv_create_srq(pd, &ia);
     if (!s) return reply_status(c, errno ? errno : EINVAL);
     const uint64_t id = c.next_id++;

@@ -412,6 +412,7 @@ void server::mmio_write(connection& c, const message& m) {
 void server::teardown(connection& c) {
     for (auto& [id, qp] : c.qps) verbs::ibv_destroy_qp(qp);
     for (auto& [id, s] : c.srqs) verbs::ibv_destroy_srq(s);
+    for (auto& [id, x] : c.xrcds) verbs::ibv_close_xrcd(x);
     for (auto& [id, cq] : c.cqs) {
         ops_.unwatch_cq(cq);
         verbs::ibv_destroy_cq(cq);
@@ -425,6 +426,7 @@ void server::teardown(connection& c) {
     for (auto& [id, pd] : c.pds) verbs::ibv_dealloc_pd(pd);
     c.qps.clear();
     c.srqs.clear();
+    c.xrcds.clear();
     c.cqs.clear();
     c.mws.clear();
     c.mrs.clear();

@@ -60,6 +60,7 @@ struct connection {
     std::map<uint64_t, verbs::ibv_cq*> cqs;
     std::map<uint64_t, verbs::ibv_qp*> qps;
     std::map<uint64_t, verbs::ibv_srq*> srqs;
+    std::map<uint64_t, verbs::ibv_xrcd*> xrcds;
     std::map<uint64_t, verbs::ibv_mw*> mws;
     std::map<const void*, uint64_t> user;         // QP, CQ, SRQ -> the application's pointer
     std::map<const verbs::ibv_cq*, int> channel;  // CQ -> write end of its completion channel
@@ -239,6 +240,11 @@ private:
     void handle_create_srq(connection& c, kernel_node&, uint32_t op, message& m);
     void handle_srq_attr(connection& c, kernel_node&, uint32_t op, message& m);
     void handle_destroy_srq(connection& c, kernel_node&, uint32_t op, message& m);
+    void handle_open_xrcd(connection& c, kernel_node&, uint32_t op, message& m);
+    void create_xrc_qp(connection& c, uint32_t op, const serve_proto::create_qp_req& r);
+    void handle_close_xrcd(connection& c, kernel_node&, uint32_t op, message& m);
+    /// --record does not carry XRC yet: an XRC request is refused (EOPNOTSUPP), said in the log.
+    bool xrc_unrecordable(connection& c, uint32_t op);
     void handle_mcast(connection& c, kernel_node&, uint32_t op, message& m);
 
     static void set_counts(verbs::ibv_qp* qp, const sp::ring_counts& n);

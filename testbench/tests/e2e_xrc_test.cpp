@@ -265,6 +265,14 @@ SIM_TEST(E2eXrc, o10_39_1_1_o10_45_1_1_rdma_write_read_and_atomics_on_xrc_check_
         EXPECT_EQ(orig, std::vector<uint8_t>(8, 0x77));
         const auto now = h.read_mem(1, t.va, 8);
         EXPECT_EQ(now[0], 0x77 + 5) << "little-endian word + 5";
+        // Compare and swap with a compare value (5) that does not match: the original comes back,
+        // the word stays.
+        ASSERT_EQ(post_to(l, n0, IBV_WR_ATOMIC_CMP_AND_SWP, back.va + 3008, 8, back.mr->lkey, 4, t.va,
+                          t.mr->rkey),
+                  0);
+        EXPECT_EQ(one_wc(h, l.scq, "compare and swap").status, IBV_WC_SUCCESS);
+        EXPECT_EQ(h.read_mem(0, back.va + 3008, 8), now);
+        EXPECT_EQ(h.read_mem(1, t.va, 8), now);
         // No receive WQE was used by any of them.
         h.expect_no_wc(l.cq[0], kQuietNs, "SRQ 0");
         EXPECT_EQ(l.srq[0]->ring.completed, 0u);
