@@ -240,7 +240,8 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
         qpc_cache_.insert(c.qpn, &evicted);
         if (evicted) ++qpc_evictions;
     }
-    if (!q.valid || c.state == hw::QPS_RESET) {
+    const bool fresh = !q.valid || c.state == hw::QPS_RESET;
+    if (fresh) {
         reset_qp(q, c.qpn);
         q.valid = true;
     }
@@ -254,11 +255,15 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
     q.sl = c.sl;
     q.sig_all = c.sig_all;
     q.pd = c.pd;
-    q.who = xlate_owner{c.pd, c.qpn, c.mm_flags};
-    q.srqn = c.srqn;
-    q.recv_who = c.srqn ? xlate_owner{fetcher_->srq_pd(c.srqn - 1), c.qpn, c.mm_flags} : q.who;
     q.send_cqn = c.send_cqn;
-    q.recv_cqn = c.recv_cqn;
+    // An XRC target's SRQ, PD and CQ are its message's (xrc_target): a Modify QP between two
+    // packets of a message leaves them.
+    if (q.xrc != qp::XRC_TGT || fresh) {
+        q.who = xlate_owner{c.pd, c.qpn, c.mm_flags};
+        q.srqn = c.srqn;
+        q.recv_who = c.srqn ? xlate_owner{fetcher_->srq_pd(c.srqn - 1), c.qpn, c.mm_flags} : q.who;
+        q.recv_cqn = c.recv_cqn;
+    }
     q.dest_qpn = c.dest_qpn;
     q.access = c.access;
     q.dlid = c.dlid;

@@ -154,6 +154,11 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
     const uint32_t diff = (psn - q.rsp.rq_psn) & PSN_MASK;
     if (diff != 0) {
         if (diff >= 0x800000) {  // earlier PSN: a duplicate
+            if (q.xrc == qp::XRC_TGT && (k.read || k.atomic)) {
+                // A READ or atomic answered again is checked against its own SRQ's PD.
+                const xrc_srq t = fetcher_->xrc_srq_of(p.h.x.srqn);
+                if (t.xrcd && t.xrcd == q.xrcd) q.who.pd = t.pd;
+            }
             handle_duplicate(q, p, delay);
         } else {  // a gap: NAK once, again only for a packet asking for an ACK (the NAK may be lost)
             ++seq_errors;
