@@ -233,6 +233,9 @@ int hca_driver::init() {
     cqn_ = id_allocator(1, num_cqs() - 1);
     srqn_ = id_allocator(0, num_srqs());
     xrcdn_ = id_allocator(1, (caps_.flags & hw::CAP_XRC) ? MAX_XRCDS : 0);
+    rddn_ = id_allocator(1, (caps_.flags & hw::CAP_RD) ? std::max<uint32_t>(caps_.max_rdd, 1) - 1 : 0);
+    eecn_ = id_allocator(
+        1, (caps_.flags & hw::CAP_RD) ? std::max<uint32_t>(caps_.max_ee, 1) - 1 : 0);  // EECN 0 unused
     qpn_ = id_allocator(FIRST_CONSUMER_QPN, num_qps() - FIRST_CONSUMER_QPN);  // 0, 1: the special QPs
     uar_ = id_allocator(1, std::min<uint32_t>(std::max<uint32_t>(caps_.max_uar, 2), hw::MAX_UARS) - 1);
     mpt_ = id_allocator(1, std::min<uint32_t>(num_mpts(), 1u << 24) - 1);

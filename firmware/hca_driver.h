@@ -136,6 +136,10 @@ public:
     [[nodiscard]] bool alloc_srqn(uint32_t* n) { return srqn_.alloc(n); }
     void free_srqn(uint32_t n) { srqn_.free(n); }
     [[nodiscard]] bool alloc_xrcdn(uint32_t* n) { return xrcdn_.alloc(n); }
+    [[nodiscard]] bool alloc_rddn(uint32_t* n) { return rddn_.alloc(n); }
+    void free_rddn(uint32_t n) { rddn_.free(n); }
+    [[nodiscard]] bool alloc_eecn(uint32_t* n) { return eecn_.alloc(n); }
+    void free_eecn(uint32_t n) { eecn_.free(n); }
     void free_xrcdn(uint32_t n) { xrcdn_.free(n); }
     [[nodiscard]] bool alloc_qpn(uint32_t* n) { return qpn_.alloc(n); }
     void free_qpn(uint32_t n) { qpn_.free(n); }
@@ -260,7 +264,7 @@ private:
     uint64_t mailbox_pa_ = 0, qpc_pa_ = 0, cqc_pa_ = 0, eqc_pa_ = 0, mpt_pa_ = 0, mtt_pa_ = 0, srqc_pa_ = 0;
     uint64_t eq_pa_ = 0, msi_pa_ = 0;
     uint32_t eq_consumer_ = 0;
-    id_allocator pdn_, cqn_, qpn_, uar_, mpt_, srqn_, xrcdn_;
+    id_allocator pdn_, cqn_, qpn_, uar_, mpt_, srqn_, xrcdn_, rddn_, eecn_;
     bool special_qpn_used_[FIRST_CONSUMER_QPN] = {};
     range_allocator mtt_;
     std::vector<uint8_t> key_gen_;

@@ -65,6 +65,11 @@ constexpr qp_transition_row TABLE[] = {
 /// so RTR -> RTS requires only the timeout and the send PSN.
 void xrc_masks(hw::qp_transport t, hw::qp_state cur, hw::qp_state next, uint32_t& req, uint32_t& opt) {
     uint32_t relaxed = 0;
+    // An RD QP follows the UD rows; its send PSNs are its EE contexts' (hcasim: optional here).
+    if (t == hw::QPT_RD && cur == QPS_RTR && next == QPS_RTS) relaxed = SQPSN;
+    // ... and take the remote access rights of RC (RDMA and atomics on RD, o10-39, o10-46).
+    if (t == hw::QPT_RD && next != QPS_RESET && next != QPS_ERR && next != QPS_SQE && cur != QPS_SQE)
+        opt |= ACC;
     if (t == hw::QPT_XRC_INI && cur == QPS_INIT && next == QPS_RTR) relaxed = DRD | RNRT;
     if (t == hw::QPT_XRC_TGT && cur == QPS_RTR && next == QPS_RTS) relaxed = RTY | RNRR | QRD;
     req &= ~relaxed;
@@ -79,7 +84,8 @@ int transport_slot(hw::qp_transport t) {
     case hw::QPT_XRC_INI:
     case hw::QPT_XRC_TGT: return 0;
     case hw::QPT_UC: return 1;
-    case hw::QPT_UD: return 2;
+    case hw::QPT_UD:
+    case hw::QPT_RD: return 2;
     }
     return -1;
 }
@@ -97,31 +103,48 @@ const qp_transition_row* find_transition(hw::qp_transport t, hw::qp_state cur, h
     return nullptr;
 }
 
-int check_transition(hw::qp_transport t, hw::qp_state cur, hw::qp_state next, uint32_t attr_mask) {
+namespace {
+/// The masks of a legal transition on transport t (with the XRC and RD adjustments); false for
+/// an illegal one.
+bool masks_of(hw::qp_transport t, hw::qp_state cur, hw::qp_state next, uint32_t& req, uint32_t& opt) {
     const qp_transition_row* row = find_transition(t, cur, next);
-    if (!row) return EINVAL;
-    int slot = transport_slot(t);
-    uint32_t req = row->required[slot], opt = row->optional[slot];
+    const int slot = transport_slot(t);
+    if (!row || slot < 0 || slot > 2) return false;
+    req = row->required[slot];
+    opt = row->optional[slot];
     xrc_masks(t, cur, next, req, opt);
+    return true;
+}
+}  // namespace
+
+int check_transition(hw::qp_transport t, hw::qp_state cur, hw::qp_state next, uint32_t attr_mask) {
+    uint32_t req = 0, opt = 0;
+    if (!masks_of(t, cur, next, req, opt)) return EINVAL;
     if ((attr_mask & req) != req) return EINVAL;
     if (attr_mask & ~(req | opt | hw::QP_ATTR_STATE)) return EINVAL;
     return 0;
 }
 
 uint32_t required_attrs(hw::qp_transport t, hw::qp_state cur, hw::qp_state next) {
-    const qp_transition_row* row = find_transition(t, cur, next);
-    if (!row) return 0;
-    uint32_t req = row->required[transport_slot(t)], opt = row->optional[transport_slot(t)];
-    xrc_masks(t, cur, next, req, opt);
-    return req;
+    uint32_t req = 0, opt = 0;
+    return masks_of(t, cur, next, req, opt) ? req : 0;
 }
 
 uint32_t optional_attrs(hw::qp_transport t, hw::qp_state cur, hw::qp_state next) {
-    const qp_transition_row* row = find_transition(t, cur, next);
-    if (!row) return 0;
-    uint32_t req = row->required[transport_slot(t)], opt = row->optional[transport_slot(t)];
-    xrc_masks(t, cur, next, req, opt);
-    return opt;
+    uint32_t req = 0, opt = 0;
+    return masks_of(t, cur, next, req, opt) ? opt : 0;
+}
+
+int check_eec_transition(hw::qp_state cur, hw::qp_state next, uint32_t attr_mask) {
+    // The RC rows less what an EE context does not have (access flags, alternate paths) and
+    // with no SQEr (o10-11: Figure 126's states but SQEr).
+    const qp_transition_row* row = find_transition(hw::QPT_RC, cur, next);
+    if (!row) return EINVAL;
+    const uint32_t none = ACC | ALT | MIG;
+    const uint32_t req = row->required[0] & ~none, opt = row->optional[0] & ~none;
+    if ((attr_mask & req) != req) return EINVAL;
+    if (attr_mask & ~(req | opt | hw::QP_ATTR_STATE)) return EINVAL;
+    return 0;
 }
 
 const char* qp_state_name(hw::qp_state s) {

@@ -29,6 +29,8 @@ int check_transition(hw::qp_transport t, hw::qp_state cur, hw::qp_state next, ui
 uint32_t required_attrs(hw::qp_transport t, hw::qp_state cur, hw::qp_state next);
 /// Optional attribute mask of a legal transition (0 for an illegal one).
 uint32_t optional_attrs(hw::qp_transport t, hw::qp_state cur, hw::qp_state next);
+/// 0 if Modify EEC cur -> next with attr_mask (ibv_qp_attr_mask bits) is legal, else EINVAL.
+int check_eec_transition(hw::qp_state cur, hw::qp_state next, uint32_t attr_mask);
 /// Short state name ("RESET", "INIT", ...).
 const char* qp_state_name(hw::qp_state s);
 

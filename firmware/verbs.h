@@ -26,6 +26,7 @@ enum ibv_qp_type {
     IBV_QPT_RC = 2,
     IBV_QPT_UC = 3,
     IBV_QPT_UD = 4,
+    IBV_QPT_RD = 5,  ///< hcasim: reliable datagram (libibverbs has none), through EE contexts
     IBV_QPT_XRC_SEND = 9,
     IBV_QPT_XRC_RECV = 10,
 };
@@ -251,6 +252,8 @@ struct ibv_comp_channel;
 struct ibv_mw;
 struct ibv_srq;
 struct ibv_xrcd;
+struct ibv_rdd;
+struct ibv_eec;
 
 /// One asynchronous event (ibv_get_async_event, or the handler of ibv_set_async_event_handler).
 struct ibv_async_event {
@@ -268,6 +271,12 @@ struct ibv_pd {
     ibv_context* context;
     uint32_t handle;  ///< PD number
     uint32_t refs;    ///< QPs, SRQs, MRs, MWs and AHs using it
+};
+/// Reliable datagram domain (IBA 10.2.8): RD QPs send only through EE contexts of their domain.
+struct ibv_rdd {
+    ibv_context* context;
+    uint32_t handle;  ///< RDD number (nonzero)
+    uint32_t refs;    ///< RD QPs and EE contexts in it
 };
 /// XRC domain (IBA 10.2.10): XRC SRQs and XRC target QPs of one domain serve each other.
 struct ibv_xrcd {
@@ -382,6 +391,7 @@ struct ibv_qp_init_attr {
     int sq_sig_all;
     uint32_t create_flags = 0;  ///< hcasim: ibv_qp_create_flags
     ibv_xrcd* xrcd = nullptr;   ///< IBV_QPT_XRC_RECV: its XRC domain (no PD, CQs or queues)
+    ibv_rdd* rdd = nullptr;     ///< IBV_QPT_RD: its reliable datagram domain
 };
 struct ibv_qp_attr {
     ibv_qp_state qp_state, cur_qp_state;
@@ -453,6 +463,27 @@ struct ibv_qp {
     uint32_t create_flags = 0;  ///< ibv_qp_create_flags given at creation
     ibv_srq* srq = nullptr;     ///< the SRQ its receive WQEs come from (rq is then unused)
     ibv_xrcd* xrcd = nullptr;   ///< IBV_QPT_XRC_RECV: its domain (pd, send_cq, recv_cq are nullptr)
+    ibv_rdd* rdd = nullptr;     ///< IBV_QPT_RD: its domain
+};
+/// EE context attributes (Modify / Query EEC). The mask bits are ibv_qp_attr_mask's: STATE,
+/// CUR_STATE, PKEY_INDEX, PORT, AV, PATH_MTU, TIMEOUT, RETRY_CNT, RNR_RETRY, RQ_PSN,
+/// MAX_QP_RD_ATOMIC, MIN_RNR_TIMER, SQ_PSN, MAX_DEST_RD_ATOMIC, DEST_QPN (the remote EE context).
+struct ibv_eec_attr {
+    ibv_qp_state eec_state, cur_eec_state;
+    ibv_mtu path_mtu;
+    ibv_ah_attr ah_attr;
+    uint32_t dest_eecn, rq_psn, sq_psn;
+    uint16_t pkey_index;
+    uint8_t port_num, timeout, retry_cnt, rnr_retry, min_rnr_timer, max_rd_atomic, max_dest_rd_atomic;
+};
+/// End-to-end context (IBA 10.2.7): one end of a reliable channel between two HCA ports.
+struct ibv_eec {
+    ibv_context* context;
+    ibv_rdd* rdd;
+    uint32_t eecn;           ///< EE context number
+    ibv_qp_state state;      ///< software view (QUERY_EEC refreshes it)
+    hw::eec_context hw_ctx;  ///< software copy of the HCA's context
+    ibv_eec_attr attr;       ///< attributes as last modified
 };
 /// Device context of one process.
 struct ibv_context {
@@ -460,7 +491,7 @@ struct ibv_context {
     fw::address_space* as;
     uint32_t uar;  ///< this context's UAR page index
     uint32_t pds = 0, cqs = 0, qps = 0, mrs = 0, ahs = 0, channels = 0, mws = 0;
-    uint32_t srqs = 0, xrcds = 0;
+    uint32_t srqs = 0, xrcds = 0, rdds = 0, eecs = 0;
     std::vector<std::pair<uint64_t, uint64_t>> mapped;  ///< ibv_map_pages ranges (va, len), pinned
     std::deque<ibv_async_event> async_events;           ///< waiting for ibv_get_async_event, oldest first
     std::deque<ibv_async_event> handler_events;         ///< dispatched, not yet passed to the handler
@@ -486,8 +517,14 @@ struct ibv_send_wr {
     unsigned send_flags = 0;
     uint32_t imm_data = 0;         ///< network order in libibverbs; host order here
     uint32_t invalidate_rkey = 0;  ///< SEND_WITH_INV, LOCAL_INV: the key to invalidate
-    uint32_t xrc_remote_srqn =
-        0;  ///< IBV_QPT_XRC_SEND: the target's XRC SRQ (libibverbs qp_type.xrc.remote_srqn)
+    /// IBV_QPT_XRC_SEND: the target's XRC SRQ (libibverbs qp_type.xrc.remote_srqn).
+    uint32_t xrc_remote_srqn = 0;
+    /// IBV_QPT_RD: the EE context that carries the message, the destination QP behind its peer
+    /// and the Q_Key (high bit set: the QP's own, C10-15).
+    struct {
+        ibv_eec* eec;
+        uint32_t remote_qpn, remote_qkey;
+    } rd{};
     struct {
         struct {
             uint64_t remote_addr;
@@ -724,6 +761,22 @@ ibv_xrcd* ibv_open_xrcd(ibv_context* ctx);
 int ibv_close_xrcd(ibv_xrcd* xrcd);
 /// The SRQ's number, which initiators name in their WRs (xrc_remote_srqn).
 int ibv_get_srq_num(ibv_srq* srq, uint32_t* srq_num);
+
+// ---- reliable datagram (verbs_rd.cpp; hcasim: libibverbs has no RD verbs)
+/// Allocates a reliable datagram domain (IBA 10.2.8); EOPNOTSUPP without RD, ENOMEM when none is
+/// left (at least two exist, o10-9).
+ibv_rdd* ibv_alloc_rdd(ibv_context* ctx);
+/// Deallocates a domain: EBUSY (kept) while RD QPs or EE contexts are in it (o10-10).
+int ibv_dealloc_rdd(ibv_rdd* rdd);
+/// Creates an EE context of the domain (o10-4, o10-7), in Reset.
+ibv_eec* ibv_create_eec(ibv_rdd* rdd);
+/// Modify EEC: the transitions of Figure 126 but SQEr (o10-11), value checks, CMD_MODIFY_EEC.
+/// The destination address is changed only here (o10-1).
+int ibv_modify_eec(ibv_eec* eec, ibv_eec_attr* attr, int attr_mask);
+/// Query EEC (state and PSNs as the HCA has them).
+int ibv_query_eec(ibv_eec* eec, ibv_eec_attr* attr);
+/// Destroys an EE context (a message on it is lost: its WR completes in error).
+int ibv_destroy_eec(ibv_eec* eec);
 
 // ---- queue pairs (verbs_qp.cpp)
 /// Creates a QP in Reset (C10-20); cap is updated with the actual capacities. create_flags

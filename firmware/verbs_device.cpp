@@ -156,8 +156,8 @@ ibv_context* ibv_open_device(fw::hca_driver& drv, fw::address_space& as) {
 
 int ibv_close_device(ibv_context* ctx) {
     if (!ctx) return EINVAL;
-    if (ctx->pds || ctx->cqs || ctx->qps || ctx->srqs || ctx->xrcds || ctx->mrs || ctx->mws || ctx->ahs ||
-        ctx->channels)
+    if (ctx->pds || ctx->cqs || ctx->qps || ctx->srqs || ctx->xrcds || ctx->rdds || ctx->eecs || ctx->mrs ||
+        ctx->mws || ctx->ahs || ctx->channels)
         return EBUSY;
     if (ctx->delivering) return EBUSY;  // called from its own async event handler
     // ibv_map_pages ranges; cannot fail: each was pinned by ibv_map_pages and is still listed.
@@ -206,6 +206,12 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
     if (const hw::port_info* p = ctx->driver->port(1)) a->max_pkeys = p->pkey_table_len;
     a->max_inline_data = std::min<uint32_t>(c.max_inline, hw::INLINE_LEN_MASK);
     a->max_mw = (c.flags & hw::CAP_MW) ? int(std::min<uint32_t>(c.max_mw, ctx->driver->num_mpts() - 1)) : 0;
+    if (c.flags & hw::CAP_RD) {  // EECN 0 and RDD 0 are never handed out
+        a->max_ee = int(c.max_ee - 1);
+        a->max_rdd = int(c.max_rdd - 1);
+        a->max_ee_rd_atom = a->max_qp_rd_atom;
+        a->max_ee_init_rd_atom = a->max_qp_init_rd_atom;
+    }
     if (c.flags & hw::CAP_MCAST) {  // o10-33
         a->max_mcast_grp = int(c.max_mcast_grp);
         a->max_mcast_qp_attach = int(c.max_mcast_qp_attach);

@@ -31,6 +31,7 @@ hw::qp_context initial_context(const ibv_qp* qp) {
     c.send_cqn = qp->send_cq ? qp->send_cq->handle : 0;
     c.recv_cqn = qp->recv_cq ? qp->recv_cq->handle : 0;
     c.xrcd = qp->xrcd ? qp->xrcd->handle : 0;
+    c.rdd = qp->rdd ? qp->rdd->handle : 0;
     c.sq_base = qp->sq.pa;
     c.rq_base = qp->rq.pa;
     c.sq_log_size = qp->sq.log_size;
@@ -90,6 +91,7 @@ bool transport_supported(const hw::hca_caps& caps, ibv_qp_type t) {
     case IBV_QPT_UD: return caps.flags & hw::CAP_UD;
     case IBV_QPT_XRC_SEND:
     case IBV_QPT_XRC_RECV: return caps.flags & hw::CAP_XRC;
+    case IBV_QPT_RD: return caps.flags & hw::CAP_RD;
     case IBV_QPT_SMI:
     case IBV_QPT_GSI: return false;  // ibv_create_qp runs them as UD
     }
@@ -136,10 +138,11 @@ ibv_qp* create_xrc_target(ibv_pd* pd, ibv_qp_init_attr* ia) {
 }  // namespace
 
 uint32_t send_wqe_max_bytes(ibv_qp_type t, uint32_t max_send_sge, uint32_t max_inline) {
-    uint32_t addr = t == IBV_QPT_UD ? sizeof(hw::wqe_ud_seg)
-                    : t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND
-                        ? sizeof(hw::wqe_raddr_seg) + sizeof(hw::wqe_atomic_seg)
-                        : sizeof(hw::wqe_raddr_seg);
+    const uint32_t rdma = sizeof(hw::wqe_raddr_seg) + sizeof(hw::wqe_atomic_seg);
+    uint32_t addr = t == IBV_QPT_UD                            ? sizeof(hw::wqe_ud_seg)
+                    : t == IBV_QPT_RD                          ? rdma + sizeof(hw::wqe_rd_seg)
+                    : t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND ? rdma
+                                                               : sizeof(hw::wqe_raddr_seg);
     uint32_t data = std::max<uint32_t>(max_send_sge * sizeof(hw::wqe_data_seg),
                                        max_inline ? hw::align16(sizeof(hw::wqe_inline_seg) + max_inline) : 0);
     uint32_t bytes = sizeof(hw::wqe_ctrl_seg) + addr + data;
@@ -166,6 +169,10 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     } else if (ia->xrcd) {
         return fail<ibv_qp>(EINVAL);
     }
+    // IBA 10.2.8: an RD QP is in exactly one reliable datagram domain (o10-6) of the context; it
+    // takes no SRQ here.
+    const bool rd = ia->qp_type == IBV_QPT_RD;
+    if (rd ? !ia->rdd || ia->rdd->context != ctx || ia->srq : ia->rdd != nullptr) return fail<ibv_qp>(EINVAL);
     if (!ia->send_cq || !ia->recv_cq || ia->send_cq->context != ctx || ia->recv_cq->context != ctx)
         return fail<ibv_qp>(EINVAL);
     // The special QPs: privileged consumers only (C10-13); the hardware runs them as UD QPs.
@@ -207,6 +214,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     qp->sq_sig_all = ia->sq_sig_all;
     qp->create_flags = ia->create_flags;
     qp->srq = ia->srq;
+    qp->rdd = ia->rdd;
     qp->max_inline_data = cap.max_inline_data;
     qp->sq.log_size = log2_ceil(std::max<uint32_t>(cap.max_send_wr, 1));
     qp->sq.log_stride = log2_ceil(std::max<uint32_t>(wqe_max, hw::WQE_BASIC_BLOCK));
@@ -247,6 +255,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
     ++qp->send_cq->refs;
     ++qp->recv_cq->refs;
     if (qp->srq) ++qp->srq->refs;
+    if (qp->rdd) ++qp->rdd->refs;
     if (special) {
         ++qp->send_cq->special_refs;
         ++qp->recv_cq->special_refs;
@@ -438,6 +447,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
     --qp->send_cq->refs;
     --qp->recv_cq->refs;
     if (qp->srq) --qp->srq->refs;
+    if (qp->rdd) --qp->rdd->refs;
     if (qp->qp_num < 2) {  // QP0 / QP1
         --qp->send_cq->special_refs;
         --qp->recv_cq->special_refs;
@@ -486,17 +496,18 @@ namespace {
 /// WQE opcode for a send WR on a transport, or -1 if the transport cannot carry it.
 int wqe_opcode_for(const hw::hca_caps& caps, ibv_qp_type t, ibv_wr_opcode op) {
     if (t == IBV_QPT_XRC_SEND) t = IBV_QPT_RC;  // o10-39.1.1, o10-45.1.1: an initiator sends as RC
+    const bool rd = t == IBV_QPT_RD;            // o10-39, o10-46, o10-50: READ, atomics, binds on RD
     switch (op) {
     case IBV_WR_SEND: return hw::WQE_OP_SEND;
     case IBV_WR_SEND_WITH_IMM: return hw::WQE_OP_SEND_IMM;
     case IBV_WR_RDMA_WRITE: return t == IBV_QPT_UD ? -1 : hw::WQE_OP_RDMA_WRITE;  // C10-84
     case IBV_WR_RDMA_WRITE_WITH_IMM: return t == IBV_QPT_UD ? -1 : hw::WQE_OP_RDMA_WRITE_IMM;
-    case IBV_WR_RDMA_READ:  // C10-83: RC only
-        return t == IBV_QPT_RC && (caps.flags & hw::CAP_RDMA_READ) ? hw::WQE_OP_RDMA_READ : -1;
-    case IBV_WR_ATOMIC_CMP_AND_SWP:  // o10-46: atomics on RC only
-        return t == IBV_QPT_RC && (caps.flags & hw::CAP_ATOMIC) ? hw::WQE_OP_CMP_SWAP : -1;
+    case IBV_WR_RDMA_READ:  // C10-83: RC (and RD) only
+        return (t == IBV_QPT_RC || rd) && (caps.flags & hw::CAP_RDMA_READ) ? hw::WQE_OP_RDMA_READ : -1;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:  // o10-46: atomics on RC (and RD) only
+        return (t == IBV_QPT_RC || rd) && (caps.flags & hw::CAP_ATOMIC) ? hw::WQE_OP_CMP_SWAP : -1;
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
-        return t == IBV_QPT_RC && (caps.flags & hw::CAP_ATOMIC) ? hw::WQE_OP_FETCH_ADD : -1;
+        return (t == IBV_QPT_RC || rd) && (caps.flags & hw::CAP_ATOMIC) ? hw::WQE_OP_FETCH_ADD : -1;
     case IBV_WR_SEND_WITH_INV:  // o10-38.2.1: on RC
         return t == IBV_QPT_RC && (caps.flags & hw::CAP_SEND_INV) ? hw::WQE_OP_SEND_INV : -1;
     case IBV_WR_LOCAL_INV:  // 10.7.2.5: RC, UC (RD, XRC)
@@ -550,6 +561,10 @@ int check_send_wr(ibv_qp* qp, const ibv_send_wr* wr, uint64_t* total) {
         if (*total != 8) return EINVAL;
     }
     if (qp->qp_type == IBV_QPT_XRC_SEND && wr->xrc_remote_srqn > 0xFFFFFFu) return EINVAL;
+    // o10-1: every RD WR names an EE context (of this context) and a destination QP.
+    if (qp->qp_type == IBV_QPT_RD &&
+        (!wr->rd.eec || wr->rd.eec->context != qp->context || wr->rd.remote_qpn > 0xFFFFFFu))
+        return EINVAL;
     if (qp->qp_type == IBV_QPT_UD) {
         const ibv_ah* ah = wr->wr.ud.ah;
         if (!ah) return EINVAL;
@@ -618,6 +633,11 @@ uint32_t build_send_wqe(ibv_qp* qp, const ibv_send_wr* wr, uint64_t total, uint8
         u.flow_label = ah.grh.flow_label & 0xFFFFFu;
         std::memcpy(u.dgid, ah.grh.dgid.raw, 16);
         put(buf, &off, u);
+    } else if (qp->qp_type == IBV_QPT_RD) {
+        // The EE context is checked by the HCA when the message starts (its state and domain
+        // may change between post and send: o10-8, o10-12 ...).
+        const hw::wqe_rd_seg r{wr->rd.eec->eecn, wr->rd.remote_qpn, wr->rd.remote_qkey, 0};
+        put(buf, &off, r);
     }
     if (inl) {
         hw::wqe_inline_seg h{hw::INLINE_SEG_FLAG | uint32_t(total)};

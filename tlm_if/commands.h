@@ -42,6 +42,10 @@ enum cmd_opcode : uint16_t {
     CMD_MODIFY_SRQ = 0x51,    ///< in_mod: SRQN; op_mod: srq_modify_mask; in: modify_srq_in
     CMD_QUERY_SRQ = 0x52,    ///< in_mod: SRQN; out: srq_context as the HCA holds it (BAD_STATE: SRQ in error)
     CMD_DESTROY_SRQ = 0x53,  ///< in_mod: SRQN (BAD_STATE: QPs still attached)
+    CMD_CREATE_EEC = 0x60,   ///< in_mod: EECN; in: eec_context (state Reset) (CAP_RD)
+    CMD_MODIFY_EEC = 0x61,   ///< in_mod: EECN; op_mod: new qp_state; in: modify_eec_in
+    CMD_QUERY_EEC = 0x62,    ///< in_mod: EECN; out: eec_context as the HCA holds it
+    CMD_DESTROY_EEC = 0x63,  ///< in_mod: EECN
 };
 
 /// CMD_RESIZE_CQ input. The HCA moves the CQEs software has not consumed ([consumer, producer))
@@ -211,7 +215,9 @@ struct hca_caps {
     uint32_t max_srq_wr;                 ///< WQEs per SRQ (CAP_SRQ)
     uint32_t max_srq_sge;                ///< SGEs per SRQ WQE (CAP_SRQ)
     uint32_t num_comp_vectors;           ///< completion event handler identifiers (EQs for completion events)
-    uint32_t rsvd[4];                    ///< reserved, zero
+    uint32_t max_ee;                     ///< EE contexts (CAP_RD)
+    uint32_t max_rdd;                    ///< reliable datagram domains (CAP_RD)
+    uint32_t rsvd[2];                    ///< reserved, zero
 };
 static_assert(sizeof(hca_caps) == 160);
 static_assert(offsetof(hca_caps, max_mcast_qp_attach) == 106 && offsetof(hca_caps, max_mcast_grp) == 108 &&
@@ -280,6 +286,15 @@ struct modify_qp_in {
     qp_context ctx;      ///< context with the new attributes and state
 };
 static_assert(sizeof(modify_qp_in) == 64 + sizeof(qp_context));
+
+/// CMD_MODIFY_EEC input (op_mod: the new qp_state).
+struct modify_eec_in {
+    uint32_t attr_mask;  ///< qp_attr_mask bits that changed (the EE context's subset)
+    uint8_t cur_state;   ///< state software believes the EE context is in
+    uint8_t rsvd[59];    ///< reserved, zero
+    eec_context ctx;     ///< context with the new attributes and state
+};
+static_assert(sizeof(modify_eec_in) == 64 + sizeof(eec_context));
 
 /// CMD_WRITE_MTT input header; `count` mtt_entry values follow.
 struct write_mtt_in {

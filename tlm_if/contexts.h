@@ -25,6 +25,10 @@ enum qp_transport : uint8_t {
     QPT_RC = 2,  ///< reliable connected (libibverbs IBV_QPT_RC)
     QPT_UC = 3,  ///< unreliable connected
     QPT_UD = 4,  ///< unreliable datagram
+    /// Reliable datagram (IBA 10.2.2.2, 10.2.7, 10.2.8; hcasim: libibverbs has no RD): a QP of
+    /// reliable datagram domain `rdd` whose every message names an EE context (the WQE's RD
+    /// segment) that carries it, reliably, to a QP behind the EE context's peer.
+    QPT_RD = 5,
     /// XRC initiator (IBA 10.2.10; libibverbs IBV_QPT_XRC_SEND): an RC send queue whose every
     /// message names the XRC SRQ it goes to at the target (the WQE's xrc_srqn, the XRCETH).
     QPT_XRC_INI = 9,
@@ -96,10 +100,39 @@ struct qp_context {
     uint8_t mm_flags;            ///< qp_mm_flags: memory management operations this QP may use
     uint8_t rsvd1[2];            ///< reserved, zero
     uint32_t xrcd;               ///< QPT_XRC_TGT: its XRC domain (number, nonzero)
-    uint8_t rsvd2[130];          ///< reserved, zero
+    uint32_t rdd;                ///< QPT_RD: its reliable datagram domain (number, nonzero)
+    uint8_t rsvd2[126];          ///< reserved, zero
 };
 static_assert(sizeof(qp_context) == 256);
-static_assert(offsetof(qp_context, xrcd) == 120);
+static_assert(offsetof(qp_context, xrcd) == 120 && offsetof(qp_context, rdd) == 124);
+
+/// End-to-end context (64 bytes; IBA 10.2.7): one end of a reliable channel between two HCA
+/// ports that RD QPs of its domain send through, one message at a time. It has the QP states
+/// but SQEr, its own PSNs and the reliability attributes; the HCA holds EE contexts on chip (no
+/// table in host memory): CMD_CREATE_EEC / MODIFY_EEC pass them, QUERY_EEC reads them back.
+struct eec_context {
+    uint32_t eecn;               ///< EE context number
+    uint8_t state;               ///< qp_state (never QPS_SQE)
+    uint8_t port;                ///< port number (1-based)
+    uint8_t mtu;                 ///< mtu_code of the path
+    uint8_t sl;                  ///< service level
+    uint32_t rdd;                ///< reliable datagram domain (nonzero)
+    uint32_t dest_eecn;          ///< the remote EE context (the RDETH of every packet sent)
+    uint32_t sq_psn;             ///< next send PSN (24 bits)
+    uint32_t rq_psn;             ///< expected receive PSN (24 bits)
+    uint16_t dlid;               ///< destination LID
+    uint16_t pkey_index;         ///< P_Key table index: the P_Key sent and checked (o10-58, o10-59)
+    uint8_t src_path_bits;       ///< source path bits
+    uint8_t timeout;             ///< local ACK timeout code
+    uint8_t retry_cnt;           ///< retries on timeout / sequence error
+    uint8_t rnr_retry;           ///< retries on RNR NAK (7 = infinite)
+    uint8_t min_rnr_timer;       ///< RNR NAK timer code offered to requesters
+    uint8_t max_rd_atomic;       ///< outstanding RDMA READ/atomic as requester
+    uint8_t max_dest_rd_atomic;  ///< outstanding RDMA READ/atomic as responder
+    uint8_t sq_draining;         ///< HCA: 1 while an SQD drain is in progress
+    uint8_t rsvd[28];            ///< reserved, zero
+};
+static_assert(sizeof(eec_context) == 64 && offsetof(eec_context, dlid) == 24);
 static_assert(offsetof(qp_context, sq_base) == 24 && offsetof(qp_context, dest_qpn) == 48 &&
               offsetof(qp_context, dgid) == 92);
 

@@ -1,7 +1,7 @@
 // Work queue element layouts in host memory (interface version 2).
 //
 // A send WQE is a control segment followed by the segments its opcode needs, in this order:
-// [remote-address] [atomic] [UD address] then data segments or one inline-data segment;
+// [remote-address] [atomic] [UD address | RD address] then data segments or one inline-data segment;
 // memory management WQEs (bind, fast register) carry their one segment instead.
 // Segments are multiples of 16 bytes. A send queue is a ring of slots of `1 << sq_log_stride`
 // bytes (a multiple of the 64-byte basic block); one WQE occupies one slot. A receive WQE is a
@@ -88,6 +88,16 @@ struct wqe_ud_seg {
     uint8_t dgid[16];       ///< destination GID
 };
 static_assert(sizeof(wqe_ud_seg) == 48);
+
+/// RD address segment (reliable datagram): the EE context that carries the message and the
+/// destination QP behind it.
+struct wqe_rd_seg {
+    uint32_t eecn;      ///< local EE context (bits 23..0)
+    uint32_t dest_qpn;  ///< bits 23..0: destination QP
+    uint32_t qkey;      ///< Q_Key (high bit set: the QP's own, C10-15)
+    uint32_t rsvd;      ///< reserved, zero
+};
+static_assert(sizeof(wqe_rd_seg) == 16);
 
 /// wqe_bind_seg::bind_flags.
 enum wqe_bind_flags : uint32_t {

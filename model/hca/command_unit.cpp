@@ -240,7 +240,11 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
                        c.transport > hw::QPT_UD || fetcher_->srq_ctx(c.srqn - 1).xrcd))
             return hw::CMD_BAD_RESOURCE;  // attached to an SRQ that does not exist (or an XRC SRQ)
         const bool xrc = c.transport == hw::QPT_XRC_INI || c.transport == hw::QPT_XRC_TGT;
-        if (!(c.transport >= hw::QPT_RC && c.transport <= hw::QPT_UD) && !xrc) return hw::CMD_BAD_PARAM;
+        const bool rd = c.transport == hw::QPT_RD;
+        if (!(c.transport >= hw::QPT_RC && c.transport <= hw::QPT_UD) && !xrc && !rd)
+            return hw::CMD_BAD_PARAM;
+        if (rd ? !(id_.caps.flags & hw::CAP_RD) || !c.rdd || c.srqn : c.rdd != 0)
+            return hw::CMD_BAD_PARAM;  // an RD QP is in a reliable datagram domain; nothing else names one
         if (xrc && (!(id_.caps.flags & hw::CAP_XRC) || (c.transport == hw::QPT_XRC_TGT) != (c.xrcd != 0)))
             return hw::CMD_BAD_PARAM;  // a target is in an XRC domain; nothing else names one
         c.qpn = in_mod;
@@ -290,6 +294,67 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
     case hw::CMD_MODIFY_SRQ:
     case hw::CMD_QUERY_SRQ:
     case hw::CMD_DESTROY_SRQ: return srq_command(m, delay);
+    case hw::CMD_CREATE_EEC:
+    case hw::CMD_MODIFY_EEC:
+    case hw::CMD_QUERY_EEC:
+    case hw::CMD_DESTROY_EEC: return eec_command(m, delay);
+    default: return hw::CMD_BAD_OPCODE;
+    }
+}
+
+uint8_t command_unit::eec_command(hw::cmd_mailbox& m, sc_time& delay) {
+    if (!(id_.caps.flags & hw::CAP_RD)) return hw::CMD_BAD_OPCODE;
+    const uint32_t eecn = m.in_mod;
+    if (eecs_.empty()) eecs_.resize(id_.caps.max_ee);
+    if (eecn == 0 || eecn >= eecs_.size()) return hw::CMD_BAD_PARAM;  // EECN 0 is never used
+    hw::eec_context& cur = eecs_[eecn];
+    const bool exists = cur.eecn != 0;
+    switch (m.opcode) {
+    case hw::CMD_CREATE_EEC: {
+        hw::eec_context c;
+        std::memcpy(&c, m.in, sizeof c);
+        if (exists) return hw::CMD_BAD_RESOURCE;
+        if (!c.rdd) return hw::CMD_BAD_PARAM;  // an EE context is in a reliable datagram domain
+        c.eecn = eecn;
+        c.state = hw::QPS_RESET;
+        cur = c;
+        engine_->load_eec(c, 0, delay);
+        return hw::CMD_OK;
+    }
+    case hw::CMD_MODIFY_EEC: {
+        if (!exists) return hw::CMD_BAD_RESOURCE;
+        hw::modify_eec_in in;
+        std::memcpy(&in, m.in, sizeof in);
+        const uint32_t new_state = m.op_mod;
+        if (new_state > hw::QPS_ERR || new_state == hw::QPS_SQE ||
+            ((in.attr_mask & hw::QP_ATTR_CUR_STATE) && in.cur_state != engine_->eec_state(eecn)))
+            return hw::CMD_BAD_STATE;
+        hw::eec_context c = in.ctx;
+        c.eecn = eecn;
+        c.rdd = cur.rdd;  // the domain is fixed at create (o10-7)
+        c.state = uint8_t(new_state);
+        if (new_state != hw::QPS_RESET && new_state != hw::QPS_ERR &&
+            (c.port != 1 || c.pkey_index >= pkeys_->size() ||
+             (new_state >= hw::QPS_RTR && hw::mtu_bytes(c.mtu) == 0)))
+            return hw::CMD_BAD_PARAM;
+        cur = c;
+        engine_->load_eec(c, in.attr_mask, delay);
+        return hw::CMD_OK;
+    }
+    case hw::CMD_QUERY_EEC: {
+        if (!exists) return hw::CMD_BAD_RESOURCE;
+        hw::eec_context c = cur;
+        c.state = engine_->eec_state(eecn);  // the engine may have moved it to Error itself
+        engine_->eec_psns(eecn, c.sq_psn, c.rq_psn);
+        std::memcpy(m.out, &c, sizeof c);
+        return hw::CMD_OK;
+    }
+    case hw::CMD_DESTROY_EEC: {
+        if (!exists) return hw::CMD_BAD_RESOURCE;
+        cur = hw::eec_context{};
+        engine_->destroy_eec(eecn);
+        return hw::CMD_OK;
+    }
     default: return hw::CMD_BAD_OPCODE;
     }
 }
@@ -428,7 +493,8 @@ uint8_t command_unit::modify_qp(uint32_t qpn, uint32_t new_state, const hw::modi
     }
     if (!dma.write(tables_.qpc_base + qpn * sizeof c, &c, sizeof c, delay)) return TABLE_ACCESS_FAILED;
     qp_state_[qpn] = uint8_t(new_state);
-    if (new_state == hw::QPS_RESET)
+    // An RD QP has no P_Key of its own: its packets are checked against their EE context's.
+    if (new_state == hw::QPS_RESET || c.transport == hw::QPT_RD)
         pkeys_->unbind_qp(qpn);
     else if (new_state != hw::QPS_ERR)
         pkeys_->bind_qp(qpn, c.pkey_index);

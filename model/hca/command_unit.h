@@ -76,6 +76,8 @@ private:
     uint8_t create_mpt(uint32_t index, uint32_t mode, const uint8_t* in, sc_core::sc_time& delay);
     /// CMD_CREATE/MODIFY/QUERY/DESTROY_SRQ (the SRQ state lives in the WQE fetcher).
     uint8_t srq_command(hw::cmd_mailbox& m, sc_core::sc_time& delay);
+    /// CMD_CREATE/MODIFY/QUERY/DESTROY_EEC (CAP_RD; the EE contexts live in the transport engine).
+    uint8_t eec_command(hw::cmd_mailbox& m, sc_core::sc_time& delay);
     uint8_t mcast(uint32_t qpn, bool attach, const uint8_t* in, sc_core::sc_time& delay);
     uint8_t modify_qp(uint32_t qpn, uint32_t new_state, const hw::modify_qp_in& in, sc_core::sc_time& delay);
 
@@ -96,8 +98,9 @@ private:
     sc_core::sc_time exec_time_;
     std::vector<uint8_t> qp_state_;  // HCA's view of each QP's state (255 = no QP)
     std::vector<uint8_t> cq_valid_;
-    std::vector<uint32_t> qp_srq_;  // SRQ number + 1 each QP was created with (0: none)
-    hw::cmd_mailbox box_;           // scratch copy of the mailbox
+    std::vector<uint32_t> qp_srq_;       // SRQ number + 1 each QP was created with (0: none)
+    hw::cmd_mailbox box_;                // scratch copy of the mailbox
+    std::vector<hw::eec_context> eecs_;  // EE contexts as created and modified (eecn 0: none)
 };
 
 }  // namespace hcasim

@@ -21,6 +21,9 @@ hca::hca(const sc_module_name& name, unsigned node_index, const cc_config* cc)
       max_qp_wr("max_qp_wr", 16384, "WQEs", "work requests per send or receive queue", {1, 1u << 16}),
       max_srqs("max_srqs", 1024, "SRQs", "shared receive queues (SRQC entries); WQEs per SRQ: max_qp_wr",
                {1, 1u << 24}),
+      max_eecs("max_eecs", 256, "EECs",
+               "end-to-end contexts for reliable datagram, held on chip (EECN 0 unused); 0: no RD",
+               {0, 1u << 16}),
       mw_type2("mw_type2", "2B", "",
                "kind of the type 2 memory windows: 2A (QP-associated) or 2B (QP- and "
                "PD-associated); an HCA implements one (o10-37.2.31)"),
@@ -34,7 +37,7 @@ hca::hca(const sc_module_name& name, unsigned node_index, const cc_config* cc)
       doorbell("doorbell_unit", clock_),
       commands("command_unit", clock_, id_, max_qps, max_cqs),
       fetcher("wqe_fetcher", clock_, max_qps, max_srqs),
-      engine("transport_engine", clock_, max_qps, cc),
+      engine("transport_engine", clock_, max_qps, cc, max_eecs),
       translation("translation_unit", clock_),
       cqs("cq_writer", clock_, max_cqs, 16),
       pkeys("pkey_checker", max_qps, clock_),
@@ -48,7 +51,7 @@ hca::hca(const sc_module_name& name, unsigned node_index, const cc_config* cc)
     c.flags = hw::CAP_RC | hw::CAP_UC | hw::CAP_UD | hw::CAP_MCAST | hw::CAP_INLINE | hw::CAP_RDMA_READ |
               hw::CAP_ATOMIC | hw::CAP_SQD_ASYNC | hw::CAP_MW | hw::CAP_SEND_INV | hw::CAP_ZBVA |
               hw::CAP_BLOCK_LIST | hw::CAP_LOCAL_INV_FENCE | hw::CAP_RESERVED_LKEY | hw::CAP_SRQ |
-              hw::CAP_SRQ_RESIZE | hw::CAP_XRC |
+              hw::CAP_SRQ_RESIZE | hw::CAP_XRC | (max_eecs > 1 ? uint64_t(hw::CAP_RD) : 0) |
               (mw_type2.get() == "2A" ? hw::CAP_MW_TYPE2A : hw::CAP_MW_TYPE2B);
     c.node_guid = node_guid ? node_guid.get() : 0x0002c90300000000ull + node_index + 1;
     c.sys_image_guid = c.node_guid;
@@ -59,6 +62,8 @@ hca::hca(const sc_module_name& name, unsigned node_index, const cc_config* cc)
     c.hw_ver = 1;
     c.fw_ver = hw::INTERFACE_VERSION;
     c.max_qp = max_qps;
+    c.max_ee = max_eecs > 1 ? max_eecs.get() : 0;
+    c.max_rdd = max_eecs > 1 ? 1u << 16 : 0;  // domains are numbers the HCA only compares
     c.max_qp_wr = max_qp_wr;
     c.max_srq = max_srqs;
     c.max_srq_wr = std::min(max_qp_wr.get(), 32767u);  // a ring of at most 2^15 slots (16-bit counters)

@@ -18,6 +18,11 @@ public:
     virtual uint8_t state(uint32_t qpn) const = 0;
     virtual bool draining(uint32_t qpn) const = 0;
     virtual void current_psns(uint32_t qpn, uint32_t& sq_psn, uint32_t& rq_psn) const = 0;
+    // EE contexts (reliable datagram): held on chip by the transport engine.
+    virtual void load_eec(const hw::eec_context& c, uint32_t attr_mask, sc_core::sc_time& delay) = 0;
+    virtual void destroy_eec(uint32_t eecn) = 0;
+    virtual uint8_t eec_state(uint32_t eecn) const = 0;
+    virtual void eec_psns(uint32_t eecn, uint32_t& sq_psn, uint32_t& rq_psn) const = 0;
 };
 
 }  // namespace hcasim

@@ -28,7 +28,7 @@ using namespace sc_core;
 namespace op = wire::op;
 
 transport_engine::transport_engine(const sc_module_name& name, const sc_time& hca_clock, unsigned max_qps,
-                                   const cc_config* cc)
+                                   const cc_config* cc, unsigned max_eecs)
     : sc_module(name),
       dma("dma"),
       qpc_dma("qpc_dma"),
@@ -111,6 +111,10 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
                  "UD datagrams dropped at the responder (Q_Key mismatch, no receive WQE, bad opcode)"),
       qkey_violations("qkey_violations", "UD datagrams whose Q_Key was not the QP's (C10-14)"),
       ud_oversize("ud_oversize", "UD sends longer than the path MTU, completed without sending (C10-93.1.1)"),
+      rd_dropped(
+          "rd_dropped",
+          "RD packets dropped: unknown EE context, not its P_Key (o10-59), a request to an EE context in "
+          "Reset or Init (o10-13, o10-14), a response no RD QP awaits"),
       mcast_deliveries("mcast_deliveries", "multicast datagrams delivered to attached QPs (one per QP)"),
       mcast_dropped("mcast_dropped",
                     "multicast packets dropped (QPN not 0xFFFFFF, no GRH, not UD SEND, no attached QP)"),
@@ -145,12 +149,14 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
       state_slot_bytes(
           "state_slot_bytes",
           "bytes of model state per QP number, all hca.max_qps of them (transport engine and WQE fetcher)"),
-      qps_(max_qps),
+      qps_(size_t(max_qps) + max_eecs),  // EE contexts' records follow the QPs'
+      max_eecs_(max_eecs),
+      eec_base_(max_qps),
       buffer_waiters_(max_qps),
       qpc_cache_(1, 1),
       ready_(max_qps),
-      resp_ready_(max_qps),
-      deadlines_(max_qps) {
+      resp_ready_(size_t(max_qps) + max_eecs),
+      deadlines_(size_t(max_qps) + max_eecs) {
     const sc_time clock = unit_period(clock_mhz, hca_clock);
     wqe_buffer_.resize(wqe_buffer_entries);
     qpc_cache_.configure(qpc_cache_entries, qpc_cache_ways, qpc_cache_policy, qpc_cache_index);
@@ -205,6 +211,7 @@ void transport_engine::set_qpc_table(uint64_t base) {
 }
 
 sc_time transport_engine::qp_context(uint32_t qpn, const sc_time& delay) {
+    if (qpn >= eec_base_) return delay;  // an EE context: held on chip
     if (qpc_cache_.find(qpn)) {
         ++qpc_hits;
         return delay;
@@ -246,7 +253,9 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
         q.valid = true;
     }
     const bool xrc = c.transport == hw::QPT_XRC_INI || c.transport == hw::QPT_XRC_TGT;
-    q.transport = xrc ? uint8_t(hw::QPT_RC) : c.transport;
+    q.rd = c.transport == hw::QPT_RD;
+    q.rdd = c.rdd;
+    q.transport = xrc || q.rd ? uint8_t(hw::QPT_RC) : c.transport;
     q.xrc = c.transport == hw::QPT_XRC_INI   ? qp::XRC_INI
             : c.transport == hw::QPT_XRC_TGT ? qp::XRC_TGT
                                              : qp::XRC_NONE;
@@ -277,6 +286,7 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
     q.req.rnr_retries_left = c.rnr_retry;
     q.max_rd_atomic = uint8_t(std::min<unsigned>(c.max_rd_atomic, MAX_RD_ATOMIC));
     q.max_dest_rd_atomic = uint8_t(std::min<unsigned>(c.max_dest_rd_atomic, MAX_RD_ATOMIC));
+    if (q.rd) rd_path(q);  // an RD QP's path and PSNs are its EE context's
     if (mask & hw::QP_ATTR_RQ_PSN) q.rsp.rq_psn = c.rq_psn & PSN_MASK;
     if (mask & hw::QP_ATTR_SQ_PSN) q.req.sq_psn = c.sq_psn & PSN_MASK;
     q.req.window_max = std::max(q.req.window_max, size_t(1) << c.sq_log_size);
@@ -305,6 +315,7 @@ void transport_engine::destroy_qp(uint32_t qpn) {
 }
 
 void transport_engine::reset_qp(qp& q, uint32_t qpn) {
+    if (q.rd) rd_release(q);
     drop_queue(q);
     drop_rd(q);
     const bool was_ready = q.tx_ready, was_resp = q.resp_ready;
@@ -402,8 +413,9 @@ void transport_engine::drop_queue(qp& q) {
 void transport_engine::enter_error(qp& q, sc_time& delay) {
     if (q.state != hw::QPS_ERR) {
         q.state = hw::QPS_ERR;
-        fetcher_->set_state(q.qpn, hw::QPS_ERR);
+        if (!q.eec) fetcher_->set_state(q.qpn, hw::QPS_ERR);
     }
+    if (q.rd) rd_release(q);
     q.req.ack_timer = false;
     q.rsp.ack_flush = false;
     q.req.drain_pending = false;
@@ -416,6 +428,7 @@ void transport_engine::enter_error(qp& q, sc_time& delay) {
 }
 
 void transport_engine::post_event(qp& q, uint8_t type, sc_time& delay) {
+    if (q.eec) return;  // EE contexts have no events of their own (no verb would receive them)
     ++async_events;
     cqw_->post_event(type, q.qpn, delay);
 }

@@ -130,8 +130,8 @@ public:
         naks_received, rnr_naks_sent, duplicates, seq_errors, dropped_bad_qp, retransmits, timeouts,
         read_requests, read_responses_sent, read_responses_received, atomics_executed, atomic_replays,
         send_completions, recv_completions, error_completions, flushed, async_events, uc_dropped, ud_dropped,
-        qkey_violations, ud_oversize, mcast_deliveries, mcast_dropped, wq_catastrophic, srq_events,
-        tx_busy_ps, rx_busy_ps, resp_busy_ps, qpc_hits, qpc_misses, qpc_evictions, qpc_miss_waits,
+        qkey_violations, ud_oversize, rd_dropped, mcast_deliveries, mcast_dropped, wq_catastrophic,
+        srq_events, tx_busy_ps, rx_busy_ps, resp_busy_ps, qpc_hits, qpc_misses, qpc_evictions, qpc_miss_waits,
         wqe_buffer_stalls, wqe_buffer_peak, stall_window, stall_rd_atomic, stall_fence, stall_wqe_fetch,
         stall_wqe_fetch_ps, stall_port_ps, stall_credit, state_qps, state_bytes, state_slot_bytes;
 
@@ -139,7 +139,7 @@ public:
     /// `cc`: the fabric's congestion control settings (validated); nullptr or not enabled: no
     /// congestion control and no CC counters.
     transport_engine(const sc_core::sc_module_name& name, const sc_core::sc_time& hca_clock, unsigned max_qps,
-                     const cc_config* cc = nullptr);
+                     const cc_config* cc = nullptr, unsigned max_eecs = 0);
     ~transport_engine() override;
 
     void bind(wqe_source& f, address_translation& t, completion_sink& c, packet_tx& p, partition_keys& k) {
@@ -188,6 +188,14 @@ public:
     bool draining(uint32_t qpn) const;
     /// PSNs as the hardware has them now (for QUERY_QP).
     void current_psns(uint32_t qpn, uint32_t& sq_psn, uint32_t& rq_psn) const;
+
+    // From the command unit: EE contexts (transport_rd.cpp), held on chip.
+    void load_eec(const hw::eec_context& c, uint32_t attr_mask, sc_core::sc_time& delay) override;
+    void destroy_eec(uint32_t eecn) override;
+    uint8_t eec_state(uint32_t eecn) const override;
+    void eec_psns(uint32_t eecn, uint32_t& sq_psn, uint32_t& rq_psn) const override;
+    /// EE contexts the engine holds (hca.max_eecs; 0: no RD).
+    unsigned max_eecs() const { return max_eecs_; }
 
     // From the P_Key checker.
     void receive(const rx_packet& p) override;
@@ -318,6 +326,20 @@ private:
         // receive CQ) from each request's XRCETH, which must name an SRQ of its domain.
         enum : uint8_t { XRC_NONE, XRC_INI, XRC_TGT } xrc = XRC_NONE;
         uint32_t xrcd = 0;  // XRC_TGT: its XRC domain
+        // RD (IBA 10.2.7, 10.2.8; transport_rd.cpp): an RD QP (rd) runs its requester as RC
+        // through the EE context its head WQE names, which it owns for the message (one message
+        // at a time on an EE context and on the QP); an EE context is a record of its own (eec)
+        // that numbers the packets, and at the far end acknowledges them and places each message
+        // with the receive queue of the RD QP its packets name (rq_owner).
+        bool rd = false, eec = false;
+        uint32_t rdd = 0;
+        uint32_t rd_eec = NIL;      // RD QP: the EE context record it owns now
+        uint32_t rd_owner = NIL;    // EE context: the RD QP whose message it carries now
+        uint32_t rq_owner = NIL;    // EE context: the RD QP whose receive queue the message uses
+        uint32_t rd_peer_qp = 0;    // EE context: the requesting QP of the message under way
+        ring<uint32_t> rd_waiters;  // EE context: RD QPs waiting to own it, FIFO
+        bool rd_waiting = false;    // RD QP: in an EE context's rd_waiters
+        uint32_t rd_nak_psn = NIL;  // RD QP: the PSN of the NAK that failed its message
         uint8_t retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 0, timeout = 0;
         uint8_t max_rd_atomic = 0, max_dest_rd_atomic = 0;
         requester_state req;
@@ -556,6 +578,32 @@ private:
     void cc_space(qp& q, const sc_core::sc_time& sent, const sc_core::sc_time& lead,
                   uint32_t len_before_icrc);
 
+    // reliable datagram (transport_rd.cpp)
+    /// The record of EE context `eecn` (invalid if out of range).
+    qp& eec_rec(uint32_t eecn) { return eecn < max_eecs_ ? qps_[eec_base_ + eecn] : qps_.invalid(); }
+    /// An RD packet: a request goes to the EE context its RDETH names, a response to the RD QP
+    /// that owns that EE context.
+    void receive_rd(const rx_packet& p);
+    /// RD requester, at the head WQE's start: owns the EE context it names (waiting while another
+    /// QP's message is on it) and takes its path and PSN. False: the QP waits; `done`: the WQE
+    /// completed in error instead (state, domain).
+    bool rd_claim(qp& q, const send_wqe& w, sc_core::sc_time& delay, bool& done);
+    /// The RD QP's message is over (or failed): the EE context takes back the PSN and passes to
+    /// the next waiting QP.
+    /// `failed_psn`: the first PSN of a message that failed without a NAK (the far end may not
+    /// have it), NIL for one that completed.
+    void rd_release(qp& q, uint32_t failed_psn = NIL);
+    /// An RD QP takes the path of the EE context it owns (none: a 256-byte MTU, nothing to send).
+    void rd_path(qp& q);
+    /// RD responder, at a message's first packet: checks the RD QP it names (state, domain,
+    /// Q_Key) and points the EE context at its receive queue, PD and CQ. False, after a NAK, if
+    /// the request is refused.
+    bool rd_target(qp& e, const rx_packet& p, sc_core::sc_time& delay);
+    /// The receive queue a message on `q` uses: its own, or for an EE context its RD QP's.
+    qp& rq_of(qp& q) { return q.rq_owner != NIL ? qps_[q.rq_owner] : q; }
+    /// A send error stops an RC QP (Error) or an RD, UC or UD QP's send queue (SQEr, o10-61).
+    void send_queue_failed(qp& q, sc_core::sc_time& delay);
+
     // QP errors (transport_engine.cpp)
     void enter_error(qp& q, sc_core::sc_time& delay);
     void post_event(qp& q, uint8_t type, sc_core::sc_time& delay);
@@ -589,6 +637,8 @@ private:
             return *slots_[i];
         }
         bool allocated(size_t i) const { return slots_[i] != nullptr; }
+        /// The record that is never valid (callers test `valid` before using a record).
+        qp& invalid() { return none_; }
         /// Whether prefetching records pays: with thousands of QPs every record is cold when
         /// its turn comes; with a few they stay in the host CPU's cache and a prefetch is
         /// wasted instructions. (1024 records and their rings outgrow a core's 1-2 MiB cache.)
@@ -607,6 +657,8 @@ private:
         qp none_;  // never valid
     };
     qp_table qps_;
+    unsigned max_eecs_ = 0;
+    uint32_t eec_base_ = 0;  // EE context n is record eec_base_ + n (after the QPs)
 
     // ---------------------------------------------------------------- speed hints
     // The seam for the simulator's own speed: these hints decide nothing in the model (no

@@ -90,10 +90,17 @@ void transport_engine::handle_response(qp& q, const rx_packet& p) {
                 fail_head(q, hw::CQE_RNR_RETRY_EXC_ERR, delay);
                 return;
             }
+            // RD: a NAK that fails the message leaves the far EE context expecting its PSN, where
+            // the EE context's next message starts (rd_release).
+            if (q.rd) q.rd_nak_psn = psn;
             switch (wire::aeth_value_of(p.h.a.syndrome)) {
-            case wire::nak::PSN_SEQUENCE_ERROR: go_back_once(q, psn, delay, true); return;
+            case wire::nak::PSN_SEQUENCE_ERROR:
+                q.rd_nak_psn = NIL;
+                go_back_once(q, psn, delay, true);
+                return;
             case wire::nak::INVALID_REQUEST: fail_head(q, hw::CQE_REM_INV_REQ_ERR, delay); return;
             case wire::nak::REMOTE_ACCESS_ERROR: fail_head(q, hw::CQE_REM_ACCESS_ERR, delay); return;
+            case wire::nak::INVALID_RD_REQUEST: fail_head(q, hw::CQE_REM_INV_RD_REQ_ERR, delay); return;
             default: fail_head(q, hw::CQE_REM_OP_ERR, delay); return;
             }
         }
@@ -122,6 +129,9 @@ void transport_engine::pop_window(qp& q, uint8_t status, sc_time& delay, uint8_t
         q.req.rd.pop_front();
         free_entry(e);
     }
+    // RD: the message is over; its EE context passes to the next QP (transport_rd.cpp).
+    if (q.rd && q.req.window.empty() && !q.req.cur_offset && !q.req.resend_pending)
+        rd_release(q, status == hw::CQE_SUCCESS ? NIL : f.first_psn);
     send_completion(q, f, status, delay, syndrome);
 }
 
@@ -445,7 +455,7 @@ void transport_engine::fail_head(qp& q, uint8_t status, sc_time& delay, uint8_t 
         pop_window(q, status, delay, syndrome);
     else if (q.req.queue.count)
         requester_error(q, status, head_wqe(q), delay, syndrome);
-    enter_error(q, delay);
+    send_queue_failed(q, delay);
 }
 
 }  // namespace hcasim

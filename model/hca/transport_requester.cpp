@@ -324,6 +324,10 @@ bool transport_engine::send_packet(qp& q) {
         return true;
     }
     if (is_memory_op(w.opcode)) return memory_op(q, w, delay);
+    if (q.rd && !q.req.cur_offset) {  // RD: the message goes through the EE context it names
+        bool done = false;
+        if (!rd_claim(q, w, delay, done)) return done;
+    }
     if (w.length > 0x80000000ull) {
         requester_error(q, hw::CQE_LOC_LEN_ERR, w, delay);
         return true;
@@ -455,14 +459,30 @@ void transport_engine::build_bth_lrh(const qp& q, wire::headers& h, uint8_t opco
     h.l.dlid = q.dlid;
     h.l.slid = lid_;
     h.b.opcode = opcode;
+    h.b.pkey = pkeys_->pkey(q.pkey_index);
+    h.b.dest_qp = q.dest_qpn;
     if (q.xrc != qp::XRC_NONE) {
         // XRC: the RC operations under the XRC transport bits; a request names the target's
         // XRC SRQ (the head WQE's: the one being sent).
         h.b.opcode = uint8_t(op::XRC | (opcode & ~op::TRANSPORT_MASK));
         if (q.xrc == qp::XRC_INI && q.req.queue.count) h.x.srqn = head_wqe(q).xrc_srqn;
+    } else if (q.rd || q.eec) {
+        // RD: the RC operations under the RD transport bits, the peer EE context in the RDETH;
+        // a request names its destination QP and carries the Q_Key and its source QP (DETH,
+        // C10-15: a Q_Key with the high bit set is the QP's own); a response goes to the QP
+        // that sent the request.
+        h.b.opcode = uint8_t(op::RD | (opcode & ~op::TRANSPORT_MASK));
+        if (q.eec) {
+            h.rd.ee_context = q.dest_qpn;
+            h.b.dest_qp = q.rd_peer_qp;
+        } else if (q.rd_eec != NIL && q.req.queue.count) {
+            const send_wqe& w = head_wqe(q);
+            h.rd.ee_context = qps_[q.rd_eec].dest_qpn;
+            h.b.dest_qp = w.ud.dest_qpn;
+            h.d.qkey = (w.ud.qkey & 0x80000000u) ? q.qkey : w.ud.qkey;
+            h.d.src_qp = q.qpn;
+        }
     }
-    h.b.pkey = pkeys_->pkey(q.pkey_index);
-    h.b.dest_qp = q.dest_qpn;
     h.b.psn = psn & PSN_MASK;
 }
 
@@ -623,10 +643,7 @@ void transport_engine::requester_error(qp& q, uint8_t status, const send_wqe& w,
         w.wr_id, q.req.sq_psn, q.req.sq_psn, uint32_t(w.length), w.wqe_index, w.opcode, w.flags, NO_RD, 0};
     retire_head(q);
     send_completion(q, f, status, delay, syndrome);
-    if (q.transport == hw::QPT_RC)
-        enter_error(q, delay);
-    else
-        enter_sqe(q, delay);  // C10-147, C10-152: UC and UD send errors stop the send queue only
+    send_queue_failed(q, delay);  // C10-147, C10-152, o10-61: UC, UD and RD stop the send queue only
 }
 
 void transport_engine::wq_catastrophic_error(qp& q, sc_time& delay) {

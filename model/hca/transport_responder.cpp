@@ -45,6 +45,10 @@ void transport_engine::receive(const rx_packet& p) {
         receive_mcast(p);
         return;
     }
+    if ((p.h.b.opcode & op::TRANSPORT_MASK) == op::RD) {
+        receive_rd(p);
+        return;
+    }
     const uint32_t qpn = p.h.b.dest_qp;
     if (qpn >= qps_.size() || !qps_[qpn].valid) {
         ++dropped_bad_qp;
@@ -171,6 +175,7 @@ void transport_engine::handle_request(qp& q, const rx_packet& p) {
     }
     q.rsp.nak_pending = false;
     if (q.xrc == qp::XRC_TGT && !xrc_target(q, p, delay)) return;
+    if (q.eec && !rd_target(q, p, delay)) return;
 
     const bool send_first = k.send_first, send_cont = k.send_cont, inv = k.inv, write_first = k.write_first,
                write_cont = k.write_cont, read = k.read, atomic = k.atomic, last = k.last, imm = k.imm;
@@ -399,8 +404,9 @@ void transport_engine::receive_wqe_error(qp& q, uint8_t nak_code, uint8_t opcode
     send_ack(q, wire::aeth_nak(nak_code), psn, delay);
     q.rsp.have_rwqe = false;
     recv_completion(q, opcode, status, byte_len, 0, 0, false, delay, syndrome);
-    if (q.xrc == qp::XRC_TGT) {
-        // o10-66.1.4: a completion error leaves an XRC target's state alone (the WQE was the
+    if (q.xrc == qp::XRC_TGT || q.eec) {
+        // o10-66.1.4, o10-62, o10-63: a completion error leaves an XRC target's or an EE
+        // context's state alone (the WQE was the
         // SRQ's; the initiator learns of it from the NAK). The rest of the message is dropped:
         // its PSNs are not expected, and the NAK is not repeated for them.
         q.rsp.in_send = q.rsp.in_write = false;
@@ -441,9 +447,17 @@ void transport_engine::responder_error(qp& q, uint8_t nak_code, uint32_t psn, sc
                        << " at PSN " << psn << "; the QP goes to Error");
     q.rsp.resp.clear();
     send_ack(q, wire::aeth_nak(nak_code), psn, delay);
+    if (q.eec && nak_code == wire::nak::REMOTE_ACCESS_ERROR) {
+        // An access violation is the RD QP's request, not the EE context's (o10-65): the EE
+        // context goes on; the rest of the message is dropped (the NAK stops its sender).
+        q.rsp.in_send = q.rsp.in_write = false;
+        q.rsp.recv_offset = 0;
+        q.rsp.nak_pending = true;
+        return;
+    }
     post_event(q, nak_code == wire::nak::REMOTE_ACCESS_ERROR ? hw::EQE_QP_ACCESS_ERR : hw::EQE_QP_REQ_ERR,
                delay);
-    enter_error(q, delay);
+    enter_error(q, delay);  // an EE context's own error (o10-65): the EE context to Error
 }
 
 // ---------------------------------------------------------------- receive WQEs, scatter, receive completions
@@ -466,12 +480,13 @@ bool transport_engine::take_recv_wqe(qp& q, sc_time& delay) {
         q.rsp.recv_offset = 0;
         return true;
     }
-    if (q.rsp.rq_consumer == q.rsp.rq_producer) return false;
-    recv_at(q, q.rsp.rq_consumer, rwqe(q), delay);
-    ++q.rsp.rq_consumer;
+    qp& r = rq_of(q);  // an EE context takes the WQE from its message's RD QP
+    if (r.rsp.rq_consumer == r.rsp.rq_producer) return false;
+    recv_at(r, r.rsp.rq_consumer, rwqe(q), delay);
+    ++r.rsp.rq_consumer;
     q.rsp.have_rwqe = true;
     q.rsp.recv_offset = 0;
-    prefetch_recv(q, delay);
+    prefetch_recv(r, delay);
     return true;
 }
 
@@ -584,9 +599,9 @@ void transport_engine::recv_completion(qp& q, uint8_t opcode, uint8_t status, ui
     e.byte_len = byte_len;
     e.imm = imm;
     e.flags = flags;
-    e.qpn = q.qpn;
+    e.qpn = q.eec ? q.rq_owner : q.qpn;
     e.xrc_srqn = q.xrc == qp::XRC_TGT ? q.srqn : 0;
-    e.src_qp = src ? src->src_qp : q.dest_qpn;
+    e.src_qp = src ? src->src_qp : q.eec ? q.rd_peer_qp : q.dest_qpn;
     e.slid = src ? src->slid : q.rsp.slid;
     e.sl = src ? src->sl : q.sl;
     if (src) e.dlid_path_bits = src->path_bits;

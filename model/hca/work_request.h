@@ -34,12 +34,13 @@ struct send_wqe {
     uint8_t num_sge = 0;
     bool malformed = false;    ///< the WQE failed parsing (completes with LOC_QP_OP_ERR)
     bool fetch_error = false;  ///< its fetch DMA failed: nothing of it is known (QP_FATAL)
+    uint32_t rd_eecn = 0;      ///< RD: the EE context that carries it (ud.dest_qpn, ud.qkey: the destination)
     uint64_t length = 0;       ///< total message length
     sc_core::sc_time ready;    ///< when the WQE is on chip (its fetch DMA completed and it was parsed)
     sge sg[MAX_SGE];
     hw::wqe_bind_seg bind{};      ///< WQE_OP_BIND_MW
     hw::wqe_fast_reg_seg freg{};  ///< WQE_OP_FAST_REG
-    hw::wqe_ud_seg ud{};          ///< UD: the datagram's destination
+    hw::wqe_ud_seg ud{};          ///< UD: the datagram's destination; RD: dest_qpn and qkey
     uint32_t inline_len = 0;
     uint8_t inline_data[MAX_INLINE_BYTES];
 
@@ -60,6 +61,7 @@ struct send_wqe {
         num_sge = w.num_sge;
         malformed = w.malformed;
         fetch_error = w.fetch_error;
+        rd_eecn = w.rd_eecn;
         length = w.length;
         ready = w.ready;
         std::copy(w.sg, w.sg + std::min<unsigned>(w.num_sge, MAX_SGE), sg);

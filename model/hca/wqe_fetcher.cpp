@@ -549,6 +549,17 @@ void wqe_fetcher::parse_send(const uint8_t* p, uint32_t len, uint32_t qpn, uint8
         }
         std::memcpy(&w.ud, p + off, sizeof w.ud);
         off += sizeof(hw::wqe_ud_seg);
+    } else if (transport == hw::QPT_RD) {
+        if (!need(sizeof(hw::wqe_rd_seg))) {
+            w.malformed = true;
+            return;
+        }
+        hw::wqe_rd_seg r;
+        std::memcpy(&r, p + off, sizeof r);
+        off += sizeof r;
+        w.rd_eecn = r.eecn & 0xFFFFFF;
+        w.ud.dest_qpn = r.dest_qpn & 0xFFFFFF;
+        w.ud.qkey = r.qkey;
     }
     if (c.flags & hw::WQE_FLAG_INLINE) {
         if (!need(sizeof(hw::wqe_inline_seg))) {

@@ -72,6 +72,12 @@ struct fake_engine final : qp_control {
     uint8_t state(uint32_t) const override { return hw::QPS_RESET; }
     bool draining(uint32_t) const override { return false; }
     void current_psns(uint32_t, uint32_t& sq, uint32_t& rq) const override { sq = rq = 0; }
+    void load_eec(const hw::eec_context& c, uint32_t, sc_time&) override {
+        log.add("engine.load_eec(" + std::to_string(c.eecn) + ", state " + std::to_string(c.state) + ")");
+    }
+    void destroy_eec(uint32_t eecn) override { log.add("engine.destroy_eec(" + std::to_string(eecn) + ")"); }
+    uint8_t eec_state(uint32_t) const override { return hw::QPS_RESET; }
+    void eec_psns(uint32_t, uint32_t& sq, uint32_t& rq) const override { sq = rq = 0; }
 };
 
 struct fake_tables final : memory_tables {

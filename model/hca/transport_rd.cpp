@@ -1,0 +1,265 @@
+// Reliable datagram (IBA 10.2.2.2, 10.2.7, 10.2.8, 10.3.1): EE contexts and the RD QPs that send
+// through them.
+//
+// An EE context is a record of the engine's own (after the QPs'), loaded by CREATE/MODIFY_EEC:
+// the path (DLID, SL, MTU, P_Key), the remote EE context, the PSNs and the reliability attributes.
+// An RD QP's WQE names an EE context, a destination QP and a Q_Key. The RD QP runs the message as
+// an RC requester would (segmentation, READ/atomic, ACK window, go back N, timeouts, RNR waits)
+// with the EE context's path and PSNs: at the message's start it owns the EE context (a QP whose
+// message is on it already keeps it; the others wait, in order), and when the message is
+// acknowledged the EE context takes the next PSN back and passes to the next waiting QP. One
+// message at a time on an EE context (IBA 9.7.1) and, in this model, on an RD QP.
+//
+// At the far end the packet's RDETH names the EE context: it checks the PSN, acknowledges and
+// answers as an RC responder, and for each message checks the RD QP its BTH names (state,
+// domain, Q_Key) and places the message with that QP's receive queue, PD and receive CQ. What
+// the EE context sends carries RD opcodes with the RDETH of its peer; requests carry a DETH.
+#include <systemc>
+
+#include <algorithm>
+
+#include "model/hca/cq_writer.h"
+#include "model/hca/pkey_checker.h"
+#include "model/hca/psn.h"
+#include "model/hca/transport_engine.h"
+#include "model/hca/wqe_fetcher.h"
+#include "tlm_if/wire/ib_headers.h"
+
+namespace hcasim {
+
+using namespace sc_core;
+namespace op = wire::op;
+
+// ---------------------------------------------------------------- EE contexts (command unit)
+
+void transport_engine::load_eec(const hw::eec_context& c, uint32_t mask, sc_time& delay) {
+    if (c.eecn >= max_eecs_) return;
+    const uint32_t idx = eec_base_ + c.eecn;
+    qp& e = qps_.create(idx);
+    const uint8_t prev = e.valid ? e.state : uint8_t(hw::QPS_RESET);
+    if (!e.valid || c.state == hw::QPS_RESET) {
+        const uint32_t owner = e.rd_owner;
+        reset_qp(e, idx);
+        e.valid = true;
+        if (owner != NIL) qps_[owner].rd_eec = NIL;  // its message is lost with the context
+    }
+    e.eec = true;
+    e.transport = hw::QPT_RC;
+    e.rdd = c.rdd;
+    e.mtu = c.mtu;
+    e.sl = c.sl;
+    e.dlid = c.dlid;
+    e.pkey_index = c.pkey_index;
+    e.dest_qpn = c.dest_eecn;  // what it sends carries its peer's number in the RDETH
+    e.retry_cnt = c.retry_cnt;
+    e.rnr_retry = c.rnr_retry;
+    e.min_rnr_timer = c.min_rnr_timer;
+    e.timeout = c.timeout;
+    e.max_rd_atomic = uint8_t(std::min<unsigned>(c.max_rd_atomic, MAX_RD_ATOMIC));
+    e.max_dest_rd_atomic = uint8_t(std::min<unsigned>(c.max_dest_rd_atomic, MAX_RD_ATOMIC));
+    if (!e.rsp.replay.empty() && e.rsp.replay.size() < std::max<size_t>(1, e.max_dest_rd_atomic))
+        e.rsp.replay.resize(std::max<size_t>(1, e.max_dest_rd_atomic));
+    if (mask & hw::QP_ATTR_RQ_PSN) e.rsp.rq_psn = c.rq_psn & PSN_MASK;
+    if (mask & hw::QP_ATTR_SQ_PSN) e.req.sq_psn = c.sq_psn & PSN_MASK;
+    e.state = c.state;
+    if (e.rd_owner != NIL) rd_path(qps_[e.rd_owner]);
+    if (c.state == hw::QPS_ERR && prev != hw::QPS_ERR) {
+        // o10-65: the EE context stops; a message on it fails (its QP's send queue stops,
+        // o10-21), and the responder's message in progress completes in error.
+        if (e.rd_owner != NIL) {
+            qp& q = qps_[e.rd_owner];
+            fail_head(q, hw::CQE_WR_FLUSH_ERR, delay);
+        }
+        enter_error(e, delay);
+    }
+    // A QP waiting for the EE context to leave SQD (o10-20), or to find it in Error, goes on.
+    if (c.state != hw::QPS_SQD) {
+        while (!e.rd_waiters.empty()) {
+            const uint32_t qpn = e.rd_waiters.front();
+            e.rd_waiters.pop_front();
+            qps_[qpn].rd_waiting = false;
+            if (qps_[qpn].valid && qps_[qpn].req.queue.count) make_tx_ready(qpn);
+        }
+    }
+}
+
+void transport_engine::destroy_eec(uint32_t eecn) {
+    if (eecn >= max_eecs_ || !qps_.allocated(eec_base_ + eecn)) return;
+    qp& e = qps_[eec_base_ + eecn];
+    if (e.rd_owner != NIL) {  // the message on it cannot finish: it fails, its send queue stops
+        sc_time delay = SC_ZERO_TIME;
+        fail_head(qps_[e.rd_owner], hw::CQE_WR_FLUSH_ERR, delay);
+    }
+    reset_qp(e, eec_base_ + eecn);
+}
+
+uint8_t transport_engine::eec_state(uint32_t eecn) const {
+    if (eecn >= max_eecs_) return hw::QPS_RESET;
+    const qp& e = qps_[eec_base_ + eecn];
+    return e.valid ? e.state : uint8_t(hw::QPS_RESET);
+}
+
+void transport_engine::eec_psns(uint32_t eecn, uint32_t& sq_psn, uint32_t& rq_psn) const {
+    sq_psn = rq_psn = 0;
+    if (eecn >= max_eecs_) return;
+    const qp& e = qps_[eec_base_ + eecn];
+    // A message on it numbers its packets from the EE context's PSN: the QP holds the count.
+    sq_psn = e.rd_owner != NIL ? qps_[e.rd_owner].req.sq_psn : e.req.sq_psn;
+    rq_psn = e.rsp.rq_psn;
+}
+
+// ---------------------------------------------------------------- requester
+
+void transport_engine::rd_path(qp& q) {
+    if (q.rd_eec == NIL) {
+        q.mtu = hw::MTU_256;
+        return;
+    }
+    const qp& e = qps_[q.rd_eec];
+    q.mtu = e.mtu;
+    q.sl = e.sl;
+    q.dlid = e.dlid;
+    q.pkey_index = e.pkey_index;  // o10-59: RD packets carry the EE context's P_Key
+    q.timeout = e.timeout;
+    q.retry_cnt = e.retry_cnt;
+    q.rnr_retry = e.rnr_retry;
+    q.max_rd_atomic = e.max_rd_atomic;
+}
+
+bool transport_engine::rd_claim(qp& q, const send_wqe& w, sc_time& delay, bool& done) {
+    const uint32_t idx = eec_base_ + w.rd_eecn;
+    if (q.rd_eec != NIL && q.rd_eec == idx) return true;  // its message (a retransmission restarts it)
+    if (!q.req.window.empty()) {
+        ++stall_window;
+        return false;  // one message at a time: the ACK of the one before makes the QP ready
+    }
+    qp& e = eec_rec(w.rd_eecn);
+    uint8_t status = hw::CQE_SUCCESS;
+    if (!e.valid)
+        status = hw::CQE_INV_EECN_ERR;
+    else if (e.rdd != q.rdd)
+        status = hw::CQE_LOC_RDD_VIOL_ERR;  // o10-8: the target receive queue is never reached
+    else if (e.state != hw::QPS_RTS && e.state != hw::QPS_SQD)
+        status = hw::CQE_INV_EEC_STATE_ERR;  // o10-12, o10-15, o10-17, o10-21
+    if (status != hw::CQE_SUCCESS) {
+        done = true;
+        requester_error(q, status, w, delay);  // o10-61: the send queue stops (SQEr)
+        return false;
+    }
+    if (e.state == hw::QPS_SQD || (e.rd_owner != NIL && e.rd_owner != q.qpn)) {
+        // o10-20: an EE context in SQD starts no message; one that carries another QP's
+        // message is free again when that one is acknowledged. The QP waits in line.
+        if (!q.rd_waiting) {
+            if (e.rd_waiters.full()) e.rd_waiters.grow(std::max<size_t>(4, 2 * e.rd_waiters.slots()));
+            e.rd_waiters.push_back(q.qpn);
+            q.rd_waiting = true;
+        }
+        return false;
+    }
+    e.rd_owner = q.qpn;
+    q.rd_eec = idx;
+    rd_path(q);
+    q.req.sq_psn = e.req.sq_psn;
+    q.req.retries_left = e.retry_cnt;
+    q.req.rnr_retries_left = e.rnr_retry;
+    return true;
+}
+
+void transport_engine::rd_release(qp& q, uint32_t failed_psn) {
+    if (q.rd_eec == NIL) return;
+    qp& e = qps_[q.rd_eec];
+    q.rd_eec = NIL;
+    const uint32_t nak_psn = q.rd_nak_psn;
+    q.rd_nak_psn = NIL;
+    if (!e.valid || e.rd_owner != q.qpn) return;
+    // The next message on it goes on from the PSN after this one. One that failed leaves the
+    // EE context where the far end stopped: at the PSN a NAK named, else at the message's first
+    // unacknowledged PSN (which the far end answers as a duplicate if it has it).
+    const uint32_t unacked = q.req.window.empty() ? q.req.cur_first_psn : q.req.window.front().first_psn;
+    e.req.sq_psn = nak_psn != NIL      ? nak_psn
+                   : failed_psn != NIL ? failed_psn
+                   : outstanding(q)    ? unacked
+                                       : q.req.sq_psn;
+    e.rd_owner = NIL;
+    while (!e.rd_waiters.empty()) {
+        const uint32_t qpn = e.rd_waiters.front();
+        e.rd_waiters.pop_front();
+        qps_[qpn].rd_waiting = false;
+        if (qps_[qpn].valid && qps_[qpn].req.queue.count) make_tx_ready(qpn);
+    }
+}
+
+void transport_engine::send_queue_failed(qp& q, sc_time& delay) {
+    if (q.transport == hw::QPT_RC && !q.rd) {
+        enter_error(q, delay);
+        return;
+    }
+    if (q.rd) {
+        q.req.ack_timer = false;
+        q.req.resend_pending = false;
+        q.req.cur_offset = 0;
+        drop_rd(q);
+        rd_release(q);
+    }
+    enter_sqe(q, delay);  // C10-147, C10-152, o10-61: the send queue only
+}
+
+// ---------------------------------------------------------------- responder
+
+void transport_engine::receive_rd(const rx_packet& p) {
+    qp& e = eec_rec(p.h.rd.ee_context);
+    // o10-59: a packet whose P_Key is not the EE context's is dropped silently.
+    if (!e.valid || (p.h.b.pkey & 0x7FFF) != (pkeys_->pkey(e.pkey_index) & 0x7FFF)) {
+        ++rd_dropped;
+        return;
+    }
+    const uint8_t code = p.h.b.opcode & 0x1F;
+    if (code == op::ACKNOWLEDGE || code == op::ATOMIC_ACKNOWLEDGE ||
+        (code >= op::RDMA_READ_RESPONSE_FIRST && code <= op::RDMA_READ_RESPONSE_ONLY)) {
+        // A response goes to the RD QP whose message the EE context carries (none: a stale one).
+        if (e.rd_owner == NIL || p.h.b.dest_qp != e.rd_owner) {
+            ++rd_dropped;
+            return;
+        }
+        handle_response(qps_[e.rd_owner], p);
+        return;
+    }
+    // o10-13, o10-14: requests to an EE context in Reset or Init are dropped; RTR, RTS and SQD
+    // process them (o10-16, o10-18, o10-19).
+    if (!(e.state == hw::QPS_RTR || e.state == hw::QPS_RTS || e.state == hw::QPS_SQD)) {
+        ++rd_dropped;
+        return;
+    }
+    e.rd_peer_qp = p.h.d.src_qp;  // what answers this packet goes back to its QP
+    handle_request(e, p);
+}
+
+bool transport_engine::rd_target(qp& e, const rx_packet& p, sc_time& delay) {
+    const uint32_t qpn = p.h.b.dest_qp;
+    const bool starts = !e.rsp.in_send && !e.rsp.in_write;
+    if (!starts) {
+        if (qpn == e.rq_owner) return true;
+        responder_error(e, wire::nak::INVALID_REQUEST, p.h.b.psn, delay);  // a message changes QPs
+        return false;
+    }
+    const qp& d = qpn < eec_base_ ? qps_[qpn] : qps_.invalid();
+    const bool receives = d.valid && d.rd &&
+                          (d.state == hw::QPS_RTR || d.state == hw::QPS_RTS || d.state == hw::QPS_SQD ||
+                           d.state == hw::QPS_SQE);
+    // o10-3: the Q_Key is checked against the RD QP's; a mismatch (or no such RD QP of the EE
+    // context's domain) is NAKed Invalid RD Request, which stops the requester's send queue.
+    if (!receives || d.rdd != e.rdd || p.h.d.qkey != d.qkey) {
+        ++naks_sent;
+        send_ack(e, wire::aeth_nak(wire::nak::INVALID_RD_REQUEST), p.h.b.psn, delay);
+        e.rsp.nak_pending = true;
+        return false;
+    }
+    e.rq_owner = qpn;
+    e.who = d.who;        // the RD QP's PD: receive SGEs, RDMA and atomics
+    e.access = d.access;  // and its remote access rights
+    e.recv_who = d.recv_who;
+    e.recv_cqn = d.recv_cqn;
+    return true;
+}
+
+}  // namespace hcasim

@@ -1,0 +1,474 @@
+// Reliable datagram end to end (IBA 10.2.2.2, 10.2.7, 10.2.8, 10.3.1, 10.10.3.2): two nodes back
+// to back, each with a reliable datagram domain, EE contexts connected pairwise and RD QPs that
+// send through them. Test names carry the compliance IDs they assert.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <string>
+#include <vector>
+
+#include "testbench/tests/bench_harness.h"
+#include "testbench/tests/sim_fork.h"
+#include "tlm_if/commands.h"
+
+extern "C" int sc_main(int, char*[]) { return 0; }
+
+using namespace hcasim;
+using namespace hcasim::test;
+using namespace hcasim::verbs;
+
+namespace {
+
+constexpr uint32_t kQkey = 0x11112222;
+
+/// Moves an EE context to `upto` towards `dest_eecn` at `dlid`, receiving from `rq_psn`, sending
+/// from `sq_psn`.
+int connect_eec(ibv_eec* e, ibv_qp_state upto, uint32_t dest_eecn, uint16_t dlid, uint32_t rq_psn,
+                uint32_t sq_psn, uint8_t timeout = 14, uint8_t retry_cnt = 7) {
+    ibv_eec_attr a{};
+    a.eec_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = 1;
+    if (int rc = ibv_modify_eec(e, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT)) return rc;
+    if (upto == IBV_QPS_INIT) return 0;
+    a = ibv_eec_attr{};
+    a.eec_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.ah_attr.dlid = dlid;
+    a.ah_attr.port_num = 1;
+    a.dest_eecn = dest_eecn;
+    a.rq_psn = rq_psn;
+    a.max_dest_rd_atomic = 4;
+    a.min_rnr_timer = 1;
+    if (int rc = ibv_modify_eec(e, &a,
+                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+        return rc;
+    if (upto == IBV_QPS_RTR) return 0;
+    a = ibv_eec_attr{};
+    a.eec_state = IBV_QPS_RTS;
+    a.sq_psn = sq_psn;
+    a.timeout = timeout;
+    a.retry_cnt = retry_cnt;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 4;
+    return ibv_modify_eec(e, &a,
+                          IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                              IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/// An RD QP of `rdd` on node i, taken to RTS with Q_Key `qkey`.
+ibv_qp* make_rd_qp(rc_harness& h, unsigned i, ibv_rdd* rdd, ibv_cq* cq, uint32_t qkey = kQkey) {
+    ibv_qp_init_attr a{};
+    a.send_cq = cq;
+    a.recv_cq = cq;
+    a.qp_type = IBV_QPT_RD;
+    a.rdd = rdd;
+    a.cap.max_send_wr = 32;
+    a.cap.max_recv_wr = 32;
+    a.cap.max_send_sge = 2;
+    a.cap.max_recv_sge = 2;
+    ibv_qp* qp = ibv_create_qp(h.s[i].pd, &a);
+    EXPECT_NE(qp, nullptr) << "RD QP, errno " << errno;
+    if (!qp) return nullptr;
+    ibv_qp_attr m{};
+    m.qp_state = IBV_QPS_INIT;
+    m.port_num = 1;
+    m.qkey = qkey;
+    m.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    EXPECT_EQ(ibv_modify_qp(
+                  qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY | IBV_QP_ACCESS_FLAGS),
+              0);
+    m = ibv_qp_attr{};
+    m.qp_state = IBV_QPS_RTR;
+    EXPECT_EQ(ibv_modify_qp(qp, &m, IBV_QP_STATE), 0);
+    m.qp_state = IBV_QPS_RTS;
+    EXPECT_EQ(ibv_modify_qp(qp, &m, IBV_QP_STATE), 0);
+    return qp;
+}
+
+/// Per node: a domain, an EE context connected to the other node's, two RD QPs, one CQ.
+struct rd_side {
+    ibv_rdd* rdd = nullptr;
+    ibv_eec* eec = nullptr;
+    ibv_cq* cq = nullptr;
+    ibv_qp* qp[2] = {};
+};
+struct rd_pair {
+    rd_side s[2];
+};
+
+rd_pair make_rd(rc_harness& h) {
+    rd_pair p;
+    for (unsigned i = 0; i < 2; ++i) {
+        p.s[i].rdd = ibv_alloc_rdd(h.s[i].ctx);
+        EXPECT_NE(p.s[i].rdd, nullptr) << "ibv_alloc_rdd, errno " << errno;
+        p.s[i].eec = ibv_create_eec(p.s[i].rdd);
+        EXPECT_NE(p.s[i].eec, nullptr) << "ibv_create_eec, errno " << errno;
+        p.s[i].cq = ibv_create_cq(h.s[i].ctx, 128);
+        for (int q = 0; q < 2; ++q) p.s[i].qp[q] = make_rd_qp(h, i, p.s[i].rdd, p.s[i].cq);
+    }
+    if (!p.s[0].eec || !p.s[1].eec) return p;
+    EXPECT_EQ(connect_eec(p.s[0].eec, IBV_QPS_RTS, p.s[1].eec->eecn, h.s[1].lid, 0x500, 0x700), 0);
+    EXPECT_EQ(connect_eec(p.s[1].eec, IBV_QPS_RTS, p.s[0].eec->eecn, h.s[0].lid, 0x700, 0x500), 0);
+    return p;
+}
+
+/// A registered buffer of n bytes on node i, filled with `fill`.
+struct buf {
+    uint64_t va = 0;
+    ibv_mr* mr = nullptr;
+};
+buf make_buf(rc_harness& h, unsigned i, size_t n, uint8_t fill = kGuardByte) {
+    buf b;
+    b.va = h.alloc(i, n, 4096);
+    h.fill_mem(i, b.va, n, fill);
+    b.mr = ibv_reg_mr(h.s[i].pd, b.va, n, kTargetAccess | IBV_ACCESS_REMOTE_ATOMIC);
+    EXPECT_NE(b.mr, nullptr);
+    return b;
+}
+
+int post_rd(ibv_qp* qp, ibv_eec* eec, uint32_t remote_qpn, ibv_wr_opcode op, uint64_t src, uint32_t len,
+            uint32_t lkey, uint64_t wr_id, uint32_t qkey = kQkey, uint64_t remote = 0, uint32_t rkey = 0) {
+    ibv_sge sge{src, len, lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = op;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.rd.eec = eec;
+    wr.rd.remote_qpn = remote_qpn;
+    wr.rd.remote_qkey = qkey;
+    wr.wr.rdma.remote_addr = remote;
+    wr.wr.rdma.rkey = rkey;
+    wr.wr.atomic.remote_addr = remote;
+    wr.wr.atomic.rkey = rkey;
+    wr.wr.atomic.compare_add = 1;
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(qp, &wr, &bad);
+}
+
+int post_recv(ibv_qp* qp, uint64_t addr, uint32_t len, uint32_t lkey, uint64_t wr_id) {
+    ibv_sge sge{addr, len, lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    return ibv_post_recv(qp, &wr, &bad);
+}
+
+ibv_qp_state qp_state(ibv_qp* qp) {
+    ibv_qp_attr a{};
+    ibv_qp_init_attr ia{};
+    EXPECT_EQ(ibv_query_qp(qp, &a, IBV_QP_STATE, &ia), 0);
+    return a.qp_state;
+}
+
+ibv_qp_state eec_state(ibv_eec* e) {
+    ibv_eec_attr a{};
+    EXPECT_EQ(ibv_query_eec(e, &a), 0);
+    return a.eec_state;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- data transfer
+
+SIM_TEST(E2eRd, o10_38_o10_18_o10_16_a_multi_packet_send_through_an_ee_context_lands_once_with_its_source) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        ibv_device_attr da{};
+        ASSERT_EQ(ibv_query_device(h.s[0].ctx, &da), 0);
+        EXPECT_GT(da.max_ee, 0) << "Query HCA reports RD";
+        EXPECT_GT(da.max_rdd, 0);
+        rd_pair p = make_rd(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[1].qp[1]);
+        buf d = make_buf(h, 1, 8192);
+        buf s = make_buf(h, 0, 8192, 0x5C);
+        ASSERT_EQ(post_recv(p.s[1].qp[1], d.va, 8192, d.mr->lkey, 77), 0);
+        // 5000 bytes over a 1024-byte path MTU: five packets, segmented and reassembled (o10-38).
+        ASSERT_EQ(
+            post_rd(p.s[0].qp[0], p.s[0].eec, p.s[1].qp[1]->qp_num, IBV_WR_SEND, s.va, 5000, s.mr->lkey, 1),
+            0);
+        const ibv_wc sc = one_wc(h, p.s[0].cq, "send");
+        EXPECT_EQ(sc.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(sc.wr_id, 1u);
+        const ibv_wc r = one_wc(h, p.s[1].cq, "receive");
+        EXPECT_EQ(r.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(r.wr_id, 77u);
+        EXPECT_EQ(r.byte_len, 5000u);
+        EXPECT_EQ(r.qp_num, p.s[1].qp[1]->qp_num);
+        EXPECT_EQ(r.src_qp, p.s[0].qp[0]->qp_num) << "the datagram's source QP";
+        h.expect_fill(1, d.va, 5000, 0x5C, "payload");
+        h.expect_fill(1, d.va + 5000, 8192 - 5000, kGuardByte, "beyond");
+        // The EE contexts' PSNs moved by the five packets (the responder's too).
+        ibv_eec_attr a{};
+        ASSERT_EQ(ibv_query_eec(p.s[0].eec, &a), 0);
+        EXPECT_EQ(a.sq_psn, 0x705u);
+        ASSERT_EQ(ibv_query_eec(p.s[1].eec, &a), 0);
+        EXPECT_EQ(a.rq_psn, 0x705u);
+        EXPECT_EQ(ctr(1, "transport_engine.rd_dropped"), 0u);
+    });
+}
+
+SIM_TEST(E2eRd, o10_5_o10_52_o10_53_two_qps_share_an_ee_context_and_each_completes_in_posting_order) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[0].qp[1] && p.s[1].qp[0]);
+        buf d = make_buf(h, 1, 64 * 1024);
+        buf s = make_buf(h, 0, 16384, 0);
+        for (int i = 0; i < 8; ++i) h.fill_mem(0, s.va + i * 1024, 1024, uint8_t(0x10 + i));
+        for (int i = 0; i < 8; ++i)
+            ASSERT_EQ(post_recv(p.s[1].qp[0], d.va + i * 4096, 4096, d.mr->lkey, 100 + i), 0);
+        // Both QPs of node 0 send four messages each to one QP of node 1, interleaved, through
+        // the one EE context: the context carries one message at a time, each QP's complete in
+        // the order posted (o10-52), the receiver's in the order they arrive from each (o10-53).
+        for (int i = 0; i < 4; ++i)
+            for (int q = 0; q < 2; ++q)
+                ASSERT_EQ(post_rd(p.s[0].qp[q], p.s[0].eec, p.s[1].qp[0]->qp_num, IBV_WR_SEND,
+                                  s.va + (q * 4 + i) * 1024, 1500, s.mr->lkey, uint64_t(q * 10 + i)),
+                          0);
+        const auto sc = h.expect_wc(p.s[0].cq, 8, "sends");
+        std::vector<uint64_t> order[2];
+        for (const ibv_wc& w : sc) {
+            EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+            order[w.qp_num == p.s[0].qp[1]->qp_num].push_back(w.wr_id);
+        }
+        EXPECT_EQ(order[0], (std::vector<uint64_t>{0, 1, 2, 3}));
+        EXPECT_EQ(order[1], (std::vector<uint64_t>{10, 11, 12, 13}));
+        const auto rc = h.expect_wc(p.s[1].cq, 8, "receives");
+        std::vector<uint32_t> last_from(2, 0);
+        for (size_t k = 0; k < rc.size(); ++k) {
+            EXPECT_EQ(rc[k].status, IBV_WC_SUCCESS);
+            EXPECT_EQ(rc[k].wr_id, 100 + k) << "receive WRs complete in posting order";
+            EXPECT_EQ(rc[k].byte_len, 1500u);
+            // Which message landed in receive buffer k: its first byte names it.
+            const uint8_t tag = h.read_mem(1, d.va + k * 4096, 1)[0];
+            const unsigned q = rc[k].src_qp == p.s[0].qp[1]->qp_num;
+            EXPECT_EQ(unsigned(tag - 0x10) / 4, q) << "the message came from the QP the CQE names";
+            EXPECT_GE(uint32_t(tag), last_from[q]) << "one QP's messages arrive in order";
+            last_from[q] = tag;
+        }
+    });
+}
+
+SIM_TEST(E2eRd, o10_39_rdma_write_and_read_on_rd_qps) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[1].qp[0]);
+        buf t = make_buf(h, 1, 8192);
+        buf s = make_buf(h, 0, 8192, 0x6A);
+        buf back = make_buf(h, 0, 8192, 0);
+        const uint32_t dq = p.s[1].qp[0]->qp_num;
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_RDMA_WRITE, s.va, 3000, s.mr->lkey, 1, kQkey,
+                          t.va, t.mr->rkey),
+                  0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "write").status, IBV_WC_SUCCESS);
+        h.expect_fill(1, t.va, 3000, 0x6A, "written");
+        h.expect_fill(1, t.va + 3000, 8192 - 3000, kGuardByte, "beyond");
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_RDMA_READ, back.va, 3000, back.mr->lkey, 2,
+                          kQkey, t.va, t.mr->rkey),
+                  0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "read").status, IBV_WC_SUCCESS);
+        h.expect_fill(0, back.va, 3000, 0x6A, "read back");
+        h.expect_no_wc(p.s[1].cq, kQuietNs, "no receive WQE used");
+    });
+}
+
+// ---------------------------------------------------------------- Q_Keys, domains, states
+
+SIM_TEST(E2eRd, o10_3_a_qkey_mismatch_is_naked_and_stops_the_senders_send_queue) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[1].qp[0]);
+        buf d = make_buf(h, 1, 4096);
+        buf s = make_buf(h, 0, 4096, 0x42);
+        ASSERT_EQ(post_recv(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 5), 0);
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, p.s[1].qp[0]->qp_num, IBV_WR_SEND, s.va, 64, s.mr->lkey,
+                          1, 0x1234),
+                  0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "send").status, IBV_WC_REM_INV_RD_REQ_ERR);
+        EXPECT_EQ(qp_state(p.s[0].qp[0]), IBV_QPS_SQE) << "o10-61: the send queue stops";
+        h.expect_no_wc(p.s[1].cq, kQuietNs, "the receive WQE stays");
+        h.expect_fill(1, d.va, 4096, kGuardByte, "nothing placed");
+        EXPECT_EQ(eec_state(p.s[0].eec), IBV_QPS_RTS) << "o10-63: the EE contexts go on";
+        EXPECT_EQ(eec_state(p.s[1].eec), IBV_QPS_RTS);
+        // The other QP sends through the same EE context with the right Q_Key: it lands.
+        ASSERT_EQ(
+            post_rd(p.s[0].qp[1], p.s[0].eec, p.s[1].qp[0]->qp_num, IBV_WR_SEND, s.va, 64, s.mr->lkey, 2), 0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "send").status, IBV_WC_SUCCESS);
+        EXPECT_EQ(one_wc(h, p.s[1].cq, "receive").wr_id, 5u);
+    });
+}
+
+SIM_TEST(E2eRd, o10_8_an_ee_context_of_another_domain_is_a_local_rdd_violation) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ibv_rdd* other = ibv_alloc_rdd(h.s[0].ctx);
+        ASSERT_NE(other, nullptr) << "o10-9: a second domain";
+        ibv_eec* foreign = ibv_create_eec(other);
+        ASSERT_NE(foreign, nullptr);
+        ASSERT_EQ(connect_eec(foreign, IBV_QPS_RTS, p.s[1].eec->eecn, h.s[1].lid, 0, 0), 0);
+        buf d = make_buf(h, 1, 4096);
+        buf s = make_buf(h, 0, 4096, 0x42);
+        ASSERT_EQ(post_recv(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 5), 0);
+        ASSERT_EQ(post_rd(p.s[0].qp[0], foreign, p.s[1].qp[0]->qp_num, IBV_WR_SEND, s.va, 64, s.mr->lkey, 1),
+                  0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "send").status, IBV_WC_LOC_RDD_VIOL_ERR);
+        h.expect_no_wc(p.s[1].cq, kQuietNs, "the target receive queue is untouched");
+        EXPECT_EQ(ibv_dealloc_rdd(other), EBUSY) << "o10-10: the EE context is in it";
+        ASSERT_EQ(ibv_destroy_eec(foreign), 0);
+        EXPECT_EQ(ibv_dealloc_rdd(other), 0);
+    });
+}
+
+SIM_TEST(E2eRd, o10_12_o10_15_o10_17_a_wr_naming_an_ee_context_not_yet_in_rts_completes_in_error) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        buf s = make_buf(h, 0, 4096, 0x42);
+        const ibv_qp_state states[] = {IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR};
+        for (int i = 0; i < 3; ++i) {
+            ibv_eec* e = ibv_create_eec(p.s[0].rdd);
+            ASSERT_NE(e, nullptr);
+            if (states[i] != IBV_QPS_RESET)
+                ASSERT_EQ(connect_eec(e, states[i], p.s[1].eec->eecn, h.s[1].lid, 0, 0), 0);
+            ibv_qp* qp = make_rd_qp(h, 0, p.s[0].rdd, p.s[0].cq);
+            ASSERT_EQ(post_rd(qp, e, p.s[1].qp[0]->qp_num, IBV_WR_SEND, s.va, 64, s.mr->lkey, 1), 0);
+            const ibv_wc w = one_wc(h, p.s[0].cq, "send");
+            EXPECT_EQ(w.status, IBV_WC_INV_EEC_STATE_ERR) << "EE context in state " << states[i];
+            EXPECT_EQ(qp_state(qp), IBV_QPS_SQE);
+            EXPECT_EQ(eec_state(e), states[i]) << "the EE context's state stays";
+        }
+    });
+}
+
+SIM_TEST(E2eRd, o10_13_o10_14_requests_to_an_ee_context_in_reset_or_init_are_dropped_silently) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        buf d = make_buf(h, 1, 4096);
+        buf s = make_buf(h, 0, 4096, 0x42);
+        ASSERT_EQ(post_recv(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 5), 0);
+        for (ibv_qp_state st : {IBV_QPS_RESET, IBV_QPS_INIT}) {
+            // The far end's EE context goes back to `st`: what arrives for it is dropped.
+            ibv_eec_attr a{};
+            a.eec_state = IBV_QPS_RESET;
+            ASSERT_EQ(ibv_modify_eec(p.s[1].eec, &a, IBV_QP_STATE), 0);
+            if (st == IBV_QPS_INIT)
+                ASSERT_EQ(connect_eec(p.s[1].eec, IBV_QPS_INIT, p.s[0].eec->eecn, h.s[0].lid, 0, 0), 0);
+            const uint64_t before = ctr(1, "transport_engine.rd_dropped");
+            ASSERT_EQ(
+                post_rd(p.s[0].qp[0], p.s[0].eec, p.s[1].qp[0]->qp_num, IBV_WR_SEND, s.va, 64, s.mr->lkey, 1),
+                0);
+            h.sleep(0, 50'000);
+            EXPECT_GT(ctr(1, "transport_engine.rd_dropped"), before) << "dropped in " << st;
+            h.expect_no_wc(p.s[1].cq, kQuietNs, "nothing delivered");
+            // The sender's message times out after its retries (timeout 14: 67 ms each) - not
+            // waited for here: reset it for the next round.
+            ASSERT_EQ(to_state(p.s[0].qp[0], IBV_QPS_RESET), 0);
+            ibv_qp_attr m{};
+            m.qp_state = IBV_QPS_INIT;
+            m.port_num = 1;
+            m.qkey = kQkey;
+            ASSERT_EQ(
+                ibv_modify_qp(p.s[0].qp[0], &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
+                0);
+            ASSERT_EQ(to_state(p.s[0].qp[0], IBV_QPS_RTR), 0);
+            ASSERT_EQ(to_state(p.s[0].qp[0], IBV_QPS_RTS), 0);
+        }
+        h.expect_fill(1, d.va, 4096, kGuardByte, "nothing placed");
+    });
+}
+
+SIM_TEST(E2eRd, o10_11_o10_19_o10_20_ee_context_states_follow_figure_126_and_sqd_holds_new_messages) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ibv_eec* e = ibv_create_eec(p.s[0].rdd);
+        ASSERT_NE(e, nullptr);
+        ibv_eec_attr a{};
+        // Illegal arcs are refused: Reset -> RTR, Reset -> RTS, and SQEr exists for no EE context.
+        a.eec_state = IBV_QPS_RTR;
+        EXPECT_EQ(ibv_modify_eec(e, &a, IBV_QP_STATE), EINVAL);
+        a.eec_state = IBV_QPS_SQE;
+        EXPECT_EQ(ibv_modify_eec(e, &a, IBV_QP_STATE), EINVAL);
+        // Reset -> Init needs the P_Key index and port (o10-58).
+        a.eec_state = IBV_QPS_INIT;
+        EXPECT_EQ(ibv_modify_eec(e, &a, IBV_QP_STATE), EINVAL);
+        a.pkey_index = 200;
+        a.port_num = 1;
+        EXPECT_EQ(ibv_modify_eec(e, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT), EINVAL)
+            << "no such P_Key table entry";
+        EXPECT_EQ(eec_state(e), IBV_QPS_RESET);
+        ASSERT_EQ(ibv_destroy_eec(e), 0);
+        // SQD: messages posted meanwhile wait (o10-20); arriving ones are still processed (o10-19).
+        buf d = make_buf(h, 1, 4096), d0 = make_buf(h, 0, 4096);
+        buf s = make_buf(h, 0, 4096, 0x42), s1 = make_buf(h, 1, 4096, 0x24);
+        a = ibv_eec_attr{};
+        a.eec_state = IBV_QPS_SQD;
+        ASSERT_EQ(ibv_modify_eec(p.s[0].eec, &a, IBV_QP_STATE), 0);
+        ASSERT_EQ(post_recv(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 5), 0);
+        ASSERT_EQ(
+            post_rd(p.s[0].qp[0], p.s[0].eec, p.s[1].qp[0]->qp_num, IBV_WR_SEND, s.va, 64, s.mr->lkey, 1), 0);
+        h.expect_no_wc(p.s[0].cq, kQuietNs, "held in SQD");
+        ASSERT_EQ(post_recv(p.s[0].qp[1], d0.va, 4096, d0.mr->lkey, 9), 0);
+        ASSERT_EQ(
+            post_rd(p.s[1].qp[1], p.s[1].eec, p.s[0].qp[1]->qp_num, IBV_WR_SEND, s1.va, 32, s1.mr->lkey, 3),
+            0);
+        const ibv_wc in = one_wc(h, p.s[0].cq, "a message arriving at the EE context in SQD");
+        EXPECT_EQ(in.wr_id, 9u);
+        EXPECT_EQ(in.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(one_wc(h, p.s[1].cq, "its send").status, IBV_WC_SUCCESS);
+        a.eec_state = IBV_QPS_RTS;
+        ASSERT_EQ(ibv_modify_eec(p.s[0].eec, &a, IBV_QP_STATE), 0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "sent once back in RTS").wr_id, 1u);
+        EXPECT_EQ(one_wc(h, p.s[1].cq, "received").wr_id, 5u);
+        h.expect_fill(1, d.va, 64, 0x42, "payload");
+    });
+}
+
+SIM_TEST(E2eRd,
+         o10_1_o10_6_o10_7_o10_9_o10_10_rd_objects_belong_to_one_domain_and_wrs_must_name_an_ee_context) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        ibv_rdd* a = ibv_alloc_rdd(h.s[0].ctx);
+        ibv_rdd* b = ibv_alloc_rdd(h.s[0].ctx);
+        ASSERT_TRUE(a && b) << "o10-9: at least two domains";
+        EXPECT_NE(a->handle, b->handle);
+        ibv_cq* cq = ibv_create_cq(h.s[0].ctx, 16);
+        ibv_qp* q1 = make_rd_qp(h, 0, a, cq);
+        ibv_qp* q2 = make_rd_qp(h, 0, a, cq);
+        ibv_eec* e1 = ibv_create_eec(a);
+        ibv_eec* e2 = ibv_create_eec(a);
+        ASSERT_TRUE(q1 && q2 && e1 && e2) << "o10-6, o10-7: many QPs and EE contexts share a domain";
+        EXPECT_EQ(e1->rdd, a);
+        ibv_qp_init_attr qa{};
+        qa.send_cq = qa.recv_cq = cq;
+        qa.qp_type = IBV_QPT_RD;
+        qa.cap.max_send_wr = qa.cap.max_recv_wr = 1;
+        qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+        errno = 0;
+        EXPECT_EQ(ibv_create_qp(h.s[0].pd, &qa), nullptr) << "an RD QP needs its domain";
+        EXPECT_EQ(errno, EINVAL);
+        // o10-1: every RD WR names an EE context.
+        buf s = make_buf(h, 0, 4096, 1);
+        EXPECT_EQ(post_rd(q1, nullptr, 5, IBV_WR_SEND, s.va, 8, s.mr->lkey, 1), EINVAL);
+        // o10-10: the domain stays while QPs or EE contexts use it.
+        EXPECT_EQ(ibv_dealloc_rdd(a), EBUSY);
+        ASSERT_EQ(ibv_destroy_qp(q1), 0);
+        ASSERT_EQ(ibv_destroy_qp(q2), 0);
+        EXPECT_EQ(ibv_dealloc_rdd(a), EBUSY);
+        ASSERT_EQ(ibv_destroy_eec(e1), 0);
+        ASSERT_EQ(ibv_destroy_eec(e2), 0);
+        EXPECT_EQ(ibv_dealloc_rdd(a), 0);
+        EXPECT_EQ(ibv_dealloc_rdd(b), 0);
+        EXPECT_EQ(ibv_destroy_cq(cq), 0);
+    });
+}
