@@ -337,8 +337,9 @@ SIM_TEST(E2eRd, o10_12_o10_15_o10_17_a_wr_naming_an_ee_context_not_yet_in_rts_co
         for (int i = 0; i < 3; ++i) {
             ibv_eec* e = ibv_create_eec(p.s[0].rdd);
             ASSERT_NE(e, nullptr);
-            if (states[i] != IBV_QPS_RESET)
+            if (states[i] != IBV_QPS_RESET) {
                 ASSERT_EQ(connect_eec(e, states[i], p.s[1].eec->eecn, h.s[1].lid, 0, 0), 0);
+            }
             ibv_qp* qp = make_rd_qp(h, 0, p.s[0].rdd, p.s[0].cq);
             ASSERT_EQ(post_rd(qp, e, p.s[1].qp[0]->qp_num, IBV_WR_SEND, s.va, 64, s.mr->lkey, 1), 0);
             const ibv_wc w = one_wc(h, p.s[0].cq, "send");
@@ -361,8 +362,9 @@ SIM_TEST(E2eRd, o10_13_o10_14_requests_to_an_ee_context_in_reset_or_init_are_dro
             ibv_eec_attr a{};
             a.eec_state = IBV_QPS_RESET;
             ASSERT_EQ(ibv_modify_eec(p.s[1].eec, &a, IBV_QP_STATE), 0);
-            if (st == IBV_QPS_INIT)
+            if (st == IBV_QPS_INIT) {
                 ASSERT_EQ(connect_eec(p.s[1].eec, IBV_QPS_INIT, p.s[0].eec->eecn, h.s[0].lid, 0, 0), 0);
+            }
             const uint64_t before = ctr(1, "transport_engine.rd_dropped");
             ASSERT_EQ(
                 post_rd(p.s[0].qp[0], p.s[0].eec, p.s[1].qp[0]->qp_num, IBV_WR_SEND, s.va, 64, s.mr->lkey, 1),
