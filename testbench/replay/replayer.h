@@ -52,6 +52,7 @@ private:
         std::map<std::string, ibv_qp*> qp;
         std::map<std::string, ibv_srq*> srq;
         std::map<std::string, ibv_ah*> ah;
+        std::map<std::string, ibv_xrcd*> xrcd;
         std::map<std::string, std::pair<uint64_t, uint64_t>> buf;
     };
 
@@ -69,6 +70,8 @@ private:
     std::vector<ibv_sge> sges(unsigned node, const json& sg);
 
     uint32_t qp_num_of(const std::string& ref, unsigned own);
+    /// The number of the XRC SRQ `ref` names (0 if it does not exist in the replay).
+    uint32_t srq_num_of(const std::string& ref, unsigned own);
 
     uint16_t lid_of(unsigned node) { return m_.at(node).lid(); }
 
@@ -99,7 +102,10 @@ private:
     void call_reg_mr(const step& s, unsigned node, json& out);
     void call_dereg_mr(const step& s, unsigned node, json& out);
     void call_create_cq(const step& s, unsigned node, json& out);
+    void call_open_xrcd(const step& s, unsigned node, json& out);
+    void call_close_xrcd(const step& s, unsigned node, json& out);
     void call_create_srq(const step& s, unsigned node, json& out);
+    void call_destroy_srq(const step& s, unsigned node, json& out);
     void call_modify_srq(const step& s, unsigned node, json& out);
     void call_create_qp(const step& s, unsigned node, json& out);
     void call_destroy_qp(const step& s, unsigned node, json& out);

@@ -149,12 +149,26 @@ TEST(HcasimReplay, a_changed_outcome_is_reported_with_the_call_that_produced_it)
     std::remove(f.c_str());
 }
 
+/// A bad trace: its name, its text, and the error it gets (after "hcasim: error: FILE").
+struct bad_trace {
+    const char* name;
+    std::string text;
+    std::string message;
+};
+
+/// `hcasim replay` refuses the trace with exit 2 and its message, before anything runs.
+void expect_refused(const bad_trace& b) {
+    const std::string f = tmp(std::string(b.name) + ".jsonl");
+    write(f, b.text);
+    const result r = run_hcasim("replay '" + f + "'", b.name);
+    EXPECT_EQ(r.code, 2) << b.name << ": " << r.out << r.err;
+    EXPECT_EQ(r.err.rfind("hcasim: error: " + f + b.message, 0), 0u) << b.name << ": " << r.err;
+    EXPECT_EQ(r.out, "") << b.name << ": nothing ran";
+    std::remove(f.c_str());
+}
+
 TEST(HcasimReplay, bad_traces_are_refused_with_file_and_line_before_anything_runs) {
-    struct bad {
-        const char* name;
-        std::string text;
-        std::string message;  // after "hcasim: error: FILE"
-    } cases[] = {
+    const bad_trace cases[] = {
         {"syntax",
          std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": 64, \"ret\": \"buf0\"\n",
          ":2: not a JSON object: "},
@@ -184,19 +198,56 @@ TEST(HcasimReplay, bad_traces_are_refused_with_file_and_line_before_anything_run
         {"bad_key", "{\"hcasim_trace\": 1, \"config\": {\"pcie.lanez\": \"8\"}}\n",
          ": unknown configuration key 'pcie.lanez' ("},
     };
-    for (const bad& b : cases) {
-        const std::string f = tmp(std::string(b.name) + ".jsonl");
-        write(f, b.text);
-        const result r = run_hcasim("replay '" + f + "'", b.name);
-        EXPECT_EQ(r.code, 2) << b.name << ": " << r.out << r.err;
-        EXPECT_EQ(r.err.rfind("hcasim: error: " + f + b.message, 0), 0u) << b.name << ": " << r.err;
-        EXPECT_EQ(r.out, "") << b.name << ": nothing ran";
-        std::remove(f.c_str());
-    }
+    for (const bad_trace& b : cases) expect_refused(b);
     const result r = run_hcasim("replay /nonexistent/trace.jsonl", "missing");
     EXPECT_EQ(r.code, 2);
     EXPECT_EQ(r.err,
               "hcasim: error: cannot open trace '/nonexistent/trace.jsonl': No such file or directory\n");
+}
+
+TEST(HcasimReplay, malformed_xrc_entries_are_refused_with_file_and_line) {
+    // Node 1: a domain, a CQ and a PD; lines 2..4.
+    const std::string xrc = std::string(kHeader) +
+                            "{\"node\": 1, \"call\": \"open_xrcd\", \"ret\": \"xrcd0\"}\n" +
+                            "{\"node\": 1, \"call\": \"create_cq\", \"cqe\": 16, \"ret\": \"cq0\"}\n" +
+                            "{\"node\": 1, \"call\": \"alloc_pd\", \"ret\": \"pd0\"}\n";
+    const std::string srq = "{\"node\": 1, \"call\": \"create_srq\", \"pd\": \"pd0\", ";
+    const std::string qp = "{\"node\": 1, \"call\": \"create_qp\", ";
+    const bad_trace cases[] = {
+        {"xrc_unknown_xrcd",
+         xrc + srq + "\"type\": \"XRC\", \"xrcd\": \"xrcd1\", \"cq\": \"cq0\", \"ret\": \"srq0\"}\n",
+         ":5: create_srq: xrcd \"xrcd1\" of node 1 is not created before this line"},
+        {"xrc_other_nodes_xrcd",
+         xrc + qp + "\"type\": \"XRC_RECV\", \"xrcd\": \"0/xrcd0\", \"ret\": \"qp0\"}\n",
+         ":5: create_qp: xrcd \"0/xrcd0\" of node 0 is not created before this line"},
+        {"xrc_bad_srq_type", xrc + srq + "\"type\": \"SHARED\", \"ret\": \"srq0\"}\n",
+         ":5: create_srq: \"type\" must be BASIC or XRC, got \"SHARED\""},
+        {"xrc_srq_without_cq", xrc + srq + "\"type\": \"XRC\", \"xrcd\": \"xrcd0\", \"ret\": \"srq0\"}\n",
+         ":5: create_srq: an XRC SRQ needs \"cq\""},
+        {"xrc_basic_srq_with_xrcd", xrc + srq + "\"xrcd\": \"xrcd0\", \"ret\": \"srq0\"}\n",
+         ":5: create_srq: only an XRC SRQ (\"type\": \"XRC\") has \"xrcd\""},
+        {"xrc_recv_with_pd",
+         xrc + qp + "\"type\": \"XRC_RECV\", \"xrcd\": \"xrcd0\", \"pd\": \"pd0\", \"ret\": \"qp0\"}\n",
+         ":5: create_qp: an XRC_RECV QP has its XRC domain only: no \"pd\""},
+        {"xrc_recv_without_xrcd", xrc + qp + "\"type\": \"XRC_RECV\", \"ret\": \"qp0\"}\n",
+         ":5: create_qp: an XRC_RECV QP needs \"xrcd\""},
+        {"xrc_send_with_xrcd",
+         xrc + qp +
+             "\"type\": \"XRC_SEND\", \"pd\": \"pd0\", \"send_cq\": \"cq0\", \"xrcd\": \"xrcd0\", \"ret\": "
+             "\"qp0\"}\n",
+         ":5: create_qp: only an XRC_RECV QP has an \"xrcd\""},
+        {"xrc_bad_qp_type", xrc + qp + "\"type\": \"XRC\", \"xrcd\": \"xrcd0\", \"ret\": \"qp0\"}\n",
+         ":5: create_qp: \"type\" must be RC, UC, UD, XRC_SEND or XRC_RECV"},
+        {"xrc_close_unknown", xrc + "{\"node\": 0, \"call\": \"close_xrcd\", \"xrcd\": \"xrcd0\"}\n",
+         ":5: close_xrcd: xrcd \"xrcd0\" of node 0 is not created before this line"},
+        {"xrc_unknown_remote_srq",
+         xrc + qp + "\"type\": \"XRC_SEND\", \"pd\": \"pd0\", \"send_cq\": \"cq0\", \"ret\": \"qp0\"}\n" +
+             "{\"node\": 1, \"call\": \"post_send\", \"qp\": \"qp0\", \"wr\": [{\"wr_id\": 1, \"opcode\": "
+             "\"SEND\", "
+             "\"remote_srq\": \"0/srq0\"}]}\n",
+         ":6: post_send: remote SRQ \"0/srq0\" is not created before this line"},
+    };
+    for (const bad_trace& b : cases) expect_refused(b);
 }
 
 TEST(HcasimReplay, a_recorded_workload_replays_equal_and_the_same_seed_records_the_same_bytes) {
