@@ -149,26 +149,12 @@ TEST(HcasimReplay, a_changed_outcome_is_reported_with_the_call_that_produced_it)
     std::remove(f.c_str());
 }
 
-/// A bad trace: its name, its text, and the error it gets (after "hcasim: error: FILE").
-struct bad_trace {
-    const char* name;
-    std::string text;
-    std::string message;
-};
-
-/// `hcasim replay` refuses the trace with exit 2 and its message, before anything runs.
-void expect_refused(const bad_trace& b) {
-    const std::string f = tmp(std::string(b.name) + ".jsonl");
-    write(f, b.text);
-    const result r = run_hcasim("replay '" + f + "'", b.name);
-    EXPECT_EQ(r.code, 2) << b.name << ": " << r.out << r.err;
-    EXPECT_EQ(r.err.rfind("hcasim: error: " + f + b.message, 0), 0u) << b.name << ": " << r.err;
-    EXPECT_EQ(r.out, "") << b.name << ": nothing ran";
-    std::remove(f.c_str());
-}
-
 TEST(HcasimReplay, bad_traces_are_refused_with_file_and_line_before_anything_runs) {
-    const bad_trace cases[] = {
+    struct bad {
+        const char* name;
+        std::string text;
+        std::string message;  // after "hcasim: error: FILE"
+    } cases[] = {
         {"syntax",
          std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"len\": 64, \"ret\": \"buf0\"\n",
          ":2: not a JSON object: "},
@@ -198,7 +184,15 @@ TEST(HcasimReplay, bad_traces_are_refused_with_file_and_line_before_anything_run
         {"bad_key", "{\"hcasim_trace\": 1, \"config\": {\"pcie.lanez\": \"8\"}}\n",
          ": unknown configuration key 'pcie.lanez' ("},
     };
-    for (const bad_trace& b : cases) expect_refused(b);
+    for (const bad& b : cases) {
+        const std::string f = tmp(std::string(b.name) + ".jsonl");
+        write(f, b.text);
+        const result r = run_hcasim("replay '" + f + "'", b.name);
+        EXPECT_EQ(r.code, 2) << b.name << ": " << r.out << r.err;
+        EXPECT_EQ(r.err.rfind("hcasim: error: " + f + b.message, 0), 0u) << b.name << ": " << r.err;
+        EXPECT_EQ(r.out, "") << b.name << ": nothing ran";
+        std::remove(f.c_str());
+    }
     const result r = run_hcasim("replay /nonexistent/trace.jsonl", "missing");
     EXPECT_EQ(r.code, 2);
     EXPECT_EQ(r.err,
@@ -213,7 +207,10 @@ TEST(HcasimReplay, malformed_xrc_entries_are_refused_with_file_and_line) {
                             "{\"node\": 1, \"call\": \"alloc_pd\", \"ret\": \"pd0\"}\n";
     const std::string srq = "{\"node\": 1, \"call\": \"create_srq\", \"pd\": \"pd0\", ";
     const std::string qp = "{\"node\": 1, \"call\": \"create_qp\", ";
-    const bad_trace cases[] = {
+    const struct {
+        const char* name;
+        std::string text, message;
+    } cases[] = {
         {"xrc_unknown_xrcd",
          xrc + srq + "\"type\": \"XRC\", \"xrcd\": \"xrcd1\", \"cq\": \"cq0\", \"ret\": \"srq0\"}\n",
          ":5: create_srq: xrcd \"xrcd1\" of node 1 is not created before this line"},
@@ -247,7 +244,7 @@ TEST(HcasimReplay, malformed_xrc_entries_are_refused_with_file_and_line) {
              "\"remote_srq\": \"0/srq0\"}]}\n",
          ":6: post_send: remote SRQ \"0/srq0\" is not created before this line"},
     };
-    for (const bad_trace& b : cases) expect_refused(b);
+    for (const auto& b : cases) refused(b.name, b.text, b.message);
 }
 
 TEST(HcasimReplay, a_recorded_workload_replays_equal_and_the_same_seed_records_the_same_bytes) {
@@ -372,7 +369,7 @@ TEST(HcasimReplay, unknown_fields_are_refused_with_their_line) {
                 "\"opcode\": \"SEND\", \"flag\": [\"SIGNALED\"]}]}\n",
             ":19: post_send: work request: unknown field \"flag\" (expected one of: wr_id opcode flags sg "
             "imm remote "
-            "compare_add swap invalidate_rkey ah remote_qp remote_qpn remote_qkey)");
+            "compare_add swap invalidate_rkey ah remote_qp remote_qpn remote_qkey remote_srq remote_srqn)");
     refused("header_field", "{\"hcasim_trace\": 1, \"node\": 2}\n",
             ":1: header: unknown field \"node\" (expected one of: hcasim_trace hcasim_version workload seed "
             "nodes "
