@@ -191,13 +191,7 @@ void replayer::call_reg_mr(const step& s, unsigned node, json& out) {
 }
 
 void replayer::call_dereg_mr(const step& s, unsigned node, json& out) {
-    const json& j = s.j;
-    node_objs& o = objs_[node];
-    std::string name = j["mr"];
-    const int r = ibv_dereg_mr(o.mr[name]);
-    if (r == 0) o.mr.erase(name);
-    expect(s, "ret", r);
-    out["ret"] = r;
+    destroy_named(s, out, objs_[node].mr, "mr", ibv_dereg_mr);
 }
 
 void replayer::call_create_cq(const step& s, unsigned node, json& out) {
@@ -223,11 +217,7 @@ void replayer::call_open_xrcd(const step& s, unsigned node, json& out) {
 }
 
 void replayer::call_close_xrcd(const step& s, unsigned node, json& out) {
-    const std::string name = s.j["xrcd"];
-    const int r = ibv_close_xrcd(objs_[node].xrcd[name]);
-    if (r == 0) objs_[node].xrcd.erase(name);
-    expect(s, "ret", r);
-    out["ret"] = r;
+    destroy_named(s, out, objs_[node].xrcd, "xrcd", ibv_close_xrcd);
 }
 
 void replayer::call_create_srq(const step& s, unsigned node, json& out) {
@@ -256,11 +246,7 @@ void replayer::call_create_srq(const step& s, unsigned node, json& out) {
 }
 
 void replayer::call_destroy_srq(const step& s, unsigned node, json& out) {
-    const std::string name = s.j["srq"];
-    const int r = ibv_destroy_srq(objs_[node].srq[name]);
-    if (r == 0) objs_[node].srq.erase(name);
-    expect(s, "ret", r);
-    out["ret"] = r;
+    destroy_named(s, out, objs_[node].srq, "srq", ibv_destroy_srq);
 }
 
 void replayer::call_modify_srq(const step& s, unsigned node, json& out) {

@@ -91,6 +91,18 @@ private:
     /// (expect) and adds the outcome to `out`, the replay's own record of the call.
     static const std::map<std::string, handler>& handlers();
 
+    /// A destroying call: `destroy` of the object of `objects` its field `field` names, forgotten
+    /// if that succeeded.
+    template <class T>
+    void destroy_named(const step& s, json& out, std::map<std::string, T*>& objects, const char* field,
+                       int (*destroy)(T*)) {
+        const std::string name = s.j[field];
+        const int r = destroy(objects[name]);
+        if (r == 0) objects.erase(name);
+        expect(s, "ret", r);
+        out["ret"] = r;
+    }
+
     /// The name a creating call gives its object (its "ret"), or null if the creation failed.
     json created(const step& s, unsigned node, const void* obj, const char* kind);
 
