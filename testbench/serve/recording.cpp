@@ -125,14 +125,10 @@ void recording::create_qp(unsigned node, const verbs::ibv_pd* pd, const verbs::i
     json f;
     // An XRC target has its domain only; an initiator no receive side (its receive CQ is the send
     // CQ's stand-in).
-    if (qp->xrcd) {
-        f["xrcd"] = rec_.name_of(node, qp->xrcd);
-    } else {
-        f["pd"] = rec_.name_of(node, pd);
-        f["send_cq"] = rec_.name_of(node, qp->send_cq);
-        if (qp->qp_type != verbs::IBV_QPT_XRC_SEND) f["recv_cq"] = rec_.name_of(node, qp->recv_cq);
-    }
+    f[qp->xrcd ? "xrcd" : "pd"] = qp->xrcd ? rec_.name_of(node, qp->xrcd) : rec_.name_of(node, pd);
     f["type"] = trace::qp_type_name(qp->qp_type);
+    if (!qp->xrcd) f["send_cq"] = rec_.name_of(node, qp->send_cq);
+    if (!qp->xrcd && qp->qp_type != verbs::IBV_QPT_XRC_SEND) f["recv_cq"] = rec_.name_of(node, qp->recv_cq);
     if (qp->srq) f["srq"] = rec_.name_of(node, qp->srq);
     f["cap"] = {{"max_send_wr", r.cap.max_send_wr},
                 {"max_recv_wr", r.cap.max_recv_wr},
