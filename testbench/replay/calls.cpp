@@ -47,6 +47,14 @@ uint32_t replayer::qp_num_of(const std::string& ref, unsigned own) {
     return q ? q->qp_num : 0;
 }
 
+uint32_t replayer::srq_num_of(const std::string& ref, unsigned own) {
+    std::string name;
+    ibv_srq* q = find(objs_of(ref, own, &name).srq, name);
+    uint32_t n = 0;
+    if (q) ibv_get_srq_num(q, &n);
+    return n;
+}
+
 const std::map<std::string, replayer::handler>& replayer::handlers() {
     static const std::map<std::string, handler> h = {
         {"alloc", &replayer::call_alloc},
@@ -57,7 +65,10 @@ const std::map<std::string, replayer::handler>& replayer::handlers() {
         {"reg_mr", &replayer::call_reg_mr},
         {"dereg_mr", &replayer::call_dereg_mr},
         {"create_cq", &replayer::call_create_cq},
+        {"open_xrcd", &replayer::call_open_xrcd},
+        {"close_xrcd", &replayer::call_close_xrcd},
         {"create_srq", &replayer::call_create_srq},
+        {"destroy_srq", &replayer::call_destroy_srq},
         {"modify_srq", &replayer::call_modify_srq},
         {"create_qp", &replayer::call_create_qp},
         {"modify_qp", &replayer::call_modify_qp},
@@ -180,13 +191,7 @@ void replayer::call_reg_mr(const step& s, unsigned node, json& out) {
 }
 
 void replayer::call_dereg_mr(const step& s, unsigned node, json& out) {
-    const json& j = s.j;
-    node_objs& o = objs_[node];
-    std::string name = j["mr"];
-    const int r = ibv_dereg_mr(o.mr[name]);
-    if (r == 0) o.mr.erase(name);
-    expect(s, "ret", r);
-    out["ret"] = r;
+    destroy_named(s, out, objs_[node].mr, "mr", ibv_dereg_mr);
 }
 
 void replayer::call_create_cq(const step& s, unsigned node, json& out) {
@@ -200,17 +205,48 @@ void replayer::call_create_cq(const step& s, unsigned node, json& out) {
     out["ret"] = r;
 }
 
+void replayer::call_open_xrcd(const step& s, unsigned node, json& out) {
+    ibv_xrcd* x = ibv_open_xrcd(ctx_[node]);
+    const json r = created(s, node, x, "xrcd");
+    if (x)
+        objs_[node].xrcd[r] = x;
+    else
+        out["errno"] = errno;
+    expect(s, "ret", r);
+    out["ret"] = r;
+}
+
+void replayer::call_close_xrcd(const step& s, unsigned node, json& out) {
+    destroy_named(s, out, objs_[node].xrcd, "xrcd", ibv_close_xrcd);
+}
+
 void replayer::call_create_srq(const step& s, unsigned node, json& out) {
     const json& j = s.j;
     node_objs& o = objs_[node];
     ibv_srq_init_attr a{};
     a.attr.max_wr = j.value("max_wr", 64u);
     a.attr.max_sge = j.value("max_sge", 1u);
+    if (j.contains("type")) trace::srq_type_of(j["type"], &a.srq_type);  // checked when the trace was read
+    if (a.srq_type == IBV_SRQT_XRC) {
+        a.xrcd = o.xrcd[j["xrcd"].get<std::string>()];
+        a.cq = o.cq[j["cq"].get<std::string>()];
+    }
     ibv_srq* srq = ibv_create_srq(o.pd[j["pd"].get<std::string>()], &a);
-    const json r = created(s, node, srq, "srq");
-    if (srq) o.srq[r] = srq;
+    json r;
+    if (srq) {
+        r = j["ret"].is_string() ? j["ret"].get<std::string>() : rec_.add(node, nullptr, "srq");
+        rec_.add_srq(node, srq, r);
+        o.srq[r] = srq;
+        if (srq->xrcd) out["srq_num"] = srq->handle;
+    } else {
+        out["errno"] = errno;
+    }
     expect(s, "ret", r);
     out["ret"] = r;
+}
+
+void replayer::call_destroy_srq(const step& s, unsigned node, json& out) {
+    destroy_named(s, out, objs_[node].srq, "srq", ibv_destroy_srq);
 }
 
 void replayer::call_modify_srq(const step& s, unsigned node, json& out) {
@@ -228,9 +264,11 @@ void replayer::call_create_qp(const step& s, unsigned node, json& out) {
     node_objs& o = objs_[node];
     ibv_qp_init_attr a{};
     trace::qp_type_of(j["type"], &a.qp_type);
-    a.send_cq = o.cq[j["send_cq"].get<std::string>()];
-    a.recv_cq = o.cq[j["recv_cq"].get<std::string>()];
+    // Which of these a QP of its type has was checked when the trace was read.
+    if (j.contains("send_cq")) a.send_cq = o.cq[j["send_cq"].get<std::string>()];
+    if (j.contains("recv_cq")) a.recv_cq = o.cq[j["recv_cq"].get<std::string>()];
     if (j.contains("srq")) a.srq = o.srq[j["srq"].get<std::string>()];
+    if (j.contains("xrcd")) a.xrcd = o.xrcd[j["xrcd"].get<std::string>()];
     const json cap = j.value("cap", json::object());
     a.cap.max_send_wr = cap.value("max_send_wr", 64u);
     a.cap.max_recv_wr = cap.value("max_recv_wr", 64u);
@@ -238,7 +276,7 @@ void replayer::call_create_qp(const step& s, unsigned node, json& out) {
     a.cap.max_recv_sge = cap.value("max_recv_sge", 1u);
     a.cap.max_inline_data = cap.value("max_inline_data", 0u);
     a.sq_sig_all = j.value("sq_sig_all", false) ? 1 : 0;
-    ibv_qp* qp = ibv_create_qp(o.pd[j["pd"].get<std::string>()], &a);
+    ibv_qp* qp = ibv_create_qp(j.contains("pd") ? o.pd[j["pd"].get<std::string>()] : nullptr, &a);
     json r;
     if (qp) {
         r = j["ret"].is_string() ? j["ret"].get<std::string>() : rec_.add(node, nullptr, "qp");
@@ -387,6 +425,8 @@ void replayer::call_post_send(const step& s, unsigned node, json& out) {
                 w.contains("remote_qp") ? qp_num_of(w["remote_qp"], node) : w.value("remote_qpn", 0u);
             wr.wr.ud.remote_qkey = w.value("remote_qkey", 0u);
         }
+        wr.xrc_remote_srqn =
+            w.contains("remote_srq") ? srq_num_of(w["remote_srq"], node) : w.value("remote_srqn", 0u);
         wr.next = k + 1 < list.size() ? &wrs[k + 1] : nullptr;
         producers_[{node, j["qp"].get<std::string>(), wr.wr_id}] = s.line;
     }

@@ -75,6 +75,7 @@ bool replayer::live(unsigned node, const std::string& kind, const std::string& n
     if (kind == "qp") return find(o.qp, name) != nullptr;
     if (kind == "srq") return find(o.srq, name) != nullptr;
     if (kind == "ah") return find(o.ah, name) != nullptr;
+    if (kind == "xrcd") return find(o.xrcd, name) != nullptr;
     if (kind == "buf") return o.buf.count(name) > 0;
     return false;
 }
@@ -109,7 +110,7 @@ void replayer::exec_checked(const step& s) {
     for (auto& kv : j.items())
         if (kv.key() != "t_ps" && kv.key() != "node" && kv.key() != "call" && kv.key() != "wc" &&
             kv.key() != "ret" && kv.key() != "addr_out" && kv.key() != "qp_num" && kv.key() != "lkey" &&
-            kv.key() != "rkey" && kv.key() != "errno")
+            kv.key() != "rkey" && kv.key() != "errno" && kv.key() != "srq_num")
             out[kv.key()] = kv.value();
     const auto h = handlers().find(call);
     if (h != handlers().end()) (this->*h->second)(s, node, out);

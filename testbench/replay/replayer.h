@@ -52,6 +52,7 @@ private:
         std::map<std::string, ibv_qp*> qp;
         std::map<std::string, ibv_srq*> srq;
         std::map<std::string, ibv_ah*> ah;
+        std::map<std::string, ibv_xrcd*> xrcd;
         std::map<std::string, std::pair<uint64_t, uint64_t>> buf;
     };
 
@@ -69,6 +70,8 @@ private:
     std::vector<ibv_sge> sges(unsigned node, const json& sg);
 
     uint32_t qp_num_of(const std::string& ref, unsigned own);
+    /// The number of the XRC SRQ `ref` names (0 if it does not exist in the replay).
+    uint32_t srq_num_of(const std::string& ref, unsigned own);
 
     uint16_t lid_of(unsigned node) { return m_.at(node).lid(); }
 
@@ -88,6 +91,18 @@ private:
     /// (expect) and adds the outcome to `out`, the replay's own record of the call.
     static const std::map<std::string, handler>& handlers();
 
+    /// A destroying call: `destroy` of the object of `objects` its field `field` names, forgotten
+    /// if that succeeded.
+    template <class T>
+    void destroy_named(const step& s, json& out, std::map<std::string, T*>& objects, const char* field,
+                       int (*destroy)(T*)) {
+        const std::string name = s.j[field];
+        const int r = destroy(objects[name]);
+        if (r == 0) objects.erase(name);
+        expect(s, "ret", r);
+        out["ret"] = r;
+    }
+
     /// The name a creating call gives its object (its "ret"), or null if the creation failed.
     json created(const step& s, unsigned node, const void* obj, const char* kind);
 
@@ -99,7 +114,10 @@ private:
     void call_reg_mr(const step& s, unsigned node, json& out);
     void call_dereg_mr(const step& s, unsigned node, json& out);
     void call_create_cq(const step& s, unsigned node, json& out);
+    void call_open_xrcd(const step& s, unsigned node, json& out);
+    void call_close_xrcd(const step& s, unsigned node, json& out);
     void call_create_srq(const step& s, unsigned node, json& out);
+    void call_destroy_srq(const step& s, unsigned node, json& out);
     void call_modify_srq(const step& s, unsigned node, json& out);
     void call_create_qp(const step& s, unsigned node, json& out);
     void call_destroy_qp(const step& s, unsigned node, json& out);

@@ -163,6 +163,7 @@ struct loader {
             fail("poll_cq needs \"count\" (completions to wait for) or the recorded \"wc\"");
         if (cn == "modify_qp") check_modify_qp(j, node);
         if (cn == "create_qp") check_create_qp(j);
+        if (cn == "create_srq") check_create_srq(j);
         if (c->creates) define(j, node, c, cn);
         check_types(cn, j);
         check_buffer(j, node, cn);
@@ -236,7 +237,7 @@ struct loader {
                 check_fields(w,
                              cn == "post_send"
                                  ? "wr_id opcode flags sg imm remote compare_add swap invalidate_rkey ah "
-                                   "remote_qp remote_qpn remote_qkey"
+                                   "remote_qp remote_qpn remote_qkey remote_srq remote_srqn"
                                  : "wr_id sg",
                              cn + ": work request");
                 if (w.contains("remote")) {
@@ -272,17 +273,20 @@ struct loader {
                             fail("post_send: remote MR " + w["remote"]["mr"].dump() +
                                  " is not created before this line");
                     }
-                    if (w.contains("remote_qp")) {
-                        unsigned n = 0;
-                        std::string name;
-                        if (!w["remote_qp"].is_string() || !split_ref(w["remote_qp"], node, &n, &name) ||
-                            n >= t.nodes || defined[n].count(name) == 0 || defined[n][name] != "qp")
-                            fail("post_send: remote QP " + w["remote_qp"].dump() +
-                                 " is not created before this line");
-                    }
+                    if (w.contains("remote_qp")) check_remote(w["remote_qp"], node, "qp", "remote QP");
+                    if (w.contains("remote_srq")) check_remote(w["remote_srq"], node, "srq", "remote SRQ");
                 }
             }
         }
+    }
+
+    /// A work request's reference to an object of any node (a remote QP, an XRC SRQ).
+    void check_remote(const json& ref, unsigned node, const char* kind, const std::string& what) {
+        unsigned n = 0;
+        std::string name;
+        if (!ref.is_string() || !split_ref(ref, node, &n, &name) || n >= t.nodes ||
+            defined[n].count(name) == 0 || defined[n][name] != kind)
+            fail("post_send: " + what + " " + ref.dump() + " is not created before this line");
     }
 
     void check_modify_qp(json& j, unsigned node) {
@@ -324,11 +328,42 @@ struct loader {
     void check_create_qp(json& j) {
         ibv_qp_type ty;
         if (!j.contains("type") || !j["type"].is_string() || !trace::qp_type_of(j["type"], &ty))
-            fail("create_qp: \"type\" must be RC, UC or UD");
+            fail("create_qp: \"type\" must be RC, UC, UD, XRC_SEND or XRC_RECV");
+        // An XRC target (IBA 10.2.10) has its domain only; an initiator no receive side (its
+        // receive CQ optional, as in libibverbs); the others a PD and both CQs.
+        const bool tgt = ty == IBV_QPT_XRC_RECV, ini = ty == IBV_QPT_XRC_SEND;
+        if (tgt) {
+            for (const char* f : {"pd", "send_cq", "recv_cq", "srq"})
+                if (j.contains(f))
+                    fail(std::string("create_qp: an XRC_RECV QP has its XRC domain only: no \"") + f + "\"");
+            if (!j.contains("xrcd")) fail("create_qp: an XRC_RECV QP needs \"xrcd\"");
+            return check_cap(j);
+        }
+        if (j.contains("xrcd")) fail("create_qp: only an XRC_RECV QP has an \"xrcd\"");
+        for (const char* f : {"pd", "send_cq", "recv_cq"})
+            if (!j.contains(f) && !(ini && std::string(f) == "recv_cq"))
+                fail(std::string("create_qp needs \"") + f + "\"");
+        if (ini && j.contains("srq")) fail("create_qp: an XRC_SEND QP has no receive side: no \"srq\"");
+        check_cap(j);
+    }
+
+    void check_cap(json& j) {
         if (j.contains("cap")) {
             if (!j["cap"].is_object()) fail("create_qp: \"cap\" must be an object");
             check_fields(j["cap"], "max_send_wr max_recv_wr max_send_sge max_recv_sge max_inline_data",
                          "create_qp: cap");
+        }
+    }
+
+    void check_create_srq(json& j) {
+        ibv_srq_type ty = IBV_SRQT_BASIC;
+        if (j.contains("type") && (!j["type"].is_string() || !trace::srq_type_of(j["type"], &ty)))
+            fail("create_srq: \"type\" must be BASIC or XRC, got " + j["type"].dump());
+        for (const char* f : {"xrcd", "cq"}) {
+            if (ty == IBV_SRQT_XRC && !j.contains(f))
+                fail(std::string("create_srq: an XRC SRQ needs \"") + f + "\"");
+            if (ty != IBV_SRQT_XRC && j.contains(f))
+                fail(std::string("create_srq: only an XRC SRQ (\"type\": \"XRC\") has \"") + f + "\"");
         }
     }
 
@@ -378,6 +413,7 @@ struct loader {
                                                       "lkey",
                                                       "rkey",
                                                       "remote_qpn",
+                                                      "remote_srqn",
                                                       "remote_qkey",
                                                       "invalidate_rkey",
                                                       "pkey_index",
@@ -472,12 +508,20 @@ const std::vector<call_spec>& calls() {
         {"reg_mr", "mr", {{"pd", "pd"}, {"buf", "buf"}}, {}, "offset addr len access lkey rkey"},
         {"dereg_mr", nullptr, {{"mr", "mr"}}, {}, ""},
         {"create_cq", "cq", {}, {}, "cqe"},
-        {"create_srq", "srq", {{"pd", "pd"}}, {}, "max_wr max_sge"},
+        {"open_xrcd", "xrcd", {}, {}, ""},
+        {"close_xrcd", nullptr, {{"xrcd", "xrcd"}}, {}, ""},
+        {"create_srq",
+         "srq",
+         {{"pd", "pd"}},
+         {{"xrcd", "xrcd"}, {"cq", "cq"}},
+         "max_wr max_sge type srq_num"},
         {"modify_srq", nullptr, {{"srq", "srq"}}, {}, "srq_limit"},
+        {"destroy_srq", nullptr, {{"srq", "srq"}}, {}, ""},
+        // Which of pd, send_cq, recv_cq and xrcd a QP needs depends on its type (check_create_qp).
         {"create_qp",
          "qp",
-         {{"pd", "pd"}, {"send_cq", "cq"}, {"recv_cq", "cq"}},
-         {{"srq", "srq"}},
+         {},
+         {{"pd", "pd"}, {"send_cq", "cq"}, {"recv_cq", "cq"}, {"srq", "srq"}, {"xrcd", "xrcd"}},
          "type cap sq_sig_all qp_num"},
         {"modify_qp", nullptr, {{"qp", "qp"}}, {}, "attr"},
         {"destroy_qp", nullptr, {{"qp", "qp"}}, {}, ""},

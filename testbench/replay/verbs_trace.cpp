@@ -102,7 +102,14 @@ const char* const wc_statuses[] = {
     "REM_ABORT_ERR",    "INV_EECN_ERR",      "INV_EEC_STATE_ERR", "FATAL_ERR",
     "RESP_TIMEOUT_ERR", "GENERAL_ERR"};
 const char* const qp_states[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
-const char* const qp_types[] = {"SMI", "GSI", "RC", "UC", "UD"};
+const named qp_types[] = {{IBV_QPT_SMI, "SMI"},
+                          {IBV_QPT_GSI, "GSI"},
+                          {IBV_QPT_RC, "RC"},
+                          {IBV_QPT_UC, "UC"},
+                          {IBV_QPT_UD, "UD"},
+                          {IBV_QPT_XRC_SEND, "XRC_SEND"},
+                          {IBV_QPT_XRC_RECV, "XRC_RECV"}};
+const char* const srq_types[] = {"BASIC", "XRC"};
 const char* const events[] = {"CQ_ERR",
                               "QP_FATAL",
                               "QP_REQ_ERR",
@@ -193,11 +200,20 @@ bool qp_state_of(const std::string& s, ibv_qp_state* st) {
         }
     return false;
 }
-const char* qp_type_name(int t) { return index_name(qp_types, t); }
+const char* qp_type_name(int t) { return lookup(qp_types, t); }
 bool qp_type_of(const std::string& s, ibv_qp_type* t) {
     for (size_t i = 2; i < std::size(qp_types); ++i)  // consumers' types only
-        if (s == qp_types[i]) {
-            *t = ibv_qp_type(i);
+        if (s == qp_types[i].name) {
+            *t = ibv_qp_type(qp_types[i].value);
+            return true;
+        }
+    return false;
+}
+const char* srq_type_name(int t) { return index_name(srq_types, t); }
+bool srq_type_of(const std::string& s, ibv_srq_type* t) {
+    for (size_t i = 0; i < std::size(srq_types); ++i)
+        if (s == srq_types[i]) {
+            *t = ibv_srq_type(i);
             return true;
         }
     return false;
@@ -267,6 +283,11 @@ void recorder::add_qp(unsigned node, const ibv_qp* qp, const std::string& name) 
     nodes_[node].qps[qp->qp_num] = name;
 }
 
+void recorder::add_srq(unsigned node, const ibv_srq* srq, const std::string& name) {
+    nodes_.at(node).names[srq] = name;
+    if (srq->xrcd) nodes_[node].srqs[srq->handle] = name;
+}
+
 json recorder::sge(unsigned node, const ibv_sge& s) const {
     for (auto it = nodes_.at(node).mrs.rbegin(); it != nodes_[node].mrs.rend(); ++it)
         if (it->lkey == s.lkey && s.addr >= it->addr && s.addr - it->addr <= it->len)
@@ -291,7 +312,16 @@ std::string recorder::qp_by_num(uint32_t qp_num, unsigned not_node) const {
     return "";
 }
 
-json recorder::send_wrs(unsigned node, const ibv_send_wr* wr) const {
+std::string recorder::srq_by_num(uint32_t srqn, unsigned node, unsigned on) const {
+    for (unsigned n = 0; n < nodes_.size(); ++n) {
+        if (on == ~0u ? n == node : n != on) continue;
+        auto it = nodes_[n].srqs.find(srqn);
+        if (it != nodes_[n].srqs.end()) return std::to_string(n) + "/" + it->second;
+    }
+    return "";
+}
+
+json recorder::send_wrs(unsigned node, const ibv_send_wr* wr, bool xrc, unsigned xrc_node) const {
     json a = json::array();
     for (; wr; wr = wr->next) {
         json w;
@@ -321,6 +351,13 @@ json recorder::send_wrs(unsigned node, const ibv_send_wr* wr) const {
             else
                 w["remote_qpn"] = wr->wr.ud.remote_qpn;
             w["remote_qkey"] = wr->wr.ud.remote_qkey;
+        }
+        if (xrc) {  // the target's SRQ, by name when known
+            const std::string q = srq_by_num(wr->xrc_remote_srqn, node, xrc_node);
+            if (!q.empty())
+                w["remote_srq"] = q;
+            else
+                w["remote_srqn"] = wr->xrc_remote_srqn;
         }
         a.push_back(w);
     }

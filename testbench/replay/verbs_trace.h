@@ -53,6 +53,8 @@ const char* qp_state_name(int st);
 bool qp_state_of(const std::string& s, verbs::ibv_qp_state* st);
 const char* qp_type_name(int t);
 bool qp_type_of(const std::string& s, verbs::ibv_qp_type* t);
+const char* srq_type_name(int t);
+bool srq_type_of(const std::string& s, verbs::ibv_srq_type* t);
 const char* event_name(int e);
 json access_flags(unsigned flags);
 bool access_flags_of(const json& j, unsigned* flags, std::string* why);
@@ -84,6 +86,8 @@ public:
     /// A node's registered region (for SGEs and remote references).
     void add_mr(unsigned node, const verbs::ibv_mr* mr, const std::string& name);
     void add_qp(unsigned node, const verbs::ibv_qp* qp, const std::string& name);
+    /// An XRC SRQ (its number, for the work requests that name it).
+    void add_srq(unsigned node, const verbs::ibv_srq* srq, const std::string& name);
 
     // --- argument encodings ---
     /// {"mr":name,"offset":o,"len":n} when the SGE lies in an MR of the node with that lkey,
@@ -94,7 +98,13 @@ public:
     json remote(uint64_t addr, uint32_t rkey) const;
     /// "N/name" of the QP with that number on another node, or "" .
     std::string qp_by_num(uint32_t qp_num, unsigned not_node) const;
-    json send_wrs(unsigned node, const verbs::ibv_send_wr* wr) const;
+    /// "N/name" of the XRC SRQ with that number on node `on` (any node but `node` when `on` is
+    /// ~0u), or "".
+    std::string srq_by_num(uint32_t srqn, unsigned node, unsigned on) const;
+    /// The work requests of a QP of `node`; those of an XRC initiator (`xrc`) name their SRQ on
+    /// node `xrc_node` (the node its messages go to; ~0u: any other node).
+    json send_wrs(unsigned node, const verbs::ibv_send_wr* wr, bool xrc = false,
+                  unsigned xrc_node = ~0u) const;
     json recv_wrs(unsigned node, const verbs::ibv_recv_wr* wr) const;
     json wc(unsigned node, const verbs::ibv_wc& w) const;
     json qp_attr(unsigned node, const verbs::ibv_qp_attr& a, int mask) const;
@@ -128,7 +138,8 @@ private:
         std::map<const void*, std::string> names;
         std::map<std::string, unsigned> next;  // per kind
         std::vector<mr_info> mrs;
-        std::map<uint32_t, std::string> qps;  // qp_num -> name
+        std::map<uint32_t, std::string> qps;   // qp_num -> name
+        std::map<uint32_t, std::string> srqs;  // XRC SRQ number -> name
     };
     output_file out_;
     std::vector<node_names> nodes_;

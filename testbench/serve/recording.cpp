@@ -89,14 +89,32 @@ void recording::create_cq(unsigned node, const verbs::ibv_cq* cq, int cqe) {
     rec_.call(node, "create_cq", {{"cqe", cqe}, {"ret", rec_.add(node, cq, "cq")}});
 }
 
+void recording::open_xrcd(unsigned node, const verbs::ibv_xrcd* x) {
+    rec_.call(node, "open_xrcd", {{"ret", rec_.add(node, x, "xrcd")}});
+}
+
+void recording::close_xrcd(unsigned node, const verbs::ibv_xrcd* x, int ret) {
+    rec_.call(node, "close_xrcd", {{"xrcd", rec_.name_of(node, x)}, {"ret", ret}});
+}
+
 void recording::create_srq(unsigned node, const verbs::ibv_pd* pd, const verbs::ibv_srq* s,
                            const verbs::ibv_srq_attr& a) {
     srqs_[{node, s->handle}] = queue{nullptr, s, 0, 0};
-    rec_.call(node, "create_srq",
-              {{"pd", rec_.name_of(node, pd)},
-               {"max_wr", a.max_wr},
-               {"max_sge", a.max_sge},
-               {"ret", rec_.add(node, s, "srq")}});
+    const std::string name = rec_.add(node, s, "srq");
+    rec_.add_srq(node, s, name);
+    json f = {{"pd", rec_.name_of(node, pd)}, {"max_wr", a.max_wr}, {"max_sge", a.max_sge}};
+    if (s->xrcd) {
+        f["type"] = trace::srq_type_name(verbs::IBV_SRQT_XRC);
+        f["xrcd"] = rec_.name_of(node, s->xrcd);
+        f["cq"] = rec_.name_of(node, s->cq);
+    }
+    f["ret"] = name;
+    if (s->xrcd) f["srq_num"] = s->handle;
+    rec_.call(node, "create_srq", f);
+}
+
+void recording::destroy_srq(unsigned node, const verbs::ibv_srq* s, int ret) {
+    rec_.call(node, "destroy_srq", {{"srq", rec_.name_of(node, s)}, {"ret", ret}});
 }
 
 void recording::create_qp(unsigned node, const verbs::ibv_pd* pd, const verbs::ibv_qp* qp,
@@ -104,10 +122,13 @@ void recording::create_qp(unsigned node, const verbs::ibv_pd* pd, const verbs::i
     const std::string name = rec_.add(node, qp, "qp");
     rec_.add_qp(node, qp, name);
     qps_[{node, qp->qp_num}] = queue{qp, qp->srq, 0, 0};
-    json f = {{"pd", rec_.name_of(node, pd)},
-              {"type", trace::qp_type_name(qp->qp_type)},
-              {"send_cq", rec_.name_of(node, qp->send_cq)},
-              {"recv_cq", rec_.name_of(node, qp->recv_cq)}};
+    json f;
+    // An XRC target has its domain only; an initiator no receive side (its receive CQ is the send
+    // CQ's stand-in).
+    f[qp->xrcd ? "xrcd" : "pd"] = qp->xrcd ? rec_.name_of(node, qp->xrcd) : rec_.name_of(node, pd);
+    f["type"] = trace::qp_type_name(qp->qp_type);
+    if (!qp->xrcd) f["send_cq"] = rec_.name_of(node, qp->send_cq);
+    if (!qp->xrcd && qp->qp_type != verbs::IBV_QPT_XRC_SEND) f["recv_cq"] = rec_.name_of(node, qp->recv_cq);
     if (qp->srq) f["srq"] = rec_.name_of(node, qp->srq);
     f["cap"] = {{"max_send_wr", r.cap.max_send_wr},
                 {"max_recv_wr", r.cap.max_recv_wr},
@@ -155,7 +176,8 @@ void recording::fill(unsigned node, const fw::address_space& as, const verbs::ib
                {"hex", trace::hex(bytes.data(), bytes.size())}});
 }
 
-bool recording::send_wr(unsigned node, const fw::address_space& as, const uint8_t* w, size_t n, json* out) {
+bool recording::send_wr(unsigned node, const fw::address_space& as, const verbs::ibv_qp* qp, const uint8_t* w,
+                        size_t n, json* out) {
     hw::wqe_ctrl_seg ctrl;
     std::memcpy(&ctrl, w, sizeof ctrl);
     verbs::ibv_send_wr wr;
@@ -168,6 +190,7 @@ bool recording::send_wr(unsigned node, const fw::address_space& as, const uint8_
                     (ctrl.flags & hw::WQE_FLAG_FENCE ? verbs::IBV_SEND_FENCE : 0) |
                     (ctrl.flags & hw::WQE_FLAG_INLINE ? verbs::IBV_SEND_INLINE : 0);
     wr.imm_data = wr.invalidate_rkey = ctrl.imm;
+    wr.xrc_remote_srqn = ctrl.xrc_srqn;
     const bool atomic =
         wr.opcode == verbs::IBV_WR_ATOMIC_CMP_AND_SWP || wr.opcode == verbs::IBV_WR_ATOMIC_FETCH_AND_ADD;
     if (atomic || wr.opcode == verbs::IBV_WR_RDMA_WRITE || wr.opcode == verbs::IBV_WR_RDMA_WRITE_WITH_IMM ||
@@ -222,7 +245,12 @@ bool recording::send_wr(unsigned node, const fw::address_space& as, const uint8_
     }
     wr.sg_list = sges.data();
     wr.num_sge = int(sges.size());
-    json j = rec_.send_wrs(node, &wr).at(0);
+    // An XRC initiator names an SRQ of the node its messages go to (by the LID it was connected to).
+    const bool xrc = qp->qp_type == verbs::IBV_QPT_XRC_SEND;
+    unsigned dest = ~0u;
+    for (unsigned i = 0; xrc && i < m_.size(); ++i)
+        if (qp->attr.ah_attr.dlid >> m_.at(i).lmc() == m_.at(i).lid() >> m_.at(i).lmc()) dest = i;
+    json j = rec_.send_wrs(node, &wr, xrc, dest).at(0);
     if (!inline_sg.is_null()) j["sg"] = inline_sg;
     *out = std::move(j);
     return true;
@@ -233,7 +261,7 @@ void recording::post_send(unsigned node, const fw::address_space& as, queue& q, 
     for (; q.sq != to; ++q.sq) {
         const std::vector<uint8_t> w = read_ring(node, q.qp->sq, q.sq);
         json j;
-        if (send_wr(node, as, w.data(), w.size(), &j))
+        if (send_wr(node, as, q.qp, w.data(), w.size(), &j))
             wrs.push_back(std::move(j));
         else
             rec_.comment("# node" + std::to_string(node) + " " + rec_.name_of(node, q.qp) +
@@ -282,7 +310,7 @@ void recording::doorbell(unsigned node, const fw::address_space& as, uint64_t in
         if (it == qps_.end() || it->second.qp->qp_type == verbs::IBV_QPT_UD) return;
         if (inline_pd_[node].empty()) inline_pd_[node] = rec_.name_of(node, it->second.qp->pd);
         json j;
-        if (send_wr(node, as, data, bytes, &j))
+        if (send_wr(node, as, it->second.qp, data, bytes, &j))
             rec_.call(node, "post_send",
                       {{"qp", rec_.name_of(node, it->second.qp)}, {"wr", json::array({j})}, {"ret", 0}});
         it->second.sq = uint16_t(ctrl.wqe_index + 1);

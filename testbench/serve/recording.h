@@ -3,8 +3,8 @@
 // data path runs in the applications, so a post is read back from the WQEs its doorbell (or inline
 // WQE) hands the HCA, the application's stores into the buffers a send reads become `fill`s of
 // those bytes before it, and a poll is recorded when the CQE lands (op_latency's watch). Each node
-// is one application in the trace (every client of the node). RC and UC only: UD address handles
-// stay in the application (a UD QP's posts are left out, with a comment line).
+// is one application in the trace (every client of the node). RC, UC and XRC only: UD address
+// handles stay in the application (a UD QP's posts are left out, with a comment line).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -35,8 +35,12 @@ public:
     void keep_contents(unsigned node, const verbs::ibv_mr* mr, const fw::address_space& as);
     void dereg_mr(unsigned node, const verbs::ibv_mr* mr, int ret);
     void create_cq(unsigned node, const verbs::ibv_cq* cq, int cqe);
+    void open_xrcd(unsigned node, const verbs::ibv_xrcd* x);
+    void close_xrcd(unsigned node, const verbs::ibv_xrcd* x, int ret);
+    /// An SRQ (an XRC SRQ with its domain and CQ).
     void create_srq(unsigned node, const verbs::ibv_pd* pd, const verbs::ibv_srq* s,
                     const verbs::ibv_srq_attr& a);
+    void destroy_srq(unsigned node, const verbs::ibv_srq* s, int ret);
     void create_qp(unsigned node, const verbs::ibv_pd* pd, const verbs::ibv_qp* qp,
                    const serve_proto::create_qp_req& r);
     void modify_qp(unsigned node, const verbs::ibv_qp* qp, const verbs::ibv_qp_attr& a, int mask, int ret);
@@ -56,8 +60,9 @@ private:
         const verbs::ibv_srq* srq = nullptr;
         uint16_t sq = 0, rq = 0;  // producer counters seen
     };
-    /// The send WQE at `w` (`n` bytes) as a work request; false if a trace cannot say it.
-    bool send_wr(unsigned node, const fw::address_space& as, const uint8_t* w, size_t n, trace::json* out);
+    /// The send WQE of `qp` at `w` (`n` bytes) as a work request; false if a trace cannot say it.
+    bool send_wr(unsigned node, const fw::address_space& as, const verbs::ibv_qp* qp, const uint8_t* w,
+                 size_t n, trace::json* out);
     void post_send(unsigned node, const fw::address_space& as, queue& q, uint16_t to);
     void post_recv(unsigned node, const verbs::ibv_wq_ring& ring, uint16_t from, uint16_t to,
                    const char* call, const std::string& name);

@@ -371,10 +371,8 @@ void server::handle_create_qp(connection& c, kernel_node&, uint32_t op, message&
     const auto* r = request_as<sp::create_qp_req>(m);
     if (!r) return malformed(c, op);
     verbs::ibv_qp_init_attr ia{};
-    if (r->qp_type == verbs::IBV_QPT_XRC_SEND || r->qp_type == verbs::IBV_QPT_XRC_RECV) {
-        if (xrc_unrecordable(c, op)) return;
+    if (r->qp_type == verbs::IBV_QPT_XRC_SEND || r->qp_type == verbs::IBV_QPT_XRC_RECV)
         return create_xrc_qp(c, op, *r);
-    }
     verbs::ibv_pd* pd = lookup(c.pds, r->pd);
     ia.send_cq = lookup(c.cqs, r->send_cq);
     ia.recv_cq = lookup(c.cqs, r->recv_cq);
@@ -454,30 +452,29 @@ void server::create_xrc_qp(connection& c, uint32_t op, const sp::create_qp_req& 
     c.qps[id] = qp;
     c.user[qp] = r.user_handle;
     ops_.add_qp(c.node, c.pid, qp);
+    if (rec_) rec_->create_qp(c.node, pd, qp, r);
     return reply_with(c, 0, qp_reply(id, qp));
-}
-
-bool server::xrc_unrecordable(connection& c, uint32_t op) {
-    if (!rec_) return false;
-    log(c, "request " + std::to_string(op) + " refused: --record does not record XRC yet");
-    reply_status(c, EOPNOTSUPP);
-    return true;
 }
 
 void server::handle_open_xrcd(connection& c, kernel_node&, uint32_t op, message& m) {
     const auto* r = request_as<sp::open_xrcd_req>(m);
     if (!r) return malformed(c, op);
-    if (xrc_unrecordable(c, op)) return;
     verbs::ibv_xrcd* x = verbs::ibv_open_xrcd(c.ctx);
     if (!x) return reply_status(c, errno ? errno : ENOMEM);
     const uint64_t id = c.next_id++;
     c.xrcds[id] = x;
+    if (rec_) rec_->open_xrcd(c.node, x);
     return reply_with(c, 0, sp::xrcd_rep{id, x->handle, 0});
 }
 
 void server::handle_close_xrcd(connection& c, kernel_node&, uint32_t op, message& m) {
     const int e = destroy_named(
-        m, c.xrcds, [](verbs::ibv_xrcd* x) { return verbs::ibv_close_xrcd(x); },
+        m, c.xrcds,
+        [&](verbs::ibv_xrcd* x) {
+            const int e = verbs::ibv_close_xrcd(x);
+            if (rec_) rec_->close_xrcd(c.node, x, e);  // x only names it (freed on success)
+            return e;
+        },
         [&](uint64_t id, verbs::ibv_xrcd*) { c.xrcds.erase(id); });
     if (e < 0) return malformed(c, op);
     return reply_status(c, e);
@@ -491,7 +488,6 @@ void server::handle_create_srq(connection& c, kernel_node&, uint32_t op, message
     ia.attr = r->attr;
     ia.srq_type = verbs::ibv_srq_type(r->srq_type);
     if (ia.srq_type == verbs::IBV_SRQT_XRC) {
-        if (xrc_unrecordable(c, op)) return;
         ia.xrcd = lookup(c.xrcds, r->xrcd);
         ia.cq = lookup(c.cqs, r->cq);
         if (!ia.xrcd || !ia.cq) return malformed(c, op);
@@ -525,7 +521,12 @@ void server::handle_srq_attr(connection& c, kernel_node&, uint32_t op, message& 
 
 void server::handle_destroy_srq(connection& c, kernel_node&, uint32_t op, message& m) {
     const int e = destroy_named(
-        m, c.srqs, [](verbs::ibv_srq* s) { return verbs::ibv_destroy_srq(s); },
+        m, c.srqs,
+        [&](verbs::ibv_srq* s) {
+            const int e = verbs::ibv_destroy_srq(s);
+            if (rec_) rec_->destroy_srq(c.node, s, e);  // s only names it (freed on success)
+            return e;
+        },
         [&](uint64_t id, verbs::ibv_srq* s) {
             c.srqs.erase(id);
             c.user.erase(s);

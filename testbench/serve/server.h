@@ -243,8 +243,6 @@ private:
     void handle_open_xrcd(connection& c, kernel_node&, uint32_t op, message& m);
     void create_xrc_qp(connection& c, uint32_t op, const serve_proto::create_qp_req& r);
     void handle_close_xrcd(connection& c, kernel_node&, uint32_t op, message& m);
-    /// --record does not carry XRC yet: an XRC request is refused (EOPNOTSUPP), said in the log.
-    bool xrc_unrecordable(connection& c, uint32_t op);
     void handle_mcast(connection& c, kernel_node&, uint32_t op, message& m);
 
     static void set_counts(verbs::ibv_qp* qp, const sp::ring_counts& n);

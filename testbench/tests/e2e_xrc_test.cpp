@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <filesystem>
+#include <sstream>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "testbench/tests/bench_harness.h"
@@ -267,9 +270,9 @@ SIM_TEST(E2eXrc, o10_39_1_1_o10_45_1_1_rdma_write_read_and_atomics_on_xrc_check_
         EXPECT_EQ(now[0], 0x77 + 5) << "little-endian word + 5";
         // Compare and swap with a compare value (5) that does not match: the original comes back,
         // the word stays.
-        ASSERT_EQ(post_to(l, n0, IBV_WR_ATOMIC_CMP_AND_SWP, back.va + 3008, 8, back.mr->lkey, 4, t.va,
-                          t.mr->rkey),
-                  0);
+        ASSERT_EQ(
+            post_to(l, n0, IBV_WR_ATOMIC_CMP_AND_SWP, back.va + 3008, 8, back.mr->lkey, 4, t.va, t.mr->rkey),
+            0);
         EXPECT_EQ(one_wc(h, l.scq, "compare and swap").status, IBV_WC_SUCCESS);
         EXPECT_EQ(h.read_mem(0, back.va + 3008, 8), now);
         EXPECT_EQ(h.read_mem(1, t.va, 8), now);
@@ -483,4 +486,61 @@ SIM_TEST(E2eXrc, o10_66_1_7_initiator_errors_follow_the_rc_rows_and_srq_errors_s
         EXPECT_EQ(one_wc(h, l.scq, "send").status, IBV_WC_SUCCESS);
         EXPECT_EQ(one_wc(h, l.cq[0], "receive").wr_id, 1u);
     });
+}
+
+// ---------------------------------------------------------------- the wire, dissected
+
+/// tshark 4.0 names the XRC opcodes but has no XRCETH dissector: the header sequence is shown as
+/// vendor data (`infiniband.vendor`), whose first 4 bytes are the XRCETH (Rsv 8, XRCSRQ 24).
+SIM_TEST(E2eXrc, a_capture_of_xrc_traffic_dissects_with_xrc_opcodes_and_the_xrceth_naming_each_wrs_srq) {
+    if (std::system("command -v tshark >/dev/null 2>&1") != 0) GTEST_SKIP() << "tshark is not installed";
+    const std::string dir = ::testing::TempDir() + "e2e_xrc_pcap_" + std::to_string(getpid());
+    std::filesystem::remove_all(dir);
+    rc_harness h;
+    h.mach().capture_to(dir);
+    uint32_t n0 = 0, n1 = 0;
+    h.run([&](rc_harness& h) {
+        xrc_link l = make_xrc(h);
+        ASSERT_TRUE(l.tgt && l.ini);
+        n0 = srq_num(l.srq[0]);
+        n1 = srq_num(l.srq[1]);
+        buf d0 = make_buf(h, 1, 8192), d1 = make_buf(h, 1, 8192);
+        buf s = make_buf(h, 0, 8192, 0x3C);
+        ASSERT_EQ(post_xsrq(l.srq[0], d0.va, 8192, d0.mr->lkey, 100), 0);
+        ASSERT_EQ(post_xsrq(l.srq[1], d1.va, 8192, d1.mr->lkey, 200), 0);
+        ASSERT_EQ(post_to(l, n1, IBV_WR_SEND, s.va, 5000, s.mr->lkey, 1), 0);
+        ASSERT_EQ(post_to(l, n0, IBV_WR_SEND, s.va, 300, s.mr->lkey, 2), 0);
+        ASSERT_EQ(post_to(l, n1, IBV_WR_RDMA_WRITE, s.va, 100, s.mr->lkey, 3, d1.va + 6000, d1.mr->rkey), 0);
+        for (const ibv_wc& w : h.expect_wc(l.scq, 3, "sends and the write"))
+            EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+    });
+    ASSERT_NE(n0, n1);
+    ASSERT_EQ(h.mach().close_captures(), "");
+    const std::string file = dir + "/link0.pcap";
+    // node0's requests (direction 0): opcode, its name, and the XRCETH's SRQ number.
+    const std::string f =
+        tshark("-r '" + file +
+               "' -Y 'erf.flags.cap == 0' -T fields -E separator=, -e infiniband.bth.opcode "
+               "-e infiniband.vendor");
+    std::vector<std::string> got;
+    std::istringstream in(f);
+    for (std::string l; std::getline(in, l);) {
+        const size_t comma = l.find(',');
+        ASSERT_NE(comma, std::string::npos) << l;
+        ASSERT_GE(l.size(), comma + 9) << "no XRCETH after the BTH: " << l;
+        const uint32_t srqn = uint32_t(std::stoul(l.substr(comma + 1, 8), nullptr, 16)) & 0xFFFFFFu;
+        got.push_back(l.substr(0, comma) + " srq " + std::to_string(srqn));
+    }
+    // 5000 bytes at the harness's MTU of 4096: SEND First and Last (0xA0, 0xA2) to SRQ 1, SEND Only
+    // (0xA4) to SRQ 0, RDMA WRITE Only (0xAA) to SRQ 1.
+    const std::string s1 = " srq " + std::to_string(n1), s0 = " srq " + std::to_string(n0);
+    EXPECT_EQ(got, (std::vector<std::string>{"160" + s1, "162" + s1, "164" + s0, "170" + s1})) << f;
+    const std::string text = tshark("-r '" + file + "' -Y 'erf.flags.cap == 0' -V");
+    EXPECT_NE(text.find("Extended Reliable Connection (XRC) - SEND First"), std::string::npos)
+        << text.substr(0, 3000);
+    EXPECT_NE(text.find("Extended Reliable Connection (XRC) - RDMA WRITE Only"), std::string::npos);
+    // node1's responses are XRC ACKs (0xB1) and nothing is malformed.
+    EXPECT_NE(tshark("-r '" + file + "' -Y 'erf.flags.cap == 1 && infiniband.bth.opcode == 177'"), "");
+    EXPECT_EQ(tshark("-r '" + file + "' -Y '_ws.malformed || _ws.expert.severity >= error'"), "");
+    std::filesystem::remove_all(dir);
 }

@@ -199,6 +199,54 @@ TEST(HcasimReplay, bad_traces_are_refused_with_file_and_line_before_anything_run
               "hcasim: error: cannot open trace '/nonexistent/trace.jsonl': No such file or directory\n");
 }
 
+TEST(HcasimReplay, malformed_xrc_entries_are_refused_with_file_and_line) {
+    // Node 1: a domain, a CQ and a PD; lines 2..4.
+    const std::string xrc = std::string(kHeader) +
+                            "{\"node\": 1, \"call\": \"open_xrcd\", \"ret\": \"xrcd0\"}\n" +
+                            "{\"node\": 1, \"call\": \"create_cq\", \"cqe\": 16, \"ret\": \"cq0\"}\n" +
+                            "{\"node\": 1, \"call\": \"alloc_pd\", \"ret\": \"pd0\"}\n";
+    const std::string srq = "{\"node\": 1, \"call\": \"create_srq\", \"pd\": \"pd0\", ";
+    const std::string qp = "{\"node\": 1, \"call\": \"create_qp\", ";
+    const struct {
+        const char* name;
+        std::string text, message;
+    } cases[] = {
+        {"xrc_unknown_xrcd",
+         xrc + srq + "\"type\": \"XRC\", \"xrcd\": \"xrcd1\", \"cq\": \"cq0\", \"ret\": \"srq0\"}\n",
+         ":5: create_srq: xrcd \"xrcd1\" of node 1 is not created before this line"},
+        {"xrc_other_nodes_xrcd",
+         xrc + qp + "\"type\": \"XRC_RECV\", \"xrcd\": \"0/xrcd0\", \"ret\": \"qp0\"}\n",
+         ":5: create_qp: xrcd \"0/xrcd0\" of node 0 is not created before this line"},
+        {"xrc_bad_srq_type", xrc + srq + "\"type\": \"SHARED\", \"ret\": \"srq0\"}\n",
+         ":5: create_srq: \"type\" must be BASIC or XRC, got \"SHARED\""},
+        {"xrc_srq_without_cq", xrc + srq + "\"type\": \"XRC\", \"xrcd\": \"xrcd0\", \"ret\": \"srq0\"}\n",
+         ":5: create_srq: an XRC SRQ needs \"cq\""},
+        {"xrc_basic_srq_with_xrcd", xrc + srq + "\"xrcd\": \"xrcd0\", \"ret\": \"srq0\"}\n",
+         ":5: create_srq: only an XRC SRQ (\"type\": \"XRC\") has \"xrcd\""},
+        {"xrc_recv_with_pd",
+         xrc + qp + "\"type\": \"XRC_RECV\", \"xrcd\": \"xrcd0\", \"pd\": \"pd0\", \"ret\": \"qp0\"}\n",
+         ":5: create_qp: an XRC_RECV QP has its XRC domain only: no \"pd\""},
+        {"xrc_recv_without_xrcd", xrc + qp + "\"type\": \"XRC_RECV\", \"ret\": \"qp0\"}\n",
+         ":5: create_qp: an XRC_RECV QP needs \"xrcd\""},
+        {"xrc_send_with_xrcd",
+         xrc + qp +
+             "\"type\": \"XRC_SEND\", \"pd\": \"pd0\", \"send_cq\": \"cq0\", \"xrcd\": \"xrcd0\", \"ret\": "
+             "\"qp0\"}\n",
+         ":5: create_qp: only an XRC_RECV QP has an \"xrcd\""},
+        {"xrc_bad_qp_type", xrc + qp + "\"type\": \"XRC\", \"xrcd\": \"xrcd0\", \"ret\": \"qp0\"}\n",
+         ":5: create_qp: \"type\" must be RC, UC, UD, XRC_SEND or XRC_RECV"},
+        {"xrc_close_unknown", xrc + "{\"node\": 0, \"call\": \"close_xrcd\", \"xrcd\": \"xrcd0\"}\n",
+         ":5: close_xrcd: xrcd \"xrcd0\" of node 0 is not created before this line"},
+        {"xrc_unknown_remote_srq",
+         xrc + qp + "\"type\": \"XRC_SEND\", \"pd\": \"pd0\", \"send_cq\": \"cq0\", \"ret\": \"qp0\"}\n" +
+             "{\"node\": 1, \"call\": \"post_send\", \"qp\": \"qp0\", \"wr\": [{\"wr_id\": 1, \"opcode\": "
+             "\"SEND\", "
+             "\"remote_srq\": \"0/srq0\"}]}\n",
+         ":6: post_send: remote SRQ \"0/srq0\" is not created before this line"},
+    };
+    for (const auto& b : cases) refused(b.name, b.text, b.message);
+}
+
 TEST(HcasimReplay, a_recorded_workload_replays_equal_and_the_same_seed_records_the_same_bytes) {
     const std::string a = tmp("a.jsonl"), b = tmp("b.jsonl"), c = tmp("c.jsonl");
     const std::string sa = tmp("a.json"), sb = tmp("b.json");
@@ -321,7 +369,7 @@ TEST(HcasimReplay, unknown_fields_are_refused_with_their_line) {
                 "\"opcode\": \"SEND\", \"flag\": [\"SIGNALED\"]}]}\n",
             ":19: post_send: work request: unknown field \"flag\" (expected one of: wr_id opcode flags sg "
             "imm remote "
-            "compare_add swap invalidate_rkey ah remote_qp remote_qpn remote_qkey)");
+            "compare_add swap invalidate_rkey ah remote_qp remote_qpn remote_qkey remote_srq remote_srqn)");
     refused("header_field", "{\"hcasim_trace\": 1, \"node\": 2}\n",
             ":1: header: unknown field \"node\" (expected one of: hcasim_trace hcasim_version workload seed "
             "nodes "

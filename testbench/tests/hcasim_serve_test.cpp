@@ -611,6 +611,82 @@ TEST(Serve, refuses_what_a_bad_client_sends_and_goes_on) {
     EXPECT_NE(log.find("unknown request 999"), std::string::npos) << log;
 }
 
+TEST(Serve, bad_xrc_requests_are_refused_and_the_server_goes_on) {
+    namespace v = hcasim::verbs;
+    server s("xrc");
+    ASSERT_EQ(access(s.sock().c_str(), F_OK), 0) << s.err();
+    client c(s), other(s);
+    ASSERT_EQ(c.open_node(1), 0);
+    ASSERT_EQ(other.open_node(1), 0);
+    std::vector<uint8_t> rep;
+    auto id_of = [&](int status) {
+        EXPECT_EQ(status, 0) << s.err();
+        return client::payload_as<uint64_t>(rep);  // every reply's payload starts with the id
+    };
+    // The other context: a domain and a CQ (ids are per context: checked to differ from this one's).
+    const uint64_t other_xrcd = id_of(other.call(sp::open_xrcd_req{{sp::OPEN_XRCD, 0}, 0, 0}, &rep));
+    id_of(other.call(sp::header{sp::ALLOC_PD, 0}, &rep));
+    const uint64_t other_cq = id_of(other.call(sp::create_cq_req{{sp::CREATE_CQ, 0}, 16, 0, 1, 0, 0}, &rep));
+    const uint64_t cq = id_of(c.call(sp::create_cq_req{{sp::CREATE_CQ, 0}, 16, 0, 1, 0, 0}, &rep));
+    const uint64_t pd = id_of(c.call(sp::header{sp::ALLOC_PD, 0}, &rep));
+    ASSERT_NE(other_cq, cq);
+
+    EXPECT_EQ(c.call(sp::header{sp::OPEN_XRCD, 0}), EINVAL) << "an OPEN_XRCD without its body";
+    const uint64_t xrcd = id_of(c.call(sp::open_xrcd_req{{sp::OPEN_XRCD, 0}, 0, 0}, &rep));
+    ASSERT_NE(other_xrcd, xrcd);
+    EXPECT_EQ(c.call(u64(sp::CLOSE_XRCD, 12345)), EINVAL) << "no such domain";
+    EXPECT_EQ(c.call(u64(sp::CLOSE_XRCD, other_xrcd)), EINVAL) << "another context's domain";
+
+    auto srq = [&](int32_t type, uint64_t x, uint64_t q) {
+        sp::create_srq_req r{};
+        r.h.op = sp::CREATE_SRQ;
+        r.pd = pd;
+        r.attr = v::ibv_srq_attr{16, 1, 0};
+        r.srq_type = type;
+        r.xrcd = x;
+        r.cq = q;
+        return c.call(r, &rep);
+    };
+    EXPECT_EQ(srq(v::IBV_SRQT_XRC, 12345, cq), EINVAL) << "an unknown domain";
+    EXPECT_EQ(srq(v::IBV_SRQT_XRC, xrcd, 12345), EINVAL) << "an unknown CQ";
+    EXPECT_EQ(srq(v::IBV_SRQT_XRC, xrcd, other_cq), EINVAL) << "another context's CQ";
+    EXPECT_EQ(srq(v::IBV_SRQT_XRC, other_xrcd, cq), EINVAL) << "another context's domain";
+    EXPECT_EQ(srq(v::IBV_SRQT_BASIC, xrcd, 0), EINVAL) << "a domain on an ordinary SRQ";
+    const uint64_t xsrq = id_of(srq(v::IBV_SRQT_XRC, xrcd, cq));
+    EXPECT_EQ(c.call(u64(sp::CLOSE_XRCD, xrcd)), EBUSY) << "an XRC SRQ is in it";
+
+    auto qp = [&](int32_t type, uint64_t p, uint64_t x, uint64_t scq) {
+        sp::create_qp_req r{};
+        r.h.op = sp::CREATE_QP;
+        r.pd = p;
+        r.send_cq = scq;
+        r.xrcd = x;
+        r.cap = v::ibv_qp_cap{16, 0, 1, 0, 0};
+        r.qp_type = type;
+        return c.call(r, &rep);
+    };
+    EXPECT_EQ(qp(v::IBV_QPT_XRC_RECV, pd, xrcd, 0), EINVAL) << "a target with a PD";
+    EXPECT_EQ(qp(v::IBV_QPT_XRC_RECV, 0, 0, 0), EINVAL) << "a target without a domain";
+    EXPECT_EQ(qp(v::IBV_QPT_XRC_RECV, 0, other_xrcd, 0), EINVAL) << "a target in another context's domain";
+    EXPECT_EQ(qp(v::IBV_QPT_XRC_SEND, pd, xrcd, cq), EINVAL) << "an initiator with a domain";
+    EXPECT_EQ(qp(v::IBV_QPT_RC, pd, xrcd, cq), EINVAL) << "an RC QP with a domain";
+    const uint64_t tgt = id_of(qp(v::IBV_QPT_XRC_RECV, 0, xrcd, 0));
+    id_of(qp(v::IBV_QPT_XRC_SEND, pd, 0, cq));
+
+    // The good objects work on: the domain closes once its target and SRQ are gone.
+    EXPECT_EQ(c.call(u64(sp::DESTROY_QP, tgt)), 0);
+    EXPECT_EQ(c.call(u64(sp::CLOSE_XRCD, xrcd)), EBUSY) << "its SRQ is left";
+    EXPECT_EQ(c.call(u64(sp::DESTROY_SRQ, xsrq)), 0);
+    EXPECT_EQ(c.call(u64(sp::CLOSE_XRCD, xrcd)), 0);
+    EXPECT_EQ(c.call(u64(sp::CLOSE_XRCD, xrcd)), EINVAL) << "closed already";
+    EXPECT_EQ(other.call(u64(sp::CLOSE_XRCD, other_xrcd)), 0);
+    expect_still_serving(s);
+    EXPECT_EQ(s.count("malformed request " + std::to_string(sp::OPEN_XRCD)), 1u) << s.err();
+    EXPECT_EQ(s.count("malformed request " + std::to_string(sp::CLOSE_XRCD)), 3u) << s.err();
+    EXPECT_EQ(s.count("malformed request " + std::to_string(sp::CREATE_SRQ)), 5u) << s.err();
+    EXPECT_EQ(s.count("malformed request " + std::to_string(sp::CREATE_QP)), 5u) << s.err();
+}
+
 TEST(Serve, a_client_that_dies_leaves_nothing_behind) {
     server s("dies");
     ASSERT_EQ(access(s.sock().c_str(), F_OK), 0) << s.err();

@@ -5,7 +5,10 @@ Starts the server with the outputs, runs an ibv_rc_pingpong pair of ITERS iterat
 provider, stops the server with SIGTERM and checks what it wrote: the stats JSON's "run" block,
 counters and config, an ops entry per QP and opcode (SEND and RECV on both nodes, ITERS each,
 with simulated latencies), the wire capture's packets, the timeline's JSON, the closing
-summary, and that `hcasim replay` replays the recorded trace with the same outcome. Usage: serve_outputs.py HCASIM PROVIDER_SO PORT. Exit 0: passed, 1: failed, 77: no
+summary, and that `hcasim replay` replays the recorded trace with the same outcome. With "xrc"
+it runs ibv_xsrq_pingpong instead and checks the recorded trace's XRC (a domain, an XRC SRQ, a
+target and an initiator QP on each node, every post naming the peer's SRQ) and that it replays
+equal. Usage: serve_outputs.py HCASIM PROVIDER_SO PORT [xrc]. Exit 0: passed, 1: failed, 77: no
 /dev/infiniband nodes (skipped).
 """
 import json
@@ -43,8 +46,28 @@ def pcap_records(path):
     return n
 
 
+def check_xrc_record(rec):
+    """Each node: a domain, an XRC SRQ in it, a target and an initiator; each post names the SRQ
+    of the other node; the SRQs' receive completions are polled on their CQs."""
+    records = [json.loads(line) for line in open(rec) if line.startswith("{")]
+    for node in (0, 1):
+        mine = [r for r in records if r.get("node") == node and "call" in r]
+        kinds = [(r["call"], r.get("type")) for r in mine]
+        for want in (("open_xrcd", None), ("create_srq", "XRC"), ("create_qp", "XRC_RECV"),
+                     ("create_qp", "XRC_SEND"), ("close_xrcd", None)):
+            if want not in kinds:
+                fail("node%d: no %s %s in the record" % ((node,) + want))
+        srqs = [r["ret"] for r in mine if r["call"] == "create_srq"]
+        for r in mine:
+            if r["call"] == "post_send" and [w.get("remote_srq") for w in r["wr"]] != ["%d/%s" % (1 - node, srqs[0])]:
+                fail("node%d: a post that does not name the other node's SRQ" % node, json.dumps(r))
+        if not any(r["call"] == "poll_cq" and r["wc"][0]["opcode"] == "RECV" for r in mine):
+            fail("node%d: no receive completion in the record" % node)
+
+
 def main():
     hcasim, provider, port = sys.argv[1], sys.argv[2], sys.argv[3]
+    xrc = sys.argv[4:] == ["xrc"]
     if not os.path.exists("/dev/infiniband/uverbs1"):
         print("no /dev/infiniband/uverbs0..1 (scripts/with-simhca.sh says how to make them): skipped")
         sys.exit(77)
@@ -65,7 +88,8 @@ def main():
             fail("the server did not come up", out.read())
         env = dict(os.environ, SYSFS_PATH=os.path.join(tmp, "sysfs"), HCASIM_SOCKET=sock,
                    RDMAV_DRIVERS=provider[:-len("-rdmav34.so")], LD_PRELOAD=provider)
-        cmd = ["nice", "-n", "10", "ibv_rc_pingpong", "-p", port, "-n", str(ITERS), "-c"]
+        cmd = ["nice", "-n", "10", "ibv_xsrq_pingpong" if xrc else "ibv_rc_pingpong", "-p", port, "-n",
+               str(ITERS)] + ([] if xrc else ["-c"])
         peer = subprocess.Popen(cmd + ["-d", "hcasim0"], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         time.sleep(0.5)
@@ -73,7 +97,7 @@ def main():
                                 timeout=120)
         peer_out = peer.communicate(timeout=120)[0]
         if client.returncode or peer.returncode:
-            fail("ibv_rc_pingpong failed", client.stdout, client.stderr, peer_out)
+            fail(cmd[3] + " failed", client.stdout, client.stderr, peer_out)
         server.send_signal(signal.SIGTERM)
         status = server.wait(timeout=60)
         out.seek(0)
@@ -93,7 +117,7 @@ def main():
         if j["config"].get("fabric.nodes") != "2":
             fail("config: fabric.nodes is %r" % j["config"].get("fabric.nodes"))
         ops = j["clients"]["ops"]
-        for node in (0, 1):
+        for node in (0, 1) if not xrc else ():
             for opcode in ("SEND", "RECV"):
                 e = [o for o in ops if o["node"] == node and o["opcode"] == opcode]
                 if len(e) != 1 or e[0]["count"] != ITERS:
@@ -126,6 +150,8 @@ def main():
         calls = sum(1 for line in open(rec) if '"call":"post_send"' in line)
         if replay.returncode != 0 or "equal to the recording" not in replay.stdout or calls != 2 * ITERS:
             fail("the record (%d post_send calls) does not replay equal" % calls, replay.stdout, replay.stderr)
+        if xrc:
+            check_xrc_record(rec)
         print(log)
         print(replay.stdout)
         print("passed")
