@@ -176,7 +176,8 @@ ibv_qp_state eec_state(ibv_eec* e) {
 
 // ---------------------------------------------------------------- data transfer
 
-SIM_TEST(E2eRd, o10_38_o10_18_o10_16_a_multi_packet_send_through_an_ee_context_lands_once_with_its_source) {
+SIM_TEST(E2eRd,
+         o10_4_o10_38_o10_18_o10_16_a_multi_packet_send_through_an_ee_context_lands_once_with_its_source) {
     rc_harness h;
     h.run([](rc_harness& h) {
         ibv_device_attr da{};
@@ -213,7 +214,7 @@ SIM_TEST(E2eRd, o10_38_o10_18_o10_16_a_multi_packet_send_through_an_ee_context_l
     });
 }
 
-SIM_TEST(E2eRd, o10_5_o10_52_o10_53_two_qps_share_an_ee_context_and_each_completes_in_posting_order) {
+SIM_TEST(E2eRd, o10_52_o10_53_two_qps_share_an_ee_context_and_each_completes_in_posting_order) {
     rc_harness h;
     h.run([](rc_harness& h) {
         rd_pair p = make_rd(h);
@@ -281,7 +282,7 @@ SIM_TEST(E2eRd, o10_39_rdma_write_and_read_on_rd_qps) {
 
 // ---------------------------------------------------------------- Q_Keys, domains, states
 
-SIM_TEST(E2eRd, o10_3_a_qkey_mismatch_is_naked_and_stops_the_senders_send_queue) {
+SIM_TEST(E2eRd, o10_3_o10_61_o10_63_a_qkey_mismatch_is_naked_and_stops_the_senders_send_queue) {
     rc_harness h;
     h.run([](rc_harness& h) {
         rd_pair p = make_rd(h);
@@ -328,17 +329,23 @@ SIM_TEST(E2eRd, o10_8_an_ee_context_of_another_domain_is_a_local_rdd_violation) 
     });
 }
 
-SIM_TEST(E2eRd, o10_12_o10_15_o10_17_a_wr_naming_an_ee_context_not_yet_in_rts_completes_in_error) {
+SIM_TEST(E2eRd, o10_12_o10_15_o10_17_o10_21_a_wr_naming_an_ee_context_not_in_rts_completes_in_error) {
     rc_harness h;
     h.run([](rc_harness& h) {
         rd_pair p = make_rd(h);
         buf s = make_buf(h, 0, 4096, 0x42);
-        const ibv_qp_state states[] = {IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR};
-        for (int i = 0; i < 3; ++i) {
+        const ibv_qp_state states[] = {IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_ERR};
+        for (int i = 0; i < 4; ++i) {
             ibv_eec* e = ibv_create_eec(p.s[0].rdd);
             ASSERT_NE(e, nullptr);
             if (states[i] != IBV_QPS_RESET) {
-                ASSERT_EQ(connect_eec(e, states[i], p.s[1].eec->eecn, h.s[1].lid, 0, 0), 0);
+                const ibv_qp_state upto = states[i] == IBV_QPS_ERR ? IBV_QPS_RTS : states[i];
+                ASSERT_EQ(connect_eec(e, upto, p.s[1].eec->eecn, h.s[1].lid, 0, 0), 0);
+            }
+            if (states[i] == IBV_QPS_ERR) {  // o10-21: an EE context in Error
+                ibv_eec_attr a{};
+                a.eec_state = IBV_QPS_ERR;
+                ASSERT_EQ(ibv_modify_eec(e, &a, IBV_QP_STATE), 0);
             }
             ibv_qp* qp = make_rd_qp(h, 0, p.s[0].rdd, p.s[0].cq);
             ASSERT_EQ(post_rd(qp, e, p.s[1].qp[0]->qp_num, IBV_WR_SEND, s.va, 64, s.mr->lkey, 1), 0);
@@ -472,5 +479,36 @@ SIM_TEST(E2eRd,
         EXPECT_EQ(ibv_dealloc_rdd(a), 0);
         EXPECT_EQ(ibv_dealloc_rdd(b), 0);
         EXPECT_EQ(ibv_destroy_cq(cq), 0);
+    });
+}
+
+SIM_TEST(E2eRd, o10_62_a_receive_error_completes_that_wr_in_error_and_later_receive_wrs_are_unaffected) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[0].qp[1] && p.s[1].qp[0]);
+        buf d = make_buf(h, 1, 8192);
+        buf s = make_buf(h, 0, 4096, 0x42);
+        // A 100-byte receive buffer for a 200-byte message: Local Length Error at the receiver.
+        ASSERT_EQ(post_recv(p.s[1].qp[0], d.va, 100, d.mr->lkey, 1), 0);
+        ASSERT_EQ(post_recv(p.s[1].qp[0], d.va + 4096, 4096, d.mr->lkey, 2), 0);
+        ASSERT_EQ(
+            post_rd(p.s[0].qp[0], p.s[0].eec, p.s[1].qp[0]->qp_num, IBV_WR_SEND, s.va, 200, s.mr->lkey, 1),
+            0);
+        const ibv_wc r = one_wc(h, p.s[1].cq, "the failing receive WR");
+        EXPECT_EQ(r.status, IBV_WC_LOC_LEN_ERR);
+        EXPECT_EQ(r.wr_id, 1u);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "the send").status, IBV_WC_REM_INV_REQ_ERR);
+        EXPECT_EQ(qp_state(p.s[1].qp[0]), IBV_QPS_RTS) << "the receiving RD QP goes on";
+        EXPECT_EQ(eec_state(p.s[1].eec), IBV_QPS_RTS) << "o10-63";
+        // The next receive WR serves the next message (from the other QP, through the same EE context).
+        ASSERT_EQ(
+            post_rd(p.s[0].qp[1], p.s[0].eec, p.s[1].qp[0]->qp_num, IBV_WR_SEND, s.va, 200, s.mr->lkey, 2),
+            0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "the second send").status, IBV_WC_SUCCESS);
+        const ibv_wc r2 = one_wc(h, p.s[1].cq, "the next receive WR");
+        EXPECT_EQ(r2.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(r2.wr_id, 2u);
+        h.expect_fill(1, d.va + 4096, 200, 0x42, "payload");
     });
 }
