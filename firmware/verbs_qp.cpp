@@ -56,6 +56,63 @@ ibv_qp_attr initial_attr(const ibv_qp* qp) {
     return a;
 }
 
+/// The primary (alt false) or alternate path of a QP context as an address vector.
+ibv_ah_attr path_of(const hw::qp_context& c, bool alt) {
+    ibv_ah_attr a{};
+    a.dlid = alt ? c.alt_dlid : c.dlid;
+    a.sl = alt ? c.alt_sl : c.sl;
+    a.src_path_bits = alt ? c.alt_src_path_bits : c.src_path_bits;
+    a.is_global = alt ? c.alt_grh : c.grh;
+    a.grh.sgid_index = alt ? c.alt_sgid_index : c.sgid_index;
+    a.grh.hop_limit = alt ? c.alt_hop_limit : c.hop_limit;
+    a.grh.traffic_class = alt ? c.alt_tclass : c.tclass;
+    a.grh.flow_label = alt ? c.alt_flow_label : c.flow_label;
+    std::memcpy(a.grh.dgid.raw, alt ? c.alt_dgid : c.dgid, 16);
+    a.port_num = alt ? c.alt_port : c.port;
+    return a;
+}
+
+/// Takes the paths and the path migration state as the HCA has them (`now`, from QUERY_QP)
+/// into the QP's software copy and its attributes (IBA 10.4: the HCA migrates on its own).
+void take_paths(ibv_qp* qp, const hw::qp_context& now) {
+    hw::qp_context& c = qp->hw_ctx;
+    c.dlid = now.dlid;
+    c.sl = now.sl;
+    c.src_path_bits = now.src_path_bits;
+    c.grh = now.grh;
+    c.sgid_index = now.sgid_index;
+    c.hop_limit = now.hop_limit;
+    c.tclass = now.tclass;
+    c.flow_label = now.flow_label;
+    std::memcpy(c.dgid, now.dgid, 16);
+    c.pkey_index = now.pkey_index;
+    c.timeout = now.timeout;
+    std::memcpy(&c.alt_dlid, &now.alt_dlid,
+                offsetof(hw::qp_context, rsvd3) - offsetof(hw::qp_context, alt_dlid));
+    ibv_qp_attr& a = qp->attr;
+    a.ah_attr = path_of(c, false);
+    a.alt_ah_attr = path_of(c, true);
+    a.pkey_index = c.pkey_index;
+    a.timeout = c.timeout;
+    a.alt_pkey_index = c.alt_pkey_index;
+    a.alt_port_num = c.alt_port;
+    a.alt_timeout = c.alt_timeout;
+    a.path_mig_state = ibv_mig_state(c.path_mig_state);
+}
+
+/// Whether Modify QP may move the path migration state `from` -> `to` on the QP transition
+/// cur -> next (IBA 10.4.1, Figure 127). The consumer loads Rearm (o10-31), only going to
+/// RTS (o10-24); may arm a QP in Rearm itself (10.4.1.1: a remote CI without APM); migrates
+/// by hand only from Armed in RTS or SQD (o10-25, o10-30).
+bool mig_transition_ok(uint8_t from, ibv_mig_state to, ibv_qp_state cur, ibv_qp_state next) {
+    if (to > IBV_MIG_ARMED) return false;
+    if (to == from) return true;
+    if (from == hw::MIG_MIGRATED && to == IBV_MIG_REARM) return next == IBV_QPS_RTS;
+    if (from == hw::MIG_REARM && to == IBV_MIG_ARMED) return true;
+    if (from == hw::MIG_ARMED && to == IBV_MIG_MIGRATED) return cur == IBV_QPS_RTS || cur == IBV_QPS_SQD;
+    return false;
+}
+
 void reset_queues(ibv_qp* qp) {
     qp->sq.producer = qp->sq.completed = 0;
     qp->rq.producer = qp->rq.completed = 0;
@@ -249,9 +306,28 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     if ((mask & IBV_QP_DEST_QPN) && attr->dest_qp_num > 0xFFFFFFu) return EINVAL;
     if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > caps.max_qp_init_rd_atom) return EINVAL;
     if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > caps.max_qp_rd_atom) return EINVAL;
-    // No alternate path fields in qp_context: APM attributes are refused.
+    // Automatic path migration (IBA 10.4): RC and UC only (the transition table has no
+    // ALT_PATH / PATH_MIG_STATE for UD).
     if ((mask & (IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE)) && !(caps.flags & hw::CAP_APM)) return EINVAL;
-    if (mask & (IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE)) return EOPNOTSUPP;
+    if (mask & IBV_QP_ALT_PATH) {
+        const hw::port_info* alt = drv.port(attr->alt_port_num);
+        if (!alt || attr->alt_pkey_index >= alt->pkey_table_len || attr->alt_timeout > 31 ||
+            check_ah_attr(ctx, attr->alt_ah_attr))
+            return EINVAL;
+    }
+    // The HCA moves the path migration state on its own (Rearm -> Armed; Armed -> Migrated, the
+    // alternate path becoming the primary): once an alternate path was loaded, the context to
+    // modify is the one the HCA has now.
+    if (qp->hw_ctx.alt_port && next != IBV_QPS_RESET) {
+        hw::qp_context now{};
+        if (hw::cmd_status q = drv.exec(hw::CMD_QUERY_QP, qp->qp_num, 0, nullptr, 0, &now, sizeof now);
+            q != hw::CMD_OK)
+            return fw::cmd_errno(q);
+        take_paths(qp, now);
+    }
+    if ((mask & IBV_QP_PATH_MIG_STATE) &&
+        !mig_transition_ok(qp->hw_ctx.path_mig_state, attr->path_mig_state, cur, next))
+        return EINVAL;
 
     hw::qp_context c = next == IBV_QPS_RESET ? initial_context(qp) : qp->hw_ctx;
     if (next != IBV_QPS_RESET) {
@@ -275,6 +351,22 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
             c.flow_label = a.grh.flow_label;
             std::memcpy(c.dgid, a.grh.dgid.raw, 16);
         }
+        if (mask & IBV_QP_ALT_PATH) {
+            const ibv_ah_attr& a = attr->alt_ah_attr;
+            c.alt_dlid = a.dlid;
+            c.alt_sl = a.sl;
+            c.alt_src_path_bits = a.src_path_bits;
+            c.alt_grh = a.is_global ? 1 : 0;
+            c.alt_sgid_index = a.grh.sgid_index;
+            c.alt_hop_limit = a.grh.hop_limit;
+            c.alt_tclass = a.grh.traffic_class;
+            c.alt_flow_label = a.grh.flow_label;
+            std::memcpy(c.alt_dgid, a.grh.dgid.raw, 16);
+            c.alt_port = attr->alt_port_num;
+            c.alt_pkey_index = attr->alt_pkey_index;
+            c.alt_timeout = attr->alt_timeout;
+        }
+        if (mask & IBV_QP_PATH_MIG_STATE) c.path_mig_state = uint8_t(attr->path_mig_state);
         if (mask & IBV_QP_DEST_QPN) c.dest_qpn = attr->dest_qp_num;
         if (mask & IBV_QP_RQ_PSN) c.rq_psn = attr->rq_psn;
         if (mask & IBV_QP_SQ_PSN) c.sq_psn = attr->sq_psn;
@@ -323,6 +415,13 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     if (mask & IBV_QP_RETRY_CNT) a.retry_cnt = attr->retry_cnt;
     if (mask & IBV_QP_RNR_RETRY) a.rnr_retry = attr->rnr_retry;
     if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) a.en_sqd_async_notify = attr->en_sqd_async_notify;
+    if (mask & IBV_QP_ALT_PATH) a.alt_ah_attr = attr->alt_ah_attr;
+    if (c.alt_port) {
+        // A manual migration (Armed -> Migrated) swapped the paths in the HCA: read them back.
+        hw::qp_context now{};
+        if (drv.exec(hw::CMD_QUERY_QP, qp->qp_num, 0, nullptr, 0, &now, sizeof now) == hw::CMD_OK)
+            take_paths(qp, now);
+    }
     a.sq_draining = c.sq_draining;
     a.qp_state = a.cur_qp_state = next;
     return 0;
@@ -339,6 +438,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int /*attr_mask*/, ibv_qp_init_a
         qp->hw_ctx.state = c.state;
         qp->hw_ctx.sq_draining = c.sq_draining;
         qp->attr.sq_draining = c.sq_draining;
+        if (c.alt_port) take_paths(qp, c);  // the HCA may have migrated (IBA 10.4)
     }
     *attr = qp->attr;
     attr->qp_state = attr->cur_qp_state = qp->state;

@@ -87,11 +87,35 @@ struct qp_context {
     uint32_t max_recv_wr;        ///< receive ring capacity in WQEs
     uint8_t sqd_notify;          ///< 1: raise EQE_SQ_DRAINED when an SQD drain completes
     uint8_t mm_flags;            ///< qp_mm_flags: memory management operations this QP may use
-    uint8_t rsvd1[134];          ///< reserved, zero
+    uint8_t rsvd1[34];           ///< reserved, zero (bytes 118..151: XRC)
+    // Automatic path migration (IBA 10.4, 17.2.8; CAP_APM): the alternate path and the path
+    // migration state. QUERY_QP reads them as the HCA has them now: a migration swaps the
+    // primary path fields above (dlid, sl, src_path_bits, pkey_index, timeout, GRH) with these.
+    uint16_t alt_dlid;          ///< alternate path: destination LID
+    uint16_t alt_pkey_index;    ///< alternate path: P_Key table index
+    uint8_t alt_sl;             ///< alternate path: service level
+    uint8_t alt_src_path_bits;  ///< alternate path: source path bits
+    uint8_t alt_port;           ///< alternate path: port number (1-based)
+    uint8_t alt_timeout;        ///< alternate path: local ACK timeout code
+    uint8_t path_mig_state;     ///< path_mig_state (Migrated after create, o10-26)
+    uint8_t alt_grh;            ///< alternate path: 1 if it uses a GRH
+    uint8_t alt_sgid_index;     ///< alternate path: source GID index
+    uint8_t alt_hop_limit;      ///< alternate path: GRH hop limit
+    uint8_t alt_tclass;         ///< alternate path: GRH traffic class
+    uint8_t rsvd2[3];           ///< reserved, zero
+    uint32_t alt_flow_label;    ///< alternate path: GRH flow label
+    uint8_t alt_dgid[16];       ///< alternate path: destination GID
+    uint8_t rsvd3[68];          ///< reserved, zero
 };
 static_assert(sizeof(qp_context) == 256);
 static_assert(offsetof(qp_context, sq_base) == 24 && offsetof(qp_context, dest_qpn) == 48 &&
               offsetof(qp_context, dgid) == 92);
+static_assert(offsetof(qp_context, rsvd1) == 118 && offsetof(qp_context, alt_dlid) == 152 &&
+              offsetof(qp_context, path_mig_state) == 160 && offsetof(qp_context, alt_flow_label) == 168 &&
+              offsetof(qp_context, alt_dgid) == 172 && offsetof(qp_context, rsvd3) == 188);
+
+/// qp_context::path_mig_state (IBA 10.4.1, Figure 127; the values of ibv_mig_state).
+enum path_mig_state : uint8_t { MIG_MIGRATED = 0, MIG_REARM = 1, MIG_ARMED = 2 };
 
 /// qp_context::mm_flags (fixed at create, IBA 10.6.4.3.2).
 enum qp_mm_flags : uint8_t {
