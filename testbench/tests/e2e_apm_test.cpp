@@ -485,3 +485,43 @@ SIM_TEST(E2eApm, without_an_armed_alternate_path_the_same_cable_loss_ends_in_ret
         EXPECT_EQ(h.counter_value("node0.hca.transport_engine.path_migrations"), 0u);
     });
 }
+
+// --- fabric.isl.down_cable: bad values are refused naming the key ---------------------------------
+
+namespace {
+
+std::string down_cable_error(const std::string& cable, const std::string& at) {
+    std::vector<std::pair<std::string, std::string>> keys = {{"fabric.topology", "file"},
+                                                             {"fabric.topology_file", two_switch_topology()}};
+    if (!cable.empty()) keys.push_back({"fabric.isl.down_cable", cable});
+    if (!at.empty()) keys.push_back({"fabric.isl.down_at_ns", at});
+    return config_error_of(keys);
+}
+
+}  // namespace
+
+SIM_TEST(IslDownCable, a_switch_that_does_not_exist_is_refused_naming_the_key) {
+    EXPECT_EQ(down_cable_error("spine7/3", "1000"),
+              "fabric.isl.down_cable='spine7/3': no switch named 'spine7'");
+}
+
+SIM_TEST(IslDownCable, a_port_not_cabled_to_another_switch_is_refused_naming_the_key) {
+    EXPECT_EQ(down_cable_error("switch0/1", "1000"),
+              "fabric.isl.down_cable='switch0/1': port 1 of switch0 is not cabled to another switch");
+    EXPECT_EQ(down_cable_error("switch0/9", "1000"),
+              "fabric.isl.down_cable='switch0/9': port 9 of switch0 is not cabled to another switch");
+}
+
+SIM_TEST(IslDownCable, a_value_without_a_port_is_refused_naming_the_key) {
+    EXPECT_EQ(down_cable_error("switch0", "1000"),
+              "fabric.isl.down_cable='switch0': expected SWITCH/PORT (e.g. spine0/1)");
+}
+
+SIM_TEST(IslDownCable, a_cable_without_a_time_is_refused) {
+    EXPECT_EQ(down_cable_error("switch0/3", ""),
+              "fabric.isl.down_cable='switch0/3' needs fabric.isl.down_at_ns (the time it goes down, >= 0)");
+}
+
+SIM_TEST(IslDownCable, a_time_without_a_cable_is_refused) {
+    EXPECT_EQ(down_cable_error("", "1000"), "fabric.isl.down_at_ns needs fabric.isl.down_cable=SWITCH/PORT");
+}
