@@ -56,42 +56,47 @@ ibv_qp_attr initial_attr(const ibv_qp* qp) {
     return a;
 }
 
-/// The primary (alt false) or alternate path of a QP context as an address vector.
-ibv_ah_attr path_of(const hw::qp_context& c, bool alt) {
+/// The address vector of a path of a QP context.
+ibv_ah_attr ah_of(const hw::qp_path_ref& p) {
     ibv_ah_attr a{};
-    a.dlid = alt ? c.alt_dlid : c.dlid;
-    a.sl = alt ? c.alt_sl : c.sl;
-    a.src_path_bits = alt ? c.alt_src_path_bits : c.src_path_bits;
-    a.is_global = alt ? c.alt_grh : c.grh;
-    a.grh.sgid_index = alt ? c.alt_sgid_index : c.sgid_index;
-    a.grh.hop_limit = alt ? c.alt_hop_limit : c.hop_limit;
-    a.grh.traffic_class = alt ? c.alt_tclass : c.tclass;
-    a.grh.flow_label = alt ? c.alt_flow_label : c.flow_label;
-    std::memcpy(a.grh.dgid.raw, alt ? c.alt_dgid : c.dgid, 16);
-    a.port_num = alt ? c.alt_port : c.port;
+    a.dlid = p.dlid;
+    a.sl = p.sl;
+    a.src_path_bits = p.src_path_bits;
+    a.is_global = p.grh;
+    a.grh.sgid_index = p.sgid_index;
+    a.grh.hop_limit = p.hop_limit;
+    a.grh.traffic_class = p.tclass;
+    a.grh.flow_label = p.flow_label;
+    std::memcpy(a.grh.dgid.raw, p.dgid, 16);
+    a.port_num = p.port;
     return a;
+}
+
+/// An address vector's fields into a path of a QP context (not its port: Modify QP gives that
+/// apart, IBV_QP_PORT / alt_port_num).
+void set_path(const hw::qp_path_ref& p, const ibv_ah_attr& a) {
+    p.dlid = a.dlid;
+    p.sl = a.sl;
+    p.src_path_bits = a.src_path_bits;
+    p.grh = a.is_global ? 1 : 0;
+    p.sgid_index = a.grh.sgid_index;
+    p.hop_limit = a.grh.hop_limit;
+    p.tclass = a.grh.traffic_class;
+    p.flow_label = a.grh.flow_label;
+    std::memcpy(p.dgid, a.grh.dgid.raw, 16);
 }
 
 /// Takes the paths and the path migration state as the HCA has them (`now`, from QUERY_QP)
 /// into the QP's software copy and its attributes (IBA 10.4: the HCA migrates on its own).
-void take_paths(ibv_qp* qp, const hw::qp_context& now) {
+void take_paths(ibv_qp* qp, hw::qp_context now) {
     hw::qp_context& c = qp->hw_ctx;
-    c.dlid = now.dlid;
-    c.sl = now.sl;
-    c.src_path_bits = now.src_path_bits;
-    c.grh = now.grh;
-    c.sgid_index = now.sgid_index;
-    c.hop_limit = now.hop_limit;
-    c.tclass = now.tclass;
-    c.flow_label = now.flow_label;
-    std::memcpy(c.dgid, now.dgid, 16);
-    c.pkey_index = now.pkey_index;
-    c.timeout = now.timeout;
-    std::memcpy(&c.alt_dlid, &now.alt_dlid,
-                offsetof(hw::qp_context, rsvd3) - offsetof(hw::qp_context, alt_dlid));
+    hw::copy_path(hw::primary_path(c), hw::primary_path(now));
+    hw::copy_path(hw::alternate_path(c), hw::alternate_path(now));
+    c.path_mig_state = now.path_mig_state;
     ibv_qp_attr& a = qp->attr;
-    a.ah_attr = path_of(c, false);
-    a.alt_ah_attr = path_of(c, true);
+    a.ah_attr = ah_of(hw::primary_path(c));
+    a.alt_ah_attr = ah_of(hw::alternate_path(c));
+    a.port_num = c.port;
     a.pkey_index = c.pkey_index;
     a.timeout = c.timeout;
     a.alt_pkey_index = c.alt_pkey_index;
@@ -339,32 +344,13 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
         if (qp->qp_num < fw::FIRST_CONSUMER_QPN) c.qkey = qp->qp_num == 1 ? 0x80010000u : 0;
         if (mask & IBV_QP_PATH_MTU) c.mtu = uint8_t(attr->path_mtu);
         if (qp->qp_type == IBV_QPT_UD && cur == IBV_QPS_RESET) c.mtu = pi->active_mtu;  // UD: port MTU
-        if (mask & IBV_QP_AV) {
-            const ibv_ah_attr& a = attr->ah_attr;
-            c.dlid = a.dlid;
-            c.sl = a.sl;
-            c.src_path_bits = a.src_path_bits;
-            c.grh = a.is_global ? 1 : 0;
-            c.sgid_index = a.grh.sgid_index;
-            c.hop_limit = a.grh.hop_limit;
-            c.tclass = a.grh.traffic_class;
-            c.flow_label = a.grh.flow_label;
-            std::memcpy(c.dgid, a.grh.dgid.raw, 16);
-        }
+        if (mask & IBV_QP_AV) set_path(hw::primary_path(c), attr->ah_attr);
         if (mask & IBV_QP_ALT_PATH) {
-            const ibv_ah_attr& a = attr->alt_ah_attr;
-            c.alt_dlid = a.dlid;
-            c.alt_sl = a.sl;
-            c.alt_src_path_bits = a.src_path_bits;
-            c.alt_grh = a.is_global ? 1 : 0;
-            c.alt_sgid_index = a.grh.sgid_index;
-            c.alt_hop_limit = a.grh.hop_limit;
-            c.alt_tclass = a.grh.traffic_class;
-            c.alt_flow_label = a.grh.flow_label;
-            std::memcpy(c.alt_dgid, a.grh.dgid.raw, 16);
-            c.alt_port = attr->alt_port_num;
-            c.alt_pkey_index = attr->alt_pkey_index;
-            c.alt_timeout = attr->alt_timeout;
+            const hw::qp_path_ref alt = hw::alternate_path(c);
+            set_path(alt, attr->alt_ah_attr);
+            alt.port = attr->alt_port_num;
+            alt.pkey_index = attr->alt_pkey_index;
+            alt.timeout = attr->alt_timeout;
         }
         if (mask & IBV_QP_PATH_MIG_STATE) c.path_mig_state = uint8_t(attr->path_mig_state);
         if (mask & IBV_QP_DEST_QPN) c.dest_qpn = attr->dest_qp_num;

@@ -67,18 +67,7 @@ void transport_engine::migrate(qp& q, sc_time& delay) {
     const uint64_t at = qpc_base_ + uint64_t(q.qpn) * sizeof c;
     sc_time t = delay;
     if (qpc_dma.read(at, &c, sizeof c, t)) {
-        std::swap(c.dlid, c.alt_dlid);
-        std::swap(c.sl, c.alt_sl);
-        std::swap(c.src_path_bits, c.alt_src_path_bits);
-        std::swap(c.pkey_index, c.alt_pkey_index);
-        std::swap(c.timeout, c.alt_timeout);
-        std::swap(c.port, c.alt_port);
-        std::swap(c.grh, c.alt_grh);
-        std::swap(c.sgid_index, c.alt_sgid_index);
-        std::swap(c.hop_limit, c.alt_hop_limit);
-        std::swap(c.tclass, c.alt_tclass);
-        std::swap(c.flow_label, c.alt_flow_label);
-        std::swap(c.dgid, c.alt_dgid);
+        hw::swap_paths(c);
         c.path_mig_state = hw::MIG_MIGRATED;
         (void)qpc_dma.write(at, &c, sizeof c, t);
     }
