@@ -360,6 +360,41 @@ SIM_TEST(E2eApm, o10_29_a_migration_request_off_the_alternate_path_raises_path_m
     });
 }
 
+SIM_TEST(E2eApm, o10_22_uc_qps_arm_in_lock_step_and_migrate_as_rc_ones_do) {
+    rc_config c = lmc1();
+    c.qp_type = IBV_QPT_UC;
+    rc_harness h(c);
+    h.run([](rc_harness& h) {
+        const bufs b = make_bufs(h, 4096);
+        // The other way: node1's buffer to node0's.
+        const uint64_t src1 = h.alloc(1, 4096, 4096), dst0 = h.alloc(0, 4096, 4096);
+        ibv_mr* smr1 = h.reg(1, src1, 4096);
+        ibv_mr* dmr0 = h.reg(0, dst0, 4096);
+        ASSERT_EQ(rearm(h, 0), 0);
+        ASSERT_EQ(rearm(h, 1), 0);
+        ASSERT_EQ(one_write(h, b, 64), IBV_WC_SUCCESS);
+        h.sleep(0, 10'000);  // UC completes once sent: let the packet arrive
+        EXPECT_EQ(mig_state(h.s[1].qp), IBV_MIG_ARMED) << "node0's WRITE came with MigReq 0";
+        EXPECT_EQ(mig_state(h.s[0].qp), IBV_MIG_REARM) << "UC: no acknowledgement came back";
+        ASSERT_EQ(write_wc(h, {src1, 64, smr1->lkey}, dst0, dmr0->rkey, "WRITE node1 -> node0", 1).status,
+                  IBV_WC_SUCCESS);
+        h.sleep(0, 10'000);
+        EXPECT_EQ(mig_state(h.s[0].qp), IBV_MIG_ARMED);
+        ibv_qp_attr a{};
+        a.path_mig_state = IBV_MIG_MIGRATED;
+        ASSERT_EQ(rts_modify(h.s[0].qp, a, IBV_QP_PATH_MIG_STATE), 0);
+        EXPECT_EQ(event_of(h, 0), IBV_EVENT_PATH_MIG);
+        h.write_mem(0, b.src, pattern(4096, 11));
+        ASSERT_EQ(one_write(h, b, 4096), IBV_WC_SUCCESS);
+        EXPECT_EQ(event_of(h, 1), IBV_EVENT_PATH_MIG)
+            << "the WRITE came over the alternate path with MigReq 1";
+        const ibv_qp_attr q = query(h.s[1].qp);
+        EXPECT_EQ(q.path_mig_state, IBV_MIG_MIGRATED);
+        EXPECT_EQ(q.ah_attr.dlid, 3);
+        h.expect_mem(1, b.dst, pattern(4096, 11), "the WRITE over the new path");
+    });
+}
+
 // --- a cable of the primary path goes down mid-stream --------------------------------------------
 
 namespace {
