@@ -58,6 +58,8 @@ void transport_engine::migrate(qp& q, sc_time& delay) {
     std::swap(q.pkey_index, q.alt.pkey_index);
     std::swap(q.timeout, q.alt.timeout);
     q.rsp.slid = 0;  // responses follow the new path (the next request's SLID)
+    if (q.pkey_index != q.alt.pkey_index)
+        pkeys_->bind_qp(q.qpn, q.pkey_index);  // received packets: the new P_Key
     ++path_migrations;
     HCASIM_LOG(log_, info,
                "QP 0x" << std::hex << q.qpn << std::dec << ": migrated to the alternate path (DLID " << q.dlid
