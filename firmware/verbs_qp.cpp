@@ -58,6 +58,68 @@ ibv_qp_attr initial_attr(const ibv_qp* qp) {
     return a;
 }
 
+/// The address vector of a path of a QP context.
+ibv_ah_attr ah_of(const hw::qp_path_ref& p) {
+    ibv_ah_attr a{};
+    a.dlid = p.dlid;
+    a.sl = p.sl;
+    a.src_path_bits = p.src_path_bits;
+    a.is_global = p.grh;
+    a.grh.sgid_index = p.sgid_index;
+    a.grh.hop_limit = p.hop_limit;
+    a.grh.traffic_class = p.tclass;
+    a.grh.flow_label = p.flow_label;
+    std::memcpy(a.grh.dgid.raw, p.dgid, 16);
+    a.port_num = p.port;
+    return a;
+}
+
+/// An address vector's fields into a path of a QP context (not its port: Modify QP gives that
+/// apart, IBV_QP_PORT / alt_port_num).
+void set_path(const hw::qp_path_ref& p, const ibv_ah_attr& a) {
+    p.dlid = a.dlid;
+    p.sl = a.sl;
+    p.src_path_bits = a.src_path_bits;
+    p.grh = a.is_global ? 1 : 0;
+    p.sgid_index = a.grh.sgid_index;
+    p.hop_limit = a.grh.hop_limit;
+    p.tclass = a.grh.traffic_class;
+    p.flow_label = a.grh.flow_label;
+    std::memcpy(p.dgid, a.grh.dgid.raw, 16);
+}
+
+/// Takes the paths and the path migration state as the HCA has them (`now`, from QUERY_QP)
+/// into the QP's software copy and its attributes (IBA 10.4: the HCA migrates on its own).
+void take_paths(ibv_qp* qp, hw::qp_context now) {
+    hw::qp_context& c = qp->hw_ctx;
+    hw::copy_path(hw::primary_path(c), hw::primary_path(now));
+    hw::copy_path(hw::alternate_path(c), hw::alternate_path(now));
+    c.path_mig_state = now.path_mig_state;
+    ibv_qp_attr& a = qp->attr;
+    a.ah_attr = ah_of(hw::primary_path(c));
+    a.alt_ah_attr = ah_of(hw::alternate_path(c));
+    a.port_num = c.port;
+    a.pkey_index = c.pkey_index;
+    a.timeout = c.timeout;
+    a.alt_pkey_index = c.alt_pkey_index;
+    a.alt_port_num = c.alt_port;
+    a.alt_timeout = c.alt_timeout;
+    a.path_mig_state = ibv_mig_state(c.path_mig_state);
+}
+
+/// Whether Modify QP may move the path migration state `from` -> `to` on the QP transition
+/// cur -> next (IBA 10.4.1, Figure 127). The consumer loads Rearm (o10-31), only going to
+/// RTS (o10-24); may arm a QP in Rearm itself (10.4.1.1: a remote CI without APM); migrates
+/// by hand only from Armed in RTS or SQD (o10-25, o10-30).
+bool mig_transition_ok(uint8_t from, ibv_mig_state to, ibv_qp_state cur, ibv_qp_state next) {
+    if (to > IBV_MIG_ARMED) return false;
+    if (to == from) return true;
+    if (from == hw::MIG_MIGRATED && to == IBV_MIG_REARM) return next == IBV_QPS_RTS;
+    if (from == hw::MIG_REARM && to == IBV_MIG_ARMED) return true;
+    if (from == hw::MIG_ARMED && to == IBV_MIG_MIGRATED) return cur == IBV_QPS_RTS || cur == IBV_QPS_SQD;
+    return false;
+}
+
 void reset_queues(ibv_qp* qp) {
     qp->sq.producer = qp->sq.completed = 0;
     qp->rq.producer = qp->rq.completed = 0;
@@ -309,9 +371,28 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     if ((mask & IBV_QP_DEST_QPN) && attr->dest_qp_num > 0xFFFFFFu) return EINVAL;
     if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > caps.max_qp_init_rd_atom) return EINVAL;
     if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > caps.max_qp_rd_atom) return EINVAL;
-    // No alternate path fields in qp_context: APM attributes are refused.
+    // Automatic path migration (IBA 10.4): RC and UC only (the transition table has no
+    // ALT_PATH / PATH_MIG_STATE for UD).
     if ((mask & (IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE)) && !(caps.flags & hw::CAP_APM)) return EINVAL;
-    if (mask & (IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE)) return EOPNOTSUPP;
+    if (mask & IBV_QP_ALT_PATH) {
+        const hw::port_info* alt = drv.port(attr->alt_port_num);
+        if (!alt || attr->alt_pkey_index >= alt->pkey_table_len || attr->alt_timeout > 31 ||
+            check_ah_attr(ctx, attr->alt_ah_attr))
+            return EINVAL;
+    }
+    // The HCA moves the path migration state on its own (Rearm -> Armed; Armed -> Migrated, the
+    // alternate path becoming the primary): once an alternate path was loaded, the context to
+    // modify is the one the HCA has now.
+    if (qp->hw_ctx.alt_port && next != IBV_QPS_RESET) {
+        hw::qp_context now{};
+        if (hw::cmd_status q = drv.exec(hw::CMD_QUERY_QP, qp->qp_num, 0, nullptr, 0, &now, sizeof now);
+            q != hw::CMD_OK)
+            return fw::cmd_errno(q);
+        take_paths(qp, now);
+    }
+    if ((mask & IBV_QP_PATH_MIG_STATE) &&
+        !mig_transition_ok(qp->hw_ctx.path_mig_state, attr->path_mig_state, cur, next))
+        return EINVAL;
 
     hw::qp_context c = next == IBV_QPS_RESET ? initial_context(qp) : qp->hw_ctx;
     if (next != IBV_QPS_RESET) {
@@ -323,18 +404,15 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
         if (qp->qp_num < fw::FIRST_CONSUMER_QPN) c.qkey = qp->qp_num == 1 ? 0x80010000u : 0;
         if (mask & IBV_QP_PATH_MTU) c.mtu = uint8_t(attr->path_mtu);
         if (qp->qp_type == IBV_QPT_UD && cur == IBV_QPS_RESET) c.mtu = pi->active_mtu;  // UD: port MTU
-        if (mask & IBV_QP_AV) {
-            const ibv_ah_attr& a = attr->ah_attr;
-            c.dlid = a.dlid;
-            c.sl = a.sl;
-            c.src_path_bits = a.src_path_bits;
-            c.grh = a.is_global ? 1 : 0;
-            c.sgid_index = a.grh.sgid_index;
-            c.hop_limit = a.grh.hop_limit;
-            c.tclass = a.grh.traffic_class;
-            c.flow_label = a.grh.flow_label;
-            std::memcpy(c.dgid, a.grh.dgid.raw, 16);
+        if (mask & IBV_QP_AV) set_path(hw::primary_path(c), attr->ah_attr);
+        if (mask & IBV_QP_ALT_PATH) {
+            const hw::qp_path_ref alt = hw::alternate_path(c);
+            set_path(alt, attr->alt_ah_attr);
+            alt.port = attr->alt_port_num;
+            alt.pkey_index = attr->alt_pkey_index;
+            alt.timeout = attr->alt_timeout;
         }
+        if (mask & IBV_QP_PATH_MIG_STATE) c.path_mig_state = uint8_t(attr->path_mig_state);
         if (mask & IBV_QP_DEST_QPN) c.dest_qpn = attr->dest_qp_num;
         if (mask & IBV_QP_RQ_PSN) c.rq_psn = attr->rq_psn;
         if (mask & IBV_QP_SQ_PSN) c.sq_psn = attr->sq_psn;
@@ -383,6 +461,13 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     if (mask & IBV_QP_RETRY_CNT) a.retry_cnt = attr->retry_cnt;
     if (mask & IBV_QP_RNR_RETRY) a.rnr_retry = attr->rnr_retry;
     if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) a.en_sqd_async_notify = attr->en_sqd_async_notify;
+    if (mask & IBV_QP_ALT_PATH) a.alt_ah_attr = attr->alt_ah_attr;
+    if (c.alt_port) {
+        // A manual migration (Armed -> Migrated) swapped the paths in the HCA: read them back.
+        hw::qp_context now{};
+        if (drv.exec(hw::CMD_QUERY_QP, qp->qp_num, 0, nullptr, 0, &now, sizeof now) == hw::CMD_OK)
+            take_paths(qp, now);
+    }
     a.sq_draining = c.sq_draining;
     a.qp_state = a.cur_qp_state = next;
     return 0;
@@ -399,6 +484,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int /*attr_mask*/, ibv_qp_init_a
         qp->hw_ctx.state = c.state;
         qp->hw_ctx.sq_draining = c.sq_draining;
         qp->attr.sq_draining = c.sq_draining;
+        if (c.alt_port) take_paths(qp, c);  // the HCA may have migrated (IBA 10.4)
     }
     *attr = qp->attr;
     attr->qp_state = attr->cur_qp_state = qp->state;

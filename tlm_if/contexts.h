@@ -101,7 +101,25 @@ struct qp_context {
     uint8_t rsvd1[2];            ///< reserved, zero
     uint32_t xrcd;               ///< QPT_XRC_TGT: its XRC domain (number, nonzero)
     uint32_t rdd;                ///< QPT_RD: its reliable datagram domain (number, nonzero)
-    uint8_t rsvd2[126];          ///< reserved, zero
+    uint8_t rsvd4[24];           ///< reserved, zero
+    // Automatic path migration (IBA 10.4, 17.2.8; CAP_APM): the alternate path and the path
+    // migration state. QUERY_QP reads them as the HCA has them now: a migration swaps the
+    // primary path fields above (dlid, sl, src_path_bits, pkey_index, timeout, GRH) with these.
+    uint16_t alt_dlid;          ///< alternate path: destination LID
+    uint16_t alt_pkey_index;    ///< alternate path: P_Key table index
+    uint8_t alt_sl;             ///< alternate path: service level
+    uint8_t alt_src_path_bits;  ///< alternate path: source path bits
+    uint8_t alt_port;           ///< alternate path: port number (1-based)
+    uint8_t alt_timeout;        ///< alternate path: local ACK timeout code
+    uint8_t path_mig_state;     ///< path_mig_state (Migrated after create, o10-26)
+    uint8_t alt_grh;            ///< alternate path: 1 if it uses a GRH
+    uint8_t alt_sgid_index;     ///< alternate path: source GID index
+    uint8_t alt_hop_limit;      ///< alternate path: GRH hop limit
+    uint8_t alt_tclass;         ///< alternate path: GRH traffic class
+    uint8_t rsvd2[3];           ///< reserved, zero
+    uint32_t alt_flow_label;    ///< alternate path: GRH flow label
+    uint8_t alt_dgid[16];       ///< alternate path: destination GID
+    uint8_t rsvd3[68];          ///< reserved, zero
 };
 static_assert(sizeof(qp_context) == 256);
 static_assert(offsetof(qp_context, xrcd) == 120 && offsetof(qp_context, rdd) == 124);
@@ -135,6 +153,58 @@ struct eec_context {
 static_assert(sizeof(eec_context) == 64 && offsetof(eec_context, dlid) == 24);
 static_assert(offsetof(qp_context, sq_base) == 24 && offsetof(qp_context, dest_qpn) == 48 &&
               offsetof(qp_context, dgid) == 92);
+static_assert(offsetof(qp_context, rsvd1) == 118 && offsetof(qp_context, alt_dlid) == 152 &&
+              offsetof(qp_context, path_mig_state) == 160 && offsetof(qp_context, alt_flow_label) == 168 &&
+              offsetof(qp_context, alt_dgid) == 172 && offsetof(qp_context, rsvd3) == 188);
+
+/// qp_context::path_mig_state (IBA 10.4.1, Figure 127; the values of ibv_mig_state).
+enum path_mig_state : uint8_t { MIG_MIGRATED = 0, MIG_REARM = 1, MIG_ARMED = 2 };
+
+/// The fields of one path of a QP context, the primary or the alternate one (IBA 10.4).
+struct qp_path_ref {
+    uint16_t& dlid;
+    uint16_t& pkey_index;
+    uint8_t& sl;
+    uint8_t& src_path_bits;
+    uint8_t& port;
+    uint8_t& timeout;
+    uint8_t& grh;
+    uint8_t& sgid_index;
+    uint8_t& hop_limit;
+    uint8_t& tclass;
+    uint32_t& flow_label;
+    uint8_t (&dgid)[16];
+};
+inline qp_path_ref primary_path(qp_context& c) {
+    return {c.dlid, c.pkey_index, c.sl,        c.src_path_bits, c.port,       c.timeout,
+            c.grh,  c.sgid_index, c.hop_limit, c.tclass,        c.flow_label, c.dgid};
+}
+inline qp_path_ref alternate_path(qp_context& c) {
+    return {c.alt_dlid,      c.alt_pkey_index, c.alt_sl,         c.alt_src_path_bits,
+            c.alt_port,      c.alt_timeout,    c.alt_grh,        c.alt_sgid_index,
+            c.alt_hop_limit, c.alt_tclass,     c.alt_flow_label, c.alt_dgid};
+}
+/// Copies path `from` into path `to` (of the same or another context).
+inline void copy_path(const qp_path_ref& to, const qp_path_ref& from) {
+    to.dlid = from.dlid;
+    to.pkey_index = from.pkey_index;
+    to.sl = from.sl;
+    to.src_path_bits = from.src_path_bits;
+    to.port = from.port;
+    to.timeout = from.timeout;
+    to.grh = from.grh;
+    to.sgid_index = from.sgid_index;
+    to.hop_limit = from.hop_limit;
+    to.tclass = from.tclass;
+    to.flow_label = from.flow_label;
+    for (unsigned i = 0; i < 16; ++i) to.dgid[i] = from.dgid[i];
+}
+/// A migration: the alternate path becomes the primary one and the primary the alternate.
+inline void swap_paths(qp_context& c) {
+    qp_context old = c;
+    copy_path(primary_path(c), alternate_path(old));
+    copy_path(alternate_path(c), primary_path(old));
+}
 
 /// qp_context::mm_flags (fixed at create, IBA 10.6.4.3.2).
 enum qp_mm_flags : uint8_t {

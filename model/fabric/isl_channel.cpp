@@ -43,7 +43,8 @@ isl_channel::~isl_channel() {
 
 unsigned isl_channel::cable(ib_switch& a, unsigned pa, unsigned a_rank, ib_switch& b, unsigned pb,
                             unsigned b_rank, double rate_gbps, const sc_time& propagation,
-                            const sc_time& fc_time, unsigned vls, uint32_t vl_buffer_bytes) {
+                            const sc_time& fc_time, unsigned vls, uint32_t vl_buffer_bytes,
+                            const fault_settings& faults) {
     const unsigned first = unsigned(links_.size());
     // Each switch port: this channel's next to_switch index feeds its input, its output feeds
     // this channel's next from_switch index (bind_port binds in that order).
@@ -69,9 +70,9 @@ unsigned isl_channel::cable(ib_switch& a, unsigned pa, unsigned a_rank, ib_switc
     sock_link_.push_back(first);      // a's output: a -> b
     sock_link_.push_back(first + 1);  // b's output: b -> a
     // The credits a switch's input gives back go to the far sender through this channel.
-    a.set_link(pa, rate_gbps, propagation, fault_settings{}, vls, vl_buffer_bytes, &links_[first + 1]->proxy,
+    a.set_link(pa, rate_gbps, propagation, faults, vls, vl_buffer_bytes, &links_[first + 1]->proxy,
                fc_time + propagation);
-    b.set_link(pb, rate_gbps, propagation, fault_settings{}, vls, vl_buffer_bytes, &links_[first]->proxy,
+    b.set_link(pb, rate_gbps, propagation, faults, vls, vl_buffer_bytes, &links_[first]->proxy,
                fc_time + propagation);
     const unsigned ranks = std::max(a_rank, b_rank) + 1;
     if (outbox_.size() < ranks) outbox_.resize(ranks);

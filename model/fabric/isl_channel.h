@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "model/fabric/credits.h"
+#include "model/fabric/fault_injector.h"
 #include "model/fabric/packet.h"
 #include "tlm_if/tlm_ext.h"
 
@@ -53,7 +54,7 @@ public:
     /// index of the directed link a -> b (b -> a is the next).
     unsigned cable(ib_switch& a, unsigned pa, unsigned a_rank, ib_switch& b, unsigned pb, unsigned b_rank,
                    double rate_gbps, const sc_core::sc_time& propagation, const sc_core::sc_time& fc_time,
-                   unsigned vls, uint32_t vl_buffer_bytes);
+                   unsigned vls, uint32_t vl_buffer_bytes, const fault_settings& faults = {});
 
     /// Directed links whose receiving switch is on another rank than the sending one.
     bool any_cut() const { return cuts_ > 0; }

@@ -491,6 +491,21 @@ uint8_t command_unit::modify_qp(uint32_t qpn, uint32_t new_state, const hw::modi
         if (c.transport != hw::QPT_XRC_TGT && (!cqw_->cq_valid(c.send_cqn) || !cqw_->cq_valid(c.recv_cqn)))
             return hw::CMD_BAD_RESOURCE;
     }
+    if (c.alt_port && new_state != hw::QPS_RESET && qp_state_[qpn] != hw::QPS_RESET) {
+        // Automatic path migration: the engine moves the path migration state and swaps the
+        // paths itself (in the QPC entry). What this command does not set stays as the HCA has
+        // it, so a migration between the firmware's QUERY_QP and this command is not undone.
+        hw::qp_context now;
+        if (!dma.read(tables_.qpc_base + qpn * sizeof now, &now, sizeof now, delay))
+            return TABLE_ACCESS_FAILED;
+        if (!(in.attr_mask & hw::QP_ATTR_PATH_MIG_STATE)) c.path_mig_state = now.path_mig_state;
+        constexpr uint32_t PATHS = hw::QP_ATTR_AV | hw::QP_ATTR_ALT_PATH | hw::QP_ATTR_PKEY_INDEX |
+                                   hw::QP_ATTR_TIMEOUT | hw::QP_ATTR_PORT;
+        if (!(in.attr_mask & PATHS)) {
+            hw::copy_path(hw::primary_path(c), hw::primary_path(now));
+            hw::copy_path(hw::alternate_path(c), hw::alternate_path(now));
+        }
+    }
     if (!dma.write(tables_.qpc_base + qpn * sizeof c, &c, sizeof c, delay)) return TABLE_ACCESS_FAILED;
     qp_state_[qpn] = uint8_t(new_state);
     // An RD QP has no P_Key of its own: its packets are checked against their EE context's.

@@ -51,7 +51,7 @@ hca::hca(const sc_module_name& name, unsigned node_index, const cc_config* cc)
     c.flags = hw::CAP_RC | hw::CAP_UC | hw::CAP_UD | hw::CAP_MCAST | hw::CAP_INLINE | hw::CAP_RDMA_READ |
               hw::CAP_ATOMIC | hw::CAP_SQD_ASYNC | hw::CAP_MW | hw::CAP_SEND_INV | hw::CAP_ZBVA |
               hw::CAP_BLOCK_LIST | hw::CAP_LOCAL_INV_FENCE | hw::CAP_RESERVED_LKEY | hw::CAP_SRQ |
-              hw::CAP_SRQ_RESIZE | hw::CAP_XRC | (max_eecs > 1 ? uint64_t(hw::CAP_RD) : 0) |
+              hw::CAP_SRQ_RESIZE | hw::CAP_XRC | hw::CAP_APM | (max_eecs > 1 ? uint64_t(hw::CAP_RD) : 0) |
               (mw_type2.get() == "2A" ? hw::CAP_MW_TYPE2A : hw::CAP_MW_TYPE2B);
     c.node_guid = node_guid ? node_guid.get() : 0x0002c90300000000ull + node_index + 1;
     c.sys_image_guid = c.node_guid;

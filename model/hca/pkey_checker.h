@@ -38,14 +38,17 @@ public:
     virtual void bad_pkey(const rx_packet& p, uint16_t local_key) = 0;
 };
 
-/// What the transport engine needs of the P_Key table: a QP's P_Key, and the violation
-/// counters of the checks it makes itself (multicast members, Q_Keys).
+/// What the transport engine needs of the P_Key table: a QP's P_Key, the violation counters
+/// of the checks it makes itself (multicast members, Q_Keys), and a QP's P_Key index after a
+/// path migration.
 class partition_keys {
 public:
     virtual ~partition_keys() = default;
     virtual uint16_t pkey(unsigned index) const = 0;
     virtual void pkey_violation(const rx_packet& p, uint16_t local_key) = 0;
     virtual void qkey_violation() = 0;
+    /// A path migration moved the QP to its alternate path's P_Key index (IBA 10.4).
+    virtual void bind_qp(uint32_t qpn, uint16_t pkey_index) = 0;
 };
 
 /// What the command unit needs of it: the table (QUERY/SET_PKEY), QP bindings, the counters

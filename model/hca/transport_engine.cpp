@@ -149,6 +149,8 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
       state_slot_bytes(
           "state_slot_bytes",
           "bytes of model state per QP number, all hca.max_qps of them (transport engine and WQE fetcher)"),
+      path_migrations("path_migrations", "QPs moved to their alternate path (Armed -> Migrated, IBA 10.4)"),
+      path_mig_errors("path_mig_errors", "migration requests that failed validation (PATH_MIG_ERR raised)"),
       qps_(size_t(max_qps) + max_eecs),  // EE contexts' records follow the QPs'
       max_eecs_(max_eecs),
       eec_base_(max_qps),
@@ -276,7 +278,12 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
     q.dest_qpn = c.dest_qpn;
     q.access = c.access;
     q.dlid = c.dlid;
+    q.src_path_bits = c.src_path_bits;
     q.pkey_index = c.pkey_index;
+    q.alt = {c.alt_dlid, c.alt_pkey_index, c.alt_sl, c.alt_src_path_bits, c.alt_timeout};
+    if (mask & (hw::QP_ATTR_ALT_PATH | hw::QP_ATTR_PATH_MIG_STATE)) q.mig_err_raised = false;
+    const uint8_t prev_mig = q.mig_state;
+    q.mig_state = c.path_mig_state;
     q.qkey = c.qkey;
     q.retry_cnt = c.retry_cnt;
     q.rnr_retry = c.rnr_retry;
@@ -294,6 +301,13 @@ void transport_engine::load_qp(const hw::qp_context& c, uint32_t mask, sc_time& 
     if (!q.rsp.replay.empty() && q.rsp.replay.size() < std::max<size_t>(1, q.max_dest_rd_atomic))
         q.rsp.replay.resize(std::max<size_t>(1, q.max_dest_rd_atomic));
     q.state = c.state;
+    // Manual migration (Modify QP Armed -> Migrated, the firmware checked RTS/SQD): the paths
+    // switch at once, as an automatic one.
+    if (prev_mig == hw::MIG_ARMED && c.path_mig_state == hw::MIG_MIGRATED &&
+        (mask & hw::QP_ATTR_PATH_MIG_STATE)) {
+        q.mig_state = hw::MIG_ARMED;
+        migrate(q, delay);
+    }
     if (c.state == hw::QPS_SQD && prev != hw::QPS_SQD) {
         // The drain point: after the last WQE started (the message in progress included).
         q.req.sqd_resend = outstanding(q);

@@ -133,7 +133,8 @@ public:
         qkey_violations, ud_oversize, rd_dropped, mcast_deliveries, mcast_dropped, wq_catastrophic,
         srq_events, tx_busy_ps, rx_busy_ps, resp_busy_ps, qpc_hits, qpc_misses, qpc_evictions, qpc_miss_waits,
         wqe_buffer_stalls, wqe_buffer_peak, stall_window, stall_rd_atomic, stall_fence, stall_wqe_fetch,
-        stall_wqe_fetch_ps, stall_port_ps, stall_credit, state_qps, state_bytes, state_slot_bytes;
+        stall_wqe_fetch_ps, stall_port_ps, stall_credit, state_qps, state_bytes, state_slot_bytes,
+        path_migrations, path_mig_errors;
 
     SC_HAS_PROCESS(transport_engine);
     /// `cc`: the fabric's congestion control settings (validated); nullptr or not enabled: no
@@ -342,6 +343,16 @@ private:
         uint32_t rd_nak_psn = NIL;  // RD QP: the PSN of the NAK that failed its message
         uint8_t retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 0, timeout = 0;
         uint8_t max_rd_atomic = 0, max_dest_rd_atomic = 0;
+        // Automatic path migration (IBA 10.4; transport_apm.cpp): the primary path is dlid, sl,
+        // src_path_bits, pkey_index and timeout; a migration swaps it with `alt`.
+        struct path {
+            uint16_t dlid = 0, pkey_index = 0;
+            uint8_t sl = 0, src_path_bits = 0, timeout = 0;
+        };
+        path alt;
+        uint8_t src_path_bits = 0;
+        uint8_t mig_state = hw::MIG_MIGRATED;  // hw::path_mig_state (o10-26: Migrated at first)
+        bool mig_err_raised = false;           // PATH_MIG_ERR raised since the last Modify QP of the path
         requester_state req;
         responder_state rsp;
     };
@@ -603,6 +614,16 @@ private:
     qp& rq_of(qp& q) { return q.rq_owner != NIL ? qps_[q.rq_owner] : q; }
     /// A send error stops an RC QP (Error) or an RD, UC or UD QP's send queue (SQEr, o10-61).
     void send_queue_failed(qp& q, sc_core::sc_time& delay);
+    // automatic path migration (transport_apm.cpp)
+    /// A packet for an RC or UC QP in Rearm or Armed: MigReq 0 from the peer arms a QP in
+    /// Rearm (o10-32); MigReq 1 on an Armed QP in RTS or SQD is a migration request, carried
+    /// out if the packet came over the alternate path (o10-28), else PATH_MIG_ERR (o10-29).
+    void apm_receive(qp& q, const rx_packet& p);
+    /// Armed -> Migrated (o10-27, o10-30): the alternate path becomes the primary one (swapped,
+    /// the QPC table entry too), PATH_MIGRATED is raised; the next packet carries MigReq 1.
+    void migrate(qp& q, sc_core::sc_time& delay);
+    /// The QP's path migration state, in the engine and in its QPC table entry (QUERY_QP).
+    void set_mig_state(qp& q, uint8_t s, sc_core::sc_time& delay);
 
     // QP errors (transport_engine.cpp)
     void enter_error(qp& q, sc_core::sc_time& delay);

@@ -410,6 +410,14 @@ void transport_engine::retry(qp& q, uint32_t psn, sc_time& delay) {
         rewind(q, psn, SC_ZERO_TIME);
         return;
     }
+    if (q.mig_state == hw::MIG_ARMED && (q.state == hw::QPS_RTS || q.state == hw::QPS_SQD)) {
+        // The primary path failed with the alternate one armed (IBA 10.4): migrate and send
+        // again over it from the first unacknowledged PSN, with a fresh retry budget.
+        migrate(q, delay);
+        q.req.retries_left = q.retry_cnt;
+        rewind(q, psn, SC_ZERO_TIME);
+        return;
+    }
     fail_head(q, hw::CQE_RETRY_EXC_ERR, delay);  // C10-142: the QP goes to Error, the rest flush
 }
 

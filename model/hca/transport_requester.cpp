@@ -457,8 +457,10 @@ void transport_engine::build_bth_lrh(const qp& q, wire::headers& h, uint8_t opco
     h.l.vl = 0;
     h.l.sl = q.sl;
     h.l.dlid = q.dlid;
-    h.l.slid = lid_;
+    const uint16_t mask = uint16_t((1u << lmc_) - 1);
+    h.l.slid = uint16_t((lid_ & ~mask) | (q.src_path_bits & mask));  // C10-3
     h.b.opcode = opcode;
+    h.b.mig_req = q.mig_state == hw::MIG_MIGRATED;  // IBA 10.4: 0 while Rearm or Armed
     h.b.pkey = pkeys_->pkey(q.pkey_index);
     h.b.dest_qp = q.dest_qpn;
     if (q.xrc != qp::XRC_NONE) {

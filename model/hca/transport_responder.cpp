@@ -75,6 +75,7 @@ void transport_engine::receive(const rx_packet& p) {
                 post_event(q, hw::EQE_COMM_EST, d);
             }
         }
+        if (q.mig_state != hw::MIG_MIGRATED) apm_receive(q, p);
         handle_uc(q, p);
         return;
     }
@@ -82,6 +83,7 @@ void transport_engine::receive(const rx_packet& p) {
         ++dropped_bad_qp;
         return;
     }
+    if (q.mig_state != hw::MIG_MIGRATED) apm_receive(q, p);
     const uint8_t code = p.h.b.opcode & 0x1F;
     if (code == op::ACKNOWLEDGE || code == op::ATOMIC_ACKNOWLEDGE || code == op::RDMA_READ_RESPONSE_FIRST ||
         code == op::RDMA_READ_RESPONSE_MIDDLE || code == op::RDMA_READ_RESPONSE_LAST ||

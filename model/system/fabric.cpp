@@ -1,6 +1,7 @@
 #include "model/system/fabric.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <ostream>
@@ -93,6 +94,13 @@ fabric::fabric(sc_module_name name, unsigned ranks, unsigned rank)
                          "propagation delay of every cable between two switches; -1: node 0's "
                          "link.propagation_ns",
                          {-1, 1e6}),
+      isl_down_cable("isl.down_cable", "", "",
+                     "SWITCH/PORT: the cable between switches at that switch's port (a switch's name as "
+                     "in its counters: leaf0, spine1, or a topology file's description) goes down at "
+                     "fabric.isl.down_at_ns, both directions"),
+      isl_down_at_ns("isl.down_at_ns", -1.0, "ns",
+                     "from this simulated time on fabric.isl.down_cable loses every packet; negative: never",
+                     {-1, 1e15}),
       partition("partition", "auto", "",
                 "a run over several processes (mpirun -np N): auto balances the nodes and cuts only "
                 "cables between switches, or a file names each switch's rank (docs/fabric.md, "
@@ -165,6 +173,30 @@ fabric::fabric(sc_module_name name, unsigned ranks, unsigned rank)
                                           " can deadlock on this fabric (a cycle of channels: " +
                                           describe_channels(graph, cycle) + ")")
                                              .c_str());
+    }
+    if (!isl_down_cable.get().empty() || isl_down_at_ns >= 0) {
+        // "SWITCH/PORT": a switch of this fabric and one of its ports cabled to another switch.
+        const std::string& v = isl_down_cable.get();
+        const size_t slash = v.rfind('/');
+        const std::string what = "fabric.isl.down_cable='" + v + "'";
+        if (isl_down_at_ns < 0)
+            throw config_error(what + " needs fabric.isl.down_at_ns (the time it goes down, >= 0)");
+        if (v.empty()) throw config_error("fabric.isl.down_at_ns needs fabric.isl.down_cable=SWITCH/PORT");
+        char* end = nullptr;
+        const unsigned long port =
+            slash == std::string::npos ? 0 : std::strtoul(v.c_str() + slash + 1, &end, 10);
+        if (slash == std::string::npos || !end || *end || port == 0)
+            throw config_error(what + ": expected SWITCH/PORT (e.g. spine0/1)");
+        const std::string name = v.substr(0, slash);
+        for (unsigned n = 0; n < graph.nodes.size(); ++n)
+            if (graph.nodes[n].is_switch() && graph.nodes[n].desc == name) down_node_ = int(n);
+        if (down_node_ < 0) throw config_error(what + ": no switch named '" + name + "'");
+        const topo_node& sn = graph.nodes[unsigned(down_node_)];
+        if (port > sn.ports() || sn.peer[port].node < 0 ||
+            !graph.nodes[unsigned(sn.peer[port].node)].is_switch())
+            throw config_error(what + ": port " + std::to_string(port) + " of " + name +
+                               " is not cabled to another switch");
+        down_port_ = unsigned(port);
     }
     part = make_partition(graph, ranks, partition.get());
     switch_index_.assign(graph.nodes.size(), -1);
@@ -392,8 +424,8 @@ void machine::cable(unsigned a, unsigned pa, unsigned b, unsigned pb) {
     ib_switch& sw = net.switch_at(a);
     const switch_params& sp = net.switch_config;
     if (nb.is_switch()) {
-        // Between switches: fabric.isl.*, by default node 0's link rate and propagation. No
-        // faults (the cable fault keys are a node's).
+        // Between switches: fabric.isl.*, by default node 0's link rate and propagation. The
+        // only fault: fabric.isl.down_cable going down (the other fault keys are a node's).
         ib_switch& peer = net.switch_at(b);
         const link& c = hosts.at(0)->cable;
         const double rate = net.isl_rate_gbps > 0 ? net.isl_rate_gbps.get() : c.data_rate_gbps();
@@ -402,7 +434,7 @@ void machine::cable(unsigned a, unsigned pa, unsigned b, unsigned pb) {
         // Through the channel of every switch-to-switch cable: delivered at canonical times
         // (isl_channel.h), the same in one process and split over several.
         net.isl->cable(sw, pa, net.part.rank_of[a], peer, pb, net.part.rank_of[b], rate, prop,
-                       fc_packet_time(rate), sp.data_vls, sp.vl_buffer_bytes);
+                       fc_packet_time(rate), sp.data_vls, sp.vl_buffer_bytes, net.isl_faults(a, pa));
         return;
     }
     if (nb.is_sm) {
@@ -430,6 +462,15 @@ void machine::cable(unsigned a, unsigned pa, unsigned b, unsigned pb) {
     n.adapter.port0.give_credit_to(&sw.out_credits(pa), credit_delay);
     n.cable.faults.resync_credits(&n.adapter.port0.tx_credits(), credit_delay);
     if (n.cable.down_at_ns >= 0) n.adapter.link_down_at(sc_time(n.cable.down_at_ns.get(), SC_NS));
+}
+
+fault_settings fabric::isl_faults(unsigned n, unsigned p) const {
+    fault_settings f;
+    if (down_node_ < 0) return f;
+    const topo_end& far = graph.nodes[unsigned(down_node_)].peer[down_port_];
+    if ((int(n) == down_node_ && p == down_port_) || (int(n) == far.node && p == far.port))
+        f.down_at_ns = isl_down_at_ns.get();
+    return f;
 }
 
 void machine::update_mcast(uint16_t mlid) {

@@ -32,16 +32,18 @@ public:
     param<std::string> topology_file;  ///< fabric.topology=file: an ibnetdiscover file
     param<unsigned> fat_tree_levels;   ///< fabric.fat_tree.levels: 2 or 3
     param<double> fat_tree_oversubscription;
-    param<std::string> routing;        ///< minhop|updn|ftree (OpenSM's engine names)
-    param<unsigned> lmc;               ///< LID mask count of every endport (0..7), as OpenSM's `lmc`
-    param<bool> subnet_manager;        ///< attach the subnet manager's endport to the first switch
-    param<double> sma_process_ns;      ///< fabric.switch.sma_process_ns: a switch agent's time per SMP
-    param<double> isl_rate_gbps;       ///< fabric.isl.rate_gbps: cables between switches; 0: node 0's link
-    param<double> isl_propagation_ns;  ///< fabric.isl.propagation_ns; -1: node 0's link
-    param<std::string> partition;      ///< fabric.partition: auto or a file (several ranks)
-    switch_params switch_config;       ///< fabric.switch.*: every switch's parameters
-    cc_params cc_keys;                 ///< fabric.cc.*: congestion control
-    cc_config cc;                      ///< cc_keys, validated: every switch and HCA is built with it
+    param<std::string> routing;         ///< minhop|updn|ftree (OpenSM's engine names)
+    param<unsigned> lmc;                ///< LID mask count of every endport (0..7), as OpenSM's `lmc`
+    param<bool> subnet_manager;         ///< attach the subnet manager's endport to the first switch
+    param<double> sma_process_ns;       ///< fabric.switch.sma_process_ns: a switch agent's time per SMP
+    param<double> isl_rate_gbps;        ///< fabric.isl.rate_gbps: cables between switches; 0: node 0's link
+    param<double> isl_propagation_ns;   ///< fabric.isl.propagation_ns; -1: node 0's link
+    param<std::string> isl_down_cable;  ///< fabric.isl.down_cable: SWITCH/PORT, a cable between switches
+    param<double> isl_down_at_ns;       ///< fabric.isl.down_at_ns: when that cable goes down; -1: never
+    param<std::string> partition;       ///< fabric.partition: auto or a file (several ranks)
+    switch_params switch_config;        ///< fabric.switch.*: every switch's parameters
+    cc_params cc_keys;                  ///< fabric.cc.*: congestion control
+    cc_config cc;                       ///< cc_keys, validated: every switch and HCA is built with it
 
     hcasim::topology graph;                            ///< the fabric's graph, with the LIDs the SM assigned
     routing_tables routes;                             ///< the forwarding tables the SM programs
@@ -74,10 +76,15 @@ public:
     /// The switch of graph node `n`, and its agent.
     ib_switch& switch_at(unsigned n) { return *switches[switch_index_.at(n)]; }
     switch_sma& agent_at(unsigned n) { return *agents[switch_index_.at(n)]; }
+    /// The faults of the switch-to-switch cable at graph node `n`'s port `p`: down from
+    /// fabric.isl.down_at_ns if it is fabric.isl.down_cable, else none.
+    fault_settings isl_faults(unsigned n, unsigned p) const;
 
 private:
     unsigned rank_ = 0;
     std::vector<int> switch_index_;  // graph node -> index in `switches` (-1: not a switch)
+    int down_node_ = -1;             // fabric.isl.down_cable: its switch (graph node) and port
+    unsigned down_port_ = 0;
 };
 
 /// Builds the fabric module and the nodes "node0".."nodeN-1" (top-level modules, so their

@@ -349,8 +349,22 @@ void replayer::call_modify_qp(const step& s, unsigned node, json& out) {
         at.ah_attr.dlid =
             a.contains("dlid") ? a["dlid"].get<uint16_t>() : lid_of(a["dest_node"].get<unsigned>());
         at.ah_attr.sl = a.value("sl", uint8_t(0));
+        at.ah_attr.src_path_bits = a.value("src_path_bits", uint8_t(0));
         at.ah_attr.port_num = 1;
         mask |= IBV_QP_AV;
+    }
+    if (a.contains("alt_dlid")) {  // an alternate path (IBA 10.4): the alt_* keys together
+        at.alt_ah_attr.dlid = a["alt_dlid"].get<uint16_t>();
+        at.alt_ah_attr.sl = a.value("alt_sl", uint8_t(0));
+        at.alt_ah_attr.src_path_bits = a.value("alt_src_path_bits", uint8_t(0));
+        at.alt_ah_attr.port_num = at.alt_port_num = a.value("alt_port_num", uint8_t(1));
+        at.alt_pkey_index = a.value("alt_pkey_index", uint16_t(0));
+        at.alt_timeout = a.value("alt_timeout", uint8_t(0));
+        mask |= IBV_QP_ALT_PATH;
+    }
+    if (a.contains("path_mig_state")) {
+        trace::mig_state_of(a["path_mig_state"], &at.path_mig_state);
+        mask |= IBV_QP_PATH_MIG_STATE;
     }
     r = ibv_modify_qp(qp, &at, mask);
     expect(s, "ret", r);

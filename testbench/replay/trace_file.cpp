@@ -295,6 +295,14 @@ struct loader {
         ibv_qp_state st;
         if (a.contains("qp_state") && (!a["qp_state"].is_string() || !trace::qp_state_of(a["qp_state"], &st)))
             fail("modify_qp: unknown qp_state " + a["qp_state"].dump());
+        ibv_mig_state mig;
+        if (a.contains("path_mig_state") &&
+            (!a["path_mig_state"].is_string() || !trace::mig_state_of(a["path_mig_state"], &mig)))
+            fail("modify_qp: unknown path_mig_state " + a["path_mig_state"].dump() +
+                 " (MIGRATED, REARM or ARMED)");
+        for (const char* k : {"alt_sl", "alt_src_path_bits", "alt_port_num", "alt_pkey_index", "alt_timeout"})
+            if (a.contains(k) && !a.contains("alt_dlid"))
+                fail(std::string("modify_qp: ") + k + " without alt_dlid (an alternate path needs its DLID)");
         if (a.contains("dest_qp")) {
             unsigned n = 0;
             std::string name;
@@ -302,25 +310,13 @@ struct loader {
                 defined[n].count(name) == 0 || defined[n][name] != "qp")
                 fail("modify_qp: dest_qp " + a["dest_qp"].dump() + " is not created before this line");
         }
-        static const std::set<std::string> known = {"qp_state",
-                                                    "pkey_index",
-                                                    "port_num",
-                                                    "qkey",
-                                                    "qp_access_flags",
-                                                    "path_mtu",
-                                                    "dest_qp",
-                                                    "dest_qp_num",
-                                                    "dlid",
-                                                    "dest_node",
-                                                    "sl",
-                                                    "rq_psn",
-                                                    "sq_psn",
-                                                    "max_rd_atomic",
-                                                    "max_dest_rd_atomic",
-                                                    "min_rnr_timer",
-                                                    "timeout",
-                                                    "retry_cnt",
-                                                    "rnr_retry"};
+        static const std::set<std::string> known = {
+            "qp_state",     "pkey_index",     "port_num",           "qkey",           "qp_access_flags",
+            "path_mtu",     "dest_qp",        "dest_qp_num",        "dlid",           "dest_node",
+            "sl",           "src_path_bits",  "alt_dlid",           "alt_sl",         "alt_src_path_bits",
+            "alt_port_num", "alt_pkey_index", "alt_timeout",        "path_mig_state", "rq_psn",
+            "sq_psn",       "max_rd_atomic",  "max_dest_rd_atomic", "min_rnr_timer",  "timeout",
+            "retry_cnt",    "rnr_retry"};
         for (auto& kv : a.items())
             if (!known.count(kv.key())) fail("modify_qp: unknown attribute \"" + kv.key() + "\"");
     }

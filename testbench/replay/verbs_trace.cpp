@@ -110,6 +110,7 @@ const named qp_types[] = {{IBV_QPT_SMI, "SMI"},
                           {IBV_QPT_XRC_SEND, "XRC_SEND"},
                           {IBV_QPT_XRC_RECV, "XRC_RECV"}};
 const char* const srq_types[] = {"BASIC", "XRC"};
+const char* const mig_states[] = {"MIGRATED", "REARM", "ARMED"};
 const char* const events[] = {"CQ_ERR",
                               "QP_FATAL",
                               "QP_REQ_ERR",
@@ -196,6 +197,15 @@ bool qp_state_of(const std::string& s, ibv_qp_state* st) {
     for (size_t i = 0; i < std::size(qp_states); ++i)
         if (s == qp_states[i]) {
             *st = ibv_qp_state(i);
+            return true;
+        }
+    return false;
+}
+const char* mig_state_name(int m) { return index_name(mig_states, m); }
+bool mig_state_of(const std::string& s, ibv_mig_state* m) {
+    for (size_t i = 0; i < std::size(mig_states); ++i)
+        if (s == mig_states[i]) {
+            *m = ibv_mig_state(i);
             return true;
         }
     return false;
@@ -411,7 +421,17 @@ json recorder::qp_attr(unsigned node, const ibv_qp_attr& a, int mask) const {
     if (mask & IBV_QP_AV) {
         j["dlid"] = a.ah_attr.dlid;
         j["sl"] = a.ah_attr.sl;
+        if (a.ah_attr.src_path_bits) j["src_path_bits"] = a.ah_attr.src_path_bits;
     }
+    if (mask & IBV_QP_ALT_PATH) {
+        j["alt_dlid"] = a.alt_ah_attr.dlid;
+        j["alt_sl"] = a.alt_ah_attr.sl;
+        j["alt_src_path_bits"] = a.alt_ah_attr.src_path_bits;
+        j["alt_port_num"] = a.alt_port_num;
+        j["alt_pkey_index"] = a.alt_pkey_index;
+        j["alt_timeout"] = a.alt_timeout;
+    }
+    if (mask & IBV_QP_PATH_MIG_STATE) j["path_mig_state"] = mig_state_name(a.path_mig_state);
     if (mask & IBV_QP_RQ_PSN) j["rq_psn"] = a.rq_psn;
     if (mask & IBV_QP_SQ_PSN) j["sq_psn"] = a.sq_psn;
     if (mask & IBV_QP_MAX_QP_RD_ATOMIC) j["max_rd_atomic"] = a.max_rd_atomic;

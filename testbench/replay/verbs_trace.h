@@ -51,6 +51,8 @@ const char* wc_opcode_name(int op);
 const char* wc_status_name(int st);
 const char* qp_state_name(int st);
 bool qp_state_of(const std::string& s, verbs::ibv_qp_state* st);
+const char* mig_state_name(int m);
+bool mig_state_of(const std::string& s, verbs::ibv_mig_state* m);
 const char* qp_type_name(int t);
 bool qp_type_of(const std::string& s, verbs::ibv_qp_type* t);
 const char* srq_type_name(int t);

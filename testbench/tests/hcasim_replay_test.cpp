@@ -124,6 +124,36 @@ TEST(HcasimReplay, a_hand_written_trace_runs_is_frozen_by_update_and_then_replay
     std::remove(f.c_str());
 }
 
+TEST(HcasimReplay, a_trace_loads_alternate_paths_rearms_and_migrates_by_hand) {
+    // fabric.lmc 1: node0 owns LIDs 2 and 3, node1 4 and 5; the alternate paths use the second.
+    std::string t = "{\"hcasim_trace\": 1, \"nodes\": 2, \"config\": {\"fabric.lmc\": \"1\"}}\n" + rc_setup();
+    for (int n = 0; n < 2; ++n)
+        t += "{\"node\": " + std::to_string(n) +
+             ", \"call\": \"modify_qp\", \"qp\": \"qp0\", \"attr\": {\"qp_state\": \"RTS\", \"alt_dlid\": " +
+             std::to_string(n ? 3 : 5) +
+             ", \"alt_src_path_bits\": 1, \"alt_port_num\": 1, \"alt_timeout\": 14, \"path_mig_state\": "
+             "\"REARM\"}, \"ret\": 0}\n";
+    t += kWrite;  // arms both ends
+    t += "{\"node\": 0, \"call\": \"modify_qp\", \"qp\": \"qp0\", \"attr\": {\"qp_state\": \"RTS\", "
+         "\"path_mig_state\": \"MIGRATED\"}, \"ret\": 0}\n";
+    t += kWrite;
+    const std::string f = tmp("apm.jsonl");
+    write(f, t);
+    result r = run_hcasim("replay --update '" + f + "'", "apm");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    const std::string frozen = slurp(f);
+    EXPECT_NE(frozen.find("\"event\":\"PATH_MIG\",\"qp\":\"qp0\""), std::string::npos) << frozen;
+    r = run_hcasim("replay '" + f + "'", "apm_equal");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("equal to the recording"), std::string::npos) << r.out;
+    std::remove(f.c_str());
+    refused("bad_mig",
+            std::string(kHeader) + rc_setup() +
+                "{\"node\": 0, \"call\": \"modify_qp\", \"qp\": \"qp0\", \"attr\": {\"qp_state\": "
+                "\"RTS\", \"path_mig_state\": \"ARMD\"}}\n",
+            ":19: modify_qp: unknown path_mig_state \"ARMD\" (MIGRATED, REARM or ARMED)");
+}
+
 TEST(HcasimReplay, a_changed_outcome_is_reported_with_the_call_that_produced_it) {
     const std::string f = tmp("diverge.jsonl");
     write(f, std::string(kHeader) + rc_setup() + kWrite);

@@ -127,6 +127,7 @@ struct fake_pkeys final : partition_keys {
     uint16_t pkey(unsigned) const override { return 0xFFFF; }
     void pkey_violation(const rx_packet&, uint16_t) override {}
     void qkey_violation() override {}
+    void bind_qp(uint32_t, uint16_t) override {}
 };
 
 struct bench : sc_core::sc_module {
