@@ -256,7 +256,7 @@ SIM_TEST(E2eRd, o10_52_o10_53_two_qps_share_an_ee_context_and_each_completes_in_
     });
 }
 
-SIM_TEST(E2eRd, o10_39_rdma_write_and_read_on_rd_qps) {
+SIM_TEST(E2eRd, o10_39_o10_45_rdma_write_read_and_atomics_on_rd_qps) {
     rc_harness h;
     h.run([](rc_harness& h) {
         rd_pair p = make_rd(h);
@@ -276,6 +276,13 @@ SIM_TEST(E2eRd, o10_39_rdma_write_and_read_on_rd_qps) {
                   0);
         EXPECT_EQ(one_wc(h, p.s[0].cq, "read").status, IBV_WC_SUCCESS);
         h.expect_fill(0, back.va, 3000, 0x6A, "read back");
+        // Fetch and add 1 on the word 0x6A6A...: the original comes back, the word grows by one.
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_ATOMIC_FETCH_AND_ADD, back.va + 4096, 8,
+                          back.mr->lkey, 3, kQkey, t.va, t.mr->rkey),
+                  0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "fetch and add").status, IBV_WC_SUCCESS);
+        EXPECT_EQ(h.read_mem(0, back.va + 4096, 8), std::vector<uint8_t>(8, 0x6A));
+        EXPECT_EQ(h.read_mem(1, t.va, 1)[0], 0x6A + 1);
         h.expect_no_wc(p.s[1].cq, kQuietNs, "no receive WQE used");
     });
 }
