@@ -129,6 +129,7 @@ const std::set<uint16_t> kKnownOpcodes = {
     hw::CMD_DESTROY_MPT, hw::CMD_WRITE_MTT,  hw::CMD_QUERY_MPT,    hw::CMD_CREATE_QP,    hw::CMD_MODIFY_QP,
     hw::CMD_QUERY_QP,    hw::CMD_DESTROY_QP, hw::CMD_ATTACH_MCAST, hw::CMD_DETACH_MCAST, hw::CMD_CREATE_SRQ,
     hw::CMD_MODIFY_SRQ,  hw::CMD_QUERY_SRQ,  hw::CMD_DESTROY_SRQ,  hw::CMD_RESIZE_CQ,    hw::CMD_QUERY_CQ,
+    hw::CMD_CREATE_EEC,  hw::CMD_MODIFY_EEC, hw::CMD_QUERY_EEC,    hw::CMD_DESTROY_EEC,
 };
 
 }  // namespace

@@ -519,3 +519,38 @@ SIM_TEST(E2eRd, o10_62_a_receive_error_completes_that_wr_in_error_and_later_rece
         h.expect_fill(1, d.va + 4096, 200, 0x42, "payload");
     });
 }
+
+SIM_TEST(E2eRd, eec_commands_reject_bad_numbers_domains_and_states) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        fw::hca_driver& drv = h.s[1].sw->driver;
+        hw::eec_context c{};
+        c.rdd = 1;
+        EXPECT_EQ(drv.exec(hw::CMD_CREATE_EEC, 0, 0, &c, sizeof c), hw::CMD_BAD_PARAM)
+            << "EECN 0 is never used";
+        EXPECT_EQ(drv.exec(hw::CMD_CREATE_EEC, 1u << 20, 0, &c, sizeof c), hw::CMD_BAD_PARAM)
+            << "beyond max_ee";
+        c.rdd = 0;
+        EXPECT_EQ(drv.exec(hw::CMD_CREATE_EEC, 200, 0, &c, sizeof c), hw::CMD_BAD_PARAM) << "no domain";
+        hw::eec_context q{};
+        EXPECT_EQ(drv.exec(hw::CMD_QUERY_EEC, 200, 0, nullptr, 0, &q, sizeof q), hw::CMD_BAD_RESOURCE);
+        c.rdd = 7;
+        ASSERT_EQ(drv.exec(hw::CMD_CREATE_EEC, 200, 0, &c, sizeof c), hw::CMD_OK);
+        EXPECT_EQ(drv.exec(hw::CMD_CREATE_EEC, 200, 0, &c, sizeof c), hw::CMD_BAD_RESOURCE) << "exists";
+        hw::modify_eec_in m{};
+        m.ctx = c;
+        m.ctx.port = 1;
+        EXPECT_EQ(drv.exec(hw::CMD_MODIFY_EEC, 200, hw::QPS_SQE, &m, sizeof m), hw::CMD_BAD_STATE)
+            << "no SQEr";
+        m.ctx.port = 2;
+        EXPECT_EQ(drv.exec(hw::CMD_MODIFY_EEC, 200, hw::QPS_INIT, &m, sizeof m), hw::CMD_BAD_PARAM) << "port";
+        m.ctx.port = 1;
+        m.ctx.rdd = 9;  // the domain is fixed at create
+        ASSERT_EQ(drv.exec(hw::CMD_MODIFY_EEC, 200, hw::QPS_INIT, &m, sizeof m), hw::CMD_OK);
+        ASSERT_EQ(drv.exec(hw::CMD_QUERY_EEC, 200, 0, nullptr, 0, &q, sizeof q), hw::CMD_OK);
+        EXPECT_EQ(q.state, hw::QPS_INIT);
+        EXPECT_EQ(q.rdd, 7u);
+        EXPECT_EQ(drv.exec(hw::CMD_DESTROY_EEC, 200, 0, nullptr, 0), hw::CMD_OK);
+        EXPECT_EQ(drv.exec(hw::CMD_DESTROY_EEC, 200, 0, nullptr, 0), hw::CMD_BAD_RESOURCE);
+    });
+}
