@@ -14,6 +14,25 @@ using namespace detail;
 
 namespace detail {
 
+int check_path_values(ibv_context* ctx, const hw::port_info& pi, uint32_t mask, const path_values& v) {
+    const hw::hca_caps& caps = ctx->driver->caps();
+    if ((mask & IBV_QP_PKEY_INDEX) && v.pkey_index >= pi.pkey_table_len) return EINVAL;
+    if ((mask & IBV_QP_PATH_MTU) &&
+        (v.path_mtu < IBV_MTU_256 || v.path_mtu > IBV_MTU_4096 || uint8_t(v.path_mtu) > pi.max_mtu))
+        return EINVAL;
+    if ((mask & IBV_QP_AV) && check_ah_attr(ctx, v.ah)) return EINVAL;
+    if ((mask & IBV_QP_TIMEOUT) && v.timeout > 31) return EINVAL;
+    if ((mask & IBV_QP_RETRY_CNT) && v.retry_cnt > 7) return EINVAL;
+    if ((mask & IBV_QP_RNR_RETRY) && v.rnr_retry > 7) return EINVAL;
+    if ((mask & IBV_QP_MIN_RNR_TIMER) && v.min_rnr_timer > 31) return EINVAL;
+    if ((mask & IBV_QP_RQ_PSN) && v.rq_psn > 0xFFFFFFu) return EINVAL;
+    if ((mask & IBV_QP_SQ_PSN) && v.sq_psn > 0xFFFFFFu) return EINVAL;
+    if ((mask & IBV_QP_DEST_QPN) && v.dest > 0xFFFFFFu) return EINVAL;
+    if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && v.max_rd_atomic > caps.max_qp_init_rd_atom) return EINVAL;
+    if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && v.max_dest_rd_atomic > caps.max_qp_rd_atom) return EINVAL;
+    return 0;
+}
+
 int check_ah_attr(ibv_context* ctx, const ibv_ah_attr& a) {
     const hw::port_info* pi = ctx->driver->port(a.port_num ? a.port_num : 1);
     if (!pi) return EINVAL;

@@ -53,6 +53,18 @@ void drop_events(ibv_context* ctx, const void* object, object_kind kind);
 /// An address vector the port can use (ibv_create_ah, ibv_modify_qp with IBV_QP_AV); 0 or EINVAL.
 int check_ah_attr(ibv_context* ctx, const ibv_ah_attr& a);
 
+/// The path and reliability attributes Modify QP and Modify EEC share, with their mask bits
+/// (ibv_qp_attr_mask): `dest` is the destination QP or EE context.
+struct path_values {
+    uint16_t pkey_index;
+    ibv_mtu path_mtu;
+    const ibv_ah_attr& ah;
+    uint8_t timeout, retry_cnt, rnr_retry, min_rnr_timer, max_rd_atomic, max_dest_rd_atomic;
+    uint32_t rq_psn, sq_psn, dest;
+};
+/// Value checks of those attributes on port `pi` (immediate errors): 0 or EINVAL.
+int check_path_values(ibv_context* ctx, const hw::port_info& pi, uint32_t mask, const path_values& v);
+
 // ---- memory management work requests (verbs_memory.cpp)
 
 /// Immediate errors of a LOCAL_INV, BIND_MW or FAST_REG_MR WR.

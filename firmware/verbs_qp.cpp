@@ -353,24 +353,15 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     uint8_t port_num = (mask & IBV_QP_PORT) ? attr->port_num : qp->hw_ctx.port;
     const hw::port_info* pi = drv.port(port_num);
     if (!pi) return EINVAL;
-    if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index >= pi->pkey_table_len) return EINVAL;
-    if ((mask & IBV_QP_PATH_MTU) && (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096 ||
-                                     uint8_t(attr->path_mtu) > pi->max_mtu))
-        return EINVAL;
     if ((mask & IBV_QP_ACCESS_FLAGS) &&
         ((attr->qp_access_flags & ~0xFu) ||
          ((attr->qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC) && !(caps.flags & hw::CAP_ATOMIC))))
         return EINVAL;
-    if ((mask & IBV_QP_AV) && check_ah_attr(ctx, attr->ah_attr)) return EINVAL;
-    if ((mask & IBV_QP_TIMEOUT) && attr->timeout > 31) return EINVAL;
-    if ((mask & IBV_QP_RETRY_CNT) && attr->retry_cnt > 7) return EINVAL;
-    if ((mask & IBV_QP_RNR_RETRY) && attr->rnr_retry > 7) return EINVAL;
-    if ((mask & IBV_QP_MIN_RNR_TIMER) && attr->min_rnr_timer > 31) return EINVAL;
-    if ((mask & IBV_QP_RQ_PSN) && attr->rq_psn > 0xFFFFFFu) return EINVAL;
-    if ((mask & IBV_QP_SQ_PSN) && attr->sq_psn > 0xFFFFFFu) return EINVAL;
-    if ((mask & IBV_QP_DEST_QPN) && attr->dest_qp_num > 0xFFFFFFu) return EINVAL;
-    if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > caps.max_qp_init_rd_atom) return EINVAL;
-    if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > caps.max_qp_rd_atom) return EINVAL;
+    if (check_path_values(ctx, *pi, mask,
+                          {attr->pkey_index, attr->path_mtu, attr->ah_attr, attr->timeout, attr->retry_cnt,
+                           attr->rnr_retry, attr->min_rnr_timer, attr->max_rd_atomic, attr->max_dest_rd_atomic,
+                           attr->rq_psn, attr->sq_psn, attr->dest_qp_num}))
+        return EINVAL;
     // Automatic path migration (IBA 10.4): RC and UC only (the transition table has no
     // ALT_PATH / PATH_MIG_STATE for UD).
     if ((mask & (IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE)) && !(caps.flags & hw::CAP_APM)) return EINVAL;

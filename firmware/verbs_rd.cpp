@@ -70,7 +70,6 @@ int ibv_modify_eec(ibv_eec* eec, ibv_eec_attr* attr, int attr_mask) {
     if (!eec || !attr) return EINVAL;
     ibv_context* ctx = eec->context;
     hca_driver& drv = *ctx->driver;
-    const hw::hca_caps& caps = drv.caps();
     verb_cost(ctx);
     const uint32_t mask = uint32_t(attr_mask);
     const ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_eec_state : eec->state;
@@ -80,20 +79,12 @@ int ibv_modify_eec(ibv_eec* eec, ibv_eec_attr* attr, int attr_mask) {
     const uint8_t port_num = (mask & IBV_QP_PORT) ? attr->port_num : eec->hw_ctx.port;
     const hw::port_info* pi = drv.port(port_num);
     if (!pi) return EINVAL;
-    if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index >= pi->pkey_table_len) return EINVAL;  // o10-58
-    if ((mask & IBV_QP_PATH_MTU) && (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096 ||
-                                     uint8_t(attr->path_mtu) > pi->max_mtu))
+    // o10-58: the P_Key index refers to the port's table.
+    if (check_path_values(ctx, *pi, mask,
+                          {attr->pkey_index, attr->path_mtu, attr->ah_attr, attr->timeout, attr->retry_cnt,
+                           attr->rnr_retry, attr->min_rnr_timer, attr->max_rd_atomic, attr->max_dest_rd_atomic,
+                           attr->rq_psn, attr->sq_psn, attr->dest_eecn}))
         return EINVAL;
-    if ((mask & IBV_QP_AV) && check_ah_attr(ctx, attr->ah_attr)) return EINVAL;
-    if ((mask & IBV_QP_TIMEOUT) && attr->timeout > 31) return EINVAL;
-    if ((mask & IBV_QP_RETRY_CNT) && attr->retry_cnt > 7) return EINVAL;
-    if ((mask & IBV_QP_RNR_RETRY) && attr->rnr_retry > 7) return EINVAL;
-    if ((mask & IBV_QP_MIN_RNR_TIMER) && attr->min_rnr_timer > 31) return EINVAL;
-    if ((mask & IBV_QP_RQ_PSN) && attr->rq_psn > 0xFFFFFFu) return EINVAL;
-    if ((mask & IBV_QP_SQ_PSN) && attr->sq_psn > 0xFFFFFFu) return EINVAL;
-    if ((mask & IBV_QP_DEST_QPN) && attr->dest_eecn > 0xFFFFFFu) return EINVAL;
-    if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > caps.max_qp_init_rd_atom) return EINVAL;
-    if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > caps.max_qp_rd_atom) return EINVAL;
 
     hw::eec_context c = eec->hw_ctx;
     if (next == IBV_QPS_RESET) {
