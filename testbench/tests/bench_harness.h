@@ -512,6 +512,39 @@ inline bufs make_bufs(rc_harness& h, size_t n, uint64_t seed = 1, int dst_access
     return b;
 }
 
+/// A registered buffer of n bytes on node i filled with `fill` (in `pd`, default the node's).
+struct reg_buf {
+    uint64_t va = 0;
+    ibv_mr* mr = nullptr;
+};
+inline reg_buf make_reg_buf(rc_harness& h, unsigned i, size_t n, uint8_t fill = kGuardByte,
+                            ibv_pd* pd = nullptr, int access = kTargetAccess) {
+    reg_buf b;
+    b.va = h.alloc(i, n, 4096);
+    h.fill_mem(i, b.va, n, fill);
+    b.mr = ibv_reg_mr(pd ? pd : h.s[i].pd, b.va, n, access);
+    EXPECT_NE(b.mr, nullptr);
+    return b;
+}
+
+/// One receive WR of one SGE, posted to an SRQ.
+inline int post_one_srq_recv(ibv_srq* srq, uint64_t addr, uint32_t len, uint32_t lkey, uint64_t wr_id) {
+    ibv_sge sge{addr, len, lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    return ibv_post_srq_recv(srq, &wr, &bad);
+}
+
+/// The next async event of node i within `ns` (type -1 if none), acknowledged; its element in *ev.
+inline int next_async_event(rc_harness& h, unsigned i, ibv_async_event* ev, uint64_t ns = 1'000'000) {
+    if (ibv_get_async_event(h.s[i].ctx, ev, ns) != 0) return -1;
+    ibv_ack_async_event(ev);
+    return int(ev->event_type);
+}
+
 /// The CQE vendor syndrome the HCA reports for a translation or memory management failure.
 inline uint32_t vendor(xlate_status s) { return uint32_t(s); }
 

@@ -114,18 +114,10 @@ rd_pair make_rd(rc_harness& h) {
     return p;
 }
 
-/// A registered buffer of n bytes on node i, filled with `fill`.
-struct buf {
-    uint64_t va = 0;
-    ibv_mr* mr = nullptr;
-};
+/// A registered buffer of n bytes on node i, filled with `fill` (atomics allowed).
+using buf = reg_buf;
 buf make_buf(rc_harness& h, unsigned i, size_t n, uint8_t fill = kGuardByte) {
-    buf b;
-    b.va = h.alloc(i, n, 4096);
-    h.fill_mem(i, b.va, n, fill);
-    b.mr = ibv_reg_mr(h.s[i].pd, b.va, n, kTargetAccess | IBV_ACCESS_REMOTE_ATOMIC);
-    EXPECT_NE(b.mr, nullptr);
-    return b;
+    return make_reg_buf(h, i, n, fill, nullptr, kTargetAccess | IBV_ACCESS_REMOTE_ATOMIC);
 }
 
 int post_rd(ibv_qp* qp, ibv_eec* eec, uint32_t remote_qpn, ibv_wr_opcode op, uint64_t src, uint32_t len,

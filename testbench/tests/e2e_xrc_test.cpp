@@ -37,27 +37,13 @@ ibv_srq* make_xsrq(rc_harness& h, ibv_xrcd* xrcd, ibv_cq* cq, uint32_t max_wr = 
 }
 
 int post_xsrq(ibv_srq* srq, uint64_t addr, uint32_t len, uint32_t lkey, uint64_t wr_id) {
-    ibv_sge sge{addr, len, lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr* bad = nullptr;
-    return ibv_post_srq_recv(srq, &wr, &bad);
+    return post_one_srq_recv(srq, addr, len, lkey, wr_id);
 }
 
-/// A registered buffer of n bytes on node i, filled with `fill`.
-struct buf {
-    uint64_t va = 0;
-    ibv_mr* mr = nullptr;
-};
+/// A registered buffer of n bytes on node i, filled with `fill` (atomics allowed).
+using buf = reg_buf;
 buf make_buf(rc_harness& h, unsigned i, size_t n, uint8_t fill = kGuardByte, ibv_pd* pd = nullptr) {
-    buf b;
-    b.va = h.alloc(i, n, 4096);
-    h.fill_mem(i, b.va, n, fill);
-    b.mr = ibv_reg_mr(pd ? pd : h.s[i].pd, b.va, n, kTargetAccess | IBV_ACCESS_REMOTE_ATOMIC);
-    EXPECT_NE(b.mr, nullptr);
-    return b;
+    return make_reg_buf(h, i, n, fill, pd, kTargetAccess | IBV_ACCESS_REMOTE_ATOMIC);
 }
 
 /// An XRC domain with two SRQs (each its own CQ) and a target QP on node1; an initiator on node0.
@@ -133,11 +119,8 @@ ibv_qp_state state_of(ibv_qp* qp) {
     return a.qp_state;
 }
 
-/// The next async event of node i within `ns` (type -1 if none); its element in *ev.
 int next_event(rc_harness& h, unsigned i, ibv_async_event* ev, uint64_t ns = 1'000'000) {
-    if (ibv_get_async_event(h.s[i].ctx, ev, ns) != 0) return -1;
-    ibv_ack_async_event(ev);
-    return int(ev->event_type);
+    return next_async_event(h, i, ev, ns);
 }
 
 }  // namespace
