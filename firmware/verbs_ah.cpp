@@ -17,8 +17,8 @@ namespace detail {
 int check_path_values(ibv_context* ctx, const hw::port_info& pi, uint32_t mask, const path_values& v) {
     const hw::hca_caps& caps = ctx->driver->caps();
     if ((mask & IBV_QP_PKEY_INDEX) && v.pkey_index >= pi.pkey_table_len) return EINVAL;
-    if ((mask & IBV_QP_PATH_MTU) &&
-        (v.path_mtu < IBV_MTU_256 || v.path_mtu > IBV_MTU_4096 || uint8_t(v.path_mtu) > pi.max_mtu))
+    if ((mask & IBV_QP_PATH_MTU) && (v.path_mtu < uint32_t(IBV_MTU_256) ||
+                                     v.path_mtu > uint32_t(IBV_MTU_4096) || v.path_mtu > pi.max_mtu))
         return EINVAL;
     if ((mask & IBV_QP_AV) && check_ah_attr(ctx, v.ah)) return EINVAL;
     if ((mask & IBV_QP_TIMEOUT) && v.timeout > 31) return EINVAL;

@@ -54,10 +54,12 @@ void drop_events(ibv_context* ctx, const void* object, object_kind kind);
 int check_ah_attr(ibv_context* ctx, const ibv_ah_attr& a);
 
 /// The path and reliability attributes Modify QP and Modify EEC share, with their mask bits
-/// (ibv_qp_attr_mask): `dest` is the destination QP or EE context.
+/// (ibv_qp_attr_mask): `dest` is the destination QP or EE context. `path_mtu` is read from the
+/// caller's enum only when the mask names it (an application may leave it uninitialised, and
+/// loading an enum that holds no enumerator is undefined).
 struct path_values {
     uint16_t pkey_index;
-    ibv_mtu path_mtu;
+    uint32_t path_mtu;
     const ibv_ah_attr& ah;
     uint8_t timeout, retry_cnt, rnr_retry, min_rnr_timer, max_rd_atomic, max_dest_rd_atomic;
     uint32_t rq_psn, sq_psn, dest;

@@ -357,10 +357,11 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
         ((attr->qp_access_flags & ~0xFu) ||
          ((attr->qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC) && !(caps.flags & hw::CAP_ATOMIC))))
         return EINVAL;
-    if (check_path_values(ctx, *pi, mask,
-                          {attr->pkey_index, attr->path_mtu, attr->ah_attr, attr->timeout, attr->retry_cnt,
-                           attr->rnr_retry, attr->min_rnr_timer, attr->max_rd_atomic,
-                           attr->max_dest_rd_atomic, attr->rq_psn, attr->sq_psn, attr->dest_qp_num}))
+    if (check_path_values(
+            ctx, *pi, mask,
+            {attr->pkey_index, (mask & IBV_QP_PATH_MTU) ? uint32_t(attr->path_mtu) : 0u, attr->ah_attr,
+             attr->timeout, attr->retry_cnt, attr->rnr_retry, attr->min_rnr_timer, attr->max_rd_atomic,
+             attr->max_dest_rd_atomic, attr->rq_psn, attr->sq_psn, attr->dest_qp_num}))
         return EINVAL;
     // Automatic path migration (IBA 10.4): RC and UC only (the transition table has no
     // ALT_PATH / PATH_MIG_STATE for UD).

@@ -80,10 +80,11 @@ int ibv_modify_eec(ibv_eec* eec, ibv_eec_attr* attr, int attr_mask) {
     const hw::port_info* pi = drv.port(port_num);
     if (!pi) return EINVAL;
     // o10-58: the P_Key index refers to the port's table.
-    if (check_path_values(ctx, *pi, mask,
-                          {attr->pkey_index, attr->path_mtu, attr->ah_attr, attr->timeout, attr->retry_cnt,
-                           attr->rnr_retry, attr->min_rnr_timer, attr->max_rd_atomic,
-                           attr->max_dest_rd_atomic, attr->rq_psn, attr->sq_psn, attr->dest_eecn}))
+    if (check_path_values(
+            ctx, *pi, mask,
+            {attr->pkey_index, (mask & IBV_QP_PATH_MTU) ? uint32_t(attr->path_mtu) : 0u, attr->ah_attr,
+             attr->timeout, attr->retry_cnt, attr->rnr_retry, attr->min_rnr_timer, attr->max_rd_atomic,
+             attr->max_dest_rd_atomic, attr->rq_psn, attr->sq_psn, attr->dest_eecn}))
         return EINVAL;
 
     hw::eec_context c = eec->hw_ctx;
