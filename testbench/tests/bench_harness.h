@@ -527,17 +527,6 @@ inline reg_buf make_reg_buf(rc_harness& h, unsigned i, size_t n, uint8_t fill = 
     return b;
 }
 
-/// One receive WR of one SGE, posted to an SRQ.
-inline int post_one_srq_recv(ibv_srq* srq, uint64_t addr, uint32_t len, uint32_t lkey, uint64_t wr_id) {
-    ibv_sge sge{addr, len, lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr* bad = nullptr;
-    return ibv_post_srq_recv(srq, &wr, &bad);
-}
-
 /// The next async event of node i within `ns` (type -1 if none), acknowledged; its element in *ev.
 inline int next_async_event(rc_harness& h, unsigned i, ibv_async_event* ev, uint64_t ns = 1'000'000) {
     if (ibv_get_async_event(h.s[i].ctx, ev, ns) != 0) return -1;
@@ -660,15 +649,29 @@ inline ibv_wc read_wc(rc_harness& h, ibv_sge sge, uint64_t remote, uint32_t rkey
     return one_wc(h, h.s[0].scq, what);
 }
 
-/// Posts one receive (one SGE) on any QP.
-inline int post_recv_on(ibv_qp* q, uint64_t va, uint32_t len, uint32_t lkey, uint64_t wr_id) {
-    ibv_sge sge{va, len, lkey};
+/// A receive WR of the one SGE `sge` (which must outlive the post).
+inline ibv_recv_wr one_sge_recv(ibv_sge& sge, uint64_t wr_id) {
     ibv_recv_wr wr{};
     wr.wr_id = wr_id;
     wr.sg_list = &sge;
     wr.num_sge = 1;
+    return wr;
+}
+
+/// Posts one receive (one SGE) on any QP.
+inline int post_recv_on(ibv_qp* q, uint64_t va, uint32_t len, uint32_t lkey, uint64_t wr_id) {
+    ibv_sge sge{va, len, lkey};
+    ibv_recv_wr wr = one_sge_recv(sge, wr_id);
     ibv_recv_wr* bad = nullptr;
     return ibv_post_recv(q, &wr, &bad);
+}
+
+/// Posts one receive (one SGE) to an SRQ.
+inline int post_one_srq_recv(ibv_srq* srq, uint64_t va, uint32_t len, uint32_t lkey, uint64_t wr_id) {
+    ibv_sge sge{va, len, lkey};
+    ibv_recv_wr wr = one_sge_recv(sge, wr_id);
+    ibv_recv_wr* bad = nullptr;
+    return ibv_post_srq_recv(srq, &wr, &bad);
 }
 
 /// Posts a Local Invalidate of `key` on `qp`.

@@ -141,16 +141,6 @@ int post_rd(ibv_qp* qp, ibv_eec* eec, uint32_t remote_qpn, ibv_wr_opcode op, uin
     return ibv_post_send(qp, &wr, &bad);
 }
 
-int post_recv(ibv_qp* qp, uint64_t addr, uint32_t len, uint32_t lkey, uint64_t wr_id) {
-    ibv_sge sge{addr, len, lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr* bad = nullptr;
-    return ibv_post_recv(qp, &wr, &bad);
-}
-
 ibv_qp_state qp_state(ibv_qp* qp) {
     ibv_qp_attr a{};
     ibv_qp_init_attr ia{};
@@ -180,7 +170,7 @@ SIM_TEST(E2eRd,
         ASSERT_TRUE(p.s[0].qp[0] && p.s[1].qp[1]);
         buf d = make_buf(h, 1, 8192);
         buf s = make_buf(h, 0, 8192, 0x5C);
-        ASSERT_EQ(post_recv(p.s[1].qp[1], d.va, 8192, d.mr->lkey, 77), 0);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[1], d.va, 8192, d.mr->lkey, 77), 0);
         // 5000 bytes over a 1024-byte path MTU: five packets, segmented and reassembled (o10-38).
         ASSERT_EQ(
             post_rd(p.s[0].qp[0], p.s[0].eec, p.s[1].qp[1]->qp_num, IBV_WR_SEND, s.va, 5000, s.mr->lkey, 1),
@@ -215,7 +205,7 @@ SIM_TEST(E2eRd, o10_52_o10_53_two_qps_share_an_ee_context_and_each_completes_in_
         buf s = make_buf(h, 0, 16384, 0);
         for (int i = 0; i < 8; ++i) h.fill_mem(0, s.va + i * 1024, 1024, uint8_t(0x10 + i));
         for (int i = 0; i < 8; ++i)
-            ASSERT_EQ(post_recv(p.s[1].qp[0], d.va + i * 4096, 4096, d.mr->lkey, 100 + i), 0);
+            ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va + i * 4096, 4096, d.mr->lkey, 100 + i), 0);
         // Both QPs of node 0 send four messages each to one QP of node 1, interleaved, through
         // the one EE context: the context carries one message at a time, each QP's complete in
         // the order posted (o10-52), the receiver's in the order they arrive from each (o10-53).
@@ -288,7 +278,7 @@ SIM_TEST(E2eRd, o10_3_o10_61_o10_63_a_qkey_mismatch_is_naked_and_stops_the_sende
         ASSERT_TRUE(p.s[0].qp[0] && p.s[1].qp[0]);
         buf d = make_buf(h, 1, 4096);
         buf s = make_buf(h, 0, 4096, 0x42);
-        ASSERT_EQ(post_recv(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 5), 0);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 5), 0);
         ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, p.s[1].qp[0]->qp_num, IBV_WR_SEND, s.va, 64, s.mr->lkey,
                           1, 0x1234),
                   0);
@@ -317,7 +307,7 @@ SIM_TEST(E2eRd, o10_8_an_ee_context_of_another_domain_is_a_local_rdd_violation) 
         ASSERT_EQ(connect_eec(foreign, IBV_QPS_RTS, p.s[1].eec->eecn, h.s[1].lid, 0, 0), 0);
         buf d = make_buf(h, 1, 4096);
         buf s = make_buf(h, 0, 4096, 0x42);
-        ASSERT_EQ(post_recv(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 5), 0);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 5), 0);
         ASSERT_EQ(post_rd(p.s[0].qp[0], foreign, p.s[1].qp[0]->qp_num, IBV_WR_SEND, s.va, 64, s.mr->lkey, 1),
                   0);
         EXPECT_EQ(one_wc(h, p.s[0].cq, "send").status, IBV_WC_LOC_RDD_VIOL_ERR);
@@ -362,7 +352,7 @@ SIM_TEST(E2eRd, o10_13_o10_14_requests_to_an_ee_context_in_reset_or_init_are_dro
         rd_pair p = make_rd(h);
         buf d = make_buf(h, 1, 4096);
         buf s = make_buf(h, 0, 4096, 0x42);
-        ASSERT_EQ(post_recv(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 5), 0);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 5), 0);
         for (ibv_qp_state st : {IBV_QPS_RESET, IBV_QPS_INIT}) {
             // The far end's EE context goes back to `st`: what arrives for it is dropped.
             ibv_eec_attr a{};
@@ -422,11 +412,11 @@ SIM_TEST(E2eRd, o10_11_o10_19_o10_20_ee_context_states_follow_figure_126_and_sqd
         a = ibv_eec_attr{};
         a.eec_state = IBV_QPS_SQD;
         ASSERT_EQ(ibv_modify_eec(p.s[0].eec, &a, IBV_QP_STATE), 0);
-        ASSERT_EQ(post_recv(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 5), 0);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 5), 0);
         ASSERT_EQ(
             post_rd(p.s[0].qp[0], p.s[0].eec, p.s[1].qp[0]->qp_num, IBV_WR_SEND, s.va, 64, s.mr->lkey, 1), 0);
         h.expect_no_wc(p.s[0].cq, kQuietNs, "held in SQD");
-        ASSERT_EQ(post_recv(p.s[0].qp[1], d0.va, 4096, d0.mr->lkey, 9), 0);
+        ASSERT_EQ(post_recv_on(p.s[0].qp[1], d0.va, 4096, d0.mr->lkey, 9), 0);
         ASSERT_EQ(
             post_rd(p.s[1].qp[1], p.s[1].eec, p.s[0].qp[1]->qp_num, IBV_WR_SEND, s1.va, 32, s1.mr->lkey, 3),
             0);
@@ -489,8 +479,8 @@ SIM_TEST(E2eRd, o10_62_a_receive_error_completes_that_wr_in_error_and_later_rece
         buf d = make_buf(h, 1, 8192);
         buf s = make_buf(h, 0, 4096, 0x42);
         // A 100-byte receive buffer for a 200-byte message: Local Length Error at the receiver.
-        ASSERT_EQ(post_recv(p.s[1].qp[0], d.va, 100, d.mr->lkey, 1), 0);
-        ASSERT_EQ(post_recv(p.s[1].qp[0], d.va + 4096, 4096, d.mr->lkey, 2), 0);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va, 100, d.mr->lkey, 1), 0);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va + 4096, 4096, d.mr->lkey, 2), 0);
         ASSERT_EQ(
             post_rd(p.s[0].qp[0], p.s[0].eec, p.s[1].qp[0]->qp_num, IBV_WR_SEND, s.va, 200, s.mr->lkey, 1),
             0);
