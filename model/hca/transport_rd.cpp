@@ -128,11 +128,13 @@ void transport_engine::rd_path(qp& q) {
 
 bool transport_engine::rd_claim(qp& q, const send_wqe& w, sc_time& delay, bool& done) {
     const uint32_t idx = eec_base_ + w.rd_eecn;
-    if (q.rd_eec != NIL && q.rd_eec == idx) return true;  // its message (a retransmission restarts it)
     if (!q.req.window.empty()) {
+        // One message at a time, even on the EE context it holds: the ACK of the one before
+        // makes the QP ready (and releases the EE context, rd_release).
         ++stall_window;
-        return false;  // one message at a time: the ACK of the one before makes the QP ready
+        return false;
     }
+    if (q.rd_eec != NIL && q.rd_eec == idx) return true;  // its message: a retransmission restarts it
     qp& e = eec_rec(w.rd_eecn);
     uint8_t status = hw::CQE_SUCCESS;
     if (!e.valid)
