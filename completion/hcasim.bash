@@ -5,7 +5,7 @@
 
 _hcasim_workloads="write_lat send_lat read_lat atomic_lat write_bw send_bw read_bw atomic_rate
 ud_send_lat ud_send_bw uc_write_bw mcast_bw srq_bw ud_srq_bw mr_scale qp_scale dma_read_bw
-dma_write_bw attack_suite msg_rate incast alltoall permutation uniform_random bisection hotspot"
+dma_write_bw attack_suite rd_send_lat rd_send_bw msg_rate incast alltoall permutation uniform_random bisection hotspot"
 
 # The long options of `hcasim [SUBCOMMAND] --help`: the first --name of each option line.
 _hcasim_options() {

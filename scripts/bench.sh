@@ -186,6 +186,15 @@ done
 "$bin" --workload ud_srq_bw --size 4K --iters 2000 --stats-json "$tmp/srq.json" > /dev/null
 printf '%-19s%s\n' "ud_srq_bw 4K" "$(field "$tmp/srq.json" "d['results'][0]['bw_gbps']")"
 
+echo "== Reliable datagram (issue 33): RD SEND latency 2 B against RC's; rd_send_bw 4 QPs through 1 and 4 EE contexts"
+"$bin" --workload rd_send_lat --size 2 --iters 1000 --stats-json "$tmp/rd.json" > /dev/null
+printf '%-19s%s\n' "rd_send_lat 2 B" "$(field "$tmp/rd.json" "d['results'][0]['lat_typical_us']")"
+for e in 1 4; do
+    "$bin" --workload rd_send_bw --size 4K --qps 4 --iters 500 --set workload.eecs="$e" --stats-json "$tmp/rd.json" > /dev/null
+    printf '%-19s%s Gb/s, %s Mpps\n' "rd_send_bw 4K e$e" "$(field "$tmp/rd.json" "round(d['results'][0]['bw_gbps'], 2)")" \
+        "$(field "$tmp/rd.json" "round(d['results'][0]['msg_rate_mpps'], 3)")"
+done
+
 echo "== PCIe DMA alone, Gen3 x8, MPS 256, MRRS 512 (calibration.md: write 52.92, read 53.69 Gb/s at >= 256 B)"
 for w in dma_write_bw dma_read_bw; do
     "$bin" --workload "$w" --size 4K --iters 5000 --set pcie.lanes=8 --stats-json "$tmp/dma.json" > /dev/null

@@ -43,6 +43,8 @@ runs=(
     "ud_send_bw|-w ud_send_bw --size 512,4096 -n 300 --verify"
     "mcast_bw|-w mcast_bw --size 1024 -n 200 --set fabric.nodes=4 --verify"
     "uc_write_bw|-w uc_write_bw --size 4096 -n 300 --verify"
+    "rd_send_lat|-w rd_send_lat --size 64,8192 -n 100 --verify"
+    "rd_send_bw|-w rd_send_bw --size 4096 -n 200 -q 4 --set workload.eecs=2 --verify"
     "srq_bw|-w srq_bw --size 1024 -n 200 --verify"
     "ud_srq_bw|-w ud_srq_bw --size 1024 -n 200 --verify"
     "mr_scale|-w mr_scale --mrs 1,64 -n 100"

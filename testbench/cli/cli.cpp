@@ -108,6 +108,8 @@ const workload_entry workload_table[] = {
     {"srq_bw", transport::rc},       {"ud_srq_bw", transport::ud},   {"mr_scale", transport::rc},
     {"qp_scale", transport::rc},     {"dma_read_bw", transport::rc}, {"dma_write_bw", transport::rc},
     {"attack_suite", transport::rc},
+    // Reliable datagram (IBA 10.2.2.2): RD QPs sending through EE contexts (workload.eecs).
+    {"rd_send_lat", transport::rd}, {"rd_send_bw", transport::rd},
     // workload.op picks the bandwidth workload it runs (and its transport): write_bw by default.
     {"msg_rate", transport::rc},
     // The many-node workloads (workload.transport picks theirs: RC unless it says UC or UD).
@@ -163,7 +165,8 @@ void describe_options(po::options_description& desc) {
     const std::string workload_help =
         "write_lat|send_lat|read_lat|atomic_lat, write_bw|send_bw|read_bw|atomic_rate (RC), "
         "ud_send_lat|ud_send_bw (UD), mcast_bw (UD multicast, node0 to every other node), uc_write_bw (UC), "
-        "srq_bw|ud_srq_bw (SEND over --qps QPs into one shared receive queue, RC|UD), mr_scale, "
+        "srq_bw|ud_srq_bw (SEND over --qps QPs into one shared receive queue, RC|UD), "
+        "rd_send_lat|rd_send_bw (reliable datagram: RD QPs through workload.eecs EE contexts), mr_scale, "
         "qp_scale (64 B write_bw and read_bw at 1..16K QPs, one process per point), "
         "msg_rate (64 B message rate of workload.op=write|read|send|ud_send; --qps, --sweep qps), "
         "dma_read_bw|dma_write_bw, attack_suite (protection attack cases, docs/attack-suite.md), "

@@ -130,11 +130,12 @@ void apply_seed(const run_options& opts);
 /// The --workload names, in help order.
 const std::vector<std::string>& workload_names();
 
-/// Transport of a two-node workload's QPs (perftest -c RC|UC|UD). A datagram workload sends each
-/// message as one packet, so its sizes are limited to the MTU.
-enum class transport { rc, uc, ud };
+/// Transport of a two-node workload's QPs (perftest -c RC|UC|UD; RD, which perftest lacks). A
+/// datagram workload sends each message as one packet, so its sizes are limited to the MTU; a
+/// reliable datagram (RD) message is acknowledged like RC's and may span packets.
+enum class transport { rc, uc, ud, rd };
 /// The transport `workload` runs on: ud_send_lat, ud_send_bw, mcast_bw and ud_srq_bw UD,
-/// uc_write_bw UC, every other name RC.
+/// uc_write_bw UC, rd_send_lat and rd_send_bw RD, every other name RC.
 transport transport_of(const std::string& workload);
 /// The workload names joined with '|' (help and error text).
 std::string workload_list();

@@ -72,7 +72,7 @@ run_spec make_spec(const run_options& o) {
     phase_spec p;
     p.workload = o.workload;
     const bool lat = o.workload == "write_lat" || o.workload == "send_lat" || o.workload == "read_lat" ||
-                     o.workload == "ud_send_lat";
+                     o.workload == "ud_send_lat" || o.workload == "rd_send_lat";
     const bool atomic = o.workload == "atomic_lat" || o.workload == "atomic_rate";
     // perftest defaults: 2 B for latency, 64 KiB for bandwidth (UD: the MTU, perftest's "Max msg
     // size in UD is MTU"); atomics move 8 bytes.

@@ -96,14 +96,15 @@ TEST(Cli, bad_sizes) {
 }
 
 TEST(Cli, bad_options) {
-    EXPECT_EQ(
-        error_of([] {
-            parse({"--workload", "rd_send_lat"});
-        }),
-        "--workload: unknown workload 'rd_send_lat' (expected write_lat|send_lat|read_lat|atomic_lat|"
-        "write_bw|send_bw|read_bw|atomic_rate|ud_send_lat|ud_send_bw|uc_write_bw|mcast_bw|srq_bw|ud_"
-        "srq_bw|mr_scale|qp_scale|dma_read_bw|"
-        "dma_write_bw|attack_suite|msg_rate|incast|alltoall|permutation|uniform_random|bisection|hotspot)");
+    EXPECT_EQ(error_of([] {
+                  parse({"--workload", "rd_write_lat"});
+              }),
+              "--workload: unknown workload 'rd_write_lat' (expected write_lat|send_lat|read_lat|atomic_lat|"
+              "write_bw|send_bw|read_bw|atomic_rate|ud_send_lat|ud_send_bw|uc_write_bw|mcast_bw|srq_bw|ud_"
+              "srq_bw|mr_scale|qp_scale|dma_read_bw|"
+              "dma_write_bw|attack_suite|rd_send_lat|rd_send_bw|msg_rate|incast|alltoall|permutation|uniform_"
+              "random|"
+              "bisection|hotspot)");
     EXPECT_EQ(error_of([] {
                   parse({"--mtu", "1500"});
               }),
@@ -152,6 +153,8 @@ TEST(Cli, uc_and_ud_workloads) {
     EXPECT_EQ(transport_of("ud_send_lat"), transport::ud);
     EXPECT_EQ(transport_of("ud_send_bw"), transport::ud);
     EXPECT_EQ(transport_of("uc_write_bw"), transport::uc);
+    EXPECT_EQ(transport_of("rd_send_lat"), transport::rd);
+    EXPECT_EQ(transport_of("rd_send_bw"), transport::rd);
     EXPECT_EQ(transport_of("send_bw"), transport::rc);
     EXPECT_EQ(transport_of("mr_scale"), transport::rc);
     const auto o = parse({"--workload", "ud_send_bw", "--size", "64,4K", "--mtu", "4096"});

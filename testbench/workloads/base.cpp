@@ -56,6 +56,8 @@ const perftest::phase_entry& perftest::phase_of(const std::string& workload) {
         {"mcast_bw", op_kind::send, &perftest::bw_phase},
         {"srq_bw", op_kind::send, &perftest::bw_phase},
         {"ud_srq_bw", op_kind::send, &perftest::bw_phase},
+        {"rd_send_lat", op_kind::send, &perftest::lat_phase},
+        {"rd_send_bw", op_kind::send, &perftest::bw_phase},
         {"mr_scale", op_kind::write, &perftest::mr_phase},
     };
     static const phase_entry other = {"", op_kind::write, &perftest::bw_phase};
@@ -172,6 +174,7 @@ void perftest::setup(unsigned i) {
     const unsigned rcq_entries = size_receives(i, node);
     alloc_buffers(i, node, rd.access);
     create_cqs(i, node, rcq_entries);
+    if (tr_ == transport::rd) create_rd_domain(i, node);
     if (side_[i].srq_slots) create_srq(i, node);
     create_qps(i, node);
     exchange_info(i, node);
@@ -318,7 +321,11 @@ void perftest::create_qps(unsigned i, const std::string& node) {
         ibv_qp_init_attr a{};
         a.send_cq = send_cq(i, q);
         a.recv_cq = s.rcq;
-        a.qp_type = tr_ == transport::ud ? IBV_QPT_UD : tr_ == transport::uc ? IBV_QPT_UC : IBV_QPT_RC;
+        a.qp_type = tr_ == transport::ud   ? IBV_QPT_UD
+                    : tr_ == transport::uc ? IBV_QPT_UC
+                    : tr_ == transport::rd ? IBV_QPT_RD
+                                           : IBV_QPT_RC;
+        a.rdd = s.rdd;
         a.cap.max_send_wr = wp_.tx_depth;
         a.cap.max_recv_wr = std::max(s.rq_depth, 1u);
         a.srq = s.srq;
@@ -336,6 +343,7 @@ void perftest::create_qps(unsigned i, const std::string& node) {
                              {"send_cq", rec_->name_of(i, a.send_cq)},
                              {"recv_cq", rec_->name_of(i, s.rcq)}};
             if (s.srq) f["srq"] = rec_->name_of(i, s.srq);
+            if (s.rdd) f["rdd"] = rec_->name_of(i, s.rdd);
             f["cap"] = {{"max_send_wr", a.cap.max_send_wr},
                         {"max_recv_wr", a.cap.max_recv_wr},
                         {"max_send_sge", 1},
@@ -370,6 +378,7 @@ void perftest::exchange_info(unsigned i, const std::string& node) {
     }
     info_[i].lid = pa.lid;
     for (auto* qp : s.qps) info_[i].qpn.push_back(qp->qp_num);
+    for (auto* e : s.eecs) info_[i].eecn.push_back(e->eecn);
     info_[i].psn = 0x100 * (i + 1) + uint32_t(spec_.seed & 0xFF);
     info_[i].rkey = s.mr->rkey;
     info_[i].addr = recv_area(i, 0);  // peers write into our receive areas
@@ -385,8 +394,11 @@ void perftest::exchange_info(unsigned i, const std::string& node) {
 void perftest::connect_qps(unsigned i, const std::string& node, const rd_limits& rd) {
     side& s = side_[i];
     if (tr_ == transport::ud) make_ud_dests(i);
+    if (tr_ == transport::rd) connect_eecs(i, node, rd);
     for (unsigned q = 0; q < s.qps.size(); ++q) {
-        if (tr_ != transport::rc) {
+        if (tr_ == transport::rd) {
+            connect_rd(i, q, rd.access);
+        } else if (tr_ != transport::rc) {
             if (const int rc = connect_unreliable(i, q, rd.access))
                 fail(node + ": ibv_modify_qp to RTS failed (" + std::to_string(rc) + ")");
             if (mcast_ && i > 0) attach_mcast(i, node, q);
@@ -485,8 +497,7 @@ ibv_wc perftest::poll_one(unsigned i, ibv_cq* cq) {
         }
         if (ibv_wait_cq(cq, timeout_ns()) != 0)
             fail("node" + std::to_string(i) + ": no completion within workload.timeout_us" +
-                 (tr_ == transport::rc ? "" : " (UC and UD do not retransmit a lost message)") +
-                 cable_faults());
+                 (acked() ? "" : " (UC and UD do not retransmit a lost message)") + cable_faults());
     }
 }
 
@@ -563,6 +574,11 @@ ibv_send_wr perftest::make_wr(unsigned i, unsigned q, ibv_wr_opcode op, uint64_t
     } else {
         wr.wr.rdma.remote_addr = remote;
         wr.wr.rdma.rkey = info_[peer_of(i)].rkey;
+    }
+    if (tr_ == transport::rd) {  // the EE context that carries it, the peer's QP q behind it
+        wr.rd.eec = s.eecs[q % s.eecs.size()];
+        wr.rd.remote_qpn = info_[peer_of(i)].qpn[q];
+        wr.rd.remote_qkey = ud_qkey;
     }
     return wr;
 }
@@ -673,7 +689,7 @@ void perftest::bw_phase(unsigned i, const phase_spec& ph, uint64_t step0, op_kin
         bar_.arrive();
         if (client)
             stream(i, ph, op, b, rep);
-        else if (tr_ != transport::rc)
+        else if (!acked())
             unacked_receive(i, ph, size, step);
         else if (srq_)
             srq_receive(i, ph, size, step);

@@ -2,7 +2,8 @@
 // two-node perftest application's class and its shared pieces. Its member functions live in
 // the room by family: base.cpp (construction, setup, posting and polling, the bandwidth loop,
 // the registry), verify.cpp (--verify), rc.cpp (RC and UC: latency, bandwidth streams),
-// ud.cpp (UD, multicast, the end-of-stream markers), srq.cpp (shared receive queue) and
+// ud.cpp (UD, multicast, the end-of-stream markers), rd.cpp (reliable datagram: the domain and
+// the EE contexts), srq.cpp (shared receive queue) and
 // scaling.cpp (mr_scale and the PCIe bench of dma_*_bw); run.cpp elaborates and runs. The
 // many-node workloads (incast, alltoall, ...) are an application of their own (many.h, many.cpp).
 #pragma once
@@ -43,6 +44,7 @@ public:
     param<std::string> transport;
     param<double> hotspot_fraction;
     param<double> barrier_ns;
+    param<unsigned> eecs;
 
     explicit workload_params(sc_module_name name = "workload")
         : sc_module(name),
@@ -87,7 +89,12 @@ public:
                      "the many-node workloads' out-of-band exchanges (QP numbers and keys, the common "
                      "start, the end; a TCP or MPI barrier between the hosts): from the last node's arrival "
                      "to every node's release; a partitioned run needs at least its lookahead",
-                     {0.001, 1e9}) {}
+                     {0.001, 1e9}),
+          eecs("eecs", 1, "contexts",
+               "rd_send_lat, rd_send_bw: EE contexts (reliable datagram channels) per node, each connected "
+               "to the peer's; RD QP q sends through EE context q mod eecs. An EE context carries one "
+               "message at a time (so does an RD QP): with --qps N, eecs=N lets N messages overlap",
+               {1, 65536}) {}
 };
 
 inline unsigned ceil_log2(uint64_t v) {
@@ -114,8 +121,9 @@ struct peer_info {
     std::vector<uint32_t> qpn;
     uint32_t psn = 0;
     uint32_t rkey = 0;
-    uint64_t addr = 0;       ///< receive area of QP 0 (WRITE and atomic targets); QP q's is q areas on
-    uint64_t send_addr = 0;  ///< send area of QP 0 (READ sources); QP q's is q areas on
+    uint64_t addr = 0;           ///< receive area of QP 0 (WRITE and atomic targets); QP q's is q areas on
+    uint64_t send_addr = 0;      ///< send area of QP 0 (READ sources); QP q's is q areas on
+    std::vector<uint32_t> eecn;  ///< RD: EE context k's number (workload.eecs of them)
     bool ready = false;
 };
 
@@ -203,7 +211,7 @@ public:
 private:
     trace::recorder* rec_ = nullptr;
     static constexpr uint64_t grh_bytes = 40;        ///< GRH area at the start of a UD receive buffer
-    static constexpr uint32_t ud_qkey = 0x11111111;  ///< both sides' Q_Key (perftest's DEFAULT_QKEY)
+    static constexpr uint32_t ud_qkey = 0x11111111;  ///< both sides' Q_Key (perftest's DEFAULT_QKEY; RD too)
     static constexpr uint32_t marker_imm =
         0x454F5321;  ///< immediate data of an end-of-stream marker ("EOS!")
     static constexpr uint64_t no_time = ~uint64_t(0);
@@ -228,8 +236,10 @@ private:
         std::vector<uint64_t> rq_posted,
             rq_done;  ///< receive WRs posted / completed per QP (wr_id = sequence)
         uint64_t buf = 0, buf_bytes = 0;
-        unsigned rq_depth = 0;      ///< receives kept posted per QP
-        std::vector<ud_dest> dest;  ///< UD: QP q's destination
+        unsigned rq_depth = 0;       ///< receives kept posted per QP
+        std::vector<ud_dest> dest;   ///< UD: QP q's destination
+        ibv_rdd* rdd = nullptr;      ///< RD: the domain of the QPs and EE contexts
+        std::vector<ibv_eec*> eecs;  ///< RD: EE context k, connected to the peer's k
         // srq_bw, ud_srq_bw (node1): one SRQ for every QP. Slot k of `srq_slots` receive buffers
         // (after the QPs' areas) is posted with wr_id (sequence << 24) | k and reposted when its
         // completion has been polled.
@@ -310,6 +320,8 @@ private:
         wait();  // park this process for good
     }
     uint64_t timeout_ns() const { return uint64_t(wp_.timeout_us.get() * 1000.0); }
+    /// RC and RD acknowledge every message: a send completion says it has landed.
+    bool acked() const { return tr_ == transport::rc || tr_ == transport::rd; }
     host_bus& bus(unsigned i) { return m_.at(i).cpu; }
     /// The node whose data node i receives (and whose out-of-band information it uses).
     static unsigned peer_of(unsigned i) { return i == 0 ? 1 : 0; }
@@ -435,6 +447,12 @@ private:
     bool take_unacked(unsigned i, const phase_spec& ph, uint64_t size, uint64_t step, const ibv_wc& wc,
                       std::vector<uint8_t>& marked);
     void take_datagram_counts(const phase_spec& ph, uint64_t size, size_result& r);
+
+    // ------------------------------------------------------------------ rd.cpp: reliable datagram
+    void create_rd_domain(unsigned i, const std::string& node);
+    void connect_eecs(unsigned i, const std::string& node, const rd_limits& rd);
+    int modify_eec(unsigned i, ibv_eec* eec, ibv_eec_attr& attr, int mask);
+    void connect_rd(unsigned i, unsigned q, int access);
 
     // ------------------------------------------------------------------ srq.cpp: shared receive queue
     unsigned srq_size(unsigned i, const std::string& node);

@@ -414,7 +414,7 @@ void perftest::stream(unsigned i, const phase_spec& ph, op_kind op, bw_size& b, 
     r.msg_rate_mpps = secs > 0 ? double(ph.iters) / secs / 1e6 : 0;
     take_util(r, busy0, t1 - t0);
     rep.results.push_back(r);
-    if (tr_ != transport::rc) send_markers(ph, b.size);
+    if (!acked()) send_markers(ph, b.size);
 }
 
 /// Application thread t's stream: its QPs are t, t + threads, ... (QP q's quota of the size's
@@ -527,7 +527,7 @@ void perftest::take_send_completion(const phase_spec& ph, op_kind op, bw_size& b
     // Known complete, and not yet overwritten by a later message: check now.
     // (UC: the completion only says the WRITE is on the wire; checked after
     // the markers.)
-    if (op == op_kind::write && tr_ == transport::rc)
+    if (op == op_kind::write && acked())
         chk_.bytes(at(ph, size, 1, q, idx, "destination buffer"), peek(1, recv_area(1, q), size), size,
                    key(0, q, step, 0));
     else if (op == op_kind::read)

@@ -207,14 +207,14 @@ void perftest::check_send_wc(const verify::where& w, const ibv_wc& wc, ibv_wc_op
 }
 
 /// Checks a receive completion of a `size`-byte message (opcode RECV, byte_len, no immediate,
-/// wr_id in posting order; UD: the GRH area in byte_len, the sender's QP as source).
+/// wr_id in posting order; UD: the GRH area in byte_len; UD and RD: the sender's QP as source).
 void perftest::check_recv_wc(const verify::where& w, const ibv_wc& wc, uint64_t size) {
     check_send_wc(w, wc, IBV_WC_RECV, side_[w.node].rq_done[w.qp]);
     if (wc.byte_len != recv_len(size))
         chk_.bad_completion(
             w, "byte_len " + std::to_string(wc.byte_len) + ", expected " + std::to_string(recv_len(size)));
     if (wc.wc_flags & IBV_WC_WITH_IMM) chk_.bad_completion(w, "carries immediate data, none was sent");
-    if (tr_ == transport::ud && wc.src_qp != info_[peer_of(w.node)].qpn[w.qp])
+    if ((tr_ == transport::ud || tr_ == transport::rd) && wc.src_qp != info_[peer_of(w.node)].qpn[w.qp])
         chk_.bad_completion(w, "source QP " + std::to_string(wc.src_qp) + ", expected " +
                                    std::to_string(info_[peer_of(w.node)].qpn[w.qp]));
     if (mcast_ && !(wc.wc_flags & IBV_WC_GRH))
