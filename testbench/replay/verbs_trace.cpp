@@ -311,11 +311,14 @@ json recorder::sge(unsigned node, const ibv_sge& s) const {
     return json{{"addr", s.addr}, {"lkey", s.lkey}, {"len", s.length}};
 }
 
-json recorder::remote(uint64_t addr, uint32_t rkey) const {
-    for (unsigned n = 0; n < nodes_.size(); ++n)
-        for (auto it = nodes_[n].mrs.rbegin(); it != nodes_[n].mrs.rend(); ++it)
-            if (it->rkey == rkey && addr >= it->addr && addr - it->addr <= it->len)
-                return json{{"mr", std::to_string(n) + "/" + it->name}, {"offset", addr - it->addr}};
+json recorder::remote(uint64_t addr, uint32_t rkey, unsigned node) const {
+    for (int own = 0; own < 2; ++own)  // other nodes first, then the poster's own (a loopback)
+        for (unsigned n = 0; n < nodes_.size(); ++n) {
+            if ((n == node) != bool(own)) continue;
+            for (auto it = nodes_[n].mrs.rbegin(); it != nodes_[n].mrs.rend(); ++it)
+                if (it->rkey == rkey && addr >= it->addr && addr - it->addr <= it->len)
+                    return json{{"mr", std::to_string(n) + "/" + it->name}, {"offset", addr - it->addr}};
+        }
     return json{{"addr", addr}, {"rkey", rkey}};
 }
 
@@ -360,9 +363,9 @@ json recorder::send_wrs(unsigned node, const ibv_send_wr* wr, bool xrc, unsigned
             w["imm"] = wr->imm_data;
         if (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
             wr->opcode == IBV_WR_RDMA_READ)
-            w["remote"] = remote(wr->wr.rdma.remote_addr, wr->wr.rdma.rkey);
+            w["remote"] = remote(wr->wr.rdma.remote_addr, wr->wr.rdma.rkey, node);
         if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-            w["remote"] = remote(wr->wr.atomic.remote_addr, wr->wr.atomic.rkey);
+            w["remote"] = remote(wr->wr.atomic.remote_addr, wr->wr.atomic.rkey, node);
             w["compare_add"] = wr->wr.atomic.compare_add;
             w["swap"] = wr->wr.atomic.swap;
         }

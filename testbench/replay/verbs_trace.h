@@ -99,9 +99,11 @@ public:
     /// {"mr":name,"offset":o,"len":n} when the SGE lies in an MR of the node with that lkey,
     /// else {"addr":a,"lkey":k,"len":n}.
     json sge(unsigned node, const verbs::ibv_sge& s) const;
-    /// {"mr":"N/name","offset":o} for a remote address inside a known MR with that rkey (any node),
-    /// else {"addr":a,"rkey":k}.
-    json remote(uint64_t addr, uint32_t rkey) const;
+    /// {"mr":"N/name","offset":o} for a remote address inside a known MR with that rkey, else
+    /// {"addr":a,"rkey":k}. An MR of another node than `node` (the poster's) comes first: the
+    /// nodes' address spaces and keys are alike, so node 1's region often has the same
+    /// addresses and rkey as the poster's own.
+    json remote(uint64_t addr, uint32_t rkey, unsigned node = ~0u) const;
     /// "N/name" of the QP with that number on another node, or "" .
     std::string qp_by_num(uint32_t qp_num, unsigned not_node) const;
     /// "N/name" of the EE context with that number on another node than `not_node`, or "".

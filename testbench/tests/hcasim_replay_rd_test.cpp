@@ -48,7 +48,8 @@ void record_rd(rc_harness& h, trace::recorder& rec) {
         rd_node& n = d[i];
         auto t0 = now();
         n.buf = h.alloc(i, kBytes, 4096);
-        rec.call(i, "alloc", {{"len", kBytes}, {"align", 4096}, {"ret", rec.add_buffer(i, n.buf, kBytes)}}, t0);
+        rec.call(i, "alloc", {{"len", kBytes}, {"align", 4096}, {"ret", rec.add_buffer(i, n.buf, kBytes)}},
+                 t0);
         t0 = now();
         ASSERT_TRUE(h.as(i).fill(n.buf, kBytes, uint8_t(0x30 + i)));
         rec.call(i, "fill", {{"buf", "buf0"}, {"seed", 0x30 + i}}, t0);
@@ -80,7 +81,8 @@ void record_rd(rc_harness& h, trace::recorder& rec) {
         ASSERT_NE(n.eec, nullptr) << "ibv_create_eec, errno " << errno;
         const std::string eec_name = rec.add(i, nullptr, "eec");
         rec.add_eec(i, n.eec, eec_name);
-        rec.call(i, "create_eec", {{"rdd", rec.name_of(i, n.rdd)}, {"eecn", n.eec->eecn}, {"ret", eec_name}}, t0);
+        rec.call(i, "create_eec", {{"rdd", rec.name_of(i, n.rdd)}, {"eecn", n.eec->eecn}, {"ret", eec_name}},
+                 t0);
         for (unsigned q = 0; q < (i ? 2u : 1u); ++q) {
             ibv_qp_init_attr a{};
             a.send_cq = a.recv_cq = n.cq;
@@ -141,8 +143,8 @@ void record_rd(rc_harness& h, trace::recorder& rec) {
                 a.rq_psn = psn[p];
                 a.max_dest_rd_atomic = 4;
                 a.min_rnr_timer = 1;
-                mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                        IBV_QP_MIN_RNR_TIMER;
+                mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
             } else {
                 a.eec_state = IBV_QPS_RTS;
                 a.sq_psn = psn[i];
@@ -157,7 +159,8 @@ void record_rd(rc_harness& h, trace::recorder& rec) {
             const int rc = ibv_modify_eec(d[i].eec, &a, mask);
             EXPECT_EQ(rc, 0) << "modify_eec node" << i << " step " << step;
             rec.call(i, "modify_eec",
-                     {{"eec", rec.name_of(i, d[i].eec)}, {"attr", rec.eec_attr(i, a, mask)}, {"ret", rc}}, t0);
+                     {{"eec", rec.name_of(i, d[i].eec)}, {"attr", rec.eec_attr(i, a, mask)}, {"ret", rc}},
+                     t0);
         }
     // Node 1: a receive on each QP; node 0: SEND, SEND with immediate, WRITE and READ through
     // its one EE context, one doorbell.
@@ -171,8 +174,8 @@ void record_rd(rc_harness& h, trace::recorder& rec) {
         const auto t0 = now();
         const int rc = ibv_post_recv(d[1].qps[q], &wr, &bad);
         EXPECT_EQ(rc, 0);
-        rec.call(1, "post_recv", {{"qp", rec.name_of(1, d[1].qps[q])}, {"wr", rec.recv_wrs(1, &wr)}, {"ret", rc}},
-                 t0);
+        rec.call(1, "post_recv",
+                 {{"qp", rec.name_of(1, d[1].qps[q])}, {"wr", rec.recv_wrs(1, &wr)}, {"ret", rc}}, t0);
     }
     ibv_sge sge[4] = {{d[0].buf, 700, d[0].mr->lkey},
                       {d[0].buf + 1024, 2500, d[0].mr->lkey},
@@ -198,7 +201,8 @@ void record_rd(rc_harness& h, trace::recorder& rec) {
     auto t0 = now();
     const int rc = ibv_post_send(d[0].qps[0], wr, &bad);
     EXPECT_EQ(rc, 0);
-    rec.call(0, "post_send", {{"qp", rec.name_of(0, d[0].qps[0])}, {"wr", rec.send_wrs(0, wr)}, {"ret", rc}}, t0);
+    rec.call(0, "post_send", {{"qp", rec.name_of(0, d[0].qps[0])}, {"wr", rec.send_wrs(0, wr)}, {"ret", rc}},
+             t0);
     for (unsigned i : {1u, 0u}) {
         t0 = now();
         const auto wcs = h.expect_wc(d[i].cq, i ? 2 : 4, "node" + std::to_string(i));
@@ -279,17 +283,26 @@ SIM_TEST(HcasimReplayRd, rd_calls_recorded_through_the_recorder_replay_equal_and
     // The encoders: the EE contexts name each other, the work requests their EE context, their
     // destination QP on the peer's node and the Q_Key; an RD receive its source QP.
     EXPECT_NE(line_with(t, "\"eec_state\":\"RTR\"").find("\"dest_eec\":\"1/eec0\""), std::string::npos) << t;
-    EXPECT_NE(t.find("\"wr_id\":2,\"opcode\":\"SEND_WITH_IMM\",\"flags\":[\"SIGNALED\"],\"sg\":[{\"mr\":\"mr0\","
-                     "\"offset\":1024,\"len\":2500}],\"imm\":48879,\"eec\":\"eec0\",\"remote_qp\":\"1/qp1\","
-                     "\"remote_qkey\":286335522}"),
-              std::string::npos)
+    EXPECT_NE(
+        t.find("\"wr_id\":2,\"opcode\":\"SEND_WITH_IMM\",\"flags\":[\"SIGNALED\"],\"sg\":[{\"mr\":\"mr0\","
+               "\"offset\":1024,\"len\":2500}],\"imm\":48879,\"eec\":\"eec0\",\"remote_qp\":\"1/qp1\","
+               "\"remote_qkey\":286335522}"),
+        std::string::npos)
         << line_with(t, "post_send");
-    EXPECT_NE(t.find("\"remote\":{\"mr\":\"1/mr0\",\"offset\":12288},\"eec\":\"eec0\",\"remote_qp\":\"1/qp1\""),
-              std::string::npos)
-        << "the READ";
-    EXPECT_NE(t.find("{\"wr_id\":101,\"status\":\"SUCCESS\",\"opcode\":\"RECV\",\"byte_len\":2500,\"imm\":48879,"
-                     "\"qp\":\"qp1\",\"src_qp\":\"0/qp0\"}"),
-              std::string::npos)
+    // The WRITE's and READ's remote region is node 1's, though node 0's own has the same
+    // addresses and rkey.
+    EXPECT_NE(
+        t.find("\"remote\":{\"mr\":\"1/mr0\",\"offset\":8192},\"eec\":\"eec0\",\"remote_qp\":\"1/qp0\""),
+        std::string::npos)
+        << line_with(t, "post_send");
+    EXPECT_NE(
+        t.find("\"remote\":{\"mr\":\"1/mr0\",\"offset\":12288},\"eec\":\"eec0\",\"remote_qp\":\"1/qp1\""),
+        std::string::npos)
+        << line_with(t, "post_send");
+    EXPECT_NE(
+        t.find("{\"wr_id\":101,\"status\":\"SUCCESS\",\"opcode\":\"RECV\",\"byte_len\":2500,\"imm\":48879,"
+               "\"qp\":\"qp1\",\"src_qp\":\"0/qp0\"}"),
+        std::string::npos)
         << line_with(t, "\"wr_id\":101");
     EXPECT_NE(t.find("\"call\":\"dealloc_rdd\",\"rdd\":\"rdd0\",\"ret\":16}"), std::string::npos);
     // Replayed by hcasim: the same outcome.
@@ -300,10 +313,12 @@ SIM_TEST(HcasimReplayRd, rd_calls_recorded_through_the_recorder_replay_equal_and
     // refused (RNR, retried until the polls give up), and the completions differ.
     std::string changed = t;
     const std::string from = "\"imm\":48879,\"eec\":\"eec0\",\"remote_qp\":\"1/qp1\"";
-    changed.replace(changed.find(from), from.size(), "\"imm\":48879,\"eec\":\"eec0\",\"remote_qp\":\"1/qp0\"");
+    changed.replace(changed.find(from), from.size(),
+                    "\"imm\":48879,\"eec\":\"eec0\",\"remote_qp\":\"1/qp0\"");
     std::ofstream(f, std::ios::binary | std::ios::trunc) << changed;
     r = run_hcasim("replay '" + f + "'", "rd_changed");
     EXPECT_EQ(r.code, 1) << r.out << r.err;
     EXPECT_NE(r.out.find("first divergence: " + f), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("poll_cq node 1 cq0: completion 2 of 2 never came"), std::string::npos) << r.out;
     std::remove(f.c_str());
 }
