@@ -373,7 +373,8 @@ json recorder::send_wrs(unsigned node, const ibv_send_wr* wr, bool xrc, unsigned
             w["invalidate_rkey"] = wr->invalidate_rkey;
         if (wr->wr.ud.ah) {
             w["ah"] = name_of(node, wr->wr.ud.ah);
-            const std::string q = qp_by_num(wr->wr.ud.remote_qpn, ~0u);
+            std::string q = qp_by_num(wr->wr.ud.remote_qpn, node);  // another node's, else a loopback
+            if (q.empty()) q = qp_by_num(wr->wr.ud.remote_qpn, ~0u);
             if (!q.empty())
                 w["remote_qp"] = q;
             else
@@ -395,6 +396,7 @@ json recorder::send_wrs(unsigned node, const ibv_send_wr* wr, bool xrc, unsigned
                 }
             }
             if (q.empty()) q = qp_by_num(wr->rd.remote_qpn, node);
+            if (q.empty()) q = qp_by_num(wr->rd.remote_qpn, ~0u);
             if (!q.empty())
                 w["remote_qp"] = q;
             else
@@ -435,8 +437,9 @@ json recorder::wc(unsigned node, const ibv_wc& w) const {
         j["qp"] = it->second;
     else
         j["qp_num"] = w.qp_num;
-    if (w.opcode & IBV_WC_RECV) {
-        const std::string src = qp_by_num(w.src_qp, ~0u);
+    if (w.opcode & IBV_WC_RECV) {  // the sender: another node's QP before the node's own (loopback)
+        std::string src = qp_by_num(w.src_qp, node);
+        if (src.empty()) src = qp_by_num(w.src_qp, ~0u);
         j["src_qp"] = src.empty() ? json(w.src_qp) : json(src);
     }
     return j;
