@@ -378,7 +378,7 @@ struct loader {
         if (a.contains("eec_state") &&
             (!a["eec_state"].is_string() || !trace::qp_state_of(a["eec_state"], &st)))
             fail("modify_eec: unknown eec_state " + a["eec_state"].dump() +
-                 " (RESET, INIT, RTR, RTS, SQD or ERR)");
+                 " (RESET, INIT, RTR, RTS, SQD, SQE or ERR)");
         if (a.contains("dest_eec")) {
             unsigned n = 0;
             std::string name;

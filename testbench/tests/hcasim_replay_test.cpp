@@ -317,7 +317,7 @@ TEST(HcasimReplay, malformed_rd_entries_are_refused_with_file_and_line) {
         {"rd_modify_eec_without_attr", rd + "{\"node\": 1, \"call\": \"modify_eec\", \"eec\": \"eec0\"}\n",
          ":6: modify_eec needs \"attr\""},
         {"rd_bad_eec_state", rd + eec + "\"attr\": {\"eec_state\": \"READY\"}}\n",
-         ":6: modify_eec: unknown eec_state \"READY\" (RESET, INIT, RTR, RTS, SQD or ERR)"},
+         ":6: modify_eec: unknown eec_state \"READY\" (RESET, INIT, RTR, RTS, SQD, SQE or ERR)"},
         {"rd_qp_attribute_on_an_eec", rd + eec + "\"attr\": {\"eec_state\": \"INIT\", \"qkey\": 1}}\n",
          ":6: modify_eec: unknown attribute \"qkey\""},
         {"rd_unknown_dest_eec", rd + eec + "\"attr\": {\"eec_state\": \"RTR\", \"dest_eec\": \"0/eec0\"}}\n",
