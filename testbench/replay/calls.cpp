@@ -47,6 +47,12 @@ uint32_t replayer::qp_num_of(const std::string& ref, unsigned own) {
     return q ? q->qp_num : 0;
 }
 
+uint32_t replayer::eec_num_of(const std::string& ref, unsigned own) {
+    std::string name;
+    ibv_eec* e = find(objs_of(ref, own, &name).eec, name);
+    return e ? e->eecn : 0;
+}
+
 uint32_t replayer::srq_num_of(const std::string& ref, unsigned own) {
     std::string name;
     ibv_srq* q = find(objs_of(ref, own, &name).srq, name);
@@ -67,6 +73,12 @@ const std::map<std::string, replayer::handler>& replayer::handlers() {
         {"create_cq", &replayer::call_create_cq},
         {"open_xrcd", &replayer::call_open_xrcd},
         {"close_xrcd", &replayer::call_close_xrcd},
+        {"alloc_rdd", &replayer::call_alloc_rdd},
+        {"dealloc_rdd", &replayer::call_dealloc_rdd},
+        {"create_eec", &replayer::call_create_eec},
+        {"modify_eec", &replayer::call_modify_eec},
+        {"query_eec", &replayer::call_query_eec},
+        {"destroy_eec", &replayer::call_destroy_eec},
         {"create_srq", &replayer::call_create_srq},
         {"destroy_srq", &replayer::call_destroy_srq},
         {"modify_srq", &replayer::call_modify_srq},
@@ -220,6 +232,107 @@ void replayer::call_close_xrcd(const step& s, unsigned node, json& out) {
     destroy_named(s, out, objs_[node].xrcd, "xrcd", ibv_close_xrcd);
 }
 
+// Reliable datagram (IBA 10.2.8, 10.2.7): domains and EE contexts.
+void replayer::call_alloc_rdd(const step& s, unsigned node, json& out) {
+    ibv_rdd* d = ibv_alloc_rdd(ctx_[node]);
+    const json r = created(s, node, d, "rdd");
+    if (d)
+        objs_[node].rdd[r] = d;
+    else
+        out["errno"] = errno;
+    expect(s, "ret", r);
+    out["ret"] = r;
+}
+
+void replayer::call_dealloc_rdd(const step& s, unsigned node, json& out) {
+    destroy_named(s, out, objs_[node].rdd, "rdd", ibv_dealloc_rdd);
+}
+
+void replayer::call_create_eec(const step& s, unsigned node, json& out) {
+    const json& j = s.j;
+    node_objs& o = objs_[node];
+    ibv_eec* e = ibv_create_eec(o.rdd[j["rdd"].get<std::string>()]);
+    json r;
+    if (e) {
+        r = j["ret"].is_string() ? j["ret"].get<std::string>() : rec_.add(node, nullptr, "eec");
+        rec_.add_eec(node, e, r);
+        o.eec[r] = e;
+        out["eecn"] = e->eecn;
+    } else {
+        out["errno"] = errno;
+    }
+    expect(s, "ret", r);
+    out["ret"] = r;
+}
+
+void replayer::call_modify_eec(const step& s, unsigned node, json& out) {
+    const json& j = s.j;
+    ibv_eec* e = objs_[node].eec[j["eec"].get<std::string>()];
+    const json& a = j["attr"];
+    ibv_eec_attr at{};
+    int mask = 0;
+    if (a.contains("eec_state")) {
+        trace::qp_state_of(a["eec_state"], &at.eec_state);  // checked when the trace was read
+        mask |= IBV_QP_STATE;
+    }
+    auto num = [&](const char* k, auto& field, int bit) {
+        if (a.contains(k)) {
+            field = a[k].get<std::remove_reference_t<decltype(field)>>();
+            mask |= bit;
+        }
+    };
+    num("pkey_index", at.pkey_index, IBV_QP_PKEY_INDEX);
+    num("port_num", at.port_num, IBV_QP_PORT);
+    num("rq_psn", at.rq_psn, IBV_QP_RQ_PSN);
+    num("sq_psn", at.sq_psn, IBV_QP_SQ_PSN);
+    num("max_rd_atomic", at.max_rd_atomic, IBV_QP_MAX_QP_RD_ATOMIC);
+    num("max_dest_rd_atomic", at.max_dest_rd_atomic, IBV_QP_MAX_DEST_RD_ATOMIC);
+    num("min_rnr_timer", at.min_rnr_timer, IBV_QP_MIN_RNR_TIMER);
+    num("timeout", at.timeout, IBV_QP_TIMEOUT);
+    num("retry_cnt", at.retry_cnt, IBV_QP_RETRY_CNT);
+    num("rnr_retry", at.rnr_retry, IBV_QP_RNR_RETRY);
+    num("dest_eecn", at.dest_eecn, IBV_QP_DEST_QPN);
+    if (a.contains("dest_eec")) {
+        at.dest_eecn = eec_num_of(a["dest_eec"], node);
+        mask |= IBV_QP_DEST_QPN;
+    }
+    if (a.contains("path_mtu")) {
+        const unsigned mtu = a["path_mtu"];
+        at.path_mtu = ibv_mtu(mtu >= 256 ? __builtin_ctz(mtu) - 7 : 0);
+        mask |= IBV_QP_PATH_MTU;
+    }
+    if (a.contains("dlid") || a.contains("dest_node")) {
+        at.ah_attr.dlid =
+            a.contains("dlid") ? a["dlid"].get<uint16_t>() : lid_of(a["dest_node"].get<unsigned>());
+        at.ah_attr.sl = a.value("sl", uint8_t(0));
+        at.ah_attr.src_path_bits = a.value("src_path_bits", uint8_t(0));
+        at.ah_attr.port_num = 1;
+        mask |= IBV_QP_AV;
+    }
+    const int r = ibv_modify_eec(e, &at, mask);
+    expect(s, "ret", r);
+    out["ret"] = r;
+}
+
+// Query EEC: its return value and state are compared; the PSNs, which depend on how far the
+// traffic had gone when the call was made, are for information.
+void replayer::call_query_eec(const step& s, unsigned node, json& out) {
+    ibv_eec_attr a{};
+    const int r = ibv_query_eec(objs_[node].eec[s.j["eec"].get<std::string>()], &a);
+    if (r == 0) {
+        out["eec_state"] = trace::qp_state_name(a.eec_state);
+        out["sq_psn"] = a.sq_psn;
+        out["rq_psn"] = a.rq_psn;
+        expect(s, "eec_state", out["eec_state"]);
+    }
+    expect(s, "ret", r);
+    out["ret"] = r;
+}
+
+void replayer::call_destroy_eec(const step& s, unsigned node, json& out) {
+    destroy_named(s, out, objs_[node].eec, "eec", ibv_destroy_eec);
+}
+
 void replayer::call_create_srq(const step& s, unsigned node, json& out) {
     const json& j = s.j;
     node_objs& o = objs_[node];
@@ -269,6 +382,7 @@ void replayer::call_create_qp(const step& s, unsigned node, json& out) {
     if (j.contains("recv_cq")) a.recv_cq = o.cq[j["recv_cq"].get<std::string>()];
     if (j.contains("srq")) a.srq = o.srq[j["srq"].get<std::string>()];
     if (j.contains("xrcd")) a.xrcd = o.xrcd[j["xrcd"].get<std::string>()];
+    if (j.contains("rdd")) a.rdd = o.rdd[j["rdd"].get<std::string>()];
     const json cap = j.value("cap", json::object());
     a.cap.max_send_wr = cap.value("max_send_wr", 64u);
     a.cap.max_recv_wr = cap.value("max_recv_wr", 64u);
@@ -438,6 +552,12 @@ void replayer::call_post_send(const step& s, unsigned node, json& out) {
             wr.wr.ud.remote_qpn =
                 w.contains("remote_qp") ? qp_num_of(w["remote_qp"], node) : w.value("remote_qpn", 0u);
             wr.wr.ud.remote_qkey = w.value("remote_qkey", 0u);
+        }
+        if (w.contains("eec")) {  // reliable datagram: through an EE context to the QP behind its peer
+            wr.rd.eec = o.eec[w["eec"].get<std::string>()];
+            wr.rd.remote_qpn =
+                w.contains("remote_qp") ? qp_num_of(w["remote_qp"], node) : w.value("remote_qpn", 0u);
+            wr.rd.remote_qkey = w.value("remote_qkey", 0u);
         }
         wr.xrc_remote_srqn =
             w.contains("remote_srq") ? srq_num_of(w["remote_srq"], node) : w.value("remote_srqn", 0u);

@@ -76,6 +76,8 @@ bool replayer::live(unsigned node, const std::string& kind, const std::string& n
     if (kind == "srq") return find(o.srq, name) != nullptr;
     if (kind == "ah") return find(o.ah, name) != nullptr;
     if (kind == "xrcd") return find(o.xrcd, name) != nullptr;
+    if (kind == "rdd") return find(o.rdd, name) != nullptr;
+    if (kind == "eec") return find(o.eec, name) != nullptr;
     if (kind == "buf") return o.buf.count(name) > 0;
     return false;
 }
@@ -91,8 +93,10 @@ void replayer::exec_checked(const step& s) {
         for (const auto& r : c->opt_refs)
             if (j.contains(r.first)) refs.emplace_back(r.second, j[r.first].get<std::string>());
         if (j.contains("wr"))
-            for (const json& w : j["wr"])
+            for (const json& w : j["wr"]) {
                 if (w.contains("ah")) refs.emplace_back("ah", w["ah"].get<std::string>());
+                if (w.contains("eec")) refs.emplace_back("eec", w["eec"].get<std::string>());
+            }
         for (const auto& r : refs)
             if (!live(node, r.first, r.second)) {
                 diff("return value", s.line,
@@ -110,7 +114,9 @@ void replayer::exec_checked(const step& s) {
     for (auto& kv : j.items())
         if (kv.key() != "t_ps" && kv.key() != "node" && kv.key() != "call" && kv.key() != "wc" &&
             kv.key() != "ret" && kv.key() != "addr_out" && kv.key() != "qp_num" && kv.key() != "lkey" &&
-            kv.key() != "rkey" && kv.key() != "errno" && kv.key() != "srq_num")
+            kv.key() != "rkey" && kv.key() != "errno" && kv.key() != "srq_num" && kv.key() != "eecn" &&
+            !(call == "query_eec" &&
+              (kv.key() == "eec_state" || kv.key() == "sq_psn" || kv.key() == "rq_psn")))
             out[kv.key()] = kv.value();
     const auto h = handlers().find(call);
     if (h != handlers().end()) (this->*h->second)(s, node, out);

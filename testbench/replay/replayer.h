@@ -53,6 +53,8 @@ private:
         std::map<std::string, ibv_srq*> srq;
         std::map<std::string, ibv_ah*> ah;
         std::map<std::string, ibv_xrcd*> xrcd;
+        std::map<std::string, ibv_rdd*> rdd;
+        std::map<std::string, ibv_eec*> eec;
         std::map<std::string, std::pair<uint64_t, uint64_t>> buf;
     };
 
@@ -70,6 +72,8 @@ private:
     std::vector<ibv_sge> sges(unsigned node, const json& sg);
 
     uint32_t qp_num_of(const std::string& ref, unsigned own);
+    /// The number of the EE context `ref` names (0 if it does not exist in the replay).
+    uint32_t eec_num_of(const std::string& ref, unsigned own);
     /// The number of the XRC SRQ `ref` names (0 if it does not exist in the replay).
     uint32_t srq_num_of(const std::string& ref, unsigned own);
 
@@ -116,6 +120,12 @@ private:
     void call_create_cq(const step& s, unsigned node, json& out);
     void call_open_xrcd(const step& s, unsigned node, json& out);
     void call_close_xrcd(const step& s, unsigned node, json& out);
+    void call_alloc_rdd(const step& s, unsigned node, json& out);
+    void call_dealloc_rdd(const step& s, unsigned node, json& out);
+    void call_create_eec(const step& s, unsigned node, json& out);
+    void call_modify_eec(const step& s, unsigned node, json& out);
+    void call_query_eec(const step& s, unsigned node, json& out);
+    void call_destroy_eec(const step& s, unsigned node, json& out);
     void call_create_srq(const step& s, unsigned node, json& out);
     void call_destroy_srq(const step& s, unsigned node, json& out);
     void call_modify_srq(const step& s, unsigned node, json& out);

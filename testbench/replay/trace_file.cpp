@@ -50,7 +50,8 @@ struct loader {
     // Per node: names of the objects created so far, by kind; lengths of the buffers.
     std::vector<std::map<std::string, std::string>> defined;
     std::vector<std::map<std::string, uint64_t>> buf_len;
-    std::vector<uint64_t> allocated;  // per node: bytes of every alloc, page-rounded
+    std::vector<std::map<std::string, std::string>> qp_type;  // per node: QP name -> its "type"
+    std::vector<uint64_t> allocated;                          // per node: bytes of every alloc, page-rounded
     size_t end_line = 0;
 
     [[noreturn]] void fail(const std::string& why) const {
@@ -144,6 +145,7 @@ struct loader {
         t.header = j;
         defined.resize(t.nodes);
         buf_len.resize(t.nodes);
+        qp_type.resize(t.nodes);
         allocated.resize(t.nodes);
     }
 
@@ -162,9 +164,12 @@ struct loader {
         if (cn == "poll_cq" && !j.contains("wc") && !j.contains("count"))
             fail("poll_cq needs \"count\" (completions to wait for) or the recorded \"wc\"");
         if (cn == "modify_qp") check_modify_qp(j, node);
+        if (cn == "modify_eec") check_modify_eec(j, node);
+        if (cn == "query_eec") check_query_eec(j);
         if (cn == "create_qp") check_create_qp(j);
         if (cn == "create_srq") check_create_srq(j);
         if (c->creates) define(j, node, c, cn);
+        if (cn == "create_qp" && j["ret"].is_string()) qp_type[node][j["ret"].get<std::string>()] = j["type"];
         check_types(cn, j);
         check_buffer(j, node, cn);
         if (j.value("byte", 0u) > 255) fail(cn + ": \"byte\" must be 0..255");
@@ -237,7 +242,7 @@ struct loader {
                 check_fields(w,
                              cn == "post_send"
                                  ? "wr_id opcode flags sg imm remote compare_add swap invalidate_rkey ah "
-                                   "remote_qp remote_qpn remote_qkey remote_srq remote_srqn"
+                                   "remote_qp remote_qpn remote_qkey remote_srq remote_srqn eec"
                                  : "wr_id sg",
                              cn + ": work request");
                 if (w.contains("remote")) {
@@ -274,10 +279,35 @@ struct loader {
                                  " is not created before this line");
                     }
                     if (w.contains("remote_qp")) check_remote(w["remote_qp"], node, "qp", "remote QP");
+                    check_rd_work_request(j, w, node);
                     if (w.contains("remote_srq")) check_remote(w["remote_srq"], node, "srq", "remote SRQ");
                 }
             }
         }
+    }
+
+    /// Reliable datagram: a WR of an RD QP goes through an EE context of its node ("eec"), to
+    /// the QP behind the EE context's peer; no other WR names one, and no RD WR an address handle.
+    void check_rd_work_request(const json& j, const json& w, unsigned node) {
+        const auto qt = qp_type[node].find(j["qp"].get<std::string>());
+        const bool rd = qt != qp_type[node].end() && qt->second == "RD";
+        if (!rd) {
+            if (w.contains("eec"))
+                fail("post_send: \"eec\" on a work request of " + j["qp"].dump() +
+                     ", which is not an RD QP (only reliable datagram WRs go through an EE context)");
+            return;
+        }
+        if (!w.contains("eec"))
+            fail("post_send: a work request of RD QP " + j["qp"].dump() + " needs \"eec\"");
+        unsigned n = 0;
+        std::string name;
+        if (!w["eec"].is_string() || !split_ref(w["eec"], node, &n, &name) || n != node ||
+            defined[n].count(name) == 0 || defined[n][name] != "eec")
+            fail("post_send: EE context " + w["eec"].dump() + " of node " + std::to_string(node) +
+                 " is not created before this line");
+        if (w.contains("ah")) fail("post_send: an RD work request goes through its \"eec\": no \"ah\"");
+        if (w.contains("remote_srq") || w.contains("remote_srqn"))
+            fail("post_send: an RD work request has no XRC SRQ: no \"remote_srq\"");
     }
 
     /// A work request's reference to an object of any node (a remote QP, an XRC SRQ).
@@ -321,10 +351,68 @@ struct loader {
             if (!known.count(kv.key())) fail("modify_qp: unknown attribute \"" + kv.key() + "\"");
     }
 
+    void check_modify_eec(json& j, unsigned node) {
+        if (!j.contains("attr") || !j["attr"].is_object()) fail("modify_eec needs \"attr\"");
+        const json& a = j["attr"];
+        static const std::set<std::string> known = {"eec_state",
+                                                    "pkey_index",
+                                                    "port_num",
+                                                    "path_mtu",
+                                                    "dest_eec",
+                                                    "dest_eecn",
+                                                    "dlid",
+                                                    "dest_node",
+                                                    "sl",
+                                                    "src_path_bits",
+                                                    "rq_psn",
+                                                    "sq_psn",
+                                                    "max_rd_atomic",
+                                                    "max_dest_rd_atomic",
+                                                    "min_rnr_timer",
+                                                    "timeout",
+                                                    "retry_cnt",
+                                                    "rnr_retry"};
+        for (auto& kv : a.items())
+            if (!known.count(kv.key())) fail("modify_eec: unknown attribute \"" + kv.key() + "\"");
+        ibv_qp_state st;
+        if (a.contains("eec_state") &&
+            (!a["eec_state"].is_string() || !trace::qp_state_of(a["eec_state"], &st)))
+            fail("modify_eec: unknown eec_state " + a["eec_state"].dump() +
+                 " (RESET, INIT, RTR, RTS, SQD, SQE or ERR)");
+        if (a.contains("dest_eec")) {
+            unsigned n = 0;
+            std::string name;
+            if (!a["dest_eec"].is_string() || !split_ref(a["dest_eec"], node, &n, &name) || n >= t.nodes ||
+                defined[n].count(name) == 0 || defined[n][name] != "eec")
+                fail("modify_eec: dest_eec " + a["dest_eec"].dump() + " is not created before this line");
+        }
+        if (a.contains("dest_eec") && a.contains("dest_eecn"))
+            fail("modify_eec: \"dest_eec\" or \"dest_eecn\", not both");
+        if (a.contains("dlid") && a.contains("dest_node"))
+            fail("modify_eec: \"dlid\" or \"dest_node\", not both");
+        for (const char* k : {"sl", "src_path_bits"})
+            if (a.contains(k) && !a.contains("dlid") && !a.contains("dest_node"))
+                fail(std::string("modify_eec: ") + k + " without dlid or dest_node (they are the path's)");
+        if (a.contains("dest_node") &&
+            (!a["dest_node"].is_number_unsigned() || a["dest_node"].get<unsigned>() >= t.nodes))
+            fail("modify_eec: \"dest_node\" must be a node number below " + std::to_string(t.nodes));
+    }
+
+    void check_query_eec(json& j) {
+        ibv_qp_state st;
+        if (j.contains("eec_state") &&
+            (!j["eec_state"].is_string() || !trace::qp_state_of(j["eec_state"], &st)))
+            fail("query_eec: unknown eec_state " + j["eec_state"].dump());
+    }
+
     void check_create_qp(json& j) {
         ibv_qp_type ty;
         if (!j.contains("type") || !j["type"].is_string() || !trace::qp_type_of(j["type"], &ty))
-            fail("create_qp: \"type\" must be RC, UC, UD, XRC_SEND or XRC_RECV");
+            fail("create_qp: \"type\" must be RC, UC, UD, RD, XRC_SEND or XRC_RECV");
+        // A reliable datagram QP (IBA 10.2.8) is in its domain, and has no SRQ.
+        if (ty == IBV_QPT_RD && !j.contains("rdd")) fail("create_qp: an RD QP needs \"rdd\"");
+        if (ty != IBV_QPT_RD && j.contains("rdd")) fail("create_qp: only an RD QP has an \"rdd\"");
+        if (ty == IBV_QPT_RD && j.contains("srq")) fail("create_qp: an RD QP has no SRQ: no \"srq\"");
         // An XRC target (IBA 10.2.10) has its domain only; an initiator no receive side (its
         // receive CQ optional, as in libibverbs); the others a PD and both CQs.
         const bool tgt = ty == IBV_QPT_XRC_RECV, ini = ty == IBV_QPT_XRC_SEND;
@@ -404,6 +492,7 @@ struct loader {
                                                       "dlid",
                                                       "dest_node",
                                                       "sl",
+                                                      "src_path_bits",
                                                       "t_ps",
                                                       "addr",
                                                       "lkey",
@@ -411,6 +500,8 @@ struct loader {
                                                       "remote_qpn",
                                                       "remote_srqn",
                                                       "remote_qkey",
+                                                      "eecn",
+                                                      "dest_eecn",
                                                       "invalidate_rkey",
                                                       "pkey_index",
                                                       "port_num",
@@ -511,13 +602,24 @@ const std::vector<call_spec>& calls() {
          {{"pd", "pd"}},
          {{"xrcd", "xrcd"}, {"cq", "cq"}},
          "max_wr max_sge type srq_num"},
+        {"alloc_rdd", "rdd", {}, {}, ""},
+        {"dealloc_rdd", nullptr, {{"rdd", "rdd"}}, {}, ""},
+        {"create_eec", "eec", {{"rdd", "rdd"}}, {}, "eecn"},
+        {"modify_eec", nullptr, {{"eec", "eec"}}, {}, "attr"},
+        {"query_eec", nullptr, {{"eec", "eec"}}, {}, "eec_state sq_psn rq_psn"},
+        {"destroy_eec", nullptr, {{"eec", "eec"}}, {}, ""},
         {"modify_srq", nullptr, {{"srq", "srq"}}, {}, "srq_limit"},
         {"destroy_srq", nullptr, {{"srq", "srq"}}, {}, ""},
-        // Which of pd, send_cq, recv_cq and xrcd a QP needs depends on its type (check_create_qp).
+        // Which of pd, send_cq, recv_cq, xrcd and rdd a QP needs depends on its type (check_create_qp).
         {"create_qp",
          "qp",
          {},
-         {{"pd", "pd"}, {"send_cq", "cq"}, {"recv_cq", "cq"}, {"srq", "srq"}, {"xrcd", "xrcd"}},
+         {{"pd", "pd"},
+          {"send_cq", "cq"},
+          {"recv_cq", "cq"},
+          {"srq", "srq"},
+          {"xrcd", "xrcd"},
+          {"rdd", "rdd"}},
          "type cap sq_sig_all qp_num"},
         {"modify_qp", nullptr, {{"qp", "qp"}}, {}, "attr"},
         {"destroy_qp", nullptr, {{"qp", "qp"}}, {}, ""},

@@ -107,6 +107,7 @@ const named qp_types[] = {{IBV_QPT_SMI, "SMI"},
                           {IBV_QPT_RC, "RC"},
                           {IBV_QPT_UC, "UC"},
                           {IBV_QPT_UD, "UD"},
+                          {IBV_QPT_RD, "RD"},
                           {IBV_QPT_XRC_SEND, "XRC_SEND"},
                           {IBV_QPT_XRC_RECV, "XRC_RECV"}};
 const char* const srq_types[] = {"BASIC", "XRC"};
@@ -298,6 +299,11 @@ void recorder::add_srq(unsigned node, const ibv_srq* srq, const std::string& nam
     if (srq->xrcd) nodes_[node].srqs[srq->handle] = name;
 }
 
+void recorder::add_eec(unsigned node, const ibv_eec* eec, const std::string& name) {
+    nodes_.at(node).names[eec] = name;
+    nodes_[node].eecs[eec->eecn] = name;
+}
+
 json recorder::sge(unsigned node, const ibv_sge& s) const {
     for (auto it = nodes_.at(node).mrs.rbegin(); it != nodes_[node].mrs.rend(); ++it)
         if (it->lkey == s.lkey && s.addr >= it->addr && s.addr - it->addr <= it->len)
@@ -305,11 +311,14 @@ json recorder::sge(unsigned node, const ibv_sge& s) const {
     return json{{"addr", s.addr}, {"lkey", s.lkey}, {"len", s.length}};
 }
 
-json recorder::remote(uint64_t addr, uint32_t rkey) const {
-    for (unsigned n = 0; n < nodes_.size(); ++n)
-        for (auto it = nodes_[n].mrs.rbegin(); it != nodes_[n].mrs.rend(); ++it)
-            if (it->rkey == rkey && addr >= it->addr && addr - it->addr <= it->len)
-                return json{{"mr", std::to_string(n) + "/" + it->name}, {"offset", addr - it->addr}};
+json recorder::remote(uint64_t addr, uint32_t rkey, unsigned node) const {
+    for (int own = 0; own < 2; ++own)  // other nodes first, then the poster's own (a loopback)
+        for (unsigned n = 0; n < nodes_.size(); ++n) {
+            if ((n == node) != bool(own)) continue;
+            for (auto it = nodes_[n].mrs.rbegin(); it != nodes_[n].mrs.rend(); ++it)
+                if (it->rkey == rkey && addr >= it->addr && addr - it->addr <= it->len)
+                    return json{{"mr", std::to_string(n) + "/" + it->name}, {"offset", addr - it->addr}};
+        }
     return json{{"addr", addr}, {"rkey", rkey}};
 }
 
@@ -318,6 +327,15 @@ std::string recorder::qp_by_num(uint32_t qp_num, unsigned not_node) const {
         if (n == not_node) continue;
         auto it = nodes_[n].qps.find(qp_num);
         if (it != nodes_[n].qps.end()) return std::to_string(n) + "/" + it->second;
+    }
+    return "";
+}
+
+std::string recorder::eec_by_num(uint32_t eecn, unsigned not_node) const {
+    for (unsigned n = 0; n < nodes_.size(); ++n) {
+        if (n == not_node) continue;
+        auto it = nodes_[n].eecs.find(eecn);
+        if (it != nodes_[n].eecs.end()) return std::to_string(n) + "/" + it->second;
     }
     return "";
 }
@@ -345,9 +363,9 @@ json recorder::send_wrs(unsigned node, const ibv_send_wr* wr, bool xrc, unsigned
             w["imm"] = wr->imm_data;
         if (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
             wr->opcode == IBV_WR_RDMA_READ)
-            w["remote"] = remote(wr->wr.rdma.remote_addr, wr->wr.rdma.rkey);
+            w["remote"] = remote(wr->wr.rdma.remote_addr, wr->wr.rdma.rkey, node);
         if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-            w["remote"] = remote(wr->wr.atomic.remote_addr, wr->wr.atomic.rkey);
+            w["remote"] = remote(wr->wr.atomic.remote_addr, wr->wr.atomic.rkey, node);
             w["compare_add"] = wr->wr.atomic.compare_add;
             w["swap"] = wr->wr.atomic.swap;
         }
@@ -355,12 +373,35 @@ json recorder::send_wrs(unsigned node, const ibv_send_wr* wr, bool xrc, unsigned
             w["invalidate_rkey"] = wr->invalidate_rkey;
         if (wr->wr.ud.ah) {
             w["ah"] = name_of(node, wr->wr.ud.ah);
-            const std::string q = qp_by_num(wr->wr.ud.remote_qpn, ~0u);
+            std::string q = qp_by_num(wr->wr.ud.remote_qpn, node);  // another node's, else a loopback
+            if (q.empty()) q = qp_by_num(wr->wr.ud.remote_qpn, ~0u);
             if (!q.empty())
                 w["remote_qp"] = q;
             else
                 w["remote_qpn"] = wr->wr.ud.remote_qpn;
             w["remote_qkey"] = wr->wr.ud.remote_qkey;
+        }
+        if (wr->rd.eec) {  // reliable datagram: the EE context, the QP behind its peer, the Q_Key
+            const std::string e = name_of(node, wr->rd.eec);
+            w["eec"] = e.empty() ? json(nullptr) : json(e);
+            // The destination QP is on the node of the EE context's peer (known when the
+            // peer EE context was named); else on the first other node with that number.
+            std::string q;
+            if (!e.empty()) {
+                const std::string peer = eec_by_num(wr->rd.eec->attr.dest_eecn, node);
+                if (!peer.empty()) {
+                    const unsigned pn = unsigned(std::stoul(peer));
+                    auto it = nodes_[pn].qps.find(wr->rd.remote_qpn);
+                    if (it != nodes_[pn].qps.end()) q = std::to_string(pn) + "/" + it->second;
+                }
+            }
+            if (q.empty()) q = qp_by_num(wr->rd.remote_qpn, node);
+            if (q.empty()) q = qp_by_num(wr->rd.remote_qpn, ~0u);
+            if (!q.empty())
+                w["remote_qp"] = q;
+            else
+                w["remote_qpn"] = wr->rd.remote_qpn;
+            w["remote_qkey"] = wr->rd.remote_qkey;
         }
         if (xrc) {  // the target's SRQ, by name when known
             const std::string q = srq_by_num(wr->xrc_remote_srqn, node, xrc_node);
@@ -396,8 +437,9 @@ json recorder::wc(unsigned node, const ibv_wc& w) const {
         j["qp"] = it->second;
     else
         j["qp_num"] = w.qp_num;
-    if (w.opcode & IBV_WC_RECV) {
-        const std::string src = qp_by_num(w.src_qp, ~0u);
+    if (w.opcode & IBV_WC_RECV) {  // the sender: another node's QP before the node's own (loopback)
+        std::string src = qp_by_num(w.src_qp, node);
+        if (src.empty()) src = qp_by_num(w.src_qp, ~0u);
         j["src_qp"] = src.empty() ? json(w.src_qp) : json(src);
     }
     return j;
@@ -432,6 +474,35 @@ json recorder::qp_attr(unsigned node, const ibv_qp_attr& a, int mask) const {
         j["alt_timeout"] = a.alt_timeout;
     }
     if (mask & IBV_QP_PATH_MIG_STATE) j["path_mig_state"] = mig_state_name(a.path_mig_state);
+    if (mask & IBV_QP_RQ_PSN) j["rq_psn"] = a.rq_psn;
+    if (mask & IBV_QP_SQ_PSN) j["sq_psn"] = a.sq_psn;
+    if (mask & IBV_QP_MAX_QP_RD_ATOMIC) j["max_rd_atomic"] = a.max_rd_atomic;
+    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) j["max_dest_rd_atomic"] = a.max_dest_rd_atomic;
+    if (mask & IBV_QP_MIN_RNR_TIMER) j["min_rnr_timer"] = a.min_rnr_timer;
+    if (mask & IBV_QP_TIMEOUT) j["timeout"] = a.timeout;
+    if (mask & IBV_QP_RETRY_CNT) j["retry_cnt"] = a.retry_cnt;
+    if (mask & IBV_QP_RNR_RETRY) j["rnr_retry"] = a.rnr_retry;
+    return j;
+}
+
+json recorder::eec_attr(unsigned node, const ibv_eec_attr& a, int mask) const {
+    json j;
+    if (mask & IBV_QP_STATE) j["eec_state"] = qp_state_name(a.eec_state);
+    if (mask & IBV_QP_PKEY_INDEX) j["pkey_index"] = a.pkey_index;
+    if (mask & IBV_QP_PORT) j["port_num"] = a.port_num;
+    if (mask & IBV_QP_PATH_MTU) j["path_mtu"] = 128u << a.path_mtu;
+    if (mask & IBV_QP_DEST_QPN) {  // an EE context's destination is the peer EE context
+        const std::string e = eec_by_num(a.dest_eecn, node);
+        if (!e.empty())
+            j["dest_eec"] = e;
+        else
+            j["dest_eecn"] = a.dest_eecn;
+    }
+    if (mask & IBV_QP_AV) {
+        j["dlid"] = a.ah_attr.dlid;
+        j["sl"] = a.ah_attr.sl;
+        if (a.ah_attr.src_path_bits) j["src_path_bits"] = a.ah_attr.src_path_bits;
+    }
     if (mask & IBV_QP_RQ_PSN) j["rq_psn"] = a.rq_psn;
     if (mask & IBV_QP_SQ_PSN) j["sq_psn"] = a.sq_psn;
     if (mask & IBV_QP_MAX_QP_RD_ATOMIC) j["max_rd_atomic"] = a.max_rd_atomic;

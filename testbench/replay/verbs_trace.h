@@ -5,7 +5,8 @@
 //
 // trace_recorder writes them: `hcasim --record FILE` records a workload, `hcasim replay` records
 // what it re-issues (the outcome it compares, and what --update freezes). Objects are named per
-// node in creation order (pd0, mr0, cq0, qp0, srq0, ah0, buf0 for application memory); a
+// node in creation order (pd0, mr0, cq0, qp0, srq0, ah0, xrcd0, rdd0, eec0, buf0 for application
+// memory); a
 // reference to another node's object is "N/name". Buffers in work requests are (MR, offset,
 // length); their contents are never dumped, only digested at the end.
 #pragma once
@@ -90,26 +91,38 @@ public:
     void add_qp(unsigned node, const verbs::ibv_qp* qp, const std::string& name);
     /// An XRC SRQ (its number, for the work requests that name it).
     void add_srq(unsigned node, const verbs::ibv_srq* srq, const std::string& name);
+    /// An EE context (its number, for the EE contexts that name it as their destination, and
+    /// the work requests through it): name it with add(node, nullptr, "eec") first.
+    void add_eec(unsigned node, const verbs::ibv_eec* eec, const std::string& name);
 
     // --- argument encodings ---
     /// {"mr":name,"offset":o,"len":n} when the SGE lies in an MR of the node with that lkey,
     /// else {"addr":a,"lkey":k,"len":n}.
     json sge(unsigned node, const verbs::ibv_sge& s) const;
-    /// {"mr":"N/name","offset":o} for a remote address inside a known MR with that rkey (any node),
-    /// else {"addr":a,"rkey":k}.
-    json remote(uint64_t addr, uint32_t rkey) const;
+    /// {"mr":"N/name","offset":o} for a remote address inside a known MR with that rkey, else
+    /// {"addr":a,"rkey":k}. An MR of another node than `node` (the poster's) comes first: the
+    /// nodes' address spaces and keys are alike, so node 1's region often has the same
+    /// addresses and rkey as the poster's own.
+    json remote(uint64_t addr, uint32_t rkey, unsigned node = ~0u) const;
     /// "N/name" of the QP with that number on another node, or "" .
     std::string qp_by_num(uint32_t qp_num, unsigned not_node) const;
+    /// "N/name" of the EE context with that number on another node than `not_node`, or "".
+    std::string eec_by_num(uint32_t eecn, unsigned not_node) const;
     /// "N/name" of the XRC SRQ with that number on node `on` (any node but `node` when `on` is
     /// ~0u), or "".
     std::string srq_by_num(uint32_t srqn, unsigned node, unsigned on) const;
     /// The work requests of a QP of `node`; those of an XRC initiator (`xrc`) name their SRQ on
-    /// node `xrc_node` (the node its messages go to; ~0u: any other node).
+    /// node `xrc_node` (the node its messages go to; ~0u: any other node). A reliable datagram
+    /// WR (wr->rd.eec set) names its EE context, the destination QP (on the node of the EE
+    /// context's peer when that is known) and the Q_Key.
     json send_wrs(unsigned node, const verbs::ibv_send_wr* wr, bool xrc = false,
                   unsigned xrc_node = ~0u) const;
     json recv_wrs(unsigned node, const verbs::ibv_recv_wr* wr) const;
     json wc(unsigned node, const verbs::ibv_wc& w) const;
     json qp_attr(unsigned node, const verbs::ibv_qp_attr& a, int mask) const;
+    /// Modify EEC attributes (the ibv_qp_attr_mask bits ibv_modify_eec reads), as qp_attr:
+    /// the destination EE context as "N/eecK" when known on another node, else dest_eecn.
+    json eec_attr(unsigned node, const verbs::ibv_eec_attr& a, int mask) const;
 
     // --- records ---
     /// Writes one call record: adds "t_ps" (when the call was issued; default now) and "node"
@@ -142,6 +155,7 @@ private:
         std::vector<mr_info> mrs;
         std::map<uint32_t, std::string> qps;   // qp_num -> name
         std::map<uint32_t, std::string> srqs;  // XRC SRQ number -> name
+        std::map<uint32_t, std::string> eecs;  // EE context number -> name
     };
     output_file out_;
     std::vector<node_names> nodes_;

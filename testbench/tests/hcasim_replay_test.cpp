@@ -264,7 +264,7 @@ TEST(HcasimReplay, malformed_xrc_entries_are_refused_with_file_and_line) {
              "\"qp0\"}\n",
          ":5: create_qp: only an XRC_RECV QP has an \"xrcd\""},
         {"xrc_bad_qp_type", xrc + qp + "\"type\": \"XRC\", \"xrcd\": \"xrcd0\", \"ret\": \"qp0\"}\n",
-         ":5: create_qp: \"type\" must be RC, UC, UD, XRC_SEND or XRC_RECV"},
+         ":5: create_qp: \"type\" must be RC, UC, UD, RD, XRC_SEND or XRC_RECV"},
         {"xrc_close_unknown", xrc + "{\"node\": 0, \"call\": \"close_xrcd\", \"xrcd\": \"xrcd0\"}\n",
          ":5: close_xrcd: xrcd \"xrcd0\" of node 0 is not created before this line"},
         {"xrc_unknown_remote_srq",
@@ -273,6 +273,75 @@ TEST(HcasimReplay, malformed_xrc_entries_are_refused_with_file_and_line) {
              "\"SEND\", "
              "\"remote_srq\": \"0/srq0\"}]}\n",
          ":6: post_send: remote SRQ \"0/srq0\" is not created before this line"},
+    };
+    for (const auto& b : cases) refused(b.name, b.text, b.message);
+}
+
+TEST(HcasimReplay, malformed_rd_entries_are_refused_with_file_and_line) {
+    // Node 1: a PD, a CQ, a reliable datagram domain and an EE context in it; lines 2..5.
+    const std::string rd = std::string(kHeader) +
+                           "{\"node\": 1, \"call\": \"alloc_pd\", \"ret\": \"pd0\"}\n" +
+                           "{\"node\": 1, \"call\": \"create_cq\", \"cqe\": 16, \"ret\": \"cq0\"}\n" +
+                           "{\"node\": 1, \"call\": \"alloc_rdd\", \"ret\": \"rdd0\"}\n" +
+                           "{\"node\": 1, \"call\": \"create_eec\", \"rdd\": \"rdd0\", \"ret\": \"eec0\"}\n";
+    const std::string qp =
+        "{\"node\": 1, \"call\": \"create_qp\", \"pd\": \"pd0\", \"send_cq\": \"cq0\", \"recv_cq\": "
+        "\"cq0\", ";
+    const std::string eec = "{\"node\": 1, \"call\": \"modify_eec\", \"eec\": \"eec0\", ";
+    // Lines 6 and 7: an RD QP and an RC QP of node 1; line 8 posts on one of them.
+    const std::string qps = rd + qp + "\"type\": \"RD\", \"rdd\": \"rdd0\", \"ret\": \"qp0\"}\n" + qp +
+                            "\"type\": \"RC\", \"ret\": \"qp1\"}\n";
+    auto post = [](const char* qp, const std::string& wr) {
+        return "{\"node\": 1, \"call\": \"post_send\", \"qp\": \"" + std::string(qp) +
+               "\", \"wr\": [{\"wr_id\": 1, \"opcode\": \"SEND\", " + wr + "}]}\n";
+    };
+    const struct {
+        const char* name;
+        std::string text, message;
+    } cases[] = {
+        {"rd_qp_without_rdd", rd + qp + "\"type\": \"RD\", \"ret\": \"qp0\"}\n",
+         ":6: create_qp: an RD QP needs \"rdd\""},
+        {"rd_rc_qp_with_rdd", rd + qp + "\"type\": \"RC\", \"rdd\": \"rdd0\", \"ret\": \"qp0\"}\n",
+         ":6: create_qp: only an RD QP has an \"rdd\""},
+        {"rd_other_nodes_rdd", rd + qp + "\"type\": \"RD\", \"rdd\": \"0/rdd0\", \"ret\": \"qp0\"}\n",
+         ":6: create_qp: rdd \"0/rdd0\" of node 0 is not created before this line"},
+        {"rd_unknown_rdd",
+         rd + "{\"node\": 1, \"call\": \"create_eec\", \"rdd\": \"rdd1\", \"ret\": \"eec1\"}\n",
+         ":6: create_eec: rdd \"rdd1\" of node 1 is not created before this line"},
+        {"rd_eec_without_ret", rd + "{\"node\": 1, \"call\": \"create_eec\", \"rdd\": \"rdd0\"}\n",
+         ":6: create_eec needs \"ret\": the name of the new eec"},
+        {"rd_dealloc_unknown", rd + "{\"node\": 0, \"call\": \"dealloc_rdd\", \"rdd\": \"rdd0\"}\n",
+         ":6: dealloc_rdd: rdd \"rdd0\" of node 0 is not created before this line"},
+        {"rd_destroy_unknown_eec", rd + "{\"node\": 1, \"call\": \"destroy_eec\", \"eec\": \"eec1\"}\n",
+         ":6: destroy_eec: eec \"eec1\" of node 1 is not created before this line"},
+        {"rd_modify_eec_without_attr", rd + "{\"node\": 1, \"call\": \"modify_eec\", \"eec\": \"eec0\"}\n",
+         ":6: modify_eec needs \"attr\""},
+        {"rd_bad_eec_state", rd + eec + "\"attr\": {\"eec_state\": \"READY\"}}\n",
+         ":6: modify_eec: unknown eec_state \"READY\" (RESET, INIT, RTR, RTS, SQD, SQE or ERR)"},
+        {"rd_qp_attribute_on_an_eec", rd + eec + "\"attr\": {\"eec_state\": \"INIT\", \"qkey\": 1}}\n",
+         ":6: modify_eec: unknown attribute \"qkey\""},
+        {"rd_unknown_dest_eec", rd + eec + "\"attr\": {\"eec_state\": \"RTR\", \"dest_eec\": \"0/eec0\"}}\n",
+         ":6: modify_eec: dest_eec \"0/eec0\" is not created before this line"},
+        {"rd_sl_without_path", rd + eec + "\"attr\": {\"eec_state\": \"RTR\", \"sl\": 1}}\n",
+         ":6: modify_eec: sl without dlid or dest_node (they are the path's)"},
+        {"rd_query_unknown_field",
+         rd + "{\"node\": 1, \"call\": \"query_eec\", \"eec\": \"eec0\", \"psn\": 5, \"ret\": 0}\n",
+         ":6: query_eec: unknown field \"psn\""},
+        {"rd_query_bad_state",
+         rd +
+             "{\"node\": 1, \"call\": \"query_eec\", \"eec\": \"eec0\", \"eec_state\": \"UP\", \"ret\": 0}\n",
+         ":6: query_eec: unknown eec_state \"UP\""},
+        {"rd_wr_without_eec", qps + post("qp0", "\"remote_qp\": \"qp1\", \"remote_qkey\": 1"),
+         ":8: post_send: a work request of RD QP \"qp0\" needs \"eec\""},
+        {"rd_eec_on_an_rc_wr", qps + post("qp1", "\"eec\": \"eec0\""),
+         ":8: post_send: \"eec\" on a work request of \"qp1\", which is not an RD QP (only reliable datagram "
+         "WRs go through an EE context)"},
+        {"rd_unknown_wr_eec", qps + post("qp0", "\"eec\": \"eec1\", \"remote_qp\": \"qp1\""),
+         ":8: post_send: EE context \"eec1\" of node 1 is not created before this line"},
+        {"rd_other_nodes_wr_eec", qps + post("qp0", "\"eec\": \"0/eec0\", \"remote_qp\": \"qp1\""),
+         ":8: post_send: EE context \"0/eec0\" of node 1 is not created before this line"},
+        {"rd_unknown_remote_qp", qps + post("qp0", "\"eec\": \"eec0\", \"remote_qp\": \"0/qp0\""),
+         ":8: post_send: remote QP \"0/qp0\" is not created before this line"},
     };
     for (const auto& b : cases) refused(b.name, b.text, b.message);
 }
@@ -393,13 +462,14 @@ TEST(HcasimReplay, unknown_fields_are_refused_with_their_line) {
     refused("field",
             std::string(kHeader) + "{\"node\": 0, \"call\": \"alloc\", \"lenght\": 64, \"ret\": \"buf0\"}\n",
             ":2: alloc: unknown field \"lenght\"");
-    refused("wr_field",
-            std::string(kHeader) + rc_setup() +
-                "{\"node\": 0, \"call\": \"post_send\", \"qp\": \"qp0\", \"wr\": [{\"wr_id\": 1, "
-                "\"opcode\": \"SEND\", \"flag\": [\"SIGNALED\"]}]}\n",
-            ":19: post_send: work request: unknown field \"flag\" (expected one of: wr_id opcode flags sg "
-            "imm remote "
-            "compare_add swap invalidate_rkey ah remote_qp remote_qpn remote_qkey remote_srq remote_srqn)");
+    refused(
+        "wr_field",
+        std::string(kHeader) + rc_setup() +
+            "{\"node\": 0, \"call\": \"post_send\", \"qp\": \"qp0\", \"wr\": [{\"wr_id\": 1, "
+            "\"opcode\": \"SEND\", \"flag\": [\"SIGNALED\"]}]}\n",
+        ":19: post_send: work request: unknown field \"flag\" (expected one of: wr_id opcode flags sg "
+        "imm remote "
+        "compare_add swap invalidate_rkey ah remote_qp remote_qpn remote_qkey remote_srq remote_srqn eec)");
     refused("header_field", "{\"hcasim_trace\": 1, \"node\": 2}\n",
             ":1: header: unknown field \"node\" (expected one of: hcasim_trace hcasim_version workload seed "
             "nodes "
