@@ -51,9 +51,11 @@ TEST(HcasimRdWorkloads, rd_send_lat_and_rd_send_bw_print_perftest_tables_and_pas
     ASSERT_EQ(j["results"].size(), 2u);
     EXPECT_EQ(j["results"][1]["size_bytes"], 8192);
     // 8 KiB at MTU 4096 is two packets each way: RD messages span packets, unlike UD's.
-    EXPECT_GT(j["results"][1]["lat_typical_us"].get<double>(), j["results"][0]["lat_typical_us"].get<double>());
+    EXPECT_GT(j["results"][1]["lat_typical_us"].get<double>(),
+              j["results"][0]["lat_typical_us"].get<double>());
 
-    const result bw = run_json("--workload rd_send_bw --size 64,8K --iters 50 --qps 2 --mtu 1024 --verify", &j);
+    const result bw =
+        run_json("--workload rd_send_bw --size 64,8K --iters 50 --qps 2 --mtu 1024 --verify", &j);
     ASSERT_EQ(bw.code, 0) << bw.err;
     EXPECT_NE(bw.out.find(" #bytes     #iterations  BW average[Gb/sec]   MsgRate[Mpps]    #messages\n"),
               std::string::npos)
@@ -107,21 +109,50 @@ TEST(HcasimRdWorkloads, a_lossy_link_is_recovered_by_the_ee_context) {
     ASSERT_EQ(r.code, 0) << r.err;
     expect_verified(j, "rd_send_bw over a lossy link");
     const auto& c = j["counters"];
-    EXPECT_GT(c.value("node0.hca.transport_engine.retransmits", 0) + c.value("node1.hca.transport_engine.retransmits", 0),
+    EXPECT_GT(c.value("node0.hca.transport_engine.retransmits", 0) +
+                  c.value("node1.hca.transport_engine.retransmits", 0),
               0)
         << "packets were lost and resent";
 }
 
 TEST(HcasimRdWorkloads, workload_eecs_beyond_the_device_is_refused_naming_both_keys) {
-    const result r = hcasim::test::run_hcasim("--workload rd_send_bw --iters 2 --set workload.eecs=300", "rd_workloads");
+    const result r =
+        hcasim::test::run_hcasim("--workload rd_send_bw --iters 2 --set workload.eecs=300", "rd_workloads");
     EXPECT_NE(r.code, 0);
     EXPECT_NE(r.err.find("hcasim: run failed: workload.eecs=300: node"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("'s HCA holds 255 EE contexts (raise hca.max_eecs)"), std::string::npos) << r.err;
-    const result zero = hcasim::test::run_hcasim("--workload rd_send_bw --iters 2 --set workload.eecs=0", "rd_workloads");
+    const result zero =
+        hcasim::test::run_hcasim("--workload rd_send_bw --iters 2 --set workload.eecs=0", "rd_workloads");
     EXPECT_EQ(zero.code, 2);
     EXPECT_NE(zero.err.find("workload.eecs"), std::string::npos) << zero.err;
     // Without reliable datagram on the HCA (hca.max_eecs=1 leaves no EE context) the run says so.
-    const result none = hcasim::test::run_hcasim("--workload rd_send_lat --iters 2 --set hca.max_eecs=1", "rd_workloads");
+    const result none =
+        hcasim::test::run_hcasim("--workload rd_send_lat --iters 2 --set hca.max_eecs=1", "rd_workloads");
     EXPECT_NE(none.code, 0);
     EXPECT_NE(none.err.find("has no reliable datagram"), std::string::npos) << none.err;
+}
+
+// --record writes the domain, the EE contexts (connected by modify_eec, dest_eec naming the
+// peer's), the RD QPs and their WRs; the trace replays equal, also with the recorded timing.
+TEST(HcasimRdWorkloads, a_recorded_rd_workload_replays_equal) {
+    const std::string trace = ::testing::TempDir() + "rd_record_" + std::to_string(getpid()) + ".jsonl";
+    const result rec = hcasim::test::run_hcasim(
+        "--workload rd_send_bw --size 64,5000 --iters 6 --qps 2 --set workload.eecs=2 --set "
+        "workload.rx_depth=8 "
+        "--verify --record '" +
+            trace + "'",
+        "rd_workloads");
+    ASSERT_EQ(rec.code, 0) << rec.err;
+    const std::string text = hcasim::test::slurp(trace);
+    for (const char* s : {"\"call\":\"alloc_rdd\"", "\"call\":\"create_eec\",\"rdd\":\"rdd0\"",
+                          "\"dest_eec\":\"1/eec1\"", "\"type\":\"RD\"", "\"rdd\":\"rdd0\"",
+                          "\"eec\":\"eec1\"", "\"remote_qp\":\"1/qp1\"", "\"remote_qkey\":286331153"})
+        EXPECT_NE(text.find(s), std::string::npos) << s;
+    for (const char* timing : {"asap", "recorded --time-tolerance 1%"}) {
+        const result r =
+            hcasim::test::run_hcasim("replay '" + trace + "' --timing " + timing, "rd_workloads");
+        EXPECT_EQ(r.code, 0) << timing << ": " << r.out << r.err;
+        EXPECT_NE(r.out.find("equal to the recording"), std::string::npos) << timing << ": " << r.out;
+    }
+    std::remove(trace.c_str());
 }

@@ -17,8 +17,9 @@ void perftest::create_rd_domain(unsigned i, const std::string& node) {
     ibv_device_attr dev{};
     if (ibv_query_device(s.ctx, &dev) != 0) fail(node + ": ibv_query_device failed");
     if (dev.max_ee <= 0 || dev.max_rdd <= 0)
-        fail(node + "'s HCA has no reliable datagram (ibv_query_device: max_ee " + std::to_string(dev.max_ee) +
-             ", max_rdd " + std::to_string(dev.max_rdd) + "; hca.max_eecs enables it)");
+        fail(node + "'s HCA has no reliable datagram (ibv_query_device: max_ee " +
+             std::to_string(dev.max_ee) + ", max_rdd " + std::to_string(dev.max_rdd) +
+             "; hca.max_eecs enables it)");
     if (uint64_t(wp_.eecs) > uint64_t(dev.max_ee))
         fail("workload.eecs=" + std::to_string(wp_.eecs) + ": " + node + "'s HCA holds " +
              std::to_string(dev.max_ee) + " EE contexts (raise hca.max_eecs)");
@@ -34,8 +35,9 @@ void perftest::create_rd_domain(unsigned i, const std::string& node) {
                  ")");
         if (rec_) {
             const std::string name = "eec" + std::to_string(k);
-            rec_->add(i, e, "eec", name);
-            rec_->call(i, "create_eec", {{"rdd", rec_->name_of(i, s.rdd)}, {"ret", name}, {"eecn", e->eecn}}, t0);
+            rec_->add_eec(i, e, name);
+            rec_->call(i, "create_eec", {{"rdd", rec_->name_of(i, s.rdd)}, {"ret", name}, {"eecn", e->eecn}},
+                       t0);
         }
         s.eecs.push_back(e);
     }
@@ -45,7 +47,10 @@ void perftest::create_rd_domain(unsigned i, const std::string& node) {
 int perftest::modify_eec(unsigned i, ibv_eec* eec, ibv_eec_attr& attr, int mask) {
     const sc_time t0 = sc_time_stamp();
     const int rc = ibv_modify_eec(eec, &attr, mask);
-    if (rec_) rec_->call(i, "modify_eec", {{"eec", rec_->name_of(i, eec)}, {"ret", rc}}, t0);  // TODO attr
+    if (rec_)
+        rec_->call(i, "modify_eec",
+                   {{"eec", rec_->name_of(i, eec)}, {"attr", rec_->eec_attr(i, attr, mask)}, {"ret", rc}},
+                   t0);
     return rc;
 }
 
@@ -98,16 +103,17 @@ void perftest::connect_rd(unsigned i, unsigned q, int access) {
     attr.port_num = 1;
     attr.qkey = ud_qkey;
     attr.qp_access_flags = unsigned(access);
-    int rc =
-        modify(i, qp, attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY | IBV_QP_ACCESS_FLAGS);
+    int rc = modify(i, qp, attr,
+                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY | IBV_QP_ACCESS_FLAGS);
     attr = ibv_qp_attr{};
     attr.qp_state = IBV_QPS_RTR;
     rc |= modify(i, qp, attr, IBV_QP_STATE);
     attr = ibv_qp_attr{};
     attr.qp_state = IBV_QPS_RTS;
     rc |= modify(i, qp, attr, IBV_QP_STATE);
-    if (rc) fail("node" + std::to_string(i) + ": ibv_modify_qp of RD QP " + std::to_string(q) + " to RTS failed (" +
-                 std::to_string(rc) + ")");
+    if (rc)
+        fail("node" + std::to_string(i) + ": ibv_modify_qp of RD QP " + std::to_string(q) +
+             " to RTS failed (" + std::to_string(rc) + ")");
 }
 
 }  // namespace hcasim::workloads
