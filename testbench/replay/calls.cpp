@@ -8,6 +8,48 @@
 
 namespace hcasim::replay {
 
+namespace {
+
+/// The attribute keys Modify QP and Modify EEC share, with the same mask bits (ibv_qp_attr_mask):
+/// P_Key index, port, PSNs, READ/atomic limits, RNR timer, timeout, retries, the path MTU and the
+/// primary path (`dlid` or `dest_node`, through `lid_of`). Returns their mask bits.
+template <class Attr, class LidOf>
+int path_attrs(const json& a, Attr& at, LidOf lid_of) {
+    int mask = 0;
+    auto num = [&](const char* k, auto& field, int bit) {
+        if (a.contains(k)) {
+            field = a[k].get<std::remove_reference_t<decltype(field)>>();
+            mask |= bit;
+        }
+    };
+    num("pkey_index", at.pkey_index, IBV_QP_PKEY_INDEX);
+    num("port_num", at.port_num, IBV_QP_PORT);
+    num("rq_psn", at.rq_psn, IBV_QP_RQ_PSN);
+    num("sq_psn", at.sq_psn, IBV_QP_SQ_PSN);
+    num("max_rd_atomic", at.max_rd_atomic, IBV_QP_MAX_QP_RD_ATOMIC);
+    num("max_dest_rd_atomic", at.max_dest_rd_atomic, IBV_QP_MAX_DEST_RD_ATOMIC);
+    num("min_rnr_timer", at.min_rnr_timer, IBV_QP_MIN_RNR_TIMER);
+    num("timeout", at.timeout, IBV_QP_TIMEOUT);
+    num("retry_cnt", at.retry_cnt, IBV_QP_RETRY_CNT);
+    num("rnr_retry", at.rnr_retry, IBV_QP_RNR_RETRY);
+    if (a.contains("path_mtu")) {
+        const unsigned mtu = a["path_mtu"];
+        at.path_mtu = ibv_mtu(mtu >= 256 ? __builtin_ctz(mtu) - 7 : 0);
+        mask |= IBV_QP_PATH_MTU;
+    }
+    if (a.contains("dlid") || a.contains("dest_node")) {
+        at.ah_attr.dlid =
+            a.contains("dlid") ? a["dlid"].get<uint16_t>() : lid_of(a["dest_node"].get<unsigned>());
+        at.ah_attr.sl = a.value("sl", uint8_t(0));
+        at.ah_attr.src_path_bits = a.value("src_path_bits", uint8_t(0));
+        at.ah_attr.port_num = 1;
+        mask |= IBV_QP_AV;
+    }
+    return mask;
+}
+
+}  // namespace
+
 replayer::node_objs& replayer::objs_of(const std::string& ref, unsigned own, std::string* name) {
     unsigned n = own;
     split_ref(ref, own, &n, name);
@@ -275,39 +317,14 @@ void replayer::call_modify_eec(const step& s, unsigned node, json& out) {
         trace::qp_state_of(a["eec_state"], &at.eec_state);  // checked when the trace was read
         mask |= IBV_QP_STATE;
     }
-    auto num = [&](const char* k, auto& field, int bit) {
-        if (a.contains(k)) {
-            field = a[k].get<std::remove_reference_t<decltype(field)>>();
-            mask |= bit;
-        }
-    };
-    num("pkey_index", at.pkey_index, IBV_QP_PKEY_INDEX);
-    num("port_num", at.port_num, IBV_QP_PORT);
-    num("rq_psn", at.rq_psn, IBV_QP_RQ_PSN);
-    num("sq_psn", at.sq_psn, IBV_QP_SQ_PSN);
-    num("max_rd_atomic", at.max_rd_atomic, IBV_QP_MAX_QP_RD_ATOMIC);
-    num("max_dest_rd_atomic", at.max_dest_rd_atomic, IBV_QP_MAX_DEST_RD_ATOMIC);
-    num("min_rnr_timer", at.min_rnr_timer, IBV_QP_MIN_RNR_TIMER);
-    num("timeout", at.timeout, IBV_QP_TIMEOUT);
-    num("retry_cnt", at.retry_cnt, IBV_QP_RETRY_CNT);
-    num("rnr_retry", at.rnr_retry, IBV_QP_RNR_RETRY);
-    num("dest_eecn", at.dest_eecn, IBV_QP_DEST_QPN);
+    mask |= path_attrs(a, at, [this](unsigned n) { return lid_of(n); });
+    if (a.contains("dest_eecn")) {
+        at.dest_eecn = a["dest_eecn"].get<uint32_t>();
+        mask |= IBV_QP_DEST_QPN;
+    }
     if (a.contains("dest_eec")) {
         at.dest_eecn = eec_num_of(a["dest_eec"], node);
         mask |= IBV_QP_DEST_QPN;
-    }
-    if (a.contains("path_mtu")) {
-        const unsigned mtu = a["path_mtu"];
-        at.path_mtu = ibv_mtu(mtu >= 256 ? __builtin_ctz(mtu) - 7 : 0);
-        mask |= IBV_QP_PATH_MTU;
-    }
-    if (a.contains("dlid") || a.contains("dest_node")) {
-        at.ah_attr.dlid =
-            a.contains("dlid") ? a["dlid"].get<uint16_t>() : lid_of(a["dest_node"].get<unsigned>());
-        at.ah_attr.sl = a.value("sl", uint8_t(0));
-        at.ah_attr.src_path_bits = a.value("src_path_bits", uint8_t(0));
-        at.ah_attr.port_num = 1;
-        mask |= IBV_QP_AV;
     }
     const int r = ibv_modify_eec(e, &at, mask);
     expect(s, "ret", r);
@@ -427,45 +444,23 @@ void replayer::call_modify_qp(const step& s, unsigned node, json& out) {
         trace::qp_state_of(a["qp_state"], &at.qp_state);
         mask |= IBV_QP_STATE;
     }
-    auto num = [&](const char* k, auto& field, int bit) {
-        if (a.contains(k)) {
-            field = a[k].get<std::remove_reference_t<decltype(field)>>();
-            mask |= bit;
-        }
-    };
-    num("pkey_index", at.pkey_index, IBV_QP_PKEY_INDEX);
-    num("port_num", at.port_num, IBV_QP_PORT);
-    num("qkey", at.qkey, IBV_QP_QKEY);
-    num("rq_psn", at.rq_psn, IBV_QP_RQ_PSN);
-    num("sq_psn", at.sq_psn, IBV_QP_SQ_PSN);
-    num("max_rd_atomic", at.max_rd_atomic, IBV_QP_MAX_QP_RD_ATOMIC);
-    num("max_dest_rd_atomic", at.max_dest_rd_atomic, IBV_QP_MAX_DEST_RD_ATOMIC);
-    num("min_rnr_timer", at.min_rnr_timer, IBV_QP_MIN_RNR_TIMER);
-    num("timeout", at.timeout, IBV_QP_TIMEOUT);
-    num("retry_cnt", at.retry_cnt, IBV_QP_RETRY_CNT);
-    num("rnr_retry", at.rnr_retry, IBV_QP_RNR_RETRY);
-    num("dest_qp_num", at.dest_qp_num, IBV_QP_DEST_QPN);
+    mask |= path_attrs(a, at, [this](unsigned n) { return lid_of(n); });
+    if (a.contains("qkey")) {
+        at.qkey = a["qkey"].get<uint32_t>();
+        mask |= IBV_QP_QKEY;
+    }
+    if (a.contains("dest_qp_num")) {
+        at.dest_qp_num = a["dest_qp_num"].get<uint32_t>();
+        mask |= IBV_QP_DEST_QPN;
+    }
     if (a.contains("qp_access_flags")) {
         std::string why;
         trace::access_flags_of(a["qp_access_flags"], &at.qp_access_flags, &why);
         mask |= IBV_QP_ACCESS_FLAGS;
     }
-    if (a.contains("path_mtu")) {
-        const unsigned mtu = a["path_mtu"];
-        at.path_mtu = ibv_mtu(mtu >= 256 ? __builtin_ctz(mtu) - 7 : 0);
-        mask |= IBV_QP_PATH_MTU;
-    }
     if (a.contains("dest_qp")) {
         at.dest_qp_num = qp_num_of(a["dest_qp"], node);
         mask |= IBV_QP_DEST_QPN;
-    }
-    if (a.contains("dlid") || a.contains("dest_node")) {
-        at.ah_attr.dlid =
-            a.contains("dlid") ? a["dlid"].get<uint16_t>() : lid_of(a["dest_node"].get<unsigned>());
-        at.ah_attr.sl = a.value("sl", uint8_t(0));
-        at.ah_attr.src_path_bits = a.value("src_path_bits", uint8_t(0));
-        at.ah_attr.port_num = 1;
-        mask |= IBV_QP_AV;
     }
     if (a.contains("alt_dlid")) {  // an alternate path (IBA 10.4): the alt_* keys together
         at.alt_ah_attr.dlid = a["alt_dlid"].get<uint16_t>();

@@ -445,6 +445,31 @@ json recorder::wc(unsigned node, const ibv_wc& w) const {
     return j;
 }
 
+namespace {
+
+/// The primary path of Modify QP / Modify EEC: `dlid`, `sl` and (when not 0) `src_path_bits`.
+void path_keys(json& j, const ibv_ah_attr& ah) {
+    j["dlid"] = ah.dlid;
+    j["sl"] = ah.sl;
+    if (ah.src_path_bits) j["src_path_bits"] = ah.src_path_bits;
+}
+
+/// The PSNs, READ/atomic limits, RNR timer, timeout and retries of Modify QP / Modify EEC (the
+/// same mask bits and keys for both), in this order after the others.
+template <class Attr>
+void reliability_keys(json& j, const Attr& a, int mask) {
+    if (mask & IBV_QP_RQ_PSN) j["rq_psn"] = a.rq_psn;
+    if (mask & IBV_QP_SQ_PSN) j["sq_psn"] = a.sq_psn;
+    if (mask & IBV_QP_MAX_QP_RD_ATOMIC) j["max_rd_atomic"] = a.max_rd_atomic;
+    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) j["max_dest_rd_atomic"] = a.max_dest_rd_atomic;
+    if (mask & IBV_QP_MIN_RNR_TIMER) j["min_rnr_timer"] = a.min_rnr_timer;
+    if (mask & IBV_QP_TIMEOUT) j["timeout"] = a.timeout;
+    if (mask & IBV_QP_RETRY_CNT) j["retry_cnt"] = a.retry_cnt;
+    if (mask & IBV_QP_RNR_RETRY) j["rnr_retry"] = a.rnr_retry;
+}
+
+}  // namespace
+
 json recorder::qp_attr(unsigned node, const ibv_qp_attr& a, int mask) const {
     json j;
     if (mask & IBV_QP_STATE) j["qp_state"] = qp_state_name(a.qp_state);
@@ -460,11 +485,7 @@ json recorder::qp_attr(unsigned node, const ibv_qp_attr& a, int mask) const {
         else
             j["dest_qp_num"] = a.dest_qp_num;
     }
-    if (mask & IBV_QP_AV) {
-        j["dlid"] = a.ah_attr.dlid;
-        j["sl"] = a.ah_attr.sl;
-        if (a.ah_attr.src_path_bits) j["src_path_bits"] = a.ah_attr.src_path_bits;
-    }
+    if (mask & IBV_QP_AV) path_keys(j, a.ah_attr);
     if (mask & IBV_QP_ALT_PATH) {
         j["alt_dlid"] = a.alt_ah_attr.dlid;
         j["alt_sl"] = a.alt_ah_attr.sl;
@@ -474,14 +495,7 @@ json recorder::qp_attr(unsigned node, const ibv_qp_attr& a, int mask) const {
         j["alt_timeout"] = a.alt_timeout;
     }
     if (mask & IBV_QP_PATH_MIG_STATE) j["path_mig_state"] = mig_state_name(a.path_mig_state);
-    if (mask & IBV_QP_RQ_PSN) j["rq_psn"] = a.rq_psn;
-    if (mask & IBV_QP_SQ_PSN) j["sq_psn"] = a.sq_psn;
-    if (mask & IBV_QP_MAX_QP_RD_ATOMIC) j["max_rd_atomic"] = a.max_rd_atomic;
-    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) j["max_dest_rd_atomic"] = a.max_dest_rd_atomic;
-    if (mask & IBV_QP_MIN_RNR_TIMER) j["min_rnr_timer"] = a.min_rnr_timer;
-    if (mask & IBV_QP_TIMEOUT) j["timeout"] = a.timeout;
-    if (mask & IBV_QP_RETRY_CNT) j["retry_cnt"] = a.retry_cnt;
-    if (mask & IBV_QP_RNR_RETRY) j["rnr_retry"] = a.rnr_retry;
+    reliability_keys(j, a, mask);
     return j;
 }
 
@@ -498,19 +512,8 @@ json recorder::eec_attr(unsigned node, const ibv_eec_attr& a, int mask) const {
         else
             j["dest_eecn"] = a.dest_eecn;
     }
-    if (mask & IBV_QP_AV) {
-        j["dlid"] = a.ah_attr.dlid;
-        j["sl"] = a.ah_attr.sl;
-        if (a.ah_attr.src_path_bits) j["src_path_bits"] = a.ah_attr.src_path_bits;
-    }
-    if (mask & IBV_QP_RQ_PSN) j["rq_psn"] = a.rq_psn;
-    if (mask & IBV_QP_SQ_PSN) j["sq_psn"] = a.sq_psn;
-    if (mask & IBV_QP_MAX_QP_RD_ATOMIC) j["max_rd_atomic"] = a.max_rd_atomic;
-    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) j["max_dest_rd_atomic"] = a.max_dest_rd_atomic;
-    if (mask & IBV_QP_MIN_RNR_TIMER) j["min_rnr_timer"] = a.min_rnr_timer;
-    if (mask & IBV_QP_TIMEOUT) j["timeout"] = a.timeout;
-    if (mask & IBV_QP_RETRY_CNT) j["retry_cnt"] = a.retry_cnt;
-    if (mask & IBV_QP_RNR_RETRY) j["rnr_retry"] = a.rnr_retry;
+    if (mask & IBV_QP_AV) path_keys(j, a.ah_attr);
+    reliability_keys(j, a, mask);
     return j;
 }
 

@@ -20,6 +20,7 @@
 
 namespace {
 
+using hcasim::test::expect_verified;
 using hcasim::test::result;
 using hcasim::test::slurp;
 
@@ -256,17 +257,6 @@ std::string without_verify_line(const std::string& out) {
     while (std::getline(in, line))
         if (line.rfind(" verify: ", 0) != 0) kept += line + "\n";
     return kept;
-}
-
-void expect_verified(const nlohmann::json& j, const std::string& what) {
-    ASSERT_FALSE(j.is_null()) << what;
-    ASSERT_FALSE(j["results"].empty()) << what;
-    for (const auto& e : j["results"]) {
-        ASSERT_TRUE(e.contains("verify")) << what;
-        EXPECT_GT(e["verify"]["bytes_checked"].get<uint64_t>(), 0u) << what << " " << e["size_bytes"];
-        EXPECT_EQ(e["verify"]["mismatches"], 0) << what;
-        EXPECT_EQ(e["verify"]["bad_completions"], 0) << what;
-    }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ extern "C" int sc_main(int, char*[]) { return 0; }
 
 namespace {
 
+using hcasim::test::expect_verified;
 using hcasim::test::result;
 
 result run_json(const std::string& args, nlohmann::json* j) {
@@ -26,17 +27,6 @@ double first(const std::string& args, const char* key) {
     EXPECT_EQ(r.code, 0) << args << ": " << r.err;
     if (r.code != 0 || j.is_null() || j["results"].empty()) return -1;
     return j["results"][0][key].get<double>();
-}
-
-void expect_verified(const nlohmann::json& j, const std::string& what) {
-    ASSERT_FALSE(j.is_null()) << what;
-    ASSERT_FALSE(j["results"].empty()) << what;
-    for (const auto& e : j["results"]) {
-        ASSERT_TRUE(e.contains("verify")) << what;
-        EXPECT_GT(e["verify"]["bytes_checked"].get<uint64_t>(), 0u) << what << " " << e["size_bytes"];
-        EXPECT_EQ(e["verify"]["mismatches"], 0) << what;
-        EXPECT_EQ(e["verify"]["bad_completions"], 0) << what;
-    }
 }
 
 }  // namespace

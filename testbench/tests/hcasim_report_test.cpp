@@ -300,7 +300,9 @@ TEST(HcasimReport, latency_plots_a_log_axis_a_stacked_breakdown_and_the_cdf_of_t
         EXPECT_EQ(q.front(), results[s]["lat_min_us"]);
         EXPECT_EQ(q.back(), results[s]["lat_max_us"]);
         for (size_t k = 0; k < q.size(); ++k) {
-            if (k) EXPECT_GE(q[k].get<double>(), q[k - 1].get<double>()) << s << " " << k;
+            if (k) {
+                EXPECT_GE(q[k].get<double>(), q[k - 1].get<double>()) << s << " " << k;
+            }
             EXPECT_NEAR(std::stod(cdf[k][2 + s]), q[k].get<double>(), 1e-6 * q[k].get<double>())
                 << s << " " << k;
         }

@@ -125,6 +125,19 @@ inline result run_hcasim_stats(const std::string& args, const std::string& tag, 
     return r;
 }
 
+/// Every result of a --verify run's stats JSON was checked (some bytes) and found right (no
+/// mismatch, no bad completion); `what` names the run in failure messages.
+inline void expect_verified(const nlohmann::json& j, const std::string& what) {
+    ASSERT_FALSE(j.is_null()) << what;
+    ASSERT_FALSE(j["results"].empty()) << what;
+    for (const auto& e : j["results"]) {
+        ASSERT_TRUE(e.contains("verify")) << what;
+        EXPECT_GT(e["verify"]["bytes_checked"].get<uint64_t>(), 0u) << what << " " << e["size_bytes"];
+        EXPECT_EQ(e["verify"]["mismatches"], 0) << what;
+        EXPECT_EQ(e["verify"]["bad_completions"], 0) << what;
+    }
+}
+
 /// A stats JSON without what two runs of one configuration and seed may differ in
 /// (docs/usage.md#outputs): the "run" block (command line, date) and the wall-clock figures of
 /// "sim". `J`: nlohmann::json, or ordered_json to compare the order of keys too.

@@ -256,7 +256,9 @@ TEST(HcasimSweep, replace_removes_a_stale_latency_png) {
     const auto csv = lines(slurp(dir + "/results.csv"));
     ASSERT_EQ(csv.size(), 3u);
     EXPECT_EQ(csv[1].rfind("write_bw,", 0), 0u) << csv[1];
-    if (plots) EXPECT_TRUE(std::filesystem::exists(dir + "/bandwidth.png"));
+    if (plots) {
+        EXPECT_TRUE(std::filesystem::exists(dir + "/bandwidth.png"));
+    }
     std::filesystem::remove_all(dir);
 }
 

@@ -414,6 +414,31 @@ private:
 
     // ------------------------------------------------------------------ rc.cpp: RC and UC
     void connect_rc(unsigned i, unsigned q, const rd_limits& rd);
+    /// What an RC QP and an EE context (ibv_qp_attr, ibv_eec_attr) are given for RTR towards
+    /// the peer (path MTU --mtu, the peer's LID and PSN, READ/atomic limits, min_rnr_timer 12)
+    /// and for RTS (our PSN, timeout 14, 7 retries, RNR retry 7); the callers add the state and
+    /// the destination (QP or EE context) and modify with rtr_mask / rts_mask.
+    template <class Attr>
+    void rtr_attrs(Attr& a, const peer_info& peer, const rd_limits& lim) const {
+        a.path_mtu = ibv_mtu(__builtin_ctz(spec_.mtu) - 7);
+        a.rq_psn = peer.psn;
+        a.max_dest_rd_atomic = lim.max_dest_rd;
+        a.min_rnr_timer = 12;
+        a.ah_attr.dlid = peer.lid;
+        a.ah_attr.port_num = 1;
+    }
+    template <class Attr>
+    void rts_attrs(Attr& a, unsigned i, const rd_limits& lim) const {
+        a.sq_psn = info_[i].psn;
+        a.timeout = 14;
+        a.retry_cnt = 7;
+        a.rnr_retry = 7;
+        a.max_rd_atomic = lim.max_rd;
+    }
+    static constexpr int rtr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    static constexpr int rts_mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
     void lat_phase(unsigned i, const phase_spec& ph, uint64_t step0, op_kind op, run_report& rep);
     void ping(unsigned i, const phase_spec& ph, op_kind op, lat_size& l, lat_iter& x);
     void take_sample(unsigned i, lat_size& l, const lat_iter& x, double div);

@@ -21,26 +21,13 @@ void perftest::connect_rc(unsigned i, unsigned q, const rd_limits& rd) {
     int rc = modify(i, s.qps[q], attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     attr = ibv_qp_attr{};
     attr.qp_state = IBV_QPS_RTR;
-    attr.path_mtu = ibv_mtu(__builtin_ctz(spec_.mtu) - 7);
     attr.dest_qp_num = peer.qpn[q];
-    attr.rq_psn = peer.psn;
-    attr.max_dest_rd_atomic = rd.max_dest_rd;
-    attr.min_rnr_timer = 12;
-    attr.ah_attr.dlid = peer.lid;
-    attr.ah_attr.port_num = 1;
-    rc |= modify(i, s.qps[q], attr,
-                 IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    rtr_attrs(attr, peer, rd);
+    rc |= modify(i, s.qps[q], attr, rtr_mask);
     attr = ibv_qp_attr{};
     attr.qp_state = IBV_QPS_RTS;
-    attr.sq_psn = info_[i].psn;
-    attr.timeout = 14;
-    attr.retry_cnt = 7;
-    attr.rnr_retry = 7;
-    attr.max_rd_atomic = rd.max_rd;
-    rc |= modify(i, s.qps[q], attr,
-                 IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                     IBV_QP_MAX_QP_RD_ATOMIC);
+    rts_attrs(attr, i, rd);
+    rc |= modify(i, s.qps[q], attr, rts_mask);
     if (rc) fail("node" + std::to_string(i) + ": ibv_modify_qp to RTS failed (" + std::to_string(rc) + ")");
 }
 

@@ -55,7 +55,8 @@ int perftest::modify_eec(unsigned i, ibv_eec* eec, ibv_eec_attr& attr, int mask)
 }
 
 /// Reset -> INIT -> RTR -> RTS of node i's EE context k towards the peer's k: the attributes
-/// connect_rc gives an RC QP (path, PSNs, READ/atomic limits, timeout and retries).
+/// connect_rc gives an RC QP (rtr_attrs, rts_attrs: path, PSNs, READ/atomic limits, timeout
+/// and retries).
 void perftest::connect_eecs(unsigned i, const std::string& node, const rd_limits& lim) {
     side& s = side_[i];
     const peer_info& peer = info_[peer_of(i)];
@@ -67,26 +68,13 @@ void perftest::connect_eecs(unsigned i, const std::string& node, const rd_limits
         int rc = modify_eec(i, s.eecs[k], a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT);
         a = ibv_eec_attr{};
         a.eec_state = IBV_QPS_RTR;
-        a.path_mtu = ibv_mtu(__builtin_ctz(spec_.mtu) - 7);
-        a.ah_attr.dlid = peer.lid;
-        a.ah_attr.port_num = 1;
         a.dest_eecn = peer.eecn[k];
-        a.rq_psn = peer.psn;
-        a.max_dest_rd_atomic = lim.max_dest_rd;
-        a.min_rnr_timer = 12;
-        rc |= modify_eec(i, s.eecs[k], a,
-                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+        rtr_attrs(a, peer, lim);
+        rc |= modify_eec(i, s.eecs[k], a, rtr_mask);
         a = ibv_eec_attr{};
         a.eec_state = IBV_QPS_RTS;
-        a.sq_psn = info_[i].psn;
-        a.timeout = 14;
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.max_rd_atomic = lim.max_rd;
-        rc |= modify_eec(i, s.eecs[k], a,
-                         IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                             IBV_QP_MAX_QP_RD_ATOMIC);
+        rts_attrs(a, i, lim);
+        rc |= modify_eec(i, s.eecs[k], a, rts_mask);
         if (rc)
             fail(node + ": ibv_modify_eec of EE context " + std::to_string(k) + " to RTS failed (" +
                  std::to_string(rc) + ")");
