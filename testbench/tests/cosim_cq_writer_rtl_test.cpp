@@ -69,6 +69,11 @@ public:
 
     std::vector<uint8_t> mem = std::vector<uint8_t>(kMemBytes);
     bus_stats bus;
+    /// Cycle numbers (the falling edge a thing was seen at) of the last operation, for latency.
+    struct {
+        uint64_t accept = 0, mw_first = 0, handshake = 0, rsp = 0;
+    } last;
+    uint64_t cycle() const { return sc_core::sc_time_stamp().value() / clk.period().value(); }
     unsigned ready_percent = 50;  ///< chance that mw_ready is high in a cycle
     unsigned max_resp_delay = 4;  ///< cycles after the handshake, at most, before mwr_valid
 
@@ -203,6 +208,7 @@ private:
             wait(sc_core::SC_ZERO_TIME);  // ev_ready follows cmp_valid combinationally:
             wait(sc_core::SC_ZERO_TIME);  // the input's update, then the model's output
             const bool taken = ready.read();
+            last.accept = cycle();  // taken at the rising edge after this falling edge
             wait(clk.negedge_event());
             if (taken) return;
             ASSERT_LT(cycles, 1000) << "request never taken";
@@ -217,6 +223,7 @@ private:
             }
         }
         rtl_answer a;
+        last.rsp = cycle();
         a.tag = rsp_tag.read();
         a.reason = rsp_reason.read();
         a.written = rsp_written.read();
@@ -243,7 +250,7 @@ private:
     void memory() {
         std::uniform_int_distribution<unsigned> pct(0, 99), delay(0, max_resp_delay);
         int resp_in = -1;  // cycles until mwr_valid; -1: nothing outstanding
-        bool resp_err = false, outstanding = false;
+        bool resp_err = false, outstanding = false, presented = false;
         for (;;) {
             wait(clk.negedge_event());
             mwr_valid.write(false);
@@ -257,7 +264,12 @@ private:
             }
             const bool ready = pct(rng_) < ready_percent;
             mw_ready.write(ready);
-            if (!mw_valid.read()) continue;
+            if (!mw_valid.read()) {
+                presented = false;
+                continue;
+            }
+            if (!presented) last.mw_first = cycle();
+            presented = true;
             if (outstanding) {
                 ADD_FAILURE() << "a second write presented while one is outstanding";
                 continue;
@@ -271,6 +283,8 @@ private:
             const unsigned n = mw_len.read();
             const sc_dt::sc_bv<512> d = mw_data.read();
             ++bus.writes;
+            last.handshake = cycle();
+            presented = false;
             EXPECT_TRUE(n == 64 || n == 32 || n == 4) << "write of " << n << " bytes";
             resp_err = (a < kFailTo && a + n > kFailFrom) || a + n > mem.size();
             if (resp_err) {
@@ -700,6 +714,33 @@ SIM_TEST(CosimCqWriterRtl, a_random_stream_of_20000_operations_equals_the_tlm_by
             EXPECT_GT(b.rtl.bus.stalled_cycles, b.rtl.bus.writes) << "heavy back-pressure";
         },
         sc_time(1, sc_core::SC_SEC));
+}
+
+SIM_TEST(CosimCqWriterRtl,
+         a_cqe_write_starts_write_cycles_plus_one_edges_after_the_request_and_costs_13_cycles) {
+    pair_bench b(false, 18);
+    b.rtl.ready_percent = 100;  // the bus takes every write at once
+    b.rtl.max_resp_delay = 0;   // and answers in the next cycle
+    std::mt19937 rng(3);
+    run_bench([&] {
+        b.rtl.reset();
+        b.load_cq(1, kCqBase, 4, 0);
+        uint64_t prev_accept = 0;
+        for (int n = 0; n < 3; ++n) {
+            EXPECT_TRUE(b.complete(1, random_cqe(rng), false).written);
+            const auto& l = b.rtl.last;
+            // Taken at edge k (after falling edge k): mw_valid registered at edge k+1+8, so
+            // first seen at falling edge k+2+8; handshake at that rising edge; response taken
+            // at the next; rsp_valid from that edge (seen one falling edge later).
+            EXPECT_EQ(l.mw_first - l.accept, 2u + 8u) << n;
+            EXPECT_EQ(l.handshake, l.mw_first) << n;
+            EXPECT_EQ(l.rsp - l.handshake, 2u) << n;
+            if (n > 0) {
+                EXPECT_EQ(l.accept - prev_accept, 8u + 5u) << "write_cycles + 5 per CQE";
+            }
+            prev_accept = l.accept;
+        }
+    });
 }
 
 SIM_TEST(CosimCqWriterRtl, the_broken_build_differs_from_the_tlm_only_after_the_ring_wraps) {
