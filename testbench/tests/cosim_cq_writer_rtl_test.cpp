@@ -73,6 +73,7 @@ public:
     struct {
         uint64_t accept = 0, mw_first = 0, handshake = 0, rsp = 0;
     } last;
+    std::vector<uint64_t> mw_firsts, handshakes;  ///< every write's
     uint64_t cycle() const { return sc_core::sc_time_stamp().value() / clk.period().value(); }
     unsigned ready_percent = 50;  ///< chance that mw_ready is high in a cycle
     unsigned max_resp_delay = 4;  ///< cycles after the handshake, at most, before mwr_valid
@@ -268,7 +269,10 @@ private:
                 presented = false;
                 continue;
             }
-            if (!presented) last.mw_first = cycle();
+            if (!presented) {
+                last.mw_first = cycle();
+                mw_firsts.push_back(last.mw_first);
+            }
             presented = true;
             if (outstanding) {
                 ADD_FAILURE() << "a second write presented while one is outstanding";
@@ -284,6 +288,7 @@ private:
             const sc_dt::sc_bv<512> d = mw_data.read();
             ++bus.writes;
             last.handshake = cycle();
+            handshakes.push_back(last.handshake);
             presented = false;
             EXPECT_TRUE(n == 64 || n == 32 || n == 4) << "write of " << n << " bytes";
             resp_err = (a < kFailTo && a + n > kFailFrom) || a + n > mem.size();
@@ -740,6 +745,28 @@ SIM_TEST(CosimCqWriterRtl,
             }
             prev_accept = l.accept;
         }
+        // Armed: the EQE's mw_valid rises at the edge after the CQE's response (seen 3 falling
+        // edges after the CQE's handshake was decided), the MSI's at the EQE response's edge.
+        b.load_eq(0, kEq0Base, 3);
+        b.set_msi(kMsi, kMsiData);
+        b.doorbell(1, 3, hw::CQ_ARM_NEXT);
+        const size_t w = b.rtl.handshakes.size();
+        EXPECT_TRUE(b.complete(1, random_cqe(rng), false).eqe);
+        ASSERT_EQ(b.rtl.handshakes.size(), w + 3) << "CQE, EQE, MSI";
+        EXPECT_EQ(b.rtl.mw_firsts[w + 1] - b.rtl.handshakes[w], 3u) << "the EQE";
+        EXPECT_EQ(b.rtl.mw_firsts[w + 2] - b.rtl.handshakes[w + 1], 2u)
+            << "the MSI: at the EQE response's edge";
+        EXPECT_EQ(b.rtl.last.rsp - b.rtl.handshakes[w + 2], 2u);
+        // An event taken at edge k: mw_valid from edge k+1.
+        EXPECT_TRUE(b.post_event(hw::EQE_PORT_CHANGE, 1, hw::EQE_PORT_DOWN).written);
+        EXPECT_EQ(b.rtl.mw_firsts[w + 3] - b.rtl.last.accept, 2u);
+        // An overrun's CQ error EQE: mw_valid from edge k+2.
+        b.load_cq(2, 0x4000, 0, 0);
+        EXPECT_TRUE(b.complete(2, random_cqe(rng), false).written);
+        const size_t v = b.rtl.mw_firsts.size();
+        EXPECT_FALSE(b.complete(2, random_cqe(rng), false).written);
+        ASSERT_EQ(b.rtl.mw_firsts.size(), v + 2) << "EQE, MSI";
+        EXPECT_EQ(b.rtl.mw_firsts[v] - b.rtl.last.accept, 3u);
     });
 }
 
