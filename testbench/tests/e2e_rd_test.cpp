@@ -876,3 +876,54 @@ SIM_TEST(E2eRd, o10_60_immediate_errors_on_rd_posts_leave_the_qp_and_ee_context_
         EXPECT_EQ(a.sq_psn, 0x701u) << "only the one message used a PSN";
     });
 }
+
+SIM_TEST(E2eRd, resync_unanswered_is_resent_then_fails_its_wr_and_the_next_owner_resyncs_a_far_end_set_anew) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        // EE contexts with an 8.192 us ACK timeout and one retry.
+        for (unsigned i = 0; i < 2; ++i) {
+            ibv_eec_attr a{};
+            a.eec_state = IBV_QPS_RESET;
+            ASSERT_EQ(ibv_modify_eec(p.s[i].eec, &a, IBV_QP_STATE), 0);
+        }
+        ASSERT_EQ(connect_eec(p.s[0].eec, IBV_QPS_RTS, p.s[1].eec->eecn, h.s[1].lid, 0x500, 0x700, 1, 1), 0);
+        buf d = make_buf(h, 1, 4096);
+        buf s = make_buf(h, 0, 4096, 0x4E);
+        const uint32_t dq = p.s[1].qp[0]->qp_num;
+        // The far EE context is in Reset: the first message's packets are dropped until its
+        // retries run out; its EE context then owes a RESYNC.
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_SEND, s.va, 2000, s.mr->lkey, 1), 0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "the first send").status, IBV_WC_RETRY_EXC_ERR);
+        EXPECT_EQ(ctr(0, "transport_engine.rd_resyncs_sent"), 0u);
+        // The next message's RESYNC is dropped too: sent, resent once, then its WR fails.
+        ASSERT_EQ(post_rd(p.s[0].qp[1], p.s[0].eec, dq, IBV_WR_SEND, s.va, 2000, s.mr->lkey, 2), 0);
+        const ibv_wc w2 = one_wc(h, p.s[0].cq, "the second send");
+        EXPECT_EQ(w2.status, IBV_WC_RETRY_EXC_ERR);
+        EXPECT_EQ(w2.wr_id, 2u);
+        EXPECT_EQ(ctr(0, "transport_engine.rd_resyncs_sent"), 2u);
+        EXPECT_EQ(ctr(1, "transport_engine.rd_resyncs_received"), 0u);
+        // The far EE context comes up expecting a PSN of its own (0x123): the RESYNC a third
+        // QP's message sends first sets it, and the message lands.
+        ASSERT_EQ(connect_eec(p.s[1].eec, IBV_QPS_RTS, p.s[0].eec->eecn, h.s[0].lid, 0x123, 0x500), 0);
+        ibv_qp* q3 = make_rd_qp(h, 0, p.s[0].rdd, p.s[0].cq);
+        ASSERT_NE(q3, nullptr);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 7), 0);
+        ASSERT_EQ(post_rd(q3, p.s[0].eec, dq, IBV_WR_SEND, s.va, 2000, s.mr->lkey, 3), 0);
+        const ibv_wc w3 = one_wc(h, p.s[0].cq, "the third send");
+        EXPECT_EQ(w3.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(w3.wr_id, 3u);
+        const ibv_wc r = one_wc(h, p.s[1].cq, "its receive");
+        EXPECT_EQ(r.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(r.byte_len, 2000u);
+        h.expect_fill(1, d.va, 2000, 0x4E, "payload");
+        EXPECT_EQ(ctr(0, "transport_engine.rd_resyncs_sent"), 3u);
+        EXPECT_EQ(ctr(1, "transport_engine.rd_resyncs_received"), 1u);
+        // 0x700, 0x701 sent (and resent), the RESYNC at 0x702, the message 0x703, 0x704.
+        ibv_eec_attr a{};
+        ASSERT_EQ(ibv_query_eec(p.s[0].eec, &a), 0);
+        EXPECT_EQ(a.sq_psn, 0x705u);
+        ASSERT_EQ(ibv_query_eec(p.s[1].eec, &a), 0);
+        EXPECT_EQ(a.rq_psn, 0x705u);
+    });
+}
