@@ -188,7 +188,8 @@ enum ibv_event_type {
     IBV_EVENT_SRQ_LIMIT_REACHED,
     IBV_EVENT_QP_LAST_WQE_REACHED,
     IBV_EVENT_CLIENT_REREGISTER,
-    IBV_EVENT_GID_CHANGE
+    IBV_EVENT_GID_CHANGE,
+    IBV_EVENT_EEC_ERR  ///< hcasim (RD, o10-65): an EE context's own error moved it to Error
 };
 
 /// ibv_query_device output.
@@ -262,6 +263,7 @@ struct ibv_async_event {
         ibv_qp* qp;    ///< QP events
         ibv_srq* srq;  ///< IBV_EVENT_SRQ_ERR, IBV_EVENT_SRQ_LIMIT_REACHED
         int port_num;  ///< port events; 0 for IBV_EVENT_DEVICE_FATAL
+        ibv_eec* eec;  ///< IBV_EVENT_EEC_ERR
     } element;
     ibv_event_type event_type;
 };

@@ -447,8 +447,11 @@ void transport_engine::enter_error(qp& q, sc_time& delay) {
 }
 
 void transport_engine::post_event(qp& q, uint8_t type, sc_time& delay) {
-    if (q.eec) return;  // EE contexts have no events of their own (no verb would receive them)
     ++async_events;
+    if (q.eec) {  // o10-65: an EE context's own error names the EE context
+        cqw_->post_event(hw::EQE_EEC_ERR, q.qpn - eec_base_, delay);
+        return;
+    }
     cqw_->post_event(type, q.qpn, delay);
 }
 

@@ -927,3 +927,93 @@ SIM_TEST(E2eRd, resync_unanswered_is_resent_then_fails_its_wr_and_the_next_owner
         EXPECT_EQ(a.rq_psn, 0x705u);
     });
 }
+
+// ---------------------------------------------------------------- affiliated asynchronous errors
+
+SIM_TEST(E2eRd, o10_64_o10_65_an_rd_qps_affiliated_error_stops_the_qp_and_leaves_its_ee_context_working) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ibv_qp* victim = p.s[0].qp[1];
+        ASSERT_TRUE(p.s[0].qp[0] && victim && p.s[1].qp[0]);
+        buf d = make_buf(h, 1, 4096);
+        buf s = make_buf(h, 0, 4096, 0x2D);
+        buf in = make_buf(h, 0, 4096);
+        const uint32_t dq = p.s[1].qp[0]->qp_num;
+        ASSERT_EQ(post_recv_on(victim, in.va, 4096, in.mr->lkey, 7), 0);  // outstanding on its RQ
+        // Its send ring now points beyond host memory: the next WQEs cannot be read, a Local
+        // Work Queue Catastrophic Error (an affiliated asynchronous error of the RD QP).
+        hw::modify_qp_in m{};
+        m.cur_state = uint8_t(IBV_QPS_RTS);
+        m.ctx = victim->hw_ctx;
+        m.ctx.sq_base = 0xFFFFF00000000000ull;
+        ASSERT_EQ(
+            h.s[0].sw->driver.exec(hw::CMD_MODIFY_QP, victim->qp_num, uint32_t(IBV_QPS_RTS), &m, sizeof m),
+            hw::CMD_OK);
+        ibv_sge sge{s.va, 64, s.mr->lkey};
+        std::vector<ibv_send_wr> wrs(2);
+        for (unsigned k = 0; k < 2; ++k) {
+            wrs[k].wr_id = 2 + k;
+            wrs[k].sg_list = &sge;
+            wrs[k].num_sge = 1;
+            wrs[k].opcode = IBV_WR_SEND;
+            wrs[k].send_flags = IBV_SEND_SIGNALED;
+            wrs[k].rd.eec = p.s[0].eec;
+            wrs[k].rd.remote_qpn = dq;
+            wrs[k].rd.remote_qkey = kQkey;
+        }
+        ASSERT_EQ(post_list(victim, wrs), 0);
+        ibv_qp* qp = nullptr;
+        EXPECT_EQ(next_event_type(h, 0, &qp), int(IBV_EVENT_QP_FATAL)) << "o10-64";
+        EXPECT_EQ(qp, victim);
+        EXPECT_EQ(qp_state(victim), IBV_QPS_ERR) << "o10-64: processing halts, the QP goes to Error";
+        const ibv_wc r = one_wc(h, p.s[0].cq, "the outstanding receive");
+        EXPECT_EQ(r.status, IBV_WC_WR_FLUSH_ERR);
+        EXPECT_EQ(r.wr_id, 7u);
+        // o10-65: a QP's error leaves the EE context alone: another QP sends through it.
+        EXPECT_EQ(eec_state(p.s[0].eec), IBV_QPS_RTS);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 9), 0);
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_SEND, s.va, 64, s.mr->lkey, 5), 0);
+        const ibv_wc w = one_wc(h, p.s[0].cq, "a send of another QP");
+        EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(w.wr_id, 5u);
+        EXPECT_EQ(one_wc(h, p.s[1].cq, "its receive").wr_id, 9u);
+        h.expect_fill(1, d.va, 64, 0x2D, "payload");
+    });
+}
+
+SIM_TEST(E2eRd, o10_65_an_ee_contexts_own_error_moves_it_to_error_with_an_event_naming_it) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[1].qp[0]);
+        // The far EE context takes no RDMA READ (max_dest_rd_atomic 0: the EE context's own
+        // responder resources).
+        ibv_eec_attr a{};
+        a.eec_state = IBV_QPS_SQD;
+        ASSERT_EQ(ibv_modify_eec(p.s[1].eec, &a, IBV_QP_STATE), 0);
+        a.max_dest_rd_atomic = 0;
+        ASSERT_EQ(ibv_modify_eec(p.s[1].eec, &a, IBV_QP_STATE | IBV_QP_MAX_DEST_RD_ATOMIC), 0);
+        a.eec_state = IBV_QPS_RTS;
+        ASSERT_EQ(ibv_modify_eec(p.s[1].eec, &a, IBV_QP_STATE), 0);
+        buf t = make_buf(h, 1, 4096, 0x3E);
+        buf back = make_buf(h, 0, 4096, 0);
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, p.s[1].qp[0]->qp_num, IBV_WR_RDMA_READ, back.va, 256,
+                          back.mr->lkey, 1, kQkey, t.va, t.mr->rkey),
+                  0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "the read").status, IBV_WC_REM_INV_REQ_ERR);
+        // The far end: an event naming its EE context, which is in Error; its RD QP is not.
+        ibv_async_event ev{};
+        ASSERT_EQ(ibv_get_async_event(h.s[1].ctx, &ev, 1'000'000), 0);
+        EXPECT_EQ(ev.event_type, IBV_EVENT_EEC_ERR);
+        EXPECT_EQ(ev.element.eec, p.s[1].eec);
+        ibv_ack_async_event(&ev);
+        EXPECT_EQ(p.s[1].eec->state, IBV_QPS_ERR) << "the verbs layer knows before a query";
+        EXPECT_EQ(eec_state(p.s[1].eec), IBV_QPS_ERR);
+        EXPECT_EQ(qp_state(p.s[1].qp[0]), IBV_QPS_RTS) << "its RD QP is unaffected";
+        EXPECT_EQ(eec_state(p.s[0].eec), IBV_QPS_RTS) << "the requesting EE context goes on";
+        EXPECT_NE(ibv_get_async_event(h.s[0].ctx, &ev, 100'000), 0) << "no event at the requester";
+        h.expect_fill(0, back.va, 256, 0, "nothing read");
+        ASSERT_EQ(ibv_destroy_eec(p.s[1].eec), 0);
+    });
+}
