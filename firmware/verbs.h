@@ -214,7 +214,8 @@ struct ibv_device_attr {
     bool zbva;                            ///< zero-based virtual addresses (IBV_ACCESS_ZERO_BASED)
     bool block_list;                      ///< ibv_reg_phys_mr with block lists
     bool local_inv_fence;                 ///< a fenced Local Invalidate gives strong ordering
-    int num_comp_vectors;  ///< completion event handler identifiers (o10-54.2.1; as ibv_context's)
+    int num_comp_vectors;    ///< completion event handler identifiers (o10-54.2.1; as ibv_context's)
+    uint32_t max_rd_msg_sz;  ///< hcasim (o10-51): bytes of one RD message at most (0: no RD)
 };
 
 /// ibv_query_port output.

@@ -213,6 +213,7 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
         a->max_rdd = int(c.max_rdd - 1);
         a->max_ee_rd_atom = a->max_qp_rd_atom;
         a->max_ee_init_rd_atom = a->max_qp_init_rd_atom;
+        a->max_rd_msg_sz = c.max_rd_msg;
     }
     if (c.flags & hw::CAP_MCAST) {  // o10-33
         a->max_mcast_grp = int(c.max_mcast_grp);

@@ -1017,3 +1017,64 @@ SIM_TEST(E2eRd, o10_65_an_ee_contexts_own_error_moves_it_to_error_with_an_event_
         ASSERT_EQ(ibv_destroy_eec(p.s[1].eec), 0);
     });
 }
+
+// ---------------------------------------------------------------- message size
+
+SIM_TEST(E2eRd, o10_51_an_rd_wr_longer_than_the_rd_maximum_message_size_is_refused) {
+    rc_config cfg;
+    cfg.keys = {{"hca.max_rd_msg", "4096"}};
+    rc_harness h(cfg);
+    h.run([](rc_harness& h) {
+        ibv_device_attr da{};
+        ASSERT_EQ(ibv_query_device(h.s[0].ctx, &da), 0);
+        EXPECT_EQ(da.max_rd_msg_sz, 4096u) << "Query HCA reports it (hca.max_rd_msg)";
+        rd_pair p = make_rd(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[1].qp[0]);
+        buf d = make_buf(h, 1, 8192);
+        buf s = make_buf(h, 0, 8192, 0x71);
+        const uint32_t dq = p.s[1].qp[0]->qp_num;
+        // 4097 bytes in two SGEs: the total counts. Refused at the post; nothing queued.
+        ibv_sge sg[2] = {{s.va, 4000, s.mr->lkey}, {s.va + 4000, 97, s.mr->lkey}};
+        ibv_send_wr wr{};
+        wr.wr_id = 1;
+        wr.sg_list = sg;
+        wr.num_sge = 2;
+        wr.opcode = IBV_WR_SEND;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.rd.eec = p.s[0].eec;
+        wr.rd.remote_qpn = dq;
+        wr.rd.remote_qkey = kQkey;
+        ibv_send_wr* bad = nullptr;
+        EXPECT_EQ(ibv_post_send(p.s[0].qp[0], &wr, &bad), EINVAL);
+        EXPECT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_RDMA_WRITE, s.va, 4097, s.mr->lkey, 2, kQkey,
+                          d.va, d.mr->rkey),
+                  EINVAL);
+        EXPECT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_RDMA_READ, s.va, 8192, s.mr->lkey, 3, kQkey,
+                          d.va, d.mr->rkey),
+                  EINVAL);
+        h.expect_no_wc(p.s[0].cq, kQuietNs, "nothing was queued");
+        // Exactly the maximum goes.
+        sg[1].length = 96;
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va, 8192, d.mr->lkey, 9), 0);
+        ASSERT_EQ(ibv_post_send(p.s[0].qp[0], &wr, &bad), 0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "the 4096-byte send").status, IBV_WC_SUCCESS);
+        const ibv_wc r = one_wc(h, p.s[1].cq, "its receive");
+        EXPECT_EQ(r.byte_len, 4096u);
+        h.expect_fill(1, d.va, 4096, 0x71, "payload");
+        // The limit is RD's: the harness's RC QP sends 8192 bytes in one message.
+        const uint64_t rc_dst = h.alloc(1, 8192, 64);
+        ibv_mr* rc_mr = h.reg(1, rc_dst, 8192);
+        ASSERT_NE(rc_mr, nullptr);
+        ASSERT_EQ(post_write_on(h.s[0].qp, {s.va, 8192, s.mr->lkey}, rc_dst, rc_mr->rkey, 4), 0);
+        EXPECT_EQ(one_wc(h, h.s[0].scq, "an RC write of 8192 bytes").status, IBV_WC_SUCCESS);
+    });
+}
+
+SIM_TEST(E2eRd, o10_51_query_hca_reports_the_default_rd_maximum_message_size) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        ibv_device_attr da{};
+        ASSERT_EQ(ibv_query_device(h.s[0].ctx, &da), 0);
+        EXPECT_EQ(da.max_rd_msg_sz, 1u << 31);
+    });
+}
