@@ -576,6 +576,10 @@ struct ibv_wc {
     unsigned wc_flags;
     uint16_t pkey_index, slid;
     uint8_t sl, dlid_path_bits;
+    /// hcasim (o10-54; libibverbs has neither RD nor this field): a receive completion of an RD
+    /// QP counts the receive WRs whose resources it freed (1: each message takes one receive WR,
+    /// completed in order), room for as many posts; 0 on every other completion.
+    uint32_t freed_recv_wrs;
 };
 
 // ---- device (verbs_device.cpp)

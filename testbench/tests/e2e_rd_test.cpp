@@ -1078,3 +1078,37 @@ SIM_TEST(E2eRd, o10_51_query_hca_reports_the_default_rd_maximum_message_size) {
         EXPECT_EQ(da.max_rd_msg_sz, 1u << 31);
     });
 }
+
+SIM_TEST(E2eRd, o10_54_an_rd_receive_completion_returns_the_count_of_receive_wrs_it_freed) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ibv_qp* rq = p.s[1].qp[0];
+        ASSERT_TRUE(p.s[0].qp[0] && rq);
+        buf d = make_buf(h, 1, 64 * 1024);
+        buf s = make_buf(h, 0, 4096, 0x19);
+        // The receive queue full (32 WRs): one more post is refused.
+        for (unsigned k = 0; k < 32; ++k)
+            ASSERT_EQ(post_recv_on(rq, d.va + k * 2048, 2048, d.mr->lkey, k), 0);
+        EXPECT_EQ(post_recv_on(rq, d.va, 2048, d.mr->lkey, 99), ENOMEM);
+        // A message, and a message too long for its receive WR (Local Length Error): each
+        // completion frees one receive WR, and one more post fits per completion.
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, rq->qp_num, IBV_WR_SEND, s.va, 100, s.mr->lkey, 1), 0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "send").status, IBV_WC_SUCCESS);
+        const ibv_wc r = one_wc(h, p.s[1].cq, "receive");
+        EXPECT_EQ(r.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(r.freed_recv_wrs, 1u);
+        ASSERT_EQ(post_recv_on(rq, d.va, 2048, d.mr->lkey, 100), 0);
+        EXPECT_EQ(post_recv_on(rq, d.va, 2048, d.mr->lkey, 101), ENOMEM);
+        ASSERT_EQ(post_rd(p.s[0].qp[1], p.s[0].eec, rq->qp_num, IBV_WR_SEND, s.va, 3000, s.mr->lkey, 2), 0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "long send").status, IBV_WC_REM_INV_REQ_ERR);
+        const ibv_wc r2 = one_wc(h, p.s[1].cq, "the receive in error");
+        EXPECT_EQ(r2.status, IBV_WC_LOC_LEN_ERR);
+        EXPECT_EQ(r2.freed_recv_wrs, 1u);
+        ASSERT_EQ(post_recv_on(rq, d.va, 2048, d.mr->lkey, 102), 0);
+        EXPECT_EQ(post_recv_on(rq, d.va, 2048, d.mr->lkey, 103), ENOMEM);
+        // A send completion frees no receive WR.
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, rq->qp_num, IBV_WR_SEND, s.va, 10, s.mr->lkey, 3), 0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "send").freed_recv_wrs, 0u);
+    });
+}
