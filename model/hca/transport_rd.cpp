@@ -8,12 +8,15 @@
 // with the EE context's path and PSNs: at the message's start it owns the EE context (a QP whose
 // message is on it already keeps it; the others wait, in order), and when the message is
 // acknowledged the EE context takes the next PSN back and passes to the next waiting QP. One
-// message at a time on an EE context (IBA 9.7.1) and, in this model, on an RD QP.
+// message at a time on an EE context (IBA 9.7.1) and, in this model, on an RD QP. A message that
+// fails after sending packets leaves the far end somewhere in them: the EE context then owes a
+// RESYNC, which the next owner sends (and waits for its ACK) before its message starts.
 //
 // At the far end the packet's RDETH names the EE context: it checks the PSN, acknowledges and
 // answers as an RC responder, and for each message checks the RD QP its BTH names (state,
 // domain, Q_Key) and places the message with that QP's receive queue, PD and receive CQ. What
-// the EE context sends carries RD opcodes with the RDETH of its peer; requests carry a DETH.
+// the EE context sends carries RD opcodes with the RDETH of its peer; requests carry a DETH. A
+// RESYNC sets the expected PSN past it and drops the message in progress.
 #include <systemc>
 
 #include <algorithm>
