@@ -369,6 +369,12 @@ void hca_driver::dispatch_async(const hw::eqe& e) {
         it->second(e);
         return;
     }
+    case hw::EQE_EEC_ERR: {
+        auto it = eec_handlers_.find(e.resource);
+        if (it == eec_handlers_.end()) break;
+        it->second(e);
+        return;
+    }
     case hw::EQE_CQ_ERROR: {
         auto it = cq_handlers_.find(e.resource);
         if (it == cq_handlers_.end()) break;
@@ -428,6 +434,12 @@ void hca_driver::set_qp_event_handler(uint32_t qpn, std::function<void(const hw:
 }
 
 void hca_driver::clear_qp_event_handler(uint32_t qpn) { qp_handlers_.erase(qpn); }
+
+void hca_driver::set_eec_event_handler(uint32_t eecn, std::function<void(const hw::eqe&)> fn) {
+    eec_handlers_[eecn] = std::move(fn);
+}
+
+void hca_driver::clear_eec_event_handler(uint32_t eecn) { eec_handlers_.erase(eecn); }
 
 void hca_driver::set_cq_event_handler(uint32_t cqn, std::function<void(const hw::eqe&)> fn) {
     cq_handlers_[cqn] = std::move(fn);

@@ -211,6 +211,9 @@ public:
     /// Handler for async events about one QP (SQ drained, errors): registered by the verbs layer.
     void set_qp_event_handler(uint32_t qpn, std::function<void(const hw::eqe&)> fn);
     void clear_qp_event_handler(uint32_t qpn);
+    /// EE context events (EQE_EEC_ERR) for EECN `eecn`.
+    void set_eec_event_handler(uint32_t eecn, std::function<void(const hw::eqe&)> fn);
+    void clear_eec_event_handler(uint32_t eecn);
     /// Handler for async events about one CQ (CQ error): registered by the verbs layer.
     void set_cq_event_handler(uint32_t cqn, std::function<void(const hw::eqe&)> fn);
     void clear_cq_event_handler(uint32_t cqn);
@@ -272,6 +275,7 @@ private:
     uint32_t mws_ = 0;
     std::vector<uint32_t> cq_events_;
     std::map<uint32_t, std::function<void(const hw::eqe&)>> qp_handlers_;
+    std::map<uint32_t, std::function<void(const hw::eqe&)>> eec_handlers_;
     std::map<uint32_t, std::function<void(const hw::eqe&)>> cq_handlers_;
     std::map<uint32_t, std::function<void(const hw::eqe&)>> srq_handlers_;
     std::vector<std::function<bool()>> cq_comp_handlers_;  ///< by CQN

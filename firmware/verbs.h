@@ -188,7 +188,8 @@ enum ibv_event_type {
     IBV_EVENT_SRQ_LIMIT_REACHED,
     IBV_EVENT_QP_LAST_WQE_REACHED,
     IBV_EVENT_CLIENT_REREGISTER,
-    IBV_EVENT_GID_CHANGE
+    IBV_EVENT_GID_CHANGE,
+    IBV_EVENT_EEC_ERR  ///< hcasim (RD, o10-65): an EE context's own error moved it to Error
 };
 
 /// ibv_query_device output.
@@ -213,7 +214,8 @@ struct ibv_device_attr {
     bool zbva;                            ///< zero-based virtual addresses (IBV_ACCESS_ZERO_BASED)
     bool block_list;                      ///< ibv_reg_phys_mr with block lists
     bool local_inv_fence;                 ///< a fenced Local Invalidate gives strong ordering
-    int num_comp_vectors;  ///< completion event handler identifiers (o10-54.2.1; as ibv_context's)
+    int num_comp_vectors;    ///< completion event handler identifiers (o10-54.2.1; as ibv_context's)
+    uint32_t max_rd_msg_sz;  ///< hcasim (o10-51): bytes of one RD message at most (0: no RD)
 };
 
 /// ibv_query_port output.
@@ -262,6 +264,7 @@ struct ibv_async_event {
         ibv_qp* qp;    ///< QP events
         ibv_srq* srq;  ///< IBV_EVENT_SRQ_ERR, IBV_EVENT_SRQ_LIMIT_REACHED
         int port_num;  ///< port events; 0 for IBV_EVENT_DEVICE_FATAL
+        ibv_eec* eec;  ///< IBV_EVENT_EEC_ERR
     } element;
     ibv_event_type event_type;
 };
@@ -573,6 +576,10 @@ struct ibv_wc {
     unsigned wc_flags;
     uint16_t pkey_index, slid;
     uint8_t sl, dlid_path_bits;
+    /// hcasim (o10-54; libibverbs has neither RD nor this field): a receive completion of an RD
+    /// QP counts the receive WRs whose resources it freed (1: each message takes one receive WR,
+    /// completed in order), room for as many posts; 0 on every other completion.
+    uint32_t freed_recv_wrs;
 };
 
 // ---- device (verbs_device.cpp)

@@ -171,6 +171,7 @@ int ibv_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
         w.slid = e.slid;
         w.sl = e.sl;
         w.dlid_path_bits = e.dlid_path_bits;
+        w.freed_recv_wrs = 0;
         if (auto* qp = static_cast<ibv_qp*>(drv.qp_user(e.qpn))) {
             if (e.owner & hw::CQE_IS_SEND) {
                 // C10-108, 10.8.6: a send CQE for WQE w retires every earlier (unsignaled) WQE of
@@ -185,6 +186,7 @@ int ibv_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
                 if (srq->ring.completed < srq->ring.producer) ++srq->ring.completed;
             } else if (qp->rq.completed < qp->rq.producer) {
                 ++qp->rq.completed;
+                if (qp->qp_type == IBV_QPT_RD) w.freed_recv_wrs = 1;  // o10-54
             }
         }
         ++cq->consumer;

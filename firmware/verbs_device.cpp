@@ -52,6 +52,7 @@ bool event_type_of(const hw::eqe& e, ibv_event_type* t) {
     case hw::EQE_LOCAL_CATASTROPHIC: *t = IBV_EVENT_DEVICE_FATAL; return true;
     case hw::EQE_SRQ_LIMIT: *t = IBV_EVENT_SRQ_LIMIT_REACHED; return true;
     case hw::EQE_SRQ_ERROR: *t = IBV_EVENT_SRQ_ERR; return true;
+    case hw::EQE_EEC_ERR: *t = IBV_EVENT_EEC_ERR; return true;
     case hw::EQE_PORT_CHANGE:
         if (e.subtype == hw::EQE_PORT_ACTIVE)
             *t = IBV_EVENT_PORT_ACTIVE;
@@ -76,6 +77,7 @@ void drop_events(ibv_context* ctx, const void* object, object_kind kind) {
         switch (kind) {
         case object_kind::cq: return ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == object;
         case object_kind::srq: return is_srq_event(ev.event_type) && ev.element.srq == object;
+        case object_kind::eec: return ev.event_type == IBV_EVENT_EEC_ERR && ev.element.eec == object;
         default: return is_qp_event(ev.event_type) && ev.element.qp == object;
         }
     };
@@ -211,6 +213,7 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
         a->max_rdd = int(c.max_rdd - 1);
         a->max_ee_rd_atom = a->max_qp_rd_atom;
         a->max_ee_init_rd_atom = a->max_qp_init_rd_atom;
+        a->max_rd_msg_sz = c.max_rd_msg;
     }
     if (c.flags & hw::CAP_MCAST) {  // o10-33
         a->max_mcast_grp = int(c.max_mcast_grp);

@@ -45,7 +45,7 @@ bool event_type_of(const hw::eqe& e, ibv_event_type* t);
 /// Queues an event for the context's handler, or for ibv_get_async_event.
 void queue_event(ibv_context* ctx, const ibv_async_event& ev);
 /// Drops the events of a QP, CQ or SRQ being destroyed that are still queued.
-enum class object_kind { qp, cq, srq };
+enum class object_kind { qp, cq, srq, eec };
 void drop_events(ibv_context* ctx, const void* object, object_kind kind);
 
 // ---- address handles (verbs_ah.cpp)

@@ -643,6 +643,8 @@ int check_send_wr(ibv_qp* qp, const ibv_send_wr* wr, uint64_t* total) {
     if (qp->qp_type == IBV_QPT_RD &&
         (!wr->rd.eec || wr->rd.eec->context != qp->context || wr->rd.remote_qpn > 0xFFFFFFu))
         return EINVAL;
+    // o10-51: an RD message is at most the HCA's RD maximum message size (Query HCA).
+    if (qp->qp_type == IBV_QPT_RD && *total > caps.max_rd_msg) return EINVAL;
     if (qp->qp_type == IBV_QPT_UD) {
         const ibv_ah* ah = wr->wr.ud.ah;
         if (!ah) return EINVAL;

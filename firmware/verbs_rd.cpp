@@ -63,6 +63,15 @@ ibv_eec* ibv_create_eec(ibv_rdd* rdd) {
     }
     ++rdd->refs;
     ++ctx->eecs;
+    // o10-65: an error of the EE context's own moved it to Error; the event names it.
+    drv.set_eec_event_handler(n, [eec](const hw::eqe& e) {
+        ibv_async_event ev{};
+        if (!event_type_of(e, &ev.event_type)) return;
+        eec->state = IBV_QPS_ERR;
+        eec->hw_ctx.state = hw::QPS_ERR;
+        ev.element.eec = eec;
+        queue_event(eec->context, ev);
+    });
     return eec;
 }
 
@@ -165,6 +174,8 @@ int ibv_destroy_eec(ibv_eec* eec) {
     verb_cost(ctx);
     const hw::cmd_status st = drv.exec(hw::CMD_DESTROY_EEC, eec->eecn, 0, nullptr, 0);
     if (st != hw::CMD_OK) return fw::cmd_errno(st);
+    drv.clear_eec_event_handler(eec->eecn);
+    drop_events(ctx, eec, object_kind::eec);
     drv.free_eecn(eec->eecn);
     --eec->rdd->refs;
     --ctx->eecs;

@@ -217,7 +217,8 @@ struct hca_caps {
     uint32_t num_comp_vectors;           ///< completion event handler identifiers (EQs for completion events)
     uint32_t max_ee;                     ///< EE contexts (CAP_RD)
     uint32_t max_rdd;                    ///< reliable datagram domains (CAP_RD)
-    uint32_t rsvd[2];                    ///< reserved, zero
+    uint32_t max_rd_msg;                 ///< bytes of one RD message at most (CAP_RD, o10-51)
+    uint32_t rsvd;                       ///< reserved, zero
 };
 static_assert(sizeof(hca_caps) == 160);
 static_assert(offsetof(hca_caps, max_mcast_qp_attach) == 106 && offsetof(hca_caps, max_mcast_grp) == 108 &&

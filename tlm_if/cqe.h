@@ -116,6 +116,7 @@ enum eqe_type : uint8_t {
     EQE_LOCAL_CATASTROPHIC = 0x0B,   ///< local catastrophic error
     EQE_SRQ_ERROR = 0x0C,            ///< SRQ catastrophic error
     EQE_PATH_MIG_ERR = 0x0D,         ///< path migration request failed
+    EQE_EEC_ERR = 0x0E,              ///< RD: an EE context's own error moved it to Error (resource: EECN)
 };
 
 /// eqe::subtype of EQE_PORT_CHANGE.
@@ -129,7 +130,7 @@ struct eqe {
     uint8_t type;       ///< eqe_type
     uint8_t subtype;    ///< event-specific detail
     uint16_t rsvd0;     ///< reserved, zero
-    uint32_t resource;  ///< CQN, QPN, SRQN or port number the event concerns
+    uint32_t resource;  ///< CQN, QPN, SRQN, EECN or port number the event concerns
     uint8_t rsvd1[23];  ///< reserved, zero
     uint8_t owner;      ///< CQE_OWNER_BIT, same rule as CQEs
 };

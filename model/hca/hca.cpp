@@ -24,6 +24,10 @@ hca::hca(const sc_module_name& name, unsigned node_index, const cc_config* cc)
       max_eecs("max_eecs", 256, "EECs",
                "end-to-end contexts for reliable datagram, held on chip (EECN 0 unused); 0: no RD",
                {0, 1u << 16}),
+      max_rd_msg("max_rd_msg", 1u << 31, "bytes",
+                 "largest reliable datagram message (QUERY_HCA max_rd_msg; a longer RD work request is "
+                 "refused at the post, o10-51)",
+                 {1, 1u << 31}),
       mw_type2("mw_type2", "2B", "",
                "kind of the type 2 memory windows: 2A (QP-associated) or 2B (QP- and "
                "PD-associated); an HCA implements one (o10-37.2.31)"),
@@ -64,6 +68,7 @@ hca::hca(const sc_module_name& name, unsigned node_index, const cc_config* cc)
     c.max_qp = max_qps;
     c.max_ee = max_eecs > 1 ? max_eecs.get() : 0;
     c.max_rdd = max_eecs > 1 ? 1u << 16 : 0;  // domains are numbers the HCA only compares
+    c.max_rd_msg = max_eecs > 1 ? max_rd_msg.get() : 0;
     c.max_qp_wr = max_qp_wr;
     c.max_srq = max_srqs;
     c.max_srq_wr = std::min(max_qp_wr.get(), 32767u);  // a ring of at most 2^15 slots (16-bit counters)

@@ -35,6 +35,7 @@ public:
     param<unsigned> max_qp_wr;         ///< WQEs per work queue
     param<unsigned> max_srqs;          ///< shared receive queues (SRQC entries)
     param<unsigned> max_eecs;          ///< EE contexts (reliable datagram; 0: no RD)
+    param<unsigned> max_rd_msg;        ///< bytes of one RD message at most (QUERY_HCA, o10-51)
     param<std::string> mw_type2;       ///< 2A|2B: the kind of type 2 memory windows
     param<uint64_t> node_guid;         ///< node GUID (0: derived from the node index)
     param<unsigned> num_comp_vectors;  ///< completion event handler identifiers (QUERY_HCA)

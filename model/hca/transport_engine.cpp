@@ -115,6 +115,11 @@ transport_engine::transport_engine(const sc_module_name& name, const sc_time& hc
           "rd_dropped",
           "RD packets dropped: unknown EE context, not its P_Key (o10-59), a request to an EE context in "
           "Reset or Init (o10-13, o10-14), a response no RD QP awaits"),
+      rd_resyncs_sent("rd_resyncs_sent",
+                      "RESYNCs EE contexts sent: a message on them failed after sending packets"),
+      rd_resyncs_received("rd_resyncs_received",
+                          "RESYNCs EE contexts received: the expected PSN set past them, a message in "
+                          "progress dropped"),
       mcast_deliveries("mcast_deliveries", "multicast datagrams delivered to attached QPs (one per QP)"),
       mcast_dropped("mcast_dropped",
                     "multicast packets dropped (QPN not 0xFFFFFF, no GRH, not UD SEND, no attached QP)"),
@@ -329,7 +334,7 @@ void transport_engine::destroy_qp(uint32_t qpn) {
 }
 
 void transport_engine::reset_qp(qp& q, uint32_t qpn) {
-    if (q.rd) rd_release(q);
+    if (q.rd) rd_release(q, true);
     drop_queue(q);
     drop_rd(q);
     const bool was_ready = q.tx_ready, was_resp = q.resp_ready;
@@ -429,7 +434,7 @@ void transport_engine::enter_error(qp& q, sc_time& delay) {
         q.state = hw::QPS_ERR;
         if (!q.eec) fetcher_->set_state(q.qpn, hw::QPS_ERR);
     }
-    if (q.rd) rd_release(q);
+    if (q.rd) rd_release(q, true);
     q.req.ack_timer = false;
     q.rsp.ack_flush = false;
     q.req.drain_pending = false;
@@ -442,8 +447,11 @@ void transport_engine::enter_error(qp& q, sc_time& delay) {
 }
 
 void transport_engine::post_event(qp& q, uint8_t type, sc_time& delay) {
-    if (q.eec) return;  // EE contexts have no events of their own (no verb would receive them)
     ++async_events;
+    if (q.eec) {  // o10-65: an EE context's own error names the EE context
+        cqw_->post_event(hw::EQE_EEC_ERR, q.qpn - eec_base_, delay);
+        return;
+    }
     cqw_->post_event(type, q.qpn, delay);
 }
 

@@ -130,11 +130,11 @@ public:
         naks_received, rnr_naks_sent, duplicates, seq_errors, dropped_bad_qp, retransmits, timeouts,
         read_requests, read_responses_sent, read_responses_received, atomics_executed, atomic_replays,
         send_completions, recv_completions, error_completions, flushed, async_events, uc_dropped, ud_dropped,
-        qkey_violations, ud_oversize, rd_dropped, mcast_deliveries, mcast_dropped, wq_catastrophic,
-        srq_events, tx_busy_ps, rx_busy_ps, resp_busy_ps, qpc_hits, qpc_misses, qpc_evictions, qpc_miss_waits,
-        wqe_buffer_stalls, wqe_buffer_peak, stall_window, stall_rd_atomic, stall_fence, stall_wqe_fetch,
-        stall_wqe_fetch_ps, stall_port_ps, stall_credit, state_qps, state_bytes, state_slot_bytes,
-        path_migrations, path_mig_errors;
+        qkey_violations, ud_oversize, rd_dropped, rd_resyncs_sent, rd_resyncs_received, mcast_deliveries,
+        mcast_dropped, wq_catastrophic, srq_events, tx_busy_ps, rx_busy_ps, resp_busy_ps, qpc_hits,
+        qpc_misses, qpc_evictions, qpc_miss_waits, wqe_buffer_stalls, wqe_buffer_peak, stall_window,
+        stall_rd_atomic, stall_fence, stall_wqe_fetch, stall_wqe_fetch_ps, stall_port_ps, stall_credit,
+        state_qps, state_bytes, state_slot_bytes, path_migrations, path_mig_errors;
 
     SC_HAS_PROCESS(transport_engine);
     /// `cc`: the fabric's congestion control settings (validated); nullptr or not enabled: no
@@ -340,7 +340,10 @@ private:
         uint32_t rd_peer_qp = 0;    // EE context: the requesting QP of the message under way
         ring<uint32_t> rd_waiters;  // EE context: RD QPs waiting to own it, FIFO
         bool rd_waiting = false;    // RD QP: in an EE context's rd_waiters
-        uint32_t rd_nak_psn = NIL;  // RD QP: the PSN of the NAK that failed its message
+        // EE context (requester): a message on it failed, so where the far end stopped is unknown;
+        // a RESYNC at its sq_psn goes first (rd_resync_sent: it is on its way).
+        bool rd_resync = false, rd_resync_sent = false;
+        uint32_t rd_sent_end = NIL;  // RD QP: one past the highest PSN its message sent before a go-back-N
         uint8_t retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 0, timeout = 0;
         uint8_t max_rd_atomic = 0, max_dest_rd_atomic = 0;
         // Automatic path migration (IBA 10.4; transport_apm.cpp): the primary path is dlid, sl,
@@ -596,14 +599,22 @@ private:
     /// that owns that EE context.
     void receive_rd(const rx_packet& p);
     /// RD requester, at the head WQE's start: owns the EE context it names (waiting while another
-    /// QP's message is on it) and takes its path and PSN. False: the QP waits; `done`: the WQE
-    /// completed in error instead (state, domain).
+    /// QP's message is on it) and takes its path and PSN; after a failed message it first sends
+    /// the EE context's RESYNC and waits for its ACK. False: the QP waits; `done`: the WQE
+    /// completed in error instead (state, domain) or the RESYNC went out.
     bool rd_claim(qp& q, const send_wqe& w, sc_core::sc_time& delay, bool& done);
-    /// The RD QP's message is over (or failed): the EE context takes back the PSN and passes to
-    /// the next waiting QP.
-    /// `failed_psn`: the first PSN of a message that failed without a NAK (the far end may not
-    /// have it), NIL for one that completed.
-    void rd_release(qp& q, uint32_t failed_psn = NIL);
+    /// The RD QP's message is over: the EE context takes back the PSN and passes to the next
+    /// waiting QP. `failed`: the message ended in error after sending packets, so the EE context
+    /// owes a RESYNC before its next message.
+    void rd_release(qp& q, bool failed);
+    /// RD requester: sends the RESYNC of the EE context `q` owns (its ACK timer runs).
+    void rd_send_resync(qp& q, qp& e, sc_core::sc_time& delay);
+    /// RD requester: the RESYNC's ACK timer expired: send it again or, out of retries, fail the
+    /// WQE that waits behind it (RETRY_EXC_ERR).
+    void rd_resync_timeout(qp& q, sc_core::sc_time& delay);
+    /// RD responder: a RESYNC sets the EE context's expected PSN past it, drops the message in
+    /// progress (a receive WQE it took completes REM_ABORT_ERR) and is acknowledged.
+    void rd_resync_in(qp& e, const rx_packet& p);
     /// An RD QP takes the path of the EE context it owns (none: a 256-byte MTU, nothing to send).
     void rd_path(qp& q);
     /// RD responder, at a message's first packet: checks the RD QP it names (state, domain,

@@ -8,18 +8,23 @@
 // with the EE context's path and PSNs: at the message's start it owns the EE context (a QP whose
 // message is on it already keeps it; the others wait, in order), and when the message is
 // acknowledged the EE context takes the next PSN back and passes to the next waiting QP. One
-// message at a time on an EE context (IBA 9.7.1) and, in this model, on an RD QP.
+// message at a time on an EE context (IBA 9.7.1) and, in this model, on an RD QP. A message that
+// fails after sending packets leaves the far end somewhere in them: the EE context then owes a
+// RESYNC, which the next owner sends (and waits for its ACK) before its message starts.
 //
 // At the far end the packet's RDETH names the EE context: it checks the PSN, acknowledges and
 // answers as an RC responder, and for each message checks the RD QP its BTH names (state,
 // domain, Q_Key) and places the message with that QP's receive queue, PD and receive CQ. What
-// the EE context sends carries RD opcodes with the RDETH of its peer; requests carry a DETH.
+// the EE context sends carries RD opcodes with the RDETH of its peer; requests carry a DETH. A
+// RESYNC sets the expected PSN past it and drops the message in progress.
 #include <systemc>
 
 #include <algorithm>
 
+#include "model/core/sim_time.h"
 #include "model/hca/cq_writer.h"
 #include "model/hca/pkey_checker.h"
+#include "model/hca/port.h"
 #include "model/hca/psn.h"
 #include "model/hca/transport_engine.h"
 #include "model/hca/wqe_fetcher.h"
@@ -134,7 +139,16 @@ bool transport_engine::rd_claim(qp& q, const send_wqe& w, sc_time& delay, bool& 
         ++stall_window;
         return false;
     }
-    if (q.rd_eec != NIL && q.rd_eec == idx) return true;  // its message: a retransmission restarts it
+    if (q.rd_eec != NIL && q.rd_eec == idx) {
+        // Its message (a retransmission restarts it), unless the EE context's RESYNC goes first.
+        qp& e = qps_[idx];
+        if (!e.rd_resync) return true;
+        if (!e.rd_resync_sent) {
+            rd_send_resync(q, e, delay);
+            done = true;
+        }
+        return false;  // the RESYNC's ACK makes the QP ready again
+    }
     qp& e = eec_rec(w.rd_eecn);
     uint8_t status = hw::CQE_SUCCESS;
     if (!e.valid)
@@ -164,24 +178,95 @@ bool transport_engine::rd_claim(qp& q, const send_wqe& w, sc_time& delay, bool& 
     q.req.sq_psn = e.req.sq_psn;
     q.req.retries_left = e.retry_cnt;
     q.req.rnr_retries_left = e.rnr_retry;
+    q.rd_sent_end = NIL;
+    if (e.rd_resync) {
+        // A message on it failed: the far end may be inside it or anywhere in its PSNs. The
+        // RESYNC sets its expected PSN; this message starts after the RESYNC's ACK.
+        rd_send_resync(q, e, delay);
+        done = true;
+        return false;
+    }
     return true;
 }
 
-void transport_engine::rd_release(qp& q, uint32_t failed_psn) {
+void transport_engine::rd_send_resync(qp& q, qp& e, sc_time& delay) {
+    wire::headers h;
+    build_bth_lrh(q, h, op::RESYNC, e.req.sq_psn);  // RD RESYNC: RDETH and DETH, no payload
+    h.b.ack_req = true;
+    const size_t hdr = wire::encode_headers(h, 0, tx_pkt_->bytes);
+    port_->transmit(tx_pkt_, uint32_t(hdr), delay);
+    HCASIM_LOG(log_, info,
+               "EE context " << (q.rd_eec - eec_base_) << ": RESYNC at PSN " << e.req.sq_psn << " (QP 0x"
+                             << std::hex << q.qpn << std::dec << ")");
+    ++rd_resyncs_sent;
+    ++tx_packets;
+    e.rd_resync_sent = true;
+    q.req.sq_psn = e.req.sq_psn;
+    if (q.timeout) {  // the QP's local ACK timer watches the RESYNC
+        q.req.ack_timer = true;
+        q.req.ack_deadline = sim_now() + ack_timeout(q.timeout);
+        watch(q, q.req.ack_deadline);
+    }
+}
+
+void transport_engine::rd_resync_timeout(qp& q, sc_time& delay) {
+    qp& e = qps_[q.rd_eec];
+    ++timeouts;
+    if (q.req.retries_left > 0) {
+        --q.req.retries_left;
+        e.rd_resync_sent = false;  // the QP's next turn sends it again
+        if (q.req.queue.count) make_tx_ready(q.qpn);
+        return;
+    }
+    // Out of retries: the message waiting behind the RESYNC fails (the EE context still owes it).
+    if (q.req.queue.count) requester_error(q, hw::CQE_RETRY_EXC_ERR, head_wqe(q), delay);
+}
+
+void transport_engine::rd_resync_in(qp& e, const rx_packet& p) {
+    sc_time delay = responder_start(e, SC_ZERO_TIME);
+    ++rd_resyncs_received;
+    ++rx_packets;
+    const uint32_t psn = p.h.b.psn;
+    HCASIM_LOG(log_, info,
+               "EE context " << (e.qpn - eec_base_) << ": RESYNC at PSN " << psn << ", expected PSN was "
+                             << e.rsp.rq_psn);
+    if (e.rsp.in_send && e.rsp.have_rwqe) {
+        // The message in progress was abandoned by its sender: its receive WQE completes in
+        // error (Remote Aborted), the next message takes the next one.
+        e.rsp.have_rwqe = false;
+        recv_completion(e, hw::CQE_OP_RECV, hw::CQE_REM_ABORT_ERR, uint32_t(e.rsp.recv_offset), 0, 0, false,
+                        delay);
+    }
+    e.rsp.in_send = e.rsp.in_write = false;
+    e.rsp.recv_offset = 0;
+    e.rsp.nak_pending = false;
+    e.rsp.rq_psn = (psn + 1) & PSN_MASK;
+    e.rd_peer_qp = p.h.d.src_qp;  // the ACK goes back to the QP that sent the RESYNC
+    respond(e, wire::aeth_ack(31), psn, delay);
+}
+
+void transport_engine::rd_release(qp& q, bool failed) {
     if (q.rd_eec == NIL) return;
     qp& e = qps_[q.rd_eec];
     q.rd_eec = NIL;
-    const uint32_t nak_psn = q.rd_nak_psn;
-    q.rd_nak_psn = NIL;
     if (!e.valid || e.rd_owner != q.qpn) return;
-    // The next message on it goes on from the PSN after this one. One that failed leaves the
-    // EE context where the far end stopped: at the PSN a NAK named, else at the message's first
-    // unacknowledged PSN (which the far end answers as a duplicate if it has it).
-    const uint32_t unacked = q.req.window.empty() ? q.req.cur_first_psn : q.req.window.front().first_psn;
-    e.req.sq_psn = nak_psn != NIL      ? nak_psn
-                   : failed_psn != NIL ? failed_psn
-                   : outstanding(q)    ? unacked
-                                       : q.req.sq_psn;
+    if (e.rd_resync) {
+        // The QP let go while the RESYNC was owed or on its way: the next owner sends it (again).
+        e.rd_resync_sent = false;
+    } else if (failed && (q.req.sq_psn != e.req.sq_psn || q.rd_sent_end != NIL)) {
+        // The message failed after sending packets: the far end stopped somewhere in them, maybe
+        // inside the message, and more of them may still be on their way to it. The next
+        // message must not be taken for their continuation: the EE context first sends a
+        // RESYNC with a PSN past every one of them (IBA 9.7.x).
+        uint32_t end = q.req.sq_psn;
+        if (q.rd_sent_end != NIL && psn_lt(end, q.rd_sent_end)) end = q.rd_sent_end;
+        e.rd_resync = true;
+        e.rd_resync_sent = false;
+        e.req.sq_psn = end;  // the RESYNC's PSN
+    } else {
+        e.req.sq_psn = q.req.sq_psn;  // the next message goes on from the PSN after this one
+    }
+    q.rd_sent_end = NIL;
     e.rd_owner = NIL;
     while (!e.rd_waiters.empty()) {
         const uint32_t qpn = e.rd_waiters.front();
@@ -201,7 +286,7 @@ void transport_engine::send_queue_failed(qp& q, sc_time& delay) {
         q.req.resend_pending = false;
         q.req.cur_offset = 0;
         drop_rd(q);
-        rd_release(q);
+        rd_release(q, true);
     }
     enter_sqe(q, delay);  // C10-147, C10-152, o10-61: the send queue only
 }
@@ -223,6 +308,22 @@ void transport_engine::receive_rd(const rx_packet& p) {
             ++rd_dropped;
             return;
         }
+        if (e.rd_resync) {
+            // Waiting for the RESYNC's ACK: responses to the failed message are stale.
+            if (e.rd_resync_sent && code == op::ACKNOWLEDGE && p.h.b.psn == e.req.sq_psn &&
+                wire::aeth_type_of(p.h.a.syndrome) == wire::aeth_type::ack) {
+                qp& q = qps_[e.rd_owner];
+                ++acks_received;
+                e.rd_resync = e.rd_resync_sent = false;
+                e.req.sq_psn = q.req.sq_psn = (e.req.sq_psn + 1) & PSN_MASK;
+                q.req.ack_timer = false;
+                q.req.retries_left = e.retry_cnt;
+                if (q.req.queue.count) make_tx_ready(q.qpn);
+            } else {
+                ++rd_dropped;
+            }
+            return;
+        }
         handle_response(qps_[e.rd_owner], p);
         return;
     }
@@ -230,6 +331,10 @@ void transport_engine::receive_rd(const rx_packet& p) {
     // process them (o10-16, o10-18, o10-19).
     if (!(e.state == hw::QPS_RTR || e.state == hw::QPS_RTS || e.state == hw::QPS_SQD)) {
         ++rd_dropped;
+        return;
+    }
+    if (code == op::RESYNC) {
+        rd_resync_in(e, p);
         return;
     }
     e.rd_peer_qp = p.h.d.src_qp;  // what answers this packet goes back to its QP

@@ -90,14 +90,8 @@ void transport_engine::handle_response(qp& q, const rx_packet& p) {
                 fail_head(q, hw::CQE_RNR_RETRY_EXC_ERR, delay);
                 return;
             }
-            // RD: a NAK that fails the message leaves the far EE context expecting its PSN, where
-            // the EE context's next message starts (rd_release).
-            if (q.rd) q.rd_nak_psn = psn;
             switch (wire::aeth_value_of(p.h.a.syndrome)) {
-            case wire::nak::PSN_SEQUENCE_ERROR:
-                q.rd_nak_psn = NIL;
-                go_back_once(q, psn, delay, true);
-                return;
+            case wire::nak::PSN_SEQUENCE_ERROR: go_back_once(q, psn, delay, true); return;
             case wire::nak::INVALID_REQUEST: fail_head(q, hw::CQE_REM_INV_REQ_ERR, delay); return;
             case wire::nak::REMOTE_ACCESS_ERROR: fail_head(q, hw::CQE_REM_ACCESS_ERR, delay); return;
             case wire::nak::INVALID_RD_REQUEST: fail_head(q, hw::CQE_REM_INV_RD_REQ_ERR, delay); return;
@@ -131,7 +125,7 @@ void transport_engine::pop_window(qp& q, uint8_t status, sc_time& delay, uint8_t
     }
     // RD: the message is over; its EE context passes to the next QP (transport_rd.cpp).
     if (q.rd && q.req.window.empty() && !q.req.cur_offset && !q.req.resend_pending)
-        rd_release(q, status == hw::CQE_SUCCESS ? NIL : f.first_psn);
+        rd_release(q, status != hw::CQE_SUCCESS);
     send_completion(q, f, status, delay, syndrome);
 }
 
@@ -273,6 +267,10 @@ void transport_engine::service_timers(qp& q, const sc_time& now) {
                     if (q.req.ack_timer || q.req.paused_until > now)
                         later(q.req.ack_timer ? q.req.ack_deadline : q.req.paused_until);
                     if (q.req.queue.count && q.state != hw::QPS_ERR) make_tx_ready(qpn);
+                } else if (q.rd && q.rd_eec != NIL && qps_[q.rd_eec].rd_resync_sent &&
+                           (q.state == hw::QPS_RTS || q.state == hw::QPS_SQD)) {
+                    rd_resync_timeout(q, delay);  // its EE context's RESYNC went unanswered
+                    if (q.req.ack_timer) later(q.req.ack_deadline);
                 }
             } else {
                 later(q.req.ack_deadline);
@@ -440,6 +438,8 @@ void transport_engine::rewind(qp& q, uint32_t psn, const sc_time& wait) {
                "QP 0x" << std::hex << q.qpn << std::dec << ": go back to PSN " << first << " (WQE " << from
                        << ")" << (wait != SC_ZERO_TIME ? ", after an RNR wait" : ""));
     q.req.resend_pending = true;
+    // RD: a RESYNC after a failure must pass every PSN the message has sent.
+    if (q.rd && (q.rd_sent_end == NIL || psn_lt(q.rd_sent_end, q.req.sq_psn))) q.rd_sent_end = q.req.sq_psn;
     q.req.sq_psn = first;
     q.req.resume = psn != first;
     q.req.resume_psn = psn;

@@ -22,18 +22,19 @@ namespace {
 constexpr uint32_t kQkey = 0x11112222;
 
 /// Moves an EE context to `upto` towards `dest_eecn` at `dlid`, receiving from `rq_psn`, sending
-/// from `sq_psn`.
+/// from `sq_psn` (path MTU `mtu`, P_Key table entry `pkey_index`).
 int connect_eec(ibv_eec* e, ibv_qp_state upto, uint32_t dest_eecn, uint16_t dlid, uint32_t rq_psn,
-                uint32_t sq_psn, uint8_t timeout = 14, uint8_t retry_cnt = 7) {
+                uint32_t sq_psn, uint8_t timeout = 14, uint8_t retry_cnt = 7, ibv_mtu mtu = IBV_MTU_1024,
+                uint16_t pkey_index = 0) {
     ibv_eec_attr a{};
     a.eec_state = IBV_QPS_INIT;
-    a.pkey_index = 0;
+    a.pkey_index = pkey_index;
     a.port_num = 1;
     if (int rc = ibv_modify_eec(e, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT)) return rc;
     if (upto == IBV_QPS_INIT) return 0;
     a = ibv_eec_attr{};
     a.eec_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
+    a.path_mtu = mtu;
     a.ah_attr.dlid = dlid;
     a.ah_attr.port_num = 1;
     a.dest_eecn = dest_eecn;
@@ -534,5 +535,580 @@ SIM_TEST(E2eRd, eec_commands_reject_bad_numbers_domains_and_states) {
         EXPECT_EQ(q.rdd, 7u);
         EXPECT_EQ(drv.exec(hw::CMD_DESTROY_EEC, 200, 0, nullptr, 0), hw::CMD_OK);
         EXPECT_EQ(drv.exec(hw::CMD_DESTROY_EEC, 200, 0, nullptr, 0), hw::CMD_BAD_RESOURCE);
+    });
+}
+
+// ---------------------------------------------------------------- RESYNC (a failed message)
+
+SIM_TEST(E2eRd, resync_after_a_send_that_fails_mid_message_the_next_message_is_not_taken_for_its_rest) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[0].qp[1] && p.s[1].qp[0]);
+        buf d = make_buf(h, 1, 16384);
+        buf s = make_buf(h, 0, 8192, 0x11);
+        h.fill_mem(0, s.va + 4096, 4096, 0x77);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va, 8192, d.mr->lkey, 5), 0);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va + 8192, 8192, d.mr->lkey, 6), 0);
+        // A 4096-byte SEND (four 1024-byte packets) whose second SGE has no region: its first two
+        // packets go out (the far EE context is then inside the message, expecting PSN 0x702),
+        // the third fails locally. The other QP's SEND waits in line for the EE context.
+        ibv_sge sg[2] = {{s.va, 2048, s.mr->lkey}, {s.va + 2048, 2048, 0x00DEAD00}};
+        ibv_send_wr wr{};
+        wr.wr_id = 1;
+        wr.sg_list = sg;
+        wr.num_sge = 2;
+        wr.opcode = IBV_WR_SEND;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.rd.eec = p.s[0].eec;
+        wr.rd.remote_qpn = p.s[1].qp[0]->qp_num;
+        wr.rd.remote_qkey = kQkey;
+        ibv_send_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_send(p.s[0].qp[0], &wr, &bad), 0);
+        ASSERT_EQ(post_rd(p.s[0].qp[1], p.s[0].eec, p.s[1].qp[0]->qp_num, IBV_WR_SEND, s.va + 4096, 3000,
+                          s.mr->lkey, 2),
+                  0);
+        const auto sc = h.expect_wc(p.s[0].cq, 2, "sends");
+        ASSERT_EQ(sc.size(), 2u);
+        EXPECT_EQ(sc[0].wr_id, 1u);
+        EXPECT_EQ(sc[0].status, IBV_WC_LOC_PROT_ERR);
+        EXPECT_EQ(sc[1].wr_id, 2u);
+        EXPECT_EQ(sc[1].status, IBV_WC_SUCCESS);
+        // The far end: the abandoned message's receive WR completes Remote Aborted with what had
+        // arrived; the next message lands whole in the next receive WR, not after those bytes.
+        const auto rc = h.expect_wc(p.s[1].cq, 2, "receives");
+        ASSERT_EQ(rc.size(), 2u);
+        EXPECT_EQ(rc[0].wr_id, 5u);
+        EXPECT_EQ(rc[0].status, IBV_WC_REM_ABORT_ERR);
+        EXPECT_EQ(rc[1].wr_id, 6u);
+        EXPECT_EQ(rc[1].status, IBV_WC_SUCCESS);
+        EXPECT_EQ(rc[1].byte_len, 3000u);
+        EXPECT_EQ(rc[1].src_qp, p.s[0].qp[1]->qp_num);
+        h.expect_fill(1, d.va, 2048, 0x11, "the abandoned message's first two packets");
+        h.expect_fill(1, d.va + 2048, 8192 - 2048, kGuardByte, "nothing after them");
+        h.expect_fill(1, d.va + 8192, 3000, 0x77, "the next message");
+        h.expect_fill(1, d.va + 8192 + 3000, 8192 - 3000, kGuardByte, "beyond it");
+        EXPECT_EQ(ctr(0, "transport_engine.rd_resyncs_sent"), 1u);
+        EXPECT_EQ(ctr(1, "transport_engine.rd_resyncs_received"), 1u);
+        // PSNs: 0x700 and 0x701 sent, the RESYNC at 0x702, the next message 0x703..0x705.
+        ibv_eec_attr a{};
+        ASSERT_EQ(ibv_query_eec(p.s[0].eec, &a), 0);
+        EXPECT_EQ(a.sq_psn, 0x706u);
+        ASSERT_EQ(ibv_query_eec(p.s[1].eec, &a), 0);
+        EXPECT_EQ(a.rq_psn, 0x706u);
+        EXPECT_EQ(eec_state(p.s[0].eec), IBV_QPS_RTS);
+        EXPECT_EQ(eec_state(p.s[1].eec), IBV_QPS_RTS);
+    });
+}
+
+SIM_TEST(E2eRd, resync_after_a_write_naked_at_its_first_packet_with_the_rest_in_flight) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[0].qp[1] && p.s[1].qp[0]);
+        buf t = make_buf(h, 1, 16384);
+        buf s = make_buf(h, 0, 16384, 0x33);
+        h.fill_mem(0, s.va + 8192, 4096, 0x6A);
+        const uint32_t dq = p.s[1].qp[0]->qp_num;
+        // An 8 KiB WRITE (eight packets) with a wrong R_Key: NAKed Remote Access Error at its
+        // first packet while the other seven are on their way; a 3000-byte WRITE from the other
+        // QP follows through the same EE context.
+        const uint64_t t0 = h.now_ns();
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_RDMA_WRITE, s.va, 8192, s.mr->lkey, 1, kQkey,
+                          t.va, t.mr->rkey ^ 0x80),
+                  0);
+        ASSERT_EQ(post_rd(p.s[0].qp[1], p.s[0].eec, dq, IBV_WR_RDMA_WRITE, s.va + 8192, 3000, s.mr->lkey, 2,
+                          kQkey, t.va + 4096, t.mr->rkey),
+                  0);
+        const ibv_wc w1 = one_wc(h, p.s[0].cq, "the failing write");
+        EXPECT_EQ(w1.wr_id, 1u);
+        EXPECT_EQ(w1.status, IBV_WC_REM_ACCESS_ERR);
+        const uint64_t t1 = h.now_ns();
+        const ibv_wc w2 = one_wc(h, p.s[0].cq, "the next write");
+        EXPECT_EQ(w2.wr_id, 2u);
+        EXPECT_EQ(w2.status, IBV_WC_SUCCESS);
+        const uint64_t t2 = h.now_ns();
+        // The NAK comes back 2.019 us after the post; the next write completes 2.307 us later:
+        // the RESYNC's round trip (0.6 us) before its packets (1.708 us without a RESYNC).
+        EXPECT_EQ(t1 - t0, 2019u);
+        EXPECT_EQ(t2 - t1, 2307u);
+        EXPECT_EQ(qp_state(p.s[0].qp[0]), IBV_QPS_SQE);
+        EXPECT_EQ(qp_state(p.s[0].qp[1]), IBV_QPS_RTS);
+        h.expect_fill(1, t.va, 4096, kGuardByte, "nothing of the refused write");
+        h.expect_fill(1, t.va + 4096, 3000, 0x6A, "the next write, whole");
+        h.expect_fill(1, t.va + 4096 + 3000, 16384 - 4096 - 3000, kGuardByte, "beyond it");
+        h.expect_no_wc(p.s[1].cq, kQuietNs, "writes complete nothing at the far end");
+        EXPECT_EQ(ctr(0, "transport_engine.rd_resyncs_sent"), 1u);
+        EXPECT_EQ(ctr(1, "transport_engine.rd_resyncs_received"), 1u);
+        // 0x700..0x707 sent, the RESYNC at 0x708, the next write 0x709..0x70B.
+        ibv_eec_attr a{};
+        ASSERT_EQ(ibv_query_eec(p.s[0].eec, &a), 0);
+        EXPECT_EQ(a.sq_psn, 0x70Cu);
+        ASSERT_EQ(ibv_query_eec(p.s[1].eec, &a), 0);
+        EXPECT_EQ(a.rq_psn, 0x70Cu);
+        EXPECT_EQ(eec_state(p.s[1].eec), IBV_QPS_RTS);
+    });
+}
+
+// ---------------------------------------------------------------- EE contexts, P_Keys, immediate errors
+
+SIM_TEST(E2eRd, o10_5_several_ee_contexts_with_different_attributes_connect_the_same_two_ports) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[1].qp[0]);
+        // A second pair of EE contexts between the same two ports: a 256-byte path MTU, its own
+        // PSNs, a shorter timeout and fewer retries than the first pair (1024 bytes, 0x700/0x500).
+        ibv_eec* e0 = ibv_create_eec(p.s[0].rdd);
+        ibv_eec* e1 = ibv_create_eec(p.s[1].rdd);
+        ASSERT_TRUE(e0 && e1);
+        ASSERT_EQ(connect_eec(e0, IBV_QPS_RTS, e1->eecn, h.s[1].lid, 0x90, 0x30, 10, 3, IBV_MTU_256), 0);
+        ASSERT_EQ(connect_eec(e1, IBV_QPS_RTS, e0->eecn, h.s[0].lid, 0x30, 0x90, 10, 3, IBV_MTU_256), 0);
+        buf d = make_buf(h, 1, 8192);
+        buf s = make_buf(h, 0, 4096, 0x21);
+        h.fill_mem(0, s.va + 2048, 2048, 0x42);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 1), 0);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va + 4096, 4096, d.mr->lkey, 2), 0);
+        // The same QP sends one message through each: 1500 bytes are 2 packets on the first pair,
+        // 6 on the second.
+        const uint32_t dq = p.s[1].qp[0]->qp_num;
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_SEND, s.va, 1500, s.mr->lkey, 10), 0);
+        ASSERT_EQ(post_rd(p.s[0].qp[0], e0, dq, IBV_WR_SEND, s.va + 2048, 1500, s.mr->lkey, 11), 0);
+        const auto sc = h.expect_wc(p.s[0].cq, 2, "sends");
+        for (const ibv_wc& w : sc) EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+        const auto rc = h.expect_wc(p.s[1].cq, 2, "receives");
+        ASSERT_EQ(rc.size(), 2u);
+        EXPECT_EQ(rc[0].wr_id, 1u);
+        EXPECT_EQ(rc[1].wr_id, 2u);
+        h.expect_fill(1, d.va, 1500, 0x21, "through the first pair");
+        h.expect_fill(1, d.va + 4096, 1500, 0x42, "through the second pair");
+        ibv_eec_attr a{};
+        ASSERT_EQ(ibv_query_eec(p.s[0].eec, &a), 0);
+        EXPECT_EQ(a.sq_psn, 0x702u) << "two 1024-byte packets";
+        EXPECT_EQ(a.path_mtu, IBV_MTU_1024);
+        ASSERT_EQ(ibv_query_eec(e0, &a), 0);
+        EXPECT_EQ(a.sq_psn, 0x36u) << "six 256-byte packets";
+        EXPECT_EQ(a.path_mtu, IBV_MTU_256);
+        EXPECT_EQ(a.timeout, 10u);
+        EXPECT_EQ(a.retry_cnt, 3u);
+        ASSERT_EQ(ibv_query_eec(e1, &a), 0);
+        EXPECT_EQ(a.rq_psn, 0x36u);
+        ASSERT_EQ(ibv_query_eec(p.s[1].eec, &a), 0);
+        EXPECT_EQ(a.rq_psn, 0x702u);
+    });
+}
+
+SIM_TEST(E2eRd, o10_50_memory_windows_bind_on_rd_qps_and_rd_writes_go_through_them) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[1].qp[0]);
+        buf t = make_reg_buf(h, 1, 8192, kGuardByte, nullptr, kTargetAccess | IBV_ACCESS_MW_BIND);
+        buf s = make_buf(h, 0, 4096, 0x5A);
+        const uint32_t dq = p.s[1].qp[0]->qp_num;
+        // A type 1 window bound by the Bind MW verb on node 1's RD QP, a type 2 window by a bind
+        // WR on it (a memory operation: no EE context named, none used).
+        ibv_mw* w1 = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_1);
+        ibv_mw* w2 = ibv_alloc_mw(h.s[1].pd, IBV_MW_TYPE_2);
+        ASSERT_TRUE(w1 && w2);
+        ibv_mw_bind b{};
+        b.wr_id = 50;
+        b.send_flags = IBV_SEND_SIGNALED;
+        b.bind_info = {t.mr, t.va, 1024, IBV_ACCESS_REMOTE_WRITE};
+        ASSERT_EQ(ibv_bind_mw(p.s[1].qp[0], w1, &b), 0);
+        const ibv_wc c1 = one_wc(h, p.s[1].cq, "type 1 bind");
+        EXPECT_EQ(c1.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(c1.opcode, IBV_WC_BIND_MW);
+        ASSERT_EQ(post_bind2(p.s[1].qp[0], w2, 0x3C, t.mr, t.va + 4096, 1024, IBV_ACCESS_REMOTE_WRITE), 0);
+        const ibv_wc c2 = one_wc(h, p.s[1].cq, "type 2 bind WR");
+        EXPECT_EQ(c2.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(c2.opcode, IBV_WC_BIND_MW);
+        EXPECT_EQ(qp_state(p.s[1].qp[0]), IBV_QPS_RTS);
+        // RD WRITEs from node 0 through each window land in it.
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_RDMA_WRITE, s.va, 1000, s.mr->lkey, 1, kQkey,
+                          t.va + 10, w1->rkey),
+                  0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "write through the type 1 window").status, IBV_WC_SUCCESS);
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_RDMA_WRITE, s.va, 1000, s.mr->lkey, 2, kQkey,
+                          t.va + 4096 + 20, (w2->rkey & ~0xFFu) | 0x3C),
+                  0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "write through the type 2 window").status, IBV_WC_SUCCESS);
+        h.expect_fill(1, t.va + 10, 1000, 0x5A, "type 1 window");
+        h.expect_fill(1, t.va + 4096 + 20, 1000, 0x5A, "type 2 window");
+        h.expect_fill(1, t.va, 10, kGuardByte, "before the first write");
+        // Beyond the type 1 window's 1024 bytes: a remote access error.
+        ASSERT_EQ(post_rd(p.s[0].qp[1], p.s[0].eec, dq, IBV_WR_RDMA_WRITE, s.va, 64, s.mr->lkey, 3, kQkey,
+                          t.va + 1000, w1->rkey),
+                  0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "write past the window").status, IBV_WC_REM_ACCESS_ERR);
+        h.expect_fill(1, t.va + 1010, 64, kGuardByte, "nothing past the window");
+    });
+}
+
+SIM_TEST(E2eRd, o10_58_modify_eec_refuses_a_pkey_index_outside_the_ports_table) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        const unsigned len = port_of(h, 0).pkey_tbl_len;
+        ASSERT_GT(len, 1u);
+        ibv_eec* e = ibv_create_eec(p.s[0].rdd);
+        ASSERT_NE(e, nullptr);
+        ibv_eec_attr a{};
+        a.eec_state = IBV_QPS_INIT;
+        a.port_num = 1;
+        a.pkey_index = uint16_t(len);  // one past the table
+        EXPECT_EQ(ibv_modify_eec(e, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT), EINVAL);
+        EXPECT_EQ(eec_state(e), IBV_QPS_RESET) << "refused: the EE context is unchanged";
+        a.pkey_index = uint16_t(len - 1);  // the table's last entry
+        ASSERT_EQ(ibv_modify_eec(e, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT), 0);
+        EXPECT_EQ(eec_state(e), IBV_QPS_INIT);
+        ibv_eec_attr q{};
+        ASSERT_EQ(ibv_query_eec(e, &q), 0);
+        EXPECT_EQ(q.pkey_index, len - 1);
+        // A connected EE context in SQD takes a new P_Key index (SQD -> SQD) only from the table.
+        a = ibv_eec_attr{};
+        a.eec_state = IBV_QPS_SQD;
+        ASSERT_EQ(ibv_modify_eec(p.s[0].eec, &a, IBV_QP_STATE), 0);
+        a.pkey_index = uint16_t(len + 5);
+        EXPECT_EQ(ibv_modify_eec(p.s[0].eec, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX), EINVAL);
+        ASSERT_EQ(ibv_query_eec(p.s[0].eec, &q), 0);
+        EXPECT_EQ(q.pkey_index, 0u);
+        EXPECT_EQ(q.eec_state, IBV_QPS_SQD);
+        a.pkey_index = 1;
+        ASSERT_EQ(ibv_modify_eec(p.s[0].eec, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX), 0);
+        ASSERT_EQ(ibv_query_eec(p.s[0].eec, &q), 0);
+        EXPECT_EQ(q.pkey_index, 1u);
+    });
+}
+
+SIM_TEST(E2eRd, o10_59_rd_packets_carry_the_ee_contexts_pkey_and_a_mismatch_is_dropped_silently) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        // Both ports hold 0xFFFF (index 0) and 0x8002 (index 1).
+        ASSERT_EQ(set_pkey(h, 0, 1, 0x8002), hw::CMD_OK);
+        ASSERT_EQ(set_pkey(h, 1, 1, 0x8002), hw::CMD_OK);
+        rd_pair p = make_rd(h);  // the RD QPs use P_Key index 0
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[1].qp[0]);
+        ibv_eec* e0 = ibv_create_eec(p.s[0].rdd);
+        ibv_eec* e1 = ibv_create_eec(p.s[1].rdd);
+        ASSERT_TRUE(e0 && e1);
+        ASSERT_EQ(connect_eec(e0, IBV_QPS_RTS, e1->eecn, h.s[1].lid, 0, 0, 14, 7, IBV_MTU_1024, 1), 0);
+        ASSERT_EQ(connect_eec(e1, IBV_QPS_RTS, e0->eecn, h.s[0].lid, 0, 0, 14, 7, IBV_MTU_1024, 1), 0);
+        buf d = make_buf(h, 1, 4096);
+        buf s = make_buf(h, 0, 4096, 0x66);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 1), 0);
+        const uint32_t dq = p.s[1].qp[0]->qp_num;
+        // Through the EE contexts of index 1: the packets carry 0x8002 (not the QP's 0xFFFF),
+        // which the far EE context takes.
+        ASSERT_EQ(post_rd(p.s[0].qp[0], e0, dq, IBV_WR_SEND, s.va, 100, s.mr->lkey, 1), 0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "send on 0x8002").status, IBV_WC_SUCCESS);
+        EXPECT_EQ(one_wc(h, p.s[1].cq, "received").status, IBV_WC_SUCCESS);
+        EXPECT_EQ(ctr(1, "transport_engine.rd_dropped"), 0u);
+        // The far EE context moves to index 0 (0xFFFF): the next packets (0x8002, which the
+        // port accepts) are not its P_Key and are dropped without a NAK.
+        ibv_eec_attr a{};
+        a.eec_state = IBV_QPS_SQD;
+        ASSERT_EQ(ibv_modify_eec(e1, &a, IBV_QP_STATE), 0);
+        a.pkey_index = 0;
+        ASSERT_EQ(ibv_modify_eec(e1, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX), 0);  // SQD -> SQD
+        a.eec_state = IBV_QPS_RTS;
+        ASSERT_EQ(ibv_modify_eec(e1, &a, IBV_QP_STATE), 0);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va + 2048, 2048, d.mr->lkey, 2), 0);
+        const uint64_t naks = ctr(1, "transport_engine.naks_sent");
+        ASSERT_EQ(post_rd(p.s[0].qp[1], e0, dq, IBV_WR_SEND, s.va, 100, s.mr->lkey, 2), 0);
+        h.sleep(0, 50'000);
+        EXPECT_GE(ctr(1, "transport_engine.rd_dropped"), 1u);
+        EXPECT_EQ(ctr(1, "transport_engine.naks_sent"), naks) << "silently";
+        h.expect_no_wc(p.s[1].cq, kQuietNs, "nothing delivered");
+        h.expect_no_wc(p.s[0].cq, kQuietNs, "no answer: the sender waits for its timer");
+        h.expect_fill(1, d.va + 2048, 2048, kGuardByte, "nothing placed");
+    });
+}
+
+SIM_TEST(E2eRd, o10_60_immediate_errors_on_rd_posts_leave_the_qp_and_ee_context_working) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[1].qp[0]);
+        buf d = make_buf(h, 1, 4096);
+        buf s = make_buf(h, 0, 4096, 0x17);
+        const uint32_t dq = p.s[1].qp[0]->qp_num;
+        // Refused at the post, none of them queued: no EE context, a destination QPN of more
+        // than 24 bits, more SGEs than the QP has, an opcode RD does not carry, and a receive WR
+        // with too many SGEs.
+        EXPECT_EQ(post_rd(p.s[0].qp[0], nullptr, dq, IBV_WR_SEND, s.va, 8, s.mr->lkey, 1), EINVAL);
+        EXPECT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, 1u << 24, IBV_WR_SEND, s.va, 8, s.mr->lkey, 2), EINVAL);
+        ibv_sge sg[3] = {{s.va, 8, s.mr->lkey}, {s.va, 8, s.mr->lkey}, {s.va, 8, s.mr->lkey}};
+        ibv_send_wr wr{};
+        wr.wr_id = 3;
+        wr.sg_list = sg;
+        wr.num_sge = 3;  // max_send_sge 2
+        wr.opcode = IBV_WR_SEND;
+        wr.rd.eec = p.s[0].eec;
+        wr.rd.remote_qpn = dq;
+        wr.rd.remote_qkey = kQkey;
+        ibv_send_wr* bad = nullptr;
+        EXPECT_EQ(ibv_post_send(p.s[0].qp[0], &wr, &bad), EINVAL);
+        EXPECT_EQ(bad, &wr);
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_SEND_WITH_INV;  // RC only
+        EXPECT_EQ(ibv_post_send(p.s[0].qp[0], &wr, &bad), EINVAL);
+        ibv_recv_wr rw{};
+        rw.wr_id = 9;
+        rw.sg_list = sg;
+        rw.num_sge = 3;  // max_recv_sge 2
+        ibv_recv_wr* rbad = nullptr;
+        EXPECT_EQ(ibv_post_recv(p.s[1].qp[0], &rw, &rbad), EINVAL);
+        h.expect_no_wc(p.s[0].cq, kQuietNs, "nothing of the refused WRs completes");
+        EXPECT_EQ(qp_state(p.s[0].qp[0]), IBV_QPS_RTS);
+        EXPECT_EQ(qp_state(p.s[1].qp[0]), IBV_QPS_RTS);
+        EXPECT_EQ(eec_state(p.s[0].eec), IBV_QPS_RTS);
+        // Both go on: the next message goes through with the EE context's next PSN.
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 10), 0);
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_SEND, s.va, 64, s.mr->lkey, 4), 0);
+        const ibv_wc w = one_wc(h, p.s[0].cq, "the next send");
+        EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(w.wr_id, 4u);
+        EXPECT_EQ(one_wc(h, p.s[1].cq, "its receive").wr_id, 10u);
+        h.expect_fill(1, d.va, 64, 0x17, "payload");
+        ibv_eec_attr a{};
+        ASSERT_EQ(ibv_query_eec(p.s[0].eec, &a), 0);
+        EXPECT_EQ(a.sq_psn, 0x701u) << "only the one message used a PSN";
+    });
+}
+
+SIM_TEST(E2eRd, resync_unanswered_is_resent_then_fails_its_wr_and_the_next_owner_resyncs_a_far_end_set_anew) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        // EE contexts with an 8.192 us ACK timeout and one retry.
+        for (unsigned i = 0; i < 2; ++i) {
+            ibv_eec_attr a{};
+            a.eec_state = IBV_QPS_RESET;
+            ASSERT_EQ(ibv_modify_eec(p.s[i].eec, &a, IBV_QP_STATE), 0);
+        }
+        ASSERT_EQ(connect_eec(p.s[0].eec, IBV_QPS_RTS, p.s[1].eec->eecn, h.s[1].lid, 0x500, 0x700, 1, 1), 0);
+        buf d = make_buf(h, 1, 4096);
+        buf s = make_buf(h, 0, 4096, 0x4E);
+        const uint32_t dq = p.s[1].qp[0]->qp_num;
+        // The far EE context is in Reset: the first message's packets are dropped until its
+        // retries run out; its EE context then owes a RESYNC.
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_SEND, s.va, 2000, s.mr->lkey, 1), 0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "the first send").status, IBV_WC_RETRY_EXC_ERR);
+        EXPECT_EQ(ctr(0, "transport_engine.rd_resyncs_sent"), 0u);
+        // The next message's RESYNC is dropped too: sent, resent once, then its WR fails.
+        ASSERT_EQ(post_rd(p.s[0].qp[1], p.s[0].eec, dq, IBV_WR_SEND, s.va, 2000, s.mr->lkey, 2), 0);
+        const ibv_wc w2 = one_wc(h, p.s[0].cq, "the second send");
+        EXPECT_EQ(w2.status, IBV_WC_RETRY_EXC_ERR);
+        EXPECT_EQ(w2.wr_id, 2u);
+        EXPECT_EQ(ctr(0, "transport_engine.rd_resyncs_sent"), 2u);
+        EXPECT_EQ(ctr(1, "transport_engine.rd_resyncs_received"), 0u);
+        // The far EE context comes up expecting a PSN of its own (0x123): the RESYNC a third
+        // QP's message sends first sets it, and the message lands.
+        ASSERT_EQ(connect_eec(p.s[1].eec, IBV_QPS_RTS, p.s[0].eec->eecn, h.s[0].lid, 0x123, 0x500), 0);
+        ibv_qp* q3 = make_rd_qp(h, 0, p.s[0].rdd, p.s[0].cq);
+        ASSERT_NE(q3, nullptr);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 7), 0);
+        ASSERT_EQ(post_rd(q3, p.s[0].eec, dq, IBV_WR_SEND, s.va, 2000, s.mr->lkey, 3), 0);
+        const ibv_wc w3 = one_wc(h, p.s[0].cq, "the third send");
+        EXPECT_EQ(w3.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(w3.wr_id, 3u);
+        const ibv_wc r = one_wc(h, p.s[1].cq, "its receive");
+        EXPECT_EQ(r.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(r.byte_len, 2000u);
+        h.expect_fill(1, d.va, 2000, 0x4E, "payload");
+        EXPECT_EQ(ctr(0, "transport_engine.rd_resyncs_sent"), 3u);
+        EXPECT_EQ(ctr(1, "transport_engine.rd_resyncs_received"), 1u);
+        // 0x700, 0x701 sent (and resent), the RESYNC at 0x702, the message 0x703, 0x704.
+        ibv_eec_attr a{};
+        ASSERT_EQ(ibv_query_eec(p.s[0].eec, &a), 0);
+        EXPECT_EQ(a.sq_psn, 0x705u);
+        ASSERT_EQ(ibv_query_eec(p.s[1].eec, &a), 0);
+        EXPECT_EQ(a.rq_psn, 0x705u);
+    });
+}
+
+// ---------------------------------------------------------------- affiliated asynchronous errors
+
+SIM_TEST(E2eRd, o10_64_o10_65_an_rd_qps_affiliated_error_stops_the_qp_and_leaves_its_ee_context_working) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ibv_qp* victim = p.s[0].qp[1];
+        ASSERT_TRUE(p.s[0].qp[0] && victim && p.s[1].qp[0]);
+        buf d = make_buf(h, 1, 4096);
+        buf s = make_buf(h, 0, 4096, 0x2D);
+        buf in = make_buf(h, 0, 4096);
+        const uint32_t dq = p.s[1].qp[0]->qp_num;
+        ASSERT_EQ(post_recv_on(victim, in.va, 4096, in.mr->lkey, 7), 0);  // outstanding on its RQ
+        // Its send ring now points beyond host memory: the next WQEs cannot be read, a Local
+        // Work Queue Catastrophic Error (an affiliated asynchronous error of the RD QP).
+        hw::modify_qp_in m{};
+        m.cur_state = uint8_t(IBV_QPS_RTS);
+        m.ctx = victim->hw_ctx;
+        m.ctx.sq_base = 0xFFFFF00000000000ull;
+        ASSERT_EQ(
+            h.s[0].sw->driver.exec(hw::CMD_MODIFY_QP, victim->qp_num, uint32_t(IBV_QPS_RTS), &m, sizeof m),
+            hw::CMD_OK);
+        ibv_sge sge{s.va, 64, s.mr->lkey};
+        std::vector<ibv_send_wr> wrs(2);
+        for (unsigned k = 0; k < 2; ++k) {
+            wrs[k].wr_id = 2 + k;
+            wrs[k].sg_list = &sge;
+            wrs[k].num_sge = 1;
+            wrs[k].opcode = IBV_WR_SEND;
+            wrs[k].send_flags = IBV_SEND_SIGNALED;
+            wrs[k].rd.eec = p.s[0].eec;
+            wrs[k].rd.remote_qpn = dq;
+            wrs[k].rd.remote_qkey = kQkey;
+        }
+        ASSERT_EQ(post_list(victim, wrs), 0);
+        ibv_qp* qp = nullptr;
+        EXPECT_EQ(next_event_type(h, 0, &qp), int(IBV_EVENT_QP_FATAL)) << "o10-64";
+        EXPECT_EQ(qp, victim);
+        EXPECT_EQ(qp_state(victim), IBV_QPS_ERR) << "o10-64: processing halts, the QP goes to Error";
+        const ibv_wc r = one_wc(h, p.s[0].cq, "the outstanding receive");
+        EXPECT_EQ(r.status, IBV_WC_WR_FLUSH_ERR);
+        EXPECT_EQ(r.wr_id, 7u);
+        // o10-65: a QP's error leaves the EE context alone: another QP sends through it.
+        EXPECT_EQ(eec_state(p.s[0].eec), IBV_QPS_RTS);
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va, 4096, d.mr->lkey, 9), 0);
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_SEND, s.va, 64, s.mr->lkey, 5), 0);
+        const ibv_wc w = one_wc(h, p.s[0].cq, "a send of another QP");
+        EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(w.wr_id, 5u);
+        EXPECT_EQ(one_wc(h, p.s[1].cq, "its receive").wr_id, 9u);
+        h.expect_fill(1, d.va, 64, 0x2D, "payload");
+    });
+}
+
+SIM_TEST(E2eRd, o10_65_an_ee_contexts_own_error_moves_it_to_error_with_an_event_naming_it) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[1].qp[0]);
+        // The far EE context takes no RDMA READ (max_dest_rd_atomic 0: the EE context's own
+        // responder resources).
+        ibv_eec_attr a{};
+        a.eec_state = IBV_QPS_SQD;
+        ASSERT_EQ(ibv_modify_eec(p.s[1].eec, &a, IBV_QP_STATE), 0);
+        a.max_dest_rd_atomic = 0;
+        ASSERT_EQ(ibv_modify_eec(p.s[1].eec, &a, IBV_QP_STATE | IBV_QP_MAX_DEST_RD_ATOMIC), 0);
+        a.eec_state = IBV_QPS_RTS;
+        ASSERT_EQ(ibv_modify_eec(p.s[1].eec, &a, IBV_QP_STATE), 0);
+        buf t = make_buf(h, 1, 4096, 0x3E);
+        buf back = make_buf(h, 0, 4096, 0);
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, p.s[1].qp[0]->qp_num, IBV_WR_RDMA_READ, back.va, 256,
+                          back.mr->lkey, 1, kQkey, t.va, t.mr->rkey),
+                  0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "the read").status, IBV_WC_REM_INV_REQ_ERR);
+        // The far end: an event naming its EE context, which is in Error; its RD QP is not.
+        ibv_async_event ev{};
+        ASSERT_EQ(ibv_get_async_event(h.s[1].ctx, &ev, 1'000'000), 0);
+        EXPECT_EQ(ev.event_type, IBV_EVENT_EEC_ERR);
+        EXPECT_EQ(ev.element.eec, p.s[1].eec);
+        ibv_ack_async_event(&ev);
+        EXPECT_EQ(p.s[1].eec->state, IBV_QPS_ERR) << "the verbs layer knows before a query";
+        EXPECT_EQ(eec_state(p.s[1].eec), IBV_QPS_ERR);
+        EXPECT_EQ(qp_state(p.s[1].qp[0]), IBV_QPS_RTS) << "its RD QP is unaffected";
+        EXPECT_EQ(eec_state(p.s[0].eec), IBV_QPS_RTS) << "the requesting EE context goes on";
+        EXPECT_NE(ibv_get_async_event(h.s[0].ctx, &ev, 100'000), 0) << "no event at the requester";
+        h.expect_fill(0, back.va, 256, 0, "nothing read");
+        ASSERT_EQ(ibv_destroy_eec(p.s[1].eec), 0);
+    });
+}
+
+// ---------------------------------------------------------------- message size
+
+SIM_TEST(E2eRd, o10_51_an_rd_wr_longer_than_the_rd_maximum_message_size_is_refused) {
+    rc_config cfg;
+    cfg.keys = {{"hca.max_rd_msg", "4096"}};
+    rc_harness h(cfg);
+    h.run([](rc_harness& h) {
+        ibv_device_attr da{};
+        ASSERT_EQ(ibv_query_device(h.s[0].ctx, &da), 0);
+        EXPECT_EQ(da.max_rd_msg_sz, 4096u) << "Query HCA reports it (hca.max_rd_msg)";
+        rd_pair p = make_rd(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[1].qp[0]);
+        buf d = make_buf(h, 1, 8192);
+        buf s = make_buf(h, 0, 8192, 0x71);
+        const uint32_t dq = p.s[1].qp[0]->qp_num;
+        // 4097 bytes in two SGEs: the total counts. Refused at the post; nothing queued.
+        ibv_sge sg[2] = {{s.va, 4000, s.mr->lkey}, {s.va + 4000, 97, s.mr->lkey}};
+        ibv_send_wr wr{};
+        wr.wr_id = 1;
+        wr.sg_list = sg;
+        wr.num_sge = 2;
+        wr.opcode = IBV_WR_SEND;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.rd.eec = p.s[0].eec;
+        wr.rd.remote_qpn = dq;
+        wr.rd.remote_qkey = kQkey;
+        ibv_send_wr* bad = nullptr;
+        EXPECT_EQ(ibv_post_send(p.s[0].qp[0], &wr, &bad), EINVAL);
+        EXPECT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_RDMA_WRITE, s.va, 4097, s.mr->lkey, 2, kQkey,
+                          d.va, d.mr->rkey),
+                  EINVAL);
+        EXPECT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_RDMA_READ, s.va, 8192, s.mr->lkey, 3, kQkey,
+                          d.va, d.mr->rkey),
+                  EINVAL);
+        h.expect_no_wc(p.s[0].cq, kQuietNs, "nothing was queued");
+        // Exactly the maximum goes.
+        sg[1].length = 96;
+        ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va, 8192, d.mr->lkey, 9), 0);
+        ASSERT_EQ(ibv_post_send(p.s[0].qp[0], &wr, &bad), 0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "the 4096-byte send").status, IBV_WC_SUCCESS);
+        const ibv_wc r = one_wc(h, p.s[1].cq, "its receive");
+        EXPECT_EQ(r.byte_len, 4096u);
+        h.expect_fill(1, d.va, 4096, 0x71, "payload");
+        // The limit is RD's: the harness's RC QP sends 8192 bytes in one message.
+        const uint64_t rc_dst = h.alloc(1, 8192, 64);
+        ibv_mr* rc_mr = h.reg(1, rc_dst, 8192);
+        ASSERT_NE(rc_mr, nullptr);
+        ASSERT_EQ(post_write_on(h.s[0].qp, {s.va, 8192, s.mr->lkey}, rc_dst, rc_mr->rkey, 4), 0);
+        EXPECT_EQ(one_wc(h, h.s[0].scq, "an RC write of 8192 bytes").status, IBV_WC_SUCCESS);
+    });
+}
+
+SIM_TEST(E2eRd, o10_51_query_hca_reports_the_default_rd_maximum_message_size) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        ibv_device_attr da{};
+        ASSERT_EQ(ibv_query_device(h.s[0].ctx, &da), 0);
+        EXPECT_EQ(da.max_rd_msg_sz, 1u << 31);
+    });
+}
+
+SIM_TEST(E2eRd, o10_54_an_rd_receive_completion_returns_the_count_of_receive_wrs_it_freed) {
+    rc_harness h;
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ibv_qp* rq = p.s[1].qp[0];
+        ASSERT_TRUE(p.s[0].qp[0] && rq);
+        buf d = make_buf(h, 1, 64 * 1024);
+        buf s = make_buf(h, 0, 4096, 0x19);
+        // The receive queue full (32 WRs): one more post is refused.
+        for (unsigned k = 0; k < 32; ++k)
+            ASSERT_EQ(post_recv_on(rq, d.va + k * 2048, 2048, d.mr->lkey, k), 0);
+        EXPECT_EQ(post_recv_on(rq, d.va, 2048, d.mr->lkey, 99), ENOMEM);
+        // A message, and a message too long for its receive WR (Local Length Error): each
+        // completion frees one receive WR, and one more post fits per completion.
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, rq->qp_num, IBV_WR_SEND, s.va, 100, s.mr->lkey, 1), 0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "send").status, IBV_WC_SUCCESS);
+        const ibv_wc r = one_wc(h, p.s[1].cq, "receive");
+        EXPECT_EQ(r.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(r.freed_recv_wrs, 1u);
+        ASSERT_EQ(post_recv_on(rq, d.va, 2048, d.mr->lkey, 100), 0);
+        EXPECT_EQ(post_recv_on(rq, d.va, 2048, d.mr->lkey, 101), ENOMEM);
+        ASSERT_EQ(post_rd(p.s[0].qp[1], p.s[0].eec, rq->qp_num, IBV_WR_SEND, s.va, 3000, s.mr->lkey, 2), 0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "long send").status, IBV_WC_REM_INV_REQ_ERR);
+        const ibv_wc r2 = one_wc(h, p.s[1].cq, "the receive in error");
+        EXPECT_EQ(r2.status, IBV_WC_LOC_LEN_ERR);
+        EXPECT_EQ(r2.freed_recv_wrs, 1u);
+        ASSERT_EQ(post_recv_on(rq, d.va, 2048, d.mr->lkey, 102), 0);
+        EXPECT_EQ(post_recv_on(rq, d.va, 2048, d.mr->lkey, 103), ENOMEM);
+        // A send completion frees no receive WR.
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, rq->qp_num, IBV_WR_SEND, s.va, 10, s.mr->lkey, 3), 0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "send").freed_recv_wrs, 0u);
     });
 }
