@@ -113,7 +113,7 @@ struct loader {
                 fail("\"node\" must be a node number below " + std::to_string(t.nodes));
             const unsigned node = j["node"];
             if (j.contains("event")) {
-                check_fields(j, "t_ps node event qp cq srq port", "event");
+                check_fields(j, "t_ps node event qp cq srq port eec", "event");
                 t.events.push_back({line, j});
                 continue;
             }

@@ -130,7 +130,8 @@ const char* const events[] = {"CQ_ERR",
                               "SRQ_LIMIT_REACHED",
                               "QP_LAST_WQE_REACHED",
                               "CLIENT_REREGISTER",
-                              "GID_CHANGE"};
+                              "GID_CHANGE",
+                              "EEC_ERR"};
 const named access_names[] = {
     {IBV_ACCESS_LOCAL_WRITE, "LOCAL_WRITE"}, {IBV_ACCESS_REMOTE_WRITE, "REMOTE_WRITE"},
     {IBV_ACCESS_REMOTE_READ, "REMOTE_READ"}, {IBV_ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"},
@@ -543,6 +544,7 @@ json recorder::event(unsigned node, const ibv_async_event& e) {
     case IBV_EVENT_SM_CHANGE:
     case IBV_EVENT_CLIENT_REREGISTER:
     case IBV_EVENT_GID_CHANGE: j["port"] = e.element.port_num; break;
+    case IBV_EVENT_EEC_ERR: j["eec"] = name_of(node, e.element.eec); break;
     default: j["qp"] = name_of(node, e.element.qp);
     }
     line(j);

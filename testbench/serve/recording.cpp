@@ -361,6 +361,7 @@ void recording::completion(unsigned node, const void* cq, const hw::cqe& e) {
                           0,
                           0,
                           0,
+                          0,
                           0};
     rec_.call(node, "poll_cq",
               {{"cq", rec_.name_of(node, cq)}, {"ret", 1}, {"wc", json::array({rec_.wc(node, w)})}});

@@ -322,3 +322,38 @@ SIM_TEST(HcasimReplayRd, rd_calls_recorded_through_the_recorder_replay_equal_and
     EXPECT_NE(r.out.find("poll_cq node 1 cq0: completion 2 of 2 never came"), std::string::npos) << r.out;
     std::remove(f.c_str());
 }
+
+// An EE context's own error (IBV_EVENT_EEC_ERR, hcasim's) is recorded naming the EE context, and
+// a trace holding one is read and compared: the replay, where no EE context fails, misses it.
+SIM_TEST(HcasimReplayRd, an_eec_error_event_names_its_ee_context_and_replays_are_compared_with_it) {
+    const std::string f = ::testing::TempDir() + "replay_rd_event_" + std::to_string(getpid()) + ".jsonl";
+    rc_harness h;
+    trace::recorder rec(f, 2, "test");
+    json ev;
+    h.run([&](rc_harness& h) {
+        ibv_rdd* rdd = ibv_alloc_rdd(h.s[0].ctx);
+        ASSERT_NE(rdd, nullptr);
+        rec.call(0, "alloc_rdd", {{"ret", rec.add(0, rdd, "rdd")}});
+        ibv_eec* e = ibv_create_eec(rdd);
+        ASSERT_NE(e, nullptr);
+        rec.add_eec(0, e, "eec0");
+        rec.call(0, "create_eec", {{"rdd", "rdd0"}, {"ret", "eec0"}, {"eecn", e->eecn}});
+        ibv_async_event a{};
+        a.event_type = IBV_EVENT_EEC_ERR;
+        a.element.eec = e;
+        ev = rec.event(0, a);
+    });
+    EXPECT_EQ(ev["event"], "EEC_ERR");
+    EXPECT_EQ(ev["eec"], "eec0");
+    // A hand-written trace (no end record needed) with that event.
+    std::ofstream(f, std::ios::binary | std::ios::trunc)
+        << "{\"hcasim_trace\":1,\"nodes\":2}\n"
+           "{\"node\":0,\"call\":\"alloc_rdd\",\"ret\":\"rdd0\"}\n"
+           "{\"node\":0,\"call\":\"create_eec\",\"rdd\":\"rdd0\",\"ret\":\"eec0\"}\n"
+           "{\"node\":0,\"event\":\"EEC_ERR\",\"eec\":\"eec0\"}\n";
+    const result r = run_hcasim("replay '" + f + "'", "rd_event");
+    EXPECT_EQ(r.code, 1) << r.out << r.err;
+    EXPECT_NE(r.out.find("node 0: 1 asynchronous events recorded, 0 in the replay"), std::string::npos)
+        << r.out;
+    std::remove(f.c_str());
+}
