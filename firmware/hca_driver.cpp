@@ -369,7 +369,9 @@ void hca_driver::dispatch_async(const hw::eqe& e) {
         it->second(e);
         return;
     }
-    case hw::EQE_EEC_ERR: {
+    case hw::EQE_EEC_ERR:
+    case hw::EQE_EEC_PATH_MIGRATED:
+    case hw::EQE_EEC_PATH_MIG_ERR: {
         auto it = eec_handlers_.find(e.resource);
         if (it == eec_handlers_.end()) break;
         it->second(e);

@@ -211,7 +211,7 @@ public:
     /// Handler for async events about one QP (SQ drained, errors): registered by the verbs layer.
     void set_qp_event_handler(uint32_t qpn, std::function<void(const hw::eqe&)> fn);
     void clear_qp_event_handler(uint32_t qpn);
-    /// EE context events (EQE_EEC_ERR) for EECN `eecn`.
+    /// EE context events (EQE_EEC_ERR, EQE_EEC_PATH_MIGRATED, EQE_EEC_PATH_MIG_ERR) for EECN `eecn`.
     void set_eec_event_handler(uint32_t eecn, std::function<void(const hw::eqe&)> fn);
     void clear_eec_event_handler(uint32_t eecn);
     /// Handler for async events about one CQ (CQ error): registered by the verbs layer.

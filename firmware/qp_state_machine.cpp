@@ -136,11 +136,12 @@ uint32_t optional_attrs(hw::qp_transport t, hw::qp_state cur, hw::qp_state next)
 }
 
 int check_eec_transition(hw::qp_state cur, hw::qp_state next, uint32_t attr_mask) {
-    // The RC rows less what an EE context does not have (access flags, alternate paths) and
-    // with no SQEr (o10-11: Figure 126's states but SQEr).
+    // The RC rows less what an EE context does not have (access flags) and with no SQEr
+    // (o10-11: Figure 126's states but SQEr). Alternate paths and the path migration state
+    // are an RC QP's (o10-23).
     const qp_transition_row* row = find_transition(hw::QPT_RC, cur, next);
     if (!row) return EINVAL;
-    const uint32_t none = ACC | ALT | MIG;
+    const uint32_t none = ACC;
     const uint32_t req = row->required[0] & ~none, opt = row->optional[0] & ~none;
     if ((attr_mask & req) != req) return EINVAL;
     if (attr_mask & ~(req | opt | hw::QP_ATTR_STATE)) return EINVAL;

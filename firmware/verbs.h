@@ -189,7 +189,9 @@ enum ibv_event_type {
     IBV_EVENT_QP_LAST_WQE_REACHED,
     IBV_EVENT_CLIENT_REREGISTER,
     IBV_EVENT_GID_CHANGE,
-    IBV_EVENT_EEC_ERR  ///< hcasim (RD, o10-65): an EE context's own error moved it to Error
+    IBV_EVENT_EEC_ERR,          ///< hcasim (RD, o10-65): an EE context's own error moved it to Error
+    IBV_EVENT_EEC_PATH_MIG,     ///< hcasim (RD with APM, o10-23): an EE context migrated
+    IBV_EVENT_EEC_PATH_MIG_ERR  ///< hcasim (RD with APM, o10-23): a migration request to it failed
 };
 
 /// ibv_query_device output.
@@ -264,7 +266,7 @@ struct ibv_async_event {
         ibv_qp* qp;    ///< QP events
         ibv_srq* srq;  ///< IBV_EVENT_SRQ_ERR, IBV_EVENT_SRQ_LIMIT_REACHED
         int port_num;  ///< port events; 0 for IBV_EVENT_DEVICE_FATAL
-        ibv_eec* eec;  ///< IBV_EVENT_EEC_ERR
+        ibv_eec* eec;  ///< IBV_EVENT_EEC_ERR, IBV_EVENT_EEC_PATH_MIG, IBV_EVENT_EEC_PATH_MIG_ERR
     } element;
     ibv_event_type event_type;
 };
@@ -478,6 +480,12 @@ struct ibv_eec_attr {
     uint32_t dest_eecn, rq_psn, sq_psn;
     uint16_t pkey_index;
     uint8_t port_num, timeout, retry_cnt, rnr_retry, min_rnr_timer, max_rd_atomic, max_dest_rd_atomic;
+    // Automatic path migration (o10-23; masks IBV_QP_ALT_PATH, IBV_QP_PATH_MIG_STATE), as in
+    // ibv_qp_attr.
+    ibv_ah_attr alt_ah_attr;
+    uint16_t alt_pkey_index;
+    uint8_t alt_port_num, alt_timeout;
+    ibv_mig_state path_mig_state;
 };
 /// End-to-end context (IBA 10.2.7): one end of a reliable channel between two HCA ports.
 struct ibv_eec {

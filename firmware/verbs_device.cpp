@@ -53,6 +53,8 @@ bool event_type_of(const hw::eqe& e, ibv_event_type* t) {
     case hw::EQE_SRQ_LIMIT: *t = IBV_EVENT_SRQ_LIMIT_REACHED; return true;
     case hw::EQE_SRQ_ERROR: *t = IBV_EVENT_SRQ_ERR; return true;
     case hw::EQE_EEC_ERR: *t = IBV_EVENT_EEC_ERR; return true;
+    case hw::EQE_EEC_PATH_MIGRATED: *t = IBV_EVENT_EEC_PATH_MIG; return true;
+    case hw::EQE_EEC_PATH_MIG_ERR: *t = IBV_EVENT_EEC_PATH_MIG_ERR; return true;
     case hw::EQE_PORT_CHANGE:
         if (e.subtype == hw::EQE_PORT_ACTIVE)
             *t = IBV_EVENT_PORT_ACTIVE;
@@ -77,7 +79,10 @@ void drop_events(ibv_context* ctx, const void* object, object_kind kind) {
         switch (kind) {
         case object_kind::cq: return ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == object;
         case object_kind::srq: return is_srq_event(ev.event_type) && ev.element.srq == object;
-        case object_kind::eec: return ev.event_type == IBV_EVENT_EEC_ERR && ev.element.eec == object;
+        case object_kind::eec:
+            return (ev.event_type == IBV_EVENT_EEC_ERR || ev.event_type == IBV_EVENT_EEC_PATH_MIG ||
+                    ev.event_type == IBV_EVENT_EEC_PATH_MIG_ERR) &&
+                   ev.element.eec == object;
         default: return is_qp_event(ev.event_type) && ev.element.qp == object;
         }
     };

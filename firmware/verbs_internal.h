@@ -67,6 +67,16 @@ struct path_values {
 /// Value checks of those attributes on port `pi` (immediate errors): 0 or EINVAL.
 int check_path_values(ibv_context* ctx, const hw::port_info& pi, uint32_t mask, const path_values& v);
 
+// ---- automatic path migration, Modify QP and Modify EEC (verbs_qp.cpp)
+
+/// Whether the path migration state may move `from` -> `to` on the transition cur -> next
+/// (IBA 10.4.1, Figure 127).
+bool mig_transition_ok(uint8_t from, ibv_mig_state to, ibv_qp_state cur, ibv_qp_state next);
+/// Value checks of the alternate path attributes (IBV_QP_ALT_PATH; with IBV_QP_PATH_MIG_STATE,
+/// CAP_APM): 0 or EINVAL.
+int check_alt_path(ibv_context* ctx, uint32_t mask, const ibv_ah_attr& alt_ah, uint8_t alt_port_num,
+                   uint16_t alt_pkey_index, uint8_t alt_timeout);
+
 // ---- memory management work requests (verbs_memory.cpp)
 
 /// Immediate errors of a LOCAL_INV, BIND_MW or FAST_REG_MR WR.

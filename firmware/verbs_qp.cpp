@@ -107,19 +107,6 @@ void take_paths(ibv_qp* qp, hw::qp_context now) {
     a.path_mig_state = ibv_mig_state(c.path_mig_state);
 }
 
-/// Whether Modify QP may move the path migration state `from` -> `to` on the QP transition
-/// cur -> next (IBA 10.4.1, Figure 127). The consumer loads Rearm (o10-31), only going to
-/// RTS (o10-24); may arm a QP in Rearm itself (10.4.1.1: a remote CI without APM); migrates
-/// by hand only from Armed in RTS or SQD (o10-25, o10-30).
-bool mig_transition_ok(uint8_t from, ibv_mig_state to, ibv_qp_state cur, ibv_qp_state next) {
-    if (to > IBV_MIG_ARMED) return false;
-    if (to == from) return true;
-    if (from == hw::MIG_MIGRATED && to == IBV_MIG_REARM) return next == IBV_QPS_RTS;
-    if (from == hw::MIG_REARM && to == IBV_MIG_ARMED) return true;
-    if (from == hw::MIG_ARMED && to == IBV_MIG_MIGRATED) return cur == IBV_QPS_RTS || cur == IBV_QPS_SQD;
-    return false;
-}
-
 void reset_queues(ibv_qp* qp) {
     qp->sq.producer = qp->sq.completed = 0;
     qp->rq.producer = qp->rq.completed = 0;
@@ -198,6 +185,37 @@ ibv_qp* create_xrc_target(ibv_pd* pd, ibv_qp_init_attr* ia) {
 }
 
 }  // namespace
+
+namespace detail {
+
+/// Whether Modify QP (and Modify EEC) may move the path migration state `from` -> `to` on the QP transition
+/// cur -> next (IBA 10.4.1, Figure 127). The consumer loads Rearm (o10-31), only going to
+/// RTS (o10-24); may arm a QP in Rearm itself (10.4.1.1: a remote CI without APM); migrates
+/// by hand only from Armed in RTS or SQD (o10-25, o10-30).
+bool mig_transition_ok(uint8_t from, ibv_mig_state to, ibv_qp_state cur, ibv_qp_state next) {
+    if (to > IBV_MIG_ARMED) return false;
+    if (to == from) return true;
+    if (from == hw::MIG_MIGRATED && to == IBV_MIG_REARM) return next == IBV_QPS_RTS;
+    if (from == hw::MIG_REARM && to == IBV_MIG_ARMED) return true;
+    if (from == hw::MIG_ARMED && to == IBV_MIG_MIGRATED) return cur == IBV_QPS_RTS || cur == IBV_QPS_SQD;
+    return false;
+}
+
+int check_alt_path(ibv_context* ctx, uint32_t mask, const ibv_ah_attr& alt_ah, uint8_t alt_port_num,
+                   uint16_t alt_pkey_index, uint8_t alt_timeout) {
+    // Automatic path migration (IBA 10.4): only with CAP_APM.
+    hca_driver& drv = *ctx->driver;
+    if ((mask & (IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE)) && !(drv.caps().flags & hw::CAP_APM))
+        return EINVAL;
+    if (mask & IBV_QP_ALT_PATH) {
+        const hw::port_info* alt = drv.port(alt_port_num);
+        if (!alt || alt_pkey_index >= alt->pkey_table_len || alt_timeout > 31 || check_ah_attr(ctx, alt_ah))
+            return EINVAL;
+    }
+    return 0;
+}
+
+}  // namespace detail
 
 uint32_t send_wqe_max_bytes(ibv_qp_type t, uint32_t max_send_sge, uint32_t max_inline) {
     const uint32_t rdma = sizeof(hw::wqe_raddr_seg) + sizeof(hw::wqe_atomic_seg);
@@ -365,13 +383,9 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
         return EINVAL;
     // Automatic path migration (IBA 10.4): RC and UC only (the transition table has no
     // ALT_PATH / PATH_MIG_STATE for UD).
-    if ((mask & (IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE)) && !(caps.flags & hw::CAP_APM)) return EINVAL;
-    if (mask & IBV_QP_ALT_PATH) {
-        const hw::port_info* alt = drv.port(attr->alt_port_num);
-        if (!alt || attr->alt_pkey_index >= alt->pkey_table_len || attr->alt_timeout > 31 ||
-            check_ah_attr(ctx, attr->alt_ah_attr))
-            return EINVAL;
-    }
+    if (check_alt_path(ctx, mask, attr->alt_ah_attr, attr->alt_port_num, attr->alt_pkey_index,
+                       attr->alt_timeout))
+        return EINVAL;
     // The HCA moves the path migration state on its own (Rearm -> Armed; Armed -> Migrated, the
     // alternate path becoming the primary): once an alternate path was loaded, the context to
     // modify is the one the HCA has now.

@@ -37,6 +37,42 @@ int ibv_dealloc_rdd(ibv_rdd* rdd) {
 
 // ---------------------------------------------------------------- EE contexts
 
+namespace {
+
+/// Takes the paths and the path migration state as the HCA has them (`now`, from QUERY_EEC)
+/// into the EE context's software copy and its attributes (o10-23: the HCA migrates itself).
+void take_eec_paths(ibv_eec* eec, const hw::eec_context& now) {
+    hw::eec_context& c = eec->hw_ctx;
+    c.dlid = now.dlid;
+    c.sl = now.sl;
+    c.src_path_bits = now.src_path_bits;
+    c.pkey_index = now.pkey_index;
+    c.timeout = now.timeout;
+    c.alt_dlid = now.alt_dlid;
+    c.alt_sl = now.alt_sl;
+    c.alt_src_path_bits = now.alt_src_path_bits;
+    c.alt_pkey_index = now.alt_pkey_index;
+    c.alt_timeout = now.alt_timeout;
+    c.path_mig_state = now.path_mig_state;
+    ibv_eec_attr& a = eec->attr;
+    a.ah_attr.dlid = c.dlid;
+    a.ah_attr.sl = c.sl;
+    a.ah_attr.src_path_bits = c.src_path_bits;
+    a.ah_attr.port_num = c.port;
+    a.pkey_index = c.pkey_index;
+    a.timeout = c.timeout;
+    a.alt_ah_attr.dlid = c.alt_dlid;
+    a.alt_ah_attr.sl = c.alt_sl;
+    a.alt_ah_attr.src_path_bits = c.alt_src_path_bits;
+    a.alt_ah_attr.port_num = c.alt_port;
+    a.alt_port_num = c.alt_port;
+    a.alt_pkey_index = c.alt_pkey_index;
+    a.alt_timeout = c.alt_timeout;
+    a.path_mig_state = ibv_mig_state(c.path_mig_state);
+}
+
+}  // namespace
+
 ibv_eec* ibv_create_eec(ibv_rdd* rdd) {
     if (!rdd) return fail<ibv_eec>(EINVAL);
     ibv_context* ctx = rdd->context;
@@ -63,12 +99,15 @@ ibv_eec* ibv_create_eec(ibv_rdd* rdd) {
     }
     ++rdd->refs;
     ++ctx->eecs;
-    // o10-65: an error of the EE context's own moved it to Error; the event names it.
+    // o10-65: an error of the EE context's own moved it to Error; o10-23: it migrated, or a
+    // migration request to it failed. The event names it.
     drv.set_eec_event_handler(n, [eec](const hw::eqe& e) {
         ibv_async_event ev{};
         if (!event_type_of(e, &ev.event_type)) return;
-        eec->state = IBV_QPS_ERR;
-        eec->hw_ctx.state = hw::QPS_ERR;
+        if (e.type == hw::EQE_EEC_ERR) {
+            eec->state = IBV_QPS_ERR;
+            eec->hw_ctx.state = hw::QPS_ERR;
+        }
         ev.element.eec = eec;
         queue_event(eec->context, ev);
     });
@@ -95,6 +134,21 @@ int ibv_modify_eec(ibv_eec* eec, ibv_eec_attr* attr, int attr_mask) {
              attr->timeout, attr->retry_cnt, attr->rnr_retry, attr->min_rnr_timer, attr->max_rd_atomic,
              attr->max_dest_rd_atomic, attr->rq_psn, attr->sq_psn, attr->dest_eecn}))
         return EINVAL;
+    // o10-23: automatic path migration as for RC QPs (Modify QP): the alternate path's values,
+    // then the arcs of Figure 127 from the state the HCA has now (it arms and migrates itself).
+    if (check_alt_path(ctx, mask, attr->alt_ah_attr, attr->alt_port_num, attr->alt_pkey_index,
+                       attr->alt_timeout))
+        return EINVAL;
+    if (eec->hw_ctx.alt_port && next != IBV_QPS_RESET) {
+        hw::eec_context now{};
+        if (hw::cmd_status q = drv.exec(hw::CMD_QUERY_EEC, eec->eecn, 0, nullptr, 0, &now, sizeof now);
+            q != hw::CMD_OK)
+            return fw::cmd_errno(q);
+        take_eec_paths(eec, now);
+    }
+    if ((mask & IBV_QP_PATH_MIG_STATE) &&
+        !mig_transition_ok(eec->hw_ctx.path_mig_state, attr->path_mig_state, cur, next))
+        return EINVAL;
 
     hw::eec_context c = eec->hw_ctx;
     if (next == IBV_QPS_RESET) {
@@ -112,6 +166,15 @@ int ibv_modify_eec(ibv_eec* eec, ibv_eec_attr* attr, int attr_mask) {
             c.sl = attr->ah_attr.sl;
             c.src_path_bits = attr->ah_attr.src_path_bits;
         }
+        if (mask & IBV_QP_ALT_PATH) {
+            c.alt_dlid = attr->alt_ah_attr.dlid;
+            c.alt_sl = attr->alt_ah_attr.sl;
+            c.alt_src_path_bits = attr->alt_ah_attr.src_path_bits;
+            c.alt_port = attr->alt_port_num;
+            c.alt_pkey_index = attr->alt_pkey_index;
+            c.alt_timeout = attr->alt_timeout;
+        }
+        if (mask & IBV_QP_PATH_MIG_STATE) c.path_mig_state = uint8_t(attr->path_mig_state);
         if (mask & IBV_QP_DEST_QPN) c.dest_eecn = attr->dest_eecn;
         if (mask & IBV_QP_RQ_PSN) c.rq_psn = attr->rq_psn;
         if (mask & IBV_QP_SQ_PSN) c.sq_psn = attr->sq_psn;
@@ -148,6 +211,13 @@ int ibv_modify_eec(ibv_eec* eec, ibv_eec_attr* attr, int attr_mask) {
         a.timeout = c.timeout;
         a.retry_cnt = c.retry_cnt;
         a.rnr_retry = c.rnr_retry;
+        if (mask & IBV_QP_ALT_PATH) a.alt_ah_attr = attr->alt_ah_attr;
+        if (c.alt_port) {
+            // A manual migration (Armed -> Migrated) swapped the paths in the HCA: read them back.
+            hw::eec_context now{};
+            if (drv.exec(hw::CMD_QUERY_EEC, eec->eecn, 0, nullptr, 0, &now, sizeof now) == hw::CMD_OK)
+                take_eec_paths(eec, now);
+        }
     }
     return 0;
 }
@@ -159,7 +229,8 @@ int ibv_query_eec(ibv_eec* eec, ibv_eec_attr* attr) {
     const hw::cmd_status st =
         eec->context->driver->exec(hw::CMD_QUERY_EEC, eec->eecn, 0, nullptr, 0, &c, sizeof c);
     if (st != hw::CMD_OK) return fw::cmd_errno(st);
-    if (c.state <= hw::QPS_ERR) eec->state = ibv_qp_state(c.state);  // the HCA may have moved it
+    if (c.state <= hw::QPS_ERR) eec->state = ibv_qp_state(c.state);    // the HCA may have moved it
+    if (c.alt_port && c.state <= hw::QPS_ERR) take_eec_paths(eec, c);  // the HCA may have migrated
     *attr = eec->attr;
     attr->eec_state = attr->cur_eec_state = eec->state;
     attr->sq_psn = c.sq_psn;

@@ -148,9 +148,21 @@ struct eec_context {
     uint8_t max_rd_atomic;       ///< outstanding RDMA READ/atomic as requester
     uint8_t max_dest_rd_atomic;  ///< outstanding RDMA READ/atomic as responder
     uint8_t sq_draining;         ///< HCA: 1 while an SQD drain is in progress
-    uint8_t rsvd[28];            ///< reserved, zero
+    // Automatic path migration (IBA 10.4, o10-23; CAP_APM): the alternate path and the path
+    // migration state, as in qp_context (no GRH: EE contexts' paths are local). QUERY_EEC reads
+    // them as the HCA has them now: a migration swaps the primary path fields above (dlid, sl,
+    // src_path_bits, pkey_index, timeout) with these.
+    uint16_t alt_dlid;          ///< alternate path: destination LID
+    uint16_t alt_pkey_index;    ///< alternate path: P_Key table index
+    uint8_t alt_sl;             ///< alternate path: service level
+    uint8_t alt_src_path_bits;  ///< alternate path: source path bits
+    uint8_t alt_port;           ///< alternate path: port number (1-based; 0: none loaded)
+    uint8_t alt_timeout;        ///< alternate path: local ACK timeout code
+    uint8_t path_mig_state;     ///< path_mig_state (Migrated after create)
+    uint8_t rsvd[19];           ///< reserved, zero
 };
-static_assert(sizeof(eec_context) == 64 && offsetof(eec_context, dlid) == 24);
+static_assert(sizeof(eec_context) == 64 && offsetof(eec_context, dlid) == 24 &&
+              offsetof(eec_context, alt_dlid) == 36 && offsetof(eec_context, path_mig_state) == 44);
 static_assert(offsetof(qp_context, sq_base) == 24 && offsetof(qp_context, dest_qpn) == 48 &&
               offsetof(qp_context, dgid) == 92);
 static_assert(offsetof(qp_context, rsvd1) == 118 && offsetof(qp_context, alt_dlid) == 152 &&

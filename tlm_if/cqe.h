@@ -117,6 +117,8 @@ enum eqe_type : uint8_t {
     EQE_SRQ_ERROR = 0x0C,            ///< SRQ catastrophic error
     EQE_PATH_MIG_ERR = 0x0D,         ///< path migration request failed
     EQE_EEC_ERR = 0x0E,              ///< RD: an EE context's own error moved it to Error (resource: EECN)
+    EQE_EEC_PATH_MIGRATED = 0x0F,    ///< RD with APM: an EE context migrated (resource: EECN)
+    EQE_EEC_PATH_MIG_ERR = 0x10,     ///< RD with APM: a migration request to an EE context failed (EECN)
 };
 
 /// eqe::subtype of EQE_PORT_CHANGE.

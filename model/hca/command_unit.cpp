@@ -335,8 +335,23 @@ uint8_t command_unit::eec_command(hw::cmd_mailbox& m, sc_time& delay) {
         c.state = uint8_t(new_state);
         if (new_state != hw::QPS_RESET && new_state != hw::QPS_ERR &&
             (c.port != 1 || c.pkey_index >= pkeys_->size() ||
-             (new_state >= hw::QPS_RTR && hw::mtu_bytes(c.mtu) == 0)))
+             (new_state >= hw::QPS_RTR && hw::mtu_bytes(c.mtu) == 0) || c.alt_port > 1 ||
+             (c.alt_port && c.alt_pkey_index >= pkeys_->size())))
             return hw::CMD_BAD_PARAM;
+        if (c.alt_port && new_state != hw::QPS_RESET && engine_->eec_state(eecn) != hw::QPS_RESET) {
+            // Automatic path migration (o10-23): as for QPs (CMD_MODIFY_QP), what this command
+            // does not set stays as the engine has it, so a migration is not undone.
+            hw::eec_context now = c;
+            engine_->eec_paths(eecn, now);
+            if (!(in.attr_mask & hw::QP_ATTR_PATH_MIG_STATE)) c.path_mig_state = now.path_mig_state;
+            constexpr uint32_t PATHS = hw::QP_ATTR_AV | hw::QP_ATTR_ALT_PATH | hw::QP_ATTR_PKEY_INDEX |
+                                       hw::QP_ATTR_TIMEOUT | hw::QP_ATTR_PORT;
+            if (!(in.attr_mask & PATHS)) {
+                const uint8_t mig = c.path_mig_state;
+                engine_->eec_paths(eecn, c);
+                c.path_mig_state = mig;
+            }
+        }
         cur = c;
         engine_->load_eec(c, in.attr_mask, delay);
         return hw::CMD_OK;
@@ -346,6 +361,7 @@ uint8_t command_unit::eec_command(hw::cmd_mailbox& m, sc_time& delay) {
         hw::eec_context c = cur;
         c.state = engine_->eec_state(eecn);  // the engine may have moved it to Error itself
         engine_->eec_psns(eecn, c.sq_psn, c.rq_psn);
+        engine_->eec_paths(eecn, c);  // a migration swapped them (o10-23)
         std::memcpy(m.out, &c, sizeof c);
         return hw::CMD_OK;
     }

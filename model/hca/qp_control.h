@@ -23,6 +23,9 @@ public:
     virtual void destroy_eec(uint32_t eecn) = 0;
     virtual uint8_t eec_state(uint32_t eecn) const = 0;
     virtual void eec_psns(uint32_t eecn, uint32_t& sq_psn, uint32_t& rq_psn) const = 0;
+    /// The EE context's paths and path migration state as the engine has them now (a migration
+    /// swaps the primary and the alternate path): into c's path fields and path_mig_state.
+    virtual void eec_paths(uint32_t eecn, hw::eec_context& c) const = 0;
 };
 
 }  // namespace hcasim

@@ -17,6 +17,13 @@
 //   path's source path bits and its P_Key is the alternate path's. Then it migrates too; else it
 //   raises PATH_MIG_ERR once (o10-29) and stays as it is. The packet is processed either way.
 //
+// EE contexts (reliable datagram, o10-23) are records of the engine too and take the same path:
+// receive_rd calls apm_receive for them, an RD QP's retries running out migrate the EE context
+// it owns (retry, rd_resync_timeout), and migrate() then gives the owning RD QP the new path
+// (rd_path) and raises the EE context's own events (post_event: EQE_EEC_PATH_MIGRATED,
+// EQE_EEC_PATH_MIG_ERR). They have no QPC entry: the command unit reads their paths with
+// eec_paths().
+//
 // No allocation and no lookup: a packet of a QP in Migrated (the usual case) costs one compare.
 #include "model/core/sim_time.h"
 #include "model/hca/pkey_checker.h"
@@ -45,9 +52,10 @@ void transport_engine::apm_receive(qp& q, const rx_packet& p) {
     q.mig_err_raised = true;
     ++path_mig_errors;
     HCASIM_LOG(log_, info,
-               "QP 0x" << std::hex << q.qpn << std::dec << ": migration request from SLID " << p.h.l.slid
-                       << " to DLID " << p.h.l.dlid << " is not on the alternate path (DLID " << q.alt.dlid
-                       << "): PATH_MIG_ERR");
+               (q.eec ? "EE context 0x" : "QP 0x")
+                   << std::hex << (q.eec ? q.qpn - eec_base_ : q.qpn) << std::dec
+                   << ": migration request from SLID " << p.h.l.slid << " to DLID " << p.h.l.dlid
+                   << " is not on the alternate path (DLID " << q.alt.dlid << "): PATH_MIG_ERR");
     post_event(q, hw::EQE_PATH_MIG_ERR, d);
 }
 
@@ -58,9 +66,21 @@ void transport_engine::migrate(qp& q, sc_time& delay) {
     std::swap(q.pkey_index, q.alt.pkey_index);
     std::swap(q.timeout, q.alt.timeout);
     q.rsp.slid = 0;  // responses follow the new path (the next request's SLID)
+    ++path_migrations;
+    if (q.eec) {
+        // An EE context (o10-23): held on chip (no QPC entry), its packets' P_Key checked by
+        // receive_rd. The RD QP whose message it carries runs its path: it takes the new one,
+        // and the message goes on over it.
+        HCASIM_LOG(log_, info,
+                   "EE context " << (q.qpn - eec_base_) << ": migrated to the alternate path (DLID " << q.dlid
+                                 << ")");
+        q.mig_state = hw::MIG_MIGRATED;
+        if (q.rd_owner != NIL) rd_path(qps_[q.rd_owner]);
+        post_event(q, hw::EQE_PATH_MIGRATED, delay);
+        return;
+    }
     if (q.pkey_index != q.alt.pkey_index)
         pkeys_->bind_qp(q.qpn, q.pkey_index);  // received packets: the new P_Key
-    ++path_migrations;
     HCASIM_LOG(log_, info,
                "QP 0x" << std::hex << q.qpn << std::dec << ": migrated to the alternate path (DLID " << q.dlid
                        << ")");
@@ -79,6 +99,10 @@ void transport_engine::migrate(qp& q, sc_time& delay) {
 
 void transport_engine::set_mig_state(qp& q, uint8_t s, sc_time& delay) {
     q.mig_state = s;
+    if (q.eec) {  // on chip; the RD QP whose message it carries sends its MigReq
+        if (q.rd_owner != NIL) qps_[q.rd_owner].mig_state = s;
+        return;
+    }
     const uint8_t b = s;
     sc_time t = delay;
     (void)qpc_dma.write(

@@ -448,8 +448,11 @@ void transport_engine::enter_error(qp& q, sc_time& delay) {
 
 void transport_engine::post_event(qp& q, uint8_t type, sc_time& delay) {
     ++async_events;
-    if (q.eec) {  // o10-65: an EE context's own error names the EE context
-        cqw_->post_event(hw::EQE_EEC_ERR, q.qpn - eec_base_, delay);
+    if (q.eec) {  // o10-65, o10-23: an EE context's own events name the EE context
+        const uint8_t t = type == hw::EQE_PATH_MIGRATED  ? uint8_t(hw::EQE_EEC_PATH_MIGRATED)
+                          : type == hw::EQE_PATH_MIG_ERR ? uint8_t(hw::EQE_EEC_PATH_MIG_ERR)
+                                                         : uint8_t(hw::EQE_EEC_ERR);
+        cqw_->post_event(t, q.qpn - eec_base_, delay);
         return;
     }
     cqw_->post_event(type, q.qpn, delay);

@@ -195,6 +195,7 @@ public:
     void destroy_eec(uint32_t eecn) override;
     uint8_t eec_state(uint32_t eecn) const override;
     void eec_psns(uint32_t eecn, uint32_t& sq_psn, uint32_t& rq_psn) const override;
+    void eec_paths(uint32_t eecn, hw::eec_context& c) const override;
     /// EE contexts the engine holds (hca.max_eecs; 0: no RD).
     unsigned max_eecs() const { return max_eecs_; }
 

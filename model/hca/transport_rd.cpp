@@ -54,7 +54,13 @@ void transport_engine::load_eec(const hw::eec_context& c, uint32_t mask, sc_time
     e.mtu = c.mtu;
     e.sl = c.sl;
     e.dlid = c.dlid;
+    e.src_path_bits = c.src_path_bits;
     e.pkey_index = c.pkey_index;
+    // Automatic path migration (o10-23; transport_apm.cpp): as a QP's (load_qp).
+    e.alt = {c.alt_dlid, c.alt_pkey_index, c.alt_sl, c.alt_src_path_bits, c.alt_timeout};
+    if (mask & (hw::QP_ATTR_ALT_PATH | hw::QP_ATTR_PATH_MIG_STATE)) e.mig_err_raised = false;
+    const uint8_t prev_mig = e.mig_state;
+    e.mig_state = c.path_mig_state;
     e.dest_qpn = c.dest_eecn;  // what it sends carries its peer's number in the RDETH
     e.retry_cnt = c.retry_cnt;
     e.rnr_retry = c.rnr_retry;
@@ -68,6 +74,12 @@ void transport_engine::load_eec(const hw::eec_context& c, uint32_t mask, sc_time
     if (mask & hw::QP_ATTR_SQ_PSN) e.req.sq_psn = c.sq_psn & PSN_MASK;
     e.state = c.state;
     if (e.rd_owner != NIL) rd_path(qps_[e.rd_owner]);
+    // Manual migration (Modify EEC Armed -> Migrated; the firmware checked RTS/SQD).
+    if (prev_mig == hw::MIG_ARMED && c.path_mig_state == hw::MIG_MIGRATED &&
+        (mask & hw::QP_ATTR_PATH_MIG_STATE)) {
+        e.mig_state = hw::MIG_ARMED;
+        migrate(e, delay);
+    }
     if (c.state == hw::QPS_ERR && prev != hw::QPS_ERR) {
         // o10-65: the EE context stops; a message on it fails (its QP's send queue stops,
         // o10-21), and the responder's message in progress completes in error.
@@ -113,6 +125,23 @@ void transport_engine::eec_psns(uint32_t eecn, uint32_t& sq_psn, uint32_t& rq_ps
     rq_psn = e.rsp.rq_psn;
 }
 
+void transport_engine::eec_paths(uint32_t eecn, hw::eec_context& c) const {
+    if (eecn >= max_eecs_) return;
+    const qp& e = qps_[eec_base_ + eecn];
+    if (!e.valid) return;
+    c.dlid = e.dlid;
+    c.sl = e.sl;
+    c.src_path_bits = e.src_path_bits;
+    c.pkey_index = e.pkey_index;
+    c.timeout = e.timeout;
+    c.alt_dlid = e.alt.dlid;
+    c.alt_sl = e.alt.sl;
+    c.alt_src_path_bits = e.alt.src_path_bits;
+    c.alt_pkey_index = e.alt.pkey_index;
+    c.alt_timeout = e.alt.timeout;
+    c.path_mig_state = e.mig_state;
+}
+
 // ---------------------------------------------------------------- requester
 
 void transport_engine::rd_path(qp& q) {
@@ -124,6 +153,8 @@ void transport_engine::rd_path(qp& q) {
     q.mtu = e.mtu;
     q.sl = e.sl;
     q.dlid = e.dlid;
+    q.src_path_bits = e.src_path_bits;
+    q.mig_state = e.mig_state;    // o10-23: MigReq of the EE context's path migration state
     q.pkey_index = e.pkey_index;  // o10-59: RD packets carry the EE context's P_Key
     q.timeout = e.timeout;
     q.retry_cnt = e.retry_cnt;
@@ -218,6 +249,15 @@ void transport_engine::rd_resync_timeout(qp& q, sc_time& delay) {
         if (q.req.queue.count) make_tx_ready(q.qpn);
         return;
     }
+    if (e.mig_state == hw::MIG_ARMED && (e.state == hw::QPS_RTS || e.state == hw::QPS_SQD)) {
+        // o10-23: the primary path failed with the alternate one armed: the RESYNC goes again
+        // over the alternate path (migrate: the QP takes the EE context's new path).
+        migrate(e, delay);
+        q.req.retries_left = e.retry_cnt;
+        e.rd_resync_sent = false;
+        if (q.req.queue.count) make_tx_ready(q.qpn);
+        return;
+    }
     // Out of retries: the message waiting behind the RESYNC fails (the EE context still owes it).
     if (q.req.queue.count) requester_error(q, hw::CQE_RETRY_EXC_ERR, head_wqe(q), delay);
 }
@@ -249,6 +289,7 @@ void transport_engine::rd_release(qp& q, bool failed) {
     if (q.rd_eec == NIL) return;
     qp& e = qps_[q.rd_eec];
     q.rd_eec = NIL;
+    q.mig_state = hw::MIG_MIGRATED;  // the EE context's copy (rd_path): no path of its own to migrate
     if (!e.valid || e.rd_owner != q.qpn) return;
     if (e.rd_resync) {
         // The QP let go while the RESYNC was owed or on its way: the next owner sends it (again).
@@ -295,8 +336,19 @@ void transport_engine::send_queue_failed(qp& q, sc_time& delay) {
 
 void transport_engine::receive_rd(const rx_packet& p) {
     qp& e = eec_rec(p.h.rd.ee_context);
+    if (!e.valid) {
+        ++rd_dropped;
+        return;
+    }
     // o10-59: a packet whose P_Key is not the EE context's is dropped silently.
-    if (!e.valid || (p.h.b.pkey & 0x7FFF) != (pkeys_->pkey(e.pkey_index) & 0x7FFF)) {
+    bool pkey_ok = (p.h.b.pkey & 0x7FFF) == (pkeys_->pkey(e.pkey_index) & 0x7FFF);
+    if (e.mig_state != hw::MIG_MIGRATED && (pkey_ok || e.mig_state == hw::MIG_ARMED)) {
+        // o10-23: the EE context's path migration, as a QP's (transport_apm.cpp). A migration
+        // request validated against the alternate path takes its P_Key.
+        apm_receive(e, p);
+        pkey_ok = (p.h.b.pkey & 0x7FFF) == (pkeys_->pkey(e.pkey_index) & 0x7FFF);
+    }
+    if (!pkey_ok) {
         ++rd_dropped;
         return;
     }

@@ -408,11 +408,13 @@ void transport_engine::retry(qp& q, uint32_t psn, sc_time& delay) {
         rewind(q, psn, SC_ZERO_TIME);
         return;
     }
-    if (q.mig_state == hw::MIG_ARMED && (q.state == hw::QPS_RTS || q.state == hw::QPS_SQD)) {
-        // The primary path failed with the alternate one armed (IBA 10.4): migrate and send
-        // again over it from the first unacknowledged PSN, with a fresh retry budget.
-        migrate(q, delay);
-        q.req.retries_left = q.retry_cnt;
+    // The primary path failed with the alternate one armed (IBA 10.4): migrate and send again
+    // over it from the first unacknowledged PSN, with a fresh retry budget. An RD QP runs its EE
+    // context's path: the EE context migrates (o10-23), and the QP with it (rd_path).
+    qp& m = q.rd && q.rd_eec != NIL ? qps_[q.rd_eec] : q;
+    if (m.mig_state == hw::MIG_ARMED && (m.state == hw::QPS_RTS || m.state == hw::QPS_SQD)) {
+        migrate(m, delay);
+        q.req.retries_left = m.retry_cnt;
         rewind(q, psn, SC_ZERO_TIME);
         return;
     }

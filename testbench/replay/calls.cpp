@@ -13,6 +13,27 @@ namespace {
 /// The attribute keys Modify QP and Modify EEC share, with the same mask bits (ibv_qp_attr_mask):
 /// P_Key index, port, PSNs, READ/atomic limits, RNR timer, timeout, retries, the path MTU and the
 /// primary path (`dlid` or `dest_node`, through `lid_of`). Returns their mask bits.
+/// The alternate path keys (IBA 10.4: the alt_* keys together) and path_mig_state of
+/// modify_qp and modify_eec (o10-23) into `at`; returns their mask bits.
+template <class Attr>
+int alt_path_attrs(const json& a, Attr& at) {
+    int mask = 0;
+    if (a.contains("alt_dlid")) {
+        at.alt_ah_attr.dlid = a["alt_dlid"].get<uint16_t>();
+        at.alt_ah_attr.sl = a.value("alt_sl", uint8_t(0));
+        at.alt_ah_attr.src_path_bits = a.value("alt_src_path_bits", uint8_t(0));
+        at.alt_ah_attr.port_num = at.alt_port_num = a.value("alt_port_num", uint8_t(1));
+        at.alt_pkey_index = a.value("alt_pkey_index", uint16_t(0));
+        at.alt_timeout = a.value("alt_timeout", uint8_t(0));
+        mask |= IBV_QP_ALT_PATH;
+    }
+    if (a.contains("path_mig_state")) {
+        trace::mig_state_of(a["path_mig_state"], &at.path_mig_state);  // checked when the trace was read
+        mask |= IBV_QP_PATH_MIG_STATE;
+    }
+    return mask;
+}
+
 template <class Attr, class LidOf>
 int path_attrs(const json& a, Attr& at, LidOf lid_of) {
     int mask = 0;
@@ -318,6 +339,7 @@ void replayer::call_modify_eec(const step& s, unsigned node, json& out) {
         mask |= IBV_QP_STATE;
     }
     mask |= path_attrs(a, at, [this](unsigned n) { return lid_of(n); });
+    mask |= alt_path_attrs(a, at);
     if (a.contains("dest_eecn")) {
         at.dest_eecn = a["dest_eecn"].get<uint32_t>();
         mask |= IBV_QP_DEST_QPN;
@@ -462,19 +484,7 @@ void replayer::call_modify_qp(const step& s, unsigned node, json& out) {
         at.dest_qp_num = qp_num_of(a["dest_qp"], node);
         mask |= IBV_QP_DEST_QPN;
     }
-    if (a.contains("alt_dlid")) {  // an alternate path (IBA 10.4): the alt_* keys together
-        at.alt_ah_attr.dlid = a["alt_dlid"].get<uint16_t>();
-        at.alt_ah_attr.sl = a.value("alt_sl", uint8_t(0));
-        at.alt_ah_attr.src_path_bits = a.value("alt_src_path_bits", uint8_t(0));
-        at.alt_ah_attr.port_num = at.alt_port_num = a.value("alt_port_num", uint8_t(1));
-        at.alt_pkey_index = a.value("alt_pkey_index", uint16_t(0));
-        at.alt_timeout = a.value("alt_timeout", uint8_t(0));
-        mask |= IBV_QP_ALT_PATH;
-    }
-    if (a.contains("path_mig_state")) {
-        trace::mig_state_of(a["path_mig_state"], &at.path_mig_state);
-        mask |= IBV_QP_PATH_MIG_STATE;
-    }
+    mask |= alt_path_attrs(a, at);
     r = ibv_modify_qp(qp, &at, mask);
     expect(s, "ret", r);
     out["ret"] = r;

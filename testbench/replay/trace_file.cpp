@@ -319,20 +319,25 @@ struct loader {
             fail("post_send: " + what + " " + ref.dump() + " is not created before this line");
     }
 
+    /// The alternate path keys and path_mig_state of modify_qp and modify_eec (`call`).
+    void check_alt_path(const json& a, const std::string& call) {
+        ibv_mig_state mig;
+        if (a.contains("path_mig_state") &&
+            (!a["path_mig_state"].is_string() || !trace::mig_state_of(a["path_mig_state"], &mig)))
+            fail(call + ": unknown path_mig_state " + a["path_mig_state"].dump() +
+                 " (MIGRATED, REARM or ARMED)");
+        for (const char* k : {"alt_sl", "alt_src_path_bits", "alt_port_num", "alt_pkey_index", "alt_timeout"})
+            if (a.contains(k) && !a.contains("alt_dlid"))
+                fail(call + ": " + k + " without alt_dlid (an alternate path needs its DLID)");
+    }
+
     void check_modify_qp(json& j, unsigned node) {
         if (!j.contains("attr") || !j["attr"].is_object()) fail("modify_qp needs \"attr\"");
         const json& a = j["attr"];
         ibv_qp_state st;
         if (a.contains("qp_state") && (!a["qp_state"].is_string() || !trace::qp_state_of(a["qp_state"], &st)))
             fail("modify_qp: unknown qp_state " + a["qp_state"].dump());
-        ibv_mig_state mig;
-        if (a.contains("path_mig_state") &&
-            (!a["path_mig_state"].is_string() || !trace::mig_state_of(a["path_mig_state"], &mig)))
-            fail("modify_qp: unknown path_mig_state " + a["path_mig_state"].dump() +
-                 " (MIGRATED, REARM or ARMED)");
-        for (const char* k : {"alt_sl", "alt_src_path_bits", "alt_port_num", "alt_pkey_index", "alt_timeout"})
-            if (a.contains(k) && !a.contains("alt_dlid"))
-                fail(std::string("modify_qp: ") + k + " without alt_dlid (an alternate path needs its DLID)");
+        check_alt_path(a, "modify_qp");
         if (a.contains("dest_qp")) {
             unsigned n = 0;
             std::string name;
@@ -371,9 +376,17 @@ struct loader {
                                                     "min_rnr_timer",
                                                     "timeout",
                                                     "retry_cnt",
-                                                    "rnr_retry"};
+                                                    "rnr_retry",
+                                                    "alt_dlid",
+                                                    "alt_sl",
+                                                    "alt_src_path_bits",
+                                                    "alt_port_num",
+                                                    "alt_pkey_index",
+                                                    "alt_timeout",
+                                                    "path_mig_state"};
         for (auto& kv : a.items())
             if (!known.count(kv.key())) fail("modify_eec: unknown attribute \"" + kv.key() + "\"");
+        check_alt_path(a, "modify_eec");
         ibv_qp_state st;
         if (a.contains("eec_state") &&
             (!a["eec_state"].is_string() || !trace::qp_state_of(a["eec_state"], &st)))

@@ -131,7 +131,9 @@ const char* const events[] = {"CQ_ERR",
                               "QP_LAST_WQE_REACHED",
                               "CLIENT_REREGISTER",
                               "GID_CHANGE",
-                              "EEC_ERR"};
+                              "EEC_ERR",
+                              "EEC_PATH_MIG",
+                              "EEC_PATH_MIG_ERR"};
 const named access_names[] = {
     {IBV_ACCESS_LOCAL_WRITE, "LOCAL_WRITE"}, {IBV_ACCESS_REMOTE_WRITE, "REMOTE_WRITE"},
     {IBV_ACCESS_REMOTE_READ, "REMOTE_READ"}, {IBV_ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"},
@@ -457,6 +459,20 @@ void path_keys(json& j, const ibv_ah_attr& ah) {
 
 /// The PSNs, READ/atomic limits, RNR timer, timeout and retries of Modify QP / Modify EEC (the
 /// same mask bits and keys for both), in this order after the others.
+/// The alternate path (IBA 10.4) and path migration state keys of modify_qp and modify_eec.
+template <class Attr>
+void alt_path_keys(json& j, const Attr& a, int mask) {
+    if (mask & IBV_QP_ALT_PATH) {
+        j["alt_dlid"] = a.alt_ah_attr.dlid;
+        j["alt_sl"] = a.alt_ah_attr.sl;
+        j["alt_src_path_bits"] = a.alt_ah_attr.src_path_bits;
+        j["alt_port_num"] = a.alt_port_num;
+        j["alt_pkey_index"] = a.alt_pkey_index;
+        j["alt_timeout"] = a.alt_timeout;
+    }
+    if (mask & IBV_QP_PATH_MIG_STATE) j["path_mig_state"] = mig_state_name(a.path_mig_state);
+}
+
 template <class Attr>
 void reliability_keys(json& j, const Attr& a, int mask) {
     if (mask & IBV_QP_RQ_PSN) j["rq_psn"] = a.rq_psn;
@@ -487,15 +503,7 @@ json recorder::qp_attr(unsigned node, const ibv_qp_attr& a, int mask) const {
             j["dest_qp_num"] = a.dest_qp_num;
     }
     if (mask & IBV_QP_AV) path_keys(j, a.ah_attr);
-    if (mask & IBV_QP_ALT_PATH) {
-        j["alt_dlid"] = a.alt_ah_attr.dlid;
-        j["alt_sl"] = a.alt_ah_attr.sl;
-        j["alt_src_path_bits"] = a.alt_ah_attr.src_path_bits;
-        j["alt_port_num"] = a.alt_port_num;
-        j["alt_pkey_index"] = a.alt_pkey_index;
-        j["alt_timeout"] = a.alt_timeout;
-    }
-    if (mask & IBV_QP_PATH_MIG_STATE) j["path_mig_state"] = mig_state_name(a.path_mig_state);
+    alt_path_keys(j, a, mask);
     reliability_keys(j, a, mask);
     return j;
 }
@@ -514,6 +522,7 @@ json recorder::eec_attr(unsigned node, const ibv_eec_attr& a, int mask) const {
             j["dest_eecn"] = a.dest_eecn;
     }
     if (mask & IBV_QP_AV) path_keys(j, a.ah_attr);
+    alt_path_keys(j, a, mask);
     reliability_keys(j, a, mask);
     return j;
 }
@@ -544,7 +553,9 @@ json recorder::event(unsigned node, const ibv_async_event& e) {
     case IBV_EVENT_SM_CHANGE:
     case IBV_EVENT_CLIENT_REREGISTER:
     case IBV_EVENT_GID_CHANGE: j["port"] = e.element.port_num; break;
-    case IBV_EVENT_EEC_ERR: j["eec"] = name_of(node, e.element.eec); break;
+    case IBV_EVENT_EEC_ERR:
+    case IBV_EVENT_EEC_PATH_MIG:
+    case IBV_EVENT_EEC_PATH_MIG_ERR: j["eec"] = name_of(node, e.element.eec); break;
     default: j["qp"] = name_of(node, e.element.qp);
     }
     line(j);

@@ -78,6 +78,7 @@ struct fake_engine final : qp_control {
     void destroy_eec(uint32_t eecn) override { log.add("engine.destroy_eec(" + std::to_string(eecn) + ")"); }
     uint8_t eec_state(uint32_t) const override { return hw::QPS_RESET; }
     void eec_psns(uint32_t, uint32_t& sq, uint32_t& rq) const override { sq = rq = 0; }
+    void eec_paths(uint32_t, hw::eec_context&) const override {}
 };
 
 struct fake_tables final : memory_tables {

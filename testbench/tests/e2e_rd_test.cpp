@@ -3,7 +3,10 @@
 // send through them. Test names carry the compliance IDs they assert.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -1110,5 +1113,415 @@ SIM_TEST(E2eRd, o10_54_an_rd_receive_completion_returns_the_count_of_receive_wrs
         // A send completion frees no receive WR.
         ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, rq->qp_num, IBV_WR_SEND, s.va, 10, s.mr->lkey, 3), 0);
         EXPECT_EQ(one_wc(h, p.s[0].cq, "send").freed_recv_wrs, 0u);
+    });
+}
+
+// ---------------------------------------------------------------- automatic path migration (o10-23)
+//
+// With fabric.lmc = 1 every port owns two LIDs (node0 2 and 3, node1 4 and 5): the EE contexts'
+// primary paths use the base LIDs (source path bits 0), their alternate paths the second LIDs
+// (source path bits 1), as the RC QPs' in e2e_apm_test.cpp.
+
+namespace {
+
+rc_config rd_lmc1(std::vector<std::pair<std::string, std::string>> more = {}) {
+    rc_config c;
+    c.keys = {{"fabric.lmc", "1"}};
+    c.keys.insert(c.keys.end(), more.begin(), more.end());
+    return c;
+}
+
+/// RTS -> RTS of an EE context with `mask` (besides the state) and the attributes in `a`.
+int eec_rts_modify(ibv_eec* e, ibv_eec_attr a, int mask) {
+    a.eec_state = IBV_QPS_RTS;
+    return ibv_modify_eec(e, &a, IBV_QP_STATE | mask);
+}
+
+/// Node i's alternate path towards the other node: its second LID, sent from source path bits 1.
+ibv_eec_attr eec_alt_path_of(rc_harness& h, unsigned i) {
+    ibv_eec_attr a{};
+    a.alt_ah_attr.dlid = uint16_t(h.s[h.peer_of(i)].lid + 1);
+    a.alt_ah_attr.src_path_bits = 1;
+    a.alt_ah_attr.port_num = 1;
+    a.alt_port_num = 1;
+    a.alt_pkey_index = 0;
+    a.alt_timeout = 10;
+    return a;
+}
+
+ibv_eec_attr query_eec(ibv_eec* e) {
+    ibv_eec_attr a{};
+    EXPECT_EQ(ibv_query_eec(e, &a), 0);
+    return a;
+}
+
+/// The next asynchronous event of node i (within 1 ms): its type, and that it names EE context e.
+int eec_event_of(rc_harness& h, unsigned i, ibv_eec* e) {
+    ibv_async_event ev{};
+    if (ibv_get_async_event(h.s[i].ctx, &ev, 1'000'000) != 0) return -1;
+    EXPECT_EQ(ev.element.eec, e) << "node" << i << ": the event names the EE context";
+    const int t = int(ev.event_type);
+    ibv_ack_async_event(&ev);
+    return t;
+}
+
+/// Both EE contexts load their alternate paths and go to Rearm; one SEND node0 -> node1 (its
+/// packets one way, the ACK the other) arms both in lock-step.
+void arm_both_eecs(rc_harness& h, rd_pair& p) {
+    for (unsigned i = 0; i < 2; ++i) {
+        ibv_eec_attr a = eec_alt_path_of(h, i);
+        a.path_mig_state = IBV_MIG_REARM;
+        ASSERT_EQ(eec_rts_modify(p.s[i].eec, a, IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE), 0);
+        ASSERT_EQ(query_eec(p.s[i].eec).path_mig_state, IBV_MIG_REARM);
+    }
+    buf s = make_buf(h, 0, 64, 0x11);
+    buf d = make_buf(h, 1, 64);
+    ASSERT_EQ(post_recv_on(p.s[1].qp[1], d.va, 64, d.mr->lkey, 999), 0);
+    ASSERT_EQ(post_rd(p.s[0].qp[1], p.s[0].eec, p.s[1].qp[1]->qp_num, IBV_WR_SEND, s.va, 64, s.mr->lkey, 999),
+              0);
+    ASSERT_EQ(one_wc(h, p.s[0].cq, "arming send").status, IBV_WC_SUCCESS);
+    ASSERT_EQ(one_wc(h, p.s[1].cq, "arming receive").status, IBV_WC_SUCCESS);
+    ASSERT_EQ(query_eec(p.s[0].eec).path_mig_state, IBV_MIG_ARMED);
+    ASSERT_EQ(query_eec(p.s[1].eec).path_mig_state, IBV_MIG_ARMED);
+}
+
+}  // namespace
+
+SIM_TEST(E2eRd, o10_23_o10_26_ee_context_path_migration_states_follow_figure_127_with_immediate_errors) {
+    rc_harness h(rd_lmc1());
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ASSERT_TRUE(p.s[0].eec && p.s[1].eec);
+        ibv_eec* e = p.s[0].eec;
+        EXPECT_EQ(query_eec(e).path_mig_state, IBV_MIG_MIGRATED) << "in RTS, never given a state";
+        // The alternate path loads and reads back; bad ones are immediate errors.
+        ibv_eec_attr a = eec_alt_path_of(h, 0);
+        a.alt_ah_attr.sl = 3;
+        a.alt_timeout = 12;
+        ASSERT_EQ(eec_rts_modify(e, a, IBV_QP_ALT_PATH), 0);
+        ibv_eec_attr q = query_eec(e);
+        EXPECT_EQ(q.alt_ah_attr.dlid, 5);
+        EXPECT_EQ(q.alt_ah_attr.sl, 3);
+        EXPECT_EQ(q.alt_ah_attr.src_path_bits, 1);
+        EXPECT_EQ(q.alt_port_num, 1);
+        EXPECT_EQ(q.alt_pkey_index, 0);
+        EXPECT_EQ(q.alt_timeout, 12);
+        EXPECT_EQ(q.ah_attr.dlid, 4) << "the primary path is unchanged";
+        ibv_eec_attr bad = eec_alt_path_of(h, 0);
+        bad.alt_port_num = 2;
+        EXPECT_EQ(eec_rts_modify(e, bad, IBV_QP_ALT_PATH), EINVAL) << "no port 2";
+        bad = eec_alt_path_of(h, 0);
+        bad.alt_pkey_index = 0xFFFF;
+        EXPECT_EQ(eec_rts_modify(e, bad, IBV_QP_ALT_PATH), EINVAL) << "P_Key index past the table";
+        bad = eec_alt_path_of(h, 0);
+        bad.alt_timeout = 32;
+        EXPECT_EQ(eec_rts_modify(e, bad, IBV_QP_ALT_PATH), EINVAL) << "timeout code past 31";
+        EXPECT_EQ(query_eec(e).alt_timeout, 12);
+        // Figure 127's arcs only.
+        ibv_eec_attr m{};
+        m.path_mig_state = IBV_MIG_ARMED;
+        EXPECT_EQ(eec_rts_modify(e, m, IBV_QP_PATH_MIG_STATE), EINVAL) << "Migrated -> Armed";
+        // Migrated -> Rearm only going to RTS: not on SQD -> SQD, then on SQD -> RTS.
+        m = ibv_eec_attr{};
+        m.eec_state = IBV_QPS_SQD;
+        ASSERT_EQ(ibv_modify_eec(e, &m, IBV_QP_STATE), 0);
+        m.path_mig_state = IBV_MIG_REARM;
+        EXPECT_EQ(ibv_modify_eec(e, &m, IBV_QP_STATE | IBV_QP_PATH_MIG_STATE), EINVAL) << "SQD -> SQD";
+        EXPECT_EQ(query_eec(e).path_mig_state, IBV_MIG_MIGRATED);
+        m.eec_state = IBV_QPS_RTS;
+        ASSERT_EQ(ibv_modify_eec(e, &m, IBV_QP_STATE | IBV_QP_PATH_MIG_STATE), 0) << "SQD -> RTS";
+        EXPECT_EQ(query_eec(e).path_mig_state, IBV_MIG_REARM);
+        m.path_mig_state = IBV_MIG_MIGRATED;
+        EXPECT_EQ(eec_rts_modify(e, m, IBV_QP_PATH_MIG_STATE), EINVAL) << "Rearm -> Migrated";
+        m.path_mig_state = ibv_mig_state(3);
+        EXPECT_EQ(eec_rts_modify(e, m, IBV_QP_PATH_MIG_STATE), EINVAL) << "no such state";
+        EXPECT_EQ(query_eec(e).path_mig_state, IBV_MIG_REARM);
+        m.path_mig_state = IBV_MIG_ARMED;  // the consumer may arm it itself (10.4.1.1)
+        ASSERT_EQ(eec_rts_modify(e, m, IBV_QP_PATH_MIG_STATE), 0);
+        m.path_mig_state = IBV_MIG_REARM;
+        EXPECT_EQ(eec_rts_modify(e, m, IBV_QP_PATH_MIG_STATE), EINVAL) << "Armed -> Rearm";
+        EXPECT_EQ(query_eec(e).path_mig_state, IBV_MIG_ARMED);
+        // Armed -> Migrated by Modify EEC: the paths swap at once, with an event naming it.
+        m.path_mig_state = IBV_MIG_MIGRATED;
+        ASSERT_EQ(eec_rts_modify(e, m, IBV_QP_PATH_MIG_STATE), 0);
+        q = query_eec(e);
+        EXPECT_EQ(q.path_mig_state, IBV_MIG_MIGRATED);
+        EXPECT_EQ(q.ah_attr.dlid, 5);
+        EXPECT_EQ(q.ah_attr.src_path_bits, 1);
+        EXPECT_EQ(q.ah_attr.sl, 3);
+        EXPECT_EQ(q.timeout, 12);
+        EXPECT_EQ(q.alt_ah_attr.dlid, 4);
+        EXPECT_EQ(q.alt_ah_attr.src_path_bits, 0);
+        EXPECT_EQ(eec_event_of(h, 0, e), IBV_EVENT_EEC_PATH_MIG);
+        EXPECT_EQ(ctr(0, "transport_engine.path_migrations"), 1u);
+        // Init -> RTR takes no path migration state (the RC table); Reset clears it all.
+        ibv_eec* f = ibv_create_eec(p.s[0].rdd);
+        ASSERT_NE(f, nullptr);
+        ASSERT_EQ(connect_eec(f, IBV_QPS_INIT, p.s[1].eec->eecn, h.s[1].lid, 0, 0), 0);
+        ibv_eec_attr r = eec_alt_path_of(h, 0);
+        r.eec_state = IBV_QPS_RTR;
+        r.path_mtu = IBV_MTU_1024;
+        r.ah_attr.dlid = h.s[1].lid;
+        r.ah_attr.port_num = 1;
+        r.dest_eecn = p.s[1].eec->eecn;
+        r.max_dest_rd_atomic = 4;
+        r.min_rnr_timer = 1;
+        r.path_mig_state = IBV_MIG_REARM;
+        constexpr int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+        EXPECT_EQ(ibv_modify_eec(f, &r, rtr | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE), EINVAL);
+        ASSERT_EQ(ibv_modify_eec(f, &r, rtr | IBV_QP_ALT_PATH), 0) << "the alternate path is allowed";
+        EXPECT_EQ(query_eec(f).alt_ah_attr.dlid, 5);
+        ibv_eec_attr z{};
+        z.eec_state = IBV_QPS_RESET;
+        ASSERT_EQ(ibv_modify_eec(e, &z, IBV_QP_STATE), 0);
+        q = query_eec(e);
+        EXPECT_EQ(q.path_mig_state, IBV_MIG_MIGRATED);
+        EXPECT_EQ(q.alt_ah_attr.dlid, 0);
+        EXPECT_EQ(q.alt_port_num, 0);
+        ASSERT_EQ(ibv_destroy_eec(f), 0);
+    });
+}
+
+SIM_TEST(E2eRd, o10_23_a_migration_request_off_the_alternate_path_raises_eec_path_mig_err_once) {
+    rc_harness h(rd_lmc1());
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[1].qp[0]);
+        // node1's alternate path names node0's base LID: node0's migrated packets (from its
+        // second LID) are not on it.
+        for (unsigned i = 0; i < 2; ++i) {
+            ibv_eec_attr a = eec_alt_path_of(h, i);
+            if (i == 1) a.alt_ah_attr.dlid = h.s[0].lid;
+            a.path_mig_state = IBV_MIG_REARM;
+            ASSERT_EQ(eec_rts_modify(p.s[i].eec, a, IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE), 0);
+        }
+        buf s = make_buf(h, 0, 4096, 0x21);
+        buf d = make_buf(h, 1, 3 * 4096);
+        const uint32_t dq = p.s[1].qp[0]->qp_num;
+        for (unsigned k = 0; k < 3; ++k)
+            ASSERT_EQ(post_recv_on(p.s[1].qp[0], d.va + k * 4096, 4096, d.mr->lkey, k), 0);
+        // One message arms both (o10-32 as for QPs).
+        ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_SEND, s.va, 1000, s.mr->lkey, 1), 0);
+        ASSERT_EQ(one_wc(h, p.s[0].cq, "arming send").status, IBV_WC_SUCCESS);
+        ASSERT_EQ(query_eec(p.s[0].eec).path_mig_state, IBV_MIG_ARMED);
+        ASSERT_EQ(query_eec(p.s[1].eec).path_mig_state, IBV_MIG_ARMED);
+        // node0 migrates by hand; its next messages carry MigReq 1 from its second LID.
+        ibv_eec_attr m{};
+        m.path_mig_state = IBV_MIG_MIGRATED;
+        ASSERT_EQ(eec_rts_modify(p.s[0].eec, m, IBV_QP_PATH_MIG_STATE), 0);
+        EXPECT_EQ(eec_event_of(h, 0, p.s[0].eec), IBV_EVENT_EEC_PATH_MIG);
+        for (uint64_t k = 2; k <= 3; ++k) {
+            ASSERT_EQ(post_rd(p.s[0].qp[0], p.s[0].eec, dq, IBV_WR_SEND, s.va, 1000, s.mr->lkey, k), 0);
+            EXPECT_EQ(one_wc(h, p.s[0].cq, "send after the migration").status, IBV_WC_SUCCESS)
+                << "the packet is processed either way";
+        }
+        EXPECT_EQ(h.expect_wc(p.s[1].cq, 3, "receives").size(), 3u);
+        // The far end raises EEC_PATH_MIG_ERR once, naming its EE context, and stays Armed on
+        // its primary path.
+        EXPECT_EQ(eec_event_of(h, 1, p.s[1].eec), IBV_EVENT_EEC_PATH_MIG_ERR);
+        ibv_async_event ev{};
+        EXPECT_NE(ibv_get_async_event(h.s[1].ctx, &ev, 100'000), 0) << "raised once";
+        const ibv_eec_attr q = query_eec(p.s[1].eec);
+        EXPECT_EQ(q.path_mig_state, IBV_MIG_ARMED);
+        EXPECT_EQ(q.ah_attr.dlid, h.s[0].lid);
+        EXPECT_EQ(ctr(1, "transport_engine.path_mig_errors"), 1u);
+        EXPECT_EQ(ctr(1, "transport_engine.path_migrations"), 0u);
+    });
+}
+
+// --- a stream of RD messages through two switches loses its primary path's cable -----------------
+
+namespace {
+
+/// Two switches joined by two cables (ports 3 and 4), node0 on switch0 and node1 on switch1
+/// (as e2e_apm_test.cpp's): with LMC 1 each node's base LID routes over the cables on port 3,
+/// its second LID over port 4, so primary and alternate paths share no inter-switch cable.
+std::string rd_two_switch_topology() {
+    const std::string path =
+        ::testing::TempDir() + "rd_apm_two_switches_" + std::to_string(getpid()) + ".topo";
+    std::ofstream f(path);
+    f << "Switch\t4 \"S-e41d2d0300000001\"\t\t# \"switch0\" enhanced port 0 lid 0 lmc 0\n"
+         "[1]\t\"H-0002c90300000010\"[1](2c90300000011) \t\t# \"node0\" lid 1 4xEDR\n"
+         "[3]\t\"S-e41d2d0300000002\"[3]\t\t# \"switch1\" lid 0 4xEDR\n"
+         "[4]\t\"S-e41d2d0300000002\"[4]\t\t# \"switch1\" lid 0 4xEDR\n"
+         "\n"
+         "Switch\t4 \"S-e41d2d0300000002\"\t\t# \"switch1\" enhanced port 0 lid 0 lmc 0\n"
+         "[1]\t\"H-0002c90300000020\"[1](2c90300000021) \t\t# \"node1\" lid 2 4xEDR\n"
+         "\n"
+         "Ca\t1 \"H-0002c90300000010\"\t\t# \"node0\"\n"
+         "[1](2c90300000011) \t\"S-e41d2d0300000001\"[1]\t\t# lid 1 lmc 0 \"switch0\" lid 0 4xEDR\n"
+         "\n"
+         "Ca\t1 \"H-0002c90300000020\"\t\t# \"node1\"\n"
+         "[1](2c90300000021) \t\"S-e41d2d0300000002\"[1]\t\t# lid 2 lmc 0 \"switch1\" lid 0 4xEDR\n";
+    return path;
+}
+
+constexpr uint64_t kRdDownNs = 1'000'000;  // the primary path's cable goes down at 1 ms
+constexpr uint64_t kRdStartNs = 980'000;   // the stream starts 20 us before
+constexpr unsigned kRdWrites = 24;         // RDMA WRITEs of QP 0 (16 KiB each)
+constexpr unsigned kRdSends = 8;           // SENDs of QP 1 (4 KiB each), interleaved on the EE context
+constexpr uint32_t kRdWriteBytes = 16 * 1024;
+constexpr uint32_t kRdSendBytes = 4 * 1024;
+
+rc_config rd_cable_loss() {
+    return rd_lmc1({{"fabric.topology", "file"},
+                    {"fabric.topology_file", rd_two_switch_topology()},
+                    {"fabric.isl.down_cable", "switch0/3"},
+                    {"fabric.isl.down_at_ns", std::to_string(kRdDownNs)}});
+}
+
+/// RD pair with EE contexts of a 4.2 ms ACK timeout and 3 retries.
+rd_pair make_rd_slow(rc_harness& h) {
+    rd_pair p = make_rd(h);
+    for (unsigned i = 0; i < 2; ++i) {
+        ibv_eec_attr a{};
+        a.eec_state = IBV_QPS_RESET;
+        EXPECT_EQ(ibv_modify_eec(p.s[i].eec, &a, IBV_QP_STATE), 0);
+    }
+    EXPECT_EQ(connect_eec(p.s[0].eec, IBV_QPS_RTS, p.s[1].eec->eecn, h.s[1].lid, 0x500, 0x700, 10, 3), 0);
+    EXPECT_EQ(connect_eec(p.s[1].eec, IBV_QPS_RTS, p.s[0].eec->eecn, h.s[0].lid, 0x700, 0x500, 10, 3), 0);
+    return p;
+}
+
+struct rd_stream_bufs {
+    buf src, dst, ssrc, sdst;
+};
+
+rd_stream_bufs make_stream_bufs(rc_harness& h) {
+    rd_stream_bufs b;
+    b.src = make_buf(h, 0, size_t(kRdWrites) * kRdWriteBytes, 0);
+    h.write_mem(0, b.src.va, pattern(size_t(kRdWrites) * kRdWriteBytes, 7));
+    b.dst = make_buf(h, 1, size_t(kRdWrites) * kRdWriteBytes + 4096);
+    b.ssrc = make_buf(h, 0, size_t(kRdSends) * kRdSendBytes, 0);
+    h.write_mem(0, b.ssrc.va, pattern(size_t(kRdSends) * kRdSendBytes, 9));
+    b.sdst = make_buf(h, 1, size_t(kRdSends) * kRdSendBytes);
+    return b;
+}
+
+/// From kRdStartNs: QP 0 of node0 streams kRdWrites WRITEs (consecutive pieces of one buffer)
+/// and QP 1 kRdSends SENDs, all through the one EE context to node1. Returns node0's send
+/// completions (kRdWrites + kRdSends expected).
+std::vector<ibv_wc> rd_stream(rc_harness& h, rd_pair& p, const rd_stream_bufs& b) {
+    for (unsigned k = 0; k < kRdSends; ++k)
+        EXPECT_EQ(
+            post_recv_on(p.s[1].qp[1], b.sdst.va + k * kRdSendBytes, kRdSendBytes, b.sdst.mr->lkey, 100 + k),
+            0);
+    EXPECT_LT(h.now_ns(), kRdStartNs) << "setup ran past the stream's start";
+    h.sleep(0, kRdStartNs - h.now_ns());
+    std::vector<ibv_send_wr> w(kRdWrites), s(kRdSends);
+    std::vector<ibv_sge> wg(kRdWrites), sg(kRdSends);
+    for (unsigned k = 0; k < kRdWrites; ++k) {
+        wg[k] = {b.src.va + uint64_t(k) * kRdWriteBytes, kRdWriteBytes, b.src.mr->lkey};
+        w[k] = ibv_send_wr{};
+        w[k].wr_id = k;
+        w[k].sg_list = &wg[k];
+        w[k].num_sge = 1;
+        w[k].opcode = IBV_WR_RDMA_WRITE;
+        w[k].send_flags = IBV_SEND_SIGNALED;
+        w[k].rd = {p.s[0].eec, p.s[1].qp[0]->qp_num, kQkey};
+        w[k].wr.rdma.remote_addr = b.dst.va + uint64_t(k) * kRdWriteBytes;
+        w[k].wr.rdma.rkey = b.dst.mr->rkey;
+    }
+    for (unsigned k = 0; k < kRdSends; ++k) {
+        sg[k] = {b.ssrc.va + uint64_t(k) * kRdSendBytes, kRdSendBytes, b.ssrc.mr->lkey};
+        s[k] = ibv_send_wr{};
+        s[k].wr_id = 100 + k;
+        s[k].sg_list = &sg[k];
+        s[k].num_sge = 1;
+        s[k].opcode = IBV_WR_SEND;
+        s[k].send_flags = IBV_SEND_SIGNALED;
+        s[k].rd = {p.s[0].eec, p.s[1].qp[1]->qp_num, kQkey};
+    }
+    EXPECT_EQ(post_list(p.s[0].qp[0], w), 0);
+    EXPECT_EQ(post_list(p.s[0].qp[1], s), 0);
+    return h.wait_wc(p.s[0].cq, kRdWrites + kRdSends, 200'000'000);
+}
+
+}  // namespace
+
+SIM_TEST(E2eRd, o10_23_an_rd_stream_survives_the_loss_of_its_ee_contexts_primary_path_cable) {
+    rc_harness h(rd_cable_loss());
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd_slow(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[0].qp[1] && p.s[1].qp[0] && p.s[1].qp[1]);
+        arm_both_eecs(h, p);
+        const rd_stream_bufs b = make_stream_bufs(h);
+        const std::vector<ibv_wc> wc = rd_stream(h, p, b);
+        ASSERT_EQ(wc.size(), kRdWrites + kRdSends);
+        std::vector<uint64_t> order[2];
+        for (const ibv_wc& c : wc) {
+            EXPECT_EQ(c.status, IBV_WC_SUCCESS) << "wr_id " << c.wr_id;
+            order[c.qp_num == p.s[0].qp[1]->qp_num].push_back(c.wr_id);
+        }
+        for (unsigned k = 0; k < kRdWrites; ++k) EXPECT_EQ(order[0].size() > k ? order[0][k] : ~0ull, k);
+        for (unsigned k = 0; k < kRdSends; ++k) EXPECT_EQ(order[1].size() > k ? order[1][k] : ~0ull, 100 + k);
+        // Every byte once and in order: the WRITEs' buffer, nothing past it, and each SEND in
+        // its receive WR (posting order), no receive completing twice.
+        h.expect_mem(1, b.dst.va, h.read_mem(0, b.src.va, size_t(kRdWrites) * kRdWriteBytes),
+                     "WRITEs, in order");
+        h.expect_fill(1, b.dst.va + size_t(kRdWrites) * kRdWriteBytes, 4096, kGuardByte, "nothing past them");
+        const auto r = h.expect_wc(p.s[1].cq, kRdSends, "the SENDs' receives");
+        for (size_t k = 0; k < r.size(); ++k) {
+            EXPECT_EQ(r[k].status, IBV_WC_SUCCESS);
+            EXPECT_EQ(r[k].wr_id, 100 + k);
+            EXPECT_EQ(r[k].byte_len, kRdSendBytes);
+        }
+        h.expect_mem(1, b.sdst.va, h.read_mem(0, b.ssrc.va, size_t(kRdSends) * kRdSendBytes),
+                     "SENDs, in order");
+        h.expect_no_wc(p.s[1].cq, kQuietNs, "a message received twice");
+        EXPECT_GT(h.counter_value("fabric.switch0.out2.dropped_down"), 0u) << "the primary path lost packets";
+        EXPECT_GT(ctr(0, "transport_engine.timeouts"), 0u);
+        EXPECT_EQ(ctr(0, "transport_engine.path_migrations"), 1u);
+        EXPECT_EQ(ctr(1, "transport_engine.path_migrations"), 1u);
+        // Both EE contexts migrated, each raising hcasim's EEC_PATH_MIG naming it; the
+        // alternate path is the primary one now. The RD QPs never left RTS.
+        EXPECT_EQ(eec_event_of(h, 0, p.s[0].eec), IBV_EVENT_EEC_PATH_MIG);
+        EXPECT_EQ(eec_event_of(h, 1, p.s[1].eec), IBV_EVENT_EEC_PATH_MIG);
+        ibv_eec_attr q = query_eec(p.s[0].eec);
+        EXPECT_EQ(q.eec_state, IBV_QPS_RTS);
+        EXPECT_EQ(q.path_mig_state, IBV_MIG_MIGRATED);
+        EXPECT_EQ(q.ah_attr.dlid, 5);
+        EXPECT_EQ(q.alt_ah_attr.dlid, 4);
+        q = query_eec(p.s[1].eec);
+        EXPECT_EQ(q.path_mig_state, IBV_MIG_MIGRATED);
+        EXPECT_EQ(q.ah_attr.dlid, 3);
+        EXPECT_EQ(q.alt_ah_attr.dlid, 2);
+        EXPECT_EQ(qp_state(p.s[0].qp[0]), IBV_QPS_RTS);
+        EXPECT_EQ(qp_state(p.s[0].qp[1]), IBV_QPS_RTS);
+        // A later message of either QP goes over the new path at once.
+        const uint64_t t0 = ctr(0, "transport_engine.timeouts");
+        ASSERT_EQ(post_rd(p.s[0].qp[1], p.s[0].eec, p.s[1].qp[0]->qp_num, IBV_WR_RDMA_WRITE, b.src.va, 512,
+                          b.src.mr->lkey, 7, kQkey, b.dst.va, b.dst.mr->rkey),
+                  0);
+        EXPECT_EQ(one_wc(h, p.s[0].cq, "a WRITE after the migration").status, IBV_WC_SUCCESS);
+        EXPECT_EQ(ctr(0, "transport_engine.timeouts"), t0) << "no timeout: the new path works";
+    });
+}
+
+SIM_TEST(E2eRd, o10_23_without_an_armed_alternate_path_the_same_cable_loss_ends_in_retry_exc_err) {
+    rc_harness h(rd_cable_loss());
+    h.run([](rc_harness& h) {
+        rd_pair p = make_rd_slow(h);
+        ASSERT_TRUE(p.s[0].qp[0] && p.s[0].qp[1] && p.s[1].qp[0] && p.s[1].qp[1]);
+        // The alternate path is loaded but never armed (Migrated).
+        ASSERT_EQ(eec_rts_modify(p.s[0].eec, eec_alt_path_of(h, 0), IBV_QP_ALT_PATH), 0);
+        const rd_stream_bufs b = make_stream_bufs(h);
+        const std::vector<ibv_wc> wc = rd_stream(h, p, b);
+        ASSERT_EQ(wc.size(), kRdWrites + kRdSends);
+        unsigned retry_exc = 0, ok = 0;
+        for (const ibv_wc& c : wc) {
+            if (c.status == IBV_WC_SUCCESS) ++ok;
+            if (c.status == IBV_WC_RETRY_EXC_ERR)
+                ++retry_exc;
+            else
+                EXPECT_TRUE(c.status == IBV_WC_SUCCESS || c.status == IBV_WC_WR_FLUSH_ERR) << c.status;
+        }
+        EXPECT_GE(retry_exc, 1u) << "the message on the EE context when the cable went";
+        EXPECT_LT(ok, kRdWrites + kRdSends) << "some message must have been cut off by the cable";
+        EXPECT_EQ(query_eec(p.s[0].eec).path_mig_state, IBV_MIG_MIGRATED);
+        EXPECT_EQ(query_eec(p.s[0].eec).ah_attr.dlid, 4) << "still the primary path";
+        EXPECT_EQ(ctr(0, "transport_engine.path_migrations"), 0u);
+        EXPECT_GT(h.counter_value("fabric.switch0.out2.dropped_down"), 0u);
     });
 }

@@ -152,8 +152,14 @@ void record_rd(rc_harness& h, trace::recorder& rec) {
                 a.retry_cnt = 7;
                 a.rnr_retry = 7;
                 a.max_rd_atomic = 4;
+                // An alternate path (the same LID: no LMC here) and Rearm (o10-23): the alt keys.
+                a.alt_ah_attr.dlid = h.s[p].lid;
+                a.alt_ah_attr.port_num = 1;
+                a.alt_port_num = 1;
+                a.alt_timeout = 15;
+                a.path_mig_state = IBV_MIG_REARM;
                 mask |= IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                        IBV_QP_MAX_QP_RD_ATOMIC;
+                        IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE;
             }
             const auto t0 = now();
             const int rc = ibv_modify_eec(d[i].eec, &a, mask);
@@ -283,6 +289,9 @@ SIM_TEST(HcasimReplayRd, rd_calls_recorded_through_the_recorder_replay_equal_and
     // The encoders: the EE contexts name each other, the work requests their EE context, their
     // destination QP on the peer's node and the Q_Key; an RD receive its source QP.
     EXPECT_NE(line_with(t, "\"eec_state\":\"RTR\"").find("\"dest_eec\":\"1/eec0\""), std::string::npos) << t;
+    EXPECT_NE(line_with(t, "\"eec_state\":\"RTS\"").find("\"alt_timeout\":15"), std::string::npos) << t;
+    EXPECT_NE(line_with(t, "\"eec_state\":\"RTS\"").find("\"path_mig_state\":\"REARM\""), std::string::npos)
+        << t;
     EXPECT_NE(
         t.find("\"wr_id\":2,\"opcode\":\"SEND_WITH_IMM\",\"flags\":[\"SIGNALED\"],\"sg\":[{\"mr\":\"mr0\","
                "\"offset\":1024,\"len\":2500}],\"imm\":48879,\"eec\":\"eec0\",\"remote_qp\":\"1/qp1\","
