@@ -52,8 +52,8 @@ void transport_engine::apm_receive(qp& q, const rx_packet& p) {
     q.mig_err_raised = true;
     ++path_mig_errors;
     HCASIM_LOG(log_, info,
-               (q.eec ? "EE context 0x" : "QP 0x")
-                   << std::hex << (q.eec ? q.qpn - eec_base_ : q.qpn) << std::dec
+               (q.eec ? "EE context " : "QP 0x")
+                   << (q.eec ? std::dec : std::hex) << (q.eec ? q.qpn - eec_base_ : q.qpn) << std::dec
                    << ": migration request from SLID " << p.h.l.slid << " to DLID " << p.h.l.dlid
                    << " is not on the alternate path (DLID " << q.alt.dlid << "): PATH_MIG_ERR");
     post_event(q, hw::EQE_PATH_MIG_ERR, d);
