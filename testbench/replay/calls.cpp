@@ -281,14 +281,7 @@ void replayer::call_create_cq(const step& s, unsigned node, json& out) {
 }
 
 void replayer::call_open_xrcd(const step& s, unsigned node, json& out) {
-    ibv_xrcd* x = ibv_open_xrcd(ctx_[node]);
-    const json r = created(s, node, x, "xrcd");
-    if (x)
-        objs_[node].xrcd[r] = x;
-    else
-        out["errno"] = errno;
-    expect(s, "ret", r);
-    out["ret"] = r;
+    adopt(s, node, out, ibv_open_xrcd(ctx_[node]), "xrcd", objs_[node].xrcd);
 }
 
 void replayer::call_close_xrcd(const step& s, unsigned node, json& out) {
@@ -297,14 +290,7 @@ void replayer::call_close_xrcd(const step& s, unsigned node, json& out) {
 
 // Reliable datagram (IBA 10.2.8, 10.2.7): domains and EE contexts.
 void replayer::call_alloc_rdd(const step& s, unsigned node, json& out) {
-    ibv_rdd* d = ibv_alloc_rdd(ctx_[node]);
-    const json r = created(s, node, d, "rdd");
-    if (d)
-        objs_[node].rdd[r] = d;
-    else
-        out["errno"] = errno;
-    expect(s, "ret", r);
-    out["ret"] = r;
+    adopt(s, node, out, ibv_alloc_rdd(ctx_[node]), "rdd", objs_[node].rdd);
 }
 
 void replayer::call_dealloc_rdd(const step& s, unsigned node, json& out) {

@@ -5,6 +5,7 @@
 #define SC_INCLUDE_DYNAMIC_PROCESSES
 #include <systemc>
 
+#include <cerrno>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -109,6 +110,18 @@ private:
 
     /// The name a creating call gives its object (its "ret"), or null if the creation failed.
     json created(const step& s, unsigned node, const void* obj, const char* kind);
+    /// An object made by a call without other outcome (open_xrcd, alloc_rdd): named and kept in
+    /// `named` (or errno recorded when null), its name compared with the recording's `ret`.
+    template <class T, class Named>
+    void adopt(const step& s, unsigned node, json& out, T* obj, const char* kind, Named& named) {
+        const json r = created(s, node, obj, kind);
+        if (obj)
+            named[r] = obj;
+        else
+            out["errno"] = errno;
+        expect(s, "ret", r);
+        out["ret"] = r;
+    }
 
     void call_alloc(const step& s, unsigned node, json& out);
     void call_fill(const step& s, unsigned node, json&);
