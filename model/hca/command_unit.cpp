@@ -182,6 +182,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
         hw::resize_cq_in r;
         std::memcpy(&r, m.in, sizeof r);
         hw::cq_context c;
+        cqw_->settle(delay);  // (impl=rtl: the completions queued before the command are written)
         cqw_->query_cq(in_mod, c);
         if (c.overrun) return hw::CMD_BAD_STATE;  // 10.8.5.2: a CQ in error cannot be resized
         if (r.log_size > 22 || (1ull << r.log_size) > id_.caps.max_cqe + 1ull) return hw::CMD_BAD_PARAM;
@@ -198,6 +199,7 @@ uint8_t command_unit::execute(hw::cmd_mailbox& m, sc_time& delay) {
     case hw::CMD_QUERY_CQ: {
         if (in_mod >= cq_valid_.size() || !cq_valid_[in_mod]) return hw::CMD_BAD_RESOURCE;
         hw::cq_context c;
+        cqw_->settle(delay);
         cqw_->query_cq(in_mod, c);
         if (c.overrun) return hw::CMD_BAD_STATE;  // 10.8.5.2: a CQ in error cannot be queried
         std::memcpy(m.out, &c, sizeof c);

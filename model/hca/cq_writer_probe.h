@@ -25,14 +25,15 @@ public:
     virtual void event(const sc_core::sc_time& t, uint8_t tag, uint8_t type, uint32_t resource,
                        uint8_t subtype) = 0;
     /// `op`: the cqc_op pins (1 load, 2 destroy, 3 resize); fields the op does not use are 0.
-    virtual void cq_context(const sc_core::sc_time& t, uint8_t op, uint32_t cqn, uint64_t base, uint8_t log_size,
-                            uint16_t eqn, uint32_t consumer) = 0;
+    virtual void cq_context(const sc_core::sc_time& t, uint8_t op, uint32_t cqn, uint64_t base,
+                            uint8_t log_size, uint16_t eqn, uint32_t consumer) = 0;
     virtual void eq_context(const sc_core::sc_time& t, uint32_t eqn, uint64_t base, uint8_t log_size) = 0;
     virtual void doorbell(const sc_core::sc_time& t, uint32_t cqn, uint32_t consumer, uint8_t arm) = 0;
     virtual void msi(const sc_core::sc_time& t, uint64_t addr, uint32_t data) = 0;
     // Outputs.
     /// A host memory write (`t`: when it was issued) and whether it failed (the mwr_err response).
-    virtual void write(const sc_core::sc_time& t, uint64_t addr, const void* data, uint32_t len, bool err) = 0;
+    virtual void write(const sc_core::sc_time& t, uint64_t addr, const void* data, uint32_t len,
+                       bool err) = 0;
     /// The answer to the oldest completion or event not yet answered.
     virtual void answer(const sc_core::sc_time& t, const cq_rtl_answer& a) = 0;
     /// The run is over: flush and close (errors are thrown as config_error naming the file).

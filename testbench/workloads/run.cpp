@@ -1,6 +1,7 @@
 // run(): checks the phases can share one run, elaborates the machine (or the PCIe bench) and
 // the application, attaches --timeline, --record and --pcap, simulates and collects the reports.
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -192,22 +193,46 @@ void write_topology_file(const machine& m, const std::string& path) {
     out.commit();
 }
 
-/// impl=both: one closing line on stdout, whether the run completed or stopped at a divergence:
-/// the verdicts compared and the divergences over every node that ran the two side by side.
+/// impl=both: one closing line on stdout per unit some node runs that way, whether the run
+/// completed or stopped at a divergence: what was compared and the divergences over the nodes.
 void print_cosim_summary(std::ostream& os, machine& m) {
-    uint64_t compared = 0, divergences = 0;
-    std::string nodes;
+    uint64_t verdicts = 0, pkey_div = 0, answers = 0, writes = 0, pending = 0, cq_div = 0, skew = 0;
+    std::string pkey_nodes, cq_nodes;
     for (size_t i = 0; i < m.size(); ++i) {
-        const pkey_checker& c = m.at(unsigned(i)).adapter.pkeys;
-        if (!c.compares()) continue;
-        compared += c.rtl_compared.value();
-        divergences += c.divergences.value();
-        nodes += (nodes.empty() ? "node" : ", node") + std::to_string(i);
+        const hca& a = m.at(unsigned(i)).adapter;
+        const std::string n = "node" + std::to_string(i);
+        if (a.pkeys.compares()) {
+            verdicts += a.pkeys.rtl_compared.value();
+            pkey_div += a.pkeys.divergences.value();
+            pkey_nodes += (pkey_nodes.empty() ? "" : ", ") + n;
+        }
+        if (a.cqs.compares()) {
+            answers += a.cqs.rtl_compared.value();
+            writes += a.cqs.rtl_writes_compared.value();
+            pending += a.cqs.rtl_pending();
+            cq_div += a.cqs.divergences.value();
+            skew = std::max<uint64_t>(skew, a.cqs.rtl_skew_max_ps.value());
+            cq_nodes += (cq_nodes.empty() ? "" : ", ") + n;
+        }
     }
-    if (nodes.empty()) return;
-    os << " co-simulation (hca.pkey_checker.impl=both on " << nodes << "): " << compared
-       << " verdicts compared, " << divergences << (divergences == 1 ? " divergence" : " divergences")
-       << "\n";
+    const auto ns3 = [](uint64_t ps) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%.3f", double(ps) / 1000.0);
+        return std::string(b);
+    };
+    const auto divs = [](uint64_t d) {
+        return std::to_string(d) + (d == 1 ? " divergence" : " divergences");
+    };
+    if (!pkey_nodes.empty())
+        os << " co-simulation (hca.pkey_checker.impl=both on " << pkey_nodes << "): " << verdicts
+           << " verdicts compared, " << divs(pkey_div) << "\n";
+    if (!cq_nodes.empty()) {
+        os << " co-simulation (hca.cq_writer.impl=both on " << cq_nodes << "): " << answers
+           << " transactions compared, " << writes << " host memory writes compared (times at most "
+           << ns3(skew) << " ns apart), " << divs(cq_div);
+        if (pending) os << " (" << pending << " still with the RTL when the run ended)";
+        os << "\n";
+    }
 }
 
 /// Why the simulation did not complete the run ("" if it did): the fabric's stop
@@ -219,6 +244,10 @@ std::string run_failure(machine* m, const std::string& app_error, size_t reports
         for (size_t i = 0; i < m->size(); ++i)
             if (const std::string& d = m->at(unsigned(i)).adapter.pkeys.divergence(); !d.empty())
                 return "co-simulation divergence (hca.pkey_checker.impl=both):\n" + d;
+    if (m)
+        for (size_t i = 0; i < m->size(); ++i)
+            if (const std::string& d = m->at(unsigned(i)).adapter.cqs.divergence(); !d.empty())
+                return "co-simulation divergence (hca.cq_writer.impl=both):\n" + d;
     if (!app_error.empty()) {
         if (std::getenv("HCASIM_DUMP_COUNTERS"))
             for (const counter* c : stats_registry::instance().counters())

@@ -1,0 +1,349 @@
+// The CQ writer with impl=rtl|both: the way to the RTL (cq_writer_rtl, the transactor of
+// rtl/cq_writer.sv) and back.
+//
+// To the RTL. Every transaction (completion, event, context write, doorbell, MSI register) is
+// queued in `ops_` in call order with the time the unit takes it (the caller's time + delay)
+// and handed to the transactor when that time has come, never before an earlier one: the RTL
+// sees the model's order. A handed transaction stays in `ops_` until the RTL has taken it (a
+// request: its answer; a port write: the answer of the next request, or the RTL going idle).
+//
+// impl=rtl. The answers decide: counters, timeline spans, the mirror of the CQ contexts
+// (producer, arm, overrun, consumer, ring) the command unit's queries read, applied in the
+// RTL's order as the transactions retire. The RTL's host memory writes go out through the
+// unit's own DMA port.
+//
+// impl=both. The model runs at the call as with impl=tlm (its writes reach host memory, its
+// timing is the HCA's) and keeps each write it made; the RTL's writes end here instead: each
+// must equal the model's next one (address, length, bytes) and be issued within
+// `time_tolerance_ns` of it, and is answered with the model's response and latency; each
+// answer must equal the model's. The first difference stops the run with a report.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "model/core/hex.h"
+#include "model/core/sim_time.h"
+#include "model/hca/cq_writer.h"
+
+namespace hcasim {
+
+using namespace sc_core;
+
+void cq_writer::start_rtl(const sc_time& clock) {
+    const std::string unit = name();
+    if (write_cycles.get() != cq_writer_rtl::WRITE_CYCLES)
+        throw config_error(unit + ".write_cycles is " + std::to_string(write_cycles.get()) + ", but the RTL (impl=" +
+                           impl.get() + ") is built with WRITE_CYCLES " +
+                           std::to_string(cq_writer_rtl::WRITE_CYCLES));
+    if (cqs_.size() > cq_writer_rtl::CQS)
+        throw config_error("max_cqs is " + std::to_string(cqs_.size()) + ", but the CQ writer's RTL (" + unit +
+                           ".impl=" + impl.get() + ") is built with " + std::to_string(cq_writer_rtl::CQS) +
+                           " CQ contexts");
+    if (eqs_.size() > cq_writer_rtl::EQS)
+        throw config_error(unit + ": the RTL is built with " + std::to_string(cq_writer_rtl::EQS) + " EQ contexts");
+    compare_ = impl.get() == "both";
+    tolerance_ = sc_time(time_tolerance_ns.get(), SC_NS);
+    rtl_ = std::make_unique<cq_writer_rtl>("rtl", rtl_variant, clock, static_cast<cq_rtl_client&>(*this));
+    rtl_mem_ = std::make_unique<tlm_utils::simple_target_socket<cq_writer>>("rtl_mem");
+    rtl_mem_->register_b_transport(this, &cq_writer::rtl_write);
+    rtl_->dma.socket.bind(*rtl_mem_);
+    ops_.grow(16);
+    expected_.grow(16);
+    SC_HAS_PROCESS(cq_writer);
+    SC_METHOD(release);
+    sensitive << release_ev_;
+    dont_initialize();
+}
+
+cq_writer::~cq_writer() = default;
+
+void cq_writer::to_rtl(rtl_op& o, const sc_time& at) {
+    o.at = at;
+    o.seq = seq_++;
+    if (ops_.full()) ops_.grow(ops_.slots() * 2);
+    const bool behind = ops_.size() > handed_;  // an earlier one waits for its time
+    ops_.slot(ops_.push()) = o;
+    if (behind) return;
+    const sc_time& now = sim_now();
+    if (at <= now) {
+        ++handed_;
+        hand_over(ops_[handed_ - 1]);
+    } else {
+        release_ev_.notify(at - now);
+    }
+}
+
+void cq_writer::release() {
+    const sc_time& now = sim_now();
+    while (handed_ < ops_.size() && ops_[handed_].at <= now) {
+        ++handed_;
+        hand_over(ops_[handed_ - 1]);
+    }
+    if (handed_ < ops_.size()) release_ev_.notify(ops_[handed_].at - now);
+}
+
+void cq_writer::hand_over(const rtl_op& o) {
+    ++rtl_ops;
+    const bool record = probe_ && !compare_;  // (both: the model's calls were recorded)
+    const sc_time& now = sim_now();
+    switch (o.kind) {
+    case OP_COMPLETE:
+        if (record) probe_->complete(now, o.tag, o.num, o.cqe, o.solicited);
+        rtl_->complete(o.tag, o.num, o.cqe, o.solicited);
+        return;
+    case OP_EVENT:
+        if (record) probe_->event(now, o.tag, o.code, o.num, o.subtype);
+        rtl_->post_event(o.tag, o.code, o.num, o.subtype);
+        return;
+    case OP_CQC:
+        if (record) probe_->cq_context(now, o.code, o.num, o.addr, o.log_size, o.eqn, o.value);
+        if (o.code == 1)
+            rtl_->load_cq(o.num, o.addr, o.log_size, o.eqn);
+        else if (o.code == 2)
+            rtl_->destroy_cq(o.num);
+        else
+            rtl_->resize_cq(o.num, o.addr, o.log_size, o.value);
+        return;
+    case OP_EQC:
+        if (record) probe_->eq_context(now, o.num, o.addr, o.log_size);
+        rtl_->load_eq(o.num, o.addr, o.log_size);
+        return;
+    case OP_DOORBELL:
+        if (record) probe_->doorbell(now, o.num, o.value, o.code);
+        rtl_->doorbell(o.num, o.value, o.code);
+        return;
+    case OP_MSI:
+        if (record) probe_->msi(now, o.addr, o.value);
+        rtl_->set_msi(o.addr, o.value);
+        return;
+    }
+}
+
+void cq_writer::retire_port_writes() {
+    while (handed_ && ops_.front().kind != OP_COMPLETE && ops_.front().kind != OP_EVENT) {
+        if (!compare_) apply_port_write(ops_.front());
+        ops_.pop_front();
+        --handed_;
+    }
+}
+
+void cq_writer::rtl_answer(const cq_rtl_answer& a) {
+    if (!divergence_.empty()) return;
+    retire_port_writes();
+    if (!handed_) {
+        diverge("the RTL answered (tag " + std::to_string(a.tag) + ") with no request outstanding", nullptr,
+                "  RTL answer: " + a.str() + "\n");
+        return;
+    }
+    const rtl_op& o = ops_.front();
+    if (a.tag != o.tag) {
+        diverge("answers out of order (expected tag " + std::to_string(o.tag) + ")", &o,
+                "  RTL answer: " + a.str() + "\n");
+        return;
+    }
+    if (compare_) {
+        ++rtl_compared;
+        if (!(a == o.tlm)) {
+            diverge("the answers differ", &o, "  TLM answer: " + o.tlm.str() + "\n  RTL answer: " + a.str() + "\n");
+            return;
+        }
+        if (!expected_.empty() && expected_.front().seq == o.seq) {
+            const expected_write& w = expected_.front();
+            char b[200];
+            std::snprintf(b, sizeof b, "  TLM write: %u bytes to %s at %.3f ns\n  RTL write: none\n", unsigned(w.len),
+                          hex_address(w.addr).c_str(), w.issued.to_seconds() * 1e9);
+            diverge("the model wrote host memory where the RTL did not", &o, b);
+            return;
+        }
+    } else {
+        apply_answer(o, a);
+    }
+    ops_.pop_front();
+    --handed_;
+}
+
+void cq_writer::apply_answer(const rtl_op& o, const cq_rtl_answer& a) {
+    const sc_time& now = sim_now();
+    if (a.eqe) ++events;
+    if (a.msi) ++msi_writes;
+    if (probe_) probe_->answer(now, a);
+    if (o.kind == OP_EVENT) {
+        if (a.reason == CQR_EQE_ERR)
+            HCASIM_LOG(log_, info, "EQ 0: event 0x" << std::hex << unsigned(o.code) << " lost, its EQE write failed");
+        return;
+    }
+    if (o.num >= cqs_.size() || !cqs_[o.num].valid) return;
+    cq_state& s = cqs_[o.num];
+    if (a.written) {
+        ++s.producer;
+        ++cqes;
+        busy_ps += format_ps_;
+        if (tl_)
+            tl_->span(track_, "CQE", o.at, now,
+                      "\"cq\":" + std::to_string(o.num) + ",\"qp\":" + std::to_string(o.cqe.qpn) +
+                          ",\"status\":" + std::to_string(o.cqe.status));
+    } else if (a.reason == CQR_OVERRUN || a.reason == CQR_CQE_ERR) {
+        ++overruns;
+        s.overrun = true;
+        if (a.reason == CQR_CQE_ERR)
+            HCASIM_LOG(log_, info,
+                       "CQ " << o.num << ": CQE write to " << hex_address(s.base) << " failed: CQ error");
+    }
+    if (a.disarmed) s.arm = hw::CQ_ARM_NONE;
+}
+
+void cq_writer::rtl_idle() {
+    rtl_cycles += rtl_->cycles() - rtl_cycles.value();
+    if (!divergence_.empty()) return;
+    retire_port_writes();
+    if (handed_) {
+        diverge("the RTL went idle with " + std::to_string(handed_) + " request(s) unanswered", &ops_.front(), "");
+        return;
+    }
+    // (a write of a transaction still waiting for its time is the model's, made at the call)
+    if (compare_ && !expected_.empty() && expected_.front().seq < (ops_.empty() ? seq_ : ops_.front().seq)) {
+        const expected_write& w = expected_.front();
+        char b[200];
+        std::snprintf(b, sizeof b, "  TLM write: %u bytes to %s at %.3f ns\n  RTL write: none\n", unsigned(w.len),
+                      hex_address(w.addr).c_str(), w.issued.to_seconds() * 1e9);
+        diverge("the RTL went idle; the model made a host memory write it did not", nullptr, b);
+        return;
+    }
+    if (ops_.empty()) settled_ev_.notify();
+}
+
+namespace {
+
+std::string hex_bytes(const uint8_t* p, uint32_t n) {
+    std::string s;
+    char b[4];
+    for (uint32_t i = 0; i < n; ++i) {
+        std::snprintf(b, sizeof b, "%02x", unsigned(p[i]));
+        if (i && i % 16 == 0) s += "\n             ";
+        else if (i) s += ' ';
+        s += b;
+    }
+    return s;
+}
+
+}  // namespace
+
+void cq_writer::rtl_write(tlm::tlm_generic_payload& gp, sc_time& delay) {
+    const uint64_t addr = gp.get_address();
+    const uint32_t len = gp.get_data_length();
+    const uint8_t* data = gp.get_data_ptr();
+    const sc_time issued = sim_now() + delay;
+    if (!compare_) {
+        const bool ok = dma.write(addr, data, len, delay);
+        if (probe_) probe_->write(issued, addr, data, len, !ok);
+        gp.set_response_status(ok ? tlm::TLM_OK_RESPONSE : tlm::TLM_ADDRESS_ERROR_RESPONSE);
+        return;
+    }
+    gp.set_response_status(tlm::TLM_OK_RESPONSE);
+    if (!divergence_.empty()) return;
+    ++rtl_writes_compared;
+    // The request the RTL works on: the oldest one handed to it.
+    const rtl_op* o = nullptr;
+    for (size_t i = 0; i < handed_ && !o; ++i)
+        if (ops_[i].kind == OP_COMPLETE || ops_[i].kind == OP_EVENT) o = &ops_[i];
+    char b[256];
+    std::snprintf(b, sizeof b, "  RTL write: %u bytes to %s at %.3f ns: ", unsigned(len), hex_address(addr).c_str(),
+                  issued.to_seconds() * 1e9);
+    const std::string rtl_line = b + hex_bytes(data, std::min<uint32_t>(len, 64)) + "\n";
+    if (expected_.empty() || (o && expected_.front().seq != o->seq)) {
+        diverge("the RTL wrote host memory where the model did not", o, "  TLM write: none\n" + rtl_line);
+        return;
+    }
+    const expected_write& w = expected_.front();
+    std::snprintf(b, sizeof b, "  TLM write: %u bytes to %s at %.3f ns: ", unsigned(w.len), hex_address(w.addr).c_str(),
+                  w.issued.to_seconds() * 1e9);
+    const std::string tlm_line = b + hex_bytes(w.data, std::min<uint32_t>(w.len, 64)) + "\n";
+    if (w.addr != addr || w.len != len || std::memcmp(w.data, data, std::min<uint32_t>(len, 64)) != 0) {
+        std::string diff;
+        if (w.addr == addr && w.len == len) {
+            diff = "  bytes that differ:";
+            for (uint32_t i = 0; i < std::min<uint32_t>(len, 64); ++i)
+                if (w.data[i] != data[i]) {
+                    std::snprintf(b, sizeof b, " %u (TLM %02x, RTL %02x)", unsigned(i), unsigned(w.data[i]),
+                                  unsigned(data[i]));
+                    diff += b;
+                }
+            diff += "\n";
+        }
+        diverge("the host memory writes differ", o, tlm_line + rtl_line + diff);
+        return;
+    }
+    const sc_time skew = issued > w.issued ? issued - w.issued : w.issued - issued;
+    if (const uint64_t ps = skew.value() / sc_time(1, SC_PS).value(); ps > rtl_skew_max_ps.value())
+        rtl_skew_max_ps += ps - rtl_skew_max_ps.value();
+    if (skew > tolerance_) {
+        std::snprintf(b, sizeof b, "the RTL's write is issued %.3f ns %s the model's (time_tolerance_ns %.3f)",
+                      skew.to_seconds() * 1e9, issued > w.issued ? "after" : "before", tolerance_.to_seconds() * 1e9);
+        diverge(b, o, tlm_line + rtl_line);
+        return;
+    }
+    if (!w.ok) gp.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+    delay += w.latency;
+    expected_.pop_front();
+}
+
+void cq_writer::settle(sc_time& delay) {
+    if (!rtl_ || compare_) return;  // both: the model's state is the one read
+    wait(delay);
+    delay = SC_ZERO_TIME;
+    while (!ops_.empty() && divergence_.empty()) wait(settled_ev_);
+}
+
+std::string cq_writer::describe(const rtl_op& o) const {
+    char b[320];
+    const double at = o.at.to_seconds() * 1e9;
+    switch (o.kind) {
+    case OP_COMPLETE:
+        std::snprintf(b, sizeof b,
+                      "completion (tag %u) to CQ %u taken at %.3f ns: QP 0x%06x, status %u, opcode %u, byte_len %u%s",
+                      unsigned(o.tag), unsigned(o.num), at, unsigned(o.cqe.qpn), unsigned(o.cqe.status),
+                      unsigned(o.cqe.opcode), unsigned(o.cqe.byte_len), o.solicited ? ", solicited" : "");
+        break;
+    case OP_EVENT:
+        std::snprintf(b, sizeof b, "event (tag %u) taken at %.3f ns: type 0x%02x, subtype %u, resource 0x%x",
+                      unsigned(o.tag), at, unsigned(o.code), unsigned(o.subtype), unsigned(o.num));
+        break;
+    case OP_CQC:
+        std::snprintf(b, sizeof b, "CQ context %s of CQ %u at %.3f ns",
+                      o.code == 1 ? "load" : o.code == 2 ? "destroy" : "resize", unsigned(o.num), at);
+        break;
+    case OP_EQC: std::snprintf(b, sizeof b, "EQ context load of EQ %u at %.3f ns", unsigned(o.num), at); break;
+    case OP_DOORBELL:
+        std::snprintf(b, sizeof b, "CQ %u doorbell at %.3f ns: consumer %u, arm %u", unsigned(o.num), at,
+                      unsigned(o.value), unsigned(o.code));
+        break;
+    case OP_MSI: std::snprintf(b, sizeof b, "MSI registers written at %.3f ns", at); break;
+    }
+    return b;
+}
+
+void cq_writer::diverge(const std::string& what, const rtl_op* o, const std::string& detail) {
+    ++divergences;
+    if (!divergence_.empty()) return;
+    char b[200];
+    std::snprintf(b, sizeof b, "%s: TLM and RTL diverge at %.3f ns: ", name(), sim_now().to_seconds() * 1e9);
+    std::string r = b + what + "\n";
+    if (o) {
+        r += "  transaction: " + describe(*o) + "\n";
+        if (o->kind == OP_COMPLETE && o->num < cqs_.size() && cqs_[o->num].valid) {
+            const cq_state& s = cqs_[o->num];
+            std::snprintf(b, sizeof b, "  CQ %u (model): ring %s, 2^%u entries, producer %llu, consumer %u%s\n",
+                          unsigned(o->num), hex_address(s.base).c_str(), unsigned(s.log_size),
+                          static_cast<unsigned long long>(s.producer), unsigned(s.consumer),
+                          s.overrun ? ", in error" : "");
+            r += b;
+        }
+    }
+    r += detail;
+    r += waves.get().empty() ? std::string("  waveform: none (run with --waves FILE.fst)\n")
+                             : "  waveform: " + waves.get() + "\n";
+    divergence_ = r;
+    sc_stop();
+}
+
+}  // namespace hcasim
