@@ -134,10 +134,27 @@ else
     echo "  mpirun is not installed (openmpi-bin)"
 fi
 
-echo "== RTL co-simulation (issue 8): 64 B WRITEs, 200000, each node's P_Key checker as TLM, RTL, both"
-for impl in tlm rtl both; do
-    "$bin" --workload write_bw --size 64 --iters 200000 --set hca.pkey_checker.impl="$impl" --speed |
-        grep -m1 '^ speed:' | sed "s/^ speed:/  $impl:/"
+echo "== RTL co-simulation (issues 8, 34): 64 B SENDs on 2 QPs, 100000 each; one unit at a time as RTL"
+echo "   (every node's; the P_Key checker checks each received packet, the CQ writer writes each CQE)"
+for unit_impl in all:tlm pkey_checker:rtl pkey_checker:both cq_writer:rtl cq_writer:both; do
+    unit=${unit_impl%%:*} impl=${unit_impl##*:}
+    set_args=()
+    [[ $unit != all ]] && set_args=(--set "hca.$unit.impl=$impl")
+    "$bin" --workload send_bw --size 64 --qps 2 --iters 100000 "${set_args[@]}" --speed --stats-json "$tmp/cosim.json" |
+        grep -m1 '^ speed:' > "$tmp/cosim.speed"
+    python3 - "$tmp/cosim.json" "$tmp/cosim.speed" "$unit" "$impl" <<'PY'
+import json, re, sys
+j = json.load(open(sys.argv[1]))["counters"]
+speed = open(sys.argv[2]).read()
+unit, impl = sys.argv[3], sys.argv[4]
+rate = int(re.search(r"([0-9]+) packets per wall second", speed).group(1))
+n = lambda key: sum(v for k, v in j.items() if k.endswith(key))
+txn = {"pkey_checker": n(".hca.pkey_checker.checked"), "cq_writer": n(".hca.cq_writer.cqes")}.get(unit, 0)
+cycles = n(f".hca.{unit}.rtl_cycles") if unit != "all" else 0
+label = "every unit TLM" if unit == "all" else f"{unit} {impl}"
+extra = f", {txn} transactions, {cycles / txn:.1f} RTL cycles each" if txn else ""
+print(f"  {label:18} {rate:>9} wire packets per wall second{extra}")
+PY
 done
 
 echo "== Latency breakdown (issue 7): where write_lat 2 B goes, one way, us"

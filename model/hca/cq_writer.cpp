@@ -192,7 +192,12 @@ void cq_writer::apply_port_write(const rtl_op& o) {
 }
 
 bool cq_writer::resize_cq(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_t consumer, sc_time& delay) {
-    if (!cq_valid(cqn) || log_size > 24) return false;
+    if (rtl_ && !compare_) return resize_in_turn(cqn, base, log_size, consumer, delay);
+    return resize_now(cqn, base, log_size, consumer, delay);
+}
+
+bool cq_writer::resize_now(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_t consumer, sc_time& delay) {
+    if (!cq_valid(cqn) || log_size > 24 || cqs_[cqn].overrun) return false;
     cq_state& s = cqs_[cqn];
     consumer &= 0xFFFFFF;
     const uint64_t moved = (s.producer - consumer) & 0xFFFFFF;
@@ -229,11 +234,14 @@ bool cq_writer::resize_cq(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_
     o.addr = base;
     o.log_size = log_size;
     o.value = consumer;
-    if (probe_ && (!rtl_ || compare_))
-        probe_->cq_context(sim_now() + delay, 3, cqn, base, log_size, 0, consumer);
-    if (rtl_) to_rtl(o, sim_now() + delay);  // impl=rtl: the mirror takes it again when the RTL has
-    // At once, also for impl=rtl (nothing was queued before it: settle()): the command unit's
-    // query after the resize reads the new ring.
+    if (!rtl_) {
+        if (probe_) probe_->cq_context(sim_now() + delay, 3, cqn, base, log_size, 0, consumer);
+    } else if (compare_) {
+        if (probe_) probe_->cq_context(sim_now() + delay, 3, cqn, base, log_size, 0, consumer);
+        to_rtl(o, sim_now());  // behind what the RTL has still to do: it writes that to the old ring too
+    } else {
+        hand(o);  // impl=rtl, in the queue's turn: before anything queued after the command
+    }
     apply_port_write(o);
     ++resizes;
     resize_moved += moved;
@@ -423,7 +431,6 @@ bool cq_writer::host_write(uint64_t addr, const void* data, uint32_t len, sc_tim
         w.ok = ok;
         w.seq = seq_;  // the transaction to_rtl() is about to number
         w.issued = issued;
-        w.latency = sim_now() + delay - issued;
         std::memcpy(w.data, data, std::min<uint32_t>(len, sizeof w.data));
     }
     return ok;

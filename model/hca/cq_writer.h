@@ -110,7 +110,7 @@ public:
     /// they agree). The simulation was stopped when it was made.
     const std::string& divergence() const { return divergence_; }
     /// Transactions handed to the RTL or waiting for their time, not yet taken by it.
-    size_t rtl_pending() const { return ops_.size(); }
+    size_t rtl_pending() const { return waiting_.size() + handed_.size() + (parked_ ? 1 : 0); }
 
     /// Where the CQ context table is (INIT_HCA): cache misses read it. Empties the cache.
     void set_cqc_table(uint64_t base) override {
@@ -187,7 +187,9 @@ private:
     void start_rtl(const sc_core::sc_time& clock);  // impl=rtl|both: the transactor, the RTL
 
     // The way to and from the RTL (cq_writer_cosim.cpp).
-    enum op_kind : uint8_t { OP_COMPLETE, OP_EVENT, OP_CQC, OP_EQC, OP_DOORBELL, OP_MSI };
+    // OP_SYNC and OP_RESIZE stay in the model: they run when everything queued before them has
+    // taken effect in the RTL (impl=rtl: settle(), resize_cq()).
+    enum op_kind : uint8_t { OP_COMPLETE, OP_EVENT, OP_CQC, OP_EQC, OP_DOORBELL, OP_MSI, OP_SYNC, OP_RESIZE };
     struct rtl_op {
         op_kind kind = OP_COMPLETE;
         uint8_t tag = 0, code = 0, log_size = 0, subtype = 0;  // code: cqc_op, arm, event type
@@ -205,12 +207,23 @@ private:
         uint64_t addr = 0, seq = 0;
         uint32_t len = 0;
         bool ok = true;
-        sc_core::sc_time issued, latency;
+        sc_core::sc_time issued;
         uint8_t data[64] = {};
     };
-    /// Queues `o`, taken at `at`, for the RTL: handed to the transactor when due, in order.
+    /// Queues `o`, taken at `at`, for the RTL: handed to the transactor when due (impl=rtl: in
+    /// time order, ties in call order; both: in call order, each not before its time).
     void to_rtl(rtl_op& o, const sc_core::sc_time& at);
     void release();  // SC_METHOD: hands the due operations to the transactor
+    bool before(const rtl_op& a, const rtl_op& b) const {  // a is handed over before b
+        return compare_ || a.at == b.at ? a.seq < b.seq : a.at < b.at;
+    }
+    void pump();        // after a retirement: a parked marker's turn may have come
+    void run_marker();  // the OP_SYNC or OP_RESIZE at the front, everything before it retired
+    bool resize_now(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_t consumer,
+                    sc_core::sc_time& delay);
+    bool resize_in_turn(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_t consumer,
+                        sc_core::sc_time& delay);
+    void hand(const rtl_op& o);  // into handed_, and to the transactor
     void hand_over(const rtl_op& o);
     void rtl_answer(const cq_rtl_answer& a) override;
     void rtl_idle() override;
@@ -235,12 +248,16 @@ private:
 
     std::unique_ptr<cq_writer_rtl> rtl_;
     std::unique_ptr<tlm_utils::simple_target_socket<cq_writer>> rtl_mem_;
-    bool compare_ = false;  // impl=both
-    ring<rtl_op> ops_;      // handed to the transactor [0, handed_), then waiting
-    size_t handed_ = 0;
+    bool compare_ = false;           // impl=both
+    std::vector<rtl_op> waiting_;    // heap: not yet handed (impl=rtl: by time, then call; both: by call)
+    ring<rtl_op> handed_;            // handed to the transactor, not yet taken by the RTL, in order
+    bool parked_ = false;            // a marker is due, waiting for handed_ to empty...
+    rtl_op marker_;                  // ...this one
     ring<expected_write> expected_;  // both: the model's writes the RTL has not made yet
     sc_core::sc_event release_ev_, settled_ev_;
     uint64_t seq_ = 0;
+    bool marker_done_ = false, marker_ok_ = false;  // the command unit's OP_SYNC/OP_RESIZE
+    sc_core::sc_time marker_delay_;
     uint8_t next_tag_ = 0;
     sc_core::sc_time tolerance_;
     std::string divergence_;

@@ -221,9 +221,9 @@ void describe_options(po::options_description& desc) {
         ("timeline-window", po::value<std::string>(), "--timeline keeps only START_NS:END_NS of simulated time (spans "
                                                       "overlapping it; either end may be left out)")
         ("timeline-nodes", po::value<std::string>(), "--timeline keeps only these nodes, e.g. 0,1")
-        ("waves", po::value<std::string>(), "write the P_Key checker RTL's pins to FILE as FST (GTKWave), for the nodes that "
-                                            "run it (--set hca.pkey_checker.impl=rtl|both); same as --set "
-                                            "hca.pkey_checker.waves=FILE (docs/cosim.md)")
+        ("waves", po::value<std::string>(), "write the pins of every unit run as RTL (--set hca.pkey_checker.impl=rtl|both, "
+                                            "hca.cq_writer.impl=rtl|both) to FILE as FST (GTKWave); same as --set "
+                                            "hca.pkey_checker.waves=FILE --set hca.cq_writer.waves=FILE (docs/cosim.md)")
         ("pcap", po::value<std::string>(), "write one wire capture per cable to DIR/link<N>.pcap (and DIR/link_sm.pcap), "
                                            "every packet from LRH through VCRC with its simulated time, for "
                                            "Wireshark/tshark (docs/traces.md)")
@@ -710,7 +710,9 @@ void apply_config(const run_options& opts) {
     broker& b = broker::instance();
     for (const auto& path : opts.configs) b.load_ini(resolve_config(path));
     if (!opts.mrs_text.empty()) b.set("workload.mrs", opts.mrs_text, "--mrs");
-    if (!opts.waves.empty()) b.set("hca.pkey_checker.waves", opts.waves, "--waves");
+    if (!opts.waves.empty())
+        for (const char* unit : {"hca.pkey_checker.waves", "hca.cq_writer.waves"})
+            b.set(unit, opts.waves, "--waves");
     for (const auto& s : opts.sets) b.set_override(s);
     for (const auto& [key, value] : opts.point) b.set(key, value, "--sweep");
     for (const auto& l : opts.logs) log_settings::instance().set(l);

@@ -157,6 +157,10 @@ public:
         sc_core::sc_start(sc_core::sc_time(double(cfg_.sim_limit_ns), sc_core::SC_NS));
         EXPECT_TRUE(app_->finished) << "application did not finish (stalled or hit sim_limit_ns) at "
                                     << sc_core::sc_time_stamp();
+        for (unsigned i = 0; i < cfg_.nodes; ++i) {  // impl=both of a unit: its first divergence
+            EXPECT_EQ(m_->at(i).adapter.cqs.divergence(), "");
+            EXPECT_EQ(m_->at(i).adapter.pkeys.divergence(), "");
+        }
     }
 
     /// Opens both devices and brings one RC QP per node to RTS. Must run in a SystemC process.

@@ -85,8 +85,8 @@ TEST(HcasimCosim, what_cannot_work_is_a_one_line_error) {
         const char* message;
     } cases[] = {
         {"--workload write_bw --iters 10 --waves /tmp/x.fst",
-         "hcasim: error: hca.pkey_checker.waves (--waves): no node runs the P_Key checker's RTL (set "
-         "hca.pkey_checker.impl=rtl or both)\n"},
+         "hcasim: error: hca.pkey_checker.waves (--waves): no node runs a unit as RTL (set "
+         "hca.pkey_checker.impl or hca.cq_writer.impl to rtl or both)\n"},
         {"--workload write_bw --iters 10 --set hca.pkey_checker.impl=rtl --waves x.vcd",
          "hcasim: error: --waves: 'x.vcd': hcasim writes FST (GTKWave opens it); name the file .fst\n"},
         {"--workload write_bw --iters 10 --set hca.pkey_checker.impl=rtl --set "

@@ -74,17 +74,21 @@ std::unique_ptr<trace::recorder> attach_recorder(const run_spec& spec, machine* 
     return rec;
 }
 
-/// --waves needs a node that runs the P_Key checker's RTL; --pcap opens every cable's capture.
+/// --waves needs a unit that runs as RTL on some node (a unit naming a waves file without its
+/// RTL traces nothing); --pcap opens every cable's capture.
 void check_waves_open_captures(const run_spec& spec, machine& m) {
-    bool waves = false, rtl = false;
+    std::string waves_key;
+    bool rtl = false;
     for (size_t i = 0; i < m.size(); ++i) {
-        waves |= !m.at(unsigned(i)).adapter.pkeys.waves.get().empty();
-        rtl |= m.at(unsigned(i)).adapter.pkeys.rtl_active();
+        const hca& a = m.at(unsigned(i)).adapter;
+        if (waves_key.empty() && !a.pkeys.waves.get().empty()) waves_key = "hca.pkey_checker.waves";
+        if (waves_key.empty() && !a.cqs.waves.get().empty()) waves_key = "hca.cq_writer.waves";
+        rtl |= a.pkeys.rtl_active() || a.cqs.rtl_active();
     }
-    if (waves && !rtl)
-        throw config_error(
-            "hca.pkey_checker.waves (--waves): no node runs the P_Key checker's RTL "
-            "(set hca.pkey_checker.impl=rtl or both)");
+    if (!waves_key.empty() && !rtl)
+        throw config_error(waves_key +
+                           " (--waves): no node runs a unit as RTL (set hca.pkey_checker.impl or "
+                           "hca.cq_writer.impl to rtl or both)");
     if (!spec.pcap_dir.empty()) m.capture_to(spec.pcap_dir);
 }
 
