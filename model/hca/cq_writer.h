@@ -196,9 +196,10 @@ private:
         bool solicited = false;
         uint32_t num = 0, value = 0;  // CQN/EQN/resource; consumer, MSI data
         uint16_t eqn = 0;
-        uint64_t addr = 0;    // ring base, MSI address
-        uint64_t seq = 0;     // order of the transaction
-        sc_core::sc_time at;  // when the unit takes it
+        uint64_t addr = 0;           // ring base, MSI address
+        uint64_t seq = 0;            // order of the transaction
+        sc_core::sc_time at;         // when the unit takes it
+        sc_core::sc_time handed_at;  // when it was handed to the transactor
         hw::cqe cqe{};
         cq_rtl_answer tlm{};  // both: the model's answer
     };
@@ -260,6 +261,7 @@ private:
     sc_core::sc_time marker_delay_;
     uint8_t next_tag_ = 0;
     sc_core::sc_time tolerance_;
+    sc_core::sc_time last_answer_;  // when the RTL last answered a request
     std::string divergence_;
     std::unique_ptr<cq_writer_probe> probe_;  // --dump-stimulus
 };

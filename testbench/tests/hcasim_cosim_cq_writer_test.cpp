@@ -24,7 +24,9 @@ nlohmann::json run_json(const std::string& args, const std::string& tag, result*
     return r.code == 0 ? j : nullptr;
 }
 
-uint64_t ctr(const nlohmann::json& j, const std::string& key) { return j["counters"].value(key, uint64_t(0)); }
+uint64_t ctr(const nlohmann::json& j, const std::string& key) {
+    return j["counters"].value(key, uint64_t(0));
+}
 
 }  // namespace
 
@@ -45,7 +47,8 @@ TEST(HcasimCosimCqWriter, rtl_writes_the_completions_the_tlm_model_writes_and_ve
         // Every completion, CQ and EQ load and doorbell went through the RTL.
         EXPECT_GT(ctr(rtl, k + "rtl_ops"), ctr(rtl, k + "cqes")) << n;
         EXPECT_GT(ctr(rtl, k + "rtl_cycles"), 0u) << n;
-        EXPECT_EQ(ctr(rtl, k + "cqc_misses"), ctr(tlm, k + "cqc_misses")) << n << ": the cache stays in the model";
+        EXPECT_EQ(ctr(rtl, k + "cqc_misses"), ctr(tlm, k + "cqc_misses"))
+            << n << ": the cache stays in the model";
     }
     ASSERT_EQ(rtl["results"].size(), tlm["results"].size());
     for (size_t i = 0; i < tlm["results"].size(); ++i)
@@ -77,9 +80,9 @@ TEST(HcasimCosimCqWriter, both_compares_every_transaction_and_write_and_ends_wit
     for (size_t i = 0; i < tlm["results"].size(); ++i)
         for (const char* f : {"lat_cdf_us", "lat_avg_us", "verify", "breakdown_us"})
             EXPECT_EQ(j["results"][i][f], tlm["results"][i][f]) << f;
-    const std::string head = " co-simulation (hca.cq_writer.impl=both on node0, node1): " + std::to_string(compared) +
-                             " transactions compared, " + std::to_string(writes) +
-                             " host memory writes compared (times at most ";
+    const std::string head =
+        " co-simulation (hca.cq_writer.impl=both on node0, node1): " + std::to_string(compared) +
+        " transactions compared, " + std::to_string(writes) + " host memory writes compared (times at most ";
     const size_t at = r.out.rfind(head);
     ASSERT_NE(at, std::string::npos) << r.out;
     EXPECT_EQ(r.out.substr(r.out.size() - std::string(" ns apart), 0 divergences\n").size()),
@@ -96,8 +99,9 @@ TEST(HcasimCosimCqWriter, the_broken_build_stops_the_run_at_the_first_cqe_after_
     // The broken build's owner bit is right on the first pass of a ring (2048 entries here), wrong
     // from the first CQE of the second.
     result r;
-    const std::string run = "--workload send_bw --size 64 --iters 3000 --set hca.cq_writer.impl=both "
-                            "--set hca.cq_writer.rtl_variant=broken_owner";
+    const std::string run =
+        "--workload send_bw --size 64 --iters 3000 --set hca.cq_writer.impl=both "
+        "--set hca.cq_writer.rtl_variant=broken_owner";
     r = run_hcasim(run, "cosim_cq_broken");
     EXPECT_EQ(r.code, 1) << r.err;
     EXPECT_NE(r.err.find("hcasim: run failed: co-simulation divergence (hca.cq_writer.impl=both):\n"),
@@ -137,7 +141,8 @@ TEST(HcasimCosimCqWriter, what_the_rtl_is_not_built_for_is_a_one_line_error) {
         EXPECT_EQ(r.code, 2) << b.args;
         EXPECT_EQ(r.err, b.message) << b.args;
     }
-    const result r = run_hcasim("--workload write_bw --iters 10 --set hca.cq_writer.rtl_variant=nope", "cosim_cq_bad");
+    const result r =
+        run_hcasim("--workload write_bw --iters 10 --set hca.cq_writer.rtl_variant=nope", "cosim_cq_bad");
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("broken_owner"), std::string::npos) << r.err;
 }
