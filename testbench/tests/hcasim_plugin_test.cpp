@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gtkwave/fstapi.h"  // Verilator's copy of GTKWave's FST reader
 #include "testbench/tests/hcasim_run.h"
 
 extern "C" int sc_main(int, char*[]) { return 0; }
@@ -42,18 +43,48 @@ TEST(HcasimPlugin, the_reference_pkey_checker_plugin_with_impl_both_equals_the_b
     EXPECT_NE(rp.out.find(" 0 divergences\n", line), std::string::npos) << rp.out;
 }
 
-TEST(HcasimPlugin, waves_with_a_plugin_writes_one_fst_file_per_instance) {
+TEST(HcasimPlugin, waves_with_a_plugin_writes_one_fst_file_per_instance_with_its_gated_clock) {
     const std::string dir = empty_dir("plugin_waves");
-    const result r = run_hcasim(
+    nlohmann::json stats;
+    const result r = run_hcasim_stats(
         "--workload write_lat --size 8 --iters 20 --set hca.pkey_checker.impl=rtl --set "
         "hca.pkey_checker.rtl_lib=" HCASIM_RTL_PKEY_CHECKER_LIB " --waves '" +
             dir + "/w.fst'",
-        "plugin_waves");
-    EXPECT_EQ(r.code, 0) << r.err;
+        "plugin_waves", &stats);
+    ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(dir_entries(dir), (std::vector<std::string>{"w.node0.hca.pkey_checker.rtl.fst",
                                                           "w.node1.hca.pkey_checker.rtl.fst"}));
-    for (const char* f : {"/w.node0.hca.pkey_checker.rtl.fst", "/w.node1.hca.pkey_checker.rtl.fst"})
-        EXPECT_GT(std::filesystem::file_size(dir + f), 100u) << f;
+    for (const std::string node : {"node0", "node1"}) {
+        const std::string file = dir + "/w." + node + ".hca.pkey_checker.rtl.fst";
+        void* f = fstReaderOpen(file.c_str());
+        ASSERT_NE(f, nullptr) << file << " is no FST file";
+        std::vector<std::string> names;
+        fstHandle clk = 0;
+        while (fstHier* h = fstReaderIterateHier(f))
+            if (h->htyp == FST_HT_VAR) {
+                std::string n(h->u.var.name, h->u.var.name_length);
+                n = n.substr(0, n.find(' '));
+                if (n == "clk" && !clk) clk = h->u.var.handle;
+                names.push_back(n);
+            }
+        for (const char* pin : {"clk", "req_valid", "req_pkey", "vrd_valid", "vrd_reason", "trap_valid"})
+            EXPECT_NE(std::find(names.begin(), names.end(), pin), names.end()) << node << ": " << pin;
+        // The clock rises once per cycle the RTL ran.
+        ASSERT_NE(clk, 0u);
+        uint64_t rising = 0;
+        fstReaderClrFacProcessMaskAll(f);
+        fstReaderSetFacProcessMask(f, clk);
+        fstReaderIterBlocks(
+            f,
+            [](void* user, uint64_t, fstHandle, const unsigned char* v) {
+                if (v && v[0] == '1') ++*static_cast<uint64_t*>(user);
+            },
+            &rising, nullptr);
+        fstReaderClose(f);
+        const uint64_t cycles = stats["counters"].value(node + ".hca.pkey_checker.rtl_cycles", uint64_t(0));
+        EXPECT_GT(cycles, 20u) << node;
+        EXPECT_EQ(rising, cycles) << node;
+    }
     std::filesystem::remove_all(dir);
 }
 
