@@ -99,7 +99,8 @@ uint32_t hcasim_rtl_abi_version(void);
 /* The unit whose contract (and pin struct) the library implements: HCASIM_RTL_UNIT_*. */
 const char* hcasim_rtl_unit(void);
 /* One instance of the RTL, in reset state as after power-on (inputs all zero). `scope`: its
- * hierarchical name in hcasim (e.g. "node0.hca.pkey_checker.rtl"), for waves and messages.
+ * hierarchical name in hcasim (e.g. "node0.hca.pkey_checker.rtl.pkey_checker"), for waves and
+ * messages.
  * `waves`: an FST file to write the instance's signals to, "" for none (hcasim gives every
  * instance a file of its own). Returns NULL on failure with a one-line reason in `error`
  * (`error_len` bytes, NUL-terminated). Several instances may live at once. */
