@@ -1,14 +1,15 @@
 #include "model/hca/cq_writer_rtl.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 
 #include "Vcq_writer.h"
 #include "Vcq_writer_broken.h"
 #include "model/core/param.h"
+#include "model/hca/rtl_plugin.h"
 #include "verilated.h"
+#include "verilated_fst_sc.h"
 
 namespace hcasim {
 
@@ -46,6 +47,7 @@ public:
         mw_addr{"mw_addr"};
     sc_signal<sc_dt::sc_bv<512>> cmp_cqe{"cmp_cqe"}, mw_data{"mw_data"};
     virtual ~cq_rtl_model() = default;
+    virtual void trace(VerilatedFstC* tfp) = 0;
 };
 
 namespace {
@@ -104,9 +106,96 @@ public:
         t.mw_data(mw_data);
     }
     ~cq_rtl_model_of() override { top_->final(); }
+    void trace(VerilatedFstC* tfp) override { top_->trace(tfp, 99); }
 
 private:
     std::unique_ptr<V> top_;
+};
+
+/// The same pins driving a plug-in library (rtl/abi/hcasim_rtl.h): evaluated whenever an input
+/// changes, as the verilated SystemC module is, so outputs follow a delta cycle later.
+class cq_rtl_model_lib final : public cq_rtl_model, public sc_module {
+public:
+    cq_rtl_model_lib(sc_module_name name, const rtl_library& lib, const std::string& waves)
+        : sc_module(name), lib_(lib), inst_(lib.create(this->name(), waves)) {
+        SC_HAS_PROCESS(cq_rtl_model_lib);
+        SC_METHOD(eval);
+        sensitive << clk << rst_n << cmp_valid << cmp_tag << cmp_cqn << cmp_solicited << cmp_cqe << ev_valid
+                  << ev_tag << ev_type << ev_subtype << ev_resource << cqc_we << cqc_op << cqc_cqn << cqc_base
+                  << cqc_log_size << cqc_eqn << cqc_consumer << eqc_we << eqc_eqn << eqc_base << eqc_log_size
+                  << cqdb_valid << cqdb_cqn << cqdb_consumer << cqdb_arm << msi_we << msi_addr_in
+                  << msi_data_in << mw_ready << mwr_valid << mwr_err;
+    }
+    ~cq_rtl_model_lib() override { lib_.destroy(inst_); }
+    void trace(VerilatedFstC*) override {}  // the library writes its own file
+
+private:
+    void eval() {
+        p_.clk = clk.read();
+        p_.rst_n = rst_n.read();
+        p_.cmp_valid = cmp_valid.read();
+        p_.cmp_tag = uint8_t(cmp_tag.read());
+        p_.cmp_cqn = cmp_cqn.read() & 0xFFFFFF;
+        p_.cmp_solicited = cmp_solicited.read();
+        if (cmp_cqe.event() || first_) {  // the 512 bits only when they changed
+            const sc_dt::sc_bv<512>& d = cmp_cqe.read();
+            for (int i = 0; i < 16; ++i) p_.cmp_cqe[i] = d.get_word(i);
+        }
+        first_ = false;
+        p_.ev_valid = ev_valid.read();
+        p_.ev_tag = uint8_t(ev_tag.read());
+        p_.ev_type = uint8_t(ev_type.read());
+        p_.ev_subtype = uint8_t(ev_subtype.read());
+        p_.ev_resource = ev_resource.read();
+        p_.cqc_we = cqc_we.read();
+        p_.cqc_op = uint8_t(cqc_op.read() & 3);
+        p_.cqc_cqn = cqc_cqn.read() & 0xFFFFFF;
+        p_.cqc_base = cqc_base.read();
+        p_.cqc_log_size = uint8_t(cqc_log_size.read() & 0x1F);
+        p_.cqc_eqn = uint16_t(cqc_eqn.read());
+        p_.cqc_consumer = cqc_consumer.read() & 0xFFFFFF;
+        p_.eqc_we = eqc_we.read();
+        p_.eqc_eqn = uint16_t(eqc_eqn.read());
+        p_.eqc_base = eqc_base.read();
+        p_.eqc_log_size = uint8_t(eqc_log_size.read() & 0x1F);
+        p_.cqdb_valid = cqdb_valid.read();
+        p_.cqdb_cqn = cqdb_cqn.read() & 0xFFFFFF;
+        p_.cqdb_consumer = cqdb_consumer.read() & 0xFFFFFF;
+        p_.cqdb_arm = uint8_t(cqdb_arm.read() & 3);
+        p_.msi_we = msi_we.read();
+        p_.msi_addr_in = msi_addr_in.read();
+        p_.msi_data_in = msi_data_in.read();
+        p_.mw_ready = mw_ready.read();
+        p_.mwr_valid = mwr_valid.read();
+        p_.mwr_err = mwr_err.read();
+        lib_.eval(inst_, &p_);
+        cmp_ready.write(p_.cmp_ready & 1);
+        ev_ready.write(p_.ev_ready & 1);
+        rsp_valid.write(p_.rsp_valid & 1);
+        rsp_tag.write(p_.rsp_tag);
+        rsp_written.write(p_.rsp_written & 1);
+        rsp_reason.write(p_.rsp_reason & 7u);
+        rsp_eqe.write(p_.rsp_eqe & 1);
+        rsp_msi.write(p_.rsp_msi & 1);
+        rsp_disarmed.write(p_.rsp_disarmed & 1);
+        mw_valid.write(p_.mw_valid & 1);
+        mw_addr.write(p_.mw_addr);
+        if (std::memcmp(mw_words_, p_.mw_data, sizeof mw_words_) !=
+            0) {  // the 512 bits only when they change
+            std::memcpy(mw_words_, p_.mw_data, sizeof mw_words_);
+            sc_dt::sc_bv<512> d;
+            for (int i = 0; i < 16; ++i) d.set_word(i, mw_words_[i]);
+            mw_data.write(d);
+        }
+        mw_len.write(p_.mw_len & 0x7Fu);
+        idle.write(p_.idle & 1);
+    }
+
+    const rtl_library& lib_;
+    void* inst_;
+    hcasim_rtl_cq_writer_pins p_{};
+    uint32_t mw_words_[16] = {};
+    bool first_ = true;
 };
 
 }  // namespace
@@ -116,15 +205,28 @@ const std::vector<std::string>& cq_writer_rtl::variants() {
     return v;
 }
 
-cq_writer_rtl::cq_writer_rtl(const sc_module_name& name, const std::string& variant, const sc_time& period,
+cq_writer_rtl::cq_writer_rtl(const sc_module_name& name, const std::string& variant,
+                             const std::string& rtl_lib, const sc_time& period, const std::string& waves,
                              cq_rtl_client& client)
-    : sc_module(name), dma("dma"), client_(client), period_(period), half_(period / 2), ops_(16) {
-    if (variant == "reference")
-        m_ = std::make_unique<cq_rtl_model_of<Vcq_writer>>();
-    else if (variant == "broken_owner")
-        m_ = std::make_unique<cq_rtl_model_of<Vcq_writer_broken>>();
-    else
-        throw config_error(std::string(this->name()) + ": no RTL variant '" + variant + "'");
+    : sc_module(name), dma("dma"), client_(client), period_(period), half_(period / 2), waves_file_(waves) {
+    if (!rtl_lib.empty()) {
+        const std::string key = rtl_param_key(*this, "rtl_lib");
+        if (variant != "reference")
+            throw config_error(key + " '" + rtl_lib + "' and " + rtl_param_key(*this, "rtl_variant") + " '" +
+                               variant + "' are both set: the library replaces the built-in builds; set one");
+        const rtl_library& lib = rtl_library::load(rtl_lib, HCASIM_RTL_UNIT_CQ_WRITER, key);
+        waves_file_ = rtl_library::waves_file(waves, this->name());
+        m_ = std::make_unique<cq_rtl_model_lib>("cq_writer", lib, waves_file_);
+    } else {
+        if (!waves.empty())
+            waves_ = rtl_waves::get(waves);  // before the model: tracing must be on when it is built
+        if (variant == "reference")
+            m_ = std::make_unique<cq_rtl_model_of<Vcq_writer>>();
+        else if (variant == "broken_owner")
+            m_ = std::make_unique<cq_rtl_model_of<Vcq_writer_broken>>();
+        else
+            throw config_error(std::string(this->name()) + ": no RTL variant '" + variant + "'");
+    }
     SC_HAS_PROCESS(cq_writer_rtl);
     SC_METHOD(edge);
     sensitive << kick_;
@@ -134,19 +236,18 @@ cq_writer_rtl::cq_writer_rtl(const sc_module_name& name, const std::string& vari
 cq_writer_rtl::~cq_writer_rtl() = default;
 
 void cq_writer_rtl::start_of_simulation() {
+    // As pkey_checker_rtl: every instance adds its model to a shared file before it opens.
+    if (waves_) m_->trace(waves_->file());
     m_->mw_ready.write(true);    // the transactor takes every write at once (the DMA is a TLM call)
     kick_.notify(SC_ZERO_TIME);  // the reset sequence
 }
 
+void cq_writer_rtl::end_of_simulation() {
+    if (waves_) waves_->close();
+}
+
 void cq_writer_rtl::push(const op& o) {
-    if (count_ == ops_.size()) {  // grow the ring, oldest first
-        std::vector<op> bigger(ops_.size() * 2);
-        for (size_t i = 0; i < count_; ++i) bigger[i] = ops_[(head_ + i) % ops_.size()];
-        ops_.swap(bigger);
-        head_ = 0;
-    }
-    ops_[(head_ + count_) % ops_.size()] = o;
-    ++count_;
+    ops_.push(o);
     if (!running_) kick_.notify(SC_ZERO_TIME);
 }
 
@@ -229,12 +330,10 @@ void cq_writer_rtl::set_msi(uint64_t addr, uint32_t data) {
 const cq_writer_rtl::op* cq_writer_rtl::next_op() {
     // One at a time, in order: a request or a port write only while the RTL is idle with
     // nothing in flight (the TLM's calls are atomic: docs/cosim.md).
-    if (reset_cycles_ || !count_ || in_flight_ || outstanding_ || !m_->idle.read() || !m_->cmp_ready.read())
+    if (reset_cycles_ || ops_.empty() || in_flight_ || outstanding_ || !m_->idle.read() ||
+        !m_->cmp_ready.read())
         return nullptr;
-    const op* o = &ops_[head_];
-    head_ = (head_ + 1) % ops_.size();
-    --count_;
-    return o;
+    return ops_.pop();
 }
 
 void cq_writer_rtl::drive(const op* o) {
@@ -298,15 +397,10 @@ void cq_writer_rtl::edge() {
         // Woken from a stopped clock (clk low): drive the inputs now, raise the clock at the
         // next edge of the clock's grid (a delta later when that is now).
         running_ = true;
-        const op* o = nullptr;
-        if (reset_cycles_)
-            m.rst_n.write(false);
-        else
-            o = next_op();
-        drive(o);
-        const sc_time now = sc_time_stamp();
-        const sc_time rise = period_ * std::ceil(now / period_);
-        next_trigger(rise > now ? rise - now : SC_ZERO_TIME);
+        if (waves_) waves_->open();  // (once)
+        if (reset_cycles_) m.rst_n.write(false);
+        drive(next_op());
+        next_trigger(rtl_time_to_next_rise(period_));
         return;
     }
     if (!high_) {  // rising edge: the RTL samples its inputs
@@ -356,7 +450,7 @@ void cq_writer_rtl::edge() {
     }
     const op* o = next_op();
     drive(o);
-    if (o || count_ || in_flight_ || outstanding_ || respond || reset_cycles_ || !m.idle.read() ||
+    if (o || !ops_.empty() || in_flight_ || outstanding_ || respond || reset_cycles_ || !m.idle.read() ||
         !m.cmp_ready.read()) {
         next_trigger(half_);
         return;

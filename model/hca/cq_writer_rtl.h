@@ -5,8 +5,9 @@
 // responses go back on its pins; the RTL's answers come back through the client. The clock runs
 // only while the RTL has work (clock gating). The pin-level contract is docs/cosim.md.
 //
-// Not yet used by the HCA: hca.cq_writer.impl=rtl|both (issue 34) will put this behind the
-// cq_writer's interfaces. No Verilator header is included here.
+// The RTL is a verilated build linked into hcasim (`variant`) or a plug-in library implementing
+// the unit's contract through rtl/abi/hcasim_rtl.h (`rtl_lib`). No Verilator header is
+// included here.
 #pragma once
 #include <systemc>
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "model/hca/dma_port.h"
+#include "model/hca/rtl_waves.h"
 #include "tlm_if/cqe.h"
 
 namespace hcasim {
@@ -69,8 +71,12 @@ public:
     /// CQW_BROKEN_OWNER: the owner bit ignores the wrap; for testing the comparator).
     static const std::vector<std::string>& variants();
 
-    cq_writer_rtl(const sc_core::sc_module_name& name, const std::string& variant,
-                  const sc_core::sc_time& period, cq_rtl_client& client);
+    /// `variant`: the built-in build; `rtl_lib`: a plug-in library to run instead ("" for none;
+    /// config_error if both are set to other than their defaults, or if the library is unfit);
+    /// `period`: the RTL's clock; `waves`: FST file name ("" for none; built-in instances naming
+    /// the same file share it, a plug-in writes its own: waves_file()).
+    cq_writer_rtl(const sc_core::sc_module_name& name, const std::string& variant, const std::string& rtl_lib,
+                  const sc_core::sc_time& period, const std::string& waves, cq_rtl_client& client);
     ~cq_writer_rtl() override;
 
     /// Requests: answered in order through rtl_answer().
@@ -85,6 +91,8 @@ public:
     void set_msi(uint64_t addr, uint32_t data);
 
     uint64_t cycles() const { return cycles_; }
+    /// The waves file written ("" if none).
+    const std::string& waves_file() const { return waves_file_; }
     /// Host memory writes made for the RTL, and those that failed.
     uint64_t writes() const { return writes_; }
     uint64_t write_errors() const { return write_errors_; }
@@ -105,12 +113,14 @@ private:
     void edge();  // the clock process (SC_METHOD)
     void drive(const op* o);
     void start_of_simulation() override;
+    void end_of_simulation() override;
 
     cq_rtl_client& client_;
     sc_core::sc_time period_, half_;
     std::unique_ptr<cq_rtl_model> m_;
-    std::vector<op> ops_;  // ring of queued operations, grows on demand
-    size_t head_ = 0, count_ = 0;
+    std::shared_ptr<rtl_waves> waves_;
+    std::string waves_file_;
+    rtl_op_ring<op> ops_;  // queued operations
     sc_core::sc_event kick_;
     bool running_ = false, high_ = false;
     unsigned reset_cycles_ = 2;

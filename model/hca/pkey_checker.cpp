@@ -21,6 +21,9 @@ pkey_checker::pkey_checker(const sc_core::sc_module_name& name, unsigned max_qps
                   "the verilated build impl=rtl|both runs: reference, or broken_membership (built with "
                   "PKEY_BROKEN_MEMBERSHIP: two limited members match; for testing the comparator)",
                   pkey_checker_rtl::variants()),
+      rtl_lib("rtl_lib", "", "",
+              "impl=rtl|both: run this plug-in library (a team's own build of the unit's contract, "
+              "rtl/abi/hcasim_rtl.h) instead of a built-in rtl_variant (docs/cosim.md)"),
       clock_mhz("clock_mhz", 0.0, "MHz",
                 "clock of the RTL (impl=rtl|both; 0: the HCA's clock_mhz); gated when idle",
                 unit_clock_bounds()),
@@ -50,8 +53,9 @@ pkey_checker::pkey_checker(const sc_core::sc_module_name& name, unsigned max_qps
                                " entries, but the RTL (impl=" + impl.get() + ") is built with " +
                                std::to_string(pkey_checker_rtl::DEPTH) + " per port");
         compare_ = impl.get() == "both";
-        rtl_ = std::make_unique<pkey_checker_rtl>("rtl", rtl_variant, unit_period(clock_mhz, hca_clock),
-                                                  waves, static_cast<pkey_rtl_client&>(*this));
+        rtl_ =
+            std::make_unique<pkey_checker_rtl>("rtl", rtl_variant, rtl_lib, unit_period(clock_mhz, hca_clock),
+                                               waves, static_cast<pkey_rtl_client&>(*this));
         held_.resize(8);
     }
 }

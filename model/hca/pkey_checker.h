@@ -74,6 +74,7 @@ public:
     param<unsigned> table_len;       ///< P_Key table entries of the port (1..65535, C10-121)
     param<std::string> impl;         ///< tlm|rtl|both
     param<std::string> rtl_variant;  ///< reference|broken_membership (a deliberately wrong build)
+    param<std::string> rtl_lib;      ///< a plug-in library (rtl/abi/hcasim_rtl.h) instead ("": none)
     param<double> clock_mhz;         ///< the RTL's clock (0: the HCA's)
     param<std::string> waves;        ///< FST file of the RTL's pins ("": none)
 

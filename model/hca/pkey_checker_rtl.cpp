@@ -1,12 +1,11 @@
 #include "model/hca/pkey_checker_rtl.h"
 
-#include <cmath>
 #include <cstdio>
-#include <map>
 
 #include "Vpkey_checker.h"
 #include "Vpkey_checker_broken.h"
 #include "model/core/param.h"
+#include "model/hca/rtl_plugin.h"
 #include "verilated.h"
 #include "verilated_fst_sc.h"
 
@@ -33,43 +32,6 @@ std::string pkey_verdict::str() const {
                   unsigned(local_key), trap ? "yes" : "no");
     return b;
 }
-
-/// An FST file shared by the RTL instances that name it; owned by the SystemC kernel's list of
-/// trace files (a VerilatedFstSc is never deleted, only closed).
-class rtl_waves {
-public:
-    explicit rtl_waves(std::string file) : file_(std::move(file)), tfp_(new VerilatedFstSc) {}
-    ~rtl_waves() { close(); }
-    VerilatedFstSc* file() { return tfp_; }
-    void open() {
-        if (!opened_) {
-            tfp_->open(file_.c_str());
-            if (!tfp_->isOpen()) throw config_error("--waves: cannot write '" + file_ + "'");
-            opened_ = true;
-        }
-    }
-    void close() {
-        if (opened_) {
-            tfp_->close();
-            opened_ = false;
-        }
-    }
-    /// The instance for `file`, made on first use.
-    static std::shared_ptr<rtl_waves> get(const std::string& file) {
-        static std::map<std::string, std::weak_ptr<rtl_waves>> open_files;
-        auto& w = open_files[file];
-        if (auto s = w.lock()) return s;
-        Verilated::traceEverOn(true);
-        auto s = std::make_shared<rtl_waves>(file);
-        w = s;
-        return s;
-    }
-
-private:
-    std::string file_;
-    VerilatedFstSc* tfp_;
-    bool opened_ = false;
-};
 
 /// The verilated module's pins as signals the transactor drives and reads.
 class pkey_rtl_model {
@@ -130,6 +92,60 @@ private:
     std::unique_ptr<V> top_;
 };
 
+/// The same pins driving a plug-in library (rtl/abi/hcasim_rtl.h): evaluated whenever an input
+/// changes, as the verilated SystemC module is, so outputs follow a delta cycle later.
+class pkey_rtl_model_lib final : public pkey_rtl_model, public sc_module {
+public:
+    pkey_rtl_model_lib(sc_module_name name, const rtl_library& lib, const std::string& waves)
+        : sc_module(name), lib_(lib), inst_(lib.create(this->name(), waves)) {
+        SC_HAS_PROCESS(pkey_rtl_model_lib);
+        SC_METHOD(eval);
+        sensitive << clk << rst_n << req_valid << req_tag << req_pkey << req_dqpn << req_dlid << req_qp_bound
+                  << req_pkey_index << req_port << tbl_we << tbl_port << tbl_index << tbl_data << pkey_viol_in
+                  << qkey_viol_in;
+    }
+    ~pkey_rtl_model_lib() override { lib_.destroy(inst_); }
+    void trace(VerilatedFstC*) override {}  // the library writes its own file
+
+private:
+    void eval() {
+        p_.clk = clk.read();
+        p_.rst_n = rst_n.read();
+        p_.req_valid = req_valid.read();
+        p_.req_tag = uint8_t(req_tag.read());
+        p_.req_pkey = uint16_t(req_pkey.read());
+        p_.req_dqpn = req_dqpn.read() & 0xFFFFFF;
+        p_.req_dlid = uint16_t(req_dlid.read());
+        p_.req_qp_bound = req_qp_bound.read();
+        p_.req_pkey_index = uint16_t(req_pkey_index.read());
+        p_.req_port = uint8_t(req_port.read());
+        p_.tbl_we = tbl_we.read();
+        p_.tbl_port = uint8_t(tbl_port.read());
+        p_.tbl_index = uint16_t(tbl_index.read());
+        p_.tbl_data = uint16_t(tbl_data.read());
+        p_.pkey_viol_in = pkey_viol_in.read();
+        p_.qkey_viol_in = qkey_viol_in.read();
+        lib_.eval(inst_, &p_);
+        req_ready.write(p_.req_ready & 1);
+        vrd_valid.write(p_.vrd_valid & 1);
+        vrd_tag.write(p_.vrd_tag);
+        vrd_accept.write(p_.vrd_accept & 1);
+        vrd_reason.write(p_.vrd_reason & 7u);
+        vrd_index.write(p_.vrd_index);
+        vrd_local_key.write(p_.vrd_local_key);
+        pkey_viol_count.write(p_.pkey_viol_count);
+        qkey_viol_count.write(p_.qkey_viol_count);
+        trap_valid.write(p_.trap_valid & 1);
+        trap_pkey.write(p_.trap_pkey);
+        trap_local_key.write(p_.trap_local_key);
+        trap_dqpn.write(p_.trap_dqpn & 0xFFFFFF);
+    }
+
+    const rtl_library& lib_;
+    void* inst_;
+    hcasim_rtl_pkey_checker_pins p_{};
+};
+
 }  // namespace
 
 const std::vector<std::string>& pkey_checker_rtl::variants() {
@@ -138,16 +154,27 @@ const std::vector<std::string>& pkey_checker_rtl::variants() {
 }
 
 pkey_checker_rtl::pkey_checker_rtl(const sc_module_name& name, const std::string& variant,
-                                   const sc_time& period, const std::string& waves, pkey_rtl_client& client)
-    : sc_module(name), client_(client), period_(period), half_(period / 2), waves_file_(waves), ops_(16) {
-    if (!waves.empty())
-        waves_ = rtl_waves::get(waves);  // before the model: tracing must be on when it is built
-    if (variant == "reference")
-        m_ = std::make_unique<pkey_rtl_model_of<Vpkey_checker>>();
-    else if (variant == "broken_membership")
-        m_ = std::make_unique<pkey_rtl_model_of<Vpkey_checker_broken>>();
-    else
-        throw config_error(std::string(this->name()) + ": no RTL variant '" + variant + "'");
+                                   const std::string& rtl_lib, const sc_time& period,
+                                   const std::string& waves, pkey_rtl_client& client)
+    : sc_module(name), client_(client), period_(period), half_(period / 2), waves_file_(waves) {
+    if (!rtl_lib.empty()) {
+        const std::string key = rtl_param_key(*this, "rtl_lib");
+        if (variant != "reference")
+            throw config_error(key + " '" + rtl_lib + "' and " + rtl_param_key(*this, "rtl_variant") + " '" +
+                               variant + "' are both set: the library replaces the built-in builds; set one");
+        const rtl_library& lib = rtl_library::load(rtl_lib, HCASIM_RTL_UNIT_PKEY_CHECKER, key);
+        waves_file_ = rtl_library::waves_file(waves, this->name());
+        m_ = std::make_unique<pkey_rtl_model_lib>("pkey_checker", lib, waves_file_);
+    } else {
+        if (!waves.empty())
+            waves_ = rtl_waves::get(waves);  // before the model: tracing must be on when it is built
+        if (variant == "reference")
+            m_ = std::make_unique<pkey_rtl_model_of<Vpkey_checker>>();
+        else if (variant == "broken_membership")
+            m_ = std::make_unique<pkey_rtl_model_of<Vpkey_checker_broken>>();
+        else
+            throw config_error(std::string(this->name()) + ": no RTL variant '" + variant + "'");
+    }
     SC_HAS_PROCESS(pkey_checker_rtl);
     SC_METHOD(edge);
     sensitive << kick_;
@@ -171,15 +198,15 @@ uint16_t pkey_checker_rtl::pkey_violation_count() const { return uint16_t(m_->pk
 uint16_t pkey_checker_rtl::qkey_violation_count() const { return uint16_t(m_->qkey_viol_count.read()); }
 
 void pkey_checker_rtl::push(const op& o) {
-    if (count_ == ops_.size()) {  // grow the ring, oldest first
-        std::vector<op> bigger(ops_.size() * 2);
-        for (size_t i = 0; i < count_; ++i) bigger[i] = ops_[(head_ + i) % ops_.size()];
-        ops_.swap(bigger);
-        head_ = 0;
-    }
-    ops_[(head_ + count_) % ops_.size()] = o;
-    ++count_;
+    ops_.push(o);
     if (!running_) kick_.notify(SC_ZERO_TIME);
+}
+
+const pkey_checker_rtl::op* pkey_checker_rtl::next_op() {
+    // A check only when the RTL is ready for one; writes and pulses at any cycle.
+    if (reset_cycles_ || ops_.empty() || (ops_.front().kind == OP_CHECK && !m_->req_ready.read()))
+        return nullptr;
+    return ops_.pop();
 }
 
 void pkey_checker_rtl::check(const pkey_request& r) { push(op{OP_CHECK, r}); }
@@ -228,19 +255,9 @@ void pkey_checker_rtl::edge() {
         // inputs that have settled).
         running_ = true;
         if (waves_) waves_->open();  // (once)
-        const op* o = nullptr;
-        if (reset_cycles_) {
-            m.rst_n.write(false);
-        } else if (count_ && (ops_[head_].kind != OP_CHECK || m.req_ready.read())) {
-            o = &ops_[head_];
-            head_ = (head_ + 1) % ops_.size();
-            --count_;
-        }
-        drive(o);
-        const sc_time now = sc_time_stamp();
-        const double k = std::ceil(now / period_);
-        const sc_time rise = period_ * k;
-        next_trigger(rise > now ? rise - now : SC_ZERO_TIME);
+        if (reset_cycles_) m.rst_n.write(false);
+        drive(next_op());
+        next_trigger(rtl_time_to_next_rise(period_));
         return;
     }
     if (!high_) {  // rising edge: the RTL samples its inputs
@@ -265,17 +282,12 @@ void pkey_checker_rtl::edge() {
         if (in_flight_) --in_flight_;
         client_.rtl_verdict(v);  // may queue more operations
     }
-    const op* o = nullptr;
-    if (!reset_cycles_ && count_ && (ops_[head_].kind != OP_CHECK || m.req_ready.read())) {
-        o = &ops_[head_];
-        head_ = (head_ + 1) % ops_.size();
-        --count_;
-    }
+    const op* o = next_op();
     drive(o);
     // Keep clocking while anything is driven, queued, in the pipeline, in reset, or not yet
     // ready. (What was driven for the edge just past has taken effect: its outputs are
     // registered.)
-    if (o || count_ || in_flight_ || reset_cycles_ || !m.req_ready.read()) {
+    if (o || !ops_.empty() || in_flight_ || reset_cycles_ || !m.req_ready.read()) {
         next_trigger(half_);
         return;
     }

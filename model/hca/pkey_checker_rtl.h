@@ -4,6 +4,9 @@
 // the verdicts back. The clock runs only while the RTL has work (clock gating): an idle
 // checker costs no events. The pin-level contract is docs/cosim.md.
 //
+// The RTL is a verilated build linked into hcasim (`variant`) or a plug-in library implementing
+// the unit's contract through rtl/abi/hcasim_rtl.h (`rtl_lib`).
+//
 // No Verilator header is included here: the verilated classes stay in pkey_checker_rtl.cpp.
 #pragma once
 #include <systemc>
@@ -12,6 +15,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "model/hca/rtl_waves.h"
 
 namespace hcasim {
 
@@ -65,7 +70,6 @@ public:
 };
 
 class pkey_rtl_model;  // the verilated module and its signals (pkey_checker_rtl.cpp)
-class rtl_waves;       // a shared FST file (pkey_checker_rtl.cpp)
 
 class pkey_checker_rtl : public sc_core::sc_module {
 public:
@@ -76,10 +80,13 @@ public:
     /// comparator).
     static const std::vector<std::string>& variants();
 
-    /// `period`: the RTL's clock; `waves`: FST file name ("" for none; instances naming the
-    /// same file share it).
+    /// `variant`: the built-in build; `rtl_lib`: a plug-in library to run instead ("" for none;
+    /// config_error if both are set to other than their defaults, or if the library is unfit);
+    /// `period`: the RTL's clock; `waves`: FST file name ("" for none; built-in instances naming
+    /// the same file share it, a plug-in writes its own: waves_file()).
     pkey_checker_rtl(const sc_core::sc_module_name& name, const std::string& variant,
-                     const sc_core::sc_time& period, const std::string& waves, pkey_rtl_client& client);
+                     const std::string& rtl_lib, const sc_core::sc_time& period, const std::string& waves,
+                     pkey_rtl_client& client);
     ~pkey_checker_rtl() override;
 
     /// Queues one check; its verdict comes back through rtl_verdict().
@@ -93,7 +100,7 @@ public:
     /// The counter pins, as the RTL drives them now.
     uint16_t pkey_violation_count() const;
     uint16_t qkey_violation_count() const;
-    /// The waves file name ("" if none).
+    /// The waves file written ("" if none).
     const std::string& waves_file() const { return waves_file_; }
 
     uint64_t cycles() const { return cycles_; }
@@ -105,6 +112,7 @@ private:
         pkey_request req;  // OP_CHECK; OP_WRITE: port, pkey_index = index, pkey = data
     };
     void push(const op& o);
+    const op* next_op();
     void edge();  // the clock process (SC_METHOD)
     void drive(const op* o);
     void start_of_simulation() override;
@@ -115,8 +123,7 @@ private:
     std::unique_ptr<pkey_rtl_model> m_;
     std::shared_ptr<rtl_waves> waves_;
     std::string waves_file_;
-    std::vector<op> ops_;  // ring of queued operations, grows on demand
-    size_t head_ = 0, count_ = 0;
+    rtl_op_ring<op> ops_;  // queued operations
     sc_core::sc_event kick_;
     bool running_ = false;       // the clock is toggling
     bool high_ = false;          // the clock is high now

@@ -1,13 +1,17 @@
 // The CQ writer's transactor (model/hca/cq_writer_rtl.*): the verilated rtl/cq_writer.sv behind
 // TLM-level calls, its write master turned into DMA writes on a TLM socket, beside the TLM
 // cq_writer on a second memory with the same latency. Answers, counters and the two host
-// memories must agree; times follow docs/cosim.md.
+// memories must agree; times follow docs/cosim.md. The same through the RTL built as a plug-in
+// library (rtl/abi/hcasim_rtl.h).
+#define SC_INCLUDE_DYNAMIC_PROCESSES  // sc_spawn
 #include <gtest/gtest.h>
 
 #include <systemc>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 #include <cstdint>
 #include <cstring>
@@ -15,8 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "gtkwave/fstapi.h"  // Verilator's copy of GTKWave's FST reader/writer
 #include "model/hca/cq_writer.h"
 #include "model/hca/cq_writer_rtl.h"
+#include "model/hca/pkey_checker_rtl.h"
 #include "testbench/tests/sim_fork.h"
 #include "testbench/tests/unit_bench.h"
 #include "tlm_if/contexts.h"
@@ -36,10 +42,12 @@ const sc_time kLatency(100, SC_NS);  // every host memory access, both sides
 
 struct answers final : cq_rtl_client {
     std::vector<cq_rtl_answer> got;
+    std::vector<sc_time> at;  // when each came
     sc_core::sc_event ev;
     unsigned idles = 0;
     void rtl_answer(const cq_rtl_answer& a) override {
         got.push_back(a);
+        at.push_back(sc_time_stamp());
         ev.notify();
     }
     void rtl_idle() override { ++idles; }
@@ -58,7 +66,9 @@ struct bench {
     std::vector<uint64_t> base = std::vector<uint64_t>(64);
     uint8_t tag = 0;
 
-    explicit bench(const std::string& variant = "reference") : rtl("rtl", variant, kBenchClock, client) {
+    explicit bench(const std::string& variant = "reference", const std::string& rtl_lib = "",
+                   const std::string& waves = "")
+        : rtl("rtl", variant, rtl_lib, kBenchClock, waves, client) {
         tlm.dma.socket.bind(tlm_mem.socket);
         tlm.cqc_dma.socket.bind(cqc_mem.socket);
         rtl.dma.socket.bind(rtl_mem.socket);
@@ -251,4 +261,129 @@ SIM_TEST(CosimCqWriterTransactor, the_broken_build_behind_the_transactor_differs
             EXPECT_GT(b.differences(), 0u);
         },
         sc_time(1, sc_core::SC_SEC));
+}
+
+/// Two benches in one simulation, each under its own name.
+struct named_bench : sc_core::sc_module {
+    bench b;
+    named_bench(sc_core::sc_module_name n, const std::string& rtl_lib)
+        : sc_core::sc_module(n), b("reference", rtl_lib) {}
+};
+
+SIM_TEST(CosimCqWriterTransactor,
+         the_reference_plugin_behind_the_transactor_equals_the_builtin_build_cycle_for_cycle) {
+    // The same random stream into the built-in verilated build and into the reference RTL built
+    // as a plug-in library (rtl/abi/hcasim_rtl.h), side by side.
+    named_bench builtin("builtin", ""), plugin("plugin", HCASIM_RTL_CQ_WRITER_LIB);
+    bool plugin_done = false;
+    sc_core::sc_event plugin_end;
+    sc_core::sc_spawn([&] {
+        random_stream(plugin.b, 3000, 34);
+        plugin_done = true;
+        plugin_end.notify();
+    });
+    run_bench(
+        [&] {
+            const unsigned written = random_stream(builtin.b, 3000, 34);
+            if (!plugin_done) sc_core::wait(plugin_end);
+            sc_core::wait(sc_time(1, sc_core::SC_US));
+            EXPECT_GT(written, 500u);
+            EXPECT_EQ(plugin.b.differences(), 0u) << "the plug-in's memory equals the TLM's";
+            EXPECT_TRUE(plugin.b.client.got == builtin.b.client.got) << "the same answers";
+            EXPECT_TRUE(plugin.b.client.at == builtin.b.client.at) << "at the same times";
+            EXPECT_EQ(plugin.b.rtl.cycles(), builtin.b.rtl.cycles());
+            EXPECT_EQ(plugin.b.rtl.writes(), builtin.b.rtl.writes());
+            EXPECT_EQ(plugin.b.rtl.write_errors(), builtin.b.rtl.write_errors());
+            ASSERT_EQ(plugin.b.rtl_mem.log.size(), builtin.b.rtl_mem.log.size());
+            for (size_t i = 0; i < builtin.b.rtl_mem.log.size(); ++i) {
+                const recording_memory::access &p = plugin.b.rtl_mem.log[i], &q = builtin.b.rtl_mem.log[i];
+                ASSERT_TRUE(p.at == q.at && p.addr == q.addr && p.len == q.len && p.write == q.write)
+                    << "host memory access " << i << ": " << p << " vs " << q;
+            }
+        },
+        sc_time(1, sc_core::SC_SEC));
+}
+
+SIM_TEST(CosimCqWriterTransactor, the_broken_plugin_behind_the_transactor_differs_after_a_wrap) {
+    bench b("reference", HCASIM_RTL_CQ_WRITER_BROKEN_LIB);
+    run_bench(
+        [&] {
+            random_stream(b, 2000, 21);
+            sc_core::wait(sc_time(1, sc_core::SC_US));
+            EXPECT_GT(b.differences(), 0u);
+        },
+        sc_time(1, sc_core::SC_SEC));
+}
+
+SIM_TEST(CosimCqWriterTransactor, waves_writes_its_pins_to_the_fst_file_it_shares_with_the_pkey_checker) {
+    const std::string file =
+        (std::filesystem::temp_directory_path() / ("hcasim_cqw_waves_" + std::to_string(getpid()) + ".fst"))
+            .string();
+    std::filesystem::remove(file);
+    uint64_t cycles = 0;
+    {
+        struct no_verdicts final : pkey_rtl_client {
+            void rtl_verdict(const pkey_verdict&) override {}
+            void rtl_idle() override {}
+        } pk_client;
+        bench b("reference", "", file);
+        pkey_checker_rtl pk("pk", "reference", "", kBenchClock, file, pk_client);
+        EXPECT_EQ(b.rtl.waves_file(), file);
+        run_bench(
+            [&] {
+                random_stream(b, 200, 5);
+                pk.write_table(1, 3, 0x8001);
+                sc_core::wait(sc_time(1, sc_core::SC_US));
+                sc_core::sc_stop();  // end_of_simulation: the file is closed
+            },
+            sc_time(1, sc_core::SC_SEC));
+        cycles = b.rtl.cycles();
+    }
+    void* r = fstReaderOpen(file.c_str());
+    ASSERT_NE(r, nullptr) << file << " is no FST file";
+    // Each unit's pins under its own scope.
+    std::vector<std::string> scope, names;
+    fstHandle clk = 0;
+    while (fstHier* h = fstReaderIterateHier(r)) {
+        if (h->htyp == FST_HT_SCOPE) {
+            scope.emplace_back(h->u.scope.name, h->u.scope.name_length);
+        } else if (h->htyp == FST_HT_UPSCOPE) {
+            scope.pop_back();
+        } else if (h->htyp == FST_HT_VAR) {
+            std::string n(h->u.var.name, h->u.var.name_length);
+            n = n.substr(0, n.find(' '));
+            std::string path;
+            for (const std::string& s : scope) path += s + ".";
+            if (path.find("rtl.cq_writer.") != std::string::npos && n == "clk" && !clk) clk = h->u.var.handle;
+            names.push_back(path + n);
+        }
+    }
+    auto has = [&](const std::string& suffix) {
+        return std::any_of(names.begin(), names.end(), [&](const std::string& n) {
+            return n.size() >= suffix.size() &&
+                   n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
+        });
+    };
+    for (const char* pin : {"rtl.cq_writer.cq_writer.cmp_valid", "rtl.cq_writer.cq_writer.cmp_cqe",
+                            "rtl.cq_writer.cq_writer.mw_valid", "rtl.cq_writer.cq_writer.mw_data",
+                            "rtl.cq_writer.cq_writer.rsp_reason", "pk.pkey_checker.pkey_checker.req_pkey",
+                            "pk.pkey_checker.pkey_checker.tbl_we"})
+        EXPECT_TRUE(has(pin)) << pin << " not among " << ::testing::PrintToString(names);
+    // The CQ writer's clock rises once per cycle its transactor ran: gated while idle.
+    ASSERT_NE(clk, 0u);
+    struct edges {
+        uint64_t rising = 0;
+    } e;
+    fstReaderClrFacProcessMaskAll(r);
+    fstReaderSetFacProcessMask(r, clk);
+    fstReaderIterBlocks(
+        r,
+        [](void* user, uint64_t, fstHandle, const unsigned char* v) {
+            if (v && v[0] == '1') ++static_cast<edges*>(user)->rising;
+        },
+        &e, nullptr);
+    EXPECT_EQ(e.rising, cycles);
+    EXPECT_GT(cycles, 200u);
+    fstReaderClose(r);
+    std::filesystem::remove(file);
 }
