@@ -522,8 +522,11 @@ SIM_TEST(CosimCqStimulus, a_dump_of_the_tlm_cq_writer_replays_against_the_rtl_al
         EXPECT_FALSE(r.ok());
         cq_rtl_answer want = edited->answer;
         want.disarmed = false;
-        EXPECT_EQ(r.mismatch, e.where(*edited) + ": the answers differ: dump " + want.str() + "; RTL " +
-                                  edited->answer.str());
+        char tag[8];
+        std::snprintf(tag, sizeof tag, "0x%x", unsigned(want.tag));
+        EXPECT_EQ(r.mismatch, e.where(*edited) + ": the answers differ: dump tag " + tag + ", " + want.str() +
+                                  "; RTL tag " + tag + ", " + edited->answer.str());
+        std::printf("edited dump: %s\n", r.mismatch.c_str());
     });
     std::remove(edited_path.c_str());
     std::remove(path.c_str());

@@ -263,12 +263,13 @@ private:
                 a.disarmed = rsp_disarmed.read();
                 const cq_stim_record* r = next();
                 if (!r || r->kind != 'A')
-                    fail(r ? r : req, "the RTL answered (" + a.str() + "); " + expected() + " (request at " +
-                                          s_.where(*req) + ")");
+                    fail(r ? r : req, "the RTL answered (tag " + hex(a.tag) + ", " + a.str() + "); " +
+                                          expected() + " (request at " + s_.where(*req) + ")");
                 ++i_;
                 ++result_.answers;
                 if (!(a == r->answer))
-                    fail(r, "the answers differ: dump " + r->answer.str() + "; RTL " + a.str());
+                    fail(r, "the answers differ: dump tag " + hex(r->answer.tag) + ", " + r->answer.str() +
+                                "; RTL tag " + hex(a.tag) + ", " + a.str());
                 wait(clk.negedge_event());
                 for (int c = 0; !idle.read() && c < 10; ++c) wait(clk.negedge_event());
                 if (!idle.read()) fail(r, "the RTL is not idle after its answer");
