@@ -1,5 +1,6 @@
 #include "model/hca/cq_stimulus.h"
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -68,51 +69,93 @@ public:
     ~cq_stimulus_writer() override { release(); }
 
     void complete(const sc_time& t, uint8_t tag, uint32_t cqn, const hw::cqe& e, bool solicited) override {
-        f_.printf("C %llu %02x %06x %u ", (unsigned long long)to_ps(t), tag, cqn & 0xFFFFFF,
-                  solicited ? 1u : 0u);
-        data_line(&e, sizeof e);
+        int n = std::snprintf(line_, sizeof line_, "C %llu %02x %06x %u ", (unsigned long long)to_ps(t), tag,
+                              cqn & 0xFFFFFF, solicited ? 1u : 0u);
+        n += put_data(line_ + n, &e, sizeof e);
+        input(n, true);
     }
     void event(const sc_time& t, uint8_t tag, uint8_t type, uint32_t resource, uint8_t subtype) override {
-        f_.printf("E %llu %02x %02x %02x %08x\n", (unsigned long long)to_ps(t), tag, type, subtype, resource);
+        input(std::snprintf(line_, sizeof line_, "E %llu %02x %02x %02x %08x\n", (unsigned long long)to_ps(t),
+                            tag, type, subtype, resource),
+              true);
     }
     void cq_context(const sc_time& t, uint8_t op, uint32_t cqn, uint64_t base, uint8_t log_size, uint16_t eqn,
                     uint32_t consumer) override {
-        f_.printf("Q %llu %x %06x %016llx %02x %04x %06x\n", (unsigned long long)to_ps(t), op & 3u,
-                  cqn & 0xFFFFFF, (unsigned long long)base, log_size & 0x1Fu, eqn, consumer & 0xFFFFFF);
+        input(std::snprintf(line_, sizeof line_, "Q %llu %x %06x %016llx %02x %04x %06x\n",
+                            (unsigned long long)to_ps(t), op & 3u, cqn & 0xFFFFFF, (unsigned long long)base,
+                            log_size & 0x1Fu, eqn, consumer & 0xFFFFFF),
+              false);
     }
     void eq_context(const sc_time& t, uint32_t eqn, uint64_t base, uint8_t log_size) override {
-        f_.printf("V %llu %04x %016llx %02x\n", (unsigned long long)to_ps(t), eqn & 0xFFFF,
-                  (unsigned long long)base, log_size & 0x1Fu);
+        input(std::snprintf(line_, sizeof line_, "V %llu %04x %016llx %02x\n", (unsigned long long)to_ps(t),
+                            eqn & 0xFFFF, (unsigned long long)base, log_size & 0x1Fu),
+              false);
     }
     void doorbell(const sc_time& t, uint32_t cqn, uint32_t consumer, uint8_t arm) override {
-        f_.printf("D %llu %06x %06x %x\n", (unsigned long long)to_ps(t), cqn & 0xFFFFFF, consumer & 0xFFFFFF,
-                  arm & 3u);
+        input(std::snprintf(line_, sizeof line_, "D %llu %06x %06x %x\n", (unsigned long long)to_ps(t),
+                            cqn & 0xFFFFFF, consumer & 0xFFFFFF, arm & 3u),
+              false);
     }
     void msi(const sc_time& t, uint64_t addr, uint32_t data) override {
-        f_.printf("M %llu %016llx %08x\n", (unsigned long long)to_ps(t), (unsigned long long)addr, data);
+        input(std::snprintf(line_, sizeof line_, "M %llu %016llx %08x\n", (unsigned long long)to_ps(t),
+                            (unsigned long long)addr, data),
+              false);
     }
     void write(const sc_time& t, uint64_t addr, const void* data, uint32_t len, bool err) override {
         if (len > 64) len = 64;  // the write master's widest write (never more: CQE, EQE, MSI)
-        f_.printf("W %llu %016llx %02x %u ", (unsigned long long)to_ps(t), (unsigned long long)addr, len,
-                  err ? 1u : 0u);
-        data_line(data, len);
+        int n = std::snprintf(line_, sizeof line_, "W %llu %016llx %02x %u ", (unsigned long long)to_ps(t),
+                              (unsigned long long)addr, len, err ? 1u : 0u);
+        n += put_data(line_ + n, data, len);
+        f_.write(line_, size_t(n));
     }
     void answer(const sc_time& t, const cq_rtl_answer& a) override {
-        f_.printf("A %llu %02x %u %u %u %u %u\n", (unsigned long long)to_ps(t), a.tag, a.written ? 1u : 0u,
-                  a.reason & 7u, a.eqe ? 1u : 0u, a.msi ? 1u : 0u, a.disarmed ? 1u : 0u);
+        f_.write(line_,
+                 size_t(std::snprintf(line_, sizeof line_, "A %llu %02x %u %u %u %u %u\n",
+                                      (unsigned long long)to_ps(t), a.tag, a.written ? 1u : 0u, a.reason & 7u,
+                                      a.eqe ? 1u : 0u, a.msi ? 1u : 0u, a.disarmed ? 1u : 0u)));
+        open_ = false;
+        // The inputs reported meanwhile, in order, up to the next completion or event: what the
+        // transactor drives now that the unit is idle again.
+        size_t done = 0, k = 0;
+        while (k < held_.size() && !open_) {
+            f_.write(held_text_.data() + done, held_[k].len);
+            done += held_[k].len;
+            open_ = held_[k++].request;
+        }
+        held_text_.erase(0, done);  // capacities are kept: no allocation once warmed
+        held_.erase(held_.begin(), held_.begin() + long(k));
     }
     void close() override {
         if (closed_) return;
         closed_ = true;
         release();
+        if (open_ || !held_.empty()) {  // the run ended inside a transaction
+            f_.write("# the run ended before the answer to the last C or E above; held inputs follow\n");
+            f_.write(held_text_);
+        }
         f_.commit();  // throws config_error naming the file; the temporary is removed then
     }
 
 private:
-    void data_line(const void* data, uint32_t n) {
-        put_hex_bytes(hex_, data, n);
-        hex_[2 * n] = '\n';
-        f_.write(hex_, 2 * n + 1);
+    /// `n` bytes as hex (put_hex_bytes) and a newline; returns the characters written.
+    static int put_data(char* out, const void* data, uint32_t n) {
+        put_hex_bytes(out, data, n);
+        out[2 * n] = '\n';
+        return int(2 * n + 1);
+    }
+    /// An input line in line_: written now, or, while a completion or event is unanswered, held
+    /// until its answer. The unit takes inputs only while idle (the transactor drives a port
+    /// write or request queued meanwhile after the answer), so the file keeps the pins' order
+    /// whether the caller reports in call order (impl=rtl: calls queue in the transactor) or
+    /// not (impl=tlm: every call is whole).
+    void input(int n, bool request) {
+        if (open_) {
+            held_text_.append(line_, size_t(n));
+            held_.push_back({uint32_t(n), request});
+            return;
+        }
+        f_.write(line_, size_t(n));
+        open_ = request;
     }
     void release() {
         std::lock_guard<std::mutex> lock(open_paths_mutex);
@@ -120,9 +163,16 @@ private:
         registered_ = false;
     }
 
+    struct held {
+        uint32_t len;
+        bool request;
+    };
     std::string path_;
     output_file f_;
-    char hex_[2 * 64 + 1] = {};
+    char line_[64 + 2 * 64 + 2] = {};  // the longest record: C or W with 64 bytes
+    bool open_ = false;                // a C or E written, its A not yet
+    std::string held_text_;            // inputs reported while open_, in order
+    std::vector<held> held_;
     bool closed_ = false, registered_ = false;
 };
 

@@ -153,6 +153,46 @@ TEST(CqStimulus, every_record_kind_round_trips_through_the_writer_and_the_reader
     std::remove(path.c_str());
 }
 
+TEST(CqStimulus, inputs_reported_inside_a_transaction_are_written_after_its_answer_as_the_pins_take_them) {
+    // impl=rtl: the cq_writer reports calls as they come, the transactor queues them and drives
+    // each only when the unit is idle. The file keeps the pins' order.
+    const std::string path = temp_file("order.stim");
+    std::mt19937 rng(9);
+    const hw::cqe e = random_cqe(rng);
+    const uint32_t msi_data = 7;
+    auto w = open_cq_stimulus(path, "node0.hca.cq_writer");
+    auto answer = [](uint8_t tag) {
+        cq_rtl_answer a;
+        a.tag = tag;
+        a.written = true;
+        return a;
+    };
+    w->complete(sc_time(1, SC_NS), 1, 3, e, false);              // C1 taken
+    w->doorbell(sc_time(2, SC_NS), 3, 1, 1);                     // queued behind C1
+    w->complete(sc_time(3, SC_NS), 2, 3, e, false);              // queued
+    w->msi(sc_time(4, SC_NS), 0xE000, msi_data);                 // queued behind C2
+    w->write(sc_time(10, SC_NS), 0x1000, &e, 64, false);         // C1's CQE
+    w->answer(sc_time(11, SC_NS), answer(1));                    // -> D, C2 go out
+    w->write(sc_time(20, SC_NS), 0x1040, &e, 64, false);         // C2's CQE
+    w->event(sc_time(21, SC_NS), 3, hw::EQE_PORT_CHANGE, 1, 0);  // queued behind C2
+    w->answer(sc_time(22, SC_NS), answer(2));                    // -> M, E
+    w->write(sc_time(30, SC_NS), 0x8000, &e, 32, false);         // E's EQE
+    w->answer(sc_time(31, SC_NS), answer(3));
+    w->complete(sc_time(40, SC_NS), 4, 3, e, false);  // never answered: the run ends
+    w->doorbell(sc_time(41, SC_NS), 3, 2, 0);
+    w->close();
+    const cq_stimulus s = read_cq_stimulus(path);
+    std::string order;
+    for (const cq_stim_record& r : s.records)
+        order += r.kind + std::to_string(r.kind == 'W' ? r.addr : r.tag) + " ";
+    EXPECT_EQ(order, "C1 W4096 A1 D0 C2 W4160 A2 M0 E3 W32768 A3 C4 D0 ");
+    EXPECT_NE(
+        slurp(path).find("# the run ended before the answer to the last C or E above; held inputs follow\n"
+                         "D 41000 000003 000002 0\n"),
+        std::string::npos);
+    std::remove(path.c_str());
+}
+
 TEST(CqStimulus, malformed_lines_are_refused_with_file_and_line) {
     const std::string path = temp_file("bad.stim");
     const std::string cqe(128, '0');
