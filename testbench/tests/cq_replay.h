@@ -250,6 +250,10 @@ private:
                         fail(w, "byte " + std::to_string(b) + " of the " + std::to_string(w->len) +
                                     "-byte write to " + hex(w->addr) + " differs: dump " + hex(w->data[b]) +
                                     ", RTL " + hex(got_[b]));
+                for (uint32_t b = w->len; b < 64; ++b)
+                    if (got_[b] != 0)
+                        fail(w, "byte " + std::to_string(b) + " of mw_data is " + hex(got_[b]) +
+                                    " beyond mw_len " + std::to_string(w->len) + " (the contract: zero)");
                 resp_err_ = w->flag;
                 resp_pending_ = true;
             }
