@@ -53,8 +53,16 @@ def read(path):
                 raise StimulusError(f"{path}:{n}: malformed record: {line.rstrip()}")
             try:
                 r = {"kind": kw, "line": n, "time": int(rest[0], 10)}
-                for (name, _), text in zip(FIELDS[kw], rest[1:]):
+                for (name, digits), text in zip(FIELDS[kw], rest[1:]):
                     r[name] = int(text, 16)
+                    if digits is None:  # a write's data: exactly 2 x len digits
+                        digits = 2 * r["len"]
+                        if len(text) != digits:
+                            raise ValueError(f"{name}: expected {digits} hex digits, got {len(text)}")
+                    elif name == "cqe" and len(text) != digits:
+                        raise ValueError(f"cqe: expected {digits} hex digits, got {len(text)}")
+                    if r[name] >> (4 * digits):
+                        raise ValueError(f"{name} {text} does not fit its pins")
             except ValueError as e:
                 raise StimulusError(f"{path}:{n}: {e}") from None
             if kw == "C":
