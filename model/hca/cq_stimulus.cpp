@@ -1,11 +1,12 @@
 #include "model/hca/cq_stimulus.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
+#include <vector>
 
 #include "model/core/output_file.h"
 #include "model/core/param.h"
