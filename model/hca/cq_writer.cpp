@@ -2,6 +2,7 @@
 
 #include "model/core/hex.h"
 #include "model/core/sim_time.h"
+#include "model/hca/cq_stimulus.h"
 
 #include <algorithm>
 #include <cstring>
@@ -33,6 +34,9 @@ cq_writer::cq_writer(const sc_module_name& name, const sc_time& hca_clock, unsig
                   "the verilated build impl=rtl|both runs: reference, or broken_owner (built with "
                   "CQW_BROKEN_OWNER: the owner bit ignores the ring's wrap; for testing the comparator)",
                   cq_writer_rtl::variants()),
+      rtl_lib("rtl_lib", "", "",
+              "impl=rtl|both: a plug-in library (a team's verilated build behind the C ABI of "
+              "rtl/abi/hcasim_rtl.h) to run instead of the built-in rtl_variant (docs/cosim.md)"),
       waves("waves", "", "",
             "impl=rtl|both: write the RTL's pins to this FST file (GTKWave); units and nodes naming the "
             "same file share it (--waves FILE)"),
@@ -74,6 +78,7 @@ cq_writer::cq_writer(const sc_module_name& name, const sc_time& hca_clock, unsig
     format_time_ = clock * double(write_cycles.get());
     format_ps_ = uint64_t(format_time_ / sc_time(1, SC_PS) + 0.5);
     if (impl.get() != "tlm") start_rtl(clock);
+    if (!dump_stimulus.get().empty()) probe_ = open_cq_stimulus(dump_stimulus, name(), clock, write_cycles);
 }
 
 // Context writes, doorbells and MSI registers: the model's state at once (impl=tlm|both), the

@@ -91,6 +91,7 @@ public:
     param<std::string> cqc_cache_index;   ///< mod|hash: how a CQN picks its set
     param<std::string> impl;              ///< tlm|rtl|both
     param<std::string> rtl_variant;       ///< reference|broken_owner (a deliberately wrong build)
+    param<std::string> rtl_lib;           ///< a plug-in library (rtl/abi/hcasim_rtl.h) instead ("": none)
     param<std::string> waves;             ///< FST file of the RTL's pins ("": none)
     param<double> time_tolerance_ns;   ///< impl=both: how far the RTL's write times may lie from the model's
     param<std::string> dump_stimulus;  ///< --dump-stimulus: the unit's transactions to this file
@@ -109,6 +110,11 @@ public:
     /// impl=both: the report of the first difference between the model and the RTL ("" while
     /// they agree). The simulation was stopped when it was made.
     const std::string& divergence() const { return divergence_; }
+    /// --dump-stimulus: writes the dump out (after the run; config_error naming the file if it
+    /// cannot). Nothing without the option.
+    void close_stimulus() {
+        if (probe_) probe_->close();
+    }
     /// Transactions handed to the RTL or waiting for their time, not yet taken by it.
     size_t rtl_pending() const { return waiting_.size() + handed_.size() + (parked_ ? 1 : 0); }
 

@@ -52,7 +52,8 @@ void cq_writer::start_rtl(const sc_time& clock) {
                            " EQ contexts");
     compare_ = impl.get() == "both";
     tolerance_ = sc_time(time_tolerance_ns.get(), SC_NS);
-    rtl_ = std::make_unique<cq_writer_rtl>("rtl", rtl_variant, clock, static_cast<cq_rtl_client&>(*this));
+    rtl_ = std::make_unique<cq_writer_rtl>("rtl", rtl_variant, rtl_lib, clock, waves,
+                                           static_cast<cq_rtl_client&>(*this));
     rtl_mem_ = std::make_unique<tlm_utils::simple_target_socket<cq_writer>>("rtl_mem");
     rtl_mem_->register_b_transport(this, &cq_writer::rtl_write);
     rtl_->dma.socket.bind(*rtl_mem_);
@@ -433,8 +434,8 @@ void cq_writer::diverge(const std::string& what, const rtl_op* o, const std::str
         }
     }
     r += detail;
-    r += waves.get().empty() ? std::string("  waveform: none (run with --waves FILE.fst)\n")
-                             : "  waveform: " + waves.get() + "\n";
+    r += rtl_->waves_file().empty() ? std::string("  waveform: none (run with --waves FILE.fst)\n")
+                                    : "  waveform: " + rtl_->waves_file() + "\n";
     divergence_ = r;
     sc_stop();
 }

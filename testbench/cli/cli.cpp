@@ -10,6 +10,7 @@
 
 #include "model/core/log.h"
 #include "model/core/param.h"
+#include "model/hca/cq_stimulus.h"
 #include "testbench/cli/presets.h"
 #include "testbench/workloads/msg_rate.h"
 #include "testbench/workloads/workloads.h"
@@ -224,6 +225,11 @@ void describe_options(po::options_description& desc) {
         ("waves", po::value<std::string>(), "write the pins of every unit run as RTL (--set hca.pkey_checker.impl=rtl|both, "
                                             "hca.cq_writer.impl=rtl|both) to FILE as FST (GTKWave); same as --set "
                                             "hca.pkey_checker.waves=FILE --set hca.cq_writer.waves=FILE (docs/cosim.md)")
+        ("dump-stimulus", po::value<std::vector<std::string>>()->composing(),
+         "UNIT=FILE: record the unit's transactions at its RTL pins (inputs, expected host memory writes with their "
+         "responses, answers) as text a SystemVerilog or cocotb testbench reads; UNIT hca.cq_writer (every node, "
+         "each to FILE with .nodeN before the extension) or nodeN.hca.cq_writer (that node, to FILE); repeatable; "
+         "same as --set UNIT.dump_stimulus=FILE (docs/cosim.md)")
         ("pcap", po::value<std::string>(), "write one wire capture per cable to DIR/link<N>.pcap (and DIR/link_sm.pcap), "
                                            "every packet from LRH through VCRC with its simulated time, for "
                                            "Wireshark/tshark (docs/traces.md)")
@@ -425,6 +431,43 @@ void parse_dump_topology(const po::variables_map& vm, run_options& o) {
                 " has nothing to do");
 }
 
+/// --dump-stimulus UNIT=FILE (repeatable): the units whose pins can be dumped, one file each.
+void parse_dump_stimulus(const po::variables_map& vm, run_options& o) {
+    for (const std::string& s : vm["dump-stimulus"].as<std::vector<std::string>>()) {
+        const auto eq = s.find('=');
+        if (eq == std::string::npos)
+            throw config_error("--dump-stimulus: expected UNIT=FILE (e.g. hca.cq_writer=cq.stim), got '" + s +
+                               "'");
+        const std::string unit = s.substr(0, eq), file = s.substr(eq + 1);
+        const bool generic = unit == "hca.cq_writer";
+        const bool one_node = unit.size() > 18 && unit.rfind("node", 0) == 0 &&
+                              unit.compare(unit.size() - 14, 14, ".hca.cq_writer") == 0 &&
+                              unit.find_first_not_of("0123456789", 4) == unit.size() - 14;
+        if (!generic && !one_node)
+            throw config_error("--dump-stimulus: unknown unit '" + unit +
+                               "' (expected hca.cq_writer or nodeN.hca.cq_writer)");
+        if (file.empty()) throw config_error("--dump-stimulus " + unit + "=: expected a file name");
+        for (const auto& [u, f] : o.dump_stimulus)
+            if (u == unit)
+                throw config_error("--dump-stimulus " + unit + ": given twice ('" + f + "', '" + file + "')");
+        o.dump_stimulus.emplace_back(unit, file);
+    }
+    const char* why = nullptr;
+    if (!o.sweeps.empty())
+        why = "--sweep makes several runs";
+    else if (o.workload == "qp_scale")
+        why = "qp_scale makes several runs";
+    else if (o.workload == "attack_suite")
+        why = "attack_suite builds machines of its own";
+    else if (o.workload.rfind("dma_", 0) == 0)
+        why = "the dma_* workloads run the PCIe link alone (no HCA)";
+    else if (!o.dump_topology.empty())
+        why = "--dump-topology exits without running";
+    else if (vm.count("bench-events"))
+        why = "--bench-events runs no HCA";
+    if (why) throw config_error(std::string("--dump-stimulus records one run: ") + why);
+}
+
 /// The output files and directories (--stats-json, --record, --timeline and its filters,
 /// --waves, --pcap), refused where the run cannot write them.
 void parse_outputs(const po::variables_map& vm, run_options& o) {
@@ -469,6 +512,7 @@ void parse_outputs(const po::variables_map& vm, run_options& o) {
                                "': hcasim writes FST (GTKWave opens it); name the file .fst");
     }
     if (vm.count("dump-topology")) parse_dump_topology(vm, o);
+    if (vm.count("dump-stimulus")) parse_dump_stimulus(vm, o);
     if (vm.count("pcap")) {
         o.pcap_dir = vm["pcap"].as<std::string>();
         if (o.pcap_dir.empty()) throw config_error("--pcap: expected a directory");
@@ -713,6 +757,9 @@ void apply_config(const run_options& opts) {
     if (!opts.waves.empty())
         for (const char* unit : {"hca.pkey_checker.waves", "hca.cq_writer.waves"})
             b.set(unit, opts.waves, "--waves");
+    for (const auto& [unit, file] : opts.dump_stimulus)
+        b.set(unit + ".dump_stimulus", unit.rfind("node", 0) == 0 ? file : cq_stimulus_per_node(file),
+              "--dump-stimulus");
     for (const auto& s : opts.sets) b.set_override(s);
     for (const auto& [key, value] : opts.point) b.set(key, value, "--sweep");
     for (const auto& l : opts.logs) log_settings::instance().set(l);

@@ -70,6 +70,9 @@ struct run_options {
     std::string waves;              ///< --waves FILE: FST of the P_Key checker RTL's pins; empty = none
     std::string pcap_dir;           ///< --pcap DIR: one wire capture per cable (docs/traces.md); empty = none
     std::string dump_topology;      ///< --dump-topology FILE: write the fabric and exit; empty = none
+    /// --dump-stimulus UNIT=FILE, in order: (UNIT, FILE) with UNIT `hca.cq_writer` (every node)
+    /// or `nodeN.hca.cq_writer`; apply_config sets UNIT.dump_stimulus from them.
+    std::vector<std::pair<std::string, std::string>> dump_stimulus;
     std::vector<std::string>
         warnings;  ///< options given that the workload uses only in part (printed, not fatal)
     std::vector<std::string> command_line;  ///< argv, for the stats JSON's "run" block
@@ -119,7 +122,9 @@ std::vector<uint64_t> parse_counts(const std::string& text, const char* what = "
 constexpr uint64_t max_mr_scale_regions = uint64_t(1) << 20;
 
 /// Loads every --config (a file or a preset by name, resolve_config) into the broker in order,
-/// then --mrs (key workload.mrs), --waves (key hca.pkey_checker.waves), then every --set.
+/// then --mrs (key workload.mrs), --waves (key hca.pkey_checker.waves), --dump-stimulus (key
+/// UNIT.dump_stimulus; for `hca.cq_writer`, every node: FILE with `.{node}` before its
+/// extension, cq_stimulus_per_node), then every --set.
 void apply_config(const run_options& opts);
 
 /// Sets broker key `link.seed` to the run seed (origin "--seed"). Call before apply_config, so

@@ -334,6 +334,8 @@ std::vector<run_report> run(const run_spec& spec, elaboration_help* help_out, st
     }
     if (m && !spec.pcap_dir.empty()) close_captures(*m, spec.comm);
     if (tl) tl->close();
+    if (m)
+        for (size_t i = 0; i < m->size(); ++i) m->at(unsigned(i)).adapter.cqs.close_stimulus();  // --dump-stimulus
     if (m) print_cosim_summary(std::cout, *m);
     const std::string app_error = app ? app->error : many ? many->error : std::string();
     std::string why = run_failure(m.get(), app_error, reports.size(), spec.phases.size());
