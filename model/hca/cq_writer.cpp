@@ -78,7 +78,8 @@ cq_writer::cq_writer(const sc_module_name& name, const sc_time& hca_clock, unsig
     format_time_ = clock * double(write_cycles.get());
     format_ps_ = uint64_t(format_time_ / sc_time(1, SC_PS) + 0.5);
     if (impl.get() != "tlm") start_rtl(clock);
-    if (!dump_stimulus.get().empty()) probe_ = open_cq_stimulus(dump_stimulus, name(), clock, write_cycles);
+    if (!dump_stimulus.get().empty())
+        probe_ = open_cq_stimulus(dump_stimulus, this->name(), clock, write_cycles);
 }
 
 // Context writes, doorbells and MSI registers: the model's state at once (impl=tlm|both), the

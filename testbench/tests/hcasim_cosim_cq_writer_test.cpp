@@ -82,11 +82,11 @@ TEST(HcasimCosimCqWriter, both_compares_every_transaction_and_write_and_ends_wit
             EXPECT_EQ(j["results"][i][f], tlm["results"][i][f]) << f;
     const std::string head =
         " co-simulation (hca.cq_writer.impl=both on node0, node1): " + std::to_string(compared) +
-        " transactions compared, " + std::to_string(writes) + " host memory writes compared (times at most ";
+        " transactions compared, " + std::to_string(writes) + " host memory writes compared (latency within ";
     const size_t at = r.out.rfind(head);
     ASSERT_NE(at, std::string::npos) << r.out;
-    EXPECT_EQ(r.out.substr(r.out.size() - std::string(" ns apart), 0 divergences\n").size()),
-              " ns apart), 0 divergences\n")
+    EXPECT_EQ(r.out.substr(r.out.size() - std::string(" ns of the model's), 0 divergences\n").size()),
+              " ns of the model's), 0 divergences\n")
         << r.out;
     // A polled CQE: the RTL writes it WRITE_CYCLES + 2 cycles and the clock's alignment after the
     // model (8 + 2 .. 8 + 3 cycles of 1.25 ns against the model's 8): at most 3.75 ns apart.

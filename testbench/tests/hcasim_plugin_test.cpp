@@ -128,3 +128,39 @@ TEST(HcasimPlugin, an_unfit_library_is_a_one_line_error_naming_the_key_the_path_
         EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     }
 }
+
+TEST(HcasimPlugin, the_cq_writer_plugin_runs_cycle_for_cycle_as_the_builtin_and_the_broken_one_is_caught) {
+    // impl=rtl through the reference plug-in: the RTL decides every CQE, so the results and every
+    // counter equal the built-in build's.
+    const std::string run =
+        "--workload send_bw --size 64 --qps 2 --iters 1500 --verify --set hca.cq_writer.impl=rtl";
+    nlohmann::json builtin, plugin;
+    const result rb = run_hcasim_stats(run, "cq_plugin_builtin", &builtin);
+    const result rp = run_hcasim_stats(run + " --set hca.cq_writer.rtl_lib=" HCASIM_RTL_CQ_WRITER_LIB,
+                                       "cq_plugin_lib", &plugin);
+    ASSERT_EQ(rb.code, 0) << rb.err;
+    ASSERT_EQ(rp.code, 0) << rp.err;
+    EXPECT_GT(plugin["counters"].value("node1.hca.cq_writer.rtl_cycles", uint64_t(0)), 0u);
+    EXPECT_EQ(plugin["counters"], builtin["counters"]);
+    EXPECT_EQ(plugin["results"], builtin["results"]);
+    // The broken build as a plug-in, side by side with the model: the divergence report at the
+    // first CQE of a ring's second pass (2048 entries), exit 1.
+    const result broken = run_hcasim(
+        "--workload send_bw --size 64 --iters 3000 --set hca.cq_writer.impl=both "
+        "--set hca.cq_writer.rtl_lib=" HCASIM_RTL_CQ_WRITER_BROKEN_LIB,
+        "cq_plugin_broken");
+    EXPECT_EQ(broken.code, 1) << broken.err;
+    EXPECT_NE(broken.err.find("co-simulation divergence (hca.cq_writer.impl=both):\n"), std::string::npos)
+        << broken.err;
+    EXPECT_NE(broken.err.find("the host memory writes differ\n"), std::string::npos) << broken.err;
+    EXPECT_NE(broken.err.find("  bytes that differ: 63 (TLM 00, RTL 01)\n"), std::string::npos) << broken.err;
+    // A pkey_checker library named as the CQ writer's: exit 2 naming the key.
+    const result wrong = run_hcasim(
+        "--workload write_bw --iters 10 --set hca.cq_writer.impl=rtl "
+        "--set hca.cq_writer.rtl_lib=" HCASIM_RTL_PKEY_CHECKER_LIB,
+        "cq_plugin_wrong");
+    EXPECT_EQ(wrong.code, 2);
+    EXPECT_EQ(wrong.err, std::string("hcasim: error: node0.hca.cq_writer.rtl_lib: '") +
+                             HCASIM_RTL_PKEY_CHECKER_LIB +
+                             "': a plug-in for the 'pkey_checker' unit, not the 'cq_writer'\n");
+}

@@ -232,8 +232,8 @@ void print_cosim_summary(std::ostream& os, machine& m) {
            << " verdicts compared, " << divs(pkey_div) << "\n";
     if (!cq_nodes.empty()) {
         os << " co-simulation (hca.cq_writer.impl=both on " << cq_nodes << "): " << answers
-           << " transactions compared, " << writes << " host memory writes compared (times at most "
-           << ns3(skew) << " ns apart), " << divs(cq_div);
+           << " transactions compared, " << writes << " host memory writes compared (latency within "
+           << ns3(skew) << " ns of the model's), " << divs(cq_div);
         if (pending) os << " (" << pending << " still with the RTL when the run ended)";
         os << "\n";
     }
@@ -335,7 +335,8 @@ std::vector<run_report> run(const run_spec& spec, elaboration_help* help_out, st
     if (m && !spec.pcap_dir.empty()) close_captures(*m, spec.comm);
     if (tl) tl->close();
     if (m)
-        for (size_t i = 0; i < m->size(); ++i) m->at(unsigned(i)).adapter.cqs.close_stimulus();  // --dump-stimulus
+        for (size_t i = 0; i < m->size(); ++i)
+            m->at(unsigned(i)).adapter.cqs.close_stimulus();  // --dump-stimulus
     if (m) print_cosim_summary(std::cout, *m);
     const std::string app_error = app ? app->error : many ? many->error : std::string();
     std::string why = run_failure(m.get(), app_error, reports.size(), spec.phases.size());
