@@ -4,7 +4,9 @@
 // byte, per-node selection, and one-line errors for what cannot work.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -145,4 +147,19 @@ TEST(HcasimCosimCqWriter, what_the_rtl_is_not_built_for_is_a_one_line_error) {
         run_hcasim("--workload write_bw --iters 10 --set hca.cq_writer.rtl_variant=nope", "cosim_cq_bad");
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("broken_owner"), std::string::npos) << r.err;
+}
+
+TEST(HcasimCosimCqWriter, waves_writes_the_cq_writers_pins_and_needs_some_unit_as_rtl) {
+    const std::string file = ::testing::TempDir() + "cosim_cq_waves_" + std::to_string(getpid()) + ".fst";
+    std::filesystem::remove(file);
+    const result r = run_hcasim(
+        "--workload write_lat --size 8 --iters 20 --set hca.cq_writer.impl=rtl --waves '" + file + "'", "cq_waves");
+    EXPECT_EQ(r.code, 0) << r.err;
+    ASSERT_TRUE(std::filesystem::exists(file));
+    EXPECT_GT(std::filesystem::file_size(file), 100u);
+    std::filesystem::remove(file);
+    const result none = run_hcasim("--workload write_lat --size 8 --iters 20 --waves '" + file + "'", "cq_waves");
+    EXPECT_EQ(none.code, 2);
+    EXPECT_NE(none.err.find("no node runs a unit as RTL"), std::string::npos) << none.err;
+    EXPECT_FALSE(std::filesystem::exists(file));
 }
