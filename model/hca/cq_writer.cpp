@@ -98,10 +98,7 @@ void cq_writer::load_cq(uint32_t cqn, const hw::cq_context& c) {
     o.addr = c.base;
     o.log_size = c.log_size;
     o.eqn = c.eqn;
-    if (probe_ && (!rtl_ || compare_))
-        probe_->cq_context(sim_now(), 1, cqn, c.base, c.log_size, c.eqn, 0);  // (rtl: when handed to it)
-    if (rtl_) to_rtl(o, sim_now());
-    if (!rtl_ || compare_) apply_port_write(o);
+    port_write(o);
 }
 
 void cq_writer::destroy_cq(uint32_t cqn) {
@@ -112,10 +109,7 @@ void cq_writer::destroy_cq(uint32_t cqn) {
     o.kind = OP_CQC;
     o.code = 2;
     o.num = cqn;
-    if (probe_ && (!rtl_ || compare_))
-        probe_->cq_context(sim_now(), 2, cqn, 0, 0, 0, 0);  // (rtl: when handed to it)
-    if (rtl_) to_rtl(o, sim_now());
-    if (!rtl_ || compare_) apply_port_write(o);
+    port_write(o);
 }
 
 void cq_writer::load_eq(uint32_t eqn, const hw::eq_context& e) {
@@ -124,10 +118,7 @@ void cq_writer::load_eq(uint32_t eqn, const hw::eq_context& e) {
     o.num = eqn;
     o.addr = e.base;
     o.log_size = e.log_size;
-    if (probe_ && (!rtl_ || compare_))
-        probe_->eq_context(sim_now(), eqn, e.base, e.log_size);  // (rtl: when handed to it)
-    if (rtl_) to_rtl(o, sim_now());
-    if (!rtl_ || compare_) apply_port_write(o);
+    port_write(o);
 }
 
 void cq_writer::set_msi(uint64_t addr, uint32_t data) {
@@ -135,9 +126,7 @@ void cq_writer::set_msi(uint64_t addr, uint32_t data) {
     o.kind = OP_MSI;
     o.addr = addr;
     o.value = data;
-    if (probe_ && (!rtl_ || compare_)) probe_->msi(sim_now(), addr, data);  // (rtl: when handed to it)
-    if (rtl_) to_rtl(o, sim_now());
-    if (!rtl_ || compare_) apply_port_write(o);
+    port_write(o);
 }
 
 void cq_writer::doorbell(uint32_t cqn, uint32_t consumer, hw::cq_arm arm) {
@@ -147,8 +136,11 @@ void cq_writer::doorbell(uint32_t cqn, uint32_t consumer, hw::cq_arm arm) {
     o.num = cqn;
     o.value = consumer & 0xFFFFFF;
     o.code = uint8_t(arm);
-    if (probe_ && (!rtl_ || compare_))
-        probe_->doorbell(sim_now(), cqn, o.value, o.code);  // (rtl: when handed to it)
+    port_write(o);
+}
+
+void cq_writer::port_write(rtl_op& o) {
+    if (probe_ && (!rtl_ || compare_)) record_input(o, sim_now());  // (rtl: when handed over)
     if (rtl_) to_rtl(o, sim_now());
     if (!rtl_ || compare_) apply_port_write(o);
 }
@@ -240,11 +232,10 @@ bool cq_writer::resize_now(uint32_t cqn, uint64_t base, uint8_t log_size, uint32
     o.addr = base;
     o.log_size = log_size;
     o.value = consumer;
-    if (!rtl_) {
-        if (probe_) probe_->cq_context(sim_now() + delay, 3, cqn, base, log_size, 0, consumer);
-    } else if (compare_) {
-        if (probe_) probe_->cq_context(sim_now() + delay, 3, cqn, base, log_size, 0, consumer);
-        to_rtl(o, sim_now());  // behind what the RTL has still to do: it writes that to the old ring too
+    if (!rtl_ || compare_) {
+        if (probe_) record_input(o, sim_now() + delay);
+        if (rtl_)
+            to_rtl(o, sim_now());  // behind what the RTL has still to do: it writes that to the old ring too
     } else {
         hand(o);  // impl=rtl, in the queue's turn: before anything queued after the command
     }
@@ -286,6 +277,22 @@ void cq_writer::cqc_lookup(uint32_t cqn, sc_time& delay) {
                               delay);
 }
 
+template <class Decide>
+bool cq_writer::request(rtl_op& o, sc_time& delay, Decide decide) {
+    const sc_time at = sim_now() + delay;  // both: the RTL takes it when the model does
+    if (rtl_ || probe_) o.tag = next_tag_++;
+    if (rtl_ && !compare_) {
+        to_rtl(o, at);  // (recorded when handed over)
+        return true;
+    }
+    if (probe_) record_input(o, at);
+    o.tlm = decide(delay);
+    o.tlm.tag = o.tag;
+    if (probe_) probe_->answer(sim_now() + delay, o.tlm);
+    if (rtl_) to_rtl(o, at);
+    return o.tlm.written;
+}
+
 bool cq_writer::complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_time& delay) {
     if (!cq_valid(cqn)) {
         if (!rtl_ && !probe_) return false;
@@ -294,24 +301,12 @@ bool cq_writer::complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_time& dela
         cqc_lookup(cqn, delay);
     }
     rtl_op o;
-    if (rtl_ || probe_) {
-        o.kind = OP_COMPLETE;
-        o.tag = next_tag_++;
-        o.num = cqn;
-        o.solicited = solicited;
-        o.cqe = e;
-        if (probe_ && !(rtl_ && !compare_)) probe_->complete(sim_now() + delay, o.tag, cqn, e, solicited);
-    }
-    const sc_time at = sim_now() + delay;  // both: the RTL takes it when the model does
-    if (rtl_ && !compare_) {
-        to_rtl(o, at);
-        return cq_valid(cqn) && !cqs_[cqn].overrun;
-    }
-    o.tlm = tlm_complete(cqn, e, solicited, delay);
-    o.tlm.tag = o.tag;
-    if (probe_) probe_->answer(sim_now() + delay, o.tlm);
-    if (rtl_) to_rtl(o, at);
-    return o.tlm.written;
+    o.kind = OP_COMPLETE;
+    o.num = cqn;
+    o.solicited = solicited;
+    if (rtl_ || probe_) o.cqe = e;
+    const bool written = request(o, delay, [&](sc_time& d) { return tlm_complete(cqn, e, solicited, d); });
+    return rtl_ && !compare_ ? cq_valid(cqn) && !cqs_[cqn].overrun : written;
 }
 
 cq_rtl_answer cq_writer::tlm_complete(uint32_t cqn, hw::cqe& e, bool solicited, sc_time& delay) {
@@ -366,23 +361,11 @@ cq_rtl_answer cq_writer::tlm_complete(uint32_t cqn, hw::cqe& e, bool solicited, 
 
 void cq_writer::post_event(uint8_t type, uint32_t resource, sc_time& delay, uint8_t subtype) {
     rtl_op o;
-    if (rtl_ || probe_) {
-        o.kind = OP_EVENT;
-        o.tag = next_tag_++;
-        o.code = type;
-        o.num = resource;
-        o.subtype = subtype;
-        if (probe_ && !(rtl_ && !compare_)) probe_->event(sim_now() + delay, o.tag, type, resource, subtype);
-    }
-    const sc_time at = sim_now() + delay;
-    if (rtl_ && !compare_) {
-        to_rtl(o, at);
-        return;
-    }
-    o.tlm = tlm_event(type, resource, delay, subtype);
-    o.tlm.tag = o.tag;
-    if (probe_) probe_->answer(sim_now() + delay, o.tlm);
-    if (rtl_) to_rtl(o, at);
+    o.kind = OP_EVENT;
+    o.code = type;
+    o.num = resource;
+    o.subtype = subtype;
+    request(o, delay, [&](sc_time& d) { return tlm_event(type, resource, d, subtype); });
 }
 
 cq_rtl_answer cq_writer::tlm_event(uint8_t type, uint32_t resource, sc_time& delay, uint8_t subtype) {

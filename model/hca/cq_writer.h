@@ -230,7 +230,14 @@ private:
                     sc_core::sc_time& delay);
     bool resize_in_turn(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_t consumer,
                         sc_core::sc_time& delay);
-    void hand(const rtl_op& o);  // into handed_, and to the transactor
+    /// A completion or event: decided by the model (impl=tlm|both) and queued for the RTL
+    /// (rtl|both), recorded by the probe; the model's `written` (impl=rtl: true).
+    template <class Decide>
+    bool request(rtl_op& o, sc_core::sc_time& delay, Decide decide);
+    /// A context, doorbell or MSI register write: the model's state and/or queued for the RTL.
+    void port_write(rtl_op& o);
+    void record_input(const rtl_op& o, const sc_core::sc_time& t);  // to the probe
+    void hand(const rtl_op& o);                                     // into handed_, and to the transactor
     void hand_over(const rtl_op& o);
     void rtl_answer(const cq_rtl_answer& a) override;
     void rtl_idle() override;

@@ -155,20 +155,25 @@ bool cq_writer::resize_in_turn(uint32_t cqn, uint64_t base, uint8_t log_size, ui
     return marker_ok_;
 }
 
-void cq_writer::hand_over(const rtl_op& o) {
-    const bool record = probe_ && !compare_;  // (both: the model's calls were recorded)
-    const sc_time& now = sim_now();
+void cq_writer::record_input(const rtl_op& o, const sc_time& t) {
     switch (o.kind) {
-    case OP_COMPLETE:
-        if (record) probe_->complete(now, o.tag, o.num, o.cqe, o.solicited);
-        rtl_->complete(o.tag, o.num, o.cqe, o.solicited);
-        return;
-    case OP_EVENT:
-        if (record) probe_->event(now, o.tag, o.code, o.num, o.subtype);
-        rtl_->post_event(o.tag, o.code, o.num, o.subtype);
-        return;
+    case OP_COMPLETE: probe_->complete(t, o.tag, o.num, o.cqe, o.solicited); return;
+    case OP_EVENT: probe_->event(t, o.tag, o.code, o.num, o.subtype); return;
+    case OP_CQC: probe_->cq_context(t, o.code, o.num, o.addr, o.log_size, o.eqn, o.value); return;
+    case OP_EQC: probe_->eq_context(t, o.num, o.addr, o.log_size); return;
+    case OP_DOORBELL: probe_->doorbell(t, o.num, o.value, o.code); return;
+    case OP_MSI: probe_->msi(t, o.addr, o.value); return;
+    case OP_SYNC:
+    case OP_RESIZE: return;  // (the model's own)
+    }
+}
+
+void cq_writer::hand_over(const rtl_op& o) {
+    if (probe_ && !compare_) record_input(o, sim_now());  // (both: the model's calls were recorded)
+    switch (o.kind) {
+    case OP_COMPLETE: rtl_->complete(o.tag, o.num, o.cqe, o.solicited); return;
+    case OP_EVENT: rtl_->post_event(o.tag, o.code, o.num, o.subtype); return;
     case OP_CQC:
-        if (record) probe_->cq_context(now, o.code, o.num, o.addr, o.log_size, o.eqn, o.value);
         if (o.code == 1)
             rtl_->load_cq(o.num, o.addr, o.log_size, o.eqn);
         else if (o.code == 2)
@@ -176,18 +181,9 @@ void cq_writer::hand_over(const rtl_op& o) {
         else
             rtl_->resize_cq(o.num, o.addr, o.log_size, o.value);
         return;
-    case OP_EQC:
-        if (record) probe_->eq_context(now, o.num, o.addr, o.log_size);
-        rtl_->load_eq(o.num, o.addr, o.log_size);
-        return;
-    case OP_DOORBELL:
-        if (record) probe_->doorbell(now, o.num, o.value, o.code);
-        rtl_->doorbell(o.num, o.value, o.code);
-        return;
-    case OP_MSI:
-        if (record) probe_->msi(now, o.addr, o.value);
-        rtl_->set_msi(o.addr, o.value);
-        return;
+    case OP_EQC: rtl_->load_eq(o.num, o.addr, o.log_size); return;
+    case OP_DOORBELL: rtl_->doorbell(o.num, o.value, o.code); return;
+    case OP_MSI: rtl_->set_msi(o.addr, o.value); return;
     case OP_SYNC:
     case OP_RESIZE: return;  // (never handed over: run_marker())
     }

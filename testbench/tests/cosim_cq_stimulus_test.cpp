@@ -494,21 +494,6 @@ void dump_random_stream(const std::string& path, unsigned ops, unsigned seed) {
     EXPECT_GT(st.disarmed, ops / 50);
 }
 
-/// Replays `path` against the reference or broken build in a child process; `check` sees
-/// the dump and the result there.
-template <class V>
-void replay_forked(const std::string& path, unsigned ready_percent,
-                   const std::function<void(const cq_stimulus&, const cq_replay_result&)>& check) {
-    run_forked([&] {
-        const cq_stimulus s = read_cq_stimulus(path);
-        cq_replay<V> r("replay", s, 7);
-        r.ready_percent = ready_percent;
-        r.max_resp_delay = ready_percent < 100 ? 3 : 0;
-        const cq_replay_result res = r.run();
-        check(s, res);
-    });
-}
-
 struct kinds {
     uint64_t inputs = 0, writes = 0, answers = 0;
 };
@@ -607,14 +592,6 @@ SIM_TEST(CosimCqStimulus, the_broken_rtl_fails_the_replay_at_the_first_wrong_own
 namespace {
 
 /// Runs a command; its exit status and what it printed (stdout and stderr).
-int run_command(const std::string& cmd, std::string& out) {
-    out.clear();
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    if (!p) return -1;
-    char buf[4096];
-    while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    return pclose(p);
-}
 
 }  // namespace
 

@@ -14,11 +14,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
 
 #include "model/hca/cq_stimulus.h"
+#include "testbench/tests/sim_fork.h"
 
 namespace hcasim::test {
 
@@ -352,5 +354,29 @@ private:
     uint32_t got_len_ = 0;
     uint8_t got_[64] = {};
 };
+
+/// Replays `path` against build V in a child process (a SystemC simulation each) with a bus
+/// ready `ready_percent` of the cycles; `check` sees the dump and the result there.
+template <class V>
+void replay_forked(const std::string& path, unsigned ready_percent,
+                   const std::function<void(const cq_stimulus&, const cq_replay_result&)>& check) {
+    run_forked([&] {
+        const cq_stimulus s = read_cq_stimulus(path);
+        cq_replay<V> r("replay", s, 7);
+        r.ready_percent = ready_percent;
+        r.max_resp_delay = ready_percent < 100 ? 3 : 0;
+        check(s, r.run());
+    });
+}
+
+/// Runs a shell command; its exit status, `out` its stdout and stderr.
+inline int run_command(const std::string& cmd, std::string& out) {
+    out.clear();
+    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+    if (!p) return -1;
+    char buf[4096];
+    while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    return pclose(p);
+}
 
 }  // namespace hcasim::test

@@ -19,16 +19,9 @@ using namespace hcasim::test;
 namespace {
 
 nlohmann::json run_json(const std::string& args, const std::string& tag, result* r_out = nullptr) {
-    nlohmann::json j;
-    const result r = run_hcasim_stats(args, "cosim_cq_" + tag, &j);
-    if (r_out) *r_out = r;
-    EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
-    return r.code == 0 ? j : nullptr;
+    return run_ok_json(args, "cosim_cq_" + tag, r_out);
 }
-
-uint64_t ctr(const nlohmann::json& j, const std::string& key) {
-    return j["counters"].value(key, uint64_t(0));
-}
+uint64_t ctr(const nlohmann::json& j, const std::string& key) { return json_counter(j, key); }
 
 }  // namespace
 
@@ -153,12 +146,14 @@ TEST(HcasimCosimCqWriter, waves_writes_the_cq_writers_pins_and_needs_some_unit_a
     const std::string file = ::testing::TempDir() + "cosim_cq_waves_" + std::to_string(getpid()) + ".fst";
     std::filesystem::remove(file);
     const result r = run_hcasim(
-        "--workload write_lat --size 8 --iters 20 --set hca.cq_writer.impl=rtl --waves '" + file + "'", "cq_waves");
+        "--workload write_lat --size 8 --iters 20 --set hca.cq_writer.impl=rtl --waves '" + file + "'",
+        "cq_waves");
     EXPECT_EQ(r.code, 0) << r.err;
     ASSERT_TRUE(std::filesystem::exists(file));
     EXPECT_GT(std::filesystem::file_size(file), 100u);
     std::filesystem::remove(file);
-    const result none = run_hcasim("--workload write_lat --size 8 --iters 20 --waves '" + file + "'", "cq_waves");
+    const result none =
+        run_hcasim("--workload write_lat --size 8 --iters 20 --waves '" + file + "'", "cq_waves");
     EXPECT_EQ(none.code, 2);
     EXPECT_NE(none.err.find("no node runs a unit as RTL"), std::string::npos) << none.err;
     EXPECT_FALSE(std::filesystem::exists(file));

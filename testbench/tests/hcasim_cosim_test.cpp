@@ -18,18 +18,10 @@ using namespace hcasim::test;
 
 namespace {
 
-/// Runs hcasim with `args` plus --stats-json; returns the JSON (null on failure).
 nlohmann::json run_json(const std::string& args, const std::string& tag, result* r_out = nullptr) {
-    nlohmann::json j;
-    const result r = run_hcasim_stats(args, "cosim_" + tag, &j);
-    if (r_out) *r_out = r;
-    EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
-    return r.code == 0 ? j : nullptr;
+    return run_ok_json(args, "cosim_" + tag, r_out);
 }
-
-uint64_t ctr(const nlohmann::json& j, const std::string& key) {
-    return j["counters"].value(key, uint64_t(0));
-}
+uint64_t ctr(const nlohmann::json& j, const std::string& key) { return json_counter(j, key); }
 
 }  // namespace
 

@@ -36,25 +36,6 @@ kinds count(const cq_stimulus& s) {
     return k;
 }
 
-/// Replays `path` against build V in a child process; `check` sees the dump and the result.
-template <class V>
-void replay_forked(const std::string& path, const std::function<void(const cq_stimulus&, const cq_replay_result&)>& check) {
-    run_forked([&] {
-        const cq_stimulus s = read_cq_stimulus(path);
-        cq_replay<V> r("replay", s, 3);
-        check(s, r.run());
-    });
-}
-
-int run_command(const std::string& cmd, std::string& out) {
-    out.clear();
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    if (!p) return -1;
-    char buf[4096];
-    while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    return pclose(p);
-}
-
 }  // namespace
 
 TEST(HcasimDumpStimulus, each_nodes_dump_replays_on_the_rtl_alone_whichever_implementation_ran) {
@@ -67,7 +48,8 @@ TEST(HcasimDumpStimulus, each_nodes_dump_replays_on_the_rtl_alone_whichever_impl
         const std::string file = dir + "/" + impl + ".stim";
         nlohmann::json j;
         const result r = run_hcasim_stats(
-            run + " --set hca.cq_writer.impl=" + impl + " --dump-stimulus hca.cq_writer='" + file + "'", "dump", &j);
+            run + " --set hca.cq_writer.impl=" + impl + " --dump-stimulus hca.cq_writer='" + file + "'",
+            "dump", &j);
         ASSERT_EQ(r.code, 0) << r.err;
         for (const char* node : {"node0", "node1"}) {
             SCOPED_TRACE(node);
@@ -80,7 +62,7 @@ TEST(HcasimDumpStimulus, each_nodes_dump_replays_on_the_rtl_alone_whichever_impl
             EXPECT_EQ(k.completions, cqes) << "every completion, written (none lost here)";
             EXPECT_EQ(k.answers, cqes);
             EXPECT_EQ(k.writes, cqes) << "one CQE write each (polled: no events)";
-            replay_forked<Vcq_writer>(path, [&](const cq_stimulus& d, const cq_replay_result& res) {
+            replay_forked<Vcq_writer>(path, 100, [&](const cq_stimulus& d, const cq_replay_result& res) {
                 EXPECT_TRUE(res.ok()) << res.mismatch;
                 const kinds n = count(d);
                 EXPECT_EQ(res.inputs, n.inputs);
@@ -101,16 +83,18 @@ TEST(HcasimDumpStimulus, each_nodes_dump_replays_on_the_rtl_alone_whichever_impl
     EXPECT_NE(out.find("cq_writer_replay: " + rtl_dump + ": "), std::string::npos) << out;
     EXPECT_NE(out.find(" match"), std::string::npos) << out;
     // The broken build stops at the first CQE of the ring's second pass, naming its line.
-    replay_forked<Vcq_writer_broken>(dir + "/tlm.node1.stim", [&](const cq_stimulus& d, const cq_replay_result& res) {
-        EXPECT_FALSE(res.ok());
-        const cq_stim_record* first = nullptr;
-        for (const cq_stim_record& w : d.records)
-            if (w.kind == 'W' && w.len == 64 && !(w.data[63] & hw::CQE_OWNER_BIT)) {
-                first = &w;
-                break;
-            }
-        ASSERT_NE(first, nullptr);
-        EXPECT_EQ(res.mismatch.rfind(d.where(*first) + ": byte 63 of the 64-byte write", 0), 0u) << res.mismatch;
-    });
+    replay_forked<Vcq_writer_broken>(
+        dir + "/tlm.node1.stim", 100, [&](const cq_stimulus& d, const cq_replay_result& res) {
+            EXPECT_FALSE(res.ok());
+            const cq_stim_record* first = nullptr;
+            for (const cq_stim_record& w : d.records)
+                if (w.kind == 'W' && w.len == 64 && !(w.data[63] & hw::CQE_OWNER_BIT)) {
+                    first = &w;
+                    break;
+                }
+            ASSERT_NE(first, nullptr);
+            EXPECT_EQ(res.mismatch.rfind(d.where(*first) + ": byte 63 of the 64-byte write", 0), 0u)
+                << res.mismatch;
+        });
     std::filesystem::remove_all(dir);
 }

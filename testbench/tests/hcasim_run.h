@@ -125,6 +125,21 @@ inline result run_hcasim_stats(const std::string& args, const std::string& tag, 
     return r;
 }
 
+/// run_hcasim_stats of a run that must succeed (a test failure otherwise): its stats JSON (null
+/// when it failed); `r_out` gets the result.
+inline nlohmann::json run_ok_json(const std::string& args, const std::string& tag, result* r_out = nullptr) {
+    nlohmann::json j;
+    const result r = run_hcasim_stats(args, tag, &j);
+    if (r_out) *r_out = r;
+    EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+    return r.code == 0 ? j : nullptr;
+}
+
+/// A counter of a stats JSON (0 if absent).
+inline uint64_t json_counter(const nlohmann::json& j, const std::string& key) {
+    return j["counters"].value(key, uint64_t(0));
+}
+
 /// Every result of a --verify run's stats JSON was checked (some bytes) and found right (no
 /// mismatch, no bad completion); `what` names the run in failure messages.
 inline void expect_verified(const nlohmann::json& j, const std::string& what) {
