@@ -193,21 +193,18 @@ private:
     void start_rtl(const sc_core::sc_time& clock);  // impl=rtl|both: the transactor, the RTL
 
     // The way to and from the RTL (cq_writer_cosim.cpp).
-    // OP_SYNC and OP_RESIZE stay in the model: they run when everything queued before them has
-    // taken effect in the RTL (impl=rtl: settle(), resize_cq()).
-    enum op_kind : uint8_t { OP_COMPLETE, OP_EVENT, OP_CQC, OP_EQC, OP_DOORBELL, OP_MSI, OP_SYNC, OP_RESIZE };
-    struct rtl_op {
-        op_kind kind = OP_COMPLETE;
-        uint8_t tag = 0, code = 0, log_size = 0, subtype = 0;  // code: cqc_op, arm, event type
-        bool solicited = false;
-        uint32_t num = 0, value = 0;  // CQN/EQN/resource; consumer, MSI data
-        uint16_t eqn = 0;
-        uint64_t addr = 0;           // ring base, MSI address
+    static constexpr cq_rtl_op::kind_t OP_COMPLETE = cq_rtl_op::COMPLETE, OP_EVENT = cq_rtl_op::EVENT,
+                                       OP_CQC = cq_rtl_op::CQC, OP_EQC = cq_rtl_op::EQC,
+                                       OP_DOORBELL = cq_rtl_op::DOORBELL, OP_MSI = cq_rtl_op::MSI;
+    /// A transaction queued for the RTL, or a marker: SYNC and RESIZE stay in the model and run
+    /// when everything queued before them has taken effect in the RTL (impl=rtl: settle(),
+    /// resize_cq()).
+    struct rtl_op : cq_rtl_op {
+        enum marker_t : uint8_t { NONE, SYNC, RESIZE } marker = NONE;
         uint64_t seq = 0;            // order of the transaction
         sc_core::sc_time at;         // when the unit takes it
         sc_core::sc_time handed_at;  // when it was handed to the transactor
-        hw::cqe cqe{};
-        cq_rtl_answer tlm{};  // both: the model's answer
+        cq_rtl_answer tlm{};         // both: the model's answer
     };
     /// A write the model made that the RTL must make too (both).
     struct expected_write {
@@ -225,7 +222,7 @@ private:
         return compare_ || a.at == b.at ? a.seq < b.seq : a.at < b.at;
     }
     void pump();        // after a retirement: a parked marker's turn may have come
-    void run_marker();  // the OP_SYNC or OP_RESIZE at the front, everything before it retired
+    void run_marker();  // the SYNC or RESIZE marker due, everything before it retired
     bool resize_now(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_t consumer,
                     sc_core::sc_time& delay);
     bool resize_in_turn(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_t consumer,
@@ -270,7 +267,7 @@ private:
     ring<expected_write> expected_;  // both: the model's writes the RTL has not made yet
     sc_core::sc_event release_ev_, settled_ev_;
     uint64_t seq_ = 0;
-    bool marker_done_ = false, marker_ok_ = false;  // the command unit's OP_SYNC/OP_RESIZE
+    bool marker_done_ = false, marker_ok_ = false;  // the command unit's SYNC/RESIZE marker
     sc_core::sc_time marker_delay_;
     uint8_t next_tag_ = 0;
     sc_core::sc_time tolerance_;

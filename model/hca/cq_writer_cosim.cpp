@@ -88,7 +88,7 @@ void cq_writer::release() {
     while (!parked_ && !waiting_.empty() && waiting_.front().at <= now) {
         std::pop_heap(waiting_.begin(), waiting_.end(), later);
         rtl_op& o = waiting_.back();
-        if (o.kind == OP_SYNC || o.kind == OP_RESIZE) {
+        if (o.marker != rtl_op::NONE) {
             marker_ = o;
             waiting_.pop_back();
             if (!handed_.empty()) {  // its turn comes when what was handed before it has retired
@@ -122,7 +122,7 @@ void cq_writer::pump() {
 }
 
 void cq_writer::run_marker() {
-    if (marker_.kind == OP_RESIZE) {
+    if (marker_.marker == rtl_op::RESIZE) {
         marker_delay_ = SC_ZERO_TIME;
         marker_ok_ = resize_now(marker_.num, marker_.addr, marker_.log_size, marker_.value, marker_delay_);
     }
@@ -133,7 +133,7 @@ void cq_writer::run_marker() {
 void cq_writer::settle(sc_time& delay) {
     if (!rtl_ || compare_) return;  // both: the model's state is the one read
     rtl_op m;
-    m.kind = OP_SYNC;
+    m.marker = rtl_op::SYNC;
     marker_done_ = false;
     to_rtl(m, sim_now() + delay);
     while (!marker_done_) wait(settled_ev_);
@@ -143,7 +143,7 @@ void cq_writer::settle(sc_time& delay) {
 bool cq_writer::resize_in_turn(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_t consumer,
                                sc_time& delay) {
     rtl_op m;
-    m.kind = OP_RESIZE;
+    m.marker = rtl_op::RESIZE;
     m.num = cqn;
     m.addr = base;
     m.log_size = log_size;
@@ -163,30 +163,12 @@ void cq_writer::record_input(const rtl_op& o, const sc_time& t) {
     case OP_EQC: probe_->eq_context(t, o.num, o.addr, o.log_size); return;
     case OP_DOORBELL: probe_->doorbell(t, o.num, o.value, o.code); return;
     case OP_MSI: probe_->msi(t, o.addr, o.value); return;
-    case OP_SYNC:
-    case OP_RESIZE: return;  // (the model's own)
     }
 }
 
 void cq_writer::hand_over(const rtl_op& o) {
     if (probe_ && !compare_) record_input(o, sim_now());  // (both: the model's calls were recorded)
-    switch (o.kind) {
-    case OP_COMPLETE: rtl_->complete(o.tag, o.num, o.cqe, o.solicited); return;
-    case OP_EVENT: rtl_->post_event(o.tag, o.code, o.num, o.subtype); return;
-    case OP_CQC:
-        if (o.code == 1)
-            rtl_->load_cq(o.num, o.addr, o.log_size, o.eqn);
-        else if (o.code == 2)
-            rtl_->destroy_cq(o.num);
-        else
-            rtl_->resize_cq(o.num, o.addr, o.log_size, o.value);
-        return;
-    case OP_EQC: rtl_->load_eq(o.num, o.addr, o.log_size); return;
-    case OP_DOORBELL: rtl_->doorbell(o.num, o.value, o.code); return;
-    case OP_MSI: rtl_->set_msi(o.addr, o.value); return;
-    case OP_SYNC:
-    case OP_RESIZE: return;  // (never handed over: run_marker())
-    }
+    rtl_->push(o);
 }
 
 void cq_writer::retire_port_writes() {
@@ -405,9 +387,8 @@ std::string cq_writer::describe(const rtl_op& o) const {
                       unsigned(o.value), unsigned(o.code));
         break;
     case OP_MSI: std::snprintf(b, sizeof b, "MSI registers written at %.3f ns", at); break;
-    case OP_SYNC:
-    case OP_RESIZE: std::snprintf(b, sizeof b, "command unit's turn at %.3f ns", at); break;
     }
+    if (o.marker != rtl_op::NONE) std::snprintf(b, sizeof b, "the command unit's turn at %.3f ns", at);
     return b;
 }
 

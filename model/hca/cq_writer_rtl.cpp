@@ -246,14 +246,14 @@ void cq_writer_rtl::end_of_simulation() {
     if (waves_) waves_->close();
 }
 
-void cq_writer_rtl::push(const op& o) {
+void cq_writer_rtl::push(const cq_rtl_op& o) {
     ops_.push(o);
     if (!running_) kick_.notify(SC_ZERO_TIME);
 }
 
 void cq_writer_rtl::complete(uint8_t tag, uint32_t cqn, const hw::cqe& e, bool solicited) {
-    op o;
-    o.kind = OP_COMPLETE;
+    cq_rtl_op o;
+    o.kind = cq_rtl_op::COMPLETE;
     o.tag = tag;
     o.num = cqn;
     o.solicited = solicited;
@@ -262,8 +262,8 @@ void cq_writer_rtl::complete(uint8_t tag, uint32_t cqn, const hw::cqe& e, bool s
 }
 
 void cq_writer_rtl::post_event(uint8_t tag, uint8_t type, uint32_t resource, uint8_t subtype) {
-    op o;
-    o.kind = OP_EVENT;
+    cq_rtl_op o;
+    o.kind = cq_rtl_op::EVENT;
     o.tag = tag;
     o.code = type;
     o.num = resource;
@@ -272,8 +272,8 @@ void cq_writer_rtl::post_event(uint8_t tag, uint8_t type, uint32_t resource, uin
 }
 
 void cq_writer_rtl::load_cq(uint32_t cqn, uint64_t base, uint8_t log_size, uint16_t eqn) {
-    op o;
-    o.kind = OP_CQC;
+    cq_rtl_op o;
+    o.kind = cq_rtl_op::CQC;
     o.code = 1;
     o.num = cqn;
     o.addr = base;
@@ -283,16 +283,16 @@ void cq_writer_rtl::load_cq(uint32_t cqn, uint64_t base, uint8_t log_size, uint1
 }
 
 void cq_writer_rtl::destroy_cq(uint32_t cqn) {
-    op o;
-    o.kind = OP_CQC;
+    cq_rtl_op o;
+    o.kind = cq_rtl_op::CQC;
     o.code = 2;
     o.num = cqn;
     push(o);
 }
 
 void cq_writer_rtl::resize_cq(uint32_t cqn, uint64_t base, uint8_t log_size, uint32_t consumer) {
-    op o;
-    o.kind = OP_CQC;
+    cq_rtl_op o;
+    o.kind = cq_rtl_op::CQC;
     o.code = 3;
     o.num = cqn;
     o.addr = base;
@@ -302,8 +302,8 @@ void cq_writer_rtl::resize_cq(uint32_t cqn, uint64_t base, uint8_t log_size, uin
 }
 
 void cq_writer_rtl::load_eq(uint32_t eqn, uint64_t base, uint8_t log_size) {
-    op o;
-    o.kind = OP_EQC;
+    cq_rtl_op o;
+    o.kind = cq_rtl_op::EQC;
     o.num = eqn;
     o.addr = base;
     o.log_size = log_size;
@@ -311,8 +311,8 @@ void cq_writer_rtl::load_eq(uint32_t eqn, uint64_t base, uint8_t log_size) {
 }
 
 void cq_writer_rtl::doorbell(uint32_t cqn, uint32_t consumer, uint8_t arm) {
-    op o;
-    o.kind = OP_DOORBELL;
+    cq_rtl_op o;
+    o.kind = cq_rtl_op::DOORBELL;
     o.num = cqn;
     o.value = consumer;
     o.code = arm;
@@ -320,14 +320,14 @@ void cq_writer_rtl::doorbell(uint32_t cqn, uint32_t consumer, uint8_t arm) {
 }
 
 void cq_writer_rtl::set_msi(uint64_t addr, uint32_t data) {
-    op o;
-    o.kind = OP_MSI;
+    cq_rtl_op o;
+    o.kind = cq_rtl_op::MSI;
     o.addr = addr;
     o.value = data;
     push(o);
 }
 
-const cq_writer_rtl::op* cq_writer_rtl::next_op() {
+const cq_rtl_op* cq_writer_rtl::next_op() {
     // One at a time, in order: a request or a port write only while the RTL is idle with
     // nothing in flight (the TLM's calls are atomic: docs/cosim.md).
     if (reset_cycles_ || ops_.empty() || in_flight_ || outstanding_ || !m_->idle.read() ||
@@ -336,18 +336,18 @@ const cq_writer_rtl::op* cq_writer_rtl::next_op() {
     return ops_.pop();
 }
 
-void cq_writer_rtl::drive(const op* o) {
+void cq_writer_rtl::drive(const cq_rtl_op* o) {
     cq_rtl_model& m = *m_;
-    const op_kind k = o ? o->kind : OP_COMPLETE;
-    m.cmp_valid.write(o && k == OP_COMPLETE);
-    m.ev_valid.write(o && k == OP_EVENT);
-    m.cqc_we.write(o && k == OP_CQC);
-    m.eqc_we.write(o && k == OP_EQC);
-    m.cqdb_valid.write(o && k == OP_DOORBELL);
-    m.msi_we.write(o && k == OP_MSI);
+    const cq_rtl_op::kind_t k = o ? o->kind : cq_rtl_op::COMPLETE;
+    m.cmp_valid.write(o && k == cq_rtl_op::COMPLETE);
+    m.ev_valid.write(o && k == cq_rtl_op::EVENT);
+    m.cqc_we.write(o && k == cq_rtl_op::CQC);
+    m.eqc_we.write(o && k == cq_rtl_op::EQC);
+    m.cqdb_valid.write(o && k == cq_rtl_op::DOORBELL);
+    m.msi_we.write(o && k == cq_rtl_op::MSI);
     if (!o) return;
     switch (k) {
-    case OP_COMPLETE: {
+    case cq_rtl_op::COMPLETE: {
         sc_dt::sc_bv<512> bv;
         uint32_t w[16];
         std::memcpy(w, &o->cqe, sizeof w);
@@ -359,14 +359,14 @@ void cq_writer_rtl::drive(const op* o) {
         ++in_flight_;
         break;
     }
-    case OP_EVENT:
+    case cq_rtl_op::EVENT:
         m.ev_tag.write(o->tag);
         m.ev_type.write(o->code);
         m.ev_subtype.write(o->subtype);
         m.ev_resource.write(o->num);
         ++in_flight_;
         break;
-    case OP_CQC:
+    case cq_rtl_op::CQC:
         m.cqc_op.write(o->code);
         m.cqc_cqn.write(o->num & 0xFFFFFF);
         m.cqc_base.write(o->addr);
@@ -374,17 +374,17 @@ void cq_writer_rtl::drive(const op* o) {
         m.cqc_eqn.write(o->eqn);
         m.cqc_consumer.write(o->value & 0xFFFFFF);
         break;
-    case OP_EQC:
+    case cq_rtl_op::EQC:
         m.eqc_eqn.write(o->num & 0xFFFF);
         m.eqc_base.write(o->addr);
         m.eqc_log_size.write(o->log_size & 0x1F);
         break;
-    case OP_DOORBELL:
+    case cq_rtl_op::DOORBELL:
         m.cqdb_cqn.write(o->num & 0xFFFFFF);
         m.cqdb_consumer.write(o->value & 0xFFFFFF);
         m.cqdb_arm.write(o->code & 3);
         break;
-    case OP_MSI:
+    case cq_rtl_op::MSI:
         m.msi_addr_in.write(o->addr);
         m.msi_data_in.write(o->value);
         break;
@@ -448,7 +448,7 @@ void cq_writer_rtl::edge() {
         if (in_flight_) --in_flight_;
         client_.rtl_answer(a);  // may queue more operations
     }
-    const op* o = next_op();
+    const cq_rtl_op* o = next_op();
     drive(o);
     if (o || !ops_.empty() || in_flight_ || outstanding_ || respond || reset_cycles_ || !m.idle.read() ||
         !m.cmp_ready.read()) {

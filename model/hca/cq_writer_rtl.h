@@ -56,6 +56,19 @@ public:
     virtual void rtl_idle() {}
 };
 
+/// One transaction at the RTL's pins (docs/cosim.md, the CQ writer's contract): a request
+/// (completion, event) or a port write (CQ/EQ context, CQ doorbell, MSI registers).
+struct cq_rtl_op {
+    enum kind_t : uint8_t { COMPLETE, EVENT, CQC, EQC, DOORBELL, MSI };
+    kind_t kind = COMPLETE;
+    uint8_t tag = 0, code = 0, log_size = 0, subtype = 0;  // code: cqc_op, arm, event type
+    bool solicited = false;
+    uint32_t num = 0, value = 0;  // CQN/EQN/resource; consumer, MSI data
+    uint16_t eqn = 0;
+    uint64_t addr = 0;  // ring base, MSI address
+    hw::cqe cqe{};
+};
+
 class cq_rtl_model;  // the verilated module and its signals (cq_writer_rtl.cpp)
 
 class cq_writer_rtl : public sc_core::sc_module {
@@ -79,7 +92,10 @@ public:
                   const sc_core::sc_time& period, const std::string& waves, cq_rtl_client& client);
     ~cq_writer_rtl() override;
 
-    /// Requests: answered in order through rtl_answer().
+    /// Queues a transaction: requests are answered in order through rtl_answer(); port writes
+    /// go in order with them (each waits until the RTL is idle). The calls below build one.
+    void push(const cq_rtl_op& o);
+    /// Requests.
     void complete(uint8_t tag, uint32_t cqn, const hw::cqe& e, bool solicited);
     void post_event(uint8_t tag, uint8_t type, uint32_t resource, uint8_t subtype);
     /// Port writes, in order with the requests (each waits until the RTL is idle).
@@ -98,20 +114,9 @@ public:
     uint64_t write_errors() const { return write_errors_; }
 
 private:
-    enum op_kind : uint8_t { OP_COMPLETE, OP_EVENT, OP_CQC, OP_EQC, OP_DOORBELL, OP_MSI };
-    struct op {
-        op_kind kind = OP_COMPLETE;
-        uint8_t tag = 0, code = 0, log_size = 0, subtype = 0;  // code: cqc_op, arm, event type
-        bool solicited = false;
-        uint32_t num = 0, value = 0;  // CQN/EQN/resource; consumer, MSI data
-        uint16_t eqn = 0;
-        uint64_t addr = 0;  // ring base, MSI address
-        hw::cqe cqe{};
-    };
-    void push(const op& o);
-    const op* next_op();
+    const cq_rtl_op* next_op();
     void edge();  // the clock process (SC_METHOD)
-    void drive(const op* o);
+    void drive(const cq_rtl_op* o);
     void start_of_simulation() override;
     void end_of_simulation() override;
 
@@ -120,7 +125,7 @@ private:
     std::unique_ptr<cq_rtl_model> m_;
     std::shared_ptr<rtl_waves> waves_;
     std::string waves_file_;
-    rtl_op_ring<op> ops_;  // queued operations
+    rtl_op_ring<cq_rtl_op> ops_;  // queued operations
     sc_core::sc_event kick_;
     bool running_ = false, high_ = false;
     unsigned reset_cycles_ = 2;
