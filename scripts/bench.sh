@@ -135,26 +135,32 @@ else
 fi
 
 echo "== RTL co-simulation (issues 8, 34): 64 B SENDs on 2 QPs, 100000 each; one unit at a time as RTL"
-echo "   (every node's; the P_Key checker checks each received packet, the CQ writer writes each CQE)"
+echo "   (every node's; the P_Key checker checks each received packet, the CQ writer writes each CQE;"
+echo "   CPU seconds, user + system, so a loaded machine does not skew the ratios)"
+cosim_base=""
 for unit_impl in all:tlm pkey_checker:rtl pkey_checker:both cq_writer:rtl cq_writer:both; do
     unit=${unit_impl%%:*} impl=${unit_impl##*:}
     set_args=()
     [[ $unit != all ]] && set_args=(--set "hca.$unit.impl=$impl")
-    "$bin" --workload send_bw --size 64 --qps 2 --iters 100000 "${set_args[@]}" --speed --stats-json "$tmp/cosim.json" |
-        grep -m1 '^ speed:' > "$tmp/cosim.speed"
-    python3 - "$tmp/cosim.json" "$tmp/cosim.speed" "$unit" "$impl" <<'PY'
-import json, re, sys
+    /usr/bin/time -f "%U %S" -o "$tmp/cosim.time" "$bin" --workload send_bw --size 64 --qps 2 --iters 100000 \
+        "${set_args[@]}" --stats-json "$tmp/cosim.json" > /dev/null
+    line=$(python3 - "$tmp/cosim.json" "$tmp/cosim.time" "$unit" "$impl" "$cosim_base" <<'PY'
+import json, sys
 j = json.load(open(sys.argv[1]))["counters"]
-speed = open(sys.argv[2]).read()
-unit, impl = sys.argv[3], sys.argv[4]
-rate = int(re.search(r"([0-9]+) packets per wall second", speed).group(1))
+user, sys_ = map(float, open(sys.argv[2]).read().split()[-2:])
+cpu = user + sys_
+unit, impl, base = sys.argv[3], sys.argv[4], sys.argv[5]
 n = lambda key: sum(v for k, v in j.items() if k.endswith(key))
+packets = n(".link.packets")
 txn = {"pkey_checker": n(".hca.pkey_checker.checked"), "cq_writer": n(".hca.cq_writer.cqes")}.get(unit, 0)
 cycles = n(f".hca.{unit}.rtl_cycles") if unit != "all" else 0
 label = "every unit TLM" if unit == "all" else f"{unit} {impl}"
-extra = f", {txn} transactions, {cycles / txn:.1f} RTL cycles each" if txn else ""
-print(f"  {label:18} {rate:>9} wire packets per wall second{extra}")
+extra = f" ({float(base) and cpu / float(base):.1f} x); {txn} transactions, {cycles / txn:.1f} RTL cycles each" if txn else ""
+print(f"{cpu}|  {label:18} {cpu:6.2f} CPU s, {packets / cpu:>9.0f} wire packets per CPU second{extra}")
 PY
+)
+    [[ -z $cosim_base ]] && cosim_base=${line%%|*}
+    echo "${line#*|}"
 done
 
 echo "== Latency breakdown (issue 7): where write_lat 2 B goes, one way, us"
