@@ -309,18 +309,20 @@ void cq_writer::rtl_write(tlm::tlm_generic_payload& gp, sc_time& delay) {
     const rtl_op* o = nullptr;
     for (size_t i = 0; i < handed_.size() && !o; ++i)
         if (handed_[i].kind == OP_COMPLETE || handed_[i].kind == OP_EVENT) o = &handed_[i];
-    char b[256];
-    std::snprintf(b, sizeof b, "  RTL write: %u bytes to %s at %.3f ns: ", unsigned(len),
-                  hex_address(addr).c_str(), issued.to_seconds() * 1e9);
-    const std::string rtl_line = b + hex_bytes(data, std::min<uint32_t>(len, 64)) + "\n";
+    // (the report's lines are made only for a divergence: nothing allocated per write)
+    const auto line = [](const char* who, uint64_t a, uint32_t n, const sc_time& t, const uint8_t* bytes) {
+        char h[160];
+        std::snprintf(h, sizeof h, "  %s write: %u bytes to %s at %.3f ns: ", who, unsigned(n),
+                      hex_address(a).c_str(), t.to_seconds() * 1e9);
+        return h + hex_bytes(bytes, std::min<uint32_t>(n, 64)) + "\n";
+    };
     if (expected_.empty() || (o && expected_.front().seq != o->seq)) {
-        diverge("the RTL wrote host memory where the model did not", o, "  TLM write: none\n" + rtl_line);
+        diverge("the RTL wrote host memory where the model did not", o,
+                "  TLM write: none\n" + line("RTL", addr, len, issued, data));
         return;
     }
     const expected_write& w = expected_.front();
-    std::snprintf(b, sizeof b, "  TLM write: %u bytes to %s at %.3f ns: ", unsigned(w.len),
-                  hex_address(w.addr).c_str(), w.issued.to_seconds() * 1e9);
-    const std::string tlm_line = b + hex_bytes(w.data, std::min<uint32_t>(w.len, 64)) + "\n";
+    char b[256];
     if (w.addr != addr || w.len != len || std::memcmp(w.data, data, std::min<uint32_t>(len, 64)) != 0) {
         std::string diff;
         if (w.addr == addr && w.len == len) {
@@ -333,7 +335,8 @@ void cq_writer::rtl_write(tlm::tlm_generic_payload& gp, sc_time& delay) {
                 }
             diff += "\n";
         }
-        diverge("the host memory writes differ", o, tlm_line + rtl_line + diff);
+        diverge("the host memory writes differ", o,
+                line("TLM", w.addr, w.len, w.issued, w.data) + line("RTL", addr, len, issued, data) + diff);
         return;
     }
     // The time each took from the transaction to the write: the model from the call; the RTL
@@ -350,7 +353,7 @@ void cq_writer::rtl_write(tlm::tlm_generic_payload& gp, sc_time& delay) {
                       "(time_tolerance_ns %.3f)",
                       skew.to_seconds() * 1e9, rtl_took > tlm_took ? "longer" : "less",
                       tolerance_.to_seconds() * 1e9);
-        diverge(b, o, tlm_line + rtl_line);
+        diverge(b, o, line("TLM", w.addr, w.len, w.issued, w.data) + line("RTL", addr, len, issued, data));
         return;
     }
     if (!w.ok) gp.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);  // (posted: answered at once)
